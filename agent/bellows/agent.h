@@ -1,0 +1,206 @@
+/* agent - libbellows, the bellows agent linked into every training process.
+ *
+ * A training process opens one agent per rank. The agent measures the
+ * gradients the trainer hands it (bellows_agent_observe), closes windows of
+ * steps, and sends one REPORT per window to bellowsd from a background I/O
+ * thread; the training thread never waits on the network for that. bellowsd
+ * answers each window with a decision that names the step at which it takes
+ * effect (apply_step); every rank applies it exactly there, so all ranks
+ * change compression level at the same step.
+ *
+ * The only time the training thread waits is in bellows_agent_step_begin()
+ * at the apply step of a decision that is due and has not arrived yet: it
+ * waits up to decision_timeout_ms, then keeps the previous decision and
+ * counts a miss (reported to bellowsd, which re-issues the state so every
+ * rank converges again).
+ *
+ * If bellowsd is down or restarts, training goes on with the last decision;
+ * reports wait in a bounded queue (oldest dropped and counted when full) and
+ * the agent reconnects and resynchronises by itself.
+ *
+ * Threading: one training thread calls every function except
+ * bellows_agent_stats(), which any thread may call. The agent never aborts
+ * and never writes to stdout/stderr; it logs through the callback given in
+ * the configuration, possibly from its I/O thread.
+ *
+ * Errors: every int-returning function returns 0 or a negative BELLOWS_E*
+ * (see bellows/error.h); outputs (ret_*) are untouched on failure.
+ */
+#ifndef BELLOWS_AGENT_H
+#define BELLOWS_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <bellows/error.h>
+#include <bellows/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bellows_agent bellows_agent;
+
+enum bellows_log_level {
+	BELLOWS_LOG_ERROR = 0,
+	BELLOWS_LOG_WARN = 1,
+	BELLOWS_LOG_INFO = 2,
+	BELLOWS_LOG_DEBUG = 3,
+};
+
+/* Log sink: `message` is one line without a newline, valid for the call. */
+typedef void bellows_log_fn(void *arg, int level, const char *message);
+
+enum bellows_layer_flags {
+	BELLOWS_LAYER_NO_ACCUMULATOR = 1u << 0, /* skip the window sum (acc_norm 0) */
+	BELLOWS_LAYER_MOMENTUM = 1u << 1,       /* keep a momentum average */
+};
+
+/* One gradient tensor of the model. Copied by bellows_agent_open. */
+typedef struct bellows_layer {
+	const char *name;      /* unique, 1..255 bytes, no control characters */
+	uint64_t numel;        /* elements */
+	uint32_t ndim;         /* entries in shape; 0 means 1-D [numel] */
+	const uint32_t *shape; /* dimensions; product must equal numel */
+	uint32_t flags;        /* bellows_layer_flags */
+} bellows_layer;
+
+typedef struct bellows_agent_config {
+	uint32_t size;                /* sizeof(bellows_agent_config); set by _init */
+	const char *control;          /* bellowsd ROUTER endpoint */
+	const char *publish;          /* bellowsd PUB endpoint */
+	const char *job;              /* job name, 1..255 bytes */
+	uint32_t rank;                /* this process's rank, < world */
+	uint32_t world;               /* number of ranks */
+	const bellows_layer *layers;  /* the layer table, n_layers entries */
+	uint32_t n_layers;            /* 1..65536 */
+	uint32_t window_steps;        /* steps per window; 0: only window_end() */
+	uint64_t start_step;          /* first step number (resume) */
+	uint32_t decision_timeout_ms; /* longest wait at an apply step */
+	uint32_t heartbeat_ms;        /* heartbeat period */
+	uint32_t queue_capacity;      /* reports held while disconnected */
+	double momentum_beta;         /* beta of the momentum average */
+	bellows_log_fn *log;          /* NULL: no logging */
+	void *log_arg;                /* passed to log */
+	int log_level;                /* highest level passed to log */
+} bellows_agent_config;
+
+/* Timings and counters of one step, given to bellows_agent_step_end().
+ * Zero fields mean "not measured"; step_ms 0 is measured by the agent from
+ * step_begin to step_end. */
+typedef struct bellows_step_info {
+	double step_ms;       /* whole step */
+	double compute_ms;    /* forward + backward */
+	double comm_ms;       /* gradient communication */
+	uint64_t bytes_sent;  /* gradient bytes this rank sent */
+	uint64_t floats_sent; /* floats this rank sent */
+	uint64_t floats_raw;  /* floats it would have sent uncompressed */
+	double lr;            /* learning rate used in this step */
+	uint32_t batch_size;  /* per-rank batch size used */
+	uint64_t epoch;       /* trainer's epoch counter */
+} bellows_step_info;
+
+/* The knob state in force. Pointers stay valid until the next
+ * bellows_agent_step_begin() or bellows_agent_close(). */
+typedef struct bellows_decision {
+	uint64_t seq;                /* 0: no decision yet (defaults) */
+	uint64_t apply_step;         /* step it took effect */
+	uint64_t window;             /* window it answered, +1; 0: none */
+	uint32_t n_layers;           /* entries in level and error_bound */
+	const double *level;         /* per layer; 0 = send raw */
+	const double *error_bound;   /* per layer; 0 = none */
+	uint32_t batch_size;         /* 0: keep the trainer's own */
+	double lr_scale;             /* multiply the LR by this */
+	uint64_t size_threshold;     /* tensors smaller (bytes) go raw */
+	int compression_off;         /* non-zero: send everything raw */
+	const uint8_t *codec_table;  /* opaque, may be NULL */
+	size_t codec_table_len;      /* bytes in codec_table */
+	const char *policy;          /* who decided */
+	const char *reason;          /* why */
+} bellows_decision;
+
+typedef struct bellows_agent_stats {
+	int connected;             /* welcomed by the current daemon */
+	uint64_t step;             /* next step to begin */
+	uint64_t window;           /* windows closed */
+	uint64_t reports_sent;     /* reports handed to the socket */
+	uint64_t reports_dropped;  /* dropped because the queue was full */
+	uint64_t decisions;        /* decisions received (unique seq) */
+	uint64_t decision_misses;  /* apply steps passed without the decision */
+	uint64_t snapshots;        /* snapshot requests made (gaps, rejoins) */
+	uint64_t reconnects;       /* welcomes after the first */
+	uint64_t seq_in_force;     /* decision applied in the current step */
+	int last_error;            /* last BELLOWS_E* the daemon refused with */
+	char last_error_text[256]; /* its message */
+} bellows_agent_stats;
+
+/* Returns the library version, e.g. "0.1.0". */
+BELLOWS_EXPORT const char *bellows_version(void);
+
+/* Fills *cfg with defaults: control tcp://127.0.0.1:5555, publish
+ * tcp://127.0.0.1:5556, window_steps 0, decision_timeout_ms 5000,
+ * heartbeat_ms 1000, queue_capacity 64, momentum_beta 0.9, no logger,
+ * log_level BELLOWS_LOG_WARN. job, layers, rank and world must be set. */
+BELLOWS_EXPORT void bellows_agent_config_init(bellows_agent_config *cfg);
+
+/* Opens an agent: validates *cfg (BELLOWS_EINVAL with the reason logged on
+ * a bad field), copies everything it needs from it, starts the I/O thread
+ * and sends HELLO. It does not wait for bellowsd: an agent opened while the
+ * daemon is down trains on defaults and joins when the daemon appears.
+ * Returns BELLOWS_ENOMEM, BELLOWS_ESYS (thread or socket creation failed),
+ * or BELLOWS_EINVAL. On success *ret_agent is the caller's, to close. */
+BELLOWS_EXPORT int bellows_agent_open(const bellows_agent_config *cfg,
+    bellows_agent **ret_agent);
+
+/* Sends BYE (best effort, at most 200 ms), stops the I/O thread, frees
+ * everything and sets *agent to NULL. NULL-safe and idempotent. */
+BELLOWS_EXPORT void bellows_agent_close(bellows_agent **agent);
+
+/* Begins the next step and makes the decision in force for it current.
+ * If a decision is due at this step and has not arrived, waits for it up to
+ * decision_timeout_ms; on timeout keeps the previous decision and counts a
+ * miss. *ret_step (may be NULL) receives the step number. Returns 0, or
+ * BELLOWS_ESTATE if the previous step was not ended. */
+BELLOWS_EXPORT int bellows_agent_step_begin(bellows_agent *agent,
+    uint64_t *ret_step);
+
+/* Adds one gradient of `layer` (n float32 values at grad, CPU memory,
+ * borrowed for the call) to the window statistics. Observing a layer
+ * twice in one step adds both. Returns BELLOWS_EINVAL for a bad layer index,
+ * a NULL grad with n > 0, or n != the layer's numel; BELLOWS_ESTATE outside
+ * a step. */
+BELLOWS_EXPORT int bellows_agent_observe(bellows_agent *agent, uint32_t layer,
+    const float *grad, uint64_t n);
+
+/* Ends the current step with its timings (info may be NULL). When
+ * window_steps > 0 and this step closes a window, the window is finalised
+ * and its REPORT queued (never waits on the network). Returns 0 or
+ * BELLOWS_ESTATE if no step was begun. */
+BELLOWS_EXPORT int bellows_agent_step_end(bellows_agent *agent,
+    const bellows_step_info *info);
+
+/* Ends the current window now (e.g. at an epoch end), between steps.
+ * Every rank must end windows at the same steps. Returns 0, BELLOWS_ESTATE
+ * inside a step, or BELLOWS_EAGAIN if the window has no steps. */
+BELLOWS_EXPORT int bellows_agent_window_end(bellows_agent *agent);
+
+/* Copies the decision in force for the current step into *ret (pointers
+ * borrowed, see bellows_decision). Before any decision: seq 0, levels 0,
+ * lr_scale 1. Returns 0 or BELLOWS_EINVAL. */
+BELLOWS_EXPORT int bellows_agent_decision(const bellows_agent *agent,
+    bellows_decision *ret);
+
+/* Level in force for `layer` in the current step; 0 for a bad index. */
+BELLOWS_EXPORT double bellows_agent_level(const bellows_agent *agent,
+    uint32_t layer);
+
+/* Copies counters into *ret. Safe from any thread. Returns 0 or
+ * BELLOWS_EINVAL. */
+BELLOWS_EXPORT int bellows_agent_stats_get(bellows_agent *agent,
+    bellows_agent_stats *ret);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BELLOWS_AGENT_H */

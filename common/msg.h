@@ -1,0 +1,275 @@
+/* msg - bellows protocol messages as plain C structs.
+ *
+ * These structs are what the controller, the agent and the tools work with;
+ * only the codec (codec.c) converts them to and from the wire. They mirror
+ * common/bellows.proto field for field. A com_msg owns everything it points
+ * to: strings and arrays are heap-allocated and released by com_msg_fini().
+ *
+ * Decisions always carry the whole knob state (never a delta): `level` and
+ * `error_bound` have exactly `n_layers` entries each.
+ */
+#ifndef COM_MSG_H
+#define COM_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Values go on the wire inside the Envelope: never change, only append. */
+#define BELLOWS_PROTO_MAJOR 1
+#define BELLOWS_PROTO_MINOR 0
+
+#define COM_MAX_NDIM 8 /* most dimensions a layer shape may have */
+
+typedef enum com_msg_type {
+	COM_MSG_NONE = 0,
+	COM_MSG_HELLO,          /* agent -> ctl: join a job */
+	COM_MSG_WELCOME,        /* ctl -> agent: joined, here is the state */
+	COM_MSG_REPORT,         /* agent -> ctl: one window's statistics */
+	COM_MSG_DECISION,       /* ctl -> all (PUB): new knob state */
+	COM_MSG_HEARTBEAT,      /* agent -> ctl: still alive */
+	COM_MSG_HEARTBEAT_ACK,  /* ctl -> agent */
+	COM_MSG_BYE,            /* agent -> ctl: leaving cleanly */
+	COM_MSG_STATUS_REQUEST, /* any -> ctl */
+	COM_MSG_STATUS_REPLY,   /* ctl -> requester */
+	COM_MSG_SNAPSHOT_REQUEST, /* agent -> ctl: I saw a seq gap */
+	COM_MSG_SNAPSHOT,       /* ctl -> agent: decisions in force/pending */
+	COM_MSG_ERROR,          /* ctl -> peer: request refused */
+	COM_MSG_TELEMETRY,      /* ctl -> all (PUB): per-window summary */
+	COM_MSG_TYPE_MAX,
+} com_msg_type;
+
+typedef struct com_layer_info {
+	char *name;                   /* unique within the job */
+	uint64_t numel;               /* elements; = product of shape */
+	uint32_t ndim;                /* entries used in shape */
+	uint32_t shape[COM_MAX_NDIM]; /* dimensions, outermost first */
+} com_layer_info;
+
+typedef struct com_decision {
+	char *job;                /* job name */
+	uint64_t seq;             /* per-job sequence, from 1 */
+	uint64_t apply_step;      /* first step this state is in force */
+	uint64_t window;          /* window it answers, +1; 0 = none */
+	uint32_t n_layers;        /* entries in level and error_bound */
+	double *level;            /* per-layer compression level; 0 = raw */
+	double *error_bound;      /* per-layer absolute bound; 0 = none */
+	uint32_t batch_size;      /* 0 = the trainer's own */
+	double lr_scale;          /* multiplier on the trainer's LR; 1 = none */
+	uint64_t size_threshold;  /* tensors below this many bytes go raw */
+	bool compression_off;     /* true: everything raw (perfmodel gate) */
+	uint8_t *codec_table;     /* opaque codec parameters, may be NULL */
+	size_t codec_table_len;   /* bytes in codec_table */
+	char *policy;             /* policies that changed something */
+	char *reason;             /* human-readable why */
+} com_decision;
+
+typedef struct com_hello {
+	char *job;              /* job name */
+	uint32_t rank;          /* 0 .. world-1 */
+	uint32_t world;         /* ranks in the job */
+	uint32_t n_layers;      /* entries in layers */
+	com_layer_info *layers; /* the layer table */
+	char *agent_version;    /* libbellows version string */
+	uint64_t step;          /* next step the rank runs */
+	uint64_t incarnation;   /* random per agent process */
+	com_decision in_force;  /* state applied now; seq 0 = none */
+	uint64_t last_window;   /* last window reported +1; 0 = none */
+} com_hello;
+
+typedef struct com_welcome {
+	char *job;                 /* echo of the job joined */
+	uint32_t rank;             /* echo of the rank */
+	uint32_t apply_lag;        /* steps between window end+1 and apply */
+	uint32_t heartbeat_ms;     /* heartbeat period expected */
+	uint64_t instance;         /* daemon instance id */
+	uint32_t n_decisions;      /* entries in decisions */
+	com_decision *decisions;   /* in force and pending, ascending seq */
+} com_welcome;
+
+typedef struct com_layer_stats {
+	uint32_t layer;            /* index in the layer table */
+	uint64_t count;            /* elements observed in the window */
+	uint64_t nonzero;          /* elements != 0 */
+	uint64_t nonfinite;        /* NaN/Inf, excluded from the sums */
+	double sum_sq;             /* sum of g^2 */
+	double abs_sum;            /* sum of |g| */
+	double max_abs;            /* largest |g| */
+	double acc_norm;           /* L2 norm of the window-summed gradient */
+	double momentum_abs_mean;  /* mean |m| at window end, 0 if off */
+	uint32_t observed_steps;   /* steps in which the layer was observed */
+} com_layer_stats;
+
+typedef struct com_timings {
+	uint32_t steps;           /* steps in the window */
+	double step_ms;           /* sum of step times */
+	double compute_ms;        /* sum of compute (forward+backward) times */
+	double comm_ms;           /* sum of communication times */
+	double step_ms_max;       /* slowest step */
+	uint64_t bytes_sent;      /* gradient bytes this rank sent */
+	uint64_t floats_sent;     /* floats this rank sent */
+	uint64_t floats_raw;      /* floats it would send uncompressed */
+	uint32_t decision_misses; /* apply steps reached without the decision */
+	uint64_t reports_dropped; /* reports dropped by the agent's queue */
+} com_timings;
+
+typedef struct com_report {
+	char *job;                /* job name */
+	uint32_t rank;            /* reporting rank */
+	uint64_t window;          /* window index, from 0 */
+	uint64_t first_step;      /* first step of the window */
+	uint64_t last_step;       /* last step of the window */
+	uint32_t n_layers;        /* entries in layers */
+	com_layer_stats *layers;  /* per-layer statistics */
+	com_timings timings;      /* per-rank timings */
+	double lr;                /* learning rate used in the window */
+	uint32_t batch_size;      /* per-rank batch size used */
+	uint64_t epoch;           /* trainer's epoch counter */
+	uint64_t seq_in_force;    /* decision applied at last_step */
+} com_report;
+
+typedef struct com_heartbeat {
+	char *job;             /* job name */
+	uint32_t rank;         /* sender */
+	uint64_t step;         /* step the rank is at */
+	uint64_t seq_in_force; /* decision it applies */
+	uint64_t incarnation;  /* agent process id, random */
+} com_heartbeat;
+
+typedef struct com_heartbeat_ack {
+	uint64_t instance; /* daemon instance id */
+	uint64_t last_seq; /* last decision seq of the job */
+} com_heartbeat_ack;
+
+typedef struct com_bye {
+	char *job;     /* job name */
+	uint32_t rank; /* leaving rank */
+} com_bye;
+
+typedef struct com_status_request {
+	char *job; /* NULL or "": every job */
+} com_status_request;
+
+typedef struct com_rank_status {
+	uint32_t rank;         /* rank number */
+	bool alive;            /* heard within the rank timeout */
+	uint64_t step;         /* last step heard */
+	uint64_t last_seen_ms; /* ms since last heard */
+	uint64_t reports;      /* reports received */
+	uint64_t seq_in_force; /* decision it said it applies */
+	uint32_t rejoins;      /* times it joined again */
+} com_rank_status;
+
+typedef struct com_job_status {
+	char *job;                   /* job name */
+	uint32_t world;              /* expected ranks */
+	uint32_t ranks_alive;        /* live ranks */
+	uint64_t window;             /* windows closed */
+	uint64_t seq;                /* last decision seq */
+	uint64_t step;               /* highest step heard */
+	uint32_t n_ranks;            /* entries in ranks */
+	com_rank_status *ranks;      /* per-rank rows */
+	uint32_t n_layers;           /* layers in the job's table */
+	uint64_t windows_incomplete; /* closed by timeout, ranks missing */
+	char *policy;                /* policies configured for the job */
+} com_job_status;
+
+typedef struct com_peer_status {
+	uint8_t *peer;     /* routing id */
+	size_t peer_len;   /* bytes in peer */
+	uint64_t dropped;  /* malformed messages dropped */
+	char *last_error;  /* text of the last drop reason */
+} com_peer_status;
+
+typedef struct com_status_reply {
+	uint64_t instance;       /* daemon instance id */
+	uint64_t uptime_ms;      /* since start */
+	uint32_t n_jobs;         /* entries in jobs */
+	com_job_status *jobs;    /* per job */
+	uint32_t n_peers;        /* entries in peers */
+	com_peer_status *peers;  /* peers with drops */
+	uint64_t messages;       /* messages received */
+	uint64_t dropped;        /* messages dropped as malformed/hostile */
+	uint64_t reports;        /* reports accepted */
+	uint64_t decisions;      /* decisions published */
+	uint64_t layer_stats;    /* layer statistics ingested */
+} com_status_reply;
+
+typedef struct com_snapshot_request {
+	char *job;     /* job name */
+	uint32_t rank; /* asking rank */
+} com_snapshot_request;
+
+typedef struct com_snapshot {
+	char *job;               /* job name */
+	uint32_t n_decisions;    /* entries in decisions */
+	com_decision *decisions; /* in force and pending, ascending seq */
+} com_snapshot;
+
+typedef struct com_error {
+	int32_t code;  /* BELLOWS_E* */
+	char *message; /* human-readable, for the agent's log */
+} com_error;
+
+typedef struct com_telemetry {
+	char *job;               /* job name */
+	uint64_t window;         /* window just closed */
+	uint32_t ranks_reported; /* ranks in it */
+	uint32_t ranks_expected; /* live ranks when it closed */
+	double step_ms_median;   /* median over ranks of mean step time */
+} com_telemetry;
+
+typedef struct com_msg {
+	com_msg_type type; /* which member of u is valid */
+	uint32_t major;    /* sender's protocol major version */
+	uint32_t minor;    /* sender's protocol minor version */
+	union {
+		com_hello hello;
+		com_welcome welcome;
+		com_report report;
+		com_decision decision;
+		com_heartbeat heartbeat;
+		com_heartbeat_ack heartbeat_ack;
+		com_bye bye;
+		com_status_request status_request;
+		com_status_reply status_reply;
+		com_snapshot_request snapshot_request;
+		com_snapshot snapshot;
+		com_error error;
+		com_telemetry telemetry;
+	} u; /* the body */
+} com_msg;
+
+/* Prepares *m as an empty message of the given type with the current
+ * protocol version; every pointer NULL, every number 0. Never fails. */
+void com_msg_init(com_msg *m, com_msg_type type);
+
+/* Releases everything *m owns and leaves it as com_msg_init(m, NONE) would.
+ * Safe on a zeroed, half-built or already finalised message. */
+void com_msg_fini(com_msg *m);
+
+/* Releases what *d owns and zeroes it. Safe on a zeroed struct. */
+void com_decision_fini(com_decision *d);
+
+/* Makes *d an empty decision for `n_layers` layers (levels 0, bounds 0,
+ * lr_scale 1), with job copied from `job` (may be NULL). Returns 0 or
+ * BELLOWS_ENOMEM (then *d is zeroed). */
+int com_decision_init(com_decision *d, const char *job, uint32_t n_layers);
+
+/* Deep-copies src into *dst (which must not own anything). Returns 0, or
+ * BELLOWS_ENOMEM with *dst zeroed. */
+int com_decision_copy(com_decision *dst, const com_decision *src);
+
+/* True when a and b carry the same knob state (levels, bounds, batch size,
+ * LR scale, threshold, gate, codec table); seq, steps and texts are
+ * ignored. */
+bool com_decision_same_state(const com_decision *a, const com_decision *b);
+
+/* Returns a short lower-case name of a message type ("hello", ...), or
+ * "unknown". */
+const char *com_msg_type_name(com_msg_type type);
+
+/* strdup that returns NULL for NULL; NULL also on out-of-memory. */
+char *com_strdup(const char *s);
+
+#endif /* COM_MSG_H */
