@@ -76,6 +76,7 @@ typedef struct bellows_agent_config {
 	uint32_t n_layers;            /* 1..65536 */
 	uint32_t window_steps;        /* steps per window; 0: only window_end() */
 	uint64_t start_step;          /* first step number (resume) */
+	uint64_t start_window;        /* index of its first window (resume) */
 	uint32_t decision_timeout_ms; /* longest wait at an apply step */
 	uint32_t heartbeat_ms;        /* heartbeat period */
 	uint32_t queue_capacity;      /* reports held while disconnected */

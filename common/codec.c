@@ -1,0 +1,1376 @@
+/* codec - bellows messages to protobuf frames and back, see codec.h.
+ *
+ * Encoding points the generated structs at the com_* data wherever the
+ * types agree (strings, shapes, double arrays, byte strings); the only
+ * copies are the packed frame itself and the arrays of sub-message structs
+ * protobuf-c wants behind its pointer arrays. The encoder refuses only what
+ * it cannot read safely or what the wire cannot express; whether the values
+ * make sense is for the decoder to judge, so tests of other modules can
+ * build hostile frames with it.
+ *
+ * Decoding takes three passes over an untrusted frame. A scan of the wire
+ * format counts every repeated field of every sub-message against its limit
+ * before protobuf-c allocates anything for it. protobuf-c then unpacks
+ * through an allocator with a byte budget, which bounds what no single
+ * limit does (repeats nested in repeats, unknown fields, sub-messages the
+ * parser merges). Last, the conversion to com_* structs checks every field.
+ * Decoded strings are never NULL (an absent string is ""); an absent
+ * sub-message decodes as zeroes.
+ */
+#include "codec.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bellows/error.h>
+
+#include "bellows.pb-c.h"
+#include "codec_fault.h"
+
+#define CODEC_MAX_FIELDS 32 /* more fields than any message has */
+
+/* Allocations before the injected failure, or -1 when none is armed. */
+static _Thread_local long codec_fault_countdown = -1;
+static _Thread_local bool codec_fault_hit; /* the armed failure happened */
+
+void
+com_limits_default(com_limits *lim)
+{
+	lim->max_msg_bytes = (size_t)16 << 20;
+	lim->max_layers = 65536;
+	lim->max_world = 65536;
+	lim->max_name_len = 256;
+	lim->max_text_len = 4096;
+	lim->max_decisions = 64;
+	lim->max_codec_table = 1u << 20;
+	lim->max_jobs = 4096;
+	lim->max_peers = 4096;
+}
+
+void
+com_codec_fault_arm(long n)
+{
+	codec_fault_countdown = n < 0 ? -1 : n;
+	codec_fault_hit = false;
+}
+
+bool
+com_codec_fault_fired(void)
+{
+	return codec_fault_hit;
+}
+
+/* Every allocation of the codec, protobuf-c's included, comes here so that
+ * a test can fail any one of them. */
+static void *
+codec_malloc(size_t size)
+{
+	if (codec_fault_countdown >= 0 && codec_fault_countdown-- == 0) {
+		codec_fault_hit = true;
+		return NULL;
+	}
+	return malloc(size > 0 ? size : 1);
+}
+
+/* Zeroed n * size bytes; NULL also when the product overflows. */
+static void *
+codec_calloc(size_t n, size_t size)
+{
+	void *p;
+
+	if (size != 0 && n > SIZE_MAX / size)
+		return NULL;
+	if ((p = codec_malloc(n * size)) != NULL)
+		memset(p, 0, n * size);
+	return p;
+}
+
+/*
+ * Encoding.
+ */
+
+/* The generated structs of one message being encoded. They point into the
+ * com_msg and into `block`, which holds the repeated sub-messages. */
+typedef struct codec_out {
+	Bellows__Envelope env; /* what gets packed */
+	union {
+		Bellows__Hello hello;
+		Bellows__Welcome welcome;
+		Bellows__Report report;
+		Bellows__Decision decision;
+		Bellows__Heartbeat heartbeat;
+		Bellows__HeartbeatAck heartbeat_ack;
+		Bellows__Bye bye;
+		Bellows__StatusRequest status_request;
+		Bellows__StatusReply status_reply;
+		Bellows__SnapshotRequest snapshot_request;
+		Bellows__Snapshot snapshot;
+		Bellows__Error error;
+		Bellows__Telemetry telemetry;
+	} body;                     /* env's body */
+	Bellows__Decision in_force; /* a hello's embedded decision */
+	Bellows__Timings timings;   /* a report's embedded timings */
+	void *block[3];             /* sub-message arrays, freed after packing */
+	unsigned n_block;           /* entries used in block */
+} codec_out;
+
+/* protobuf-c only reads strings while packing; NULL goes out as "". */
+static char *
+codec_out_str(char *s)
+{
+	return s != NULL ? s : (char *)protobuf_c_empty_string;
+}
+
+/* One allocation for n elements of `size` bytes each, kept in o->block.
+ * Callers put n sub-message structs first and the n pointers protobuf-c
+ * wants after them: a struct's size is a multiple of a pointer's
+ * alignment, so the pointers are aligned. */
+static void *
+codec_out_block(codec_out *o, size_t n, size_t size)
+{
+	assert(o->n_block < sizeof(o->block) / sizeof(o->block[0]));
+	return o->block[o->n_block++] = codec_calloc(n, size);
+}
+
+static int
+codec_out_decision(const com_decision *d, Bellows__Decision *pd)
+{
+	bellows__decision__init(pd);
+	if (d->n_layers > 0 && (d->level == NULL || d->error_bound == NULL))
+		return BELLOWS_EINVAL;
+	if (d->codec_table_len > 0 && d->codec_table == NULL)
+		return BELLOWS_EINVAL;
+	pd->job = codec_out_str(d->job);
+	pd->seq = d->seq;
+	pd->apply_step = d->apply_step;
+	pd->window = d->window;
+	pd->n_level = d->n_layers;
+	pd->level = d->level;
+	pd->n_error_bound = d->n_layers;
+	pd->error_bound = d->error_bound;
+	pd->batch_size = d->batch_size;
+	pd->lr_scale = d->lr_scale;
+	pd->size_threshold = d->size_threshold;
+	pd->compression_off = d->compression_off;
+	pd->codec_table.len = d->codec_table_len;
+	pd->codec_table.data = d->codec_table;
+	pd->policy = codec_out_str(d->policy);
+	pd->reason = codec_out_str(d->reason);
+	return 0;
+}
+
+static int
+codec_out_decisions(codec_out *o, const com_decision *d, uint32_t n,
+    size_t *ret_n, Bellows__Decision ***ret)
+{
+	Bellows__Decision *pd;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if (d == NULL)
+		return BELLOWS_EINVAL;
+	pd = codec_out_block(o, n, sizeof(*pd) + sizeof(*ret));
+	if (pd == NULL)
+		return BELLOWS_ENOMEM;
+	*ret = (Bellows__Decision **)(pd + n);
+	for (uint32_t i = 0; i < n; i++) {
+		if ((rc = codec_out_decision(&d[i], &pd[i])) != 0)
+			return rc;
+		(*ret)[i] = &pd[i];
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static int
+codec_out_hello(codec_out *o, const com_hello *h)
+{
+	Bellows__Hello *ph = &o->body.hello;
+	Bellows__LayerInfo *pl;
+	int rc;
+
+	bellows__hello__init(ph);
+	if (h->n_layers > 0 && h->layers == NULL)
+		return BELLOWS_EINVAL;
+	for (uint32_t i = 0; i < h->n_layers; i++)
+		if (h->layers[i].ndim > COM_MAX_NDIM)
+			return BELLOWS_EINVAL;
+	if ((rc = codec_out_decision(&h->in_force, &o->in_force)) != 0)
+		return rc;
+	if (h->n_layers > 0) {
+		pl = codec_out_block(o, h->n_layers,
+		    sizeof(*pl) + sizeof(*ph->layers));
+		if (pl == NULL)
+			return BELLOWS_ENOMEM;
+		ph->layers = (Bellows__LayerInfo **)(pl + h->n_layers);
+		for (uint32_t i = 0; i < h->n_layers; i++) {
+			bellows__layer_info__init(&pl[i]);
+			pl[i].name = codec_out_str(h->layers[i].name);
+			pl[i].numel = h->layers[i].numel;
+			pl[i].n_shape = h->layers[i].ndim;
+			pl[i].shape = h->layers[i].shape;
+			ph->layers[i] = &pl[i];
+		}
+		ph->n_layers = h->n_layers;
+	}
+	ph->job = codec_out_str(h->job);
+	ph->rank = h->rank;
+	ph->world = h->world;
+	ph->agent_version = codec_out_str(h->agent_version);
+	ph->step = h->step;
+	ph->incarnation = h->incarnation;
+	ph->last_window = h->last_window;
+	/* A decision that packs to nothing stays off the wire and so decodes
+	 * as the zeroed struct it was. */
+	if (protobuf_c_message_get_packed_size(&o->in_force.base) > 0)
+		ph->in_force = &o->in_force;
+	o->env.body_case = BELLOWS__ENVELOPE__BODY_HELLO;
+	o->env.hello = ph;
+	return 0;
+}
+
+static int
+codec_out_welcome(codec_out *o, const com_welcome *w)
+{
+	Bellows__Welcome *pw = &o->body.welcome;
+
+	bellows__welcome__init(pw);
+	pw->job = codec_out_str(w->job);
+	pw->rank = w->rank;
+	pw->apply_lag = w->apply_lag;
+	pw->heartbeat_ms = w->heartbeat_ms;
+	pw->instance = w->instance;
+	o->env.body_case = BELLOWS__ENVELOPE__BODY_WELCOME;
+	o->env.welcome = pw;
+	return codec_out_decisions(o, w->decisions, w->n_decisions,
+	    &pw->n_decisions, &pw->decisions);
+}
+
+static int
+codec_out_report(codec_out *o, const com_report *r)
+{
+	Bellows__Report *pr = &o->body.report;
+	Bellows__Timings *pt = &o->timings;
+	Bellows__LayerStats *ps;
+
+	bellows__report__init(pr);
+	if (r->n_layers > 0) {
+		if (r->layers == NULL)
+			return BELLOWS_EINVAL;
+		ps = codec_out_block(o, r->n_layers,
+		    sizeof(*ps) + sizeof(*pr->layers));
+		if (ps == NULL)
+			return BELLOWS_ENOMEM;
+		pr->layers = (Bellows__LayerStats **)(ps + r->n_layers);
+		for (uint32_t i = 0; i < r->n_layers; i++) {
+			const com_layer_stats *s = &r->layers[i];
+
+			bellows__layer_stats__init(&ps[i]);
+			ps[i].layer = s->layer;
+			ps[i].count = s->count;
+			ps[i].nonzero = s->nonzero;
+			ps[i].nonfinite = s->nonfinite;
+			ps[i].sum_sq = s->sum_sq;
+			ps[i].abs_sum = s->abs_sum;
+			ps[i].max_abs = s->max_abs;
+			ps[i].acc_norm = s->acc_norm;
+			ps[i].momentum_abs_mean = s->momentum_abs_mean;
+			ps[i].observed_steps = s->observed_steps;
+			pr->layers[i] = &ps[i];
+		}
+		pr->n_layers = r->n_layers;
+	}
+	bellows__timings__init(pt);
+	pt->steps = r->timings.steps;
+	pt->step_ms = r->timings.step_ms;
+	pt->compute_ms = r->timings.compute_ms;
+	pt->comm_ms = r->timings.comm_ms;
+	pt->step_ms_max = r->timings.step_ms_max;
+	pt->bytes_sent = r->timings.bytes_sent;
+	pt->floats_sent = r->timings.floats_sent;
+	pt->floats_raw = r->timings.floats_raw;
+	pt->decision_misses = r->timings.decision_misses;
+	pt->reports_dropped = r->timings.reports_dropped;
+	pr->timings = pt;
+	pr->job = codec_out_str(r->job);
+	pr->rank = r->rank;
+	pr->window = r->window;
+	pr->first_step = r->first_step;
+	pr->last_step = r->last_step;
+	pr->lr = r->lr;
+	pr->batch_size = r->batch_size;
+	pr->epoch = r->epoch;
+	pr->seq_in_force = r->seq_in_force;
+	o->env.body_case = BELLOWS__ENVELOPE__BODY_REPORT;
+	o->env.report = pr;
+	return 0;
+}
+
+static int
+codec_out_status_reply(codec_out *o, const com_status_reply *r)
+{
+	Bellows__StatusReply *ps = &o->body.status_reply;
+	Bellows__JobStatus *pj = NULL;
+	Bellows__RankStatus *pk = NULL, **pk_ptrs;
+	Bellows__PeerStatus *pp = NULL;
+	size_t n_ranks = 0, next = 0;
+
+	bellows__status_reply__init(ps);
+	if ((r->n_jobs > 0 && r->jobs == NULL) ||
+	    (r->n_peers > 0 && r->peers == NULL))
+		return BELLOWS_EINVAL;
+	for (uint32_t i = 0; i < r->n_jobs; i++) {
+		if (r->jobs[i].n_ranks > 0 && r->jobs[i].ranks == NULL)
+			return BELLOWS_EINVAL;
+		n_ranks += r->jobs[i].n_ranks;
+	}
+	for (uint32_t i = 0; i < r->n_peers; i++)
+		if (r->peers[i].peer_len > 0 && r->peers[i].peer == NULL)
+			return BELLOWS_EINVAL;
+	if ((r->n_jobs > 0 &&
+		(pj = codec_out_block(o, r->n_jobs,
+		     sizeof(*pj) + sizeof(*ps->jobs))) == NULL) ||
+	    (n_ranks > 0 &&
+		(pk = codec_out_block(o, n_ranks,
+		     sizeof(*pk) + sizeof(*pk_ptrs))) == NULL) ||
+	    (r->n_peers > 0 &&
+		(pp = codec_out_block(o, r->n_peers,
+		     sizeof(*pp) + sizeof(*ps->peers))) == NULL))
+		return BELLOWS_ENOMEM;
+	if (r->n_jobs > 0)
+		ps->jobs = (Bellows__JobStatus **)(pj + r->n_jobs);
+	/* The jobs share one array of ranks, each taking its n_ranks. */
+	pk_ptrs = n_ranks > 0 ? (Bellows__RankStatus **)(pk + n_ranks) : NULL;
+	for (uint32_t i = 0; i < r->n_jobs; i++) {
+		const com_job_status *j = &r->jobs[i];
+
+		bellows__job_status__init(&pj[i]);
+		pj[i].job = codec_out_str(j->job);
+		pj[i].world = j->world;
+		pj[i].ranks_alive = j->ranks_alive;
+		pj[i].window = j->window;
+		pj[i].seq = j->seq;
+		pj[i].step = j->step;
+		pj[i].n_layers = j->n_layers;
+		pj[i].windows_incomplete = j->windows_incomplete;
+		pj[i].policy = codec_out_str(j->policy);
+		pj[i].n_ranks = j->n_ranks;
+		pj[i].ranks = j->n_ranks > 0 ? pk_ptrs + next : NULL;
+		for (uint32_t k = 0; k < j->n_ranks; k++, next++) {
+			const com_rank_status *s = &j->ranks[k];
+			Bellows__RankStatus *p = &pk[next];
+
+			bellows__rank_status__init(p);
+			p->rank = s->rank;
+			p->alive = s->alive;
+			p->step = s->step;
+			p->last_seen_ms = s->last_seen_ms;
+			p->reports = s->reports;
+			p->seq_in_force = s->seq_in_force;
+			p->rejoins = s->rejoins;
+			pk_ptrs[next] = p;
+		}
+		ps->jobs[i] = &pj[i];
+	}
+	if (r->n_peers > 0)
+		ps->peers = (Bellows__PeerStatus **)(pp + r->n_peers);
+	for (uint32_t i = 0; i < r->n_peers; i++) {
+		bellows__peer_status__init(&pp[i]);
+		pp[i].peer.len = r->peers[i].peer_len;
+		pp[i].peer.data = r->peers[i].peer;
+		pp[i].dropped = r->peers[i].dropped;
+		pp[i].last_error = codec_out_str(r->peers[i].last_error);
+		ps->peers[i] = &pp[i];
+	}
+	ps->n_jobs = r->n_jobs;
+	ps->n_peers = r->n_peers;
+	ps->instance = r->instance;
+	ps->uptime_ms = r->uptime_ms;
+	ps->messages = r->messages;
+	ps->dropped = r->dropped;
+	ps->reports = r->reports;
+	ps->decisions = r->decisions;
+	ps->layer_stats = r->layer_stats;
+	o->env.body_case = BELLOWS__ENVELOPE__BODY_STATUS_REPLY;
+	o->env.status_reply = ps;
+	return 0;
+}
+
+static int
+codec_out_snapshot(codec_out *o, const com_snapshot *s)
+{
+	Bellows__Snapshot *ps = &o->body.snapshot;
+
+	bellows__snapshot__init(ps);
+	ps->job = codec_out_str(s->job);
+	o->env.body_case = BELLOWS__ENVELOPE__BODY_SNAPSHOT;
+	o->env.snapshot = ps;
+	return codec_out_decisions(o, s->decisions, s->n_decisions,
+	    &ps->n_decisions, &ps->decisions);
+}
+
+/* The message types whose bodies are flat: scalars and strings only. */
+static int
+codec_out_flat(codec_out *o, const com_msg *m)
+{
+	switch (m->type) {
+	case COM_MSG_HEARTBEAT: {
+		Bellows__Heartbeat *p = &o->body.heartbeat;
+
+		bellows__heartbeat__init(p);
+		p->job = codec_out_str(m->u.heartbeat.job);
+		p->rank = m->u.heartbeat.rank;
+		p->step = m->u.heartbeat.step;
+		p->seq_in_force = m->u.heartbeat.seq_in_force;
+		p->incarnation = m->u.heartbeat.incarnation;
+		o->env.body_case = BELLOWS__ENVELOPE__BODY_HEARTBEAT;
+		o->env.heartbeat = p;
+		return 0;
+	}
+	case COM_MSG_HEARTBEAT_ACK: {
+		Bellows__HeartbeatAck *p = &o->body.heartbeat_ack;
+
+		bellows__heartbeat_ack__init(p);
+		p->instance = m->u.heartbeat_ack.instance;
+		p->last_seq = m->u.heartbeat_ack.last_seq;
+		o->env.body_case = BELLOWS__ENVELOPE__BODY_HEARTBEAT_ACK;
+		o->env.heartbeat_ack = p;
+		return 0;
+	}
+	case COM_MSG_BYE: {
+		Bellows__Bye *p = &o->body.bye;
+
+		bellows__bye__init(p);
+		p->job = codec_out_str(m->u.bye.job);
+		p->rank = m->u.bye.rank;
+		o->env.body_case = BELLOWS__ENVELOPE__BODY_BYE;
+		o->env.bye = p;
+		return 0;
+	}
+	case COM_MSG_STATUS_REQUEST: {
+		Bellows__StatusRequest *p = &o->body.status_request;
+
+		bellows__status_request__init(p);
+		p->job = codec_out_str(m->u.status_request.job);
+		o->env.body_case = BELLOWS__ENVELOPE__BODY_STATUS_REQUEST;
+		o->env.status_request = p;
+		return 0;
+	}
+	case COM_MSG_SNAPSHOT_REQUEST: {
+		Bellows__SnapshotRequest *p = &o->body.snapshot_request;
+
+		bellows__snapshot_request__init(p);
+		p->job = codec_out_str(m->u.snapshot_request.job);
+		p->rank = m->u.snapshot_request.rank;
+		o->env.body_case = BELLOWS__ENVELOPE__BODY_SNAPSHOT_REQUEST;
+		o->env.snapshot_request = p;
+		return 0;
+	}
+	case COM_MSG_ERROR: {
+		Bellows__Error *p = &o->body.error;
+
+		bellows__error__init(p);
+		p->code = m->u.error.code;
+		p->message = codec_out_str(m->u.error.message);
+		o->env.body_case = BELLOWS__ENVELOPE__BODY_ERROR;
+		o->env.error = p;
+		return 0;
+	}
+	case COM_MSG_TELEMETRY: {
+		Bellows__Telemetry *p = &o->body.telemetry;
+
+		bellows__telemetry__init(p);
+		p->job = codec_out_str(m->u.telemetry.job);
+		p->window = m->u.telemetry.window;
+		p->ranks_reported = m->u.telemetry.ranks_reported;
+		p->ranks_expected = m->u.telemetry.ranks_expected;
+		p->step_ms_median = m->u.telemetry.step_ms_median;
+		o->env.body_case = BELLOWS__ENVELOPE__BODY_TELEMETRY;
+		o->env.telemetry = p;
+		return 0;
+	}
+	default:
+		return BELLOWS_EINVAL;
+	}
+}
+
+int
+com_codec_encode(const com_msg *m, uint8_t **ret_buf, size_t *ret_len)
+{
+	codec_out o;
+	uint8_t *buf;
+	size_t len, packed;
+	int rc;
+
+	assert(m != NULL && ret_buf != NULL && ret_len != NULL);
+	memset(&o, 0, sizeof(o));
+	bellows__envelope__init(&o.env);
+	o.env.major = m->major;
+	o.env.minor = m->minor;
+	switch (m->type) {
+	case COM_MSG_HELLO:
+		rc = codec_out_hello(&o, &m->u.hello);
+		break;
+	case COM_MSG_WELCOME:
+		rc = codec_out_welcome(&o, &m->u.welcome);
+		break;
+	case COM_MSG_REPORT:
+		rc = codec_out_report(&o, &m->u.report);
+		break;
+	case COM_MSG_DECISION:
+		rc = codec_out_decision(&m->u.decision, &o.body.decision);
+		o.env.body_case = BELLOWS__ENVELOPE__BODY_DECISION;
+		o.env.decision = &o.body.decision;
+		break;
+	case COM_MSG_STATUS_REPLY:
+		rc = codec_out_status_reply(&o, &m->u.status_reply);
+		break;
+	case COM_MSG_SNAPSHOT:
+		rc = codec_out_snapshot(&o, &m->u.snapshot);
+		break;
+	default:
+		rc = codec_out_flat(&o, m);
+		break;
+	}
+	if (rc != 0)
+		goto done;
+	len = protobuf_c_message_get_packed_size(&o.env.base);
+	if ((buf = codec_malloc(len)) == NULL) {
+		rc = BELLOWS_ENOMEM;
+		goto done;
+	}
+	packed = protobuf_c_message_pack(&o.env.base, buf);
+	assert(packed == len);
+	(void)packed;
+	*ret_buf = buf;
+	*ret_len = len;
+done:
+	for (unsigned i = 0; i < o.n_block; i++)
+		free(o.block[i]);
+	return rc;
+}
+
+/*
+ * Decoding, pass 1: the scan of the wire format.
+ */
+
+/* Reads a base-128 varint at p[*off], advancing *off. */
+static int
+codec_scan_varint(const uint8_t *p, size_t len, size_t *off, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	for (unsigned shift = 0; shift < 64 && *off < len; shift += 7) {
+		uint8_t b = p[(*off)++];
+
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if ((b & 0x80) == 0) {
+			*ret = v;
+			return 0;
+		}
+	}
+	return BELLOWS_EPROTO;
+}
+
+/* The limit on the number of entries of a repeated field. */
+static uint64_t
+codec_scan_limit(const ProtobufCMessageDescriptor *desc,
+    const ProtobufCFieldDescriptor *f, const com_limits *lim)
+{
+	if (desc == &bellows__layer_info__descriptor)
+		return COM_MAX_NDIM;
+	if (desc == &bellows__welcome__descriptor ||
+	    desc == &bellows__snapshot__descriptor)
+		return lim->max_decisions;
+	if (desc == &bellows__job_status__descriptor)
+		return lim->max_world;
+	if (desc == &bellows__status_reply__descriptor)
+		return f->offset == offsetof(Bellows__StatusReply, jobs) ?
+		    lim->max_jobs :
+		    lim->max_peers;
+	/* Hello and Report layers, Decision level and error_bound. */
+	return lim->max_layers;
+}
+
+/* Entries one occurrence of a repeated field adds: packed scalars carry
+ * many in one length-delimited value. */
+static uint64_t
+codec_scan_entries(const ProtobufCFieldDescriptor *f, unsigned wire,
+    const uint8_t *v, size_t vlen)
+{
+	uint64_t n = 0;
+
+	if (wire != 2 || f->type == PROTOBUF_C_TYPE_MESSAGE ||
+	    f->type == PROTOBUF_C_TYPE_STRING ||
+	    f->type == PROTOBUF_C_TYPE_BYTES)
+		return 1;
+	switch (f->type) {
+	case PROTOBUF_C_TYPE_DOUBLE:
+	case PROTOBUF_C_TYPE_FIXED64:
+	case PROTOBUF_C_TYPE_SFIXED64:
+		return vlen / 8;
+	case PROTOBUF_C_TYPE_FLOAT:
+	case PROTOBUF_C_TYPE_FIXED32:
+	case PROTOBUF_C_TYPE_SFIXED32:
+		return vlen / 4;
+	default:
+		for (size_t i = 0; i < vlen; i++)
+			n += (v[i] & 0x80) == 0;
+		return n;
+	}
+}
+
+/* Walks one message of type desc, recursing into known sub-messages.
+ * Unknown fields are skipped; the heap budget bounds them. */
+static int
+codec_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+    size_t len, const com_limits *lim)
+{
+	uint64_t count[CODEC_MAX_FIELDS] = { 0 };
+	size_t off = 0;
+
+	assert(desc->n_fields <= CODEC_MAX_FIELDS);
+	while (off < len) {
+		const ProtobufCFieldDescriptor *f = NULL;
+		uint64_t key, vlen = 0;
+		unsigned wire;
+		size_t start;
+		int rc;
+
+		if (codec_scan_varint(p, len, &off, &key) != 0)
+			return BELLOWS_EPROTO;
+		wire = key & 7;
+		switch (wire) {
+		case 0:
+			if (codec_scan_varint(p, len, &off, &vlen) != 0)
+				return BELLOWS_EPROTO;
+			vlen = 0;
+			break;
+		case 1:
+			vlen = 8;
+			break;
+		case 2:
+			if (codec_scan_varint(p, len, &off, &vlen) != 0)
+				return BELLOWS_EPROTO;
+			break;
+		case 5:
+			vlen = 4;
+			break;
+		default: /* groups (unsupported) and reserved wire types */
+			return BELLOWS_EPROTO;
+		}
+		if (vlen > len - off)
+			return BELLOWS_EPROTO;
+		start = off;
+		off += vlen;
+		if (wire == 1 || wire == 5)
+			vlen = 0;
+		if ((key >> 3) <= 0x1fffffff)
+			f = protobuf_c_message_descriptor_get_field(desc,
+			    (unsigned)(key >> 3));
+		if (f == NULL)
+			continue;
+		if (wire == 2 && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+		    (rc = codec_scan(f->descriptor, p + start, vlen, lim)) != 0)
+			return rc;
+		/* A C string ends at its first NUL: refuse what would be
+		 * silently cut there. */
+		if (wire == 2 && f->type == PROTOBUF_C_TYPE_STRING &&
+		    memchr(p + start, 0, vlen) != NULL)
+			return BELLOWS_EPROTO;
+		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+			size_t i = (size_t)(f - desc->fields);
+
+			count[i] += codec_scan_entries(f, wire, p + start, vlen);
+			if (count[i] > codec_scan_limit(desc, f, lim))
+				return BELLOWS_EPROTO;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Decoding, pass 2: protobuf-c's unpack, within a budget.
+ */
+
+/* The allocator state of one unpack. */
+typedef struct codec_heap {
+	size_t used;   /* bytes handed out so far; frees are not deducted */
+	size_t budget; /* most bytes the frame may cost */
+	int err;       /* why the first refused allocation was refused */
+} codec_heap;
+
+static void *
+codec_heap_alloc(void *arg, size_t size)
+{
+	codec_heap *h = arg;
+	void *p;
+
+	if (size > h->budget - h->used) {
+		if (h->err == 0)
+			h->err = BELLOWS_EMSGSIZE;
+		return NULL;
+	}
+	if ((p = codec_malloc(size)) == NULL) {
+		if (h->err == 0)
+			h->err = BELLOWS_ENOMEM;
+		return NULL;
+	}
+	h->used += size;
+	return p;
+}
+
+static void
+codec_heap_free(void *arg, void *p)
+{
+	free(p);
+}
+
+/* What unpacking a frame of len bytes may allocate. protobuf-c's form of a
+ * frame takes a few times its size, plus up to ~200 bytes for each repeated
+ * sub-message however small on the wire; the allowance per layer admits
+ * any layer table or report within the limits. A frame needing more (the
+ * ranks of thousands of jobs, floods of unknown fields) is refused rather
+ * than allowed memory in proportion to its nesting. */
+static size_t
+codec_budget(size_t len, const com_limits *lim)
+{
+	size_t frame = len <= SIZE_MAX / 4 ? 4 * len : SIZE_MAX;
+	size_t layers = (size_t)lim->max_layers <= SIZE_MAX / 256 ?
+	    (size_t)lim->max_layers * 256 :
+	    SIZE_MAX;
+	size_t fixed = (size_t)1 << 16;
+
+	if (frame > SIZE_MAX - fixed || layers > SIZE_MAX - fixed - frame)
+		return SIZE_MAX;
+	return frame + layers + fixed;
+}
+
+/*
+ * Decoding, pass 3: conversion to com_* structs, checking every field.
+ */
+
+static int
+codec_in_strn(const char *s, size_t n, char **ret)
+{
+	char *p;
+
+	if ((p = codec_malloc(n + 1)) == NULL)
+		return BELLOWS_ENOMEM;
+	memcpy(p, s, n);
+	p[n] = '\0';
+	*ret = p;
+	return 0;
+}
+
+/* A job or layer name: 1..max_name_len bytes (0.. when optional) and no
+ * control bytes, so it is safe in logs, topics and SQL text. */
+static int
+codec_in_name(const char *s, const com_limits *lim, bool optional,
+    char **ret)
+{
+	size_t n;
+
+	if (s == NULL)
+		s = "";
+	n = strnlen(s, (size_t)lim->max_name_len + 1);
+	if (n > lim->max_name_len || (n == 0 && !optional))
+		return BELLOWS_EPROTO;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return BELLOWS_EPROTO;
+	return codec_in_strn(s, n, ret);
+}
+
+static int
+codec_in_text(const char *s, uint32_t max, char **ret)
+{
+	size_t n;
+
+	if (s == NULL)
+		s = "";
+	if ((n = strnlen(s, (size_t)max + 1)) > max)
+		return BELLOWS_EPROTO;
+	return codec_in_strn(s, n, ret);
+}
+
+static int
+codec_in_bytes(const ProtobufCBinaryData *b, size_t max, uint8_t **ret,
+    size_t *ret_len)
+{
+	if (b->len > max)
+		return BELLOWS_EPROTO;
+	if (b->len > 0) {
+		if ((*ret = codec_malloc(b->len)) == NULL)
+			return BELLOWS_ENOMEM;
+		memcpy(*ret, b->data, b->len);
+	}
+	*ret_len = b->len;
+	return 0;
+}
+
+/* Sums, norms, times and levels are finite and never negative. */
+static bool
+codec_in_magnitude(double v)
+{
+	return isfinite(v) && v >= 0.0;
+}
+
+/* A decision's level and error_bound arrays each hold n_layers values or
+ * none at all (then zeroes); n_layers is the longer one. */
+static int
+codec_in_decision(const Bellows__Decision *pd, const com_limits *lim,
+    bool job_optional, com_decision *d)
+{
+	size_t n = pd->n_level > pd->n_error_bound ? pd->n_level :
+						     pd->n_error_bound;
+	int rc;
+
+	if (n > lim->max_layers || (pd->n_level != 0 && pd->n_level != n) ||
+	    (pd->n_error_bound != 0 && pd->n_error_bound != n))
+		return BELLOWS_EPROTO;
+	if (!codec_in_magnitude(pd->lr_scale))
+		return BELLOWS_EPROTO;
+	for (size_t i = 0; i < pd->n_level; i++)
+		if (!codec_in_magnitude(pd->level[i]))
+			return BELLOWS_EPROTO;
+	for (size_t i = 0; i < pd->n_error_bound; i++)
+		if (!codec_in_magnitude(pd->error_bound[i]))
+			return BELLOWS_EPROTO;
+	if ((rc = codec_in_name(pd->job, lim, job_optional, &d->job)) != 0 ||
+	    (rc = codec_in_text(pd->policy, lim->max_text_len, &d->policy)) !=
+		0 ||
+	    (rc = codec_in_text(pd->reason, lim->max_text_len, &d->reason)) !=
+		0 ||
+	    (rc = codec_in_bytes(&pd->codec_table, lim->max_codec_table,
+		 &d->codec_table, &d->codec_table_len)) != 0)
+		return rc;
+	if (n > 0) {
+		d->level = codec_calloc(n, sizeof(*d->level));
+		d->error_bound = codec_calloc(n, sizeof(*d->error_bound));
+		if (d->level == NULL || d->error_bound == NULL)
+			return BELLOWS_ENOMEM;
+		if (pd->n_level > 0)
+			memcpy(d->level, pd->level, n * sizeof(*d->level));
+		if (pd->n_error_bound > 0)
+			memcpy(d->error_bound, pd->error_bound,
+			    n * sizeof(*d->error_bound));
+	}
+	d->n_layers = (uint32_t)n;
+	d->seq = pd->seq;
+	d->apply_step = pd->apply_step;
+	d->window = pd->window;
+	d->batch_size = pd->batch_size;
+	d->lr_scale = pd->lr_scale == 0.0 ? 1.0 : pd->lr_scale;
+	d->size_threshold = pd->size_threshold;
+	d->compression_off = pd->compression_off;
+	return 0;
+}
+
+/* The decisions of a welcome or snapshot: in force and pending, by strictly
+ * ascending seq. Their job may be left empty: the message names it. */
+static int
+codec_in_decisions(Bellows__Decision *const *pd, size_t n,
+    const com_limits *lim, com_decision **ret, uint32_t *ret_n)
+{
+	int rc;
+
+	if (n > lim->max_decisions)
+		return BELLOWS_EPROTO;
+	if (n == 0)
+		return 0;
+	if ((*ret = codec_calloc(n, sizeof(**ret))) == NULL)
+		return BELLOWS_ENOMEM;
+	*ret_n = (uint32_t)n;
+	for (size_t i = 0; i < n; i++) {
+		if (i > 0 && pd[i]->seq <= pd[i - 1]->seq)
+			return BELLOWS_EPROTO;
+		if ((rc = codec_in_decision(pd[i], lim, true, &(*ret)[i])) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int
+codec_in_strcmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Sorted, equal names are neighbours: O(n log n) for any table. */
+static int
+codec_in_unique_names(const com_hello *h)
+{
+	const char **names;
+	int rc = 0;
+
+	if (h->n_layers < 2)
+		return 0;
+	if ((names = codec_calloc(h->n_layers, sizeof(*names))) == NULL)
+		return BELLOWS_ENOMEM;
+	for (uint32_t i = 0; i < h->n_layers; i++)
+		names[i] = h->layers[i].name;
+	qsort(names, h->n_layers, sizeof(*names), codec_in_strcmp);
+	for (uint32_t i = 1; i < h->n_layers && rc == 0; i++)
+		if (strcmp(names[i - 1], names[i]) == 0)
+			rc = BELLOWS_EPROTO;
+	free(names);
+	return rc;
+}
+
+/* A shape, when given, multiplies to numel; none means 1-D [numel]. */
+static int
+codec_in_layer(const Bellows__LayerInfo *pl, const com_limits *lim,
+    com_layer_info *l)
+{
+	uint64_t product = 1;
+
+	if (pl->n_shape > COM_MAX_NDIM)
+		return BELLOWS_EPROTO;
+	for (size_t i = 0; i < pl->n_shape; i++)
+		if (__builtin_mul_overflow(product, pl->shape[i], &product))
+			return BELLOWS_EPROTO;
+	if (pl->n_shape > 0 && product != pl->numel)
+		return BELLOWS_EPROTO;
+	l->numel = pl->numel;
+	l->ndim = (uint32_t)pl->n_shape;
+	if (pl->n_shape > 0)
+		memcpy(l->shape, pl->shape, pl->n_shape * sizeof(*l->shape));
+	return codec_in_name(pl->name, lim, false, &l->name);
+}
+
+static int
+codec_in_hello(const Bellows__Hello *ph, const com_limits *lim,
+    com_hello *h)
+{
+	int rc;
+
+	if (ph->world == 0 || ph->world > lim->max_world ||
+	    ph->rank >= ph->world || ph->n_layers > lim->max_layers)
+		return BELLOWS_EPROTO;
+	if ((rc = codec_in_name(ph->job, lim, false, &h->job)) != 0 ||
+	    (rc = codec_in_text(ph->agent_version, lim->max_text_len,
+		 &h->agent_version)) != 0)
+		return rc;
+	if (ph->n_layers > 0) {
+		h->layers = codec_calloc(ph->n_layers, sizeof(*h->layers));
+		if (h->layers == NULL)
+			return BELLOWS_ENOMEM;
+		h->n_layers = (uint32_t)ph->n_layers;
+	}
+	for (size_t i = 0; i < ph->n_layers; i++)
+		if ((rc = codec_in_layer(ph->layers[i], lim, &h->layers[i])) !=
+		    0)
+			return rc;
+	if ((rc = codec_in_unique_names(h)) != 0)
+		return rc;
+	if (ph->in_force != NULL) {
+		rc = codec_in_decision(ph->in_force, lim, true, &h->in_force);
+		if (rc != 0)
+			return rc;
+		/* The state a rank applies is for its layer table, or none. */
+		if (h->in_force.n_layers != 0 &&
+		    h->in_force.n_layers != h->n_layers)
+			return BELLOWS_EPROTO;
+	}
+	h->rank = ph->rank;
+	h->world = ph->world;
+	h->step = ph->step;
+	h->incarnation = ph->incarnation;
+	h->last_window = ph->last_window;
+	return 0;
+}
+
+static int
+codec_in_welcome(const Bellows__Welcome *pw, const com_limits *lim,
+    com_welcome *w)
+{
+	int rc;
+
+	if (pw->rank >= lim->max_world)
+		return BELLOWS_EPROTO;
+	if ((rc = codec_in_name(pw->job, lim, false, &w->job)) != 0 ||
+	    (rc = codec_in_decisions(pw->decisions, pw->n_decisions, lim,
+		 &w->decisions, &w->n_decisions)) != 0)
+		return rc;
+	w->rank = pw->rank;
+	w->apply_lag = pw->apply_lag;
+	w->heartbeat_ms = pw->heartbeat_ms;
+	w->instance = pw->instance;
+	return 0;
+}
+
+static int
+codec_in_uint32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Agents send layers in table order, so a strictly ascending run settles
+ * it in one pass; anything else is sorted. */
+static int
+codec_in_unique_layers(const com_report *r)
+{
+	uint32_t *idx;
+	uint32_t i;
+	int rc = 0;
+
+	for (i = 1; i < r->n_layers; i++)
+		if (r->layers[i].layer <= r->layers[i - 1].layer)
+			break;
+	if (i >= r->n_layers)
+		return 0;
+	if ((idx = codec_calloc(r->n_layers, sizeof(*idx))) == NULL)
+		return BELLOWS_ENOMEM;
+	for (i = 0; i < r->n_layers; i++)
+		idx[i] = r->layers[i].layer;
+	qsort(idx, r->n_layers, sizeof(*idx), codec_in_uint32_cmp);
+	for (i = 1; i < r->n_layers && rc == 0; i++)
+		if (idx[i - 1] == idx[i])
+			rc = BELLOWS_EPROTO;
+	free(idx);
+	return rc;
+}
+
+static int
+codec_in_layer_stats(const Bellows__LayerStats *ps, const com_limits *lim,
+    com_layer_stats *s)
+{
+	if (ps->layer >= lim->max_layers || !codec_in_magnitude(ps->sum_sq) ||
+	    !codec_in_magnitude(ps->abs_sum) ||
+	    !codec_in_magnitude(ps->max_abs) ||
+	    !codec_in_magnitude(ps->acc_norm) ||
+	    !codec_in_magnitude(ps->momentum_abs_mean))
+		return BELLOWS_EPROTO;
+	s->layer = ps->layer;
+	s->count = ps->count;
+	s->nonzero = ps->nonzero;
+	s->nonfinite = ps->nonfinite;
+	s->sum_sq = ps->sum_sq;
+	s->abs_sum = ps->abs_sum;
+	s->max_abs = ps->max_abs;
+	s->acc_norm = ps->acc_norm;
+	s->momentum_abs_mean = ps->momentum_abs_mean;
+	s->observed_steps = ps->observed_steps;
+	return 0;
+}
+
+static int
+codec_in_timings(const Bellows__Timings *pt, com_timings *t)
+{
+	if (!codec_in_magnitude(pt->step_ms) ||
+	    !codec_in_magnitude(pt->compute_ms) ||
+	    !codec_in_magnitude(pt->comm_ms) ||
+	    !codec_in_magnitude(pt->step_ms_max))
+		return BELLOWS_EPROTO;
+	t->steps = pt->steps;
+	t->step_ms = pt->step_ms;
+	t->compute_ms = pt->compute_ms;
+	t->comm_ms = pt->comm_ms;
+	t->step_ms_max = pt->step_ms_max;
+	t->bytes_sent = pt->bytes_sent;
+	t->floats_sent = pt->floats_sent;
+	t->floats_raw = pt->floats_raw;
+	t->decision_misses = pt->decision_misses;
+	t->reports_dropped = pt->reports_dropped;
+	return 0;
+}
+
+static int
+codec_in_report(const Bellows__Report *pr, const com_limits *lim,
+    com_report *r)
+{
+	int rc;
+
+	if (pr->rank >= lim->max_world || pr->n_layers > lim->max_layers ||
+	    !codec_in_magnitude(pr->lr))
+		return BELLOWS_EPROTO;
+	if ((rc = codec_in_name(pr->job, lim, false, &r->job)) != 0)
+		return rc;
+	if (pr->timings != NULL &&
+	    (rc = codec_in_timings(pr->timings, &r->timings)) != 0)
+		return rc;
+	if (pr->n_layers > 0) {
+		r->layers = codec_calloc(pr->n_layers, sizeof(*r->layers));
+		if (r->layers == NULL)
+			return BELLOWS_ENOMEM;
+		r->n_layers = (uint32_t)pr->n_layers;
+	}
+	for (size_t i = 0; i < pr->n_layers; i++)
+		if ((rc = codec_in_layer_stats(pr->layers[i], lim,
+			 &r->layers[i])) != 0)
+			return rc;
+	if ((rc = codec_in_unique_layers(r)) != 0)
+		return rc;
+	r->rank = pr->rank;
+	r->window = pr->window;
+	r->first_step = pr->first_step;
+	r->last_step = pr->last_step;
+	r->lr = pr->lr;
+	r->batch_size = pr->batch_size;
+	r->epoch = pr->epoch;
+	r->seq_in_force = pr->seq_in_force;
+	return 0;
+}
+
+static int
+codec_in_job_status(const Bellows__JobStatus *pj, const com_limits *lim,
+    com_job_status *j)
+{
+	int rc;
+
+	if (pj->world > lim->max_world || pj->ranks_alive > lim->max_world ||
+	    pj->n_ranks > lim->max_world || pj->n_layers > lim->max_layers)
+		return BELLOWS_EPROTO;
+	if ((rc = codec_in_name(pj->job, lim, false, &j->job)) != 0 ||
+	    (rc = codec_in_text(pj->policy, lim->max_text_len, &j->policy)) !=
+		0)
+		return rc;
+	if (pj->n_ranks > 0) {
+		j->ranks = codec_calloc(pj->n_ranks, sizeof(*j->ranks));
+		if (j->ranks == NULL)
+			return BELLOWS_ENOMEM;
+		j->n_ranks = (uint32_t)pj->n_ranks;
+	}
+	for (size_t i = 0; i < pj->n_ranks; i++) {
+		const Bellows__RankStatus *pk = pj->ranks[i];
+		com_rank_status *k = &j->ranks[i];
+
+		if (pk->rank >= lim->max_world)
+			return BELLOWS_EPROTO;
+		k->rank = pk->rank;
+		k->alive = pk->alive;
+		k->step = pk->step;
+		k->last_seen_ms = pk->last_seen_ms;
+		k->reports = pk->reports;
+		k->seq_in_force = pk->seq_in_force;
+		k->rejoins = pk->rejoins;
+	}
+	j->world = pj->world;
+	j->ranks_alive = pj->ranks_alive;
+	j->window = pj->window;
+	j->seq = pj->seq;
+	j->step = pj->step;
+	j->n_layers = pj->n_layers;
+	j->windows_incomplete = pj->windows_incomplete;
+	return 0;
+}
+
+static int
+codec_in_status_reply(const Bellows__StatusReply *ps, const com_limits *lim,
+    com_status_reply *r)
+{
+	int rc;
+
+	if (ps->n_jobs > lim->max_jobs || ps->n_peers > lim->max_peers)
+		return BELLOWS_EPROTO;
+	if (ps->n_jobs > 0) {
+		if ((r->jobs = codec_calloc(ps->n_jobs, sizeof(*r->jobs))) ==
+		    NULL)
+			return BELLOWS_ENOMEM;
+		r->n_jobs = (uint32_t)ps->n_jobs;
+	}
+	for (size_t i = 0; i < ps->n_jobs; i++)
+		if ((rc = codec_in_job_status(ps->jobs[i], lim,
+			 &r->jobs[i])) != 0)
+			return rc;
+	if (ps->n_peers > 0) {
+		if ((r->peers = codec_calloc(ps->n_peers, sizeof(*r->peers))) ==
+		    NULL)
+			return BELLOWS_ENOMEM;
+		r->n_peers = (uint32_t)ps->n_peers;
+	}
+	for (size_t i = 0; i < ps->n_peers; i++) {
+		const Bellows__PeerStatus *pp = ps->peers[i];
+		com_peer_status *p = &r->peers[i];
+
+		/* Routing ids are at most 255 bytes, like names. */
+		if ((rc = codec_in_bytes(&pp->peer, lim->max_name_len,
+			 &p->peer, &p->peer_len)) != 0 ||
+		    (rc = codec_in_text(pp->last_error, lim->max_text_len,
+			 &p->last_error)) != 0)
+			return rc;
+		p->dropped = pp->dropped;
+	}
+	r->instance = ps->instance;
+	r->uptime_ms = ps->uptime_ms;
+	r->messages = ps->messages;
+	r->dropped = ps->dropped;
+	r->reports = ps->reports;
+	r->decisions = ps->decisions;
+	r->layer_stats = ps->layer_stats;
+	return 0;
+}
+
+/* A job and a rank, the fields every flat request starts with. */
+static int
+codec_in_job_rank(const char *job, uint32_t rank, const com_limits *lim,
+    char **ret_job)
+{
+	if (rank >= lim->max_world)
+		return BELLOWS_EPROTO;
+	return codec_in_name(job, lim, false, ret_job);
+}
+
+static int
+codec_in_body(const Bellows__Envelope *env, const com_limits *lim,
+    com_msg *m)
+{
+	int rc;
+
+	switch (env->body_case) {
+	case BELLOWS__ENVELOPE__BODY_HELLO:
+		return codec_in_hello(env->hello, lim, &m->u.hello);
+	case BELLOWS__ENVELOPE__BODY_WELCOME:
+		return codec_in_welcome(env->welcome, lim, &m->u.welcome);
+	case BELLOWS__ENVELOPE__BODY_REPORT:
+		return codec_in_report(env->report, lim, &m->u.report);
+	case BELLOWS__ENVELOPE__BODY_DECISION:
+		return codec_in_decision(env->decision, lim, false,
+		    &m->u.decision);
+	case BELLOWS__ENVELOPE__BODY_HEARTBEAT: {
+		const Bellows__Heartbeat *p = env->heartbeat;
+		com_heartbeat *h = &m->u.heartbeat;
+
+		h->rank = p->rank;
+		h->step = p->step;
+		h->seq_in_force = p->seq_in_force;
+		h->incarnation = p->incarnation;
+		return codec_in_job_rank(p->job, p->rank, lim, &h->job);
+	}
+	case BELLOWS__ENVELOPE__BODY_HEARTBEAT_ACK:
+		m->u.heartbeat_ack.instance = env->heartbeat_ack->instance;
+		m->u.heartbeat_ack.last_seq = env->heartbeat_ack->last_seq;
+		return 0;
+	case BELLOWS__ENVELOPE__BODY_BYE:
+		m->u.bye.rank = env->bye->rank;
+		return codec_in_job_rank(env->bye->job, env->bye->rank, lim,
+		    &m->u.bye.job);
+	case BELLOWS__ENVELOPE__BODY_STATUS_REQUEST:
+		return codec_in_name(env->status_request->job, lim, true,
+		    &m->u.status_request.job);
+	case BELLOWS__ENVELOPE__BODY_STATUS_REPLY:
+		return codec_in_status_reply(env->status_reply, lim,
+		    &m->u.status_reply);
+	case BELLOWS__ENVELOPE__BODY_SNAPSHOT_REQUEST:
+		m->u.snapshot_request.rank = env->snapshot_request->rank;
+		return codec_in_job_rank(env->snapshot_request->job,
+		    env->snapshot_request->rank, lim,
+		    &m->u.snapshot_request.job);
+	case BELLOWS__ENVELOPE__BODY_SNAPSHOT:
+		if ((rc = codec_in_name(env->snapshot->job, lim, false,
+			 &m->u.snapshot.job)) != 0)
+			return rc;
+		return codec_in_decisions(env->snapshot->decisions,
+		    env->snapshot->n_decisions, lim, &m->u.snapshot.decisions,
+		    &m->u.snapshot.n_decisions);
+	case BELLOWS__ENVELOPE__BODY_ERROR:
+		/* Codes are negative BELLOWS_E* values, including ones
+		 * appended after this build. */
+		if (env->error->code >= 0)
+			return BELLOWS_EPROTO;
+		m->u.error.code = env->error->code;
+		return codec_in_text(env->error->message, lim->max_text_len,
+		    &m->u.error.message);
+	case BELLOWS__ENVELOPE__BODY_TELEMETRY: {
+		const Bellows__Telemetry *p = env->telemetry;
+		com_telemetry *t = &m->u.telemetry;
+
+		if (p->ranks_reported > lim->max_world ||
+		    p->ranks_expected > lim->max_world ||
+		    !codec_in_magnitude(p->step_ms_median))
+			return BELLOWS_EPROTO;
+		t->window = p->window;
+		t->ranks_reported = p->ranks_reported;
+		t->ranks_expected = p->ranks_expected;
+		t->step_ms_median = p->step_ms_median;
+		return codec_in_name(p->job, lim, false, &t->job);
+	}
+	case BELLOWS__ENVELOPE__BODY__NOT_SET:
+	default:
+		return BELLOWS_EPROTO;
+	}
+}
+
+static com_msg_type
+codec_in_type(Bellows__Envelope__BodyCase body)
+{
+	switch (body) {
+	case BELLOWS__ENVELOPE__BODY_HELLO:
+		return COM_MSG_HELLO;
+	case BELLOWS__ENVELOPE__BODY_WELCOME:
+		return COM_MSG_WELCOME;
+	case BELLOWS__ENVELOPE__BODY_REPORT:
+		return COM_MSG_REPORT;
+	case BELLOWS__ENVELOPE__BODY_DECISION:
+		return COM_MSG_DECISION;
+	case BELLOWS__ENVELOPE__BODY_HEARTBEAT:
+		return COM_MSG_HEARTBEAT;
+	case BELLOWS__ENVELOPE__BODY_HEARTBEAT_ACK:
+		return COM_MSG_HEARTBEAT_ACK;
+	case BELLOWS__ENVELOPE__BODY_BYE:
+		return COM_MSG_BYE;
+	case BELLOWS__ENVELOPE__BODY_STATUS_REQUEST:
+		return COM_MSG_STATUS_REQUEST;
+	case BELLOWS__ENVELOPE__BODY_STATUS_REPLY:
+		return COM_MSG_STATUS_REPLY;
+	case BELLOWS__ENVELOPE__BODY_SNAPSHOT_REQUEST:
+		return COM_MSG_SNAPSHOT_REQUEST;
+	case BELLOWS__ENVELOPE__BODY_SNAPSHOT:
+		return COM_MSG_SNAPSHOT;
+	case BELLOWS__ENVELOPE__BODY_ERROR:
+		return COM_MSG_ERROR;
+	case BELLOWS__ENVELOPE__BODY_TELEMETRY:
+		return COM_MSG_TELEMETRY;
+	case BELLOWS__ENVELOPE__BODY__NOT_SET:
+	default:
+		return COM_MSG_NONE;
+	}
+}
+
+int
+com_codec_decode(const uint8_t *buf, size_t len, const com_limits *lim,
+    com_msg *ret_msg)
+{
+	codec_heap heap = { 0 };
+	ProtobufCAllocator alloc = {
+		.alloc = codec_heap_alloc,
+		.free = codec_heap_free,
+		.allocator_data = &heap,
+	};
+	Bellows__Envelope *env;
+	com_msg m;
+	int rc;
+
+	assert((buf != NULL || len == 0) && lim != NULL && ret_msg != NULL);
+	memset(ret_msg, 0, sizeof(*ret_msg));
+	if (len > lim->max_msg_bytes)
+		return BELLOWS_EMSGSIZE;
+	if ((rc = codec_scan(&bellows__envelope__descriptor, buf, len, lim)) !=
+	    0)
+		return rc;
+	heap.budget = codec_budget(len, lim);
+	env = bellows__envelope__unpack(&alloc, len, buf);
+	if (env == NULL)
+		return heap.err != 0 ? heap.err : BELLOWS_EPROTO;
+	com_msg_init(&m, codec_in_type(env->body_case));
+	m.major = env->major;
+	m.minor = env->minor;
+	if (m.type == COM_MSG_NONE)
+		rc = BELLOWS_EPROTO;
+	else if (m.major != BELLOWS_PROTO_MAJOR)
+		rc = BELLOWS_EVERSION;
+	else
+		rc = codec_in_body(env, lim, &m);
+	if (rc == 0 || rc == BELLOWS_EVERSION)
+		*ret_msg = m;
+	else
+		com_msg_fini(&m);
+	bellows__envelope__free_unpacked(env, &alloc);
+	return rc;
+}

@@ -1,0 +1,248 @@
+/* msg - lifecycle of the protocol message structs, see msg.h.
+ *
+ * A com_msg owns every string and array it points to. Releasing follows the
+ * counts (n_layers, n_decisions, ...) so that a message half-built by the
+ * codec, with a counted array allocated but only partly filled, is freed
+ * exactly like a complete one: unfilled entries are zero and free(NULL) is a
+ * no-op.
+ */
+#include "msg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <bellows/error.h>
+
+static const char *const msg_type_names[COM_MSG_TYPE_MAX] = {
+	[COM_MSG_NONE] = "none",
+	[COM_MSG_HELLO] = "hello",
+	[COM_MSG_WELCOME] = "welcome",
+	[COM_MSG_REPORT] = "report",
+	[COM_MSG_DECISION] = "decision",
+	[COM_MSG_HEARTBEAT] = "heartbeat",
+	[COM_MSG_HEARTBEAT_ACK] = "heartbeat_ack",
+	[COM_MSG_BYE] = "bye",
+	[COM_MSG_STATUS_REQUEST] = "status_request",
+	[COM_MSG_STATUS_REPLY] = "status_reply",
+	[COM_MSG_SNAPSHOT_REQUEST] = "snapshot_request",
+	[COM_MSG_SNAPSHOT] = "snapshot",
+	[COM_MSG_ERROR] = "error",
+	[COM_MSG_TELEMETRY] = "telemetry",
+};
+
+const char *
+com_msg_type_name(com_msg_type type)
+{
+	if ((unsigned)type >= COM_MSG_TYPE_MAX)
+		return "unknown";
+	return msg_type_names[type];
+}
+
+char *
+com_strdup(const char *s)
+{
+	if (s == NULL)
+		return NULL;
+	return strdup(s);
+}
+
+void
+com_msg_init(com_msg *m, com_msg_type type)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	m->major = BELLOWS_PROTO_MAJOR;
+	m->minor = BELLOWS_PROTO_MINOR;
+}
+
+void
+com_decision_fini(com_decision *d)
+{
+	free(d->job);
+	free(d->level);
+	free(d->error_bound);
+	free(d->codec_table);
+	free(d->policy);
+	free(d->reason);
+	memset(d, 0, sizeof(*d));
+}
+
+int
+com_decision_init(com_decision *d, const char *job, uint32_t n_layers)
+{
+	memset(d, 0, sizeof(*d));
+	d->lr_scale = 1.0;
+	if (job != NULL && (d->job = strdup(job)) == NULL)
+		goto fail;
+	if (n_layers > 0) {
+		d->level = calloc(n_layers, sizeof(*d->level));
+		d->error_bound = calloc(n_layers, sizeof(*d->error_bound));
+		if (d->level == NULL || d->error_bound == NULL)
+			goto fail;
+	}
+	d->n_layers = n_layers;
+	return 0;
+fail:
+	com_decision_fini(d);
+	return BELLOWS_ENOMEM;
+}
+
+int
+com_decision_copy(com_decision *dst, const com_decision *src)
+{
+	size_t layer_bytes = (size_t)src->n_layers * sizeof(double);
+
+	*dst = *src;
+	dst->job = NULL;
+	dst->level = NULL;
+	dst->error_bound = NULL;
+	dst->codec_table = NULL;
+	dst->policy = NULL;
+	dst->reason = NULL;
+	if ((src->job != NULL && (dst->job = strdup(src->job)) == NULL) ||
+	    (src->policy != NULL &&
+		(dst->policy = strdup(src->policy)) == NULL) ||
+	    (src->reason != NULL &&
+		(dst->reason = strdup(src->reason)) == NULL))
+		goto fail;
+	if (layer_bytes > 0) {
+		dst->level = malloc(layer_bytes);
+		dst->error_bound = malloc(layer_bytes);
+		if (dst->level == NULL || dst->error_bound == NULL)
+			goto fail;
+		memcpy(dst->level, src->level, layer_bytes);
+		memcpy(dst->error_bound, src->error_bound, layer_bytes);
+	}
+	if (src->codec_table_len > 0) {
+		dst->codec_table = malloc(src->codec_table_len);
+		if (dst->codec_table == NULL)
+			goto fail;
+		memcpy(dst->codec_table, src->codec_table,
+		    src->codec_table_len);
+	}
+	return 0;
+fail:
+	com_decision_fini(dst);
+	return BELLOWS_ENOMEM;
+}
+
+/* The wire reads an LR scale of 0 as "unchanged". */
+static double
+msg_lr_scale(double s)
+{
+	return s == 0.0 ? 1.0 : s;
+}
+
+bool
+com_decision_same_state(const com_decision *a, const com_decision *b)
+{
+	if (a->n_layers != b->n_layers || a->batch_size != b->batch_size ||
+	    msg_lr_scale(a->lr_scale) != msg_lr_scale(b->lr_scale) ||
+	    a->size_threshold != b->size_threshold ||
+	    a->compression_off != b->compression_off ||
+	    a->codec_table_len != b->codec_table_len)
+		return false;
+	/* Element-wise ==, not memcmp: 0.0 and -0.0 are the same level. */
+	for (uint32_t i = 0; i < a->n_layers; i++)
+		if (a->level[i] != b->level[i] ||
+		    a->error_bound[i] != b->error_bound[i])
+			return false;
+	return a->codec_table_len == 0 ||
+	    memcmp(a->codec_table, b->codec_table, a->codec_table_len) == 0;
+}
+
+static void
+msg_decisions_free(com_decision *d, uint32_t n)
+{
+	if (d == NULL)
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		com_decision_fini(&d[i]);
+	free(d);
+}
+
+static void
+msg_hello_fini(com_hello *h)
+{
+	if (h->layers != NULL)
+		for (uint32_t i = 0; i < h->n_layers; i++)
+			free(h->layers[i].name);
+	free(h->layers);
+	free(h->job);
+	free(h->agent_version);
+	com_decision_fini(&h->in_force);
+}
+
+static void
+msg_status_reply_fini(com_status_reply *r)
+{
+	if (r->jobs != NULL) {
+		for (uint32_t i = 0; i < r->n_jobs; i++) {
+			free(r->jobs[i].job);
+			free(r->jobs[i].ranks);
+			free(r->jobs[i].policy);
+		}
+	}
+	free(r->jobs);
+	if (r->peers != NULL) {
+		for (uint32_t i = 0; i < r->n_peers; i++) {
+			free(r->peers[i].peer);
+			free(r->peers[i].last_error);
+		}
+	}
+	free(r->peers);
+}
+
+void
+com_msg_fini(com_msg *m)
+{
+	switch (m->type) {
+	case COM_MSG_HELLO:
+		msg_hello_fini(&m->u.hello);
+		break;
+	case COM_MSG_WELCOME:
+		free(m->u.welcome.job);
+		msg_decisions_free(m->u.welcome.decisions,
+		    m->u.welcome.n_decisions);
+		break;
+	case COM_MSG_REPORT:
+		free(m->u.report.job);
+		free(m->u.report.layers);
+		break;
+	case COM_MSG_DECISION:
+		com_decision_fini(&m->u.decision);
+		break;
+	case COM_MSG_HEARTBEAT:
+		free(m->u.heartbeat.job);
+		break;
+	case COM_MSG_BYE:
+		free(m->u.bye.job);
+		break;
+	case COM_MSG_STATUS_REQUEST:
+		free(m->u.status_request.job);
+		break;
+	case COM_MSG_STATUS_REPLY:
+		msg_status_reply_fini(&m->u.status_reply);
+		break;
+	case COM_MSG_SNAPSHOT_REQUEST:
+		free(m->u.snapshot_request.job);
+		break;
+	case COM_MSG_SNAPSHOT:
+		free(m->u.snapshot.job);
+		msg_decisions_free(m->u.snapshot.decisions,
+		    m->u.snapshot.n_decisions);
+		break;
+	case COM_MSG_ERROR:
+		free(m->u.error.message);
+		break;
+	case COM_MSG_TELEMETRY:
+		free(m->u.telemetry.job);
+		break;
+	case COM_MSG_NONE:
+	case COM_MSG_HEARTBEAT_ACK:
+	case COM_MSG_TYPE_MAX:
+	default:
+		break;
+	}
+	com_msg_init(m, COM_MSG_NONE);
+}

@@ -1,0 +1,923 @@
+/* config - YAML configuration parsing and validation, see config.h.
+ *
+ * We load the whole document with libyaml's document API and walk the node
+ * tree, because every node carries its position: each error can name the
+ * line and column of the offending key or value. Nothing is applied while
+ * walking; the result is a fresh ctl_config that the caller swaps in only
+ * when the whole file was valid.
+ */
+#include "config.h"
+
+#include "registry.h"
+
+#include <bellows/error.h>
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+typedef struct config_ctx {
+	yaml_document_t doc; /* the parsed document */
+	const char *name;    /* file name for messages */
+	char *errbuf;        /* where the first error goes */
+	size_t errlen;       /* its size */
+} config_ctx;
+
+static int
+config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	n = snprintf(cx->errbuf, cx->errlen, "%s:%zu:%zu: ", cx->name,
+	    node != NULL ? node->start_mark.line + 1 : 0,
+	    node != NULL ? node->start_mark.column + 1 : 0);
+	if (n > 0 && (size_t)n < cx->errlen) {
+		va_start(ap, fmt);
+		vsnprintf(cx->errbuf + n, cx->errlen - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
+	return BELLOWS_ECONFIG;
+}
+
+static yaml_node_t *
+config_node(config_ctx *cx, int id)
+{
+	return yaml_document_get_node(&cx->doc, id);
+}
+
+static const char *
+config_scalar(const yaml_node_t *node)
+{
+	return node->type == YAML_SCALAR_NODE
+	    ? (const char *)node->data.scalar.value
+	    : NULL;
+}
+
+static const char *
+config_type_name(const yaml_node_t *node)
+{
+	switch (node->type) {
+	case YAML_SCALAR_NODE:
+		return "a scalar";
+	case YAML_SEQUENCE_NODE:
+		return "a list";
+	case YAML_MAPPING_NODE:
+		return "a mapping";
+	default:
+		return "nothing";
+	}
+}
+
+static int
+config_expect(config_ctx *cx, const yaml_node_t *node, yaml_node_type_t type,
+    const char *what)
+{
+	static const char *const names[] = { "", "a scalar", "a list",
+		"a mapping" };
+
+	if (node->type != type)
+		return config_fail(cx, node, "%s must be %s, not %s", what,
+		    names[type], config_type_name(node));
+	return 0;
+}
+
+static int
+config_double(config_ctx *cx, const yaml_node_t *node, const char *what,
+    double min, double max, double *ret)
+{
+	const char *s = config_scalar(node);
+	char *end;
+	double v;
+
+	if (s == NULL || s[0] == '\0')
+		return config_fail(cx, node, "%s must be a number", what);
+	errno = 0;
+	v = strtod(s, &end);
+	if (*end != '\0' || errno != 0 || !isfinite(v))
+		return config_fail(cx, node, "%s must be a number, not '%s'",
+		    what, s);
+	if (v < min || v > max)
+		return config_fail(cx, node, "%s must be in [%g, %g], not %g",
+		    what, min, max, v);
+	*ret = v;
+	return 0;
+}
+
+static int
+config_int(config_ctx *cx, const yaml_node_t *node, const char *what,
+    double min, double max, int64_t *ret)
+{
+	const char *s = config_scalar(node);
+	char *end;
+	long long v;
+
+	if (s == NULL || s[0] == '\0')
+		return config_fail(cx, node, "%s must be an integer", what);
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (*end != '\0' || errno != 0)
+		return config_fail(cx, node,
+		    "%s must be an integer, not '%s'", what, s);
+	if ((double)v < min || (double)v > max)
+		return config_fail(cx, node,
+		    "%s must be in [%.0f, %.0f], not %lld", what, min, max, v);
+	*ret = v;
+	return 0;
+}
+
+static int
+config_u32(config_ctx *cx, const yaml_node_t *node, const char *what,
+    uint32_t min, uint32_t max, uint32_t *ret)
+{
+	int64_t v;
+	int r = config_int(cx, node, what, min, max, &v);
+
+	if (r == 0)
+		*ret = (uint32_t)v;
+	return r;
+}
+
+static int
+config_bool(config_ctx *cx, const yaml_node_t *node, const char *what,
+    bool *ret)
+{
+	const char *s = config_scalar(node);
+
+	if (s != NULL && (strcmp(s, "true") == 0 || strcmp(s, "yes") == 0)) {
+		*ret = true;
+		return 0;
+	}
+	if (s != NULL && (strcmp(s, "false") == 0 || strcmp(s, "no") == 0)) {
+		*ret = false;
+		return 0;
+	}
+	return config_fail(cx, node, "%s must be true or false", what);
+}
+
+static int
+config_string(config_ctx *cx, const yaml_node_t *node, const char *what,
+    char **ret)
+{
+	const char *s = config_scalar(node);
+	char *copy;
+
+	if (s == NULL)
+		return config_fail(cx, node, "%s must be a string", what);
+	copy = strdup(s);
+	if (copy == NULL)
+		return BELLOWS_ENOMEM;
+	free(*ret);
+	*ret = copy;
+	return 0;
+}
+
+/* Rejects a mapping key that appears twice: YAML allows it silently, and a
+ * second value that quietly wins is a classic configuration bug. */
+static int
+config_check_duplicates(config_ctx *cx, yaml_node_t *map)
+{
+	for (yaml_node_pair_t *a = map->data.mapping.pairs.start;
+	    a < map->data.mapping.pairs.top; a++) {
+		yaml_node_t *ka = config_node(cx, a->key);
+
+		for (yaml_node_pair_t *b = a + 1;
+		    b < map->data.mapping.pairs.top; b++) {
+			yaml_node_t *kb = config_node(cx, b->key);
+
+			if (config_scalar(ka) != NULL &&
+			    config_scalar(kb) != NULL &&
+			    strcmp(config_scalar(ka), config_scalar(kb)) == 0)
+				return config_fail(cx, kb,
+				    "key '%s' appears twice",
+				    config_scalar(kb));
+		}
+	}
+	return 0;
+}
+
+#define CONFIG_FOREACH_PAIR(cx, map, kname, key, val)                          \
+	for (yaml_node_pair_t *pair_ = (map)->data.mapping.pairs.start;        \
+	    pair_ < (map)->data.mapping.pairs.top &&                           \
+	    ((key) = config_node((cx), pair_->key),                            \
+		(val) = config_node((cx), pair_->value),                       \
+		(kname) = config_scalar(key), 1);                              \
+	    pair_++)
+
+static int
+config_param_steps(config_ctx *cx, const yaml_node_t *node,
+    const bellows_param *p, bellows_steps *steps)
+{
+	yaml_node_t *key, *val;
+	const char *kname;
+	int r;
+
+	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, p->name)) != 0)
+		return r;
+	steps->n = 0;
+	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
+	{
+		int64_t from;
+		double v;
+
+		(void)kname;
+		if (steps->n >= BELLOWS_STEPS_MAX)
+			return config_fail(cx, key, "%s has more than %d entries",
+			    p->name, BELLOWS_STEPS_MAX);
+		if ((r = config_int(cx, key, "a window index", 0, 1e15,
+			 &from)) != 0)
+			return r;
+		if (steps->n > 0 && (uint64_t)from <= steps->from[steps->n - 1])
+			return config_fail(cx, key,
+			    "%s: window %lld does not follow %llu", p->name,
+			    (long long)from,
+			    (unsigned long long)steps->from[steps->n - 1]);
+		if ((r = config_double(cx, val, p->name, p->min, p->max,
+			 &v)) != 0)
+			return r;
+		steps->from[steps->n] = (uint64_t)from;
+		steps->value[steps->n] = v;
+		steps->n++;
+	}
+	return 0;
+}
+
+static int
+config_param(config_ctx *cx, const yaml_node_t *node, const bellows_param *p,
+    void *config)
+{
+	char *dst = (char *)config + p->offset;
+	int64_t iv = 0;
+	double dv = 0;
+	bool bv = false;
+	int r;
+
+	switch (p->type) {
+	case BELLOWS_PARAM_BOOL:
+		if ((r = config_bool(cx, node, p->name, &bv)) == 0)
+			memcpy(dst, &bv, sizeof(bv));
+		return r;
+	case BELLOWS_PARAM_INT:
+		if ((r = config_int(cx, node, p->name, p->min, p->max, &iv)) ==
+		    0)
+			memcpy(dst, &iv, sizeof(iv));
+		return r;
+	case BELLOWS_PARAM_DOUBLE:
+		if ((r = config_double(cx, node, p->name, p->min, p->max,
+			 &dv)) == 0)
+			memcpy(dst, &dv, sizeof(dv));
+		return r;
+	case BELLOWS_PARAM_STRING: {
+		const char *s = config_scalar(node);
+
+		if (s == NULL || strlen(s) >= BELLOWS_PARAM_STRING_MAX)
+			return config_fail(cx, node,
+			    "%s must be a string of at most %d bytes", p->name,
+			    BELLOWS_PARAM_STRING_MAX - 1);
+		memcpy(dst, s, strlen(s) + 1);
+		return 0;
+	}
+	case BELLOWS_PARAM_STEPS:
+		return config_param_steps(cx, node, p, (bellows_steps *)dst);
+	}
+	return config_fail(cx, node, "parameter '%s' has an unknown type",
+	    p->name);
+}
+
+static void
+config_param_defaults(const bellows_policy_ops *ops, void *config)
+{
+	for (const bellows_param *p = ops->params; p != NULL && p->name != NULL;
+	    p++) {
+		char *dst = (char *)config + p->offset;
+		int64_t iv = (int64_t)p->def;
+		bool bv = p->def != 0;
+
+		switch (p->type) {
+		case BELLOWS_PARAM_BOOL:
+			memcpy(dst, &bv, sizeof(bv));
+			break;
+		case BELLOWS_PARAM_INT:
+			memcpy(dst, &iv, sizeof(iv));
+			break;
+		case BELLOWS_PARAM_DOUBLE:
+			memcpy(dst, &p->def, sizeof(p->def));
+			break;
+		case BELLOWS_PARAM_STRING:
+			snprintf(dst, BELLOWS_PARAM_STRING_MAX, "%s",
+			    p->def_str != NULL ? p->def_str : "");
+			break;
+		case BELLOWS_PARAM_STEPS:
+			memset(dst, 0, sizeof(bellows_steps));
+			break;
+		}
+	}
+}
+
+static int
+config_params(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
+{
+	const bellows_policy_ops *ops = pc->ops;
+	yaml_node_t *key, *val;
+	const char *kname;
+	int r;
+
+	if (node != NULL) {
+		if ((r = config_expect(cx, node, YAML_MAPPING_NODE,
+			 "params")) != 0 ||
+		    (r = config_check_duplicates(cx, node)) != 0)
+			return r;
+		CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
+		{
+			const bellows_param *p = ops->params;
+
+			while (p != NULL && p->name != NULL &&
+			    (kname == NULL || strcmp(p->name, kname) != 0))
+				p++;
+			if (p == NULL || p->name == NULL)
+				return config_fail(cx, key,
+				    "policy type '%s' has no parameter '%s'",
+				    ops->name, kname != NULL ? kname : "?");
+			if ((r = config_param(cx, val, p, pc->config)) != 0)
+				return r;
+		}
+	}
+	for (const bellows_param *p = ops->params; p != NULL && p->name != NULL;
+	    p++) {
+		bool seen = false;
+
+		if (!p->required)
+			continue;
+		if (node != NULL) {
+			CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
+			{
+				if (kname != NULL && strcmp(kname, p->name) == 0)
+					seen = true;
+			}
+		}
+		if (!seen)
+			return config_fail(cx, node, "policy '%s' (type '%s') "
+			    "needs parameter '%s'", pc->name, ops->name, p->name);
+	}
+	return 0;
+}
+
+static int
+config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
+{
+	yaml_node_t *key, *val;
+	const char *kname;
+	int64_t v;
+	int r;
+
+	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "layers")) != 0 ||
+	    (r = config_check_duplicates(cx, node)) != 0)
+		return r;
+	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
+	{
+		if (kname != NULL && strcmp(kname, "match") == 0) {
+			char msg[128];
+
+			if ((r = config_string(cx, val, "match",
+				 &sel->regex_src)) != 0)
+				return r;
+			r = regcomp(&sel->regex, sel->regex_src,
+			    REG_EXTENDED | REG_NOSUB);
+			if (r != 0) {
+				regerror(r, &sel->regex, msg, sizeof(msg));
+				return config_fail(cx, val,
+				    "match is not a valid regular expression: "
+				    "%s",
+				    msg);
+			}
+			sel->has_regex = true;
+		} else if (kname != NULL && strcmp(kname, "min_numel") == 0) {
+			if ((r = config_int(cx, val, "min_numel", 0, 1e15,
+				 &v)) != 0)
+				return r;
+			sel->min_numel = (uint64_t)v;
+		} else if (kname != NULL && strcmp(kname, "min_ndim") == 0) {
+			if ((r = config_int(cx, val, "min_ndim", 0, 8, &v)) != 0)
+				return r;
+			sel->min_ndim = (uint32_t)v;
+		} else {
+			return config_fail(cx, key,
+			    "unknown key '%s' in layers (expected match, "
+			    "min_numel, min_ndim)",
+			    kname != NULL ? kname : "?");
+		}
+	}
+	return 0;
+}
+
+static int
+config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
+{
+	yaml_node_t *key, *val, *params = NULL, *type_node = NULL;
+	const char *kname;
+	char err[256];
+	int r;
+
+	pc->line = (int)node->start_mark.line + 1;
+	pc->selector.min_ndim = 2; /* 1-D tensors (biases, norms) stay raw */
+	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "a policy")) != 0 ||
+	    (r = config_check_duplicates(cx, node)) != 0)
+		return r;
+	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
+	{
+		if (kname != NULL && strcmp(kname, "type") == 0) {
+			type_node = val;
+		} else if (kname != NULL && strcmp(kname, "name") == 0) {
+			if ((r = config_string(cx, val, "name", &pc->name)) != 0)
+				return r;
+		} else if (kname != NULL && strcmp(kname, "params") == 0) {
+			params = val;
+		} else if (kname != NULL && strcmp(kname, "layers") == 0) {
+			if ((r = config_selector(cx, val, &pc->selector)) != 0)
+				return r;
+		} else {
+			return config_fail(cx, key,
+			    "unknown key '%s' in a policy (expected type, "
+			    "name, params, layers)",
+			    kname != NULL ? kname : "?");
+		}
+	}
+	if (type_node == NULL || config_scalar(type_node) == NULL)
+		return config_fail(cx, type_node != NULL ? type_node : node,
+		    "a policy needs a 'type'");
+	pc->ops = pol_registry_find(config_scalar(type_node));
+	if (pc->ops == NULL)
+		return config_fail(cx, type_node, "unknown policy type '%s'",
+		    config_scalar(type_node));
+	if (pol_registry_check(pc->ops, err, sizeof(err)) != 0)
+		return config_fail(cx, type_node, "%s", err);
+	if (pc->name == NULL && (pc->name = strdup(pc->ops->name)) == NULL)
+		return BELLOWS_ENOMEM;
+	pc->config = calloc(1, pc->ops->config_size > 0 ? pc->ops->config_size
+							: 1);
+	if (pc->config == NULL)
+		return BELLOWS_ENOMEM;
+	config_param_defaults(pc->ops, pc->config);
+	return config_params(cx, params, pc);
+}
+
+static const char *
+config_knob_name(uint32_t bit)
+{
+	switch (bit) {
+	case BELLOWS_KNOB_LEVEL:
+		return "level";
+	case BELLOWS_KNOB_BATCH_SIZE:
+		return "batch_size";
+	case BELLOWS_KNOB_LR_SCALE:
+		return "lr_scale";
+	case BELLOWS_KNOB_ERROR_BOUND:
+		return "error_bound";
+	case BELLOWS_KNOB_SIZE_THRESHOLD:
+		return "size_threshold";
+	case BELLOWS_KNOB_CODEC_TABLE:
+		return "codec_table";
+	case BELLOWS_KNOB_COMPRESSION:
+		return "compression";
+	default:
+		return "?";
+	}
+}
+
+static int
+config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
+{
+	yaml_node_t *key, *val, *list = NULL;
+	const char *kname;
+	int r;
+
+	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "a job entry")) !=
+		0 ||
+	    (r = config_check_duplicates(cx, node)) != 0)
+		return r;
+	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
+	{
+		if (kname != NULL && strcmp(kname, "match") == 0) {
+			if ((r = config_string(cx, val, "match", &jc->match)) !=
+			    0)
+				return r;
+		} else if (kname != NULL && strcmp(kname, "policies") == 0) {
+			if ((r = config_expect(cx, val, YAML_SEQUENCE_NODE,
+				 "policies")) != 0)
+				return r;
+			list = val;
+		} else {
+			return config_fail(cx, key,
+			    "unknown key '%s' in a job entry (expected match, "
+			    "policies)",
+			    kname != NULL ? kname : "?");
+		}
+	}
+	if (jc->match == NULL && (jc->match = strdup("*")) == NULL)
+		return BELLOWS_ENOMEM;
+	if (list == NULL)
+		return config_fail(cx, node, "a job entry needs 'policies'");
+	size_t n = (size_t)(list->data.sequence.items.top -
+	    list->data.sequence.items.start);
+	if (n == 0)
+		return config_fail(cx, list, "policies must not be empty");
+	jc->policies = calloc(n, sizeof(*jc->policies));
+	if (jc->policies == NULL)
+		return BELLOWS_ENOMEM;
+	uint32_t owned = 0;
+	for (size_t i = 0; i < n; i++) {
+		yaml_node_t *pn = config_node(cx,
+		    list->data.sequence.items.start[i]);
+		ctl_policy_conf *pc = &jc->policies[i];
+
+		jc->n_policies++;
+		if ((r = config_policy(cx, pn, pc)) != 0)
+			return r;
+		for (uint32_t j = 0; j < i; j++) {
+			if (strcmp(jc->policies[j].name, pc->name) == 0)
+				return config_fail(cx, pn,
+				    "two policies named '%s' in one job entry; "
+				    "give one a 'name'",
+				    pc->name);
+		}
+		uint32_t clash = owned & pc->ops->knobs;
+		if (clash != 0) {
+			uint32_t bit = clash & -clash;
+			const char *other = "?";
+
+			for (uint32_t j = 0; j < i; j++) {
+				if (jc->policies[j].ops->knobs & bit)
+					other = jc->policies[j].name;
+			}
+			return config_fail(cx, pn,
+			    "policy '%s' and policy '%s' both own the knob "
+			    "'%s'; each knob has one owner",
+			    pc->name, other, config_knob_name(bit));
+		}
+		owned |= pc->ops->knobs;
+	}
+	return 0;
+}
+
+static int
+config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
+{
+	yaml_node_t *key, *val;
+	const char *kname;
+	int r = 0;
+
+	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "daemon")) != 0 ||
+	    (r = config_check_duplicates(cx, node)) != 0)
+		return r;
+	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
+	{
+		if (kname == NULL)
+			return config_fail(cx, key, "keys must be scalars");
+		if (strcmp(kname, "control") == 0)
+			r = config_string(cx, val, kname, &cfg->control);
+		else if (strcmp(kname, "publish") == 0)
+			r = config_string(cx, val, kname, &cfg->publish);
+		else if (strcmp(kname, "apply_lag") == 0)
+			r = config_u32(cx, val, kname, 0, 1000000,
+			    &cfg->apply_lag);
+		else if (strcmp(kname, "window_timeout_ms") == 0)
+			r = config_u32(cx, val, kname, 1, 86400000,
+			    &cfg->window_timeout_ms);
+		else if (strcmp(kname, "rank_timeout_ms") == 0)
+			r = config_u32(cx, val, kname, 10, 86400000,
+			    &cfg->rank_timeout_ms);
+		else if (strcmp(kname, "heartbeat_ms") == 0)
+			r = config_u32(cx, val, kname, 10, 3600000,
+			    &cfg->heartbeat_ms);
+		else if (strcmp(kname, "repair_margin") == 0)
+			r = config_u32(cx, val, kname, 0, 1000000,
+			    &cfg->repair_margin);
+		else if (strcmp(kname, "max_jobs") == 0)
+			r = config_u32(cx, val, kname, 1, 1000000,
+			    &cfg->max_jobs);
+		else if (strcmp(kname, "max_world") == 0)
+			r = config_u32(cx, val, kname, 1, 65536,
+			    &cfg->max_world);
+		else if (strcmp(kname, "max_layers") == 0)
+			r = config_u32(cx, val, kname, 1, 65536,
+			    &cfg->max_layers);
+		else if (strcmp(kname, "job_idle_ms") == 0)
+			r = config_u32(cx, val, kname, 1000, 4000000000u,
+			    &cfg->job_idle_ms);
+		else
+			return config_fail(cx, key,
+			    "unknown key '%s' in daemon", kname);
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
+static void
+config_defaults(ctl_config *cfg)
+{
+	cfg->apply_lag = 1;
+	cfg->window_timeout_ms = 10000;
+	cfg->rank_timeout_ms = 10000;
+	cfg->heartbeat_ms = 1000;
+	cfg->repair_margin = 2;
+	cfg->max_jobs = 256;
+	cfg->max_world = 16384;
+	cfg->max_layers = 65536;
+	cfg->job_idle_ms = 600000;
+}
+
+static int
+config_root(config_ctx *cx, ctl_config *cfg)
+{
+	yaml_node_t *root = yaml_document_get_root_node(&cx->doc);
+	yaml_node_t *key, *val, *jobs = NULL;
+	const char *kname;
+	int r;
+
+	if (root == NULL)
+		return config_fail(cx, NULL, "the file is empty");
+	if ((r = config_expect(cx, root, YAML_MAPPING_NODE,
+		 "the top level")) != 0 ||
+	    (r = config_check_duplicates(cx, root)) != 0)
+		return r;
+	CONFIG_FOREACH_PAIR(cx, root, kname, key, val)
+	{
+		if (kname != NULL && strcmp(kname, "daemon") == 0) {
+			if ((r = config_daemon(cx, val, cfg)) != 0)
+				return r;
+		} else if (kname != NULL && strcmp(kname, "jobs") == 0) {
+			if ((r = config_expect(cx, val, YAML_SEQUENCE_NODE,
+				 "jobs")) != 0)
+				return r;
+			jobs = val;
+		} else {
+			return config_fail(cx, key,
+			    "unknown top-level key '%s' (expected daemon, "
+			    "jobs)",
+			    kname != NULL ? kname : "?");
+		}
+	}
+	if (jobs == NULL)
+		return config_fail(cx, root, "the file needs a 'jobs' list");
+	size_t n = (size_t)(jobs->data.sequence.items.top -
+	    jobs->data.sequence.items.start);
+	if (n == 0)
+		return config_fail(cx, jobs, "jobs must not be empty");
+	cfg->jobs = calloc(n, sizeof(*cfg->jobs));
+	if (cfg->jobs == NULL)
+		return BELLOWS_ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		cfg->n_jobs++;
+		r = config_job(cx,
+		    config_node(cx, jobs->data.sequence.items.start[i]),
+		    &cfg->jobs[i]);
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
+int
+ctl_config_parse(const char *text, size_t len, const char *name,
+    ctl_config **ret_cfg, char *errbuf, size_t errlen)
+{
+	config_ctx cx = { .name = name, .errbuf = errbuf, .errlen = errlen };
+	yaml_parser_t parser;
+	ctl_config *cfg;
+	int r;
+
+	cfg = calloc(1, sizeof(*cfg));
+	if (cfg == NULL)
+		return BELLOWS_ENOMEM;
+	config_defaults(cfg);
+	cfg->path = strdup(name);
+	cfg->text = malloc(len + 1);
+	if (cfg->path == NULL || cfg->text == NULL) {
+		ctl_config_destroy(&cfg);
+		return BELLOWS_ENOMEM;
+	}
+	memcpy(cfg->text, text, len);
+	cfg->text[len] = '\0';
+	cfg->text_len = len;
+
+	if (!yaml_parser_initialize(&parser)) {
+		ctl_config_destroy(&cfg);
+		return BELLOWS_ENOMEM;
+	}
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	if (!yaml_parser_load(&parser, &cx.doc)) {
+		snprintf(errbuf, errlen, "%s:%zu:%zu: %s", name,
+		    parser.problem_mark.line + 1,
+		    parser.problem_mark.column + 1,
+		    parser.problem != NULL ? parser.problem : "invalid YAML");
+		yaml_parser_delete(&parser);
+		ctl_config_destroy(&cfg);
+		return BELLOWS_ECONFIG;
+	}
+	r = config_root(&cx, cfg);
+	yaml_document_delete(&cx.doc);
+	yaml_parser_delete(&parser);
+	if (r != 0) {
+		ctl_config_destroy(&cfg);
+		return r;
+	}
+	*ret_cfg = cfg;
+	return 0;
+}
+
+int
+ctl_config_load(const char *path, ctl_config **ret_cfg, char *errbuf,
+    size_t errlen)
+{
+	FILE *f = fopen(path, "rb");
+	char *text = NULL;
+	size_t len = 0, cap = 0;
+	int r;
+
+	if (f == NULL) {
+		snprintf(errbuf, errlen, "%s: cannot open: %s", path,
+		    strerror(errno));
+		return BELLOWS_EIO;
+	}
+	for (;;) {
+		if (len + 4096 > cap) {
+			char *grown;
+
+			if (cap > 16u << 20) {
+				snprintf(errbuf, errlen,
+				    "%s: larger than 16 MiB", path);
+				free(text);
+				fclose(f);
+				return BELLOWS_ECONFIG;
+			}
+			grown = realloc(text, cap = cap * 2 + 8192);
+			if (grown == NULL) {
+				free(text);
+				fclose(f);
+				return BELLOWS_ENOMEM;
+			}
+			text = grown;
+		}
+		size_t n = fread(text + len, 1, cap - len, f);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	if (ferror(f)) {
+		snprintf(errbuf, errlen, "%s: read error", path);
+		free(text);
+		fclose(f);
+		return BELLOWS_EIO;
+	}
+	fclose(f);
+	r = ctl_config_parse(text != NULL ? text : "", len, path, ret_cfg,
+	    errbuf, errlen);
+	free(text);
+	return r;
+}
+
+static void
+config_selector_fini(ctl_selector *sel)
+{
+	if (sel->has_regex)
+		regfree(&sel->regex);
+	free(sel->regex_src);
+	memset(sel, 0, sizeof(*sel));
+}
+
+void
+ctl_config_destroy(ctl_config **cfg)
+{
+	ctl_config *c;
+
+	if (cfg == NULL || *cfg == NULL)
+		return;
+	c = *cfg;
+	for (uint32_t i = 0; i < c->n_jobs; i++) {
+		ctl_job_conf *jc = &c->jobs[i];
+
+		for (uint32_t j = 0; j < jc->n_policies; j++) {
+			free(jc->policies[j].name);
+			free(jc->policies[j].config);
+			config_selector_fini(&jc->policies[j].selector);
+		}
+		free(jc->policies);
+		free(jc->match);
+	}
+	free(c->jobs);
+	free(c->control);
+	free(c->publish);
+	free(c->path);
+	free(c->text);
+	free(c);
+	*cfg = NULL;
+}
+
+const ctl_job_conf *
+ctl_config_match(const ctl_config *cfg, const char *job)
+{
+	for (uint32_t i = 0; i < cfg->n_jobs; i++) {
+		if (fnmatch(cfg->jobs[i].match, job, 0) == 0)
+			return &cfg->jobs[i];
+	}
+	return NULL;
+}
+
+bool
+ctl_selector_matches(const ctl_selector *sel, const char *name,
+    uint64_t numel, uint32_t ndim)
+{
+	if (ndim < sel->min_ndim || numel < sel->min_numel)
+		return false;
+	return !sel->has_regex || regexec(&sel->regex, name, 0, NULL, 0) == 0;
+}
+
+int
+ctl_config_print(const ctl_config *cfg, void *out)
+{
+	FILE *f = out;
+
+	fprintf(f, "daemon:\n");
+	fprintf(f, "  control: %s\n",
+	    cfg->control != NULL ? cfg->control : "(command line)");
+	fprintf(f, "  publish: %s\n",
+	    cfg->publish != NULL ? cfg->publish : "(command line)");
+	fprintf(f, "  apply_lag: %u\n", cfg->apply_lag);
+	fprintf(f, "  window_timeout_ms: %u\n", cfg->window_timeout_ms);
+	fprintf(f, "  rank_timeout_ms: %u\n", cfg->rank_timeout_ms);
+	fprintf(f, "  heartbeat_ms: %u\n", cfg->heartbeat_ms);
+	fprintf(f, "  repair_margin: %u\n", cfg->repair_margin);
+	fprintf(f, "  max_jobs: %u\n", cfg->max_jobs);
+	fprintf(f, "  max_world: %u\n", cfg->max_world);
+	fprintf(f, "  max_layers: %u\n", cfg->max_layers);
+	fprintf(f, "  job_idle_ms: %u\n", cfg->job_idle_ms);
+	fprintf(f, "jobs:\n");
+	for (uint32_t i = 0; i < cfg->n_jobs; i++) {
+		const ctl_job_conf *jc = &cfg->jobs[i];
+
+		fprintf(f, "  - match: \"%s\"\n    policies:\n", jc->match);
+		for (uint32_t j = 0; j < jc->n_policies; j++) {
+			const ctl_policy_conf *pc = &jc->policies[j];
+
+			fprintf(f, "      - name: %s\n        type: %s\n",
+			    pc->name, pc->ops->name);
+			fprintf(f, "        layers: {match: \"%s\", "
+				   "min_numel: %llu, min_ndim: %u}\n",
+			    pc->selector.has_regex ? pc->selector.regex_src
+						   : ".*",
+			    (unsigned long long)pc->selector.min_numel,
+			    pc->selector.min_ndim);
+			fprintf(f, "        params:\n");
+			for (const bellows_param *p = pc->ops->params;
+			    p != NULL && p->name != NULL; p++) {
+				const char *src = (const char *)pc->config +
+				    p->offset;
+				bool bv;
+				int64_t iv;
+				double dv;
+				const bellows_steps *st;
+
+				fprintf(f, "          %s: ", p->name);
+				switch (p->type) {
+				case BELLOWS_PARAM_BOOL:
+					memcpy(&bv, src, sizeof(bv));
+					fprintf(f, "%s\n", bv ? "true" : "false");
+					break;
+				case BELLOWS_PARAM_INT:
+					memcpy(&iv, src, sizeof(iv));
+					fprintf(f, "%lld\n", (long long)iv);
+					break;
+				case BELLOWS_PARAM_DOUBLE:
+					memcpy(&dv, src, sizeof(dv));
+					fprintf(f, "%.17g\n", dv);
+					break;
+				case BELLOWS_PARAM_STRING:
+					fprintf(f, "\"%s\"\n", src);
+					break;
+				case BELLOWS_PARAM_STEPS:
+					st = (const bellows_steps *)src;
+					fprintf(f, "{");
+					for (uint32_t k = 0; k < st->n; k++)
+						fprintf(f, "%s%llu: %.17g",
+						    k ? ", " : "",
+						    (unsigned long long)
+							st->from[k],
+						    st->value[k]);
+					fprintf(f, "}\n");
+					break;
+				}
+			}
+		}
+	}
+	return ferror(f) ? BELLOWS_EIO : 0;
+}

@@ -1,0 +1,90 @@
+/* config - bellowsd's YAML configuration: the daemon's settings and, per
+ * job-name pattern, the ordered policies with their parameters and layer
+ * selectors.
+ *
+ * A file is parsed and validated completely before anything takes effect:
+ * unknown keys, wrong types, out-of-range values and knob conflicts are
+ * errors reported as "FILE:LINE:COLUMN: message". This is the only module
+ * that includes <yaml.h>; policies see their parsed config structs only.
+ */
+#ifndef CTL_CONFIG_H
+#define CTL_CONFIG_H
+
+#include <bellows/policy.h>
+
+#include <regex.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CTL_CONFIG_ERR_MAX 512 /* bytes of an error message */
+
+/* Which tensors a policy acts on. */
+typedef struct ctl_selector {
+	bool has_regex;     /* match is set */
+	regex_t regex;      /* POSIX extended regex on the layer name */
+	char *regex_src;    /* its source text */
+	uint64_t min_numel; /* smaller tensors are not selected */
+	uint32_t min_ndim;  /* tensors with fewer dims are not (default 2) */
+} ctl_selector;
+
+typedef struct ctl_policy_conf {
+	char *name;                     /* instance name, unique in the job */
+	const bellows_policy_ops *ops;  /* its type */
+	void *config;                   /* ops->config_size bytes, parsed */
+	ctl_selector selector;          /* layers it acts on */
+	int line;                       /* where it was defined */
+} ctl_policy_conf;
+
+typedef struct ctl_job_conf {
+	char *match;               /* fnmatch(3) glob on the job name */
+	uint32_t n_policies;       /* entries in policies */
+	ctl_policy_conf *policies; /* in the order they run */
+} ctl_job_conf;
+
+typedef struct ctl_config {
+	char *path;                  /* file it came from ("<string>") */
+	char *text;                  /* the whole YAML text */
+	size_t text_len;             /* bytes in text */
+	char *control;               /* ROUTER endpoint, NULL = default */
+	char *publish;               /* PUB endpoint, NULL = default */
+	uint32_t apply_lag;          /* steps between window end+1 and apply */
+	uint32_t window_timeout_ms;  /* close a window with ranks missing */
+	uint32_t rank_timeout_ms;    /* declare a silent rank lost */
+	uint32_t heartbeat_ms;       /* heartbeat period told to agents */
+	uint32_t repair_margin;      /* extra steps for a repair decision */
+	uint32_t max_jobs;           /* jobs held at once */
+	uint32_t max_world;          /* ranks per job */
+	uint32_t max_layers;         /* layers per job */
+	uint32_t job_idle_ms;        /* forget a job with no live rank */
+	uint32_t n_jobs;             /* entries in jobs */
+	ctl_job_conf *jobs;          /* first match wins */
+} ctl_config;
+
+/* Reads and validates `path`. On success *ret_cfg is the caller's (free
+ * with ctl_config_destroy). On failure returns BELLOWS_EIO (cannot read),
+ * BELLOWS_ECONFIG (invalid; errbuf holds "FILE:LINE:COLUMN: message") or
+ * BELLOWS_ENOMEM, and *ret_cfg is untouched. */
+int ctl_config_load(const char *path, ctl_config **ret_cfg, char *errbuf,
+    size_t errlen);
+
+/* Same as ctl_config_load for a text in memory; `name` stands for the file
+ * in messages. */
+int ctl_config_parse(const char *text, size_t len, const char *name,
+    ctl_config **ret_cfg, char *errbuf, size_t errlen);
+
+/* Frees a configuration. NULL-safe, sets *cfg to NULL. */
+void ctl_config_destroy(ctl_config **cfg);
+
+/* Returns the first job entry whose pattern matches `job`, or NULL. */
+const ctl_job_conf *ctl_config_match(const ctl_config *cfg, const char *job);
+
+/* True when the selector picks a tensor with this name and shape. */
+bool ctl_selector_matches(const ctl_selector *sel, const char *name,
+    uint64_t numel, uint32_t ndim);
+
+/* Writes a normalised summary of what cfg configures (every value, with
+ * defaults filled in) to `out` as YAML. Returns 0 or BELLOWS_EIO. */
+int ctl_config_print(const ctl_config *cfg, void *out /* FILE * */);
+
+#endif /* CTL_CONFIG_H */

@@ -1,0 +1,950 @@
+/* jobs - jobs, ranks, windows and decisions, see jobs.h.
+ *
+ * Invariants of a job:
+ * - the decision log holds the last JOBS_LOG decisions in seq order; seqs
+ *   are consecutive and apply_steps never decrease, so "the decision in
+ *   force at step s" is the last entry with apply_step <= s;
+ * - windows close in index order; next_window is the lowest index not yet
+ *   closed, and reports for lower indices are stale;
+ * - a rank is held by one routing id and one incarnation at a time.
+ */
+#include "jobs.h"
+
+#include "log.h"
+#include "policy_host.h"
+#include "window.h"
+
+#include <bellows/error.h>
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JOBS_LOG 32        /* decisions kept per job */
+#define JOBS_OPEN 8        /* windows aggregated at once per job */
+#define JOBS_WELCOME_MAX 64 /* decisions sent in a welcome or snapshot */
+
+typedef struct job_rank {
+	bool joined;                /* has said hello and not bye */
+	bool alive;                 /* heard within rank_timeout_ms */
+	uint8_t peer[CTL_PEER_MAX]; /* routing id holding the rank */
+	uint8_t peer_len;           /* bytes in peer */
+	uint64_t incarnation;       /* agent process holding it */
+	uint64_t last_seen_ms;      /* monotonic */
+	uint64_t step;              /* last step heard */
+	uint64_t seq_in_force;      /* decision it applies */
+	uint64_t reports;           /* reports accepted */
+	uint32_t rejoins;           /* hellos after the first */
+} job_rank;
+
+typedef struct job {
+	char *name;                    /* job name */
+	uint32_t world;                /* ranks */
+	uint32_t n_layers;             /* entries in layers */
+	com_layer_info *layers;        /* the layer table */
+	job_rank *ranks;               /* world entries */
+	uint32_t alive;                /* ranks alive */
+	uint64_t next_window;          /* lowest window not closed */
+	ctl_window *open[JOBS_OPEN];   /* windows being aggregated */
+	com_decision log[JOBS_LOG];    /* ring of recent decisions */
+	uint32_t log_head;             /* index of the oldest entry */
+	uint32_t log_n;                /* entries used */
+	uint64_t last_seq;             /* seq of the newest decision */
+	uint64_t max_step;             /* highest step heard from a rank */
+	uint64_t idle_since_ms;        /* when the last rank went away */
+	uint64_t windows_incomplete;   /* closed with ranks missing */
+	ctl_policy_set *policies;      /* instances deciding for the job */
+	char policy_names[256];        /* their names, for STATUS */
+} job;
+
+struct ctl_jobs {
+	const ctl_config *cfg;         /* settings in force (borrowed) */
+	uint64_t instance;             /* this daemon run */
+	ctl_jobs_publish_fn *publish;  /* decision/telemetry sink */
+	void *publish_arg;             /* its argument */
+	job **jobs;                    /* table, n_jobs used */
+	uint32_t n_jobs;               /* entries used */
+	uint32_t cap_jobs;             /* entries allocated */
+	job *last_hit;                 /* lookup cache: reports come in runs */
+	ctl_jobs_counters counters;    /* totals */
+};
+
+static void
+jobs_why(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void
+jobs_why(char *why, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (why == NULL || len == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, len, fmt, ap);
+	va_end(ap);
+}
+
+static int
+jobs_error_reply(com_msg *reply, int code, const char *text)
+{
+	com_msg_init(reply, COM_MSG_ERROR);
+	reply->u.error.code = code;
+	reply->u.error.message = com_strdup(text);
+	return code;
+}
+
+/* ---- decision log ---------------------------------------------------- */
+
+static com_decision *
+job_log_at(job *j, uint32_t i)
+{
+	return &j->log[(j->log_head + i) % JOBS_LOG];
+}
+
+static const com_decision *
+job_last(job *j)
+{
+	return j->log_n > 0 ? job_log_at(j, j->log_n - 1) : NULL;
+}
+
+/* Appends a decision, taking ownership of *d (zeroed on return). */
+static void
+job_log_push(job *j, com_decision *d)
+{
+	if (j->log_n == JOBS_LOG) {
+		com_decision_fini(job_log_at(j, 0));
+		j->log_head = (j->log_head + 1) % JOBS_LOG;
+		j->log_n--;
+	}
+	*job_log_at(j, j->log_n) = *d;
+	j->log_n++;
+	j->last_seq = d->seq;
+	memset(d, 0, sizeof(*d));
+}
+
+/* Index in the log of the decision in force at `step`, or -1 if that is
+ * older than the log (or there are no decisions). */
+static int
+job_log_in_force(job *j, uint64_t step)
+{
+	int found = -1;
+
+	for (uint32_t i = 0; i < j->log_n; i++) {
+		if (job_log_at(j, i)->apply_step <= step)
+			found = (int)i;
+	}
+	return found;
+}
+
+/* Copies the decisions an agent at `step` needs (the one in force and all
+ * later ones, at most JOBS_WELCOME_MAX, the newest kept) into a fresh
+ * array. Returns 0 or BELLOWS_ENOMEM. */
+static int
+job_log_tail(job *j, uint64_t step, com_decision **ret, uint32_t *ret_n)
+{
+	int from = job_log_in_force(j, step);
+	uint32_t start, n;
+	com_decision *out;
+
+	start = from < 0 ? 0 : (uint32_t)from;
+	n = j->log_n - start;
+	if (n > JOBS_WELCOME_MAX) {
+		start += n - JOBS_WELCOME_MAX;
+		n = JOBS_WELCOME_MAX;
+	}
+	*ret = NULL;
+	*ret_n = 0;
+	if (n == 0)
+		return 0;
+	out = calloc(n, sizeof(*out));
+	if (out == NULL)
+		return BELLOWS_ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		if (com_decision_copy(&out[i], job_log_at(j, start + i)) != 0) {
+			for (uint32_t k = 0; k < i; k++)
+				com_decision_fini(&out[k]);
+			free(out);
+			return BELLOWS_ENOMEM;
+		}
+	}
+	*ret = out;
+	*ret_n = n;
+	return 0;
+}
+
+static void
+jobs_publish_decision(ctl_jobs *jobs, job *j)
+{
+	com_msg m;
+
+	com_msg_init(&m, COM_MSG_DECISION);
+	/* Shallow view of the logged decision: the log keeps ownership. */
+	m.u.decision = *job_log_at(j, j->log_n - 1);
+	jobs->counters.decisions++;
+	jobs->publish(jobs->publish_arg, &m);
+}
+
+/* Publishes `state` as decision seq last+1 applying at `apply_step`.
+ * Consumes state. */
+static void
+job_decide(ctl_jobs *jobs, job *j, com_decision *state, uint64_t apply_step,
+    uint64_t window)
+{
+	const com_decision *prev = job_last(j);
+
+	if (prev != NULL && apply_step < prev->apply_step)
+		apply_step = prev->apply_step;
+	state->seq = j->last_seq + 1;
+	state->apply_step = apply_step;
+	state->window = window;
+	job_log_push(j, state);
+	jobs_publish_decision(jobs, j);
+}
+
+/* ---- jobs table -------------------------------------------------------- */
+
+static void
+job_destroy(job **jp)
+{
+	job *j = *jp;
+
+	if (j == NULL)
+		return;
+	for (uint32_t i = 0; i < JOBS_OPEN; i++)
+		ctl_window_destroy(&j->open[i]);
+	for (uint32_t i = 0; i < j->log_n; i++)
+		com_decision_fini(job_log_at(j, i));
+	for (uint32_t l = 0; l < j->n_layers; l++)
+		free(j->layers[l].name);
+	ctl_policy_set_destroy(&j->policies);
+	free(j->layers);
+	free(j->ranks);
+	free(j->name);
+	free(j);
+	*jp = NULL;
+}
+
+static job *
+jobs_find(ctl_jobs *jobs, const char *name)
+{
+	if (name == NULL)
+		return NULL;
+	if (jobs->last_hit != NULL && strcmp(jobs->last_hit->name, name) == 0)
+		return jobs->last_hit;
+	for (uint32_t i = 0; i < jobs->n_jobs; i++) {
+		if (strcmp(jobs->jobs[i]->name, name) == 0)
+			return jobs->last_hit = jobs->jobs[i];
+	}
+	return NULL;
+}
+
+static void
+jobs_remove(ctl_jobs *jobs, uint32_t i)
+{
+	if (jobs->last_hit == jobs->jobs[i])
+		jobs->last_hit = NULL;
+	job_destroy(&jobs->jobs[i]);
+	jobs->jobs[i] = jobs->jobs[--jobs->n_jobs];
+}
+
+int
+ctl_jobs_new(const ctl_config *cfg, uint64_t instance,
+    ctl_jobs_publish_fn *publish, void *publish_arg, ctl_jobs **ret_jobs)
+{
+	ctl_jobs *jobs = calloc(1, sizeof(*jobs));
+
+	if (jobs == NULL)
+		return BELLOWS_ENOMEM;
+	jobs->cfg = cfg;
+	jobs->instance = instance;
+	jobs->publish = publish;
+	jobs->publish_arg = publish_arg;
+	*ret_jobs = jobs;
+	return 0;
+}
+
+void
+ctl_jobs_destroy(ctl_jobs **jobs)
+{
+	if (jobs == NULL || *jobs == NULL)
+		return;
+	for (uint32_t i = 0; i < (*jobs)->n_jobs; i++)
+		job_destroy(&(*jobs)->jobs[i]);
+	free((*jobs)->jobs);
+	free(*jobs);
+	*jobs = NULL;
+}
+
+void
+ctl_jobs_set_config(ctl_jobs *jobs, const ctl_config *cfg)
+{
+	jobs->cfg = cfg;
+}
+
+void
+ctl_jobs_get_counters(const ctl_jobs *jobs, ctl_jobs_counters *ret)
+{
+	*ret = jobs->counters;
+}
+
+/* Creates job `h->job` from its first hello: layer table, policies and,
+ * unless the hello carries a state to adopt (a daemon restart), the
+ * policies' initial decision. */
+static int
+jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
+    size_t why_len)
+{
+	const ctl_job_conf *jc = ctl_config_match(jobs->cfg, h->job);
+	com_decision state = { 0 };
+	char reason[BELLOWS_REASON_MAX];
+	job *j;
+	int r = BELLOWS_ENOMEM;
+
+	if (jobs->n_jobs >= jobs->cfg->max_jobs) {
+		jobs_why(why, why_len, "job table full (%u jobs)",
+		    jobs->cfg->max_jobs);
+		return BELLOWS_ELIMIT;
+	}
+	if (jobs->n_jobs == jobs->cap_jobs) {
+		uint32_t cap = jobs->cap_jobs ? jobs->cap_jobs * 2 : 8;
+		job **grown = realloc(jobs->jobs, cap * sizeof(*grown));
+
+		if (grown == NULL)
+			return BELLOWS_ENOMEM;
+		jobs->jobs = grown;
+		jobs->cap_jobs = cap;
+	}
+	j = calloc(1, sizeof(*j));
+	if (j == NULL)
+		return BELLOWS_ENOMEM;
+	j->name = com_strdup(h->job);
+	j->world = h->world;
+	j->n_layers = h->n_layers;
+	j->layers = calloc(h->n_layers, sizeof(*j->layers));
+	j->ranks = calloc(h->world, sizeof(*j->ranks));
+	if (j->name == NULL || j->layers == NULL || j->ranks == NULL)
+		goto fail;
+	for (uint32_t l = 0; l < h->n_layers; l++) {
+		j->layers[l] = h->layers[l];
+		j->layers[l].name = com_strdup(h->layers[l].name);
+		if (j->layers[l].name == NULL)
+			goto fail;
+	}
+	j->next_window = h->last_window;
+	if (com_decision_init(&state, h->job, h->n_layers) != 0)
+		goto fail;
+	if (jc != NULL) {
+		r = ctl_policy_set_new(jc, h->job, h->world, j->layers,
+		    j->n_layers, &state, reason, sizeof(reason), &j->policies);
+		if (r != 0) {
+			jobs_why(why, why_len, "%s", reason);
+			goto fail;
+		}
+		ctl_policy_set_names(j->policies, j->policy_names,
+		    sizeof(j->policy_names));
+	} else {
+		ctl_log(CTL_LOG_WARN, "jobs",
+		    "no job entry matches '%s': it runs without policies",
+		    h->job);
+		snprintf(reason, sizeof(reason), "no policy configured");
+	}
+	jobs->jobs[jobs->n_jobs++] = j;
+	if (h->in_force.seq > 0 && h->in_force.n_layers == h->n_layers) {
+		/* A restarted daemon adopts what the ranks apply, so training
+		 * goes on unchanged and the sequence continues. */
+		com_decision adopted;
+
+		com_decision_fini(&state);
+		if (com_decision_copy(&adopted, &h->in_force) == 0) {
+			j->last_seq = adopted.seq - 1;
+			job_log_push(j, &adopted);
+		}
+		ctl_log(CTL_LOG_INFO, "jobs",
+		    "job '%s' resumed at decision %" PRIu64 " from rank %u",
+		    h->job, h->in_force.seq, h->rank);
+	} else {
+		free(state.reason);
+		free(state.policy);
+		state.reason = com_strdup(reason);
+		state.policy = com_strdup(j->policy_names);
+		job_decide(jobs, j, &state, h->step, 0);
+		com_decision_fini(&state);
+	}
+	ctl_log(CTL_LOG_INFO, "jobs",
+	    "job '%s' created: world %u, %u layers, policies '%s'", h->job,
+	    h->world, h->n_layers, j->policy_names);
+	*ret = j;
+	return 0;
+fail:
+	com_decision_fini(&state);
+	job_destroy(&j);
+	return r;
+}
+
+static bool
+jobs_same_table(const job *j, const com_hello *h)
+{
+	if (j->n_layers != h->n_layers)
+		return false;
+	for (uint32_t l = 0; l < j->n_layers; l++) {
+		const com_layer_info *a = &j->layers[l], *b = &h->layers[l];
+
+		if (a->numel != b->numel || a->ndim != b->ndim ||
+		    strcmp(a->name, b->name) != 0 ||
+		    memcmp(a->shape, b->shape, sizeof(a->shape[0]) * a->ndim))
+			return false;
+	}
+	return true;
+}
+
+static bool
+rank_peer_is(const job_rank *rk, const uint8_t *peer, size_t len)
+{
+	return rk->peer_len == len && memcmp(rk->peer, peer, len) == 0;
+}
+
+/* Finds the rank a message claims and checks the sender holds it. */
+static int
+jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
+    const uint8_t *peer, size_t peer_len, job **ret_job, job_rank **ret_rank,
+    char *why, size_t why_len)
+{
+	job *j = jobs_find(jobs, name);
+	job_rank *rk;
+
+	if (j == NULL) {
+		jobs_why(why, why_len, "unknown job '%s'", name);
+		return BELLOWS_ENOTJOINED;
+	}
+	if (rank >= j->world) {
+		jobs_why(why, why_len, "rank %u outside world %u of job '%s'",
+		    rank, j->world, name);
+		return BELLOWS_EPROTO;
+	}
+	rk = &j->ranks[rank];
+	if (!rk->joined || !rank_peer_is(rk, peer, peer_len)) {
+		jobs_why(why, why_len,
+		    "rank %u of job '%s' is not held by this peer", rank, name);
+		return BELLOWS_ENOTJOINED;
+	}
+	*ret_job = j;
+	*ret_rank = rk;
+	return 0;
+}
+
+static void
+rank_seen(ctl_jobs *jobs, job *j, job_rank *rk, uint64_t now_ms)
+{
+	rk->last_seen_ms = now_ms;
+	if (!rk->alive) {
+		rk->alive = true;
+		j->alive++;
+	}
+}
+
+static void
+rank_lost(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t now_ms,
+    const char *how)
+{
+	job_rank *rk = &j->ranks[rank];
+
+	if (rk->alive) {
+		rk->alive = false;
+		j->alive--;
+		if (j->alive == 0)
+			j->idle_since_ms = now_ms;
+	}
+	ctl_log(CTL_LOG_WARN, "jobs", "job '%s' rank %u %s at step %" PRIu64,
+	    j->name, rank, how, rk->step);
+}
+
+int
+ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
+    const com_hello *h, uint64_t now_ms, com_msg *reply, char *why,
+    size_t why_len)
+{
+	const ctl_config *cfg = jobs->cfg;
+	job *j;
+	job_rank *rk;
+	int r;
+
+	if (peer_len == 0 || peer_len > CTL_PEER_MAX) {
+		jobs_why(why, why_len, "routing id of %zu bytes", peer_len);
+		return BELLOWS_EPROTO;
+	}
+	if (h->world > cfg->max_world || h->n_layers > cfg->max_layers ||
+	    h->n_layers == 0) {
+		jobs_why(why, why_len,
+		    "hello for '%s' with world %u and %u layers exceeds this "
+		    "daemon's limits (world <= %u, 1..%u layers)",
+		    h->job, h->world, h->n_layers, cfg->max_world,
+		    cfg->max_layers);
+		return jobs_error_reply(reply, BELLOWS_ELIMIT, why);
+	}
+	j = jobs_find(jobs, h->job);
+	if (j == NULL) {
+		r = jobs_create(jobs, h, &j, why, why_len);
+		if (r != 0)
+			return jobs_error_reply(reply, r, why);
+	} else if (j->world != h->world || !jobs_same_table(j, h)) {
+		jobs_why(why, why_len,
+		    "hello for job '%s' rank %u does not match the job "
+		    "(world %u, %u layers)",
+		    h->job, h->rank, j->world, j->n_layers);
+		return jobs_error_reply(reply, BELLOWS_EMISMATCH, why);
+	}
+	rk = &j->ranks[h->rank];
+	if (rk->joined && rk->alive && rk->incarnation != h->incarnation &&
+	    !rank_peer_is(rk, peer, peer_len)) {
+		jobs_why(why, why_len,
+		    "rank %u of job '%s' is held by a live agent", h->rank,
+		    h->job);
+		return jobs_error_reply(reply, BELLOWS_EBUSY, why);
+	}
+	if (rk->joined || rk->reports > 0)
+		rk->rejoins++;
+	rk->joined = true;
+	memcpy(rk->peer, peer, peer_len);
+	rk->peer_len = (uint8_t)peer_len;
+	rk->incarnation = h->incarnation;
+	rk->step = h->step;
+	rk->seq_in_force = h->in_force.seq;
+	rank_seen(jobs, j, rk, now_ms);
+	if (h->step > j->max_step)
+		j->max_step = h->step;
+	if (h->last_window > j->next_window) {
+		/* Ranks are past windows this daemon never saw close (it
+		 * restarted): start aggregating from where they are. */
+		for (uint32_t i = 0; i < JOBS_OPEN; i++) {
+			if (j->open[i] != NULL &&
+			    ctl_window_index(j->open[i]) < h->last_window)
+				ctl_window_destroy(&j->open[i]);
+		}
+		j->next_window = h->last_window;
+	}
+	if (h->in_force.seq > j->last_seq &&
+	    h->in_force.n_layers == j->n_layers) {
+		com_decision adopted;
+
+		if (com_decision_copy(&adopted, &h->in_force) == 0) {
+			j->last_seq = adopted.seq - 1;
+			job_log_push(j, &adopted);
+		}
+	}
+	ctl_log(CTL_LOG_INFO, "jobs",
+	    "job '%s' rank %u joined at step %" PRIu64 " (%u/%u alive)",
+	    h->job, h->rank, h->step, j->alive, j->world);
+
+	com_msg_init(reply, COM_MSG_WELCOME);
+	reply->u.welcome.job = com_strdup(h->job);
+	reply->u.welcome.rank = h->rank;
+	reply->u.welcome.apply_lag = cfg->apply_lag;
+	reply->u.welcome.heartbeat_ms = cfg->heartbeat_ms;
+	reply->u.welcome.instance = jobs->instance;
+	if (reply->u.welcome.job == NULL ||
+	    job_log_tail(j, h->step, &reply->u.welcome.decisions,
+		&reply->u.welcome.n_decisions) != 0) {
+		com_msg_fini(reply);
+		return BELLOWS_ENOMEM;
+	}
+	return 0;
+}
+
+/* Re-issues the job's current state under a new seq when a rank applies
+ * something else than it should at `step`, unless a decision is already
+ * pending (it will bring every rank to the same state). */
+static void
+job_check_divergence(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t step,
+    uint64_t seq_in_force)
+{
+	const ctl_config *cfg = jobs->cfg;
+	const com_decision *last = job_last(j);
+	int at = job_log_in_force(j, step);
+	com_decision state;
+	uint64_t expected;
+
+	if (last == NULL || at < 0)
+		return;
+	expected = job_log_at(j, (uint32_t)at)->seq;
+	if (seq_in_force == expected || last->apply_step > j->max_step)
+		return;
+	if (com_decision_copy(&state, last) != 0)
+		return;
+	free(state.reason);
+	state.reason = NULL;
+	{
+		char text[160];
+
+		snprintf(text, sizeof(text),
+		    "repair: rank %u applied decision %" PRIu64
+		    " at step %" PRIu64 ", expected %" PRIu64,
+		    rank, seq_in_force, step, expected);
+		state.reason = com_strdup(text);
+		ctl_log(CTL_LOG_WARN, "jobs", "job '%s': %s", j->name, text);
+	}
+	jobs->counters.repairs++;
+	job_decide(jobs, j, &state,
+	    j->max_step + 1 + cfg->apply_lag + cfg->repair_margin,
+	    last->window);
+	com_decision_fini(&state);
+}
+
+static void
+jobs_publish_telemetry(ctl_jobs *jobs, job *j, const bellows_window *w)
+{
+	com_msg m;
+
+	com_msg_init(&m, COM_MSG_TELEMETRY);
+	m.u.telemetry.job = j->name; /* borrowed for the call */
+	m.u.telemetry.window = w->window;
+	m.u.telemetry.ranks_reported = w->ranks_reported;
+	m.u.telemetry.ranks_expected = j->alive;
+	m.u.telemetry.step_ms_median = isnan(w->step_ms_median)
+	    ? 0
+	    : w->step_ms_median;
+	jobs->publish(jobs->publish_arg, &m);
+}
+
+/* Closes window `slot` of job j: runs the policies and publishes the
+ * decision that answers it. */
+static void
+job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
+{
+	ctl_window *win = j->open[slot];
+	const com_decision *last = job_last(j);
+	char policies[256], reason[1024];
+	com_decision state;
+	bellows_window view;
+	uint32_t failed = 0;
+	uint64_t apply_step;
+
+	if (last != NULL)
+		ctl_window_view(win, j->name, j->world, j->layers, last, &view);
+	if (last == NULL || com_decision_copy(&state, last) != 0) {
+		/* Out of memory: the window is dropped without a decision;
+		 * agents time out and keep their state. */
+		ctl_log(CTL_LOG_ERROR, "jobs",
+		    "job '%s' window %" PRIu64 " closed without a decision",
+		    j->name, ctl_window_index(win));
+		j->next_window = ctl_window_index(win) + 1;
+		ctl_window_destroy(&j->open[slot]);
+		return;
+	}
+	if (!complete) {
+		char missing[256] = "";
+		size_t used = 0;
+
+		for (uint32_t r = 0; r < j->world && used < 200; r++) {
+			if (j->ranks[r].alive && !ctl_window_has(win, r)) {
+				int n = snprintf(missing + used,
+				    sizeof(missing) - used, "%s%u",
+				    used ? "," : "", r);
+				if (n > 0)
+					used += (size_t)n;
+			}
+		}
+		j->windows_incomplete++;
+		jobs->counters.incomplete++;
+		ctl_log(CTL_LOG_WARN, "jobs",
+		    "job '%s' window %" PRIu64
+		    " closed by timeout with %u of %u ranks (missing: %s)",
+		    j->name, view.window, view.ranks_reported, j->alive,
+		    missing);
+	}
+	policies[0] = reason[0] = '\0';
+	if (j->policies != NULL) {
+		ctl_policy_set_run(j->policies, &view, &state, policies,
+		    sizeof(policies), reason, sizeof(reason), &failed);
+		if (failed > 0) {
+			jobs->counters.policy_errors += failed;
+			ctl_log(CTL_LOG_WARN, "jobs",
+			    "job '%s' window %" PRIu64 ": %u policies failed",
+			    j->name, view.window, failed);
+		}
+	}
+	free(state.policy);
+	free(state.reason);
+	state.policy = com_strdup(policies);
+	state.reason = com_strdup(reason[0] != '\0' ? reason : "no change");
+	apply_step = view.last_step + 1 + jobs->cfg->apply_lag;
+	if (j->max_step + 1 > apply_step)
+		apply_step = j->max_step + 1;
+	jobs->counters.windows++;
+	jobs_publish_telemetry(jobs, j, &view);
+	job_decide(jobs, j, &state, apply_step, view.window + 1);
+	com_decision_fini(&state);
+	j->next_window = view.window + 1;
+	ctl_window_destroy(&j->open[slot]);
+}
+
+/* Closes, in order, every window that is complete or timed out. */
+static void
+job_try_close(ctl_jobs *jobs, job *j, uint64_t now_ms)
+{
+	for (;;) {
+		int slot = -1;
+		uint64_t lowest = UINT64_MAX;
+		bool complete = true;
+
+		for (uint32_t i = 0; i < JOBS_OPEN; i++) {
+			if (j->open[i] != NULL &&
+			    ctl_window_index(j->open[i]) < lowest) {
+				lowest = ctl_window_index(j->open[i]);
+				slot = (int)i;
+			}
+		}
+		if (slot < 0)
+			return;
+		ctl_window *win = j->open[slot];
+		for (uint32_t r = 0; r < j->world && complete; r++) {
+			if (j->ranks[r].alive && !ctl_window_has(win, r))
+				complete = false;
+		}
+		if (!complete && now_ms - ctl_window_opened_ms(win) <
+		    jobs->cfg->window_timeout_ms)
+			return;
+		if (lowest > j->next_window) {
+			ctl_log(CTL_LOG_WARN, "jobs",
+			    "job '%s': no report of windows %" PRIu64
+			    "..%" PRIu64 " arrived; skipping them",
+			    j->name, j->next_window, lowest - 1);
+			j->next_window = lowest;
+		}
+		job_close_window(jobs, j, (uint32_t)slot, complete);
+	}
+}
+
+int
+ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
+    const com_report *rep, uint64_t now_ms, com_msg *reply, char *why,
+    size_t why_len)
+{
+	job *j;
+	job_rank *rk;
+	int slot = -1, r;
+
+	r = jobs_rank_of(jobs, rep->job, rep->rank, peer, peer_len, &j, &rk,
+	    why, why_len);
+	if (r == BELLOWS_ENOTJOINED)
+		return jobs_error_reply(reply, r, why);
+	if (r != 0)
+		return r;
+	for (uint32_t i = 0; i < rep->n_layers; i++) {
+		if (rep->layers[i].layer >= j->n_layers) {
+			jobs_why(why, why_len,
+			    "report names layer %u of a %u-layer job",
+			    rep->layers[i].layer, j->n_layers);
+			return BELLOWS_EPROTO;
+		}
+	}
+	rank_seen(jobs, j, rk, now_ms);
+	if (rep->last_step < rep->first_step) {
+		jobs_why(why, why_len, "report steps %" PRIu64 "..%" PRIu64,
+		    rep->first_step, rep->last_step);
+		return BELLOWS_EPROTO;
+	}
+	if (rep->window < j->next_window) {
+		jobs_why(why, why_len,
+		    "stale report of window %" PRIu64 " (next is %" PRIu64 ")",
+		    rep->window, j->next_window);
+		return BELLOWS_ESTATE;
+	}
+	if (rep->window >= j->next_window + JOBS_OPEN) {
+		jobs_why(why, why_len,
+		    "report of window %" PRIu64 " is too far ahead of %" PRIu64,
+		    rep->window, j->next_window);
+		return BELLOWS_ESTATE;
+	}
+	for (uint32_t i = 0; i < JOBS_OPEN; i++) {
+		if (j->open[i] != NULL &&
+		    ctl_window_index(j->open[i]) == rep->window)
+			slot = (int)i;
+	}
+	if (slot < 0) {
+		for (uint32_t i = 0; i < JOBS_OPEN && slot < 0; i++) {
+			if (j->open[i] == NULL)
+				slot = (int)i;
+		}
+		if (slot < 0 || ctl_window_new(rep->window, j->world,
+				    j->n_layers, now_ms, &j->open[slot]) != 0) {
+			jobs_why(why, why_len, "cannot open window %" PRIu64,
+			    rep->window);
+			return BELLOWS_ENOMEM;
+		}
+	}
+	if (ctl_window_add(j->open[slot], rep) != 0) {
+		jobs_why(why, why_len,
+		    "rank %u reported window %" PRIu64 " twice", rep->rank,
+		    rep->window);
+		return BELLOWS_ESTATE;
+	}
+	rk->reports++;
+	if (rep->last_step > rk->step)
+		rk->step = rep->last_step;
+	if (rk->step > j->max_step)
+		j->max_step = rk->step;
+	rk->seq_in_force = rep->seq_in_force;
+	jobs->counters.reports++;
+	jobs->counters.layer_stats += rep->n_layers;
+	job_check_divergence(jobs, j, rep->rank, rep->last_step,
+	    rep->seq_in_force);
+	job_try_close(jobs, j, now_ms);
+	return 0;
+}
+
+int
+ctl_jobs_heartbeat(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
+    const com_heartbeat *hb, uint64_t now_ms, com_msg *reply, char *why,
+    size_t why_len)
+{
+	job *j;
+	job_rank *rk;
+	int r;
+
+	r = jobs_rank_of(jobs, hb->job, hb->rank, peer, peer_len, &j, &rk,
+	    why, why_len);
+	if (r == BELLOWS_ENOTJOINED)
+		return jobs_error_reply(reply, r, why);
+	if (r != 0)
+		return r;
+	rank_seen(jobs, j, rk, now_ms);
+	rk->step = hb->step;
+	rk->seq_in_force = hb->seq_in_force;
+	if (hb->step > j->max_step)
+		j->max_step = hb->step;
+	job_check_divergence(jobs, j, hb->rank, hb->step, hb->seq_in_force);
+	com_msg_init(reply, COM_MSG_HEARTBEAT_ACK);
+	reply->u.heartbeat_ack.instance = jobs->instance;
+	reply->u.heartbeat_ack.last_seq = j->last_seq;
+	return 0;
+}
+
+int
+ctl_jobs_bye(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
+    const com_bye *bye, uint64_t now_ms, char *why, size_t why_len)
+{
+	job *j;
+	job_rank *rk;
+	int r;
+
+	r = jobs_rank_of(jobs, bye->job, bye->rank, peer, peer_len, &j, &rk,
+	    why, why_len);
+	if (r != 0)
+		return r;
+	rank_lost(jobs, j, bye->rank, now_ms, "left");
+	rk->joined = false;
+	job_try_close(jobs, j, now_ms);
+	return 0;
+}
+
+int
+ctl_jobs_snapshot(ctl_jobs *jobs, const com_snapshot_request *req,
+    com_msg *reply, char *why, size_t why_len)
+{
+	job *j = jobs_find(jobs, req->job);
+	uint64_t step = 0;
+
+	if (j == NULL) {
+		jobs_why(why, why_len, "snapshot of unknown job '%s'",
+		    req->job != NULL ? req->job : "");
+		return jobs_error_reply(reply, BELLOWS_ENOTJOINED, why);
+	}
+	if (req->rank < j->world)
+		step = j->ranks[req->rank].step;
+	com_msg_init(reply, COM_MSG_SNAPSHOT);
+	reply->u.snapshot.job = com_strdup(j->name);
+	if (reply->u.snapshot.job == NULL ||
+	    job_log_tail(j, step, &reply->u.snapshot.decisions,
+		&reply->u.snapshot.n_decisions) != 0) {
+		com_msg_fini(reply);
+		return BELLOWS_ENOMEM;
+	}
+	return 0;
+}
+
+int
+ctl_jobs_status(ctl_jobs *jobs, const com_status_request *req,
+    uint64_t now_ms, com_status_reply *out)
+{
+	bool all = req->job == NULL || req->job[0] == '\0';
+	uint32_t n = 0;
+
+	out->jobs = calloc(jobs->n_jobs ? jobs->n_jobs : 1,
+	    sizeof(*out->jobs));
+	if (out->jobs == NULL)
+		return BELLOWS_ENOMEM;
+	for (uint32_t i = 0; i < jobs->n_jobs; i++) {
+		job *j = jobs->jobs[i];
+		com_job_status *js;
+
+		if (!all && strcmp(j->name, req->job) != 0)
+			continue;
+		js = &out->jobs[n++];
+		out->n_jobs = n;
+		js->job = com_strdup(j->name);
+		js->policy = com_strdup(j->policy_names);
+		js->world = j->world;
+		js->ranks_alive = j->alive;
+		js->window = j->next_window;
+		js->seq = j->last_seq;
+		js->step = j->max_step;
+		js->n_layers = j->n_layers;
+		js->windows_incomplete = j->windows_incomplete;
+		js->ranks = calloc(j->world, sizeof(*js->ranks));
+		if (js->job == NULL || js->policy == NULL || js->ranks == NULL)
+			return BELLOWS_ENOMEM;
+		js->n_ranks = j->world;
+		for (uint32_t r = 0; r < j->world; r++) {
+			const job_rank *rk = &j->ranks[r];
+
+			js->ranks[r] = (com_rank_status){
+				.rank = r,
+				.alive = rk->alive,
+				.step = rk->step,
+				.last_seen_ms = rk->last_seen_ms
+				    ? now_ms - rk->last_seen_ms
+				    : 0,
+				.reports = rk->reports,
+				.seq_in_force = rk->seq_in_force,
+				.rejoins = rk->rejoins,
+			};
+		}
+	}
+	return 0;
+}
+
+void
+ctl_jobs_tick(ctl_jobs *jobs, uint64_t now_ms)
+{
+	const ctl_config *cfg = jobs->cfg;
+
+	for (uint32_t i = 0; i < jobs->n_jobs;) {
+		job *j = jobs->jobs[i];
+
+		for (uint32_t r = 0; r < j->world; r++) {
+			job_rank *rk = &j->ranks[r];
+
+			if (rk->alive &&
+			    now_ms - rk->last_seen_ms >= cfg->rank_timeout_ms) {
+				rank_lost(jobs, j, r, now_ms,
+				    "lost (no message for rank_timeout_ms)");
+				jobs->counters.ranks_lost++;
+			}
+		}
+		job_try_close(jobs, j, now_ms);
+		if (j->alive == 0 &&
+		    now_ms - j->idle_since_ms >= cfg->job_idle_ms) {
+			ctl_log(CTL_LOG_INFO, "jobs",
+			    "job '%s' forgotten after %u ms without ranks",
+			    j->name, cfg->job_idle_ms);
+			jobs_remove(jobs, i);
+			continue;
+		}
+		i++;
+	}
+}

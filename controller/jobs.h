@@ -1,0 +1,88 @@
+/* jobs - the daemon's table of jobs: their ranks and liveness, the windows
+ * being aggregated, the policies deciding, and each job's decision log.
+ *
+ * Pure state, driven by decoded messages and the monotonic clock: no
+ * sockets here (the server owns them), which is what lets the tests drive
+ * jobs directly. Everything runs on the event loop's thread.
+ *
+ * Decisions leave through the publish callback, in seq order; a decision
+ * is handed to it only after it is final (a later store makes it durable
+ * in the callback before the PUB send).
+ */
+#ifndef CTL_JOBS_H
+#define CTL_JOBS_H
+
+#include "config.h"
+#include "msg.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CTL_PEER_MAX 32 /* bytes of a routing id we keep */
+
+typedef struct ctl_jobs ctl_jobs;
+
+/* Receives each message to publish (a Decision or a Telemetry), borrowed
+ * for the call. */
+typedef void ctl_jobs_publish_fn(void *arg, const com_msg *msg);
+
+/* Counters over the daemon's life. */
+typedef struct ctl_jobs_counters {
+	uint64_t reports;       /* reports folded into windows */
+	uint64_t layer_stats;   /* layer statistics folded in */
+	uint64_t decisions;     /* decisions published */
+	uint64_t repairs;       /* decisions re-issued after a divergence */
+	uint64_t windows;       /* windows closed */
+	uint64_t incomplete;    /* windows closed with ranks missing */
+	uint64_t ranks_lost;    /* ranks declared lost */
+	uint64_t policy_errors; /* on_window calls that failed */
+} ctl_jobs_counters;
+
+/* Creates the job table. `cfg` is borrowed and must stay alive until
+ * replaced with ctl_jobs_set_config or the table is destroyed. `instance`
+ * identifies this daemon run to agents. Returns 0 or BELLOWS_ENOMEM. */
+int ctl_jobs_new(const ctl_config *cfg, uint64_t instance,
+    ctl_jobs_publish_fn *publish, void *publish_arg, ctl_jobs **ret_jobs);
+
+/* Frees every job. NULL-safe. */
+void ctl_jobs_destroy(ctl_jobs **jobs);
+
+/* Switches to a new configuration (borrowed, as in ctl_jobs_new). Jobs
+ * keep their policy instances: a reload changes timing settings at once
+ * and policies for jobs created from now on. */
+void ctl_jobs_set_config(ctl_jobs *jobs, const ctl_config *cfg);
+
+/*
+ * Message handlers. `peer` is the sender's routing id. Each returns 0 when
+ * the message was accepted, or a negative BELLOWS_E* when it was dropped,
+ * with a one-line reason in `why` (why_len bytes) for the per-peer drop
+ * log. *reply (initialised by the caller to COM_MSG_NONE) may receive a
+ * message to send back to the peer, also on failure (an Error).
+ */
+int ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
+    const com_hello *hello, uint64_t now_ms, com_msg *reply, char *why,
+    size_t why_len);
+int ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
+    const com_report *report, uint64_t now_ms, com_msg *reply, char *why,
+    size_t why_len);
+int ctl_jobs_heartbeat(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
+    const com_heartbeat *hb, uint64_t now_ms, com_msg *reply, char *why,
+    size_t why_len);
+int ctl_jobs_bye(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
+    const com_bye *bye, uint64_t now_ms, char *why, size_t why_len);
+int ctl_jobs_snapshot(ctl_jobs *jobs, const com_snapshot_request *req,
+    com_msg *reply, char *why, size_t why_len);
+
+/* Fills the job part of a STATUS reply (jobs matching req->job, or all).
+ * Returns 0 or BELLOWS_ENOMEM. */
+int ctl_jobs_status(ctl_jobs *jobs, const com_status_request *req,
+    uint64_t now_ms, com_status_reply *reply);
+
+/* Periodic duties: declares silent ranks lost, closes windows whose
+ * timeout passed, forgets jobs idle for job_idle_ms. */
+void ctl_jobs_tick(ctl_jobs *jobs, uint64_t now_ms);
+
+/* Copies the counters into *ret. */
+void ctl_jobs_get_counters(const ctl_jobs *jobs, ctl_jobs_counters *ret);
+
+#endif /* CTL_JOBS_H */

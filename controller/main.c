@@ -1,0 +1,260 @@
+/* main - bellowsd: wires the configuration, the sockets, the job table
+ * and the event loop together, and is the only place that exits.
+ *
+ * Signals arrive through a signalfd polled by the loop, so handlers never
+ * run inside library code: SIGTERM and SIGINT stop the loop cleanly,
+ * SIGHUP reloads the configuration (validated completely first; on error
+ * the old one stays in force).
+ */
+#include "clock.h"
+#include "codec.h"
+#include "config.h"
+#include "jobs.h"
+#include "log.h"
+#include "loop.h"
+#include "server.h"
+
+#include "bellows_config.h"
+
+#include <bellows/error.h>
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define MAIN_CRON_MS 100 /* liveness and window timeouts resolution */
+
+typedef struct daemon_state {
+	const char *policy_path;  /* --policy */
+	ctl_config *cfg;          /* configuration in force */
+	ctl_config **retired;     /* earlier ones, borrowed by old jobs */
+	size_t n_retired;         /* entries in retired */
+	ctl_jobs *jobs;           /* job table */
+	ctl_server *server;       /* sockets */
+	ctl_loop *loop;           /* event loop */
+	int sigfd;                /* signalfd */
+} daemon_state;
+
+static void
+main_usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: bellowsd --policy FILE [--control EP] [--publish EP]\n"
+	    "                [--db FILE] [--log-level error|warn|info|debug]\n"
+	    "\n"
+	    "  --policy FILE    YAML configuration (policies, timeouts)\n"
+	    "  --control EP     ROUTER endpoint (default: the file's, else\n"
+	    "                   tcp://127.0.0.1:5555)\n"
+	    "  --publish EP     PUB endpoint (default: the file's, else\n"
+	    "                   tcp://127.0.0.1:5556)\n"
+	    "  --db FILE        history database (SQLite)\n"
+	    "  --log-level L    default info\n"
+	    "  --version        print the version\n");
+}
+
+/* Cron: every duty that depends on time passing.
+ * - ranks silent for rank_timeout_ms are declared lost;
+ * - windows open for window_timeout_ms close with the ranks they have;
+ * - jobs without live ranks for job_idle_ms are forgotten. */
+static void
+main_cron(ctl_loop *loop, uint64_t now_ms, void *arg)
+{
+	daemon_state *d = arg;
+
+	ctl_jobs_tick(d->jobs, now_ms);
+}
+
+static void
+main_reload(daemon_state *d)
+{
+	char err[CTL_CONFIG_ERR_MAX];
+	ctl_config *cfg = NULL, **grown;
+	int r;
+
+	r = ctl_config_load(d->policy_path, &cfg, err, sizeof(err));
+	if (r != 0) {
+		ctl_log(CTL_LOG_ERROR, "main",
+		    "reload refused, the running configuration stays: %s",
+		    err);
+		return;
+	}
+	grown = realloc(d->retired, (d->n_retired + 1) * sizeof(*grown));
+	if (grown == NULL) {
+		ctl_config_destroy(&cfg);
+		ctl_log(CTL_LOG_ERROR, "main", "reload refused: out of memory");
+		return;
+	}
+	/* Jobs created under the old file keep borrowing its policy
+	 * configuration, so it is retired, not freed. */
+	d->retired = grown;
+	d->retired[d->n_retired++] = d->cfg;
+	d->cfg = cfg;
+	ctl_jobs_set_config(d->jobs, cfg);
+	ctl_log(CTL_LOG_INFO, "main", "configuration reloaded from '%s'",
+	    d->policy_path);
+}
+
+static void
+main_on_signal(ctl_loop *loop, void *arg)
+{
+	daemon_state *d = arg;
+	struct signalfd_siginfo si;
+
+	while (read(d->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) {
+			main_reload(d);
+		} else {
+			ctl_log(CTL_LOG_INFO, "main", "signal %u: stopping",
+			    si.ssi_signo);
+			ctl_loop_stop(loop);
+		}
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "policy", required_argument, NULL, 'p' },
+		{ "control", required_argument, NULL, 'c' },
+		{ "publish", required_argument, NULL, 'u' },
+		{ "db", required_argument, NULL, 'd' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	daemon_state d = { .sigfd = -1 };
+	const char *control = NULL, *publish = NULL, *db = NULL;
+	char err[CTL_CONFIG_ERR_MAX];
+	com_limits limits;
+	uint64_t instance = 0;
+	sigset_t mask;
+	void *zctx = NULL;
+	int c, rc = 1;
+
+	while ((c = getopt_long(argc, argv, "p:c:u:d:l:hV", opts, NULL)) !=
+	    -1) {
+		ctl_log_level level;
+
+		switch (c) {
+		case 'p':
+			d.policy_path = optarg;
+			break;
+		case 'c':
+			control = optarg;
+			break;
+		case 'u':
+			publish = optarg;
+			break;
+		case 'd':
+			db = optarg;
+			break;
+		case 'l':
+			if (ctl_log_parse_level(optarg, &level) != 0) {
+				fprintf(stderr,
+				    "bellowsd: --log-level must be error, "
+				    "warn, info or debug, not '%s'\n",
+				    optarg);
+				return 2;
+			}
+			ctl_log_set_level(level);
+			break;
+		case 'h':
+			main_usage(stdout);
+			return 0;
+		case 'V':
+			printf("bellowsd %s\n", BELLOWS_VERSION);
+			return 0;
+		default:
+			main_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc || d.policy_path == NULL) {
+		if (d.policy_path == NULL)
+			fprintf(stderr, "bellowsd: --policy FILE is required\n");
+		else
+			fprintf(stderr, "bellowsd: unexpected argument '%s'\n",
+			    argv[optind]);
+		main_usage(stderr);
+		return 2;
+	}
+	if (ctl_config_load(d.policy_path, &d.cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "bellowsd: %s\n", err);
+		return 1;
+	}
+	if (control == NULL)
+		control = d.cfg->control != NULL ? d.cfg->control
+						 : "tcp://127.0.0.1:5555";
+	if (publish == NULL)
+		publish = d.cfg->publish != NULL ? d.cfg->publish
+						 : "tcp://127.0.0.1:5556";
+	if (db != NULL)
+		ctl_log(CTL_LOG_WARN, "main",
+		    "--db '%s': this build keeps no history yet; decisions "
+		    "are logged only",
+		    db);
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	d.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (getrandom(&instance, sizeof(instance), 0) != sizeof(instance))
+		instance = com_clock_wall_ms() ^ ((uint64_t)getpid() << 32);
+	instance |= 1; /* 0 means "unknown" to agents */
+
+	com_limits_default(&limits);
+	zctx = zmq_ctx_new();
+	if (d.sigfd < 0 || zctx == NULL) {
+		fprintf(stderr, "bellowsd: cannot set up signals or ZeroMQ\n");
+		goto out;
+	}
+	if (ctl_server_open(zctx, control, publish, &limits, instance,
+		&d.server) != 0)
+		goto out;
+	if (ctl_jobs_new(d.cfg, instance, ctl_server_publish, d.server,
+		&d.jobs) != 0 ||
+	    ctl_loop_new(&d.loop) != 0) {
+		fprintf(stderr, "bellowsd: out of memory\n");
+		goto out;
+	}
+	ctl_server_set_jobs(d.server, d.jobs);
+	if (ctl_server_attach(d.server, d.loop) != 0 ||
+	    ctl_loop_add_fd(d.loop, d.sigfd, main_on_signal, &d) != 0 ||
+	    ctl_loop_add_timer(d.loop, MAIN_CRON_MS, main_cron, &d) != 0)
+		goto out;
+	ctl_log(CTL_LOG_INFO, "main",
+	    "bellowsd %s: control %s, publish %s, policy '%s', instance "
+	    "%016" PRIx64,
+	    BELLOWS_VERSION, control, publish, d.policy_path, instance);
+	if (ctl_loop_run(d.loop) != 0) {
+		ctl_log(CTL_LOG_ERROR, "main", "event loop failed");
+		goto out;
+	}
+	ctl_log(CTL_LOG_INFO, "main", "stopped");
+	rc = 0;
+out:
+	ctl_loop_destroy(&d.loop);
+	ctl_jobs_destroy(&d.jobs);
+	ctl_server_close(&d.server);
+	if (zctx != NULL)
+		zmq_ctx_term(zctx);
+	if (d.sigfd >= 0)
+		close(d.sigfd);
+	ctl_config_destroy(&d.cfg);
+	for (size_t i = 0; i < d.n_retired; i++)
+		ctl_config_destroy(&d.retired[i]);
+	free(d.retired);
+	return rc;
+}

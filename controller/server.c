@@ -1,0 +1,421 @@
+/* server - ROUTER/PUB handling and per-peer drop accounting, see server.h.
+ */
+#include "server.h"
+
+#include "clock.h"
+#include "log.h"
+
+#include <bellows/error.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#define SERVER_PEERS_MAX 4096    /* peers with drop records kept */
+#define SERVER_PEER_LOG_MS 60000 /* one drop log line per peer per minute */
+#define SERVER_BATCH 256         /* messages read per loop turn */
+#define SERVER_TOPIC_MAX 300     /* "d:" + job name + NUL */
+
+typedef struct server_peer {
+	uint8_t id[256];        /* routing id */
+	uint8_t id_len;         /* bytes in id */
+	uint64_t dropped;       /* messages dropped */
+	uint64_t suppressed;    /* drops not logged since the last line */
+	uint64_t last_log_ms;   /* when a drop was last logged */
+	uint64_t last_drop_ms;  /* when it last dropped (for eviction) */
+	char last_error[160];   /* why it last dropped */
+} server_peer;
+
+struct ctl_server {
+	void *router;           /* control socket */
+	void *pub;              /* publish socket */
+	com_limits limits;      /* decode limits */
+	ctl_jobs *jobs;         /* dispatch target (borrowed) */
+	uint64_t instance;      /* daemon run id */
+	uint64_t started_ms;    /* monotonic start */
+	server_peer *peers;     /* drop records */
+	uint32_t n_peers;       /* entries used */
+	uint64_t messages;      /* frames received */
+	uint64_t dropped;       /* messages dropped */
+	uint64_t pub_dropped;   /* publications that failed */
+};
+
+static int
+server_bind(void *sock, const char *endpoint, const char *what)
+{
+	if (zmq_bind(sock, endpoint) != 0)
+		return ctl_log_fail(BELLOWS_EIO, CTL_LOG_ERROR, "server",
+		    "cannot bind %s socket to '%s': %s", what, endpoint,
+		    zmq_strerror(zmq_errno()));
+	return 0;
+}
+
+int
+ctl_server_open(void *zctx, const char *control, const char *publish,
+    const com_limits *limits, uint64_t instance, ctl_server **ret_server)
+{
+	ctl_server *s = calloc(1, sizeof(*s));
+	int64_t maxsize = (int64_t)limits->max_msg_bytes;
+	int hwm = 100000, linger = 0, r;
+
+	if (s == NULL)
+		return BELLOWS_ENOMEM;
+	s->limits = *limits;
+	s->instance = instance;
+	s->started_ms = com_clock_ms();
+	s->peers = calloc(SERVER_PEERS_MAX, sizeof(*s->peers));
+	s->router = zmq_socket(zctx, ZMQ_ROUTER);
+	s->pub = zmq_socket(zctx, ZMQ_PUB);
+	if (s->peers == NULL || s->router == NULL || s->pub == NULL) {
+		r = s->peers == NULL ? BELLOWS_ENOMEM : BELLOWS_ESYS;
+		goto fail;
+	}
+	/* An oversized frame makes ZeroMQ drop the connection before we
+	 * ever allocate it. */
+	zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxsize, sizeof(maxsize));
+	zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof(linger));
+	zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+	zmq_setsockopt(s->router, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+	zmq_setsockopt(s->pub, ZMQ_LINGER, &linger, sizeof(linger));
+	zmq_setsockopt(s->pub, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+	if ((r = server_bind(s->router, control, "control")) != 0 ||
+	    (r = server_bind(s->pub, publish, "publish")) != 0)
+		goto fail;
+	*ret_server = s;
+	return 0;
+fail:
+	ctl_server_close(&s);
+	return r;
+}
+
+void
+ctl_server_close(ctl_server **server)
+{
+	ctl_server *s;
+
+	if (server == NULL || *server == NULL)
+		return;
+	s = *server;
+	if (s->router != NULL)
+		zmq_close(s->router);
+	if (s->pub != NULL)
+		zmq_close(s->pub);
+	free(s->peers);
+	free(s);
+	*server = NULL;
+}
+
+void
+ctl_server_set_jobs(ctl_server *s, ctl_jobs *jobs)
+{
+	s->jobs = jobs;
+}
+
+static server_peer *
+server_peer_find(ctl_server *s, const uint8_t *id, size_t len, bool create,
+    uint64_t now_ms)
+{
+	uint32_t victim = 0;
+
+	for (uint32_t i = 0; i < s->n_peers; i++) {
+		if (s->peers[i].id_len == len &&
+		    memcmp(s->peers[i].id, id, len) == 0)
+			return &s->peers[i];
+		if (s->peers[i].last_drop_ms < s->peers[victim].last_drop_ms)
+			victim = i;
+	}
+	if (!create)
+		return NULL;
+	if (s->n_peers < SERVER_PEERS_MAX)
+		victim = s->n_peers++;
+	memset(&s->peers[victim], 0, sizeof(s->peers[victim]));
+	memcpy(s->peers[victim].id, id, len);
+	s->peers[victim].id_len = (uint8_t)len;
+	(void)now_ms;
+	return &s->peers[victim];
+}
+
+static void
+server_peer_text(const uint8_t *id, size_t len, char *buf, size_t buflen)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < len && used + 3 < buflen; i++)
+		used += (size_t)snprintf(buf + used, buflen - used, "%02x",
+		    id[i]);
+}
+
+/* Counts a dropped message against its peer and logs it, at most once per
+ * peer per minute. */
+static void
+server_drop(ctl_server *s, const uint8_t *id, size_t len, int code,
+    const char *why)
+{
+	uint64_t now = com_clock_ms();
+	server_peer *p = server_peer_find(s, id, len, true, now);
+	char idtext[80];
+
+	s->dropped++;
+	p->dropped++;
+	p->last_drop_ms = now;
+	snprintf(p->last_error, sizeof(p->last_error), "%s: %s",
+	    bellows_strerror(code), why != NULL && why[0] ? why : "-");
+	if (p->last_log_ms != 0 && now - p->last_log_ms < SERVER_PEER_LOG_MS) {
+		p->suppressed++;
+		return;
+	}
+	server_peer_text(id, len, idtext, sizeof(idtext));
+	ctl_log(CTL_LOG_WARN, "server",
+	    "peer %s: %s, dropping message (%" PRIu64 " dropped, %" PRIu64
+	    " not logged)",
+	    idtext, p->last_error, p->dropped, p->suppressed);
+	p->last_log_ms = now;
+	p->suppressed = 0;
+}
+
+/* Sends one Envelope to a peer; never blocks. */
+static void
+server_reply(ctl_server *s, const uint8_t *id, size_t len, const com_msg *m)
+{
+	uint8_t *buf;
+	size_t n;
+
+	if (com_codec_encode(m, &buf, &n) != 0) {
+		ctl_log(CTL_LOG_ERROR, "server", "cannot encode a %s reply",
+		    com_msg_type_name(m->type));
+		return;
+	}
+	if (zmq_send(s->router, id, len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+	    zmq_send(s->router, buf, n, ZMQ_DONTWAIT) < 0)
+		server_drop(s, id, len, BELLOWS_EAGAIN, "reply not queued");
+	free(buf);
+}
+
+static int
+server_status(ctl_server *s, const com_status_request *req, com_msg *reply)
+{
+	com_status_reply *st;
+	ctl_jobs_counters c;
+	uint64_t now = com_clock_ms();
+	uint32_t n = 0;
+
+	com_msg_init(reply, COM_MSG_STATUS_REPLY);
+	st = &reply->u.status_reply;
+	st->instance = s->instance;
+	st->uptime_ms = now - s->started_ms;
+	st->messages = s->messages;
+	st->dropped = s->dropped;
+	if (s->jobs != NULL) {
+		ctl_jobs_get_counters(s->jobs, &c);
+		st->reports = c.reports;
+		st->decisions = c.decisions;
+		st->layer_stats = c.layer_stats;
+		if (ctl_jobs_status(s->jobs, req, now, st) != 0)
+			return BELLOWS_ENOMEM;
+	}
+	st->peers = calloc(s->n_peers ? s->n_peers : 1, sizeof(*st->peers));
+	if (st->peers == NULL)
+		return BELLOWS_ENOMEM;
+	for (uint32_t i = 0; i < s->n_peers && n < s->limits.max_peers; i++) {
+		const server_peer *p = &s->peers[i];
+		com_peer_status *ps = &st->peers[n++];
+
+		st->n_peers = n;
+		ps->peer = malloc(p->id_len ? p->id_len : 1);
+		ps->last_error = com_strdup(p->last_error);
+		if (ps->peer == NULL || ps->last_error == NULL)
+			return BELLOWS_ENOMEM;
+		memcpy(ps->peer, p->id, p->id_len);
+		ps->peer_len = p->id_len;
+		ps->dropped = p->dropped;
+	}
+	return 0;
+}
+
+/* Handles one decoded message from peer `id`. */
+static void
+server_dispatch(ctl_server *s, const uint8_t *id, size_t len, com_msg *m)
+{
+	char why[256] = "";
+	com_msg reply;
+	uint64_t now = com_clock_ms();
+	int r;
+
+	com_msg_init(&reply, COM_MSG_NONE);
+	switch (m->type) {
+	case COM_MSG_HELLO:
+		r = ctl_jobs_hello(s->jobs, id, len, &m->u.hello, now, &reply,
+		    why, sizeof(why));
+		break;
+	case COM_MSG_REPORT:
+		r = ctl_jobs_report(s->jobs, id, len, &m->u.report, now,
+		    &reply, why, sizeof(why));
+		break;
+	case COM_MSG_HEARTBEAT:
+		r = ctl_jobs_heartbeat(s->jobs, id, len, &m->u.heartbeat, now,
+		    &reply, why, sizeof(why));
+		break;
+	case COM_MSG_BYE:
+		r = ctl_jobs_bye(s->jobs, id, len, &m->u.bye, now, why,
+		    sizeof(why));
+		break;
+	case COM_MSG_SNAPSHOT_REQUEST:
+		r = ctl_jobs_snapshot(s->jobs, &m->u.snapshot_request, &reply,
+		    why, sizeof(why));
+		break;
+	case COM_MSG_STATUS_REQUEST:
+		r = server_status(s, &m->u.status_request, &reply);
+		if (r != 0) {
+			com_msg_fini(&reply);
+			snprintf(why, sizeof(why), "status reply too large");
+		}
+		break;
+	default:
+		r = BELLOWS_EPROTO;
+		snprintf(why, sizeof(why), "a %s is not a request",
+		    com_msg_type_name(m->type));
+		break;
+	}
+	if (r != 0)
+		server_drop(s, id, len, r, why);
+	if (reply.type != COM_MSG_NONE)
+		server_reply(s, id, len, &reply);
+	com_msg_fini(&reply);
+}
+
+/* Reads and handles one message if there is one; false when the socket
+ * is drained. */
+static bool
+server_read_one(ctl_server *s)
+{
+	zmq_msg_t idf, body;
+	uint8_t id[256];
+	size_t id_len, parts = 1;
+	com_msg m;
+	int more, r;
+	size_t more_len = sizeof(more);
+
+	zmq_msg_init(&idf);
+	if (zmq_msg_recv(&idf, s->router, ZMQ_DONTWAIT) < 0) {
+		zmq_msg_close(&idf);
+		return false;
+	}
+	id_len = zmq_msg_size(&idf);
+	if (id_len > sizeof(id))
+		id_len = sizeof(id);
+	memcpy(id, zmq_msg_data(&idf), id_len);
+	zmq_msg_close(&idf);
+	s->messages++;
+
+	zmq_msg_init(&body);
+	zmq_getsockopt(s->router, ZMQ_RCVMORE, &more, &more_len);
+	if (!more) {
+		server_drop(s, id, id_len, BELLOWS_EPROTO, "empty message");
+		zmq_msg_close(&body);
+		return true;
+	}
+	zmq_msg_recv(&body, s->router, 0);
+	/* Drain any further frames: a request is exactly one frame. */
+	zmq_getsockopt(s->router, ZMQ_RCVMORE, &more, &more_len);
+	while (more) {
+		zmq_msg_t extra;
+
+		zmq_msg_init(&extra);
+		zmq_msg_recv(&extra, s->router, 0);
+		zmq_msg_close(&extra);
+		parts++;
+		zmq_getsockopt(s->router, ZMQ_RCVMORE, &more, &more_len);
+	}
+	if (parts > 1) {
+		server_drop(s, id, id_len, BELLOWS_EPROTO,
+		    "more than one frame");
+		zmq_msg_close(&body);
+		return true;
+	}
+	r = com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body),
+	    &s->limits, &m);
+	zmq_msg_close(&body);
+	if (r == BELLOWS_EVERSION) {
+		com_msg reply;
+		char text[160];
+
+		snprintf(text, sizeof(text),
+		    "protocol version %u.%u is not supported by this "
+		    "bellowsd (speaks %d.%d)",
+		    m.major, m.minor, BELLOWS_PROTO_MAJOR,
+		    BELLOWS_PROTO_MINOR);
+		server_drop(s, id, id_len, r, text);
+		com_msg_init(&reply, COM_MSG_ERROR);
+		reply.u.error.code = r;
+		reply.u.error.message = com_strdup(text);
+		server_reply(s, id, id_len, &reply);
+		com_msg_fini(&reply);
+		com_msg_fini(&m);
+		return true;
+	}
+	if (r != 0) {
+		server_drop(s, id, id_len, r, "cannot decode");
+		return true;
+	}
+	server_dispatch(s, id, id_len, &m);
+	com_msg_fini(&m);
+	return true;
+}
+
+static void
+server_on_router(ctl_loop *loop, void *arg)
+{
+	ctl_server *s = arg;
+
+	/* Bounded batch: timers and the other sockets get their turn even
+	 * under a flood. */
+	for (int i = 0; i < SERVER_BATCH; i++) {
+		if (!server_read_one(s))
+			break;
+	}
+}
+
+int
+ctl_server_attach(ctl_server *s, ctl_loop *loop)
+{
+	return ctl_loop_add_socket(loop, s->router, server_on_router, s);
+}
+
+void
+ctl_server_publish(void *arg, const com_msg *m)
+{
+	ctl_server *s = arg;
+	char topic[SERVER_TOPIC_MAX];
+	const char *job;
+	uint8_t *buf;
+	size_t n;
+	int tlen;
+
+	if (m->type == COM_MSG_DECISION)
+		job = m->u.decision.job;
+	else if (m->type == COM_MSG_TELEMETRY)
+		job = m->u.telemetry.job;
+	else
+		return;
+	tlen = snprintf(topic, sizeof(topic), "%c:%s",
+	    m->type == COM_MSG_DECISION ? 'd' : 't', job != NULL ? job : "");
+	if (tlen < 0 || (size_t)tlen >= sizeof(topic))
+		return;
+	if (com_codec_encode(m, &buf, &n) != 0) {
+		s->pub_dropped++;
+		ctl_log(CTL_LOG_ERROR, "server", "cannot encode a %s",
+		    com_msg_type_name(m->type));
+		return;
+	}
+	/* The topic includes its NUL so that a SUB prefix is exact. */
+	if (zmq_send(s->pub, topic, (size_t)tlen + 1,
+		ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+	    zmq_send(s->pub, buf, n, ZMQ_DONTWAIT) < 0)
+		s->pub_dropped++;
+	free(buf);
+}

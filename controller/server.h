@@ -1,0 +1,44 @@
+/* server - bellowsd's sockets: the control ROUTER and the publish PUB.
+ *
+ * The server reads frames from the ROUTER, decodes them with the codec,
+ * hands them to the job table and sends the replies back; it publishes
+ * what the job table decides. It owns the per-peer drop accounting:
+ * anything malformed, oversized, out of order or refused is dropped,
+ * counted against the peer that sent it (STATUS shows the counts) and
+ * logged at most once per peer per minute. Nothing a peer sends can block
+ * the loop: every send is non-blocking and a reply that cannot be queued
+ * is dropped.
+ */
+#ifndef CTL_SERVER_H
+#define CTL_SERVER_H
+
+#include "codec.h"
+#include "jobs.h"
+#include "loop.h"
+
+#include <stdint.h>
+
+typedef struct ctl_server ctl_server;
+
+/* Binds the ROUTER to `control` and the PUB to `publish` in ZeroMQ
+ * context `zctx` (borrowed). Returns 0, BELLOWS_EIO if an endpoint cannot
+ * be bound (logged with the reason), or BELLOWS_ENOMEM. */
+int ctl_server_open(void *zctx, const char *control, const char *publish,
+    const com_limits *limits, uint64_t instance, ctl_server **ret_server);
+
+/* Closes both sockets (pending messages are dropped) and frees the
+ * server. NULL-safe. */
+void ctl_server_close(ctl_server **server);
+
+/* Sets the job table messages are dispatched to (borrowed). */
+void ctl_server_set_jobs(ctl_server *server, ctl_jobs *jobs);
+
+/* Registers the ROUTER with the loop. Returns ctl_loop_add_socket's
+ * result. */
+int ctl_server_attach(ctl_server *server, ctl_loop *loop);
+
+/* ctl_jobs_publish_fn: encodes and publishes a Decision or Telemetry on
+ * the PUB socket under the job's topic. Drops (and counts) on failure. */
+void ctl_server_publish(void *server, const com_msg *msg);
+
+#endif /* CTL_SERVER_H */

@@ -1,0 +1,243 @@
+/* window - per-window aggregation across ranks, see window.h. */
+#include "window.h"
+
+#include <bellows/error.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct window_layer_agg {
+	double norm_rank0;      /* rank 0's acc_norm, NAN until it reports */
+	double norm_sum;        /* sum of acc_norm over ranks */
+	double sum_sq;          /* summed */
+	double abs_sum;         /* summed */
+	double max_abs;         /* max */
+	double momentum_sum;    /* sum of momentum_abs_mean */
+	uint64_t count;         /* summed */
+	uint64_t nonzero;       /* summed */
+	uint64_t nonfinite;     /* summed */
+	uint32_t ranks;         /* ranks that reported this layer */
+} window_layer_agg;
+
+struct ctl_window {
+	uint64_t index;            /* window number */
+	uint64_t opened_ms;        /* first report */
+	uint32_t world;            /* ranks in the job */
+	uint32_t n_layers;         /* layers in the job */
+	uint32_t n_reported;       /* ranks folded in */
+	uint8_t *reported;         /* world flags */
+	uint64_t first_step;       /* min over ranks */
+	uint64_t last_step;        /* max over ranks */
+	uint64_t epoch;            /* rank 0's, else first reporter's */
+	double lr;                 /* same */
+	uint32_t batch_size;       /* same */
+	bool have_rank0;           /* rank 0 reported */
+	uint64_t floats_sent;      /* summed */
+	uint64_t floats_raw;       /* summed */
+	double *step_ms;           /* per rank, mean per step (NAN: none) */
+	double *compute_ms;        /* per rank, mean per step */
+	double *comm_ms;           /* per rank, mean per step */
+	window_layer_agg *agg;     /* per layer */
+	bellows_window_layer *view; /* per layer, built by ctl_window_view */
+	double *scratch;           /* world doubles for medians */
+};
+
+int
+ctl_window_new(uint64_t index, uint32_t world, uint32_t n_layers,
+    uint64_t now_ms, ctl_window **ret_window)
+{
+	ctl_window *w = calloc(1, sizeof(*w));
+
+	if (w == NULL)
+		return BELLOWS_ENOMEM;
+	w->index = index;
+	w->opened_ms = now_ms;
+	w->world = world;
+	w->n_layers = n_layers;
+	w->first_step = UINT64_MAX;
+	w->reported = calloc(world, 1);
+	w->step_ms = malloc(sizeof(double) * world);
+	w->compute_ms = malloc(sizeof(double) * world);
+	w->comm_ms = malloc(sizeof(double) * world);
+	w->scratch = malloc(sizeof(double) * world);
+	w->agg = calloc(n_layers ? n_layers : 1, sizeof(*w->agg));
+	w->view = calloc(n_layers ? n_layers : 1, sizeof(*w->view));
+	if (w->reported == NULL || w->step_ms == NULL ||
+	    w->compute_ms == NULL || w->comm_ms == NULL ||
+	    w->scratch == NULL || w->agg == NULL || w->view == NULL) {
+		ctl_window_destroy(&w);
+		return BELLOWS_ENOMEM;
+	}
+	for (uint32_t r = 0; r < world; r++)
+		w->step_ms[r] = w->compute_ms[r] = w->comm_ms[r] = NAN;
+	for (uint32_t l = 0; l < n_layers; l++)
+		w->agg[l].norm_rank0 = NAN;
+	*ret_window = w;
+	return 0;
+}
+
+void
+ctl_window_destroy(ctl_window **window)
+{
+	ctl_window *w;
+
+	if (window == NULL || *window == NULL)
+		return;
+	w = *window;
+	free(w->reported);
+	free(w->step_ms);
+	free(w->compute_ms);
+	free(w->comm_ms);
+	free(w->scratch);
+	free(w->agg);
+	free(w->view);
+	free(w);
+	*window = NULL;
+}
+
+int
+ctl_window_add(ctl_window *w, const com_report *rep)
+{
+	const com_timings *t = &rep->timings;
+	double steps;
+
+	if (w->reported[rep->rank])
+		return BELLOWS_EBUSY;
+	w->reported[rep->rank] = 1;
+	w->n_reported++;
+	if (rep->first_step < w->first_step)
+		w->first_step = rep->first_step;
+	if (rep->last_step > w->last_step)
+		w->last_step = rep->last_step;
+	if (rep->rank == 0 || w->n_reported == 1) {
+		w->epoch = rep->epoch;
+		w->lr = rep->lr;
+		w->batch_size = rep->batch_size;
+		w->have_rank0 = w->have_rank0 || rep->rank == 0;
+	}
+	w->floats_sent += t->floats_sent;
+	w->floats_raw += t->floats_raw;
+	steps = t->steps > 0 ? (double)t->steps : 1.0;
+	w->step_ms[rep->rank] = t->step_ms / steps;
+	w->compute_ms[rep->rank] = t->compute_ms / steps;
+	w->comm_ms[rep->rank] = t->comm_ms / steps;
+	for (uint32_t i = 0; i < rep->n_layers; i++) {
+		const com_layer_stats *s = &rep->layers[i];
+		window_layer_agg *a = &w->agg[s->layer];
+
+		if (rep->rank == 0)
+			a->norm_rank0 = s->acc_norm;
+		a->norm_sum += s->acc_norm;
+		a->sum_sq += s->sum_sq;
+		a->abs_sum += s->abs_sum;
+		if (s->max_abs > a->max_abs)
+			a->max_abs = s->max_abs;
+		a->momentum_sum += s->momentum_abs_mean;
+		a->count += s->count;
+		a->nonzero += s->nonzero;
+		a->nonfinite += s->nonfinite;
+		a->ranks++;
+	}
+	return 0;
+}
+
+uint64_t
+ctl_window_index(const ctl_window *w)
+{
+	return w->index;
+}
+
+uint64_t
+ctl_window_opened_ms(const ctl_window *w)
+{
+	return w->opened_ms;
+}
+
+uint32_t
+ctl_window_reported(const ctl_window *w)
+{
+	return w->n_reported;
+}
+
+bool
+ctl_window_has(const ctl_window *w, uint32_t rank)
+{
+	return rank < w->world && w->reported[rank];
+}
+
+static int
+window_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Median of the non-NAN entries of v (world of them); NAN if none. */
+static double
+window_median(ctl_window *w, const double *v)
+{
+	uint32_t n = 0;
+
+	for (uint32_t r = 0; r < w->world; r++) {
+		if (!isnan(v[r]))
+			w->scratch[n++] = v[r];
+	}
+	if (n == 0)
+		return NAN;
+	qsort(w->scratch, n, sizeof(double), window_cmp_double);
+	return n % 2 ? w->scratch[n / 2]
+		     : (w->scratch[n / 2 - 1] + w->scratch[n / 2]) / 2;
+}
+
+void
+ctl_window_view(ctl_window *w, const char *job, uint32_t world,
+    const com_layer_info *layers, const com_decision *in_force,
+    bellows_window *ret)
+{
+	for (uint32_t l = 0; l < w->n_layers; l++) {
+		const window_layer_agg *a = &w->agg[l];
+		bellows_window_layer *v = &w->view[l];
+		double mean = a->ranks ? a->norm_sum / a->ranks : NAN;
+
+		v->name = layers[l].name;
+		v->numel = layers[l].numel;
+		v->ndim = layers[l].ndim;
+		v->shape = layers[l].shape;
+		v->grad_norm_rank0 = a->norm_rank0;
+		v->grad_norm_mean = mean;
+		v->grad_norm = !isnan(a->norm_rank0) ? a->norm_rank0 : mean;
+		v->sum_sq = a->sum_sq;
+		v->abs_sum = a->abs_sum;
+		v->max_abs = a->max_abs;
+		v->count = a->count;
+		v->nonzero = a->nonzero;
+		v->nonfinite = a->nonfinite;
+		v->momentum_abs_mean = a->ranks ? a->momentum_sum / a->ranks
+						: 0;
+		v->level = l < in_force->n_layers ? in_force->level[l] : 0;
+		v->error_bound = l < in_force->n_layers
+		    ? in_force->error_bound[l]
+		    : 0;
+	}
+	*ret = (bellows_window){
+		.job = job,
+		.window = w->index,
+		.first_step = w->first_step == UINT64_MAX ? 0 : w->first_step,
+		.last_step = w->last_step,
+		.epoch = w->epoch,
+		.lr = w->lr,
+		.batch_size = w->batch_size,
+		.lr_scale = in_force->lr_scale,
+		.world = world,
+		.ranks_reported = w->n_reported,
+		.step_ms_median = window_median(w, w->step_ms),
+		.compute_ms_median = window_median(w, w->compute_ms),
+		.comm_ms_median = window_median(w, w->comm_ms),
+		.floats_sent = w->floats_sent,
+		.floats_raw = w->floats_raw,
+		.n_layers = w->n_layers,
+		.layers = w->view,
+	};
+}

@@ -1,0 +1,175 @@
+/* policy - the bellows policy ABI: what a policy is to bellowsd.
+ *
+ * A policy is a versioned ops struct. It declares its parameters as data
+ * (the host parses and checks the YAML, a policy never sees it), the knobs
+ * it owns (each knob of a job has exactly one owner), how much state the
+ * host must allocate for it, and three functions: init, on_window, fini.
+ * Policies are pure: they touch no sockets, files or clocks, so the same
+ * window history gives the same decisions in bellowsd and in `bellows
+ * replay`.
+ *
+ * Threading: the host calls a policy instance from one thread at a time.
+ * Nothing a policy is handed may be kept past the call except its own
+ * state and config.
+ */
+#ifndef BELLOWS_POLICY_H
+#define BELLOWS_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <bellows/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped on any incompatible change of this header. */
+#define BELLOWS_POLICY_ABI 1
+
+#define BELLOWS_REASON_MAX 512 /* bytes of a proposal's reason, with NUL */
+
+/* Knobs a policy may own (bit set). Values go into configs: only append. */
+enum bellows_knob {
+	BELLOWS_KNOB_LEVEL = 1u << 0,          /* per-layer compression level */
+	BELLOWS_KNOB_BATCH_SIZE = 1u << 1,     /* per-rank batch size */
+	BELLOWS_KNOB_LR_SCALE = 1u << 2,       /* LR multiplier */
+	BELLOWS_KNOB_ERROR_BOUND = 1u << 3,    /* per-layer error bound */
+	BELLOWS_KNOB_SIZE_THRESHOLD = 1u << 4, /* raw below this size */
+	BELLOWS_KNOB_CODEC_TABLE = 1u << 5,    /* opaque codec table */
+	BELLOWS_KNOB_COMPRESSION = 1u << 6,    /* compression on/off gate */
+};
+
+typedef enum bellows_param_type {
+	BELLOWS_PARAM_BOOL = 1,   /* bool at offset */
+	BELLOWS_PARAM_INT = 2,    /* int64_t at offset, within [min, max] */
+	BELLOWS_PARAM_DOUBLE = 3, /* double at offset, within [min, max] */
+	BELLOWS_PARAM_STRING = 4, /* char[BELLOWS_PARAM_STRING_MAX] at offset */
+	BELLOWS_PARAM_STEPS = 5,  /* bellows_steps at offset: window -> value */
+} bellows_param_type;
+
+#define BELLOWS_PARAM_STRING_MAX 128
+#define BELLOWS_STEPS_MAX 64
+
+/* A piecewise-constant function of the window index, written in YAML as a
+ * mapping {first_window: value, ...}; keys strictly increase. */
+typedef struct bellows_steps {
+	uint32_t n;                          /* entries used */
+	uint64_t from[BELLOWS_STEPS_MAX];    /* first window of each piece */
+	double value[BELLOWS_STEPS_MAX];     /* value from that window on */
+} bellows_steps;
+
+/* One parameter. The table ends with an entry whose name is NULL. */
+typedef struct bellows_param {
+	const char *name;        /* YAML key */
+	bellows_param_type type; /* how it is parsed and stored */
+	size_t offset;           /* where in the policy's config struct */
+	double min;              /* INT/DOUBLE lower bound (inclusive) */
+	double max;              /* INT/DOUBLE upper bound (inclusive) */
+	double def;              /* default for BOOL/INT/DOUBLE */
+	const char *def_str;     /* default for STRING (NULL = "") */
+	bool required;           /* must appear in the YAML */
+	const char *help;        /* one line for `bellows policy check` */
+} bellows_param;
+
+/* One layer of the job as a policy sees it in a window. */
+typedef struct bellows_window_layer {
+	const char *name;          /* layer name */
+	uint64_t numel;            /* elements */
+	uint32_t ndim;             /* dimensions in shape */
+	const uint32_t *shape;     /* dimensions */
+	bool selected;             /* the policy's layer selectors match it */
+	double grad_norm;          /* norm of the window-summed gradient, from
+				    * the configured source (rank 0 or mean) */
+	double grad_norm_rank0;    /* rank 0's, NAN if rank 0 did not report */
+	double grad_norm_mean;     /* mean over reporting ranks */
+	double sum_sq;             /* summed over ranks */
+	double abs_sum;            /* summed over ranks */
+	double max_abs;            /* largest over ranks */
+	uint64_t count;            /* elements observed, summed over ranks */
+	uint64_t nonzero;          /* summed over ranks */
+	uint64_t nonfinite;        /* summed over ranks */
+	double momentum_abs_mean;  /* mean over ranks */
+	double level;              /* level in force during the window */
+	double error_bound;        /* bound in force during the window */
+} bellows_window_layer;
+
+/* The aggregated window handed to on_window. */
+typedef struct bellows_window {
+	const char *job;                    /* job name */
+	uint64_t window;                    /* window index, from 0 */
+	uint64_t first_step;                /* first step */
+	uint64_t last_step;                 /* last step (max over ranks) */
+	uint64_t epoch;                     /* trainer's epoch (rank 0) */
+	double lr;                          /* LR used in the window */
+	uint32_t batch_size;                /* per-rank batch size in force */
+	double lr_scale;                    /* LR scale in force */
+	uint32_t world;                     /* ranks in the job */
+	uint32_t ranks_reported;            /* ranks that reported it */
+	double step_ms_median;              /* median over ranks, mean/step */
+	double compute_ms_median;           /* same, compute time */
+	double comm_ms_median;              /* same, communication time */
+	uint64_t floats_sent;               /* summed over ranks */
+	uint64_t floats_raw;                /* summed over ranks */
+	uint32_t n_layers;                  /* entries in layers */
+	const bellows_window_layer *layers; /* the layer table */
+} bellows_window;
+
+/* What a policy proposes. The host pre-fills it with the state in force;
+ * the policy changes only knobs it owns (others are ignored) and writes a
+ * reason when it changes something. */
+typedef struct bellows_proposal {
+	uint32_t n_layers;       /* entries in level and error_bound */
+	double *level;           /* per layer */
+	double *error_bound;     /* per layer */
+	uint32_t batch_size;     /* 0 = trainer's own */
+	double lr_scale;         /* LR multiplier */
+	uint64_t size_threshold; /* bytes */
+	bool compression_off;    /* gate */
+	char reason[BELLOWS_REASON_MAX]; /* why, empty if nothing changed */
+} bellows_proposal;
+
+/* Static facts about the job, handed to init. */
+typedef struct bellows_job_info {
+	const char *job;           /* job name */
+	uint32_t world;            /* ranks */
+	uint32_t n_layers;         /* entries in layers */
+	const bellows_window_layer *layers; /* names, sizes, selection */
+} bellows_job_info;
+
+typedef struct bellows_policy_ops {
+	uint32_t abi_version;   /* BELLOWS_POLICY_ABI */
+	const char *name;       /* type name used in YAML, [a-z0-9_]+ */
+	const char *summary;    /* one line */
+	uint32_t knobs;         /* bellows_knob bits it owns */
+	size_t config_size;     /* bytes of its config struct */
+	size_t state_size;      /* bytes of state the host allocates, zeroed */
+	const bellows_param *params; /* parameter table, NULL-name terminated */
+
+	/* Called once per job instance after the config was parsed; fills
+	 * the initial proposal (the state in force before any window).
+	 * Returns 0 or a BELLOWS_E* (the instance is then not used). */
+	int (*init)(void *state, const void *config,
+	    const bellows_job_info *job, bellows_proposal *initial);
+
+	/* Called for every closed window, in window order. Edits `out`
+	 * (pre-filled with the state in force) and returns 0, or a
+	 * BELLOWS_E* to propose nothing for this window. */
+	int (*on_window)(void *state, const void *config,
+	    const bellows_window *window, bellows_proposal *out);
+
+	/* Releases whatever init acquired inside state (not state itself).
+	 * May be NULL when there is nothing to release. */
+	void (*fini)(void *state, const void *config);
+} bellows_policy_ops;
+
+/* Out-of-tree policies export this symbol (a function returning the ops). */
+#define BELLOWS_POLICY_ENTRY "bellows_policy_entry"
+typedef const bellows_policy_ops *bellows_policy_entry_fn(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BELLOWS_POLICY_H */

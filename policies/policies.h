@@ -1,0 +1,11 @@
+/* policies - the built-in policies' ops, one per file in policies/. Only
+ * registry.c lists them; nothing else names a policy directly. */
+#ifndef POL_POLICIES_H
+#define POL_POLICIES_H
+
+#include <bellows/policy.h>
+
+extern const bellows_policy_ops pol_fixed_ops;
+extern const bellows_policy_ops pol_schedule_ops;
+
+#endif /* POL_POLICIES_H */

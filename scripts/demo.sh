@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# demo.sh - build bellows and watch bellowsd steer a simulated job.
+#
+# Installs what is missing (scripts/setup.sh full), builds, starts bellowsd
+# on loopback with examples/policies/demo.yaml, and runs `bellows sim`: four
+# simulated ranks of an eight-layer model report 30 windows of statistics,
+# and the sim prints each decision bellowsd sends back. bellowsd is stopped
+# with SIGTERM at the end, and on any exit. Its log goes to
+# <build dir>/demo-bellowsd.log.
+#
+# Environment: BELLOWS_BUILD_DIR (default build), as in scripts/test.sh.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+bash scripts/setup.sh full
+
+builddir=${BELLOWS_BUILD_DIR:-build}
+if [ ! -f "$builddir/meson-private/coredata.dat" ]; then
+	meson setup "$builddir" --buildtype=debugoptimized
+fi
+meson compile -C "$builddir"
+
+bellowsd=$builddir/controller/bellowsd
+bellows=$builddir/tools/bellows
+policy=examples/policies/demo.yaml
+daemon_log=$builddir/demo-bellowsd.log
+
+# Two free loopback ports: 5555/5556 when both are free, else two the
+# kernel picks. SO_REUSEADDR as ZeroMQ sets it, so a port in TIME_WAIT
+# counts as free.
+read -r ctl_port pub_port < <(python3 - <<'EOF'
+import socket
+
+def grab(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        return None
+    return s
+
+held = [grab(5555), grab(5556)]
+if None in held:
+    for s in held:
+        if s is not None:
+            s.close()
+    held = [grab(0), grab(0)]
+print(*(s.getsockname()[1] for s in held))
+for s in held:
+    s.close()
+EOF
+)
+control=tcp://127.0.0.1:$ctl_port
+publish=tcp://127.0.0.1:$pub_port
+
+daemon_pid=
+stop_daemon()
+{
+	if [ -z "$daemon_pid" ]; then
+		return 0
+	fi
+	local rc=0
+	if kill -0 "$daemon_pid" 2>/dev/null; then
+		kill -TERM "$daemon_pid" 2>/dev/null || true
+		# Give it 5 s to flush its history, then stop waiting politely.
+		for _ in $(seq 50); do
+			kill -0 "$daemon_pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$daemon_pid" 2>/dev/null; then
+			echo "demo: bellowsd ignored SIGTERM, killing it" >&2
+			kill -KILL "$daemon_pid" 2>/dev/null || true
+		fi
+	fi
+	wait "$daemon_pid" 2>/dev/null || rc=$?
+	daemon_pid=
+	return "$rc"
+}
+sim_pid=
+cleanup()
+{
+	if [ -n "$sim_pid" ]; then
+		kill -TERM "$sim_pid" 2>/dev/null || true
+		wait "$sim_pid" 2>/dev/null || true
+	fi
+	stop_daemon || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "demo: starting bellowsd (control $control, publish $publish)"
+"$bellowsd" --control "$control" --publish "$publish" --policy "$policy" \
+	>"$daemon_log" 2>&1 &
+daemon_pid=$!
+
+# Wait up to 5 s for it to answer: `bellows status` when the tool is
+# there, otherwise a plain TCP connect to the control port.
+answers()
+{
+	if [ -x "$bellows" ]; then
+		timeout 1 "$bellows" status --control "$control" >/dev/null 2>&1
+	else
+		python3 -c 'import socket, sys
+socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.5).close()' \
+		    "$ctl_port" 2>/dev/null
+	fi
+}
+ready=0
+deadline=$((SECONDS + 5))
+while [ "$SECONDS" -lt "$deadline" ]; do
+	if ! kill -0 "$daemon_pid" 2>/dev/null; then
+		break
+	fi
+	if answers; then
+		ready=1
+		break
+	fi
+	sleep 0.1
+done
+if [ "$ready" -ne 1 ]; then
+	echo "demo: bellowsd did not come up; its log ($daemon_log):" >&2
+	cat "$daemon_log" >&2 || true
+	exit 1
+fi
+
+# In the background so that a signal to this script is handled at once
+# (bash runs traps only between foreground commands).
+"$bellows" sim --control "$control" --publish "$publish" --job demo \
+	--ranks 4 --layers 8 --windows 30 --steps-per-window 20 &
+sim_pid=$!
+sim_rc=0
+wait "$sim_pid" || sim_rc=$?
+sim_pid=
+
+daemon_rc=0
+stop_daemon || daemon_rc=$?
+if [ "$daemon_rc" -ne 0 ]; then
+	echo "demo: bellowsd exited with status $daemon_rc; its log ($daemon_log):" >&2
+	cat "$daemon_log" >&2 || true
+fi
+if [ "$sim_rc" -ne 0 ]; then
+	echo "demo: bellows sim failed with status $sim_rc" >&2
+	exit "$sim_rc"
+fi
+[ "$daemon_rc" -eq 0 ] || exit 1
+echo "demo: done; bellowsd's log is in $daemon_log"

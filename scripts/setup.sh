@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# setup.sh - install the Debian packages bellows needs.
+#
+#   scripts/setup.sh build   compiler, meson, the libraries, clang-format, tmux
+#   scripts/setup.sh full    build + PyTorch, Fashion-MNIST, python3-yaml
+#
+# This file holds the one list of packages; scripts/test.sh and
+# scripts/demo.sh call it with `full`. Only the missing packages are
+# installed, in one apt-get call. As root it installs them itself; otherwise
+# it prints the sudo line to run and exits 1. Set BELLOWS_NO_SETUP=1 to skip
+# the check (e.g. on a system that is not Debian and has the equivalents).
+set -euo pipefail
+
+BUILD_PACKAGES=(
+	build-essential
+	pkg-config
+	meson
+	ninja-build
+	libzmq3-dev
+	libprotobuf-c-dev
+	protobuf-c-compiler
+	libsqlite3-dev
+	sqlite3
+	libyaml-dev
+	libcmocka-dev
+	libncurses-dev
+	clang-format
+	tmux
+)
+
+# Big (PyTorch alone is several hundred MB), but the demo and the tests need
+# them: the PyTorch trainer and its integration tests.
+FULL_PACKAGES=(
+	python3-torch
+	dataset-fashion-mnist
+	python3-yaml
+)
+
+usage()
+{
+	echo "usage: $0 build|full" >&2
+	exit 2
+}
+
+if [ "${BELLOWS_NO_SETUP:-0}" = 1 ]; then
+	exit 0
+fi
+
+[ $# -eq 1 ] || usage
+case "$1" in
+build) wanted=("${BUILD_PACKAGES[@]}") ;;
+full) wanted=("${BUILD_PACKAGES[@]}" "${FULL_PACKAGES[@]}") ;;
+*) usage ;;
+esac
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+	echo "setup: dpkg-query not found; this script knows Debian 12 only." >&2
+	echo "setup: install the equivalents of: ${wanted[*]}" >&2
+	echo "setup: then run again with BELLOWS_NO_SETUP=1." >&2
+	exit 1
+fi
+
+missing=()
+for pkg in "${wanted[@]}"; do
+	status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+	if [ "$status" != "install ok installed" ]; then
+		missing+=("$pkg")
+	fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "setup: missing Debian packages: ${missing[*]}" >&2
+	echo "setup: install them with:" >&2
+	echo "sudo apt-get install -y --no-install-recommends ${missing[*]}"
+	exit 1
+fi
+
+echo "setup: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends -o Dpkg::Use-Pty=0 "${missing[@]}"

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# test.sh - build bellows and run every test suite.
+#
+# Installs what is missing (scripts/setup.sh full), configures the build
+# directory with warnings as errors (or reconfigures it, so changed options
+# take effect), compiles, and runs `meson test` over all suites. Exits with
+# meson's status; meson's summary (Ok/Fail/Skipped) is the last thing
+# printed. Arguments are passed on to `meson test` (e.g. `--suite unit`).
+#
+# Environment:
+#   BELLOWS_BUILD_DIR   build directory, relative to the source root
+#                       (default: build)
+#   BELLOWS_MESON_ARGS  extra `meson setup` arguments, split on blanks
+#                       (e.g. "-Db_sanitize=address,undefined -Db_lundef=false")
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+bash scripts/setup.sh full
+
+builddir=${BELLOWS_BUILD_DIR:-build}
+read -r -a extra <<<"${BELLOWS_MESON_ARGS:-}"
+setup_args=(-Dwerror=true "${extra[@]}")
+
+# A log from an earlier run must not pass for this run's results (.ci/run
+# reads it), even if this run fails before testing.
+rm -f "$builddir/meson-logs/testlog.json"
+
+if [ -f "$builddir/meson-private/coredata.dat" ]; then
+	meson setup --reconfigure "$builddir" "${setup_args[@]}"
+else
+	meson setup "$builddir" "${setup_args[@]}"
+fi
+
+meson compile -C "$builddir"
+
+rc=0
+meson test -C "$builddir" --print-errorlogs "$@" || rc=$?
+exit "$rc"
