@@ -112,8 +112,8 @@ typedef struct codec_out {
 	} body;                     /* env's body */
 	Bellows__Decision in_force; /* a hello's embedded decision */
 	Bellows__Timings timings;   /* a report's embedded timings */
-	void *block[3];             /* sub-message arrays, freed after packing */
-	unsigned n_block;           /* entries used in block */
+	void *block[3];   /* sub-message arrays, freed after packing */
+	unsigned n_block; /* entries used in block */
 } codec_out;
 
 /* protobuf-c only reads strings while packing; NULL goes out as "". */
@@ -588,9 +588,9 @@ codec_scan_limit(const ProtobufCMessageDescriptor *desc,
 	if (desc == &bellows__job_status__descriptor)
 		return lim->max_world;
 	if (desc == &bellows__status_reply__descriptor)
-		return f->offset == offsetof(Bellows__StatusReply, jobs) ?
-		    lim->max_jobs :
-		    lim->max_peers;
+		return f->offset == offsetof(Bellows__StatusReply, jobs)
+		    ? lim->max_jobs
+		    : lim->max_peers;
 	/* Hello and Report layers, Decision level and error_bound. */
 	return lim->max_layers;
 }
@@ -626,8 +626,8 @@ codec_scan_entries(const ProtobufCFieldDescriptor *f, unsigned wire,
 /* Walks one message of type desc, recursing into known sub-messages.
  * Unknown fields are skipped; the heap budget bounds them. */
 static int
-codec_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
-    size_t len, const com_limits *lim)
+codec_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
+    const com_limits *lim)
 {
 	uint64_t count[CODEC_MAX_FIELDS] = { 0 };
 	size_t off = 0;
@@ -684,7 +684,8 @@ codec_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
 		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
 			size_t i = (size_t)(f - desc->fields);
 
-			count[i] += codec_scan_entries(f, wire, p + start, vlen);
+			count[i] += codec_scan_entries(f, wire, p + start,
+			    vlen);
 			if (count[i] > codec_scan_limit(desc, f, lim))
 				return BELLOWS_EPROTO;
 		}
@@ -738,15 +739,12 @@ codec_heap_free(void *arg, void *p)
 static size_t
 codec_budget(size_t len, const com_limits *lim)
 {
-	size_t frame = len <= SIZE_MAX / 4 ? 4 * len : SIZE_MAX;
-	size_t layers = (size_t)lim->max_layers <= SIZE_MAX / 256 ?
-	    (size_t)lim->max_layers * 256 :
-	    SIZE_MAX;
-	size_t fixed = (size_t)1 << 16;
+	uint64_t b;
 
-	if (frame > SIZE_MAX - fixed || layers > SIZE_MAX - fixed - frame)
+	if (len > SIZE_MAX / 8)
 		return SIZE_MAX;
-	return frame + layers + fixed;
+	b = (uint64_t)len * 4 + (uint64_t)lim->max_layers * 256 + 65536;
+	return b < SIZE_MAX ? (size_t)b : SIZE_MAX;
 }
 
 /*
@@ -769,8 +767,7 @@ codec_in_strn(const char *s, size_t n, char **ret)
 /* A job or layer name: 1..max_name_len bytes (0.. when optional) and no
  * control bytes, so it is safe in logs, topics and SQL text. */
 static int
-codec_in_name(const char *s, const com_limits *lim, bool optional,
-    char **ret)
+codec_in_name(const char *s, const com_limits *lim, bool optional, char **ret)
 {
 	size_t n;
 
@@ -825,8 +822,8 @@ static int
 codec_in_decision(const Bellows__Decision *pd, const com_limits *lim,
     bool job_optional, com_decision *d)
 {
-	size_t n = pd->n_level > pd->n_error_bound ? pd->n_level :
-						     pd->n_error_bound;
+	size_t n = pd->n_level > pd->n_error_bound ? pd->n_level
+						   : pd->n_error_bound;
 	int rc;
 
 	if (n > lim->max_layers || (pd->n_level != 0 && pd->n_level != n) ||
@@ -840,11 +837,12 @@ codec_in_decision(const Bellows__Decision *pd, const com_limits *lim,
 	for (size_t i = 0; i < pd->n_error_bound; i++)
 		if (!codec_in_magnitude(pd->error_bound[i]))
 			return BELLOWS_EPROTO;
-	if ((rc = codec_in_name(pd->job, lim, job_optional, &d->job)) != 0 ||
-	    (rc = codec_in_text(pd->policy, lim->max_text_len, &d->policy)) !=
-		0 ||
-	    (rc = codec_in_text(pd->reason, lim->max_text_len, &d->reason)) !=
-		0 ||
+	rc = codec_in_name(pd->job, lim, job_optional, &d->job);
+	if (rc == 0)
+		rc = codec_in_text(pd->policy, lim->max_text_len, &d->policy);
+	if (rc == 0)
+		rc = codec_in_text(pd->reason, lim->max_text_len, &d->reason);
+	if (rc != 0 ||
 	    (rc = codec_in_bytes(&pd->codec_table, lim->max_codec_table,
 		 &d->codec_table, &d->codec_table_len)) != 0)
 		return rc;
@@ -943,8 +941,7 @@ codec_in_layer(const Bellows__LayerInfo *pl, const com_limits *lim,
 }
 
 static int
-codec_in_hello(const Bellows__Hello *ph, const com_limits *lim,
-    com_hello *h)
+codec_in_hello(const Bellows__Hello *ph, const com_limits *lim, com_hello *h)
 {
 	int rc;
 
@@ -961,11 +958,11 @@ codec_in_hello(const Bellows__Hello *ph, const com_limits *lim,
 			return BELLOWS_ENOMEM;
 		h->n_layers = (uint32_t)ph->n_layers;
 	}
-	for (size_t i = 0; i < ph->n_layers; i++)
-		if ((rc = codec_in_layer(ph->layers[i], lim, &h->layers[i])) !=
-		    0)
-			return rc;
-	if ((rc = codec_in_unique_names(h)) != 0)
+	for (size_t i = 0; i < ph->n_layers && rc == 0; i++)
+		rc = codec_in_layer(ph->layers[i], lim, &h->layers[i]);
+	if (rc == 0)
+		rc = codec_in_unique_names(h);
+	if (rc != 0)
 		return rc;
 	if (ph->in_force != NULL) {
 		rc = codec_in_decision(ph->in_force, lim, true, &h->in_force);
@@ -1082,8 +1079,7 @@ codec_in_timings(const Bellows__Timings *pt, com_timings *t)
 }
 
 static int
-codec_in_report(const Bellows__Report *pr, const com_limits *lim,
-    com_report *r)
+codec_in_report(const Bellows__Report *pr, const com_limits *lim, com_report *r)
 {
 	int rc;
 
@@ -1127,9 +1123,10 @@ codec_in_job_status(const Bellows__JobStatus *pj, const com_limits *lim,
 	if (pj->world > lim->max_world || pj->ranks_alive > lim->max_world ||
 	    pj->n_ranks > lim->max_world || pj->n_layers > lim->max_layers)
 		return BELLOWS_EPROTO;
-	if ((rc = codec_in_name(pj->job, lim, false, &j->job)) != 0 ||
-	    (rc = codec_in_text(pj->policy, lim->max_text_len, &j->policy)) !=
-		0)
+	rc = codec_in_name(pj->job, lim, false, &j->job);
+	if (rc == 0)
+		rc = codec_in_text(pj->policy, lim->max_text_len, &j->policy);
+	if (rc != 0)
 		return rc;
 	if (pj->n_ranks > 0) {
 		j->ranks = codec_calloc(pj->n_ranks, sizeof(*j->ranks));
@@ -1170,18 +1167,19 @@ codec_in_status_reply(const Bellows__StatusReply *ps, const com_limits *lim,
 	if (ps->n_jobs > lim->max_jobs || ps->n_peers > lim->max_peers)
 		return BELLOWS_EPROTO;
 	if (ps->n_jobs > 0) {
-		if ((r->jobs = codec_calloc(ps->n_jobs, sizeof(*r->jobs))) ==
-		    NULL)
+		r->jobs = codec_calloc(ps->n_jobs, sizeof(*r->jobs));
+		if (r->jobs == NULL)
 			return BELLOWS_ENOMEM;
 		r->n_jobs = (uint32_t)ps->n_jobs;
 	}
-	for (size_t i = 0; i < ps->n_jobs; i++)
-		if ((rc = codec_in_job_status(ps->jobs[i], lim,
-			 &r->jobs[i])) != 0)
+	for (size_t i = 0; i < ps->n_jobs; i++) {
+		rc = codec_in_job_status(ps->jobs[i], lim, &r->jobs[i]);
+		if (rc != 0)
 			return rc;
+	}
 	if (ps->n_peers > 0) {
-		if ((r->peers = codec_calloc(ps->n_peers, sizeof(*r->peers))) ==
-		    NULL)
+		r->peers = codec_calloc(ps->n_peers, sizeof(*r->peers));
+		if (r->peers == NULL)
 			return BELLOWS_ENOMEM;
 		r->n_peers = (uint32_t)ps->n_peers;
 	}
@@ -1190,8 +1188,8 @@ codec_in_status_reply(const Bellows__StatusReply *ps, const com_limits *lim,
 		com_peer_status *p = &r->peers[i];
 
 		/* Routing ids are at most 255 bytes, like names. */
-		if ((rc = codec_in_bytes(&pp->peer, lim->max_name_len,
-			 &p->peer, &p->peer_len)) != 0 ||
+		if ((rc = codec_in_bytes(&pp->peer, lim->max_name_len, &p->peer,
+			 &p->peer_len)) != 0 ||
 		    (rc = codec_in_text(pp->last_error, lim->max_text_len,
 			 &p->last_error)) != 0)
 			return rc;
@@ -1218,8 +1216,7 @@ codec_in_job_rank(const char *job, uint32_t rank, const com_limits *lim,
 }
 
 static int
-codec_in_body(const Bellows__Envelope *env, const com_limits *lim,
-    com_msg *m)
+codec_in_body(const Bellows__Envelope *env, const com_limits *lim, com_msg *m)
 {
 	int rc;
 
@@ -1351,8 +1348,8 @@ com_codec_decode(const uint8_t *buf, size_t len, const com_limits *lim,
 	memset(ret_msg, 0, sizeof(*ret_msg));
 	if (len > lim->max_msg_bytes)
 		return BELLOWS_EMSGSIZE;
-	if ((rc = codec_scan(&bellows__envelope__descriptor, buf, len, lim)) !=
-	    0)
+	rc = codec_scan(&bellows__envelope__descriptor, buf, len, lim);
+	if (rc != 0)
 		return rc;
 	heap.budget = codec_budget(len, lim);
 	env = bellows__envelope__unpack(&alloc, len, buf);

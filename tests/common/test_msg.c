@@ -89,8 +89,8 @@ fill_msg(com_msg *m, com_msg_type type)
 		m->u.status_reply.jobs[0].job = com_strdup("a");
 		m->u.status_reply.jobs[0].policy = com_strdup("p");
 		m->u.status_reply.jobs[0].n_ranks = 3;
-		m->u.status_reply.jobs[0].ranks =
-		    calloc(3, sizeof(com_rank_status));
+		m->u.status_reply.jobs[0].ranks = calloc(3,
+		    sizeof(com_rank_status));
 		m->u.status_reply.n_peers = 1;
 		m->u.status_reply.peers = calloc(1, sizeof(com_peer_status));
 		m->u.status_reply.peers[0].peer = malloc(5);
@@ -203,10 +203,11 @@ test_msg_type_names_are_distinct_and_bounded(void **state)
 	assert_string_equal(com_msg_type_name(COM_MSG_TYPE_MAX), "unknown");
 	assert_string_equal(com_msg_type_name((com_msg_type)-1), "unknown");
 	for (int a = 0; a < COM_MSG_TYPE_MAX; a++) {
-		assert_non_null(com_msg_type_name((com_msg_type)a));
+		const char *name = com_msg_type_name((com_msg_type)a);
+
+		assert_non_null(name);
 		for (int b = a + 1; b < COM_MSG_TYPE_MAX; b++)
-			assert_string_not_equal(
-			    com_msg_type_name((com_msg_type)a),
+			assert_string_not_equal(name,
 			    com_msg_type_name((com_msg_type)b));
 	}
 }

@@ -1,0 +1,1985 @@
+/* test_codec - bellows messages through the real protobuf codec.
+ *
+ * Every message type goes through encode and decode with every field set
+ * and comes back equal, field by field. Malformed frames, built with the
+ * encoder where it allows it and byte by byte where the structs cannot
+ * express the fault, are refused with the exact error code. Run with the
+ * argument "fault", the executable instead feeds the decoder truncated,
+ * bit-flipped and random frames and fails each of its allocations in turn:
+ * it must answer every one with an error or a valid message, never crash
+ * and never leak (the sanitizer run checks the leaks).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <math.h>
+
+#include <bellows/error.h>
+
+#include "clock.h"
+#include "codec.h"
+#include "codec_fault.h"
+#include "msg.h"
+
+/*
+ * Building messages.
+ */
+
+static char *
+xstrdup(const char *s)
+{
+	char *p = com_strdup(s);
+
+	assert_non_null(p);
+	return p;
+}
+
+static void *
+xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n > 0 ? n : 1, size);
+
+	assert_non_null(p);
+	return p;
+}
+
+static void
+make_decision(com_decision *d, const char *job, uint32_t n, uint64_t seq)
+{
+	assert_int_equal(com_decision_init(d, job, n), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		d->level[i] = (double)seq + 0.25 * i;
+		d->error_bound[i] = 1e-3 * (i + 1);
+	}
+	d->seq = seq;
+	d->apply_step = 1000 + seq;
+	d->window = 10 + seq;
+	d->batch_size = 256;
+	d->lr_scale = 0.5;
+	d->size_threshold = 65536;
+	d->compression_off = true;
+	d->codec_table = xcalloc(5, 1);
+	memcpy(d->codec_table, "\x00\x01\xfeZ\x7f", 5);
+	d->codec_table_len = 5;
+	d->policy = xstrdup("accordion,comet");
+	d->reason = xstrdup("critical regime ended");
+}
+
+static void
+make_hello(com_msg *m, uint32_t n_layers)
+{
+	com_hello *h = &m->u.hello;
+	char name[32];
+
+	com_msg_init(m, COM_MSG_HELLO);
+	h->job = xstrdup("resnet50");
+	h->rank = 3;
+	h->world = 8;
+	h->n_layers = n_layers;
+	h->layers = xcalloc(n_layers, sizeof(*h->layers));
+	for (uint32_t i = 0; i < n_layers; i++) {
+		com_layer_info *l = &h->layers[i];
+
+		snprintf(name, sizeof(name), "layer%u.weight", i);
+		l->name = xstrdup(name);
+		l->ndim = 1 + i % COM_MAX_NDIM;
+		l->numel = 1;
+		for (uint32_t d = 0; d < l->ndim; d++) {
+			l->shape[d] = d + 1 + i % 3;
+			l->numel *= l->shape[d];
+		}
+	}
+	h->agent_version = xstrdup("0.1.0-test");
+	h->step = (uint64_t)1 << 40;
+	h->incarnation = 0xdeadbeefcafef00dull;
+	h->last_window = 77;
+	make_decision(&h->in_force, "resnet50", n_layers, 5);
+}
+
+static void
+make_report(com_msg *m, uint32_t n_layers)
+{
+	com_report *r = &m->u.report;
+
+	com_msg_init(m, COM_MSG_REPORT);
+	r->job = xstrdup("resnet50");
+	r->rank = 2;
+	r->window = 9;
+	r->first_step = 100;
+	r->last_step = 149;
+	r->n_layers = n_layers;
+	r->layers = xcalloc(n_layers, sizeof(*r->layers));
+	for (uint32_t i = 0; i < n_layers; i++) {
+		com_layer_stats *s = &r->layers[i];
+
+		s->layer = i * 2 + 1;
+		s->count = 1000 + i;
+		s->nonzero = 900 + i;
+		s->nonfinite = i;
+		s->sum_sq = 1.5 + i;
+		s->abs_sum = 2.5 + i;
+		s->max_abs = 0.75;
+		s->acc_norm = 3.25 * i;
+		s->momentum_abs_mean = 1e-4;
+		s->observed_steps = 50;
+	}
+	r->timings.steps = 50;
+	r->timings.step_ms = 5000.5;
+	r->timings.compute_ms = 3000.25;
+	r->timings.comm_ms = 1999.125;
+	r->timings.step_ms_max = 120.0;
+	r->timings.bytes_sent = (uint64_t)3 << 33;
+	r->timings.floats_sent = 123456789;
+	r->timings.floats_raw = 987654321;
+	r->timings.decision_misses = 2;
+	r->timings.reports_dropped = 1;
+	r->lr = 0.1;
+	r->batch_size = 32;
+	r->epoch = 3;
+	r->seq_in_force = 4;
+}
+
+static void
+make_status_reply(com_msg *m)
+{
+	com_status_reply *r = &m->u.status_reply;
+
+	com_msg_init(m, COM_MSG_STATUS_REPLY);
+	r->instance = 0x1122334455667788ull;
+	r->uptime_ms = 86400000;
+	r->n_jobs = 2;
+	r->jobs = xcalloc(2, sizeof(*r->jobs));
+	for (uint32_t j = 0; j < 2; j++) {
+		com_job_status *s = &r->jobs[j];
+
+		s->job = xstrdup(j == 0 ? "alpha" : "beta");
+		s->world = 4;
+		s->ranks_alive = 3 - j;
+		s->window = 40 + j;
+		s->seq = 12 + j;
+		s->step = 4000 + j;
+		s->n_ranks = 3 - j;
+		s->ranks = xcalloc(s->n_ranks, sizeof(*s->ranks));
+		for (uint32_t k = 0; k < s->n_ranks; k++) {
+			s->ranks[k].rank = k;
+			s->ranks[k].alive = k != 1;
+			s->ranks[k].step = 4000 - k;
+			s->ranks[k].last_seen_ms = 10 * k + 1;
+			s->ranks[k].reports = 40 + k;
+			s->ranks[k].seq_in_force = 11 + j;
+			s->ranks[k].rejoins = k;
+		}
+		s->n_layers = 161;
+		s->windows_incomplete = 1 + j;
+		s->policy = xstrdup("accordion");
+	}
+	r->n_peers = 2;
+	r->peers = xcalloc(2, sizeof(*r->peers));
+	r->peers[0].peer = xcalloc(5, 1);
+	memcpy(r->peers[0].peer, "\x00\x80\x00\x41\xff", 5);
+	r->peers[0].peer_len = 5;
+	r->peers[0].dropped = 17;
+	r->peers[0].last_error = xstrdup("malformed message");
+	r->peers[1].peer = xcalloc(1, 1);
+	r->peers[1].peer_len = 1;
+	r->peers[1].dropped = 1;
+	r->peers[1].last_error = xstrdup("protocol version mismatch");
+	r->messages = 1000000;
+	r->dropped = 18;
+	r->reports = 999000;
+	r->decisions = 13;
+	r->layer_stats = 160000000;
+}
+
+/* A message of the given type with every field set to something other
+ * than its default. */
+static void
+make_msg(com_msg *m, com_msg_type type)
+{
+	switch (type) {
+	case COM_MSG_HELLO:
+		make_hello(m, 6);
+		return;
+	case COM_MSG_REPORT:
+		make_report(m, 5);
+		return;
+	case COM_MSG_STATUS_REPLY:
+		make_status_reply(m);
+		return;
+	default:
+		break;
+	}
+	com_msg_init(m, type);
+	switch (type) {
+	case COM_MSG_WELCOME:
+		m->u.welcome.job = xstrdup("resnet50");
+		m->u.welcome.rank = 5;
+		m->u.welcome.apply_lag = 2;
+		m->u.welcome.heartbeat_ms = 1500;
+		m->u.welcome.instance = 0xabcdef0123456789ull;
+		m->u.welcome.n_decisions = 3;
+		m->u.welcome.decisions = xcalloc(3, sizeof(com_decision));
+		for (uint32_t i = 0; i < 3; i++)
+			make_decision(&m->u.welcome.decisions[i], "resnet50", 3,
+			    4 + i);
+		break;
+	case COM_MSG_DECISION:
+		make_decision(&m->u.decision, "resnet50", 7, 42);
+		break;
+	case COM_MSG_HEARTBEAT:
+		m->u.heartbeat.job = xstrdup("resnet50");
+		m->u.heartbeat.rank = 7;
+		m->u.heartbeat.step = 123456;
+		m->u.heartbeat.seq_in_force = 41;
+		m->u.heartbeat.incarnation = UINT64_MAX;
+		break;
+	case COM_MSG_HEARTBEAT_ACK:
+		m->u.heartbeat_ack.instance = 99;
+		m->u.heartbeat_ack.last_seq = 41;
+		break;
+	case COM_MSG_BYE:
+		m->u.bye.job = xstrdup("resnet50");
+		m->u.bye.rank = 65535;
+		break;
+	case COM_MSG_STATUS_REQUEST:
+		m->u.status_request.job = xstrdup("resnet50");
+		break;
+	case COM_MSG_SNAPSHOT_REQUEST:
+		m->u.snapshot_request.job = xstrdup("resnet50");
+		m->u.snapshot_request.rank = 1;
+		break;
+	case COM_MSG_SNAPSHOT:
+		m->u.snapshot.job = xstrdup("resnet50");
+		m->u.snapshot.n_decisions = 2;
+		m->u.snapshot.decisions = xcalloc(2, sizeof(com_decision));
+		make_decision(&m->u.snapshot.decisions[0], "resnet50", 2, 8);
+		make_decision(&m->u.snapshot.decisions[1], NULL, 2, 9);
+		break;
+	case COM_MSG_ERROR:
+		m->u.error.code = BELLOWS_EBUSY;
+		m->u.error.message = xstrdup("rank 3 is held by a live peer");
+		break;
+	case COM_MSG_TELEMETRY:
+		m->u.telemetry.job = xstrdup("resnet50");
+		m->u.telemetry.window = 40;
+		m->u.telemetry.ranks_reported = 7;
+		m->u.telemetry.ranks_expected = 8;
+		m->u.telemetry.step_ms_median = 101.5;
+		break;
+	default:
+		fail_msg("no sample for type %d", type);
+	}
+}
+
+/*
+ * Comparing messages.
+ */
+
+static void
+assert_str_equal(const char *a, const char *b)
+{
+	assert_string_equal(a != NULL ? a : "", b != NULL ? b : "");
+}
+
+static void
+assert_doubles_equal(const double *a, const double *b, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		assert_memory_equal(&a[i], &b[i], sizeof(double));
+}
+
+static void
+assert_decision_equal(const com_decision *a, const com_decision *b)
+{
+	assert_str_equal(a->job, b->job);
+	assert_int_equal(a->seq, b->seq);
+	assert_int_equal(a->apply_step, b->apply_step);
+	assert_int_equal(a->window, b->window);
+	assert_int_equal(a->n_layers, b->n_layers);
+	assert_doubles_equal(a->level, b->level, a->n_layers);
+	assert_doubles_equal(a->error_bound, b->error_bound, a->n_layers);
+	assert_int_equal(a->batch_size, b->batch_size);
+	assert_true(a->lr_scale == b->lr_scale);
+	assert_int_equal(a->size_threshold, b->size_threshold);
+	assert_int_equal(a->compression_off, b->compression_off);
+	assert_int_equal(a->codec_table_len, b->codec_table_len);
+	if (a->codec_table_len > 0)
+		assert_memory_equal(a->codec_table, b->codec_table,
+		    a->codec_table_len);
+	assert_str_equal(a->policy, b->policy);
+	assert_str_equal(a->reason, b->reason);
+}
+
+static void
+assert_hello_equal(const com_hello *a, const com_hello *b)
+{
+	assert_str_equal(a->job, b->job);
+	assert_int_equal(a->rank, b->rank);
+	assert_int_equal(a->world, b->world);
+	assert_int_equal(a->n_layers, b->n_layers);
+	for (uint32_t i = 0; i < a->n_layers; i++) {
+		assert_str_equal(a->layers[i].name, b->layers[i].name);
+		assert_int_equal(a->layers[i].numel, b->layers[i].numel);
+		assert_int_equal(a->layers[i].ndim, b->layers[i].ndim);
+		assert_memory_equal(a->layers[i].shape, b->layers[i].shape,
+		    a->layers[i].ndim * sizeof(uint32_t));
+	}
+	assert_str_equal(a->agent_version, b->agent_version);
+	assert_int_equal(a->step, b->step);
+	assert_int_equal(a->incarnation, b->incarnation);
+	assert_decision_equal(&a->in_force, &b->in_force);
+	assert_int_equal(a->last_window, b->last_window);
+}
+
+static void
+assert_report_equal(const com_report *a, const com_report *b)
+{
+	assert_str_equal(a->job, b->job);
+	assert_int_equal(a->rank, b->rank);
+	assert_int_equal(a->window, b->window);
+	assert_int_equal(a->first_step, b->first_step);
+	assert_int_equal(a->last_step, b->last_step);
+	assert_int_equal(a->n_layers, b->n_layers);
+	for (uint32_t i = 0; i < a->n_layers; i++) {
+		const com_layer_stats *x = &a->layers[i], *y = &b->layers[i];
+
+		assert_int_equal(x->layer, y->layer);
+		assert_int_equal(x->count, y->count);
+		assert_int_equal(x->nonzero, y->nonzero);
+		assert_int_equal(x->nonfinite, y->nonfinite);
+		assert_true(x->sum_sq == y->sum_sq);
+		assert_true(x->abs_sum == y->abs_sum);
+		assert_true(x->max_abs == y->max_abs);
+		assert_true(x->acc_norm == y->acc_norm);
+		assert_true(x->momentum_abs_mean == y->momentum_abs_mean);
+		assert_int_equal(x->observed_steps, y->observed_steps);
+	}
+	assert_int_equal(a->timings.steps, b->timings.steps);
+	assert_true(a->timings.step_ms == b->timings.step_ms);
+	assert_true(a->timings.compute_ms == b->timings.compute_ms);
+	assert_true(a->timings.comm_ms == b->timings.comm_ms);
+	assert_true(a->timings.step_ms_max == b->timings.step_ms_max);
+	assert_int_equal(a->timings.bytes_sent, b->timings.bytes_sent);
+	assert_int_equal(a->timings.floats_sent, b->timings.floats_sent);
+	assert_int_equal(a->timings.floats_raw, b->timings.floats_raw);
+	assert_int_equal(a->timings.decision_misses,
+	    b->timings.decision_misses);
+	assert_int_equal(a->timings.reports_dropped,
+	    b->timings.reports_dropped);
+	assert_true(a->lr == b->lr);
+	assert_int_equal(a->batch_size, b->batch_size);
+	assert_int_equal(a->epoch, b->epoch);
+	assert_int_equal(a->seq_in_force, b->seq_in_force);
+}
+
+static void
+assert_status_reply_equal(const com_status_reply *a, const com_status_reply *b)
+{
+	assert_int_equal(a->instance, b->instance);
+	assert_int_equal(a->uptime_ms, b->uptime_ms);
+	assert_int_equal(a->n_jobs, b->n_jobs);
+	for (uint32_t j = 0; j < a->n_jobs; j++) {
+		const com_job_status *x = &a->jobs[j], *y = &b->jobs[j];
+
+		assert_str_equal(x->job, y->job);
+		assert_int_equal(x->world, y->world);
+		assert_int_equal(x->ranks_alive, y->ranks_alive);
+		assert_int_equal(x->window, y->window);
+		assert_int_equal(x->seq, y->seq);
+		assert_int_equal(x->step, y->step);
+		assert_int_equal(x->n_ranks, y->n_ranks);
+		for (uint32_t k = 0; k < x->n_ranks; k++) {
+			const com_rank_status *p = &x->ranks[k];
+			const com_rank_status *q = &y->ranks[k];
+
+			assert_int_equal(p->rank, q->rank);
+			assert_int_equal(p->alive, q->alive);
+			assert_int_equal(p->step, q->step);
+			assert_int_equal(p->last_seen_ms, q->last_seen_ms);
+			assert_int_equal(p->reports, q->reports);
+			assert_int_equal(p->seq_in_force, q->seq_in_force);
+			assert_int_equal(p->rejoins, q->rejoins);
+		}
+		assert_int_equal(x->n_layers, y->n_layers);
+		assert_int_equal(x->windows_incomplete, y->windows_incomplete);
+		assert_str_equal(x->policy, y->policy);
+	}
+	assert_int_equal(a->n_peers, b->n_peers);
+	for (uint32_t i = 0; i < a->n_peers; i++) {
+		assert_int_equal(a->peers[i].peer_len, b->peers[i].peer_len);
+		assert_memory_equal(a->peers[i].peer, b->peers[i].peer,
+		    a->peers[i].peer_len);
+		assert_int_equal(a->peers[i].dropped, b->peers[i].dropped);
+		assert_str_equal(a->peers[i].last_error,
+		    b->peers[i].last_error);
+	}
+	assert_int_equal(a->messages, b->messages);
+	assert_int_equal(a->dropped, b->dropped);
+	assert_int_equal(a->reports, b->reports);
+	assert_int_equal(a->decisions, b->decisions);
+	assert_int_equal(a->layer_stats, b->layer_stats);
+}
+
+static void
+assert_msg_equal(const com_msg *a, const com_msg *b)
+{
+	assert_int_equal(a->type, b->type);
+	assert_int_equal(a->major, b->major);
+	assert_int_equal(a->minor, b->minor);
+	switch (a->type) {
+	case COM_MSG_HELLO:
+		assert_hello_equal(&a->u.hello, &b->u.hello);
+		break;
+	case COM_MSG_WELCOME:
+		assert_str_equal(a->u.welcome.job, b->u.welcome.job);
+		assert_int_equal(a->u.welcome.rank, b->u.welcome.rank);
+		assert_int_equal(a->u.welcome.apply_lag,
+		    b->u.welcome.apply_lag);
+		assert_int_equal(a->u.welcome.heartbeat_ms,
+		    b->u.welcome.heartbeat_ms);
+		assert_int_equal(a->u.welcome.instance, b->u.welcome.instance);
+		assert_int_equal(a->u.welcome.n_decisions,
+		    b->u.welcome.n_decisions);
+		for (uint32_t i = 0; i < a->u.welcome.n_decisions; i++)
+			assert_decision_equal(&a->u.welcome.decisions[i],
+			    &b->u.welcome.decisions[i]);
+		break;
+	case COM_MSG_REPORT:
+		assert_report_equal(&a->u.report, &b->u.report);
+		break;
+	case COM_MSG_DECISION:
+		assert_decision_equal(&a->u.decision, &b->u.decision);
+		break;
+	case COM_MSG_HEARTBEAT:
+		assert_str_equal(a->u.heartbeat.job, b->u.heartbeat.job);
+		assert_int_equal(a->u.heartbeat.rank, b->u.heartbeat.rank);
+		assert_int_equal(a->u.heartbeat.step, b->u.heartbeat.step);
+		assert_int_equal(a->u.heartbeat.seq_in_force,
+		    b->u.heartbeat.seq_in_force);
+		assert_int_equal(a->u.heartbeat.incarnation,
+		    b->u.heartbeat.incarnation);
+		break;
+	case COM_MSG_HEARTBEAT_ACK:
+		assert_int_equal(a->u.heartbeat_ack.instance,
+		    b->u.heartbeat_ack.instance);
+		assert_int_equal(a->u.heartbeat_ack.last_seq,
+		    b->u.heartbeat_ack.last_seq);
+		break;
+	case COM_MSG_BYE:
+		assert_str_equal(a->u.bye.job, b->u.bye.job);
+		assert_int_equal(a->u.bye.rank, b->u.bye.rank);
+		break;
+	case COM_MSG_STATUS_REQUEST:
+		assert_str_equal(a->u.status_request.job,
+		    b->u.status_request.job);
+		break;
+	case COM_MSG_STATUS_REPLY:
+		assert_status_reply_equal(&a->u.status_reply,
+		    &b->u.status_reply);
+		break;
+	case COM_MSG_SNAPSHOT_REQUEST:
+		assert_str_equal(a->u.snapshot_request.job,
+		    b->u.snapshot_request.job);
+		assert_int_equal(a->u.snapshot_request.rank,
+		    b->u.snapshot_request.rank);
+		break;
+	case COM_MSG_SNAPSHOT:
+		assert_str_equal(a->u.snapshot.job, b->u.snapshot.job);
+		assert_int_equal(a->u.snapshot.n_decisions,
+		    b->u.snapshot.n_decisions);
+		for (uint32_t i = 0; i < a->u.snapshot.n_decisions; i++)
+			assert_decision_equal(&a->u.snapshot.decisions[i],
+			    &b->u.snapshot.decisions[i]);
+		break;
+	case COM_MSG_ERROR:
+		assert_int_equal(a->u.error.code, b->u.error.code);
+		assert_str_equal(a->u.error.message, b->u.error.message);
+		break;
+	case COM_MSG_TELEMETRY:
+		assert_str_equal(a->u.telemetry.job, b->u.telemetry.job);
+		assert_int_equal(a->u.telemetry.window, b->u.telemetry.window);
+		assert_int_equal(a->u.telemetry.ranks_reported,
+		    b->u.telemetry.ranks_reported);
+		assert_int_equal(a->u.telemetry.ranks_expected,
+		    b->u.telemetry.ranks_expected);
+		assert_true(a->u.telemetry.step_ms_median ==
+		    b->u.telemetry.step_ms_median);
+		break;
+	default:
+		fail_msg("unexpected type %d", a->type);
+	}
+}
+
+/*
+ * Encoding and decoding.
+ */
+
+static com_limits
+limits(void)
+{
+	com_limits lim;
+
+	com_limits_default(&lim);
+	return lim;
+}
+
+static void
+assert_zeroed(const com_msg *m)
+{
+	com_msg zero;
+
+	memset(&zero, 0, sizeof(zero));
+	assert_memory_equal(m, &zero, sizeof(zero));
+}
+
+static void
+encode(const com_msg *m, uint8_t **buf, size_t *len)
+{
+	assert_int_equal(com_codec_encode(m, buf, len), 0);
+	assert_non_null(*buf);
+}
+
+/* Decodes; checks that a failure left the message as the contract says. */
+static int
+decode(const uint8_t *buf, size_t len, const com_limits *lim, com_msg *out)
+{
+	int rc;
+
+	memset(out, 0x5a, sizeof(*out)); /* must not be read */
+	rc = com_codec_decode(buf, len, lim, out);
+	if (rc != 0 && rc != BELLOWS_EVERSION)
+		assert_zeroed(out);
+	return rc;
+}
+
+/* Encodes m, decodes it with lim, returns the code and frees everything;
+ * m is finalised too. */
+static int
+round_trip_rc(com_msg *m, const com_limits *lim)
+{
+	uint8_t *buf;
+	size_t len;
+	com_msg out;
+	int rc;
+
+	encode(m, &buf, &len);
+	rc = decode(buf, len, lim, &out);
+	com_msg_fini(&out);
+	com_msg_fini(m);
+	free(buf);
+	return rc;
+}
+
+static int
+round_trip_default(com_msg *m)
+{
+	com_limits lim = limits();
+
+	return round_trip_rc(m, &lim);
+}
+
+/*
+ * Writing protobuf by hand, for faults the structs cannot express.
+ */
+
+typedef struct wire {
+	uint8_t *b; /* bytes written */
+	size_t n;   /* bytes used */
+	size_t cap; /* bytes allocated */
+} wire;
+
+static void
+w_raw(wire *w, const void *p, size_t n)
+{
+	if (w->n + n > w->cap) {
+		w->cap = (w->n + n) * 2 + 64;
+		w->b = realloc(w->b, w->cap);
+		assert_non_null(w->b);
+	}
+	if (n > 0)
+		memcpy(w->b + w->n, p, n);
+	w->n += n;
+}
+
+static void
+w_varint(wire *w, uint64_t v)
+{
+	do {
+		uint8_t b = (uint8_t)(v & 0x7f);
+
+		v >>= 7;
+		if (v != 0)
+			b |= 0x80;
+		w_raw(w, &b, 1);
+	} while (v != 0);
+}
+
+static void
+w_tag(wire *w, unsigned field, unsigned type)
+{
+	w_varint(w, (uint64_t)field << 3 | type);
+}
+
+static void
+w_uint(wire *w, unsigned field, uint64_t v)
+{
+	w_tag(w, field, 0);
+	w_varint(w, v);
+}
+
+static void
+w_bytes(wire *w, unsigned field, const void *p, size_t n)
+{
+	w_tag(w, field, 2);
+	w_varint(w, n);
+	w_raw(w, p, n);
+}
+
+static void
+w_str(wire *w, unsigned field, const char *s)
+{
+	w_bytes(w, field, s, strlen(s));
+}
+
+/* Appends sub as an embedded message and frees it. */
+static void
+w_msg(wire *w, unsigned field, wire *sub)
+{
+	w_bytes(w, field, sub->b, sub->n);
+	free(sub->b);
+	memset(sub, 0, sizeof(*sub));
+}
+
+static void
+w_doubles(wire *w, unsigned field, const double *d, size_t n)
+{
+	w_bytes(w, field, d, n * sizeof(*d)); /* little-endian hosts */
+}
+
+/* Wraps body in an Envelope of version 1.0; frees body. */
+static wire
+w_envelope(unsigned body_field, wire *body)
+{
+	wire env = { 0 };
+
+	w_uint(&env, 1, BELLOWS_PROTO_MAJOR);
+	w_msg(&env, body_field, body);
+	return env;
+}
+
+enum { /* Envelope body field numbers, from bellows.proto */
+	F_HELLO = 10,
+	F_REPORT = 12,
+	F_DECISION = 13,
+	F_BYE = 16,
+	F_STATUS_REPLY = 18,
+};
+
+static int
+decode_wire(wire *w, const com_limits *lim)
+{
+	com_msg out;
+	int rc = decode(w->b, w->n, lim, &out);
+
+	com_msg_fini(&out);
+	free(w->b);
+	memset(w, 0, sizeof(*w));
+	return rc;
+}
+
+/* A Hello body with one layer whose shape is given. */
+static wire
+w_hello_with_shape(const uint32_t *shape, size_t ndim, uint64_t numel)
+{
+	wire layer = { 0 }, packed = { 0 }, hello = { 0 };
+
+	w_str(&layer, 1, "conv1.weight");
+	w_uint(&layer, 2, numel);
+	for (size_t i = 0; i < ndim; i++)
+		w_varint(&packed, shape[i]);
+	w_bytes(&layer, 3, packed.b, packed.n);
+	free(packed.b);
+	w_str(&hello, 1, "job");
+	w_uint(&hello, 3, 1);
+	w_msg(&hello, 4, &layer);
+	return hello;
+}
+
+/*
+ * Round trips.
+ */
+
+static void
+test_codec_round_trips_every_message_type(void **state)
+{
+	com_limits lim = limits();
+
+	for (int t = COM_MSG_HELLO; t < COM_MSG_TYPE_MAX; t++) {
+		com_msg in, out;
+		uint8_t *buf;
+		size_t len;
+
+		make_msg(&in, (com_msg_type)t);
+		encode(&in, &buf, &len);
+		assert_int_equal(decode(buf, len, &lim, &out), 0);
+		assert_msg_equal(&in, &out);
+		com_msg_fini(&in);
+		com_msg_fini(&out);
+		free(buf);
+	}
+}
+
+static void
+test_codec_decodes_absent_strings_as_empty(void **state)
+{
+	com_limits lim = limits();
+	com_msg in, out;
+	uint8_t *buf;
+	size_t len;
+
+	com_msg_init(&in, COM_MSG_STATUS_REQUEST);
+	encode(&in, &buf, &len);
+	assert_int_equal(decode(buf, len, &lim, &out), 0);
+	assert_non_null(out.u.status_request.job);
+	assert_string_equal(out.u.status_request.job, "");
+	com_msg_fini(&out);
+	free(buf);
+
+	com_msg_init(&in, COM_MSG_ERROR);
+	in.u.error.code = BELLOWS_ENOTJOINED;
+	encode(&in, &buf, &len);
+	assert_int_equal(decode(buf, len, &lim, &out), 0);
+	assert_int_equal(out.u.error.code, BELLOWS_ENOTJOINED);
+	assert_non_null(out.u.error.message);
+	assert_string_equal(out.u.error.message, "");
+	com_msg_fini(&out);
+	free(buf);
+
+	/* A welcome to a job without decisions yet. */
+	com_msg_init(&in, COM_MSG_WELCOME);
+	in.u.welcome.job = xstrdup("new");
+	encode(&in, &buf, &len);
+	assert_int_equal(decode(buf, len, &lim, &out), 0);
+	assert_string_equal(out.u.welcome.job, "new");
+	assert_int_equal(out.u.welcome.n_decisions, 0);
+	assert_null(out.u.welcome.decisions);
+	com_msg_fini(&out);
+	com_msg_fini(&in);
+	free(buf);
+}
+
+static void
+test_codec_keeps_an_empty_in_force_off_the_wire(void **state)
+{
+	com_limits lim = limits();
+	com_msg in, out;
+	com_decision zero;
+	uint8_t *buf;
+	size_t len, len_empty;
+
+	memset(&zero, 0, sizeof(zero));
+	make_hello(&in, 2);
+	com_decision_fini(&in.u.hello.in_force);
+	encode(&in, &buf, &len_empty);
+	assert_int_equal(decode(buf, len_empty, &lim, &out), 0);
+	assert_memory_equal(&out.u.hello.in_force, &zero, sizeof(zero));
+	com_msg_fini(&out);
+	free(buf);
+
+	/* A decision with seq 0 but a state is still sent whole. */
+	assert_int_equal(com_decision_init(&in.u.hello.in_force, NULL, 2), 0);
+	in.u.hello.in_force.level[1] = 3.0;
+	encode(&in, &buf, &len);
+	assert_true(len > len_empty);
+	assert_int_equal(decode(buf, len, &lim, &out), 0);
+	assert_int_equal(out.u.hello.in_force.n_layers, 2);
+	assert_true(out.u.hello.in_force.level[1] == 3.0);
+	assert_true(out.u.hello.in_force.lr_scale == 1.0);
+	com_msg_fini(&out);
+	com_msg_fini(&in);
+	free(buf);
+}
+
+static void
+test_codec_fills_an_absent_decision_array_with_zeros(void **state)
+{
+	com_limits lim = limits();
+	double bound[3] = { 0.1, 0.2, 0.3 };
+	wire d = { 0 }, env;
+	com_msg out;
+
+	/* No level array, no lr_scale: three layers, raw, LR unchanged. */
+	w_str(&d, 1, "job");
+	w_uint(&d, 2, 4);
+	w_doubles(&d, 6, bound, 3);
+	env = w_envelope(F_DECISION, &d);
+	assert_int_equal(decode(env.b, env.n, &lim, &out), 0);
+	assert_int_equal(out.u.decision.n_layers, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_true(out.u.decision.level[i] == 0.0);
+		assert_true(out.u.decision.error_bound[i] == bound[i]);
+	}
+	assert_true(out.u.decision.lr_scale == 1.0);
+	assert_int_equal(out.u.decision.seq, 4);
+	com_msg_fini(&out);
+	free(env.b);
+}
+
+static void
+test_codec_accepts_newer_minor_and_unknown_fields(void **state)
+{
+	com_limits lim = limits();
+	wire hello, env = { 0 };
+	uint32_t shape[2] = { 3, 4 };
+	com_msg out;
+
+	hello = w_hello_with_shape(shape, 2, 12);
+	w_uint(&hello, 99, 12345); /* a field of a later minor */
+	w_str(&hello, 100, "future text");
+	w_uint(&env, 1, BELLOWS_PROTO_MAJOR);
+	w_uint(&env, 2, BELLOWS_PROTO_MINOR + 7);
+	w_msg(&env, F_HELLO, &hello);
+	w_uint(&env, 30, 1);
+	assert_int_equal(decode(env.b, env.n, &lim, &out), 0);
+	assert_int_equal(out.type, COM_MSG_HELLO);
+	assert_int_equal(out.minor, BELLOWS_PROTO_MINOR + 7);
+	assert_int_equal(out.u.hello.n_layers, 1);
+	assert_int_equal(out.u.hello.layers[0].numel, 12);
+	com_msg_fini(&out);
+	free(env.b);
+}
+
+static void
+test_codec_accepts_a_layer_without_shape(void **state)
+{
+	com_msg m;
+
+	make_hello(&m, 3);
+	m.u.hello.layers[1].ndim = 0; /* 1-D of numel elements */
+	assert_int_equal(round_trip_default(&m), 0);
+}
+
+/*
+ * Frames refused as a whole.
+ */
+
+static void
+test_codec_rejects_other_major_version_but_reports_type(void **state)
+{
+	com_limits lim = limits();
+	com_msg in, out;
+	uint8_t *buf;
+	size_t len;
+
+	make_msg(&in, COM_MSG_HELLO);
+	in.major = BELLOWS_PROTO_MAJOR + 1;
+	in.minor = 3;
+	encode(&in, &buf, &len);
+	com_msg_fini(&in);
+	assert_int_equal(decode(buf, len, &lim, &out), BELLOWS_EVERSION);
+	assert_int_equal(out.type, COM_MSG_HELLO);
+	assert_int_equal(out.major, BELLOWS_PROTO_MAJOR + 1);
+	assert_int_equal(out.minor, 3);
+	assert_null(out.u.hello.job);
+	assert_null(out.u.hello.layers);
+	com_msg_fini(&out);
+	free(buf);
+
+	/* Major 0 (a struct never initialised) is another version too. */
+	make_msg(&in, COM_MSG_HEARTBEAT);
+	in.major = 0;
+	encode(&in, &buf, &len);
+	com_msg_fini(&in);
+	assert_int_equal(decode(buf, len, &lim, &out), BELLOWS_EVERSION);
+	assert_int_equal(out.type, COM_MSG_HEARTBEAT);
+	com_msg_fini(&out);
+	free(buf);
+}
+
+static void
+test_codec_rejects_oversize_frame(void **state)
+{
+	com_limits lim = limits();
+	com_msg in, out;
+	uint8_t *buf;
+	size_t len;
+
+	make_msg(&in, COM_MSG_REPORT);
+	encode(&in, &buf, &len);
+	com_msg_fini(&in);
+	lim.max_msg_bytes = len - 1;
+	assert_int_equal(decode(buf, len, &lim, &out), BELLOWS_EMSGSIZE);
+	lim.max_msg_bytes = len;
+	assert_int_equal(decode(buf, len, &lim, &out), 0);
+	com_msg_fini(&out);
+	free(buf);
+}
+
+static void
+test_codec_rejects_empty_frame_and_missing_body(void **state)
+{
+	com_limits lim = limits();
+	static const uint8_t version_only[] = { 0x08, 0x01, 0x10, 0x00 };
+	static const uint8_t unknown_body[] = { 0x08, 0x01, 0xba, 0x01, 0x00 };
+	com_msg out;
+
+	assert_int_equal(decode(NULL, 0, &lim, &out), BELLOWS_EPROTO);
+	assert_int_equal(decode(version_only, sizeof(version_only), &lim, &out),
+	    BELLOWS_EPROTO);
+	/* Field 23: a body type this build does not know. */
+	assert_int_equal(decode(unknown_body, sizeof(unknown_body), &lim, &out),
+	    BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_broken_wire_format(void **state)
+{
+	com_limits lim = limits();
+	static const uint8_t *const frames[] = {
+		(const uint8_t *)"\x08",         /* varint cut */
+		(const uint8_t *)"\x52\x05\x0a", /* length past end */
+		(const uint8_t *)"\x0b\x01",     /* start group */
+		(const uint8_t *)"\x0f\x01",     /* wire type 7 */
+		(const uint8_t *)"\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff"
+				 "\xff\x01", /* 11-byte varint */
+	};
+	static const size_t lens[] = { 1, 3, 2, 2, 12 };
+	com_msg out;
+
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		assert_int_equal(decode(frames[i], lens[i], &lim, &out),
+		    BELLOWS_EPROTO);
+}
+
+/*
+ * Fields out of their limits, each by one.
+ */
+
+static void
+test_codec_rejects_bad_names(void **state)
+{
+	com_limits lim = limits();
+	char name[258];
+	com_msg m;
+
+	memset(name, 'n', sizeof(name));
+	name[256] = '\0';
+	make_msg(&m, COM_MSG_HEARTBEAT);
+	free(m.u.heartbeat.job);
+	m.u.heartbeat.job = xstrdup(name);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+
+	name[256] = 'n';
+	name[257] = '\0';
+	make_msg(&m, COM_MSG_HEARTBEAT);
+	free(m.u.heartbeat.job);
+	m.u.heartbeat.job = xstrdup(name);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	/* Empty job names: NULL and "" go out the same way. */
+	make_msg(&m, COM_MSG_BYE);
+	free(m.u.bye.job);
+	m.u.bye.job = NULL;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_DECISION);
+	m.u.decision.job[0] = '\0';
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	/* Control bytes, in a job and in a layer name. */
+	make_msg(&m, COM_MSG_REPORT);
+	m.u.report.job[2] = '\n';
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_HELLO);
+	m.u.hello.layers[4].name[0] = 0x7f;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_HELLO);
+	m.u.hello.layers[4].name[1] = 0x1f;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_HELLO);
+	free(m.u.hello.layers[2].name);
+	m.u.hello.layers[2].name = xstrdup("");
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	/* Bytes >= 0x80 are fine: names are not checked for UTF-8. */
+	make_msg(&m, COM_MSG_HELLO);
+	m.u.hello.layers[4].name[0] = (char)0xc3;
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+
+	/* A smaller configured limit is honoured exactly. */
+	lim.max_name_len = 8;
+	make_msg(&m, COM_MSG_BYE); /* "resnet50": 8 bytes */
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	lim.max_name_len = 7;
+	make_msg(&m, COM_MSG_BYE);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_names_with_embedded_nul(void **state)
+{
+	com_limits lim = limits();
+	wire bye = { 0 }, env;
+
+	w_bytes(&bye, 1, "res\0net", 7);
+	env = w_envelope(F_BYE, &bye);
+	assert_int_equal(decode_wire(&env, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_long_texts(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	lim.max_text_len = 21; /* "critical regime ended" */
+	make_msg(&m, COM_MSG_DECISION);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	lim.max_text_len = 20;
+	make_msg(&m, COM_MSG_DECISION);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	lim = limits();
+	lim.max_text_len = 10; /* "0.1.0-test" */
+	make_msg(&m, COM_MSG_HELLO);
+	free(m.u.hello.in_force.policy);
+	free(m.u.hello.in_force.reason);
+	m.u.hello.in_force.policy = NULL;
+	m.u.hello.in_force.reason = NULL;
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	lim.max_text_len = 9;
+	make_msg(&m, COM_MSG_HELLO);
+	free(m.u.hello.in_force.policy);
+	free(m.u.hello.in_force.reason);
+	m.u.hello.in_force.policy = NULL;
+	m.u.hello.in_force.reason = NULL;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	lim = limits();
+	lim.max_text_len = 5;
+	make_msg(&m, COM_MSG_ERROR);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_STATUS_REPLY);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_too_many_layers(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	lim.max_layers = 6;
+	make_hello(&m, 6);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_hello(&m, 7);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	/* Report indices run 1, 3, 5...: 3 layers reach index 5. */
+	make_report(&m, 3);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_report(&m, 7);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	com_msg_init(&m, COM_MSG_DECISION);
+	make_decision(&m.u.decision, "job", 6, 1);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	com_msg_init(&m, COM_MSG_DECISION);
+	make_decision(&m.u.decision, "job", 7, 1);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	/* A report layer index must lie inside any possible table. */
+	make_report(&m, 1);
+	m.u.report.layers[0].layer = 5;
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_report(&m, 1);
+	m.u.report.layers[0].layer = 6;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_bad_world_and_rank(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	lim.max_world = 8;
+	make_hello(&m, 1); /* rank 3 of 8 */
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_hello(&m, 1);
+	m.u.hello.world = 9;
+	m.u.hello.rank = 0;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_hello(&m, 1);
+	m.u.hello.world = 0;
+	m.u.hello.rank = 0;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_hello(&m, 1);
+	m.u.hello.rank = 8;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_hello(&m, 1);
+	m.u.hello.world = 4;
+	m.u.hello.rank = 4;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	/* Messages without a world bound their rank by max_world. */
+	make_msg(&m, COM_MSG_HEARTBEAT);
+	m.u.heartbeat.rank = 7;
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_msg(&m, COM_MSG_HEARTBEAT);
+	m.u.heartbeat.rank = 8;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_REPORT);
+	m.u.report.rank = 8;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_BYE);
+	m.u.bye.rank = 8;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_SNAPSHOT_REQUEST);
+	m.u.snapshot_request.rank = 8;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_WELCOME);
+	m.u.welcome.rank = 8;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_TELEMETRY);
+	m.u.telemetry.ranks_expected = 9;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_shape_that_does_not_multiply_to_numel(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	make_hello(&m, 4);
+	m.u.hello.layers[3].numel += 1;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	/* 2^32-1 cubed wraps around 64 bits: the product must not. */
+	make_hello(&m, 1);
+	m.u.hello.layers[0].ndim = 3;
+	for (int d = 0; d < 3; d++)
+		m.u.hello.layers[0].shape[d] = UINT32_MAX;
+	m.u.hello.layers[0].numel = (uint64_t)UINT32_MAX * UINT32_MAX *
+	    UINT32_MAX;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	/* A zero dimension is a legal empty tensor. */
+	make_hello(&m, 1);
+	m.u.hello.layers[0].ndim = 2;
+	m.u.hello.layers[0].shape[0] = 0;
+	m.u.hello.layers[0].shape[1] = 5;
+	m.u.hello.layers[0].numel = 0;
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+}
+
+static void
+test_codec_rejects_more_than_eight_dimensions(void **state)
+{
+	com_limits lim = limits();
+	uint32_t shape[COM_MAX_NDIM + 1];
+	wire hello, env;
+
+	for (int i = 0; i <= COM_MAX_NDIM; i++)
+		shape[i] = 1;
+	hello = w_hello_with_shape(shape, COM_MAX_NDIM, 1);
+	env = w_envelope(F_HELLO, &hello);
+	assert_int_equal(decode_wire(&env, &lim), 0);
+	hello = w_hello_with_shape(shape, COM_MAX_NDIM + 1, 1);
+	env = w_envelope(F_HELLO, &hello);
+	assert_int_equal(decode_wire(&env, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_duplicate_layer_names(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	make_hello(&m, 6);
+	free(m.u.hello.layers[5].name);
+	m.u.hello.layers[5].name = xstrdup(m.u.hello.layers[0].name);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	make_hello(&m, 6);
+	free(m.u.hello.layers[3].name);
+	m.u.hello.layers[3].name = xstrdup(m.u.hello.layers[2].name);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_duplicate_report_indices(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	make_report(&m, 5);
+	m.u.report.layers[1].layer = m.u.report.layers[0].layer;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	make_report(&m, 5);
+	m.u.report.layers[4].layer = m.u.report.layers[1].layer;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	/* Out of order but unique is fine. */
+	make_report(&m, 5);
+	m.u.report.layers[0].layer = 100;
+	m.u.report.layers[4].layer = 0;
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+}
+
+static void
+test_codec_rejects_mismatched_decision_arrays(void **state)
+{
+	com_limits lim = limits();
+	double v[3] = { 1.0, 2.0, 3.0 };
+	wire d = { 0 }, env;
+
+	w_str(&d, 1, "job");
+	w_doubles(&d, 5, v, 2);
+	w_doubles(&d, 6, v, 3);
+	env = w_envelope(F_DECISION, &d);
+	assert_int_equal(decode_wire(&env, &lim), BELLOWS_EPROTO);
+
+	w_str(&d, 1, "job");
+	w_doubles(&d, 5, v, 3);
+	w_doubles(&d, 6, v, 1);
+	env = w_envelope(F_DECISION, &d);
+	assert_int_equal(decode_wire(&env, &lim), BELLOWS_EPROTO);
+
+	w_str(&d, 1, "job");
+	w_doubles(&d, 5, v, 3);
+	w_doubles(&d, 6, v, 3);
+	env = w_envelope(F_DECISION, &d);
+	assert_int_equal(decode_wire(&env, &lim), 0);
+}
+
+static void
+test_codec_rejects_non_finite_and_negative_values(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	for (int c = 0; c < 10; c++) {
+		if (c < 6)
+			make_msg(&m, COM_MSG_DECISION);
+		else
+			make_msg(&m, COM_MSG_REPORT);
+		switch (c) {
+		case 0:
+			m.u.decision.level[3] = NAN;
+			break;
+		case 1:
+			m.u.decision.level[0] = -1.0;
+			break;
+		case 2:
+			m.u.decision.error_bound[6] = INFINITY;
+			break;
+		case 3:
+			m.u.decision.error_bound[6] = -1e-9;
+			break;
+		case 4:
+			m.u.decision.lr_scale = NAN;
+			break;
+		case 5:
+			m.u.decision.lr_scale = -0.5;
+			break;
+		case 6:
+			m.u.report.layers[2].sum_sq = NAN;
+			break;
+		case 7:
+			m.u.report.layers[4].acc_norm = -INFINITY;
+			break;
+		case 8:
+			m.u.report.timings.comm_ms = INFINITY;
+			break;
+		default:
+			m.u.report.lr = NAN;
+			break;
+		}
+		assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	}
+
+	make_msg(&m, COM_MSG_TELEMETRY);
+	m.u.telemetry.step_ms_median = NAN;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	/* -0.0 is zero, not negative. */
+	make_msg(&m, COM_MSG_DECISION);
+	m.u.decision.level[0] = -0.0;
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+}
+
+static void
+make_decisions(com_msg *m, com_msg_type type, uint32_t n)
+{
+	com_decision *d = xcalloc(n, sizeof(*d));
+
+	com_msg_init(m, type);
+	for (uint32_t i = 0; i < n; i++)
+		make_decision(&d[i], NULL, 1, i + 1);
+	if (type == COM_MSG_WELCOME) {
+		m->u.welcome.job = xstrdup("job");
+		m->u.welcome.decisions = d;
+		m->u.welcome.n_decisions = n;
+	} else {
+		m->u.snapshot.job = xstrdup("job");
+		m->u.snapshot.decisions = d;
+		m->u.snapshot.n_decisions = n;
+	}
+}
+
+static void
+test_codec_rejects_too_many_decisions(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	make_decisions(&m, COM_MSG_WELCOME, 64);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_decisions(&m, COM_MSG_WELCOME, 65);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_decisions(&m, COM_MSG_SNAPSHOT, 64);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_decisions(&m, COM_MSG_SNAPSHOT, 65);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_decisions_out_of_seq_order(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	make_decisions(&m, COM_MSG_SNAPSHOT, 3);
+	m.u.snapshot.decisions[2].seq = 2;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_decisions(&m, COM_MSG_WELCOME, 3);
+	m.u.welcome.decisions[0].seq = 3;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_oversize_codec_table(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	lim.max_codec_table = 5;
+	make_msg(&m, COM_MSG_DECISION);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	lim.max_codec_table = 4;
+	make_msg(&m, COM_MSG_DECISION);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_in_force_for_another_layer_table(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	make_hello(&m, 4);
+	com_decision_fini(&m.u.hello.in_force);
+	make_decision(&m.u.hello.in_force, "resnet50", 3, 2);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_hello(&m, 4);
+	m.u.hello.in_force.level[2] = NAN;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_status_reply_over_limits(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	lim.max_jobs = 2;
+	lim.max_peers = 2;
+	lim.max_world = 4;
+	make_status_reply(&m);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+
+	lim.max_jobs = 1;
+	make_status_reply(&m);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	lim.max_jobs = 2;
+	lim.max_peers = 1;
+	make_status_reply(&m);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	lim.max_peers = 2;
+	lim.max_world = 2; /* job alpha lists 3 ranks */
+	make_status_reply(&m);
+	m.u.status_reply.jobs[0].world = 2;
+	m.u.status_reply.jobs[1].world = 2;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	lim.max_world = 4;
+	make_status_reply(&m);
+	m.u.status_reply.jobs[1].ranks[0].rank = 4;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	lim.max_name_len = 4; /* a routing id of 5 bytes */
+	make_status_reply(&m);
+	free(m.u.status_reply.jobs[0].job);
+	m.u.status_reply.jobs[0].job = xstrdup("a");
+	free(m.u.status_reply.jobs[1].job);
+	m.u.status_reply.jobs[1].job = xstrdup("b");
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_rejects_error_without_error_code(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	make_msg(&m, COM_MSG_ERROR);
+	m.u.error.code = 0;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_ERROR);
+	m.u.error.code = -1000; /* appended after this build */
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+}
+
+static void
+test_codec_counts_merged_sub_messages(void **state)
+{
+	com_limits lim = limits();
+	double v = 1.0;
+	wire a = { 0 }, b = { 0 }, hello = { 0 }, env;
+
+	/* protobuf merges an embedded message sent twice: the two in_force
+	 * decisions become one with both level lists, together over the
+	 * limit that each is within. */
+	lim.max_layers = 1;
+	w_doubles(&a, 5, &v, 1);
+	w_doubles(&b, 5, &v, 1);
+	w_str(&hello, 1, "job");
+	w_uint(&hello, 3, 1);
+	w_msg(&hello, 8, &a);
+	w_msg(&hello, 8, &b);
+	env = w_envelope(F_HELLO, &hello);
+	assert_int_equal(decode_wire(&env, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_counts_unpacked_repeated_fields(void **state)
+{
+	com_limits lim = limits();
+	double v = 1.0;
+	wire d = { 0 }, env;
+
+	/* Repeated doubles may also come one field each. */
+	lim.max_layers = 2;
+	w_str(&d, 1, "job");
+	for (int i = 0; i < 2; i++) {
+		w_tag(&d, 5, 1);
+		w_raw(&d, &v, sizeof(v));
+	}
+	env = w_envelope(F_DECISION, &d);
+	assert_int_equal(decode_wire(&env, &lim), 0);
+
+	w_str(&d, 1, "job");
+	for (int i = 0; i < 3; i++) {
+		w_tag(&d, 5, 1);
+		w_raw(&d, &v, sizeof(v));
+	}
+	env = w_envelope(F_DECISION, &d);
+	assert_int_equal(decode_wire(&env, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_accepts_65536_layers_and_refuses_65537(void **state)
+{
+	com_limits lim = limits();
+	com_msg in, out;
+	uint8_t *buf;
+	size_t len;
+	uint64_t t0, ms;
+
+	make_hello(&in, 65536);
+	encode(&in, &buf, &len);
+	t0 = com_clock_ms();
+	assert_int_equal(decode(buf, len, &lim, &out), 0);
+	ms = com_clock_ms() - t0;
+	print_message(
+	    "decoded a hello of 65536 layers (%zu bytes) in %llu ms\n", len,
+	    (unsigned long long)ms);
+	assert_int_equal(out.u.hello.n_layers, 65536);
+	assert_string_equal(out.u.hello.layers[65535].name,
+	    "layer65535.weight");
+	com_msg_fini(&out);
+	com_msg_fini(&in);
+	free(buf);
+
+	/* Duplicates are found in a table this size too. */
+	make_hello(&in, 65536);
+	free(in.u.hello.layers[40000].name);
+	in.u.hello.layers[40000].name = xstrdup("layer7.weight");
+	assert_int_equal(round_trip_rc(&in, &lim), BELLOWS_EPROTO);
+
+	make_hello(&in, 65537);
+	assert_int_equal(round_trip_rc(&in, &lim), BELLOWS_EPROTO);
+}
+
+static void
+test_codec_accepts_a_full_report_and_welcome(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	/* The largest legal frames must fit the decoder's memory budget,
+	 * even with most fields zero (cheap on the wire, not in memory). */
+	make_report(&m, 65536);
+	for (uint32_t i = 0; i < 65536; i++) {
+		memset(&m.u.report.layers[i], 0, sizeof(com_layer_stats));
+		m.u.report.layers[i].layer = i;
+	}
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+
+	make_decisions(&m, COM_MSG_WELCOME, 64);
+	for (uint32_t i = 0; i < 64; i++) {
+		com_decision_fini(&m.u.welcome.decisions[i]);
+		make_decision(&m.u.welcome.decisions[i], NULL, 8192, i + 1);
+	}
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+}
+
+static void
+test_codec_encode_rejects_broken_invariants(void **state)
+{
+	com_msg m;
+	uint8_t *buf = (uint8_t *)&m;
+	size_t len = 12345;
+
+	com_msg_init(&m, COM_MSG_NONE);
+	assert_int_equal(com_codec_encode(&m, &buf, &len), BELLOWS_EINVAL);
+	m.type = COM_MSG_TYPE_MAX;
+	assert_int_equal(com_codec_encode(&m, &buf, &len), BELLOWS_EINVAL);
+
+	for (int c = 0; c < 9; c++) {
+		void *keep = NULL;
+
+		/* Break one invariant, check, then mend it for com_msg_fini. */
+		switch (c) {
+		case 0:
+			make_msg(&m, COM_MSG_DECISION);
+			keep = m.u.decision.level;
+			m.u.decision.level = NULL;
+			break;
+		case 1:
+			make_msg(&m, COM_MSG_HELLO);
+			keep = m.u.hello.in_force.error_bound;
+			m.u.hello.in_force.error_bound = NULL;
+			break;
+		case 2:
+			make_msg(&m, COM_MSG_HELLO);
+			m.u.hello.layers[1].ndim = COM_MAX_NDIM + 1;
+			break;
+		case 3:
+			make_msg(&m, COM_MSG_REPORT);
+			keep = m.u.report.layers;
+			m.u.report.layers = NULL;
+			break;
+		case 4:
+			make_msg(&m, COM_MSG_WELCOME);
+			m.u.welcome.decisions[1].codec_table_len = 99;
+			keep = m.u.welcome.decisions[1].codec_table;
+			m.u.welcome.decisions[1].codec_table = NULL;
+			break;
+		case 5:
+			make_msg(&m, COM_MSG_SNAPSHOT);
+			keep = m.u.snapshot.decisions;
+			m.u.snapshot.decisions = NULL;
+			break;
+		case 6:
+			make_msg(&m, COM_MSG_STATUS_REPLY);
+			keep = m.u.status_reply.jobs[1].ranks;
+			m.u.status_reply.jobs[1].ranks = NULL;
+			break;
+		case 7:
+			make_msg(&m, COM_MSG_STATUS_REPLY);
+			keep = m.u.status_reply.peers[0].peer;
+			m.u.status_reply.peers[0].peer = NULL;
+			break;
+		default:
+			make_msg(&m, COM_MSG_HELLO);
+			keep = m.u.hello.layers;
+			m.u.hello.layers = NULL;
+			break;
+		}
+		assert_int_equal(com_codec_encode(&m, &buf, &len),
+		    BELLOWS_EINVAL);
+		/* Outputs untouched on failure. */
+		assert_ptr_equal(buf, (uint8_t *)&m);
+		assert_int_equal(len, 12345);
+		switch (c) {
+		case 0:
+			m.u.decision.level = keep;
+			break;
+		case 1:
+			m.u.hello.in_force.error_bound = keep;
+			break;
+		case 2:
+			m.u.hello.layers[1].ndim = 1;
+			break;
+		case 3:
+			m.u.report.layers = keep;
+			break;
+		case 4:
+			m.u.welcome.decisions[1].codec_table = keep;
+			break;
+		case 5:
+			m.u.snapshot.decisions = keep;
+			break;
+		case 6:
+			m.u.status_reply.jobs[1].ranks = keep;
+			break;
+		case 7:
+			m.u.status_reply.peers[0].peer = keep;
+			break;
+		default:
+			m.u.hello.layers = keep;
+			break;
+		}
+		com_msg_fini(&m);
+	}
+}
+
+static void
+test_codec_default_limits_match_the_contract(void **state)
+{
+	com_limits lim;
+
+	com_limits_default(&lim);
+	assert_int_equal(lim.max_msg_bytes, 16u << 20);
+	assert_int_equal(lim.max_layers, 65536);
+	assert_int_equal(lim.max_world, 65536);
+	assert_int_equal(lim.max_name_len, 256);
+	assert_int_equal(lim.max_text_len, 4096);
+	assert_int_equal(lim.max_decisions, 64);
+	assert_int_equal(lim.max_codec_table, 1u << 20);
+	assert_int_equal(lim.max_jobs, 4096);
+	assert_int_equal(lim.max_peers, 4096);
+}
+
+/*
+ * The fault suite: hostile and broken input, failed allocations.
+ */
+
+/* Any answer but a crash: an error with a zeroed message, or a message
+ * valid enough to encode again. Returns the code. */
+static int
+assert_survives(const uint8_t *buf, size_t len, const com_limits *lim)
+{
+	com_msg out;
+	uint8_t *again;
+	size_t again_len;
+	int rc = decode(buf, len, lim, &out);
+
+	switch (rc) {
+	case 0:
+		assert_int_equal(com_codec_encode(&out, &again, &again_len), 0);
+		free(again);
+		break;
+	case BELLOWS_EVERSION:
+		assert_in_range(out.type, COM_MSG_HELLO, COM_MSG_TYPE_MAX - 1);
+		break;
+	case BELLOWS_EPROTO:
+	case BELLOWS_EMSGSIZE:
+		break;
+	default:
+		fail_msg("unexpected code %d", rc);
+	}
+	com_msg_fini(&out);
+	return rc;
+}
+
+static void
+test_codec_survives_every_truncation_of_a_hello(void **state)
+{
+	com_limits lim = limits();
+	com_msg in, out;
+	uint8_t *buf;
+	size_t len;
+
+	make_hello(&in, 12);
+	encode(&in, &buf, &len);
+	com_msg_fini(&in);
+	for (size_t n = 0; n < len; n++) {
+		/* A copy of exactly n bytes, so that ASan sees any read
+		 * past the prefix. */
+		uint8_t *prefix = malloc(n > 0 ? n : 1);
+		int rc;
+
+		assert_non_null(prefix);
+		memcpy(prefix, buf, n);
+		rc = decode(prefix, n, &lim, &out);
+		if (rc != 0)
+			assert_int_equal(rc, BELLOWS_EPROTO);
+		com_msg_fini(&out);
+		free(prefix);
+	}
+	free(buf);
+}
+
+static void
+test_codec_survives_bit_flips_of_every_message_type(void **state)
+{
+	com_limits lim = limits();
+	unsigned frames = 0, decoded = 0;
+
+	for (int t = COM_MSG_HELLO; t < COM_MSG_TYPE_MAX; t++) {
+		com_msg in;
+		uint8_t *buf;
+		size_t len;
+
+		make_msg(&in, (com_msg_type)t);
+		encode(&in, &buf, &len);
+		com_msg_fini(&in);
+		for (size_t bit = 0; bit < len * 8; bit++, frames++) {
+			buf[bit / 8] ^= (uint8_t)(1u << bit % 8);
+			decoded += assert_survives(buf, len, &lim) == 0;
+			buf[bit / 8] ^= (uint8_t)(1u << bit % 8);
+		}
+		free(buf);
+	}
+	print_message("%u bit-flipped frames: %u decoded, %u refused\n", frames,
+	    decoded, frames - decoded);
+}
+
+static uint64_t
+xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static void
+test_codec_survives_random_garbage(void **state)
+{
+	com_limits lim = limits();
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	uint8_t buf[512];
+	unsigned decoded = 0;
+
+	for (int i = 0; i < 4000; i++) {
+		size_t len = xorshift(&seed) % sizeof(buf);
+		size_t start = 0;
+
+		/* Half the buffers open like a real envelope: version 1 and
+		 * a body of some type (fields 10..22, a two-byte tag from 16
+		 * on) holding the rest, so the garbage reaches the message
+		 * decoders too. */
+		if (i % 2 == 1 && len >= 6) {
+			unsigned tag = (10 + xorshift(&seed) % 13) << 3 | 2;
+
+			if (len > 5 + 0x7f)
+				len = 5 + 0x7f;
+			buf[start++] = 0x08;
+			buf[start++] = 0x01;
+			if (tag >= 0x80) {
+				buf[start++] = (uint8_t)(tag | 0x80);
+				buf[start++] = (uint8_t)(tag >> 7);
+			} else {
+				buf[start++] = (uint8_t)tag;
+			}
+			buf[start] = (uint8_t)(len - start - 1);
+			start++;
+		}
+		for (size_t k = start; k < len; k++)
+			buf[k] = (uint8_t)xorshift(&seed);
+		decoded += assert_survives(buf, len, &lim) == 0;
+	}
+	print_message("4000 random frames: %u decoded, %u refused\n", decoded,
+	    4000 - decoded);
+}
+
+/* Fails each allocation of one decode in turn until it needs no more;
+ * returns how many it failed. */
+static long
+assert_decode_reports_every_failed_allocation(const uint8_t *buf, size_t len,
+    const com_limits *lim)
+{
+	for (long n = 0;; n++) {
+		com_msg out;
+		bool fired;
+		int rc;
+
+		com_codec_fault_arm(n);
+		rc = decode(buf, len, lim, &out);
+		fired = com_codec_fault_fired();
+		com_codec_fault_arm(-1);
+		com_msg_fini(&out);
+		if (!fired) {
+			assert_int_equal(rc, 0);
+			assert_true(n > 0);
+			return n;
+		}
+		assert_int_equal(rc, BELLOWS_ENOMEM);
+	}
+}
+
+static void
+test_codec_reports_every_failed_allocation_in_decode(void **state)
+{
+	com_limits lim = limits();
+
+	for (int t = COM_MSG_HELLO; t < COM_MSG_TYPE_MAX; t++) {
+		com_msg in;
+		uint8_t *buf;
+		size_t len;
+
+		make_msg(&in, (com_msg_type)t);
+		if (t == COM_MSG_REPORT) /* out of order: the sort allocates */
+			in.u.report.layers[0].layer = 1000;
+		encode(&in, &buf, &len);
+		com_msg_fini(&in);
+		print_message("%s: %ld allocations failed in turn\n",
+		    com_msg_type_name((com_msg_type)t),
+		    assert_decode_reports_every_failed_allocation(buf, len,
+			&lim));
+		free(buf);
+	}
+}
+
+static void
+test_codec_reports_every_failed_allocation_in_encode(void **state)
+{
+	for (int t = COM_MSG_HELLO; t < COM_MSG_TYPE_MAX; t++) {
+		com_msg in;
+
+		make_msg(&in, (com_msg_type)t);
+		for (long n = 0;; n++) {
+			uint8_t *buf = NULL;
+			size_t len = 0;
+			bool fired;
+			int rc;
+
+			com_codec_fault_arm(n);
+			rc = com_codec_encode(&in, &buf, &len);
+			fired = com_codec_fault_fired();
+			com_codec_fault_arm(-1);
+			if (!fired) {
+				assert_int_equal(rc, 0);
+				free(buf);
+				break;
+			}
+			assert_int_equal(rc, BELLOWS_ENOMEM);
+			assert_null(buf);
+			assert_int_equal(len, 0);
+		}
+		com_msg_fini(&in);
+	}
+}
+
+static void
+test_codec_bounds_memory_of_nested_repeats(void **state)
+{
+	com_limits lim = limits();
+	wire job = { 0 }, reply = { 0 }, env;
+	uint64_t t0 = com_clock_ms();
+
+	/* Each job within max_world ranks, but 1000 jobs of 8000 empty
+	 * ranks would cost protobuf-c over a gigabyte: refused within the
+	 * decoder's budget. */
+	w_str(&job, 1, "j");
+	for (int k = 0; k < 8000; k++)
+		w_bytes(&job, 7, "", 0);
+	for (int j = 0; j < 1000; j++)
+		w_bytes(&reply, 3, job.b, job.n);
+	free(job.b);
+	env = w_envelope(F_STATUS_REPLY, &reply);
+	assert_true(env.n <= lim.max_msg_bytes);
+	assert_int_equal(decode_wire(&env, &lim), BELLOWS_EMSGSIZE);
+	print_message("refused a %u-rank status reply in %llu ms\n", 8000000u,
+	    (unsigned long long)(com_clock_ms() - t0));
+}
+
+static void
+test_codec_bounds_memory_of_unknown_field_floods(void **state)
+{
+	com_limits lim = limits();
+	wire bye = { 0 }, env;
+
+	w_str(&bye, 1, "job");
+	while (bye.n < lim.max_msg_bytes - 64)
+		w_uint(&bye, 50, 0);
+	env = w_envelope(F_BYE, &bye);
+	assert_int_equal(decode_wire(&env, &lim), BELLOWS_EMSGSIZE);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest unit[] = {
+		cmocka_unit_test(test_codec_round_trips_every_message_type),
+		cmocka_unit_test(test_codec_decodes_absent_strings_as_empty),
+		cmocka_unit_test(
+		    test_codec_keeps_an_empty_in_force_off_the_wire),
+		cmocka_unit_test(
+		    test_codec_fills_an_absent_decision_array_with_zeros),
+		cmocka_unit_test(
+		    test_codec_accepts_newer_minor_and_unknown_fields),
+		cmocka_unit_test(test_codec_accepts_a_layer_without_shape),
+		cmocka_unit_test(
+		    test_codec_rejects_other_major_version_but_reports_type),
+		cmocka_unit_test(test_codec_rejects_oversize_frame),
+		cmocka_unit_test(
+		    test_codec_rejects_empty_frame_and_missing_body),
+		cmocka_unit_test(test_codec_rejects_broken_wire_format),
+		cmocka_unit_test(test_codec_rejects_bad_names),
+		cmocka_unit_test(test_codec_rejects_names_with_embedded_nul),
+		cmocka_unit_test(test_codec_rejects_long_texts),
+		cmocka_unit_test(test_codec_rejects_too_many_layers),
+		cmocka_unit_test(test_codec_rejects_bad_world_and_rank),
+		cmocka_unit_test(
+		    test_codec_rejects_shape_that_does_not_multiply_to_numel),
+		cmocka_unit_test(test_codec_rejects_more_than_eight_dimensions),
+		cmocka_unit_test(test_codec_rejects_duplicate_layer_names),
+		cmocka_unit_test(test_codec_rejects_duplicate_report_indices),
+		cmocka_unit_test(test_codec_rejects_mismatched_decision_arrays),
+		cmocka_unit_test(
+		    test_codec_rejects_non_finite_and_negative_values),
+		cmocka_unit_test(test_codec_rejects_too_many_decisions),
+		cmocka_unit_test(test_codec_rejects_decisions_out_of_seq_order),
+		cmocka_unit_test(test_codec_rejects_oversize_codec_table),
+		cmocka_unit_test(
+		    test_codec_rejects_in_force_for_another_layer_table),
+		cmocka_unit_test(test_codec_rejects_status_reply_over_limits),
+		cmocka_unit_test(test_codec_rejects_error_without_error_code),
+		cmocka_unit_test(test_codec_counts_merged_sub_messages),
+		cmocka_unit_test(test_codec_counts_unpacked_repeated_fields),
+		cmocka_unit_test(
+		    test_codec_accepts_65536_layers_and_refuses_65537),
+		cmocka_unit_test(test_codec_accepts_a_full_report_and_welcome),
+		cmocka_unit_test(test_codec_encode_rejects_broken_invariants),
+		cmocka_unit_test(test_codec_default_limits_match_the_contract),
+	};
+	const struct CMUnitTest fault[] = {
+		cmocka_unit_test(
+		    test_codec_survives_every_truncation_of_a_hello),
+		cmocka_unit_test(
+		    test_codec_survives_bit_flips_of_every_message_type),
+		cmocka_unit_test(test_codec_survives_random_garbage),
+		cmocka_unit_test(
+		    test_codec_reports_every_failed_allocation_in_decode),
+		cmocka_unit_test(
+		    test_codec_reports_every_failed_allocation_in_encode),
+		cmocka_unit_test(test_codec_bounds_memory_of_nested_repeats),
+		cmocka_unit_test(
+		    test_codec_bounds_memory_of_unknown_field_floods),
+	};
+
+	if (argc > 1 && strcmp(argv[1], "fault") == 0)
+		return cmocka_run_group_tests_name("codec fault", fault, NULL,
+		    NULL);
+	return cmocka_run_group_tests_name("codec", unit, NULL, NULL);
+}
