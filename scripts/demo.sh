@@ -53,7 +53,7 @@ print(*(s.getsockname()[1] for s in held))
 for s in held:
     s.close()
 EOF
-)
+) || { echo "demo: found no free loopback ports" >&2; exit 1; }
 control=tcp://127.0.0.1:$ctl_port
 publish=tcp://127.0.0.1:$pub_port
 
