@@ -30,18 +30,18 @@ typedef struct agent_due {
 } agent_due;
 
 typedef struct agent_decisions {
-	uint32_t n_layers;      /* entries every decision must have */
-	com_decision in_force;  /* in force at the current step; seq 0: none */
-	com_decision *pending;  /* received, not in force, ascending seq */
-	uint32_t n_pending;     /* entries used in pending */
-	uint32_t cap_pending;   /* entries allocated in pending */
-	uint64_t last_seq;      /* highest seq received */
-	uint64_t contiguous;    /* every seq up to this one is known */
-	uint64_t answered;      /* highest decision window (+1) received */
-	uint64_t received;      /* unique decisions received */
-	agent_due *due;         /* windows waiting for a decision, by window */
-	uint32_t n_due;         /* entries used in due */
-	uint32_t cap_due;       /* entries allocated in due */
+	uint32_t n_layers;     /* entries every decision must have */
+	com_decision in_force; /* in force at the current step; seq 0: none */
+	com_decision *pending; /* received, not in force, ascending seq */
+	uint32_t n_pending;    /* entries used in pending */
+	uint32_t cap_pending;  /* entries allocated in pending */
+	uint64_t last_seq;     /* highest seq received */
+	uint64_t contiguous;   /* every seq up to this one is known */
+	uint64_t answered;     /* highest decision window (+1) received */
+	uint64_t received;     /* unique decisions received */
+	agent_due *due;        /* windows waiting for a decision, by window */
+	uint32_t n_due;        /* entries used in due */
+	uint32_t cap_due;      /* entries allocated in due */
 } agent_decisions;
 
 /* Prepares *t for a job of `n_layers` layers with the default decision in
@@ -77,8 +77,7 @@ bool agent_decisions_gap(const agent_decisions *t);
 /* Records that window `window` was reported to the daemon and its decision
  * is due at `step` (last step of the window + 1 + apply_lag). Ignored if
  * the window is answered already. Returns 0 or BELLOWS_ENOMEM. */
-int agent_decisions_expect(agent_decisions *t, uint64_t window,
-    uint64_t step);
+int agent_decisions_expect(agent_decisions *t, uint64_t window, uint64_t step);
 
 /* True when step `step` must wait: some window expected at or before it
  * has no decision yet. */

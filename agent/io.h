@@ -25,19 +25,20 @@
 typedef struct agent_io agent_io;
 
 typedef struct agent_io_config {
-	const char *control;           /* bellowsd ROUTER endpoint */
-	const char *publish;           /* bellowsd PUB endpoint */
-	const char *job;               /* job name */
-	uint32_t rank;                 /* this rank */
-	uint32_t world;                /* ranks in the job */
-	const bellows_layer *layers;   /* layer table sent in Hello */
-	uint32_t n_layers;             /* entries in layers */
-	uint64_t start_step;           /* first step the trainer runs */
-	uint32_t heartbeat_ms;         /* heartbeat period until welcomed */
-	uint32_t queue_capacity;       /* reports held before dropping */
-	bellows_log_fn *log;           /* log sink, may be NULL */
-	void *log_arg;                 /* passed to log */
-	int log_level;                 /* highest level passed to log */
+	const char *control;         /* bellowsd ROUTER endpoint */
+	const char *publish;         /* bellowsd PUB endpoint */
+	const char *job;             /* job name */
+	uint32_t rank;               /* this rank */
+	uint32_t world;              /* ranks in the job */
+	const bellows_layer *layers; /* layer table sent in Hello */
+	uint32_t n_layers;           /* entries in layers */
+	uint64_t start_step;         /* first step the trainer runs */
+	uint64_t start_window;       /* index of its first window */
+	uint32_t heartbeat_ms;       /* heartbeat period until welcomed */
+	uint32_t queue_capacity;     /* reports held before dropping */
+	bellows_log_fn *log;         /* log sink, may be NULL */
+	void *log_arg;               /* passed to log */
+	int log_level;               /* highest level passed to log */
 } agent_io_config;
 
 /* Creates the sockets, connects them (nothing is sent or awaited yet) and

@@ -48,8 +48,8 @@ typedef struct agent_window {
  * and momentum (with BELLOWS_LAYER_MOMENTUM, zero-initialised). Returns 0,
  * BELLOWS_EINVAL for n == 0 or a layer of numel 0, or BELLOWS_ENOMEM (then
  * *w needs no fini). */
-int agent_window_init(agent_window *w, const bellows_layer *layers,
-    uint32_t n, double beta);
+int agent_window_init(agent_window *w, const bellows_layer *layers, uint32_t n,
+    double beta);
 
 /* Frees everything *w owns. Safe on a zeroed or finalised window. */
 void agent_window_fini(agent_window *w);

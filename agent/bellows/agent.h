@@ -160,7 +160,8 @@ BELLOWS_EXPORT void bellows_agent_close(bellows_agent **agent);
 /* Begins the next step and makes the decision in force for it current.
  * If a decision is due at this step and has not arrived, waits for it up to
  * decision_timeout_ms; on timeout keeps the previous decision and counts a
- * miss. *ret_step (may be NULL) receives the step number. Returns 0, or
+ * miss. The first step of an agent likewise waits for bellowsd's Welcome,
+ * so that every rank starts on the job's initial decision. *ret_step (may be NULL) receives the step number. Returns 0, or
  * BELLOWS_ESTATE if the previous step was not ended. */
 BELLOWS_EXPORT int bellows_agent_step_begin(bellows_agent *agent,
     uint64_t *ret_step);

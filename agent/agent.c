@@ -1,0 +1,478 @@
+/* agent - the libbellows API, see bellows/agent.h.
+ *
+ * This file is the training thread's side: it validates the configuration,
+ * keeps the step and window bookkeeping, feeds gradients to the window
+ * statistics (window.c) and hands finished windows and step boundaries to
+ * the I/O module (io.c), which owns the sockets, the decision table and
+ * the only wait the trainer ever does.
+ */
+#include <bellows/agent.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bellows_config.h"
+#include "clock.h"
+#include "io.h"
+#include "msg.h"
+#include "window.h"
+
+#define AGENT_MAX_NAME   255        /* bytes in a job or layer name */
+#define AGENT_MAX_LAYERS 65536      /* layers in the table */
+#define AGENT_MAX_WORLD  65536      /* ranks in a job (com_limits) */
+#define AGENT_MAX_QUEUE  (1u << 20) /* largest report queue */
+#define AGENT_KNOWN_FLAGS                                                      \
+	(BELLOWS_LAYER_NO_ACCUMULATOR | BELLOWS_LAYER_MOMENTUM)
+
+struct bellows_agent {
+	char *job;                    /* job name */
+	uint32_t rank;                /* this rank */
+	uint32_t n_layers;            /* layers in the table */
+	uint32_t window_steps;        /* steps per window; 0: explicit */
+	uint32_t decision_timeout_ms; /* longest wait at an apply step */
+	bellows_log_fn *log;          /* log sink, may be NULL */
+	void *log_arg;                /* passed to log */
+	int log_level;                /* highest level passed to log */
+	agent_window win;             /* statistics of the open window */
+	agent_io *io;                 /* the I/O thread and its hand-off */
+	const com_decision *in_force; /* owned by io, see agent_io_in_force */
+	com_layer_stats *stats;       /* n_layers, reused for every report */
+	bool in_step;                 /* between step_begin and step_end */
+	uint64_t step;                /* current step, or the next one */
+	uint64_t step_start_ns;       /* when step_begin was entered */
+	uint64_t window;              /* index of the open window */
+	uint64_t first_step;          /* first step of the open window */
+	com_timings timings;          /* of the open window */
+	double lr;                    /* last step's learning rate */
+	uint32_t batch_size;          /* last step's batch size */
+	uint64_t epoch;               /* last step's epoch */
+};
+
+__attribute__((format(printf, 5, 6))) static void
+agent_log(bellows_log_fn *log, void *arg, int max_level, int level,
+    const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	if (log == NULL || level > max_level)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log(arg, level, line);
+}
+
+/* Checks a job or layer name: 1..255 bytes without control characters. */
+static const char *
+agent_name_problem(const char *name)
+{
+	size_t len;
+
+	if (name == NULL)
+		return "is missing";
+	len = strnlen(name, AGENT_MAX_NAME + 1);
+	if (len == 0)
+		return "is empty";
+	if (len > AGENT_MAX_NAME)
+		return "is longer than 255 bytes";
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		if (c < 0x20 || c == 0x7f)
+			return "contains a control character";
+	}
+	return NULL;
+}
+
+static int
+agent_name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Returns BELLOWS_EINVAL for a duplicate layer name (logged), 0, or
+ * BELLOWS_ENOMEM. */
+static int
+agent_check_unique(const bellows_agent_config *cfg)
+{
+	const char **names;
+	int rc = 0;
+
+	if ((names = malloc(cfg->n_layers * sizeof(*names))) == NULL)
+		return BELLOWS_ENOMEM;
+	for (uint32_t i = 0; i < cfg->n_layers; i++)
+		names[i] = cfg->layers[i].name;
+	qsort(names, cfg->n_layers, sizeof(*names), agent_name_cmp);
+	for (uint32_t i = 1; i < cfg->n_layers; i++) {
+		if (strcmp(names[i - 1], names[i]) == 0) {
+			agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+			    BELLOWS_LOG_ERROR,
+			    "bellows_agent_open: layer name \"%s\" is used "
+			    "twice",
+			    names[i]);
+			rc = BELLOWS_EINVAL;
+			break;
+		}
+	}
+	free(names);
+	return rc;
+}
+
+static int
+agent_check_layer(const bellows_agent_config *cfg, uint32_t i)
+{
+	const bellows_layer *l = &cfg->layers[i];
+	const char *problem;
+	uint64_t product = 1;
+
+	if ((problem = agent_name_problem(l->name)) != NULL) {
+		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+		    BELLOWS_LOG_ERROR,
+		    "bellows_agent_open: the name of layer "
+		    "%u %s",
+		    i, problem);
+		return BELLOWS_EINVAL;
+	}
+	if (l->numel == 0)
+		problem = "has numel 0";
+	else if (l->ndim > COM_MAX_NDIM)
+		problem = "has more than 8 dimensions";
+	else if (l->ndim > 0 && l->shape == NULL)
+		problem = "has ndim > 0 but no shape";
+	else if ((l->flags & ~(uint32_t)AGENT_KNOWN_FLAGS) != 0)
+		problem = "has unknown flags";
+	if (problem == NULL && l->ndim > 0) {
+		/* Saturates on overflow: no numel can match then. */
+		for (uint32_t d = 0; d < l->ndim; d++) {
+			if (l->shape[d] != 0 &&
+			    product > UINT64_MAX / l->shape[d]) {
+				product = 0;
+				break;
+			}
+			product *= l->shape[d];
+		}
+		if (product != l->numel)
+			problem = "has a shape whose product is not numel";
+	}
+	if (problem == NULL)
+		return 0;
+	agent_log(cfg->log, cfg->log_arg, cfg->log_level, BELLOWS_LOG_ERROR,
+	    "bellows_agent_open: layer %u (%s) %s", i, l->name, problem);
+	return BELLOWS_EINVAL;
+}
+
+static int
+agent_validate(const bellows_agent_config *cfg)
+{
+	const char *problem = NULL;
+	const char *job_problem;
+	int rc;
+
+	/* Checked first: a struct of another size has other fields. */
+	if (cfg->size != sizeof(*cfg)) {
+		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+		    BELLOWS_LOG_ERROR,
+		    "bellows_agent_open: config size %u "
+		    "does not match this library's %zu (call "
+		    "bellows_agent_config_init first)",
+		    cfg->size, sizeof(*cfg));
+		return BELLOWS_EINVAL;
+	}
+	if ((job_problem = agent_name_problem(cfg->job)) != NULL) {
+		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+		    BELLOWS_LOG_ERROR, "bellows_agent_open: the job name %s",
+		    job_problem);
+		return BELLOWS_EINVAL;
+	}
+	if (cfg->control == NULL || cfg->control[0] == '\0')
+		problem = "control endpoint is missing";
+	else if (cfg->publish == NULL || cfg->publish[0] == '\0')
+		problem = "publish endpoint is missing";
+	else if (cfg->world == 0)
+		problem = "world is 0";
+	else if (cfg->world > AGENT_MAX_WORLD)
+		problem = "world is larger than 65536";
+	else if (cfg->rank >= cfg->world)
+		problem = "rank is not below world";
+	else if (cfg->layers == NULL)
+		problem = "layer table is missing";
+	else if (cfg->n_layers == 0 || cfg->n_layers > AGENT_MAX_LAYERS)
+		problem = "n_layers is not within 1..65536";
+	else if (cfg->heartbeat_ms == 0)
+		problem = "heartbeat_ms is 0";
+	else if (cfg->queue_capacity == 0 ||
+	    cfg->queue_capacity > AGENT_MAX_QUEUE)
+		problem = "queue_capacity is not within 1..1048576";
+	else if (!(cfg->momentum_beta >= 0.0 && cfg->momentum_beta < 1.0))
+		problem = "momentum_beta is not within [0, 1)";
+	if (problem != NULL) {
+		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+		    BELLOWS_LOG_ERROR, "bellows_agent_open: %s", problem);
+		return BELLOWS_EINVAL;
+	}
+	for (uint32_t i = 0; i < cfg->n_layers; i++)
+		if ((rc = agent_check_layer(cfg, i)) != 0)
+			return rc;
+	return agent_check_unique(cfg);
+}
+
+const char *
+bellows_version(void)
+{
+	return BELLOWS_VERSION;
+}
+
+void
+bellows_agent_config_init(bellows_agent_config *cfg)
+{
+	if (cfg == NULL)
+		return;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->size = sizeof(*cfg);
+	cfg->control = "tcp://127.0.0.1:5555";
+	cfg->publish = "tcp://127.0.0.1:5556";
+	cfg->decision_timeout_ms = 5000;
+	cfg->heartbeat_ms = 1000;
+	cfg->queue_capacity = 64;
+	cfg->momentum_beta = 0.9;
+	cfg->log_level = BELLOWS_LOG_WARN;
+}
+
+int
+bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
+{
+	bellows_agent *a;
+	agent_io_config io_cfg;
+	int rc;
+
+	if (cfg == NULL || ret_agent == NULL)
+		return BELLOWS_EINVAL;
+	if ((rc = agent_validate(cfg)) != 0)
+		return rc;
+	if ((a = calloc(1, sizeof(*a))) == NULL)
+		return BELLOWS_ENOMEM;
+	a->rank = cfg->rank;
+	a->n_layers = cfg->n_layers;
+	a->window_steps = cfg->window_steps;
+	a->decision_timeout_ms = cfg->decision_timeout_ms;
+	a->log = cfg->log;
+	a->log_arg = cfg->log_arg;
+	a->log_level = cfg->log_level;
+	a->step = cfg->start_step;
+	a->first_step = cfg->start_step;
+	a->window = cfg->start_window;
+	rc = BELLOWS_ENOMEM;
+	if ((a->job = strdup(cfg->job)) == NULL ||
+	    (a->stats = calloc(cfg->n_layers, sizeof(*a->stats))) == NULL)
+		goto fail;
+	if ((rc = agent_window_init(&a->win, cfg->layers, cfg->n_layers,
+		 cfg->momentum_beta)) != 0)
+		goto fail;
+
+	memset(&io_cfg, 0, sizeof(io_cfg));
+	io_cfg.control = cfg->control;
+	io_cfg.publish = cfg->publish;
+	io_cfg.job = cfg->job;
+	io_cfg.rank = cfg->rank;
+	io_cfg.world = cfg->world;
+	io_cfg.layers = cfg->layers;
+	io_cfg.n_layers = cfg->n_layers;
+	io_cfg.start_step = cfg->start_step;
+	io_cfg.start_window = cfg->start_window;
+	io_cfg.heartbeat_ms = cfg->heartbeat_ms;
+	io_cfg.queue_capacity = cfg->queue_capacity;
+	io_cfg.log = cfg->log;
+	io_cfg.log_arg = cfg->log_arg;
+	io_cfg.log_level = cfg->log_level;
+	if ((rc = agent_io_open(&io_cfg, &a->io)) != 0)
+		goto fail;
+	a->in_force = agent_io_in_force(a->io);
+	*ret_agent = a;
+	return 0;
+fail:
+	if (rc == BELLOWS_ENOMEM)
+		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+		    BELLOWS_LOG_ERROR, "bellows_agent_open: %s",
+		    bellows_strerror(rc));
+	bellows_agent_close(&a);
+	return rc;
+}
+
+void
+bellows_agent_close(bellows_agent **agent)
+{
+	bellows_agent *a;
+
+	if (agent == NULL || (a = *agent) == NULL)
+		return;
+	*agent = NULL;
+	agent_io_close(&a->io);
+	agent_window_fini(&a->win);
+	free(a->stats);
+	free(a->job);
+	free(a);
+}
+
+int
+bellows_agent_step_begin(bellows_agent *agent, uint64_t *ret_step)
+{
+	uint32_t missed;
+
+	if (agent == NULL)
+		return BELLOWS_EINVAL;
+	if (agent->in_step)
+		return BELLOWS_ESTATE;
+	agent->step_start_ns = com_clock_ns();
+	agent_io_step_begin(agent->io, agent->step, agent->decision_timeout_ms,
+	    &missed);
+	if (missed > 0) {
+		agent->timings.decision_misses += missed;
+		agent_log(agent->log, agent->log_arg, agent->log_level,
+		    BELLOWS_LOG_WARN,
+		    "step %llu began without the decision of %u window(s) "
+		    "after %u ms; keeping decision seq %llu",
+		    (unsigned long long)agent->step, missed,
+		    agent->decision_timeout_ms,
+		    (unsigned long long)agent->in_force->seq);
+	}
+	agent->in_step = true;
+	if (ret_step != NULL)
+		*ret_step = agent->step;
+	return 0;
+}
+
+int
+bellows_agent_observe(bellows_agent *agent, uint32_t layer, const float *grad,
+    uint64_t n)
+{
+	if (agent == NULL || layer >= agent->n_layers || grad == NULL ||
+	    n != agent->win.layers[layer].numel)
+		return BELLOWS_EINVAL;
+	if (!agent->in_step)
+		return BELLOWS_ESTATE;
+	return agent_window_observe(&agent->win, layer, grad, n, agent->step);
+}
+
+/* Finalises the open window, queues its report and opens the next. */
+static void
+agent_close_window(bellows_agent *a)
+{
+	com_report r;
+
+	agent_window_finish(&a->win, a->stats);
+	memset(&r, 0, sizeof(r));
+	r.job = a->job;
+	r.rank = a->rank;
+	r.window = a->window;
+	r.first_step = a->first_step;
+	r.last_step = a->step - 1;
+	r.n_layers = a->n_layers;
+	r.layers = a->stats;
+	r.timings = a->timings;
+	r.lr = a->lr;
+	r.batch_size = a->batch_size;
+	r.epoch = a->epoch;
+	r.seq_in_force = a->in_force->seq;
+	agent_io_submit_report(a->io, &r);
+	a->window++;
+	a->first_step = a->step;
+	memset(&a->timings, 0, sizeof(a->timings));
+}
+
+int
+bellows_agent_step_end(bellows_agent *agent, const bellows_step_info *info)
+{
+	com_timings *t;
+	double ms;
+
+	if (agent == NULL)
+		return BELLOWS_EINVAL;
+	if (!agent->in_step)
+		return BELLOWS_ESTATE;
+	t = &agent->timings;
+	if (info != NULL && info->step_ms > 0.0 && isfinite(info->step_ms))
+		ms = info->step_ms;
+	else
+		ms = (double)(com_clock_ns() - agent->step_start_ns) / 1e6;
+	t->steps++;
+	t->step_ms += ms;
+	if (ms > t->step_ms_max)
+		t->step_ms_max = ms;
+	if (info != NULL) {
+		t->compute_ms += info->compute_ms;
+		t->comm_ms += info->comm_ms;
+		t->bytes_sent += info->bytes_sent;
+		t->floats_sent += info->floats_sent;
+		t->floats_raw += info->floats_raw;
+		agent->lr = info->lr;
+		agent->batch_size = info->batch_size;
+		agent->epoch = info->epoch;
+	}
+	agent->in_step = false;
+	agent->step++;
+	if (agent->window_steps > 0 && t->steps >= agent->window_steps)
+		agent_close_window(agent);
+	return 0;
+}
+
+int
+bellows_agent_window_end(bellows_agent *agent)
+{
+	if (agent == NULL)
+		return BELLOWS_EINVAL;
+	if (agent->in_step)
+		return BELLOWS_ESTATE;
+	if (agent->timings.steps == 0)
+		return BELLOWS_EAGAIN;
+	agent_close_window(agent);
+	return 0;
+}
+
+int
+bellows_agent_decision(const bellows_agent *agent, bellows_decision *ret)
+{
+	const com_decision *d;
+
+	if (agent == NULL || ret == NULL)
+		return BELLOWS_EINVAL;
+	d = agent->in_force;
+	memset(ret, 0, sizeof(*ret));
+	ret->seq = d->seq;
+	ret->apply_step = d->apply_step;
+	ret->window = d->window;
+	ret->n_layers = d->n_layers;
+	ret->level = d->level;
+	ret->error_bound = d->error_bound;
+	ret->batch_size = d->batch_size;
+	ret->lr_scale = d->lr_scale;
+	ret->size_threshold = d->size_threshold;
+	ret->compression_off = d->compression_off;
+	ret->codec_table = d->codec_table_len > 0 ? d->codec_table : NULL;
+	ret->codec_table_len = d->codec_table_len;
+	ret->policy = d->policy != NULL ? d->policy : "";
+	ret->reason = d->reason != NULL ? d->reason : "";
+	return 0;
+}
+
+double
+bellows_agent_level(const bellows_agent *agent, uint32_t layer)
+{
+	if (agent == NULL || layer >= agent->in_force->n_layers)
+		return 0.0;
+	return agent->in_force->level[layer];
+}
+
+int
+bellows_agent_stats_get(bellows_agent *agent, bellows_agent_stats *ret)
+{
+	if (agent == NULL || ret == NULL)
+		return BELLOWS_EINVAL;
+	memset(ret, 0, sizeof(*ret));
+	agent_io_stats(agent->io, ret);
+	return 0;
+}

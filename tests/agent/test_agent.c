@@ -1,0 +1,1461 @@
+/* test_agent - libbellows against a fake bellowsd over real sockets.
+ *
+ * The fake daemon is a thread of the test with a ROUTER and an XPUB bound
+ * on loopback TCP (or ipc:// in a temporary folder), speaking the protocol
+ * through the real codec: it welcomes Hellos with the decisions it holds,
+ * acks heartbeats, answers snapshot requests, records every report, and
+ * can be told to decide each window (after a delay), to refuse with an
+ * Error, or to change its instance. The XPUB shows the test when the
+ * agent's subscription has arrived, so publications are not lost to the
+ * slow-joiner effect unless a test wants them lost.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+#include <bellows/agent.h>
+
+#include "codec.h"
+#include "msg.h"
+
+#define N_LAYERS 3
+#define FAKE_MAX 64
+#define WAIT_MS  3000
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- log capture (the agent may log from its I/O thread) ---- */
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char log_text[16384];
+static size_t log_len;
+
+static void
+log_sink(void *arg, int level, const char *message)
+{
+	size_t n = strlen(message);
+
+	(void)arg;
+	(void)level;
+	pthread_mutex_lock(&log_mu);
+	if (log_len + n + 2 < sizeof(log_text)) {
+		memcpy(log_text + log_len, message, n);
+		log_len += n;
+		log_text[log_len++] = '\n';
+		log_text[log_len] = '\0';
+	}
+	pthread_mutex_unlock(&log_mu);
+}
+
+static void
+log_reset(void)
+{
+	pthread_mutex_lock(&log_mu);
+	log_len = 0;
+	log_text[0] = '\0';
+	pthread_mutex_unlock(&log_mu);
+}
+
+static bool
+log_contains(const char *needle)
+{
+	bool found;
+
+	pthread_mutex_lock(&log_mu);
+	found = strstr(log_text, needle) != NULL;
+	pthread_mutex_unlock(&log_mu);
+	return found;
+}
+
+/* ---- the fake bellowsd ---- */
+
+typedef struct fake {
+	void *ctx;
+	void *router;
+	void *pub;
+	char control[256];
+	char publish[256];
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool stop;
+
+	/* Behaviour, set by the test under mu. */
+	uint64_t instance;
+	uint32_t apply_lag;
+	bool silent;     /* answer nothing */
+	bool garbage;    /* send junk before each Welcome */
+	int hello_error; /* answer Hello with this Error */
+	const char *hello_error_text;
+	int heartbeat_error;      /* answer the next heartbeat with it, once */
+	bool auto_decide;         /* decide every reported window */
+	uint32_t decide_delay_ms; /* ... and publish this much later */
+	double auto_level;        /* level of auto decisions */
+
+	/* Decisions made: seq = index + 1. */
+	com_decision decisions[FAKE_MAX];
+	uint32_t n_decisions;
+	uint64_t publish_at[FAKE_MAX]; /* 0: published or never */
+
+	/* What it saw. */
+	uint32_t hellos;
+	uint32_t heartbeats;
+	uint32_t snapshot_requests;
+	uint32_t byes;
+	uint32_t subscriptions;
+	uint32_t bad;
+	uint64_t hello_ms[FAKE_MAX];
+	com_msg last_hello;
+	com_msg reports[FAKE_MAX];
+	uint32_t n_reports;
+} fake;
+
+static void
+fake_reply(fake *f, const zmq_msg_t *id, const com_msg *m)
+{
+	uint8_t *buf;
+	size_t len;
+
+	assert_int_equal(com_codec_encode(m, &buf, &len), 0);
+	zmq_send(f->router, zmq_msg_data((zmq_msg_t *)id),
+	    zmq_msg_size((zmq_msg_t *)id), ZMQ_SNDMORE);
+	zmq_send(f->router, buf, len, 0);
+	free(buf);
+}
+
+static void
+fake_error(fake *f, const zmq_msg_t *id, int code, const char *text)
+{
+	com_msg m;
+
+	com_msg_init(&m, COM_MSG_ERROR);
+	m.u.error.code = code;
+	m.u.error.message = (char *)text;
+	fake_reply(f, id, &m);
+}
+
+/* Makes decision seq n+1; the caller holds mu. */
+static uint32_t
+fake_decide(fake *f, uint64_t apply_step, uint64_t window, double level,
+    uint64_t publish_at)
+{
+	uint32_t i = f->n_decisions;
+	com_decision *d = &f->decisions[i];
+
+	assert_true(i < FAKE_MAX);
+	assert_int_equal(com_decision_init(d, "job", N_LAYERS), 0);
+	d->seq = i + 1;
+	d->apply_step = apply_step;
+	d->window = window;
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		d->level[l] = level;
+		d->error_bound[l] = level / 10.0;
+	}
+	d->policy = strdup("fixed");
+	d->reason = strdup("the test says so");
+	f->publish_at[i] = publish_at;
+	f->n_decisions++;
+	return i;
+}
+
+static void
+fake_publish(fake *f, uint32_t i)
+{
+	static const char topic[] = "d:job"; /* and its NUL */
+	com_msg m;
+	uint8_t *buf;
+	size_t len;
+
+	com_msg_init(&m, COM_MSG_DECISION);
+	m.u.decision = f->decisions[i];
+	assert_int_equal(com_codec_encode(&m, &buf, &len), 0);
+	zmq_send(f->pub, topic, sizeof(topic), ZMQ_SNDMORE);
+	zmq_send(f->pub, buf, len, 0);
+	free(buf);
+}
+
+/* Frames no daemon should send: the agent must drop them all. */
+static void
+fake_junk(fake *f, const zmq_msg_t *id)
+{
+	static const char topic[] = "d:job";
+	static const uint8_t junk[] = { 0xff, 0xff, 0xff, 0x01, 0x02 };
+	void *peer = zmq_msg_data((zmq_msg_t *)id);
+	size_t peer_len = zmq_msg_size((zmq_msg_t *)id);
+
+	zmq_send(f->router, peer, peer_len, ZMQ_SNDMORE);
+	zmq_send(f->router, junk, sizeof(junk), 0);
+	zmq_send(f->router, peer, peer_len, ZMQ_SNDMORE);
+	zmq_send(f->router, junk, sizeof(junk), ZMQ_SNDMORE);
+	zmq_send(f->router, junk, sizeof(junk), 0);
+	zmq_send(f->router, peer, peer_len, ZMQ_SNDMORE);
+	zmq_send(f->router, "", 0, 0);
+	zmq_send(f->pub, topic, sizeof(topic), ZMQ_SNDMORE);
+	zmq_send(f->pub, junk, sizeof(junk), 0);
+	zmq_send(f->pub, topic, sizeof(topic), 0);
+	zmq_send(f->pub, topic, sizeof(topic), ZMQ_SNDMORE);
+	zmq_send(f->pub, junk, sizeof(junk), ZMQ_SNDMORE);
+	zmq_send(f->pub, junk, sizeof(junk), 0);
+}
+
+static void
+fake_on_message(fake *f, const zmq_msg_t *id, com_msg *m)
+{
+	com_msg r;
+
+	switch (m->type) {
+	case COM_MSG_HELLO:
+		if (f->hellos < FAKE_MAX)
+			f->hello_ms[f->hellos] = now_ms();
+		f->hellos++;
+		com_msg_fini(&f->last_hello);
+		f->last_hello = *m;
+		com_msg_init(m, COM_MSG_NONE);
+		if (f->silent)
+			break;
+		if (f->hello_error != 0) {
+			fake_error(f, id, f->hello_error, f->hello_error_text);
+			break;
+		}
+		if (f->garbage)
+			fake_junk(f, id);
+		com_msg_init(&r, COM_MSG_WELCOME);
+		r.u.welcome.job = "job";
+		r.u.welcome.rank = f->last_hello.u.hello.rank;
+		r.u.welcome.apply_lag = f->apply_lag;
+		r.u.welcome.instance = f->instance;
+		r.u.welcome.n_decisions = f->n_decisions;
+		r.u.welcome.decisions = f->decisions;
+		fake_reply(f, id, &r);
+		break;
+	case COM_MSG_HEARTBEAT:
+		f->heartbeats++;
+		if (f->silent)
+			break;
+		if (f->heartbeat_error != 0) {
+			fake_error(f, id, f->heartbeat_error, "who are you");
+			f->heartbeat_error = 0;
+			break;
+		}
+		com_msg_init(&r, COM_MSG_HEARTBEAT_ACK);
+		r.u.heartbeat_ack.instance = f->instance;
+		r.u.heartbeat_ack.last_seq = f->n_decisions;
+		fake_reply(f, id, &r);
+		break;
+	case COM_MSG_REPORT:
+		if (f->auto_decide)
+			fake_decide(f, m->u.report.last_step + 1 + f->apply_lag,
+			    m->u.report.window + 1, f->auto_level,
+			    now_ms() + f->decide_delay_ms);
+		if (f->n_reports < FAKE_MAX) {
+			f->reports[f->n_reports++] = *m;
+			com_msg_init(m, COM_MSG_NONE);
+		}
+		break;
+	case COM_MSG_SNAPSHOT_REQUEST:
+		f->snapshot_requests++;
+		if (f->silent)
+			break;
+		com_msg_init(&r, COM_MSG_SNAPSHOT);
+		r.u.snapshot.job = "job";
+		/* Only what has been published is part of the state. */
+		r.u.snapshot.n_decisions = 0;
+		while (r.u.snapshot.n_decisions < f->n_decisions &&
+		    f->publish_at[r.u.snapshot.n_decisions] == 0)
+			r.u.snapshot.n_decisions++;
+		r.u.snapshot.decisions = f->decisions;
+		fake_reply(f, id, &r);
+		break;
+	case COM_MSG_BYE:
+		f->byes++;
+		break;
+	default:
+		f->bad++;
+		break;
+	}
+}
+
+static void
+fake_recv(fake *f)
+{
+	zmq_msg_t id;
+	zmq_msg_t body;
+	com_limits lim;
+	com_msg m;
+
+	zmq_msg_init(&id);
+	zmq_msg_init(&body);
+	if (zmq_msg_recv(&id, f->router, ZMQ_DONTWAIT) < 0 ||
+	    !zmq_msg_more(&id) ||
+	    zmq_msg_recv(&body, f->router, ZMQ_DONTWAIT) < 0) {
+		zmq_msg_close(&id);
+		zmq_msg_close(&body);
+		return;
+	}
+	com_limits_default(&lim);
+	pthread_mutex_lock(&f->mu);
+	if (com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body), &lim,
+		&m) != 0)
+		f->bad++;
+	else
+		fake_on_message(f, &id, &m);
+	com_msg_fini(&m);
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->mu);
+	zmq_msg_close(&id);
+	zmq_msg_close(&body);
+}
+
+static void *
+fake_main(void *arg)
+{
+	fake *f = arg;
+
+	for (;;) {
+		zmq_pollitem_t items[2] = {
+			{ f->router, 0, ZMQ_POLLIN, 0 },
+			{ f->pub, 0, ZMQ_POLLIN, 0 },
+		};
+		uint64_t now;
+
+		pthread_mutex_lock(&f->mu);
+		if (f->stop) {
+			pthread_mutex_unlock(&f->mu);
+			break;
+		}
+		now = now_ms();
+		/* Publish in seq order: a later one waits for the earlier. */
+		for (uint32_t i = 0; i < f->n_decisions; i++) {
+			if (f->publish_at[i] == 0)
+				continue;
+			if (f->publish_at[i] > now)
+				break;
+			fake_publish(f, i);
+			f->publish_at[i] = 0;
+		}
+		pthread_mutex_unlock(&f->mu);
+
+		if (zmq_poll(items, 2, 2) < 0)
+			continue;
+		if (items[0].revents & ZMQ_POLLIN)
+			fake_recv(f);
+		if (items[1].revents & ZMQ_POLLIN) {
+			zmq_msg_t sub;
+
+			zmq_msg_init(&sub);
+			if (zmq_msg_recv(&sub, f->pub, ZMQ_DONTWAIT) >= 0 &&
+			    zmq_msg_size(&sub) > 0 &&
+			    ((uint8_t *)zmq_msg_data(&sub))[0] == 1) {
+				pthread_mutex_lock(&f->mu);
+				f->subscriptions++;
+				pthread_cond_broadcast(&f->cond);
+				pthread_mutex_unlock(&f->mu);
+			}
+			zmq_msg_close(&sub);
+		}
+	}
+	return NULL;
+}
+
+static void
+fake_bind(void *socket, const char *endpoint, char *ret, size_t ret_len)
+{
+	int zero = 0;
+
+	assert_int_equal(zmq_setsockopt(socket, ZMQ_LINGER, &zero,
+			     sizeof(zero)),
+	    0);
+	assert_int_equal(zmq_bind(socket, endpoint), 0);
+	assert_int_equal(zmq_getsockopt(socket, ZMQ_LAST_ENDPOINT, ret,
+			     &ret_len),
+	    0);
+}
+
+/* Starts a fake daemon on the given endpoints (tcp wildcards when NULL). */
+static fake *
+fake_start(const char *control, const char *publish)
+{
+	fake *f = calloc(1, sizeof(*f));
+	pthread_condattr_t attr;
+
+	assert_non_null(f);
+	pthread_mutex_init(&f->mu, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&f->cond, &attr);
+	pthread_condattr_destroy(&attr);
+	f->instance = 0x1111;
+	f->apply_lag = 1;
+	f->auto_level = 4.0;
+	com_msg_init(&f->last_hello, COM_MSG_NONE);
+	f->ctx = zmq_ctx_new();
+	f->router = zmq_socket(f->ctx, ZMQ_ROUTER);
+	f->pub = zmq_socket(f->ctx, ZMQ_XPUB);
+	fake_bind(f->router, control ? control : "tcp://127.0.0.1:*",
+	    f->control, sizeof(f->control));
+	fake_bind(f->pub, publish ? publish : "tcp://127.0.0.1:*", f->publish,
+	    sizeof(f->publish));
+	assert_int_equal(pthread_create(&f->thread, NULL, fake_main, f), 0);
+	return f;
+}
+
+static void
+fake_stop(fake *f)
+{
+	pthread_mutex_lock(&f->mu);
+	f->stop = true;
+	pthread_mutex_unlock(&f->mu);
+	pthread_join(f->thread, NULL);
+	zmq_close(f->router);
+	zmq_close(f->pub);
+	zmq_ctx_term(f->ctx);
+	for (uint32_t i = 0; i < f->n_decisions; i++)
+		com_decision_fini(&f->decisions[i]);
+	for (uint32_t i = 0; i < f->n_reports; i++)
+		com_msg_fini(&f->reports[i]);
+	com_msg_fini(&f->last_hello);
+	pthread_cond_destroy(&f->cond);
+	pthread_mutex_destroy(&f->mu);
+	free(f);
+}
+
+/* Waits, under the fake's lock, until `expr` (about *f) holds. */
+#define FAKE_WAIT(f, expr)                                                     \
+	do {                                                                   \
+		uint64_t until_ = now_ms() + WAIT_MS;                          \
+		bool ok_;                                                      \
+		pthread_mutex_lock(&(f)->mu);                                  \
+		while (!(ok_ = (expr)) && now_ms() < until_) {                 \
+			struct timespec ts_;                                   \
+			clock_gettime(CLOCK_MONOTONIC, &ts_);                  \
+			ts_.tv_nsec += 5000000;                                \
+			if (ts_.tv_nsec >= 1000000000) {                       \
+				ts_.tv_sec++;                                  \
+				ts_.tv_nsec -= 1000000000;                     \
+			}                                                      \
+			pthread_cond_timedwait(&(f)->cond, &(f)->mu, &ts_);    \
+		}                                                              \
+		pthread_mutex_unlock(&(f)->mu);                                \
+		if (!ok_)                                                      \
+			fail_msg("timed out waiting for %s", #expr);           \
+	} while (0)
+
+/* Polls the agent's counters until `expr` (about `s`) holds. */
+#define STATS_WAIT(agent, s, expr)                                             \
+	do {                                                                   \
+		uint64_t until_ = now_ms() + WAIT_MS;                          \
+		for (;;) {                                                     \
+			assert_int_equal(bellows_agent_stats_get(agent, &(s)), \
+			    0);                                                \
+			if (expr)                                              \
+				break;                                         \
+			if (now_ms() > until_)                                 \
+				fail_msg("timed out waiting for %s", #expr);   \
+			usleep(2000);                                          \
+		}                                                              \
+	} while (0)
+
+/* ---- the agent under test ---- */
+
+static const uint32_t shape0[] = { 2, 3, 3 };
+static const uint32_t shape2[] = { 5, 3 };
+static const bellows_layer test_layers[N_LAYERS] = {
+	{ .name = "conv.weight",
+	    .numel = 18,
+	    .ndim = 3,
+	    .shape = shape0,
+	    .flags = BELLOWS_LAYER_MOMENTUM },
+	{ .name = "conv.bias", .numel = 7 },
+	{ .name = "fc.weight",
+	    .numel = 15,
+	    .ndim = 2,
+	    .shape = shape2,
+	    .flags = BELLOWS_LAYER_NO_ACCUMULATOR },
+};
+
+static void
+config(bellows_agent_config *cfg, const fake *f)
+{
+	bellows_agent_config_init(cfg);
+	if (f != NULL) {
+		cfg->control = f->control;
+		cfg->publish = f->publish;
+	}
+	cfg->job = "job";
+	cfg->rank = 1;
+	cfg->world = 2;
+	cfg->layers = test_layers;
+	cfg->n_layers = N_LAYERS;
+	cfg->heartbeat_ms = 200;
+	cfg->log = log_sink;
+	cfg->log_level = BELLOWS_LOG_DEBUG;
+	log_reset();
+}
+
+static bellows_agent *
+open_agent(const bellows_agent_config *cfg)
+{
+	bellows_agent *a = NULL;
+
+	assert_int_equal(bellows_agent_open(cfg, &a), 0);
+	assert_non_null(a);
+	return a;
+}
+
+/* A reproducible gradient of layer l at step s. */
+static void
+grad(float *g, uint32_t l, uint64_t s)
+{
+	for (uint64_t i = 0; i < test_layers[l].numel; i++)
+		g[i] = (float)((double)((int)(i % 5) - 2) * 0.5 *
+			(double)(s + 1) +
+		    0.25 * l);
+}
+
+/* Runs one step observing every layer; returns its step number. */
+static uint64_t
+run_step(bellows_agent *a, const bellows_step_info *info)
+{
+	float g[32];
+	uint64_t step = UINT64_MAX;
+
+	assert_int_equal(bellows_agent_step_begin(a, &step), 0);
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		grad(g, l, step);
+		assert_int_equal(bellows_agent_observe(a, l, g,
+				     test_layers[l].numel),
+		    0);
+	}
+	assert_int_equal(bellows_agent_step_end(a, info), 0);
+	return step;
+}
+
+/* ---- tests ---- */
+
+typedef void mutate_fn(bellows_agent_config *cfg, bellows_layer *layers);
+
+static void
+bad_size(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->size--;
+}
+
+static void
+no_control(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->control = NULL;
+}
+
+static void
+no_publish(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->publish = NULL;
+}
+
+static void
+bad_endpoint(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->control = "nonsense://here";
+}
+
+static void
+no_job(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->job = NULL;
+}
+
+static void
+empty_job(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->job = "";
+}
+
+static void
+long_job(bellows_agent_config *c, bellows_layer *l)
+{
+	static char name[257];
+
+	(void)l;
+	memset(name, 'j', 256);
+	c->job = name;
+}
+
+static void
+control_char_job(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->job = "jo\nb";
+}
+
+static void
+zero_world(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->world = 0;
+	c->rank = 0;
+}
+
+static void
+rank_not_below_world(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->rank = 2;
+}
+
+static void
+no_layers(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->layers = NULL;
+}
+
+static void
+zero_layers(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->n_layers = 0;
+}
+
+static void
+too_many_layers(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->n_layers = 65537;
+}
+
+static void
+no_layer_name(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)c;
+	l[1].name = NULL;
+}
+
+static void
+empty_layer_name(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)c;
+	l[1].name = "";
+}
+
+static void
+duplicate_layer_name(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)c;
+	l[2].name = "conv.weight";
+}
+
+static void
+zero_numel(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)c;
+	l[1].numel = 0;
+}
+
+static void
+too_many_dims(bellows_agent_config *c, bellows_layer *l)
+{
+	static const uint32_t nine[9] = { 1, 1, 1, 1, 1, 1, 1, 1, 7 };
+
+	(void)c;
+	l[1].ndim = 9;
+	l[1].shape = nine;
+}
+
+static void
+missing_shape(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)c;
+	l[1].ndim = 1;
+	l[1].shape = NULL;
+}
+
+static void
+wrong_shape(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)c;
+	l[0].numel = 19;
+}
+
+static void
+overflowing_shape(bellows_agent_config *c, bellows_layer *l)
+{
+	static const uint32_t big[3] = { 4294967295u, 4294967295u, 4 };
+
+	(void)c;
+	l[1].ndim = 3;
+	l[1].shape = big;
+}
+
+static void
+unknown_flag(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)c;
+	l[1].flags = 1u << 7;
+}
+
+static void
+zero_heartbeat(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->heartbeat_ms = 0;
+}
+
+static void
+zero_queue(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->queue_capacity = 0;
+}
+
+static void
+beta_one(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->momentum_beta = 1.0;
+}
+
+static void
+beta_nan(bellows_agent_config *c, bellows_layer *l)
+{
+	(void)l;
+	c->momentum_beta = NAN;
+}
+
+static void
+test_open_rejects_each_invalid_field_with_einval(void **state)
+{
+	static mutate_fn *const mutations[] = { bad_size, no_control,
+		no_publish, bad_endpoint, no_job, empty_job, long_job,
+		control_char_job, zero_world, rank_not_below_world, no_layers,
+		zero_layers, too_many_layers, no_layer_name, empty_layer_name,
+		duplicate_layer_name, zero_numel, too_many_dims, missing_shape,
+		wrong_shape, overflowing_shape, unknown_flag, zero_heartbeat,
+		zero_queue, beta_one, beta_nan };
+	bellows_agent_config cfg;
+	bellows_layer layers[N_LAYERS];
+	bellows_agent *a = NULL;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(mutations) / sizeof(mutations[0]); i++) {
+		config(&cfg, NULL);
+		memcpy(layers, test_layers, sizeof(layers));
+		cfg.layers = layers;
+		mutations[i](&cfg, layers);
+		if (bellows_agent_open(&cfg, &a) != BELLOWS_EINVAL)
+			fail_msg("mutation %zu was not refused", i);
+		assert_null(a);
+		if (!log_contains("bellows_agent_open") &&
+		    !log_contains("cannot connect"))
+			fail_msg("mutation %zu: no reason logged", i);
+	}
+	config(&cfg, NULL);
+	assert_int_equal(bellows_agent_open(NULL, &a), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_open(&cfg, NULL), BELLOWS_EINVAL);
+	assert_null(a);
+}
+
+static void
+test_calls_out_of_order_or_with_bad_arguments_are_refused(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_decision d;
+	bellows_agent *a;
+	float g[18] = { 0 };
+	uint64_t step = 77;
+
+	(void)state;
+	config(&cfg, NULL);
+	cfg.control = "tcp://127.0.0.1:1";
+	cfg.publish = "tcp://127.0.0.1:1";
+	a = open_agent(&cfg);
+	assert_int_equal(bellows_agent_step_end(a, NULL), BELLOWS_ESTATE);
+	assert_int_equal(bellows_agent_observe(a, 0, g, 18), BELLOWS_ESTATE);
+	assert_int_equal(bellows_agent_window_end(a), BELLOWS_EAGAIN);
+	assert_int_equal(bellows_agent_step_begin(a, &step), 0);
+	assert_int_equal(step, 0);
+	assert_int_equal(bellows_agent_step_begin(a, &step), BELLOWS_ESTATE);
+	assert_int_equal(bellows_agent_window_end(a), BELLOWS_ESTATE);
+	assert_int_equal(bellows_agent_observe(a, 3, g, 18), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_observe(a, 0, g, 17), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_observe(a, 0, NULL, 18), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_observe(a, 0, g, 18), 0);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	assert_int_equal(bellows_agent_window_end(a), 0);
+	assert_int_equal(bellows_agent_window_end(a), BELLOWS_EAGAIN);
+	assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+
+	assert_true(bellows_agent_level(a, N_LAYERS) == 0.0);
+	assert_true(bellows_agent_level(NULL, 0) == 0.0);
+	assert_int_equal(bellows_agent_step_begin(NULL, NULL), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_step_end(NULL, NULL), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_window_end(NULL), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_observe(NULL, 0, g, 18), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_decision(NULL, &d), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_decision(a, NULL), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_stats_get(NULL, &s), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_stats_get(a, NULL), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_stats_get(a, &s), 0);
+	assert_int_equal(s.step, 2);
+	assert_int_equal(s.window, 1);
+	bellows_agent_close(&a);
+	assert_null(a);
+	bellows_agent_close(&a);
+	bellows_agent_close(NULL);
+}
+
+static void
+test_agent_without_daemon_trains_on_defaults_and_drops_oldest_reports(
+    void **state)
+{
+	char dir[] = "/tmp/bellows-agent-XXXXXX";
+	char control[128];
+	char publish[128];
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_decision d;
+	bellows_agent *a;
+	uint64_t t0;
+	fake *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(control, sizeof(control), "ipc://%s/control", dir);
+	snprintf(publish, sizeof(publish), "ipc://%s/publish", dir);
+	config(&cfg, NULL);
+	cfg.control = control;
+	cfg.publish = publish;
+	cfg.window_steps = 1;
+	cfg.queue_capacity = 3;
+	cfg.decision_timeout_ms = 300;
+	a = open_agent(&cfg);
+
+	assert_int_equal(bellows_agent_decision(a, &d), 0);
+	assert_int_equal(d.seq, 0);
+	assert_int_equal(d.n_layers, N_LAYERS);
+	assert_true(d.level[0] == 0.0 && d.level[2] == 0.0);
+	assert_true(d.error_bound[1] == 0.0);
+	assert_true(d.lr_scale == 1.0);
+	assert_int_equal(d.batch_size, 0);
+	assert_int_equal(d.compression_off, 0);
+	assert_null(d.codec_table);
+	assert_string_equal(d.policy, "");
+	assert_string_equal(bellows_version(), "0.1.0");
+
+	/* Only the first step waits, for the Welcome that never comes: one
+	 * miss, then training goes on at full speed. */
+	t0 = now_ms();
+	for (int i = 0; i < 10; i++)
+		run_step(a, NULL);
+	assert_true(now_ms() - t0 >= 300);
+	assert_true(now_ms() - t0 < 1300);
+	assert_int_equal(bellows_agent_stats_get(a, &s), 0);
+	assert_int_equal(s.connected, 0);
+	assert_int_equal(s.window, 10);
+	assert_int_equal(s.step, 10);
+	assert_int_equal(s.reports_sent, 0);
+	assert_int_equal(s.reports_dropped, 7);
+	assert_int_equal(s.decision_misses, 1);
+
+	/* The daemon appears: the three newest reports reach it. */
+	f = fake_start(control, publish);
+	STATS_WAIT(a, s, s.connected && s.reports_sent == 3);
+	FAKE_WAIT(f, f->n_reports == 3);
+	pthread_mutex_lock(&f->mu);
+	assert_int_equal(f->reports[0].u.report.window, 7);
+	assert_int_equal(f->reports[2].u.report.window, 9);
+	assert_int_equal(f->reports[2].u.report.timings.reports_dropped, 6);
+	assert_int_equal(f->last_hello.u.hello.last_window, 10);
+	assert_int_equal(f->last_hello.u.hello.step, 10);
+	pthread_mutex_unlock(&f->mu);
+	assert_int_equal(s.reconnects, 0);
+
+	bellows_agent_close(&a);
+	fake_stop(f);
+	snprintf(control, sizeof(control), "%s/control", dir);
+	unlink(control);
+	snprintf(publish, sizeof(publish), "%s/publish", dir);
+	unlink(publish);
+	rmdir(dir);
+}
+
+static void
+test_hello_carries_the_layer_table_and_the_state(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent *a;
+	com_hello *h;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	f->silent = true;
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	cfg.start_step = 100;
+	a = open_agent(&cfg);
+	FAKE_WAIT(f, f->hellos >= 1);
+
+	pthread_mutex_lock(&f->mu);
+	h = &f->last_hello.u.hello;
+	assert_int_equal(f->last_hello.type, COM_MSG_HELLO);
+	assert_int_equal(f->last_hello.major, BELLOWS_PROTO_MAJOR);
+	assert_string_equal(h->job, "job");
+	assert_int_equal(h->rank, 1);
+	assert_int_equal(h->world, 2);
+	assert_int_equal(h->n_layers, N_LAYERS);
+	assert_string_equal(h->layers[0].name, "conv.weight");
+	assert_int_equal(h->layers[0].numel, 18);
+	assert_int_equal(h->layers[0].ndim, 3);
+	assert_int_equal(h->layers[0].shape[0], 2);
+	assert_int_equal(h->layers[0].shape[2], 3);
+	assert_string_equal(h->layers[1].name, "conv.bias");
+	assert_int_equal(h->layers[1].numel, 7);
+	assert_string_equal(h->layers[2].name, "fc.weight");
+	assert_int_equal(h->layers[2].shape[0], 5);
+	assert_string_equal(h->agent_version, "0.1.0");
+	assert_int_equal(h->step, 100);
+	assert_int_not_equal(h->incarnation, 0);
+	assert_int_equal(h->in_force.seq, 0);
+	assert_int_equal(h->in_force.n_layers, N_LAYERS);
+	assert_int_equal(h->last_window, 0);
+	pthread_mutex_unlock(&f->mu);
+
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_decision_from_welcome_is_in_force_from_its_apply_step_exactly(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_decision d;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	fake_decide(f, 3, 0, 2.0, 0);
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected && s.decisions == 1);
+
+	for (uint64_t i = 0; i < 6; i++) {
+		uint64_t step;
+
+		assert_int_equal(bellows_agent_step_begin(a, &step), 0);
+		assert_int_equal(step, i);
+		assert_int_equal(bellows_agent_decision(a, &d), 0);
+		if (step < 3) {
+			assert_int_equal(d.seq, 0);
+			assert_true(bellows_agent_level(a, 1) == 0.0);
+		} else {
+			assert_int_equal(d.seq, 1);
+			assert_int_equal(d.apply_step, 3);
+			assert_true(bellows_agent_level(a, 1) == 2.0);
+			assert_true(d.error_bound[2] == 0.2);
+			assert_true(d.lr_scale == 1.0);
+			assert_string_equal(d.policy, "fixed");
+			assert_string_equal(d.reason, "the test says so");
+		}
+		assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+		assert_int_equal(bellows_agent_stats_get(a, &s), 0);
+		assert_int_equal(s.seq_in_force, step < 3 ? 0 : 1);
+	}
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+/* The naive reference of one layer's statistics over steps s0..s1. */
+static void
+check_layer_stats(const com_layer_stats *got, uint32_t l, uint64_t s0,
+    uint64_t s1, double beta)
+{
+	uint64_t n = test_layers[l].numel;
+	double acc[32] = { 0 };
+	double m[32] = { 0 };
+	double sum_sq = 0, abs_sum = 0, max_abs = 0, acc_sq = 0, m_abs = 0;
+	uint64_t nonzero = 0;
+	float g[32];
+
+	for (uint64_t s = 0; s <= s1; s++) {
+		grad(g, l, s);
+		for (uint64_t i = 0; i < n; i++) {
+			m[i] = beta * m[i] + (1 - beta) * g[i];
+			if (s < s0)
+				continue;
+			acc[i] += g[i];
+			sum_sq += (double)g[i] * g[i];
+			abs_sum += fabs(g[i]);
+			if (fabs(g[i]) > max_abs)
+				max_abs = fabs(g[i]);
+			nonzero += g[i] != 0.0f;
+		}
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		acc_sq += acc[i] * acc[i];
+		m_abs += fabs(m[i]);
+	}
+	assert_int_equal(got->layer, l);
+	assert_int_equal(got->count, n * (s1 - s0 + 1));
+	assert_int_equal(got->nonzero, nonzero);
+	assert_int_equal(got->nonfinite, 0);
+	assert_int_equal(got->observed_steps, s1 - s0 + 1);
+	assert_true(fabs(got->sum_sq - sum_sq) <= 1e-9 * sum_sq);
+	assert_true(fabs(got->abs_sum - abs_sum) <= 1e-9 * abs_sum);
+	assert_true(got->max_abs == max_abs);
+	if (test_layers[l].flags & BELLOWS_LAYER_NO_ACCUMULATOR)
+		assert_true(got->acc_norm == 0.0);
+	else
+		assert_true(
+		    fabs(got->acc_norm - sqrt(acc_sq)) <= 1e-6 * sqrt(acc_sq));
+	if (test_layers[l].flags & BELLOWS_LAYER_MOMENTUM)
+		assert_true(fabs(got->momentum_abs_mean - m_abs / n) <=
+		    1e-6 * (m_abs / n));
+	else
+		assert_true(got->momentum_abs_mean == 0.0);
+}
+
+static void
+test_report_per_window_carries_correct_statistics_and_timings(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	com_report *r;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	f->auto_decide = true;
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	cfg.window_steps = 2;
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+	FAKE_WAIT(f, f->subscriptions >= 1);
+
+	for (uint64_t i = 0; i < 4; i++) {
+		bellows_step_info info = { .step_ms = 10.0 + (double)i,
+			.compute_ms = 6.0,
+			.comm_ms = 3.0,
+			.bytes_sent = 1000,
+			.floats_sent = 100,
+			.floats_raw = 400,
+			.lr = 0.1 * (double)(i + 1),
+			.batch_size = 32,
+			.epoch = 7 };
+
+		run_step(a, &info);
+	}
+	/* An explicit window end, with the step time measured. */
+	run_step(a, NULL);
+	assert_int_equal(bellows_agent_window_end(a), 0);
+	FAKE_WAIT(f, f->n_reports == 3);
+
+	pthread_mutex_lock(&f->mu);
+	for (uint32_t w = 0; w < 2; w++) {
+		r = &f->reports[w].u.report;
+		assert_string_equal(r->job, "job");
+		assert_int_equal(r->rank, 1);
+		assert_int_equal(r->window, w);
+		assert_int_equal(r->first_step, 2 * w);
+		assert_int_equal(r->last_step, 2 * w + 1);
+		assert_int_equal(r->n_layers, N_LAYERS);
+		for (uint32_t l = 0; l < N_LAYERS; l++)
+			check_layer_stats(&r->layers[l], l, 2 * w, 2 * w + 1,
+			    0.9);
+		assert_int_equal(r->timings.steps, 2);
+		assert_true(r->timings.step_ms == 20.0 + 4.0 * w + 1.0);
+		assert_true(r->timings.step_ms_max == 11.0 + 2.0 * w);
+		assert_true(r->timings.compute_ms == 12.0);
+		assert_true(r->timings.comm_ms == 6.0);
+		assert_int_equal(r->timings.bytes_sent, 2000);
+		assert_int_equal(r->timings.floats_sent, 200);
+		assert_int_equal(r->timings.floats_raw, 800);
+		assert_int_equal(r->timings.decision_misses, 0);
+		assert_int_equal(r->timings.reports_dropped, 0);
+		assert_true(fabs(r->lr - 0.2 * (w + 1)) < 1e-12);
+		assert_int_equal(r->batch_size, 32);
+		assert_int_equal(r->epoch, 7);
+	}
+	/* Window 0's decision applies at step 1 + 1 + apply_lag = 3. */
+	assert_int_equal(f->reports[0].u.report.seq_in_force, 0);
+	assert_int_equal(f->reports[1].u.report.seq_in_force, 1);
+	r = &f->reports[2].u.report;
+	assert_int_equal(r->window, 2);
+	assert_int_equal(r->first_step, 4);
+	assert_int_equal(r->last_step, 4);
+	assert_int_equal(r->timings.steps, 1);
+	assert_true(r->timings.step_ms > 0.0);
+	check_layer_stats(&r->layers[1], 1, 4, 4, 0.9);
+	pthread_mutex_unlock(&f->mu);
+
+	assert_int_equal(bellows_agent_stats_get(a, &s), 0);
+	assert_int_equal(s.window, 3);
+	assert_int_equal(s.decision_misses, 0);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_step_begin_waits_for_a_due_decision_until_it_is_published(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	uint64_t t0;
+	uint64_t waited;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	f->auto_decide = true;
+	f->decide_delay_ms = 300;
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	cfg.window_steps = 1;
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+	FAKE_WAIT(f, f->subscriptions >= 1);
+
+	t0 = now_ms();
+	run_step(a, NULL); /* window 0: its decision is due at step 2 */
+	run_step(a, NULL);
+	assert_true(now_ms() - t0 < 250);
+	t0 = now_ms();
+	assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+	waited = now_ms() - t0;
+	if (waited < 200 || waited > 2000)
+		fail_msg("step 2 waited %llu ms", (unsigned long long)waited);
+	assert_int_equal(bellows_agent_stats_get(a, &s), 0);
+	assert_int_equal(s.seq_in_force, 1);
+	assert_int_equal(s.decision_misses, 0);
+	assert_true(bellows_agent_level(a, 0) == 4.0);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_timeout_keeps_the_previous_decision_and_counts_a_miss(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	uint64_t t0;
+	uint64_t waited;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	fake_decide(f, 0, 0, 1.0, 0);
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	cfg.window_steps = 2;
+	cfg.decision_timeout_ms = 200;
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+
+	run_step(a, NULL);
+	run_step(a, NULL); /* window 0 ends at step 1: due at step 3 */
+	run_step(a, NULL);
+	t0 = now_ms();
+	assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+	waited = now_ms() - t0;
+	if (waited < 190 || waited > 1500)
+		fail_msg("step 3 waited %llu ms", (unsigned long long)waited);
+	assert_int_equal(bellows_agent_stats_get(a, &s), 0);
+	assert_int_equal(s.decision_misses, 1);
+	assert_int_equal(s.seq_in_force, 1);
+	assert_true(bellows_agent_level(a, 2) == 1.0);
+	assert_true(s.snapshots >= 1);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+
+	/* The missed window is not waited for again. */
+	t0 = now_ms();
+	run_step(a, NULL);
+	assert_true(now_ms() - t0 < 100);
+	FAKE_WAIT(f, f->n_reports == 2 && f->snapshot_requests >= 1);
+	pthread_mutex_lock(&f->mu);
+	assert_int_equal(f->reports[0].u.report.timings.decision_misses, 0);
+	assert_int_equal(f->reports[1].u.report.timings.decision_misses, 1);
+	pthread_mutex_unlock(&f->mu);
+	assert_true(log_contains("without the decision"));
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_seq_gap_triggers_a_snapshot_that_fills_it(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	fake_decide(f, 0, 0, 1.0, 0);
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	cfg.heartbeat_ms = 10000; /* no acks: the gap alone must do it */
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected && s.decisions == 1);
+	FAKE_WAIT(f, f->subscriptions >= 1);
+
+	pthread_mutex_lock(&f->mu);
+	fake_decide(f, 5, 0, 2.0, 0);        /* seq 2: lost on the way */
+	fake_decide(f, 8, 0, 3.0, now_ms()); /* seq 3: published */
+	pthread_mutex_unlock(&f->mu);
+	STATS_WAIT(a, s, s.decisions == 3);
+	assert_true(s.snapshots >= 1);
+	FAKE_WAIT(f, f->snapshot_requests >= 1);
+
+	for (uint64_t i = 0; i < 9; i++) {
+		double want = i < 5 ? 1.0 : i < 8 ? 2.0 : 3.0;
+
+		assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+		assert_true(bellows_agent_level(a, 0) == want);
+		assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	}
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_new_daemon_instance_in_heartbeat_ack_makes_the_agent_join_again(
+    void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	config(&cfg, f);
+	cfg.heartbeat_ms = 50;
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+	FAKE_WAIT(f, f->heartbeats >= 1);
+	assert_int_equal(s.reconnects, 0);
+
+	pthread_mutex_lock(&f->mu);
+	f->instance = 0x2222;
+	pthread_mutex_unlock(&f->mu);
+	FAKE_WAIT(f, f->hellos >= 2);
+	STATS_WAIT(a, s, s.connected && s.reconnects == 1);
+	assert_true(log_contains("restarted"));
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_enotjoined_error_makes_the_agent_join_again(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	config(&cfg, f);
+	cfg.heartbeat_ms = 50;
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+
+	pthread_mutex_lock(&f->mu);
+	f->heartbeat_error = BELLOWS_ENOTJOINED;
+	pthread_mutex_unlock(&f->mu);
+	FAKE_WAIT(f, f->hellos >= 2);
+	STATS_WAIT(a, s, s.connected && s.reconnects == 1);
+	assert_int_equal(s.last_error, BELLOWS_ENOTJOINED);
+	assert_string_equal(s.last_error_text, "who are you");
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_eversion_error_text_is_exposed_and_joining_stops(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	f->hello_error = BELLOWS_EVERSION;
+	f->hello_error_text = "bellowsd speaks protocol 2.0";
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.last_error == BELLOWS_EVERSION);
+	assert_string_equal(s.last_error_text, "bellowsd speaks protocol 2.0");
+	assert_int_equal(s.connected, 0);
+
+	/* Training goes on, and no Hello follows the refusal. */
+	for (int i = 0; i < 3; i++)
+		run_step(a, NULL);
+	usleep(1300 * 1000);
+	pthread_mutex_lock(&f->mu);
+	assert_int_equal(f->hellos, 1);
+	pthread_mutex_unlock(&f->mu);
+	assert_true(log_contains("bellowsd speaks protocol 2.0"));
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_ebusy_error_retries_hello_about_every_second(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	uint64_t gap;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	f->hello_error = BELLOWS_EBUSY;
+	f->hello_error_text = "rank 1 is held by a live peer";
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	a = open_agent(&cfg);
+	FAKE_WAIT(f, f->hellos >= 2);
+	STATS_WAIT(a, s, s.last_error == BELLOWS_EBUSY);
+	assert_int_equal(s.connected, 0);
+	pthread_mutex_lock(&f->mu);
+	gap = f->hello_ms[1] - f->hello_ms[0];
+	/* Once the rank is free, the next Hello joins. */
+	f->hello_error = 0;
+	pthread_mutex_unlock(&f->mu);
+	if (gap < 800 || gap > 1500)
+		fail_msg("hello retried after %llu ms",
+		    (unsigned long long)gap);
+	STATS_WAIT(a, s, s.connected);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_malformed_frames_from_the_daemon_are_dropped(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	f->garbage = true;
+	fake_decide(f, 0, 0, 5.0, 0);
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected && s.decisions == 1);
+	assert_true(log_contains("dropped"));
+	assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+	assert_true(bellows_agent_level(a, 0) == 5.0);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_close_says_bye(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	config(&cfg, f);
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+	bellows_agent_close(&a);
+	assert_null(a);
+	FAKE_WAIT(f, f->byes == 1);
+	fake_stop(f);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+		    test_open_rejects_each_invalid_field_with_einval),
+		cmocka_unit_test(
+		    test_calls_out_of_order_or_with_bad_arguments_are_refused),
+		cmocka_unit_test(
+		    test_agent_without_daemon_trains_on_defaults_and_drops_oldest_reports),
+		cmocka_unit_test(
+		    test_hello_carries_the_layer_table_and_the_state),
+		cmocka_unit_test(
+		    test_decision_from_welcome_is_in_force_from_its_apply_step_exactly),
+		cmocka_unit_test(
+		    test_report_per_window_carries_correct_statistics_and_timings),
+		cmocka_unit_test(
+		    test_step_begin_waits_for_a_due_decision_until_it_is_published),
+		cmocka_unit_test(
+		    test_timeout_keeps_the_previous_decision_and_counts_a_miss),
+		cmocka_unit_test(
+		    test_seq_gap_triggers_a_snapshot_that_fills_it),
+		cmocka_unit_test(
+		    test_new_daemon_instance_in_heartbeat_ack_makes_the_agent_join_again),
+		cmocka_unit_test(
+		    test_enotjoined_error_makes_the_agent_join_again),
+		cmocka_unit_test(
+		    test_eversion_error_text_is_exposed_and_joining_stops),
+		cmocka_unit_test(
+		    test_ebusy_error_retries_hello_about_every_second),
+		cmocka_unit_test(
+		    test_malformed_frames_from_the_daemon_are_dropped),
+		cmocka_unit_test(test_close_says_bye),
+	};
+
+	return cmocka_run_group_tests_name("agent", tests, NULL, NULL);
+}

@@ -1,0 +1,338 @@
+/* test_window - the window statistics against a naive double reference.
+ *
+ * The reference recomputes every statistic from the whole history of
+ * gradients kept by the test, element by element in double, the way the
+ * protocol defines them; the window module must agree within float
+ * rounding of its accumulator.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bellows/agent.h>
+
+#include "window.h"
+
+/* A reproducible gradient: a mix of signs, magnitudes and exact zeros. */
+static void
+fill(float *g, uint64_t n, unsigned seed)
+{
+	uint32_t x = seed * 2654435761u + 12345u;
+
+	for (uint64_t i = 0; i < n; i++) {
+		x = x * 1664525u + 1013904223u;
+		if ((x >> 28) == 0)
+			g[i] = 0.0f;
+		else
+			g[i] = ((float)(x >> 8) / 16777216.0f - 0.5f) *
+			    (float)(1 + (x >> 29));
+	}
+}
+
+typedef struct reference {
+	uint64_t count;
+	uint64_t nonzero;
+	uint64_t nonfinite;
+	double sum_sq;
+	double abs_sum;
+	double max_abs;
+	double *acc;
+	double *m;
+} reference;
+
+static void
+reference_add(reference *r, const float *g, uint64_t n, double beta)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		double v = g[i];
+
+		r->count++;
+		if (!isfinite(v)) {
+			r->nonfinite++;
+			continue;
+		}
+		r->nonzero += v != 0.0;
+		r->sum_sq += v * v;
+		r->abs_sum += fabs(v);
+		if (fabs(v) > r->max_abs)
+			r->max_abs = fabs(v);
+		r->acc[i] += v;
+		r->m[i] = beta * r->m[i] + (1.0 - beta) * v;
+	}
+}
+
+static double
+norm(const double *v, uint64_t n)
+{
+	double s = 0.0;
+
+	for (uint64_t i = 0; i < n; i++)
+		s += v[i] * v[i];
+	return sqrt(s);
+}
+
+static double
+abs_mean(const double *v, uint64_t n)
+{
+	double s = 0.0;
+
+	for (uint64_t i = 0; i < n; i++)
+		s += fabs(v[i]);
+	return s / (double)n;
+}
+
+static void
+assert_close(double got, double want, double rel)
+{
+	double tol = rel * (fabs(want) > 1.0 ? fabs(want) : 1.0);
+
+	if (fabs(got - want) > tol)
+		fail_msg("got %.17g, want %.17g (tolerance %.3g)", got, want,
+		    tol);
+}
+
+static void
+test_window_statistics_match_reference_over_several_steps(void **state)
+{
+	const uint64_t sizes[] = { 1, 7, 1001, 4099 };
+	bellows_layer layers[4];
+	com_layer_stats stats[4];
+	reference ref[4];
+	agent_window w;
+	float *g = malloc(4099 * sizeof(float));
+
+	(void)state;
+	assert_non_null(g);
+	memset(layers, 0, sizeof(layers));
+	for (int i = 0; i < 4; i++) {
+		layers[i].name = "x";
+		layers[i].numel = sizes[i];
+		layers[i].flags = BELLOWS_LAYER_MOMENTUM;
+		memset(&ref[i], 0, sizeof(ref[i]));
+		ref[i].acc = calloc(sizes[i], sizeof(double));
+		ref[i].m = calloc(sizes[i], sizeof(double));
+		assert_non_null(ref[i].acc);
+		assert_non_null(ref[i].m);
+	}
+	assert_int_equal(agent_window_init(&w, layers, 4, 0.9), 0);
+
+	for (uint64_t step = 10; step < 15; step++) {
+		for (int i = 0; i < 4; i++) {
+			fill(g, sizes[i], (unsigned)(step * 4 + i));
+			assert_int_equal(agent_window_observe(&w, (uint32_t)i,
+					     g, sizes[i], step),
+			    0);
+			reference_add(&ref[i], g, sizes[i], 0.9);
+		}
+	}
+	agent_window_finish(&w, stats);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(stats[i].layer, i);
+		assert_int_equal(stats[i].count, ref[i].count);
+		assert_int_equal(stats[i].nonzero, ref[i].nonzero);
+		assert_int_equal(stats[i].nonfinite, 0);
+		assert_int_equal(stats[i].observed_steps, 5);
+		assert_close(stats[i].sum_sq, ref[i].sum_sq, 1e-12);
+		assert_close(stats[i].abs_sum, ref[i].abs_sum, 1e-12);
+		assert_close(stats[i].max_abs, ref[i].max_abs, 0.0);
+		assert_close(stats[i].acc_norm, norm(ref[i].acc, sizes[i]),
+		    1e-6);
+		assert_close(stats[i].momentum_abs_mean,
+		    abs_mean(ref[i].m, sizes[i]), 1e-6);
+	}
+	agent_window_fini(&w);
+	for (int i = 0; i < 4; i++) {
+		free(ref[i].acc);
+		free(ref[i].m);
+	}
+	free(g);
+}
+
+static void
+test_window_counts_nan_and_inf_and_leaves_them_out_of_sums(void **state)
+{
+	bellows_layer layer = { .name = "l",
+		.numel = 6,
+		.flags = BELLOWS_LAYER_MOMENTUM };
+	float g[6] = { 1.0f, NAN, -2.0f, INFINITY, 0.0f, -INFINITY };
+	com_layer_stats s;
+	agent_window w;
+
+	(void)state;
+	assert_int_equal(agent_window_init(&w, &layer, 1, 0.5), 0);
+	assert_int_equal(agent_window_observe(&w, 0, g, 6, 0), 0);
+	assert_int_equal(agent_window_observe(&w, 0, g, 6, 1), 0);
+	agent_window_finish(&w, &s);
+	assert_int_equal(s.count, 12);
+	assert_int_equal(s.nonfinite, 6);
+	assert_int_equal(s.nonzero, 4);
+	assert_true(s.sum_sq == 10.0);
+	assert_true(s.abs_sum == 6.0);
+	assert_true(s.max_abs == 2.0);
+	/* acc = {2, 0, -4, 0, 0, 0} */
+	assert_close(s.acc_norm, sqrt(20.0), 1e-12);
+	/* m after two steps of beta 0.5: 0.75 g on finite entries. */
+	assert_close(s.momentum_abs_mean, (0.75 + 1.5) / 6.0, 1e-7);
+	agent_window_fini(&w);
+}
+
+static void
+test_window_of_zeros_has_no_nonzero_and_zero_norms(void **state)
+{
+	bellows_layer layer = { .name = "z", .numel = 33 };
+	float g[33];
+	com_layer_stats s;
+	agent_window w;
+
+	(void)state;
+	memset(g, 0, sizeof(g));
+	assert_int_equal(agent_window_init(&w, &layer, 1, 0.9), 0);
+	assert_int_equal(agent_window_observe(&w, 0, g, 33, 3), 0);
+	agent_window_finish(&w, &s);
+	assert_int_equal(s.count, 33);
+	assert_int_equal(s.nonzero, 0);
+	assert_true(s.sum_sq == 0.0 && s.abs_sum == 0.0 && s.max_abs == 0.0);
+	assert_true(s.acc_norm == 0.0);
+	assert_true(s.momentum_abs_mean == 0.0);
+	agent_window_fini(&w);
+}
+
+static void
+test_window_accumulator_resets_but_momentum_persists(void **state)
+{
+	bellows_layer layer = { .name = "a",
+		.numel = 3,
+		.flags = BELLOWS_LAYER_MOMENTUM };
+	float g[3] = { 1.0f, -1.0f, 2.0f };
+	com_layer_stats s;
+	agent_window w;
+
+	(void)state;
+	assert_int_equal(agent_window_init(&w, &layer, 1, 0.5), 0);
+	assert_int_equal(agent_window_observe(&w, 0, g, 3, 0), 0);
+	assert_int_equal(agent_window_observe(&w, 0, g, 3, 1), 0);
+	agent_window_finish(&w, &s);
+	assert_close(s.acc_norm, 2.0 * sqrt(6.0), 1e-12);
+	assert_close(s.momentum_abs_mean, 0.75 * 4.0 / 3.0, 1e-7);
+
+	/* Nothing observed: sums restart, the momentum stays. */
+	agent_window_finish(&w, &s);
+	assert_int_equal(s.count, 0);
+	assert_int_equal(s.observed_steps, 0);
+	assert_true(s.acc_norm == 0.0);
+	assert_close(s.momentum_abs_mean, 0.75 * 4.0 / 3.0, 1e-7);
+
+	assert_int_equal(agent_window_observe(&w, 0, g, 3, 2), 0);
+	agent_window_finish(&w, &s);
+	assert_close(s.acc_norm, sqrt(6.0), 1e-12);
+	assert_close(s.momentum_abs_mean, 0.875 * 4.0 / 3.0, 1e-7);
+	agent_window_fini(&w);
+}
+
+static void
+test_window_counts_a_step_once_when_a_layer_is_observed_twice(void **state)
+{
+	bellows_layer layer = { .name = "t", .numel = 2 };
+	float g[2] = { 3.0f, 4.0f };
+	com_layer_stats s;
+	agent_window w;
+
+	(void)state;
+	assert_int_equal(agent_window_init(&w, &layer, 1, 0.9), 0);
+	assert_int_equal(agent_window_observe(&w, 0, g, 2, 5), 0);
+	assert_int_equal(agent_window_observe(&w, 0, g, 2, 5), 0);
+	assert_int_equal(agent_window_observe(&w, 0, g, 2, 6), 0);
+	agent_window_finish(&w, &s);
+	assert_int_equal(s.observed_steps, 2);
+	assert_int_equal(s.count, 6);
+	assert_true(s.sum_sq == 75.0);
+	assert_close(s.acc_norm, 15.0, 1e-12);
+	agent_window_fini(&w);
+}
+
+static void
+test_window_without_accumulator_reports_zero_norm(void **state)
+{
+	bellows_layer layer = { .name = "n",
+		.numel = 2,
+		.flags = BELLOWS_LAYER_NO_ACCUMULATOR };
+	float g[2] = { 3.0f, 4.0f };
+	com_layer_stats s;
+	agent_window w;
+
+	(void)state;
+	assert_int_equal(agent_window_init(&w, &layer, 1, 0.9), 0);
+	assert_null(w.layers[0].acc);
+	assert_null(w.layers[0].momentum);
+	assert_int_equal(agent_window_observe(&w, 0, g, 2, 0), 0);
+	agent_window_finish(&w, &s);
+	assert_true(s.sum_sq == 25.0);
+	assert_true(s.acc_norm == 0.0);
+	assert_true(s.momentum_abs_mean == 0.0);
+	agent_window_fini(&w);
+}
+
+static void
+test_window_rejects_bad_layer_null_grad_and_wrong_length(void **state)
+{
+	bellows_layer layer = { .name = "r", .numel = 4 };
+	float g[4] = { 1.0f, 2.0f, 3.0f, 4.0f };
+	com_layer_stats s;
+	agent_window w;
+
+	(void)state;
+	assert_int_equal(agent_window_init(&w, &layer, 1, 0.9), 0);
+	assert_int_equal(agent_window_observe(&w, 1, g, 4, 0), BELLOWS_EINVAL);
+	assert_int_equal(agent_window_observe(&w, 0, NULL, 4, 0),
+	    BELLOWS_EINVAL);
+	assert_int_equal(agent_window_observe(&w, 0, g, 3, 0), BELLOWS_EINVAL);
+	assert_int_equal(agent_window_observe(&w, 0, g, 5, 0), BELLOWS_EINVAL);
+	agent_window_finish(&w, &s);
+	assert_int_equal(s.count, 0);
+	agent_window_fini(&w);
+	agent_window_fini(&w);
+}
+
+static void
+test_window_init_rejects_empty_table_and_zero_numel(void **state)
+{
+	bellows_layer layer = { .name = "e", .numel = 0 };
+	agent_window w;
+
+	(void)state;
+	assert_int_equal(agent_window_init(&w, &layer, 0, 0.9), BELLOWS_EINVAL);
+	assert_int_equal(agent_window_init(&w, &layer, 1, 0.9), BELLOWS_EINVAL);
+	agent_window_fini(&w);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+		    test_window_statistics_match_reference_over_several_steps),
+		cmocka_unit_test(
+		    test_window_counts_nan_and_inf_and_leaves_them_out_of_sums),
+		cmocka_unit_test(
+		    test_window_of_zeros_has_no_nonzero_and_zero_norms),
+		cmocka_unit_test(
+		    test_window_accumulator_resets_but_momentum_persists),
+		cmocka_unit_test(
+		    test_window_counts_a_step_once_when_a_layer_is_observed_twice),
+		cmocka_unit_test(
+		    test_window_without_accumulator_reports_zero_norm),
+		cmocka_unit_test(
+		    test_window_rejects_bad_layer_null_grad_and_wrong_length),
+		cmocka_unit_test(
+		    test_window_init_rejects_empty_table_and_zero_numel),
+	};
+
+	return cmocka_run_group_tests_name("agent window", tests, NULL, NULL);
+}
