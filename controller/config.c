@@ -38,9 +38,11 @@ config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
 	va_list ap;
 	int n;
 
+	/* Without a node (an empty document) the file itself is at fault:
+	 * point at its start, so every message has a usable position. */
 	n = snprintf(cx->errbuf, cx->errlen, "%s:%zu:%zu: ", cx->name,
-	    node != NULL ? node->start_mark.line + 1 : 0,
-	    node != NULL ? node->start_mark.column + 1 : 0);
+	    node != NULL ? node->start_mark.line + 1 : 1,
+	    node != NULL ? node->start_mark.column + 1 : 1);
 	if (n > 0 && (size_t)n < cx->errlen) {
 		va_start(ap, fmt);
 		vsnprintf(cx->errbuf + n, cx->errlen - (size_t)n, fmt, ap);
@@ -323,8 +325,11 @@ config_param_defaults(const bellows_policy_ops *ops, void *config)
 	}
 }
 
+/* `node` is the params mapping, or NULL when the policy `where` has none;
+ * a missing required parameter is then reported at the policy. */
 static int
-config_params(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
+config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
+    ctl_policy_conf *pc)
 {
 	const bellows_policy_ops *ops = pc->ops;
 	yaml_node_t *key, *val;
@@ -365,8 +370,9 @@ config_params(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 			}
 		}
 		if (!seen)
-			return config_fail(cx, node, "policy '%s' (type '%s') "
-			    "needs parameter '%s'", pc->name, ops->name, p->name);
+			return config_fail(cx, node != NULL ? node : where,
+			    "policy '%s' (type '%s') needs parameter '%s'",
+			    pc->name, ops->name, p->name);
 	}
 	return 0;
 }
@@ -467,7 +473,7 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 	if (pc->config == NULL)
 		return BELLOWS_ENOMEM;
 	config_param_defaults(pc->ops, pc->config);
-	return config_params(cx, params, pc);
+	return config_params(cx, params, node, pc);
 }
 
 static const char *
@@ -842,16 +848,104 @@ ctl_selector_matches(const ctl_selector *sel, const char *name,
 	return !sel->has_regex || regexec(&sel->regex, name, 0, NULL, 0) == 0;
 }
 
+/* Writes s as a YAML double-quoted scalar, so that any text (quotes,
+ * backslashes, '#', ": ") reads back unchanged. */
+static void
+config_print_quoted(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p != '\0';
+	    p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(f, "\\x%02x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void
+config_print_param(FILE *f, const bellows_param *p, const void *config)
+{
+	const char *src = (const char *)config + p->offset;
+	const bellows_steps *st;
+	bool bv;
+	int64_t iv;
+	double dv;
+
+	fprintf(f, "          %s: ", p->name);
+	switch (p->type) {
+	case BELLOWS_PARAM_BOOL:
+		memcpy(&bv, src, sizeof(bv));
+		fprintf(f, "%s", bv ? "true" : "false");
+		break;
+	case BELLOWS_PARAM_INT:
+		memcpy(&iv, src, sizeof(iv));
+		fprintf(f, "%lld", (long long)iv);
+		break;
+	case BELLOWS_PARAM_DOUBLE:
+		memcpy(&dv, src, sizeof(dv));
+		fprintf(f, "%.17g", dv);
+		break;
+	case BELLOWS_PARAM_STRING:
+		config_print_quoted(f, src);
+		break;
+	case BELLOWS_PARAM_STEPS:
+		st = (const bellows_steps *)src;
+		fprintf(f, "{");
+		for (uint32_t k = 0; k < st->n; k++)
+			fprintf(f, "%s%llu: %.17g", k ? ", " : "",
+			    (unsigned long long)st->from[k], st->value[k]);
+		fprintf(f, "}");
+		break;
+	}
+	fprintf(f, "\n");
+}
+
+static void
+config_print_policy(FILE *f, const ctl_policy_conf *pc)
+{
+	const ctl_selector *sel = &pc->selector;
+
+	fprintf(f, "      - name: ");
+	config_print_quoted(f, pc->name);
+	fprintf(f, "\n        type: %s\n        layers: {", pc->ops->name);
+	/* No regex means every name: printing one would change that. */
+	if (sel->has_regex) {
+		fprintf(f, "match: ");
+		config_print_quoted(f, sel->regex_src);
+		fprintf(f, ", ");
+	}
+	fprintf(f, "min_numel: %llu, min_ndim: %u}\n",
+	    (unsigned long long)sel->min_numel, sel->min_ndim);
+	if (pc->ops->params == NULL || pc->ops->params[0].name == NULL) {
+		fprintf(f, "        params: {}\n");
+		return;
+	}
+	fprintf(f, "        params:\n");
+	for (const bellows_param *p = pc->ops->params; p->name != NULL; p++)
+		config_print_param(f, p, pc->config);
+}
+
 int
 ctl_config_print(const ctl_config *cfg, void *out)
 {
 	FILE *f = out;
 
 	fprintf(f, "daemon:\n");
-	fprintf(f, "  control: %s\n",
-	    cfg->control != NULL ? cfg->control : "(command line)");
-	fprintf(f, "  publish: %s\n",
-	    cfg->publish != NULL ? cfg->publish : "(command line)");
+	/* Endpoints left out of the file come from the command line. */
+	if (cfg->control != NULL) {
+		fprintf(f, "  control: ");
+		config_print_quoted(f, cfg->control);
+		fprintf(f, "\n");
+	}
+	if (cfg->publish != NULL) {
+		fprintf(f, "  publish: ");
+		config_print_quoted(f, cfg->publish);
+		fprintf(f, "\n");
+	}
 	fprintf(f, "  apply_lag: %u\n", cfg->apply_lag);
 	fprintf(f, "  window_timeout_ms: %u\n", cfg->window_timeout_ms);
 	fprintf(f, "  rank_timeout_ms: %u\n", cfg->rank_timeout_ms);
@@ -865,59 +959,11 @@ ctl_config_print(const ctl_config *cfg, void *out)
 	for (uint32_t i = 0; i < cfg->n_jobs; i++) {
 		const ctl_job_conf *jc = &cfg->jobs[i];
 
-		fprintf(f, "  - match: \"%s\"\n    policies:\n", jc->match);
-		for (uint32_t j = 0; j < jc->n_policies; j++) {
-			const ctl_policy_conf *pc = &jc->policies[j];
-
-			fprintf(f, "      - name: %s\n        type: %s\n",
-			    pc->name, pc->ops->name);
-			fprintf(f, "        layers: {match: \"%s\", "
-				   "min_numel: %llu, min_ndim: %u}\n",
-			    pc->selector.has_regex ? pc->selector.regex_src
-						   : ".*",
-			    (unsigned long long)pc->selector.min_numel,
-			    pc->selector.min_ndim);
-			fprintf(f, "        params:\n");
-			for (const bellows_param *p = pc->ops->params;
-			    p != NULL && p->name != NULL; p++) {
-				const char *src = (const char *)pc->config +
-				    p->offset;
-				bool bv;
-				int64_t iv;
-				double dv;
-				const bellows_steps *st;
-
-				fprintf(f, "          %s: ", p->name);
-				switch (p->type) {
-				case BELLOWS_PARAM_BOOL:
-					memcpy(&bv, src, sizeof(bv));
-					fprintf(f, "%s\n", bv ? "true" : "false");
-					break;
-				case BELLOWS_PARAM_INT:
-					memcpy(&iv, src, sizeof(iv));
-					fprintf(f, "%lld\n", (long long)iv);
-					break;
-				case BELLOWS_PARAM_DOUBLE:
-					memcpy(&dv, src, sizeof(dv));
-					fprintf(f, "%.17g\n", dv);
-					break;
-				case BELLOWS_PARAM_STRING:
-					fprintf(f, "\"%s\"\n", src);
-					break;
-				case BELLOWS_PARAM_STEPS:
-					st = (const bellows_steps *)src;
-					fprintf(f, "{");
-					for (uint32_t k = 0; k < st->n; k++)
-						fprintf(f, "%s%llu: %.17g",
-						    k ? ", " : "",
-						    (unsigned long long)
-							st->from[k],
-						    st->value[k]);
-					fprintf(f, "}\n");
-					break;
-				}
-			}
-		}
+		fprintf(f, "  - match: ");
+		config_print_quoted(f, jc->match);
+		fprintf(f, "\n    policies:\n");
+		for (uint32_t j = 0; j < jc->n_policies; j++)
+			config_print_policy(f, &jc->policies[j]);
 	}
 	return ferror(f) ? BELLOWS_EIO : 0;
 }

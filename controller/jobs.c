@@ -206,6 +206,26 @@ job_decide(ctl_jobs *jobs, job *j, com_decision *state, uint64_t apply_step,
 	jobs_publish_decision(jobs, j);
 }
 
+/* Logs the state a rank says it applies as the job's newest decision, so
+ * the sequence continues after it (a restarted daemon). The job name is
+ * ours: the copy an agent sends may leave it empty, and every later
+ * decision is derived from this one and published under its name. */
+static void
+job_adopt(job *j, const com_decision *in_force)
+{
+	com_decision adopted;
+	char *name = com_strdup(j->name);
+
+	if (name == NULL || com_decision_copy(&adopted, in_force) != 0) {
+		free(name);
+		return;
+	}
+	free(adopted.job);
+	adopted.job = name;
+	j->last_seq = adopted.seq - 1;
+	job_log_push(j, &adopted);
+}
+
 /* ---- jobs table -------------------------------------------------------- */
 
 static void
@@ -357,13 +377,8 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 	if (h->in_force.seq > 0 && h->in_force.n_layers == h->n_layers) {
 		/* A restarted daemon adopts what the ranks apply, so training
 		 * goes on unchanged and the sequence continues. */
-		com_decision adopted;
-
 		com_decision_fini(&state);
-		if (com_decision_copy(&adopted, &h->in_force) == 0) {
-			j->last_seq = adopted.seq - 1;
-			job_log_push(j, &adopted);
-		}
+		job_adopt(j, &h->in_force);
 		ctl_log(CTL_LOG_INFO, "jobs",
 		    "job '%s' resumed at decision %" PRIu64 " from rank %u",
 		    h->job, h->in_force.seq, h->rank);
@@ -418,7 +433,8 @@ jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
 	job_rank *rk;
 
 	if (j == NULL) {
-		jobs_why(why, why_len, "unknown job '%s'", name);
+		jobs_why(why, why_len, "unknown job '%s'",
+		    name != NULL ? name : "");
 		return BELLOWS_ENOTJOINED;
 	}
 	if (rank >= j->world) {
@@ -477,6 +493,14 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		jobs_why(why, why_len, "routing id of %zu bytes", peer_len);
 		return BELLOWS_EPROTO;
 	}
+	/* The codec checks these too; the rank indexes j->ranks below, so
+	 * the table does not rely on it. */
+	if (h->job == NULL || h->job[0] == '\0' || h->rank >= h->world) {
+		jobs_why(why, why_len,
+		    "hello for '%s' with rank %u of world %u",
+		    h->job != NULL ? h->job : "", h->rank, h->world);
+		return jobs_error_reply(reply, BELLOWS_EPROTO, why);
+	}
 	if (h->world > cfg->max_world || h->n_layers > cfg->max_layers ||
 	    h->n_layers == 0) {
 		jobs_why(why, why_len,
@@ -485,6 +509,15 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		    h->job, h->world, h->n_layers, cfg->max_world,
 		    cfg->max_layers);
 		return jobs_error_reply(reply, BELLOWS_ELIMIT, why);
+	}
+	for (uint32_t l = 0; l < h->n_layers; l++) {
+		if (h->layers[l].name == NULL ||
+		    h->layers[l].ndim > COM_MAX_NDIM) {
+			jobs_why(why, why_len,
+			    "hello for '%s' has a malformed layer %u", h->job,
+			    l);
+			return jobs_error_reply(reply, BELLOWS_EPROTO, why);
+		}
 	}
 	j = jobs_find(jobs, h->job);
 	if (j == NULL) {
@@ -528,14 +561,8 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		j->next_window = h->last_window;
 	}
 	if (h->in_force.seq > j->last_seq &&
-	    h->in_force.n_layers == j->n_layers) {
-		com_decision adopted;
-
-		if (com_decision_copy(&adopted, &h->in_force) == 0) {
-			j->last_seq = adopted.seq - 1;
-			job_log_push(j, &adopted);
-		}
-	}
+	    h->in_force.n_layers == j->n_layers)
+		job_adopt(j, &h->in_force);
 	ctl_log(CTL_LOG_INFO, "jobs",
 	    "job '%s' rank %u joined at step %" PRIu64 " (%u/%u alive)",
 	    h->job, h->rank, h->step, j->alive, j->world);

@@ -148,8 +148,13 @@ ctl_loop_run(ctl_loop *loop)
 	loop->stop = false;
 	while (!loop->stop) {
 		long wait = loop_run_timers(loop);
-		int n = zmq_poll(loop->items, loop->n_sources, wait);
+		int n;
 
+		/* A timer asked to stop: end this turn without sleeping
+		 * until the next timer is due. */
+		if (loop->stop)
+			wait = 0;
+		n = zmq_poll(loop->items, loop->n_sources, wait);
 		if (n < 0) {
 			if (zmq_errno() == EINTR)
 				continue;

@@ -138,8 +138,10 @@ ctl_policy_set_new(const ctl_job_conf *jc, const char *job, uint32_t world,
 		in->conf = &jc->policies[i];
 		in->state = calloc(1, ops->state_size ? ops->state_size : 1);
 		in->selected = calloc(n_layers ? n_layers : 1, sizeof(bool));
-		if (in->state == NULL || in->selected == NULL)
+		if (in->state == NULL || in->selected == NULL) {
+			r = BELLOWS_ENOMEM; /* r holds an earlier init's 0 */
 			goto fail;
+		}
 		for (uint32_t l = 0; l < n_layers; l++) {
 			in->selected[l] = ctl_selector_matches(
 			    &in->conf->selector, layers[l].name,

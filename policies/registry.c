@@ -95,7 +95,9 @@ pol_registry_check(const bellows_policy_ops *ops, char *errbuf, size_t errlen)
 	    p++) {
 		size_t size = registry_param_size(p->type);
 
-		if (size == 0 || p->offset + size > ops->config_size) {
+		/* Written so that a huge offset cannot wrap around. */
+		if (size == 0 || size > ops->config_size ||
+		    p->offset > ops->config_size - size) {
 			snprintf(errbuf, errlen,
 			    "policy '%s' parameter '%s': bad type or offset",
 			    ops->name, p->name);

@@ -1,0 +1,718 @@
+/* test_config - bellowsd's YAML configuration, read from real files.
+ *
+ * Every file is written to a private temporary directory and loaded with
+ * ctl_config_load, as the daemon does. Invalid files must fail with
+ * BELLOWS_ECONFIG and a message that starts with the exact
+ * "FILE:LINE:COLUMN: " of the offending node, so the positions below are
+ * counted by hand from the texts.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <bellows/error.h>
+
+#include "config.h"
+#include "registry.h"
+
+typedef struct fixture {
+	char dir[64];                 /* private temporary directory */
+	char path[128];               /* dir/bellows.yaml */
+	char out[128];                /* dir/printed.yaml */
+	char err[CTL_CONFIG_ERR_MAX]; /* last error text */
+	ctl_config *cfg;              /* last configuration loaded */
+} fixture;
+
+static int
+setup(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+
+	if (f == NULL)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-config-XXXXXX");
+	if (mkdtemp(f->dir) == NULL) {
+		free(f);
+		return -1;
+	}
+	snprintf(f->path, sizeof(f->path), "%s/bellows.yaml", f->dir);
+	snprintf(f->out, sizeof(f->out), "%s/printed.yaml", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	fixture *f = *state;
+
+	ctl_config_destroy(&f->cfg);
+	unlink(f->path);
+	unlink(f->out);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+static void
+write_file(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	assert_int_equal(fwrite(text, 1, strlen(text), fp), strlen(text));
+	assert_int_equal(fclose(fp), 0);
+}
+
+/* Writes `text` as the configuration file and loads it. */
+static int
+load(fixture *f, const char *text)
+{
+	ctl_config_destroy(&f->cfg);
+	write_file(f->path, text);
+	f->err[0] = '\0';
+	return ctl_config_load(f->path, &f->cfg, f->err, sizeof(f->err));
+}
+
+/* Loads `text`, which must be refused at line:column with a message
+ * containing `what`. */
+static void
+assert_refused_at(fixture *f, const char *text, int line, int column,
+    const char *what)
+{
+	char prefix[256];
+
+	assert_int_equal(load(f, text), BELLOWS_ECONFIG);
+	assert_null(f->cfg);
+	snprintf(prefix, sizeof(prefix), "%s:%d:%d: ", f->path, line, column);
+	if (strncmp(f->err, prefix, strlen(prefix)) != 0)
+		fail_msg("expected '%s...', got '%s'", prefix, f->err);
+	if (strstr(f->err, what) == NULL)
+		fail_msg("expected '%s' in '%s'", what, f->err);
+}
+
+static double
+param_double(const ctl_policy_conf *pc, const char *name)
+{
+	for (const bellows_param *p = pc->ops->params; p->name != NULL; p++) {
+		if (strcmp(p->name, name) == 0) {
+			double v;
+
+			memcpy(&v, (const char *)pc->config + p->offset,
+			    sizeof(v));
+			return v;
+		}
+	}
+	fail_msg("no parameter '%s'", name);
+	return 0;
+}
+
+static const bellows_steps *
+param_steps(const ctl_policy_conf *pc, const char *name)
+{
+	for (const bellows_param *p = pc->ops->params; p->name != NULL; p++) {
+		if (strcmp(p->name, name) == 0)
+			return (
+			    const bellows_steps *)((const char *)pc->config +
+			    p->offset);
+	}
+	fail_msg("no parameter '%s'", name);
+	return NULL;
+}
+
+static const char full_file[] = "# every section of a bellowsd configuration\n"
+				"daemon:\n"
+				"  control: ipc:///tmp/bellows-test/control\n"
+				"  publish: \"tcp://127.0.0.1:7001\"\n"
+				"  apply_lag: 3\n"
+				"  window_timeout_ms: 2500\n"
+				"  rank_timeout_ms: 4000\n"
+				"  heartbeat_ms: 250\n"
+				"  repair_margin: 5\n"
+				"  max_jobs: 7\n"
+				"  max_world: 64\n"
+				"  max_layers: 1000\n"
+				"  job_idle_ms: 60000\n"
+				"jobs:\n"
+				"  - match: \"resnet*\"\n"
+				"    policies:\n"
+				"      - type: schedule\n"
+				"        name: warmup\n"
+				"        layers:\n"
+				"          match: \"^conv[0-9]+\\\\.weight$\"\n"
+				"          min_numel: 1000\n"
+				"          min_ndim: 3\n"
+				"        params:\n"
+				"          levels: {0: 4, 10: 2, 20: 1.5}\n"
+				"  - policies:\n"
+				"      - type: fixed\n"
+				"        params:\n"
+				"          level: 2\n";
+
+static void
+test_config_loads_a_full_valid_file(void **state)
+{
+	fixture *f = *state;
+	const ctl_job_conf *jc;
+	const ctl_policy_conf *pc;
+	const bellows_steps *st;
+
+	assert_int_equal(load(f, full_file), 0);
+	assert_non_null(f->cfg);
+	assert_string_equal(f->cfg->path, f->path);
+	assert_int_equal(f->cfg->text_len, strlen(full_file));
+	assert_string_equal(f->cfg->text, full_file);
+	assert_string_equal(f->cfg->control, "ipc:///tmp/bellows-test/control");
+	assert_string_equal(f->cfg->publish, "tcp://127.0.0.1:7001");
+	assert_int_equal(f->cfg->apply_lag, 3);
+	assert_int_equal(f->cfg->window_timeout_ms, 2500);
+	assert_int_equal(f->cfg->rank_timeout_ms, 4000);
+	assert_int_equal(f->cfg->heartbeat_ms, 250);
+	assert_int_equal(f->cfg->repair_margin, 5);
+	assert_int_equal(f->cfg->max_jobs, 7);
+	assert_int_equal(f->cfg->max_world, 64);
+	assert_int_equal(f->cfg->max_layers, 1000);
+	assert_int_equal(f->cfg->job_idle_ms, 60000);
+	assert_int_equal(f->cfg->n_jobs, 2);
+
+	jc = &f->cfg->jobs[0];
+	assert_string_equal(jc->match, "resnet*");
+	assert_int_equal(jc->n_policies, 1);
+	pc = &jc->policies[0];
+	assert_string_equal(pc->name, "warmup");
+	assert_ptr_equal(pc->ops, pol_registry_find("schedule"));
+	assert_int_equal(pc->line, 17);
+	assert_true(pc->selector.has_regex);
+	assert_string_equal(pc->selector.regex_src, "^conv[0-9]+\\.weight$");
+	assert_int_equal(pc->selector.min_numel, 1000);
+	assert_int_equal(pc->selector.min_ndim, 3);
+	st = param_steps(pc, "levels");
+	assert_int_equal(st->n, 3);
+	assert_int_equal(st->from[0], 0);
+	assert_int_equal(st->from[1], 10);
+	assert_int_equal(st->from[2], 20);
+	assert_true(st->value[0] == 4.0);
+	assert_true(st->value[1] == 2.0);
+	assert_true(st->value[2] == 1.5);
+
+	/* A job entry without match takes every job; a policy without a
+	 * name is named after its type; selectors default to 2-D and up. */
+	jc = &f->cfg->jobs[1];
+	assert_string_equal(jc->match, "*");
+	assert_int_equal(jc->n_policies, 1);
+	pc = &jc->policies[0];
+	assert_string_equal(pc->name, "fixed");
+	assert_ptr_equal(pc->ops, pol_registry_find("fixed"));
+	assert_false(pc->selector.has_regex);
+	assert_int_equal(pc->selector.min_numel, 0);
+	assert_int_equal(pc->selector.min_ndim, 2);
+	assert_true(param_double(pc, "level") == 2.0);
+}
+
+static void
+test_config_fills_daemon_defaults(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(load(f, "jobs:\n  - policies:\n      - type: fixed\n"),
+	    0);
+	assert_null(f->cfg->control);
+	assert_null(f->cfg->publish);
+	assert_int_equal(f->cfg->apply_lag, 1);
+	assert_int_equal(f->cfg->window_timeout_ms, 10000);
+	assert_int_equal(f->cfg->rank_timeout_ms, 10000);
+	assert_int_equal(f->cfg->heartbeat_ms, 1000);
+	assert_int_equal(f->cfg->repair_margin, 2);
+	assert_int_equal(f->cfg->max_jobs, 256);
+	assert_int_equal(f->cfg->max_world, 16384);
+	assert_int_equal(f->cfg->max_layers, 65536);
+	assert_int_equal(f->cfg->job_idle_ms, 600000);
+	assert_true(param_double(&f->cfg->jobs[0].policies[0], "level") == 0);
+}
+
+static void
+test_config_refuses_an_unknown_top_level_key(void **state)
+{
+	assert_refused_at(*state,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "deamon:\n"
+	    "  apply_lag: 1\n",
+	    4, 1, "unknown top-level key 'deamon'");
+}
+
+static void
+test_config_refuses_an_unknown_daemon_key(void **state)
+{
+	assert_refused_at(*state,
+	    "daemon:\n"
+	    "  apply_lag: 1\n"
+	    "  window_timeout: 5\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    3, 3, "unknown key 'window_timeout' in daemon");
+}
+
+static void
+test_config_refuses_a_value_of_the_wrong_type(void **state)
+{
+	fixture *f = *state;
+
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "  apply_lag: [1, 2]\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 14, "apply_lag must be an integer");
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "  max_jobs: many\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 13, "max_jobs must be an integer, not 'many'");
+	assert_refused_at(f, "jobs: {a: 1}\n", 1, 7,
+	    "jobs must be a list, not a mapping");
+	assert_refused_at(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "        params:\n"
+	    "          level: high\n",
+	    5, 18, "level must be a number, not 'high'");
+}
+
+static void
+test_config_refuses_an_out_of_range_value(void **state)
+{
+	fixture *f = *state;
+
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "  heartbeat_ms: 5\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 17, "heartbeat_ms must be in [10, 3600000], not 5");
+	assert_refused_at(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "        params: {level: -1}\n",
+	    4, 25, "level must be in [0, 1e+09], not -1");
+}
+
+static void
+test_config_refuses_an_unknown_policy_type(void **state)
+{
+	assert_refused_at(*state,
+	    "jobs:\n"
+	    "  - match: \"*\"\n"
+	    "    policies:\n"
+	    "      - type: accordionx\n",
+	    4, 15, "unknown policy type 'accordionx'");
+}
+
+static void
+test_config_refuses_an_unknown_parameter(void **state)
+{
+	assert_refused_at(*state,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "        params:\n"
+	    "          lvl: 2\n",
+	    5, 11, "policy type 'fixed' has no parameter 'lvl'");
+}
+
+static void
+test_config_refuses_a_missing_required_parameter(void **state)
+{
+	fixture *f = *state;
+
+	/* At the params mapping when there is one... */
+	assert_refused_at(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: schedule\n"
+	    "        params: {}\n",
+	    4, 17,
+	    "policy 'schedule' (type 'schedule') needs parameter "
+	    "'levels'");
+	/* ...else at the policy itself. */
+	assert_refused_at(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - name: late\n"
+	    "        type: schedule\n",
+	    3, 9, "policy 'late' (type 'schedule') needs parameter 'levels'");
+}
+
+static void
+test_config_refuses_a_duplicate_key(void **state)
+{
+	fixture *f = *state;
+
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "  apply_lag: 1\n"
+	    "  heartbeat_ms: 100\n"
+	    "  apply_lag: 2\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    4, 3, "key 'apply_lag' appears twice");
+	assert_refused_at(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "        type: schedule\n",
+	    4, 9, "key 'type' appears twice");
+}
+
+static void
+test_config_refuses_a_bad_regex(void **state)
+{
+	assert_refused_at(*state,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "        layers:\n"
+	    "          match: \"conv([\"\n",
+	    5, 18, "match is not a valid regular expression");
+}
+
+static void
+test_config_refuses_non_increasing_schedule_windows(void **state)
+{
+	fixture *f = *state;
+
+	assert_refused_at(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: schedule\n"
+	    "        params:\n"
+	    "          levels: {0: 2, 10: 1, 5: 3}\n",
+	    5, 33, "levels: window 5 does not follow 10");
+	assert_refused_at(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: schedule\n"
+	    "        params:\n"
+	    "          levels:\n"
+	    "            0: 2\n"
+	    "            0: 1\n",
+	    7, 13, "levels: window 0 does not follow 0");
+}
+
+static void
+test_config_refuses_two_policies_owning_one_knob(void **state)
+{
+	assert_refused_at(*state,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "      - type: schedule\n"
+	    "        params:\n"
+	    "          levels: {0: 1}\n",
+	    4, 9,
+	    "policy 'schedule' and policy 'fixed' both own the knob 'level'");
+}
+
+static void
+test_config_refuses_empty_jobs(void **state)
+{
+	fixture *f = *state;
+
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "  apply_lag: 2\n"
+	    "jobs: []\n",
+	    3, 7, "jobs must not be empty");
+	assert_refused_at(f,
+	    "jobs:\n"
+	    "  - match: x\n"
+	    "    policies: []\n",
+	    3, 15, "policies must not be empty");
+	assert_refused_at(f, "daemon:\n  apply_lag: 2\n", 1, 1,
+	    "the file needs a 'jobs' list");
+}
+
+static void
+test_config_refuses_invalid_yaml_syntax(void **state)
+{
+	fixture *f = *state;
+
+	/* A tab cannot start a token. */
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "\tapply_lag: 1\n",
+	    2, 1, "found character that cannot start any token");
+	assert_refused_at(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "    - oops\n",
+	    4, 5, "did not find expected key");
+}
+
+static void
+test_config_refuses_an_empty_file(void **state)
+{
+	fixture *f = *state;
+
+	assert_refused_at(f, "", 1, 1, "the file is empty");
+	assert_refused_at(f, "# nothing but a comment\n", 1, 1,
+	    "the file is empty");
+}
+
+static void
+test_config_reports_a_missing_file_as_io_error(void **state)
+{
+	fixture *f = *state;
+	char path[192];
+
+	snprintf(path, sizeof(path), "%s/absent.yaml", f->dir);
+	assert_int_equal(ctl_config_load(path, &f->cfg, f->err, sizeof(f->err)),
+	    BELLOWS_EIO);
+	assert_null(f->cfg);
+	assert_non_null(strstr(f->err, path));
+}
+
+static void
+test_config_parses_text_from_memory_with_its_name(void **state)
+{
+	static const char text[] = "jobs:\n  - policies: 7\n";
+	ctl_config *cfg = NULL;
+	char err[CTL_CONFIG_ERR_MAX];
+
+	(void)state;
+	assert_int_equal(ctl_config_parse(text, strlen(text), "<string>", &cfg,
+			     err, sizeof(err)),
+	    BELLOWS_ECONFIG);
+	assert_null(cfg);
+	assert_string_equal(err,
+	    "<string>:2:15: policies must be a list, not a scalar");
+}
+
+static void
+test_config_match_takes_the_first_matching_glob(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(
+	    load(f,
+		"jobs:\n"
+		"  - match: \"resnet-*\"\n"
+		"    policies: [{type: fixed, params: {level: 1}}]\n"
+		"  - match: \"resnet*\"\n"
+		"    policies: [{type: fixed, params: {level: 2}}]\n"
+		"  - match: \"bert-[0-9]\"\n"
+		"    policies: [{type: fixed, params: {level: 3}}]\n"),
+	    0);
+	assert_ptr_equal(ctl_config_match(f->cfg, "resnet-50"),
+	    &f->cfg->jobs[0]);
+	assert_ptr_equal(ctl_config_match(f->cfg, "resnet50"),
+	    &f->cfg->jobs[1]);
+	assert_ptr_equal(ctl_config_match(f->cfg, "bert-4"), &f->cfg->jobs[2]);
+	assert_null(ctl_config_match(f->cfg, "bert-large"));
+	assert_null(ctl_config_match(f->cfg, "vgg"));
+}
+
+static void
+test_selector_matches_by_rank_size_and_name(void **state)
+{
+	fixture *f = *state;
+	const ctl_selector *def, *big, *conv;
+
+	assert_int_equal(
+	    load(f,
+		"jobs:\n"
+		"  - match: a\n"
+		"    policies: [{type: fixed}]\n"
+		"  - match: b\n"
+		"    policies:\n"
+		"      - type: fixed\n"
+		"        layers: {min_numel: 1000}\n"
+		"  - match: c\n"
+		"    policies:\n"
+		"      - type: fixed\n"
+		"        layers: {match: \"^conv\", min_ndim: 0}\n"),
+	    0);
+	def = &f->cfg->jobs[0].policies[0].selector;
+	big = &f->cfg->jobs[1].policies[0].selector;
+	conv = &f->cfg->jobs[2].policies[0].selector;
+
+	/* By default, 1-D tensors (biases, norms) stay raw. */
+	assert_false(ctl_selector_matches(def, "fc.bias", 10, 1));
+	assert_true(ctl_selector_matches(def, "fc.weight", 100, 2));
+	assert_true(ctl_selector_matches(def, "conv.weight", 1, 4));
+
+	assert_false(ctl_selector_matches(big, "fc.weight", 999, 2));
+	assert_true(ctl_selector_matches(big, "fc.weight", 1000, 2));
+	assert_false(ctl_selector_matches(big, "fc.bias", 5000, 1));
+
+	assert_true(ctl_selector_matches(conv, "conv1.weight", 10, 4));
+	assert_true(ctl_selector_matches(conv, "conv1.bias", 10, 1));
+	assert_false(ctl_selector_matches(conv, "fc.weight", 10, 2));
+	assert_false(ctl_selector_matches(conv, "layer.conv1", 10, 2));
+}
+
+static void
+assert_same_config(const ctl_config *a, const ctl_config *b)
+{
+	if (a->control == NULL)
+		assert_null(b->control);
+	else
+		assert_string_equal(a->control, b->control);
+	if (a->publish == NULL)
+		assert_null(b->publish);
+	else
+		assert_string_equal(a->publish, b->publish);
+	assert_int_equal(a->apply_lag, b->apply_lag);
+	assert_int_equal(a->window_timeout_ms, b->window_timeout_ms);
+	assert_int_equal(a->rank_timeout_ms, b->rank_timeout_ms);
+	assert_int_equal(a->heartbeat_ms, b->heartbeat_ms);
+	assert_int_equal(a->repair_margin, b->repair_margin);
+	assert_int_equal(a->max_jobs, b->max_jobs);
+	assert_int_equal(a->max_world, b->max_world);
+	assert_int_equal(a->max_layers, b->max_layers);
+	assert_int_equal(a->job_idle_ms, b->job_idle_ms);
+	assert_int_equal(a->n_jobs, b->n_jobs);
+	for (uint32_t i = 0; i < a->n_jobs; i++) {
+		const ctl_job_conf *ja = &a->jobs[i], *jb = &b->jobs[i];
+
+		assert_string_equal(ja->match, jb->match);
+		assert_int_equal(ja->n_policies, jb->n_policies);
+		for (uint32_t k = 0; k < ja->n_policies; k++) {
+			const ctl_policy_conf *pa = &ja->policies[k];
+			const ctl_policy_conf *pb = &jb->policies[k];
+
+			assert_string_equal(pa->name, pb->name);
+			assert_ptr_equal(pa->ops, pb->ops);
+			assert_int_equal(pa->selector.has_regex,
+			    pb->selector.has_regex);
+			if (pa->selector.has_regex)
+				assert_string_equal(pa->selector.regex_src,
+				    pb->selector.regex_src);
+			assert_int_equal(pa->selector.min_numel,
+			    pb->selector.min_numel);
+			assert_int_equal(pa->selector.min_ndim,
+			    pb->selector.min_ndim);
+			assert_memory_equal(pa->config, pb->config,
+			    pa->ops->config_size);
+		}
+	}
+}
+
+/* Prints cfg to a file and loads that file back. */
+static ctl_config *
+print_and_reload(fixture *f, const ctl_config *cfg)
+{
+	ctl_config *again = NULL;
+	FILE *fp = fopen(f->out, "w");
+
+	assert_non_null(fp);
+	assert_int_equal(ctl_config_print(cfg, fp), 0);
+	assert_int_equal(fclose(fp), 0);
+	if (ctl_config_load(f->out, &again, f->err, sizeof(f->err)) != 0)
+		fail_msg("printed configuration does not load: %s", f->err);
+	return again;
+}
+
+static void
+test_config_print_round_trips_every_value(void **state)
+{
+	fixture *f = *state;
+	ctl_config *again;
+
+	assert_int_equal(load(f, full_file), 0);
+	again = print_and_reload(f, f->cfg);
+	assert_same_config(f->cfg, again);
+	ctl_config_destroy(&again);
+	assert_null(again);
+}
+
+static void
+test_config_print_round_trips_defaults_and_awkward_strings(void **state)
+{
+	fixture *f = *state;
+	ctl_config *again;
+
+	/* Quotes, backslashes and YAML indicators in strings; no endpoint
+	 * in the file (they come from the command line then). */
+	assert_int_equal(load(f,
+			     "jobs:\n"
+			     "  - match: \"team \\\"a\\\": *\"\n"
+			     "    policies:\n"
+			     "      - type: schedule\n"
+			     "        name: \"# not a comment\"\n"
+			     "        layers:\n"
+			     "          match: \"^a\\\\.\\\"b\\\"$\"\n"
+			     "        params:\n"
+			     "          levels: {0: 0.1, 7: 3}\n"),
+	    0);
+	assert_string_equal(f->cfg->jobs[0].match, "team \"a\": *");
+	assert_string_equal(f->cfg->jobs[0].policies[0].name,
+	    "# not a comment");
+	assert_string_equal(f->cfg->jobs[0].policies[0].selector.regex_src,
+	    "^a\\.\"b\"$");
+	again = print_and_reload(f, f->cfg);
+	assert_same_config(f->cfg, again);
+	ctl_config_destroy(&again);
+}
+
+static void
+test_config_destroy_is_null_safe(void **state)
+{
+	ctl_config *cfg = NULL;
+
+	(void)state;
+	ctl_config_destroy(NULL);
+	ctl_config_destroy(&cfg);
+	assert_null(cfg);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+		T(test_config_loads_a_full_valid_file),
+		T(test_config_fills_daemon_defaults),
+		T(test_config_refuses_an_unknown_top_level_key),
+		T(test_config_refuses_an_unknown_daemon_key),
+		T(test_config_refuses_a_value_of_the_wrong_type),
+		T(test_config_refuses_an_out_of_range_value),
+		T(test_config_refuses_an_unknown_policy_type),
+		T(test_config_refuses_an_unknown_parameter),
+		T(test_config_refuses_a_missing_required_parameter),
+		T(test_config_refuses_a_duplicate_key),
+		T(test_config_refuses_a_bad_regex),
+		T(test_config_refuses_non_increasing_schedule_windows),
+		T(test_config_refuses_two_policies_owning_one_knob),
+		T(test_config_refuses_empty_jobs),
+		T(test_config_refuses_invalid_yaml_syntax),
+		T(test_config_refuses_an_empty_file),
+		T(test_config_reports_a_missing_file_as_io_error),
+		T(test_config_parses_text_from_memory_with_its_name),
+		T(test_config_match_takes_the_first_matching_glob),
+		T(test_selector_matches_by_rank_size_and_name),
+		T(test_config_print_round_trips_every_value),
+		T(test_config_print_round_trips_defaults_and_awkward_strings),
+		T(test_config_destroy_is_null_safe),
+#undef T
+	};
+
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}

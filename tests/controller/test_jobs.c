@@ -1,0 +1,1089 @@
+/* test_jobs - the job table driven directly with decoded messages.
+ *
+ * No sockets: every Hello, Report, Heartbeat and Bye is a com_msg built
+ * here, the clock is a number the test passes in, and the publish
+ * callback deep-copies every Decision and Telemetry it is handed, so the
+ * tests see exactly what bellowsd would put on the PUB socket, in order.
+ *
+ * The configuration (a real YAML file) runs a schedule {0: 2, 2: 1} on
+ * jobs named "job*", with apply_lag 1, window_timeout_ms 1000,
+ * rank_timeout_ms 5000, repair_margin 2, max_jobs 2, max_world 8,
+ * max_layers 4 and job_idle_ms 10000. The layer table has two 2-D
+ * weights around a 1-D bias, so levels read [L, 0, L].
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <bellows/error.h>
+
+#include "config.h"
+#include "jobs.h"
+#include "log.h"
+
+#define N_LAYERS 3
+#define MAX_PUB  256
+#define INSTANCE 42
+
+static const char config_text[] = "daemon:\n"
+				  "  apply_lag: 1\n"
+				  "  window_timeout_ms: 1000\n"
+				  "  rank_timeout_ms: 5000\n"
+				  "  heartbeat_ms: 500\n"
+				  "  repair_margin: 2\n"
+				  "  max_jobs: 2\n"
+				  "  max_world: 8\n"
+				  "  max_layers: 4\n"
+				  "  job_idle_ms: 10000\n"
+				  "jobs:\n"
+				  "  - match: \"job*\"\n"
+				  "    policies:\n"
+				  "      - type: schedule\n"
+				  "        params:\n"
+				  "          levels: {0: 2, 2: 1}\n";
+
+static const com_layer_info table[N_LAYERS] = {
+	{ .name = "conv.weight", .numel = 32, .ndim = 2, .shape = { 8, 4 } },
+	{ .name = "conv.bias", .numel = 8, .ndim = 1, .shape = { 8 } },
+	{ .name = "fc.weight", .numel = 32, .ndim = 2, .shape = { 4, 8 } },
+};
+
+typedef struct fixture {
+	char dir[64];         /* private temporary directory */
+	char path[128];       /* dir/bellows.yaml */
+	ctl_config *cfg;      /* the configuration */
+	ctl_jobs *jobs;       /* under test */
+	com_msg pub[MAX_PUB]; /* deep copies of what was published */
+	uint32_t n_pub;       /* entries in pub */
+	com_msg reply;        /* last reply */
+	char why[256];        /* last drop reason */
+} fixture;
+
+/* ctl_jobs_publish_fn: keeps a deep copy of every publication. */
+static void
+record(void *arg, const com_msg *m)
+{
+	fixture *f = arg;
+	com_msg *c;
+
+	assert_true(f->n_pub < MAX_PUB);
+	c = &f->pub[f->n_pub++];
+	com_msg_init(c, m->type);
+	if (m->type == COM_MSG_DECISION) {
+		assert_int_equal(com_decision_copy(&c->u.decision,
+				     &m->u.decision),
+		    0);
+	} else {
+		assert_int_equal(m->type, COM_MSG_TELEMETRY);
+		c->u.telemetry = m->u.telemetry;
+		c->u.telemetry.job = com_strdup(m->u.telemetry.job);
+	}
+}
+
+static int
+setup(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+	char err[CTL_CONFIG_ERR_MAX];
+	FILE *fp;
+
+	if (f == NULL)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-jobs-XXXXXX");
+	if (mkdtemp(f->dir) == NULL)
+		return -1;
+	snprintf(f->path, sizeof(f->path), "%s/bellows.yaml", f->dir);
+	fp = fopen(f->path, "w");
+	if (fp == NULL || fputs(config_text, fp) < 0 || fclose(fp) != 0)
+		return -1;
+	if (ctl_config_load(f->path, &f->cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s\n", err);
+		return -1;
+	}
+	if (ctl_jobs_new(f->cfg, INSTANCE, record, f, &f->jobs) != 0)
+		return -1;
+	com_msg_init(&f->reply, COM_MSG_NONE);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	fixture *f = *state;
+
+	ctl_jobs_destroy(&f->jobs);
+	for (uint32_t i = 0; i < f->n_pub; i++)
+		com_msg_fini(&f->pub[i]);
+	com_msg_fini(&f->reply);
+	ctl_config_destroy(&f->cfg);
+	unlink(f->path);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+/* ---- what was published -------------------------------------------- */
+
+static uint32_t
+n_decisions(const fixture *f)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < f->n_pub; i++)
+		n += f->pub[i].type == COM_MSG_DECISION;
+	return n;
+}
+
+/* The k-th decision published (from 0). */
+static const com_decision *
+decision(const fixture *f, uint32_t k)
+{
+	for (uint32_t i = 0; i < f->n_pub; i++) {
+		if (f->pub[i].type == COM_MSG_DECISION && k-- == 0)
+			return &f->pub[i].u.decision;
+	}
+	fail_msg("no decision %u", k);
+	return NULL;
+}
+
+/* The last telemetry published. */
+static const com_telemetry *
+telemetry(const fixture *f)
+{
+	for (uint32_t i = f->n_pub; i-- > 0;) {
+		if (f->pub[i].type == COM_MSG_TELEMETRY)
+			return &f->pub[i].u.telemetry;
+	}
+	fail_msg("no telemetry");
+	return NULL;
+}
+
+static void
+assert_levels(const com_decision *d, double a, double b, double c)
+{
+	assert_int_equal(d->n_layers, N_LAYERS);
+	if (d->level[0] != a || d->level[1] != b || d->level[2] != c)
+		fail_msg("levels [%g, %g, %g], expected [%g, %g, %g]",
+		    d->level[0], d->level[1], d->level[2], a, b, c);
+}
+
+static void
+assert_error_reply(const fixture *f, int code)
+{
+	assert_int_equal(f->reply.type, COM_MSG_ERROR);
+	assert_int_equal(f->reply.u.error.code, code);
+	assert_non_null(f->reply.u.error.message);
+	assert_string_equal(f->reply.u.error.message, f->why);
+	assert_true(f->why[0] != '\0');
+}
+
+static void
+assert_no_reply(const fixture *f)
+{
+	assert_int_equal(f->reply.type, COM_MSG_NONE);
+}
+
+/* ---- messages -------------------------------------------------------- */
+
+static void
+reply_reset(fixture *f)
+{
+	com_msg_fini(&f->reply);
+	com_msg_init(&f->reply, COM_MSG_NONE);
+	f->why[0] = '\0';
+}
+
+/* A Hello with the standard layer table; heap-owned, com_msg_fini it. */
+static void
+hello_msg(com_msg *m, const char *job, uint32_t rank, uint32_t world,
+    uint64_t step, uint64_t incarnation)
+{
+	com_hello *h = &m->u.hello;
+
+	com_msg_init(m, COM_MSG_HELLO);
+	h->job = com_strdup(job);
+	h->agent_version = com_strdup("0.1.0");
+	h->rank = rank;
+	h->world = world;
+	h->step = step;
+	h->incarnation = incarnation;
+	h->n_layers = N_LAYERS;
+	h->layers = calloc(N_LAYERS, sizeof(*h->layers));
+	assert_non_null(h->layers);
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		h->layers[l] = table[l];
+		h->layers[l].name = com_strdup(table[l].name);
+	}
+}
+
+static int
+send_hello(fixture *f, const char *peer, com_msg *m, uint64_t now)
+{
+	reply_reset(f);
+	return ctl_jobs_hello(f->jobs, (const uint8_t *)peer, strlen(peer),
+	    &m->u.hello, now, &f->reply, f->why, sizeof(f->why));
+}
+
+/* Sends a standard Hello; the Welcome or Error is in f->reply. */
+static int
+join(fixture *f, const char *peer, const char *job, uint32_t rank,
+    uint32_t world, uint64_t step, uint64_t incarnation, uint64_t now)
+{
+	com_msg m;
+	int r;
+
+	hello_msg(&m, job, rank, world, step, incarnation);
+	r = send_hello(f, peer, &m, now);
+	com_msg_fini(&m);
+	return r;
+}
+
+static com_layer_stats report_stats[N_LAYERS + 1];
+
+static com_report
+report_of(const char *job, uint32_t rank, uint64_t window, uint64_t first,
+    uint64_t last, uint64_t seq_in_force)
+{
+	for (uint32_t l = 0; l < N_LAYERS + 1; l++)
+		report_stats[l] = (com_layer_stats){ .layer = l,
+			.count = 8,
+			.sum_sq = 1,
+			.acc_norm = 1 };
+	return (com_report){
+		.job = (char *)job,
+		.rank = rank,
+		.window = window,
+		.first_step = first,
+		.last_step = last,
+		.n_layers = N_LAYERS,
+		.layers = report_stats,
+		.timings = { .steps = (uint32_t)(last - first + 1),
+		    .step_ms = 10.0 * (double)(last - first + 1) },
+		.lr = 0.1,
+		.seq_in_force = seq_in_force,
+	};
+}
+
+static int
+send_report(fixture *f, const char *peer, const com_report *rep, uint64_t now)
+{
+	reply_reset(f);
+	return ctl_jobs_report(f->jobs, (const uint8_t *)peer, strlen(peer),
+	    rep, now, &f->reply, f->why, sizeof(f->why));
+}
+
+static int
+report(fixture *f, const char *peer, const char *job, uint32_t rank,
+    uint64_t window, uint64_t first, uint64_t last, uint64_t seq, uint64_t now)
+{
+	com_report rep = report_of(job, rank, window, first, last, seq);
+
+	return send_report(f, peer, &rep, now);
+}
+
+static int
+beat(fixture *f, const char *peer, const char *job, uint32_t rank,
+    uint64_t step, uint64_t seq, uint64_t now)
+{
+	com_heartbeat hb = { .job = (char *)job,
+		.rank = rank,
+		.step = step,
+		.seq_in_force = seq,
+		.incarnation = 1 };
+
+	reply_reset(f);
+	return ctl_jobs_heartbeat(f->jobs, (const uint8_t *)peer, strlen(peer),
+	    &hb, now, &f->reply, f->why, sizeof(f->why));
+}
+
+static int
+bye(fixture *f, const char *peer, const char *job, uint32_t rank, uint64_t now)
+{
+	com_bye b = { .job = (char *)job, .rank = rank };
+
+	f->why[0] = '\0';
+	return ctl_jobs_bye(f->jobs, (const uint8_t *)peer, strlen(peer), &b,
+	    now, f->why, sizeof(f->why));
+}
+
+static int
+snapshot(fixture *f, const char *job, uint32_t rank)
+{
+	com_snapshot_request req = { .job = (char *)job, .rank = rank };
+
+	reply_reset(f);
+	return ctl_jobs_snapshot(f->jobs, &req, &f->reply, f->why,
+	    sizeof(f->why));
+}
+
+/* STATUS for `job` (NULL: all) into *m (com_msg_fini it). */
+static void
+status(fixture *f, const char *job, uint64_t now, com_msg *m)
+{
+	com_status_request req = { .job = (char *)job };
+
+	com_msg_init(m, COM_MSG_STATUS_REPLY);
+	assert_int_equal(ctl_jobs_status(f->jobs, &req, now,
+			     &m->u.status_reply),
+	    0);
+}
+
+static ctl_jobs_counters
+counters(const fixture *f)
+{
+	ctl_jobs_counters c;
+
+	ctl_jobs_get_counters(f->jobs, &c);
+	return c;
+}
+
+/* Two ranks of "job" joined at `step` from peers "A" and "B". */
+static void
+join_two(fixture *f, uint64_t step, uint64_t now)
+{
+	assert_int_equal(join(f, "A", "job", 0, 2, step, 11, now), 0);
+	assert_int_equal(join(f, "B", "job", 1, 2, step, 12, now), 0);
+}
+
+/* ---- joining ----------------------------------------------------------- */
+
+static void
+test_jobs_first_hello_creates_the_job_and_decision_one(void **state)
+{
+	fixture *f = *state;
+	const com_welcome *w;
+	const com_decision *d;
+
+	assert_int_equal(join(f, "A", "job", 0, 2, 100, 11, 0), 0);
+	assert_int_equal(f->n_pub, 1);
+	d = decision(f, 0);
+	assert_string_equal(d->job, "job");
+	assert_int_equal(d->seq, 1);
+	assert_int_equal(d->apply_step, 100);
+	assert_int_equal(d->window, 0);
+	assert_levels(d, 2, 0, 2);
+	assert_true(d->lr_scale == 1.0);
+	assert_string_equal(d->policy, "schedule");
+	assert_string_equal(d->reason, "schedule: level 2 from window 0");
+
+	assert_int_equal(f->reply.type, COM_MSG_WELCOME);
+	w = &f->reply.u.welcome;
+	assert_string_equal(w->job, "job");
+	assert_int_equal(w->rank, 0);
+	assert_int_equal(w->apply_lag, 1);
+	assert_int_equal(w->heartbeat_ms, 500);
+	assert_int_equal(w->instance, INSTANCE);
+	assert_int_equal(w->n_decisions, 1);
+	assert_int_equal(w->decisions[0].seq, 1);
+	assert_int_equal(w->decisions[0].apply_step, 100);
+	assert_true(com_decision_same_state(&w->decisions[0], d));
+	assert_int_equal(counters(f).decisions, 1);
+}
+
+static void
+test_jobs_second_rank_joins_with_the_same_snapshot(void **state)
+{
+	fixture *f = *state;
+	com_msg st;
+
+	assert_int_equal(join(f, "A", "job", 0, 2, 100, 11, 0), 0);
+	assert_int_equal(join(f, "B", "job", 1, 2, 100, 12, 5), 0);
+	assert_int_equal(f->n_pub, 1);
+	assert_int_equal(f->reply.type, COM_MSG_WELCOME);
+	assert_int_equal(f->reply.u.welcome.rank, 1);
+	assert_int_equal(f->reply.u.welcome.n_decisions, 1);
+	assert_int_equal(f->reply.u.welcome.decisions[0].seq, 1);
+	assert_true(com_decision_same_state(&f->reply.u.welcome.decisions[0],
+	    decision(f, 0)));
+	status(f, "job", 10, &st);
+	assert_int_equal(st.u.status_reply.n_jobs, 1);
+	assert_int_equal(st.u.status_reply.jobs[0].ranks_alive, 2);
+	com_msg_fini(&st);
+}
+
+static void
+test_jobs_unmatched_job_runs_without_policies(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(join(f, "A", "other", 0, 1, 0, 11, 0), 0);
+	assert_levels(decision(f, 0), 0, 0, 0);
+	assert_string_equal(decision(f, 0)->reason, "no policy configured");
+	assert_int_equal(report(f, "A", "other", 0, 0, 0, 9, 1, 1), 0);
+	assert_int_equal(n_decisions(f), 2);
+	assert_string_equal(decision(f, 1)->reason, "no change");
+}
+
+/* ---- windows ----------------------------------------------------------- */
+
+static void
+test_jobs_window_closes_only_when_every_live_rank_reported(void **state)
+{
+	fixture *f = *state;
+	const com_decision *d;
+	const com_telemetry *t;
+	ctl_jobs_counters c;
+
+	join_two(f, 100, 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 100, 109, 1, 10), 0);
+	assert_no_reply(f);
+	assert_int_equal(f->n_pub, 1);
+	assert_int_equal(report(f, "B", "job", 1, 0, 100, 109, 1, 20), 0);
+	assert_int_equal(n_decisions(f), 2);
+	d = decision(f, 1);
+	assert_int_equal(d->seq, 2);
+	assert_int_equal(d->window, 1);
+	/* last_step 109 + 1 + apply_lag 1 */
+	assert_int_equal(d->apply_step, 111);
+	assert_levels(d, 2, 0, 2);
+	assert_string_equal(d->reason, "no change");
+	t = telemetry(f);
+	assert_string_equal(t->job, "job");
+	assert_int_equal(t->window, 0);
+	assert_int_equal(t->ranks_reported, 2);
+	assert_int_equal(t->ranks_expected, 2);
+	assert_true(t->step_ms_median == 10);
+
+	/* A rank heard at step 130 pushes the apply step past it. */
+	assert_int_equal(beat(f, "A", "job", 0, 130, 2, 30), 0);
+	assert_int_equal(report(f, "A", "job", 0, 1, 110, 119, 2, 40), 0);
+	assert_int_equal(report(f, "B", "job", 1, 1, 110, 119, 2, 50), 0);
+	assert_int_equal(n_decisions(f), 3);
+	d = decision(f, 2);
+	assert_int_equal(d->seq, 3);
+	assert_int_equal(d->window, 2);
+	assert_int_equal(d->apply_step, 131);
+	assert_levels(d, 1, 0, 1);
+	assert_string_equal(d->policy, "schedule");
+	assert_string_equal(d->reason, "schedule: level 2 -> 1 from window 2");
+
+	c = counters(f);
+	assert_int_equal(c.windows, 2);
+	assert_int_equal(c.reports, 4);
+	assert_int_equal(c.layer_stats, 4 * N_LAYERS);
+	assert_int_equal(c.decisions, 3);
+	assert_int_equal(c.incomplete, 0);
+}
+
+static void
+test_jobs_window_timeout_closes_an_incomplete_window(void **state)
+{
+	fixture *f = *state;
+	const com_decision *d;
+	com_msg st;
+
+	join_two(f, 0, 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 100), 0);
+	ctl_jobs_tick(f->jobs, 1099);
+	assert_int_equal(n_decisions(f), 1);
+	ctl_jobs_tick(f->jobs, 1100);
+	assert_int_equal(n_decisions(f), 2);
+	d = decision(f, 1);
+	assert_int_equal(d->seq, 2);
+	assert_int_equal(d->window, 1);
+	assert_int_equal(d->apply_step, 11);
+	assert_int_equal(telemetry(f)->ranks_reported, 1);
+	assert_int_equal(telemetry(f)->ranks_expected, 2);
+	assert_int_equal(counters(f).incomplete, 1);
+	assert_int_equal(counters(f).windows, 1);
+	status(f, "job", 1100, &st);
+	assert_int_equal(st.u.status_reply.jobs[0].windows_incomplete, 1);
+	assert_int_equal(st.u.status_reply.jobs[0].window, 1);
+	com_msg_fini(&st);
+
+	/* The late report is stale now. */
+	assert_int_equal(report(f, "B", "job", 1, 0, 0, 9, 1, 1200),
+	    BELLOWS_ESTATE);
+	assert_no_reply(f);
+}
+
+static void
+test_jobs_lost_rank_is_not_waited_for_and_can_rejoin(void **state)
+{
+	fixture *f = *state;
+	com_msg st;
+	const com_job_status *js;
+
+	join_two(f, 0, 1000);
+	assert_int_equal(beat(f, "A", "job", 0, 5, 1, 4000), 0);
+	ctl_jobs_tick(f->jobs, 5999);
+	assert_int_equal(counters(f).ranks_lost, 0);
+	ctl_jobs_tick(f->jobs, 6000);
+	assert_int_equal(counters(f).ranks_lost, 1);
+	status(f, "job", 6000, &st);
+	js = &st.u.status_reply.jobs[0];
+	assert_int_equal(js->ranks_alive, 1);
+	assert_int_equal(js->n_ranks, 2);
+	assert_true(js->ranks[0].alive);
+	assert_false(js->ranks[1].alive);
+	assert_int_equal(js->ranks[1].last_seen_ms, 5000);
+	com_msg_fini(&st);
+
+	/* Its windows close without it, complete. */
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 6100), 0);
+	assert_int_equal(n_decisions(f), 2);
+	assert_int_equal(telemetry(f)->ranks_expected, 1);
+	assert_int_equal(counters(f).incomplete, 0);
+
+	/* Back with Hello: rejoins are counted. */
+	assert_int_equal(join(f, "B", "job", 1, 2, 12, 12, 7000), 0);
+	assert_int_equal(f->reply.type, COM_MSG_WELCOME);
+	status(f, "job", 7000, &st);
+	js = &st.u.status_reply.jobs[0];
+	assert_int_equal(js->ranks_alive, 2);
+	assert_true(js->ranks[1].alive);
+	assert_int_equal(js->ranks[1].rejoins, 1);
+	assert_int_equal(js->ranks[0].rejoins, 0);
+	com_msg_fini(&st);
+}
+
+static void
+test_jobs_bye_removes_a_rank_at_once(void **state)
+{
+	fixture *f = *state;
+
+	join_two(f, 0, 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10), 0);
+	assert_int_equal(bye(f, "B", "job", 1, 20), 0);
+	/* The open window was waiting only for B. */
+	assert_int_equal(n_decisions(f), 2);
+	assert_int_equal(counters(f).incomplete, 0);
+	assert_int_equal(report(f, "B", "job", 1, 1, 10, 19, 2, 30),
+	    BELLOWS_ENOTJOINED);
+	assert_error_reply(f, BELLOWS_ENOTJOINED);
+	assert_int_equal(bye(f, "A", "job", 1, 40), BELLOWS_ENOTJOINED);
+}
+
+/* ---- who holds a rank ---------------------------------------------------- */
+
+static void
+test_jobs_refuses_a_duplicate_rank_held_by_a_live_agent(void **state)
+{
+	fixture *f = *state;
+
+	join_two(f, 0, 0);
+	assert_int_equal(join(f, "C", "job", 0, 2, 0, 99, 100), BELLOWS_EBUSY);
+	assert_error_reply(f, BELLOWS_EBUSY);
+	/* A still holds it. */
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 200), 0);
+	assert_int_equal(report(f, "C", "job", 0, 1, 10, 19, 1, 200),
+	    BELLOWS_ENOTJOINED);
+
+	/* Once A is declared lost, the newcomer may take the rank. */
+	assert_int_equal(beat(f, "B", "job", 1, 10, 1, 4000), 0);
+	ctl_jobs_tick(f->jobs, 5200);
+	assert_int_equal(counters(f).ranks_lost, 1);
+	assert_int_equal(join(f, "C", "job", 0, 2, 10, 99, 5300), 0);
+	assert_int_equal(f->reply.type, COM_MSG_WELCOME);
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 1, 5400),
+	    BELLOWS_ENOTJOINED);
+	assert_error_reply(f, BELLOWS_ENOTJOINED);
+}
+
+static void
+test_jobs_accepts_the_same_incarnation_from_a_new_peer(void **state)
+{
+	fixture *f = *state;
+	com_msg st;
+
+	join_two(f, 0, 0);
+	/* The agent rebuilt its socket: same incarnation, new routing id. */
+	assert_int_equal(join(f, "A2", "job", 0, 2, 0, 11, 100), 0);
+	assert_int_equal(f->reply.type, COM_MSG_WELCOME);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 200),
+	    BELLOWS_ENOTJOINED);
+	assert_int_equal(report(f, "A2", "job", 0, 0, 0, 9, 1, 200), 0);
+	status(f, "job", 300, &st);
+	assert_int_equal(st.u.status_reply.jobs[0].ranks[0].rejoins, 1);
+	assert_int_equal(st.u.status_reply.jobs[0].ranks_alive, 2);
+	com_msg_fini(&st);
+}
+
+static void
+test_jobs_refuses_a_hello_that_does_not_match_the_job(void **state)
+{
+	fixture *f = *state;
+	com_msg m;
+
+	join_two(f, 0, 0);
+	assert_int_equal(join(f, "C", "job", 2, 3, 0, 13, 10),
+	    BELLOWS_EMISMATCH);
+	assert_error_reply(f, BELLOWS_EMISMATCH);
+
+	hello_msg(&m, "job", 1, 2, 0, 12);
+	m.u.hello.layers[2].shape[0] = 8;
+	m.u.hello.layers[2].shape[1] = 4;
+	assert_int_equal(send_hello(f, "B", &m, 10), BELLOWS_EMISMATCH);
+	assert_error_reply(f, BELLOWS_EMISMATCH);
+	com_msg_fini(&m);
+
+	hello_msg(&m, "job", 1, 2, 0, 12);
+	free(m.u.hello.layers[1].name);
+	m.u.hello.layers[1].name = com_strdup("conv.bias2");
+	assert_int_equal(send_hello(f, "B", &m, 10), BELLOWS_EMISMATCH);
+	com_msg_fini(&m);
+
+	hello_msg(&m, "job", 1, 2, 0, 12);
+	m.u.hello.n_layers = 2;
+	assert_int_equal(send_hello(f, "B", &m, 10), BELLOWS_EMISMATCH);
+	m.u.hello.n_layers = N_LAYERS;
+	com_msg_fini(&m);
+
+	assert_int_equal(f->n_pub, 1);
+}
+
+/* ---- reports that are refused ------------------------------------------- */
+
+static void
+test_jobs_refuses_a_report_from_a_peer_not_holding_the_rank(void **state)
+{
+	fixture *f = *state;
+
+	join_two(f, 0, 0);
+	assert_int_equal(report(f, "B", "job", 0, 0, 0, 9, 1, 10),
+	    BELLOWS_ENOTJOINED);
+	assert_error_reply(f, BELLOWS_ENOTJOINED);
+	/* An unknown job (a restarted daemon) also asks for a Hello. */
+	assert_int_equal(report(f, "A", "nojob", 0, 0, 0, 9, 1, 10),
+	    BELLOWS_ENOTJOINED);
+	assert_error_reply(f, BELLOWS_ENOTJOINED);
+	assert_int_equal(beat(f, "Z", "job", 1, 5, 1, 10), BELLOWS_ENOTJOINED);
+	assert_error_reply(f, BELLOWS_ENOTJOINED);
+	/* A rank outside the world is malformed: dropped, no reply. */
+	assert_int_equal(report(f, "A", "job", 2, 0, 0, 9, 1, 10),
+	    BELLOWS_EPROTO);
+	assert_no_reply(f);
+	assert_int_equal(counters(f).reports, 0);
+}
+
+static void
+test_jobs_refuses_a_report_naming_a_layer_outside_the_table(void **state)
+{
+	fixture *f = *state;
+	com_report rep;
+
+	join_two(f, 0, 0);
+	rep = report_of("job", 0, 0, 0, 9, 1);
+	rep.n_layers = N_LAYERS + 1; /* the extra entry names layer 3 */
+	assert_int_equal(send_report(f, "A", &rep, 10), BELLOWS_EPROTO);
+	assert_no_reply(f);
+	assert_non_null(strstr(f->why, "layer 3 of a 3-layer job"));
+
+	rep = report_of("job", 0, 0, 9, 0, 1); /* steps backwards */
+	assert_int_equal(send_report(f, "A", &rep, 10), BELLOWS_EPROTO);
+	assert_no_reply(f);
+	assert_int_equal(counters(f).reports, 0);
+	assert_int_equal(f->n_pub, 1);
+}
+
+static void
+test_jobs_refuses_stale_far_ahead_and_duplicate_reports(void **state)
+{
+	fixture *f = *state;
+
+	join_two(f, 0, 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10), 0);
+	assert_int_equal(report(f, "B", "job", 1, 0, 0, 9, 1, 10), 0);
+	assert_int_equal(n_decisions(f), 2);
+	/* Window 0 is closed. */
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 20),
+	    BELLOWS_ESTATE);
+	assert_no_reply(f);
+	assert_non_null(strstr(f->why, "stale"));
+	/* At most 8 windows are aggregated at once: 1..8 fit, 9 does not. */
+	assert_int_equal(report(f, "A", "job", 0, 9, 90, 99, 2, 30),
+	    BELLOWS_ESTATE);
+	assert_no_reply(f);
+	assert_non_null(strstr(f->why, "too far ahead"));
+	assert_int_equal(report(f, "A", "job", 0, 8, 80, 89, 2, 40), 0);
+	assert_int_equal(report(f, "A", "job", 0, 8, 80, 89, 2, 50),
+	    BELLOWS_ESTATE);
+	assert_no_reply(f);
+	assert_non_null(strstr(f->why, "twice"));
+	assert_int_equal(n_decisions(f), 2);
+	assert_int_equal(counters(f).reports, 3);
+}
+
+static void
+test_jobs_skips_windows_nobody_reported(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(join(f, "A", "job", 0, 2, 0, 11, 0), 0);
+	assert_int_equal(join(f, "B", "job", 1, 2, 0, 12, 0), 0);
+	/* Window 0's reports never come; window 1 is complete. */
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 1, 10), 0);
+	assert_int_equal(report(f, "B", "job", 1, 1, 10, 19, 1, 10), 0);
+	assert_int_equal(n_decisions(f), 2);
+	assert_int_equal(decision(f, 1)->window, 2);
+	assert_int_equal(report(f, "B", "job", 1, 0, 0, 9, 1, 10),
+	    BELLOWS_ESTATE);
+}
+
+/* ---- divergence and repair ----------------------------------------------- */
+
+static void
+test_jobs_repairs_a_rank_that_applies_another_decision(void **state)
+{
+	fixture *f = *state;
+	const com_decision *d, *prev;
+
+	assert_int_equal(join(f, "A", "job", 0, 1, 0, 11, 0), 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10), 0);
+	assert_int_equal(decision(f, 1)->apply_step, 11);
+	/* At step 12 the rank should apply seq 2 but says 1. */
+	assert_int_equal(beat(f, "A", "job", 0, 12, 1, 20), 0);
+	assert_int_equal(n_decisions(f), 3);
+	prev = decision(f, 1);
+	d = decision(f, 2);
+	assert_int_equal(d->seq, 3);
+	assert_true(com_decision_same_state(d, prev));
+	/* max step 12 + 1 + apply_lag 1 + repair_margin 2 */
+	assert_int_equal(d->apply_step, 16);
+	assert_string_equal(d->job, "job");
+	assert_non_null(strstr(d->reason, "repair"));
+	assert_int_equal(counters(f).repairs, 1);
+	assert_int_equal(f->reply.type, COM_MSG_HEARTBEAT_ACK);
+	assert_int_equal(f->reply.u.heartbeat_ack.instance, INSTANCE);
+	assert_int_equal(f->reply.u.heartbeat_ack.last_seq, 3);
+
+	/* The repair is pending: no second one for the same divergence. */
+	assert_int_equal(beat(f, "A", "job", 0, 13, 1, 30), 0);
+	assert_int_equal(n_decisions(f), 3);
+	/* Applied at its step: consistent, nothing more. */
+	assert_int_equal(beat(f, "A", "job", 0, 16, 3, 40), 0);
+	assert_int_equal(beat(f, "A", "job", 0, 17, 3, 50), 0);
+	assert_int_equal(n_decisions(f), 3);
+	assert_int_equal(counters(f).repairs, 1);
+}
+
+static void
+test_jobs_does_not_repair_while_a_decision_is_pending(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(join(f, "A", "job", 0, 1, 0, 11, 0), 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10), 0);
+	/* Seq 2 applies at 11; at step 10 the rank reports seq 0, which
+	 * differs from seq 1, but seq 2 will align every rank anyway. */
+	assert_int_equal(beat(f, "A", "job", 0, 10, 0, 20), 0);
+	assert_int_equal(n_decisions(f), 2);
+	assert_int_equal(counters(f).repairs, 0);
+	/* A report whose seq_in_force is right is no divergence. */
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 2, 30), 0);
+	assert_int_equal(n_decisions(f), 3);
+	assert_int_equal(counters(f).repairs, 0);
+}
+
+static void
+test_jobs_repairs_a_divergence_seen_in_a_report(void **state)
+{
+	fixture *f = *state;
+	const com_decision *d;
+
+	assert_int_equal(join(f, "A", "job", 0, 1, 0, 11, 0), 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10), 0);
+	/* Window 1 (10..19) ran seq 1 although seq 2 applied at 11: one
+	 * repair, then window 1's own decision. */
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 1, 20), 0);
+	assert_int_equal(counters(f).repairs, 1);
+	assert_int_equal(n_decisions(f), 4);
+	d = decision(f, 2);
+	assert_int_equal(d->seq, 3);
+	assert_int_equal(d->apply_step, 19 + 1 + 1 + 2);
+	d = decision(f, 3);
+	assert_int_equal(d->seq, 4);
+	assert_int_equal(d->window, 2);
+	/* Never before the previous decision's apply step. */
+	assert_int_equal(d->apply_step, 23);
+}
+
+/* ---- a restarted daemon -------------------------------------------------- */
+
+static void
+test_jobs_restarted_daemon_adopts_state_and_continues_seq(void **state)
+{
+	fixture *f = *state;
+	const com_decision *d;
+	com_msg m;
+
+	assert_int_equal(join(f, "A", "job", 0, 1, 0, 11, 0), 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10), 0);
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 2, 20), 0);
+	assert_int_equal(n_decisions(f), 3);
+
+	/* The daemon restarts: a new table knows nothing. */
+	ctl_jobs_destroy(&f->jobs);
+	assert_null(f->jobs);
+	assert_int_equal(ctl_jobs_new(f->cfg, INSTANCE + 1, record, f,
+			     &f->jobs),
+	    0);
+	assert_int_equal(beat(f, "A", "job", 0, 25, 3, 30), BELLOWS_ENOTJOINED);
+	assert_error_reply(f, BELLOWS_ENOTJOINED);
+
+	hello_msg(&m, "job", 0, 1, 25, 11);
+	assert_int_equal(com_decision_copy(&m.u.hello.in_force, decision(f, 2)),
+	    0);
+	/* An agent may leave the job name of its state empty. */
+	free(m.u.hello.in_force.job);
+	m.u.hello.in_force.job = NULL;
+	m.u.hello.last_window = 2;
+	assert_int_equal(send_hello(f, "A", &m, 40), 0);
+	com_msg_fini(&m);
+	assert_int_equal(n_decisions(f), 3); /* nothing new published */
+	assert_int_equal(f->reply.type, COM_MSG_WELCOME);
+	assert_int_equal(f->reply.u.welcome.instance, INSTANCE + 1);
+	assert_int_equal(f->reply.u.welcome.n_decisions, 1);
+	assert_int_equal(f->reply.u.welcome.decisions[0].seq, 3);
+	assert_true(com_decision_same_state(&f->reply.u.welcome.decisions[0],
+	    decision(f, 2)));
+
+	/* Windows before last_window are stale; the next one continues. */
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 3, 50),
+	    BELLOWS_ESTATE);
+	assert_int_equal(report(f, "A", "job", 0, 2, 20, 29, 3, 60), 0);
+	assert_int_equal(n_decisions(f), 4);
+	d = decision(f, 3);
+	assert_int_equal(d->seq, 4);
+	assert_int_equal(d->window, 3);
+	assert_int_equal(d->apply_step, 31);
+	assert_string_equal(d->job, "job");
+	assert_levels(d, 1, 0, 1);
+	assert_int_equal(counters(f).repairs, 0);
+}
+
+/* ---- snapshot and status ------------------------------------------------- */
+
+static void
+test_jobs_snapshot_holds_the_decision_in_force_and_later_ones(void **state)
+{
+	fixture *f = *state;
+	const com_snapshot *s;
+
+	assert_int_equal(join(f, "A", "job", 0, 1, 0, 11, 0), 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10), 0);
+	/* The rank is at step 9: seq 1 is in force, seq 2 pending. */
+	assert_int_equal(snapshot(f, "job", 0), 0);
+	assert_int_equal(f->reply.type, COM_MSG_SNAPSHOT);
+	s = &f->reply.u.snapshot;
+	assert_string_equal(s->job, "job");
+	assert_int_equal(s->n_decisions, 2);
+	assert_int_equal(s->decisions[0].seq, 1);
+	assert_int_equal(s->decisions[1].seq, 2);
+	assert_int_equal(s->decisions[1].apply_step, 11);
+
+	assert_int_equal(beat(f, "A", "job", 0, 11, 2, 20), 0);
+	assert_int_equal(snapshot(f, "job", 0), 0);
+	s = &f->reply.u.snapshot;
+	assert_int_equal(s->n_decisions, 1);
+	assert_int_equal(s->decisions[0].seq, 2);
+	assert_true(com_decision_same_state(&s->decisions[0], decision(f, 1)));
+
+	assert_int_equal(snapshot(f, "nojob", 0), BELLOWS_ENOTJOINED);
+	assert_error_reply(f, BELLOWS_ENOTJOINED);
+}
+
+static void
+test_jobs_status_lists_jobs_and_ranks(void **state)
+{
+	fixture *f = *state;
+	const com_job_status *js;
+	com_msg st;
+
+	join_two(f, 100, 1000);
+	assert_int_equal(join(f, "C", "other", 0, 1, 7, 13, 1500), 0);
+	assert_int_equal(beat(f, "B", "job", 1, 104, 1, 1800), 0);
+
+	status(f, NULL, 2000, &st);
+	assert_int_equal(st.u.status_reply.n_jobs, 2);
+	com_msg_fini(&st);
+	status(f, "", 2000, &st);
+	assert_int_equal(st.u.status_reply.n_jobs, 2);
+	com_msg_fini(&st);
+
+	status(f, "job", 2000, &st);
+	assert_int_equal(st.u.status_reply.n_jobs, 1);
+	js = &st.u.status_reply.jobs[0];
+	assert_string_equal(js->job, "job");
+	assert_string_equal(js->policy, "schedule");
+	assert_int_equal(js->world, 2);
+	assert_int_equal(js->ranks_alive, 2);
+	assert_int_equal(js->window, 0);
+	assert_int_equal(js->seq, 1);
+	assert_int_equal(js->step, 104);
+	assert_int_equal(js->n_layers, N_LAYERS);
+	assert_int_equal(js->n_ranks, 2);
+	assert_int_equal(js->ranks[0].rank, 0);
+	assert_int_equal(js->ranks[0].step, 100);
+	assert_int_equal(js->ranks[0].last_seen_ms, 1000);
+	assert_int_equal(js->ranks[0].seq_in_force, 0);
+	assert_int_equal(js->ranks[1].rank, 1);
+	assert_int_equal(js->ranks[1].step, 104);
+	assert_int_equal(js->ranks[1].last_seen_ms, 200);
+	assert_int_equal(js->ranks[1].seq_in_force, 1);
+	assert_int_equal(js->ranks[1].reports, 0);
+	com_msg_fini(&st);
+
+	status(f, "other", 2000, &st);
+	assert_int_equal(st.u.status_reply.n_jobs, 1);
+	assert_string_equal(st.u.status_reply.jobs[0].policy, "");
+	com_msg_fini(&st);
+
+	status(f, "nojob", 2000, &st);
+	assert_int_equal(st.u.status_reply.n_jobs, 0);
+	com_msg_fini(&st);
+}
+
+/* ---- limits and forgetting -------------------------------------------- */
+
+static void
+test_jobs_refuses_a_job_past_max_jobs(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(join(f, "A", "job1", 0, 2, 0, 11, 0), 0);
+	assert_int_equal(join(f, "B", "job2", 0, 1, 0, 12, 0), 0);
+	assert_int_equal(join(f, "C", "job3", 0, 1, 0, 13, 0), BELLOWS_ELIMIT);
+	assert_error_reply(f, BELLOWS_ELIMIT);
+	assert_int_equal(n_decisions(f), 2);
+	/* Existing jobs still take ranks. */
+	assert_int_equal(join(f, "D", "job1", 1, 2, 0, 14, 0), 0);
+}
+
+static void
+test_jobs_refuses_a_hello_over_the_world_or_layer_limits(void **state)
+{
+	fixture *f = *state;
+	com_msg m;
+
+	assert_int_equal(join(f, "A", "job", 0, 9, 0, 11, 0), BELLOWS_ELIMIT);
+	assert_error_reply(f, BELLOWS_ELIMIT);
+	assert_non_null(strstr(f->why, "world 9"));
+
+	hello_msg(&m, "job", 0, 2, 0, 11);
+	for (uint32_t l = 0; l < N_LAYERS; l++)
+		free(m.u.hello.layers[l].name);
+	free(m.u.hello.layers);
+	m.u.hello.n_layers = 5;
+	m.u.hello.layers = calloc(5, sizeof(*m.u.hello.layers));
+	assert_non_null(m.u.hello.layers);
+	for (uint32_t l = 0; l < 5; l++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "l%u", l);
+		m.u.hello.layers[l].name = com_strdup(name);
+		m.u.hello.layers[l].numel = 1;
+	}
+	assert_int_equal(send_hello(f, "A", &m, 0), BELLOWS_ELIMIT);
+	assert_error_reply(f, BELLOWS_ELIMIT);
+	m.u.hello.n_layers = 0;
+	assert_int_equal(send_hello(f, "A", &m, 0), BELLOWS_ELIMIT);
+	m.u.hello.n_layers = 5;
+	com_msg_fini(&m);
+	assert_int_equal(f->n_pub, 0);
+}
+
+static void
+test_jobs_refuses_a_hello_for_a_rank_outside_its_world(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(join(f, "A", "job", 2, 2, 0, 11, 0), BELLOWS_EPROTO);
+	assert_error_reply(f, BELLOWS_EPROTO);
+	assert_int_equal(join(f, "A", "job", 0, 0, 0, 11, 0), BELLOWS_EPROTO);
+	assert_int_equal(join(f, "A", "", 0, 1, 0, 11, 0), BELLOWS_EPROTO);
+	assert_int_equal(f->n_pub, 0);
+}
+
+static void
+test_jobs_forgets_a_job_idle_for_job_idle_ms(void **state)
+{
+	fixture *f = *state;
+	com_msg st;
+
+	assert_int_equal(join(f, "A", "job", 0, 1, 0, 11, 0), 0);
+	assert_int_equal(bye(f, "A", "job", 0, 100), 0);
+	ctl_jobs_tick(f->jobs, 10099);
+	status(f, NULL, 10099, &st);
+	assert_int_equal(st.u.status_reply.n_jobs, 1);
+	assert_int_equal(st.u.status_reply.jobs[0].ranks_alive, 0);
+	com_msg_fini(&st);
+	ctl_jobs_tick(f->jobs, 10100);
+	status(f, NULL, 10100, &st);
+	assert_int_equal(st.u.status_reply.n_jobs, 0);
+	com_msg_fini(&st);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10200),
+	    BELLOWS_ENOTJOINED);
+
+	/* A job whose ranks were lost is forgotten job_idle_ms later. */
+	assert_int_equal(join(f, "A", "job", 0, 1, 0, 11, 20000), 0);
+	assert_int_equal(decision(f, 1)->seq, 1); /* a new job */
+	ctl_jobs_tick(f->jobs, 25000);
+	assert_int_equal(counters(f).ranks_lost, 1);
+	ctl_jobs_tick(f->jobs, 34999);
+	status(f, NULL, 34999, &st);
+	assert_int_equal(st.u.status_reply.n_jobs, 1);
+	com_msg_fini(&st);
+	ctl_jobs_tick(f->jobs, 35000);
+	status(f, NULL, 35000, &st);
+	assert_int_equal(st.u.status_reply.n_jobs, 0);
+	com_msg_fini(&st);
+}
+
+static void
+test_jobs_destroy_is_null_safe(void **state)
+{
+	ctl_jobs *jobs = NULL;
+
+	(void)state;
+	ctl_jobs_destroy(NULL);
+	ctl_jobs_destroy(&jobs);
+	assert_null(jobs);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+		T(test_jobs_first_hello_creates_the_job_and_decision_one),
+		T(test_jobs_second_rank_joins_with_the_same_snapshot),
+		T(test_jobs_unmatched_job_runs_without_policies),
+		T(test_jobs_window_closes_only_when_every_live_rank_reported),
+		T(test_jobs_window_timeout_closes_an_incomplete_window),
+		T(test_jobs_lost_rank_is_not_waited_for_and_can_rejoin),
+		T(test_jobs_bye_removes_a_rank_at_once),
+		T(test_jobs_refuses_a_duplicate_rank_held_by_a_live_agent),
+		T(test_jobs_accepts_the_same_incarnation_from_a_new_peer),
+		T(test_jobs_refuses_a_hello_that_does_not_match_the_job),
+		T(test_jobs_refuses_a_report_from_a_peer_not_holding_the_rank),
+		T(test_jobs_refuses_a_report_naming_a_layer_outside_the_table),
+		T(test_jobs_refuses_stale_far_ahead_and_duplicate_reports),
+		T(test_jobs_skips_windows_nobody_reported),
+		T(test_jobs_repairs_a_rank_that_applies_another_decision),
+		T(test_jobs_does_not_repair_while_a_decision_is_pending),
+		T(test_jobs_repairs_a_divergence_seen_in_a_report),
+		T(test_jobs_restarted_daemon_adopts_state_and_continues_seq),
+		T(test_jobs_snapshot_holds_the_decision_in_force_and_later_ones),
+		T(test_jobs_status_lists_jobs_and_ranks),
+		T(test_jobs_refuses_a_job_past_max_jobs),
+		T(test_jobs_refuses_a_hello_over_the_world_or_layer_limits),
+		T(test_jobs_refuses_a_hello_for_a_rank_outside_its_world),
+		T(test_jobs_forgets_a_job_idle_for_job_idle_ms),
+		T(test_jobs_destroy_is_null_safe),
+#undef T
+	};
+
+	/* Warnings (lost ranks, repairs, timeouts) are part of what the
+	 * tests provoke; the info lines of every join are not. */
+	ctl_log_set_level(CTL_LOG_WARN);
+	return cmocka_run_group_tests_name("jobs", tests, NULL, NULL);
+}

@@ -1,0 +1,639 @@
+/* test_policies - the policy registry and the built-in policies, driven
+ * through the policy host exactly as bellowsd drives them.
+ *
+ * Job entries come from YAML files in a temporary directory; windows are
+ * built by hand so the expected levels can be computed by hand: the
+ * decision that closes window w carries the state for window w + 1.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <bellows/error.h>
+
+#include "config.h"
+#include "policies.h"
+#include "policy_host.h"
+#include "registry.h"
+
+#define N_LAYERS 4
+
+/* The layer table of every job here: two 4-D convolutions, a bias and
+ * a fully connected weight. */
+static const com_layer_info layers[N_LAYERS] = {
+	{ .name = "conv1.weight",
+	    .numel = 1728,
+	    .ndim = 4,
+	    .shape = { 64, 3, 3, 3 } },
+	{ .name = "conv1.bias", .numel = 64, .ndim = 1, .shape = { 64 } },
+	{ .name = "conv2.weight",
+	    .numel = 36864,
+	    .ndim = 4,
+	    .shape = { 64, 64, 3, 3 } },
+	{ .name = "fc.weight", .numel = 640, .ndim = 2, .shape = { 10, 64 } },
+};
+
+typedef struct fixture {
+	char dir[64];                      /* private temporary directory */
+	char path[128];                    /* dir/policy.yaml */
+	ctl_config *cfg;                   /* loaded configuration */
+	ctl_policy_set *set;               /* instances under test */
+	com_decision state;                /* knob state in force */
+	char reason[BELLOWS_REASON_MAX];   /* initial reasons */
+	bellows_window_layer wl[N_LAYERS]; /* the window's layers */
+} fixture;
+
+static int
+setup(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+
+	if (f == NULL)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-policies-XXXXXX");
+	if (mkdtemp(f->dir) == NULL) {
+		free(f);
+		return -1;
+	}
+	snprintf(f->path, sizeof(f->path), "%s/policy.yaml", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	fixture *f = *state;
+
+	ctl_policy_set_destroy(&f->set);
+	com_decision_fini(&f->state);
+	ctl_config_destroy(&f->cfg);
+	unlink(f->path);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+/* Loads a configuration whose first job entry is used for the set. */
+static void
+load(fixture *f, const char *text)
+{
+	char err[CTL_CONFIG_ERR_MAX];
+	FILE *fp = fopen(f->path, "w");
+
+	assert_non_null(fp);
+	assert_int_equal(fputs(text, fp) >= 0, 1);
+	assert_int_equal(fclose(fp), 0);
+	if (ctl_config_load(f->path, &f->cfg, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+}
+
+/* Creates the set for the first job entry of f->cfg. */
+static int
+start(fixture *f)
+{
+	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
+	return ctl_policy_set_new(&f->cfg->jobs[0], "job", 4, layers, N_LAYERS,
+	    &f->state, f->reason, sizeof(f->reason), &f->set);
+}
+
+/* Builds window `index` as the host would hand it to policies. */
+static bellows_window
+window(fixture *f, uint64_t index)
+{
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		f->wl[l] = (bellows_window_layer){
+			.name = layers[l].name,
+			.numel = layers[l].numel,
+			.ndim = layers[l].ndim,
+			.shape = layers[l].shape,
+			.grad_norm = 1.0 + l,
+			.level = f->state.level[l],
+			.error_bound = f->state.error_bound[l],
+		};
+	}
+	return (bellows_window){
+		.job = "job",
+		.window = index,
+		.first_step = index * 10,
+		.last_step = index * 10 + 9,
+		.lr = 0.1,
+		.lr_scale = f->state.lr_scale,
+		.world = 4,
+		.ranks_reported = 4,
+		.n_layers = N_LAYERS,
+		.layers = f->wl,
+	};
+}
+
+/* Runs the set on window `index`; returns the number of failures. */
+static uint32_t
+run(fixture *f, uint64_t index, char *policies, size_t plen, char *reason,
+    size_t rlen)
+{
+	bellows_window w = window(f, index);
+	uint32_t failed = 99;
+
+	assert_int_equal(ctl_policy_set_run(f->set, &w, &f->state, policies,
+			     plen, reason, rlen, &failed),
+	    0);
+	return failed;
+}
+
+static void
+assert_levels(const com_decision *d, double a, double b, double c, double e)
+{
+	const double want[N_LAYERS] = { a, b, c, e };
+
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		if (d->level[l] != want[l])
+			fail_msg("layer %u: level %g, expected %g", l,
+			    d->level[l], want[l]);
+	}
+}
+
+/* ---- registry ------------------------------------------------------ */
+
+static void
+test_registry_finds_the_builtins_by_name(void **state)
+{
+	(void)state;
+	assert_ptr_equal(pol_registry_find("fixed"), &pol_fixed_ops);
+	assert_ptr_equal(pol_registry_find("schedule"), &pol_schedule_ops);
+	assert_null(pol_registry_find("Fixed"));
+	assert_null(pol_registry_find("accordion_v0"));
+	assert_null(pol_registry_find(""));
+	assert_null(pol_registry_find(NULL));
+	assert_ptr_equal(pol_registry_at(0), &pol_fixed_ops);
+	assert_ptr_equal(pol_registry_at(1), &pol_schedule_ops);
+	assert_null(pol_registry_at(2));
+}
+
+static void
+test_registry_accepts_every_builtin(void **state)
+{
+	char err[256];
+
+	(void)state;
+	for (size_t i = 0; pol_registry_at(i) != NULL; i++) {
+		err[0] = '\0';
+		assert_int_equal(pol_registry_check(pol_registry_at(i), err,
+				     sizeof(err)),
+		    0);
+	}
+}
+
+/* A well-formed policy the checks below break one field at a time. */
+typedef struct probe_config {
+	double gain;  /* a DOUBLE */
+	int64_t span; /* an INT */
+} probe_config;
+
+static const bellows_param probe_params[] = {
+	{ .name = "gain",
+	    .type = BELLOWS_PARAM_DOUBLE,
+	    .offset = offsetof(probe_config, gain),
+	    .min = 0,
+	    .max = 10,
+	    .def = 1 },
+	{ .name = "span",
+	    .type = BELLOWS_PARAM_INT,
+	    .offset = offsetof(probe_config, span),
+	    .min = 1,
+	    .max = 100,
+	    .def = 4 },
+	{ .name = NULL },
+};
+
+static int
+probe_init(void *st, const void *config, const bellows_job_info *job,
+    bellows_proposal *initial)
+{
+	return 0;
+}
+
+static int
+probe_on_window(void *st, const void *config, const bellows_window *w,
+    bellows_proposal *out)
+{
+	return 0;
+}
+
+static const bellows_policy_ops probe_ops = {
+	.abi_version = BELLOWS_POLICY_ABI,
+	.name = "probe_2",
+	.knobs = BELLOWS_KNOB_BATCH_SIZE,
+	.config_size = sizeof(probe_config),
+	.params = probe_params,
+	.init = probe_init,
+	.on_window = probe_on_window,
+};
+
+static void
+assert_check_fails(const bellows_policy_ops *ops, const char *what)
+{
+	char err[256] = "";
+
+	assert_int_equal(pol_registry_check(ops, err, sizeof(err)),
+	    BELLOWS_EINVAL);
+	if (strstr(err, what) == NULL)
+		fail_msg("expected '%s' in '%s'", what, err);
+}
+
+static void
+test_registry_check_refuses_another_abi_version(void **state)
+{
+	bellows_policy_ops ops = probe_ops;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(pol_registry_check(&ops, err, sizeof(err)), 0);
+	ops.abi_version = BELLOWS_POLICY_ABI + 1;
+	assert_check_fails(&ops, "ABI version 2");
+	ops.abi_version = 0;
+	assert_check_fails(&ops, "ABI version 0");
+	assert_check_fails(NULL, "no ops");
+}
+
+static void
+test_registry_check_refuses_a_bad_name(void **state)
+{
+	static const char *const bad[] = { "", "Probe", "pro-be", "pro be",
+		"probé",
+		"x01234567890123456789012345678901234567890123456789"
+		"0123456789012345" };
+	bellows_policy_ops ops = probe_ops;
+
+	(void)state;
+	ops.name = NULL;
+	assert_check_fails(&ops, "policy name must be");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ops.name = bad[i];
+		assert_check_fails(&ops, "policy name must be");
+	}
+}
+
+static void
+test_registry_check_refuses_missing_functions(void **state)
+{
+	bellows_policy_ops ops = probe_ops;
+
+	(void)state;
+	ops.init = NULL;
+	assert_check_fails(&ops, "lacks init or on_window");
+	ops = probe_ops;
+	ops.on_window = NULL;
+	assert_check_fails(&ops, "lacks init or on_window");
+	ops = probe_ops;
+	ops.knobs = 0;
+	assert_check_fails(&ops, "owns no knob");
+}
+
+static void
+test_registry_check_refuses_a_param_outside_the_config(void **state)
+{
+	bellows_param params[3];
+	bellows_policy_ops ops = probe_ops;
+
+	(void)state;
+	memcpy(params, probe_params, sizeof(params));
+	ops.params = params;
+
+	/* The INT ends exactly at config_size: fine. One byte further is
+	 * not, nor is a huge offset that wraps around. */
+	params[1].offset = sizeof(probe_config) - sizeof(int64_t);
+	assert_int_equal(pol_registry_check(&ops, NULL, 0), 0);
+	params[1].offset = sizeof(probe_config) - sizeof(int64_t) + 1;
+	assert_check_fails(&ops, "parameter 'span': bad type or offset");
+	params[1].offset = SIZE_MAX - 3;
+	assert_check_fails(&ops, "parameter 'span': bad type or offset");
+
+	memcpy(params, probe_params, sizeof(params));
+	ops.config_size = sizeof(double);
+	assert_check_fails(&ops, "parameter 'span': bad type or offset");
+
+	memcpy(params, probe_params, sizeof(params));
+	ops.config_size = sizeof(probe_config);
+	params[0].type = (bellows_param_type)42;
+	assert_check_fails(&ops, "parameter 'gain': bad type or offset");
+
+	memcpy(params, probe_params, sizeof(params));
+	params[0].def = 11;
+	assert_check_fails(&ops, "parameter 'gain': default outside");
+}
+
+static void
+test_steps_at_takes_the_last_piece_started(void **state)
+{
+	bellows_steps st = { .n = 3,
+		.from = { 0, 3, 6 },
+		.value = { 2, 1, 2 } };
+	bellows_steps late = { .n = 1, .from = { 5 }, .value = { 7 } };
+	bellows_steps none = { .n = 0 };
+
+	(void)state;
+	assert_true(pol_steps_at(&st, 0, -1) == 2);
+	assert_true(pol_steps_at(&st, 2, -1) == 2);
+	assert_true(pol_steps_at(&st, 3, -1) == 1);
+	assert_true(pol_steps_at(&st, 5, -1) == 1);
+	assert_true(pol_steps_at(&st, 6, -1) == 2);
+	assert_true(pol_steps_at(&st, UINT64_MAX, -1) == 2);
+	assert_true(pol_steps_at(&late, 4, -1) == -1);
+	assert_true(pol_steps_at(&late, 5, -1) == 7);
+	assert_true(pol_steps_at(&none, 5, 0.5) == 0.5);
+}
+
+/* ---- fixed ------------------------------------------------------------ */
+
+static void
+test_fixed_sets_every_selected_layer_and_never_changes(void **state)
+{
+	fixture *f = *state;
+	char policies[64], reason[256];
+
+	load(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "        params: {level: 3}\n");
+	assert_int_equal(start(f), 0);
+	/* The 1-D bias is not selected (min_ndim 2 by default). */
+	assert_levels(&f->state, 3, 0, 3, 3);
+	assert_string_equal(f->reason, "fixed level 3");
+
+	for (uint64_t w = 0; w < 5; w++) {
+		assert_int_equal(run(f, w, policies, sizeof(policies), reason,
+				     sizeof(reason)),
+		    0);
+		assert_levels(&f->state, 3, 0, 3, 3);
+		assert_string_equal(policies, "");
+		assert_string_equal(reason, "");
+	}
+	assert_int_equal(f->state.batch_size, 0);
+	assert_true(f->state.lr_scale == 1.0);
+}
+
+static void
+test_fixed_acts_on_the_layers_its_selector_picks(void **state)
+{
+	fixture *f = *state;
+
+	load(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "        layers: {match: \"^conv\", min_numel: 1000, "
+	    "min_ndim: 1}\n"
+	    "        params: {level: 0.5}\n");
+	assert_int_equal(start(f), 0);
+	assert_levels(&f->state, 0.5, 0, 0.5, 0);
+}
+
+/* ---- schedule --------------------------------------------------------- */
+
+static void
+test_schedule_closing_window_w_decides_level_of_w_plus_1(void **state)
+{
+	/* levels {0: 2, 3: 1, 6: 2}: the decision closing window w holds
+	 * the level for window w + 1. */
+	static const struct {
+		uint64_t w;
+		double level;
+		const char *reason;
+	} expect[] = {
+		{ 0, 2, "" },
+		{ 1, 2, "" },
+		{ 2, 1, "schedule: level 2 -> 1 from window 3" },
+		{ 3, 1, "" },
+		{ 4, 1, "" },
+		{ 5, 2, "schedule: level 1 -> 2 from window 6" },
+		{ 6, 2, "" },
+		{ 7, 2, "" },
+		{ 100, 2, "" },
+	};
+	fixture *f = *state;
+	char policies[64], reason[256];
+
+	load(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: schedule\n"
+	    "        name: plan\n"
+	    "        params:\n"
+	    "          levels: {0: 2, 3: 1, 6: 2}\n");
+	assert_int_equal(start(f), 0);
+	assert_levels(&f->state, 2, 0, 2, 2);
+	assert_string_equal(f->reason, "schedule: level 2 from window 0");
+
+	for (size_t i = 0; i < sizeof(expect) / sizeof(expect[0]); i++) {
+		double lv = expect[i].level;
+
+		assert_int_equal(run(f, expect[i].w, policies, sizeof(policies),
+				     reason, sizeof(reason)),
+		    0);
+		/* Unselected 1-D layers stay raw. */
+		assert_levels(&f->state, lv, 0, lv, lv);
+		assert_string_equal(reason, expect[i].reason);
+		assert_string_equal(policies,
+		    expect[i].reason[0] != '\0' ? "plan" : "");
+	}
+}
+
+static void
+test_schedule_starts_raw_before_its_first_piece(void **state)
+{
+	fixture *f = *state;
+	char policies[64], reason[256];
+
+	load(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: schedule\n"
+	    "        params:\n"
+	    "          levels: {2: 4}\n");
+	assert_int_equal(start(f), 0);
+	assert_levels(&f->state, 0, 0, 0, 0);
+	assert_int_equal(run(f, 0, policies, sizeof(policies), reason,
+			     sizeof(reason)),
+	    0);
+	assert_levels(&f->state, 0, 0, 0, 0);
+	assert_int_equal(run(f, 1, policies, sizeof(policies), reason,
+			     sizeof(reason)),
+	    0);
+	assert_levels(&f->state, 4, 0, 4, 4);
+	assert_string_equal(reason, "schedule: level 0 -> 4 from window 2");
+	assert_string_equal(policies, "schedule");
+}
+
+/* ---- the host's handling of failing and foreign policies ------------- */
+
+typedef struct probe_state {
+	int windows; /* on_window calls */
+} probe_state;
+
+static int probe_fini_calls;
+
+static int
+probe_init_batch(void *st, const void *config, const bellows_job_info *job,
+    bellows_proposal *initial)
+{
+	const probe_config *cfg = config;
+
+	initial->batch_size = (uint32_t)cfg->span;
+	initial->level[0] = 99; /* not its knob: must be ignored */
+	snprintf(initial->reason, sizeof(initial->reason), "batch %u",
+	    initial->batch_size);
+	return 0;
+}
+
+static int
+probe_on_window_fails_odd(void *st, const void *config, const bellows_window *w,
+    bellows_proposal *out)
+{
+	probe_state *ps = st;
+
+	ps->windows++;
+	out->batch_size = 1000; /* must not leak through on failure */
+	if (w->window % 2 == 1)
+		return BELLOWS_EINVAL;
+	out->batch_size = 32 + (uint32_t)w->window;
+	snprintf(out->reason, sizeof(out->reason), "window %llu",
+	    (unsigned long long)w->window);
+	return 0;
+}
+
+static void
+probe_fini(void *st, const void *config)
+{
+	probe_fini_calls++;
+}
+
+static int
+probe_init_fails(void *st, const void *config, const bellows_job_info *job,
+    bellows_proposal *initial)
+{
+	return BELLOWS_ENOTFOUND;
+}
+
+static void
+test_host_merges_owned_knobs_and_counts_failures(void **state)
+{
+	fixture *f = *state;
+	bellows_policy_ops ops = probe_ops;
+	probe_config pcfg = { .gain = 1, .span = 16 };
+	ctl_job_conf jc;
+	ctl_policy_conf pcs[2];
+	char policies[64], reason[256];
+
+	load(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "        params: {level: 2}\n");
+	ops.state_size = sizeof(probe_state);
+	ops.init = probe_init_batch;
+	ops.on_window = probe_on_window_fails_odd;
+	ops.fini = probe_fini;
+	pcs[0] = f->cfg->jobs[0].policies[0];
+	pcs[1] = (ctl_policy_conf){ .name = "batcher",
+		.ops = &ops,
+		.config = &pcfg,
+		.selector = { .min_ndim = 2 } };
+	jc = (ctl_job_conf){ .match = "*", .n_policies = 2, .policies = pcs };
+
+	probe_fini_calls = 0;
+	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
+	assert_int_equal(ctl_policy_set_new(&jc, "job", 4, layers, N_LAYERS,
+			     &f->state, f->reason, sizeof(f->reason), &f->set),
+	    0);
+	assert_levels(&f->state, 2, 0, 2, 2);
+	assert_int_equal(f->state.batch_size, 16);
+	assert_string_equal(f->reason, "fixed level 2; batch 16");
+	ctl_policy_set_names(f->set, policies, sizeof(policies));
+	assert_string_equal(policies, "fixed,batcher");
+
+	assert_int_equal(run(f, 0, policies, sizeof(policies), reason,
+			     sizeof(reason)),
+	    0);
+	assert_int_equal(f->state.batch_size, 32);
+	assert_levels(&f->state, 2, 0, 2, 2);
+	assert_string_equal(policies, "batcher");
+	assert_string_equal(reason, "window 0");
+
+	/* A failing policy changes nothing and is counted. */
+	assert_int_equal(run(f, 1, policies, sizeof(policies), reason,
+			     sizeof(reason)),
+	    1);
+	assert_int_equal(f->state.batch_size, 32);
+	assert_string_equal(policies, "");
+
+	ctl_policy_set_destroy(&f->set);
+	assert_null(f->set);
+	assert_int_equal(probe_fini_calls, 1);
+}
+
+static void
+test_host_refuses_a_set_whose_init_fails_and_names_it(void **state)
+{
+	fixture *f = *state;
+	bellows_policy_ops ops = probe_ops;
+	probe_config pcfg = { .gain = 1, .span = 16 };
+	ctl_policy_conf pcs[2];
+	ctl_job_conf jc;
+
+	load(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n");
+	ops.init = probe_init_fails;
+	ops.fini = probe_fini;
+	pcs[0] = f->cfg->jobs[0].policies[0];
+	pcs[1] = (ctl_policy_conf){ .name = "broken",
+		.ops = &ops,
+		.config = &pcfg };
+	jc = (ctl_job_conf){ .match = "*", .n_policies = 2, .policies = pcs };
+
+	probe_fini_calls = 0;
+	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
+	assert_int_equal(ctl_policy_set_new(&jc, "job", 4, layers, N_LAYERS,
+			     &f->state, f->reason, sizeof(f->reason), &f->set),
+	    BELLOWS_ENOTFOUND);
+	assert_null(f->set);
+	assert_string_equal(f->reason,
+	    "policy 'broken' failed to start: not found");
+	/* fini only for instances whose init succeeded. */
+	assert_int_equal(probe_fini_calls, 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_registry_finds_the_builtins_by_name),
+		cmocka_unit_test(test_registry_accepts_every_builtin),
+		cmocka_unit_test(
+		    test_registry_check_refuses_another_abi_version),
+		cmocka_unit_test(test_registry_check_refuses_a_bad_name),
+		cmocka_unit_test(test_registry_check_refuses_missing_functions),
+		cmocka_unit_test(
+		    test_registry_check_refuses_a_param_outside_the_config),
+		cmocka_unit_test(test_steps_at_takes_the_last_piece_started),
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+		T(test_fixed_sets_every_selected_layer_and_never_changes),
+		T(test_fixed_acts_on_the_layers_its_selector_picks),
+		T(test_schedule_closing_window_w_decides_level_of_w_plus_1),
+		T(test_schedule_starts_raw_before_its_first_piece),
+		T(test_host_merges_owned_knobs_and_counts_failures),
+		T(test_host_refuses_a_set_whose_init_fails_and_names_it),
+#undef T
+	};
+
+	return cmocka_run_group_tests_name("policies", tests, NULL, NULL);
+}

@@ -1,0 +1,311 @@
+/* test_window - aggregation of one window's reports across ranks.
+ *
+ * Reports are built by hand with round numbers so every sum, maximum,
+ * mean and median below can be checked against a value computed by hand.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <bellows/error.h>
+
+#include "window.h"
+
+#define N_LAYERS 2
+
+static const com_layer_info layers[N_LAYERS] = {
+	{ .name = "fc1.weight", .numel = 100, .ndim = 2, .shape = { 10, 10 } },
+	{ .name = "fc1.bias", .numel = 10, .ndim = 1, .shape = { 10 } },
+};
+
+typedef struct fixture {
+	ctl_window *win;              /* under test */
+	com_decision in_force;        /* state shown to policies */
+	com_layer_stats st[N_LAYERS]; /* scratch for reports */
+} fixture;
+
+static int
+setup(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+
+	if (f == NULL)
+		return -1;
+	if (com_decision_init(&f->in_force, "job", N_LAYERS) != 0) {
+		free(f);
+		return -1;
+	}
+	f->in_force.level[0] = 2;
+	f->in_force.level[1] = 0;
+	f->in_force.error_bound[0] = 0.25;
+	f->in_force.lr_scale = 0.5;
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	fixture *f = *state;
+
+	ctl_window_destroy(&f->win);
+	com_decision_fini(&f->in_force);
+	free(f);
+	return 0;
+}
+
+/* A report from `rank` for window 5 whose statistics are scaled by k:
+ * layer 0 gets acc_norm k, sum_sq 10k, abs_sum 3k, max_abs k/2, counts
+ * 100/50k/k; layer 1 the same plus 1000. Timings: `steps` steps of
+ * step_ms_each ms, compute 3/4 of it, comm 1/4. */
+static com_report
+report(fixture *f, uint32_t rank, double k, uint32_t steps, double step_ms_each)
+{
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		double add = l * 1000.0;
+
+		f->st[l] = (com_layer_stats){
+			.layer = l,
+			.count = 100,
+			.nonzero = (uint64_t)(50 * k),
+			.nonfinite = (uint64_t)k,
+			.sum_sq = 10 * k + add,
+			.abs_sum = 3 * k + add,
+			.max_abs = k / 2 + add,
+			.acc_norm = k + add,
+			.momentum_abs_mean = k / 10,
+			.observed_steps = steps,
+		};
+	}
+	return (com_report){
+		.job = "job",
+		.rank = rank,
+		.window = 5,
+		.first_step = 50 + rank, /* ranks may disagree: min / max */
+		.last_step = 59 + rank,
+		.n_layers = N_LAYERS,
+		.layers = f->st,
+		.timings = {
+			.steps = steps,
+			.step_ms = steps * step_ms_each,
+			.compute_ms = steps * step_ms_each * 0.75,
+			.comm_ms = steps * step_ms_each * 0.25,
+			.floats_sent = 1000 * (rank + 1),
+			.floats_raw = 4000 * (rank + 1),
+		},
+		.lr = 0.01 * (rank + 1),
+		.batch_size = 32 + rank,
+		.epoch = 7 + rank,
+		.seq_in_force = 3,
+	};
+}
+
+static void
+add(fixture *f, uint32_t rank, double k, uint32_t steps, double ms)
+{
+	com_report r = report(f, rank, k, steps, ms);
+
+	assert_int_equal(ctl_window_add(f->win, &r), 0);
+}
+
+static void
+test_window_starts_empty(void **state)
+{
+	fixture *f = *state;
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 3, N_LAYERS, 1234, &f->win), 0);
+	assert_int_equal(ctl_window_index(f->win), 5);
+	assert_int_equal(ctl_window_opened_ms(f->win), 1234);
+	assert_int_equal(ctl_window_reported(f->win), 0);
+	assert_false(ctl_window_has(f->win, 0));
+	assert_false(ctl_window_has(f->win, 3));
+	ctl_window_view(f->win, "job", 3, layers, &f->in_force, &v);
+	assert_int_equal(v.ranks_reported, 0);
+	assert_true(isnan(v.step_ms_median));
+	assert_true(isnan(v.layers[0].grad_norm));
+	assert_true(isnan(v.layers[0].grad_norm_rank0));
+}
+
+static void
+test_window_sums_maxes_and_means_three_ranks(void **state)
+{
+	fixture *f = *state;
+	bellows_window v;
+	const bellows_window_layer *l0, *l1;
+
+	assert_int_equal(ctl_window_new(5, 3, N_LAYERS, 0, &f->win), 0);
+	/* Out of rank order on purpose. */
+	add(f, 2, 3, 10, 30);
+	add(f, 0, 1, 10, 10);
+	add(f, 1, 2, 5, 20);
+	assert_int_equal(ctl_window_reported(f->win), 3);
+	assert_true(ctl_window_has(f->win, 0));
+	assert_true(ctl_window_has(f->win, 2));
+
+	ctl_window_view(f->win, "job", 3, layers, &f->in_force, &v);
+	assert_string_equal(v.job, "job");
+	assert_int_equal(v.window, 5);
+	assert_int_equal(v.first_step, 50);
+	assert_int_equal(v.last_step, 61);
+	assert_int_equal(v.world, 3);
+	assert_int_equal(v.ranks_reported, 3);
+	/* epoch, LR and batch size are rank 0's. */
+	assert_int_equal(v.epoch, 7);
+	assert_true(v.lr == 0.01);
+	assert_int_equal(v.batch_size, 32);
+	assert_true(v.lr_scale == 0.5);
+	assert_int_equal(v.floats_sent, 6000);
+	assert_int_equal(v.floats_raw, 24000);
+	/* Per-step means 30, 10, 20 ms: median 20. */
+	assert_true(v.step_ms_median == 20);
+	assert_true(v.compute_ms_median == 15);
+	assert_true(v.comm_ms_median == 5);
+	assert_int_equal(v.n_layers, N_LAYERS);
+
+	l0 = &v.layers[0];
+	l1 = &v.layers[1];
+	assert_string_equal(l0->name, "fc1.weight");
+	assert_int_equal(l0->numel, 100);
+	assert_int_equal(l0->ndim, 2);
+	assert_int_equal(l0->shape[1], 10);
+	assert_true(l0->sum_sq == 60);
+	assert_true(l0->abs_sum == 18);
+	assert_true(l0->max_abs == 1.5);
+	assert_int_equal(l0->count, 300);
+	assert_int_equal(l0->nonzero, 300);
+	assert_int_equal(l0->nonfinite, 6);
+	assert_true(fabs(l0->momentum_abs_mean - 0.2) < 1e-12);
+	/* The norm of the summed gradient is rank 0's by default. */
+	assert_true(l0->grad_norm_rank0 == 1);
+	assert_true(l0->grad_norm_mean == 2);
+	assert_true(l0->grad_norm == 1);
+	assert_true(l0->level == 2);
+	assert_true(l0->error_bound == 0.25);
+
+	assert_true(l1->sum_sq == 3060);
+	assert_true(l1->max_abs == 1001.5);
+	assert_true(l1->grad_norm_rank0 == 1001);
+	assert_true(l1->grad_norm_mean == 1002);
+	assert_true(l1->level == 0);
+}
+
+static void
+test_window_uses_the_mean_norm_without_rank_zero(void **state)
+{
+	fixture *f = *state;
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 4, N_LAYERS, 0, &f->win), 0);
+	add(f, 3, 4, 10, 40);
+	add(f, 1, 1, 10, 10);
+	ctl_window_view(f->win, "job", 4, layers, &f->in_force, &v);
+	assert_true(isnan(v.layers[0].grad_norm_rank0));
+	assert_true(v.layers[0].grad_norm_mean == 2.5);
+	assert_true(v.layers[0].grad_norm == 2.5);
+	/* Even count: the mean of the two middle values, 10 and 40. */
+	assert_true(v.step_ms_median == 25);
+	assert_int_equal(v.first_step, 51);
+	assert_int_equal(v.last_step, 62);
+	/* Without rank 0, the first reporter's epoch. */
+	assert_int_equal(v.epoch, 10);
+}
+
+static void
+test_window_medians_odd_and_even_counts(void **state)
+{
+	fixture *f = *state;
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 5, N_LAYERS, 0, &f->win), 0);
+	add(f, 0, 1, 10, 50);
+	ctl_window_view(f->win, "job", 5, layers, &f->in_force, &v);
+	assert_true(v.step_ms_median == 50);
+	add(f, 1, 1, 4, 10);
+	ctl_window_view(f->win, "job", 5, layers, &f->in_force, &v);
+	assert_true(v.step_ms_median == 30);
+	add(f, 2, 1, 8, 90);
+	ctl_window_view(f->win, "job", 5, layers, &f->in_force, &v);
+	assert_true(v.step_ms_median == 50);
+	add(f, 3, 1, 1, 20);
+	ctl_window_view(f->win, "job", 5, layers, &f->in_force, &v);
+	/* 10, 20, 50, 90 */
+	assert_true(v.step_ms_median == 35);
+	/* A report of zero steps counts as one: no division by zero. */
+	add(f, 4, 1, 0, 0);
+	ctl_window_view(f->win, "job", 5, layers, &f->in_force, &v);
+	/* 0, 10, 20, 50, 90 */
+	assert_true(v.step_ms_median == 20);
+}
+
+static void
+test_window_refuses_a_duplicate_report(void **state)
+{
+	fixture *f = *state;
+	com_report again;
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 2, N_LAYERS, 0, &f->win), 0);
+	add(f, 1, 2, 10, 20);
+	again = report(f, 1, 100, 10, 1000);
+	assert_int_equal(ctl_window_add(f->win, &again), BELLOWS_EBUSY);
+	assert_int_equal(ctl_window_reported(f->win), 1);
+	/* The duplicate changed nothing. */
+	ctl_window_view(f->win, "job", 2, layers, &f->in_force, &v);
+	assert_true(v.layers[0].sum_sq == 20);
+	assert_true(v.step_ms_median == 20);
+	assert_int_equal(v.floats_sent, 2000);
+}
+
+static void
+test_window_counts_layers_missing_from_a_report(void **state)
+{
+	fixture *f = *state;
+	com_report r;
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 2, N_LAYERS, 0, &f->win), 0);
+	add(f, 0, 2, 10, 20);
+	r = report(f, 1, 4, 10, 20);
+	r.n_layers = 1; /* rank 1 did not observe layer 1 */
+	assert_int_equal(ctl_window_add(f->win, &r), 0);
+	ctl_window_view(f->win, "job", 2, layers, &f->in_force, &v);
+	assert_true(v.layers[0].grad_norm_mean == 3);
+	assert_true(v.layers[1].grad_norm_mean == 1002);
+	assert_true(v.layers[1].sum_sq == 1020);
+}
+
+static void
+test_window_destroy_is_null_safe(void **state)
+{
+	ctl_window *w = NULL;
+
+	(void)state;
+	ctl_window_destroy(NULL);
+	ctl_window_destroy(&w);
+	assert_null(w);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+		T(test_window_starts_empty),
+		T(test_window_sums_maxes_and_means_three_ranks),
+		T(test_window_uses_the_mean_norm_without_rank_zero),
+		T(test_window_medians_odd_and_even_counts),
+		T(test_window_refuses_a_duplicate_report),
+		T(test_window_counts_layers_missing_from_a_report),
+		T(test_window_destroy_is_null_safe),
+#undef T
+	};
+
+	return cmocka_run_group_tests_name("window", tests, NULL, NULL);
+}
