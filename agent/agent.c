@@ -48,6 +48,8 @@ struct bellows_agent {
 	uint64_t first_step;          /* first step of the open window */
 	com_timings timings;          /* of the open window */
 	double lr;                    /* last step's learning rate */
+	double lr_next;               /* LR the last step said comes next */
+	uint64_t closed_window;       /* last window closed + 1; 0 = none */
 	uint32_t batch_size;          /* last step's batch size */
 	uint64_t epoch;               /* last step's epoch */
 };
@@ -375,10 +377,12 @@ agent_close_window(bellows_agent *a)
 	r.layers = a->stats;
 	r.timings = a->timings;
 	r.lr = a->lr;
+	r.lr_next = a->lr_next;
 	r.batch_size = a->batch_size;
 	r.epoch = a->epoch;
 	r.seq_in_force = a->in_force->seq;
 	agent_io_submit_report(a->io, &r);
+	a->closed_window = a->window + 1;
 	a->window++;
 	a->first_step = a->step;
 	memset(&a->timings, 0, sizeof(a->timings));
@@ -410,6 +414,7 @@ bellows_agent_step_end(bellows_agent *agent, const bellows_step_info *info)
 		t->floats_sent += info->floats_sent;
 		t->floats_raw += info->floats_raw;
 		agent->lr = info->lr;
+		agent->lr_next = info->lr_next > 0 ? info->lr_next : info->lr;
 		agent->batch_size = info->batch_size;
 		agent->epoch = info->epoch;
 	}
@@ -474,5 +479,31 @@ bellows_agent_stats_get(bellows_agent *agent, bellows_agent_stats *ret)
 		return BELLOWS_EINVAL;
 	memset(ret, 0, sizeof(*ret));
 	agent_io_stats(agent->io, ret);
+	return 0;
+}
+
+int
+bellows_agent_window_stats(const bellows_agent *agent, uint32_t layer,
+    bellows_layer_stats *ret)
+{
+	const com_layer_stats *s;
+
+	if (agent == NULL || ret == NULL || layer >= agent->n_layers)
+		return BELLOWS_EINVAL;
+	if (agent->closed_window == 0)
+		return BELLOWS_EAGAIN;
+	s = &agent->stats[layer];
+	*ret = (bellows_layer_stats){
+		.window = agent->closed_window - 1,
+		.count = s->count,
+		.nonzero = s->nonzero,
+		.nonfinite = s->nonfinite,
+		.sum_sq = s->sum_sq,
+		.abs_sum = s->abs_sum,
+		.max_abs = s->max_abs,
+		.acc_norm = s->acc_norm,
+		.momentum_abs_mean = s->momentum_abs_mean,
+		.observed_steps = s->observed_steps,
+	};
 	return 0;
 }

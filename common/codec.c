@@ -304,6 +304,7 @@ codec_out_report(codec_out *o, const com_report *r)
 	pr->batch_size = r->batch_size;
 	pr->epoch = r->epoch;
 	pr->seq_in_force = r->seq_in_force;
+	pr->lr_next = r->lr_next;
 	o->env.body_case = BELLOWS__ENVELOPE__BODY_REPORT;
 	o->env.report = pr;
 	return 0;
@@ -1084,7 +1085,7 @@ codec_in_report(const Bellows__Report *pr, const com_limits *lim, com_report *r)
 	int rc;
 
 	if (pr->rank >= lim->max_world || pr->n_layers > lim->max_layers ||
-	    !codec_in_magnitude(pr->lr))
+	    !codec_in_magnitude(pr->lr) || !codec_in_magnitude(pr->lr_next))
 		return BELLOWS_EPROTO;
 	if ((rc = codec_in_name(pr->job, lim, false, &r->job)) != 0)
 		return rc;
@@ -1111,6 +1112,7 @@ codec_in_report(const Bellows__Report *pr, const com_limits *lim, com_report *r)
 	r->batch_size = pr->batch_size;
 	r->epoch = pr->epoch;
 	r->seq_in_force = pr->seq_in_force;
+	r->lr_next = pr->lr_next;
 	return 0;
 }
 

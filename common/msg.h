@@ -126,6 +126,7 @@ typedef struct com_report {
 	uint32_t batch_size;      /* per-rank batch size used */
 	uint64_t epoch;           /* trainer's epoch counter */
 	uint64_t seq_in_force;    /* decision applied at last_step */
+	double lr_next;           /* LR the next window starts with; 0 = lr */
 } com_report;
 
 typedef struct com_heartbeat {

@@ -31,6 +31,7 @@ struct ctl_window {
 	uint64_t last_step;        /* max over ranks */
 	uint64_t epoch;            /* rank 0's, else first reporter's */
 	double lr;                 /* same */
+	double lr_next;            /* same */
 	uint32_t batch_size;       /* same */
 	bool have_rank0;           /* rank 0 reported */
 	uint64_t floats_sent;      /* summed */
@@ -113,6 +114,7 @@ ctl_window_add(ctl_window *w, const com_report *rep)
 	if (rep->rank == 0 || w->n_reported == 1) {
 		w->epoch = rep->epoch;
 		w->lr = rep->lr;
+		w->lr_next = rep->lr_next > 0 ? rep->lr_next : rep->lr;
 		w->batch_size = rep->batch_size;
 		w->have_rank0 = w->have_rank0 || rep->rank == 0;
 	}
@@ -228,6 +230,7 @@ ctl_window_view(ctl_window *w, const char *job, uint32_t world,
 		.last_step = w->last_step,
 		.epoch = w->epoch,
 		.lr = w->lr,
+		.lr_next = w->lr_next,
 		.batch_size = w->batch_size,
 		.lr_scale = in_force->lr_scale,
 		.world = world,

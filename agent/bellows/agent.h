@@ -97,6 +97,9 @@ typedef struct bellows_step_info {
 	uint64_t floats_sent; /* floats this rank sent */
 	uint64_t floats_raw;  /* floats it would have sent uncompressed */
 	double lr;            /* learning rate used in this step */
+	double lr_next;       /* learning rate of the next step (0: = lr); the
+			       * last step of a window tells bellowsd whether
+			       * the LR is about to drop */
 	uint32_t batch_size;  /* per-rank batch size used */
 	uint64_t epoch;       /* trainer's epoch counter */
 } bellows_step_info;
@@ -119,6 +122,20 @@ typedef struct bellows_decision {
 	const char *policy;          /* who decided */
 	const char *reason;          /* why */
 } bellows_decision;
+
+/* Statistics of one layer over the last closed window, as reported. */
+typedef struct bellows_layer_stats {
+	uint64_t window;           /* window index */
+	uint64_t count;            /* elements observed */
+	uint64_t nonzero;          /* finite elements != 0 */
+	uint64_t nonfinite;        /* NaN/Inf, excluded from the sums */
+	double sum_sq;             /* sum of g^2 */
+	double abs_sum;            /* sum of |g| */
+	double max_abs;            /* largest |g| */
+	double acc_norm;           /* L2 norm of the window-summed gradient */
+	double momentum_abs_mean;  /* mean |m| at window end; 0 if off */
+	uint32_t observed_steps;   /* steps in which the layer was observed */
+} bellows_layer_stats;
 
 typedef struct bellows_agent_stats {
 	int connected;             /* welcomed by the current daemon */
@@ -191,6 +208,12 @@ BELLOWS_EXPORT int bellows_agent_window_end(bellows_agent *agent);
  * lr_scale 1. Returns 0 or BELLOWS_EINVAL. */
 BELLOWS_EXPORT int bellows_agent_decision(const bellows_agent *agent,
     bellows_decision *ret);
+
+/* Copies the statistics `layer` had in the last closed window (the ones
+ * its REPORT carried) into *ret. Returns 0, BELLOWS_EINVAL for a bad
+ * index, or BELLOWS_EAGAIN before the first window closed. */
+BELLOWS_EXPORT int bellows_agent_window_stats(const bellows_agent *agent,
+    uint32_t layer, bellows_layer_stats *ret);
 
 /* Level in force for `layer` in the current step; 0 for a bad index. */
 BELLOWS_EXPORT double bellows_agent_level(const bellows_agent *agent,

@@ -1067,9 +1067,18 @@ test_report_per_window_carries_correct_statistics_and_timings(void **state)
 	a = open_agent(&cfg);
 	STATS_WAIT(a, s, s.connected);
 	FAKE_WAIT(f, f->subscriptions >= 1);
+	{
+		bellows_layer_stats ls;
+
+		assert_int_equal(bellows_agent_window_stats(a, 0, &ls),
+		    BELLOWS_EAGAIN);
+		assert_int_equal(bellows_agent_window_stats(a, N_LAYERS, &ls),
+		    BELLOWS_EINVAL);
+	}
 
 	for (uint64_t i = 0; i < 4; i++) {
 		bellows_step_info info = { .step_ms = 10.0 + (double)i,
+			.lr_next = i == 3 ? 0.01 : 0.0,
 			.compute_ms = 6.0,
 			.comm_ms = 3.0,
 			.bytes_sent = 1000,
@@ -1109,6 +1118,9 @@ test_report_per_window_carries_correct_statistics_and_timings(void **state)
 		assert_int_equal(r->timings.decision_misses, 0);
 		assert_int_equal(r->timings.reports_dropped, 0);
 		assert_true(fabs(r->lr - 0.2 * (w + 1)) < 1e-12);
+		/* lr_next 0 reads as "same as lr"; the window's last step
+		 * announces the drop. */
+		assert_true(fabs(r->lr_next - (w == 0 ? 0.2 : 0.01)) < 1e-12);
 		assert_int_equal(r->batch_size, 32);
 		assert_int_equal(r->epoch, 7);
 	}
@@ -1122,6 +1134,16 @@ test_report_per_window_carries_correct_statistics_and_timings(void **state)
 	assert_int_equal(r->timings.steps, 1);
 	assert_true(r->timings.step_ms > 0.0);
 	check_layer_stats(&r->layers[1], 1, 4, 4, 0.9);
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		bellows_layer_stats ls;
+
+		/* What the agent exposes is what it reported. */
+		assert_int_equal(bellows_agent_window_stats(a, l, &ls), 0);
+		assert_int_equal(ls.window, 2);
+		assert_int_equal(ls.count, r->layers[l].count);
+		assert_true(ls.acc_norm == r->layers[l].acc_norm);
+		assert_true(ls.sum_sq == r->layers[l].sum_sq);
+	}
 	pthread_mutex_unlock(&f->mu);
 
 	assert_int_equal(bellows_agent_stats_get(a, &s), 0);

@@ -143,6 +143,7 @@ make_report(com_msg *m, uint32_t n_layers)
 	r->batch_size = 32;
 	r->epoch = 3;
 	r->seq_in_force = 4;
+	r->lr_next = 0.0125;
 }
 
 static void
@@ -376,6 +377,7 @@ assert_report_equal(const com_report *a, const com_report *b)
 	assert_int_equal(a->batch_size, b->batch_size);
 	assert_int_equal(a->epoch, b->epoch);
 	assert_int_equal(a->seq_in_force, b->seq_in_force);
+	assert_true(a->lr_next == b->lr_next);
 }
 
 static void
