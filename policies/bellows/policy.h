@@ -131,6 +131,22 @@ typedef struct bellows_proposal {
 	char reason[BELLOWS_REASON_MAX]; /* why, empty if nothing changed */
 } bellows_proposal;
 
+/* Something that happened to the job between windows. */
+typedef enum bellows_event_type {
+	BELLOWS_EVENT_RANK_LOST = 1,   /* a rank went silent or left */
+	BELLOWS_EVENT_RANK_JOINED = 2, /* a rank joined or rejoined */
+	BELLOWS_EVENT_RELOAD = 3,      /* the configuration was reloaded and
+					* this instance kept: `config` is now
+					* the new file's */
+} bellows_event_type;
+
+typedef struct bellows_event {
+	bellows_event_type type; /* what happened */
+	uint32_t rank;           /* RANK_*: which rank */
+	uint64_t window;         /* the next window to close */
+	uint32_t ranks_alive;    /* live ranks after the event */
+} bellows_event;
+
 /* Static facts about the job, handed to init. */
 typedef struct bellows_job_info {
 	const char *job;           /* job name */
@@ -163,6 +179,14 @@ typedef struct bellows_policy_ops {
 	/* Releases whatever init acquired inside state (not state itself).
 	 * May be NULL when there is nothing to release. */
 	void (*fini)(void *state, const void *config);
+
+	/* Optional (may be NULL): told about rank losses, joins and
+	 * reloads. On RELOAD the instance keeps its state and from now on
+	 * is called with the new `config`; it may adapt its state here.
+	 * Returns 0, or a BELLOWS_E* to refuse the new config (the host then
+	 * restarts the instance from init). */
+	int (*on_event)(void *state, const void *config,
+	    const bellows_event *event);
 } bellows_policy_ops;
 
 /* Out-of-tree policies export this symbol (a function returning the ops). */
