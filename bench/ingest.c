@@ -1,0 +1,995 @@
+/* ingest - how fast bellowsd ingests reports and answers windows.
+ *
+ * Starts a real bellowsd (fixed policy, generous timeouts) on ipc://
+ * endpoints and plays R simulated ranks x L layers against it without
+ * agents: a few DEALER sockets, each holding many ranks (a rank belongs to
+ * the routing id that said Hello), send pre-encoded Reports as fast as
+ * ZeroMQ takes them, and a SUB receives the decisions. Three phases per
+ * rank count:
+ *
+ *   burst      windows one at a time: all R reports of window w at once,
+ *              then wait for the decision answering it (window w + 1);
+ *              latency = last report handed to ZeroMQ -> decision received,
+ *              so it includes draining the window's backlog;
+ *   last       the same, but the first R - 1 reports are sent and seen
+ *              ingested (STATUS) before the last one is timed: the
+ *              latency of closing a window, policies and publication;
+ *   pipelined  up to PIPE_DEPTH windows in flight, for throughput:
+ *              layer statistics per second = reports x L / (first send ->
+ *              last decision received), and bellowsd's CPU time per
+ *              report from /proc.
+ *
+ * At the end STATUS must show every report ingested and nothing dropped.
+ * The last line reads
+ *   ingest: layer_stats/s=X p50_ms=Y p99_ms=Z (ranks=R)
+ * for the largest R, with the "last" latencies.
+ */
+#include "clock.h"
+#include "codec.h"
+#include "msg.h"
+
+#include <bellows/error.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#ifndef BENCH_BELLOWSD
+#define BENCH_BELLOWSD "bellowsd"
+#endif
+
+#define BENCH_JOB       "bench"
+#define BENCH_STEPS     10    /* steps per window, for the step fields */
+#define PIPE_DEPTH      4     /* windows in flight (bellowsd holds 8) */
+#define MAX_SOCKETS     64    /* DEALERs sharing the ranks */
+#define MAX_RANK_COUNTS 8     /* entries in --ranks */
+#define WAIT_MS         20000 /* longest wait for any answer */
+
+typedef struct bench_opts {
+	const char *bellowsd;            /* daemon binary */
+	uint32_t ranks[MAX_RANK_COUNTS]; /* rank counts to run */
+	uint32_t n_ranks;                /* entries in ranks */
+	uint32_t layers;                 /* layers per report */
+	uint32_t windows;      /* windows of the burst and last phases */
+	uint32_t pipe_reports; /* reports in the pipelined phase */
+	uint32_t sockets;      /* DEALERs (capped by the rank count) */
+	const char *perf_out;  /* perf record output, NULL = none */
+} bench_opts;
+
+typedef struct bench_run {
+	const bench_opts *o;        /* options */
+	uint32_t world;             /* ranks in this run */
+	uint32_t nsock;             /* DEALERs in use */
+	char dir[64];               /* private temp directory */
+	char ctl[128];              /* control endpoint */
+	char pub[128];              /* publish endpoint */
+	char cfg[128];              /* YAML file */
+	char log[128];              /* bellowsd's stderr */
+	pid_t daemon;               /* bellowsd's pid */
+	void *zctx;                 /* ZeroMQ context */
+	void *status;               /* DEALER for STATUS */
+	void *sub;                  /* decisions */
+	void *dealers[MAX_SOCKETS]; /* ranks' DEALERs */
+	com_limits limits;          /* decoding limits */
+	uint64_t answered;          /* highest decision window seen */
+	uint64_t answered_ns;       /* when it was seen */
+	uint64_t reports_sent;      /* reports handed to ZeroMQ */
+	uint64_t bytes_sent;        /* their bytes */
+} bench_run;
+
+typedef struct bench_result {
+	uint32_t world;       /* ranks */
+	double burst_p50;     /* ms */
+	double burst_p99;     /* ms */
+	double last_p50;      /* ms */
+	double last_p99;      /* ms */
+	double stats_per_s;   /* layer statistics per second */
+	double reports_per_s; /* reports per second */
+	double mb_per_s;      /* report bytes per second */
+	double loop_cpu;      /* event loop CPU / wall time, pipelined */
+	double io_cpu;        /* ZeroMQ threads' CPU / wall time */
+	double us_per_report; /* event loop CPU per report, pipelined */
+	uint64_t reports;     /* STATUS: reports ingested */
+	uint64_t layer_stats; /* STATUS: layer statistics */
+	uint64_t dropped;     /* STATUS: messages dropped */
+	uint64_t decisions;   /* STATUS: decisions published */
+	bool ok;              /* counters as expected */
+} bench_result;
+
+static void
+usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: ingest [--bellowsd PATH] [--ranks N,N,...] [--layers L]\n"
+	    "              [--windows K] [--pipe-reports N] [--sockets S]\n"
+	    "              [--perf-record FILE]\n"
+	    "\n"
+	    "  --bellowsd PATH      daemon to start (default %s)\n"
+	    "  --ranks LIST         rank counts (default 10,100,1000)\n"
+	    "  --layers L           layers per report (default 100)\n"
+	    "  --windows K          windows of the latency phases (default "
+	    "50)\n"
+	    "  --pipe-reports N     reports of the throughput phase (default "
+	    "30000)\n"
+	    "  --sockets S          DEALER sockets (default 8)\n"
+	    "  --perf-record FILE   record bellowsd with perf during the\n"
+	    "                       throughput phase of the largest run\n",
+	    BENCH_BELLOWSD);
+}
+
+static uint64_t
+now_ns(void)
+{
+	return com_clock_ns();
+}
+
+static void
+sleep_ms(uint32_t ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double
+percentile(double *v, size_t n, double p)
+{
+	size_t i;
+
+	if (n == 0)
+		return NAN;
+	qsort(v, n, sizeof(*v), cmp_double);
+	i = (size_t)ceil(p * (double)n) - 1;
+	return v[i < n ? i : n - 1];
+}
+
+/* ---- the daemon -------------------------------------------------------- */
+
+static int
+write_config(const char *path)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f == NULL)
+		return -1;
+	/* An apply lag far beyond the run keeps every decision pending, so
+	 * the seq_in_force the reports carry (1) is always the one bellowsd
+	 * expects and no repair is ever issued: the run measures ingestion,
+	 * not the divergence path. */
+	fprintf(f,
+	    "daemon:\n"
+	    "  apply_lag: 1000000\n"
+	    "  window_timeout_ms: 600000\n"
+	    "  rank_timeout_ms: 600000\n"
+	    "  heartbeat_ms: 60000\n"
+	    "jobs:\n"
+	    "  - match: \"*\"\n"
+	    "    policies:\n"
+	    "      - type: fixed\n"
+	    "        params:\n"
+	    "          level: 2\n");
+	return fclose(f) == 0 ? 0 : -1;
+}
+
+static pid_t
+spawn(const char *const argv[], const char *log)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+			close(fd);
+		}
+		execv(argv[0], (char *const *)argv);
+		fprintf(stderr, "cannot run %s: %s\n", argv[0],
+		    strerror(errno));
+		_exit(127);
+	}
+	return pid;
+}
+
+static void
+stop_process(pid_t pid, int sig)
+{
+	int status;
+
+	if (pid <= 0)
+		return;
+	kill(pid, sig);
+	waitpid(pid, &status, 0);
+}
+
+/* CPU time of a process so far, in seconds, from the schedulers' per-
+ * thread nanosecond counters: *ret_main for the main thread (bellowsd's
+ * event loop), *ret_other for the rest (ZeroMQ's I/O threads). */
+static int
+process_cpu(pid_t pid, double *ret_main, double *ret_other)
+{
+	char path[300];
+	struct dirent *e;
+	double main_s = 0, other_s = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if ((d = opendir(path)) == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		unsigned long long ns = 0;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat",
+		    (int)pid, e->d_name);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		if (fscanf(f, "%llu", &ns) != 1)
+			ns = 0;
+		fclose(f);
+		if (atoi(e->d_name) == (int)pid)
+			main_s += (double)ns / 1e9;
+		else
+			other_s += (double)ns / 1e9;
+	}
+	closedir(d);
+	*ret_main = main_s;
+	*ret_other = other_s;
+	return 0;
+}
+
+/* ---- messages ---------------------------------------------------------- */
+
+static int
+send_msg(void *sock, const com_msg *m)
+{
+	uint8_t *buf;
+	size_t len;
+	int r;
+
+	if (com_codec_encode(m, &buf, &len) != 0)
+		return -1;
+	r = zmq_send(sock, buf, len, 0);
+	free(buf);
+	return r < 0 ? -1 : 0;
+}
+
+/* Receives one Envelope from sock within timeout_ms. Returns 0, or -1. */
+static int
+recv_msg(bench_run *b, void *sock, int timeout_ms, com_msg *ret)
+{
+	zmq_pollitem_t item = { sock, 0, ZMQ_POLLIN, 0 };
+	zmq_msg_t frame;
+	int r;
+
+	if (zmq_poll(&item, 1, timeout_ms) <= 0)
+		return -1;
+	zmq_msg_init(&frame);
+	if (zmq_msg_recv(&frame, sock, 0) < 0) {
+		zmq_msg_close(&frame);
+		return -1;
+	}
+	r = com_codec_decode(zmq_msg_data(&frame), zmq_msg_size(&frame),
+	    &b->limits, ret);
+	zmq_msg_close(&frame);
+	if (r != 0) {
+		com_msg_fini(ret);
+		return -1;
+	}
+	return 0;
+}
+
+/* Asks STATUS (of no job, so the reply stays small) for the counters. */
+static int
+status(bench_run *b, int timeout_ms, com_status_reply *ret)
+{
+	com_msg req, reply;
+
+	com_msg_init(&req, COM_MSG_STATUS_REQUEST);
+	req.u.status_request.job = (char *)"-"; /* no such job */
+	if (send_msg(b->status, &req) != 0)
+		return -1;
+	if (recv_msg(b, b->status, timeout_ms, &reply) != 0)
+		return -1;
+	if (reply.type != COM_MSG_STATUS_REPLY) {
+		com_msg_fini(&reply);
+		return -1;
+	}
+	*ret = reply.u.status_reply;
+	ret->jobs = NULL;
+	ret->n_jobs = 0;
+	ret->peers = NULL;
+	ret->n_peers = 0;
+	com_msg_fini(&reply);
+	return 0;
+}
+
+/* Reads the decisions that arrived; waits up to timeout_ms for the
+ * first. Tracks the highest window answered and when. */
+static void
+read_decisions(bench_run *b, int timeout_ms)
+{
+	for (;;) {
+		zmq_pollitem_t item = { b->sub, 0, ZMQ_POLLIN, 0 };
+		zmq_msg_t topic, body;
+		com_msg m;
+		uint64_t t;
+
+		if (zmq_poll(&item, 1, timeout_ms) <= 0)
+			return;
+		timeout_ms = 0;
+		t = now_ns();
+		zmq_msg_init(&topic);
+		zmq_msg_init(&body);
+		if (zmq_msg_recv(&topic, b->sub, 0) < 0 ||
+		    !zmq_msg_more(&topic) ||
+		    zmq_msg_recv(&body, b->sub, 0) < 0) {
+			zmq_msg_close(&topic);
+			zmq_msg_close(&body);
+			continue;
+		}
+		if (com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body),
+			&b->limits, &m) == 0 &&
+		    m.type == COM_MSG_DECISION &&
+		    m.u.decision.window > b->answered) {
+			b->answered = m.u.decision.window;
+			b->answered_ns = t;
+		}
+		com_msg_fini(&m);
+		zmq_msg_close(&topic);
+		zmq_msg_close(&body);
+	}
+}
+
+/* Waits until the decision answering window w (window field w + 1) was
+ * received. Returns 0, or -1 on timeout. */
+static int
+wait_answered(bench_run *b, uint64_t w)
+{
+	uint64_t deadline = com_clock_ms() + WAIT_MS;
+
+	while (b->answered < w + 1) {
+		uint64_t now = com_clock_ms();
+
+		if (now >= deadline) {
+			fprintf(stderr,
+			    "ingest: no decision for window %" PRIu64
+			    " within %d ms (last answered %" PRIu64 ")\n",
+			    w, WAIT_MS, b->answered);
+			return -1;
+		}
+		read_decisions(b, (int)(deadline - now));
+	}
+	return 0;
+}
+
+static void
+layer_table(const bench_opts *o, com_layer_info *layers, char (*names)[24])
+{
+	for (uint32_t l = 0; l < o->layers; l++) {
+		snprintf(names[l], sizeof(names[l]), "layer%u.weight", l);
+		layers[l] = (com_layer_info){ .name = names[l],
+			.numel = 64 * 64,
+			.ndim = 2,
+			.shape = { 64, 64 } };
+	}
+}
+
+/* Encodes rank r's report of window w. */
+static int
+encode_report(const bench_run *b, com_layer_stats *ls, uint32_t r, uint64_t w,
+    uint8_t **ret_buf, size_t *ret_len)
+{
+	com_msg m;
+	com_report *rep = &m.u.report;
+	double s = 1.0 + 0.001 * (double)r + 0.01 * (double)(w % 100);
+
+	for (uint32_t l = 0; l < b->o->layers; l++) {
+		ls[l] = (com_layer_stats){ .layer = l,
+			.count = 64 * 64 * BENCH_STEPS,
+			.nonzero = 64 * 64 * BENCH_STEPS - l,
+			.sum_sq = 0.25 * s * (l + 1),
+			.abs_sum = 31.5 * s,
+			.max_abs = 0.0625 * s,
+			.acc_norm = 1.5 * s / (l + 1),
+			.momentum_abs_mean = 0.001 * s,
+			.observed_steps = BENCH_STEPS };
+	}
+	com_msg_init(&m, COM_MSG_REPORT);
+	rep->job = (char *)BENCH_JOB;
+	rep->rank = r;
+	rep->window = w;
+	rep->first_step = w * BENCH_STEPS;
+	rep->last_step = w * BENCH_STEPS + BENCH_STEPS - 1;
+	rep->n_layers = b->o->layers;
+	rep->layers = ls;
+	rep->timings = (com_timings){ .steps = BENCH_STEPS,
+		.step_ms = 100.0 * BENCH_STEPS,
+		.compute_ms = 70.0 * BENCH_STEPS,
+		.comm_ms = 30.0 * BENCH_STEPS,
+		.step_ms_max = 110.0,
+		.bytes_sent = 4u * 100000 * BENCH_STEPS,
+		.floats_sent = 100000u * BENCH_STEPS,
+		.floats_raw = 1000000u * BENCH_STEPS };
+	rep->lr = 0.1;
+	rep->batch_size = 128;
+	rep->epoch = w;
+	rep->seq_in_force = 1;
+	return com_codec_encode(&m, ret_buf, ret_len);
+}
+
+static int
+send_report(bench_run *b, uint32_t r, const uint8_t *buf, size_t len)
+{
+	if (zmq_send(b->dealers[r % b->nsock], buf, len, 0) < 0) {
+		fprintf(stderr, "ingest: send failed: %s\n",
+		    zmq_strerror(zmq_errno()));
+		return -1;
+	}
+	b->reports_sent++;
+	b->bytes_sent += len;
+	return 0;
+}
+
+/* ---- setup ------------------------------------------------------------- */
+
+static void
+print_log_tail(const char *log)
+{
+	char line[512];
+	FILE *f = fopen(log, "r");
+
+	if (f == NULL)
+		return;
+	fprintf(stderr, "---- %s ----\n", log);
+	while (fgets(line, sizeof(line), f) != NULL)
+		fputs(line, stderr);
+	fclose(f);
+}
+
+static int
+run_open(bench_run *b)
+{
+	const char *argv[12];
+	com_status_reply st;
+	uint64_t deadline;
+	int zero = 0, hwm = 100000;
+
+	snprintf(b->dir, sizeof(b->dir), "/tmp/bellows-ingest.XXXXXX");
+	if (mkdtemp(b->dir) == NULL) {
+		perror("ingest: mkdtemp");
+		return -1;
+	}
+	snprintf(b->ctl, sizeof(b->ctl), "ipc://%s/control", b->dir);
+	snprintf(b->pub, sizeof(b->pub), "ipc://%s/publish", b->dir);
+	snprintf(b->cfg, sizeof(b->cfg), "%s/bench.yaml", b->dir);
+	snprintf(b->log, sizeof(b->log), "%s/bellowsd.log", b->dir);
+	if (write_config(b->cfg) != 0) {
+		perror("ingest: writing the configuration");
+		return -1;
+	}
+	argv[0] = b->o->bellowsd;
+	argv[1] = "--policy";
+	argv[2] = b->cfg;
+	argv[3] = "--control";
+	argv[4] = b->ctl;
+	argv[5] = "--publish";
+	argv[6] = b->pub;
+	argv[7] = "--log-level";
+	argv[8] = "warn";
+	argv[9] = NULL;
+	/* Forked before this process has a ZeroMQ context. */
+	b->daemon = spawn(argv, b->log);
+	if (b->daemon < 0) {
+		perror("ingest: fork");
+		return -1;
+	}
+	com_limits_default(&b->limits);
+	b->zctx = zmq_ctx_new();
+	b->status = zmq_socket(b->zctx, ZMQ_DEALER);
+	b->sub = zmq_socket(b->zctx, ZMQ_SUB);
+	zmq_setsockopt(b->status, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_setsockopt(b->sub, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_setsockopt(b->sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+	zmq_setsockopt(b->sub, ZMQ_SUBSCRIBE, "d:" BENCH_JOB,
+	    sizeof("d:" BENCH_JOB));
+	if (zmq_connect(b->status, b->ctl) != 0 ||
+	    zmq_connect(b->sub, b->pub) != 0)
+		return -1;
+	deadline = com_clock_ms() + 5000;
+	while (status(b, 200, &st) != 0) {
+		if (com_clock_ms() >= deadline) {
+			fprintf(stderr, "ingest: %s did not answer at %s\n",
+			    b->o->bellowsd, b->ctl);
+			print_log_tail(b->log);
+			return -1;
+		}
+	}
+	b->nsock = b->o->sockets < b->world ? b->o->sockets : b->world;
+	for (uint32_t i = 0; i < b->nsock; i++) {
+		char id[32];
+
+		b->dealers[i] = zmq_socket(b->zctx, ZMQ_DEALER);
+		snprintf(id, sizeof(id), "bench-%u", i);
+		zmq_setsockopt(b->dealers[i], ZMQ_ROUTING_ID, id, strlen(id));
+		zmq_setsockopt(b->dealers[i], ZMQ_LINGER, &zero, sizeof(zero));
+		if (zmq_connect(b->dealers[i], b->ctl) != 0)
+			return -1;
+	}
+	/* The SUB's subscription travels asynchronously: give it time to
+	 * reach the PUB before the first decision is published. */
+	sleep_ms(200);
+	return 0;
+}
+
+static void
+run_close(bench_run *b)
+{
+	char path[160];
+
+	for (uint32_t i = 0; i < b->nsock; i++)
+		zmq_close(b->dealers[i]);
+	if (b->status != NULL)
+		zmq_close(b->status);
+	if (b->sub != NULL)
+		zmq_close(b->sub);
+	if (b->zctx != NULL)
+		zmq_ctx_term(b->zctx);
+	stop_process(b->daemon, SIGTERM);
+	unlink(b->cfg);
+	unlink(b->log);
+	snprintf(path, sizeof(path), "%s/control", b->dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/publish", b->dir);
+	unlink(path);
+	rmdir(b->dir);
+}
+
+/* Every rank says Hello; every one must be welcomed. */
+static int
+run_join(bench_run *b)
+{
+	com_layer_info *layers = calloc(b->o->layers, sizeof(*layers));
+	char(*names)[24] = calloc(b->o->layers, sizeof(*names));
+	uint32_t welcomed = 0, refused = 0;
+	uint64_t deadline;
+	int rc = -1;
+
+	if (layers == NULL || names == NULL)
+		goto out;
+	layer_table(b->o, layers, names);
+	for (uint32_t r = 0; r < b->world; r++) {
+		com_msg m;
+
+		com_msg_init(&m, COM_MSG_HELLO);
+		m.u.hello.job = (char *)BENCH_JOB;
+		m.u.hello.rank = r;
+		m.u.hello.world = b->world;
+		m.u.hello.n_layers = b->o->layers;
+		m.u.hello.layers = layers;
+		m.u.hello.agent_version = (char *)"bench";
+		m.u.hello.incarnation = r + 1;
+		if (send_msg(b->dealers[r % b->nsock], &m) != 0)
+			goto out;
+	}
+	deadline = com_clock_ms() + WAIT_MS;
+	while (welcomed + refused < b->world && com_clock_ms() < deadline) {
+		zmq_pollitem_t items[MAX_SOCKETS];
+
+		for (uint32_t i = 0; i < b->nsock; i++)
+			items[i] = (zmq_pollitem_t){ b->dealers[i], 0,
+				ZMQ_POLLIN, 0 };
+		if (zmq_poll(items, (int)b->nsock, 100) <= 0)
+			continue;
+		for (uint32_t i = 0; i < b->nsock; i++) {
+			com_msg m;
+
+			if (!(items[i].revents & ZMQ_POLLIN) ||
+			    recv_msg(b, b->dealers[i], 0, &m) != 0)
+				continue;
+			if (m.type == COM_MSG_WELCOME)
+				welcomed++;
+			else
+				refused++;
+			com_msg_fini(&m);
+		}
+	}
+	if (welcomed != b->world)
+		fprintf(stderr, "ingest: %u of %u ranks welcomed\n", welcomed,
+		    b->world);
+	else
+		rc = 0;
+out:
+	free(layers);
+	free(names);
+	return rc;
+}
+
+/* ---- phases ------------------------------------------------------------ */
+
+/* Encodes the reports of window w for all ranks into bufs/lens. */
+static int
+encode_window(const bench_run *b, com_layer_stats *ls, uint64_t w,
+    uint8_t **bufs, size_t *lens)
+{
+	for (uint32_t r = 0; r < b->world; r++) {
+		if (encode_report(b, ls, r, w, &bufs[r], &lens[r]) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void
+free_window(const bench_run *b, uint8_t **bufs)
+{
+	for (uint32_t r = 0; r < b->world; r++) {
+		free(bufs[r]);
+		bufs[r] = NULL;
+	}
+}
+
+/* Waits until STATUS shows `expected` reports ingested. */
+static int
+wait_ingested(bench_run *b, uint64_t expected)
+{
+	uint64_t deadline = com_clock_ms() + WAIT_MS;
+	com_status_reply st;
+
+	while (com_clock_ms() < deadline) {
+		if (status(b, 1000, &st) == 0 && st.reports >= expected)
+			return 0;
+		sleep_ms(1);
+	}
+	fprintf(stderr,
+	    "ingest: bellowsd did not ingest %" PRIu64 " reports in time\n",
+	    expected);
+	return -1;
+}
+
+/* Windows [w0, w0 + n) one at a time. With `isolated`, the last report
+ * of each window is sent only after the others were ingested. Latencies
+ * in ms go to lat (n entries; window w0 is a warm-up and not counted when
+ * n > 1). */
+static int
+phase_sequential(bench_run *b, uint64_t w0, uint32_t n, bool isolated,
+    double *lat, size_t *ret_n)
+{
+	uint8_t **bufs = calloc(b->world, sizeof(*bufs));
+	size_t *lens = calloc(b->world, sizeof(*lens));
+	com_layer_stats *ls = calloc(b->o->layers, sizeof(*ls));
+	size_t k = 0;
+	int rc = -1;
+
+	if (bufs == NULL || lens == NULL || ls == NULL)
+		goto out;
+	for (uint64_t w = w0; w < w0 + n; w++) {
+		uint64_t sent;
+
+		if (encode_window(b, ls, w, bufs, lens) != 0)
+			goto out;
+		for (uint32_t r = 0; r + 1 < b->world; r++) {
+			if (send_report(b, r, bufs[r], lens[r]) != 0)
+				goto out;
+		}
+		if (isolated && wait_ingested(b, b->reports_sent) != 0)
+			goto out;
+		if (send_report(b, b->world - 1, bufs[b->world - 1],
+			lens[b->world - 1]) != 0)
+			goto out;
+		sent = now_ns();
+		if (wait_answered(b, w) != 0)
+			goto out;
+		if (w > w0 || n == 1)
+			lat[k++] = (double)(b->answered_ns - sent) / 1e6;
+		free_window(b, bufs);
+	}
+	*ret_n = k;
+	rc = 0;
+out:
+	if (bufs != NULL)
+		free_window(b, bufs);
+	free(bufs);
+	free(lens);
+	free(ls);
+	return rc;
+}
+
+static pid_t
+perf_start(const bench_run *b)
+{
+	char pid[16];
+	const char *argv[] = { "/usr/bin/perf", "record", "-g", "-o",
+		b->o->perf_out, "-p", pid, NULL };
+
+	snprintf(pid, sizeof(pid), "%d", (int)b->daemon);
+	return spawn(argv, "/dev/null");
+}
+
+/* Windows [w0, w0 + n) with up to PIPE_DEPTH in flight. */
+static int
+phase_pipelined(bench_run *b, uint64_t w0, uint32_t n, bool perf,
+    bench_result *res)
+{
+	size_t total = (size_t)b->world * n;
+	uint8_t **bufs = calloc(total, sizeof(*bufs));
+	size_t *lens = calloc(total, sizeof(*lens));
+	com_layer_stats *ls = calloc(b->o->layers, sizeof(*ls));
+	uint64_t t0, bytes0 = b->bytes_sent;
+	double main0 = 0, other0 = 0, main1 = 0, other1 = 0;
+	pid_t perf_pid = -1;
+	int rc = -1;
+
+	if (bufs == NULL || lens == NULL || ls == NULL)
+		goto out;
+	for (uint32_t i = 0; i < n; i++) {
+		if (encode_window(b, ls, w0 + i, bufs + (size_t)i * b->world,
+			lens + (size_t)i * b->world) != 0)
+			goto out;
+	}
+	if (perf) {
+		perf_pid = perf_start(b);
+		sleep_ms(500); /* perf attaches */
+	}
+	process_cpu(b->daemon, &main0, &other0);
+	t0 = now_ns();
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t w = w0 + i;
+
+		if (w >= w0 + PIPE_DEPTH &&
+		    wait_answered(b, w - PIPE_DEPTH) != 0)
+			goto out;
+		for (uint32_t r = 0; r < b->world; r++) {
+			size_t at = (size_t)i * b->world + r;
+
+			if (send_report(b, r, bufs[at], lens[at]) != 0)
+				goto out;
+		}
+		read_decisions(b, 0);
+	}
+	if (wait_answered(b, w0 + n - 1) != 0)
+		goto out;
+	{
+		double secs = (double)(b->answered_ns - t0) / 1e9;
+
+		process_cpu(b->daemon, &main1, &other1);
+		res->reports_per_s = (double)total / secs;
+		res->stats_per_s = res->reports_per_s * b->o->layers;
+		res->mb_per_s = (double)(b->bytes_sent - bytes0) / secs / 1e6;
+		res->loop_cpu = (main1 - main0) / secs;
+		res->io_cpu = (other1 - other0) / secs;
+		res->us_per_report = (main1 - main0) * 1e6 / (double)total;
+	}
+	rc = 0;
+out:
+	if (perf_pid > 0)
+		stop_process(perf_pid, SIGINT);
+	for (size_t i = 0; bufs != NULL && i < total; i++)
+		free(bufs[i]);
+	free(bufs);
+	free(lens);
+	free(ls);
+	return rc;
+}
+
+static int
+run_one(const bench_opts *o, uint32_t world, bool perf, bench_result *res)
+{
+	bench_run b = { .o = o, .world = world, .daemon = -1 };
+	uint32_t pipe_windows = o->pipe_reports / world;
+	double *lat = calloc(o->windows, sizeof(*lat));
+	com_status_reply st;
+	size_t n = 0;
+	uint64_t w = 0;
+	int rc = -1;
+
+	if (pipe_windows < 2 * PIPE_DEPTH)
+		pipe_windows = 2 * PIPE_DEPTH;
+	memset(res, 0, sizeof(*res));
+	res->world = world;
+	if (lat == NULL || run_open(&b) != 0 || run_join(&b) != 0)
+		goto out;
+	if (phase_sequential(&b, w, o->windows, false, lat, &n) != 0)
+		goto out;
+	res->burst_p50 = percentile(lat, n, 0.50);
+	res->burst_p99 = percentile(lat, n, 0.99);
+	w += o->windows;
+	if (phase_sequential(&b, w, o->windows, true, lat, &n) != 0)
+		goto out;
+	res->last_p50 = percentile(lat, n, 0.50);
+	res->last_p99 = percentile(lat, n, 0.99);
+	w += o->windows;
+	if (phase_pipelined(&b, w, pipe_windows, perf, res) != 0)
+		goto out;
+	if (wait_ingested(&b, b.reports_sent) != 0 ||
+	    status(&b, WAIT_MS, &st) != 0)
+		goto out;
+	res->reports = st.reports;
+	res->layer_stats = st.layer_stats;
+	res->dropped = st.dropped;
+	res->decisions = st.decisions;
+	res->ok = st.reports == b.reports_sent &&
+	    st.layer_stats == b.reports_sent * o->layers && st.dropped == 0;
+	if (!res->ok)
+		fprintf(stderr,
+		    "ingest: ranks=%u: sent %" PRIu64 " reports, bellowsd "
+		    "ingested %" PRIu64 " (%" PRIu64
+		    " layer stats), dropped %" PRIu64 "\n",
+		    world, b.reports_sent, st.reports, st.layer_stats,
+		    st.dropped);
+	rc = 0;
+out:
+	if (rc != 0)
+		print_log_tail(b.log);
+	run_close(&b);
+	free(lat);
+	return rc;
+}
+
+static int
+parse_ranks(const char *text, bench_opts *o)
+{
+	char *copy = strdup(text), *save = NULL, *tok;
+
+	o->n_ranks = 0;
+	for (tok = strtok_r(copy, ",", &save); tok != NULL;
+	     tok = strtok_r(NULL, ",", &save)) {
+		long v = strtol(tok, NULL, 10);
+
+		if (v < 1 || v > 65536 || o->n_ranks == MAX_RANK_COUNTS) {
+			free(copy);
+			return -1;
+		}
+		o->ranks[o->n_ranks++] = (uint32_t)v;
+	}
+	free(copy);
+	return o->n_ranks > 0 ? 0 : -1;
+}
+
+static int
+parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *ret)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(text, &end, 10);
+	if (errno != 0 || *end != '\0' || end == text || v < (long)min ||
+	    v > (long)max)
+		return -1;
+	*ret = (uint32_t)v;
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "bellowsd", required_argument, NULL, 'b' },
+		{ "ranks", required_argument, NULL, 'r' },
+		{ "layers", required_argument, NULL, 'l' },
+		{ "windows", required_argument, NULL, 'w' },
+		{ "pipe-reports", required_argument, NULL, 'p' },
+		{ "sockets", required_argument, NULL, 's' },
+		{ "perf-record", required_argument, NULL, 'P' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bench_opts o = { .bellowsd = BENCH_BELLOWSD,
+		.ranks = { 10, 100, 1000 },
+		.n_ranks = 3,
+		.layers = 100,
+		.windows = 50,
+		.pipe_reports = 30000,
+		.sockets = 8 };
+	bench_result res[MAX_RANK_COUNTS];
+	const bench_result *last;
+	bool ok = true;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		int bad = 0;
+
+		switch (c) {
+		case 'b':
+			o.bellowsd = optarg;
+			break;
+		case 'r':
+			bad = parse_ranks(optarg, &o);
+			break;
+		case 'l':
+			bad = parse_u32(optarg, 1, 65536, &o.layers);
+			break;
+		case 'w':
+			bad = parse_u32(optarg, 1, 100000, &o.windows);
+			break;
+		case 'p':
+			bad = parse_u32(optarg, 1, 10000000, &o.pipe_reports);
+			break;
+		case 's':
+			bad = parse_u32(optarg, 1, MAX_SOCKETS, &o.sockets);
+			break;
+		case 'P':
+			o.perf_out = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+		if (bad != 0) {
+			fprintf(stderr, "ingest: bad value '%s'\n", optarg);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	printf("ingest: bellowsd %s, %u layers per report, %u sockets, "
+	       "%u windows per latency phase, %u reports pipelined\n",
+	    o.bellowsd, o.layers, o.sockets, o.windows, o.pipe_reports);
+	printf("%6s %10s %9s %6s %7s %5s %5s %8s %8s %7s %7s\n", "ranks",
+	    "stats/s", "reports/s", "MB/s", "us/rep", "loop", "zmq", "burst50",
+	    "burst99", "last50", "last99");
+	fflush(stdout);
+	for (uint32_t i = 0; i < o.n_ranks; i++) {
+		bool perf = o.perf_out != NULL && i + 1 == o.n_ranks;
+
+		if (run_one(&o, o.ranks[i], perf, &res[i]) != 0) {
+			fprintf(stderr, "ingest: ranks=%u failed\n",
+			    o.ranks[i]);
+			return 1;
+		}
+		printf("%6u %10.0f %9.0f %6.1f %7.2f %4.0f%% %4.0f%% %8.3f "
+		       "%8.3f %7.3f %7.3f\n",
+		    res[i].world, res[i].stats_per_s, res[i].reports_per_s,
+		    res[i].mb_per_s, res[i].us_per_report,
+		    100.0 * res[i].loop_cpu, 100.0 * res[i].io_cpu,
+		    res[i].burst_p50, res[i].burst_p99, res[i].last_p50,
+		    res[i].last_p99);
+		fflush(stdout);
+		ok = ok && res[i].ok;
+	}
+	printf("\n%7s %12s %12s %9s %9s %s\n", "ranks", "reports",
+	    "layer_stats", "dropped", "decisions",
+	    "(bellowsd STATUS at the end)");
+	for (uint32_t i = 0; i < o.n_ranks; i++)
+		printf("%7u %12" PRIu64 " %12" PRIu64 " %9" PRIu64 " %9" PRIu64
+		       " %s\n",
+		    res[i].world, res[i].reports, res[i].layer_stats,
+		    res[i].dropped, res[i].decisions,
+		    res[i].ok ? "ok" : "MISMATCH");
+	last = &res[o.n_ranks - 1];
+	printf("ingest: layer_stats/s=%.0f p50_ms=%.3f p99_ms=%.3f "
+	       "(ranks=%u)\n",
+	    last->stats_per_s, last->last_p50, last->last_p99, last->world);
+	return ok ? 0 : 1;
+}

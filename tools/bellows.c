@@ -1,0 +1,107 @@
+/* bellows - the `bellows` command line: dispatches to one subcommand.
+ *
+ * Each subcommand lives in its own module and returns the process exit
+ * code; this file only picks it, and is the only place that exits. Exit
+ * codes: 0 success, 1 the command failed, 2 it was used wrongly.
+ */
+#include "policy_check.h"
+#include "sim.h"
+#include "status.h"
+
+#include "bellows_config.h"
+#include "msg.h"
+
+#include <bellows/agent.h>
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct bellows_command {
+	const char *name;                  /* first argument */
+	int (*run)(int argc, char **argv); /* gets argv from the name on */
+	void (*usage)(FILE *f);            /* its usage text */
+	const char *summary;               /* one line for `bellows help` */
+} bellows_command;
+
+static const bellows_command commands[] = {
+	{ "status", tool_status_main, tool_status_usage,
+	    "show what bellowsd is doing: jobs, ranks, drops" },
+	{ "policy", tool_policy_check_main, tool_policy_check_usage,
+	    "policy check FILE: validate a policy file" },
+	{ "sim", tool_sim_main, tool_sim_usage,
+	    "run a simulated data-parallel job against bellowsd" },
+};
+
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void
+bellows_usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: bellows COMMAND [ARGS...]\n"
+	    "\n"
+	    "commands:\n");
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name,
+		    commands[i].summary);
+	fprintf(f,
+	    "  %-8s %s\n"
+	    "\n"
+	    "  bellows --version     print the version\n",
+	    "help", "help [COMMAND]: show this text or a command's usage");
+}
+
+static const bellows_command *
+bellows_find(const char *name)
+{
+	for (size_t i = 0; i < N_COMMANDS; i++) {
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	}
+	return NULL;
+}
+
+static int
+bellows_help(int argc, char **argv)
+{
+	const bellows_command *c;
+
+	if (argc < 2) {
+		bellows_usage(stdout);
+		return 0;
+	}
+	if ((c = bellows_find(argv[1])) == NULL) {
+		fprintf(stderr, "bellows help: unknown command '%s'\n",
+		    argv[1]);
+		return 2;
+	}
+	c->usage(stdout);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	const bellows_command *c;
+
+	if (argc < 2) {
+		bellows_usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "--version") == 0 ||
+	    strcmp(argv[1], "version") == 0) {
+		printf("bellows %s (libbellows %s, protocol %d.%d)\n",
+		    BELLOWS_VERSION, bellows_version(), BELLOWS_PROTO_MAJOR,
+		    BELLOWS_PROTO_MINOR);
+		return 0;
+	}
+	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0)
+		return bellows_help(argc - 1, argv + 1);
+	if ((c = bellows_find(argv[1])) == NULL) {
+		fprintf(stderr, "bellows: unknown command '%s'\n", argv[1]);
+		bellows_usage(stderr);
+		return 2;
+	}
+	return c->run(argc - 1, argv + 1);
+}

@@ -1,0 +1,63 @@
+/* policy_check - `bellows policy check`, see policy_check.h.
+ */
+#include "policy_check.h"
+
+#include "config.h"
+
+#include <bellows/error.h>
+
+#include <stdio.h>
+#include <string.h>
+
+void
+tool_policy_check_usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: bellows policy check FILE\n"
+	    "\n"
+	    "  Validates FILE as bellowsd would load it. Prints\n"
+	    "  FILE:LINE:COLUMN: message and exits 1 when it is invalid;\n"
+	    "  prints what it configures (defaults filled in) and exits 0\n"
+	    "  when it is valid.\n");
+}
+
+int
+tool_policy_check_main(int argc, char **argv)
+{
+	char err[CTL_CONFIG_ERR_MAX];
+	ctl_config *cfg = NULL;
+	int r, rc;
+
+	if (argc >= 2 &&
+	    (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+		tool_policy_check_usage(stdout);
+		return 0;
+	}
+	if (argc < 2 || strcmp(argv[1], "check") != 0) {
+		if (argc < 2)
+			fprintf(stderr, "bellows policy: missing subcommand\n");
+		else
+			fprintf(stderr,
+			    "bellows policy: unknown subcommand '%s'\n",
+			    argv[1]);
+		tool_policy_check_usage(stderr);
+		return 2;
+	}
+	if (argc != 3 || argv[2][0] == '\0') {
+		fprintf(stderr, "bellows policy check: %s\n",
+		    argc < 3 ? "missing FILE" : "expected exactly one FILE");
+		tool_policy_check_usage(stderr);
+		return 2;
+	}
+	err[0] = '\0';
+	r = ctl_config_load(argv[2], &cfg, err, sizeof(err));
+	if (r != 0) {
+		fprintf(stderr, "%s\n",
+		    err[0] != '\0' ? err : bellows_strerror(r));
+		return 1;
+	}
+	printf("# %s: valid\n", argv[2]);
+	rc = ctl_config_print(cfg, stdout) == 0 && fflush(stdout) == 0 ? 0 : 1;
+	ctl_config_destroy(&cfg);
+	return rc;
+}

@@ -1,0 +1,316 @@
+/* status - `bellows status`, see status.h.
+ */
+#include "status.h"
+
+#include "args.h"
+#include "client.h"
+#include "msg.h"
+
+#include <bellows/error.h>
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#define STATUS_DEFAULT_CONTROL    "tcp://127.0.0.1:5555"
+#define STATUS_DEFAULT_TIMEOUT_MS 2000
+
+typedef struct status_opts {
+	const char *control; /* daemon's ROUTER endpoint */
+	const char *job;     /* only this job; NULL = all */
+	bool json;           /* --format json */
+	uint32_t timeout_ms; /* how long to wait for the reply */
+} status_opts;
+
+void
+tool_status_usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: bellows status [--control EP] [--job NAME]\n"
+	    "                      [--format table|json] [--timeout-ms N]\n"
+	    "\n"
+	    "  --control EP     bellowsd's control endpoint (default %s)\n"
+	    "  --job NAME       only this job\n"
+	    "  --format F       table (default) or json\n"
+	    "  --timeout-ms N   wait this long for the answer (default %d)\n",
+	    STATUS_DEFAULT_CONTROL, STATUS_DEFAULT_TIMEOUT_MS);
+}
+
+static void
+status_hex(FILE *f, const uint8_t *id, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		fprintf(f, "%02x", id[i]);
+	if (len == 0)
+		fputc('-', f);
+}
+
+/* Writes a duration as "1h02m03s", "4m05s" or "6.7s". */
+static void
+status_duration(FILE *f, uint64_t ms)
+{
+	uint64_t s = ms / 1000;
+
+	if (s >= 3600)
+		fprintf(f, "%" PRIu64 "h%02" PRIu64 "m%02" PRIu64 "s", s / 3600,
+		    s / 60 % 60, s % 60);
+	else if (s >= 60)
+		fprintf(f, "%" PRIu64 "m%02" PRIu64 "s", s / 60, s % 60);
+	else
+		fprintf(f, "%.1fs", (double)ms / 1000.0);
+}
+
+static void
+status_print_table(FILE *f, const com_status_reply *st)
+{
+	fprintf(f, "bellowsd instance %016" PRIx64 ", up ", st->instance);
+	status_duration(f, st->uptime_ms);
+	fprintf(f,
+	    "\n  messages %" PRIu64 ", dropped %" PRIu64 ", reports %" PRIu64
+	    ", decisions %" PRIu64 ", layer stats %" PRIu64 "\n",
+	    st->messages, st->dropped, st->reports, st->decisions,
+	    st->layer_stats);
+	if (st->n_jobs == 0)
+		fprintf(f, "\nno jobs\n");
+	for (uint32_t i = 0; i < st->n_jobs; i++) {
+		const com_job_status *js = &st->jobs[i];
+
+		fprintf(f,
+		    "\njob '%s': world %u, %u alive, %u layers, window %" PRIu64
+		    ", seq %" PRIu64 ", step %" PRIu64 ", %" PRIu64
+		    " incomplete windows\n"
+		    "  policies: %s\n",
+		    js->job != NULL ? js->job : "", js->world, js->ranks_alive,
+		    js->n_layers, js->window, js->seq, js->step,
+		    js->windows_incomplete,
+		    js->policy != NULL && js->policy[0] != '\0' ? js->policy
+								: "(none)");
+		fprintf(f, "  %6s %-5s %10s %12s %8s %8s %7s\n", "rank",
+		    "alive", "step", "last seen ms", "reports", "seq",
+		    "rejoins");
+		for (uint32_t r = 0; r < js->n_ranks; r++) {
+			const com_rank_status *rs = &js->ranks[r];
+
+			fprintf(f,
+			    "  %6u %-5s %10" PRIu64 " %12" PRIu64 " %8" PRIu64
+			    " %8" PRIu64 " %7u\n",
+			    rs->rank, rs->alive ? "yes" : "no", rs->step,
+			    rs->last_seen_ms, rs->reports, rs->seq_in_force,
+			    rs->rejoins);
+		}
+	}
+	if (st->n_peers > 0) {
+		fprintf(f, "\npeers with drops:\n");
+		for (uint32_t i = 0; i < st->n_peers; i++) {
+			const com_peer_status *p = &st->peers[i];
+
+			fprintf(f, "  ");
+			status_hex(f, p->peer, p->peer_len);
+			fprintf(f, "  %" PRIu64 " dropped, last: %s\n",
+			    p->dropped,
+			    p->last_error != NULL ? p->last_error : "-");
+		}
+	}
+}
+
+/* Writes s as a JSON string. */
+static void
+status_json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; s != NULL && *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static void
+status_print_json(FILE *f, const com_status_reply *st)
+{
+	fprintf(f,
+	    "{\"instance\": \"%016" PRIx64 "\", \"uptime_ms\": %" PRIu64
+	    ", \"messages\": %" PRIu64 ", \"dropped\": %" PRIu64
+	    ", \"reports\": %" PRIu64 ", \"decisions\": %" PRIu64
+	    ", \"layer_stats\": %" PRIu64 ",\n \"jobs\": [",
+	    st->instance, st->uptime_ms, st->messages, st->dropped, st->reports,
+	    st->decisions, st->layer_stats);
+	for (uint32_t i = 0; i < st->n_jobs; i++) {
+		const com_job_status *js = &st->jobs[i];
+
+		fprintf(f, "%s\n  {\"job\": ", i ? "," : "");
+		status_json_str(f, js->job);
+		fprintf(f,
+		    ", \"world\": %u, \"ranks_alive\": %u, \"layers\": %u, "
+		    "\"window\": %" PRIu64 ", \"seq\": %" PRIu64
+		    ", \"step\": %" PRIu64 ", \"windows_incomplete\": %" PRIu64
+		    ", \"policies\": ",
+		    js->world, js->ranks_alive, js->n_layers, js->window,
+		    js->seq, js->step, js->windows_incomplete);
+		status_json_str(f, js->policy);
+		fprintf(f, ",\n   \"ranks\": [");
+		for (uint32_t r = 0; r < js->n_ranks; r++) {
+			const com_rank_status *rs = &js->ranks[r];
+
+			fprintf(f,
+			    "%s\n    {\"rank\": %u, \"alive\": %s, \"step\": "
+			    "%" PRIu64 ", \"last_seen_ms\": %" PRIu64
+			    ", \"reports\": %" PRIu64
+			    ", \"seq_in_force\": %" PRIu64 ", \"rejoins\": %u}",
+			    r ? "," : "", rs->rank,
+			    rs->alive ? "true" : "false", rs->step,
+			    rs->last_seen_ms, rs->reports, rs->seq_in_force,
+			    rs->rejoins);
+		}
+		fprintf(f, "%s]}", js->n_ranks ? "\n   " : "");
+	}
+	fprintf(f, "%s],\n \"peers\": [", st->n_jobs ? "\n " : "");
+	for (uint32_t i = 0; i < st->n_peers; i++) {
+		const com_peer_status *p = &st->peers[i];
+
+		fprintf(f, "%s\n  {\"peer\": \"", i ? "," : "");
+		status_hex(f, p->peer, p->peer_len);
+		fprintf(f, "\", \"dropped\": %" PRIu64 ", \"last_error\": ",
+		    p->dropped);
+		status_json_str(f, p->last_error);
+		fputc('}', f);
+	}
+	fprintf(f, "%s]}\n", st->n_peers ? "\n " : "");
+}
+
+static int
+status_parse(int argc, char **argv, status_opts *o)
+{
+	static const struct option opts[] = {
+		{ "control", required_argument, NULL, 'c' },
+		{ "job", required_argument, NULL, 'j' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "timeout-ms", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*o = (status_opts){ .control = STATUS_DEFAULT_CONTROL,
+		.timeout_ms = STATUS_DEFAULT_TIMEOUT_MS };
+	while ((c = getopt_long(argc, argv, "c:j:f:t:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			o->control = optarg;
+			break;
+		case 'j':
+			if (optarg[0] == '\0') {
+				fprintf(stderr,
+				    "bellows status: --job needs a name\n");
+				return 2;
+			}
+			o->job = optarg;
+			break;
+		case 'f':
+			if (strcmp(optarg, "json") == 0) {
+				o->json = true;
+			} else if (strcmp(optarg, "table") == 0) {
+				o->json = false;
+			} else {
+				fprintf(stderr,
+				    "bellows status: --format must be table "
+				    "or json, not '%s'\n",
+				    optarg);
+				return 2;
+			}
+			break;
+		case 't':
+			if (tool_args_u32("status", "--timeout-ms", optarg, 1,
+				3600000, &o->timeout_ms) != 0)
+				return 2;
+			break;
+		case 'h':
+			tool_status_usage(stdout);
+			return 0;
+		default:
+			tool_status_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "bellows status: unexpected argument '%s'\n",
+		    argv[optind]);
+		tool_status_usage(stderr);
+		return 2;
+	}
+	return -1;
+}
+
+int
+tool_status_main(int argc, char **argv)
+{
+	tool_client *client = NULL;
+	com_msg req, reply;
+	status_opts o;
+	int r, rc = 1;
+
+	if ((rc = status_parse(argc, argv, &o)) >= 0)
+		return rc;
+	rc = 1;
+	com_msg_init(&req, COM_MSG_STATUS_REQUEST);
+	com_msg_init(&reply, COM_MSG_NONE);
+	req.u.status_request.job = (char *)o.job; /* borrowed, not freed */
+	r = tool_client_open(o.control, &client);
+	if (r != 0) {
+		fprintf(stderr, "bellows status: cannot connect to '%s': %s\n",
+		    o.control, bellows_strerror(r));
+		goto out;
+	}
+	r = tool_client_request(client, &req, o.timeout_ms, &reply);
+	if (r == BELLOWS_ETIMEDOUT) {
+		fprintf(stderr,
+		    "bellows status: bellowsd at %s did not answer within %u "
+		    "ms\n",
+		    o.control, o.timeout_ms);
+		goto out;
+	}
+	if (r != 0) {
+		fprintf(stderr, "bellows status: bad answer from %s: %s\n",
+		    o.control, bellows_strerror(r));
+		goto out;
+	}
+	if (reply.type == COM_MSG_ERROR) {
+		fprintf(stderr, "bellows status: bellowsd at %s refused: %s\n",
+		    o.control,
+		    reply.u.error.message != NULL
+			? reply.u.error.message
+			: bellows_strerror(reply.u.error.code));
+		goto out;
+	}
+	if (reply.type != COM_MSG_STATUS_REPLY) {
+		fprintf(stderr,
+		    "bellows status: bellowsd at %s answered with a %s\n",
+		    o.control, com_msg_type_name(reply.type));
+		goto out;
+	}
+	if (o.json)
+		status_print_json(stdout, &reply.u.status_reply);
+	else
+		status_print_table(stdout, &reply.u.status_reply);
+	if (o.job != NULL && reply.u.status_reply.n_jobs == 0) {
+		fprintf(stderr,
+		    "bellows status: bellowsd at %s has no job '%s'\n",
+		    o.control, o.job);
+		goto out;
+	}
+	rc = fflush(stdout) == 0 ? 0 : 1;
+out:
+	req.u.status_request.job = NULL;
+	com_msg_fini(&req);
+	com_msg_fini(&reply);
+	tool_client_close(&client);
+	return rc;
+}
