@@ -857,6 +857,9 @@ io_main(void *arg)
 		if (items[1].revents & ZMQ_POLLIN)
 			io_recv_publish(io);
 	}
+	/* The last window's report is usually still queued when the trainer
+	 * closes: hand it over before saying goodbye. */
+	io_send_reports(io);
 	io_send_bye(io);
 	return NULL;
 }

@@ -39,6 +39,8 @@ typedef struct job_rank {
 	uint64_t seq_in_force;      /* decision it applies */
 	uint64_t reports;           /* reports accepted */
 	uint32_t rejoins;           /* hellos after the first */
+	uint64_t first_window;      /* first window it reports since joining:
+				     * earlier ones close without it */
 } job_rank;
 
 typedef struct job {
@@ -57,6 +59,8 @@ typedef struct job {
 	uint64_t max_step;             /* highest step heard from a rank */
 	uint64_t idle_since_ms;        /* when the last rank went away */
 	uint64_t windows_incomplete;   /* closed with ranks missing */
+	uint64_t reports;              /* reports accepted by this daemon */
+	uint64_t max_first_window;     /* highest first_window of a rank */
 	ctl_policy_set *policies;      /* instances deciding for the job */
 	char policy_names[256];        /* their names, for STATUS */
 } job;
@@ -453,6 +457,13 @@ jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
 	return 0;
 }
 
+/* True when window w of the job waits for this rank's report. */
+static bool
+rank_expected(const job_rank *rk, uint64_t w)
+{
+	return rk->alive && w >= rk->first_window;
+}
+
 static void
 rank_seen(ctl_jobs *jobs, job *j, job_rank *rk, uint64_t now_ms)
 {
@@ -547,12 +558,17 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	rk->incarnation = h->incarnation;
 	rk->step = h->step;
 	rk->seq_in_force = h->in_force.seq;
+	rk->first_window = h->last_window;
+	if (rk->first_window > j->max_first_window)
+		j->max_first_window = rk->first_window;
 	rank_seen(jobs, j, rk, now_ms);
 	if (h->step > j->max_step)
 		j->max_step = h->step;
-	if (h->last_window > j->next_window) {
+	if (h->last_window > j->next_window && j->reports == 0) {
 		/* Ranks are past windows this daemon never saw close (it
-		 * restarted): start aggregating from where they are. */
+		 * restarted): start aggregating from where they are. A rank
+		 * that rejoins a running job does not move the job: it is
+		 * simply not expected in the windows before its first. */
 		for (uint32_t i = 0; i < JOBS_OPEN; i++) {
 			if (j->open[i] != NULL &&
 			    ctl_window_index(j->open[i]) < h->last_window)
@@ -598,7 +614,10 @@ job_check_divergence(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t step,
 	if (last == NULL || at < 0)
 		return;
 	expected = job_log_at(j, (uint32_t)at)->seq;
-	if (seq_in_force == expected || last->apply_step > j->max_step)
+	/* seq 0: the rank has not begun a step yet; it is about to apply
+	 * what its Welcome carried. */
+	if (seq_in_force == 0 || seq_in_force == expected ||
+	    last->apply_step > j->max_step)
 		return;
 	if (com_decision_copy(&state, last) != 0)
 		return;
@@ -667,7 +686,9 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 		size_t used = 0;
 
 		for (uint32_t r = 0; r < j->world && used < 200; r++) {
-			if (j->ranks[r].alive && !ctl_window_has(win, r)) {
+			if (rank_expected(&j->ranks[r],
+				ctl_window_index(win)) &&
+			    !ctl_window_has(win, r)) {
 				int n = snprintf(missing + used,
 				    sizeof(missing) - used, "%s%u",
 				    used ? "," : "", r);
@@ -701,6 +722,16 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 	apply_step = view.last_step + 1 + jobs->cfg->apply_lag;
 	if (j->max_step + 1 > apply_step)
 		apply_step = j->max_step + 1;
+	if (!complete) {
+		/* Closed late: ranks that gave up waiting are already past
+		 * the usual apply step, and heartbeats lag. Leave them the
+		 * same margin a repair gets. */
+		uint64_t late = j->max_step + 1 + jobs->cfg->apply_lag +
+		    jobs->cfg->repair_margin;
+
+		if (late > apply_step)
+			apply_step = late;
+	}
 	jobs->counters.windows++;
 	jobs_publish_telemetry(jobs, j, &view);
 	job_decide(jobs, j, &state, apply_step, view.window + 1);
@@ -728,8 +759,16 @@ job_try_close(ctl_jobs *jobs, job *j, uint64_t now_ms)
 		if (slot < 0)
 			return;
 		ctl_window *win = j->open[slot];
+		if (ctl_window_reported(win) < j->alive &&
+		    lowest >= j->max_first_window) {
+			/* Every live rank is expected: fewer reports than
+			 * live ranks cannot be complete. This keeps a report
+			 * O(layers), not O(ranks). */
+			complete = false;
+		}
 		for (uint32_t r = 0; r < j->world && complete; r++) {
-			if (j->ranks[r].alive && !ctl_window_has(win, r))
+			if (rank_expected(&j->ranks[r], lowest) &&
+			    !ctl_window_has(win, r))
 				complete = false;
 		}
 		if (!complete && now_ms - ctl_window_opened_ms(win) <
@@ -811,6 +850,7 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		return BELLOWS_ESTATE;
 	}
 	rk->reports++;
+	j->reports++;
 	if (rep->last_step > rk->step)
 		rk->step = rep->last_step;
 	if (rk->step > j->max_step)

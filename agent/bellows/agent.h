@@ -170,7 +170,8 @@ BELLOWS_EXPORT void bellows_agent_config_init(bellows_agent_config *cfg);
 BELLOWS_EXPORT int bellows_agent_open(const bellows_agent_config *cfg,
     bellows_agent **ret_agent);
 
-/* Sends BYE (best effort, at most 200 ms), stops the I/O thread, frees
+/* Hands over the reports still queued and sends BYE (best effort, within
+ * 100 ms, and only while bellowsd is reachable), stops the I/O thread, frees
  * everything and sets *agent to NULL. NULL-safe and idempotent. */
 BELLOWS_EXPORT void bellows_agent_close(bellows_agent **agent);
 

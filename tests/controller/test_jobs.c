@@ -473,6 +473,36 @@ test_jobs_window_closes_only_when_every_live_rank_reported(void **state)
 	assert_int_equal(c.incomplete, 0);
 }
 
+/* A rank that rejoins at window 3 neither moves the job nor holds up the
+ * windows before it, and its seq-0 heartbeat before its first step asks
+ * for no repair. */
+static void
+test_jobs_rank_rejoining_later_is_expected_only_from_its_first_window(
+    void **state)
+{
+	fixture *f = *state;
+	com_msg m;
+
+	join_two(f, 0, 0);
+	/* Rank 1 goes silent and comes back as a new process at window 3. */
+	ctl_jobs_tick(f->jobs, 20000);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 20000), 0);
+	hello_msg(&m, "job", 1, 2, 30, 99);
+	m.u.hello.last_window = 3;
+	assert_int_equal(send_hello(f, "C", &m, 20001), 0);
+	com_msg_fini(&m);
+	/* The job still aggregates window 0; the Hello did not skip it. */
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 2, 20002), 0);
+	/* Windows 0 and 1 close with rank 0 alone: rank 1 is not expected
+	 * there. They were complete, so no timeout was needed. */
+	assert_int_equal(n_decisions(f), 3);
+	assert_int_equal(counters(f).incomplete, 0);
+	/* Its heartbeat before its first step carries seq 0: no repair. */
+	assert_int_equal(beat(f, "C", "job", 1, 30, 0, 20003), 0);
+	assert_int_equal(counters(f).repairs, 0);
+	assert_int_equal(n_decisions(f), 3);
+}
+
 static void
 test_jobs_window_timeout_closes_an_incomplete_window(void **state)
 {
@@ -489,7 +519,8 @@ test_jobs_window_timeout_closes_an_incomplete_window(void **state)
 	d = decision(f, 1);
 	assert_int_equal(d->seq, 2);
 	assert_int_equal(d->window, 1);
-	assert_int_equal(d->apply_step, 11);
+	/* Closed late: max step 9 + 1 + apply_lag 1 + repair_margin 2. */
+	assert_int_equal(d->apply_step, 13);
 	assert_int_equal(telemetry(f)->ranks_reported, 1);
 	assert_int_equal(telemetry(f)->ranks_expected, 2);
 	assert_int_equal(counters(f).incomplete, 1);
@@ -1058,6 +1089,7 @@ main(void)
 		T(test_jobs_second_rank_joins_with_the_same_snapshot),
 		T(test_jobs_unmatched_job_runs_without_policies),
 		T(test_jobs_window_closes_only_when_every_live_rank_reported),
+		T(test_jobs_rank_rejoining_later_is_expected_only_from_its_first_window),
 		T(test_jobs_window_timeout_closes_an_incomplete_window),
 		T(test_jobs_lost_rank_is_not_waited_for_and_can_rejoin),
 		T(test_jobs_bye_removes_a_rank_at_once),
