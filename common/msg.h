@@ -23,19 +23,19 @@
 
 typedef enum com_msg_type {
 	COM_MSG_NONE = 0,
-	COM_MSG_HELLO,          /* agent -> ctl: join a job */
-	COM_MSG_WELCOME,        /* ctl -> agent: joined, here is the state */
-	COM_MSG_REPORT,         /* agent -> ctl: one window's statistics */
-	COM_MSG_DECISION,       /* ctl -> all (PUB): new knob state */
-	COM_MSG_HEARTBEAT,      /* agent -> ctl: still alive */
-	COM_MSG_HEARTBEAT_ACK,  /* ctl -> agent */
-	COM_MSG_BYE,            /* agent -> ctl: leaving cleanly */
-	COM_MSG_STATUS_REQUEST, /* any -> ctl */
-	COM_MSG_STATUS_REPLY,   /* ctl -> requester */
+	COM_MSG_HELLO,            /* agent -> ctl: join a job */
+	COM_MSG_WELCOME,          /* ctl -> agent: joined, here is the state */
+	COM_MSG_REPORT,           /* agent -> ctl: one window's statistics */
+	COM_MSG_DECISION,         /* ctl -> all (PUB): new knob state */
+	COM_MSG_HEARTBEAT,        /* agent -> ctl: still alive */
+	COM_MSG_HEARTBEAT_ACK,    /* ctl -> agent */
+	COM_MSG_BYE,              /* agent -> ctl: leaving cleanly */
+	COM_MSG_STATUS_REQUEST,   /* any -> ctl */
+	COM_MSG_STATUS_REPLY,     /* ctl -> requester */
 	COM_MSG_SNAPSHOT_REQUEST, /* agent -> ctl: I saw a seq gap */
-	COM_MSG_SNAPSHOT,       /* ctl -> agent: decisions in force/pending */
-	COM_MSG_ERROR,          /* ctl -> peer: request refused */
-	COM_MSG_TELEMETRY,      /* ctl -> all (PUB): per-window summary */
+	COM_MSG_SNAPSHOT,         /* ctl -> agent: decisions in force/pending */
+	COM_MSG_ERROR,            /* ctl -> peer: request refused */
+	COM_MSG_TELEMETRY,        /* ctl -> all (PUB): per-window summary */
 	COM_MSG_TYPE_MAX,
 } com_msg_type;
 
@@ -47,21 +47,21 @@ typedef struct com_layer_info {
 } com_layer_info;
 
 typedef struct com_decision {
-	char *job;                /* job name */
-	uint64_t seq;             /* per-job sequence, from 1 */
-	uint64_t apply_step;      /* first step this state is in force */
-	uint64_t window;          /* window it answers, +1; 0 = none */
-	uint32_t n_layers;        /* entries in level and error_bound */
-	double *level;            /* per-layer compression level; 0 = raw */
-	double *error_bound;      /* per-layer absolute bound; 0 = none */
-	uint32_t batch_size;      /* 0 = the trainer's own */
-	double lr_scale;          /* multiplier on the trainer's LR; 1 = none */
-	uint64_t size_threshold;  /* tensors below this many bytes go raw */
-	bool compression_off;     /* true: everything raw (perfmodel gate) */
-	uint8_t *codec_table;     /* opaque codec parameters, may be NULL */
-	size_t codec_table_len;   /* bytes in codec_table */
-	char *policy;             /* policies that changed something */
-	char *reason;             /* human-readable why */
+	char *job;               /* job name */
+	uint64_t seq;            /* per-job sequence, from 1 */
+	uint64_t apply_step;     /* first step this state is in force */
+	uint64_t window;         /* window it answers, +1; 0 = none */
+	uint32_t n_layers;       /* entries in level and error_bound */
+	double *level;           /* per-layer compression level; 0 = raw */
+	double *error_bound;     /* per-layer absolute bound; 0 = none */
+	uint32_t batch_size;     /* 0 = the trainer's own */
+	double lr_scale;         /* multiplier on the trainer's LR; 1 = none */
+	uint64_t size_threshold; /* tensors below this many bytes go raw */
+	bool compression_off;    /* true: everything raw (perfmodel gate) */
+	uint8_t *codec_table;    /* opaque codec parameters, may be NULL */
+	size_t codec_table_len;  /* bytes in codec_table */
+	char *policy;            /* policies that changed something */
+	char *reason;            /* human-readable why */
 } com_decision;
 
 typedef struct com_hello {
@@ -78,26 +78,26 @@ typedef struct com_hello {
 } com_hello;
 
 typedef struct com_welcome {
-	char *job;                 /* echo of the job joined */
-	uint32_t rank;             /* echo of the rank */
-	uint32_t apply_lag;        /* steps between window end+1 and apply */
-	uint32_t heartbeat_ms;     /* heartbeat period expected */
-	uint64_t instance;         /* daemon instance id */
-	uint32_t n_decisions;      /* entries in decisions */
-	com_decision *decisions;   /* in force and pending, ascending seq */
+	char *job;               /* echo of the job joined */
+	uint32_t rank;           /* echo of the rank */
+	uint32_t apply_lag;      /* steps between window end+1 and apply */
+	uint32_t heartbeat_ms;   /* heartbeat period expected */
+	uint64_t instance;       /* daemon instance id */
+	uint32_t n_decisions;    /* entries in decisions */
+	com_decision *decisions; /* in force and pending, ascending seq */
 } com_welcome;
 
 typedef struct com_layer_stats {
-	uint32_t layer;            /* index in the layer table */
-	uint64_t count;            /* elements observed in the window */
-	uint64_t nonzero;          /* elements != 0 */
-	uint64_t nonfinite;        /* NaN/Inf, excluded from the sums */
-	double sum_sq;             /* sum of g^2 */
-	double abs_sum;            /* sum of |g| */
-	double max_abs;            /* largest |g| */
-	double acc_norm;           /* L2 norm of the window-summed gradient */
-	double momentum_abs_mean;  /* mean |m| at window end, 0 if off */
-	uint32_t observed_steps;   /* steps in which the layer was observed */
+	uint32_t layer;           /* index in the layer table */
+	uint64_t count;           /* elements observed in the window */
+	uint64_t nonzero;         /* elements != 0 */
+	uint64_t nonfinite;       /* NaN/Inf, excluded from the sums */
+	double sum_sq;            /* sum of g^2 */
+	double abs_sum;           /* sum of |g| */
+	double max_abs;           /* largest |g| */
+	double acc_norm;          /* L2 norm of the window-summed gradient */
+	double momentum_abs_mean; /* mean |m| at window end, 0 if off */
+	uint32_t observed_steps;  /* steps in which the layer was observed */
 } com_layer_stats;
 
 typedef struct com_timings {
@@ -114,19 +114,19 @@ typedef struct com_timings {
 } com_timings;
 
 typedef struct com_report {
-	char *job;                /* job name */
-	uint32_t rank;            /* reporting rank */
-	uint64_t window;          /* window index, from 0 */
-	uint64_t first_step;      /* first step of the window */
-	uint64_t last_step;       /* last step of the window */
-	uint32_t n_layers;        /* entries in layers */
-	com_layer_stats *layers;  /* per-layer statistics */
-	com_timings timings;      /* per-rank timings */
-	double lr;                /* learning rate used in the window */
-	uint32_t batch_size;      /* per-rank batch size used */
-	uint64_t epoch;           /* trainer's epoch counter */
-	uint64_t seq_in_force;    /* decision applied at last_step */
-	double lr_next;           /* LR the next window starts with; 0 = lr */
+	char *job;               /* job name */
+	uint32_t rank;           /* reporting rank */
+	uint64_t window;         /* window index, from 0 */
+	uint64_t first_step;     /* first step of the window */
+	uint64_t last_step;      /* last step of the window */
+	uint32_t n_layers;       /* entries in layers */
+	com_layer_stats *layers; /* per-layer statistics */
+	com_timings timings;     /* per-rank timings */
+	double lr;               /* learning rate used in the window */
+	uint32_t batch_size;     /* per-rank batch size used */
+	uint64_t epoch;          /* trainer's epoch counter */
+	uint64_t seq_in_force;   /* decision applied at last_step */
+	double lr_next;          /* LR the next window starts with; 0 = lr */
 } com_report;
 
 typedef struct com_heartbeat {
@@ -176,24 +176,24 @@ typedef struct com_job_status {
 } com_job_status;
 
 typedef struct com_peer_status {
-	uint8_t *peer;     /* routing id */
-	size_t peer_len;   /* bytes in peer */
-	uint64_t dropped;  /* malformed messages dropped */
-	char *last_error;  /* text of the last drop reason */
+	uint8_t *peer;    /* routing id */
+	size_t peer_len;  /* bytes in peer */
+	uint64_t dropped; /* malformed messages dropped */
+	char *last_error; /* text of the last drop reason */
 } com_peer_status;
 
 typedef struct com_status_reply {
-	uint64_t instance;       /* daemon instance id */
-	uint64_t uptime_ms;      /* since start */
-	uint32_t n_jobs;         /* entries in jobs */
-	com_job_status *jobs;    /* per job */
-	uint32_t n_peers;        /* entries in peers */
-	com_peer_status *peers;  /* peers with drops */
-	uint64_t messages;       /* messages received */
-	uint64_t dropped;        /* messages dropped as malformed/hostile */
-	uint64_t reports;        /* reports accepted */
-	uint64_t decisions;      /* decisions published */
-	uint64_t layer_stats;    /* layer statistics ingested */
+	uint64_t instance;      /* daemon instance id */
+	uint64_t uptime_ms;     /* since start */
+	uint32_t n_jobs;        /* entries in jobs */
+	com_job_status *jobs;   /* per job */
+	uint32_t n_peers;       /* entries in peers */
+	com_peer_status *peers; /* peers with drops */
+	uint64_t messages;      /* messages received */
+	uint64_t dropped;       /* messages dropped as malformed/hostile */
+	uint64_t reports;       /* reports accepted */
+	uint64_t decisions;     /* decisions published */
+	uint64_t layer_stats;   /* layer statistics ingested */
 } com_status_reply;
 
 typedef struct com_snapshot_request {

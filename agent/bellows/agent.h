@@ -52,8 +52,9 @@ enum bellows_log_level {
 typedef void bellows_log_fn(void *arg, int level, const char *message);
 
 enum bellows_layer_flags {
-	BELLOWS_LAYER_NO_ACCUMULATOR = 1u << 0, /* skip the window sum (acc_norm 0) */
-	BELLOWS_LAYER_MOMENTUM = 1u << 1,       /* keep a momentum average */
+	BELLOWS_LAYER_NO_ACCUMULATOR = 1u
+	    << 0,                         /* skip the window sum (acc_norm 0) */
+	BELLOWS_LAYER_MOMENTUM = 1u << 1, /* keep a momentum average */
 };
 
 /* One gradient tensor of the model. Copied by bellows_agent_open. */
@@ -66,17 +67,17 @@ typedef struct bellows_layer {
 } bellows_layer;
 
 typedef struct bellows_agent_config {
-	uint32_t size;                /* sizeof(bellows_agent_config); set by _init */
-	const char *control;          /* bellowsd ROUTER endpoint */
-	const char *publish;          /* bellowsd PUB endpoint */
-	const char *job;              /* job name, 1..255 bytes */
-	uint32_t rank;                /* this process's rank, < world */
-	uint32_t world;               /* number of ranks */
-	const bellows_layer *layers;  /* the layer table, n_layers entries */
-	uint32_t n_layers;            /* 1..65536 */
-	uint32_t window_steps;        /* steps per window; 0: only window_end() */
-	uint64_t start_step;          /* first step number (resume) */
-	uint64_t start_window;        /* index of its first window (resume) */
+	uint32_t size;       /* sizeof(bellows_agent_config); set by _init */
+	const char *control; /* bellowsd ROUTER endpoint */
+	const char *publish; /* bellowsd PUB endpoint */
+	const char *job;     /* job name, 1..255 bytes */
+	uint32_t rank;       /* this process's rank, < world */
+	uint32_t world;      /* number of ranks */
+	const bellows_layer *layers; /* the layer table, n_layers entries */
+	uint32_t n_layers;           /* 1..65536 */
+	uint32_t window_steps; /* steps per window; 0: only window_end() */
+	uint64_t start_step;   /* first step number (resume) */
+	uint64_t start_window; /* index of its first window (resume) */
 	uint32_t decision_timeout_ms; /* longest wait at an apply step */
 	uint32_t heartbeat_ms;        /* heartbeat period */
 	uint32_t queue_capacity;      /* reports held while disconnected */
@@ -107,34 +108,34 @@ typedef struct bellows_step_info {
 /* The knob state in force. Pointers stay valid until the next
  * bellows_agent_step_begin() or bellows_agent_close(). */
 typedef struct bellows_decision {
-	uint64_t seq;                /* 0: no decision yet (defaults) */
-	uint64_t apply_step;         /* step it took effect */
-	uint64_t window;             /* window it answered, +1; 0: none */
-	uint32_t n_layers;           /* entries in level and error_bound */
-	const double *level;         /* per layer; 0 = send raw */
-	const double *error_bound;   /* per layer; 0 = none */
-	uint32_t batch_size;         /* 0: keep the trainer's own */
-	double lr_scale;             /* multiply the LR by this */
-	uint64_t size_threshold;     /* tensors smaller (bytes) go raw */
-	int compression_off;         /* non-zero: send everything raw */
-	const uint8_t *codec_table;  /* opaque, may be NULL */
-	size_t codec_table_len;      /* bytes in codec_table */
-	const char *policy;          /* who decided */
-	const char *reason;          /* why */
+	uint64_t seq;               /* 0: no decision yet (defaults) */
+	uint64_t apply_step;        /* step it took effect */
+	uint64_t window;            /* window it answered, +1; 0: none */
+	uint32_t n_layers;          /* entries in level and error_bound */
+	const double *level;        /* per layer; 0 = send raw */
+	const double *error_bound;  /* per layer; 0 = none */
+	uint32_t batch_size;        /* 0: keep the trainer's own */
+	double lr_scale;            /* multiply the LR by this */
+	uint64_t size_threshold;    /* tensors smaller (bytes) go raw */
+	int compression_off;        /* non-zero: send everything raw */
+	const uint8_t *codec_table; /* opaque, may be NULL */
+	size_t codec_table_len;     /* bytes in codec_table */
+	const char *policy;         /* who decided */
+	const char *reason;         /* why */
 } bellows_decision;
 
 /* Statistics of one layer over the last closed window, as reported. */
 typedef struct bellows_layer_stats {
-	uint64_t window;           /* window index */
-	uint64_t count;            /* elements observed */
-	uint64_t nonzero;          /* finite elements != 0 */
-	uint64_t nonfinite;        /* NaN/Inf, excluded from the sums */
-	double sum_sq;             /* sum of g^2 */
-	double abs_sum;            /* sum of |g| */
-	double max_abs;            /* largest |g| */
-	double acc_norm;           /* L2 norm of the window-summed gradient */
-	double momentum_abs_mean;  /* mean |m| at window end; 0 if off */
-	uint32_t observed_steps;   /* steps in which the layer was observed */
+	uint64_t window;          /* window index */
+	uint64_t count;           /* elements observed */
+	uint64_t nonzero;         /* finite elements != 0 */
+	uint64_t nonfinite;       /* NaN/Inf, excluded from the sums */
+	double sum_sq;            /* sum of g^2 */
+	double abs_sum;           /* sum of |g| */
+	double max_abs;           /* largest |g| */
+	double acc_norm;          /* L2 norm of the window-summed gradient */
+	double momentum_abs_mean; /* mean |m| at window end; 0 if off */
+	uint32_t observed_steps;  /* steps in which the layer was observed */
 } bellows_layer_stats;
 
 typedef struct bellows_agent_stats {
@@ -179,8 +180,9 @@ BELLOWS_EXPORT void bellows_agent_close(bellows_agent **agent);
  * If a decision is due at this step and has not arrived, waits for it up to
  * decision_timeout_ms; on timeout keeps the previous decision and counts a
  * miss. The first step of an agent likewise waits for bellowsd's Welcome,
- * so that every rank starts on the job's initial decision. *ret_step (may be NULL) receives the step number. Returns 0, or
- * BELLOWS_ESTATE if the previous step was not ended. */
+ * so that every rank starts on the job's initial decision. *ret_step (may be
+ * NULL) receives the step number. Returns 0, or BELLOWS_ESTATE if the previous
+ * step was not ended. */
 BELLOWS_EXPORT int bellows_agent_step_begin(bellows_agent *agent,
     uint64_t *ret_step);
 

@@ -150,7 +150,8 @@ main(int argc, char **argv)
 		}
 		case 5: /* a huge layer table */
 			if (i % 100 == 5)
-				hostile_hello(sock, "hostile-huge", 0, 2, 65536);
+				hostile_hello(sock, "hostile-huge", 0, 2,
+				    65536);
 			else
 				zmq_send(sock, junk, n, ZMQ_DONTWAIT);
 			break;
@@ -169,8 +170,8 @@ main(int argc, char **argv)
 			break;
 		case 9: /* report for a rank it does not hold */
 			hostile_report(sock, argv[2],
-			    (uint32_t)(hostile_next() % 8),
-			    hostile_next() % 50, (uint32_t)hostile_next());
+			    (uint32_t)(hostile_next() % 8), hostile_next() % 50,
+			    (uint32_t)hostile_next());
 			break;
 		}
 		if (i % 1000 == 999) {
