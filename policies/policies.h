@@ -7,5 +7,8 @@
 
 extern const bellows_policy_ops pol_fixed_ops;
 extern const bellows_policy_ops pol_schedule_ops;
+extern const bellows_policy_ops pol_accordion_ops;
+extern const bellows_policy_ops pol_accordion_batch_ops;
+extern const bellows_policy_ops pol_adaqs_ops;
 
 #endif /* POL_POLICIES_H */

@@ -11,6 +11,9 @@
 static const bellows_policy_ops *const registry_builtins[] = {
 	&pol_fixed_ops,
 	&pol_schedule_ops,
+	&pol_accordion_ops,
+	&pol_accordion_batch_ops,
+	&pol_adaqs_ops,
 };
 
 #define REGISTRY_N (sizeof(registry_builtins) / sizeof(registry_builtins[0]))

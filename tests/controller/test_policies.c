@@ -173,7 +173,13 @@ test_registry_finds_the_builtins_by_name(void **state)
 	assert_null(pol_registry_find(NULL));
 	assert_ptr_equal(pol_registry_at(0), &pol_fixed_ops);
 	assert_ptr_equal(pol_registry_at(1), &pol_schedule_ops);
-	assert_null(pol_registry_at(2));
+	for (size_t i = 2; i < 5; i++)
+		assert_non_null(pol_registry_at(i));
+	assert_ptr_equal(pol_registry_find("accordion"), &pol_accordion_ops);
+	assert_ptr_equal(pol_registry_find("accordion_batch"),
+	    &pol_accordion_batch_ops);
+	assert_ptr_equal(pol_registry_find("adaqs"), &pol_adaqs_ops);
+	assert_null(pol_registry_at(5));
 }
 
 static void
