@@ -5,6 +5,7 @@
  * codes: 0 success, 1 the command failed, 2 it was used wrongly.
  */
 #include "policy_check.h"
+#include "replay.h"
 #include "sim.h"
 #include "status.h"
 
@@ -30,6 +31,8 @@ static const bellows_command commands[] = {
 	    "policy check FILE: validate a policy file" },
 	{ "sim", tool_sim_main, tool_sim_usage,
 	    "run a simulated data-parallel job against bellowsd" },
+	{ "replay", tool_replay_main, tool_replay_usage,
+	    "run policies over recorded metrics, without bellowsd" },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

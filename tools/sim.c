@@ -2,7 +2,7 @@
  *
  * Parent and ranks share one anonymous MAP_SHARED mapping:
  *
- *   sim_shared   header (stop flag)
+ *   sim_shared   header (stop flag, next window of --record-levels)
  *   sim_slot     one per rank, on its own cache line: step_done (last
  *                completed step + 1), alive, agent counters at exit
  *   seq          ranks x steps: the decision seq each rank applied at each
@@ -19,6 +19,7 @@
 #include "args.h"
 #include "client.h"
 #include "clock.h"
+#include "metrics.h"
 #include "msg.h"
 
 #include <bellows/agent.h>
@@ -69,6 +70,8 @@ typedef struct sim_opts {
 	uint32_t down_ms;             /* time before it comes back */
 	bool down_given;              /* --down-ms given */
 	bool quiet;                   /* rank 0 prints no decisions */
+	const char *record_metrics;   /* rank 0 appends window norms here */
+	const char *record_levels;    /* rank 0 appends decided levels here */
 } sim_opts;
 
 /* One rank's slot. The counters at the end are the agent's, summed over
@@ -85,7 +88,9 @@ typedef struct sim_slot {
 } sim_slot;
 
 typedef struct sim_shared {
-	_Atomic int stop; /* parent tells every rank to give up */
+	_Atomic int stop;             /* parent tells every rank to give up */
+	_Atomic uint64_t levels_next; /* first window --record-levels has not
+				       * written, over rank 0's processes */
 } sim_shared;
 
 /* Everything a rank process needs, built by the parent before forking. */
@@ -111,6 +116,8 @@ typedef struct sim_rank {
 	float **pattern;      /* per layer: unit-norm direction */
 	float *grad;          /* scratch gradient, largest layer */
 	double *base;         /* per layer: norm scale */
+	FILE *metrics_out;    /* rank 0: --record-metrics, else NULL */
+	FILE *levels_out;     /* rank 0: --record-levels, else NULL */
 } sim_rank;
 
 void
@@ -122,6 +129,7 @@ tool_sim_usage(FILE *f)
 	    "                   --steps-per-window S [--step-ms MS]\n"
 	    "                   [--seed X] [--decision-timeout-ms T]\n"
 	    "                   [--kill RANK:WINDOW] [--down-ms MS] [--quiet]\n"
+	    "                   [--record-metrics FILE] [--record-levels FILE]\n"
 	    "\n"
 	    "  Runs N ranks (processes with a real agent each) of a simulated\n"
 	    "  data-parallel job for W windows of S steps against bellowsd,\n"
@@ -143,7 +151,14 @@ tool_sim_usage(FILE *f)
 	    "  --kill RANK:WINDOW     SIGKILL RANK at the start of WINDOW and\n"
 	    "                         start it again as a new process\n"
 	    "  --down-ms MS           how long it stays down (default 3000)\n"
-	    "  --quiet                rank 0 does not print each decision\n",
+	    "  --quiet                rank 0 does not print each decision\n"
+	    "  --record-metrics FILE  rank 0 writes each closed window's\n"
+	    "                         gradient norms and LR, the input of\n"
+	    "                         bellows replay (window,layer,grad_norm,\n"
+	    "                         lr,numel,shape)\n"
+	    "  --record-levels FILE   rank 0 writes the levels bellowsd\n"
+	    "                         decided for each window whose decision\n"
+	    "                         it applied (window,layer,level)\n",
 	    SIM_MAX_RANKS, SIM_MAX_LAYERS);
 }
 
@@ -212,6 +227,8 @@ sim_parse(int argc, char **argv, sim_opts *o)
 		OPT_KILL,
 		OPT_DOWN,
 		OPT_QUIET,
+		OPT_RECORD_METRICS,
+		OPT_RECORD_LEVELS,
 		OPT_HELP,
 	};
 	static const struct option opts[] = {
@@ -228,6 +245,9 @@ sim_parse(int argc, char **argv, sim_opts *o)
 		{ "kill", required_argument, NULL, OPT_KILL },
 		{ "down-ms", required_argument, NULL, OPT_DOWN },
 		{ "quiet", no_argument, NULL, OPT_QUIET },
+		{ "record-metrics", required_argument, NULL,
+		    OPT_RECORD_METRICS },
+		{ "record-levels", required_argument, NULL, OPT_RECORD_LEVELS },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -289,6 +309,14 @@ sim_parse(int argc, char **argv, sim_opts *o)
 			break;
 		case OPT_QUIET:
 			o->quiet = true;
+			break;
+		case OPT_RECORD_METRICS:
+			o->record_metrics = optarg;
+			r = sim_check_name("--record-metrics", optarg, 4096);
+			break;
+		case OPT_RECORD_LEVELS:
+			o->record_levels = optarg;
+			r = sim_check_name("--record-levels", optarg, 4096);
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -506,6 +534,10 @@ sim_rank_free(sim_rank *rk)
 	free(rk->grad);
 	free(rk->base);
 	bellows_agent_close(&rk->agent);
+	if (rk->metrics_out != NULL)
+		fclose(rk->metrics_out);
+	if (rk->levels_out != NULL)
+		fclose(rk->levels_out);
 }
 
 /* Per layer a fixed random direction of unit norm; each step scales it
@@ -646,6 +678,95 @@ sim_print_decision(uint64_t step, const bellows_decision *d)
 	fflush(stdout);
 }
 
+/* ---- records for bellows replay ---------------------------------------- */
+
+static int
+sim_record_failed(const sim_rank *rk, const char *path)
+{
+	fprintf(stderr, "rank %u: cannot write %s: %s\n", rk->rank, path,
+	    strerror(errno));
+	return BELLOWS_EIO;
+}
+
+/* Appends the levels of `d`, the state bellowsd decided for window
+ * d->window, unless a process of rank 0 has written that window already
+ * (a repair decision carries the window it repeats). */
+static int
+sim_record_levels(sim_rank *rk, const bellows_decision *d)
+{
+	const sim_ctx *cx = rk->cx;
+	uint32_t n = d->n_layers < cx->o->layers ? d->n_layers : cx->o->layers;
+	FILE *f = rk->levels_out;
+
+	if (f == NULL || d->seq == 0 ||
+	    d->window < atomic_load(&cx->sh->levels_next))
+		return 0;
+	for (uint32_t l = 0; l < n; l++) {
+		fprintf(f, "%" PRIu64 ",", d->window);
+		tool_metrics_put_field(f, cx->table[l].name);
+		fprintf(f, ",%.17g\n", d->level[l]);
+	}
+	if (fflush(f) != 0 || ferror(f))
+		return sim_record_failed(rk, cx->o->record_levels);
+	atomic_store(&cx->sh->levels_next, d->window + 1);
+	return 0;
+}
+
+/* Appends the statistics of `window`, which has just closed, as bellows
+ * replay reads them: rank 0's norm, as bellowsd's rank-0 norm. */
+static int
+sim_record_metrics(sim_rank *rk, uint64_t window, double lr)
+{
+	const sim_ctx *cx = rk->cx;
+	FILE *f = rk->metrics_out;
+
+	if (f == NULL)
+		return 0;
+	for (uint32_t l = 0; l < cx->o->layers; l++) {
+		const bellows_layer *t = &cx->table[l];
+		bellows_layer_stats st;
+		char shape[64];
+		int r;
+
+		r = bellows_agent_window_stats(rk->agent, l, &st);
+		if (r == 0 && st.window != window)
+			r = BELLOWS_ESTATE;
+		if (r != 0) {
+			fprintf(stderr,
+			    "rank %u: statistics of window %" PRIu64
+			    " layer %u: %s\n",
+			    rk->rank, window, l, bellows_strerror(r));
+			return r;
+		}
+		tool_metrics_shape_text(t->shape, t->ndim, shape,
+		    sizeof(shape));
+		fprintf(f, "%" PRIu64 ",", window);
+		tool_metrics_put_field(f, t->name);
+		fprintf(f, ",%.17g,%.17g,%" PRIu64 ",%s\n", st.acc_norm, lr,
+		    t->numel, shape);
+	}
+	if (fflush(f) != 0 || ferror(f))
+		return sim_record_failed(rk, cx->o->record_metrics);
+	return 0;
+}
+
+/* Creates `path` with its CSV header; rank 0 appends to it. */
+static int
+sim_record_create(const char *path, const char *header)
+{
+	FILE *f;
+
+	if (path == NULL)
+		return 0;
+	if ((f = fopen(path, "w")) == NULL || fputs(header, f) < 0 ||
+	    fclose(f) != 0) {
+		fprintf(stderr, "bellows sim: cannot create %s: %s\n", path,
+		    strerror(errno));
+		return BELLOWS_EIO;
+	}
+	return 0;
+}
+
 /* Floats this rank sends for layer l under decision d: PowerSGD sends
  * P and Q, level x (rows + cols), for a compressed matrix. */
 static uint64_t
@@ -705,6 +826,8 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 			return r;
 		}
 		record[s] = d.seq;
+		if ((r = sim_record_levels(rk, &d)) != 0)
+			return r;
 		if (rk->rank == 0 && !o->quiet && d.seq != last_seq &&
 		    d.seq != 0)
 			sim_print_decision(s, &d);
@@ -739,6 +862,11 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 		/* A 10 Gbit/s link with 50 us of latency. */
 		info.comm_ms = 0.05 + (double)info.bytes_sent / 1.25e6;
 		info.lr = sim_lr(o, s / o->steps);
+		/* The LR decays at window boundaries: the last step of a
+		 * window tells bellowsd the LR the next one starts with. */
+		info.lr_next = s + 1 < cx->total_steps
+		    ? sim_lr(o, (s + 1) / o->steps)
+		    : info.lr;
 		info.batch_size = 128;
 		info.epoch = s / o->steps;
 		if ((r = bellows_agent_step_end(rk->agent, &info)) != 0) {
@@ -747,6 +875,9 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 			    rk->rank, s, bellows_strerror(r));
 			return r;
 		}
+		if ((s + 1) % o->steps == 0 &&
+		    (r = sim_record_metrics(rk, s / o->steps, info.lr)) != 0)
+			return r;
 		atomic_store(&slot->step_done, s + 1);
 	}
 	return 0;
@@ -780,6 +911,16 @@ sim_rank_main(const sim_ctx *cx, uint32_t rank, uint64_t start_step)
 	cfg.log_level = BELLOWS_LOG_WARN;
 	if ((r = sim_rank_patterns(&rk)) != 0) {
 		fprintf(stderr, "rank %u: %s\n", rank, bellows_strerror(r));
+		goto out;
+	}
+	if (rank == 0 && o->record_metrics != NULL &&
+	    (rk.metrics_out = fopen(o->record_metrics, "a")) == NULL) {
+		r = sim_record_failed(&rk, o->record_metrics);
+		goto out;
+	}
+	if (rank == 0 && o->record_levels != NULL &&
+	    (rk.levels_out = fopen(o->record_levels, "a")) == NULL) {
+		r = sim_record_failed(&rk, o->record_levels);
 		goto out;
 	}
 	if ((r = bellows_agent_open(&cfg, &rk.agent)) != 0) {
@@ -855,6 +996,7 @@ sim_map(sim_ctx *cx)
 	cx->slots = (sim_slot *)((char *)map + head);
 	cx->seq = (uint64_t *)((char *)map + head + slots);
 	atomic_init(&cx->sh->stop, 0);
+	atomic_init(&cx->sh->levels_next, 0);
 	for (uint32_t r = 0; r < o->ranks; r++) {
 		atomic_init(&cx->slots[r].step_done, 0);
 		atomic_init(&cx->slots[r].alive, 1);
@@ -1279,6 +1421,10 @@ tool_sim_main(int argc, char **argv)
 		fprintf(stderr, "bellows sim: out of memory\n");
 		goto out;
 	}
+	if (sim_record_create(o.record_metrics,
+		"window,layer,grad_norm,lr,numel,shape\n") != 0 ||
+	    sim_record_create(o.record_levels, "window,layer,level\n") != 0)
+		goto out;
 	if (sim_ping(&o) != 0)
 		goto out;
 	if (sim_map(&cx) != 0) {
