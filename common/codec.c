@@ -112,7 +112,7 @@ typedef struct codec_out {
 	} body;                     /* env's body */
 	Bellows__Decision in_force; /* a hello's embedded decision */
 	Bellows__Timings timings;   /* a report's embedded timings */
-	void *block[3];   /* sub-message arrays, freed after packing */
+	void *block[4];   /* sub-message arrays, freed after packing */
 	unsigned n_block; /* entries used in block */
 } codec_out;
 
@@ -317,11 +317,13 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 	Bellows__JobStatus *pj = NULL;
 	Bellows__RankStatus *pk = NULL, **pk_ptrs;
 	Bellows__PeerStatus *pp = NULL;
+	Bellows__Event *pe = NULL;
 	size_t n_ranks = 0, next = 0;
 
 	bellows__status_reply__init(ps);
 	if ((r->n_jobs > 0 && r->jobs == NULL) ||
-	    (r->n_peers > 0 && r->peers == NULL))
+	    (r->n_peers > 0 && r->peers == NULL) ||
+	    (r->n_events > 0 && r->events == NULL))
 		return BELLOWS_EINVAL;
 	for (uint32_t i = 0; i < r->n_jobs; i++) {
 		if (r->jobs[i].n_ranks > 0 && r->jobs[i].ranks == NULL)
@@ -339,7 +341,10 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 		     sizeof(*pk) + sizeof(*pk_ptrs))) == NULL) ||
 	    (r->n_peers > 0 &&
 		(pp = codec_out_block(o, r->n_peers,
-		     sizeof(*pp) + sizeof(*ps->peers))) == NULL))
+		     sizeof(*pp) + sizeof(*ps->peers))) == NULL) ||
+	    (r->n_events > 0 &&
+		(pe = codec_out_block(o, r->n_events,
+		     sizeof(*pe) + sizeof(*ps->events))) == NULL))
 		return BELLOWS_ENOMEM;
 	if (r->n_jobs > 0)
 		ps->jobs = (Bellows__JobStatus **)(pj + r->n_jobs);
@@ -386,8 +391,19 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 		pp[i].last_error = codec_out_str(r->peers[i].last_error);
 		ps->peers[i] = &pp[i];
 	}
+	if (r->n_events > 0)
+		ps->events = (Bellows__Event **)(pe + r->n_events);
+	for (uint32_t i = 0; i < r->n_events; i++) {
+		bellows__event__init(&pe[i]);
+		pe[i].wall_ms = r->events[i].wall_ms;
+		pe[i].kind = codec_out_str(r->events[i].kind);
+		pe[i].job = codec_out_str(r->events[i].job);
+		pe[i].text = codec_out_str(r->events[i].text);
+		ps->events[i] = &pe[i];
+	}
 	ps->n_jobs = r->n_jobs;
 	ps->n_peers = r->n_peers;
+	ps->n_events = r->n_events;
 	ps->instance = r->instance;
 	ps->uptime_ms = r->uptime_ms;
 	ps->messages = r->messages;
@@ -588,6 +604,7 @@ codec_scan_limit(const ProtobufCMessageDescriptor *desc,
 		return lim->max_decisions;
 	if (desc == &bellows__job_status__descriptor)
 		return lim->max_world;
+	/* Peers and events of a status reply share one limit. */
 	if (desc == &bellows__status_reply__descriptor)
 		return f->offset == offsetof(Bellows__StatusReply, jobs)
 		    ? lim->max_jobs
@@ -1166,7 +1183,8 @@ codec_in_status_reply(const Bellows__StatusReply *ps, const com_limits *lim,
 {
 	int rc;
 
-	if (ps->n_jobs > lim->max_jobs || ps->n_peers > lim->max_peers)
+	if (ps->n_jobs > lim->max_jobs || ps->n_peers > lim->max_peers ||
+	    ps->n_events > lim->max_peers)
 		return BELLOWS_EPROTO;
 	if (ps->n_jobs > 0) {
 		r->jobs = codec_calloc(ps->n_jobs, sizeof(*r->jobs));
@@ -1196,6 +1214,23 @@ codec_in_status_reply(const Bellows__StatusReply *ps, const com_limits *lim,
 			 &p->last_error)) != 0)
 			return rc;
 		p->dropped = pp->dropped;
+	}
+	if (ps->n_events > 0) {
+		r->events = codec_calloc(ps->n_events, sizeof(*r->events));
+		if (r->events == NULL)
+			return BELLOWS_ENOMEM;
+		r->n_events = (uint32_t)ps->n_events;
+	}
+	for (size_t i = 0; i < ps->n_events; i++) {
+		const Bellows__Event *pe = ps->events[i];
+		com_event *e = &r->events[i];
+
+		if ((rc = codec_in_name(pe->kind, lim, false, &e->kind)) != 0 ||
+		    (rc = codec_in_name(pe->job, lim, true, &e->job)) != 0 ||
+		    (rc = codec_in_text(pe->text, lim->max_text_len,
+			 &e->text)) != 0)
+			return rc;
+		e->wall_ms = pe->wall_ms;
 	}
 	r->instance = ps->instance;
 	r->uptime_ms = ps->uptime_ms;

@@ -191,6 +191,14 @@ msg_status_reply_fini(com_status_reply *r)
 		}
 	}
 	free(r->peers);
+	if (r->events != NULL) {
+		for (uint32_t i = 0; i < r->n_events; i++) {
+			free(r->events[i].kind);
+			free(r->events[i].job);
+			free(r->events[i].text);
+		}
+	}
+	free(r->events);
 }
 
 void

@@ -182,6 +182,13 @@ typedef struct com_peer_status {
 	char *last_error; /* text of the last drop reason */
 } com_peer_status;
 
+typedef struct com_event {
+	uint64_t wall_ms; /* when, ms since the Unix epoch */
+	char *kind;       /* e.g. "reload_ok", "rank_lost" */
+	char *job;        /* job concerned, "" for the daemon */
+	char *text;       /* what happened */
+} com_event;
+
 typedef struct com_status_reply {
 	uint64_t instance;      /* daemon instance id */
 	uint64_t uptime_ms;     /* since start */
@@ -194,6 +201,8 @@ typedef struct com_status_reply {
 	uint64_t reports;       /* reports accepted */
 	uint64_t decisions;     /* decisions published */
 	uint64_t layer_stats;   /* layer statistics ingested */
+	uint32_t n_events;      /* entries in events */
+	com_event *events;      /* recent events, oldest first */
 } com_status_reply;
 
 typedef struct com_snapshot_request {

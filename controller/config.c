@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fnmatch.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,13 +25,13 @@
 typedef struct config_ctx {
 	yaml_document_t doc; /* the parsed document */
 	const char *name;    /* file name for messages */
+	ctl_config *cfg;     /* being built: plug-ins loaded so far */
 	char *errbuf;        /* where the first error goes */
 	size_t errlen;       /* its size */
 } config_ctx;
 
-static int
-config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static int config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt,
+    ...) __attribute__((format(printf, 3, 4)));
 
 static int
 config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
@@ -128,8 +129,8 @@ config_int(config_ctx *cx, const yaml_node_t *node, const char *what,
 	errno = 0;
 	v = strtoll(s, &end, 10);
 	if (*end != '\0' || errno != 0)
-		return config_fail(cx, node,
-		    "%s must be an integer, not '%s'", what, s);
+		return config_fail(cx, node, "%s must be an integer, not '%s'",
+		    what, s);
 	if ((double)v < min || (double)v > max)
 		return config_fail(cx, node,
 		    "%s must be in [%.0f, %.0f], not %lld", what, min, max, v);
@@ -189,11 +190,11 @@ static int
 config_check_duplicates(config_ctx *cx, yaml_node_t *map)
 {
 	for (yaml_node_pair_t *a = map->data.mapping.pairs.start;
-	    a < map->data.mapping.pairs.top; a++) {
+	     a < map->data.mapping.pairs.top; a++) {
 		yaml_node_t *ka = config_node(cx, a->key);
 
 		for (yaml_node_pair_t *b = a + 1;
-		    b < map->data.mapping.pairs.top; b++) {
+		     b < map->data.mapping.pairs.top; b++) {
 			yaml_node_t *kb = config_node(cx, b->key);
 
 			if (config_scalar(ka) != NULL &&
@@ -209,11 +210,11 @@ config_check_duplicates(config_ctx *cx, yaml_node_t *map)
 
 #define CONFIG_FOREACH_PAIR(cx, map, kname, key, val)                          \
 	for (yaml_node_pair_t *pair_ = (map)->data.mapping.pairs.start;        \
-	    pair_ < (map)->data.mapping.pairs.top &&                           \
-	    ((key) = config_node((cx), pair_->key),                            \
-		(val) = config_node((cx), pair_->value),                       \
-		(kname) = config_scalar(key), 1);                              \
-	    pair_++)
+	     pair_ < (map)->data.mapping.pairs.top &&                          \
+	     ((key) = config_node((cx), pair_->key),                           \
+	     (val) = config_node((cx), pair_->value),                          \
+	     (kname) = config_scalar(key), 1);                                 \
+	     pair_++)
 
 static int
 config_param_steps(config_ctx *cx, const yaml_node_t *node,
@@ -233,8 +234,9 @@ config_param_steps(config_ctx *cx, const yaml_node_t *node,
 
 		(void)kname;
 		if (steps->n >= BELLOWS_STEPS_MAX)
-			return config_fail(cx, key, "%s has more than %d entries",
-			    p->name, BELLOWS_STEPS_MAX);
+			return config_fail(cx, key,
+			    "%s has more than %d entries", p->name,
+			    BELLOWS_STEPS_MAX);
 		if ((r = config_int(cx, key, "a window index", 0, 1e15,
 			 &from)) != 0)
 			return r;
@@ -243,8 +245,8 @@ config_param_steps(config_ctx *cx, const yaml_node_t *node,
 			    "%s: window %lld does not follow %llu", p->name,
 			    (long long)from,
 			    (unsigned long long)steps->from[steps->n - 1]);
-		if ((r = config_double(cx, val, p->name, p->min, p->max,
-			 &v)) != 0)
+		if ((r = config_double(cx, val, p->name, p->min, p->max, &v)) !=
+		    0)
 			return r;
 		steps->from[steps->n] = (uint64_t)from;
 		steps->value[steps->n] = v;
@@ -299,7 +301,7 @@ static void
 config_param_defaults(const bellows_policy_ops *ops, void *config)
 {
 	for (const bellows_param *p = ops->params; p != NULL && p->name != NULL;
-	    p++) {
+	     p++) {
 		char *dst = (char *)config + p->offset;
 		int64_t iv = (int64_t)p->def;
 		bool bv = p->def != 0;
@@ -357,7 +359,7 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 		}
 	}
 	for (const bellows_param *p = ops->params; p != NULL && p->name != NULL;
-	    p++) {
+	     p++) {
 		bool seen = false;
 
 		if (!p->required)
@@ -365,7 +367,8 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 		if (node != NULL) {
 			CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
 			{
-				if (kname != NULL && strcmp(kname, p->name) == 0)
+				if (kname != NULL &&
+				    strcmp(kname, p->name) == 0)
 					seen = true;
 			}
 		}
@@ -412,7 +415,8 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 				return r;
 			sel->min_numel = (uint64_t)v;
 		} else if (kname != NULL && strcmp(kname, "min_ndim") == 0) {
-			if ((r = config_int(cx, val, "min_ndim", 0, 8, &v)) != 0)
+			if ((r = config_int(cx, val, "min_ndim", 0, 8, &v)) !=
+			    0)
 				return r;
 			sel->min_ndim = (uint32_t)v;
 		} else {
@@ -425,10 +429,67 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 	return 0;
 }
 
+/* A plug-in this configuration has already loaded from `path`, if any:
+ * entries naming one file share one reference. */
+static ctl_plugin *
+config_plugin_loaded(const ctl_config *cfg, const char *path)
+{
+	for (uint32_t i = 0; i < cfg->n_jobs; i++) {
+		const ctl_job_conf *jc = &cfg->jobs[i];
+
+		for (uint32_t j = 0; j < jc->n_policies; j++) {
+			ctl_plugin *p = jc->policies[j].plugin;
+
+			if (p != NULL && strcmp(ctl_plugin_path(p), path) == 0)
+				return p;
+		}
+	}
+	return NULL;
+}
+
+/* Loads the plug-in named by `node` into pc->plugin. A relative path is
+ * taken from the YAML file's directory, not the daemon's working
+ * directory, so a configuration and its plug-ins can move together; the
+ * canonical path is what identifies the plug-in across reloads. */
+static int
+config_plugin(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
+{
+	const char *given = config_scalar(node), *slash;
+	char joined[PATH_MAX], real[PATH_MAX], err[CTL_CONFIG_ERR_MAX];
+	ctl_plugin *loaded;
+	int n, r;
+
+	if (given == NULL || given[0] == '\0')
+		return config_fail(cx, node, "plugin must be a file name");
+	slash = strrchr(cx->name, '/');
+	if (given[0] == '/' || slash == NULL)
+		n = snprintf(joined, sizeof(joined), "%s", given);
+	else
+		n = snprintf(joined, sizeof(joined), "%.*s/%s",
+		    (int)(slash - cx->name), cx->name, given);
+	if (n < 0 || (size_t)n >= sizeof(joined))
+		return config_fail(cx, node, "plugin path is too long");
+	if (realpath(joined, real) == NULL)
+		return config_fail(cx, node, "plugin '%s': %s", joined,
+		    strerror(errno));
+	loaded = config_plugin_loaded(cx->cfg, real);
+	if (loaded != NULL) {
+		pc->plugin = ctl_plugin_hold(loaded);
+		return 0;
+	}
+	r = ctl_plugin_open(real, &pc->plugin, err, sizeof(err));
+	if (r == BELLOWS_ENOMEM)
+		return r;
+	if (r != 0)
+		return config_fail(cx, node, "%s", err);
+	return 0;
+}
+
 static int
 config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 {
 	yaml_node_t *key, *val, *params = NULL, *type_node = NULL;
+	yaml_node_t *plugin_node = NULL;
 	const char *kname;
 	char err[256];
 	int r;
@@ -443,33 +504,52 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 		if (kname != NULL && strcmp(kname, "type") == 0) {
 			type_node = val;
 		} else if (kname != NULL && strcmp(kname, "name") == 0) {
-			if ((r = config_string(cx, val, "name", &pc->name)) != 0)
+			if ((r = config_string(cx, val, "name", &pc->name)) !=
+			    0)
 				return r;
 		} else if (kname != NULL && strcmp(kname, "params") == 0) {
 			params = val;
 		} else if (kname != NULL && strcmp(kname, "layers") == 0) {
 			if ((r = config_selector(cx, val, &pc->selector)) != 0)
 				return r;
+		} else if (kname != NULL && strcmp(kname, "plugin") == 0) {
+			plugin_node = val;
 		} else {
 			return config_fail(cx, key,
 			    "unknown key '%s' in a policy (expected type, "
-			    "name, params, layers)",
+			    "name, plugin, params, layers)",
 			    kname != NULL ? kname : "?");
 		}
 	}
 	if (type_node == NULL || config_scalar(type_node) == NULL)
 		return config_fail(cx, type_node != NULL ? type_node : node,
 		    "a policy needs a 'type'");
-	pc->ops = pol_registry_find(config_scalar(type_node));
+	if (plugin_node != NULL) {
+		const bellows_policy_ops *ops;
+
+		if ((r = config_plugin(cx, plugin_node, pc)) != 0)
+			return r;
+		ops = ctl_plugin_ops(pc->plugin);
+		if (strcmp(ops->name, config_scalar(type_node)) != 0)
+			return config_fail(cx, type_node,
+			    "plugin '%s' provides policy type '%s', not '%s'",
+			    ctl_plugin_path(pc->plugin), ops->name,
+			    config_scalar(type_node));
+		pc->ops = ops;
+	} else {
+		pc->ops = pol_registry_find(config_scalar(type_node));
+	}
 	if (pc->ops == NULL)
-		return config_fail(cx, type_node, "unknown policy type '%s'",
+		return config_fail(cx, type_node,
+		    "unknown policy type '%s' (a plug-in's type needs "
+		    "'plugin: FILE')",
 		    config_scalar(type_node));
 	if (pol_registry_check(pc->ops, err, sizeof(err)) != 0)
 		return config_fail(cx, type_node, "%s", err);
 	if (pc->name == NULL && (pc->name = strdup(pc->ops->name)) == NULL)
 		return BELLOWS_ENOMEM;
-	pc->config = calloc(1, pc->ops->config_size > 0 ? pc->ops->config_size
-							: 1);
+	pc->config = calloc(1,
+	    pc->ops->config_size > 0 ? pc->ops->config_size : 1);
 	if (pc->config == NULL)
 		return BELLOWS_ENOMEM;
 	config_param_defaults(pc->ops, pc->config);
@@ -652,8 +732,8 @@ config_root(config_ctx *cx, ctl_config *cfg)
 
 	if (root == NULL)
 		return config_fail(cx, NULL, "the file is empty");
-	if ((r = config_expect(cx, root, YAML_MAPPING_NODE,
-		 "the top level")) != 0 ||
+	if ((r = config_expect(cx, root, YAML_MAPPING_NODE, "the top level")) !=
+		0 ||
 	    (r = config_check_duplicates(cx, root)) != 0)
 		return r;
 	CONFIG_FOREACH_PAIR(cx, root, kname, key, val)
@@ -705,6 +785,7 @@ ctl_config_parse(const char *text, size_t len, const char *name,
 	cfg = calloc(1, sizeof(*cfg));
 	if (cfg == NULL)
 		return BELLOWS_ENOMEM;
+	cx.cfg = cfg;
 	config_defaults(cfg);
 	cfg->path = strdup(name);
 	cfg->text = malloc(len + 1);
@@ -816,6 +897,7 @@ ctl_config_destroy(ctl_config **cfg)
 			free(jc->policies[j].name);
 			free(jc->policies[j].config);
 			config_selector_fini(&jc->policies[j].selector);
+			ctl_plugin_close(&jc->policies[j].plugin);
 		}
 		free(jc->policies);
 		free(jc->match);
@@ -840,8 +922,21 @@ ctl_config_match(const ctl_config *cfg, const char *job)
 }
 
 bool
-ctl_selector_matches(const ctl_selector *sel, const char *name,
-    uint64_t numel, uint32_t ndim)
+ctl_policy_conf_same_instance(const ctl_policy_conf *a,
+    const ctl_policy_conf *b)
+{
+	/* Equal ops mean equal types; a plug-in file loaded twice maps
+	 * once, so its ops compare equal too. */
+	if (strcmp(a->name, b->name) != 0 || a->ops != b->ops ||
+	    (a->plugin == NULL) != (b->plugin == NULL))
+		return false;
+	return a->plugin == NULL ||
+	    strcmp(ctl_plugin_path(a->plugin), ctl_plugin_path(b->plugin)) == 0;
+}
+
+bool
+ctl_selector_matches(const ctl_selector *sel, const char *name, uint64_t numel,
+    uint32_t ndim)
 {
 	if (ndim < sel->min_ndim || numel < sel->min_numel)
 		return false;
@@ -855,7 +950,7 @@ config_print_quoted(FILE *f, const char *s)
 {
 	fputc('"', f);
 	for (const unsigned char *p = (const unsigned char *)s; *p != '\0';
-	    p++) {
+	     p++) {
 		if (*p == '"' || *p == '\\')
 			fprintf(f, "\\%c", *p);
 		else if (*p < 0x20 || *p == 0x7f)
@@ -911,7 +1006,13 @@ config_print_policy(FILE *f, const ctl_policy_conf *pc)
 
 	fprintf(f, "      - name: ");
 	config_print_quoted(f, pc->name);
-	fprintf(f, "\n        type: %s\n        layers: {", pc->ops->name);
+	fprintf(f, "\n        type: %s\n", pc->ops->name);
+	if (pc->plugin != NULL) {
+		fprintf(f, "        plugin: ");
+		config_print_quoted(f, ctl_plugin_path(pc->plugin));
+		fprintf(f, "\n");
+	}
+	fprintf(f, "        layers: {");
 	/* No regex means every name: printing one would change that. */
 	if (sel->has_regex) {
 		fprintf(f, "match: ");

@@ -6,9 +6,15 @@
  * unknown keys, wrong types, out-of-range values and knob conflicts are
  * errors reported as "FILE:LINE:COLUMN: message". This is the only module
  * that includes <yaml.h>; policies see their parsed config structs only.
+ *
+ * A policy entry may name a plug-in (`plugin: FILE`, relative to the YAML
+ * file's directory) that provides its type; the configuration then holds a
+ * reference to the loaded plug-in until it is destroyed.
  */
 #ifndef CTL_CONFIG_H
 #define CTL_CONFIG_H
+
+#include "plugin.h"
 
 #include <bellows/policy.h>
 
@@ -29,11 +35,14 @@ typedef struct ctl_selector {
 } ctl_selector;
 
 typedef struct ctl_policy_conf {
-	char *name;                     /* instance name, unique in the job */
-	const bellows_policy_ops *ops;  /* its type */
-	void *config;                   /* ops->config_size bytes, parsed */
-	ctl_selector selector;          /* layers it acts on */
-	int line;                       /* where it was defined */
+	char *name;                    /* instance name, unique in the job */
+	const bellows_policy_ops *ops; /* its type */
+	ctl_plugin *plugin;            /* NULL for a built-in type, else the
+					* configuration's reference to the
+					* shared object providing ops */
+	void *config;                  /* ops->config_size bytes, parsed */
+	ctl_selector selector;         /* layers it acts on */
+	int line;                      /* where it was defined */
 } ctl_policy_conf;
 
 typedef struct ctl_job_conf {
@@ -43,41 +52,51 @@ typedef struct ctl_job_conf {
 } ctl_job_conf;
 
 typedef struct ctl_config {
-	char *path;                  /* file it came from ("<string>") */
-	char *text;                  /* the whole YAML text */
-	size_t text_len;             /* bytes in text */
-	char *control;               /* ROUTER endpoint, NULL = default */
-	char *publish;               /* PUB endpoint, NULL = default */
-	uint32_t apply_lag;          /* steps between window end+1 and apply */
-	uint32_t window_timeout_ms;  /* close a window with ranks missing */
-	uint32_t rank_timeout_ms;    /* declare a silent rank lost */
-	uint32_t heartbeat_ms;       /* heartbeat period told to agents */
-	uint32_t repair_margin;      /* extra steps for a repair decision */
-	uint32_t max_jobs;           /* jobs held at once */
-	uint32_t max_world;          /* ranks per job */
-	uint32_t max_layers;         /* layers per job */
-	uint32_t job_idle_ms;        /* forget a job with no live rank */
-	uint32_t n_jobs;             /* entries in jobs */
-	ctl_job_conf *jobs;          /* first match wins */
+	char *path;                 /* file it came from ("<string>") */
+	char *text;                 /* the whole YAML text */
+	size_t text_len;            /* bytes in text */
+	char *control;              /* ROUTER endpoint, NULL = default */
+	char *publish;              /* PUB endpoint, NULL = default */
+	uint32_t apply_lag;         /* steps between window end+1 and apply */
+	uint32_t window_timeout_ms; /* close a window with ranks missing */
+	uint32_t rank_timeout_ms;   /* declare a silent rank lost */
+	uint32_t heartbeat_ms;      /* heartbeat period told to agents */
+	uint32_t repair_margin;     /* extra steps for a repair decision */
+	uint32_t max_jobs;          /* jobs held at once */
+	uint32_t max_world;         /* ranks per job */
+	uint32_t max_layers;        /* layers per job */
+	uint32_t job_idle_ms;       /* forget a job with no live rank */
+	uint32_t n_jobs;            /* entries in jobs */
+	ctl_job_conf *jobs;         /* first match wins */
 } ctl_config;
 
-/* Reads and validates `path`. On success *ret_cfg is the caller's (free
- * with ctl_config_destroy). On failure returns BELLOWS_EIO (cannot read),
- * BELLOWS_ECONFIG (invalid; errbuf holds "FILE:LINE:COLUMN: message") or
- * BELLOWS_ENOMEM, and *ret_cfg is untouched. */
+/* Reads and validates `path`, loading the plug-ins it names. On success
+ * *ret_cfg is the caller's (free with ctl_config_destroy). On failure
+ * returns BELLOWS_EIO (cannot read), BELLOWS_ECONFIG (invalid, including a
+ * plug-in that cannot be loaded or is refused; errbuf holds
+ * "FILE:LINE:COLUMN: message") or BELLOWS_ENOMEM, and *ret_cfg is
+ * untouched. */
 int ctl_config_load(const char *path, ctl_config **ret_cfg, char *errbuf,
     size_t errlen);
 
 /* Same as ctl_config_load for a text in memory; `name` stands for the file
- * in messages. */
+ * in messages, and relative plug-in paths are resolved against its
+ * directory (the current one if `name` has no '/'). */
 int ctl_config_parse(const char *text, size_t len, const char *name,
     ctl_config **ret_cfg, char *errbuf, size_t errlen);
 
-/* Frees a configuration. NULL-safe, sets *cfg to NULL. */
+/* Frees a configuration and drops its plug-in references. No policy set
+ * may still borrow it. NULL-safe, sets *cfg to NULL. */
 void ctl_config_destroy(ctl_config **cfg);
 
 /* Returns the first job entry whose pattern matches `job`, or NULL. */
 const ctl_job_conf *ctl_config_match(const ctl_config *cfg, const char *job);
+
+/* True when a and b are the same policy instance for a reload: same
+ * instance name, same type, from the same plug-in file (or both built-in),
+ * so that a's state is valid for b. */
+bool ctl_policy_conf_same_instance(const ctl_policy_conf *a,
+    const ctl_policy_conf *b);
 
 /* True when the selector picks a tensor with this name and shape. */
 bool ctl_selector_matches(const ctl_selector *sel, const char *name,

@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define JOBS_LOG 32        /* decisions kept per job */
-#define JOBS_OPEN 8        /* windows aggregated at once per job */
+#define JOBS_LOG         32 /* decisions kept per job */
+#define JOBS_OPEN        8  /* windows aggregated at once per job */
 #define JOBS_WELCOME_MAX 64 /* decisions sent in a welcome or snapshot */
 
 typedef struct job_rank {
@@ -44,41 +44,41 @@ typedef struct job_rank {
 } job_rank;
 
 typedef struct job {
-	char *name;                    /* job name */
-	uint32_t world;                /* ranks */
-	uint32_t n_layers;             /* entries in layers */
-	com_layer_info *layers;        /* the layer table */
-	job_rank *ranks;               /* world entries */
-	uint32_t alive;                /* ranks alive */
-	uint64_t next_window;          /* lowest window not closed */
-	ctl_window *open[JOBS_OPEN];   /* windows being aggregated */
-	com_decision log[JOBS_LOG];    /* ring of recent decisions */
-	uint32_t log_head;             /* index of the oldest entry */
-	uint32_t log_n;                /* entries used */
-	uint64_t last_seq;             /* seq of the newest decision */
-	uint64_t max_step;             /* highest step heard from a rank */
-	uint64_t idle_since_ms;        /* when the last rank went away */
-	uint64_t windows_incomplete;   /* closed with ranks missing */
-	uint64_t reports;              /* reports accepted by this daemon */
-	uint64_t max_first_window;     /* highest first_window of a rank */
-	ctl_policy_set *policies;      /* instances deciding for the job */
-	char policy_names[256];        /* their names, for STATUS */
+	char *name;                  /* job name */
+	uint32_t world;              /* ranks */
+	uint32_t n_layers;           /* entries in layers */
+	com_layer_info *layers;      /* the layer table */
+	job_rank *ranks;             /* world entries */
+	uint32_t alive;              /* ranks alive */
+	uint64_t next_window;        /* lowest window not closed */
+	ctl_window *open[JOBS_OPEN]; /* windows being aggregated */
+	com_decision log[JOBS_LOG];  /* ring of recent decisions */
+	uint32_t log_head;           /* index of the oldest entry */
+	uint32_t log_n;              /* entries used */
+	uint64_t last_seq;           /* seq of the newest decision */
+	uint64_t max_step;           /* highest step heard from a rank */
+	uint64_t idle_since_ms;      /* when the last rank went away */
+	uint64_t windows_incomplete; /* closed with ranks missing */
+	uint64_t reports;            /* reports accepted by this daemon */
+	uint64_t max_first_window;   /* highest first_window of a rank */
+	ctl_policy_set *policies;    /* instances deciding for the job */
+	char policy_names[256];      /* their names, for STATUS */
 } job;
 
 struct ctl_jobs {
-	const ctl_config *cfg;         /* settings in force (borrowed) */
-	uint64_t instance;             /* this daemon run */
-	ctl_jobs_publish_fn *publish;  /* decision/telemetry sink */
-	void *publish_arg;             /* its argument */
-	job **jobs;                    /* table, n_jobs used */
-	uint32_t n_jobs;               /* entries used */
-	uint32_t cap_jobs;             /* entries allocated */
-	job *last_hit;                 /* lookup cache: reports come in runs */
-	ctl_jobs_counters counters;    /* totals */
+	const ctl_config *cfg;        /* settings in force (borrowed) */
+	uint64_t instance;            /* this daemon run */
+	ctl_jobs_publish_fn *publish; /* decision/telemetry sink */
+	void *publish_arg;            /* its argument */
+	job **jobs;                   /* table, n_jobs used */
+	uint32_t n_jobs;              /* entries used */
+	uint32_t cap_jobs;            /* entries allocated */
+	job *last_hit;                /* lookup cache: reports come in runs */
+	ctl_jobs_counters counters;   /* totals */
+	ctl_events *events;           /* recent events, for STATUS */
 };
 
-static void
-jobs_why(char *why, size_t len, const char *fmt, ...)
+static void jobs_why(char *why, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static void
@@ -282,8 +282,10 @@ ctl_jobs_new(const ctl_config *cfg, uint64_t instance,
 {
 	ctl_jobs *jobs = calloc(1, sizeof(*jobs));
 
-	if (jobs == NULL)
+	if (jobs == NULL || ctl_events_new(&jobs->events) != 0) {
+		free(jobs);
 		return BELLOWS_ENOMEM;
+	}
 	jobs->cfg = cfg;
 	jobs->instance = instance;
 	jobs->publish = publish;
@@ -300,14 +302,105 @@ ctl_jobs_destroy(ctl_jobs **jobs)
 	for (uint32_t i = 0; i < (*jobs)->n_jobs; i++)
 		job_destroy(&(*jobs)->jobs[i]);
 	free((*jobs)->jobs);
+	ctl_events_destroy(&(*jobs)->events);
 	free(*jobs);
 	*jobs = NULL;
 }
 
-void
-ctl_jobs_set_config(ctl_jobs *jobs, const ctl_config *cfg)
+/* Swaps in the prepared set `next` (NULL: the job now matches no entry)
+ * for job j's policies. */
+static void
+job_commit_policies(ctl_jobs *jobs, job *j, ctl_policy_set *next)
 {
+	char note[BELLOWS_REASON_MAX];
+
+	if (next == NULL) {
+		if (j->policies != NULL)
+			ctl_log(CTL_LOG_WARN, "jobs",
+			    "no job entry matches '%s' any more: it runs "
+			    "without policies",
+			    j->name);
+		ctl_policy_set_destroy(&j->policies);
+	} else if (ctl_policy_set_commit(next, &j->policies, j->next_window,
+		       j->alive, note, sizeof(note)) > 0) {
+		ctl_log(CTL_LOG_WARN, "jobs", "job '%s': %s", j->name, note);
+		ctl_events_add(jobs->events, CTL_EVENT_POLICY_RESTARTED,
+		    j->name, "%s", note);
+	}
+	if (next != NULL)
+		j->policies = next;
+	ctl_policy_set_names(j->policies, j->policy_names,
+	    sizeof(j->policy_names));
+	ctl_log(CTL_LOG_INFO, "jobs", "job '%s' now runs policies '%s'",
+	    j->name, j->policy_names);
+}
+
+int
+ctl_jobs_reload(ctl_jobs *jobs, const ctl_config *cfg, char *errbuf,
+    size_t errlen)
+{
+	char reason[BELLOWS_REASON_MAX];
+	ctl_policy_set **next;
+	com_decision *blank;
+	uint32_t n = jobs->n_jobs, i;
+	int r = BELLOWS_ENOMEM;
+
+	/* Every job's new set is prepared before any is committed, so a
+	 * policy that cannot start for one job leaves all of them as they
+	 * were. Prepared sets borrow the state in force until the commit. */
+	next = calloc(n ? n : 1, sizeof(*next));
+	blank = calloc(n ? n : 1, sizeof(*blank));
+	if (next == NULL || blank == NULL) {
+		snprintf(errbuf, errlen, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		job *j = jobs->jobs[i];
+		const ctl_job_conf *jc = ctl_config_match(cfg, j->name);
+		const com_decision *state = job_last(j);
+
+		if (jc == NULL)
+			continue;
+		/* Only an allocation failure leaves a job without a
+		 * decision; its policies then start from a blank state. */
+		if (state == NULL) {
+			if (com_decision_init(&blank[i], j->name,
+				j->n_layers) != 0) {
+				snprintf(errbuf, errlen, "out of memory");
+				r = BELLOWS_ENOMEM;
+				goto fail;
+			}
+			state = &blank[i];
+		}
+		r = ctl_policy_set_prepare(j->policies, jc, j->name, j->world,
+		    j->layers, j->n_layers, state, reason, sizeof(reason),
+		    &next[i]);
+		if (r != 0) {
+			snprintf(errbuf, errlen, "job '%s': %s", j->name,
+			    reason[0] != '\0' ? reason : bellows_strerror(r));
+			goto fail;
+		}
+	}
+	for (i = 0; i < n; i++)
+		job_commit_policies(jobs, jobs->jobs[i], next[i]);
 	jobs->cfg = cfg;
+	r = 0;
+	goto out;
+fail:
+	for (i = 0; i < n; i++)
+		ctl_policy_set_destroy(&next[i]);
+out:
+	for (i = 0; blank != NULL && i < n; i++)
+		com_decision_fini(&blank[i]);
+	free(blank);
+	free(next);
+	return r;
+}
+
+ctl_events *
+ctl_jobs_events(ctl_jobs *jobs)
+{
+	return jobs->events;
 }
 
 void
@@ -464,6 +557,30 @@ rank_expected(const job_rank *rk, uint64_t w)
 	return rk->alive && w >= rk->first_window;
 }
 
+/* Tells the job's policies that a rank was lost or joined. */
+static void
+job_tell_policies(ctl_jobs *jobs, job *j, bellows_event_type type,
+    uint32_t rank)
+{
+	const bellows_event ev = {
+		.type = type,
+		.rank = rank,
+		.window = j->next_window,
+		.ranks_alive = j->alive,
+	};
+	uint32_t failed;
+
+	if (j->policies == NULL)
+		return;
+	failed = ctl_policy_set_event(j->policies, &ev);
+	if (failed > 0) {
+		jobs->counters.policy_errors += failed;
+		ctl_log(CTL_LOG_WARN, "jobs",
+		    "job '%s': %u policies failed on a rank event", j->name,
+		    failed);
+	}
+}
+
 static void
 rank_seen(ctl_jobs *jobs, job *j, job_rank *rk, uint64_t now_ms)
 {
@@ -480,14 +597,18 @@ rank_lost(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t now_ms,
 {
 	job_rank *rk = &j->ranks[rank];
 
-	if (rk->alive) {
-		rk->alive = false;
-		j->alive--;
-		if (j->alive == 0)
-			j->idle_since_ms = now_ms;
-	}
 	ctl_log(CTL_LOG_WARN, "jobs", "job '%s' rank %u %s at step %" PRIu64,
 	    j->name, rank, how, rk->step);
+	if (!rk->alive)
+		return;
+	rk->alive = false;
+	j->alive--;
+	if (j->alive == 0)
+		j->idle_since_ms = now_ms;
+	ctl_events_add(jobs->events, CTL_EVENT_RANK_LOST, j->name,
+	    "rank %u %s at step %" PRIu64 " (%u/%u alive)", rank, how, rk->step,
+	    j->alive, j->world);
+	job_tell_policies(jobs, j, BELLOWS_EVENT_RANK_LOST, rank);
 }
 
 int
@@ -580,8 +701,13 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	    h->in_force.n_layers == j->n_layers)
 		job_adopt(j, &h->in_force);
 	ctl_log(CTL_LOG_INFO, "jobs",
-	    "job '%s' rank %u joined at step %" PRIu64 " (%u/%u alive)",
-	    h->job, h->rank, h->step, j->alive, j->world);
+	    "job '%s' rank %u joined at step %" PRIu64 " (%u/%u alive)", h->job,
+	    h->rank, h->step, j->alive, j->world);
+	ctl_events_add(jobs->events, CTL_EVENT_RANK_JOINED, j->name,
+	    "rank %u %s at step %" PRIu64 " (%u/%u alive)", h->rank,
+	    rk->rejoins > 0 ? "rejoined" : "joined", h->step, j->alive,
+	    j->world);
+	job_tell_policies(jobs, j, BELLOWS_EVENT_RANK_JOINED, h->rank);
 
 	com_msg_init(reply, COM_MSG_WELCOME);
 	reply->u.welcome.job = com_strdup(h->job);
@@ -703,6 +829,11 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 		    " closed by timeout with %u of %u ranks (missing: %s)",
 		    j->name, view.window, view.ranks_reported, j->alive,
 		    missing);
+		ctl_events_add(jobs->events, CTL_EVENT_WINDOW_INCOMPLETE,
+		    j->name,
+		    "window %" PRIu64
+		    " closed by timeout with %u of %u ranks (missing: %s)",
+		    view.window, view.ranks_reported, j->alive, missing);
 	}
 	policies[0] = reason[0] = '\0';
 	if (j->policies != NULL) {
@@ -771,8 +902,9 @@ job_try_close(ctl_jobs *jobs, job *j, uint64_t now_ms)
 			    !ctl_window_has(win, r))
 				complete = false;
 		}
-		if (!complete && now_ms - ctl_window_opened_ms(win) <
-		    jobs->cfg->window_timeout_ms)
+		if (!complete &&
+		    now_ms - ctl_window_opened_ms(win) <
+			jobs->cfg->window_timeout_ms)
 			return;
 		if (lowest > j->next_window) {
 			ctl_log(CTL_LOG_WARN, "jobs",
@@ -836,8 +968,9 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 			if (j->open[i] == NULL)
 				slot = (int)i;
 		}
-		if (slot < 0 || ctl_window_new(rep->window, j->world,
-				    j->n_layers, now_ms, &j->open[slot]) != 0) {
+		if (slot < 0 ||
+		    ctl_window_new(rep->window, j->world, j->n_layers, now_ms,
+			&j->open[slot]) != 0) {
 			jobs_why(why, why_len, "cannot open window %" PRIu64,
 			    rep->window);
 			return BELLOWS_ENOMEM;
@@ -873,8 +1006,8 @@ ctl_jobs_heartbeat(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	job_rank *rk;
 	int r;
 
-	r = jobs_rank_of(jobs, hb->job, hb->rank, peer, peer_len, &j, &rk,
-	    why, why_len);
+	r = jobs_rank_of(jobs, hb->job, hb->rank, peer, peer_len, &j, &rk, why,
+	    why_len);
 	if (r == BELLOWS_ENOTJOINED)
 		return jobs_error_reply(reply, r, why);
 	if (r != 0)
@@ -935,14 +1068,13 @@ ctl_jobs_snapshot(ctl_jobs *jobs, const com_snapshot_request *req,
 }
 
 int
-ctl_jobs_status(ctl_jobs *jobs, const com_status_request *req,
-    uint64_t now_ms, com_status_reply *out)
+ctl_jobs_status(ctl_jobs *jobs, const com_status_request *req, uint64_t now_ms,
+    com_status_reply *out)
 {
 	bool all = req->job == NULL || req->job[0] == '\0';
 	uint32_t n = 0;
 
-	out->jobs = calloc(jobs->n_jobs ? jobs->n_jobs : 1,
-	    sizeof(*out->jobs));
+	out->jobs = calloc(jobs->n_jobs ? jobs->n_jobs : 1, sizeof(*out->jobs));
 	if (out->jobs == NULL)
 		return BELLOWS_ENOMEM;
 	for (uint32_t i = 0; i < jobs->n_jobs; i++) {
@@ -982,7 +1114,8 @@ ctl_jobs_status(ctl_jobs *jobs, const com_status_request *req,
 			};
 		}
 	}
-	return 0;
+	return ctl_events_copy(jobs->events, all ? NULL : req->job,
+	    CTL_EVENTS_MAX, &out->events, &out->n_events);
 }
 
 void

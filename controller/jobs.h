@@ -13,6 +13,7 @@
 #define CTL_JOBS_H
 
 #include "config.h"
+#include "events.h"
 #include "msg.h"
 
 #include <stddef.h>
@@ -35,11 +36,11 @@ typedef struct ctl_jobs_counters {
 	uint64_t windows;       /* windows closed */
 	uint64_t incomplete;    /* windows closed with ranks missing */
 	uint64_t ranks_lost;    /* ranks declared lost */
-	uint64_t policy_errors; /* on_window calls that failed */
+	uint64_t policy_errors; /* on_window and on_event calls that failed */
 } ctl_jobs_counters;
 
 /* Creates the job table. `cfg` is borrowed and must stay alive until
- * replaced with ctl_jobs_set_config or the table is destroyed. `instance`
+ * replaced with ctl_jobs_reload or the table is destroyed. `instance`
  * identifies this daemon run to agents. Returns 0 or BELLOWS_ENOMEM. */
 int ctl_jobs_new(const ctl_config *cfg, uint64_t instance,
     ctl_jobs_publish_fn *publish, void *publish_arg, ctl_jobs **ret_jobs);
@@ -47,10 +48,22 @@ int ctl_jobs_new(const ctl_config *cfg, uint64_t instance,
 /* Frees every job. NULL-safe. */
 void ctl_jobs_destroy(ctl_jobs **jobs);
 
-/* Switches to a new configuration (borrowed, as in ctl_jobs_new). Jobs
- * keep their policy instances: a reload changes timing settings at once
- * and policies for jobs created from now on. */
-void ctl_jobs_set_config(ctl_jobs *jobs, const ctl_config *cfg);
+/* Switches to a new configuration (borrowed, as in ctl_jobs_new). Every
+ * job's policies are rebuilt from its entry in cfg: an instance that is
+ * the same in both files keeps its state and is told of the reload, new
+ * instances start, removed ones are finalised (ctl_policy_set_prepare and
+ * _commit). The knob state in force does not change; the next window's
+ * decision comes from the new policies. Timing settings apply at once.
+ * All or nothing: when a job's new policies cannot start, returns
+ * BELLOWS_ENOMEM or that init's error with "job 'NAME': why" in errbuf,
+ * and the table is as it was. On success the previous configuration is
+ * no longer used by the table and may be freed. */
+int ctl_jobs_reload(ctl_jobs *jobs, const ctl_config *cfg, char *errbuf,
+    size_t errlen);
+
+/* The table's ring of recent events (borrowed, lives as long as the
+ * table): the daemon records its own events there too. */
+ctl_events *ctl_jobs_events(ctl_jobs *jobs);
 
 /*
  * Message handlers. `peer` is the sender's routing id. Each returns 0 when
@@ -73,8 +86,9 @@ int ctl_jobs_bye(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 int ctl_jobs_snapshot(ctl_jobs *jobs, const com_snapshot_request *req,
     com_msg *reply, char *why, size_t why_len);
 
-/* Fills the job part of a STATUS reply (jobs matching req->job, or all).
- * Returns 0 or BELLOWS_ENOMEM. */
+/* Fills the job part of a STATUS reply (jobs matching req->job, or all)
+ * and the recent events (of that job and the daemon's, or all). Returns 0
+ * or BELLOWS_ENOMEM. */
 int ctl_jobs_status(ctl_jobs *jobs, const com_status_request *req,
     uint64_t now_ms, com_status_reply *reply);
 

@@ -11,7 +11,7 @@
 #include <zmq.h>
 
 #define LOOP_MAX_SOURCES 16
-#define LOOP_MAX_TIMERS 16
+#define LOOP_MAX_TIMERS  16
 
 typedef struct loop_source {
 	ctl_loop_io_fn *cb; /* readable callback */
@@ -74,8 +74,7 @@ loop_add(ctl_loop *loop, void *zsock, int fd, ctl_loop_io_fn *cb, void *arg)
 }
 
 int
-ctl_loop_add_socket(ctl_loop *loop, void *zsock, ctl_loop_io_fn *cb,
-    void *arg)
+ctl_loop_add_socket(ctl_loop *loop, void *zsock, ctl_loop_io_fn *cb, void *arg)
 {
 	if (zsock == NULL)
 		return BELLOWS_EINVAL;

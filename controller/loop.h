@@ -42,8 +42,7 @@ int ctl_loop_add_timer(ctl_loop *loop, uint32_t period_ms,
 
 /* Sets the hook run once per turn before the loop sleeps again (bellowsd
  * flushes batched work there). */
-void ctl_loop_set_before_sleep(ctl_loop *loop, ctl_loop_hook_fn *cb,
-    void *arg);
+void ctl_loop_set_before_sleep(ctl_loop *loop, ctl_loop_hook_fn *cb, void *arg);
 
 /* Runs until ctl_loop_stop(). Returns 0 after a stop, or BELLOWS_ESYS if
  * polling failed for a reason other than a signal. */

@@ -4,7 +4,8 @@
  * Signals arrive through a signalfd polled by the loop, so handlers never
  * run inside library code: SIGTERM and SIGINT stop the loop cleanly,
  * SIGHUP reloads the configuration (validated completely first; on error
- * the old one stays in force).
+ * the old one stays in force). The file is also watched: a change on disk
+ * reloads it the same way once the writer is done.
  */
 #include "clock.h"
 #include "codec.h"
@@ -12,7 +13,9 @@
 #include "jobs.h"
 #include "log.h"
 #include "loop.h"
+#include "reload.h"
 #include "server.h"
+#include "watch.h"
 
 #include "bellows_config.h"
 
@@ -29,17 +32,18 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#define MAIN_CRON_MS 100 /* liveness and window timeouts resolution */
+#define MAIN_CRON_MS   100 /* liveness and window timeouts resolution */
+#define MAIN_SETTLE_MS 100 /* quiet after a file change before reloading */
 
 typedef struct daemon_state {
-	const char *policy_path;  /* --policy */
-	ctl_config *cfg;          /* configuration in force */
-	ctl_config **retired;     /* earlier ones, borrowed by old jobs */
-	size_t n_retired;         /* entries in retired */
-	ctl_jobs *jobs;           /* job table */
-	ctl_server *server;       /* sockets */
-	ctl_loop *loop;           /* event loop */
-	int sigfd;                /* signalfd */
+	const char *policy_path; /* --policy */
+	ctl_config *cfg;         /* first configuration, until reload owns it */
+	ctl_reload *reload;      /* configuration in force and its reloads */
+	ctl_watch *watch;        /* the file on disk, NULL if not watched */
+	ctl_jobs *jobs;          /* job table */
+	ctl_server *server;      /* sockets */
+	ctl_loop *loop;          /* event loop */
+	int sigfd;               /* signalfd */
 } daemon_state;
 
 static void
@@ -72,36 +76,6 @@ main_cron(ctl_loop *loop, uint64_t now_ms, void *arg)
 }
 
 static void
-main_reload(daemon_state *d)
-{
-	char err[CTL_CONFIG_ERR_MAX];
-	ctl_config *cfg = NULL, **grown;
-	int r;
-
-	r = ctl_config_load(d->policy_path, &cfg, err, sizeof(err));
-	if (r != 0) {
-		ctl_log(CTL_LOG_ERROR, "main",
-		    "reload refused, the running configuration stays: %s",
-		    err);
-		return;
-	}
-	grown = realloc(d->retired, (d->n_retired + 1) * sizeof(*grown));
-	if (grown == NULL) {
-		ctl_config_destroy(&cfg);
-		ctl_log(CTL_LOG_ERROR, "main", "reload refused: out of memory");
-		return;
-	}
-	/* Jobs created under the old file keep borrowing its policy
-	 * configuration, so it is retired, not freed. */
-	d->retired = grown;
-	d->retired[d->n_retired++] = d->cfg;
-	d->cfg = cfg;
-	ctl_jobs_set_config(d->jobs, cfg);
-	ctl_log(CTL_LOG_INFO, "main", "configuration reloaded from '%s'",
-	    d->policy_path);
-}
-
-static void
 main_on_signal(ctl_loop *loop, void *arg)
 {
 	daemon_state *d = arg;
@@ -109,7 +83,7 @@ main_on_signal(ctl_loop *loop, void *arg)
 
 	while (read(d->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
-			main_reload(d);
+			ctl_reload_now(d->reload, true);
 		} else {
 			ctl_log(CTL_LOG_INFO, "main", "signal %u: stopping",
 			    si.ssi_signo);
@@ -140,8 +114,8 @@ main(int argc, char **argv)
 	void *zctx = NULL;
 	int c, rc = 1;
 
-	while ((c = getopt_long(argc, argv, "p:c:u:d:l:hV", opts, NULL)) !=
-	    -1) {
+	while (
+	    (c = getopt_long(argc, argv, "p:c:u:d:l:hV", opts, NULL)) != -1) {
 		ctl_log_level level;
 
 		switch (c) {
@@ -180,7 +154,8 @@ main(int argc, char **argv)
 	}
 	if (optind < argc || d.policy_path == NULL) {
 		if (d.policy_path == NULL)
-			fprintf(stderr, "bellowsd: --policy FILE is required\n");
+			fprintf(stderr,
+			    "bellowsd: --policy FILE is required\n");
 		else
 			fprintf(stderr, "bellowsd: unexpected argument '%s'\n",
 			    argv[optind]);
@@ -229,8 +204,19 @@ main(int argc, char **argv)
 		fprintf(stderr, "bellowsd: out of memory\n");
 		goto out;
 	}
+	if (ctl_reload_new(d.policy_path, &d.cfg, d.jobs, &d.reload) != 0) {
+		fprintf(stderr, "bellowsd: out of memory\n");
+		goto out;
+	}
+	/* Without inotify the daemon still reloads on SIGHUP. */
+	if (ctl_watch_open(d.policy_path, MAIN_SETTLE_MS, ctl_reload_on_change,
+		d.reload, &d.watch) != 0)
+		ctl_log(CTL_LOG_WARN, "main",
+		    "'%s' is not watched for changes; send SIGHUP to reload",
+		    d.policy_path);
 	ctl_server_set_jobs(d.server, d.jobs);
-	if (ctl_server_attach(d.server, d.loop) != 0 ||
+	if ((d.watch != NULL && ctl_watch_attach(d.watch, d.loop) != 0) ||
+	    ctl_server_attach(d.server, d.loop) != 0 ||
 	    ctl_loop_add_fd(d.loop, d.sigfd, main_on_signal, &d) != 0 ||
 	    ctl_loop_add_timer(d.loop, MAIN_CRON_MS, main_cron, &d) != 0)
 		goto out;
@@ -246,15 +232,15 @@ main(int argc, char **argv)
 	rc = 0;
 out:
 	ctl_loop_destroy(&d.loop);
+	ctl_watch_close(&d.watch);
+	/* Jobs borrow the configuration: they go first. */
 	ctl_jobs_destroy(&d.jobs);
+	ctl_reload_destroy(&d.reload);
 	ctl_server_close(&d.server);
 	if (zctx != NULL)
 		zmq_ctx_term(zctx);
 	if (d.sigfd >= 0)
 		close(d.sigfd);
 	ctl_config_destroy(&d.cfg);
-	for (size_t i = 0; i < d.n_retired; i++)
-		ctl_config_destroy(&d.retired[i]);
-	free(d.retired);
 	return rc;
 }

@@ -3,6 +3,7 @@
 
 #include <bellows/error.h>
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,13 +14,27 @@ typedef struct host_instance {
 	void *state;                 /* ops->state_size bytes */
 	bool *selected;              /* per layer, from the selector */
 	bool initialised;            /* init succeeded: fini is due */
+	int32_t adopt;               /* prepared set: index of the replaced
+				      * set's instance whose state it takes
+				      * at commit, or -1 (started anew) */
 } host_instance;
 
+/* What a prepared set needs to finish a reload at commit. */
+typedef struct host_pending {
+	const ctl_policy_set *old;    /* the set it replaces */
+	const char *job;              /* job name */
+	uint32_t world;               /* ranks */
+	const com_layer_info *layers; /* the job's layer table */
+	const com_decision *state;    /* knob state in force */
+} host_pending;
+
 struct ctl_policy_set {
-	uint32_t n;                 /* instances */
-	host_instance *inst;        /* in configured order */
-	uint32_t n_layers;          /* layers of the job */
-	bellows_proposal proposal;  /* scratch, reused every window */
+	uint32_t n;                /* instances */
+	host_instance *inst;       /* in configured order */
+	uint32_t n_layers;         /* layers of the job */
+	bellows_proposal proposal; /* scratch, reused every window */
+	bool prepared;             /* built by prepare, not committed */
+	host_pending pending;      /* while prepared */
 };
 
 static void
@@ -92,15 +107,83 @@ ctl_policy_set_destroy(ctl_policy_set **set)
 	*set = NULL;
 }
 
-int
-ctl_policy_set_new(const ctl_job_conf *jc, const char *job, uint32_t world,
-    const com_layer_info *layers, uint32_t n_layers, com_decision *state,
-    char *reason, size_t reason_len, ctl_policy_set **ret_set)
+/* The layer table as init sees it, levels and bounds from the state in
+ * force; the caller frees it. NULL on out-of-memory. */
+static bellows_window_layer *
+host_layers(const com_layer_info *layers, uint32_t n_layers,
+    const com_decision *state)
+{
+	bellows_window_layer *wl = calloc(n_layers ? n_layers : 1, sizeof(*wl));
+
+	if (wl == NULL)
+		return NULL;
+	for (uint32_t l = 0; l < n_layers; l++) {
+		wl[l].name = layers[l].name;
+		wl[l].numel = layers[l].numel;
+		wl[l].ndim = layers[l].ndim;
+		wl[l].shape = layers[l].shape;
+		wl[l].level = state->level[l];
+		wl[l].error_bound = state->error_bound[l];
+	}
+	return wl;
+}
+
+/* Allocates in->state and calls init; wl[].selected must be in's. The
+ * proposal is left in set->proposal. */
+static int
+host_start(ctl_policy_set *set, host_instance *in, const char *job,
+    uint32_t world, const bellows_window_layer *wl, const com_decision *state)
+{
+	const bellows_policy_ops *ops = in->conf->ops;
+	bellows_job_info info = {
+		.job = job,
+		.world = world,
+		.n_layers = set->n_layers,
+		.layers = wl,
+	};
+	int r;
+
+	if (in->state == NULL) {
+		in->state = calloc(1, ops->state_size ? ops->state_size : 1);
+		if (in->state == NULL)
+			return BELLOWS_ENOMEM;
+	}
+	host_prefill(set, state);
+	r = ops->init(in->state, in->conf->config, &info, &set->proposal);
+	if (r != 0)
+		return r;
+	in->initialised = true;
+	set->proposal.reason[sizeof(set->proposal.reason) - 1] = '\0';
+	return 0;
+}
+
+/* Index of the running instance of `old` that `conf` continues, or -1. */
+static int32_t
+host_find(const ctl_policy_set *old, const ctl_policy_conf *conf)
+{
+	for (uint32_t k = 0; old != NULL && k < old->n; k++) {
+		if (old->inst[k].initialised &&
+		    ctl_policy_conf_same_instance(old->inst[k].conf, conf))
+			return (int32_t)k;
+	}
+	return -1;
+}
+
+/* Builds a set for jc. Instances found in `old` are only marked; the
+ * others start against `in_force`. With `merge` non-NULL (a new job) the
+ * initial proposals are merged into it and their reasons kept. */
+static int
+host_build(const ctl_policy_set *old, const ctl_job_conf *jc, const char *job,
+    uint32_t world, const com_layer_info *layers, uint32_t n_layers,
+    const com_decision *in_force, com_decision *merge, char *reason,
+    size_t reason_len, ctl_policy_set **ret_set)
 {
 	bellows_window_layer *wl = NULL;
 	ctl_policy_set *set;
 	int r = BELLOWS_ENOMEM;
 
+	assert(old == NULL || old->n_layers == n_layers);
+	reason[0] = '\0';
 	set = calloc(1, sizeof(*set));
 	if (set == NULL)
 		return BELLOWS_ENOMEM;
@@ -111,57 +194,42 @@ ctl_policy_set_new(const ctl_job_conf *jc, const char *job, uint32_t world,
 	    sizeof(double));
 	set->inst = calloc(jc->n_policies ? jc->n_policies : 1,
 	    sizeof(*set->inst));
-	wl = calloc(n_layers ? n_layers : 1, sizeof(*wl));
+	wl = host_layers(layers, n_layers, in_force);
 	if (set->proposal.level == NULL || set->proposal.error_bound == NULL ||
 	    set->inst == NULL || wl == NULL)
 		goto fail;
-	for (uint32_t l = 0; l < n_layers; l++) {
-		wl[l].name = layers[l].name;
-		wl[l].numel = layers[l].numel;
-		wl[l].ndim = layers[l].ndim;
-		wl[l].shape = layers[l].shape;
-		wl[l].level = state->level[l];
-		wl[l].error_bound = state->error_bound[l];
-	}
-	reason[0] = '\0';
 	for (uint32_t i = 0; i < jc->n_policies; i++) {
 		host_instance *in = &set->inst[i];
-		const bellows_policy_ops *ops = jc->policies[i].ops;
-		bellows_job_info info = {
-			.job = job,
-			.world = world,
-			.n_layers = n_layers,
-			.layers = wl,
-		};
 
 		set->n++;
 		in->conf = &jc->policies[i];
-		in->state = calloc(1, ops->state_size ? ops->state_size : 1);
 		in->selected = calloc(n_layers ? n_layers : 1, sizeof(bool));
-		if (in->state == NULL || in->selected == NULL) {
+		if (in->selected == NULL) {
 			r = BELLOWS_ENOMEM; /* r holds an earlier init's 0 */
 			goto fail;
 		}
 		for (uint32_t l = 0; l < n_layers; l++) {
-			in->selected[l] = ctl_selector_matches(
-			    &in->conf->selector, layers[l].name,
-			    layers[l].numel,
+			in->selected[l] = ctl_selector_matches(&in->conf
+								    ->selector,
+			    layers[l].name, layers[l].numel,
 			    layers[l].ndim ? layers[l].ndim : 1);
 			wl[l].selected = in->selected[l];
 		}
-		host_prefill(set, state);
-		r = ops->init(in->state, in->conf->config, &info,
-		    &set->proposal);
+		in->adopt = host_find(old, in->conf);
+		if (in->adopt >= 0)
+			continue;
+		r = host_start(set, in, job, world, wl, in_force);
 		if (r != 0) {
 			snprintf(reason, reason_len,
 			    "policy '%s' failed to start: %s", in->conf->name,
 			    bellows_strerror(r));
 			goto fail;
 		}
-		in->initialised = true;
-		set->proposal.reason[sizeof(set->proposal.reason) - 1] = '\0';
-		host_merge(set, ops->knobs, state);
-		host_append(reason, reason_len, "; ", set->proposal.reason);
+		if (merge != NULL) {
+			host_merge(set, in->conf->ops->knobs, merge);
+			host_append(reason, reason_len, "; ",
+			    set->proposal.reason);
+		}
 	}
 	free(wl);
 	*ret_set = set;
@@ -173,13 +241,126 @@ fail:
 }
 
 int
-ctl_policy_set_run(ctl_policy_set *set, bellows_window *w,
-    com_decision *state, char *policies, size_t policies_len, char *reason,
-    size_t reason_len, uint32_t *ret_failed)
+ctl_policy_set_new(const ctl_job_conf *jc, const char *job, uint32_t world,
+    const com_layer_info *layers, uint32_t n_layers, com_decision *state,
+    char *reason, size_t reason_len, ctl_policy_set **ret_set)
+{
+	return host_build(NULL, jc, job, world, layers, n_layers, state, state,
+	    reason, reason_len, ret_set);
+}
+
+int
+ctl_policy_set_prepare(const ctl_policy_set *old, const ctl_job_conf *jc,
+    const char *job, uint32_t world, const com_layer_info *layers,
+    uint32_t n_layers, const com_decision *state, char *reason,
+    size_t reason_len, ctl_policy_set **ret_set)
+{
+	ctl_policy_set *set;
+	int r;
+
+	r = host_build(old, jc, job, world, layers, n_layers, state, NULL,
+	    reason, reason_len, &set);
+	if (r != 0)
+		return r;
+	set->prepared = true;
+	set->pending = (host_pending){
+		.old = old,
+		.job = job,
+		.world = world,
+		.layers = layers,
+		.state = state,
+	};
+	*ret_set = set;
+	return 0;
+}
+
+/* Restarts a kept instance that refused its new config. */
+static int
+host_restart(ctl_policy_set *set, host_instance *in)
+{
+	const host_pending *p = &set->pending;
+	bellows_window_layer *wl;
+	int r;
+
+	wl = host_layers(p->layers, set->n_layers, p->state);
+	if (wl == NULL)
+		return BELLOWS_ENOMEM;
+	for (uint32_t l = 0; l < set->n_layers; l++)
+		wl[l].selected = in->selected[l];
+	memset(in->state, 0, in->conf->ops->state_size);
+	r = host_start(set, in, p->job, p->world, wl, p->state);
+	free(wl);
+	return r;
+}
+
+uint32_t
+ctl_policy_set_commit(ctl_policy_set *set, ctl_policy_set **old,
+    uint64_t next_window, uint32_t ranks_alive, char *note, size_t note_len)
+{
+	ctl_policy_set *prev = old != NULL ? *old : NULL;
+	const bellows_event ev = {
+		.type = BELLOWS_EVENT_RELOAD,
+		.window = next_window,
+		.ranks_alive = ranks_alive,
+	};
+	uint32_t refused = 0;
+
+	assert(set->prepared && set->pending.old == prev);
+	note[0] = '\0';
+	for (uint32_t i = 0; i < set->n; i++) {
+		host_instance *in = &set->inst[i], *was;
+		const bellows_policy_ops *ops = in->conf->ops;
+		char text[256];
+		int r, r2;
+
+		if (in->adopt < 0)
+			continue;
+		was = &prev->inst[in->adopt];
+		in->state = was->state;
+		in->initialised = true;
+		was->state = NULL;
+		was->initialised = false;
+		if (ops->on_event == NULL)
+			continue;
+		r = ops->on_event(in->state, in->conf->config, &ev);
+		if (r == 0)
+			continue;
+		/* The state belongs to the old config until init runs
+		 * again: it is finalised with that one. */
+		refused++;
+		in->initialised = false;
+		if (ops->fini != NULL)
+			ops->fini(in->state, was->conf->config);
+		r2 = host_restart(set, in);
+		if (r2 == 0)
+			snprintf(text, sizeof(text),
+			    "policy '%s' refused the new configuration (%s) "
+			    "and was restarted",
+			    in->conf->name, bellows_strerror(r));
+		else
+			snprintf(text, sizeof(text),
+			    "policy '%s' refused the new configuration (%s) "
+			    "and failed to restart (%s): it is off until the "
+			    "next reload",
+			    in->conf->name, bellows_strerror(r),
+			    bellows_strerror(r2));
+		host_append(note, note_len, "; ", text);
+	}
+	set->prepared = false;
+	memset(&set->pending, 0, sizeof(set->pending));
+	ctl_policy_set_destroy(old);
+	return refused;
+}
+
+int
+ctl_policy_set_run(ctl_policy_set *set, bellows_window *w, com_decision *state,
+    char *policies, size_t policies_len, char *reason, size_t reason_len,
+    uint32_t *ret_failed)
 {
 	bellows_window_layer *wl = (bellows_window_layer *)w->layers;
 	uint32_t failed = 0;
 
+	assert(!set->prepared);
 	policies[0] = '\0';
 	reason[0] = '\0';
 	for (uint32_t i = 0; i < set->n; i++) {
@@ -187,6 +368,8 @@ ctl_policy_set_run(ctl_policy_set *set, bellows_window *w,
 		const bellows_policy_ops *ops = in->conf->ops;
 		int r;
 
+		if (!in->initialised)
+			continue;
 		for (uint32_t l = 0; l < w->n_layers && l < set->n_layers; l++)
 			wl[l].selected = in->selected[l];
 		host_prefill(set, state);
@@ -207,6 +390,23 @@ ctl_policy_set_run(ctl_policy_set *set, bellows_window *w,
 	}
 	*ret_failed = failed;
 	return 0;
+}
+
+uint32_t
+ctl_policy_set_event(ctl_policy_set *set, const bellows_event *ev)
+{
+	uint32_t failed = 0;
+
+	assert(!set->prepared);
+	for (uint32_t i = 0; i < set->n; i++) {
+		host_instance *in = &set->inst[i];
+		const bellows_policy_ops *ops = in->conf->ops;
+
+		if (in->initialised && ops->on_event != NULL &&
+		    ops->on_event(in->state, in->conf->config, ev) != 0)
+			failed++;
+	}
+	return failed;
 }
 
 void

@@ -6,6 +6,12 @@
  * configuration was parsed), so merging is copying each policy's owned
  * knobs out of its proposal. Pure computation: no sockets, files or
  * clocks, which is what lets `bellows replay` reproduce the daemon.
+ *
+ * A reload replaces a set in two steps, so that a daemon can refuse a new
+ * configuration for all its jobs without having touched any of them:
+ * ctl_policy_set_prepare builds the new set next to the old one (starting
+ * the instances that are new), and ctl_policy_set_commit moves the state of
+ * the instances that stay into it and retires the old set.
  */
 #ifndef CTL_POLICY_HOST_H
 #define CTL_POLICY_HOST_H
@@ -26,10 +32,38 @@ typedef struct ctl_policy_set ctl_policy_set;
  * init's error (with its policy named in reason). On failure nothing is
  * left allocated and *ret_set is untouched. The set borrows jc: keep the
  * configuration alive while the set lives. */
-int ctl_policy_set_new(const ctl_job_conf *jc, const char *job,
-    uint32_t world, const com_layer_info *layers, uint32_t n_layers,
-    com_decision *state, char *reason, size_t reason_len,
-    ctl_policy_set **ret_set);
+int ctl_policy_set_new(const ctl_job_conf *jc, const char *job, uint32_t world,
+    const com_layer_info *layers, uint32_t n_layers, com_decision *state,
+    char *reason, size_t reason_len, ctl_policy_set **ret_set);
+
+/* Prepares the set that replaces `old` (NULL if the job had none) after a
+ * reload, from the job's entry `jc` in the new configuration. An instance
+ * of `old` that is the same instance in jc (ctl_policy_conf_same_instance)
+ * is marked to be kept: it is not touched until commit. Every other
+ * instance is created and initialised now against `state`, the knob state
+ * in force, which is not changed (a reload alone changes no knob: the
+ * initial proposals are dropped). Layer selections are computed from jc.
+ * Returns 0, BELLOWS_ENOMEM, or the first failing init's error (the policy
+ * named in reason); on failure nothing is left allocated and old is as it
+ * was. job, layers and state are borrowed until the set is committed or
+ * destroyed; jc while the set lives. A prepared set must be committed
+ * against the same `old` before it runs, or destroyed. */
+int ctl_policy_set_prepare(const ctl_policy_set *old, const ctl_job_conf *jc,
+    const char *job, uint32_t world, const com_layer_info *layers,
+    uint32_t n_layers, const com_decision *state, char *reason,
+    size_t reason_len, ctl_policy_set **ret_set);
+
+/* Completes a reload: each kept instance's state moves from *old into
+ * set, and the instance is told (on_event RELOAD, with `next_window` and
+ * `ranks_alive`) that it now runs with the new config. An instance that
+ * refuses is finalised and restarted from init with the new config (its
+ * initial proposal dropped); if that init fails too, the instance stays
+ * off until the next reload. Then the instances of *old that were not
+ * kept are finalised and *old is freed and set to NULL (NULL-safe).
+ * Returns the number of instances that refused, described in `note`
+ * (note_len bytes, "" when none). */
+uint32_t ctl_policy_set_commit(ctl_policy_set *set, ctl_policy_set **old,
+    uint64_t next_window, uint32_t ranks_alive, char *note, size_t note_len);
 
 /* Runs every instance on window `w` in configured order. `w->layers` is
  * borrowed and its `selected` flags are rewritten per instance. `state`
@@ -41,6 +75,11 @@ int ctl_policy_set_new(const ctl_job_conf *jc, const char *job,
 int ctl_policy_set_run(ctl_policy_set *set, bellows_window *w,
     com_decision *state, char *policies, size_t policies_len, char *reason,
     size_t reason_len, uint32_t *ret_failed);
+
+/* Tells every running instance that has an on_event about `ev` (a rank
+ * lost or joined). Returns the number of instances that returned an
+ * error; nothing else follows from one. */
+uint32_t ctl_policy_set_event(ctl_policy_set *set, const bellows_event *ev);
 
 /* Names of the configured instances, comma-separated, into buf. */
 void ctl_policy_set_names(const ctl_policy_set *set, char *buf, size_t len);

@@ -15,33 +15,33 @@
 #include <string.h>
 #include <zmq.h>
 
-#define SERVER_PEERS_MAX 4096    /* peers with drop records kept */
+#define SERVER_PEERS_MAX   4096  /* peers with drop records kept */
 #define SERVER_PEER_LOG_MS 60000 /* one drop log line per peer per minute */
-#define SERVER_BATCH 256         /* messages read per loop turn */
-#define SERVER_TOPIC_MAX 300     /* "d:" + job name + NUL */
+#define SERVER_BATCH       256   /* messages read per loop turn */
+#define SERVER_TOPIC_MAX   300   /* "d:" + job name + NUL */
 
 typedef struct server_peer {
-	uint8_t id[256];        /* routing id */
-	uint8_t id_len;         /* bytes in id */
-	uint64_t dropped;       /* messages dropped */
-	uint64_t suppressed;    /* drops not logged since the last line */
-	uint64_t last_log_ms;   /* when a drop was last logged */
-	uint64_t last_drop_ms;  /* when it last dropped (for eviction) */
-	char last_error[160];   /* why it last dropped */
+	uint8_t id[256];       /* routing id */
+	uint8_t id_len;        /* bytes in id */
+	uint64_t dropped;      /* messages dropped */
+	uint64_t suppressed;   /* drops not logged since the last line */
+	uint64_t last_log_ms;  /* when a drop was last logged */
+	uint64_t last_drop_ms; /* when it last dropped (for eviction) */
+	char last_error[160];  /* why it last dropped */
 } server_peer;
 
 struct ctl_server {
-	void *router;           /* control socket */
-	void *pub;              /* publish socket */
-	com_limits limits;      /* decode limits */
-	ctl_jobs *jobs;         /* dispatch target (borrowed) */
-	uint64_t instance;      /* daemon run id */
-	uint64_t started_ms;    /* monotonic start */
-	server_peer *peers;     /* drop records */
-	uint32_t n_peers;       /* entries used */
-	uint64_t messages;      /* frames received */
-	uint64_t dropped;       /* messages dropped */
-	uint64_t pub_dropped;   /* publications that failed */
+	void *router;         /* control socket */
+	void *pub;            /* publish socket */
+	com_limits limits;    /* decode limits */
+	ctl_jobs *jobs;       /* dispatch target (borrowed) */
+	uint64_t instance;    /* daemon run id */
+	uint64_t started_ms;  /* monotonic start */
+	server_peer *peers;   /* drop records */
+	uint32_t n_peers;     /* entries used */
+	uint64_t messages;    /* frames received */
+	uint64_t dropped;     /* messages dropped */
+	uint64_t pub_dropped; /* publications that failed */
 };
 
 static int
@@ -253,8 +253,8 @@ server_dispatch(ctl_server *s, const uint8_t *id, size_t len, com_msg *m)
 		    why, sizeof(why));
 		break;
 	case COM_MSG_REPORT:
-		r = ctl_jobs_report(s->jobs, id, len, &m->u.report, now,
-		    &reply, why, sizeof(why));
+		r = ctl_jobs_report(s->jobs, id, len, &m->u.report, now, &reply,
+		    why, sizeof(why));
 		break;
 	case COM_MSG_HEARTBEAT:
 		r = ctl_jobs_heartbeat(s->jobs, id, len, &m->u.heartbeat, now,
@@ -347,8 +347,7 @@ server_read_one(ctl_server *s)
 		snprintf(text, sizeof(text),
 		    "protocol version %u.%u is not supported by this "
 		    "bellowsd (speaks %d.%d)",
-		    m.major, m.minor, BELLOWS_PROTO_MAJOR,
-		    BELLOWS_PROTO_MINOR);
+		    m.major, m.minor, BELLOWS_PROTO_MAJOR, BELLOWS_PROTO_MINOR);
 		server_drop(s, id, id_len, r, text);
 		com_msg_init(&reply, COM_MSG_ERROR);
 		reply.u.error.code = r;

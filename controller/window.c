@@ -8,40 +8,40 @@
 #include <string.h>
 
 typedef struct window_layer_agg {
-	double norm_rank0;      /* rank 0's acc_norm, NAN until it reports */
-	double norm_sum;        /* sum of acc_norm over ranks */
-	double sum_sq;          /* summed */
-	double abs_sum;         /* summed */
-	double max_abs;         /* max */
-	double momentum_sum;    /* sum of momentum_abs_mean */
-	uint64_t count;         /* summed */
-	uint64_t nonzero;       /* summed */
-	uint64_t nonfinite;     /* summed */
-	uint32_t ranks;         /* ranks that reported this layer */
+	double norm_rank0;   /* rank 0's acc_norm, NAN until it reports */
+	double norm_sum;     /* sum of acc_norm over ranks */
+	double sum_sq;       /* summed */
+	double abs_sum;      /* summed */
+	double max_abs;      /* max */
+	double momentum_sum; /* sum of momentum_abs_mean */
+	uint64_t count;      /* summed */
+	uint64_t nonzero;    /* summed */
+	uint64_t nonfinite;  /* summed */
+	uint32_t ranks;      /* ranks that reported this layer */
 } window_layer_agg;
 
 struct ctl_window {
-	uint64_t index;            /* window number */
-	uint64_t opened_ms;        /* first report */
-	uint32_t world;            /* ranks in the job */
-	uint32_t n_layers;         /* layers in the job */
-	uint32_t n_reported;       /* ranks folded in */
-	uint8_t *reported;         /* world flags */
-	uint64_t first_step;       /* min over ranks */
-	uint64_t last_step;        /* max over ranks */
-	uint64_t epoch;            /* rank 0's, else first reporter's */
-	double lr;                 /* same */
-	double lr_next;            /* same */
-	uint32_t batch_size;       /* same */
-	bool have_rank0;           /* rank 0 reported */
-	uint64_t floats_sent;      /* summed */
-	uint64_t floats_raw;       /* summed */
-	double *step_ms;           /* per rank, mean per step (NAN: none) */
-	double *compute_ms;        /* per rank, mean per step */
-	double *comm_ms;           /* per rank, mean per step */
-	window_layer_agg *agg;     /* per layer */
+	uint64_t index;             /* window number */
+	uint64_t opened_ms;         /* first report */
+	uint32_t world;             /* ranks in the job */
+	uint32_t n_layers;          /* layers in the job */
+	uint32_t n_reported;        /* ranks folded in */
+	uint8_t *reported;          /* world flags */
+	uint64_t first_step;        /* min over ranks */
+	uint64_t last_step;         /* max over ranks */
+	uint64_t epoch;             /* rank 0's, else first reporter's */
+	double lr;                  /* same */
+	double lr_next;             /* same */
+	uint32_t batch_size;        /* same */
+	bool have_rank0;            /* rank 0 reported */
+	uint64_t floats_sent;       /* summed */
+	uint64_t floats_raw;        /* summed */
+	double *step_ms;            /* per rank, mean per step (NAN: none) */
+	double *compute_ms;         /* per rank, mean per step */
+	double *comm_ms;            /* per rank, mean per step */
+	window_layer_agg *agg;      /* per layer */
 	bellows_window_layer *view; /* per layer, built by ctl_window_view */
-	double *scratch;           /* world doubles for medians */
+	double *scratch;            /* world doubles for medians */
 };
 
 int
@@ -65,8 +65,8 @@ ctl_window_new(uint64_t index, uint32_t world, uint32_t n_layers,
 	w->agg = calloc(n_layers ? n_layers : 1, sizeof(*w->agg));
 	w->view = calloc(n_layers ? n_layers : 1, sizeof(*w->view));
 	if (w->reported == NULL || w->step_ms == NULL ||
-	    w->compute_ms == NULL || w->comm_ms == NULL ||
-	    w->scratch == NULL || w->agg == NULL || w->view == NULL) {
+	    w->compute_ms == NULL || w->comm_ms == NULL || w->scratch == NULL ||
+	    w->agg == NULL || w->view == NULL) {
 		ctl_window_destroy(&w);
 		return BELLOWS_ENOMEM;
 	}

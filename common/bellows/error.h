@@ -32,7 +32,8 @@ extern "C" {
 	X(ELIMIT, -14, "limit exceeded")                                       \
 	X(EAGAIN, -15, "try again")                                            \
 	X(ESYS, -16, "system call failed")                                     \
-	X(EMISMATCH, -17, "does not match the job")
+	X(EMISMATCH, -17, "does not match the job")                            \
+	X(ENOTSUP, -18, "not supported")
 
 enum bellows_error {
 	BELLOWS_OK = 0, /* not an error */

@@ -196,6 +196,16 @@ make_status_reply(com_msg *m)
 	r->reports = 999000;
 	r->decisions = 13;
 	r->layer_stats = 160000000;
+	r->n_events = 2;
+	r->events = xcalloc(2, sizeof(*r->events));
+	r->events[0].wall_ms = 1700000000123ull;
+	r->events[0].kind = xstrdup("reload_refused");
+	r->events[0].job = xstrdup("");
+	r->events[0].text = xstrdup("bellows.yaml:3:7: unknown key 'x'");
+	r->events[1].wall_ms = 1700000000456ull;
+	r->events[1].kind = xstrdup("rank_lost");
+	r->events[1].job = xstrdup("alpha");
+	r->events[1].text = xstrdup("rank 1 lost at step 3999");
 }
 
 /* A message of the given type with every field set to something other
@@ -426,6 +436,13 @@ assert_status_reply_equal(const com_status_reply *a, const com_status_reply *b)
 	assert_int_equal(a->reports, b->reports);
 	assert_int_equal(a->decisions, b->decisions);
 	assert_int_equal(a->layer_stats, b->layer_stats);
+	assert_int_equal(a->n_events, b->n_events);
+	for (uint32_t i = 0; i < a->n_events; i++) {
+		assert_int_equal(a->events[i].wall_ms, b->events[i].wall_ms);
+		assert_str_equal(a->events[i].kind, b->events[i].kind);
+		assert_str_equal(a->events[i].job, b->events[i].job);
+		assert_str_equal(a->events[i].text, b->events[i].text);
+	}
 }
 
 static void
@@ -1431,6 +1448,22 @@ test_codec_rejects_status_reply_over_limits(void **state)
 	m.u.status_reply.jobs[0].job = xstrdup("a");
 	free(m.u.status_reply.jobs[1].job);
 	m.u.status_reply.jobs[1].job = xstrdup("b");
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	lim.max_name_len = 256;
+	lim.max_peers = 1; /* events count against it like peers */
+	make_status_reply(&m);
+	for (uint32_t i = 0; i < m.u.status_reply.n_peers; i++) {
+		free(m.u.status_reply.peers[i].peer);
+		free(m.u.status_reply.peers[i].last_error);
+	}
+	free(m.u.status_reply.peers);
+	m.u.status_reply.peers = NULL;
+	m.u.status_reply.n_peers = 0;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	lim.max_peers = 2;
+	make_status_reply(&m);
+	free(m.u.status_reply.events[1].kind);
+	m.u.status_reply.events[1].kind = xstrdup(""); /* a kind is required */
 	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
 }
 

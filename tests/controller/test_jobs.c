@@ -21,12 +21,14 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <limits.h>
 
 #include <bellows/error.h>
 
 #include "config.h"
 #include "jobs.h"
 #include "log.h"
+#include "plugin_paths.h"
 
 #define N_LAYERS 3
 #define MAX_PUB  256
@@ -1069,6 +1071,94 @@ test_jobs_forgets_a_job_idle_for_job_idle_ms(void **state)
 	com_msg_fini(&st);
 }
 
+/* ---- events ------------------------------------------------------------ */
+
+static void
+assert_event_is(const com_event *e, const char *kind, const char *job,
+    const char *text)
+{
+	assert_string_equal(e->kind, kind);
+	assert_string_equal(e->job, job);
+	assert_string_equal(e->text, text);
+	assert_true(e->wall_ms > 0);
+}
+
+static void
+test_jobs_status_lists_recent_events(void **state)
+{
+	fixture *f = *state;
+	const com_status_reply *r;
+	com_msg st;
+
+	join_two(f, 0, 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10), 0);
+	ctl_jobs_tick(f->jobs, 1010);
+	assert_int_equal(beat(f, "A", "job", 0, 10, 1, 5000), 0);
+	ctl_jobs_tick(f->jobs, 6000);
+
+	status(f, NULL, 6000, &st);
+	r = &st.u.status_reply;
+	assert_int_equal(r->n_events, 4);
+	assert_event_is(&r->events[0], "rank_joined", "job",
+	    "rank 0 joined at step 0 (1/2 alive)");
+	assert_event_is(&r->events[1], "rank_joined", "job",
+	    "rank 1 joined at step 0 (2/2 alive)");
+	assert_event_is(&r->events[2], "window_incomplete", "job",
+	    "window 0 closed by timeout with 1 of 2 ranks (missing: 1)");
+	assert_event_is(&r->events[3], "rank_lost", "job",
+	    "rank 1 lost (no message for rank_timeout_ms) at step 0 (1/2 "
+	    "alive)");
+	com_msg_fini(&st);
+	/* Another job's STATUS does not list this one's events. */
+	status(f, "nope", 6000, &st);
+	assert_int_equal(st.u.status_reply.n_jobs, 0);
+	assert_int_equal(st.u.status_reply.n_events, 0);
+	com_msg_fini(&st);
+}
+
+/* The threshold example plug-in counts the rank events it is told of
+ * and writes the counts in its reason. */
+static void
+test_jobs_tell_policies_of_ranks_joined_and_lost(void **state)
+{
+	fixture *f = *state;
+	char so[PATH_MAX], text[PATH_MAX + 256], err[CTL_CONFIG_ERR_MAX];
+	ctl_config *cfg = NULL;
+	FILE *fp;
+
+	plugin_path(so, sizeof(so), THRESHOLD_SO);
+	snprintf(text, sizeof(text),
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - {type: threshold, plugin: %s, params: {threshold: 5}}\n",
+	    so);
+	fp = fopen(f->path, "w");
+	assert_non_null(fp);
+	assert_true(fputs(text, fp) >= 0);
+	assert_int_equal(fclose(fp), 0);
+	assert_int_equal(ctl_config_load(f->path, &cfg, err, sizeof(err)), 0);
+	ctl_jobs_destroy(&f->jobs);
+	assert_int_equal(ctl_jobs_new(cfg, INSTANCE, record, f, &f->jobs), 0);
+
+	join_two(f, 0, 0);
+	assert_int_equal(bye(f, "B", "job", 1, 5), 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10), 0);
+	assert_string_equal(decision(f, 1)->reason,
+	    "threshold 5: 0 high, 2 low; seen 1 windows, 0 reloads, 2 ranks "
+	    "joined, 1 lost");
+	assert_int_equal(join(f, "B", "job", 1, 2, 10, 13, 20), 0);
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 2, 30), 0);
+	assert_int_equal(report(f, "B", "job", 1, 1, 10, 19, 2, 30), 0);
+	assert_string_equal(decision(f, 2)->reason,
+	    "threshold 5: 0 high, 2 low; seen 2 windows, 0 reloads, 3 ranks "
+	    "joined, 1 lost");
+	assert_int_equal(counters(f).policy_errors, 0);
+
+	/* The table borrows cfg: it goes first. */
+	ctl_jobs_destroy(&f->jobs);
+	ctl_config_destroy(&cfg);
+}
+
 static void
 test_jobs_destroy_is_null_safe(void **state)
 {
@@ -1110,6 +1200,8 @@ main(void)
 		T(test_jobs_refuses_a_hello_over_the_world_or_layer_limits),
 		T(test_jobs_refuses_a_hello_for_a_rank_outside_its_world),
 		T(test_jobs_forgets_a_job_idle_for_job_idle_ms),
+		T(test_jobs_status_lists_recent_events),
+		T(test_jobs_tell_policies_of_ranks_joined_and_lost),
 		T(test_jobs_destroy_is_null_safe),
 #undef T
 	};

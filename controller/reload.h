@@ -1,0 +1,56 @@
+/* reload - the configuration bellowsd runs with, and replacing it while
+ * jobs run, on request (SIGHUP) or when the file changes on disk.
+ *
+ * A new file is parsed and validated completely, plug-ins included, and
+ * every job's new policies are prepared before anything changes
+ * (ctl_jobs_reload); on any error the running configuration stays in
+ * force and the error (FILE:LINE:COLUMN: for a file error) is logged and
+ * recorded as a reload_refused event. After a reload no job borrows the
+ * configuration it replaced, so that one is freed at once; plug-ins it
+ * shares with the new one stay loaded through the new one's references.
+ */
+#ifndef CTL_RELOAD_H
+#define CTL_RELOAD_H
+
+#include "config.h"
+#include "jobs.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct ctl_reload ctl_reload;
+
+typedef struct ctl_reload_counters {
+	uint64_t done;      /* reloads that took effect */
+	uint64_t refused;   /* reloads refused: the old file stayed */
+	uint64_t unchanged; /* file changes that left the text as it was */
+} ctl_reload_counters;
+
+/* Takes over *cfg, loaded from `path`, as the configuration in force
+ * (*cfg is set to NULL); `jobs` is borrowed and must run with *cfg. The
+ * table must be destroyed before the reload object, since its jobs borrow
+ * the configuration. Returns 0 or BELLOWS_ENOMEM (then *cfg is left to
+ * the caller). */
+int ctl_reload_new(const char *path, ctl_config **cfg, ctl_jobs *jobs,
+    ctl_reload **ret_reload);
+
+/* Frees the configuration in force and the object. NULL-safe. */
+void ctl_reload_destroy(ctl_reload **r);
+
+/* The configuration in force (borrowed; replaced by a reload). */
+const ctl_config *ctl_reload_config(const ctl_reload *r);
+
+/* Reads the file again and, if valid, puts it in force. Without `force`
+ * a text identical to the one in force is left alone (an editor saving
+ * an unchanged file). Returns 0, or the error that kept the old
+ * configuration: BELLOWS_EIO, BELLOWS_ECONFIG, BELLOWS_ENOMEM, or the
+ * error of a policy that could not start. */
+int ctl_reload_now(ctl_reload *r, bool force);
+
+/* ctl_watch_fn: the file changed on disk; ctl_reload_now(r, false). */
+void ctl_reload_on_change(void *r);
+
+/* Copies the counters into *ret. */
+void ctl_reload_get_counters(const ctl_reload *r, ctl_reload_counters *ret);
+
+#endif /* CTL_RELOAD_H */

@@ -1,0 +1,470 @@
+/* test_plugin - out-of-tree policies: real shared objects loaded with
+ * dlopen through the YAML configuration, as bellowsd loads them.
+ *
+ * The threshold example must load, be checked like a built-in and decide
+ * through the policy host; each broken plug-in must be refused as a
+ * configuration error at the position of its `plugin:` value, with a
+ * message naming the file and what is wrong. Loaded plug-ins are
+ * reference-counted: the shared object stays mapped while a configuration
+ * holds it and is unmapped after the last one goes (checked with
+ * RTLD_NOLOAD, which only finds objects already loaded).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <math.h>
+
+#include <bellows/error.h>
+
+#include "config.h"
+#include "plugin.h"
+#include "plugin_paths.h"
+#include "policy_host.h"
+
+#define N_LAYERS 3
+
+/* Two matrices around a bias: the default selector (min_ndim 2) picks
+ * layers 0 and 2. */
+static const com_layer_info layers[N_LAYERS] = {
+	{ .name = "conv.weight", .numel = 32, .ndim = 2, .shape = { 8, 4 } },
+	{ .name = "conv.bias", .numel = 8, .ndim = 1, .shape = { 8 } },
+	{ .name = "fc.weight", .numel = 32, .ndim = 2, .shape = { 4, 8 } },
+};
+
+typedef struct fixture {
+	char dir[64];                 /* private temporary directory */
+	char path[128];               /* dir/bellows.yaml */
+	char other[128];              /* dir/printed.yaml, dir/not-a.so */
+	char link[128];               /* dir/lib/libthreshold.so */
+	char sub[128];                /* dir/lib */
+	char threshold[PATH_MAX];     /* the example plug-in */
+	char err[CTL_CONFIG_ERR_MAX]; /* last error text */
+	ctl_config *cfg;              /* last configuration loaded */
+	ctl_config *cfg2;             /* a second one */
+	ctl_policy_set *set;          /* instances under test */
+	com_decision state;           /* knob state in force */
+} fixture;
+
+static int
+setup(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+
+	if (f == NULL)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-plugin-XXXXXX");
+	if (mkdtemp(f->dir) == NULL) {
+		free(f);
+		return -1;
+	}
+	snprintf(f->path, sizeof(f->path), "%s/bellows.yaml", f->dir);
+	snprintf(f->other, sizeof(f->other), "%s/other", f->dir);
+	snprintf(f->sub, sizeof(f->sub), "%s/lib", f->dir);
+	snprintf(f->link, sizeof(f->link), "%s/lib/libthreshold.so", f->dir);
+	plugin_path(f->threshold, sizeof(f->threshold), THRESHOLD_SO);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	fixture *f = *state;
+
+	ctl_policy_set_destroy(&f->set);
+	com_decision_fini(&f->state);
+	ctl_config_destroy(&f->cfg);
+	ctl_config_destroy(&f->cfg2);
+	unlink(f->path);
+	unlink(f->other);
+	unlink(f->link);
+	rmdir(f->sub);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+static void
+write_file(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	assert_int_equal(fwrite(text, 1, strlen(text), fp), strlen(text));
+	assert_int_equal(fclose(fp), 0);
+}
+
+/* Writes a configuration running the plug-in `so` as type `type` and
+ * loads it into *cfg. The `plugin:` value is at line 5, column 17; the
+ * `type:` value at line 4, column 15. */
+static int
+load_with(fixture *f, const char *type, const char *so, ctl_config **cfg)
+{
+	char text[2 * PATH_MAX];
+
+	snprintf(text, sizeof(text),
+	    "jobs:\n"
+	    "  - match: \"*\"\n"
+	    "    policies:\n"
+	    "      - type: %s\n"
+	    "        plugin: %s\n"
+	    "        params: {threshold: 1.5, high: 4, low: 1}\n",
+	    type, so);
+	write_file(f->path, text);
+	f->err[0] = '\0';
+	return ctl_config_load(f->path, cfg, f->err, sizeof(f->err));
+}
+
+/* The plug-in `rel` (under the build root) as type "broken" must be
+ * refused at its `plugin:` value with `what` in the message. */
+static void
+assert_plugin_refused(fixture *f, const char *rel, const char *what)
+{
+	char so[PATH_MAX], prefix[512];
+
+	plugin_path(so, sizeof(so), rel);
+	assert_int_equal(load_with(f, "broken", so, &f->cfg), BELLOWS_ECONFIG);
+	assert_null(f->cfg);
+	snprintf(prefix, sizeof(prefix), "%s:5:17: ", f->path);
+	if (strncmp(f->err, prefix, strlen(prefix)) != 0)
+		fail_msg("expected '%s...', got '%s'", prefix, f->err);
+	if (strstr(f->err, so) == NULL)
+		fail_msg("the message does not name '%s': '%s'", so, f->err);
+	if (strstr(f->err, what) == NULL)
+		fail_msg("expected '%s' in '%s'", what, f->err);
+}
+
+/* True when the shared object at `path` is mapped in this process. */
+static bool
+is_loaded(const char *path)
+{
+	void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+
+	if (h == NULL)
+		return false;
+	dlclose(h);
+	return true;
+}
+
+/* Runs one window in which rank 0 saw gradient norms n0, n1, n2. */
+static void
+run_window(fixture *f, uint64_t window, double n0, double n1, double n2,
+    char *reason, size_t reason_len)
+{
+	const double norms[N_LAYERS] = { n0, n1, n2 };
+	bellows_window_layer wl[N_LAYERS];
+	bellows_window w = { .job = "job",
+		.window = window,
+		.world = 1,
+		.ranks_reported = 1,
+		.n_layers = N_LAYERS,
+		.layers = wl };
+	char policies[128];
+	uint32_t failed = 99;
+
+	memset(wl, 0, sizeof(wl));
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		wl[l].name = layers[l].name;
+		wl[l].numel = layers[l].numel;
+		wl[l].ndim = layers[l].ndim;
+		wl[l].grad_norm = norms[l];
+		wl[l].level = f->state.level[l];
+	}
+	assert_int_equal(ctl_policy_set_run(f->set, &w, &f->state, policies,
+			     sizeof(policies), reason, reason_len, &failed),
+	    0);
+	assert_int_equal(failed, 0);
+	assert_string_equal(policies, "threshold");
+}
+
+static void
+start_set(fixture *f)
+{
+	char reason[BELLOWS_REASON_MAX];
+
+	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
+	assert_int_equal(ctl_policy_set_new(&f->cfg->jobs[0], "job", 1, layers,
+			     N_LAYERS, &f->state, reason, sizeof(reason),
+			     &f->set),
+	    0);
+	assert_string_equal(reason,
+	    "threshold: level 1 until the first window");
+}
+
+/* ---- loading ----------------------------------------------------------- */
+
+static void
+test_plugin_threshold_example_loads_and_decides(void **state)
+{
+	fixture *f = *state;
+	char reason[1024];
+
+	assert_int_equal(load_with(f, "threshold", f->threshold, &f->cfg), 0);
+	assert_non_null(f->cfg->jobs[0].policies[0].plugin);
+	assert_string_equal(f->cfg->jobs[0].policies[0].ops->name, "threshold");
+	start_set(f);
+	/* Selected layers start at `low`; the bias is not selected. */
+	assert_true(f->state.level[0] == 1 && f->state.level[1] == 0 &&
+	    f->state.level[2] == 1);
+
+	run_window(f, 0, 2.0, 9.0, 0.5, reason, sizeof(reason));
+	assert_true(f->state.level[0] == 4 && f->state.level[1] == 0 &&
+	    f->state.level[2] == 1);
+	assert_string_equal(reason,
+	    "threshold 1.5: 1 high, 1 low; seen 1 windows, 0 reloads, 0 ranks "
+	    "joined, 0 lost");
+
+	/* Equal to the threshold is not above it; NaN (no report) is not. */
+	run_window(f, 1, 1.5, 9.0, NAN, reason, sizeof(reason));
+	assert_true(f->state.level[0] == 1 && f->state.level[2] == 1);
+	assert_non_null(strstr(reason, "0 high, 2 low; seen 2 windows"));
+}
+
+static void
+test_plugin_relative_path_is_taken_from_the_yaml_directory(void **state)
+{
+	fixture *f = *state;
+	char cwd[PATH_MAX];
+
+	assert_int_equal(mkdir(f->sub, 0700), 0);
+	assert_int_equal(symlink(f->threshold, f->link), 0);
+	/* The working directory is elsewhere: only the YAML file's
+	 * directory can make "lib/libthreshold.so" resolve. */
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_true(strncmp(cwd, f->dir, strlen(f->dir)) != 0);
+	assert_int_equal(load_with(f, "threshold", "lib/libthreshold.so",
+			     &f->cfg),
+	    0);
+	/* Identified by its canonical path: the link's target. */
+	assert_string_equal(ctl_plugin_path(f->cfg->jobs[0].policies[0].plugin),
+	    f->threshold);
+}
+
+static void
+test_plugin_missing_file_is_a_config_error(void **state)
+{
+	fixture *f = *state;
+	char prefix[512];
+
+	assert_int_equal(load_with(f, "threshold", "nowhere/libx.so", &f->cfg),
+	    BELLOWS_ECONFIG);
+	assert_null(f->cfg);
+	snprintf(prefix, sizeof(prefix),
+	    "%s:5:17: plugin '%s/nowhere/libx.so': No such file", f->path,
+	    f->dir);
+	if (strncmp(f->err, prefix, strlen(prefix)) != 0)
+		fail_msg("expected '%s...', got '%s'", prefix, f->err);
+}
+
+static void
+test_plugin_that_is_not_a_shared_object_is_a_config_error(void **state)
+{
+	fixture *f = *state;
+	char prefix[512];
+
+	write_file(f->other, "jobs: []\n");
+	assert_int_equal(load_with(f, "threshold", f->other, &f->cfg),
+	    BELLOWS_ECONFIG);
+	snprintf(prefix, sizeof(prefix),
+	    "%s:5:17: plugin '%s' cannot be loaded: ", f->path, f->other);
+	if (strncmp(f->err, prefix, strlen(prefix)) != 0)
+		fail_msg("expected '%s...', got '%s'", prefix, f->err);
+}
+
+/* ---- refusing ---------------------------------------------------------- */
+
+static void
+test_plugin_of_another_abi_version_is_refused(void **state)
+{
+	assert_plugin_refused(*state, BROKEN_SO("abi"),
+	    "refused: policy ABI version 99, this bellowsd speaks 1");
+}
+
+static void
+test_plugin_without_on_window_is_refused(void **state)
+{
+	assert_plugin_refused(*state, BROKEN_SO("no_on_window"),
+	    "refused: policy 'broken' lacks init or on_window");
+}
+
+static void
+test_plugin_without_the_entry_symbol_is_refused(void **state)
+{
+	assert_plugin_refused(*state, BROKEN_SO("no_entry"),
+	    "does not export 'bellows_policy_entry'");
+}
+
+static void
+test_plugin_whose_entry_returns_no_ops_is_refused(void **state)
+{
+	assert_plugin_refused(*state, BROKEN_SO("null_ops"),
+	    "bellows_policy_entry() returned no policy");
+}
+
+static void
+test_plugin_providing_another_type_than_the_yaml_is_refused(void **state)
+{
+	fixture *f = *state;
+	char expected[2 * PATH_MAX];
+
+	assert_int_equal(load_with(f, "thresh", f->threshold, &f->cfg),
+	    BELLOWS_ECONFIG);
+	snprintf(expected, sizeof(expected),
+	    "%s:4:15: plugin '%s' provides policy type 'threshold', not "
+	    "'thresh'",
+	    f->path, f->threshold);
+	assert_string_equal(f->err, expected);
+}
+
+static void
+test_plugin_refused_is_closed_again(void **state)
+{
+	fixture *f = *state;
+	char so[PATH_MAX];
+
+	plugin_path(so, sizeof(so), BROKEN_SO("abi"));
+	assert_false(is_loaded(so));
+	assert_int_equal(load_with(f, "broken", so, &f->cfg), BELLOWS_ECONFIG);
+	assert_false(is_loaded(so));
+}
+
+static void
+test_plugin_open_leaves_the_output_untouched_on_failure(void **state)
+{
+	fixture *f = *state;
+	ctl_plugin *p = (ctl_plugin *)f; /* any non-NULL marker */
+	char so[PATH_MAX];
+
+	plugin_path(so, sizeof(so), BROKEN_SO("no_on_window"));
+	assert_int_equal(ctl_plugin_open(so, &p, f->err, sizeof(f->err)),
+	    BELLOWS_EINVAL);
+	assert_ptr_equal(p, f);
+	assert_int_equal(ctl_plugin_open(f->dir, &p, f->err, sizeof(f->err)),
+	    BELLOWS_EIO);
+	assert_ptr_equal(p, f);
+}
+
+/* ---- references -------------------------------------------------------- */
+
+static void
+test_plugin_stays_loaded_while_any_configuration_holds_it(void **state)
+{
+	fixture *f = *state;
+
+	assert_false(is_loaded(f->threshold));
+	assert_int_equal(load_with(f, "threshold", f->threshold, &f->cfg), 0);
+	assert_int_equal(load_with(f, "threshold", f->threshold, &f->cfg2), 0);
+	assert_true(is_loaded(f->threshold));
+	/* The ops of both come from the one mapped object. */
+	assert_ptr_equal(f->cfg->jobs[0].policies[0].ops,
+	    f->cfg2->jobs[0].policies[0].ops);
+	assert_true(ctl_policy_conf_same_instance(&f->cfg->jobs[0].policies[0],
+	    &f->cfg2->jobs[0].policies[0]));
+
+	ctl_config_destroy(&f->cfg);
+	assert_true(is_loaded(f->threshold));
+	/* The survivor still runs. */
+	f->cfg = f->cfg2;
+	f->cfg2 = NULL;
+	start_set(f);
+	ctl_policy_set_destroy(&f->set);
+	ctl_config_destroy(&f->cfg);
+	assert_false(is_loaded(f->threshold));
+}
+
+static void
+test_plugin_named_twice_in_a_file_is_loaded_once(void **state)
+{
+	fixture *f = *state;
+	char text[2 * PATH_MAX + 512];
+	ctl_plugin *p;
+
+	snprintf(text, sizeof(text),
+	    "jobs:\n"
+	    "  - match: \"a*\"\n"
+	    "    policies:\n"
+	    "      - {type: threshold, plugin: %s, params: {threshold: 1}}\n"
+	    "  - match: \"*\"\n"
+	    "    policies:\n"
+	    "      - {type: threshold, plugin: %s, params: {threshold: 2}}\n",
+	    f->threshold, f->threshold);
+	write_file(f->path, text);
+	assert_int_equal(ctl_config_load(f->path, &f->cfg, f->err,
+			     sizeof(f->err)),
+	    0);
+	p = f->cfg->jobs[0].policies[0].plugin;
+	assert_non_null(p);
+	assert_ptr_equal(p, f->cfg->jobs[1].policies[0].plugin);
+	assert_true(is_loaded(f->threshold));
+	ctl_config_destroy(&f->cfg);
+	assert_false(is_loaded(f->threshold));
+}
+
+static void
+test_plugin_is_printed_and_reads_back(void **state)
+{
+	fixture *f = *state;
+	FILE *out;
+
+	assert_int_equal(load_with(f, "threshold", f->threshold, &f->cfg), 0);
+	out = fopen(f->other, "w");
+	assert_non_null(out);
+	assert_int_equal(ctl_config_print(f->cfg, out), 0);
+	assert_int_equal(fclose(out), 0);
+	assert_int_equal(ctl_config_load(f->other, &f->cfg2, f->err,
+			     sizeof(f->err)),
+	    0);
+	assert_string_equal(ctl_plugin_path(
+				f->cfg2->jobs[0].policies[0].plugin),
+	    f->threshold);
+	assert_true(ctl_policy_conf_same_instance(&f->cfg->jobs[0].policies[0],
+	    &f->cfg2->jobs[0].policies[0]));
+	assert_memory_equal(f->cfg->jobs[0].policies[0].config,
+	    f->cfg2->jobs[0].policies[0].config,
+	    f->cfg->jobs[0].policies[0].ops->config_size);
+}
+
+static void
+test_plugin_close_is_null_safe(void **state)
+{
+	ctl_plugin *p = NULL;
+
+	ctl_plugin_close(NULL);
+	ctl_plugin_close(&p);
+	assert_null(p);
+}
+
+int
+main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_plugin_threshold_example_loads_and_decides),
+		T(test_plugin_relative_path_is_taken_from_the_yaml_directory),
+		T(test_plugin_missing_file_is_a_config_error),
+		T(test_plugin_that_is_not_a_shared_object_is_a_config_error),
+		T(test_plugin_of_another_abi_version_is_refused),
+		T(test_plugin_without_on_window_is_refused),
+		T(test_plugin_without_the_entry_symbol_is_refused),
+		T(test_plugin_whose_entry_returns_no_ops_is_refused),
+		T(test_plugin_providing_another_type_than_the_yaml_is_refused),
+		T(test_plugin_refused_is_closed_again),
+		T(test_plugin_open_leaves_the_output_untouched_on_failure),
+		T(test_plugin_stays_loaded_while_any_configuration_holds_it),
+		T(test_plugin_named_twice_in_a_file_is_loaded_once),
+		T(test_plugin_is_printed_and_reads_back),
+		T(test_plugin_close_is_null_safe),
+	};
+#undef T
+	return cmocka_run_group_tests_name("plugin", tests, NULL, NULL);
+}
