@@ -13,9 +13,13 @@ typedef struct fixed_config {
 } fixed_config;
 
 static const bellows_param fixed_params[] = {
-	{ .name = "level", .type = BELLOWS_PARAM_DOUBLE,
-	    .offset = offsetof(fixed_config, level), .min = 0, .max = 1e9,
-	    .def = 0, .help = "compression level of every selected layer" },
+	{ .name = "level",
+	    .type = BELLOWS_PARAM_DOUBLE,
+	    .offset = offsetof(fixed_config, level),
+	    .min = 0,
+	    .max = 1e9,
+	    .def = 0,
+	    .help = "compression level of every selected layer" },
 	{ .name = NULL },
 };
 
@@ -34,8 +38,8 @@ fixed_init(void *state, const void *config, const bellows_job_info *job,
 	const fixed_config *cfg = config;
 
 	fixed_apply(cfg, job->layers, initial);
-	snprintf(initial->reason, sizeof(initial->reason),
-	    "fixed level %g", cfg->level);
+	snprintf(initial->reason, sizeof(initial->reason), "fixed level %g",
+	    cfg->level);
 	return 0;
 }
 

@@ -95,7 +95,7 @@ pol_registry_check(const bellows_policy_ops *ops, char *errbuf, size_t errlen)
 		return BELLOWS_EINVAL;
 	}
 	for (const bellows_param *p = ops->params; p != NULL && p->name != NULL;
-	    p++) {
+	     p++) {
 		size_t size = registry_param_size(p->type);
 
 		/* Written so that a huge offset cannot wrap around. */

@@ -18,16 +18,19 @@ typedef struct schedule_config {
 } schedule_config;
 
 static const bellows_param schedule_params[] = {
-	{ .name = "levels", .type = BELLOWS_PARAM_STEPS,
-	    .offset = offsetof(schedule_config, levels), .min = 0, .max = 1e9,
+	{ .name = "levels",
+	    .type = BELLOWS_PARAM_STEPS,
+	    .offset = offsetof(schedule_config, levels),
+	    .min = 0,
+	    .max = 1e9,
 	    .required = true,
 	    .help = "mapping first_window: level, e.g. {0: 2, 20: 1}" },
 	{ .name = NULL },
 };
 
 static void
-schedule_apply(const schedule_config *cfg,
-    const bellows_window_layer *layers, uint64_t window, bellows_proposal *out)
+schedule_apply(const schedule_config *cfg, const bellows_window_layer *layers,
+    uint64_t window, bellows_proposal *out)
 {
 	double level = pol_steps_at(&cfg->levels, window, 0);
 

@@ -50,14 +50,14 @@ typedef enum bellows_param_type {
 } bellows_param_type;
 
 #define BELLOWS_PARAM_STRING_MAX 128
-#define BELLOWS_STEPS_MAX 64
+#define BELLOWS_STEPS_MAX        64
 
 /* A piecewise-constant function of the window index, written in YAML as a
  * mapping {first_window: value, ...}; keys strictly increase. */
 typedef struct bellows_steps {
-	uint32_t n;                          /* entries used */
-	uint64_t from[BELLOWS_STEPS_MAX];    /* first window of each piece */
-	double value[BELLOWS_STEPS_MAX];     /* value from that window on */
+	uint32_t n;                       /* entries used */
+	uint64_t from[BELLOWS_STEPS_MAX]; /* first window of each piece */
+	double value[BELLOWS_STEPS_MAX];  /* value from that window on */
 } bellows_steps;
 
 /* One parameter. The table ends with an entry whose name is NULL. */
@@ -75,24 +75,24 @@ typedef struct bellows_param {
 
 /* One layer of the job as a policy sees it in a window. */
 typedef struct bellows_window_layer {
-	const char *name;          /* layer name */
-	uint64_t numel;            /* elements */
-	uint32_t ndim;             /* dimensions in shape */
-	const uint32_t *shape;     /* dimensions */
-	bool selected;             /* the policy's layer selectors match it */
-	double grad_norm;          /* norm of the window-summed gradient, from
-				    * the configured source (rank 0 or mean) */
-	double grad_norm_rank0;    /* rank 0's, NAN if rank 0 did not report */
-	double grad_norm_mean;     /* mean over reporting ranks */
-	double sum_sq;             /* summed over ranks */
-	double abs_sum;            /* summed over ranks */
-	double max_abs;            /* largest over ranks */
-	uint64_t count;            /* elements observed, summed over ranks */
-	uint64_t nonzero;          /* summed over ranks */
-	uint64_t nonfinite;        /* summed over ranks */
-	double momentum_abs_mean;  /* mean over ranks */
-	double level;              /* level in force during the window */
-	double error_bound;        /* bound in force during the window */
+	const char *name;         /* layer name */
+	uint64_t numel;           /* elements */
+	uint32_t ndim;            /* dimensions in shape */
+	const uint32_t *shape;    /* dimensions */
+	bool selected;            /* the policy's layer selectors match it */
+	double grad_norm;         /* norm of the window-summed gradient, from
+				   * the configured source (rank 0 or mean) */
+	double grad_norm_rank0;   /* rank 0's, NAN if rank 0 did not report */
+	double grad_norm_mean;    /* mean over reporting ranks */
+	double sum_sq;            /* summed over ranks */
+	double abs_sum;           /* summed over ranks */
+	double max_abs;           /* largest over ranks */
+	uint64_t count;           /* elements observed, summed over ranks */
+	uint64_t nonzero;         /* summed over ranks */
+	uint64_t nonfinite;       /* summed over ranks */
+	double momentum_abs_mean; /* mean over ranks */
+	double level;             /* level in force during the window */
+	double error_bound;       /* bound in force during the window */
 } bellows_window_layer;
 
 /* The aggregated window handed to on_window. */
@@ -121,13 +121,13 @@ typedef struct bellows_window {
  * the policy changes only knobs it owns (others are ignored) and writes a
  * reason when it changes something. */
 typedef struct bellows_proposal {
-	uint32_t n_layers;       /* entries in level and error_bound */
-	double *level;           /* per layer */
-	double *error_bound;     /* per layer */
-	uint32_t batch_size;     /* 0 = trainer's own */
-	double lr_scale;         /* LR multiplier */
-	uint64_t size_threshold; /* bytes */
-	bool compression_off;    /* gate */
+	uint32_t n_layers;               /* entries in level and error_bound */
+	double *level;                   /* per layer */
+	double *error_bound;             /* per layer */
+	uint32_t batch_size;             /* 0 = trainer's own */
+	double lr_scale;                 /* LR multiplier */
+	uint64_t size_threshold;         /* bytes */
+	bool compression_off;            /* gate */
 	char reason[BELLOWS_REASON_MAX]; /* why, empty if nothing changed */
 } bellows_proposal;
 
@@ -149,19 +149,19 @@ typedef struct bellows_event {
 
 /* Static facts about the job, handed to init. */
 typedef struct bellows_job_info {
-	const char *job;           /* job name */
-	uint32_t world;            /* ranks */
-	uint32_t n_layers;         /* entries in layers */
+	const char *job;                    /* job name */
+	uint32_t world;                     /* ranks */
+	uint32_t n_layers;                  /* entries in layers */
 	const bellows_window_layer *layers; /* names, sizes, selection */
 } bellows_job_info;
 
 typedef struct bellows_policy_ops {
-	uint32_t abi_version;   /* BELLOWS_POLICY_ABI */
-	const char *name;       /* type name used in YAML, [a-z0-9_]+ */
-	const char *summary;    /* one line */
-	uint32_t knobs;         /* bellows_knob bits it owns */
-	size_t config_size;     /* bytes of its config struct */
-	size_t state_size;      /* bytes of state the host allocates, zeroed */
+	uint32_t abi_version; /* BELLOWS_POLICY_ABI */
+	const char *name;     /* type name used in YAML, [a-z0-9_]+ */
+	const char *summary;  /* one line */
+	uint32_t knobs;       /* bellows_knob bits it owns */
+	size_t config_size;   /* bytes of its config struct */
+	size_t state_size;    /* bytes of state the host allocates, zeroed */
 	const bellows_param *params; /* parameter table, NULL-name terminated */
 
 	/* Called once per job instance after the config was parsed; fills
