@@ -287,6 +287,23 @@ config_param(config_ctx *cx, const yaml_node_t *node, const bellows_param *p,
 			return config_fail(cx, node,
 			    "%s must be a string of at most %d bytes", p->name,
 			    BELLOWS_PARAM_STRING_MAX - 1);
+		if (p->choices != NULL) {
+			char allowed[256] = "";
+			bool found = false;
+
+			for (const char *const *c = p->choices; *c != NULL;
+			     c++) {
+				size_t used = strlen(allowed);
+
+				found = found || strcmp(*c, s) == 0;
+				snprintf(allowed + used, sizeof(allowed) - used,
+				    "%s%s", used ? ", " : "", *c);
+			}
+			if (!found)
+				return config_fail(cx, node,
+				    "%s must be one of %s, not '%s'", p->name,
+				    allowed, s);
+		}
 		memcpy(dst, s, strlen(s) + 1);
 		return 0;
 	}
@@ -553,7 +570,13 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 	if (pc->config == NULL)
 		return BELLOWS_ENOMEM;
 	config_param_defaults(pc->ops, pc->config);
-	return config_params(cx, params, node, pc);
+	if ((r = config_params(cx, params, node, pc)) != 0)
+		return r;
+	if (pc->ops->check != NULL &&
+	    pc->ops->check(pc->config, err, sizeof(err)) != 0)
+		return config_fail(cx, type_node, "policy '%s': %s", pc->name,
+		    err);
+	return 0;
 }
 
 static const char *

@@ -67,10 +67,13 @@ typedef struct accordion_rule {
 		    "windows between checks; each compares with the window "   \
 		    "this far back"                                            \
 	}
+static const char *const accordion_sources[] = { "rank0", "mean", NULL };
+
 #define ACCORDION_NORM_SOURCE(T)                                               \
 	{                                                                      \
 		.name = "norm_source", .type = BELLOWS_PARAM_STRING,           \
 		.offset = offsetof(T, rule.norm_source), .def_str = "rank0",   \
+		.choices = accordion_sources,                                  \
 		.help =                                                        \
 		    "whose gradient norms: rank0 (the mean if rank 0 did not " \
 		    "report) or mean"                                          \

@@ -217,6 +217,18 @@ adaqs_on_event(void *state, const void *config, const bellows_event *ev)
 	return adaqs_config_check(config);
 }
 
+static int
+adaqs_check(const void *config, char *err, size_t errlen)
+{
+	int r = adaqs_config_check(config);
+
+	if (r != 0)
+		snprintf(err, errlen,
+		    "needs factor > 1, 0 < drop < 1 and initial_level <= "
+		    "max_level");
+	return r;
+}
+
 const bellows_policy_ops pol_adaqs_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "adaqs",
@@ -229,4 +241,5 @@ const bellows_policy_ops pol_adaqs_ops = {
 	.init = adaqs_init,
 	.on_window = adaqs_on_window,
 	.on_event = adaqs_on_event,
+	.check = adaqs_check,
 };

@@ -62,15 +62,17 @@ typedef struct bellows_steps {
 
 /* One parameter. The table ends with an entry whose name is NULL. */
 typedef struct bellows_param {
-	const char *name;        /* YAML key */
-	bellows_param_type type; /* how it is parsed and stored */
-	size_t offset;           /* where in the policy's config struct */
-	double min;              /* INT/DOUBLE lower bound (inclusive) */
-	double max;              /* INT/DOUBLE upper bound (inclusive) */
-	double def;              /* default for BOOL/INT/DOUBLE */
-	const char *def_str;     /* default for STRING (NULL = "") */
-	bool required;           /* must appear in the YAML */
-	const char *help;        /* one line for `bellows policy check` */
+	const char *name;           /* YAML key */
+	bellows_param_type type;    /* how it is parsed and stored */
+	size_t offset;              /* where in the policy's config struct */
+	double min;                 /* INT/DOUBLE lower bound (inclusive) */
+	double max;                 /* INT/DOUBLE upper bound (inclusive) */
+	double def;                 /* default for BOOL/INT/DOUBLE */
+	const char *def_str;        /* default for STRING (NULL = "") */
+	bool required;              /* must appear in the YAML */
+	const char *help;           /* one line for `bellows policy check` */
+	const char *const *choices; /* STRING: the allowed values, NULL-
+				     * terminated; NULL = any string */
 } bellows_param;
 
 /* One layer of the job as a policy sees it in a window. */
@@ -187,6 +189,13 @@ typedef struct bellows_policy_ops {
 	 * restarts the instance from init). */
 	int (*on_event)(void *state, const void *config,
 	    const bellows_event *event);
+
+	/* Optional (may be NULL): checks a parsed config for what the
+	 * parameter table cannot express (e.g. one value below another).
+	 * Returns 0, or a BELLOWS_E* with a one-line message in err (errlen
+	 * bytes); the host reports it as a configuration error at the
+	 * policy's position, so `bellows policy check` catches it. */
+	int (*check)(const void *config, char *err, size_t errlen);
 } bellows_policy_ops;
 
 /* Out-of-tree policies export this symbol (a function returning the ops). */

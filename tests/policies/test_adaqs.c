@@ -192,17 +192,20 @@ assert_levels(const double *level, double a, double b, double c, double d)
 	}
 }
 
+/* Overwrites a double parameter of a parsed config through the policy's
+ * own parameter table: how a test hands ops a config the parser would
+ * refuse. */
 static void
-assert_start_refused(fixture *f, const char *yaml)
+patch_double(const void *config, const char *name, double v)
 {
-	ctl_policy_set_destroy(&f->set);
-	com_decision_fini(&f->state);
-	ctl_config_destroy(&f->cfg);
-	load(f, yaml);
-	assert_int_equal(start(f), BELLOWS_EINVAL);
-	assert_null(f->set);
-	assert_string_equal(f->reason,
-	    "policy 'adaqs' failed to start: invalid argument");
+	for (const bellows_param *p = pol_adaqs_ops.params; p->name != NULL;
+	     p++) {
+		if (strcmp(p->name, name) == 0) {
+			memcpy((char *)config + p->offset, &v, sizeof(v));
+			return;
+		}
+	}
+	fail_msg("no parameter '%s'", name);
 }
 
 static void
@@ -399,27 +402,34 @@ test_adaqs_refuses_parameters_outside_their_open_ranges(void **state)
 	    "        params: {factor: 0.5}\n",
 	    "factor must be in [1, 1e+06], not 0.5");
 	/* Inside the table's closed bounds, outside the rule's open ones:
-	 * init refuses. */
-	assert_start_refused(f,
+	 * the policy's check refuses them while the file is parsed, so
+	 * `bellows policy check` reports them too. */
+	static const char *const open_ends[] = {
+		"{factor: 1}",
+		"{drop: 1}",
+		"{drop: 0}",
+		"{initial_level: 5, max_level: 4}",
+	};
+	for (size_t i = 0; i < 4; i++) {
+		char yaml[256];
+
+		snprintf(yaml, sizeof(yaml),
+		    "jobs:\n  - policies:\n      - type: adaqs\n"
+		    "        params: %s\n",
+		    open_ends[i]);
+		assert_load_refused(f, yaml,
+		    "adaqs.yaml:3:15: policy 'adaqs': needs factor > 1");
+	}
+	/* And init still refuses such a config if a host skips the check. */
+	load(f,
 	    "jobs:\n"
 	    "  - policies:\n"
-	    "      - type: adaqs\n"
-	    "        params: {factor: 1}\n");
-	assert_start_refused(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: adaqs\n"
-	    "        params: {drop: 1}\n");
-	assert_start_refused(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: adaqs\n"
-	    "        params: {drop: 0}\n");
-	assert_start_refused(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: adaqs\n"
-	    "        params: {initial_level: 5, max_level: 4}\n");
+	    "      - type: adaqs\n");
+	patch_double(f->cfg->jobs[0].policies[0].config, "factor", 1);
+	assert_int_equal(start(f), BELLOWS_EINVAL);
+	assert_null(f->set);
+	assert_string_equal(f->reason,
+	    "policy 'adaqs' failed to start: invalid argument");
 }
 
 static void
@@ -451,8 +461,10 @@ test_adaqs_reload_keeps_its_level_and_reference(void **state)
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: adaqs\n"
-	    "        params: {max_level: 2, factor: 1}\n",
+	    "        params: {max_level: 2, factor: 2}\n",
 	    &f->cfg2);
+	/* factor 1 would be refused by the parser: patch it in. */
+	patch_double(f->cfg2->jobs[0].policies[0].config, "factor", 1);
 	cfg = f->cfg->jobs[0].policies[0].config;
 	cfg2 = f->cfg2->jobs[0].policies[0].config;
 	for (uint32_t l = 0; l < N_LAYERS; l++)
