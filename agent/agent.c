@@ -18,6 +18,7 @@
 #include "bellows_config.h"
 #include "clock.h"
 #include "io.h"
+#include "kernels.h"
 #include "msg.h"
 #include "window.h"
 
@@ -26,7 +27,14 @@
 #define AGENT_MAX_WORLD  65536      /* ranks in a job (com_limits) */
 #define AGENT_MAX_QUEUE  (1u << 20) /* largest report queue */
 #define AGENT_KNOWN_FLAGS                                                      \
-	(BELLOWS_LAYER_NO_ACCUMULATOR | BELLOWS_LAYER_MOMENTUM)
+	(BELLOWS_LAYER_NO_ACCUMULATOR | BELLOWS_LAYER_MOMENTUM |               \
+	    BELLOWS_LAYER_DEVICE)
+
+/* The API's dtypes are the kernels'. */
+_Static_assert((int)BELLOWS_DTYPE_F32 == (int)KERN_F32 &&
+	(int)BELLOWS_DTYPE_F16 == (int)KERN_F16 &&
+	(int)BELLOWS_DTYPE_BF16 == (int)KERN_BF16,
+    "bellows_dtype and kern_dtype differ");
 
 struct bellows_agent {
 	char *job;                    /* job name */
@@ -212,6 +220,8 @@ agent_validate(const bellows_agent_config *cfg)
 		problem = "queue_capacity is not within 1..1048576";
 	else if (!(cfg->momentum_beta >= 0.0 && cfg->momentum_beta < 1.0))
 		problem = "momentum_beta is not within [0, 1)";
+	else if (cfg->stats_threads > KERN_MAX_THREADS)
+		problem = "stats_threads is larger than 64";
 	if (problem != NULL) {
 		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
 		    BELLOWS_LOG_ERROR, "bellows_agent_open: %s", problem);
@@ -250,6 +260,7 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 {
 	bellows_agent *a;
 	agent_io_config io_cfg;
+	kern_config kcfg;
 	int rc;
 
 	if (cfg == NULL || ret_agent == NULL)
@@ -272,9 +283,23 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 	if ((a->job = strdup(cfg->job)) == NULL ||
 	    (a->stats = calloc(cfg->n_layers, sizeof(*a->stats))) == NULL)
 		goto fail;
-	if ((rc = agent_window_init(&a->win, cfg->layers, cfg->n_layers,
-		 cfg->momentum_beta)) != 0)
+	kern_config_init(&kcfg);
+	kcfg.threads = cfg->stats_threads;
+	if ((rc = agent_window_init_with(&a->win, cfg->layers, cfg->n_layers,
+		 cfg->momentum_beta, &kcfg)) != 0) {
+		if (rc == BELLOWS_ENOTSUP)
+			agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+			    BELLOWS_LOG_ERROR,
+			    "bellows_agent_open: a layer is flagged "
+			    "BELLOWS_LAYER_DEVICE, but this library has no "
+			    "CUDA support or the process sees no CUDA device");
+		else if (rc != BELLOWS_ENOMEM)
+			agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+			    BELLOWS_LOG_ERROR,
+			    "bellows_agent_open: gradient statistics: %s",
+			    bellows_strerror(rc));
 		goto fail;
+	}
 
 	memset(&io_cfg, 0, sizeof(io_cfg));
 	io_cfg.control = cfg->control;
@@ -348,16 +373,42 @@ bellows_agent_step_begin(bellows_agent *agent, uint64_t *ret_step)
 	return 0;
 }
 
+/* The observe calls: `where` is the memory the caller says grad is in. */
+static int
+agent_observe(bellows_agent *agent, uint32_t layer, const void *grad,
+    uint64_t n, int dtype, int where, void *stream)
+{
+	if (agent == NULL || layer >= agent->n_layers || grad == NULL ||
+	    n != agent->win.layers[layer].numel ||
+	    kern_dtype_size(dtype) == 0 ||
+	    where != agent->win.layers[layer].where)
+		return BELLOWS_EINVAL;
+	if (!agent->in_step)
+		return BELLOWS_ESTATE;
+	return agent_window_observe_as(&agent->win, layer, grad, n, dtype,
+	    where, stream, agent->step);
+}
+
 int
 bellows_agent_observe(bellows_agent *agent, uint32_t layer, const float *grad,
     uint64_t n)
 {
-	if (agent == NULL || layer >= agent->n_layers || grad == NULL ||
-	    n != agent->win.layers[layer].numel)
-		return BELLOWS_EINVAL;
-	if (!agent->in_step)
-		return BELLOWS_ESTATE;
-	return agent_window_observe(&agent->win, layer, grad, n, agent->step);
+	return agent_observe(agent, layer, grad, n, KERN_F32, KERN_HOST, NULL);
+}
+
+int
+bellows_agent_observe_typed(bellows_agent *agent, uint32_t layer,
+    const void *grad, uint64_t n, int dtype)
+{
+	return agent_observe(agent, layer, grad, n, dtype, KERN_HOST, NULL);
+}
+
+int
+bellows_agent_observe_device(bellows_agent *agent, uint32_t layer,
+    const void *grad, uint64_t n, int dtype, void *cuda_stream)
+{
+	return agent_observe(agent, layer, grad, n, dtype, KERN_CUDA,
+	    cuda_stream);
 }
 
 /* Finalises the open window, queues its report and opens the next. */
@@ -365,8 +416,13 @@ static void
 agent_close_window(bellows_agent *a)
 {
 	com_report r;
+	int rc;
 
-	agent_window_finish(&a->win, a->stats);
+	if ((rc = agent_window_finish(&a->win, a->stats)) != 0)
+		agent_log(a->log, a->log_arg, a->log_level, BELLOWS_LOG_ERROR,
+		    "window %llu: the statistics of device layers were lost "
+		    "(%s); they are reported as empty",
+		    (unsigned long long)a->window, bellows_strerror(rc));
 	memset(&r, 0, sizeof(r));
 	r.job = a->job;
 	r.rank = a->rank;

@@ -1,9 +1,16 @@
 /* window - per-layer gradient statistics of a window, see window.h.
  *
- * The sums are kept in double even though gradients are float: a window
- * adds up millions of squares, and the policies compare norms across
- * windows, so float rounding would show. The accumulator stays float (it
- * has one entry per gradient element) and its norm is taken in double.
+ * The sums are kept in double, compensated, even though gradients are
+ * float: a window adds up millions of squares, and the policies compare
+ * norms across windows, so float rounding would show. The accumulator
+ * stays float (it has one entry per gradient element); its norm and the
+ * momentum's mean magnitude are taken by the same statistics kernel at the
+ * window's end, on the layer's own backend.
+ *
+ * Finishing a window with device layers goes in three passes so that the
+ * training thread waits once per stream rather than once per layer:
+ * enqueue every device layer's reductions, copy-out and resets; wait for
+ * each distinct stream; then read the copies.
  */
 #include "window.h"
 
@@ -13,49 +20,136 @@
 
 #include <bellows/error.h>
 
+/* A device layer's kern_stats on the device: the gradient's, then the
+ * accumulator's and the momentum's of the window-end passes. */
+#define WINDOW_DEV_STATS 3
+
 int
 agent_window_init(agent_window *w, const bellows_layer *layers, uint32_t n,
     double beta)
 {
+	return agent_window_init_with(w, layers, n, beta, NULL);
+}
+
+static kern_backend *
+window_backend(agent_window *w, const agent_window_layer *l)
+{
+	return l->where == KERN_CUDA ? &w->cuda : &w->cpu;
+}
+
+static int
+window_alloc(const kern_backend *b, size_t count, size_t size, void **ret)
+{
+	if (count > SIZE_MAX / size)
+		return BELLOWS_ENOMEM;
+	return b->ops->mem_alloc(b->ctx, count * size, ret);
+}
+
+static int
+window_layer_init(agent_window *w, agent_window_layer *l,
+    const bellows_layer *desc)
+{
+	kern_backend *b;
+	void *p;
+	int rc;
+
+	l->numel = desc->numel;
+	l->where = (desc->flags & BELLOWS_LAYER_DEVICE) ? KERN_CUDA : KERN_HOST;
+	b = window_backend(w, l);
+	if (!(desc->flags & BELLOWS_LAYER_NO_ACCUMULATOR)) {
+		if ((rc = window_alloc(b, l->numel, sizeof(float), &p)) != 0)
+			return rc;
+		l->acc = p;
+	}
+	if (desc->flags & BELLOWS_LAYER_MOMENTUM) {
+		if ((rc = window_alloc(b, l->numel, sizeof(float), &p)) != 0)
+			return rc;
+		l->momentum = p;
+	}
+	if (l->where == KERN_HOST) {
+		l->st = &l->host_st;
+		return 0;
+	}
+	if ((rc = window_alloc(b, WINDOW_DEV_STATS, sizeof(kern_stats), &p)) !=
+	    0)
+		return rc;
+	l->st = p;
+	if (b->ops->scratch_size > 0) {
+		if ((rc = window_alloc(b, 1, b->ops->scratch_size, &p)) != 0)
+			return rc;
+		l->scratch = p;
+	}
+	return 0;
+}
+
+int
+agent_window_init_with(agent_window *w, const bellows_layer *layers, uint32_t n,
+    double beta, const kern_config *kcfg)
+{
+	void *p;
+	int rc;
+
 	memset(w, 0, sizeof(*w));
 	if (n == 0)
 		return BELLOWS_EINVAL;
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		if (layers[i].numel == 0)
 			return BELLOWS_EINVAL;
-	if ((w->layers = calloc(n, sizeof(*w->layers))) == NULL)
-		return BELLOWS_ENOMEM;
-	w->n_layers = n;
+		if (layers[i].flags & BELLOWS_LAYER_DEVICE)
+			w->n_device++;
+	}
 	w->beta = (float)beta;
-	for (uint32_t i = 0; i < n; i++) {
-		agent_window_layer *l = &w->layers[i];
-
-		l->numel = layers[i].numel;
-		if (l->numel > SIZE_MAX / sizeof(float))
+	if ((rc = kern_backend_open(&w->cpu, KERN_HOST, kcfg)) != 0)
+		goto fail;
+	if (w->n_device > 0) {
+		if ((rc = kern_backend_open(&w->cuda, KERN_CUDA, NULL)) != 0)
 			goto fail;
-		if (!(layers[i].flags & BELLOWS_LAYER_NO_ACCUMULATOR) &&
-		    (l->acc = calloc(l->numel, sizeof(float))) == NULL)
+		rc = w->cuda.ops->host_alloc(w->cuda.ctx,
+		    (size_t)w->n_device * WINDOW_DEV_STATS * sizeof(kern_stats),
+		    &p);
+		if (rc != 0)
 			goto fail;
-		if ((layers[i].flags & BELLOWS_LAYER_MOMENTUM) &&
-		    (l->momentum = calloc(l->numel, sizeof(float))) == NULL)
+		w->readback = p;
+		rc = BELLOWS_ENOMEM;
+		if ((w->synced = calloc(w->n_device, sizeof(*w->synced))) ==
+		    NULL)
 			goto fail;
 	}
+	rc = BELLOWS_ENOMEM;
+	if ((w->layers = calloc(n, sizeof(*w->layers))) == NULL)
+		goto fail;
+	w->n_layers = n;
+	for (uint32_t i = 0; i < n; i++)
+		if ((rc = window_layer_init(w, &w->layers[i], &layers[i])) != 0)
+			goto fail;
 	return 0;
 fail:
 	agent_window_fini(w);
-	return BELLOWS_ENOMEM;
+	return rc;
 }
 
 void
 agent_window_fini(agent_window *w)
 {
-	if (w->layers != NULL) {
-		for (uint32_t i = 0; i < w->n_layers; i++) {
-			free(w->layers[i].acc);
-			free(w->layers[i].momentum);
+	for (uint32_t i = 0; w->layers != NULL && i < w->n_layers; i++) {
+		agent_window_layer *l = &w->layers[i];
+		kern_backend *b = window_backend(w, l);
+
+		if (b->ops == NULL)
+			continue;
+		b->ops->mem_free(b->ctx, l->acc);
+		b->ops->mem_free(b->ctx, l->momentum);
+		if (l->where == KERN_CUDA) {
+			b->ops->mem_free(b->ctx, l->st);
+			b->ops->mem_free(b->ctx, l->scratch);
 		}
 	}
+	if (w->readback != NULL)
+		w->cuda.ops->host_free(w->cuda.ctx, w->readback);
+	free(w->synced);
 	free(w->layers);
+	kern_backend_close(&w->cuda);
+	kern_backend_close(&w->cpu);
 	memset(w, 0, sizeof(*w));
 }
 
@@ -63,57 +157,38 @@ int
 agent_window_observe(agent_window *w, uint32_t layer, const float *grad,
     uint64_t n, uint64_t step)
 {
+	return agent_window_observe_as(w, layer, grad, n, KERN_F32, KERN_HOST,
+	    NULL, step);
+}
+
+int
+agent_window_observe_as(agent_window *w, uint32_t layer, const void *grad,
+    uint64_t n, int dtype, int where, void *stream, uint64_t step)
+{
 	agent_window_layer *l;
-	uint64_t nonzero = 0;
-	uint64_t nonfinite = 0;
-	double sum_sq = 0.0;
-	double abs_sum = 0.0;
-	double max_abs;
+	kern_backend *b;
+	kern_job job;
+	int rc;
 
 	if (layer >= w->n_layers || grad == NULL)
 		return BELLOWS_EINVAL;
 	l = &w->layers[layer];
-	if (n != l->numel)
+	if (n != l->numel || kern_dtype_size(dtype) == 0 || where != l->where)
 		return BELLOWS_EINVAL;
-
-	max_abs = l->max_abs;
-	for (uint64_t i = 0; i < n; i++) {
-		double g = grad[i];
-		double a = fabs(g);
-
-		if (!isfinite(g)) {
-			nonfinite++;
-			continue;
-		}
-		sum_sq += g * g;
-		abs_sum += a;
-		if (a > max_abs)
-			max_abs = a;
-		nonzero += g != 0.0;
-	}
-	if (l->acc != NULL) {
-		float *acc = l->acc;
-
-		for (uint64_t i = 0; i < n; i++)
-			if (isfinite(grad[i]))
-				acc[i] += grad[i];
-	}
-	if (l->momentum != NULL) {
-		float *m = l->momentum;
-		float b = w->beta;
-		float c = 1.0f - b;
-
-		for (uint64_t i = 0; i < n; i++)
-			if (isfinite(grad[i]))
-				m[i] = b * m[i] + c * grad[i];
-	}
-
-	l->count += n;
-	l->nonzero += nonzero;
-	l->nonfinite += nonfinite;
-	l->sum_sq += sum_sq;
-	l->abs_sum += abs_sum;
-	l->max_abs = max_abs;
+	b = window_backend(w, l);
+	job = (kern_job){
+		.grad = grad,
+		.n = n,
+		.dtype = dtype,
+		.beta = w->beta,
+		.stats = l->st,
+		.acc = l->acc,
+		.momentum = l->momentum,
+		.scratch = l->scratch,
+	};
+	if ((rc = b->ops->stats(b->ctx, &job, stream)) != 0)
+		return rc;
+	l->stream = stream;
 	if (l->last_step != step + 1) {
 		l->last_step = step + 1;
 		l->observed_steps++;
@@ -121,44 +196,144 @@ agent_window_observe(agent_window *w, uint32_t layer, const float *grad,
 	return 0;
 }
 
-void
+/* Folds the n floats at v (the layer's memory) into *st, on the layer's
+ * backend: the window-end pass over the accumulator or the momentum. */
+static int
+window_reduce(agent_window *w, const agent_window_layer *l, const float *v,
+    kern_stats *st)
+{
+	kern_backend *b = window_backend(w, l);
+	kern_job job = {
+		.grad = v,
+		.n = l->numel,
+		.dtype = KERN_F32,
+		.stats = st,
+		.scratch = l->scratch,
+	};
+
+	return b->ops->stats(b->ctx, &job, l->stream);
+}
+
+/* The report entry of a layer from its gradient, accumulator and momentum
+ * statistics (the latter two unused when the layer has none). */
+static void
+window_report(const agent_window_layer *l, const kern_stats *st,
+    com_layer_stats *s)
+{
+	const kern_stats *g = &st[0];
+
+	s->count = g->count;
+	s->nonzero = g->count - g->zeros - g->nonfinite;
+	s->nonfinite = g->nonfinite;
+	s->sum_sq = kern_stats_sum_sq(g);
+	s->abs_sum = kern_stats_abs_sum(g);
+	s->max_abs = g->max_abs;
+	s->observed_steps = l->observed_steps;
+	if (l->acc != NULL)
+		s->acc_norm = st[1].nonfinite > 0
+		    ? INFINITY
+		    : sqrt(kern_stats_sum_sq(&st[1]));
+	if (l->momentum != NULL)
+		s->momentum_abs_mean = st[2].nonfinite > 0
+		    ? INFINITY
+		    : kern_stats_abs_sum(&st[2]) / (double)l->numel;
+}
+
+static int
+window_finish_host(agent_window *w, agent_window_layer *l, com_layer_stats *s)
+{
+	kern_stats st[WINDOW_DEV_STATS];
+	int rc = 0;
+
+	memset(st, 0, sizeof(st));
+	st[0] = l->host_st;
+	if (l->acc != NULL && (rc = window_reduce(w, l, l->acc, &st[1])) == 0)
+		memset(l->acc, 0, l->numel * sizeof(float));
+	if (rc == 0 && l->momentum != NULL)
+		rc = window_reduce(w, l, l->momentum, &st[2]);
+	if (rc == 0)
+		window_report(l, st, s);
+	return rc;
+}
+
+/* Enqueues a device layer's window end: the accumulator and momentum
+ * passes, the copy of its three kern_stats into rb, and the resets. */
+static int
+window_enqueue_device(agent_window *w, agent_window_layer *l, kern_stats *rb)
+{
+	const kern_ops *ops = w->cuda.ops;
+	void *ctx = w->cuda.ctx;
+	size_t bytes = WINDOW_DEV_STATS * sizeof(kern_stats);
+	int rc = 0;
+
+	if (l->acc != NULL)
+		rc = window_reduce(w, l, l->acc, &l->st[1]);
+	if (rc == 0 && l->momentum != NULL)
+		rc = window_reduce(w, l, l->momentum, &l->st[2]);
+	if (rc == 0)
+		rc = ops->copy_out(ctx, rb, l->st, bytes, l->stream);
+	if (rc == 0)
+		rc = ops->zero(ctx, l->st, bytes, l->stream);
+	if (rc == 0 && l->acc != NULL)
+		rc = ops->zero(ctx, l->acc, l->numel * sizeof(float),
+		    l->stream);
+	return rc;
+}
+
+/* Waits for `stream` once per finish; returns the wait's result. */
+static int
+window_sync(agent_window *w, uint32_t *n_synced, void *stream)
+{
+	for (uint32_t i = 0; i < *n_synced; i++)
+		if (w->synced[i].stream == stream)
+			return w->synced[i].rc;
+	w->synced[*n_synced].stream = stream;
+	w->synced[*n_synced].rc = w->cuda.ops->synchronize(w->cuda.ctx, stream);
+	return w->synced[(*n_synced)++].rc;
+}
+
+int
 agent_window_finish(agent_window *w, com_layer_stats *ret)
 {
+	uint32_t n_synced = 0;
+	uint32_t k = 0;
+	int first = 0;
+	int rc;
+
 	for (uint32_t i = 0; i < w->n_layers; i++) {
 		agent_window_layer *l = &w->layers[i];
-		com_layer_stats *s = &ret[i];
 
-		memset(s, 0, sizeof(*s));
-		s->layer = i;
-		s->count = l->count;
-		s->nonzero = l->nonzero;
-		s->nonfinite = l->nonfinite;
-		s->sum_sq = l->sum_sq;
-		s->abs_sum = l->abs_sum;
-		s->max_abs = l->max_abs;
-		s->observed_steps = l->observed_steps;
-		if (l->acc != NULL) {
-			double sq = 0.0;
+		memset(&ret[i], 0, sizeof(ret[i]));
+		ret[i].layer = i;
+		if (l->where == KERN_HOST)
+			rc = window_finish_host(w, l, &ret[i]);
+		else
+			rc = l->finish_rc = window_enqueue_device(w, l,
+			    &w->readback[WINDOW_DEV_STATS * k++]);
+		if (rc != 0 && first == 0)
+			first = rc;
+	}
+	k = 0;
+	for (uint32_t i = 0; i < w->n_layers; i++) {
+		agent_window_layer *l = &w->layers[i];
+		const kern_stats *rb;
 
-			for (uint64_t j = 0; j < l->numel; j++)
-				sq += (double)l->acc[j] * l->acc[j];
-			s->acc_norm = sqrt(sq);
-			memset(l->acc, 0, l->numel * sizeof(float));
-		}
-		if (l->momentum != NULL) {
-			double sum = 0.0;
+		if (l->where != KERN_CUDA)
+			continue;
+		rb = &w->readback[WINDOW_DEV_STATS * k++];
+		if (l->finish_rc == 0)
+			l->finish_rc = window_sync(w, &n_synced, l->stream);
+		if (l->finish_rc == 0)
+			window_report(l, rb, &ret[i]);
+		else if (first == 0)
+			first = l->finish_rc;
+	}
+	for (uint32_t i = 0; i < w->n_layers; i++) {
+		agent_window_layer *l = &w->layers[i];
 
-			for (uint64_t j = 0; j < l->numel; j++)
-				sum += fabs((double)l->momentum[j]);
-			s->momentum_abs_mean = sum / (double)l->numel;
-		}
-		l->count = 0;
-		l->nonzero = 0;
-		l->nonfinite = 0;
-		l->sum_sq = 0.0;
-		l->abs_sum = 0.0;
-		l->max_abs = 0.0;
+		memset(&l->host_st, 0, sizeof(l->host_st));
 		l->observed_steps = 0;
 		l->last_step = 0;
 	}
+	return first;
 }

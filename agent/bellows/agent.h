@@ -55,6 +55,17 @@ enum bellows_layer_flags {
 	BELLOWS_LAYER_NO_ACCUMULATOR = 1u
 	    << 0,                         /* skip the window sum (acc_norm 0) */
 	BELLOWS_LAYER_MOMENTUM = 1u << 1, /* keep a momentum average */
+	BELLOWS_LAYER_DEVICE = 1u << 2,   /* gradients in CUDA device memory:
+					   * bellows_agent_observe_device */
+};
+
+/* Element types of observed gradients. float16 and bfloat16 values are
+ * widened exactly to float32; the statistics, accumulator and momentum are
+ * then those of float32 gradients. */
+enum bellows_dtype {
+	BELLOWS_DTYPE_F32 = 0,  /* IEEE binary32 */
+	BELLOWS_DTYPE_F16 = 1,  /* IEEE binary16 */
+	BELLOWS_DTYPE_BF16 = 2, /* bfloat16 */
 };
 
 /* One gradient tensor of the model. Copied by bellows_agent_open. */
@@ -85,6 +96,9 @@ typedef struct bellows_agent_config {
 	bellows_log_fn *log;          /* NULL: no logging */
 	void *log_arg;                /* passed to log */
 	int log_level;                /* highest level passed to log */
+	uint32_t stats_threads; /* extra threads for the statistics of host
+				 * tensors of >= 1 Mi elements, 0..64; 0: the
+				 * training thread alone */
 } bellows_agent_config;
 
 /* Timings and counters of one step, given to bellows_agent_step_end().
@@ -166,8 +180,13 @@ BELLOWS_EXPORT void bellows_agent_config_init(bellows_agent_config *cfg);
  * a bad field), copies everything it needs from it, starts the I/O thread
  * and sends HELLO. It does not wait for bellowsd: an agent opened while the
  * daemon is down trains on defaults and joins when the daemon appears.
- * Returns BELLOWS_ENOMEM, BELLOWS_ESYS (thread or socket creation failed),
- * or BELLOWS_EINVAL. On success *ret_agent is the caller's, to close. */
+ * Layers flagged BELLOWS_LAYER_DEVICE get their accumulator, momentum and
+ * running statistics in the memory of the CUDA device current now, which
+ * must be the device of their gradients. Returns BELLOWS_ENOMEM,
+ * BELLOWS_ESYS (thread or socket creation failed), BELLOWS_ENOTSUP (a
+ * device layer, but this library was built without CUDA or the process
+ * sees no CUDA device), BELLOWS_EIO (a CUDA error) or BELLOWS_EINVAL. On
+ * success *ret_agent is the caller's, to close. */
 BELLOWS_EXPORT int bellows_agent_open(const bellows_agent_config *cfg,
     bellows_agent **ret_agent);
 
@@ -189,21 +208,44 @@ BELLOWS_EXPORT int bellows_agent_step_begin(bellows_agent *agent,
 /* Adds one gradient of `layer` (n float32 values at grad, CPU memory,
  * borrowed for the call) to the window statistics. Observing a layer
  * twice in one step adds both. Returns BELLOWS_EINVAL for a bad layer index,
- * a NULL grad with n > 0, or n != the layer's numel; BELLOWS_ESTATE outside
- * a step. */
+ * a NULL grad with n > 0, n != the layer's numel, or a layer flagged
+ * BELLOWS_LAYER_DEVICE; BELLOWS_ESTATE outside a step. */
 BELLOWS_EXPORT int bellows_agent_observe(bellows_agent *agent, uint32_t layer,
     const float *grad, uint64_t n);
 
+/* bellows_agent_observe for a gradient of n elements of `dtype`
+ * (bellows_dtype) in CPU memory. Returns the same errors, and
+ * BELLOWS_EINVAL for an unknown dtype. */
+BELLOWS_EXPORT int bellows_agent_observe_typed(bellows_agent *agent,
+    uint32_t layer, const void *grad, uint64_t n, int dtype);
+
+/* Adds one gradient of a layer flagged BELLOWS_LAYER_DEVICE: n elements of
+ * `dtype` at grad, in the memory of the layer's CUDA device. The
+ * statistics kernel is enqueued on cuda_stream (a cudaStream_t; NULL: the
+ * default stream) after the work already there, such as the backward pass
+ * that produced grad, and the call returns without waiting: grad must
+ * keep its value until the kernel has run, as for any kernel on that
+ * stream. Observe a layer on one stream (streams may differ between
+ * layers); closing the window waits for the stream of its last
+ * observation. Returns BELLOWS_EINVAL for a bad layer index, a NULL grad,
+ * n != the layer's numel, an unknown dtype or a layer not flagged
+ * BELLOWS_LAYER_DEVICE; BELLOWS_ESTATE outside a step; BELLOWS_EIO if the
+ * launch failed (a bad stream or an earlier device fault). */
+BELLOWS_EXPORT int bellows_agent_observe_device(bellows_agent *agent,
+    uint32_t layer, const void *grad, uint64_t n, int dtype, void *cuda_stream);
+
 /* Ends the current step with its timings (info may be NULL). When
  * window_steps > 0 and this step closes a window, the window is finalised
- * and its REPORT queued (never waits on the network). Returns 0 or
+ * and its REPORT queued (never waits on the network; with device layers it
+ * waits for their streams, see bellows_agent_observe_device). Returns 0 or
  * BELLOWS_ESTATE if no step was begun. */
 BELLOWS_EXPORT int bellows_agent_step_end(bellows_agent *agent,
     const bellows_step_info *info);
 
 /* Ends the current window now (e.g. at an epoch end), between steps.
- * Every rank must end windows at the same steps. Returns 0, BELLOWS_ESTATE
- * inside a step, or BELLOWS_EAGAIN if the window has no steps. */
+ * Every rank must end windows at the same steps. With device layers it
+ * waits for their streams. Returns 0, BELLOWS_ESTATE inside a step, or
+ * BELLOWS_EAGAIN if the window has no steps. */
 BELLOWS_EXPORT int bellows_agent_window_end(bellows_agent *agent);
 
 /* Copies the decision in force for the current step into *ret (pointers
