@@ -1,15 +1,36 @@
 #!/usr/bin/env bash
-# demo.sh - build bellows and watch bellowsd steer a simulated job.
+# demo.sh - build bellows and watch bellowsd steer a training job.
 #
-# Installs what is missing (scripts/setup.sh full), builds, starts bellowsd
-# on loopback with examples/policies/demo.yaml, and runs `bellows sim`: four
-# simulated ranks of an eight-layer model report 30 windows of statistics,
-# and the sim prints each decision bellowsd sends back. bellowsd is stopped
-# with SIGTERM at the end, and on any exit. Its log goes to
-# <build dir>/demo-bellowsd.log.
+#   scripts/demo.sh         a real job: two PyTorch ranks train a small CNN
+#                           on Fashion-MNIST (CPU, gloo) under Accordion
+#   scripts/demo.sh --sim   a simulated job (`bellows sim`), no PyTorch
+#
+# Installs what is missing (scripts/setup.sh full: PyTorch and the
+# Fashion-MNIST data among it), builds, and starts bellowsd on loopback.
+# The default runs examples/pytorch/fashion_mnist.py --nproc 2 for 4
+# epochs (about a minute on two cores) with
+# examples/pytorch/accordion_demo.yaml: rank 0 prints the test accuracy and
+# the PowerSGD rank of every layer per window, and at the end the floats
+# sent against uncompressed; then the history bellowsd recorded is
+# summarised when this build has `bellows history`. --sim runs
+# examples/policies/demo.yaml instead: four simulated ranks of an
+# eight-layer model report 30 windows of statistics, and the sim prints
+# each decision bellowsd sends back. bellowsd is stopped with SIGTERM at the
+# end, and on any exit. Its log goes to <build dir>/demo-bellowsd.log, its
+# history to <build dir>/demo-history.db.
 #
 # Environment: BELLOWS_BUILD_DIR (default build), as in scripts/test.sh.
 set -euo pipefail
+
+mode=torch
+case "${1:-}" in
+"") ;;
+--sim) mode=sim ;;
+*)
+	echo "usage: $0 [--sim]" >&2
+	exit 2
+	;;
+esac
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -24,8 +45,21 @@ meson compile -C "$builddir"
 
 bellowsd=$builddir/controller/bellowsd
 bellows=$builddir/tools/bellows
-policy=examples/policies/demo.yaml
+if [ "$mode" = sim ]; then
+	policy=examples/policies/demo.yaml
+else
+	policy=examples/pytorch/accordion_demo.yaml
+fi
 daemon_log=$builddir/demo-bellowsd.log
+history_db=$builddir/demo-history.db
+rm -f "$history_db" "$history_db-wal" "$history_db-shm"
+
+# Whether `bellows help` lists COMMAND (history and top are newer than the
+# rest of the tool).
+has_command()
+{
+	"$bellows" help 2>&1 | awk '{ print $1 }' | grep -qx "$1"
+}
 
 # Two free loopback ports: 5555/5556 when both are free, else two the
 # kernel picks. SO_REUSEADDR as ZeroMQ sets it, so a port in TIME_WAIT
@@ -95,7 +129,7 @@ trap 'exit 143' TERM
 
 echo "demo: starting bellowsd (control $control, publish $publish)"
 "$bellowsd" --control "$control" --publish "$publish" --policy "$policy" \
-	>"$daemon_log" 2>&1 &
+	--db "$history_db" >"$daemon_log" 2>&1 &
 daemon_pid=$!
 
 # Wait up to 5 s for it to answer: `bellows status` when the tool is
@@ -128,10 +162,22 @@ if [ "$ready" -ne 1 ]; then
 	exit 1
 fi
 
+if has_command top; then
+	echo "demo: watch it live from another terminal:" \
+	    "$bellows top --control $control"
+fi
+
 # In the background so that a signal to this script is handled at once
 # (bash runs traps only between foreground commands).
-"$bellows" sim --control "$control" --publish "$publish" --job demo \
-	--ranks 4 --layers 8 --windows 30 --steps-per-window 20 &
+if [ "$mode" = sim ]; then
+	"$bellows" sim --control "$control" --publish "$publish" --job demo \
+		--ranks 4 --layers 8 --windows 30 --steps-per-window 20 &
+else
+	# The trainer loads the libbellows of this build.
+	BELLOWS_LIB=$builddir/agent/libbellows.so /usr/bin/python3 \
+		examples/pytorch/fashion_mnist.py --nproc 2 --job fashion-mnist \
+		--epochs 4 --control "$control" --publish "$publish" &
+fi
 sim_pid=$!
 sim_rc=0
 wait "$sim_pid" || sim_rc=$?
@@ -144,8 +190,24 @@ if [ "$daemon_rc" -ne 0 ]; then
 	cat "$daemon_log" >&2 || true
 fi
 if [ "$sim_rc" -ne 0 ]; then
-	echo "demo: bellows sim failed with status $sim_rc" >&2
+	if [ "$mode" = sim ]; then
+		echo "demo: bellows sim failed with status $sim_rc" >&2
+	else
+		echo "demo: the trainer failed with status $sim_rc" >&2
+	fi
 	exit "$sim_rc"
 fi
 [ "$daemon_rc" -eq 0 ] || exit 1
+if has_command history; then
+	echo "demo: the history bellowsd recorded ($history_db):"
+	for what in runs layers "decisions --changed"; do
+		echo "\$ bellows history $what"
+		# shellcheck disable=SC2086 # "decisions --changed": two words
+		"$bellows" history $what --db "$history_db" ||
+			echo "demo: bellows history $what failed" >&2
+	done
+else
+	echo "demo: (this build has no \`bellows history\`; the history" \
+	    "summary is skipped)"
+fi
 echo "demo: done; bellowsd's log is in $daemon_log"

@@ -1,0 +1,70 @@
+"""bellows - Python binding of libbellows, the bellows agent.
+
+Pure Python over the shared library with ctypes: no compile step. The
+library is found through BELLOWS_LIB, else the build tree this package sits
+in (``build*/agent/libbellows.so``, ``build/`` first), else the system's
+library path. Importing this package does not load it; the first use does.
+
+    bellows.Agent        one rank's agent, mirroring bellows/agent.h
+    bellows.torch        attach a DistributedDataParallel model to an agent
+                         (import it explicitly: it needs torch)
+    bellows.compress     the PowerSGD and top-k compressors (pure torch)
+
+Errors from the library raise bellows.BellowsError with its message; its
+``code`` compares with the constants bellows.EINVAL, bellows.ESTATE, ...
+(bellows/error.h). See docs/pytorch.md.
+"""
+
+from __future__ import annotations
+
+from bellows._lib import (
+    DTYPE_BF16,
+    DTYPE_F16,
+    DTYPE_F32,
+    ERRORS,
+    LAYER_DEVICE,
+    LAYER_MOMENTUM,
+    LAYER_NO_ACCUMULATOR,
+    LOG_DEBUG,
+    LOG_ERROR,
+    LOG_INFO,
+    LOG_WARN,
+    BellowsError,
+    library_path,
+)
+from bellows.agent import (
+    Agent,
+    AgentStats,
+    Decision,
+    Layer,
+    LayerStats,
+    StepInfo,
+    version,
+)
+
+__all__ = [
+    "Agent",
+    "AgentStats",
+    "BellowsError",
+    "DTYPE_BF16",
+    "DTYPE_F16",
+    "DTYPE_F32",
+    "Decision",
+    "ERRORS",
+    "LAYER_DEVICE",
+    "LAYER_MOMENTUM",
+    "LAYER_NO_ACCUMULATOR",
+    "LOG_DEBUG",
+    "LOG_ERROR",
+    "LOG_INFO",
+    "LOG_WARN",
+    "Layer",
+    "LayerStats",
+    "StepInfo",
+    "library_path",
+    "version",
+]
+
+# The error codes, as module constants (bellows.EINVAL == -2, ...).
+globals().update({_name: _code for _code, _name in ERRORS.items()})
+__all__ += list(ERRORS.values())

@@ -1,0 +1,409 @@
+"""_lib - the ctypes view of libbellows (bellows/agent.h, bellows/error.h).
+
+This module owns everything that knows the C side: where the shared
+library is found, the structs' layouts, the functions' prototypes and the
+error table. Nothing here allocates agents or holds state beyond the loaded
+library; agent.py builds the Python API on top of it.
+
+The structs mirror bellows/agent.h field for field. The library checks
+``bellows_agent_config.size`` against its own ``sizeof``, and later
+versions only append fields, so the configuration is always built in a
+buffer of the library's own size, initialised by
+``bellows_agent_config_init`` (see ``new_config``); the structs the library
+fills are given room beyond their known end for the same reason.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import pathlib
+import threading
+
+__all__ = [
+    "BellowsError",
+    "ERRORS",
+    "LAYER_NO_ACCUMULATOR",
+    "LAYER_MOMENTUM",
+    "LAYER_DEVICE",
+    "DTYPE_F32",
+    "DTYPE_F16",
+    "DTYPE_BF16",
+    "LOG_ERROR",
+    "LOG_WARN",
+    "LOG_INFO",
+    "LOG_DEBUG",
+    "library",
+    "library_path",
+]
+
+# bellows/error.h, BELLOWS_ERROR_MAP: codes are ABI and never renumbered.
+ERRORS = {
+    -1: "ENOMEM",
+    -2: "EINVAL",
+    -3: "EPROTO",
+    -4: "EMSGSIZE",
+    -5: "EVERSION",
+    -6: "ENOTFOUND",
+    -7: "EBUSY",
+    -8: "ETIMEDOUT",
+    -9: "ECLOSED",
+    -10: "ECONFIG",
+    -11: "EIO",
+    -12: "ENOTJOINED",
+    -13: "ESTATE",
+    -14: "ELIMIT",
+    -15: "EAGAIN",
+    -16: "ESYS",
+    -17: "EMISMATCH",
+    -18: "ENOTSUP",
+}
+for _code, _name in ERRORS.items():
+    globals()[_name] = _code
+    __all__.append(_name)
+
+# enum bellows_layer_flags
+LAYER_NO_ACCUMULATOR = 1 << 0
+LAYER_MOMENTUM = 1 << 1
+LAYER_DEVICE = 1 << 2
+
+# enum bellows_dtype
+DTYPE_F32 = 0
+DTYPE_F16 = 1
+DTYPE_BF16 = 2
+
+# enum bellows_log_level
+LOG_ERROR = 0
+LOG_WARN = 1
+LOG_INFO = 2
+LOG_DEBUG = 3
+
+# Room given beyond the known end of every struct the library writes or
+# reads by its own sizeof, for fields a newer library may have appended.
+_SLACK = 1024
+
+
+class BellowsError(Exception):
+    """A call into libbellows failed.
+
+    ``code`` is the negative BELLOWS_E* value, ``name`` its symbol without
+    the prefix (``"EINVAL"``), ``function`` the C function that returned
+    it; ``str()`` gives the library's message (bellows_strerror) and, when
+    the library logged why, that line too.
+    """
+
+    def __init__(self, function: str, code: int, detail: str | None = None):
+        self.function = function
+        self.code = code
+        self.name = ERRORS.get(code, "E?")
+        self.detail = detail
+        text = f"{function}: {strerror(code)} ({self.name})"
+        if detail:
+            text += f": {detail}"
+        super().__init__(text)
+
+
+class Layer(ctypes.Structure):
+    """struct bellows_layer."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("numel", ctypes.c_uint64),
+        ("ndim", ctypes.c_uint32),
+        ("shape", ctypes.POINTER(ctypes.c_uint32)),
+        ("flags", ctypes.c_uint32),
+    ]
+
+
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int,
+                          ctypes.c_char_p)
+
+
+class AgentConfig(ctypes.Structure):
+    """struct bellows_agent_config, as far as this binding knows it."""
+
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("control", ctypes.c_char_p),
+        ("publish", ctypes.c_char_p),
+        ("job", ctypes.c_char_p),
+        ("rank", ctypes.c_uint32),
+        ("world", ctypes.c_uint32),
+        ("layers", ctypes.POINTER(Layer)),
+        ("n_layers", ctypes.c_uint32),
+        ("window_steps", ctypes.c_uint32),
+        ("start_step", ctypes.c_uint64),
+        ("start_window", ctypes.c_uint64),
+        ("decision_timeout_ms", ctypes.c_uint32),
+        ("heartbeat_ms", ctypes.c_uint32),
+        ("queue_capacity", ctypes.c_uint32),
+        ("momentum_beta", ctypes.c_double),
+        ("log", LOG_FN),
+        ("log_arg", ctypes.c_void_p),
+        ("log_level", ctypes.c_int),
+        ("stats_threads", ctypes.c_uint32),
+    ]
+
+
+class StepInfo(ctypes.Structure):
+    """struct bellows_step_info."""
+
+    _fields_ = [
+        ("step_ms", ctypes.c_double),
+        ("compute_ms", ctypes.c_double),
+        ("comm_ms", ctypes.c_double),
+        ("bytes_sent", ctypes.c_uint64),
+        ("floats_sent", ctypes.c_uint64),
+        ("floats_raw", ctypes.c_uint64),
+        ("lr", ctypes.c_double),
+        ("lr_next", ctypes.c_double),
+        ("batch_size", ctypes.c_uint32),
+        ("epoch", ctypes.c_uint64),
+    ]
+
+
+class Decision(ctypes.Structure):
+    """struct bellows_decision."""
+
+    _fields_ = [
+        ("seq", ctypes.c_uint64),
+        ("apply_step", ctypes.c_uint64),
+        ("window", ctypes.c_uint64),
+        ("n_layers", ctypes.c_uint32),
+        ("level", ctypes.POINTER(ctypes.c_double)),
+        ("error_bound", ctypes.POINTER(ctypes.c_double)),
+        ("batch_size", ctypes.c_uint32),
+        ("lr_scale", ctypes.c_double),
+        ("size_threshold", ctypes.c_uint64),
+        ("compression_off", ctypes.c_int),
+        ("codec_table", ctypes.POINTER(ctypes.c_uint8)),
+        ("codec_table_len", ctypes.c_size_t),
+        ("policy", ctypes.c_char_p),
+        ("reason", ctypes.c_char_p),
+    ]
+
+
+class LayerStats(ctypes.Structure):
+    """struct bellows_layer_stats."""
+
+    _fields_ = [
+        ("window", ctypes.c_uint64),
+        ("count", ctypes.c_uint64),
+        ("nonzero", ctypes.c_uint64),
+        ("nonfinite", ctypes.c_uint64),
+        ("sum_sq", ctypes.c_double),
+        ("abs_sum", ctypes.c_double),
+        ("max_abs", ctypes.c_double),
+        ("acc_norm", ctypes.c_double),
+        ("momentum_abs_mean", ctypes.c_double),
+        ("observed_steps", ctypes.c_uint32),
+    ]
+
+
+class AgentStats(ctypes.Structure):
+    """struct bellows_agent_stats."""
+
+    _fields_ = [
+        ("connected", ctypes.c_int),
+        ("step", ctypes.c_uint64),
+        ("window", ctypes.c_uint64),
+        ("reports_sent", ctypes.c_uint64),
+        ("reports_dropped", ctypes.c_uint64),
+        ("decisions", ctypes.c_uint64),
+        ("decision_misses", ctypes.c_uint64),
+        ("snapshots", ctypes.c_uint64),
+        ("reconnects", ctypes.c_uint64),
+        ("seq_in_force", ctypes.c_uint64),
+        ("last_error", ctypes.c_int),
+        ("last_error_text", ctypes.c_char * 256),
+    ]
+
+
+def padded(struct_type: type) -> ctypes.Structure:
+    """Returns a zeroed ``struct_type`` with room after it.
+
+    For structs the library fills or reads by its own sizeof: a newer
+    library that appended fields then writes (or reads zeros) past our
+    known end instead of past the allocation.
+    """
+    buf = ctypes.create_string_buffer(ctypes.sizeof(struct_type) + _SLACK)
+    obj = struct_type.from_buffer(buf)
+    obj._bellows_buf = buf  # keeps the memory alive with the view
+    return obj
+
+
+_lock = threading.Lock()
+_lib: ctypes.CDLL | None = None
+_path: str | None = None
+
+
+def _candidates() -> list[str]:
+    """Paths to try, in order: BELLOWS_LIB, the build tree, the system.
+
+    The build tree is searched upward from this package for
+    ``build*/agent/libbellows.so``, ``build/`` first, so that running from
+    a source checkout picks up the library built beside it.
+    """
+    env = os.environ.get("BELLOWS_LIB")
+    if env:
+        return [env]
+    found = []
+    here = pathlib.Path(__file__).resolve().parent
+    for root in [here, *here.parents]:
+        preferred = root / "build" / "agent" / "libbellows.so"
+        others = sorted(p for p in root.glob("build*/agent/libbellows.so")
+                        if p != preferred)
+        hits = ([preferred] if preferred.exists() else []) + others
+        if hits:
+            found.extend(str(p) for p in hits)
+            break
+    name = ctypes.util.find_library("bellows")
+    if name:
+        found.append(name)
+    for prefix in ("/usr/local/lib", "/usr/local/lib64",
+                   "/usr/local/lib/x86_64-linux-gnu", "/usr/lib",
+                   "/usr/lib/x86_64-linux-gnu", "/usr/lib64"):
+        for soname in ("libbellows.so.0", "libbellows.so"):
+            p = os.path.join(prefix, soname)
+            if os.path.exists(p):
+                found.append(p)
+    found.append("libbellows.so.0")  # whatever the dynamic loader finds
+    return found
+
+
+def _prototype(lib: ctypes.CDLL, name: str, restype, argtypes,
+               required: bool = True):
+    """Declares one function; a missing optional one becomes None."""
+    fn = getattr(lib, name, None)
+    if fn is None:
+        if required:
+            raise OSError(f"libbellows lacks {name}: too old for this "
+                          "binding")
+        return None
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+class _Functions:
+    """The library's functions with their prototypes."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        vp = ctypes.c_void_p
+        u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+        self.version = _prototype(lib, "bellows_version", ctypes.c_char_p, [])
+        self.strerror = _prototype(lib, "bellows_strerror",
+                                   ctypes.c_char_p, [ctypes.c_int])
+        self.config_init = _prototype(lib, "bellows_agent_config_init",
+                                      None, [vp])
+        self.open = _prototype(lib, "bellows_agent_open", ctypes.c_int,
+                               [vp, ctypes.POINTER(vp)])
+        self.close = _prototype(lib, "bellows_agent_close", None,
+                                [ctypes.POINTER(vp)])
+        self.step_begin = _prototype(lib, "bellows_agent_step_begin",
+                                     ctypes.c_int,
+                                     [vp, ctypes.POINTER(u64)])
+        self.observe = _prototype(lib, "bellows_agent_observe", ctypes.c_int,
+                                  [vp, u32, vp, u64])
+        # Newer than the first release of the API: optional.
+        self.observe_typed = _prototype(lib, "bellows_agent_observe_typed",
+                                        ctypes.c_int,
+                                        [vp, u32, vp, u64, ctypes.c_int],
+                                        required=False)
+        self.observe_device = _prototype(lib, "bellows_agent_observe_device",
+                                         ctypes.c_int,
+                                         [vp, u32, vp, u64, ctypes.c_int, vp],
+                                         required=False)
+        self.step_end = _prototype(lib, "bellows_agent_step_end",
+                                   ctypes.c_int, [vp, vp])
+        self.window_end = _prototype(lib, "bellows_agent_window_end",
+                                     ctypes.c_int, [vp])
+        self.decision = _prototype(lib, "bellows_agent_decision",
+                                   ctypes.c_int, [vp, vp])
+        self.window_stats = _prototype(lib, "bellows_agent_window_stats",
+                                       ctypes.c_int, [vp, u32, vp])
+        self.level = _prototype(lib, "bellows_agent_level", ctypes.c_double,
+                                [vp, u32])
+        self.stats_get = _prototype(lib, "bellows_agent_stats_get",
+                                    ctypes.c_int, [vp, vp])
+        self.config_size = self._config_size()
+
+    def _config_size(self) -> int:
+        """The library's sizeof(bellows_agent_config), from config_init."""
+        buf = ctypes.create_string_buffer(ctypes.sizeof(AgentConfig)
+                                          + _SLACK)
+        self.config_init(buf)
+        size = ctypes.c_uint32.from_buffer(buf).value
+        if size > len(buf):  # config_init already wrote past the buffer
+            raise OSError(f"libbellows' config is {size} bytes: this "
+                          "binding cannot use it")
+        return size
+
+
+_funcs: _Functions | None = None
+
+
+def library() -> _Functions:
+    """Loads libbellows once and returns its declared functions.
+
+    Raises OSError naming every path tried when none loads.
+    """
+    global _lib, _path, _funcs
+    with _lock:
+        if _funcs is not None:
+            return _funcs
+        errors = []
+        for cand in _candidates():
+            try:
+                lib = ctypes.CDLL(cand)
+            except OSError as e:
+                errors.append(f"{cand}: {e}")
+                continue
+            _funcs = _Functions(lib)
+            _lib, _path = lib, cand
+            return _funcs
+        raise OSError("libbellows not found (set BELLOWS_LIB to its path); "
+                      "tried: " + "; ".join(errors))
+
+
+def library_path() -> str:
+    """Returns the path libbellows was loaded from (loading it if needed)."""
+    library()
+    assert _path is not None
+    return _path
+
+
+def strerror(code: int) -> str:
+    """bellows_strerror(code) as str."""
+    return library().strerror(code).decode()
+
+
+def new_config() -> AgentConfig:
+    """Returns a configuration initialised by bellows_agent_config_init.
+
+    It lives in a buffer of the library's own size (at least ours), so the
+    ``size`` field the library checks is its own and fields a newer library
+    appended keep their defaults. Fields this binding knows but the loaded
+    library does not have (an older library) lie beyond ``size``:
+    ``known_fields`` tells which are real.
+    """
+    f = library()
+    buf = ctypes.create_string_buffer(max(f.config_size,
+                                          ctypes.sizeof(AgentConfig)))
+    f.config_init(buf)
+    cfg = AgentConfig.from_buffer(buf)
+    cfg._bellows_buf = buf
+    return cfg
+
+
+def config_has(field: str) -> bool:
+    """True if the loaded library's config struct includes ``field``."""
+    desc = getattr(AgentConfig, field)
+    return desc.offset + desc.size <= library().config_size
+
+
+def check(function: str, rc: int, detail: str | None = None) -> None:
+    """Raises BellowsError for a negative rc."""
+    if rc != 0:
+        raise BellowsError(function, rc, detail)

@@ -1,0 +1,483 @@
+"""agent - bellows.Agent, one rank's libbellows agent, in Python.
+
+The class mirrors bellows/agent.h call for call (open, step_begin, observe,
+step_end, window_end, decision, level, window_stats, stats, close), with
+the C contracts unchanged: one training thread makes every call except
+``stats()``; the agent never blocks the training thread on the network
+except in ``step_begin`` at a due apply step. Failures raise BellowsError
+carrying the library's message. Results are copied into plain Python
+objects, so nothing returned here points into the library's memory.
+
+``observe`` takes a torch tensor or a numpy array. A contiguous CPU tensor
+of float32 (or float16/bfloat16, where the library has
+bellows_agent_observe_typed) is read in place through its data pointer:
+no copy. Anything else is converted first (documented on ``observe``).
+Neither torch nor numpy is needed to import this module.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import logging
+import math
+import threading
+import weakref
+
+from bellows import _lib
+from bellows._lib import BellowsError
+
+__all__ = [
+    "Agent",
+    "AgentStats",
+    "Decision",
+    "Layer",
+    "LayerStats",
+    "StepInfo",
+    "version",
+]
+
+_log = logging.getLogger("bellows")
+
+# bellows log levels -> logging levels.
+_LEVELS = {
+    _lib.LOG_ERROR: logging.ERROR,
+    _lib.LOG_WARN: logging.WARNING,
+    _lib.LOG_INFO: logging.INFO,
+    _lib.LOG_DEBUG: logging.DEBUG,
+}
+
+
+def version() -> str:
+    """Returns libbellows' version, e.g. "0.1.0"."""
+    return _lib.library().version().decode()
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """One gradient tensor of the model: a row of the layer table.
+
+    ``shape`` is the tensor's shape (``()`` for a scalar); ``flags`` is a
+    sum of bellows.LAYER_* values.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    flags: int = 0
+
+    @property
+    def numel(self) -> int:
+        """Elements in the tensor."""
+        return math.prod(self.shape)
+
+
+@dataclasses.dataclass
+class StepInfo:
+    """Timings and counters of one step (struct bellows_step_info).
+
+    Zero means "not measured"; step_ms 0 is measured by the agent.
+    ``lr_next`` is the LR of the next step (0: the same as lr): the last
+    step of a window tells bellowsd whether the LR is about to drop.
+    """
+
+    step_ms: float = 0.0
+    compute_ms: float = 0.0
+    comm_ms: float = 0.0
+    bytes_sent: int = 0
+    floats_sent: int = 0
+    floats_raw: int = 0
+    lr: float = 0.0
+    lr_next: float = 0.0
+    batch_size: int = 0
+    epoch: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """The knob state in force for a step (a copy of bellows_decision).
+
+    ``seq`` 0 means no decision yet (defaults: levels 0, lr_scale 1).
+    ``batch_size`` 0 means "keep the trainer's own".
+    """
+
+    seq: int
+    apply_step: int
+    window: int
+    levels: tuple[float, ...]
+    error_bounds: tuple[float, ...]
+    batch_size: int
+    lr_scale: float
+    size_threshold: int
+    compression_off: bool
+    codec_table: bytes | None
+    policy: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerStats:
+    """One layer's statistics of the last closed window, as reported."""
+
+    window: int
+    count: int
+    nonzero: int
+    nonfinite: int
+    sum_sq: float
+    abs_sum: float
+    max_abs: float
+    acc_norm: float
+    momentum_abs_mean: float
+    observed_steps: int
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentStats:
+    """The agent's counters (bellows_agent_stats)."""
+
+    connected: bool
+    step: int
+    window: int
+    reports_sent: int
+    reports_dropped: int
+    decisions: int
+    decision_misses: int
+    snapshots: int
+    reconnects: int
+    seq_in_force: int
+    last_error: int
+    last_error_text: str
+
+
+def _struct_dict(obj: ctypes.Structure) -> dict:
+    return {name: getattr(obj, name) for name, _ in obj._fields_}
+
+
+class _LogSink:
+    """The C log callback: forwards to logging.getLogger("bellows").
+
+    It may run on the agent's I/O thread (ctypes takes the GIL for it). It
+    also remembers the last error line logged on the thread that opened the
+    agent during ``open``, which is the reason behind an EINVAL.
+    """
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.capture: list[str] | None = None
+        self.capture_thread = None
+        self.c_fn = _lib.LOG_FN(self._call)
+
+    def _call(self, arg, level, message):
+        try:
+            text = message.decode(errors="replace")
+            if (self.capture is not None
+                    and threading.get_ident() == self.capture_thread
+                    and level <= _lib.LOG_WARN):
+                self.capture.append(text)
+            _log.log(_LEVELS.get(level, logging.DEBUG), "%s%s",
+                     self.prefix, text)
+        except Exception:  # an exception must not cross into C
+            pass
+
+
+def _tensor_args(grad):
+    """Returns (pointer, numel, dtype code, device stream or None, keep).
+
+    ``keep`` is whatever must stay alive for the call (a converted copy).
+    """
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - numpy-only use
+        torch = None
+    if torch is not None and isinstance(grad, torch.Tensor):
+        typed = {torch.float32: _lib.DTYPE_F32,
+                 torch.float16: _lib.DTYPE_F16,
+                 torch.bfloat16: _lib.DTYPE_BF16}
+        t = grad.detach()
+        if t.dtype not in typed:
+            t = t.float()
+        if not t.is_contiguous():
+            t = t.contiguous()
+        stream = None
+        if t.is_cuda:
+            stream = torch.cuda.current_stream(t.device).cuda_stream
+        return t.data_ptr(), t.numel(), typed[t.dtype], stream, t
+    import numpy as np
+    a = np.ascontiguousarray(grad)
+    if a.dtype == np.float16:
+        code = _lib.DTYPE_F16
+    else:
+        if a.dtype != np.float32:
+            a = a.astype(np.float32)
+        code = _lib.DTYPE_F32
+    return a.ctypes.data, a.size, code, None, a
+
+
+class Agent:
+    """One rank's bellows agent (bellows_agent_open ... _close).
+
+    Opening does not wait for bellowsd: an agent opened while the daemon is
+    down trains on defaults and joins when it appears. Use it as a context
+    manager, or call ``close()``; an agent still open when it is garbage
+    collected or at interpreter exit is closed then.
+    """
+
+    def __init__(self, job: str, rank: int, world: int, layers,
+                 *, control: str | None = None, publish: str | None = None,
+                 window_steps: int = 0, start_step: int = 0,
+                 start_window: int = 0,
+                 decision_timeout_ms: int | None = None,
+                 heartbeat_ms: int | None = None,
+                 queue_capacity: int | None = None,
+                 momentum_beta: float | None = None,
+                 log_level: int = _lib.LOG_WARN,
+                 stats_threads: int = 0):
+        """Opens the agent (bellows_agent_open).
+
+        ``layers`` is a sequence of bellows.Layer, the same on every rank.
+        Options left None keep the library's defaults (docs/agent.md).
+        Raises BellowsError (EINVAL with the library's reason for a bad
+        configuration; ENOTSUP for device layers without CUDA support).
+        """
+        self._f = _lib.library()
+        self._handle = ctypes.c_void_p()
+        self._layers = tuple(layers)
+        self._n = len(self._layers)
+        self._in_step = False
+        self._sink = _LogSink(f"rank {rank}: ")
+        cfg = _lib.new_config()
+        # The C strings and the layer table must outlive the open call
+        # only (the library copies them), but are kept with the agent.
+        self._keep = []
+
+        def cstr(s: str) -> bytes:
+            b = s.encode()
+            self._keep.append(b)
+            return b
+
+        table = (_lib.Layer * max(self._n, 1))()
+        for i, spec in enumerate(self._layers):
+            shape = (ctypes.c_uint32 * max(len(spec.shape), 1))(
+                *spec.shape)
+            self._keep.append(shape)
+            table[i].name = cstr(spec.name)
+            table[i].numel = spec.numel
+            table[i].ndim = len(spec.shape)
+            table[i].shape = ctypes.cast(shape,
+                                         ctypes.POINTER(ctypes.c_uint32))
+            table[i].flags = spec.flags
+        self._keep.append(table)
+        if control is not None:
+            cfg.control = cstr(control)
+        if publish is not None:
+            cfg.publish = cstr(publish)
+        cfg.job = cstr(job)
+        cfg.rank = rank
+        cfg.world = world
+        cfg.layers = table
+        cfg.n_layers = self._n
+        cfg.window_steps = window_steps
+        cfg.start_step = start_step
+        cfg.start_window = start_window
+        if decision_timeout_ms is not None:
+            cfg.decision_timeout_ms = decision_timeout_ms
+        if heartbeat_ms is not None:
+            cfg.heartbeat_ms = heartbeat_ms
+        if queue_capacity is not None:
+            cfg.queue_capacity = queue_capacity
+        if momentum_beta is not None:
+            cfg.momentum_beta = momentum_beta
+        cfg.log = self._sink.c_fn
+        cfg.log_level = log_level
+        if stats_threads:
+            if not _lib.config_has("stats_threads"):
+                raise BellowsError("bellows_agent_open", _lib.ENOTSUP,
+                                   "this libbellows has no stats_threads")
+            cfg.stats_threads = stats_threads
+        self._sink.capture = []
+        self._sink.capture_thread = threading.get_ident()
+        try:
+            rc = self._f.open(ctypes.addressof(cfg),
+                              ctypes.byref(self._handle))
+        finally:
+            lines, self._sink.capture = self._sink.capture, None
+        _lib.check("bellows_agent_open", rc, lines[-1] if lines else None)
+        # A weakref finalizer rather than __del__: it also runs at
+        # interpreter exit, before ctypes' callback can no longer run.
+        self._finalizer = weakref.finalize(self, Agent._close_handle,
+                                           self._f, self._handle,
+                                           self._sink)
+
+    @staticmethod
+    def _close_handle(f, handle, sink):
+        if handle.value:
+            f.close(ctypes.byref(handle))
+        del sink  # the callback lives until the I/O thread is gone
+
+    # -- lifecycle ------------------------------------------------------
+
+    def close(self) -> None:
+        """Sends the queued reports and BYE (best effort, within 100 ms),
+        stops the I/O thread and frees the agent. Idempotent."""
+        self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        """True once close() ran."""
+        return not self._handle.value
+
+    def __enter__(self) -> "Agent":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _h(self) -> ctypes.c_void_p:
+        if not self._handle.value:
+            raise BellowsError("bellows_agent", _lib.ESTATE,
+                               "the agent is closed")
+        return self._handle
+
+    # -- steps ----------------------------------------------------------
+
+    @property
+    def layers(self) -> tuple[Layer, ...]:
+        """The layer table the agent was opened with."""
+        return self._layers
+
+    def step_begin(self) -> int:
+        """Begins the next step; returns its number.
+
+        Makes the decision in force for it current; at a due apply step
+        whose decision has not arrived it waits up to
+        decision_timeout_ms, then keeps the previous decision. Raises
+        BellowsError(ESTATE) if the previous step was not ended.
+        """
+        step = ctypes.c_uint64()
+        _lib.check("bellows_agent_step_begin",
+                   self._f.step_begin(self._h(), ctypes.byref(step)))
+        self._in_step = True
+        return step.value
+
+    def observe(self, layer: int, grad) -> None:
+        """Adds one gradient of ``layer`` to the window statistics.
+
+        ``grad`` is a torch tensor or anything numpy can view as an array,
+        with the layer's number of elements. A contiguous CPU tensor of
+        float32, float16 or bfloat16 is read in place (no copy); other
+        dtypes are converted to float32 and non-contiguous tensors made
+        contiguous first (a copy). A CUDA tensor goes to
+        bellows_agent_observe_device on the current stream, for layers
+        flagged LAYER_DEVICE. Raises BellowsError (EINVAL for a bad index
+        or size, ESTATE outside a step).
+        """
+        ptr, n, dtype, stream, keep = _tensor_args(grad)
+        h = self._h()
+        if stream is not None:
+            if self._f.observe_device is None:
+                raise BellowsError("bellows_agent_observe_device",
+                                   _lib.ENOTSUP,
+                                   "this libbellows has no device support")
+            rc = self._f.observe_device(h, layer, ptr, n, dtype, stream)
+            _lib.check("bellows_agent_observe_device", rc)
+        elif dtype == _lib.DTYPE_F32:
+            _lib.check("bellows_agent_observe",
+                       self._f.observe(h, layer, ptr, n))
+        elif self._f.observe_typed is not None:
+            _lib.check("bellows_agent_observe_typed",
+                       self._f.observe_typed(h, layer, ptr, n, dtype))
+        else:  # an older library: widen here
+            import numpy as np
+            import torch
+            wide = (keep.float() if isinstance(keep, torch.Tensor)
+                    else np.asarray(keep, dtype=np.float32))
+            self.observe(layer, wide)
+        del keep
+
+    def step_end(self, info: StepInfo | None = None, **fields) -> None:
+        """Ends the step with its timings and counters.
+
+        Give a StepInfo or its fields as keywords (``lr=0.1,
+        floats_sent=...``). When the step closes a window, its REPORT is
+        queued (never sent from this thread). Raises BellowsError(ESTATE)
+        if no step was begun.
+        """
+        if info is None:
+            info = StepInfo(**fields)
+        elif fields:
+            info = dataclasses.replace(info, **fields)
+        c = _lib.padded(_lib.StepInfo)
+        for name, value in dataclasses.asdict(info).items():
+            setattr(c, name, value)
+        rc = self._f.step_end(self._h(), ctypes.addressof(c))
+        _lib.check("bellows_agent_step_end", rc)
+        self._in_step = False
+
+    @property
+    def in_step(self) -> bool:
+        """True between step_begin and step_end."""
+        return self._in_step
+
+    def window_end(self) -> None:
+        """Ends the current window now, between steps (e.g. at an epoch
+        end; every rank at the same step). Raises BellowsError: ESTATE
+        inside a step, EAGAIN if the window has no steps."""
+        _lib.check("bellows_agent_window_end", self._f.window_end(self._h()))
+
+    # -- decisions ------------------------------------------------------
+
+    def decision(self) -> Decision:
+        """Returns a copy of the decision in force for the current step."""
+        d = _lib.padded(_lib.Decision)
+        _lib.check("bellows_agent_decision",
+                   self._f.decision(self._h(), ctypes.addressof(d)))
+        n = d.n_layers
+        levels = tuple(d.level[i] for i in range(n)) if d.level else ()
+        bounds = (tuple(d.error_bound[i] for i in range(n))
+                  if d.error_bound else ())
+        table = (ctypes.string_at(d.codec_table, d.codec_table_len)
+                 if d.codec_table else None)
+        return Decision(
+            seq=d.seq, apply_step=d.apply_step, window=d.window,
+            levels=levels or (0.0,) * self._n,
+            error_bounds=bounds or (0.0,) * self._n,
+            batch_size=d.batch_size, lr_scale=d.lr_scale,
+            size_threshold=d.size_threshold,
+            compression_off=bool(d.compression_off), codec_table=table,
+            policy=(d.policy or b"").decode(errors="replace"),
+            reason=(d.reason or b"").decode(errors="replace"))
+
+    def level(self, layer: int) -> float:
+        """Level in force for ``layer`` in the current step (0 for a bad
+        index, as the C function)."""
+        return self._f.level(self._h(), layer)
+
+    def batch_size(self, default: int) -> int:
+        """The per-rank batch size in force: the decision's, or
+        ``default`` (the trainer's own) when it says 0."""
+        return self.decision().batch_size or default
+
+    def lr_scale(self) -> float:
+        """The multiplier on the trainer's LR in force (1 by default)."""
+        return self.decision().lr_scale
+
+    # -- statistics -----------------------------------------------------
+
+    def window_stats(self, layer: int) -> LayerStats:
+        """Statistics ``layer`` had in the last closed window, as reported.
+        Raises BellowsError: EINVAL for a bad index, EAGAIN before the
+        first window closed."""
+        s = _lib.padded(_lib.LayerStats)
+        _lib.check("bellows_agent_window_stats",
+                   self._f.window_stats(self._h(), layer,
+                                        ctypes.addressof(s)))
+        return LayerStats(**_struct_dict(s))
+
+    def stats(self) -> AgentStats:
+        """The agent's counters. Safe from any thread."""
+        s = _lib.padded(_lib.AgentStats)
+        _lib.check("bellows_agent_stats_get",
+                   self._f.stats_get(self._h(), ctypes.addressof(s)))
+        d = _struct_dict(s)
+        d["connected"] = bool(d["connected"])
+        d["last_error_text"] = s.last_error_text.decode(errors="replace")
+        return AgentStats(**d)

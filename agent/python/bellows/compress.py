@@ -1,0 +1,404 @@
+"""compress - per-tensor gradient compressors: PowerSGD and top-k.
+
+Pure torch, independent of DDP and of the agent, so each can be tested on
+fixed tensors against a reference. A compressor reduces one group of
+gradient tensors (a DDP bucket) across the ranks of a job: it takes every
+rank's local gradients and leaves in each the average over the ranks, as
+reconstructed from what was sent. Every tensor has its own level (0 =
+sent raw) and its own state, keyed by its layer index:
+
+- PowerSGD (Vogels, Karimireddy, Jaggi, NeurIPS 2019), rank r = int(level)
+  per tensor, viewed as a matrix [shape[0], numel / shape[0]] (a conv
+  weight [out, in, kh, kw] becomes [out, in*kh*kw]). With error feedback
+  and warm start, no extra power iterations, as the paper's Algorithm 1
+  and the Accordion authors' code:
+
+      M = grad + error
+      P = M Q                    (Q: last step's, the warm start)
+      all-reduce(P) (sum); orthogonalise P
+      Q = M^T P; all-reduce(Q); Q /= world
+      grad <- P Q^T;  error = M - P Q^T
+
+  A tensor whose rank changes gets a fresh random Q (the same on every
+  rank: drawn from a generator seeded by ``query_seed``) and keeps its
+  error. It sends r*(m + n) floats per step (P, then Q).
+- top-k, keep fraction = level in (0, 1] per tensor, with error feedback:
+  each rank keeps the k = round(level * numel) entries of M = grad + error
+  largest in magnitude, sends their values and int32 indices (2k floats)
+  with all-gather, and every rank averages the sparse tensors of all
+  ranks; error = M minus what this rank sent.
+- Level 0 (and, for PowerSGD, tensors of fewer than 2 dimensions): raw,
+  one sum all-reduce of every such tensor in the group, divided by the
+  world. A raw tensor that still has an error-feedback residual from
+  compressed steps sends grad + residual once and drops the residual.
+
+Collectives are synchronous and in a fixed order (raw and P together in
+one all-reduce, then Q; or raw, then one all-gather for top-k), the same on
+every rank as long as every rank gives the same levels: what
+bellows_agent_step_begin guarantees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Sequence
+
+import torch
+import torch.distributed as dist
+
+__all__ = [
+    "Communicator",
+    "Counts",
+    "Item",
+    "PowerSGD",
+    "ProcessGroupComm",
+    "TopK",
+    "make_compressor",
+    "orthogonalize",
+    "query_seed",
+]
+
+
+@dataclasses.dataclass
+class Item:
+    """One tensor of a group to reduce.
+
+    ``grad`` is this rank's local gradient; it receives the result in
+    place. ``level`` is the tensor's compression level (0 = raw).
+    """
+
+    layer: int
+    grad: torch.Tensor
+    level: float
+
+
+@dataclasses.dataclass
+class Counts:
+    """What one reduce sent from this rank."""
+
+    floats_sent: int = 0  # elements this rank put on the wire
+    bytes_sent: int = 0  # their bytes
+    floats_raw: int = 0  # elements an uncompressed reduce would send
+
+    def __iadd__(self, other: "Counts") -> "Counts":
+        self.floats_sent += other.floats_sent
+        self.bytes_sent += other.bytes_sent
+        self.floats_raw += other.floats_raw
+        return self
+
+
+class Communicator:
+    """Collectives over the ranks of one job, synchronous.
+
+    ``all_reduce`` sums ``tensor`` over the ranks in place;
+    ``all_gather`` returns every rank's ``tensor`` (same shape on all
+    ranks), in rank order. ``world`` is the number of ranks.
+    """
+
+    world: int = 1
+
+    def all_reduce(self, tensor: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        raise NotImplementedError
+
+
+class ProcessGroupComm(Communicator):
+    """torch.distributed collectives on a process group, run synchronously.
+
+    Synchronous on purpose: a DDP communication hook that waits on a
+    future inside another future's callback deadlocks on gloo when the
+    model has several buckets (torch 1.13's powerSGD_hook does). Blocking
+    calls inside the hook, which then returns a completed future, do not.
+    ``elapsed_ms`` accumulates the wall time spent in collectives.
+    """
+
+    def __init__(self, group=None):
+        self.group = group
+        self.world = dist.get_world_size(group)
+        self.elapsed_ms = 0.0
+
+    def all_reduce(self, tensor: torch.Tensor) -> None:
+        t0 = time.perf_counter()
+        dist.all_reduce(tensor, group=self.group)
+        self.elapsed_ms += (time.perf_counter() - t0) * 1e3
+
+    def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        t0 = time.perf_counter()
+        out = [torch.empty_like(tensor) for _ in range(self.world)]
+        dist.all_gather(out, tensor, group=self.group)
+        self.elapsed_ms += (time.perf_counter() - t0) * 1e3
+        return out
+
+
+def orthogonalize(matrix: torch.Tensor, eps: float = 1e-8) -> None:
+    """Gram-Schmidt on the columns of ``matrix`` [m, r], in place.
+
+    ``eps`` keeps an all-zero column (a layer without gradient) finite.
+    """
+    r = matrix.shape[1]
+    for i in range(r):
+        col = matrix[:, i:i + 1]
+        col /= col.norm() + eps
+        if i + 1 < r:
+            rest = matrix[:, i + 1:]
+            rest -= (col.t() @ rest) * col
+
+
+def query_seed(seed: int, layer: int, inits: int) -> int:
+    """Seed of the random Q of ``layer``'s ``inits``-th initialisation.
+
+    Depends only on values every rank shares, so every rank draws the
+    same Q without communicating it.
+    """
+    return ((seed * 1_000_003 + layer) * 1009 + inits) % (1 << 63)
+
+
+def _matrix_shape(shape: Sequence[int]) -> tuple[int, int]:
+    m = shape[0]
+    n = 1
+    for d in shape[1:]:
+        n *= d
+    return m, n
+
+
+class _Base:
+    """Shared raw path and error memory of the compressors."""
+
+    def __init__(self):
+        self.errors: dict[int, torch.Tensor] = {}
+
+    def level_floats(self, shape: Sequence[int], level: float) -> int:
+        """Floats one rank sends for a tensor of ``shape`` at ``level``."""
+        raise NotImplementedError
+
+    def _raw(self, raw: list[Item], counts: Counts) -> torch.Tensor | None:
+        """Flattens the raw tensors (grad + any residual) into one."""
+        if not raw:
+            return None
+        parts = []
+        for it in raw:
+            g = it.grad.reshape(-1)
+            err = self.errors.pop(it.layer, None)
+            parts.append(g if err is None else g + err.reshape(-1))
+            counts.floats_sent += g.numel()
+            counts.bytes_sent += g.numel() * g.element_size()
+        return torch.cat(parts) if len(parts) > 1 else parts[0].clone()
+
+    @staticmethod
+    def _unflatten(raw: list[Item], flat: torch.Tensor, world: int) -> None:
+        """Copies the summed raw tensors back, averaged."""
+        off = 0
+        for it in raw:
+            n = it.grad.numel()
+            it.grad.copy_(flat[off:off + n].view_as(it.grad)).div_(world)
+            off += n
+
+    def reset(self, layer: int | None = None) -> None:
+        """Forgets the state of ``layer`` (all layers if None)."""
+        if layer is None:
+            self.errors.clear()
+        else:
+            self.errors.pop(layer, None)
+
+
+class PowerSGD(_Base):
+    """PowerSGD per tensor, rank = int(level), error feedback, warm start.
+
+    ``seed`` must be the same on every rank (see query_seed).
+    """
+
+    name = "powersgd"
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        self.seed = seed
+        self.queries: dict[int, torch.Tensor] = {}  # layer -> Q [n, r]
+        self.inits: dict[int, int] = {}  # layer -> Q initialisations
+
+    @staticmethod
+    def rank_of(shape: Sequence[int], level: float) -> int:
+        """The rank used for ``shape`` at ``level``: int(level), capped by
+        the matrix's dimensions; 0 (raw) below 2 dimensions."""
+        if len(shape) < 2 or level <= 0:
+            return 0
+        m, n = _matrix_shape(shape)
+        return max(0, min(int(level), m, n))
+
+    def level_floats(self, shape: Sequence[int], level: float) -> int:
+        r = self.rank_of(shape, level)
+        if r == 0:
+            numel = 1
+            for d in shape:
+                numel *= d
+            return numel
+        m, n = _matrix_shape(shape)
+        return r * (m + n)
+
+    def _query(self, layer: int, n: int, r: int,
+               like: torch.Tensor) -> torch.Tensor:
+        q = self.queries.get(layer)
+        if q is not None and q.shape == (n, r):
+            return q
+        inits = self.inits.get(layer, 0)
+        self.inits[layer] = inits + 1
+        gen = torch.Generator().manual_seed(query_seed(self.seed, layer,
+                                                       inits))
+        q = torch.randn(n, r, generator=gen, dtype=torch.float32)
+        q = q.to(device=like.device, dtype=like.dtype)
+        self.queries[layer] = q
+        return q
+
+    def reduce(self, items: Sequence[Item], comm: Communicator) -> Counts:
+        """Reduces ``items`` across the ranks; returns what was sent."""
+        counts = Counts()
+        raw, low = [], []
+        for it in items:
+            counts.floats_raw += it.grad.numel()
+            r = self.rank_of(it.grad.shape, it.level)
+            if r == 0:
+                raw.append(it)
+                # Back to raw: the next compressed step starts afresh.
+                self.queries.pop(it.layer, None)
+            else:
+                low.append((it, r))
+        flat_raw = self._raw(raw, counts)
+        ms, ps, qs = [], [], []
+        for it, r in low:
+            m, n = _matrix_shape(it.grad.shape)
+            err = self.errors.get(it.layer)
+            if err is None:
+                err = torch.zeros(m, n, dtype=it.grad.dtype,
+                                  device=it.grad.device)
+                self.errors[it.layer] = err
+            # M lives in the error buffer: error = M - approx is then one
+            # in-place subtraction.
+            mat = err.add_(it.grad.reshape(m, n))
+            q = self._query(it.layer, n, r, mat)
+            ms.append(mat)
+            qs.append(q)
+            ps.append(mat @ q)
+            counts.floats_sent += r * (m + n)
+            counts.bytes_sent += r * (m + n) * mat.element_size()
+        nraw = 0 if flat_raw is None else flat_raw.numel()
+        parts = ([flat_raw] if flat_raw is not None else []) + \
+            [p.reshape(-1) for p in ps]
+        if parts:
+            buf = torch.cat(parts) if len(parts) > 1 else parts[0]
+            comm.all_reduce(buf)
+            if flat_raw is not None:
+                self._unflatten(raw, buf[:nraw], comm.world)
+            off = nraw
+            for i, p in enumerate(ps):
+                ps[i] = buf[off:off + p.numel()].view_as(p)
+                off += p.numel()
+        if not low:
+            return counts
+        for i, (p, mat) in enumerate(zip(ps, ms)):
+            orthogonalize(p)
+            qs[i] = mat.t() @ p
+        qbuf = torch.cat([q.reshape(-1) for q in qs])
+        comm.all_reduce(qbuf)
+        qbuf.div_(comm.world)
+        off = 0
+        for (it, r), p, mat in zip(low, ps, ms):
+            m, n = mat.shape
+            q = qbuf[off:off + n * r].view(n, r)
+            off += n * r
+            self.queries[it.layer] = q.clone()  # the next step's warm start
+            approx = p @ q.t()
+            it.grad.copy_(approx.view_as(it.grad))
+            mat.sub_(approx)
+        return counts
+
+    def reset(self, layer: int | None = None) -> None:
+        super().reset(layer)
+        if layer is None:
+            self.queries.clear()
+        else:
+            self.queries.pop(layer, None)
+
+
+class TopK(_Base):
+    """top-k per tensor, keep fraction = level, error feedback, all-gather.
+
+    Indices travel as int32 bit patterns inside the float32 payload, so
+    one all-gather carries a whole group: tensors of 2^31 elements or more
+    are refused (ValueError).
+    """
+
+    name = "topk"
+
+    @staticmethod
+    def k_of(numel: int, level: float) -> int:
+        """Entries kept of ``numel`` at ``level``: round(level * numel),
+        at least 1 and at most numel; 0 (raw) for level <= 0."""
+        if level <= 0:
+            return 0
+        return max(1, min(numel, round(level * numel)))
+
+    def level_floats(self, shape: Sequence[int], level: float) -> int:
+        numel = 1
+        for d in shape:
+            numel *= d
+        k = self.k_of(numel, level)
+        return numel if k == 0 else 2 * k
+
+    def reduce(self, items: Sequence[Item], comm: Communicator) -> Counts:
+        """Reduces ``items`` across the ranks; returns what was sent."""
+        counts = Counts()
+        raw, sparse = [], []
+        for it in items:
+            counts.floats_raw += it.grad.numel()
+            k = self.k_of(it.grad.numel(), it.level)
+            (sparse if k else raw).append((it, k))
+        raw = [it for it, _ in raw]
+        flat_raw = self._raw(raw, counts)
+        if flat_raw is not None:
+            comm.all_reduce(flat_raw)
+            self._unflatten(raw, flat_raw, comm.world)
+        if not sparse:
+            return counts
+        payload = []
+        for it, k in sparse:
+            numel = it.grad.numel()
+            if numel >= 1 << 31:
+                raise ValueError(f"layer {it.layer}: top-k of {numel} "
+                                 "elements needs 64-bit indices")
+            err = self.errors.get(it.layer)
+            if err is None:
+                err = torch.zeros(numel, dtype=torch.float32,
+                                  device=it.grad.device)
+                self.errors[it.layer] = err
+            mat = err.add_(it.grad.reshape(-1).float())
+            _, idx = torch.topk(mat.abs(), k, sorted=False)
+            vals = mat[idx]
+            mat[idx] = 0  # what is sent leaves the residual
+            payload.append(vals)
+            payload.append(idx.to(torch.int32).view(torch.float32))
+            counts.floats_sent += 2 * k
+            counts.bytes_sent += 2 * k * 4
+        gathered = comm.all_gather(torch.cat(payload))
+        off = 0
+        for it, k in sparse:
+            out = torch.zeros(it.grad.numel(), dtype=torch.float32,
+                              device=it.grad.device)
+            for g in gathered:
+                vals = g[off:off + k]
+                idx = g[off + k:off + 2 * k].view(torch.int32).long()
+                out.index_add_(0, idx, vals)
+            off += 2 * k
+            out.div_(comm.world)
+            it.grad.copy_(out.view_as(it.grad))
+        return counts
+
+
+def make_compressor(name: str, seed: int = 0):
+    """Returns a PowerSGD ("powersgd") or TopK ("topk") compressor."""
+    if name == "powersgd":
+        return PowerSGD(seed)
+    if name == "topk":
+        return TopK()
+    raise ValueError(f"unknown compressor {name!r} (powersgd or topk)")

@@ -1,0 +1,315 @@
+"""bellows.torch - run a DistributedDataParallel model under bellows.
+
+``attach(ddp_model, job=...)`` opens a bellows agent for this rank with the
+model's parameters as layers (names and shapes) and installs a DDP
+communication hook that, for every bucket:
+
+1. hands each local gradient, before any communication or error feedback,
+   to the agent (the statistics Accordion's rule needs);
+2. reduces the bucket tensor by tensor, each at the level in force for the
+   current step (bellows.compress: PowerSGD rank or top-k keep fraction;
+   level 0, 1-D tensors, tensors under the decision's size threshold and
+   everything while the compression gate is off go raw);
+3. counts the floats this rank sent and what raw would have sent.
+
+The training loop calls ``step_begin()`` before the forward pass and
+``step_end(lr=..., lr_next=...)`` after the optimizer step; the levels the
+hook uses in a backward pass are those of the decision in force at that
+step, identical on every rank (bellows_agent_step_begin applies each
+decision at the same step everywhere), so the ranks' collectives always
+match. Batch-size and LR-scale decisions are read with ``batch_size()``
+and ``lr_scale()``; docs/pytorch.md shows the pattern.
+
+The hook runs its collectives synchronously and returns a completed
+future: waiting on a future inside another future's callback, as torch
+1.13's powerSGD_hook does, deadlocks on gloo with several buckets.
+
+This module is named after torch and imports it; absolute imports (the
+default) make ``import torch`` below the real one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Sequence
+
+import torch
+import torch.distributed as dist
+
+from bellows import _lib
+from bellows.agent import Agent, Decision, Layer
+from bellows.compress import (
+    Counts,
+    Item,
+    PowerSGD,
+    ProcessGroupComm,
+    TopK,
+    make_compressor,
+)
+
+__all__ = ["CompressionHook", "LevelChange", "TorchAgent", "attach",
+           "layer_table"]
+
+
+def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    return model.module if hasattr(model, "module") else model
+
+
+def layer_table(model: torch.nn.Module, flags: int = 0) -> list[Layer]:
+    """The bellows layer table of ``model``: its trainable parameters in
+    ``named_parameters()`` order, named as there (without DDP's
+    ``module.`` prefix). Parameters on a CUDA device get LAYER_DEVICE."""
+    table = []
+    for name, p in _unwrap(model).named_parameters():
+        if not p.requires_grad:
+            continue
+        f = flags | (_lib.LAYER_DEVICE if p.is_cuda else 0)
+        table.append(Layer(name, tuple(p.shape), f))
+    return table
+
+
+class CompressionHook:
+    """The DDP communication hook: every tensor at its own level.
+
+    ``params`` are the model's trainable parameters in layer order;
+    ``levels`` holds the level in force for each layer and is set by the
+    owner before each backward pass (TorchAgent does it in step_begin,
+    with 0 for every layer that must go raw). ``observe(layer, grad)``,
+    if given, sees each local gradient first.
+    ``counts`` and ``comm`` accumulate until the owner reads and resets
+    them. ``register(ddp_model)`` installs it.
+    """
+
+    def __init__(self, params: Sequence[torch.Tensor], compressor,
+                 comm: ProcessGroupComm,
+                 observe: Callable[[int, torch.Tensor], None] | None = None):
+        # Parameters are recognised by their storage: bucket.parameters()
+        # returns the model's own parameter tensors.
+        self.layer_of = {p.data_ptr(): i for i, p in enumerate(params)}
+        self.levels = [0.0] * len(params)
+        self.compressor = compressor
+        self.comm = comm
+        self.observe = observe
+        self.counts = Counts()
+        self.calls = 0
+
+    def register(self, model) -> None:
+        """Installs the hook on a DistributedDataParallel model."""
+
+        # DDP wants a function (it reads __name__) whose annotations, if
+        # any, are the real objects, not the strings this module's
+        # postponed annotations would give: so none.
+        def bellows_comm_hook(state, bucket):
+            return self(state, bucket)
+
+        model.register_comm_hook(None, bellows_comm_hook)
+
+    def __call__(self, state, bucket):
+        """Reduces one bucket; returns a completed future of its buffer."""
+        buf = bucket.buffer()
+        items = []
+        for p, g in zip(bucket.parameters(), bucket.gradients()):
+            layer = self.layer_of.get(p.data_ptr())
+            if layer is None:
+                raise RuntimeError("bellows: a DDP bucket holds a parameter "
+                                   "that is not in the layer table (was the "
+                                   "model changed after attach?)")
+            if self.observe is not None:
+                self.observe(layer, g)
+            items.append(Item(layer, g, self.levels[layer]))
+        self.counts += self.compressor.reduce(items, self.comm)
+        self.calls += 1
+        if buf.is_cuda:
+            fut = torch.futures.Future(devices=[buf.device])
+        else:
+            fut = torch.futures.Future()
+        fut.set_result(buf)
+        return fut
+
+
+@dataclasses.dataclass(frozen=True)
+class LevelChange:
+    """A step from which the layers' levels are different."""
+
+    step: int
+    seq: int
+    window: int  # the decision's window (answered + 1)
+    levels: tuple[float, ...]  # as applied (after the raw rules)
+    reason: str
+
+
+class TorchAgent:
+    """A DDP model attached to a bellows agent; made by ``attach``.
+
+    One training thread calls step_begin, step_end, window_end and close.
+    Counters: ``floats_sent``, ``floats_raw``, ``bytes_sent`` (totals
+    since attach) and ``last`` (the Counts of the last ended step);
+    ``changes`` lists every LevelChange.
+    """
+
+    def __init__(self, model, agent: Agent, hook: CompressionHook,
+                 params: Sequence[torch.Tensor]):
+        self.model = model
+        self.agent = agent
+        self.hook = hook
+        self.layers = agent.layers
+        self._params = list(params)
+        self._bytes = [p.numel() * p.element_size() for p in self._params]
+        self._ndim = [p.dim() for p in self._params]
+        self.decision: Decision | None = None
+        self.step: int | None = None
+        self.changes: list[LevelChange] = []
+        self.floats_sent = 0
+        self.floats_raw = 0
+        self.bytes_sent = 0
+        self.comm_ms = 0.0
+        self.last = Counts()
+        self._t0 = 0.0
+        self._comm0 = 0.0
+
+    def effective_levels(self, d: Decision) -> list[float]:
+        """The level each layer is reduced at under decision ``d``: its
+        level, or 0 for 1-D tensors, tensors smaller than the size
+        threshold (bytes) and everything while compression is off."""
+        out = []
+        for i, level in enumerate(d.levels):
+            if (d.compression_off or self._ndim[i] < 2
+                    or self._bytes[i] < d.size_threshold):
+                level = 0.0
+            out.append(level)
+        return out
+
+    def step_begin(self) -> int:
+        """Begins a step (before the forward pass); returns its number.
+
+        Makes the decision in force for the step current and gives its
+        levels to the hook. May wait at a due apply step (see
+        bellows.Agent.step_begin).
+        """
+        step = self.agent.step_begin()
+        d = self.agent.decision()
+        if self.decision is None or d.seq != self.decision.seq:
+            levels = self.effective_levels(d)
+            self.hook.levels = levels
+            if not self.changes or tuple(levels) != self.changes[-1].levels:
+                self.changes.append(LevelChange(step, d.seq, d.window,
+                                                tuple(levels), d.reason))
+        self.decision = d
+        self.step = step
+        self.hook.counts = Counts()
+        self._comm0 = self.hook.comm.elapsed_ms
+        self._t0 = time.perf_counter()
+        return step
+
+    @property
+    def seq(self) -> int:
+        """Seq of the decision applied in the current (or last) step."""
+        return self.decision.seq if self.decision is not None else 0
+
+    def batch_size(self, default: int) -> int:
+        """Per-rank batch size to use this step: the decision's, or
+        ``default`` (the trainer's own) when it leaves it to the trainer."""
+        d = self.decision or self.agent.decision()
+        return d.batch_size or default
+
+    def lr_scale(self) -> float:
+        """Multiplier on the trainer's LR this step (1 by default)."""
+        d = self.decision or self.agent.decision()
+        return d.lr_scale
+
+    def step_end(self, *, lr: float, lr_next: float | None = None,
+                 batch_size: int = 0, epoch: int = 0,
+                 compute_ms: float | None = None) -> None:
+        """Ends the step (after the optimizer step).
+
+        ``lr`` is the schedule's LR of this step and ``lr_next`` that of
+        the next one, both before bellows's lr_scale (the Accordion rule
+        looks for the schedule's decays). The floats sent and raw, bytes
+        and communication time the hook counted go to the agent;
+        compute_ms defaults to the step's wall time minus communication.
+        """
+        counts = self.hook.counts
+        comm_ms = self.hook.comm.elapsed_ms - self._comm0
+        wall_ms = (time.perf_counter() - self._t0) * 1e3
+        if compute_ms is None:
+            compute_ms = max(wall_ms - comm_ms, 0.0)
+        # step_ms 0: the agent times the step itself, from step_begin.
+        self.agent.step_end(
+            step_ms=0.0, compute_ms=compute_ms, comm_ms=comm_ms,
+            bytes_sent=counts.bytes_sent, floats_sent=counts.floats_sent,
+            floats_raw=counts.floats_raw, lr=lr,
+            lr_next=lr if lr_next is None else lr_next,
+            batch_size=batch_size, epoch=epoch)
+        self.last = counts
+        self.floats_sent += counts.floats_sent
+        self.floats_raw += counts.floats_raw
+        self.bytes_sent += counts.bytes_sent
+        self.comm_ms += comm_ms
+
+    def window_end(self) -> None:
+        """Ends the window now, between steps (see Agent.window_end)."""
+        self.agent.window_end()
+
+    def close(self) -> None:
+        """Closes the agent (last report and BYE). The hook stays on the
+        model, which must not be trained further."""
+        self.agent.close()
+
+    def __enter__(self) -> "TorchAgent":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
+           control: str | None = None, publish: str | None = None,
+           window_steps: int = 0, layer_flags: int = 0,
+           process_group=None, **agent_options) -> TorchAgent:
+    """Attaches a DistributedDataParallel model to a new bellows agent.
+
+    ``model`` is the DDP-wrapped model, after init_process_group, with no
+    communication hook yet. ``compressor`` is "powersgd" (level = rank),
+    "topk" (level = keep fraction) or an object with the PowerSGD/TopK
+    interface; ``seed`` seeds PowerSGD's random Q and must be the same on
+    every rank. ``window_steps`` closes a window every N steps (0: only
+    at window_end()). ``layer_flags`` are added to every layer (e.g.
+    bellows.LAYER_MOMENTUM); remaining keywords go to bellows.Agent
+    (decision_timeout_ms, heartbeat_ms, log_level, ...).
+
+    Rank and world come from the process group. Raises BellowsError if the
+    agent cannot open, ValueError for an unknown compressor. Returns the
+    TorchAgent the training loop drives.
+    """
+    if not hasattr(model, "register_comm_hook"):
+        raise TypeError("bellows.torch.attach needs a "
+                        "DistributedDataParallel model")
+    if isinstance(compressor, str):
+        compressor = make_compressor(compressor, seed)
+    elif not isinstance(compressor, (PowerSGD, TopK)) and \
+            not hasattr(compressor, "reduce"):
+        raise TypeError("compressor must be 'powersgd', 'topk' or have "
+                        "reduce(items, comm)")
+    params = [p for p in _unwrap(model).parameters() if p.requires_grad]
+    table = layer_table(model, layer_flags)
+    agent = Agent(job, dist.get_rank(process_group),
+                  dist.get_world_size(process_group), table,
+                  control=control, publish=publish,
+                  window_steps=window_steps, **agent_options)
+
+    def observe(layer: int, grad: torch.Tensor) -> None:
+        if not agent.in_step:
+            raise RuntimeError("bellows: a backward pass outside a step: "
+                               "call step_begin() before the forward pass")
+        agent.observe(layer, grad)
+
+    try:
+        hook = CompressionHook(params, compressor,
+                               ProcessGroupComm(process_group),
+                               observe=observe)
+        hook.register(model)
+    except BaseException:
+        agent.close()
+        raise
+    return TorchAgent(model, agent, hook, params)

@@ -1,0 +1,350 @@
+#!/usr/bin/python3
+"""fashion_mnist - a small CNN on Fashion-MNIST, data-parallel, under bellows.
+
+Trains on CPU with the gloo backend, one process per rank, each attached to
+bellowsd through bellows.torch: the gradients are compressed per layer at
+the levels bellowsd decides (PowerSGD rank or top-k keep fraction), and
+bellowsd's batch-size and LR-scale decisions are applied. The data comes
+from Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist).
+
+Two ways to start it:
+
+    fashion_mnist.py --nproc 2 [options]          # spawns the ranks itself
+    RANK=0 WORLD_SIZE=2 MASTER_ADDR=host MASTER_PORT=29500 \\
+        fashion_mnist.py [options]                # one rank per command
+
+(the second as on several machines; torch 1.13's torch.distributed.run
+launcher does not work with Python 3.11 and is not needed). Every rank
+must be given the same options. Rank 0 prints the test accuracy at the end
+of every window and, at the end, the floats sent against uncompressed.
+
+The learning rate follows a step decay (--lr, --lr-decay, --lr-decay-at
+epochs); the LR of each step and of the next one go to bellowsd, so
+Accordion sees the decays coming.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import pathlib
+import signal
+import socket
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+# A source checkout runs without installing the package.
+_HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE.parents[1] / "agent" / "python"))
+
+import bellows  # noqa: E402
+import bellows.torch  # noqa: E402
+
+DATA = "/usr/share/datasets/fashion-mnist"
+MEAN, STD = 0.2860, 0.3530  # of the training images, in [0, 1]
+
+
+class Net(nn.Module):
+    """Two 5x5 convolutions and two fully connected layers (~80k
+    parameters): 4 matrices for PowerSGD, 4 biases sent raw."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 5)
+        self.conv2 = nn.Conv2d(16, 32, 5)
+        self.fc1 = nn.Linear(32 * 4 * 4, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def load_idx(path: pathlib.Path) -> np.ndarray:
+    """Reads one gzipped IDX file (images: N x 28 x 28, labels: N)."""
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    magic = int.from_bytes(raw[0:4], "big")
+    ndim = magic & 0xFF
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big")
+            for i in range(ndim)]
+    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def load(data_dir: str):
+    """The train and test splits as uint8 image and int64 label tensors."""
+    d = pathlib.Path(data_dir)
+    out = []
+    for split in ("train", "t10k"):
+        x = load_idx(d / f"{split}-images-idx3-ubyte.gz")
+        y = load_idx(d / f"{split}-labels-idx1-ubyte.gz")
+        out.append((torch.from_numpy(x.copy()),
+                    torch.from_numpy(y.astype(np.int64))))
+    return out
+
+
+def normalise(images: torch.Tensor) -> torch.Tensor:
+    return (images.float().div_(255).sub_(MEAN).div_(STD)).unsqueeze(1)
+
+
+def lr_at(args, epoch: int) -> float:
+    """The schedule: --lr, times --lr-decay at each --lr-decay-at epoch."""
+    drops = sum(1 for e in args.lr_decay_at if epoch >= e)
+    return args.lr * args.lr_decay ** drops
+
+
+def evaluate(model, test, rank: int, world: int):
+    """Test accuracy and loss over the whole test split, each rank
+    evaluating its share."""
+    x, y = test
+    x, y = x[rank::world], y[rank::world]
+    correct = torch.zeros(3, dtype=torch.float64)
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(x), 1000):
+            out = model(normalise(x[i:i + 1000]))
+            correct[0] += (out.argmax(1) == y[i:i + 1000]).sum().item()
+            correct[1] += F.cross_entropy(out, y[i:i + 1000],
+                                          reduction="sum").item()
+            correct[2] += len(out)
+    model.train()
+    dist.all_reduce(correct)
+    return correct[0].item() / correct[2].item(), \
+        correct[1].item() / correct[2].item()
+
+
+def train(rank: int, world: int, args) -> None:
+    """One rank: init the process group, attach to bellows, train."""
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    (train_x, train_y), test = load(args.data)
+    if args.train_limit:
+        train_x, train_y = train_x[:args.train_limit], \
+            train_y[:args.train_limit]
+    shard = len(train_x) // world
+    window_steps = args.window_steps or max(
+        1, math.ceil(shard / args.batch_size / 2))
+    model = Net()  # same seed, same initial weights on every rank
+    ddp = nn.parallel.DistributedDataParallel(model)
+    # Windows are closed here rather than by the agent (window_steps 0):
+    # every N steps and at every epoch end, so that an LR drop, which
+    # comes at an epoch boundary, is announced by a window's last step
+    # (a report carries the lr and lr_next of its last step only).
+    agent = bellows.torch.attach(
+        ddp, args.job, compressor=args.compressor, seed=args.seed,
+        control=args.control, publish=args.publish, window_steps=0)
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9,
+                          weight_decay=args.weight_decay)
+    log = rank == 0 and not args.quiet
+    if log:
+        print(f"fashion_mnist: {world} ranks, {shard} images per rank, "
+              f"batch {args.batch_size} per rank, windows of "
+              f"{window_steps} steps and at epoch ends, {args.epochs} "
+              f"epochs, LR {args.lr:g} x{args.lr_decay:g} at epochs "
+              f"{args.lr_decay_at}, compressor {args.compressor}, "
+              f"bellowsd {args.control}", flush=True)
+    windows = []
+    window = 0
+    in_window = 0
+    t_start = time.perf_counter()
+    for epoch in range(args.epochs):
+        # The same permutation on every rank; each takes its own slice.
+        perm = torch.randperm(len(train_x), generator=torch.Generator()
+                              .manual_seed(args.seed * 1000 + epoch))
+        mine = perm[rank * shard:(rank + 1) * shard]
+        pos = 0
+        lr = lr_at(args, epoch)
+        while pos < shard:
+            step = agent.step_begin()
+            # bellowsd's batch size and LR scale, in force for this step
+            # on every rank alike.
+            bs = agent.batch_size(args.batch_size)
+            for group in opt.param_groups:
+                group["lr"] = lr * agent.lr_scale()
+            idx = mine[pos:pos + bs]
+            pos += bs
+            x, y = normalise(train_x[idx]), train_y[idx]
+            opt.zero_grad()
+            loss = F.cross_entropy(ddp(x), y)
+            loss.backward()
+            opt.step()
+            last_of_epoch = pos >= shard
+            lr_next = lr_at(args, epoch + 1) if last_of_epoch else lr
+            agent.step_end(lr=lr, lr_next=lr_next, batch_size=len(idx),
+                           epoch=epoch)
+            in_window += 1
+            if in_window < window_steps and not last_of_epoch:
+                continue
+            agent.window_end()
+            in_window = 0
+            window += 1
+            if (window - 1) % args.eval_every:
+                continue
+            acc, test_loss = evaluate(model, test, rank, world)
+            levels = agent.hook.levels
+            row = {"window": window - 1, "step": step + 1, "epoch": epoch,
+                   "lr": lr, "batch_size": bs, "train_loss": loss.item(),
+                   "test_acc": acc, "test_loss": test_loss,
+                   "floats_sent": agent.floats_sent,
+                   "floats_raw": agent.floats_raw,
+                   "seq": agent.seq, "levels": list(levels),
+                   "wall_s": time.perf_counter() - t_start}
+            windows.append(row)
+            if log:
+                shown = " ".join(f"{v:g}" for v in levels)
+                print(f"window {window - 1:3d} step {step + 1:5d} epoch "
+                      f"{epoch} lr {lr:g} batch {bs} levels [{shown}] "
+                      f"test acc {100 * acc:5.2f}% loss {test_loss:.3f} "
+                      f"floats sent {agent.floats_sent / 1e6:.2f}M of "
+                      f"{agent.floats_raw / 1e6:.2f}M", flush=True)
+    wall = time.perf_counter() - t_start
+    acc, test_loss = evaluate(model, test, rank, world)
+    totals = torch.tensor([agent.floats_sent, agent.floats_raw],
+                          dtype=torch.float64)
+    dist.all_reduce(totals)
+    sent, raw = int(totals[0]), int(totals[1])
+    stats = agent.agent.stats()
+    if rank == 0:
+        if not args.quiet:
+            print(f"fashion_mnist: final test accuracy {100 * acc:.2f}% "
+                  f"(loss {test_loss:.3f}) after {args.epochs} epochs, "
+                  f"{wall:.1f} s", flush=True)
+            print(f"fashion_mnist: floats sent {sent / 1e6:.2f}M vs "
+                  f"{raw / 1e6:.2f}M uncompressed ({raw / max(sent, 1):.1f}x "
+                  f"less), all ranks; {stats.decisions} decisions, "
+                  f"{stats.decision_misses} misses", flush=True)
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps({
+                "args": {k: v for k, v in vars(args).items()},
+                "world": world, "window_steps": window_steps,
+                "layers": [{"name": layer.name, "shape": list(layer.shape)}
+                           for layer in agent.layers],
+                "windows": windows, "final_acc": acc,
+                "final_loss": test_loss, "floats_sent": sent,
+                "floats_raw": raw, "wall_s": wall,
+                "decisions": stats.decisions,
+                "decision_misses": stats.decision_misses,
+                "timeline": [{"step": c.step, "seq": c.seq,
+                              "window": c.window, "levels": list(c.levels),
+                              "reason": c.reason} for c in agent.changes],
+            }, indent=1))
+    agent.close()
+    # The DDP model goes before the process group: tearing down gloo
+    # under a live DDP reducer can hang in torch 1.13.
+    del ddp, opt, agent
+    dist.destroy_process_group()
+
+
+def _spawned(rank: int, world: int, args) -> None:
+    os.environ["RANK"] = str(rank)
+    train(rank, world, args)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(
+        description="A small CNN on Fashion-MNIST, data-parallel on CPU "
+        "(gloo), under bellows.")
+    p.add_argument("--nproc", type=int, default=0,
+                   help="spawn this many ranks on this machine (else one "
+                   "rank from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT)")
+    p.add_argument("--control", default="tcp://127.0.0.1:5555",
+                   help="bellowsd's control endpoint")
+    p.add_argument("--publish", default="tcp://127.0.0.1:5556",
+                   help="bellowsd's publish endpoint")
+    p.add_argument("--job", default="fashion-mnist", help="job name")
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=64,
+                   help="per-rank batch size (bellowsd may override it)")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr-decay", type=float, default=0.1,
+                   help="factor at each --lr-decay-at epoch")
+    p.add_argument("--lr-decay-at", default="",
+                   help="comma-separated epochs at which the LR drops "
+                   "(default: at 3/4 of --epochs)")
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--window-steps", type=int, default=0,
+                   help="steps per bellows window; windows also end at "
+                   "every epoch end (default: half an epoch at "
+                   "--batch-size)")
+    p.add_argument("--eval-every", type=int, default=1,
+                   help="evaluate every N windows")
+    p.add_argument("--compressor", choices=("powersgd", "topk"),
+                   default="powersgd")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads per rank")
+    p.add_argument("--data", default=DATA,
+                   help="directory of the gzipped IDX files")
+    p.add_argument("--train-limit", type=int, default=0,
+                   help="use only the first N training images")
+    p.add_argument("--json", help="rank 0 writes a summary here")
+    p.add_argument("--quiet", action="store_true",
+                   help="print nothing but errors")
+    args = p.parse_args(argv)
+    if args.lr_decay_at:
+        args.lr_decay_at = [int(e) for e in args.lr_decay_at.split(",")]
+    else:
+        args.lr_decay_at = [max(1, (3 * args.epochs) // 4)]
+    if args.eval_every < 1:
+        p.error("--eval-every must be at least 1")
+    return args
+
+
+def main(argv) -> int:
+    args = parse(argv)
+    if not pathlib.Path(args.data, "train-images-idx3-ubyte.gz").exists():
+        print(f"fashion_mnist: no Fashion-MNIST in {args.data} (apt-get "
+              "install dataset-fashion-mnist)", file=sys.stderr)
+        return 1
+    if args.nproc:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(free_port()))
+        os.environ["WORLD_SIZE"] = str(args.nproc)
+        import torch.multiprocessing as mp
+        ctx = mp.start_processes(_spawned, args=(args.nproc, args),
+                                 nprocs=args.nproc, join=False,
+                                 start_method="spawn")
+
+        # A SIGTERM to this process (e.g. from a script that started it)
+        # must stop the ranks too, not leave them training on their own.
+        def stop(signum, frame):
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.terminate()
+            sys.exit(128 + signum)
+
+        signal.signal(signal.SIGTERM, stop)
+        while not ctx.join():  # raises if a rank failed
+            pass
+        return 0
+    try:
+        rank = int(os.environ["RANK"])
+        world = int(os.environ["WORLD_SIZE"])
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]
+    except KeyError as e:
+        print(f"fashion_mnist: give --nproc N, or set {e.args[0]} (with "
+              "RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)", file=sys.stderr)
+        return 2
+    train(rank, world, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

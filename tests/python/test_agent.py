@@ -1,0 +1,197 @@
+"""test_agent - bellows.Agent over the real libbellows and bellowsd.
+
+The binding: the library is found where BELLOWS_LIB says, the C errors
+arrive as BellowsError with the library's code and reason, a CPU tensor is
+observed through its own data pointer, the statistics are those of the
+gradients handed over, and a decision from a real bellowsd (a fixed
+policy) reaches the Python side.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+import torch
+
+import bellows
+import support
+from bellows import _lib
+
+LAYERS = [bellows.Layer("w", (4, 8)), bellows.Layer("b", (4,))]
+FIXED = """\
+daemon: {apply_lag: 1, heartbeat_ms: 200}
+jobs:
+  - match: "*"
+    policies:
+      - type: fixed
+        params: {level: 3}
+"""
+
+
+def offline_agent(**kw):
+    """An agent whose bellowsd is absent: it trains on defaults."""
+    return bellows.Agent("py-offline", 0, 1, LAYERS,
+                         control="ipc:///nonexistent/bellows-control",
+                         publish="ipc:///nonexistent/bellows-publish",
+                         decision_timeout_ms=50, **kw)
+
+
+class LibraryTest(unittest.TestCase):
+    def test_bellows_lib_names_the_library(self):
+        code = ("import bellows, sys\n"
+                "try:\n"
+                "    bellows.version()\n"
+                "except OSError as e:\n"
+                "    print(e); sys.exit(3)\n")
+        env = dict(os.environ, BELLOWS_LIB="/nonexistent/libbellows.so")
+        r = subprocess.run([sys.executable, "-c", code], env=env,
+                           capture_output=True, text=True, timeout=60,
+                           cwd=support.SRC / "agent" / "python")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("/nonexistent/libbellows.so", r.stdout)
+
+    def test_version_is_the_library_s(self):
+        self.assertRegex(bellows.version(), r"^\d+\.\d+\.\d+$")
+        print(f"\n  libbellows {bellows.version()} from "
+              f"{bellows.library_path()}")
+
+
+class ErrorTest(unittest.TestCase):
+    def test_a_bad_configuration_raises_einval_with_the_reason(self):
+        with self.assertRaises(bellows.BellowsError) as cm:
+            bellows.Agent("py", 2, 2, LAYERS)
+        e = cm.exception
+        self.assertEqual(e.code, _lib.EINVAL)
+        self.assertEqual(e.name, "EINVAL")
+        self.assertEqual(e.function, "bellows_agent_open")
+        self.assertIn("rank is not below world", str(e))
+        self.assertIn("invalid argument", str(e))
+        print(f"\n  {e}")
+
+    def test_duplicate_layer_names_are_refused(self):
+        with self.assertRaises(bellows.BellowsError) as cm:
+            bellows.Agent("py", 0, 1, [bellows.Layer("x", (2,)),
+                                       bellows.Layer("x", (3,))])
+        self.assertEqual(cm.exception.code, _lib.EINVAL)
+
+    def test_calls_out_of_order_raise_estate(self):
+        with offline_agent() as a:
+            with self.assertRaises(bellows.BellowsError) as cm:
+                a.observe(0, torch.zeros(32))
+            self.assertEqual(cm.exception.code, _lib.ESTATE)
+            with self.assertRaises(bellows.BellowsError) as cm:
+                a.step_end()
+            self.assertEqual(cm.exception.code, _lib.ESTATE)
+            a.step_begin()
+            with self.assertRaises(bellows.BellowsError) as cm:
+                a.step_begin()
+            self.assertEqual(cm.exception.code, _lib.ESTATE)
+            with self.assertRaises(bellows.BellowsError) as cm:
+                a.observe(0, torch.zeros(31))
+            self.assertEqual(cm.exception.code, _lib.EINVAL)
+            with self.assertRaises(bellows.BellowsError) as cm:
+                a.observe(7, torch.zeros(4))
+            self.assertEqual(cm.exception.code, _lib.EINVAL)
+            a.step_end()
+
+    def test_a_closed_agent_raises_and_closes_twice(self):
+        a = offline_agent()
+        a.close()
+        a.close()
+        self.assertTrue(a.closed)
+        with self.assertRaises(bellows.BellowsError) as cm:
+            a.step_begin()
+        self.assertEqual(cm.exception.code, _lib.ESTATE)
+
+
+class ObserveTest(unittest.TestCase):
+    def test_a_cpu_tensor_is_read_through_its_own_pointer(self):
+        f = _lib.library()
+        seen = []
+        real = f.observe
+
+        def spy(h, layer, ptr, n):
+            seen.append((layer, ptr, n))
+            return real(h, layer, ptr, n)
+
+        f.observe = spy
+        try:
+            with offline_agent() as a:
+                g = torch.arange(32, dtype=torch.float32)
+                a.step_begin()
+                a.observe(0, g)
+                a.step_end()
+        finally:
+            f.observe = real
+        self.assertEqual(seen, [(0, g.data_ptr(), 32)])
+
+    def test_window_statistics_are_those_of_the_gradients(self):
+        with offline_agent(window_steps=2) as a:
+            g1 = torch.randn(4, 8, generator=torch.Generator().manual_seed(1))
+            g2 = np.linspace(-1, 1, 32, dtype=np.float64)  # converted
+            b = torch.ones(4, dtype=torch.bfloat16)  # widened
+            for g in (g1, g2):
+                a.step_begin()
+                a.observe(0, g)
+                a.observe(1, b)
+                a.step_end(lr=0.1)
+            s = a.window_stats(0)
+            total = g1.double().reshape(-1) + torch.from_numpy(g2)
+            self.assertEqual(s.window, 0)
+            self.assertEqual(s.count, 64)
+            self.assertEqual(s.observed_steps, 2)
+            self.assertAlmostEqual(s.acc_norm, total.norm().item(), places=4)
+            want_sq = (g1.double() ** 2).sum().item() + (g2 ** 2).sum()
+            self.assertAlmostEqual(s.sum_sq, want_sq, places=3)
+            self.assertEqual(a.window_stats(1).sum_sq, 8.0)
+            with self.assertRaises(bellows.BellowsError) as cm:
+                a.window_stats(9)
+            self.assertEqual(cm.exception.code, _lib.EINVAL)
+
+    def test_no_decision_means_the_defaults(self):
+        with offline_agent() as a:
+            a.step_begin()
+            d = a.decision()
+            self.assertEqual(d.seq, 0)
+            self.assertEqual(d.levels, (0.0, 0.0))
+            self.assertEqual(d.lr_scale, 1.0)
+            self.assertEqual(a.batch_size(64), 64)
+            self.assertEqual(a.lr_scale(), 1.0)
+            a.step_end()
+
+
+class DaemonTest(unittest.TestCase):
+    def test_a_decision_of_bellowsd_reaches_python(self):
+        with support.Daemon(FIXED) as daemon:
+            with bellows.Agent("py-fixed", 0, 1, LAYERS,
+                               control=daemon.control,
+                               publish=daemon.publish,
+                               window_steps=2) as a:
+                levels = []
+                for _ in range(8):
+                    step = a.step_begin()
+                    a.observe(0, torch.ones(32))
+                    a.observe(1, torch.ones(4))
+                    levels.append((step, a.level(0), a.level(1),
+                                   a.decision().seq))
+                    a.step_end(lr=0.1)
+                st = a.stats()
+                d = a.decision()
+            rc = daemon.stop()
+        print(f"\n  (step, level w, level b, seq): {levels}")
+        self.assertEqual(rc, 0)
+        self.assertTrue(st.connected)
+        self.assertGreaterEqual(st.decisions, 1)
+        self.assertEqual(st.decision_misses, 0)
+        # The fixed policy selects 2-D tensors: w at 3, the bias raw.
+        self.assertEqual(levels[-1][1:3], (3.0, 0.0))
+        self.assertEqual(d.levels, (3.0, 0.0))
+        self.assertGreater(d.seq, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

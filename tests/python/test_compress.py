@@ -1,0 +1,259 @@
+"""test_compress - bellows.compress against the reference, on fixed tensors.
+
+Every worker runs the real compressor in its own thread; their collectives
+meet in an in-process communicator (sums and gathers in rank order). The
+reference (reference.py) computes the same steps over all workers' tensors
+at once. Compared: each worker's result, its error-feedback residual, the
+floats counted, and the number of collectives.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import unittest
+
+import torch
+
+from bellows import compress
+from reference import RefPowerSGD, RefTopK
+
+torch.set_num_threads(1)
+
+
+class _Meeting:
+    """Where the workers' collectives meet."""
+
+    def __init__(self, world: int):
+        self.world = world
+        self.barrier = threading.Barrier(world, timeout=30)
+        self.slots = [None] * world
+
+
+class ThreadComm(compress.Communicator):
+    """One worker's end of an in-process communicator."""
+
+    def __init__(self, meeting: _Meeting, rank: int):
+        self.meeting = meeting
+        self.rank = rank
+        self.world = meeting.world
+        self.calls = []
+
+    def _exchange(self, tensor):
+        m = self.meeting
+        m.slots[self.rank] = tensor.clone()
+        m.barrier.wait()
+        got = [s.clone() for s in m.slots]
+        m.barrier.wait()  # nobody overwrites a slot still being read
+        return got
+
+    def all_reduce(self, tensor):
+        self.calls.append(("all_reduce", tensor.numel()))
+        got = self._exchange(tensor)
+        total = got[0]
+        for g in got[1:]:
+            total += g
+        tensor.copy_(total)
+
+    def all_gather(self, tensor):
+        self.calls.append(("all_gather", tensor.numel()))
+        return self._exchange(tensor)
+
+
+def run_workers(world, fn):
+    """Runs fn(rank, comm) in ``world`` threads; returns their results."""
+    meeting = _Meeting(world)
+    results = [None] * world
+    errors = []
+
+    def body(rank):
+        try:
+            results[rank] = fn(rank, ThreadComm(meeting, rank))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+            meeting.barrier.abort()
+
+    threads = [threading.Thread(target=body, args=(r,))
+               for r in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+# Shapes of a small model: a conv weight, a linear weight, a bias, a
+# matrix smaller than the ranks asked of it.
+SHAPES = {0: (6, 3, 3, 3), 1: (10, 8), 2: (10,), 3: (3, 2)}
+
+
+def gradients(world, step):
+    """Fixed gradients: worker w's tensors at ``step``."""
+    out = []
+    for w in range(world):
+        g = torch.Generator().manual_seed(1000 * step + w)
+        out.append({k: torch.randn(*s, generator=g)
+                    for k, s in SHAPES.items()})
+    return out
+
+
+def compare_runs(test, world, make, ref, schedule):
+    """Runs the compressor made by ``make`` and the reference ``ref``
+    over ``schedule`` (a list of {layer: level}); checks every step."""
+    grads = [gradients(world, s) for s in range(len(schedule))]
+
+    def worker(rank, comm):
+        c = make()
+        steps = []
+        for s, levels in enumerate(schedule):
+            mine = {k: v.clone() for k, v in grads[s][rank].items()}
+            items = [compress.Item(k, mine[k], levels[k]) for k in levels]
+            ncalls = len(comm.calls)
+            counts = c.reduce(items, comm)
+            steps.append({
+                "out": mine,
+                "errors": {k: v.clone() for k, v in c.errors.items()},
+                "counts": counts,
+                "calls": comm.calls[ncalls:],
+            })
+        return steps
+
+    runs = run_workers(world, worker)
+    for s, levels in enumerate(schedule):
+        expect = ref.step(grads[s], levels)
+        for rank in range(world):
+            got = runs[rank][s]
+            for k in levels:
+                test.assertTrue(
+                    torch.allclose(got["out"][k], expect[k], rtol=1e-4,
+                                   atol=1e-5),
+                    f"step {s} rank {rank} layer {k} (level {levels[k]}): "
+                    f"max diff "
+                    f"{(got['out'][k] - expect[k]).abs().max():.3g}")
+            # The residuals: what this worker did not get across.
+            for k in levels:
+                want = ref.errors[rank].get(k)
+                have = got["errors"].get(k)
+                if want is None:
+                    test.assertIsNone(have, f"step {s} layer {k} keeps an "
+                                      "error it should have sent")
+                    continue
+                test.assertTrue(
+                    torch.allclose(have.reshape(want.shape), want,
+                                   rtol=1e-4, atol=1e-5),
+                    f"step {s} rank {rank} layer {k}: residual differs")
+            floats = sum(ref.floats(SHAPES[k], lv) for k, lv in
+                         levels.items())
+            test.assertEqual(got["counts"].floats_sent, floats)
+            test.assertEqual(sum(make().level_floats(SHAPES[k], lv)
+                                 for k, lv in levels.items()), floats)
+            test.assertEqual(got["counts"].floats_raw,
+                             sum(math.prod(SHAPES[k]) for k in levels))
+    return runs
+
+
+class PowerSGDTest(unittest.TestCase):
+    SCHEDULE = [
+        {0: 2, 1: 2, 2: 0, 3: 4},  # a fresh Q for every matrix
+        {0: 2, 1: 2, 2: 0, 3: 4},  # warm start from the last Q
+        {0: 1, 1: 2, 2: 0, 3: 4},  # rank change: new Q, error kept
+        {0: 1, 1: 0, 2: 0, 3: 1},  # layer 1 raw: its residual goes too
+        {0: 2, 1: 1, 2: 0, 3: 1},  # back up, and compressed again
+    ]
+
+    def test_powersgd_matches_the_reference_over_rank_changes(self):
+        print("\n  3 workers, 5 steps of conv/linear/bias tensors at ranks "
+              "2/1/0/4(capped to 2)")
+        compare_runs(self, 3, lambda: compress.PowerSGD(seed=7),
+                     RefPowerSGD(3, seed=7), self.SCHEDULE)
+
+    def test_powersgd_sends_raw_and_p_together_then_q(self):
+        runs = compare_runs(self, 2, lambda: compress.PowerSGD(seed=1),
+                            RefPowerSGD(2, seed=1), self.SCHEDULE[:1])
+        calls = runs[0][0]["calls"]
+        # raw bias (10) + P of 6x27 r2, 10x8 r2, 3x2 r2; then the Qs.
+        self.assertEqual(calls, [("all_reduce", 10 + 12 + 20 + 6),
+                                 ("all_reduce", 54 + 16 + 4)])
+        print(f"\n  collectives of one step: {calls}")
+
+    def test_powersgd_rank_change_keeps_the_error_and_redraws_q(self):
+        def worker(rank, comm):
+            c = compress.PowerSGD(seed=3)
+            g = torch.randn(4, 5, generator=torch.Generator().manual_seed(
+                rank))
+            c.reduce([compress.Item(0, g, 2)], comm)
+            q_before = c.queries[0].clone()
+            err_before = c.errors[0].clone()
+            out = torch.zeros(4, 5)  # no new gradient: M is the residual
+            c.reduce([compress.Item(0, out, 1)], comm)
+            return q_before, err_before, out, c
+
+        runs = run_workers(2, worker)
+        for q_before, err_before, out, c in runs:
+            self.assertEqual(tuple(q_before.shape), (5, 2))
+            self.assertEqual(tuple(c.queries[0].shape), (5, 1))
+            self.assertEqual(c.inits[0], 2, "Q was not drawn again")
+            self.assertGreater(err_before.norm(), 0.1)
+            # The old residual went in as M: what was sent back plus
+            # what is kept is exactly it.
+            self.assertTrue(torch.allclose(out + c.errors[0], err_before,
+                                           atol=1e-6))
+        self.assertTrue(torch.equal(runs[0][3].queries[0],
+                                    runs[1][3].queries[0]),
+                        "ranks disagree on Q")
+
+    def test_orthogonalize_gives_orthonormal_columns(self):
+        m = torch.randn(20, 3, generator=torch.Generator().manual_seed(0))
+        compress.orthogonalize(m)
+        self.assertTrue(torch.allclose(m.t() @ m, torch.eye(3), atol=1e-5))
+
+    def test_orthogonalize_keeps_a_zero_column_finite(self):
+        m = torch.zeros(5, 2)
+        compress.orthogonalize(m)
+        self.assertTrue(torch.isfinite(m).all())
+
+    def test_an_empty_group_makes_no_collective(self):
+        def worker(rank, comm):
+            compress.PowerSGD().reduce([], comm)
+            compress.TopK().reduce([], comm)
+            return comm.calls
+
+        self.assertEqual(run_workers(2, worker), [[], []])
+
+
+class TopKTest(unittest.TestCase):
+    SCHEDULE = [
+        {0: 0.25, 1: 0.1, 2: 0, 3: 1.0},
+        {0: 0.25, 1: 0.5, 2: 0, 3: 0.5},
+        {0: 0.1, 1: 0, 2: 0.5, 3: 0.5},  # layer 1 raw: residual flushed
+        {0: 0.1, 1: 0.2, 2: 0.5, 3: 0.01},  # k never below 1
+    ]
+
+    def test_topk_matches_the_reference_with_error_feedback(self):
+        print("\n  2 workers, 4 steps, keep fractions 1.0 .. 0.01 and raw")
+        compare_runs(self, 2, compress.TopK, RefTopK(2), self.SCHEDULE)
+
+    def test_topk_sends_raw_then_one_gather_of_values_and_indices(self):
+        runs = compare_runs(self, 2, compress.TopK, RefTopK(2),
+                            self.SCHEDULE[:1])
+        k = [round(0.25 * 162), round(0.1 * 80), 6]
+        self.assertEqual(runs[1][0]["calls"],
+                         [("all_reduce", 10), ("all_gather", 2 * sum(k))])
+
+    def test_topk_level_rounding(self):
+        self.assertEqual(compress.TopK.k_of(400, 0.1), 40)
+        self.assertEqual(compress.TopK.k_of(400, 0.001), 1)
+        self.assertEqual(compress.TopK.k_of(400, 2.0), 400)
+        self.assertEqual(compress.TopK.k_of(400, 0), 0)
+
+
+class FactoryTest(unittest.TestCase):
+    def test_unknown_compressor_is_refused(self):
+        with self.assertRaises(ValueError):
+            compress.make_compressor("zip")
+
+
+if __name__ == "__main__":
+    unittest.main()
