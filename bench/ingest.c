@@ -9,8 +9,9 @@
  *
  *   burst      windows one at a time: all R reports of window w at once,
  *              then wait for the decision answering it (window w + 1);
- *              latency = last report handed to ZeroMQ -> decision received,
- *              so it includes draining the window's backlog;
+ *              latency = last report about to be handed to ZeroMQ ->
+ *              decision received, so it includes draining the window's
+ *              backlog;
  *   last       the same, but the first R - 1 reports are sent and seen
  *              ingested (STATUS) before the last one is timed: the
  *              latency of closing a window, policies and publication;
@@ -19,9 +20,15 @@
  *              last decision received), and bellowsd's CPU time per
  *              report from /proc.
  *
- * At the end STATUS must show every report ingested and nothing dropped.
- * The last line reads
- *   ingest: layer_stats/s=X p50_ms=Y p99_ms=Z (ranks=R)
+ * Each rank count runs twice by default: with bellowsd's history store
+ * on (--db in the private directory; a decision is then published only
+ * after its commit) and off (--no-db), so the store's cost shows as the
+ * difference.
+ *
+ * At the end STATUS must show every report ingested and nothing dropped
+ * (no message, and with the store no metric row either). The last line
+ * reads
+ *   ingest: layer_stats/s=X p50_ms=Y p99_ms=Z (ranks=R, store on)
  * for the largest R, with the "last" latencies.
  */
 #include "clock.h"
@@ -66,6 +73,8 @@ typedef struct bench_opts {
 	uint32_t pipe_reports; /* reports in the pipelined phase */
 	uint32_t sockets;      /* DEALERs (capped by the rank count) */
 	const char *perf_out;  /* perf record output, NULL = none */
+	bool store_on;         /* run with the history store */
+	bool store_off;        /* run without it */
 } bench_opts;
 
 typedef struct bench_run {
@@ -77,6 +86,8 @@ typedef struct bench_run {
 	char pub[128];              /* publish endpoint */
 	char cfg[128];              /* YAML file */
 	char log[128];              /* bellowsd's stderr */
+	bool store;                 /* bellowsd keeps history (--db) */
+	char db[128];               /* its database */
 	pid_t daemon;               /* bellowsd's pid */
 	void *zctx;                 /* ZeroMQ context */
 	void *status;               /* DEALER for STATUS */
@@ -90,22 +101,25 @@ typedef struct bench_run {
 } bench_run;
 
 typedef struct bench_result {
-	uint32_t world;       /* ranks */
-	double burst_p50;     /* ms */
-	double burst_p99;     /* ms */
-	double last_p50;      /* ms */
-	double last_p99;      /* ms */
-	double stats_per_s;   /* layer statistics per second */
-	double reports_per_s; /* reports per second */
-	double mb_per_s;      /* report bytes per second */
-	double loop_cpu;      /* event loop CPU / wall time, pipelined */
-	double io_cpu;        /* ZeroMQ threads' CPU / wall time */
-	double us_per_report; /* event loop CPU per report, pipelined */
-	uint64_t reports;     /* STATUS: reports ingested */
-	uint64_t layer_stats; /* STATUS: layer statistics */
-	uint64_t dropped;     /* STATUS: messages dropped */
-	uint64_t decisions;   /* STATUS: decisions published */
-	bool ok;              /* counters as expected */
+	uint32_t world;         /* ranks */
+	bool store;             /* with the history store */
+	double burst_p50;       /* ms */
+	double burst_p99;       /* ms */
+	double last_p50;        /* ms */
+	double last_p99;        /* ms */
+	double stats_per_s;     /* layer statistics per second */
+	double reports_per_s;   /* reports per second */
+	double mb_per_s;        /* report bytes per second */
+	double loop_cpu;        /* event loop CPU / wall time, pipelined */
+	double io_cpu;          /* ZeroMQ threads' CPU / wall time */
+	double us_per_report;   /* event loop CPU per report, pipelined */
+	uint64_t reports;       /* STATUS: reports ingested */
+	uint64_t layer_stats;   /* STATUS: layer statistics */
+	uint64_t dropped;       /* STATUS: messages dropped */
+	uint64_t decisions;     /* STATUS: decisions published */
+	uint64_t store_dropped; /* STATUS: metric rows not written */
+	bool store_degraded;    /* STATUS: the store was degraded */
+	bool ok;                /* counters as expected */
 } bench_result;
 
 static void
@@ -114,7 +128,7 @@ usage(FILE *f)
 	fprintf(f,
 	    "usage: ingest [--bellowsd PATH] [--ranks N,N,...] [--layers L]\n"
 	    "              [--windows K] [--pipe-reports N] [--sockets S]\n"
-	    "              [--perf-record FILE]\n"
+	    "              [--perf-record FILE] [--store on|off|both]\n"
 	    "\n"
 	    "  --bellowsd PATH      daemon to start (default %s)\n"
 	    "  --ranks LIST         rank counts (default 10,100,1000)\n"
@@ -125,7 +139,9 @@ usage(FILE *f)
 	    "30000)\n"
 	    "  --sockets S          DEALER sockets (default 8)\n"
 	    "  --perf-record FILE   record bellowsd with perf during the\n"
-	    "                       throughput phase of the largest run\n",
+	    "                       throughput phase of the largest run\n"
+	    "  --store MODE         on (--db), off (--no-db) or both\n"
+	    "                       (default both)\n",
 	    BENCH_BELLOWSD);
 }
 
@@ -324,6 +340,9 @@ status(bench_run *b, int timeout_ms, com_status_reply *ret)
 	ret->n_jobs = 0;
 	ret->peers = NULL;
 	ret->n_peers = 0;
+	ret->events = NULL;
+	ret->n_events = 0;
+	ret->store_error = NULL;
 	com_msg_fini(&reply);
 	return 0;
 }
@@ -474,7 +493,7 @@ print_log_tail(const char *log)
 static int
 run_open(bench_run *b)
 {
-	const char *argv[12];
+	const char *argv[14];
 	com_status_reply st;
 	uint64_t deadline;
 	int zero = 0, hwm = 100000;
@@ -488,6 +507,7 @@ run_open(bench_run *b)
 	snprintf(b->pub, sizeof(b->pub), "ipc://%s/publish", b->dir);
 	snprintf(b->cfg, sizeof(b->cfg), "%s/bench.yaml", b->dir);
 	snprintf(b->log, sizeof(b->log), "%s/bellowsd.log", b->dir);
+	snprintf(b->db, sizeof(b->db), "%s/history.db", b->dir);
 	if (write_config(b->cfg) != 0) {
 		perror("ingest: writing the configuration");
 		return -1;
@@ -501,7 +521,14 @@ run_open(bench_run *b)
 	argv[6] = b->pub;
 	argv[7] = "--log-level";
 	argv[8] = "warn";
-	argv[9] = NULL;
+	if (b->store) {
+		argv[9] = "--db";
+		argv[10] = b->db;
+		argv[11] = NULL;
+	} else {
+		argv[9] = "--no-db";
+		argv[10] = NULL;
+	}
 	/* Forked before this process has a ZeroMQ context. */
 	b->daemon = spawn(argv, b->log);
 	if (b->daemon < 0) {
@@ -566,6 +593,14 @@ run_close(bench_run *b)
 	unlink(path);
 	snprintf(path, sizeof(path), "%s/publish", b->dir);
 	unlink(path);
+	if (b->store) {
+		static const char *const ext[] = { "", "-wal", "-shm" };
+
+		for (size_t i = 0; i < 3; i++) {
+			snprintf(path, sizeof(path), "%s%s", b->db, ext[i]);
+			unlink(path);
+		}
+	}
 	rmdir(b->dir);
 }
 
@@ -697,10 +732,14 @@ phase_sequential(bench_run *b, uint64_t w0, uint32_t n, bool isolated,
 		}
 		if (isolated && wait_ingested(b, b->reports_sent) != 0)
 			goto out;
+		/* Stamped before the send: on two cores this thread is often
+		 * preempted right after handing the report over, by the very
+		 * threads that answer it, and a stamp taken then would hide
+		 * most of the latency. */
+		sent = now_ns();
 		if (send_report(b, b->world - 1, bufs[b->world - 1],
 			lens[b->world - 1]) != 0)
 			goto out;
-		sent = now_ns();
 		if (wait_answered(b, w) != 0)
 			goto out;
 		if (w > w0 || n == 1)
@@ -796,7 +835,8 @@ out:
 }
 
 static int
-run_one(const bench_opts *o, uint32_t world, bool perf, bench_result *res)
+run_one(const bench_opts *o, uint32_t world, bool store, bool perf,
+    bench_result *res)
 {
 	bench_run b = { .o = o, .world = world, .daemon = -1 };
 	uint32_t pipe_windows = o->pipe_reports / world;
@@ -810,6 +850,8 @@ run_one(const bench_opts *o, uint32_t world, bool perf, bench_result *res)
 		pipe_windows = 2 * PIPE_DEPTH;
 	memset(res, 0, sizeof(*res));
 	res->world = world;
+	res->store = store;
+	b.store = store;
 	if (lat == NULL || run_open(&b) != 0 || run_join(&b) != 0)
 		goto out;
 	if (phase_sequential(&b, w, o->windows, false, lat, &n) != 0)
@@ -831,15 +873,20 @@ run_one(const bench_opts *o, uint32_t world, bool perf, bench_result *res)
 	res->layer_stats = st.layer_stats;
 	res->dropped = st.dropped;
 	res->decisions = st.decisions;
+	res->store_dropped = st.store_dropped;
+	res->store_degraded = st.store_degraded;
 	res->ok = st.reports == b.reports_sent &&
-	    st.layer_stats == b.reports_sent * o->layers && st.dropped == 0;
+	    st.layer_stats == b.reports_sent * o->layers && st.dropped == 0 &&
+	    st.store_dropped == 0 && !st.store_degraded;
 	if (!res->ok)
 		fprintf(stderr,
 		    "ingest: ranks=%u: sent %" PRIu64 " reports, bellowsd "
 		    "ingested %" PRIu64 " (%" PRIu64
-		    " layer stats), dropped %" PRIu64 "\n",
+		    " layer stats), dropped %" PRIu64 ", store dropped %" PRIu64
+		    "%s\n",
 		    world, b.reports_sent, st.reports, st.layer_stats,
-		    st.dropped);
+		    st.dropped, st.store_dropped,
+		    st.store_degraded ? ", store degraded" : "");
 	rc = 0;
 out:
 	if (rc != 0)
@@ -895,6 +942,7 @@ main(int argc, char **argv)
 		{ "pipe-reports", required_argument, NULL, 'p' },
 		{ "sockets", required_argument, NULL, 's' },
 		{ "perf-record", required_argument, NULL, 'P' },
+		{ "store", required_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -904,9 +952,12 @@ main(int argc, char **argv)
 		.layers = 100,
 		.windows = 50,
 		.pipe_reports = 30000,
-		.sockets = 8 };
-	bench_result res[MAX_RANK_COUNTS];
+		.sockets = 8,
+		.store_on = true,
+		.store_off = true };
+	bench_result res[2 * MAX_RANK_COUNTS];
 	const bench_result *last;
+	uint32_t n_res = 0;
 	bool ok = true;
 	int c;
 
@@ -935,6 +986,13 @@ main(int argc, char **argv)
 		case 'P':
 			o.perf_out = optarg;
 			break;
+		case 'S':
+			o.store_on = strcmp(optarg, "off") != 0;
+			o.store_off = strcmp(optarg, "on") != 0;
+			bad = strcmp(optarg, "on") != 0 &&
+			    strcmp(optarg, "off") != 0 &&
+			    strcmp(optarg, "both") != 0;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -956,40 +1014,54 @@ main(int argc, char **argv)
 	printf("ingest: bellowsd %s, %u layers per report, %u sockets, "
 	       "%u windows per latency phase, %u reports pipelined\n",
 	    o.bellowsd, o.layers, o.sockets, o.windows, o.pipe_reports);
-	printf("%6s %10s %9s %6s %7s %5s %5s %8s %8s %7s %7s\n", "ranks",
-	    "stats/s", "reports/s", "MB/s", "us/rep", "loop", "zmq", "burst50",
-	    "burst99", "last50", "last99");
+	printf("%6s %5s %10s %9s %6s %7s %5s %5s %8s %8s %7s %7s\n", "ranks",
+	    "store", "stats/s", "reports/s", "MB/s", "us/rep", "loop", "zmq",
+	    "burst50", "burst99", "last50", "last99");
 	fflush(stdout);
 	for (uint32_t i = 0; i < o.n_ranks; i++) {
-		bool perf = o.perf_out != NULL && i + 1 == o.n_ranks;
+		for (int m = 0; m < 2; m++) {
+			bool store = m == 0;
+			bool perf = o.perf_out != NULL && i + 1 == o.n_ranks &&
+			    store;
+			bench_result *r = &res[n_res];
 
-		if (run_one(&o, o.ranks[i], perf, &res[i]) != 0) {
-			fprintf(stderr, "ingest: ranks=%u failed\n",
-			    o.ranks[i]);
-			return 1;
+			if ((store && !o.store_on) || (!store && !o.store_off))
+				continue;
+			if (run_one(&o, o.ranks[i], store, perf, r) != 0) {
+				fprintf(stderr,
+				    "ingest: ranks=%u store %s failed\n",
+				    o.ranks[i], store ? "on" : "off");
+				return 1;
+			}
+			n_res++;
+			printf("%6u %5s %10.0f %9.0f %6.1f %7.2f %4.0f%% "
+			       "%4.0f%% %8.3f %8.3f %7.3f %7.3f\n",
+			    r->world, store ? "on" : "off", r->stats_per_s,
+			    r->reports_per_s, r->mb_per_s, r->us_per_report,
+			    100.0 * r->loop_cpu, 100.0 * r->io_cpu,
+			    r->burst_p50, r->burst_p99, r->last_p50,
+			    r->last_p99);
+			fflush(stdout);
+			ok = ok && r->ok;
 		}
-		printf("%6u %10.0f %9.0f %6.1f %7.2f %4.0f%% %4.0f%% %8.3f "
-		       "%8.3f %7.3f %7.3f\n",
-		    res[i].world, res[i].stats_per_s, res[i].reports_per_s,
-		    res[i].mb_per_s, res[i].us_per_report,
-		    100.0 * res[i].loop_cpu, 100.0 * res[i].io_cpu,
-		    res[i].burst_p50, res[i].burst_p99, res[i].last_p50,
-		    res[i].last_p99);
-		fflush(stdout);
-		ok = ok && res[i].ok;
 	}
-	printf("\n%7s %12s %12s %9s %9s %s\n", "ranks", "reports",
-	    "layer_stats", "dropped", "decisions",
+	printf("\n%7s %5s %12s %12s %9s %9s %9s %s\n", "ranks", "store",
+	    "reports", "layer_stats", "dropped", "decisions", "rows_lost",
 	    "(bellowsd STATUS at the end)");
-	for (uint32_t i = 0; i < o.n_ranks; i++)
-		printf("%7u %12" PRIu64 " %12" PRIu64 " %9" PRIu64 " %9" PRIu64
-		       " %s\n",
-		    res[i].world, res[i].reports, res[i].layer_stats,
-		    res[i].dropped, res[i].decisions,
-		    res[i].ok ? "ok" : "MISMATCH");
-	last = &res[o.n_ranks - 1];
-	printf("ingest: layer_stats/s=%.0f p50_ms=%.3f p99_ms=%.3f "
-	       "(ranks=%u)\n",
-	    last->stats_per_s, last->last_p50, last->last_p99, last->world);
+	for (uint32_t i = 0; i < n_res; i++)
+		printf("%7u %5s %12" PRIu64 " %12" PRIu64 " %9" PRIu64
+		       " %9" PRIu64 " %9" PRIu64 " %s\n",
+		    res[i].world, res[i].store ? "on" : "off", res[i].reports,
+		    res[i].layer_stats, res[i].dropped, res[i].decisions,
+		    res[i].store_dropped, res[i].ok ? "ok" : "MISMATCH");
+	for (uint32_t i = 0; i < n_res; i++) {
+		last = &res[i];
+		if (last->world != o.ranks[o.n_ranks - 1])
+			continue;
+		printf("ingest: layer_stats/s=%.0f p50_ms=%.3f p99_ms=%.3f "
+		       "(ranks=%u, store %s)\n",
+		    last->stats_per_s, last->last_p50, last->last_p99,
+		    last->world, last->store ? "on" : "off");
+	}
 	return ok ? 0 : 1;
 }

@@ -411,6 +411,10 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 	ps->reports = r->reports;
 	ps->decisions = r->decisions;
 	ps->layer_stats = r->layer_stats;
+	ps->store_degraded = r->store_degraded;
+	ps->store_pending = r->store_pending;
+	ps->store_dropped = r->store_dropped;
+	ps->store_error = codec_out_str(r->store_error);
 	o->env.body_case = BELLOWS__ENVELOPE__BODY_STATUS_REPLY;
 	o->env.status_reply = ps;
 	return 0;
@@ -1239,7 +1243,11 @@ codec_in_status_reply(const Bellows__StatusReply *ps, const com_limits *lim,
 	r->reports = ps->reports;
 	r->decisions = ps->decisions;
 	r->layer_stats = ps->layer_stats;
-	return 0;
+	r->store_degraded = ps->store_degraded;
+	r->store_pending = ps->store_pending;
+	r->store_dropped = ps->store_dropped;
+	return codec_in_text(ps->store_error, lim->max_text_len,
+	    &r->store_error);
 }
 
 /* A job and a rank, the fields every flat request starts with. */

@@ -198,6 +198,7 @@ msg_status_reply_fini(com_status_reply *r)
 			free(r->events[i].text);
 		}
 	}
+	free(r->store_error);
 	free(r->events);
 }
 

@@ -203,6 +203,10 @@ typedef struct com_status_reply {
 	uint64_t layer_stats;   /* layer statistics ingested */
 	uint32_t n_events;      /* entries in events */
 	com_event *events;      /* recent events, oldest first */
+	bool store_degraded;    /* the history database is not written */
+	uint64_t store_pending; /* rows queued for it, not yet committed */
+	uint64_t store_dropped; /* metric rows it never wrote */
+	char *store_error;      /* why it is degraded, "" or NULL if not */
 } com_status_reply;
 
 typedef struct com_snapshot_request {

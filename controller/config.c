@@ -731,6 +731,47 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 	return 0;
 }
 
+static int
+config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc)
+{
+	yaml_node_t *key, *val;
+	const char *kname;
+	int r = 0;
+
+	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "store")) != 0 ||
+	    (r = config_check_duplicates(cx, node)) != 0)
+		return r;
+	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
+	{
+		if (kname == NULL)
+			return config_fail(cx, key, "keys must be scalars");
+		if (strcmp(kname, "max_windows_per_run") == 0)
+			r = config_u32(cx, val, kname, 0, 1000000000,
+			    &sc->max_windows_per_run);
+		else if (strcmp(kname, "max_age_days") == 0)
+			r = config_u32(cx, val, kname, 0, 36500,
+			    &sc->max_age_days);
+		else if (strcmp(kname, "keep_every") == 0)
+			r = config_u32(cx, val, kname, 1, 1000000,
+			    &sc->keep_every);
+		else if (strcmp(kname, "batch_rows") == 0)
+			r = config_u32(cx, val, kname, 1, 1000000,
+			    &sc->batch_rows);
+		else if (strcmp(kname, "queue_rows") == 0)
+			r = config_u32(cx, val, kname, 1000, 100000000,
+			    &sc->queue_rows);
+		else
+			return config_fail(cx, key,
+			    "unknown key '%s' in store (expected "
+			    "max_windows_per_run, max_age_days, keep_every, "
+			    "batch_rows, queue_rows)",
+			    kname);
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
 static void
 config_defaults(ctl_config *cfg)
 {
@@ -743,6 +784,11 @@ config_defaults(ctl_config *cfg)
 	cfg->max_world = 16384;
 	cfg->max_layers = 65536;
 	cfg->job_idle_ms = 600000;
+	cfg->store.max_windows_per_run = 0;
+	cfg->store.max_age_days = 0;
+	cfg->store.keep_every = 10;
+	cfg->store.batch_rows = 4096;
+	cfg->store.queue_rows = 262144;
 }
 
 static int
@@ -764,6 +810,9 @@ config_root(config_ctx *cx, ctl_config *cfg)
 		if (kname != NULL && strcmp(kname, "daemon") == 0) {
 			if ((r = config_daemon(cx, val, cfg)) != 0)
 				return r;
+		} else if (kname != NULL && strcmp(kname, "store") == 0) {
+			if ((r = config_store(cx, val, &cfg->store)) != 0)
+				return r;
 		} else if (kname != NULL && strcmp(kname, "jobs") == 0) {
 			if ((r = config_expect(cx, val, YAML_SEQUENCE_NODE,
 				 "jobs")) != 0)
@@ -772,7 +821,7 @@ config_root(config_ctx *cx, ctl_config *cfg)
 		} else {
 			return config_fail(cx, key,
 			    "unknown top-level key '%s' (expected daemon, "
-			    "jobs)",
+			    "store, jobs)",
 			    kname != NULL ? kname : "?");
 		}
 	}
@@ -1079,6 +1128,13 @@ ctl_config_print(const ctl_config *cfg, void *out)
 	fprintf(f, "  max_world: %u\n", cfg->max_world);
 	fprintf(f, "  max_layers: %u\n", cfg->max_layers);
 	fprintf(f, "  job_idle_ms: %u\n", cfg->job_idle_ms);
+	fprintf(f, "store:\n");
+	fprintf(f, "  max_windows_per_run: %u\n",
+	    cfg->store.max_windows_per_run);
+	fprintf(f, "  max_age_days: %u\n", cfg->store.max_age_days);
+	fprintf(f, "  keep_every: %u\n", cfg->store.keep_every);
+	fprintf(f, "  batch_rows: %u\n", cfg->store.batch_rows);
+	fprintf(f, "  queue_rows: %u\n", cfg->store.queue_rows);
 	fprintf(f, "jobs:\n");
 	for (uint32_t i = 0; i < cfg->n_jobs; i++) {
 		const ctl_job_conf *jc = &cfg->jobs[i];

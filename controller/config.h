@@ -51,6 +51,16 @@ typedef struct ctl_job_conf {
 	ctl_policy_conf *policies; /* in the order they run */
 } ctl_job_conf;
 
+/* The history database's settings (`store:`), see docs/history.md. */
+typedef struct ctl_store_conf {
+	uint32_t max_windows_per_run; /* windows of a run kept whole, 0 = all */
+	uint32_t max_age_days;        /* days windows are kept whole, 0 = all */
+	uint32_t keep_every;          /* thinned windows: every k-th is kept */
+	uint32_t batch_rows;          /* rows per batch (and transaction) */
+	uint32_t queue_rows;          /* metric rows queued before the store
+				       * downsamples them */
+} ctl_store_conf;
+
 typedef struct ctl_config {
 	char *path;                 /* file it came from ("<string>") */
 	char *text;                 /* the whole YAML text */
@@ -66,6 +76,7 @@ typedef struct ctl_config {
 	uint32_t max_world;         /* ranks per job */
 	uint32_t max_layers;        /* layers per job */
 	uint32_t job_idle_ms;       /* forget a job with no live rank */
+	ctl_store_conf store;       /* history database settings */
 	uint32_t n_jobs;            /* entries in jobs */
 	ctl_job_conf *jobs;         /* first match wins */
 } ctl_config;

@@ -10,8 +10,10 @@
  */
 #include "jobs.h"
 
+#include "clock.h"
 #include "log.h"
 #include "policy_host.h"
+#include "store.h"
 #include "window.h"
 
 #include <bellows/error.h>
@@ -41,6 +43,7 @@ typedef struct job_rank {
 	uint32_t rejoins;           /* hellos after the first */
 	uint64_t first_window;      /* first window it reports since joining:
 				     * earlier ones close without it */
+	bool left;                  /* said Bye and has not joined since */
 } job_rank;
 
 typedef struct job {
@@ -53,9 +56,16 @@ typedef struct job {
 	uint64_t next_window;        /* lowest window not closed */
 	ctl_window *open[JOBS_OPEN]; /* windows being aggregated */
 	com_decision log[JOBS_LOG];  /* ring of recent decisions */
+	uint64_t ticket[JOBS_LOG];   /* store ticket of each log entry */
 	uint32_t log_head;           /* index of the oldest entry */
 	uint32_t log_n;              /* entries used */
 	uint64_t last_seq;           /* seq of the newest decision */
+	uint64_t published_seq;      /* seq of the newest one published */
+	int64_t run_id;              /* its run in the store, 0 = none */
+	bool ended;                  /* run ended: every rank said Bye */
+	bool recovering;             /* rebuilt from the store and no window
+				      * closed since: ranks resume the
+				      * windows it expects */
 	uint64_t max_step;           /* highest step heard from a rank */
 	uint64_t idle_since_ms;      /* when the last rank went away */
 	uint64_t windows_incomplete; /* closed with ranks missing */
@@ -76,6 +86,7 @@ struct ctl_jobs {
 	job *last_hit;                /* lookup cache: reports come in runs */
 	ctl_jobs_counters counters;   /* totals */
 	ctl_events *events;           /* recent events, for STATUS */
+	ctl_store *store;             /* history, NULL = none (borrowed) */
 };
 
 static void jobs_why(char *why, size_t len, const char *fmt, ...)
@@ -110,22 +121,35 @@ job_log_at(job *j, uint32_t i)
 	return &j->log[(j->log_head + i) % JOBS_LOG];
 }
 
+static uint64_t *
+job_ticket_at(job *j, uint32_t i)
+{
+	return &j->ticket[(j->log_head + i) % JOBS_LOG];
+}
+
 static const com_decision *
 job_last(job *j)
 {
 	return j->log_n > 0 ? job_log_at(j, j->log_n - 1) : NULL;
 }
 
-/* Appends a decision, taking ownership of *d (zeroed on return). */
+static void jobs_publish_ready(ctl_jobs *jobs, job *j, uint64_t ticket);
+
+/* Appends a decision, taking ownership of *d (zeroed on return); `ticket`
+ * is the store's for it (0: nothing to wait for). */
 static void
-job_log_push(job *j, com_decision *d)
+job_log_push(ctl_jobs *jobs, job *j, com_decision *d, uint64_t ticket)
 {
 	if (j->log_n == JOBS_LOG) {
+		/* A decision never leaves the log unpublished. */
+		if (job_log_at(j, 0)->seq > j->published_seq)
+			jobs_publish_ready(jobs, j, *job_ticket_at(j, 0));
 		com_decision_fini(job_log_at(j, 0));
 		j->log_head = (j->log_head + 1) % JOBS_LOG;
 		j->log_n--;
 	}
 	*job_log_at(j, j->log_n) = *d;
+	*job_ticket_at(j, j->log_n) = ticket;
 	j->log_n++;
 	j->last_seq = d->seq;
 	memset(d, 0, sizeof(*d));
@@ -181,33 +205,60 @@ job_log_tail(job *j, uint64_t step, com_decision **ret, uint32_t *ret_n)
 	return 0;
 }
 
+/* Publishes, in seq order, the logged decisions not yet published whose
+ * store ticket is <= `ticket` (committed), stopping at the first that is
+ * not. */
 static void
-jobs_publish_decision(ctl_jobs *jobs, job *j)
+jobs_publish_ready(ctl_jobs *jobs, job *j, uint64_t ticket)
 {
-	com_msg m;
+	for (uint32_t i = 0; i < j->log_n; i++) {
+		com_decision *d = job_log_at(j, i);
+		com_msg m;
 
-	com_msg_init(&m, COM_MSG_DECISION);
-	/* Shallow view of the logged decision: the log keeps ownership. */
-	m.u.decision = *job_log_at(j, j->log_n - 1);
-	jobs->counters.decisions++;
-	jobs->publish(jobs->publish_arg, &m);
+		if (d->seq <= j->published_seq)
+			continue;
+		if (*job_ticket_at(j, i) > ticket)
+			return;
+		com_msg_init(&m, COM_MSG_DECISION);
+		/* Shallow view of the logged decision: the log keeps
+		 * ownership. */
+		m.u.decision = *d;
+		jobs->counters.decisions++;
+		j->published_seq = d->seq;
+		jobs->publish(jobs->publish_arg, &m);
+	}
 }
 
-/* Publishes `state` as decision seq last+1 applying at `apply_step`.
- * Consumes state. */
+/* ctl_store_durable_fn: decisions up to `ticket` are committed. */
+static void
+jobs_on_durable(void *arg, uint64_t ticket)
+{
+	ctl_jobs *jobs = arg;
+
+	for (uint32_t i = 0; i < jobs->n_jobs; i++)
+		jobs_publish_ready(jobs, jobs->jobs[i], ticket);
+}
+
+/* Decides `state` as decision seq last+1 applying at `apply_step`: it is
+ * recorded, and published once the store has committed it (at once
+ * without a store, or while it is degraded). Consumes state. */
 static void
 job_decide(ctl_jobs *jobs, job *j, com_decision *state, uint64_t apply_step,
-    uint64_t window)
+    uint64_t window, ctl_store_source source)
 {
 	const com_decision *prev = job_last(j);
+	uint64_t ticket;
 
 	if (prev != NULL && apply_step < prev->apply_step)
 		apply_step = prev->apply_step;
 	state->seq = j->last_seq + 1;
 	state->apply_step = apply_step;
 	state->window = window;
-	job_log_push(j, state);
-	jobs_publish_decision(jobs, j);
+	ticket = ctl_store_decision(jobs->store, j->run_id, state, prev, source,
+	    com_clock_wall_ms());
+	job_log_push(jobs, j, state, ticket);
+	jobs_publish_ready(jobs, j,
+	    ctl_store_waits(jobs->store) ? 0 : UINT64_MAX);
 }
 
 /* Logs the state a rank says it applies as the job's newest decision, so
@@ -215,7 +266,7 @@ job_decide(ctl_jobs *jobs, job *j, com_decision *state, uint64_t apply_step,
  * ours: the copy an agent sends may leave it empty, and every later
  * decision is derived from this one and published under its name. */
 static void
-job_adopt(job *j, const com_decision *in_force)
+job_adopt(ctl_jobs *jobs, job *j, const com_decision *in_force)
 {
 	com_decision adopted;
 	char *name = com_strdup(j->name);
@@ -226,8 +277,12 @@ job_adopt(job *j, const com_decision *in_force)
 	}
 	free(adopted.job);
 	adopted.job = name;
+	ctl_store_decision(jobs->store, j->run_id, &adopted, job_last(j),
+	    CTL_STORE_ADOPTED, com_clock_wall_ms());
 	j->last_seq = adopted.seq - 1;
-	job_log_push(j, &adopted);
+	/* The ranks have it already: there is nothing to publish. */
+	j->published_seq = adopted.seq;
+	job_log_push(jobs, j, &adopted, 0);
 }
 
 /* ---- jobs table -------------------------------------------------------- */
@@ -292,6 +347,14 @@ ctl_jobs_new(const ctl_config *cfg, uint64_t instance,
 	jobs->publish_arg = publish_arg;
 	*ret_jobs = jobs;
 	return 0;
+}
+
+void
+ctl_jobs_set_store(ctl_jobs *jobs, ctl_store *store)
+{
+	jobs->store = store;
+	if (store != NULL)
+		ctl_store_set_durable_fn(store, jobs_on_durable, jobs);
 }
 
 void
@@ -419,6 +482,7 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 	const ctl_job_conf *jc = ctl_config_match(jobs->cfg, h->job);
 	com_decision state = { 0 };
 	char reason[BELLOWS_REASON_MAX];
+	bool adopt;
 	job *j;
 	int r = BELLOWS_ENOMEM;
 
@@ -471,11 +535,15 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 		snprintf(reason, sizeof(reason), "no policy configured");
 	}
 	jobs->jobs[jobs->n_jobs++] = j;
-	if (h->in_force.seq > 0 && h->in_force.n_layers == h->n_layers) {
+	adopt = h->in_force.seq > 0 && h->in_force.n_layers == h->n_layers;
+	j->run_id = ctl_store_run_begin(jobs->store, j->name, j->world,
+	    j->layers, j->n_layers, jobs->cfg, adopt ? h->in_force.seq : 1,
+	    com_clock_wall_ms());
+	if (adopt) {
 		/* A restarted daemon adopts what the ranks apply, so training
 		 * goes on unchanged and the sequence continues. */
 		com_decision_fini(&state);
-		job_adopt(j, &h->in_force);
+		job_adopt(jobs, j, &h->in_force);
 		ctl_log(CTL_LOG_INFO, "jobs",
 		    "job '%s' resumed at decision %" PRIu64 " from rank %u",
 		    h->job, h->in_force.seq, h->rank);
@@ -484,7 +552,7 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 		free(state.policy);
 		state.reason = com_strdup(reason);
 		state.policy = com_strdup(j->policy_names);
-		job_decide(jobs, j, &state, h->step, 0);
+		job_decide(jobs, j, &state, h->step, 0, CTL_STORE_INITIAL);
 		com_decision_fini(&state);
 	}
 	ctl_log(CTL_LOG_INFO, "jobs",
@@ -593,7 +661,7 @@ rank_seen(ctl_jobs *jobs, job *j, job_rank *rk, uint64_t now_ms)
 
 static void
 rank_lost(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t now_ms,
-    const char *how)
+    const char *how, ctl_store_rank_kind kind)
 {
 	job_rank *rk = &j->ranks[rank];
 
@@ -601,6 +669,8 @@ rank_lost(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t now_ms,
 	    j->name, rank, how, rk->step);
 	if (!rk->alive)
 		return;
+	ctl_store_rank_event(jobs->store, j->run_id, rank, kind, rk->step, 0,
+	    com_clock_wall_ms());
 	rk->alive = false;
 	j->alive--;
 	if (j->alive == 0)
@@ -619,6 +689,7 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	const ctl_config *cfg = jobs->cfg;
 	job *j;
 	job_rank *rk;
+	bool resume;
 	int r;
 
 	if (peer_len == 0 || peer_len > CTL_PEER_MAX) {
@@ -673,19 +744,30 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	}
 	if (rk->joined || rk->reports > 0)
 		rk->rejoins++;
+	/* A job rebuilt from the store knows which window comes next: a
+	 * rank whose queued reports start there resumes it (the daemon
+	 * restarted under it), rather than moving the job ahead. */
+	resume = j->recovering && h->last_window >= j->next_window &&
+	    h->last_window - j->next_window < JOBS_OPEN;
 	rk->joined = true;
+	rk->left = false;
 	memcpy(rk->peer, peer, peer_len);
 	rk->peer_len = (uint8_t)peer_len;
 	rk->incarnation = h->incarnation;
 	rk->step = h->step;
 	rk->seq_in_force = h->in_force.seq;
-	rk->first_window = h->last_window;
+	rk->first_window = resume ? j->next_window : h->last_window;
+	if (j->ended) {
+		/* Taken up again after every rank had left. */
+		j->ended = false;
+		ctl_store_run_end(jobs->store, j->run_id, 0);
+	}
 	if (rk->first_window > j->max_first_window)
 		j->max_first_window = rk->first_window;
 	rank_seen(jobs, j, rk, now_ms);
 	if (h->step > j->max_step)
 		j->max_step = h->step;
-	if (h->last_window > j->next_window && j->reports == 0) {
+	if (h->last_window > j->next_window && j->reports == 0 && !resume) {
 		/* Ranks are past windows this daemon never saw close (it
 		 * restarted): start aggregating from where they are. A rank
 		 * that rejoins a running job does not move the job: it is
@@ -698,8 +780,16 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		j->next_window = h->last_window;
 	}
 	if (h->in_force.seq > j->last_seq &&
-	    h->in_force.n_layers == j->n_layers)
-		job_adopt(j, &h->in_force);
+	    h->in_force.n_layers == j->n_layers) {
+		ctl_log(CTL_LOG_INFO, "jobs",
+		    "job '%s' resumed at decision %" PRIu64
+		    " from rank %u (the daemon knew up to %" PRIu64 ")",
+		    j->name, h->in_force.seq, h->rank, j->last_seq);
+		job_adopt(jobs, j, &h->in_force);
+	}
+	ctl_store_rank_event(jobs->store, j->run_id, h->rank,
+	    rk->rejoins > 0 ? CTL_STORE_RANK_REJOINED : CTL_STORE_RANK_JOINED,
+	    h->step, h->incarnation, com_clock_wall_ms());
 	ctl_log(CTL_LOG_INFO, "jobs",
 	    "job '%s' rank %u joined at step %" PRIu64 " (%u/%u alive)", h->job,
 	    h->rank, h->step, j->alive, j->world);
@@ -761,8 +851,8 @@ job_check_divergence(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t step,
 	}
 	jobs->counters.repairs++;
 	job_decide(jobs, j, &state,
-	    j->max_step + 1 + cfg->apply_lag + cfg->repair_margin,
-	    last->window);
+	    j->max_step + 1 + cfg->apply_lag + cfg->repair_margin, last->window,
+	    CTL_STORE_REPAIR);
 	com_decision_fini(&state);
 }
 
@@ -865,9 +955,16 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 	}
 	jobs->counters.windows++;
 	jobs_publish_telemetry(jobs, j, &view);
-	job_decide(jobs, j, &state, apply_step, view.window + 1);
+	/* The window as the policies saw it, with `last`, the state in
+	 * force during it: what a recovered job's policies are shown
+	 * again. It is written right after the decision answering it. */
+	ctl_store_window(jobs->store, j->run_id, &view, j->alive, complete,
+	    last, com_clock_wall_ms());
+	job_decide(jobs, j, &state, apply_step, view.window + 1,
+	    CTL_STORE_WINDOW);
 	com_decision_fini(&state);
 	j->next_window = view.window + 1;
+	j->recovering = false;
 	ctl_window_destroy(&j->open[slot]);
 }
 
@@ -991,6 +1088,8 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	rk->seq_in_force = rep->seq_in_force;
 	jobs->counters.reports++;
 	jobs->counters.layer_stats += rep->n_layers;
+	ctl_store_timing(jobs->store, j->run_id, rep->window, rep->rank,
+	    &rep->timings);
 	job_check_divergence(jobs, j, rep->rank, rep->last_step,
 	    rep->seq_in_force);
 	job_try_close(jobs, j, now_ms);
@@ -1036,9 +1135,24 @@ ctl_jobs_bye(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	    why, why_len);
 	if (r != 0)
 		return r;
-	rank_lost(jobs, j, bye->rank, now_ms, "left");
+	rank_lost(jobs, j, bye->rank, now_ms, "left", CTL_STORE_RANK_LEFT);
 	rk->joined = false;
+	rk->left = true;
 	job_try_close(jobs, j, now_ms);
+	if (!j->ended) {
+		bool all_left = true;
+
+		for (uint32_t i = 0; i < j->world && all_left; i++)
+			all_left = j->ranks[i].left;
+		if (all_left) {
+			j->ended = true;
+			ctl_store_run_end(jobs->store, j->run_id,
+			    com_clock_wall_ms());
+			ctl_log(CTL_LOG_INFO, "jobs",
+			    "job '%s': every rank has left, its run ended",
+			    j->name);
+		}
+	}
 	return 0;
 }
 
@@ -1132,7 +1246,8 @@ ctl_jobs_tick(ctl_jobs *jobs, uint64_t now_ms)
 			if (rk->alive &&
 			    now_ms - rk->last_seen_ms >= cfg->rank_timeout_ms) {
 				rank_lost(jobs, j, r, now_ms,
-				    "lost (no message for rank_timeout_ms)");
+				    "lost (no message for rank_timeout_ms)",
+				    CTL_STORE_RANK_LOST);
 				jobs->counters.ranks_lost++;
 			}
 		}
@@ -1142,9 +1257,177 @@ ctl_jobs_tick(ctl_jobs *jobs, uint64_t now_ms)
 			ctl_log(CTL_LOG_INFO, "jobs",
 			    "job '%s' forgotten after %u ms without ranks",
 			    j->name, cfg->job_idle_ms);
+			if (!j->ended)
+				ctl_store_run_end(jobs->store, j->run_id,
+				    com_clock_wall_ms());
 			jobs_remove(jobs, i);
 			continue;
 		}
 		i++;
 	}
+}
+
+/* ---- recovery from the store ------------------------------------------- */
+
+typedef struct jobs_recovery {
+	ctl_jobs *jobs;     /* the table being rebuilt */
+	uint64_t now_ms;    /* monotonic time of the rebuild */
+	uint32_t recovered; /* jobs rebuilt */
+} jobs_recovery;
+
+/* ctl_store_recover_ops.run: a live run becomes a job with no rank
+ * joined, its ranks that were there expected back. */
+static int
+jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
+{
+	jobs_recovery *rec = arg;
+	ctl_jobs *jobs = rec->jobs;
+	const ctl_config *cfg = jobs->cfg;
+	const ctl_job_conf *jc = ctl_config_match(cfg, run->job);
+	char reason[BELLOWS_REASON_MAX];
+	com_decision blank = { 0 };
+	job *j;
+	int r;
+
+	if (jobs_find(jobs, run->job) != NULL) {
+		/* Runs come newest first: an older live run of the same job
+		 * was left behind by a daemon that could not read the file. */
+		ctl_log(CTL_LOG_WARN, "jobs",
+		    "job '%s': run %" PRId64
+		    " is older than the one recovered; it is ended",
+		    run->job, run->id);
+		ctl_store_run_end(jobs->store, run->id, com_clock_wall_ms());
+		return BELLOWS_EBUSY;
+	}
+	if (jobs->n_jobs >= cfg->max_jobs || run->world > cfg->max_world ||
+	    run->n_layers > cfg->max_layers) {
+		ctl_log(CTL_LOG_WARN, "jobs",
+		    "job '%s' (run %" PRId64
+		    ") is not recovered: it exceeds this daemon's limits",
+		    run->job, run->id);
+		return BELLOWS_ELIMIT;
+	}
+	if (jobs->n_jobs == jobs->cap_jobs) {
+		uint32_t cap = jobs->cap_jobs ? jobs->cap_jobs * 2 : 8;
+		job **grown = realloc(jobs->jobs, cap * sizeof(*grown));
+
+		if (grown == NULL)
+			return BELLOWS_ENOMEM;
+		jobs->jobs = grown;
+		jobs->cap_jobs = cap;
+	}
+	j = calloc(1, sizeof(*j));
+	if (j == NULL)
+		return BELLOWS_ENOMEM;
+	j->name = com_strdup(run->job);
+	j->world = run->world;
+	j->n_layers = run->n_layers;
+	j->layers = calloc(run->n_layers, sizeof(*j->layers));
+	j->ranks = calloc(run->world, sizeof(*j->ranks));
+	if (j->name == NULL || j->layers == NULL || j->ranks == NULL)
+		goto oom;
+	for (uint32_t l = 0; l < run->n_layers; l++) {
+		j->layers[l] = run->layers[l];
+		j->layers[l].name = com_strdup(run->layers[l].name);
+		if (j->layers[l].name == NULL)
+			goto oom;
+	}
+	/* Every recorded decision was committed, so it may have been
+	 * published: none is published again. */
+	j->published_seq = run->decisions[run->n_decisions - 1].seq;
+	for (uint32_t i = 0; i < run->n_decisions; i++) {
+		com_decision d;
+
+		if (com_decision_copy(&d, &run->decisions[i]) != 0)
+			goto oom;
+		job_log_push(jobs, j, &d, 0);
+	}
+	j->next_window = run->next_window;
+	j->max_step = run->max_step;
+	j->run_id = run->id;
+	j->recovering = true;
+	for (uint32_t k = 0; k < run->world; k++) {
+		if (!run->alive[k])
+			continue;
+		j->ranks[k].alive = true;
+		j->ranks[k].last_seen_ms = rec->now_ms;
+		j->ranks[k].first_window = run->next_window;
+		j->alive++;
+	}
+	if (j->alive == 0)
+		j->idle_since_ms = rec->now_ms;
+	if (jc != NULL) {
+		if (com_decision_init(&blank, j->name, j->n_layers) != 0)
+			goto oom;
+		r = ctl_policy_set_new(jc, j->name, j->world, j->layers,
+		    j->n_layers, &blank, reason, sizeof(reason), &j->policies);
+		com_decision_fini(&blank);
+		if (r != 0)
+			ctl_log(CTL_LOG_WARN, "jobs",
+			    "job '%s' is recovered without policies: %s",
+			    j->name, reason);
+	}
+	ctl_policy_set_names(j->policies, j->policy_names,
+	    sizeof(j->policy_names));
+	jobs->jobs[jobs->n_jobs++] = j;
+	*ret_ctx = j;
+	return 0;
+oom:
+	job_destroy(&j);
+	return BELLOWS_ENOMEM;
+}
+
+/* ctl_store_recover_ops.window: the policies see a recorded window again,
+ * exactly as they saw it then; what they propose is dropped (the decision
+ * answering it is in the log already). */
+static void
+jobs_recover_window(void *arg, void *ctx, bellows_window *w,
+    const com_decision *in_force)
+{
+	jobs_recovery *rec = arg;
+	job *j = ctx;
+	char policies[256], reason[1024];
+	com_decision state;
+	uint32_t failed = 0;
+
+	if (j->policies == NULL || com_decision_copy(&state, in_force) != 0)
+		return;
+	ctl_policy_set_run(j->policies, w, &state, policies, sizeof(policies),
+	    reason, sizeof(reason), &failed);
+	rec->jobs->counters.policy_errors += failed;
+	com_decision_fini(&state);
+}
+
+static void
+jobs_recover_end(void *arg, void *ctx, uint64_t n_windows)
+{
+	jobs_recovery *rec = arg;
+	job *j = ctx;
+
+	rec->recovered++;
+	ctl_store_run_recovered(rec->jobs->store, j->run_id);
+	ctl_log(CTL_LOG_INFO, "jobs",
+	    "job '%s' recovered from the database: run %" PRId64
+	    ", decision %" PRIu64 ", next window %" PRIu64 ", %" PRIu64
+	    " windows replayed into policies '%s', %u of %u ranks expected",
+	    j->name, j->run_id, j->last_seq, j->next_window, n_windows,
+	    j->policy_names, j->alive, j->world);
+	ctl_events_add(rec->jobs->events, CTL_EVENT_JOB_RECOVERED, j->name,
+	    "recovered from the database at decision %" PRIu64
+	    ", next window %" PRIu64 " (%" PRIu64 " windows replayed)",
+	    j->last_seq, j->next_window, n_windows);
+}
+
+uint32_t
+ctl_jobs_recover(ctl_jobs *jobs, uint64_t now_ms)
+{
+	static const ctl_store_recover_ops ops = {
+		.run = jobs_recover_run,
+		.window = jobs_recover_window,
+		.end = jobs_recover_end,
+	};
+	jobs_recovery rec = { .jobs = jobs, .now_ms = now_ms };
+
+	ctl_store_recover(jobs->store, JOBS_LOG, &ops, &rec);
+	return rec.recovered;
 }

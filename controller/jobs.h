@@ -5,9 +5,11 @@
  * sockets here (the server owns them), which is what lets the tests drive
  * jobs directly. Everything runs on the event loop's thread.
  *
- * Decisions leave through the publish callback, in seq order; a decision
- * is handed to it only after it is final (a later store makes it durable
- * in the callback before the PUB send).
+ * Decisions leave through the publish callback, in seq order. With a
+ * store, everything is recorded there, and a decision is handed to the
+ * callback only once the store has committed it (or at once while the
+ * store is degraded); a restarted daemon rebuilds its live jobs from the
+ * store (ctl_jobs_recover).
  */
 #ifndef CTL_JOBS_H
 #define CTL_JOBS_H
@@ -15,6 +17,7 @@
 #include "config.h"
 #include "events.h"
 #include "msg.h"
+#include "store.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -47,6 +50,21 @@ int ctl_jobs_new(const ctl_config *cfg, uint64_t instance,
 
 /* Frees every job. NULL-safe. */
 void ctl_jobs_destroy(ctl_jobs **jobs);
+
+/* Records everything in `store` (borrowed, must outlive the table; NULL:
+ * no history) and publishes decisions only once it has committed them.
+ * Call before the first message. */
+void ctl_jobs_set_store(ctl_jobs *jobs, ctl_store *store);
+
+/* Rebuilds every live run of the store as a job: its layer table and
+ * world, its decision log and sequence (the next decision continues it),
+ * the next window, the ranks that were there (expected again until they
+ * rejoin or time out), and its policies' state, by running fresh
+ * instances over every recorded window without publishing anything.
+ * Ranks then find their job when they send Hello. Call once, after
+ * ctl_jobs_set_store and before ctl_store_start. Returns the number of
+ * jobs recovered. */
+uint32_t ctl_jobs_recover(ctl_jobs *jobs, uint64_t now_ms);
 
 /* Switches to a new configuration (borrowed, as in ctl_jobs_new). Every
  * job's policies are rebuilt from its entry in cfg: an instance that is

@@ -1,11 +1,18 @@
-/* main - bellowsd: wires the configuration, the sockets, the job table
- * and the event loop together, and is the only place that exits.
+/* main - bellowsd: wires the configuration, the sockets, the job table,
+ * the history store and the event loop together, and is the only place
+ * that exits.
  *
  * Signals arrive through a signalfd polled by the loop, so handlers never
  * run inside library code: SIGTERM and SIGINT stop the loop cleanly,
  * SIGHUP reloads the configuration (validated completely first; on error
  * the old one stays in force). The file is also watched: a change on disk
  * reloads it the same way once the writer is done.
+ *
+ * With a history database (the default), the live jobs it holds are
+ * rebuilt before the sockets are read, so ranks that outlived a previous
+ * bellowsd find their job as it was. The store never stops the daemon: a
+ * database that cannot be opened or written leaves it running without
+ * history (degraded, retried).
  */
 #include "clock.h"
 #include "codec.h"
@@ -15,6 +22,7 @@
 #include "loop.h"
 #include "reload.h"
 #include "server.h"
+#include "store.h"
 #include "watch.h"
 
 #include "bellows_config.h"
@@ -32,8 +40,10 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#define MAIN_CRON_MS   100 /* liveness and window timeouts resolution */
-#define MAIN_SETTLE_MS 100 /* quiet after a file change before reloading */
+#define MAIN_CRON_MS   100  /* liveness and window timeouts resolution */
+#define MAIN_SETTLE_MS 100  /* quiet after a file change before reloading */
+#define MAIN_DRAIN_MS  5000 /* longest wait for the store at exit */
+#define MAIN_DB        "bellows.db" /* --db default, in the working dir */
 
 typedef struct daemon_state {
 	const char *policy_path; /* --policy */
@@ -42,7 +52,9 @@ typedef struct daemon_state {
 	ctl_watch *watch;        /* the file on disk, NULL if not watched */
 	ctl_jobs *jobs;          /* job table */
 	ctl_server *server;      /* sockets */
+	ctl_store *store;        /* history, NULL with --no-db */
 	ctl_loop *loop;          /* event loop */
+	uint64_t reloads;        /* reloads done that the store has seen */
 	int sigfd;               /* signalfd */
 } daemon_state;
 
@@ -51,14 +63,19 @@ main_usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: bellowsd --policy FILE [--control EP] [--publish EP]\n"
-	    "                [--db FILE] [--log-level error|warn|info|debug]\n"
+	    "                [--db FILE | --no-db]\n"
+	    "                [--log-level error|warn|info|debug]\n"
 	    "\n"
 	    "  --policy FILE    YAML configuration (policies, timeouts)\n"
 	    "  --control EP     ROUTER endpoint (default: the file's, else\n"
 	    "                   tcp://127.0.0.1:5555)\n"
 	    "  --publish EP     PUB endpoint (default: the file's, else\n"
 	    "                   tcp://127.0.0.1:5556)\n"
-	    "  --db FILE        history database (SQLite)\n"
+	    "  --db FILE        history database (SQLite), default " MAIN_DB
+	    "\n"
+	    "                   in the working directory\n"
+	    "  --no-db          keep no history (jobs are not recovered\n"
+	    "                   after a restart)\n"
 	    "  --log-level L    default info\n"
 	    "  --version        print the version\n");
 }
@@ -73,6 +90,28 @@ main_cron(ctl_loop *loop, uint64_t now_ms, void *arg)
 	daemon_state *d = arg;
 
 	ctl_jobs_tick(d->jobs, now_ms);
+	ctl_store_tick(d->store, now_ms);
+}
+
+/* Once per loop turn: what the turn recorded goes to the store's writer
+ * (a reload's configuration first, so its events name it). */
+static void
+main_before_sleep(ctl_loop *loop, void *arg)
+{
+	daemon_state *d = arg;
+	ctl_reload_counters rc;
+
+	(void)loop;
+	ctl_reload_get_counters(d->reload, &rc);
+	if (rc.done != d->reloads) {
+		const ctl_config *cfg = ctl_reload_config(d->reload);
+
+		d->reloads = rc.done;
+		ctl_store_config(d->store, cfg);
+		ctl_store_set_conf(d->store, &cfg->store);
+	}
+	ctl_store_sync_events(d->store, ctl_jobs_events(d->jobs));
+	ctl_store_flush(d->store);
 }
 
 static void
@@ -100,13 +139,14 @@ main(int argc, char **argv)
 		{ "control", required_argument, NULL, 'c' },
 		{ "publish", required_argument, NULL, 'u' },
 		{ "db", required_argument, NULL, 'd' },
+		{ "no-db", no_argument, NULL, 'n' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	daemon_state d = { .sigfd = -1 };
-	const char *control = NULL, *publish = NULL, *db = NULL;
+	const char *control = NULL, *publish = NULL, *db = MAIN_DB;
 	char err[CTL_CONFIG_ERR_MAX];
 	com_limits limits;
 	uint64_t instance = 0;
@@ -115,7 +155,7 @@ main(int argc, char **argv)
 	int c, rc = 1;
 
 	while (
-	    (c = getopt_long(argc, argv, "p:c:u:d:l:hV", opts, NULL)) != -1) {
+	    (c = getopt_long(argc, argv, "p:c:u:d:nl:hV", opts, NULL)) != -1) {
 		ctl_log_level level;
 
 		switch (c) {
@@ -130,6 +170,9 @@ main(int argc, char **argv)
 			break;
 		case 'd':
 			db = optarg;
+			break;
+		case 'n':
+			db = NULL;
 			break;
 		case 'l':
 			if (ctl_log_parse_level(optarg, &level) != 0) {
@@ -172,12 +215,6 @@ main(int argc, char **argv)
 	if (publish == NULL)
 		publish = d.cfg->publish != NULL ? d.cfg->publish
 						 : "tcp://127.0.0.1:5556";
-	if (db != NULL)
-		ctl_log(CTL_LOG_WARN, "main",
-		    "--db '%s': this build keeps no history yet; decisions "
-		    "are logged only",
-		    db);
-
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
@@ -204,6 +241,27 @@ main(int argc, char **argv)
 		fprintf(stderr, "bellowsd: out of memory\n");
 		goto out;
 	}
+	if (db != NULL) {
+		/* Problems with the file itself leave the store degraded,
+		 * not the daemon stopped. */
+		if (ctl_store_open(db, zctx, &d.cfg->store, instance,
+			ctl_jobs_events(d.jobs), &d.store) != 0) {
+			fprintf(stderr, "bellowsd: cannot set up the store\n");
+			goto out;
+		}
+		ctl_store_config(d.store, d.cfg);
+		ctl_jobs_set_store(d.jobs, d.store);
+		ctl_server_set_store(d.server, d.store);
+		ctl_jobs_recover(d.jobs, com_clock_ms());
+		if (ctl_store_start(d.store) != 0) {
+			fprintf(stderr, "bellowsd: cannot start the store\n");
+			goto out;
+		}
+	} else {
+		ctl_log(CTL_LOG_WARN, "main",
+		    "--no-db: no history is kept and jobs are not recovered "
+		    "after a restart");
+	}
 	if (ctl_reload_new(d.policy_path, &d.cfg, d.jobs, &d.reload) != 0) {
 		fprintf(stderr, "bellowsd: out of memory\n");
 		goto out;
@@ -217,13 +275,21 @@ main(int argc, char **argv)
 	ctl_server_set_jobs(d.server, d.jobs);
 	if ((d.watch != NULL && ctl_watch_attach(d.watch, d.loop) != 0) ||
 	    ctl_server_attach(d.server, d.loop) != 0 ||
+	    (d.store != NULL && ctl_store_attach(d.store, d.loop) != 0) ||
 	    ctl_loop_add_fd(d.loop, d.sigfd, main_on_signal, &d) != 0 ||
 	    ctl_loop_add_timer(d.loop, MAIN_CRON_MS, main_cron, &d) != 0)
 		goto out;
+	ctl_loop_set_before_sleep(d.loop, main_before_sleep, &d);
 	ctl_log(CTL_LOG_INFO, "main",
-	    "bellowsd %s: control %s, publish %s, policy '%s', instance "
-	    "%016" PRIx64,
-	    BELLOWS_VERSION, control, publish, d.policy_path, instance);
+	    "bellowsd %s: control %s, publish %s, policy '%s', history '%s', "
+	    "instance %016" PRIx64,
+	    BELLOWS_VERSION, control, publish, d.policy_path,
+	    db != NULL ? db : "(none)", instance);
+	ctl_events_add(ctl_jobs_events(d.jobs), CTL_EVENT_DAEMON_STARTED, NULL,
+	    "bellowsd %s started: instance %016" PRIx64
+	    ", policy '%s', history '%s'",
+	    BELLOWS_VERSION, instance, d.policy_path,
+	    db != NULL ? db : "(none)");
 	if (ctl_loop_run(d.loop) != 0) {
 		ctl_log(CTL_LOG_ERROR, "main", "event loop failed");
 		goto out;
@@ -233,7 +299,11 @@ main(int argc, char **argv)
 out:
 	ctl_loop_destroy(&d.loop);
 	ctl_watch_close(&d.watch);
-	/* Jobs borrow the configuration: they go first. */
+	if (d.store != NULL && d.jobs != NULL)
+		ctl_store_sync_events(d.store, ctl_jobs_events(d.jobs));
+	/* The store borrows the job table's event ring, and the jobs the
+	 * store and the configuration: store first, then jobs. */
+	ctl_store_close(&d.store, MAIN_DRAIN_MS);
 	ctl_jobs_destroy(&d.jobs);
 	ctl_reload_destroy(&d.reload);
 	ctl_server_close(&d.server);

@@ -35,6 +35,7 @@ struct ctl_server {
 	void *pub;            /* publish socket */
 	com_limits limits;    /* decode limits */
 	ctl_jobs *jobs;       /* dispatch target (borrowed) */
+	ctl_store *store;     /* history, for STATUS (borrowed) */
 	uint64_t instance;    /* daemon run id */
 	uint64_t started_ms;  /* monotonic start */
 	server_peer *peers;   /* drop records */
@@ -113,6 +114,12 @@ void
 ctl_server_set_jobs(ctl_server *s, ctl_jobs *jobs)
 {
 	s->jobs = jobs;
+}
+
+void
+ctl_server_set_store(ctl_server *s, ctl_store *store)
+{
+	s->store = store;
 }
 
 static server_peer *
@@ -218,6 +225,8 @@ server_status(ctl_server *s, const com_status_request *req, com_msg *reply)
 		if (ctl_jobs_status(s->jobs, req, now, st) != 0)
 			return BELLOWS_ENOMEM;
 	}
+	if (ctl_store_status(s->store, st) != 0)
+		return BELLOWS_ENOMEM;
 	st->peers = calloc(s->n_peers ? s->n_peers : 1, sizeof(*st->peers));
 	if (st->peers == NULL)
 		return BELLOWS_ENOMEM;

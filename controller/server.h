@@ -15,6 +15,7 @@
 #include "codec.h"
 #include "jobs.h"
 #include "loop.h"
+#include "store.h"
 
 #include <stdint.h>
 
@@ -32,6 +33,10 @@ void ctl_server_close(ctl_server **server);
 
 /* Sets the job table messages are dispatched to (borrowed). */
 void ctl_server_set_jobs(ctl_server *server, ctl_jobs *jobs);
+
+/* Sets the history store whose state STATUS reports (borrowed; NULL:
+ * none). */
+void ctl_server_set_store(ctl_server *server, ctl_store *store);
 
 /* Registers the ROUTER with the loop. Returns ctl_loop_add_socket's
  * result. */

@@ -4,6 +4,8 @@
  * code; this file only picks it, and is the only place that exits. Exit
  * codes: 0 success, 1 the command failed, 2 it was used wrongly.
  */
+#include "export.h"
+#include "history.h"
 #include "policy_check.h"
 #include "replay.h"
 #include "sim.h"
@@ -32,7 +34,12 @@ static const bellows_command commands[] = {
 	{ "sim", tool_sim_main, tool_sim_usage,
 	    "run a simulated data-parallel job against bellowsd" },
 	{ "replay", tool_replay_main, tool_replay_usage,
-	    "run policies over recorded metrics, without bellowsd" },
+	    "run policies over recorded metrics or a recorded run" },
+	{ "history", tool_history_main, tool_history_usage,
+	    "what happened: runs, layers, windows, decisions, events, "
+	    "timings" },
+	{ "export", tool_export_main, tool_export_usage,
+	    "write one run of the history as CSV files" },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

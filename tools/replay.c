@@ -7,14 +7,17 @@
  */
 #include "replay.h"
 
+#include "args.h"
 #include "msg.h"
 #include "policy_host.h"
 
 #include <bellows/error.h>
 #include <bellows/policy.h>
 
+#include <assert.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,22 +29,28 @@ tool_replay_usage(FILE *f)
 	fprintf(f,
 	    "usage: bellows replay --policy FILE --metrics FILE.csv "
 	    "[--job NAME]\n"
+	    "       bellows replay --policy FILE --db FILE [--run ID] "
+	    "[--job NAME] [--all]\n"
 	    "\n"
 	    "  Runs the policies FILE configures for job NAME over recorded\n"
-	    "  per-window gradient norms and LRs, as bellowsd would have run\n"
-	    "  them, and prints the state in force during every window as\n"
-	    "  CSV: window,layer,level (a row per window and layer), or\n"
-	    "  window,batch_size,lr_scale when the policies set the batch\n"
-	    "  size. See docs/replay.md.\n"
+	    "  per-window gradient norms and LRs, as bellowsd would have\n"
+	    "  run them. With --metrics it prints the state in force during\n"
+	    "  every window as CSV: window,layer,level (a row per window and\n"
+	    "  layer), or window,batch_size,lr_scale when the policies set\n"
+	    "  the batch size. With --db it replays a run of bellowsd's\n"
+	    "  history and prints where the replay differs from what the run\n"
+	    "  had in force: window,layer,recorded,replayed, and a summary\n"
+	    "  on standard error. See docs/replay.md.\n"
 	    "\n"
 	    "  --policy FILE     bellowsd's configuration (YAML)\n"
 	    "  --metrics FILE    recorded metrics: CSV with columns window,\n"
 	    "                    layer, grad_norm, lr [, numel, shape];\n"
 	    "                    - reads standard input\n"
+	    "  --db FILE         bellowsd's history database, read-only\n"
+	    "  --run ID          with --db: the run (default: the latest)\n"
 	    "  --job NAME        job name matched against the configuration\n"
-	    "                    (default %s)\n"
-	    "  --db FILE --run ID  replay a run of the history database\n"
-	    "                    (not available yet)\n",
+	    "                    (default: the run's job with --db, else %s)\n"
+	    "  --all             with --db: every row, not only differences\n",
 	    REPLAY_DEFAULT_JOB);
 }
 
@@ -63,16 +72,16 @@ tool_replay_destroy(tool_replay **rp)
 }
 
 static tool_replay *
-replay_alloc(const tool_metrics *m)
+replay_alloc(const tool_replay_input *in)
 {
 	tool_replay *rp = calloc(1, sizeof(*rp));
-	size_t nw = m->n_windows ? (size_t)m->n_windows : 1;
-	size_t nl = m->n_layers ? m->n_layers : 1;
+	size_t nw = in->n_windows ? (size_t)in->n_windows : 1;
+	size_t nl = in->n_layers ? in->n_layers : 1;
 
 	if (rp == NULL)
 		return NULL;
-	rp->n_windows = m->n_windows;
-	rp->n_layers = m->n_layers;
+	rp->n_windows = in->n_windows;
+	rp->n_layers = in->n_layers;
 	if (nw > SIZE_MAX / sizeof(double) / nl)
 		goto fail;
 	rp->level = malloc(nw * nl * sizeof(double));
@@ -86,27 +95,36 @@ fail:
 	return NULL;
 }
 
-/* The LR the window after window i starts with, as bellowsd would have
- * heard it: the next recorded window's, the window's own for the last one
- * and, as agents report it, when the next is 0. */
+/* The LR the window after window i starts with, as bellowsd heard it:
+ * recorded, or else the next recorded window's, the window's own for the
+ * last one and, as agents report it, when the next is 0. */
 static double
-replay_lr_next(const tool_metrics *m, uint64_t i)
+replay_lr_next(const tool_replay_input *in, uint64_t i)
 {
-	if (i + 1 < m->n_windows && m->lr[i + 1] > 0)
-		return m->lr[i + 1];
-	return m->lr[i];
+	if (in->lr_next != NULL)
+		return in->lr_next[i];
+	if (i + 1 < in->n_windows && in->lr[i + 1] > 0)
+		return in->lr[i + 1];
+	return in->lr[i];
 }
 
-/* Fills *w and wl (m->n_layers entries) with recorded window i under the
+/* Fills *w and wl (in->n_layers entries) with recorded window i under the
  * state in force. */
 static void
-replay_view(const tool_metrics *m, uint64_t i, const char *job,
+replay_view(const tool_replay_input *in, uint64_t i, const char *job,
     const com_decision *in_force, bellows_window_layer *wl, bellows_window *w)
 {
-	const double *norm = m->grad_norm + (size_t)i * m->n_layers;
+	size_t at = (size_t)i * in->n_layers;
+	const double *norm = in->grad_norm + at;
+	const double *rank0 = (in->grad_norm_rank0 != NULL ? in->grad_norm_rank0
+							   : in->grad_norm) +
+	    at;
+	const double *mean = (in->grad_norm_mean != NULL ? in->grad_norm_mean
+							 : in->grad_norm) +
+	    at;
 
-	for (uint32_t l = 0; l < m->n_layers; l++) {
-		const com_layer_info *li = &m->layers[l];
+	for (uint32_t l = 0; l < in->n_layers; l++) {
+		const com_layer_info *li = &in->layers[l];
 
 		wl[l] = (bellows_window_layer){
 			.name = li->name,
@@ -114,29 +132,43 @@ replay_view(const tool_metrics *m, uint64_t i, const char *job,
 			.ndim = li->ndim,
 			.shape = li->shape,
 			.grad_norm = norm[l],
-			.grad_norm_rank0 = norm[l],
-			.grad_norm_mean = norm[l],
+			.grad_norm_rank0 = rank0[l],
+			.grad_norm_mean = mean[l],
 			.level = in_force->level[l],
 			.error_bound = in_force->error_bound[l],
 		};
 	}
 	*w = (bellows_window){
 		.job = job,
-		.window = m->window[i],
-		.lr = m->lr[i],
-		.lr_next = replay_lr_next(m, i),
+		.window = in->window[i],
+		.lr = in->lr[i],
+		.lr_next = replay_lr_next(in, i),
 		.batch_size = in_force->batch_size,
 		.lr_scale = in_force->lr_scale,
 		.world = 1,
 		.ranks_reported = 1,
-		.n_layers = m->n_layers,
+		.n_layers = in->n_layers,
 		.layers = wl,
 	};
 }
 
+void
+tool_replay_input_metrics(const tool_metrics *m, tool_replay_input *ret)
+{
+	*ret = (tool_replay_input){
+		.n_layers = m->n_layers,
+		.layers = m->layers,
+		.n_windows = m->n_windows,
+		.window = m->window,
+		.lr = m->lr,
+		.grad_norm = m->grad_norm,
+	};
+}
+
 int
-tool_replay_run(const ctl_job_conf *jc, const char *job, const tool_metrics *m,
-    FILE *warn, tool_replay **ret, char *errbuf, size_t errlen)
+tool_replay_run_input(const ctl_job_conf *jc, const char *job,
+    const tool_replay_input *in, FILE *warn, tool_replay **ret, char *errbuf,
+    size_t errlen)
 {
 	char policies[256], reason[1024];
 	bellows_window_layer *wl = NULL;
@@ -147,31 +179,31 @@ tool_replay_run(const ctl_job_conf *jc, const char *job, const tool_metrics *m,
 
 	errbuf[0] = '\0';
 	reason[0] = '\0';
-	if ((r = com_decision_init(&state, job, m->n_layers)) != 0)
+	if ((r = com_decision_init(&state, job, in->n_layers)) != 0)
 		goto fail;
-	r = ctl_policy_set_new(jc, job, 1, m->layers, m->n_layers, &state,
+	r = ctl_policy_set_new(jc, job, 1, in->layers, in->n_layers, &state,
 	    reason, sizeof(reason), &set);
 	if (r != 0) {
 		snprintf(errbuf, errlen, "%s", reason);
 		goto fail;
 	}
 	r = BELLOWS_ENOMEM;
-	wl = calloc(m->n_layers ? m->n_layers : 1, sizeof(*wl));
-	if (wl == NULL || (rp = replay_alloc(m)) == NULL)
+	wl = calloc(in->n_layers ? in->n_layers : 1, sizeof(*wl));
+	if (wl == NULL || (rp = replay_alloc(in)) == NULL)
 		goto fail;
 	for (uint32_t i = 0; i < jc->n_policies; i++) {
 		if (jc->policies[i].ops->knobs & BELLOWS_KNOB_BATCH_SIZE)
 			rp->batch = true;
 	}
-	for (uint64_t i = 0; i < m->n_windows; i++) {
+	for (uint64_t i = 0; i < in->n_windows; i++) {
 		bellows_window w;
 		uint32_t failed = 0;
 
-		memcpy(rp->level + (size_t)i * m->n_layers, state.level,
-		    sizeof(double) * m->n_layers);
+		memcpy(rp->level + (size_t)i * in->n_layers, state.level,
+		    sizeof(double) * in->n_layers);
 		rp->batch_size[i] = state.batch_size;
 		rp->lr_scale[i] = state.lr_scale;
-		replay_view(m, i, job, &state, wl, &w);
+		replay_view(in, i, job, &state, wl, &w);
 		r = ctl_policy_set_run(set, &w, &state, policies,
 		    sizeof(policies), reason, sizeof(reason), &failed);
 		if (r != 0)
@@ -182,7 +214,7 @@ tool_replay_run(const ctl_job_conf *jc, const char *job, const tool_metrics *m,
 			    "bellows replay: window %" PRIu64
 			    ": %u policies failed; their knobs stay as they "
 			    "were\n",
-			    m->window[i], failed);
+			    in->window[i], failed);
 	}
 	free(wl);
 	ctl_policy_set_destroy(&set);
@@ -197,6 +229,16 @@ fail:
 	ctl_policy_set_destroy(&set);
 	com_decision_fini(&state);
 	return r;
+}
+
+int
+tool_replay_run(const ctl_job_conf *jc, const char *job, const tool_metrics *m,
+    FILE *warn, tool_replay **ret, char *errbuf, size_t errlen)
+{
+	tool_replay_input in;
+
+	tool_replay_input_metrics(m, &in);
+	return tool_replay_run_input(jc, job, &in, warn, ret, errbuf, errlen);
 }
 
 int
@@ -223,14 +265,94 @@ tool_replay_print(const tool_replay *rp, const tool_metrics *m, FILE *out)
 	return ferror(out) ? BELLOWS_EIO : 0;
 }
 
+static bool
+replay_same(double a, double b)
+{
+	return a == b || (isnan(a) && isnan(b));
+}
+
+static int
+replay_compare_batch(const tool_replay *rp, const tool_hdb_replay *rec,
+    bool all, FILE *out, tool_replay_diff *d)
+{
+	fprintf(out,
+	    "window,recorded_batch_size,replayed_batch_size,"
+	    "recorded_lr_scale,replayed_lr_scale\n");
+	for (uint64_t i = 0; i < rp->n_windows; i++) {
+		bool differ = rec->batch_size[i] != rp->batch_size[i] ||
+		    !replay_same(rec->lr_scale[i], rp->lr_scale[i]);
+
+		d->rows++;
+		d->differ += differ;
+		if (i > 0) {
+			d->changes_recorded += rec->batch_size[i] !=
+				rec->batch_size[i - 1] ||
+			    !replay_same(rec->lr_scale[i],
+				rec->lr_scale[i - 1]);
+			d->changes_replayed += rp->batch_size[i] !=
+				rp->batch_size[i - 1] ||
+			    !replay_same(rp->lr_scale[i], rp->lr_scale[i - 1]);
+		}
+		if (differ || all)
+			fprintf(out,
+			    "%" PRIu64 ",%" PRIu32 ",%" PRIu32 ",%.17g,%.17g\n",
+			    rec->window[i], rec->batch_size[i],
+			    rp->batch_size[i], rec->lr_scale[i],
+			    rp->lr_scale[i]);
+	}
+	return ferror(out) ? BELLOWS_EIO : 0;
+}
+
+int
+tool_replay_compare(const tool_replay *rp, const tool_hdb_replay *rec, bool all,
+    FILE *out, tool_replay_diff *ret)
+{
+	tool_replay_diff d = { .windows = rp->n_windows };
+	uint32_t nl = rp->n_layers;
+	int r;
+
+	assert(rp->n_windows == rec->n_windows && nl == rec->n_layers);
+	if (rp->batch) {
+		r = replay_compare_batch(rp, rec, all, out, &d);
+		*ret = d;
+		return r;
+	}
+	fprintf(out, "window,layer,recorded,replayed\n");
+	for (uint64_t i = 0; i < rp->n_windows; i++) {
+		const double *got = rp->level + (size_t)i * nl;
+		const double *had = rec->level + (size_t)i * nl;
+		const double *got0 = i > 0 ? got - nl : got;
+		const double *had0 = i > 0 ? had - nl : had;
+
+		for (uint32_t l = 0; l < nl; l++) {
+			bool differ = !replay_same(had[l], got[l]);
+
+			d.rows++;
+			d.differ += differ;
+			d.changes_recorded += !replay_same(had[l], had0[l]);
+			d.changes_replayed += !replay_same(got[l], got0[l]);
+			if (!differ && !all)
+				continue;
+			fprintf(out, "%" PRIu64 ",", rec->window[i]);
+			if (tool_metrics_put_field(out, rec->layers[l].name) !=
+			    0)
+				return BELLOWS_EIO;
+			fprintf(out, ",%.17g,%.17g\n", had[l], got[l]);
+		}
+	}
+	*ret = d;
+	return ferror(out) ? BELLOWS_EIO : 0;
+}
+
 /* ---- the subcommand ---------------------------------------------------- */
 
 typedef struct replay_opts {
 	const char *policy;  /* --policy */
 	const char *metrics; /* --metrics */
-	const char *job;     /* --job */
-	const char *db;      /* --db, refused for now */
-	const char *run;     /* --run, refused for now */
+	const char *job;     /* --job, NULL = the default */
+	const char *db;      /* --db */
+	int64_t run;         /* --run, TOOL_HDB_NONE = the latest */
+	bool all;            /* --all */
 } replay_opts;
 
 /* Returns -1 to go on, else the exit code. */
@@ -243,6 +365,7 @@ replay_parse(int argc, char **argv, replay_opts *o)
 		OPT_JOB,
 		OPT_DB,
 		OPT_RUN,
+		OPT_ALL,
 		OPT_HELP,
 	};
 	static const struct option opts[] = {
@@ -251,12 +374,16 @@ replay_parse(int argc, char **argv, replay_opts *o)
 		{ "job", required_argument, NULL, OPT_JOB },
 		{ "db", required_argument, NULL, OPT_DB },
 		{ "run", required_argument, NULL, OPT_RUN },
+		{ "all", no_argument, NULL, OPT_ALL },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
+	bool run_given = false;
+	uint64_t run;
 	int c;
 
-	*o = (replay_opts){ .job = REPLAY_DEFAULT_JOB };
+	*o = (replay_opts){ .run = TOOL_HDB_NONE };
+	optind = 0; /* glibc: start afresh, also on a second call */
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case OPT_POLICY:
@@ -272,7 +399,14 @@ replay_parse(int argc, char **argv, replay_opts *o)
 			o->db = optarg;
 			break;
 		case OPT_RUN:
-			o->run = optarg;
+			if (tool_args_u64("replay", "--run", optarg, 1,
+				INT64_MAX, &run) != 0)
+				return 2;
+			o->run = (int64_t)run;
+			run_given = true;
+			break;
+		case OPT_ALL:
+			o->all = true;
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -288,24 +422,165 @@ replay_parse(int argc, char **argv, replay_opts *o)
 		    argv[optind]);
 		return 2;
 	}
-	if (o->db != NULL || o->run != NULL) {
+	if (o->db != NULL && o->metrics != NULL) {
 		fprintf(stderr,
-		    "bellows replay: --db/--run (replaying a run of the "
-		    "history database) is not available yet; record the run's "
-		    "metrics as CSV and use --metrics\n");
+		    "bellows replay: --metrics and --db are two inputs; give "
+		    "one\n");
 		return 2;
 	}
-	if (o->policy == NULL || o->metrics == NULL) {
+	if (o->db == NULL && (run_given || o->all)) {
+		fprintf(stderr, "bellows replay: %s needs --db\n",
+		    run_given ? "--run" : "--all");
+		return 2;
+	}
+	if (o->policy == NULL || (o->metrics == NULL && o->db == NULL)) {
 		fprintf(stderr, "bellows replay: %s is required\n",
-		    o->policy == NULL ? "--policy" : "--metrics");
+		    o->policy == NULL ? "--policy" : "--metrics or --db");
 		tool_replay_usage(stderr);
 		return 2;
 	}
-	if (o->job[0] == '\0') {
-		fprintf(stderr, "bellows replay: --job must not be empty\n");
+	if ((o->job != NULL && o->job[0] == '\0') ||
+	    (o->db != NULL && o->db[0] == '\0')) {
+		fprintf(stderr, "bellows replay: %s must not be empty\n",
+		    o->db != NULL && o->db[0] == '\0' ? "--db" : "--job");
 		return 2;
 	}
 	return -1;
+}
+
+/* The replay input of a recorded run: the norm policies saw as grad_norm
+ * is rank 0's, or the mean where rank 0 did not report, as in bellowsd's
+ * window aggregate. Returns 0 or BELLOWS_ENOMEM; free *ret_norm. */
+static int
+replay_input_hdb(const tool_hdb_replay *rec, tool_replay_input *in,
+    double **ret_norm)
+{
+	size_t n = (size_t)rec->n_windows * rec->n_layers;
+	double *norm = malloc((n ? n : 1) * sizeof(*norm));
+
+	if (norm == NULL)
+		return BELLOWS_ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		norm[i] = !isnan(rec->norm_rank0[i]) ? rec->norm_rank0[i]
+						     : rec->norm_mean[i];
+	*in = (tool_replay_input){
+		.n_layers = rec->n_layers,
+		.layers = rec->layers,
+		.n_windows = rec->n_windows,
+		.window = rec->window,
+		.lr = rec->lr,
+		.lr_next = rec->lr_next,
+		.grad_norm = norm,
+		.grad_norm_rank0 = rec->norm_rank0,
+		.grad_norm_mean = rec->norm_mean,
+	};
+	*ret_norm = norm;
+	return 0;
+}
+
+/* Reads run o->run (or the latest) of the history into *ret_rec and
+ * names it in *ret_run (both the caller's). Returns 0, or 1 after saying
+ * why. */
+static int
+replay_load_run(const replay_opts *o, tool_hdb_replay **ret_rec,
+    tool_hdb_run *ret_run)
+{
+	char err[TOOL_HDB_ERR_MAX];
+	tool_hdb_run run = { 0 };
+	tool_hdb *db = NULL;
+	int rc = 1;
+
+	if (tool_hdb_open(o->db, &db, err, sizeof(err)) != 0) {
+		fprintf(stderr, "bellows replay: %s\n", err);
+		return 1;
+	}
+	if (tool_hdb_begin(db) != 0 ||
+	    tool_hdb_run_find(db, o->run, NULL, &run) != 0 ||
+	    tool_hdb_replay_load(db, run.id, ret_rec) != 0) {
+		fprintf(stderr, "bellows replay: %s: %s\n", o->db,
+		    tool_hdb_error(db));
+		tool_hdb_run_fini(&run);
+		goto out;
+	}
+	if (o->run == TOOL_HDB_NONE)
+		fprintf(stderr,
+		    "bellows replay: run %" PRId64
+		    " (job '%s', %s), the latest; --run picks another\n",
+		    run.id, run.job, run.live ? "live" : "ended");
+	*ret_run = run;
+	rc = 0;
+out:
+	tool_hdb_close(&db); /* ends the read transaction */
+	return rc;
+}
+
+/* `bellows replay --db`: replays a run of the history and compares. */
+static int
+replay_main_db(const replay_opts *o, const ctl_config *cfg)
+{
+	char err[CTL_CONFIG_ERR_MAX];
+	tool_hdb_replay *rec = NULL;
+	tool_hdb_run run = { 0 };
+	const ctl_job_conf *jc;
+	tool_replay *rp = NULL;
+	tool_replay_input in;
+	tool_replay_diff d;
+	double *norm = NULL;
+	const char *job;
+	int rc = 1;
+
+	if (replay_load_run(o, &rec, &run) != 0)
+		return 1;
+	job = o->job != NULL ? o->job : run.job;
+	if ((jc = ctl_config_match(cfg, job)) == NULL) {
+		fprintf(stderr,
+		    "bellows replay: no job entry of %s matches job '%s' "
+		    "(see --job)\n",
+		    o->policy, job);
+		goto out;
+	}
+	if (rec->n_windows == 0) {
+		fprintf(stderr,
+		    "bellows replay: run %" PRId64
+		    " has no closed window with every layer's row%s\n",
+		    run.id, rec->n_skipped > 0 ? "" : " (no window closed)");
+		goto out;
+	}
+	if (replay_input_hdb(rec, &in, &norm) != 0) {
+		fprintf(stderr, "bellows replay: %s\n",
+		    bellows_strerror(BELLOWS_ENOMEM));
+		goto out;
+	}
+	if (tool_replay_run_input(jc, job, &in, stderr, &rp, err,
+		sizeof(err)) != 0) {
+		fprintf(stderr, "bellows replay: %s\n", err);
+		goto out;
+	}
+	if (tool_replay_compare(rp, rec, o->all, stdout, &d) != 0 ||
+	    fflush(stdout) != 0) {
+		fprintf(stderr, "bellows replay: cannot write the output\n");
+		goto out;
+	}
+	fprintf(stderr,
+	    "bellows replay: run %" PRId64 " (job '%s') against %s: %" PRIu64
+	    " windows compared",
+	    run.id, run.job, o->policy, d.windows);
+	if (rec->n_skipped > 0)
+		fprintf(stderr, " (%" PRIu64 " skipped: rows missing)",
+		    rec->n_skipped);
+	fprintf(stderr,
+	    ", %" PRIu64 " of %" PRIu64 " %s differ; %s changes: recorded "
+	    "%" PRIu64 ", replayed %" PRIu64 "\n",
+	    d.differ, d.rows, rp->batch ? "windows" : "rows",
+	    rp->batch ? "batch size" : "level", d.changes_recorded,
+	    d.changes_replayed);
+	rc = 0;
+out:
+	free(norm);
+	tool_replay_destroy(&rp);
+	tool_hdb_replay_destroy(&rec);
+	tool_hdb_run_fini(&run);
+	return rc;
 }
 
 int
@@ -318,6 +593,7 @@ tool_replay_main(int argc, char **argv)
 	ctl_config *cfg = NULL;
 	tool_metrics *m = NULL;
 	tool_replay *rp = NULL;
+	const char *job;
 	replay_opts o;
 	int rc, r;
 
@@ -330,11 +606,16 @@ tool_replay_main(int argc, char **argv)
 		    err[0] != '\0' ? err : bellows_strerror(r));
 		goto out;
 	}
-	if ((jc = ctl_config_match(cfg, o.job)) == NULL) {
+	if (o.db != NULL) {
+		rc = replay_main_db(&o, cfg);
+		goto out;
+	}
+	job = o.job != NULL ? o.job : REPLAY_DEFAULT_JOB;
+	if ((jc = ctl_config_match(cfg, job)) == NULL) {
 		fprintf(stderr,
 		    "bellows replay: no job entry of %s matches job '%s' "
 		    "(see --job)\n",
-		    o.policy, o.job);
+		    o.policy, job);
 		goto out;
 	}
 	if (tool_metrics_load(o.metrics, &m, err, sizeof(err)) != 0) {
@@ -347,7 +628,7 @@ tool_replay_main(int argc, char **argv)
 		    "layers; they are taken as 2-D matrices of unknown size\n",
 		    strcmp(o.metrics, "-") == 0 ? "<stdin>" : o.metrics,
 		    m->n_unshaped, m->n_layers);
-	if (tool_replay_run(jc, o.job, m, stderr, &rp, err, sizeof(err)) != 0) {
+	if (tool_replay_run(jc, job, m, stderr, &rp, err, sizeof(err)) != 0) {
 		fprintf(stderr, "bellows replay: %s\n", err);
 		goto out;
 	}

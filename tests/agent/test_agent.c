@@ -1117,9 +1117,9 @@ test_report_per_window_carries_correct_statistics_and_timings(void **state)
 		assert_int_equal(r->timings.floats_raw, 800);
 		assert_int_equal(r->timings.decision_misses, 0);
 		assert_int_equal(r->timings.reports_dropped, 0);
-		assert_true(fabs(r->lr - 0.2 * (w + 1)) < 1e-12);
-		/* lr_next 0 reads as "same as lr"; the window's last step
-		 * announces the drop. */
+		/* lr is the window's first step's; lr_next 0 reads as
+		 * "same as lr"; the window's last step announces the drop. */
+		assert_true(fabs(r->lr - 0.1 * (2 * w + 1)) < 1e-12);
 		assert_true(fabs(r->lr_next - (w == 0 ? 0.2 : 0.01)) < 1e-12);
 		assert_int_equal(r->batch_size, 32);
 		assert_int_equal(r->epoch, 7);

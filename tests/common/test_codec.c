@@ -206,6 +206,11 @@ make_status_reply(com_msg *m)
 	r->events[1].kind = xstrdup("rank_lost");
 	r->events[1].job = xstrdup("alpha");
 	r->events[1].text = xstrdup("rank 1 lost at step 3999");
+	r->store_degraded = true;
+	r->store_pending = 123456789012ull;
+	r->store_dropped = 4096;
+	r->store_error = xstrdup("'bellows.db': cannot commit: database or "
+				 "disk is full");
 }
 
 /* A message of the given type with every field set to something other
@@ -443,6 +448,10 @@ assert_status_reply_equal(const com_status_reply *a, const com_status_reply *b)
 		assert_str_equal(a->events[i].job, b->events[i].job);
 		assert_str_equal(a->events[i].text, b->events[i].text);
 	}
+	assert_int_equal(a->store_degraded, b->store_degraded);
+	assert_int_equal(a->store_pending, b->store_pending);
+	assert_int_equal(a->store_dropped, b->store_dropped);
+	assert_str_equal(a->store_error, b->store_error);
 }
 
 static void

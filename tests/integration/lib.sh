@@ -11,6 +11,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/bellows-it.XXXXXX")
 CTL="ipc://$TMP/control"
 PUB="ipc://$TMP/publish"
 DAEMON_PID=""
+DAEMON_STARTS=0
 
 cleanup() {
 	if [ -n "$DAEMON_PID" ]; then
@@ -51,11 +52,15 @@ YAML
 }
 
 # start_daemon: starts bellowsd in the background and waits until it
-# answers STATUS.
+# answers STATUS. Its history database is $DB when set (kept across
+# restarts: a restart then recovers the jobs from it), else a new
+# $TMP/bellows-N.db per start (a restart without history).
 start_daemon() {
 	[ -f "$TMP/policy.yaml" ] || write_config "$TMP/policy.yaml"
+	DAEMON_STARTS=$((DAEMON_STARTS + 1))
 	"$BELLOWSD" --control "$CTL" --publish "$PUB" \
 	    --policy "$TMP/policy.yaml" --log-level info \
+	    --db "${DB:-$TMP/bellows-$DAEMON_STARTS.db}" \
 	    >>"$TMP/bellowsd.log" 2>&1 &
 	DAEMON_PID=$!
 	for _ in $(seq 1 100); do

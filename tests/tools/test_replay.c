@@ -345,6 +345,246 @@ test_replay_quotes_layer_names_in_its_output(void **state)
 	free(out);
 }
 
+/* ---- replaying a recorded run (--db) ----------------------------------- */
+
+/* Replays `in` under configuration `yaml` into f->rp. */
+static int
+replay_input(fixture *f, const char *yaml, const tool_replay_input *in)
+{
+	const ctl_job_conf *jc;
+
+	ctl_config_destroy(&f->cfg);
+	tool_replay_destroy(&f->rp);
+	assert_int_equal(ctl_config_parse(yaml, strlen(yaml), "test.yaml",
+			     &f->cfg, f->err, sizeof(f->err)),
+	    0);
+	jc = ctl_config_match(f->cfg, "job");
+	assert_non_null(jc);
+	return tool_replay_run_input(jc, "job", in, NULL, &f->rp, f->err,
+	    sizeof(f->err));
+}
+
+static com_layer_info one_matrix[] = {
+	{ .name = (char *)"w", .numel = 64, .ndim = 2, .shape = { 8, 8 } },
+};
+
+static void
+test_replay_prefers_the_recorded_lr_next(void **state)
+{
+	fixture *f = *state;
+	static const uint64_t window[] = { 0, 1, 2, 3, 4, 5 };
+	static const double lr[] = { 0.1, 0.1, 0.1, 0.1, 0.01, 0.01 };
+	static const double norm[] = { 5, 5, 5, 5, 5, 5 };
+	/* The daemon heard of the drop only with window 4's own report. */
+	static const double lr_next[] = { 0.1, 0.1, 0.1, 0.1, 0.01, 0.01 };
+	static const char yaml[] = "jobs:\n"
+				   "  - match: \"*\"\n"
+				   "    policies:\n"
+				   "      - type: accordion\n"
+				   "        params: {interval: 2, eta: 0.5}\n";
+	tool_replay_input in = {
+		.n_layers = 1,
+		.layers = one_matrix,
+		.n_windows = 6,
+		.window = window,
+		.lr = lr,
+		.grad_norm = norm,
+	};
+
+	/* Derived from the next window: window 3 closes as an LR drop
+	 * (see test_replay_shows_an_lr_drop_from_the_next_windows_lr). */
+	assert_int_equal(replay_input(f, yaml, &in), 0);
+	assert_true(level_at(f, 4, 0) == 2);
+	/* Recorded: no window closed with lr_next below its LR. */
+	in.lr_next = lr_next;
+	assert_int_equal(replay_input(f, yaml, &in), 0);
+	assert_true(level_at(f, 3, 0) == 1);
+	assert_true(level_at(f, 4, 0) == 1);
+	assert_true(level_at(f, 5, 0) == 1);
+}
+
+static void
+test_replay_hands_rank0_and_mean_norms_apart(void **state)
+{
+	fixture *f = *state;
+	static const uint64_t window[] = { 0, 1, 2, 3 };
+	static const double lr[] = { 0.1, 0.1, 0.1, 0.1 };
+	static const double rank0[] = { 5, 5, 5, 5 };
+	static const double mean[] = { 10, 4, 4, 4 };
+	tool_replay_input in = {
+		.n_layers = 1,
+		.layers = one_matrix,
+		.n_windows = 4,
+		.window = window,
+		.lr = lr,
+		.grad_norm = rank0,
+		.grad_norm_rank0 = rank0,
+		.grad_norm_mean = mean,
+	};
+
+	/* Interval 1, eta 0.5. Rank 0's norm is flat: stable from window
+	 * 2. The mean moves by 0.6 in window 1: critical for window 2. */
+	assert_int_equal(replay_input(f,
+			     "jobs:\n"
+			     "  - match: \"*\"\n"
+			     "    policies:\n"
+			     "      - type: accordion\n"
+			     "        params: {interval: 1, eta: 0.5}\n",
+			     &in),
+	    0);
+	assert_true(level_at(f, 2, 0) == 1);
+	assert_int_equal(replay_input(f,
+			     "jobs:\n"
+			     "  - match: \"*\"\n"
+			     "    policies:\n"
+			     "      - type: accordion\n"
+			     "        params: {interval: 1, eta: 0.5,"
+			     " norm_source: mean}\n",
+			     &in),
+	    0);
+	assert_true(level_at(f, 2, 0) == 2);
+	assert_true(level_at(f, 3, 0) == 1);
+}
+
+static char *
+compared(const tool_replay *rp, const tool_hdb_replay *rec, bool all,
+    tool_replay_diff *d)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	assert_non_null(out);
+	assert_int_equal(tool_replay_compare(rp, rec, all, out, d), 0);
+	fclose(out);
+	return buf;
+}
+
+static void
+test_replay_compare_prints_differing_rows_and_counts_changes(void **state)
+{
+	com_layer_info layers[] = {
+		{ .name = (char *)"a" },
+		{ .name = (char *)"b,c" },
+	};
+	uint64_t window[] = { 4, 5, 6 };
+	double had[] = { 2, 0, 1, 0, 1, 0 };
+	double got[] = { 2, 0, 2, 0, 1, 0 };
+	tool_hdb_replay rec = {
+		.n_layers = 2,
+		.layers = layers,
+		.n_windows = 3,
+		.window = window,
+		.level = had,
+	};
+	tool_replay rp = {
+		.n_windows = 3,
+		.n_layers = 2,
+		.level = got,
+	};
+	tool_replay_diff d;
+	char *out;
+
+	(void)state;
+	out = compared(&rp, &rec, false, &d);
+	assert_string_equal(out, "window,layer,recorded,replayed\n5,a,1,2\n");
+	free(out);
+	assert_int_equal(d.windows, 3);
+	assert_int_equal(d.rows, 6);
+	assert_int_equal(d.differ, 1);
+	assert_int_equal(d.changes_recorded, 1); /* a: 2 -> 1 at 5 */
+	assert_int_equal(d.changes_replayed, 1); /* a: 2 -> 1 at 6 */
+	out = compared(&rp, &rec, true, &d);
+	assert_string_equal(out,
+	    "window,layer,recorded,replayed\n"
+	    "4,a,2,2\n4,\"b,c\",0,0\n"
+	    "5,a,1,2\n5,\"b,c\",0,0\n"
+	    "6,a,1,1\n6,\"b,c\",0,0\n");
+	free(out);
+}
+
+static void
+test_replay_compare_of_batch_policies_sees_batch_and_scale(void **state)
+{
+	uint64_t window[] = { 0, 1, 2 };
+	uint32_t had_batch[] = { 64, 256, 256 }, got_batch[] = { 64, 64, 256 };
+	double had_scale[] = { 1, 4, 4 }, got_scale[] = { 1, 1, 4 };
+	double level[3] = { 0 };
+	tool_hdb_replay rec = {
+		.n_layers = 1,
+		.layers = one_matrix,
+		.n_windows = 3,
+		.window = window,
+		.level = level,
+		.batch_size = had_batch,
+		.lr_scale = had_scale,
+	};
+	tool_replay rp = {
+		.batch = true,
+		.n_windows = 3,
+		.n_layers = 1,
+		.level = level,
+		.batch_size = got_batch,
+		.lr_scale = got_scale,
+	};
+	tool_replay_diff d;
+	char *out;
+
+	(void)state;
+	out = compared(&rp, &rec, false, &d);
+	assert_string_equal(out,
+	    "window,recorded_batch_size,replayed_batch_size,"
+	    "recorded_lr_scale,replayed_lr_scale\n"
+	    "1,256,64,4,1\n");
+	free(out);
+	assert_int_equal(d.rows, 3);
+	assert_int_equal(d.differ, 1);
+	assert_int_equal(d.changes_recorded, 1);
+	assert_int_equal(d.changes_replayed, 1);
+}
+
+/* Runs `bellows replay ARGS...` and returns its exit code. */
+static int
+replay_cmd(const char *first, ...)
+{
+	char *argv[32];
+	int argc = 0;
+	va_list ap;
+
+	argv[argc++] = (char *)"replay";
+	va_start(ap, first);
+	for (const char *a = first; a != NULL; a = va_arg(ap, const char *))
+		argv[argc++] = (char *)a;
+	va_end(ap);
+	argv[argc] = NULL;
+	return tool_replay_main(argc, argv);
+}
+
+static void
+test_replay_refuses_mixed_or_incomplete_inputs(void **state)
+{
+	(void)state;
+	assert_int_equal(replay_cmd("--policy", "p.yaml", NULL), 2);
+	assert_int_equal(replay_cmd("--policy", "p.yaml", "--metrics", "m.csv",
+			     "--db", "h.db", NULL),
+	    2);
+	assert_int_equal(replay_cmd("--policy", "p.yaml", "--metrics", "m.csv",
+			     "--run", "1", NULL),
+	    2);
+	assert_int_equal(replay_cmd("--policy", "p.yaml", "--metrics", "m.csv",
+			     "--all", NULL),
+	    2);
+	assert_int_equal(replay_cmd("--policy", "p.yaml", "--db", "h.db",
+			     "--run", "-1", NULL),
+	    2);
+	assert_int_equal(replay_cmd("--policy", "p.yaml", "--db", "", NULL), 2);
+	assert_int_equal(replay_cmd("--db", "h.db", NULL), 2);
+	/* Well formed: it gets as far as the (missing) policy file. */
+	assert_int_equal(replay_cmd("--policy", "/nonexistent/p.yaml", "--db",
+			     "h.db", "--run", "3", "--all", NULL),
+	    1);
+}
+
 int
 main(void)
 {
@@ -357,6 +597,11 @@ main(void)
 		T(test_replay_of_accordion_batch_prints_batch_sizes_and_lr_scales),
 		T(test_replay_names_a_policy_that_cannot_start),
 		T(test_replay_quotes_layer_names_in_its_output),
+		T(test_replay_prefers_the_recorded_lr_next),
+		T(test_replay_hands_rank0_and_mean_norms_apart),
+		T(test_replay_compare_prints_differing_rows_and_counts_changes),
+		T(test_replay_compare_of_batch_policies_sees_batch_and_scale),
+		T(test_replay_refuses_mixed_or_incomplete_inputs),
 	};
 #undef T
 

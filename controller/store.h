@@ -1,0 +1,230 @@
+/* store - bellowsd's history: every run, window, decision and event in one
+ * SQLite file, written by one thread.
+ *
+ * The event loop never waits for SQLite. What it records goes into a
+ * batch in memory (the put functions below never block and never fail);
+ * a batch is handed, by pointer, over an inproc PAIR socket to the
+ * writer thread, which writes it in one transaction and acknowledges the
+ * commit over the same socket. A decision is published only after the
+ * batch holding it is acknowledged: the store calls the durable callback
+ * with the batch's ticket, and the job table publishes what that covers.
+ *
+ * Metric rows (windows, window_info, timings) may be downsampled when the
+ * writer falls behind; decisions, events, runs and their layer tables are
+ * never dropped. When SQLite fails (disk full, locked, read-only,
+ * corrupt) or stops committing for STORE_ACK_TIMEOUT_MS, the store is
+ * degraded: the durable callback releases every decision at once, the
+ * loop publishes without waiting, decisions and events queue in memory,
+ * metric rows are dropped and counted, and the writer retries with
+ * backoff until a commit succeeds. It never exits the daemon.
+ *
+ * This is the only module that includes <sqlite3.h>. The schema and its
+ * versions are described in docs/history.md.
+ *
+ * Threading: every function here is called from the event loop's thread
+ * (ctl_store_recover before ctl_store_start). The writer and checkpoint
+ * threads are internal.
+ */
+#ifndef CTL_STORE_H
+#define CTL_STORE_H
+
+#include "config.h"
+#include "events.h"
+#include "loop.h"
+#include "msg.h"
+
+#include <bellows/policy.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CTL_STORE_SCHEMA_VERSION 2  /* PRAGMA user_version written */
+#define CTL_STORE_HASH_LEN       17 /* hex FNV-1a 64 of a file, with NUL */
+
+/* Event kinds recorded by the store and around it (see events.h). */
+#define CTL_EVENT_STORE_DEGRADED  "store_degraded"
+#define CTL_EVENT_STORE_RECOVERED "store_recovered"
+#define CTL_EVENT_METRICS_DROPPED "metrics_dropped"
+#define CTL_EVENT_EVENTS_LOST     "events_lost"
+#define CTL_EVENT_JOB_RECOVERED   "job_recovered"
+#define CTL_EVENT_DAEMON_STARTED  "daemon_started"
+
+typedef struct ctl_store ctl_store;
+
+/* Why a decision was made, recorded in decisions.source. */
+typedef enum ctl_store_source {
+	CTL_STORE_INITIAL = 0, /* the policies' state at job creation */
+	CTL_STORE_WINDOW = 1,  /* closing a window */
+	CTL_STORE_REPAIR = 2,  /* re-issued after a rank diverged */
+	CTL_STORE_ADOPTED = 3, /* taken over from a rank's Hello */
+} ctl_store_source;
+
+/* What happened to a rank, recorded in rank_events.kind. */
+typedef enum ctl_store_rank_kind {
+	CTL_STORE_RANK_JOINED = 0,   /* first Hello */
+	CTL_STORE_RANK_REJOINED = 1, /* a later Hello */
+	CTL_STORE_RANK_LOST = 2,     /* silent for rank_timeout_ms */
+	CTL_STORE_RANK_LEFT = 3,     /* Bye */
+} ctl_store_rank_kind;
+
+/* Called on the loop's thread when every decision put with a ticket <=
+ * `ticket` is committed, or with UINT64_MAX when the store degraded and
+ * nothing should wait any more. */
+typedef void ctl_store_durable_fn(void *arg, uint64_t ticket);
+
+/* Opens (creating or migrating) the database at `path` on the caller's
+ * thread, ready for ctl_store_recover and then ctl_store_start. SQLite
+ * problems do not fail the call: the store then starts degraded (logged,
+ * with the reason in ctl_store_status) and its writer retries. `conf` is
+ * copied; `events` (borrowed, outlives the store) receives the store's
+ * own events; `instance` is recorded with each run. Returns 0,
+ * BELLOWS_ENOMEM, or BELLOWS_ESYS if the inproc sockets cannot be made. */
+int ctl_store_open(const char *path, void *zctx, const ctl_store_conf *conf,
+    uint64_t instance, ctl_events *events, ctl_store **ret_store);
+
+/* Starts the writer thread. Returns 0 or BELLOWS_ESYS. */
+int ctl_store_start(ctl_store *s);
+
+/* Registers the store's end of its socket with the loop (acks and state
+ * changes are read there). Returns ctl_loop_add_socket's result. */
+int ctl_store_attach(ctl_store *s, ctl_loop *loop);
+
+/* Hands the open batch to the writer, waits up to `drain_ms` for
+ * everything queued to be written, stops the threads and frees the
+ * store. Rows still unwritten then are lost (logged with their count).
+ * NULL-safe; sets *s to NULL. */
+void ctl_store_close(ctl_store **s, uint32_t drain_ms);
+
+/* Sets the function told about commits (see ctl_store_durable_fn). */
+void ctl_store_set_durable_fn(ctl_store *s, ctl_store_durable_fn *fn,
+    void *arg);
+
+/* Applies new settings (a reload): batching and queue limits at once,
+ * retention from the writer's next pass. NULL-safe. */
+void ctl_store_set_conf(ctl_store *s, const ctl_store_conf *conf);
+
+/* True when decisions must wait for their commit before they are
+ * published: the store is attached and not degraded. False for NULL. */
+bool ctl_store_waits(const ctl_store *s);
+
+/*
+ * Recording. Each put copies what it needs and never fails (the daemon
+ * aborts on out-of-memory); every one is a no-op on a NULL store. `run`
+ * is an id from ctl_store_run_begin.
+ */
+
+/* Records a new run of `job` with its layer table, under the
+ * configuration `cfg` (its text goes into policy_files once). Returns the
+ * run id (never 0; also without a working database, so that ids stay
+ * unique when it comes back). 0 for a NULL store. */
+int64_t ctl_store_run_begin(ctl_store *s, const char *job, uint32_t world,
+    const com_layer_info *layers, uint32_t n_layers, const ctl_config *cfg,
+    uint64_t first_seq, uint64_t wall_ms);
+
+/* Marks a run ended (ended_wall_ms), or live again (a finished job taken
+ * up again by a new Hello) with wall_ms 0. */
+void ctl_store_run_end(ctl_store *s, int64_t run, uint64_t wall_ms);
+
+/* Records a rank joining, rejoining, being lost or leaving. */
+void ctl_store_rank_event(ctl_store *s, int64_t run, uint32_t rank,
+    ctl_store_rank_kind kind, uint64_t step, uint64_t incarnation,
+    uint64_t wall_ms);
+
+/* Records one rank's timings of `window` (a metric row). */
+void ctl_store_timing(ctl_store *s, int64_t run, uint64_t window, uint32_t rank,
+    const com_timings *t);
+
+/* Records a closed window as the policies saw it (window_info and one
+ * windows row per layer; metric rows), with `in_force` the knob state in
+ * force during it. */
+void ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
+    uint32_t ranks_expected, bool complete, const com_decision *in_force,
+    uint64_t wall_ms);
+
+/* Records decision `d` of a run, with what changed since `prev` (NULL:
+ * the run's first decision), and hands the batch to the writer at once.
+ * Returns the ticket the durable callback will report when it is
+ * committed (0 for a NULL store). */
+uint64_t ctl_store_decision(ctl_store *s, int64_t run, const com_decision *d,
+    const com_decision *prev, ctl_store_source source, uint64_t wall_ms);
+
+/* Records that a restarted daemon rebuilt `run` from the database. */
+void ctl_store_run_recovered(ctl_store *s, int64_t run);
+
+/* Records the configuration now in force (policy_files, once per text);
+ * later events of kind reload_ok and daemon_started name its hash. */
+void ctl_store_config(ctl_store *s, const ctl_config *cfg);
+
+/* Copies the events recorded in `ev` since the last call into the
+ * events table. */
+void ctl_store_sync_events(ctl_store *s, const ctl_events *ev);
+
+/* Hands the open batch to the writer if it holds anything. Called once
+ * per loop turn; puts also flush when a batch reaches batch_rows.
+ * Returns the ticket of the last batch handed over (0 for NULL). */
+uint64_t ctl_store_flush(ctl_store *s);
+
+/* Waits, on the caller's thread and outside any event loop (tests,
+ * benchmarks), until the batch with `ticket` is committed, handling the
+ * writer's messages as the loop would. Returns 0, BELLOWS_EIO when the
+ * store is degraded, or BELLOWS_ETIMEDOUT after timeout_ms. */
+int ctl_store_wait(ctl_store *s, uint64_t ticket, uint32_t timeout_ms);
+
+/* Periodic duty: a decision that has waited STORE_ACK_TIMEOUT_MS for its
+ * commit degrades the store (published without waiting). */
+void ctl_store_tick(ctl_store *s, uint64_t now_ms);
+
+/* Fills the store fields of a STATUS reply (store_degraded,
+ * store_pending, store_dropped, store_error). Returns 0 or
+ * BELLOWS_ENOMEM. A NULL store leaves them zero. */
+int ctl_store_status(const ctl_store *s, com_status_reply *st);
+
+/*
+ * Recovery: reading back the live runs, before ctl_store_start.
+ */
+
+/* A live run (ended_wall_ms NULL) as the database holds it; everything
+ * borrowed for the duration of the callback. */
+typedef struct ctl_store_run {
+	int64_t id;                           /* runs.id */
+	const char *job;                      /* job name */
+	uint32_t world;                       /* ranks */
+	uint32_t n_layers;                    /* entries in layers */
+	const com_layer_info *layers;         /* the layer table */
+	uint32_t n_decisions;                 /* entries in decisions */
+	const com_decision *decisions;        /* the newest, ascending seq */
+	uint64_t next_window;                 /* lowest window not closed */
+	uint64_t max_step;                    /* highest step recorded */
+	const bool *alive;                    /* world flags: the rank's last
+					       * recorded event was a join */
+	char config_hash[CTL_STORE_HASH_LEN]; /* configuration it started
+					       * with */
+} ctl_store_run;
+
+typedef struct ctl_store_recover_ops {
+	/* A live run: returns 0 and a context for its windows, or an error
+	 * to skip the run. */
+	int (*run)(void *arg, const ctl_store_run *run, void **ret_ctx);
+	/* Each recorded window of the run, in window order, as the policies
+	 * saw it (layers' `selected` unset), with the knob state in force
+	 * during it. */
+	void (*window)(void *arg, void *ctx, bellows_window *w,
+	    const com_decision *in_force);
+	/* The run's windows are done: `n_windows` were replayed. */
+	void (*end)(void *arg, void *ctx, uint64_t n_windows);
+} ctl_store_recover_ops;
+
+/* Reads every live run, newest first (at most max_decisions decisions of
+ * each), and its windows into the callbacks. Must be called before
+ * ctl_store_start.
+ * Returns the number of runs handed to ops->run, or 0 when the database
+ * could not be read (a degraded store: nothing to recover). */
+uint32_t ctl_store_recover(ctl_store *s, uint32_t max_decisions,
+    const ctl_store_recover_ops *ops, void *arg);
+
+/* Writes the FNV-1a 64 hash of `len` bytes of `text` as 16 lower-case hex
+ * digits and a NUL into `out`. */
+void ctl_store_hash(const char *text, size_t len, char out[CTL_STORE_HASH_LEN]);
+
+#endif /* CTL_STORE_H */

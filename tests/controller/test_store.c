@@ -1,0 +1,1553 @@
+/* test_store - the history database on real files: schema creation and
+ * migration, refusal of newer and foreign files, commits before acks,
+ * recovery of runs and of a job's policy history, and the failures the
+ * daemon must survive: a concurrent writer holding the lock (SQLITE_BUSY),
+ * a full disk, a read-only directory, a corrupt file.
+ *
+ * Each test has a private temporary directory. As root, the full disk is
+ * a 256 KiB tmpfs mounted in it and the read-only directory a tmpfs
+ * remounted read-only; otherwise the full disk is an injected SQLITE_FULL
+ * (store_fault.h) and the read-only directory is chmod 0555 (skipped as
+ * root without mount rights). The files are read back with a second
+ * SQLite connection, as the `sqlite3` shell would.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <zmq.h>
+
+#include <bellows/error.h>
+
+#include "clock.h"
+#include "config.h"
+#include "jobs.h"
+#include "log.h"
+#include "store.h"
+#include "store_fault.h"
+
+#define N_LAYERS 3
+#define MAX_PUB  256
+#define WAIT_MS  10000
+
+static const char config_text[] = "daemon:\n"
+				  "  apply_lag: 1\n"
+				  "  window_timeout_ms: 1000\n"
+				  "  rank_timeout_ms: 5000\n"
+				  "  heartbeat_ms: 500\n"
+				  "store:\n"
+				  "  batch_rows: 64\n"
+				  "  queue_rows: 1000\n"
+				  "jobs:\n"
+				  "  - match: \"*\"\n"
+				  "    policies:\n"
+				  "      - type: accordion\n"
+				  "        params: {interval: 2, eta: 0.5}\n";
+
+static const com_layer_info table[N_LAYERS] = {
+	{ .name = "conv.weight", .numel = 32, .ndim = 2, .shape = { 8, 4 } },
+	{ .name = "conv.bias", .numel = 8, .ndim = 1, .shape = { 8 } },
+	{ .name = "fc.weight", .numel = 32, .ndim = 2, .shape = { 4, 8 } },
+};
+
+typedef struct fixture {
+	char dir[64];              /* private temporary directory */
+	char yaml[128];            /* dir/bellows.yaml */
+	char db[160];              /* the database under test */
+	char mnt[128];             /* dir/mnt, when a tmpfs is mounted there */
+	bool mounted;              /* mnt is a mount point */
+	void *zctx;                /* ZeroMQ context */
+	ctl_config *cfg;           /* the configuration */
+	ctl_events *events;        /* ring for store-only tests */
+	ctl_store *store;          /* under test */
+	ctl_jobs *jobs;            /* for the job-level tests */
+	uint64_t durable;          /* highest ticket the store reported */
+	uint32_t released;         /* "degraded: stop waiting" calls */
+	uint64_t check_seq;        /* seq the durable callback must find */
+	bool checked;              /* it found it */
+	uint64_t pub_seq[MAX_PUB]; /* seqs published, in order */
+	uint32_t n_pub;            /* entries in pub_seq */
+	char last_reason[1024];    /* reason of the last decision published */
+} fixture;
+
+/* ---- reading the file back -------------------------------------------- */
+
+static sqlite3 *
+db_open(const char *path)
+{
+	sqlite3 *db = NULL;
+
+	assert_int_equal(sqlite3_open_v2(path, &db,
+			     SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
+	    SQLITE_OK);
+	sqlite3_busy_timeout(db, 2000);
+	return db;
+}
+
+/* The first column of the first row of `sql` as an integer; -1 if there
+ * is no row. */
+static int64_t
+db_int(const char *path, const char *fmt, ...)
+{
+	char sql[1024];
+	sqlite3 *db = db_open(path);
+	sqlite3_stmt *st = NULL;
+	int64_t v = -1;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_type(st, 0) == SQLITE_NULL
+		    ? -2
+		    : sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
+}
+
+static void
+db_text(const char *path, char *out, size_t len, const char *sql)
+{
+	sqlite3 *db = db_open(path);
+	sqlite3_stmt *st = NULL;
+
+	out[0] = '\0';
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+	if (sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_text(st, 0) != NULL)
+		snprintf(out, len, "%s", sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+static void
+db_exec(const char *path, const char *sql)
+{
+	sqlite3 *db = db_open(path);
+	char *err = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK)
+		fail_msg("%s: %s", sql, err);
+	sqlite3_close(db);
+}
+
+static bool
+db_has(const char *path, const char *type, const char *name)
+{
+	return db_int(path,
+		   "SELECT count(*) FROM sqlite_master WHERE type = '%s' AND "
+		   "name = '%s'",
+		   type, name) == 1;
+}
+
+/* ---- fixture ----------------------------------------------------------- */
+
+static void
+on_durable(void *arg, uint64_t ticket)
+{
+	fixture *f = arg;
+
+	if (ticket == UINT64_MAX) {
+		f->released++;
+		return;
+	}
+	if (ticket > f->durable)
+		f->durable = ticket;
+	if (f->check_seq != 0) {
+		/* The ack must follow the commit: a new connection sees the
+		 * decision already. */
+		f->checked = db_int(f->db,
+				 "SELECT count(*) FROM decisions WHERE seq = "
+				 "%llu",
+				 (unsigned long long)f->check_seq) == 1;
+		f->check_seq = 0;
+	}
+}
+
+static void
+on_publish(void *arg, const com_msg *m)
+{
+	fixture *f = arg;
+
+	if (m->type != COM_MSG_DECISION)
+		return;
+	assert_true(f->n_pub < MAX_PUB);
+	f->pub_seq[f->n_pub++] = m->u.decision.seq;
+	snprintf(f->last_reason, sizeof(f->last_reason), "%s",
+	    m->u.decision.reason != NULL ? m->u.decision.reason : "");
+}
+
+static int
+setup(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+	char err[CTL_CONFIG_ERR_MAX];
+	FILE *fp;
+
+	if (f == NULL)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-store-XXXXXX");
+	if (mkdtemp(f->dir) == NULL)
+		return -1;
+	snprintf(f->yaml, sizeof(f->yaml), "%s/bellows.yaml", f->dir);
+	snprintf(f->db, sizeof(f->db), "%s/history.db", f->dir);
+	snprintf(f->mnt, sizeof(f->mnt), "%s/mnt", f->dir);
+	fp = fopen(f->yaml, "w");
+	if (fp == NULL || fputs(config_text, fp) < 0 || fclose(fp) != 0)
+		return -1;
+	if (ctl_config_load(f->yaml, &f->cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s\n", err);
+		return -1;
+	}
+	if ((f->zctx = zmq_ctx_new()) == NULL ||
+	    ctl_events_new(&f->events) != 0)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	fixture *f = *state;
+	char cmd[300];
+
+	ctl_store_fault_arm(0, 0);
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+	ctl_events_destroy(&f->events);
+	ctl_config_destroy(&f->cfg);
+	zmq_ctx_term(f->zctx);
+	if (f->mounted)
+		umount2(f->mnt, MNT_DETACH);
+	chmod(f->dir, 0700);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", f->dir);
+	free(f);
+	return 0;
+}
+
+/* Opens the store on f->db with the fixture's configuration and starts
+ * it; the ring is the job table's when there is one. */
+static void
+open_store(fixture *f)
+{
+	ctl_events *ev = f->jobs != NULL ? ctl_jobs_events(f->jobs) : f->events;
+
+	assert_int_equal(ctl_store_open(f->db, f->zctx, &f->cfg->store, 0x42,
+			     ev, &f->store),
+	    0);
+	ctl_store_set_durable_fn(f->store, on_durable, f);
+}
+
+static void
+start_store(fixture *f)
+{
+	assert_int_equal(ctl_store_start(f->store), 0);
+}
+
+static com_status_reply
+store_status(const fixture *f)
+{
+	com_status_reply st = { 0 };
+
+	assert_int_equal(ctl_store_status(f->store, &st), 0);
+	return st;
+}
+
+static bool
+store_degraded(const fixture *f, char *why, size_t len)
+{
+	com_status_reply st = store_status(f);
+	bool d = st.store_degraded;
+
+	if (why != NULL)
+		snprintf(why, len, "%s", st.store_error ? st.store_error : "");
+	free(st.store_error);
+	return d;
+}
+
+static void
+sleep_ms(uint32_t ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Waits until `ticket` is committed, through degradation and retries. */
+static void
+wait_committed(fixture *f, uint64_t ticket)
+{
+	uint64_t deadline = com_clock_ms() + WAIT_MS;
+
+	while (ctl_store_wait(f->store, ticket, 50) != 0) {
+		if (com_clock_ms() > deadline)
+			fail_msg("ticket %llu not committed within %d ms",
+			    (unsigned long long)ticket, WAIT_MS);
+		sleep_ms(10);
+	}
+}
+
+/* Waits until the store reports itself degraded. */
+static void
+wait_degraded(fixture *f)
+{
+	uint64_t deadline = com_clock_ms() + WAIT_MS;
+
+	for (;;) {
+		ctl_store_wait(f->store, UINT64_MAX, 20);
+		if (store_degraded(f, NULL, 0))
+			return;
+		if (com_clock_ms() > deadline)
+			fail_msg("the store did not degrade");
+	}
+}
+
+/* Copies the ring's events into the store and waits for them. */
+static void
+sync_events(fixture *f)
+{
+	ctl_events *ev = f->jobs != NULL ? ctl_jobs_events(f->jobs) : f->events;
+
+	ctl_store_sync_events(f->store, ev);
+	wait_committed(f, ctl_store_flush(f->store));
+}
+
+static int64_t
+run_begin(fixture *f, const char *job, uint32_t world)
+{
+	return ctl_store_run_begin(f->store, job, world, table, N_LAYERS,
+	    f->cfg, 1, com_clock_wall_ms());
+}
+
+/* A decision with levels a, b, c. */
+static void
+make_decision(com_decision *d, uint64_t seq, double a, double b, double c)
+{
+	assert_int_equal(com_decision_init(d, "job", N_LAYERS), 0);
+	d->seq = seq;
+	d->apply_step = 10 * seq;
+	d->window = seq - 1;
+	d->level[0] = a;
+	d->level[1] = b;
+	d->level[2] = c;
+	d->policy = com_strdup("accordion");
+	d->reason = com_strdup("because");
+}
+
+static uint64_t
+put_decision(fixture *f, int64_t run, uint64_t seq, const com_decision *prev)
+{
+	com_decision d;
+	uint64_t t;
+
+	make_decision(&d, seq, (double)seq, 0, 1);
+	t = ctl_store_decision(f->store, run, &d, prev, CTL_STORE_WINDOW,
+	    com_clock_wall_ms());
+	com_decision_fini(&d);
+	return t;
+}
+
+/* Window w of a run as the policies saw it, with `n` layers (n >
+ * N_LAYERS repeats the table's names, which the store does not check). */
+static void
+put_window(fixture *f, int64_t run, uint64_t w, uint32_t n, uint64_t wall)
+{
+	bellows_window_layer *layers = calloc(n, sizeof(*layers));
+	com_decision in_force;
+	bellows_window v = {
+		.job = "job",
+		.window = w,
+		.first_step = 10 * w,
+		.last_step = 10 * w + 9,
+		.epoch = w / 4,
+		.lr = 0.1,
+		.lr_next = 0.1,
+		.batch_size = 32,
+		.lr_scale = 1,
+		.world = 2,
+		.ranks_reported = 2,
+		.step_ms_median = 12.5,
+		.compute_ms_median = NAN,
+		.comm_ms_median = 2,
+		.floats_sent = 100,
+		.floats_raw = 400,
+		.n_layers = n,
+		.layers = layers,
+	};
+
+	assert_non_null(layers);
+	assert_int_equal(com_decision_init(&in_force, "job", n), 0);
+	for (uint32_t l = 0; l < n; l++) {
+		layers[l] = (bellows_window_layer){
+			.name = table[l % N_LAYERS].name,
+			.grad_norm_rank0 = l == 1 ? NAN : 1.0 + (double)w,
+			.grad_norm_mean = 0.5 + (double)w,
+			.sum_sq = 2,
+			.abs_sum = 3,
+			.max_abs = 0.25,
+			.count = 64,
+			.nonzero = 60,
+			.nonfinite = 1,
+			.momentum_abs_mean = 0.01,
+			.level = (double)l,
+			.error_bound = 0.001,
+		};
+		in_force.level[l] = (double)l;
+	}
+	ctl_store_window(f->store, run, &v, 2, true, &in_force, wall);
+	com_decision_fini(&in_force);
+	free(layers);
+}
+
+/* ---- schema ------------------------------------------------------------- */
+
+static void
+assert_current_schema(const char *path)
+{
+	static const char *const tables[] = { "runs", "layers", "rank_events",
+		"window_info", "windows", "timings", "decisions",
+		"decision_changes", "events", "policy_files" };
+
+	assert_int_equal(db_int(path, "PRAGMA user_version"),
+	    CTL_STORE_SCHEMA_VERSION);
+	for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
+		if (!db_has(path, "table", tables[i]))
+			fail_msg("table %s is missing", tables[i]);
+	assert_true(db_has(path, "view", "ranks"));
+	assert_true(db_has(path, "index", "window_info_closed"));
+	assert_true(db_has(path, "index", "decision_changes_layer"));
+	assert_int_equal(db_int(path,
+			     "SELECT count(*) FROM pragma_table_info('runs') "
+			     "WHERE name = 'recoveries'"),
+	    1);
+	db_text(path, (char[16]){ 0 }, 16, "PRAGMA journal_mode");
+}
+
+static void
+test_store_creates_the_current_schema_in_an_empty_file(void **state)
+{
+	fixture *f = *state;
+	char mode[16];
+
+	open_store(f);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_current_schema(f->db);
+	db_text(f->db, mode, sizeof(mode), "PRAGMA journal_mode");
+	assert_string_equal(mode, "wal");
+}
+
+/* Version 1 exactly as it was first released: the fixture a migration
+ * starts from. */
+static const char schema_v1[] =
+    "CREATE TABLE runs (id INTEGER PRIMARY KEY, job TEXT NOT NULL,"
+    " world INTEGER NOT NULL, n_layers INTEGER NOT NULL,"
+    " started_wall_ms INTEGER NOT NULL, ended_wall_ms INTEGER,"
+    " instance TEXT NOT NULL, config_hash TEXT NOT NULL,"
+    " first_seq INTEGER NOT NULL);"
+    "CREATE INDEX runs_job ON runs (job, id);"
+    "CREATE TABLE layers (run_id INTEGER NOT NULL, idx INTEGER NOT NULL,"
+    " name TEXT NOT NULL, numel INTEGER NOT NULL, ndim INTEGER NOT NULL,"
+    " shape TEXT NOT NULL, PRIMARY KEY (run_id, idx)) WITHOUT ROWID;"
+    "CREATE TABLE rank_events (run_id INTEGER NOT NULL,"
+    " rank INTEGER NOT NULL, wall_ms INTEGER NOT NULL, kind TEXT NOT NULL,"
+    " step INTEGER NOT NULL, incarnation TEXT);"
+    "CREATE INDEX rank_events_rank ON rank_events (run_id, rank, wall_ms);"
+    "CREATE VIEW ranks AS SELECT run_id, rank,"
+    " min(wall_ms) AS first_wall_ms, max(wall_ms) AS last_wall_ms,"
+    " sum(kind IN ('joined', 'rejoined')) AS joins,"
+    " sum(kind = 'lost') AS losses,"
+    " (SELECT e.kind FROM rank_events e WHERE e.run_id = r.run_id"
+    "  AND e.rank = r.rank ORDER BY e.wall_ms DESC, e.rowid DESC LIMIT 1)"
+    " AS last_kind FROM rank_events r GROUP BY run_id, rank;"
+    "CREATE TABLE window_info (run_id INTEGER NOT NULL,"
+    " window INTEGER NOT NULL, first_step INTEGER NOT NULL,"
+    " last_step INTEGER NOT NULL, epoch INTEGER NOT NULL, lr REAL,"
+    " lr_next REAL, batch_size INTEGER NOT NULL, lr_scale REAL,"
+    " world INTEGER NOT NULL, ranks_reported INTEGER NOT NULL,"
+    " ranks_expected INTEGER NOT NULL, complete INTEGER NOT NULL,"
+    " step_ms_median REAL, compute_ms_median REAL, comm_ms_median REAL,"
+    " floats_sent INTEGER NOT NULL, floats_raw INTEGER NOT NULL,"
+    " closed_wall_ms INTEGER NOT NULL, state_batch_size INTEGER NOT NULL,"
+    " state_size_threshold INTEGER NOT NULL,"
+    " state_compression_off INTEGER NOT NULL,"
+    " PRIMARY KEY (run_id, window)) WITHOUT ROWID;"
+    "CREATE TABLE windows (run_id INTEGER NOT NULL, window INTEGER NOT NULL,"
+    " layer INTEGER NOT NULL, grad_norm_rank0 REAL, grad_norm_mean REAL,"
+    " sum_sq REAL, abs_sum REAL, max_abs REAL, count INTEGER NOT NULL,"
+    " nonzero INTEGER NOT NULL, nonfinite INTEGER NOT NULL,"
+    " momentum_abs_mean REAL, level REAL, error_bound REAL,"
+    " PRIMARY KEY (run_id, window, layer)) WITHOUT ROWID;"
+    "CREATE TABLE timings (run_id INTEGER NOT NULL, window INTEGER NOT NULL,"
+    " rank INTEGER NOT NULL, steps INTEGER NOT NULL, step_ms REAL,"
+    " compute_ms REAL, comm_ms REAL, step_ms_max REAL,"
+    " bytes_sent INTEGER NOT NULL, floats_sent INTEGER NOT NULL,"
+    " floats_raw INTEGER NOT NULL, decision_misses INTEGER NOT NULL,"
+    " reports_dropped INTEGER NOT NULL,"
+    " PRIMARY KEY (run_id, window, rank)) WITHOUT ROWID;"
+    "CREATE TABLE decisions (run_id INTEGER NOT NULL, seq INTEGER NOT NULL,"
+    " apply_step INTEGER NOT NULL, window INTEGER NOT NULL,"
+    " wall_ms INTEGER NOT NULL, source TEXT NOT NULL, policy TEXT NOT NULL,"
+    " reason TEXT NOT NULL, n_layers INTEGER NOT NULL,"
+    " levels BLOB NOT NULL, error_bounds BLOB NOT NULL,"
+    " batch_size INTEGER NOT NULL, lr_scale REAL,"
+    " size_threshold INTEGER NOT NULL, compression_off INTEGER NOT NULL,"
+    " codec_table BLOB, PRIMARY KEY (run_id, seq));"
+    "CREATE TABLE decision_changes (run_id INTEGER NOT NULL,"
+    " seq INTEGER NOT NULL, knob TEXT NOT NULL, layer INTEGER, old REAL,"
+    " new REAL);"
+    "CREATE INDEX decision_changes_seq ON decision_changes (run_id, seq);"
+    "CREATE INDEX decision_changes_layer ON decision_changes"
+    " (run_id, layer, seq);"
+    "CREATE TABLE events (id INTEGER PRIMARY KEY, wall_ms INTEGER NOT NULL,"
+    " run_id INTEGER, job TEXT, kind TEXT NOT NULL, text TEXT NOT NULL,"
+    " policy_hash TEXT);"
+    "CREATE INDEX events_run ON events (run_id, id);"
+    "CREATE INDEX events_kind ON events (kind, wall_ms);"
+    "CREATE TABLE policy_files (hash TEXT PRIMARY KEY, path TEXT NOT NULL,"
+    " text TEXT NOT NULL, first_seen_wall_ms INTEGER NOT NULL);"
+    "INSERT INTO runs VALUES (7, 'old', 2, 3, 1000, NULL, "
+    " '0000000000000001', 'abc', 1);"
+    "PRAGMA user_version = 1;";
+
+static void
+test_store_migrates_a_version_1_file_keeping_its_rows(void **state)
+{
+	fixture *f = *state;
+	char job[16];
+
+	db_exec(f->db, schema_v1);
+	assert_int_equal(db_int(f->db, "PRAGMA user_version"), 1);
+	assert_false(db_has(f->db, "index", "window_info_closed"));
+	open_store(f);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_current_schema(f->db);
+	db_text(f->db, job, sizeof(job), "SELECT job FROM runs WHERE id = 7");
+	assert_string_equal(job, "old");
+	assert_int_equal(db_int(f->db,
+			     "SELECT recoveries FROM runs WHERE id = 7"),
+	    0);
+	/* New runs continue after the ids the file holds. */
+	start_store(f);
+	assert_int_equal(run_begin(f, "job", 2), 8);
+}
+
+static void
+test_store_refuses_a_newer_schema_with_a_clear_message(void **state)
+{
+	fixture *f = *state;
+	char why[400];
+
+	db_exec(f->db, "CREATE TABLE future (x); PRAGMA user_version = 3;");
+	open_store(f);
+	assert_true(store_degraded(f, why, sizeof(why)));
+	if (strstr(why,
+		"has schema version 3; this bellowsd understands up "
+		"to 2: not writing to it") == NULL)
+		fail_msg("unexpected message '%s'", why);
+	assert_false(ctl_store_waits(f->store));
+	/* Nothing was written to it, and nothing to recover. */
+	assert_int_equal(db_int(f->db, "PRAGMA user_version"), 3);
+	assert_false(db_has(f->db, "table", "runs"));
+	assert_int_equal(ctl_store_recover(f->store, 32, NULL, NULL), 0);
+}
+
+static void
+test_store_refuses_a_file_that_is_not_a_bellows_history(void **state)
+{
+	fixture *f = *state;
+	char why[400];
+
+	db_exec(f->db, "CREATE TABLE photos (id INTEGER);");
+	open_store(f);
+	assert_true(store_degraded(f, why, sizeof(why)));
+	assert_non_null(strstr(why, "not a bellows history"));
+	assert_false(db_has(f->db, "table", "runs"));
+}
+
+static void
+test_store_runs_without_history_when_the_file_is_corrupt(void **state)
+{
+	fixture *f = *state;
+	char junk[8192], why[400];
+	uint64_t t;
+	int64_t run;
+	FILE *fp = fopen(f->db, "w");
+
+	memset(junk, 'x', sizeof(junk));
+	assert_non_null(fp);
+	assert_int_equal(fwrite(junk, 1, sizeof(junk), fp), sizeof(junk));
+	assert_int_equal(fclose(fp), 0);
+	open_store(f);
+	assert_true(store_degraded(f, why, sizeof(why)));
+	assert_non_null(strstr(why, "not a database"));
+	start_store(f);
+	/* Still accepts what the daemon records, without waiting. */
+	run = run_begin(f, "job", 2);
+	assert_true(run > 0);
+	t = put_decision(f, run, 1, NULL);
+	assert_int_equal(ctl_store_wait(f->store, t, 200), BELLOWS_EIO);
+	/* The operator moves the file away: the retry starts a new one and
+	 * writes what was kept. */
+	assert_int_equal(unlink(f->db), 0);
+	wait_committed(f, t);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM decisions"), 1);
+	sync_events(f);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM events WHERE kind = "
+			     "'store_degraded' AND text LIKE '%%not a "
+			     "database%%'"),
+	    1);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM events WHERE kind = "
+			     "'store_recovered'"),
+	    1);
+}
+
+/* ---- writing --------------------------------------------------------------
+ */
+
+static void
+test_store_acknowledges_a_decision_only_after_its_commit(void **state)
+{
+	fixture *f = *state;
+	int64_t run;
+	uint64_t t;
+
+	open_store(f);
+	start_store(f);
+	assert_true(ctl_store_waits(f->store));
+	run = run_begin(f, "job", 2);
+	f->check_seq = 1;
+	t = put_decision(f, run, 1, NULL);
+	assert_true(t > 0);
+	assert_int_equal(ctl_store_wait(f->store, t, WAIT_MS), 0);
+	assert_true(f->checked);
+	assert_true(f->durable >= t);
+	assert_int_equal(f->released, 0);
+}
+
+static void
+test_store_records_runs_layers_windows_and_what_changed(void **state)
+{
+	fixture *f = *state;
+	com_decision d1, d2;
+	char text[64];
+	int64_t run;
+
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	ctl_store_rank_event(f->store, run, 0, CTL_STORE_RANK_JOINED, 0,
+	    0xabcdef, 1000);
+	ctl_store_rank_event(f->store, run, 1, CTL_STORE_RANK_JOINED, 0, 7,
+	    1001);
+	ctl_store_rank_event(f->store, run, 1, CTL_STORE_RANK_LOST, 40, 0,
+	    2000);
+	make_decision(&d1, 1, 2, 0, 2);
+	make_decision(&d2, 2, 1, 0, 2);
+	d2.batch_size = 64;
+	ctl_store_decision(f->store, run, &d1, NULL, CTL_STORE_INITIAL, 5);
+	put_window(f, run, 0, N_LAYERS, 6);
+	for (uint32_t r = 0; r < 70; r++)
+		ctl_store_timing(f->store, run, 0, r,
+		    &(com_timings){ .steps = 10,
+			.step_ms = 1200,
+			.bytes_sent = 99 + r });
+	wait_committed(f,
+	    ctl_store_decision(f->store, run, &d2, &d1, CTL_STORE_WINDOW, 7));
+	com_decision_fini(&d1);
+	com_decision_fini(&d2);
+
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(shape, ',') FROM layers");
+	assert_string_equal(text, "8x4,8,4x8");
+	db_text(f->db, text, sizeof(text),
+	    "SELECT last_kind || ':' || joins || ':' || losses FROM ranks "
+	    "WHERE rank = 1");
+	assert_string_equal(text, "lost:1:1");
+	db_text(f->db, text, sizeof(text),
+	    "SELECT incarnation FROM rank_events WHERE rank = 0");
+	assert_string_equal(text, "0000000000abcdef");
+	/* NaN is NULL. */
+	assert_int_equal(db_int(f->db,
+			     "SELECT grad_norm_rank0 FROM windows WHERE "
+			     "layer = 1"),
+	    -2);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM windows WHERE window = 0"),
+	    N_LAYERS);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) * 10000 + sum(bytes_sent - rank) "
+			     "FROM timings"),
+	    70 * 10000 + 70 * 99);
+	/* The first decision against the blank state (no old), the second
+	 * against the first. */
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(knob || layer || ':' || ifnull(old, '-') || "
+	    "'>' || new, ' ') FROM (SELECT * FROM decision_changes WHERE seq "
+	    "= 1 ORDER BY rowid)");
+	assert_string_equal(text, "level0:->2.0 level2:->2.0");
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(knob || ifnull(layer, '') || ':' || old || "
+	    "'>' || new, ' ') FROM (SELECT * FROM decision_changes WHERE seq "
+	    "= 2 ORDER BY rowid)");
+	assert_string_equal(text, "level0:2.0>1.0 batch_size:0.0>64.0");
+	db_text(f->db, text, sizeof(text),
+	    "SELECT source || ':' || hex(levels) FROM decisions WHERE seq = 1");
+	assert_string_equal(text,
+	    "initial:"
+	    "0000000000000040"
+	    "0000000000000000"
+	    "0000000000000040");
+}
+
+static void
+test_store_records_configurations_and_events_with_their_hash(void **state)
+{
+	fixture *f = *state;
+	char hash[CTL_STORE_HASH_LEN], text[64];
+
+	open_store(f);
+	start_store(f);
+	ctl_store_config(f->store, f->cfg);
+	ctl_store_config(f->store, f->cfg); /* the same text: one row */
+	ctl_events_add(f->events, "reload_ok", NULL, "reloaded");
+	ctl_events_add(f->events, "rank_lost", "job", "rank 1 lost");
+	sync_events(f);
+	ctl_store_hash(f->cfg->text, f->cfg->text_len, hash);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM policy_files"), 1);
+	db_text(f->db, text, sizeof(text), "SELECT hash FROM policy_files");
+	assert_string_equal(text, hash);
+	db_text(f->db, text, sizeof(text),
+	    "SELECT policy_hash FROM events WHERE kind = 'reload_ok'");
+	assert_string_equal(text, hash);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM events WHERE kind = "
+			     "'rank_lost' AND job = 'job' AND policy_hash IS "
+			     "NULL"),
+	    1);
+	/* FNV-1a 64 of "a", the published test vector. */
+	ctl_store_hash("a", 1, hash);
+	assert_string_equal(hash, "af63dc4c8601ec8c");
+}
+
+/* ---- failures -------------------------------------------------------------
+ */
+
+static void
+test_store_degrades_on_a_locked_file_and_writes_everything_after(void **state)
+{
+	fixture *f = *state;
+	sqlite3 *other;
+	char why[400];
+	int64_t run;
+	uint64_t t1, t2;
+
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	wait_committed(f, put_decision(f, run, 1, NULL));
+	/* Another writer holds the write lock. */
+	other = db_open(f->db);
+	assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL,
+			     NULL),
+	    SQLITE_OK);
+	t1 = put_decision(f, run, 2, NULL);
+	assert_int_equal(ctl_store_wait(f->store, t1, WAIT_MS), BELLOWS_EIO);
+	assert_true(store_degraded(f, why, sizeof(why)));
+	assert_non_null(strstr(why, "locked"));
+	assert_int_equal(f->released, 1);
+	assert_false(ctl_store_waits(f->store));
+	/* Decisions keep coming while degraded; none is lost. */
+	t2 = put_decision(f, run, 3, NULL);
+	assert_int_equal(sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(other);
+	wait_committed(f, t2);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_true(ctl_store_waits(f->store));
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) || max(seq) FROM decisions"),
+	    33);
+	sync_events(f);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM events WHERE kind = "
+			     "'store_degraded' AND text LIKE '%%locked%%'"),
+	    1);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM events WHERE kind = "
+			     "'store_recovered'"),
+	    1);
+}
+
+static void
+test_store_stops_holding_decisions_when_commits_lag(void **state)
+{
+	fixture *f = *state;
+	char why[400];
+	int64_t run;
+	uint64_t t;
+
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	t = put_decision(f, run, 1, NULL);
+	/* Its acknowledgement has not been read: as far as the loop knows,
+	 * the commit is late. */
+	ctl_store_tick(f->store, com_clock_ms() + 100);
+	assert_int_equal(f->released, 0);
+	ctl_store_tick(f->store, com_clock_ms() + 300);
+	assert_int_equal(f->released, 1);
+	assert_true(store_degraded(f, why, sizeof(why)));
+	assert_non_null(strstr(why, "no commit for"));
+	assert_false(ctl_store_waits(f->store));
+	/* It catches up: decisions wait for their commit again. */
+	wait_committed(f, t);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_true(ctl_store_waits(f->store));
+	sync_events(f);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM events WHERE kind = "
+			     "'store_recovered' AND text LIKE 'commits caught "
+			     "up%%'"),
+	    1);
+}
+
+static void
+test_store_survives_an_injected_full_disk(void **state)
+{
+	fixture *f = *state;
+	char why[400];
+	int64_t run;
+	uint64_t t;
+
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	wait_committed(f, put_decision(f, run, 1, NULL));
+	ctl_store_fault_arm(13 /* SQLITE_FULL */, 3);
+	t = put_decision(f, run, 2, NULL);
+	assert_int_equal(ctl_store_wait(f->store, t, WAIT_MS), BELLOWS_EIO);
+	assert_true(store_degraded(f, why, sizeof(why)));
+	assert_non_null(strstr(why, "full"));
+	/* Three retries fail, the fourth writes. */
+	wait_committed(f, t);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_int_equal(db_int(f->db, "SELECT max(seq) FROM decisions"), 2);
+}
+
+/* Mounts a tmpfs of `size` on f->mnt; false when that is not allowed. */
+static bool
+mount_tmpfs(fixture *f, const char *opts)
+{
+	if (mkdir(f->mnt, 0700) != 0 ||
+	    mount("tmpfs", f->mnt, "tmpfs", 0, opts) != 0) {
+		print_message("      cannot mount a tmpfs (%s): skipped\n",
+		    geteuid() == 0 ? "no mount rights" : "not root");
+		return false;
+	}
+	f->mounted = true;
+	snprintf(f->db, sizeof(f->db), "%s/history.db", f->mnt);
+	return true;
+}
+
+static void
+test_store_survives_a_real_full_disk_and_catches_up(void **state)
+{
+	fixture *f = *state;
+	uint64_t t = 0, deadline;
+	com_decision prev;
+	int64_t run;
+	uint64_t seq = 1;
+
+	if (!mount_tmpfs(f, "size=256k")) {
+		skip();
+		return;
+	}
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	make_decision(&prev, 0, 0, 0, 0);
+	/* Windows of 200 layers until the 256 KiB are full. */
+	deadline = com_clock_ms() + WAIT_MS;
+	for (uint64_t w = 0; !store_degraded(f, NULL, 0); w++) {
+		put_window(f, run, w, 200, com_clock_wall_ms());
+		t = put_decision(f, run, seq++, &prev);
+		ctl_store_wait(f->store, t, 1000);
+		if (com_clock_ms() > deadline)
+			fail_msg("256 KiB never filled up");
+	}
+	print_message("      full after %llu decisions\n",
+	    (unsigned long long)seq - 1);
+	assert_int_equal(f->released, 1);
+	/* The daemon goes on deciding. */
+	for (int i = 0; i < 5; i++)
+		t = put_decision(f, run, seq++, &prev);
+	assert_int_equal(mount("tmpfs", f->mnt, "tmpfs", MS_REMOUNT,
+			     "size=16m"),
+	    0);
+	wait_committed(f, t);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) = max(seq) FROM decisions"),
+	    1);
+	assert_int_equal(db_int(f->db, "SELECT max(seq) FROM decisions"),
+	    (int64_t)seq - 1);
+	sync_events(f);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM events WHERE kind = "
+			     "'store_recovered'"),
+	    1);
+	com_decision_fini(&prev);
+}
+
+static void
+test_store_waits_out_a_read_only_directory(void **state)
+{
+	fixture *f = *state;
+	char why[400];
+	int64_t run;
+	uint64_t t;
+	bool tmpfs = geteuid() == 0;
+
+	if (tmpfs) {
+		/* chmod does not stop root: a read-only mount does. */
+		if (!mount_tmpfs(f, "size=4m")) {
+			skip();
+			return;
+		}
+		assert_int_equal(mount("tmpfs", f->mnt, "tmpfs",
+				     MS_REMOUNT | MS_RDONLY, "size=4m"),
+		    0);
+	} else {
+		assert_int_equal(chmod(f->dir, 0555), 0);
+	}
+	open_store(f);
+	assert_true(store_degraded(f, why, sizeof(why)));
+	print_message("      %s\n", why);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	t = put_decision(f, run, 1, NULL);
+	assert_int_equal(ctl_store_wait(f->store, t, 300), BELLOWS_EIO);
+	if (tmpfs)
+		assert_int_equal(mount("tmpfs", f->mnt, "tmpfs", MS_REMOUNT,
+				     "size=4m"),
+		    0);
+	else
+		assert_int_equal(chmod(f->dir, 0700), 0);
+	wait_committed(f, t);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM decisions"), 1);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM runs"), 1);
+}
+
+static void
+test_store_downsamples_metrics_when_behind_and_counts_them(void **state)
+{
+	fixture *f = *state;
+	com_status_reply st;
+	sqlite3 *other;
+	int64_t run, kept;
+	uint64_t t = 0;
+
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	wait_committed(f, put_decision(f, run, 1, NULL));
+	other = db_open(f->db);
+	assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL,
+			     NULL),
+	    SQLITE_OK);
+	/* 40 windows of 101 metric rows against a queue of 1000. */
+	for (uint64_t w = 0; w < 40; w++) {
+		put_window(f, run, w, 100, com_clock_wall_ms());
+		t = put_decision(f, run, w + 2, NULL);
+		ctl_store_flush(f->store);
+	}
+	st = store_status(f);
+	assert_true(st.store_dropped > 0);
+	assert_true(st.store_pending > 0);
+	free(st.store_error);
+	assert_int_equal(sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(other);
+	wait_committed(f, t);
+	/* Every decision, some windows, each whole (multi-row inserts of 32
+	 * rows and single ones for the rest). */
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM decisions"), 41);
+	assert_int_equal(
+	    db_int(f->db,
+		"SELECT count(*) * 10000 + sum(layer) FROM windows "
+		"WHERE window = 0"),
+	    100 * 10000 + 4950);
+	kept = db_int(f->db, "SELECT count(*) FROM window_info");
+	assert_true(kept > 0 && kept < 40);
+	st = store_status(f);
+	assert_int_equal(st.store_dropped, (uint64_t)(40 - kept) * 101);
+	free(st.store_error);
+	/* Beyond the queue only every 8th window was kept. */
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM window_info WHERE window "
+			     ">= 10 AND window %% 8 != 0"),
+	    0);
+	/* The loss is recorded, not silent. */
+	sleep_ms(1100);
+	sync_events(f);
+	assert_true(db_int(f->db,
+			"SELECT count(*) FROM events WHERE kind = "
+			"'metrics_dropped' AND text LIKE '%%metric rows not "
+			"written%%'") >= 1);
+}
+
+static void
+test_store_thins_old_windows_past_the_per_run_limit(void **state)
+{
+	fixture *f = *state;
+	ctl_store_conf conf = f->cfg->store;
+	uint64_t deadline;
+	int64_t run;
+
+	conf.max_windows_per_run = 10;
+	conf.keep_every = 5;
+	open_store(f);
+	ctl_store_set_conf(f->store, &conf);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	for (uint64_t w = 0; w < 100; w++)
+		put_window(f, run, w, 1, com_clock_wall_ms());
+	wait_committed(f, ctl_store_flush(f->store));
+	/* Windows 0..88 keep every 5th; 89..99 are whole. */
+	deadline = com_clock_ms() + WAIT_MS;
+	while (db_int(f->db, "SELECT count(*) FROM window_info") != 18 + 11) {
+		if (com_clock_ms() > deadline)
+			fail_msg("%lld windows left, not 29",
+			    (long long)db_int(f->db,
+				"SELECT count(*) FROM window_info"));
+		sleep_ms(20);
+	}
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM windows WHERE window < 89 "
+			     "AND window %% 5 != 0"),
+	    0);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM windows"),
+	    18 + 11);
+}
+
+static void
+test_store_thins_windows_older_than_the_age_limit(void **state)
+{
+	fixture *f = *state;
+	ctl_store_conf conf = f->cfg->store;
+	uint64_t now = com_clock_wall_ms(), deadline;
+	int64_t run;
+
+	conf.max_age_days = 1;
+	conf.keep_every = 4;
+	conf.batch_rows = 100000; /* one batch: the pass sees every window */
+	open_store(f);
+	ctl_store_set_conf(f->store, &conf);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	for (uint64_t w = 0; w < 20; w++)
+		put_window(f, run, w, 2, w < 12 ? now - 3 * 86400000ull : now);
+	wait_committed(f, ctl_store_flush(f->store));
+	deadline = com_clock_ms() + WAIT_MS;
+	while (db_int(f->db, "SELECT count(*) FROM window_info") != 3 + 8) {
+		if (com_clock_ms() > deadline)
+			fail_msg("age retention did not run");
+		sleep_ms(20);
+	}
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM windows WHERE window < 12"),
+	    3 * 2);
+}
+
+/* ---- recovery ------------------------------------------------------------ */
+
+typedef struct recovered {
+	uint32_t runs;         /* run callbacks */
+	char job[32];          /* the run's job */
+	uint32_t world;        /* its world */
+	char layer1[32];       /* name of layer 1 */
+	uint32_t shape2[2];    /* shape of layer 2 */
+	uint32_t n_decisions;  /* decisions handed */
+	uint64_t first_seq;    /* oldest of them */
+	uint64_t last_seq;     /* newest */
+	uint64_t next_window;  /* where it resumes */
+	bool alive[4];         /* ranks there */
+	uint64_t windows[8];   /* windows replayed, in order */
+	uint32_t n_windows;    /* entries */
+	double rank0_norm_l1;  /* layer 1's rank-0 norm of window 1 */
+	double norm_l0;        /* layer 0's policy norm of window 1 */
+	double level_l2;       /* layer 2's level in force, window 1 */
+	double compute_median; /* window 1's compute median */
+	uint64_t ended;        /* end callbacks, windows counted */
+} recovered;
+
+static int
+rec_run(void *arg, const ctl_store_run *run, void **ret_ctx)
+{
+	recovered *r = arg;
+
+	r->runs++;
+	snprintf(r->job, sizeof(r->job), "%s", run->job);
+	r->world = run->world;
+	snprintf(r->layer1, sizeof(r->layer1), "%s", run->layers[1].name);
+	r->shape2[0] = run->layers[2].shape[0];
+	r->shape2[1] = run->layers[2].shape[1];
+	r->n_decisions = run->n_decisions;
+	r->first_seq = run->decisions[0].seq;
+	r->last_seq = run->decisions[run->n_decisions - 1].seq;
+	r->next_window = run->next_window;
+	for (uint32_t k = 0; k < 4 && k < run->world; k++)
+		r->alive[k] = run->alive[k];
+	*ret_ctx = r;
+	return 0;
+}
+
+static void
+rec_window(void *arg, void *ctx, bellows_window *w,
+    const com_decision *in_force)
+{
+	recovered *r = ctx;
+
+	assert_ptr_equal(arg, ctx);
+	if (r->n_windows < 8)
+		r->windows[r->n_windows++] = w->window;
+	if (w->window == 1) {
+		r->rank0_norm_l1 = w->layers[1].grad_norm_rank0;
+		r->norm_l0 = w->layers[0].grad_norm;
+		r->level_l2 = in_force->level[2];
+		r->compute_median = w->compute_ms_median;
+	}
+}
+
+static void
+rec_end(void *arg, void *ctx, uint64_t n)
+{
+	recovered *r = ctx;
+
+	(void)arg;
+	r->ended += n;
+}
+
+static void
+test_store_recovers_live_runs_with_their_tail_and_windows(void **state)
+{
+	fixture *f = *state;
+	static const ctl_store_recover_ops ops = { rec_run, rec_window,
+		rec_end };
+	recovered r = { 0 };
+	int64_t live, done;
+	uint64_t t = 0;
+
+	open_store(f);
+	start_store(f);
+	done = ctl_store_run_begin(f->store, "finished", 2, table, N_LAYERS,
+	    f->cfg, 1, 1);
+	put_decision(f, done, 1, NULL);
+	ctl_store_run_end(f->store, done, 2);
+	live = ctl_store_run_begin(f->store, "live", 4, table, N_LAYERS, f->cfg,
+	    1, 1);
+	ctl_store_rank_event(f->store, live, 0, CTL_STORE_RANK_JOINED, 0, 1, 1);
+	ctl_store_rank_event(f->store, live, 1, CTL_STORE_RANK_JOINED, 0, 2, 1);
+	ctl_store_rank_event(f->store, live, 2, CTL_STORE_RANK_JOINED, 0, 3, 1);
+	ctl_store_rank_event(f->store, live, 2, CTL_STORE_RANK_LOST, 9, 0, 2);
+	ctl_store_rank_event(f->store, live, 1, CTL_STORE_RANK_LEFT, 9, 0, 3);
+	ctl_store_rank_event(f->store, live, 1, CTL_STORE_RANK_REJOINED, 9, 5,
+	    4);
+	for (uint64_t w = 0; w < 3; w++)
+		put_window(f, live, w, N_LAYERS, 10);
+	for (uint64_t s = 1; s <= 40; s++)
+		t = put_decision(f, live, s, NULL);
+	wait_committed(f, t);
+	ctl_store_close(&f->store, 2000);
+
+	open_store(f);
+	assert_int_equal(ctl_store_recover(f->store, 32, &ops, &r), 1);
+	assert_int_equal(r.runs, 1);
+	assert_string_equal(r.job, "live");
+	assert_int_equal(r.world, 4);
+	assert_string_equal(r.layer1, "conv.bias");
+	assert_int_equal(r.shape2[0], 4);
+	assert_int_equal(r.shape2[1], 8);
+	assert_int_equal(r.n_decisions, 32);
+	assert_int_equal(r.first_seq, 9);
+	assert_int_equal(r.last_seq, 40);
+	/* The newest decision answers window 38: max(39, 3). */
+	assert_int_equal(r.next_window, 39);
+	assert_true(r.alive[0] && r.alive[1]);
+	assert_false(r.alive[2] || r.alive[3]);
+	assert_int_equal(r.n_windows, 3);
+	assert_int_equal(r.windows[0], 0);
+	assert_int_equal(r.windows[2], 2);
+	assert_true(isnan(r.rank0_norm_l1));
+	assert_true(r.norm_l0 == 2.0);
+	assert_true(r.level_l2 == 2.0);
+	assert_true(isnan(r.compute_median));
+	assert_int_equal(r.ended, 3);
+}
+
+/* ---- the job table on a store -------------------------------------------- */
+
+static void
+new_jobs(fixture *f)
+{
+	assert_int_equal(ctl_jobs_new(f->cfg, 0x42, on_publish, f, &f->jobs),
+	    0);
+	open_store(f);
+	ctl_jobs_set_store(f->jobs, f->store);
+}
+
+static void
+hello(fixture *f, const char *peer, uint32_t rank, uint64_t step,
+    uint64_t last_window, uint64_t seq, uint64_t now)
+{
+	com_layer_info layers[N_LAYERS];
+	char why[256] = "";
+	com_msg reply;
+	com_hello h = {
+		.job = (char *)"job",
+		.rank = rank,
+		.world = 2,
+		.n_layers = N_LAYERS,
+		.layers = layers,
+		.agent_version = (char *)"test",
+		.step = step,
+		.incarnation = rank + 100,
+		.last_window = last_window,
+	};
+
+	memcpy(layers, table, sizeof(layers));
+	h.in_force.seq = seq;
+	com_msg_init(&reply, COM_MSG_NONE);
+	if (ctl_jobs_hello(f->jobs, (const uint8_t *)peer, strlen(peer), &h,
+		now, &reply, why, sizeof(why)) != 0)
+		fail_msg("hello refused: %s", why);
+	assert_int_equal(reply.type, COM_MSG_WELCOME);
+	com_msg_fini(&reply);
+}
+
+/* Both ranks report window w with layer norms that move by `change`
+ * relative to the window before (accordion's signal). */
+static void
+report_window(fixture *f, uint64_t w, double norm, uint64_t now)
+{
+	static const char *const peers[] = { "A", "B" };
+
+	for (uint32_t r = 0; r < 2; r++) {
+		com_layer_stats ls[N_LAYERS];
+		char why[256] = "";
+		com_msg reply;
+		com_report rep = {
+			.job = (char *)"job",
+			.rank = r,
+			.window = w,
+			.first_step = 10 * w,
+			.last_step = 10 * w + 9,
+			.n_layers = N_LAYERS,
+			.layers = ls,
+			.timings = { .steps = 10, .step_ms = 100 },
+			.lr = 0.1,
+			.lr_next = 0.1,
+			.seq_in_force = f->n_pub > 0 ? f->pub_seq[f->n_pub - 1]
+						     : 0,
+		};
+
+		for (uint32_t l = 0; l < N_LAYERS; l++)
+			ls[l] = (com_layer_stats){ .layer = l,
+				.count = 32,
+				.sum_sq = 1,
+				.acc_norm = norm };
+		com_msg_init(&reply, COM_MSG_NONE);
+		if (ctl_jobs_report(f->jobs, (const uint8_t *)peers[r], 1, &rep,
+			now, &reply, why, sizeof(why)) != 0)
+			fail_msg("report refused: %s", why);
+		com_msg_fini(&reply);
+	}
+}
+
+/* Lets the store acknowledge what it was handed, publishing it. */
+static void
+settle(fixture *f)
+{
+	wait_committed(f, ctl_store_flush(f->store));
+}
+
+static void
+test_store_decisions_are_published_after_their_commit(void **state)
+{
+	fixture *f = *state;
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	/* Decided, not yet published: the store has not answered. */
+	assert_int_equal(f->n_pub, 0);
+	settle(f);
+	assert_int_equal(f->n_pub, 1);
+	assert_int_equal(db_int(f->db, "SELECT seq FROM decisions"), 1);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	report_window(f, 0, 1.0, 1100);
+	settle(f);
+	assert_int_equal(f->n_pub, 2);
+	assert_int_equal(f->pub_seq[1], 2);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM windows WHERE window = 0"),
+	    N_LAYERS);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM timings"), 2);
+}
+
+static void
+test_store_degraded_store_does_not_hold_up_decisions(void **state)
+{
+	fixture *f = *state;
+	sqlite3 *other;
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	settle(f);
+	other = db_open(f->db);
+	assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL,
+			     NULL),
+	    SQLITE_OK);
+	report_window(f, 0, 1.0, 1100);
+	assert_int_equal(f->n_pub, 1);
+	wait_degraded(f);
+	/* Released when the store degraded, and from then on at once. */
+	assert_int_equal(f->n_pub, 2);
+	report_window(f, 1, 1.0, 1200);
+	assert_int_equal(f->n_pub, 3);
+	assert_int_equal(sqlite3_exec(other, "ROLLBACK", NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(other);
+	settle(f);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) || max(seq) FROM decisions"),
+	    33);
+}
+
+static void
+test_store_rebuilds_a_job_and_its_policy_history_after_a_restart(void **state)
+{
+	fixture *f = *state;
+	char text[64];
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	/* Windows 0..4; window 4 is the last before the "crash". */
+	for (uint64_t w = 0; w < 5; w++) {
+		report_window(f, w, 1.0 + 0.1 * (double)w, 1100 + w);
+		settle(f);
+	}
+	assert_int_equal(f->n_pub, 6);
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+
+	f->n_pub = 0;
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
+	start_store(f);
+	/* Both ranks come back with reports of window 5 queued. */
+	hello(f, "A", 0, 50, 6, 6, 5000);
+	hello(f, "B", 1, 50, 6, 6, 5000);
+	assert_int_equal(f->n_pub, 0); /* nothing adopted or re-published */
+	report_window(f, 5, 1.5, 5100);
+	settle(f);
+	report_window(f, 6, 1.6, 5200);
+	settle(f);
+	assert_int_equal(f->n_pub, 2);
+	/* The sequence continues, and the check at window 6 found window
+	 * 4's norms, recorded before the restart. */
+	assert_int_equal(f->pub_seq[0], 7);
+	assert_int_equal(f->pub_seq[1], 8);
+	if (strncmp(f->last_reason,
+		"window 6 vs window 4 (eta 0.5): 0 "
+		"critical (level 2), 2 stable",
+		60) != 0)
+		fail_msg("unexpected reason '%s'", f->last_reason);
+	assert_null(strstr(f->last_reason, "no norm"));
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM runs"), 1);
+	assert_int_equal(db_int(f->db, "SELECT recoveries FROM runs"), 1);
+	sync_events(f);
+	db_text(f->db, text, sizeof(text),
+	    "SELECT job FROM events WHERE kind = 'job_recovered'");
+	assert_string_equal(text, "job");
+}
+
+static void
+test_store_ends_a_run_when_every_rank_leaves(void **state)
+{
+	fixture *f = *state;
+	char why[64];
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	assert_int_equal(ctl_jobs_bye(f->jobs, (const uint8_t *)"A", 1,
+			     &(com_bye){ .job = (char *)"job", .rank = 0 },
+			     1100, why, sizeof(why)),
+	    0);
+	settle(f);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM runs WHERE ended_wall_ms "
+			     "IS NULL"),
+	    1);
+	assert_int_equal(ctl_jobs_bye(f->jobs, (const uint8_t *)"B", 1,
+			     &(com_bye){ .job = (char *)"job", .rank = 1 },
+			     1100, why, sizeof(why)),
+	    0);
+	settle(f);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM runs WHERE ended_wall_ms "
+			     "IS NULL"),
+	    0);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM rank_events WHERE kind = "
+			     "'left'"),
+	    2);
+	/* An ended run is not recovered. */
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 0);
+}
+
+/* ---- configuration --------------------------------------------------------
+ */
+
+static int
+load_text(fixture *f, const char *text, char *err, size_t len)
+{
+	ctl_config *cfg = NULL;
+	int r = ctl_config_parse(text, strlen(text), "t.yaml", &cfg, err, len);
+
+	if (r == 0) {
+		ctl_config_destroy(&f->cfg);
+		f->cfg = cfg;
+	}
+	return r;
+}
+
+static void
+test_store_settings_parse_with_defaults_and_refusals(void **state)
+{
+	fixture *f = *state;
+	char err[CTL_CONFIG_ERR_MAX];
+
+	assert_int_equal(load_text(f,
+			     "jobs:\n  - policies:\n      - type: fixed\n", err,
+			     sizeof(err)),
+	    0);
+	assert_int_equal(f->cfg->store.max_windows_per_run, 0);
+	assert_int_equal(f->cfg->store.max_age_days, 0);
+	assert_int_equal(f->cfg->store.keep_every, 10);
+	assert_int_equal(f->cfg->store.batch_rows, 4096);
+	assert_int_equal(f->cfg->store.queue_rows, 262144);
+	assert_int_equal(load_text(f,
+			     "store: {max_windows_per_run: 500, "
+			     "max_age_days: 30, keep_every: 4, batch_rows: 1, "
+			     "queue_rows: 5000}\n"
+			     "jobs:\n  - policies:\n      - type: fixed\n",
+			     err, sizeof(err)),
+	    0);
+	assert_int_equal(f->cfg->store.max_windows_per_run, 500);
+	assert_int_equal(f->cfg->store.max_age_days, 30);
+	assert_int_equal(f->cfg->store.keep_every, 4);
+	assert_int_equal(f->cfg->store.batch_rows, 1);
+	assert_int_equal(f->cfg->store.queue_rows, 5000);
+	assert_int_equal(load_text(f,
+			     "store: {keep_evry: 4}\n"
+			     "jobs:\n  - policies:\n      - type: fixed\n",
+			     err, sizeof(err)),
+	    BELLOWS_ECONFIG);
+	assert_non_null(strstr(err,
+	    "t.yaml:1:9: unknown key 'keep_evry' in "
+	    "store"));
+	assert_int_equal(load_text(f,
+			     "store: {queue_rows: 10}\n"
+			     "jobs:\n  - policies:\n      - type: fixed\n",
+			     err, sizeof(err)),
+	    BELLOWS_ECONFIG);
+	assert_non_null(strstr(err, "t.yaml:1:21:"));
+	assert_non_null(strstr(err, "queue_rows"));
+}
+
+static void
+test_store_functions_are_no_ops_without_a_store(void **state)
+{
+	com_status_reply st = { 0 };
+
+	(void)state;
+	assert_int_equal(ctl_store_run_begin(NULL, "j", 1, table, 1, NULL, 1,
+			     0),
+	    0);
+	assert_int_equal(ctl_store_decision(NULL, 1, NULL, NULL,
+			     CTL_STORE_WINDOW, 0),
+	    0);
+	assert_int_equal(ctl_store_flush(NULL), 0);
+	assert_false(ctl_store_waits(NULL));
+	assert_int_equal(ctl_store_status(NULL, &st), 0);
+	assert_null(st.store_error);
+	ctl_store_close(NULL, 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+		T(test_store_creates_the_current_schema_in_an_empty_file),
+		T(test_store_migrates_a_version_1_file_keeping_its_rows),
+		T(test_store_refuses_a_newer_schema_with_a_clear_message),
+		T(test_store_refuses_a_file_that_is_not_a_bellows_history),
+		T(test_store_runs_without_history_when_the_file_is_corrupt),
+		T(test_store_acknowledges_a_decision_only_after_its_commit),
+		T(test_store_records_runs_layers_windows_and_what_changed),
+		T(test_store_records_configurations_and_events_with_their_hash),
+		T(test_store_degrades_on_a_locked_file_and_writes_everything_after),
+		T(test_store_stops_holding_decisions_when_commits_lag),
+		T(test_store_survives_an_injected_full_disk),
+		T(test_store_survives_a_real_full_disk_and_catches_up),
+		T(test_store_waits_out_a_read_only_directory),
+		T(test_store_downsamples_metrics_when_behind_and_counts_them),
+		T(test_store_thins_old_windows_past_the_per_run_limit),
+		T(test_store_thins_windows_older_than_the_age_limit),
+		T(test_store_recovers_live_runs_with_their_tail_and_windows),
+		T(test_store_decisions_are_published_after_their_commit),
+		T(test_store_degraded_store_does_not_hold_up_decisions),
+		T(test_store_rebuilds_a_job_and_its_policy_history_after_a_restart),
+		T(test_store_ends_a_run_when_every_rank_leaves),
+		T(test_store_settings_parse_with_defaults_and_refusals),
+		T(test_store_functions_are_no_ops_without_a_store),
+#undef T
+	};
+
+	ctl_log_set_level(CTL_LOG_ERROR);
+	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+}

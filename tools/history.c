@@ -1,0 +1,994 @@
+/* history - `bellows history`, see history.h.
+ *
+ * The subcommands differ only in their question and in what they may be
+ * restricted by, so they are rows of one table (history_subs) and share
+ * one path: parse, open, pick the run inside one read transaction (the
+ * run and its rows come from the same snapshot while bellowsd writes),
+ * ask, print. Window-keyed questions take a time bound through the
+ * windows that closed in it; decisions, runs and events carry their own
+ * times.
+ */
+#include "history.h"
+
+#include "args.h"
+#include "metrics.h"
+
+#include <bellows/error.h>
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define HISTORY_SEP "  " /* between table columns */
+
+/* What a subcommand may be restricted by. A time bound applies to the
+ * rows' own times with BY_TIME, else to the windows that closed then. */
+enum {
+	BY_WINDOW = 1 << 0, /* --since/--until take window numbers */
+	BY_TIME = 1 << 1,   /* the rows have times of their own */
+	NEEDS_RUN = 1 << 2, /* a run: --run or the latest */
+	HAS_LAYER = 1 << 3, /* --layer */
+};
+
+typedef enum history_sub_id {
+	SUB_RUNS,
+	SUB_LAYERS,
+	SUB_WINDOWS,
+	SUB_DECISIONS,
+	SUB_EVENTS,
+	SUB_TIMINGS,
+	SUB_N,
+} history_sub_id;
+
+typedef struct history_sub {
+	const char *name;    /* the subcommand */
+	tool_hdb_question q; /* its question */
+	unsigned flags;      /* BY_*, NEEDS_RUN, HAS_LAYER */
+	const char *summary; /* for the usage text */
+} history_sub;
+
+/* Summaries continue on lines indented by 13 columns, under the first. */
+#define MORE "\n             "
+
+static const history_sub history_subs[SUB_N] = {
+	[SUB_RUNS] = { "runs", TOOL_HDB_Q_RUNS, BY_TIME,
+	    "every run: job, ranks, layers, start and end," MORE
+	    "windows, decisions, bytes saved" },
+	[SUB_LAYERS] = { "layers", TOOL_HDB_Q_LAYERS, BY_WINDOW | NEEDS_RUN,
+	    "per layer: shape, the levels it had, how often" MORE
+	    "its level changed" },
+	[SUB_WINDOWS] = { "windows", TOOL_HDB_Q_WINDOWS,
+	    BY_WINDOW | NEEDS_RUN | HAS_LAYER,
+	    "per window: steps, LR, ranks, step time, floats" MORE
+	    "sent, bytes saved; with --layer, that layer's" MORE
+	    "norms and level" },
+	[SUB_DECISIONS] = { "decisions", TOOL_HDB_Q_DECISIONS,
+	    BY_WINDOW | BY_TIME | NEEDS_RUN | HAS_LAYER,
+	    "every decision: when, which policy, why, what" MORE "changed" },
+	[SUB_EVENTS] = { "events", TOOL_HDB_Q_EVENTS, BY_TIME,
+	    "what happened: reloads, ranks lost and joined," MORE
+	    "store trouble" },
+	[SUB_TIMINGS] = { "timings", TOOL_HDB_Q_TIMINGS, BY_WINDOW | NEEDS_RUN,
+	    "per rank, slowest first, against the median" MORE
+	    "rank; --per-window: per rank and window" },
+};
+
+#undef MORE
+
+void
+tool_history_usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: bellows history runs|layers|windows|decisions|events|"
+	    "timings\n"
+	    "                       [--db FILE] [--run ID] [--job NAME] "
+	    "[--layer NAME]\n"
+	    "                       [--since W|TIME] [--until W|TIME]\n"
+	    "                       [--format table|csv|json] [--wide]\n"
+	    "                       [--changed] [--per-window]\n"
+	    "\n");
+	for (int i = 0; i < SUB_N; i++)
+		fprintf(f, "  %-10s %s\n", history_subs[i].name,
+		    history_subs[i].summary);
+	fprintf(f,
+	    "\n"
+	    "  --db FILE        bellowsd's history (default %s); read-only,\n"
+	    "                   also while bellowsd writes it\n"
+	    "  --run ID         the run (default: the latest, of --job if\n"
+	    "                   given); runs and events show every run\n"
+	    "                   without it\n"
+	    "  --job NAME       only this job's runs and events; the latest\n"
+	    "                   run of this job\n"
+	    "  --layer NAME     windows: this layer per window; decisions:\n"
+	    "                   those that changed it\n"
+	    "  --since, --until from/to this window number (\"12\") or UTC\n"
+	    "                   time (\"2026-11-22T10:00\", to the ms;\n"
+	    "                   --until covers all of what it names), both\n"
+	    "                   inclusive; runs and events take times only\n"
+	    "  --format F       table (default), csv or json\n"
+	    "  --wide           tables: do not cut long text\n"
+	    "  --changed        decisions: only those that changed a knob\n"
+	    "  --per-window     timings: a row per rank and window\n"
+	    "\n"
+	    "  See docs/history.md.\n",
+	    TOOL_HISTORY_DEFAULT_DB);
+}
+
+/* ---- option values ----------------------------------------------------- */
+
+/* Reads exactly `n` digits at *s into *ret and advances *s. */
+static bool
+history_digits(const char **s, int n, int *ret)
+{
+	int v = 0;
+
+	for (int i = 0; i < n; i++) {
+		if ((*s)[i] < '0' || (*s)[i] > '9')
+			return false;
+		v = v * 10 + ((*s)[i] - '0');
+	}
+	*s += n;
+	*ret = v;
+	return true;
+}
+
+static int
+history_days_in_month(int year, int month)
+{
+	static const int days[12] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31,
+		30, 31 };
+	bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+
+	return month == 2 && leap ? 29 : days[month - 1];
+}
+
+/* Parses a UTC time into its first millisecond and the length of what
+ * it names (a day, minute, second, or 100/10/1 ms). */
+static bool
+history_parse_time(const char *s, int64_t *ret_ms, int64_t *ret_unit)
+{
+	int year, month, day, hour = 0, min = 0, sec = 0, frac = 0;
+	int64_t unit = 86400000;
+	struct tm tm = { 0 };
+	time_t t;
+
+	if (!history_digits(&s, 4, &year) || *s++ != '-' ||
+	    !history_digits(&s, 2, &month) || *s++ != '-' ||
+	    !history_digits(&s, 2, &day))
+		return false;
+	if (month < 1 || month > 12 || day < 1 ||
+	    day > history_days_in_month(year, month))
+		return false;
+	if (*s == 'T' || *s == ' ') {
+		s++;
+		if (!history_digits(&s, 2, &hour) || *s++ != ':' ||
+		    !history_digits(&s, 2, &min) || hour > 23 || min > 59)
+			return false;
+		unit = 60000;
+		if (*s == ':') {
+			s++;
+			if (!history_digits(&s, 2, &sec) || sec > 59)
+				return false;
+			unit = 1000;
+			if (*s == '.') {
+				int digits = 0;
+
+				for (s++; *s >= '0' && *s <= '9' && digits < 3;
+				     s++, digits++)
+					frac = frac * 10 + (*s - '0');
+				if (digits == 0)
+					return false;
+				for (unit = 1000; digits > 0; digits--) {
+					unit /= 10;
+				}
+				frac *= (int)unit;
+			}
+		}
+	}
+	if (*s == 'Z')
+		s++;
+	if (*s != '\0')
+		return false;
+	tm.tm_year = year - 1900;
+	tm.tm_mon = month - 1;
+	tm.tm_mday = day;
+	tm.tm_hour = hour;
+	tm.tm_min = min;
+	tm.tm_sec = sec;
+	if ((t = timegm(&tm)) == (time_t)-1 && year != 1969)
+		return false;
+	*ret_ms = (int64_t)t * 1000 + frac;
+	*ret_unit = unit;
+	return true;
+}
+
+int
+tool_history_parse_bound(const char *cmd, const char *opt, const char *text,
+    bool until, tool_history_bound *ret)
+{
+	int64_t ms, unit;
+	size_t n = strspn(text, "0123456789");
+
+	if (n > 0 && text[n] == '\0') {
+		char *end;
+		unsigned long long v;
+
+		v = strtoull(text, &end, 10);
+		if (n > 19 || v > INT64_MAX) {
+			fprintf(stderr,
+			    "bellows %s: %s: window %s is too large\n", cmd,
+			    opt, text);
+			return BELLOWS_EINVAL;
+		}
+		*ret = (tool_history_bound){ .set = true, .value = (int64_t)v };
+		return 0;
+	}
+	if (!history_parse_time(text, &ms, &unit)) {
+		fprintf(stderr,
+		    "bellows %s: %s must be a window number or a UTC time "
+		    "like 2026-11-22T10:00 (YYYY-MM-DD[THH:MM[:SS[.mmm]]][Z]"
+		    "), not '%s'\n",
+		    cmd, opt, text);
+		return BELLOWS_EINVAL;
+	}
+	*ret = (tool_history_bound){
+		.set = true,
+		.is_time = true,
+		.value = until ? ms + unit - 1 : ms,
+	};
+	return 0;
+}
+
+int
+tool_history_parse_format(const char *cmd, const char *text,
+    tool_history_format *ret)
+{
+	static const char *const names[] = { "table", "csv", "json" };
+
+	for (int i = 0; i < 3; i++) {
+		if (strcmp(text, names[i]) == 0) {
+			*ret = (tool_history_format)i;
+			return 0;
+		}
+	}
+	fprintf(stderr,
+	    "bellows %s: --format must be table, csv or json, not '%s'\n", cmd,
+	    text);
+	return BELLOWS_EINVAL;
+}
+
+/* ---- cells ------------------------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if none. */
+static size_t
+history_utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len;
+	uint32_t cp, min;
+
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0) {
+		len = 2;
+		cp = s[0] & 0x1f;
+		min = 0x80;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		len = 3;
+		cp = s[0] & 0x0f;
+		min = 0x800;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		len = 4;
+		cp = s[0] & 0x07;
+		min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+int
+tool_history_json_string(FILE *f, const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	fputc('"', f);
+	for (size_t i = 0; i < len;) {
+		unsigned char c = p[i];
+		size_t n;
+
+		if (c == '"' || c == '\\') {
+			fputc('\\', f);
+			fputc(c, f);
+		} else if (c == '\n') {
+			fputs("\\n", f);
+		} else if (c == '\r') {
+			fputs("\\r", f);
+		} else if (c == '\t') {
+			fputs("\\t", f);
+		} else if (c < 0x20 || c == 0x7f) {
+			fprintf(f, "\\u%04x", c);
+		} else if ((n = history_utf8_len(p + i, len - i)) == 0) {
+			fputs("\\ufffd", f);
+		} else {
+			fwrite(p + i, 1, n, f);
+			i += n;
+			continue;
+		}
+		i++;
+	}
+	fputc('"', f);
+	return ferror(f) ? BELLOWS_EIO : 0;
+}
+
+static void
+history_hex(FILE *f, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		fprintf(f, "%02x", (unsigned char)s[i]);
+}
+
+int
+tool_history_put_cell(FILE *f, tool_history_format fmt, const tool_hdb_cell *c)
+{
+	bool json = fmt == TOOL_HISTORY_JSON;
+	char buf[40];
+
+	switch (c->type) {
+	case TOOL_HDB_INT:
+		fprintf(f, "%" PRId64, c->i);
+		break;
+	case TOOL_HDB_REAL:
+		if (!isfinite(c->d)) {
+			if (json)
+				fputs("null", f);
+			break;
+		}
+		tool_hdb_format_real(c->d, buf, sizeof(buf));
+		fputs(buf, f);
+		break;
+	case TOOL_HDB_TEXT:
+		if (json)
+			return tool_history_json_string(f, c->s, c->len);
+		return tool_metrics_put_field(f, c->s);
+	case TOOL_HDB_BLOB:
+		if (json)
+			fputc('"', f);
+		history_hex(f, c->s, c->len);
+		if (json)
+			fputc('"', f);
+		break;
+	case TOOL_HDB_NULL:
+	default:
+		if (json)
+			fputs("null", f);
+		break;
+	}
+	return ferror(f) ? BELLOWS_EIO : 0;
+}
+
+int
+tool_history_put_header(FILE *f, uint32_t n, const char *const *names)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if ((i > 0 && fputc(',', f) == EOF) ||
+		    tool_metrics_put_field(f, names[i]) != 0)
+			return BELLOWS_EIO;
+	}
+	return fputc('\n', f) == EOF ? BELLOWS_EIO : 0;
+}
+
+/* ---- tables ------------------------------------------------------------ */
+
+/* A growing text buffer for one rendered cell. */
+typedef struct history_buf {
+	char *s;    /* NUL-terminated text */
+	size_t len; /* bytes used */
+	size_t cap; /* bytes allocated */
+} history_buf;
+
+static int
+history_buf_put(history_buf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t nc = b->cap ? b->cap : 64;
+		char *g;
+
+		while (nc < b->len + n + 1)
+			nc *= 2;
+		if ((g = realloc(b->s, nc)) == NULL)
+			return BELLOWS_ENOMEM;
+		b->s = g;
+		b->cap = nc;
+	}
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+	return 0;
+}
+
+static bool
+history_numeric(const tool_hdb_cell *c)
+{
+	return c->type == TOOL_HDB_INT || c->type == TOOL_HDB_REAL;
+}
+
+/* Renders a cell for a table into b and returns its width in characters
+ * (UTF-8 code points), or -1 when out of memory. */
+static int64_t
+history_render(const tool_hdb_cell *c, bool wide, history_buf *b)
+{
+	char num[48], *hex = NULL;
+	const char *s = num;
+	size_t n, width = 0, cut = 0, chars = 0;
+
+	b->len = 0;
+	switch (c->type) {
+	case TOOL_HDB_INT:
+		n = (size_t)snprintf(num, sizeof(num), "%" PRId64, c->i);
+		break;
+	case TOOL_HDB_REAL:
+		n = (size_t)snprintf(num, sizeof(num), "%.6g", c->d);
+		break;
+	case TOOL_HDB_TEXT:
+		s = c->s;
+		n = c->len;
+		break;
+	case TOOL_HDB_BLOB:
+		if ((hex = malloc(2 * c->len + 1)) == NULL)
+			return -1;
+		for (size_t i = 0; i < c->len; i++)
+			snprintf(hex + 2 * i, 3, "%02x",
+			    (unsigned char)c->s[i]);
+		hex[2 * c->len] = '\0';
+		s = hex;
+		n = 2 * c->len;
+		break;
+	case TOOL_HDB_NULL:
+	default:
+		n = 1;
+		num[0] = '-';
+		break;
+	}
+	/* More than CELL_MAX characters: keep CELL_MAX - 3 and "...". */
+	for (size_t i = 0; !wide && i < n; i++) {
+		if (((unsigned char)s[i] & 0xc0) != 0x80) {
+			if (chars == TOOL_HISTORY_CELL_MAX - 3)
+				cut = i;
+			chars++;
+		}
+	}
+	if (chars <= TOOL_HISTORY_CELL_MAX)
+		cut = 0;
+	if (history_buf_put(b, "", 0) != 0)
+		goto oom;
+	for (size_t i = 0; i < (cut ? cut : n); i++) {
+		unsigned char ch = (unsigned char)s[i];
+		char out = (ch < 0x20 || ch == 0x7f) ? ' ' : (char)ch;
+
+		if (history_buf_put(b, &out, 1) != 0)
+			goto oom;
+		if ((ch & 0xc0) != 0x80)
+			width++;
+	}
+	if (cut) {
+		if (history_buf_put(b, "...", 3) != 0)
+			goto oom;
+		width += 3;
+	}
+	free(hex);
+	return (int64_t)width;
+oom:
+	free(hex);
+	return -1;
+}
+
+static void
+history_pad(FILE *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fputc(' ', f);
+}
+
+static size_t
+history_text_width(const char *s)
+{
+	size_t w = 0;
+
+	for (; *s != '\0'; s++) {
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			w++;
+	}
+	return w;
+}
+
+static int
+history_print_table(FILE *f, const tool_hdb_rows *rows, bool wide)
+{
+	uint32_t nc = rows->n_cols;
+	size_t *width = calloc(nc ? nc : 1, sizeof(*width));
+	bool *right = calloc(nc ? nc : 1, sizeof(*right));
+	history_buf b = { 0 };
+	int r = BELLOWS_ENOMEM;
+
+	if (width == NULL || right == NULL)
+		goto out;
+	for (uint32_t c = 0; c < nc; c++) {
+		bool any = false, all = true;
+
+		width[c] = history_text_width(rows->names[c]);
+		for (uint64_t i = 0; i < rows->n_rows; i++) {
+			const tool_hdb_cell *cell = tool_hdb_rows_cell(rows, i,
+			    c);
+			int64_t w = history_render(cell, wide, &b);
+
+			if (w < 0)
+				goto out;
+			if ((size_t)w > width[c])
+				width[c] = (size_t)w;
+			if (cell->type != TOOL_HDB_NULL) {
+				any = true;
+				all = all && history_numeric(cell);
+			}
+		}
+		right[c] = any && all;
+	}
+	for (int64_t i = -1; i < (int64_t)rows->n_rows; i++) {
+		for (uint32_t c = 0; c < nc; c++) {
+			const char *s;
+			size_t w;
+
+			if (i < 0) {
+				s = rows->names[c];
+				w = history_text_width(s);
+			} else {
+				int64_t
+				    rw = history_render(tool_hdb_rows_cell(rows,
+							    (uint64_t)i, c),
+					wide, &b);
+
+				if (rw < 0)
+					goto out;
+				s = b.s;
+				w = (size_t)rw;
+			}
+			if (c > 0)
+				fputs(HISTORY_SEP, f);
+			if (right[c])
+				history_pad(f, width[c] - w);
+			fputs(s, f);
+			if (!right[c] && c + 1 < nc)
+				history_pad(f, width[c] - w);
+		}
+		fputc('\n', f);
+	}
+	r = ferror(f) ? BELLOWS_EIO : 0;
+out:
+	free(b.s);
+	free(width);
+	free(right);
+	return r;
+}
+
+/* CSV and JSON are written row by row, as the rows arrive: a long run's
+ * per-window timings need not fit in memory. */
+typedef struct history_out {
+	FILE *f;                  /* destination */
+	tool_history_format fmt;  /* CSV or JSON */
+	uint32_t n_cols;          /* columns */
+	const char *const *names; /* their names, valid while rows come */
+	uint64_t n_rows;          /* rows written */
+} history_out;
+
+static int
+history_out_columns(void *arg, uint32_t n, const char *const *names)
+{
+	history_out *o = arg;
+
+	o->n_cols = n;
+	o->names = names;
+	if (o->fmt == TOOL_HISTORY_CSV)
+		return tool_history_put_header(o->f, n, names);
+	return fputc('[', o->f) == EOF ? BELLOWS_EIO : 0;
+}
+
+static int
+history_out_row(void *arg, const tool_hdb_cell *cells)
+{
+	history_out *o = arg;
+	bool json = o->fmt == TOOL_HISTORY_JSON;
+
+	if (json)
+		fputs(o->n_rows > 0 ? ",\n  {" : "\n  {", o->f);
+	for (uint32_t c = 0; c < o->n_cols; c++) {
+		if (c > 0)
+			fputs(json ? ", " : ",", o->f);
+		if (json) {
+			if (tool_history_json_string(o->f, o->names[c],
+				strlen(o->names[c])) != 0)
+				return BELLOWS_EIO;
+			fputs(": ", o->f);
+		}
+		if (tool_history_put_cell(o->f, o->fmt, &cells[c]) != 0)
+			return BELLOWS_EIO;
+	}
+	fputc(json ? '}' : '\n', o->f);
+	o->n_rows++;
+	return ferror(o->f) ? BELLOWS_EIO : 0;
+}
+
+static int
+history_out_end(history_out *o)
+{
+	if (o->fmt == TOOL_HISTORY_JSON)
+		fputs(o->n_rows > 0 ? "\n]\n" : "]\n", o->f);
+	return ferror(o->f) ? BELLOWS_EIO : 0;
+}
+
+int
+tool_history_print(FILE *f, const tool_hdb_rows *rows, tool_history_format fmt,
+    bool wide)
+{
+	history_out o = { .f = f, .fmt = fmt };
+	int r;
+
+	if (fmt == TOOL_HISTORY_TABLE)
+		return history_print_table(f, rows, wide);
+	if ((r = history_out_columns(&o, rows->n_cols,
+		 (const char *const *)rows->names)) != 0)
+		return r;
+	for (uint64_t i = 0; i < rows->n_rows; i++) {
+		if ((r = history_out_row(&o, tool_hdb_rows_cell(rows, i, 0))) !=
+		    0)
+			return r;
+	}
+	return history_out_end(&o);
+}
+
+/* ---- the subcommand ---------------------------------------------------- */
+
+typedef struct history_opts {
+	const history_sub *sub;   /* the question */
+	const char *db;           /* --db */
+	int64_t run;              /* --run, TOOL_HDB_NONE = default */
+	const char *job;          /* --job */
+	const char *layer;        /* --layer */
+	tool_history_bound since; /* --since */
+	tool_history_bound until; /* --until */
+	tool_history_format fmt;  /* --format */
+	bool wide;                /* --wide */
+	bool changed;             /* --changed */
+	bool per_window;          /* --per-window */
+} history_opts;
+
+static const char HISTORY_CMD[] = "history";
+
+/* Checks that the options given make sense for the subcommand. Returns
+ * -1 to go on, else the exit code. */
+static int
+history_check(const history_opts *o)
+{
+	const history_sub *s = o->sub;
+	const tool_history_bound *b[2] = { &o->since, &o->until };
+	const char *bname[2] = { "--since", "--until" };
+
+	if (o->layer != NULL && !(s->flags & HAS_LAYER)) {
+		fprintf(stderr,
+		    "bellows history: --layer applies to windows and "
+		    "decisions, not %s\n",
+		    s->name);
+		return 2;
+	}
+	if (o->changed && s != &history_subs[SUB_DECISIONS]) {
+		fprintf(stderr,
+		    "bellows history: --changed applies to decisions only\n");
+		return 2;
+	}
+	if (o->per_window && s != &history_subs[SUB_TIMINGS]) {
+		fprintf(stderr,
+		    "bellows history: --per-window applies to timings only\n");
+		return 2;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (b[i]->set && !b[i]->is_time && !(s->flags & BY_WINDOW)) {
+			fprintf(stderr,
+			    "bellows history: %s takes a time for %s (%s "
+			    "have no window), not a window number\n",
+			    bname[i], s->name, s->name);
+			return 2;
+		}
+	}
+	if (o->db[0] == '\0') {
+		fprintf(stderr, "bellows history: --db must not be empty\n");
+		return 2;
+	}
+	return -1;
+}
+
+/* Returns -1 to go on, else the exit code. */
+static int
+history_parse(int argc, char **argv, history_opts *o)
+{
+	enum {
+		OPT_DB = 256,
+		OPT_RUN,
+		OPT_JOB,
+		OPT_LAYER,
+		OPT_SINCE,
+		OPT_UNTIL,
+		OPT_FORMAT,
+		OPT_WIDE,
+		OPT_CHANGED,
+		OPT_PER_WINDOW,
+		OPT_HELP,
+	};
+	static const struct option opts[] = {
+		{ "db", required_argument, NULL, OPT_DB },
+		{ "run", required_argument, NULL, OPT_RUN },
+		{ "job", required_argument, NULL, OPT_JOB },
+		{ "layer", required_argument, NULL, OPT_LAYER },
+		{ "since", required_argument, NULL, OPT_SINCE },
+		{ "until", required_argument, NULL, OPT_UNTIL },
+		{ "format", required_argument, NULL, OPT_FORMAT },
+		{ "wide", no_argument, NULL, OPT_WIDE },
+		{ "changed", no_argument, NULL, OPT_CHANGED },
+		{ "per-window", no_argument, NULL, OPT_PER_WINDOW },
+		{ "help", no_argument, NULL, OPT_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *name;
+	uint64_t run;
+	int c;
+
+	*o = (history_opts){
+		.db = TOOL_HISTORY_DEFAULT_DB,
+		.run = TOOL_HDB_NONE,
+	};
+	optind = 0; /* glibc: start afresh, also on a second call */
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_DB:
+			o->db = optarg;
+			break;
+		case OPT_RUN:
+			if (tool_args_u64(HISTORY_CMD, "--run", optarg, 1,
+				INT64_MAX, &run) != 0)
+				return 2;
+			o->run = (int64_t)run;
+			break;
+		case OPT_JOB:
+			o->job = optarg;
+			break;
+		case OPT_LAYER:
+			o->layer = optarg;
+			break;
+		case OPT_SINCE:
+		case OPT_UNTIL:
+			if (tool_history_parse_bound(HISTORY_CMD,
+				c == OPT_SINCE ? "--since" : "--until", optarg,
+				c == OPT_UNTIL,
+				c == OPT_SINCE ? &o->since : &o->until) != 0)
+				return 2;
+			break;
+		case OPT_FORMAT:
+			if (tool_history_parse_format(HISTORY_CMD, optarg,
+				&o->fmt) != 0)
+				return 2;
+			break;
+		case OPT_WIDE:
+			o->wide = true;
+			break;
+		case OPT_CHANGED:
+			o->changed = true;
+			break;
+		case OPT_PER_WINDOW:
+			o->per_window = true;
+			break;
+		case 'h':
+		case OPT_HELP:
+			tool_history_usage(stdout);
+			return 0;
+		default:
+			tool_history_usage(stderr);
+			return 2;
+		}
+	}
+	/* argv[0] is "history"; the one word left is the question. */
+	if (optind >= argc) {
+		fprintf(stderr,
+		    "bellows history: which history? runs, layers, windows, "
+		    "decisions, events or timings\n");
+		tool_history_usage(stderr);
+		return 2;
+	}
+	if (optind + 1 < argc) {
+		fprintf(stderr, "bellows history: unexpected argument '%s'\n",
+		    argv[optind + 1]);
+		return 2;
+	}
+	name = argv[optind];
+	for (int i = 0; i < SUB_N; i++) {
+		if (strcmp(name, history_subs[i].name) == 0)
+			o->sub = &history_subs[i];
+	}
+	if (o->sub == NULL) {
+		fprintf(stderr,
+		    "bellows history: unknown history '%s' (runs, layers, "
+		    "windows, decisions, events, timings)\n",
+		    name);
+		return 2;
+	}
+	return history_check(o);
+}
+
+/* Turns a bound into the filter: window numbers as they are; times on
+ * the rows' own times, or through the windows closed then. */
+static int
+history_bound(tool_hdb *db, const history_opts *o, int64_t run, bool until,
+    tool_hdb_filter *f)
+{
+	const tool_history_bound *b = until ? &o->until : &o->since;
+	int64_t w;
+	int r;
+
+	if (!b->set)
+		return 0;
+	if (!b->is_time) {
+		*(until ? &f->window_hi : &f->window_lo) = b->value;
+		return 0;
+	}
+	if (o->sub->flags & BY_TIME) {
+		*(until ? &f->time_hi : &f->time_lo) = b->value;
+		return 0;
+	}
+	if ((r = tool_hdb_window_at(db, run, b->value, !until, &w)) != 0)
+		return r;
+	/* No window closed in that span: a range that holds none. */
+	if (w == TOOL_HDB_NONE)
+		w = until ? -1 : INT64_MAX;
+	*(until ? &f->window_hi : &f->window_lo) = w;
+	return 0;
+}
+
+/* Picks the run, builds the filter and asks; the rows go to `sink`.
+ * Returns 0 or an error with tool_hdb_error saying why. */
+static int
+history_ask(tool_hdb *db, const history_opts *o, const tool_hdb_sink *sink)
+{
+	tool_hdb_filter f = {
+		.run = TOOL_HDB_NONE,
+		.layer = TOOL_HDB_NONE,
+		.window_lo = TOOL_HDB_NONE,
+		.window_hi = TOOL_HDB_NONE,
+		.time_lo = TOOL_HDB_NONE,
+		.time_hi = TOOL_HDB_NONE,
+		.changed_only = o->changed,
+	};
+	tool_hdb_question q = o->sub->q;
+	tool_hdb_run run = { 0 };
+	int r;
+
+	if ((o->sub->flags & NEEDS_RUN) || o->run != TOOL_HDB_NONE) {
+		if ((r = tool_hdb_run_find(db, o->run, o->job, &run)) != 0)
+			return r;
+		f.run = run.id;
+		if (o->run == TOOL_HDB_NONE)
+			fprintf(stderr,
+			    "bellows history: run %" PRId64
+			    " (job '%s', %s), the latest%s; --run picks "
+			    "another\n",
+			    run.id, run.job, run.live ? "live" : "ended",
+			    o->job != NULL ? " of the job" : "");
+	}
+	if (f.run == TOOL_HDB_NONE)
+		f.job = o->job;
+	if (o->layer != NULL) {
+		if ((r = tool_hdb_layer_find(db, f.run, o->layer, &f.layer)) !=
+		    0)
+			goto out;
+		if (q == TOOL_HDB_Q_WINDOWS)
+			q = TOOL_HDB_Q_LAYER_WINDOWS;
+	}
+	if (o->per_window)
+		q = TOOL_HDB_Q_TIMINGS_ALL;
+	if ((r = history_bound(db, o, f.run, false, &f)) != 0 ||
+	    (r = history_bound(db, o, f.run, true, &f)) != 0)
+		goto out;
+	r = tool_hdb_query(db, q, &f, sink);
+out:
+	tool_hdb_run_fini(&run);
+	return r;
+}
+
+/* Copies what was spooled in tmp to f. Returns 0 or BELLOWS_EIO. */
+static int
+history_copy(FILE *tmp, FILE *f)
+{
+	char buf[65536];
+	size_t n;
+
+	if (fflush(tmp) != 0 || fseek(tmp, 0, SEEK_SET) != 0)
+		return BELLOWS_EIO;
+	while ((n = fread(buf, 1, sizeof(buf), tmp)) > 0) {
+		if (fwrite(buf, 1, n, f) != n)
+			return BELLOWS_EIO;
+	}
+	return ferror(tmp) ? BELLOWS_EIO : 0;
+}
+
+int
+tool_history_main(int argc, char **argv)
+{
+	char err[TOOL_HDB_ERR_MAX];
+	tool_hdb_rows rows = { 0 };
+	tool_hdb *db = NULL;
+	FILE *spool = NULL;
+	history_opts o;
+	history_out out = { .f = stdout };
+	tool_hdb_sink sink = {
+		.columns = history_out_columns,
+		.row = history_out_row,
+		.arg = &out,
+	};
+	int rc, r;
+
+	if ((rc = history_parse(argc, argv, &o)) >= 0)
+		return rc;
+	rc = 1;
+	out.fmt = o.fmt;
+	/* Nothing is written while the snapshot is held: a reader blocked
+	 * on a pager would keep bellowsd's checkpoints from resetting the
+	 * WAL. A table is aligned over all its rows, kept in memory; CSV
+	 * and JSON are spooled to a temporary file (or, without one,
+	 * written as they come). */
+	if (o.fmt == TOOL_HISTORY_TABLE)
+		tool_hdb_rows_sink(&rows, &sink);
+	else if ((spool = tmpfile()) != NULL)
+		out.f = spool;
+	if (tool_hdb_open(o.db, &db, err, sizeof(err)) != 0) {
+		fprintf(stderr, "bellows history: %s\n", err);
+		goto out;
+	}
+	if ((r = tool_hdb_begin(db)) != 0) {
+		fprintf(stderr, "bellows history: %s: %s\n", o.db,
+		    tool_hdb_error(db));
+		goto out;
+	}
+	r = history_ask(db, &o, &sink);
+	(void)tool_hdb_end(db);
+	if (r == BELLOWS_EIO && ferror(out.f))
+		goto write_error;
+	if (r != 0) {
+		fprintf(stderr, "bellows history: %s: %s\n", o.db,
+		    r == BELLOWS_ENOMEM ? bellows_strerror(r)
+					: tool_hdb_error(db));
+		goto out;
+	}
+	if (o.fmt == TOOL_HISTORY_TABLE)
+		r = tool_history_print(stdout, &rows, o.fmt, o.wide);
+	else if ((r = history_out_end(&out)) == 0 && spool != NULL)
+		r = history_copy(spool, stdout);
+	if (r != 0 || fflush(stdout) != 0)
+		goto write_error;
+	rc = 0;
+	goto out;
+write_error:
+	fprintf(stderr, "bellows history: cannot write the output\n");
+out:
+	if (spool != NULL)
+		fclose(spool);
+	tool_hdb_rows_fini(&rows);
+	tool_hdb_close(&db);
+	return rc;
+}
