@@ -55,7 +55,7 @@ struct bellows_agent {
 	uint64_t window;              /* index of the open window */
 	uint64_t first_step;          /* first step of the open window */
 	com_timings timings;          /* of the open window */
-	double lr;                    /* last step's learning rate */
+	double lr;                    /* LR of the window's first step */
 	double lr_next;               /* LR the last step said comes next */
 	uint64_t closed_window;       /* last window closed + 1; 0 = none */
 	uint32_t batch_size;          /* last step's batch size */
@@ -469,7 +469,12 @@ bellows_agent_step_end(bellows_agent *agent, const bellows_step_info *info)
 		t->bytes_sent += info->bytes_sent;
 		t->floats_sent += info->floats_sent;
 		t->floats_raw += info->floats_raw;
-		agent->lr = info->lr;
+		/* The window's LR is its first step's and lr_next the one
+		 * after its last step: lr_next < lr then tells a policy that
+		 * the LR dropped anywhere in or right after the window, even
+		 * when a schedule decays mid-window. */
+		if (t->steps == 1)
+			agent->lr = info->lr;
 		agent->lr_next = info->lr_next > 0 ? info->lr_next : info->lr;
 		agent->batch_size = info->batch_size;
 		agent->epoch = info->epoch;

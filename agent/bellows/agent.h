@@ -112,9 +112,10 @@ typedef struct bellows_step_info {
 	uint64_t floats_sent; /* floats this rank sent */
 	uint64_t floats_raw;  /* floats it would have sent uncompressed */
 	double lr;            /* learning rate used in this step */
-	double lr_next;       /* learning rate of the next step (0: = lr); the
-			       * last step of a window tells bellowsd whether
-			       * the LR is about to drop */
+	double lr_next;       /* learning rate of the next step (0: = lr); a
+			       * window reports its first step's lr and its
+			       * last step's lr_next, so bellowsd sees an LR
+			       * drop anywhere in or right after it */
 	uint32_t batch_size;  /* per-rank batch size used */
 	uint64_t epoch;       /* trainer's epoch counter */
 } bellows_step_info;

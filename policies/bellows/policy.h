@@ -104,7 +104,7 @@ typedef struct bellows_window {
 	uint64_t first_step;                /* first step */
 	uint64_t last_step;                 /* last step (max over ranks) */
 	uint64_t epoch;                     /* trainer's epoch (rank 0) */
-	double lr;                          /* LR used in the window */
+	double lr;                          /* LR of the window's first step */
 	double lr_next;                     /* LR the next window starts with */
 	uint32_t batch_size;                /* per-rank batch size in force */
 	double lr_scale;                    /* LR scale in force */
