@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define STATUS_DEFAULT_CONTROL    "tcp://127.0.0.1:5555"
 #define STATUS_DEFAULT_TIMEOUT_MS 2000
@@ -72,6 +73,19 @@ status_print_table(FILE *f, const com_status_reply *st)
 	    ", decisions %" PRIu64 ", layer stats %" PRIu64 "\n",
 	    st->messages, st->dropped, st->reports, st->decisions,
 	    st->layer_stats);
+	if (st->store_degraded)
+		fprintf(f,
+		    "  history store DEGRADED: %s (%" PRIu64
+		    " rows pending, %" PRIu64 " metric rows not written)\n",
+		    st->store_error != NULL && st->store_error[0] != '\0'
+			? st->store_error
+			: "unknown",
+		    st->store_pending, st->store_dropped);
+	else
+		fprintf(f,
+		    "  history store ok (%" PRIu64 " rows pending, %" PRIu64
+		    " metric rows not written)\n",
+		    st->store_pending, st->store_dropped);
 	if (st->n_jobs == 0)
 		fprintf(f, "\nno jobs\n");
 	for (uint32_t i = 0; i < st->n_jobs; i++) {
@@ -113,6 +127,22 @@ status_print_table(FILE *f, const com_status_reply *st)
 			    p->last_error != NULL ? p->last_error : "-");
 		}
 	}
+	if (st->n_events > 0) {
+		fprintf(f, "\nrecent events:\n");
+		for (uint32_t i = 0; i < st->n_events; i++) {
+			const com_event *e = &st->events[i];
+			time_t t = (time_t)(e->wall_ms / 1000);
+			struct tm tm;
+			char when[32] = "?";
+
+			if (gmtime_r(&t, &tm) != NULL)
+				strftime(when, sizeof(when), "%H:%M:%S", &tm);
+			fprintf(f, "  %s %-16s %-12s %s\n", when,
+			    e->kind != NULL ? e->kind : "",
+			    e->job != NULL && e->job[0] != '\0' ? e->job : "-",
+			    e->text != NULL ? e->text : "");
+		}
+	}
 }
 
 /* Writes s as a JSON string. */
@@ -140,9 +170,30 @@ status_print_json(FILE *f, const com_status_reply *st)
 	    "{\"instance\": \"%016" PRIx64 "\", \"uptime_ms\": %" PRIu64
 	    ", \"messages\": %" PRIu64 ", \"dropped\": %" PRIu64
 	    ", \"reports\": %" PRIu64 ", \"decisions\": %" PRIu64
-	    ", \"layer_stats\": %" PRIu64 ",\n \"jobs\": [",
+	    ", \"layer_stats\": %" PRIu64 ",\n",
 	    st->instance, st->uptime_ms, st->messages, st->dropped, st->reports,
 	    st->decisions, st->layer_stats);
+	fprintf(f,
+	    " \"store\": {\"degraded\": %s, \"pending\": %" PRIu64
+	    ", \"dropped\": %" PRIu64 ", \"error\": ",
+	    st->store_degraded ? "true" : "false", st->store_pending,
+	    st->store_dropped);
+	status_json_str(f, st->store_error);
+	fprintf(f, "},\n \"events\": [");
+	for (uint32_t i = 0; i < st->n_events; i++) {
+		const com_event *e = &st->events[i];
+
+		fprintf(f,
+		    "%s\n  {\"wall_ms\": %" PRIu64 ", \"kind\": ", i ? "," : "",
+		    e->wall_ms);
+		status_json_str(f, e->kind);
+		fprintf(f, ", \"job\": ");
+		status_json_str(f, e->job);
+		fprintf(f, ", \"text\": ");
+		status_json_str(f, e->text);
+		fputc('}', f);
+	}
+	fprintf(f, "%s],\n \"jobs\": [", st->n_events ? "\n " : "");
 	for (uint32_t i = 0; i < st->n_jobs; i++) {
 		const com_job_status *js = &st->jobs[i];
 
