@@ -475,6 +475,47 @@ ctl_jobs_get_counters(const ctl_jobs *jobs, ctl_jobs_counters *ret)
 /* Creates job `h->job` from its first hello: layer table, policies and,
  * unless the hello carries a state to adopt (a daemon restart), the
  * policies' initial decision. */
+/* Makes room for one more job in the table and allocates a job with its
+ * name, rank slots and a copy of the layer table; the caller fills the
+ * rest and appends it. Returns 0 or BELLOWS_ENOMEM (nothing allocated). */
+static int
+job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
+    const com_layer_info *layers, uint32_t n_layers, job **ret)
+{
+	job *j;
+
+	if (jobs->n_jobs == jobs->cap_jobs) {
+		uint32_t cap = jobs->cap_jobs ? jobs->cap_jobs * 2 : 8;
+		job **grown = realloc(jobs->jobs, cap * sizeof(*grown));
+
+		if (grown == NULL)
+			return BELLOWS_ENOMEM;
+		jobs->jobs = grown;
+		jobs->cap_jobs = cap;
+	}
+	j = calloc(1, sizeof(*j));
+	if (j == NULL)
+		return BELLOWS_ENOMEM;
+	j->name = com_strdup(name);
+	j->world = world;
+	j->n_layers = n_layers;
+	j->layers = calloc(n_layers ? n_layers : 1, sizeof(*j->layers));
+	j->ranks = calloc(world ? world : 1, sizeof(*j->ranks));
+	if (j->name == NULL || j->layers == NULL || j->ranks == NULL)
+		goto fail;
+	for (uint32_t l = 0; l < n_layers; l++) {
+		j->layers[l] = layers[l];
+		j->layers[l].name = com_strdup(layers[l].name);
+		if (j->layers[l].name == NULL)
+			goto fail;
+	}
+	*ret = j;
+	return 0;
+fail:
+	job_destroy(&j);
+	return BELLOWS_ENOMEM;
+}
+
 static int
 jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
     size_t why_len)
@@ -491,31 +532,10 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 		    jobs->cfg->max_jobs);
 		return BELLOWS_ELIMIT;
 	}
-	if (jobs->n_jobs == jobs->cap_jobs) {
-		uint32_t cap = jobs->cap_jobs ? jobs->cap_jobs * 2 : 8;
-		job **grown = realloc(jobs->jobs, cap * sizeof(*grown));
-
-		if (grown == NULL)
-			return BELLOWS_ENOMEM;
-		jobs->jobs = grown;
-		jobs->cap_jobs = cap;
-	}
-	j = calloc(1, sizeof(*j));
-	if (j == NULL)
-		return BELLOWS_ENOMEM;
-	j->name = com_strdup(h->job);
-	j->world = h->world;
-	j->n_layers = h->n_layers;
-	j->layers = calloc(h->n_layers, sizeof(*j->layers));
-	j->ranks = calloc(h->world, sizeof(*j->ranks));
-	if (j->name == NULL || j->layers == NULL || j->ranks == NULL)
-		goto fail;
-	for (uint32_t l = 0; l < h->n_layers; l++) {
-		j->layers[l] = h->layers[l];
-		j->layers[l].name = com_strdup(h->layers[l].name);
-		if (j->layers[l].name == NULL)
-			goto fail;
-	}
+	if ((r = job_alloc(jobs, h->job, h->world, h->layers, h->n_layers,
+		 &j)) != 0)
+		return r;
+	r = BELLOWS_ENOMEM;
 	j->next_window = h->last_window;
 	if (com_decision_init(&state, h->job, h->n_layers) != 0)
 		goto fail;
@@ -1307,31 +1327,9 @@ jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 		    run->job, run->id);
 		return BELLOWS_ELIMIT;
 	}
-	if (jobs->n_jobs == jobs->cap_jobs) {
-		uint32_t cap = jobs->cap_jobs ? jobs->cap_jobs * 2 : 8;
-		job **grown = realloc(jobs->jobs, cap * sizeof(*grown));
-
-		if (grown == NULL)
-			return BELLOWS_ENOMEM;
-		jobs->jobs = grown;
-		jobs->cap_jobs = cap;
-	}
-	j = calloc(1, sizeof(*j));
-	if (j == NULL)
+	if (job_alloc(jobs, run->job, run->world, run->layers, run->n_layers,
+		&j) != 0)
 		return BELLOWS_ENOMEM;
-	j->name = com_strdup(run->job);
-	j->world = run->world;
-	j->n_layers = run->n_layers;
-	j->layers = calloc(run->n_layers, sizeof(*j->layers));
-	j->ranks = calloc(run->world, sizeof(*j->ranks));
-	if (j->name == NULL || j->layers == NULL || j->ranks == NULL)
-		goto oom;
-	for (uint32_t l = 0; l < run->n_layers; l++) {
-		j->layers[l] = run->layers[l];
-		j->layers[l].name = com_strdup(run->layers[l].name);
-		if (j->layers[l].name == NULL)
-			goto oom;
-	}
 	/* Every recorded decision was committed, so it may have been
 	 * published: none is published again. */
 	j->published_seq = run->decisions[run->n_decisions - 1].seq;
