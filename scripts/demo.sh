@@ -210,4 +210,11 @@ else
 	echo "demo: (this build has no \`bellows history\`; the history" \
 	    "summary is skipped)"
 fi
+if has_command top; then
+	# The dashboard over what was recorded: one screen as text, as
+	# `bellows top --db` shows it interactively.
+	echo "\$ bellows top --db $history_db --once"
+	"$bellows" top --db "$history_db" --once --size 24x100 ||
+		echo "demo: bellows top failed" >&2
+fi
 echo "demo: done; bellowsd's log is in $daemon_log"

@@ -10,6 +10,9 @@
 #include "replay.h"
 #include "sim.h"
 #include "status.h"
+#ifdef BELLOWS_HAVE_TOP
+#include "top.h"
+#endif
 
 #include "bellows_config.h"
 #include "msg.h"
@@ -40,6 +43,10 @@ static const bellows_command commands[] = {
 	    "timings" },
 	{ "export", tool_export_main, tool_export_usage,
 	    "write one run of the history as CSV files" },
+#ifdef BELLOWS_HAVE_TOP
+	{ "top", dash_top_main, dash_top_usage,
+	    "watch bellowsd and its jobs live, or browse a history" },
+#endif
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -1,0 +1,690 @@
+/* layout - the dashboard's screen layout, see layout.h.
+ */
+#include "layout.h"
+
+#include <bellows/error.h>
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LAYOUT_TOP 5 /* first table row: header, health, tabs, job, head */
+
+int
+dash_canvas_init(dash_canvas *c, int rows, int cols)
+{
+	memset(c, 0, sizeof(*c));
+	if (rows < 1)
+		rows = 1;
+	if (cols < 1)
+		cols = 1;
+	c->text = malloc((size_t)rows * (size_t)cols);
+	c->attr = malloc((size_t)rows * (size_t)cols);
+	if (c->text == NULL || c->attr == NULL) {
+		dash_canvas_fini(c);
+		return BELLOWS_ENOMEM;
+	}
+	c->rows = rows;
+	c->cols = cols;
+	dash_canvas_clear(c);
+	return 0;
+}
+
+void
+dash_canvas_fini(dash_canvas *c)
+{
+	if (c == NULL)
+		return;
+	free(c->text);
+	free(c->attr);
+	memset(c, 0, sizeof(*c));
+}
+
+void
+dash_canvas_clear(dash_canvas *c)
+{
+	memset(c->text, ' ', (size_t)c->rows * (size_t)c->cols);
+	memset(c->attr, 0, (size_t)c->rows * (size_t)c->cols);
+}
+
+int
+dash_canvas_put(dash_canvas *c, int row, int col, int width, int attr,
+    const char *text)
+{
+	int n = 0;
+
+	if (row < 0 || row >= c->rows || col < 0 || col >= c->cols)
+		return 0;
+	if (width < 0 || col + width > c->cols)
+		width = c->cols - col;
+	for (; text[n] != '\0' && n < width; n++) {
+		unsigned char ch = (unsigned char)text[n];
+		size_t at = (size_t)row * (size_t)c->cols + (size_t)(col + n);
+
+		c->text[at] = (ch < 0x20 || ch >= 0x7f) ? ' ' : (char)ch;
+		c->attr[at] = (uint8_t)attr;
+	}
+	return n;
+}
+
+void
+dash_canvas_line(const dash_canvas *c, int row, char *buf)
+{
+	int n = c->cols;
+
+	memcpy(buf, c->text + (size_t)row * (size_t)c->cols, (size_t)n);
+	while (n > 0 && buf[n - 1] == ' ')
+		n--;
+	buf[n] = '\0';
+}
+
+/* Paints the attribute over a whole line (selection, bars). */
+static void
+layout_bar(dash_canvas *c, int row, int attr)
+{
+	if (row < 0 || row >= c->rows)
+		return;
+	memset(c->attr + (size_t)row * (size_t)c->cols, attr, (size_t)c->cols);
+}
+
+/* Writes one table cell: cut with '~' when longer than width, numbers
+ * aligned right. Returns the next column. */
+static int
+layout_cell(dash_canvas *c, int row, int col, int width, int attr, bool right,
+    const char *text)
+{
+	char buf[512];
+	size_t n = strlen(text);
+
+	if (width <= 0)
+		return col;
+	if ((int)n > width) {
+		size_t keep = (size_t)width - 1;
+
+		if (keep >= sizeof(buf))
+			keep = sizeof(buf) - 2;
+		memcpy(buf, text, keep);
+		buf[keep] = '~';
+		buf[keep + 1] = '\0';
+	} else if (right) {
+		snprintf(buf, sizeof(buf), "%*s", width, text);
+	} else {
+		snprintf(buf, sizeof(buf), "%s", text);
+	}
+	dash_canvas_put(c, row, col, width, attr, buf);
+	return col + width + 1;
+}
+
+/* A byte count as "812", "99.8k", "1.2M", "3.4G". */
+static void
+layout_bytes(int64_t v, char *buf, size_t len)
+{
+	if (v == DASH_NONE)
+		snprintf(buf, len, "-");
+	else if (v < 1000)
+		snprintf(buf, len, "%" PRId64, v);
+	else if (v < 100000)
+		snprintf(buf, len, "%.1fk", (double)v / 1e3);
+	else if (v < 1000000)
+		snprintf(buf, len, "%.0fk", (double)v / 1e3);
+	else if (v < 100000000)
+		snprintf(buf, len, "%.1fM", (double)v / 1e6);
+	else if (v < 1000000000)
+		snprintf(buf, len, "%.0fM", (double)v / 1e6);
+	else
+		snprintf(buf, len, "%.1fG", (double)v / 1e9);
+}
+
+/* v with prec decimals (prec < 0: %g) and a unit, "-" for NAN. */
+static void
+layout_real(double v, int prec, const char *unit, char *buf, size_t len)
+{
+	if (isnan(v))
+		snprintf(buf, len, "-");
+	else if (prec < 0)
+		snprintf(buf, len, "%g%s", v, unit);
+	else
+		snprintf(buf, len, "%.*f%s", prec, v, unit);
+}
+
+static void
+layout_duration(uint64_t ms, char *buf, size_t len)
+{
+	uint64_t s = ms / 1000;
+
+	if (s >= 3600)
+		snprintf(buf, len, "%" PRIu64 "h%02" PRIu64 "m", s / 3600,
+		    s / 60 % 60);
+	else if (s >= 60)
+		snprintf(buf, len, "%" PRIu64 "m%02" PRIu64 "s", s / 60,
+		    s % 60);
+	else
+		snprintf(buf, len, "%" PRIu64 "s", s);
+}
+
+static const dash_job *
+layout_job(const dash_model *m)
+{
+	const char *name = dash_model_job(m);
+
+	for (uint32_t i = 0; i < m->snap.n_jobs; i++) {
+		if (strcmp(m->snap.jobs[i].name, name) == 0)
+			return &m->snap.jobs[i];
+	}
+	return NULL;
+}
+
+static void
+layout_header(const dash_model *m, dash_canvas *c)
+{
+	const dash_health *h = &m->snap.health;
+	char buf[512], a[32], b[32], up[32];
+
+	layout_bar(c, 0, DASH_ATTR_REVERSE);
+	if (h->live) {
+		layout_duration(h->uptime_ms, up, sizeof(up));
+		snprintf(buf, sizeof(buf), " bellows top  live %s  %s%s",
+		    h->where, h->connected ? "up " : "NOT CONNECTED",
+		    h->connected ? up : "");
+	} else if (m->snap.window_hi != DASH_NONE) {
+		snprintf(buf, sizeof(buf),
+		    " bellows top  offline %s  window %" PRId64 " of %" PRId64
+		    "..%" PRId64,
+		    h->where, m->snap.window_at, m->snap.window_lo,
+		    m->snap.window_hi);
+	} else {
+		snprintf(buf, sizeof(buf), " bellows top  offline %s",
+		    h->where);
+	}
+	dash_canvas_put(c, 0, 0, -1, DASH_ATTR_REVERSE, buf);
+	if (m->paused && c->cols > 10)
+		dash_canvas_put(c, 0, c->cols - 9, -1,
+		    DASH_ATTR_REVERSE | DASH_ATTR_BOLD, " PAUSED ");
+	if (h->live) {
+		layout_real(h->reports_per_s, 1, "", a, sizeof(a));
+		layout_real(h->decisions_per_s, 1, "", b, sizeof(b));
+		snprintf(buf, sizeof(buf),
+		    "reports/s %s  decisions/s %s  latency %s  store lag %" PRIu64
+		    " %s  dropped %" PRIu64,
+		    a, b, isnan(h->latency_ms) ? "-" : "?", h->store_pending,
+		    h->store_degraded ? "DEGRADED" : "ok", h->dropped);
+		dash_canvas_put(c, 1, 1, -1,
+		    (h->store_degraded || !h->connected) ? DASH_ATTR_ALERT : 0,
+		    buf);
+	} else {
+		dash_canvas_put(c, 1, 1, -1, 0, h->note);
+	}
+}
+
+static void
+layout_tabs(const dash_model *m, dash_canvas *c)
+{
+	int col = 0;
+	dash_view cur = m->view == DASH_VIEW_LAYER ? m->back : m->view;
+
+	for (int v = 0; v < DASH_VIEW_LAYER; v++) {
+		char buf[32];
+
+		snprintf(buf, sizeof(buf), " %s ",
+		    dash_view_name((dash_view)v));
+		col += dash_canvas_put(c, 2, col, -1,
+		    v == (int)cur ? DASH_ATTR_REVERSE | DASH_ATTR_BOLD : 0,
+		    buf);
+		col += dash_canvas_put(c, 2, col, -1, 0, "|");
+	}
+	if (m->view == DASH_VIEW_LAYERS || m->view == DASH_VIEW_LAYER) {
+		char buf[96];
+
+		snprintf(buf, sizeof(buf), " sort:%s%s%s",
+		    dash_sort_name(m->sort), m->filter[0] != '\0' ? " /" : "",
+		    m->filter);
+		dash_canvas_put(c, 2, col, -1, 0, buf);
+	}
+}
+
+static void
+layout_job_line(const dash_model *m, dash_canvas *c)
+{
+	const dash_job *j = layout_job(m);
+	char buf[512], st[32], sent[32], raw[32], win[32];
+
+	if (j == NULL) {
+		dash_canvas_put(c, 3, 1, -1, 0,
+		    m->snap.n_jobs == 0 ? "no jobs" : "");
+		return;
+	}
+	layout_real(j->step_ms, 1, "ms", st, sizeof(st));
+	layout_bytes(j->bytes_sent, sent, sizeof(sent));
+	layout_bytes(j->bytes_raw, raw, sizeof(raw));
+	if (j->window == DASH_NONE)
+		snprintf(win, sizeof(win), "-");
+	else
+		snprintf(win, sizeof(win), "%" PRId64, j->window);
+	/* What matters most first: an 80-column screen cuts the end. */
+	snprintf(buf, sizeof(buf),
+	    "job %s  %u/%u alive  step %" PRIu64
+	    "  win %s  %s/step  policy %s (%s)  sent %s of %s",
+	    j->name, j->alive, j->world, j->step, win, st,
+	    j->policy[0] != '\0' ? j->policy : "-",
+	    j->reloaded[0] != '\0' ? j->reloaded : "-", sent, raw);
+	dash_canvas_put(c, 3, 1, -1,
+	    DASH_ATTR_BOLD | (j->alive < j->world ? DASH_ATTR_ALERT : 0), buf);
+}
+
+/* The first row shown so that the selection is visible. */
+static uint32_t
+layout_scroll(uint32_t sel, int visible)
+{
+	if (visible <= 0)
+		return sel;
+	return sel < (uint32_t)visible ? 0 : sel - (uint32_t)visible + 1;
+}
+
+static void
+layout_jobs(const dash_model *m, dash_canvas *c, int first, int visible)
+{
+	uint32_t top = layout_scroll(m->sel[DASH_VIEW_JOBS], visible);
+	int col = 1;
+
+	col = layout_cell(c, first - 1, col, 16, DASH_ATTR_BOLD, false, "JOB");
+	col = layout_cell(c, first - 1, col, 7, DASH_ATTR_BOLD, true, "ALIVE");
+	col = layout_cell(c, first - 1, col, 7, DASH_ATTR_BOLD, true, "STEP");
+	col = layout_cell(c, first - 1, col, 6, DASH_ATTR_BOLD, true, "WIN");
+	col = layout_cell(c, first - 1, col, 7, DASH_ATTR_BOLD, true,
+	    "STEP_MS");
+	col = layout_cell(c, first - 1, col, 11, DASH_ATTR_BOLD, true,
+	    "SENT/RAW");
+	col = layout_cell(c, first - 1, col, 8, DASH_ATTR_BOLD, false,
+	    "RELOADED");
+	layout_cell(c, first - 1, col, c->cols - col, DASH_ATTR_BOLD, false,
+	    "POLICY");
+	for (int r = 0; r < visible && top + (uint32_t)r < m->snap.n_jobs;
+	     r++) {
+		const dash_job *j = &m->snap.jobs[top + (uint32_t)r];
+		bool sel = top + (uint32_t)r == m->sel[DASH_VIEW_JOBS];
+		int a = (sel ? DASH_ATTR_REVERSE : 0) |
+		    (j->alive < j->world ? DASH_ATTR_ALERT : 0);
+		char buf[64], x[32], y[32];
+		int row = first + r;
+
+		if (sel)
+			layout_bar(c, row, a);
+		col = layout_cell(c, row, 1, 16, a, false, j->name);
+		snprintf(buf, sizeof(buf), "%u/%u", j->alive, j->world);
+		col = layout_cell(c, row, col, 7, a, true, buf);
+		snprintf(buf, sizeof(buf), "%" PRIu64, j->step);
+		col = layout_cell(c, row, col, 7, a, true, buf);
+		if (j->window == DASH_NONE)
+			snprintf(buf, sizeof(buf), "-");
+		else
+			snprintf(buf, sizeof(buf), "%" PRId64, j->window);
+		col = layout_cell(c, row, col, 6, a, true, buf);
+		layout_real(j->step_ms, 2, "", buf, sizeof(buf));
+		col = layout_cell(c, row, col, 7, a, true, buf);
+		layout_bytes(j->bytes_sent, x, sizeof(x));
+		layout_bytes(j->bytes_raw, y, sizeof(y));
+		snprintf(buf, sizeof(buf), "%s/%s", x, y);
+		col = layout_cell(c, row, col, 11, a, true, buf);
+		col = layout_cell(c, row, col, 8, a, false,
+		    j->reloaded[0] != '\0' ? j->reloaded : "-");
+		layout_cell(c, row, col, c->cols - col, a, false,
+		    j->policy[0] != '\0' ? j->policy : "-");
+	}
+}
+
+static void
+layout_ranks(const dash_model *m, dash_canvas *c, int first, int visible)
+{
+	uint32_t top = layout_scroll(m->sel[DASH_VIEW_RANKS], visible);
+	int col = 1, h = first - 1;
+
+	col = layout_cell(c, h, col, 5, DASH_ATTR_BOLD, true, "RANK");
+	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, false, "STATE");
+	col = layout_cell(c, h, col, 9, DASH_ATTR_BOLD, true, "STEP");
+	col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, true, "STEP_MS");
+	col = layout_cell(c, h, col, 9, DASH_ATTR_BOLD, true, "SEEN_AGO");
+	layout_cell(c, h, col, 7, DASH_ATTR_BOLD, true, "DROPS");
+	for (int r = 0; r < visible && top + (uint32_t)r < m->snap.n_ranks;
+	     r++) {
+		const dash_rank *k = &m->snap.ranks[top + (uint32_t)r];
+		bool sel = top + (uint32_t)r == m->sel[DASH_VIEW_RANKS];
+		int a = (sel ? DASH_ATTR_REVERSE : 0) |
+		    (k->alive ? 0 : DASH_ATTR_ALERT);
+		char buf[64];
+		int row = first + r;
+
+		if (sel)
+			layout_bar(c, row, a);
+		snprintf(buf, sizeof(buf), "%u", k->rank);
+		col = layout_cell(c, row, 1, 5, a, true, buf);
+		col = layout_cell(c, row, col, 6, a, false,
+		    k->alive ? "alive" : "LOST");
+		snprintf(buf, sizeof(buf), "%" PRIu64, k->step);
+		col = layout_cell(c, row, col, 9, a, true, buf);
+		layout_real(k->step_ms, 2, "", buf, sizeof(buf));
+		col = layout_cell(c, row, col, 8, a, true, buf);
+		if (k->seen_ms == DASH_NONE)
+			snprintf(buf, sizeof(buf), "-");
+		else
+			snprintf(buf, sizeof(buf), "%.1fs",
+			    (double)k->seen_ms / 1000.0);
+		col = layout_cell(c, row, col, 9, a, true, buf);
+		snprintf(buf, sizeof(buf), "%" PRIu64, k->drops);
+		layout_cell(c, row, col, 7, a, true, buf);
+	}
+}
+
+/* "critical", "stable", "raw" (never compressed) or "-". */
+static const char *
+layout_regime(const dash_layer *l)
+{
+	if (isnan(l->level) || isnan(l->level_max))
+		return "-";
+	if (l->level_max <= 0.0)
+		return "raw";
+	return dash_layer_critical(l) ? "critical" : "stable";
+}
+
+static void
+layout_layer_cells(const dash_model *m, const dash_layer *l, dash_canvas *c,
+    int row, int a, int name_w, int spark_w)
+{
+	char buf[64], spark[DASH_SPARK_MAX + 1];
+	double r = dash_layer_r(l, m->snap.acc_interval);
+	int col;
+
+	col = layout_cell(c, row, 1, name_w, a, false, l->name);
+	layout_bytes((int64_t)l->numel, buf, sizeof(buf));
+	col = layout_cell(c, row, col, 6, a, true, buf);
+	layout_real(l->level, -1, "", buf, sizeof(buf));
+	col = layout_cell(c, row, col, 5, a, true, buf);
+	col = layout_cell(c, row, col, 8, a, false, layout_regime(l));
+	layout_real(r, 3, "", buf, sizeof(buf));
+	col = layout_cell(c, row, col, 6, a, true, buf);
+	if (isnan(r) || isnan(m->snap.acc_eta))
+		snprintf(buf, sizeof(buf), "-");
+	else
+		snprintf(buf, sizeof(buf), "%s%g",
+		    r < m->snap.acc_eta ? "<" : ">=", m->snap.acc_eta);
+	col = layout_cell(c, row, col, 6, a, false, buf);
+	if (spark_w > DASH_SPARK_MAX)
+		spark_w = DASH_SPARK_MAX;
+	if (spark_w > 0) {
+		dash_sparkline(l->norms, l->n_norms, spark,
+		    (size_t)spark_w + 1);
+		layout_cell(c, row, col, spark_w, a, false, spark);
+	}
+}
+
+static void
+layout_layers(const dash_model *m, dash_canvas *c, int first, int visible)
+{
+	uint32_t top = layout_scroll(m->sel[DASH_VIEW_LAYERS], visible);
+	uint32_t *rows = NULL, n = 0;
+	/* name, then fixed columns of 6+5+8+6+6 and their gaps (6), then
+	 * the sparkline in what is left. */
+	int fixed = 1 + 6 + 5 + 8 + 6 + 6 + 6;
+	int name_w = c->cols - fixed - 12 > 40 ? 40 : c->cols - fixed - 12;
+	int spark_w, col = 1, h = first - 1;
+
+	if (name_w < 8)
+		name_w = 8;
+	spark_w = c->cols - fixed - name_w - 1;
+	col = layout_cell(c, h, col, name_w, DASH_ATTR_BOLD, false, "LAYER");
+	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "SIZE");
+	col = layout_cell(c, h, col, 5, DASH_ATTR_BOLD, true, "LEVEL");
+	col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, false, "REGIME");
+	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "R");
+	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, false, "VS_ETA");
+	layout_cell(c, h, col, spark_w, DASH_ATTR_BOLD, false, "NORM");
+	if (m->snap.n_layers > 0)
+		rows = malloc(m->snap.n_layers * sizeof(*rows));
+	if (rows != NULL)
+		n = dash_model_layer_rows(m, rows);
+	for (int r = 0; r < visible && top + (uint32_t)r < n; r++) {
+		const dash_layer *l = &m->snap.layers[rows[top + (uint32_t)r]];
+		bool sel = top + (uint32_t)r == m->sel[DASH_VIEW_LAYERS];
+		int a = sel ? DASH_ATTR_REVERSE : 0;
+
+		if (sel)
+			layout_bar(c, first + r, a);
+		layout_layer_cells(m, l, c, first + r, a, name_w, spark_w);
+	}
+	if (n == 0)
+		dash_canvas_put(c, first, 1, -1, 0,
+		    m->snap.n_layers == 0
+			? "no layer rows (history database not readable, or "
+			  "no window closed yet)"
+			: "no layer matches the filter");
+	free(rows);
+}
+
+static void
+layout_decisions(const dash_model *m, dash_canvas *c, int first, int visible)
+{
+	uint32_t n = m->snap.n_decisions;
+	uint32_t top = layout_scroll(m->sel[DASH_VIEW_DECISIONS], visible);
+	int col = 1, h = first - 1;
+
+	col = layout_cell(c, h, col, 5, DASH_ATTR_BOLD, true, "SEQ");
+	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "WIN");
+	col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, false, "TIME");
+	col = layout_cell(c, h, col, 10, DASH_ATTR_BOLD, false, "POLICY");
+	layout_cell(c, h, col, c->cols - col, DASH_ATTR_BOLD, false, "REASON");
+	/* Newest first. */
+	for (int r = 0; r < visible && top + (uint32_t)r < n; r++) {
+		uint32_t i = n - 1 - (top + (uint32_t)r);
+		const dash_decision *d = &m->snap.decisions[i];
+		bool sel = top + (uint32_t)r == m->sel[DASH_VIEW_DECISIONS];
+		int a = sel ? DASH_ATTR_REVERSE : 0;
+		char buf[32];
+		int row = first + r;
+
+		if (sel)
+			layout_bar(c, row, a);
+		snprintf(buf, sizeof(buf), "%" PRIu64, d->seq);
+		col = layout_cell(c, row, 1, 5, a, true, buf);
+		if (d->window == DASH_NONE)
+			snprintf(buf, sizeof(buf), "-");
+		else
+			snprintf(buf, sizeof(buf), "%" PRId64, d->window);
+		col = layout_cell(c, row, col, 6, a, true, buf);
+		col = layout_cell(c, row, col, 8, a, false, d->time);
+		col = layout_cell(c, row, col, 10, a, false,
+		    d->policy[0] != '\0' ? d->policy : "-");
+		layout_cell(c, row, col, c->cols - col, a, false, d->reason);
+	}
+	if (n == 0)
+		dash_canvas_put(c, first, 1, -1, 0, "no decisions recorded");
+}
+
+static void
+layout_events(const dash_model *m, dash_canvas *c, int first, int visible)
+{
+	uint32_t n = m->snap.n_events;
+	uint32_t top = layout_scroll(m->sel[DASH_VIEW_EVENTS], visible);
+	int col = 1, h = first - 1;
+
+	col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, false, "TIME");
+	col = layout_cell(c, h, col, 16, DASH_ATTR_BOLD, false, "KIND");
+	col = layout_cell(c, h, col, 10, DASH_ATTR_BOLD, false, "JOB");
+	layout_cell(c, h, col, c->cols - col, DASH_ATTR_BOLD, false, "TEXT");
+	for (int r = 0; r < visible && top + (uint32_t)r < n; r++) {
+		const dash_event *e = &m->snap
+					   .events[n - 1 - (top + (uint32_t)r)];
+		bool sel = top + (uint32_t)r == m->sel[DASH_VIEW_EVENTS];
+		bool bad = strstr(e->kind, "lost") != NULL ||
+		    strstr(e->kind, "degraded") != NULL ||
+		    strstr(e->kind, "refused") != NULL;
+		int a = (sel ? DASH_ATTR_REVERSE : 0) |
+		    (bad ? DASH_ATTR_ALERT : 0);
+		int row = first + r;
+
+		if (sel)
+			layout_bar(c, row, a);
+		col = layout_cell(c, row, 1, 8, a, false, e->time);
+		col = layout_cell(c, row, col, 16, a, false, e->kind);
+		col = layout_cell(c, row, col, 10, a, false,
+		    e->job[0] != '\0' ? e->job : "-");
+		layout_cell(c, row, col, c->cols - col, a, false, e->text);
+	}
+	if (n == 0)
+		dash_canvas_put(c, first, 1, -1, 0, "no events");
+}
+
+static void
+layout_layer(const dash_model *m, dash_canvas *c, int first, int visible)
+{
+	const dash_layer *l = NULL;
+	char buf[512], spark[DASH_SPARK_MAX + 1];
+	int row = first - 1;
+	double r;
+
+	for (uint32_t i = 0; i < m->snap.n_layers; i++) {
+		if (strcmp(m->snap.layers[i].name, m->layer) == 0)
+			l = &m->snap.layers[i];
+	}
+	if (l == NULL) {
+		snprintf(buf, sizeof(buf), "layer %s: not in this reading",
+		    m->layer);
+		dash_canvas_put(c, row, 1, -1, 0, buf);
+		return;
+	}
+	r = dash_layer_r(l, m->snap.acc_interval);
+	snprintf(buf, sizeof(buf), "layer %s (#%u, %" PRIu64 " elements)",
+	    l->name, l->idx, l->numel);
+	dash_canvas_put(c, row++, 1, -1, DASH_ATTR_BOLD, buf);
+	snprintf(buf, sizeof(buf), "level %g, highest in the run %g: %s",
+	    l->level, l->level_max, layout_regime(l));
+	dash_canvas_put(c, row++, 3, -1, 0, buf);
+	if (isnan(r))
+		snprintf(buf, sizeof(buf),
+		    "Accordion r: - (no accordion interval known or too few "
+		    "windows)");
+	else
+		snprintf(buf, sizeof(buf),
+		    "Accordion r = %.4f against eta %g (interval %u): %s", r,
+		    m->snap.acc_eta, m->snap.acc_interval,
+		    r < m->snap.acc_eta ? "below eta" : "at or above eta");
+	dash_canvas_put(c, row++, 3, -1, 0, buf);
+	dash_sparkline(l->norms, l->n_norms, spark, sizeof(spark));
+	snprintf(buf, sizeof(buf), "norm, last %u windows: [%s]", l->n_norms,
+	    spark);
+	dash_canvas_put(c, row++, 3, -1, 0, buf);
+	if (l->n_norms > 0) {
+		snprintf(buf, sizeof(buf), "latest norm %.6g",
+		    l->norms[l->n_norms - 1]);
+		dash_canvas_put(c, row++, 3, -1, 0, buf);
+	}
+	row++;
+	dash_canvas_put(c, row++, 1, -1, DASH_ATTR_BOLD,
+	    "decisions naming it:");
+	for (uint32_t i = m->snap.n_decisions; i > 0 && row < first + visible;
+	     i--) {
+		const dash_decision *d = &m->snap.decisions[i - 1];
+
+		if (strstr(d->reason, l->name) == NULL)
+			continue;
+		snprintf(buf, sizeof(buf), "seq %" PRIu64 ": %s", d->seq,
+		    d->reason);
+		layout_cell(c, row++, 3, c->cols - 4, 0, false, buf);
+	}
+}
+
+static const char *const layout_help[] = {
+	"keys",
+	"  Up/Down, j/k     move the selection (PgUp/PgDn, g/G)",
+	"  Tab, Shift-Tab   next/previous view: Jobs Ranks Layers Decisions"
+	" Events",
+	"  Enter            open the selected job or layer",
+	"  Esc, Backspace   back",
+	"  /                filter layers by name (Enter keeps, Esc drops)",
+	"  s                sort layers: index, name, level, size, r",
+	"  p                pause/resume updates",
+	"  Left/Right, [ ]  offline: previous/next window ({ } by 10)",
+	"  ?                this help (any key closes it)",
+	"  q                quit",
+};
+
+static void
+layout_help_box(dash_canvas *c)
+{
+	int n = (int)(sizeof(layout_help) / sizeof(layout_help[0]));
+	int top = c->rows > n + 4 ? (c->rows - n) / 2 - 1 : LAYOUT_TOP;
+	int w = c->cols - 4;
+
+	for (int i = -1; i <= n && top + i < c->rows - 1; i++) {
+		if (top + i < 1)
+			continue;
+		layout_bar(c, top + i, DASH_ATTR_REVERSE);
+		memset(c->text + (size_t)(top + i) * (size_t)c->cols, ' ',
+		    (size_t)c->cols);
+		if (i >= 0 && i < n)
+			layout_cell(c, top + i, 2, w, DASH_ATTR_REVERSE, false,
+			    layout_help[i]);
+	}
+}
+
+static void
+layout_footer(const dash_model *m, dash_canvas *c)
+{
+	const dash_health *h = &m->snap.health;
+	int row = c->rows - 1;
+	char buf[512];
+
+	if (row < LAYOUT_TOP)
+		return;
+	if (m->filtering) {
+		snprintf(buf, sizeof(buf), "filter layers: %s_", m->filter);
+		dash_canvas_put(c, row, 0, -1, DASH_ATTR_BOLD, buf);
+	} else if (h->live && !h->connected) {
+		snprintf(buf, sizeof(buf), "bellowsd not answering at %s: %s",
+		    h->where, h->note[0] != '\0' ? h->note : "reconnecting");
+		layout_bar(c, row, DASH_ATTR_ALERT | DASH_ATTR_REVERSE);
+		dash_canvas_put(c, row, 0, -1,
+		    DASH_ATTR_ALERT | DASH_ATTR_REVERSE, buf);
+	} else {
+		dash_canvas_put(c, row, 0, -1, 0,
+		    m->offline
+			? "q quit  ? help  Tab view  Enter open  / filter  s sort"
+			  "  Left/Right window"
+			: "q quit  ? help  Tab view  Enter open  Esc back  "
+			  "/ filter  s sort  p pause");
+	}
+}
+
+void
+dash_layout_render(const dash_model *m, dash_canvas *c)
+{
+	int visible = c->rows - 1 - LAYOUT_TOP;
+
+	dash_canvas_clear(c);
+	layout_header(m, c);
+	layout_tabs(m, c);
+	layout_job_line(m, c);
+	switch (m->view) {
+	case DASH_VIEW_JOBS:
+		layout_jobs(m, c, LAYOUT_TOP, visible);
+		break;
+	case DASH_VIEW_RANKS:
+		layout_ranks(m, c, LAYOUT_TOP, visible);
+		break;
+	case DASH_VIEW_LAYERS:
+		layout_layers(m, c, LAYOUT_TOP, visible);
+		break;
+	case DASH_VIEW_DECISIONS:
+		layout_decisions(m, c, LAYOUT_TOP, visible);
+		break;
+	case DASH_VIEW_EVENTS:
+		layout_events(m, c, LAYOUT_TOP, visible);
+		break;
+	default:
+		layout_layer(m, c, LAYOUT_TOP, visible);
+		break;
+	}
+	layout_footer(m, c);
+	if (m->help)
+		layout_help_box(c);
+}

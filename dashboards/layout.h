@@ -1,0 +1,55 @@
+/* layout - draws a dash_model on a grid of characters.
+ *
+ * The one place that decides what goes where on the screen: a header with
+ * bellowsd's health, a tab bar, the job's summary line, the view's table
+ * and a key line at the bottom. The grid (dash_canvas) holds printable
+ * ASCII and one attribute per cell; the curses screen copies it to the
+ * terminal, the --once output prints it as text, so both show the same.
+ * Every width from 40 columns up is laid out; narrower columns are cut
+ * ("~" marks cut text) rather than wrapped. Pure: no I/O.
+ */
+#ifndef DASH_LAYOUT_H
+#define DASH_LAYOUT_H
+
+#include "model.h"
+
+#include <stdint.h>
+
+/* Cell attributes, OR-ed. */
+enum {
+	DASH_ATTR_NONE = 0,
+	DASH_ATTR_BOLD = 1,    /* headings */
+	DASH_ATTR_REVERSE = 2, /* selection, current tab, header bar */
+	DASH_ATTR_ALERT = 4,   /* lost ranks, degraded store, no daemon */
+};
+
+typedef struct dash_canvas {
+	int rows;      /* lines */
+	int cols;      /* columns */
+	char *text;    /* rows x cols characters */
+	uint8_t *attr; /* rows x cols DASH_ATTR_* */
+} dash_canvas;
+
+/* Allocates a blank rows x cols canvas (both at least 1). Returns 0 or
+ * BELLOWS_ENOMEM (then *c is zeroed). */
+int dash_canvas_init(dash_canvas *c, int rows, int cols);
+
+/* Frees the canvas and zeroes it. Safe on a zeroed canvas. */
+void dash_canvas_fini(dash_canvas *c);
+
+/* Blanks every cell. */
+void dash_canvas_clear(dash_canvas *c);
+
+/* Writes text at (row, col) with attribute attr, cut at the right edge
+ * and at `width` characters (width < 0: up to the edge); control
+ * characters become spaces. Returns the columns written. */
+int dash_canvas_put(dash_canvas *c, int row, int col, int width, int attr,
+    const char *text);
+
+/* Line `row` as text without trailing spaces into buf (cols + 1 bytes). */
+void dash_canvas_line(const dash_canvas *c, int row, char *buf);
+
+/* Draws the model on c (cleared first). */
+void dash_layout_render(const dash_model *m, dash_canvas *c);
+
+#endif /* DASH_LAYOUT_H */

@@ -1,0 +1,232 @@
+/* model - what `bellows top` shows, without any terminal.
+ *
+ * A dash_snapshot is one reading of bellowsd and its history (jobs, the
+ * ranks, layers, decisions and events of the job opened, the daemon's
+ * health); the data sources (source.c) fill it in, live or from a file.
+ * A dash_model holds the latest snapshot and the user's state over it:
+ * the view, the selection in each view, the layer filter and sort, pause,
+ * help and the offline window slider. Keys go in as dash_key codes and
+ * come out as dash_action flags, so that the whole of the dashboard's
+ * behaviour is testable without a terminal; layout.c draws a model on a
+ * character grid that the curses screen and the --once text output both
+ * print. Used from one thread.
+ */
+#ifndef DASH_MODEL_H
+#define DASH_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define DASH_NAME_MAX   64        /* bytes of a job, layer or policy name */
+#define DASH_TEXT_MAX   256       /* bytes of a reason or an event text */
+#define DASH_SPARK_MAX  32        /* windows of norm history kept per layer */
+#define DASH_FILTER_MAX 48        /* bytes of the layer filter */
+#define DASH_NONE       INT64_MIN /* an unknown or unset number */
+
+/* bellowsd's own health, or what the offline file is. */
+typedef struct dash_health {
+	bool live;              /* from a running daemon, not a file */
+	bool connected;         /* the last STATUS was answered */
+	char where[128];        /* control endpoint or history file */
+	char note[128];         /* why not connected, or what is shown */
+	uint64_t uptime_ms;     /* daemon's uptime */
+	double reports_per_s;   /* reports accepted per second; NAN = - */
+	double decisions_per_s; /* decisions per second; NAN = - */
+	double latency_ms;      /* decision latency; NAN = not known */
+	uint64_t store_pending; /* rows queued for the history */
+	bool store_degraded;    /* the history is not written */
+	uint64_t dropped;       /* malformed messages dropped */
+} dash_health;
+
+/* One job (live) or one recorded run (offline). */
+typedef struct dash_job {
+	char name[DASH_NAME_MAX];   /* job name */
+	int64_t run;                /* history run id, DASH_NONE = none */
+	uint32_t alive;             /* ranks alive */
+	uint32_t world;             /* ranks expected */
+	uint64_t step;              /* highest step */
+	int64_t window;             /* last closed window, DASH_NONE = - */
+	double step_ms;             /* median step time; NAN = - */
+	int64_t bytes_sent;         /* in the last window; DASH_NONE = - */
+	int64_t bytes_raw;          /* uncompressed; DASH_NONE = - */
+	char policy[DASH_NAME_MAX]; /* policies configured */
+	char reloaded[16];          /* HH:MM:SS of the last (re)load */
+} dash_job;
+
+typedef struct dash_rank {
+	uint32_t rank;   /* rank number */
+	bool alive;      /* alive, else lost */
+	uint64_t step;   /* last step heard */
+	double step_ms;  /* mean step time of its last window; NAN = - */
+	int64_t seen_ms; /* ms since heard; DASH_NONE = - */
+	uint64_t drops;  /* reports its agent dropped */
+} dash_rank;
+
+typedef struct dash_layer {
+	uint32_t idx;                 /* index in the layer table */
+	char name[DASH_NAME_MAX];     /* layer name */
+	uint64_t numel;               /* elements */
+	double level;                 /* level in force; NAN = - */
+	double level_max;             /* highest level of the run; NAN */
+	uint32_t n_norms;             /* entries used in norms */
+	double norms[DASH_SPARK_MAX]; /* norm per window, oldest first */
+} dash_layer;
+
+typedef struct dash_decision {
+	uint64_t seq;               /* decision seq */
+	int64_t window;             /* window it is in force for */
+	char time[16];              /* HH:MM:SS */
+	char policy[DASH_NAME_MAX]; /* policies that gave a reason */
+	char reason[DASH_TEXT_MAX]; /* why */
+} dash_decision;
+
+typedef struct dash_event {
+	char time[16];            /* HH:MM:SS */
+	char kind[32];            /* rank_lost, reload_ok, ... */
+	char job[DASH_NAME_MAX];  /* job, "" for the daemon */
+	char text[DASH_TEXT_MAX]; /* what happened */
+} dash_event;
+
+/* One reading. Owns its arrays (dash_snapshot_fini). */
+typedef struct dash_snapshot {
+	dash_health health;       /* header */
+	uint32_t n_jobs;          /* entries in jobs */
+	dash_job *jobs;           /* jobs or runs */
+	char job[DASH_NAME_MAX];  /* job the rows below are of, "" none */
+	uint32_t n_ranks;         /* entries in ranks */
+	dash_rank *ranks;         /* by rank */
+	uint32_t n_layers;        /* entries in layers */
+	dash_layer *layers;       /* table order */
+	uint32_t n_decisions;     /* entries in decisions */
+	dash_decision *decisions; /* newest last */
+	uint32_t n_events;        /* entries in events */
+	dash_event *events;       /* newest last */
+	uint32_t acc_interval;    /* accordion's interval; 0 = none */
+	double acc_eta;           /* accordion's eta; NAN = none */
+	int64_t window_lo;        /* offline: first window of the run */
+	int64_t window_hi;        /* offline: last window of the run */
+	int64_t window_at;        /* offline: window shown */
+} dash_snapshot;
+
+typedef enum dash_view {
+	DASH_VIEW_JOBS = 0,  /* every job */
+	DASH_VIEW_RANKS,     /* the job's ranks */
+	DASH_VIEW_LAYERS,    /* the job's layers */
+	DASH_VIEW_DECISIONS, /* the job's last decisions */
+	DASH_VIEW_EVENTS,    /* recent events */
+	DASH_VIEW_LAYER,     /* one layer in detail */
+	DASH_VIEW_N,
+} dash_view;
+
+typedef enum dash_sort {
+	DASH_SORT_INDEX = 0, /* table order */
+	DASH_SORT_NAME,      /* by name */
+	DASH_SORT_LEVEL,     /* highest level first */
+	DASH_SORT_SIZE,      /* largest first */
+	DASH_SORT_R,         /* largest r first */
+	DASH_SORT_N,
+} dash_sort;
+
+/* Keys the model understands; printable characters are themselves. */
+enum {
+	DASH_KEY_UP = 0x100,
+	DASH_KEY_DOWN,
+	DASH_KEY_LEFT,
+	DASH_KEY_RIGHT,
+	DASH_KEY_PGUP,
+	DASH_KEY_PGDN,
+	DASH_KEY_HOME,
+	DASH_KEY_END,
+	DASH_KEY_TAB,
+	DASH_KEY_BTAB,
+	DASH_KEY_ENTER,
+	DASH_KEY_ESC,
+	DASH_KEY_BACKSPACE,
+};
+
+/* What a key asks of the caller, OR-ed. */
+enum {
+	DASH_ACT_NONE = 0,
+	DASH_ACT_REDRAW = 1,  /* the screen changed */
+	DASH_ACT_REFETCH = 2, /* the job or window asked for changed */
+	DASH_ACT_QUIT = 4,    /* leave */
+};
+
+typedef struct dash_model {
+	dash_snapshot snap;           /* latest reading, owned */
+	bool offline;                 /* browsing a file */
+	dash_view view;               /* shown */
+	dash_view back;               /* view before LAYER */
+	uint32_t sel[DASH_VIEW_N];    /* selected row per view */
+	char job[DASH_NAME_MAX];      /* job opened, "" = none yet */
+	char layer[DASH_NAME_MAX];    /* layer opened in DASH_VIEW_LAYER */
+	char filter[DASH_FILTER_MAX]; /* layer name filter, "" = all */
+	bool filtering;               /* typing the filter */
+	dash_sort sort;               /* layer order */
+	bool paused;                  /* keep the snapshot shown */
+	bool help;                    /* the key help is shown */
+	int64_t window;               /* offline: window asked; DASH_NONE =
+				       * the latest */
+} dash_model;
+
+/* Prepares *m with an empty snapshot on the jobs view. */
+void dash_model_init(dash_model *m, bool offline);
+
+/* Frees the snapshot. Safe on an initialised or zeroed model. */
+void dash_model_fini(dash_model *m);
+
+/* Frees what *s owns and zeroes it. Safe on a zeroed snapshot. */
+void dash_snapshot_fini(dash_snapshot *s);
+
+/* Replaces the model's snapshot with *s, which the model then owns (*s is
+ * zeroed). Selections are kept in range; a paused model frees *s instead.
+ * Returns DASH_ACT_REDRAW or DASH_ACT_NONE. */
+int dash_model_update(dash_model *m, dash_snapshot *s);
+
+/* Handles one key. Returns DASH_ACT_* flags. */
+int dash_model_key(dash_model *m, int key);
+
+/* The job the detail views are about: the opened one, else the selected
+ * job, else "" (never NULL). */
+const char *dash_model_job(const dash_model *m);
+
+/* The layers shown, filtered and sorted, as indices into snap.layers
+ * written to `out` (room for snap.n_layers). Returns how many. */
+uint32_t dash_model_layer_rows(const dash_model *m, uint32_t *out);
+
+/* Rows in view v (for selection bounds). */
+uint32_t dash_model_rows(const dash_model *m, dash_view v);
+
+/* True when the layer is critical: its level is the highest it had in
+ * the run (Accordion's critical regime), else it is stable; a layer whose
+ * highest level is 0 (never compressed) is not critical. */
+bool dash_layer_critical(const dash_layer *l);
+
+/* Accordion's r of the layer: |n[w-interval] - n[w]| / n[w-interval] for
+ * its last norm w. NAN when interval is 0 or the history is too short. */
+double dash_layer_r(const dash_layer *l, uint32_t interval);
+
+/* Reads accordion's interval and eta from a decision reason of the form
+ * "window A vs window B (eta E): ...". Returns true and sets both, or
+ * false with both untouched. */
+bool dash_reason_accordion(const char *reason, uint32_t *ret_interval,
+    double *ret_eta);
+
+/* Writes a sparkline of the n values (oldest first) into buf: one
+ * character of " _.-=+*#" per value, scaled from the smallest to the
+ * largest, the last `len - 1` values when there are more. NAN values are
+ * spaces. Always NUL-terminates (len > 0). */
+void dash_sparkline(const double *v, uint32_t n, char *buf, size_t len);
+
+/* Copies src into dst (len bytes), cutting and NUL-terminating, with
+ * control characters as spaces. NULL src gives "". */
+void dash_copy(char *dst, size_t len, const char *src);
+
+/* The view's title ("Jobs", "Ranks", ...). */
+const char *dash_view_name(dash_view v);
+
+/* The sort's name ("index", "name", ...). */
+const char *dash_sort_name(dash_sort s);
+
+#endif /* DASH_MODEL_H */

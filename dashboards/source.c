@@ -1,0 +1,901 @@
+/* source - live and offline data of `bellows top`, see source.h.
+ */
+#include "source.h"
+
+#include "client.h"
+#include "clock.h"
+#include "codec.h"
+#include "historydb.h"
+#include "msg.h"
+
+#include <bellows/error.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#define SOURCE_STATUS_MS  1000 /* wait for a STATUS reply */
+#define SOURCE_DECISIONS  64   /* last decisions shown */
+#define SOURCE_EVENTS     64   /* last events shown (offline) */
+#define SOURCE_MAX_LAYERS 4096 /* layers read per fetch */
+#define SOURCE_MAX_JOBS   64   /* jobs whose rows are read */
+
+struct dash_source {
+	bool live;                     /* a daemon, not only a file */
+	char *control;                 /* control endpoint, owned */
+	char *db_path;                 /* history file, owned; NULL = none */
+	tool_client *client;           /* STATUS requests; NULL after failure */
+	void *ctx;                     /* ZeroMQ context of the SUB */
+	void *sub;                     /* telemetry subscriber */
+	com_limits limits;             /* what a telemetry message may be */
+	tool_hdb *db;                  /* open history, NULL = not (yet) */
+	char db_err[TOOL_HDB_ERR_MAX]; /* why it is not open */
+	com_msg last;                  /* last STATUS reply answered */
+	bool have_last;                /* last is valid */
+	uint64_t last_ms;              /* when it arrived */
+	uint64_t prev_reports;         /* counters of the one before */
+	uint64_t prev_decisions;       /* same */
+	uint64_t prev_ms;              /* when that one arrived, 0 = none */
+	uint64_t prev_instance;        /* daemon instance of the counters */
+};
+
+/* ---- cells ------------------------------------------------------------ */
+
+static int
+source_col(const tool_hdb_rows *rows, const char *name)
+{
+	for (uint32_t i = 0; i < rows->n_cols; i++) {
+		if (strcmp(rows->names[i], name) == 0)
+			return (int)i;
+	}
+	return -1;
+}
+
+static double
+source_real(const tool_hdb_rows *rows, uint64_t r, const char *name)
+{
+	int c = source_col(rows, name);
+	const tool_hdb_cell *cell;
+
+	if (c < 0)
+		return NAN;
+	cell = tool_hdb_rows_cell(rows, r, (uint32_t)c);
+	if (cell->type == TOOL_HDB_INT)
+		return (double)cell->i;
+	if (cell->type == TOOL_HDB_REAL)
+		return cell->d;
+	return NAN;
+}
+
+static int64_t
+source_int(const tool_hdb_rows *rows, uint64_t r, const char *name)
+{
+	int c = source_col(rows, name);
+	const tool_hdb_cell *cell;
+
+	if (c < 0)
+		return DASH_NONE;
+	cell = tool_hdb_rows_cell(rows, r, (uint32_t)c);
+	if (cell->type == TOOL_HDB_INT)
+		return cell->i;
+	if (cell->type == TOOL_HDB_REAL && isfinite(cell->d))
+		return (int64_t)cell->d;
+	return DASH_NONE;
+}
+
+static const char *
+source_text(const tool_hdb_rows *rows, uint64_t r, const char *name)
+{
+	int c = source_col(rows, name);
+	const tool_hdb_cell *cell;
+
+	if (c < 0)
+		return "";
+	cell = tool_hdb_rows_cell(rows, r, (uint32_t)c);
+	return cell->type == TOOL_HDB_TEXT ? cell->s : "";
+}
+
+/* "2026-11-22T03:00:34.703Z" -> "03:00:34". */
+static void
+source_hms(const char *iso, char *buf, size_t len)
+{
+	const char *t = strchr(iso, 'T');
+
+	dash_copy(buf, len > 9 ? 9 : len, t != NULL ? t + 1 : iso);
+}
+
+static void
+source_wall_hms(uint64_t wall_ms, char *buf, size_t len)
+{
+	time_t t = (time_t)(wall_ms / 1000);
+	struct tm tm;
+
+	if (gmtime_r(&t, &tm) == NULL ||
+	    strftime(buf, len, "%H:%M:%S", &tm) == 0)
+		dash_copy(buf, len, "?");
+}
+
+/* Asks question q, rows into *rows (zeroed before). Returns 0 or an
+ * error. */
+static int
+source_ask(dash_source *s, tool_hdb_question q, const tool_hdb_filter *f,
+    tool_hdb_rows *rows)
+{
+	tool_hdb_sink sink;
+
+	memset(rows, 0, sizeof(*rows));
+	tool_hdb_rows_sink(rows, &sink);
+	return tool_hdb_query(s->db, q, f, &sink);
+}
+
+static void
+source_filter(tool_hdb_filter *f, int64_t run)
+{
+	f->run = run;
+	f->job = NULL;
+	f->layer = TOOL_HDB_NONE;
+	f->window_lo = TOOL_HDB_NONE;
+	f->window_hi = TOOL_HDB_NONE;
+	f->time_lo = TOOL_HDB_NONE;
+	f->time_hi = TOOL_HDB_NONE;
+	f->changed_only = false;
+}
+
+/* ---- open / close ------------------------------------------------------ */
+
+static void
+source_db_open(dash_source *s)
+{
+	if (s->db != NULL || s->db_path == NULL)
+		return;
+	if (tool_hdb_open(s->db_path, &s->db, s->db_err, sizeof(s->db_err)) !=
+	    0)
+		s->db = NULL;
+}
+
+int
+dash_source_open(const dash_source_opts *o, dash_source **ret, char *errbuf,
+    size_t errlen)
+{
+	dash_source *s = calloc(1, sizeof(*s));
+	int r = BELLOWS_ENOMEM;
+
+	if (s == NULL)
+		return BELLOWS_ENOMEM;
+	com_limits_default(&s->limits);
+	s->live = o->control != NULL;
+	if (o->db != NULL && (s->db_path = strdup(o->db)) == NULL)
+		goto fail;
+	if (!s->live) {
+		r = tool_hdb_open(s->db_path != NULL ? s->db_path
+						     : "bellows.db",
+		    &s->db, errbuf, errlen);
+		if (r != 0)
+			goto fail;
+		*ret = s;
+		return 0;
+	}
+	if ((s->control = strdup(o->control)) == NULL)
+		goto fail;
+	if ((r = tool_client_open(s->control, &s->client)) != 0) {
+		snprintf(errbuf, errlen, "cannot use control endpoint '%s'",
+		    o->control);
+		goto fail;
+	}
+	s->ctx = zmq_ctx_new();
+	if (s->ctx == NULL || (s->sub = zmq_socket(s->ctx, ZMQ_SUB)) == NULL) {
+		r = BELLOWS_ESYS;
+		snprintf(errbuf, errlen, "cannot create a ZeroMQ socket");
+		goto fail;
+	}
+	{
+		int linger = 0;
+		int64_t maxsize = (int64_t)s->limits.max_msg_bytes;
+
+		zmq_setsockopt(s->sub, ZMQ_LINGER, &linger, sizeof(linger));
+		zmq_setsockopt(s->sub, ZMQ_MAXMSGSIZE, &maxsize,
+		    sizeof(maxsize));
+		/* Every job's telemetry: the topics are "t:<job>\0". */
+		zmq_setsockopt(s->sub, ZMQ_SUBSCRIBE, "t:", 2);
+	}
+	if (zmq_connect(s->sub, o->publish) != 0) {
+		r = BELLOWS_EINVAL;
+		snprintf(errbuf, errlen, "cannot use publish endpoint '%s'",
+		    o->publish);
+		goto fail;
+	}
+	source_db_open(s);
+	*ret = s;
+	return 0;
+fail:
+	dash_source_close(&s);
+	return r;
+}
+
+void
+dash_source_close(dash_source **sp)
+{
+	dash_source *s;
+
+	if (sp == NULL || *sp == NULL)
+		return;
+	s = *sp;
+	tool_client_close(&s->client);
+	if (s->sub != NULL)
+		zmq_close(s->sub);
+	if (s->ctx != NULL)
+		zmq_ctx_term(s->ctx);
+	tool_hdb_close(&s->db);
+	if (s->have_last)
+		com_msg_fini(&s->last);
+	free(s->control);
+	free(s->db_path);
+	free(s);
+	*sp = NULL;
+}
+
+int
+dash_source_wait(dash_source *s, int fd, int timeout_ms, bool *ret_fd,
+    bool *ret_telemetry)
+{
+	zmq_pollitem_t items[2];
+	int n = 0, fd_at = -1, sub_at = -1, r;
+
+	*ret_fd = false;
+	*ret_telemetry = false;
+	if (fd >= 0) {
+		items[n] = (zmq_pollitem_t){ NULL, fd, ZMQ_POLLIN, 0 };
+		fd_at = n++;
+	}
+	if (s->sub != NULL) {
+		items[n] = (zmq_pollitem_t){ s->sub, 0, ZMQ_POLLIN, 0 };
+		sub_at = n++;
+	}
+	r = zmq_poll(items, n, timeout_ms);
+	if (r < 0)
+		return zmq_errno() == EINTR ? 0 : BELLOWS_EIO;
+	if (fd_at >= 0 && (items[fd_at].revents & ZMQ_POLLIN))
+		*ret_fd = true;
+	if (sub_at >= 0 && (items[sub_at].revents & ZMQ_POLLIN)) {
+		/* Drain: only "something closed" matters, not what. */
+		for (int i = 0; i < 256; i++) {
+			zmq_msg_t part;
+			int more = 0;
+			size_t more_len = sizeof(more);
+
+			zmq_msg_init(&part);
+			if (zmq_msg_recv(&part, s->sub, ZMQ_DONTWAIT) < 0) {
+				zmq_msg_close(&part);
+				break;
+			}
+			zmq_getsockopt(s->sub, ZMQ_RCVMORE, &more, &more_len);
+			if (!more) {
+				com_msg m;
+
+				if (com_codec_decode(zmq_msg_data(&part),
+					zmq_msg_size(&part), &s->limits,
+					&m) == 0 &&
+				    m.type == COM_MSG_TELEMETRY)
+					*ret_telemetry = true;
+				com_msg_fini(&m);
+			}
+			zmq_msg_close(&part);
+		}
+	}
+	return 0;
+}
+
+/* ---- reading ------------------------------------------------------------ */
+
+/* Asks bellowsd for STATUS; keeps the reply in s->last. */
+static void
+source_status(dash_source *s, dash_snapshot *snap)
+{
+	com_msg req, reply;
+	int r;
+
+	snap->health.connected = false;
+	if (s->client == NULL &&
+	    tool_client_open(s->control, &s->client) != 0) {
+		dash_copy(snap->health.note, sizeof(snap->health.note),
+		    "cannot open the control socket");
+		return;
+	}
+	com_msg_init(&req, COM_MSG_STATUS_REQUEST);
+	r = tool_client_request(s->client, &req, SOURCE_STATUS_MS, &reply);
+	com_msg_fini(&req);
+	if (r == 0 && reply.type != COM_MSG_STATUS_REPLY) {
+		com_msg_fini(&reply);
+		r = BELLOWS_EPROTO;
+	}
+	if (r != 0) {
+		/* A reply that comes late must not answer the next request:
+		 * start over with a new socket. */
+		tool_client_close(&s->client);
+		snprintf(snap->health.note, sizeof(snap->health.note),
+		    "%s; reconnecting", bellows_strerror(r));
+		return;
+	}
+	if (s->have_last) {
+		s->prev_reports = s->last.u.status_reply.reports;
+		s->prev_decisions = s->last.u.status_reply.decisions;
+		s->prev_ms = s->last_ms;
+		s->prev_instance = s->last.u.status_reply.instance;
+		com_msg_fini(&s->last);
+	}
+	s->last = reply;
+	s->have_last = true;
+	s->last_ms = com_clock_ms();
+	snap->health.connected = true;
+}
+
+static void
+source_health(dash_source *s, dash_snapshot *snap)
+{
+	const com_status_reply *st = &s->last.u.status_reply;
+	dash_health *h = &snap->health;
+
+	h->reports_per_s = NAN;
+	h->decisions_per_s = NAN;
+	h->latency_ms = NAN;
+	if (!s->have_last)
+		return;
+	h->uptime_ms = st->uptime_ms;
+	h->store_pending = st->store_pending;
+	h->store_degraded = st->store_degraded;
+	h->dropped = st->dropped;
+	if (s->prev_ms != 0 && s->last_ms > s->prev_ms &&
+	    s->prev_instance == st->instance &&
+	    st->reports >= s->prev_reports &&
+	    st->decisions >= s->prev_decisions) {
+		double dt = (double)(s->last_ms - s->prev_ms) / 1000.0;
+
+		h->reports_per_s = (double)(st->reports - s->prev_reports) / dt;
+		h->decisions_per_s = (double)(st->decisions -
+					 s->prev_decisions) /
+		    dt;
+	}
+}
+
+/* Fills step time and bytes of the job's window `w` (DASH_NONE: latest)
+ * from the history. */
+static void
+source_job_window(dash_source *s, dash_job *j, int64_t w)
+{
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+
+	if (s->db == NULL || j->run == DASH_NONE)
+		return;
+	source_filter(&f, j->run);
+	f.window_hi = w;
+	if (w != DASH_NONE)
+		f.window_lo = w;
+	else if (j->window != DASH_NONE)
+		f.window_lo = j->window > 2 ? j->window - 2 : 0;
+	if (source_ask(s, TOOL_HDB_Q_WINDOWS, &f, &rows) == 0 &&
+	    rows.n_rows > 0) {
+		uint64_t r = rows.n_rows - 1;
+		int64_t sent = source_int(&rows, r, "floats_sent");
+		int64_t raw = source_int(&rows, r, "floats_raw");
+
+		int64_t last = source_int(&rows, r, "last_step");
+
+		j->window = source_int(&rows, r, "window");
+		if (last >= 0 && (uint64_t)last > j->step)
+			j->step = (uint64_t)last;
+		if (isnan(j->step_ms))
+			j->step_ms = source_real(&rows, r, "step_ms_median");
+		j->bytes_sent = sent == DASH_NONE ? DASH_NONE : sent * 4;
+		j->bytes_raw = raw == DASH_NONE ? DASH_NONE : raw * 4;
+	}
+	tool_hdb_rows_fini(&rows);
+}
+
+static int
+source_live_jobs(dash_source *s, dash_snapshot *snap)
+{
+	const com_status_reply *st = &s->last.u.status_reply;
+
+	if (!s->have_last || st->n_jobs == 0)
+		return 0;
+	snap->jobs = calloc(st->n_jobs, sizeof(*snap->jobs));
+	if (snap->jobs == NULL)
+		return BELLOWS_ENOMEM;
+	snap->n_jobs = st->n_jobs;
+	for (uint32_t i = 0; i < st->n_jobs; i++) {
+		const com_job_status *js = &st->jobs[i];
+		dash_job *j = &snap->jobs[i];
+		tool_hdb_run run;
+
+		dash_copy(j->name, sizeof(j->name), js->job);
+		j->run = DASH_NONE;
+		j->alive = js->ranks_alive;
+		j->world = js->world;
+		j->step = js->step;
+		j->window = js->window > 0 ? (int64_t)js->window - 1
+					   : DASH_NONE;
+		j->step_ms = NAN;
+		j->bytes_sent = DASH_NONE;
+		j->bytes_raw = DASH_NONE;
+		dash_copy(j->policy, sizeof(j->policy), js->policy);
+		/* The latest (re)load of the configuration in the ring. */
+		for (uint32_t e = 0; e < st->n_events; e++) {
+			const char *k = st->events[e].kind;
+
+			if (k != NULL &&
+			    (strcmp(k, "reload_ok") == 0 ||
+				strcmp(k, "daemon_started") == 0))
+				source_wall_hms(st->events[e].wall_ms,
+				    j->reloaded, sizeof(j->reloaded));
+		}
+		if (s->db != NULL && i < SOURCE_MAX_JOBS &&
+		    tool_hdb_run_find(s->db, TOOL_HDB_NONE, j->name, &run) ==
+			0) {
+			j->run = run.id;
+			tool_hdb_run_fini(&run);
+			source_job_window(s, j, DASH_NONE);
+		}
+	}
+	return 0;
+}
+
+static int
+source_live_ranks(dash_source *s, dash_snapshot *snap, const dash_job *j)
+{
+	const com_status_reply *st = &s->last.u.status_reply;
+	const com_job_status *js = NULL;
+	tool_hdb_filter f;
+	tool_hdb_rows rows = { 0 };
+
+	for (uint32_t i = 0; i < st->n_jobs; i++) {
+		if (st->jobs[i].job != NULL &&
+		    strcmp(st->jobs[i].job, j->name) == 0)
+			js = &st->jobs[i];
+	}
+	if (js == NULL || js->n_ranks == 0)
+		return 0;
+	snap->ranks = calloc(js->n_ranks, sizeof(*snap->ranks));
+	if (snap->ranks == NULL)
+		return BELLOWS_ENOMEM;
+	snap->n_ranks = js->n_ranks;
+	if (s->db != NULL && j->run != DASH_NONE && j->window != DASH_NONE) {
+		source_filter(&f, j->run);
+		f.window_lo = j->window > 4 ? j->window - 4 : 0;
+		f.window_hi = j->window;
+		if (source_ask(s, TOOL_HDB_Q_TIMINGS_ALL, &f, &rows) != 0)
+			tool_hdb_rows_fini(&rows);
+	}
+	for (uint32_t i = 0; i < js->n_ranks; i++) {
+		dash_rank *k = &snap->ranks[i];
+
+		k->rank = js->ranks[i].rank;
+		k->alive = js->ranks[i].alive;
+		k->step = js->ranks[i].step;
+		k->seen_ms = (int64_t)js->ranks[i].last_seen_ms;
+		k->step_ms = NAN;
+		/* Its latest window's row (rows are by window, rank). */
+		for (uint64_t r = 0; r < rows.n_rows; r++) {
+			if (source_int(&rows, r, "rank") != (int64_t)k->rank)
+				continue;
+			k->step_ms = source_real(&rows, r, "step_ms_mean");
+			k->drops = (uint64_t)source_int(&rows, r,
+			    "reports_dropped");
+		}
+	}
+	tool_hdb_rows_fini(&rows);
+	return 0;
+}
+
+static int
+source_live_events(dash_source *s, dash_snapshot *snap, const char *job)
+{
+	const com_status_reply *st = &s->last.u.status_reply;
+	uint32_t n = 0;
+
+	if (st->n_events == 0)
+		return 0;
+	snap->events = calloc(st->n_events, sizeof(*snap->events));
+	if (snap->events == NULL)
+		return BELLOWS_ENOMEM;
+	for (uint32_t i = 0; i < st->n_events; i++) {
+		const com_event *e = &st->events[i];
+		dash_event *d;
+
+		/* The job's own and the daemon's. */
+		if (e->job != NULL && e->job[0] != '\0' && job[0] != '\0' &&
+		    strcmp(e->job, job) != 0)
+			continue;
+		d = &snap->events[n++];
+		source_wall_hms(e->wall_ms, d->time, sizeof(d->time));
+		dash_copy(d->kind, sizeof(d->kind), e->kind);
+		dash_copy(d->job, sizeof(d->job), e->job);
+		dash_copy(d->text, sizeof(d->text), e->text);
+	}
+	snap->n_events = n;
+	return 0;
+}
+
+/* Layers, their norms, and the decisions of run j->run up to window w. */
+static int
+source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
+{
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+	uint64_t n;
+	int r = 0;
+
+	if (s->db == NULL || j->run == DASH_NONE)
+		return 0;
+	source_filter(&f, j->run);
+	f.window_hi = w;
+	if (source_ask(s, TOOL_HDB_Q_LAYERS, &f, &rows) != 0 ||
+	    rows.n_rows == 0) {
+		tool_hdb_rows_fini(&rows);
+		return 0;
+	}
+	n = rows.n_rows < SOURCE_MAX_LAYERS ? rows.n_rows : SOURCE_MAX_LAYERS;
+	snap->layers = calloc(n, sizeof(*snap->layers));
+	if (snap->layers == NULL) {
+		tool_hdb_rows_fini(&rows);
+		return BELLOWS_ENOMEM;
+	}
+	snap->n_layers = (uint32_t)n;
+	for (uint64_t i = 0; i < n; i++) {
+		dash_layer *l = &snap->layers[i];
+		int64_t idx = source_int(&rows, i, "layer");
+		int64_t numel = source_int(&rows, i, "numel");
+
+		l->idx = idx >= 0 ? (uint32_t)idx : 0;
+		dash_copy(l->name, sizeof(l->name),
+		    source_text(&rows, i, "name"));
+		l->numel = numel >= 0 ? (uint64_t)numel : 0;
+		l->level = source_real(&rows, i, "level_last");
+		l->level_max = source_real(&rows, i, "level_max");
+	}
+	tool_hdb_rows_fini(&rows);
+	for (uint32_t i = 0; i < snap->n_layers; i++) {
+		dash_layer *l = &snap->layers[i];
+
+		source_filter(&f, j->run);
+		f.layer = l->idx;
+		f.window_hi = w;
+		if (w != DASH_NONE)
+			f.window_lo = w >= DASH_SPARK_MAX
+			    ? w - DASH_SPARK_MAX + 1
+			    : 0;
+		else if (j->window != DASH_NONE)
+			f.window_lo = j->window >= DASH_SPARK_MAX
+			    ? j->window - DASH_SPARK_MAX + 1
+			    : 0;
+		if (source_ask(s, TOOL_HDB_Q_LAYER_WINDOWS, &f, &rows) == 0) {
+			uint64_t first = rows.n_rows > DASH_SPARK_MAX
+			    ? rows.n_rows - DASH_SPARK_MAX
+			    : 0;
+
+			for (uint64_t k = first; k < rows.n_rows; k++) {
+				double v = source_real(&rows, k, "norm_mean");
+
+				l->norms[l->n_norms++] = v;
+			}
+		}
+		tool_hdb_rows_fini(&rows);
+	}
+	return r;
+}
+
+static int
+source_decisions(dash_source *s, dash_snapshot *snap, const dash_job *j,
+    int64_t w)
+{
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+	uint64_t first, n;
+
+	if (s->db == NULL || j->run == DASH_NONE)
+		return 0;
+	source_filter(&f, j->run);
+	/* A decision's window is the one it is in force for: w + 1. */
+	if (w != DASH_NONE)
+		f.window_hi = w + 1;
+	if (source_ask(s, TOOL_HDB_Q_DECISIONS, &f, &rows) != 0 ||
+	    rows.n_rows == 0) {
+		tool_hdb_rows_fini(&rows);
+		return 0;
+	}
+	first = rows.n_rows > SOURCE_DECISIONS ? rows.n_rows - SOURCE_DECISIONS
+					       : 0;
+	n = rows.n_rows - first;
+	snap->decisions = calloc(n, sizeof(*snap->decisions));
+	if (snap->decisions == NULL) {
+		tool_hdb_rows_fini(&rows);
+		return BELLOWS_ENOMEM;
+	}
+	snap->n_decisions = (uint32_t)n;
+	for (uint64_t i = 0; i < n; i++) {
+		dash_decision *d = &snap->decisions[i];
+		int64_t seq = source_int(&rows, first + i, "seq");
+
+		d->seq = seq >= 0 ? (uint64_t)seq : 0;
+		d->window = source_int(&rows, first + i, "window");
+		source_hms(source_text(&rows, first + i, "time"), d->time,
+		    sizeof(d->time));
+		dash_copy(d->policy, sizeof(d->policy),
+		    source_text(&rows, first + i, "policy"));
+		dash_copy(d->reason, sizeof(d->reason),
+		    source_text(&rows, first + i, "reason"));
+	}
+	/* Accordion names its interval and eta when it compares windows;
+	 * the newest such reason is the configuration in force. */
+	for (uint64_t i = rows.n_rows; i > 0; i--) {
+		if (dash_reason_accordion(source_text(&rows, i - 1, "reason"),
+			&snap->acc_interval, &snap->acc_eta))
+			break;
+	}
+	tool_hdb_rows_fini(&rows);
+	return 0;
+}
+
+/* Offline: the runs of the file as jobs; the latest run of a job goes by
+ * the job's name, older ones as "name#run". */
+static int
+source_offline_jobs(dash_source *s, dash_snapshot *snap)
+{
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+
+	source_filter(&f, TOOL_HDB_NONE);
+	if (source_ask(s, TOOL_HDB_Q_RUNS, &f, &rows) != 0 ||
+	    rows.n_rows == 0) {
+		tool_hdb_rows_fini(&rows);
+		return 0;
+	}
+	snap->jobs = calloc(rows.n_rows, sizeof(*snap->jobs));
+	if (snap->jobs == NULL) {
+		tool_hdb_rows_fini(&rows);
+		return BELLOWS_ENOMEM;
+	}
+	/* Newest run first. */
+	for (uint64_t k = rows.n_rows; k > 0; k--) {
+		uint64_t i = k - 1;
+		dash_job *j = &snap->jobs[snap->n_jobs];
+		const char *name = source_text(&rows, i, "job");
+		bool older = false;
+		int64_t world = source_int(&rows, i, "world");
+
+		for (uint32_t p = 0; p < snap->n_jobs; p++) {
+			if (strncmp(snap->jobs[p].name, name,
+				sizeof(j->name) - 1) == 0)
+				older = true;
+		}
+		j->run = source_int(&rows, i, "id");
+		if (older) {
+			char buf[DASH_NAME_MAX + 24];
+
+			snprintf(buf, sizeof(buf), "%s#%lld", name,
+			    (long long)j->run);
+			dash_copy(j->name, sizeof(j->name), buf);
+		} else {
+			dash_copy(j->name, sizeof(j->name), name);
+		}
+		j->world = world > 0 ? (uint32_t)world : 0;
+		j->window = DASH_NONE;
+		j->step_ms = NAN;
+		j->bytes_sent = DASH_NONE;
+		j->bytes_raw = DASH_NONE;
+		dash_copy(j->policy, sizeof(j->policy),
+		    strcmp(source_text(&rows, i, "state"), "live") == 0
+			? "(live)"
+			: "(ended)");
+		snap->n_jobs++;
+	}
+	tool_hdb_rows_fini(&rows);
+	return 0;
+}
+
+/* Offline ranks at window w: a rank whose latest report is older than w
+ * is shown lost. */
+static int
+source_offline_ranks(dash_source *s, dash_snapshot *snap, dash_job *j,
+    int64_t w)
+{
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+	uint32_t alive = 0;
+
+	if (j->world == 0 || j->world > 65536)
+		return 0;
+	snap->ranks = calloc(j->world, sizeof(*snap->ranks));
+	if (snap->ranks == NULL)
+		return BELLOWS_ENOMEM;
+	snap->n_ranks = j->world;
+	for (uint32_t i = 0; i < j->world; i++) {
+		snap->ranks[i].rank = i;
+		snap->ranks[i].step_ms = NAN;
+		snap->ranks[i].seen_ms = DASH_NONE;
+	}
+	source_filter(&f, j->run);
+	f.window_lo = w > 4 ? w - 4 : 0;
+	f.window_hi = w;
+	if (source_ask(s, TOOL_HDB_Q_TIMINGS_ALL, &f, &rows) == 0) {
+		for (uint64_t r = 0; r < rows.n_rows; r++) {
+			int64_t k = source_int(&rows, r, "rank");
+			int64_t win = source_int(&rows, r, "window");
+			dash_rank *d;
+
+			if (k < 0 || k >= (int64_t)j->world)
+				continue;
+			d = &snap->ranks[k];
+			d->alive = win == w;
+			d->step_ms = source_real(&rows, r, "step_ms_mean");
+			d->drops = (uint64_t)source_int(&rows, r,
+			    "reports_dropped");
+		}
+	}
+	tool_hdb_rows_fini(&rows);
+	for (uint32_t i = 0; i < j->world; i++)
+		alive += snap->ranks[i].alive;
+	j->alive = alive;
+	return 0;
+}
+
+static int
+source_offline_events(dash_source *s, dash_snapshot *snap, const dash_job *j)
+{
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+	uint64_t first, n;
+
+	source_filter(&f, j->run);
+	if (source_ask(s, TOOL_HDB_Q_EVENTS, &f, &rows) != 0 ||
+	    rows.n_rows == 0) {
+		tool_hdb_rows_fini(&rows);
+		return 0;
+	}
+	first = rows.n_rows > SOURCE_EVENTS ? rows.n_rows - SOURCE_EVENTS : 0;
+	n = rows.n_rows - first;
+	snap->events = calloc(n, sizeof(*snap->events));
+	if (snap->events == NULL) {
+		tool_hdb_rows_fini(&rows);
+		return BELLOWS_ENOMEM;
+	}
+	snap->n_events = (uint32_t)n;
+	for (uint64_t i = 0; i < n; i++) {
+		dash_event *e = &snap->events[i];
+
+		source_hms(source_text(&rows, first + i, "time"), e->time,
+		    sizeof(e->time));
+		dash_copy(e->kind, sizeof(e->kind),
+		    source_text(&rows, first + i, "kind"));
+		dash_copy(e->job, sizeof(e->job),
+		    source_text(&rows, first + i, "job"));
+		dash_copy(e->text, sizeof(e->text),
+		    source_text(&rows, first + i, "text"));
+	}
+	tool_hdb_rows_fini(&rows);
+	return 0;
+}
+
+/* Offline: the run's window range and the window shown. */
+static void
+source_offline_window(dash_source *s, dash_snapshot *snap, dash_job *j,
+    int64_t w)
+{
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+
+	source_filter(&f, j->run);
+	if (source_ask(s, TOOL_HDB_Q_WINDOWS, &f, &rows) == 0 &&
+	    rows.n_rows > 0) {
+		snap->window_lo = source_int(&rows, 0, "window");
+		snap->window_hi = source_int(&rows, rows.n_rows - 1, "window");
+	}
+	tool_hdb_rows_fini(&rows);
+	if (snap->window_hi == DASH_NONE)
+		return;
+	if (w == DASH_NONE || w > snap->window_hi)
+		w = snap->window_hi;
+	if (w < snap->window_lo)
+		w = snap->window_lo;
+	snap->window_at = w;
+	source_job_window(s, j, w);
+}
+
+static dash_job *
+source_pick(dash_snapshot *snap, const char *job)
+{
+	for (uint32_t i = 0; i < snap->n_jobs; i++) {
+		if (strcmp(snap->jobs[i].name, job) == 0)
+			return &snap->jobs[i];
+	}
+	return snap->n_jobs > 0 && job[0] == '\0' ? &snap->jobs[0] : NULL;
+}
+
+int
+dash_source_fetch(dash_source *s, const char *job, int64_t window,
+    dash_snapshot *ret)
+{
+	dash_snapshot snap;
+	dash_job *j;
+	int r = 0;
+
+	memset(&snap, 0, sizeof(snap));
+	snap.acc_eta = NAN;
+	snap.window_lo = DASH_NONE;
+	snap.window_hi = DASH_NONE;
+	snap.window_at = DASH_NONE;
+	snap.health.live = s->live;
+	snap.health.reports_per_s = NAN;
+	snap.health.decisions_per_s = NAN;
+	snap.health.latency_ms = NAN;
+	if (s->live) {
+		dash_copy(snap.health.where, sizeof(snap.health.where),
+		    s->control);
+		source_db_open(s);
+		source_status(s, &snap);
+		source_health(s, &snap);
+	} else {
+		dash_copy(snap.health.where, sizeof(snap.health.where),
+		    s->db_path != NULL ? s->db_path : "bellows.db");
+	}
+	if (s->db != NULL && tool_hdb_begin(s->db) != 0) {
+		/* Busy for longer than the timeout: try again next time. */
+		tool_hdb_close(&s->db);
+		dash_copy(s->db_err, sizeof(s->db_err),
+		    "history database busy");
+	}
+	if (s->live)
+		r = source_live_jobs(s, &snap);
+	else if (s->db != NULL)
+		r = source_offline_jobs(s, &snap);
+	if (r != 0)
+		goto done;
+	j = source_pick(&snap, job);
+	if (j != NULL) {
+		dash_copy(snap.job, sizeof(snap.job), j->name);
+		if (s->live) {
+			r = source_live_ranks(s, &snap, j);
+			if (r == 0)
+				r = source_live_events(s, &snap, j->name);
+			if (r == 0)
+				r = source_layers(s, &snap, j, DASH_NONE);
+			if (r == 0)
+				r = source_decisions(s, &snap, j, DASH_NONE);
+		} else {
+			source_offline_window(s, &snap, j, window);
+			if (snap.window_at != DASH_NONE)
+				r = source_offline_ranks(s, &snap, j,
+				    snap.window_at);
+			if (r == 0)
+				r = source_offline_events(s, &snap, j);
+			if (r == 0)
+				r = source_layers(s, &snap, j, snap.window_at);
+			if (r == 0)
+				r = source_decisions(s, &snap, j,
+				    snap.window_at);
+		}
+	} else if (s->live && s->have_last) {
+		r = source_live_events(s, &snap, "");
+	}
+	if (!s->live)
+		snprintf(snap.health.note, sizeof(snap.health.note),
+		    "%u run%s recorded; Left/Right move the window",
+		    snap.n_jobs, snap.n_jobs == 1 ? "" : "s");
+done:
+	if (s->db != NULL)
+		tool_hdb_end(s->db);
+	if (s->live && snap.health.connected && s->db == NULL &&
+	    s->db_path != NULL)
+		snprintf(snap.health.note, sizeof(snap.health.note),
+		    "no history: %.100s", s->db_err);
+	if (r != 0) {
+		dash_snapshot_fini(&snap);
+		return r;
+	}
+	*ret = snap;
+	return 0;
+}

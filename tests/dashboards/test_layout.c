@@ -1,0 +1,281 @@
+/* test_layout - the dashboard's screen layout on a character grid: what
+ * each view shows at 80x24, truncation, the disconnected footer, the help
+ * box, and the plain-text output of --once.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include <bellows/error.h>
+
+#include "fixture.h"
+#include "layout.h"
+#include "text.h"
+
+typedef struct layout_fx {
+	dash_model m;          /* with the fixture snapshot */
+	dash_canvas c;         /* 24 x 80 */
+	char all[24 * 81 + 1]; /* the screen as text, lines joined by \n */
+} layout_fx;
+
+static int
+layout_setup(void **state)
+{
+	layout_fx *fx = calloc(1, sizeof(*fx));
+	dash_snapshot s;
+
+	if (fx == NULL)
+		return -1;
+	dash_model_init(&fx->m, false);
+	fixture_snapshot(&s);
+	dash_model_update(&fx->m, &s);
+	if (dash_canvas_init(&fx->c, 24, 80) != 0)
+		return -1;
+	*state = fx;
+	return 0;
+}
+
+static int
+layout_teardown(void **state)
+{
+	layout_fx *fx = *state;
+
+	dash_canvas_fini(&fx->c);
+	dash_model_fini(&fx->m);
+	free(fx);
+	return 0;
+}
+
+/* Renders and joins the lines into fx->all. */
+static const char *
+layout_render(layout_fx *fx)
+{
+	char line[81];
+	size_t at = 0;
+
+	dash_layout_render(&fx->m, &fx->c);
+	for (int r = 0; r < fx->c.rows; r++) {
+		dash_canvas_line(&fx->c, r, line);
+		assert_true(strlen(line) <= 80);
+		at += (size_t)snprintf(fx->all + at, sizeof(fx->all) - at,
+		    "%s\n", line);
+	}
+	return fx->all;
+}
+
+static void
+layout_line(layout_fx *fx, int row, char *buf)
+{
+	dash_canvas_line(&fx->c, row, buf);
+}
+
+static void
+test_layout_jobs_view_shows_health_and_every_job(void **state)
+{
+	layout_fx *fx = *state;
+	const char *s = layout_render(fx);
+	char line[81];
+
+	assert_non_null(strstr(s, "live ipc://ctl"));
+	assert_non_null(strstr(s, "reports/s 12.5"));
+	assert_non_null(strstr(s, "latency -"));
+	assert_non_null(strstr(s, "store lag 0 ok"));
+	layout_line(fx, 5, line);
+	assert_non_null(strstr(line, "resnet"));
+	assert_non_null(strstr(line, "2/3"));
+	assert_non_null(strstr(line, "99.8k/1.2M"));
+	assert_non_null(strstr(line, "03:00:34"));
+	assert_non_null(strstr(line, "accordion"));
+	/* The selection is drawn reversed across the row. */
+	assert_true(fx->c.attr[5 * 80 + 79] & DASH_ATTR_REVERSE);
+	layout_line(fx, 6, line);
+	assert_non_null(strstr(line, "bert"));
+	assert_non_null(strstr(line, "-/-"));
+	layout_line(fx, 23, line);
+	assert_non_null(strstr(line, "q quit"));
+}
+
+static void
+test_layout_ranks_view_marks_the_lost_rank(void **state)
+{
+	layout_fx *fx = *state;
+	char line[81];
+
+	fx->m.view = DASH_VIEW_RANKS;
+	layout_render(fx);
+	layout_line(fx, 7, line);
+	assert_non_null(strstr(line, "LOST"));
+	assert_true(fx->c.attr[7 * 80 + 3] & DASH_ATTR_ALERT);
+	layout_line(fx, 5, line);
+	assert_non_null(strstr(line, "alive"));
+}
+
+static void
+test_layout_layers_view_shows_level_regime_r_and_norms(void **state)
+{
+	layout_fx *fx = *state;
+	char line[81];
+
+	fx->m.view = DASH_VIEW_LAYERS;
+	layout_render(fx);
+	layout_line(fx, 4, line);
+	assert_non_null(strstr(line, "LAYER"));
+	assert_non_null(strstr(line, "REGIME"));
+	layout_line(fx, 5, line);
+	assert_non_null(strstr(line, "conv1.weight"));
+	assert_non_null(strstr(line, "critical"));
+	assert_non_null(strstr(line, "0.167"));
+	assert_non_null(strstr(line, "<0.3"));
+	assert_non_null(strstr(line, "_-=*#"));
+	layout_line(fx, 6, line);
+	assert_non_null(strstr(line, "fc.weight"));
+	assert_non_null(strstr(line, "stable"));
+}
+
+static void
+test_layout_decisions_view_shows_newest_reason_first(void **state)
+{
+	layout_fx *fx = *state;
+	char line[81];
+
+	fx->m.view = DASH_VIEW_DECISIONS;
+	layout_render(fx);
+	layout_line(fx, 5, line);
+	assert_non_null(strstr(line, "12"));
+	assert_non_null(strstr(line, "window 10 vs window 8"));
+	/* 80 columns: the long reason is cut with '~'. */
+	assert_int_equal(strlen(line), 80);
+	assert_int_equal(line[79], '~');
+	layout_line(fx, 6, line);
+	assert_non_null(strstr(line, "no change"));
+}
+
+static void
+test_layout_events_and_layer_detail(void **state)
+{
+	layout_fx *fx = *state;
+	const char *s;
+
+	fx->m.view = DASH_VIEW_EVENTS;
+	s = layout_render(fx);
+	assert_non_null(strstr(s, "rank_lost"));
+	assert_non_null(strstr(s, "rank 2 lost at step 110"));
+	fx->m.view = DASH_VIEW_LAYER;
+	dash_copy(fx->m.layer, sizeof(fx->m.layer), "fc.weight");
+	s = layout_render(fx);
+	assert_non_null(strstr(s, "layer fc.weight (#1, 8192 elements)"));
+	assert_non_null(strstr(s, "stable"));
+	assert_non_null(strstr(s, "against eta 0.3 (interval 2)"));
+	assert_non_null(strstr(s, "seq 12: window 10 vs window 8"));
+}
+
+static void
+test_layout_says_when_bellowsd_does_not_answer(void **state)
+{
+	layout_fx *fx = *state;
+	char line[81];
+
+	fx->m.snap.health.connected = false;
+	dash_copy(fx->m.snap.health.note, sizeof(fx->m.snap.health.note),
+	    "timed out; reconnecting");
+	layout_render(fx);
+	layout_line(fx, 0, line);
+	assert_non_null(strstr(line, "NOT CONNECTED"));
+	layout_line(fx, 23, line);
+	assert_string_equal(line,
+	    "bellowsd not answering at ipc://ctl: timed out; reconnecting");
+}
+
+static void
+test_layout_help_box_lists_the_keys(void **state)
+{
+	layout_fx *fx = *state;
+	const char *s;
+
+	fx->m.help = true;
+	s = layout_render(fx);
+	assert_non_null(strstr(s, "filter layers by name"));
+	assert_non_null(strstr(s, "pause/resume"));
+	assert_non_null(strstr(s, "q                quit"));
+}
+
+static void
+test_layout_survives_tiny_screens(void **state)
+{
+	layout_fx *fx = *state;
+
+	for (int v = 0; v < DASH_VIEW_N; v++) {
+		dash_canvas c;
+
+		fx->m.view = (dash_view)v;
+		assert_int_equal(dash_canvas_init(&c, 3, 10), 0);
+		dash_layout_render(&fx->m, &c);
+		dash_canvas_fini(&c);
+		assert_int_equal(dash_canvas_init(&c, 1, 1), 0);
+		dash_layout_render(&fx->m, &c);
+		dash_canvas_fini(&c);
+	}
+}
+
+static void
+test_text_prints_the_screen_without_the_key_line(void **state)
+{
+	layout_fx *fx = *state;
+	FILE *f = tmpfile();
+	char buf[4096];
+	size_t n;
+
+	assert_non_null(f);
+	fx->m.view = DASH_VIEW_LAYERS;
+	dash_layout_render(&fx->m, &fx->c);
+	assert_int_equal(dash_text_print(&fx->c, f), 0);
+	rewind(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	assert_non_null(strstr(buf, "conv2.weight"));
+	assert_null(strstr(buf, "q quit"));
+	assert_null(strstr(buf, " \n"));
+	assert_int_equal(buf[n - 1], '\n');
+	assert_non_null(strstr(buf, "fc.weight"));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(
+		    test_layout_jobs_view_shows_health_and_every_job,
+		    layout_setup, layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_ranks_view_marks_the_lost_rank, layout_setup,
+		    layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_layers_view_shows_level_regime_r_and_norms,
+		    layout_setup, layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_decisions_view_shows_newest_reason_first,
+		    layout_setup, layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_events_and_layer_detail, layout_setup,
+		    layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_says_when_bellowsd_does_not_answer,
+		    layout_setup, layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_help_box_lists_the_keys, layout_setup,
+		    layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_survives_tiny_screens, layout_setup,
+		    layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_text_prints_the_screen_without_the_key_line,
+		    layout_setup, layout_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

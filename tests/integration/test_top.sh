@@ -1,0 +1,142 @@
+#!/bin/bash
+# test_top: `bellows top` in a real terminal (tmux) against a live
+# bellowsd and `bellows sim`: the job, its layers and levels, a decision's
+# reason, a killed rank shown lost, bellowsd going away and coming back,
+# and the terminal given back on q and on SIGTERM.
+. "$(dirname "$0")/lib.sh"
+
+command -v tmux >/dev/null 2>&1 || { echo "SKIP: tmux is not installed"; exit 77; }
+"$BELLOWS" help 2>&1 | awk '{ print $1 }' | grep -qx top ||
+	{ echo "SKIP: this build has no bellows top (no ncurses)"; exit 77; }
+
+TMUX_SOCK="$TMP/tmux.sock"
+SIM_PID=""
+tm() { tmux -S "$TMUX_SOCK" "$@"; }
+top_cleanup() {
+	tm kill-server 2>/dev/null
+	if [ -n "$SIM_PID" ]; then
+		kill -TERM "$SIM_PID" 2>/dev/null
+		wait "$SIM_PID" 2>/dev/null
+	fi
+	cleanup
+}
+trap top_cleanup EXIT
+
+DB="$TMP/history.db"
+start_daemon
+
+# 400 windows of 5 steps of 20 ms: long enough for every check below
+# on a slow machine; rank 1 is killed at window 30 and stays down 15 s.
+"$BELLOWS" sim --control "$CTL" --publish "$PUB" --quiet --job toyjob \
+    --ranks 3 --layers 4 --windows 400 --steps-per-window 5 --step-ms 20 \
+    --kill 1:30 --down-ms 15000 >"$TMP/sim.out" 2>"$TMP/sim.err" &
+SIM_PID=$!
+
+# pane_has PATTERN SECONDS: waits until the pane shows PATTERN (ERE).
+pane_has() {
+	for _ in $(seq 1 $(($2 * 5))); do
+		if tm capture-pane -p -t top >"$TMP/pane.txt" 2>/dev/null &&
+		    grep -Eq -- "$1" "$TMP/pane.txt"; then
+			return 0
+		fi
+		sleep 0.2
+	done
+	echo "---- pane ----"
+	cat "$TMP/pane.txt"
+	return 1
+}
+
+TOP="$BELLOWS top --control $CTL --publish $PUB --db $DB"
+# The pane records the terminal settings before and after, and the exit
+# status, then stays open for capture-pane.
+tm new-session -d -s top -x 100 -y 30 \
+    "stty -g >$TMP/stty.before; $TOP; echo top-exit=\$?; stty -g >$TMP/stty.after; sleep 120"
+
+pane_has 'toyjob' 20 || fail "the jobs view does not show job toyjob"
+pane_has 'reports/s [0-9.]+' 10 || fail "the header does not show reports/s"
+ok "jobs view shows toyjob and bellowsd's health"
+
+tm send-keys -t top Enter
+pane_has 'RANK +STATE' 10 || fail "Enter did not open the job's ranks"
+ok "Enter opens the job"
+
+tm send-keys -t top Tab
+pane_has 'layer0\.weight +[0-9.]+k? +[0-9]+ +(critical|stable|raw)' 20 ||
+	fail "the layers view does not show layer0.weight with a level"
+pane_has 'layer3\.bias' 5 || fail "the layers view lacks layer3.bias"
+ok "layers view shows layer names, levels and regimes"
+
+tm send-keys -t top Tab
+pane_has 'schedule: level' 20 || fail "the decisions view shows no reason"
+ok "decisions view shows the schedule's reason"
+
+tm send-keys -t top BTab BTab
+pane_has '^ +1 LOST' 40 || fail "the killed rank 1 is not shown LOST"
+pane_has '2/3 alive' 5 || fail "the job line does not say 2/3 alive"
+ok "the killed rank is shown lost"
+
+tm send-keys -t top Tab Tab Tab
+pane_has 'rank_lost +toyjob' 10 || fail "the events view lacks rank_lost"
+ok "events view shows the loss"
+
+tm send-keys -t top '?'
+pane_has 'filter layers by name' 5 || fail "? does not show the keys"
+tm send-keys -t top x
+ok "? shows the keys"
+
+kill_daemon TERM
+pane_has "bellowsd not answering at" 15 ||
+	fail "a stopped bellowsd is not reported"
+ok "bellowsd going away is shown"
+start_daemon
+pane_has ' up [0-9]' 15 || fail "bellows top did not reconnect"
+ok "bellows top reconnects when bellowsd is back"
+
+tm send-keys -t top q
+pane_has 'top-exit=0' 10 || fail "q did not end bellows top with status 0"
+cmp -s "$TMP/stty.before" "$TMP/stty.after" ||
+	fail "the terminal settings differ after q"
+ok "q quits and gives the terminal back"
+
+# SIGTERM gives the terminal back too. (The pane is respawned: a new
+# session right after the last one was killed can race the tmux server's
+# exit.) Files, not the pane, tell when it ran: the old screen may linger.
+rm -f "$TMP/top.pid" "$TMP/top.rc" "$TMP/stty.before" "$TMP/stty.after"
+tm respawn-pane -k -t top \
+    "stty -g >$TMP/stty.before; $TOP </dev/tty & echo \$! >$TMP/top.pid; wait; echo \$? >$TMP/top.rc; stty -g >$TMP/stty.after; sleep 120"
+# wait_file FILE SECONDS
+wait_file() {
+	for _ in $(seq 1 $(($2 * 5))); do
+		[ -s "$1" ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+wait_file "$TMP/top.pid" 10 || fail "bellows top did not start again"
+pane_has 'RELOADED' 20 || fail "bellows top did not draw the jobs view"
+kill -TERM "$(cat "$TMP/top.pid")"
+wait_file "$TMP/stty.after" 10 || fail "bellows top ignored SIGTERM"
+[ "$(cat "$TMP/top.rc")" = 0 ] || fail "SIGTERM: exit status $(cat "$TMP/top.rc")"
+cmp -s "$TMP/stty.before" "$TMP/stty.after" ||
+	fail "the terminal settings differ after SIGTERM"
+ok "SIGTERM ends bellows top and gives the terminal back"
+
+# Not on a terminal: one screen as text.
+$TOP --once --view layers >"$TMP/once.txt" ||
+	fail "bellows top --once failed"
+grep -q 'layer0\.weight' "$TMP/once.txt" || fail "--once lacks the layers"
+ok "--once prints a screen without a terminal"
+
+kill -TERM "$SIM_PID" 2>/dev/null
+wait "$SIM_PID" 2>/dev/null
+SIM_PID=""
+"$BELLOWS" top --db "$DB" --once --view decisions >"$TMP/offline.txt" ||
+	fail "bellows top --db (offline) failed"
+grep -q 'offline' "$TMP/offline.txt" && grep -Eq 'no change|schedule:' \
+    "$TMP/offline.txt" || fail "offline view lacks the decisions"
+"$BELLOWS" top --db "$DB" --run 1 --once --view layers >"$TMP/offline.txt" ||
+	fail "bellows top --db --run 1 failed"
+grep -q 'layer2\.weight' "$TMP/offline.txt" ||
+	fail "offline view of run 1 lacks the layers"
+ok "offline --db shows the recorded decisions and layers"
+exit 0
