@@ -2563,8 +2563,13 @@ ctl_store_tick(ctl_store *s, uint64_t now_ms)
 int
 ctl_store_status(const ctl_store *s, com_status_reply *st)
 {
-	if (s == NULL)
-		return 0;
+	if (s == NULL) {
+		/* No history (--no-db): not degraded, but say so, so that a
+		 * reader does not take silence for a healthy store. */
+		free(st->store_error);
+		st->store_error = strdup("no history database (--no-db)");
+		return st->store_error != NULL ? 0 : BELLOWS_ENOMEM;
+	}
 	st->store_degraded = s->failed || s->slow;
 	st->store_pending = s->rows_in_flight +
 	    (s->cur != NULL ? s->cur->rows : 0);

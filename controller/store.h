@@ -177,7 +177,8 @@ void ctl_store_tick(ctl_store *s, uint64_t now_ms);
 
 /* Fills the store fields of a STATUS reply (store_degraded,
  * store_pending, store_dropped, store_error). Returns 0 or
- * BELLOWS_ENOMEM. A NULL store leaves them zero. */
+ * BELLOWS_ENOMEM. A NULL store (no history, --no-db) is not degraded
+ * and says so in store_error. */
 int ctl_store_status(const ctl_store *s, com_status_reply *st);
 
 /*

@@ -81,6 +81,8 @@ status_print_table(FILE *f, const com_status_reply *st)
 			? st->store_error
 			: "unknown",
 		    st->store_pending, st->store_dropped);
+	else if (st->store_error != NULL && st->store_error[0] != '\0')
+		fprintf(f, "  history: %s\n", st->store_error);
 	else
 		fprintf(f,
 		    "  history store ok (%" PRIu64 " rows pending, %" PRIu64
