@@ -562,8 +562,20 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 	if (adopt) {
 		/* A restarted daemon adopts what the ranks apply, so training
 		 * goes on unchanged and the sequence continues. */
+		uint64_t now = com_clock_ms();
+
 		com_decision_fini(&state);
 		job_adopt(jobs, j, &h->in_force);
+		/* The other ranks are reconnecting too: expect every one of
+		 * them (until rank_timeout_ms says otherwise), so that no
+		 * window closes and no decision is published before all are
+		 * back and waiting for it at its apply step. */
+		for (uint32_t k = 0; k < j->world; k++) {
+			j->ranks[k].alive = true;
+			j->ranks[k].last_seen_ms = now;
+			j->ranks[k].first_window = h->last_window;
+		}
+		j->alive = j->world;
 		ctl_log(CTL_LOG_INFO, "jobs",
 		    "job '%s' resumed at decision %" PRIu64 " from rank %u",
 		    h->job, h->in_force.seq, h->rank);

@@ -24,6 +24,12 @@ trap cleanup EXIT
 
 fail() {
 	echo "FAIL: $*"
+	if [ -s "$TMP/sim.out" ] || [ -s "$TMP/sim.err" ]; then
+		echo "---- sim stdout (last 15 lines) ----"
+		tail -n 15 "$TMP/sim.out" 2>/dev/null
+		echo "---- sim stderr (last 25 lines) ----"
+		tail -n 25 "$TMP/sim.err" 2>/dev/null
+	fi
 	echo "---- bellowsd log (last 40 lines) ----"
 	tail -n 40 "$TMP/bellowsd.log" 2>/dev/null
 	exit 1
