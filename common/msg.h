@@ -47,21 +47,24 @@ typedef struct com_layer_info {
 } com_layer_info;
 
 typedef struct com_decision {
-	char *job;               /* job name */
-	uint64_t seq;            /* per-job sequence, from 1 */
-	uint64_t apply_step;     /* first step this state is in force */
-	uint64_t window;         /* window it answers, +1; 0 = none */
-	uint32_t n_layers;       /* entries in level and error_bound */
-	double *level;           /* per-layer compression level; 0 = raw */
-	double *error_bound;     /* per-layer absolute bound; 0 = none */
-	uint32_t batch_size;     /* 0 = the trainer's own */
-	double lr_scale;         /* multiplier on the trainer's LR; 1 = none */
-	uint64_t size_threshold; /* tensors below this many bytes go raw */
-	bool compression_off;    /* true: everything raw (perfmodel gate) */
-	uint8_t *codec_table;    /* opaque codec parameters, may be NULL */
-	size_t codec_table_len;  /* bytes in codec_table */
-	char *policy;            /* policies that changed something */
-	char *reason;            /* human-readable why */
+	char *job;                /* job name */
+	uint64_t seq;             /* per-job sequence, from 1 */
+	uint64_t apply_step;      /* first step this state is in force */
+	uint64_t window;          /* window it answers, +1; 0 = none */
+	uint32_t n_layers;        /* entries in level and error_bound */
+	double *level;            /* per-layer compression level; 0 = raw */
+	double *error_bound;      /* per-layer absolute bound; 0 = none */
+	uint32_t batch_size;      /* 0 = the trainer's own */
+	double lr_scale;          /* multiplier on the trainer's LR; 1 = none */
+	uint64_t size_threshold;  /* tensors below this many bytes go raw */
+	bool compression_off;     /* true: everything raw (perfmodel gate) */
+	uint8_t *codec_table;     /* opaque codec parameters, may be NULL */
+	size_t codec_table_len;   /* bytes in codec_table */
+	char *policy;             /* policies that changed something */
+	char *reason;             /* human-readable why */
+	uint64_t calibrate_steps; /* from apply_step on, this many steps
+				   * alternate compressed (even step) and raw
+				   * (odd step) sends; 0 = none (SlimGC) */
 } com_decision;
 
 typedef struct com_hello {
@@ -98,6 +101,18 @@ typedef struct com_layer_stats {
 	double acc_norm;          /* L2 norm of the window-summed gradient */
 	double momentum_abs_mean; /* mean |m| at window end, 0 if off */
 	uint32_t observed_steps;  /* steps in which the layer was observed */
+	/* minor 1: activation statistics (COMET); act_steps 0 = none */
+	uint32_t act_steps;   /* steps with activation statistics */
+	double act_lbar;      /* mean over those steps of L-bar */
+	double act_nonzero;   /* mean non-zero fraction R */
+	double act_bytes;     /* mean stored bytes per step */
+	double act_raw_bytes; /* mean uncompressed bytes per step */
+	/* minor 1: per-tensor communication (SlimGC); n 0 = none */
+	double comm_raw_ms;   /* median of the window's raw sends */
+	uint32_t comm_raw_n;  /* raw sends timed */
+	double comm_comp_ms;  /* median of its compressed sends */
+	uint32_t comm_comp_n; /* compressed sends timed */
+	double codec_ms;      /* median encode+decode of those */
 } com_layer_stats;
 
 typedef struct com_timings {
@@ -111,7 +126,21 @@ typedef struct com_timings {
 	uint64_t floats_raw;      /* floats it would send uncompressed */
 	uint32_t decision_misses; /* apply steps reached without the decision */
 	uint64_t reports_dropped; /* reports dropped by the agent's queue */
+	/* minor 1 */
+	double backward_ms;        /* sum of backward compute (comm excluded) */
+	double codec_ms;           /* sum of encode + decode times */
+	uint64_t mem_device_used;  /* bytes, largest seen in the window */
+	uint64_t mem_device_total; /* bytes the device has */
+	uint64_t mem_host_used;    /* bytes, largest seen in the window */
 } com_timings;
+
+/* minor 1: the collectives of one size a rank ran in a window. */
+typedef struct com_comm_sample {
+	uint64_t bytes;  /* bytes this rank contributed */
+	double ms;       /* median duration */
+	uint32_t count;  /* collectives of this size and kind */
+	bool compressed; /* a compressed payload (bytes after compression) */
+} com_comm_sample;
 
 typedef struct com_report {
 	char *job;               /* job name */
@@ -127,6 +156,8 @@ typedef struct com_report {
 	uint64_t epoch;          /* trainer's epoch counter */
 	uint64_t seq_in_force;   /* decision applied at last_step */
 	double lr_next;          /* LR the next window starts with; 0 = lr */
+	uint32_t n_comm;         /* entries in comm (minor 1) */
+	com_comm_sample *comm;   /* collective timings by size and kind */
 } com_report;
 
 typedef struct com_heartbeat {
@@ -225,12 +256,22 @@ typedef struct com_error {
 	char *message; /* human-readable, for the agent's log */
 } com_error;
 
+/* minor 1: a named number a policy computed (bellows_metric). */
+typedef struct com_metric {
+	char *policy;  /* policy instance name */
+	char *name;    /* metric name */
+	int32_t layer; /* layer index, -1 = the job */
+	double value;
+} com_metric;
+
 typedef struct com_telemetry {
 	char *job;               /* job name */
 	uint64_t window;         /* window just closed */
 	uint32_t ranks_reported; /* ranks in it */
 	uint32_t ranks_expected; /* live ranks when it closed */
 	double step_ms_median;   /* median over ranks of mean step time */
+	uint32_t n_metrics;      /* entries in metrics (minor 1) */
+	com_metric *metrics;     /* what the policies computed this window */
 } com_telemetry;
 
 typedef struct com_msg {

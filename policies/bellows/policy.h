@@ -95,7 +95,37 @@ typedef struct bellows_window_layer {
 	double momentum_abs_mean; /* mean over ranks */
 	double level;             /* level in force during the window */
 	double error_bound;       /* bound in force during the window */
+
+	/* Activation statistics (COMET), over the ranks that measured them;
+	 * act_steps 0: not measured in this window (the rest then 0). */
+	uint64_t act_steps;   /* steps measured, summed over ranks */
+	double act_lbar;      /* L-bar: mean over samples of the per-sample
+			       * max |dLoss/dOutput|, mean over ranks */
+	double act_nonzero;   /* R: non-zero fraction of the stored
+			       * activation (after the zero filter), mean
+			       * over ranks */
+	double act_bytes;     /* stored bytes per step, mean over ranks */
+	double act_raw_bytes; /* uncompressed bytes per step, mean over ranks */
+
+	/* Per-tensor communication timings (SlimGC): medians over the
+	 * reporting ranks of each rank's median over its window; NAN when no
+	 * rank measured it. Sizes are numel * 4 bytes (float32). */
+	double comm_raw_ms;   /* one raw collective of this tensor */
+	double comm_comp_ms;  /* one compressed collective (codec excluded) */
+	double codec_ms;      /* encode + decode around one compressed one */
+	uint32_t comm_raw_n;  /* raw samples, summed over ranks */
+	uint32_t comm_comp_n; /* compressed samples, summed over ranks */
 } bellows_window_layer;
+
+/* One measured collective of a rank (perfmodel's fit), as reported: the
+ * rank's median time over the window's collectives of that size. */
+typedef struct bellows_comm_sample {
+	uint32_t rank;   /* reporting rank */
+	uint64_t bytes;  /* bytes each rank contributed to the collective */
+	double ms;       /* median duration */
+	uint32_t count;  /* collectives of this size in the window */
+	bool compressed; /* payload after compression (bytes = compressed) */
+} bellows_comm_sample;
 
 /* The aggregated window handed to on_window. */
 typedef struct bellows_window {
@@ -117,7 +147,33 @@ typedef struct bellows_window {
 	uint64_t floats_raw;                /* summed over ranks */
 	uint32_t n_layers;                  /* entries in layers */
 	const bellows_window_layer *layers; /* the layer table */
+
+	/* Appended in 0.2 (performance model, COMET, SlimGC). Zero: not
+	 * reported by any rank. */
+	double backward_ms_median;       /* median over ranks, mean per step:
+					  * backward compute, communication
+					  * excluded */
+	double codec_ms_median;          /* same: encode + decode per step */
+	double mem_device_used;          /* bytes, max over ranks */
+	double mem_device_total;         /* bytes, min over ranks */
+	double mem_host_used;            /* bytes, max over ranks */
+	bool compression_off;            /* gate in force during the window */
+	uint64_t size_threshold;         /* threshold in force (bytes) */
+	uint64_t calibrate_until;        /* calibration in force up to this
+					  * step (exclusive); 0: none */
+	uint32_t n_comm;                 /* entries in comm */
+	const bellows_comm_sample *comm; /* every rank's collectives */
 } bellows_window;
+
+#define BELLOWS_METRICS_MAX     32 /* metrics one proposal may carry */
+#define BELLOWS_METRIC_NAME_MAX 32 /* bytes of a metric name, with NUL */
+
+/* A named number a policy computed, for people: never a knob. */
+typedef struct bellows_metric {
+	char name[BELLOWS_METRIC_NAME_MAX]; /* [a-z0-9_]+, e.g. "alpha_ms" */
+	int32_t layer;                      /* layer index, -1: the job */
+	double value;                       /* in the unit its name says */
+} bellows_metric;
 
 /* What a policy proposes. The host pre-fills it with the state in force;
  * the policy changes only knobs it owns (others are ignored) and writes a
@@ -131,6 +187,20 @@ typedef struct bellows_proposal {
 	uint64_t size_threshold;         /* bytes */
 	bool compression_off;            /* gate */
 	char reason[BELLOWS_REASON_MAX]; /* why, empty if nothing changed */
+
+	/* Appended in 0.2. */
+	uint64_t calibrate_steps; /* SIZE_THRESHOLD owner: for this many
+				   * steps from the decision's apply step,
+				   * every rank sends each tensor compressed
+				   * on even steps and raw on odd steps; 0:
+				   * none (pre-filled 0 each window) */
+	uint32_t n_metrics;       /* entries used in metrics (pre-filled 0) */
+	bellows_metric
+	    metrics[BELLOWS_METRICS_MAX]; /* named values the
+					   * policy computed this window
+					   * (predicted times, fitted
+					   * parameters...): recorded in the
+					   * history, shown by bellows top */
 } bellows_proposal;
 
 /* Something that happened to the job between windows. */
