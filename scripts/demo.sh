@@ -12,7 +12,11 @@
 # examples/pytorch/accordion_demo.yaml: rank 0 prints the test accuracy and
 # the PowerSGD rank of every layer per window, and at the end the floats
 # sent against uncompressed; then the history bellowsd recorded is
-# summarised when this build has `bellows history`. --sim runs
+# summarised when this build has `bellows history`. On a terminal, the
+# dashboard (`bellows top`) shows the job while it runs and closes 10 s
+# after it ends (q leaves earlier; the job's output is printed afterwards);
+# otherwise one screen of it, taken while the job runs, is printed.
+# BELLOWS_DEMO_NO_TOP=1 keeps the job's output on the terminal instead. --sim runs
 # examples/policies/demo.yaml instead: four simulated ranks of an
 # eight-layer model report 30 windows of statistics, and the sim prints
 # each decision bellowsd sends back. bellowsd is stopped with SIGTERM at the
@@ -162,26 +166,96 @@ if [ "$ready" -ne 1 ]; then
 	exit 1
 fi
 
-if has_command top; then
-	echo "demo: watch it live from another terminal:" \
-	    "$bellows top --control $control"
+# The dashboard is shown on the running job when this script talks to a
+# terminal (the job's own output then goes to a file, shown afterwards);
+# otherwise one screen of it is captured while the job runs.
+if [ "$mode" = sim ]; then
+	job=demo
+else
+	job=fashion-mnist
 fi
+live_top=0
+if has_command top && [ -t 0 ] && [ -t 1 ] && [ -z "${BELLOWS_DEMO_NO_TOP:-}" ]; then
+	live_top=1
+fi
+job_log=$builddir/demo-job.log
 
 # In the background so that a signal to this script is handled at once
 # (bash runs traps only between foreground commands).
-if [ "$mode" = sim ]; then
-	"$bellows" sim --control "$control" --publish "$publish" --job demo \
-		--ranks 4 --layers 8 --windows 30 --steps-per-window 20 &
+run_job()
+{
+	if [ "$mode" = sim ]; then
+		"$bellows" sim --control "$control" --publish "$publish" \
+			--job "$job" --ranks 4 --layers 8 --windows 30 \
+			--steps-per-window 20 --step-ms 10
+	else
+		# The trainer loads the libbellows of this build.
+		BELLOWS_LIB=$builddir/agent/libbellows.so /usr/bin/python3 \
+			examples/pytorch/fashion_mnist.py --nproc 2 \
+			--job "$job" --epochs 4 --control "$control" \
+			--publish "$publish"
+	fi
+}
+top_args=(--control "$control" --publish "$publish" --db "$history_db"
+	--job "$job")
+if [ "$live_top" -eq 1 ]; then
+	exec 3</dev/tty
+	run_job </dev/null >"$job_log" 2>&1 &
+	sim_pid=$!
+	echo "demo: the job runs; bellows top shows it (q leaves; it closes" \
+	    "by itself 10 s after the job ends)"
+	sleep 1
+	"$bellows" top "${top_args[@]}" <&3 &
+	top_pid=$!
+	# Close the dashboard 10 s after the job ends, unless q came first.
+	(
+		while kill -0 "$sim_pid" 2>/dev/null; do sleep 0.5; done
+		for _ in $(seq 20); do
+			kill -0 "$top_pid" 2>/dev/null || exit 0
+			sleep 0.5
+		done
+		kill -TERM "$top_pid" 2>/dev/null || true
+	) &
+	watcher_pid=$!
+	wait "$top_pid" || true
+	exec 3<&-
+	kill "$watcher_pid" 2>/dev/null || true
+	wait "$watcher_pid" 2>/dev/null || true
+	if kill -0 "$sim_pid" 2>/dev/null; then
+		echo "demo: the dashboard was left; the job goes on to its end"
+	fi
+	sim_rc=0
+	wait "$sim_pid" || sim_rc=$?
+	sim_pid=
+	echo "demo: the job's output ($job_log):"
+	cat "$job_log"
 else
-	# The trainer loads the libbellows of this build.
-	BELLOWS_LIB=$builddir/agent/libbellows.so /usr/bin/python3 \
-		examples/pytorch/fashion_mnist.py --nproc 2 --job fashion-mnist \
-		--epochs 4 --control "$control" --publish "$publish" &
+	run_job &
+	sim_pid=$!
+	captured=0
+	if has_command top; then
+		# One screen of the dashboard on the live job, once a few
+		# windows have closed (or when the job is about to end).
+		for _ in $(seq 600); do
+			kill -0 "$sim_pid" 2>/dev/null || break
+			if "$bellows" status --control "$control" --job "$job" \
+				--format json 2>/dev/null | python3 -c '
+import json, sys
+jobs = json.load(sys.stdin).get("jobs", [])
+sys.exit(0 if jobs and jobs[0].get("window", 0) >= 3 else 1)' 2>/dev/null; then
+				echo "\$ bellows top --control $control --job $job --once (while the job runs)"
+				"$bellows" top "${top_args[@]}" --once --size 24x100 ||
+					echo "demo: bellows top failed" >&2
+				captured=1
+				break
+			fi
+			sleep 0.5
+		done
+	fi
+	sim_rc=0
+	wait "$sim_pid" || sim_rc=$?
+	sim_pid=
 fi
-sim_pid=$!
-sim_rc=0
-wait "$sim_pid" || sim_rc=$?
-sim_pid=
 
 daemon_rc=0
 stop_daemon || daemon_rc=$?
@@ -210,9 +284,9 @@ else
 	echo "demo: (this build has no \`bellows history\`; the history" \
 	    "summary is skipped)"
 fi
-if has_command top; then
-	# The dashboard over what was recorded: one screen as text, as
-	# `bellows top --db` shows it interactively.
+if has_command top && [ "$live_top" -eq 0 ] && [ "$captured" -eq 0 ]; then
+	# The job ended before a live screen could be taken: the dashboard
+	# over what was recorded instead, as `bellows top --db` shows it.
 	echo "\$ bellows top --db $history_db --once"
 	"$bellows" top --db "$history_db" --once --size 24x100 ||
 		echo "demo: bellows top failed" >&2
