@@ -24,6 +24,10 @@
  *   stats/memcpy ratio (>=1MiB, 1 thread, median): X.XX
  * the median over the sizes from 1 MiB of the 1-thread ratio with the
  * accumulator on.
+ *
+ * A last column, vs_add, compares the kernel with the accumulator to a
+ * bare `acc[i] += g[i]` loop over the same buffers: the fastest any pass
+ * that accumulates can be, whatever else it computes.
  */
 #include <bellows/agent.h>
 #include <bellows/error.h>
@@ -57,6 +61,8 @@ enum {
 	V_STATS,    /* the kernel, statistics only */
 	V_ACC,      /* with the accumulator */
 	V_ACCM,     /* with accumulator and momentum */
+	V_ADD,      /* a bare acc[i] += g[i] loop: the same 3 B of traffic,
+		     * no statistics; the ceiling of any accumulating pass */
 	N_VARIANTS, /* number of the above */
 };
 
@@ -147,6 +153,31 @@ copy_part(void *arg, uint32_t part)
 	memcpy(c->dst + begin, (const char *)c->g + begin, len);
 }
 
+/* The plainest accumulation, for the ceiling it sets: one read of g, a
+ * read and a write of acc. Vectorised by the compiler. */
+__attribute__((noinline, optimize("O3"))) static void
+add_range(float *restrict acc, const float *restrict g, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		acc[i] += g[i];
+}
+
+static void
+add_part(void *arg, uint32_t part)
+{
+	bench_case *c = arg;
+	uint32_t parts = c->pool != NULL ? kern_pool_size(c->pool) : 1;
+	size_t n = c->bytes / sizeof(float);
+	size_t len = (n / parts + 1023) / 1024 * 1024;
+	size_t begin = (size_t)part * len;
+
+	if (begin >= n)
+		return;
+	if (len > n - begin)
+		len = n - begin;
+	add_range(c->acc + begin, c->g + begin, len);
+}
+
 /* One call of variant v. */
 static void
 run_once(bench_case *c, int v)
@@ -167,6 +198,12 @@ run_once(bench_case *c, int v)
 			kern_pool_run(c->pool, copy_part, c);
 		else
 			memcpy(c->dst, c->g, c->copy_bytes);
+		return;
+	case V_ADD:
+		if (c->pool != NULL && c->bytes / 4 >= THREAD_MIN)
+			kern_pool_run(c->pool, add_part, c);
+		else
+			add_range(c->acc, c->g, c->bytes / sizeof(float));
 		return;
 	case V_ACCM:
 		job.momentum = c->m;
@@ -232,8 +269,9 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 	printf("\n%s, %u extra thread(s); GB/s of gradient bytes, medians of "
 	       "%d\n",
 	    kern_cpu_isa_name(kern_cpu_ctx_isa(b.ctx)), threads, o->reps);
-	printf("%9s %8s %8s %8s %8s %8s %7s %7s %7s\n", "size", "memcpy",
-	    "copy1.5", "stats", "+acc", "+acc+m", "ratio", ">=", "ratio+m");
+	printf("%9s %8s %8s %8s %8s %8s %8s %7s %7s %7s %7s\n", "size",
+	    "memcpy", "copy1.5", "stats", "+acc", "+acc+m", "add", "ratio",
+	    ">=", "ratio+m", "vs_add");
 	for (uint64_t bytes = MIN_BYTES; bytes <= max; bytes *= 4) {
 		double t[N_VARIANTS][MAX_REPS];
 		double med[N_VARIANTS];
@@ -268,8 +306,9 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 		printf("%9s", size);
 		for (int v = 0; v < N_VARIANTS; v++)
 			printf(" %8.2f", (double)bytes / med[v] / 1e9);
-		printf(" %7.2f %7.2f %7.2f\n", med[V_COPY] / med[V_ACC],
-		    med[V_COPY3] / med[V_ACC], med[V_COPY] / med[V_ACCM]);
+		printf(" %7.2f %7.2f %7.2f %7.2f\n", med[V_COPY] / med[V_ACC],
+		    med[V_COPY3] / med[V_ACC], med[V_COPY] / med[V_ACCM],
+		    med[V_ADD] / med[V_ACC]);
 		ratio[n++] = med[V_COPY] / med[V_ACC];
 	}
 	fflush(stdout);
@@ -441,7 +480,8 @@ main(int argc, char **argv)
 	       "here: %s)\n",
 	    kern_cpu_isa_name(kern_cpu_isa_best()));
 	printf("ratio = memcpy(B) time / kernel time with the accumulator; "
-	       ">= against memcpy(1.5 B), the same traffic\n");
+	       ">= against memcpy(1.5 B), the same traffic; vs_add against "
+	       "a bare acc += g loop\n");
 	n = run_table(&o, 0, ratio);
 	run_table(&o, o.threads, ratio_t);
 	if (!o.no_agent) {
