@@ -1,7 +1,7 @@
 #!/bin/bash
 # test_top: `bellows top` in a real terminal (tmux) against a live
 # bellowsd and `bellows sim`: the job, its layers and levels, a decision's
-# reason, a killed rank shown lost, bellowsd going away and coming back,
+# reason, a resize, a killed rank shown lost, bellowsd going away and coming back,
 # and the terminal given back on q and on SIGTERM.
 . "$(dirname "$0")/lib.sh"
 
@@ -65,6 +65,16 @@ pane_has 'layer0\.weight +[0-9.]+k? +[0-9]+ +(critical|stable|raw)' 20 ||
 	fail "the layers view does not show layer0.weight with a level"
 pane_has 'layer3\.bias' 5 || fail "the layers view lacks layer3.bias"
 ok "layers view shows layer names, levels and regimes"
+
+# A resize re-lays the screen out for the new size: at 60 columns the
+# layer names are cut (with ~), back at 100 they are whole again.
+tm resize-window -t top -x 60 -y 20
+pane_has '^ layer0\.we~ ' 10 || fail "at 60 columns the layer names are not cut"
+[ "$(awk '{ if (length($0) > w) w = length($0) } END { print w + 0 }' "$TMP/pane.txt")" -le 60 ] ||
+	fail "a line is wider than the resized 60-column pane"
+tm resize-window -t top -x 100 -y 30
+pane_has '^ layer0\.weight +[0-9.]+k? ' 10 || fail "back at 100 columns the names are still cut"
+ok "a resize re-lays the screen out"
 
 tm send-keys -t top Tab
 pane_has 'schedule: level' 20 || fail "the decisions view shows no reason"
