@@ -1,0 +1,780 @@
+/* perfmodel - the compression gate: does compression pay right now?
+ *
+ * Chapter 4 of Agarwal's thesis predicts the step time of synchronous SGD
+ * from a handful of measured numbers. This policy fits the latency α and
+ * bandwidth BW of the job's collectives by least squares to every raw
+ * collective the ranks timed over the last `fit_windows` windows, measures
+ * the backward compute time, the overlap slowdown γ, and, while
+ * compression runs, its encode+decode time and ratio; it then predicts the
+ * step with and without compression and turns compression off (the
+ * COMPRESSION knob) when the compressed step is predicted slower by more
+ * than `margin` for `hold_windows` windows in a row, and back on the same
+ * way. Every window's reason and metrics carry the fit, the predictions,
+ * the break-even bandwidth and the compression needed for near-linear
+ * scaling. The maths is in perfmodel_fit.c; the formulas, the thesis's text
+ * and the readings chosen here are in docs/policies/perfmodel.md.
+ */
+#include "perfmodel_fit.h"
+#include "policies.h"
+
+#include <bellows/error.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Windows the running fit may span: the ring lives in the state. */
+#define PERFMODEL_FIT_MAX 256
+
+#define PERFMODEL_GAMMA_MIN 1.0 /* γ is clamped to the range the thesis */
+#define PERFMODEL_GAMMA_MAX 1.2 /* measured (1.04-1.1), with some room */
+
+/* Break-even search range, Gbit/s. */
+#define PERFMODEL_BW_LO 1e-4
+#define PERFMODEL_BW_HI 1e5
+
+#define PERFMODEL_MIB 1048576.0
+
+typedef struct perfmodel_config {
+	int64_t bucket_bytes;  /* b; 0: one collective per layer */
+	bool overlap;          /* collectives overlap the backward pass */
+	int64_t fit_windows;   /* windows of samples in the running fit */
+	double gamma;          /* γ when it cannot be measured */
+	double margin;         /* relative gap that moves the gate */
+	int64_t hold_windows;  /* consecutive windows past the margin */
+	int64_t raw_windows;   /* first windows sent raw, for the fit */
+	int64_t probe_windows; /* gate off: compression on for one window
+				* every this many, 0 = never */
+} perfmodel_config;
+
+static const bellows_param perfmodel_params[] = {
+	{ .name = "bucket_bytes",
+	    .type = BELLOWS_PARAM_INT,
+	    .offset = offsetof(perfmodel_config, bucket_bytes),
+	    .min = 0,
+	    .max = 1099511627776.0,
+	    .def = 26214400,
+	    .help = "bytes per gradient bucket (DDP: 25 MiB); 0 = one "
+		    "collective per layer (bellows.torch)" },
+	{ .name = "overlap",
+	    .type = BELLOWS_PARAM_BOOL,
+	    .offset = offsetof(perfmodel_config, overlap),
+	    .def = 1,
+	    .help = "buckets are reduced while backward runs (DDP); false: "
+		    "after it (a synchronous hook)" },
+	{ .name = "fit_windows",
+	    .type = BELLOWS_PARAM_INT,
+	    .offset = offsetof(perfmodel_config, fit_windows),
+	    .min = 1,
+	    .max = PERFMODEL_FIT_MAX,
+	    .def = 8,
+	    .help = "windows of collective timings the alpha/BW fit uses" },
+	{ .name = "gamma",
+	    .type = BELLOWS_PARAM_DOUBLE,
+	    .offset = offsetof(perfmodel_config, gamma),
+	    .min = PERFMODEL_GAMMA_MIN,
+	    .max = PERFMODEL_GAMMA_MAX,
+	    .def = 1.07,
+	    .help = "backward slowdown under overlap until it is measured" },
+	{ .name = "margin",
+	    .type = BELLOWS_PARAM_DOUBLE,
+	    .offset = offsetof(perfmodel_config, margin),
+	    .min = 0,
+	    .max = 10,
+	    .def = 0.10,
+	    .help = "relative gap between the predicted steps that moves the "
+		    "gate (the model errs by up to 14%)" },
+	{ .name = "hold_windows",
+	    .type = BELLOWS_PARAM_INT,
+	    .offset = offsetof(perfmodel_config, hold_windows),
+	    .min = 1,
+	    .max = 100000,
+	    .def = 2,
+	    .help = "consecutive windows past the margin before the gate "
+		    "moves" },
+	{ .name = "raw_windows",
+	    .type = BELLOWS_PARAM_INT,
+	    .offset = offsetof(perfmodel_config, raw_windows),
+	    .min = 0,
+	    .max = 1000000,
+	    .def = 0,
+	    .help = "first windows with the gate off, so that the fit sees "
+		    "every tensor sent raw (0 = none)" },
+	{ .name = "probe_windows",
+	    .type = BELLOWS_PARAM_INT,
+	    .offset = offsetof(perfmodel_config, probe_windows),
+	    .min = 0,
+	    .max = 1000000,
+	    .def = 0,
+	    .help = "gate off: turn compression on for one window every this "
+		    "many to re-measure it, 0 = never" },
+	{ .name = NULL },
+};
+
+/* One window's raw collectives, summed for the fit. */
+typedef struct perfmodel_slot {
+	uint64_t tag;              /* window + 1, 0 = empty */
+	pol_perfmodel_stats stats; /* (bytes, ms) weighted by count */
+} perfmodel_slot;
+
+typedef struct perfmodel_state {
+	perfmodel_slot ring[PERFMODEL_FIT_MAX]; /* by window % max */
+	uint32_t n_layers;                      /* layers of the job */
+	double model;           /* M: bytes of every layer's gradient */
+	double first;           /* bytes of layer 0, reduced last */
+	uint32_t world;         /* p the ring's samples were taken at */
+	bool have_fit;          /* fit is usable */
+	pol_perfmodel_line fit; /* the last accepted line */
+	uint64_t fit_window;    /* window it was fitted at */
+	uint32_t fit_used;      /* windows with samples it spans */
+	uint32_t fit_samples;   /* samples it spans */
+	bool have_gamma;        /* gamma_raw was measured */
+	double gamma_raw;       /* γ as measured, before clamping */
+	bool have_comp;         /* t_comp is known */
+	double t_comp;          /* T_comp: backward compute, ms */
+	bool have_other;        /* t_other is known */
+	double t_other;         /* the rest of the step, ms */
+	bool have_meas;         /* compression was measured */
+	double codec_ms;        /* its encode + decode per step, ms */
+	double cr;              /* its ratio, floats raw / sent */
+	uint64_t meas_window;   /* window it was measured in */
+	uint64_t meas_sig;      /* levels in force then (hash) */
+	bool off;               /* the gate this policy wants */
+	uint32_t streak;        /* consecutive windows past the margin */
+	uint64_t off_since;     /* window the gate went off */
+	bool probed;            /* last_probe is set */
+	uint64_t last_probe;    /* window that proposed the last probe */
+	uint64_t probe_sig;     /* levels in force at the last probe */
+} perfmodel_state;
+
+/* ---- reasons ------------------------------------------------------------ */
+
+/* A reason being written: pieces are added whole or not at all; the
+ * first that does not fit ends the text with " ...". */
+typedef struct perfmodel_text {
+	char *buf;   /* destination */
+	size_t len;  /* its size, with NUL */
+	size_t used; /* bytes written, without NUL */
+	bool full;   /* a piece did not fit */
+} perfmodel_text;
+
+#define PERFMODEL_ELLIPSIS " ..."
+
+__attribute__((format(printf, 2, 3))) static void
+perfmodel_text_add(perfmodel_text *t, const char *fmt, ...)
+{
+	char piece[BELLOWS_REASON_MAX];
+	va_list ap;
+	int n;
+
+	if (t->full)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(piece, sizeof(piece), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(piece) ||
+	    t->used + (size_t)n + sizeof(PERFMODEL_ELLIPSIS) > t->len) {
+		t->full = true;
+		if (t->used + sizeof(PERFMODEL_ELLIPSIS) <= t->len) {
+			memcpy(t->buf + t->used, PERFMODEL_ELLIPSIS,
+			    sizeof(PERFMODEL_ELLIPSIS));
+			t->used += sizeof(PERFMODEL_ELLIPSIS) - 1;
+		}
+		return;
+	}
+	memcpy(t->buf + t->used, piece, (size_t)n + 1);
+	t->used += (size_t)n;
+}
+
+/* Appends a metric of the job if it is finite and there is room. */
+static void
+perfmodel_metric(bellows_proposal *out, const char *name, double value)
+{
+	bellows_metric *m;
+
+	if (!isfinite(value) || out->n_metrics >= BELLOWS_METRICS_MAX)
+		return;
+	m = &out->metrics[out->n_metrics++];
+	memset(m, 0, sizeof(*m));
+	snprintf(m->name, sizeof(m->name), "%s", name);
+	m->layer = -1;
+	m->value = value;
+}
+
+/* ---- configuration and job -------------------------------------------- */
+
+/* The YAML parser checks the table's ranges; this repeats them for hosts
+ * that hand over a config some other way. */
+static int
+perfmodel_config_check(const perfmodel_config *cfg)
+{
+	if (cfg->bucket_bytes < 0 || cfg->fit_windows < 1 ||
+	    cfg->fit_windows > PERFMODEL_FIT_MAX ||
+	    !(cfg->gamma >= PERFMODEL_GAMMA_MIN &&
+		cfg->gamma <= PERFMODEL_GAMMA_MAX) ||
+	    !(cfg->margin >= 0 && cfg->margin <= 10) || cfg->hold_windows < 1 ||
+	    cfg->hold_windows > 100000 || cfg->raw_windows < 0 ||
+	    cfg->raw_windows > 1000000 || cfg->probe_windows < 0 ||
+	    cfg->probe_windows > 1000000)
+		return BELLOWS_EINVAL;
+	return 0;
+}
+
+/* k and b_last of the job under cfg: buckets, or one per layer, the
+ * first layer's (whose gradient backward computes last) not overlapped. */
+static void
+perfmodel_shape(const perfmodel_state *st, const perfmodel_config *cfg,
+    double *ret_k, double *ret_last)
+{
+	if (cfg->bucket_bytes > 0) {
+		pol_perfmodel_buckets(st->model, (double)cfg->bucket_bytes,
+		    ret_k, ret_last);
+		return;
+	}
+	*ret_k = st->model > 0 ? (double)st->n_layers : 0;
+	*ret_last = st->first;
+}
+
+static void
+perfmodel_describe_shape(char *buf, size_t len, const perfmodel_config *cfg,
+    double k, double last)
+{
+	if (cfg->bucket_bytes > 0)
+		snprintf(buf, len, "%.0f bucket%s of %.3g MiB, last %.3g MiB",
+		    k, k == 1 ? "" : "s",
+		    (double)cfg->bucket_bytes / PERFMODEL_MIB,
+		    last / PERFMODEL_MIB);
+	else
+		snprintf(buf, len, "%.0f per-layer collectives, last %.3g MiB",
+		    k, last / PERFMODEL_MIB);
+}
+
+static int
+perfmodel_init(void *state, const void *config, const bellows_job_info *job,
+    bellows_proposal *initial)
+{
+	perfmodel_state *st = state;
+	const perfmodel_config *cfg = config;
+	char shape[128];
+	double k, last;
+	int r;
+
+	if ((r = perfmodel_config_check(cfg)) != 0)
+		return r;
+	st->n_layers = job->n_layers;
+	for (uint32_t l = 0; l < job->n_layers; l++)
+		st->model += (double)job->layers[l].numel * 4;
+	st->first = job->n_layers > 0 ? (double)job->layers[0].numel * 4 : 0;
+	perfmodel_shape(st, cfg, &k, &last);
+	perfmodel_describe_shape(shape, sizeof(shape), cfg, k, last);
+	initial->compression_off = cfg->raw_windows > 0;
+	if (cfg->raw_windows > 0)
+		snprintf(initial->reason, sizeof(initial->reason),
+		    "compression off for the first %lld windows, to fit "
+		    "alpha/BW to every tensor sent raw (M %.4g MiB, %s)",
+		    (long long)cfg->raw_windows, st->model / PERFMODEL_MIB,
+		    shape);
+	else
+		snprintf(initial->reason, sizeof(initial->reason),
+		    "compression on until it is measured and alpha/BW are "
+		    "fitted (M %.4g MiB, %s)",
+		    st->model / PERFMODEL_MIB, shape);
+	return 0;
+}
+
+/* ---- reading a window -------------------------------------------------- */
+
+/* A hash of the levels in force, to notice that the compression measured
+ * is not the compression in force any more. */
+static uint64_t
+perfmodel_levels_sig(const bellows_window *w, bool *ret_compressing)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	*ret_compressing = false;
+	for (uint32_t l = 0; l < w->n_layers; l++) {
+		double v = w->layers[l].level;
+		uint64_t bits;
+
+		if (!isfinite(v) || v < 0)
+			v = 0;
+		*ret_compressing = *ret_compressing || v > 0;
+		v += 0.0; /* -0 and 0 hash alike */
+		memcpy(&bits, &v, sizeof(bits));
+		for (int i = 0; i < 8; i++) {
+			h ^= (bits >> (8 * i)) & 0xff;
+			h *= 1099511628211ull;
+		}
+	}
+	return h;
+}
+
+/* A reported time: finite and not negative (wire data). */
+static bool
+perfmodel_time_ok(double ms)
+{
+	return isfinite(ms) && ms >= 0;
+}
+
+/* Sums the window's raw collectives, bucket samples of every rank and
+ * per-layer medians, into its ring slot. */
+static void
+perfmodel_collect(perfmodel_state *st, const bellows_window *w)
+{
+	perfmodel_slot *slot = &st->ring[w->window % PERFMODEL_FIT_MAX];
+
+	memset(slot, 0, sizeof(*slot));
+	slot->tag = w->window + 1;
+	for (uint32_t i = 0; i < w->n_comm && w->comm != NULL; i++) {
+		const bellows_comm_sample *c = &w->comm[i];
+
+		if (c->compressed || c->count == 0 || !perfmodel_time_ok(c->ms))
+			continue;
+		pol_perfmodel_stats_add(&slot->stats, (double)c->bytes, c->ms,
+		    (double)c->count);
+	}
+	for (uint32_t l = 0; l < w->n_layers; l++) {
+		const bellows_window_layer *wl = &w->layers[l];
+
+		if (wl->comm_raw_n == 0 || !perfmodel_time_ok(wl->comm_raw_ms))
+			continue;
+		pol_perfmodel_stats_add(&slot->stats, (double)wl->numel * 4,
+		    wl->comm_raw_ms, (double)wl->comm_raw_n);
+	}
+}
+
+/* Refits over the last fit_windows windows; a failed fit keeps the last
+ * accepted one and says why. */
+static void
+perfmodel_refit(perfmodel_state *st, const perfmodel_config *cfg,
+    const bellows_window *w, perfmodel_text *t)
+{
+	pol_perfmodel_stats all = { 0 };
+	pol_perfmodel_line line;
+	pol_perfmodel_fit_status fs;
+	uint32_t used = 0;
+
+	for (uint64_t i = 0; i < (uint64_t)cfg->fit_windows && i <= w->window;
+	     i++) {
+		const perfmodel_slot
+		    *s = &st->ring[(w->window - i) % PERFMODEL_FIT_MAX];
+
+		if (s->tag != w->window - i + 1 || s->stats.w <= 0)
+			continue;
+		pol_perfmodel_stats_merge(&all, &s->stats);
+		used++;
+	}
+	fs = pol_perfmodel_fit(&all, &line);
+	if (fs == POL_PERFMODEL_FIT_OK) {
+		st->have_fit = true;
+		st->fit = line;
+		st->fit_window = w->window;
+		st->fit_used = used;
+		st->fit_samples = all.n;
+		if (line.origin)
+			perfmodel_text_add(t,
+			    "; intercept %.3g ms < 0: line refitted through 0",
+			    line.raw_intercept);
+		return;
+	}
+	switch (fs) {
+	case POL_PERFMODEL_FIT_EMPTY:
+		perfmodel_text_add(t,
+		    "; no raw collective timed in the last %lld windows",
+		    (long long)cfg->fit_windows);
+		break;
+	case POL_PERFMODEL_FIT_ONE_SIZE:
+		perfmodel_text_add(t,
+		    "; one collective size (%.0f bytes) in the last %lld "
+		    "windows: need 2 to fit",
+		    all.xmin, (long long)cfg->fit_windows);
+		break;
+	case POL_PERFMODEL_FIT_SLOPE:
+		perfmodel_text_add(t,
+		    "; fit rejected: slope %.3g ms/MiB <= 0 (time does not "
+		    "grow with size)",
+		    line.slope * PERFMODEL_MIB);
+		break;
+	case POL_PERFMODEL_FIT_OK:
+		break;
+	}
+	if (st->have_fit)
+		perfmodel_text_add(t, ", fit of window %llu kept",
+		    (unsigned long long)st->fit_window);
+}
+
+/* ---- the decision ------------------------------------------------------ */
+
+/* What one window's numbers predict. */
+typedef struct perfmodel_view {
+	pol_perfmodel_model m; /* the model, codec/cr only if have_meas */
+	bool fitted;           /* latency and slope are known */
+	bool predicted;        /* t_sync is set */
+	bool both;             /* t_comp is set too */
+	double t_sync;         /* predicted step without compression */
+	double t_comp;         /* predicted step with compression */
+	double rel;            /* (t_comp - t_sync) / t_sync */
+} perfmodel_view;
+
+static void
+perfmodel_predict(const perfmodel_state *st, const perfmodel_config *cfg,
+    uint32_t p, double gamma, perfmodel_view *v)
+{
+	memset(v, 0, sizeof(*v));
+	perfmodel_shape(st, cfg, &v->m.k, &v->m.last);
+	v->m.model = st->model;
+	v->m.overlap = cfg->overlap;
+	v->m.gamma = cfg->overlap ? gamma : 1;
+	v->m.t_comp = st->t_comp;
+	v->m.codec_ms = st->codec_ms;
+	v->m.cr = st->cr;
+	if (p == 1) {
+		v->fitted = true; /* no collective: nothing to fit */
+	} else if (p > 1 && st->have_fit) {
+		v->fitted = true;
+		v->m.latency = st->fit.intercept;
+		v->m.slope = st->fit.slope;
+	}
+	if (!v->fitted || !st->have_comp || !(st->model > 0))
+		return;
+	v->predicted = true;
+	v->t_sync = st->t_other + pol_perfmodel_sync(&v->m);
+	if (!st->have_meas)
+		return;
+	v->both = true;
+	v->t_comp = st->t_other + pol_perfmodel_compressed(&v->m);
+	v->rel = v->t_sync > 0 ? (v->t_comp - v->t_sync) / v->t_sync : 0;
+}
+
+/* Moves the gate by the prediction, with margin and hold. Returns whether
+ * it moved. */
+static bool
+perfmodel_gate(perfmodel_state *st, const perfmodel_config *cfg,
+    const perfmodel_view *v, uint64_t window)
+{
+	bool past;
+
+	if (!v->both) {
+		st->streak = 0;
+		return false;
+	}
+	past = st->off ? v->rel < -cfg->margin : v->rel > cfg->margin;
+	if (!past) {
+		st->streak = 0;
+		return false;
+	}
+	if (++st->streak < (uint64_t)cfg->hold_windows)
+		return false;
+	st->streak = 0;
+	st->off = !st->off;
+	if (st->off)
+		st->off_since = window;
+	return true;
+}
+
+/* Whether window w proposes a probe: the gate is off, compression is
+ * configured, and either probe_windows have passed since the gate went
+ * off or the last probe, or the levels changed since the measurement
+ * (once per new set of levels). */
+static bool
+perfmodel_probe_due(const perfmodel_state *st, const perfmodel_config *cfg,
+    uint64_t window, bool compressing, uint64_t sig)
+{
+	uint64_t since = st->off_since;
+
+	if (!st->off || cfg->probe_windows == 0 || !compressing)
+		return false;
+	if (st->probed && st->last_probe > since)
+		since = st->last_probe;
+	if (window < since)
+		return false; /* windows out of order: no basis */
+	if (window - since >= (uint64_t)cfg->probe_windows)
+		return true;
+	return st->have_meas && sig != st->meas_sig &&
+	    !(st->probed && sig == st->probe_sig);
+}
+
+static void
+perfmodel_explain_numbers(const perfmodel_state *st,
+    const perfmodel_config *cfg, uint32_t p, double gamma,
+    const perfmodel_view *v, uint64_t sig, perfmodel_text *t)
+{
+	pol_perfmodel_model m = v->m;
+	double bw;
+
+	if (p > 1 && st->have_fit)
+		perfmodel_text_add(t,
+		    "; alpha %.3g ms, BW %.4g Gbps, R2 %.3f (%u window%s, %u "
+		    "samples)",
+		    pol_perfmodel_alpha(st->fit.intercept, p),
+		    pol_perfmodel_bw(st->fit.slope, p) / POL_PERFMODEL_GBPS,
+		    st->fit.r2, st->fit_used, st->fit_used == 1 ? "" : "s",
+		    st->fit_samples);
+	else if (p == 1)
+		perfmodel_text_add(t, "; world 1: no collective");
+	if (!cfg->overlap)
+		perfmodel_text_add(t, "; no overlap");
+	else if (st->have_gamma)
+		perfmodel_text_add(t, "; gamma %.3g (measured %.3g%s)", gamma,
+		    st->gamma_raw, gamma != st->gamma_raw ? ", clamped" : "");
+	else
+		perfmodel_text_add(t, "; gamma %.3g (default)", gamma);
+	if (st->have_comp)
+		perfmodel_text_add(t, "; T_comp %.4g ms, rest %.4g ms",
+		    st->t_comp, st->t_other);
+	else
+		perfmodel_text_add(t, "; no backward time yet");
+	if (st->have_meas)
+		perfmodel_text_add(t,
+		    "; codec %.4g ms, CR %.4g (window %llu%s)", st->codec_ms,
+		    st->cr, (unsigned long long)st->meas_window,
+		    sig != st->meas_sig ? ", other levels" : "");
+	else
+		perfmodel_text_add(t, "; compression never measured");
+	if (!v->predicted || p < 2)
+		return;
+	if (v->both) {
+		switch (pol_perfmodel_breakeven(&m, p,
+		    PERFMODEL_BW_LO * POL_PERFMODEL_GBPS,
+		    PERFMODEL_BW_HI * POL_PERFMODEL_GBPS, &bw)) {
+		case 0:
+			perfmodel_text_add(t, "; break-even %.4g Gbps",
+			    bw / POL_PERFMODEL_GBPS);
+			break;
+		case 1:
+			perfmodel_text_add(t,
+			    "; break-even none: compressed faster up to %g "
+			    "Gbps",
+			    PERFMODEL_BW_HI);
+			break;
+		default:
+			perfmodel_text_add(t,
+			    "; break-even none: compressed slower down to %g "
+			    "Gbps",
+			    PERFMODEL_BW_LO);
+			break;
+		}
+	}
+	m.gamma = gamma;
+	if (isinf(pol_perfmodel_cr_needed(&m)))
+		perfmodel_text_add(t,
+		    "; CR needed: none suffices (latency %.4g ms >= gamma "
+		    "T_comp)",
+		    m.k * m.latency);
+	else
+		perfmodel_text_add(t, "; CR needed %.3g",
+		    pol_perfmodel_cr_needed(&m));
+}
+
+static void
+perfmodel_metrics(const perfmodel_state *st, uint32_t p, double gamma,
+    const perfmodel_view *v, const bellows_window *w, bellows_proposal *out)
+{
+	pol_perfmodel_model m = v->m;
+	double bw;
+
+	out->n_metrics = 0;
+	if (p > 1 && st->have_fit) {
+		perfmodel_metric(out, "alpha_ms",
+		    pol_perfmodel_alpha(st->fit.intercept, p));
+		perfmodel_metric(out, "bw_gbps",
+		    pol_perfmodel_bw(st->fit.slope, p) / POL_PERFMODEL_GBPS);
+		perfmodel_metric(out, "fit_r2", st->fit.r2);
+	}
+	perfmodel_metric(out, "gamma", gamma);
+	if (v->predicted)
+		perfmodel_metric(out, "t_sync_ms", v->t_sync);
+	if (v->both)
+		perfmodel_metric(out, "t_comp_ms", v->t_comp);
+	if (v->both && p > 1 &&
+	    pol_perfmodel_breakeven(&m, p, PERFMODEL_BW_LO * POL_PERFMODEL_GBPS,
+		PERFMODEL_BW_HI * POL_PERFMODEL_GBPS, &bw) == 0)
+		perfmodel_metric(out, "breakeven_gbps",
+		    bw / POL_PERFMODEL_GBPS);
+	m.gamma = gamma;
+	if (v->predicted && p > 1)
+		perfmodel_metric(out, "cr_needed", pol_perfmodel_cr_needed(&m));
+	/* What a comparison of predictions with measurements needs. */
+	if (w->step_ms_median > 0)
+		perfmodel_metric(out, "t_step_ms", w->step_ms_median);
+	if (st->have_comp)
+		perfmodel_metric(out, "t_backward_ms", st->t_comp);
+	if (st->have_other)
+		perfmodel_metric(out, "t_other_ms", st->t_other);
+	if (st->have_meas) {
+		perfmodel_metric(out, "codec_ms", st->codec_ms);
+		perfmodel_metric(out, "cr", st->cr);
+	}
+	if (v->predicted)
+		perfmodel_metric(out, "comm_bound",
+		    pol_perfmodel_comm_bound(&m) ? 1 : 0);
+	perfmodel_metric(out, "off_in_force", w->compression_off ? 1 : 0);
+	perfmodel_metric(out, "gate_off", out->compression_off ? 1 : 0);
+}
+
+static int
+perfmodel_on_window(void *state, const void *config, const bellows_window *w,
+    bellows_proposal *out)
+{
+	perfmodel_state *st = state;
+	const perfmodel_config *cfg = config;
+	unsigned long long now = (unsigned long long)w->window;
+	uint32_t p = w->world;
+	double step = w->step_ms_median, bwd = w->backward_ms_median;
+	double comm = w->comm_ms_median, codec = w->codec_ms_median;
+	char notes[BELLOWS_REASON_MAX];
+	perfmodel_text t = { .buf = out->reason, .len = sizeof(out->reason) };
+	perfmodel_text nt = { .buf = notes, .len = sizeof(notes) };
+	perfmodel_view v;
+	bool compressing, calibrating, raw, moved, probe, warmup;
+	double gamma = cfg->gamma;
+	uint64_t sig;
+	int r;
+
+	if ((r = perfmodel_config_check(cfg)) != 0)
+		return r;
+	if (w->n_layers != st->n_layers)
+		return BELLOWS_EMISMATCH;
+	out->reason[0] = notes[0] = '\0';
+	if (!perfmodel_time_ok(step))
+		step = 0;
+	if (!perfmodel_time_ok(bwd))
+		bwd = 0;
+	if (!perfmodel_time_ok(comm))
+		comm = 0;
+	if (!perfmodel_time_ok(codec))
+		codec = 0;
+
+	/* The line depends on p: samples of another world do not mix. */
+	if (p != st->world) {
+		if (st->world != 0)
+			perfmodel_text_add(&nt,
+			    "; world %u -> %u: fit restarted", st->world, p);
+		memset(st->ring, 0, sizeof(st->ring));
+		st->have_fit = false;
+		st->world = p;
+	}
+	perfmodel_collect(st, w);
+	if (p > 1)
+		perfmodel_refit(st, cfg, w, &nt);
+
+	sig = perfmodel_levels_sig(w, &compressing);
+	calibrating = w->calibrate_until > w->first_step;
+	raw = w->compression_off || !compressing ||
+	    (w->floats_raw > 0 && w->floats_sent >= w->floats_raw);
+	if (bwd > 0) {
+		st->have_comp = true;
+		st->t_comp = bwd;
+	}
+	if (step > 0 && bwd > 0) {
+		st->have_other = true;
+		st->t_other = fmax(0, step - bwd - comm - codec);
+	}
+	/* Compression measured: a window that really compressed something,
+	 * with its codec time, not mixed with raw steps by a calibration. */
+	if (!raw && !calibrating && codec > 0 && w->floats_sent > 0 &&
+	    w->floats_sent < w->floats_raw) {
+		st->have_meas = true;
+		st->codec_ms = codec;
+		st->cr = (double)w->floats_raw / (double)w->floats_sent;
+		st->meas_window = w->window;
+		st->meas_sig = sig;
+	}
+	/* γ from a window sent raw: T_obs = backward + communication. */
+	if (cfg->overlap && raw && !calibrating && bwd > 0 &&
+	    (p == 1 || (p > 1 && st->have_fit && comm > 0))) {
+		double k, last, tail = 0;
+
+		perfmodel_shape(st, cfg, &k, &last);
+		if (p > 1)
+			tail = st->fit.intercept + st->fit.slope * last;
+		st->have_gamma = true;
+		st->gamma_raw = (bwd + comm - tail) / bwd;
+	}
+	if (st->have_gamma)
+		gamma = fmin(fmax(st->gamma_raw, PERFMODEL_GAMMA_MIN),
+		    PERFMODEL_GAMMA_MAX);
+
+	perfmodel_predict(st, cfg, p, gamma, &v);
+	moved = compressing && perfmodel_gate(st, cfg, &v, w->window);
+	if (!compressing)
+		st->streak = 0;
+	probe = perfmodel_probe_due(st, cfg, w->window, compressing, sig);
+	if (probe) {
+		st->probed = true;
+		st->last_probe = w->window;
+		st->probe_sig = sig;
+	}
+	/* The first raw_windows windows run raw whatever the gate. */
+	warmup = w->window + 1 < (uint64_t)cfg->raw_windows;
+	out->compression_off = warmup || (st->off && !probe);
+
+	if (warmup)
+		perfmodel_text_add(&t,
+		    "compression off until window %lld (raw_windows)",
+		    (long long)cfg->raw_windows);
+	else if (w->window + 1 == (uint64_t)cfg->raw_windows && !st->off)
+		perfmodel_text_add(&t,
+		    "compression on from window %llu: raw_windows over",
+		    now + 1);
+	else if (moved)
+		perfmodel_text_add(&t, "compression %s from window %llu",
+		    st->off ? "off" : "on", now + 1);
+	else if (probe)
+		perfmodel_text_add(&t,
+		    "compression on for window %llu only, to re-measure it",
+		    now + 1);
+	else
+		perfmodel_text_add(&t, "compression stays %s",
+		    st->off ? "off" : "on");
+	if (!compressing)
+		perfmodel_text_add(&t, ": no layer compressed");
+	else if (v.both)
+		perfmodel_text_add(&t,
+		    ": compressed %.4g ms vs sync %.4g ms (%+.1f%%, margin "
+		    "%g%%, %u/%lld)",
+		    v.t_comp, v.t_sync, 100 * v.rel, 100 * cfg->margin,
+		    moved ? (unsigned)cfg->hold_windows : st->streak,
+		    (long long)cfg->hold_windows);
+	else if (v.predicted)
+		perfmodel_text_add(&t,
+		    ": sync %.4g ms, no compressed prediction", v.t_sync);
+	else
+		perfmodel_text_add(&t, ": no prediction");
+	perfmodel_text_add(&t, "%s", notes);
+	if (calibrating)
+		perfmodel_text_add(&t, "; calibration: not measured");
+	perfmodel_explain_numbers(st, cfg, p, gamma, &v, sig, &t);
+	perfmodel_metrics(st, p, gamma, &v, w, out);
+	return 0;
+}
+
+static int
+perfmodel_on_event(void *state, const void *config, const bellows_event *ev)
+{
+	(void)state;
+	if (ev->type != BELLOWS_EVENT_RELOAD)
+		return 0;
+	/* The state stays: the ring already holds PERFMODEL_FIT_MAX windows,
+	 * whatever fit_windows now says. */
+	return perfmodel_config_check(config);
+}
+
+const bellows_policy_ops pol_perfmodel_ops = {
+	.abi_version = BELLOWS_POLICY_ABI,
+	.name = "perfmodel",
+	.summary = "turns compression off while the performance model "
+		   "predicts it slower than plain all-reduce (Agarwal ch. 4)",
+	.knobs = BELLOWS_KNOB_COMPRESSION,
+	.config_size = sizeof(perfmodel_config),
+	.state_size = sizeof(perfmodel_state),
+	.params = perfmodel_params,
+	.init = perfmodel_init,
+	.on_window = perfmodel_on_window,
+	.fini = NULL,
+	.on_event = perfmodel_on_event,
+};
