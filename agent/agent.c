@@ -1,8 +1,10 @@
 /* agent - the libbellows API, see bellows/agent.h.
  *
  * This file is the training thread's side: it validates the configuration,
- * keeps the step and window bookkeeping, feeds gradients to the window
- * statistics (window.c) and hands finished windows and step boundaries to
+ * keeps the step and window bookkeeping, feeds gradients and activation
+ * statistics to the window statistics (window.c) and timed sends to the
+ * window's timings (timing.c), answers how a layer is sent under the
+ * decision in force, and hands finished windows and step boundaries to
  * the I/O module (io.c), which owns the sockets, the decision table and
  * the only wait the trainer ever does.
  */
@@ -20,6 +22,7 @@
 #include "io.h"
 #include "kernels.h"
 #include "msg.h"
+#include "timing.h"
 #include "window.h"
 
 #define AGENT_MAX_NAME   255        /* bytes in a job or layer name */
@@ -46,10 +49,12 @@ struct bellows_agent {
 	void *log_arg;                /* passed to log */
 	int log_level;                /* highest level passed to log */
 	agent_window win;             /* statistics of the open window */
+	agent_timing timing;          /* timed sends of the open window */
 	agent_io *io;                 /* the I/O thread and its hand-off */
 	const com_decision *in_force; /* owned by io, see agent_io_in_force */
 	com_layer_stats *stats;       /* n_layers, reused for every report */
 	bool in_step;                 /* between step_begin and step_end */
+	bool stepped;                 /* a step was begun since open */
 	uint64_t step;                /* current step, or the next one */
 	uint64_t step_start_ns;       /* when step_begin was entered */
 	uint64_t window;              /* index of the open window */
@@ -281,7 +286,8 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 	a->window = cfg->start_window;
 	rc = BELLOWS_ENOMEM;
 	if ((a->job = strdup(cfg->job)) == NULL ||
-	    (a->stats = calloc(cfg->n_layers, sizeof(*a->stats))) == NULL)
+	    (a->stats = calloc(cfg->n_layers, sizeof(*a->stats))) == NULL ||
+	    agent_timing_init(&a->timing, cfg->n_layers) != 0)
 		goto fail;
 	kern_config_init(&kcfg);
 	kcfg.threads = cfg->stats_threads;
@@ -340,6 +346,7 @@ bellows_agent_close(bellows_agent **agent)
 	*agent = NULL;
 	agent_io_close(&a->io);
 	agent_window_fini(&a->win);
+	agent_timing_fini(&a->timing);
 	free(a->stats);
 	free(a->job);
 	free(a);
@@ -368,6 +375,7 @@ bellows_agent_step_begin(bellows_agent *agent, uint64_t *ret_step)
 		    (unsigned long long)agent->in_force->seq);
 	}
 	agent->in_step = true;
+	agent->stepped = true;
 	if (ret_step != NULL)
 		*ret_step = agent->step;
 	return 0;
@@ -416,6 +424,7 @@ static void
 agent_close_window(bellows_agent *a)
 {
 	com_report r;
+	uint64_t dropped;
 	int rc;
 
 	if ((rc = agent_window_finish(&a->win, a->stats)) != 0)
@@ -424,6 +433,13 @@ agent_close_window(bellows_agent *a)
 		    "(%s); they are reported as empty",
 		    (unsigned long long)a->window, bellows_strerror(rc));
 	memset(&r, 0, sizeof(r));
+	agent_timing_finish(&a->timing, a->stats, &r.comm, &r.n_comm, &dropped);
+	if (dropped > 0)
+		agent_log(a->log, a->log_arg, a->log_level, BELLOWS_LOG_WARN,
+		    "window %llu: %llu timed collectives were not reported: "
+		    "more than %u distinct (bytes, compressed) pairs",
+		    (unsigned long long)a->window, (unsigned long long)dropped,
+		    AGENT_TIMING_MAX_BUCKETS);
 	r.job = a->job;
 	r.rank = a->rank;
 	r.window = a->window;
@@ -444,6 +460,24 @@ agent_close_window(bellows_agent *a)
 	memset(&a->timings, 0, sizeof(a->timings));
 }
 
+/* A time, size or rate a caller hands over: finite and not negative. */
+static bool
+agent_magnitude(double v)
+{
+	return isfinite(v) && v >= 0.0;
+}
+
+static bool
+agent_step_info_valid(const bellows_step_info *info)
+{
+	return info == NULL ||
+	    (agent_magnitude(info->compute_ms) &&
+		agent_magnitude(info->comm_ms) && agent_magnitude(info->lr) &&
+		agent_magnitude(info->lr_next) &&
+		agent_magnitude(info->backward_ms) &&
+		agent_magnitude(info->codec_ms));
+}
+
 int
 bellows_agent_step_end(bellows_agent *agent, const bellows_step_info *info)
 {
@@ -454,6 +488,8 @@ bellows_agent_step_end(bellows_agent *agent, const bellows_step_info *info)
 		return BELLOWS_EINVAL;
 	if (!agent->in_step)
 		return BELLOWS_ESTATE;
+	if (!agent_step_info_valid(info))
+		return BELLOWS_EINVAL;
 	t = &agent->timings;
 	if (info != NULL && info->step_ms > 0.0 && isfinite(info->step_ms))
 		ms = info->step_ms;
@@ -469,6 +505,14 @@ bellows_agent_step_end(bellows_agent *agent, const bellows_step_info *info)
 		t->bytes_sent += info->bytes_sent;
 		t->floats_sent += info->floats_sent;
 		t->floats_raw += info->floats_raw;
+		t->backward_ms += info->backward_ms;
+		t->codec_ms += info->codec_ms;
+		if (info->mem_device_used > t->mem_device_used)
+			t->mem_device_used = info->mem_device_used;
+		if (info->mem_device_total > 0)
+			t->mem_device_total = info->mem_device_total;
+		if (info->mem_host_used > t->mem_host_used)
+			t->mem_host_used = info->mem_host_used;
 		/* The window's LR is its first step's and lr_next the one
 		 * after its last step: lr_next < lr then tells a policy that
 		 * the LR dropped anywhere in or right after the window, even
@@ -522,6 +566,7 @@ bellows_agent_decision(const bellows_agent *agent, bellows_decision *ret)
 	ret->codec_table_len = d->codec_table_len;
 	ret->policy = d->policy != NULL ? d->policy : "";
 	ret->reason = d->reason != NULL ? d->reason : "";
+	ret->calibrate_steps = d->calibrate_steps;
 	return 0;
 }
 
@@ -565,6 +610,102 @@ bellows_agent_window_stats(const bellows_agent *agent, uint32_t layer,
 		.acc_norm = s->acc_norm,
 		.momentum_abs_mean = s->momentum_abs_mean,
 		.observed_steps = s->observed_steps,
+		.act_steps = s->act_steps,
+		.act_lbar = s->act_lbar,
+		.act_nonzero = s->act_nonzero,
+		.act_bytes = s->act_bytes,
+		.act_raw_bytes = s->act_raw_bytes,
+		.comm_raw_ms = s->comm_raw_ms,
+		.comm_raw_n = s->comm_raw_n,
+		.comm_comp_ms = s->comm_comp_ms,
+		.comm_comp_n = s->comm_comp_n,
+		.codec_ms = s->codec_ms,
 	};
 	return 0;
+}
+
+/* True when `step` lies in the calibration of decision d. Written as a
+ * difference: apply_step + calibrate_steps may not fit in 64 bits. */
+static bool
+agent_in_calibration(const com_decision *d, uint64_t step)
+{
+	return d->calibrate_steps > 0 && step >= d->apply_step &&
+	    step - d->apply_step < d->calibrate_steps;
+}
+
+int
+bellows_agent_send_mode(const bellows_agent *agent, uint32_t layer)
+{
+	const com_decision *d;
+	uint64_t bytes;
+
+	if (agent == NULL || layer >= agent->n_layers)
+		return BELLOWS_EINVAL;
+	if (!agent->in_step)
+		return BELLOWS_ESTATE;
+	d = agent->in_force;
+	if (d->compression_off || layer >= d->n_layers ||
+	    !(d->level[layer] > 0.0))
+		return BELLOWS_SEND_RAW;
+	if (agent_in_calibration(d, agent->step))
+		return agent->step % 2 == 0 ? BELLOWS_SEND_COMPRESSED
+					    : BELLOWS_SEND_RAW;
+	/* float32 bytes, saturated: no threshold exceeds UINT64_MAX. */
+	bytes = agent->win.layers[layer].numel > UINT64_MAX / 4
+	    ? UINT64_MAX
+	    : agent->win.layers[layer].numel * 4;
+	return bytes < d->size_threshold ? BELLOWS_SEND_RAW
+					 : BELLOWS_SEND_COMPRESSED;
+}
+
+int
+bellows_agent_calibrating(const bellows_agent *agent)
+{
+	if (agent == NULL)
+		return BELLOWS_EINVAL;
+	if (!agent->stepped)
+		return 0;
+	/* Between steps, step is the next one; the decision in force is
+	 * still that of the last step begun. */
+	return agent_in_calibration(agent->in_force,
+	    agent->in_step ? agent->step : agent->step - 1);
+}
+
+int
+bellows_agent_comm_layer(bellows_agent *agent, uint32_t layer, int compressed,
+    double comm_ms, double codec_ms)
+{
+	if (agent == NULL || layer >= agent->n_layers ||
+	    !agent_magnitude(comm_ms) || !agent_magnitude(codec_ms))
+		return BELLOWS_EINVAL;
+	if (!agent->in_step)
+		return BELLOWS_ESTATE;
+	return agent_timing_send(&agent->timing, layer, compressed != 0,
+	    comm_ms, codec_ms);
+}
+
+int
+bellows_agent_comm_bucket(bellows_agent *agent, uint64_t bytes, int compressed,
+    double comm_ms)
+{
+	if (agent == NULL || !agent_magnitude(comm_ms))
+		return BELLOWS_EINVAL;
+	if (!agent->in_step)
+		return BELLOWS_ESTATE;
+	return agent_timing_collective(&agent->timing, bytes, compressed != 0,
+	    comm_ms);
+}
+
+int
+bellows_agent_observe_activation(bellows_agent *agent, uint32_t layer,
+    const bellows_act_stats *s)
+{
+	if (agent == NULL || s == NULL || layer >= agent->n_layers ||
+	    !agent_magnitude(s->lbar) || !agent_magnitude(s->nonzero) ||
+	    s->nonzero > 1.0)
+		return BELLOWS_EINVAL;
+	if (!agent->in_step)
+		return BELLOWS_ESTATE;
+	return agent_window_activation(&agent->win, layer, s->lbar, s->nonzero,
+	    s->stored_bytes, s->raw_bytes);
 }

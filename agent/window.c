@@ -196,6 +196,41 @@ agent_window_observe_as(agent_window *w, uint32_t layer, const void *grad,
 	return 0;
 }
 
+int
+agent_window_activation(agent_window *w, uint32_t layer, double lbar,
+    double nonzero, uint64_t stored_bytes, uint64_t raw_bytes)
+{
+	agent_window_layer *l;
+
+	if (layer >= w->n_layers)
+		return BELLOWS_EINVAL;
+	l = &w->layers[layer];
+	if (l->act_steps == UINT32_MAX)
+		return 0; /* a mean over 4 billion steps needs no more */
+	l->act_steps++;
+	l->act_lbar += lbar;
+	l->act_nonzero += nonzero;
+	l->act_bytes += (double)stored_bytes;
+	l->act_raw_bytes += (double)raw_bytes;
+	return 0;
+}
+
+/* The activation means of a layer, into its report entry. */
+static void
+window_report_activation(const agent_window_layer *l, com_layer_stats *s)
+{
+	double n = (double)l->act_steps;
+
+	s->act_steps = l->act_steps;
+	if (l->act_steps == 0)
+		return;
+	/* A mean of values in [0, 1] can round just past 1. */
+	s->act_lbar = l->act_lbar / n;
+	s->act_nonzero = l->act_nonzero / n > 1.0 ? 1.0 : l->act_nonzero / n;
+	s->act_bytes = l->act_bytes / n;
+	s->act_raw_bytes = l->act_raw_bytes / n;
+}
+
 /* Folds the n floats at v (the layer's memory) into *st, on the layer's
  * backend: the window-end pass over the accumulator or the momentum. */
 static int
@@ -331,9 +366,15 @@ agent_window_finish(agent_window *w, com_layer_stats *ret)
 	for (uint32_t i = 0; i < w->n_layers; i++) {
 		agent_window_layer *l = &w->layers[i];
 
+		window_report_activation(l, &ret[i]);
 		memset(&l->host_st, 0, sizeof(l->host_st));
 		l->observed_steps = 0;
 		l->last_step = 0;
+		l->act_steps = 0;
+		l->act_lbar = 0.0;
+		l->act_nonzero = 0.0;
+		l->act_bytes = 0.0;
+		l->act_raw_bytes = 0.0;
 	}
 	return first;
 }

@@ -15,6 +15,9 @@
  * brought back when the window finishes. Gradients may be float32, float16
  * or bfloat16.
  *
+ * Beside the gradients, a layer's window averages the statistics of the
+ * activation its weight is fed (COMET), one set per step that has them.
+ *
  * Buffers are allocated once, at init: observing never allocates.
  * NaN and infinities are counted as non-finite and left out of every sum,
  * the accumulator and the momentum.
@@ -46,6 +49,11 @@ typedef struct agent_window_layer {
 	int finish_rc;           /* device layers: error of the last finish */
 	uint32_t observed_steps; /* steps with at least one observation */
 	uint64_t last_step;      /* step of the last observation, +1; 0: none */
+	uint32_t act_steps;      /* activation statistics given */
+	double act_lbar;         /* sum of their L-bar */
+	double act_nonzero;      /* sum of their non-zero fractions */
+	double act_bytes;        /* sum of their stored bytes */
+	double act_raw_bytes;    /* sum of their uncompressed bytes */
 } agent_window_layer;
 
 /* A stream waited for by agent_window_finish, and how that went. */
@@ -101,14 +109,23 @@ int agent_window_observe(agent_window *w, uint32_t layer, const float *grad,
 int agent_window_observe_as(agent_window *w, uint32_t layer, const void *grad,
     uint64_t n, int dtype, int where, void *stream, uint64_t step);
 
+/* Adds one step's activation statistics of layer `layer`: L-bar, non-zero
+ * fraction, stored and uncompressed bytes. The values are the caller's to
+ * check (finite, >= 0, nonzero <= 1). Returns 0 or BELLOWS_EINVAL for a
+ * bad layer index. */
+int agent_window_activation(agent_window *w, uint32_t layer, double lbar,
+    double nonzero, uint64_t stored_bytes, uint64_t raw_bytes);
+
 /* Writes the window's statistics of every layer into ret[0..n_layers-1]
- * (layer index, counts, sums, acc_norm, momentum_abs_mean) and starts a new
- * window: sums and the accumulator are reset, the momentum is kept. An
- * accumulator or momentum that overflowed to infinity gives an infinite
- * norm or mean. Device layers are reduced on the device, then every stream
- * they were last observed on is waited for. Returns 0, or the first CUDA
- * error (the failing layers' entries are then zero but for the index);
- * host layers never fail. */
+ * (layer index, counts, sums, acc_norm, momentum_abs_mean, act_steps and
+ * the means of the activation statistics; every other field 0) and starts
+ * a new window: sums, the accumulator and the activation sums are reset,
+ * the momentum is kept. An accumulator or momentum that overflowed to
+ * infinity gives an infinite norm or mean. Device layers are reduced on
+ * the device, then every stream they were last observed on is waited for.
+ * Returns 0, or the first CUDA error (the failing layers' entries are then
+ * zero but for the index and the activation means); host layers never
+ * fail. */
 int agent_window_finish(agent_window *w, com_layer_stats *ret);
 
 #endif /* AGENT_WINDOW_H */

@@ -47,6 +47,8 @@ com_limits_default(com_limits *lim)
 	lim->max_codec_table = 1u << 20;
 	lim->max_jobs = 4096;
 	lim->max_peers = 4096;
+	lim->max_comm = 256;
+	lim->max_metrics = 4096;
 }
 
 void
@@ -158,6 +160,7 @@ codec_out_decision(const com_decision *d, Bellows__Decision *pd)
 	pd->codec_table.data = d->codec_table;
 	pd->policy = codec_out_str(d->policy);
 	pd->reason = codec_out_str(d->reason);
+	pd->calibrate_steps = d->calibrate_steps;
 	return 0;
 }
 
@@ -249,12 +252,64 @@ codec_out_welcome(codec_out *o, const com_welcome *w)
 	    &pw->n_decisions, &pw->decisions);
 }
 
+static void
+codec_out_layer_stats(const com_layer_stats *s, Bellows__LayerStats *ps)
+{
+	bellows__layer_stats__init(ps);
+	ps->layer = s->layer;
+	ps->count = s->count;
+	ps->nonzero = s->nonzero;
+	ps->nonfinite = s->nonfinite;
+	ps->sum_sq = s->sum_sq;
+	ps->abs_sum = s->abs_sum;
+	ps->max_abs = s->max_abs;
+	ps->acc_norm = s->acc_norm;
+	ps->momentum_abs_mean = s->momentum_abs_mean;
+	ps->observed_steps = s->observed_steps;
+	ps->act_steps = s->act_steps;
+	ps->act_lbar = s->act_lbar;
+	ps->act_nonzero = s->act_nonzero;
+	ps->act_bytes = s->act_bytes;
+	ps->act_raw_bytes = s->act_raw_bytes;
+	ps->comm_raw_ms = s->comm_raw_ms;
+	ps->comm_raw_n = s->comm_raw_n;
+	ps->comm_comp_ms = s->comm_comp_ms;
+	ps->comm_comp_n = s->comm_comp_n;
+	ps->codec_ms = s->codec_ms;
+}
+
+static int
+codec_out_comm(codec_out *o, const com_report *r, Bellows__Report *pr)
+{
+	Bellows__CommSample *pc;
+
+	if (r->n_comm == 0)
+		return 0;
+	if (r->comm == NULL)
+		return BELLOWS_EINVAL;
+	pc = codec_out_block(o, r->n_comm, sizeof(*pc) + sizeof(*pr->comm));
+	if (pc == NULL)
+		return BELLOWS_ENOMEM;
+	pr->comm = (Bellows__CommSample **)(pc + r->n_comm);
+	for (uint32_t i = 0; i < r->n_comm; i++) {
+		bellows__comm_sample__init(&pc[i]);
+		pc[i].bytes = r->comm[i].bytes;
+		pc[i].ms = r->comm[i].ms;
+		pc[i].count = r->comm[i].count;
+		pc[i].compressed = r->comm[i].compressed;
+		pr->comm[i] = &pc[i];
+	}
+	pr->n_comm = r->n_comm;
+	return 0;
+}
+
 static int
 codec_out_report(codec_out *o, const com_report *r)
 {
 	Bellows__Report *pr = &o->body.report;
 	Bellows__Timings *pt = &o->timings;
 	Bellows__LayerStats *ps;
+	int rc;
 
 	bellows__report__init(pr);
 	if (r->n_layers > 0) {
@@ -266,23 +321,13 @@ codec_out_report(codec_out *o, const com_report *r)
 			return BELLOWS_ENOMEM;
 		pr->layers = (Bellows__LayerStats **)(ps + r->n_layers);
 		for (uint32_t i = 0; i < r->n_layers; i++) {
-			const com_layer_stats *s = &r->layers[i];
-
-			bellows__layer_stats__init(&ps[i]);
-			ps[i].layer = s->layer;
-			ps[i].count = s->count;
-			ps[i].nonzero = s->nonzero;
-			ps[i].nonfinite = s->nonfinite;
-			ps[i].sum_sq = s->sum_sq;
-			ps[i].abs_sum = s->abs_sum;
-			ps[i].max_abs = s->max_abs;
-			ps[i].acc_norm = s->acc_norm;
-			ps[i].momentum_abs_mean = s->momentum_abs_mean;
-			ps[i].observed_steps = s->observed_steps;
+			codec_out_layer_stats(&r->layers[i], &ps[i]);
 			pr->layers[i] = &ps[i];
 		}
 		pr->n_layers = r->n_layers;
 	}
+	if ((rc = codec_out_comm(o, r, pr)) != 0)
+		return rc;
 	bellows__timings__init(pt);
 	pt->steps = r->timings.steps;
 	pt->step_ms = r->timings.step_ms;
@@ -294,6 +339,11 @@ codec_out_report(codec_out *o, const com_report *r)
 	pt->floats_raw = r->timings.floats_raw;
 	pt->decision_misses = r->timings.decision_misses;
 	pt->reports_dropped = r->timings.reports_dropped;
+	pt->backward_ms = r->timings.backward_ms;
+	pt->codec_ms = r->timings.codec_ms;
+	pt->mem_device_used = r->timings.mem_device_used;
+	pt->mem_device_total = r->timings.mem_device_total;
+	pt->mem_host_used = r->timings.mem_host_used;
 	pr->timings = pt;
 	pr->job = codec_out_str(r->job);
 	pr->rank = r->rank;
@@ -433,6 +483,41 @@ codec_out_snapshot(codec_out *o, const com_snapshot *s)
 	    &ps->n_decisions, &ps->decisions);
 }
 
+static int
+codec_out_telemetry(codec_out *o, const com_telemetry *t)
+{
+	Bellows__Telemetry *p = &o->body.telemetry;
+	Bellows__Metric *pm;
+
+	bellows__telemetry__init(p);
+	p->job = codec_out_str(t->job);
+	p->window = t->window;
+	p->ranks_reported = t->ranks_reported;
+	p->ranks_expected = t->ranks_expected;
+	p->step_ms_median = t->step_ms_median;
+	o->env.body_case = BELLOWS__ENVELOPE__BODY_TELEMETRY;
+	o->env.telemetry = p;
+	if (t->n_metrics == 0)
+		return 0;
+	if (t->metrics == NULL)
+		return BELLOWS_EINVAL;
+	pm = codec_out_block(o, t->n_metrics,
+	    sizeof(*pm) + sizeof(*p->metrics));
+	if (pm == NULL)
+		return BELLOWS_ENOMEM;
+	p->metrics = (Bellows__Metric **)(pm + t->n_metrics);
+	for (uint32_t i = 0; i < t->n_metrics; i++) {
+		bellows__metric__init(&pm[i]);
+		pm[i].policy = codec_out_str(t->metrics[i].policy);
+		pm[i].name = codec_out_str(t->metrics[i].name);
+		pm[i].layer = t->metrics[i].layer;
+		pm[i].value = t->metrics[i].value;
+		p->metrics[i] = &pm[i];
+	}
+	p->n_metrics = t->n_metrics;
+	return 0;
+}
+
 /* The message types whose bodies are flat: scalars and strings only. */
 static int
 codec_out_flat(codec_out *o, const com_msg *m)
@@ -500,19 +585,6 @@ codec_out_flat(codec_out *o, const com_msg *m)
 		o->env.error = p;
 		return 0;
 	}
-	case COM_MSG_TELEMETRY: {
-		Bellows__Telemetry *p = &o->body.telemetry;
-
-		bellows__telemetry__init(p);
-		p->job = codec_out_str(m->u.telemetry.job);
-		p->window = m->u.telemetry.window;
-		p->ranks_reported = m->u.telemetry.ranks_reported;
-		p->ranks_expected = m->u.telemetry.ranks_expected;
-		p->step_ms_median = m->u.telemetry.step_ms_median;
-		o->env.body_case = BELLOWS__ENVELOPE__BODY_TELEMETRY;
-		o->env.telemetry = p;
-		return 0;
-	}
 	default:
 		return BELLOWS_EINVAL;
 	}
@@ -551,6 +623,9 @@ com_codec_encode(const com_msg *m, uint8_t **ret_buf, size_t *ret_len)
 		break;
 	case COM_MSG_SNAPSHOT:
 		rc = codec_out_snapshot(&o, &m->u.snapshot);
+		break;
+	case COM_MSG_TELEMETRY:
+		rc = codec_out_telemetry(&o, &m->u.telemetry);
 		break;
 	default:
 		rc = codec_out_flat(&o, m);
@@ -608,6 +683,11 @@ codec_scan_limit(const ProtobufCMessageDescriptor *desc,
 		return lim->max_decisions;
 	if (desc == &bellows__job_status__descriptor)
 		return lim->max_world;
+	if (desc == &bellows__report__descriptor &&
+	    f->offset == offsetof(Bellows__Report, comm))
+		return lim->max_comm;
+	if (desc == &bellows__telemetry__descriptor)
+		return lim->max_metrics;
 	/* Peers and events of a status reply share one limit. */
 	if (desc == &bellows__status_reply__descriptor)
 		return f->offset == offsetof(Bellows__StatusReply, jobs)
@@ -887,6 +967,7 @@ codec_in_decision(const Bellows__Decision *pd, const com_limits *lim,
 	d->lr_scale = pd->lr_scale == 0.0 ? 1.0 : pd->lr_scale;
 	d->size_threshold = pd->size_threshold;
 	d->compression_off = pd->compression_off;
+	d->calibrate_steps = pd->calibrate_steps;
 	return 0;
 }
 
@@ -1064,7 +1145,14 @@ codec_in_layer_stats(const Bellows__LayerStats *ps, const com_limits *lim,
 	    !codec_in_magnitude(ps->abs_sum) ||
 	    !codec_in_magnitude(ps->max_abs) ||
 	    !codec_in_magnitude(ps->acc_norm) ||
-	    !codec_in_magnitude(ps->momentum_abs_mean))
+	    !codec_in_magnitude(ps->momentum_abs_mean) ||
+	    !codec_in_magnitude(ps->act_lbar) ||
+	    !codec_in_magnitude(ps->act_nonzero) || ps->act_nonzero > 1.0 ||
+	    !codec_in_magnitude(ps->act_bytes) ||
+	    !codec_in_magnitude(ps->act_raw_bytes) ||
+	    !codec_in_magnitude(ps->comm_raw_ms) ||
+	    !codec_in_magnitude(ps->comm_comp_ms) ||
+	    !codec_in_magnitude(ps->codec_ms))
 		return BELLOWS_EPROTO;
 	s->layer = ps->layer;
 	s->count = ps->count;
@@ -1076,6 +1164,16 @@ codec_in_layer_stats(const Bellows__LayerStats *ps, const com_limits *lim,
 	s->acc_norm = ps->acc_norm;
 	s->momentum_abs_mean = ps->momentum_abs_mean;
 	s->observed_steps = ps->observed_steps;
+	s->act_steps = ps->act_steps;
+	s->act_lbar = ps->act_lbar;
+	s->act_nonzero = ps->act_nonzero;
+	s->act_bytes = ps->act_bytes;
+	s->act_raw_bytes = ps->act_raw_bytes;
+	s->comm_raw_ms = ps->comm_raw_ms;
+	s->comm_raw_n = ps->comm_raw_n;
+	s->comm_comp_ms = ps->comm_comp_ms;
+	s->comm_comp_n = ps->comm_comp_n;
+	s->codec_ms = ps->codec_ms;
 	return 0;
 }
 
@@ -1085,7 +1183,9 @@ codec_in_timings(const Bellows__Timings *pt, com_timings *t)
 	if (!codec_in_magnitude(pt->step_ms) ||
 	    !codec_in_magnitude(pt->compute_ms) ||
 	    !codec_in_magnitude(pt->comm_ms) ||
-	    !codec_in_magnitude(pt->step_ms_max))
+	    !codec_in_magnitude(pt->step_ms_max) ||
+	    !codec_in_magnitude(pt->backward_ms) ||
+	    !codec_in_magnitude(pt->codec_ms))
 		return BELLOWS_EPROTO;
 	t->steps = pt->steps;
 	t->step_ms = pt->step_ms;
@@ -1097,6 +1197,35 @@ codec_in_timings(const Bellows__Timings *pt, com_timings *t)
 	t->floats_raw = pt->floats_raw;
 	t->decision_misses = pt->decision_misses;
 	t->reports_dropped = pt->reports_dropped;
+	t->backward_ms = pt->backward_ms;
+	t->codec_ms = pt->codec_ms;
+	t->mem_device_used = pt->mem_device_used;
+	t->mem_device_total = pt->mem_device_total;
+	t->mem_host_used = pt->mem_host_used;
+	return 0;
+}
+
+/* A report's collective timings: at most max_comm, durations finite and
+ * not negative. */
+static int
+codec_in_comm(const Bellows__Report *pr, const com_limits *lim, com_report *r)
+{
+	if (pr->n_comm > lim->max_comm)
+		return BELLOWS_EPROTO;
+	for (size_t i = 0; i < pr->n_comm; i++)
+		if (!codec_in_magnitude(pr->comm[i]->ms))
+			return BELLOWS_EPROTO;
+	if (pr->n_comm == 0)
+		return 0;
+	if ((r->comm = codec_calloc(pr->n_comm, sizeof(*r->comm))) == NULL)
+		return BELLOWS_ENOMEM;
+	r->n_comm = (uint32_t)pr->n_comm;
+	for (size_t i = 0; i < pr->n_comm; i++) {
+		r->comm[i].bytes = pr->comm[i]->bytes;
+		r->comm[i].ms = pr->comm[i]->ms;
+		r->comm[i].count = pr->comm[i]->count;
+		r->comm[i].compressed = pr->comm[i]->compressed;
+	}
 	return 0;
 }
 
@@ -1123,7 +1252,8 @@ codec_in_report(const Bellows__Report *pr, const com_limits *lim, com_report *r)
 		if ((rc = codec_in_layer_stats(pr->layers[i], lim,
 			 &r->layers[i])) != 0)
 			return rc;
-	if ((rc = codec_in_unique_layers(r)) != 0)
+	if ((rc = codec_in_unique_layers(r)) != 0 ||
+	    (rc = codec_in_comm(pr, lim, r)) != 0)
 		return rc;
 	r->rank = pr->rank;
 	r->window = pr->window;
@@ -1250,6 +1380,55 @@ codec_in_status_reply(const Bellows__StatusReply *ps, const com_limits *lim,
 	    &r->store_error);
 }
 
+/* A policy's metric: a name as for layers, the policy's instance name (may
+ * be empty), a layer index or -1, a finite value of any sign. */
+static int
+codec_in_metric(const Bellows__Metric *pm, const com_limits *lim, com_metric *m)
+{
+	int rc;
+
+	if (pm->layer < -1 ||
+	    (pm->layer >= 0 && (uint32_t)pm->layer >= lim->max_layers) ||
+	    !isfinite(pm->value))
+		return BELLOWS_EPROTO;
+	if ((rc = codec_in_name(pm->policy, lim, true, &m->policy)) != 0 ||
+	    (rc = codec_in_name(pm->name, lim, false, &m->name)) != 0)
+		return rc;
+	m->layer = pm->layer;
+	m->value = pm->value;
+	return 0;
+}
+
+static int
+codec_in_telemetry(const Bellows__Telemetry *p, const com_limits *lim,
+    com_telemetry *t)
+{
+	int rc;
+
+	if (p->ranks_reported > lim->max_world ||
+	    p->ranks_expected > lim->max_world ||
+	    !codec_in_magnitude(p->step_ms_median) ||
+	    p->n_metrics > lim->max_metrics)
+		return BELLOWS_EPROTO;
+	if ((rc = codec_in_name(p->job, lim, false, &t->job)) != 0)
+		return rc;
+	if (p->n_metrics > 0) {
+		t->metrics = codec_calloc(p->n_metrics, sizeof(*t->metrics));
+		if (t->metrics == NULL)
+			return BELLOWS_ENOMEM;
+		t->n_metrics = (uint32_t)p->n_metrics;
+	}
+	for (size_t i = 0; i < p->n_metrics; i++)
+		if ((rc = codec_in_metric(p->metrics[i], lim,
+			 &t->metrics[i])) != 0)
+			return rc;
+	t->window = p->window;
+	t->ranks_reported = p->ranks_reported;
+	t->ranks_expected = p->ranks_expected;
+	t->step_ms_median = p->step_ms_median;
+	return 0;
+}
+
 /* A job and a rank, the fields every flat request starts with. */
 static int
 codec_in_job_rank(const char *job, uint32_t rank, const com_limits *lim,
@@ -1319,20 +1498,8 @@ codec_in_body(const Bellows__Envelope *env, const com_limits *lim, com_msg *m)
 		m->u.error.code = env->error->code;
 		return codec_in_text(env->error->message, lim->max_text_len,
 		    &m->u.error.message);
-	case BELLOWS__ENVELOPE__BODY_TELEMETRY: {
-		const Bellows__Telemetry *p = env->telemetry;
-		com_telemetry *t = &m->u.telemetry;
-
-		if (p->ranks_reported > lim->max_world ||
-		    p->ranks_expected > lim->max_world ||
-		    !codec_in_magnitude(p->step_ms_median))
-			return BELLOWS_EPROTO;
-		t->window = p->window;
-		t->ranks_reported = p->ranks_reported;
-		t->ranks_expected = p->ranks_expected;
-		t->step_ms_median = p->step_ms_median;
-		return codec_in_name(p->job, lim, false, &t->job);
-	}
+	case BELLOWS__ENVELOPE__BODY_TELEMETRY:
+		return codec_in_telemetry(env->telemetry, lim, &m->u.telemetry);
 	case BELLOWS__ENVELOPE__BODY__NOT_SET:
 	default:
 		return BELLOWS_EPROTO;

@@ -25,11 +25,13 @@ typedef struct com_limits {
 	uint32_t max_codec_table; /* bytes of an opaque codec table */
 	uint32_t max_jobs;        /* jobs in a status reply */
 	uint32_t max_peers;       /* peers in a status reply */
+	uint32_t max_comm;        /* comm samples in a report */
+	uint32_t max_metrics;     /* metrics in a telemetry */
 } com_limits;
 
 /* Fills *lim with the defaults: 16 MiB frames, 65536 layers, 65536 ranks,
  * 256-byte names, 4096-byte texts, 64 decisions, 1 MiB codec table, 4096
- * jobs, 4096 peers. */
+ * jobs, 4096 peers, 256 comm samples, 4096 metrics. */
 void com_limits_default(com_limits *lim);
 
 /* Encodes *m (any type) as one Envelope carrying m->major/minor (as set by
@@ -48,7 +50,10 @@ int com_codec_encode(const com_msg *m, uint8_t **ret_buf, size_t *ret_len);
  *                     limits, a shape that does not multiply to numel,
  *                     duplicate layer names or indices, arrays whose length
  *                     disagrees with n_layers, a name that is empty or has
- *                     control bytes, a rank >= world, world 0;
+ *                     control bytes, a rank >= world, world 0, a double
+ *                     that is not finite, a time, size or statistic
+ *                     below 0, a non-zero fraction above 1, a metric's
+ *                     layer below -1;
  *   BELLOWS_ENOMEM.
  * On any failure but EVERSION *ret_msg is left zeroed; with EVERSION only
  * type/major/minor are set. */

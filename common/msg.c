@@ -140,6 +140,7 @@ com_decision_same_state(const com_decision *a, const com_decision *b)
 	    msg_lr_scale(a->lr_scale) != msg_lr_scale(b->lr_scale) ||
 	    a->size_threshold != b->size_threshold ||
 	    a->compression_off != b->compression_off ||
+	    a->calibrate_steps != b->calibrate_steps ||
 	    a->codec_table_len != b->codec_table_len)
 		return false;
 	/* Element-wise ==, not memcmp: 0.0 and -0.0 are the same level. */
@@ -202,6 +203,19 @@ msg_status_reply_fini(com_status_reply *r)
 	free(r->events);
 }
 
+static void
+msg_telemetry_fini(com_telemetry *t)
+{
+	if (t->metrics != NULL) {
+		for (uint32_t i = 0; i < t->n_metrics; i++) {
+			free(t->metrics[i].policy);
+			free(t->metrics[i].name);
+		}
+	}
+	free(t->metrics);
+	free(t->job);
+}
+
 void
 com_msg_fini(com_msg *m)
 {
@@ -217,6 +231,7 @@ com_msg_fini(com_msg *m)
 	case COM_MSG_REPORT:
 		free(m->u.report.job);
 		free(m->u.report.layers);
+		free(m->u.report.comm);
 		break;
 	case COM_MSG_DECISION:
 		com_decision_fini(&m->u.decision);
@@ -245,7 +260,7 @@ com_msg_fini(com_msg *m)
 		free(m->u.error.message);
 		break;
 	case COM_MSG_TELEMETRY:
-		free(m->u.telemetry.job);
+		msg_telemetry_fini(&m->u.telemetry);
 		break;
 	case COM_MSG_NONE:
 	case COM_MSG_HEARTBEAT_ACK:

@@ -17,7 +17,7 @@
 
 /* Values go on the wire inside the Envelope: never change, only append. */
 #define BELLOWS_PROTO_MAJOR 1
-#define BELLOWS_PROTO_MINOR 0
+#define BELLOWS_PROTO_MINOR 1
 
 #define COM_MAX_NDIM 8 /* most dimensions a layer shape may have */
 
@@ -261,7 +261,7 @@ typedef struct com_metric {
 	char *policy;  /* policy instance name */
 	char *name;    /* metric name */
 	int32_t layer; /* layer index, -1 = the job */
-	double value;
+	double value;  /* finite */
 } com_metric;
 
 typedef struct com_telemetry {
@@ -316,8 +316,8 @@ int com_decision_init(com_decision *d, const char *job, uint32_t n_layers);
 int com_decision_copy(com_decision *dst, const com_decision *src);
 
 /* True when a and b carry the same knob state (levels, bounds, batch size,
- * LR scale, threshold, gate, codec table); seq, steps and texts are
- * ignored. */
+ * LR scale, threshold, gate, codec table, calibration length); seq,
+ * apply_step, window and texts are ignored. */
 bool com_decision_same_state(const com_decision *a, const com_decision *b);
 
 /* Returns a short lower-case name of a message type ("hello", ...), or

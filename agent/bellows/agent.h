@@ -103,7 +103,8 @@ typedef struct bellows_agent_config {
 
 /* Timings and counters of one step, given to bellows_agent_step_end().
  * Zero fields mean "not measured"; step_ms 0 is measured by the agent from
- * step_begin to step_end. */
+ * step_begin to step_end. Times, lr and lr_next must be finite and not
+ * negative (step_ms: anything but a positive finite value is measured). */
 typedef struct bellows_step_info {
 	double step_ms;       /* whole step */
 	double compute_ms;    /* forward + backward */
@@ -118,6 +119,16 @@ typedef struct bellows_step_info {
 			       * drop anywhere in or right after it */
 	uint32_t batch_size;  /* per-rank batch size used */
 	uint64_t epoch;       /* trainer's epoch counter */
+	double backward_ms;   /* backward compute, communication excluded;
+			       * the window reports the sum */
+	double codec_ms;      /* encode + decode of the step's sends; summed */
+	uint64_t mem_device_used;  /* device bytes in use (e.g. the peak of
+				    * the step); the window reports the
+				    * largest */
+	uint64_t mem_device_total; /* bytes the device has; the window
+				    * reports the last non-zero value */
+	uint64_t mem_host_used;    /* host bytes in use (e.g. RSS); the
+				    * window reports the largest */
 } bellows_step_info;
 
 /* The knob state in force. Pointers stay valid until the next
@@ -137,6 +148,10 @@ typedef struct bellows_decision {
 	size_t codec_table_len;     /* bytes in codec_table */
 	const char *policy;         /* who decided */
 	const char *reason;         /* why */
+	uint64_t calibrate_steps;   /* from apply_step on, this many steps
+				     * alternate compressed (even step) and
+				     * raw (odd step) sends: see
+				     * bellows_agent_send_mode; 0 = none */
 } bellows_decision;
 
 /* Statistics of one layer over the last closed window, as reported. */
@@ -151,7 +166,33 @@ typedef struct bellows_layer_stats {
 	double acc_norm;          /* L2 norm of the window-summed gradient */
 	double momentum_abs_mean; /* mean |m| at window end; 0 if off */
 	uint32_t observed_steps;  /* steps in which the layer was observed */
+	uint32_t act_steps;       /* bellows_agent_observe_activation calls */
+	double act_lbar;          /* mean of their lbar */
+	double act_nonzero;       /* mean of their nonzero */
+	double act_bytes;         /* mean of their stored_bytes */
+	double act_raw_bytes;     /* mean of their raw_bytes */
+	double comm_raw_ms;       /* median of the timed raw sends */
+	uint32_t comm_raw_n;  /* raw sends timed (bellows_agent_comm_layer) */
+	double comm_comp_ms;  /* median of the timed compressed sends */
+	uint32_t comm_comp_n; /* compressed sends timed */
+	double codec_ms;      /* median codec time of the compressed ones */
 } bellows_layer_stats;
+
+/* How a layer's gradient is sent in a step: bellows_agent_send_mode. */
+enum bellows_send_mode {
+	BELLOWS_SEND_RAW = 0,        /* uncompressed */
+	BELLOWS_SEND_COMPRESSED = 1, /* at the layer's level */
+};
+
+/* COMET's statistics of the activation a layer's input keeps for the
+ * backward pass, for one step: bellows_agent_observe_activation. */
+typedef struct bellows_act_stats {
+	double lbar;           /* mean over samples of max |dLoss/dOutput| */
+	double nonzero;        /* non-zero fraction R of the stored values,
+				* in [0, 1] */
+	uint64_t stored_bytes; /* bytes kept for backward (compressed) */
+	uint64_t raw_bytes;    /* bytes it would take uncompressed */
+} bellows_act_stats;
 
 typedef struct bellows_agent_stats {
 	int connected;             /* welcomed by the current daemon */
@@ -238,8 +279,11 @@ BELLOWS_EXPORT int bellows_agent_observe_device(bellows_agent *agent,
 /* Ends the current step with its timings (info may be NULL). When
  * window_steps > 0 and this step closes a window, the window is finalised
  * and its REPORT queued (never waits on the network; with device layers it
- * waits for their streams, see bellows_agent_observe_device). Returns 0 or
- * BELLOWS_ESTATE if no step was begun. */
+ * waits for their streams, see bellows_agent_observe_device). Returns 0,
+ * BELLOWS_ESTATE if no step was begun, or BELLOWS_EINVAL for a NULL
+ * agent or an info whose compute_ms, comm_ms, backward_ms, codec_ms, lr
+ * or lr_next is negative or not finite (the step then stays open and
+ * nothing is recorded). */
 BELLOWS_EXPORT int bellows_agent_step_end(bellows_agent *agent,
     const bellows_step_info *info);
 
@@ -264,6 +308,60 @@ BELLOWS_EXPORT int bellows_agent_window_stats(const bellows_agent *agent,
 /* Level in force for `layer` in the current step; 0 for a bad index. */
 BELLOWS_EXPORT double bellows_agent_level(const bellows_agent *agent,
     uint32_t layer);
+
+/* How `layer` is sent in the current step (bellows_send_mode), under the
+ * decision in force: BELLOWS_SEND_RAW when the decision turns compression
+ * off, when the layer's level is 0, or when the layer's float32 size
+ * (numel * 4 bytes) is below size_threshold and no calibration runs.
+ * During a calibration (apply_step <= step < apply_step +
+ * calibrate_steps) every layer with a level is sent COMPRESSED on even
+ * step numbers and RAW on odd ones, whatever the threshold, so that all
+ * ranks time both kinds on the same steps; compression_off still wins.
+ * Returns the mode, BELLOWS_EINVAL for a bad index or a NULL agent, or
+ * BELLOWS_ESTATE outside a step. */
+BELLOWS_EXPORT int bellows_agent_send_mode(const bellows_agent *agent,
+    uint32_t layer);
+
+/* Returns 1 when the current step (between steps: the last step begun)
+ * lies inside a calibration of the decision in force, 0 when not or
+ * before the first step, BELLOWS_EINVAL for a NULL agent. */
+BELLOWS_EXPORT int bellows_agent_calibrating(const bellows_agent *agent);
+
+/* Records one timed send of `layer`'s gradient in the current step:
+ * compressed (non-zero) or raw, comm_ms the communication and codec_ms
+ * the encode + decode time (0 for a raw send; ignored then). The window's
+ * report carries per layer the medians of its raw and of its compressed
+ * sends and of their codec times, with their counts. Medians are taken
+ * over a reservoir of at most 32 sends per layer and kind, a uniform
+ * sample when the window has more; it is allocated on a layer's first
+ * call and reused, so later calls never allocate. Returns 0,
+ * BELLOWS_EINVAL for a bad index or a time that is negative or not
+ * finite (nothing is recorded then), BELLOWS_ESTATE outside a step, or
+ * BELLOWS_ENOMEM on a layer's first call. */
+BELLOWS_EXPORT int bellows_agent_comm_layer(bellows_agent *agent,
+    uint32_t layer, int compressed, double comm_ms, double codec_ms);
+
+/* Records one timed collective of `bytes` bytes (this rank's share, after
+ * compression when compressed is non-zero) that is not one layer's, such
+ * as a DDP bucket. The window's report carries one sample per distinct
+ * (bytes, compressed): the median time (over a reservoir of at most 32,
+ * as above) and the count. A window keeps at most 256 distinct pairs;
+ * collectives of further pairs are counted, logged at the window's end
+ * and not reported. The table is allocated on the first call. Returns 0,
+ * BELLOWS_EINVAL for a comm_ms that is negative or not finite,
+ * BELLOWS_ESTATE outside a step, or BELLOWS_ENOMEM on the first call. */
+BELLOWS_EXPORT int bellows_agent_comm_bucket(bellows_agent *agent,
+    uint64_t bytes, int compressed, double comm_ms);
+
+/* Records the statistics of the activation stored for `layer` in the
+ * current step (*s borrowed for the call); `layer` is the index of the
+ * weight the activation feeds (e.g. a convolution's weight). The window's
+ * report carries the number of calls (act_steps) and the means of each
+ * field over them. Returns 0, BELLOWS_EINVAL for a bad index, a NULL s,
+ * an lbar that is negative or not finite, or a nonzero outside [0, 1];
+ * BELLOWS_ESTATE outside a step. */
+BELLOWS_EXPORT int bellows_agent_observe_activation(bellows_agent *agent,
+    uint32_t layer, const bellows_act_stats *s);
 
 /* Copies counters into *ret. Safe from any thread. Returns 0 or
  * BELLOWS_EINVAL. */

@@ -833,6 +833,360 @@ test_calls_out_of_order_or_with_bad_arguments_are_refused(void **state)
 }
 
 static void
+test_timing_and_activation_calls_refuse_bad_arguments(void **state)
+{
+	bellows_act_stats act = { .lbar = 0.5,
+		.nonzero = 0.5,
+		.stored_bytes = 10,
+		.raw_bytes = 40 };
+	bellows_act_stats bad;
+	bellows_step_info info;
+	bellows_agent_config cfg;
+	bellows_agent *a;
+	const double bad_times[] = { NAN, -1.0, INFINITY, -INFINITY };
+
+	(void)state;
+	config(&cfg, NULL);
+	cfg.control = "tcp://127.0.0.1:1";
+	cfg.publish = "tcp://127.0.0.1:1";
+	cfg.decision_timeout_ms = 50;
+	a = open_agent(&cfg);
+
+	/* Outside a step: ESTATE, arguments being valid. */
+	assert_int_equal(bellows_agent_send_mode(a, 0), BELLOWS_ESTATE);
+	assert_int_equal(bellows_agent_comm_layer(a, 0, 1, 1.0, 0.5),
+	    BELLOWS_ESTATE);
+	assert_int_equal(bellows_agent_comm_bucket(a, 4096, 0, 1.0),
+	    BELLOWS_ESTATE);
+	assert_int_equal(bellows_agent_observe_activation(a, 0, &act),
+	    BELLOWS_ESTATE);
+	assert_int_equal(bellows_agent_calibrating(a), 0);
+
+	assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+	/* Bad indices, NULLs, and times that are NaN, negative or
+	 * infinite: EINVAL. */
+	assert_int_equal(bellows_agent_send_mode(a, N_LAYERS), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_send_mode(NULL, 0), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_calibrating(NULL), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_comm_layer(a, N_LAYERS, 0, 1.0, 0.0),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_comm_layer(NULL, 0, 0, 1.0, 0.0),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_comm_bucket(NULL, 1, 0, 1.0),
+	    BELLOWS_EINVAL);
+	for (size_t i = 0; i < sizeof(bad_times) / sizeof(bad_times[0]); i++) {
+		assert_int_equal(bellows_agent_comm_layer(a, 0, 1, bad_times[i],
+				     0.0),
+		    BELLOWS_EINVAL);
+		assert_int_equal(bellows_agent_comm_layer(a, 0, 1, 1.0,
+				     bad_times[i]),
+		    BELLOWS_EINVAL);
+		assert_int_equal(bellows_agent_comm_bucket(a, 1, 1,
+				     bad_times[i]),
+		    BELLOWS_EINVAL);
+		bad = act;
+		bad.lbar = bad_times[i];
+		assert_int_equal(bellows_agent_observe_activation(a, 0, &bad),
+		    BELLOWS_EINVAL);
+		bad = act;
+		bad.nonzero = bad_times[i];
+		assert_int_equal(bellows_agent_observe_activation(a, 0, &bad),
+		    BELLOWS_EINVAL);
+	}
+	bad = act;
+	bad.nonzero = 1.0 + 1e-9;
+	assert_int_equal(bellows_agent_observe_activation(a, 0, &bad),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_observe_activation(a, N_LAYERS, &act),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_observe_activation(a, 0, NULL),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_observe_activation(NULL, 0, &act),
+	    BELLOWS_EINVAL);
+
+	/* A step_info with a bad time leaves the step open. */
+	for (int c = 0; c < 6; c++) {
+		memset(&info, 0, sizeof(info));
+		switch (c) {
+		case 0:
+			info.backward_ms = NAN;
+			break;
+		case 1:
+			info.codec_ms = -1.0;
+			break;
+		case 2:
+			info.compute_ms = INFINITY;
+			break;
+		case 3:
+			info.comm_ms = -0.5;
+			break;
+		case 4:
+			info.lr = NAN;
+			break;
+		default:
+			info.lr_next = -1e-3;
+			break;
+		}
+		if (bellows_agent_step_end(a, &info) != BELLOWS_EINVAL)
+			fail_msg("step_info case %d was not refused", c);
+	}
+	assert_int_equal(bellows_agent_send_mode(a, 0), BELLOWS_SEND_RAW);
+
+	/* The edges of the ranges are accepted. */
+	bad = act;
+	bad.nonzero = 1.0;
+	bad.lbar = 0.0;
+	assert_int_equal(bellows_agent_observe_activation(a, 0, &bad), 0);
+	bad.nonzero = 0.0;
+	assert_int_equal(bellows_agent_observe_activation(a, 2, &bad), 0);
+	assert_int_equal(bellows_agent_comm_layer(a, 2, 0, 0.0, 0.0), 0);
+	assert_int_equal(bellows_agent_comm_bucket(a, 0, 0, 0.0), 0);
+	memset(&info, 0, sizeof(info));
+	info.step_ms = NAN; /* step_ms: measured by the agent instead */
+	assert_int_equal(bellows_agent_step_end(a, &info), 0);
+	assert_int_equal(bellows_agent_step_end(a, &info), BELLOWS_ESTATE);
+	bellows_agent_close(&a);
+}
+
+/* The decision seq i+1 of the fake with levels per layer and the knobs
+ * SlimGC and the performance model drive. */
+static void
+fake_decide_knobs(fake *f, uint64_t apply_step, const double *levels,
+    uint64_t threshold, uint64_t calibrate_steps, bool off)
+{
+	com_decision *d = &f->decisions[fake_decide(f, apply_step, 0, 0.0, 0)];
+
+	for (uint32_t l = 0; l < N_LAYERS; l++)
+		d->level[l] = levels[l];
+	d->size_threshold = threshold;
+	d->calibrate_steps = calibrate_steps;
+	d->compression_off = off;
+}
+
+static void
+test_send_mode_follows_the_gate_the_level_the_threshold_and_calibration(
+    void **state)
+{
+	/* Layers are 72, 28 and 60 bytes of float32. */
+	static const double some[N_LAYERS] = { 2.0, 0.0, 2.0 };
+	static const double all[N_LAYERS] = { 1.0, 1.0, 1.0 };
+	/* Per step: the mode of each layer, and whether it calibrates. */
+	static const int want[14][N_LAYERS + 1] = {
+		/* seq 1 from step 0: threshold 64 */
+		{ 1, 0, 0, 0 },
+		{ 1, 0, 0, 0 },
+		/* seq 2 from step 2: calibrates steps 2..4 */
+		{ 1, 0, 1, 1 },
+		{ 0, 0, 0, 1 },
+		{ 1, 0, 1, 1 },
+		{ 1, 0, 0, 0 },
+		/* seq 3 from step 6: compression off wins over calibration */
+		{ 0, 0, 0, 1 },
+		{ 0, 0, 0, 1 },
+		{ 0, 0, 0, 1 },
+		/* seq 4 from step 9: threshold 72 = layer 0's size */
+		{ 1, 0, 0, 0 },
+		{ 1, 0, 0, 0 },
+		/* seq 5 from step 11: calibrating from an odd step, then
+		 * the threshold of 1000 bytes */
+		{ 0, 0, 0, 1 },
+		{ 1, 1, 1, 1 },
+		{ 0, 0, 0, 0 },
+	};
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_decision d;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	fake_decide_knobs(f, 0, some, 64, 0, false);
+	fake_decide_knobs(f, 2, some, 64, 3, false);
+	fake_decide_knobs(f, 6, some, 64, 3, true);
+	fake_decide_knobs(f, 9, some, 72, 0, false);
+	fake_decide_knobs(f, 11, all, 1000, 2, false);
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected && s.decisions == 5);
+
+	for (uint64_t i = 0; i < 14; i++) {
+		uint64_t step;
+
+		assert_int_equal(bellows_agent_step_begin(a, &step), 0);
+		assert_int_equal(step, i);
+		for (uint32_t l = 0; l < N_LAYERS; l++)
+			if (bellows_agent_send_mode(a, l) != want[i][l])
+				fail_msg("step %llu layer %u: mode %d, not %d",
+				    (unsigned long long)i, l,
+				    bellows_agent_send_mode(a, l), want[i][l]);
+		assert_int_equal(bellows_agent_calibrating(a), want[i][3]);
+		assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+		/* Between steps: the step just ended. */
+		assert_int_equal(bellows_agent_calibrating(a), want[i][3]);
+	}
+	assert_int_equal(bellows_agent_decision(a, &d), 0);
+	assert_int_equal(d.seq, 5);
+	assert_int_equal(d.calibrate_steps, 2);
+	assert_int_equal(d.size_threshold, 1000);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_report_carries_activations_send_medians_collectives_and_memory(
+    void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_layer_stats ls;
+	bellows_agent *a;
+	com_report *r;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	config(&cfg, f);
+	cfg.window_steps = 4;
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+
+	for (uint64_t i = 0; i < 4; i++) {
+		bellows_act_stats act = { .lbar = 0.5 * (double)(i + 1),
+			.nonzero = 0.25 * (double)i,
+			.stored_bytes = 100 * (i + 1),
+			.raw_bytes = 1000 };
+		bellows_step_info info = { .step_ms = 10.0,
+			.backward_ms = 2.5,
+			.codec_ms = 0.25 * (double)i,
+			.mem_device_used = i == 1 ? 5000 : 1000,
+			.mem_device_total = i < 3 ? 8000 : 0,
+			.mem_host_used = 100 + i,
+			.lr = 0.1 };
+
+		assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+		assert_int_equal(bellows_agent_observe_activation(a, 0, &act),
+		    0);
+		/* Layer 0: raw sends of 1..4 ms (even count), layer 2:
+		 * compressed 1, 3, 5 (odd count, a step without). */
+		assert_int_equal(bellows_agent_comm_layer(a, 0, 0,
+				     (double)(4 - i), 7.0),
+		    0);
+		if (i < 3)
+			assert_int_equal(bellows_agent_comm_layer(a, 2, 1,
+					     1.0 + 2.0 * (double)i,
+					     0.5 * (double)(i + 1)),
+			    0);
+		assert_int_equal(bellows_agent_comm_bucket(a, 1 << 20, 0,
+				     3.0 + (double)i),
+		    0);
+		assert_int_equal(bellows_agent_comm_bucket(a, 4096, 1, 0.5), 0);
+		assert_int_equal(bellows_agent_step_end(a, &info), 0);
+	}
+	/* A second window: nothing timed, 300 kinds of collectives. */
+	assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+	for (uint64_t b = 1; b <= 300; b++)
+		assert_int_equal(bellows_agent_comm_bucket(a, b, 0, 1.0), 0);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	assert_int_equal(bellows_agent_window_end(a), 0);
+	FAKE_WAIT(f, f->n_reports == 2);
+
+	pthread_mutex_lock(&f->mu);
+	r = &f->reports[0].u.report;
+	assert_int_equal(f->reports[0].minor, 1);
+	assert_int_equal(r->layers[0].act_steps, 4);
+	assert_true(r->layers[0].act_lbar == 1.25);
+	assert_true(r->layers[0].act_nonzero == 0.375);
+	assert_true(r->layers[0].act_bytes == 250.0);
+	assert_true(r->layers[0].act_raw_bytes == 1000.0);
+	assert_int_equal(r->layers[1].act_steps, 0);
+	assert_true(r->layers[0].comm_raw_ms == 2.5);
+	assert_int_equal(r->layers[0].comm_raw_n, 4);
+	assert_int_equal(r->layers[0].comm_comp_n, 0);
+	assert_true(r->layers[0].codec_ms == 0.0);
+	assert_true(r->layers[2].comm_comp_ms == 3.0);
+	assert_int_equal(r->layers[2].comm_comp_n, 3);
+	assert_true(r->layers[2].codec_ms == 1.0);
+	assert_int_equal(r->layers[2].comm_raw_n, 0);
+	assert_int_equal(r->layers[1].comm_raw_n + r->layers[1].comm_comp_n, 0);
+	assert_true(r->timings.backward_ms == 10.0);
+	assert_true(r->timings.codec_ms == 1.5);
+	assert_int_equal(r->timings.mem_device_used, 5000);
+	assert_int_equal(r->timings.mem_device_total, 8000);
+	assert_int_equal(r->timings.mem_host_used, 103);
+	assert_int_equal(r->n_comm, 2);
+	assert_int_equal(r->comm[0].bytes, 4096);
+	assert_true(r->comm[0].compressed);
+	assert_true(r->comm[0].ms == 0.5);
+	assert_int_equal(r->comm[0].count, 4);
+	assert_int_equal(r->comm[1].bytes, 1 << 20);
+	assert_false(r->comm[1].compressed);
+	assert_true(r->comm[1].ms == 4.5);
+	assert_int_equal(r->comm[1].count, 4);
+
+	r = &f->reports[1].u.report;
+	assert_int_equal(r->layers[0].act_steps, 0);
+	assert_int_equal(r->layers[0].comm_raw_n, 0);
+	assert_true(r->layers[2].comm_comp_ms == 0.0);
+	assert_true(r->timings.backward_ms == 0.0);
+	assert_int_equal(r->timings.mem_device_total, 0);
+	assert_int_equal(r->n_comm, 256);
+	assert_int_equal(r->comm[0].bytes, 1);
+	assert_int_equal(r->comm[255].bytes, 256);
+	pthread_mutex_unlock(&f->mu);
+	assert_true(log_contains("44 timed collectives were not reported"));
+
+	/* The agent exposes the last closed window: the second. */
+	assert_int_equal(bellows_agent_window_stats(a, 0, &ls), 0);
+	assert_int_equal(ls.window, 1);
+	assert_int_equal(ls.act_steps, 0);
+	assert_int_equal(ls.comm_raw_n, 0);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_window_stats_expose_the_activation_and_send_fields(void **state)
+{
+	bellows_act_stats act = { .lbar = 2.0,
+		.nonzero = 0.5,
+		.stored_bytes = 64,
+		.raw_bytes = 256 };
+	bellows_agent_config cfg;
+	bellows_layer_stats ls;
+	bellows_agent *a;
+
+	(void)state;
+	config(&cfg, NULL);
+	cfg.control = "tcp://127.0.0.1:1";
+	cfg.publish = "tcp://127.0.0.1:1";
+	cfg.decision_timeout_ms = 50;
+	cfg.window_steps = 1;
+	a = open_agent(&cfg);
+	assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+	assert_int_equal(bellows_agent_observe_activation(a, 1, &act), 0);
+	assert_int_equal(bellows_agent_comm_layer(a, 1, 0, 4.0, 0.0), 0);
+	assert_int_equal(bellows_agent_comm_layer(a, 1, 1, 2.0, 0.75), 0);
+	assert_int_equal(bellows_agent_comm_layer(a, 1, 1, 3.0, 0.25), 0);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	assert_int_equal(bellows_agent_window_stats(a, 1, &ls), 0);
+	assert_int_equal(ls.window, 0);
+	assert_int_equal(ls.act_steps, 1);
+	assert_true(ls.act_lbar == 2.0);
+	assert_true(ls.act_nonzero == 0.5);
+	assert_true(ls.act_bytes == 64.0);
+	assert_true(ls.act_raw_bytes == 256.0);
+	assert_true(ls.comm_raw_ms == 4.0);
+	assert_int_equal(ls.comm_raw_n, 1);
+	assert_true(ls.comm_comp_ms == 2.5);
+	assert_int_equal(ls.comm_comp_n, 2);
+	assert_true(ls.codec_ms == 0.5);
+	bellows_agent_close(&a);
+}
+
+static void
 test_agent_without_daemon_trains_on_defaults_and_drops_oldest_reports(
     void **state)
 {
@@ -1453,6 +1807,10 @@ main(void)
 		cmocka_unit_test(
 		    test_calls_out_of_order_or_with_bad_arguments_are_refused),
 		cmocka_unit_test(
+		    test_timing_and_activation_calls_refuse_bad_arguments),
+		cmocka_unit_test(
+		    test_window_stats_expose_the_activation_and_send_fields),
+		cmocka_unit_test(
 		    test_agent_without_daemon_trains_on_defaults_and_drops_oldest_reports),
 		cmocka_unit_test(
 		    test_hello_carries_the_layer_table_and_the_state),
@@ -1460,6 +1818,10 @@ main(void)
 		    test_decision_from_welcome_is_in_force_from_its_apply_step_exactly),
 		cmocka_unit_test(
 		    test_report_per_window_carries_correct_statistics_and_timings),
+		cmocka_unit_test(
+		    test_send_mode_follows_the_gate_the_level_the_threshold_and_calibration),
+		cmocka_unit_test(
+		    test_report_carries_activations_send_medians_collectives_and_memory),
 		cmocka_unit_test(
 		    test_step_begin_waits_for_a_due_decision_until_it_is_published),
 		cmocka_unit_test(

@@ -301,6 +301,44 @@ test_window_rejects_bad_layer_null_grad_and_wrong_length(void **state)
 }
 
 static void
+test_window_averages_activation_statistics_and_starts_afresh(void **state)
+{
+	bellows_layer layers[2] = { { .name = "conv", .numel = 4 },
+		{ .name = "fc", .numel = 2 } };
+	float g[4] = { 1.0f, 2.0f, 3.0f, 4.0f };
+	com_layer_stats s[2];
+	agent_window w;
+
+	(void)state;
+	assert_int_equal(agent_window_init(&w, layers, 2, 0.9), 0);
+	assert_int_equal(agent_window_activation(&w, 0, 0.5, 0.25, 1000, 4000),
+	    0);
+	assert_int_equal(agent_window_activation(&w, 0, 1.5, 0.75, 3000, 4000),
+	    0);
+	assert_int_equal(agent_window_activation(&w, 0, 1.0, 1.0, 2000, 4000),
+	    0);
+	assert_int_equal(agent_window_activation(&w, 2, 1.0, 1.0, 1, 1),
+	    BELLOWS_EINVAL);
+	assert_int_equal(agent_window_observe(&w, 0, g, 4, 0), 0);
+	assert_int_equal(agent_window_finish(&w, s), 0);
+	assert_int_equal(s[0].act_steps, 3);
+	assert_true(s[0].act_lbar == 1.0);
+	assert_true(s[0].act_nonzero == 2.0 / 3.0);
+	assert_true(s[0].act_bytes == 2000.0);
+	assert_true(s[0].act_raw_bytes == 4000.0);
+	assert_true(s[0].sum_sq == 30.0); /* the gradient's, as before */
+	assert_int_equal(s[1].act_steps, 0);
+	assert_true(s[1].act_lbar == 0.0 && s[1].act_nonzero == 0.0);
+	assert_true(s[1].act_bytes == 0.0 && s[1].act_raw_bytes == 0.0);
+
+	/* A window without activations reports none. */
+	assert_int_equal(agent_window_finish(&w, s), 0);
+	assert_int_equal(s[0].act_steps, 0);
+	assert_true(s[0].act_lbar == 0.0 && s[0].act_bytes == 0.0);
+	agent_window_fini(&w);
+}
+
+static void
 test_window_init_rejects_empty_table_and_zero_numel(void **state)
 {
 	bellows_layer layer = { .name = "e", .numel = 0 };
@@ -330,6 +368,8 @@ main(void)
 		    test_window_without_accumulator_reports_zero_norm),
 		cmocka_unit_test(
 		    test_window_rejects_bad_layer_null_grad_and_wrong_length),
+		cmocka_unit_test(
+		    test_window_averages_activation_statistics_and_starts_afresh),
 		cmocka_unit_test(
 		    test_window_init_rejects_empty_table_and_zero_numel),
 	};

@@ -69,6 +69,7 @@ make_decision(com_decision *d, const char *job, uint32_t n, uint64_t seq)
 	d->codec_table_len = 5;
 	d->policy = xstrdup("accordion,comet");
 	d->reason = xstrdup("critical regime ended");
+	d->calibrate_steps = 500 + seq;
 }
 
 static void
@@ -128,6 +129,24 @@ make_report(com_msg *m, uint32_t n_layers)
 		s->acc_norm = 3.25 * i;
 		s->momentum_abs_mean = 1e-4;
 		s->observed_steps = 50;
+		s->act_steps = 40 + i;
+		s->act_lbar = 0.125 + i;
+		s->act_nonzero = 0.375;
+		s->act_bytes = 4096.5 * (i + 1);
+		s->act_raw_bytes = 16384.25 * (i + 1);
+		s->comm_raw_ms = 1.75 + i;
+		s->comm_raw_n = 25 + i;
+		s->comm_comp_ms = 0.875 + i;
+		s->comm_comp_n = 24 + i;
+		s->codec_ms = 0.0625 * (i + 1);
+	}
+	r->n_comm = 3;
+	r->comm = xcalloc(3, sizeof(*r->comm));
+	for (uint32_t i = 0; i < 3; i++) {
+		r->comm[i].bytes = ((uint64_t)1 << (20 + i)) + i;
+		r->comm[i].ms = 2.5 * (i + 1);
+		r->comm[i].count = 50 - i;
+		r->comm[i].compressed = i == 1;
 	}
 	r->timings.steps = 50;
 	r->timings.step_ms = 5000.5;
@@ -139,6 +158,11 @@ make_report(com_msg *m, uint32_t n_layers)
 	r->timings.floats_raw = 987654321;
 	r->timings.decision_misses = 2;
 	r->timings.reports_dropped = 1;
+	r->timings.backward_ms = 2200.75;
+	r->timings.codec_ms = 150.125;
+	r->timings.mem_device_used = (uint64_t)7 << 30;
+	r->timings.mem_device_total = (uint64_t)16 << 30;
+	r->timings.mem_host_used = (uint64_t)5 << 29;
 	r->lr = 0.1;
 	r->batch_size = 32;
 	r->epoch = 3;
@@ -287,6 +311,20 @@ make_msg(com_msg *m, com_msg_type type)
 		m->u.telemetry.ranks_reported = 7;
 		m->u.telemetry.ranks_expected = 8;
 		m->u.telemetry.step_ms_median = 101.5;
+		m->u.telemetry.n_metrics = 3;
+		m->u.telemetry.metrics = xcalloc(3, sizeof(com_metric));
+		m->u.telemetry.metrics[0].policy = xstrdup("slimgc");
+		m->u.telemetry.metrics[0].name = xstrdup("threshold_bytes");
+		m->u.telemetry.metrics[0].layer = -1;
+		m->u.telemetry.metrics[0].value = 2.2e6;
+		m->u.telemetry.metrics[1].policy = xstrdup("comet");
+		m->u.telemetry.metrics[1].name = xstrdup("eb");
+		m->u.telemetry.metrics[1].layer = 4;
+		m->u.telemetry.metrics[1].value = 3.5e-3;
+		m->u.telemetry.metrics[2].policy = xstrdup("perfmodel");
+		m->u.telemetry.metrics[2].name = xstrdup("fit_r2");
+		m->u.telemetry.metrics[2].layer = -1;
+		m->u.telemetry.metrics[2].value = -0.25;
 		break;
 	default:
 		fail_msg("no sample for type %d", type);
@@ -330,6 +368,7 @@ assert_decision_equal(const com_decision *a, const com_decision *b)
 		    a->codec_table_len);
 	assert_str_equal(a->policy, b->policy);
 	assert_str_equal(a->reason, b->reason);
+	assert_int_equal(a->calibrate_steps, b->calibrate_steps);
 }
 
 static void
@@ -375,6 +414,23 @@ assert_report_equal(const com_report *a, const com_report *b)
 		assert_true(x->acc_norm == y->acc_norm);
 		assert_true(x->momentum_abs_mean == y->momentum_abs_mean);
 		assert_int_equal(x->observed_steps, y->observed_steps);
+		assert_int_equal(x->act_steps, y->act_steps);
+		assert_true(x->act_lbar == y->act_lbar);
+		assert_true(x->act_nonzero == y->act_nonzero);
+		assert_true(x->act_bytes == y->act_bytes);
+		assert_true(x->act_raw_bytes == y->act_raw_bytes);
+		assert_true(x->comm_raw_ms == y->comm_raw_ms);
+		assert_int_equal(x->comm_raw_n, y->comm_raw_n);
+		assert_true(x->comm_comp_ms == y->comm_comp_ms);
+		assert_int_equal(x->comm_comp_n, y->comm_comp_n);
+		assert_true(x->codec_ms == y->codec_ms);
+	}
+	assert_int_equal(a->n_comm, b->n_comm);
+	for (uint32_t i = 0; i < a->n_comm; i++) {
+		assert_int_equal(a->comm[i].bytes, b->comm[i].bytes);
+		assert_true(a->comm[i].ms == b->comm[i].ms);
+		assert_int_equal(a->comm[i].count, b->comm[i].count);
+		assert_int_equal(a->comm[i].compressed, b->comm[i].compressed);
 	}
 	assert_int_equal(a->timings.steps, b->timings.steps);
 	assert_true(a->timings.step_ms == b->timings.step_ms);
@@ -388,6 +444,13 @@ assert_report_equal(const com_report *a, const com_report *b)
 	    b->timings.decision_misses);
 	assert_int_equal(a->timings.reports_dropped,
 	    b->timings.reports_dropped);
+	assert_true(a->timings.backward_ms == b->timings.backward_ms);
+	assert_true(a->timings.codec_ms == b->timings.codec_ms);
+	assert_int_equal(a->timings.mem_device_used,
+	    b->timings.mem_device_used);
+	assert_int_equal(a->timings.mem_device_total,
+	    b->timings.mem_device_total);
+	assert_int_equal(a->timings.mem_host_used, b->timings.mem_host_used);
 	assert_true(a->lr == b->lr);
 	assert_int_equal(a->batch_size, b->batch_size);
 	assert_int_equal(a->epoch, b->epoch);
@@ -538,6 +601,17 @@ assert_msg_equal(const com_msg *a, const com_msg *b)
 		    b->u.telemetry.ranks_expected);
 		assert_true(a->u.telemetry.step_ms_median ==
 		    b->u.telemetry.step_ms_median);
+		assert_int_equal(a->u.telemetry.n_metrics,
+		    b->u.telemetry.n_metrics);
+		for (uint32_t i = 0; i < a->u.telemetry.n_metrics; i++) {
+			const com_metric *x = &a->u.telemetry.metrics[i];
+			const com_metric *y = &b->u.telemetry.metrics[i];
+
+			assert_str_equal(x->policy, y->policy);
+			assert_str_equal(x->name, y->name);
+			assert_int_equal(x->layer, y->layer);
+			assert_true(x->value == y->value);
+		}
 		break;
 	default:
 		fail_msg("unexpected type %d", a->type);
@@ -690,6 +764,13 @@ w_doubles(wire *w, unsigned field, const double *d, size_t n)
 	w_bytes(w, field, d, n * sizeof(*d)); /* little-endian hosts */
 }
 
+static void
+w_double(wire *w, unsigned field, double v)
+{
+	w_tag(w, field, 1);
+	w_raw(w, &v, sizeof(v)); /* little-endian hosts */
+}
+
 /* Wraps body in an Envelope of version 1.0; frees body. */
 static wire
 w_envelope(unsigned body_field, wire *body)
@@ -707,6 +788,7 @@ enum { /* Envelope body field numbers, from bellows.proto */
 	F_DECISION = 13,
 	F_BYE = 16,
 	F_STATUS_REPLY = 18,
+	F_TELEMETRY = 22,
 };
 
 static int
@@ -891,6 +973,205 @@ test_codec_accepts_a_layer_without_shape(void **state)
 	make_hello(&m, 3);
 	m.u.hello.layers[1].ndim = 0; /* 1-D of numel elements */
 	assert_int_equal(round_trip_default(&m), 0);
+}
+
+/* Offsets of the fields minor 1 appended, to set them one at a time. */
+static const size_t new_stats_doubles[] = {
+	offsetof(com_layer_stats, act_lbar),
+	offsetof(com_layer_stats, act_nonzero),
+	offsetof(com_layer_stats, act_bytes),
+	offsetof(com_layer_stats, act_raw_bytes),
+	offsetof(com_layer_stats, comm_raw_ms),
+	offsetof(com_layer_stats, comm_comp_ms),
+	offsetof(com_layer_stats, codec_ms),
+};
+static const size_t new_stats_counts[] = {
+	offsetof(com_layer_stats, act_steps),
+	offsetof(com_layer_stats, comm_raw_n),
+	offsetof(com_layer_stats, comm_comp_n),
+};
+static const size_t new_timings_doubles[] = {
+	offsetof(com_timings, backward_ms),
+	offsetof(com_timings, codec_ms),
+};
+static const size_t new_timings_bytes[] = {
+	offsetof(com_timings, mem_device_used),
+	offsetof(com_timings, mem_device_total),
+	offsetof(com_timings, mem_host_used),
+};
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* A report of one layer whose every field is zero. */
+static void
+make_empty_report(com_msg *m)
+{
+	com_msg_init(m, COM_MSG_REPORT);
+	m->u.report.job = xstrdup("job");
+	m->u.report.n_layers = 1;
+	m->u.report.layers = xcalloc(1, sizeof(com_layer_stats));
+}
+
+/* Encodes and decodes m, checks that it comes back equal, frees both. */
+static void
+assert_round_trip(com_msg *m)
+{
+	com_limits lim = limits();
+	com_msg out;
+	uint8_t *buf;
+	size_t len;
+
+	encode(m, &buf, &len);
+	assert_int_equal(decode(buf, len, &lim, &out), 0);
+	assert_msg_equal(m, &out);
+	com_msg_fini(&out);
+	com_msg_fini(m);
+	free(buf);
+}
+
+static void
+test_codec_round_trips_each_new_field_alone(void **state)
+{
+	com_msg m;
+
+	/* Alone, a field swapped with another or dropped would show. */
+	for (size_t i = 0; i < N_OF(new_stats_doubles); i++) {
+		make_empty_report(&m);
+		*(double *)((char *)&m.u.report.layers[0] +
+		    new_stats_doubles[i]) = 0.75;
+		assert_round_trip(&m);
+	}
+	for (size_t i = 0; i < N_OF(new_stats_counts); i++) {
+		make_empty_report(&m);
+		*(uint32_t *)((char *)&m.u.report.layers[0] +
+		    new_stats_counts[i]) = UINT32_MAX;
+		assert_round_trip(&m);
+	}
+	for (size_t i = 0; i < N_OF(new_timings_doubles); i++) {
+		make_empty_report(&m);
+		*(double *)((char *)&m.u.report.timings +
+		    new_timings_doubles[i]) = 1e9;
+		assert_round_trip(&m);
+	}
+	for (size_t i = 0; i < N_OF(new_timings_bytes); i++) {
+		make_empty_report(&m);
+		*(uint64_t *)((char *)&m.u.report.timings +
+		    new_timings_bytes[i]) = UINT64_MAX;
+		assert_round_trip(&m);
+	}
+	/* Each field of a comm sample; an all-zero sample still counts. */
+	for (int c = 0; c < 5; c++) {
+		make_empty_report(&m);
+		m.u.report.n_comm = 1;
+		m.u.report.comm = xcalloc(1, sizeof(com_comm_sample));
+		if (c == 0)
+			m.u.report.comm[0].bytes = UINT64_MAX;
+		else if (c == 1)
+			m.u.report.comm[0].ms = 0.5;
+		else if (c == 2)
+			m.u.report.comm[0].count = UINT32_MAX;
+		else if (c == 3)
+			m.u.report.comm[0].compressed = true;
+		assert_round_trip(&m);
+	}
+	/* Each field of a metric beside its required name. */
+	for (int c = 0; c < 4; c++) {
+		com_msg_init(&m, COM_MSG_TELEMETRY);
+		m.u.telemetry.job = xstrdup("job");
+		m.u.telemetry.n_metrics = 1;
+		m.u.telemetry.metrics = xcalloc(1, sizeof(com_metric));
+		m.u.telemetry.metrics[0].name = xstrdup("alpha_ms");
+		if (c == 0)
+			m.u.telemetry.metrics[0].policy = xstrdup("perfmodel");
+		else if (c == 1)
+			m.u.telemetry.metrics[0].layer = 65535;
+		else if (c == 2)
+			m.u.telemetry.metrics[0].layer = -1;
+		else
+			m.u.telemetry.metrics[0].value = -1e300;
+		assert_round_trip(&m);
+	}
+	com_msg_init(&m, COM_MSG_DECISION);
+	assert_int_equal(com_decision_init(&m.u.decision, "job", 2), 0);
+	m.u.decision.seq = 1;
+	m.u.decision.calibrate_steps = UINT64_MAX;
+	assert_round_trip(&m);
+}
+
+static void
+test_codec_decodes_minor_0_messages_with_the_new_fields_zero(void **state)
+{
+	com_limits lim = limits();
+	wire stats = { 0 }, timings = { 0 }, report = { 0 }, body = { 0 };
+	wire env = { 0 };
+	com_layer_stats zero_stats;
+	com_msg out;
+
+	/* A report as a minor-0 agent writes it. */
+	w_uint(&stats, 1, 2);
+	w_uint(&stats, 2, 100);
+	w_double(&stats, 5, 4.5);
+	w_uint(&stats, 10, 3);
+	w_uint(&timings, 1, 3);
+	w_double(&timings, 2, 30.0);
+	w_str(&report, 1, "job");
+	w_uint(&report, 3, 7);
+	w_msg(&report, 6, &stats);
+	w_msg(&report, 7, &timings);
+	w_uint(&env, 1, BELLOWS_PROTO_MAJOR);
+	w_uint(&env, 2, 0);
+	w_msg(&env, F_REPORT, &report);
+	assert_int_equal(decode(env.b, env.n, &lim, &out), 0);
+	assert_int_equal(out.minor, 0);
+	assert_int_equal(out.u.report.window, 7);
+	assert_int_equal(out.u.report.n_layers, 1);
+	assert_int_equal(out.u.report.layers[0].layer, 2);
+	assert_int_equal(out.u.report.layers[0].count, 100);
+	assert_true(out.u.report.layers[0].sum_sq == 4.5);
+	assert_int_equal(out.u.report.layers[0].observed_steps, 3);
+	memset(&zero_stats, 0, sizeof(zero_stats));
+	memcpy(&zero_stats, out.u.report.layers,
+	    offsetof(com_layer_stats, act_steps));
+	assert_memory_equal(&zero_stats, out.u.report.layers,
+	    sizeof(zero_stats));
+	assert_true(out.u.report.timings.step_ms == 30.0);
+	assert_true(out.u.report.timings.backward_ms == 0.0);
+	assert_true(out.u.report.timings.codec_ms == 0.0);
+	assert_int_equal(out.u.report.timings.mem_device_used, 0);
+	assert_int_equal(out.u.report.timings.mem_device_total, 0);
+	assert_int_equal(out.u.report.timings.mem_host_used, 0);
+	assert_int_equal(out.u.report.n_comm, 0);
+	assert_null(out.u.report.comm);
+	com_msg_fini(&out);
+	free(env.b);
+
+	/* A decision and a telemetry of minor 0. */
+	memset(&env, 0, sizeof(env));
+	w_str(&body, 1, "job");
+	w_uint(&body, 2, 9);
+	w_uint(&body, 9, 4096);
+	w_uint(&env, 1, BELLOWS_PROTO_MAJOR);
+	w_msg(&env, F_DECISION, &body);
+	assert_int_equal(decode(env.b, env.n, &lim, &out), 0);
+	assert_int_equal(out.u.decision.seq, 9);
+	assert_int_equal(out.u.decision.size_threshold, 4096);
+	assert_int_equal(out.u.decision.calibrate_steps, 0);
+	com_msg_fini(&out);
+	free(env.b);
+
+	memset(&env, 0, sizeof(env));
+	w_str(&body, 1, "job");
+	w_uint(&body, 2, 12);
+	w_double(&body, 5, 99.5);
+	w_uint(&env, 1, BELLOWS_PROTO_MAJOR);
+	w_msg(&env, F_TELEMETRY, &body);
+	assert_int_equal(decode(env.b, env.n, &lim, &out), 0);
+	assert_int_equal(out.u.telemetry.window, 12);
+	assert_true(out.u.telemetry.step_ms_median == 99.5);
+	assert_int_equal(out.u.telemetry.n_metrics, 0);
+	assert_null(out.u.telemetry.metrics);
+	com_msg_fini(&out);
+	free(env.b);
 }
 
 /*
@@ -1345,6 +1626,199 @@ test_codec_rejects_non_finite_and_negative_values(void **state)
 }
 
 static void
+test_codec_rejects_bad_activation_timing_and_comm_values(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	for (int c = 0; c < 14; c++) {
+		com_layer_stats *s;
+
+		make_msg(&m, COM_MSG_REPORT);
+		s = &m.u.report.layers[1];
+		switch (c) {
+		case 0:
+			s->act_lbar = NAN;
+			break;
+		case 1:
+			s->act_lbar = -1e-3;
+			break;
+		case 2:
+			s->act_nonzero = 1.0 + 1e-12;
+			break;
+		case 3:
+			s->act_nonzero = -0.5;
+			break;
+		case 4:
+			s->act_bytes = INFINITY;
+			break;
+		case 5:
+			s->act_raw_bytes = -1.0;
+			break;
+		case 6:
+			s->comm_raw_ms = NAN;
+			break;
+		case 7:
+			s->comm_comp_ms = -2.0;
+			break;
+		case 8:
+			s->codec_ms = INFINITY;
+			break;
+		case 9:
+			m.u.report.timings.backward_ms = -1.0;
+			break;
+		case 10:
+			m.u.report.timings.codec_ms = NAN;
+			break;
+		case 11:
+			m.u.report.comm[2].ms = NAN;
+			break;
+		case 12:
+			m.u.report.comm[0].ms = -0.5;
+			break;
+		default:
+			m.u.report.comm[1].ms = INFINITY;
+			break;
+		}
+		if (round_trip_rc(&m, &lim) != BELLOWS_EPROTO)
+			fail_msg("case %d was not refused", c);
+	}
+
+	/* The ends of the ranges are inside. */
+	make_msg(&m, COM_MSG_REPORT);
+	m.u.report.layers[0].act_nonzero = 1.0;
+	m.u.report.layers[1].act_nonzero = 0.0;
+	m.u.report.comm[0].ms = 0.0;
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+}
+
+static void
+test_codec_rejects_bad_metrics(void **state)
+{
+	com_limits lim = limits();
+	char name[258];
+	com_msg m;
+
+	memset(name, 'm', sizeof(name));
+	name[257] = '\0';
+	for (int c = 0; c < 10; c++) {
+		com_metric *x;
+
+		make_msg(&m, COM_MSG_TELEMETRY);
+		x = &m.u.telemetry.metrics[1];
+		switch (c) {
+		case 0:
+			x->value = NAN;
+			break;
+		case 1:
+			x->value = -INFINITY;
+			break;
+		case 2:
+			x->layer = -2;
+			break;
+		case 3:
+			x->layer = (int32_t)lim.max_layers;
+			break;
+		case 4:
+			free(x->name);
+			x->name = xstrdup("");
+			break;
+		case 5:
+			free(x->name);
+			x->name = NULL;
+			break;
+		case 6:
+			free(x->name);
+			x->name = xstrdup("e\tb");
+			break;
+		case 7:
+			free(x->name);
+			x->name = xstrdup(name);
+			break;
+		case 8:
+			free(x->policy);
+			x->policy = xstrdup(name);
+			break;
+		default:
+			free(x->policy);
+			x->policy = xstrdup("com\x1b[2Jet");
+			break;
+		}
+		if (round_trip_rc(&m, &lim) != BELLOWS_EPROTO)
+			fail_msg("case %d was not refused", c);
+	}
+
+	/* 256 bytes is a name; a metric may lack a policy name. */
+	name[256] = '\0';
+	make_msg(&m, COM_MSG_TELEMETRY);
+	free(m.u.telemetry.metrics[0].name);
+	m.u.telemetry.metrics[0].name = xstrdup(name);
+	free(m.u.telemetry.metrics[0].policy);
+	m.u.telemetry.metrics[0].policy = NULL;
+	m.u.telemetry.metrics[2].layer = (int32_t)lim.max_layers - 1;
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+}
+
+/* A report of n comm samples or a telemetry of n metrics. */
+static void
+make_many(com_msg *m, com_msg_type type, uint32_t n)
+{
+	char name[32];
+
+	if (type == COM_MSG_REPORT) {
+		make_report(m, 1);
+		free(m->u.report.comm);
+		m->u.report.comm = xcalloc(n, sizeof(com_comm_sample));
+		m->u.report.n_comm = n;
+		for (uint32_t i = 0; i < n; i++) {
+			m->u.report.comm[i].bytes = 1000 + i;
+			m->u.report.comm[i].ms = 0.5;
+			m->u.report.comm[i].count = 1;
+		}
+		return;
+	}
+	com_msg_init(m, COM_MSG_TELEMETRY);
+	m->u.telemetry.job = xstrdup("job");
+	m->u.telemetry.metrics = xcalloc(n, sizeof(com_metric));
+	m->u.telemetry.n_metrics = n;
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "m%u", i);
+		m->u.telemetry.metrics[i].name = xstrdup(name);
+		m->u.telemetry.metrics[i].policy = xstrdup("perfmodel");
+		m->u.telemetry.metrics[i].layer = -1;
+		m->u.telemetry.metrics[i].value = i;
+	}
+}
+
+static void
+test_codec_limits_comm_samples_and_metrics(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	make_many(&m, COM_MSG_REPORT, 256);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_many(&m, COM_MSG_REPORT, 257);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_many(&m, COM_MSG_TELEMETRY, 4096);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_many(&m, COM_MSG_TELEMETRY, 4097);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	/* The limits are the caller's, and only these two fields count. */
+	lim.max_comm = 2;
+	lim.max_metrics = 3;
+	make_many(&m, COM_MSG_REPORT, 2);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_many(&m, COM_MSG_REPORT, 3);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_many(&m, COM_MSG_TELEMETRY, 3);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_many(&m, COM_MSG_TELEMETRY, 4);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+}
+
+static void
 make_decisions(com_msg *m, com_msg_type type, uint32_t n)
 {
 	com_decision *d = xcalloc(n, sizeof(*d));
@@ -1584,6 +2058,17 @@ test_codec_accepts_a_full_report_and_welcome(void **state)
 		memset(&m.u.report.layers[i], 0, sizeof(com_layer_stats));
 		m.u.report.layers[i].layer = i;
 	}
+	free(m.u.report.comm);
+	m.u.report.n_comm = 256;
+	m.u.report.comm = xcalloc(256, sizeof(com_comm_sample));
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+
+	/* A telemetry of 4096 metrics of empty values, likewise. */
+	make_many(&m, COM_MSG_TELEMETRY, 4096);
+	for (uint32_t i = 0; i < 4096; i++) {
+		m.u.telemetry.metrics[i].value = 0.0;
+		m.u.telemetry.metrics[i].layer = 0;
+	}
 	assert_int_equal(round_trip_rc(&m, &lim), 0);
 
 	make_decisions(&m, COM_MSG_WELCOME, 64);
@@ -1606,7 +2091,7 @@ test_codec_encode_rejects_broken_invariants(void **state)
 	m.type = COM_MSG_TYPE_MAX;
 	assert_int_equal(com_codec_encode(&m, &buf, &len), BELLOWS_EINVAL);
 
-	for (int c = 0; c < 9; c++) {
+	for (int c = 0; c < 11; c++) {
 		void *keep = NULL;
 
 		/* Break one invariant, check, then mend it for com_msg_fini. */
@@ -1651,6 +2136,16 @@ test_codec_encode_rejects_broken_invariants(void **state)
 			keep = m.u.status_reply.peers[0].peer;
 			m.u.status_reply.peers[0].peer = NULL;
 			break;
+		case 8:
+			make_msg(&m, COM_MSG_REPORT);
+			keep = m.u.report.comm;
+			m.u.report.comm = NULL;
+			break;
+		case 9:
+			make_msg(&m, COM_MSG_TELEMETRY);
+			keep = m.u.telemetry.metrics;
+			m.u.telemetry.metrics = NULL;
+			break;
 		default:
 			make_msg(&m, COM_MSG_HELLO);
 			keep = m.u.hello.layers;
@@ -1687,6 +2182,12 @@ test_codec_encode_rejects_broken_invariants(void **state)
 		case 7:
 			m.u.status_reply.peers[0].peer = keep;
 			break;
+		case 8:
+			m.u.report.comm = keep;
+			break;
+		case 9:
+			m.u.telemetry.metrics = keep;
+			break;
 		default:
 			m.u.hello.layers = keep;
 			break;
@@ -1710,6 +2211,8 @@ test_codec_default_limits_match_the_contract(void **state)
 	assert_int_equal(lim.max_codec_table, 1u << 20);
 	assert_int_equal(lim.max_jobs, 4096);
 	assert_int_equal(lim.max_peers, 4096);
+	assert_int_equal(lim.max_comm, 256);
+	assert_int_equal(lim.max_metrics, 4096);
 }
 
 /*
@@ -1744,17 +2247,17 @@ assert_survives(const uint8_t *buf, size_t len, const com_limits *lim)
 	return rc;
 }
 
+/* Decodes every proper prefix of m's frame; finalises m. */
 static void
-test_codec_survives_every_truncation_of_a_hello(void **state)
+assert_survives_every_truncation(com_msg *in)
 {
 	com_limits lim = limits();
-	com_msg in, out;
+	com_msg out;
 	uint8_t *buf;
 	size_t len;
 
-	make_hello(&in, 12);
-	encode(&in, &buf, &len);
-	com_msg_fini(&in);
+	encode(in, &buf, &len);
+	com_msg_fini(in);
 	for (size_t n = 0; n < len; n++) {
 		/* A copy of exactly n bytes, so that ASan sees any read
 		 * past the prefix. */
@@ -1770,6 +2273,19 @@ test_codec_survives_every_truncation_of_a_hello(void **state)
 		free(prefix);
 	}
 	free(buf);
+}
+
+static void
+test_codec_survives_every_truncation_of_every_message_type(void **state)
+{
+	com_msg in;
+
+	make_hello(&in, 12);
+	assert_survives_every_truncation(&in);
+	for (int t = COM_MSG_WELCOME; t < COM_MSG_TYPE_MAX; t++) {
+		make_msg(&in, (com_msg_type)t);
+		assert_survives_every_truncation(&in);
+	}
 }
 
 static void
@@ -1973,6 +2489,9 @@ main(int argc, char **argv)
 		cmocka_unit_test(
 		    test_codec_accepts_newer_minor_and_unknown_fields),
 		cmocka_unit_test(test_codec_accepts_a_layer_without_shape),
+		cmocka_unit_test(test_codec_round_trips_each_new_field_alone),
+		cmocka_unit_test(
+		    test_codec_decodes_minor_0_messages_with_the_new_fields_zero),
 		cmocka_unit_test(
 		    test_codec_rejects_other_major_version_but_reports_type),
 		cmocka_unit_test(test_codec_rejects_oversize_frame),
@@ -1992,6 +2511,10 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_codec_rejects_mismatched_decision_arrays),
 		cmocka_unit_test(
 		    test_codec_rejects_non_finite_and_negative_values),
+		cmocka_unit_test(
+		    test_codec_rejects_bad_activation_timing_and_comm_values),
+		cmocka_unit_test(test_codec_rejects_bad_metrics),
+		cmocka_unit_test(test_codec_limits_comm_samples_and_metrics),
 		cmocka_unit_test(test_codec_rejects_too_many_decisions),
 		cmocka_unit_test(test_codec_rejects_decisions_out_of_seq_order),
 		cmocka_unit_test(test_codec_rejects_oversize_codec_table),
@@ -2009,7 +2532,7 @@ main(int argc, char **argv)
 	};
 	const struct CMUnitTest fault[] = {
 		cmocka_unit_test(
-		    test_codec_survives_every_truncation_of_a_hello),
+		    test_codec_survives_every_truncation_of_every_message_type),
 		cmocka_unit_test(
 		    test_codec_survives_bit_flips_of_every_message_type),
 		cmocka_unit_test(test_codec_survives_random_garbage),

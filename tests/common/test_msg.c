@@ -70,6 +70,8 @@ fill_msg(com_msg *m, com_msg_type type)
 		m->u.report.job = com_strdup("job");
 		m->u.report.n_layers = 4;
 		m->u.report.layers = calloc(4, sizeof(com_layer_stats));
+		m->u.report.n_comm = 2;
+		m->u.report.comm = calloc(2, sizeof(com_comm_sample));
 		break;
 	case COM_MSG_DECISION:
 		fill_decision(&m->u.decision, "job", 5);
@@ -112,6 +114,11 @@ fill_msg(com_msg *m, com_msg_type type)
 		break;
 	case COM_MSG_TELEMETRY:
 		m->u.telemetry.job = com_strdup("job");
+		m->u.telemetry.n_metrics = 2;
+		m->u.telemetry.metrics = calloc(2, sizeof(com_metric));
+		m->u.telemetry.metrics[0].policy = com_strdup("slimgc");
+		m->u.telemetry.metrics[0].name = com_strdup("ratio");
+		m->u.telemetry.metrics[1].name = com_strdup("fit_r2");
 		break;
 	case COM_MSG_NONE:
 	case COM_MSG_HEARTBEAT_ACK:
@@ -193,6 +200,13 @@ test_msg_fini_frees_half_built_arrays(void **state)
 	m.u.status_reply.jobs[1].policy = com_strdup("x");
 	com_msg_fini(&m);
 	assert_is_empty(&m);
+
+	com_msg_init(&m, COM_MSG_TELEMETRY);
+	m.u.telemetry.n_metrics = 3;
+	m.u.telemetry.metrics = calloc(3, sizeof(com_metric));
+	m.u.telemetry.metrics[0].name = com_strdup("only a name");
+	com_msg_fini(&m);
+	assert_is_empty(&m);
 }
 
 static void
@@ -272,6 +286,7 @@ test_decision_copy_is_deep(void **state)
 	src.lr_scale = 0.5;
 	src.size_threshold = 4096;
 	src.compression_off = true;
+	src.calibrate_steps = 40;
 	assert_int_equal(com_decision_copy(&dst, &src), 0);
 
 	assert_ptr_not_equal(dst.job, src.job);
@@ -286,6 +301,7 @@ test_decision_copy_is_deep(void **state)
 	assert_int_equal(dst.seq, 9);
 	assert_int_equal(dst.apply_step, 100);
 	assert_int_equal(dst.window, 4);
+	assert_int_equal(dst.calibrate_steps, 40);
 	assert_int_equal(dst.n_layers, 3);
 	assert_memory_equal(dst.level, src.level, 3 * sizeof(double));
 	assert_memory_equal(dst.error_bound, src.error_bound,
@@ -346,7 +362,7 @@ test_decision_same_state_sees_every_knob(void **state)
 	com_decision a, b;
 
 	fill_decision(&a, "job", 2);
-	for (int knob = 0; knob < 9; knob++) {
+	for (int knob = 0; knob < 10; knob++) {
 		assert_int_equal(com_decision_copy(&b, &a), 0);
 		switch (knob) {
 		case 0:
@@ -372,6 +388,9 @@ test_decision_same_state_sees_every_knob(void **state)
 			break;
 		case 7:
 			b.codec_table_len = 2;
+			break;
+		case 8:
+			b.calibrate_steps = 20; /* SlimGC: a calibration */
 			break;
 		default:
 			com_decision_fini(&b);

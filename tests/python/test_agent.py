@@ -3,8 +3,10 @@
 The binding: the library is found where BELLOWS_LIB says, the C errors
 arrive as BellowsError with the library's code and reason, a CPU tensor is
 observed through its own data pointer, the statistics are those of the
-gradients handed over, and a decision from a real bellowsd (a fixed
-policy) reaches the Python side.
+gradients handed over, the timed sends, collectives and activation
+statistics come back as the window's medians and means, and a decision
+from a real bellowsd (a fixed policy) reaches the Python side and decides
+how each layer is sent.
 """
 
 from __future__ import annotations
@@ -164,6 +166,101 @@ class ObserveTest(unittest.TestCase):
             a.step_end()
 
 
+class TimingTest(unittest.TestCase):
+    """send_mode, calibrating, comm_layer, comm_bucket, observe_activation
+    and the StepInfo fields of protocol minor 1."""
+
+    def test_outside_a_step_the_new_calls_raise_estate(self):
+        with offline_agent() as a:
+            calls = [lambda: a.send_mode(0),
+                     lambda: a.comm_layer(0, True, 1.0, 0.5),
+                     lambda: a.comm_bucket(4096, False, 1.0),
+                     lambda: a.observe_activation(0, 0.5, 0.5, 10, 40)]
+            for call in calls:
+                with self.assertRaises(bellows.BellowsError) as cm:
+                    call()
+                self.assertEqual(cm.exception.code, _lib.ESTATE)
+            self.assertFalse(a.calibrating())
+
+    def test_bad_arguments_raise_einval_with_the_library_s_message(self):
+        nan, inf = float("nan"), float("inf")
+        with offline_agent() as a:
+            a.step_begin()
+            calls = [
+                ("bellows_agent_send_mode", lambda: a.send_mode(2)),
+                ("bellows_agent_comm_layer",
+                 lambda: a.comm_layer(5, False, 1.0)),
+                ("bellows_agent_comm_layer",
+                 lambda: a.comm_layer(0, False, nan)),
+                ("bellows_agent_comm_layer",
+                 lambda: a.comm_layer(0, True, 1.0, -0.5)),
+                ("bellows_agent_comm_bucket",
+                 lambda: a.comm_bucket(1024, True, inf)),
+                ("bellows_agent_comm_bucket",
+                 lambda: a.comm_bucket(-1, True, 1.0)),
+                ("bellows_agent_observe_activation",
+                 lambda: a.observe_activation(0, nan, 0.5, 1, 1)),
+                ("bellows_agent_observe_activation",
+                 lambda: a.observe_activation(0, -1.0, 0.5, 1, 1)),
+                ("bellows_agent_observe_activation",
+                 lambda: a.observe_activation(0, 1.0, 1.5, 1, 1)),
+                ("bellows_agent_observe_activation",
+                 lambda: a.observe_activation(0, 1.0, 0.5, -8, 1)),
+                ("bellows_agent_observe_activation",
+                 lambda: a.observe_activation(9, 1.0, 0.5, 1, 1)),
+                ("bellows_agent_step_end",
+                 lambda: a.step_end(backward_ms=nan)),
+                ("bellows_agent_step_end",
+                 lambda: a.step_end(codec_ms=-1.0)),
+            ]
+            for function, call in calls:
+                with self.assertRaises(bellows.BellowsError) as cm:
+                    call()
+                self.assertEqual(cm.exception.code, _lib.EINVAL)
+                self.assertEqual(cm.exception.function, function)
+                self.assertIn("invalid argument", str(cm.exception))
+            print(f"\n  {cm.exception}")
+            # The refused step_end left the step open.
+            self.assertTrue(a.in_step)
+            a.step_end(backward_ms=1.0)
+
+    def test_without_a_decision_every_layer_goes_raw(self):
+        with offline_agent() as a:
+            a.step_begin()
+            self.assertEqual([a.send_mode(i) for i in range(2)],
+                             [False, False])
+            self.assertFalse(a.calibrating())
+            self.assertEqual(a.decision().calibrate_steps, 0)
+            a.step_end()
+
+    def test_the_window_reports_medians_and_means_of_what_was_timed(self):
+        with offline_agent(window_steps=3) as a:
+            for i in range(3):
+                a.step_begin()
+                a.comm_layer(0, False, 3.0 - i)            # 3, 2, 1
+                a.comm_layer(0, True, 10.0 * (i + 1), 0.5 * i)
+                if i < 2:
+                    a.comm_layer(1, True, 4.0 + 2 * i, 1.0)  # 4, 6
+                a.comm_bucket(1 << 20, False, 5.0)
+                a.observe_activation(0, 0.5 * (i + 1), 0.25 * i,
+                                     100 * (i + 1), 600)
+                a.step_end(lr=0.1, backward_ms=2.0, codec_ms=0.5,
+                           mem_device_used=1000 + i, mem_host_used=7)
+            w, b = a.window_stats(0), a.window_stats(1)
+        self.assertEqual((w.comm_raw_ms, w.comm_raw_n), (2.0, 3))
+        self.assertEqual((w.comm_comp_ms, w.comm_comp_n), (20.0, 3))
+        self.assertEqual(w.codec_ms, 0.5)
+        self.assertEqual((b.comm_comp_ms, b.comm_comp_n), (5.0, 2))
+        self.assertEqual((b.comm_raw_ms, b.comm_raw_n), (0.0, 0))
+        self.assertEqual(b.codec_ms, 1.0)
+        self.assertEqual(w.act_steps, 3)
+        self.assertEqual(w.act_lbar, 1.0)
+        self.assertEqual(w.act_nonzero, 0.25)
+        self.assertEqual(w.act_bytes, 200.0)
+        self.assertEqual(w.act_raw_bytes, 600.0)
+        self.assertEqual(b.act_steps, 0)
+
+
 class DaemonTest(unittest.TestCase):
     def test_a_decision_of_bellowsd_reaches_python(self):
         with support.Daemon(FIXED) as daemon:
@@ -191,6 +288,41 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(levels[-1][1:3], (3.0, 0.0))
         self.assertEqual(d.levels, (3.0, 0.0))
         self.assertGreater(d.seq, 0)
+
+    def test_reports_with_timings_reach_bellowsd_and_decide_send_modes(self):
+        with support.Daemon(FIXED) as daemon:
+            with bellows.Agent("py-timed", 0, 1, LAYERS,
+                               control=daemon.control,
+                               publish=daemon.publish,
+                               window_steps=2) as a:
+                modes = []
+                for i in range(8):
+                    a.step_begin()
+                    a.observe(0, torch.ones(32))
+                    a.observe(1, torch.ones(4))
+                    mode = (a.send_mode(0), a.send_mode(1))
+                    modes.append(mode)
+                    a.comm_layer(0, mode[0], 1.0 + i, 0.25 if mode[0]
+                                 else 0.0)
+                    a.comm_layer(1, mode[1], 0.5)
+                    a.comm_bucket(144, mode[0], 2.0)
+                    a.observe_activation(0, 0.1, 0.5, 64, 128)
+                    a.step_end(lr=0.1, backward_ms=1.5, codec_ms=0.25,
+                               mem_host_used=1 << 20)
+                st = a.stats()
+            log = daemon.tail(200)
+            rc = daemon.stop()
+        print(f"\n  (w compressed, b compressed) per step: {modes}")
+        self.assertEqual(rc, 0)
+        self.assertTrue(st.connected, log)
+        self.assertEqual(st.last_error, 0, st.last_error_text)
+        self.assertEqual(st.reports_dropped, 0)
+        self.assertGreaterEqual(st.reports_sent, 3)
+        self.assertGreaterEqual(st.decisions, 1)
+        # The fixed policy compresses w (level 3), never the bias.
+        self.assertEqual(modes[-1], (True, False))
+        self.assertTrue(all(not b for _, b in modes))
+        self.assertNotIn("malformed", log)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ __all__ = [
     "LOG_WARN",
     "LOG_INFO",
     "LOG_DEBUG",
+    "SEND_RAW",
+    "SEND_COMPRESSED",
     "library",
     "library_path",
 ]
@@ -72,6 +74,10 @@ LAYER_DEVICE = 1 << 2
 DTYPE_F32 = 0
 DTYPE_F16 = 1
 DTYPE_BF16 = 2
+
+# enum bellows_send_mode
+SEND_RAW = 0
+SEND_COMPRESSED = 1
 
 # enum bellows_log_level
 LOG_ERROR = 0
@@ -160,6 +166,11 @@ class StepInfo(ctypes.Structure):
         ("lr_next", ctypes.c_double),
         ("batch_size", ctypes.c_uint32),
         ("epoch", ctypes.c_uint64),
+        ("backward_ms", ctypes.c_double),
+        ("codec_ms", ctypes.c_double),
+        ("mem_device_used", ctypes.c_uint64),
+        ("mem_device_total", ctypes.c_uint64),
+        ("mem_host_used", ctypes.c_uint64),
     ]
 
 
@@ -181,6 +192,7 @@ class Decision(ctypes.Structure):
         ("codec_table_len", ctypes.c_size_t),
         ("policy", ctypes.c_char_p),
         ("reason", ctypes.c_char_p),
+        ("calibrate_steps", ctypes.c_uint64),
     ]
 
 
@@ -198,6 +210,27 @@ class LayerStats(ctypes.Structure):
         ("acc_norm", ctypes.c_double),
         ("momentum_abs_mean", ctypes.c_double),
         ("observed_steps", ctypes.c_uint32),
+        ("act_steps", ctypes.c_uint32),
+        ("act_lbar", ctypes.c_double),
+        ("act_nonzero", ctypes.c_double),
+        ("act_bytes", ctypes.c_double),
+        ("act_raw_bytes", ctypes.c_double),
+        ("comm_raw_ms", ctypes.c_double),
+        ("comm_raw_n", ctypes.c_uint32),
+        ("comm_comp_ms", ctypes.c_double),
+        ("comm_comp_n", ctypes.c_uint32),
+        ("codec_ms", ctypes.c_double),
+    ]
+
+
+class ActStats(ctypes.Structure):
+    """struct bellows_act_stats (read by the library for the call)."""
+
+    _fields_ = [
+        ("lbar", ctypes.c_double),
+        ("nonzero", ctypes.c_double),
+        ("stored_bytes", ctypes.c_uint64),
+        ("raw_bytes", ctypes.c_uint64),
     ]
 
 
@@ -327,6 +360,22 @@ class _Functions:
                                 [vp, u32])
         self.stats_get = _prototype(lib, "bellows_agent_stats_get",
                                     ctypes.c_int, [vp, vp])
+        # Protocol minor 1 (timed sends, calibration, activations):
+        # optional, the methods using them raise ENOTSUP without them.
+        dbl, cint = ctypes.c_double, ctypes.c_int
+        self.send_mode = _prototype(lib, "bellows_agent_send_mode", cint,
+                                    [vp, u32], required=False)
+        self.calibrating = _prototype(lib, "bellows_agent_calibrating",
+                                      cint, [vp], required=False)
+        self.comm_layer = _prototype(lib, "bellows_agent_comm_layer", cint,
+                                     [vp, u32, cint, dbl, dbl],
+                                     required=False)
+        self.comm_bucket = _prototype(lib, "bellows_agent_comm_bucket",
+                                      cint, [vp, u64, cint, dbl],
+                                      required=False)
+        self.observe_activation = _prototype(
+            lib, "bellows_agent_observe_activation", cint, [vp, u32, vp],
+            required=False)
         self.config_size = self._config_size()
 
     def _config_size(self) -> int:

@@ -1,7 +1,9 @@
 """agent - bellows.Agent, one rank's libbellows agent, in Python.
 
 The class mirrors bellows/agent.h call for call (open, step_begin, observe,
-step_end, window_end, decision, level, window_stats, stats, close), with
+step_end, window_end, decision, level, window_stats, stats, close, and the
+calls of protocol minor 1: send_mode, calibrating, comm_layer, comm_bucket,
+observe_activation), with
 the C contracts unchanged: one training thread makes every call except
 ``stats()``; the agent never blocks the training thread on the network
 except in ``step_begin`` at a due apply step. Failures raise BellowsError
@@ -78,6 +80,13 @@ class StepInfo:
     Zero means "not measured"; step_ms 0 is measured by the agent.
     ``lr_next`` is the LR of the next step (0: the same as lr): the last
     step of a window tells bellowsd whether the LR is about to drop.
+    Times and LRs must be finite and not negative (else EINVAL).
+
+    ``backward_ms`` is the backward pass without communication and
+    ``codec_ms`` the encode + decode time of the step's sends (the window
+    reports their sums); ``mem_device_used`` and ``mem_host_used`` are the
+    bytes in use (the window reports the largest), ``mem_device_total``
+    the device's size (the window reports the last non-zero one).
     """
 
     step_ms: float = 0.0
@@ -90,6 +99,11 @@ class StepInfo:
     lr_next: float = 0.0
     batch_size: int = 0
     epoch: int = 0
+    backward_ms: float = 0.0
+    codec_ms: float = 0.0
+    mem_device_used: int = 0
+    mem_device_total: int = 0
+    mem_host_used: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +111,9 @@ class Decision:
     """The knob state in force for a step (a copy of bellows_decision).
 
     ``seq`` 0 means no decision yet (defaults: levels 0, lr_scale 1).
-    ``batch_size`` 0 means "keep the trainer's own".
+    ``batch_size`` 0 means "keep the trainer's own". ``calibrate_steps``
+    > 0: from ``apply_step`` on, that many steps alternate compressed
+    (even steps) and raw (odd steps) sends, see ``Agent.send_mode``.
     """
 
     seq: int
@@ -112,11 +128,18 @@ class Decision:
     codec_table: bytes | None
     policy: str
     reason: str
+    calibrate_steps: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
 class LayerStats:
-    """One layer's statistics of the last closed window, as reported."""
+    """One layer's statistics of the last closed window, as reported.
+
+    ``act_*`` are the means of the window's ``observe_activation`` calls
+    (``act_steps`` of them); ``comm_raw_ms`` and ``comm_comp_ms`` the
+    medians of its timed raw and compressed sends (``comm_raw_n``,
+    ``comm_comp_n`` of them), ``codec_ms`` that of their codec times.
+    """
 
     window: int
     count: int
@@ -128,6 +151,16 @@ class LayerStats:
     acc_norm: float
     momentum_abs_mean: float
     observed_steps: int
+    act_steps: int = 0
+    act_lbar: float = 0.0
+    act_nonzero: float = 0.0
+    act_bytes: float = 0.0
+    act_raw_bytes: float = 0.0
+    comm_raw_ms: float = 0.0
+    comm_raw_n: int = 0
+    comm_comp_ms: float = 0.0
+    comm_comp_n: int = 0
+    codec_ms: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -444,7 +477,34 @@ class Agent:
             size_threshold=d.size_threshold,
             compression_off=bool(d.compression_off), codec_table=table,
             policy=(d.policy or b"").decode(errors="replace"),
-            reason=(d.reason or b"").decode(errors="replace"))
+            reason=(d.reason or b"").decode(errors="replace"),
+            calibrate_steps=d.calibrate_steps)
+
+    def send_mode(self, layer: int) -> bool:
+        """True when ``layer`` is sent compressed in the current step,
+        False when raw (bellows_agent_send_mode).
+
+        Raw when the decision turns compression off, when the layer's
+        level is 0, or when its float32 size is below the decision's
+        size_threshold outside a calibration; during a calibration every
+        layer with a level is compressed on even steps and raw on odd
+        ones. Raises BellowsError: EINVAL for a bad index, ESTATE outside
+        a step.
+        """
+        fn = self._need("send_mode", "bellows_agent_send_mode")
+        rc = fn(self._h(), layer)
+        if rc < 0:
+            _lib.check("bellows_agent_send_mode", rc)
+        return rc == _lib.SEND_COMPRESSED
+
+    def calibrating(self) -> bool:
+        """True when the current step (between steps: the last one begun)
+        is inside a calibration of the decision in force."""
+        fn = self._need("calibrating", "bellows_agent_calibrating")
+        rc = fn(self._h())
+        if rc < 0:
+            _lib.check("bellows_agent_calibrating", rc)
+        return rc == 1
 
     def level(self, layer: int) -> float:
         """Level in force for ``layer`` in the current step (0 for a bad
@@ -461,6 +521,81 @@ class Agent:
         return self.decision().lr_scale
 
     # -- statistics -----------------------------------------------------
+
+    def _need(self, attr: str, function: str):
+        """The library function ``attr``, or ENOTSUP when the loaded
+        libbellows predates it."""
+        fn = getattr(self._f, attr)
+        if fn is None:
+            raise BellowsError(function, _lib.ENOTSUP,
+                               "this libbellows is older than the call")
+        return fn
+
+    @staticmethod
+    def _count(function: str, name: str, value: int) -> int:
+        """A byte count for a uint64_t argument: ctypes would wrap a
+        negative one silently."""
+        value = int(value)
+        if not 0 <= value < 1 << 64:
+            raise BellowsError(function, _lib.EINVAL,
+                               f"{name} {value} is not within 0..2**64-1")
+        return value
+
+    def comm_layer(self, layer: int, compressed: bool, comm_ms: float,
+                   codec_ms: float = 0.0) -> None:
+        """Records one timed send of ``layer``'s gradient in this step
+        (bellows_agent_comm_layer).
+
+        ``comm_ms`` is the communication time, ``codec_ms`` the encode +
+        decode time of a compressed send (ignored for a raw one). The
+        window reports per layer the medians of its raw and compressed
+        sends and of their codec times. Raises BellowsError: EINVAL for a
+        bad index or a negative or non-finite time, ESTATE outside a step.
+        """
+        fn = self._need("comm_layer", "bellows_agent_comm_layer")
+        _lib.check("bellows_agent_comm_layer",
+                   fn(self._h(), layer, 1 if compressed else 0,
+                      float(comm_ms), float(codec_ms)))
+
+    def comm_bucket(self, nbytes: int, compressed: bool,
+                    comm_ms: float) -> None:
+        """Records one timed collective of ``nbytes`` bytes (this rank's,
+        after compression when ``compressed``) that is not one layer's,
+        e.g. a DDP bucket (bellows_agent_comm_bucket).
+
+        The window reports one sample per (nbytes, compressed): median
+        time and count, for at most 256 pairs. Raises BellowsError:
+        EINVAL for a negative or non-finite time or a negative nbytes,
+        ESTATE outside a step.
+        """
+        fn = self._need("comm_bucket", "bellows_agent_comm_bucket")
+        nbytes = self._count("bellows_agent_comm_bucket", "nbytes", nbytes)
+        _lib.check("bellows_agent_comm_bucket",
+                   fn(self._h(), nbytes, 1 if compressed else 0,
+                      float(comm_ms)))
+
+    def observe_activation(self, layer: int, lbar: float, nonzero: float,
+                           stored_bytes: int, raw_bytes: int) -> None:
+        """Records this step's statistics of the activation stored for
+        ``layer`` (the index of the weight it feeds), for COMET
+        (bellows_agent_observe_activation).
+
+        ``lbar`` is the mean over samples of max |dLoss/dOutput|,
+        ``nonzero`` the non-zero fraction R in [0, 1] of the stored
+        values, ``stored_bytes`` and ``raw_bytes`` what is kept for
+        backward and what it would take uncompressed. The window reports
+        their means. Raises BellowsError: EINVAL for a bad index, a
+        negative or non-finite lbar, a nonzero outside [0, 1] or negative
+        bytes; ESTATE outside a step.
+        """
+        fn = self._need("observe_activation",
+                        "bellows_agent_observe_activation")
+        name = "bellows_agent_observe_activation"
+        s = _lib.ActStats(
+            lbar=float(lbar), nonzero=float(nonzero),
+            stored_bytes=self._count(name, "stored_bytes", stored_bytes),
+            raw_bytes=self._count(name, "raw_bytes", raw_bytes))
+        _lib.check(name, fn(self._h(), layer, ctypes.addressof(s)))
 
     def window_stats(self, layer: int) -> LayerStats:
         """Statistics ``layer`` had in the last closed window, as reported.
