@@ -10,6 +10,7 @@ extern const bellows_policy_ops pol_schedule_ops;
 extern const bellows_policy_ops pol_accordion_ops;
 extern const bellows_policy_ops pol_accordion_batch_ops;
 extern const bellows_policy_ops pol_adaqs_ops;
+extern const bellows_policy_ops pol_slimgc_ops;
 extern const bellows_policy_ops pol_comet_ops;
 extern const bellows_policy_ops pol_comet_batch_ops;
 extern const bellows_policy_ops pol_perfmodel_ops;

@@ -14,6 +14,7 @@ static const bellows_policy_ops *const registry_builtins[] = {
 	&pol_accordion_ops,
 	&pol_accordion_batch_ops,
 	&pol_adaqs_ops,
+	&pol_slimgc_ops,
 	&pol_comet_ops,
 	&pol_comet_batch_ops,
 	&pol_perfmodel_ops,

@@ -72,6 +72,24 @@ typedef struct sim_opts {
 	bool quiet;                   /* rank 0 prints no decisions */
 	const char *record_metrics;   /* rank 0 appends window norms here */
 	const char *record_levels;    /* rank 0 appends decided levels here */
+	/* The statistics of bellows 0.2 (SlimGC, performance model, COMET),
+	 * modelled, not measured: see tool_sim_usage. */
+	bool comm_model;        /* --comm-model given */
+	double alpha_ms;        /* latency per ring step */
+	double gbps;            /* link bandwidth, Gbit/s */
+	double ratio;           /* bytes shrink this much when compressed */
+	double codec_ms;        /* codec time of one compressed send */
+	double codec_ms_per_mb; /* plus this per MiB of float32 tensor */
+	double comm_noise;      /* relative noise of the modelled times */
+	uint32_t buckets;       /* collectives per step (comm_bucket) */
+	double backward_ms;     /* backward time per step, 0: not reported */
+	bool act;               /* --act given */
+	double act_lbar;        /* L-bar of every activation */
+	double act_nonzero;     /* R of every activation */
+	double act_ratio;       /* stored bytes shrink this much with a
+				 * bound */
+	uint64_t mem_total;     /* device bytes, 0: not reported */
+	uint64_t mem_used;      /* device bytes in use besides activations */
 } sim_opts;
 
 /* One rank's slot. The counters at the end are the agent's, summed over
@@ -130,6 +148,9 @@ tool_sim_usage(FILE *f)
 	    "                   [--seed X] [--decision-timeout-ms T]\n"
 	    "                   [--kill RANK:WINDOW] [--down-ms MS] [--quiet]\n"
 	    "                   [--record-metrics FILE] [--record-levels FILE]\n"
+	    "                   [--comm-model A,G,R,C[,M]] [--comm-noise F]\n"
+	    "                   [--buckets N] [--backward-ms MS]\n"
+	    "                   [--act LBAR,R,RATIO] [--mem TOTAL_MB,USED_MB]\n"
 	    "\n"
 	    "  Runs N ranks (processes with a real agent each) of a simulated\n"
 	    "  data-parallel job for W windows of S steps against bellowsd,\n"
@@ -158,7 +179,37 @@ tool_sim_usage(FILE *f)
 	    "                         lr,numel,shape)\n"
 	    "  --record-levels FILE   rank 0 writes the levels bellowsd\n"
 	    "                         decided for each window whose decision\n"
-	    "                         it applied (window,layer,level)\n",
+	    "                         it applied (window,layer,level)\n"
+	    "\n"
+	    "  Modelled statistics (each rank reports them through the agent):\n"
+	    "  --comm-model A,G,R,C[,M]\n"
+	    "                         time every layer's gradient send as a\n"
+	    "                         ring all-reduce of its bytes b (float32;\n"
+	    "                         b / R when the agent's send mode says\n"
+	    "                         compressed): 2A(p-1) + 2b(p-1)/(p G),\n"
+	    "                         A ms latency, G Gbit/s, p = ranks (at\n"
+	    "                         least 2); a compressed send adds a codec\n"
+	    "                         time of C ms + M ms per MiB of b (M\n"
+	    "                         default 0). Sends follow the decision's\n"
+	    "                         level, size threshold, compression gate\n"
+	    "                         and calibration (even steps compressed,\n"
+	    "                         odd raw). Prints the size threshold the\n"
+	    "                         model implies (robust rule over the\n"
+	    "                         2-D layers)\n"
+	    "  --comm-noise F         relative noise of modelled times, from\n"
+	    "                         the seed (default 0.02)\n"
+	    "  --buckets N            also time N collectives per step over\n"
+	    "                         contiguous layer groups (DDP buckets;\n"
+	    "                         comm_ms is then their sum); needs\n"
+	    "                         --comm-model\n"
+	    "  --backward-ms MS       report this backward time per step\n"
+	    "  --act LBAR,R,RATIO     report activation statistics of every\n"
+	    "                         2-D layer: L-bar, non-zero fraction R,\n"
+	    "                         stored = raw / RATIO while the layer's\n"
+	    "                         error bound is set (raw bytes: numel x\n"
+	    "                         batch / 2)\n"
+	    "  --mem TOTAL_MB,USED_MB report device memory: TOTAL_MB, and\n"
+	    "                         USED_MB plus the stored activations\n",
 	    SIM_MAX_RANKS, SIM_MAX_LAYERS);
 }
 
@@ -209,6 +260,127 @@ sim_parse_kill(const char *text, sim_opts *o)
 	return 0;
 }
 
+/* Parses "X,Y,..." into v: at least n_min and at most n_max finite
+ * numbers, each >= 0 (the first n_pos > 0). */
+static int
+sim_parse_list(const char *opt, const char *text, const char *form,
+    uint32_t n_min, uint32_t n_max, uint32_t n_pos, double *v, uint32_t *ret_n)
+{
+	const char *p = text;
+	uint32_t n = 0;
+
+	for (;;) {
+		char *end;
+		double x;
+
+		errno = 0;
+		x = strtod(p, &end);
+		if (end == p || errno != 0 || !isfinite(x) || x < 0 ||
+		    (n < n_pos && x <= 0) || n == n_max ||
+		    (*end != ',' && *end != '\0'))
+			goto bad;
+		v[n++] = x;
+		if (*end == '\0')
+			break;
+		p = end + 1;
+	}
+	if (n < n_min)
+		goto bad;
+	*ret_n = n;
+	return 0;
+bad:
+	fprintf(stderr,
+	    "bellows sim: %s must be %s (numbers >= 0, the first %u > 0), "
+	    "not '%s'\n",
+	    opt, form, n_pos, text);
+	return BELLOWS_EINVAL;
+}
+
+static int
+sim_parse_comm(const char *text, sim_opts *o)
+{
+	double v[5] = { 0 };
+	uint32_t n;
+
+	if (sim_parse_list("--comm-model", text, "A,G,R,C[,M]", 4, 5, 3, v,
+		&n) != 0)
+		return BELLOWS_EINVAL;
+	if (v[2] < 1) {
+		fprintf(stderr,
+		    "bellows sim: the compression ratio R of --comm-model "
+		    "must be at least 1, not %g\n",
+		    v[2]);
+		return BELLOWS_EINVAL;
+	}
+	o->comm_model = true;
+	o->alpha_ms = v[0];
+	o->gbps = v[1];
+	o->ratio = v[2];
+	o->codec_ms = v[3];
+	o->codec_ms_per_mb = v[4];
+	return 0;
+}
+
+static int
+sim_parse_act(const char *text, sim_opts *o)
+{
+	double v[3];
+	uint32_t n;
+
+	if (sim_parse_list("--act", text, "LBAR,R,RATIO", 3, 3, 0, v, &n) != 0)
+		return BELLOWS_EINVAL;
+	if (v[1] > 1 || v[2] < 1) {
+		fprintf(stderr,
+		    "bellows sim: --act needs R in [0, 1] and RATIO >= 1, "
+		    "not '%s'\n",
+		    text);
+		return BELLOWS_EINVAL;
+	}
+	o->act = true;
+	o->act_lbar = v[0];
+	o->act_nonzero = v[1];
+	o->act_ratio = v[2];
+	return 0;
+}
+
+static int
+sim_parse_mem(const char *text, sim_opts *o)
+{
+	double v[2];
+	uint32_t n;
+
+	if (sim_parse_list("--mem", text, "TOTAL_MB,USED_MB", 2, 2, 1, v, &n) !=
+	    0)
+		return BELLOWS_EINVAL;
+	if (v[0] > 1e9 || v[1] > v[0]) {
+		fprintf(stderr,
+		    "bellows sim: --mem needs USED_MB <= TOTAL_MB <= 1e9, "
+		    "not '%s'\n",
+		    text);
+		return BELLOWS_EINVAL;
+	}
+	o->mem_total = (uint64_t)(v[0] * 1048576.0);
+	o->mem_used = (uint64_t)(v[1] * 1048576.0);
+	return 0;
+}
+
+static int
+sim_parse_double(const char *opt, const char *text, double max, double *ret)
+{
+	double v;
+	uint32_t n;
+
+	if (sim_parse_list(opt, text, "a number", 1, 1, 0, &v, &n) != 0)
+		return BELLOWS_EINVAL;
+	if (v > max) {
+		fprintf(stderr, "bellows sim: %s must be at most %g, not %g\n",
+		    opt, max, v);
+		return BELLOWS_EINVAL;
+	}
+	*ret = v;
+	return 0;
+}
+
 /* Returns -1 to go on, else the exit code. */
 static int
 sim_parse(int argc, char **argv, sim_opts *o)
@@ -229,6 +401,12 @@ sim_parse(int argc, char **argv, sim_opts *o)
 		OPT_QUIET,
 		OPT_RECORD_METRICS,
 		OPT_RECORD_LEVELS,
+		OPT_COMM_MODEL,
+		OPT_COMM_NOISE,
+		OPT_BUCKETS,
+		OPT_BACKWARD_MS,
+		OPT_ACT,
+		OPT_MEM,
 		OPT_HELP,
 	};
 	static const struct option opts[] = {
@@ -248,6 +426,12 @@ sim_parse(int argc, char **argv, sim_opts *o)
 		{ "record-metrics", required_argument, NULL,
 		    OPT_RECORD_METRICS },
 		{ "record-levels", required_argument, NULL, OPT_RECORD_LEVELS },
+		{ "comm-model", required_argument, NULL, OPT_COMM_MODEL },
+		{ "comm-noise", required_argument, NULL, OPT_COMM_NOISE },
+		{ "buckets", required_argument, NULL, OPT_BUCKETS },
+		{ "backward-ms", required_argument, NULL, OPT_BACKWARD_MS },
+		{ "act", required_argument, NULL, OPT_ACT },
+		{ "mem", required_argument, NULL, OPT_MEM },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -256,7 +440,8 @@ sim_parse(int argc, char **argv, sim_opts *o)
 
 	*o = (sim_opts){ .seed = 1,
 		.decision_timeout_ms = 5000,
-		.down_ms = 3000 };
+		.down_ms = 3000,
+		.comm_noise = 0.02 };
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1 && r == 0) {
 		switch (c) {
 		case OPT_CONTROL:
@@ -317,6 +502,27 @@ sim_parse(int argc, char **argv, sim_opts *o)
 		case OPT_RECORD_LEVELS:
 			o->record_levels = optarg;
 			r = sim_check_name("--record-levels", optarg, 4096);
+			break;
+		case OPT_COMM_MODEL:
+			r = sim_parse_comm(optarg, o);
+			break;
+		case OPT_COMM_NOISE:
+			r = sim_parse_double("--comm-noise", optarg, 0.5,
+			    &o->comm_noise);
+			break;
+		case OPT_BUCKETS:
+			r = tool_args_u32("sim", "--buckets", optarg, 1,
+			    SIM_MAX_LAYERS, &o->buckets);
+			break;
+		case OPT_BACKWARD_MS:
+			r = sim_parse_double("--backward-ms", optarg, 600000,
+			    &o->backward_ms);
+			break;
+		case OPT_ACT:
+			r = sim_parse_act(optarg, o);
+			break;
+		case OPT_MEM:
+			r = sim_parse_mem(optarg, o);
 			break;
 		case 'h':
 		case OPT_HELP:
@@ -379,6 +585,16 @@ sim_parse(int argc, char **argv, sim_opts *o)
 	}
 	if (o->down_given && !o->kill) {
 		fprintf(stderr, "bellows sim: --down-ms needs --kill\n");
+		return 2;
+	}
+	if (o->buckets > 0 && !o->comm_model) {
+		fprintf(stderr, "bellows sim: --buckets needs --comm-model\n");
+		return 2;
+	}
+	if (o->buckets > o->layers) {
+		fprintf(stderr,
+		    "bellows sim: --buckets %u exceeds the %u layers\n",
+		    o->buckets, o->layers);
 		return 2;
 	}
 	return -1;
@@ -463,6 +679,82 @@ sim_norm_course(const sim_ctx *cx, uint64_t step)
 			s *= 1.0 + 2.0 * exp(-(double)(step - at) / tau_d);
 	}
 	return s;
+}
+
+/* ---- the modelled communication (--comm-model) ------------------------- */
+
+#define SIM_MIB 1048576.0
+
+/* One ring all-reduce of `bytes` per rank: 2A(p-1) + 2b(p-1)/(p G). */
+static double
+sim_allreduce_ms(const sim_opts *o, double bytes)
+{
+	double p = o->ranks > 1 ? (double)o->ranks : 2.0;
+	double per_ms = o->gbps * 1e9 / 8.0 / 1e3; /* bytes per ms */
+
+	return 2.0 * o->alpha_ms * (p - 1) +
+	    2.0 * bytes * (p - 1) / (p * per_ms);
+}
+
+static double
+sim_codec_ms(const sim_opts *o, double bytes)
+{
+	return o->codec_ms + o->codec_ms_per_mb * bytes / SIM_MIB;
+}
+
+/* A tensor of `bytes` is faster compressed, codec included. */
+static bool
+sim_pays(const sim_opts *o, double bytes)
+{
+	return sim_allreduce_ms(o, bytes) >
+	    sim_allreduce_ms(o, bytes / o->ratio) + sim_codec_ms(o, bytes);
+}
+
+static int
+sim_cmp_size(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The size threshold a calibration finds without noise: the robust rule
+ * (the smallest size from which every larger one pays) over the distinct
+ * sizes of the 2-D layers, those a policy's default selector gives a
+ * level. 0 when every size pays, UINT64_MAX when the largest does not.
+ * Returns BELLOWS_ENOMEM or 0. */
+static int
+sim_model_threshold(const sim_ctx *cx, uint64_t *ret, uint32_t *ret_rows)
+{
+	uint64_t *size = malloc(cx->o->layers * sizeof(*size));
+	uint32_t n = 0, rows = 0, i;
+
+	if (size == NULL)
+		return BELLOWS_ENOMEM;
+	for (uint32_t l = 0; l < cx->o->layers; l++) {
+		if (cx->table[l].ndim >= 2)
+			size[n++] = cx->table[l].numel * 4;
+	}
+	qsort(size, n, sizeof(*size), sim_cmp_size);
+	for (i = 0; i < n; i++) {
+		if (i == 0 || size[i] != size[i - 1])
+			size[rows++] = size[i];
+	}
+	for (i = rows; i > 0 && sim_pays(cx->o, (double)size[i - 1]); i--)
+		;
+	*ret = i == rows ? UINT64_MAX : i == 0 ? 0 : size[i];
+	*ret_rows = rows;
+	free(size);
+	return 0;
+}
+
+/* 1 +- comm_noise, fixed by the seed, the rank, the step and `key`. */
+static double
+sim_noise(const sim_opts *o, uint32_t rank, uint64_t step, uint64_t key)
+{
+	uint64_t h = sim_hash(o->seed ^ 0x636f6d6dull, rank + 1, step, key);
+
+	return 1.0 + o->comm_noise * (2.0 * sim_unit(h) - 1.0);
 }
 
 static int
@@ -672,7 +964,14 @@ sim_print_decision(uint64_t step, const bellows_decision *d)
 		printf("%s%g", l ? " " : "", d->level[l]);
 	if (shown < d->n_layers)
 		printf(" ... +%u", d->n_layers - shown);
-	printf("] policy=%s reason=%s\n",
+	printf("]");
+	if (d->size_threshold > 0)
+		printf(" threshold=%" PRIu64, d->size_threshold);
+	if (d->compression_off)
+		printf(" compression=off");
+	if (d->calibrate_steps > 0)
+		printf(" calibrate=%" PRIu64, d->calibrate_steps);
+	printf(" policy=%s reason=%s\n",
 	    d->policy != NULL && d->policy[0] != '\0' ? d->policy : "-",
 	    d->reason != NULL && d->reason[0] != '\0' ? d->reason : "-");
 	fflush(stdout);
@@ -767,21 +1066,113 @@ sim_record_create(const char *path, const char *header)
 	return 0;
 }
 
-/* Floats this rank sends for layer l under decision d: PowerSGD sends
- * P and Q, level x (rows + cols), for a compressed matrix. */
+/* Floats this rank sends for layer l under decision d in send mode
+ * `mode` (the agent's: level, threshold, gate and calibration): PowerSGD
+ * sends P and Q, level x (rows + cols), for a compressed matrix. */
 static uint64_t
-sim_floats_sent(const bellows_layer *t, const bellows_decision *d, uint32_t l)
+sim_floats_sent(const bellows_layer *t, const bellows_decision *d, uint32_t l,
+    int mode)
 {
 	double level = l < d->n_layers ? d->level[l] : 0;
 	uint64_t rows, cols, compressed;
 
-	if (level <= 0 || t->ndim < 2 || d->compression_off ||
-	    t->numel * 4 < d->size_threshold)
+	if (mode != BELLOWS_SEND_COMPRESSED || level <= 0 || t->ndim < 2)
 		return t->numel;
 	rows = t->shape[0];
 	cols = t->numel / rows;
 	compressed = (uint64_t)ceil(level * (double)(rows + cols));
 	return compressed < t->numel ? compressed : t->numel;
+}
+
+/* What one step's modelled sends add up to. */
+typedef struct sim_step_sums {
+	double comm_ms;       /* layer sends, or buckets with --buckets */
+	double codec_ms;      /* codec time of the compressed sends */
+	uint64_t floats_sent; /* floats sent */
+	uint64_t act_stored;  /* activation bytes kept for backward */
+	double bucket_bytes;  /* bytes of the bucket being filled */
+	bool bucket_comp;     /* every layer in it went compressed */
+	uint32_t bucket;      /* its index */
+} sim_step_sums;
+
+/* Reports the collective of the bucket filled so far. */
+static int
+sim_rank_bucket(sim_rank *rk, uint64_t step, sim_step_sums *sum)
+{
+	const sim_opts *o = rk->cx->o;
+	double ms = sim_allreduce_ms(o, sum->bucket_bytes) *
+	    sim_noise(o, rk->rank, step, 0x100000u + sum->bucket);
+	int r;
+
+	r = bellows_agent_comm_bucket(rk->agent, (uint64_t)sum->bucket_bytes,
+	    sum->bucket_comp, ms);
+	if (r != 0)
+		return r;
+	sum->comm_ms += ms;
+	sum->bucket_bytes = 0;
+	sum->bucket_comp = true;
+	sum->bucket++;
+	return 0;
+}
+
+/* Sends layer l in `step` under d as the agent says, reporting the
+ * modelled times, bucket and activation when asked for. */
+static int
+sim_rank_send(sim_rank *rk, uint32_t l, uint64_t step,
+    const bellows_decision *d, sim_step_sums *sum)
+{
+	const sim_opts *o = rk->cx->o;
+	const bellows_layer *t = &rk->cx->table[l];
+	double bytes = (double)t->numel * 4, sent, ms, codec = 0;
+	int mode = bellows_agent_send_mode(rk->agent, l), r;
+	bool comp = mode == BELLOWS_SEND_COMPRESSED;
+
+	if (mode < 0)
+		return mode;
+	sum->floats_sent += sim_floats_sent(t, d, l, mode);
+	if (o->act && t->ndim >= 2) {
+		uint32_t batch = d->batch_size > 0 ? d->batch_size : 128;
+		double eb = l < d->n_layers && d->error_bound != NULL
+		    ? d->error_bound[l]
+		    : 0;
+		bellows_act_stats a = {
+			.lbar = o->act_lbar *
+			    sim_noise(o, rk->rank, step, 0x200000u + l),
+			.nonzero = fmin(1.0,
+			    o->act_nonzero *
+				sim_noise(o, rk->rank, step, 0x300000u + l)),
+			.raw_bytes = t->numel * batch / 2,
+		};
+
+		a.stored_bytes = eb > 0
+		    ? (uint64_t)((double)a.raw_bytes / o->act_ratio)
+		    : a.raw_bytes;
+		if ((r = bellows_agent_observe_activation(rk->agent, l, &a)) !=
+		    0)
+			return r;
+		sum->act_stored += a.stored_bytes;
+	}
+	if (!o->comm_model)
+		return 0;
+	sent = comp ? bytes / o->ratio : bytes;
+	ms = sim_allreduce_ms(o, sent) * sim_noise(o, rk->rank, step, l);
+	if (comp)
+		codec = sim_codec_ms(o, bytes) *
+		    sim_noise(o, rk->rank, step, 0x400000u + l);
+	if ((r = bellows_agent_comm_layer(rk->agent, l, comp, ms, codec)) != 0)
+		return r;
+	sum->codec_ms += codec;
+	if (o->buckets == 0) {
+		sum->comm_ms += ms;
+		return 0;
+	}
+	sum->bucket_bytes += sent;
+	sum->bucket_comp = sum->bucket_comp && comp;
+	/* Layers split into contiguous buckets: l goes to l * N / L. */
+	if (l + 1 == o->layers ||
+	    (uint64_t)(l + 1) * o->buckets / o->layers != sum->bucket)
+		return sim_rank_bucket(rk, step, sum);
+	return 0;
 }
 
 static int
@@ -797,6 +1188,7 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 
 	for (uint64_t s = start_step; s < cx->total_steps; s++) {
 		bellows_step_info info = { 0 };
+		sim_step_sums sum = { .bucket_comp = true };
 		bellows_decision d;
 		uint64_t got = 0, t0;
 		double course;
@@ -841,13 +1233,14 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 			sim_rank_gradient(rk, l, s, course);
 			r = bellows_agent_observe(rk->agent, l, rk->grad,
 			    t->numel);
+			if (r == 0)
+				r = sim_rank_send(rk, l, s, &d, &sum);
 			if (r != 0) {
 				fprintf(stderr,
-				    "rank %u: observe layer %u: %s\n", rk->rank,
-				    l, bellows_strerror(r));
+				    "rank %u: observe or send layer %u: %s\n",
+				    rk->rank, l, bellows_strerror(r));
 				return r;
 			}
-			info.floats_sent += sim_floats_sent(t, &d, l);
 		}
 		if (o->step_ms > 0) {
 			struct timespec ts = { o->step_ms / 1000,
@@ -856,18 +1249,29 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 			while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 				;
 		}
+		info.floats_sent = sum.floats_sent;
 		info.floats_raw = cx->floats_raw;
 		info.bytes_sent = 4 * info.floats_sent;
 		info.compute_ms = (double)(com_clock_ns() - t0) / 1e6;
-		/* A 10 Gbit/s link with 50 us of latency. */
-		info.comm_ms = 0.05 + (double)info.bytes_sent / 1.25e6;
+		/* Without a model: a 10 Gbit/s link with 50 us of latency. */
+		info.comm_ms = o->comm_model
+		    ? sum.comm_ms
+		    : 0.05 + (double)info.bytes_sent / 1.25e6;
+		info.codec_ms = sum.codec_ms;
+		if (o->backward_ms > 0)
+			info.backward_ms = o->backward_ms *
+			    sim_noise(o, rk->rank, s, 0x500000u);
+		if (o->mem_total > 0) {
+			info.mem_device_total = o->mem_total;
+			info.mem_device_used = o->mem_used + sum.act_stored;
+		}
 		info.lr = sim_lr(o, s / o->steps);
 		/* The LR decays at window boundaries: the last step of a
 		 * window tells bellowsd the LR the next one starts with. */
 		info.lr_next = s + 1 < cx->total_steps
 		    ? sim_lr(o, (s + 1) / o->steps)
 		    : info.lr;
-		info.batch_size = 128;
+		info.batch_size = d.batch_size > 0 ? d.batch_size : 128;
 		info.epoch = s / o->steps;
 		if ((r = bellows_agent_step_end(rk->agent, &info)) != 0) {
 			fprintf(stderr,
@@ -1437,6 +1841,27 @@ tool_sim_main(int argc, char **argv)
 	       " floats), %u windows of %u steps, bellowsd at %s\n",
 	    o.job, o.ranks, o.layers, cx.floats_raw, o.windows, o.steps,
 	    o.control);
+	if (o.comm_model) {
+		uint64_t threshold;
+		uint32_t rows;
+
+		if (sim_model_threshold(&cx, &threshold, &rows) != 0) {
+			fprintf(stderr, "bellows sim: out of memory\n");
+			goto out;
+		}
+		printf("sim: comm model: %g ms latency, %g Gbit/s, ratio %g, "
+		       "codec %g ms + %g ms/MiB, noise %g\n",
+		    o.alpha_ms, o.gbps, o.ratio, o.codec_ms, o.codec_ms_per_mb,
+		    o.comm_noise);
+		if (threshold == UINT64_MAX)
+			printf("sim: comm model implies threshold=infinity "
+			       "over %u sizes\n",
+			    rows);
+		else
+			printf("sim: comm model implies threshold=%" PRIu64
+			       " over %u sizes\n",
+			    threshold, rows);
+	}
 	t0 = com_clock_ms();
 	ran = sim_supervise(&cx);
 	agreed = sim_verify(&cx, &decisions);
