@@ -9,6 +9,9 @@ library path. Importing this package does not load it; the first use does.
     bellows.torch        attach a DistributedDataParallel model to an agent
                          (import it explicitly: it needs torch)
     bellows.compress     the PowerSGD and top-k compressors (pure torch)
+    bellows.activations  COMET's error-bounded compression of the inputs
+                         convolutions save for backward (import it
+                         explicitly: it needs torch)
 
 Errors from the library raise bellows.BellowsError with its message; its
 ``code`` compares with the constants bellows.EINVAL, bellows.ESTATE, ...
