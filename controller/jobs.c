@@ -888,12 +888,20 @@ job_check_divergence(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t step,
 	com_decision_fini(&state);
 }
 
+/* Publishes the window's summary with what the policies computed on it
+ * (their metrics, borrowed from the policy set for the call). */
 static void
 jobs_publish_telemetry(ctl_jobs *jobs, job *j, const bellows_window *w)
 {
+	uint32_t n_metrics = 0;
+	const com_metric *metrics = ctl_policy_set_metrics(j->policies,
+	    &n_metrics);
 	com_msg m;
 
 	com_msg_init(&m, COM_MSG_TELEMETRY);
+	/* Borrowed for the call: the message is not finalised. */
+	m.u.telemetry.n_metrics = n_metrics;
+	m.u.telemetry.metrics = (com_metric *)metrics;
 	m.u.telemetry.job = j->name; /* borrowed for the call */
 	m.u.telemetry.window = w->window;
 	m.u.telemetry.ranks_reported = w->ranks_reported;
@@ -912,9 +920,10 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 	ctl_window *win = j->open[slot];
 	const com_decision *last = job_last(j);
 	char policies[256], reason[1024];
+	const com_metric *metrics;
 	com_decision state;
 	bellows_window view;
-	uint32_t failed = 0;
+	uint32_t failed = 0, n_metrics = 0;
 	uint64_t apply_step;
 
 	if (last != NULL)
@@ -958,6 +967,8 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 		    view.window, view.ranks_reported, j->alive, missing);
 	}
 	policies[0] = reason[0] = '\0';
+	/* Each decision asks for its own calibration, or none. */
+	state.calibrate_steps = 0;
 	if (j->policies != NULL) {
 		ctl_policy_set_run(j->policies, &view, &state, policies,
 		    sizeof(policies), reason, sizeof(reason), &failed);
@@ -992,6 +1003,9 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 	 * again. It is written right after the decision answering it. */
 	ctl_store_window(jobs->store, j->run_id, &view, j->alive, complete,
 	    last, com_clock_wall_ms());
+	metrics = ctl_policy_set_metrics(j->policies, &n_metrics);
+	ctl_store_policy_metrics(jobs->store, j->run_id, view.window, metrics,
+	    n_metrics);
 	job_decide(jobs, j, &state, apply_step, view.window + 1,
 	    CTL_STORE_WINDOW);
 	com_decision_fini(&state);
@@ -1105,7 +1119,13 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 			return BELLOWS_ENOMEM;
 		}
 	}
-	if (ctl_window_add(j->open[slot], rep) != 0) {
+	if ((r = ctl_window_add(j->open[slot], rep)) != 0) {
+		if (r == BELLOWS_ENOMEM) {
+			jobs_why(why, why_len,
+			    "no memory for the report of window %" PRIu64,
+			    rep->window);
+			return r;
+		}
 		jobs_why(why, why_len,
 		    "rank %u reported window %" PRIu64 " twice", rep->rank,
 		    rep->window);

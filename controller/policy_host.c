@@ -1,9 +1,13 @@
 /* policy_host - policy instances of one job, see policy_host.h. */
 #include "policy_host.h"
 
+#include "log.h"
+
 #include <bellows/error.h>
 
 #include <assert.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +37,10 @@ struct ctl_policy_set {
 	host_instance *inst;       /* in configured order */
 	uint32_t n_layers;         /* layers of the job */
 	bellows_proposal proposal; /* scratch, reused every window */
+	bellows_metric *metrics;   /* the last window's valid metrics, n *
+				    * BELLOWS_METRICS_MAX allocated */
+	com_metric *metric_view;   /* the same, named by instance */
+	uint32_t n_metrics;        /* entries used in both */
 	bool prepared;             /* built by prepare, not committed */
 	host_pending pending;      /* while prepared */
 };
@@ -61,6 +69,8 @@ host_prefill(ctl_policy_set *set, const com_decision *state)
 	p->size_threshold = state->size_threshold;
 	p->compression_off = state->compression_off;
 	p->reason[0] = '\0';
+	p->calibrate_steps = 0;
+	p->n_metrics = 0;
 }
 
 /* Copies the knobs `knobs` from the scratch proposal into state. */
@@ -78,8 +88,11 @@ host_merge(ctl_policy_set *set, uint32_t knobs, com_decision *state)
 		state->batch_size = p->batch_size;
 	if (knobs & BELLOWS_KNOB_LR_SCALE)
 		state->lr_scale = p->lr_scale;
-	if (knobs & BELLOWS_KNOB_SIZE_THRESHOLD)
+	if (knobs & BELLOWS_KNOB_SIZE_THRESHOLD) {
 		state->size_threshold = p->size_threshold;
+		/* Calibration decides the threshold: its owner asks for it. */
+		state->calibrate_steps = p->calibrate_steps;
+	}
 	if (knobs & BELLOWS_KNOB_COMPRESSION)
 		state->compression_off = p->compression_off;
 }
@@ -103,6 +116,8 @@ ctl_policy_set_destroy(ctl_policy_set **set)
 	free(s->inst);
 	free(s->proposal.level);
 	free(s->proposal.error_bound);
+	free(s->metrics);
+	free(s->metric_view);
 	free(s);
 	*set = NULL;
 }
@@ -194,9 +209,17 @@ host_build(const ctl_policy_set *old, const ctl_job_conf *jc, const char *job,
 	    sizeof(double));
 	set->inst = calloc(jc->n_policies ? jc->n_policies : 1,
 	    sizeof(*set->inst));
+	set->metrics = calloc((size_t)(jc->n_policies ? jc->n_policies : 1) *
+		BELLOWS_METRICS_MAX,
+	    sizeof(*set->metrics));
+	set->metric_view = calloc((size_t)(jc->n_policies ? jc->n_policies
+							  : 1) *
+		BELLOWS_METRICS_MAX,
+	    sizeof(*set->metric_view));
 	wl = host_layers(layers, n_layers, in_force);
 	if (set->proposal.level == NULL || set->proposal.error_bound == NULL ||
-	    set->inst == NULL || wl == NULL)
+	    set->inst == NULL || set->metrics == NULL ||
+	    set->metric_view == NULL || wl == NULL)
 		goto fail;
 	for (uint32_t i = 0; i < jc->n_policies; i++) {
 		host_instance *in = &set->inst[i];
@@ -352,6 +375,70 @@ ctl_policy_set_commit(ctl_policy_set *set, ctl_policy_set **old,
 	return refused;
 }
 
+/* Why metric m of a proposal cannot be recorded, or NULL when it can. */
+static const char *
+host_metric_invalid(const bellows_metric *m, uint32_t n_layers)
+{
+	size_t len = strnlen(m->name, sizeof(m->name));
+
+	if (len == 0 || len == sizeof(m->name))
+		return len == 0 ? "an empty name" : "an unterminated name";
+	for (size_t i = 0; i < len; i++) {
+		char c = m->name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+			c == '_'))
+			return "a name outside [a-z0-9_]";
+	}
+	if (!isfinite(m->value))
+		return "a value that is not finite";
+	if (m->layer < -1 || (m->layer >= 0 && (uint32_t)m->layer >= n_layers))
+		return "a layer outside the job's table";
+	return NULL;
+}
+
+/* Keeps the valid metrics of instance `in`'s proposal; the others are
+ * dropped with one log line per instance and window. */
+static void
+host_collect_metrics(ctl_policy_set *set, const host_instance *in,
+    const bellows_window *w)
+{
+	const bellows_proposal *p = &set->proposal;
+	uint32_t n = p->n_metrics, dropped = 0;
+	const char *why = NULL;
+
+	if (n > BELLOWS_METRICS_MAX) {
+		dropped = n - BELLOWS_METRICS_MAX;
+		why = "more than BELLOWS_METRICS_MAX metrics";
+		n = BELLOWS_METRICS_MAX;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		const bellows_metric *m = &p->metrics[k];
+		const char *bad = host_metric_invalid(m, set->n_layers);
+
+		if (bad != NULL) {
+			if (why == NULL)
+				why = bad;
+			dropped++;
+			continue;
+		}
+		set->metrics[set->n_metrics] = *m;
+		set->metric_view[set->n_metrics] = (com_metric){
+			.policy = (char *)in->conf->name,
+			.name = set->metrics[set->n_metrics].name,
+			.layer = m->layer,
+			.value = m->value,
+		};
+		set->n_metrics++;
+	}
+	if (dropped > 0)
+		ctl_log(CTL_LOG_WARN, "policy",
+		    "job '%s' window %" PRIu64 ": policy '%s' gave %u invalid "
+		    "metrics (e.g. %s); they are dropped",
+		    w->job != NULL ? w->job : "", w->window, in->conf->name,
+		    dropped, why);
+}
+
 int
 ctl_policy_set_run(ctl_policy_set *set, bellows_window *w, com_decision *state,
     char *policies, size_t policies_len, char *reason, size_t reason_len,
@@ -363,6 +450,9 @@ ctl_policy_set_run(ctl_policy_set *set, bellows_window *w, com_decision *state,
 	assert(!set->prepared);
 	policies[0] = '\0';
 	reason[0] = '\0';
+	set->n_metrics = 0;
+	/* A calibration is asked for anew by every decision. */
+	state->calibrate_steps = 0;
 	for (uint32_t i = 0; i < set->n; i++) {
 		host_instance *in = &set->inst[i];
 		const bellows_policy_ops *ops = in->conf->ops;
@@ -381,6 +471,7 @@ ctl_policy_set_run(ctl_policy_set *set, bellows_window *w, com_decision *state,
 		}
 		set->proposal.reason[sizeof(set->proposal.reason) - 1] = '\0';
 		host_merge(set, ops->knobs, state);
+		host_collect_metrics(set, in, w);
 		if (set->proposal.reason[0] != '\0') {
 			host_append(policies, policies_len, ",",
 			    in->conf->name);
@@ -407,6 +498,13 @@ ctl_policy_set_event(ctl_policy_set *set, const bellows_event *ev)
 			failed++;
 	}
 	return failed;
+}
+
+const com_metric *
+ctl_policy_set_metrics(const ctl_policy_set *set, uint32_t *ret_n)
+{
+	*ret_n = set != NULL ? set->n_metrics : 0;
+	return set != NULL ? set->metric_view : NULL;
 }
 
 void

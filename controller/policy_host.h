@@ -4,7 +4,8 @@
  * The host owns each instance's state (allocated from ops->state_size) and
  * its layer selection. Every knob has exactly one owner (checked when the
  * configuration was parsed), so merging is copying each policy's owned
- * knobs out of its proposal. Pure computation: no sockets, files or
+ * knobs out of its proposal, and keeping the metrics it computed. Pure
+ * computation (it only logs the metrics it drops): no sockets, files or
  * clocks, which is what lets `bellows replay` reproduce the daemon.
  *
  * A reload replaces a set in two steps, so that a daemon can refuse a new
@@ -67,7 +68,13 @@ uint32_t ctl_policy_set_commit(ctl_policy_set *set, ctl_policy_set **old,
 
 /* Runs every instance on window `w` in configured order. `w->layers` is
  * borrowed and its `selected` flags are rewritten per instance. `state`
- * holds the state in force and receives the merged new state. `policies`
+ * holds the state in force and receives the merged new state; its
+ * calibrate_steps is the SIZE_THRESHOLD owner's request of this window
+ * (0 when none asks, or the owner failed). Each instance's proposal
+ * starts with calibrate_steps and n_metrics 0; its valid metrics are kept
+ * for ctl_policy_set_metrics, the invalid ones (name outside
+ * [a-z0-9_]{1,31}, a value not finite, a layer outside -1..n_layers-1)
+ * dropped with a log line. `policies`
  * receives the comma-separated names of instances that gave a reason,
  * `reason` their reasons joined by "; ". A policy that fails is logged by
  * the caller through the returned count of failures (*ret_failed) and
@@ -75,6 +82,13 @@ uint32_t ctl_policy_set_commit(ctl_policy_set *set, ctl_policy_set **old,
 int ctl_policy_set_run(ctl_policy_set *set, bellows_window *w,
     com_decision *state, char *policies, size_t policies_len, char *reason,
     size_t reason_len, uint32_t *ret_failed);
+
+/* The metrics the instances proposed in the last ctl_policy_set_run, in
+ * configured order, each named by its instance (`policy`); *ret_n gets
+ * their count. Borrowed: valid until the next run or the set's
+ * destruction. NULL-safe (no metrics). */
+const com_metric *ctl_policy_set_metrics(const ctl_policy_set *set,
+    uint32_t *ret_n);
 
 /* Tells every running instance that has an on_event about `ev` (a rank
  * lost or joined). Returns the number of instances that returned an

@@ -34,6 +34,7 @@
 #include "clock.h"
 #include "log.h"
 #include "store_fault.h"
+#include "window.h"
 
 #include <bellows/error.h>
 
@@ -122,6 +123,13 @@ typedef struct store_info_row {
 	uint32_t state_batch_size; /* knob in force */
 	uint64_t state_threshold;  /* knob in force */
 	bool state_off;            /* gate in force */
+	double backward_ms_median; /* ms, 0 = not measured */
+	double codec_ms_median;    /* ms, 0 = not measured */
+	double mem_device_used;    /* bytes, max over ranks */
+	double mem_device_total;   /* bytes, min over ranks */
+	double mem_host_used;      /* bytes, max over ranks */
+	uint64_t state_apply;      /* apply step of the state in force */
+	uint64_t state_calibrate;  /* its calibrate_steps */
 } store_info_row;
 
 typedef struct store_stat_row {
@@ -139,6 +147,16 @@ typedef struct store_stat_row {
 	double momentum_abs_mean; /* mean */
 	double level;             /* in force */
 	double error_bound;       /* in force */
+	uint64_t act_steps;       /* summed, 0 = not measured */
+	double act_lbar;          /* mean over the ranks that measured */
+	double act_nonzero;       /* same */
+	double act_bytes;         /* same */
+	double act_raw_bytes;     /* same */
+	double comm_raw_ms;       /* median over ranks, NAN = none */
+	double comm_comp_ms;      /* same */
+	double codec_ms;          /* same */
+	uint32_t comm_raw_n;      /* summed */
+	uint32_t comm_comp_n;     /* summed */
 } store_stat_row;
 
 typedef struct store_timing_row {
@@ -147,6 +165,25 @@ typedef struct store_timing_row {
 	uint32_t rank;   /* rank */
 	com_timings t;   /* as reported */
 } store_timing_row;
+
+typedef struct store_comm_row {
+	int64_t run;     /* runs.id */
+	uint64_t window; /* index */
+	uint32_t rank;   /* reporting rank */
+	uint64_t bytes;  /* per rank */
+	double ms;       /* median */
+	uint32_t count;  /* collectives */
+	bool compressed; /* payload compressed */
+} store_comm_row;
+
+typedef struct store_metric_row {
+	int64_t run;                        /* runs.id */
+	uint64_t window;                    /* index */
+	char *policy;                       /* owned: instance name */
+	char name[BELLOWS_METRIC_NAME_MAX]; /* metric */
+	int32_t layer;                      /* -1 = the job */
+	double value;                       /* finite */
+} store_metric_row;
 
 typedef struct store_decision_row {
 	int64_t run;      /* runs.id */
@@ -207,7 +244,8 @@ typedef struct store_update_row {
 typedef struct store_batch {
 	uint64_t ticket;                         /* numbered by the loop */
 	uint32_t rows;                           /* all rows */
-	uint32_t metric_rows;                    /* infos + stats + timings */
+	uint32_t metric_rows;                    /* infos + stats + timings +
+						  * comms + metrics */
 	bool firm_done;                          /* firm rows committed */
 	struct store_batch *next;                /* the writer's queue */
 	STORE_VEC(store_file_row) files;         /* policy_files */
@@ -217,6 +255,8 @@ typedef struct store_batch {
 	STORE_VEC(store_info_row) infos;         /* window_info */
 	STORE_VEC(store_stat_row) stats;         /* windows */
 	STORE_VEC(store_timing_row) timings;     /* timings */
+	STORE_VEC(store_comm_row) comms;         /* comm_samples */
+	STORE_VEC(store_metric_row) metrics;     /* policy_metrics */
 	STORE_VEC(store_decision_row) decisions; /* decisions */
 	STORE_VEC(store_change_row) changes;     /* decision_changes */
 	STORE_VEC(store_event_row) events;       /* events */
@@ -257,6 +297,8 @@ enum store_stmt {
 	ST_INFO,
 	ST_STAT,
 	ST_TIMING,
+	ST_COMM,
+	ST_METRIC,
 	ST_DECISION,
 	ST_CHANGE,
 	ST_EVENT,
@@ -275,13 +317,16 @@ enum store_stmt {
 #define STORE_STAT_INSERT                                                      \
 	"INSERT OR REPLACE INTO windows (run_id, window, layer, "              \
 	"grad_norm_rank0, grad_norm_mean, sum_sq, abs_sum, max_abs, count, "   \
-	"nonzero, nonfinite, momentum_abs_mean, level, error_bound) VALUES "
-#define STORE_STAT_COLS 14
-#define STORE_TIMING_INSERT                                                    \
-	"INSERT OR REPLACE INTO timings (run_id, window, rank, steps, "        \
-	"step_ms, compute_ms, comm_ms, step_ms_max, bytes_sent, floats_sent, " \
-	"floats_raw, decision_misses, reports_dropped) VALUES "
-#define STORE_TIMING_COLS 13
+	"nonzero, nonfinite, momentum_abs_mean, level, error_bound, "          \
+	"act_steps, act_lbar, act_nonzero, act_bytes, act_raw_bytes, "         \
+	"comm_raw_ms, comm_comp_ms, codec_ms, comm_raw_n, comm_comp_n) VALUES "
+#define STORE_STAT_COLS 24
+#define STORE_TIMING_INSERT                                                     \
+	"INSERT OR REPLACE INTO timings (run_id, window, rank, steps, "         \
+	"step_ms, compute_ms, comm_ms, step_ms_max, bytes_sent, floats_sent, "  \
+	"floats_raw, decision_misses, reports_dropped, backward_ms, codec_ms, " \
+	"mem_device_used, mem_device_total, mem_host_used) VALUES "
+#define STORE_TIMING_COLS 18
 
 static const char *const store_sql[ST_MAX] = {
 	[ST_FILE] = "INSERT OR IGNORE INTO policy_files (hash, path, text, "
@@ -299,16 +344,24 @@ static const char *const store_sql[ST_MAX] = {
 		    "complete, step_ms_median, compute_ms_median, "
 		    "comm_ms_median, floats_sent, floats_raw, closed_wall_ms, "
 		    "state_batch_size, state_size_threshold, "
-		    "state_compression_off) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
-		    "?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, "
-		    "?19, ?20, ?21, ?22)",
+		    "state_compression_off, backward_ms_median, "
+		    "codec_ms_median, mem_device_used, mem_device_total, "
+		    "mem_host_used, state_apply_step, state_calibrate_steps) "
+		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+		    "?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, "
+		    "?23, ?24, ?25, ?26, ?27, ?28, ?29)",
+	[ST_COMM] = "INSERT INTO comm_samples (run_id, window, rank, bytes, "
+		    "ms, count, compressed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+		    "?7)",
+	[ST_METRIC] = "INSERT INTO policy_metrics (run_id, window, policy, "
+		      "name, layer, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	/* ST_STAT, ST_TIMING and their _N: store_sql_rows. */
 	[ST_DECISION] = "INSERT OR REPLACE INTO decisions (run_id, seq, "
 			"apply_step, window, wall_ms, source, policy, reason, "
 			"n_layers, levels, error_bounds, batch_size, lr_scale, "
-			"size_threshold, compression_off, codec_table) VALUES "
-			"(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-			"?13, ?14, ?15, ?16)",
+			"size_threshold, compression_off, codec_table, "
+			"calibrate_steps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+			"?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
 	[ST_CHANGE] = "INSERT INTO decision_changes (run_id, seq, knob, "
 		      "layer, old, new) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_EVENT] = "INSERT INTO events (wall_ms, run_id, job, kind, text, "
@@ -468,6 +521,63 @@ static const char *const store_migrations[] = {
 	 * finds old windows by the time they closed. */
 	"ALTER TABLE runs ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;"
 	"CREATE INDEX window_info_closed ON window_info (closed_wall_ms);",
+	/* 2 -> 3 (0.2): activation statistics and per-tensor timings per
+	 * layer, backward/codec times and memory per rank and window, the
+	 * calibration in force and asked for, every rank's collectives
+	 * (comm_samples) and what policies computed (policy_metrics). Rows
+	 * written before read as "not measured": 0, or NULL for a time. */
+	"ALTER TABLE windows ADD COLUMN act_steps INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE windows ADD COLUMN act_lbar REAL DEFAULT 0;"
+	"ALTER TABLE windows ADD COLUMN act_nonzero REAL DEFAULT 0;"
+	"ALTER TABLE windows ADD COLUMN act_bytes REAL DEFAULT 0;"
+	"ALTER TABLE windows ADD COLUMN act_raw_bytes REAL DEFAULT 0;"
+	"ALTER TABLE windows ADD COLUMN comm_raw_ms REAL;"
+	"ALTER TABLE windows ADD COLUMN comm_comp_ms REAL;"
+	"ALTER TABLE windows ADD COLUMN codec_ms REAL;"
+	"ALTER TABLE windows ADD COLUMN comm_raw_n INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE windows ADD COLUMN comm_comp_n INTEGER NOT NULL "
+	"DEFAULT 0;"
+	"ALTER TABLE window_info ADD COLUMN backward_ms_median REAL DEFAULT 0;"
+	"ALTER TABLE window_info ADD COLUMN codec_ms_median REAL DEFAULT 0;"
+	"ALTER TABLE window_info ADD COLUMN mem_device_used INTEGER NOT NULL "
+	"DEFAULT 0;"
+	"ALTER TABLE window_info ADD COLUMN mem_device_total INTEGER NOT NULL "
+	"DEFAULT 0;"
+	"ALTER TABLE window_info ADD COLUMN mem_host_used INTEGER NOT NULL "
+	"DEFAULT 0;"
+	"ALTER TABLE window_info ADD COLUMN state_apply_step INTEGER NOT NULL "
+	"DEFAULT 0;"
+	"ALTER TABLE window_info ADD COLUMN state_calibrate_steps INTEGER NOT "
+	"NULL DEFAULT 0;"
+	"ALTER TABLE timings ADD COLUMN backward_ms REAL DEFAULT 0;"
+	"ALTER TABLE timings ADD COLUMN codec_ms REAL DEFAULT 0;"
+	"ALTER TABLE timings ADD COLUMN mem_device_used INTEGER NOT NULL "
+	"DEFAULT 0;"
+	"ALTER TABLE timings ADD COLUMN mem_device_total INTEGER NOT NULL "
+	"DEFAULT 0;"
+	"ALTER TABLE timings ADD COLUMN mem_host_used INTEGER NOT NULL "
+	"DEFAULT 0;"
+	"ALTER TABLE decisions ADD COLUMN calibrate_steps INTEGER NOT NULL "
+	"DEFAULT 0;"
+	"CREATE TABLE comm_samples ("
+	" run_id INTEGER NOT NULL,"
+	" window INTEGER NOT NULL,"
+	" rank INTEGER NOT NULL,"
+	" bytes INTEGER NOT NULL,"
+	" ms REAL,"
+	" count INTEGER NOT NULL,"
+	" compressed INTEGER NOT NULL);"
+	"CREATE INDEX comm_samples_window ON comm_samples (run_id, window);"
+	"CREATE TABLE policy_metrics ("
+	" run_id INTEGER NOT NULL,"
+	" window INTEGER NOT NULL,"
+	" policy TEXT NOT NULL,"
+	" name TEXT NOT NULL,"
+	" layer INTEGER,"
+	" value REAL);"
+	"CREATE INDEX policy_metrics_window ON policy_metrics (run_id, window);"
+	"CREATE INDEX policy_metrics_name ON policy_metrics (run_id, name, "
+	"window);",
 };
 
 _Static_assert(sizeof(store_migrations) / sizeof(store_migrations[0]) ==
@@ -658,6 +768,8 @@ store_batch_free(store_batch *b)
 		free(b->layers.v[i].name);
 	for (uint32_t i = 0; i < b->decisions.n; i++)
 		com_decision_fini(&b->decisions.v[i].d);
+	for (uint32_t i = 0; i < b->metrics.n; i++)
+		free(b->metrics.v[i].policy);
 	for (uint32_t i = 0; i < b->events.n; i++) {
 		free(b->events.v[i].job);
 		free(b->events.v[i].kind);
@@ -671,6 +783,8 @@ store_batch_free(store_batch *b)
 	free(b->infos.v);
 	free(b->stats.v);
 	free(b->timings.v);
+	free(b->comms.v);
+	free(b->metrics.v);
 	free(b->decisions.v);
 	free(b->changes.v);
 	free(b->events.v);
@@ -984,6 +1098,18 @@ store_bind_u64(sqlite3_stmt *st, int i, uint64_t v)
 	sqlite3_bind_int64(st, i, v > INT64_MAX ? INT64_MAX : (int64_t)v);
 }
 
+/* A byte count the policy view holds as a double, as an INTEGER. */
+static void
+store_bind_bytes(sqlite3_stmt *st, int i, double v)
+{
+	if (!(v > 0))
+		sqlite3_bind_int64(st, i, 0);
+	else if (v >= 9223372036854775807.0)
+		sqlite3_bind_int64(st, i, INT64_MAX);
+	else
+		sqlite3_bind_int64(st, i, (int64_t)v);
+}
+
 static void
 store_bind_text(sqlite3_stmt *st, int i, const char *s)
 {
@@ -1109,10 +1235,49 @@ store_write_info(store_writer *w, const store_info_row *r)
 	sqlite3_bind_int64(st, 20, r->state_batch_size);
 	store_bind_u64(st, 21, r->state_threshold);
 	sqlite3_bind_int(st, 22, r->state_off);
+	store_bind_real(st, 23, r->backward_ms_median);
+	store_bind_real(st, 24, r->codec_ms_median);
+	store_bind_bytes(st, 25, r->mem_device_used);
+	store_bind_bytes(st, 26, r->mem_device_total);
+	store_bind_bytes(st, 27, r->mem_host_used);
+	store_bind_u64(st, 28, r->state_apply);
+	store_bind_u64(st, 29, r->state_calibrate);
 	return store_step(st);
 }
 
-/* Binds a windows row at parameters base + 1 .. base + 14. */
+static int
+store_write_comm(store_writer *w, const store_comm_row *r)
+{
+	sqlite3_stmt *st = w->st[ST_COMM];
+
+	sqlite3_bind_int64(st, 1, r->run);
+	store_bind_u64(st, 2, r->window);
+	sqlite3_bind_int64(st, 3, r->rank);
+	store_bind_u64(st, 4, r->bytes);
+	store_bind_real(st, 5, r->ms);
+	sqlite3_bind_int64(st, 6, r->count);
+	sqlite3_bind_int(st, 7, r->compressed);
+	return store_step(st);
+}
+
+static int
+store_write_metric(store_writer *w, const store_metric_row *r)
+{
+	sqlite3_stmt *st = w->st[ST_METRIC];
+
+	sqlite3_bind_int64(st, 1, r->run);
+	store_bind_u64(st, 2, r->window);
+	store_bind_text(st, 3, r->policy);
+	store_bind_text(st, 4, r->name);
+	if (r->layer >= 0)
+		sqlite3_bind_int64(st, 5, r->layer);
+	else
+		sqlite3_bind_null(st, 5);
+	store_bind_real(st, 6, r->value);
+	return store_step(st);
+}
+
+/* Binds a windows row at parameters base + 1 .. base + 24. */
 static void
 store_bind_stat(sqlite3_stmt *st, int base, const store_stat_row *r)
 {
@@ -1130,9 +1295,19 @@ store_bind_stat(sqlite3_stmt *st, int base, const store_stat_row *r)
 	store_bind_real(st, base + 12, r->momentum_abs_mean);
 	store_bind_real(st, base + 13, r->level);
 	store_bind_real(st, base + 14, r->error_bound);
+	store_bind_u64(st, base + 15, r->act_steps);
+	store_bind_real(st, base + 16, r->act_lbar);
+	store_bind_real(st, base + 17, r->act_nonzero);
+	store_bind_real(st, base + 18, r->act_bytes);
+	store_bind_real(st, base + 19, r->act_raw_bytes);
+	store_bind_real(st, base + 20, r->comm_raw_ms);
+	store_bind_real(st, base + 21, r->comm_comp_ms);
+	store_bind_real(st, base + 22, r->codec_ms);
+	sqlite3_bind_int64(st, base + 23, r->comm_raw_n);
+	sqlite3_bind_int64(st, base + 24, r->comm_comp_n);
 }
 
-/* Binds a timings row at parameters base + 1 .. base + 13. */
+/* Binds a timings row at parameters base + 1 .. base + 18. */
 static void
 store_bind_timing(sqlite3_stmt *st, int base, const store_timing_row *r)
 {
@@ -1149,6 +1324,11 @@ store_bind_timing(sqlite3_stmt *st, int base, const store_timing_row *r)
 	store_bind_u64(st, base + 11, r->t.floats_raw);
 	sqlite3_bind_int64(st, base + 12, r->t.decision_misses);
 	store_bind_u64(st, base + 13, r->t.reports_dropped);
+	store_bind_real(st, base + 14, r->t.backward_ms);
+	store_bind_real(st, base + 15, r->t.codec_ms);
+	store_bind_u64(st, base + 16, r->t.mem_device_used);
+	store_bind_u64(st, base + 17, r->t.mem_device_total);
+	store_bind_u64(st, base + 18, r->t.mem_host_used);
 }
 
 /* Writes a batch's windows rows, STORE_MULTI per statement, then the
@@ -1238,6 +1418,7 @@ store_write_decision(store_writer *w, const store_decision_row *r)
 		    (int)d->codec_table_len, SQLITE_STATIC);
 	else
 		sqlite3_bind_null(st, 16);
+	store_bind_u64(st, 17, d->calibrate_steps);
 	return store_step(st);
 }
 
@@ -1314,7 +1495,8 @@ store_batch_firm(const store_batch *b)
 static bool
 store_batch_rest(const store_batch *b)
 {
-	return (b->infos.n | b->stats.n | b->timings.n | b->changes.n) != 0;
+	return (b->infos.n | b->stats.n | b->timings.n | b->comms.n |
+		   b->metrics.n | b->changes.n) != 0;
 }
 
 #define STORE_WRITE_ALL(vec, fn)                                               \
@@ -1351,6 +1533,8 @@ store_write_rest(store_writer *w, const store_batch *b)
 		rc = store_write_stats(w, b);
 	if (rc == SQLITE_OK)
 		rc = store_write_timings(w, b);
+	STORE_WRITE_ALL(comms, store_write_comm)
+	STORE_WRITE_ALL(metrics, store_write_metric)
 	STORE_WRITE_ALL(changes, store_write_change)
 	return rc;
 }
@@ -1475,12 +1659,17 @@ store_thin_range(store_writer *w, int64_t run, uint64_t from, uint64_t to)
 		"window < ?3 AND window % ?4 != 0",
 		"DELETE FROM timings WHERE run_id = ?1 AND window >= ?2 AND "
 		"window < ?3 AND window % ?4 != 0",
+		"DELETE FROM comm_samples WHERE run_id = ?1 AND window >= ?2 "
+		"AND window < ?3 AND window % ?4 != 0",
+		"DELETE FROM policy_metrics WHERE run_id = ?1 AND window >= ?2 "
+		"AND window < ?3 AND window % ?4 != 0",
 		"DELETE FROM window_info WHERE run_id = ?1 AND window >= ?2 "
 		"AND window < ?3 AND window % ?4 != 0",
 	};
 	int rc = store_step(w->st[ST_BEGIN]);
 
-	for (size_t i = 0; rc == SQLITE_OK && i < 3; i++)
+	for (size_t i = 0; rc == SQLITE_OK && i < sizeof(sql) / sizeof(sql[0]);
+	     i++)
 		rc = store_delete(w, sql[i], run, (int64_t)from, (int64_t)to,
 		    w->conf.keep_every);
 	if (rc == SQLITE_OK)
@@ -1500,6 +1689,12 @@ store_age_pass(store_writer *w, uint64_t now_wall)
 		"DELETE FROM timings WHERE (run_id, window) IN (SELECT "
 		"run_id, window FROM window_info WHERE closed_wall_ms < ?1 "
 		"AND window % ?2 != 0)",
+		"DELETE FROM comm_samples WHERE (run_id, window) IN (SELECT "
+		"run_id, window FROM window_info WHERE closed_wall_ms < ?1 "
+		"AND window % ?2 != 0)",
+		"DELETE FROM policy_metrics WHERE (run_id, window) IN (SELECT "
+		"run_id, window FROM window_info WHERE closed_wall_ms < ?1 "
+		"AND window % ?2 != 0)",
 		"DELETE FROM window_info WHERE closed_wall_ms < ?1 AND "
 		"window % ?2 != 0",
 	};
@@ -1507,7 +1702,8 @@ store_age_pass(store_writer *w, uint64_t now_wall)
 	    (int64_t)w->conf.max_age_days * 86400000;
 	int rc = store_step(w->st[ST_BEGIN]);
 
-	for (size_t i = 0; rc == SQLITE_OK && i < 3; i++)
+	for (size_t i = 0; rc == SQLITE_OK && i < sizeof(sql) / sizeof(sql[0]);
+	     i++)
 		rc = store_delete(w, sql[i], cutoff, w->conf.keep_every, 0, 0);
 	if (rc == SQLITE_OK)
 		rc = store_step(w->st[ST_COMMIT]);
@@ -2198,7 +2394,7 @@ ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
 	store_batch *b;
 
 	if (s == NULL || run == 0 ||
-	    !store_keep_metrics(s, w->window, 1 + w->n_layers))
+	    !store_keep_metrics(s, w->window, 1 + w->n_layers + w->n_comm))
 		return;
 	b = store_cur(s);
 	*STORE_PUSH(b->infos) = (store_info_row){
@@ -2224,6 +2420,13 @@ ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
 		.state_batch_size = in_force->batch_size,
 		.state_threshold = in_force->size_threshold,
 		.state_off = in_force->compression_off,
+		.backward_ms_median = w->backward_ms_median,
+		.codec_ms_median = w->codec_ms_median,
+		.mem_device_used = w->mem_device_used,
+		.mem_device_total = w->mem_device_total,
+		.mem_host_used = w->mem_host_used,
+		.state_apply = in_force->apply_step,
+		.state_calibrate = in_force->calibrate_steps,
 	};
 	for (uint32_t l = 0; l < w->n_layers; l++) {
 		const bellows_window_layer *v = &w->layers[l];
@@ -2243,10 +2446,61 @@ ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
 			.momentum_abs_mean = v->momentum_abs_mean,
 			.level = v->level,
 			.error_bound = v->error_bound,
+			.act_steps = v->act_steps,
+			.act_lbar = v->act_lbar,
+			.act_nonzero = v->act_nonzero,
+			.act_bytes = v->act_bytes,
+			.act_raw_bytes = v->act_raw_bytes,
+			.comm_raw_ms = v->comm_raw_ms,
+			.comm_comp_ms = v->comm_comp_ms,
+			.codec_ms = v->codec_ms,
+			.comm_raw_n = v->comm_raw_n,
+			.comm_comp_n = v->comm_comp_n,
+		};
+	}
+	for (uint32_t i = 0; i < w->n_comm; i++) {
+		const bellows_comm_sample *c = &w->comm[i];
+
+		*STORE_PUSH(b->comms) = (store_comm_row){
+			.run = run,
+			.window = w->window,
+			.rank = c->rank,
+			.bytes = c->bytes,
+			.ms = c->ms,
+			.count = c->count,
+			.compressed = c->compressed,
 		};
 	}
 	/* The window's rows stay together: a recovered window is whole. */
-	store_added(s, 1 + w->n_layers, 1 + w->n_layers);
+	store_added(s, 1 + w->n_layers + w->n_comm,
+	    1 + w->n_layers + w->n_comm);
+}
+
+void
+ctl_store_policy_metrics(ctl_store *s, int64_t run, uint64_t window,
+    const com_metric *metrics, uint32_t n)
+{
+	store_batch *b;
+
+	if (s == NULL || run == 0 || n == 0 ||
+	    !store_keep_metrics(s, window, n))
+		return;
+	b = store_cur(s);
+	for (uint32_t i = 0; i < n; i++) {
+		store_metric_row *r = STORE_PUSH(b->metrics);
+
+		*r = (store_metric_row){
+			.run = run,
+			.window = window,
+			.policy = store_strdup(
+			    metrics[i].policy != NULL ? metrics[i].policy : ""),
+			.layer = metrics[i].layer,
+			.value = metrics[i].value,
+		};
+		snprintf(r->name, sizeof(r->name), "%s",
+		    metrics[i].name != NULL ? metrics[i].name : "");
+	}
+	store_added(s, n, n);
 }
 
 static bool
@@ -2305,6 +2559,10 @@ store_changes(store_batch *b, int64_t run, const com_decision *d,
 		store_change(b, run, d->seq, "compression", -1, has,
 		    has && prev->compression_off ? 0 : 1,
 		    d->compression_off ? 0 : 1);
+	if (d->calibrate_steps != (has ? prev->calibrate_steps : 0))
+		store_change(b, run, d->seq, "calibrate_steps", -1, has,
+		    has ? (double)prev->calibrate_steps : 0,
+		    (double)d->calibrate_steps);
 	if (d->codec_table_len != (has ? prev->codec_table_len : 0) ||
 	    (d->codec_table_len > 0 &&
 		memcmp(d->codec_table, prev->codec_table, d->codec_table_len) !=
@@ -2622,6 +2880,15 @@ store_col_real(sqlite3_stmt *st, int i)
 	    : sqlite3_column_double(st, i);
 }
 
+/* A REAL column where NULL means "not measured": 0. */
+static double
+store_col_real0(sqlite3_stmt *st, int i)
+{
+	return sqlite3_column_type(st, i) == SQLITE_NULL
+	    ? 0
+	    : sqlite3_column_double(st, i);
+}
+
 static uint64_t
 store_col_u64(sqlite3_stmt *st, int i)
 {
@@ -2760,8 +3027,8 @@ store_load_decisions(store_writer *w, store_loaded *ld, uint32_t max)
 	sqlite3_stmt *st = store_select(w,
 	    "SELECT seq, apply_step, window, policy, reason, n_layers, levels, "
 	    "error_bounds, batch_size, lr_scale, size_threshold, "
-	    "compression_off, codec_table FROM decisions WHERE run_id = ?1 "
-	    "ORDER BY seq DESC LIMIT ?2",
+	    "compression_off, codec_table, calibrate_steps FROM decisions "
+	    "WHERE run_id = ?1 ORDER BY seq DESC LIMIT ?2",
 	    ld->run.id, max);
 	const char *why = NULL;
 	uint32_t n = 0;
@@ -2797,6 +3064,7 @@ store_load_decisions(store_writer *w, store_loaded *ld, uint32_t max)
 		d->lr_scale = store_col_real(st, 9);
 		d->size_threshold = store_col_u64(st, 10);
 		d->compression_off = sqlite3_column_int(st, 11) != 0;
+		d->calibrate_steps = store_col_u64(st, 13);
 		if (ct != NULL && ct_len > 0) {
 			d->codec_table = malloc((size_t)ct_len);
 			if (d->codec_table == NULL)
@@ -2875,15 +3143,26 @@ store_load_windows(store_writer *w, store_loaded *ld,
 	    "SELECT window, first_step, last_step, epoch, lr, lr_next, "
 	    "batch_size, lr_scale, world, ranks_reported, step_ms_median, "
 	    "compute_ms_median, comm_ms_median, floats_sent, floats_raw, "
-	    "state_batch_size, state_size_threshold, state_compression_off "
-	    "FROM window_info WHERE run_id = ?1 ORDER BY window",
+	    "state_batch_size, state_size_threshold, state_compression_off, "
+	    "backward_ms_median, codec_ms_median, mem_device_used, "
+	    "mem_device_total, mem_host_used, state_apply_step, "
+	    "state_calibrate_steps FROM window_info WHERE run_id = ?1 ORDER "
+	    "BY window",
 	    ld->run.id, 0);
 	sqlite3_stmt *wl = store_select(w,
 	    "SELECT window, layer, grad_norm_rank0, grad_norm_mean, sum_sq, "
 	    "abs_sum, max_abs, count, nonzero, nonfinite, momentum_abs_mean, "
-	    "level, error_bound FROM windows WHERE run_id = ?1 ORDER BY "
-	    "window, layer",
+	    "level, error_bound, act_steps, act_lbar, act_nonzero, act_bytes, "
+	    "act_raw_bytes, comm_raw_ms, comm_comp_ms, codec_ms, comm_raw_n, "
+	    "comm_comp_n FROM windows WHERE run_id = ?1 ORDER BY window, "
+	    "layer",
 	    ld->run.id, 0);
+	sqlite3_stmt *wc = store_select(w,
+	    "SELECT window, rank, bytes, ms, count, compressed FROM "
+	    "comm_samples WHERE run_id = ?1 ORDER BY window, rowid",
+	    ld->run.id, 0);
+	STORE_VEC(bellows_comm_sample) comm = { 0 };
+	bool have_comm = false;
 	uint32_t n = ld->run.n_layers;
 	bellows_window_layer *layers = calloc(n ? n : 1, sizeof(*layers));
 	com_decision in_force;
@@ -2892,9 +3171,10 @@ store_load_windows(store_writer *w, store_loaded *ld,
 
 	if (layers == NULL || com_decision_init(&in_force, ld->run.job, n) != 0)
 		store_oom();
-	if (wi == NULL || wl == NULL)
+	if (wi == NULL || wl == NULL || wc == NULL)
 		goto out;
 	have_row = sqlite3_step(wl) == SQLITE_ROW;
+	have_comm = sqlite3_step(wc) == SQLITE_ROW;
 	while (sqlite3_step(wi) == SQLITE_ROW) {
 		uint64_t win = store_col_u64(wi, 0);
 		bellows_window v = {
@@ -2916,8 +3196,18 @@ store_load_windows(store_writer *w, store_loaded *ld,
 			.floats_raw = store_col_u64(wi, 14),
 			.n_layers = n,
 			.layers = layers,
+			.backward_ms_median = store_col_real0(wi, 18),
+			.codec_ms_median = store_col_real0(wi, 19),
+			.mem_device_used = (double)store_col_u64(wi, 20),
+			.mem_device_total = (double)store_col_u64(wi, 21),
+			.mem_host_used = (double)store_col_u64(wi, 22),
 		};
 
+		in_force.apply_step = store_col_u64(wi, 23);
+		in_force.calibrate_steps = store_col_u64(wi, 24);
+		v.compression_off = sqlite3_column_int(wi, 17) != 0;
+		v.size_threshold = store_col_u64(wi, 16);
+		v.calibrate_until = ctl_window_calibrate_until(&in_force);
 		in_force.batch_size = (uint32_t)sqlite3_column_int64(wi, 15);
 		in_force.lr_scale = v.lr_scale;
 		in_force.size_threshold = store_col_u64(wi, 16);
@@ -2931,6 +3221,9 @@ store_load_windows(store_writer *w, store_loaded *ld,
 				.grad_norm = NAN,
 				.grad_norm_rank0 = NAN,
 				.grad_norm_mean = NAN,
+				.comm_raw_ms = NAN,
+				.comm_comp_ms = NAN,
+				.codec_ms = NAN,
 			};
 			in_force.level[l] = 0;
 			in_force.error_bound[l] = 0;
@@ -2958,17 +3251,45 @@ store_load_windows(store_writer *w, store_loaded *ld,
 				x->momentum_abs_mean = store_col_real(wl, 10);
 				x->level = store_col_real(wl, 11);
 				x->error_bound = store_col_real(wl, 12);
+				x->act_steps = store_col_u64(wl, 13);
+				x->act_lbar = store_col_real0(wl, 14);
+				x->act_nonzero = store_col_real0(wl, 15);
+				x->act_bytes = store_col_real0(wl, 16);
+				x->act_raw_bytes = store_col_real0(wl, 17);
+				x->comm_raw_ms = store_col_real(wl, 18);
+				x->comm_comp_ms = store_col_real(wl, 19);
+				x->codec_ms = store_col_real(wl, 20);
+				x->comm_raw_n = (uint32_t)store_col_u64(wl, 21);
+				x->comm_comp_n = (uint32_t)store_col_u64(wl,
+				    22);
 				in_force.level[l] = x->level;
 				in_force.error_bound[l] = x->error_bound;
 			}
 			have_row = sqlite3_step(wl) == SQLITE_ROW;
 		}
+		comm.n = 0;
+		while (have_comm && store_col_u64(wc, 0) < win)
+			have_comm = sqlite3_step(wc) == SQLITE_ROW;
+		while (have_comm && store_col_u64(wc, 0) == win) {
+			*STORE_PUSH(comm) = (bellows_comm_sample){
+				.rank = (uint32_t)store_col_u64(wc, 1),
+				.bytes = store_col_u64(wc, 2),
+				.ms = store_col_real(wc, 3),
+				.count = (uint32_t)store_col_u64(wc, 4),
+				.compressed = sqlite3_column_int(wc, 5) != 0,
+			};
+			have_comm = sqlite3_step(wc) == SQLITE_ROW;
+		}
+		v.n_comm = comm.n;
+		v.comm = comm.v;
 		ops->window(arg, ctx, &v, &in_force);
 		count++;
 	}
 out:
 	sqlite3_finalize(wi);
 	sqlite3_finalize(wl);
+	sqlite3_finalize(wc);
+	free(comm.v);
 	com_decision_fini(&in_force);
 	free(layers);
 	return count;

@@ -9,7 +9,8 @@
  * batch holding it is acknowledged: the store calls the durable callback
  * with the batch's ticket, and the job table publishes what that covers.
  *
- * Metric rows (windows, window_info, timings) may be downsampled when the
+ * Metric rows (windows, window_info, timings, comm_samples,
+ * policy_metrics) may be downsampled when the
  * writer falls behind; decisions, events, runs and their layer tables are
  * never dropped. When SQLite fails (disk full, locked, read-only,
  * corrupt) or stops committing for STORE_ACK_TIMEOUT_MS, the store is
@@ -39,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_STORE_SCHEMA_VERSION 2  /* PRAGMA user_version written */
+#define CTL_STORE_SCHEMA_VERSION 3  /* PRAGMA user_version written */
 #define CTL_STORE_HASH_LEN       17 /* hex FNV-1a 64 of a file, with NUL */
 
 /* Event kinds recorded by the store and around it (see events.h). */
@@ -135,12 +136,19 @@ void ctl_store_rank_event(ctl_store *s, int64_t run, uint32_t rank,
 void ctl_store_timing(ctl_store *s, int64_t run, uint64_t window, uint32_t rank,
     const com_timings *t);
 
-/* Records a closed window as the policies saw it (window_info and one
- * windows row per layer; metric rows), with `in_force` the knob state in
- * force during it. */
+/* Records a closed window as the policies saw it (window_info, one
+ * windows row per layer and one comm_samples row per collective in
+ * w->comm; metric rows, kept or dropped together), with `in_force` the
+ * knob state in force during it (its apply step and calibration too). */
 void ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
     uint32_t ranks_expected, bool complete, const com_decision *in_force,
     uint64_t wall_ms);
+
+/* Records what the policies computed on `window` (policy_metrics rows:
+ * metric rows, downsampled under pressure like the window's). The
+ * strings are copied. */
+void ctl_store_policy_metrics(ctl_store *s, int64_t run, uint64_t window,
+    const com_metric *metrics, uint32_t n);
 
 /* Records decision `d` of a run, with what changed since `prev` (NULL:
  * the run's first decision), and hands the batch to the writer at once.

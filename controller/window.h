@@ -26,8 +26,11 @@ int ctl_window_new(uint64_t index, uint32_t world, uint32_t n_layers,
 void ctl_window_destroy(ctl_window **window);
 
 /* Folds in one rank's report (already checked against the job: rank <
- * world, layer indices < n_layers). Returns 0, or BELLOWS_EBUSY if that
- * rank already reported this window (the duplicate is ignored). */
+ * world, layer indices < n_layers), its per-tensor timings and its
+ * collectives (CommSamples, which the window copies). Returns 0,
+ * BELLOWS_EBUSY if that rank already reported this window (the duplicate
+ * is ignored), or BELLOWS_ENOMEM (nothing of the report is folded in and
+ * the rank may report again). */
 int ctl_window_add(ctl_window *window, const com_report *report);
 
 /* Window index. */
@@ -42,12 +45,21 @@ uint32_t ctl_window_reported(const ctl_window *window);
 /* True when `rank` reported. */
 bool ctl_window_has(const ctl_window *window, uint32_t rank);
 
-/* Builds the policy view of the window into *ret. The layers array is owned
- * by the window and valid until it is destroyed; names and shapes are
- * borrowed from `layers`. `in_force` is the state applied during the
- * window (levels and bounds shown to policies). Never fails. */
+/* Builds the policy view of the window into *ret, as policies/bellows/
+ * policy.h documents each field: sums, means over the ranks that measured
+ * a statistic, medians over ranks (NAN for a per-tensor time nobody
+ * measured, 0 for a window time nobody measured). The layers and comm
+ * arrays are owned by the window and valid until it is destroyed; names
+ * and shapes are borrowed from `layers`. `in_force` is the state applied
+ * during the window (levels, bounds, LR scale, gate, size threshold and
+ * calibration shown to policies). May be called again: the result is the
+ * same. Never fails. */
 void ctl_window_view(ctl_window *window, const char *job, uint32_t world,
     const com_layer_info *layers, const com_decision *in_force,
     bellows_window *ret);
+
+/* The step up to which (exclusive) decision `d` makes ranks calibrate:
+ * apply_step + calibrate_steps, saturated; 0 when it asks for none. */
+uint64_t ctl_window_calibrate_until(const com_decision *d);
 
 #endif /* CTL_WINDOW_H */

@@ -40,6 +40,9 @@ typedef enum history_sub_id {
 	SUB_DECISIONS,
 	SUB_EVENTS,
 	SUB_TIMINGS,
+	SUB_STATS,
+	SUB_METRICS,
+	SUB_COMM,
 	SUB_N,
 } history_sub_id;
 
@@ -74,6 +77,20 @@ static const history_sub history_subs[SUB_N] = {
 	[SUB_TIMINGS] = { "timings", TOOL_HDB_Q_TIMINGS, BY_WINDOW | NEEDS_RUN,
 	    "per rank, slowest first, against the median" MORE
 	    "rank; --per-window: per rank and window" },
+	[SUB_STATS] = { "stats", TOOL_HDB_Q_STATS,
+	    BY_WINDOW | NEEDS_RUN | HAS_LAYER,
+	    "per window: backward, codec, compute and comm" MORE
+	    "time, memory, threshold, gate, calibration," MORE
+	    "collectives; with --layer, that layer's" MORE
+	    "activations and raw/compressed send times" },
+	[SUB_METRICS] = { "metrics", TOOL_HDB_Q_METRICS,
+	    BY_WINDOW | NEEDS_RUN | HAS_LAYER,
+	    "what the policies computed per window (fitted" MORE
+	    "parameters, predicted times, bounds); with" MORE
+	    "--layer, that layer's only" },
+	[SUB_COMM] = { "comm", TOOL_HDB_Q_COMM, BY_WINDOW | NEEDS_RUN,
+	    "every rank's collectives per window: bytes," MORE
+	    "compressed or not, count, median ms, GB/s" },
 };
 
 #undef MORE
@@ -83,7 +100,8 @@ tool_history_usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: bellows history runs|layers|windows|decisions|events|"
-	    "timings\n"
+	    "timings|\n"
+	    "                       stats|metrics|comm\n"
 	    "                       [--db FILE] [--run ID] [--job NAME] "
 	    "[--layer NAME]\n"
 	    "                       [--since W|TIME] [--until W|TIME]\n"
@@ -103,7 +121,9 @@ tool_history_usage(FILE *f)
 	    "  --job NAME       only this job's runs and events; the latest\n"
 	    "                   run of this job\n"
 	    "  --layer NAME     windows: this layer per window; decisions:\n"
-	    "                   those that changed it\n"
+	    "                   those that changed it; stats: its\n"
+	    "                   activations and send times; metrics: its\n"
+	    "                   own\n"
 	    "  --since, --until from/to this window number (\"12\") or UTC\n"
 	    "                   time (\"2026-11-22T10:00\", to the ms;\n"
 	    "                   --until covers all of what it names), both\n"
@@ -685,8 +705,8 @@ history_check(const history_opts *o)
 
 	if (o->layer != NULL && !(s->flags & HAS_LAYER)) {
 		fprintf(stderr,
-		    "bellows history: --layer applies to windows and "
-		    "decisions, not %s\n",
+		    "bellows history: --layer applies to windows, "
+		    "decisions, stats and metrics, not %s\n",
 		    s->name);
 		return 2;
 	}
@@ -899,6 +919,8 @@ history_ask(tool_hdb *db, const history_opts *o, const tool_hdb_sink *sink)
 			goto out;
 		if (q == TOOL_HDB_Q_WINDOWS)
 			q = TOOL_HDB_Q_LAYER_WINDOWS;
+		else if (q == TOOL_HDB_Q_STATS)
+			q = TOOL_HDB_Q_LAYER_STATS;
 	}
 	if (o->per_window)
 		q = TOOL_HDB_Q_TIMINGS_ALL;

@@ -11,6 +11,7 @@
 #include "historydb.h"
 
 #include <bellows/error.h>
+#include <bellows/policy.h>
 
 #include <sqlite3.h>
 
@@ -184,12 +185,100 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    " t.compute_ms / nullif(t.steps, 0) AS compute_ms_mean,"
 	    " t.comm_ms / nullif(t.steps, 0) AS comm_ms_mean,"
 	    " t.bytes_sent, t.floats_sent, t.floats_raw, t.decision_misses,"
-	    " t.reports_dropped"
-	    " FROM timings t LEFT JOIN window_info i"
+	    " t.reports_dropped,"
+	    " t.backward_ms / nullif(t.steps, 0) AS backward_ms_mean,"
+	    " t.codec_ms / nullif(t.steps, 0) AS codec_ms_mean,"
+	    " t.mem_device_used AS mem_device, t.mem_device_total AS device,"
+	    " t.mem_host_used AS mem_host"
+	    " FROM hdb_timings t LEFT JOIN window_info i"
 	    "  ON i.run_id = t.run_id AND i.window = t.window"
 	    " WHERE t.run_id = :run AND t.window BETWEEN :wlo AND :whi"
 	    " ORDER BY t.window, t.rank",
+
+	[TOOL_HDB_Q_STATS] =
+	    "SELECT i.window, i.backward_ms_median AS backward_ms,"
+	    " i.codec_ms_median AS codec_ms, i.compute_ms_median AS compute_ms,"
+	    " i.comm_ms_median AS comm_ms, i.mem_device_used AS mem_device,"
+	    " i.mem_device_total AS device, i.mem_host_used AS mem_host,"
+	    " i.state_size_threshold AS threshold,"
+	    " i.state_compression_off AS compression_off,"
+	    " CASE WHEN i.state_calibrate_steps > 0"
+	    "  THEN i.state_apply_step + i.state_calibrate_steps END"
+	    "  AS calibrate_until,"
+	    " (SELECT count(*) FROM hdb_comm c WHERE c.run_id = i.run_id"
+	    "  AND c.window = i.window) AS collectives"
+	    " FROM hdb_window_info i"
+	    " WHERE i.run_id = :run AND i.window BETWEEN :wlo AND :whi"
+	    " ORDER BY i.window",
+
+	[TOOL_HDB_Q_LAYER_STATS] =
+	    "SELECT w.window, l.name AS layer, w.level, w.error_bound,"
+	    " CASE WHEN w.act_steps > 0 THEN w.act_steps END AS act_steps,"
+	    " CASE WHEN w.act_steps > 0 THEN w.act_lbar END AS act_lbar,"
+	    " CASE WHEN w.act_steps > 0 THEN w.act_nonzero END AS act_nonzero,"
+	    " CASE WHEN w.act_steps > 0 THEN w.act_bytes END AS act_bytes,"
+	    " CASE WHEN w.act_steps > 0 THEN w.act_raw_bytes END"
+	    "  AS act_raw_bytes,"
+	    " w.comm_raw_ms, w.comm_raw_n, w.comm_comp_ms, w.comm_comp_n,"
+	    " w.codec_ms"
+	    " FROM hdb_windows w"
+	    " JOIN layers l ON l.run_id = w.run_id AND l.idx = w.layer"
+	    " WHERE w.run_id = :run AND w.layer = :layer"
+	    " AND w.window BETWEEN :wlo AND :whi"
+	    " ORDER BY w.window",
+
+	[TOOL_HDB_Q_METRICS] =
+	    "SELECT m.window, m.policy, m.name, l.name AS layer, m.value"
+	    " FROM hdb_metrics m LEFT JOIN layers l"
+	    "  ON l.run_id = m.run_id AND l.idx = m.layer"
+	    " WHERE m.run_id = :run AND m.window BETWEEN :wlo AND :whi"
+	    " AND (:layer IS NULL OR m.layer = :layer)"
+	    " ORDER BY m.window, m.seq",
+
+	[TOOL_HDB_Q_COMM] =
+	    "SELECT c.window, c.rank, c.bytes, c.compressed, c.count, c.ms,"
+	    " round(c.bytes / nullif(c.ms, 0) / 1e6, 3) AS gbps"
+	    " FROM hdb_comm c"
+	    " WHERE c.run_id = :run AND c.window BETWEEN :wlo AND :whi"
+	    " ORDER BY c.window, c.seq",
 };
+
+/* Views the questions read instead of the tables that changed: the
+ * tables as they are in a file of the current version, and as if
+ * migrated in an older one (what it lacks is "not measured"), so that
+ * one statement serves every version. Temporary: the file is never
+ * written. */
+static const char hdb_views_current[] =
+    "CREATE TEMP VIEW hdb_windows AS SELECT * FROM main.windows;"
+    "CREATE TEMP VIEW hdb_window_info AS SELECT * FROM main.window_info;"
+    "CREATE TEMP VIEW hdb_timings AS SELECT * FROM main.timings;"
+    "CREATE TEMP VIEW hdb_decisions AS SELECT * FROM main.decisions;"
+    "CREATE TEMP VIEW hdb_comm AS SELECT rowid AS seq, run_id, window,"
+    " rank, bytes, ms, count, compressed FROM main.comm_samples;"
+    "CREATE TEMP VIEW hdb_metrics AS SELECT rowid AS seq, run_id, window,"
+    " policy, name, layer, value FROM main.policy_metrics;";
+static const char hdb_views_v2[] =
+    "CREATE TEMP VIEW hdb_windows AS SELECT *, 0 AS act_steps,"
+    " 0.0 AS act_lbar, 0.0 AS act_nonzero, 0.0 AS act_bytes,"
+    " 0.0 AS act_raw_bytes, NULL AS comm_raw_ms, NULL AS comm_comp_ms,"
+    " NULL AS codec_ms, 0 AS comm_raw_n, 0 AS comm_comp_n"
+    " FROM main.windows;"
+    "CREATE TEMP VIEW hdb_window_info AS SELECT *,"
+    " 0.0 AS backward_ms_median, 0.0 AS codec_ms_median,"
+    " 0 AS mem_device_used, 0 AS mem_device_total, 0 AS mem_host_used,"
+    " 0 AS state_apply_step, 0 AS state_calibrate_steps"
+    " FROM main.window_info;"
+    "CREATE TEMP VIEW hdb_timings AS SELECT *, 0.0 AS backward_ms,"
+    " 0.0 AS codec_ms, 0 AS mem_device_used, 0 AS mem_device_total,"
+    " 0 AS mem_host_used FROM main.timings;"
+    "CREATE TEMP VIEW hdb_decisions AS SELECT *, 0 AS calibrate_steps"
+    " FROM main.decisions;"
+    "CREATE TEMP VIEW hdb_comm AS SELECT 0 AS seq, 0 AS run_id,"
+    " 0 AS window, 0 AS rank, 0 AS bytes, NULL AS ms, 0 AS count,"
+    " 0 AS compressed WHERE 0;"
+    "CREATE TEMP VIEW hdb_metrics AS SELECT 0 AS seq, 0 AS run_id,"
+    " 0 AS window, '' AS policy, '' AS name, NULL AS layer, NULL AS value"
+    " WHERE 0;";
 
 /* The daemon's own events while run :run was live (export and events). */
 #define HDB_RUN_EVENTS                                                         \
@@ -215,6 +304,12 @@ static const struct {
 	[TOOL_HDB_T_TIMINGS] = { "timings",
 	    "SELECT * FROM timings WHERE run_id = :run"
 	    " ORDER BY window, rank" },
+	[TOOL_HDB_T_COMM_SAMPLES] = { "comm_samples",
+	    "SELECT run_id, window, rank, bytes, ms, count, compressed"
+	    " FROM hdb_comm WHERE run_id = :run ORDER BY window, seq" },
+	[TOOL_HDB_T_POLICY_METRICS] = { "policy_metrics",
+	    "SELECT run_id, window, policy, name, layer, value"
+	    " FROM hdb_metrics WHERE run_id = :run ORDER BY window, seq" },
 	[TOOL_HDB_T_DECISIONS] = { "decisions",
 	    "SELECT * FROM decisions WHERE run_id = :run ORDER BY seq" },
 	[TOOL_HDB_T_DECISION_CHANGES] = { "decision_changes",
@@ -437,6 +532,13 @@ tool_hdb_open(const char *path, tool_hdb **ret, char *errbuf, size_t errlen)
 		goto fail;
 	}
 	db->version = (int)version;
+	rc = sqlite3_exec(db->db,
+	    version >= 3 ? hdb_views_current : hdb_views_v2, NULL, NULL, NULL);
+	if (rc != SQLITE_OK) {
+		r = hdb_sqlite_fail(db, rc);
+		snprintf(errbuf, errlen, "%s: %s", path, db->err);
+		goto fail;
+	}
 	free(uri);
 	*ret = db;
 	return 0;
@@ -822,6 +924,13 @@ tool_hdb_replay_destroy(tool_hdb_replay **rp)
 	free(t->level);
 	free(t->batch_size);
 	free(t->lr_scale);
+	free(t->win);
+	free(t->layer_stats);
+	free(t->comm);
+	free(t->apply_step);
+	free(t->calibrate_steps);
+	free(t->size_threshold);
+	free(t->compression_off);
 	free(t);
 	*rp = NULL;
 }
@@ -967,18 +1076,198 @@ hdb_replay_grow(tool_hdb_replay *rp, uint64_t n, uint64_t *cap)
 	HDB_GROW(norm_rank0, nc * nl);
 	HDB_GROW(norm_mean, nc * nl);
 	HDB_GROW(level, nc * nl);
+	HDB_GROW(win, nc);
+	HDB_GROW(layer_stats, nc * nl);
+	HDB_GROW(apply_step, nc);
+	HDB_GROW(calibrate_steps, nc);
+	HDB_GROW(size_threshold, nc);
+	HDB_GROW(compression_off, nc);
 #undef HDB_GROW
 	*cap = nc;
 	return 0;
 }
 
+static uint64_t
+hdb_u64(sqlite3_stmt *st, int col)
+{
+	int64_t v = sqlite3_column_int64(st, col);
+
+	return v < 0 ? 0 : (uint64_t)v;
+}
+
+/* hdb_real with 0 for NULL: a statistic nobody measured. */
+static double
+hdb_real0(sqlite3_stmt *st, int col)
+{
+	return sqlite3_column_type(st, col) == SQLITE_NULL
+	    ? 0
+	    : sqlite3_column_double(st, col);
+}
+
+/* The window-level columns of the row at `st` into slot n. */
+static void
+hdb_replay_window(sqlite3_stmt *st, tool_hdb_replay *rp, uint64_t n)
+{
+	rp->win[n] = (bellows_window){
+		.window = hdb_u64(st, 0),
+		.first_step = hdb_u64(st, 27),
+		.last_step = hdb_u64(st, 28),
+		.epoch = hdb_u64(st, 29),
+		.lr = rp->lr[n],
+		.lr_next = rp->lr_next[n],
+		.batch_size = (uint32_t)hdb_u64(st, 30),
+		.lr_scale = rp->lr_scale[n],
+		.world = (uint32_t)hdb_u64(st, 31),
+		.ranks_reported = (uint32_t)hdb_u64(st, 32),
+		.step_ms_median = hdb_real(st, 33),
+		.compute_ms_median = hdb_real(st, 34),
+		.comm_ms_median = hdb_real(st, 35),
+		.floats_sent = hdb_u64(st, 36),
+		.floats_raw = hdb_u64(st, 37),
+		.n_layers = rp->n_layers,
+		.backward_ms_median = hdb_real0(st, 38),
+		.codec_ms_median = hdb_real0(st, 39),
+		.mem_device_used = (double)hdb_u64(st, 40),
+		.mem_device_total = (double)hdb_u64(st, 41),
+		.mem_host_used = (double)hdb_u64(st, 42),
+		.size_threshold = hdb_u64(st, 43),
+		.compression_off = sqlite3_column_int(st, 44) != 0,
+	};
+	rp->size_threshold[n] = rp->win[n].size_threshold;
+	rp->compression_off[n] = rp->win[n].compression_off;
+	rp->apply_step[n] = hdb_u64(st, 45);
+	rp->calibrate_steps[n] = hdb_u64(st, 46);
+	rp->win[n].calibrate_until = rp->calibrate_steps[n] == 0 ? 0
+	    : rp->calibrate_steps[n] > UINT64_MAX - rp->apply_step[n]
+	    ? UINT64_MAX
+	    : rp->apply_step[n] + rp->calibrate_steps[n];
+}
+
+/* The layer columns of the row at `st`, as bellowsd's window aggregate
+ * handed them (grad_norm: rank 0's, else the mean). */
+static void
+hdb_replay_layer(sqlite3_stmt *st, bellows_window_layer *x)
+{
+	*x = (bellows_window_layer){
+		.grad_norm_rank0 = hdb_real(st, 2),
+		.grad_norm_mean = hdb_real(st, 3),
+		.sum_sq = hdb_real(st, 9),
+		.abs_sum = hdb_real(st, 10),
+		.max_abs = hdb_real(st, 11),
+		.count = hdb_u64(st, 12),
+		.nonzero = hdb_u64(st, 13),
+		.nonfinite = hdb_u64(st, 14),
+		.momentum_abs_mean = hdb_real(st, 15),
+		.level = hdb_real(st, 4),
+		.error_bound = hdb_real(st, 16),
+		.act_steps = hdb_u64(st, 17),
+		.act_lbar = hdb_real0(st, 18),
+		.act_nonzero = hdb_real0(st, 19),
+		.act_bytes = hdb_real0(st, 20),
+		.act_raw_bytes = hdb_real0(st, 21),
+		.comm_raw_ms = hdb_real(st, 22),
+		.comm_comp_ms = hdb_real(st, 23),
+		.codec_ms = hdb_real(st, 24),
+		.comm_raw_n = (uint32_t)hdb_u64(st, 25),
+		.comm_comp_n = (uint32_t)hdb_u64(st, 26),
+	};
+	x->grad_norm = !isnan(x->grad_norm_rank0) ? x->grad_norm_rank0
+						  : x->grad_norm_mean;
+}
+
+/* Reads the run's collectives and points each replayed window at its
+ * own (in the order they were recorded), then its layers at theirs. */
+static int
+hdb_replay_comm(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
+{
+	static const char sql[] =
+	    "SELECT window, rank, bytes, ms, count, compressed FROM hdb_comm"
+	    " WHERE run_id = :run ORDER BY window, seq";
+	sqlite3_stmt *st = NULL;
+	uint64_t cap = 0, *win_of = NULL, j = 0;
+	int r, rc;
+
+	if ((r = hdb_prepare(db, sql, &st)) != 0)
+		return r;
+	if ((rc = hdb_bind_int(st, ":run", run)) != SQLITE_OK) {
+		r = hdb_sqlite_fail(db, rc);
+		goto out;
+	}
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (rp->n_comm == cap) {
+			uint64_t nc = cap ? 2 * cap : 256;
+			bellows_comm_sample *g;
+			uint64_t *gw;
+
+			if (nc > SIZE_MAX / sizeof(*g) ||
+			    (g = realloc(rp->comm, sizeof(*g) * nc)) == NULL) {
+				r = hdb_fail(db, BELLOWS_ENOMEM,
+				    "out of memory");
+				goto out;
+			}
+			rp->comm = g;
+			if ((gw = realloc(win_of, sizeof(*gw) * nc)) == NULL) {
+				r = hdb_fail(db, BELLOWS_ENOMEM,
+				    "out of memory");
+				goto out;
+			}
+			win_of = gw;
+			cap = nc;
+		}
+		win_of[rp->n_comm] = hdb_u64(st, 0);
+		rp->comm[rp->n_comm++] = (bellows_comm_sample){
+			.rank = (uint32_t)hdb_u64(st, 1),
+			.bytes = hdb_u64(st, 2),
+			.ms = hdb_real(st, 3),
+			.count = (uint32_t)hdb_u64(st, 4),
+			.compressed = sqlite3_column_int(st, 5) != 0,
+		};
+	}
+	if (rc != SQLITE_DONE) {
+		r = hdb_sqlite_fail(db, rc);
+		goto out;
+	}
+	for (uint64_t i = 0; i < rp->n_windows; i++) {
+		bellows_window *w = &rp->win[i];
+
+		w->layers = rp->layer_stats + (size_t)i * rp->n_layers;
+		w->comm = NULL;
+		w->n_comm = 0;
+		while (j < rp->n_comm && win_of[j] < w->window)
+			j++;
+		if (j < rp->n_comm && win_of[j] == w->window)
+			w->comm = &rp->comm[j];
+		while (j < rp->n_comm && win_of[j] == w->window) {
+			w->n_comm++;
+			j++;
+		}
+	}
+out:
+	free(win_of);
+	sqlite3_finalize(st);
+	return r;
+}
+
 static int
 hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 {
+	/* Every column of the policies' view: a policy decides in replay
+	 * on what it was handed in bellowsd. */
 	static const char sql[] =
 	    "SELECT w.window, w.layer, w.grad_norm_rank0, w.grad_norm_mean,"
-	    " w.level, i.lr, i.lr_next, i.state_batch_size, i.lr_scale"
-	    " FROM windows w JOIN window_info i"
+	    " w.level, i.lr, i.lr_next, i.state_batch_size, i.lr_scale,"
+	    " w.sum_sq, w.abs_sum, w.max_abs, w.count, w.nonzero, w.nonfinite,"
+	    " w.momentum_abs_mean, w.error_bound, w.act_steps, w.act_lbar,"
+	    " w.act_nonzero, w.act_bytes, w.act_raw_bytes, w.comm_raw_ms,"
+	    " w.comm_comp_ms, w.codec_ms, w.comm_raw_n, w.comm_comp_n,"
+	    " i.first_step, i.last_step, i.epoch, i.batch_size, i.world,"
+	    " i.ranks_reported, i.step_ms_median, i.compute_ms_median,"
+	    " i.comm_ms_median, i.floats_sent, i.floats_raw,"
+	    " i.backward_ms_median, i.codec_ms_median, i.mem_device_used,"
+	    " i.mem_device_total, i.mem_host_used, i.state_size_threshold,"
+	    " i.state_compression_off, i.state_apply_step,"
+	    " i.state_calibrate_steps"
+	    " FROM hdb_windows w JOIN hdb_window_info i"
 	    " ON i.run_id = w.run_id AND i.window = w.window"
 	    " WHERE w.run_id = :run ORDER BY w.window, w.layer";
 	sqlite3_stmt *st = NULL;
@@ -1032,6 +1321,7 @@ hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 			rp->batch_size[n] = (uint32_t)sqlite3_column_int64(st,
 			    7);
 			rp->lr_scale[n] = hdb_real(st, 8);
+			hdb_replay_window(st, rp, n);
 		}
 		layer = sqlite3_column_int64(st, 1);
 		if (layer < 0 || layer >= rp->n_layers || seen[layer])
@@ -1042,6 +1332,7 @@ hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 		rp->norm_rank0[at] = hdb_real(st, 2);
 		rp->norm_mean[at] = hdb_real(st, 3);
 		rp->level[at] = hdb_real(st, 4);
+		hdb_replay_layer(st, &rp->layer_stats[at]);
 	}
 	rp->n_windows = n;
 	sqlite3_finalize(st);
@@ -1076,7 +1367,8 @@ tool_hdb_replay_load(tool_hdb *db, int64_t run, tool_hdb_replay **ret)
 	if (rp == NULL)
 		return hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
 	if ((r = hdb_replay_layers(db, run, rp)) != 0 ||
-	    (r = hdb_replay_windows(db, run, rp)) != 0) {
+	    (r = hdb_replay_windows(db, run, rp)) != 0 ||
+	    (r = hdb_replay_comm(db, run, rp)) != 0) {
 		tool_hdb_replay_destroy(&rp);
 		return r;
 	}

@@ -9,7 +9,9 @@
  * mode and a busy timeout: bellowsd keeps it in WAL mode, so reading
  * while it writes neither blocks the daemon nor sees half a transaction.
  * Schema versions up to TOOL_HDB_SCHEMA_MAX (docs/history.md) are read;
- * a newer file is refused with a message rather than misread.
+ * a newer file is refused with a message rather than misread. An older
+ * file reads as if migrated: what it lacks (the columns and tables of
+ * later versions) reads as "not measured" and as empty tables.
  *
  * This is the only module of the tools that includes <sqlite3.h>; the
  * daemon's writer is controller/store.c. A tool_hdb is used from one
@@ -24,7 +26,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TOOL_HDB_SCHEMA_MAX 2         /* newest PRAGMA user_version read */
+/* Policy views (policies/bellows/policy.h): named here only, so that
+ * readers of the history need not see the policy ABI. */
+struct bellows_window;
+struct bellows_window_layer;
+struct bellows_comm_sample;
+
+#define TOOL_HDB_SCHEMA_MAX 3         /* newest PRAGMA user_version read */
 #define TOOL_HDB_ERR_MAX    512       /* bytes of an error message */
 #define TOOL_HDB_BUSY_MS    5000      /* wait this long on a locked file */
 #define TOOL_HDB_NONE       INT64_MIN /* an unset run or bound */
@@ -81,6 +89,14 @@ typedef enum tool_hdb_question {
 	TOOL_HDB_Q_EVENTS,        /* events (filter: run, job, time) */
 	TOOL_HDB_Q_TIMINGS,       /* per rank, slowest first */
 	TOOL_HDB_Q_TIMINGS_ALL,   /* per rank per window */
+	TOOL_HDB_Q_STATS,         /* schema 3 statistics per window:
+				   * backward/codec times, memory, gate,
+				   * threshold, calibration */
+	TOOL_HDB_Q_LAYER_STATS,   /* those of one layer (filter.layer):
+				   * activations, per-tensor send times */
+	TOOL_HDB_Q_METRICS,       /* what policies computed, per window
+				   * (filter.layer: that layer's only) */
+	TOOL_HDB_Q_COMM,          /* collectives per window and rank */
 	TOOL_HDB_Q_N,
 } tool_hdb_question;
 
@@ -106,6 +122,8 @@ typedef enum tool_hdb_table {
 	TOOL_HDB_T_WINDOW_INFO,
 	TOOL_HDB_T_WINDOWS,
 	TOOL_HDB_T_TIMINGS,
+	TOOL_HDB_T_COMM_SAMPLES,
+	TOOL_HDB_T_POLICY_METRICS,
 	TOOL_HDB_T_DECISIONS,
 	TOOL_HDB_T_DECISION_CHANGES,
 	TOOL_HDB_T_EVENTS,
@@ -128,18 +146,30 @@ typedef struct tool_hdb_run {
  * state that was in force. Arrays are n_windows (x n_layers, window after
  * window, table order) long; NAN stands for a NULL. */
 typedef struct tool_hdb_replay {
-	uint32_t n_layers;      /* layers of the run */
-	com_layer_info *layers; /* its layer table, owned */
-	uint64_t n_windows;     /* windows taken */
-	uint64_t n_skipped;     /* windows lacking rows of some layers */
-	uint64_t *window;       /* window indices, increasing */
-	double *lr;             /* LR of the window */
-	double *lr_next;        /* LR the next window starts with */
-	double *norm_rank0;     /* per layer: rank 0's norm */
-	double *norm_mean;      /* per layer: the mean over ranks */
-	double *level;          /* per layer: level in force */
-	uint32_t *batch_size;   /* batch size knob in force (0 = own) */
-	double *lr_scale;       /* LR scale in force */
+	uint32_t n_layers;          /* layers of the run */
+	com_layer_info *layers;     /* its layer table, owned */
+	uint64_t n_windows;         /* windows taken */
+	uint64_t n_skipped;         /* windows lacking rows of some layers */
+	uint64_t *window;           /* window indices, increasing */
+	double *lr;                 /* LR of the window */
+	double *lr_next;            /* LR the next window starts with */
+	double *norm_rank0;         /* per layer: rank 0's norm */
+	double *norm_mean;          /* per layer: the mean over ranks */
+	double *level;              /* per layer: level in force */
+	uint32_t *batch_size;       /* batch size knob in force (0 = own) */
+	double *lr_scale;           /* LR scale in force */
+	struct bellows_window *win; /* per window: everything bellowsd handed
+				     * the policies (job NULL, layers' names
+				     * and shapes unset): layers point into
+				     * layer_stats, comm into comm */
+	struct bellows_window_layer *layer_stats; /* n_windows x n_layers */
+	struct bellows_comm_sample *comm;         /* the windows' collectives */
+	uint64_t n_comm;                          /* entries in comm */
+	uint64_t *apply_step;      /* per window: apply step of the
+				    * decision in force */
+	uint64_t *calibrate_steps; /* per window: its calibrate_steps */
+	uint64_t *size_threshold;  /* per window: threshold in force */
+	bool *compression_off;     /* per window: gate in force */
 } tool_hdb_replay;
 
 /* Opens the database at `path` read-only and checks its schema version.

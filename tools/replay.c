@@ -2,8 +2,9 @@
  *
  * The window handed to the policies is built here rather than through the
  * controller's window aggregate: a recorded window is not a set of rank
- * reports, and the fields it lacks must read as "not measured" (0), the
- * same on every replay.
+ * reports. A window of a metrics file lacks most fields, which read as
+ * "not measured" (0), the same on every replay; a window of the history
+ * is handed as recorded, with the replay's own knob state in it.
  */
 #include "replay.h"
 
@@ -38,9 +39,11 @@ tool_replay_usage(FILE *f)
 	    "  every window as CSV: window,layer,level (a row per window and\n"
 	    "  layer), or window,batch_size,lr_scale when the policies set\n"
 	    "  the batch size. With --db it replays a run of bellowsd's\n"
-	    "  history and prints where the replay differs from what the run\n"
-	    "  had in force: window,layer,recorded,replayed, and a summary\n"
-	    "  on standard error. See docs/replay.md.\n"
+	    "  history, every window whole as bellowsd handed it to the\n"
+	    "  policies, and prints where the replay differs from what the\n"
+	    "  run had in force: window,layer,recorded,replayed, and a\n"
+	    "  summary on standard error (also of the size threshold and\n"
+	    "  compression gate). See docs/replay.md.\n"
 	    "\n"
 	    "  --policy FILE     bellowsd's configuration (YAML)\n"
 	    "  --metrics FILE    recorded metrics: CSV with columns window,\n"
@@ -67,6 +70,8 @@ tool_replay_destroy(tool_replay **rp)
 	free(t->level);
 	free(t->batch_size);
 	free(t->lr_scale);
+	free(t->threshold);
+	free(t->gate_off);
 	free(t);
 	*rp = NULL;
 }
@@ -87,7 +92,11 @@ replay_alloc(const tool_replay_input *in)
 	rp->level = malloc(nw * nl * sizeof(double));
 	rp->batch_size = malloc(nw * sizeof(uint32_t));
 	rp->lr_scale = malloc(nw * sizeof(double));
-	if (rp->level == NULL || rp->batch_size == NULL || rp->lr_scale == NULL)
+	rp->threshold = malloc(nw * sizeof(uint64_t));
+	rp->gate_off = malloc(nw * sizeof(bool));
+	if (rp->level == NULL || rp->batch_size == NULL ||
+	    rp->lr_scale == NULL || rp->threshold == NULL ||
+	    rp->gate_off == NULL)
 		goto fail;
 	return rp;
 fail:
@@ -106,6 +115,46 @@ replay_lr_next(const tool_replay_input *in, uint64_t i)
 	if (i + 1 < in->n_windows && in->lr[i + 1] > 0)
 		return in->lr[i + 1];
 	return in->lr[i];
+}
+
+/* Fills *w and wl with window i of a run of the history: as recorded,
+ * under the replay's state in force. The batch size is what the trainer
+ * reported, unless the replay's knob differs from the recorded one (the
+ * trainer would then have run with the replay's). */
+static void
+replay_view_rec(const tool_replay_input *in, uint64_t i, const char *job,
+    const com_decision *in_force, bellows_window_layer *wl, bellows_window *w)
+{
+	const tool_hdb_replay *rec = in->rec;
+	const bellows_window *had = &rec->win[i];
+
+	for (uint32_t l = 0; l < in->n_layers; l++) {
+		const com_layer_info *li = &in->layers[l];
+
+		wl[l] = had->layers[l];
+		wl[l].name = li->name;
+		wl[l].numel = li->numel;
+		wl[l].ndim = li->ndim;
+		wl[l].shape = li->shape;
+		wl[l].level = in_force->level[l];
+		wl[l].error_bound = in_force->error_bound[l];
+	}
+	*w = *had;
+	w->job = job;
+	w->layers = wl;
+	w->n_layers = in->n_layers;
+	w->lr_scale = in_force->lr_scale;
+	if (in_force->batch_size != rec->batch_size[i] &&
+	    in_force->batch_size != 0)
+		w->batch_size = in_force->batch_size;
+	w->compression_off = in_force->compression_off;
+	w->size_threshold = in_force->size_threshold;
+	w->calibrate_until = 0;
+	if (in_force->calibrate_steps > 0)
+		w->calibrate_until = in_force->calibrate_steps >
+			UINT64_MAX - rec->apply_step[i]
+		    ? UINT64_MAX
+		    : rec->apply_step[i] + in_force->calibrate_steps;
 }
 
 /* Fills *w and wl (in->n_layers entries) with recorded window i under the
@@ -136,6 +185,9 @@ replay_view(const tool_replay_input *in, uint64_t i, const char *job,
 			.grad_norm_mean = mean[l],
 			.level = in_force->level[l],
 			.error_bound = in_force->error_bound[l],
+			.comm_raw_ms = NAN, /* not timed */
+			.comm_comp_ms = NAN,
+			.codec_ms = NAN,
 		};
 	}
 	*w = (bellows_window){
@@ -149,6 +201,8 @@ replay_view(const tool_replay_input *in, uint64_t i, const char *job,
 		.ranks_reported = 1,
 		.n_layers = in->n_layers,
 		.layers = wl,
+		.compression_off = in_force->compression_off,
+		.size_threshold = in_force->size_threshold,
 	};
 }
 
@@ -203,7 +257,12 @@ tool_replay_run_input(const ctl_job_conf *jc, const char *job,
 		    sizeof(double) * in->n_layers);
 		rp->batch_size[i] = state.batch_size;
 		rp->lr_scale[i] = state.lr_scale;
-		replay_view(in, i, job, &state, wl, &w);
+		rp->threshold[i] = state.size_threshold;
+		rp->gate_off[i] = state.compression_off;
+		if (in->rec != NULL)
+			replay_view_rec(in, i, job, &state, wl, &w);
+		else
+			replay_view(in, i, job, &state, wl, &w);
 		r = ctl_policy_set_run(set, &w, &state, policies,
 		    sizeof(policies), reason, sizeof(reason), &failed);
 		if (r != 0)
@@ -312,6 +371,10 @@ tool_replay_compare(const tool_replay *rp, const tool_hdb_replay *rec, bool all,
 	int r;
 
 	assert(rp->n_windows == rec->n_windows && nl == rec->n_layers);
+	for (uint64_t i = 0; rec->size_threshold != NULL && i < rp->n_windows;
+	     i++)
+		d.gate_differ += rp->threshold[i] != rec->size_threshold[i] ||
+		    rp->gate_off[i] != rec->compression_off[i];
 	if (rp->batch) {
 		r = replay_compare_batch(rp, rec, all, out, &d);
 		*ret = d;
@@ -473,6 +536,7 @@ replay_input_hdb(const tool_hdb_replay *rec, tool_replay_input *in,
 		.grad_norm = norm,
 		.grad_norm_rank0 = rec->norm_rank0,
 		.grad_norm_mean = rec->norm_mean,
+		.rec = rec,
 	};
 	*ret_norm = norm;
 	return 0;
@@ -574,6 +638,10 @@ replay_main_db(const replay_opts *o, const ctl_config *cfg)
 	    d.differ, d.rows, rp->batch ? "windows" : "rows",
 	    rp->batch ? "batch size" : "level", d.changes_recorded,
 	    d.changes_replayed);
+	fprintf(stderr,
+	    "bellows replay: size threshold or compression gate: %" PRIu64
+	    " of %" PRIu64 " windows differ\n",
+	    d.gate_differ, d.windows);
 	rc = 0;
 out:
 	free(norm);

@@ -5,12 +5,17 @@
  * builds them (ctl_config_match, ctl_policy_set_new: the same initial
  * state), and every recorded window is handed to ctl_policy_set_run as
  * bellowsd hands a closed window, so the same metrics give the same
- * decisions. A recorded window holds only what the metrics file has: each
- * layer's gradient norm (as rank 0's, the mean and the configured norm
- * alike) and the LR, with the next recorded window's LR as the LR to come;
- * every other statistic is 0, one rank reported, and levels, bounds, batch
- * size and LR scale are the state in force. Rank losses, joins and reloads
- * are not replayed.
+ * decisions. A window of a metrics file holds only what the file has:
+ * each layer's gradient norm (as rank 0's, the mean and the configured
+ * norm alike) and the LR, with the next recorded window's LR as the LR
+ * to come; every other statistic is 0, one rank reported, and levels,
+ * bounds, batch size and LR scale are the state in force. A window of
+ * the history (--db) is the complete window bellowsd handed its
+ * policies: every layer statistic (activations, per-tensor times), the
+ * window's timings and memory, every rank's collectives; only the knob
+ * state in it is the replay's own (levels, bounds, LR scale, gate, size
+ * threshold, and the calibration from the recorded apply step). Rank
+ * losses, joins and reloads are not replayed.
  *
  * The recorded windows come from a metrics file or from a run of the
  * history database (--db); both become one tool_replay_input and go
@@ -48,6 +53,11 @@ typedef struct tool_replay_input {
 					* did not report; NULL: grad_norm */
 	const double *grad_norm_mean;  /* same layout: the mean over the
 					* ranks; NULL: grad_norm */
+	const tool_hdb_replay *rec;    /* a run of the history, whose windows
+					* (same count and table) are handed
+					* whole: every statistic, timing and
+					* collective as bellowsd aggregated
+					* it; NULL: only the fields above */
 } tool_replay_input;
 
 /* How a replay differs from the recorded run (tool_replay_compare). */
@@ -59,6 +69,8 @@ typedef struct tool_replay_diff {
 	uint64_t changes_recorded; /* changes from one compared window to
 				    * the next, per layer, as recorded */
 	uint64_t changes_replayed; /* same, as replayed */
+	uint64_t gate_differ;      /* windows whose size threshold or
+				    * compression gate differs */
 } tool_replay_diff;
 
 typedef struct tool_replay {
@@ -70,6 +82,8 @@ typedef struct tool_replay {
 	uint32_t *batch_size; /* n_windows: batch size in force, 0 = the
 			       * trainer's own */
 	double *lr_scale;     /* n_windows: LR scale in force */
+	uint64_t *threshold;  /* n_windows: size threshold in force */
+	bool *gate_off;       /* n_windows: compression gate in force */
 	uint64_t failures;    /* policy calls that failed (state kept) */
 } tool_replay;
 
@@ -103,7 +117,9 @@ int tool_replay_run(const ctl_job_conf *jc, const char *job,
 int tool_replay_print(const tool_replay *rp, const tool_metrics *m, FILE *out);
 
 /* Compares replay `rp` of recorded run `rec` (same windows, same layer
- * table) with the state the run had in force, and writes the rows as CSV
+ * table) with the state the run had in force (also its size threshold
+ * and compression gate, counted in gate_differ), and writes the rows as
+ * CSV
  * to `out`: "window,layer,recorded,replayed", or, when the policies own
  * the batch size, "window,recorded_batch_size,replayed_batch_size,
  * recorded_lr_scale,replayed_lr_scale"; only the rows that differ unless

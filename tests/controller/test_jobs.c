@@ -24,6 +24,7 @@
 #include <limits.h>
 
 #include <bellows/error.h>
+#include <bellows/policy.h>
 
 #include "config.h"
 #include "jobs.h"
@@ -86,6 +87,23 @@ record(void *arg, const com_msg *m)
 		assert_int_equal(m->type, COM_MSG_TELEMETRY);
 		c->u.telemetry = m->u.telemetry;
 		c->u.telemetry.job = com_strdup(m->u.telemetry.job);
+		c->u.telemetry.metrics = NULL;
+		c->u.telemetry.n_metrics = 0;
+		if (m->u.telemetry.n_metrics > 0) {
+			const com_metric *src = m->u.telemetry.metrics;
+			com_metric *dst = calloc(m->u.telemetry.n_metrics,
+			    sizeof(*dst));
+
+			assert_non_null(dst);
+			for (uint32_t i = 0; i < m->u.telemetry.n_metrics;
+			     i++) {
+				dst[i] = src[i];
+				dst[i].policy = com_strdup(src[i].policy);
+				dst[i].name = com_strdup(src[i].name);
+			}
+			c->u.telemetry.metrics = dst;
+			c->u.telemetry.n_metrics = m->u.telemetry.n_metrics;
+		}
 	}
 }
 
@@ -1170,6 +1188,92 @@ test_jobs_destroy_is_null_safe(void **state)
 	assert_null(jobs);
 }
 
+/* ---- metrics, calibration and collectives through the table ----------- */
+
+/* Owns the size threshold: asks for a 6-step calibration when window 0
+ * closes, reports what it saw as metrics (one of them invalid). */
+static int
+metering_init(void *st, const void *config, const bellows_job_info *job,
+    bellows_proposal *initial)
+{
+	return 0;
+}
+
+static int
+metering_on_window(void *st, const void *config, const bellows_window *w,
+    bellows_proposal *out)
+{
+	out->n_metrics = 3;
+	out->metrics[0] = (bellows_metric){ .name = "n_comm",
+		.layer = -1,
+		.value = w->n_comm };
+	out->metrics[1] = (bellows_metric){ .name = "calibrate_until",
+		.layer = 0,
+		.value = (double)w->calibrate_until };
+	out->metrics[2] = (bellows_metric){ .name = "bad name", .layer = -1 };
+	if (w->window == 0) {
+		out->calibrate_steps = 6;
+		snprintf(out->reason, sizeof(out->reason), "calibrate");
+	}
+	return 0;
+}
+
+static const bellows_policy_ops metering_ops = {
+	.abi_version = BELLOWS_POLICY_ABI,
+	.name = "metering",
+	.summary = "reports metrics and calibrates",
+	.knobs = BELLOWS_KNOB_SIZE_THRESHOLD,
+	.init = metering_init,
+	.on_window = metering_on_window,
+};
+
+static void
+test_jobs_publish_metrics_in_telemetry_and_calibration_in_decisions(
+    void **state)
+{
+	fixture *f = *state;
+	static const com_comm_sample comm[2] = {
+		{ .bytes = 4096, .ms = 0.5, .count = 3 },
+		{ .bytes = 512, .ms = 0.25, .count = 3, .compressed = true },
+	};
+	const com_telemetry *t;
+	const com_decision *d;
+	com_report rep;
+
+	/* The job entry's policy, swapped for one defined here (its
+	 * parsed config is not read). */
+	f->cfg->jobs[0].policies[0].ops = &metering_ops;
+	assert_int_equal(join(f, "a", "job1", 0, 1, 0, 1, 0), 0);
+	rep = report_of("job1", 0, 0, 0, 9, 1);
+	rep.n_comm = 2;
+	rep.comm = (com_comm_sample *)comm;
+	assert_int_equal(send_report(f, "a", &rep, 10), 0);
+	t = telemetry(f);
+	assert_int_equal(t->window, 0);
+	assert_int_equal(t->n_metrics, 2);
+	assert_string_equal(t->metrics[0].policy,
+	    f->cfg->jobs[0].policies[0].name);
+	assert_string_equal(t->metrics[0].name, "n_comm");
+	assert_true(t->metrics[0].value == 2);
+	assert_int_equal(t->metrics[0].layer, -1);
+	assert_string_equal(t->metrics[1].name, "calibrate_until");
+	assert_int_equal(t->metrics[1].layer, 0);
+	assert_true(t->metrics[1].value == 0);
+	/* The calibration is the decision's only change: published. */
+	assert_int_equal(n_decisions(f), 2);
+	d = decision(f, 1);
+	assert_int_equal(d->calibrate_steps, 6);
+	assert_string_equal(d->reason, "calibrate");
+	/* Window 1 ran under it: calibrate_until is its apply step + 6;
+	 * the decision answering it asks for nothing. */
+	assert_int_equal(report(f, "a", "job1", 0, 1, 10, 19, 2, 20), 0);
+	t = telemetry(f);
+	assert_int_equal(t->window, 1);
+	assert_true(t->metrics[0].value == 0);
+	assert_true(t->metrics[1].value == (double)(d->apply_step + 6));
+	assert_int_equal(decision(f, 2)->calibrate_steps, 0);
+}
+
 int
 main(void)
 {
@@ -1202,6 +1306,7 @@ main(void)
 		T(test_jobs_forgets_a_job_idle_for_job_idle_ms),
 		T(test_jobs_status_lists_recent_events),
 		T(test_jobs_tell_policies_of_ranks_joined_and_lost),
+		T(test_jobs_publish_metrics_in_telemetry_and_calibration_in_decisions),
 		T(test_jobs_destroy_is_null_safe),
 #undef T
 	};

@@ -6,6 +6,7 @@
  * decision that closes window w carries the state for window w + 1.
  */
 #include <setjmp.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -173,13 +174,15 @@ test_registry_finds_the_builtins_by_name(void **state)
 	assert_null(pol_registry_find(NULL));
 	assert_ptr_equal(pol_registry_at(0), &pol_fixed_ops);
 	assert_ptr_equal(pol_registry_at(1), &pol_schedule_ops);
-	for (size_t i = 2; i < 5; i++)
-		assert_non_null(pol_registry_at(i));
+	/* Issue 8 appends policies: every entry is found by its name. */
+	for (size_t i = 0; pol_registry_at(i) != NULL; i++)
+		assert_ptr_equal(pol_registry_find(pol_registry_at(i)->name),
+		    pol_registry_at(i));
 	assert_ptr_equal(pol_registry_find("accordion"), &pol_accordion_ops);
 	assert_ptr_equal(pol_registry_find("accordion_batch"),
 	    &pol_accordion_batch_ops);
 	assert_ptr_equal(pol_registry_find("adaqs"), &pol_adaqs_ops);
-	assert_null(pol_registry_at(5));
+	assert_null(pol_registry_at(SIZE_MAX));
 }
 
 static void
@@ -618,6 +621,176 @@ test_host_refuses_a_set_whose_init_fails_and_names_it(void **state)
 	assert_int_equal(probe_fini_calls, 0);
 }
 
+/* ---- calibration and metrics ------------------------------------------ */
+
+/* A size-threshold policy: asks for a 10-step calibration from the
+ * start, a 40-step one in window 0 and none after, and reports metrics,
+ * some of them invalid. It fails (a counted failure) when the host did
+ * not hand it a proposal with calibrate_steps and n_metrics 0. */
+static int
+probe_init_noop(void *st, const void *config, const bellows_job_info *job,
+    bellows_proposal *initial)
+{
+	return 0;
+}
+
+static int
+calib_init(void *st, const void *config, const bellows_job_info *job,
+    bellows_proposal *initial)
+{
+	initial->calibrate_steps = 10;
+	initial->n_metrics = 1; /* dropped: init has no window */
+	snprintf(initial->metrics[0].name, BELLOWS_METRIC_NAME_MAX, "x");
+	return 0;
+}
+
+static int
+calib_on_window(void *st, const void *config, const bellows_window *w,
+    bellows_proposal *out)
+{
+	static const bellows_metric m[] = {
+		{ .name = "threshold_bytes", .layer = -1, .value = 2.2e6 },
+		{ .name = "ratio", .layer = 3, .value = 1.25 },
+		{ .name = "Bad-Name", .layer = -1, .value = 1 },
+		{ .name = "ratio", .layer = 4, .value = 1 },
+		{ .name = "ratio", .layer = -2, .value = 1 },
+		{ .name = "", .layer = -1, .value = 1 },
+		{ .name = "nan_value", .layer = -1, .value = NAN },
+		{ .name = "inf_value", .layer = 0, .value = INFINITY },
+	};
+
+	if (out->calibrate_steps != 0 || out->n_metrics != 0)
+		return BELLOWS_ESTATE;
+	if (w->window == 0) {
+		out->calibrate_steps = 40;
+		snprintf(out->reason, sizeof(out->reason), "calibrate");
+	}
+	out->n_metrics = sizeof(m) / sizeof(m[0]);
+	memcpy(out->metrics, m, sizeof(m));
+	/* An unterminated name: dropped too. */
+	memset(out->metrics[5].name, 'a', BELLOWS_METRIC_NAME_MAX);
+	return 0;
+}
+
+/* Not the owner of SIZE_THRESHOLD: its calibrate_steps is ignored. Its
+ * metric comes after the first instance's. */
+static int
+other_on_window(void *st, const void *config, const bellows_window *w,
+    bellows_proposal *out)
+{
+	out->calibrate_steps = 999;
+	out->n_metrics = 1;
+	out->metrics[0] = (bellows_metric){ .name = "alpha_ms",
+		.layer = -1,
+		.value = 0.5 };
+	return 0;
+}
+
+static void
+test_host_takes_calibration_from_the_threshold_owner_only(void **state)
+{
+	fixture *f = *state;
+	bellows_policy_ops calib = probe_ops, other = probe_ops;
+	probe_config pcfg = { .gain = 1, .span = 16 };
+	ctl_policy_conf pcs[2];
+	char policies[64], reason[256];
+	ctl_job_conf jc;
+
+	calib.knobs = BELLOWS_KNOB_SIZE_THRESHOLD;
+	calib.init = calib_init;
+	calib.on_window = calib_on_window;
+	other.knobs = BELLOWS_KNOB_COMPRESSION;
+	other.init = probe_init_noop;
+	other.on_window = other_on_window;
+	pcs[0] = (ctl_policy_conf){ .name = "slim",
+		.ops = &calib,
+		.config = &pcfg };
+	pcs[1] = (ctl_policy_conf){ .name = "perf",
+		.ops = &other,
+		.config = &pcfg };
+	jc = (ctl_job_conf){ .match = "*", .n_policies = 2, .policies = pcs };
+	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
+	assert_int_equal(ctl_policy_set_new(&jc, "job", 4, layers, N_LAYERS,
+			     &f->state, f->reason, sizeof(f->reason), &f->set),
+	    0);
+	/* The owner's initial proposal may start with a calibration. */
+	assert_int_equal(f->state.calibrate_steps, 10);
+
+	/* Window 0: the only change is a calibration; it is still a reason
+	 * to publish, and it goes into the state. */
+	assert_int_equal(run(f, 0, policies, sizeof(policies), reason,
+			     sizeof(reason)),
+	    0);
+	assert_int_equal(f->state.calibrate_steps, 40);
+	assert_string_equal(policies, "slim");
+	assert_string_equal(reason, "calibrate");
+	/* Window 1: asked anew, and nothing asked: none. The owner did not
+	 * fail: it was handed 0 and no metrics, although the state in force
+	 * held 40. */
+	assert_int_equal(run(f, 1, policies, sizeof(policies), reason,
+			     sizeof(reason)),
+	    0);
+	assert_int_equal(f->state.calibrate_steps, 0);
+	assert_string_equal(policies, "");
+	/* The ops live on this stack: the set goes first. */
+	ctl_policy_set_destroy(&f->set);
+}
+
+static void
+test_host_prefills_and_keeps_only_valid_metrics_named_by_instance(void **state)
+{
+	fixture *f = *state;
+	bellows_policy_ops calib = probe_ops, other = probe_ops;
+	probe_config pcfg = { .gain = 1, .span = 16 };
+	ctl_policy_conf pcs[2];
+	char policies[64], reason[256];
+	const com_metric *m;
+	ctl_job_conf jc;
+	uint32_t n = 99;
+
+	calib.knobs = BELLOWS_KNOB_SIZE_THRESHOLD;
+	calib.init = calib_init;
+	calib.on_window = calib_on_window;
+	other.knobs = BELLOWS_KNOB_COMPRESSION;
+	other.init = probe_init_noop;
+	other.on_window = other_on_window;
+	pcs[0] = (ctl_policy_conf){ .name = "slim",
+		.ops = &calib,
+		.config = &pcfg };
+	pcs[1] = (ctl_policy_conf){ .name = "perf",
+		.ops = &other,
+		.config = &pcfg };
+	jc = (ctl_job_conf){ .match = "*", .n_policies = 2, .policies = pcs };
+	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
+	assert_int_equal(ctl_policy_set_new(&jc, "job", 4, layers, N_LAYERS,
+			     &f->state, f->reason, sizeof(f->reason), &f->set),
+	    0);
+	/* Nothing before the first window (init's metric is dropped). */
+	m = ctl_policy_set_metrics(f->set, &n);
+	assert_int_equal(n, 0);
+	for (uint64_t w = 0; w < 2; w++) {
+		assert_int_equal(run(f, w, policies, sizeof(policies), reason,
+				     sizeof(reason)),
+		    0);
+		m = ctl_policy_set_metrics(f->set, &n);
+		assert_int_equal(n, 3);
+		assert_string_equal(m[0].policy, "slim");
+		assert_string_equal(m[0].name, "threshold_bytes");
+		assert_int_equal(m[0].layer, -1);
+		assert_true(m[0].value == 2.2e6);
+		assert_string_equal(m[1].name, "ratio");
+		assert_int_equal(m[1].layer, 3);
+		assert_true(m[1].value == 1.25);
+		assert_string_equal(m[2].policy, "perf");
+		assert_string_equal(m[2].name, "alpha_ms");
+	}
+	/* Each window's list is its own (3, not 6 after two windows). */
+	m = ctl_policy_set_metrics(NULL, &n);
+	assert_null(m);
+	assert_int_equal(n, 0);
+	ctl_policy_set_destroy(&f->set);
+}
+
 int
 main(void)
 {
@@ -638,6 +811,8 @@ main(void)
 		T(test_schedule_starts_raw_before_its_first_piece),
 		T(test_host_merges_owned_knobs_and_counts_failures),
 		T(test_host_refuses_a_set_whose_init_fails_and_names_it),
+		T(test_host_takes_calibration_from_the_threshold_owner_only),
+		T(test_host_prefills_and_keeps_only_valid_metrics_named_by_instance),
 #undef T
 	};
 

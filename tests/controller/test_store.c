@@ -425,7 +425,8 @@ assert_current_schema(const char *path)
 {
 	static const char *const tables[] = { "runs", "layers", "rank_events",
 		"window_info", "windows", "timings", "decisions",
-		"decision_changes", "events", "policy_files" };
+		"decision_changes", "events", "policy_files", "comm_samples",
+		"policy_metrics" };
 
 	assert_int_equal(db_int(path, "PRAGMA user_version"),
 	    CTL_STORE_SCHEMA_VERSION);
@@ -435,6 +436,19 @@ assert_current_schema(const char *path)
 	assert_true(db_has(path, "view", "ranks"));
 	assert_true(db_has(path, "index", "window_info_closed"));
 	assert_true(db_has(path, "index", "decision_changes_layer"));
+	assert_true(db_has(path, "index", "comm_samples_window"));
+	assert_true(db_has(path, "index", "policy_metrics_window"));
+	assert_int_equal(
+	    db_int(path,
+		"SELECT count(*) FROM pragma_table_info('windows') "
+		"WHERE name IN ('act_steps', 'comm_comp_ms', "
+		"'codec_ms')"),
+	    3);
+	assert_int_equal(db_int(path,
+			     "SELECT count(*) FROM "
+			     "pragma_table_info('decisions') WHERE name = "
+			     "'calibrate_steps'"),
+	    1);
 	assert_int_equal(db_int(path,
 			     "SELECT count(*) FROM pragma_table_info('runs') "
 			     "WHERE name = 'recoveries'"),
@@ -550,22 +564,137 @@ test_store_migrates_a_version_1_file_keeping_its_rows(void **state)
 	assert_int_equal(run_begin(f, "job", 2), 8);
 }
 
+/* Version 2 as it was released: version 1 and its one migration, with
+ * rows in every table a run fills, so that version 3's migration shows
+ * it keeps them and adds columns that read as "not measured". */
+static const char schema_v2_tail[] =
+    "ALTER TABLE runs ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX window_info_closed ON window_info (closed_wall_ms);"
+    "INSERT INTO layers VALUES (7, 0, 'conv.weight', 32, 2, '8x4');"
+    "INSERT INTO layers VALUES (7, 1, 'conv.bias', 8, 1, '8');"
+    "INSERT INTO layers VALUES (7, 2, 'fc.weight', 32, 2, '4x8');"
+    "INSERT INTO window_info VALUES (7, 0, 0, 9, 0, 0.1, 0.1, 32, 1, 2, 2,"
+    " 2, 1, 12.5, 10, 2, 100, 400, 1000, 0, 4096, 0);"
+    "INSERT INTO windows VALUES (7, 0, 0, 1.5, 1.25, 2, 3, 0.25, 64, 60,"
+    " 0, 0.01, 2, 0.001);"
+    "INSERT INTO windows VALUES (7, 0, 1, 1.5, 1.25, 2, 3, 0.25, 64, 60,"
+    " 0, 0.01, 0, 0);"
+    "INSERT INTO windows VALUES (7, 0, 2, 1.5, 1.25, 2, 3, 0.25, 64, 60,"
+    " 0, 0.01, 1, 0);"
+    "INSERT INTO timings VALUES (7, 0, 1, 10, 120, 100, 20, 15, 4096,"
+    " 1024, 4096, 0, 0);"
+    "INSERT INTO decisions VALUES (7, 1, 0, 0, 1000, 'initial', 'a', 'r',"
+    " 3, zeroblob(24), zeroblob(24), 0, 1, 4096, 0, NULL);"
+    "INSERT INTO rank_events VALUES (7, 0, 1000, 'joined', 0, NULL);"
+    "PRAGMA user_version = 2;";
+
+typedef struct v2_window {
+	uint32_t windows;   /* windows recovered */
+	bellows_window w;   /* the last one (layers and comm not kept) */
+	double comm_raw;    /* its layer 0's comm_raw_ms */
+	uint64_t act;       /* its layer 0's act_steps */
+	uint64_t threshold; /* size threshold shown */
+	uint64_t calibrate; /* calibrate_steps of the state in force */
+} v2_window;
+
+static int
+v2_run(void *arg, const ctl_store_run *run, void **ret_ctx)
+{
+	assert_int_equal(run->decisions[run->n_decisions - 1].calibrate_steps,
+	    0);
+	*ret_ctx = arg;
+	return 0;
+}
+
+static void
+v2_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
+{
+	v2_window *v = ctx;
+
+	(void)arg;
+	v->windows++;
+	v->w = *w;
+	v->comm_raw = w->layers[0].comm_raw_ms;
+	v->act = w->layers[0].act_steps;
+	v->threshold = w->size_threshold;
+	v->calibrate = in_force->calibrate_steps;
+}
+
+static void
+v2_end(void *arg, void *ctx, uint64_t n)
+{
+	(void)arg;
+	(void)ctx;
+	(void)n;
+}
+
+static void
+test_store_migrates_a_version_2_file_keeping_its_rows(void **state)
+{
+	fixture *f = *state;
+	static const ctl_store_recover_ops ops = { v2_run, v2_win, v2_end };
+	char sql[sizeof(schema_v1) + sizeof(schema_v2_tail)];
+	v2_window v = { 0 };
+
+	/* schema_v1 ends by setting version 1: the tail sets 2. */
+	snprintf(sql, sizeof(sql), "%s%s", schema_v1, schema_v2_tail);
+	db_exec(f->db, sql);
+	assert_int_equal(db_int(f->db, "PRAGMA user_version"), 2);
+	assert_false(db_has(f->db, "table", "comm_samples"));
+	open_store(f);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_current_schema(f->db);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM windows"), 3);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM timings"), 1);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM decisions"), 1);
+	/* Old rows read as "not measured": 0 counts, NULL times. */
+	assert_int_equal(db_int(f->db,
+			     "SELECT sum(act_steps) + sum(comm_raw_n) FROM "
+			     "windows"),
+	    0);
+	assert_int_equal(db_int(f->db,
+			     "SELECT comm_raw_ms FROM windows WHERE layer = 0"),
+	    -2);
+	assert_int_equal(db_int(f->db,
+			     "SELECT mem_device_used + state_calibrate_steps "
+			     "FROM window_info"),
+	    0);
+	assert_int_equal(db_int(f->db,
+			     "SELECT backward_ms + mem_host_used FROM timings"),
+	    0);
+	assert_int_equal(db_int(f->db, "SELECT calibrate_steps FROM decisions"),
+	    0);
+	/* And the recorded window comes back whole, its new fields empty. */
+	assert_int_equal(ctl_store_recover(f->store, 32, &ops, &v), 1);
+	assert_int_equal(v.windows, 1);
+	assert_true(isnan(v.comm_raw));
+	assert_int_equal(v.act, 0);
+	assert_int_equal(v.threshold, 4096);
+	assert_int_equal(v.calibrate, 0);
+	assert_int_equal(v.w.calibrate_until, 0);
+	assert_int_equal(v.w.n_comm, 0);
+	assert_true(v.w.backward_ms_median == 0);
+	/* New rows go in after the old ones. */
+	start_store(f);
+	assert_int_equal(run_begin(f, "job", 2), 8);
+}
+
 static void
 test_store_refuses_a_newer_schema_with_a_clear_message(void **state)
 {
 	fixture *f = *state;
 	char why[400];
 
-	db_exec(f->db, "CREATE TABLE future (x); PRAGMA user_version = 3;");
+	db_exec(f->db, "CREATE TABLE future (x); PRAGMA user_version = 4;");
 	open_store(f);
 	assert_true(store_degraded(f, why, sizeof(why)));
 	if (strstr(why,
-		"has schema version 3; this bellowsd understands up "
-		"to 2: not writing to it") == NULL)
+		"has schema version 4; this bellowsd understands up "
+		"to 3: not writing to it") == NULL)
 		fail_msg("unexpected message '%s'", why);
 	assert_false(ctl_store_waits(f->store));
 	/* Nothing was written to it, and nothing to recover. */
-	assert_int_equal(db_int(f->db, "PRAGMA user_version"), 3);
+	assert_int_equal(db_int(f->db, "PRAGMA user_version"), 4);
 	assert_false(db_has(f->db, "table", "runs"));
 	assert_int_equal(ctl_store_recover(f->store, 32, NULL, NULL), 0);
 }
@@ -1208,6 +1337,197 @@ test_store_recovers_live_runs_with_their_tail_and_windows(void **state)
 	assert_int_equal(r.ended, 3);
 }
 
+/* What a recovered window of the round trip below held. */
+typedef struct rt_window {
+	uint32_t windows;            /* recovered */
+	bellows_window w;            /* window-level fields */
+	bellows_window_layer l0;     /* layer 0 (name etc. not kept) */
+	bellows_window_layer l1;     /* layer 1 */
+	uint32_t n_comm;             /* collectives */
+	bellows_comm_sample comm[3]; /* the first three */
+	uint64_t decision_calibrate; /* newest decision's calibrate_steps */
+} rt_window;
+
+static int
+rt_run(void *arg, const ctl_store_run *run, void **ret_ctx)
+{
+	rt_window *r = arg;
+
+	r->decision_calibrate = run->decisions[run->n_decisions - 1]
+				    .calibrate_steps;
+	*ret_ctx = arg;
+	return 0;
+}
+
+static void
+rt_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
+{
+	rt_window *r = ctx;
+
+	(void)arg;
+	(void)in_force;
+	r->windows++;
+	r->w = *w;
+	r->l0 = w->layers[0];
+	r->l1 = w->layers[1];
+	r->n_comm = w->n_comm;
+	for (uint32_t i = 0; i < w->n_comm && i < 3; i++)
+		r->comm[i] = w->comm[i];
+}
+
+static void
+test_store_round_trips_new_statistics_collectives_metrics_calibration(
+    void **state)
+{
+	fixture *f = *state;
+	static const ctl_store_recover_ops ops = { rt_run, rt_win, v2_end };
+	const bellows_comm_sample comm[3] = {
+		{ .rank = 1, .bytes = 4096, .ms = 0.5, .count = 7 },
+		{ .rank = 0,
+		    .bytes = 1 << 20,
+		    .ms = 3.25,
+		    .count = 2,
+		    .compressed = true },
+		{ .rank = 1, .bytes = 1 << 20, .ms = NAN, .count = 1 },
+	};
+	bellows_window_layer layers[N_LAYERS] = { 0 };
+	const com_metric metrics[2] = {
+		{ .policy = (char *)"slim",
+		    .name = (char *)"threshold_bytes",
+		    .layer = -1,
+		    .value = 2.2e6 },
+		{ .policy = (char *)"slim",
+		    .name = (char *)"ratio",
+		    .layer = 2,
+		    .value = 1.5 },
+	};
+	com_decision in_force, d;
+	bellows_window v = {
+		.job = "job",
+		.window = 0,
+		.last_step = 9,
+		.lr = 0.1,
+		.lr_next = 0.1,
+		.lr_scale = 1,
+		.world = 2,
+		.ranks_reported = 2,
+		.n_layers = N_LAYERS,
+		.layers = layers,
+		.backward_ms_median = 7.5,
+		.codec_ms_median = 0.25,
+		.mem_device_used = 3e9,
+		.mem_device_total = 8e9,
+		.mem_host_used = 1e9,
+		.compression_off = true,
+		.size_threshold = 2200000,
+		.calibrate_until = 150,
+		.n_comm = 3,
+		.comm = comm,
+	};
+	rt_window r = { 0 };
+	char text[128];
+	int64_t run;
+
+	for (uint32_t l = 0; l < N_LAYERS; l++)
+		layers[l] = (bellows_window_layer){ .grad_norm_rank0 = 1,
+			.grad_norm_mean = 1,
+			.comm_raw_ms = NAN,
+			.comm_comp_ms = NAN,
+			.codec_ms = NAN };
+	layers[0].act_steps = 20;
+	layers[0].act_lbar = 0.125;
+	layers[0].act_nonzero = 0.5;
+	layers[0].act_bytes = 1000;
+	layers[0].act_raw_bytes = 4000;
+	layers[1].comm_raw_ms = 1.5;
+	layers[1].comm_comp_ms = 0.75;
+	layers[1].codec_ms = 0.125;
+	layers[1].comm_raw_n = 6;
+	layers[1].comm_comp_n = 4;
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	make_decision(&in_force, 1, 1, 1, 1);
+	in_force.apply_step = 100;
+	in_force.calibrate_steps = 50;
+	in_force.compression_off = true;
+	in_force.size_threshold = 2200000;
+	ctl_store_decision(f->store, run, &in_force, NULL, CTL_STORE_INITIAL,
+	    1);
+	ctl_store_window(f->store, run, &v, 2, true, &in_force, 2);
+	ctl_store_policy_metrics(f->store, run, 0, metrics, 2);
+	make_decision(&d, 2, 1, 1, 1);
+	d.compression_off = true;
+	d.size_threshold = 2200000;
+	wait_committed(f,
+	    ctl_store_decision(f->store, run, &d, &in_force, CTL_STORE_WINDOW,
+		3));
+
+	/* The rows, as a reader of the file sees them. */
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(rank || ':' || bytes || ':' || ifnull(ms, "
+	    "'-') || ':' || count || ':' || compressed, ' ') FROM (SELECT * "
+	    "FROM comm_samples ORDER BY rowid)");
+	assert_string_equal(text,
+	    "1:4096:0.5:7:0 0:1048576:3.25:2:1 "
+	    "1:1048576:-:1:0");
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(policy || ':' || name || ':' || ifnull(layer, "
+	    "'job') || ':' || value, ' ') FROM (SELECT * FROM policy_metrics "
+	    "ORDER BY rowid)");
+	assert_string_equal(text,
+	    "slim:threshold_bytes:job:2200000.0 "
+	    "slim:ratio:2:1.5");
+	assert_int_equal(db_int(f->db,
+			     "SELECT mem_device_used FROM window_info"),
+	    3000000000);
+	assert_int_equal(db_int(f->db,
+			     "SELECT state_apply_step * 1000 + "
+			     "state_calibrate_steps FROM window_info"),
+	    100050);
+	assert_int_equal(db_int(f->db,
+			     "SELECT calibrate_steps FROM decisions WHERE seq "
+			     "= 1"),
+	    50);
+	/* The second decision ends the calibration: a change. */
+	db_text(f->db, text, sizeof(text),
+	    "SELECT old || '>' || new FROM decision_changes WHERE seq = 2 AND "
+	    "knob = 'calibrate_steps'");
+	assert_string_equal(text, "50.0>0.0");
+	ctl_store_close(&f->store, 2000);
+
+	/* A restarted daemon shows its policies the same window. */
+	open_store(f);
+	assert_int_equal(ctl_store_recover(f->store, 32, &ops, &r), 1);
+	assert_int_equal(r.windows, 1);
+	assert_int_equal(r.decision_calibrate, 0);
+	assert_true(r.w.backward_ms_median == 7.5);
+	assert_true(r.w.codec_ms_median == 0.25);
+	assert_true(r.w.mem_device_used == 3e9);
+	assert_true(r.w.mem_device_total == 8e9);
+	assert_true(r.w.mem_host_used == 1e9);
+	assert_true(r.w.compression_off);
+	assert_int_equal(r.w.size_threshold, 2200000);
+	assert_int_equal(r.w.calibrate_until, 150);
+	assert_int_equal(r.l0.act_steps, 20);
+	assert_true(r.l0.act_lbar == 0.125 && r.l0.act_nonzero == 0.5);
+	assert_true(r.l0.act_bytes == 1000 && r.l0.act_raw_bytes == 4000);
+	assert_true(isnan(r.l0.comm_raw_ms) && isnan(r.l0.codec_ms));
+	assert_true(r.l1.comm_raw_ms == 1.5 && r.l1.comm_comp_ms == 0.75);
+	assert_true(r.l1.codec_ms == 0.125);
+	assert_int_equal(r.l1.comm_raw_n, 6);
+	assert_int_equal(r.l1.comm_comp_n, 4);
+	assert_int_equal(r.n_comm, 3);
+	assert_int_equal(r.comm[0].rank, 1);
+	assert_int_equal(r.comm[0].bytes, 4096);
+	assert_true(r.comm[0].ms == 0.5 && !r.comm[0].compressed);
+	assert_int_equal(r.comm[0].count, 7);
+	assert_true(r.comm[1].compressed && r.comm[1].ms == 3.25);
+	assert_true(isnan(r.comm[2].ms));
+	com_decision_fini(&in_force);
+	com_decision_fini(&d);
+}
+
 /* ---- the job table on a store -------------------------------------------- */
 
 static void
@@ -1248,6 +1568,10 @@ hello(fixture *f, const char *peer, uint32_t rank, uint64_t step,
 	com_msg_fini(&reply);
 }
 
+/* Collectives every report of report_window carries (none: NULL). */
+static const com_comm_sample *report_comm;
+static uint32_t report_n_comm;
+
 /* Both ranks report window w with layer norms that move by `change`
  * relative to the window before (accordion's signal). */
 static void
@@ -1272,6 +1596,8 @@ report_window(fixture *f, uint64_t w, double norm, uint64_t now)
 			.lr_next = 0.1,
 			.seq_in_force = f->n_pub > 0 ? f->pub_seq[f->n_pub - 1]
 						     : 0,
+			.n_comm = report_n_comm,
+			.comm = (com_comm_sample *)report_comm,
 		};
 
 		for (uint32_t l = 0; l < N_LAYERS; l++)
@@ -1292,6 +1618,72 @@ static void
 settle(fixture *f)
 {
 	wait_committed(f, ctl_store_flush(f->store));
+}
+
+/* Reports two metrics per window, one of them per layer. */
+static int
+metering_init(void *st, const void *config, const bellows_job_info *job,
+    bellows_proposal *initial)
+{
+	return 0;
+}
+
+static int
+metering_on_window(void *st, const void *config, const bellows_window *w,
+    bellows_proposal *out)
+{
+	out->n_metrics = 2;
+	out->metrics[0] = (bellows_metric){ .name = "n_comm",
+		.layer = -1,
+		.value = w->n_comm };
+	out->metrics[1] = (bellows_metric){ .name = "norm",
+		.layer = 2,
+		.value = w->layers[2].grad_norm };
+	return 0;
+}
+
+static const bellows_policy_ops metering_ops = {
+	.abi_version = BELLOWS_POLICY_ABI,
+	.name = "metering",
+	.summary = "reports metrics",
+	.knobs = BELLOWS_KNOB_COMPRESSION,
+	.init = metering_init,
+	.on_window = metering_on_window,
+};
+
+static void
+test_store_records_a_jobs_collectives_and_policy_metrics(void **state)
+{
+	fixture *f = *state;
+	static const com_comm_sample comm[1] = {
+		{ .bytes = 4096, .ms = 0.5, .count = 3 },
+	};
+	char text[128];
+
+	f->cfg->jobs[0].policies[0].ops = &metering_ops;
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	report_comm = comm;
+	report_n_comm = 1;
+	report_window(f, 0, 1.5, 1100);
+	report_comm = NULL;
+	report_n_comm = 0;
+	settle(f);
+	report_window(f, 1, 2.5, 1200);
+	settle(f);
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(window || ':' || rank || ':' || bytes, ' ') "
+	    "FROM (SELECT * FROM comm_samples ORDER BY rowid)");
+	assert_string_equal(text, "0:0:4096 0:1:4096");
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(window || ':' || policy || ':' || name || ':' "
+	    "|| ifnull(layer, '-') || ':' || value, ' ') FROM (SELECT * FROM "
+	    "policy_metrics ORDER BY rowid)");
+	assert_string_equal(text,
+	    "0:accordion:n_comm:-:2.0 0:accordion:norm:2:1.5 "
+	    "1:accordion:n_comm:-:0.0 1:accordion:norm:2:2.5");
 }
 
 static void
@@ -1526,6 +1918,7 @@ main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_store_creates_the_current_schema_in_an_empty_file),
 		T(test_store_migrates_a_version_1_file_keeping_its_rows),
+		T(test_store_migrates_a_version_2_file_keeping_its_rows),
 		T(test_store_refuses_a_newer_schema_with_a_clear_message),
 		T(test_store_refuses_a_file_that_is_not_a_bellows_history),
 		T(test_store_runs_without_history_when_the_file_is_corrupt),
@@ -1541,7 +1934,9 @@ main(void)
 		T(test_store_thins_old_windows_past_the_per_run_limit),
 		T(test_store_thins_windows_older_than_the_age_limit),
 		T(test_store_recovers_live_runs_with_their_tail_and_windows),
+		T(test_store_round_trips_new_statistics_collectives_metrics_calibration),
 		T(test_store_decisions_are_published_after_their_commit),
+		T(test_store_records_a_jobs_collectives_and_policy_metrics),
 		T(test_store_degraded_store_does_not_hold_up_decisions),
 		T(test_store_rebuilds_a_job_and_its_policy_history_after_a_restart),
 		T(test_store_ends_a_run_when_every_rank_leaves),

@@ -281,6 +281,190 @@ test_window_counts_layers_missing_from_a_report(void **state)
 	assert_true(v.layers[1].sum_sq == 1020);
 }
 
+/* Ranks 0..3 of a 5-rank job, each with different new statistics:
+ * activations on layer 0 from ranks 0 and 2 only; per-tensor times on
+ * layer 1 raw from ranks 0, 1, 3 and compressed from ranks 1, 3;
+ * backward/codec times from ranks 0..2; memory from all; collectives
+ * from ranks 1 and 3. Rank 4 never reports. */
+static void
+add_new_stats(fixture *f)
+{
+	static const com_comm_sample c1[2] = {
+		{ .bytes = 4096, .ms = 0.5, .count = 10 },
+		{ .bytes = 1024, .ms = 0.25, .count = 3, .compressed = true },
+	};
+	static const com_comm_sample c3[1] = {
+		{ .bytes = 4096, .ms = 0.75, .count = 9 },
+	};
+
+	for (uint32_t rank = 0; rank < 4; rank++) {
+		com_report r = report(f, rank, 1, 10, 20);
+		com_layer_stats *a = &f->st[0], *b = &f->st[1];
+
+		if (rank == 0 || rank == 2) {
+			a->act_steps = 10;
+			a->act_lbar = rank == 0 ? 1.0 : 3.0;
+			a->act_nonzero = rank == 0 ? 0.25 : 0.75;
+			a->act_bytes = rank == 0 ? 100 : 300;
+			a->act_raw_bytes = 1000;
+		}
+		if (rank != 2) {
+			b->comm_raw_n = 5;
+			b->comm_raw_ms = 1.0 + rank; /* 1, 2, 4 */
+		}
+		if (rank == 1 || rank == 3) {
+			b->comm_comp_n = 2;
+			b->comm_comp_ms = rank == 1 ? 0.5 : 1.5;
+			b->codec_ms = rank == 1 ? 0.125 : 0.375;
+		}
+		if (rank < 3) {
+			/* per step: 4, 8, 6 and 1, 2, 3 */
+			r.timings.backward_ms = 10.0 *
+			    (rank == 0          ? 4
+				    : rank == 1 ? 8
+						: 6);
+			r.timings.codec_ms = 10.0 * (rank + 1);
+		}
+		r.timings.mem_device_used = 1000 * (rank + 1);
+		r.timings.mem_device_total = rank == 3 ? 0 : 8000 - rank;
+		r.timings.mem_host_used = 500 - rank;
+		if (rank == 1) {
+			r.n_comm = 2;
+			r.comm = (com_comm_sample *)c1;
+		} else if (rank == 3) {
+			r.n_comm = 1;
+			r.comm = (com_comm_sample *)c3;
+		}
+		assert_int_equal(ctl_window_add(f->win, &r), 0);
+	}
+}
+
+static void
+test_window_means_activations_over_the_ranks_that_measured(void **state)
+{
+	fixture *f = *state;
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 5, N_LAYERS, 0, &f->win), 0);
+	add_new_stats(f);
+	ctl_window_view(f->win, "job", 5, layers, &f->in_force, &v);
+	assert_int_equal(v.layers[0].act_steps, 20);
+	assert_true(v.layers[0].act_lbar == 2.0);
+	assert_true(v.layers[0].act_nonzero == 0.5);
+	assert_true(v.layers[0].act_bytes == 200);
+	assert_true(v.layers[0].act_raw_bytes == 1000);
+	/* Nobody measured layer 1's: all 0. */
+	assert_int_equal(v.layers[1].act_steps, 0);
+	assert_true(v.layers[1].act_lbar == 0 && v.layers[1].act_bytes == 0);
+}
+
+static void
+test_window_medians_per_tensor_times_and_nan_when_unmeasured(void **state)
+{
+	fixture *f = *state;
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 5, N_LAYERS, 0, &f->win), 0);
+	add_new_stats(f);
+	ctl_window_view(f->win, "job", 5, layers, &f->in_force, &v);
+	/* Raw: ranks 0, 1, 3 gave 1, 2, 4: median 2 (odd count). */
+	assert_true(v.layers[1].comm_raw_ms == 2.0);
+	assert_int_equal(v.layers[1].comm_raw_n, 15);
+	/* Compressed: 0.5 and 1.5: median 1 (even count); codec likewise. */
+	assert_true(v.layers[1].comm_comp_ms == 1.0);
+	assert_true(v.layers[1].codec_ms == 0.25);
+	assert_int_equal(v.layers[1].comm_comp_n, 4);
+	/* Layer 0 was never timed. */
+	assert_true(isnan(v.layers[0].comm_raw_ms));
+	assert_true(isnan(v.layers[0].comm_comp_ms));
+	assert_true(isnan(v.layers[0].codec_ms));
+	assert_int_equal(v.layers[0].comm_raw_n + v.layers[0].comm_comp_n, 0);
+	/* A second view reads the same. */
+	ctl_window_view(f->win, "job", 5, layers, &f->in_force, &v);
+	assert_true(v.layers[1].comm_raw_ms == 2.0);
+}
+
+static void
+test_window_medians_backward_and_codec_and_bounds_memory(void **state)
+{
+	fixture *f = *state;
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 5, N_LAYERS, 0, &f->win), 0);
+	add_new_stats(f);
+	ctl_window_view(f->win, "job", 5, layers, &f->in_force, &v);
+	/* Per-step means 4, 8, 6 (rank 3 did not measure): median 6. */
+	assert_true(v.backward_ms_median == 6.0);
+	/* 1, 2, 3: median 2. */
+	assert_true(v.codec_ms_median == 2.0);
+	assert_true(v.mem_device_used == 4000);
+	/* The smallest device among the ranks that gave one. */
+	assert_true(v.mem_device_total == 7998);
+	assert_true(v.mem_host_used == 500);
+}
+
+static void
+test_window_keeps_every_ranks_collectives_with_its_rank(void **state)
+{
+	fixture *f = *state;
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 5, N_LAYERS, 0, &f->win), 0);
+	add_new_stats(f);
+	ctl_window_view(f->win, "job", 5, layers, &f->in_force, &v);
+	assert_int_equal(v.n_comm, 3);
+	assert_int_equal(v.comm[0].rank, 1);
+	assert_int_equal(v.comm[0].bytes, 4096);
+	assert_int_equal(v.comm[0].count, 10);
+	assert_false(v.comm[0].compressed);
+	assert_int_equal(v.comm[1].rank, 1);
+	assert_true(v.comm[1].compressed && v.comm[1].ms == 0.25);
+	assert_int_equal(v.comm[2].rank, 3);
+	assert_true(v.comm[2].ms == 0.75);
+}
+
+static void
+test_window_reads_nothing_measured_as_zero(void **state)
+{
+	fixture *f = *state;
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 2, N_LAYERS, 0, &f->win), 0);
+	add(f, 0, 1, 10, 20);
+	add(f, 1, 1, 10, 20);
+	ctl_window_view(f->win, "job", 2, layers, &f->in_force, &v);
+	assert_true(v.backward_ms_median == 0 && v.codec_ms_median == 0);
+	assert_true(v.mem_device_used == 0 && v.mem_device_total == 0);
+	assert_true(v.mem_host_used == 0);
+	assert_int_equal(v.n_comm, 0);
+	assert_int_equal(v.calibrate_until, 0);
+	assert_false(v.compression_off);
+	assert_int_equal(v.size_threshold, 0);
+}
+
+static void
+test_window_shows_the_gate_threshold_and_calibration_in_force(void **state)
+{
+	fixture *f = *state;
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 1, N_LAYERS, 0, &f->win), 0);
+	add(f, 0, 1, 10, 20);
+	f->in_force.compression_off = true;
+	f->in_force.size_threshold = 2200000;
+	f->in_force.apply_step = 61;
+	f->in_force.calibrate_steps = 40;
+	ctl_window_view(f->win, "job", 1, layers, &f->in_force, &v);
+	assert_true(v.compression_off);
+	assert_int_equal(v.size_threshold, 2200000);
+	assert_int_equal(v.calibrate_until, 101);
+	/* Saturated, never wrapped. */
+	f->in_force.apply_step = UINT64_MAX - 5;
+	assert_int_equal(ctl_window_calibrate_until(&f->in_force), UINT64_MAX);
+	f->in_force.calibrate_steps = 0;
+	assert_int_equal(ctl_window_calibrate_until(&f->in_force), 0);
+}
+
 static void
 test_window_destroy_is_null_safe(void **state)
 {
@@ -303,6 +487,12 @@ main(void)
 		T(test_window_medians_odd_and_even_counts),
 		T(test_window_refuses_a_duplicate_report),
 		T(test_window_counts_layers_missing_from_a_report),
+		T(test_window_means_activations_over_the_ranks_that_measured),
+		T(test_window_medians_per_tensor_times_and_nan_when_unmeasured),
+		T(test_window_medians_backward_and_codec_and_bounds_memory),
+		T(test_window_keeps_every_ranks_collectives_with_its_rank),
+		T(test_window_reads_nothing_measured_as_zero),
+		T(test_window_shows_the_gate_threshold_and_calibration_in_force),
 		T(test_window_destroy_is_null_safe),
 #undef T
 	};

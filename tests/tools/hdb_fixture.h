@@ -14,6 +14,13 @@
  *   file "b") happened while it ran.
  * run 2, job "bert", live, 1 layer, no windows yet.
  *
+ * With version 3, the migration bellowsd runs comes after those rows,
+ * and then the statistics only version 3 holds: conv.weight's activations
+ * in window 1, its per-tensor times in window 3; window 3's timings,
+ * memory and the calibration in force (apply step 15, 4 steps); three
+ * collectives (two in window 3, one in window 0) and three policy
+ * metrics (two in window 1, one in window 3).
+ *
  * Header-only: each test executable includes it once.
  */
 #ifndef HDB_FIXTURE_H
@@ -100,6 +107,73 @@ static const char fixture_migration_v2[] =
     "ALTER TABLE runs ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;"
     "CREATE INDEX window_info_closed ON window_info (closed_wall_ms);";
 
+/* Version 2 -> 3 as controller/store.c migrates. */
+static const char fixture_migration_v3[] =
+    "ALTER TABLE windows ADD COLUMN act_steps INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE windows ADD COLUMN act_lbar REAL DEFAULT 0;"
+    "ALTER TABLE windows ADD COLUMN act_nonzero REAL DEFAULT 0;"
+    "ALTER TABLE windows ADD COLUMN act_bytes REAL DEFAULT 0;"
+    "ALTER TABLE windows ADD COLUMN act_raw_bytes REAL DEFAULT 0;"
+    "ALTER TABLE windows ADD COLUMN comm_raw_ms REAL;"
+    "ALTER TABLE windows ADD COLUMN comm_comp_ms REAL;"
+    "ALTER TABLE windows ADD COLUMN codec_ms REAL;"
+    "ALTER TABLE windows ADD COLUMN comm_raw_n INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE windows ADD COLUMN comm_comp_n INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE window_info ADD COLUMN backward_ms_median REAL DEFAULT 0;"
+    "ALTER TABLE window_info ADD COLUMN codec_ms_median REAL DEFAULT 0;"
+    "ALTER TABLE window_info ADD COLUMN mem_device_used INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE window_info ADD COLUMN mem_device_total INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE window_info ADD COLUMN mem_host_used INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE window_info ADD COLUMN state_apply_step INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE window_info ADD COLUMN state_calibrate_steps INTEGER NOT"
+    " NULL DEFAULT 0;"
+    "ALTER TABLE timings ADD COLUMN backward_ms REAL DEFAULT 0;"
+    "ALTER TABLE timings ADD COLUMN codec_ms REAL DEFAULT 0;"
+    "ALTER TABLE timings ADD COLUMN mem_device_used INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE timings ADD COLUMN mem_device_total INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE timings ADD COLUMN mem_host_used INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "ALTER TABLE decisions ADD COLUMN calibrate_steps INTEGER NOT NULL"
+    " DEFAULT 0;"
+    "CREATE TABLE comm_samples (run_id INTEGER NOT NULL,"
+    " window INTEGER NOT NULL, rank INTEGER NOT NULL,"
+    " bytes INTEGER NOT NULL, ms REAL, count INTEGER NOT NULL,"
+    " compressed INTEGER NOT NULL);"
+    "CREATE INDEX comm_samples_window ON comm_samples (run_id, window);"
+    "CREATE TABLE policy_metrics (run_id INTEGER NOT NULL,"
+    " window INTEGER NOT NULL, policy TEXT NOT NULL, name TEXT NOT NULL,"
+    " layer INTEGER, value REAL);"
+    "CREATE INDEX policy_metrics_window ON policy_metrics (run_id, window);"
+    "CREATE INDEX policy_metrics_name ON policy_metrics (run_id, name,"
+    " window);";
+
+static const char fixture_rows_v3[] =
+    "UPDATE windows SET act_steps = 5, act_lbar = 0.5, act_nonzero = 0.25,"
+    " act_bytes = 100, act_raw_bytes = 400"
+    " WHERE run_id = 1 AND window = 1 AND layer = 0;"
+    "UPDATE windows SET comm_raw_ms = 2, comm_raw_n = 3, comm_comp_ms = 1,"
+    " comm_comp_n = 3, codec_ms = 0.5"
+    " WHERE run_id = 1 AND window = 3 AND layer = 0;"
+    "UPDATE window_info SET backward_ms_median = 8, codec_ms_median = 1,"
+    " mem_device_used = 3000, mem_device_total = 8000,"
+    " mem_host_used = 500, state_apply_step = 15,"
+    " state_calibrate_steps = 4 WHERE run_id = 1 AND window = 3;"
+    "UPDATE timings SET backward_ms = 40, codec_ms = 5,"
+    " mem_device_used = 3000 WHERE run_id = 1 AND window = 3 AND rank = 0;"
+    "UPDATE decisions SET calibrate_steps = 4 WHERE run_id = 1 AND seq = 4;"
+    "INSERT INTO comm_samples VALUES (1, 3, 0, 4096, 0.5, 10, 0),"
+    " (1, 3, 2, 1024, 0.25, 2, 1), (1, 0, 1, 4096, 0.75, 10, 0);"
+    "INSERT INTO policy_metrics VALUES"
+    " (1, 1, 'slim', 'threshold_bytes', NULL, 2200000),"
+    " (1, 1, 'slim', 'ratio', 0, 1.5), (1, 3, 'perf', 'alpha_ms', NULL,"
+    " 0.25);";
+
 /* Levels BLOBs: little-endian doubles {2, 0} and {1, 0}. */
 #define FIXTURE_L20 "x'00000000000000400000000000000000'"
 #define FIXTURE_L10 "x'000000000000F03F0000000000000000'"
@@ -176,7 +250,7 @@ static const char fixture_rows[] =
     " ('c', 'q.yaml', 'unrelated', 1795305000000);";
 
 /* Creates the database at `path` (removed first) with schema `version`
- * (1 or 2; a larger one sets that user_version on the version 2
+ * (1, 2 or 3; a larger one sets that user_version on the version 3
  * schema), and the rows above when `rows`. Returns SQLITE_OK or the
  * first failure. */
 static int
@@ -201,6 +275,10 @@ fixture_db_create(const char *path, int version, int rows)
 		rc = sqlite3_exec(db, fixture_migration_v2, NULL, NULL, NULL);
 	if (rc == SQLITE_OK && rows)
 		rc = sqlite3_exec(db, fixture_rows, NULL, NULL, NULL);
+	if (rc == SQLITE_OK && version >= 3)
+		rc = sqlite3_exec(db, fixture_migration_v3, NULL, NULL, NULL);
+	if (rc == SQLITE_OK && version >= 3 && rows)
+		rc = sqlite3_exec(db, fixture_rows_v3, NULL, NULL, NULL);
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", version);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);

@@ -32,6 +32,8 @@ static const char *const tables[] = {
 	"window_info",
 	"windows",
 	"timings",
+	"comm_samples",
+	"policy_metrics",
 	"decisions",
 	"decision_changes",
 	"events",
@@ -136,7 +138,9 @@ test_export_writes_every_table_of_the_run(void **state)
 {
 	fixture *f = *state;
 	/* Rows + 1 header line; policy_files' "b" text spans two lines. */
-	static const size_t want[N_TABLES] = { 2, 3, 5, 5, 8, 12, 5, 4, 3, 4 };
+	/* A schema 2 file: no collectives nor metrics, a header each. */
+	static const size_t want[N_TABLES] = { 2, 3, 5, 5, 8, 12, 1, 1, 5, 4, 3,
+		4 };
 	char *csv;
 
 	assert_int_equal(export("--db", f->db, "--run", "1", "--out", f->out,
@@ -170,6 +174,36 @@ test_export_writes_every_table_of_the_run(void **state)
 	    "config_hash,first_seq,recoveries\n"
 	    "1,resnet,3,2,1795305600000,1795305605000,00000000000000aa,a,1,"
 	    "0\n");
+	free(csv);
+}
+
+static void
+test_export_writes_collectives_and_metrics_of_a_version_3_run(void **state)
+{
+	fixture *f = *state;
+	char *csv;
+
+	assert_int_equal(fixture_db_create(f->db, 3, 1), SQLITE_OK);
+	assert_int_equal(export("--db", f->db, "--run", "1", "--out", f->out,
+			     NULL),
+	    0);
+	csv = slurp(f->out, "comm_samples");
+	assert_string_equal(csv,
+	    "run_id,window,rank,bytes,ms,count,compressed\n"
+	    "1,0,1,4096,0.75,10,0\n"
+	    "1,3,0,4096,0.5,10,0\n"
+	    "1,3,2,1024,0.25,2,1\n");
+	free(csv);
+	csv = slurp(f->out, "policy_metrics");
+	assert_string_equal(csv,
+	    "run_id,window,policy,name,layer,value\n"
+	    "1,1,slim,threshold_bytes,,2200000\n"
+	    "1,1,slim,ratio,0,1.5\n"
+	    "1,3,perf,alpha_ms,,0.25\n");
+	free(csv);
+	csv = slurp(f->out, "decisions");
+	assert_non_null(strstr(csv, ",codec_table,calibrate_steps\n"));
+	assert_non_null(strstr(csv, ",0,1,0,0,,4\n"));
 	free(csv);
 }
 
@@ -280,6 +314,7 @@ main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_export_writes_every_table_of_the_run),
+		T(test_export_writes_collectives_and_metrics_of_a_version_3_run),
 		T(test_export_refuses_to_overwrite_without_force),
 		T(test_export_refuses_bad_arguments_and_missing_runs),
 		T(test_export_decodes_level_blobs_as_little_endian_doubles),

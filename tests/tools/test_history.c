@@ -520,6 +520,78 @@ test_history_answers_and_names_missing_runs_and_layers(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+/* Runs `bellows history ARGS...` with its standard output in `out`
+ * (`len` bytes); returns the exit code. */
+static int
+history_to(char *out, size_t len, const char *first, ...)
+{
+	char *argv[32];
+	int argc = 0, rc;
+	FILE *saved = stdout, *tmp = tmpfile();
+	size_t n;
+	va_list ap;
+
+	assert_non_null(tmp);
+	argv[argc++] = (char *)"history";
+	va_start(ap, first);
+	for (const char *a = first; a != NULL; a = va_arg(ap, const char *))
+		argv[argc++] = (char *)a;
+	va_end(ap);
+	argv[argc] = NULL;
+	stdout = tmp;
+	rc = tool_history_main(argc, argv);
+	stdout = saved;
+	rewind(tmp);
+	n = fread(out, 1, len - 1, tmp);
+	out[n] = '\0';
+	fclose(tmp);
+	return rc;
+}
+
+static void
+test_history_prints_policy_metrics_and_collectives(void **state)
+{
+	char dir[] = "/tmp/bellows-hist.XXXXXX", path[64], p[80], out[1024];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/h.db", dir);
+	assert_int_equal(fixture_db_create(path, 3, 1), SQLITE_OK);
+	assert_int_equal(history_to(out, sizeof(out), "metrics", "--db", path,
+			     "--run", "1", "--format", "csv", NULL),
+	    0);
+	assert_string_equal(out,
+	    "window,policy,name,layer,value\n"
+	    "1,slim,threshold_bytes,,2200000\n"
+	    "1,slim,ratio,conv.weight,1.5\n"
+	    "3,perf,alpha_ms,,0.25\n");
+	assert_int_equal(history_to(out, sizeof(out), "metrics", "--db", path,
+			     "--run", "1", "--layer", "conv.weight", "--format",
+			     "csv", NULL),
+	    0);
+	assert_string_equal(out,
+	    "window,policy,name,layer,value\n"
+	    "1,slim,ratio,conv.weight,1.5\n");
+	assert_int_equal(history_to(out, sizeof(out), "comm", "--db", path,
+			     "--run", "1", "--since", "3", "--format", "csv",
+			     NULL),
+	    0);
+	assert_string_equal(out,
+	    "window,rank,bytes,compressed,count,ms,gbps\n"
+	    "3,0,4096,0,10,0.5,0.008\n"
+	    "3,2,1024,1,2,0.25,0.004\n");
+	/* comm takes no --layer. */
+	assert_int_equal(history_to(out, sizeof(out), "comm", "--db", path,
+			     "--layer", "conv.weight", NULL),
+	    2);
+	remove(path);
+	snprintf(p, sizeof(p), "%s-wal", path);
+	remove(p);
+	snprintf(p, sizeof(p), "%s-shm", path);
+	remove(p);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int
 main(void)
 {
@@ -545,6 +617,8 @@ main(void)
 		    test_history_refuses_options_its_subcommand_does_not_take),
 		cmocka_unit_test(
 		    test_history_answers_and_names_missing_runs_and_layers),
+		cmocka_unit_test(
+		    test_history_prints_policy_metrics_and_collectives),
 	};
 
 	return cmocka_run_group_tests_name("history", tests, NULL, NULL);

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include <bellows/error.h>
+#include <bellows/policy.h>
 
 #include "hdb_fixture.h"
 #include "historydb.h"
@@ -165,12 +166,12 @@ test_historydb_refuses_a_newer_schema_with_a_clear_message(void **state)
 	fixture *f = *state;
 	char want[300];
 
-	assert_int_equal(fixture_db_create(f->path, 3, 1), SQLITE_OK);
+	assert_int_equal(fixture_db_create(f->path, 4, 1), SQLITE_OK);
 	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
 	    BELLOWS_EVERSION);
 	assert_null(f->db);
 	snprintf(want, sizeof(want),
-	    "%s has schema version 3; this bellows reads up to 2 (use a "
+	    "%s has schema version 4; this bellows reads up to 3 (use a "
 	    "newer bellows)",
 	    f->path);
 	assert_string_equal(f->err, want);
@@ -586,6 +587,8 @@ test_historydb_exports_a_runs_rows_with_blobs_as_they_are(void **state)
 		[TOOL_HDB_T_WINDOW_INFO] = 4,
 		[TOOL_HDB_T_WINDOWS] = 7,
 		[TOOL_HDB_T_TIMINGS] = 11,
+		[TOOL_HDB_T_COMM_SAMPLES] = 3,
+		[TOOL_HDB_T_POLICY_METRICS] = 3,
 		[TOOL_HDB_T_DECISIONS] = 4,
 		[TOOL_HDB_T_DECISION_CHANGES] = 3,
 		[TOOL_HDB_T_EVENTS] = 2,
@@ -593,7 +596,7 @@ test_historydb_exports_a_runs_rows_with_blobs_as_they_are(void **state)
 	};
 	tool_hdb_sink sink;
 
-	open_fixture(f, 2);
+	open_fixture(f, 3);
 	for (tool_hdb_table t = 0; t < TOOL_HDB_T_N; t++) {
 		tool_hdb_rows_fini(&f->rows);
 		tool_hdb_rows_sink(&f->rows, &sink);
@@ -674,6 +677,155 @@ test_historydb_loads_a_replay_skipping_incomplete_windows(void **state)
 	    "agree");
 }
 
+static void
+test_historydb_loads_a_version_3_replay_with_every_field(void **state)
+{
+	fixture *f = *state;
+	tool_hdb_replay *rp = NULL;
+	const bellows_window *w;
+
+	open_fixture(f, 3);
+	assert_int_equal(tool_hdb_schema_version(f->db), 3);
+	assert_int_equal(tool_hdb_replay_load(f->db, 1, &rp), 0);
+	assert_int_equal(rp->n_windows, 3);
+	/* Window 1 (slot 1): conv.weight's activations. */
+	w = &rp->win[1];
+	assert_int_equal(w->window, 1);
+	assert_int_equal(w->first_step, 5);
+	assert_int_equal(w->last_step, 9);
+	assert_int_equal(w->batch_size, 32);
+	assert_int_equal(w->world, 3);
+	assert_true(w->step_ms_median == 12 && w->compute_ms_median == 10);
+	assert_int_equal(w->layers[0].act_steps, 5);
+	assert_true(w->layers[0].act_lbar == 0.5);
+	assert_true(w->layers[0].act_nonzero == 0.25);
+	assert_true(w->layers[0].act_bytes == 100);
+	assert_true(w->layers[0].act_raw_bytes == 400);
+	/* rank 0's norm is NULL there: grad_norm is the mean. */
+	assert_true(w->layers[0].grad_norm == 4);
+	assert_true(isnan(w->layers[0].comm_raw_ms));
+	assert_int_equal(w->n_comm, 0);
+	assert_int_equal(w->calibrate_until, 0);
+	/* Window 3 (slot 2): times, memory, calibration, collectives. */
+	w = &rp->win[2];
+	assert_int_equal(w->window, 3);
+	assert_true(w->layers[0].comm_raw_ms == 2);
+	assert_true(w->layers[0].comm_comp_ms == 1);
+	assert_true(w->layers[0].codec_ms == 0.5);
+	assert_int_equal(w->layers[0].comm_raw_n, 3);
+	assert_int_equal(w->layers[0].comm_comp_n, 3);
+	assert_true(w->layers[1].count == 30);
+	assert_true(w->backward_ms_median == 8 && w->codec_ms_median == 1);
+	assert_true(w->mem_device_used == 3000);
+	assert_true(w->mem_device_total == 8000);
+	assert_true(w->mem_host_used == 500);
+	assert_int_equal(rp->apply_step[2], 15);
+	assert_int_equal(rp->calibrate_steps[2], 4);
+	assert_int_equal(w->calibrate_until, 19);
+	assert_int_equal(w->n_comm, 2);
+	assert_int_equal(w->comm[0].rank, 0);
+	assert_int_equal(w->comm[0].bytes, 4096);
+	assert_int_equal(w->comm[0].count, 10);
+	assert_false(w->comm[0].compressed);
+	assert_int_equal(w->comm[1].rank, 2);
+	assert_true(w->comm[1].compressed && w->comm[1].ms == 0.25);
+	/* Window 0 has its one collective. */
+	assert_int_equal(rp->win[0].n_comm, 1);
+	assert_true(rp->win[0].comm[0].ms == 0.75);
+	assert_int_equal(rp->n_comm, 3);
+	tool_hdb_replay_destroy(&rp);
+}
+
+static void
+test_historydb_reads_a_version_2_file_as_not_measured(void **state)
+{
+	fixture *f = *state;
+	tool_hdb_filter flt = no_filter();
+	tool_hdb_replay *rp = NULL;
+
+	open_fixture(f, 2);
+	assert_int_equal(tool_hdb_replay_load(f->db, 1, &rp), 0);
+	assert_int_equal(rp->n_windows, 3);
+	assert_int_equal(rp->win[2].layers[0].act_steps, 0);
+	assert_true(isnan(rp->win[2].layers[0].comm_raw_ms));
+	assert_true(rp->win[2].backward_ms_median == 0);
+	assert_int_equal(rp->win[2].n_comm, 0);
+	assert_int_equal(rp->n_comm, 0);
+	tool_hdb_replay_destroy(&rp);
+	flt.run = 1;
+	ask(f, TOOL_HDB_Q_METRICS, &flt);
+	assert_int_equal(f->rows.n_rows, 0);
+	assert_int_equal(f->rows.n_cols, 5);
+	ask(f, TOOL_HDB_Q_COMM, &flt);
+	assert_int_equal(f->rows.n_rows, 0);
+	ask(f, TOOL_HDB_Q_STATS, &flt);
+	assert_int_equal(f->rows.n_rows, 4);
+	assert_int_equal(cell(f, 3, "calibrate_until")->type, TOOL_HDB_NULL);
+	assert_true(real_at(f, 3, "backward_ms") == 0);
+	assert_int_equal(int_at(f, 3, "collectives"), 0);
+	flt.layer = 0;
+	ask(f, TOOL_HDB_Q_LAYER_STATS, &flt);
+	assert_int_equal(f->rows.n_rows, 4);
+	assert_int_equal(cell(f, 1, "act_lbar")->type, TOOL_HDB_NULL);
+	assert_int_equal(cell(f, 3, "comm_raw_ms")->type, TOOL_HDB_NULL);
+}
+
+static void
+test_historydb_answers_metrics_collectives_and_new_columns(void **state)
+{
+	fixture *f = *state;
+	tool_hdb_filter flt = no_filter();
+
+	open_fixture(f, 3);
+	flt.run = 1;
+	ask(f, TOOL_HDB_Q_METRICS, &flt);
+	assert_int_equal(f->rows.n_rows, 3);
+	assert_int_equal(int_at(f, 0, "window"), 1);
+	assert_string_equal(text_at(f, 0, "policy"), "slim");
+	assert_string_equal(text_at(f, 0, "name"), "threshold_bytes");
+	assert_int_equal(cell(f, 0, "layer")->type, TOOL_HDB_NULL);
+	assert_true(real_at(f, 0, "value") == 2200000);
+	assert_string_equal(text_at(f, 1, "layer"), "conv.weight");
+	assert_string_equal(text_at(f, 2, "name"), "alpha_ms");
+	/* One layer's only, and a window range. */
+	flt.layer = 0;
+	ask(f, TOOL_HDB_Q_METRICS, &flt);
+	assert_int_equal(f->rows.n_rows, 1);
+	assert_string_equal(text_at(f, 0, "name"), "ratio");
+	flt.layer = TOOL_HDB_NONE;
+	flt.window_lo = 2;
+	ask(f, TOOL_HDB_Q_METRICS, &flt);
+	assert_int_equal(f->rows.n_rows, 1);
+	assert_int_equal(int_at(f, 0, "window"), 3);
+
+	flt.window_lo = TOOL_HDB_NONE;
+	ask(f, TOOL_HDB_Q_COMM, &flt);
+	assert_int_equal(f->rows.n_rows, 3);
+	assert_int_equal(int_at(f, 0, "window"), 0);
+	assert_int_equal(int_at(f, 1, "rank"), 0);
+	assert_int_equal(int_at(f, 2, "compressed"), 1);
+	/* 4096 bytes in 0.5 ms: 0.008192 GB/s. */
+	assert_true(real_at(f, 1, "gbps") == 0.008);
+
+	ask(f, TOOL_HDB_Q_STATS, &flt);
+	assert_true(real_at(f, 3, "backward_ms") == 8);
+	assert_int_equal(int_at(f, 3, "mem_device"), 3000);
+	assert_int_equal(int_at(f, 3, "device"), 8000);
+	assert_int_equal(int_at(f, 3, "calibrate_until"), 19);
+	assert_int_equal(int_at(f, 3, "collectives"), 2);
+	assert_int_equal(int_at(f, 0, "collectives"), 1);
+	flt.layer = 0;
+	ask(f, TOOL_HDB_Q_LAYER_STATS, &flt);
+	assert_true(real_at(f, 1, "act_lbar") == 0.5);
+	assert_int_equal(cell(f, 0, "act_lbar")->type, TOOL_HDB_NULL);
+	assert_true(real_at(f, 3, "comm_raw_ms") == 2);
+	assert_int_equal(int_at(f, 3, "comm_comp_n"), 3);
+	flt.layer = TOOL_HDB_NONE;
+	ask(f, TOOL_HDB_Q_TIMINGS_ALL, &flt);
+	/* Window 3, rank 0: 40 ms of backward over 5 steps. */
+	assert_true(real_at(f, 9, "backward_ms_mean") == 8);
+}
+
 static int
 stop_at_row(void *arg, const tool_hdb_cell *cells)
 {
@@ -745,6 +897,9 @@ main(void)
 		T(test_historydb_puts_slow_ranks_first_against_the_median),
 		T(test_historydb_exports_a_runs_rows_with_blobs_as_they_are),
 		T(test_historydb_loads_a_replay_skipping_incomplete_windows),
+		T(test_historydb_loads_a_version_3_replay_with_every_field),
+		T(test_historydb_reads_a_version_2_file_as_not_measured),
+		T(test_historydb_answers_metrics_collectives_and_new_columns),
 		T(test_historydb_stops_when_the_sink_fails),
 		T(test_historydb_formats_reals_as_the_shortest_exact_text),
 	};

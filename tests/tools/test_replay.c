@@ -20,8 +20,14 @@
 #include <bellows/error.h>
 
 #include "config.h"
+#include "hdb_fixture.h"
 #include "metrics.h"
 #include "replay.h"
+
+#include <bellows/policy.h>
+
+#include <math.h>
+#include <unistd.h>
 
 typedef struct fixture {
 	ctl_config *cfg; /* parsed configuration */
@@ -543,6 +549,172 @@ test_replay_compare_of_batch_policies_sees_batch_and_scale(void **state)
 	assert_int_equal(d.changes_replayed, 1);
 }
 
+/* ---- a run of the history handed whole -------------------------------- */
+
+/* What the "seer" policy below saw of each window it was handed. */
+typedef struct seen_window {
+	uint64_t window;         /* index */
+	uint64_t act_steps;      /* layer 0's */
+	double act_lbar;         /* layer 0's */
+	double comm_raw_ms;      /* layer 0's */
+	double codec_ms;         /* layer 0's */
+	double level;            /* layer 0's, in force */
+	double backward_ms;      /* window's median */
+	double mem_device_total; /* window's */
+	uint32_t batch_size;     /* reported */
+	uint32_t world;          /* ranks */
+	uint64_t threshold;      /* in force */
+	uint64_t calibrate;      /* calibrate_until */
+	uint32_t n_comm;         /* collectives */
+	uint32_t comm1_rank;     /* the second's rank */
+} seen_window;
+
+static seen_window seen[8];
+static uint32_t n_seen;
+
+/* Sets a size threshold of 4096 at window 0 and asks for a 4-step
+ * calibration at window 1, as the recorded run had in force during
+ * window 3; records what it is handed. */
+static int
+seer_init(void *st, const void *config, const bellows_job_info *job,
+    bellows_proposal *initial)
+{
+	return 0;
+}
+
+static int
+seer_on_window(void *st, const void *config, const bellows_window *w,
+    bellows_proposal *out)
+{
+	const bellows_window_layer *l = &w->layers[0];
+
+	if (n_seen < 8)
+		seen[n_seen++] = (seen_window){
+			.window = w->window,
+			.act_steps = l->act_steps,
+			.act_lbar = l->act_lbar,
+			.comm_raw_ms = l->comm_raw_ms,
+			.codec_ms = l->codec_ms,
+			.level = l->level,
+			.backward_ms = w->backward_ms_median,
+			.mem_device_total = w->mem_device_total,
+			.batch_size = w->batch_size,
+			.world = w->world,
+			.threshold = w->size_threshold,
+			.calibrate = w->calibrate_until,
+			.n_comm = w->n_comm,
+			.comm1_rank = w->n_comm > 1 ? w->comm[1].rank : 99,
+		};
+	if (w->window == 0)
+		out->size_threshold = 4096;
+	if (w->window == 1)
+		out->calibrate_steps = 4;
+	return 0;
+}
+
+static const bellows_policy_ops seer_ops = {
+	.abi_version = BELLOWS_POLICY_ABI,
+	.name = "seer",
+	.summary = "records what it is handed",
+	.knobs = BELLOWS_KNOB_SIZE_THRESHOLD,
+	.init = seer_init,
+	.on_window = seer_on_window,
+};
+
+static void
+test_replay_hands_a_recorded_window_whole_under_its_own_state(void **state)
+{
+	fixture *f = *state;
+	char dir[] = "/tmp/bellows-replay.XXXXXX", path[64], err[512];
+	int probe = 0;
+	ctl_policy_conf pc = { .name = (char *)"seer",
+		.ops = &seer_ops,
+		.config = &probe };
+	ctl_job_conf jc = { .match = (char *)"*",
+		.n_policies = 1,
+		.policies = &pc };
+	tool_hdb_replay *rec = NULL;
+	tool_hdb *db = NULL;
+	tool_replay_input in;
+	double norm[6];
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/h.db", dir);
+	assert_int_equal(fixture_db_create(path, 3, 1), SQLITE_OK);
+	assert_int_equal(tool_hdb_open(path, &db, err, sizeof(err)), 0);
+	assert_int_equal(tool_hdb_replay_load(db, 1, &rec), 0);
+	tool_hdb_close(&db);
+	for (size_t i = 0; i < 6; i++)
+		norm[i] = !isnan(rec->norm_rank0[i]) ? rec->norm_rank0[i]
+						     : rec->norm_mean[i];
+	in = (tool_replay_input){
+		.n_layers = rec->n_layers,
+		.layers = rec->layers,
+		.n_windows = rec->n_windows,
+		.window = rec->window,
+		.lr = rec->lr,
+		.lr_next = rec->lr_next,
+		.grad_norm = norm,
+		.grad_norm_rank0 = rec->norm_rank0,
+		.grad_norm_mean = rec->norm_mean,
+		.rec = rec,
+	};
+	n_seen = 0;
+	assert_int_equal(tool_replay_run_input(&jc, "job", &in, NULL, &f->rp,
+			     f->err, sizeof(f->err)),
+	    0);
+	assert_int_equal(n_seen, 3);
+	/* Window 1: conv.weight's activations, as recorded. */
+	assert_int_equal(seen[1].window, 1);
+	assert_int_equal(seen[1].act_steps, 5);
+	assert_true(seen[1].act_lbar == 0.5);
+	assert_true(isnan(seen[1].comm_raw_ms));
+	assert_int_equal(seen[1].batch_size, 32);
+	assert_int_equal(seen[1].world, 3);
+	/* The replay's threshold from window 1 on, not the recorded 0. */
+	assert_int_equal(seen[0].threshold, 0);
+	assert_int_equal(seen[1].threshold, 4096);
+	assert_int_equal(seen[1].calibrate, 0);
+	/* Window 3: the per-tensor times, timings, memory, collectives, and
+	 * the replay's calibration from the recorded apply step 15. */
+	assert_int_equal(seen[2].window, 3);
+	assert_true(seen[2].comm_raw_ms == 2 && seen[2].codec_ms == 0.5);
+	assert_true(seen[2].backward_ms == 8);
+	assert_true(seen[2].mem_device_total == 8000);
+	assert_int_equal(seen[2].calibrate, 19);
+	assert_int_equal(seen[2].n_comm, 2);
+	assert_int_equal(seen[2].comm1_rank, 2);
+	/* Levels are the replay's state (no level owner: 0), not the
+	 * recorded 1. */
+	assert_true(seen[2].level == 0);
+	/* The comparison counts the windows whose threshold differs: the
+	 * run had 0 in force throughout, the replay 4096 from window 1. */
+	assert_int_equal(f->rp->threshold[1], 4096);
+	{
+		tool_replay_diff d;
+		FILE *out = fopen("/dev/null", "w");
+
+		assert_non_null(out);
+		assert_int_equal(tool_replay_compare(f->rp, rec, false, out,
+				     &d),
+		    0);
+		fclose(out);
+		assert_int_equal(d.gate_differ, 2);
+		assert_int_equal(d.windows, 3);
+	}
+	tool_hdb_replay_destroy(&rec);
+	remove(path);
+	{
+		char p2[80];
+
+		snprintf(p2, sizeof(p2), "%s-wal", path);
+		remove(p2);
+		snprintf(p2, sizeof(p2), "%s-shm", path);
+		remove(p2);
+	}
+	rmdir(dir);
+}
+
 /* Runs `bellows replay ARGS...` and returns its exit code. */
 static int
 replay_cmd(const char *first, ...)
@@ -601,6 +773,7 @@ main(void)
 		T(test_replay_hands_rank0_and_mean_norms_apart),
 		T(test_replay_compare_prints_differing_rows_and_counts_changes),
 		T(test_replay_compare_of_batch_policies_sees_batch_and_scale),
+		T(test_replay_hands_a_recorded_window_whole_under_its_own_state),
 		T(test_replay_refuses_mixed_or_incomplete_inputs),
 	};
 #undef T
