@@ -465,6 +465,10 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 	ps->store_pending = r->store_pending;
 	ps->store_dropped = r->store_dropped;
 	ps->store_error = codec_out_str(r->store_error);
+	ps->latency_p50_ms = r->latency_p50_ms;
+	ps->latency_p99_ms = r->latency_p99_ms;
+	ps->latency_max_ms = r->latency_max_ms;
+	ps->latency_samples = r->latency_samples;
 	o->env.body_case = BELLOWS__ENVELOPE__BODY_STATUS_REPLY;
 	o->env.status_reply = ps;
 	return 0;
@@ -1376,6 +1380,14 @@ codec_in_status_reply(const Bellows__StatusReply *ps, const com_limits *lim,
 	r->store_degraded = ps->store_degraded;
 	r->store_pending = ps->store_pending;
 	r->store_dropped = ps->store_dropped;
+	if (!codec_in_magnitude(ps->latency_p50_ms) ||
+	    !codec_in_magnitude(ps->latency_p99_ms) ||
+	    !codec_in_magnitude(ps->latency_max_ms))
+		return BELLOWS_EPROTO;
+	r->latency_p50_ms = ps->latency_p50_ms;
+	r->latency_p99_ms = ps->latency_p99_ms;
+	r->latency_max_ms = ps->latency_max_ms;
+	r->latency_samples = ps->latency_samples;
 	return codec_in_text(ps->store_error, lim->max_text_len,
 	    &r->store_error);
 }

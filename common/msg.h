@@ -221,23 +221,28 @@ typedef struct com_event {
 } com_event;
 
 typedef struct com_status_reply {
-	uint64_t instance;      /* daemon instance id */
-	uint64_t uptime_ms;     /* since start */
-	uint32_t n_jobs;        /* entries in jobs */
-	com_job_status *jobs;   /* per job */
-	uint32_t n_peers;       /* entries in peers */
-	com_peer_status *peers; /* peers with drops */
-	uint64_t messages;      /* messages received */
-	uint64_t dropped;       /* messages dropped as malformed/hostile */
-	uint64_t reports;       /* reports accepted */
-	uint64_t decisions;     /* decisions published */
-	uint64_t layer_stats;   /* layer statistics ingested */
-	uint32_t n_events;      /* entries in events */
-	com_event *events;      /* recent events, oldest first */
-	bool store_degraded;    /* the history database is not written */
-	uint64_t store_pending; /* rows queued for it, not yet committed */
-	uint64_t store_dropped; /* metric rows it never wrote */
-	char *store_error;      /* why it is degraded, "" or NULL if not */
+	uint64_t instance;        /* daemon instance id */
+	uint64_t uptime_ms;       /* since start */
+	uint32_t n_jobs;          /* entries in jobs */
+	com_job_status *jobs;     /* per job */
+	uint32_t n_peers;         /* entries in peers */
+	com_peer_status *peers;   /* peers with drops */
+	uint64_t messages;        /* messages received */
+	uint64_t dropped;         /* messages dropped as malformed/hostile */
+	uint64_t reports;         /* reports accepted */
+	uint64_t decisions;       /* decisions published */
+	uint64_t layer_stats;     /* layer statistics ingested */
+	uint32_t n_events;        /* entries in events */
+	com_event *events;        /* recent events, oldest first */
+	bool store_degraded;      /* the history database is not written */
+	uint64_t store_pending;   /* rows queued for it, not yet committed */
+	uint64_t store_dropped;   /* metric rows it never wrote */
+	char *store_error;        /* why it is degraded, "" or NULL if not */
+	double latency_p50_ms;    /* minor 1: window close -> decision
+				   * published, median of the last 1024 */
+	double latency_p99_ms;    /* 99th percentile of them */
+	double latency_max_ms;    /* largest of them */
+	uint32_t latency_samples; /* decisions measured, 0: none yet */
 } com_status_reply;
 
 typedef struct com_snapshot_request {

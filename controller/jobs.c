@@ -26,9 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define JOBS_LOG         32 /* decisions kept per job */
-#define JOBS_OPEN        8  /* windows aggregated at once per job */
-#define JOBS_WELCOME_MAX 64 /* decisions sent in a welcome or snapshot */
+#define JOBS_LOG         32   /* decisions kept per job */
+#define JOBS_LATENCY_N   1024 /* decision latencies kept for STATUS */
+#define JOBS_OPEN        8    /* windows aggregated at once per job */
+#define JOBS_WELCOME_MAX 64   /* decisions sent in a welcome or snapshot */
 
 typedef struct job_rank {
 	bool joined;                /* has said hello and not bye */
@@ -47,32 +48,37 @@ typedef struct job_rank {
 } job_rank;
 
 typedef struct job {
-	char *name;                  /* job name */
-	uint32_t world;              /* ranks */
-	uint32_t n_layers;           /* entries in layers */
-	com_layer_info *layers;      /* the layer table */
-	job_rank *ranks;             /* world entries */
-	uint32_t alive;              /* ranks alive */
-	uint64_t next_window;        /* lowest window not closed */
-	ctl_window *open[JOBS_OPEN]; /* windows being aggregated */
-	com_decision log[JOBS_LOG];  /* ring of recent decisions */
-	uint64_t ticket[JOBS_LOG];   /* store ticket of each log entry */
-	uint32_t log_head;           /* index of the oldest entry */
-	uint32_t log_n;              /* entries used */
-	uint64_t last_seq;           /* seq of the newest decision */
-	uint64_t published_seq;      /* seq of the newest one published */
-	int64_t run_id;              /* its run in the store, 0 = none */
-	bool ended;                  /* run ended: every rank said Bye */
-	bool recovering;             /* rebuilt from the store and no window
-				      * closed since: ranks resume the
-				      * windows it expects */
-	uint64_t max_step;           /* highest step heard from a rank */
-	uint64_t idle_since_ms;      /* when the last rank went away */
-	uint64_t windows_incomplete; /* closed with ranks missing */
-	uint64_t reports;            /* reports accepted by this daemon */
-	uint64_t max_first_window;   /* highest first_window of a rank */
-	ctl_policy_set *policies;    /* instances deciding for the job */
-	char policy_names[256];      /* their names, for STATUS */
+	char *name;                   /* job name */
+	uint32_t world;               /* ranks */
+	uint32_t n_layers;            /* entries in layers */
+	com_layer_info *layers;       /* the layer table */
+	job_rank *ranks;              /* world entries */
+	uint32_t alive;               /* ranks alive */
+	uint64_t next_window;         /* lowest window not closed */
+	ctl_window *open[JOBS_OPEN];  /* windows being aggregated */
+	com_decision log[JOBS_LOG];   /* ring of recent decisions */
+	uint64_t ticket[JOBS_LOG];    /* store ticket of each log entry */
+	uint64_t closed_ns[JOBS_LOG]; /* when the window each entry answers
+				       * closed (monotonic), 0: not a
+				       * window's decision */
+	uint64_t closing_ns;          /* the window closing now, for the
+				       * decision being pushed; 0: none */
+	uint32_t log_head;            /* index of the oldest entry */
+	uint32_t log_n;               /* entries used */
+	uint64_t last_seq;            /* seq of the newest decision */
+	uint64_t published_seq;       /* seq of the newest one published */
+	int64_t run_id;               /* its run in the store, 0 = none */
+	bool ended;                   /* run ended: every rank said Bye */
+	bool recovering;              /* rebuilt from the store and no window
+				       * closed since: ranks resume the
+				       * windows it expects */
+	uint64_t max_step;            /* highest step heard from a rank */
+	uint64_t idle_since_ms;       /* when the last rank went away */
+	uint64_t windows_incomplete;  /* closed with ranks missing */
+	uint64_t reports;             /* reports accepted by this daemon */
+	uint64_t max_first_window;    /* highest first_window of a rank */
+	ctl_policy_set *policies;     /* instances deciding for the job */
+	char policy_names[256];       /* their names, for STATUS */
 } job;
 
 struct ctl_jobs {
@@ -87,6 +93,9 @@ struct ctl_jobs {
 	ctl_jobs_counters counters;   /* totals */
 	ctl_events *events;           /* recent events, for STATUS */
 	ctl_store *store;             /* history, NULL = none (borrowed) */
+	uint64_t latency_ns[JOBS_LATENCY_N]; /* window close -> publish of
+					      * the last decisions, a ring */
+	uint64_t latency_n;                  /* decisions measured, ever */
 };
 
 static void jobs_why(char *why, size_t len, const char *fmt, ...)
@@ -135,6 +144,21 @@ job_last(job *j)
 
 static void jobs_publish_ready(ctl_jobs *jobs, job *j, uint64_t ticket);
 
+/* Records the latency of a decision published now whose window closed at
+ * `closed_ns` (0: not a window's decision, nothing to record). */
+static void
+jobs_latency_add(ctl_jobs *jobs, uint64_t closed_ns)
+{
+	uint64_t now = com_clock_ns();
+
+	if (closed_ns == 0)
+		return;
+	jobs->latency_ns[jobs->latency_n % JOBS_LATENCY_N] = now > closed_ns
+	    ? now - closed_ns
+	    : 0;
+	jobs->latency_n++;
+}
+
 /* Appends a decision, taking ownership of *d (zeroed on return); `ticket`
  * is the store's for it (0: nothing to wait for). */
 static void
@@ -150,6 +174,8 @@ job_log_push(ctl_jobs *jobs, job *j, com_decision *d, uint64_t ticket)
 	}
 	*job_log_at(j, j->log_n) = *d;
 	*job_ticket_at(j, j->log_n) = ticket;
+	j->closed_ns[(j->log_head + j->log_n) % JOBS_LOG] = j->closing_ns;
+	j->closing_ns = 0;
 	j->log_n++;
 	j->last_seq = d->seq;
 	memset(d, 0, sizeof(*d));
@@ -226,6 +252,8 @@ jobs_publish_ready(ctl_jobs *jobs, job *j, uint64_t ticket)
 		jobs->counters.decisions++;
 		j->published_seq = d->seq;
 		jobs->publish(jobs->publish_arg, &m);
+		jobs_latency_add(jobs,
+		    j->closed_ns[(j->log_head + i) % JOBS_LOG]);
 	}
 }
 
@@ -470,6 +498,35 @@ void
 ctl_jobs_get_counters(const ctl_jobs *jobs, ctl_jobs_counters *ret)
 {
 	*ret = jobs->counters;
+}
+
+static int
+jobs_cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a;
+	uint64_t y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+void
+ctl_jobs_latency(const ctl_jobs *jobs, ctl_jobs_latency_info *ret)
+{
+	uint64_t sorted[JOBS_LATENCY_N];
+	uint32_t n = jobs->latency_n < JOBS_LATENCY_N
+	    ? (uint32_t)jobs->latency_n
+	    : JOBS_LATENCY_N;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->samples = n;
+	if (n == 0)
+		return;
+	memcpy(sorted, jobs->latency_ns, n * sizeof(sorted[0]));
+	qsort(sorted, n, sizeof(sorted[0]), jobs_cmp_u64);
+	/* Nearest rank: the smallest value with at least p % at or below. */
+	ret->p50_ms = (double)sorted[(n * 50 + 99) / 100 - 1] / 1e6;
+	ret->p99_ms = (double)sorted[(n * 99 + 99) / 100 - 1] / 1e6;
+	ret->max_ms = (double)sorted[n - 1] / 1e6;
 }
 
 /* Creates job `h->job` from its first hello: layer table, policies and,
@@ -921,6 +978,7 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 	const com_decision *last = job_last(j);
 	char policies[256], reason[1024];
 	const com_metric *metrics;
+	uint64_t closing_ns = com_clock_ns();
 	com_decision state;
 	bellows_window view;
 	uint32_t failed = 0, n_metrics = 0;
@@ -997,6 +1055,7 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 			apply_step = late;
 	}
 	jobs->counters.windows++;
+	j->closing_ns = closing_ns;
 	jobs_publish_telemetry(jobs, j, &view);
 	/* The window as the policies saw it, with `last`, the state in
 	 * force during it: what a recovered job's policies are shown

@@ -117,4 +117,18 @@ void ctl_jobs_tick(ctl_jobs *jobs, uint64_t now_ms);
 /* Copies the counters into *ret. */
 void ctl_jobs_get_counters(const ctl_jobs *jobs, ctl_jobs_counters *ret);
 
+/* Decision latency: from a window's close (its last report handled, or
+ * its timeout) to the publication of the decision answering it, which
+ * includes the policies and, with a history, the store's commit. */
+typedef struct ctl_jobs_latency_info {
+	uint32_t samples; /* decisions measured (the last 1024 at most) */
+	double p50_ms;    /* median over them */
+	double p99_ms;    /* 99th percentile (nearest rank) */
+	double max_ms;    /* largest */
+} ctl_jobs_latency_info;
+
+/* Fills *ret from the last 1,024 window decisions published (all zero
+ * before the first). */
+void ctl_jobs_latency(const ctl_jobs *jobs, ctl_jobs_latency_info *ret);
+
 #endif /* CTL_JOBS_H */

@@ -222,6 +222,15 @@ server_status(ctl_server *s, const com_status_request *req, com_msg *reply)
 		st->reports = c.reports;
 		st->decisions = c.decisions;
 		st->layer_stats = c.layer_stats;
+		{
+			ctl_jobs_latency_info lat;
+
+			ctl_jobs_latency(s->jobs, &lat);
+			st->latency_p50_ms = lat.p50_ms;
+			st->latency_p99_ms = lat.p99_ms;
+			st->latency_max_ms = lat.max_ms;
+			st->latency_samples = lat.samples;
+		}
 		if (ctl_jobs_status(s->jobs, req, now, st) != 0)
 			return BELLOWS_ENOMEM;
 	}

@@ -203,12 +203,17 @@ layout_header(const dash_model *m, dash_canvas *c)
 		dash_canvas_put(c, 0, c->cols - 9, -1,
 		    DASH_ATTR_REVERSE | DASH_ATTR_BOLD, " PAUSED ");
 	if (h->live) {
+		char lat[48] = "-";
+
 		layout_real(h->reports_per_s, 1, "", a, sizeof(a));
 		layout_real(h->decisions_per_s, 1, "", b, sizeof(b));
+		if (!isnan(h->latency_ms) && !isnan(h->latency_p99_ms))
+			snprintf(lat, sizeof(lat), "%.2f/%.2fms", h->latency_ms,
+			    h->latency_p99_ms);
 		snprintf(buf, sizeof(buf),
-		    "reports/s %s  decisions/s %s  latency %s  store lag %" PRIu64
-		    " %s  dropped %" PRIu64,
-		    a, b, isnan(h->latency_ms) ? "-" : "?", h->store_pending,
+		    "reports/s %s  decisions/s %s  latency %s  store "
+		    "lag %" PRIu64 " %s  dropped %" PRIu64,
+		    a, b, lat, h->store_pending,
 		    h->store_degraded ? "DEGRADED" : "ok", h->dropped);
 		dash_canvas_put(c, 1, 1, -1,
 		    (h->store_degraded || !h->connected) ? DASH_ATTR_ALERT : 0,

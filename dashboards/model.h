@@ -33,7 +33,8 @@ typedef struct dash_health {
 	uint64_t uptime_ms;     /* daemon's uptime */
 	double reports_per_s;   /* reports accepted per second; NAN = - */
 	double decisions_per_s; /* decisions per second; NAN = - */
-	double latency_ms;      /* decision latency; NAN = not known */
+	double latency_ms;      /* decision latency, median; NAN = not known */
+	double latency_p99_ms;  /* its 99th percentile; NAN = not known */
 	uint64_t store_pending; /* rows queued for the history */
 	bool store_degraded;    /* the history is not written */
 	uint64_t dropped;       /* malformed messages dropped */

@@ -342,9 +342,14 @@ source_health(dash_source *s, dash_snapshot *snap)
 	h->reports_per_s = NAN;
 	h->decisions_per_s = NAN;
 	h->latency_ms = NAN;
+	h->latency_p99_ms = NAN;
 	if (!s->have_last)
 		return;
 	h->uptime_ms = st->uptime_ms;
+	if (st->latency_samples > 0) {
+		h->latency_ms = st->latency_p50_ms;
+		h->latency_p99_ms = st->latency_p99_ms;
+	}
 	h->store_pending = st->store_pending;
 	h->store_degraded = st->store_degraded;
 	h->dropped = st->dropped;
@@ -832,6 +837,7 @@ dash_source_fetch(dash_source *s, const char *job, int64_t window,
 	snap.health.reports_per_s = NAN;
 	snap.health.decisions_per_s = NAN;
 	snap.health.latency_ms = NAN;
+	snap.health.latency_p99_ms = NAN;
 	if (s->live) {
 		dash_copy(snap.health.where, sizeof(snap.health.where),
 		    s->control);

@@ -73,6 +73,14 @@ status_print_table(FILE *f, const com_status_reply *st)
 	    ", decisions %" PRIu64 ", layer stats %" PRIu64 "\n",
 	    st->messages, st->dropped, st->reports, st->decisions,
 	    st->layer_stats);
+	if (st->latency_samples > 0)
+		fprintf(f,
+		    "  decision latency p50 %.3f ms, p99 %.3f ms, max %.3f ms"
+		    " (last %u decisions; window close to publish)\n",
+		    st->latency_p50_ms, st->latency_p99_ms, st->latency_max_ms,
+		    st->latency_samples);
+	else
+		fprintf(f, "  decision latency: no decision yet\n");
 	if (st->store_degraded)
 		fprintf(f,
 		    "  history store DEGRADED: %s (%" PRIu64
@@ -175,6 +183,11 @@ status_print_json(FILE *f, const com_status_reply *st)
 	    ", \"layer_stats\": %" PRIu64 ",\n",
 	    st->instance, st->uptime_ms, st->messages, st->dropped, st->reports,
 	    st->decisions, st->layer_stats);
+	fprintf(f,
+	    " \"latency\": {\"samples\": %u, \"p50_ms\": %.6f, "
+	    "\"p99_ms\": %.6f, \"max_ms\": %.6f},\n",
+	    st->latency_samples, st->latency_p50_ms, st->latency_p99_ms,
+	    st->latency_max_ms);
 	fprintf(f,
 	    " \"store\": {\"degraded\": %s, \"pending\": %" PRIu64
 	    ", \"dropped\": %" PRIu64 ", \"error\": ",

@@ -178,6 +178,10 @@ make_status_reply(com_msg *m)
 	com_msg_init(m, COM_MSG_STATUS_REPLY);
 	r->instance = 0x1122334455667788ull;
 	r->uptime_ms = 86400000;
+	r->latency_p50_ms = 0.25;
+	r->latency_p99_ms = 1.5;
+	r->latency_max_ms = 3.75;
+	r->latency_samples = 1024;
 	r->n_jobs = 2;
 	r->jobs = xcalloc(2, sizeof(*r->jobs));
 	for (uint32_t j = 0; j < 2; j++) {
@@ -463,6 +467,10 @@ assert_status_reply_equal(const com_status_reply *a, const com_status_reply *b)
 {
 	assert_int_equal(a->instance, b->instance);
 	assert_int_equal(a->uptime_ms, b->uptime_ms);
+	assert_true(a->latency_p50_ms == b->latency_p50_ms);
+	assert_true(a->latency_p99_ms == b->latency_p99_ms);
+	assert_true(a->latency_max_ms == b->latency_max_ms);
+	assert_int_equal(a->latency_samples, b->latency_samples);
 	assert_int_equal(a->n_jobs, b->n_jobs);
 	for (uint32_t j = 0; j < a->n_jobs; j++) {
 		const com_job_status *x = &a->jobs[j], *y = &b->jobs[j];
@@ -1617,6 +1625,13 @@ test_codec_rejects_non_finite_and_negative_values(void **state)
 
 	make_msg(&m, COM_MSG_TELEMETRY);
 	m.u.telemetry.step_ms_median = NAN;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	make_msg(&m, COM_MSG_STATUS_REPLY);
+	m.u.status_reply.latency_p99_ms = -1.0;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_STATUS_REPLY);
+	m.u.status_reply.latency_max_ms = INFINITY;
 	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
 
 	/* -0.0 is zero, not negative. */

@@ -493,6 +493,35 @@ test_jobs_window_closes_only_when_every_live_rank_reported(void **state)
 	assert_int_equal(c.incomplete, 0);
 }
 
+/* The two window decisions are measured from their window's close to
+ * their publication; the initial decision is not a window's and is not. */
+static void
+test_jobs_measure_the_latency_of_window_decisions(void **state)
+{
+	fixture *f = *state;
+	ctl_jobs_latency_info lat;
+
+	ctl_jobs_latency(f->jobs, &lat);
+	assert_int_equal(lat.samples, 0);
+	assert_true(lat.p50_ms == 0 && lat.p99_ms == 0 && lat.max_ms == 0);
+	join_two(f, 100, 0);
+	ctl_jobs_latency(f->jobs, &lat);
+	assert_int_equal(lat.samples, 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 100, 109, 1, 10), 0);
+	assert_int_equal(report(f, "B", "job", 1, 0, 100, 109, 1, 20), 0);
+	assert_int_equal(report(f, "A", "job", 0, 1, 110, 119, 2, 40), 0);
+	assert_int_equal(report(f, "B", "job", 1, 1, 110, 119, 2, 50), 0);
+	assert_int_equal(n_decisions(f), 3);
+	ctl_jobs_latency(f->jobs, &lat);
+	assert_int_equal(lat.samples, 2);
+	assert_true(lat.p50_ms >= 0.0);
+	assert_true(lat.p50_ms <= lat.p99_ms);
+	assert_true(lat.p99_ms <= lat.max_ms);
+	/* Policies and a publish into the test's sink: well under a second
+	 * however slow the machine. */
+	assert_true(lat.max_ms < 1000.0);
+}
+
 /* A rank that rejoins at window 3 neither moves the job nor holds up the
  * windows before it, and its seq-0 heartbeat before its first step asks
  * for no repair. */
@@ -1283,6 +1312,7 @@ main(void)
 		T(test_jobs_second_rank_joins_with_the_same_snapshot),
 		T(test_jobs_unmatched_job_runs_without_policies),
 		T(test_jobs_window_closes_only_when_every_live_rank_reported),
+		T(test_jobs_measure_the_latency_of_window_decisions),
 		T(test_jobs_rank_rejoining_later_is_expected_only_from_its_first_window),
 		T(test_jobs_window_timeout_closes_an_incomplete_window),
 		T(test_jobs_lost_rank_is_not_waited_for_and_can_rejoin),

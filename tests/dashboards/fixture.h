@@ -36,6 +36,7 @@ fixture_snapshot(dash_snapshot *s)
 	s->health.reports_per_s = 12.5;
 	s->health.decisions_per_s = 1;
 	s->health.latency_ms = NAN;
+	s->health.latency_p99_ms = NAN;
 	s->n_jobs = 2;
 	s->jobs = calloc(2, sizeof(*s->jobs));
 	dash_copy(s->jobs[0].name, DASH_NAME_MAX, "resnet");

@@ -174,6 +174,19 @@ test_layout_events_and_layer_detail(void **state)
 }
 
 static void
+test_layout_header_shows_the_decision_latency(void **state)
+{
+	layout_fx *fx = *state;
+	char line[81];
+
+	fx->m.snap.health.latency_ms = 0.35;
+	fx->m.snap.health.latency_p99_ms = 1.5;
+	layout_render(fx);
+	layout_line(fx, 1, line);
+	assert_non_null(strstr(line, "latency 0.35/1.50ms  store lag 0 ok"));
+}
+
+static void
 test_layout_says_when_bellowsd_does_not_answer(void **state)
 {
 	layout_fx *fx = *state;
@@ -262,6 +275,9 @@ main(void)
 		    layout_setup, layout_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_layout_events_and_layer_detail, layout_setup,
+		    layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_header_shows_the_decision_latency, layout_setup,
 		    layout_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_layout_says_when_bellowsd_does_not_answer,

@@ -54,7 +54,9 @@ tm new-session -d -s top -x 100 -y 30 \
 
 pane_has 'toyjob' 20 || fail "the jobs view does not show job toyjob"
 pane_has 'reports/s [0-9.]+' 10 || fail "the header does not show reports/s"
-ok "jobs view shows toyjob and bellowsd's health"
+pane_has 'latency [0-9.]+/[0-9.]+ms' 10 ||
+	fail "the header does not show the decision latency p50/p99"
+ok "jobs view shows toyjob and bellowsd's health (rates, decision latency)"
 
 tm send-keys -t top Enter
 pane_has 'RANK +STATE' 10 || fail "Enter did not open the job's ranks"
