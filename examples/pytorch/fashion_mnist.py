@@ -3,9 +3,18 @@
 
 Trains on CPU with the gloo backend, one process per rank, each attached to
 bellowsd through bellows.torch: the gradients are compressed per layer at
-the levels bellowsd decides (PowerSGD rank or top-k keep fraction), and
-bellowsd's batch-size and LR-scale decisions are applied. The data comes
-from Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist).
+the levels bellowsd decides (PowerSGD rank, top-k keep fraction, or 1-bit /
+2-bit quantisation), each layer sent raw when the decision says so (size
+threshold, compression gate, calibration), and bellowsd's batch-size and
+LR-scale decisions are applied. With --comet the convolutions' inputs are
+kept for the backward pass compressed at the error bounds bellowsd decides
+(bellows.activations). The data comes from Debian's dataset-fashion-mnist
+(/usr/share/datasets/fashion-mnist).
+
+Policies per option (bellowsd's YAML picks them; examples/policies/):
+fixed or accordion levels with any --compressor; `slimgc` (size
+threshold, calibrated) with --compressor 2bit or 1bit; `perfmodel`
+(compression gate) with any; `comet` (error bounds) with --comet.
 
 Two ways to start it:
 
@@ -26,7 +35,9 @@ Accordion sees the decays coming.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
+import importlib
 import json
 import math
 import os
@@ -97,6 +108,39 @@ def normalise(images: torch.Tensor) -> torch.Tensor:
     return (images.float().div_(255).sub_(MEAN).div_(STD)).unsqueeze(1)
 
 
+def host_rss() -> int:
+    """This process's resident memory in bytes (VmRSS), 0 if unknown."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+class WindowTimes:
+    """Per-step times of one window, summed for the JSON summary."""
+
+    def __init__(self):
+        self.steps = 0
+        self.step_ms = 0.0
+        self.backward_ms = 0.0
+        self.comm_ms = 0.0
+        self.codec_ms = 0.0
+        self.calibrating = 0
+        self.mem_host_max = 0
+
+    def row(self) -> dict:
+        n = max(self.steps, 1)
+        return {"steps": self.steps, "step_ms": self.step_ms / n,
+                "backward_ms": self.backward_ms / n,
+                "comm_ms": self.comm_ms / n, "codec_ms": self.codec_ms / n,
+                "calibrating_steps": self.calibrating,
+                "mem_host_max": self.mem_host_max}
+
+
 def lr_at(args, epoch: int) -> float:
     """The schedule: --lr, times --lr-decay at each --lr-decay-at epoch."""
     drops = sum(1 for e in args.lr_decay_at if epoch >= e)
@@ -141,22 +185,39 @@ def train(rank: int, world: int, args) -> None:
     # every N steps and at every epoch end, so that an LR drop, which
     # comes at an epoch boundary, is announced by a window's last step
     # (a report carries the lr and lr_next of its last step only).
+    # COMET's rule needs M_avg of the convolution weights: momentum
+    # statistics (on every layer here, the simplest).
     agent = bellows.torch.attach(
         ddp, args.job, compressor=args.compressor, seed=args.seed,
+        quant_threshold=args.quant_threshold,
+        layer_flags=bellows.LAYER_MOMENTUM if args.comet else 0,
         control=args.control, publish=args.publish, window_steps=0)
+    comet = None
+    if args.comet:
+        try:
+            activations = importlib.import_module("bellows.activations")
+        except ImportError as e:
+            raise SystemExit(f"fashion_mnist: --comet needs "
+                             f"bellows.activations ({e})")
+        comet = activations.attach(model, agent)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9,
                           weight_decay=args.weight_decay)
     log = rank == 0 and not args.quiet
+    quant = (f" (threshold {args.quant_threshold:g})"
+             if args.compressor in ("1bit", "2bit") else "")
     if log:
         print(f"fashion_mnist: {world} ranks, {shard} images per rank, "
               f"batch {args.batch_size} per rank, windows of "
               f"{window_steps} steps and at epoch ends, {args.epochs} "
               f"epochs, LR {args.lr:g} x{args.lr_decay:g} at epochs "
-              f"{args.lr_decay_at}, compressor {args.compressor}, "
+              f"{args.lr_decay_at}, compressor {args.compressor}"
+              f"{quant}"
+              f"{', COMET activations' if comet is not None else ''}, "
               f"bellowsd {args.control}", flush=True)
     windows = []
     window = 0
     in_window = 0
+    times = WindowTimes()
     t_start = time.perf_counter()
     for epoch in range(args.epochs):
         # The same permutation on every rank; each takes its own slice.
@@ -166,6 +227,7 @@ def train(rank: int, world: int, args) -> None:
         pos = 0
         lr = lr_at(args, epoch)
         while pos < shard:
+            t_step = time.perf_counter()
             step = agent.step_begin()
             # bellowsd's batch size and LR scale, in force for this step
             # on every rank alike.
@@ -181,33 +243,73 @@ def train(rank: int, world: int, args) -> None:
             opt.step()
             last_of_epoch = pos >= shard
             lr_next = lr_at(args, epoch + 1) if last_of_epoch else lr
+            extra = {}
+            if comet is not None:
+                # On CPU the host is the device (memory_fields).
+                extra = activations.memory_fields(args.mem_capacity << 20)
+            else:
+                extra["mem_host_used"] = host_rss()
+            times.mem_host_max = max(times.mem_host_max,
+                                     extra.get("mem_host_used", 0))
+            comm0, codec0 = agent.comm_ms, agent.codec_ms
+            backward_ms = agent.backward_ms()
             agent.step_end(lr=lr, lr_next=lr_next, batch_size=len(idx),
-                           epoch=epoch)
+                           epoch=epoch, **extra)
+            times.steps += 1
+            times.step_ms += (time.perf_counter() - t_step) * 1e3
+            times.backward_ms += backward_ms
+            times.comm_ms += agent.comm_ms - comm0
+            times.codec_ms += agent.codec_ms - codec0
+            times.calibrating += int(agent.calibrating)
             in_window += 1
             if in_window < window_steps and not last_of_epoch:
                 continue
             agent.window_end()
             in_window = 0
             window += 1
+            wtimes, times = times.row(), WindowTimes()
             if (window - 1) % args.eval_every:
                 continue
             acc, test_loss = evaluate(model, test, rank, world)
             levels = agent.hook.levels
+            d = agent.decision
             row = {"window": window - 1, "step": step + 1, "epoch": epoch,
                    "lr": lr, "batch_size": bs, "train_loss": loss.item(),
                    "test_acc": acc, "test_loss": test_loss,
                    "floats_sent": agent.floats_sent,
                    "floats_raw": agent.floats_raw,
                    "seq": agent.seq, "levels": list(levels),
+                   "size_threshold": d.size_threshold,
+                   "compression_off": d.compression_off,
+                   "error_bounds": list(d.error_bounds),
+                   "reason": d.reason,
+                   "times": wtimes,
                    "wall_s": time.perf_counter() - t_start}
+            if comet is not None:
+                # Bytes held for backward at peak in the window, and per
+                # layer its last measured pass (bound, stored vs raw).
+                row["activations"] = {
+                    "peak_bytes": comet.peak_bytes,
+                    "layers": {str(k): dataclasses.asdict(v)
+                               for k, v in comet.last.items()}}
+                comet.reset_peak()
             windows.append(row)
             if log:
                 shown = " ".join(f"{v:g}" for v in levels)
+                extra = ""
+                if d.size_threshold:
+                    extra += f" threshold {d.size_threshold}B"
+                if d.compression_off:
+                    extra += " compression off"
+                if wtimes["calibrating_steps"]:
+                    extra += f" calibrating {wtimes['calibrating_steps']}"
                 print(f"window {window - 1:3d} step {step + 1:5d} epoch "
-                      f"{epoch} lr {lr:g} batch {bs} levels [{shown}] "
-                      f"test acc {100 * acc:5.2f}% loss {test_loss:.3f} "
-                      f"floats sent {agent.floats_sent / 1e6:.2f}M of "
-                      f"{agent.floats_raw / 1e6:.2f}M", flush=True)
+                      f"{epoch} lr {lr:g} batch {bs} levels [{shown}]"
+                      f"{extra} test acc {100 * acc:5.2f}% loss "
+                      f"{test_loss:.3f} floats sent "
+                      f"{agent.floats_sent / 1e6:.2f}M of "
+                      f"{agent.floats_raw / 1e6:.2f}M, step "
+                      f"{wtimes['step_ms']:.1f} ms", flush=True)
     wall = time.perf_counter() - t_start
     acc, test_loss = evaluate(model, test, rank, world)
     totals = torch.tensor([agent.floats_sent, agent.floats_raw],
@@ -233,12 +335,15 @@ def train(rank: int, world: int, args) -> None:
                 "windows": windows, "final_acc": acc,
                 "final_loss": test_loss, "floats_sent": sent,
                 "floats_raw": raw, "wall_s": wall,
+                "comm_ms": agent.comm_ms, "codec_ms": agent.codec_ms,
                 "decisions": stats.decisions,
                 "decision_misses": stats.decision_misses,
                 "timeline": [{"step": c.step, "seq": c.seq,
                               "window": c.window, "levels": list(c.levels),
                               "reason": c.reason} for c in agent.changes],
             }, indent=1))
+    if comet is not None:
+        comet.detach()
     agent.close()
     # The DDP model goes before the process group: tearing down gloo
     # under a live DDP reducer can hang in torch 1.13.
@@ -285,8 +390,22 @@ def parse(argv):
                    "--batch-size)")
     p.add_argument("--eval-every", type=int, default=1,
                    help="evaluate every N windows")
-    p.add_argument("--compressor", choices=("powersgd", "topk"),
-                   default="powersgd")
+    p.add_argument("--compressor",
+                   choices=("powersgd", "topk", "1bit", "2bit"),
+                   default="powersgd",
+                   help="what a layer at a level > 0 is sent as: PowerSGD "
+                   "(level = rank), top-k (level = keep fraction), 1-bit or "
+                   "2-bit quantisation with error feedback (any level)")
+    p.add_argument("--quant-threshold", type=float, default=0.5,
+                   help="1bit/2bit value threshold (MXNet's 0.5; MXNet's "
+                   "gradients are batch sums, these are batch means)")
+    p.add_argument("--comet", action="store_true",
+                   help="compress the convolutions' saved inputs at "
+                   "bellowsd's error bounds (bellows.activations; run "
+                   "bellowsd with the comet policy)")
+    p.add_argument("--mem-capacity", type=int, default=0,
+                   help="with --comet: memory (MiB) a rank may use, "
+                   "reported as mem_device_total (0: unknown)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads per rank")

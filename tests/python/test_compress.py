@@ -1,5 +1,8 @@
 """test_compress - bellows.compress against the reference, on fixed tensors.
 
+PowerSGD and top-k against reference.py; 1-bit and 2-bit quantisation
+against a value-by-value reference written here (MXNet's rules).
+
 Every worker runs the real compressor in its own thread; their collectives
 meet in an in-process communicator (sums and gathers in rank order). The
 reference (reference.py) computes the same steps over all workers' tensors
@@ -13,6 +16,7 @@ import math
 import threading
 import unittest
 
+import numpy as np
 import torch
 
 from bellows import compress
@@ -249,10 +253,191 @@ class TopKTest(unittest.TestCase):
         self.assertEqual(compress.TopK.k_of(400, 0), 0)
 
 
+def ref_quantise(kind, thr, residual, grad):
+    """MXNet's 1bit / 2bit on one tensor, value by value in float32 as
+    the notes state it: returns (codes, decoded values, new residual)."""
+    r = [np.float32(v) for v in residual.reshape(-1).tolist()]
+    g = [np.float32(v) for v in grad.reshape(-1).tolist()]
+    t = np.float32(thr)
+    codes, dec = [], []
+    for i in range(len(r)):
+        r[i] = np.float32(r[i] + g[i])
+        if kind == "2bit":
+            if r[i] >= t:
+                codes.append(3)
+                dec.append(t)
+                r[i] = np.float32(r[i] - t)
+            elif r[i] <= -t:
+                codes.append(2)
+                dec.append(-t)
+                r[i] = np.float32(r[i] + t)
+            else:
+                codes.append(0)
+                dec.append(np.float32(0))
+        else:
+            if r[i] > t:
+                codes.append(1)
+                dec.append(np.float32(1))
+                r[i] = np.float32(r[i] - 1)
+            else:
+                codes.append(0)
+                dec.append(np.float32(-1))
+                r[i] = np.float32(r[i] + 1)
+    return (codes, torch.tensor(dec, dtype=torch.float32),
+            torch.tensor(r, dtype=torch.float32))
+
+
+def ref_pack(codes, bits):
+    """Codes packed LSB first, padded to whole 4-byte words."""
+    out = bytearray(-(-len(codes) * bits // 32) * 4)
+    for i, c in enumerate(codes):
+        out[i * bits // 8] |= c << (i * bits % 8)
+    return bytes(out)
+
+
+class QuantiserTest(unittest.TestCase):
+    KINDS = {"1bit": compress.OneBit, "2bit": compress.TwoBit}
+
+    def steps(self, n, count, scale=0.4, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        return [torch.randn(n, generator=g) * scale for _ in range(count)]
+
+    def test_encode_and_decode_match_the_reference_value_by_value(self):
+        # Thresholds: MXNet's 0.5, and others (1bit's 0 is the sign).
+        for kind, thr in (("2bit", 0.5), ("2bit", 0.1), ("1bit", 0.5),
+                          ("1bit", 0.0)):
+            q = self.KINDS[kind](thr)
+            residual = torch.zeros(37)
+            for s, grad in enumerate(self.steps(37, 4, seed=len(kind))):
+                codes, dec, residual = ref_quantise(kind, thr, residual,
+                                                    grad)
+                words = q.encode(0, grad.clone())
+                self.assertEqual(words.dtype, torch.float32)
+                self.assertEqual(bytes(words.view(torch.uint8).tolist()),
+                                 ref_pack(codes, q.bits),
+                                 f"{kind} t={thr} step {s}: packed codes")
+                self.assertTrue(torch.equal(q.decode(words, 37), dec),
+                                f"{kind} t={thr} step {s}: decoded")
+                self.assertTrue(torch.equal(q.errors[0], residual),
+                                f"{kind} t={thr} step {s}: residual")
+        print("\n  1bit and 2bit, 37 values, 4 steps: codes, bytes, "
+              "decoded values and residuals equal to the reference")
+
+    def test_two_bit_codes_on_a_hand_made_vector(self):
+        q = compress.TwoBit(0.5)
+        g = torch.tensor([0.6, -0.7, 0.1, 0.5, -0.5, 0.49])
+        words = q.encode(3, g.clone())
+        # codes 3, 2, 0, 3 | 2, 0: bytes 0b11_00_10_11, 0b0000_00_10.
+        self.assertEqual(words.view(torch.uint8).tolist(),
+                         [0b11001011, 0b00000010, 0, 0])
+        self.assertTrue(torch.equal(
+            q.decode(words, 6),
+            torch.tensor([0.5, -0.5, 0.0, 0.5, -0.5, 0.0])))
+        self.assertTrue(torch.allclose(
+            q.errors[3], torch.tensor([0.1, -0.2, 0.1, 0.0, 0.0, 0.49]),
+            atol=1e-7))
+
+    def test_packed_sizes_are_32_and_16_values_per_float(self):
+        for n, one, two in ((1, 1, 1), (16, 1, 1), (17, 1, 2), (32, 1, 2),
+                            (33, 2, 3), (1000, 32, 63), (4096, 128, 256)):
+            for cls, want in ((compress.OneBit, one),
+                              (compress.TwoBit, two)):
+                q = cls()
+                self.assertEqual(cls.words(n), want)
+                self.assertEqual(q.encode(0, torch.randn(n)).numel(), want)
+                self.assertEqual(q.level_floats((n,), 1), want)
+                self.assertEqual(q.level_floats((n,), 0), n)
+                self.assertTrue(q.compresses((n,), 1))
+                self.assertFalse(q.compresses((n,), 0))
+
+    def test_decoded_sums_plus_the_residual_give_the_inputs_sum(self):
+        for kind in self.KINDS:
+            q = self.KINDS[kind](0.5)
+            grads = self.steps(300, 25, scale=0.2, seed=4)
+            sent = torch.zeros(300)
+            for grad in grads:
+                sent += q.decode(q.encode(0, grad.clone()), 300)
+            total = sum(grads)
+            self.assertTrue(torch.allclose(sent + q.errors[0], total,
+                                           atol=1e-4),
+                            f"{kind}: max diff "
+                            f"{(sent + q.errors[0] - total).abs().max():.3g}")
+
+    def test_two_workers_average_the_decoded_codes(self):
+        schedule = [{0: 1, 1: 1, 2: 0}, {0: 1, 1: 0, 2: 1},
+                    {0: 1, 1: 1, 2: 1}]
+        shapes = {0: (6, 3, 3, 3), 1: (10, 8), 2: (10,)}
+        grads = [[{k: torch.randn(*s, generator=torch.Generator()
+                                  .manual_seed(100 * step + 10 * w + k))
+                   * 0.3 for k, s in shapes.items()}
+                  for w in range(2)] for step in range(len(schedule))]
+        for kind in self.KINDS:
+            def worker(rank, comm):
+                q = self.KINDS[kind](0.5)
+                out = []
+                for s, levels in enumerate(schedule):
+                    mine = {k: v.clone() for k, v in grads[s][rank].items()}
+                    n0 = len(comm.calls)
+                    counts = q.reduce([compress.Item(k, mine[k], lv)
+                                       for k, lv in levels.items()], comm)
+                    out.append((mine, counts, comm.calls[n0:]))
+                return out
+
+            runs = run_workers(2, worker)
+            residual = [dict() for _ in range(2)]
+            for s, levels in enumerate(schedule):
+                for k, lv in levels.items():
+                    n = math.prod(shapes[k])
+                    total = torch.zeros(n)
+                    for w in range(2):
+                        g = grads[s][w][k].reshape(-1)
+                        r = residual[w].pop(k, torch.zeros(n))
+                        if lv == 0:  # raw: the residual goes along
+                            total += g + r
+                            continue
+                        _, dec, residual[w][k] = ref_quantise(kind, 0.5, r,
+                                                              g)
+                        total += dec
+                    for w in range(2):
+                        self.assertTrue(torch.allclose(
+                            runs[w][s][0][k].reshape(-1), total / 2,
+                            atol=1e-6), f"{kind} step {s} layer {k}")
+                cls = self.KINDS[kind]
+                words = sum(cls.words(math.prod(shapes[k]))
+                            for k, lv in levels.items() if lv)
+                raw = sum(math.prod(shapes[k]) for k, lv in levels.items()
+                          if not lv)
+                counts, calls = runs[0][s][1], runs[0][s][2]
+                self.assertEqual(counts.floats_sent, words + raw)
+                self.assertEqual(counts.bytes_sent, 4 * (words + raw))
+                self.assertEqual(counts.floats_raw,
+                                 sum(math.prod(x) for x in shapes.values()))
+                self.assertEqual(calls, ([("all_reduce", raw)] if raw
+                                         else []) + [("all_gather", words)])
+        print("\n  2 workers, 3 steps, 1bit and 2bit with raw layers: "
+              "results, floats and collectives as the reference")
+
+    def test_bad_thresholds_are_refused(self):
+        for bad in (float("nan"), float("inf"), -0.1):
+            with self.assertRaises(ValueError):
+                compress.TwoBit(bad)
+            with self.assertRaises(ValueError):
+                compress.OneBit(bad)
+        with self.assertRaises(ValueError):
+            compress.TwoBit(0.0)  # 2bit needs a positive threshold
+        self.assertEqual(compress.OneBit(0.0).threshold, 0.0)
+
+
 class FactoryTest(unittest.TestCase):
     def test_unknown_compressor_is_refused(self):
         with self.assertRaises(ValueError):
             compress.make_compressor("zip")
+
+    def test_every_named_compressor_is_made(self):
+        for name in compress.COMPRESSORS:
+            self.assertEqual(compress.make_compressor(name).name, name)
+        self.assertEqual(compress.make_compressor("2bit", threshold=0.25)
+                         .threshold, 0.25)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,13 @@ one bucket per tensor (several buckets is where torch 1.13's own PowerSGD
 hook deadlocks on gloo), through bellows.torch.CompressionHook at fixed
 levels that change between steps. Each process also recomputes every
 rank's local gradient on a plain copy of the model and runs the reference
-compressor (reference.py) over them: after every backward pass the DDP
-gradients must equal the reference's, and the parameters after the
-optimizer step the reference model's. No bellowsd is involved: the levels
-come from the schedule.
+compressor (reference.py; for 1-bit and 2-bit the value-by-value reference
+of test_compress) over them: after every backward pass the DDP gradients
+must equal the reference's, and the parameters after the optimizer step
+the reference model's. The hook's timing callbacks must have seen one send
+per tensor per step, compressed exactly where the level says so, and
+every collective. No bellowsd is involved: the levels come from the
+schedule.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import torch.distributed as dist
 
 import support
 from reference import RefPowerSGD, RefTopK
+from test_compress import ref_quantise
 
 WORLD = 2
 
@@ -47,7 +51,52 @@ SCHEDULES = {
                  [1, 0, 0, 0, 1, 0], [2, 0, 1, 0, 1, 0]],
     "topk": [[0.5, 0, 0.1, 0, 0.25, 0], [0.5, 0, 0.1, 0, 0.25, 0],
              [0.2, 0, 0.3, 0, 0, 0], [0.2, 0, 0.3, 0, 1.0, 0]],
+    # Any level > 0 quantises; a layer going raw flushes its residual.
+    "2bit": [[1, 0, 1, 0, 1, 0], [1, 0, 1, 0, 1, 0], [1, 0, 0, 0, 1, 0],
+             [1, 1, 1, 0, 0, 1]],
+    "1bit": [[1, 0, 1, 0, 1, 0], [0, 0, 1, 0, 1, 0], [1, 0, 1, 0, 1, 0]],
 }
+
+# 1bit / 2bit value threshold of these runs (gradients here are ~0.01-0.3).
+QUANT_THRESHOLD = 0.05
+
+
+class RefQuant:
+    """1-bit / 2-bit with error feedback for ``world`` workers, from
+    test_compress.ref_quantise: the mean of every worker's decoded codes;
+    a raw layer sends grad + residual."""
+
+    def __init__(self, kind: str, world: int):
+        self.kind = kind
+        self.world = world
+        self.errors = [dict() for _ in range(world)]
+
+    def floats(self, shape, level) -> int:
+        n = 1
+        for d in shape:
+            n *= d
+        if level <= 0:
+            return n
+        per = 32 if self.kind == "1bit" else 16
+        return -(-n // per)
+
+    def step(self, grads, levels):
+        out = {}
+        for layer, level in levels.items():
+            shape = grads[0][layer].shape
+            n = grads[0][layer].numel()
+            total = torch.zeros(n)
+            for w in range(self.world):
+                g = grads[w][layer].reshape(-1)
+                r = self.errors[w].pop(layer, torch.zeros(n))
+                if level <= 0:
+                    total += g + r
+                    continue
+                _, dec, self.errors[w][layer] = ref_quantise(
+                    self.kind, QUANT_THRESHOLD, r, g)
+                total += dec
+            out[layer] = (total / self.world).reshape(shape)
+        return out
 
 
 def rank_main(rank, port, kind, out_dir):
@@ -64,19 +113,28 @@ def rank_main(rank, port, kind, out_dir):
     ddp = torch.nn.parallel.DistributedDataParallel(model,
                                                     bucket_cap_mb=1e-6)
     params = list(model.parameters())
-    comp = (compress.PowerSGD(seed=5) if kind == "powersgd"
-            else compress.TopK())
-    hook = CompressionHook(params, comp, compress.ProcessGroupComm())
+    comp = compress.make_compressor(kind, seed=5,
+                                    threshold=QUANT_THRESHOLD)
+    sends, collectives = [], []
+    hook = CompressionHook(
+        params, comp, compress.ProcessGroupComm(),
+        on_send=lambda *a: sends.append(a),
+        on_collective=lambda *a: collectives.append(a))
     hook.register(ddp)
-    ref = RefPowerSGD(WORLD, seed=5) if kind == "powersgd" else \
-        RefTopK(WORLD)
+    if kind == "powersgd":
+        ref = RefPowerSGD(WORLD, seed=5)
+    elif kind == "topk":
+        ref = RefTopK(WORLD)
+    else:
+        ref = RefQuant(kind, WORLD)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.1)
     report = {"steps": [], "buckets": 0}
     for step, levels in enumerate(SCHEDULES[kind]):
         hook.levels = list(levels)
-        hook.counts = compress.Counts()
+        hook.reset()
         calls = hook.calls
+        del sends[:], collectives[:]
         opt.zero_grad()
         x, y = batch(step, rank)
         torch.nn.functional.cross_entropy(ddp(x), y).backward()
@@ -102,7 +160,11 @@ def rank_main(rank, port, kind, out_dir):
         report["steps"].append({"grad_diff": diff, "param_diff": pdiff,
                                 "floats": hook.counts.floats_sent,
                                 "floats_expected": floats,
-                                "buckets": hook.calls - calls})
+                                "buckets": hook.calls - calls,
+                                "sends": sorted(sends),
+                                "collectives": list(collectives),
+                                "codec_ms": hook.codec_ms,
+                                "hook_ms": hook.hook_ms})
     del ddp, hook, opt
     dist.destroy_process_group()
     pathlib.Path(out_dir, f"{kind}.{rank}.json").write_text(
@@ -128,13 +190,44 @@ class HookTest(unittest.TestCase):
                 self.assertEqual(st["floats"], st["floats_expected"])
             # DDP rebuilds its buckets after the first step: one per tensor.
             self.assertEqual(rep["steps"][-1]["buckets"], 6)
+            self.check_timings(kind, rep)
         print()
+
+    def check_timings(self, kind, rep):
+        """One timed send per tensor and step, compressed where the level
+        compresses; the collectives of the compressor, all timed."""
+        for s, (st, levels) in enumerate(zip(rep["steps"],
+                                             SCHEDULES[kind])):
+            layers = [x[0] for x in st["sends"]]
+            self.assertEqual(layers, list(range(6)), f"step {s}")
+            for layer, compressed, comm_ms, codec_ms in st["sends"]:
+                want = levels[layer] > 0 and (kind != "powersgd"
+                                              or layer % 2 == 0)
+                self.assertEqual(bool(compressed), want,
+                                 f"step {s} layer {layer}")
+                self.assertGreaterEqual(comm_ms, 0.0)
+                self.assertGreaterEqual(codec_ms, 0.0)
+                if not compressed:
+                    self.assertEqual(codec_ms, 0.0)
+            # PowerSGD: P and Q per compressed tensor; others: one each.
+            per = {True: 2 if kind == "powersgd" else 1, False: 1}
+            self.assertEqual(len(st["collectives"]),
+                             sum(per[bool(x[1])] for x in st["sends"]))
+            self.assertEqual(sum(1 for c in st["collectives"] if c[1]),
+                             sum(per[True] for x in st["sends"] if x[1]))
+            self.assertGreaterEqual(st["hook_ms"], st["codec_ms"])
 
     def test_powersgd_hook_on_gloo_matches_the_reference(self):
         self.run_kind("powersgd")
 
     def test_topk_hook_on_gloo_matches_the_reference(self):
         self.run_kind("topk")
+
+    def test_two_bit_hook_on_gloo_matches_the_reference(self):
+        self.run_kind("2bit")
+
+    def test_one_bit_hook_on_gloo_matches_the_reference(self):
+        self.run_kind("1bit")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""compress - per-tensor gradient compressors: PowerSGD and top-k.
+"""compress - per-tensor gradient compressors: PowerSGD, top-k, 1-bit, 2-bit.
 
 Pure torch, independent of DDP and of the agent, so each can be tested on
 fixed tensors against a reference. A compressor reduces one group of
@@ -27,13 +27,21 @@ sent raw) and its own state, keyed by its layer index:
   largest in magnitude, sends their values and int32 indices (2k floats)
   with all-gather, and every rank averages the sparse tensors of all
   ranks; error = M minus what this rank sent.
+- 1-bit and 2-bit quantisation with error feedback (OneBit, TwoBit), as
+  MXNet's ``1bit`` and ``2bit`` gradient compression (the SlimGC paper's
+  compressors, threshold 0.5 by default; see the classes): any level > 0
+  compresses. The codes are packed (32 or 16 values per float32 word)
+  and all-gathered, since codes cannot be summed; every rank decodes and
+  averages all ranks' codes. Standard error feedback: the residual is
+  grad + residual minus what was sent.
 - Level 0 (and, for PowerSGD, tensors of fewer than 2 dimensions): raw,
   one sum all-reduce of every such tensor in the group, divided by the
   world. A raw tensor that still has an error-feedback residual from
   compressed steps sends grad + residual once and drops the residual.
 
 Collectives are synchronous and in a fixed order (raw and P together in
-one all-reduce, then Q; or raw, then one all-gather for top-k), the same on
+one all-reduce, then Q; or raw, then one all-gather for top-k and the
+quantisers), the same on
 every rank as long as every rank gives the same levels: what
 bellows_agent_step_begin guarantees.
 """
@@ -41,6 +49,7 @@ bellows_agent_step_begin guarantees.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Sequence
 
@@ -48,12 +57,15 @@ import torch
 import torch.distributed as dist
 
 __all__ = [
+    "COMPRESSORS",
     "Communicator",
     "Counts",
     "Item",
+    "OneBit",
     "PowerSGD",
     "ProcessGroupComm",
     "TopK",
+    "TwoBit",
     "make_compressor",
     "orthogonalize",
     "query_seed",
@@ -112,24 +124,35 @@ class ProcessGroupComm(Communicator):
     future inside another future's callback deadlocks on gloo when the
     model has several buckets (torch 1.13's powerSGD_hook does). Blocking
     calls inside the hook, which then returns a completed future, do not.
-    ``elapsed_ms`` accumulates the wall time spent in collectives.
+    ``elapsed_ms`` accumulates the wall time spent in collectives; with
+    ``record`` set, ``samples`` also gets (bytes this rank put in, ms) of
+    every collective, for the owner to take.
     """
 
     def __init__(self, group=None):
         self.group = group
         self.world = dist.get_world_size(group)
         self.elapsed_ms = 0.0
+        self.record = False
+        self.samples: list[tuple[int, float]] = []
+
+    def _done(self, tensor: torch.Tensor, t0: float) -> None:
+        ms = (time.perf_counter() - t0) * 1e3
+        self.elapsed_ms += ms
+        if self.record:
+            self.samples.append((tensor.numel() * tensor.element_size(),
+                                 ms))
 
     def all_reduce(self, tensor: torch.Tensor) -> None:
         t0 = time.perf_counter()
         dist.all_reduce(tensor, group=self.group)
-        self.elapsed_ms += (time.perf_counter() - t0) * 1e3
+        self._done(tensor, t0)
 
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
         t0 = time.perf_counter()
         out = [torch.empty_like(tensor) for _ in range(self.world)]
         dist.all_gather(out, tensor, group=self.group)
-        self.elapsed_ms += (time.perf_counter() - t0) * 1e3
+        self._done(tensor, t0)
         return out
 
 
@@ -173,6 +196,11 @@ class _Base:
     def level_floats(self, shape: Sequence[int], level: float) -> int:
         """Floats one rank sends for a tensor of ``shape`` at ``level``."""
         raise NotImplementedError
+
+    def compresses(self, shape: Sequence[int], level: float) -> bool:
+        """True if a tensor of ``shape`` at ``level`` is sent compressed
+        (False: raw)."""
+        return level > 0
 
     def _raw(self, raw: list[Item], counts: Counts) -> torch.Tensor | None:
         """Flattens the raw tensors (grad + any residual) into one."""
@@ -226,6 +254,9 @@ class PowerSGD(_Base):
             return 0
         m, n = _matrix_shape(shape)
         return max(0, min(int(level), m, n))
+
+    def compresses(self, shape: Sequence[int], level: float) -> bool:
+        return self.rank_of(shape, level) > 0
 
     def level_floats(self, shape: Sequence[int], level: float) -> int:
         r = self.rank_of(shape, level)
@@ -395,10 +426,181 @@ class TopK(_Base):
         return counts
 
 
-def make_compressor(name: str, seed: int = 0):
-    """Returns a PowerSGD ("powersgd") or TopK ("topk") compressor."""
+class _Quantizer(_Base):
+    """Shared part of the 1-bit and 2-bit quantisers (MXNet semantics).
+
+    Every value of M = grad + residual becomes a code of ``bits`` bits;
+    codes are packed LSB first (value i of a tensor in byte i * bits // 8,
+    at bit (i * bits) % 8), and each tensor's bytes are padded to whole
+    float32 words, so a tensor of n values sends ceil(n * bits / 32)
+    floats, as MXNet counts it. Codes are not summable: every rank
+    all-gathers the packed words of the whole group (one collective), and
+    decodes and averages all ranks' codes. The residual is M minus what
+    this rank's own code decodes to (standard error feedback).
+    """
+
+    bits = 0  # bits per value (1 or 2)
+
+    def __init__(self, threshold: float = 0.5):
+        super().__init__()
+        threshold = float(threshold)
+        if not math.isfinite(threshold) or threshold < self._min_threshold:
+            raise ValueError(f"{self.name} threshold must be finite and "
+                             f"{self._threshold_rule}, not {threshold!r}")
+        self.threshold = threshold
+
+    _min_threshold = 0.0
+    _threshold_rule = ">= 0"
+
+    @classmethod
+    def words(cls, numel: int) -> int:
+        """Float32 words the packed codes of ``numel`` values take."""
+        return -(-numel * cls.bits // 32)
+
+    def level_floats(self, shape: Sequence[int], level: float) -> int:
+        numel = math.prod(shape)
+        return self.words(numel) if level > 0 else numel
+
+    def encode(self, layer: int, grad: torch.Tensor) -> torch.Tensor:
+        """Adds ``grad`` to ``layer``'s residual, quantises it, leaves the
+        quantisation error in the residual; returns the packed codes as
+        float32 words (their bit patterns, not numbers)."""
+        numel = grad.numel()
+        err = self.errors.get(layer)
+        if err is None:
+            err = torch.zeros(numel, dtype=torch.float32,
+                              device=grad.device)
+            self.errors[layer] = err
+        r = err.add_(grad.reshape(-1).float())
+        codes = self._quantise(r)  # uint8, one code per value
+        per_word = 32 // self.bits
+        pad = self.words(numel) * per_word - numel
+        if pad:
+            codes = torch.cat([codes, codes.new_zeros(pad)])
+        per_byte = 8 // self.bits
+        shifts = torch.arange(0, 8, self.bits, dtype=torch.uint8,
+                              device=codes.device)
+        packed = (codes.view(-1, per_byte) << shifts).sum(
+            1, dtype=torch.uint8)
+        return packed.view(torch.float32)
+
+    def decode(self, words: torch.Tensor, numel: int) -> torch.Tensor:
+        """The float32 values ``numel`` packed codes stand for."""
+        packed = words.contiguous().view(torch.uint8)
+        shifts = torch.arange(0, 8, self.bits, dtype=torch.uint8,
+                              device=packed.device)
+        mask = (1 << self.bits) - 1
+        codes = ((packed.unsqueeze(1) >> shifts) & mask).reshape(-1)
+        return self._dequantise(codes[:numel])
+
+    def _quantise(self, r: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _dequantise(self, codes: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def reduce(self, items: Sequence[Item], comm: Communicator) -> Counts:
+        """Reduces ``items`` across the ranks; returns what was sent."""
+        counts = Counts()
+        raw, quant = [], []
+        for it in items:
+            counts.floats_raw += it.grad.numel()
+            (quant if it.level > 0 else raw).append(it)
+        flat_raw = self._raw(raw, counts)
+        if flat_raw is not None:
+            comm.all_reduce(flat_raw)
+            self._unflatten(raw, flat_raw, comm.world)
+        if not quant:
+            return counts
+        payload = [self.encode(it.layer, it.grad) for it in quant]
+        words = torch.cat(payload) if len(payload) > 1 else payload[0]
+        counts.floats_sent += words.numel()
+        counts.bytes_sent += words.numel() * 4
+        gathered = comm.all_gather(words)
+        off = 0
+        for it, p in zip(quant, payload):
+            n = it.grad.numel()
+            total = self.decode(gathered[0][off:off + p.numel()], n)
+            for g in gathered[1:]:
+                total += self.decode(g[off:off + p.numel()], n)
+            off += p.numel()
+            total.div_(comm.world)
+            it.grad.copy_(total.view_as(it.grad))
+        return counts
+
+
+class TwoBit(_Quantizer):
+    """2-bit quantisation with error feedback, MXNet's ``2bit``.
+
+    Per value, with r the residual and t the threshold (> 0)::
+
+        r += g
+        r >= +t: code 3 (binary 11), r -= t     decodes to +t
+        r <= -t: code 2 (binary 10), r += t     decodes to -t
+        else:    code 0                         decodes to 0
+
+    16 values per float32 word.
+    """
+
+    name = "2bit"
+    bits = 2
+    _min_threshold = math.ulp(0.0)
+    _threshold_rule = "> 0"
+
+    def _quantise(self, r: torch.Tensor) -> torch.Tensor:
+        t = self.threshold
+        pos = r >= t
+        neg = r <= -t
+        r.sub_(pos.float() * t).add_(neg.float() * t)
+        return pos.to(torch.uint8) * 3 + neg.to(torch.uint8) * 2
+
+    def _dequantise(self, codes: torch.Tensor) -> torch.Tensor:
+        t = self.threshold
+        return (codes == 3).float() * t - (codes == 2).float() * t
+
+
+class OneBit(_Quantizer):
+    """1-bit quantisation with error feedback, MXNet's ``1bit``.
+
+    Per value, with r the residual and t the threshold (>= 0; only the
+    decision boundary)::
+
+        r += g
+        r > t:  bit 1, r -= 1      decodes to +1
+        else:   bit 0, r += 1      decodes to -1
+
+    The reconstruction has unit magnitude whatever the gradient's: the
+    learning rate and the residual carry the scale. 32 values per float32
+    word.
+    """
+
+    name = "1bit"
+    bits = 1
+
+    def _quantise(self, r: torch.Tensor) -> torch.Tensor:
+        bit = r > self.threshold
+        r.add_(1.0 - 2.0 * bit.float())
+        return bit.to(torch.uint8)
+
+    def _dequantise(self, codes: torch.Tensor) -> torch.Tensor:
+        return codes.float() * 2 - 1
+
+
+COMPRESSORS = ("powersgd", "topk", "1bit", "2bit")
+
+
+def make_compressor(name: str, seed: int = 0, threshold: float = 0.5):
+    """Returns the compressor called ``name`` (one of COMPRESSORS):
+    PowerSGD (seeded with ``seed``), TopK, OneBit or TwoBit (quantiser
+    ``threshold``). Raises ValueError for another name or a bad
+    threshold."""
     if name == "powersgd":
         return PowerSGD(seed)
     if name == "topk":
         return TopK()
-    raise ValueError(f"unknown compressor {name!r} (powersgd or topk)")
+    if name == "1bit":
+        return OneBit(threshold)
+    if name == "2bit":
+        return TwoBit(threshold)
+    raise ValueError(f"unknown compressor {name!r} "
+                     f"({', '.join(COMPRESSORS)})")

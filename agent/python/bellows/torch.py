@@ -7,10 +7,20 @@ communication hook that, for every bucket:
 1. hands each local gradient, before any communication or error feedback,
    to the agent (the statistics Accordion's rule needs);
 2. reduces the bucket tensor by tensor, each at the level in force for the
-   current step (bellows.compress: PowerSGD rank or top-k keep fraction;
-   level 0, 1-D tensors, tensors under the decision's size threshold and
-   everything while the compression gate is off go raw);
-3. counts the floats this rank sent and what raw would have sent.
+   current step (bellows.compress: PowerSGD rank, top-k keep fraction, or
+   1-bit / 2-bit quantisation at any level > 0); a layer goes raw when
+   ``Agent.send_mode`` says so for this step (level 0, under the
+   decision's size threshold, compression gate off; during a calibration
+   the compressible layers alternate, compressed on even steps and raw on
+   odd ones), and 1-D tensors always do;
+3. times each tensor's send (collectives, and encode + decode for a
+   compressed one) and reports it with ``Agent.comm_layer``, and every
+   collective (bytes, time) with ``Agent.comm_bucket``;
+4. counts the floats this rank sent and what raw would have sent.
+
+Per step, ``step_end`` also reports the backward pass's own time (from
+the gradient of the model's output to the last bucket, minus the time
+spent in the hook) and the step's encode + decode time.
 
 The training loop calls ``step_begin()`` before the forward pass and
 ``step_end(lr=..., lr_next=...)`` after the optimizer step; the levels the
@@ -77,13 +87,36 @@ class CompressionHook:
     owner before each backward pass (TorchAgent does it in step_begin,
     with 0 for every layer that must go raw). ``observe(layer, grad)``,
     if given, sees each local gradient first.
-    ``counts`` and ``comm`` accumulate until the owner reads and resets
-    them. ``register(ddp_model)`` installs it.
+
+    With ``per_layer`` (the default) each tensor of a bucket is reduced
+    on its own, so that its collectives and codec time are its own and
+    ``on_send(layer, compressed, comm_ms, codec_ms)`` gets them (codec_ms
+    is the reduce's wall time minus its collectives, 0 for a raw send).
+    Without, a bucket goes to the compressor in one call (fewer, larger
+    collectives; no per-layer times). ``on_collective(nbytes, compressed,
+    ms)`` gets every collective this rank made, with the bytes it put in.
+
+    With ``align``, the first bucket after each reset() starts with a
+    one-float all-reduce that is timed into ``comm.elapsed_ms`` but not
+    reported: the ranks arrive at their first collective of a step at
+    different times (their forward and backward passes do not take
+    equally long), and without it that wait would be counted as the
+    first layer's communication time.
+
+    ``counts``, ``codec_ms`` (encode + decode), ``hook_ms`` (wall time
+    inside the hook) and ``last_end`` (perf_counter() when the hook last
+    returned) accumulate until the owner reads and resets them.
+    ``register(ddp_model)`` installs it.
     """
 
     def __init__(self, params: Sequence[torch.Tensor], compressor,
                  comm: ProcessGroupComm,
-                 observe: Callable[[int, torch.Tensor], None] | None = None):
+                 observe: Callable[[int, torch.Tensor], None] | None = None,
+                 *, per_layer: bool = True,
+                 on_send: Callable[[int, bool, float, float], None]
+                 | None = None,
+                 on_collective: Callable[[int, bool, float], None]
+                 | None = None, align: bool = False):
         # Parameters are recognised by their storage: bucket.parameters()
         # returns the model's own parameter tensors.
         self.layer_of = {p.data_ptr(): i for i, p in enumerate(params)}
@@ -91,8 +124,18 @@ class CompressionHook:
         self.compressor = compressor
         self.comm = comm
         self.observe = observe
+        self.per_layer = per_layer
+        self.on_send = on_send
+        self.on_collective = on_collective
+        if on_collective is not None:
+            comm.record = True
+        self.align = align
+        self._aligned = False
         self.counts = Counts()
         self.calls = 0
+        self.codec_ms = 0.0
+        self.hook_ms = 0.0
+        self.last_end = 0.0
 
     def register(self, model) -> None:
         """Installs the hook on a DistributedDataParallel model."""
@@ -105,8 +148,51 @@ class CompressionHook:
 
         model.register_comm_hook(None, bellows_comm_hook)
 
+    def reset(self) -> None:
+        """Zeroes the counters (counts, codec_ms, hook_ms)."""
+        self.counts = Counts()
+        self.codec_ms = 0.0
+        self.hook_ms = 0.0
+        self._aligned = False
+
+    def _align(self, device) -> None:
+        """The step's first collective: waits for every rank, unreported."""
+        self._aligned = True
+        comm = self.comm
+        n0 = len(comm.samples) if self.on_collective is not None else 0
+        comm.all_reduce(torch.zeros(1, device=device))
+        if self.on_collective is not None:
+            del comm.samples[n0:]
+
+    def _compressed(self, it: Item) -> bool:
+        test = getattr(self.compressor, "compresses", None)
+        if test is None:
+            return it.level > 0
+        return test(tuple(it.grad.shape), it.level)
+
+    def _reduce(self, group: list[Item]) -> None:
+        """Reduces ``group`` in one compressor call, timed."""
+        comm = self.comm
+        compressed = any(self._compressed(it) for it in group)
+        c0 = comm.elapsed_ms
+        n0 = len(comm.samples) if self.on_collective is not None else 0
+        t0 = time.perf_counter()
+        self.counts += self.compressor.reduce(group, comm)
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        comm_ms = comm.elapsed_ms - c0
+        codec_ms = max(wall_ms - comm_ms, 0.0) if compressed else 0.0
+        self.codec_ms += codec_ms
+        if self.on_collective is not None:
+            samples = comm.samples[n0:]
+            del comm.samples[n0:]
+            for nbytes, ms in samples:
+                self.on_collective(nbytes, compressed, ms)
+        if self.on_send is not None and len(group) == 1:
+            self.on_send(group[0].layer, compressed, comm_ms, codec_ms)
+
     def __call__(self, state, bucket):
         """Reduces one bucket; returns a completed future of its buffer."""
+        t_in = time.perf_counter()
         buf = bucket.buffer()
         items = []
         for p, g in zip(bucket.parameters(), bucket.gradients()):
@@ -118,13 +204,21 @@ class CompressionHook:
             if self.observe is not None:
                 self.observe(layer, g)
             items.append(Item(layer, g, self.levels[layer]))
-        self.counts += self.compressor.reduce(items, self.comm)
+        if self.align and not self._aligned:
+            self._align(buf.device)
+        if self.per_layer:
+            for it in items:
+                self._reduce([it])
+        elif items:
+            self._reduce(items)
         self.calls += 1
         if buf.is_cuda:
             fut = torch.futures.Future(devices=[buf.device])
         else:
             fut = torch.futures.Future()
         fut.set_result(buf)
+        self.last_end = time.perf_counter()
+        self.hook_ms += (self.last_end - t_in) * 1e3
         return fut
 
 
@@ -143,9 +237,10 @@ class TorchAgent:
     """A DDP model attached to a bellows agent; made by ``attach``.
 
     One training thread calls step_begin, step_end, window_end and close.
-    Counters: ``floats_sent``, ``floats_raw``, ``bytes_sent`` (totals
-    since attach) and ``last`` (the Counts of the last ended step);
-    ``changes`` lists every LevelChange.
+    Counters: ``floats_sent``, ``floats_raw``, ``bytes_sent``,
+    ``comm_ms``, ``codec_ms`` (totals since attach) and ``last`` (the
+    Counts of the last ended step); ``changes`` lists every LevelChange;
+    ``calibrating`` says whether the current step is in a calibration.
     """
 
     def __init__(self, model, agent: Agent, hook: CompressionHook,
@@ -157,21 +252,44 @@ class TorchAgent:
         self._params = list(params)
         self._bytes = [p.numel() * p.element_size() for p in self._params]
         self._ndim = [p.dim() for p in self._params]
+        self._base: list[float] = []
         self.decision: Decision | None = None
         self.step: int | None = None
+        self.calibrating = False
         self.changes: list[LevelChange] = []
         self.floats_sent = 0
         self.floats_raw = 0
         self.bytes_sent = 0
         self.comm_ms = 0.0
+        self.codec_ms = 0.0
         self.last = Counts()
         self._t0 = 0.0
         self._comm0 = 0.0
+        self._bwd_start = 0.0
+        self._handle = _unwrap(model).register_forward_hook(self._forward)
+
+    def _forward(self, module, inputs, output) -> None:
+        """Marks where this step's backward pass starts: when the
+        gradient of the model's output has been computed."""
+        if isinstance(output, torch.Tensor):
+            t = output
+        elif isinstance(output, (tuple, list)) and output and \
+                isinstance(output[0], torch.Tensor):
+            t = output[0]
+        else:
+            return
+        if t.requires_grad:
+            t.register_hook(self._backward_starts)
+
+    def _backward_starts(self, grad):
+        if not self._bwd_start:
+            self._bwd_start = time.perf_counter()
 
     def effective_levels(self, d: Decision) -> list[float]:
-        """The level each layer is reduced at under decision ``d``: its
-        level, or 0 for 1-D tensors, tensors smaller than the size
-        threshold (bytes) and everything while compression is off."""
+        """The level each layer is reduced at under decision ``d`` outside
+        a calibration: its level, or 0 for 1-D tensors, tensors smaller
+        than the size threshold (bytes) and everything while compression
+        is off."""
         out = []
         for i, level in enumerate(d.levels):
             if (d.compression_off or self._ndim[i] < 2
@@ -180,25 +298,39 @@ class TorchAgent:
             out.append(level)
         return out
 
+    def _step_levels(self) -> list[float]:
+        """This step's level of each layer: the decision's (1-D tensors
+        at 0) where Agent.send_mode says compressed, else 0."""
+        send_mode = self.agent.send_mode
+        return [lv if lv > 0 and send_mode(i) else 0.0
+                for i, lv in enumerate(self._base)]
+
     def step_begin(self) -> int:
         """Begins a step (before the forward pass); returns its number.
 
-        Makes the decision in force for the step current and gives its
-        levels to the hook. May wait at a due apply step (see
-        bellows.Agent.step_begin).
+        Makes the decision in force for the step current and gives this
+        step's levels to the hook (the send mode of each layer can change
+        from step to step during a calibration). May wait at a due apply
+        step (see bellows.Agent.step_begin).
         """
         step = self.agent.step_begin()
         d = self.agent.decision()
         if self.decision is None or d.seq != self.decision.seq:
+            self._base = [0.0 if self._ndim[i] < 2 else lv
+                          for i, lv in enumerate(d.levels)]
             levels = self.effective_levels(d)
-            self.hook.levels = levels
             if not self.changes or tuple(levels) != self.changes[-1].levels:
                 self.changes.append(LevelChange(step, d.seq, d.window,
                                                 tuple(levels), d.reason))
+        # The library decides each layer's mode per step, from the
+        # decision in force: the same on every rank.
+        self.hook.levels = self._step_levels()
+        self.calibrating = self.agent.calibrating()
         self.decision = d
         self.step = step
-        self.hook.counts = Counts()
+        self.hook.reset()
         self._comm0 = self.hook.comm.elapsed_ms
+        self._bwd_start = 0.0
         self._t0 = time.perf_counter()
         return step
 
@@ -218,34 +350,53 @@ class TorchAgent:
         d = self.decision or self.agent.decision()
         return d.lr_scale
 
+    def backward_ms(self) -> float:
+        """The current step's backward time so far without the hook's:
+        from the gradient of the model's output to the hook's last
+        return, minus the time spent in the hook; 0 if unknown."""
+        if not self._bwd_start or self.hook.last_end <= self._bwd_start:
+            return 0.0
+        ms = (self.hook.last_end - self._bwd_start) * 1e3 - \
+            self.hook.hook_ms
+        return max(ms, 0.0)
+
     def step_end(self, *, lr: float, lr_next: float | None = None,
                  batch_size: int = 0, epoch: int = 0,
-                 compute_ms: float | None = None) -> None:
+                 compute_ms: float | None = None,
+                 backward_ms: float | None = None, **fields) -> None:
         """Ends the step (after the optimizer step).
 
         ``lr`` is the schedule's LR of this step and ``lr_next`` that of
         the next one, both before bellows's lr_scale (the Accordion rule
-        looks for the schedule's decays). The floats sent and raw, bytes
-        and communication time the hook counted go to the agent;
-        compute_ms defaults to the step's wall time minus communication.
+        looks for the schedule's decays). The floats sent and raw, bytes,
+        communication and codec time the hook counted go to the agent;
+        compute_ms defaults to the step's wall time minus communication,
+        backward_ms to the backward pass's time outside the hook (see
+        backward_ms()). Other keywords are StepInfo fields (e.g.
+        mem_host_used=...).
         """
-        counts = self.hook.counts
-        comm_ms = self.hook.comm.elapsed_ms - self._comm0
+        hook = self.hook
+        counts = hook.counts
+        comm_ms = hook.comm.elapsed_ms - self._comm0
         wall_ms = (time.perf_counter() - self._t0) * 1e3
         if compute_ms is None:
             compute_ms = max(wall_ms - comm_ms, 0.0)
+        if backward_ms is None:
+            backward_ms = self.backward_ms()
         # step_ms 0: the agent times the step itself, from step_begin.
         self.agent.step_end(
             step_ms=0.0, compute_ms=compute_ms, comm_ms=comm_ms,
             bytes_sent=counts.bytes_sent, floats_sent=counts.floats_sent,
             floats_raw=counts.floats_raw, lr=lr,
             lr_next=lr if lr_next is None else lr_next,
-            batch_size=batch_size, epoch=epoch)
+            batch_size=batch_size, epoch=epoch, backward_ms=backward_ms,
+            codec_ms=hook.codec_ms, **fields)
         self.last = counts
         self.floats_sent += counts.floats_sent
         self.floats_raw += counts.floats_raw
         self.bytes_sent += counts.bytes_sent
         self.comm_ms += comm_ms
+        self.codec_ms += hook.codec_ms
 
     def window_end(self) -> None:
         """Ends the window now, between steps (see Agent.window_end)."""
@@ -254,6 +405,7 @@ class TorchAgent:
     def close(self) -> None:
         """Closes the agent (last report and BYE). The hook stays on the
         model, which must not be trained further."""
+        self._handle.remove()
         self.agent.close()
 
     def __enter__(self) -> "TorchAgent":
@@ -264,6 +416,8 @@ class TorchAgent:
 
 
 def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
+           quant_threshold: float = 0.5, per_layer: bool = True,
+           align: bool = True,
            control: str | None = None, publish: str | None = None,
            window_steps: int = 0, layer_flags: int = 0,
            process_group=None, **agent_options) -> TorchAgent:
@@ -271,26 +425,30 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
 
     ``model`` is the DDP-wrapped model, after init_process_group, with no
     communication hook yet. ``compressor`` is "powersgd" (level = rank),
-    "topk" (level = keep fraction) or an object with the PowerSGD/TopK
-    interface; ``seed`` seeds PowerSGD's random Q and must be the same on
-    every rank. ``window_steps`` closes a window every N steps (0: only
-    at window_end()). ``layer_flags`` are added to every layer (e.g.
+    "topk" (level = keep fraction), "1bit" or "2bit" (any level > 0
+    quantises, with the value threshold ``quant_threshold``, MXNet's 0.5
+    by default) or an object with the PowerSGD/TopK interface; ``seed``
+    seeds PowerSGD's random Q and must be the same on every rank.
+    ``per_layer`` reduces and times every tensor on its own, ``align``
+    makes the ranks meet before the first one is timed (see
+    CompressionHook). ``window_steps`` closes a window every N steps (0:
+    only at window_end()). ``layer_flags`` are added to every layer (e.g.
     bellows.LAYER_MOMENTUM); remaining keywords go to bellows.Agent
     (decision_timeout_ms, heartbeat_ms, log_level, ...).
 
     Rank and world come from the process group. Raises BellowsError if the
-    agent cannot open, ValueError for an unknown compressor. Returns the
-    TorchAgent the training loop drives.
+    agent cannot open, ValueError for an unknown compressor or a bad
+    threshold. Returns the TorchAgent the training loop drives.
     """
     if not hasattr(model, "register_comm_hook"):
         raise TypeError("bellows.torch.attach needs a "
                         "DistributedDataParallel model")
     if isinstance(compressor, str):
-        compressor = make_compressor(compressor, seed)
+        compressor = make_compressor(compressor, seed, quant_threshold)
     elif not isinstance(compressor, (PowerSGD, TopK)) and \
             not hasattr(compressor, "reduce"):
-        raise TypeError("compressor must be 'powersgd', 'topk' or have "
-                        "reduce(items, comm)")
+        raise TypeError("compressor must be 'powersgd', 'topk', '1bit', "
+                        "'2bit' or have reduce(items, comm)")
     params = [p for p in _unwrap(model).parameters() if p.requires_grad]
     table = layer_table(model, layer_flags)
     agent = Agent(job, dist.get_rank(process_group),
@@ -307,9 +465,12 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
     try:
         hook = CompressionHook(params, compressor,
                                ProcessGroupComm(process_group),
-                               observe=observe)
+                               observe=observe, per_layer=per_layer,
+                               on_send=agent.comm_layer,
+                               on_collective=agent.comm_bucket,
+                               align=align)
         hook.register(model)
+        return TorchAgent(model, agent, hook, params)
     except BaseException:
         agent.close()
         raise
-    return TorchAgent(model, agent, hook, params)
