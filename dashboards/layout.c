@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LAYOUT_TOP 5 /* first table row: header, health, tabs, job, head */
+#define LAYOUT_TOP                                                             \
+	5 /* first table row: header, health, tabs, job, head;                 \
+	   * one more with a knob line */
 
 int
 dash_canvas_init(dash_canvas *c, int rows, int cols)
@@ -278,6 +280,98 @@ layout_job_line(const dash_model *m, dash_canvas *c)
 	    DASH_ATTR_BOLD | (j->alive < j->world ? DASH_ATTR_ALERT : 0), buf);
 }
 
+/* Whether the knob line shows metric `name` before the others. */
+static bool
+layout_metric_first(const char *name)
+{
+	static const char *const first[] = { "t_sync_ms", "t_comp_ms",
+		"alpha_ms", "bw_gbps", "breakeven_gbps", "cr_needed",
+		"window_steps" };
+
+	for (size_t i = 0; i < sizeof(first) / sizeof(first[0]); i++)
+		if (strcmp(name, first[i]) == 0)
+			return true;
+	return false;
+}
+
+/* The knob line: the threshold, gate and calibration in force and what
+ * the policies computed for the whole job in the last window, e.g.
+ * "threshold 12.0k  compression on  perfmodel: t_sync_ms 12.3 ...".
+ * Returns false, writing nothing, when there is none of it (no such
+ * policy): the screen then keeps its usual rows. */
+static bool
+layout_knobs_text(const dash_model *m, char *buf, size_t len)
+{
+	const dash_knobs *k = &m->snap.knobs;
+	const char *policy = "";
+	size_t used = 0;
+	bool any = false;
+	char th[32];
+	int n;
+
+#define KNOBS_ADD(...)                                                         \
+	do {                                                                   \
+		n = snprintf(buf + used, len - used, __VA_ARGS__);             \
+		if (n < 0 || (size_t)n >= len - used)                          \
+			return true;                                           \
+		used += (size_t)n;                                             \
+	} while (0)
+
+	buf[0] = '\0';
+	if (k->threshold > 0 || k->gate_off || k->calibrating) {
+		any = true;
+		if (k->threshold == INT64_MAX)
+			snprintf(th, sizeof(th), "all raw");
+		else
+			layout_bytes(k->threshold, th, sizeof(th));
+		KNOBS_ADD("threshold %s  compression %s%s",
+		    k->threshold > 0 ? th : "-", k->gate_off ? "OFF" : "on",
+		    k->calibrating ? "  CALIBRATING" : "");
+	}
+	/* The job's metrics, the predictions first (an 80-column screen
+	 * cuts the end), then the rest in the history's order; the
+	 * threshold is already said. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 0; i < k->n_metrics; i++) {
+			const dash_metric *mt = &k->metrics[i];
+			bool first = layout_metric_first(mt->name);
+
+			if (mt->layer[0] != '\0' || first != (pass == 0) ||
+			    strcmp(mt->name, "threshold_bytes") == 0)
+				continue;
+			if (strcmp(mt->policy, policy) != 0) {
+				policy = mt->policy;
+				KNOBS_ADD("%s%s:", used > 0 ? "  " : "",
+				    policy);
+			}
+			any = true;
+			KNOBS_ADD(" %s %.4g", mt->name, mt->value);
+		}
+	}
+#undef KNOBS_ADD
+	return any;
+}
+
+/* The first table row: one lower when there is a knob line. */
+static int
+layout_top(const dash_model *m)
+{
+	char buf[8];
+
+	return layout_knobs_text(m, buf, sizeof(buf)) ? LAYOUT_TOP + 1
+						      : LAYOUT_TOP;
+}
+
+static void
+layout_knob_line(const dash_model *m, dash_canvas *c)
+{
+	char buf[512];
+
+	if (layout_top(m) > LAYOUT_TOP &&
+	    layout_knobs_text(m, buf, sizeof(buf)))
+		dash_canvas_put(c, 4, 1, -1, 0, buf);
+}
+
 /* The first row shown so that the selection is visible. */
 static uint32_t
 layout_scroll(uint32_t sel, int visible)
@@ -392,6 +486,17 @@ layout_regime(const dash_layer *l)
 	return dash_layer_critical(l) ? "critical" : "stable";
 }
 
+/* True when some layer has an activation error bound (COMET): the layers
+ * view then shows it where Accordion's r and eta go. */
+static bool
+layout_have_bounds(const dash_model *m)
+{
+	for (uint32_t i = 0; i < m->snap.n_layers; i++)
+		if (m->snap.layers[i].error_bound > 0.0)
+			return true;
+	return false;
+}
+
 static void
 layout_layer_cells(const dash_model *m, const dash_layer *l, dash_canvas *c,
     int row, int a, int name_w, int spark_w)
@@ -406,14 +511,22 @@ layout_layer_cells(const dash_model *m, const dash_layer *l, dash_canvas *c,
 	layout_real(l->level, -1, "", buf, sizeof(buf));
 	col = layout_cell(c, row, col, 5, a, true, buf);
 	col = layout_cell(c, row, col, 8, a, false, layout_regime(l));
-	layout_real(r, 3, "", buf, sizeof(buf));
-	col = layout_cell(c, row, col, 6, a, true, buf);
-	if (isnan(r) || isnan(m->snap.acc_eta))
-		snprintf(buf, sizeof(buf), "-");
-	else
-		snprintf(buf, sizeof(buf), "%s%g",
-		    r < m->snap.acc_eta ? "<" : ">=", m->snap.acc_eta);
-	col = layout_cell(c, row, col, 6, a, false, buf);
+	if (layout_have_bounds(m)) {
+		if (isnan(l->error_bound) || l->error_bound <= 0.0)
+			snprintf(buf, sizeof(buf), "-");
+		else
+			snprintf(buf, sizeof(buf), "%.3g", l->error_bound);
+		col = layout_cell(c, row, col, 13, a, true, buf);
+	} else {
+		layout_real(r, 3, "", buf, sizeof(buf));
+		col = layout_cell(c, row, col, 6, a, true, buf);
+		if (isnan(r) || isnan(m->snap.acc_eta))
+			snprintf(buf, sizeof(buf), "-");
+		else
+			snprintf(buf, sizeof(buf), "%s%g",
+			    r < m->snap.acc_eta ? "<" : ">=", m->snap.acc_eta);
+		col = layout_cell(c, row, col, 6, a, false, buf);
+	}
 	if (spark_w > DASH_SPARK_MAX)
 		spark_w = DASH_SPARK_MAX;
 	if (spark_w > 0) {
@@ -441,8 +554,14 @@ layout_layers(const dash_model *m, dash_canvas *c, int first, int visible)
 	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "SIZE");
 	col = layout_cell(c, h, col, 5, DASH_ATTR_BOLD, true, "LEVEL");
 	col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, false, "REGIME");
-	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "R");
-	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, false, "VS_ETA");
+	if (layout_have_bounds(m)) {
+		col = layout_cell(c, h, col, 13, DASH_ATTR_BOLD, true,
+		    "ERROR_BOUND");
+	} else {
+		col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "R");
+		col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, false,
+		    "VS_ETA");
+	}
 	layout_cell(c, h, col, spark_w, DASH_ATTR_BOLD, false, "NORM");
 	if (m->snap.n_layers > 0)
 		rows = malloc(m->snap.n_layers * sizeof(*rows));
@@ -574,6 +693,21 @@ layout_layer(const dash_model *m, dash_canvas *c, int first, int visible)
 		    m->snap.acc_eta, m->snap.acc_interval,
 		    r < m->snap.acc_eta ? "below eta" : "at or above eta");
 	dash_canvas_put(c, row++, 3, -1, 0, buf);
+	if (!isnan(l->error_bound) && l->error_bound > 0.0) {
+		snprintf(buf, sizeof(buf),
+		    "activation error bound %.4g (absolute, in force)",
+		    l->error_bound);
+		dash_canvas_put(c, row++, 3, -1, 0, buf);
+	}
+	for (uint32_t i = 0; i < m->snap.knobs.n_metrics; i++) {
+		const dash_metric *mt = &m->snap.knobs.metrics[i];
+
+		if (strcmp(mt->layer, l->name) != 0)
+			continue;
+		snprintf(buf, sizeof(buf), "%s %s %.6g (window %" PRId64 ")",
+		    mt->policy, mt->name, mt->value, m->snap.knobs.window);
+		dash_canvas_put(c, row++, 3, -1, 0, buf);
+	}
 	dash_sparkline(l->norms, l->n_norms, spark, sizeof(spark));
 	snprintf(buf, sizeof(buf), "norm, last %u windows: [%s]", l->n_norms,
 	    spark);
@@ -663,30 +797,32 @@ layout_footer(const dash_model *m, dash_canvas *c)
 void
 dash_layout_render(const dash_model *m, dash_canvas *c)
 {
-	int visible = c->rows - 1 - LAYOUT_TOP;
+	int top = layout_top(m);
+	int visible = c->rows - 1 - top;
 
 	dash_canvas_clear(c);
 	layout_header(m, c);
 	layout_tabs(m, c);
 	layout_job_line(m, c);
+	layout_knob_line(m, c);
 	switch (m->view) {
 	case DASH_VIEW_JOBS:
-		layout_jobs(m, c, LAYOUT_TOP, visible);
+		layout_jobs(m, c, top, visible);
 		break;
 	case DASH_VIEW_RANKS:
-		layout_ranks(m, c, LAYOUT_TOP, visible);
+		layout_ranks(m, c, top, visible);
 		break;
 	case DASH_VIEW_LAYERS:
-		layout_layers(m, c, LAYOUT_TOP, visible);
+		layout_layers(m, c, top, visible);
 		break;
 	case DASH_VIEW_DECISIONS:
-		layout_decisions(m, c, LAYOUT_TOP, visible);
+		layout_decisions(m, c, top, visible);
 		break;
 	case DASH_VIEW_EVENTS:
-		layout_events(m, c, LAYOUT_TOP, visible);
+		layout_events(m, c, top, visible);
 		break;
 	default:
-		layout_layer(m, c, LAYOUT_TOP, visible);
+		layout_layer(m, c, top, visible);
 		break;
 	}
 	layout_footer(m, c);

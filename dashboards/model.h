@@ -18,11 +18,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DASH_NAME_MAX   64        /* bytes of a job, layer or policy name */
-#define DASH_TEXT_MAX   256       /* bytes of a reason or an event text */
-#define DASH_SPARK_MAX  32        /* windows of norm history kept per layer */
-#define DASH_FILTER_MAX 48        /* bytes of the layer filter */
-#define DASH_NONE       INT64_MIN /* an unknown or unset number */
+#define DASH_NAME_MAX    64        /* bytes of a job, layer or policy name */
+#define DASH_TEXT_MAX    256       /* bytes of a reason or an event text */
+#define DASH_SPARK_MAX   32        /* windows of norm history kept per layer */
+#define DASH_FILTER_MAX  48        /* bytes of the layer filter */
+#define DASH_NONE        INT64_MIN /* an unknown or unset number */
+#define DASH_METRICS_MAX 48        /* policy metrics kept of one window */
 
 /* bellowsd's own health, or what the offline file is. */
 typedef struct dash_health {
@@ -72,7 +73,29 @@ typedef struct dash_layer {
 	double level_max;             /* highest level of the run; NAN */
 	uint32_t n_norms;             /* entries used in norms */
 	double norms[DASH_SPARK_MAX]; /* norm per window, oldest first */
+	double error_bound;           /* activation error bound in force in
+				       * the last window; NAN = -, 0 = none */
 } dash_layer;
+
+/* A number a policy computed for a window (perfmodel's predicted times,
+ * slimgc's threshold, comet's bounds...), as the history recorded it. */
+typedef struct dash_metric {
+	char policy[DASH_NAME_MAX]; /* policy instance */
+	char name[32];              /* metric name */
+	char layer[DASH_NAME_MAX];  /* layer name, "" = the whole job */
+	double value;               /* in the unit its name says */
+} dash_metric;
+
+/* The job's other knobs in force in the last window shown, and what its
+ * policies computed for that window. */
+typedef struct dash_knobs {
+	int64_t window;     /* the window, DASH_NONE = nothing known */
+	int64_t threshold;  /* size threshold in bytes, 0 = none */
+	bool gate_off;      /* compression turned off (perfmodel) */
+	bool calibrating;   /* a calibration runs past the window */
+	uint32_t n_metrics; /* entries used in metrics */
+	dash_metric metrics[DASH_METRICS_MAX]; /* in the history's order */
+} dash_knobs;
 
 typedef struct dash_decision {
 	uint64_t seq;               /* decision seq */
@@ -103,6 +126,7 @@ typedef struct dash_snapshot {
 	dash_decision *decisions; /* newest last */
 	uint32_t n_events;        /* entries in events */
 	dash_event *events;       /* newest last */
+	dash_knobs knobs;         /* threshold, gate, policy metrics */
 	uint32_t acc_interval;    /* accordion's interval; 0 = none */
 	double acc_eta;           /* accordion's eta; NAN = none */
 	int64_t window_lo;        /* offline: first window of the run */

@@ -577,10 +577,15 @@ source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 			f.window_lo = j->window >= DASH_SPARK_MAX
 			    ? j->window - DASH_SPARK_MAX + 1
 			    : 0;
+		l->error_bound = NAN;
 		if (source_ask(s, TOOL_HDB_Q_LAYER_WINDOWS, &f, &rows) == 0) {
 			uint64_t first = rows.n_rows > DASH_SPARK_MAX
 			    ? rows.n_rows - DASH_SPARK_MAX
 			    : 0;
+
+			if (rows.n_rows > 0)
+				l->error_bound = source_real(&rows,
+				    rows.n_rows - 1, "error_bound");
 
 			for (uint64_t k = first; k < rows.n_rows; k++) {
 				double v = source_real(&rows, k, "norm_mean");
@@ -591,6 +596,58 @@ source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 		tool_hdb_rows_fini(&rows);
 	}
 	return r;
+}
+
+/* The threshold, gate and calibration in force in the last window of run
+ * j->run up to window w, and the metrics the policies computed for it. */
+static void
+source_knobs(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
+{
+	dash_knobs *k = &snap->knobs;
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+	int64_t until;
+	uint64_t last;
+
+	k->window = DASH_NONE;
+	if (s->db == NULL || j->run == DASH_NONE)
+		return;
+	source_filter(&f, j->run);
+	f.window_hi = w;
+	if (source_ask(s, TOOL_HDB_Q_STATS, &f, &rows) != 0 ||
+	    rows.n_rows == 0) {
+		tool_hdb_rows_fini(&rows);
+		return;
+	}
+	last = rows.n_rows - 1;
+	k->window = source_int(&rows, last, "window");
+	k->threshold = source_int(&rows, last, "threshold");
+	if (k->threshold == DASH_NONE || k->threshold < 0)
+		k->threshold = 0;
+	k->gate_off = source_int(&rows, last, "compression_off") > 0;
+	until = source_int(&rows, last, "calibrate_until");
+	k->calibrating = until != DASH_NONE && (uint64_t)until > j->step;
+	tool_hdb_rows_fini(&rows);
+	if (k->window == DASH_NONE)
+		return;
+	source_filter(&f, j->run);
+	f.window_lo = k->window;
+	f.window_hi = k->window;
+	if (source_ask(s, TOOL_HDB_Q_METRICS, &f, &rows) == 0) {
+		for (uint64_t i = 0;
+		     i < rows.n_rows && k->n_metrics < DASH_METRICS_MAX; i++) {
+			dash_metric *mt = &k->metrics[k->n_metrics++];
+
+			dash_copy(mt->policy, sizeof(mt->policy),
+			    source_text(&rows, i, "policy"));
+			dash_copy(mt->name, sizeof(mt->name),
+			    source_text(&rows, i, "name"));
+			dash_copy(mt->layer, sizeof(mt->layer),
+			    source_text(&rows, i, "layer"));
+			mt->value = source_real(&rows, i, "value");
+		}
+	}
+	tool_hdb_rows_fini(&rows);
 }
 
 static int
@@ -870,6 +927,8 @@ dash_source_fetch(dash_source *s, const char *job, int64_t window,
 			if (r == 0)
 				r = source_layers(s, &snap, j, DASH_NONE);
 			if (r == 0)
+				source_knobs(s, &snap, j, DASH_NONE);
+			if (r == 0)
 				r = source_decisions(s, &snap, j, DASH_NONE);
 		} else {
 			source_offline_window(s, &snap, j, window);
@@ -880,6 +939,8 @@ dash_source_fetch(dash_source *s, const char *job, int64_t window,
 				r = source_offline_events(s, &snap, j);
 			if (r == 0)
 				r = source_layers(s, &snap, j, snap.window_at);
+			if (r == 0)
+				source_knobs(s, &snap, j, snap.window_at);
 			if (r == 0)
 				r = source_decisions(s, &snap, j,
 				    snap.window_at);

@@ -186,6 +186,76 @@ test_layout_header_shows_the_decision_latency(void **state)
 	assert_non_null(strstr(line, "latency 0.35/1.50ms  store lag 0 ok"));
 }
 
+/* COMET's bounds take the place of Accordion's r; the threshold, the gate
+ * and perfmodel's predictions get a line of their own under the job's. */
+static void
+test_layout_shows_bounds_threshold_and_policy_metrics(void **state)
+{
+	layout_fx *fx = *state;
+	dash_knobs *k = &fx->m.snap.knobs;
+	const char *s;
+	char line[81];
+
+	k->window = 11;
+	k->threshold = 12288;
+	k->calibrating = true;
+	k->n_metrics = 3;
+	dash_copy(k->metrics[0].policy, DASH_NAME_MAX, "perfmodel");
+	dash_copy(k->metrics[0].name, 32, "t_sync_ms");
+	k->metrics[0].value = 12.25;
+	dash_copy(k->metrics[1].policy, DASH_NAME_MAX, "perfmodel");
+	dash_copy(k->metrics[1].name, 32, "bw_gbps");
+	k->metrics[1].value = 9.5;
+	dash_copy(k->metrics[2].policy, DASH_NAME_MAX, "comet");
+	dash_copy(k->metrics[2].name, 32, "eb");
+	dash_copy(k->metrics[2].layer, DASH_NAME_MAX, "conv1.weight");
+	k->metrics[2].value = 0.0039;
+	fx->m.snap.layers[0].error_bound = 0.0039;
+	fx->m.snap.layers[1].error_bound = 0;
+	fx->m.snap.layers[2].error_bound = NAN;
+	fx->m.view = DASH_VIEW_LAYERS;
+	s = layout_render(fx);
+	layout_line(fx, 4, line);
+	/* At 80 columns the end is cut; the first metrics are there. */
+	assert_non_null(strstr(line,
+	    "threshold 12.3k  compression on  CALIBRATING  perfmodel: "
+	    "t_sync_ms 12.25"));
+	/* A layer's own metrics are not on the job's line. */
+	assert_null(strstr(line, "eb"));
+	layout_line(fx, 5, line);
+	assert_non_null(strstr(line, "ERROR_BOUND"));
+	assert_null(strstr(line, "VS_ETA"));
+	layout_line(fx, 6, line);
+	assert_non_null(strstr(line, "conv1.weight"));
+	assert_non_null(strstr(line, "0.0039"));
+	layout_line(fx, 7, line);
+	assert_non_null(strstr(line, "fc.weight"));
+	assert_non_null(strstr(s, "fc.weight"));
+
+	/* The gate off, no threshold: said so. */
+	k->threshold = 0;
+	k->calibrating = false;
+	k->gate_off = true;
+	layout_render(fx);
+	layout_line(fx, 4, line);
+	assert_non_null(
+	    strstr(line, "threshold -  compression OFF  perfmodel:"));
+
+	/* The layer's view lists its bound and its metrics. */
+	dash_model_key(&fx->m, DASH_KEY_ENTER);
+	assert_int_equal(fx->m.view, DASH_VIEW_LAYER);
+	s = layout_render(fx);
+	assert_non_null(strstr(s, "activation error bound 0.0039"));
+	assert_non_null(strstr(s, "comet eb 0.0039 (window 11)"));
+
+	/* Nothing of the kind: no knob line, the table where it was. */
+	memset(k, 0, sizeof(*k));
+	fx->m.view = DASH_VIEW_LAYERS;
+	layout_render(fx);
+	layout_line(fx, 4, line);
+	assert_non_null(strstr(line, "LAYER"));
+}
+
 static void
 test_layout_says_when_bellowsd_does_not_answer(void **state)
 {
@@ -279,6 +349,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_layout_header_shows_the_decision_latency, layout_setup,
 		    layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_shows_bounds_threshold_and_policy_metrics,
+		    layout_setup, layout_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_layout_says_when_bellowsd_does_not_answer,
 		    layout_setup, layout_teardown),
