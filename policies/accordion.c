@@ -16,11 +16,11 @@
  * the readings chosen here are in docs/policies/accordion.md.
  */
 #include "policies.h"
+#include "text.h"
 
 #include <bellows/error.h>
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -290,55 +290,9 @@ accordion_judge(double old, double now, double eta, double *ret_r)
 
 /* ---- reasons ------------------------------------------------------------ */
 
-/* A reason being written: pieces are added whole or not at all, and the
- * first one that does not fit ends the text with " ...", so a long layer
- * list is cut cleanly instead of mid-name. */
-typedef struct accordion_text {
-	char *buf;   /* destination */
-	size_t len;  /* its size, with NUL */
-	size_t used; /* bytes written, without NUL */
-	bool full;   /* a piece did not fit: nothing more is added */
-} accordion_text;
-
-#define ACCORDION_ELLIPSIS " ..."
-
-static void
-accordion_text_init(accordion_text *t, char *buf, size_t len)
-{
-	*t = (accordion_text){ .buf = buf, .len = len };
-	buf[0] = '\0';
-}
-
-__attribute__((format(printf, 2, 3))) static void
-accordion_text_add(accordion_text *t, const char *fmt, ...)
-{
-	char piece[BELLOWS_REASON_MAX];
-	va_list ap;
-	int n;
-
-	if (t->full)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(piece, sizeof(piece), fmt, ap);
-	va_end(ap);
-	/* Room is always left for the ellipsis and the NUL. */
-	if (n < 0 || (size_t)n >= sizeof(piece) ||
-	    t->used + (size_t)n + sizeof(ACCORDION_ELLIPSIS) > t->len) {
-		t->full = true;
-		if (t->used + sizeof(ACCORDION_ELLIPSIS) <= t->len) {
-			memcpy(t->buf + t->used, ACCORDION_ELLIPSIS,
-			    sizeof(ACCORDION_ELLIPSIS));
-			t->used += sizeof(ACCORDION_ELLIPSIS) - 1;
-		}
-		return;
-	}
-	memcpy(t->buf + t->used, piece, (size_t)n + 1);
-	t->used += (size_t)n;
-}
-
 /* Adds "; critical: a r=0.62, b r=inf" for the layers judged `v`. */
 static void
-accordion_text_layers(accordion_text *t, const bellows_window *w,
+accordion_text_layers(pol_text *t, const bellows_window *w,
     const uint8_t *verdict, const double *ratio, accordion_verdict v,
     const char *title)
 {
@@ -348,10 +302,10 @@ accordion_text_layers(accordion_text *t, const bellows_window *w,
 		if (verdict[l] != v)
 			continue;
 		if (v == ACCORDION_CRITICAL || v == ACCORDION_STABLE)
-			accordion_text_add(t, "%s%s r=%.3g",
-			    first ? title : ", ", w->layers[l].name, ratio[l]);
+			pol_text_add(t, "%s%s r=%.3g", first ? title : ", ",
+			    w->layers[l].name, ratio[l]);
 		else
-			accordion_text_add(t, "%s%s", first ? title : ", ",
+			pol_text_add(t, "%s%s", first ? title : ", ",
 			    w->layers[l].name);
 		first = false;
 	}
@@ -359,10 +313,10 @@ accordion_text_layers(accordion_text *t, const bellows_window *w,
 
 /* Adds "; mean norms for 3 layers rank 0 lacked in window 20". */
 static void
-accordion_text_fallback(accordion_text *t, uint32_t n, uint64_t window)
+accordion_text_fallback(pol_text *t, uint32_t n, uint64_t window)
 {
 	if (n > 0)
-		accordion_text_add(t,
+		pol_text_add(t,
 		    "; mean norms for %u layer%s rank 0 lacked in window %llu",
 		    n, n == 1 ? "" : "s", (unsigned long long)window);
 }
@@ -482,37 +436,37 @@ accordion_explain(const accordion_state *st, const accordion_config *cfg,
 	unsigned long long now = (unsigned long long)w->window;
 	unsigned long long old = check && now > 0 ? now - iv : 0;
 	uint32_t tally[ACCORDION_VERDICTS] = { 0 };
-	accordion_text t;
+	pol_text t;
 
-	accordion_text_init(&t, out->reason, sizeof(out->reason));
+	pol_text_init(&t, out->reason, sizeof(out->reason));
 	for (uint32_t l = 0; l < w->n_layers; l++)
 		tally[st->verdict[l]]++;
 	if (check && now == 0) {
-		accordion_text_add(&t,
+		pol_text_add(&t,
 		    "window 0: %u layer%s critical (level %g) from window 1",
 		    tally[ACCORDION_CRITICAL],
 		    tally[ACCORDION_CRITICAL] == 1 ? "" : "s",
 		    cfg->critical_level);
 	} else if (check) {
-		accordion_text_add(&t,
+		pol_text_add(&t,
 		    "window %llu vs window %llu (eta %g): %u critical (level "
 		    "%g), %u stable (level %g)",
 		    now, old, cfg->rule.eta, tally[ACCORDION_CRITICAL],
 		    cfg->critical_level, tally[ACCORDION_STABLE],
 		    cfg->stable_level);
 		if (tally[ACCORDION_NO_OLD] + tally[ACCORDION_NO_NOW] > 0)
-			accordion_text_add(&t, ", %u kept",
+			pol_text_add(&t, ", %u kept",
 			    tally[ACCORDION_NO_OLD] + tally[ACCORDION_NO_NOW]);
 	}
 	if (lr_drop)
-		accordion_text_add(&t,
+		pol_text_add(&t,
 		    "%sLR drops %g -> %g after window %llu: all critical "
 		    "(level %g) until the check at window %llu",
 		    t.used > 0 ? "; " : "", w->lr, w->lr_next, now,
 		    cfg->critical_level,
 		    (unsigned long long)accordion_next_check(now, iv));
 	if (!check && !lr_drop)
-		accordion_text_add(&t,
+		pol_text_add(&t,
 		    "levels now critical %g, stable %g from window %llu",
 		    cfg->critical_level, cfg->stable_level, now + 1);
 	if (!check || now == 0)
@@ -810,19 +764,19 @@ accordion_batch_explain(const accordion_batch_config *cfg,
 	unsigned long long now = (unsigned long long)w->window;
 	unsigned long long old = now >= iv ? now - iv : 0;
 	const char *what = cfg->per_step ? "model norm per step" : "model norm";
-	accordion_text t;
+	pol_text t;
 
-	accordion_text_init(&t, buf, len);
+	pol_text_init(&t, buf, len);
 	switch (c->verdict) {
 	case ACCORDION_UNJUDGED:
 		break;
 	case ACCORDION_CRITICAL:
 	case ACCORDION_STABLE:
 		if (now == 0) {
-			accordion_text_add(&t, "window 0: critical");
+			pol_text_add(&t, "window 0: critical");
 			break;
 		}
-		accordion_text_add(&t,
+		pol_text_add(&t,
 		    "window %llu vs window %llu (eta %g): %s %.4g -> %.4g, "
 		    "r=%.3g: %s",
 		    now, old, cfg->rule.eta, what, c->old, c->now, c->r,
@@ -830,7 +784,7 @@ accordion_batch_explain(const accordion_batch_config *cfg,
 		break;
 	case ACCORDION_NO_OLD:
 	case ACCORDION_NO_NOW:
-		accordion_text_add(&t,
+		pol_text_add(&t,
 		    "window %llu vs window %llu: no %s for window %llu, "
 		    "regime kept",
 		    now, old, what, c->verdict == ACCORDION_NO_OLD ? old : now);
@@ -839,7 +793,7 @@ accordion_batch_explain(const accordion_batch_config *cfg,
 		break;
 	}
 	if (lr_drop)
-		accordion_text_add(&t,
+		pol_text_add(&t,
 		    "%sLR drops %g -> %g after window %llu: critical until "
 		    "the check at window %llu",
 		    t.used > 0 ? "; " : "", w->lr, w->lr_next, now,
@@ -849,10 +803,10 @@ accordion_batch_explain(const accordion_batch_config *cfg,
 		accordion_text_fallback(&t, c->old_fallback, old);
 	}
 	if (cfg->warmup_windows > 0 && now < (uint64_t)cfg->warmup_windows)
-		accordion_text_add(&t, "%sLR warm-up %llu/%lld",
+		pol_text_add(&t, "%sLR warm-up %llu/%lld",
 		    t.used > 0 ? "; " : "", now + 1,
 		    (long long)cfg->warmup_windows);
-	accordion_text_add(&t, "%sbatch %u, LR scale %g from window %llu",
+	pol_text_add(&t, "%sbatch %u, LR scale %g from window %llu",
 	    t.used > 0 ? "; " : "", proposal->batch_size, proposal->lr_scale,
 	    now + 1);
 }

@@ -15,7 +15,9 @@
  * and re-derives the bounds for that batch. The paper's text, its gaps and
  * the readings chosen here are in docs/policies/comet.md.
  */
+#include "metric.h"
 #include "policies.h"
+#include "text.h"
 
 #include <bellows/error.h>
 
@@ -246,50 +248,6 @@ comet_bound(const comet_rule *rule, double m, double lbar, double r, double n,
 
 /* ---- reasons ------------------------------------------------------------ */
 
-/* A reason being written: pieces go in whole or not at all; the first
- * that does not fit ends the text with " ...". */
-typedef struct comet_text {
-	char *buf;   /* destination */
-	size_t len;  /* its size, with NUL */
-	size_t used; /* bytes written, without NUL */
-	bool full;   /* a piece did not fit: nothing more is added */
-} comet_text;
-
-#define COMET_ELLIPSIS " ..."
-
-static void
-comet_text_init(comet_text *t, char *buf, size_t len)
-{
-	*t = (comet_text){ .buf = buf, .len = len };
-	buf[0] = '\0';
-}
-
-__attribute__((format(printf, 2, 3))) static void
-comet_text_add(comet_text *t, const char *fmt, ...)
-{
-	char piece[BELLOWS_REASON_MAX];
-	va_list ap;
-	int n;
-
-	if (t->full)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(piece, sizeof(piece), fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(piece) ||
-	    t->used + (size_t)n + sizeof(COMET_ELLIPSIS) > t->len) {
-		t->full = true;
-		if (t->used + sizeof(COMET_ELLIPSIS) <= t->len) {
-			memcpy(t->buf + t->used, COMET_ELLIPSIS,
-			    sizeof(COMET_ELLIPSIS));
-			t->used += sizeof(COMET_ELLIPSIS) - 1;
-		}
-		return;
-	}
-	memcpy(t->buf + t->used, piece, (size_t)n + 1);
-	t->used += (size_t)n;
-}
-
 /* ---- state ----------------------------------------------------------- */
 
 typedef struct comet_layer {
@@ -381,20 +339,6 @@ comet_state_init(comet_state *st, const comet_rule *rule,
 		    "%lld steps",
 		    n, n == 1 ? "" : "s", (long long)rule->interval_steps);
 	return 0;
-}
-
-static void
-comet_metric(bellows_proposal *out, const char *name, int32_t layer,
-    double value)
-{
-	bellows_metric *m;
-
-	if (out->n_metrics >= BELLOWS_METRICS_MAX)
-		return;
-	m = &out->metrics[out->n_metrics++];
-	snprintf(m->name, sizeof(m->name), "%s", name);
-	m->layer = layer;
-	m->value = value;
 }
 
 /* Adds window w's statistics to the period's sums, and (batch mode) its
@@ -556,7 +500,7 @@ comet_batch_plan_make(const comet_state *st, const comet_batch_rule *br,
 }
 
 static void
-comet_batch_explain(comet_text *t, const comet_batch_plan *p, uint32_t old,
+comet_batch_explain(pol_text *t, const comet_batch_plan *p, uint32_t old,
     double lr_old, double lr_new, const char *lr_mode)
 {
 	const char *where = p->host ? "memory_bytes" : "device";
@@ -565,19 +509,19 @@ comet_batch_explain(comet_text *t, const comet_batch_plan *p, uint32_t old,
 	case COMET_BATCH_NONE:
 		return;
 	case COMET_BATCH_NO_LIMIT:
-		comet_text_add(t,
+		pol_text_add(t,
 		    "; batch kept: no device memory total reported and "
 		    "memory_bytes 0");
 		return;
 	case COMET_BATCH_NO_BYTES:
-		comet_text_add(t, "; batch kept: no activation bytes measured");
+		pol_text_add(t, "; batch kept: no activation bytes measured");
 		return;
 	case COMET_BATCH_NO_MEMORY:
-		comet_text_add(t, "; batch kept: no %s memory use reported",
+		pol_text_add(t, "; batch kept: no %s memory use reported",
 		    p->host ? "host" : "device");
 		return;
 	case COMET_BATCH_NO_FIT:
-		comet_text_add(t,
+		pol_text_add(t,
 		    "; batch kept: none fits (%.3g GB fixed, %.3g GB/sample, "
 		    "%.3g GB allowed of %.3g GB %s)",
 		    p->fixed / COMET_GB, p->per_sample / COMET_GB,
@@ -588,26 +532,26 @@ comet_batch_explain(comet_text *t, const comet_batch_plan *p, uint32_t old,
 		break;
 	}
 	if (p->batch == old)
-		comet_text_add(t, "; batch %u kept", p->batch);
+		pol_text_add(t, "; batch %u kept", p->batch);
 	else
-		comet_text_add(t, "; batch %u -> %u%s", old, p->batch,
+		pol_text_add(t, "; batch %u -> %u%s", old, p->batch,
 		    p->verdict == COMET_BATCH_FORCED ? " (memory forces it "
 						       "below the initial)"
 						     : "");
-	comet_text_add(t,
+	pol_text_add(t,
 	    ": predicted %.3g GB of %.3g GB allowed (%.3g GB %s), %.3g GB "
 	    "fixed + %.3g MB/sample stored at ratio %.3g",
 	    p->predicted / COMET_GB, p->allowed / COMET_GB, p->limit / COMET_GB,
 	    where, p->fixed / COMET_GB, p->per_sample / 1e6, p->ratio);
 	if (lr_new != lr_old)
-		comet_text_add(t, "; LR scale %g -> %g (%s)", lr_old, lr_new,
+		pol_text_add(t, "; LR scale %g -> %g (%s)", lr_old, lr_new,
 		    lr_mode);
 }
 
 /* ---- one update ---------------------------------------------------------- */
 
 static void
-comet_layer_explain(comet_text *t, const bellows_window_layer *wl,
+comet_layer_explain(pol_text *t, const bellows_window_layer *wl,
     const comet_layer *cl, bool first)
 {
 	static const char *const note[] = {
@@ -618,7 +562,7 @@ comet_layer_explain(comet_text *t, const bellows_window_layer *wl,
 		[COMET_UNUSABLE] = ": not usable, eb_min",
 	};
 
-	comet_text_add(t, "%s%s eb %.3g (M %.3g, Lbar %.3g, N %.0f, R %.3g%s)",
+	pol_text_add(t, "%s%s eb %.3g (M %.3g, Lbar %.3g, N %.0f, R %.3g%s)",
 	    first ? "; " : ", ", wl->name, cl->eb, cl->m, cl->lbar, cl->n_used,
 	    cl->r, note[cl->clamp]);
 }
@@ -636,7 +580,7 @@ comet_update(comet_state *st, const comet_rule *rule,
 	double lo = INFINITY, hi = 0;
 	uint32_t fresh = 0, kept = 0;
 	bool compared = false;
-	comet_text t;
+	pol_text t;
 
 	for (uint32_t l = 0; l < st->n_layers; l++) {
 		comet_layer *cl = &st->layer[l];
@@ -706,37 +650,37 @@ comet_update(comet_state *st, const comet_rule *rule,
 		}
 	}
 
-	comet_text_init(&t, out->reason, sizeof(out->reason));
-	comet_text_add(&t,
+	pol_text_init(&t, out->reason, sizeof(out->reason));
+	pol_text_add(&t,
 	    "update %llu after step %llu (%u window%s, %llu steps)",
 	    (unsigned long long)st->updates + 1,
 	    (unsigned long long)w->last_step, st->period_windows,
 	    st->period_windows == 1 ? "" : "s",
 	    (unsigned long long)(w->last_step + 1 - st->period_start));
 	if (!compared)
-		comet_text_add(&t, ": W %llu", (unsigned long long)w_old);
+		pol_text_add(&t, ": W %llu", (unsigned long long)w_old);
 	else if (change > rule->change_factor && st->w_steps == w_old)
-		comet_text_add(&t,
+		pol_text_add(&t,
 		    ": max change %.3gx > %g, W %llu (the minimum)", change,
 		    rule->change_factor, (unsigned long long)w_old);
 	else if (change > rule->change_factor)
-		comet_text_add(&t, ": max change %.3gx > %g, W %llu -> %llu",
+		pol_text_add(&t, ": max change %.3gx > %g, W %llu -> %llu",
 		    change, rule->change_factor, (unsigned long long)w_old,
 		    (unsigned long long)st->w_steps);
 	else if (st->w_steps != w_old)
-		comet_text_add(&t,
+		pol_text_add(&t,
 		    ": max change %.3gx, settled (%llu updates within %gx), W "
 		    "%llu -> %llu",
 		    change, (unsigned long long)st->calm, rule->change_factor,
 		    (unsigned long long)w_old, (unsigned long long)st->w_steps);
 	else
-		comet_text_add(&t, ": max change %.3gx, W %llu", change,
+		pol_text_add(&t, ": max change %.3gx, W %llu", change,
 		    (unsigned long long)st->w_steps);
 	if (br != NULL)
 		comet_batch_explain(&t, &plan, old_batch, lr_old, out->lr_scale,
 		    comet_lr_modes[mode]);
 	if (kept > 0)
-		comet_text_add(&t, "; %u layer%s kept without statistics", kept,
+		pol_text_add(&t, "; %u layer%s kept without statistics", kept,
 		    kept == 1 ? "" : "s");
 	for (uint32_t l = 0; l < st->n_layers; l++) {
 		if (!st->layer[l].fresh)
@@ -746,8 +690,7 @@ comet_update(comet_state *st, const comet_rule *rule,
 	}
 	/* The range first: a long layer list is cut, the range is not. */
 	if (fresh > 1)
-		comet_text_add(&t, "; %u bounds in [%.3g, %.3g]", fresh, lo,
-		    hi);
+		pol_text_add(&t, "; %u bounds in [%.3g, %.3g]", fresh, lo, hi);
 	fresh = 0;
 	for (uint32_t l = 0; l < st->n_layers; l++) {
 		if (st->layer[l].fresh)
@@ -816,28 +759,28 @@ comet_window(comet_state *st, const comet_rule *rule,
 	}
 	if (!due && (changed || out->lr_scale != lr_old)) {
 		/* A reload or a new selection moved a bound or the LR. */
-		comet_text t;
+		pol_text t;
 		bool first = true;
 
-		comet_text_init(&t, out->reason, sizeof(out->reason));
+		pol_text_init(&t, out->reason, sizeof(out->reason));
 		if (out->lr_scale != lr_old)
-			comet_text_add(&t, "LR scale %g -> %g (%s)%s", lr_old,
+			pol_text_add(&t, "LR scale %g -> %g (%s)%s", lr_old,
 			    out->lr_scale, comet_lr_modes[mode],
 			    changed ? "; " : "");
 		if (changed)
-			comet_text_add(&t, "bounds from the configuration:");
+			pol_text_add(&t, "bounds from the configuration:");
 		for (uint32_t l = 0; changed && l < st->n_layers; l++) {
 			if (!comet_eligible(rule, &w->layers[l]))
 				continue;
-			comet_text_add(&t, "%s %s eb %.3g", first ? "" : ",",
+			pol_text_add(&t, "%s %s eb %.3g", first ? "" : ",",
 			    w->layers[l].name, st->layer[l].eb);
 			first = false;
 		}
 	}
-	comet_metric(out, "window_steps", -1, (double)st->w_steps);
+	pol_metric_add(out, "window_steps", -1, (double)st->w_steps);
 	for (uint32_t l = 0; l < st->n_layers; l++) {
 		if (comet_eligible(rule, &w->layers[l]))
-			comet_metric(out, "eb", (int32_t)l,
+			pol_metric_add(out, "eb", (int32_t)l,
 			    out->error_bound[l]);
 	}
 	return 0;

@@ -15,12 +15,13 @@
  * and the readings chosen here are in docs/policies/perfmodel.md.
  */
 #include "perfmodel_fit.h"
+#include "metric.h"
 #include "policies.h"
+#include "text.h"
 
 #include <bellows/error.h>
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -152,58 +153,6 @@ typedef struct perfmodel_state {
 } perfmodel_state;
 
 /* ---- reasons ------------------------------------------------------------ */
-
-/* A reason being written: pieces are added whole or not at all; the
- * first that does not fit ends the text with " ...". */
-typedef struct perfmodel_text {
-	char *buf;   /* destination */
-	size_t len;  /* its size, with NUL */
-	size_t used; /* bytes written, without NUL */
-	bool full;   /* a piece did not fit */
-} perfmodel_text;
-
-#define PERFMODEL_ELLIPSIS " ..."
-
-__attribute__((format(printf, 2, 3))) static void
-perfmodel_text_add(perfmodel_text *t, const char *fmt, ...)
-{
-	char piece[BELLOWS_REASON_MAX];
-	va_list ap;
-	int n;
-
-	if (t->full)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(piece, sizeof(piece), fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(piece) ||
-	    t->used + (size_t)n + sizeof(PERFMODEL_ELLIPSIS) > t->len) {
-		t->full = true;
-		if (t->used + sizeof(PERFMODEL_ELLIPSIS) <= t->len) {
-			memcpy(t->buf + t->used, PERFMODEL_ELLIPSIS,
-			    sizeof(PERFMODEL_ELLIPSIS));
-			t->used += sizeof(PERFMODEL_ELLIPSIS) - 1;
-		}
-		return;
-	}
-	memcpy(t->buf + t->used, piece, (size_t)n + 1);
-	t->used += (size_t)n;
-}
-
-/* Appends a metric of the job if it is finite and there is room. */
-static void
-perfmodel_metric(bellows_proposal *out, const char *name, double value)
-{
-	bellows_metric *m;
-
-	if (!isfinite(value) || out->n_metrics >= BELLOWS_METRICS_MAX)
-		return;
-	m = &out->metrics[out->n_metrics++];
-	memset(m, 0, sizeof(*m));
-	snprintf(m->name, sizeof(m->name), "%s", name);
-	m->layer = -1;
-	m->value = value;
-}
 
 /* ---- configuration and job -------------------------------------------- */
 
@@ -351,7 +300,7 @@ perfmodel_collect(perfmodel_state *st, const bellows_window *w)
  * accepted one and says why. */
 static void
 perfmodel_refit(perfmodel_state *st, const perfmodel_config *cfg,
-    const bellows_window *w, perfmodel_text *t)
+    const bellows_window *w, pol_text *t)
 {
 	pol_perfmodel_stats all = { 0 };
 	pol_perfmodel_line line;
@@ -376,25 +325,25 @@ perfmodel_refit(perfmodel_state *st, const perfmodel_config *cfg,
 		st->fit_used = used;
 		st->fit_samples = all.n;
 		if (line.origin)
-			perfmodel_text_add(t,
+			pol_text_add(t,
 			    "; intercept %.3g ms < 0: line refitted through 0",
 			    line.raw_intercept);
 		return;
 	}
 	switch (fs) {
 	case POL_PERFMODEL_FIT_EMPTY:
-		perfmodel_text_add(t,
+		pol_text_add(t,
 		    "; no raw collective timed in the last %lld windows",
 		    (long long)cfg->fit_windows);
 		break;
 	case POL_PERFMODEL_FIT_ONE_SIZE:
-		perfmodel_text_add(t,
+		pol_text_add(t,
 		    "; one collective size (%.0f bytes) in the last %lld "
 		    "windows: need 2 to fit",
 		    all.xmin, (long long)cfg->fit_windows);
 		break;
 	case POL_PERFMODEL_FIT_SLOPE:
-		perfmodel_text_add(t,
+		pol_text_add(t,
 		    "; fit rejected: slope %.3g ms/MiB <= 0 (time does not "
 		    "grow with size)",
 		    line.slope * PERFMODEL_MIB);
@@ -403,7 +352,7 @@ perfmodel_refit(perfmodel_state *st, const perfmodel_config *cfg,
 		break;
 	}
 	if (st->have_fit)
-		perfmodel_text_add(t, ", fit of window %llu kept",
+		pol_text_add(t, ", fit of window %llu kept",
 		    (unsigned long long)st->fit_window);
 }
 
@@ -501,13 +450,13 @@ perfmodel_probe_due(const perfmodel_state *st, const perfmodel_config *cfg,
 static void
 perfmodel_explain_numbers(const perfmodel_state *st,
     const perfmodel_config *cfg, uint32_t p, double gamma,
-    const perfmodel_view *v, uint64_t sig, perfmodel_text *t)
+    const perfmodel_view *v, uint64_t sig, pol_text *t)
 {
 	pol_perfmodel_model m = v->m;
 	double bw;
 
 	if (p > 1 && st->have_fit)
-		perfmodel_text_add(t,
+		pol_text_add(t,
 		    "; alpha %.3g ms, BW %.4g Gbps, R2 %.3f (%u window%s, %u "
 		    "samples)",
 		    pol_perfmodel_alpha(st->fit.intercept, p),
@@ -515,26 +464,25 @@ perfmodel_explain_numbers(const perfmodel_state *st,
 		    st->fit.r2, st->fit_used, st->fit_used == 1 ? "" : "s",
 		    st->fit_samples);
 	else if (p == 1)
-		perfmodel_text_add(t, "; world 1: no collective");
+		pol_text_add(t, "; world 1: no collective");
 	if (!cfg->overlap)
-		perfmodel_text_add(t, "; no overlap");
+		pol_text_add(t, "; no overlap");
 	else if (st->have_gamma)
-		perfmodel_text_add(t, "; gamma %.3g (measured %.3g%s)", gamma,
+		pol_text_add(t, "; gamma %.3g (measured %.3g%s)", gamma,
 		    st->gamma_raw, gamma != st->gamma_raw ? ", clamped" : "");
 	else
-		perfmodel_text_add(t, "; gamma %.3g (default)", gamma);
+		pol_text_add(t, "; gamma %.3g (default)", gamma);
 	if (st->have_comp)
-		perfmodel_text_add(t, "; T_comp %.4g ms, rest %.4g ms",
-		    st->t_comp, st->t_other);
+		pol_text_add(t, "; T_comp %.4g ms, rest %.4g ms", st->t_comp,
+		    st->t_other);
 	else
-		perfmodel_text_add(t, "; no backward time yet");
+		pol_text_add(t, "; no backward time yet");
 	if (st->have_meas)
-		perfmodel_text_add(t,
-		    "; codec %.4g ms, CR %.4g (window %llu%s)", st->codec_ms,
-		    st->cr, (unsigned long long)st->meas_window,
+		pol_text_add(t, "; codec %.4g ms, CR %.4g (window %llu%s)",
+		    st->codec_ms, st->cr, (unsigned long long)st->meas_window,
 		    sig != st->meas_sig ? ", other levels" : "");
 	else
-		perfmodel_text_add(t, "; compression never measured");
+		pol_text_add(t, "; compression never measured");
 	if (!v->predicted || p < 2)
 		return;
 	if (v->both) {
@@ -542,17 +490,17 @@ perfmodel_explain_numbers(const perfmodel_state *st,
 		    PERFMODEL_BW_LO * POL_PERFMODEL_GBPS,
 		    PERFMODEL_BW_HI * POL_PERFMODEL_GBPS, &bw)) {
 		case 0:
-			perfmodel_text_add(t, "; break-even %.4g Gbps",
+			pol_text_add(t, "; break-even %.4g Gbps",
 			    bw / POL_PERFMODEL_GBPS);
 			break;
 		case 1:
-			perfmodel_text_add(t,
+			pol_text_add(t,
 			    "; break-even none: compressed faster up to %g "
 			    "Gbps",
 			    PERFMODEL_BW_HI);
 			break;
 		default:
-			perfmodel_text_add(t,
+			pol_text_add(t,
 			    "; break-even none: compressed slower down to %g "
 			    "Gbps",
 			    PERFMODEL_BW_LO);
@@ -561,12 +509,12 @@ perfmodel_explain_numbers(const perfmodel_state *st,
 	}
 	m.gamma = gamma;
 	if (isinf(pol_perfmodel_cr_needed(&m)))
-		perfmodel_text_add(t,
+		pol_text_add(t,
 		    "; CR needed: none suffices (latency %.4g ms >= gamma "
 		    "T_comp)",
 		    m.k * m.latency);
 	else
-		perfmodel_text_add(t, "; CR needed %.3g",
+		pol_text_add(t, "; CR needed %.3g",
 		    pol_perfmodel_cr_needed(&m));
 }
 
@@ -579,41 +527,42 @@ perfmodel_metrics(const perfmodel_state *st, uint32_t p, double gamma,
 
 	out->n_metrics = 0;
 	if (p > 1 && st->have_fit) {
-		perfmodel_metric(out, "alpha_ms",
+		pol_metric_add(out, "alpha_ms", -1,
 		    pol_perfmodel_alpha(st->fit.intercept, p));
-		perfmodel_metric(out, "bw_gbps",
+		pol_metric_add(out, "bw_gbps", -1,
 		    pol_perfmodel_bw(st->fit.slope, p) / POL_PERFMODEL_GBPS);
-		perfmodel_metric(out, "fit_r2", st->fit.r2);
+		pol_metric_add(out, "fit_r2", -1, st->fit.r2);
 	}
-	perfmodel_metric(out, "gamma", gamma);
+	pol_metric_add(out, "gamma", -1, gamma);
 	if (v->predicted)
-		perfmodel_metric(out, "t_sync_ms", v->t_sync);
+		pol_metric_add(out, "t_sync_ms", -1, v->t_sync);
 	if (v->both)
-		perfmodel_metric(out, "t_comp_ms", v->t_comp);
+		pol_metric_add(out, "t_comp_ms", -1, v->t_comp);
 	if (v->both && p > 1 &&
 	    pol_perfmodel_breakeven(&m, p, PERFMODEL_BW_LO * POL_PERFMODEL_GBPS,
 		PERFMODEL_BW_HI * POL_PERFMODEL_GBPS, &bw) == 0)
-		perfmodel_metric(out, "breakeven_gbps",
+		pol_metric_add(out, "breakeven_gbps", -1,
 		    bw / POL_PERFMODEL_GBPS);
 	m.gamma = gamma;
 	if (v->predicted && p > 1)
-		perfmodel_metric(out, "cr_needed", pol_perfmodel_cr_needed(&m));
+		pol_metric_add(out, "cr_needed", -1,
+		    pol_perfmodel_cr_needed(&m));
 	/* What a comparison of predictions with measurements needs. */
 	if (w->step_ms_median > 0)
-		perfmodel_metric(out, "t_step_ms", w->step_ms_median);
+		pol_metric_add(out, "t_step_ms", -1, w->step_ms_median);
 	if (st->have_comp)
-		perfmodel_metric(out, "t_backward_ms", st->t_comp);
+		pol_metric_add(out, "t_backward_ms", -1, st->t_comp);
 	if (st->have_other)
-		perfmodel_metric(out, "t_other_ms", st->t_other);
+		pol_metric_add(out, "t_other_ms", -1, st->t_other);
 	if (st->have_meas) {
-		perfmodel_metric(out, "codec_ms", st->codec_ms);
-		perfmodel_metric(out, "cr", st->cr);
+		pol_metric_add(out, "codec_ms", -1, st->codec_ms);
+		pol_metric_add(out, "cr", -1, st->cr);
 	}
 	if (v->predicted)
-		perfmodel_metric(out, "comm_bound",
+		pol_metric_add(out, "comm_bound", -1,
 		    pol_perfmodel_comm_bound(&m) ? 1 : 0);
-	perfmodel_metric(out, "off_in_force", w->compression_off ? 1 : 0);
-	perfmodel_metric(out, "gate_off", out->compression_off ? 1 : 0);
+	pol_metric_add(out, "off_in_force", -1, w->compression_off ? 1 : 0);
+	pol_metric_add(out, "gate_off", -1, out->compression_off ? 1 : 0);
 }
 
 static int
@@ -627,8 +576,7 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	double step = w->step_ms_median, bwd = w->backward_ms_median;
 	double comm = w->comm_ms_median, codec = w->codec_ms_median;
 	char notes[BELLOWS_REASON_MAX];
-	perfmodel_text t = { .buf = out->reason, .len = sizeof(out->reason) };
-	perfmodel_text nt = { .buf = notes, .len = sizeof(notes) };
+	pol_text t, nt;
 	perfmodel_view v;
 	bool compressing, calibrating, raw, moved, probe, warmup;
 	double gamma = cfg->gamma;
@@ -639,7 +587,8 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 		return r;
 	if (w->n_layers != st->n_layers)
 		return BELLOWS_EMISMATCH;
-	out->reason[0] = notes[0] = '\0';
+	pol_text_init(&t, out->reason, sizeof(out->reason));
+	pol_text_init(&nt, notes, sizeof(notes));
 	if (!perfmodel_time_ok(step))
 		step = 0;
 	if (!perfmodel_time_ok(bwd))
@@ -652,8 +601,8 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	/* The line depends on p: samples of another world do not mix. */
 	if (p != st->world) {
 		if (st->world != 0)
-			perfmodel_text_add(&nt,
-			    "; world %u -> %u: fit restarted", st->world, p);
+			pol_text_add(&nt, "; world %u -> %u: fit restarted",
+			    st->world, p);
 		memset(st->ring, 0, sizeof(st->ring));
 		st->have_fit = false;
 		st->world = p;
@@ -714,40 +663,40 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	out->compression_off = warmup || (st->off && !probe);
 
 	if (warmup)
-		perfmodel_text_add(&t,
+		pol_text_add(&t,
 		    "compression off until window %lld (raw_windows)",
 		    (long long)cfg->raw_windows);
 	else if (w->window + 1 == (uint64_t)cfg->raw_windows && !st->off)
-		perfmodel_text_add(&t,
+		pol_text_add(&t,
 		    "compression on from window %llu: raw_windows over",
 		    now + 1);
 	else if (moved)
-		perfmodel_text_add(&t, "compression %s from window %llu",
+		pol_text_add(&t, "compression %s from window %llu",
 		    st->off ? "off" : "on", now + 1);
 	else if (probe)
-		perfmodel_text_add(&t,
+		pol_text_add(&t,
 		    "compression on for window %llu only, to re-measure it",
 		    now + 1);
 	else
-		perfmodel_text_add(&t, "compression stays %s",
+		pol_text_add(&t, "compression stays %s",
 		    st->off ? "off" : "on");
 	if (!compressing)
-		perfmodel_text_add(&t, ": no layer compressed");
+		pol_text_add(&t, ": no layer compressed");
 	else if (v.both)
-		perfmodel_text_add(&t,
+		pol_text_add(&t,
 		    ": compressed %.4g ms vs sync %.4g ms (%+.1f%%, margin "
 		    "%g%%, %u/%lld)",
 		    v.t_comp, v.t_sync, 100 * v.rel, 100 * cfg->margin,
 		    moved ? (unsigned)cfg->hold_windows : st->streak,
 		    (long long)cfg->hold_windows);
 	else if (v.predicted)
-		perfmodel_text_add(&t,
-		    ": sync %.4g ms, no compressed prediction", v.t_sync);
+		pol_text_add(&t, ": sync %.4g ms, no compressed prediction",
+		    v.t_sync);
 	else
-		perfmodel_text_add(&t, ": no prediction");
-	perfmodel_text_add(&t, "%s", notes);
+		pol_text_add(&t, ": no prediction");
+	pol_text_add(&t, "%s", notes);
 	if (calibrating)
-		perfmodel_text_add(&t, "; calibration: not measured");
+		pol_text_add(&t, "; calibration: not measured");
 	perfmodel_explain_numbers(st, cfg, p, gamma, &v, sig, &t);
 	perfmodel_metrics(st, p, gamma, &v, w, out);
 	return 0;

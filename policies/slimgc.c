@@ -17,12 +17,13 @@
  * still measured drift from the calibration's times. The paper's text,
  * its open points and what bellows chose are in docs/policies/slimgc.md.
  */
+#include "metric.h"
 #include "policies.h"
+#include "text.h"
 
 #include <bellows/error.h>
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -244,6 +245,14 @@ slimgc_cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The median of v[0..k), k > 0, which it sorts. */
+static double
+slimgc_median(double *v, size_t k)
+{
+	qsort(v, k, sizeof(double), slimgc_cmp_double);
+	return k % 2 == 1 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2;
+}
+
 /* A tensor's size and index, to sort tensors by size (ties by index). */
 typedef struct slimgc_key {
 	uint64_t bytes; /* numel * 4 */
@@ -330,51 +339,6 @@ slimgc_init(void *state, const void *config, const bellows_job_info *job,
 
 /* ---- text --------------------------------------------------------------- */
 
-typedef struct slimgc_text {
-	char *buf;   /* destination */
-	size_t len;  /* its size, with NUL */
-	size_t used; /* bytes written, without NUL */
-	bool full;   /* a piece did not fit: nothing more is added */
-} slimgc_text;
-
-#define SLIMGC_ELLIPSIS " ..."
-
-/* Appends to the reason text; pieces go in whole or not at all, the
- * first that does not fit ends the text with " ...". */
-__attribute__((format(printf, 2, 3))) static void
-slimgc_add(slimgc_text *t, const char *fmt, ...)
-{
-	char piece[BELLOWS_REASON_MAX];
-	va_list ap;
-	int n;
-
-	if (t->full)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(piece, sizeof(piece), fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= sizeof(piece) ||
-	    t->used + (size_t)n + sizeof(SLIMGC_ELLIPSIS) > t->len) {
-		t->full = true;
-		if (t->used + sizeof(SLIMGC_ELLIPSIS) <= t->len) {
-			memcpy(t->buf + t->used, SLIMGC_ELLIPSIS,
-			    sizeof(SLIMGC_ELLIPSIS));
-			t->used += sizeof(SLIMGC_ELLIPSIS) - 1;
-		}
-		return;
-	}
-	memcpy(t->buf + t->used, piece, (size_t)n + 1);
-	t->used += (size_t)n;
-}
-
-/* Separates what follows from a reason already begun. */
-static void
-slimgc_sep(slimgc_text *t)
-{
-	if (t->used > 0)
-		slimgc_add(t, "; ");
-}
-
 /* "2306864 B (2.2 MiB)", "infinity (everything raw)", "0 B". */
 static void
 slimgc_size_text(uint64_t bytes, char *buf, size_t len)
@@ -389,20 +353,6 @@ slimgc_size_text(uint64_t bytes, char *buf, size_t len)
 		    (unsigned long long)bytes, (double)bytes / 1024.0);
 	else
 		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
-}
-
-static void
-slimgc_metric(bellows_proposal *out, const char *name, int32_t layer,
-    double value)
-{
-	bellows_metric *m;
-
-	if (out->n_metrics >= BELLOWS_METRICS_MAX || !isfinite(value))
-		return;
-	m = &out->metrics[out->n_metrics++];
-	snprintf(m->name, sizeof(m->name), "%s", name);
-	m->layer = layer;
-	m->value = value;
 }
 
 /* ---- calibration -------------------------------------------------------- */
@@ -497,9 +447,7 @@ slimgc_aggregate(slimgc_state *st, uint32_t from, uint32_t to,
 		}
 		return sum / weight;
 	}
-	qsort(st->scratch, k, sizeof(double), slimgc_cmp_double);
-	return k % 2 == 1 ? st->scratch[k / 2]
-			  : (st->scratch[k / 2 - 1] + st->scratch[k / 2]) / 2;
+	return slimgc_median(st->scratch, k);
 }
 
 static double
@@ -615,7 +563,7 @@ slimgc_threshold_of(const slimgc_row *rows, uint32_t pick)
 /* Writes why the table gives `threshold`. */
 static void
 slimgc_explain_table(slimgc_state *st, const slimgc_config *cfg,
-    const bellows_window *w, slimgc_rule rule, const char *why, slimgc_text *t)
+    const bellows_window *w, slimgc_rule rule, const char *why, pol_text *t)
 {
 	slimgc_rule other = rule == SLIMGC_ROBUST ? SLIMGC_PAPER
 						  : SLIMGC_ROBUST;
@@ -624,16 +572,16 @@ slimgc_explain_table(slimgc_state *st, const slimgc_config *cfg,
 	char size[64];
 
 	slimgc_size_text(st->threshold, size, sizeof(size));
-	slimgc_add(t, "%s: threshold %s", why, size);
+	pol_text_add(t, "%s: threshold %s", why, size);
 	if (st->pick == SLIMGC_NONE &&
 	    (rule == SLIMGC_PAPER || st->n_rows == 0)) {
-		slimgc_add(t,
+		pol_text_add(t,
 		    ": no size pays for compression (every ratio "
 		    "t_c/(t_cq+t_pq) <= 1), every tensor goes raw");
 	} else if (st->pick == SLIMGC_NONE) {
 		const slimgc_row *r = &st->rows[st->n_rows - 1];
 
-		slimgc_add(t,
+		pol_text_add(t,
 		    ": the largest size, %s%s (%llu B), does not pay for "
 		    "compression (ratio %.3g = %.4g/(%.4g+%.4g) ms <= 1), "
 		    "every tensor goes raw",
@@ -643,31 +591,31 @@ slimgc_explain_table(slimgc_state *st, const slimgc_config *cfg,
 	} else {
 		const slimgc_row *r = &st->rows[st->pick];
 
-		slimgc_add(t,
+		pol_text_add(t,
 		    ", set by the row of %s%s (%llu B): ratio %.3g = "
 		    "%.4g/(%.4g+%.4g) ms",
 		    w->layers[r->layer].name, r->layers > 1 ? " etc." : "",
 		    (unsigned long long)r->bytes, r->ratio, r->t_c, r->t_cq,
 		    r->t_pq);
 		if (st->pick == 0)
-			slimgc_add(t,
+			pol_text_add(t,
 			    ", the smallest size: every tensor "
 			    "compressed");
 	}
 	if (rule == SLIMGC_ROBUST)
-		slimgc_add(t,
+		pol_text_add(t,
 		    "; rule robust (medians, every larger size above 1; "
 		    "stricter than the paper)");
 	else
-		slimgc_add(t, "; rule paper (means, first size above 1)");
-	slimgc_add(t, "; %u row%s from %u window%s", st->n_rows,
+		pol_text_add(t, "; rule paper (means, first size above 1)");
+	pol_text_add(t, "; %u row%s from %u window%s", st->n_rows,
 	    st->n_rows == 1 ? "" : "s", st->n_windows,
 	    st->n_windows == 1 ? "" : "s");
 	if (st->missing > 0)
-		slimgc_add(t, ", %u size%s lacked samples", st->missing,
+		pol_text_add(t, ", %u size%s lacked samples", st->missing,
 		    st->missing == 1 ? "" : "s");
 	if (st->skipped > 0)
-		slimgc_add(t, ", %u window%s beyond %u not kept", st->skipped,
+		pol_text_add(t, ", %u window%s beyond %u not kept", st->skipped,
 		    st->skipped == 1 ? "" : "s", st->cap);
 	/* Flag the deviation when the rules disagree on these samples. */
 	n_alt = slimgc_build(st, other, (uint64_t)cfg->min_samples, st->alt,
@@ -677,7 +625,7 @@ slimgc_explain_table(slimgc_state *st, const slimgc_config *cfg,
 	    : slimgc_threshold_of(st->alt, slimgc_pick(st->alt, n_alt, other));
 	if (alt != st->threshold) {
 		slimgc_size_text(alt, size, sizeof(size));
-		slimgc_add(t, "; the %s rule would give %s",
+		pol_text_add(t, "; the %s rule would give %s",
 		    other == SLIMGC_PAPER ? "paper" : "robust", size);
 	}
 }
@@ -686,7 +634,7 @@ slimgc_explain_table(slimgc_state *st, const slimgc_config *cfg,
  * threshold, or asks again when it gave no row. */
 static void
 slimgc_finish(slimgc_state *st, const slimgc_config *cfg, slimgc_rule rule,
-    const bellows_window *w, bellows_proposal *out, slimgc_text *t)
+    const bellows_window *w, bellows_proposal *out, pol_text *t)
 {
 	st->phase = SLIMGC_IDLE;
 	st->done_until = st->until > st->done_until ? st->until
@@ -694,11 +642,11 @@ slimgc_finish(slimgc_state *st, const slimgc_config *cfg, slimgc_rule rule,
 	st->over = 0;
 	st->n_rows = slimgc_build(st, rule, (uint64_t)cfg->min_samples,
 	    st->rows, &st->missing, true);
-	slimgc_sep(t);
+	pol_text_sep(t);
 	if (st->n_rows == 0) {
 		st->have_table = false;
 		st->attempts++;
-		slimgc_add(t,
+		pol_text_add(t,
 		    "calibration over at window %llu gave no row (no size "
 		    "had raw and compressed times from %lld send%s each; %u "
 		    "size%s lacked samples): threshold kept at %llu B",
@@ -712,7 +660,7 @@ slimgc_finish(slimgc_state *st, const slimgc_config *cfg, slimgc_rule rule,
 			st->asked_last = w->last_step;
 			st->asked_steps = (uint64_t)cfg->calibration_steps;
 			out->calibrate_steps = st->asked_steps;
-			slimgc_add(t,
+			pol_text_add(t,
 			    "; calibrating again for %lld steps (%u/%lld)",
 			    (long long)cfg->calibration_steps, st->attempts,
 			    (long long)cfg->retries);
@@ -726,14 +674,14 @@ slimgc_finish(slimgc_state *st, const slimgc_config *cfg, slimgc_rule rule,
 	st->pick = slimgc_pick(st->rows, st->n_rows, rule);
 	st->threshold = slimgc_threshold_of(st->rows, st->pick);
 	out->size_threshold = st->threshold;
-	slimgc_add(t, "calibration %u over at window %llu", st->calibrations,
+	pol_text_add(t, "calibration %u over at window %llu", st->calibrations,
 	    (unsigned long long)w->window);
 	slimgc_explain_table(st, cfg, w, rule, "", t);
 }
 
 static void
 slimgc_ask(slimgc_state *st, const slimgc_config *cfg, const bellows_window *w,
-    bellows_proposal *out, slimgc_text *t, const char *why)
+    bellows_proposal *out, pol_text *t, const char *why)
 {
 	st->phase = SLIMGC_ASKED;
 	st->asked_window = w->window;
@@ -741,8 +689,8 @@ slimgc_ask(slimgc_state *st, const slimgc_config *cfg, const bellows_window *w,
 	st->asked_steps = (uint64_t)cfg->calibration_steps;
 	st->over = 0;
 	out->calibrate_steps = st->asked_steps;
-	slimgc_sep(t);
-	slimgc_add(t,
+	pol_text_sep(t);
+	pol_text_add(t,
 	    "%s: calibrating for %lld steps (every tensor compressed on even "
 	    "steps, raw on odd ones)",
 	    why, (long long)cfg->calibration_steps);
@@ -783,15 +731,15 @@ slimgc_start(slimgc_state *st, const bellows_window *w)
  * to its end. */
 static void
 slimgc_continue(slimgc_state *st, const bellows_window *w,
-    bellows_proposal *out, slimgc_text *t)
+    bellows_proposal *out, pol_text *t)
 {
 	uint64_t apply = w->last_step + 1 + st->lag;
 
 	if (apply >= st->target)
 		return;
 	out->calibrate_steps = st->target - apply;
-	slimgc_sep(t);
-	slimgc_add(t, "calibrating on to step %llu (%u window%s collected)",
+	pol_text_sep(t);
+	pol_text_add(t, "calibrating on to step %llu (%u window%s collected)",
 	    (unsigned long long)st->target, st->n_windows,
 	    st->n_windows == 1 ? "" : "s");
 }
@@ -822,19 +770,16 @@ slimgc_measure_drift(slimgc_state *st, const bellows_window *w, bool *ret_comp,
 		}
 		if (k == 0)
 			continue;
-		qsort(st->scratch, k, sizeof(double), slimgc_cmp_double);
 		*ret_comp = pass == 1;
 		*ret_n = (uint32_t)k;
-		return k % 2 == 1
-		    ? st->scratch[k / 2]
-		    : (st->scratch[k / 2 - 1] + st->scratch[k / 2]) / 2;
+		return slimgc_median(st->scratch, k);
 	}
 	return NAN;
 }
 
 static void
 slimgc_check_drift(slimgc_state *st, const slimgc_config *cfg,
-    const bellows_window *w, bellows_proposal *out, slimgc_text *t)
+    const bellows_window *w, bellows_proposal *out, pol_text *t)
 {
 	uint32_t n = 0;
 	bool comp = false;
@@ -882,10 +827,10 @@ slimgc_metrics(const slimgc_state *st, bellows_proposal *out)
 
 	if (st->calibrations == 0 && !st->have_table)
 		return;
-	slimgc_metric(out, "threshold_bytes", -1, (double)st->threshold);
-	slimgc_metric(out, "calib_rows", -1, (double)st->n_rows);
+	pol_metric_add(out, "threshold_bytes", -1, (double)st->threshold);
+	pol_metric_add(out, "calib_rows", -1, (double)st->n_rows);
 	if (!isnan(st->drift))
-		slimgc_metric(out, "raw_drift", -1, st->drift);
+		pol_metric_add(out, "raw_drift", -1, st->drift);
 	if (!st->have_table)
 		return;
 	centre = st->pick != SLIMGC_NONE ? st->pick : st->n_rows;
@@ -895,7 +840,7 @@ slimgc_metrics(const slimgc_state *st, bellows_proposal *out)
 			from = st->n_rows - room;
 	}
 	for (uint32_t i = from; i < st->n_rows && i < from + room; i++)
-		slimgc_metric(out, "ratio", (int32_t)st->rows[i].layer,
+		pol_metric_add(out, "ratio", (int32_t)st->rows[i].layer,
 		    st->rows[i].ratio);
 }
 
@@ -905,7 +850,7 @@ slimgc_on_window(void *state, const void *config, const bellows_window *w,
 {
 	slimgc_state *st = state;
 	const slimgc_config *cfg = config;
-	slimgc_text t = { .buf = out->reason, .len = sizeof(out->reason) };
+	pol_text t;
 	slimgc_rule rule;
 	bool first, calibrating;
 	int r;
@@ -914,7 +859,7 @@ slimgc_on_window(void *state, const void *config, const bellows_window *w,
 		return r;
 	if (w->n_layers != st->n_layers || out->n_layers != st->n_layers)
 		return BELLOWS_EMISMATCH;
-	out->reason[0] = '\0';
+	pol_text_init(&t, out->reason, sizeof(out->reason));
 	for (uint32_t l = 0; l < st->n_layers; l++)
 		st->selected[l] = w->layers[l].selected;
 	first = !st->started;
@@ -931,7 +876,7 @@ slimgc_on_window(void *state, const void *config, const bellows_window *w,
 			/* min_samples rose above every size's sends. */
 			st->have_table = false;
 			st->threshold = old;
-			slimgc_add(&t,
+			pol_text_add(&t,
 			    "reloaded: no size of calibration %u has %lld "
 			    "raw and compressed sends: threshold kept at "
 			    "%llu B",
@@ -992,7 +937,7 @@ slimgc_on_window(void *state, const void *config, const bellows_window *w,
 		out->size_threshold = st->threshold;
 		slimgc_size_text(st->threshold, size, sizeof(size));
 		if (t.used == 0)
-			slimgc_add(&t, "threshold %s restored", size);
+			pol_text_add(&t, "threshold %s restored", size);
 	}
 	slimgc_metrics(st, out);
 	return 0;

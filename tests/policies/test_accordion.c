@@ -26,172 +26,35 @@
 #include "policies.h"
 #include "policy_host.h"
 #include "registry.h"
+#include "support.h"
 
-#define N_LAYERS 4
+#define N_LAYERS SUP_CONV_LAYERS
 
 /* Two convolutions, a bias and a fully connected weight: the host's
  * default selector (min_ndim 2) picks layers 0, 2 and 3. */
-static const com_layer_info layers[N_LAYERS] = {
-	{ .name = "conv1.weight",
-	    .numel = 1728,
-	    .ndim = 4,
-	    .shape = { 64, 3, 3, 3 } },
-	{ .name = "conv1.bias", .numel = 64, .ndim = 1, .shape = { 64 } },
-	{ .name = "conv2.weight",
-	    .numel = 36864,
-	    .ndim = 4,
-	    .shape = { 64, 64, 3, 3 } },
-	{ .name = "fc.weight", .numel = 640, .ndim = 2, .shape = { 10, 64 } },
-};
+static const com_layer_info *const layers = sup_conv_layers;
 
 typedef struct fixture {
-	char dir[64];                      /* private temporary directory */
-	char path[128];                    /* dir/policy.yaml */
-	char path2[128];                   /* dir/reload.yaml */
-	ctl_config *cfg;                   /* configuration started with */
-	ctl_config *cfg2;                  /* configuration reloaded */
-	ctl_policy_set *set;               /* host-driven instances */
-	com_decision state;                /* knob state in force */
-	char reason[BELLOWS_REASON_MAX];   /* initial reasons */
-	char policies[128];                /* last run: who gave a reason */
-	char why[2048];                    /* last run: the reasons */
-	double rank0[N_LAYERS];            /* next window: rank 0's norms */
-	double mean[N_LAYERS];             /* next window: mean norms */
-	double lr;                         /* next window: its LR */
-	double lr_next;                    /* next window: the LR after */
-	uint64_t steps;                    /* next window: steps */
-	bellows_window_layer wl[N_LAYERS]; /* the window's layers */
-	/* Direct driving of one policy's ops. */
-	const bellows_policy_ops *ops; /* the policy */
-	const void *config;            /* its config in force */
-	void *pstate;                  /* its state */
-	bool started;                  /* init succeeded: fini is due */
-	bool sel[N_LAYERS];            /* its layer selection */
-	double level[N_LAYERS];        /* the proposal's levels */
-	double bound[N_LAYERS];        /* the proposal's error bounds */
-	bellows_proposal prop;         /* state in force, then proposed */
+	sup_host h;             /* files, host and direct driving */
+	double rank0[N_LAYERS]; /* next window: rank 0's norms */
+	double mean[N_LAYERS];  /* next window: mean norms */
+	double lr;              /* next window: its LR */
+	double lr_next;         /* next window: the LR after */
+	uint64_t steps;         /* next window: steps */
 } fixture;
 
 static int
 setup(void **state)
 {
-	fixture *f = calloc(1, sizeof(*f));
+	fixture *f = sup_fixture_new(sizeof(*f), "accordion", layers, N_LAYERS);
 
 	if (f == NULL)
 		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-accordion-XXXXXX");
-	if (mkdtemp(f->dir) == NULL) {
-		free(f);
-		return -1;
-	}
-	snprintf(f->path, sizeof(f->path), "%s/policy.yaml", f->dir);
-	snprintf(f->path2, sizeof(f->path2), "%s/reload.yaml", f->dir);
 	f->lr = 0.1;
 	f->lr_next = 0.1;
 	f->steps = 10;
 	*state = f;
 	return 0;
-}
-
-static void
-direct_stop(fixture *f)
-{
-	if (f->started && f->ops->fini != NULL)
-		f->ops->fini(f->pstate, f->config);
-	f->started = false;
-	free(f->pstate);
-	f->pstate = NULL;
-}
-
-static int
-teardown(void **state)
-{
-	fixture *f = *state;
-
-	direct_stop(f);
-	ctl_policy_set_destroy(&f->set);
-	com_decision_fini(&f->state);
-	ctl_config_destroy(&f->cfg);
-	ctl_config_destroy(&f->cfg2);
-	unlink(f->path);
-	unlink(f->path2);
-	rmdir(f->dir);
-	free(f);
-	return 0;
-}
-
-/* Writes `text` to `path` and loads it as bellowsd would. */
-static void
-load_file(const char *path, const char *text, ctl_config **ret)
-{
-	char err[CTL_CONFIG_ERR_MAX];
-	FILE *fp = fopen(path, "w");
-
-	assert_non_null(fp);
-	assert_true(fputs(text, fp) >= 0);
-	assert_int_equal(fclose(fp), 0);
-	if (ctl_config_load(path, ret, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
-}
-
-static void
-load(fixture *f, const char *text)
-{
-	load_file(f->path, text, &f->cfg);
-}
-
-/* Expects `text` to be refused by the parser with `what` in the message. */
-static void
-load_refused(fixture *f, const char *text, const char *what)
-{
-	char err[CTL_CONFIG_ERR_MAX] = "";
-	ctl_config *cfg = NULL;
-	FILE *fp = fopen(f->path, "w");
-
-	assert_non_null(fp);
-	assert_true(fputs(text, fp) >= 0);
-	assert_int_equal(fclose(fp), 0);
-	assert_int_equal(ctl_config_load(f->path, &cfg, err, sizeof(err)),
-	    BELLOWS_ECONFIG);
-	assert_null(cfg);
-	if (strstr(err, what) == NULL)
-		fail_msg("expected '%s' in '%s'", what, err);
-}
-
-/* Overwrites a string parameter of a parsed config through the policy's
- * own parameter table. */
-static void
-patch_string(const bellows_policy_ops *ops, const void *config,
-    const char *name, const char *v)
-{
-	for (const bellows_param *p = ops->params; p->name != NULL; p++) {
-		if (strcmp(p->name, name) == 0) {
-			snprintf((char *)config + p->offset,
-			    BELLOWS_PARAM_STRING_MAX, "%s", v);
-			return;
-		}
-	}
-	fail_msg("no parameter '%s'", name);
-}
-
-/* Starts the host's set for the first job entry of f->cfg. */
-static int
-start(fixture *f)
-{
-	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
-	return ctl_policy_set_new(&f->cfg->jobs[0], "job", 4, layers, N_LAYERS,
-	    &f->state, f->reason, sizeof(f->reason), &f->set);
-}
-
-/* Throws away the set and configuration, loads `text` and starts it. */
-static void
-restart(fixture *f, const char *text)
-{
-	ctl_policy_set_destroy(&f->set);
-	com_decision_fini(&f->state);
-	ctl_config_destroy(&f->cfg);
-	load(f, text);
-	assert_int_equal(start(f), 0);
 }
 
 /* The next windows' norms, the same from rank 0 and on average. */
@@ -208,49 +71,34 @@ static bellows_window
 window(fixture *f, uint64_t index, const double *level, uint32_t batch,
     double lr_scale)
 {
+	bellows_window w = sup_window(&f->h, index);
+
 	for (uint32_t l = 0; l < N_LAYERS; l++) {
-		f->wl[l] = (bellows_window_layer){
-			.name = layers[l].name,
-			.numel = layers[l].numel,
-			.ndim = layers[l].ndim,
-			.shape = layers[l].shape,
-			.selected = f->sel[l],
-			.grad_norm = !isnan(f->rank0[l]) ? f->rank0[l]
-							 : f->mean[l],
-			.grad_norm_rank0 = f->rank0[l],
-			.grad_norm_mean = f->mean[l],
-			.level = level[l],
-		};
+		bellows_window_layer *wl = &f->h.wl[l];
+
+		wl->selected = f->h.sel[l];
+		wl->grad_norm = !isnan(f->rank0[l]) ? f->rank0[l] : f->mean[l];
+		wl->grad_norm_rank0 = f->rank0[l];
+		wl->grad_norm_mean = f->mean[l];
+		wl->level = level[l];
 	}
-	return (bellows_window){
-		.job = "job",
-		.window = index,
-		.first_step = index * 1000,
-		.last_step = index * 1000 + f->steps - 1,
-		.lr = f->lr,
-		.lr_next = f->lr_next,
-		.batch_size = batch,
-		.lr_scale = lr_scale,
-		.world = 4,
-		.ranks_reported = 4,
-		.n_layers = N_LAYERS,
-		.layers = f->wl,
-	};
+	w.first_step = index * 1000;
+	w.last_step = index * 1000 + f->steps - 1;
+	w.lr = f->lr;
+	w.lr_next = f->lr_next;
+	w.batch_size = batch;
+	w.lr_scale = lr_scale;
+	return w;
 }
 
-/* Runs the host's set on window `index`; the reasons land in f->why. */
+/* Runs the host's set on window `index`; the reasons land in f->h.why. */
 static void
 run(fixture *f, uint64_t index)
 {
-	bellows_window w = window(f, index, f->state.level, f->state.batch_size,
-	    f->state.lr_scale);
-	uint32_t failed = 99;
+	bellows_window w = window(f, index, f->h.state.level,
+	    f->h.state.batch_size, f->h.state.lr_scale);
 
-	assert_int_equal(ctl_policy_set_run(f->set, &w, &f->state, f->policies,
-			     sizeof(f->policies), f->why, sizeof(f->why),
-			     &failed),
-	    0);
-	assert_int_equal(failed, 0);
+	sup_run(&f->h, &w);
 }
 
 /* Runs windows from..to (inclusive) with the current norms and expects
@@ -260,78 +108,21 @@ run_quiet(fixture *f, uint64_t from, uint64_t to)
 {
 	for (uint64_t w = from; w <= to; w++) {
 		run(f, w);
-		if (f->why[0] != '\0')
-			fail_msg("window %llu: unexpected reason '%s'",
-			    (unsigned long long)w, f->why);
+		sup_assert_quiet(&f->h, w);
 	}
-}
-
-static void
-assert_levels(const double *level, double a, double b, double c, double d)
-{
-	const double want[N_LAYERS] = { a, b, c, d };
-
-	for (uint32_t l = 0; l < N_LAYERS; l++) {
-		if (level[l] != want[l])
-			fail_msg("layer %u: level %g, expected %g", l, level[l],
-			    want[l]);
-	}
-}
-
-static void
-assert_contains(const char *text, const char *part)
-{
-	if (strstr(text, part) == NULL)
-		fail_msg("expected '%s' in '%s'", part, text);
 }
 
 /* ---- direct driving ------------------------------------------------- */
-
-/* Starts the first policy of cfg's first job by calling its init, with
- * the layer selection its selector gives. */
-static int
-direct_start(fixture *f, const ctl_config *cfg)
-{
-	const ctl_policy_conf *pc = &cfg->jobs[0].policies[0];
-	bellows_window_layer jl[N_LAYERS];
-	bellows_job_info job = { .job = "job",
-		.world = 4,
-		.n_layers = N_LAYERS,
-		.layers = jl };
-	int r;
-
-	f->ops = pc->ops;
-	f->config = pc->config;
-	f->pstate = calloc(1, f->ops->state_size);
-	assert_non_null(f->pstate);
-	for (uint32_t l = 0; l < N_LAYERS; l++) {
-		f->sel[l] = ctl_selector_matches(&pc->selector, layers[l].name,
-		    layers[l].numel, layers[l].ndim);
-		jl[l] = (bellows_window_layer){ .name = layers[l].name,
-			.numel = layers[l].numel,
-			.ndim = layers[l].ndim,
-			.shape = layers[l].shape,
-			.selected = f->sel[l] };
-	}
-	f->prop = (bellows_proposal){ .n_layers = N_LAYERS,
-		.level = f->level,
-		.error_bound = f->bound,
-		.lr_scale = 1 };
-	r = f->ops->init(f->pstate, f->config, &job, &f->prop);
-	f->started = r == 0;
-	return r;
-}
 
 /* Runs the directly driven policy on window `index`; as the host does,
  * the proposal starts from the state in force (the last proposal). */
 static int
 direct_run(fixture *f, uint64_t index)
 {
-	bellows_window w = window(f, index, f->level, f->prop.batch_size,
-	    f->prop.lr_scale);
+	bellows_window w = window(f, index, f->h.level, f->h.prop.batch_size,
+	    f->h.prop.lr_scale);
 
-	f->prop.reason[0] = '\0';
-	return f->ops->on_window(f->pstate, f->config, &w, &f->prop);
+	return sup_direct_run(&f->h, &w);
 }
 
 static void
@@ -341,40 +132,15 @@ direct_run_ok(fixture *f, uint64_t from, uint64_t to)
 		assert_int_equal(direct_run(f, w), 0);
 }
 
-/* Tells the directly driven policy that cfg2 replaced its config. */
-static int
-direct_reload(fixture *f, uint64_t next_window)
-{
-	const void *config = f->cfg2->jobs[0].policies[0].config;
-	bellows_event ev = { .type = BELLOWS_EVENT_RELOAD,
-		.window = next_window,
-		.ranks_alive = 4 };
-	int r = f->ops->on_event(f->pstate, config, &ev);
-
-	if (r == 0)
-		f->config = config;
-	return r;
-}
-
 /* ---- registry ------------------------------------------------------ */
 
 static void
 test_registry_lists_both_modes_and_they_pass_its_checks(void **state)
 {
-	char err[256] = "";
-
 	(void)state;
-	assert_ptr_equal(pol_registry_find("accordion"), &pol_accordion_ops);
-	assert_ptr_equal(pol_registry_find("accordion_batch"),
-	    &pol_accordion_batch_ops);
-	assert_int_equal(pol_registry_check(&pol_accordion_ops, err,
-			     sizeof(err)),
-	    0);
-	assert_int_equal(pol_registry_check(&pol_accordion_batch_ops, err,
-			     sizeof(err)),
-	    0);
-	assert_int_equal(pol_accordion_ops.knobs, BELLOWS_KNOB_LEVEL);
-	assert_int_equal(pol_accordion_batch_ops.knobs,
+	sup_assert_registered("accordion", &pol_accordion_ops,
+	    BELLOWS_KNOB_LEVEL);
+	sup_assert_registered("accordion_batch", &pol_accordion_batch_ops,
 	    BELLOWS_KNOB_BATCH_SIZE | BELLOWS_KNOB_LR_SCALE);
 }
 
@@ -385,21 +151,21 @@ test_accordion_starts_every_selected_layer_critical(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	/* Defaults: critical_level 2; the 1-D bias is not selected. */
-	assert_levels(f->state.level, 2, 0, 2, 2);
-	assert_string_equal(f->reason,
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 0, 2, 2);
+	assert_string_equal(f->h.reason,
 	    "3 layers critical (level 2) until the check at window 0");
 
 	norms(f, 1, 1, 1, 1);
 	run(f, 0);
-	assert_levels(f->state.level, 2, 0, 2, 2);
-	assert_string_equal(f->policies, "accordion");
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 0, 2, 2);
+	assert_string_equal(f->h.policies, "accordion");
+	assert_string_equal(f->h.why,
 	    "window 0: 3 layers critical (level 2) from window 1");
 }
 
@@ -408,40 +174,40 @@ test_accordion_interval_1_compares_with_the_window_before(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 1, critical_level: 4, "
 	    "stable_level: 1}\n");
-	assert_int_equal(start(f), 0);
-	assert_levels(f->state.level, 4, 0, 4, 4);
+	assert_int_equal(sup_start(&f->h), 0);
+	SUP_ASSERT_LEVELS(f->h.state.level, 4, 0, 4, 4);
 	norms(f, 10, 7, 10, 4);
 	run(f, 0);
-	assert_levels(f->state.level, 4, 0, 4, 4);
+	SUP_ASSERT_LEVELS(f->h.state.level, 4, 0, 4, 4);
 
 	/* r = 0.5 exactly is critical (>= eta), and a rise counts as much
 	 * as a fall: |4 - 6| / 4. The unselected bias is ignored. */
 	norms(f, 5, 100, 9, 6);
 	run(f, 1);
-	assert_levels(f->state.level, 4, 0, 1, 4);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 4, 0, 1, 4);
+	assert_string_equal(f->h.why,
 	    "window 1 vs window 0 (eta 0.5): 2 critical (level 4), 1 stable "
 	    "(level 1); critical: conv1.weight r=0.5, fc.weight r=0.5; "
 	    "stable: conv2.weight r=0.1");
 
 	norms(f, 5, 1, 9, 4.5);
 	run(f, 2);
-	assert_levels(f->state.level, 1, 0, 1, 1);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 1);
+	assert_string_equal(f->h.why,
 	    "window 2 vs window 1 (eta 0.5): 0 critical (level 4), 3 stable "
 	    "(level 1); stable: conv1.weight r=0, conv2.weight r=0, "
 	    "fc.weight r=0.25");
 
 	/* Every check explains itself, even when nothing changes. */
 	run(f, 3);
-	assert_levels(f->state.level, 1, 0, 1, 1);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 1);
+	assert_string_equal(f->h.why,
 	    "window 3 vs window 2 (eta 0.5): 0 critical (level 4), 3 stable "
 	    "(level 1); stable: conv1.weight r=0, conv2.weight r=0, "
 	    "fc.weight r=0");
@@ -452,36 +218,37 @@ test_accordion_interval_10_checks_each_tenth_vs_ten_back(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	norms(f, 10, 1, 10, 10);
 	run(f, 0);
 
 	/* Between checks, norms are recorded but decide nothing. */
 	norms(f, 1, 1, 100, 0);
 	run_quiet(f, 1, 9);
-	assert_levels(f->state.level, 2, 0, 2, 2);
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 0, 2, 2);
 
 	norms(f, 8, 1, 10, 2);
 	run(f, 10);
-	assert_levels(f->state.level, 1, 0, 1, 2);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 2);
+	assert_string_equal(f->h.why,
 	    "window 10 vs window 0 (eta 0.5): 1 critical (level 2), 2 stable "
 	    "(level 1); critical: fc.weight r=0.8; stable: conv1.weight "
 	    "r=0.2, conv2.weight r=0");
 
 	norms(f, 100, 100, 100, 100);
 	run_quiet(f, 11, 19);
-	assert_levels(f->state.level, 1, 0, 1, 2);
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 2);
 
 	/* Window 20 is compared with window 10, not with window 19. */
 	norms(f, 8, 1, 10, 2);
 	run(f, 20);
-	assert_levels(f->state.level, 1, 0, 1, 1);
-	assert_contains(f->why, "window 20 vs window 10 (eta 0.5): 0 critical");
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 1);
+	sup_assert_contains(f->h.why,
+	    "window 20 vs window 10 (eta 0.5): 0 critical");
 }
 
 static void
@@ -489,18 +256,18 @@ test_accordion_treats_a_zero_previous_norm_as_critical(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 1}\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	norms(f, 0, 0, 3, 0);
 	run(f, 0);
 	norms(f, 0, 0, 3, 2);
 	run(f, 1);
-	assert_levels(f->state.level, 2, 0, 1, 2);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 0, 1, 2);
+	assert_string_equal(f->h.why,
 	    "window 1 vs window 0 (eta 0.5): 2 critical (level 2), 1 stable "
 	    "(level 1); critical: conv1.weight r=inf, fc.weight r=inf; "
 	    "stable: conv2.weight r=0");
@@ -511,37 +278,37 @@ test_accordion_lr_drop_holds_critical_until_the_next_check(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 5}\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	norms(f, 1, 1, 1, 1);
 	run(f, 0);
 	run_quiet(f, 1, 4);
 	run(f, 5);
-	assert_levels(f->state.level, 1, 0, 1, 1);
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 1);
 	run_quiet(f, 6, 6);
 
 	/* The LR of window 8 is lower: window 8 runs critical, on a window
 	 * that is no check. */
 	f->lr_next = 0.01;
 	run(f, 7);
-	assert_levels(f->state.level, 2, 0, 2, 2);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 0, 2, 2);
+	assert_string_equal(f->h.why,
 	    "LR drops 0.1 -> 0.01 after window 7: all critical (level 2) "
 	    "until the check at window 10");
 
 	/* Held, silently, while the rule is not asked. */
 	f->lr = 0.01;
 	run_quiet(f, 8, 9);
-	assert_levels(f->state.level, 2, 0, 2, 2);
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 0, 2, 2);
 
 	/* The check releases it: the norms did not move. */
 	run(f, 10);
-	assert_levels(f->state.level, 1, 0, 1, 1);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 1);
+	assert_string_equal(f->h.why,
 	    "window 10 vs window 5 (eta 0.5): 0 critical (level 2), 3 stable "
 	    "(level 1); stable: conv1.weight r=0, conv2.weight r=0, "
 	    "fc.weight r=0");
@@ -550,22 +317,22 @@ test_accordion_lr_drop_holds_critical_until_the_next_check(void **state)
 	run_quiet(f, 11, 14);
 	f->lr_next = 0.001;
 	run(f, 15);
-	assert_levels(f->state.level, 2, 0, 2, 2);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 0, 2, 2);
+	assert_string_equal(f->h.why,
 	    "window 15 vs window 10 (eta 0.5): 0 critical (level 2), 3 "
 	    "stable (level 1); LR drops 0.01 -> 0.001 after window 15: all "
 	    "critical (level 2) until the check at window 20; stable: "
 	    "conv1.weight r=0, conv2.weight r=0, fc.weight r=0");
 	f->lr = 0.001;
 	run_quiet(f, 16, 19);
-	assert_levels(f->state.level, 2, 0, 2, 2);
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 0, 2, 2);
 	run(f, 20);
-	assert_levels(f->state.level, 1, 0, 1, 1);
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 1);
 
 	/* An LR that rises is no drop. */
 	f->lr_next = 0.1;
 	run_quiet(f, 21, 21);
-	assert_levels(f->state.level, 1, 0, 1, 1);
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 1);
 }
 
 static void
@@ -573,15 +340,15 @@ test_accordion_leaves_layers_its_selector_excludes_raw(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        layers: {match: \"^conv\", min_ndim: 1}\n"
 	    "        params: {interval: 1}\n");
-	assert_int_equal(start(f), 0);
-	assert_levels(f->state.level, 2, 2, 2, 0);
-	assert_string_equal(f->reason,
+	assert_int_equal(sup_start(&f->h), 0);
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 2, 2, 0);
+	assert_string_equal(f->h.reason,
 	    "3 layers critical (level 2) until the check at window 0");
 	norms(f, 1, 1, 1, 1);
 	run(f, 0);
@@ -589,8 +356,8 @@ test_accordion_leaves_layers_its_selector_excludes_raw(void **state)
 	/* fc.weight's norm jumps, but fc.weight is not this policy's. */
 	norms(f, 1, 1, 1, 50);
 	run(f, 1);
-	assert_levels(f->state.level, 1, 1, 1, 0);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 1, 1, 0);
+	assert_string_equal(f->h.why,
 	    "window 1 vs window 0 (eta 0.5): 0 critical (level 2), 3 stable "
 	    "(level 1); stable: conv1.weight r=0, conv1.bias r=0, "
 	    "conv2.weight r=0");
@@ -598,30 +365,30 @@ test_accordion_leaves_layers_its_selector_excludes_raw(void **state)
 	/* Not even an LR drop compresses it. */
 	f->lr_next = 0.01;
 	run(f, 2);
-	assert_levels(f->state.level, 2, 2, 2, 0);
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 2, 2, 0);
 }
 
 static void
 test_accordion_norm_source_mean_reads_the_mean_over_ranks(void **state)
 {
 	fixture *f = *state;
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 1, norm_source: mean}\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	norms(f, 1, 1, 1, 1);
 	for (uint32_t l = 0; l < N_LAYERS; l++)
 		f->mean[l] = 4;
 	run(f, 0);
 	f->mean[2] = 1;
 	run(f, 1);
-	assert_levels(f->state.level, 1, 0, 2, 1);
-	assert_contains(f->why, "critical: conv2.weight r=0.75");
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 2, 1);
+	sup_assert_contains(f->h.why, "critical: conv2.weight r=0.75");
 
 	/* The same windows with the default source: rank 0 saw no change. */
-	restart(f,
+	sup_restart(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
@@ -630,7 +397,7 @@ test_accordion_norm_source_mean_reads_the_mean_over_ranks(void **state)
 	run(f, 0);
 	f->mean[2] = 1;
 	run(f, 1);
-	assert_levels(f->state.level, 1, 0, 1, 1);
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 1);
 }
 
 static void
@@ -638,12 +405,12 @@ test_accordion_uses_the_mean_when_rank0_did_not_report(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 1}\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	norms(f, NAN, NAN, NAN, NAN);
 	for (uint32_t l = 0; l < N_LAYERS; l++)
 		f->mean[l] = 10;
@@ -653,8 +420,8 @@ test_accordion_uses_the_mean_when_rank0_did_not_report(void **state)
 	for (uint32_t l = 0; l < N_LAYERS; l++)
 		f->mean[l] = 99;
 	run(f, 1);
-	assert_levels(f->state.level, 1, 0, 2, 1);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 2, 1);
+	assert_string_equal(f->h.why,
 	    "window 1 vs window 0 (eta 0.5): 1 critical (level 2), 2 stable "
 	    "(level 1); mean norms for 3 layers rank 0 lacked in window 0; "
 	    "critical: conv2.weight r=0.8; stable: conv1.weight r=0, "
@@ -664,8 +431,8 @@ test_accordion_uses_the_mean_when_rank0_did_not_report(void **state)
 	f->rank0[3] = NAN;
 	f->mean[3] = 5;
 	run(f, 2);
-	assert_levels(f->state.level, 1, 0, 1, 2);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 2);
+	assert_string_equal(f->h.why,
 	    "window 2 vs window 1 (eta 0.5): 1 critical (level 2), 2 stable "
 	    "(level 1); mean norms for 1 layer rank 0 lacked in window 2; "
 	    "critical: fc.weight r=0.5; stable: conv1.weight r=0, "
@@ -677,18 +444,18 @@ test_accordion_keeps_levels_when_a_norm_is_missing(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 2}\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	norms(f, 1, 1, 1, 1);
 	run(f, 0);
 	run_quiet(f, 1, 1);
 	norms(f, 1, 1, 1, 3);
 	run(f, 2);
-	assert_levels(f->state.level, 1, 0, 1, 2);
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 2);
 
 	/* Windows 3 and 4 never closed (bellowsd was down): window 6 has
 	 * nothing to compare with, and keeps every level. Window 2 sits in
@@ -696,8 +463,8 @@ test_accordion_keeps_levels_when_a_norm_is_missing(void **state)
 	run_quiet(f, 5, 5);
 	norms(f, 5, 1, 5, 5);
 	run(f, 6);
-	assert_levels(f->state.level, 1, 0, 1, 2);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 2);
+	assert_string_equal(f->h.why,
 	    "window 6 vs window 4 (eta 0.5): 0 critical (level 2), 0 stable "
 	    "(level 1), 3 kept; kept, no norm for window 4: conv1.weight, "
 	    "conv2.weight, fc.weight");
@@ -707,8 +474,8 @@ test_accordion_keeps_levels_when_a_norm_is_missing(void **state)
 	f->mean[3] = NAN;
 	run_quiet(f, 7, 7);
 	run(f, 8);
-	assert_levels(f->state.level, 1, 0, 1, 2);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 2);
+	assert_string_equal(f->h.why,
 	    "window 8 vs window 6 (eta 0.5): 0 critical (level 2), 2 stable "
 	    "(level 1), 1 kept; stable: conv1.weight r=0, conv2.weight r=0; "
 	    "kept, no norm for window 8: fc.weight");
@@ -717,15 +484,16 @@ test_accordion_keeps_levels_when_a_norm_is_missing(void **state)
 	norms(f, 5, 1, 5, 5);
 	run_quiet(f, 9, 9);
 	run(f, 10);
-	assert_levels(f->state.level, 1, 0, 1, 2);
-	assert_contains(f->why, "; kept, no norm for window 8: fc.weight");
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 2);
+	sup_assert_contains(f->h.why,
+	    "; kept, no norm for window 8: fc.weight");
 
 	/* Wire garbage is no norm either. */
 	f->rank0[0] = -1;
 	f->rank0[2] = INFINITY;
 	run_quiet(f, 11, 11);
 	run(f, 12);
-	assert_contains(f->why,
+	sup_assert_contains(f->h.why,
 	    "2 kept; stable: fc.weight r=0; kept, no "
 	    "norm for window 12: conv1.weight, "
 	    "conv2.weight");
@@ -738,31 +506,31 @@ test_accordion_reload_keeps_the_norms_recorded_before_it(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 5}\n");
-	load_file(f->path2,
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 5, eta: 0.2}\n",
-	    &f->cfg2);
-	assert_int_equal(direct_start(f, f->cfg), 0);
+	    &f->h.cfg2);
+	assert_int_equal(sup_direct_start(&f->h, f->h.cfg), 0);
 	norms(f, 10, 10, 10, 10);
 	direct_run_ok(f, 0, 5);
-	assert_levels(f->level, 1, 0, 1, 1);
+	SUP_ASSERT_LEVELS(f->h.level, 1, 0, 1, 1);
 	direct_run_ok(f, 6, 7);
 
-	assert_int_equal(direct_reload(f, 8), 0);
+	assert_int_equal(sup_direct_reload(&f->h, 8), 0);
 	direct_run_ok(f, 8, 9);
 	/* r = 0.3 against window 5's norm, recorded before the reload: below
 	 * the old eta, at or above the new one. */
 	norms(f, 7, 10, 10, 10);
 	assert_int_equal(direct_run(f, 10), 0);
-	assert_levels(f->level, 2, 0, 1, 1);
-	assert_string_equal(f->prop.reason,
+	SUP_ASSERT_LEVELS(f->h.level, 2, 0, 1, 1);
+	assert_string_equal(f->h.prop.reason,
 	    "window 10 vs window 5 (eta 0.2): 1 critical (level 2), 2 stable "
 	    "(level 1); critical: conv1.weight r=0.3; stable: conv2.weight "
 	    "r=0, fc.weight r=0");
@@ -774,45 +542,45 @@ test_accordion_reload_of_interval_keeps_the_norms_that_fit(void **state)
 	fixture *f = *state;
 
 	/* Interval 2 holds windows 4 and 5 after window 5. */
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 2}\n");
-	load_file(f->path2,
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 4}\n",
-	    &f->cfg2);
-	assert_int_equal(direct_start(f, f->cfg), 0);
+	    &f->h.cfg2);
+	assert_int_equal(sup_direct_start(&f->h, f->h.cfg), 0);
 	norms(f, 1, 1, 1, 1);
 	direct_run_ok(f, 0, 5);
 
 	/* Growing to 4: window 8 compares with window 4, which was kept. */
-	assert_int_equal(direct_reload(f, 6), 0);
+	assert_int_equal(sup_direct_reload(&f->h, 6), 0);
 	direct_run_ok(f, 6, 7);
-	assert_string_equal(f->prop.reason, "");
+	assert_string_equal(f->h.prop.reason, "");
 	norms(f, 1, 1, 1, 2);
 	assert_int_equal(direct_run(f, 8), 0);
-	assert_levels(f->level, 1, 0, 1, 2);
-	assert_contains(f->prop.reason,
+	SUP_ASSERT_LEVELS(f->h.level, 1, 0, 1, 2);
+	sup_assert_contains(f->h.prop.reason,
 	    "window 8 vs window 4 (eta 0.5): 1 critical");
 
 	/* Shrinking back to 2 keeps windows 7 and 8 only: window 10 is
 	 * judged against 8. */
-	ctl_config_destroy(&f->cfg2);
-	load_file(f->path2,
+	ctl_config_destroy(&f->h.cfg2);
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 2}\n",
-	    &f->cfg2);
-	assert_int_equal(direct_reload(f, 9), 0);
+	    &f->h.cfg2);
+	assert_int_equal(sup_direct_reload(&f->h, 9), 0);
 	direct_run_ok(f, 9, 9);
 	assert_int_equal(direct_run(f, 10), 0);
-	assert_levels(f->level, 1, 0, 1, 1);
-	assert_contains(f->prop.reason,
+	SUP_ASSERT_LEVELS(f->h.level, 1, 0, 1, 1);
+	sup_assert_contains(f->h.prop.reason,
 	    "window 10 vs window 8 (eta 0.5): 0 critical (level 2), 3 stable");
 }
 
@@ -823,30 +591,30 @@ test_accordion_reload_to_a_longer_interval_lacks_old_norms(void **state)
 
 	/* Interval 2 after window 5 holds windows 4 and 5; interval 3 would
 	 * need window 3 at window 6. */
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 2}\n");
-	load_file(f->path2,
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 3}\n",
-	    &f->cfg2);
-	assert_int_equal(direct_start(f, f->cfg), 0);
+	    &f->h.cfg2);
+	assert_int_equal(sup_direct_start(&f->h, f->h.cfg), 0);
 	norms(f, 1, 1, 1, 1);
 	direct_run_ok(f, 0, 5);
-	assert_int_equal(direct_reload(f, 6), 0);
+	assert_int_equal(sup_direct_reload(&f->h, 6), 0);
 	assert_int_equal(direct_run(f, 6), 0);
-	assert_levels(f->level, 1, 0, 1, 1);
-	assert_string_equal(f->prop.reason,
+	SUP_ASSERT_LEVELS(f->h.level, 1, 0, 1, 1);
+	assert_string_equal(f->h.prop.reason,
 	    "window 6 vs window 3 (eta 0.5): 0 critical (level 2), 0 stable "
 	    "(level 1), 3 kept; kept, no norm for window 3: conv1.weight, "
 	    "conv2.weight, fc.weight");
 	direct_run_ok(f, 7, 8);
 	assert_int_equal(direct_run(f, 9), 0);
-	assert_contains(f->prop.reason, "window 9 vs window 6 (eta 0.5)");
+	sup_assert_contains(f->h.prop.reason, "window 9 vs window 6 (eta 0.5)");
 }
 
 static void
@@ -854,70 +622,59 @@ test_accordion_reload_of_levels_applies_from_the_next_window(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 4}\n");
-	load_file(f->path2,
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 4, critical_level: 8}\n",
-	    &f->cfg2);
-	assert_int_equal(direct_start(f, f->cfg), 0);
+	    &f->h.cfg2);
+	assert_int_equal(sup_direct_start(&f->h, f->h.cfg), 0);
 	norms(f, 1, 1, 1, 1);
 	direct_run_ok(f, 0, 1);
-	assert_levels(f->level, 2, 0, 2, 2);
-	assert_int_equal(direct_reload(f, 2), 0);
+	SUP_ASSERT_LEVELS(f->h.level, 2, 0, 2, 2);
+	assert_int_equal(sup_direct_reload(&f->h, 2), 0);
 	assert_int_equal(direct_run(f, 2), 0);
-	assert_levels(f->level, 8, 0, 8, 8);
-	assert_string_equal(f->prop.reason,
+	SUP_ASSERT_LEVELS(f->h.level, 8, 0, 8, 8);
+	assert_string_equal(f->h.prop.reason,
 	    "levels now critical 8, stable 1 from window 3");
 	assert_int_equal(direct_run(f, 3), 0);
-	assert_string_equal(f->prop.reason, "");
+	assert_string_equal(f->h.prop.reason, "");
 }
 
 static void
 test_accordion_reload_through_the_host_keeps_the_instance(void **state)
 {
 	fixture *f = *state;
-	ctl_policy_set *next = NULL;
-	char note[256];
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 5}\n");
-	load_file(f->path2,
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 5, eta: 0.2}\n",
-	    &f->cfg2);
-	assert_int_equal(start(f), 0);
+	    &f->h.cfg2);
+	assert_int_equal(sup_start(&f->h), 0);
 	norms(f, 10, 10, 10, 10);
 	for (uint64_t w = 0; w <= 7; w++)
 		run(f, w);
-	assert_levels(f->state.level, 1, 0, 1, 1);
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 1);
 
-	assert_int_equal(ctl_policy_set_prepare(f->set, &f->cfg2->jobs[0],
-			     "job", 4, layers, N_LAYERS, &f->state, f->reason,
-			     sizeof(f->reason), &next),
-	    0);
-	assert_int_equal(ctl_policy_set_commit(next, &f->set, 8, 4, note,
-			     sizeof(note)),
-	    0);
-	assert_null(f->set);
-	f->set = next;
-	assert_string_equal(note, "");
+	sup_reload(&f->h, 8);
 
 	run_quiet(f, 8, 9);
 	norms(f, 7, 10, 10, 10);
 	run(f, 10);
-	assert_levels(f->state.level, 2, 0, 1, 1);
-	assert_contains(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 0, 1, 1);
+	sup_assert_contains(f->h.why,
 	    "window 10 vs window 5 (eta 0.2): 1 critical (level 2)");
 }
 
@@ -927,7 +684,7 @@ test_accordion_refuses_an_unknown_norm_source(void **state)
 	fixture *f = *state;
 
 	/* The parameter lists its choices: the parser refuses others. */
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
@@ -935,33 +692,33 @@ test_accordion_refuses_an_unknown_norm_source(void **state)
 	    ":4:31: norm_source must be one of rank0, mean, not 'median'");
 
 	/* And so does a reload, which leaves the instance as it was. */
-	ctl_config_destroy(&f->cfg);
-	load(f,
+	ctl_config_destroy(&f->h.cfg);
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 1}\n");
-	load_file(f->path2,
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 1}\n",
-	    &f->cfg2);
+	    &f->h.cfg2);
 	/* A host that skipped the parser's check: patch the value in. */
-	patch_string(&pol_accordion_ops, f->cfg2->jobs[0].policies[0].config,
-	    "norm_source", "Rank0");
-	assert_int_equal(direct_start(f, f->cfg), 0);
+	sup_patch_string(&pol_accordion_ops,
+	    f->h.cfg2->jobs[0].policies[0].config, "norm_source", "Rank0");
+	assert_int_equal(sup_direct_start(&f->h, f->h.cfg), 0);
 	norms(f, 1, 1, 1, 1);
 	direct_run_ok(f, 0, 0);
-	assert_int_equal(direct_reload(f, 1), BELLOWS_EINVAL);
-	assert_ptr_equal(f->config, f->cfg->jobs[0].policies[0].config);
+	assert_int_equal(sup_direct_reload(&f->h, 1), BELLOWS_EINVAL);
+	assert_ptr_equal(f->h.config, f->h.cfg->jobs[0].policies[0].config);
 	assert_int_equal(direct_run(f, 1), 0);
-	assert_levels(f->level, 1, 0, 1, 1);
+	SUP_ASSERT_LEVELS(f->h.level, 1, 0, 1, 1);
 
 	/* A host that hands it the bad config anyway gets an error. */
-	f->config = f->cfg2->jobs[0].policies[0].config;
+	f->h.config = f->h.cfg2->jobs[0].policies[0].config;
 	assert_int_equal(direct_run(f, 2), BELLOWS_EINVAL);
-	f->config = f->cfg->jobs[0].policies[0].config;
+	f->h.config = f->h.cfg->jobs[0].policies[0].config;
 }
 
 static void
@@ -969,37 +726,37 @@ test_accordion_config_refuses_parameters_out_of_range(void **state)
 {
 	fixture *f = *state;
 
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {eta: 0}\n",
 	    "eta must be in [1e-12, 1e+06], not 0");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 0}\n",
 	    "interval must be in [1, 100000], not 0");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {critical_level: -1}\n",
 	    "critical_level must be in [0, 1e+09], not -1");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {norm_source: [rank0]}\n",
 	    "norm_source must be a string");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
 	    "        params: {batch_critical: 0}\n",
 	    "batch_critical must be in [1, 100000000], not 0");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
@@ -1157,7 +914,7 @@ test_accordion_refuses_a_history_beyond_its_limit(void **state)
 	assert_int_equal(pol_accordion_ops.on_window(m->state,
 			     cfg->jobs[0].policies[0].config, &w, &p),
 	    0);
-	assert_contains(p.reason,
+	sup_assert_contains(p.reason,
 	    "window 4 vs window 0 (eta 0.5): 0 "
 	    "critical (level 2), 512 stable");
 
@@ -1173,15 +930,16 @@ test_accordion_refuses_a_window_of_another_layer_table(void **state)
 	fixture *f = *state;
 	bellows_window w;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n");
-	assert_int_equal(direct_start(f, f->cfg), 0);
+	assert_int_equal(sup_direct_start(&f->h, f->h.cfg), 0);
 	norms(f, 1, 1, 1, 1);
-	w = window(f, 0, f->level, 0, 1);
+	w = window(f, 0, f->h.level, 0, 1);
 	w.n_layers = N_LAYERS - 1;
-	assert_int_equal(f->ops->on_window(f->pstate, f->config, &w, &f->prop),
+	assert_int_equal(f->h.ops->on_window(f->h.pstate, f->h.config, &w,
+			     &f->h.prop),
 	    BELLOWS_EMISMATCH);
 }
 
@@ -1192,43 +950,43 @@ test_batch_switches_between_the_two_sizes_and_scales_the_lr(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
 	    "        layers: {min_ndim: 0}\n"
 	    "        params: {interval: 2}\n");
-	assert_int_equal(start(f), 0);
-	assert_int_equal(f->state.batch_size, 512);
-	assert_true(f->state.lr_scale == 1);
-	assert_levels(f->state.level, 0, 0, 0, 0);
-	assert_string_equal(f->reason,
+	assert_int_equal(sup_start(&f->h), 0);
+	assert_int_equal(f->h.state.batch_size, 512);
+	assert_true(f->h.state.lr_scale == 1);
+	SUP_ASSERT_LEVELS(f->h.state.level, 0, 0, 0, 0);
+	assert_string_equal(f->h.reason,
 	    "batch 512 (critical) until the check at window 0, LR scale 1");
 
 	/* Model norm sqrt(3^2 + 4^2) = 5. */
 	norms(f, 3, 0, 4, 0);
 	run(f, 0);
-	assert_string_equal(f->why,
+	assert_string_equal(f->h.why,
 	    "window 0: critical; batch 512, LR scale 1 from window 1");
 	run_quiet(f, 1, 1);
 	run(f, 2);
-	assert_int_equal(f->state.batch_size, 4096);
-	assert_true(f->state.lr_scale == 8);
-	assert_string_equal(f->policies, "accordion_batch");
-	assert_string_equal(f->why,
+	assert_int_equal(f->h.state.batch_size, 4096);
+	assert_true(f->h.state.lr_scale == 8);
+	assert_string_equal(f->h.policies, "accordion_batch");
+	assert_string_equal(f->h.why,
 	    "window 2 vs window 0 (eta 0.5): model norm 5 -> 5, r=0: stable; "
 	    "batch 4096, LR scale 8 from window 3");
 	run_quiet(f, 3, 3);
-	assert_int_equal(f->state.batch_size, 4096);
+	assert_int_equal(f->h.state.batch_size, 4096);
 
 	norms(f, 0, 0, 2, 0);
 	run(f, 4);
-	assert_int_equal(f->state.batch_size, 512);
-	assert_true(f->state.lr_scale == 1);
-	assert_string_equal(f->why,
+	assert_int_equal(f->h.state.batch_size, 512);
+	assert_true(f->h.state.lr_scale == 1);
+	assert_string_equal(f->h.why,
 	    "window 4 vs window 2 (eta 0.5): model norm 5 -> 2, r=0.6: "
 	    "critical; batch 512, LR scale 1 from window 5");
-	assert_levels(f->state.level, 0, 0, 0, 0);
+	SUP_ASSERT_LEVELS(f->h.state.level, 0, 0, 0, 0);
 }
 
 static void
@@ -1237,21 +995,21 @@ test_batch_model_norm_covers_only_the_selected_layers(void **state)
 	fixture *f = *state;
 
 	/* The default selector leaves the bias out. */
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
 	    "        params: {interval: 1, batch_critical: 256, "
 	    "batch_stable: 1024}\n");
-	assert_int_equal(start(f), 0);
-	assert_int_equal(f->state.batch_size, 256);
+	assert_int_equal(sup_start(&f->h), 0);
+	assert_int_equal(f->h.state.batch_size, 256);
 	norms(f, 3, 100, 4, 0);
 	run(f, 0);
 	norms(f, 3, 1, 4, 0);
 	run(f, 1);
-	assert_int_equal(f->state.batch_size, 1024);
-	assert_true(f->state.lr_scale == 4);
-	assert_contains(f->why, "model norm 5 -> 5, r=0: stable");
+	assert_int_equal(f->h.state.batch_size, 1024);
+	assert_true(f->h.state.lr_scale == 4);
+	sup_assert_contains(f->h.why, "model norm 5 -> 5, r=0: stable");
 }
 
 static void
@@ -1276,26 +1034,26 @@ test_batch_warms_the_lr_up_linearly_and_says_so_every_window(void **state)
 	};
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
 	    "        layers: {min_ndim: 0}\n"
 	    "        params: {interval: 100, warmup_windows: 4}\n");
-	assert_int_equal(start(f), 0);
-	assert_true(f->state.lr_scale == 0.25);
-	assert_string_equal(f->reason,
+	assert_int_equal(sup_start(&f->h), 0);
+	assert_true(f->h.state.lr_scale == 0.25);
+	assert_string_equal(f->h.reason,
 	    "batch 512 (critical) until the check at window 0, LR scale 0.25 "
 	    "warming up to 1 over 4 windows");
 	norms(f, 3, 0, 4, 0);
 	for (uint64_t w = 0; w < sizeof(expect) / sizeof(expect[0]); w++) {
 		run(f, w);
-		assert_int_equal(f->state.batch_size, 512);
-		if (f->state.lr_scale != expect[w].scale)
+		assert_int_equal(f->h.state.batch_size, 512);
+		if (f->h.state.lr_scale != expect[w].scale)
 			fail_msg("window %llu: LR scale %g, expected %g",
-			    (unsigned long long)w, f->state.lr_scale,
+			    (unsigned long long)w, f->h.state.lr_scale,
 			    expect[w].scale);
-		assert_string_equal(f->why, expect[w].why);
+		assert_string_equal(f->h.why, expect[w].why);
 	}
 }
 
@@ -1304,30 +1062,30 @@ test_batch_warm_up_multiplies_the_batch_scaling(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
 	    "        layers: {min_ndim: 0}\n"
 	    "        params: {interval: 2, warmup_windows: 4, "
 	    "warmup_from: 0.5}\n");
-	assert_int_equal(start(f), 0);
-	assert_true(f->state.lr_scale == 0.5);
+	assert_int_equal(sup_start(&f->h), 0);
+	assert_true(f->h.state.lr_scale == 0.5);
 	norms(f, 3, 0, 4, 0);
 	run(f, 0);
-	assert_true(f->state.lr_scale == 0.625);
+	assert_true(f->h.state.lr_scale == 0.625);
 	run(f, 1);
-	assert_true(f->state.lr_scale == 0.75);
+	assert_true(f->h.state.lr_scale == 0.75);
 	/* Window 3 runs batch 4096 at 8 x 0.875 of the trainer's LR. */
 	run(f, 2);
-	assert_int_equal(f->state.batch_size, 4096);
-	assert_true(f->state.lr_scale == 7);
-	assert_string_equal(f->why,
+	assert_int_equal(f->h.state.batch_size, 4096);
+	assert_true(f->h.state.lr_scale == 7);
+	assert_string_equal(f->h.why,
 	    "window 2 vs window 0 (eta 0.5): model norm 5 -> 5, r=0: stable; "
 	    "LR warm-up 3/4; batch 4096, LR scale 7 from window 3");
 	run(f, 3);
-	assert_true(f->state.lr_scale == 8);
-	assert_string_equal(f->why,
+	assert_true(f->h.state.lr_scale == 8);
+	assert_string_equal(f->h.why,
 	    "LR warm-up 4/4; batch 4096, LR scale 8 from window 4");
 	run_quiet(f, 5, 5);
 }
@@ -1337,32 +1095,32 @@ test_batch_lr_drop_holds_the_small_batch_until_next_check(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
 	    "        layers: {min_ndim: 0}\n"
 	    "        params: {interval: 4}\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	norms(f, 3, 0, 4, 0);
 	run(f, 0);
 	run_quiet(f, 1, 3);
 	run(f, 4);
-	assert_int_equal(f->state.batch_size, 4096);
+	assert_int_equal(f->h.state.batch_size, 4096);
 
 	f->lr_next = 0.01;
 	run(f, 5);
-	assert_int_equal(f->state.batch_size, 512);
-	assert_true(f->state.lr_scale == 1);
-	assert_string_equal(f->why,
+	assert_int_equal(f->h.state.batch_size, 512);
+	assert_true(f->h.state.lr_scale == 1);
+	assert_string_equal(f->h.why,
 	    "LR drops 0.1 -> 0.01 after window 5: critical until the check "
 	    "at window 8; batch 512, LR scale 1 from window 6");
 	f->lr = 0.01;
 	run_quiet(f, 6, 7);
-	assert_int_equal(f->state.batch_size, 512);
+	assert_int_equal(f->h.state.batch_size, 512);
 	run(f, 8);
-	assert_int_equal(f->state.batch_size, 4096);
-	assert_true(f->state.lr_scale == 8);
+	assert_int_equal(f->h.state.batch_size, 4096);
+	assert_true(f->h.state.lr_scale == 8);
 }
 
 static void
@@ -1373,13 +1131,13 @@ test_batch_per_step_compares_norms_divided_by_steps(void **state)
 	/* An epoch of 80 steps at the small batch, then 10 at a batch 8
 	 * times larger: the summed gradient is 8 times shorter, the mean
 	 * step is not. */
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
 	    "        layers: {min_ndim: 0}\n"
 	    "        params: {interval: 2, per_step: true}\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	f->steps = 80;
 	norms(f, 0, 0, 80, 0);
 	run(f, 0);
@@ -1387,12 +1145,12 @@ test_batch_per_step_compares_norms_divided_by_steps(void **state)
 	f->steps = 10;
 	norms(f, 0, 0, 10, 0);
 	run(f, 2);
-	assert_int_equal(f->state.batch_size, 4096);
-	assert_string_equal(f->why,
+	assert_int_equal(f->h.state.batch_size, 4096);
+	assert_string_equal(f->h.why,
 	    "window 2 vs window 0 (eta 0.5): model norm per step 1 -> 1, r=0: "
 	    "stable; batch 4096, LR scale 8 from window 3");
 
-	restart(f,
+	sup_restart(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
@@ -1405,8 +1163,8 @@ test_batch_per_step_compares_norms_divided_by_steps(void **state)
 	f->steps = 10;
 	norms(f, 0, 0, 10, 0);
 	run(f, 2);
-	assert_int_equal(f->state.batch_size, 512);
-	assert_contains(f->why, "model norm 80 -> 10, r=0.875: critical");
+	assert_int_equal(f->h.state.batch_size, 512);
+	sup_assert_contains(f->h.why, "model norm 80 -> 10, r=0.875: critical");
 }
 
 static void
@@ -1414,24 +1172,24 @@ test_batch_keeps_its_regime_without_a_model_norm(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
 	    "        layers: {min_ndim: 0}\n"
 	    "        params: {interval: 1}\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	norms(f, 3, 0, 4, 0);
 	run(f, 0);
 	run(f, 1);
-	assert_int_equal(f->state.batch_size, 4096);
+	assert_int_equal(f->h.state.batch_size, 4096);
 
 	/* No rank reported fc.weight: no model norm, no change. */
 	f->rank0[3] = NAN;
 	f->mean[3] = NAN;
 	run(f, 2);
-	assert_int_equal(f->state.batch_size, 4096);
-	assert_string_equal(f->why,
+	assert_int_equal(f->h.state.batch_size, 4096);
+	assert_string_equal(f->h.why,
 	    "window 2 vs window 1: no model norm for window 2, regime kept; "
 	    "batch 4096, LR scale 8 from window 3");
 
@@ -1442,16 +1200,16 @@ test_batch_keeps_its_regime_without_a_model_norm(void **state)
 	f->mean[2] = 4;
 	f->mean[3] = 0;
 	run(f, 3);
-	assert_int_equal(f->state.batch_size, 4096);
-	assert_string_equal(f->why,
+	assert_int_equal(f->h.state.batch_size, 4096);
+	assert_string_equal(f->h.why,
 	    "window 3 vs window 2: no model norm for window 2, regime kept; "
 	    "mean norms for 4 layers rank 0 lacked in window 3; batch 4096, "
 	    "LR scale 8 from window 4");
 
 	norms(f, 0, 0, 1, 0);
 	run(f, 4);
-	assert_int_equal(f->state.batch_size, 512);
-	assert_string_equal(f->why,
+	assert_int_equal(f->h.state.batch_size, 512);
+	assert_string_equal(f->h.why,
 	    "window 4 vs window 3 (eta 0.5): model norm 5 -> 1, r=0.8: "
 	    "critical; mean norms for 4 layers rank 0 lacked in window 3; "
 	    "batch 512, LR scale 1 from window 5");
@@ -1462,30 +1220,30 @@ test_batch_reload_keeps_the_norms_and_applies_new_sizes(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
 	    "        layers: {min_ndim: 0}\n"
 	    "        params: {interval: 2}\n");
-	load_file(f->path2,
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
 	    "        layers: {min_ndim: 0}\n"
 	    "        params: {interval: 2, batch_stable: 2048, eta: 0.7}\n",
-	    &f->cfg2);
-	assert_int_equal(direct_start(f, f->cfg), 0);
-	assert_int_equal(f->prop.batch_size, 512);
+	    &f->h.cfg2);
+	assert_int_equal(sup_direct_start(&f->h, f->h.cfg), 0);
+	assert_int_equal(f->h.prop.batch_size, 512);
 	norms(f, 3, 0, 4, 0);
 	direct_run_ok(f, 0, 1);
-	assert_int_equal(direct_reload(f, 2), 0);
+	assert_int_equal(sup_direct_reload(&f->h, 2), 0);
 	/* Against window 0's norm: r = 0.6, critical before, stable now. */
 	norms(f, 0, 0, 2, 0);
 	assert_int_equal(direct_run(f, 2), 0);
-	assert_int_equal(f->prop.batch_size, 2048);
-	assert_true(f->prop.lr_scale == 4);
-	assert_string_equal(f->prop.reason,
+	assert_int_equal(f->h.prop.batch_size, 2048);
+	assert_true(f->h.prop.lr_scale == 4);
+	assert_string_equal(f->h.prop.reason,
 	    "window 2 vs window 0 (eta 0.7): model norm 5 -> 2, r=0.6: "
 	    "stable; batch 2048, LR scale 4 from window 3");
 }
@@ -1495,7 +1253,7 @@ test_batch_refuses_an_unknown_norm_source(void **state)
 {
 	fixture *f = *state;
 
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
@@ -1503,17 +1261,14 @@ test_batch_refuses_an_unknown_norm_source(void **state)
 	    "        params: {norm_source: \"\"}\n",
 	    "norm_source must be one of rank0, mean, not ''");
 	/* init refuses it too, for a host that skipped the check. */
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
 	    "        name: batches\n");
-	patch_string(&pol_accordion_batch_ops,
-	    f->cfg->jobs[0].policies[0].config, "norm_source", "");
-	assert_int_equal(start(f), BELLOWS_EINVAL);
-	assert_null(f->set);
-	assert_string_equal(f->reason,
-	    "policy 'batches' failed to start: invalid argument");
+	sup_patch_string(&pol_accordion_batch_ops,
+	    f->h.cfg->jobs[0].policies[0].config, "norm_source", "");
+	sup_start_refused(&f->h, "batches");
 }
 
 static void
@@ -1523,24 +1278,24 @@ test_both_modes_run_side_by_side_in_one_job(void **state)
 
 	/* The thesis never combines them; bellows allows it, since each
 	 * owns different knobs. */
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion\n"
 	    "        params: {interval: 1}\n"
 	    "      - type: accordion_batch\n"
 	    "        params: {interval: 1}\n");
-	assert_int_equal(start(f), 0);
-	assert_levels(f->state.level, 2, 0, 2, 2);
-	assert_int_equal(f->state.batch_size, 512);
+	assert_int_equal(sup_start(&f->h), 0);
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 0, 2, 2);
+	assert_int_equal(f->h.state.batch_size, 512);
 	norms(f, 3, 0, 4, 0);
 	run(f, 0);
 	run(f, 1);
 	/* fc.weight's norm is 0: critical to accordion (r=inf), nothing to
 	 * the model norm. */
-	assert_levels(f->state.level, 1, 0, 1, 2);
-	assert_int_equal(f->state.batch_size, 4096);
-	assert_string_equal(f->policies, "accordion,accordion_batch");
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 2);
+	assert_int_equal(f->h.state.batch_size, 4096);
+	assert_string_equal(f->h.policies, "accordion,accordion_batch");
 }
 
 int
@@ -1549,7 +1304,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(
 		    test_registry_lists_both_modes_and_they_pass_its_checks),
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, sup_fixture_free)
 		T(test_accordion_starts_every_selected_layer_critical),
 		T(test_accordion_interval_1_compares_with_the_window_before),
 		T(test_accordion_interval_10_checks_each_tenth_vs_ten_back),

@@ -26,97 +26,25 @@
 #include "policies.h"
 #include "policy_host.h"
 #include "registry.h"
+#include "support.h"
 
-#define N_LAYERS 4
+#define N_LAYERS SUP_CONV_LAYERS
 #define ELEMENTS 100 /* per layer and window */
 
 /* The default selector (min_ndim 2) picks layers 0, 2 and 3. */
-static const com_layer_info layers[N_LAYERS] = {
-	{ .name = "conv1.weight",
-	    .numel = 1728,
-	    .ndim = 4,
-	    .shape = { 64, 3, 3, 3 } },
-	{ .name = "conv1.bias", .numel = 64, .ndim = 1, .shape = { 64 } },
-	{ .name = "conv2.weight",
-	    .numel = 36864,
-	    .ndim = 4,
-	    .shape = { 64, 64, 3, 3 } },
-	{ .name = "fc.weight", .numel = 640, .ndim = 2, .shape = { 10, 64 } },
-};
+static const com_layer_info *const layers = sup_conv_layers;
 
 typedef struct fixture {
-	char dir[64];                      /* private temporary directory */
-	char path[128];                    /* dir/policy.yaml */
-	char path2[128];                   /* dir/reload.yaml */
-	ctl_config *cfg;                   /* configuration started with */
-	ctl_config *cfg2;                  /* configuration reloaded */
-	ctl_policy_set *set;               /* instances under test */
-	com_decision state;                /* knob state in force */
-	char reason[BELLOWS_REASON_MAX];   /* initial reasons */
-	char policies[128];                /* last run: who gave a reason */
-	char why[1024];                    /* last run: the reasons */
-	bellows_window_layer wl[N_LAYERS]; /* the next window's layers */
+	sup_host h; /* files, host and the next window's layers */
 } fixture;
 
 static int
 setup(void **state)
 {
-	fixture *f = calloc(1, sizeof(*f));
+	fixture *f = sup_fixture_new(sizeof(*f), "adaqs", layers, N_LAYERS);
 
-	if (f == NULL)
-		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-adaqs-XXXXXX");
-	if (mkdtemp(f->dir) == NULL) {
-		free(f);
-		return -1;
-	}
-	snprintf(f->path, sizeof(f->path), "%s/policy.yaml", f->dir);
-	snprintf(f->path2, sizeof(f->path2), "%s/reload.yaml", f->dir);
 	*state = f;
-	return 0;
-}
-
-static int
-teardown(void **state)
-{
-	fixture *f = *state;
-
-	ctl_policy_set_destroy(&f->set);
-	com_decision_fini(&f->state);
-	ctl_config_destroy(&f->cfg);
-	ctl_config_destroy(&f->cfg2);
-	unlink(f->path);
-	unlink(f->path2);
-	rmdir(f->dir);
-	free(f);
-	return 0;
-}
-
-static void
-load_file(const char *path, const char *text, ctl_config **ret)
-{
-	char err[CTL_CONFIG_ERR_MAX];
-	FILE *fp = fopen(path, "w");
-
-	assert_non_null(fp);
-	assert_true(fputs(text, fp) >= 0);
-	assert_int_equal(fclose(fp), 0);
-	if (ctl_config_load(path, ret, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
-}
-
-static void
-load(fixture *f, const char *text)
-{
-	load_file(f->path, text, &f->cfg);
-}
-
-static int
-start(fixture *f)
-{
-	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
-	return ctl_policy_set_new(&f->cfg->jobs[0], "job", 4, layers, N_LAYERS,
-	    &f->state, f->reason, sizeof(f->reason), &f->set);
+	return f != NULL ? 0 : -1;
 }
 
 /* Gives layer l's next-window statistics. */
@@ -124,10 +52,10 @@ static void
 stats(fixture *f, uint32_t l, uint64_t count, uint64_t nonfinite,
     double abs_sum, double sum_sq)
 {
-	f->wl[l].count = count;
-	f->wl[l].nonfinite = nonfinite;
-	f->wl[l].abs_sum = abs_sum;
-	f->wl[l].sum_sq = sum_sq;
+	f->h.wl[l].count = count;
+	f->h.wl[l].nonfinite = nonfinite;
+	f->h.wl[l].abs_sum = abs_sum;
+	f->h.wl[l].sum_sq = sum_sq;
 }
 
 /* Every layer: ELEMENTS elements of mean |g| 1 and MSDR `msdr`. */
@@ -143,69 +71,25 @@ msdr(fixture *f, double m)
 static bellows_window
 window(fixture *f, uint64_t index, const double *level)
 {
+	bellows_window w = sup_window(&f->h, index);
+
 	for (uint32_t l = 0; l < N_LAYERS; l++) {
-		f->wl[l].name = layers[l].name;
-		f->wl[l].numel = layers[l].numel;
-		f->wl[l].ndim = layers[l].ndim;
-		f->wl[l].shape = layers[l].shape;
-		f->wl[l].grad_norm = f->wl[l].grad_norm_rank0 =
-		    f->wl[l].grad_norm_mean = 1;
-		f->wl[l].level = level[l];
+		f->h.wl[l].grad_norm = f->h.wl[l].grad_norm_rank0 =
+		    f->h.wl[l].grad_norm_mean = 1;
+		f->h.wl[l].level = level[l];
 	}
-	return (bellows_window){
-		.job = "job",
-		.window = index,
-		.first_step = index * 10,
-		.last_step = index * 10 + 9,
-		.lr = 0.1,
-		.lr_next = 0.1,
-		.lr_scale = 1,
-		.world = 4,
-		.ranks_reported = 4,
-		.n_layers = N_LAYERS,
-		.layers = f->wl,
-	};
+	w.first_step = index * 10;
+	w.last_step = index * 10 + 9;
+	w.lr_scale = 1;
+	return w;
 }
 
 static void
 run(fixture *f, uint64_t index)
 {
-	bellows_window w = window(f, index, f->state.level);
-	uint32_t failed = 99;
+	bellows_window w = window(f, index, f->h.state.level);
 
-	assert_int_equal(ctl_policy_set_run(f->set, &w, &f->state, f->policies,
-			     sizeof(f->policies), f->why, sizeof(f->why),
-			     &failed),
-	    0);
-	assert_int_equal(failed, 0);
-}
-
-static void
-assert_levels(const double *level, double a, double b, double c, double d)
-{
-	const double want[N_LAYERS] = { a, b, c, d };
-
-	for (uint32_t l = 0; l < N_LAYERS; l++) {
-		if (level[l] != want[l])
-			fail_msg("layer %u: level %g, expected %g", l, level[l],
-			    want[l]);
-	}
-}
-
-/* Overwrites a double parameter of a parsed config through the policy's
- * own parameter table: how a test hands ops a config the parser would
- * refuse. */
-static void
-patch_double(const void *config, const char *name, double v)
-{
-	for (const bellows_param *p = pol_adaqs_ops.params; p->name != NULL;
-	     p++) {
-		if (strcmp(p->name, name) == 0) {
-			memcpy((char *)config + p->offset, &v, sizeof(v));
-			return;
-		}
-	}
-	fail_msg("no parameter '%s'", name);
+	sup_run(&f->h, &w);
 }
 
 static void
@@ -227,13 +111,8 @@ assert_load_refused(fixture *f, const char *yaml, const char *what)
 static void
 test_registry_lists_adaqs_and_it_passes_its_checks(void **state)
 {
-	char err[256] = "";
-
 	(void)state;
-	assert_ptr_equal(pol_registry_find("adaqs"), &pol_adaqs_ops);
-	assert_int_equal(pol_registry_check(&pol_adaqs_ops, err, sizeof(err)),
-	    0);
-	assert_int_equal(pol_adaqs_ops.knobs, BELLOWS_KNOB_LEVEL);
+	sup_assert_registered("adaqs", &pol_adaqs_ops, BELLOWS_KNOB_LEVEL);
 }
 
 static void
@@ -265,23 +144,23 @@ test_adaqs_doubles_the_level_on_each_msdr_fall_and_caps_it(void **state)
 	};
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: adaqs\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	/* Defaults: initial_level 1; the 1-D bias is not selected. */
-	assert_levels(f->state.level, 1, 0, 1, 1);
-	assert_string_equal(f->reason,
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 1);
+	assert_string_equal(f->h.reason,
 	    "level 1 until the MSDR falls below 0.5 x its first value");
 	for (uint64_t w = 0; w < sizeof(expect) / sizeof(expect[0]); w++) {
 		double lv = expect[w].level;
 
 		msdr(f, expect[w].msdr);
 		run(f, w);
-		assert_levels(f->state.level, lv, 0, lv, lv);
-		assert_string_equal(f->why, expect[w].why);
-		assert_string_equal(f->policies,
+		SUP_ASSERT_LEVELS(f->h.state.level, lv, 0, lv, lv);
+		assert_string_equal(f->h.why, expect[w].why);
+		assert_string_equal(f->h.policies,
 		    expect[w].why[0] != '\0' ? "adaqs" : "");
 	}
 }
@@ -291,21 +170,21 @@ test_adaqs_caps_a_multiplied_level_at_max_level(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: adaqs\n"
 	    "        params: {factor: 3, max_level: 4, drop: 0.75}\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	msdr(f, 1);
 	run(f, 0);
 	msdr(f, 0.5);
 	run(f, 1);
-	assert_levels(f->state.level, 3, 0, 3, 3);
+	SUP_ASSERT_LEVELS(f->h.state.level, 3, 0, 3, 3);
 	msdr(f, 0.25);
 	run(f, 2);
-	assert_levels(f->state.level, 4, 0, 4, 4);
-	assert_string_equal(f->why,
+	SUP_ASSERT_LEVELS(f->h.state.level, 4, 0, 4, 4);
+	assert_string_equal(f->h.why,
 	    "window 2: MSDR 0.25 < 0.75 x reference 0.5: level 3 -> 4");
 }
 
@@ -314,11 +193,11 @@ test_adaqs_pools_every_layer_and_skips_non_finite_elements(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: adaqs\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	/* conv1.weight: two finite elements of |g| 1 (and a NaN the sums
 	 * skipped); the unselected bias: two of |g| 3. Each alone has no
 	 * spread; pooled, mean 2, variance 5 - 4 = 1, MSDR 2. */
@@ -327,7 +206,7 @@ test_adaqs_pools_every_layer_and_skips_non_finite_elements(void **state)
 	stats(f, 2, 0, 0, 0, 0);
 	stats(f, 3, 0, 0, 0, 0);
 	run(f, 0);
-	assert_string_equal(f->why, "window 0: reference MSDR 2, level 1");
+	assert_string_equal(f->h.why, "window 0: reference MSDR 2, level 1");
 }
 
 static void
@@ -335,33 +214,33 @@ test_adaqs_waits_for_a_window_with_an_msdr(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: adaqs\n");
-	assert_int_equal(start(f), 0);
+	assert_int_equal(sup_start(&f->h), 0);
 	/* No elements at all, then no spread, then only garbage: no MSDR,
 	 * no reference, no reason. */
 	for (uint32_t l = 0; l < N_LAYERS; l++)
 		stats(f, l, 0, 0, 0, 0);
 	run(f, 0);
-	assert_string_equal(f->why, "");
+	assert_string_equal(f->h.why, "");
 	for (uint32_t l = 0; l < N_LAYERS; l++)
 		stats(f, l, 4, 0, 4, 4);
 	run(f, 1);
-	assert_string_equal(f->why, "");
+	assert_string_equal(f->h.why, "");
 	for (uint32_t l = 0; l < N_LAYERS; l++)
 		stats(f, l, 4, 9, NAN, 4);
 	run(f, 2);
-	assert_string_equal(f->why, "");
-	assert_levels(f->state.level, 1, 0, 1, 1);
+	assert_string_equal(f->h.why, "");
+	SUP_ASSERT_LEVELS(f->h.state.level, 1, 0, 1, 1);
 
 	msdr(f, 0.5);
 	run(f, 3);
-	assert_string_equal(f->why, "window 3: reference MSDR 0.5, level 1");
+	assert_string_equal(f->h.why, "window 3: reference MSDR 0.5, level 1");
 	msdr(f, 0.2);
 	run(f, 4);
-	assert_levels(f->state.level, 2, 0, 2, 2);
+	SUP_ASSERT_LEVELS(f->h.state.level, 2, 0, 2, 2);
 }
 
 static void
@@ -369,19 +248,19 @@ test_adaqs_leaves_layers_its_selector_excludes_raw(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: adaqs\n"
 	    "        layers: {match: \"^conv\", min_ndim: 1}\n"
 	    "        params: {initial_level: 0.25, max_level: 1}\n");
-	assert_int_equal(start(f), 0);
-	assert_levels(f->state.level, 0.25, 0.25, 0.25, 0);
+	assert_int_equal(sup_start(&f->h), 0);
+	SUP_ASSERT_LEVELS(f->h.state.level, 0.25, 0.25, 0.25, 0);
 	msdr(f, 1);
 	run(f, 0);
 	msdr(f, 0.25);
 	run(f, 1);
-	assert_levels(f->state.level, 0.5, 0.5, 0.5, 0);
+	SUP_ASSERT_LEVELS(f->h.state.level, 0.5, 0.5, 0.5, 0);
 }
 
 static void
@@ -421,15 +300,13 @@ test_adaqs_refuses_parameters_outside_their_open_ranges(void **state)
 		    "adaqs.yaml:3:15: policy 'adaqs': needs factor > 1");
 	}
 	/* And init still refuses such a config if a host skips the check. */
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: adaqs\n");
-	patch_double(f->cfg->jobs[0].policies[0].config, "factor", 1);
-	assert_int_equal(start(f), BELLOWS_EINVAL);
-	assert_null(f->set);
-	assert_string_equal(f->reason,
-	    "policy 'adaqs' failed to start: invalid argument");
+	sup_patch_double(&pol_adaqs_ops, f->h.cfg->jobs[0].policies[0].config,
+	    "factor", 1);
+	sup_start_refused(&f->h, "adaqs");
 }
 
 static void
@@ -452,21 +329,22 @@ test_adaqs_reload_keeps_its_level_and_reference(void **state)
 	void *st;
 	bellows_window w;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: adaqs\n"
 	    "        params: {max_level: 8}\n");
-	load_file(f->path2,
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: adaqs\n"
 	    "        params: {max_level: 2, factor: 2}\n",
-	    &f->cfg2);
+	    &f->h.cfg2);
 	/* factor 1 would be refused by the parser: patch it in. */
-	patch_double(f->cfg2->jobs[0].policies[0].config, "factor", 1);
-	cfg = f->cfg->jobs[0].policies[0].config;
-	cfg2 = f->cfg2->jobs[0].policies[0].config;
+	sup_patch_double(&pol_adaqs_ops, f->h.cfg2->jobs[0].policies[0].config,
+	    "factor", 1);
+	cfg = f->h.cfg->jobs[0].policies[0].config;
+	cfg2 = f->h.cfg2->jobs[0].policies[0].config;
 	for (uint32_t l = 0; l < N_LAYERS; l++)
 		jl[l] = (bellows_window_layer){ .name = layers[l].name,
 			.ndim = layers[l].ndim,
@@ -478,33 +356,33 @@ test_adaqs_reload_keeps_its_level_and_reference(void **state)
 		msdr(f, i == 0 ? 1 : i == 1 ? 0.4 : 0.1);
 		w = window(f, i, level);
 		for (uint32_t l = 0; l < N_LAYERS; l++)
-			f->wl[l].selected = jl[l].selected;
+			f->h.wl[l].selected = jl[l].selected;
 		p.reason[0] = '\0';
 		assert_int_equal(ops->on_window(st, cfg, &w, &p), 0);
 	}
-	assert_levels(level, 4, 0, 4, 4);
+	SUP_ASSERT_LEVELS(level, 4, 0, 4, 4);
 
 	/* factor 1 is refused; the instance carries on unchanged. */
 	assert_int_equal(ops->on_event(st, cfg2, &ev), BELLOWS_EINVAL);
 
 	/* A lower max_level is accepted and applies from the next window,
 	 * the reference (0.1) kept: 0.06 is no fall. */
-	ctl_config_destroy(&f->cfg2);
-	load_file(f->path2,
+	ctl_config_destroy(&f->h.cfg2);
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: adaqs\n"
 	    "        params: {max_level: 2}\n",
-	    &f->cfg2);
-	cfg2 = f->cfg2->jobs[0].policies[0].config;
+	    &f->h.cfg2);
+	cfg2 = f->h.cfg2->jobs[0].policies[0].config;
 	assert_int_equal(ops->on_event(st, cfg2, &ev), 0);
 	msdr(f, 0.0625);
 	w = window(f, 3, level);
 	for (uint32_t l = 0; l < N_LAYERS; l++)
-		f->wl[l].selected = jl[l].selected;
+		f->h.wl[l].selected = jl[l].selected;
 	p.reason[0] = '\0';
 	assert_int_equal(ops->on_window(st, cfg2, &w, &p), 0);
-	assert_levels(level, 2, 0, 2, 2);
+	SUP_ASSERT_LEVELS(level, 2, 0, 2, 2);
 	assert_string_equal(p.reason,
 	    "level 2 from window 4 (MSDR 0.0625, reference 0.1)");
 
@@ -520,7 +398,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(
 		    test_registry_lists_adaqs_and_it_passes_its_checks),
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, sup_fixture_free)
 		T(test_adaqs_doubles_the_level_on_each_msdr_fall_and_caps_it),
 		T(test_adaqs_caps_a_multiplied_level_at_max_level),
 		T(test_adaqs_pools_every_layer_and_skips_non_finite_elements),

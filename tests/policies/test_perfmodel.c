@@ -34,6 +34,7 @@
 #include "policies.h"
 #include "policy_host.h"
 #include "registry.h"
+#include "support.h"
 
 #define N_LAYERS  4
 #define WORLD     4
@@ -67,34 +68,15 @@ typedef struct profile {
 } profile;
 
 typedef struct fixture {
-	char dir[64];                      /* private temporary directory */
-	char path[128];                    /* dir/policy.yaml */
-	char path2[128];                   /* dir/reload.yaml */
-	ctl_config *cfg;                   /* configuration started with */
-	ctl_config *cfg2;                  /* configuration reloaded */
-	ctl_policy_set *set;               /* host-driven instances */
-	com_decision state;                /* knob state in force */
-	char reason[BELLOWS_REASON_MAX];   /* initial reasons */
-	char policies[128];                /* last run: who gave a reason */
-	char why[2048];                    /* last run: the reasons */
-	profile on;                        /* window with compression on */
-	profile off;                       /* window with the gate off */
-	uint32_t world;                    /* ranks */
-	uint32_t n_sizes;                  /* collective sizes per rank */
-	uint64_t bytes[8];                 /* their bytes */
-	double ms[8];                      /* their median times */
-	uint32_t count;                    /* collectives of each size */
-	uint64_t calibrate_until;          /* calibration in force */
-	bellows_comm_sample comm[8 * 8];   /* the window's samples */
-	bellows_window_layer wl[N_LAYERS]; /* the window's layers */
-	/* Direct driving of one policy's ops. */
-	const bellows_policy_ops *ops; /* the policy */
-	const void *config;            /* its config in force */
-	void *pstate;                  /* its state */
-	bool started;                  /* init succeeded: fini is due */
-	double level[N_LAYERS];        /* levels in force (direct) */
-	double bound[N_LAYERS];        /* the proposal's error bounds */
-	bellows_proposal prop;         /* state in force, then proposed */
+	sup_host h;                      /* files, host and direct driving */
+	profile on;                      /* window with compression on */
+	profile off;                     /* window with the gate off */
+	uint32_t n_sizes;                /* collective sizes per rank */
+	uint64_t bytes[8];               /* their bytes */
+	double ms[8];                    /* their median times */
+	uint32_t count;                  /* collectives of each size */
+	uint64_t calibrate_until;        /* calibration in force */
+	bellows_comm_sample comm[8 * 8]; /* the window's samples */
 } fixture;
 
 /* The fast network of the header comment. */
@@ -124,18 +106,11 @@ slow_network(fixture *f)
 static int
 setup(void **state)
 {
-	fixture *f = calloc(1, sizeof(*f));
+	fixture *f = sup_fixture_new(sizeof(*f), "perfmodel", layers, N_LAYERS);
 
 	if (f == NULL)
 		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-perfmodel-XXXXXX");
-	if (mkdtemp(f->dir) == NULL) {
-		free(f);
-		return -1;
-	}
-	snprintf(f->path, sizeof(f->path), "%s/policy.yaml", f->dir);
-	snprintf(f->path2, sizeof(f->path2), "%s/reload.yaml", f->dir);
-	f->world = WORLD;
+	f->h.world = WORLD;
 	fast_network(f);
 	/* Compression on: CR = 16e6 / 1.6e6 = 10, codec 10 ms; the rest of
 	 * the step is 65 - 40 - 5 - 10 = 10 ms. */
@@ -156,103 +131,10 @@ setup(void **state)
 }
 
 static void
-direct_stop(fixture *f)
-{
-	if (f->started && f->ops->fini != NULL)
-		f->ops->fini(f->pstate, f->config);
-	f->started = false;
-	free(f->pstate);
-	f->pstate = NULL;
-}
-
-static int
-teardown(void **state)
-{
-	fixture *f = *state;
-
-	direct_stop(f);
-	ctl_policy_set_destroy(&f->set);
-	com_decision_fini(&f->state);
-	ctl_config_destroy(&f->cfg);
-	ctl_config_destroy(&f->cfg2);
-	unlink(f->path);
-	unlink(f->path2);
-	rmdir(f->dir);
-	free(f);
-	return 0;
-}
-
-static void
-write_file(const char *path, const char *text)
-{
-	FILE *fp = fopen(path, "w");
-
-	assert_non_null(fp);
-	assert_true(fputs(text, fp) >= 0);
-	assert_int_equal(fclose(fp), 0);
-}
-
-/* Writes `text` to `path` and loads it as bellowsd would. */
-static void
-load_file(const char *path, const char *text, ctl_config **ret)
-{
-	char err[CTL_CONFIG_ERR_MAX];
-
-	write_file(path, text);
-	if (ctl_config_load(path, ret, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
-}
-
-/* Expects `text` to be refused by the parser with `what` in the message. */
-static void
-load_refused(fixture *f, const char *text, const char *what)
-{
-	char err[CTL_CONFIG_ERR_MAX] = "";
-	ctl_config *cfg = NULL;
-
-	write_file(f->path, text);
-	assert_int_equal(ctl_config_load(f->path, &cfg, err, sizeof(err)),
-	    BELLOWS_ECONFIG);
-	assert_null(cfg);
-	if (strstr(err, what) == NULL)
-		fail_msg("expected '%s' in '%s'", what, err);
-}
-
-static void
-assert_contains(const char *text, const char *part)
-{
-	if (strstr(text, part) == NULL)
-		fail_msg("expected '%s' in '%s'", part, text);
-}
-
-static void
-assert_lacks(const char *text, const char *part)
-{
-	if (strstr(text, part) != NULL)
-		fail_msg("did not expect '%s' in '%s'", part, text);
-}
-
-static void
-assert_near(double got, double want, double rel)
-{
-	if (!(fabs(got - want) <= rel * fabs(want)))
-		fail_msg("%.10g is not within %g of %.10g", got, rel, want);
-}
-
-/* Starts the host's set for the first job entry of f->cfg. */
-static int
-start(fixture *f)
-{
-	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
-	return ctl_policy_set_new(&f->cfg->jobs[0], "job", f->world, layers,
-	    N_LAYERS, &f->state, f->reason, sizeof(f->reason), &f->set);
-}
-
-static void
 start_ok(fixture *f, const char *text)
 {
-	load_file(f->path, text, &f->cfg);
-	assert_int_equal(start(f), 0);
+	sup_load_file(f->h.path, text, &f->h.cfg);
+	assert_int_equal(sup_start(&f->h), 0);
 }
 
 /* The window `index` the trainer reports under the gate `off` and the
@@ -261,67 +143,50 @@ static bellows_window
 window(fixture *f, uint64_t index, const double *level, bool off)
 {
 	const profile *pr = off ? &f->off : &f->on;
+	bellows_window w = sup_window(&f->h, index);
 	uint32_t n = 0;
 
 	for (uint32_t l = 0; l < N_LAYERS; l++) {
-		f->wl[l] = (bellows_window_layer){
-			.name = layers[l].name,
-			.numel = layers[l].numel,
-			.ndim = layers[l].ndim,
-			.shape = layers[l].shape,
-			.selected = layers[l].ndim >= 2,
-			.level = level[l],
-			.comm_raw_ms = NAN,
-			.comm_comp_ms = NAN,
-			.codec_ms = NAN,
-		};
+		bellows_window_layer *wl = &f->h.wl[l];
+
+		wl->selected = layers[l].ndim >= 2;
+		wl->level = level[l];
+		wl->comm_raw_ms = NAN;
+		wl->comm_comp_ms = NAN;
+		wl->codec_ms = NAN;
 	}
-	for (uint32_t r = 0; r < f->world; r++) {
+	for (uint32_t r = 0; r < f->h.world; r++) {
 		for (uint32_t i = 0; i < f->n_sizes; i++)
 			f->comm[n++] = (bellows_comm_sample){ .rank = r,
 				.bytes = f->bytes[i],
 				.ms = f->ms[i],
 				.count = f->count };
 	}
-	return (bellows_window){
-		.job = "job",
-		.window = index,
-		.first_step = index * 100,
-		.last_step = index * 100 + 99,
-		.lr = 0.1,
-		.lr_next = 0.1,
-		.lr_scale = 1,
-		.world = f->world,
-		.ranks_reported = f->world,
-		.step_ms_median = pr->step,
-		.compute_ms_median = pr->step - pr->comm,
-		.comm_ms_median = pr->comm,
-		.floats_sent = pr->floats_sent,
-		.floats_raw = pr->floats_raw,
-		.n_layers = N_LAYERS,
-		.layers = f->wl,
-		.backward_ms_median = pr->bwd,
-		.codec_ms_median = pr->codec,
-		.compression_off = off,
-		.calibrate_until = f->calibrate_until,
-		.n_comm = n,
-		.comm = f->comm,
-	};
+	w.first_step = index * 100;
+	w.last_step = index * 100 + 99;
+	w.lr_scale = 1;
+	w.step_ms_median = pr->step;
+	w.compute_ms_median = pr->step - pr->comm;
+	w.comm_ms_median = pr->comm;
+	w.floats_sent = pr->floats_sent;
+	w.floats_raw = pr->floats_raw;
+	w.backward_ms_median = pr->bwd;
+	w.codec_ms_median = pr->codec;
+	w.compression_off = off;
+	w.calibrate_until = f->calibrate_until;
+	w.n_comm = n;
+	w.comm = f->comm;
+	return w;
 }
 
-/* Runs the host's set on window `index`; the reasons land in f->why. */
+/* Runs the host's set on window `index`; the reasons land in f->h.why. */
 static void
 run(fixture *f, uint64_t index)
 {
-	bellows_window w = window(f, index, f->state.level,
-	    f->state.compression_off);
-	uint32_t failed = 99;
+	bellows_window w = window(f, index, f->h.state.level,
+	    f->h.state.compression_off);
 
-	assert_int_equal(ctl_policy_set_run(f->set, &w, &f->state, f->policies,
-			     sizeof(f->policies), f->why, sizeof(f->why),
-			     &failed),
-	    0);
-	assert_int_equal(failed, 0);
+	sup_run(&f->h, &w);
 }
 
 /* The value of the host's metric `name` of the last run, NAN if none. */
@@ -329,7 +194,7 @@ static double
 host_metric(fixture *f, const char *name)
 {
 	uint32_t n = 0;
-	const com_metric *m = ctl_policy_set_metrics(f->set, &n);
+	const com_metric *m = ctl_policy_set_metrics(f->h.set, &n);
 
 	for (uint32_t i = 0; i < n; i++) {
 		if (strcmp(m[i].name, name) == 0 &&
@@ -339,42 +204,11 @@ host_metric(fixture *f, const char *name)
 	return NAN;
 }
 
-/* ---- direct driving ------------------------------------------------- */
-
-static int
-direct_start(fixture *f, const ctl_config *cfg)
-{
-	const ctl_policy_conf *pc = &cfg->jobs[0].policies[0];
-	bellows_window_layer jl[N_LAYERS];
-	bellows_job_info job = { .job = "job",
-		.world = f->world,
-		.n_layers = N_LAYERS,
-		.layers = jl };
-	int r;
-
-	f->ops = pc->ops;
-	f->config = pc->config;
-	f->pstate = calloc(1, f->ops->state_size);
-	assert_non_null(f->pstate);
-	for (uint32_t l = 0; l < N_LAYERS; l++)
-		jl[l] = (bellows_window_layer){ .name = layers[l].name,
-			.numel = layers[l].numel,
-			.ndim = layers[l].ndim,
-			.shape = layers[l].shape };
-	f->prop = (bellows_proposal){ .n_layers = N_LAYERS,
-		.level = f->level,
-		.error_bound = f->bound,
-		.lr_scale = 1 };
-	r = f->ops->init(f->pstate, f->config, &job, &f->prop);
-	f->started = r == 0;
-	return r;
-}
-
 static void
 direct_start_ok(fixture *f, const char *text)
 {
-	load_file(f->path, text, &f->cfg);
-	assert_int_equal(direct_start(f, f->cfg), 0);
+	sup_load_file(f->h.path, text, &f->h.cfg);
+	assert_int_equal(sup_direct_start(&f->h, f->h.cfg), 0);
 }
 
 /* Runs the directly driven policy on window `index` under the gate it
@@ -382,12 +216,10 @@ direct_start_ok(fixture *f, const char *text)
 static int
 direct_run(fixture *f, uint64_t index)
 {
-	bellows_window w = window(f, index, f->level, f->prop.compression_off);
+	bellows_window w = window(f, index, f->h.level,
+	    f->h.prop.compression_off);
 
-	f->prop.reason[0] = '\0';
-	f->prop.n_metrics = 0;
-	f->prop.calibrate_steps = 0;
-	return f->ops->on_window(f->pstate, f->config, &w, &f->prop);
+	return sup_direct_run(&f->h, &w);
 }
 
 static void
@@ -400,22 +232,21 @@ direct_run_ok(fixture *f, uint64_t index)
 static double
 metric(const fixture *f, const char *name)
 {
-	for (uint32_t i = 0; i < f->prop.n_metrics; i++) {
-		if (strcmp(f->prop.metrics[i].name, name) == 0) {
-			assert_int_equal(f->prop.metrics[i].layer, -1);
-			return f->prop.metrics[i].value;
-		}
-	}
-	return NAN;
+	const bellows_metric *m = sup_metric_find(&f->h.prop, name);
+
+	if (m == NULL)
+		return NAN;
+	assert_int_equal(m->layer, -1);
+	return m->value;
 }
 
 static void
 levels(fixture *f, double a, double b, double c, double d)
 {
-	f->level[0] = a;
-	f->level[1] = b;
-	f->level[2] = c;
-	f->level[3] = d;
+	f->h.level[0] = a;
+	f->h.level[1] = b;
+	f->h.level[2] = c;
+	f->h.level[3] = d;
 }
 
 static const char *const job_yaml = "jobs:\n"
@@ -431,19 +262,47 @@ static const char
 			 "      - type: perfmodel\n"
 			 "        params: {bucket_bytes: 6000000}\n";
 
+/* Starts job_yaml through the host with `extra` ("hold_windows: 1")
+ * added to perfmodel's parameters. */
+static void
+start_gated(fixture *f, const char *extra)
+{
+	char yaml[512];
+
+	snprintf(yaml, sizeof(yaml),
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "        params: {level: 4}\n"
+	    "      - type: perfmodel\n"
+	    "        params: {bucket_bytes: 6000000, %s}\n",
+	    extra);
+	start_ok(f, yaml);
+}
+
+/* Starts direct_yaml directly with `extra` added to its parameters. */
+static void
+direct_start_with(fixture *f, const char *extra)
+{
+	char yaml[512];
+
+	snprintf(yaml, sizeof(yaml),
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: perfmodel\n"
+	    "        params: {bucket_bytes: 6000000, %s}\n",
+	    extra);
+	direct_start_ok(f, yaml);
+}
+
 /* ---- registry ------------------------------------------------------ */
 
 static void
 test_registry_lists_perfmodel_owning_the_compression_gate(void **state)
 {
-	char err[256] = "";
-
 	(void)state;
-	assert_ptr_equal(pol_registry_find("perfmodel"), &pol_perfmodel_ops);
-	assert_int_equal(pol_registry_check(&pol_perfmodel_ops, err,
-			     sizeof(err)),
-	    0);
-	assert_int_equal(pol_perfmodel_ops.knobs, BELLOWS_KNOB_COMPRESSION);
+	sup_assert_registered("perfmodel", &pol_perfmodel_ops,
+	    BELLOWS_KNOB_COMPRESSION);
 }
 
 /* ---- the model's formulas ------------------------------------------- */
@@ -485,13 +344,14 @@ test_buckets_and_ring_allreduce_match_the_hand_computed_values(void **state)
 
 	/* alpha = L / (2 (p - 1)) = 3 / 6 = 0.5 ms; BW = 2 (p - 1) / (p s)
 	 * = 6 / (4 * 1.5e-6) = 1e6 bytes/ms = 8 Gbit/s. */
-	assert_near(pol_perfmodel_alpha(3, 4), 0.5, 1e-12);
-	assert_near(pol_perfmodel_bw(1.5e-6, 4), 1e6, 1e-12);
-	assert_near(pol_perfmodel_slope(1e6, 4), 1.5e-6, 1e-12);
-	assert_near(pol_perfmodel_bw(1.5e-6, 4) / POL_PERFMODEL_GBPS, 8, 1e-12);
+	sup_assert_near(pol_perfmodel_alpha(3, 4), 0.5, 1e-12);
+	sup_assert_near(pol_perfmodel_bw(1.5e-6, 4), 1e6, 1e-12);
+	sup_assert_near(pol_perfmodel_slope(1e6, 4), 1.5e-6, 1e-12);
+	sup_assert_near(pol_perfmodel_bw(1.5e-6, 4) / POL_PERFMODEL_GBPS, 8,
+	    1e-12);
 	/* T_comm(6e6) = 3 + 1.5e-6 * 6e6 = 12; T_comm(4e6) = 9. */
-	assert_near(pol_perfmodel_comm(&m, 6e6), 12, 1e-12);
-	assert_near(pol_perfmodel_comm(&m, 4e6), 9, 1e-12);
+	sup_assert_near(pol_perfmodel_comm(&m, 6e6), 12, 1e-12);
+	sup_assert_near(pol_perfmodel_comm(&m, 4e6), 9, 1e-12);
 }
 
 static void
@@ -503,16 +363,16 @@ test_sync_prediction_takes_the_larger_of_compute_and_buckets(void **state)
 	/* Compute-bound: gamma T_comp = 1.07 * 40 = 42.8 > (k - 1)
 	 * T_comm(b) = 2 * 12 = 24: T_obs = 42.8 + T_comm(4e6) = 42.8 + 9 =
 	 * 51.8. */
-	assert_near(pol_perfmodel_sync(&m), 51.8, 1e-12);
+	sup_assert_near(pol_perfmodel_sync(&m), 51.8, 1e-12);
 	assert_false(pol_perfmodel_comm_bound(&m));
 	/* Communication-bound: T_comp = 20, 1.07 * 20 = 21.4 < 24: T_obs =
 	 * 24 + 9 = 33. */
 	m.t_comp = 20;
-	assert_near(pol_perfmodel_sync(&m), 33, 1e-12);
+	sup_assert_near(pol_perfmodel_sync(&m), 33, 1e-12);
 	assert_true(pol_perfmodel_comm_bound(&m));
 	/* Without overlap: T_comp + k L + M s = 20 + 9 + 24 = 53. */
 	m.overlap = false;
-	assert_near(pol_perfmodel_sync(&m), 53, 1e-12);
+	sup_assert_near(pol_perfmodel_sync(&m), 53, 1e-12);
 	assert_false(pol_perfmodel_comm_bound(&m));
 }
 
@@ -525,10 +385,10 @@ test_compressed_prediction_adds_codec_and_the_smaller_collectives(void **state)
 	/* T_comp + T_ed + k L + (M / CR) s = 40 + 10 + 3 * 3 + 1.6e6 *
 	 * 1.5e-6 = 40 + 10 + 9 + 2.4 = 61.4; not overlapped, so gamma and
 	 * the overlap flag play no part. */
-	assert_near(pol_perfmodel_compressed(&m), 61.4, 1e-12);
+	sup_assert_near(pol_perfmodel_compressed(&m), 61.4, 1e-12);
 	m.gamma = 1.2;
 	m.overlap = false;
-	assert_near(pol_perfmodel_compressed(&m), 61.4, 1e-12);
+	sup_assert_near(pol_perfmodel_compressed(&m), 61.4, 1e-12);
 }
 
 static void
@@ -554,8 +414,8 @@ test_breakeven_bisects_to_the_hand_solved_bandwidth(void **state)
 	 * Equal at 3e6 s = 20, s = 6.667e-6, BW = 1.5e5 bytes/ms = 1.2
 	 * Gbit/s. */
 	assert_int_equal(pol_perfmodel_breakeven(&m, 2, lo, hi, &bw), 0);
-	assert_near(bw, 1.5e5, 1e-9);
-	assert_near(bw / POL_PERFMODEL_GBPS, 1.2, 1e-9);
+	sup_assert_near(bw, 1.5e5, 1e-9);
+	sup_assert_near(bw / POL_PERFMODEL_GBPS, 1.2, 1e-9);
 
 	/* The header's job (p = 4, s = 1.5 / BW): compressed 59 + 1.6e6 s;
 	 * sync max(42.8, 6 + 12e6 s) + 3 + 4e6 s. Compute-bound for s <=
@@ -565,7 +425,7 @@ test_breakeven_bisects_to_the_hand_solved_bandwidth(void **state)
 	 * bytes/ms = 3.456 Gbit/s. */
 	m = header_model();
 	assert_int_equal(pol_perfmodel_breakeven(&m, 4, lo, hi, &bw), 0);
-	assert_near(bw / POL_PERFMODEL_GBPS, 3.456, 1e-9);
+	sup_assert_near(bw / POL_PERFMODEL_GBPS, 3.456, 1e-9);
 
 	/* No codec, gamma 1: compressed T_comp + L + M s / 4 is below
 	 * sync T_comp + L + M s at any bandwidth. */
@@ -596,13 +456,13 @@ test_cr_needed_hides_the_collectives_behind_backward(void **state)
 	/* Room gamma T_comp - k L = 42.8 - 9 = 33.8 ms for M s = 16e6 *
 	 * 1.5e-6 = 24 ms of transfer: 24 / 33.8 < 1, no compression
 	 * needed: 1. */
-	assert_near(pol_perfmodel_cr_needed(&m), 1, 1e-12);
+	sup_assert_near(pol_perfmodel_cr_needed(&m), 1, 1e-12);
 	/* T_comp 20: room 21.4 - 9 = 12.4, CR = 24 / 12.4 = 1.9355. */
 	m.t_comp = 20;
-	assert_near(pol_perfmodel_cr_needed(&m), 24 / 12.4, 1e-12);
+	sup_assert_near(pol_perfmodel_cr_needed(&m), 24 / 12.4, 1e-12);
 	/* Slow network, s = 6e-6: M s = 96, CR = 96 / 12.4 = 7.742. */
 	m.slope = 6e-6;
-	assert_near(pol_perfmodel_cr_needed(&m), 96 / 12.4, 1e-12);
+	sup_assert_near(pol_perfmodel_cr_needed(&m), 96 / 12.4, 1e-12);
 	/* T_comp 8: 1.07 * 8 = 8.56 < k L = 9, the latencies alone do
 	 * not fit: no ratio suffices. */
 	m.t_comp = 8;
@@ -610,6 +470,19 @@ test_cr_needed_hides_the_collectives_behind_backward(void **state)
 }
 
 /* ---- the fit -------------------------------------------------------- */
+
+/* Adds the n samples (bytes, ms, count) of xyw to *st. */
+static void
+add_samples(pol_perfmodel_stats *st, const double (*xyw)[3], size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		pol_perfmodel_stats_add(st, xyw[i][0], xyw[i][1], xyw[i][2]);
+}
+
+/* add_samples with the samples listed: ADD_SAMPLES(&st, { 1, 5, 1 }). */
+#define ADD_SAMPLES(st, ...)                                                   \
+	add_samples((st), (const double[][3]){ __VA_ARGS__ },                  \
+	    sizeof((const double[][3]){ __VA_ARGS__ }) / sizeof(double[3]))
 
 static void
 test_fit_is_weighted_by_count_as_computed_by_hand(void **state)
@@ -625,31 +498,27 @@ test_fit_is_weighted_by_count_as_computed_by_hand(void **state)
 	 * + 2 * 3.0625 = 12.75. slope = 9.25 / 6.75 = 1.37037, intercept
 	 * = 7.25 - 1.37037 * 2.75 = 3.481481, R2 = 9.25^2 / (6.75 * 12.75)
 	 * = 0.994190. */
-	pol_perfmodel_stats_add(&st, 1, 5, 1);
-	pol_perfmodel_stats_add(&st, 2, 6, 1);
-	pol_perfmodel_stats_add(&st, 4, 9, 2);
+	ADD_SAMPLES(&st, { 1, 5, 1 }, { 2, 6, 1 }, { 4, 9, 2 });
 	assert_int_equal(pol_perfmodel_fit(&st, &line), POL_PERFMODEL_FIT_OK);
-	assert_near(line.slope, 9.25 / 6.75, 1e-12);
-	assert_near(line.intercept, 7.25 - 9.25 / 6.75 * 2.75, 1e-12);
-	assert_near(line.r2, 9.25 * 9.25 / (6.75 * 12.75), 1e-12);
+	sup_assert_near(line.slope, 9.25 / 6.75, 1e-12);
+	sup_assert_near(line.intercept, 7.25 - 9.25 / 6.75 * 2.75, 1e-12);
+	sup_assert_near(line.r2, 9.25 * 9.25 / (6.75 * 12.75), 1e-12);
 	assert_false(line.origin);
 
 	/* A count of 2 is the same as the sample twice, merged from two
 	 * sets. */
-	pol_perfmodel_stats_add(&twice, 1, 5, 1);
-	pol_perfmodel_stats_add(&twice, 4, 9, 1);
+	ADD_SAMPLES(&twice, { 1, 5, 1 }, { 4, 9, 1 });
 	{
 		pol_perfmodel_stats other = { 0 };
 
-		pol_perfmodel_stats_add(&other, 2, 6, 1);
-		pol_perfmodel_stats_add(&other, 4, 9, 1);
+		ADD_SAMPLES(&other, { 2, 6, 1 }, { 4, 9, 1 });
 		pol_perfmodel_stats_merge(&twice, &other);
 	}
 	assert_int_equal(twice.n, 4);
 	assert_int_equal(pol_perfmodel_fit(&twice, &line),
 	    POL_PERFMODEL_FIT_OK);
-	assert_near(line.slope, 9.25 / 6.75, 1e-12);
-	assert_near(line.r2, 9.25 * 9.25 / (6.75 * 12.75), 1e-12);
+	sup_assert_near(line.slope, 9.25 / 6.75, 1e-12);
+	sup_assert_near(line.r2, 9.25 * 9.25 / (6.75 * 12.75), 1e-12);
 }
 
 static void
@@ -662,15 +531,13 @@ test_fit_refits_a_negative_intercept_through_the_origin(void **state)
 	/* (1, 1), (2, 3), (3, 5): y = 2x - 1. Through 0: s = Σxy / Σx² =
 	 * 22 / 14 = 1.571429; residual Σy² - s Σxy = 35 - 22 * 22 / 14 =
 	 * 0.428571; Cyy = 8; R2 = 1 - 0.428571 / 8 = 0.946429. */
-	pol_perfmodel_stats_add(&st, 1, 1, 1);
-	pol_perfmodel_stats_add(&st, 2, 3, 1);
-	pol_perfmodel_stats_add(&st, 3, 5, 1);
+	ADD_SAMPLES(&st, { 1, 1, 1 }, { 2, 3, 1 }, { 3, 5, 1 });
 	assert_int_equal(pol_perfmodel_fit(&st, &line), POL_PERFMODEL_FIT_OK);
 	assert_true(line.origin);
-	assert_near(line.raw_intercept, -1, 1e-12);
+	sup_assert_near(line.raw_intercept, -1, 1e-12);
 	assert_true(line.intercept == 0);
-	assert_near(line.slope, 22.0 / 14, 1e-12);
-	assert_near(line.r2, 1 - (35 - 22.0 * 22 / 14) / 8, 1e-12);
+	sup_assert_near(line.slope, 22.0 / 14, 1e-12);
+	sup_assert_near(line.r2, 1 - (35 - 22.0 * 22 / 14) / 8, 1e-12);
 }
 
 static void
@@ -682,18 +549,16 @@ test_fit_refuses_one_size_no_sample_and_a_falling_line(void **state)
 	(void)state;
 	assert_int_equal(pol_perfmodel_fit(&st, &line),
 	    POL_PERFMODEL_FIT_EMPTY);
-	pol_perfmodel_stats_add(&st, 4e6, 9, 3);
-	pol_perfmodel_stats_add(&st, 4e6, 10, 3);
+	ADD_SAMPLES(&st, { 4e6, 9, 3 }, { 4e6, 10, 3 });
 	assert_int_equal(pol_perfmodel_fit(&st, &line),
 	    POL_PERFMODEL_FIT_ONE_SIZE);
 	assert_true(line.slope == 42);
 	/* (1e6, 9) and (4e6, 5): slope -4 / 3e6 ms/byte. */
 	memset(&st, 0, sizeof(st));
-	pol_perfmodel_stats_add(&st, 1e6, 9, 1);
-	pol_perfmodel_stats_add(&st, 4e6, 5, 1);
+	ADD_SAMPLES(&st, { 1e6, 9, 1 }, { 4e6, 5, 1 });
 	assert_int_equal(pol_perfmodel_fit(&st, &line),
 	    POL_PERFMODEL_FIT_SLOPE);
-	assert_near(line.slope, -4 / 3e6, 1e-12);
+	sup_assert_near(line.slope, -4 / 3e6, 1e-12);
 }
 
 /* xorshift64*: the same noise on every run. */
@@ -724,15 +589,15 @@ test_fit_recovers_alpha_and_bw_from_noisy_timings(void **state)
 	 * bytes/ms (s = 6 / (4 * 1.25e6) = 1.2e-6 ms/byte). Eight sizes
 	 * from 64 KiB to 8 MiB per rank, each time off by up to ±5 %,
 	 * medians of 1 to 4 collectives, four ranks, eight windows. */
-	f->world = 4;
+	f->h.world = 4;
 	f->n_sizes = 8;
 	direct_start_ok(f, direct_yaml);
 	levels(f, 0, 0, 0, 0);
 	for (uint64_t w = 0; w < 8; w++) {
-		bellows_window win = window(f, w, f->level, false);
+		bellows_window win = window(f, w, f->h.level, false);
 		uint32_t n = 0;
 
-		for (uint32_t r = 0; r < f->world; r++) {
+		for (uint32_t r = 0; r < f->h.world; r++) {
 			for (uint32_t i = 0; i < f->n_sizes; i++) {
 				double b = 65536.0 * (double)(1u << i);
 				double t = 1.5 + 1.2e-6 * b;
@@ -745,14 +610,14 @@ test_fit_recovers_alpha_and_bw_from_noisy_timings(void **state)
 			}
 		}
 		win.n_comm = n;
-		f->prop.reason[0] = '\0';
-		assert_int_equal(f->ops->on_window(f->pstate, f->config, &win,
-				     &f->prop),
+		f->h.prop.reason[0] = '\0';
+		assert_int_equal(f->h.ops->on_window(f->h.pstate, f->h.config,
+				     &win, &f->h.prop),
 		    0);
 		/* From the third window on (>= 96 samples). */
 		if (w >= 2) {
-			assert_near(metric(f, "alpha_ms"), 0.25, 0.05);
-			assert_near(metric(f, "bw_gbps"), 10, 0.05);
+			sup_assert_near(metric(f, "alpha_ms"), 0.25, 0.05);
+			sup_assert_near(metric(f, "bw_gbps"), 10, 0.05);
 			worst_alpha = fmax(worst_alpha,
 			    fabs(metric(f, "alpha_ms") / 0.25 - 1));
 			worst_bw = fmax(worst_bw,
@@ -762,7 +627,7 @@ test_fit_recovers_alpha_and_bw_from_noisy_timings(void **state)
 	assert_true(metric(f, "fit_r2") > 0.99);
 	print_message("alpha within %.2f %%, BW within %.2f %%\n",
 	    100 * worst_alpha, 100 * worst_bw);
-	assert_contains(f->prop.reason, "(8 windows, 256 samples)");
+	sup_assert_contains(f->h.prop.reason, "(8 windows, 256 samples)");
 }
 
 /* ---- the policy through the host ------------------------------------ */
@@ -773,8 +638,8 @@ test_perfmodel_starts_with_compression_on_and_describes_the_job(void **state)
 	fixture *f = *state;
 
 	start_ok(f, job_yaml);
-	assert_false(f->state.compression_off);
-	assert_contains(f->reason,
+	assert_false(f->h.state.compression_off);
+	sup_assert_contains(f->h.reason,
 	    "compression on until it is measured and alpha/BW are fitted (M "
 	    "15.26 MiB, 3 buckets of 5.72 MiB, last 3.81 MiB)");
 }
@@ -789,40 +654,40 @@ test_perfmodel_gates_off_after_two_windows_predicted_slower(void **state)
 	 * Sync 10 + max(42.8, 24) + 9 = 61.8; compressed 10 + 40 + 10 + 9
 	 * + 2.4 = 71.4; (71.4 - 61.8) / 61.8 = +15.5 % > 10 %: 1 of 2. */
 	run(f, 0);
-	assert_false(f->state.compression_off);
-	assert_contains(f->why,
+	assert_false(f->h.state.compression_off);
+	sup_assert_contains(f->h.why,
 	    "compression stays on: compressed 71.4 ms vs sync 61.8 ms "
 	    "(+15.5%, margin 10%, 1/2); alpha 0.5 ms, BW 8 Gbps, R2 1.000 "
 	    "(1 window, 12 samples); gamma 1.07 (default); T_comp 40 ms, "
 	    "rest 10 ms; codec 10 ms, CR 10 (window 0); break-even 3.456 "
 	    "Gbps; CR needed 1");
-	assert_near(host_metric(f, "t_sync_ms"), 61.8, 1e-9);
-	assert_near(host_metric(f, "t_comp_ms"), 71.4, 1e-9);
-	assert_near(host_metric(f, "alpha_ms"), 0.5, 1e-9);
-	assert_near(host_metric(f, "bw_gbps"), 8, 1e-9);
-	assert_near(host_metric(f, "breakeven_gbps"), 3.456, 1e-9);
-	assert_near(host_metric(f, "cr_needed"), 1, 1e-12);
-	assert_near(host_metric(f, "gamma"), 1.07, 1e-12);
-	assert_near(host_metric(f, "fit_r2"), 1, 1e-9);
+	sup_assert_near(host_metric(f, "t_sync_ms"), 61.8, 1e-9);
+	sup_assert_near(host_metric(f, "t_comp_ms"), 71.4, 1e-9);
+	sup_assert_near(host_metric(f, "alpha_ms"), 0.5, 1e-9);
+	sup_assert_near(host_metric(f, "bw_gbps"), 8, 1e-9);
+	sup_assert_near(host_metric(f, "breakeven_gbps"), 3.456, 1e-9);
+	sup_assert_near(host_metric(f, "cr_needed"), 1, 1e-12);
+	sup_assert_near(host_metric(f, "gamma"), 1.07, 1e-12);
+	sup_assert_near(host_metric(f, "fit_r2"), 1, 1e-9);
 
 	run(f, 1);
-	assert_true(f->state.compression_off);
-	assert_contains(f->why,
+	assert_true(f->h.state.compression_off);
+	sup_assert_contains(f->h.why,
 	    "compression off from window 2: compressed 71.4 ms vs sync 61.8 "
 	    "ms (+15.5%, margin 10%, 2/2)");
 	/* The level another policy chose stays; only the gate moves. */
-	assert_true(f->state.level[0] == 4);
+	assert_true(f->h.state.level[0] == 4);
 
 	/* Window 2 runs raw: gamma = (40 + 30 - 9) / 40 = 1.525, clamped
 	 * to 1.2: sync 10 + max(48, 24) + 9 = 67; compressed still 71.4:
 	 * +6.6 %, inside the margin: the gate stays off. */
 	run(f, 2);
-	assert_true(f->state.compression_off);
-	assert_contains(f->why,
+	assert_true(f->h.state.compression_off);
+	sup_assert_contains(f->h.why,
 	    "compression stays off: compressed 71.4 ms vs sync 67 ms (+6.6%, "
 	    "margin 10%, 0/2)");
-	assert_contains(f->why, "gamma 1.2 (measured 1.52, clamped)");
-	assert_near(host_metric(f, "gamma"), 1.2, 1e-12);
+	sup_assert_contains(f->h.why, "gamma 1.2 (measured 1.52, clamped)");
+	sup_assert_near(host_metric(f, "gamma"), 1.2, 1e-12);
 }
 
 static void
@@ -835,23 +700,23 @@ test_perfmodel_hold_needs_consecutive_windows_past_the_margin(void **state)
 	f->on.codec = 5;
 	f->on.step = 60;
 	run(f, 0);
-	assert_contains(f->why, "(+7.4%, margin 10%, 0/2)");
+	sup_assert_contains(f->h.why, "(+7.4%, margin 10%, 0/2)");
 	f->on.codec = 10;
 	f->on.step = 65;
 	run(f, 1);
-	assert_contains(f->why, "(+15.5%, margin 10%, 1/2)");
+	sup_assert_contains(f->h.why, "(+15.5%, margin 10%, 1/2)");
 	/* Back inside the margin: the count starts over. */
 	f->on.codec = 5;
 	f->on.step = 60;
 	run(f, 2);
-	assert_contains(f->why, "(+7.4%, margin 10%, 0/2)");
+	sup_assert_contains(f->h.why, "(+7.4%, margin 10%, 0/2)");
 	f->on.codec = 10;
 	f->on.step = 65;
 	run(f, 3);
-	assert_false(f->state.compression_off);
+	assert_false(f->h.state.compression_off);
 	run(f, 4);
-	assert_true(f->state.compression_off);
-	assert_contains(f->why, "compression off from window 5");
+	assert_true(f->h.state.compression_off);
+	sup_assert_contains(f->h.why, "compression off from window 5");
 }
 
 static void
@@ -859,35 +724,29 @@ test_perfmodel_gates_back_on_when_the_network_slows(void **state)
 {
 	fixture *f = *state;
 
-	start_ok(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: fixed\n"
-	    "        params: {level: 4}\n"
-	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 6000000, fit_windows: 1}\n");
+	start_gated(f, "fit_windows: 1");
 	run(f, 0);
 	run(f, 1);
-	assert_true(f->state.compression_off);
+	assert_true(f->h.state.compression_off);
 	/* A quarter of the bandwidth, gate off: gamma = (40 + 30 - 27) /
 	 * 40 = 1.075; sync 10 + max(43, 6 + 72) + 27 = 115; compressed 10
 	 * + 40 + 10 + 9 + 9.6 = 78.6: -31.7 %, past the margin twice. */
 	slow_network(f);
 	run(f, 2);
-	assert_true(f->state.compression_off);
-	assert_contains(f->why,
+	assert_true(f->h.state.compression_off);
+	sup_assert_contains(f->h.why,
 	    "compression stays off: compressed 78.6 ms vs sync 115 ms "
 	    "(-31.7%, margin 10%, 1/2); alpha 0.5 ms, BW 2 Gbps");
-	assert_contains(f->why, "gamma 1.07 (measured 1.07)");
-	assert_near(host_metric(f, "gamma"), 1.075, 1e-12);
-	assert_near(host_metric(f, "comm_bound"), 1, 0);
+	sup_assert_contains(f->h.why, "gamma 1.07 (measured 1.07)");
+	sup_assert_near(host_metric(f, "gamma"), 1.075, 1e-12);
+	sup_assert_near(host_metric(f, "comm_bound"), 1, 0);
 	run(f, 3);
-	assert_false(f->state.compression_off);
-	assert_contains(f->why, "compression on from window 4");
+	assert_false(f->h.state.compression_off);
+	sup_assert_contains(f->h.why, "compression on from window 4");
 	/* Room 1.075 * 40 - 9 = 34 ms for M s = 16e6 * 6e-6 = 96 ms: CR
 	 * 96 / 34 = 2.82. */
-	assert_near(host_metric(f, "cr_needed"), 96 / 34.0, 1e-9);
-	assert_contains(f->why, "CR needed 2.82");
+	sup_assert_near(host_metric(f, "cr_needed"), 96 / 34.0, 1e-9);
+	sup_assert_contains(f->h.why, "CR needed 2.82");
 }
 
 static void
@@ -895,24 +754,18 @@ test_perfmodel_hysteresis_keeps_the_gate_between_the_margins(void **state)
 {
 	fixture *f = *state;
 
-	start_ok(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: fixed\n"
-	    "        params: {level: 4}\n"
-	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 6000000, hold_windows: 1}\n");
+	start_gated(f, "hold_windows: 1");
 	/* On: +15.5 % > 10 % moves it off at once with hold 1. */
 	run(f, 0);
-	assert_true(f->state.compression_off);
+	assert_true(f->h.state.compression_off);
 	/* Off, gamma clamped to 1.2: sync 67 vs compressed 71.4, +6.6 %:
 	 * below +10 % but not below -10 %: stays off. */
 	for (uint64_t w = 1; w <= 4; w++) {
 		run(f, w);
-		assert_true(f->state.compression_off);
+		assert_true(f->h.state.compression_off);
 	}
 	/* Turning compression back on would need -10 %. */
-	assert_contains(f->why,
+	sup_assert_contains(f->h.why,
 	    "compression stays off: compressed 71.4 ms vs sync 67 ms (+6.6%, "
 	    "margin 10%, 0/1)");
 }
@@ -922,24 +775,18 @@ test_perfmodel_probes_one_window_every_probe_windows(void **state)
 {
 	fixture *f = *state;
 
-	start_ok(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: fixed\n"
-	    "        params: {level: 4}\n"
-	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 6000000, probe_windows: 3}\n");
+	start_gated(f, "probe_windows: 3");
 	run(f, 0);
 	run(f, 1);
-	assert_true(f->state.compression_off);
+	assert_true(f->h.state.compression_off);
 	/* Off since window 1: windows 2 and 3 run raw, window 4 asks for
 	 * compression in window 5 only. */
 	run(f, 2);
 	run(f, 3);
-	assert_true(f->state.compression_off);
+	assert_true(f->h.state.compression_off);
 	run(f, 4);
-	assert_false(f->state.compression_off);
-	assert_contains(f->why,
+	assert_false(f->h.state.compression_off);
+	sup_assert_contains(f->h.why,
 	    "compression on for window 5 only, to re-measure it");
 	/* Window 5 measures a faster codec (2 ms): compressed 10 + 40 + 2
 	 * + 9 + 2.4 = 63.4 vs sync 67 (gamma 1.2 from the raw windows),
@@ -947,14 +794,15 @@ test_perfmodel_probes_one_window_every_probe_windows(void **state)
 	f->on.codec = 2;
 	f->on.step = 57;
 	run(f, 5);
-	assert_true(f->state.compression_off);
-	assert_contains(f->why, "codec 2 ms, CR 10 (window 5)");
-	assert_contains(f->why, "compression stays off: compressed 63.4 ms");
+	assert_true(f->h.state.compression_off);
+	sup_assert_contains(f->h.why, "codec 2 ms, CR 10 (window 5)");
+	sup_assert_contains(f->h.why,
+	    "compression stays off: compressed 63.4 ms");
 	run(f, 6);
-	assert_true(f->state.compression_off);
+	assert_true(f->h.state.compression_off);
 	/* Three windows after the probe. */
 	run(f, 7);
-	assert_false(f->state.compression_off);
+	assert_false(f->h.state.compression_off);
 }
 
 static void
@@ -962,33 +810,29 @@ test_perfmodel_probes_once_when_the_levels_change_while_off(void **state)
 {
 	fixture *f = *state;
 
-	direct_start_ok(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 6000000, probe_windows: 100}\n");
+	direct_start_with(f, "probe_windows: 100");
 	levels(f, 4, 4, 0, 4);
 	direct_run_ok(f, 0);
 	direct_run_ok(f, 1);
-	assert_true(f->prop.compression_off);
+	assert_true(f->h.prop.compression_off);
 	direct_run_ok(f, 2);
-	assert_true(f->prop.compression_off);
+	assert_true(f->h.prop.compression_off);
 	/* Another policy lowers the levels: the measurement is of other
 	 * levels, so window 3 asks for one compressed window. */
 	levels(f, 2, 2, 0, 2);
 	direct_run_ok(f, 3);
-	assert_false(f->prop.compression_off);
-	assert_contains(f->prop.reason,
+	assert_false(f->h.prop.compression_off);
+	sup_assert_contains(f->h.prop.reason,
 	    "compression on for window 4 only, to re-measure it");
-	assert_contains(f->prop.reason, "(window 1, other levels)");
+	sup_assert_contains(f->h.prop.reason, "(window 1, other levels)");
 	/* Window 4 reports no codec time: nothing measured. Still, these
 	 * levels were probed once: no probe again until probe_windows. */
 	f->on.codec = 0;
 	direct_run_ok(f, 4);
-	assert_true(f->prop.compression_off);
-	assert_contains(f->prop.reason, "(window 1, other levels)");
+	assert_true(f->h.prop.compression_off);
+	sup_assert_contains(f->h.prop.reason, "(window 1, other levels)");
 	direct_run_ok(f, 5);
-	assert_true(f->prop.compression_off);
+	assert_true(f->h.prop.compression_off);
 }
 
 static void
@@ -996,30 +840,27 @@ test_perfmodel_raw_windows_start_the_job_uncompressed(void **state)
 {
 	fixture *f = *state;
 
-	direct_start_ok(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 6000000, raw_windows: 2}\n");
-	assert_true(f->prop.compression_off);
-	assert_contains(f->prop.reason,
+	direct_start_with(f, "raw_windows: 2");
+	assert_true(f->h.prop.compression_off);
+	sup_assert_contains(f->h.prop.reason,
 	    "compression off for the first 2 windows, to fit alpha/BW to "
 	    "every tensor sent raw");
 	levels(f, 4, 4, 0, 4);
 	direct_run_ok(f, 0);
-	assert_true(f->prop.compression_off);
-	assert_contains(f->prop.reason,
+	assert_true(f->h.prop.compression_off);
+	sup_assert_contains(f->h.prop.reason,
 	    "compression off until window 2 (raw_windows): sync 67 ms, no "
 	    "compressed prediction");
-	assert_contains(f->prop.reason, "compression never measured");
+	sup_assert_contains(f->h.prop.reason, "compression never measured");
 	/* The raw windows measure gamma: (40 + 30 - 9) / 40 = 1.525. */
-	assert_contains(f->prop.reason, "gamma 1.2 (measured 1.52, clamped)");
+	sup_assert_contains(f->h.prop.reason,
+	    "gamma 1.2 (measured 1.52, clamped)");
 	direct_run_ok(f, 1);
-	assert_false(f->prop.compression_off);
-	assert_contains(f->prop.reason,
+	assert_false(f->h.prop.compression_off);
+	sup_assert_contains(f->h.prop.reason,
 	    "compression on from window 2: raw_windows over");
 	direct_run_ok(f, 2);
-	assert_near(metric(f, "codec_ms"), 10, 1e-12);
+	sup_assert_near(metric(f, "codec_ms"), 10, 1e-12);
 }
 
 static void
@@ -1033,14 +874,14 @@ test_perfmodel_never_gates_off_compression_it_never_measured(void **state)
 	f->on.step = 55;
 	for (uint64_t w = 0; w < 5; w++) {
 		run(f, w);
-		assert_false(f->state.compression_off);
+		assert_false(f->h.state.compression_off);
 	}
-	assert_contains(f->why,
+	sup_assert_contains(f->h.why,
 	    "compression stays on: sync 61.8 ms, no compressed prediction");
-	assert_contains(f->why, "compression never measured");
-	assert_lacks(f->why, "break-even");
+	sup_assert_contains(f->h.why, "compression never measured");
+	sup_assert_lacks(f->h.why, "break-even");
 	assert_true(isnan(host_metric(f, "t_comp_ms")));
-	assert_near(host_metric(f, "t_sync_ms"), 61.8, 1e-9);
+	sup_assert_near(host_metric(f, "t_sync_ms"), 61.8, 1e-9);
 }
 
 static void
@@ -1048,19 +889,13 @@ test_perfmodel_keeps_the_fit_when_one_size_is_timed(void **state)
 {
 	fixture *f = *state;
 
-	start_ok(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: fixed\n"
-	    "        params: {level: 4}\n"
-	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 6000000, fit_windows: 2}\n");
+	start_gated(f, "fit_windows: 2");
 	/* Only 4e6-byte collectives: no line, no prediction, no gate. */
 	f->n_sizes = 1;
 	f->bytes[0] = 4000000;
 	f->ms[0] = 9;
 	run(f, 0);
-	assert_contains(f->why,
+	sup_assert_contains(f->h.why,
 	    "compression stays on: no prediction; one collective size "
 	    "(4000000 bytes) in the last 2 windows: need 2 to fit");
 	assert_true(isnan(host_metric(f, "alpha_ms")));
@@ -1068,22 +903,22 @@ test_perfmodel_keeps_the_fit_when_one_size_is_timed(void **state)
 	/* Three sizes in window 1: fitted. */
 	fast_network(f);
 	run(f, 1);
-	assert_near(host_metric(f, "alpha_ms"), 0.5, 1e-9);
+	sup_assert_near(host_metric(f, "alpha_ms"), 0.5, 1e-9);
 	/* One size again: window 1 is still within the last 2 windows. */
 	f->n_sizes = 1;
 	run(f, 2);
-	assert_near(host_metric(f, "alpha_ms"), 0.5, 1e-9);
+	sup_assert_near(host_metric(f, "alpha_ms"), 0.5, 1e-9);
 	/* Windows 1 and 2 predicted +15.5 %: the gate is off. Window 3
 	 * sees windows 2 and 3, one size: the fit of window 2 is kept and
 	 * said to be, and predicts (gamma 1.2 measured in this raw window)
 	 * 10 + 48 + 9 = 67. */
-	assert_true(f->state.compression_off);
+	assert_true(f->h.state.compression_off);
 	run(f, 3);
-	assert_contains(f->why,
+	sup_assert_contains(f->h.why,
 	    "one collective size (1000000 bytes) in the last 2 windows: need "
 	    "2 to fit, fit of window 2 kept");
-	assert_near(host_metric(f, "alpha_ms"), 0.5, 1e-9);
-	assert_near(host_metric(f, "t_sync_ms"), 67, 1e-9);
+	sup_assert_near(host_metric(f, "alpha_ms"), 0.5, 1e-9);
+	sup_assert_near(host_metric(f, "t_sync_ms"), 67, 1e-9);
 }
 
 static void
@@ -1100,11 +935,11 @@ test_perfmodel_rejects_a_falling_line_with_its_slope(void **state)
 	f->bytes[1] = 4000000;
 	f->ms[1] = 5;
 	run(f, 0);
-	assert_contains(f->why,
+	sup_assert_contains(f->h.why,
 	    "fit rejected: slope -1.4 ms/MiB <= 0 (time does not grow with "
 	    "size)");
 	assert_true(isnan(host_metric(f, "bw_gbps")));
-	assert_false(f->state.compression_off);
+	assert_false(f->h.state.compression_off);
 }
 
 static void
@@ -1120,11 +955,11 @@ test_perfmodel_runs_beside_accordion_on_other_knobs(void **state)
 	    "      - type: perfmodel\n"
 	    "        params: {bucket_bytes: 6000000, hold_windows: 1}\n");
 	/* Accordion's critical level 2 on the three 2-D layers. */
-	assert_true(f->state.level[0] == 2 && f->state.level[2] == 0);
+	assert_true(f->h.state.level[0] == 2 && f->h.state.level[2] == 0);
 	run(f, 0);
-	assert_true(f->state.compression_off);
-	assert_true(f->state.level[0] == 2);
-	assert_string_equal(f->policies, "accordion,perfmodel");
+	assert_true(f->h.state.compression_off);
+	assert_true(f->h.state.level[0] == 2);
+	assert_string_equal(f->h.policies, "accordion,perfmodel");
 }
 
 static void
@@ -1132,20 +967,20 @@ test_perfmodel_world_one_predicts_without_collectives(void **state)
 {
 	fixture *f = *state;
 
-	f->world = 1;
+	f->h.world = 1;
 	f->n_sizes = 0;
 	direct_start_ok(f, direct_yaml);
 	levels(f, 4, 4, 0, 4);
 	/* No collective: sync = gamma T_comp + rest = 1.07 * 40 + 10 =
 	 * 52.8; compressed 40 + 10 + 10 = 60 (CR changes nothing). */
 	direct_run_ok(f, 0);
-	assert_contains(f->prop.reason,
+	sup_assert_contains(f->h.prop.reason,
 	    "compressed 60 ms vs sync 52.8 ms (+13.6%");
-	assert_contains(f->prop.reason, "world 1: no collective");
+	sup_assert_contains(f->h.prop.reason, "world 1: no collective");
 	assert_true(isnan(metric(f, "alpha_ms")));
 	assert_true(isnan(metric(f, "breakeven_gbps")));
 	direct_run_ok(f, 1);
-	assert_true(f->prop.compression_off);
+	assert_true(f->h.prop.compression_off);
 }
 
 /* ---- direct driving: metrics, reloads, corners ------------------------ */
@@ -1162,18 +997,20 @@ test_perfmodel_measures_gamma_only_in_raw_windows(void **state)
 	f->on = f->off;
 	f->on.comm = 5; /* (40 + 5 - 9) / 40 = 0.9 -> 1 */
 	direct_run_ok(f, 0);
-	assert_contains(f->prop.reason,
+	sup_assert_contains(f->h.prop.reason,
 	    "compression stays on: no layer compressed");
-	assert_contains(f->prop.reason, "gamma 1 (measured 0.9, clamped)");
-	assert_near(metric(f, "gamma"), 1, 1e-12);
+	sup_assert_contains(f->h.prop.reason,
+	    "gamma 1 (measured 0.9, clamped)");
+	sup_assert_near(metric(f, "gamma"), 1, 1e-12);
 	f->on.comm = 13; /* (40 + 13 - 9) / 40 = 1.1 */
 	direct_run_ok(f, 1);
-	assert_contains(f->prop.reason, "gamma 1.1 (measured 1.1)");
-	assert_near(metric(f, "gamma"), 1.1, 1e-12);
+	sup_assert_contains(f->h.prop.reason, "gamma 1.1 (measured 1.1)");
+	sup_assert_near(metric(f, "gamma"), 1.1, 1e-12);
 	f->on.comm = 50; /* (40 + 50 - 9) / 40 = 2.025 -> 1.2 */
 	direct_run_ok(f, 2);
-	assert_contains(f->prop.reason, "gamma 1.2 (measured 2.02, clamped)");
-	assert_near(metric(f, "gamma"), 1.2, 1e-12);
+	sup_assert_contains(f->h.prop.reason,
+	    "gamma 1.2 (measured 2.02, clamped)");
+	sup_assert_near(metric(f, "gamma"), 1.2, 1e-12);
 
 	/* A compressed window measures no gamma: the last one stays. */
 	levels(f, 4, 4, 0, 4);
@@ -1184,7 +1021,8 @@ test_perfmodel_measures_gamma_only_in_raw_windows(void **state)
 		.floats_sent = 1600000,
 		.floats_raw = 16000000 };
 	direct_run_ok(f, 3);
-	assert_contains(f->prop.reason, "gamma 1.2 (measured 2.02, clamped)");
+	sup_assert_contains(f->h.prop.reason,
+	    "gamma 1.2 (measured 2.02, clamped)");
 }
 
 static void
@@ -1192,16 +1030,12 @@ test_perfmodel_gamma_param_stands_in_until_measured(void **state)
 {
 	fixture *f = *state;
 
-	direct_start_ok(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 6000000, gamma: 1.1}\n");
+	direct_start_with(f, "gamma: 1.1");
 	levels(f, 4, 4, 0, 4);
 	/* Sync 10 + max(1.1 * 40, 24) + 9 = 63. */
 	direct_run_ok(f, 0);
-	assert_contains(f->prop.reason, "gamma 1.1 (default)");
-	assert_near(metric(f, "t_sync_ms"), 63, 1e-9);
+	sup_assert_contains(f->h.prop.reason, "gamma 1.1 (default)");
+	sup_assert_near(metric(f, "t_sync_ms"), 63, 1e-9);
 }
 
 static void
@@ -1219,10 +1053,10 @@ test_perfmodel_overlap_false_predicts_the_serial_sum(void **state)
 	 * 1.5e-6 = 10 + 40 + 12 + 24 = 86; compressed 10 + 40 + 10 + 12 +
 	 * 2.4 = 74.4. */
 	direct_run_ok(f, 0);
-	assert_near(metric(f, "t_sync_ms"), 86, 1e-9);
-	assert_near(metric(f, "t_comp_ms"), 74.4, 1e-9);
-	assert_contains(f->prop.reason, "; no overlap;");
-	assert_near(metric(f, "gamma"), 1.07, 1e-12);
+	sup_assert_near(metric(f, "t_sync_ms"), 86, 1e-9);
+	sup_assert_near(metric(f, "t_comp_ms"), 74.4, 1e-9);
+	sup_assert_contains(f->h.prop.reason, "; no overlap;");
+	sup_assert_near(metric(f, "gamma"), 1.07, 1e-12);
 }
 
 static void
@@ -1235,13 +1069,13 @@ test_perfmodel_per_layer_collectives_leave_layer_0_last(void **state)
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
 	    "        params: {bucket_bytes: 0}\n");
-	assert_contains(f->prop.reason,
+	sup_assert_contains(f->h.prop.reason,
 	    "(M 15.26 MiB, 4 per-layer collectives, last 3.81 MiB)");
 	levels(f, 4, 4, 0, 4);
 	/* k = 4, the last is layer 0 (4e6 bytes): overlapped 3 * 3 + 12e6
 	 * * 1.5e-6 = 27 < 42.8; sync 10 + 42.8 + 3 + 6 = 61.8. */
 	direct_run_ok(f, 0);
-	assert_near(metric(f, "t_sync_ms"), 61.8, 1e-9);
+	sup_assert_near(metric(f, "t_sync_ms"), 61.8, 1e-9);
 }
 
 static void
@@ -1253,61 +1087,51 @@ test_perfmodel_reload_keeps_the_fit_measurement_and_gate(void **state)
 		.ranks_alive = 4 };
 
 	direct_start_ok(f, direct_yaml);
-	load_file(f->path2,
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
 	    "        params: {bucket_bytes: 6000000, margin: 0.5}\n",
-	    &f->cfg2);
+	    &f->h.cfg2);
 	levels(f, 4, 4, 0, 4);
 	direct_run_ok(f, 0);
 	direct_run_ok(f, 1);
-	assert_true(f->prop.compression_off);
-	assert_int_equal(f->ops->on_event(f->pstate,
-			     f->cfg2->jobs[0].policies[0].config, &ev),
+	assert_true(f->h.prop.compression_off);
+	assert_int_equal(f->h.ops->on_event(f->h.pstate,
+			     f->h.cfg2->jobs[0].policies[0].config, &ev),
 	    0);
-	f->config = f->cfg2->jobs[0].policies[0].config;
+	f->h.config = f->h.cfg2->jobs[0].policies[0].config;
 	/* No samples after the reload: the ring from before still fits. */
 	f->n_sizes = 0;
 	direct_run_ok(f, 2);
-	assert_true(f->prop.compression_off);
-	assert_contains(f->prop.reason, "margin 50%");
-	assert_contains(f->prop.reason, "codec 10 ms, CR 10 (window 1)");
-	assert_contains(f->prop.reason, "(2 windows, 24 samples)");
-	assert_near(metric(f, "alpha_ms"), 0.5, 1e-9);
+	assert_true(f->h.prop.compression_off);
+	sup_assert_contains(f->h.prop.reason, "margin 50%");
+	sup_assert_contains(f->h.prop.reason, "codec 10 ms, CR 10 (window 1)");
+	sup_assert_contains(f->h.prop.reason, "(2 windows, 24 samples)");
+	sup_assert_near(metric(f, "alpha_ms"), 0.5, 1e-9);
 }
 
 static void
 test_perfmodel_reload_through_the_host_keeps_the_gate(void **state)
 {
 	fixture *f = *state;
-	ctl_policy_set *next = NULL;
-	char note[256];
 
 	start_ok(f, job_yaml);
-	load_file(f->path2,
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: fixed\n"
 	    "        params: {level: 4}\n"
 	    "      - type: perfmodel\n"
 	    "        params: {bucket_bytes: 6000000, hold_windows: 3}\n",
-	    &f->cfg2);
+	    &f->h.cfg2);
 	run(f, 0);
 	run(f, 1);
-	assert_true(f->state.compression_off);
-	assert_int_equal(ctl_policy_set_prepare(f->set, &f->cfg2->jobs[0],
-			     "job", f->world, layers, N_LAYERS, &f->state,
-			     f->reason, sizeof(f->reason), &next),
-	    0);
-	assert_int_equal(ctl_policy_set_commit(next, &f->set, 2, 4, note,
-			     sizeof(note)),
-	    0);
-	f->set = next;
-	assert_string_equal(note, "");
+	assert_true(f->h.state.compression_off);
+	sup_reload(&f->h, 2);
 	run(f, 2);
-	assert_true(f->state.compression_off);
-	assert_contains(f->why, "(+6.6%, margin 10%, 0/3)");
+	assert_true(f->h.state.compression_off);
+	sup_assert_contains(f->h.why, "(+6.6%, margin 10%, 0/3)");
 }
 
 static void
@@ -1319,10 +1143,10 @@ test_perfmodel_restarts_the_fit_when_the_world_changes(void **state)
 	levels(f, 4, 4, 0, 4);
 	direct_run_ok(f, 0);
 	/* Two ranks now, one size: the old line is for p = 4. */
-	f->world = 2;
+	f->h.world = 2;
 	f->n_sizes = 1;
 	direct_run_ok(f, 1);
-	assert_contains(f->prop.reason, "world 4 -> 2: fit restarted");
+	sup_assert_contains(f->h.prop.reason, "world 4 -> 2: fit restarted");
 	assert_true(isnan(metric(f, "alpha_ms")));
 	assert_true(isnan(metric(f, "t_sync_ms")));
 }
@@ -1336,13 +1160,13 @@ test_perfmodel_does_not_measure_during_a_calibration(void **state)
 	levels(f, 4, 4, 0, 4);
 	f->calibrate_until = 1000;
 	direct_run_ok(f, 0);
-	assert_contains(f->prop.reason, "calibration: not measured");
-	assert_contains(f->prop.reason, "compression never measured");
+	sup_assert_contains(f->h.prop.reason, "calibration: not measured");
+	sup_assert_contains(f->h.prop.reason, "compression never measured");
 	assert_true(isnan(metric(f, "codec_ms")));
 	f->calibrate_until = 0;
 	direct_run_ok(f, 11);
-	assert_near(metric(f, "codec_ms"), 10, 1e-12);
-	assert_near(metric(f, "cr"), 10, 1e-12);
+	sup_assert_near(metric(f, "codec_ms"), 10, 1e-12);
+	sup_assert_near(metric(f, "cr"), 10, 1e-12);
 }
 
 static void
@@ -1353,22 +1177,23 @@ test_perfmodel_ignores_broken_wire_values(void **state)
 
 	direct_start_ok(f, direct_yaml);
 	levels(f, 4, 4, 0, 4);
-	w = window(f, 0, f->level, false);
+	w = window(f, 0, f->h.level, false);
 	/* A negative time, a NaN time and a zero count are skipped: the
 	 * line is the fast network's. */
 	f->comm[0].ms = -1;
 	f->comm[1].ms = NAN;
 	f->comm[2].count = 0;
-	f->wl[0].comm_raw_ms = INFINITY;
-	f->wl[0].comm_raw_n = 3;
+	f->h.wl[0].comm_raw_ms = INFINITY;
+	f->h.wl[0].comm_raw_n = 3;
 	w.step_ms_median = NAN;
 	w.backward_ms_median = -5;
-	assert_int_equal(f->ops->on_window(f->pstate, f->config, &w, &f->prop),
+	assert_int_equal(f->h.ops->on_window(f->h.pstate, f->h.config, &w,
+			     &f->h.prop),
 	    0);
-	assert_near(metric(f, "alpha_ms"), 0.5, 1e-9);
-	assert_contains(f->prop.reason, "no backward time yet");
-	for (uint32_t i = 0; i < f->prop.n_metrics; i++)
-		assert_true(isfinite(f->prop.metrics[i].value));
+	sup_assert_near(metric(f, "alpha_ms"), 0.5, 1e-9);
+	sup_assert_contains(f->h.prop.reason, "no backward time yet");
+	for (uint32_t i = 0; i < f->h.prop.n_metrics; i++)
+		assert_true(isfinite(f->h.prop.metrics[i].value));
 }
 
 static void
@@ -1380,16 +1205,17 @@ test_perfmodel_counts_per_layer_raw_timings_in_the_fit(void **state)
 	direct_start_ok(f, direct_yaml);
 	levels(f, 0, 0, 0, 0);
 	f->n_sizes = 0;
-	w = window(f, 0, f->level, false);
+	w = window(f, 0, f->h.level, false);
 	/* Layers of 4e6 and 2e6 bytes: 9 and 6 ms (L 3, s 1.5e-6). */
-	f->wl[0].comm_raw_ms = 9;
-	f->wl[0].comm_raw_n = 8;
-	f->wl[1].comm_raw_ms = 6;
-	f->wl[1].comm_raw_n = 8;
-	assert_int_equal(f->ops->on_window(f->pstate, f->config, &w, &f->prop),
+	f->h.wl[0].comm_raw_ms = 9;
+	f->h.wl[0].comm_raw_n = 8;
+	f->h.wl[1].comm_raw_ms = 6;
+	f->h.wl[1].comm_raw_n = 8;
+	assert_int_equal(f->h.ops->on_window(f->h.pstate, f->h.config, &w,
+			     &f->h.prop),
 	    0);
-	assert_near(metric(f, "alpha_ms"), 0.5, 1e-9);
-	assert_near(metric(f, "bw_gbps"), 8, 1e-9);
+	sup_assert_near(metric(f, "alpha_ms"), 0.5, 1e-9);
+	sup_assert_near(metric(f, "bw_gbps"), 8, 1e-9);
 }
 
 static void
@@ -1399,9 +1225,10 @@ test_perfmodel_refuses_a_window_of_another_layer_table(void **state)
 	bellows_window w;
 
 	direct_start_ok(f, direct_yaml);
-	w = window(f, 0, f->level, false);
+	w = window(f, 0, f->h.level, false);
 	w.n_layers = N_LAYERS - 1;
-	assert_int_equal(f->ops->on_window(f->pstate, f->config, &w, &f->prop),
+	assert_int_equal(f->h.ops->on_window(f->h.pstate, f->h.config, &w,
+			     &f->h.prop),
 	    BELLOWS_EMISMATCH);
 }
 
@@ -1415,31 +1242,31 @@ test_perfmodel_example_file_loads_and_its_torch_entry_runs(void **state)
 	assert_non_null(root);
 	snprintf(path, sizeof(path), "%s/examples/policies/perfmodel.yaml",
 	    root);
-	if (ctl_config_load(path, &f->cfg, err, sizeof(err)) != 0)
+	if (ctl_config_load(path, &f->h.cfg, err, sizeof(err)) != 0)
 		fail_msg("%s", err);
-	assert_int_equal(f->cfg->n_jobs, 2);
-	assert_string_equal(f->cfg->jobs[0].policies[0].name, "accordion");
-	assert_string_equal(f->cfg->jobs[0].policies[1].name, "perfmodel");
+	assert_int_equal(f->h.cfg->n_jobs, 2);
+	assert_string_equal(f->h.cfg->jobs[0].policies[0].name, "accordion");
+	assert_string_equal(f->h.cfg->jobs[0].policies[1].name, "perfmodel");
 	/* The second entry: fixed rank 4, per-layer collectives without
 	 * overlap, three raw windows first. Sync 10 + 40 + 4 * 3 + 24 = 86;
 	 * then compressed 10 + 40 + 10 + 12 + 2.4 = 74.4: -13.5 %. */
-	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
-	assert_int_equal(ctl_policy_set_new(&f->cfg->jobs[1], "job", f->world,
-			     layers, N_LAYERS, &f->state, f->reason,
-			     sizeof(f->reason), &f->set),
+	assert_int_equal(com_decision_init(&f->h.state, "job", N_LAYERS), 0);
+	assert_int_equal(ctl_policy_set_new(&f->h.cfg->jobs[1], "job",
+			     f->h.world, layers, N_LAYERS, &f->h.state,
+			     f->h.reason, sizeof(f->h.reason), &f->h.set),
 	    0);
-	assert_true(f->state.compression_off);
+	assert_true(f->h.state.compression_off);
 	run(f, 0);
 	run(f, 1);
-	assert_true(f->state.compression_off);
-	assert_contains(f->why,
+	assert_true(f->h.state.compression_off);
+	sup_assert_contains(f->h.why,
 	    "compression off until window 3 (raw_windows): sync 86 ms");
 	run(f, 2);
-	assert_false(f->state.compression_off);
+	assert_false(f->h.state.compression_off);
 	run(f, 3);
-	assert_false(f->state.compression_off);
-	assert_true(f->state.level[0] == 4);
-	assert_contains(f->why,
+	assert_false(f->h.state.compression_off);
+	assert_true(f->h.state.level[0] == 4);
+	sup_assert_contains(f->h.why,
 	    "compression stays on: compressed 74.4 ms vs sync 86 ms (-13.5%, "
 	    "margin 10%, 0/2)");
 }
@@ -1449,61 +1276,61 @@ test_perfmodel_config_refuses_parameters_out_of_range(void **state)
 {
 	fixture *f = *state;
 
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
 	    "        params: {margin: -0.1}\n",
 	    "margin must be in [0, 10], not -0.1");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
 	    "        params: {gamma: 1.5}\n",
 	    "gamma must be in [1, 1.2], not 1.5");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
 	    "        params: {fit_windows: 0}\n",
 	    "fit_windows must be in [1, 256], not 0");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
 	    "        params: {hold_windows: 0}\n",
 	    "hold_windows must be in [1, 100000], not 0");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
 	    "        params: {probe_windows: -1}\n",
 	    "probe_windows must be in [0, 1000000], not -1");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
 	    "        params: {raw_windows: 1000001}\n",
 	    "raw_windows must be in [0, 1000000], not 1000001");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
 	    "        params: {bucket_bytes: -1}\n",
 	    "bucket_bytes must be in [0, 1099511627776], not -1");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
 	    "        params: {overlap: sometimes}\n",
 	    "overlap must be true or false");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
 	    "        params: {alpha: 0.5}\n",
 	    "policy type 'perfmodel' has no parameter 'alpha'");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
@@ -1518,25 +1345,17 @@ test_perfmodel_refuses_a_config_the_parser_did_not_check(void **state)
 {
 	fixture *f = *state;
 	bellows_event ev = { .type = BELLOWS_EVENT_RELOAD, .window = 1 };
-	double *margin = NULL;
 
 	direct_start_ok(f, direct_yaml);
-	load_file(f->path2, direct_yaml, &f->cfg2);
-	for (const bellows_param *p = pol_perfmodel_ops.params; p->name != NULL;
-	     p++) {
-		if (strcmp(p->name, "margin") == 0)
-			margin = (double
-				*)((char *)f->cfg2->jobs[0].policies[0].config +
-			    p->offset);
-	}
-	assert_non_null(margin);
-	*margin = NAN;
-	assert_int_equal(f->ops->on_event(f->pstate,
-			     f->cfg2->jobs[0].policies[0].config, &ev),
+	sup_load_file(f->h.path2, direct_yaml, &f->h.cfg2);
+	sup_patch_double(&pol_perfmodel_ops,
+	    f->h.cfg2->jobs[0].policies[0].config, "margin", NAN);
+	assert_int_equal(f->h.ops->on_event(f->h.pstate,
+			     f->h.cfg2->jobs[0].policies[0].config, &ev),
 	    BELLOWS_EINVAL);
-	f->config = f->cfg2->jobs[0].policies[0].config;
+	f->h.config = f->h.cfg2->jobs[0].policies[0].config;
 	assert_int_equal(direct_run(f, 0), BELLOWS_EINVAL);
-	f->config = f->cfg->jobs[0].policies[0].config;
+	f->h.config = f->h.cfg->jobs[0].policies[0].config;
 	assert_int_equal(direct_run(f, 0), 0);
 }
 
@@ -1562,7 +1381,7 @@ main(void)
 		    test_fit_refits_a_negative_intercept_through_the_origin),
 		cmocka_unit_test(
 		    test_fit_refuses_one_size_no_sample_and_a_falling_line),
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, sup_fixture_free)
 		T(test_fit_recovers_alpha_and_bw_from_noisy_timings),
 		T(test_perfmodel_starts_with_compression_on_and_describes_the_job),
 		T(test_perfmodel_gates_off_after_two_windows_predicted_slower),

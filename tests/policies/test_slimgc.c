@@ -31,9 +31,17 @@
 #include "policies.h"
 #include "policy_host.h"
 #include "registry.h"
+#include "support.h"
 
 #define N_LAYERS 6
 #define STEPS    10
+
+/* A configuration of one slimgc with `params` ("" for the defaults). */
+#define SLIMGC_YAML(params)                                                    \
+	"jobs:\n"                                                              \
+	"  - policies:\n"                                                      \
+	"      - type: slimgc\n"                                               \
+	"        params: {" params "}\n"
 
 /* Sizes in bytes (numel * 4) of the paper's Fig. 6 rows. */
 #define MB1   1048576u /* 1 MB */
@@ -76,120 +84,22 @@ typedef struct timing {
 } timing;
 
 typedef struct fixture {
-	char dir[64];                      /* private temporary directory */
-	char path[128];                    /* dir/policy.yaml */
-	char path2[128];                   /* dir/reload.yaml */
-	ctl_config *cfg;                   /* configuration started with */
-	ctl_config *cfg2;                  /* configuration reloaded */
-	ctl_policy_set *set;               /* host-driven instances */
-	com_decision state;                /* knob state in force */
-	char reason[BELLOWS_REASON_MAX];   /* initial reasons */
-	char policies[128];                /* last run: who gave a reason */
-	char why[2048];                    /* last run: the reasons */
-	timing t[N_LAYERS];                /* next window's timings */
-	uint64_t until;                    /* next window's calibrate_until */
-	bellows_window_layer wl[N_LAYERS]; /* the window's layers */
-	/* Direct driving of the policy's ops. */
-	const bellows_policy_ops *ops; /* the policy */
-	const void *config;            /* its config in force */
-	void *pstate;                  /* its state */
-	bool started;                  /* init succeeded: fini is due */
-	bool sel[N_LAYERS];            /* its layer selection */
-	double level[N_LAYERS];        /* the proposal's levels */
-	double bound[N_LAYERS];        /* the proposal's error bounds */
-	bellows_proposal prop;         /* state in force, then proposed */
+	sup_host h;         /* files, host and direct driving */
+	timing t[N_LAYERS]; /* next window's timings */
+	uint64_t until;     /* next window's calibrate_until */
 } fixture;
 
 static int
 setup(void **state)
 {
-	fixture *f = calloc(1, sizeof(*f));
+	fixture *f = sup_fixture_new(sizeof(*f), "slimgc", layers, N_LAYERS);
 
 	if (f == NULL)
 		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-slimgc-XXXXXX");
-	if (mkdtemp(f->dir) == NULL) {
-		free(f);
-		return -1;
-	}
-	snprintf(f->path, sizeof(f->path), "%s/policy.yaml", f->dir);
-	snprintf(f->path2, sizeof(f->path2), "%s/reload.yaml", f->dir);
 	for (uint32_t l = 0; l < N_LAYERS; l++)
 		f->t[l] = (timing){ NAN, NAN, NAN, 0, 0 };
 	*state = f;
 	return 0;
-}
-
-static void
-direct_stop(fixture *f)
-{
-	if (f->started && f->ops->fini != NULL)
-		f->ops->fini(f->pstate, f->config);
-	f->started = false;
-	free(f->pstate);
-	f->pstate = NULL;
-}
-
-static int
-teardown(void **state)
-{
-	fixture *f = *state;
-
-	direct_stop(f);
-	ctl_policy_set_destroy(&f->set);
-	com_decision_fini(&f->state);
-	ctl_config_destroy(&f->cfg);
-	ctl_config_destroy(&f->cfg2);
-	unlink(f->path);
-	unlink(f->path2);
-	rmdir(f->dir);
-	free(f);
-	return 0;
-}
-
-/* Writes `text` to `path` and loads it as bellowsd would. */
-static void
-load_file(const char *path, const char *text, ctl_config **ret)
-{
-	char err[CTL_CONFIG_ERR_MAX];
-	FILE *fp = fopen(path, "w");
-
-	assert_non_null(fp);
-	assert_true(fputs(text, fp) >= 0);
-	assert_int_equal(fclose(fp), 0);
-	if (ctl_config_load(path, ret, err, sizeof(err)) != 0)
-		fail_msg("%s", err);
-}
-
-static void
-load(fixture *f, const char *text)
-{
-	load_file(f->path, text, &f->cfg);
-}
-
-/* Expects `text` to be refused by the parser with `what` in the message. */
-static void
-load_refused(fixture *f, const char *text, const char *what)
-{
-	char err[CTL_CONFIG_ERR_MAX] = "";
-	ctl_config *cfg = NULL;
-	FILE *fp = fopen(f->path, "w");
-
-	assert_non_null(fp);
-	assert_true(fputs(text, fp) >= 0);
-	assert_int_equal(fclose(fp), 0);
-	assert_int_equal(ctl_config_load(f->path, &cfg, err, sizeof(err)),
-	    BELLOWS_ECONFIG);
-	assert_null(cfg);
-	if (strstr(err, what) == NULL)
-		fail_msg("expected '%s' in '%s'", what, err);
-}
-
-static void
-assert_contains(const char *text, const char *part)
-{
-	if (strstr(text, part) == NULL)
-		fail_msg("expected '%s' in '%s'", part, text);
 }
 
 /* ---- timings ------------------------------------------------------------ */
@@ -239,109 +149,47 @@ steady(fixture *f, uint64_t threshold, double scale)
 static bellows_window
 window(fixture *f, uint64_t index, uint64_t threshold, const bool *sel)
 {
+	bellows_window w = sup_window(&f->h, index);
+
 	for (uint32_t l = 0; l < N_LAYERS; l++) {
-		f->wl[l] = (bellows_window_layer){
-			.name = layers[l].name,
-			.numel = layers[l].numel,
-			.ndim = layers[l].ndim,
-			.shape = layers[l].shape,
-			.selected = sel != NULL ? sel[l] : false,
-			.grad_norm = 1,
-			.grad_norm_rank0 = 1,
-			.grad_norm_mean = 1,
-			.level = 1,
-			.comm_raw_ms = f->t[l].raw,
-			.comm_comp_ms = f->t[l].comp,
-			.codec_ms = f->t[l].codec,
-			.comm_raw_n = f->t[l].n_raw,
-			.comm_comp_n = f->t[l].n_comp,
-		};
+		bellows_window_layer *wl = &f->h.wl[l];
+
+		wl->selected = sel != NULL ? sel[l] : false;
+		wl->grad_norm = 1;
+		wl->grad_norm_rank0 = 1;
+		wl->grad_norm_mean = 1;
+		wl->level = 1;
+		wl->comm_raw_ms = f->t[l].raw;
+		wl->comm_comp_ms = f->t[l].comp;
+		wl->codec_ms = f->t[l].codec;
+		wl->comm_raw_n = f->t[l].n_raw;
+		wl->comm_comp_n = f->t[l].n_comp;
 	}
-	return (bellows_window){
-		.job = "job",
-		.window = index,
-		.first_step = index * STEPS,
-		.last_step = index * STEPS + STEPS - 1,
-		.lr = 0.1,
-		.lr_next = 0.1,
-		.world = 4,
-		.ranks_reported = 4,
-		.n_layers = N_LAYERS,
-		.layers = f->wl,
-		.size_threshold = threshold,
-		.calibrate_until = f->until,
-	};
+	w.first_step = index * STEPS;
+	w.last_step = index * STEPS + STEPS - 1;
+	w.size_threshold = threshold;
+	w.calibrate_until = f->until;
+	return w;
 }
 
-/* ---- through the host -----------------------------------------------------
- */
-
-static int
-start(fixture *f)
-{
-	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
-	return ctl_policy_set_new(&f->cfg->jobs[0], "job", 4, layers, N_LAYERS,
-	    &f->state, f->reason, sizeof(f->reason), &f->set);
-}
-
-/* Runs the host's set on window `index`; the reasons land in f->why. */
+/* Runs the host's set on window `index`; the reasons land in f->h.why. */
 static void
 run(fixture *f, uint64_t index)
 {
-	bellows_window w = window(f, index, f->state.size_threshold, NULL);
-	uint32_t failed = 99;
+	bellows_window w = window(f, index, f->h.state.size_threshold, NULL);
 
-	assert_int_equal(ctl_policy_set_run(f->set, &w, &f->state, f->policies,
-			     sizeof(f->policies), f->why, sizeof(f->why),
-			     &failed),
-	    0);
-	assert_int_equal(failed, 0);
+	sup_run(&f->h, &w);
 }
 
 /* ---- direct driving -------------------------------------------------------
  */
 
-/* Starts the first policy of cfg's first job with its selector's layer
- * selection. */
-static int
-direct_start(fixture *f, const ctl_config *cfg)
-{
-	const ctl_policy_conf *pc = &cfg->jobs[0].policies[0];
-	bellows_window_layer jl[N_LAYERS];
-	bellows_job_info job = { .job = "job",
-		.world = 4,
-		.n_layers = N_LAYERS,
-		.layers = jl };
-	int r;
-
-	f->ops = pc->ops;
-	f->config = pc->config;
-	f->pstate = calloc(1, f->ops->state_size);
-	assert_non_null(f->pstate);
-	for (uint32_t l = 0; l < N_LAYERS; l++) {
-		f->sel[l] = ctl_selector_matches(&pc->selector, layers[l].name,
-		    layers[l].numel, layers[l].ndim);
-		jl[l] = (bellows_window_layer){ .name = layers[l].name,
-			.numel = layers[l].numel,
-			.ndim = layers[l].ndim,
-			.shape = layers[l].shape,
-			.selected = f->sel[l] };
-	}
-	f->prop = (bellows_proposal){ .n_layers = N_LAYERS,
-		.level = f->level,
-		.error_bound = f->bound,
-		.lr_scale = 1 };
-	r = f->ops->init(f->pstate, f->config, &job, &f->prop);
-	f->started = r == 0;
-	return r;
-}
-
 /* Loads `yaml` and starts its policy directly. */
 static void
 direct(fixture *f, const char *yaml)
 {
-	load(f, yaml);
-	assert_int_equal(direct_start(f, f->cfg), 0);
+	sup_load(&f->h, yaml);
+	assert_int_equal(sup_direct_start(&f->h, f->h.cfg), 0);
 }
 
 /* Runs the policy on window `index` as the host does: the proposal starts
@@ -349,12 +197,9 @@ direct(fixture *f, const char *yaml)
 static int
 direct_run(fixture *f, uint64_t index)
 {
-	bellows_window w = window(f, index, f->prop.size_threshold, f->sel);
+	bellows_window w = window(f, index, f->h.prop.size_threshold, f->h.sel);
 
-	f->prop.reason[0] = '\0';
-	f->prop.calibrate_steps = 0;
-	f->prop.n_metrics = 0;
-	return f->ops->on_window(f->pstate, f->config, &w, &f->prop);
+	return sup_direct_run(&f->h, &w);
 }
 
 static void
@@ -363,43 +208,10 @@ direct_ok(fixture *f, uint64_t index)
 	assert_int_equal(direct_run(f, index), 0);
 }
 
-/* Tells the directly driven policy that cfg2 replaced its config. */
-static int
-direct_reload(fixture *f, uint64_t next_window)
-{
-	const void *config = f->cfg2->jobs[0].policies[0].config;
-	bellows_event ev = { .type = BELLOWS_EVENT_RELOAD,
-		.window = next_window,
-		.ranks_alive = 4 };
-	int r = f->ops->on_event(f->pstate, config, &ev);
-
-	if (r == 0)
-		f->config = config;
-	return r;
-}
-
-/* The value of metric `name` of `layer` in the last proposal. */
-static double
-metric(const fixture *f, const char *name, int32_t layer)
-{
-	for (uint32_t i = 0; i < f->prop.n_metrics; i++) {
-		const bellows_metric *m = &f->prop.metrics[i];
-
-		if (strcmp(m->name, name) == 0 && m->layer == layer)
-			return m->value;
-	}
-	fail_msg("no metric %s of layer %d", name, layer);
-	return NAN;
-}
-
 static bool
 has_metric(const fixture *f, const char *name)
 {
-	for (uint32_t i = 0; i < f->prop.n_metrics; i++) {
-		if (strcmp(f->prop.metrics[i].name, name) == 0)
-			return true;
-	}
-	return false;
+	return sup_metric_find(&f->h.prop, name) != NULL;
 }
 
 /* As bellowsd with apply_lag 1 runs it: window 0 (steps 0-9) asks for
@@ -412,18 +224,60 @@ calibrate(fixture *f)
 {
 	f->until = 0;
 	direct_ok(f, 0);
-	assert_int_equal(f->prop.calibrate_steps, 20);
+	assert_int_equal(f->h.prop.calibrate_steps, 20);
 	f->until = 31;
 	direct_ok(f, 1);
-	assert_int_equal(f->prop.calibrate_steps, 10);
-	assert_string_equal(f->prop.reason,
+	assert_int_equal(f->h.prop.calibrate_steps, 10);
+	assert_string_equal(f->h.prop.reason,
 	    "calibrating on to step 31 (1 window collected)");
 	direct_ok(f, 2);
-	assert_int_equal(f->prop.calibrate_steps, 0);
-	assert_string_equal(f->prop.reason, "");
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
+	assert_string_equal(f->h.prop.reason, "");
 	f->until = 0;
 	direct_ok(f, 3);
 }
+
+/* Runs window `w` under a calibration up to step `until`, which the
+ * policy must carry on for `more` steps, then window w + 1 without it,
+ * which must finish calibration 1 with the table of that one window. */
+static void
+one_window_calibration(fixture *f, uint64_t w, uint64_t until, uint64_t more)
+{
+	char want[96];
+
+	f->until = until;
+	direct_ok(f, w);
+	assert_int_equal(f->h.prop.calibrate_steps, more);
+	snprintf(want, sizeof(want),
+	    "calibrating on to step %llu (1 window collected)",
+	    (unsigned long long)until);
+	assert_string_equal(f->h.prop.reason, want);
+	f->until = 0;
+	direct_ok(f, w + 1);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	snprintf(want, sizeof(want), "calibration 1 over at window %llu",
+	    (unsigned long long)w + 1);
+	sup_assert_contains(f->h.prop.reason, want);
+	sup_assert_contains(f->h.prop.reason, "4 rows from 1 window");
+}
+
+/* Starts slimgc directly with the literal `params` and runs calibrate()
+ * over the Fig. 6 timings: the threshold is then 2.2 MB. */
+#define CALIBRATED(f, params) calibrated_yaml((f), SLIMGC_YAML(params))
+
+static void
+calibrated_yaml(fixture *f, const char *yaml)
+{
+	direct(f, yaml);
+	fig6(f);
+	calibrate(f);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+}
+
+/* Loads slimgc with the literal `params` as the configuration a reload
+ * brings, f->h.cfg2. */
+#define RELOAD_CONFIG(f, params)                                               \
+	sup_load_file((f)->h.path2, SLIMGC_YAML(params), &(f)->h.cfg2)
 
 /* ---- registry -------------------------------------------------------------
  */
@@ -431,13 +285,9 @@ calibrate(fixture *f)
 static void
 test_registry_lists_slimgc_and_it_passes_its_checks(void **state)
 {
-	char err[256] = "";
-
 	(void)state;
-	assert_ptr_equal(pol_registry_find("slimgc"), &pol_slimgc_ops);
-	assert_int_equal(pol_registry_check(&pol_slimgc_ops, err, sizeof(err)),
-	    0);
-	assert_int_equal(pol_slimgc_ops.knobs, BELLOWS_KNOB_SIZE_THRESHOLD);
+	sup_assert_registered("slimgc", &pol_slimgc_ops,
+	    BELLOWS_KNOB_SIZE_THRESHOLD);
 }
 
 /* ---- calibration ----------------------------------------------------------
@@ -448,28 +298,24 @@ test_the_first_window_asks_for_a_calibration(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {calibration_steps: 30}\n");
-	assert_int_equal(f->prop.size_threshold, 0);
-	assert_int_equal(f->prop.calibrate_steps, 0);
-	assert_string_equal(f->prop.reason,
+	direct(f, SLIMGC_YAML("calibration_steps: 30"));
+	assert_int_equal(f->h.prop.size_threshold, 0);
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
+	assert_string_equal(f->h.prop.reason,
 	    "size threshold 0 B until the first calibration (30 steps from "
 	    "the decision after window 0)");
 	direct_ok(f, 0);
-	assert_int_equal(f->prop.calibrate_steps, 30);
-	assert_int_equal(f->prop.size_threshold, 0);
-	assert_string_equal(f->prop.reason,
+	assert_int_equal(f->h.prop.calibrate_steps, 30);
+	assert_int_equal(f->h.prop.size_threshold, 0);
+	assert_string_equal(f->h.prop.reason,
 	    "first window: calibrating for 30 steps (every tensor compressed "
 	    "on even steps, raw on odd ones)");
 	/* Nothing is known yet: no metrics. */
-	assert_int_equal(f->prop.n_metrics, 0);
+	assert_int_equal(f->h.prop.n_metrics, 0);
 	assert_false(has_metric(f, "threshold_bytes"));
 	direct_ok(f, 1);
-	assert_int_equal(f->prop.calibrate_steps, 0);
-	assert_string_equal(f->prop.reason, "");
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
+	assert_string_equal(f->h.prop.reason, "");
 }
 
 static void
@@ -477,35 +323,33 @@ test_fig6_gives_2_2_mb_under_the_robust_rule(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n");
-	fig6(f);
-	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_int_equal(f->prop.calibrate_steps, 0);
-	assert_string_equal(f->prop.reason,
+	CALIBRATED(f, "");
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
+	assert_string_equal(f->h.prop.reason,
 	    "calibration 1 over at window 3: threshold 2306864 B (2.2 MiB), "
 	    "set by the row of conv2.weight etc. (2306864 B): ratio 1.15 = "
 	    "40.2/(28.3+6.8) ms; rule robust (medians, every "
 	    "larger size above 1; stricter than the paper); 4 rows from 2 "
 	    "windows");
 	/* The two 2.2 MB tensors are one row; the bias is not selected. */
-	assert_true(metric(f, "threshold_bytes", -1) == MB2_2);
-	assert_true(metric(f, "calib_rows", -1) == 4);
-	assert_float_equal(metric(f, "ratio", 1), 28.5 / 30.6, 1e-12);
-	assert_float_equal(metric(f, "ratio", 4), 30.5 / 31.8, 1e-12);
-	assert_float_equal(metric(f, "ratio", 3), 40.2 / 35.1, 1e-12);
-	assert_float_equal(metric(f, "ratio", 0), 75.5 / 45.8, 1e-12);
+	assert_true(sup_metric(&f->h.prop, "threshold_bytes", -1) == MB2_2);
+	assert_true(sup_metric(&f->h.prop, "calib_rows", -1) == 4);
+	assert_float_equal(sup_metric(&f->h.prop, "ratio", 1), 28.5 / 30.6,
+	    1e-12);
+	assert_float_equal(sup_metric(&f->h.prop, "ratio", 4), 30.5 / 31.8,
+	    1e-12);
+	assert_float_equal(sup_metric(&f->h.prop, "ratio", 3), 40.2 / 35.1,
+	    1e-12);
+	assert_float_equal(sup_metric(&f->h.prop, "ratio", 0), 75.5 / 45.8,
+	    1e-12);
 
 	/* The threshold stays, without a word, while nothing drifts. */
 	f->until = 40;
 	steady(f, MB2_2, 1);
 	direct_ok(f, 4);
-	assert_string_equal(f->prop.reason, "");
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_true(metric(f, "threshold_bytes", -1) == MB2_2);
+	assert_string_equal(f->h.prop.reason, "");
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_true(sup_metric(&f->h.prop, "threshold_bytes", -1) == MB2_2);
 }
 
 static void
@@ -513,22 +357,15 @@ test_fig6_gives_2_2_mb_under_the_paper_rule(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {rule: paper}\n");
-	fig6(f);
-	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_contains(f->prop.reason,
+	CALIBRATED(f, "rule: paper");
+	sup_assert_contains(f->h.prop.reason,
 	    "threshold 2306864 B (2.2 MiB), set by the row of conv2.weight "
 	    "etc. (2306864 B)");
-	assert_contains(f->prop.reason,
+	sup_assert_contains(f->h.prop.reason,
 	    "; rule paper (means, first size above 1); 4 rows from 2 "
 	    "windows");
 	/* Both rules agree here: no deviation to flag. */
-	assert_null(strstr(f->prop.reason, "would give"));
+	assert_null(strstr(f->h.prop.reason, "would give"));
 }
 
 static void
@@ -536,23 +373,23 @@ test_fig6_through_the_host_sets_the_job_threshold(void **state)
 {
 	fixture *f = *state;
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: slimgc\n"
 	    "        name: cttab\n");
-	assert_int_equal(start(f), 0);
-	assert_int_equal(f->state.size_threshold, 0);
+	assert_int_equal(sup_start(&f->h), 0);
+	assert_int_equal(f->h.state.size_threshold, 0);
 	fig6(f);
 	run(f, 0);
-	assert_string_equal(f->policies, "cttab");
-	assert_contains(f->why, "first window: calibrating for 20 steps");
+	assert_string_equal(f->h.policies, "cttab");
+	sup_assert_contains(f->h.why, "first window: calibrating for 20 steps");
 	run(f, 1);
 	f->until = 40;
 	run(f, 2);
 	run(f, 3);
-	assert_int_equal(f->state.size_threshold, MB2_2);
-	assert_contains(f->why,
+	assert_int_equal(f->h.state.size_threshold, MB2_2);
+	sup_assert_contains(f->h.why,
 	    "calibration 1 over at window 3: threshold "
 	    "2306864 B (2.2 MiB)");
 }
@@ -573,8 +410,8 @@ test_noisy_windows_split_the_rules(void **state)
 	static const uint64_t want[2] = { MB2_2, MB1_6 };
 
 	for (int i = 0; i < 2; i++) {
-		direct_stop(f);
-		ctl_config_destroy(&f->cfg);
+		sup_direct_stop(&f->h);
+		ctl_config_destroy(&f->h.cfg);
 		direct(f, yaml[i]);
 		fig6(f);
 		f->until = 0;
@@ -587,14 +424,14 @@ test_noisy_windows_split_the_rules(void **state)
 		direct_ok(f, 2);
 		set_timing(f, 4, 30.5, 25.3, 6.5);
 		direct_ok(f, 3);
-		assert_int_equal(f->prop.size_threshold, want[i]);
+		assert_int_equal(f->h.prop.size_threshold, want[i]);
 	}
 	/* The paper's rule picks 1.6 MB: (30.5 + 61 + 30.5) / 3 = 40.67
 	 * over 31.8; and says what the robust rule would give. */
-	assert_contains(f->prop.reason,
+	sup_assert_contains(f->h.prop.reason,
 	    "set by the row of conv3.weight (1677720 B): ratio 1.28 = "
 	    "40.67/(25.3+6.5) ms");
-	assert_contains(f->prop.reason,
+	sup_assert_contains(f->h.prop.reason,
 	    "; the robust rule would give 2306864 B (2.2 MiB)");
 }
 
@@ -603,32 +440,26 @@ test_a_non_monotone_table_splits_the_rules(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n");
+	direct(f, SLIMGC_YAML(""));
 	/* The 1 MB size looks worth compressing, 1.6 MB not: the paper's
 	 * rule stops at the first, compressing everything. */
 	fig6(f);
 	set_timing(f, 1, 35, 24.3, 6.3);
 	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_contains(f->prop.reason, "; the paper rule would give 0 B");
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	sup_assert_contains(f->h.prop.reason,
+	    "; the paper rule would give 0 B");
 
-	direct_stop(f);
-	ctl_config_destroy(&f->cfg);
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {rule: paper}\n");
+	sup_direct_stop(&f->h);
+	ctl_config_destroy(&f->h.cfg);
+	direct(f, SLIMGC_YAML("rule: paper"));
 	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, 0);
-	assert_contains(f->prop.reason,
+	assert_int_equal(f->h.prop.size_threshold, 0);
+	sup_assert_contains(f->h.prop.reason,
 	    "threshold 0 B, set by the row of conv1.weight (1048576 B): "
 	    "ratio 1.14 = 35/(24.3+6.3) ms, the smallest size: every "
 	    "tensor compressed");
-	assert_contains(f->prop.reason,
+	sup_assert_contains(f->h.prop.reason,
 	    "; the robust rule would give 2306864 B (2.2 MiB)");
 }
 
@@ -637,35 +468,29 @@ test_no_size_that_pays_sends_everything_raw(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n");
+	direct(f, SLIMGC_YAML(""));
 	fig6(f);
 	set_timing(f, 0, 45, 37.3, 8.5); /* ratio 0.98 */
 	set_timing(f, 3, 35, 28.3, 6.8); /* ratio 0.997 */
 	set_timing(f, 5, 35, 28.3, 6.8);
 	calibrate(f);
-	assert_true(f->prop.size_threshold == UINT64_MAX);
-	assert_contains(f->prop.reason,
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	sup_assert_contains(f->h.prop.reason,
 	    "threshold infinity: the largest size, fc.weight (4194304 B), "
 	    "does not pay for compression (ratio 0.983 = 45/(37.3+8.5) ms "
 	    "<= 1), every tensor goes raw");
-	assert_true(metric(f, "threshold_bytes", -1) == (double)UINT64_MAX);
+	assert_true(sup_metric(&f->h.prop, "threshold_bytes", -1) ==
+	    (double)UINT64_MAX);
 
 	/* A tie pays nothing either: the paper's rule wants "> 1". */
-	direct_stop(f);
-	ctl_config_destroy(&f->cfg);
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {rule: paper}\n");
+	sup_direct_stop(&f->h);
+	ctl_config_destroy(&f->h.cfg);
+	direct(f, SLIMGC_YAML("rule: paper"));
 	for (uint32_t l = 0; l < N_LAYERS; l++)
 		set_timing(f, l, 4, 3, 1);
 	calibrate(f);
-	assert_true(f->prop.size_threshold == UINT64_MAX);
-	assert_contains(f->prop.reason,
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	sup_assert_contains(f->h.prop.reason,
 	    "no size pays for compression (every ratio t_c/(t_cq+t_pq) <= "
 	    "1), every tensor goes raw");
 }
@@ -675,20 +500,17 @@ test_every_size_that_pays_compresses_everything(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n");
+	direct(f, SLIMGC_YAML(""));
 	fig6(f);
 	set_timing(f, 1, 31, 24.3, 6.3);
 	set_timing(f, 4, 32, 25.3, 6.5);
 	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, 0);
-	assert_contains(f->prop.reason,
+	assert_int_equal(f->h.prop.size_threshold, 0);
+	sup_assert_contains(f->h.prop.reason,
 	    "calibration 1 over at window 3: "
 	    "threshold 0 B, set by the row of "
 	    "conv1.weight (1048576 B)");
-	assert_contains(f->prop.reason,
+	sup_assert_contains(f->h.prop.reason,
 	    "the smallest size: every tensor "
 	    "compressed");
 }
@@ -698,11 +520,7 @@ test_sizes_lacking_samples_stay_out_of_the_table(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {min_samples: 30}\n");
+	direct(f, SLIMGC_YAML("min_samples: 30"));
 	fig6(f);
 	/* The 4 MB tensor was never sent compressed; the 1.6 MB one
 	 * reported garbage (negative, infinite) times; the 1 MB one has
@@ -711,11 +529,11 @@ test_sizes_lacking_samples_stay_out_of_the_table(void **state)
 	set_timing(f, 4, -1, INFINITY, 6.5);
 	f->t[1].n_raw = 10;
 	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, 0);
-	assert_true(metric(f, "calib_rows", -1) == 1);
-	assert_contains(f->prop.reason,
+	assert_int_equal(f->h.prop.size_threshold, 0);
+	assert_true(sup_metric(&f->h.prop, "calib_rows", -1) == 1);
+	sup_assert_contains(f->h.prop.reason,
 	    "set by the row of conv2.weight etc. (2306864 B)");
-	assert_contains(f->prop.reason,
+	sup_assert_contains(f->h.prop.reason,
 	    "; 1 row from 2 windows, 3 sizes "
 	    "lacked samples");
 }
@@ -725,36 +543,32 @@ test_a_calibration_without_rows_is_asked_again_then_given_up(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {retries: 1}\n");
+	direct(f, SLIMGC_YAML("retries: 1"));
 	/* The trainer times nothing. */
 	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, 0);
-	assert_int_equal(f->prop.calibrate_steps, 20);
-	assert_string_equal(f->prop.reason,
+	assert_int_equal(f->h.prop.size_threshold, 0);
+	assert_int_equal(f->h.prop.calibrate_steps, 20);
+	assert_string_equal(f->h.prop.reason,
 	    "calibration over at window 3 gave no row (no size had raw and "
 	    "compressed times from 1 send each; 4 sizes lacked samples): "
 	    "threshold kept at 0 B; calibrating again for 20 steps (1/1)");
 	f->until = 40;
 	direct_ok(f, 4);
-	assert_string_equal(f->prop.reason, "");
+	assert_string_equal(f->h.prop.reason, "");
 	f->until = 70;
 	direct_ok(f, 5);
-	assert_string_equal(f->prop.reason, "");
+	assert_string_equal(f->h.prop.reason, "");
 	direct_ok(f, 6);
-	assert_int_equal(f->prop.calibrate_steps, 0);
-	assert_contains(f->prop.reason,
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
+	sup_assert_contains(f->h.prop.reason,
 	    "calibration over at window 6 gave no row");
-	assert_null(strstr(f->prop.reason, "calibrating again"));
+	assert_null(strstr(f->h.prop.reason, "calibrating again"));
 	/* Given up: no more asking, nothing said. */
 	f->until = 60;
 	for (uint64_t w = 7; w < 20; w++) {
 		direct_ok(f, w);
-		assert_int_equal(f->prop.calibrate_steps, 0);
-		assert_string_equal(f->prop.reason, "");
+		assert_int_equal(f->h.prop.calibrate_steps, 0);
+		assert_string_equal(f->h.prop.reason, "");
 	}
 }
 
@@ -763,26 +577,13 @@ test_a_calibration_cut_short_uses_what_it_got(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {calibration_steps: 40}\n");
+	direct(f, SLIMGC_YAML("calibration_steps: 40"));
 	fig6(f);
 	direct_ok(f, 0);
-	assert_int_equal(f->prop.calibrate_steps, 40);
-	f->until = 60;
-	direct_ok(f, 2);
-	assert_int_equal(f->prop.calibrate_steps, 20);
-	assert_string_equal(f->prop.reason,
-	    "calibrating on to step 60 (1 window collected)");
-	/* A decision without the calibration took over before step 60
-	 * (a host that let the calibration lapse). */
-	f->until = 0;
-	direct_ok(f, 3);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_contains(f->prop.reason, "calibration 1 over at window 3");
-	assert_contains(f->prop.reason, "4 rows from 1 window");
+	assert_int_equal(f->h.prop.calibrate_steps, 40);
+	/* Window 3's decision, without the calibration, took over before
+	 * step 60 (a host that let the calibration lapse). */
+	one_window_calibration(f, 2, 60, 20);
 }
 
 static void
@@ -790,19 +591,15 @@ test_a_calibration_that_does_not_start_is_asked_again(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {start_timeout: 3}\n");
+	direct(f, SLIMGC_YAML("start_timeout: 3"));
 	direct_ok(f, 0);
-	assert_int_equal(f->prop.calibrate_steps, 20);
+	assert_int_equal(f->h.prop.calibrate_steps, 20);
 	direct_ok(f, 1);
 	direct_ok(f, 2);
-	assert_int_equal(f->prop.calibrate_steps, 0);
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
 	direct_ok(f, 3);
-	assert_int_equal(f->prop.calibrate_steps, 20);
-	assert_string_equal(f->prop.reason,
+	assert_int_equal(f->h.prop.calibrate_steps, 20);
+	assert_string_equal(f->h.prop.reason,
 	    "the calibration asked at window 0 did not start within 3 "
 	    "windows: calibrating for 20 steps (every tensor compressed on "
 	    "even steps, raw on odd ones)");
@@ -813,24 +610,12 @@ test_a_restarted_instance_collects_the_calibration_in_force(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n");
+	direct(f, SLIMGC_YAML(""));
 	fig6(f);
 	/* Its first window is window 5, under a calibration a previous
 	 * instance asked for: collected and carried on (the lag unknown:
 	 * counted from the window's end), not asked anew. */
-	f->until = 61;
-	direct_ok(f, 5);
-	assert_int_equal(f->prop.calibrate_steps, 1);
-	assert_string_equal(f->prop.reason,
-	    "calibrating on to step 61 (1 window collected)");
-	f->until = 0;
-	direct_ok(f, 6);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_contains(f->prop.reason, "calibration 1 over at window 6");
-	assert_contains(f->prop.reason, "4 rows from 1 window");
+	one_window_calibration(f, 5, 61, 1);
 }
 
 static void
@@ -838,22 +623,16 @@ test_a_late_decision_of_a_finished_calibration_is_not_collected(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n");
-	fig6(f);
-	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
+	CALIBRATED(f, "");
 	/* A decision carrying a calibration nobody asked for now. */
 	set_timing(f, 0, 1, 37.3, 8.5);
 	f->until = 50;
 	direct_ok(f, 4);
 	f->until = 0;
 	direct_ok(f, 5);
-	assert_string_equal(f->prop.reason, "");
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_int_equal(f->prop.calibrate_steps, 0);
+	assert_string_equal(f->h.prop.reason, "");
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
 }
 
 static void
@@ -872,21 +651,21 @@ test_selected_layers_alone_make_the_table(void **state)
 	fig6(f);
 	set_timing(f, 2, 0.2, 0.05, 0.05);
 	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_true(metric(f, "calib_rows", -1) == 5);
-	assert_float_equal(metric(f, "ratio", 2), 2, 1e-12);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_true(sup_metric(&f->h.prop, "calib_rows", -1) == 5);
+	assert_float_equal(sup_metric(&f->h.prop, "ratio", 2), 2, 1e-12);
 
 	/* Only the 4 MB tensor selected: the one row pays. */
-	direct_stop(f);
-	ctl_config_destroy(&f->cfg);
+	sup_direct_stop(&f->h);
+	ctl_config_destroy(&f->h.cfg);
 	direct(f,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: slimgc\n"
 	    "        layers: {match: \"^fc\\\\.\"}\n");
 	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, 0);
-	assert_true(metric(f, "calib_rows", -1) == 1);
+	assert_int_equal(f->h.prop.size_threshold, 0);
+	assert_true(sup_metric(&f->h.prop, "calib_rows", -1) == 1);
 }
 
 /* ---- recalibration --------------------------------------------------------
@@ -897,33 +676,26 @@ test_a_raw_time_drift_starts_a_new_calibration(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {recalibrate_drift: 0.25, drift_windows: 2}\n");
-	fig6(f);
-	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
+	CALIBRATED(f, "recalibrate_drift: 0.25, drift_windows: 2");
 
 	/* The 1 and 1.6 MB tensors go raw: +20 % is within the bound. */
 	steady(f, MB2_2, 1.2);
 	direct_ok(f, 4);
-	assert_string_equal(f->prop.reason, "");
-	assert_float_equal(metric(f, "raw_drift", -1), 0.2, 1e-9);
+	assert_string_equal(f->h.prop.reason, "");
+	assert_float_equal(sup_metric(&f->h.prop, "raw_drift", -1), 0.2, 1e-9);
 	/* +40 % once, then back: no calibration. */
 	steady(f, MB2_2, 1.4);
 	direct_ok(f, 5);
-	assert_int_equal(f->prop.calibrate_steps, 0);
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
 	steady(f, MB2_2, 1);
 	direct_ok(f, 6);
 	/* -40 % twice in a row: a new calibration. */
 	steady(f, MB2_2, 0.6);
 	direct_ok(f, 7);
-	assert_int_equal(f->prop.calibrate_steps, 0);
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
 	direct_ok(f, 8);
-	assert_int_equal(f->prop.calibrate_steps, 20);
-	assert_string_equal(f->prop.reason,
+	assert_int_equal(f->h.prop.calibrate_steps, 20);
+	assert_string_equal(f->h.prop.reason,
 	    "window 8: raw times drifted -40.0% from calibration 1 (median "
 	    "over 2 tensors, 2 windows over 25%): calibrating for 20 steps "
 	    "(every tensor compressed on even steps, raw on odd ones)");
@@ -933,12 +705,12 @@ test_a_raw_time_drift_starts_a_new_calibration(void **state)
 	set_timing(f, 4, 33, 25.3, 6.5);
 	f->until = 0;
 	direct_ok(f, 9);
-	assert_string_equal(f->prop.reason, "");
+	assert_string_equal(f->h.prop.reason, "");
 	f->until = 120;
 	direct_ok(f, 10);
 	direct_ok(f, 11);
-	assert_int_equal(f->prop.size_threshold, MB1_6);
-	assert_contains(f->prop.reason,
+	assert_int_equal(f->h.prop.size_threshold, MB1_6);
+	sup_assert_contains(f->h.prop.reason,
 	    "calibration 2 over at window 11: "
 	    "threshold 1677720 B (1.6 MiB)");
 }
@@ -948,20 +720,16 @@ test_drift_is_judged_on_compressed_times_when_nothing_goes_raw(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {recalibrate_drift: 0.25, drift_windows: 1}\n");
+	direct(f, SLIMGC_YAML("recalibrate_drift: 0.25, drift_windows: 1"));
 	fig6(f);
 	set_timing(f, 1, 31, 24.3, 6.3);
 	set_timing(f, 4, 32, 25.3, 6.5);
 	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, 0);
+	assert_int_equal(f->h.prop.size_threshold, 0);
 	steady(f, 0, 1.5);
 	direct_ok(f, 4);
-	assert_int_equal(f->prop.calibrate_steps, 20);
-	assert_contains(f->prop.reason,
+	assert_int_equal(f->h.prop.calibrate_steps, 20);
+	sup_assert_contains(f->h.prop.reason,
 	    "window 4: compressed times drifted +50.0% from calibration 1 "
 	    "(median over 5 tensors, 1 window over 25%)");
 }
@@ -971,20 +739,17 @@ test_no_drift_check_without_recalibrate_drift(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n");
+	direct(f, SLIMGC_YAML(""));
 	fig6(f);
 	calibrate(f);
 	steady(f, MB2_2, 3);
 	for (uint64_t w = 4; w < 10; w++) {
 		direct_ok(f, w);
-		assert_int_equal(f->prop.calibrate_steps, 0);
-		assert_string_equal(f->prop.reason, "");
+		assert_int_equal(f->h.prop.calibrate_steps, 0);
+		assert_string_equal(f->h.prop.reason, "");
 	}
 	/* Measured and shown all the same. */
-	assert_float_equal(metric(f, "raw_drift", -1), 2, 1e-9);
+	assert_float_equal(sup_metric(&f->h.prop, "raw_drift", -1), 2, 1e-9);
 }
 
 /* ---- reloads --------------------------------------------------------------
@@ -995,27 +760,16 @@ test_a_reload_keeps_the_threshold_and_the_table(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n");
-	load_file(f->path2,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {calibration_steps: 50, recalibrate_drift: 1}\n",
-	    &f->cfg2);
-	fig6(f);
-	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_int_equal(direct_reload(f, 4), 0);
+	CALIBRATED(f, "");
+	RELOAD_CONFIG(f, "calibration_steps: 50, recalibrate_drift: 1");
+	assert_int_equal(sup_direct_reload(&f->h, 4), 0);
 	steady(f, MB2_2, 1);
 	direct_ok(f, 4);
 	/* No calibration, no change, nothing to say. */
-	assert_int_equal(f->prop.calibrate_steps, 0);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_string_equal(f->prop.reason, "");
-	assert_true(metric(f, "calib_rows", -1) == 4);
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_string_equal(f->h.prop.reason, "");
+	assert_true(sup_metric(&f->h.prop, "calib_rows", -1) == 4);
 }
 
 static void
@@ -1023,26 +777,18 @@ test_a_reload_of_the_rule_picks_again_from_the_table(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n");
-	load_file(f->path2,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {rule: paper}\n",
-	    &f->cfg2);
+	direct(f, SLIMGC_YAML(""));
+	RELOAD_CONFIG(f, "rule: paper");
 	fig6(f);
 	set_timing(f, 1, 35, 24.3, 6.3);
 	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_int_equal(direct_reload(f, 4), 0);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_int_equal(sup_direct_reload(&f->h, 4), 0);
 	steady(f, MB2_2, 1);
 	direct_ok(f, 4);
-	assert_int_equal(f->prop.calibrate_steps, 0);
-	assert_int_equal(f->prop.size_threshold, 0);
-	assert_contains(f->prop.reason,
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
+	assert_int_equal(f->h.prop.size_threshold, 0);
+	sup_assert_contains(f->h.prop.reason,
 	    "reloaded: calibration table picked again: threshold 0 B, set by "
 	    "the row of conv1.weight (1048576 B)");
 }
@@ -1052,80 +798,56 @@ test_a_reload_that_leaves_no_row_keeps_the_threshold(void **state)
 {
 	fixture *f = *state;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {recalibrate_drift: 0.1, drift_windows: 1}\n");
-	load_file(f->path2,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {min_samples: 1000, recalibrate_drift: 0.1, "
-	    "drift_windows: 1}\n",
-	    &f->cfg2);
+	direct(f, SLIMGC_YAML("recalibrate_drift: 0.1, drift_windows: 1"));
+	RELOAD_CONFIG(f,
+	    "min_samples: 1000, recalibrate_drift: 0.1, drift_windows: 1");
 	fig6(f);
 	calibrate(f);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_int_equal(direct_reload(f, 4), 0);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_int_equal(sup_direct_reload(&f->h, 4), 0);
 	steady(f, MB2_2, 1);
 	direct_ok(f, 4);
-	assert_int_equal(f->prop.size_threshold, MB2_2);
-	assert_string_equal(f->prop.reason,
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_string_equal(f->h.prop.reason,
 	    "reloaded: no size of calibration 1 has 1000 raw and compressed "
 	    "sends: threshold kept at 2306864 B");
 	/* Without a table there is nothing to drift from. */
 	steady(f, MB2_2, 3);
 	direct_ok(f, 5);
-	assert_int_equal(f->prop.calibrate_steps, 0);
-	assert_string_equal(f->prop.reason, "");
-	assert_true(metric(f, "calib_rows", -1) == 0);
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
+	assert_string_equal(f->h.prop.reason, "");
+	assert_true(sup_metric(&f->h.prop, "calib_rows", -1) == 0);
 }
 
 static void
 test_a_reload_through_the_host_keeps_the_instance(void **state)
 {
 	fixture *f = *state;
-	ctl_policy_set *next = NULL;
-	char note[256];
 
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: slimgc\n");
-	load_file(f->path2,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n"
-	    "        params: {recalibrate_drift: 0.5}\n",
-	    &f->cfg2);
-	assert_int_equal(start(f), 0);
+	RELOAD_CONFIG(f, "recalibrate_drift: 0.5");
+	assert_int_equal(sup_start(&f->h), 0);
 	fig6(f);
 	run(f, 0);
 	run(f, 1);
 	f->until = 40;
 	run(f, 2);
 	run(f, 3);
-	assert_int_equal(f->state.size_threshold, MB2_2);
+	assert_int_equal(f->h.state.size_threshold, MB2_2);
 
-	assert_int_equal(ctl_policy_set_prepare(f->set, &f->cfg2->jobs[0],
-			     "job", 4, layers, N_LAYERS, &f->state, f->reason,
-			     sizeof(f->reason), &next),
-	    0);
-	assert_int_equal(ctl_policy_set_commit(next, &f->set, 4, 4, note,
-			     sizeof(note)),
-	    0);
-	f->set = next;
-	assert_string_equal(note, "");
+	sup_reload(&f->h, 4);
 	steady(f, MB2_2, 1);
 	run(f, 4);
-	assert_string_equal(f->why, "");
-	assert_int_equal(f->state.size_threshold, MB2_2);
+	assert_string_equal(f->h.why, "");
+	assert_int_equal(f->h.state.size_threshold, MB2_2);
 	/* The new drift bound applies to the table kept. */
 	steady(f, MB2_2, 2);
 	run(f, 5);
 	run(f, 6);
-	assert_contains(f->why,
+	sup_assert_contains(f->h.why,
 	    "window 6: raw times drifted +100.0% from "
 	    "calibration 1");
 }
@@ -1138,37 +860,37 @@ test_the_config_refuses_bad_parameters(void **state)
 {
 	fixture *f = *state;
 
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: slimgc\n"
 	    "        params: {rule: median}\n",
 	    ":4:24: rule must be one of robust, paper, not 'median'");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: slimgc\n"
 	    "        params: {calibration_steps: 1}\n",
 	    "calibration_steps must be in [2, 10000000], not 1");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: slimgc\n"
 	    "        params: {recalibrate_drift: -0.5}\n",
 	    "recalibrate_drift must be in [0, 100], not -0.5");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: slimgc\n"
 	    "        params: {min_samples: 0}\n",
 	    "min_samples must be in [1, 1000000000], not 0");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: slimgc\n"
 	    "        params: {threshold: 1000}\n",
 	    "threshold");
-	load_refused(f,
+	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: slimgc\n"
@@ -1181,27 +903,21 @@ static void
 test_a_bad_rule_from_a_host_is_refused(void **state)
 {
 	fixture *f = *state;
-	const bellows_param *p;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n");
-	load_file(f->path2,
+	direct(f, SLIMGC_YAML(""));
+	sup_load_file(f->h.path2,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: slimgc\n",
-	    &f->cfg2);
-	for (p = pol_slimgc_ops.params; strcmp(p->name, "rule") != 0; p++)
-		;
-	snprintf((char *)f->cfg2->jobs[0].policies[0].config + p->offset,
-	    BELLOWS_PARAM_STRING_MAX, "Robust");
-	assert_int_equal(direct_reload(f, 0), BELLOWS_EINVAL);
-	assert_ptr_equal(f->config, f->cfg->jobs[0].policies[0].config);
+	    &f->h.cfg2);
+	sup_patch_string(&pol_slimgc_ops, f->h.cfg2->jobs[0].policies[0].config,
+	    "rule", "Robust");
+	assert_int_equal(sup_direct_reload(&f->h, 0), BELLOWS_EINVAL);
+	assert_ptr_equal(f->h.config, f->h.cfg->jobs[0].policies[0].config);
 	direct_ok(f, 0);
-	f->config = f->cfg2->jobs[0].policies[0].config;
+	f->h.config = f->h.cfg2->jobs[0].policies[0].config;
 	assert_int_equal(direct_run(f, 1), BELLOWS_EINVAL);
-	f->config = f->cfg->jobs[0].policies[0].config;
+	f->h.config = f->h.cfg->jobs[0].policies[0].config;
 }
 
 static void
@@ -1210,15 +926,13 @@ test_a_window_of_another_layer_table_is_refused(void **state)
 	fixture *f = *state;
 	bellows_window w;
 
-	direct(f,
-	    "jobs:\n"
-	    "  - policies:\n"
-	    "      - type: slimgc\n");
-	w = window(f, 0, 0, f->sel);
+	direct(f, SLIMGC_YAML(""));
+	w = window(f, 0, 0, f->h.sel);
 	w.n_layers = N_LAYERS - 1;
-	assert_int_equal(f->ops->on_window(f->pstate, f->config, &w, &f->prop),
+	assert_int_equal(f->h.ops->on_window(f->h.pstate, f->h.config, &w,
+			     &f->h.prop),
 	    BELLOWS_EMISMATCH);
-	assert_int_equal(f->prop.calibrate_steps, 0);
+	assert_int_equal(f->h.prop.calibrate_steps, 0);
 }
 
 static void
@@ -1244,7 +958,7 @@ test_a_long_table_reports_the_rows_around_the_threshold(void **state)
 	uint32_t ratios = 0, lo = UINT32_MAX, hi = 0;
 
 	assert_non_null(st);
-	load(f,
+	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: slimgc\n");
@@ -1264,7 +978,7 @@ test_a_long_table_reports_the_rows_around_the_threshold(void **state)
 			.comm_comp_n = 2 };
 	}
 	assert_int_equal(pol_slimgc_ops.init(st,
-			     f->cfg->jobs[0].policies[0].config, &job, &prop),
+			     f->h.cfg->jobs[0].policies[0].config, &job, &prop),
 	    0);
 	w = (bellows_window){ .job = "job",
 		.window = 0,
@@ -1274,7 +988,7 @@ test_a_long_table_reports_the_rows_around_the_threshold(void **state)
 		.n_layers = MANYL,
 		.layers = wl };
 	assert_int_equal(pol_slimgc_ops.on_window(st,
-			     f->cfg->jobs[0].policies[0].config, &w, &prop),
+			     f->h.cfg->jobs[0].policies[0].config, &w, &prop),
 	    0);
 	w.window = 1;
 	w.first_step = 10;
@@ -1283,7 +997,7 @@ test_a_long_table_reports_the_rows_around_the_threshold(void **state)
 	prop.calibrate_steps = 0;
 	prop.n_metrics = 0;
 	assert_int_equal(pol_slimgc_ops.on_window(st,
-			     f->cfg->jobs[0].policies[0].config, &w, &prop),
+			     f->h.cfg->jobs[0].policies[0].config, &w, &prop),
 	    0);
 	assert_int_equal(prop.size_threshold, 4096 * 61);
 	assert_int_equal(prop.n_metrics, BELLOWS_METRICS_MAX - 1);
@@ -1300,7 +1014,7 @@ test_a_long_table_reports_the_rows_around_the_threshold(void **state)
 	assert_int_equal(ratios, BELLOWS_METRICS_MAX - 3);
 	assert_int_equal(lo, 46);
 	assert_int_equal(hi, 74);
-	pol_slimgc_ops.fini(st, f->cfg->jobs[0].policies[0].config);
+	pol_slimgc_ops.fini(st, f->h.cfg->jobs[0].policies[0].config);
 	free(st);
 }
 
@@ -1310,7 +1024,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(
 		    test_registry_lists_slimgc_and_it_passes_its_checks),
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, sup_fixture_free)
 		T(test_the_first_window_asks_for_a_calibration),
 		T(test_fig6_gives_2_2_mb_under_the_robust_rule),
 		T(test_fig6_gives_2_2_mb_under_the_paper_rule),
