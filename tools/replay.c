@@ -72,6 +72,7 @@ tool_replay_destroy(tool_replay **rp)
 	free(t->lr_scale);
 	free(t->threshold);
 	free(t->gate_off);
+	free(t->error_bound);
 	free(t);
 	*rp = NULL;
 }
@@ -94,9 +95,10 @@ replay_alloc(const tool_replay_input *in)
 	rp->lr_scale = malloc(nw * sizeof(double));
 	rp->threshold = malloc(nw * sizeof(uint64_t));
 	rp->gate_off = malloc(nw * sizeof(bool));
+	rp->error_bound = malloc(nw * nl * sizeof(double));
 	if (rp->level == NULL || rp->batch_size == NULL ||
 	    rp->lr_scale == NULL || rp->threshold == NULL ||
-	    rp->gate_off == NULL)
+	    rp->gate_off == NULL || rp->error_bound == NULL)
 		goto fail;
 	return rp;
 fail:
@@ -259,6 +261,8 @@ tool_replay_run_input(const ctl_job_conf *jc, const char *job,
 		rp->lr_scale[i] = state.lr_scale;
 		rp->threshold[i] = state.size_threshold;
 		rp->gate_off[i] = state.compression_off;
+		memcpy(rp->error_bound + (size_t)i * in->n_layers,
+		    state.error_bound, sizeof(double) * in->n_layers);
 		if (in->rec != NULL)
 			replay_view_rec(in, i, job, &state, wl, &w);
 		else
@@ -375,6 +379,12 @@ tool_replay_compare(const tool_replay *rp, const tool_hdb_replay *rec, bool all,
 	     i++)
 		d.gate_differ += rp->threshold[i] != rec->size_threshold[i] ||
 		    rp->gate_off[i] != rec->compression_off[i];
+	for (uint64_t i = 0; rec->layer_stats != NULL && i < rp->n_windows; i++)
+		for (uint32_t l = 0; l < nl; l++)
+			d.bound_differ +=
+			    !replay_same(rec->layer_stats[(size_t)i * nl + l]
+					     .error_bound,
+				rp->error_bound[(size_t)i * nl + l]);
 	if (rp->batch) {
 		r = replay_compare_batch(rp, rec, all, out, &d);
 		*ret = d;
@@ -642,6 +652,10 @@ replay_main_db(const replay_opts *o, const ctl_config *cfg)
 	    "bellows replay: size threshold or compression gate: %" PRIu64
 	    " of %" PRIu64 " windows differ\n",
 	    d.gate_differ, d.windows);
+	fprintf(stderr,
+	    "bellows replay: activation error bounds: %" PRIu64 " of %" PRIu64
+	    " rows differ\n",
+	    d.bound_differ, d.windows * rp->n_layers);
 	rc = 0;
 out:
 	free(norm);

@@ -69,6 +69,8 @@ typedef struct tool_replay_diff {
 	uint64_t changes_recorded; /* changes from one compared window to
 				    * the next, per layer, as recorded */
 	uint64_t changes_replayed; /* same, as replayed */
+	uint64_t bound_differ;     /* windows x layers whose activation
+				    * error bound differs (with --db) */
 	uint64_t gate_differ;      /* windows whose size threshold or
 				    * compression gate differs */
 } tool_replay_diff;
@@ -84,6 +86,8 @@ typedef struct tool_replay {
 	double *lr_scale;     /* n_windows: LR scale in force */
 	uint64_t *threshold;  /* n_windows: size threshold in force */
 	bool *gate_off;       /* n_windows: compression gate in force */
+	double *error_bound;  /* n_windows x n_layers: the activation error
+			       * bound in force */
 	uint64_t failures;    /* policy calls that failed (state kept) */
 } tool_replay;
 

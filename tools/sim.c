@@ -207,7 +207,8 @@ tool_sim_usage(FILE *f)
 	    "                         2-D layer: L-bar, non-zero fraction R,\n"
 	    "                         stored = raw / RATIO while the layer's\n"
 	    "                         error bound is set (raw bytes: numel x\n"
-	    "                         batch / 2)\n"
+	    "                         batch / 2), and keep the 2-D layers'\n"
+	    "                         momentum average (COMET's M_avg)\n"
 	    "  --mem TOTAL_MB,USED_MB report device memory: TOTAL_MB, and\n"
 	    "                         USED_MB plus the stored activations\n",
 	    SIM_MAX_RANKS, SIM_MAX_LAYERS);
@@ -790,6 +791,10 @@ sim_model_build(sim_ctx *cx)
 		t->shape = shape;
 		t->numel = t->ndim == 1 ? shape[0]
 					: (uint64_t)shape[0] * shape[1];
+		/* With activation statistics (COMET), the weights' momentum
+		 * average too: M_avg is the other half of the bound. */
+		if (o->act && t->ndim >= 2)
+			t->flags |= BELLOWS_LAYER_MOMENTUM;
 		cx->floats_raw += t->numel;
 	}
 	return 0;

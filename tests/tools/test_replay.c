@@ -698,9 +698,17 @@ test_replay_hands_a_recorded_window_whole_under_its_own_state(void **state)
 		assert_int_equal(tool_replay_compare(f->rp, rec, false, out,
 				     &d),
 		    0);
-		fclose(out);
 		assert_int_equal(d.gate_differ, 2);
 		assert_int_equal(d.windows, 3);
+		/* Bounds: none owned, none recorded; one replayed bound
+		 * changed is one row that differs. */
+		assert_int_equal(d.bound_differ, 0);
+		f->rp->error_bound[1 * rec->n_layers + 1] = 0.25;
+		assert_int_equal(tool_replay_compare(f->rp, rec, false, out,
+				     &d),
+		    0);
+		assert_int_equal(d.bound_differ, 1);
+		fclose(out);
 	}
 	tool_hdb_replay_destroy(&rec);
 	remove(path);
