@@ -30,6 +30,9 @@
 #define JOBS_LATENCY_N   1024 /* decision latencies kept for STATUS */
 #define JOBS_OPEN        8    /* windows aggregated at once per job */
 #define JOBS_WELCOME_MAX 64   /* decisions sent in a welcome or snapshot */
+#define JOBS_FRESH_MS                                                          \
+	1000 /* a rank welcomed this recently also gets                        \
+	      * decisions sent directly */
 
 typedef struct job_rank {
 	bool joined;                /* has said hello and not bye */
@@ -45,6 +48,7 @@ typedef struct job_rank {
 	uint64_t first_window;      /* first window it reports since joining:
 				     * earlier ones close without it */
 	bool left;                  /* said Bye and has not joined since */
+	uint64_t welcomed_ms;       /* monotonic, when its hello was taken */
 } job_rank;
 
 typedef struct job {
@@ -86,6 +90,9 @@ struct ctl_jobs {
 	uint64_t instance;            /* this daemon run */
 	ctl_jobs_publish_fn *publish; /* decision/telemetry sink */
 	void *publish_arg;            /* its argument */
+	ctl_jobs_send_fn *send;       /* to one peer, NULL = none */
+	void *send_arg;               /* its argument */
+	uint64_t now_ms;              /* the latest time a caller gave */
 	job **jobs;                   /* table, n_jobs used */
 	uint32_t n_jobs;              /* entries used */
 	uint32_t cap_jobs;            /* entries allocated */
@@ -231,12 +238,42 @@ job_log_tail(job *j, uint64_t step, com_decision **ret, uint32_t *ret_n)
 	return 0;
 }
 
+/* Sends the decisions a rank needs (as a Snapshot) to every rank of j
+ * welcomed less than JOBS_FRESH_MS ago: its SUB may not be connected yet
+ * (see ctl_jobs_set_sender). Out of memory: those ranks rely on the PUB
+ * and their own snapshot requests, as without a sender. */
+static void
+jobs_send_fresh(ctl_jobs *jobs, job *j)
+{
+	uint64_t now = jobs->now_ms;
+
+	if (jobs->send == NULL)
+		return;
+	for (uint32_t r = 0; r < j->world; r++) {
+		const job_rank *rk = &j->ranks[r];
+		com_msg m;
+
+		if (!rk->joined || rk->left || !rk->alive ||
+		    now - rk->welcomed_ms >= JOBS_FRESH_MS)
+			continue;
+		com_msg_init(&m, COM_MSG_SNAPSHOT);
+		m.u.snapshot.job = com_strdup(j->name);
+		if (m.u.snapshot.job != NULL &&
+		    job_log_tail(j, rk->step, &m.u.snapshot.decisions,
+			&m.u.snapshot.n_decisions) == 0)
+			jobs->send(jobs->send_arg, rk->peer, rk->peer_len, &m);
+		com_msg_fini(&m);
+	}
+}
+
 /* Publishes, in seq order, the logged decisions not yet published whose
  * store ticket is <= `ticket` (committed), stopping at the first that is
- * not. */
+ * not; ranks welcomed moments ago get them directly too. */
 static void
 jobs_publish_ready(ctl_jobs *jobs, job *j, uint64_t ticket)
 {
+	bool published = false;
+
 	for (uint32_t i = 0; i < j->log_n; i++) {
 		com_decision *d = job_log_at(j, i);
 		com_msg m;
@@ -254,7 +291,10 @@ jobs_publish_ready(ctl_jobs *jobs, job *j, uint64_t ticket)
 		jobs->publish(jobs->publish_arg, &m);
 		jobs_latency_add(jobs,
 		    j->closed_ns[(j->log_head + i) % JOBS_LOG]);
+		published = true;
 	}
+	if (published)
+		jobs_send_fresh(jobs, j);
 }
 
 /* ctl_store_durable_fn: decisions up to `ticket` are committed. */
@@ -492,6 +532,13 @@ ctl_events *
 ctl_jobs_events(ctl_jobs *jobs)
 {
 	return jobs->events;
+}
+
+void
+ctl_jobs_set_sender(ctl_jobs *jobs, ctl_jobs_send_fn *send, void *arg)
+{
+	jobs->send = send;
+	jobs->send_arg = arg;
 }
 
 void
@@ -742,6 +789,8 @@ static void
 rank_seen(ctl_jobs *jobs, job *j, job_rank *rk, uint64_t now_ms)
 {
 	rk->last_seen_ms = now_ms;
+	if (now_ms > jobs->now_ms)
+		jobs->now_ms = now_ms;
 	if (!rk->alive) {
 		rk->alive = true;
 		j->alive++;
@@ -845,6 +894,7 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	rk->incarnation = h->incarnation;
 	rk->step = h->step;
 	rk->seq_in_force = h->in_force.seq;
+	rk->welcomed_ms = now_ms;
 	rk->first_window = resume ? j->next_window : h->last_window;
 	if (j->ended) {
 		/* Taken up again after every rank had left. */
@@ -1348,6 +1398,8 @@ ctl_jobs_tick(ctl_jobs *jobs, uint64_t now_ms)
 {
 	const ctl_config *cfg = jobs->cfg;
 
+	if (now_ms > jobs->now_ms)
+		jobs->now_ms = now_ms;
 	for (uint32_t i = 0; i < jobs->n_jobs;) {
 		job *j = jobs->jobs[i];
 

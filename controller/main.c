@@ -241,6 +241,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "bellowsd: out of memory\n");
 		goto out;
 	}
+	ctl_jobs_set_sender(d.jobs, ctl_server_send, d.server);
 	if (db != NULL) {
 		/* Problems with the file itself leave the store degraded,
 		 * not the daemon stopped. */

@@ -404,6 +404,13 @@ ctl_server_attach(ctl_server *s, ctl_loop *loop)
 }
 
 void
+ctl_server_send(void *arg, const uint8_t *peer, size_t peer_len,
+    const com_msg *m)
+{
+	server_reply(arg, peer, peer_len, m);
+}
+
+void
 ctl_server_publish(void *arg, const com_msg *m)
 {
 	ctl_server *s = arg;

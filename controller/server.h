@@ -46,4 +46,10 @@ int ctl_server_attach(ctl_server *server, ctl_loop *loop);
  * the PUB socket under the job's topic. Drops (and counts) on failure. */
 void ctl_server_publish(void *server, const com_msg *msg);
 
+/* Sends `msg` to the peer with routing id `peer` on the control socket
+ * (ctl_jobs_send_fn): never blocks; a message that cannot be queued is
+ * dropped and counted against the peer. */
+void ctl_server_send(void *server, const uint8_t *peer, size_t peer_len,
+    const com_msg *msg);
+
 #endif /* CTL_SERVER_H */

@@ -493,6 +493,66 @@ test_jobs_window_closes_only_when_every_live_rank_reported(void **state)
 	assert_int_equal(c.incomplete, 0);
 }
 
+/* What a ctl_jobs_send_fn was handed: peers and the decisions' seqs. */
+typedef struct sent_log {
+	uint32_t n;        /* sends */
+	char peer[8][8];   /* routing ids, as text */
+	uint64_t last[8];  /* newest seq in each snapshot */
+	uint32_t n_dec[8]; /* decisions in each */
+	com_msg_type type; /* of the last send */
+} sent_log;
+
+static void
+record_send(void *arg, const uint8_t *peer, size_t peer_len, const com_msg *m)
+{
+	sent_log *l = arg;
+
+	assert_true(l->n < 8);
+	assert_true(peer_len < sizeof(l->peer[0]));
+	memcpy(l->peer[l->n], peer, peer_len);
+	l->peer[l->n][peer_len] = '\0';
+	l->type = m->type;
+	if (m->type == COM_MSG_SNAPSHOT) {
+		assert_string_equal(m->u.snapshot.job, "job");
+		l->n_dec[l->n] = m->u.snapshot.n_decisions;
+		l->last[l->n] = m->u.snapshot.n_decisions > 0
+		    ? m->u.snapshot.decisions[m->u.snapshot.n_decisions - 1].seq
+		    : 0;
+	}
+	l->n++;
+}
+
+/* Ranks welcomed moments ago may not receive the PUB yet (after a
+ * daemon restart, say): a decision published then is also sent to each
+ * of them directly, with the one in force; a second later, only
+ * published. */
+static void
+test_jobs_send_decisions_directly_to_ranks_just_welcomed(void **state)
+{
+	fixture *f = *state;
+	sent_log sent = { 0 };
+
+	ctl_jobs_set_sender(f->jobs, record_send, &sent);
+	join_two(f, 100, 0);
+	assert_int_equal(sent.n, 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 100, 109, 1, 10), 0);
+	assert_int_equal(report(f, "B", "job", 1, 0, 100, 109, 1, 20), 0);
+	assert_int_equal(n_decisions(f), 2);
+	assert_int_equal(sent.n, 2);
+	assert_int_equal(sent.type, COM_MSG_SNAPSHOT);
+	assert_string_equal(sent.peer[0], "A");
+	assert_string_equal(sent.peer[1], "B");
+	for (uint32_t i = 0; i < 2; i++) {
+		assert_int_equal(sent.last[i], 2);
+		assert_int_equal(sent.n_dec[i], 2); /* seq 1 in force, 2 */
+	}
+	/* A second later (the table's clock is the callers'). */
+	assert_int_equal(report(f, "A", "job", 0, 1, 110, 119, 2, 1000), 0);
+	assert_int_equal(report(f, "B", "job", 1, 1, 110, 119, 2, 1010), 0);
+	assert_int_equal(n_decisions(f), 3);
+	assert_int_equal(sent.n, 2);
+}
+
 /* The two window decisions are measured from their window's close to
  * their publication; the initial decision is not a window's and is not. */
 static void
@@ -1313,6 +1373,7 @@ main(void)
 		T(test_jobs_unmatched_job_runs_without_policies),
 		T(test_jobs_window_closes_only_when_every_live_rank_reported),
 		T(test_jobs_measure_the_latency_of_window_decisions),
+		T(test_jobs_send_decisions_directly_to_ranks_just_welcomed),
 		T(test_jobs_rank_rejoining_later_is_expected_only_from_its_first_window),
 		T(test_jobs_window_timeout_closes_an_incomplete_window),
 		T(test_jobs_lost_rank_is_not_waited_for_and_can_rejoin),
