@@ -139,6 +139,14 @@ typedef struct perfmodel_state {
 	double t_comp;          /* T_comp: backward compute, ms */
 	bool have_other;        /* t_other is known */
 	double t_other;         /* the rest of the step, ms */
+	bool have_u_raw;        /* u_raw was measured */
+	double u_raw;           /* communication time of a raw step that
+				 * the fitted collectives do not explain
+				 * (the hook's own work, ranks arriving at
+				 * different times), ms; no overlap only */
+	bool have_u_comp;       /* u_comp was measured */
+	double u_comp;          /* the same of a compressed step (also a
+				 * compressor's extra collectives), ms */
 	bool have_meas;         /* compression was measured */
 	double codec_ms;        /* its encode + decode per step, ms */
 	double cr;              /* its ratio, floats raw / sent */
@@ -391,11 +399,15 @@ perfmodel_predict(const perfmodel_state *st, const perfmodel_config *cfg,
 	if (!v->fitted || !st->have_comp || !(st->model > 0))
 		return;
 	v->predicted = true;
-	v->t_sync = st->t_other + pol_perfmodel_sync(&v->m);
+	v->t_sync = st->t_other + pol_perfmodel_sync(&v->m) +
+	    (st->have_u_raw ? st->u_raw : 0);
 	if (!st->have_meas)
 		return;
 	v->both = true;
-	v->t_comp = st->t_other + pol_perfmodel_compressed(&v->m);
+	v->t_comp = st->t_other + pol_perfmodel_compressed(&v->m) +
+	    (st->have_u_comp         ? st->u_comp
+		    : st->have_u_raw ? st->u_raw
+				     : 0);
 	v->rel = v->t_sync > 0 ? (v->t_comp - v->t_sync) / v->t_sync : 0;
 }
 
@@ -554,6 +566,10 @@ perfmodel_metrics(const perfmodel_state *st, uint32_t p, double gamma,
 		pol_metric_add(out, "t_backward_ms", -1, st->t_comp);
 	if (st->have_other)
 		pol_metric_add(out, "t_other_ms", -1, st->t_other);
+	if (st->have_u_raw)
+		pol_metric_add(out, "t_unmodelled_ms", -1, st->u_raw);
+	if (st->have_u_comp)
+		pol_metric_add(out, "t_unmodelled_comp_ms", -1, st->u_comp);
 	if (st->have_meas) {
 		pol_metric_add(out, "codec_ms", -1, st->codec_ms);
 		pol_metric_add(out, "cr", -1, st->cr);
@@ -632,6 +648,26 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 		st->cr = (double)w->floats_raw / (double)w->floats_sent;
 		st->meas_window = w->window;
 		st->meas_sig = sig;
+	}
+	/* Without overlap, the step's communication that the fitted
+	 * collectives leave unexplained, per mode: what the window measured
+	 * minus what the line predicts for the bytes it sent. */
+	if (!cfg->overlap && p > 1 && st->have_fit && !calibrating &&
+	    comm > 0 && st->model > 0) {
+		double k, last, model_ms;
+
+		perfmodel_shape(st, cfg, &k, &last);
+		if (raw) {
+			model_ms = k * st->fit.intercept +
+			    st->model * st->fit.slope;
+			st->have_u_raw = true;
+			st->u_raw = fmax(0, comm - model_ms);
+		} else if (st->have_meas && st->meas_window == w->window) {
+			model_ms = k * st->fit.intercept +
+			    st->model / st->cr * st->fit.slope;
+			st->have_u_comp = true;
+			st->u_comp = fmax(0, comm - model_ms);
+		}
 	}
 	/* γ from a window sent raw: T_obs = backward + communication. */
 	if (cfg->overlap && raw && !calibrating && bwd > 0 &&

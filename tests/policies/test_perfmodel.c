@@ -1038,6 +1038,43 @@ test_perfmodel_gamma_param_stands_in_until_measured(void **state)
 	sup_assert_near(metric(f, "t_sync_ms"), 63, 1e-9);
 }
 
+/* Without overlap, the communication a mode's steps take beyond what the
+ * fitted collectives explain (hook work, ranks' skew) is measured in that
+ * mode and carried into its predictions, also while the other mode runs. */
+static void
+test_perfmodel_carries_the_unmodelled_communication_of_each_mode(void **state)
+{
+	fixture *f = *state;
+
+	direct_start_ok(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: perfmodel\n"
+	    "        params: {bucket_bytes: 0, overlap: false, "
+	    "raw_windows: 1}\n");
+	levels(f, 4, 4, 0, 4);
+	/* Raw: the line explains k L + M s = 4 * 3 + 24 = 36 ms of the 41
+	 * measured: 5 unexplained. The rest is 91 - 40 - 41 = 10, so the
+	 * prediction is 10 + 40 + 36 + 5 = 91, the step. */
+	f->off.step = 91;
+	f->off.comm = 41;
+	assert_true(f->h.prop.compression_off);
+	direct_run_ok(f, 0);
+	sup_assert_near(metric(f, "t_unmodelled_ms"), 5, 1e-9);
+	sup_assert_near(metric(f, "t_sync_ms"), 91, 1e-9);
+	assert_true(isnan(metric(f, "t_unmodelled_comp_ms")));
+	/* Compressed (rest 65 - 40 - 5 - 10 = 10): the line's 4 * 3 + 2.4
+	 * = 14.4 ms exceed the 5 measured, nothing unexplained; the raw
+	 * step is still predicted with its 5 ms: 10 + 40 + 36 + 5 = 91,
+	 * the compressed one 10 + 40 + 10 + 14.4 = 74.4. */
+	assert_false(f->h.prop.compression_off);
+	direct_run_ok(f, 1);
+	sup_assert_near(metric(f, "t_unmodelled_comp_ms"), 0, 1e-9);
+	sup_assert_near(metric(f, "t_unmodelled_ms"), 5, 1e-9);
+	sup_assert_near(metric(f, "t_sync_ms"), 91, 1e-9);
+	sup_assert_near(metric(f, "t_comp_ms"), 74.4, 1e-9);
+}
+
 static void
 test_perfmodel_overlap_false_predicts_the_serial_sum(void **state)
 {
@@ -1399,6 +1436,7 @@ main(void)
 		T(test_perfmodel_measures_gamma_only_in_raw_windows),
 		T(test_perfmodel_gamma_param_stands_in_until_measured),
 		T(test_perfmodel_overlap_false_predicts_the_serial_sum),
+		T(test_perfmodel_carries_the_unmodelled_communication_of_each_mode),
 		T(test_perfmodel_per_layer_collectives_leave_layer_0_last),
 		T(test_perfmodel_reload_keeps_the_fit_measurement_and_gate),
 		T(test_perfmodel_reload_through_the_host_keeps_the_gate),
