@@ -133,6 +133,7 @@ typedef struct perfmodel_state {
 	uint64_t fit_window;    /* window it was fitted at */
 	uint32_t fit_used;      /* windows with samples it spans */
 	uint32_t fit_samples;   /* samples it spans */
+	double fit_xmax;        /* largest collective (bytes) it spans */
 	bool have_gamma;        /* gamma_raw was measured */
 	double gamma_raw;       /* γ as measured, before clamping */
 	bool have_comp;         /* t_comp is known */
@@ -326,12 +327,25 @@ perfmodel_refit(perfmodel_state *st, const perfmodel_config *cfg,
 		used++;
 	}
 	fs = pol_perfmodel_fit(&all, &line);
+	/* While compressing, the raw collectives left may be the small
+	 * tensors' alone: a line through those says little about the
+	 * bandwidth the large ones see. A fit that spans less than a quarter
+	 * of the largest size the accepted one did does not replace it. */
+	if (fs == POL_PERFMODEL_FIT_OK && st->have_fit &&
+	    all.xmax < st->fit_xmax / 4) {
+		pol_text_add(t,
+		    "; raw collectives only up to %.0f B (fit spans %.0f B): "
+		    "fit of window %llu kept",
+		    all.xmax, st->fit_xmax, (unsigned long long)st->fit_window);
+		return;
+	}
 	if (fs == POL_PERFMODEL_FIT_OK) {
 		st->have_fit = true;
 		st->fit = line;
 		st->fit_window = w->window;
 		st->fit_used = used;
 		st->fit_samples = all.n;
+		st->fit_xmax = all.xmax;
 		if (line.origin)
 			pol_text_add(t,
 			    "; intercept %.3g ms < 0: line refitted through 0",

@@ -884,6 +884,39 @@ test_perfmodel_never_gates_off_compression_it_never_measured(void **state)
 	sup_assert_near(host_metric(f, "t_sync_ms"), 61.8, 1e-9);
 }
 
+/* While compressing, only the small tensors may go raw: a line through
+ * those alone (here 0.1-0.5 MB, a quarter of the 6 MB the fit spans is
+ * 1.5 MB) does not replace the fit of the large ones. */
+static void
+test_perfmodel_keeps_the_fit_of_the_large_tensors_when_only_small_go_raw(
+    void **state)
+{
+	fixture *f = *state;
+
+	start_gated(f, "fit_windows: 1");
+	fast_network(f);
+	run(f, 0);
+	sup_assert_near(host_metric(f, "alpha_ms"), 0.5, 1e-9);
+	sup_assert_near(host_metric(f, "bw_gbps"), 8, 1e-9);
+	/* Small sizes on a much slower line: fitted alone, BW would drop. */
+	f->n_sizes = 2;
+	f->bytes[0] = 100000;
+	f->ms[0] = 5;
+	f->bytes[1] = 500000;
+	f->ms[1] = 9;
+	run(f, 1);
+	sup_assert_contains(f->h.why,
+	    "raw collectives only up to 500000 B (fit spans 6000000 B): fit "
+	    "of window 0 kept");
+	sup_assert_near(host_metric(f, "alpha_ms"), 0.5, 1e-9);
+	sup_assert_near(host_metric(f, "bw_gbps"), 8, 1e-9);
+	/* The large ones timed again: refitted on them. */
+	fast_network(f);
+	f->ms[0] = 5.5;
+	run(f, 2);
+	assert_null(strstr(f->h.why, "fit of window"));
+}
+
 static void
 test_perfmodel_keeps_the_fit_when_one_size_is_timed(void **state)
 {
@@ -1430,6 +1463,7 @@ main(void)
 		T(test_perfmodel_raw_windows_start_the_job_uncompressed),
 		T(test_perfmodel_never_gates_off_compression_it_never_measured),
 		T(test_perfmodel_keeps_the_fit_when_one_size_is_timed),
+		T(test_perfmodel_keeps_the_fit_of_the_large_tensors_when_only_small_go_raw),
 		T(test_perfmodel_rejects_a_falling_line_with_its_slope),
 		T(test_perfmodel_runs_beside_accordion_on_other_knobs),
 		T(test_perfmodel_world_one_predicts_without_collectives),
