@@ -4,6 +4,10 @@
 #   scripts/demo.sh         a real job: two PyTorch ranks train a small CNN
 #                           on Fashion-MNIST (CPU, gloo) under Accordion
 #   scripts/demo.sh --sim   a simulated job (`bellows sim`), no PyTorch
+#   scripts/demo.sh --with comet|slimgc|perfmodel
+#                           the real job under another policy (its example
+#                           file in examples/policies/, and the trainer's
+#                           matching options)
 #
 # Installs what is missing (scripts/setup.sh full: PyTorch and the
 # Fashion-MNIST data among it), builds, and starts bellowsd on loopback.
@@ -27,13 +31,22 @@
 set -euo pipefail
 
 mode=torch
+with=accordion
+usage()
+{
+	echo "usage: $0 [--sim | --with accordion|comet|slimgc|perfmodel]" >&2
+	exit 2
+}
 case "${1:-}" in
 "") ;;
 --sim) mode=sim ;;
-*)
-	echo "usage: $0 [--sim]" >&2
-	exit 2
+--with)
+	case "${2:-}" in
+	accordion | comet | slimgc | perfmodel) with=$2 ;;
+	*) usage ;;
+	esac
 	;;
+*) usage ;;
 esac
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,10 +62,25 @@ meson compile -C "$builddir"
 
 bellowsd=$builddir/controller/bellowsd
 bellows=$builddir/tools/bellows
+# The trainer's options for each policy (--with): COMET compresses the
+# convolutions' saved inputs at bellowsd's bounds; SlimGC's threshold
+# chooses which tensors go 2-bit; perfmodel gates PowerSGD.
+trainer_args=()
 if [ "$mode" = sim ]; then
 	policy=examples/policies/demo.yaml
 else
-	policy=examples/pytorch/accordion_demo.yaml
+	case "$with" in
+	accordion) policy=examples/pytorch/accordion_demo.yaml ;;
+	comet)
+		policy=examples/policies/comet.yaml
+		trainer_args=(--comet)
+		;;
+	slimgc)
+		policy=examples/policies/slimgc.yaml
+		trainer_args=(--compressor 2bit --quant-threshold 0.15)
+		;;
+	perfmodel) policy=examples/policies/perfmodel.yaml ;;
+	esac
 fi
 daemon_log=$builddir/demo-bellowsd.log
 history_db=$builddir/demo-history.db
@@ -193,7 +221,7 @@ run_job()
 		BELLOWS_LIB=$builddir/agent/libbellows.so /usr/bin/python3 \
 			examples/pytorch/fashion_mnist.py --nproc 2 \
 			--job "$job" --epochs 4 --control "$control" \
-			--publish "$publish"
+			--publish "$publish" "${trainer_args[@]}"
 	fi
 }
 top_args=(--control "$control" --publish "$publish" --db "$history_db"
