@@ -25,23 +25,22 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
 import os
 import pathlib
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-SRC = HERE.parents[1]
-TRAINER = SRC / "examples" / "pytorch" / "fashion_mnist.py"
+sys.path.insert(0, str(HERE.parent))
+
+import benchkit  # noqa: E402
+from benchkit import PYTHON, mean_std  # noqa: E402
+
 POLICY = HERE / "policy.yaml"
-PYTHON = "/usr/bin/python3"
 CONFIGS = ["uncompressed", "rank2", "rank1", "accordion"]
 COLOURS = {"uncompressed": "#555555", "rank2": "#1f77b4",
            "rank1": "#d62728", "accordion": "#2ca02c"}
@@ -55,109 +54,26 @@ def parse(argv):
                    help="epochs of the LR drops (default: at 1/2 and 5/6 "
                    "of --epochs, as the thesis's 150 and 250 of 300)")
     p.add_argument("--configs", default=",".join(CONFIGS))
-    p.add_argument("--out", default=str(HERE / "results"))
-    p.add_argument("--build", default=os.environ.get(
-        "BELLOWS_BUILD_DIR", str(SRC / "build")))
-    p.add_argument("--train-limit", type=int, default=0,
-                   help="train on the first N images only (quick checks)")
-    p.add_argument("--report-only", action="store_true")
+    benchkit.add_run_options(p, HERE)
     a = p.parse_args(argv)
     a.seeds = [int(s) for s in a.seeds.split(",")]
-    a.configs = a.configs.split(",")
-    for c in a.configs:
-        if c not in CONFIGS:
-            p.error(f"unknown configuration {c!r}")
+    a.configs = benchkit.split_configs(p, a.configs, CONFIGS)
     if a.lr_decay_at is None:
         a.lr_decay_at = f"{max(1, a.epochs // 2)},{max(1, 5 * a.epochs // 6)}"
     return a
 
 
-class Daemon:
-    """bellowsd on ipc endpoints in a temporary directory."""
-
-    def __init__(self, build: pathlib.Path, out: pathlib.Path):
-        self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="bellows-bench."))
-        self.control = f"ipc://{self.tmp}/control"
-        self.publish = f"ipc://{self.tmp}/publish"
-        self.bellowsd = build / "controller" / "bellowsd"
-        self.bellows = build / "tools" / "bellows"
-        self.log = out / "bellowsd.log"
-        self.db = self.tmp / "history.db"
-        self.proc = None
-
-    def has_history(self) -> bool:
-        r = subprocess.run([str(self.bellows), "help"], capture_output=True,
-                           text=True)
-        return any(line.split()[:1] == ["history"]
-                   for line in (r.stdout + r.stderr).splitlines())
-
-    def start(self) -> None:
-        args = [str(self.bellowsd), "--policy", str(POLICY), "--control",
-                self.control, "--publish", self.publish]
-        if self.has_history():
-            args += ["--db", str(self.db)]
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log,
-                                         stderr=subprocess.STDOUT,
-                                         cwd=self.tmp)
-        for _ in range(100):
-            r = subprocess.run([str(self.bellows), "status", "--control",
-                                self.control, "--timeout-ms", "200"],
-                               capture_output=True)
-            if r.returncode == 0:
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError(f"bellowsd did not start; see {self.log}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
 def run_all(args, out: pathlib.Path) -> None:
     build = pathlib.Path(args.build).resolve()
-    daemon = Daemon(build, out)
-    # The trainers load the libbellows of the same build as bellowsd.
-    env = dict(os.environ, BELLOWS_LIB=str(build / "agent" /
-                                           "libbellows.so"))
-    daemon.start()
-    try:
-        total = len(args.seeds) * len(args.configs)
-        n = 0
-        for seed in args.seeds:  # seed-major: partial results stay even
-            for config in args.configs:
-                n += 1
-                job = f"bench-{config}-s{seed}"
-                cmd = [PYTHON, str(TRAINER), "--nproc", "2", "--job", job,
-                       "--seed", str(seed), "--epochs", str(args.epochs),
-                       "--lr-decay-at", args.lr_decay_at,
-                       "--control", daemon.control,
-                       "--publish", daemon.publish,
-                       "--json", str(out / f"{job}.json"), "--quiet"]
-                if args.train_limit:
-                    cmd += ["--train-limit", str(args.train_limit)]
-                print(f"[{n}/{total}] {job} ...", end=" ", flush=True)
-                t0 = time.perf_counter()
-                subprocess.run(cmd, check=True, env=env)
-                res = json.loads((out / f"{job}.json").read_text())
-                print(f"{time.perf_counter() - t0:.0f} s, test acc "
-                      f"{100 * res['final_acc']:.2f}%, "
-                      f"{res['floats_sent'] / 1e6:.1f}M floats", flush=True)
-    finally:
-        daemon.stop()
-
-
-def mean_std(xs):
-    m = statistics.fmean(xs)
-    return m, (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+    # The history goes into bellowsd's private directory, removed with it.
+    db = "history.db" if benchkit.has_history(build) else None
+    jobs = [(benchkit.job_name("bench-", config, seed),
+             ["--seed", str(seed), "--epochs", str(args.epochs),
+              "--lr-decay-at", args.lr_decay_at])
+            for seed in args.seeds  # seed-major: partial results stay even
+            for config in args.configs]
+    benchkit.run_jobs(build, POLICY, out, jobs, args.train_limit, db=db,
+                      summary=benchkit.acc_floats)
 
 
 def switching(res) -> list[str]:
@@ -267,13 +183,8 @@ def svg_plot(groups, path: pathlib.Path) -> None:
 
 
 def report(args, out: pathlib.Path, argv) -> str:
-    groups = {}
-    for config in CONFIGS:
-        runs = []
-        for f in sorted(out.glob(f"bench-{config}-s*.json")):
-            runs.append(json.loads(f.read_text()))
-        if runs:
-            groups[config] = runs
+    groups = {c: runs for c, runs in
+              benchkit.load_runs(out, "bench-", CONFIGS).items() if runs}
     if not groups:
         raise SystemExit(f"no results in {out}")
     base = groups.get("rank2")
@@ -281,9 +192,8 @@ def report(args, out: pathlib.Path, argv) -> str:
                    if base else None)
     first = next(iter(groups.values()))[0]
     a = first["args"]
-    cmd_file = out / "command.txt"
-    command = (cmd_file.read_text().strip() if cmd_file.exists()
-               else "bench/accordion/run.py " + " ".join(argv))
+    command = benchkit.read_command(
+        out, "bench/accordion/run.py " + " ".join(argv))
     lines = [
         "# Accordion on Fashion-MNIST: results",
         "",
@@ -298,9 +208,10 @@ def report(args, out: pathlib.Path, argv) -> str:
         f"{first['floats_raw'] / a['epochs'] / 1e6:.2f}M floats per "
         "epoch uncompressed (all ranks).",
         "",
-        "| configuration | runs | final test accuracy (%) | floats "
-        "communicated (M) | vs rank 2 | wall time (s) |",
-        "|---|---|---|---|---|---|",
+        *benchkit.table(["configuration", "runs",
+                         "final test accuracy (%)",
+                         "floats communicated (M)", "vs rank 2",
+                         "wall time (s)"]),
     ]
     for config, runs in groups.items():
         am, asd = mean_std([100 * r["final_acc"] for r in runs])
@@ -310,8 +221,9 @@ def report(args, out: pathlib.Path, argv) -> str:
         if base_floats:
             r = base_floats / 1e6 / fm
             ratio = f"{r:.2f}x less" if r >= 1 else f"{1 / r:.1f}x more"
-        lines.append(f"| {config} | {len(runs)} | {am:.2f} ± {asd:.2f} | "
-                     f"{fm:.2f} | {ratio} | {wm:.0f} ± {wsd:.0f} |")
+        lines.append(benchkit.row([config, len(runs),
+                                   f"{am:.2f} ± {asd:.2f}", f"{fm:.2f}",
+                                   ratio, f"{wm:.0f} ± {wsd:.0f}"]))
     lines += ["", "Accuracy vs floats: "
               "[accuracy_vs_floats.svg](accuracy_vs_floats.svg).", ""]
     if "accordion" in groups:
@@ -340,8 +252,7 @@ def main(argv) -> int:
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
-        (out / "command.txt").write_text(
-            "bench/accordion/run.py " + " ".join(argv) + "\n")
+        benchkit.write_command(out, ["bench/accordion/run.py"] + argv)
         t0 = time.perf_counter()
         run_all(args, out)
         print(f"benchmark: {time.perf_counter() - t0:.0f} s in all")

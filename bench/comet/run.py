@@ -15,47 +15,49 @@ configuration, with the same initialisation, data order and LR:
                   the statistics bellows.activations reports; run only
                   when that file exists and bellowsd accepts it
 
-and writes --out/results.json and --out/results.md: final test accuracy,
-the bytes held for backward per step (median): the convolution inputs as
-stored and as they would be raw, and every other tensor autograd saved
-(ReLU, pooling, batch-norm and linear inputs: not compressed), host memory
-(VmRSS), wall time, and for comet the bounds bellowsd chose over time.
+and writes --out/results.json, --out/results.md and --out/command.txt:
+final test accuracy, the bytes held for backward per step (median): the
+convolution inputs as stored and as they would be raw, and every other
+tensor autograd saved (ReLU, pooling, batch-norm and linear inputs: not
+compressed), host memory (VmRSS), wall time, and for comet the bounds
+bellowsd chose over time. --report-only rebuilds results.md from
+results.json. The data and its loading are
+examples/pytorch/fashion_mnist.py's.
 
 usage: bench/comet/run.py [--epochs 2] [--configs none,fixed-0.01,comet]
            [--batch-size 64] [--window 100] [--threads 2] [--out DIR]
            [--build DIR] [--policy YAML] [--train-limit N] [--seed 0]
+           [--report-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import gzip
 import json
 import os
 import pathlib
 import platform
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-SRC = HERE.parents[1]
-sys.path.insert(0, str(SRC / "agent" / "python"))
+sys.path.insert(0, str(HERE.parent))
 
-import numpy as np  # noqa: E402
+import benchkit  # noqa: E402
+from benchkit import PYTHON  # noqa: E402
+
+sys.path.insert(0, str(benchkit.SRC / "agent" / "python"))
+sys.path.insert(0, str(benchkit.TRAINER.parent))
+
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import bellows  # noqa: E402
 import bellows.activations as act  # noqa: E402
-
-DATA = "/usr/share/datasets/fashion-mnist"
-MEAN, STD = 0.2860, 0.3530
+from fashion_mnist import DATA, load, normalise  # noqa: E402
 
 
 class Net(nn.Module):
@@ -76,30 +78,6 @@ class Net(nn.Module):
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
         x = F.max_pool2d(F.relu(self.conv3(x)), 2)
         return self.fc(x.flatten(1))
-
-
-def load_idx(path: pathlib.Path) -> np.ndarray:
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    ndim = int.from_bytes(raw[0:4], "big") & 0xFF
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big")
-            for i in range(ndim)]
-    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(dims)
-
-
-def load(data_dir: str):
-    d = pathlib.Path(data_dir)
-    out = []
-    for split in ("train", "t10k"):
-        x = load_idx(d / f"{split}-images-idx3-ubyte.gz")
-        y = load_idx(d / f"{split}-labels-idx1-ubyte.gz")
-        out.append((torch.from_numpy(x.copy()),
-                    torch.from_numpy(y.astype(np.int64))))
-    return out
-
-
-def normalise(images: torch.Tensor) -> torch.Tensor:
-    return (images.float().div_(255).sub_(MEAN).div_(STD)).unsqueeze(1)
 
 
 class SavedBytes:
@@ -140,59 +118,14 @@ def evaluate(model, test) -> float:
     return correct / len(x)
 
 
-class Daemon:
-    """bellowsd on ipc endpoints in a private directory."""
-
-    def __init__(self, build: pathlib.Path, policy: pathlib.Path,
-                 log: pathlib.Path):
-        self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="bellows-comet."))
-        self.control = f"ipc://{self.tmp}/control"
-        self.publish = f"ipc://{self.tmp}/publish"
-        self.bellowsd = build / "controller" / "bellowsd"
-        self.bellows = build / "tools" / "bellows"
-        self.policy = policy
-        self.log = log
-        self.proc = None
-
-    def __enter__(self):
-        args = [str(self.bellowsd), "--control", self.control, "--publish",
-                self.publish, "--policy", str(self.policy), "--log-level",
-                "info", "--no-db"]
-        with open(self.log, "wb") as f:
-            self.proc = subprocess.Popen(args, stdout=f,
-                                         stderr=subprocess.STDOUT,
-                                         cwd=self.tmp)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"bellowsd exited; see {self.log}")
-            r = subprocess.run([str(self.bellows), "status", "--control",
-                                self.control, "--timeout-ms", "200"],
-                               capture_output=True)
-            if r.returncode == 0:
-                return self
-            time.sleep(0.05)
-        self.__exit__()
-        raise RuntimeError(f"bellowsd did not answer; see {self.log}")
-
-    def __exit__(self, *exc):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
 def step_fields() -> set[str]:
     """The StepInfo fields this bellows.Agent accepts."""
     import dataclasses
     return {f.name for f in dataclasses.fields(bellows.StepInfo)}
 
 
-def train(config: str, args, data, daemon: Daemon | None) -> dict:
+def train(config: str, args, data,
+          daemon: benchkit.Daemon | None) -> dict:
     torch.manual_seed(args.seed)
     (train_x, train_y), test = data
     if args.train_limit:
@@ -297,9 +230,9 @@ def report(results: list[dict], args, command: str) -> str:
         "the same uncompressed, *other saved* = every other tensor "
         "autograd saved (ReLU and pooling inputs, indices, the linear "
         "input; never compressed). RSS: median VmRSS of the process.", "",
-        "| config | bounds | test acc | conv stored | conv raw | ratio | "
-        "other saved | total vs none | RSS | wall |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        *benchkit.table(["config", "bounds", "test acc", "conv stored",
+                         "conv raw", "ratio", "other saved",
+                         "total vs none", "RSS", "wall"]),
     ]
     base = next((r for r in results if r["config"] == "none"), None)
     for r in results:
@@ -313,13 +246,14 @@ def report(results: list[dict], args, command: str) -> str:
                 f"{k}={v:.3g}" for k, v in r["bounds_final"].items())
         else:
             bounds = f"fixed {r['config'].split('-', 1)[1]} (no bellowsd)"
-        lines.append(
-            f"| {r['config']} | {bounds} | {100 * r['final_acc']:.2f}% | "
-            f"{r['held_median'] / 1024:.1f} KiB | "
-            f"{r['raw_median'] / 1024:.1f} KiB | "
-            f"{r['raw_median'] / max(r['held_median'], 1):.2f}x | "
-            f"{r['other_median'] / 1024:.1f} KiB | {vs} | "
-            f"{r['rss_median'] / 2**20:.0f} MiB | {r['wall_s']:.0f} s |")
+        lines.append(benchkit.row([
+            r["config"], bounds, f"{100 * r['final_acc']:.2f}%",
+            f"{r['held_median'] / 1024:.1f} KiB",
+            f"{r['raw_median'] / 1024:.1f} KiB",
+            f"{r['raw_median'] / max(r['held_median'], 1):.2f}x",
+            f"{r['other_median'] / 1024:.1f} KiB", vs,
+            f"{r['rss_median'] / 2**20:.0f} MiB",
+            f"{r['wall_s']:.0f} s"]))
     lines += ["", "Last measured step per layer (layer index: eb, storage, "
               "L-bar, R):", ""]
     for r in results:
@@ -333,10 +267,10 @@ def report(results: list[dict], args, command: str) -> str:
             lines += ["", f"Bounds over time ({r['config']}, every "
                       f"{args.window} steps; {r['decisions']} decisions, "
                       f"{r['reported']} observe_activation calls):", "",
-                      "| step | seq | bounds |", "|---|---|---|"]
+                      *benchkit.table(["step", "seq", "bounds"])]
             for t in r["timeline"]:
-                lines.append(f"| {t['step']} | {t['seq']} | " + ", ".join(
-                    f"{k}={v:.3g}" for k, v in t["bounds"].items()) + " |")
+                lines.append(benchkit.row([t["step"], t["seq"], ", ".join(
+                    f"{k}={v:.3g}" for k, v in t["bounds"].items())]))
     return "\n".join(lines) + "\n"
 
 
@@ -355,26 +289,30 @@ def parse(argv):
                    "mem_device_total (bytes)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--train-limit", type=int, default=0)
     p.add_argument("--data", default=DATA)
     p.add_argument("--policy", default=str(HERE / "policy.yaml"))
-    p.add_argument("--build", default=os.environ.get(
-        "BELLOWS_BUILD_DIR", str(SRC / "build")))
-    p.add_argument("--out", default=str(HERE / "results"))
+    benchkit.add_run_options(p, HERE)
     return p.parse_args(argv)
 
 
 def main(argv) -> int:
     args = parse(argv)
+    out = pathlib.Path(args.out)
+    if args.report_only:
+        saved = json.loads((out / "results.json").read_text())
+        (out / "results.md").write_text(report(
+            saved["results"], argparse.Namespace(**saved["args"]),
+            saved["command"]))
+        return 0
     torch.set_num_threads(args.threads)
     build = pathlib.Path(args.build)
     lib = build / "agent" / "libbellows.so"
     if "BELLOWS_LIB" not in os.environ and lib.exists():
         os.environ["BELLOWS_LIB"] = str(lib)
-    out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     data = load(args.data)
-    command = " ".join(["/usr/bin/python3", "bench/comet/run.py"] + argv)
+    words = [PYTHON, "bench/comet/run.py"] + argv
+    command = " ".join(words)
     results = []
     for config in args.configs.split(","):
         if config == "comet":
@@ -383,7 +321,10 @@ def main(argv) -> int:
                 print(f"comet: skipped, no {policy}", file=sys.stderr)
                 continue
             try:
-                with Daemon(build, policy, out / "bellowsd.log") as d:
+                with benchkit.Daemon(build, policy, out / "bellowsd.log",
+                                     extra=["--log-level", "info",
+                                            "--no-db"],
+                                     append=False) as d:
                     r = train(config, args, data, d)
             except RuntimeError as e:
                 print(f"comet: skipped, {e}", file=sys.stderr)
@@ -403,7 +344,7 @@ def main(argv) -> int:
         {"command": command, "args": vars(args), "results": results},
         indent=1))
     (out / "results.md").write_text(report(results, args, command))
-    (out / "command.txt").write_text(command + "\n")
+    benchkit.write_command(out, words)
     return 0
 
 

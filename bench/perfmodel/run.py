@@ -28,25 +28,19 @@ usage: bench/perfmodel/run.py [--seed 0] [--epochs 1] [--window-steps 25]
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
 import pathlib
-import platform
-import shutil
 import sqlite3
-import statistics
-import subprocess
 import sys
-import tempfile
-import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-SRC = HERE.parents[1]
-TRAINER = SRC / "examples" / "pytorch" / "fashion_mnist.py"
+sys.path.insert(0, str(HERE.parent))
+
+import benchkit  # noqa: E402
+from benchkit import PYTHON, median as med  # noqa: E402
+
 POLICY = HERE / "policy.yaml"
-PYTHON = "/usr/bin/python3"
 CONFIGS = ["raw", "comp", "gate"]
+PREFIX = "bench-perfmodel-"
 
 
 def parse(argv):
@@ -57,118 +51,44 @@ def parse(argv):
     p.add_argument("--compressor", choices=("powersgd", "2bit"),
                    default="powersgd")
     p.add_argument("--configs", default=",".join(CONFIGS))
-    p.add_argument("--out", default=str(HERE / "results"))
-    p.add_argument("--build", default=os.environ.get(
-        "BELLOWS_BUILD_DIR", str(SRC / "build")))
-    p.add_argument("--train-limit", type=int, default=0)
-    p.add_argument("--report-only", action="store_true")
+    benchkit.add_run_options(p, HERE)
     a = p.parse_args(argv)
-    a.configs = a.configs.split(",")
-    for c in a.configs:
-        if c not in CONFIGS:
-            p.error(f"unknown configuration {c!r}")
+    a.configs = benchkit.split_configs(p, a.configs, CONFIGS)
     return a
 
 
-class Daemon:
-    """bellowsd on ipc endpoints in a temporary directory, recording its
-    history into --out/history.db."""
-
-    def __init__(self, build: pathlib.Path, out: pathlib.Path):
-        self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="bellows-bench."))
-        self.control = f"ipc://{self.tmp}/control"
-        self.publish = f"ipc://{self.tmp}/publish"
-        self.bellowsd = build / "controller" / "bellowsd"
-        self.bellows = build / "tools" / "bellows"
-        self.log = out / "bellowsd.log"
-        self.db = out / "history.db"
-        self.proc = None
-
-    def start(self) -> None:
-        args = [str(self.bellowsd), "--policy", str(POLICY), "--control",
-                self.control, "--publish", self.publish, "--db",
-                str(self.db)]
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(args, stdout=log,
-                                         stderr=subprocess.STDOUT,
-                                         cwd=self.tmp)
-        for _ in range(100):
-            r = subprocess.run([str(self.bellows), "status", "--control",
-                                self.control, "--timeout-ms", "200"],
-                               capture_output=True)
-            if r.returncode == 0:
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError(f"bellowsd did not start; see {self.log}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
 def job_name(config: str, seed: int) -> str:
-    return f"bench-perfmodel-{config}-s{seed}"
+    return benchkit.job_name(PREFIX, config, seed)
 
 
 def run_all(args, out: pathlib.Path) -> None:
-    build = pathlib.Path(args.build).resolve()
-    daemon = Daemon(build, out)
-    env = dict(os.environ, BELLOWS_LIB=str(build / "agent" /
-                                           "libbellows.so"))
-    daemon.start()
-    try:
-        for n, config in enumerate(args.configs, 1):
-            job = job_name(config, args.seed)
-            cmd = [PYTHON, str(TRAINER), "--nproc", "2", "--job", job,
-                   "--compressor", args.compressor,
-                   "--seed", str(args.seed), "--epochs", str(args.epochs),
-                   "--lr-decay-at", str(args.epochs + 1),
-                   "--window-steps", str(args.window_steps),
-                   "--control", daemon.control, "--publish", daemon.publish,
-                   "--json", str(out / f"{job}.json"), "--quiet"]
-            if args.train_limit:
-                cmd += ["--train-limit", str(args.train_limit)]
-            print(f"[{n}/{len(args.configs)}] {job} ...", end=" ",
-                  flush=True)
-            t0 = time.perf_counter()
-            subprocess.run(cmd, check=True, env=env)
-            print(f"{time.perf_counter() - t0:.0f} s", flush=True)
-    finally:
-        daemon.stop()
+    """The runs under one bellowsd recording into out/history.db."""
+    jobs = [(job_name(config, args.seed),
+             ["--compressor", args.compressor,
+              "--seed", str(args.seed), "--epochs", str(args.epochs),
+              "--lr-decay-at", str(args.epochs + 1),
+              "--window-steps", str(args.window_steps)])
+            for config in args.configs]
+    benchkit.run_jobs(args.build, POLICY, out, jobs, args.train_limit,
+                      db=out / "history.db")
 
 
 def metrics_of(db: pathlib.Path, job: str) -> dict[int, dict[str, float]]:
     """perfmodel's job-wide metrics of ``job`` per window (layer -1 or
     NULL), from the history."""
-    if not db.exists():
-        return {}
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    out: dict[int, dict[str, float]] = {}
     try:
-        run = con.execute("SELECT id FROM runs WHERE job = ? ORDER BY id "
-                          "DESC LIMIT 1", (job,)).fetchone()
-        if run is None:
-            return {}
-        out: dict[int, dict[str, float]] = {}
-        for window, name, layer, value in con.execute(
-                "SELECT window, name, layer, value FROM policy_metrics "
-                "WHERE run_id = ? AND policy LIKE 'perfmodel%' ORDER BY "
-                "window", (run[0],)):
-            if layer is None or layer < 0:
-                out.setdefault(window, {})[name] = value
-        return out
+        with benchkit.history_run(db, job) as (con, run):
+            if run is None:
+                return {}
+            for window, name, layer, value in benchkit.policy_metrics(
+                    con, run, "perfmodel"):
+                if layer is None or layer < 0:
+                    out.setdefault(window, {})[name] = value
     except sqlite3.Error as e:
         print(f"history not readable: {e}", file=sys.stderr)
         return {}
-    finally:
-        con.close()
+    return out
 
 
 def t_obs(w: dict) -> float:
@@ -183,39 +103,31 @@ def step_ms(w: dict) -> float:
     return w["times"]["step_ms"]
 
 
-def med(xs):
-    return statistics.median(xs) if xs else float("nan")
-
-
 def report(args, out: pathlib.Path) -> None:
-    runs = {}
-    for c in CONFIGS:
-        f = out / f"{job_name(c, args.seed)}.json"
-        if f.exists():
-            runs[c] = json.loads(f.read_text())
+    runs = {c: rs[0] for c, rs in
+            benchkit.load_runs(out, PREFIX, CONFIGS, args.seed).items() if rs}
     lines = ["# bench/perfmodel results", ""]
     if (out / "command.txt").exists():
-        lines += ["Command: `" + (out / "command.txt").read_text()
-                  .splitlines()[0] + "`", ""]
-    lines += [f"Machine: {platform.node()}, {os.cpu_count()} CPUs, "
-              f"{platform.platform()}", ""]
+        lines += [f"Command: `{benchkit.read_command(out)}`", ""]
+    lines += [benchkit.machine_line(), ""]
     # Measured, per configuration (the first window is a warm-up).
     lines += ["## Measured per step (median over windows, first one "
               "skipped), ms", "",
-              "| configuration | step (wall) | backward | collectives | "
-              "encode+decode | T_obs |", "|---|---|---|---|---|---|"]
+              *benchkit.table(["configuration", "step (wall)", "backward",
+                               "collectives", "encode+decode", "T_obs"])]
     meas = {}
     for c, r in runs.items():
         ws = [w for w in r["windows"] if "times" in w][1:]
         if not ws:
             continue
         meas[c] = med([step_ms(w) for w in ws])
-        lines.append(
-            f"| {c} | {med([w['times']['step_ms'] for w in ws]):.2f} | "
-            f"{med([w['times']['backward_ms'] for w in ws]):.2f} | "
-            f"{med([w['times']['comm_ms'] for w in ws]):.2f} | "
-            f"{med([w['times']['codec_ms'] for w in ws]):.2f} | "
-            f"{med([t_obs(w) for w in ws]):.2f} |")
+        lines.append(benchkit.row([c] + [
+            f"{med(xs):.2f}" for xs in (
+                [w["times"]["step_ms"] for w in ws],
+                [w["times"]["backward_ms"] for w in ws],
+                [w["times"]["comm_ms"] for w in ws],
+                [w["times"]["codec_ms"] for w in ws],
+                [t_obs(w) for w in ws])]))
     lines.append("")
     gate = runs.get("gate")
     if gate is not None:
@@ -229,9 +141,8 @@ def report(args, out: pathlib.Path) -> None:
                   "window's measured per-step times (ms), with "
                   "compression on or off as it was during the window.",
                   "",
-                  "| window | compression | step | T_obs | "
-                  + " | ".join(names) + " |",
-                  "|---|---|---|---|" + "---|" * len(names)]
+                  *benchkit.table(["window", "compression", "step",
+                                   "T_obs"] + names)]
         errs_sync, errs_comp = [], []
         for w in gate["windows"]:
             if "times" not in w:
@@ -243,8 +154,9 @@ def report(args, out: pathlib.Path) -> None:
             calib = w["times"].get("calibrating_steps", 0) > 0
             state = "calibrating" if calib else "off" if off else "on"
             cells = [f"{mw[n]:.4g}" if n in mw else "-" for n in names]
-            lines.append(f"| {w['window']} | {state} | {step_ms(w):.2f} | "
-                         f"{t_obs(w):.2f} | " + " | ".join(cells) + " |")
+            lines.append(benchkit.row([w["window"], state,
+                                       f"{step_ms(w):.2f}",
+                                       f"{t_obs(w):.2f}"] + cells))
             if w["window"] == 0 or calib:
                 continue
             key = "t_sync_ms" if off else "t_comp_ms"
@@ -331,10 +243,8 @@ def main(argv) -> int:
     out = pathlib.Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
-        (out / "command.txt").write_text(
-            " ".join([PYTHON, "bench/perfmodel/run.py"] + argv) + "\n"
-            + datetime.datetime.now(datetime.timezone.utc).strftime(
-                "# %Y-%m-%d %H:%M UTC\n"))
+        benchkit.write_command(
+            out, [PYTHON, "bench/perfmodel/run.py"] + argv, stamp=True)
         run_all(args, out)
     report(args, out)
     return 0
