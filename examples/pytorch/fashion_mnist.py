@@ -298,7 +298,9 @@ def train(rank: int, world: int, args) -> None:
                 shown = " ".join(f"{v:g}" for v in levels)
                 extra = ""
                 if d.size_threshold:
-                    extra += f" threshold {d.size_threshold}B"
+                    extra += (" threshold all raw"
+                              if d.size_threshold >= 2**64 - 1
+                              else f" threshold {d.size_threshold}B")
                 if d.compression_off:
                     extra += " compression off"
                 if wtimes["calibrating_steps"]:
