@@ -49,6 +49,9 @@ typedef struct job_rank {
 				     * earlier ones close without it */
 	bool left;                  /* said Bye and has not joined since */
 	uint64_t welcomed_ms;       /* monotonic, when its hello was taken */
+	bool resuming;              /* its hello carried a decision it
+				     * applies: it ran before this hello
+				     * (under another daemon instance) */
 } job_rank;
 
 typedef struct job {
@@ -239,9 +242,13 @@ job_log_tail(job *j, uint64_t step, com_decision **ret, uint32_t *ret_n)
 }
 
 /* Sends the decisions a rank needs (as a Snapshot) to every rank of j
- * welcomed less than JOBS_FRESH_MS ago: its SUB may not be connected yet
- * (see ctl_jobs_set_sender). Out of memory: those ranks rely on the PUB
- * and their own snapshot requests, as without a sender. */
+ * that resumed (its hello carried a decision) less than JOBS_FRESH_MS
+ * ago: its SUB may not be connected yet (see ctl_jobs_set_sender), and
+ * it trains on while it reconnects, so a decision due at once would pass
+ * it by. A rank starting afresh waits for its first decisions, which the
+ * Welcome carries; not sending to those keeps a job of many new ranks
+ * from flooding the control socket. Out of memory: those ranks rely on
+ * the PUB and their own snapshot requests, as without a sender. */
 static void
 jobs_send_fresh(ctl_jobs *jobs, job *j)
 {
@@ -253,7 +260,7 @@ jobs_send_fresh(ctl_jobs *jobs, job *j)
 		const job_rank *rk = &j->ranks[r];
 		com_msg m;
 
-		if (!rk->joined || rk->left || !rk->alive ||
+		if (!rk->joined || rk->left || !rk->alive || !rk->resuming ||
 		    now - rk->welcomed_ms >= JOBS_FRESH_MS)
 			continue;
 		com_msg_init(&m, COM_MSG_SNAPSHOT);
@@ -895,6 +902,7 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	rk->step = h->step;
 	rk->seq_in_force = h->in_force.seq;
 	rk->welcomed_ms = now_ms;
+	rk->resuming = h->in_force.seq > 0;
 	rk->first_window = resume ? j->next_window : h->last_window;
 	if (j->ended) {
 		/* Taken up again after every rank had left. */

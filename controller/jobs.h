@@ -121,12 +121,13 @@ void ctl_jobs_tick(ctl_jobs *jobs, uint64_t now_ms);
 /* Copies the counters into *ret. */
 void ctl_jobs_get_counters(const ctl_jobs *jobs, ctl_jobs_counters *ret);
 
-/* Gives the table a way to reach one rank directly. A rank welcomed less
- * than a second ago may not yet receive what is published (its SUB
- * connects on its own schedule, and PUB drops what no subscriber takes):
- * every decision published in that time is also sent to it as a
- * Snapshot, so that it cannot miss a decision due before its SUB is up,
- * as after a restart of bellowsd. NULL (the default): publish only. */
+/* Gives the table a way to reach one rank directly. A rank that resumed
+ * (its Hello carried the decision it applies, as after a restart of
+ * bellowsd) less than a second ago may not yet receive what is published
+ * (its SUB connects on its own schedule, and PUB drops what no subscriber
+ * takes): every decision published in that time is also sent to it as a
+ * Snapshot, so that it cannot miss a decision due before its SUB is up.
+ * NULL (the default): publish only. */
 void ctl_jobs_set_sender(ctl_jobs *jobs, ctl_jobs_send_fn *send, void *arg);
 
 /* Decision latency: from a window's close (its last report handled, or

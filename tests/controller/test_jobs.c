@@ -522,34 +522,55 @@ record_send(void *arg, const uint8_t *peer, size_t peer_len, const com_msg *m)
 	l->n++;
 }
 
-/* Ranks welcomed moments ago may not receive the PUB yet (after a
- * daemon restart, say): a decision published then is also sent to each
- * of them directly, with the one in force; a second later, only
- * published. */
+/* Ranks that resume under a restarted daemon may not receive its PUB
+ * yet: a decision published then is also sent to each of them directly,
+ * with the one in force; a second later, only published. Ranks starting
+ * afresh get nothing directly (their Welcome has their decisions). */
 static void
-test_jobs_send_decisions_directly_to_ranks_just_welcomed(void **state)
+test_jobs_send_decisions_directly_to_ranks_just_resumed(void **state)
 {
 	fixture *f = *state;
 	sent_log sent = { 0 };
+	com_decision in_force;
+	com_msg m;
 
 	ctl_jobs_set_sender(f->jobs, record_send, &sent);
 	join_two(f, 100, 0);
-	assert_int_equal(sent.n, 0);
 	assert_int_equal(report(f, "A", "job", 0, 0, 100, 109, 1, 10), 0);
 	assert_int_equal(report(f, "B", "job", 1, 0, 100, 109, 1, 20), 0);
 	assert_int_equal(n_decisions(f), 2);
+	assert_int_equal(sent.n, 0);
+	assert_int_equal(com_decision_copy(&in_force, decision(f, 1)), 0);
+
+	/* The daemon restarts; both ranks come back applying seq 2. */
+	ctl_jobs_destroy(&f->jobs);
+	assert_int_equal(ctl_jobs_new(f->cfg, INSTANCE + 1, record, f,
+			     &f->jobs),
+	    0);
+	ctl_jobs_set_sender(f->jobs, record_send, &sent);
+	for (uint32_t r = 0; r < 2; r++) {
+		hello_msg(&m, "job", r, 2, 115, 11 + r);
+		assert_int_equal(com_decision_copy(&m.u.hello.in_force,
+				     &in_force),
+		    0);
+		m.u.hello.last_window = 1;
+		assert_int_equal(send_hello(f, r == 0 ? "A" : "B", &m, 30), 0);
+		com_msg_fini(&m);
+	}
+	com_decision_fini(&in_force);
+	assert_int_equal(report(f, "A", "job", 0, 1, 110, 119, 2, 40), 0);
+	assert_int_equal(report(f, "B", "job", 1, 1, 110, 119, 2, 50), 0);
 	assert_int_equal(sent.n, 2);
 	assert_int_equal(sent.type, COM_MSG_SNAPSHOT);
 	assert_string_equal(sent.peer[0], "A");
 	assert_string_equal(sent.peer[1], "B");
 	for (uint32_t i = 0; i < 2; i++) {
-		assert_int_equal(sent.last[i], 2);
-		assert_int_equal(sent.n_dec[i], 2); /* seq 1 in force, 2 */
+		assert_int_equal(sent.last[i], 3);
+		assert_int_equal(sent.n_dec[i], 2); /* seq 2 in force, 3 */
 	}
 	/* A second later (the table's clock is the callers'). */
-	assert_int_equal(report(f, "A", "job", 0, 1, 110, 119, 2, 1000), 0);
-	assert_int_equal(report(f, "B", "job", 1, 1, 110, 119, 2, 1010), 0);
-	assert_int_equal(n_decisions(f), 3);
+	assert_int_equal(report(f, "A", "job", 0, 2, 120, 129, 3, 1100), 0);
+	assert_int_equal(report(f, "B", "job", 1, 2, 120, 129, 3, 1110), 0);
 	assert_int_equal(sent.n, 2);
 }
 
@@ -1373,7 +1394,7 @@ main(void)
 		T(test_jobs_unmatched_job_runs_without_policies),
 		T(test_jobs_window_closes_only_when_every_live_rank_reported),
 		T(test_jobs_measure_the_latency_of_window_decisions),
-		T(test_jobs_send_decisions_directly_to_ranks_just_welcomed),
+		T(test_jobs_send_decisions_directly_to_ranks_just_resumed),
 		T(test_jobs_rank_rejoining_later_is_expected_only_from_its_first_window),
 		T(test_jobs_window_timeout_closes_an_incomplete_window),
 		T(test_jobs_lost_rank_is_not_waited_for_and_can_rejoin),
