@@ -26,10 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define JOBS_LOG         32   /* decisions kept per job */
-#define JOBS_LATENCY_N   1024 /* decision latencies kept for STATUS */
-#define JOBS_OPEN        8    /* windows aggregated at once per job */
-#define JOBS_WELCOME_MAX 64   /* decisions sent in a welcome or snapshot */
+#define JOBS_LOG               32   /* decisions kept per job */
+#define JOBS_LATENCY_N         1024 /* decision latencies kept for STATUS */
+#define JOBS_TELEMETRY_METRICS 4096 /* metrics one Telemetry carries */
+#define JOBS_OPEN              8    /* windows aggregated at once per job */
+#define JOBS_WELCOME_MAX       64 /* decisions sent in a welcome or snapshot */
 #define JOBS_FRESH_MS                                                          \
 	1000 /* a rank welcomed this recently also gets                        \
 	      * decisions sent directly */
@@ -1014,6 +1015,10 @@ jobs_publish_telemetry(ctl_jobs *jobs, job *j, const bellows_window *w)
 	com_msg m;
 
 	com_msg_init(&m, COM_MSG_TELEMETRY);
+	/* The wire takes JOBS_TELEMETRY_METRICS (the codec's limit); a job
+	 * of many policies sends the first ones, the history keeps all. */
+	if (n_metrics > JOBS_TELEMETRY_METRICS)
+		n_metrics = JOBS_TELEMETRY_METRICS;
 	/* Borrowed for the call: the message is not finalised. */
 	m.u.telemetry.n_metrics = n_metrics;
 	m.u.telemetry.metrics = (com_metric *)metrics;

@@ -23,7 +23,7 @@
 #define DASH_SPARK_MAX   32        /* windows of norm history kept per layer */
 #define DASH_FILTER_MAX  48        /* bytes of the layer filter */
 #define DASH_NONE        INT64_MIN /* an unknown or unset number */
-#define DASH_METRICS_MAX 48        /* policy metrics kept of one window */
+#define DASH_METRICS_MAX 256       /* policy metrics kept of one window */
 
 /* bellowsd's own health, or what the offline file is. */
 typedef struct dash_health {

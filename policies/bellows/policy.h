@@ -165,8 +165,8 @@ typedef struct bellows_window {
 	const bellows_comm_sample *comm; /* every rank's collectives */
 } bellows_window;
 
-#define BELLOWS_METRICS_MAX     32 /* metrics one proposal may carry */
-#define BELLOWS_METRIC_NAME_MAX 32 /* bytes of a metric name, with NUL */
+#define BELLOWS_METRICS_MAX     256 /* metrics one proposal may carry */
+#define BELLOWS_METRIC_NAME_MAX 32  /* bytes of a metric name, with NUL */
 
 /* A named number a policy computed, for people: never a knob. */
 typedef struct bellows_metric {

@@ -589,7 +589,7 @@ test_batch_runs_through_the_host_with_its_knobs(void **state)
 
 /* ---- many layers ---------------------------------------------------- */
 
-#define MANY 64
+#define MANY 300
 
 typedef struct many_layers {
 	char names[MANY][48];          /* long, distinct names */
@@ -624,7 +624,7 @@ test_comet_cuts_a_long_reason_between_layers_and_caps_metrics(void **state)
 	assert_non_null(m);
 	for (uint32_t l = 0; l < MANY; l++) {
 		snprintf(m->names[l], sizeof(m->names[l]),
-		    "features.block%02u.conv.weight", l);
+		    "features.block%03u.conv.weight", l);
 		m->wl[l] = (bellows_window_layer){ .name = m->names[l],
 			.numel = 36864,
 			.ndim = 4,
@@ -656,9 +656,9 @@ test_comet_cuts_a_long_reason_between_layers_and_caps_metrics(void **state)
 	assert_true(len < BELLOWS_REASON_MAX);
 	assert_string_equal(p.reason + len - 4, " ...");
 	sup_assert_contains(p.reason,
-	    "update 1 after step 99 (1 window, 100 steps): W 1000; 64 bounds "
-	    "in [0.00391, 0.00391]; features.block00.conv.weight eb 0.00391 "
-	    "(M 0.001, Lbar 0.001, N 128, R 0.5), features.block01");
+	    "update 1 after step 99 (1 window, 100 steps): W 1000; 300 bounds "
+	    "in [0.00391, 0.00391]; features.block000.conv.weight eb 0.00391 "
+	    "(M 0.001, Lbar 0.001, N 128, R 0.5), features.block001");
 	sup_assert_contains(p.reason, "R 0.5) ...");
 	/* window_steps first, then as many bounds as fit. */
 	assert_int_equal(p.n_metrics, BELLOWS_METRICS_MAX);

@@ -939,7 +939,7 @@ static void
 test_a_long_table_reports_the_rows_around_the_threshold(void **state)
 {
 	enum {
-		MANYL = 100
+		MANYL = 400
 	};
 	static char names[MANYL][32];
 	static bellows_window_layer wl[MANYL];
@@ -962,11 +962,11 @@ test_a_long_table_reports_the_rows_around_the_threshold(void **state)
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: slimgc\n");
-	/* Tensor l has 4 (l + 1) KiB; from l = 60 on compression pays. */
+	/* Tensor l has 4 (l + 1) KiB; from l = 240 on compression pays. */
 	for (uint32_t l = 0; l < MANYL; l++) {
-		double raw = l >= 60 ? 2.0 : 1.0;
+		double raw = l >= 240 ? 2.0 : 1.0;
 
-		snprintf(names[l], sizeof(names[l]), "block%02u.weight", l);
+		snprintf(names[l], sizeof(names[l]), "block%03u.weight", l);
 		wl[l] = (bellows_window_layer){ .name = names[l],
 			.numel = 1024 * (l + 1),
 			.ndim = 2,
@@ -999,7 +999,7 @@ test_a_long_table_reports_the_rows_around_the_threshold(void **state)
 	assert_int_equal(pol_slimgc_ops.on_window(st,
 			     f->h.cfg->jobs[0].policies[0].config, &w, &prop),
 	    0);
-	assert_int_equal(prop.size_threshold, 4096 * 61);
+	assert_int_equal(prop.size_threshold, 4096 * 241);
 	assert_int_equal(prop.n_metrics, BELLOWS_METRICS_MAX - 1);
 	for (uint32_t i = 0; i < prop.n_metrics; i++) {
 		const bellows_metric *m = &prop.metrics[i];
@@ -1010,10 +1010,11 @@ test_a_long_table_reports_the_rows_around_the_threshold(void **state)
 		lo = (uint32_t)m->layer < lo ? (uint32_t)m->layer : lo;
 		hi = (uint32_t)m->layer > hi ? (uint32_t)m->layer : hi;
 	}
-	/* 29 rows centred on the one that set it (layer 60). */
+	/* 253 rows centred on the one that set it (layer 240). */
 	assert_int_equal(ratios, BELLOWS_METRICS_MAX - 3);
-	assert_int_equal(lo, 46);
-	assert_int_equal(hi, 74);
+	assert_int_equal(lo, 240 - (BELLOWS_METRICS_MAX - 3) / 2);
+	assert_int_equal(hi,
+	    240 - (BELLOWS_METRICS_MAX - 3) / 2 + BELLOWS_METRICS_MAX - 3 - 1);
 	pol_slimgc_ops.fini(st, f->h.cfg->jobs[0].policies[0].config);
 	free(st);
 }
