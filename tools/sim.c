@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1418,13 +1419,21 @@ sim_map(sim_ctx *cx)
 static pid_t
 sim_fork(const sim_ctx *cx, uint32_t rank, uint64_t start_step)
 {
+	pid_t parent = getpid();
 	pid_t pid;
 
 	fflush(stdout);
 	fflush(stderr);
 	pid = fork();
 	if (pid == 0) {
-		int rc = sim_rank_main(cx, rank, start_step);
+		int rc;
+
+		/* A rank does not outlive the sim: killed with it (SIGTERM
+		 * from a test's cleanup, say), not left training alone. */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 ||
+		    getppid() != parent)
+			_exit(1);
+		rc = sim_rank_main(cx, rank, start_step);
 
 		/* exit, not _exit: the rank flushes its stdio and, under a
 		 * sanitizer, checks itself for leaks. */
