@@ -69,8 +69,6 @@ typedef struct job {
 	uint64_t closed_ns[JOBS_LOG]; /* when the window each entry answers
 				       * closed (monotonic), 0: not a
 				       * window's decision */
-	uint64_t closing_ns;          /* the window closing now, for the
-				       * decision being pushed; 0: none */
 	uint32_t log_head;            /* index of the oldest entry */
 	uint32_t log_n;               /* entries used */
 	uint64_t last_seq;            /* seq of the newest decision */
@@ -171,9 +169,11 @@ jobs_latency_add(ctl_jobs *jobs, uint64_t closed_ns)
 }
 
 /* Appends a decision, taking ownership of *d (zeroed on return); `ticket`
- * is the store's for it (0: nothing to wait for). */
+ * is the store's for it (0: nothing to wait for), `closed_ns` when the
+ * window it answers closed (0: not a window's decision). */
 static void
-job_log_push(ctl_jobs *jobs, job *j, com_decision *d, uint64_t ticket)
+job_log_push(ctl_jobs *jobs, job *j, com_decision *d, uint64_t ticket,
+    uint64_t closed_ns)
 {
 	if (j->log_n == JOBS_LOG) {
 		/* A decision never leaves the log unpublished. */
@@ -185,8 +185,7 @@ job_log_push(ctl_jobs *jobs, job *j, com_decision *d, uint64_t ticket)
 	}
 	*job_log_at(j, j->log_n) = *d;
 	*job_ticket_at(j, j->log_n) = ticket;
-	j->closed_ns[(j->log_head + j->log_n) % JOBS_LOG] = j->closing_ns;
-	j->closing_ns = 0;
+	j->closed_ns[(j->log_head + j->log_n) % JOBS_LOG] = closed_ns;
 	j->log_n++;
 	j->last_seq = d->seq;
 	memset(d, 0, sizeof(*d));
@@ -317,10 +316,12 @@ jobs_on_durable(void *arg, uint64_t ticket)
 
 /* Decides `state` as decision seq last+1 applying at `apply_step`: it is
  * recorded, and published once the store has committed it (at once
- * without a store, or while it is degraded). Consumes state. */
+ * without a store, or while it is degraded). `closed_ns`: when the window
+ * it answers closed, for the decision latency (0: not a window's).
+ * Consumes state. */
 static void
 job_decide(ctl_jobs *jobs, job *j, com_decision *state, uint64_t apply_step,
-    uint64_t window, ctl_store_source source)
+    uint64_t window, ctl_store_source source, uint64_t closed_ns)
 {
 	const com_decision *prev = job_last(j);
 	uint64_t ticket;
@@ -332,7 +333,7 @@ job_decide(ctl_jobs *jobs, job *j, com_decision *state, uint64_t apply_step,
 	state->window = window;
 	ticket = ctl_store_decision(jobs->store, j->run_id, state, prev, source,
 	    com_clock_wall_ms());
-	job_log_push(jobs, j, state, ticket);
+	job_log_push(jobs, j, state, ticket, closed_ns);
 	jobs_publish_ready(jobs, j,
 	    ctl_store_waits(jobs->store) ? 0 : UINT64_MAX);
 }
@@ -358,7 +359,7 @@ job_adopt(ctl_jobs *jobs, job *j, const com_decision *in_force)
 	j->last_seq = adopted.seq - 1;
 	/* The ranks have it already: there is nothing to publish. */
 	j->published_seq = adopted.seq;
-	job_log_push(jobs, j, &adopted, 0);
+	job_log_push(jobs, j, &adopted, 0, 0);
 }
 
 /* ---- jobs table -------------------------------------------------------- */
@@ -696,7 +697,7 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 		free(state.policy);
 		state.reason = com_strdup(reason);
 		state.policy = com_strdup(j->policy_names);
-		job_decide(jobs, j, &state, h->step, 0, CTL_STORE_INITIAL);
+		job_decide(jobs, j, &state, h->step, 0, CTL_STORE_INITIAL, 0);
 		com_decision_fini(&state);
 	}
 	ctl_log(CTL_LOG_INFO, "jobs",
@@ -1000,7 +1001,7 @@ job_check_divergence(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t step,
 	jobs->counters.repairs++;
 	job_decide(jobs, j, &state,
 	    j->max_step + 1 + cfg->apply_lag + cfg->repair_margin, last->window,
-	    CTL_STORE_REPAIR);
+	    CTL_STORE_REPAIR, 0);
 	com_decision_fini(&state);
 }
 
@@ -1118,7 +1119,6 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 			apply_step = late;
 	}
 	jobs->counters.windows++;
-	j->closing_ns = closing_ns;
 	jobs_publish_telemetry(jobs, j, &view);
 	/* The window as the policies saw it, with `last`, the state in
 	 * force during it: what a recovered job's policies are shown
@@ -1129,7 +1129,7 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 	ctl_store_policy_metrics(jobs->store, j->run_id, view.window, metrics,
 	    n_metrics);
 	job_decide(jobs, j, &state, apply_step, view.window + 1,
-	    CTL_STORE_WINDOW);
+	    CTL_STORE_WINDOW, closing_ns);
 	com_decision_fini(&state);
 	j->next_window = view.window + 1;
 	j->recovering = false;
@@ -1494,7 +1494,7 @@ jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 
 		if (com_decision_copy(&d, &run->decisions[i]) != 0)
 			goto oom;
-		job_log_push(jobs, j, &d, 0);
+		job_log_push(jobs, j, &d, 0, 0);
 	}
 	j->next_window = run->next_window;
 	j->max_step = run->max_step;
