@@ -7,9 +7,11 @@ processes on the gloo backend over loopback TCP.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pathlib
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -118,21 +120,33 @@ class Daemon:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def _rank_entry(rank, fn, *args) -> None:
+    """A spawned rank: dumps every thread's Python stack on SIGUSR1 (to
+    its stderr, the test's log), then runs fn(rank, *args)."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    fn(rank, *args)
+
+
 def spawn(fn, args, nprocs: int, timeout: float) -> None:
     """Runs fn(rank, *args) in ``nprocs`` torch.multiprocessing processes.
 
     Raises if one fails, and kills them all (then raises TimeoutError)
     if they have not finished within ``timeout`` seconds: a hung
-    collective must fail the test, not the CI run.
+    collective must fail the test, not the CI run. Before a hung rank is
+    killed, its Python stacks are printed, to show where it hung.
     """
     import torch.multiprocessing as mp
 
-    ctx = mp.start_processes(fn, args=args, nprocs=nprocs, join=False,
-                             start_method="spawn")
+    ctx = mp.start_processes(_rank_entry, args=(fn, *args), nprocs=nprocs,
+                             join=False, start_method="spawn")
     deadline = time.monotonic() + timeout
     try:
         while not ctx.join(timeout=1):
             if time.monotonic() > deadline:
+                for p in ctx.processes:
+                    if p.is_alive():
+                        os.kill(p.pid, signal.SIGUSR1)
+                time.sleep(1)
                 raise TimeoutError(f"ranks still running after {timeout} s")
     finally:
         for p in ctx.processes:

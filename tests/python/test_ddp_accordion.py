@@ -110,12 +110,15 @@ def rank_main(rank, port, control, publish, out_dir):
     shapes = [list(layer.shape) for layer in agent.layers]
     names = [layer.name for layer in agent.layers]
     agent.close()
-    del ddp  # before the process group: gloo's teardown hangs otherwise
-    dist.destroy_process_group()
     pathlib.Path(out_dir, f"rank{rank}.json").write_text(json.dumps({
         "steps": steps, "shapes": shapes, "names": names,
         "decisions": stats.decisions, "misses": stats.decision_misses,
         "totals": [agent.floats_sent, agent.floats_raw]}))
+    # Every holder of the DDP model goes before the process group: a
+    # model freed only at interpreter exit, after the group, can hang
+    # gloo's teardown.
+    del ddp, opt, agent
+    dist.destroy_process_group()
 
 
 def expected_floats(shapes, levels):

@@ -404,8 +404,13 @@ class TorchAgent:
 
     def close(self) -> None:
         """Closes the agent (last report and BYE). The hook stays on the
-        model, which must not be trained further."""
+        model, which must not be trained further. The agent lets go of
+        the model, so that ``del`` of the caller's last reference frees
+        it: a DistributedDataParallel model must be freed before its
+        process group is destroyed (gloo's teardown can hang when the
+        model outlives the group and is freed at interpreter exit)."""
         self._handle.remove()
+        self.model = None
         self.agent.close()
 
     def __enter__(self) -> "TorchAgent":
