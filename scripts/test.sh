@@ -12,6 +12,9 @@
 #                       (default: build)
 #   BELLOWS_MESON_ARGS  extra `meson setup` arguments, split on blanks
 #                       (e.g. "-Db_sanitize=address,undefined -Db_lundef=false")
+#   BELLOWS_REQUIRE_CUDA 1: where nvcc exists, fail if the CUDA kernels
+#                       cannot be configured instead of building without
+#                       them (.ci/run sets it)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,6 +53,13 @@ if ! configure "${setup_args[@]}"; then
 	*" -Dcuda=enabled "*) ;;
 	*) exit 1 ;;
 	esac
+	# CI must prove the kernels compile: no quiet fallback there.
+	if [ "${BELLOWS_REQUIRE_CUDA:-0}" = 1 ]; then
+		echo "test.sh: configuring with -Dcuda=enabled failed and" \
+			"BELLOWS_REQUIRE_CUDA=1: not building without the CUDA" \
+			"kernels" >&2
+		exit 1
+	fi
 	echo "test.sh: WARNING: configuring with -Dcuda=enabled failed" \
 		"(see above); building WITHOUT the CUDA kernels" >&2
 	rm -rf "$builddir"
