@@ -40,6 +40,11 @@
 
 #define PERFMODEL_MIB 1048576.0
 
+/* Level sets remembered with their measurements, and windows of each in
+ * its medians: Accordion moves between two levels, a schedule a few. */
+#define PERFMODEL_LEVELS        8
+#define PERFMODEL_LEVEL_SAMPLES 8
+
 typedef struct perfmodel_config {
 	int64_t bucket_bytes;  /* b; 0: one collective per layer */
 	bool overlap;          /* collectives overlap the backward pass */
@@ -122,6 +127,18 @@ typedef struct perfmodel_slot {
 	pol_perfmodel_stats stats; /* (bytes, ms) weighted by count */
 } perfmodel_slot;
 
+/* One set of levels seen in force, and what compression cost under it. */
+typedef struct perfmodel_level {
+	uint64_t sig;         /* levels in force (hash) */
+	double level;         /* the level of every compressed layer; NAN:
+			       * the layers' levels differ */
+	uint64_t last_window; /* window of its latest measurement */
+	uint32_t n;           /* samples held, up to LEVEL_SAMPLES */
+	uint32_t next;        /* ring slot of the next sample */
+	double codec[PERFMODEL_LEVEL_SAMPLES]; /* encode + decode, ms */
+	double cr[PERFMODEL_LEVEL_SAMPLES];    /* floats raw / sent */
+} perfmodel_level;
+
 typedef struct perfmodel_state {
 	perfmodel_slot ring[PERFMODEL_FIT_MAX]; /* by window % max */
 	uint32_t n_layers;                      /* layers of the job */
@@ -159,6 +176,10 @@ typedef struct perfmodel_state {
 	bool probed;            /* last_probe is set */
 	uint64_t last_probe;    /* window that proposed the last probe */
 	uint64_t probe_sig;     /* levels in force at the last probe */
+	uint32_t n_levels;      /* entries of levels in use */
+	perfmodel_level levels[PERFMODEL_LEVELS]; /* by first measurement;
+						   * the least recently
+						   * measured is replaced */
 } perfmodel_state;
 
 /* ---- reasons ------------------------------------------------------------ */
@@ -269,6 +290,129 @@ perfmodel_levels_sig(const bellows_window *w, bool *ret_compressing)
 		}
 	}
 	return h;
+}
+
+/* The level every compressed layer of w has, NAN when they differ (0
+ * when none is compressed). */
+static double
+perfmodel_levels_one(const bellows_window *w)
+{
+	double one = 0;
+
+	for (uint32_t l = 0; l < w->n_layers; l++) {
+		double v = w->layers[l].level;
+
+		if (!isfinite(v) || v <= 0)
+			continue;
+		if (one > 0 && v != one)
+			return NAN;
+		one = v;
+	}
+	return one;
+}
+
+/* The median of the n <= PERFMODEL_LEVEL_SAMPLES values of x. */
+static double
+perfmodel_median(const double *x, uint32_t n)
+{
+	double v[PERFMODEL_LEVEL_SAMPLES];
+
+	if (n == 0)
+		return 0;
+	memcpy(v, x, n * sizeof(*v));
+	for (uint32_t i = 1; i < n; i++) {
+		double e = v[i];
+		uint32_t j = i;
+
+		for (; j > 0 && v[j - 1] > e; j--)
+			v[j] = v[j - 1];
+		v[j] = e;
+	}
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* The entry of the levels `sig`, NULL if they were never measured. */
+static const perfmodel_level *
+perfmodel_level_find(const perfmodel_state *st, uint64_t sig)
+{
+	for (uint32_t i = 0; i < st->n_levels; i++) {
+		if (st->levels[i].sig == sig)
+			return &st->levels[i];
+	}
+	return NULL;
+}
+
+/* Adds one window's measurement of the levels `sig` to their entry,
+ * taking a free one or the least recently measured. */
+static void
+perfmodel_level_add(perfmodel_state *st, uint64_t sig, double level,
+    double codec, double cr, uint64_t window)
+{
+	perfmodel_level *e = (perfmodel_level *)perfmodel_level_find(st, sig);
+
+	if (e == NULL) {
+		if (st->n_levels < PERFMODEL_LEVELS) {
+			e = &st->levels[st->n_levels++];
+		} else {
+			e = &st->levels[0];
+			for (uint32_t i = 1; i < PERFMODEL_LEVELS; i++) {
+				if (st->levels[i].last_window < e->last_window)
+					e = &st->levels[i];
+			}
+		}
+		memset(e, 0, sizeof(*e));
+		e->sig = sig;
+		e->level = level;
+	}
+	e->codec[e->next] = codec;
+	e->cr[e->next] = cr;
+	e->next = (e->next + 1) % PERFMODEL_LEVEL_SAMPLES;
+	if (e->n < PERFMODEL_LEVEL_SAMPLES)
+		e->n++;
+	e->last_window = window;
+}
+
+/* The reason's name of an entry: its level, or "mixed#i". */
+static void
+perfmodel_level_name(const perfmodel_state *st, const perfmodel_level *e,
+    char *buf, size_t len)
+{
+	if (isnan(e->level))
+		snprintf(buf, len, "mixed#%u", (unsigned)(e - st->levels));
+	else
+		snprintf(buf, len, "%g", e->level);
+}
+
+/* The metric of an entry's prediction: t_pred_level_<level>_ms with the
+ * level's "." as "p" and "-" as "m" (names are [a-z0-9_]), or
+ * t_pred_mixed_<i>_ms. */
+static void
+perfmodel_level_metric(const perfmodel_state *st, const perfmodel_level *e,
+    char *buf, size_t len)
+{
+	char num[32];
+	size_t j = 0;
+
+	if (isnan(e->level)) {
+		snprintf(buf, len, "t_pred_mixed_%u_ms",
+		    (unsigned)(e - st->levels));
+		return;
+	}
+	snprintf(num, sizeof(num), "%g", e->level);
+	for (size_t i = 0; num[i] != '\0'; i++) {
+		char c = num[i];
+
+		if (c == '.')
+			c = 'p';
+		else if (c == '-')
+			c = 'm';
+		else if (c == '+')
+			continue;
+		num[j++] = c;
+	}
+	num[j] = '\0';
+	num[j < 15 ? j : 15] = '\0'; /* the name's room */
+	snprintf(buf, len, "t_pred_level_%.15s_ms", num);
 }
 
 /* A reported time: finite and not negative (wire data). */
@@ -389,13 +533,20 @@ typedef struct perfmodel_view {
 	double t_sync;         /* predicted step without compression */
 	double t_comp;         /* predicted step with compression */
 	double rel;            /* (t_comp - t_sync) / t_sync */
+	uint32_t n_levels;     /* entries of t_level (predicted) */
+	double t_level[PERFMODEL_LEVELS]; /* predicted step at each set of
+					   * levels measured, as st->levels */
+	int best; /* fastest entry of t_level, -1: sync */
 } perfmodel_view;
 
 static void
 perfmodel_predict(const perfmodel_state *st, const perfmodel_config *cfg,
     uint32_t p, double gamma, perfmodel_view *v)
 {
+	double u_comp;
+
 	memset(v, 0, sizeof(*v));
+	v->best = -1;
 	perfmodel_shape(st, cfg, &v->m.k, &v->m.last);
 	v->m.model = st->model;
 	v->m.overlap = cfg->overlap;
@@ -415,14 +566,53 @@ perfmodel_predict(const perfmodel_state *st, const perfmodel_config *cfg,
 	v->predicted = true;
 	v->t_sync = st->t_other + pol_perfmodel_sync(&v->m) +
 	    (st->have_u_raw ? st->u_raw : 0);
+	u_comp = st->have_u_comp ? st->u_comp : st->have_u_raw ? st->u_raw : 0;
+	/* Every set of levels measured, from its medians. */
+	v->n_levels = st->n_levels;
+	for (uint32_t i = 0; i < st->n_levels; i++) {
+		const perfmodel_level *e = &st->levels[i];
+		pol_perfmodel_model m = v->m;
+
+		m.codec_ms = perfmodel_median(e->codec, e->n);
+		m.cr = perfmodel_median(e->cr, e->n);
+		v->t_level[i] = st->t_other + pol_perfmodel_compressed(&m) +
+		    u_comp;
+		if (v->t_level[i] <
+		    (v->best < 0 ? v->t_sync : v->t_level[v->best]))
+			v->best = (int)i;
+	}
 	if (!st->have_meas)
 		return;
 	v->both = true;
-	v->t_comp = st->t_other + pol_perfmodel_compressed(&v->m) +
-	    (st->have_u_comp         ? st->u_comp
-		    : st->have_u_raw ? st->u_raw
-				     : 0);
+	v->t_comp = st->t_other + pol_perfmodel_compressed(&v->m) + u_comp;
 	v->rel = v->t_sync > 0 ? (v->t_comp - v->t_sync) / v->t_sync : 0;
+}
+
+/* The predictions of every set of levels measured, in force marked "*",
+ * and the fastest. */
+static void
+perfmodel_explain_levels(const perfmodel_state *st, const perfmodel_view *v,
+    uint64_t sig, pol_text *t)
+{
+	char name[32];
+
+	if (v->n_levels == 0)
+		return;
+	pol_text_add(t, "; per level (ms): none %.4g", v->t_sync);
+	for (uint32_t i = 0; i < v->n_levels; i++) {
+		const perfmodel_level *e = &st->levels[i];
+
+		perfmodel_level_name(st, e, name, sizeof(name));
+		pol_text_add(t, ", %s%s %.4g", name, e->sig == sig ? "*" : "",
+		    v->t_level[i]);
+	}
+	if (v->best < 0) {
+		pol_text_add(t, ": best none");
+	} else {
+		perfmodel_level_name(st, &st->levels[v->best], name,
+		    sizeof(name));
+		pol_text_add(t, ": best %s", name);
+	}
 }
 
 /* Moves the gate by the prediction, with margin and hold. Returns whether
@@ -591,6 +781,21 @@ perfmodel_metrics(const perfmodel_state *st, uint32_t p, double gamma,
 	if (v->predicted)
 		pol_metric_add(out, "comm_bound", -1,
 		    pol_perfmodel_comm_bound(&m) ? 1 : 0);
+	for (uint32_t i = 0; v->predicted && i < v->n_levels; i++) {
+		char name[BELLOWS_METRIC_NAME_MAX];
+
+		perfmodel_level_metric(st, &st->levels[i], name, sizeof(name));
+		pol_metric_add(out, name, -1, v->t_level[i]);
+	}
+	if (v->predicted && v->n_levels > 0) {
+		const perfmodel_level *b = v->best < 0 ? NULL
+						       : &st->levels[v->best];
+
+		pol_metric_add(out, "t_pred_best_ms", -1,
+		    b == NULL ? v->t_sync : v->t_level[v->best]);
+		/* 0: sending raw is fastest; absent: mixed levels. */
+		pol_metric_add(out, "best_level", -1, b == NULL ? 0 : b->level);
+	}
 	pol_metric_add(out, "off_in_force", -1, w->compression_off ? 1 : 0);
 	pol_metric_add(out, "gate_off", -1, out->compression_off ? 1 : 0);
 }
@@ -662,6 +867,8 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 		st->cr = (double)w->floats_raw / (double)w->floats_sent;
 		st->meas_window = w->window;
 		st->meas_sig = sig;
+		perfmodel_level_add(st, sig, perfmodel_levels_one(w),
+		    st->codec_ms, st->cr, w->window);
 	}
 	/* Without overlap, the step's communication that the fitted
 	 * collectives leave unexplained, per mode: what the window measured
@@ -748,6 +955,7 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	if (calibrating)
 		pol_text_add(&t, "; calibration: not measured");
 	perfmodel_explain_numbers(st, cfg, p, gamma, &v, sig, &t);
+	perfmodel_explain_levels(st, &v, sig, &t);
 	perfmodel_metrics(st, p, gamma, &v, w, out);
 	return 0;
 }

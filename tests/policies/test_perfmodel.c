@@ -1058,6 +1058,95 @@ test_perfmodel_measures_gamma_only_in_raw_windows(void **state)
 	    "gamma 1.2 (measured 2.02, clamped)");
 }
 
+/* One compressed window at `level` on every weight, with its codec time
+ * and floats sent, the rest of the step kept at 10 ms: step = 10 + 40 +
+ * comm 5 + codec. */
+static void
+run_level(fixture *f, uint64_t index, double level, double codec, uint64_t sent)
+{
+	levels(f, level, level, 0, level);
+	f->on.codec = codec;
+	f->on.floats_sent = sent;
+	f->on.step = 55 + codec;
+	direct_run_ok(f, index);
+}
+
+/* Every set of levels seen in force keeps its codec time and ratio (the
+ * medians over its windows) and gets its own prediction, as Accordion
+ * moves between a critical and a stable level. */
+static void
+test_perfmodel_predicts_every_level_measured_from_its_medians(void **state)
+{
+	fixture *f = *state;
+
+	/* A margin the gate never passes: every window compresses. */
+	direct_start_with(f, "fit_windows: 1, margin: 10");
+	sup_load_file(f->h.path2,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: perfmodel\n"
+	    "        params: {bucket_bytes: 6000000, fit_windows: 1, "
+	    "margin: 9}\n",
+	    &f->h.cfg2);
+	/* Level 4: codec 10, 12 and 20 ms, CR 16e6 / 1.6e6 = 10; level 1:
+	 * codec 4 ms, CR 16e6 / 4e6 = 4. */
+	run_level(f, 0, 4, 10, 1600000);
+	run_level(f, 1, 1, 4, 4000000);
+	run_level(f, 2, 4, 12, 1600000);
+	run_level(f, 3, 4, 20, 1600000);
+	/* Fast network, gamma 1.07: sync 10 + max(42.8, 24) + 9 = 61.8;
+	 * level 4 (median codec 12): 10 + 40 + 12 + 3 * 3 + 1.6e6 * 1.5e-6
+	 * = 73.4; level 1: 10 + 40 + 4 + 9 + 4e6 * 1.5e-6 = 69. Raw is
+	 * fastest. The gate's own prediction keeps the last measurement
+	 * (codec 20): 81.4. */
+	sup_assert_near(metric(f, "t_pred_level_4_ms"), 73.4, 1e-9);
+	sup_assert_near(metric(f, "t_pred_level_1_ms"), 69, 1e-9);
+	sup_assert_near(metric(f, "t_comp_ms"), 81.4, 1e-9);
+	sup_assert_near(metric(f, "t_pred_best_ms"), 61.8, 1e-9);
+	sup_assert_near(metric(f, "best_level"), 0, 1e-12);
+	sup_assert_contains(f->h.prop.reason,
+	    "; per level (ms): none 61.8, 4* 73.4, 1 69: best none");
+	/* A fractional level names its metric with "p": 0.25, codec 2 ms,
+	 * CR 2: 10 + 40 + 2 + 9 + 8e6 * 1.5e-6 = 73. */
+	run_level(f, 4, 0.25, 2, 8000000);
+	sup_assert_near(metric(f, "t_pred_level_0p25_ms"), 73, 1e-9);
+	sup_assert_contains(f->h.prop.reason,
+	    "none 61.8, 4 73.4, 1 69, 0.25* 73: best none");
+
+	/* The table survives a reload. The network slows (s = 6e-6): sync
+	 * 10 + max(42.8, 6 + 12e6 * 6e-6) + 3 + 4e6 * 6e-6 = 10 + 78 + 27 =
+	 * 115; level 4: 10 + 40 + 12 + 9 + 9.6 = 80.6; level 1: 10 + 40 + 4
+	 * + 9 + 24 = 87; level 0.25: 10 + 40 + 2 + 9 + 48 = 109. Level 4
+	 * wins. */
+	assert_int_equal(sup_direct_reload(&f->h, 5), 0);
+	slow_network(f);
+	run_level(f, 5, 1, 4, 4000000);
+	sup_assert_near(metric(f, "t_sync_ms"), 115, 1e-9);
+	sup_assert_near(metric(f, "t_pred_level_4_ms"), 80.6, 1e-9);
+	sup_assert_near(metric(f, "t_pred_level_1_ms"), 87, 1e-9);
+	sup_assert_near(metric(f, "t_pred_level_0p25_ms"), 109, 1e-9);
+	sup_assert_near(metric(f, "t_pred_best_ms"), 80.6, 1e-9);
+	sup_assert_near(metric(f, "best_level"), 4, 1e-12);
+	sup_assert_contains(f->h.prop.reason,
+	    "; per level (ms): none 115, 4 80.6, 1* 87, 0.25 109: best 4");
+}
+
+/* Layers at different levels make a set of their own, named by its
+ * slot; its metric is t_pred_mixed_<slot>_ms and it has no best_level. */
+static void
+test_perfmodel_names_a_mixed_set_of_levels_by_its_slot(void **state)
+{
+	fixture *f = *state;
+
+	direct_start_ok(f, direct_yaml);
+	levels(f, 2, 1, 0, 1);
+	direct_run_ok(f, 0);
+	/* Codec 10, CR 10 as level 4 above: 71.4 against sync 61.8. */
+	sup_assert_near(metric(f, "t_pred_mixed_0_ms"), 71.4, 1e-9);
+	sup_assert_contains(f->h.prop.reason, "none 61.8, mixed#0* 71.4");
+	sup_assert_near(metric(f, "best_level"), 0, 1e-12);
+}
+
 static void
 test_perfmodel_gamma_param_stands_in_until_measured(void **state)
 {
@@ -1469,6 +1558,8 @@ main(void)
 		T(test_perfmodel_world_one_predicts_without_collectives),
 		T(test_perfmodel_measures_gamma_only_in_raw_windows),
 		T(test_perfmodel_gamma_param_stands_in_until_measured),
+		T(test_perfmodel_predicts_every_level_measured_from_its_medians),
+		T(test_perfmodel_names_a_mixed_set_of_levels_by_its_slot),
 		T(test_perfmodel_overlap_false_predicts_the_serial_sum),
 		T(test_perfmodel_carries_the_unmodelled_communication_of_each_mode),
 		T(test_perfmodel_per_layer_collectives_leave_layer_0_last),
