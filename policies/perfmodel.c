@@ -31,8 +31,20 @@
 /* Windows the running fit may span: the ring lives in the state. */
 #define PERFMODEL_FIT_MAX 256
 
-#define PERFMODEL_GAMMA_MIN 1.0 /* γ is clamped to the range the thesis */
-#define PERFMODEL_GAMMA_MAX 1.2 /* measured (1.04-1.1), with some room */
+#define PERFMODEL_GAMMA_MIN 1.0 /* γ is clamped to this range: overlap */
+#define PERFMODEL_GAMMA_MAX                                                    \
+	2.0 /* cannot speed backward up, and the thesis                        \
+	     * measured 1.04-1.1; 2 leaves room for a                          \
+	     * slower GPU's contention, not for a                              \
+	     * misreading of the trainer */
+
+/* A window measures γ only if its compute term is this much larger than
+ * the overlapped collectives: nearer, noise may have the collectives
+ * dominate, and then the step says nothing about γ. */
+#define PERFMODEL_GAMMA_IDENT 1.05
+
+/* Windows in the medians of γ and of the rest of the step. */
+#define PERFMODEL_GAMMA_SAMPLES 16
 
 /* Break-even search range, Gbit/s. */
 #define PERFMODEL_BW_LO 1e-4
@@ -152,31 +164,40 @@ typedef struct perfmodel_state {
 	uint32_t fit_samples;   /* samples it spans */
 	double fit_xmax;        /* largest collective (bytes) it spans */
 	bool have_gamma;        /* gamma_raw was measured */
-	double gamma_raw;       /* γ as measured, before clamping */
-	bool have_comp;         /* t_comp is known */
-	double t_comp;          /* T_comp: backward compute, ms */
-	bool have_other;        /* t_other is known */
-	double t_other;         /* the rest of the step, ms */
-	bool have_u_raw;        /* u_raw was measured */
-	double u_raw;           /* communication time of a raw step that
-				 * the fitted collectives do not explain
-				 * (the hook's own work, ranks arriving at
-				 * different times), ms; no overlap only */
-	bool have_u_comp;       /* u_comp was measured */
-	double u_comp;          /* the same of a compressed step (also a
-				 * compressor's extra collectives), ms */
-	bool have_meas;         /* compression was measured */
-	double codec_ms;        /* its encode + decode per step, ms */
-	double cr;              /* its ratio, floats raw / sent */
-	uint64_t meas_window;   /* window it was measured in */
-	uint64_t meas_sig;      /* levels in force then (hash) */
-	bool off;               /* the gate this policy wants */
-	uint32_t streak;        /* consecutive windows past the margin */
-	uint64_t off_since;     /* window the gate went off */
-	bool probed;            /* last_probe is set */
-	uint64_t last_probe;    /* window that proposed the last probe */
-	uint64_t probe_sig;     /* levels in force at the last probe */
-	uint32_t n_levels;      /* entries of levels in use */
+	double gamma_raw;       /* γ as measured (median), before clamping */
+	uint32_t gamma_n;       /* samples in gamma_s */
+	uint32_t gamma_next;    /* ring slot of the next one */
+	double gamma_s[PERFMODEL_GAMMA_SAMPLES]; /* γ of the last windows
+						  * that identified it */
+	uint32_t rest_n;                         /* samples in rest_s */
+	uint32_t rest_next;                      /* ring slot of the next one */
+	double rest_s[PERFMODEL_GAMMA_SAMPLES];  /* T_other of the last
+						  * windows without
+						  * overlapped collectives */
+	bool have_comp;                          /* t_comp is known */
+	double t_comp;        /* T_comp: backward compute, ms */
+	bool have_other;      /* t_other is known */
+	double t_other;       /* the rest of the step, ms */
+	bool have_u_raw;      /* u_raw was measured */
+	double u_raw;         /* communication time of a raw step that
+			       * the fitted collectives do not explain
+			       * (the hook's own work, ranks arriving at
+			       * different times), ms; no overlap only */
+	bool have_u_comp;     /* u_comp was measured */
+	double u_comp;        /* the same of a compressed step (also a
+			       * compressor's extra collectives), ms */
+	bool have_meas;       /* compression was measured */
+	double codec_ms;      /* its encode + decode per step, ms */
+	double cr;            /* its ratio, floats raw / sent */
+	uint64_t meas_window; /* window it was measured in */
+	uint64_t meas_sig;    /* levels in force then (hash) */
+	bool off;             /* the gate this policy wants */
+	uint32_t streak;      /* consecutive windows past the margin */
+	uint64_t off_since;   /* window the gate went off */
+	bool probed;          /* last_probe is set */
+	uint64_t last_probe;  /* window that proposed the last probe */
+	uint64_t probe_sig;   /* levels in force at the last probe */
+	uint32_t n_levels;    /* entries of levels in use */
 	perfmodel_level levels[PERFMODEL_LEVELS]; /* by first measurement;
 						   * the least recently
 						   * measured is replaced */
@@ -311,11 +332,11 @@ perfmodel_levels_one(const bellows_window *w)
 	return one;
 }
 
-/* The median of the n <= PERFMODEL_LEVEL_SAMPLES values of x. */
+/* The median of the n <= PERFMODEL_GAMMA_SAMPLES values of x. */
 static double
 perfmodel_median(const double *x, uint32_t n)
 {
-	double v[PERFMODEL_LEVEL_SAMPLES];
+	double v[PERFMODEL_GAMMA_SAMPLES];
 
 	if (n == 0)
 		return 0;
@@ -329,6 +350,16 @@ perfmodel_median(const double *x, uint32_t n)
 		v[j] = e;
 	}
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Adds x to the ring of PERFMODEL_GAMMA_SAMPLES values at ring/n/next. */
+static void
+perfmodel_ring_add(double *ring, uint32_t *n, uint32_t *next, double x)
+{
+	ring[*next] = x;
+	*next = (*next + 1) % PERFMODEL_GAMMA_SAMPLES;
+	if (*n < PERFMODEL_GAMMA_SAMPLES)
+		(*n)++;
 }
 
 /* The entry of the levels `sig`, NULL if they were never measured. */
@@ -665,7 +696,7 @@ perfmodel_probe_due(const perfmodel_state *st, const perfmodel_config *cfg,
 
 static void
 perfmodel_explain_numbers(const perfmodel_state *st,
-    const perfmodel_config *cfg, uint32_t p, double gamma,
+    const perfmodel_config *cfg, uint32_t p, double gamma, const char *gnote,
     const perfmodel_view *v, uint64_t sig, pol_text *t)
 {
 	pol_perfmodel_model m = v->m;
@@ -684,10 +715,14 @@ perfmodel_explain_numbers(const perfmodel_state *st,
 	if (!cfg->overlap)
 		pol_text_add(t, "; no overlap");
 	else if (st->have_gamma)
-		pol_text_add(t, "; gamma %.3g (measured %.3g%s)", gamma,
-		    st->gamma_raw, gamma != st->gamma_raw ? ", clamped" : "");
+		pol_text_add(t, "; gamma %.3g (measured %.3g%s, %u window%s)",
+		    gamma, st->gamma_raw,
+		    gamma != st->gamma_raw ? ", clamped" : "", st->gamma_n,
+		    st->gamma_n == 1 ? "" : "s");
 	else
 		pol_text_add(t, "; gamma %.3g (default)", gamma);
+	if (cfg->overlap && gnote[0] != '\0')
+		pol_text_add(t, "%s", gnote);
 	if (st->have_comp)
 		pol_text_add(t, "; T_comp %.4g ms, rest %.4g ms", st->t_comp,
 		    st->t_other);
@@ -814,7 +849,9 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	pol_text t, nt;
 	perfmodel_view v;
 	bool compressing, calibrating, raw, moved, probe, warmup;
-	double gamma = cfg->gamma;
+	double gamma = cfg->gamma, gamma_x = 0, gamma_over = 0;
+	char gnote[160];
+	int gamma_note;
 	uint64_t sig;
 	int r;
 
@@ -854,9 +891,40 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 		st->have_comp = true;
 		st->t_comp = bwd;
 	}
+	/* The rest of the step (forward, optimizer, data) is what the step
+	 * leaves beside backward, communication and codec only when no
+	 * collective overlaps backward: without overlap, in a world of one,
+	 * and in compressed windows (the model's compressed path runs after
+	 * backward). With overlap, the median of those windows' rests is
+	 * used: a raw window's comm_ms holds hidden collectives too. Until
+	 * one is measured, a raw window's rest is what the model of its
+	 * backward and collectives (γ as it stands) leaves of the step. */
+	if (st->have_gamma)
+		gamma = fmin(fmax(st->gamma_raw, PERFMODEL_GAMMA_MIN),
+		    PERFMODEL_GAMMA_MAX);
 	if (step > 0 && bwd > 0) {
+		double rest = fmax(0, step - bwd - comm - codec);
+		bool serial = p == 1 || !raw;
+
+		if (cfg->overlap && !calibrating && serial)
+			perfmodel_ring_add(st->rest_s, &st->rest_n,
+			    &st->rest_next, rest);
+		if (cfg->overlap && st->rest_n == 0 && !serial &&
+		    st->have_fit && st->model > 0) {
+			pol_perfmodel_model m = { .latency = st->fit.intercept,
+				.slope = st->fit.slope,
+				.model = st->model,
+				.t_comp = bwd,
+				.gamma = gamma,
+				.overlap = true };
+
+			perfmodel_shape(st, cfg, &m.k, &m.last);
+			rest = fmax(0, step - codec - pol_perfmodel_sync(&m));
+		}
 		st->have_other = true;
-		st->t_other = fmax(0, step - bwd - comm - codec);
+		st->t_other = cfg->overlap && st->rest_n > 0
+		    ? perfmodel_median(st->rest_s, st->rest_n)
+		    : rest;
 	}
 	/* Compression measured: a window that really compressed something,
 	 * with its codec time, not mixed with raw steps by a calibration. */
@@ -890,16 +958,38 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 			st->u_comp = fmax(0, comm - model_ms);
 		}
 	}
-	/* γ from a window sent raw: T_obs = backward + communication. */
-	if (cfg->overlap && raw && !calibrating && bwd > 0 &&
-	    (p == 1 || (p > 1 && st->have_fit && comm > 0))) {
-		double k, last, tail = 0;
+	/* γ from a window sent raw with overlap: its backward and
+	 * synchronisation took T_obs = step - rest - codec, which the model
+	 * says is max(γ T_comp, overlapped) + T_comm(b_last). Where the
+	 * compute term dominates, γ = (T_obs - T_comm(b_last)) / T_comp;
+	 * where the collectives do, T_obs does not depend on γ. */
+	gamma_note = 0;
+	if (cfg->overlap && raw && !calibrating && bwd > 0 && step > 0 &&
+	    p > 1 && st->have_fit && st->model > 0) {
+		pol_perfmodel_model m = { .latency = st->fit.intercept,
+			.slope = st->fit.slope,
+			.model = st->model };
+		double x, over;
 
-		perfmodel_shape(st, cfg, &k, &last);
-		if (p > 1)
-			tail = st->fit.intercept + st->fit.slope * last;
-		st->have_gamma = true;
-		st->gamma_raw = (bwd + comm - tail) / bwd;
+		perfmodel_shape(st, cfg, &m.k, &m.last);
+		over = m.k >= 1
+		    ? (m.k - 1) * m.latency + (m.model - m.last) * m.slope
+		    : 0;
+		gamma_x = step - st->t_other - codec -
+		    pol_perfmodel_comm(&m, m.last);
+		x = gamma_x;
+		gamma_over = over;
+		if (st->rest_n == 0) {
+			gamma_note = 1; /* no rest measured */
+		} else if (x > PERFMODEL_GAMMA_IDENT * over) {
+			perfmodel_ring_add(st->gamma_s, &st->gamma_n,
+			    &st->gamma_next, x / bwd);
+			st->have_gamma = true;
+			st->gamma_raw = perfmodel_median(st->gamma_s,
+			    st->gamma_n);
+		} else {
+			gamma_note = 2; /* communication-bound */
+		}
 	}
 	if (st->have_gamma)
 		gamma = fmin(fmax(st->gamma_raw, PERFMODEL_GAMMA_MIN),
@@ -954,7 +1044,17 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	pol_text_add(&t, "%s", notes);
 	if (calibrating)
 		pol_text_add(&t, "; calibration: not measured");
-	perfmodel_explain_numbers(st, cfg, p, gamma, &v, sig, &t);
+	gnote[0] = '\0';
+	if (gamma_note == 1)
+		snprintf(gnote, sizeof(gnote),
+		    "; not measured: no compressed window yet gave the rest "
+		    "of the step");
+	else if (gamma_note == 2)
+		snprintf(gnote, sizeof(gnote),
+		    "; not identifiable here: compute term %.4g ms <= %.3g x "
+		    "overlapped collectives %.4g ms",
+		    gamma_x, PERFMODEL_GAMMA_IDENT, gamma_over);
+	perfmodel_explain_numbers(st, cfg, p, gamma, gnote, &v, sig, &t);
 	perfmodel_explain_levels(st, &v, sig, &t);
 	perfmodel_metrics(st, p, gamma, &v, w, out);
 	return 0;
