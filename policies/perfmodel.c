@@ -4,15 +4,16 @@
  * from a handful of measured numbers. This policy fits the latency α and
  * bandwidth BW of the job's collectives by least squares to every raw
  * collective the ranks timed over the last `fit_windows` windows, measures
- * the backward compute time, the overlap slowdown γ, and, while
- * compression runs, its encode+decode time and ratio; it then predicts the
- * step with and without compression and turns compression off (the
- * COMPRESSION knob) when the compressed step is predicted slower by more
- * than `margin` for `hold_windows` windows in a row, and back on the same
- * way. Every window's reason and metrics carry the fit, the predictions,
- * the break-even bandwidth and the compression needed for near-linear
- * scaling. The maths is in perfmodel_fit.c; the formulas, the thesis's text
- * and the readings chosen here are in docs/policies/perfmodel.md.
+ * the backward compute time, the overlap slowdown γ (from raw steps whose
+ * compute term dominates), and, while compression runs, its encode+decode
+ * time and ratio, per set of levels seen in force; it then predicts the
+ * step without compression and at every level measured, and turns
+ * compression off (the COMPRESSION knob) when the compression in force is
+ * predicted slower by more than `margin` for `hold_windows` windows in a
+ * row, and back on the same way. Every window's reason and metrics carry the
+ * fit, the predictions, the break-even bandwidth and the compression needed for
+ * near-linear scaling. The maths is in perfmodel_fit.c; the formulas, the
+ * thesis's text and the readings chosen here are in docs/policies/perfmodel.md.
  */
 #include "perfmodel_fit.h"
 #include "metric.h"
