@@ -285,8 +285,8 @@ static bool
 layout_metric_first(const char *name)
 {
 	static const char *const first[] = { "t_sync_ms", "t_comp_ms",
-		"alpha_ms", "bw_gbps", "breakeven_gbps", "cr_needed",
-		"window_steps" };
+		"best_level", "t_pred_best_ms", "alpha_ms", "bw_gbps",
+		"breakeven_gbps", "cr_needed", "window_steps" };
 
 	for (size_t i = 0; i < sizeof(first) / sizeof(first[0]); i++)
 		if (strcmp(name, first[i]) == 0)

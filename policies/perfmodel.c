@@ -4,15 +4,16 @@
  * from a handful of measured numbers. This policy fits the latency α and
  * bandwidth BW of the job's collectives by least squares to every raw
  * collective the ranks timed over the last `fit_windows` windows, measures
- * the backward compute time, the overlap slowdown γ, and, while
- * compression runs, its encode+decode time and ratio; it then predicts the
- * step with and without compression and turns compression off (the
- * COMPRESSION knob) when the compressed step is predicted slower by more
- * than `margin` for `hold_windows` windows in a row, and back on the same
- * way. Every window's reason and metrics carry the fit, the predictions,
- * the break-even bandwidth and the compression needed for near-linear
- * scaling. The maths is in perfmodel_fit.c; the formulas, the thesis's text
- * and the readings chosen here are in docs/policies/perfmodel.md.
+ * the backward compute time, the overlap slowdown γ (from raw steps whose
+ * compute term dominates), and, while compression runs, its encode+decode
+ * time and ratio, per set of levels seen in force; it then predicts the
+ * step without compression and at every level measured, and turns
+ * compression off (the COMPRESSION knob) when the compression in force is
+ * predicted slower by more than `margin` for `hold_windows` windows in a
+ * row, and back on the same way. Every window's reason and metrics carry the
+ * fit, the predictions, the break-even bandwidth and the compression needed for
+ * near-linear scaling. The maths is in perfmodel_fit.c; the formulas, the
+ * thesis's text and the readings chosen here are in docs/policies/perfmodel.md.
  */
 #include "perfmodel_fit.h"
 #include "metric.h"
@@ -31,14 +32,31 @@
 /* Windows the running fit may span: the ring lives in the state. */
 #define PERFMODEL_FIT_MAX 256
 
-#define PERFMODEL_GAMMA_MIN 1.0 /* γ is clamped to the range the thesis */
-#define PERFMODEL_GAMMA_MAX 1.2 /* measured (1.04-1.1), with some room */
+#define PERFMODEL_GAMMA_MIN 1.0 /* γ is clamped to this range: overlap */
+#define PERFMODEL_GAMMA_MAX                                                    \
+	2.0 /* cannot speed backward up, and the thesis                        \
+	     * measured 1.04-1.1; 2 leaves room for a                          \
+	     * slower GPU's contention, not for a                              \
+	     * misreading of the trainer */
+
+/* A window measures γ only if its compute term is this much larger than
+ * the overlapped collectives: nearer, noise may have the collectives
+ * dominate, and then the step says nothing about γ. */
+#define PERFMODEL_GAMMA_IDENT 1.05
+
+/* Windows in the medians of γ and of the rest of the step. */
+#define PERFMODEL_GAMMA_SAMPLES 16
 
 /* Break-even search range, Gbit/s. */
 #define PERFMODEL_BW_LO 1e-4
 #define PERFMODEL_BW_HI 1e5
 
 #define PERFMODEL_MIB 1048576.0
+
+/* Level sets remembered with their measurements, and windows of each in
+ * its medians: Accordion moves between two levels, a schedule a few. */
+#define PERFMODEL_LEVELS        8
+#define PERFMODEL_LEVEL_SAMPLES 8
 
 typedef struct perfmodel_config {
 	int64_t bucket_bytes;  /* b; 0: one collective per layer */
@@ -122,6 +140,18 @@ typedef struct perfmodel_slot {
 	pol_perfmodel_stats stats; /* (bytes, ms) weighted by count */
 } perfmodel_slot;
 
+/* One set of levels seen in force, and what compression cost under it. */
+typedef struct perfmodel_level {
+	uint64_t sig;         /* levels in force (hash) */
+	double level;         /* the level of every compressed layer; NAN:
+			       * the layers' levels differ */
+	uint64_t last_window; /* window of its latest measurement */
+	uint32_t n;           /* samples held, up to LEVEL_SAMPLES */
+	uint32_t next;        /* ring slot of the next sample */
+	double codec[PERFMODEL_LEVEL_SAMPLES]; /* encode + decode, ms */
+	double cr[PERFMODEL_LEVEL_SAMPLES];    /* floats raw / sent */
+} perfmodel_level;
+
 typedef struct perfmodel_state {
 	perfmodel_slot ring[PERFMODEL_FIT_MAX]; /* by window % max */
 	uint32_t n_layers;                      /* layers of the job */
@@ -135,30 +165,43 @@ typedef struct perfmodel_state {
 	uint32_t fit_samples;   /* samples it spans */
 	double fit_xmax;        /* largest collective (bytes) it spans */
 	bool have_gamma;        /* gamma_raw was measured */
-	double gamma_raw;       /* γ as measured, before clamping */
-	bool have_comp;         /* t_comp is known */
-	double t_comp;          /* T_comp: backward compute, ms */
-	bool have_other;        /* t_other is known */
-	double t_other;         /* the rest of the step, ms */
-	bool have_u_raw;        /* u_raw was measured */
-	double u_raw;           /* communication time of a raw step that
-				 * the fitted collectives do not explain
-				 * (the hook's own work, ranks arriving at
-				 * different times), ms; no overlap only */
-	bool have_u_comp;       /* u_comp was measured */
-	double u_comp;          /* the same of a compressed step (also a
-				 * compressor's extra collectives), ms */
-	bool have_meas;         /* compression was measured */
-	double codec_ms;        /* its encode + decode per step, ms */
-	double cr;              /* its ratio, floats raw / sent */
-	uint64_t meas_window;   /* window it was measured in */
-	uint64_t meas_sig;      /* levels in force then (hash) */
-	bool off;               /* the gate this policy wants */
-	uint32_t streak;        /* consecutive windows past the margin */
-	uint64_t off_since;     /* window the gate went off */
-	bool probed;            /* last_probe is set */
-	uint64_t last_probe;    /* window that proposed the last probe */
-	uint64_t probe_sig;     /* levels in force at the last probe */
+	double gamma_raw;       /* γ as measured (median), before clamping */
+	uint32_t gamma_n;       /* samples in gamma_s */
+	uint32_t gamma_next;    /* ring slot of the next one */
+	double gamma_s[PERFMODEL_GAMMA_SAMPLES]; /* γ of the last windows
+						  * that identified it */
+	uint32_t rest_n;                         /* samples in rest_s */
+	uint32_t rest_next;                      /* ring slot of the next one */
+	double rest_s[PERFMODEL_GAMMA_SAMPLES];  /* T_other of the last
+						  * windows without
+						  * overlapped collectives */
+	bool have_comp;                          /* t_comp is known */
+	double t_comp;        /* T_comp: backward compute, ms */
+	bool have_other;      /* t_other is known */
+	double t_other;       /* the rest of the step, ms */
+	bool have_u_raw;      /* u_raw was measured */
+	double u_raw;         /* communication time of a raw step that
+			       * the fitted collectives do not explain
+			       * (the hook's own work, ranks arriving at
+			       * different times), ms; no overlap only */
+	bool have_u_comp;     /* u_comp was measured */
+	double u_comp;        /* the same of a compressed step (also a
+			       * compressor's extra collectives), ms */
+	bool have_meas;       /* compression was measured */
+	double codec_ms;      /* its encode + decode per step, ms */
+	double cr;            /* its ratio, floats raw / sent */
+	uint64_t meas_window; /* window it was measured in */
+	uint64_t meas_sig;    /* levels in force then (hash) */
+	bool off;             /* the gate this policy wants */
+	uint32_t streak;      /* consecutive windows past the margin */
+	uint64_t off_since;   /* window the gate went off */
+	bool probed;          /* last_probe is set */
+	uint64_t last_probe;  /* window that proposed the last probe */
+	uint64_t probe_sig;   /* levels in force at the last probe */
+	uint32_t n_levels;    /* entries of levels in use */
+	perfmodel_level levels[PERFMODEL_LEVELS]; /* by first measurement;
+						   * the least recently
+						   * measured is replaced */
 } perfmodel_state;
 
 /* ---- reasons ------------------------------------------------------------ */
@@ -269,6 +312,139 @@ perfmodel_levels_sig(const bellows_window *w, bool *ret_compressing)
 		}
 	}
 	return h;
+}
+
+/* The level every compressed layer of w has, NAN when they differ (0
+ * when none is compressed). */
+static double
+perfmodel_levels_one(const bellows_window *w)
+{
+	double one = 0;
+
+	for (uint32_t l = 0; l < w->n_layers; l++) {
+		double v = w->layers[l].level;
+
+		if (!isfinite(v) || v <= 0)
+			continue;
+		if (one > 0 && v != one)
+			return NAN;
+		one = v;
+	}
+	return one;
+}
+
+/* The median of the n <= PERFMODEL_GAMMA_SAMPLES values of x. */
+static double
+perfmodel_median(const double *x, uint32_t n)
+{
+	double v[PERFMODEL_GAMMA_SAMPLES];
+
+	if (n == 0)
+		return 0;
+	memcpy(v, x, n * sizeof(*v));
+	for (uint32_t i = 1; i < n; i++) {
+		double e = v[i];
+		uint32_t j = i;
+
+		for (; j > 0 && v[j - 1] > e; j--)
+			v[j] = v[j - 1];
+		v[j] = e;
+	}
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Adds x to the ring of PERFMODEL_GAMMA_SAMPLES values at ring/n/next. */
+static void
+perfmodel_ring_add(double *ring, uint32_t *n, uint32_t *next, double x)
+{
+	ring[*next] = x;
+	*next = (*next + 1) % PERFMODEL_GAMMA_SAMPLES;
+	if (*n < PERFMODEL_GAMMA_SAMPLES)
+		(*n)++;
+}
+
+/* The entry of the levels `sig`, NULL if they were never measured. */
+static const perfmodel_level *
+perfmodel_level_find(const perfmodel_state *st, uint64_t sig)
+{
+	for (uint32_t i = 0; i < st->n_levels; i++) {
+		if (st->levels[i].sig == sig)
+			return &st->levels[i];
+	}
+	return NULL;
+}
+
+/* Adds one window's measurement of the levels `sig` to their entry,
+ * taking a free one or the least recently measured. */
+static void
+perfmodel_level_add(perfmodel_state *st, uint64_t sig, double level,
+    double codec, double cr, uint64_t window)
+{
+	perfmodel_level *e = (perfmodel_level *)perfmodel_level_find(st, sig);
+
+	if (e == NULL) {
+		if (st->n_levels < PERFMODEL_LEVELS) {
+			e = &st->levels[st->n_levels++];
+		} else {
+			e = &st->levels[0];
+			for (uint32_t i = 1; i < PERFMODEL_LEVELS; i++) {
+				if (st->levels[i].last_window < e->last_window)
+					e = &st->levels[i];
+			}
+		}
+		memset(e, 0, sizeof(*e));
+		e->sig = sig;
+		e->level = level;
+	}
+	e->codec[e->next] = codec;
+	e->cr[e->next] = cr;
+	e->next = (e->next + 1) % PERFMODEL_LEVEL_SAMPLES;
+	if (e->n < PERFMODEL_LEVEL_SAMPLES)
+		e->n++;
+	e->last_window = window;
+}
+
+/* The reason's name of an entry: its level, or "mixed#i". */
+static void
+perfmodel_level_name(const perfmodel_state *st, const perfmodel_level *e,
+    char *buf, size_t len)
+{
+	if (isnan(e->level))
+		snprintf(buf, len, "mixed#%u", (unsigned)(e - st->levels));
+	else
+		snprintf(buf, len, "%g", e->level);
+}
+
+/* The metric of an entry's prediction: t_pred_level_<level>_ms with the
+ * level's "." as "p" and "-" as "m" (names are [a-z0-9_]), or
+ * t_pred_mixed_<i>_ms. */
+static void
+perfmodel_level_metric(const perfmodel_state *st, const perfmodel_level *e,
+    char *buf, size_t len)
+{
+	char num[32];
+	size_t j = 0;
+
+	if (isnan(e->level)) {
+		snprintf(buf, len, "t_pred_mixed_%u_ms",
+		    (unsigned)(e - st->levels));
+		return;
+	}
+	snprintf(num, sizeof(num), "%g", e->level);
+	for (size_t i = 0; num[i] != '\0'; i++) {
+		char c = num[i];
+
+		if (c == '.')
+			c = 'p';
+		else if (c == '-')
+			c = 'm';
+		else if (c == '+')
+			continue;
+		num[j++] = c;
+	}
+	num[j] = '\0';
+	num[j < 15 ? j : 15] = '\0'; /* the name's room */
+	snprintf(buf, len, "t_pred_level_%.15s_ms", num);
 }
 
 /* A reported time: finite and not negative (wire data). */
@@ -389,13 +565,20 @@ typedef struct perfmodel_view {
 	double t_sync;         /* predicted step without compression */
 	double t_comp;         /* predicted step with compression */
 	double rel;            /* (t_comp - t_sync) / t_sync */
+	uint32_t n_levels;     /* entries of t_level (predicted) */
+	double t_level[PERFMODEL_LEVELS]; /* predicted step at each set of
+					   * levels measured, as st->levels */
+	int best; /* fastest entry of t_level, -1: sync */
 } perfmodel_view;
 
 static void
 perfmodel_predict(const perfmodel_state *st, const perfmodel_config *cfg,
     uint32_t p, double gamma, perfmodel_view *v)
 {
+	double u_comp;
+
 	memset(v, 0, sizeof(*v));
+	v->best = -1;
 	perfmodel_shape(st, cfg, &v->m.k, &v->m.last);
 	v->m.model = st->model;
 	v->m.overlap = cfg->overlap;
@@ -415,14 +598,53 @@ perfmodel_predict(const perfmodel_state *st, const perfmodel_config *cfg,
 	v->predicted = true;
 	v->t_sync = st->t_other + pol_perfmodel_sync(&v->m) +
 	    (st->have_u_raw ? st->u_raw : 0);
+	u_comp = st->have_u_comp ? st->u_comp : st->have_u_raw ? st->u_raw : 0;
+	/* Every set of levels measured, from its medians. */
+	v->n_levels = st->n_levels;
+	for (uint32_t i = 0; i < st->n_levels; i++) {
+		const perfmodel_level *e = &st->levels[i];
+		pol_perfmodel_model m = v->m;
+
+		m.codec_ms = perfmodel_median(e->codec, e->n);
+		m.cr = perfmodel_median(e->cr, e->n);
+		v->t_level[i] = st->t_other + pol_perfmodel_compressed(&m) +
+		    u_comp;
+		if (v->t_level[i] <
+		    (v->best < 0 ? v->t_sync : v->t_level[v->best]))
+			v->best = (int)i;
+	}
 	if (!st->have_meas)
 		return;
 	v->both = true;
-	v->t_comp = st->t_other + pol_perfmodel_compressed(&v->m) +
-	    (st->have_u_comp         ? st->u_comp
-		    : st->have_u_raw ? st->u_raw
-				     : 0);
+	v->t_comp = st->t_other + pol_perfmodel_compressed(&v->m) + u_comp;
 	v->rel = v->t_sync > 0 ? (v->t_comp - v->t_sync) / v->t_sync : 0;
+}
+
+/* The predictions of every set of levels measured, in force marked "*",
+ * and the fastest. */
+static void
+perfmodel_explain_levels(const perfmodel_state *st, const perfmodel_view *v,
+    uint64_t sig, pol_text *t)
+{
+	char name[32];
+
+	if (v->n_levels == 0)
+		return;
+	pol_text_add(t, "; per level (ms): none %.4g", v->t_sync);
+	for (uint32_t i = 0; i < v->n_levels; i++) {
+		const perfmodel_level *e = &st->levels[i];
+
+		perfmodel_level_name(st, e, name, sizeof(name));
+		pol_text_add(t, ", %s%s %.4g", name, e->sig == sig ? "*" : "",
+		    v->t_level[i]);
+	}
+	if (v->best < 0) {
+		pol_text_add(t, ": best none");
+	} else {
+		perfmodel_level_name(st, &st->levels[v->best], name,
+		    sizeof(name));
+		pol_text_add(t, ": best %s", name);
+	}
 }
 
 /* Moves the gate by the prediction, with margin and hold. Returns whether
@@ -475,7 +697,7 @@ perfmodel_probe_due(const perfmodel_state *st, const perfmodel_config *cfg,
 
 static void
 perfmodel_explain_numbers(const perfmodel_state *st,
-    const perfmodel_config *cfg, uint32_t p, double gamma,
+    const perfmodel_config *cfg, uint32_t p, double gamma, const char *gnote,
     const perfmodel_view *v, uint64_t sig, pol_text *t)
 {
 	pol_perfmodel_model m = v->m;
@@ -494,10 +716,14 @@ perfmodel_explain_numbers(const perfmodel_state *st,
 	if (!cfg->overlap)
 		pol_text_add(t, "; no overlap");
 	else if (st->have_gamma)
-		pol_text_add(t, "; gamma %.3g (measured %.3g%s)", gamma,
-		    st->gamma_raw, gamma != st->gamma_raw ? ", clamped" : "");
+		pol_text_add(t, "; gamma %.3g (measured %.3g%s, %u window%s)",
+		    gamma, st->gamma_raw,
+		    gamma != st->gamma_raw ? ", clamped" : "", st->gamma_n,
+		    st->gamma_n == 1 ? "" : "s");
 	else
 		pol_text_add(t, "; gamma %.3g (default)", gamma);
+	if (cfg->overlap && gnote[0] != '\0')
+		pol_text_add(t, "%s", gnote);
 	if (st->have_comp)
 		pol_text_add(t, "; T_comp %.4g ms, rest %.4g ms", st->t_comp,
 		    st->t_other);
@@ -591,6 +817,21 @@ perfmodel_metrics(const perfmodel_state *st, uint32_t p, double gamma,
 	if (v->predicted)
 		pol_metric_add(out, "comm_bound", -1,
 		    pol_perfmodel_comm_bound(&m) ? 1 : 0);
+	for (uint32_t i = 0; v->predicted && i < v->n_levels; i++) {
+		char name[BELLOWS_METRIC_NAME_MAX];
+
+		perfmodel_level_metric(st, &st->levels[i], name, sizeof(name));
+		pol_metric_add(out, name, -1, v->t_level[i]);
+	}
+	if (v->predicted && v->n_levels > 0) {
+		const perfmodel_level *b = v->best < 0 ? NULL
+						       : &st->levels[v->best];
+
+		pol_metric_add(out, "t_pred_best_ms", -1,
+		    b == NULL ? v->t_sync : v->t_level[v->best]);
+		/* 0: sending raw is fastest; absent: mixed levels. */
+		pol_metric_add(out, "best_level", -1, b == NULL ? 0 : b->level);
+	}
 	pol_metric_add(out, "off_in_force", -1, w->compression_off ? 1 : 0);
 	pol_metric_add(out, "gate_off", -1, out->compression_off ? 1 : 0);
 }
@@ -609,7 +850,9 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	pol_text t, nt;
 	perfmodel_view v;
 	bool compressing, calibrating, raw, moved, probe, warmup;
-	double gamma = cfg->gamma;
+	double gamma = cfg->gamma, gamma_x = 0, gamma_over = 0;
+	char gnote[160];
+	int gamma_note;
 	uint64_t sig;
 	int r;
 
@@ -649,9 +892,40 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 		st->have_comp = true;
 		st->t_comp = bwd;
 	}
+	/* The rest of the step (forward, optimizer, data) is what the step
+	 * leaves beside backward, communication and codec only when no
+	 * collective overlaps backward: without overlap, in a world of one,
+	 * and in compressed windows (the model's compressed path runs after
+	 * backward). With overlap, the median of those windows' rests is
+	 * used: a raw window's comm_ms holds hidden collectives too. Until
+	 * one is measured, a raw window's rest is what the model of its
+	 * backward and collectives (γ as it stands) leaves of the step. */
+	if (st->have_gamma)
+		gamma = fmin(fmax(st->gamma_raw, PERFMODEL_GAMMA_MIN),
+		    PERFMODEL_GAMMA_MAX);
 	if (step > 0 && bwd > 0) {
+		double rest = fmax(0, step - bwd - comm - codec);
+		bool serial = p == 1 || !raw;
+
+		if (cfg->overlap && !calibrating && serial)
+			perfmodel_ring_add(st->rest_s, &st->rest_n,
+			    &st->rest_next, rest);
+		if (cfg->overlap && st->rest_n == 0 && !serial &&
+		    st->have_fit && st->model > 0) {
+			pol_perfmodel_model m = { .latency = st->fit.intercept,
+				.slope = st->fit.slope,
+				.model = st->model,
+				.t_comp = bwd,
+				.gamma = gamma,
+				.overlap = true };
+
+			perfmodel_shape(st, cfg, &m.k, &m.last);
+			rest = fmax(0, step - codec - pol_perfmodel_sync(&m));
+		}
 		st->have_other = true;
-		st->t_other = fmax(0, step - bwd - comm - codec);
+		st->t_other = cfg->overlap && st->rest_n > 0
+		    ? perfmodel_median(st->rest_s, st->rest_n)
+		    : rest;
 	}
 	/* Compression measured: a window that really compressed something,
 	 * with its codec time, not mixed with raw steps by a calibration. */
@@ -662,6 +936,8 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 		st->cr = (double)w->floats_raw / (double)w->floats_sent;
 		st->meas_window = w->window;
 		st->meas_sig = sig;
+		perfmodel_level_add(st, sig, perfmodel_levels_one(w),
+		    st->codec_ms, st->cr, w->window);
 	}
 	/* Without overlap, the step's communication that the fitted
 	 * collectives leave unexplained, per mode: what the window measured
@@ -683,16 +959,38 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 			st->u_comp = fmax(0, comm - model_ms);
 		}
 	}
-	/* γ from a window sent raw: T_obs = backward + communication. */
-	if (cfg->overlap && raw && !calibrating && bwd > 0 &&
-	    (p == 1 || (p > 1 && st->have_fit && comm > 0))) {
-		double k, last, tail = 0;
+	/* γ from a window sent raw with overlap: its backward and
+	 * synchronisation took T_obs = step - rest - codec, which the model
+	 * says is max(γ T_comp, overlapped) + T_comm(b_last). Where the
+	 * compute term dominates, γ = (T_obs - T_comm(b_last)) / T_comp;
+	 * where the collectives do, T_obs does not depend on γ. */
+	gamma_note = 0;
+	if (cfg->overlap && raw && !calibrating && bwd > 0 && step > 0 &&
+	    p > 1 && st->have_fit && st->model > 0) {
+		pol_perfmodel_model m = { .latency = st->fit.intercept,
+			.slope = st->fit.slope,
+			.model = st->model };
+		double x, over;
 
-		perfmodel_shape(st, cfg, &k, &last);
-		if (p > 1)
-			tail = st->fit.intercept + st->fit.slope * last;
-		st->have_gamma = true;
-		st->gamma_raw = (bwd + comm - tail) / bwd;
+		perfmodel_shape(st, cfg, &m.k, &m.last);
+		over = m.k >= 1
+		    ? (m.k - 1) * m.latency + (m.model - m.last) * m.slope
+		    : 0;
+		gamma_x = step - st->t_other - codec -
+		    pol_perfmodel_comm(&m, m.last);
+		x = gamma_x;
+		gamma_over = over;
+		if (st->rest_n == 0) {
+			gamma_note = 1; /* no rest measured */
+		} else if (x > PERFMODEL_GAMMA_IDENT * over) {
+			perfmodel_ring_add(st->gamma_s, &st->gamma_n,
+			    &st->gamma_next, x / bwd);
+			st->have_gamma = true;
+			st->gamma_raw = perfmodel_median(st->gamma_s,
+			    st->gamma_n);
+		} else {
+			gamma_note = 2; /* communication-bound */
+		}
 	}
 	if (st->have_gamma)
 		gamma = fmin(fmax(st->gamma_raw, PERFMODEL_GAMMA_MIN),
@@ -747,7 +1045,18 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	pol_text_add(&t, "%s", notes);
 	if (calibrating)
 		pol_text_add(&t, "; calibration: not measured");
-	perfmodel_explain_numbers(st, cfg, p, gamma, &v, sig, &t);
+	gnote[0] = '\0';
+	if (gamma_note == 1)
+		snprintf(gnote, sizeof(gnote),
+		    "; not measured: no compressed window yet gave the rest "
+		    "of the step");
+	else if (gamma_note == 2)
+		snprintf(gnote, sizeof(gnote),
+		    "; not identifiable here: compute term %.4g ms <= %.3g x "
+		    "overlapped collectives %.4g ms",
+		    gamma_x, PERFMODEL_GAMMA_IDENT, gamma_over);
+	perfmodel_explain_numbers(st, cfg, p, gamma, gnote, &v, sig, &t);
+	perfmodel_explain_levels(st, &v, sig, &t);
 	perfmodel_metrics(st, p, gamma, &v, w, out);
 	return 0;
 }

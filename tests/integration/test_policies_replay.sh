@@ -64,10 +64,11 @@ ok "comet_batch raised the batch to 1024"
 
 "$BELLOWS" history metrics --db "$DB" --format csv >"$TMP/metrics.csv" \
     2>/dev/null || fail "bellows history metrics failed"
-for name in alpha_ms bw_gbps t_sync_ms t_comp_ms threshold_bytes eb window_steps; do
+for name in alpha_ms bw_gbps t_sync_ms t_comp_ms t_pred_level_1_ms t_pred_best_ms \
+    threshold_bytes eb window_steps; do
 	grep -q ",$name," "$TMP/metrics.csv" || fail "no metric $name in the history"
 done
-ok "the policies' metrics (perfmodel's fit and predictions, slimgc's threshold, comet's bounds) are in the history"
+ok "the policies' metrics (perfmodel's fit and predictions, per level too, slimgc's threshold, comet's bounds) are in the history"
 
 "$BELLOWS" replay --policy "$TMP/policy.yaml" --db "$DB" \
     >"$TMP/replay.csv" 2>"$TMP/replay.err" ||

@@ -120,8 +120,10 @@ setup(void **state)
 		.codec = 10,
 		.floats_sent = 1600000,
 		.floats_raw = 16000000 };
-	/* Gate off: the rest is 80 - 40 - 30 = 10 ms again. */
-	f->off = (profile){ .step = 80,
+	/* Gate off: the collectives (30 ms in all) overlap backward, which
+	 * they slow by gamma 1.2: the step is the rest 10 + max(1.2 * 40,
+	 * 2 * 12) + T_comm(4e6) 9 = 67 ms. */
+	f->off = (profile){ .step = 67,
 		.bwd = 40,
 		.comm = 30,
 		.floats_sent = 16000000,
@@ -678,15 +680,17 @@ test_perfmodel_gates_off_after_two_windows_predicted_slower(void **state)
 	/* The level another policy chose stays; only the gate moves. */
 	assert_true(f->h.state.level[0] == 4);
 
-	/* Window 2 runs raw: gamma = (40 + 30 - 9) / 40 = 1.525, clamped
-	 * to 1.2: sync 10 + max(48, 24) + 9 = 67; compressed still 71.4:
-	 * +6.6 %, inside the margin: the gate stays off. */
+	/* Window 2 runs raw: the compressed windows gave the rest, 10 ms,
+	 * so backward and collectives took 67 - 10 = 57 ms; the compute
+	 * term 57 - T_comm(4e6) = 48 exceeds 1.05 x the overlapped 24:
+	 * gamma = 48 / 40 = 1.2. Sync 10 + max(48, 24) + 9 = 67; compressed
+	 * still 71.4: +6.6 %, inside the margin: the gate stays off. */
 	run(f, 2);
 	assert_true(f->h.state.compression_off);
 	sup_assert_contains(f->h.why,
 	    "compression stays off: compressed 71.4 ms vs sync 67 ms (+6.6%, "
 	    "margin 10%, 0/2)");
-	sup_assert_contains(f->h.why, "gamma 1.2 (measured 1.52, clamped)");
+	sup_assert_contains(f->h.why, "gamma 1.2 (measured 1.2, 1 window)");
 	sup_assert_near(host_metric(f, "gamma"), 1.2, 1e-12);
 }
 
@@ -728,25 +732,30 @@ test_perfmodel_gates_back_on_when_the_network_slows(void **state)
 	run(f, 0);
 	run(f, 1);
 	assert_true(f->h.state.compression_off);
-	/* A quarter of the bandwidth, gate off: gamma = (40 + 30 - 27) /
-	 * 40 = 1.075; sync 10 + max(43, 6 + 72) + 27 = 115; compressed 10
+	/* A quarter of the bandwidth, gate off: the step is 10 + max(1.2 *
+	 * 40, 6 + 72) + 27 = 115, bound by the collectives: 115 - 10 - 27
+	 * = 78 <= 1.05 x 78 says nothing about gamma, which stays the
+	 * default 1.07. Sync 10 + max(42.8, 78) + 27 = 115; compressed 10
 	 * + 40 + 10 + 9 + 9.6 = 78.6: -31.7 %, past the margin twice. */
 	slow_network(f);
+	f->off.step = 115;
 	run(f, 2);
 	assert_true(f->h.state.compression_off);
 	sup_assert_contains(f->h.why,
 	    "compression stays off: compressed 78.6 ms vs sync 115 ms "
 	    "(-31.7%, margin 10%, 1/2); alpha 0.5 ms, BW 2 Gbps");
-	sup_assert_contains(f->h.why, "gamma 1.07 (measured 1.07)");
-	sup_assert_near(host_metric(f, "gamma"), 1.075, 1e-12);
+	sup_assert_contains(f->h.why,
+	    "gamma 1.07 (default); not identifiable here: compute term 78 ms "
+	    "<= 1.05 x overlapped collectives 78 ms");
+	sup_assert_near(host_metric(f, "gamma"), 1.07, 1e-12);
 	sup_assert_near(host_metric(f, "comm_bound"), 1, 0);
 	run(f, 3);
 	assert_false(f->h.state.compression_off);
 	sup_assert_contains(f->h.why, "compression on from window 4");
-	/* Room 1.075 * 40 - 9 = 34 ms for M s = 16e6 * 6e-6 = 96 ms: CR
-	 * 96 / 34 = 2.82. */
-	sup_assert_near(host_metric(f, "cr_needed"), 96 / 34.0, 1e-9);
-	sup_assert_contains(f->h.why, "CR needed 2.82");
+	/* Room 1.07 * 40 - 9 = 33.8 ms for M s = 16e6 * 6e-6 = 96 ms: CR
+	 * 96 / 33.8 = 2.84. */
+	sup_assert_near(host_metric(f, "cr_needed"), 96 / 33.8, 1e-9);
+	sup_assert_contains(f->h.why, "CR needed 2.84");
 }
 
 static void
@@ -852,9 +861,12 @@ test_perfmodel_raw_windows_start_the_job_uncompressed(void **state)
 	    "compression off until window 2 (raw_windows): sync 67 ms, no "
 	    "compressed prediction");
 	sup_assert_contains(f->h.prop.reason, "compression never measured");
-	/* The raw windows measure gamma: (40 + 30 - 9) / 40 = 1.525. */
+	/* No compressed window has given the rest of the step yet: gamma
+	 * stays the default, and the rest is what the model leaves of the
+	 * raw step, 67 - 42.8 - 9 = 15.2, so sync is the step, 67. */
 	sup_assert_contains(f->h.prop.reason,
-	    "gamma 1.2 (measured 1.52, clamped)");
+	    "gamma 1.07 (default); not measured: no compressed window yet "
+	    "gave the rest of the step");
 	direct_run_ok(f, 1);
 	assert_false(f->h.prop.compression_off);
 	sup_assert_contains(f->h.prop.reason,
@@ -1018,44 +1030,213 @@ test_perfmodel_world_one_predicts_without_collectives(void **state)
 
 /* ---- direct driving: metrics, reloads, corners ------------------------ */
 
+/* Raw overlapped windows measure gamma from their step, once a
+ * compressed window (not overlapped) gave the rest of the step: T_obs =
+ * step - rest = max(gamma T_comp, overlapped) + T_comm(b_last). */
 static void
-test_perfmodel_measures_gamma_only_in_raw_windows(void **state)
+test_perfmodel_measures_gamma_from_compute_bound_raw_steps(void **state)
+{
+	fixture *f = *state;
+
+	direct_start_with(f, "margin: 10");
+	/* Raw before any compressed window: no rest, no gamma. */
+	levels(f, 0, 0, 0, 0);
+	f->on = f->off;
+	direct_run_ok(f, 0);
+	sup_assert_contains(f->h.prop.reason,
+	    "gamma 1.07 (default); not measured: no compressed window yet "
+	    "gave the rest of the step");
+	/* Compressed: rest 65 - 40 - 5 - 10 = 10; gamma not measured. */
+	levels(f, 4, 4, 0, 4);
+	f->on = (profile){ .step = 65,
+		.bwd = 40,
+		.comm = 5,
+		.codec = 10,
+		.floats_sent = 1600000,
+		.floats_raw = 16000000 };
+	direct_run_ok(f, 1);
+	sup_assert_contains(f->h.prop.reason, "gamma 1.07 (default); T_comp");
+	/* Raw, step 63: (63 - 10 - 9) / 40 = 1.1 (44 > 1.05 x 24). */
+	levels(f, 0, 0, 0, 0);
+	f->on = f->off;
+	f->on.step = 63;
+	direct_run_ok(f, 2);
+	sup_assert_contains(f->h.prop.reason,
+	    "gamma 1.1 (measured 1.1, 1 window)");
+	sup_assert_near(metric(f, "gamma"), 1.1, 1e-12);
+	/* Step 75: 1.4; the median of 1.1 and 1.4 is 1.25. */
+	f->on.step = 75;
+	direct_run_ok(f, 3);
+	sup_assert_contains(f->h.prop.reason,
+	    "gamma 1.25 (measured 1.25, 2 windows)");
+	/* Step 43: 43 - 19 = 24 <= 1.05 x 24, bound by the collectives:
+	 * the median stays. */
+	f->on.step = 43;
+	direct_run_ok(f, 4);
+	sup_assert_contains(f->h.prop.reason,
+	    "gamma 1.25 (measured 1.25, 2 windows); not identifiable here: "
+	    "compute term 24 ms <= 1.05 x overlapped collectives 24 ms");
+	/* Steps 135 and 139: 2.9 and 3: median of 1.1, 1.4, 2.9, 3 is
+	 * 2.15, clamped to 2. */
+	f->on.step = 135;
+	direct_run_ok(f, 5);
+	f->on.step = 139;
+	direct_run_ok(f, 6);
+	sup_assert_contains(f->h.prop.reason,
+	    "gamma 2 (measured 2.15, clamped, 4 windows)");
+	sup_assert_near(metric(f, "gamma"), 2, 1e-12);
+	/* A compressed window measures no gamma. */
+	levels(f, 4, 4, 0, 4);
+	f->on = (profile){ .step = 65,
+		.bwd = 40,
+		.comm = 5,
+		.codec = 10,
+		.floats_sent = 1600000,
+		.floats_raw = 16000000 };
+	direct_run_ok(f, 7);
+	sup_assert_contains(f->h.prop.reason,
+	    "gamma 2 (measured 2.15, clamped, 4 windows)");
+}
+
+/* Uniform in [-1, 1], from a fixed linear congruential sequence. */
+static double
+noise_unit(uint64_t *seed)
+{
+	*seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+	return (double)(*seed >> 11) / (double)(1ull << 53) * 2 - 1;
+}
+
+/* Windows generated from the model with gamma 1.3 and overlap, every
+ * step, backward time and collective off by up to 3 %: the medians
+ * recover gamma within 5 %. */
+static void
+test_perfmodel_recovers_gamma_from_noisy_overlapped_steps(void **state)
+{
+	fixture *f = *state;
+	const double base[N_SIZES] = { 4.5, 9, 12 };
+	uint64_t seed = 42;
+
+	direct_start_with(f, "margin: 10, fit_windows: 4");
+	for (uint64_t i = 0; i < 24; i++) {
+		bool compressed = i % 3 == 0;
+		double tc = 40 * (1 + 0.03 * noise_unit(&seed));
+		double rest = 10;
+
+		for (uint32_t j = 0; j < N_SIZES; j++)
+			f->ms[j] = base[j] * (1 + 0.03 * noise_unit(&seed));
+		if (compressed) {
+			/* Not overlapped: rest + T_comp + codec + comm. */
+			levels(f, 4, 4, 0, 4);
+			f->on = (profile){ .bwd = tc,
+				.comm = 5,
+				.codec = 10,
+				.floats_sent = 1600000,
+				.floats_raw = 16000000 };
+			f->on.step = (rest + tc + 10 + 5) *
+			    (1 + 0.03 * noise_unit(&seed));
+		} else {
+			/* rest + max(1.3 T_comp, 24) + T_comm(4e6) 9. */
+			levels(f, 0, 0, 0, 0);
+			f->on = (profile){ .bwd = tc,
+				.comm = 33,
+				.floats_sent = 16000000,
+				.floats_raw = 16000000 };
+			f->on.step = (rest + fmax(1.3 * tc, 24) + 9) *
+			    (1 + 0.03 * noise_unit(&seed));
+		}
+		direct_run_ok(f, i);
+	}
+	sup_assert_near(metric(f, "gamma"), 1.3, 1.3 * 0.05);
+	sup_assert_contains(f->h.prop.reason, "16 windows)");
+}
+
+/* One compressed window at `level` on every weight, with its codec time
+ * and floats sent, the rest of the step kept at 10 ms: step = 10 + 40 +
+ * comm 5 + codec. */
+static void
+run_level(fixture *f, uint64_t index, double level, double codec, uint64_t sent)
+{
+	levels(f, level, level, 0, level);
+	f->on.codec = codec;
+	f->on.floats_sent = sent;
+	f->on.step = 55 + codec;
+	direct_run_ok(f, index);
+}
+
+/* Every set of levels seen in force keeps its codec time and ratio (the
+ * medians over its windows) and gets its own prediction, as Accordion
+ * moves between a critical and a stable level. */
+static void
+test_perfmodel_predicts_every_level_measured_from_its_medians(void **state)
+{
+	fixture *f = *state;
+
+	/* A margin the gate never passes: every window compresses. */
+	direct_start_with(f, "fit_windows: 1, margin: 10");
+	sup_load_file(f->h.path2,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: perfmodel\n"
+	    "        params: {bucket_bytes: 6000000, fit_windows: 1, "
+	    "margin: 9}\n",
+	    &f->h.cfg2);
+	/* Level 4: codec 10, 12 and 20 ms, CR 16e6 / 1.6e6 = 10; level 1:
+	 * codec 4 ms, CR 16e6 / 4e6 = 4. */
+	run_level(f, 0, 4, 10, 1600000);
+	run_level(f, 1, 1, 4, 4000000);
+	run_level(f, 2, 4, 12, 1600000);
+	run_level(f, 3, 4, 20, 1600000);
+	/* Fast network, gamma 1.07: sync 10 + max(42.8, 24) + 9 = 61.8;
+	 * level 4 (median codec 12): 10 + 40 + 12 + 3 * 3 + 1.6e6 * 1.5e-6
+	 * = 73.4; level 1: 10 + 40 + 4 + 9 + 4e6 * 1.5e-6 = 69. Raw is
+	 * fastest. The gate's own prediction keeps the last measurement
+	 * (codec 20): 81.4. */
+	sup_assert_near(metric(f, "t_pred_level_4_ms"), 73.4, 1e-9);
+	sup_assert_near(metric(f, "t_pred_level_1_ms"), 69, 1e-9);
+	sup_assert_near(metric(f, "t_comp_ms"), 81.4, 1e-9);
+	sup_assert_near(metric(f, "t_pred_best_ms"), 61.8, 1e-9);
+	sup_assert_near(metric(f, "best_level"), 0, 1e-12);
+	sup_assert_contains(f->h.prop.reason,
+	    "; per level (ms): none 61.8, 4* 73.4, 1 69: best none");
+	/* A fractional level names its metric with "p": 0.25, codec 2 ms,
+	 * CR 2: 10 + 40 + 2 + 9 + 8e6 * 1.5e-6 = 73. */
+	run_level(f, 4, 0.25, 2, 8000000);
+	sup_assert_near(metric(f, "t_pred_level_0p25_ms"), 73, 1e-9);
+	sup_assert_contains(f->h.prop.reason,
+	    "none 61.8, 4 73.4, 1 69, 0.25* 73: best none");
+
+	/* The table survives a reload. The network slows (s = 6e-6): sync
+	 * 10 + max(42.8, 6 + 12e6 * 6e-6) + 3 + 4e6 * 6e-6 = 10 + 78 + 27 =
+	 * 115; level 4: 10 + 40 + 12 + 9 + 9.6 = 80.6; level 1: 10 + 40 + 4
+	 * + 9 + 24 = 87; level 0.25: 10 + 40 + 2 + 9 + 48 = 109. Level 4
+	 * wins. */
+	assert_int_equal(sup_direct_reload(&f->h, 5), 0);
+	slow_network(f);
+	run_level(f, 5, 1, 4, 4000000);
+	sup_assert_near(metric(f, "t_sync_ms"), 115, 1e-9);
+	sup_assert_near(metric(f, "t_pred_level_4_ms"), 80.6, 1e-9);
+	sup_assert_near(metric(f, "t_pred_level_1_ms"), 87, 1e-9);
+	sup_assert_near(metric(f, "t_pred_level_0p25_ms"), 109, 1e-9);
+	sup_assert_near(metric(f, "t_pred_best_ms"), 80.6, 1e-9);
+	sup_assert_near(metric(f, "best_level"), 4, 1e-12);
+	sup_assert_contains(f->h.prop.reason,
+	    "; per level (ms): none 115, 4 80.6, 1* 87, 0.25 109: best 4");
+}
+
+/* Layers at different levels make a set of their own, named by its
+ * slot; its metric is t_pred_mixed_<slot>_ms and it has no best_level. */
+static void
+test_perfmodel_names_a_mixed_set_of_levels_by_its_slot(void **state)
 {
 	fixture *f = *state;
 
 	direct_start_ok(f, direct_yaml);
-	/* Levels 0: nothing compressed, every window is raw. gamma =
-	 * (bwd + comm - T_comm(4e6)) / bwd with T_comm(4e6) = 9. */
-	levels(f, 0, 0, 0, 0);
-	f->on = f->off;
-	f->on.comm = 5; /* (40 + 5 - 9) / 40 = 0.9 -> 1 */
+	levels(f, 2, 1, 0, 1);
 	direct_run_ok(f, 0);
-	sup_assert_contains(f->h.prop.reason,
-	    "compression stays on: no layer compressed");
-	sup_assert_contains(f->h.prop.reason,
-	    "gamma 1 (measured 0.9, clamped)");
-	sup_assert_near(metric(f, "gamma"), 1, 1e-12);
-	f->on.comm = 13; /* (40 + 13 - 9) / 40 = 1.1 */
-	direct_run_ok(f, 1);
-	sup_assert_contains(f->h.prop.reason, "gamma 1.1 (measured 1.1)");
-	sup_assert_near(metric(f, "gamma"), 1.1, 1e-12);
-	f->on.comm = 50; /* (40 + 50 - 9) / 40 = 2.025 -> 1.2 */
-	direct_run_ok(f, 2);
-	sup_assert_contains(f->h.prop.reason,
-	    "gamma 1.2 (measured 2.02, clamped)");
-	sup_assert_near(metric(f, "gamma"), 1.2, 1e-12);
-
-	/* A compressed window measures no gamma: the last one stays. */
-	levels(f, 4, 4, 0, 4);
-	f->on = (profile){ .step = 65,
-		.bwd = 40,
-		.comm = 1,
-		.codec = 10,
-		.floats_sent = 1600000,
-		.floats_raw = 16000000 };
-	direct_run_ok(f, 3);
-	sup_assert_contains(f->h.prop.reason,
-	    "gamma 1.2 (measured 2.02, clamped)");
+	/* Codec 10, CR 10 as level 4 above: 71.4 against sync 61.8. */
+	sup_assert_near(metric(f, "t_pred_mixed_0_ms"), 71.4, 1e-9);
+	sup_assert_contains(f->h.prop.reason, "none 61.8, mixed#0* 71.4");
+	sup_assert_near(metric(f, "best_level"), 0, 1e-12);
 }
 
 static void
@@ -1326,6 +1507,7 @@ test_perfmodel_example_file_loads_and_its_torch_entry_runs(void **state)
 			     f->h.reason, sizeof(f->h.reason), &f->h.set),
 	    0);
 	assert_true(f->h.state.compression_off);
+	f->off.step = 80; /* serial: 10 + 40 + 30 */
 	run(f, 0);
 	run(f, 1);
 	assert_true(f->h.state.compression_off);
@@ -1356,8 +1538,8 @@ test_perfmodel_config_refuses_parameters_out_of_range(void **state)
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
-	    "        params: {gamma: 1.5}\n",
-	    "gamma must be in [1, 1.2], not 1.5");
+	    "        params: {gamma: 2.5}\n",
+	    "gamma must be in [1, 2], not 2.5");
 	sup_load_refused(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
@@ -1467,8 +1649,11 @@ main(void)
 		T(test_perfmodel_rejects_a_falling_line_with_its_slope),
 		T(test_perfmodel_runs_beside_accordion_on_other_knobs),
 		T(test_perfmodel_world_one_predicts_without_collectives),
-		T(test_perfmodel_measures_gamma_only_in_raw_windows),
+		T(test_perfmodel_measures_gamma_from_compute_bound_raw_steps),
+		T(test_perfmodel_recovers_gamma_from_noisy_overlapped_steps),
 		T(test_perfmodel_gamma_param_stands_in_until_measured),
+		T(test_perfmodel_predicts_every_level_measured_from_its_medians),
+		T(test_perfmodel_names_a_mixed_set_of_levels_by_its_slot),
 		T(test_perfmodel_overlap_false_predicts_the_serial_sum),
 		T(test_perfmodel_carries_the_unmodelled_communication_of_each_mode),
 		T(test_perfmodel_per_layer_collectives_leave_layer_0_last),
