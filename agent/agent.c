@@ -570,6 +570,20 @@ bellows_agent_decision(const bellows_agent *agent, bellows_decision *ret)
 	return 0;
 }
 
+int
+bellows_agent_codec_table(const bellows_agent *agent, const uint8_t **ret_table,
+    size_t *ret_len)
+{
+	const com_decision *d;
+
+	if (agent == NULL || ret_table == NULL || ret_len == NULL)
+		return BELLOWS_EINVAL;
+	d = agent->in_force;
+	*ret_table = d->codec_table_len > 0 ? d->codec_table : NULL;
+	*ret_len = d->codec_table_len;
+	return 0;
+}
+
 double
 bellows_agent_level(const bellows_agent *agent, uint32_t layer)
 {

@@ -44,7 +44,7 @@ com_limits_default(com_limits *lim)
 	lim->max_name_len = 256;
 	lim->max_text_len = 4096;
 	lim->max_decisions = 64;
-	lim->max_codec_table = 1u << 20;
+	lim->max_codec_table = COM_CODEC_TABLE_MAX;
 	lim->max_jobs = 4096;
 	lim->max_peers = 4096;
 	lim->max_comm = 256;

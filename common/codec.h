@@ -15,6 +15,11 @@
 
 #include "msg.h"
 
+/* Bytes of a Decision's codec table by default (the policy ABI's
+ * BELLOWS_CODEC_TABLE_MAX): a Welcome of max_decisions decisions with the
+ * largest tables stays well within a frame. */
+#define COM_CODEC_TABLE_MAX 65536
+
 typedef struct com_limits {
 	size_t max_msg_bytes; /* largest frame accepted (also ZMQ_MAXMSGSIZE) */
 	uint32_t max_layers;  /* layers in a table, report or decision */
@@ -30,7 +35,7 @@ typedef struct com_limits {
 } com_limits;
 
 /* Fills *lim with the defaults: 16 MiB frames, 65536 layers, 65536 ranks,
- * 256-byte names, 4096-byte texts, 64 decisions, 1 MiB codec table, 4096
+ * 256-byte names, 4096-byte texts, 64 decisions, 64 KiB codec table, 4096
  * jobs, 4096 peers, 256 comm samples, 4096 metrics. */
 void com_limits_default(com_limits *lim);
 

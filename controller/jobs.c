@@ -1122,7 +1122,8 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 	jobs_publish_telemetry(jobs, j, &view);
 	/* The window as the policies saw it, with `last`, the state in
 	 * force during it: what a recovered job's policies are shown
-	 * again. It is written right after the decision answering it. */
+	 * again. Recorded before the decision answering it, it is never
+	 * dropped and commits no later than that decision. */
 	ctl_store_window(jobs->store, j->run_id, &view, j->alive, complete,
 	    last, com_clock_wall_ms());
 	metrics = ctl_policy_set_metrics(j->policies, &n_metrics);

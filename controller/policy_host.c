@@ -1,6 +1,8 @@
 /* policy_host - policy instances of one job, see policy_host.h. */
 #include "policy_host.h"
 
+#include "codec.h"
+
 #include "log.h"
 
 #include <bellows/error.h>
@@ -71,6 +73,53 @@ host_prefill(ctl_policy_set *set, const com_decision *state)
 	p->reason[0] = '\0';
 	p->calibrate_steps = 0;
 	p->n_metrics = 0;
+	/* The codec's limit is the same: a table in force always fits. */
+	p->codec_table_len = state->codec_table_len <= BELLOWS_CODEC_TABLE_MAX
+	    ? (uint32_t)state->codec_table_len
+	    : 0;
+	if (p->codec_table_len > 0)
+		memcpy(p->codec_table, state->codec_table, p->codec_table_len);
+}
+
+_Static_assert(BELLOWS_CODEC_TABLE_MAX == COM_CODEC_TABLE_MAX,
+    "a table a policy may propose is one every codec accepts");
+
+/* Takes the proposal's codec table into state when it differs. A table
+ * longer than BELLOWS_CODEC_TABLE_MAX, or no memory for it, leaves the
+ * one in force (logged). */
+static void
+host_merge_table(ctl_policy_set *set, com_decision *state)
+{
+	const bellows_proposal *p = &set->proposal;
+	uint8_t *table = NULL;
+
+	if (p->codec_table_len > BELLOWS_CODEC_TABLE_MAX) {
+		ctl_log(CTL_LOG_WARN, "policy",
+		    "job '%s': a codec table of %" PRIu32 " bytes (more than "
+		    "%d) is refused; the one in force stays",
+		    state->job != NULL ? state->job : "", p->codec_table_len,
+		    BELLOWS_CODEC_TABLE_MAX);
+		return;
+	}
+	if (p->codec_table_len == state->codec_table_len &&
+	    (p->codec_table_len == 0 ||
+		memcmp(p->codec_table, state->codec_table,
+		    p->codec_table_len) == 0))
+		return;
+	if (p->codec_table_len > 0) {
+		table = malloc(p->codec_table_len);
+		if (table == NULL) {
+			ctl_log(CTL_LOG_ERROR, "policy",
+			    "job '%s': out of memory for a codec table; the "
+			    "one in force stays",
+			    state->job != NULL ? state->job : "");
+			return;
+		}
+		memcpy(table, p->codec_table, p->codec_table_len);
+	}
+	free(state->codec_table);
+	state->codec_table = table;
+	state->codec_table_len = p->codec_table_len;
 }
 
 /* Copies the knobs `knobs` from the scratch proposal into state. */
@@ -95,6 +144,8 @@ host_merge(ctl_policy_set *set, uint32_t knobs, com_decision *state)
 	}
 	if (knobs & BELLOWS_KNOB_COMPRESSION)
 		state->compression_off = p->compression_off;
+	if (knobs & BELLOWS_KNOB_CODEC_TABLE)
+		host_merge_table(set, state);
 }
 
 void
@@ -116,6 +167,7 @@ ctl_policy_set_destroy(ctl_policy_set **set)
 	free(s->inst);
 	free(s->proposal.level);
 	free(s->proposal.error_bound);
+	free(s->proposal.codec_table);
 	free(s->metrics);
 	free(s->metric_view);
 	free(s);
@@ -207,6 +259,7 @@ host_build(const ctl_policy_set *old, const ctl_job_conf *jc, const char *job,
 	set->proposal.level = calloc(n_layers ? n_layers : 1, sizeof(double));
 	set->proposal.error_bound = calloc(n_layers ? n_layers : 1,
 	    sizeof(double));
+	set->proposal.codec_table = malloc(BELLOWS_CODEC_TABLE_MAX);
 	set->inst = calloc(jc->n_policies ? jc->n_policies : 1,
 	    sizeof(*set->inst));
 	set->metrics = calloc((size_t)(jc->n_policies ? jc->n_policies : 1) *
@@ -218,8 +271,8 @@ host_build(const ctl_policy_set *old, const ctl_job_conf *jc, const char *job,
 	    sizeof(*set->metric_view));
 	wl = host_layers(layers, n_layers, in_force);
 	if (set->proposal.level == NULL || set->proposal.error_bound == NULL ||
-	    set->inst == NULL || set->metrics == NULL ||
-	    set->metric_view == NULL || wl == NULL)
+	    set->proposal.codec_table == NULL || set->inst == NULL ||
+	    set->metrics == NULL || set->metric_view == NULL || wl == NULL)
 		goto fail;
 	for (uint32_t i = 0; i < jc->n_policies; i++) {
 		host_instance *in = &set->inst[i];

@@ -239,13 +239,17 @@ typedef struct store_update_row {
 /* What the loop hands over in one go. Its firm rows (everything but the
  * metric rows and decision_changes) are written in one transaction, and
  * then the rest in another, so that a decision's commit never waits for
- * the statistics of the window it answers. Tables are written in the
- * order of the fields, so a run's row precedes its updates. */
+ * the per-rank statistics of the window it answers. The window as the
+ * policies saw it (window_info and its windows rows) is firm: recovery
+ * replays it into the policies, so it is never dropped and it commits
+ * no later than the decision answering it. Tables are written in the
+ * order of the fields, so a run's row precedes its updates and a
+ * window precedes its decision. */
 typedef struct store_batch {
 	uint64_t ticket;                         /* numbered by the loop */
 	uint32_t rows;                           /* all rows */
-	uint32_t metric_rows;                    /* infos + stats + timings +
-						  * comms + metrics */
+	uint32_t metric_rows;                    /* timings + comms +
+						  * metrics */
 	bool firm_done;                          /* firm rows committed */
 	struct store_batch *next;                /* the writer's queue */
 	STORE_VEC(store_file_row) files;         /* policy_files */
@@ -1488,15 +1492,14 @@ static bool
 store_batch_firm(const store_batch *b)
 {
 	return !b->firm_done &&
-	    (b->files.n | b->runs.n | b->layers.n | b->ranks.n |
-		b->decisions.n | b->events.n | b->updates.n) != 0;
+	    (b->files.n | b->runs.n | b->layers.n | b->ranks.n | b->infos.n |
+		b->stats.n | b->decisions.n | b->events.n | b->updates.n) != 0;
 }
 
 static bool
 store_batch_rest(const store_batch *b)
 {
-	return (b->infos.n | b->stats.n | b->timings.n | b->comms.n |
-		   b->metrics.n | b->changes.n) != 0;
+	return (b->timings.n | b->comms.n | b->metrics.n | b->changes.n) != 0;
 }
 
 #define STORE_WRITE_ALL(vec, fn)                                               \
@@ -1515,22 +1518,22 @@ store_write_firm(store_writer *w, const store_batch *b)
 	STORE_WRITE_ALL(runs, store_write_run)
 	STORE_WRITE_ALL(layers, store_write_layer)
 	STORE_WRITE_ALL(ranks, store_write_rank)
+	STORE_WRITE_ALL(infos, store_write_info)
+	if (rc == SQLITE_OK)
+		rc = store_write_stats(w, b);
 	STORE_WRITE_ALL(decisions, store_write_decision)
 	STORE_WRITE_ALL(events, store_write_event)
 	STORE_WRITE_ALL(updates, store_write_update)
 	return rc;
 }
 
-/* Writes b's metric rows and decision changes inside the caller's
- * transaction. */
+/* Writes b's metric rows (per rank and per policy) and decision changes
+ * inside the caller's transaction. */
 static int
 store_write_rest(store_writer *w, const store_batch *b)
 {
 	int rc = SQLITE_OK;
 
-	STORE_WRITE_ALL(infos, store_write_info)
-	if (rc == SQLITE_OK)
-		rc = store_write_stats(w, b);
 	if (rc == SQLITE_OK)
 		rc = store_write_timings(w, b);
 	STORE_WRITE_ALL(comms, store_write_comm)
@@ -1598,6 +1601,10 @@ store_write_firm_all(store_writer *w)
 		return rc;
 	b = w->head;
 	for (i = 0; i < n; i++, b = b->next) {
+		for (uint32_t k = 0; !b->firm_done && k < b->infos.n; k++)
+			store_note_window(w, b->infos.v[k].run,
+			    b->infos.v[k].window);
+		w->age_due = w->age_due || (!b->firm_done && b->infos.n > 0);
 		b->firm_done = true;
 		m.ticket = b->ticket;
 	}
@@ -1619,13 +1626,6 @@ store_write_rest_n(store_writer *w, uint32_t n)
 	if (rest &&
 	    (rc = store_write_txn(w, w->head, n, store_write_rest)) != 0)
 		return rc;
-	b = w->head;
-	for (uint32_t i = 0; i < n; i++, b = b->next) {
-		for (uint32_t k = 0; k < b->infos.n; k++)
-			store_note_window(w, b->infos.v[k].run,
-			    b->infos.v[k].window);
-		w->age_due = w->age_due || b->infos.n > 0;
-	}
 	return SQLITE_OK;
 }
 
@@ -2392,10 +2392,17 @@ ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
     uint64_t wall_ms)
 {
 	store_batch *b;
+	uint32_t n_comm;
 
-	if (s == NULL || run == 0 ||
-	    !store_keep_metrics(s, w->window, 1 + w->n_layers + w->n_comm))
+	if (s == NULL || run == 0)
 		return;
+	/* window_info and the per-layer rows are what recovery replays into
+	 * the policies: firm rows, never dropped, handed over ahead of the
+	 * decision answering the window, so committed no later than it. The
+	 * collectives are O(ranks), like timings: metric rows. */
+	n_comm = w->n_comm > 0 && store_keep_metrics(s, w->window, w->n_comm)
+	    ? w->n_comm
+	    : 0;
 	b = store_cur(s);
 	*STORE_PUSH(b->infos) = (store_info_row){
 		.run = run,
@@ -2458,7 +2465,7 @@ ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
 			.comm_comp_n = v->comm_comp_n,
 		};
 	}
-	for (uint32_t i = 0; i < w->n_comm; i++) {
+	for (uint32_t i = 0; i < n_comm; i++) {
 		const bellows_comm_sample *c = &w->comm[i];
 
 		*STORE_PUSH(b->comms) = (store_comm_row){
@@ -2471,9 +2478,8 @@ ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
 			.compressed = c->compressed,
 		};
 	}
-	/* The window's rows stay together: a recovered window is whole. */
-	store_added(s, 1 + w->n_layers + w->n_comm,
-	    1 + w->n_layers + w->n_comm);
+	/* The window's rows stay in one batch. */
+	store_added(s, 1 + w->n_layers + n_comm, n_comm);
 }
 
 void

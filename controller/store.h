@@ -136,10 +136,12 @@ void ctl_store_rank_event(ctl_store *s, int64_t run, uint32_t rank,
 void ctl_store_timing(ctl_store *s, int64_t run, uint64_t window, uint32_t rank,
     const com_timings *t);
 
-/* Records a closed window as the policies saw it (window_info, one
- * windows row per layer and one comm_samples row per collective in
- * w->comm; metric rows, kept or dropped together), with `in_force` the
- * knob state in force during it (its apply step and calibration too). */
+/* Records a closed window as the policies saw it, with `in_force` the
+ * knob state in force during it (its apply step and calibration too):
+ * window_info and one windows row per layer, firm rows that recovery
+ * replays into the policies (never dropped; committed no later than a
+ * decision recorded after them), and one comm_samples row per collective
+ * in w->comm (metric rows, downsampled under pressure). */
 void ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
     uint32_t ranks_expected, bool complete, const com_decision *in_force,
     uint64_t wall_ms);

@@ -305,6 +305,15 @@ BELLOWS_EXPORT int bellows_agent_decision(const bellows_agent *agent,
 BELLOWS_EXPORT int bellows_agent_window_stats(const bellows_agent *agent,
     uint32_t layer, bellows_layer_stats *ret);
 
+/* The codec table in force in the current step (the opaque bytes the
+ * job's CODEC_TABLE policy last proposed, at most 64 KiB, e.g. a Huffman
+ * table of gradient exponents): *ret_table and *ret_len, NULL and 0 when
+ * there is none. The pointer stays valid until the next
+ * bellows_agent_step_begin() or bellows_agent_close(); every rank gets
+ * the same table at the same step. Returns 0 or BELLOWS_EINVAL. */
+BELLOWS_EXPORT int bellows_agent_codec_table(const bellows_agent *agent,
+    const uint8_t **ret_table, size_t *ret_len);
+
 /* Level in force for `layer` in the current step; 0 for a bad index. */
 BELLOWS_EXPORT double bellows_agent_level(const bellows_agent *agent,
     uint32_t layer);

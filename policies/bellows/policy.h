@@ -30,6 +30,10 @@ extern "C" {
 
 #define BELLOWS_REASON_MAX 512 /* bytes of a proposal's reason, with NUL */
 
+/* Bytes of a codec table (BELLOWS_KNOB_CODEC_TABLE). A Decision carrying
+ * a longer one is refused by every peer's codec. */
+#define BELLOWS_CODEC_TABLE_MAX 65536
+
 /* Knobs a policy may own (bit set). Values go into configs: only append. */
 enum bellows_knob {
 	BELLOWS_KNOB_LEVEL = 1u << 0,          /* per-layer compression level */
@@ -201,6 +205,16 @@ typedef struct bellows_proposal {
 					   * (predicted times, fitted
 					   * parameters...): recorded in the
 					   * history, shown by bellows top */
+
+	/* Appended in 0.3. The CODEC_TABLE owner's opaque table for the
+	 * agents' codec (e.g. GComp's Huffman table of gradient exponents):
+	 * a host buffer of BELLOWS_CODEC_TABLE_MAX bytes pre-filled with the
+	 * table in force, its first codec_table_len bytes used (0: none). A
+	 * policy rebuilds it by writing the buffer and the length; a length
+	 * above BELLOWS_CODEC_TABLE_MAX is refused (the table in force
+	 * stays). Other policies' edits are ignored. */
+	uint8_t *codec_table;     /* BELLOWS_CODEC_TABLE_MAX bytes */
+	uint32_t codec_table_len; /* bytes used */
 } bellows_proposal;
 
 /* Something that happened to the job between windows. */

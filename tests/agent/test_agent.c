@@ -1315,12 +1315,23 @@ test_decision_from_welcome_is_in_force_from_its_apply_step_exactly(void **state)
 	bellows_agent_stats s;
 	bellows_decision d;
 	bellows_agent *a;
+	const uint8_t *table;
+	size_t table_len;
+	com_decision *made;
 	fake *f;
 
 	(void)state;
 	f = fake_start(NULL, NULL);
 	pthread_mutex_lock(&f->mu);
-	fake_decide(f, 3, 0, 2.0, 0);
+	made = &f->decisions[fake_decide(f, 3, 0, 2.0, 0)];
+	/* An opaque codec table, zero and high bytes included. */
+	made->codec_table = malloc(4);
+	assert_non_null(made->codec_table);
+	memcpy(made->codec_table,
+	    "G\0\xff"
+	    "C",
+	    4);
+	made->codec_table_len = 4;
 	pthread_mutex_unlock(&f->mu);
 	config(&cfg, f);
 	a = open_agent(&cfg);
@@ -1332,10 +1343,21 @@ test_decision_from_welcome_is_in_force_from_its_apply_step_exactly(void **state)
 		assert_int_equal(bellows_agent_step_begin(a, &step), 0);
 		assert_int_equal(step, i);
 		assert_int_equal(bellows_agent_decision(a, &d), 0);
+		assert_int_equal(bellows_agent_codec_table(a, &table,
+				     &table_len),
+		    0);
 		if (step < 3) {
 			assert_int_equal(d.seq, 0);
 			assert_true(bellows_agent_level(a, 1) == 0.0);
+			assert_null(table);
+			assert_int_equal(table_len, 0);
 		} else {
+			assert_int_equal(table_len, 4);
+			assert_memory_equal(table,
+			    "G\0\xff"
+			    "C",
+			    4);
+			assert_ptr_equal(table, d.codec_table);
 			assert_int_equal(d.seq, 1);
 			assert_int_equal(d.apply_step, 3);
 			assert_true(bellows_agent_level(a, 1) == 2.0);
@@ -1348,6 +1370,10 @@ test_decision_from_welcome_is_in_force_from_its_apply_step_exactly(void **state)
 		assert_int_equal(bellows_agent_stats_get(a, &s), 0);
 		assert_int_equal(s.seq_in_force, step < 3 ? 0 : 1);
 	}
+	assert_int_equal(bellows_agent_codec_table(a, NULL, &table_len),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_codec_table(NULL, &table, &table_len),
+	    BELLOWS_EINVAL);
 	bellows_agent_close(&a);
 	fake_stop(f);
 }

@@ -1897,6 +1897,39 @@ test_codec_rejects_oversize_codec_table(void **state)
 }
 
 static void
+test_codec_carries_a_64_kib_codec_table_by_default_and_no_more(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+	uint8_t *buf;
+	size_t len;
+	com_msg out;
+
+	for (size_t n = COM_CODEC_TABLE_MAX - 1; n <= COM_CODEC_TABLE_MAX + 1;
+	     n++) {
+		make_msg(&m, COM_MSG_DECISION);
+		free(m.u.decision.codec_table);
+		m.u.decision.codec_table = xcalloc(n, 1);
+		m.u.decision.codec_table_len = n;
+		for (size_t i = 0; i < n; i++)
+			m.u.decision.codec_table[i] = (uint8_t)(i * 7 + n);
+		encode(&m, &buf, &len);
+		if (n > COM_CODEC_TABLE_MAX) {
+			assert_int_equal(decode(buf, len, &lim, &out),
+			    BELLOWS_EPROTO);
+		} else {
+			assert_int_equal(decode(buf, len, &lim, &out), 0);
+			assert_int_equal(out.u.decision.codec_table_len, n);
+			assert_memory_equal(out.u.decision.codec_table,
+			    m.u.decision.codec_table, n);
+		}
+		com_msg_fini(&out);
+		com_msg_fini(&m);
+		free(buf);
+	}
+}
+
+static void
 test_codec_rejects_in_force_for_another_layer_table(void **state)
 {
 	com_limits lim = limits();
@@ -2223,7 +2256,7 @@ test_codec_default_limits_match_the_contract(void **state)
 	assert_int_equal(lim.max_name_len, 256);
 	assert_int_equal(lim.max_text_len, 4096);
 	assert_int_equal(lim.max_decisions, 64);
-	assert_int_equal(lim.max_codec_table, 1u << 20);
+	assert_int_equal(lim.max_codec_table, 65536);
 	assert_int_equal(lim.max_jobs, 4096);
 	assert_int_equal(lim.max_peers, 4096);
 	assert_int_equal(lim.max_comm, 256);
@@ -2533,6 +2566,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_codec_rejects_too_many_decisions),
 		cmocka_unit_test(test_codec_rejects_decisions_out_of_seq_order),
 		cmocka_unit_test(test_codec_rejects_oversize_codec_table),
+		cmocka_unit_test(
+		    test_codec_carries_a_64_kib_codec_table_by_default_and_no_more),
 		cmocka_unit_test(
 		    test_codec_rejects_in_force_for_another_layer_table),
 		cmocka_unit_test(test_codec_rejects_status_reply_over_limits),

@@ -736,6 +736,93 @@ test_host_takes_calibration_from_the_threshold_owner_only(void **state)
 	ctl_policy_set_destroy(&f->set);
 }
 
+/* The codec_table owner: window 0 builds a 3-byte table, window 1 keeps
+ * it (checking the pre-fill), window 2 proposes one too long, window 3 a
+ * 64 KiB one. */
+static int
+table_on_window(void *st, const void *config, const bellows_window *w,
+    bellows_proposal *out)
+{
+	switch (w->window) {
+	case 0:
+		if (out->codec_table_len != 0)
+			return BELLOWS_ESTATE;
+		memcpy(out->codec_table, "abc", 3);
+		out->codec_table_len = 3;
+		snprintf(out->reason, sizeof(out->reason), "table");
+		break;
+	case 1:
+		if (out->codec_table_len != 3 ||
+		    memcmp(out->codec_table, "abc", 3) != 0)
+			return BELLOWS_ESTATE;
+		break;
+	case 2:
+		out->codec_table_len = BELLOWS_CODEC_TABLE_MAX + 1;
+		break;
+	default:
+		memset(out->codec_table, 0x5a, BELLOWS_CODEC_TABLE_MAX);
+		out->codec_table_len = BELLOWS_CODEC_TABLE_MAX;
+		break;
+	}
+	return 0;
+}
+
+/* Not the owner: whatever it writes into the table is ignored. */
+static int
+scribble_on_window(void *st, const void *config, const bellows_window *w,
+    bellows_proposal *out)
+{
+	memcpy(out->codec_table, "zzzz", 4);
+	out->codec_table_len = 4;
+	return 0;
+}
+
+static void
+test_host_takes_a_bounded_codec_table_from_its_owner_only(void **state)
+{
+	fixture *f = *state;
+	bellows_policy_ops table = probe_ops, other = probe_ops;
+	probe_config pcfg = { .gain = 1, .span = 16 };
+	ctl_policy_conf pcs[2];
+	char policies[64], reason[256];
+	ctl_job_conf jc;
+
+	table.knobs = BELLOWS_KNOB_CODEC_TABLE;
+	table.init = probe_init_noop;
+	table.on_window = table_on_window;
+	other.knobs = BELLOWS_KNOB_COMPRESSION;
+	other.init = probe_init_noop;
+	other.on_window = scribble_on_window;
+	pcs[0] = (ctl_policy_conf){ .name = "tbl",
+		.ops = &table,
+		.config = &pcfg };
+	pcs[1] = (ctl_policy_conf){ .name = "other",
+		.ops = &other,
+		.config = &pcfg };
+	jc = (ctl_job_conf){ .match = "*", .n_policies = 2, .policies = pcs };
+	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
+	assert_int_equal(ctl_policy_set_new(&jc, "job", 4, layers, N_LAYERS,
+			     &f->state, f->reason, sizeof(f->reason), &f->set),
+	    0);
+	assert_int_equal(f->state.codec_table_len, 0);
+	for (uint64_t w = 0; w < 3; w++) {
+		assert_int_equal(run(f, w, policies, sizeof(policies), reason,
+				     sizeof(reason)),
+		    0);
+		/* Built at window 0, kept at 1, the oversize one refused at
+		 * 2; the other policy's scribbles never count. */
+		assert_int_equal(f->state.codec_table_len, 3);
+		assert_memory_equal(f->state.codec_table, "abc", 3);
+	}
+	assert_int_equal(run(f, 3, policies, sizeof(policies), reason,
+			     sizeof(reason)),
+	    0);
+	assert_int_equal(f->state.codec_table_len, BELLOWS_CODEC_TABLE_MAX);
+	assert_int_equal(f->state.codec_table[BELLOWS_CODEC_TABLE_MAX - 1],
+	    0x5a);
+	ctl_policy_set_destroy(&f->set);
+}
+
 static void
 test_host_prefills_and_keeps_only_valid_metrics_named_by_instance(void **state)
 {
@@ -812,6 +899,7 @@ main(void)
 		T(test_host_merges_owned_knobs_and_counts_failures),
 		T(test_host_refuses_a_set_whose_init_fails_and_names_it),
 		T(test_host_takes_calibration_from_the_threshold_owner_only),
+		T(test_host_takes_a_bounded_codec_table_from_its_owner_only),
 		T(test_host_prefills_and_keeps_only_valid_metrics_named_by_instance),
 #undef T
 	};

@@ -79,6 +79,9 @@ typedef struct fixture {
 	uint64_t pub_seq[MAX_PUB]; /* seqs published, in order */
 	uint32_t n_pub;            /* entries in pub_seq */
 	char last_reason[1024];    /* reason of the last decision published */
+	bool check_windows;        /* durable: decisions' windows are in */
+	uint32_t windows_checked;  /* durable callbacks that looked */
+	uint32_t windows_missing;  /* durable decisions without their window */
 } fixture;
 
 /* ---- reading the file back -------------------------------------------- */
@@ -178,6 +181,17 @@ on_durable(void *arg, uint64_t ticket)
 				 (unsigned long long)f->check_seq) == 1;
 		f->check_seq = 0;
 	}
+	if (f->check_windows) {
+		/* A committed decision implies the window it answers (the
+		 * window before its own) is committed too. */
+		f->windows_checked++;
+		if (db_int(f->db,
+			"SELECT count(*) FROM decisions d WHERE d.window > 0 "
+			"AND d.source = 'window' AND NOT EXISTS (SELECT 1 FROM "
+			"window_info i WHERE i.run_id = d.run_id AND "
+			"i.window = d.window - 1)") != 0)
+			f->windows_missing++;
+	}
 }
 
 static void
@@ -189,6 +203,14 @@ on_publish(void *arg, const com_msg *m)
 		return;
 	assert_true(f->n_pub < MAX_PUB);
 	f->pub_seq[f->n_pub++] = m->u.decision.seq;
+	if (f->check_windows && m->u.decision.window > 0) {
+		/* Published once committed: the window it answers is in. */
+		f->windows_checked++;
+		if (db_int(f->db,
+			"SELECT count(*) FROM window_info WHERE window = %llu",
+			(unsigned long long)m->u.decision.window - 1) != 1)
+			f->windows_missing++;
+	}
 	snprintf(f->last_reason, sizeof(f->last_reason), "%s",
 	    m->u.decision.reason != NULL ? m->u.decision.reason : "");
 }
@@ -416,6 +438,22 @@ put_window(fixture *f, int64_t run, uint64_t w, uint32_t n, uint64_t wall)
 	ctl_store_window(f->store, run, &v, 2, true, &in_force, wall);
 	com_decision_fini(&in_force);
 	free(layers);
+}
+
+/* n policy metrics of window w (metric rows, kept or dropped together). */
+static void
+put_metrics(fixture *f, int64_t run, uint64_t w, uint32_t n)
+{
+	com_metric *m = calloc(n, sizeof(*m));
+
+	assert_non_null(m);
+	for (uint32_t i = 0; i < n; i++)
+		m[i] = (com_metric){ .policy = (char *)"accordion",
+			.name = (char *)"norm",
+			.layer = (int32_t)i,
+			.value = (double)w };
+	ctl_store_policy_metrics(f->store, run, w, m, n);
+	free(m);
 }
 
 /* ---- schema ------------------------------------------------------------- */
@@ -1107,9 +1145,12 @@ test_store_downsamples_metrics_when_behind_and_counts_them(void **state)
 	assert_int_equal(sqlite3_exec(other, "BEGIN IMMEDIATE", NULL, NULL,
 			     NULL),
 	    SQLITE_OK);
-	/* 40 windows of 101 metric rows against a queue of 1000. */
+	/* 40 windows of 101 metric rows against a queue of 1000, each
+	 * with the window the policies saw (100 layers). */
+	f->check_windows = true;
 	for (uint64_t w = 0; w < 40; w++) {
 		put_window(f, run, w, 100, com_clock_wall_ms());
+		put_metrics(f, run, w, 101);
 		t = put_decision(f, run, w + 2, NULL);
 		ctl_store_flush(f->store);
 	}
@@ -1121,23 +1162,34 @@ test_store_downsamples_metrics_when_behind_and_counts_them(void **state)
 	    SQLITE_OK);
 	sqlite3_close(other);
 	wait_committed(f, t);
-	/* Every decision, some windows, each whole (multi-row inserts of 32
-	 * rows and single ones for the rest). */
+	/* Every decision and every window the policies saw, each whole
+	 * (multi-row inserts of 32 rows and single ones for the rest), and
+	 * each window committed no later than the decision answering it. */
 	assert_int_equal(db_int(f->db, "SELECT count(*) FROM decisions"), 41);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM window_info"), 40);
 	assert_int_equal(
 	    db_int(f->db,
 		"SELECT count(*) * 10000 + sum(layer) FROM windows "
-		"WHERE window = 0"),
+		"WHERE window = 39"),
 	    100 * 10000 + 4950);
-	kept = db_int(f->db, "SELECT count(*) FROM window_info");
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM windows"), 4000);
+	assert_true(f->windows_checked > 0);
+	assert_int_equal(f->windows_missing, 0);
+	/* Some windows' metric rows, each window's kept or dropped
+	 * together. */
+	kept = db_int(f->db,
+	    "SELECT count(DISTINCT window) FROM policy_metrics");
 	assert_true(kept > 0 && kept < 40);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM policy_metrics"),
+	    kept * 101);
 	st = store_status(f);
 	assert_int_equal(st.store_dropped, (uint64_t)(40 - kept) * 101);
 	free(st.store_error);
-	/* Beyond the queue only every 8th window was kept. */
+	/* Beyond the queue only every 8th window kept its metric rows. */
 	assert_int_equal(db_int(f->db,
-			     "SELECT count(*) FROM window_info WHERE window "
-			     ">= 10 AND window %% 8 != 0"),
+			     "SELECT count(DISTINCT window) FROM "
+			     "policy_metrics WHERE window >= 10 AND window "
+			     "%% 8 != 0"),
 	    0);
 	/* The loss is recorded, not silent. */
 	sleep_ms(1100);
@@ -1792,6 +1844,63 @@ test_store_rebuilds_a_job_and_its_policy_history_after_a_restart(void **state)
 }
 
 static void
+test_store_rebuilds_accordion_from_windows_recorded_while_behind(void **state)
+{
+	fixture *f = *state;
+	com_status_reply st;
+
+	/* A queue of one metric row: the store is behind from the first
+	 * window on, and every window's metric rows past the first are
+	 * downsampled (all but every 8th window's dropped). */
+	f->cfg->store.queue_rows = 1;
+	new_jobs(f);
+	f->check_windows = true;
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	for (uint64_t w = 0; w < 5; w++) {
+		report_window(f, w, 1.0 + 0.1 * (double)w, 1100 + w);
+		settle(f);
+	}
+	assert_int_equal(f->n_pub, 6);
+	st = store_status(f);
+	assert_true(st.store_dropped > 0);
+	free(st.store_error);
+	/* Timings were dropped; the windows the policies saw were not, and
+	 * each was committed by the time its decision was. */
+	assert_true(db_int(f->db, "SELECT count(*) FROM timings") < 10);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM window_info"), 5);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM windows"),
+	    5 * N_LAYERS);
+	assert_true(f->windows_checked > 0);
+	assert_int_equal(f->windows_missing, 0);
+	f->check_windows = false;
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+
+	f->n_pub = 0;
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
+	start_store(f);
+	hello(f, "A", 0, 50, 6, 6, 5000);
+	hello(f, "B", 1, 50, 6, 6, 5000);
+	report_window(f, 5, 1.5, 5100);
+	settle(f);
+	report_window(f, 6, 1.6, 5200);
+	settle(f);
+	assert_int_equal(f->n_pub, 2);
+	assert_int_equal(f->pub_seq[1], 8);
+	/* Window 4, recorded while behind and not a multiple of 8, is what
+	 * the check at window 6 compares with. */
+	if (strncmp(f->last_reason,
+		"window 6 vs window 4 (eta 0.5): 0 "
+		"critical (level 2), 2 stable",
+		60) != 0)
+		fail_msg("unexpected reason '%s'", f->last_reason);
+	assert_null(strstr(f->last_reason, "no norm"));
+}
+
+static void
 test_store_ends_a_run_when_every_rank_leaves(void **state)
 {
 	fixture *f = *state;
@@ -1939,6 +2048,7 @@ main(void)
 		T(test_store_records_a_jobs_collectives_and_policy_metrics),
 		T(test_store_degraded_store_does_not_hold_up_decisions),
 		T(test_store_rebuilds_a_job_and_its_policy_history_after_a_restart),
+		T(test_store_rebuilds_accordion_from_windows_recorded_while_behind),
 		T(test_store_ends_a_run_when_every_rank_leaves),
 		T(test_store_settings_parse_with_defaults_and_refusals),
 		T(test_store_functions_are_no_ops_without_a_store),

@@ -324,6 +324,75 @@ class DaemonTest(unittest.TestCase):
         self.assertTrue(all(not b for _, b in modes))
         self.assertNotIn("malformed", log)
 
+    def test_a_codec_table_from_a_plugin_reaches_both_ranks_and_the_history(
+            self):
+        """The exponent_table example plug-in owns codec_table: the table
+        it builds every second window reaches both ranks (C API through the
+        binding) at the same step, and the history keeps the same bytes
+        with a decision_changes row of its length."""
+        plugin = (support.BUILD / "examples" / "policies" /
+                  "exponent_table_example" / "libexponent_table.so")
+        if not plugin.exists():
+            self.skipTest(f"{plugin} not built")
+        policy = FIXED + f"""\
+      - type: exponent_table
+        plugin: {plugin}
+        params: {{every: 2}}
+"""
+        with support.Daemon(policy, db=True) as daemon:
+            agents = [bellows.Agent("py-table", r, 2, LAYERS,
+                                    control=daemon.control,
+                                    publish=daemon.publish,
+                                    window_steps=2) for r in range(2)]
+            try:
+                tables = [[], []]
+                for i in range(16):
+                    v = 1.0 + i // 2  # window i // 2's gradients
+                    for r, a in enumerate(agents):
+                        step = a.step_begin()
+                        a.observe(0, torch.full((32,), v))
+                        a.observe(1, torch.full((4,), v))
+                        tables[r].append((step, a.codec_table()))
+                        a.step_end(lr=0.1)
+                last = agents[0].decision()
+            finally:
+                for a in agents:
+                    a.close()
+            rc = daemon.stop()
+            import sqlite3
+            db = sqlite3.connect(str(daemon.db))
+            stored = db.execute(
+                "SELECT codec_table FROM decisions WHERE seq = ?",
+                (last.seq,)).fetchone()
+            changes = db.execute(
+                "SELECT count(*), max(new) FROM decision_changes WHERE "
+                "knob = 'codec_table'").fetchone()
+            db.close()
+        self.assertEqual(rc, 0)
+        print(f"\n  (step, table bytes) on rank 0: "
+              f"{[(s, len(t) if t else 0) for s, t in tables[0]]}")
+        # Every rank has the same table at every step.
+        self.assertEqual(tables[0], tables[1])
+        table = tables[0][-1][1]
+        self.assertIsNotNone(table)
+        self.assertEqual(table, last.codec_table)
+        # "BXT1", the window it was built from (even: every 2), 2 layers,
+        # w's norm exponent (2 steps of v over 32 elements), the bias not
+        # selected (1-D) so 0.
+        self.assertEqual(len(table), 16)
+        self.assertEqual(table[:4], b"BXT1")
+        window = int.from_bytes(table[4:12], "little")
+        self.assertEqual(window % 2, 0)
+        self.assertEqual(int.from_bytes(table[12:14], "little"), 2)
+        norm = 2 * (1.0 + window) * 32 ** 0.5
+        import math
+        self.assertEqual(table[14], math.frexp(norm)[1] + 128)
+        self.assertEqual(table[15], 0)
+        # The history keeps the bytes the ranks got, and the rebuilds.
+        self.assertEqual(bytes(stored[0]), table)
+        self.assertGreaterEqual(changes[0], 2)
+        self.assertEqual(changes[1], 16.0)
+
 
 if __name__ == "__main__":
     unittest.main()

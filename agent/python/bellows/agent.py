@@ -511,6 +511,13 @@ class Agent:
         index, as the C function)."""
         return self._f.level(self._h(), layer)
 
+    def codec_table(self) -> bytes | None:
+        """The codec table in force in the current step (the opaque
+        bytes the job's codec_table policy proposed, at most 64 KiB), or
+        None when there is none. Every rank gets the same table at the
+        same step (bellows_agent_codec_table)."""
+        return self.decision().codec_table
+
     def batch_size(self, default: int) -> int:
         """The per-rank batch size in force: the decision's, or
         ``default`` (the trainer's own) when it says 0."""
