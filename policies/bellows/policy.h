@@ -25,8 +25,10 @@
 extern "C" {
 #endif
 
-/* Bumped on any incompatible change of this header. */
-#define BELLOWS_POLICY_ABI 1
+/* Bumped on any incompatible change of this header. 2: bellows_param's
+ * `choices`, the ops' `check`, BELLOWS_EVENT_LR_CHANGE and the event's
+ * lr_old/lr_new. bellowsd loads only policies of its own version. */
+#define BELLOWS_POLICY_ABI 2
 
 #define BELLOWS_REASON_MAX 512 /* bytes of a proposal's reason, with NUL */
 
