@@ -462,8 +462,10 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 				sel->min_numel = (uint64_t)v;
 		} else if (kname != NULL && strcmp(kname, "min_ndim") == 0) {
 			if ((r = config_int(cx, val, "min_ndim", 0, 8, &v)) ==
-			    0)
+			    0) {
 				sel->min_ndim = (uint32_t)v;
+				sel->has_min_ndim = true;
+			}
 		} else {
 			r = config_fail(cx, key,
 			    "unknown key '%s' in layers (expected match, "
@@ -595,6 +597,8 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 		return config_fail(cx, type_node, "%s", err);
 	if (pc->name == NULL && (pc->name = strdup(pc->ops->name)) == NULL)
 		return BELLOWS_ENOMEM;
+	if (pc->ops->select_every_layer && !pc->selector.has_min_ndim)
+		pc->selector.min_ndim = 0;
 	pc->config = calloc(1,
 	    pc->ops->config_size > 0 ? pc->ops->config_size : 1);
 	if (pc->config == NULL)

@@ -31,7 +31,9 @@ typedef struct ctl_selector {
 	regex_t regex;      /* POSIX extended regex on the layer name */
 	char *regex_src;    /* its source text */
 	uint64_t min_numel; /* smaller tensors are not selected */
-	uint32_t min_ndim;  /* tensors with fewer dims are not (default 2) */
+	uint32_t min_ndim;  /* tensors with fewer dims are not (default 2,
+			     * 0 for ops->select_every_layer) */
+	bool has_min_ndim;  /* min_ndim was set in the YAML */
 } ctl_selector;
 
 typedef struct ctl_policy_conf {

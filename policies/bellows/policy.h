@@ -26,8 +26,9 @@ extern "C" {
 #endif
 
 /* Bumped on any incompatible change of this header. 2: bellows_param's
- * `choices`, the ops' `check`, BELLOWS_EVENT_LR_CHANGE and the event's
- * lr_old/lr_new. bellowsd loads only policies of its own version. */
+ * `choices`, the ops' `check` and `select_every_layer`,
+ * BELLOWS_EVENT_LR_CHANGE and the event's lr_old/lr_new. bellowsd loads only
+ * policies of its own version. */
 #define BELLOWS_POLICY_ABI 2
 
 #define BELLOWS_REASON_MAX 512 /* bytes of a proposal's reason, with NUL */
@@ -278,6 +279,12 @@ typedef struct bellows_policy_ops {
 	 * bytes); the host reports it as a configuration error at the
 	 * policy's position, so `bellows policy check` catches it. */
 	int (*check)(const void *config, char *err, size_t errlen);
+
+	/* Layers the default selector picks when the YAML's `layers:` sets
+	 * no min_ndim: false, tensors of 2 or more dimensions (1-D biases
+	 * and norms stay raw); true, every layer (min_ndim 0), for a policy
+	 * whose statistic is of the whole model. */
+	bool select_every_layer;
 } bellows_policy_ops;
 
 /* Out-of-tree policies export this symbol (a function returning the ops). */
