@@ -23,11 +23,13 @@
 #include <yaml.h>
 
 typedef struct config_ctx {
-	yaml_document_t doc; /* the parsed document */
-	const char *name;    /* file name for messages */
-	ctl_config *cfg;     /* being built: plug-ins loaded so far */
-	char *errbuf;        /* where the first error goes */
-	size_t errlen;       /* its size */
+	yaml_document_t doc;     /* the parsed document */
+	const char *name;        /* file name for messages */
+	ctl_config *cfg;         /* being built: plug-ins loaded so far */
+	char *errbuf;            /* where the first error goes */
+	size_t errlen;           /* its size */
+	uint32_t n_fail;         /* errors found so far */
+	ctl_config_errors *errs; /* every error, NULL: only the first */
 } config_ctx;
 
 static int config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt,
@@ -36,20 +38,39 @@ static int config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt,
 static int
 config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
 {
+	char msg[CTL_CONFIG_ERR_MAX];
 	va_list ap;
 	int n;
 
 	/* Without a node (an empty document) the file itself is at fault:
 	 * point at its start, so every message has a usable position. */
-	n = snprintf(cx->errbuf, cx->errlen, "%s:%zu:%zu: ", cx->name,
+	n = snprintf(msg, sizeof(msg), "%s:%zu:%zu: ", cx->name,
 	    node != NULL ? node->start_mark.line + 1 : 1,
 	    node != NULL ? node->start_mark.column + 1 : 1);
-	if (n > 0 && (size_t)n < cx->errlen) {
+	if (n > 0 && (size_t)n < sizeof(msg)) {
 		va_start(ap, fmt);
-		vsnprintf(cx->errbuf + n, cx->errlen - (size_t)n, fmt, ap);
+		vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
 		va_end(ap);
 	}
+	if (cx->n_fail == 0 && cx->errlen > 0)
+		snprintf(cx->errbuf, cx->errlen, "%s", msg);
+	if (cx->errs != NULL && cx->errs->n < CTL_CONFIG_ERRORS_MAX)
+		memcpy(cx->errs->msg[cx->errs->n++], msg, sizeof(msg));
+	cx->n_fail++;
 	return BELLOWS_ECONFIG;
+}
+
+/* Whether validation goes on after `r`, the error of one key, parameter,
+ * policy or job: yes for a configuration error while fewer than
+ * CTL_CONFIG_ERRORS_MAX were found (*bad then remembers it), no for
+ * anything else (out of memory). */
+static bool
+config_go_on(config_ctx *cx, int r, int *bad)
+{
+	if (r != BELLOWS_ECONFIG || cx->n_fail >= CTL_CONFIG_ERRORS_MAX)
+		return false;
+	*bad = r;
+	return true;
 }
 
 static yaml_node_t *
@@ -353,7 +374,7 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 	const bellows_policy_ops *ops = pc->ops;
 	yaml_node_t *key, *val;
 	const char *kname;
-	int r;
+	int r, bad = 0;
 
 	if (node != NULL) {
 		if ((r = config_expect(cx, node, YAML_MAPPING_NODE,
@@ -368,10 +389,12 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 			    (kname == NULL || strcmp(p->name, kname) != 0))
 				p++;
 			if (p == NULL || p->name == NULL)
-				return config_fail(cx, key,
+				r = config_fail(cx, key,
 				    "policy type '%s' has no parameter '%s'",
 				    ops->name, kname != NULL ? kname : "?");
-			if ((r = config_param(cx, val, p, pc->config)) != 0)
+			else
+				r = config_param(cx, val, p, pc->config);
+			if (r != 0 && !config_go_on(cx, r, &bad))
 				return r;
 		}
 	}
@@ -389,12 +412,15 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 					seen = true;
 			}
 		}
-		if (!seen)
-			return config_fail(cx, node != NULL ? node : where,
+		if (!seen &&
+		    !config_go_on(cx,
+			r = config_fail(cx, node != NULL ? node : where,
 			    "policy '%s' (type '%s') needs parameter '%s'",
-			    pc->name, ops->name, p->name);
+			    pc->name, ops->name, p->name),
+			&bad))
+			return r;
 	}
-	return 0;
+	return bad;
 }
 
 static int
@@ -403,7 +429,7 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 	yaml_node_t *key, *val;
 	const char *kname;
 	int64_t v;
-	int r;
+	int r, bad = 0;
 
 	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "layers")) != 0 ||
 	    (r = config_check_duplicates(cx, node)) != 0)
@@ -413,37 +439,43 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 		if (kname != NULL && strcmp(kname, "match") == 0) {
 			char msg[128];
 
+			int rc;
+
 			if ((r = config_string(cx, val, "match",
-				 &sel->regex_src)) != 0)
-				return r;
-			r = regcomp(&sel->regex, sel->regex_src,
-			    REG_EXTENDED | REG_NOSUB);
-			if (r != 0) {
-				regerror(r, &sel->regex, msg, sizeof(msg));
-				return config_fail(cx, val,
-				    "match is not a valid regular expression: "
-				    "%s",
-				    msg);
+				 &sel->regex_src)) == 0) {
+				rc = regcomp(&sel->regex, sel->regex_src,
+				    REG_EXTENDED | REG_NOSUB);
+				if (rc != 0) {
+					regerror(rc, &sel->regex, msg,
+					    sizeof(msg));
+					r = config_fail(cx, val,
+					    "match is not a valid regular "
+					    "expression: %s",
+					    msg);
+				} else {
+					sel->has_regex = true;
+				}
 			}
-			sel->has_regex = true;
 		} else if (kname != NULL && strcmp(kname, "min_numel") == 0) {
 			if ((r = config_int(cx, val, "min_numel", 0, 1e15,
-				 &v)) != 0)
-				return r;
-			sel->min_numel = (uint64_t)v;
+				 &v)) == 0)
+				sel->min_numel = (uint64_t)v;
 		} else if (kname != NULL && strcmp(kname, "min_ndim") == 0) {
-			if ((r = config_int(cx, val, "min_ndim", 0, 8, &v)) !=
-			    0)
-				return r;
-			sel->min_ndim = (uint32_t)v;
+			if ((r = config_int(cx, val, "min_ndim", 0, 8, &v)) ==
+			    0) {
+				sel->min_ndim = (uint32_t)v;
+				sel->has_min_ndim = true;
+			}
 		} else {
-			return config_fail(cx, key,
+			r = config_fail(cx, key,
 			    "unknown key '%s' in layers (expected match, "
 			    "min_numel, min_ndim)",
 			    kname != NULL ? kname : "?");
 		}
+		if (r != 0 && !config_go_on(cx, r, &bad))
+			return r;
 	}
-	return 0;
+	return bad;
 }
 
 /* A plug-in this configuration has already loaded from `path`, if any:
@@ -509,7 +541,7 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 	yaml_node_t *plugin_node = NULL;
 	const char *kname;
 	char err[256];
-	int r;
+	int r, bad = 0;
 
 	pc->line = (int)node->start_mark.line + 1;
 	pc->selector.min_ndim = 2; /* 1-D tensors (biases, norms) stay raw */
@@ -518,25 +550,25 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 		return r;
 	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
 	{
+		r = 0;
 		if (kname != NULL && strcmp(kname, "type") == 0) {
 			type_node = val;
 		} else if (kname != NULL && strcmp(kname, "name") == 0) {
-			if ((r = config_string(cx, val, "name", &pc->name)) !=
-			    0)
-				return r;
+			r = config_string(cx, val, "name", &pc->name);
 		} else if (kname != NULL && strcmp(kname, "params") == 0) {
 			params = val;
 		} else if (kname != NULL && strcmp(kname, "layers") == 0) {
-			if ((r = config_selector(cx, val, &pc->selector)) != 0)
-				return r;
+			r = config_selector(cx, val, &pc->selector);
 		} else if (kname != NULL && strcmp(kname, "plugin") == 0) {
 			plugin_node = val;
 		} else {
-			return config_fail(cx, key,
+			r = config_fail(cx, key,
 			    "unknown key '%s' in a policy (expected type, "
 			    "name, plugin, params, layers)",
 			    kname != NULL ? kname : "?");
 		}
+		if (r != 0 && !config_go_on(cx, r, &bad))
+			return r;
 	}
 	if (type_node == NULL || config_scalar(type_node) == NULL)
 		return config_fail(cx, type_node != NULL ? type_node : node,
@@ -565,6 +597,8 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 		return config_fail(cx, type_node, "%s", err);
 	if (pc->name == NULL && (pc->name = strdup(pc->ops->name)) == NULL)
 		return BELLOWS_ENOMEM;
+	if (pc->ops->select_every_layer && !pc->selector.has_min_ndim)
+		pc->selector.min_ndim = 0;
 	pc->config = calloc(1,
 	    pc->ops->config_size > 0 ? pc->ops->config_size : 1);
 	if (pc->config == NULL)
@@ -572,11 +606,12 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 	config_param_defaults(pc->ops, pc->config);
 	if ((r = config_params(cx, params, node, pc)) != 0)
 		return r;
-	if (pc->ops->check != NULL &&
+	/* check reads a config whose parameters all parsed. */
+	if (bad == 0 && pc->ops->check != NULL &&
 	    pc->ops->check(pc->config, err, sizeof(err)) != 0)
 		return config_fail(cx, type_node, "policy '%s': %s", pc->name,
 		    err);
-	return 0;
+	return bad;
 }
 
 static const char *
@@ -607,7 +642,8 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 {
 	yaml_node_t *key, *val, *list = NULL;
 	const char *kname;
-	int r;
+	bool has_list = false;
+	int r, bad = 0;
 
 	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "a job entry")) !=
 		0 ||
@@ -615,26 +651,29 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 		return r;
 	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
 	{
+		r = 0;
 		if (kname != NULL && strcmp(kname, "match") == 0) {
-			if ((r = config_string(cx, val, "match", &jc->match)) !=
-			    0)
-				return r;
+			r = config_string(cx, val, "match", &jc->match);
 		} else if (kname != NULL && strcmp(kname, "policies") == 0) {
+			has_list = true;
 			if ((r = config_expect(cx, val, YAML_SEQUENCE_NODE,
-				 "policies")) != 0)
-				return r;
-			list = val;
+				 "policies")) == 0)
+				list = val;
 		} else {
-			return config_fail(cx, key,
+			r = config_fail(cx, key,
 			    "unknown key '%s' in a job entry (expected match, "
 			    "policies)",
 			    kname != NULL ? kname : "?");
 		}
+		if (r != 0 && !config_go_on(cx, r, &bad))
+			return r;
 	}
 	if (jc->match == NULL && (jc->match = strdup("*")) == NULL)
 		return BELLOWS_ENOMEM;
 	if (list == NULL)
-		return config_fail(cx, node, "a job entry needs 'policies'");
+		return has_list
+		    ? bad
+		    : config_fail(cx, node, "a job entry needs 'policies'");
 	size_t n = (size_t)(list->data.sequence.items.top -
 	    list->data.sequence.items.start);
 	if (n == 0)
@@ -649,32 +688,44 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 		ctl_policy_conf *pc = &jc->policies[i];
 
 		jc->n_policies++;
-		if ((r = config_policy(cx, pn, pc)) != 0)
-			return r;
-		for (uint32_t j = 0; j < i; j++) {
-			if (strcmp(jc->policies[j].name, pc->name) == 0)
-				return config_fail(cx, pn,
+		if ((r = config_policy(cx, pn, pc)) != 0) {
+			if (!config_go_on(cx, r, &bad))
+				return r;
+			/* Its name and knobs may be unknown: the checks
+			 * across policies skip it. */
+			if (pc->ops == NULL || pc->name == NULL)
+				continue;
+		}
+		r = 0;
+		for (uint32_t j = 0; j < i && r == 0; j++) {
+			if (jc->policies[j].name != NULL &&
+			    strcmp(jc->policies[j].name, pc->name) == 0)
+				r = config_fail(cx, pn,
 				    "two policies named '%s' in one job entry; "
 				    "give one a 'name'",
 				    pc->name);
 		}
 		uint32_t clash = owned & pc->ops->knobs;
-		if (clash != 0) {
+		if (r == 0 && clash != 0) {
 			uint32_t bit = clash & -clash;
 			const char *other = "?";
 
 			for (uint32_t j = 0; j < i; j++) {
-				if (jc->policies[j].ops->knobs & bit)
+				if (jc->policies[j].ops != NULL &&
+				    jc->policies[j].name != NULL &&
+				    (jc->policies[j].ops->knobs & bit))
 					other = jc->policies[j].name;
 			}
-			return config_fail(cx, pn,
+			r = config_fail(cx, pn,
 			    "policy '%s' and policy '%s' both own the knob "
 			    "'%s'; each knob has one owner",
 			    pc->name, other, config_knob_name(bit));
 		}
+		if (r != 0 && !config_go_on(cx, r, &bad))
+			return r;
 		owned |= pc->ops->knobs;
 	}
-	return 0;
+	return bad;
 }
 
 static int
@@ -684,14 +735,16 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 	const char *kname;
 	int r = 0;
 
+	int bad = 0;
+
 	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "daemon")) != 0 ||
 	    (r = config_check_duplicates(cx, node)) != 0)
 		return r;
 	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
 	{
 		if (kname == NULL)
-			return config_fail(cx, key, "keys must be scalars");
-		if (strcmp(kname, "control") == 0)
+			r = config_fail(cx, key, "keys must be scalars");
+		else if (strcmp(kname, "control") == 0)
 			r = config_string(cx, val, kname, &cfg->control);
 		else if (strcmp(kname, "publish") == 0)
 			r = config_string(cx, val, kname, &cfg->publish);
@@ -723,12 +776,12 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 			r = config_u32(cx, val, kname, 1000, 4000000000u,
 			    &cfg->job_idle_ms);
 		else
-			return config_fail(cx, key,
-			    "unknown key '%s' in daemon", kname);
-		if (r != 0)
+			r = config_fail(cx, key, "unknown key '%s' in daemon",
+			    kname);
+		if (r != 0 && !config_go_on(cx, r, &bad))
 			return r;
 	}
-	return 0;
+	return bad;
 }
 
 static int
@@ -738,14 +791,16 @@ config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc)
 	const char *kname;
 	int r = 0;
 
+	int bad = 0;
+
 	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "store")) != 0 ||
 	    (r = config_check_duplicates(cx, node)) != 0)
 		return r;
 	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
 	{
 		if (kname == NULL)
-			return config_fail(cx, key, "keys must be scalars");
-		if (strcmp(kname, "max_windows_per_run") == 0)
+			r = config_fail(cx, key, "keys must be scalars");
+		else if (strcmp(kname, "max_windows_per_run") == 0)
 			r = config_u32(cx, val, kname, 0, 1000000000,
 			    &sc->max_windows_per_run);
 		else if (strcmp(kname, "max_age_days") == 0)
@@ -761,15 +816,15 @@ config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc)
 			r = config_u32(cx, val, kname, 1000, 100000000,
 			    &sc->queue_rows);
 		else
-			return config_fail(cx, key,
+			r = config_fail(cx, key,
 			    "unknown key '%s' in store (expected "
 			    "max_windows_per_run, max_age_days, keep_every, "
 			    "batch_rows, queue_rows)",
 			    kname);
-		if (r != 0)
+		if (r != 0 && !config_go_on(cx, r, &bad))
 			return r;
 	}
-	return 0;
+	return bad;
 }
 
 static void
@@ -797,7 +852,8 @@ config_root(config_ctx *cx, ctl_config *cfg)
 	yaml_node_t *root = yaml_document_get_root_node(&cx->doc);
 	yaml_node_t *key, *val, *jobs = NULL;
 	const char *kname;
-	int r;
+	bool has_jobs = false;
+	int r, bad = 0;
 
 	if (root == NULL)
 		return config_fail(cx, NULL, "the file is empty");
@@ -807,26 +863,29 @@ config_root(config_ctx *cx, ctl_config *cfg)
 		return r;
 	CONFIG_FOREACH_PAIR(cx, root, kname, key, val)
 	{
+		r = 0;
 		if (kname != NULL && strcmp(kname, "daemon") == 0) {
-			if ((r = config_daemon(cx, val, cfg)) != 0)
-				return r;
+			r = config_daemon(cx, val, cfg);
 		} else if (kname != NULL && strcmp(kname, "store") == 0) {
-			if ((r = config_store(cx, val, &cfg->store)) != 0)
-				return r;
+			r = config_store(cx, val, &cfg->store);
 		} else if (kname != NULL && strcmp(kname, "jobs") == 0) {
+			has_jobs = true;
 			if ((r = config_expect(cx, val, YAML_SEQUENCE_NODE,
-				 "jobs")) != 0)
-				return r;
-			jobs = val;
+				 "jobs")) == 0)
+				jobs = val;
 		} else {
-			return config_fail(cx, key,
+			r = config_fail(cx, key,
 			    "unknown top-level key '%s' (expected daemon, "
 			    "store, jobs)",
 			    kname != NULL ? kname : "?");
 		}
+		if (r != 0 && !config_go_on(cx, r, &bad))
+			return r;
 	}
 	if (jobs == NULL)
-		return config_fail(cx, root, "the file needs a 'jobs' list");
+		return has_jobs
+		    ? bad
+		    : config_fail(cx, root, "the file needs a 'jobs' list");
 	size_t n = (size_t)(jobs->data.sequence.items.top -
 	    jobs->data.sequence.items.start);
 	if (n == 0)
@@ -839,17 +898,20 @@ config_root(config_ctx *cx, ctl_config *cfg)
 		r = config_job(cx,
 		    config_node(cx, jobs->data.sequence.items.start[i]),
 		    &cfg->jobs[i]);
-		if (r != 0)
+		if (r != 0 && !config_go_on(cx, r, &bad))
 			return r;
 	}
-	return 0;
+	return bad;
 }
 
-int
-ctl_config_parse(const char *text, size_t len, const char *name,
-    ctl_config **ret_cfg, char *errbuf, size_t errlen)
+static int
+config_parse(const char *text, size_t len, const char *name,
+    ctl_config **ret_cfg, char *errbuf, size_t errlen, ctl_config_errors *errs)
 {
-	config_ctx cx = { .name = name, .errbuf = errbuf, .errlen = errlen };
+	config_ctx cx = { .name = name,
+		.errbuf = errbuf,
+		.errlen = errlen,
+		.errs = errs };
 	yaml_parser_t parser;
 	ctl_config *cfg;
 	int r;
@@ -884,6 +946,9 @@ ctl_config_parse(const char *text, size_t len, const char *name,
 		return BELLOWS_ECONFIG;
 	}
 	r = config_root(&cx, cfg);
+	/* An error recorded below a level that went on still fails. */
+	if (r == 0 && cx.n_fail > 0)
+		r = BELLOWS_ECONFIG;
 	yaml_document_delete(&cx.doc);
 	yaml_parser_delete(&parser);
 	if (r != 0) {
@@ -895,8 +960,15 @@ ctl_config_parse(const char *text, size_t len, const char *name,
 }
 
 int
-ctl_config_load(const char *path, ctl_config **ret_cfg, char *errbuf,
-    size_t errlen)
+ctl_config_parse(const char *text, size_t len, const char *name,
+    ctl_config **ret_cfg, char *errbuf, size_t errlen)
+{
+	return config_parse(text, len, name, ret_cfg, errbuf, errlen, NULL);
+}
+
+static int
+config_load(const char *path, ctl_config **ret_cfg, char *errbuf, size_t errlen,
+    ctl_config_errors *errs)
 {
 	FILE *f = fopen(path, "rb");
 	char *text = NULL;
@@ -939,9 +1011,34 @@ ctl_config_load(const char *path, ctl_config **ret_cfg, char *errbuf,
 		return BELLOWS_EIO;
 	}
 	fclose(f);
-	r = ctl_config_parse(text != NULL ? text : "", len, path, ret_cfg,
-	    errbuf, errlen);
+	r = config_parse(text != NULL ? text : "", len, path, ret_cfg, errbuf,
+	    errlen, errs);
 	free(text);
+	return r;
+}
+
+int
+ctl_config_load(const char *path, ctl_config **ret_cfg, char *errbuf,
+    size_t errlen)
+{
+	return config_load(path, ret_cfg, errbuf, errlen, NULL);
+}
+
+int
+ctl_config_load_all(const char *path, ctl_config **ret_cfg,
+    ctl_config_errors *errs)
+{
+	char first[CTL_CONFIG_ERR_MAX] = "";
+	int r;
+
+	errs->n = 0;
+	r = config_load(path, ret_cfg, first, sizeof(first), errs);
+	/* Errors found before validation (cannot open, YAML syntax) went
+	 * to `first` only. */
+	if (r != 0 && r != BELLOWS_ENOMEM && errs->n == 0 && first[0] != '\0')
+		memcpy(errs->msg[errs->n++], first, sizeof(first));
+	if (r == BELLOWS_ENOMEM)
+		errs->n = 0;
 	return r;
 }
 

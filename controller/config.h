@@ -31,7 +31,9 @@ typedef struct ctl_selector {
 	regex_t regex;      /* POSIX extended regex on the layer name */
 	char *regex_src;    /* its source text */
 	uint64_t min_numel; /* smaller tensors are not selected */
-	uint32_t min_ndim;  /* tensors with fewer dims are not (default 2) */
+	uint32_t min_ndim;  /* tensors with fewer dims are not (default 2,
+			     * 0 for ops->select_every_layer) */
+	bool has_min_ndim;  /* min_ndim was set in the YAML */
 } ctl_selector;
 
 typedef struct ctl_policy_conf {
@@ -81,6 +83,17 @@ typedef struct ctl_config {
 	ctl_job_conf *jobs;         /* first match wins */
 } ctl_config;
 
+#define CTL_CONFIG_ERRORS_MAX 50 /* errors one validation reports */
+
+/* Every error one validation found, in the order the file was walked. */
+typedef struct ctl_config_errors {
+	uint32_t n; /* entries used */
+	char msg[CTL_CONFIG_ERRORS_MAX]
+		[CTL_CONFIG_ERR_MAX]; /* each
+				       * "FILE:LINE:COLUMN:
+				       * message" */
+} ctl_config_errors;
+
 /* Reads and validates `path`, loading the plug-ins it names. On success
  * *ret_cfg is the caller's (free with ctl_config_destroy). On failure
  * returns BELLOWS_EIO (cannot read), BELLOWS_ECONFIG (invalid, including a
@@ -89,6 +102,14 @@ typedef struct ctl_config {
  * untouched. */
 int ctl_config_load(const char *path, ctl_config **ret_cfg, char *errbuf,
     size_t errlen);
+
+/* Same as ctl_config_load, but validation goes on after an error in one
+ * key, parameter, policy or job and every error goes into *errs (at most
+ * CTL_CONFIG_ERRORS_MAX; validation stops at the last one). An error that
+ * ends the reading (cannot open, YAML syntax) is the only entry. errs->n
+ * is 0 on success and on BELLOWS_ENOMEM. */
+int ctl_config_load_all(const char *path, ctl_config **ret_cfg,
+    ctl_config_errors *errs);
 
 /* Same as ctl_config_load for a text in memory; `name` stands for the file
  * in messages, and relative plug-in paths are resolved against its

@@ -45,6 +45,8 @@ struct ctl_policy_set {
 	uint32_t n_metrics;        /* entries used in both */
 	bool prepared;             /* built by prepare, not committed */
 	host_pending pending;      /* while prepared */
+	bool lr_known;             /* a window with a finite LR ran */
+	double lr_last;            /* that window's LR: LR_CHANGE's lr_old */
 };
 
 static void
@@ -422,6 +424,11 @@ ctl_policy_set_commit(ctl_policy_set *set, ctl_policy_set **old,
 			    bellows_strerror(r2));
 		host_append(note, note_len, "; ", text);
 	}
+	if (prev != NULL) {
+		/* An LR change across a reload is still one. */
+		set->lr_known = prev->lr_known;
+		set->lr_last = prev->lr_last;
+	}
 	set->prepared = false;
 	memset(&set->pending, 0, sizeof(set->pending));
 	ctl_policy_set_destroy(old);
@@ -506,6 +513,21 @@ ctl_policy_set_run(ctl_policy_set *set, bellows_window *w, com_decision *state,
 	set->n_metrics = 0;
 	/* A calibration is asked for anew by every decision. */
 	state->calibrate_steps = 0;
+	if (isfinite(w->lr)) {
+		if (set->lr_known && w->lr != set->lr_last) {
+			const bellows_event ev = {
+				.type = BELLOWS_EVENT_LR_CHANGE,
+				.window = w->window,
+				.ranks_alive = w->ranks_reported,
+				.lr_old = set->lr_last,
+				.lr_new = w->lr,
+			};
+
+			failed += ctl_policy_set_event(set, &ev);
+		}
+		set->lr_known = true;
+		set->lr_last = w->lr;
+	}
 	for (uint32_t i = 0; i < set->n; i++) {
 		host_instance *in = &set->inst[i];
 		const bellows_policy_ops *ops = in->conf->ops;

@@ -66,7 +66,12 @@ int ctl_policy_set_prepare(const ctl_policy_set *old, const ctl_job_conf *jc,
 uint32_t ctl_policy_set_commit(ctl_policy_set *set, ctl_policy_set **old,
     uint64_t next_window, uint32_t ranks_alive, char *note, size_t note_len);
 
-/* Runs every instance on window `w` in configured order. `w->layers` is
+/* Runs every instance on window `w` in configured order. When w->lr is
+ * finite and differs from the LR of the last window this set (or the set
+ * it replaced on reload) ran with a finite LR, every instance with an
+ * on_event is first told BELLOWS_EVENT_LR_CHANGE (lr_old, lr_new, window
+ * w->window); an instance refusing it counts as a failure in *ret_failed
+ * and still runs on the window. `w->layers` is
  * borrowed and its `selected` flags are rewritten per instance. `state`
  * holds the state in force and receives the merged new state; its
  * calibrate_steps is the SIZE_THRESHOLD owner's request of this window
@@ -91,8 +96,8 @@ const com_metric *ctl_policy_set_metrics(const ctl_policy_set *set,
     uint32_t *ret_n);
 
 /* Tells every running instance that has an on_event about `ev` (a rank
- * lost or joined). Returns the number of instances that returned an
- * error; nothing else follows from one. */
+ * lost or joined; LR changes are sent by ctl_policy_set_run). Returns the
+ * number of instances that returned an error; nothing else follows from one. */
 uint32_t ctl_policy_set_event(ctl_policy_set *set, const bellows_event *ev);
 
 /* Names of the configured instances, comma-separated, into buf. */

@@ -901,4 +901,6 @@ const bellows_policy_ops pol_accordion_batch_ops = {
 	.on_window = accordion_batch_on_window,
 	.fini = accordion_batch_fini,
 	.on_event = accordion_batch_on_event,
+	/* The rule runs on the whole model's norm, 1-D tensors included. */
+	.select_every_layer = true,
 };

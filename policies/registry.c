@@ -79,9 +79,16 @@ pol_registry_check(const bellows_policy_ops *ops, char *errbuf, size_t errlen)
 		return BELLOWS_EINVAL;
 	}
 	if (ops->abi_version != BELLOWS_POLICY_ABI) {
+		/* An older policy was built against a smaller ops struct and
+		 * event: reading its check or an event's LRs would read past
+		 * what it knows. It must be rebuilt, not adapted. */
 		snprintf(errbuf, errlen,
-		    "policy ABI version %u, this bellowsd speaks %u",
-		    ops->abi_version, BELLOWS_POLICY_ABI);
+		    "policy ABI version %u, this bellowsd speaks %u%s",
+		    ops->abi_version, BELLOWS_POLICY_ABI,
+		    ops->abi_version < BELLOWS_POLICY_ABI
+			? ": rebuild the policy against this bellows' "
+			  "<bellows/policy.h>"
+			: "");
 		return BELLOWS_EINVAL;
 	}
 	if (!registry_name_ok(ops->name)) {

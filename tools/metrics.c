@@ -717,6 +717,18 @@ tool_metrics_destroy(tool_metrics **m)
 	*m = NULL;
 }
 
+void
+tool_metrics_number_text(double v, char *buf, size_t len)
+{
+	/* 17 significant digits always round-trip; fewer are tried first
+	 * because most values (0.4, 1e-3) were typed with few digits. */
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(buf, len, "%.*g", prec, v);
+		if (prec == 17 || strtod(buf, NULL) == v || isnan(v))
+			return;
+	}
+}
+
 int
 tool_metrics_put_field(FILE *f, const char *s)
 {

@@ -55,6 +55,13 @@ int tool_metrics_load(const char *path, tool_metrics **ret_m, char *errbuf,
 /* Frees a table read by tool_metrics_read. NULL-safe, sets *m to NULL. */
 void tool_metrics_destroy(tool_metrics **m);
 
+#define TOOL_NUMBER_TEXT_MAX 32 /* bytes of tool_metrics_number_text */
+
+/* Writes v into buf (len bytes, at least TOOL_NUMBER_TEXT_MAX) in the
+ * shortest of %.15g, %.16g and %.17g that reads back as exactly v with
+ * strtod: 0.4 rather than 0.40000000000000002, yet every double exact. */
+void tool_metrics_number_text(double v, char *buf, size_t len);
+
 /* Writes `s` as one CSV field to f: as it is when it needs no quoting,
  * else in double quotes with quotes doubled. Returns 0 or BELLOWS_EIO. */
 int tool_metrics_put_field(FILE *f, const char *s);

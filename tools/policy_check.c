@@ -6,7 +6,9 @@
 
 #include <bellows/error.h>
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void
@@ -15,8 +17,9 @@ tool_policy_check_usage(FILE *f)
 	fprintf(f,
 	    "usage: bellows policy check FILE\n"
 	    "\n"
-	    "  Validates FILE as bellowsd would load it. Prints\n"
-	    "  FILE:LINE:COLUMN: message and exits 1 when it is invalid;\n"
+	    "  Validates FILE as bellowsd would load it. Prints every\n"
+	    "  error as FILE:LINE:COLUMN: message (at most 50) and exits 1\n"
+	    "  when it is invalid;\n"
 	    "  prints what it configures (defaults filled in) and exits 0\n"
 	    "  when it is valid.\n");
 }
@@ -24,7 +27,7 @@ tool_policy_check_usage(FILE *f)
 int
 tool_policy_check_main(int argc, char **argv)
 {
-	char err[CTL_CONFIG_ERR_MAX];
+	ctl_config_errors *errs;
 	ctl_config *cfg = NULL;
 	int r, rc;
 
@@ -49,13 +52,25 @@ tool_policy_check_main(int argc, char **argv)
 		tool_policy_check_usage(stderr);
 		return 2;
 	}
-	err[0] = '\0';
-	r = ctl_config_load(argv[2], &cfg, err, sizeof(err));
-	if (r != 0) {
-		fprintf(stderr, "%s\n",
-		    err[0] != '\0' ? err : bellows_strerror(r));
+	errs = malloc(sizeof(*errs));
+	if (errs == NULL) {
+		fprintf(stderr, "bellows policy check: %s\n",
+		    bellows_strerror(BELLOWS_ENOMEM));
 		return 1;
 	}
+	r = ctl_config_load_all(argv[2], &cfg, errs);
+	if (r != 0) {
+		for (uint32_t i = 0; i < errs->n; i++)
+			fprintf(stderr, "%s\n", errs->msg[i]);
+		if (errs->n == 0)
+			fprintf(stderr, "%s\n", bellows_strerror(r));
+		else if (errs->n == CTL_CONFIG_ERRORS_MAX)
+			fprintf(stderr, "%s: stopped after %d errors\n",
+			    argv[2], CTL_CONFIG_ERRORS_MAX);
+		free(errs);
+		return 1;
+	}
+	free(errs);
 	printf("# %s: valid\n", argv[2]);
 	rc = ctl_config_print(cfg, stdout) == 0 && fflush(stdout) == 0 ? 0 : 1;
 	ctl_config_destroy(&cfg);

@@ -308,10 +308,15 @@ int
 tool_replay_print(const tool_replay *rp, const tool_metrics *m, FILE *out)
 {
 	if (rp->batch) {
+		char scale[TOOL_NUMBER_TEXT_MAX];
+
 		fprintf(out, "window,batch_size,lr_scale\n");
-		for (uint64_t i = 0; i < rp->n_windows; i++)
-			fprintf(out, "%" PRIu64 ",%" PRIu32 ",%.17g\n",
-			    m->window[i], rp->batch_size[i], rp->lr_scale[i]);
+		for (uint64_t i = 0; i < rp->n_windows; i++) {
+			tool_metrics_number_text(rp->lr_scale[i], scale,
+			    sizeof(scale));
+			fprintf(out, "%" PRIu64 ",%" PRIu32 ",%s\n",
+			    m->window[i], rp->batch_size[i], scale);
+		}
 		return ferror(out) ? BELLOWS_EIO : 0;
 	}
 	fprintf(out, "window,layer,level\n");
@@ -319,10 +324,13 @@ tool_replay_print(const tool_replay *rp, const tool_metrics *m, FILE *out)
 		const double *level = rp->level + (size_t)i * rp->n_layers;
 
 		for (uint32_t l = 0; l < rp->n_layers; l++) {
+			char text[TOOL_NUMBER_TEXT_MAX];
+
 			fprintf(out, "%" PRIu64 ",", m->window[i]);
 			if (tool_metrics_put_field(out, m->layers[l].name) != 0)
 				return BELLOWS_EIO;
-			fprintf(out, ",%.17g\n", level[l]);
+			tool_metrics_number_text(level[l], text, sizeof(text));
+			fprintf(out, ",%s\n", text);
 		}
 	}
 	return ferror(out) ? BELLOWS_EIO : 0;
@@ -356,12 +364,19 @@ replay_compare_batch(const tool_replay *rp, const tool_hdb_replay *rec,
 				rp->batch_size[i - 1] ||
 			    !replay_same(rp->lr_scale[i], rp->lr_scale[i - 1]);
 		}
-		if (differ || all)
+		if (differ || all) {
+			char had[TOOL_NUMBER_TEXT_MAX],
+			    got[TOOL_NUMBER_TEXT_MAX];
+
+			tool_metrics_number_text(rec->lr_scale[i], had,
+			    sizeof(had));
+			tool_metrics_number_text(rp->lr_scale[i], got,
+			    sizeof(got));
 			fprintf(out,
-			    "%" PRIu64 ",%" PRIu32 ",%" PRIu32 ",%.17g,%.17g\n",
+			    "%" PRIu64 ",%" PRIu32 ",%" PRIu32 ",%s,%s\n",
 			    rec->window[i], rec->batch_size[i],
-			    rp->batch_size[i], rec->lr_scale[i],
-			    rp->lr_scale[i]);
+			    rp->batch_size[i], had, got);
+		}
 	}
 	return ferror(out) ? BELLOWS_EIO : 0;
 }
@@ -399,6 +414,7 @@ tool_replay_compare(const tool_replay *rp, const tool_hdb_replay *rec, bool all,
 
 		for (uint32_t l = 0; l < nl; l++) {
 			bool differ = !replay_same(had[l], got[l]);
+			char a[TOOL_NUMBER_TEXT_MAX], b[TOOL_NUMBER_TEXT_MAX];
 
 			d.rows++;
 			d.differ += differ;
@@ -410,7 +426,9 @@ tool_replay_compare(const tool_replay *rp, const tool_hdb_replay *rec, bool all,
 			if (tool_metrics_put_field(out, rec->layers[l].name) !=
 			    0)
 				return BELLOWS_EIO;
-			fprintf(out, ",%.17g,%.17g\n", had[l], got[l]);
+			tool_metrics_number_text(had[l], a, sizeof(a));
+			tool_metrics_number_text(got[l], b, sizeof(b));
+			fprintf(out, ",%s,%s\n", a, b);
 		}
 	}
 	*ret = d;

@@ -25,8 +25,11 @@
 extern "C" {
 #endif
 
-/* Bumped on any incompatible change of this header. */
-#define BELLOWS_POLICY_ABI 1
+/* Bumped on any incompatible change of this header. 2: bellows_param's
+ * `choices`, the ops' `check` and `select_every_layer`,
+ * BELLOWS_EVENT_LR_CHANGE and the event's lr_old/lr_new. bellowsd loads only
+ * policies of its own version. */
+#define BELLOWS_POLICY_ABI 2
 
 #define BELLOWS_REASON_MAX 512 /* bytes of a proposal's reason, with NUL */
 
@@ -224,13 +227,22 @@ typedef enum bellows_event_type {
 	BELLOWS_EVENT_RELOAD = 3,      /* the configuration was reloaded and
 					* this instance kept: `config` is now
 					* the new file's */
+	BELLOWS_EVENT_LR_CHANGE = 4,   /* the window about to be handed to
+					* on_window started with another LR
+					* than the window before it (lr_old ->
+					* lr_new); sent just before that
+					* on_window call (ABI 2) */
 } bellows_event_type;
 
 typedef struct bellows_event {
 	bellows_event_type type; /* what happened */
 	uint32_t rank;           /* RANK_*: which rank */
 	uint64_t window;         /* the next window to close */
-	uint32_t ranks_alive;    /* live ranks after the event */
+	uint32_t ranks_alive;    /* live ranks after the event (LR_CHANGE:
+				  * ranks that reported the window) */
+	double lr_old;           /* LR_CHANGE: the previous window's LR */
+	double lr_new;           /* LR_CHANGE: this window's LR (its
+				  * bellows_window.lr) */
 } bellows_event;
 
 /* Static facts about the job, handed to init. */
@@ -266,11 +278,12 @@ typedef struct bellows_policy_ops {
 	 * May be NULL when there is nothing to release. */
 	void (*fini)(void *state, const void *config);
 
-	/* Optional (may be NULL): told about rank losses, joins and
-	 * reloads. On RELOAD the instance keeps its state and from now on
-	 * is called with the new `config`; it may adapt its state here.
-	 * Returns 0, or a BELLOWS_E* to refuse the new config (the host then
-	 * restarts the instance from init). */
+	/* Optional (may be NULL): told about rank losses, joins, LR
+	 * changes and reloads; ignores event types it does not know. On RELOAD
+	 * the instance keeps its state and from now on is called with the new
+	 * `config`; it may adapt its state here. Returns 0, or a BELLOWS_E* to
+	 * refuse the new config (the host then restarts the instance from
+	 * init). */
 	int (*on_event)(void *state, const void *config,
 	    const bellows_event *event);
 
@@ -280,6 +293,12 @@ typedef struct bellows_policy_ops {
 	 * bytes); the host reports it as a configuration error at the
 	 * policy's position, so `bellows policy check` catches it. */
 	int (*check)(const void *config, char *err, size_t errlen);
+
+	/* Layers the default selector picks when the YAML's `layers:` sets
+	 * no min_ndim: false, tensors of 2 or more dimensions (1-D biases
+	 * and norms stay raw); true, every layer (min_ndim 0), for a policy
+	 * whose statistic is of the whole model. */
+	bool select_every_layer;
 } bellows_policy_ops;
 
 /* Out-of-tree policies export this symbol (a function returning the ops). */

@@ -1,5 +1,6 @@
 /* broken_plugin - plug-ins bellowsd must refuse or survive, one per
- * BROKEN_* macro (see meson.build): another ABI version, no on_window, no
+ * BROKEN_* macro (see meson.build): a newer ABI version, the old ABI 1, no
+ * on_window, no
  * entry symbol, an entry returning no ops, an init that always fails, and
  * one that refuses every reload and cannot start with x >= 0.5.
  */
@@ -56,7 +57,9 @@ broken_on_window(void *state, const void *config, const bellows_window *w,
 
 static const bellows_policy_ops broken_ops = {
 #ifdef BROKEN_ABI
-	.abi_version = BELLOWS_POLICY_ABI + 98,
+	.abi_version = BELLOWS_POLICY_ABI + 97,
+#elif defined(BROKEN_ABI1)
+	.abi_version = 1, /* built before choices, check and LR_CHANGE */
 #else
 	.abi_version = BELLOWS_POLICY_ABI,
 #endif

@@ -683,6 +683,80 @@ test_config_destroy_is_null_safe(void **state)
 	assert_null(cfg);
 }
 
+static void
+test_config_reports_every_error_with_its_position(void **state)
+{
+	fixture *f = *state;
+	ctl_config_errors *errs = malloc(sizeof(*errs));
+	char want[3][256];
+
+	assert_non_null(errs);
+	/* An unknown key, a value out of range and a knob conflict, in
+	 * three different sections: each is found after the one before. */
+	write_file(f->path,
+	    "daemon:\n"
+	    "  apply_lagg: 3\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: accordion\n"
+	    "        params: {eta: -1}\n"
+	    "      - type: fixed\n"
+	    "        params: {level: 2}\n");
+	assert_int_equal(ctl_config_load_all(f->path, &f->cfg, errs),
+	    BELLOWS_ECONFIG);
+	assert_null(f->cfg);
+	snprintf(want[0], sizeof(want[0]), "%s:2:3: unknown key 'apply_lagg'",
+	    f->path);
+	snprintf(want[1], sizeof(want[1]), "%s:6:23: eta must be in [",
+	    f->path);
+	snprintf(want[2], sizeof(want[2]),
+	    "%s:7:9: policy 'fixed' and policy 'accordion' both own the "
+	    "knob 'level'",
+	    f->path);
+	assert_int_equal(errs->n, 3);
+	for (uint32_t i = 0; i < 3; i++) {
+		if (strncmp(errs->msg[i], want[i], strlen(want[i])) != 0)
+			fail_msg("error %u: expected '%s...', got '%s'", i,
+			    want[i], errs->msg[i]);
+	}
+
+	/* ctl_config_load still reports the first. */
+	assert_int_equal(ctl_config_load(f->path, &f->cfg, f->err,
+			     sizeof(f->err)),
+	    BELLOWS_ECONFIG);
+	assert_string_equal(f->err, errs->msg[0]);
+
+	/* A syntax error ends the reading: it is the only one. */
+	write_file(f->path, "jobs: [\n");
+	assert_int_equal(ctl_config_load_all(f->path, &f->cfg, errs),
+	    BELLOWS_ECONFIG);
+	assert_int_equal(errs->n, 1);
+	assert_non_null(strstr(errs->msg[0], f->path));
+	free(errs);
+}
+
+static void
+test_config_stops_after_the_most_errors_it_reports(void **state)
+{
+	fixture *f = *state;
+	ctl_config_errors *errs = malloc(sizeof(*errs));
+	char text[8192] = "daemon:\n";
+	size_t used = strlen(text);
+
+	assert_non_null(errs);
+	for (int i = 0; i < CTL_CONFIG_ERRORS_MAX + 10; i++)
+		used += (size_t)snprintf(text + used, sizeof(text) - used,
+		    "  bogus_%d: 1\n", i);
+	snprintf(text + used, sizeof(text) - used, "jobs: []\n");
+	write_file(f->path, text);
+	assert_int_equal(ctl_config_load_all(f->path, &f->cfg, errs),
+	    BELLOWS_ECONFIG);
+	assert_int_equal(errs->n, CTL_CONFIG_ERRORS_MAX);
+	assert_non_null(strstr(errs->msg[CTL_CONFIG_ERRORS_MAX - 1],
+	    ":51:3: unknown key 'bogus_49'"));
+	free(errs);
+}
+
 int
 main(void)
 {
@@ -711,6 +785,8 @@ main(void)
 		T(test_config_print_round_trips_every_value),
 		T(test_config_print_round_trips_defaults_and_awkward_strings),
 		T(test_config_destroy_is_null_safe),
+		T(test_config_reports_every_error_with_its_position),
+		T(test_config_stops_after_the_most_errors_it_reports),
 #undef T
 	};
 

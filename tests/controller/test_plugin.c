@@ -287,7 +287,15 @@ static void
 test_plugin_of_another_abi_version_is_refused(void **state)
 {
 	assert_plugin_refused(*state, BROKEN_SO("abi"),
-	    "refused: policy ABI version 99, this bellowsd speaks 1");
+	    "refused: policy ABI version 99, this bellowsd speaks 2");
+}
+
+static void
+test_plugin_built_for_abi_1_is_refused_and_told_to_rebuild(void **state)
+{
+	assert_plugin_refused(*state, BROKEN_SO("abi1"),
+	    "refused: policy ABI version 1, this bellowsd speaks 2: rebuild "
+	    "the policy against this bellows' <bellows/policy.h>");
 }
 
 static void
@@ -454,6 +462,7 @@ main(void)
 		T(test_plugin_missing_file_is_a_config_error),
 		T(test_plugin_that_is_not_a_shared_object_is_a_config_error),
 		T(test_plugin_of_another_abi_version_is_refused),
+		T(test_plugin_built_for_abi_1_is_refused_and_told_to_rebuild),
 		T(test_plugin_without_on_window_is_refused),
 		T(test_plugin_without_the_entry_symbol_is_refused),
 		T(test_plugin_whose_entry_returns_no_ops_is_refused),

@@ -265,7 +265,11 @@ test_registry_check_refuses_another_abi_version(void **state)
 	(void)state;
 	assert_int_equal(pol_registry_check(&ops, err, sizeof(err)), 0);
 	ops.abi_version = BELLOWS_POLICY_ABI + 1;
-	assert_check_fails(&ops, "ABI version 2");
+	assert_check_fails(&ops, "ABI version 3, this bellowsd speaks 2");
+	ops.abi_version = 1;
+	assert_check_fails(&ops,
+	    "ABI version 1, this bellowsd speaks 2: "
+	    "rebuild the policy");
 	ops.abi_version = 0;
 	assert_check_fails(&ops, "ABI version 0");
 	assert_check_fails(NULL, "no ops");
@@ -878,6 +882,113 @@ test_host_prefills_and_keeps_only_valid_metrics_named_by_instance(void **state)
 	ctl_policy_set_destroy(&f->set);
 }
 
+/* ---- LR changes ---------------------------------------------------- */
+
+#define EVENTS_MAX 8
+
+static bellows_event events_seen[EVENTS_MAX];    /* what on_event was told */
+static uint32_t n_events_seen;                   /* entries used */
+static uint64_t event_before_window[EVENTS_MAX]; /* on_window calls made
+						  * before each event */
+static uint64_t windows_run;                     /* on_window calls */
+
+static int
+record_on_window(void *st, const void *config, const bellows_window *w,
+    bellows_proposal *out)
+{
+	windows_run++;
+	return 0;
+}
+
+static int
+record_on_event(void *st, const void *config, const bellows_event *ev)
+{
+	if (n_events_seen < EVENTS_MAX) {
+		event_before_window[n_events_seen] = windows_run;
+		events_seen[n_events_seen++] = *ev;
+	}
+	return 0;
+}
+
+/* Runs the set on window `index` whose first step used learning rate lr. */
+static void
+run_lr(fixture *f, uint64_t index, double lr)
+{
+	bellows_window w = window(f, index);
+	char policies[64], reason[256];
+	uint32_t failed = 99;
+
+	w.lr = lr;
+	assert_int_equal(ctl_policy_set_run(f->set, &w, &f->state, policies,
+			     sizeof(policies), reason, sizeof(reason), &failed),
+	    0);
+	assert_int_equal(failed, 0);
+}
+
+static void
+test_host_tells_policies_of_an_lr_change_before_the_window(void **state)
+{
+	fixture *f = *state;
+	bellows_policy_ops ops = probe_ops;
+	probe_config pcfg = { .gain = 1, .span = 16 };
+	ctl_policy_conf pc;
+	ctl_job_conf jc;
+	ctl_policy_set *next = NULL;
+	char note[128];
+
+	ops.init = probe_init_batch;
+	ops.on_window = record_on_window;
+	ops.on_event = record_on_event;
+	pc = (ctl_policy_conf){ .name = "recorder",
+		.ops = &ops,
+		.config = &pcfg,
+		.selector = { .min_ndim = 0 } };
+	jc = (ctl_job_conf){ .match = "*", .n_policies = 1, .policies = &pc };
+	n_events_seen = 0;
+	windows_run = 0;
+	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
+	assert_int_equal(ctl_policy_set_new(&jc, "job", 4, layers, N_LAYERS,
+			     &f->state, f->reason, sizeof(f->reason), &f->set),
+	    0);
+
+	/* The first window has no previous LR; an unchanged LR and an
+	 * unknown (NAN) one are no change. */
+	run_lr(f, 0, 0.1);
+	run_lr(f, 1, 0.1);
+	run_lr(f, 2, NAN);
+	assert_int_equal(n_events_seen, 0);
+	run_lr(f, 3, 0.01);
+	assert_int_equal(n_events_seen, 1);
+	assert_int_equal(events_seen[0].type, BELLOWS_EVENT_LR_CHANGE);
+	assert_int_equal(events_seen[0].window, 3);
+	assert_true(events_seen[0].lr_old == 0.1);
+	assert_true(events_seen[0].lr_new == 0.01);
+	assert_int_equal(events_seen[0].ranks_alive, 4);
+	assert_int_equal(event_before_window[0], 3); /* before window 3's */
+
+	/* A reload keeps the instance (a RELOAD event) and the LR seen
+	 * last: a change right after it is still told. */
+	assert_int_equal(ctl_policy_set_prepare(f->set, &jc, "job", 4, layers,
+			     N_LAYERS, &f->state, f->reason, sizeof(f->reason),
+			     &next),
+	    0);
+	assert_int_equal(ctl_policy_set_commit(next, &f->set, 4, 4, note,
+			     sizeof(note)),
+	    0);
+	f->set = next;
+	assert_int_equal(n_events_seen, 2);
+	assert_int_equal(events_seen[1].type, BELLOWS_EVENT_RELOAD);
+	run_lr(f, 4, 0.02);
+	assert_int_equal(n_events_seen, 3);
+	assert_int_equal(events_seen[2].type, BELLOWS_EVENT_LR_CHANGE);
+	assert_int_equal(events_seen[2].window, 4);
+	assert_true(events_seen[2].lr_old == 0.01);
+	assert_true(events_seen[2].lr_new == 0.02);
+	run_lr(f, 5, 0.02);
+	assert_int_equal(n_events_seen, 3);
+	ctl_policy_set_destroy(&f->set); /* before jc leaves scope */
+}
+
 int
 main(void)
 {
@@ -901,6 +1012,7 @@ main(void)
 		T(test_host_takes_calibration_from_the_threshold_owner_only),
 		T(test_host_takes_a_bounded_codec_table_from_its_owner_only),
 		T(test_host_prefills_and_keeps_only_valid_metrics_named_by_instance),
+		T(test_host_tells_policies_of_an_lr_change_before_the_window),
 #undef T
 	};
 

@@ -771,16 +771,37 @@ test_reload_follows_the_file_through_inotify(void **state)
 	"    policies:\n"                                                      \
 	"      - {type: fixed, params: {level: 2}}\n"
 
+/* Accordion on every weight, each window's decision depending on the
+ * norm of the window before; the reload changes only where the norm comes
+ * from: every rank reports the same norms here, so rank 0's is the mean
+ * and the decisions must not change. */
+#define LOAD_ACCORDION(source)                                                 \
+	"daemon: {heartbeat_ms: 1000, apply_lag: 2}\n"                         \
+	"jobs:\n"                                                              \
+	"  - match: \"other*\"\n"                                              \
+	"    policies:\n"                                                      \
+	"      - {type: fixed, params: {level: 6}}\n"                          \
+	"  - match: \"job*\"\n"                                                \
+	"    policies:\n"                                                      \
+	"      - type: accordion\n"                                            \
+	"        name: acc\n"                                                  \
+	"        params: {eta: 0.3, interval: 1, critical_level: 4,\n"         \
+	"                 stable_level: 1, norm_source: " source "}\n"
+/* Norms of the windows: jumps at windows 3 and 7 are critical. */
+static const double load_norms[LOAD_WINDOWS] = { 1, 1.1, 1.2, 3, 3.1, 3.2, 3.3,
+	1, 1.05, 1.1, 1.15, 1.2 };
+
 /* Runs "job" with LOAD_WORLD ranks over LOAD_WINDOWS windows, ranks
- * reporting in a rotating order; with `reload`, the file is rewritten and
- * reloaded in window 5 after two ranks reported. Leaves the decisions in
- * f->pub. */
+ * reporting in a rotating order, with configuration `conf` and window w's
+ * norm norms[w] (1 + w when norms is NULL); with `conf2`, the file is
+ * rewritten to it and reloaded in window 5 after two ranks reported.
+ * Leaves the decisions in f->pub. */
 static void
-run_load(fixture *f, bool reload)
+run_load(fixture *f, const char *conf, const char *conf2, const double *norms)
 {
 	static const char *const peers[LOAD_WORLD] = { "P0", "P1", "P2", "P3" };
 
-	write_config(f, LOAD_CONFIG);
+	write_config(f, conf);
 	assert_int_equal(ctl_reload_now(f->reload, true), 0);
 	for (uint32_t r = 0; r < LOAD_WORLD; r++)
 		join(f, peers[r], "job", r, LOAD_WORLD);
@@ -788,43 +809,54 @@ run_load(fixture *f, bool reload)
 		for (uint32_t k = 0; k < LOAD_WORLD; k++) {
 			uint32_t r = (uint32_t)(k + w) % LOAD_WORLD;
 
-			if (reload && w == 5 && k == 2) {
-				write_config(f, LOAD_CONFIG_2);
+			if (conf2 != NULL && w == 5 && k == 2) {
+				write_config(f, conf2);
 				assert_int_equal(ctl_reload_now(f->reload,
 						     false),
 				    0);
-				assert_int_equal(ctl_reload_config(f->reload)
-						     ->heartbeat_ms,
-				    250);
 			}
-			report(f, peers[r], "job", r, w, 1.0 + (double)w);
+			report(f, peers[r], "job", r, w,
+			    norms != NULL ? norms[w] : 1.0 + (double)w);
 		}
 	}
 }
 
-static void
-test_reload_under_load_changes_no_decision_that_should_not_change(void **state)
+/* A second daemon next to f's, with its own file `name` holding conf. */
+static fixture *
+twin_new(const fixture *f, const char *name, const char *conf)
 {
-	fixture *f = *state;
 	fixture *g = calloc(1, sizeof(*g));
 	ctl_config *cfg = NULL;
 	char err[CTL_CONFIG_ERR_MAX];
 
-	/* A second, identical daemon that is never reloaded. */
 	assert_non_null(g);
 	memcpy(g->dir, f->dir, sizeof(g->dir));
 	memcpy(g->threshold, f->threshold, sizeof(g->threshold));
-	snprintf(g->path, sizeof(g->path), "%s/twin.yaml", f->dir);
-	write_config(g, LOAD_CONFIG);
+	snprintf(g->path, sizeof(g->path), "%s/%s", f->dir, name);
+	write_config(g, conf);
 	assert_int_equal(ctl_config_load(g->path, &cfg, err, sizeof(err)), 0);
 	assert_int_equal(ctl_jobs_new(cfg, 42, record, g, &g->jobs), 0);
 	assert_int_equal(ctl_reload_new(g->path, &cfg, g->jobs, &g->reload), 0);
 	com_msg_init(&g->reply, COM_MSG_NONE);
+	return g;
+}
 
-	run_load(f, true);
-	run_load(g, false);
-	assert_int_equal(counters(f).done, 2);
-	assert_int_equal(counters(g).done, 1);
+static void
+twin_destroy(fixture *g)
+{
+	ctl_jobs_destroy(&g->jobs);
+	ctl_reload_destroy(&g->reload);
+	for (uint32_t i = 0; i < g->n_pub; i++)
+		com_msg_fini(&g->pub[i]);
+	com_msg_fini(&g->reply);
+	unlink(g->path);
+	free(g);
+}
+
+/* f's and g's decisions are the same, one by one. */
+static void
+assert_same_decisions(const fixture *f, const fixture *g)
+{
 	assert_int_equal(f->n_pub, 1 + LOAD_WINDOWS);
 	assert_int_equal(f->n_pub, g->n_pub);
 	for (uint32_t i = 0; i < f->n_pub; i++) {
@@ -834,21 +866,68 @@ test_reload_under_load_changes_no_decision_that_should_not_change(void **state)
 		assert_int_equal(a->seq, b->seq);
 		assert_int_equal(a->apply_step, b->apply_step);
 		assert_int_equal(a->window, b->window);
-		assert_true(com_decision_same_state(a, b));
+		if (!com_decision_same_state(a, b))
+			fail_msg("decision %u differs: level %g vs %g", i,
+			    a->level[0], b->level[0]);
 		assert_string_equal(a->policy, b->policy);
 		assert_string_equal(a->reason, b->reason);
 	}
+}
+
+static void
+test_reload_under_load_changes_no_decision_that_should_not_change(void **state)
+{
+	fixture *f = *state;
+	/* A second, identical daemon that is never reloaded. */
+	fixture *g = twin_new(f, "twin.yaml", LOAD_CONFIG);
+
+	run_load(f, LOAD_CONFIG, LOAD_CONFIG_2, NULL);
+	run_load(g, LOAD_CONFIG, NULL, NULL);
+	assert_int_equal(counters(f).done, 2);
+	assert_int_equal(ctl_reload_config(f->reload)->heartbeat_ms, 250);
+	assert_int_equal(counters(g).done, 1);
+	assert_same_decisions(f, g);
 	/* The schedule did move: the runs are not trivially equal. */
 	assert_levels(&f->pub[3].u.decision, 1, 0, 1);
 	assert_levels(&f->pub[f->n_pub - 1].u.decision, 5, 0, 5);
+	twin_destroy(g);
+}
 
-	ctl_jobs_destroy(&g->jobs);
-	ctl_reload_destroy(&g->reload);
-	for (uint32_t i = 0; i < g->n_pub; i++)
-		com_msg_fini(&g->pub[i]);
-	com_msg_fini(&g->reply);
-	unlink(g->path);
-	free(g);
+static void
+test_reload_under_load_keeps_accordions_window_history(void **state)
+{
+	fixture *f = *state;
+	fixture *g = twin_new(f, "twin.yaml", LOAD_ACCORDION("rank0"));
+	fixture *h = twin_new(f, "renamed.yaml", LOAD_ACCORDION("rank0"));
+	char renamed[2048];
+	const char *from;
+
+	run_load(f, LOAD_ACCORDION("rank0"), LOAD_ACCORDION("mean"),
+	    load_norms);
+	run_load(g, LOAD_ACCORDION("rank0"), NULL, load_norms);
+	assert_int_equal(counters(f).done, 2);
+	assert_same_decisions(f, g);
+	/* Decision i + 1 closes window i and holds the level of window
+	 * i + 1: critical (4) after the jumps of windows 3 and 7 - the
+	 * latter judged after the reload, against the history kept across
+	 * it - stable (1) otherwise; the bias is not selected. */
+	static const double want[1 + LOAD_WINDOWS] = { 4, 4, 1, 1, 4, 1, 1, 1,
+		4, 1, 1, 1, 1 };
+	for (uint32_t i = 0; i < f->n_pub; i++)
+		assert_levels(&f->pub[i].u.decision, want[i], 0, want[i]);
+
+	/* The control: the same reload renaming the instance starts it
+	 * afresh, without history, and window 5's decision differs. */
+	snprintf(renamed, sizeof(renamed), "%s", LOAD_ACCORDION("mean"));
+	from = strstr(renamed, "name: acc");
+	assert_non_null(from);
+	memcpy((char *)from, "name: abc", strlen("name: abc"));
+	run_load(h, LOAD_ACCORDION("rank0"), renamed, load_norms);
+	assert_int_equal(counters(h).done, 2);
+	assert_true(!com_decision_same_state(&h->pub[6].u.decision,
+	    &g->pub[6].u.decision));
+	twin_destroy(h);
+	twin_destroy(g);
 }
 
 static void
@@ -878,6 +957,7 @@ main(void)
 		T(test_reload_refuses_for_all_jobs_when_a_policy_cannot_start),
 		T(test_reload_follows_the_file_through_inotify),
 		T(test_reload_under_load_changes_no_decision_that_should_not_change),
+		T(test_reload_under_load_keeps_accordions_window_history),
 		T(test_reload_destroy_is_null_safe),
 	};
 #undef T

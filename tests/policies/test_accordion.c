@@ -990,15 +990,43 @@ test_batch_switches_between_the_two_sizes_and_scales_the_lr(void **state)
 }
 
 static void
-test_batch_model_norm_covers_only_the_selected_layers(void **state)
+test_batch_model_norm_covers_every_layer_by_default(void **state)
 {
 	fixture *f = *state;
 
-	/* The default selector leaves the bias out. */
+	/* The whole model: the default selector takes the bias too, whose
+	 * norm falls from 100 to 1 - critical. */
 	sup_load(&f->h,
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: accordion_batch\n"
+	    "        params: {interval: 1, batch_critical: 256, "
+	    "batch_stable: 1024}\n");
+	assert_int_equal(f->h.cfg->jobs[0].policies[0].selector.min_ndim, 0);
+	assert_int_equal(sup_start(&f->h), 0);
+	assert_int_equal(f->h.state.batch_size, 256);
+	norms(f, 3, 100, 4, 0);
+	run(f, 0);
+	norms(f, 3, 1, 4, 0);
+	run(f, 1);
+	assert_int_equal(f->h.state.batch_size, 256);
+	assert_true(f->h.state.lr_scale == 1);
+	sup_assert_contains(f->h.why,
+	    "model norm 100.1 -> 5.099, r=0.949: critical");
+}
+
+static void
+test_batch_model_norm_covers_only_the_layers_a_set_selector_picks(void **state)
+{
+	fixture *f = *state;
+
+	/* min_ndim set in the file wins: the bias is out, the norm of the
+	 * rest does not move - stable. */
+	sup_load(&f->h,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: accordion_batch\n"
+	    "        layers: {min_ndim: 2}\n"
 	    "        params: {interval: 1, batch_critical: 256, "
 	    "batch_stable: 1024}\n");
 	assert_int_equal(sup_start(&f->h), 0);
@@ -1325,7 +1353,8 @@ main(void)
 		T(test_accordion_refuses_a_history_beyond_its_limit),
 		T(test_accordion_refuses_a_window_of_another_layer_table),
 		T(test_batch_switches_between_the_two_sizes_and_scales_the_lr),
-		T(test_batch_model_norm_covers_only_the_selected_layers),
+		T(test_batch_model_norm_covers_every_layer_by_default),
+		T(test_batch_model_norm_covers_only_the_layers_a_set_selector_picks),
 		T(test_batch_warms_the_lr_up_linearly_and_says_so_every_window),
 		T(test_batch_warm_up_multiplies_the_batch_scaling),
 		T(test_batch_lr_drop_holds_the_small_batch_until_next_check),

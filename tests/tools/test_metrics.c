@@ -509,10 +509,37 @@ test_metrics_quotes_only_fields_that_need_it_and_reads_them_back(void **state)
 	tool_metrics_destroy(&m);
 }
 
+static void
+test_number_text_is_the_shortest_that_reads_back_exactly(void **state)
+{
+	static const struct {
+		double v;
+		const char *text;
+	} cases[] = {
+		{ 0.4, "0.4" },
+		{ 256.0 / 640.0, "0.4" },
+		{ 4, "4" },
+		{ 0.1 + 0.2, "0.30000000000000004" }, /* needs 17 */
+		{ 1.0 / 3.0, "0.3333333333333333" },  /* 16 */
+		{ 1e-300, "1e-300" },
+		{ -2.5, "-2.5" },
+	};
+	char buf[TOOL_NUMBER_TEXT_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tool_metrics_number_text(cases[i].v, buf, sizeof(buf));
+		assert_string_equal(buf, cases[i].text);
+		assert_true(strtod(buf, NULL) == cases[i].v);
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+		    test_number_text_is_the_shortest_that_reads_back_exactly),
 		cmocka_unit_test(
 		    test_metrics_reads_windows_layers_norms_and_lrs),
 		cmocka_unit_test(

@@ -304,6 +304,38 @@ test_replay_of_accordion_batch_prints_batch_sizes_and_lr_scales(void **state)
 }
 
 static void
+test_replay_prints_an_lr_scale_in_its_shortest_exact_form(void **state)
+{
+	fixture *f = *state;
+	char *out;
+
+	/* 256 / 640 is the double nearest 0.4: printed as 0.4, not
+	 * 0.40000000000000002. */
+	assert_int_equal(replay(f,
+			     "jobs:\n"
+			     "  - match: \"*\"\n"
+			     "    policies:\n"
+			     "      - type: accordion_batch\n"
+			     "        params:\n"
+			     "          interval: 1\n"
+			     "          batch_critical: 640\n"
+			     "          batch_stable: 256\n",
+			     "window,layer,grad_norm,lr,shape\n"
+			     "0,w,10,0.1,8x8\n"
+			     "1,w,9,0.1,8x8\n"
+			     "2,w,9,0.1,8x8\n",
+			     "job"),
+	    0);
+	out = printed(f);
+	assert_string_equal(out,
+	    "window,batch_size,lr_scale\n"
+	    "0,640,1\n"
+	    "1,640,1\n"
+	    "2,256,0.4\n");
+	free(out);
+}
+
+static void
 test_replay_names_a_policy_that_cannot_start(void **state)
 {
 	fixture *f = *state;
@@ -775,6 +807,7 @@ main(void)
 		T(test_replay_of_a_gap_runs_the_next_recorded_window),
 		T(test_replay_selects_unshaped_layers_as_matrices),
 		T(test_replay_of_accordion_batch_prints_batch_sizes_and_lr_scales),
+		T(test_replay_prints_an_lr_scale_in_its_shortest_exact_form),
 		T(test_replay_names_a_policy_that_cannot_start),
 		T(test_replay_quotes_layer_names_in_its_output),
 		T(test_replay_prefers_the_recorded_lr_next),

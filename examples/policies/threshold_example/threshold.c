@@ -135,6 +135,11 @@ threshold_on_event(void *state, const void *config, const bellows_event *ev)
 			return BELLOWS_ESTATE;
 		st->reloads++;
 		break;
+	case BELLOWS_EVENT_LR_CHANGE:
+		/* ev->lr_old -> ev->lr_new: a threshold on gradient norms
+		 * has nothing to adapt (Accordion's rule reads the LR from
+		 * the windows themselves). */
+		break;
 	}
 	return 0;
 }
