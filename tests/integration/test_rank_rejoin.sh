@@ -50,3 +50,5 @@ case "$last" in
 "sim: ranks=2 windows=6 decisions="*" agreed=no") ok "$last" ;;
 *) fail "sim's last line: '$last'" ;;
 esac
+kill_daemon INT
+ok "bellowsd exited 0 on SIGINT"
