@@ -21,12 +21,12 @@
 #define COM_CODEC_TABLE_MAX 65536
 
 typedef struct com_limits {
-	size_t max_msg_bytes; /* largest frame accepted (also ZMQ_MAXMSGSIZE) */
-	uint32_t max_layers;  /* layers in a table, report or decision */
-	uint32_t max_world;   /* ranks in a job */
-	uint32_t max_name_len;    /* bytes in a job or layer name */
-	uint32_t max_text_len;    /* bytes in a reason, policy or error text */
-	uint32_t max_decisions;   /* decisions in a welcome or snapshot */
+	size_t max_msg_bytes;   /* largest frame decoded (bellowsd reads 2x) */
+	uint32_t max_layers;    /* layers in a table, report or decision */
+	uint32_t max_world;     /* ranks in a job */
+	uint32_t max_name_len;  /* bytes in a job or layer name */
+	uint32_t max_text_len;  /* bytes in a reason, policy or error text */
+	uint32_t max_decisions; /* decisions in a welcome or snapshot */
 	uint32_t max_codec_table; /* bytes of an opaque codec table */
 	uint32_t max_jobs;        /* jobs in a status reply */
 	uint32_t max_peers;       /* peers in a status reply */

@@ -831,7 +831,9 @@ static void
 config_defaults(ctl_config *cfg)
 {
 	cfg->apply_lag = 1;
-	cfg->window_timeout_ms = 10000;
+	/* Below the agents' wait for a decision, see
+	 * ctl_config_timing_warning. */
+	cfg->window_timeout_ms = 3000;
 	cfg->rank_timeout_ms = 10000;
 	cfg->heartbeat_ms = 1000;
 	cfg->repair_margin = 2;
@@ -1197,6 +1199,26 @@ config_print_policy(FILE *f, const ctl_policy_conf *pc)
 	fprintf(f, "        params:\n");
 	for (const bellows_param *p = pc->ops->params; p->name != NULL; p++)
 		config_print_param(f, p, pc->config);
+}
+
+bool
+ctl_config_timing_warning(const ctl_config *cfg, char *ret_why, size_t why_len)
+{
+	const uint32_t limit = CTL_CONFIG_AGENT_WAIT_MS -
+	    CTL_CONFIG_DECIDE_MARGIN_MS;
+
+	if (cfg->window_timeout_ms <= limit)
+		return false;
+	snprintf(ret_why, why_len,
+	    "daemon.window_timeout_ms %u is above %u: with agents waiting "
+	    "the default decision_timeout_ms (%u), the decision of a window "
+	    "closed with a rank missing may come after the other ranks gave "
+	    "up waiting, and they would apply it at different steps; lower "
+	    "it, or give every agent a decision_timeout_ms of at least "
+	    "window_timeout_ms + %u",
+	    cfg->window_timeout_ms, limit, CTL_CONFIG_AGENT_WAIT_MS,
+	    CTL_CONFIG_DECIDE_MARGIN_MS);
+	return true;
 }
 
 int

@@ -24,6 +24,12 @@
 #include <stdint.h>
 
 #define CTL_CONFIG_ERR_MAX 512 /* bytes of an error message */
+/* The agent's default decision_timeout_ms (bellows_agent_config_init):
+ * how long a rank waits at a decision's apply step before it gives up. */
+#define CTL_CONFIG_AGENT_WAIT_MS 5000
+/* What a window's decision needs after its timeout to reach the ranks:
+ * the loop's tick, the policies, the history commit, the wire. */
+#define CTL_CONFIG_DECIDE_MARGIN_MS 1000
 
 /* Which tensors a policy acts on. */
 typedef struct ctl_selector {
@@ -133,6 +139,17 @@ bool ctl_policy_conf_same_instance(const ctl_policy_conf *a,
 /* True when the selector picks a tensor with this name and shape. */
 bool ctl_selector_matches(const ctl_selector *sel, const char *name,
     uint64_t numel, uint32_t ndim);
+
+/* Checks a valid configuration's timing against the agents' default
+ * decision_timeout_ms. A window that closes by timeout (a rank missing)
+ * must be decided before the other ranks, waiting at its apply step, give
+ * up: a decision that arrives later is applied by each rank at its next
+ * step, which differs between ranks. So window_timeout_ms must stay at or
+ * below CTL_CONFIG_AGENT_WAIT_MS - CTL_CONFIG_DECIDE_MARGIN_MS. Returns
+ * true and writes a warning into ret_why (why_len bytes, NUL-terminated)
+ * when it does not; false, leaving ret_why untouched, when it does. */
+bool ctl_config_timing_warning(const ctl_config *cfg, char *ret_why,
+    size_t why_len);
 
 /* Writes a normalised summary of what cfg configures (every value, with
  * defaults filled in) to `out` as YAML. Returns 0 or BELLOWS_EIO. */

@@ -940,8 +940,9 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	    rk->rejoins > 0 ? CTL_STORE_RANK_REJOINED : CTL_STORE_RANK_JOINED,
 	    h->step, h->incarnation, com_clock_wall_ms());
 	ctl_log(CTL_LOG_INFO, "jobs",
-	    "job '%s' rank %u joined at step %" PRIu64 " (%u/%u alive)", h->job,
-	    h->rank, h->step, j->alive, j->world);
+	    "job '%s' rank %u %s at step %" PRIu64 " (%u/%u alive)", h->job,
+	    h->rank, rk->rejoins > 0 ? "rejoined" : "joined", h->step, j->alive,
+	    j->world);
 	ctl_events_add(jobs->events, CTL_EVENT_RANK_JOINED, j->name,
 	    "rank %u %s at step %" PRIu64 " (%u/%u alive)", h->rank,
 	    rk->rejoins > 0 ? "rejoined" : "joined", h->step, j->alive,

@@ -209,6 +209,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "bellowsd: %s\n", err);
 		return 1;
 	}
+	if (ctl_config_timing_warning(d.cfg, err, sizeof(err)))
+		ctl_log(CTL_LOG_WARN, "main", "%s: %s", d.policy_path, err);
 	if (control == NULL)
 		control = d.cfg->control != NULL ? d.cfg->control
 						 : "tcp://127.0.0.1:5555";

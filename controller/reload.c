@@ -96,6 +96,8 @@ ctl_reload_now(ctl_reload *r, bool force)
 	r->counters.done++;
 	ctl_log(CTL_LOG_INFO, "reload", "configuration reloaded from '%s'",
 	    r->path);
+	if (ctl_config_timing_warning(cfg, err, sizeof(err)))
+		ctl_log(CTL_LOG_WARN, "reload", "%s: %s", r->path, err);
 	ctl_events_add(ctl_jobs_events(r->jobs), CTL_EVENT_RELOAD_OK, NULL,
 	    "configuration reloaded from '%s'", r->path);
 	return 0;

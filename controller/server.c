@@ -19,6 +19,7 @@
 #define SERVER_PEER_LOG_MS 60000 /* one drop log line per peer per minute */
 #define SERVER_BATCH       256   /* messages read per loop turn */
 #define SERVER_TOPIC_MAX   300   /* "d:" + job name + NUL */
+#define SERVER_GUARD       2     /* transport guard, in codec limits */
 
 typedef struct server_peer {
 	uint8_t id[256];       /* routing id */
@@ -60,7 +61,7 @@ ctl_server_open(void *zctx, const char *control, const char *publish,
     const com_limits *limits, uint64_t instance, ctl_server **ret_server)
 {
 	ctl_server *s = calloc(1, sizeof(*s));
-	int64_t maxsize = (int64_t)limits->max_msg_bytes;
+	int64_t maxsize = (int64_t)limits->max_msg_bytes * SERVER_GUARD;
 	int hwm = 100000, linger = 0, r;
 
 	if (s == NULL)
@@ -75,8 +76,11 @@ ctl_server_open(void *zctx, const char *control, const char *publish,
 		r = s->peers == NULL ? BELLOWS_ENOMEM : BELLOWS_ESYS;
 		goto fail;
 	}
-	/* An oversized frame makes ZeroMQ drop the connection before we
-	 * ever allocate it. */
+	/* Frames up to twice the codec's limit reach the codec, which refuses
+	 * the oversized ones so they are counted against their peer like any
+	 * malformed message. Beyond that ZeroMQ closes the connection before
+	 * allocating the frame: the transport's guard against a peer that
+	 * would exhaust our memory, and the one drop STATUS cannot see. */
 	zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxsize, sizeof(maxsize));
 	zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof(linger));
 	zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof(hwm));
@@ -313,7 +317,7 @@ server_read_one(ctl_server *s)
 {
 	zmq_msg_t idf, body;
 	uint8_t id[256];
-	size_t id_len, parts = 1;
+	size_t id_len, parts = 1, size;
 	com_msg m;
 	int more, r;
 	size_t more_len = sizeof(more);
@@ -355,8 +359,8 @@ server_read_one(ctl_server *s)
 		zmq_msg_close(&body);
 		return true;
 	}
-	r = com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body),
-	    &s->limits, &m);
+	size = zmq_msg_size(&body);
+	r = com_codec_decode(zmq_msg_data(&body), size, &s->limits, &m);
 	zmq_msg_close(&body);
 	if (r == BELLOWS_EVERSION) {
 		com_msg reply;
@@ -373,6 +377,15 @@ server_read_one(ctl_server *s)
 		server_reply(s, id, id_len, &reply);
 		com_msg_fini(&reply);
 		com_msg_fini(&m);
+		return true;
+	}
+	if (r == BELLOWS_EMSGSIZE) {
+		char text[96];
+
+		snprintf(text, sizeof(text),
+		    "a frame of %zu bytes, the limit is %zu", size,
+		    s->limits.max_msg_bytes);
+		server_drop(s, id, id_len, r, text);
 		return true;
 	}
 	if (r != 0) {

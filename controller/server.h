@@ -22,7 +22,10 @@
 typedef struct ctl_server ctl_server;
 
 /* Binds the ROUTER to `control` and the PUB to `publish` in ZeroMQ
- * context `zctx` (borrowed). Returns 0, BELLOWS_EIO if an endpoint cannot
+ * context `zctx` (borrowed). Frames up to limits->max_msg_bytes are
+ * decoded; longer ones up to twice that are dropped and counted as
+ * oversized; beyond that ZeroMQ closes the sender's connection (its
+ * ZMQ_MAXMSGSIZE). Returns 0, BELLOWS_EIO if an endpoint cannot
  * be bound (logged with the reason), or BELLOWS_ENOMEM. */
 int ctl_server_open(void *zctx, const char *control, const char *publish,
     const com_limits *limits, uint64_t instance, ctl_server **ret_server);

@@ -21,7 +21,9 @@ tool_policy_check_usage(FILE *f)
 	    "  error as FILE:LINE:COLUMN: message (at most 50) and exits 1\n"
 	    "  when it is invalid;\n"
 	    "  prints what it configures (defaults filled in) and exits 0\n"
-	    "  when it is valid.\n");
+	    "  when it is valid. A valid file whose window_timeout_ms is too\n"
+	    "  close to the agents' default decision_timeout_ms (5000) gets\n"
+	    "  a warning on stderr (still exit 0).\n");
 }
 
 int
@@ -72,6 +74,11 @@ tool_policy_check_main(int argc, char **argv)
 	}
 	free(errs);
 	printf("# %s: valid\n", argv[2]);
+	/* Valid but unsafe with the agents' defaults: said, not refused,
+	 * since the agents may be configured to wait longer. */
+	if (ctl_config_timing_warning(cfg, err, sizeof(err)))
+		fprintf(stderr, "bellows policy check: %s: warning: %s\n",
+		    argv[2], err);
 	rc = ctl_config_print(cfg, stdout) == 0 && fflush(stdout) == 0 ? 0 : 1;
 	ctl_config_destroy(&cfg);
 	return rc;

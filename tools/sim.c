@@ -158,6 +158,11 @@ tool_sim_usage(FILE *f)
 	    "  then checks that every rank applied the same decision at\n"
 	    "  every step. The last line reads\n"
 	    "    sim: ranks=N windows=W decisions=D agreed=yes|no\n"
+	    "  Exit status: 0 only with agreed=yes, when every rank ran to\n"
+	    "  the end and applied every decision at the same step; 1 with\n"
+	    "  agreed=no (ranks disagreed, a rank failed or stalled, or a\n"
+	    "  --kill victim never rejoined; a line above says which) or\n"
+	    "  bellowsd unreachable (no last line); 2 for bad arguments.\n"
 	    "\n"
 	    "  --control EP           bellowsd's control endpoint\n"
 	    "  --publish EP           bellowsd's publish endpoint\n"
@@ -1540,16 +1545,23 @@ sim_kill_duties(sim_ctx *cx, sim_super *sv)
 		fflush(stdout);
 		return;
 	}
+	/* Once every other rank finished there is nothing to rejoin: no
+	 * need to wait out --down-ms. */
 	if (sv->kill != SIM_KILL_DOWN || !sv->killed_reaped ||
-	    now - sv->killed_ms < o->down_ms)
+	    (now - sv->killed_ms < o->down_ms && sv->running > 0))
 		return;
 	sv->kill = SIM_KILL_NONE;
 	target = (sim_group_step(cx, false) / o->steps + 2) * o->steps;
 	if (target >= cx->total_steps) {
+		/* It never applied the decisions the others applied after
+		 * it was killed: the run did not agree. */
 		printf("sim: the group is past window %" PRIu64
-		       "; rank %u does not rejoin\n",
-		    target / o->steps - 1, v);
+		       "; rank %u does not rejoin and missed every decision "
+		       "after step %" PRIu64 "\n",
+		    target / o->steps - 1, v,
+		    atomic_load(&cx->slots[v].step_done));
 		sv->done[v] = true;
+		sv->failed = true;
 		fflush(stdout);
 		return;
 	}
@@ -1878,14 +1890,16 @@ tool_sim_main(int argc, char **argv)
 	}
 	t0 = com_clock_ms();
 	ran = sim_supervise(&cx);
-	agreed = sim_verify(&cx, &decisions);
+	/* A run that failed (a rank died, stalled or never rejoined) did not
+	 * have every rank apply every decision: it never reads agreed=yes. */
+	agreed = sim_verify(&cx, &decisions) && ran;
 	sim_print_agents(&cx);
 	printf("sim: reached step %" PRIu64 " of %" PRIu64 " in %.1f s\n",
 	    sim_last_step(&cx), cx.total_steps,
 	    (double)(com_clock_ms() - t0) / 1000.0);
 	printf("sim: ranks=%u windows=%u decisions=%" PRIu64 " agreed=%s\n",
 	    o.ranks, o.windows, decisions, agreed ? "yes" : "no");
-	rc = ran && agreed ? 0 : 1;
+	rc = agreed ? 0 : 1;
 out:
 	fflush(stdout);
 	if (cx.map != NULL)

@@ -8,20 +8,21 @@
  * effect (apply_step); every rank applies it exactly there, so all ranks
  * change compression level at the same step.
  *
- * The only time the training thread waits is in bellows_agent_step_begin()
- * at the apply step of a decision that is due and has not arrived yet: it
- * waits up to decision_timeout_ms, then keeps the previous decision and
- * counts a miss (reported to bellowsd, which re-issues the state so every
- * rank converges again).
+ * The training thread waits only in bellows_agent_step_begin(): at the
+ * first step, for bellowsd's Welcome (the job's current decision), and at
+ * the apply step of a decision that is due and has not arrived yet. Either
+ * wait lasts at most decision_timeout_ms; then it keeps the decision it has
+ * (the library's defaults at the first step) and counts a miss (reported
+ * to bellowsd, which re-issues the state so every rank converges again).
  *
  * If bellowsd is down or restarts, training goes on with the last decision;
  * reports wait in a bounded queue (oldest dropped and counted when full) and
  * the agent reconnects and resynchronises by itself.
  *
  * Threading: one training thread calls every function except
- * bellows_agent_stats(), which any thread may call. The agent never aborts
- * and never writes to stdout/stderr; it logs through the callback given in
- * the configuration, possibly from its I/O thread.
+ * bellows_agent_stats_get(), which any thread may call. The agent never
+ * aborts and never writes to stdout/stderr; it logs through the callback
+ * given in the configuration, possibly from its I/O thread.
  *
  * Errors: every int-returning function returns 0 or a negative BELLOWS_E*
  * (see bellows/error.h); outputs (ret_*) are untouched on failure.

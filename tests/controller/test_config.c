@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include <bellows/agent.h>
 #include <bellows/error.h>
 
 #include "config.h"
@@ -226,7 +227,7 @@ test_config_fills_daemon_defaults(void **state)
 	assert_null(f->cfg->control);
 	assert_null(f->cfg->publish);
 	assert_int_equal(f->cfg->apply_lag, 1);
-	assert_int_equal(f->cfg->window_timeout_ms, 10000);
+	assert_int_equal(f->cfg->window_timeout_ms, 3000);
 	assert_int_equal(f->cfg->rank_timeout_ms, 10000);
 	assert_int_equal(f->cfg->heartbeat_ms, 1000);
 	assert_int_equal(f->cfg->repair_margin, 2);
@@ -673,6 +674,52 @@ test_config_print_round_trips_defaults_and_awkward_strings(void **state)
 }
 
 static void
+test_config_warns_of_a_window_timeout_the_agents_do_not_wait_out(void **state)
+{
+	fixture *f = *state;
+	bellows_agent_config agent;
+	char why[CTL_CONFIG_ERR_MAX] = "untouched";
+	char text[160];
+
+	/* The rule is stated against the agent's real default. */
+	bellows_agent_config_init(&agent);
+	assert_int_equal(agent.decision_timeout_ms, CTL_CONFIG_AGENT_WAIT_MS);
+
+	/* The default, and the largest value within the margin, are safe. */
+	assert_int_equal(load(f, "jobs:\n  - policies:\n      - type: fixed\n"),
+	    0);
+	assert_true(f->cfg->window_timeout_ms + CTL_CONFIG_DECIDE_MARGIN_MS <=
+	    agent.decision_timeout_ms);
+	assert_false(ctl_config_timing_warning(f->cfg, why, sizeof(why)));
+	assert_string_equal(why, "untouched");
+	ctl_config_destroy(&f->cfg);
+	snprintf(text, sizeof(text),
+	    "daemon:\n  window_timeout_ms: %u\n"
+	    "jobs:\n  - policies:\n      - type: fixed\n",
+	    CTL_CONFIG_AGENT_WAIT_MS - CTL_CONFIG_DECIDE_MARGIN_MS);
+	assert_int_equal(load(f, text), 0);
+	assert_false(ctl_config_timing_warning(f->cfg, why, sizeof(why)));
+	ctl_config_destroy(&f->cfg);
+
+	/* One more millisecond, or the old default of 10 s, is not. */
+	snprintf(text, sizeof(text),
+	    "daemon:\n  window_timeout_ms: %u\n"
+	    "jobs:\n  - policies:\n      - type: fixed\n",
+	    CTL_CONFIG_AGENT_WAIT_MS - CTL_CONFIG_DECIDE_MARGIN_MS + 1);
+	assert_int_equal(load(f, text), 0);
+	assert_true(ctl_config_timing_warning(f->cfg, why, sizeof(why)));
+	assert_non_null(strstr(why, "window_timeout_ms 4001 is above 4000"));
+	assert_non_null(strstr(why, "decision_timeout_ms (5000)"));
+	ctl_config_destroy(&f->cfg);
+	assert_int_equal(load(f,
+			     "daemon:\n  window_timeout_ms: 10000\n"
+			     "jobs:\n  - policies:\n      - type: fixed\n"),
+	    0);
+	assert_true(ctl_config_timing_warning(f->cfg, why, sizeof(why)));
+	assert_non_null(strstr(why, "window_timeout_ms 10000"));
+}
+
+static void
 test_config_destroy_is_null_safe(void **state)
 {
 	ctl_config *cfg = NULL;
@@ -784,6 +831,7 @@ main(void)
 		T(test_selector_matches_by_rank_size_and_name),
 		T(test_config_print_round_trips_every_value),
 		T(test_config_print_round_trips_defaults_and_awkward_strings),
+		T(test_config_warns_of_a_window_timeout_the_agents_do_not_wait_out),
 		T(test_config_destroy_is_null_safe),
 		T(test_config_reports_every_error_with_its_position),
 		T(test_config_stops_after_the_most_errors_it_reports),

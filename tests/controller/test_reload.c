@@ -405,8 +405,7 @@ test_reload_gives_a_changed_parameter_to_the_kept_instance(void **state)
 	    "threshold 3: 2 high, 0 low; seen 3 windows, 1 reloads, 2 ranks "
 	    "joined, 0 lost");
 	/* The new file's daemon settings are in force: defaults again. */
-	assert_int_equal(ctl_reload_config(f->reload)->window_timeout_ms,
-	    10000);
+	assert_int_equal(ctl_reload_config(f->reload)->window_timeout_ms, 3000);
 }
 
 static void

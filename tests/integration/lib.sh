@@ -79,11 +79,20 @@ start_daemon() {
 	fail "bellowsd did not answer STATUS within 5 s"
 }
 
-# kill_daemon SIGNAL
+# kill_daemon SIGNAL: sends SIGNAL (TERM, INT or KILL) to bellowsd and
+# waits for it; fails unless it exits 0 on TERM and INT (a clean shutdown)
+# and dies of the signal on KILL.
 kill_daemon() {
-	kill "-$1" "$DAEMON_PID" 2>/dev/null
-	wait "$DAEMON_PID" 2>/dev/null
+	local rc want=0
+
+	kill "-$1" "$DAEMON_PID" 2>/dev/null ||
+	    fail "cannot send SIG$1 to bellowsd: it is not running"
+	wait "$DAEMON_PID"
+	rc=$?
 	DAEMON_PID=""
+	[ "$1" = KILL ] && want=$((128 + 9))
+	[ "$rc" -eq "$want" ] ||
+	    fail "bellowsd exited with status $rc on SIG$1 (expected $want)"
 }
 
 # run_sim ARGS...: runs bellows sim against the daemon, output in

@@ -22,3 +22,5 @@ grep -q "rank_joined" "$TMP/status.out" || fail "status shows no rank_joined eve
 ok "status shows the job's events"
 grep -q "history store ok" "$TMP/status.out" || fail "status shows no store state"
 ok "status shows the history store's state"
+kill_daemon TERM
+ok "bellowsd exited 0 on SIGTERM"
