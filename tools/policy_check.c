@@ -76,9 +76,10 @@ tool_policy_check_main(int argc, char **argv)
 	printf("# %s: valid\n", argv[2]);
 	/* Valid but unsafe with the agents' defaults: said, not refused,
 	 * since the agents may be configured to wait longer. */
-	if (ctl_config_timing_warning(cfg, err, sizeof(err)))
+	char warn[CTL_CONFIG_ERR_MAX];
+	if (ctl_config_timing_warning(cfg, warn, sizeof(warn)))
 		fprintf(stderr, "bellows policy check: %s: warning: %s\n",
-		    argv[2], err);
+		    argv[2], warn);
 	rc = ctl_config_print(cfg, stdout) == 0 && fflush(stdout) == 0 ? 0 : 1;
 	ctl_config_destroy(&cfg);
 	return rc;
