@@ -171,6 +171,7 @@ class StepInfo(ctypes.Structure):
         ("mem_device_used", ctypes.c_uint64),
         ("mem_device_total", ctypes.c_uint64),
         ("mem_host_used", ctypes.c_uint64),
+        ("saved_bytes", ctypes.c_uint64),
     ]
 
 
