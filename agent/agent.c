@@ -513,6 +513,8 @@ bellows_agent_step_end(bellows_agent *agent, const bellows_step_info *info)
 			t->mem_device_total = info->mem_device_total;
 		if (info->mem_host_used > t->mem_host_used)
 			t->mem_host_used = info->mem_host_used;
+		if (info->saved_bytes > t->saved_bytes)
+			t->saved_bytes = info->saved_bytes;
 		/* The window's LR is its first step's and lr_next the one
 		 * after its last step: lr_next < lr then tells a policy that
 		 * the LR dropped anywhere in or right after the window, even

@@ -344,6 +344,7 @@ codec_out_report(codec_out *o, const com_report *r)
 	pt->mem_device_used = r->timings.mem_device_used;
 	pt->mem_device_total = r->timings.mem_device_total;
 	pt->mem_host_used = r->timings.mem_host_used;
+	pt->saved_bytes = r->timings.saved_bytes;
 	pr->timings = pt;
 	pr->job = codec_out_str(r->job);
 	pr->rank = r->rank;
@@ -1206,6 +1207,7 @@ codec_in_timings(const Bellows__Timings *pt, com_timings *t)
 	t->mem_device_used = pt->mem_device_used;
 	t->mem_device_total = pt->mem_device_total;
 	t->mem_host_used = pt->mem_host_used;
+	t->saved_bytes = pt->saved_bytes;
 	return 0;
 }
 

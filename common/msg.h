@@ -132,6 +132,8 @@ typedef struct com_timings {
 	uint64_t mem_device_used;  /* bytes, largest seen in the window */
 	uint64_t mem_device_total; /* bytes the device has */
 	uint64_t mem_host_used;    /* bytes, largest seen in the window */
+	uint64_t saved_bytes;      /* bytes one step saved for backward,
+				    * largest seen in the window */
 } com_timings;
 
 /* minor 1: the collectives of one size a rank ran in a window. */

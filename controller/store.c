@@ -130,6 +130,7 @@ typedef struct store_info_row {
 	double mem_host_used;      /* bytes, max over ranks */
 	uint64_t state_apply;      /* apply step of the state in force */
 	uint64_t state_calibrate;  /* its calibrate_steps */
+	double saved_bytes;        /* bytes saved for backward, max */
 } store_info_row;
 
 typedef struct store_stat_row {
@@ -350,10 +351,10 @@ static const char *const store_sql[ST_MAX] = {
 		    "state_batch_size, state_size_threshold, "
 		    "state_compression_off, backward_ms_median, "
 		    "codec_ms_median, mem_device_used, mem_device_total, "
-		    "mem_host_used, state_apply_step, state_calibrate_steps) "
-		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-		    "?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, "
-		    "?23, ?24, ?25, ?26, ?27, ?28, ?29)",
+		    "mem_host_used, state_apply_step, state_calibrate_steps, "
+		    "saved_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+		    "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
+		    "?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)",
 	[ST_COMM] = "INSERT INTO comm_samples (run_id, window, rank, bytes, "
 		    "ms, count, compressed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
 		    "?7)",
@@ -582,6 +583,10 @@ static const char *const store_migrations[] = {
 	"CREATE INDEX policy_metrics_window ON policy_metrics (run_id, window);"
 	"CREATE INDEX policy_metrics_name ON policy_metrics (run_id, name, "
 	"window);",
+	/* 3 -> 4 (0.3): the bytes one step saved for backward (every
+	 * activation), max over ranks; 0 in rows written before. */
+	"ALTER TABLE window_info ADD COLUMN saved_bytes INTEGER NOT NULL "
+	"DEFAULT 0;",
 };
 
 _Static_assert(sizeof(store_migrations) / sizeof(store_migrations[0]) ==
@@ -1246,6 +1251,7 @@ store_write_info(store_writer *w, const store_info_row *r)
 	store_bind_bytes(st, 27, r->mem_host_used);
 	store_bind_u64(st, 28, r->state_apply);
 	store_bind_u64(st, 29, r->state_calibrate);
+	store_bind_bytes(st, 30, r->saved_bytes);
 	return store_step(st);
 }
 
@@ -2434,6 +2440,7 @@ ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
 		.mem_host_used = w->mem_host_used,
 		.state_apply = in_force->apply_step,
 		.state_calibrate = in_force->calibrate_steps,
+		.saved_bytes = w->saved_bytes,
 	};
 	for (uint32_t l = 0; l < w->n_layers; l++) {
 		const bellows_window_layer *v = &w->layers[l];
@@ -3152,8 +3159,8 @@ store_load_windows(store_writer *w, store_loaded *ld,
 	    "state_batch_size, state_size_threshold, state_compression_off, "
 	    "backward_ms_median, codec_ms_median, mem_device_used, "
 	    "mem_device_total, mem_host_used, state_apply_step, "
-	    "state_calibrate_steps FROM window_info WHERE run_id = ?1 ORDER "
-	    "BY window",
+	    "state_calibrate_steps, saved_bytes FROM window_info WHERE run_id "
+	    "= ?1 ORDER BY window",
 	    ld->run.id, 0);
 	sqlite3_stmt *wl = store_select(w,
 	    "SELECT window, layer, grad_norm_rank0, grad_norm_mean, sum_sq, "
@@ -3207,6 +3214,7 @@ store_load_windows(store_writer *w, store_loaded *ld,
 			.mem_device_used = (double)store_col_u64(wi, 20),
 			.mem_device_total = (double)store_col_u64(wi, 21),
 			.mem_host_used = (double)store_col_u64(wi, 22),
+			.saved_bytes = (double)store_col_u64(wi, 25),
 		};
 
 		in_force.apply_step = store_col_u64(wi, 23);

@@ -40,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_STORE_SCHEMA_VERSION 3  /* PRAGMA user_version written */
+#define CTL_STORE_SCHEMA_VERSION 4  /* PRAGMA user_version written */
 #define CTL_STORE_HASH_LEN       17 /* hex FNV-1a 64 of a file, with NUL */
 
 /* Event kinds recorded by the store and around it (see events.h). */

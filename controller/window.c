@@ -63,6 +63,7 @@ struct ctl_window {
 	uint64_t mem_device_used;   /* max */
 	uint64_t mem_device_total;  /* min over the ranks that gave it */
 	uint64_t mem_host_used;     /* max */
+	uint64_t saved_bytes;       /* max */
 	bellows_comm_sample *comm;  /* every rank's collectives, in the
 				     * order the reports came */
 	uint32_t n_comm;            /* used */
@@ -271,6 +272,8 @@ ctl_window_add(ctl_window *w, const com_report *rep)
 		w->mem_device_total = t->mem_device_total;
 	if (t->mem_host_used > w->mem_host_used)
 		w->mem_host_used = t->mem_host_used;
+	if (t->saved_bytes > w->saved_bytes)
+		w->saved_bytes = t->saved_bytes;
 	for (uint32_t i = 0; i < rep->n_layers; i++)
 		window_add_layer(w, rep->rank, &rep->layers[i]);
 	for (uint32_t i = 0; i < rep->n_comm; i++) {
@@ -436,5 +439,6 @@ ctl_window_view(ctl_window *w, const char *job, uint32_t world,
 		.calibrate_until = ctl_window_calibrate_until(in_force),
 		.n_comm = w->n_comm,
 		.comm = w->comm,
+		.saved_bytes = (double)w->saved_bytes,
 	};
 }

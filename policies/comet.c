@@ -288,6 +288,8 @@ typedef struct comet_state {
 	double mem_used;    /* device bytes in use, largest */
 	double mem_total;   /* device bytes, smallest reported */
 	double host_used;   /* host bytes in use, largest */
+	double saved;       /* bytes a step saved for backward, largest
+			     * (every activation; 0: not reported) */
 	bool lr_due;        /* a reload: recompute the LR scale */
 } comet_state;
 
@@ -360,6 +362,7 @@ comet_accumulate(comet_state *st, const comet_rule *rule,
 		st->mem_used = 0;
 		st->mem_total = 0;
 		st->host_used = 0;
+		st->saved = 0;
 	}
 	for (uint32_t l = 0; l < st->n_layers; l++) {
 		const bellows_window_layer *wl = &w->layers[l];
@@ -389,6 +392,8 @@ comet_accumulate(comet_state *st, const comet_rule *rule,
 		st->mem_total = w->mem_device_total;
 	if (isfinite(w->mem_host_used) && w->mem_host_used > st->host_used)
 		st->host_used = w->mem_host_used;
+	if (isfinite(w->saved_bytes) && w->saved_bytes > st->saved)
+		st->saved = w->saved_bytes;
 }
 
 static bool
@@ -417,7 +422,10 @@ typedef struct comet_batch_plan {
 	comet_batch_verdict verdict; /* what was decided */
 	uint32_t batch;              /* batch chosen */
 	double fixed;                /* bytes that do not grow with B */
-	double per_sample;           /* stored activation bytes per sample */
+	double per_sample;           /* saved bytes per sample (all) */
+	double conv;                 /* of which stored conv inputs */
+	bool all_saved;              /* per_sample counts every saved
+				      * tensor, not the conv inputs only */
 	double ratio;                /* raw / stored activation bytes */
 	double predicted;            /* bytes predicted at `batch` */
 	double allowed;              /* (1 - reserve) * limit */
@@ -431,9 +439,11 @@ comet_fits(const comet_batch_plan *p, double b)
 	return p->fixed + b * p->per_sample <= p->allowed;
 }
 
-/* The memory model (see docs/policies/comet.md): the bytes in use at the
- * measured batch N minus the stored activations do not grow with the
- * batch; the stored activations grow linearly. */
+/* The memory model (see docs/policies/comet.md): what a step saves for
+ * backward grows linearly with the batch, the rest of the bytes in use at
+ * the measured batch N does not. "What a step saves" is the agents'
+ * saved_bytes (every activation, the conv inputs as compressed) when
+ * reported, else the stored conv inputs alone (an underestimate). */
 static void
 comet_batch_plan_make(const comet_state *st, const comet_batch_rule *br,
     comet_batch_plan *p)
@@ -470,8 +480,17 @@ comet_batch_plan_make(const comet_state *st, const comet_batch_rule *br,
 		return;
 	}
 	p->ratio = raw / stored;
-	p->per_sample = stored / st->mem_batch;
-	p->fixed = used > stored ? used - stored : 0;
+	p->conv = stored / st->mem_batch;
+	if (st->saved > 0) {
+		double saved = st->saved > stored ? st->saved : stored;
+
+		p->all_saved = true;
+		p->per_sample = saved / st->mem_batch;
+		p->fixed = used > saved ? used - saved : 0;
+	} else {
+		p->per_sample = p->conv;
+		p->fixed = used > stored ? used - stored : 0;
+	}
 	p->allowed = (1 - br->reserve) * p->limit;
 
 	/* B0 and every power of two above it up to max_batch; fitting is
@@ -540,9 +559,11 @@ comet_batch_explain(pol_text *t, const comet_batch_plan *p, uint32_t old,
 						     : "");
 	pol_text_add(t,
 	    ": predicted %.3g GB of %.3g GB allowed (%.3g GB %s), %.3g GB "
-	    "fixed + %.3g MB/sample stored at ratio %.3g",
+	    "fixed + %.3g MB/sample saved (%.3g MB conv inputs at ratio "
+	    "%.3g%s)",
 	    p->predicted / COMET_GB, p->allowed / COMET_GB, p->limit / COMET_GB,
-	    where, p->fixed / COMET_GB, p->per_sample / 1e6, p->ratio);
+	    where, p->fixed / COMET_GB, p->per_sample / 1e6, p->conv / 1e6,
+	    p->ratio, p->all_saved ? "" : "; nothing else reported");
 	if (lr_new != lr_old)
 		pol_text_add(t, "; LR scale %g -> %g (%s)", lr_old, lr_new,
 		    lr_mode);
@@ -710,7 +731,7 @@ comet_update(comet_state *st, const comet_rule *rule,
 		cl->bytes_sum = cl->raw_sum = 0;
 		cl->mem_n = 0;
 	}
-	st->mem_used = st->mem_total = st->host_used = 0;
+	st->mem_used = st->mem_total = st->host_used = st->saved = 0;
 	return 0;
 }
 

@@ -257,6 +257,17 @@ static const char hdb_views_current[] =
     " rank, bytes, ms, count, compressed FROM main.comm_samples;"
     "CREATE TEMP VIEW hdb_metrics AS SELECT rowid AS seq, run_id, window,"
     " policy, name, layer, value FROM main.policy_metrics;";
+/* Version 3 lacks window_info.saved_bytes only. */
+static const char hdb_views_v3[] =
+    "CREATE TEMP VIEW hdb_windows AS SELECT * FROM main.windows;"
+    "CREATE TEMP VIEW hdb_window_info AS SELECT *, 0 AS saved_bytes"
+    " FROM main.window_info;"
+    "CREATE TEMP VIEW hdb_timings AS SELECT * FROM main.timings;"
+    "CREATE TEMP VIEW hdb_decisions AS SELECT * FROM main.decisions;"
+    "CREATE TEMP VIEW hdb_comm AS SELECT rowid AS seq, run_id, window,"
+    " rank, bytes, ms, count, compressed FROM main.comm_samples;"
+    "CREATE TEMP VIEW hdb_metrics AS SELECT rowid AS seq, run_id, window,"
+    " policy, name, layer, value FROM main.policy_metrics;";
 static const char hdb_views_v2[] =
     "CREATE TEMP VIEW hdb_windows AS SELECT *, 0 AS act_steps,"
     " 0.0 AS act_lbar, 0.0 AS act_nonzero, 0.0 AS act_bytes,"
@@ -266,7 +277,7 @@ static const char hdb_views_v2[] =
     "CREATE TEMP VIEW hdb_window_info AS SELECT *,"
     " 0.0 AS backward_ms_median, 0.0 AS codec_ms_median,"
     " 0 AS mem_device_used, 0 AS mem_device_total, 0 AS mem_host_used,"
-    " 0 AS state_apply_step, 0 AS state_calibrate_steps"
+    " 0 AS state_apply_step, 0 AS state_calibrate_steps, 0 AS saved_bytes"
     " FROM main.window_info;"
     "CREATE TEMP VIEW hdb_timings AS SELECT *, 0.0 AS backward_ms,"
     " 0.0 AS codec_ms, 0 AS mem_device_used, 0 AS mem_device_total,"
@@ -533,7 +544,10 @@ tool_hdb_open(const char *path, tool_hdb **ret, char *errbuf, size_t errlen)
 	}
 	db->version = (int)version;
 	rc = sqlite3_exec(db->db,
-	    version >= 3 ? hdb_views_current : hdb_views_v2, NULL, NULL, NULL);
+	    version >= 4       ? hdb_views_current
+		: version == 3 ? hdb_views_v3
+			       : hdb_views_v2,
+	    NULL, NULL, NULL);
 	if (rc != SQLITE_OK) {
 		r = hdb_sqlite_fail(db, rc);
 		snprintf(errbuf, errlen, "%s: %s", path, db->err);
@@ -1132,6 +1146,7 @@ hdb_replay_window(sqlite3_stmt *st, tool_hdb_replay *rp, uint64_t n)
 		.mem_host_used = (double)hdb_u64(st, 42),
 		.size_threshold = hdb_u64(st, 43),
 		.compression_off = sqlite3_column_int(st, 44) != 0,
+		.saved_bytes = (double)hdb_u64(st, 47),
 	};
 	rp->size_threshold[n] = rp->win[n].size_threshold;
 	rp->compression_off[n] = rp->win[n].compression_off;
@@ -1266,7 +1281,7 @@ hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 	    " i.backward_ms_median, i.codec_ms_median, i.mem_device_used,"
 	    " i.mem_device_total, i.mem_host_used, i.state_size_threshold,"
 	    " i.state_compression_off, i.state_apply_step,"
-	    " i.state_calibrate_steps"
+	    " i.state_calibrate_steps, i.saved_bytes"
 	    " FROM hdb_windows w JOIN hdb_window_info i"
 	    " ON i.run_id = w.run_id AND i.window = w.window"
 	    " WHERE w.run_id = :run ORDER BY w.window, w.layer";

@@ -130,6 +130,11 @@ typedef struct bellows_step_info {
 				    * reports the last non-zero value */
 	uint64_t mem_host_used;    /* host bytes in use (e.g. RSS); the
 				    * window reports the largest */
+	uint64_t saved_bytes;      /* bytes of every activation the step's
+				    * forward saved for backward (storages
+				    * counted once, parameters excluded,
+				    * compressed ones at their stored size);
+				    * the window reports the largest */
 } bellows_step_info;
 
 /* The knob state in force. Pointers stay valid until the next

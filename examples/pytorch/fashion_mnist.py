@@ -246,7 +246,10 @@ def train(rank: int, world: int, args) -> None:
             extra = {}
             if comet is not None:
                 # On CPU the host is the device (memory_fields).
-                extra = activations.memory_fields(args.mem_capacity << 20)
+                # saved_bytes: what the forward saved for backward, for
+                # comet_batch's memory model.
+                extra = activations.memory_fields(args.mem_capacity << 20,
+                                                  compressor=comet)
             else:
                 extra["mem_host_used"] = host_rss()
             times.mem_host_max = max(times.mem_host_max,

@@ -170,6 +170,11 @@ typedef struct bellows_window {
 					  * step (exclusive); 0: none */
 	uint32_t n_comm;                 /* entries in comm */
 	const bellows_comm_sample *comm; /* every rank's collectives */
+
+	/* Appended in 0.3. */
+	double saved_bytes; /* bytes one step saved for backward (every
+			     * activation, compressed ones as stored), max
+			     * over ranks; 0: not reported */
 } bellows_window;
 
 #define BELLOWS_METRICS_MAX     256 /* metrics one proposal may carry */

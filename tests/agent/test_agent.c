@@ -1064,6 +1064,7 @@ test_report_carries_activations_send_medians_collectives_and_memory(
 			.mem_device_used = i == 1 ? 5000 : 1000,
 			.mem_device_total = i < 3 ? 8000 : 0,
 			.mem_host_used = 100 + i,
+			.saved_bytes = i == 2 ? 9000 : 700,
 			.lr = 0.1 };
 
 		assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
@@ -1116,6 +1117,7 @@ test_report_carries_activations_send_medians_collectives_and_memory(
 	assert_int_equal(r->timings.mem_device_used, 5000);
 	assert_int_equal(r->timings.mem_device_total, 8000);
 	assert_int_equal(r->timings.mem_host_used, 103);
+	assert_int_equal(r->timings.saved_bytes, 9000);
 	assert_int_equal(r->n_comm, 2);
 	assert_int_equal(r->comm[0].bytes, 4096);
 	assert_true(r->comm[0].compressed);

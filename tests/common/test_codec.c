@@ -163,6 +163,7 @@ make_report(com_msg *m, uint32_t n_layers)
 	r->timings.mem_device_used = (uint64_t)7 << 30;
 	r->timings.mem_device_total = (uint64_t)16 << 30;
 	r->timings.mem_host_used = (uint64_t)5 << 29;
+	r->timings.saved_bytes = (uint64_t)3 << 30;
 	r->lr = 0.1;
 	r->batch_size = 32;
 	r->epoch = 3;
@@ -455,6 +456,7 @@ assert_report_equal(const com_report *a, const com_report *b)
 	assert_int_equal(a->timings.mem_device_total,
 	    b->timings.mem_device_total);
 	assert_int_equal(a->timings.mem_host_used, b->timings.mem_host_used);
+	assert_int_equal(a->timings.saved_bytes, b->timings.saved_bytes);
 	assert_true(a->lr == b->lr);
 	assert_int_equal(a->batch_size, b->batch_size);
 	assert_int_equal(a->epoch, b->epoch);
@@ -1006,6 +1008,7 @@ static const size_t new_timings_bytes[] = {
 	offsetof(com_timings, mem_device_used),
 	offsetof(com_timings, mem_device_total),
 	offsetof(com_timings, mem_host_used),
+	offsetof(com_timings, saved_bytes),
 };
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))

@@ -723,16 +723,16 @@ test_store_refuses_a_newer_schema_with_a_clear_message(void **state)
 	fixture *f = *state;
 	char why[400];
 
-	db_exec(f->db, "CREATE TABLE future (x); PRAGMA user_version = 4;");
+	db_exec(f->db, "CREATE TABLE future (x); PRAGMA user_version = 5;");
 	open_store(f);
 	assert_true(store_degraded(f, why, sizeof(why)));
 	if (strstr(why,
-		"has schema version 4; this bellowsd understands up "
-		"to 3: not writing to it") == NULL)
+		"has schema version 5; this bellowsd understands up "
+		"to 4: not writing to it") == NULL)
 		fail_msg("unexpected message '%s'", why);
 	assert_false(ctl_store_waits(f->store));
 	/* Nothing was written to it, and nothing to recover. */
-	assert_int_equal(db_int(f->db, "PRAGMA user_version"), 4);
+	assert_int_equal(db_int(f->db, "PRAGMA user_version"), 5);
 	assert_false(db_has(f->db, "table", "runs"));
 	assert_int_equal(ctl_store_recover(f->store, 32, NULL, NULL), 0);
 }

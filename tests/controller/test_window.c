@@ -328,6 +328,7 @@ add_new_stats(fixture *f)
 		r.timings.mem_device_used = 1000 * (rank + 1);
 		r.timings.mem_device_total = rank == 3 ? 0 : 8000 - rank;
 		r.timings.mem_host_used = 500 - rank;
+		r.timings.saved_bytes = rank == 2 ? 6000 : 100;
 		if (rank == 1) {
 			r.n_comm = 2;
 			r.comm = (com_comm_sample *)c1;
@@ -401,6 +402,7 @@ test_window_medians_backward_and_codec_and_bounds_memory(void **state)
 	/* The smallest device among the ranks that gave one. */
 	assert_true(v.mem_device_total == 7998);
 	assert_true(v.mem_host_used == 500);
+	assert_true(v.saved_bytes == 6000); /* the largest rank */
 }
 
 static void

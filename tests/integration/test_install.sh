@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `meson install` into a staging directory installs bellowsd, bellows,
-# libbellows with its headers and pkg-config file; a trainer builds against
-# the installed tree alone, and the library exports only bellows_* symbols.
+# libbellows with its headers and pkg-config file, and the bellows Python
+# package; a trainer builds against the installed tree alone, the library
+# exports only bellows_* symbols, the installed Python package loads the
+# installed library without BELLOWS_LIB, and a source checkout's package
+# its build tree's.
 . "$(dirname "$0")/lib.sh"
 
 DEST="$TMP/stage"
@@ -32,3 +35,59 @@ exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /[TDB]/ {print $3}' |
 [ -z "$exported" ] || fail "exports beyond bellows_*: $exported"
 ok "only bellows_* symbols exported ($(nm -D --defined-only "$lib" |
     grep -c ' T bellows_') functions)"
+# The Python package: installed with a record of the install libdir, it
+# loads the installed libbellows (here the staged one) with BELLOWS_LIB
+# unset and nothing but its own directory on PYTHONPATH.
+PY=/usr/bin/python3
+if [ ! -x "$PY" ]; then
+	ok "no $PY: Python package checks skipped"
+	exit 0
+fi
+if ldd "$lib" 2>/dev/null | grep -Eq 'lib(a|ub)san'; then
+	# A sanitizer libbellows cannot be loaded into an uninstrumented
+	# python3 (tests/python is not registered there either).
+	ok "sanitizer build: Python package checks skipped"
+	exit 0
+fi
+init=$(find "$DEST" -path '*/bellows/__init__.py' | head -n 1)
+[ -n "$init" ] || fail "the Python package is not installed"
+pkgdir=$(dirname "$init")
+[ -f "$pkgdir/_install.py" ] || fail "_install.py not installed in $pkgdir"
+# What bellows loaded, and a call through it (from $TMP: no source tree).
+probe='import bellows, bellows._lib as L; print(L.library_path()); print(L.strerror(bellows.EINVAL))'
+got=$(cd "$TMP" && env -u BELLOWS_LIB PYTHONPATH="$(dirname "$pkgdir")" \
+    PYTHONDONTWRITEBYTECODE=1 "$PY" -c "$probe" 2>&1) ||
+    fail "importing the installed package: $got"
+loaded=$(echo "$got" | head -n 1)
+pyfile=$(cd "$TMP" && env -u BELLOWS_LIB PYTHONPATH="$(dirname "$pkgdir")" \
+    PYTHONDONTWRITEBYTECODE=1 "$PY" -c 'import bellows; print(bellows.__file__)')
+[ "$pyfile" = "$init" ] || fail "imported $pyfile, not the installed $init"
+case "$loaded" in
+"$DEST"/*) ;;
+*) fail "the installed package loaded $loaded, not the staged library" ;;
+esac
+[ "$(realpath "$loaded")" = "$(realpath "$lib")" ] ||
+    fail "loaded $loaded, not the installed $lib"
+[ -n "$(echo "$got" | sed -n 2p)" ] || fail "no strerror from $loaded"
+ok "the installed package ($pkgdir) loads the installed $(basename "$loaded") without BELLOWS_LIB"
+# From a source checkout: the build tree beside the package, build/ first,
+# else another build*/ (a copy of the package in a scratch tree, with the
+# library of this build linked in).
+tree="$TMP/checkout"
+mkdir -p "$tree/agent/python" "$tree/build-b/agent"
+cp -r "$SRC/agent/python/bellows" "$tree/agent/python/"
+ln -s "$BUILD/agent/libbellows.so" "$tree/build-b/agent/libbellows.so"
+from_tree() {
+	(cd "$TMP" && env -u BELLOWS_LIB PYTHONPATH="$tree/agent/python" \
+	    PYTHONDONTWRITEBYTECODE=1 "$PY" -c \
+	    'import bellows._lib as L; print(L.library_path())')
+}
+loaded=$(from_tree) || fail "importing from the source tree: $loaded"
+[ "$loaded" = "$tree/build-b/agent/libbellows.so" ] ||
+    fail "the source package loaded $loaded, not build-b's"
+mkdir -p "$tree/build/agent"
+ln -s "$BUILD/agent/libbellows.so" "$tree/build/agent/libbellows.so"
+loaded=$(from_tree) || fail "importing from the source tree: $loaded"
+[ "$loaded" = "$tree/build/agent/libbellows.so" ] ||
+    fail "the source package loaded $loaded, not build/'s"
+ok "a source checkout's package loads its build tree's library (build/ first, else build*/)"

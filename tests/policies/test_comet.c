@@ -56,6 +56,8 @@ typedef struct fixture {
 	double mem_used;    /* next windows: device in use */
 	double mem_total;   /* next windows: device total */
 	double host_used;   /* next windows: host in use */
+	double saved;       /* next windows: bytes a step saved for
+			     * backward, 0 = not reported */
 	uint64_t next_step; /* first step of the next window */
 } fixture;
 
@@ -110,6 +112,7 @@ window(fixture *f, uint64_t index, const double *bound, uint32_t batch,
 	w.mem_device_used = f->mem_used;
 	w.mem_device_total = f->mem_total;
 	w.mem_host_used = f->host_used;
+	w.saved_bytes = f->saved;
 	return w;
 }
 
@@ -468,8 +471,10 @@ test_batch_picks_the_largest_power_of_two_that_fits(void **state)
 	assert_string_equal(f->h.prop.reason,
 	    "update 2 after step 199 (1 window, 100 steps): max change 1x, W "
 	    "100; batch 128 -> 1024: predicted 15 GB of 15.2 GB allowed (16 "
-	    "GB device), 4.72 GB fixed + 10 MB/sample stored at ratio 10; 2 "
-	    "bounds in [0.00138, 0.00138]; conv1.weight eb 0.00138 (M 0.001, Lbar 0.001, N 1024, R 0.5), "
+	    "GB device), 4.72 GB fixed + 10 MB/sample saved (10 MB conv "
+	    "inputs at ratio 10; nothing else reported); 2 bounds in "
+	    "[0.00138, 0.00138]; conv1.weight eb 0.00138 (M 0.001, Lbar "
+	    "0.001, N 1024, R 0.5), "
 	    "conv2.weight eb 0.00138 (M 0.001, Lbar 0.001, N 1024, R 0.5)");
 
 	/* Measured again at 1024, the same per-sample figures: kept. */
@@ -478,6 +483,35 @@ test_batch_picks_the_largest_power_of_two_that_fits(void **state)
 	f->st[2].bytes = 3.84e9;
 	f->mem_used = 4.72e9 + 1.024e10;
 	expect_batch(f, 2, 1024, "; batch 1024 kept: predicted 15 GB");
+}
+
+static void
+test_batch_counts_every_saved_activation_not_only_the_conv_inputs(void **state)
+{
+	fixture *f = *state;
+
+	batch_start(f, "");
+	/* At 128 the conv inputs are stored in 1.28 GB (10 MB/sample) and
+	 * the step saved 3.84 GB in all: 20 MB/sample more (ReLU outputs,
+	 * pooling indices, ...). Conv inputs alone give fixed 6 - 1.28 =
+	 * 4.72 GB and 1024 (4.72 + 10.24 = 14.96 GB), which really needs
+	 * 2.16 + 1024 * 30 MB = 32.9 GB of the 16 GB. With everything:
+	 * fixed 6 - 3.84 = 2.16 GB; 512 needs 2.16 + 15.36 = 17.52 GB >
+	 * 15.2 GB allowed, 256 needs 2.16 + 7.68 = 9.84 GB. */
+	f->saved = 3.84e9;
+	expect_batch(f, 1, 256,
+	    "batch 128 -> 256: predicted 9.84 GB of 15.2 GB allowed (16 GB "
+	    "device), 2.16 GB fixed + 30 MB/sample saved (10 MB conv inputs "
+	    "at ratio 10)");
+	assert_close(f->h.bound[0], eq3(1e-3, 1e-3, 256, 0.5));
+
+	/* Measured again at 256, the same per-sample figures: kept. */
+	f->batch = 256;
+	f->st[0].bytes = 1.6e9;
+	f->st[2].bytes = 0.96e9;
+	f->saved = 7.68e9;
+	f->mem_used = 2.16e9 + 7.68e9;
+	expect_batch(f, 2, 256, "; batch 256 kept: predicted 9.84 GB");
 }
 
 static void
@@ -948,6 +982,7 @@ main(void)
 		T(test_comet_keeps_bounds_and_waits_while_nothing_is_measured),
 		T(test_comet_halves_w_on_large_changes_and_restores_it_once_settled),
 		T(test_batch_picks_the_largest_power_of_two_that_fits),
+		T(test_batch_counts_every_saved_activation_not_only_the_conv_inputs),
 		T(test_batch_is_capped_by_max_batch),
 		T(test_batch_goes_below_the_initial_only_when_memory_forces_it),
 		T(test_batch_is_kept_when_nothing_fits_or_no_limit_is_known),

@@ -255,6 +255,56 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(comp.held_raw_bytes, 0)
         comp.detach()
 
+    def test_saved_bytes_count_every_saved_tensor_once(self):
+        # conv1 -> ReLU -> conv2 -> max pool -> flatten -> linear, N 4,
+        # C 3, 8x8 inputs. What torch saves for backward:
+        #   conv1: its input x (4x1x8x8 float32) and its weight;
+        #   ReLU: its output r (4x3x8x8 float32), which conv2 saves too
+        #     (its input: the same storage, counted once);
+        #   max pool: its input, conv2's output (4x3x8x8 float32), and
+        #     the indices (4x3x4x4 int64);
+        #   linear: its input, the pool output (4x48 float32, the
+        #     flatten is a view) and the weight (transposed).
+        # The weights and biases are parameters: not counted.
+        torch.manual_seed(0)
+        n, c = 4, 3
+        model = nn.Sequential(nn.Conv2d(1, c, 3, padding=1), nn.ReLU(),
+                              nn.Conv2d(c, c, 3, padding=1),
+                              nn.MaxPool2d(2), nn.Flatten(),
+                              nn.Linear(c * 16, 5))
+        x = torch.randn(n, 1, 8, 8)
+        x_b, r_b = n * 64 * 4, n * c * 64 * 4
+        other = n * c * 64 * 4 + n * c * 16 * 8 + n * c * 16 * 4
+        with act.attach(model, bounds=0.0) as comp:
+            self.assertEqual(comp.saved_bytes, 0)
+            out = model(x)
+            self.assertEqual(comp.saved_bytes, x_b + r_b + other)
+            out.sum().backward()
+            # Compressed: conv1's input as int8 codes (a dense normal
+            # input, |q| <= 127 at eb 0.05), conv2's codes held beside
+            # the ReLU output it cannot free.
+            comp.set_bounds(0.05)
+            out = model(x)
+            out.sum().backward()
+            c1, c2 = comp.last[0], comp.last[2]
+            self.assertEqual((c1.mode, c1.code_dtype, c1.stored_bytes),
+                             ("dense", "int8", n * 64))
+            self.assertNotEqual(c2.mode, "raw")
+            self.assertEqual(comp.saved_bytes,
+                             n * 64 + r_b + c2.stored_bytes + other)
+            # Without gradients nothing is saved or measured.
+            with torch.no_grad():
+                model(torch.randn(2 * n, 1, 8, 8))
+            self.assertEqual(comp.saved_bytes,
+                             n * 64 + r_b + c2.stored_bytes + other)
+            # Twice the batch, twice the bytes (raw: no code-size noise).
+            comp.set_bounds(0.0)
+            model(torch.randn(2 * n, 1, 8, 8)).sum().backward()
+            self.assertEqual(comp.saved_bytes, 2 * (x_b + r_b + other))
+            f = act.memory_fields(1 << 30, compressor=comp)
+            self.assertEqual(f["saved_bytes"], 2 * (x_b + r_b + other))
+        self.assertNotIn("forward", model.__dict__)
+
     def test_resident_memory_really_shrinks(self):
         # A 64 MiB input held for backward raw, against int8 codes of it.
         conv = nn.Conv2d(16, 1, 1)

@@ -12,6 +12,7 @@ how each layer is sent.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import unittest
@@ -290,7 +291,7 @@ class DaemonTest(unittest.TestCase):
         self.assertGreater(d.seq, 0)
 
     def test_reports_with_timings_reach_bellowsd_and_decide_send_modes(self):
-        with support.Daemon(FIXED) as daemon:
+        with support.Daemon(FIXED, db=True) as daemon:
             with bellows.Agent("py-timed", 0, 1, LAYERS,
                                control=daemon.control,
                                publish=daemon.publish,
@@ -308,10 +309,17 @@ class DaemonTest(unittest.TestCase):
                     a.comm_bucket(144, mode[0], 2.0)
                     a.observe_activation(0, 0.1, 0.5, 64, 128)
                     a.step_end(lr=0.1, backward_ms=1.5, codec_ms=0.25,
-                               mem_host_used=1 << 20)
+                               mem_host_used=1 << 20,
+                               saved_bytes=5000 + i)
                 st = a.stats()
             log = daemon.tail(200)
             rc = daemon.stop()
+            saved = []
+            if daemon.db is not None:
+                with sqlite3.connect(daemon.db) as db:
+                    saved = [r[0] for r in db.execute(
+                        "SELECT saved_bytes FROM window_info ORDER BY "
+                        "window")]
         print(f"\n  (w compressed, b compressed) per step: {modes}")
         self.assertEqual(rc, 0)
         self.assertTrue(st.connected, log)
@@ -323,6 +331,10 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(modes[-1], (True, False))
         self.assertTrue(all(not b for _, b in modes))
         self.assertNotIn("malformed", log)
+        # The history has each window's largest saved_bytes: its last
+        # step's (windows of 2 steps: 5001, 5003, ...).
+        self.assertGreaterEqual(len(saved), 3, log)
+        self.assertEqual(saved, [5001 + 2 * w for w in range(len(saved))])
 
     def test_a_codec_table_from_a_plugin_reaches_both_ranks_and_the_history(
             self):

@@ -153,6 +153,14 @@ static const char fixture_migration_v3[] =
     "CREATE INDEX policy_metrics_name ON policy_metrics (run_id, name,"
     " window);";
 
+static const char fixture_migration_v4[] =
+    "ALTER TABLE window_info ADD COLUMN saved_bytes INTEGER NOT NULL"
+    " DEFAULT 0;";
+
+static const char fixture_rows_v4[] =
+    "UPDATE window_info SET saved_bytes = 7000 WHERE run_id = 1"
+    " AND window = 3;";
+
 static const char fixture_rows_v3[] =
     "UPDATE windows SET act_steps = 5, act_lbar = 0.5, act_nonzero = 0.25,"
     " act_bytes = 100, act_raw_bytes = 400"
@@ -250,7 +258,7 @@ static const char fixture_rows[] =
     " ('c', 'q.yaml', 'unrelated', 1795305000000);";
 
 /* Creates the database at `path` (removed first) with schema `version`
- * (1, 2 or 3; a larger one sets that user_version on the version 3
+ * (1 to 4; a larger one sets that user_version on the version 4
  * schema), and the rows above when `rows`. Returns SQLITE_OK or the
  * first failure. */
 static int
@@ -279,6 +287,10 @@ fixture_db_create(const char *path, int version, int rows)
 		rc = sqlite3_exec(db, fixture_migration_v3, NULL, NULL, NULL);
 	if (rc == SQLITE_OK && version >= 3 && rows)
 		rc = sqlite3_exec(db, fixture_rows_v3, NULL, NULL, NULL);
+	if (rc == SQLITE_OK && version >= 4)
+		rc = sqlite3_exec(db, fixture_migration_v4, NULL, NULL, NULL);
+	if (rc == SQLITE_OK && version >= 4 && rows)
+		rc = sqlite3_exec(db, fixture_rows_v4, NULL, NULL, NULL);
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", version);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);

@@ -166,12 +166,12 @@ test_historydb_refuses_a_newer_schema_with_a_clear_message(void **state)
 	fixture *f = *state;
 	char want[300];
 
-	assert_int_equal(fixture_db_create(f->path, 4, 1), SQLITE_OK);
+	assert_int_equal(fixture_db_create(f->path, 5, 1), SQLITE_OK);
 	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
 	    BELLOWS_EVERSION);
 	assert_null(f->db);
 	snprintf(want, sizeof(want),
-	    "%s has schema version 4; this bellows reads up to 3 (use a "
+	    "%s has schema version 5; this bellows reads up to 4 (use a "
 	    "newer bellows)",
 	    f->path);
 	assert_string_equal(f->err, want);
@@ -678,6 +678,23 @@ test_historydb_loads_a_replay_skipping_incomplete_windows(void **state)
 }
 
 static void
+test_historydb_loads_the_saved_bytes_of_a_version_4_replay(void **state)
+{
+	fixture *f = *state;
+	tool_hdb_replay *rp = NULL;
+
+	open_fixture(f, 4);
+	assert_int_equal(tool_hdb_schema_version(f->db), 4);
+	assert_int_equal(tool_hdb_replay_load(f->db, 1, &rp), 0);
+	assert_int_equal(rp->n_windows, 3);
+	assert_true(rp->win[0].saved_bytes == 0);
+	assert_int_equal(rp->win[2].window, 3);
+	assert_true(rp->win[2].saved_bytes == 7000);
+	assert_true(rp->win[2].mem_host_used == 500);
+	tool_hdb_replay_destroy(&rp);
+}
+
+static void
 test_historydb_loads_a_version_3_replay_with_every_field(void **state)
 {
 	fixture *f = *state;
@@ -719,6 +736,7 @@ test_historydb_loads_a_version_3_replay_with_every_field(void **state)
 	assert_true(w->mem_device_used == 3000);
 	assert_true(w->mem_device_total == 8000);
 	assert_true(w->mem_host_used == 500);
+	assert_true(w->saved_bytes == 0); /* version 3 has none */
 	assert_int_equal(rp->apply_step[2], 15);
 	assert_int_equal(rp->calibrate_steps[2], 4);
 	assert_int_equal(w->calibrate_until, 19);
@@ -897,6 +915,7 @@ main(void)
 		T(test_historydb_puts_slow_ranks_first_against_the_median),
 		T(test_historydb_exports_a_runs_rows_with_blobs_as_they_are),
 		T(test_historydb_loads_a_replay_skipping_incomplete_windows),
+		T(test_historydb_loads_the_saved_bytes_of_a_version_4_replay),
 		T(test_historydb_loads_a_version_3_replay_with_every_field),
 		T(test_historydb_reads_a_version_2_file_as_not_measured),
 		T(test_historydb_answers_metrics_collectives_and_new_columns),

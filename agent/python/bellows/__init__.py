@@ -1,9 +1,11 @@
 """bellows - Python binding of libbellows, the bellows agent.
 
 Pure Python over the shared library with ctypes: no compile step. The
-library is found through BELLOWS_LIB, else the build tree this package sits
-in (``build*/agent/libbellows.so``, ``build/`` first), else the system's
-library path. Importing this package does not load it; the first use does.
+library is found through BELLOWS_LIB, else (an installed package) the one
+``meson install`` put with it (bellows/_install.py), else the build tree
+this package sits in (``build*/agent/libbellows.so``, ``build/`` first),
+else the system's library path. Importing this package does not load it;
+the first use does.
 
     bellows.Agent        one rank's agent, mirroring bellows/agent.h
     bellows.torch        attach a DistributedDataParallel model to an agent

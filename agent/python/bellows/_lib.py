@@ -171,6 +171,7 @@ class StepInfo(ctypes.Structure):
         ("mem_device_used", ctypes.c_uint64),
         ("mem_device_total", ctypes.c_uint64),
         ("mem_host_used", ctypes.c_uint64),
+        ("saved_bytes", ctypes.c_uint64),
     ]
 
 
@@ -271,8 +272,28 @@ _lib: ctypes.CDLL | None = None
 _path: str | None = None
 
 
+def _installed(here: pathlib.Path) -> list[str]:
+    """The library ``meson install`` put beside this package, if this
+    package is an installed one (it then has the generated _install.py):
+    first at the same place relative to the package as when installed (a
+    tree staged under DESTDIR or moved whole), then at the recorded
+    libdir."""
+    try:
+        from bellows import _install
+    except ImportError:
+        return []
+    rel = os.path.relpath(os.path.join(_install.LIBDIR, _install.SONAME),
+                          _install.PACKAGE_DIR)
+    found = [os.path.normpath(os.path.join(str(here), rel))]
+    recorded = os.path.join(_install.LIBDIR, _install.SONAME)
+    if recorded not in found:
+        found.append(recorded)
+    return [p for p in found if os.path.exists(p)]
+
+
 def _candidates() -> list[str]:
-    """Paths to try, in order: BELLOWS_LIB, the build tree, the system.
+    """Paths to try, in order: BELLOWS_LIB, the library installed with
+    this package, the build tree, the system.
 
     The build tree is searched upward from this package for
     ``build*/agent/libbellows.so``, ``build/`` first, so that running from
@@ -281,8 +302,8 @@ def _candidates() -> list[str]:
     env = os.environ.get("BELLOWS_LIB")
     if env:
         return [env]
-    found = []
     here = pathlib.Path(__file__).resolve().parent
+    found = _installed(here)
     for root in [here, *here.parents]:
         preferred = root / "build" / "agent" / "libbellows.so"
         others = sorted(p for p in root.glob("build*/agent/libbellows.so")

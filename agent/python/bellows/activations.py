@@ -43,6 +43,15 @@ stored_bytes, raw_bytes)`` from the backward pass (inside the step):
   after the zero filter (a density, not a sparsity);
 - stored_bytes and raw_bytes: bytes held for backward and uncompressed.
 
+Every forward of the whole model with gradients on is also measured as a
+whole: ``saved_bytes`` is the bytes of every tensor that forward saved for
+backward (a pass-through pack hook around the model's forward sees what
+each layer saves; the compressed convolution inputs count at their stored
+size; a storage counts once however many layers save it or a view of it;
+parameters do not count, they do not grow with the batch). The comet_batch
+policy's memory model needs it: ``memory_fields(..., compressor=c)`` puts
+it in the step's ``saved_bytes``.
+
 ``layer`` is the index of the convolution's WEIGHT in the agent's layer
 table. bellowsd's M_avg comes from the momentum average of that weight's
 gradients: open the agent with ``layer_table(model)`` here (LAYER_MOMENTUM
@@ -336,23 +345,37 @@ def host_memory_used() -> int:
     return 0
 
 
-def memory_fields(capacity: int = 0, device=None) -> dict:
+def _storage(t: torch.Tensor) -> tuple[int, int]:
+    """(address, bytes) of the storage behind t."""
+    s = t.untyped_storage() if hasattr(t, "untyped_storage") \
+        else t.storage()
+    return s.data_ptr(), s.nbytes()
+
+
+def memory_fields(capacity: int = 0, device=None,
+                  compressor: "ActivationCompressor | None" = None) -> dict:
     """The memory fields of Agent.step_end for this process.
 
     On a CUDA ``device``: the bytes torch allocated there at peak since the
     last torch.cuda.reset_peak_memory_stats and the device's total. On CPU
     the host is the device: mem_device_used is the resident set size and
     mem_device_total ``capacity``, the memory the job may use (0: unknown).
-    mem_host_used is the resident set size either way.
+    mem_host_used is the resident set size either way. With a
+    ``compressor``, saved_bytes is its ``saved_bytes`` (the bytes the
+    model's last forward saved for backward).
     """
     rss = host_memory_used()
     if device is not None and torch.device(device).type == "cuda":
         used = torch.cuda.max_memory_allocated(device)
         total = torch.cuda.get_device_properties(device).total_memory
-        return {"mem_device_used": int(used), "mem_device_total": int(total),
-                "mem_host_used": rss}
-    return {"mem_device_used": rss, "mem_device_total": int(capacity),
-            "mem_host_used": rss}
+        out = {"mem_device_used": int(used),
+               "mem_device_total": int(total), "mem_host_used": rss}
+    else:
+        out = {"mem_device_used": rss, "mem_device_total": int(capacity),
+               "mem_host_used": rss}
+    if compressor is not None:
+        out["saved_bytes"] = int(compressor.saved_bytes)
+    return out
 
 
 class _Conv:
@@ -379,7 +402,11 @@ class ActivationCompressor:
     - ``last``: {layer index: ActStats} of the last measured pass;
     - ``held_bytes`` / ``held_raw_bytes``: bytes live packs hold for
       backward now and would hold raw; ``peak_bytes`` their peak since
-      ``reset_peak()``; ``reported`` observe_activation calls made.
+      ``reset_peak()``; ``reported`` observe_activation calls made;
+    - ``saved_bytes``: bytes of every tensor the model's last forward with
+      gradients on saved for backward (activations of every layer, each
+      storage once, compressed convolution inputs as stored, parameters
+      excluded); what the loss outside the model saves is not in it.
 
     Single training thread, as the agent.
     """
@@ -424,6 +451,10 @@ class ActivationCompressor:
             self.set_bounds(bounds)
         self._installed = False
         self._pre = None
+        self._root_prev = None
+        self.saved_bytes = 0
+        self._saved: dict | None = None  # storage key -> bytes, in a pass
+        self._param_ptrs: set[int] = set()
         self.install()
 
     # -- configuration --------------------------------------------------
@@ -536,6 +567,10 @@ class ActivationCompressor:
         for c in self._convs:
             c.prev = c.module.__dict__.get("forward")
             c.module.forward = self._wrap(c)
+        # After the convolutions': a model that is itself one convolution
+        # measures around its wrapped forward.
+        self._root_prev = self.root.__dict__.get("forward")
+        self.root.forward = self._wrap_root(self.root.forward)
         self._pre = self.root.register_forward_pre_hook(
             lambda module, inputs: self.refresh()
             if torch.is_grad_enabled() else None)
@@ -546,6 +581,11 @@ class ActivationCompressor:
         valid for their backward. Idempotent."""
         if not self._installed:
             return
+        if self._root_prev is not None:
+            self.root.forward = self._root_prev
+        elif "forward" in self.root.__dict__:
+            del self.root.forward
+        self._root_prev = None
         for c in self._convs:
             if c.prev is not None:
                 c.module.forward = c.prev
@@ -560,6 +600,43 @@ class ActivationCompressor:
 
     def __exit__(self, *exc) -> None:
         self.detach()
+
+    def _note_saved(self, t: torch.Tensor) -> None:
+        """Counts the storage of t, once, in the pass being measured."""
+        ptr, n = _storage(t)
+        if self._saved is not None and ptr not in self._param_ptrs:
+            self._saved.setdefault(("s", ptr), n)
+
+    def _note_packed(self, p: Packed) -> None:
+        if self._saved is None:
+            return
+        if p.raw is not None:
+            self._note_saved(p.raw)
+        else:
+            self._saved[("p", id(p))] = p.stored_bytes
+
+    def _wrap_root(self, orig):
+        def note(t):
+            if isinstance(t, torch.Tensor):
+                self._note_saved(t)
+            return t
+
+        def forward(*args, **kwargs):
+            if not torch.is_grad_enabled() or self._saved is not None:
+                return orig(*args, **kwargs)
+            self._param_ptrs = {_storage(p)[0]
+                                for p in self.root.parameters()}
+            self._saved = {}
+            try:
+                with torch.autograd.graph.saved_tensors_hooks(
+                        note, lambda t: t):
+                    y = orig(*args, **kwargs)
+                self.saved_bytes = sum(self._saved.values())
+            finally:
+                self._saved = None
+            return y
+
+        return forward
 
     def _wrap(self, c: _Conv):
         orig = c.module.forward  # the class's, or a wrapper found there
@@ -583,6 +660,7 @@ class ActivationCompressor:
                     return t
                 p = pack(t, eb, count_nonzero=due)
                 p._account(self._ledger)
+                self._note_packed(p)
                 box.append(p)
                 return p
 

@@ -87,6 +87,9 @@ class StepInfo:
     reports their sums); ``mem_device_used`` and ``mem_host_used`` are the
     bytes in use (the window reports the largest), ``mem_device_total``
     the device's size (the window reports the last non-zero one).
+    ``saved_bytes`` is what one step's forward saved for backward, every
+    activation counted once (bellows.activations measures it; the window
+    reports the largest).
     """
 
     step_ms: float = 0.0
@@ -104,6 +107,7 @@ class StepInfo:
     mem_device_used: int = 0
     mem_device_total: int = 0
     mem_host_used: int = 0
+    saved_bytes: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
