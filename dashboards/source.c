@@ -890,14 +890,28 @@ source_offline_ranks(dash_source *s, dash_snapshot *snap, dash_job *j,
 	return 0;
 }
 
+/* Offline events of the run as of window w: those up to the time w
+ * closed, like every other view; at the run's last window (the end of
+ * the slider) all of them, also those after it closed (the ranks
+ * leaving, the run ending). */
 static int
-source_offline_events(dash_source *s, dash_snapshot *snap, const dash_job *j)
+source_offline_events(dash_source *s, dash_snapshot *snap, const dash_job *j,
+    int64_t w)
 {
 	tool_hdb_filter f;
 	tool_hdb_rows rows;
 	uint64_t first, n;
+	int64_t closed = TOOL_HDB_NONE;
 
 	source_filter(&f, j->run);
+	if (w != DASH_NONE && w < snap->window_hi) {
+		if (tool_hdb_window_closed(s->db, j->run, w, &closed) != 0)
+			return 0;
+		/* A window never closed (none recorded): nothing yet. */
+		if (closed == TOOL_HDB_NONE)
+			return 0;
+		f.time_hi = closed;
+	}
 	if (source_ask(s, TOOL_HDB_Q_EVENTS, &f, &rows) != 0 ||
 	    rows.n_rows == 0) {
 		tool_hdb_rows_fini(&rows);
@@ -1021,7 +1035,8 @@ dash_source_fetch(dash_source *s, const char *job, int64_t window,
 				r = source_offline_ranks(s, &snap, j,
 				    snap.window_at);
 			if (r == 0)
-				r = source_offline_events(s, &snap, j);
+				r = source_offline_events(s, &snap, j,
+				    snap.window_at);
 			if (r == 0)
 				r = source_layers(s, &snap, j, snap.window_at);
 			if (r == 0)

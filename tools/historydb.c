@@ -935,6 +935,33 @@ tool_hdb_window_at(tool_hdb *db, int64_t run, int64_t ms, bool after,
 	return r;
 }
 
+int
+tool_hdb_window_closed(tool_hdb *db, int64_t run, int64_t window, int64_t *ret)
+{
+	static const char sql[] = "SELECT closed_wall_ms FROM window_info"
+				  " WHERE run_id = :run AND window = :window";
+	sqlite3_stmt *st = NULL;
+	int r, rc;
+
+	if ((r = hdb_prepare(db, sql, &st)) != 0)
+		return r;
+	rc = hdb_bind_int(st, ":run", run);
+	if (rc == SQLITE_OK)
+		rc = hdb_bind_int(st, ":window", window);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*ret = sqlite3_column_type(st, 0) == SQLITE_NULL
+		    ? TOOL_HDB_NONE
+		    : sqlite3_column_int64(st, 0);
+	else if (rc == SQLITE_DONE)
+		*ret = TOOL_HDB_NONE;
+	else
+		r = hdb_sqlite_fail(db, rc);
+	sqlite3_finalize(st);
+	return r;
+}
+
 /* ---- replay input ------------------------------------------------------ */
 
 void

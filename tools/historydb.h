@@ -230,6 +230,12 @@ int tool_hdb_layer_find(tool_hdb *db, int64_t run, const char *name,
 int tool_hdb_window_at(tool_hdb *db, int64_t run, int64_t ms, bool after,
     int64_t *ret);
 
+/* When window `window` of run `run` closed (wall-clock ms) into *ret;
+ * TOOL_HDB_NONE when the run has no such window. Returns 0, BELLOWS_EIO
+ * or BELLOWS_EBUSY. */
+int tool_hdb_window_closed(tool_hdb *db, int64_t run, int64_t window,
+    int64_t *ret);
+
 /* Asks question `q` under filter `f`; its column names and then its rows
  * go to `sink`. Returns 0, what a sink callback returned, BELLOWS_EIO or
  * BELLOWS_EBUSY (tool_hdb_error says why). */

@@ -541,6 +541,12 @@ test_historydb_finds_windows_by_the_time_they_closed(void **state)
 			     true, &w),
 	    0);
 	assert_int_equal(w, TOOL_HDB_NONE);
+
+	/* And back: when a window closed. */
+	assert_int_equal(tool_hdb_window_closed(f->db, 1, 1, &w), 0);
+	assert_int_equal(w, FIXTURE_START + 2000);
+	assert_int_equal(tool_hdb_window_closed(f->db, 1, 4, &w), 0);
+	assert_int_equal(w, TOOL_HDB_NONE);
 }
 
 static void
