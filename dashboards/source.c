@@ -41,6 +41,13 @@ struct dash_source {
 	uint64_t prev_decisions;       /* same */
 	uint64_t prev_ms;              /* when that one arrived, 0 = none */
 	uint64_t prev_instance;        /* daemon instance of the counters */
+	int64_t lv_run;                /* run whose maxima lv_max holds */
+	int64_t lv_upto;               /* last window read into lv_max */
+	double *lv_max;                /* highest level per layer index
+					* (SOURCE_MAX_LAYERS), NAN = none */
+	int64_t acc_run;               /* run of acc_interval, DASH_NONE */
+	uint32_t acc_interval;         /* Accordion's, last seen (live) */
+	double acc_eta;                /* same */
 };
 
 /* ---- cells ------------------------------------------------------------ */
@@ -167,6 +174,9 @@ dash_source_open(const dash_source_opts *o, dash_source **ret, char *errbuf,
 	if (s == NULL)
 		return BELLOWS_ENOMEM;
 	com_limits_default(&s->limits);
+	s->lv_run = DASH_NONE;
+	s->lv_upto = DASH_NONE;
+	s->acc_run = DASH_NONE;
 	s->live = o->control != NULL;
 	if (o->db != NULL && (s->db_path = strdup(o->db)) == NULL)
 		goto fail;
@@ -234,6 +244,7 @@ dash_source_close(dash_source **sp)
 		com_msg_fini(&s->last);
 	free(s->control);
 	free(s->db_path);
+	free(s->lv_max);
 	free(s);
 	*sp = NULL;
 }
@@ -525,77 +536,133 @@ source_live_events(dash_source *s, dash_snapshot *snap, const char *job)
 	return 0;
 }
 
-/* Layers, their norms, and the decisions of run j->run up to window w. */
+/* The highest level of each layer of run `run` up to window `hi`
+ * (DASH_NONE: the newest) into levels[SOURCE_MAX_LAYERS] (NAN: none).
+ * Live, the maxima are kept between refreshes and only the windows
+ * closed since the last one are read, so that a refresh costs the same
+ * at window 10 and at window 100,000; offline the window slider moves
+ * both ways and every fetch reads the run up to `hi`. */
+static const double *
+source_levels(dash_source *s, int64_t run, int64_t hi)
+{
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+
+	if (s->lv_max == NULL &&
+	    (s->lv_max = malloc(SOURCE_MAX_LAYERS * sizeof(double))) == NULL)
+		return NULL;
+	if (!s->live || s->lv_run != run) {
+		for (uint32_t i = 0; i < SOURCE_MAX_LAYERS; i++)
+			s->lv_max[i] = NAN;
+		s->lv_run = run;
+		s->lv_upto = DASH_NONE;
+	}
+	source_filter(&f, run);
+	f.window_lo = s->lv_upto == DASH_NONE ? DASH_NONE : s->lv_upto + 1;
+	f.window_hi = hi;
+	if (source_ask(s, TOOL_HDB_Q_LAYER_LEVELS, &f, &rows) == 0) {
+		for (uint64_t r = 0; r < rows.n_rows; r++) {
+			int64_t idx = source_int(&rows, r, "layer");
+			int64_t win = source_int(&rows, r, "window");
+			double v = source_real(&rows, r, "level_max");
+
+			if (idx < 0 || idx >= SOURCE_MAX_LAYERS)
+				continue;
+			if (!isnan(v) &&
+			    (isnan(s->lv_max[idx]) || v > s->lv_max[idx]))
+				s->lv_max[idx] = v;
+			if (win != DASH_NONE && win > s->lv_upto)
+				s->lv_upto = win;
+		}
+	}
+	tool_hdb_rows_fini(&rows);
+	return s->lv_max;
+}
+
+/* The layers of run j->run as of window w (DASH_NONE: the newest, live):
+ * one question for every layer's recent windows (level, norm sparkline,
+ * error bound), then their highest levels. */
 static int
 source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 {
 	tool_hdb_filter f;
 	tool_hdb_rows rows;
-	uint64_t n;
-	int r = 0;
+	const double *levels;
+	int64_t hi = w != DASH_NONE ? w : j->window;
+	int64_t prev = DASH_NONE;
+	uint32_t n = 0;
 
 	if (s->db == NULL || j->run == DASH_NONE)
 		return 0;
 	source_filter(&f, j->run);
-	f.window_hi = w;
-	if (source_ask(s, TOOL_HDB_Q_LAYERS, &f, &rows) != 0 ||
+	f.window_hi = hi;
+	if (hi != DASH_NONE)
+		f.window_lo = hi >= DASH_SPARK_MAX ? hi - DASH_SPARK_MAX + 1
+						   : 0;
+	if (source_ask(s, TOOL_HDB_Q_LAYERS_RECENT, &f, &rows) != 0 ||
 	    rows.n_rows == 0) {
 		tool_hdb_rows_fini(&rows);
 		return 0;
 	}
-	n = rows.n_rows < SOURCE_MAX_LAYERS ? rows.n_rows : SOURCE_MAX_LAYERS;
+	for (uint64_t r = 0; r < rows.n_rows; r++) {
+		int64_t idx = source_int(&rows, r, "layer");
+
+		if (r == 0 || idx != prev)
+			n++;
+		prev = idx;
+	}
+	if (n > SOURCE_MAX_LAYERS)
+		n = SOURCE_MAX_LAYERS;
 	snap->layers = calloc(n, sizeof(*snap->layers));
 	if (snap->layers == NULL) {
 		tool_hdb_rows_fini(&rows);
 		return BELLOWS_ENOMEM;
 	}
-	snap->n_layers = (uint32_t)n;
-	for (uint64_t i = 0; i < n; i++) {
-		dash_layer *l = &snap->layers[i];
-		int64_t idx = source_int(&rows, i, "layer");
-		int64_t numel = source_int(&rows, i, "numel");
+	for (uint64_t r = 0; r < rows.n_rows; r++) {
+		int64_t idx = source_int(&rows, r, "layer");
+		dash_layer *l;
+		double v;
 
-		l->idx = idx >= 0 ? (uint32_t)idx : 0;
-		dash_copy(l->name, sizeof(l->name),
-		    source_text(&rows, i, "name"));
-		l->numel = numel >= 0 ? (uint64_t)numel : 0;
-		l->level = source_real(&rows, i, "level_last");
-		l->level_max = source_real(&rows, i, "level_max");
+		if (snap->n_layers == 0 || idx != prev) {
+			int64_t numel = source_int(&rows, r, "numel");
+
+			if (snap->n_layers == n)
+				break;
+			l = &snap->layers[snap->n_layers++];
+			l->idx = idx >= 0 ? (uint32_t)idx : 0;
+			dash_copy(l->name, sizeof(l->name),
+			    source_text(&rows, r, "name"));
+			l->numel = numel >= 0 ? (uint64_t)numel : 0;
+			l->level = NAN;
+			l->level_max = NAN;
+			l->error_bound = NAN;
+		}
+		prev = idx;
+		l = &snap->layers[snap->n_layers - 1];
+		if (source_int(&rows, r, "window") == DASH_NONE)
+			continue;
+		/* Rows go by window: the last one is the one in force. */
+		l->level = source_real(&rows, r, "level");
+		l->error_bound = source_real(&rows, r, "error_bound");
+		v = source_real(&rows, r, "norm_mean");
+		if (l->n_norms == DASH_SPARK_MAX) {
+			memmove(l->norms, l->norms + 1,
+			    (DASH_SPARK_MAX - 1) * sizeof(*l->norms));
+			l->n_norms--;
+		}
+		l->norms[l->n_norms++] = v;
 	}
 	tool_hdb_rows_fini(&rows);
+	levels = source_levels(s, j->run, hi);
+	if (levels == NULL)
+		return BELLOWS_ENOMEM;
 	for (uint32_t i = 0; i < snap->n_layers; i++) {
 		dash_layer *l = &snap->layers[i];
 
-		source_filter(&f, j->run);
-		f.layer = l->idx;
-		f.window_hi = w;
-		if (w != DASH_NONE)
-			f.window_lo = w >= DASH_SPARK_MAX
-			    ? w - DASH_SPARK_MAX + 1
-			    : 0;
-		else if (j->window != DASH_NONE)
-			f.window_lo = j->window >= DASH_SPARK_MAX
-			    ? j->window - DASH_SPARK_MAX + 1
-			    : 0;
-		l->error_bound = NAN;
-		if (source_ask(s, TOOL_HDB_Q_LAYER_WINDOWS, &f, &rows) == 0) {
-			uint64_t first = rows.n_rows > DASH_SPARK_MAX
-			    ? rows.n_rows - DASH_SPARK_MAX
-			    : 0;
-
-			if (rows.n_rows > 0)
-				l->error_bound = source_real(&rows,
-				    rows.n_rows - 1, "error_bound");
-
-			for (uint64_t k = first; k < rows.n_rows; k++) {
-				double v = source_real(&rows, k, "norm_mean");
-
-				l->norms[l->n_norms++] = v;
-			}
-		}
-		tool_hdb_rows_fini(&rows);
+		if (l->idx < SOURCE_MAX_LAYERS)
+			l->level_max = levels[l->idx];
 	}
-	return r;
+	return 0;
 }
 
 /* The threshold, gate and calibration in force in the last window of run
@@ -614,6 +681,9 @@ source_knobs(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 		return;
 	source_filter(&f, j->run);
 	f.window_hi = w;
+	/* Live, the newest few windows, not the run's every one. */
+	if (w == DASH_NONE && j->window != DASH_NONE)
+		f.window_lo = j->window > 8 ? j->window - 8 : 0;
 	if (source_ask(s, TOOL_HDB_Q_STATS, &f, &rows) != 0 ||
 	    rows.n_rows == 0) {
 		tool_hdb_rows_fini(&rows);
@@ -664,7 +734,12 @@ source_decisions(dash_source *s, dash_snapshot *snap, const dash_job *j,
 	/* A decision's window is the one it is in force for: w + 1. */
 	if (w != DASH_NONE)
 		f.window_hi = w + 1;
-	if (source_ask(s, TOOL_HDB_Q_DECISIONS, &f, &rows) != 0 ||
+	/* Live, only the newest decisions are read (a refresh must not
+	 * grow with the run); offline, all up to w, for Accordion's
+	 * configuration below. */
+	if (source_ask(s,
+		s->live ? TOOL_HDB_Q_DECISIONS_LAST : TOOL_HDB_Q_DECISIONS, &f,
+		&rows) != 0 ||
 	    rows.n_rows == 0) {
 		tool_hdb_rows_fini(&rows);
 		return 0;
@@ -697,6 +772,16 @@ source_decisions(dash_source *s, dash_snapshot *snap, const dash_job *j,
 		if (dash_reason_accordion(source_text(&rows, i - 1, "reason"),
 			&snap->acc_interval, &snap->acc_eta))
 			break;
+	}
+	/* Live, one seen in an earlier refresh stays in force until a
+	 * newer one replaces it. */
+	if (s->live && snap->acc_interval != 0) {
+		s->acc_run = j->run;
+		s->acc_interval = snap->acc_interval;
+		s->acc_eta = snap->acc_eta;
+	} else if (s->live && s->acc_run == j->run) {
+		snap->acc_interval = s->acc_interval;
+		snap->acc_eta = s->acc_eta;
 	}
 	tool_hdb_rows_fini(&rows);
 	return 0;
@@ -805,14 +890,28 @@ source_offline_ranks(dash_source *s, dash_snapshot *snap, dash_job *j,
 	return 0;
 }
 
+/* Offline events of the run as of window w: those up to the time w
+ * closed, like every other view; at the run's last window (the end of
+ * the slider) all of them, also those after it closed (the ranks
+ * leaving, the run ending). */
 static int
-source_offline_events(dash_source *s, dash_snapshot *snap, const dash_job *j)
+source_offline_events(dash_source *s, dash_snapshot *snap, const dash_job *j,
+    int64_t w)
 {
 	tool_hdb_filter f;
 	tool_hdb_rows rows;
 	uint64_t first, n;
+	int64_t closed = TOOL_HDB_NONE;
 
 	source_filter(&f, j->run);
+	if (w != DASH_NONE && w < snap->window_hi) {
+		if (tool_hdb_window_closed(s->db, j->run, w, &closed) != 0)
+			return 0;
+		/* A window never closed (none recorded): nothing yet. */
+		if (closed == TOOL_HDB_NONE)
+			return 0;
+		f.time_hi = closed;
+	}
 	if (source_ask(s, TOOL_HDB_Q_EVENTS, &f, &rows) != 0 ||
 	    rows.n_rows == 0) {
 		tool_hdb_rows_fini(&rows);
@@ -936,7 +1035,8 @@ dash_source_fetch(dash_source *s, const char *job, int64_t window,
 				r = source_offline_ranks(s, &snap, j,
 				    snap.window_at);
 			if (r == 0)
-				r = source_offline_events(s, &snap, j);
+				r = source_offline_events(s, &snap, j,
+				    snap.window_at);
 			if (r == 0)
 				r = source_layers(s, &snap, j, snap.window_at);
 			if (r == 0)

@@ -35,6 +35,9 @@ struct tool_hdb {
 
 #define HDB_MAX_MS "9223372036854775807"
 
+_Static_assert(TOOL_HDB_DECISIONS_LAST == 64,
+    "the LIMIT of TOOL_HDB_Q_DECISIONS_LAST");
+
 static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	[TOOL_HDB_Q_RUNS] =
 	    "SELECT r.id, r.job, r.world, r.n_layers AS layers,"
@@ -241,6 +244,35 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    " FROM hdb_comm c"
 	    " WHERE c.run_id = :run AND c.window BETWEEN :wlo AND :whi"
 	    " ORDER BY c.window, c.seq",
+
+	/* The range's rows drive the join (a layer found by its key per
+	 * row), then the layers without one: a LEFT JOIN from the layers
+	 * would scan the range once per layer. */
+	[TOOL_HDB_Q_LAYERS_RECENT] =
+	    "WITH w AS MATERIALIZED (SELECT layer, window, level,"
+	    "  grad_norm_mean, error_bound FROM windows"
+	    "  WHERE run_id = :run AND window BETWEEN :wlo AND :whi)"
+	    " SELECT w.layer, l.name, l.numel, w.window, w.level,"
+	    " w.grad_norm_mean AS norm_mean, w.error_bound"
+	    " FROM w JOIN layers l ON l.run_id = :run AND l.idx = w.layer"
+	    " UNION ALL SELECT l.idx, l.name, l.numel, NULL, NULL, NULL, NULL"
+	    " FROM layers l WHERE l.run_id = :run"
+	    " AND l.idx NOT IN (SELECT layer FROM w)"
+	    " ORDER BY 1, 4",
+
+	[TOOL_HDB_Q_LAYER_LEVELS] =
+	    "SELECT layer, max(level) AS level_max, max(window) AS window"
+	    " FROM windows WHERE run_id = :run AND window BETWEEN :wlo AND :whi"
+	    " GROUP BY layer ORDER BY layer",
+
+	/* Walks the run's decisions backwards from the newest and stops
+	 * after the limit: a long run costs no more than a short one. */
+	[TOOL_HDB_Q_DECISIONS_LAST] =
+	    "SELECT * FROM (SELECT d.seq, d.window, d.apply_step,"
+	    " bellows_time(d.wall_ms) AS time, d.source, d.policy, d.reason"
+	    " FROM decisions d"
+	    " WHERE d.run_id = :run AND d.window BETWEEN :wlo AND :whi"
+	    " ORDER BY d.seq DESC LIMIT 64) ORDER BY seq",
 };
 
 /* Views the questions read instead of the tables that changed: the
@@ -911,6 +943,33 @@ tool_hdb_window_at(tool_hdb *db, int64_t run, int64_t ms, bool after,
 		*ret = sqlite3_column_type(st, 0) == SQLITE_NULL
 		    ? TOOL_HDB_NONE
 		    : sqlite3_column_int64(st, 0);
+	else
+		r = hdb_sqlite_fail(db, rc);
+	sqlite3_finalize(st);
+	return r;
+}
+
+int
+tool_hdb_window_closed(tool_hdb *db, int64_t run, int64_t window, int64_t *ret)
+{
+	static const char sql[] = "SELECT closed_wall_ms FROM window_info"
+				  " WHERE run_id = :run AND window = :window";
+	sqlite3_stmt *st = NULL;
+	int r, rc;
+
+	if ((r = hdb_prepare(db, sql, &st)) != 0)
+		return r;
+	rc = hdb_bind_int(st, ":run", run);
+	if (rc == SQLITE_OK)
+		rc = hdb_bind_int(st, ":window", window);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		*ret = sqlite3_column_type(st, 0) == SQLITE_NULL
+		    ? TOOL_HDB_NONE
+		    : sqlite3_column_int64(st, 0);
+	else if (rc == SQLITE_DONE)
+		*ret = TOOL_HDB_NONE;
 	else
 		r = hdb_sqlite_fail(db, rc);
 	sqlite3_finalize(st);

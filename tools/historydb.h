@@ -32,10 +32,11 @@ struct bellows_window;
 struct bellows_window_layer;
 struct bellows_comm_sample;
 
-#define TOOL_HDB_SCHEMA_MAX 4         /* newest PRAGMA user_version read */
-#define TOOL_HDB_ERR_MAX    512       /* bytes of an error message */
-#define TOOL_HDB_BUSY_MS    5000      /* wait this long on a locked file */
-#define TOOL_HDB_NONE       INT64_MIN /* an unset run or bound */
+#define TOOL_HDB_SCHEMA_MAX     4         /* newest PRAGMA user_version read */
+#define TOOL_HDB_ERR_MAX        512       /* bytes of an error message */
+#define TOOL_HDB_BUSY_MS        5000      /* wait this long on a locked file */
+#define TOOL_HDB_NONE           INT64_MIN /* an unset run or bound */
+#define TOOL_HDB_DECISIONS_LAST 64        /* rows of Q_DECISIONS_LAST */
 
 typedef struct tool_hdb tool_hdb;
 
@@ -97,6 +98,16 @@ typedef enum tool_hdb_question {
 	TOOL_HDB_Q_METRICS,       /* what policies computed, per window
 				   * (filter.layer: that layer's only) */
 	TOOL_HDB_Q_COMM,          /* collectives per window and rank */
+	/* `bellows top`'s, which refreshes every second while a run grows:
+	 * each reads only the windows it is given, never the whole run. */
+	TOOL_HDB_Q_LAYERS_RECENT,  /* every layer once per window of the
+				    * range (a layer without one: once,
+				    * window NULL), by layer then window */
+	TOOL_HDB_Q_LAYER_LEVELS,   /* highest level and window per layer
+				    * within the range */
+	TOOL_HDB_Q_DECISIONS_LAST, /* the newest TOOL_HDB_DECISIONS_LAST
+				    * decisions within the range, oldest
+				    * first, without their changes */
 	TOOL_HDB_Q_N,
 } tool_hdb_question;
 
@@ -217,6 +228,12 @@ int tool_hdb_layer_find(tool_hdb *db, int64_t run, const char *name,
  * (`after` false), into *ret; TOOL_HDB_NONE when there is none. Returns
  * 0, BELLOWS_EIO or BELLOWS_EBUSY. */
 int tool_hdb_window_at(tool_hdb *db, int64_t run, int64_t ms, bool after,
+    int64_t *ret);
+
+/* When window `window` of run `run` closed (wall-clock ms) into *ret;
+ * TOOL_HDB_NONE when the run has no such window. Returns 0, BELLOWS_EIO
+ * or BELLOWS_EBUSY. */
+int tool_hdb_window_closed(tool_hdb *db, int64_t run, int64_t window,
     int64_t *ret);
 
 /* Asks question `q` under filter `f`; its column names and then its rows

@@ -3,9 +3,11 @@
 # flickers.
 #
 #   bench/top/idle.sh [BUILD_DIR] [SECONDS]
+#   LAYERS=100 FILL=2000 bench/top/idle.sh [BUILD_DIR] [SECONDS]
 #
 # Starts a real bellowsd and a `bellows sim` job that keeps running (3
-# ranks, 8 layers, a window a second), then `bellows top` in a tmux pane
+# ranks, LAYERS layers (default 8), a window a second), then `bellows top`
+# in a tmux pane
 # of 100x30 on the layers view, refreshing once a second as it does by
 # default. For SECONDS (default 60) after a 5 s settling time it reads
 # the CPU time of the bellows top process from /proc/PID/stat and
@@ -16,6 +18,11 @@
 #   - full-screen clears (ESC[2J, or the terminfo `clear`) after the first
 #     frame: a dashboard that redraws only what changed writes none, so
 #     the screen does not flicker.
+# With FILL=N the job first runs as fast as it can (1 rank, one step a
+# window) until the history holds N windows (N x LAYERS rows of layer
+# windows), then is stopped (SIGSTOP; its ranks are soon lost but the job
+# and its run stay live) and top is measured against that long run: what
+# a refresh costs must not grow with the run's length.
 # The last line reads
 #   top idle: cpu=X.XX% bytes/s=N clears=N (SECONDS s)
 set -euo pipefail
@@ -23,6 +30,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${1:-$root/build}
 secs=${2:-60}
+layers=${LAYERS:-8}
+fill=${FILL:-0}
 bellowsd=$build/controller/bellowsd
 bellows=$build/tools/bellows
 command -v tmux >/dev/null || { echo "idle.sh: needs tmux" >&2; exit 1; }
@@ -37,6 +46,7 @@ sim_pid=
 cleanup()
 {
 	tmux -S "$sock" kill-server 2>/dev/null || true
+	[ -n "$sim_pid" ] && kill -CONT -- -"$sim_pid" 2>/dev/null
 	[ -n "$sim_pid" ] && kill -TERM "$sim_pid" 2>/dev/null
 	[ -n "$daemon_pid" ] && kill -TERM "$daemon_pid" 2>/dev/null
 	wait 2>/dev/null || true
@@ -49,10 +59,33 @@ trap cleanup EXIT
 	>"$tmp/bellowsd.log" 2>&1 &
 daemon_pid=$!
 sleep 0.5
-"$bellows" sim --control "$ctl" --publish "$pub" --quiet --job idle \
-	--ranks 3 --layers 8 --windows 100000 --steps-per-window 10 \
-	--step-ms 100 >/dev/null 2>&1 &
-sim_pid=$!
+if [ "$fill" -gt 0 ]; then
+	# Its own process group, so that its ranks stop with it.
+	setsid "$bellows" sim --control "$ctl" --publish "$pub" --quiet \
+		--job idle --ranks 1 --layers "$layers" --windows 1000000 \
+		--steps-per-window 1 >/dev/null 2>&1 &
+	sim_pid=$!
+	t_fill=$(date +%s)
+	while :; do
+		n=$(python3 -c 'import sqlite3, sys
+try:
+    c = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
+    print(c.execute("SELECT count(*) FROM window_info").fetchone()[0])
+except Exception:
+    print(0)' "$tmp/h.db")
+		[ "$n" -ge "$fill" ] && break
+		kill -0 "$sim_pid" 2>/dev/null ||
+			{ echo "idle.sh: the filling sim ended" >&2; exit 1; }
+		sleep 1
+	done
+	kill -STOP -- -"$sim_pid"
+	echo "filled $n windows x $layers layers in $(($(date +%s) - t_fill)) s"
+else
+	"$bellows" sim --control "$ctl" --publish "$pub" --quiet --job idle \
+		--ranks 3 --layers "$layers" --windows 100000 \
+		--steps-per-window 10 --step-ms 100 >/dev/null 2>&1 &
+	sim_pid=$!
+fi
 
 tmux -S "$sock" new-session -d -s top -x 100 -y 30 \
 	"$bellows top --control $ctl --publish $pub --db $tmp/h.db --job idle; sleep 60"

@@ -56,8 +56,15 @@ dash_screen_stop_requested(void)
 int
 dash_screen_open(void)
 {
-	static const int stops[] = { SIGINT, SIGTERM, SIGHUP };
-	static const int crashes[] = { SIGSEGV, SIGBUS, SIGFPE, SIGABRT };
+	/* Every signal whose default would end the process with the
+	 * terminal still in curses' modes: a request to stop (Ctrl-C and
+	 * Ctrl-\ reach it as signals in cbreak mode, a closed terminal as
+	 * SIGHUP, kill as SIGTERM, the user signals and an alarm nobody
+	 * set) ends the loop cleanly; the rest are faults or limits. */
+	static const int stops[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+		SIGUSR2, SIGALRM };
+	static const int crashes[] = { SIGSEGV, SIGBUS, SIGFPE, SIGABRT, SIGILL,
+		SIGTRAP, SIGSYS, SIGXCPU, SIGXFSZ };
 	struct sigaction sa;
 
 	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))

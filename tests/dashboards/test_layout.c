@@ -1,6 +1,8 @@
 /* test_layout - the dashboard's screen layout on a character grid: what
- * each view shows at 80x24, truncation, the disconnected footer, the help
- * box, and the plain-text output of --once.
+ * each view shows at 80x24, truncation of long names with the columns
+ * after them kept under their headings (at 60, 80 and 120 columns), only
+ * printable ASCII on screen, the disconnected footer, the help box, and
+ * the plain-text output of --once.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,7 +62,11 @@ layout_render(layout_fx *fx)
 	dash_layout_render(&fx->m, &fx->c);
 	for (int r = 0; r < fx->c.rows; r++) {
 		dash_canvas_line(&fx->c, r, line);
-		assert_true(strlen(line) <= 80);
+		/* What reaches the terminal is printable ASCII: a name's
+		 * control characters or UTF-8 bytes would move the cursor
+		 * or take other widths than counted. */
+		for (const char *p = line; *p != '\0'; p++)
+			assert_true(*p >= 0x20 && *p < 0x7f);
 		at += (size_t)snprintf(fx->all + at, sizeof(fx->all) - at,
 		    "%s\n", line);
 	}
@@ -286,6 +292,127 @@ test_layout_help_box_lists_the_keys(void **state)
 	assert_non_null(strstr(s, "q                quit"));
 }
 
+/* Where `needle` starts in `line`, -1 if absent. */
+static int
+layout_col(const char *line, const char *needle)
+{
+	const char *p = strstr(line, needle);
+
+	return p != NULL ? (int)(p - line) : -1;
+}
+
+/* The --once output of view v on a rows x cols screen into buf; fails
+ * the test if a line is wider than the screen or holds anything but
+ * printable ASCII. */
+static void
+layout_print(layout_fx *fx, dash_view v, int rows, int cols, char *buf,
+    size_t len)
+{
+	dash_canvas c;
+	FILE *f = tmpfile();
+	size_t n;
+	int width = 0;
+
+	assert_non_null(f);
+	assert_int_equal(dash_canvas_init(&c, rows, cols), 0);
+	fx->m.view = v;
+	dash_layout_render(&fx->m, &c);
+	assert_int_equal(dash_text_print(&c, f), 0);
+	dash_canvas_fini(&c);
+	rewind(f);
+	n = fread(buf, 1, len - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	for (size_t i = 0; i < n; i++) {
+		if (buf[i] == '\n') {
+			assert_true(width <= cols);
+			width = 0;
+		} else {
+			assert_true(buf[i] >= 0x20 && buf[i] < 0x7f);
+			width++;
+		}
+	}
+}
+
+/* Names as long as a snapshot holds, with a tab, a newline and UTF-8 in
+ * them, at 80x24 (and 60, 120 columns): each is cut with '~' in its own
+ * column, and the columns after it stay where their headings are. */
+static void
+test_layout_cuts_long_names_and_keeps_every_column(void **state)
+{
+	layout_fx *fx = *state;
+	static const int widths[] = { 80, 60, 120 };
+	char name[DASH_NAME_MAX], buf[8192];
+	char head[256], row[256];
+
+	memset(name, 'j', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	memcpy(name, "job\twith\nctl", 12);
+	dash_copy(fx->m.snap.jobs[1].name, DASH_NAME_MAX, name);
+	memset(name, 'p', sizeof(name) - 1);
+	dash_copy(fx->m.snap.jobs[0].policy, DASH_NAME_MAX, name);
+	memset(name, 'x', sizeof(name) - 1);
+	memcpy(name, "encoder.layers.11.attention.\xc3\xa9", 30);
+	dash_copy(fx->m.snap.layers[1].name, DASH_NAME_MAX, name);
+
+	for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); w++) {
+		int cols = widths[w];
+
+		/* Jobs: the long name cut; bert's row keeps ALIVE, STEP and
+		 * SENT/RAW under their headings. */
+		layout_print(fx, DASH_VIEW_JOBS, 24, cols, buf, sizeof(buf));
+		assert_true(
+		    sscanf(strstr(buf, " JOB"), "%255[^\n]", head) == 1);
+		assert_non_null(strstr(buf, "job with ctl"));
+		assert_non_null(strstr(buf, "jjj~"));
+		{
+			const char *r = strstr(buf, "job with ctl");
+			int at;
+
+			assert_true(sscanf(r - 1, "%255[^\n]", row) == 1);
+			at = layout_col(head, "ALIVE") + (int)strlen("ALIVE");
+			assert_int_equal(layout_col(row, "1/1") + 3, at);
+			at = layout_col(head, "SENT/RAW") +
+			    (int)strlen("SENT/RAW");
+			assert_int_equal(layout_col(row, "-/-") + 3, at);
+		}
+		/* From 80 columns on, every column is there: the policy
+		 * last, cut. */
+		if (cols >= 80) {
+			assert_true(layout_col(head, "RELOADED") > 0);
+			assert_true(layout_col(head, "POLICY") > 0);
+			assert_non_null(strstr(buf, "03:00:34 ppp"));
+			if (cols == 80)
+				assert_non_null(strstr(buf, "p~\n"));
+		}
+
+		/* Layers: the long name cut, its level, regime, r, eta and
+		 * sparkline under their headings. */
+		layout_print(fx, DASH_VIEW_LAYERS, 24, cols, buf, sizeof(buf));
+		assert_true(
+		    sscanf(strstr(buf, " LAYER"), "%255[^\n]", head) == 1);
+		assert_non_null(strstr(buf, " encoder."));
+		assert_true(
+		    sscanf(strstr(buf, " encoder."), "%255[^\n]", row) == 1);
+		assert_non_null(strstr(row, "~ "));
+		assert_int_equal(layout_col(row, " 1 stable") + 1,
+		    layout_col(head, "LEVEL") + 4);
+		assert_int_equal(layout_col(row, "stable"),
+		    layout_col(head, "REGIME"));
+		assert_int_equal(layout_col(row, "0.000") + 4,
+		    layout_col(head, " R VS_ETA") + 1);
+		assert_int_equal(layout_col(row, "<0.3"),
+		    layout_col(head, "VS_ETA"));
+		assert_int_equal(layout_col(row, "====="),
+		    layout_col(head, "NORM"));
+
+		/* Every other view with these names: no line wider. */
+		for (int v = 0; v < DASH_VIEW_N; v++)
+			layout_print(fx, (dash_view)v, 24, cols, buf,
+			    sizeof(buf));
+	}
+}
+
 static void
 test_layout_survives_tiny_screens(void **state)
 {
@@ -358,6 +485,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_layout_help_box_lists_the_keys, layout_setup,
 		    layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_cuts_long_names_and_keeps_every_column,
+		    layout_setup, layout_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_layout_survives_tiny_screens, layout_setup,
 		    layout_teardown),

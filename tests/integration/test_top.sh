@@ -2,7 +2,8 @@
 # test_top: `bellows top` in a real terminal (tmux) against a live
 # bellowsd and `bellows sim`: the job, its layers and levels, a decision's
 # reason, a resize, a killed rank shown lost, bellowsd going away and coming back,
-# and the terminal given back on q and on SIGTERM.
+# and the terminal given back on q and on SIGTERM, SIGINT, SIGHUP and
+# SIGQUIT.
 . "$(dirname "$0")/lib.sh"
 
 command -v tmux >/dev/null 2>&1 || { echo "SKIP: tmux is not installed"; exit 77; }
@@ -110,12 +111,13 @@ cmp -s "$TMP/stty.before" "$TMP/stty.after" ||
 	fail "the terminal settings differ after q"
 ok "q quits and gives the terminal back"
 
-# SIGTERM gives the terminal back too. (The pane is respawned: a new
+# A signal gives the terminal back too. (The pane is respawned: a new
 # session right after the last one was killed can race the tmux server's
 # exit.) Files, not the pane, tell when it ran: the old screen may linger.
-rm -f "$TMP/top.pid" "$TMP/top.rc" "$TMP/stty.before" "$TMP/stty.after"
-tm respawn-pane -k -t top \
-    "stty -g >$TMP/stty.before; $TOP </dev/tty & echo \$! >$TMP/top.pid; wait; echo \$? >$TMP/top.rc; stty -g >$TMP/stty.after; sleep 120"
+# After bellows top, the pane's shell records `stty -a` and reads a line
+# typed into the terminal: it is echoed and ends on Enter only if echo,
+# canonical mode and CR->NL are back, and the pane must show the normal
+# screen again, not the dashboard's.
 # wait_file FILE SECONDS
 wait_file() {
 	for _ in $(seq 1 $(($2 * 5))); do
@@ -124,14 +126,32 @@ wait_file() {
 	done
 	return 1
 }
-wait_file "$TMP/top.pid" 10 || fail "bellows top did not start again"
-pane_has 'RELOADED' 20 || fail "bellows top did not draw the jobs view"
-kill -TERM "$(cat "$TMP/top.pid")"
-wait_file "$TMP/stty.after" 10 || fail "bellows top ignored SIGTERM"
-[ "$(cat "$TMP/top.rc")" = 0 ] || fail "SIGTERM: exit status $(cat "$TMP/top.rc")"
-cmp -s "$TMP/stty.before" "$TMP/stty.after" ||
-	fail "the terminal settings differ after SIGTERM"
-ok "SIGTERM ends bellows top and gives the terminal back"
+for sig in TERM INT HUP QUIT; do
+	rm -f "$TMP/top.pid" "$TMP/top.rc" "$TMP/stty.before" \
+	    "$TMP/stty.after" "$TMP/stty.txt"
+	tm respawn-pane -k -t top \
+	    "stty -g >$TMP/stty.before; $TOP </dev/tty & echo \$! >$TMP/top.pid; wait; echo \$? >$TMP/top.rc; stty -g >$TMP/stty.after; stty -a >$TMP/stty.txt; read -r line; echo got=\$line; sleep 120"
+	wait_file "$TMP/top.pid" 10 || fail "bellows top did not start again"
+	pane_has 'RELOADED' 20 || fail "bellows top did not draw the jobs view"
+	kill -"$sig" "$(cat "$TMP/top.pid")"
+	wait_file "$TMP/stty.txt" 10 || fail "bellows top ignored SIG$sig"
+	[ "$(cat "$TMP/top.rc")" = 0 ] ||
+		fail "SIG$sig: exit status $(cat "$TMP/top.rc")"
+	cmp -s "$TMP/stty.before" "$TMP/stty.after" ||
+		fail "the terminal settings differ after SIG$sig"
+	for flag in echo icanon icrnl isig; do
+		grep -Eq "(^| )$flag( |;|\$)" "$TMP/stty.txt" ||
+			fail "SIG$sig: stty -a lacks $flag: $(cat "$TMP/stty.txt")"
+	done
+	tm send-keys -t top "typed-$sig" Enter
+	pane_has "^got=typed-$sig\$" 10 ||
+		fail "SIG$sig: the shell does not read a line after bellows top"
+	grep -q "^typed-$sig\$" "$TMP/pane.txt" ||
+		fail "SIG$sig: the typed line is not echoed"
+	! grep -q 'RELOADED' "$TMP/pane.txt" ||
+		fail "SIG$sig: the dashboard's screen is still shown"
+	ok "SIG$sig ends bellows top and gives the terminal back (echo, icanon, normal screen)"
+done
 
 # Not on a terminal: one screen as text.
 $TOP --once --view layers >"$TMP/once.txt" ||

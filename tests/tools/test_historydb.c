@@ -403,6 +403,86 @@ test_historydb_summarises_each_layers_levels(void **state)
 	assert_int_equal(int_at(f, 0, "level_changes"), 0);
 }
 
+static void
+test_historydb_answers_tops_questions_from_the_windows_asked_only(void **state)
+{
+	fixture *f = *state;
+	tool_hdb_filter flt = no_filter();
+
+	open_fixture(f, 2);
+	/* Windows 2..3: conv.weight twice, bias once (it lacks window 2),
+	 * by layer then window. */
+	flt.run = 1;
+	flt.window_lo = 2;
+	flt.window_hi = 3;
+	ask(f, TOOL_HDB_Q_LAYERS_RECENT, &flt);
+	assert_int_equal(f->rows.n_rows, 3);
+	assert_int_equal(int_at(f, 0, "layer"), 0);
+	assert_string_equal(text_at(f, 0, "name"), "conv.weight");
+	assert_int_equal(int_at(f, 0, "numel"), 1728);
+	assert_int_equal(int_at(f, 0, "window"), 2);
+	assert_true(real_at(f, 0, "norm_mean") == 3.5);
+	assert_true(real_at(f, 0, "level") == 1);
+	assert_int_equal(int_at(f, 1, "window"), 3);
+	assert_int_equal(int_at(f, 2, "layer"), 1);
+	assert_int_equal(int_at(f, 2, "window"), 3);
+
+	/* Window 2 only: the bias is still listed, without a window. */
+	flt.window_hi = 2;
+	ask(f, TOOL_HDB_Q_LAYERS_RECENT, &flt);
+	assert_int_equal(f->rows.n_rows, 2);
+	assert_int_equal(int_at(f, 1, "layer"), 1);
+	assert_int_equal(cell(f, 1, "window")->type, TOOL_HDB_NULL);
+	assert_int_equal(cell(f, 1, "level")->type, TOOL_HDB_NULL);
+
+	/* Highest levels: 2 in windows 0..1, 1 after. */
+	flt.window_lo = 0;
+	flt.window_hi = 1;
+	ask(f, TOOL_HDB_Q_LAYER_LEVELS, &flt);
+	assert_int_equal(f->rows.n_rows, 2);
+	assert_true(real_at(f, 0, "level_max") == 2);
+	assert_int_equal(int_at(f, 0, "window"), 1);
+	flt.window_lo = 2;
+	flt.window_hi = TOOL_HDB_NONE;
+	ask(f, TOOL_HDB_Q_LAYER_LEVELS, &flt);
+	assert_true(real_at(f, 0, "level_max") == 1);
+	assert_int_equal(int_at(f, 0, "window"), 3);
+
+	/* The newest decisions, oldest first. */
+	flt = no_filter();
+	flt.run = 1;
+	ask(f, TOOL_HDB_Q_DECISIONS_LAST, &flt);
+	assert_int_equal(f->rows.n_rows, 4);
+	assert_int_equal(int_at(f, 0, "seq"), 1);
+	assert_int_equal(int_at(f, 3, "seq"), 4);
+	assert_string_equal(text_at(f, 2, "reason"),
+	    "window 1: conv.weight stable, r=0.01");
+
+	/* 70 more: only the newest TOOL_HDB_DECISIONS_LAST, in order. */
+	{
+		sqlite3 *w;
+
+		assert_int_equal(sqlite3_open(f->path, &w), SQLITE_OK);
+		assert_int_equal(sqlite3_exec(w,
+				     "CREATE TEMP TABLE t AS SELECT * FROM"
+				     " decisions WHERE seq = 4",
+				     NULL, NULL, NULL),
+		    SQLITE_OK);
+		for (int i = 0; i < 70; i++)
+			assert_int_equal(sqlite3_exec(w,
+					     "UPDATE t SET seq = seq + 1;"
+					     "INSERT INTO decisions"
+					     " SELECT * FROM t",
+					     NULL, NULL, NULL),
+			    SQLITE_OK);
+		sqlite3_close(w);
+	}
+	ask(f, TOOL_HDB_Q_DECISIONS_LAST, &flt);
+	assert_int_equal(f->rows.n_rows, TOOL_HDB_DECISIONS_LAST);
+	assert_int_equal(int_at(f, 0, "seq"), 74 - TOOL_HDB_DECISIONS_LAST + 1);
+	assert_int_equal(int_at(f, TOOL_HDB_DECISIONS_LAST - 1, "seq"), 74);
+}
+
 /* ---- windows, decisions, events, timings ------------------------------- */
 
 static void
@@ -460,6 +540,12 @@ test_historydb_finds_windows_by_the_time_they_closed(void **state)
 	assert_int_equal(tool_hdb_window_at(f->db, 1, FIXTURE_START + 9000,
 			     true, &w),
 	    0);
+	assert_int_equal(w, TOOL_HDB_NONE);
+
+	/* And back: when a window closed. */
+	assert_int_equal(tool_hdb_window_closed(f->db, 1, 1, &w), 0);
+	assert_int_equal(w, FIXTURE_START + 2000);
+	assert_int_equal(tool_hdb_window_closed(f->db, 1, 4, &w), 0);
 	assert_int_equal(w, TOOL_HDB_NONE);
 }
 
@@ -908,6 +994,7 @@ main(void)
 		T(test_historydb_binds_layer_names_rather_than_pasting_them),
 		T(test_historydb_lists_runs_with_their_windows_and_savings),
 		T(test_historydb_summarises_each_layers_levels),
+		T(test_historydb_answers_tops_questions_from_the_windows_asked_only),
 		T(test_historydb_lists_windows_in_the_range_asked),
 		T(test_historydb_finds_windows_by_the_time_they_closed),
 		T(test_historydb_lists_decisions_with_changes_by_layer_name),

@@ -1,0 +1,153 @@
+/* test_source - `bellows top`'s offline data source over a real history
+ * file (tests/tools/hdb_fixture.h): every view shows the run as it was at
+ * the window the slider is on, the events too.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hdb_fixture.h"
+#include "source.h"
+
+typedef struct fixture {
+	char dir[64];       /* temporary directory */
+	char path[128];     /* the history in it */
+	dash_source *src;   /* offline source on it */
+	dash_snapshot snap; /* the last fetch */
+} fixture;
+
+static int
+setup(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+	dash_source_opts o = { NULL, NULL, NULL };
+	char err[256];
+	sqlite3 *db;
+
+	if (f == NULL)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-src.XXXXXX");
+	if (mkdtemp(f->dir) == NULL)
+		return -1;
+	snprintf(f->path, sizeof(f->path), "%s/h.db", f->dir);
+	if (fixture_db_create(f->path, 3, 1) != SQLITE_OK)
+		return -1;
+	/* Run 1 (resnet) has windows 0..3, closed 1, 2, 3 and 4 s after it
+	 * started, and events at 1.5 s (a reload) and 3.5 s (rank 1 lost);
+	 * one more after its last window closed. */
+	if (sqlite3_open(f->path, &db) != SQLITE_OK ||
+	    sqlite3_exec(db,
+		"INSERT INTO events (id, wall_ms, run_id, job, kind, text)"
+		" VALUES (9, 1795305604500, 1, 'resnet', 'rank_lost',"
+		" 'rank 2 lost')",
+		NULL, NULL, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_close(db);
+	o.db = f->path;
+	if (dash_source_open(&o, &f->src, err, sizeof(err)) != 0)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	fixture *f = *state;
+	char p[160];
+
+	dash_snapshot_fini(&f->snap);
+	dash_source_close(&f->src);
+	remove(f->path);
+	snprintf(p, sizeof(p), "%s-wal", f->path);
+	remove(p);
+	snprintf(p, sizeof(p), "%s-shm", f->path);
+	remove(p);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+static void
+fetch(fixture *f, int64_t window)
+{
+	dash_snapshot_fini(&f->snap);
+	assert_int_equal(dash_source_fetch(f->src, "resnet", window, &f->snap),
+	    0);
+	assert_string_equal(f->snap.job, "resnet");
+	assert_int_equal(f->snap.window_at, window);
+}
+
+static void
+test_source_offline_shows_the_events_up_to_the_window_on_the_slider(
+    void **state)
+{
+	fixture *f = *state;
+
+	/* Window 0 closed at 1 s: nothing had happened yet. */
+	fetch(f, 0);
+	assert_int_equal(f->snap.n_events, 0);
+
+	/* Windows 1 and 2 (2 s, 3 s): the reload, not yet the loss. */
+	fetch(f, 1);
+	assert_int_equal(f->snap.n_events, 1);
+	assert_string_equal(f->snap.events[0].kind, "reload_ok");
+	fetch(f, 2);
+	assert_int_equal(f->snap.n_events, 1);
+
+	/* The last window: everything the run recorded, also after it. */
+	fetch(f, 3);
+	assert_int_equal(f->snap.n_events, 3);
+	assert_string_equal(f->snap.events[1].kind, "rank_lost");
+	assert_string_equal(f->snap.events[1].text, "rank 1 lost");
+	assert_string_equal(f->snap.events[2].text, "rank 2 lost");
+	assert_string_equal(f->snap.events[2].time, "00:00:04");
+
+	/* Back again: the slider moves both ways. */
+	fetch(f, 0);
+	assert_int_equal(f->snap.n_events, 0);
+}
+
+static void
+test_source_offline_shows_the_layers_and_decisions_up_to_that_window(
+    void **state)
+{
+	fixture *f = *state;
+
+	/* conv.weight was at level 2 in windows 0..1, 1 from window 2. */
+	fetch(f, 1);
+	assert_int_equal(f->snap.n_layers, 2);
+	assert_string_equal(f->snap.layers[0].name, "conv.weight");
+	assert_true(f->snap.layers[0].level == 2);
+	assert_true(f->snap.layers[0].level_max == 2);
+	assert_int_equal(f->snap.layers[0].n_norms, 2);
+	/* Decisions in force up to window 2: seq 1 (window 0) to 3. */
+	assert_int_equal(f->snap.n_decisions, 3);
+	assert_int_equal(f->snap.decisions[2].seq, 3);
+	fetch(f, 3);
+	assert_true(f->snap.layers[0].level == 1);
+	assert_true(f->snap.layers[0].level_max == 2);
+	assert_int_equal(f->snap.layers[0].n_norms, 4);
+	/* fc.bias has no window 2: three norms, level 0 (raw). */
+	assert_int_equal(f->snap.layers[1].n_norms, 3);
+	assert_true(f->snap.layers[1].level_max == 0);
+}
+
+int
+main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_source_offline_shows_the_events_up_to_the_window_on_the_slider),
+		T(test_source_offline_shows_the_layers_and_decisions_up_to_that_window),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
