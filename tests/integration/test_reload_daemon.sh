@@ -52,7 +52,7 @@ YAML
 valid_config before 2
 start_daemon
 "$BELLOWS" sim --control "$CTL" --publish "$PUB" --quiet --job reload \
-    --ranks 2 --layers 4 --windows 60 --steps-per-window 10 --step-ms 15 \
+    --ranks 2 --layers 4 --windows 120 --steps-per-window 10 --step-ms 15 \
     --record-levels "$TMP/levels.csv" >"$TMP/sim.out" 2>"$TMP/sim.err" &
 SIM=$!
 for _ in $(seq 1 100); do
@@ -106,7 +106,7 @@ wait_count "configuration reloaded from '$P'" 3 "SIGHUP reload"
 ok "SIGHUP reloads an unchanged valid file"
 
 wait "$SIM" || fail "sim exited with $?"
-expect_agreed 2 60
+expect_agreed 2 120
 # The last windows ran under the last file: level 4 on every weight
 # (biases are 1-D: not selected, they stay raw).
 tail -n 4 "$TMP/levels.csv" | awk -F, '$2 ~ /weight/ && $NF != 4 { bad = 1 } END { exit bad }' ||
