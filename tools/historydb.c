@@ -919,41 +919,12 @@ tool_hdb_layer_find(tool_hdb *db, int64_t run, const char *name, int64_t *ret)
 	return r;
 }
 
-int
-tool_hdb_window_at(tool_hdb *db, int64_t run, int64_t ms, bool after,
-    int64_t *ret)
+/* Runs SQL with :run and one more integer parameter KEY bound, and reads
+ * the first column of its row: TOOL_HDB_NONE for NULL or for no row. */
+static int
+hdb_run_int(tool_hdb *db, const char *sql, int64_t run, const char *key,
+    int64_t value, int64_t *ret)
 {
-	static const char
-	    sql_after[] = "SELECT min(window) FROM window_info"
-			  " WHERE run_id = :run AND closed_wall_ms >= :ms";
-	static const char
-	    sql_before[] = "SELECT max(window) FROM window_info"
-			   " WHERE run_id = :run AND closed_wall_ms <= :ms";
-	sqlite3_stmt *st = NULL;
-	int r, rc;
-
-	if ((r = hdb_prepare(db, after ? sql_after : sql_before, &st)) != 0)
-		return r;
-	rc = hdb_bind_int(st, ":run", run);
-	if (rc == SQLITE_OK)
-		rc = hdb_bind_int(st, ":ms", ms);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		*ret = sqlite3_column_type(st, 0) == SQLITE_NULL
-		    ? TOOL_HDB_NONE
-		    : sqlite3_column_int64(st, 0);
-	else
-		r = hdb_sqlite_fail(db, rc);
-	sqlite3_finalize(st);
-	return r;
-}
-
-int
-tool_hdb_window_closed(tool_hdb *db, int64_t run, int64_t window, int64_t *ret)
-{
-	static const char sql[] = "SELECT closed_wall_ms FROM window_info"
-				  " WHERE run_id = :run AND window = :window";
 	sqlite3_stmt *st = NULL;
 	int r, rc;
 
@@ -961,7 +932,7 @@ tool_hdb_window_closed(tool_hdb *db, int64_t run, int64_t window, int64_t *ret)
 		return r;
 	rc = hdb_bind_int(st, ":run", run);
 	if (rc == SQLITE_OK)
-		rc = hdb_bind_int(st, ":window", window);
+		rc = hdb_bind_int(st, key, value);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
@@ -974,6 +945,30 @@ tool_hdb_window_closed(tool_hdb *db, int64_t run, int64_t window, int64_t *ret)
 		r = hdb_sqlite_fail(db, rc);
 	sqlite3_finalize(st);
 	return r;
+}
+
+int
+tool_hdb_window_at(tool_hdb *db, int64_t run, int64_t ms, bool after,
+    int64_t *ret)
+{
+	static const char
+	    sql_after[] = "SELECT min(window) FROM window_info"
+			  " WHERE run_id = :run AND closed_wall_ms >= :ms";
+	static const char
+	    sql_before[] = "SELECT max(window) FROM window_info"
+			   " WHERE run_id = :run AND closed_wall_ms <= :ms";
+
+	return hdb_run_int(db, after ? sql_after : sql_before, run, ":ms", ms,
+	    ret);
+}
+
+int
+tool_hdb_window_closed(tool_hdb *db, int64_t run, int64_t window, int64_t *ret)
+{
+	static const char sql[] = "SELECT closed_wall_ms FROM window_info"
+				  " WHERE run_id = :run AND window = :window";
+
+	return hdb_run_int(db, sql, run, ":window", window, ret);
 }
 
 /* ---- replay input ------------------------------------------------------ */
