@@ -110,7 +110,8 @@ kern_cpu_isa_supported(int isa)
 		__builtin_cpu_init();
 		return __builtin_cpu_supports("avx2") &&
 		    __builtin_cpu_supports("fma") &&
-		    __builtin_cpu_supports("f16c");
+		    __builtin_cpu_supports("f16c") &&
+		    __builtin_cpu_supports("popcnt");
 	case KERN_ISA_AVX512:
 		__builtin_cpu_init();
 		return __builtin_cpu_supports("avx512f") &&
