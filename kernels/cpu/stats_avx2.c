@@ -91,6 +91,31 @@ avx2_finite(__m256i a)
 	    a);
 }
 
+/* The updates of elements i..i+7, whose gradient is g, under the finite
+ * mask fin (blending rather than adding zero keeps a -0.0 accumulator
+ * bit-exact). */
+static inline __attribute__((always_inline)) void
+avx2_update_masked(const avx2_arrays *x, uint64_t i, __m256 g, __m256 fin,
+    int has_acc, int has_m)
+{
+	if (has_acc) {
+		float *p = x->acc + i;
+		__m256 v = _mm256_loadu_ps(p);
+
+		_mm256_storeu_ps(p,
+		    _mm256_blendv_ps(v, _mm256_add_ps(v, g), fin));
+	}
+	if (has_m) {
+		float *p = x->m + i;
+		__m256 v = _mm256_loadu_ps(p);
+		__m256 bm = _mm256_mul_ps(_mm256_set1_ps(x->beta), v);
+		__m256 cg = _mm256_mul_ps(_mm256_set1_ps(1.0f - x->beta), g);
+
+		_mm256_storeu_ps(p,
+		    _mm256_blendv_ps(v, _mm256_add_ps(bm, cg), fin));
+	}
+}
+
 static inline __attribute__((always_inline)) void
 avx2_step_fast(const avx2_arrays *x, uint64_t i, int dtype, int has_acc,
     int has_m, avx2_sums *s, int h)
@@ -102,28 +127,9 @@ avx2_step_fast(const avx2_arrays *x, uint64_t i, int dtype, int has_acc,
 	s->zero[h] = _mm256_add_epi32(s->zero[h],
 	    _mm256_cmpeq_epi32(a, _mm256_setzero_si256()));
 	avx2_sum(s, h, a);
-	if (has_acc || has_m) {
-		__m256 fin = _mm256_castsi256_ps(avx2_finite(a));
-
-		if (has_acc) {
-			float *p = x->acc + i;
-			__m256 v = _mm256_loadu_ps(p);
-
-			_mm256_storeu_ps(p,
-			    _mm256_blendv_ps(v, _mm256_add_ps(v, g), fin));
-		}
-		if (has_m) {
-			float *p = x->m + i;
-			__m256 v = _mm256_loadu_ps(p);
-			__m256 bm = _mm256_mul_ps(_mm256_set1_ps(x->beta), v);
-			__m256 cg = _mm256_mul_ps(_mm256_set1_ps(
-						      1.0f - x->beta),
-			    g);
-
-			_mm256_storeu_ps(p,
-			    _mm256_blendv_ps(v, _mm256_add_ps(bm, cg), fin));
-		}
-	}
+	if (has_acc || has_m)
+		avx2_update_masked(x, i, g, _mm256_castsi256_ps(avx2_finite(a)),
+		    has_acc, has_m);
 }
 
 /* Statistics of elements i..i+7 with non-finite lanes counted and
@@ -451,32 +457,17 @@ f32_step_masked(const avx2_arrays *x, uint64_t i, f32_sums *s, __m256i *fin)
 	s->zeros += f32_zeros(bits);
 }
 
-/* The updates of elements i..i+7 under their finite mask (blending rather
- * than adding zero keeps a -0.0 accumulator bit-exact). */
+/* The updates of elements i..i+7 under their finite mask. */
 static inline __attribute__((always_inline)) void
 f32_update_masked(const avx2_arrays *x, uint64_t i, int has_acc, int has_m)
 {
 	__m256 g = _mm256_loadu_ps((const float *)x->grad + i);
-	__m256 ok = _mm256_castsi256_ps(
-	    avx2_finite(_mm256_and_si256(_mm256_castps_si256(g),
-		_mm256_set1_epi32((int)KERN_ABS_MASK))));
 
-	if (has_acc) {
-		float *p = x->acc + i;
-		__m256 v = _mm256_loadu_ps(p);
-
-		_mm256_storeu_ps(p,
-		    _mm256_blendv_ps(v, _mm256_add_ps(v, g), ok));
-	}
-	if (has_m) {
-		float *p = x->m + i;
-		__m256 v = _mm256_loadu_ps(p);
-		__m256 bm = _mm256_mul_ps(_mm256_set1_ps(x->beta), v);
-		__m256 cg = _mm256_mul_ps(_mm256_set1_ps(1.0f - x->beta), g);
-
-		_mm256_storeu_ps(p,
-		    _mm256_blendv_ps(v, _mm256_add_ps(bm, cg), ok));
-	}
+	avx2_update_masked(x, i, g,
+	    _mm256_castsi256_ps(
+		avx2_finite(_mm256_and_si256(_mm256_castps_si256(g),
+		    _mm256_set1_epi32((int)KERN_ABS_MASK)))),
+	    has_acc, has_m);
 }
 
 /* Prefetches F32_PREFETCH bytes ahead of what the lagged loop reads at j: the
