@@ -332,13 +332,13 @@ avx2_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
  * statistics with the accumulator 1.4 times as fast as the scheme above.
  * Three things make the difference:
  *
- * - The eight floats are widened to double straight from memory, two
- *   halves of four, rather than from the register that holds them
- *   (extracting the high half and widening it): the same arithmetic
- *   ran 1.6 times as fast that way there. The magnitudes for the sums
- *   are then taken in double; the zero count and the maximum stay on
- *   the float's bits (exact, and blind to a denormals-are-zero mode of
- *   the caller's), the zeros counted through a mask and popcnt.
+ * - The high four floats are widened to double straight from memory
+ *   rather than extracted from the register that holds them and widened
+ *   (the low four come from the register: no extraction is needed):
+ *   the same arithmetic ran 1.6 times as fast that way there. The zero
+ *   count and the maximum stay on the float's bits (exact, and blind to
+ *   a denormals-are-zero mode of the caller's), the zeros counted
+ *   through a mask and popcnt.
  * - A chunk's plain sums double as its NaN/infinity test: a non-finite
  *   magnitude makes the chunk's sum of magnitudes NaN or infinite, and
  *   nothing else can (2048 finite floats sum to at most 7e41). No compare
@@ -418,13 +418,15 @@ f32_step(const avx2_arrays *x, uint64_t i, int has_acc, int has_m, uint64_t lag,
 	    _mm256_set1_epi64x(INT64_MAX));
 	__m256i bits = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)p),
 	    _mm256_set1_epi32((int)KERN_ABS_MASK));
-	__m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(p));
+	/* The low half from the magnitudes' register (the cast is free), the
+	 * high half from memory, signed, its sign cleared in double. */
+	__m256d lo = _mm256_cvtps_pd(
+	    _mm256_castps256_ps128(_mm256_castsi256_ps(bits)));
 	__m256d hi = _mm256_cvtps_pd(_mm_loadu_ps(p + 4));
 
 	/* The products are exact, so fusing changes nothing. */
 	s->sq[2 * h] = _mm256_fmadd_pd(lo, lo, s->sq[2 * h]);
 	s->sq[2 * h + 1] = _mm256_fmadd_pd(hi, hi, s->sq[2 * h + 1]);
-	lo = _mm256_and_pd(lo, abs_mask);
 	hi = _mm256_and_pd(hi, abs_mask);
 	s->ab[2 * h] = _mm256_add_pd(s->ab[2 * h], lo);
 	s->ab[2 * h + 1] = _mm256_add_pd(s->ab[2 * h + 1], hi);
