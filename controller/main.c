@@ -131,6 +131,36 @@ main_on_signal(ctl_loop *loop, void *arg)
 	}
 }
 
+/* Loads --policy into d->cfg. An invalid file gets every error on
+ * stderr, one per line as policy check prints them, so that one start
+ * shows all that must be fixed. */
+static int
+main_load_config(daemon_state *d)
+{
+	ctl_config_errors *errs = malloc(sizeof(*errs));
+	int r;
+
+	if (errs == NULL) {
+		fprintf(stderr, "bellowsd: %s: %s\n", d->policy_path,
+		    bellows_strerror(BELLOWS_ENOMEM));
+		return BELLOWS_ENOMEM;
+	}
+	r = ctl_config_load_all(d->policy_path, &d->cfg, errs);
+	if (r != 0) {
+		for (uint32_t i = 0; i < errs->n; i++)
+			fprintf(stderr, "bellowsd: %s\n", errs->msg[i]);
+		if (errs->n == 0)
+			fprintf(stderr, "bellowsd: %s: %s\n", d->policy_path,
+			    bellows_strerror(r));
+		else if (errs->n == CTL_CONFIG_ERRORS_MAX)
+			fprintf(stderr,
+			    "bellowsd: %s: stopped after %d errors\n",
+			    d->policy_path, CTL_CONFIG_ERRORS_MAX);
+	}
+	free(errs);
+	return r;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -205,10 +235,8 @@ main(int argc, char **argv)
 		main_usage(stderr);
 		return 2;
 	}
-	if (ctl_config_load(d.policy_path, &d.cfg, err, sizeof(err)) != 0) {
-		fprintf(stderr, "bellowsd: %s\n", err);
+	if (main_load_config(&d) != 0)
 		return 1;
-	}
 	if (ctl_config_timing_warning(d.cfg, err, sizeof(err)))
 		ctl_log(CTL_LOG_WARN, "main", "%s: %s", d.policy_path, err);
 	if (control == NULL)

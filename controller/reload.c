@@ -6,6 +6,7 @@
 
 #include <bellows/error.h>
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,15 +52,58 @@ ctl_reload_config(const ctl_reload *r)
 	return r->cfg;
 }
 
+/* Keeps the configuration in force after `err`, the first of 1 + `more`
+ * errors: counts, logs and records one refusal. The event's text ends
+ * with " (and N more)" even when the first error fills an entry, so that
+ * STATUS says there is more to read in the log. */
 static int
-reload_refuse(ctl_reload *r, int code, const char *err)
+reload_refuse(ctl_reload *r, int code, const char *err, uint32_t more)
 {
+	char tail[32] = "";
+	int room;
+
+	if (more > 0)
+		snprintf(tail, sizeof(tail), " (and %" PRIu32 " more)", more);
+	room = CTL_EVENT_TEXT_MAX - 1 - (int)strlen(tail);
 	r->counters.refused++;
 	ctl_log(CTL_LOG_ERROR, "reload",
-	    "reload refused, the running configuration stays: %s", err);
+	    "reload refused, the running configuration stays: %s%s", err, tail);
 	ctl_events_add(ctl_jobs_events(r->jobs), CTL_EVENT_RELOAD_REFUSED, NULL,
-	    "%s", err);
+	    "%.*s%s", room, err, tail);
 	return code;
+}
+
+/* Loads the file into *ret_cfg. When it is invalid, refuses the reload
+ * with its first error in the refusal and logs each of the others on a
+ * line of its own, at the refusal's level. */
+static int
+reload_load(ctl_reload *r, ctl_config **ret_cfg)
+{
+	ctl_config_errors *errs = malloc(sizeof(*errs));
+	char err[CTL_CONFIG_ERR_MAX];
+	int rc;
+
+	if (errs == NULL) {
+		snprintf(err, sizeof(err), "%s: %s", r->path,
+		    bellows_strerror(BELLOWS_ENOMEM));
+		return reload_refuse(r, BELLOWS_ENOMEM, err, 0);
+	}
+	rc = ctl_config_load_all(r->path, ret_cfg, errs);
+	if (rc != 0 && errs->n == 0) {
+		snprintf(err, sizeof(err), "%s: %s", r->path,
+		    bellows_strerror(rc));
+		reload_refuse(r, rc, err, 0);
+	} else if (rc != 0) {
+		reload_refuse(r, rc, errs->msg[0], errs->n - 1);
+		for (uint32_t i = 1; i < errs->n; i++)
+			ctl_log(CTL_LOG_ERROR, "reload", "%s", errs->msg[i]);
+		if (errs->n == CTL_CONFIG_ERRORS_MAX)
+			ctl_log(CTL_LOG_ERROR, "reload",
+			    "%s: stopped after %d errors", r->path,
+			    CTL_CONFIG_ERRORS_MAX);
+	}
+	free(errs);
+	return rc;
 }
 
 int
@@ -69,11 +113,8 @@ ctl_reload_now(ctl_reload *r, bool force)
 	ctl_config *cfg = NULL;
 	int rc;
 
-	rc = ctl_config_load(r->path, &cfg, err, sizeof(err));
-	if (rc == BELLOWS_ENOMEM)
-		snprintf(err, sizeof(err), "%s: out of memory", r->path);
-	if (rc != 0)
-		return reload_refuse(r, rc, err);
+	if ((rc = reload_load(r, &cfg)) != 0)
+		return rc;
 	if (!force && cfg->text_len == r->cfg->text_len &&
 	    memcmp(cfg->text, r->cfg->text, cfg->text_len) == 0) {
 		ctl_config_destroy(&cfg);
@@ -88,7 +129,7 @@ ctl_reload_now(ctl_reload *r, bool force)
 
 		snprintf(where, sizeof(where), "%s: %s", r->path, err);
 		ctl_config_destroy(&cfg);
-		return reload_refuse(r, rc, where);
+		return reload_refuse(r, rc, where, 0);
 	}
 	/* No job borrows the old configuration any more. */
 	ctl_config_destroy(&r->cfg);

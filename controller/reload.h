@@ -4,10 +4,13 @@
  * A new file is parsed and validated completely, plug-ins included, and
  * every job's new policies are prepared before anything changes
  * (ctl_jobs_reload); on any error the running configuration stays in
- * force and the error (FILE:LINE:COLUMN: for a file error) is logged and
- * recorded as a reload_refused event. After a reload no job borrows the
- * configuration it replaced, so that one is freed at once; plug-ins it
- * shares with the new one stay loaded through the new one's references.
+ * force and the refusal is logged and recorded as one reload_refused
+ * event. An invalid file has every error logged (FILE:LINE:COLUMN:, as
+ * `bellows policy check` prints them) and the event holds the first,
+ * followed by " (and N more)" when there are more. After a reload no job
+ * borrows the configuration it replaced, so that one is freed at once;
+ * plug-ins it shares with the new one stay loaded through the new one's
+ * references.
  */
 #ifndef CTL_RELOAD_H
 #define CTL_RELOAD_H

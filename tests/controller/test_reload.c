@@ -347,6 +347,26 @@ assert_event(fixture *f, const char *kind, const char *text)
 	com_msg_fini(&m);
 }
 
+/* The newest event of `kind` in STATUS must be exactly `text`. */
+static void
+assert_event_is(fixture *f, const char *kind, const char *text)
+{
+	const com_event *found = NULL;
+	com_msg m;
+
+	status(f, &m);
+	for (uint32_t i = 0; i < m.u.status_reply.n_events; i++) {
+		if (strcmp(m.u.status_reply.events[i].kind, kind) == 0)
+			found = &m.u.status_reply.events[i];
+	}
+	if (found == NULL)
+		fail_msg("no '%s' event", kind);
+	if (strcmp(found->text, text) != 0)
+		fail_msg("event '%s' says '%s', expected '%s'", kind,
+		    found->text, text);
+	com_msg_fini(&m);
+}
+
 /* ---- what a reload keeps ------------------------------------------------ */
 
 static void
@@ -595,7 +615,40 @@ test_reload_refuses_an_invalid_file_and_keeps_the_old_policies(void **state)
 	assert_int_equal(counters(f).refused, 1);
 	snprintf(where, sizeof(where),
 	    "%s:6:29: threshold must be in [0, 1e+300], not -1", f->path);
-	assert_event(f, "reload_refused", where);
+	assert_event_is(f, "reload_refused", where);
+	window(f, 2.0);
+	assert_reason(f,
+	    "threshold 1.5: 2 high, 0 low; seen 2 windows, 0 reloads, 2 ranks "
+	    "joined, 0 lost");
+}
+
+/* Two independent errors: one refusal, whose event names the first and
+ * says how many more the log holds. */
+static void
+test_reload_refuses_a_file_with_two_errors_in_one_event(void **state)
+{
+	fixture *f = *state;
+	const ctl_config *before = ctl_reload_config(f->reload);
+	char where[256];
+
+	join_job(f);
+	window(f, 2.0);
+	write_config(f,
+	    "daemon:\n"
+	    "  apply_lagg: 1\n"
+	    "jobs:\n"
+	    "  - match: \"job*\"\n"
+	    "    policies:\n"
+	    "      - type: threshold\n"
+	    "        plugin: @THRESHOLD@\n"
+	    "        params: {threshold: -1}\n");
+	assert_int_equal(ctl_reload_now(f->reload, false), BELLOWS_ECONFIG);
+	assert_ptr_equal(ctl_reload_config(f->reload), before);
+	assert_int_equal(counters(f).refused, 1);
+	assert_int_equal(counters(f).done, 0);
+	snprintf(where, sizeof(where),
+	    "%s:2:3: unknown key 'apply_lagg' in daemon (and 1 more)", f->path);
+	assert_event_is(f, "reload_refused", where);
 	window(f, 2.0);
 	assert_reason(f,
 	    "threshold 1.5: 2 high, 0 low; seen 2 windows, 0 reloads, 2 ranks "
@@ -952,6 +1005,7 @@ main(void)
 		T(test_reload_replaces_a_removed_instance_and_unloads_its_plugin),
 		T(test_reload_leaves_an_identical_file_alone_unless_forced),
 		T(test_reload_refuses_an_invalid_file_and_keeps_the_old_policies),
+		T(test_reload_refuses_a_file_with_two_errors_in_one_event),
 		T(test_reload_refuses_a_broken_plugin_and_keeps_the_old_policies),
 		T(test_reload_refuses_for_all_jobs_when_a_policy_cannot_start),
 		T(test_reload_follows_the_file_through_inotify),

@@ -2,8 +2,10 @@
 # bellowsd reloads its policy file while a job runs, by inotify and on
 # SIGHUP: a valid change takes effect (logged, a reload_ok event, the new
 # policy decides); an invalid file is refused with FILE:LINE:COLUMN in the
-# log and a reload_refused event, and the policies in force stay; SIGHUP
-# reloads even a file that did not change. The job agrees throughout.
+# log and a reload_refused event, and the policies in force stay (a file
+# with several errors is refused once: each error is logged, the event
+# holds the first and "(and N more)"); SIGHUP reloads even a file that did
+# not change. The job agrees throughout.
 . "$(dirname "$0")/lib.sh"
 
 P="$TMP/policy.yaml"
@@ -91,12 +93,38 @@ status_has "policies: after" "the refused file replaced policy 'after'"
 status_has "reload_refused" "no reload_refused event"
 ok "an invalid rewrite is refused at $P:8:11 and 'after' stays"
 
-# 3. SIGHUP reads the (still invalid) file again: refused again.
+# 3. A file with two independent errors: one refusal that names the
+# first and says one more follows, and the second on a line of its own.
+cat >"$P.new" <<YAML
+daemon:
+  apply_lagg: 1
+jobs:
+  - match: "*"
+    policies:
+      - type: schedule
+        name: broken
+        params:
+          levels: {0: 3}
+          bogus: 1
+YAML
+mv "$P.new" "$P"
+wait_count "reload refused" 2 "refusal of two errors"
+grep -q "reload refused, the running configuration stays: $P:2:3: unknown key 'apply_lagg' in daemon (and 1 more)\$" \
+    "$TMP/bellowsd.log" ||
+    fail "the refusal does not name the first error and count the other"
+wait_count "reload: $P:10:11: policy type 'schedule' has no parameter 'bogus'\$" \
+    1 "the second error"
+status_has "reload_refused .*$P:2:3: unknown key 'apply_lagg' in daemon (and 1 more)" \
+    "the reload_refused event does not say '(and 1 more)'"
+status_has "policies: after" "the refused file replaced policy 'after'"
+ok "two errors are refused once, both logged, '(and 1 more)' in STATUS"
+
+# 4. SIGHUP reads the (still invalid) file again: refused again.
 kill -HUP "$DAEMON_PID"
-wait_count "reload refused" 2 "SIGHUP refusal"
+wait_count "reload refused" 3 "SIGHUP refusal"
 ok "SIGHUP on the invalid file is refused too"
 
-# 4. A valid file again (inotify; level 4, since a text identical to
+# 5. A valid file again (inotify; level 4, since a text identical to
 # the one in force is left alone), then SIGHUP without a change: SIGHUP
 # forces a reload that inotify would skip.
 valid_config after 4

@@ -43,6 +43,12 @@ metric_windows=$(awk -F, 'NR > 1 { w[$1] = 1 } END { print length(w) }' \
     fail "rank 0 recorded $metric_windows windows of metrics, not 24"
 ok "rank 0 recorded the metrics of all 24 windows"
 
+# Numbers are the shortest text that reads back as the double: sim's
+# first LR is 0.1, written "0.1", not "0.10000000000000001".
+lr0=$(awk -F, '$1 == "0" { print $4; exit }' "$TMP/m.csv")
+[ "$lr0" = 0.1 ] || fail "window 0's LR is written '$lr0', not '0.1'"
+ok "the LR of window 0 is written as 0.1"
+
 daemon_windows=$(awk -F, 'NR > 1 { w[$1] = 1 } END { print length(w) }' \
     "$TMP/daemon.csv")
 [ "$daemon_windows" -ge 20 ] ||
