@@ -10,6 +10,7 @@
 
 #include "args.h"
 #include "history.h"
+#include "metrics.h"
 
 #include <bellows/error.h>
 
@@ -72,7 +73,7 @@ tool_export_put_cell(FILE *f, const char *name, const tool_hdb_cell *c)
 		for (int b = 7; b >= 0; b--)
 			bits = (bits << 8) | p[i + (size_t)b];
 		memcpy(&v, &bits, sizeof(v));
-		tool_hdb_format_real(v, buf, sizeof(buf));
+		tool_metrics_number_text(v, buf, sizeof(buf));
 		if ((i > 0 && fputc(' ', f) == EOF) || fputs(buf, f) < 0)
 			return BELLOWS_EIO;
 	}

@@ -375,7 +375,7 @@ tool_history_put_cell(FILE *f, tool_history_format fmt, const tool_hdb_cell *c)
 				fputs("null", f);
 			break;
 		}
-		tool_hdb_format_real(c->d, buf, sizeof(buf));
+		tool_metrics_number_text(c->d, buf, sizeof(buf));
 		fputs(buf, f);
 		break;
 	case TOOL_HDB_TEXT:

@@ -9,6 +9,7 @@
  * so that every tool prints them alike (UTC, milliseconds).
  */
 #include "historydb.h"
+#include "metrics.h"
 
 #include <bellows/error.h>
 #include <bellows/policy.h>
@@ -401,17 +402,8 @@ tool_hdb_error(const tool_hdb *db)
 
 /* ---- numbers and times ------------------------------------------------- */
 
-void
-tool_hdb_format_real(double v, char *buf, size_t len)
-{
-	for (int prec = 15; prec <= 17; prec++) {
-		snprintf(buf, len, "%.*g", prec, v);
-		if (strtod(buf, NULL) == v)
-			return;
-	}
-}
-
-/* bellows_num(x): x as tool_hdb_format_real writes it; NULL stays NULL. */
+/* bellows_num(x): x as tool_metrics_number_text writes it; NULL stays
+ * NULL. */
 static void
 hdb_sql_num(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
@@ -426,7 +418,7 @@ hdb_sql_num(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 		    (long long)sqlite3_value_int64(argv[0]));
 		break;
 	default:
-		tool_hdb_format_real(sqlite3_value_double(argv[0]), buf,
+		tool_metrics_number_text(sqlite3_value_double(argv[0]), buf,
 		    sizeof(buf));
 		break;
 	}

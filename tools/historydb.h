@@ -269,11 +269,6 @@ void tool_hdb_rows_sink(tool_hdb_rows *rows, tool_hdb_sink *sink);
 /* Frees what `rows` holds and zeroes it. NULL-safe. */
 void tool_hdb_rows_fini(tool_hdb_rows *rows);
 
-/* Writes v into buf (len bytes, 32 are enough) as the shortest "%.Ng"
- * text that reads back as exactly v: 0.1 as "0.1", never
- * "0.10000000000000001". */
-void tool_hdb_format_real(double v, char *buf, size_t len);
-
 /* Cell `col` of row `row`. */
 const tool_hdb_cell *tool_hdb_rows_cell(const tool_hdb_rows *rows, uint64_t row,
     uint32_t col);

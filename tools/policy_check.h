@@ -1,10 +1,11 @@
 /* policy_check - `bellows policy check FILE`: validates a configuration.
  *
- * Loads the file exactly as bellowsd does (ctl_config_load: every key,
- * type, range and knob owner checked) without starting anything, so a
- * policy file can be checked before a SIGHUP reload or in CI. An error is
- * printed as "FILE:LINE:COLUMN: message"; a valid file is printed back as
- * the normalised summary of what it configures, defaults filled in.
+ * Loads the file exactly as bellowsd does (ctl_config_load_all: every
+ * key, type, range and knob owner checked, every error reported) without
+ * starting anything, so a policy file can be checked before a SIGHUP
+ * reload or in CI. An error is printed as "FILE:LINE:COLUMN: message"; a
+ * valid file is printed back as the normalised summary of what it
+ * configures, defaults filled in.
  */
 #ifndef TOOL_POLICY_CHECK_H
 #define TOOL_POLICY_CHECK_H

@@ -961,24 +961,6 @@ test_historydb_stops_when_the_sink_fails(void **state)
 	assert_int_equal(rows, 2);
 }
 
-static void
-test_historydb_formats_reals_as_the_shortest_exact_text(void **state)
-{
-	char buf[40];
-
-	(void)state;
-	tool_hdb_format_real(0.1, buf, sizeof(buf));
-	assert_string_equal(buf, "0.1");
-	tool_hdb_format_real(2, buf, sizeof(buf));
-	assert_string_equal(buf, "2");
-	tool_hdb_format_real(1.0 / 3, buf, sizeof(buf));
-	assert_true(strtod(buf, NULL) == 1.0 / 3);
-	tool_hdb_format_real(0.1 + 0.2, buf, sizeof(buf));
-	assert_string_equal(buf, "0.30000000000000004");
-	tool_hdb_format_real(-1e300, buf, sizeof(buf));
-	assert_string_equal(buf, "-1e+300");
-}
-
 int
 main(void)
 {
@@ -1007,7 +989,6 @@ main(void)
 		T(test_historydb_reads_a_version_2_file_as_not_measured),
 		T(test_historydb_answers_metrics_collectives_and_new_columns),
 		T(test_historydb_stops_when_the_sink_fails),
-		T(test_historydb_formats_reals_as_the_shortest_exact_text),
 	};
 #undef T
 
