@@ -249,6 +249,70 @@ avx2_hmax(__m256i v)
 	return max;
 }
 
+/* A range's running totals: the compensated sums per lane, the largest
+ * magnitude's bits per lane, the counts. */
+typedef struct avx2_totals {
+	__m256d S_sq, C_sq; /* squares: sum and compensation per lane */
+	__m256d S_ab, C_ab; /* magnitudes, likewise */
+	__m256i max;        /* bits of the largest magnitude per lane */
+	uint64_t zeros;     /* zeros */
+	uint64_t nonfinite; /* NaN or infinite elements */
+} avx2_totals;
+
+static inline __attribute__((always_inline)) void
+avx2_totals_zero(avx2_totals *t)
+{
+	t->S_sq = t->C_sq = t->S_ab = t->C_ab = _mm256_setzero_pd();
+	t->max = _mm256_setzero_si256();
+	t->zeros = 0;
+	t->nonfinite = 0;
+}
+
+/* Folds a chunk's four plain sums of squares and of magnitudes into *t. */
+static inline __attribute__((always_inline)) void
+avx2_totals_fold(avx2_totals *t, const __m256d sq[4], const __m256d ab[4])
+{
+	avx2_fold(&t->S_sq, &t->C_sq,
+	    _mm256_add_pd(_mm256_add_pd(sq[0], sq[1]),
+		_mm256_add_pd(sq[2], sq[3])));
+	avx2_fold(&t->S_ab, &t->C_ab,
+	    _mm256_add_pd(_mm256_add_pd(ab[0], ab[1]),
+		_mm256_add_pd(ab[2], ab[3])));
+}
+
+/* Runs the scalar step over the last elements [i, end) and adds the
+ * range [begin, end)'s totals to *st. */
+static inline __attribute__((always_inline)) void
+avx2_finish(const avx2_arrays *x, const avx2_totals *t, uint64_t begin,
+    uint64_t i, uint64_t end, int dtype, int has_acc, int has_m, kern_stats *st)
+{
+	const float c = 1.0f - x->beta;
+	uint32_t max_bits = avx2_hmax(t->max);
+	kern_lane tail = { 0 };
+
+	avx2_lanes_into(&st->sum_sq, &st->sum_sq_lo, t->S_sq, t->C_sq);
+	avx2_lanes_into(&st->abs_sum, &st->abs_sum_lo, t->S_ab, t->C_ab);
+	for (; i < end; i++) {
+		float g = kern_load(x->grad, i, dtype);
+
+		if (!kern_lane_add(&tail, g))
+			continue;
+		if (has_acc)
+			x->acc[i] = KERN_FADD(x->acc[i], g);
+		if (has_m)
+			x->m[i] = kern_momentum(x->m[i], g, x->beta, c);
+	}
+	kern_two_sum(&st->sum_sq, &st->sum_sq_lo, tail.sum_sq);
+	kern_two_sum(&st->abs_sum, &st->abs_sum_lo, tail.abs_sum);
+	if (tail.max_bits > max_bits)
+		max_bits = tail.max_bits;
+	if ((double)kern_f32_from_bits(max_bits) > st->max_abs)
+		st->max_abs = (double)kern_f32_from_bits(max_bits);
+	st->count += end - begin;
+	st->zeros += t->zeros + tail.zeros;
+	st->nonfinite += t->nonfinite + tail.nonfinite;
+}
+
 static inline __attribute__((always_inline)) void
 avx2_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
     int dtype, int has_acc, int has_m, avx2_fast_fn *fast)
@@ -259,18 +323,10 @@ avx2_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
 		.m = job->momentum,
 		.beta = job->beta,
 	};
-	const float c = 1.0f - x.beta;
-	__m256d S_sq = _mm256_setzero_pd();
-	__m256d C_sq = _mm256_setzero_pd();
-	__m256d S_ab = _mm256_setzero_pd();
-	__m256d C_ab = _mm256_setzero_pd();
-	__m256i vmax = _mm256_setzero_si256();
-	uint32_t max_bits;
-	uint64_t nonfinite = 0;
-	uint64_t zeros = 0;
+	avx2_totals t;
 	uint64_t i = begin;
-	kern_lane tail;
 
+	avx2_totals_zero(&t);
 	while (end - i >= 2 * V) {
 		uint64_t first = i;
 		uint64_t stop = end - i > CHUNK ? i + CHUNK : end;
@@ -285,44 +341,17 @@ avx2_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
 			avx2_sums_zero(&s);
 			for (uint64_t j = first; j < fast_end; j += V)
 				avx2_step_masked(&x, j, dtype, &s);
-			nonfinite += (fast_end - first) - avx2_hsum_neg(s.fin);
+			t.nonfinite += (fast_end - first) -
+			    avx2_hsum_neg(s.fin);
 		}
-		vmax = _mm256_max_epu32(vmax,
+		t.max = _mm256_max_epu32(t.max,
 		    _mm256_max_epu32(s.max[0], s.max[1]));
-		avx2_fold(&S_sq, &C_sq,
-		    _mm256_add_pd(_mm256_add_pd(s.sq[0], s.sq[1]),
-			_mm256_add_pd(s.sq[2], s.sq[3])));
-		avx2_fold(&S_ab, &C_ab,
-		    _mm256_add_pd(_mm256_add_pd(s.ab[0], s.ab[1]),
-			_mm256_add_pd(s.ab[2], s.ab[3])));
-		zeros += avx2_hsum_neg(_mm256_add_epi32(s.zero[0], s.zero[1]));
+		avx2_totals_fold(&t, s.sq, s.ab);
+		t.zeros += avx2_hsum_neg(
+		    _mm256_add_epi32(s.zero[0], s.zero[1]));
 	}
-	avx2_lanes_into(&st->sum_sq, &st->sum_sq_lo, S_sq, C_sq);
-	avx2_lanes_into(&st->abs_sum, &st->abs_sum_lo, S_ab, C_ab);
-	max_bits = avx2_hmax(vmax);
-
 	/* Fewer than 2 V elements left. */
-	tail = (kern_lane){ 0 };
-	for (; i < end; i++) {
-		float g = kern_load(x.grad, i, dtype);
-
-		if (!kern_lane_add(&tail, g))
-			continue;
-		if (has_acc)
-			x.acc[i] = KERN_FADD(x.acc[i], g);
-		if (has_m)
-			x.m[i] = kern_momentum(x.m[i], g, x.beta, c);
-	}
-	kern_two_sum(&st->sum_sq, &st->sum_sq_lo, tail.sum_sq);
-	kern_two_sum(&st->abs_sum, &st->abs_sum_lo, tail.abs_sum);
-	if (tail.max_bits > max_bits)
-		max_bits = tail.max_bits;
-
-	st->count += end - begin;
-	st->zeros += zeros + tail.zeros;
-	st->nonfinite += nonfinite + tail.nonfinite;
-	if ((double)kern_f32_from_bits(max_bits) > st->max_abs)
-		st->max_abs = (double)kern_f32_from_bits(max_bits);
+	avx2_finish(&x, &t, begin, i, end, dtype, has_acc, has_m, st);
 }
 
 /* The float32 path.
@@ -510,19 +539,11 @@ f32_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
 		.beta = job->beta,
 	};
 	const int updates = has_acc || has_m;
-	const float c = 1.0f - x.beta;
-	__m256d S_sq = _mm256_setzero_pd();
-	__m256d C_sq = _mm256_setzero_pd();
-	__m256d S_ab = _mm256_setzero_pd();
-	__m256d C_ab = _mm256_setzero_pd();
-	__m256i vmax = _mm256_setzero_si256();
-	uint32_t max_bits;
-	uint64_t nonfinite = 0;
-	uint64_t zeros = 0;
+	avx2_totals t;
 	uint64_t pending = 0; /* elements of the chunk before i not updated */
 	uint64_t i = begin;
-	kern_lane tail;
 
+	avx2_totals_zero(&t);
 	while (end - i >= 2 * V) {
 		uint64_t len = end - i > CHUNK ? CHUNK
 					       : (end - i) / (2 * V) * (2 * V);
@@ -556,47 +577,18 @@ f32_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
 					f32_update_masked(&x, j, has_acc,
 					    has_m);
 			}
-			nonfinite += len - avx2_hsum_neg(fin);
+			t.nonfinite += len - avx2_hsum_neg(fin);
 			pending = 0;
 		}
-		vmax = _mm256_max_epu32(vmax, s.max);
-		avx2_fold(&S_sq, &C_sq,
-		    _mm256_add_pd(_mm256_add_pd(s.sq[0], s.sq[1]),
-			_mm256_add_pd(s.sq[2], s.sq[3])));
-		avx2_fold(&S_ab, &C_ab,
-		    _mm256_add_pd(_mm256_add_pd(s.ab[0], s.ab[1]),
-			_mm256_add_pd(s.ab[2], s.ab[3])));
-		zeros += s.zeros;
+		t.max = _mm256_max_epu32(t.max, s.max);
+		avx2_totals_fold(&t, s.sq, s.ab);
+		t.zeros += s.zeros;
 		i += len;
 	}
 	for (uint64_t j = i - pending; j < i; j += V)
 		f32_update(&x, j, has_acc, has_m);
-	avx2_lanes_into(&st->sum_sq, &st->sum_sq_lo, S_sq, C_sq);
-	avx2_lanes_into(&st->abs_sum, &st->abs_sum_lo, S_ab, C_ab);
-	max_bits = avx2_hmax(vmax);
-
 	/* Fewer than 2 V elements left. */
-	tail = (kern_lane){ 0 };
-	for (; i < end; i++) {
-		float g = ((const float *)x.grad)[i];
-
-		if (!kern_lane_add(&tail, g))
-			continue;
-		if (has_acc)
-			x.acc[i] = KERN_FADD(x.acc[i], g);
-		if (has_m)
-			x.m[i] = kern_momentum(x.m[i], g, x.beta, c);
-	}
-	kern_two_sum(&st->sum_sq, &st->sum_sq_lo, tail.sum_sq);
-	kern_two_sum(&st->abs_sum, &st->abs_sum_lo, tail.abs_sum);
-	if (tail.max_bits > max_bits)
-		max_bits = tail.max_bits;
-	if ((double)kern_f32_from_bits(max_bits) > st->max_abs)
-		st->max_abs = (double)kern_f32_from_bits(max_bits);
-
-	st->count += end - begin;
-	st->zeros += zeros + tail.zeros;
-	st->nonfinite += nonfinite + tail.nonfinite;
+	avx2_finish(&x, &t, begin, i, end, KERN_F32, has_acc, has_m, st);
 }
 
 /* One float32 range function per update set, not inlined. */
