@@ -1,11 +1,13 @@
 /* stats - the gradient statistics kernel against memcpy, and the agent's
  * per-step cost.
  *
- * For float32 gradients of 4 KiB to 1 GiB (powers of 4), in one run and
- * interleaved so that both see the same machine: memcpy of the gradient's
- * bytes, memcpy of as many bytes as the kernel moves with the accumulator
- * on (it reads g and acc and writes acc: 3 B of traffic for B gradient
- * bytes, the traffic of a 1.5 B memcpy), and the kernel with statistics
+ * For gradients of 4 KiB to 1 GiB (powers of 4; float32, or float16 or
+ * bfloat16 with --dtype), in one run and interleaved so that both see the
+ * same machine: memcpy of the gradient's bytes, memcpy of as many bytes as
+ * the kernel moves with the accumulator on (it reads g and acc and writes
+ * acc, a float each: for float32 3 B of traffic for B gradient bytes, the
+ * traffic of a 1.5 B memcpy; for 16-bit gradients 5 B, a 2.5 B memcpy),
+ * and the kernel with statistics
  * only, with the accumulator, and with accumulator and momentum. Each
  * measurement repeats the call on the same buffers for at least 20 ms;
  * the table shows the medians of --reps such measurements, once on the
@@ -27,7 +29,7 @@
  *
  * A last column, vs_add, compares the kernel with the accumulator to a
  * bare `acc[i] += g[i]` loop over the same buffers: the fastest any pass
- * that accumulates can be, whatever else it computes.
+ * that accumulates can be, whatever else it computes (float32 only).
  */
 #include <bellows/agent.h>
 #include <bellows/error.h>
@@ -57,7 +59,7 @@
 /* What one measurement runs, in the table's column order. */
 enum {
 	V_COPY,     /* memcpy of the gradient bytes */
-	V_COPY3,    /* memcpy of 1.5 times as many */
+	V_COPY3,    /* memcpy of the kernel's traffic with the accumulator */
 	V_STATS,    /* the kernel, statistics only */
 	V_ACC,      /* with the accumulator */
 	V_ACCM,     /* with accumulator and momentum */
@@ -72,15 +74,18 @@ typedef struct bench_opts {
 	int isa;          /* kern_isa */
 	uint64_t max;     /* largest gradient, bytes */
 	bool no_agent;    /* skip the agent part */
+	int dtype;        /* kern_dtype of the gradients */
 } bench_opts;
 
 /* Buffers of one size and the work of one call. */
 typedef struct bench_case {
 	uint64_t bytes;    /* gradient bytes */
-	float *g;          /* gradient, followed by acc (2 B in all) */
+	int dtype;         /* their kern_dtype */
+	size_t esz;        /* bytes per element */
+	void *g;           /* gradient, followed by acc */
 	float *acc;        /* accumulator */
 	float *m;          /* momentum */
-	char *dst;         /* memcpy destination, 1.5 B */
+	char *dst;         /* memcpy destination, copy3_bytes */
 	kern_backend *b;   /* the kernel's backend */
 	kern_pool *pool;   /* memcpy's workers, NULL: one thread */
 	kern_stats st;     /* the kernel's running statistics */
@@ -124,18 +129,43 @@ bench_alloc(size_t bytes)
 	return p;
 }
 
-/* Gradient-like data: small values of both signs, some exact zeros. */
+/* Gradient-like data: small values of both signs, some exact zeros. A
+ * 16-bit element takes its float's top bits (bfloat16), or is built from
+ * a sign, an exponent of 2^-14..2^-6 and random mantissa bits (float16,
+ * normal numbers like the float32 data's). */
 static void
-fill(float *g, uint64_t n)
+fill(void *g, uint64_t n, int dtype)
 {
 	uint32_t x = 12345;
 
 	for (uint64_t i = 0; i < n; i++) {
+		float f;
+		uint32_t u;
+
 		x = x * 1664525u + 1013904223u;
-		g[i] = (x >> 28) == 0
+		f = (x >> 28) == 0
 		    ? 0.0f
 		    : ((float)(x >> 8) / 16777216.0f - 0.5f) * 1e-3f;
+		memcpy(&u, &f, sizeof(u));
+		if (dtype == KERN_F32)
+			((float *)g)[i] = f;
+		else if (dtype == KERN_BF16)
+			((uint16_t *)g)[i] = (uint16_t)(u >> 16);
+		else
+			((uint16_t *)g)[i] = (x >> 28) == 0
+			    ? 0
+			    : (uint16_t)((x & 0x8000u) |
+				  ((1u + (x >> 20) % 9u) << 10) |
+				  ((x >> 4) & 0x3ffu));
 	}
+}
+
+/* Bytes a memcpy moving the kernel's traffic with the accumulator copies:
+ * the kernel reads g and acc and writes acc. */
+static uint64_t
+copy3_bytes(uint64_t bytes, size_t esz)
+{
+	return bytes * (esz + 8) / (2 * esz);
 }
 
 static void
@@ -175,7 +205,7 @@ add_part(void *arg, uint32_t part)
 		return;
 	if (len > n - begin)
 		len = n - begin;
-	add_range(c->acc + begin, c->g + begin, len);
+	add_range(c->acc + begin, (const float *)c->g + begin, len);
 }
 
 /* One call of variant v. */
@@ -184,8 +214,8 @@ run_once(bench_case *c, int v)
 {
 	kern_job job = {
 		.grad = c->g,
-		.n = c->bytes / sizeof(float),
-		.dtype = KERN_F32,
+		.n = c->bytes / c->esz,
+		.dtype = c->dtype,
 		.beta = 0.9f,
 		.stats = &c->st,
 	};
@@ -193,14 +223,15 @@ run_once(bench_case *c, int v)
 	switch (v) {
 	case V_COPY:
 	case V_COPY3:
-		c->copy_bytes = v == V_COPY ? c->bytes : c->bytes * 3 / 2;
-		if (c->pool != NULL && c->bytes / 4 >= THREAD_MIN)
+		c->copy_bytes = v == V_COPY ? c->bytes
+					    : copy3_bytes(c->bytes, c->esz);
+		if (c->pool != NULL && c->bytes / c->esz >= THREAD_MIN)
 			kern_pool_run(c->pool, copy_part, c);
 		else
 			memcpy(c->dst, c->g, c->copy_bytes);
 		return;
 	case V_ADD:
-		if (c->pool != NULL && c->bytes / 4 >= THREAD_MIN)
+		if (c->pool != NULL && c->bytes / c->esz >= THREAD_MIN)
 			kern_pool_run(c->pool, add_part, c);
 		else
 			add_range(c->acc, c->g, c->bytes / sizeof(float));
@@ -237,9 +268,12 @@ static int
 run_table(const bench_opts *o, uint32_t threads, double *ratio)
 {
 	uint64_t max = o->max;
-	float *buf = bench_alloc(2 * max);
-	float *m = bench_alloc(max);
-	char *dst = bench_alloc(max * 3 / 2);
+	size_t esz = kern_dtype_size(o->dtype);
+	uint64_t fbytes = max / esz * sizeof(float); /* of acc, of m */
+	char *buf = bench_alloc(max + fbytes);
+	float *m = bench_alloc(fbytes);
+	char *dst = bench_alloc(copy3_bytes(max, esz));
+	char copy_name[16];
 	kern_backend b;
 	kern_config cfg;
 	bench_case c;
@@ -255,10 +289,12 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 		exit(1);
 	}
 	/* Touch everything once, outside the timings. */
-	memset(buf, 0, 2 * max);
-	memset(m, 0, max);
-	memset(dst, 0, max * 3 / 2);
+	memset(buf, 0, max + fbytes);
+	memset(m, 0, fbytes);
+	memset(dst, 0, copy3_bytes(max, esz));
 	memset(&c, 0, sizeof(c));
+	c.dtype = o->dtype;
+	c.esz = esz;
 	c.b = &b;
 	c.m = m;
 	c.dst = dst;
@@ -269,8 +305,10 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 	printf("\n%s, %u extra thread(s); GB/s of gradient bytes, medians of "
 	       "%d\n",
 	    kern_cpu_isa_name(kern_cpu_ctx_isa(b.ctx)), threads, o->reps);
+	snprintf(copy_name, sizeof(copy_name), "copy%.1f",
+	    (double)(esz + 8) / (double)(2 * esz));
 	printf("%9s %8s %8s %8s %8s %8s %8s %7s %7s %7s %7s\n", "size",
-	    "memcpy", "copy1.5", "stats", "+acc", "+acc+m", "add", "ratio",
+	    "memcpy", copy_name, "stats", "+acc", "+acc+m", "add", "ratio",
 	    ">=", "ratio+m", "vs_add");
 	for (uint64_t bytes = MIN_BYTES; bytes <= max; bytes *= 4) {
 		double t[N_VARIANTS][MAX_REPS];
@@ -281,17 +319,20 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 
 		c.bytes = bytes;
 		c.g = buf;
-		c.acc = buf + bytes / sizeof(float);
-		fill(c.g, bytes / sizeof(float));
-		memset(c.acc, 0, bytes);
+		c.acc = (float *)(buf + bytes);
+		fill(c.g, bytes / esz, o->dtype);
+		memset(c.acc, 0, bytes / esz * sizeof(float));
 		memset(&c.st, 0, sizeof(c.st));
 		/* Calibrate on the slowest variant, warming caches. */
 		run_once(&c, V_ACCM);
 		once = measure(&c, V_ACCM, 1);
 		calls = (uint64_t)((double)MEASURE_NS / 1e9 / once) + 1;
+		/* The bare float loop has no 16-bit counterpart. */
 		for (int r = 0; r < o->reps; r++)
 			for (int v = 0; v < N_VARIANTS; v++)
-				t[v][r] = measure(&c, v, calls);
+				t[v][r] = v == V_ADD && o->dtype != KERN_F32
+				    ? 0.0
+				    : measure(&c, v, calls);
 		for (int v = 0; v < N_VARIANTS; v++)
 			med[v] = median(t[v], o->reps);
 		if (bytes >= (1ull << 30))
@@ -305,10 +346,16 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 			    (unsigned long long)(bytes >> 10));
 		printf("%9s", size);
 		for (int v = 0; v < N_VARIANTS; v++)
-			printf(" %8.2f", (double)bytes / med[v] / 1e9);
-		printf(" %7.2f %7.2f %7.2f %7.2f\n", med[V_COPY] / med[V_ACC],
-		    med[V_COPY3] / med[V_ACC], med[V_COPY] / med[V_ACCM],
-		    med[V_ADD] / med[V_ACC]);
+			if (med[v] > 0.0)
+				printf(" %8.2f", (double)bytes / med[v] / 1e9);
+			else
+				printf(" %8s", "-");
+		printf(" %7.2f %7.2f %7.2f", med[V_COPY] / med[V_ACC],
+		    med[V_COPY3] / med[V_ACC], med[V_COPY] / med[V_ACCM]);
+		if (med[V_ADD] > 0.0)
+			printf(" %7.2f\n", med[V_ADD] / med[V_ACC]);
+		else
+			printf(" %7s\n", "-");
 		ratio[n++] = med[V_COPY] / med[V_ACC];
 	}
 	fflush(stdout);
@@ -353,7 +400,7 @@ run_agent(uint32_t flags, uint32_t threads)
 		    : AGENT_PARAMS - used;
 		used += layers[i].numel;
 	}
-	fill(g, AGENT_PARAMS);
+	fill(g, AGENT_PARAMS, KERN_F32);
 	memset(dst, 0, AGENT_PARAMS * sizeof(float));
 	snprintf(ep[0], sizeof(ep[0]), "ipc:///tmp/bellows-bench-%d-c",
 	    (int)getpid());
@@ -420,7 +467,8 @@ usage(void)
 {
 	fprintf(stderr,
 	    "usage: stats [--reps N] [--threads N] [--isa "
-	    "auto|scalar|avx2|avx512] [--max-mib N] [--no-agent]\n");
+	    "auto|scalar|avx2|avx512] [--max-mib N] [--no-agent]\n"
+	    "             [--dtype f32|f16|bf16]\n");
 	exit(2);
 }
 
@@ -433,9 +481,16 @@ main(int argc, char **argv)
 		{ "isa", required_argument, NULL, 'i' },
 		{ "max-mib", required_argument, NULL, 'm' },
 		{ "no-agent", no_argument, NULL, 'n' },
+		{ "dtype", required_argument, NULL, 'd' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bench_opts o = { .reps = 5, .threads = 1, .max = MAX_BYTES };
+	static const char *const dtypes[] = { "f32", "f16", "bf16" };
+	static const char *const dtype_names[] = { "float32", "float16",
+		"bfloat16" };
+	bench_opts o = { .reps = 5,
+		.threads = 1,
+		.max = MAX_BYTES,
+		.dtype = KERN_F32 };
 	double ratio[MAX_SIZES];
 	double big[MAX_SIZES];
 	double ratio_t[MAX_SIZES];
@@ -472,16 +527,26 @@ main(int argc, char **argv)
 		case 'n':
 			o.no_agent = true;
 			break;
+		case 'd':
+			for (o.dtype = KERN_F32; o.dtype <= KERN_BF16;
+			     o.dtype++)
+				if (strcmp(optarg, dtypes[o.dtype]) == 0)
+					break;
+			if (o.dtype > KERN_BF16)
+				usage();
+			break;
 		default:
 			usage();
 		}
 	}
-	printf("gradient statistics kernel vs memcpy (float32, best ISA "
+	printf("gradient statistics kernel vs memcpy (%s, best ISA "
 	       "here: %s)\n",
-	    kern_cpu_isa_name(kern_cpu_isa_best()));
+	    dtype_names[o.dtype], kern_cpu_isa_name(kern_cpu_isa_best()));
 	printf("ratio = memcpy(B) time / kernel time with the accumulator; "
-	       ">= against memcpy(1.5 B), the same traffic; vs_add against "
-	       "a bare acc += g loop\n");
+	       ">= against memcpy(%.1f B), the same traffic; vs_add against "
+	       "a bare acc += g loop\n",
+	    (double)(kern_dtype_size(o.dtype) + 8) /
+		(double)(2 * kern_dtype_size(o.dtype)));
 	n = run_table(&o, 0, ratio);
 	run_table(&o, o.threads, ratio_t);
 	if (!o.no_agent) {

@@ -1,35 +1,18 @@
 /* stats_avx2 - the AVX2 range function of the CPU backend (stats.h).
  *
  * Compiled with -mavx2 -mfma -mf16c -mpopcnt and called only on processors
- * that have them. Float16 and bfloat16 gradients take the scheme of
- * stats_avx512.c with eight floats per vector and compare results in
- * place of masks: a chunk is first run as if every element were finite,
- * and recomputed with masks (a finite lane is all ones, subtracted from
- * the count and ANDed into the magnitudes) only if its largest magnitude
- * shows a NaN or an infinity; the accumulator and momentum updates always
- * blend under the finite mask (blending rather than adding zero keeps a
- * -0.0 accumulator bit-exact). Float32 gradients, the common case, take a
- * faster path of their own, described at f32_sums below. The last few
- * elements go through element.h's scalar step. */
+ * that have them. Eight elements per vector, float16 and bfloat16 widened
+ * to float first; the scheme is described at avx2_sums below. The last
+ * few elements go through element.h's scalar step.
+ */
 #include <immintrin.h>
 
 #include "../element.h"
 #include "stats.h"
 
-#define V            8                         /* floats per vector */
-#define CHUNK        (KERN_LANE_TERMS * 2 * V) /* elements between two folds */
-#define PREFETCH     2048 /* bytes ahead, see stats_avx512.c */
-#define F32_PREFETCH 1024 /* the float32 path's, measured best of 512-4096 */
-
-/* Plain sums and counts of one chunk, two of each for the two vectors of
- * an unrolled pair. */
-typedef struct avx2_sums {
-	__m256d sq[4];   /* squares: low and high halves of the two vectors */
-	__m256d ab[4];   /* magnitudes, likewise */
-	__m256i fin;     /* minus the finite elements per lane (masked) */
-	__m256i zero[2]; /* minus the zeros per lane */
-	__m256i max[2];  /* largest magnitude bits per lane */
-} avx2_sums;
+#define V        8                         /* floats per vector */
+#define CHUNK    (KERN_LANE_TERMS * 2 * V) /* elements between two folds */
+#define PREFETCH 1024 /* bytes ahead, measured best of 512-4096 */
 
 /* The arrays of one call, out of the job so that stores through acc
  * cannot be taken to change them. */
@@ -40,6 +23,7 @@ typedef struct avx2_arrays {
 	float beta;       /* momentum coefficient */
 } avx2_arrays;
 
+/* Elements i..i+7 widened to float. */
 static inline __attribute__((always_inline)) __m256
 avx2_load(const void *grad, uint64_t i, int dtype)
 {
@@ -54,34 +38,18 @@ avx2_load(const void *grad, uint64_t i, int dtype)
 	    _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-static inline __attribute__((always_inline)) void
-avx2_sums_zero(avx2_sums *s)
+/* Elements i..i+3 widened to float. */
+static inline __attribute__((always_inline)) __m128
+avx2_load4(const void *grad, uint64_t i, int dtype)
 {
-	for (int j = 0; j < 4; j++) {
-		s->sq[j] = _mm256_setzero_pd();
-		s->ab[j] = _mm256_setzero_pd();
-	}
-	s->fin = _mm256_setzero_si256();
-	for (int j = 0; j < 2; j++) {
-		s->zero[j] = _mm256_setzero_si256();
-		s->max[j] = _mm256_setzero_si256();
-	}
-}
+	__m128i h;
 
-/* Adds magnitudes a (0 where excluded) to the sums of vector h. */
-static inline __attribute__((always_inline)) void
-avx2_sum(avx2_sums *s, int h, __m256i a)
-{
-	__m256 af = _mm256_castsi256_ps(a);
-	__m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(af));
-	__m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(af, 1));
-
-	s->max[h] = _mm256_max_epu32(s->max[h], a);
-	s->ab[2 * h] = _mm256_add_pd(s->ab[2 * h], lo);
-	s->ab[2 * h + 1] = _mm256_add_pd(s->ab[2 * h + 1], hi);
-	/* The products are exact, so fusing changes nothing. */
-	s->sq[2 * h] = _mm256_fmadd_pd(lo, lo, s->sq[2 * h]);
-	s->sq[2 * h + 1] = _mm256_fmadd_pd(hi, hi, s->sq[2 * h + 1]);
+	if (dtype == KERN_F32)
+		return _mm_loadu_ps((const float *)grad + i);
+	h = _mm_loadl_epi64((const __m128i *)((const uint16_t *)grad + i));
+	if (dtype == KERN_F16)
+		return _mm_cvtph_ps(h);
+	return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16));
 }
 
 static inline __attribute__((always_inline)) __m256i
@@ -95,7 +63,7 @@ avx2_finite(__m256i a)
  * mask fin (blending rather than adding zero keeps a -0.0 accumulator
  * bit-exact). */
 static inline __attribute__((always_inline)) void
-avx2_update_masked(const avx2_arrays *x, uint64_t i, __m256 g, __m256 fin,
+avx2_blend_updates(const avx2_arrays *x, uint64_t i, __m256 g, __m256 fin,
     int has_acc, int has_m)
 {
 	if (has_acc) {
@@ -115,86 +83,6 @@ avx2_update_masked(const avx2_arrays *x, uint64_t i, __m256 g, __m256 fin,
 		    _mm256_blendv_ps(v, _mm256_add_ps(bm, cg), fin));
 	}
 }
-
-static inline __attribute__((always_inline)) void
-avx2_step_fast(const avx2_arrays *x, uint64_t i, int dtype, int has_acc,
-    int has_m, avx2_sums *s, int h)
-{
-	__m256 g = avx2_load(x->grad, i, dtype);
-	__m256i a = _mm256_and_si256(_mm256_castps_si256(g),
-	    _mm256_set1_epi32((int)KERN_ABS_MASK));
-
-	s->zero[h] = _mm256_add_epi32(s->zero[h],
-	    _mm256_cmpeq_epi32(a, _mm256_setzero_si256()));
-	avx2_sum(s, h, a);
-	if (has_acc || has_m)
-		avx2_update_masked(x, i, g, _mm256_castsi256_ps(avx2_finite(a)),
-		    has_acc, has_m);
-}
-
-/* Statistics of elements i..i+7 with non-finite lanes counted and
- * excluded; no updates (the fast pass made them). */
-static inline __attribute__((always_inline)) void
-avx2_step_masked(const avx2_arrays *x, uint64_t i, int dtype, avx2_sums *s)
-{
-	__m256 g = avx2_load(x->grad, i, dtype);
-	__m256i a = _mm256_and_si256(_mm256_castps_si256(g),
-	    _mm256_set1_epi32((int)KERN_ABS_MASK));
-	__m256i fin = avx2_finite(a);
-
-	s->fin = _mm256_add_epi32(s->fin, fin);
-	s->zero[0] = _mm256_add_epi32(s->zero[0],
-	    _mm256_cmpeq_epi32(a, _mm256_setzero_si256()));
-	avx2_sum(s, 0, _mm256_and_si256(a, fin));
-}
-
-/* Prefetches what the fast loop touches PREFETCH bytes ahead: a line of
- * each array per 16 elements (of a 16-bit gradient, half a line). */
-static inline __attribute__((always_inline)) void
-avx2_prefetch(const avx2_arrays *x, uint64_t i, int dtype, int has_acc,
-    int has_m)
-{
-	const char *g = (const char *)x->grad +
-	    i * (dtype == KERN_F32 ? 4 : 2) + PREFETCH;
-
-	_mm_prefetch(g, _MM_HINT_T0);
-	if (has_acc)
-		_mm_prefetch((const char *)(x->acc + i) + PREFETCH,
-		    _MM_HINT_T0);
-	if (has_m)
-		_mm_prefetch((const char *)(x->m + i) + PREFETCH, _MM_HINT_T0);
-}
-
-/* The fast pass over [i, end), a multiple of 2 V, into *out. */
-typedef void avx2_fast_fn(const avx2_arrays *x, uint64_t i, uint64_t end,
-    avx2_sums *out);
-
-/* One fast pass per dtype and update set, not inlined (see
- * stats_avx512.c). */
-#define AVX2_FAST(name, dtype, has_acc, has_m)                                 \
-	static __attribute__((noinline)) void name(const avx2_arrays *x,       \
-	    uint64_t i, uint64_t end, avx2_sums *out)                          \
-	{                                                                      \
-		const avx2_arrays a = *x; /* stores cannot reach it */         \
-		avx2_sums s = *out;                                            \
-                                                                               \
-		for (; i < end; i += 2 * V) {                                  \
-			avx2_prefetch(&a, i, dtype, has_acc, has_m);           \
-			avx2_step_fast(&a, i, dtype, has_acc, has_m, &s, 0);   \
-			avx2_step_fast(&a, i + V, dtype, has_acc, has_m, &s,   \
-			    1);                                                \
-		}                                                              \
-		*out = s;                                                      \
-	}
-
-AVX2_FAST(avx2_fast_f16, KERN_F16, 0, 0)
-AVX2_FAST(avx2_fast_f16_m, KERN_F16, 0, 1)
-AVX2_FAST(avx2_fast_f16_a, KERN_F16, 1, 0)
-AVX2_FAST(avx2_fast_f16_am, KERN_F16, 1, 1)
-AVX2_FAST(avx2_fast_bf16, KERN_BF16, 0, 0)
-AVX2_FAST(avx2_fast_bf16_m, KERN_BF16, 0, 1)
-AVX2_FAST(avx2_fast_bf16_a, KERN_BF16, 1, 0)
-AVX2_FAST(avx2_fast_bf16_am, KERN_BF16, 1, 1)
 
 /* *S + *C += x, per lane (two-sum). */
 static inline __attribute__((always_inline)) void
@@ -313,68 +201,27 @@ avx2_finish(const avx2_arrays *x, const avx2_totals *t, uint64_t begin,
 	st->nonfinite += t->nonfinite + tail.nonfinite;
 }
 
-static inline __attribute__((always_inline)) void
-avx2_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
-    int dtype, int has_acc, int has_m, avx2_fast_fn *fast)
-{
-	const avx2_arrays x = {
-		.grad = job->grad,
-		.acc = job->acc,
-		.m = job->momentum,
-		.beta = job->beta,
-	};
-	avx2_totals t;
-	uint64_t i = begin;
-
-	avx2_totals_zero(&t);
-	while (end - i >= 2 * V) {
-		uint64_t first = i;
-		uint64_t stop = end - i > CHUNK ? i + CHUNK : end;
-		uint64_t fast_end = i + (stop - i) / (2 * V) * (2 * V);
-		avx2_sums s;
-
-		avx2_sums_zero(&s);
-		fast(&x, i, fast_end, &s);
-		i = fast_end;
-		if (avx2_hmax(_mm256_max_epu32(s.max[0], s.max[1])) >
-		    KERN_MAX_FINITE) {
-			avx2_sums_zero(&s);
-			for (uint64_t j = first; j < fast_end; j += V)
-				avx2_step_masked(&x, j, dtype, &s);
-			t.nonfinite += (fast_end - first) -
-			    avx2_hsum_neg(s.fin);
-		}
-		t.max = _mm256_max_epu32(t.max,
-		    _mm256_max_epu32(s.max[0], s.max[1]));
-		avx2_totals_fold(&t, s.sq, s.ab);
-		t.zeros += avx2_hsum_neg(
-		    _mm256_add_epi32(s.zero[0], s.zero[1]));
-	}
-	/* Fewer than 2 V elements left. */
-	avx2_finish(&x, &t, begin, i, end, dtype, has_acc, has_m, st);
-}
-
-/* The float32 path.
+/* The scheme.
  *
- * Float32 gradients take a scheme of their own: on the AMD EPYC (Zen 3)
- * machine of bench/README.md it runs the statistics 1.4 times and the
- * statistics with the accumulator 1.4 times as fast as the scheme above.
- * Three things make the difference:
+ * Three choices made it 1.4 times as fast as an earlier one on the AMD
+ * EPYC (Zen 3) machine of bench/README.md, which widened every vector's
+ * two halves from its register and blended every update:
  *
- * - The high four floats are widened to double straight from memory
- *   rather than extracted from the register that holds them and widened
- *   (the low four come from the register: no extraction is needed):
- *   the same arithmetic ran 1.6 times as fast that way there. The zero
- *   count and the maximum stay on the float's bits (exact, and blind to
- *   a denormals-are-zero mode of the caller's), the zeros counted
- *   through a mask and popcnt.
+ * - The high four of the eight values are widened to double from memory
+ *   (float32: vcvtps2pd of a 128-bit load; float16 and bfloat16: widened
+ *   to float from a 64-bit load, then to double) rather than extracted
+ *   from the register that holds them and widened (the low four come
+ *   from the register: no extraction is needed): the same arithmetic
+ *   ran 1.6 times as fast that way there. The zero count and the maximum
+ *   stay on the float's bits (exact, and blind to a denormals-are-zero
+ *   mode of the caller's), the zeros counted through a mask and popcnt.
  * - A chunk's plain sums double as its NaN/infinity test: a non-finite
  *   magnitude makes the chunk's sum of magnitudes NaN or infinite, and
  *   nothing else can (2048 finite floats sum to at most 7e41). No compare
  *   or mask is spent per element.
  * - The accumulator and momentum updates of a chunk run one chunk late,
  *   in the loop of the next chunk, once the chunk is known finite: as
- *   plain adds (no blend) of floats still in L1, interleaved with the
+ *   plain adds (no blend) of values still in L1, interleaved with the
  *   next chunk's arithmetic, so that the loads and stores of the updates
  *   overlap the sums instead of following them. A chunk with a NaN or an
  *   infinity is recomputed with masks and updated at once, element by
@@ -382,19 +229,19 @@ avx2_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
  *   loop.
  *
  * The updates are the same float operations as element.h's, so their
- * bits are the scalar path's; the sums are the same per-lane plain sums
- * of KERN_LANE_TERMS terms folded into a compensated pair per chunk. */
+ * bits are the scalar path's; the sums are per-lane plain sums of
+ * KERN_LANE_TERMS terms folded into a compensated pair per chunk. */
 
-/* Plain sums of one float32 chunk. */
-typedef struct f32_sums {
+/* Plain sums of one chunk. */
+typedef struct avx2_sums {
 	__m256d sq[4];  /* squares, four independent lanes of four */
 	__m256d ab[4];  /* magnitudes, likewise */
 	__m256i max;    /* bits of the largest magnitude per lane */
 	uint32_t zeros; /* zeros */
-} f32_sums;
+} avx2_sums;
 
 static inline __attribute__((always_inline)) void
-f32_sums_zero(f32_sums *s)
+avx2_sums_zero(avx2_sums *s)
 {
 	for (int j = 0; j < 4; j++) {
 		s->sq[j] = _mm256_setzero_pd();
@@ -408,7 +255,7 @@ f32_sums_zero(f32_sums *s)
  * (movemask and popcnt): a vector operation per eight elements fewer
  * than adding the compare's lanes. */
 static inline __attribute__((always_inline)) uint32_t
-f32_zeros(__m256i bits)
+avx2_zeros(__m256i bits)
 {
 	return (uint32_t)__builtin_popcount(
 	    (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(
@@ -417,9 +264,9 @@ f32_zeros(__m256i bits)
 
 /* The updates of the finite elements i..i+7. */
 static inline __attribute__((always_inline)) void
-f32_update(const avx2_arrays *x, uint64_t i, int has_acc, int has_m)
+avx2_update(const avx2_arrays *x, uint64_t i, int dtype, int has_acc, int has_m)
 {
-	__m256 g = _mm256_loadu_ps((const float *)x->grad + i);
+	__m256 g = avx2_load(x->grad, i, dtype);
 
 	if (has_acc) {
 		float *p = x->acc + i;
@@ -439,19 +286,19 @@ f32_update(const avx2_arrays *x, uint64_t i, int has_acc, int has_m)
 /* Sums of elements i..i+7 into lanes h of s, as if all were finite; and,
  * when lag is not 0, the updates of elements i-lag..i-lag+7. */
 static inline __attribute__((always_inline)) void
-f32_step(const avx2_arrays *x, uint64_t i, int has_acc, int has_m, uint64_t lag,
-    f32_sums *s, int h)
+avx2_step(const avx2_arrays *x, uint64_t i, int dtype, int has_acc, int has_m,
+    uint64_t lag, avx2_sums *s, int h)
 {
-	const float *p = (const float *)x->grad + i;
 	const __m256d abs_mask = _mm256_castsi256_pd(
 	    _mm256_set1_epi64x(INT64_MAX));
-	__m256i bits = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)p),
+	__m256i bits = _mm256_and_si256(_mm256_castps_si256(
+					    avx2_load(x->grad, i, dtype)),
 	    _mm256_set1_epi32((int)KERN_ABS_MASK));
 	/* The low half from the magnitudes' register (the cast is free), the
 	 * high half from memory, signed, its sign cleared in double. */
 	__m256d lo = _mm256_cvtps_pd(
 	    _mm256_castps256_ps128(_mm256_castsi256_ps(bits)));
-	__m256d hi = _mm256_cvtps_pd(_mm_loadu_ps(p + 4));
+	__m256d hi = _mm256_cvtps_pd(avx2_load4(x->grad, i + 4, dtype));
 
 	/* The products are exact, so fusing changes nothing. */
 	s->sq[2 * h] = _mm256_fmadd_pd(lo, lo, s->sq[2 * h]);
@@ -460,18 +307,19 @@ f32_step(const avx2_arrays *x, uint64_t i, int has_acc, int has_m, uint64_t lag,
 	s->ab[2 * h] = _mm256_add_pd(s->ab[2 * h], lo);
 	s->ab[2 * h + 1] = _mm256_add_pd(s->ab[2 * h + 1], hi);
 	s->max = _mm256_max_epu32(s->max, bits);
-	s->zeros += f32_zeros(bits);
+	s->zeros += avx2_zeros(bits);
 	if (lag != 0)
-		f32_update(x, i - lag, has_acc, has_m);
+		avx2_update(x, i - lag, dtype, has_acc, has_m);
 }
 
 /* Sums of elements i..i+7 with the non-finite ones counted (in *fin,
  * negated) and left out; no updates. */
 static inline __attribute__((always_inline)) void
-f32_step_masked(const avx2_arrays *x, uint64_t i, f32_sums *s, __m256i *fin)
+avx2_step_masked(const avx2_arrays *x, uint64_t i, int dtype, avx2_sums *s,
+    __m256i *fin)
 {
-	__m256i bits = _mm256_and_si256(_mm256_loadu_si256((const __m256i
-						*)((const float *)x->grad + i)),
+	__m256i bits = _mm256_and_si256(_mm256_castps_si256(
+					    avx2_load(x->grad, i, dtype)),
 	    _mm256_set1_epi32((int)KERN_ABS_MASK));
 	__m256i ok = avx2_finite(bits);
 	__m256i fbits = _mm256_and_si256(bits, ok);
@@ -485,41 +333,44 @@ f32_step_masked(const avx2_arrays *x, uint64_t i, f32_sums *s, __m256i *fin)
 	s->ab[0] = _mm256_add_pd(s->ab[0], lo);
 	s->ab[1] = _mm256_add_pd(s->ab[1], hi);
 	s->max = _mm256_max_epu32(s->max, fbits);
-	s->zeros += f32_zeros(bits);
+	s->zeros += avx2_zeros(bits);
 }
 
 /* The updates of elements i..i+7 under their finite mask. */
 static inline __attribute__((always_inline)) void
-f32_update_masked(const avx2_arrays *x, uint64_t i, int has_acc, int has_m)
+avx2_update_masked(const avx2_arrays *x, uint64_t i, int dtype, int has_acc,
+    int has_m)
 {
-	__m256 g = _mm256_loadu_ps((const float *)x->grad + i);
+	__m256 g = avx2_load(x->grad, i, dtype);
 
-	avx2_update_masked(x, i, g,
+	avx2_blend_updates(x, i, g,
 	    _mm256_castsi256_ps(
 		avx2_finite(_mm256_and_si256(_mm256_castps_si256(g),
 		    _mm256_set1_epi32((int)KERN_ABS_MASK)))),
 	    has_acc, has_m);
 }
 
-/* Prefetches F32_PREFETCH bytes ahead of what the lagged loop reads at j: the
+/* Prefetches PREFETCH bytes ahead of what the lagged loop reads at j: the
  * gradient there and the accumulator and momentum a chunk behind. */
 static inline __attribute__((always_inline)) void
-f32_prefetch(const avx2_arrays *x, uint64_t j, int has_acc, int has_m)
+avx2_prefetch(const avx2_arrays *x, uint64_t j, int dtype, int has_acc,
+    int has_m)
 {
-	_mm_prefetch((const char *)((const float *)x->grad + j) + F32_PREFETCH,
+	_mm_prefetch((const char *)x->grad + j * (dtype == KERN_F32 ? 4 : 2) +
+		PREFETCH,
 	    _MM_HINT_T0);
 	if (has_acc)
-		_mm_prefetch((const char *)(x->acc + j - CHUNK) + F32_PREFETCH,
+		_mm_prefetch((const char *)(x->acc + j - CHUNK) + PREFETCH,
 		    _MM_HINT_T0);
 	if (has_m)
-		_mm_prefetch((const char *)(x->m + j - CHUNK) + F32_PREFETCH,
+		_mm_prefetch((const char *)(x->m + j - CHUNK) + PREFETCH,
 		    _MM_HINT_T0);
 }
 
 /* Non-zero if a chunk's plain sum of magnitudes shows a NaN or an
  * infinity. */
 static inline __attribute__((always_inline)) int
-f32_nonfinite(const f32_sums *s)
+avx2_nonfinite(const avx2_sums *s)
 {
 	__m256d ab = _mm256_add_pd(_mm256_add_pd(s->ab[0], s->ab[1]),
 	    _mm256_add_pd(s->ab[2], s->ab[3]));
@@ -529,8 +380,8 @@ f32_nonfinite(const f32_sums *s)
 }
 
 static inline __attribute__((always_inline)) void
-f32_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
-    int has_acc, int has_m)
+avx2_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
+    int dtype, int has_acc, int has_m)
 {
 	const avx2_arrays x = {
 		.grad = job->grad,
@@ -547,35 +398,36 @@ f32_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
 	while (end - i >= 2 * V) {
 		uint64_t len = end - i > CHUNK ? CHUNK
 					       : (end - i) / (2 * V) * (2 * V);
-		f32_sums s;
+		avx2_sums s;
 
-		f32_sums_zero(&s);
+		avx2_sums_zero(&s);
 		if (pending == CHUNK && len == CHUNK) {
 			/* The previous chunk's updates in this one's loop. */
 			for (uint64_t j = i; j < i + CHUNK; j += 2 * V) {
-				f32_prefetch(&x, j, has_acc, has_m);
-				f32_step(&x, j, has_acc, has_m, CHUNK, &s, 0);
-				f32_step(&x, j + V, has_acc, has_m, CHUNK, &s,
-				    1);
+				avx2_prefetch(&x, j, dtype, has_acc, has_m);
+				avx2_step(&x, j, dtype, has_acc, has_m, CHUNK,
+				    &s, 0);
+				avx2_step(&x, j + V, dtype, has_acc, has_m,
+				    CHUNK, &s, 1);
 			}
 		} else {
 			for (uint64_t j = i - pending; j < i; j += V)
-				f32_update(&x, j, has_acc, has_m);
+				avx2_update(&x, j, dtype, has_acc, has_m);
 			for (uint64_t j = i; j < i + len; j += 2 * V) {
-				f32_step(&x, j, 0, 0, 0, &s, 0);
-				f32_step(&x, j + V, 0, 0, 0, &s, 1);
+				avx2_step(&x, j, dtype, 0, 0, 0, &s, 0);
+				avx2_step(&x, j + V, dtype, 0, 0, 0, &s, 1);
 			}
 		}
 		pending = updates ? len : 0;
-		if (f32_nonfinite(&s)) {
+		if (avx2_nonfinite(&s)) {
 			__m256i fin = _mm256_setzero_si256();
 
-			f32_sums_zero(&s);
+			avx2_sums_zero(&s);
 			for (uint64_t j = i; j < i + len; j += V) {
-				f32_step_masked(&x, j, &s, &fin);
+				avx2_step_masked(&x, j, dtype, &s, &fin);
 				if (updates)
-					f32_update_masked(&x, j, has_acc,
-					    has_m);
+					avx2_update_masked(&x, j, dtype,
+					    has_acc, has_m);
 			}
 			t.nonfinite += len - avx2_hsum_neg(fin);
 			pending = 0;
@@ -586,56 +438,56 @@ f32_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
 		i += len;
 	}
 	for (uint64_t j = i - pending; j < i; j += V)
-		f32_update(&x, j, has_acc, has_m);
+		avx2_update(&x, j, dtype, has_acc, has_m);
 	/* Fewer than 2 V elements left. */
-	avx2_finish(&x, &t, begin, i, end, KERN_F32, has_acc, has_m, st);
+	avx2_finish(&x, &t, begin, i, end, dtype, has_acc, has_m, st);
 }
 
-/* One float32 range function per update set, not inlined. */
-#define F32_RANGE(name, has_acc, has_m)                                        \
+/* One range function per dtype and update set, not inlined: each is
+ * compiled with its loads, widenings and updates fixed. */
+#define AVX2_RANGE(name, dtype, has_acc, has_m)                                \
 	static __attribute__((noinline)) void name(const kern_job *job,        \
 	    uint64_t begin, uint64_t end, kern_stats *st)                      \
 	{                                                                      \
-		f32_range(job, begin, end, st, has_acc, has_m);                \
+		avx2_range(job, begin, end, st, dtype, has_acc, has_m);        \
 	}
 
-F32_RANGE(f32_range_none, 0, 0)
-F32_RANGE(f32_range_m, 0, 1)
-F32_RANGE(f32_range_a, 1, 0)
-F32_RANGE(f32_range_am, 1, 1)
+AVX2_RANGE(avx2_f32, KERN_F32, 0, 0)
+AVX2_RANGE(avx2_f32_m, KERN_F32, 0, 1)
+AVX2_RANGE(avx2_f32_a, KERN_F32, 1, 0)
+AVX2_RANGE(avx2_f32_am, KERN_F32, 1, 1)
+AVX2_RANGE(avx2_f16, KERN_F16, 0, 0)
+AVX2_RANGE(avx2_f16_m, KERN_F16, 0, 1)
+AVX2_RANGE(avx2_f16_a, KERN_F16, 1, 0)
+AVX2_RANGE(avx2_f16_am, KERN_F16, 1, 1)
+AVX2_RANGE(avx2_bf16, KERN_BF16, 0, 0)
+AVX2_RANGE(avx2_bf16_m, KERN_BF16, 0, 1)
+AVX2_RANGE(avx2_bf16_a, KERN_BF16, 1, 0)
+AVX2_RANGE(avx2_bf16_am, KERN_BF16, 1, 1)
 
-#define AVX2_CASE(dtype, acc, m, fast)                                         \
+#define AVX2_CASE(dtype, acc, m, fn)                                           \
 	case (dtype)*4 + (acc)*2 + (m):                                        \
-		avx2_range(job, begin, end, st, (dtype), (acc), (m), fast);    \
+		fn(job, begin, end, st);                                       \
 		break
 
 void
 kern_cpu_range_avx2(const kern_job *job, uint64_t begin, uint64_t end,
     kern_stats *st)
 {
-	/* One specialised loop per dtype and update set. */
 	switch (
 	    job->dtype * 4 + (job->acc != NULL) * 2 + (job->momentum != NULL)) {
-	case KERN_F32 * 4 + 0:
-		f32_range_none(job, begin, end, st);
-		break;
-	case KERN_F32 * 4 + 1:
-		f32_range_m(job, begin, end, st);
-		break;
-	case KERN_F32 * 4 + 2:
-		f32_range_a(job, begin, end, st);
-		break;
-	case KERN_F32 * 4 + 3:
-		f32_range_am(job, begin, end, st);
-		break;
-		AVX2_CASE(KERN_F16, 0, 0, avx2_fast_f16);
-		AVX2_CASE(KERN_F16, 0, 1, avx2_fast_f16_m);
-		AVX2_CASE(KERN_F16, 1, 0, avx2_fast_f16_a);
-		AVX2_CASE(KERN_F16, 1, 1, avx2_fast_f16_am);
-		AVX2_CASE(KERN_BF16, 0, 0, avx2_fast_bf16);
-		AVX2_CASE(KERN_BF16, 0, 1, avx2_fast_bf16_m);
-		AVX2_CASE(KERN_BF16, 1, 0, avx2_fast_bf16_a);
-		AVX2_CASE(KERN_BF16, 1, 1, avx2_fast_bf16_am);
+		AVX2_CASE(KERN_F32, 0, 0, avx2_f32);
+		AVX2_CASE(KERN_F32, 0, 1, avx2_f32_m);
+		AVX2_CASE(KERN_F32, 1, 0, avx2_f32_a);
+		AVX2_CASE(KERN_F32, 1, 1, avx2_f32_am);
+		AVX2_CASE(KERN_F16, 0, 0, avx2_f16);
+		AVX2_CASE(KERN_F16, 0, 1, avx2_f16_m);
+		AVX2_CASE(KERN_F16, 1, 0, avx2_f16_a);
+		AVX2_CASE(KERN_F16, 1, 1, avx2_f16_am);
+		AVX2_CASE(KERN_BF16, 0, 0, avx2_bf16);
+		AVX2_CASE(KERN_BF16, 0, 1, avx2_bf16_m);
+		AVX2_CASE(KERN_BF16, 1, 0, avx2_bf16_a);
+		AVX2_CASE(KERN_BF16, 1, 1, avx2_bf16_am);
 	default:
 		break;
 	}

@@ -241,12 +241,72 @@ test_a_nonfinite_value_in_any_lane_is_excluded(void **state)
 	}
 }
 
-/* One NaN or infinity in a long finite float32 tensor, at every place the
- * vector paths treat differently: the first and last element of a chunk
- * (2048 elements on AVX2, 4096 on AVX-512), a chunk after finite ones
- * (whose updates the vector paths make one chunk late), the last full
- * chunk, the short chunk at the end and the scalar tail. The updates of
- * every other chunk must still be made, once, bit for bit. */
+/* Writes NaN (k % 3 == 0), +Inf (1) or -Inf (2) of dtype at element i. */
+static void
+put_nonfinite(void *g, uint64_t i, int dtype, size_t k)
+{
+	static const float f32[] = { NAN, INFINITY, -INFINITY };
+	static const uint16_t f16[] = { 0x7e00, 0x7c00, 0xfc00 };
+	static const uint16_t bf16[] = { 0x7fc0, 0x7f80, 0xff80 };
+
+	if (dtype == KERN_F32)
+		((float *)g)[i] = f32[k % 3];
+	else
+		((uint16_t *)g)[i] = (dtype == KERN_F16 ? f16 : bf16)[k % 3];
+}
+
+/* One case of the test below: N elements with a non-finite value at
+ * `pos` on each of two steps, update set u (1 acc, 2 momentum, 3 both). */
+static void
+run_nonfinite_case(kern_backend *b, int dtype, uint64_t pos, size_t k, int u,
+    void *g, float *acc, float *m, float *racc, float *rm, const char *isa)
+{
+	enum {
+		N = 6 * 4096 + 1000 + 13
+	};
+	kern_stats st;
+	ref_stats ref;
+	char what[96];
+	kern_job job = {
+		.grad = g,
+		.n = N,
+		.dtype = dtype,
+		.beta = 0.9f,
+		.stats = &st,
+		.acc = u & 1 ? acc : NULL,
+		.momentum = u & 2 ? m : NULL,
+	};
+
+	memset(&st, 0, sizeof(st));
+	memset(&ref, 0, sizeof(ref));
+	for (uint64_t i = 0; i < N; i++) {
+		acc[i] = racc[i] = -0.0f;
+		m[i] = rm[i] = (float)(i % 5) * 0.5f;
+	}
+	for (int s = 0; s < 2; s++) {
+		ref_fill(g, N, dtype, REF_MIXED, k * 4 + (uint64_t)s);
+		put_nonfinite(g, pos, dtype, k + (size_t)s);
+		assert_int_equal(b->ops->stats(b->ctx, &job, NULL), 0);
+		ref_add(&ref, g, N, dtype);
+		ref_update(job.acc ? racc : NULL, job.momentum ? rm : NULL, g,
+		    N, dtype, 0.9f);
+	}
+	snprintf(what, sizeof(what), "%s %s non-finite at %llu acc=%d m=%d",
+	    isa, dtype_names[dtype], (unsigned long long)pos, u & 1, u >> 1);
+	assert_int_equal(st.nonfinite, 2);
+	ref_check(&st, &ref, REL, what);
+	if (memcmp(acc, racc, N * sizeof(float)) != 0)
+		fail_msg("%s: accumulator differs", what);
+	if (memcmp(m, rm, N * sizeof(float)) != 0)
+		fail_msg("%s: momentum differs", what);
+}
+
+/* One NaN or infinity in a long finite tensor of every dtype, at every
+ * place the vector paths treat differently: the first and last element
+ * of a chunk (2048 elements on AVX2, 4096 on AVX-512), a chunk after
+ * finite ones (whose updates the vector paths make one chunk late), the
+ * last full chunk, the short chunk at the end and the scalar tail. The
+ * updates of every other chunk must still be made, once, bit for bit. */
 static void
 test_a_nonfinite_value_in_any_chunk_of_a_long_tensor_is_excluded(void **state)
 {
@@ -255,8 +315,7 @@ test_a_nonfinite_value_in_any_chunk_of_a_long_tensor_is_excluded(void **state)
 	};
 	static const uint64_t at[] = { 0, 7, 2047, 2048, 4095, 4096, 6000, 8191,
 		10240, 6 * 4096 - 1, 6 * 4096, N - 20, N - 3, N - 1 };
-	static const float bad[] = { NAN, INFINITY, -INFINITY };
-	float *g = ref_alloc(N * sizeof(float));
+	void *g = ref_alloc(N * sizeof(float));
 	float *acc = ref_alloc(N * sizeof(float));
 	float *m = ref_alloc(N * sizeof(float));
 	float *racc = ref_alloc(N * sizeof(float));
@@ -269,52 +328,12 @@ test_a_nonfinite_value_in_any_chunk_of_a_long_tensor_is_excluded(void **state)
 		if (!kern_cpu_isa_supported(isa))
 			continue;
 		b = open_cpu(isa, 0, 0);
-		for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
-			for (int u = 1; u < 4; u++) {
-				kern_stats st;
-				ref_stats ref;
-				char what[96];
-				kern_job job = {
-					.grad = g,
-					.n = N,
-					.dtype = KERN_F32,
-					.beta = 0.9f,
-					.stats = &st,
-					.acc = u & 1 ? acc : NULL,
-					.momentum = u & 2 ? m : NULL,
-				};
-
-				memset(&st, 0, sizeof(st));
-				memset(&ref, 0, sizeof(ref));
-				for (uint64_t i = 0; i < N; i++) {
-					acc[i] = racc[i] = -0.0f;
-					m[i] = rm[i] = (float)(i % 5) * 0.5f;
-				}
-				for (int s = 0; s < 2; s++) {
-					ref_fill(g, N, KERN_F32, REF_MIXED,
-					    k * 4 + (uint64_t)s);
-					g[at[k]] = bad[(k + (size_t)s) % 3];
-					assert_int_equal(b.ops->stats(b.ctx,
-							     &job, NULL),
-					    0);
-					ref_add(&ref, g, N, KERN_F32);
-					ref_update(job.acc ? racc : NULL,
-					    job.momentum ? rm : NULL, g, N,
-					    KERN_F32, 0.9f);
-				}
-				snprintf(what, sizeof(what),
-				    "%s non-finite at %llu acc=%d m=%d",
-				    kern_cpu_isa_name(isa),
-				    (unsigned long long)at[k], u & 1, u >> 1);
-				assert_int_equal(st.nonfinite, 2);
-				ref_check(&st, &ref, REL, what);
-				if (memcmp(acc, racc, N * sizeof(float)) != 0)
-					fail_msg("%s: accumulator differs",
-					    what);
-				if (memcmp(m, rm, N * sizeof(float)) != 0)
-					fail_msg("%s: momentum differs", what);
-			}
-		}
+		for (int dtype = KERN_F32; dtype <= KERN_BF16; dtype++)
+			for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++)
+				for (int u = 1; u < 4; u++)
+					run_nonfinite_case(&b, dtype, at[k], k,
+					    u, g, acc, m, racc, rm,
+					    kern_cpu_isa_name(isa));
 		kern_backend_close(&b);
 	}
 	ref_free(rm);
