@@ -327,9 +327,10 @@ status(fixture *f, com_msg *m)
 	    0);
 }
 
-/* The newest event of `kind` in STATUS must contain `text`. */
+/* The newest event of `kind` in STATUS must contain `text`, or be
+ * exactly `text` if `exact`. */
 static void
-assert_event(fixture *f, const char *kind, const char *text)
+check_event(fixture *f, const char *kind, const char *text, bool exact)
 {
 	const com_event *found = NULL;
 	com_msg m;
@@ -341,30 +342,23 @@ assert_event(fixture *f, const char *kind, const char *text)
 	}
 	if (found == NULL)
 		fail_msg("no '%s' event", kind);
-	if (strstr(found->text, text) == NULL)
+	if (exact ? strcmp(found->text, text) != 0
+		  : strstr(found->text, text) == NULL)
 		fail_msg("event '%s' says '%s', expected '%s'", kind,
 		    found->text, text);
 	com_msg_fini(&m);
 }
 
-/* The newest event of `kind` in STATUS must be exactly `text`. */
+static void
+assert_event(fixture *f, const char *kind, const char *text)
+{
+	check_event(f, kind, text, false);
+}
+
 static void
 assert_event_is(fixture *f, const char *kind, const char *text)
 {
-	const com_event *found = NULL;
-	com_msg m;
-
-	status(f, &m);
-	for (uint32_t i = 0; i < m.u.status_reply.n_events; i++) {
-		if (strcmp(m.u.status_reply.events[i].kind, kind) == 0)
-			found = &m.u.status_reply.events[i];
-	}
-	if (found == NULL)
-		fail_msg("no '%s' event", kind);
-	if (strcmp(found->text, text) != 0)
-		fail_msg("event '%s' says '%s', expected '%s'", kind,
-		    found->text, text);
-	com_msg_fini(&m);
+	check_event(f, kind, text, true);
 }
 
 /* ---- what a reload keeps ------------------------------------------------ */
