@@ -59,6 +59,15 @@ avx2_finite(__m256i a)
 	    a);
 }
 
+/* beta m + (1 - beta) g, each product rounded, then the sum: element.h's
+ * kern_momentum eight at a time. */
+static inline __attribute__((always_inline)) __m256
+avx2_momentum(const avx2_arrays *x, __m256 m, __m256 g)
+{
+	return _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(x->beta), m),
+	    _mm256_mul_ps(_mm256_set1_ps(1.0f - x->beta), g));
+}
+
 /* The updates of elements i..i+7, whose gradient is g, under the finite
  * mask fin (blending rather than adding zero keeps a -0.0 accumulator
  * bit-exact). */
@@ -76,11 +85,9 @@ avx2_blend_updates(const avx2_arrays *x, uint64_t i, __m256 g, __m256 fin,
 	if (has_m) {
 		float *p = x->m + i;
 		__m256 v = _mm256_loadu_ps(p);
-		__m256 bm = _mm256_mul_ps(_mm256_set1_ps(x->beta), v);
-		__m256 cg = _mm256_mul_ps(_mm256_set1_ps(1.0f - x->beta), g);
 
 		_mm256_storeu_ps(p,
-		    _mm256_blendv_ps(v, _mm256_add_ps(bm, cg), fin));
+		    _mm256_blendv_ps(v, avx2_momentum(x, v, g), fin));
 	}
 }
 
@@ -275,11 +282,8 @@ avx2_update(const avx2_arrays *x, uint64_t i, int dtype, int has_acc, int has_m)
 	}
 	if (has_m) {
 		float *p = x->m + i;
-		__m256 bm = _mm256_mul_ps(_mm256_set1_ps(x->beta),
-		    _mm256_loadu_ps(p));
-		__m256 cg = _mm256_mul_ps(_mm256_set1_ps(1.0f - x->beta), g);
 
-		_mm256_storeu_ps(p, _mm256_add_ps(bm, cg));
+		_mm256_storeu_ps(p, avx2_momentum(x, _mm256_loadu_ps(p), g));
 	}
 }
 

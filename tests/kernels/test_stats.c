@@ -64,13 +64,32 @@ open_cpu(int isa, uint32_t threads, uint64_t thread_min)
 	return b;
 }
 
+#define NO_BAD UINT64_MAX /* run_case_at: no non-finite value put in */
+
+/* Writes NaN (k % 3 == 0), +Inf (1) or -Inf (2) of dtype at element i. */
+static void
+put_nonfinite(void *g, uint64_t i, int dtype, size_t k)
+{
+	static const float f32[] = { NAN, INFINITY, -INFINITY };
+	static const uint16_t f16[] = { 0x7e00, 0x7c00, 0xfc00 };
+	static const uint16_t bf16[] = { 0x7fc0, 0x7f80, 0xff80 };
+
+	if (dtype == KERN_F32)
+		((float *)g)[i] = f32[k % 3];
+	else
+		((uint16_t *)g)[i] = (dtype == KERN_F16 ? f16 : bf16)[k % 3];
+}
+
 /* Runs one case: n elements of data set `data` at an element offset `off`
  * from an aligned address, through `b`, `steps` times (the statistics
  * accumulating), and checks everything. acc and m start from small random
- * values (m) and -0.0 (acc, to catch a skipped element being rewritten). */
+ * values (m) and -0.0 (acc, to catch a skipped element being rewritten).
+ * Unless bad_at is NO_BAD, element bad_at of every step is made NaN or
+ * infinite (which one: put_nonfinite's k + step). */
 static void
-run_case(kern_backend *b, int dtype, uint64_t n, size_t off, int data,
-    int with_acc, int with_m, int steps, const char *isa)
+run_case_at(kern_backend *b, int dtype, uint64_t n, size_t off, int data,
+    int with_acc, int with_m, int steps, const char *isa, uint64_t bad_at,
+    size_t k)
 {
 	size_t esz = kern_dtype_size(dtype);
 	char *gbuf = ref_alloc((n + off) * esz);
@@ -101,15 +120,19 @@ run_case(kern_backend *b, int dtype, uint64_t n, size_t off, int data,
 		};
 
 		ref_fill(g, n, dtype, data, n * 31 + (uint64_t)s + 7);
+		if (bad_at != NO_BAD)
+			put_nonfinite(g, bad_at, dtype, k + (size_t)s);
 		assert_int_equal(b->ops->stats(b->ctx, &job, NULL), 0);
 		ref_add(&ref, g, n, dtype);
 		ref_update(with_acc ? racc : NULL, with_m ? rm : NULL, g, n,
 		    dtype, 0.9f);
 	}
 	snprintf(what, sizeof(what),
-	    "%s %s n=%llu off=%zu data=%d acc=%d m=%d steps=%d", isa,
-	    dtype_names[dtype], (unsigned long long)n, off, data, with_acc,
-	    with_m, steps);
+	    "%s %s n=%llu off=%zu data=%d acc=%d m=%d steps=%d bad_at=%lld",
+	    isa, dtype_names[dtype], (unsigned long long)n, off, data, with_acc,
+	    with_m, steps, bad_at == NO_BAD ? -1LL : (long long)bad_at);
+	if (bad_at != NO_BAD)
+		assert_int_equal(st.nonfinite, (uint64_t)steps);
 	ref_check(&st, &ref, REL, what);
 	/* One past the end: the kernel must not have written it. */
 	if (memcmp(acc, racc, (n + 1) * sizeof(float)) != 0)
@@ -121,6 +144,14 @@ run_case(kern_backend *b, int dtype, uint64_t n, size_t off, int data,
 	ref_free(m);
 	ref_free(acc);
 	ref_free(gbuf);
+}
+
+static void
+run_case(kern_backend *b, int dtype, uint64_t n, size_t off, int data,
+    int with_acc, int with_m, int steps, const char *isa)
+{
+	run_case_at(b, dtype, n, off, data, with_acc, with_m, steps, isa,
+	    NO_BAD, 0);
 }
 
 static void
@@ -241,66 +272,6 @@ test_a_nonfinite_value_in_any_lane_is_excluded(void **state)
 	}
 }
 
-/* Writes NaN (k % 3 == 0), +Inf (1) or -Inf (2) of dtype at element i. */
-static void
-put_nonfinite(void *g, uint64_t i, int dtype, size_t k)
-{
-	static const float f32[] = { NAN, INFINITY, -INFINITY };
-	static const uint16_t f16[] = { 0x7e00, 0x7c00, 0xfc00 };
-	static const uint16_t bf16[] = { 0x7fc0, 0x7f80, 0xff80 };
-
-	if (dtype == KERN_F32)
-		((float *)g)[i] = f32[k % 3];
-	else
-		((uint16_t *)g)[i] = (dtype == KERN_F16 ? f16 : bf16)[k % 3];
-}
-
-/* One case of the test below: N elements with a non-finite value at
- * `pos` on each of two steps, update set u (1 acc, 2 momentum, 3 both). */
-static void
-run_nonfinite_case(kern_backend *b, int dtype, uint64_t pos, size_t k, int u,
-    void *g, float *acc, float *m, float *racc, float *rm, const char *isa)
-{
-	enum {
-		N = 6 * 4096 + 1000 + 13
-	};
-	kern_stats st;
-	ref_stats ref;
-	char what[96];
-	kern_job job = {
-		.grad = g,
-		.n = N,
-		.dtype = dtype,
-		.beta = 0.9f,
-		.stats = &st,
-		.acc = u & 1 ? acc : NULL,
-		.momentum = u & 2 ? m : NULL,
-	};
-
-	memset(&st, 0, sizeof(st));
-	memset(&ref, 0, sizeof(ref));
-	for (uint64_t i = 0; i < N; i++) {
-		acc[i] = racc[i] = -0.0f;
-		m[i] = rm[i] = (float)(i % 5) * 0.5f;
-	}
-	for (int s = 0; s < 2; s++) {
-		ref_fill(g, N, dtype, REF_MIXED, k * 4 + (uint64_t)s);
-		put_nonfinite(g, pos, dtype, k + (size_t)s);
-		assert_int_equal(b->ops->stats(b->ctx, &job, NULL), 0);
-		ref_add(&ref, g, N, dtype);
-		ref_update(job.acc ? racc : NULL, job.momentum ? rm : NULL, g,
-		    N, dtype, 0.9f);
-	}
-	snprintf(what, sizeof(what), "%s %s non-finite at %llu acc=%d m=%d",
-	    isa, dtype_names[dtype], (unsigned long long)pos, u & 1, u >> 1);
-	assert_int_equal(st.nonfinite, 2);
-	ref_check(&st, &ref, REL, what);
-	if (memcmp(acc, racc, N * sizeof(float)) != 0)
-		fail_msg("%s: accumulator differs", what);
-	if (memcmp(m, rm, N * sizeof(float)) != 0)
-		fail_msg("%s: momentum differs", what);
-}
-
 /* One NaN or infinity in a long finite tensor of every dtype, at every
  * place the vector paths treat differently: the first and last element
  * of a chunk (2048 elements on AVX2, 4096 on AVX-512), a chunk after
@@ -315,11 +286,6 @@ test_a_nonfinite_value_in_any_chunk_of_a_long_tensor_is_excluded(void **state)
 	};
 	static const uint64_t at[] = { 0, 7, 2047, 2048, 4095, 4096, 6000, 8191,
 		10240, 6 * 4096 - 1, 6 * 4096, N - 20, N - 3, N - 1 };
-	void *g = ref_alloc(N * sizeof(float));
-	float *acc = ref_alloc(N * sizeof(float));
-	float *m = ref_alloc(N * sizeof(float));
-	float *racc = ref_alloc(N * sizeof(float));
-	float *rm = ref_alloc(N * sizeof(float));
 
 	(void)state;
 	for (int isa = KERN_ISA_SCALAR; isa <= KERN_ISA_LAST; isa++) {
@@ -331,16 +297,11 @@ test_a_nonfinite_value_in_any_chunk_of_a_long_tensor_is_excluded(void **state)
 		for (int dtype = KERN_F32; dtype <= KERN_BF16; dtype++)
 			for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++)
 				for (int u = 1; u < 4; u++)
-					run_nonfinite_case(&b, dtype, at[k], k,
-					    u, g, acc, m, racc, rm,
-					    kern_cpu_isa_name(isa));
+					run_case_at(&b, dtype, N, 0, REF_MIXED,
+					    u & 1, u >> 1, 2,
+					    kern_cpu_isa_name(isa), at[k], k);
 		kern_backend_close(&b);
 	}
-	ref_free(rm);
-	ref_free(racc);
-	ref_free(m);
-	ref_free(acc);
-	ref_free(g);
 }
 
 static void
