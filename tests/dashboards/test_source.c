@@ -61,15 +61,10 @@ static int
 teardown(void **state)
 {
 	fixture *f = *state;
-	char p[160];
 
 	dash_snapshot_fini(&f->snap);
 	dash_source_close(&f->src);
-	remove(f->path);
-	snprintf(p, sizeof(p), "%s-wal", f->path);
-	remove(p);
-	snprintf(p, sizeof(p), "%s-shm", f->path);
-	remove(p);
+	fixture_db_remove(f->path);
 	rmdir(f->dir);
 	free(f);
 	return 0;

@@ -257,6 +257,19 @@ static const char fixture_rows[] =
     " ('b', 'p.yaml', 'jobs:\n  - match: \"*\"', 1795305601500),"
     " ('c', 'q.yaml', 'unrelated', 1795305000000);";
 
+/* Removes the database at `path` and its WAL and shared-memory files. */
+static void
+fixture_db_remove(const char *path)
+{
+	char p[4096];
+
+	remove(path);
+	snprintf(p, sizeof(p), "%s-wal", path);
+	remove(p);
+	snprintf(p, sizeof(p), "%s-shm", path);
+	remove(p);
+}
+
 /* Creates the database at `path` (removed first) with schema `version`
  * (1 to 4; a larger one sets that user_version on the version 4
  * schema), and the rows above when `rows`. Returns SQLITE_OK or the
@@ -264,15 +277,11 @@ static const char fixture_rows[] =
 static int
 fixture_db_create(const char *path, int version, int rows)
 {
-	char wal[4096], sql[64];
+	char sql[64];
 	sqlite3 *db = NULL;
 	int rc;
 
-	remove(path);
-	snprintf(wal, sizeof(wal), "%s-wal", path);
-	remove(wal);
-	snprintf(wal, sizeof(wal), "%s-shm", path);
-	remove(wal);
+	fixture_db_remove(path);
 	rc = sqlite3_open(path, &db);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, "PRAGMA journal_mode = WAL", NULL, NULL,

@@ -77,11 +77,7 @@ teardown(void **state)
 	rmdir(f->out);
 	snprintf(p, sizeof(p), "%s/out", f->dir);
 	rmdir(p);
-	remove(f->db);
-	snprintf(p, sizeof(p), "%s-wal", f->db);
-	remove(p);
-	snprintf(p, sizeof(p), "%s-shm", f->db);
-	remove(p);
+	fixture_db_remove(f->db);
 	rmdir(f->dir);
 	free(f);
 	return 0;

@@ -481,7 +481,7 @@ test_history_refuses_options_its_subcommand_does_not_take(void **state)
 static void
 test_history_answers_and_names_missing_runs_and_layers(void **state)
 {
-	char dir[] = "/tmp/bellows-hist.XXXXXX", path[64], p[80];
+	char dir[] = "/tmp/bellows-hist.XXXXXX", path[64];
 	FILE *saved;
 
 	(void)state;
@@ -512,11 +512,7 @@ test_history_answers_and_names_missing_runs_and_layers(void **state)
 	    1);
 	fclose(stdout);
 	stdout = saved;
-	remove(path);
-	snprintf(p, sizeof(p), "%s-wal", path);
-	remove(p);
-	snprintf(p, sizeof(p), "%s-shm", path);
-	remove(p);
+	fixture_db_remove(path);
 	assert_int_equal(rmdir(dir), 0);
 }
 
@@ -551,7 +547,7 @@ history_to(char *out, size_t len, const char *first, ...)
 static void
 test_history_prints_policy_metrics_and_collectives(void **state)
 {
-	char dir[] = "/tmp/bellows-hist.XXXXXX", path[64], p[80], out[1024];
+	char dir[] = "/tmp/bellows-hist.XXXXXX", path[64], out[1024];
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
@@ -584,11 +580,7 @@ test_history_prints_policy_metrics_and_collectives(void **state)
 	assert_int_equal(history_to(out, sizeof(out), "comm", "--db", path,
 			     "--layer", "conv.weight", NULL),
 	    2);
-	remove(path);
-	snprintf(p, sizeof(p), "%s-wal", path);
-	remove(p);
-	snprintf(p, sizeof(p), "%s-shm", path);
-	remove(p);
+	fixture_db_remove(path);
 	assert_int_equal(rmdir(dir), 0);
 }
 

@@ -52,15 +52,10 @@ static int
 teardown(void **state)
 {
 	fixture *f = *state;
-	char p[160];
 
 	tool_hdb_rows_fini(&f->rows);
 	tool_hdb_close(&f->db);
-	remove(f->path);
-	snprintf(p, sizeof(p), "%s-wal", f->path);
-	remove(p);
-	snprintf(p, sizeof(p), "%s-shm", f->path);
-	remove(p);
+	fixture_db_remove(f->path);
 	rmdir(f->dir);
 	free(f);
 	return 0;

@@ -743,15 +743,7 @@ test_replay_hands_a_recorded_window_whole_under_its_own_state(void **state)
 		fclose(out);
 	}
 	tool_hdb_replay_destroy(&rec);
-	remove(path);
-	{
-		char p2[80];
-
-		snprintf(p2, sizeof(p2), "%s-wal", path);
-		remove(p2);
-		snprintf(p2, sizeof(p2), "%s-shm", path);
-		remove(p2);
-	}
+	fixture_db_remove(path);
 	rmdir(dir);
 }
 
