@@ -7,8 +7,8 @@
  * the kernel moves with the accumulator on (it reads g and acc and writes
  * acc, a float each: for float32 3 B of traffic for B gradient bytes, the
  * traffic of a 1.5 B memcpy; for 16-bit gradients 5 B, a 2.5 B memcpy),
- * and the kernel with statistics
- * only, with the accumulator, and with accumulator and momentum. Each
+ * and the kernel with statistics only, with the accumulator, and with
+ * accumulator and momentum. Each
  * measurement repeats the call on the same buffers for at least 20 ms;
  * the table shows the medians of --reps such measurements, once on the
  * calling thread alone and once with --threads workers (memcpy then split
@@ -160,8 +160,15 @@ fill(void *g, uint64_t n, int dtype)
 	}
 }
 
-/* Bytes a memcpy moving the kernel's traffic with the accumulator copies:
- * the kernel reads g and acc and writes acc. */
+/* How many times the gradient's bytes a memcpy moving the kernel's
+ * traffic with the accumulator copies: the kernel reads g (esz bytes an
+ * element) and reads and writes acc (4 and 4), a copy reads and writes. */
+static double
+copy3_factor(size_t esz)
+{
+	return (double)(esz + 8) / (double)(2 * esz);
+}
+
 static uint64_t
 copy3_bytes(uint64_t bytes, size_t esz)
 {
@@ -305,8 +312,7 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 	printf("\n%s, %u extra thread(s); GB/s of gradient bytes, medians of "
 	       "%d\n",
 	    kern_cpu_isa_name(kern_cpu_ctx_isa(b.ctx)), threads, o->reps);
-	snprintf(copy_name, sizeof(copy_name), "copy%.1f",
-	    (double)(esz + 8) / (double)(2 * esz));
+	snprintf(copy_name, sizeof(copy_name), "copy%.1f", copy3_factor(esz));
 	printf("%9s %8s %8s %8s %8s %8s %8s %7s %7s %7s %7s\n", "size",
 	    "memcpy", copy_name, "stats", "+acc", "+acc+m", "add", "ratio",
 	    ">=", "ratio+m", "vs_add");
@@ -545,8 +551,7 @@ main(int argc, char **argv)
 	printf("ratio = memcpy(B) time / kernel time with the accumulator; "
 	       ">= against memcpy(%.1f B), the same traffic; vs_add against "
 	       "a bare acc += g loop\n",
-	    (double)(kern_dtype_size(o.dtype) + 8) /
-		(double)(2 * kern_dtype_size(o.dtype)));
+	    copy3_factor(kern_dtype_size(o.dtype)));
 	n = run_table(&o, 0, ratio);
 	run_table(&o, o.threads, ratio_t);
 	if (!o.no_agent) {
