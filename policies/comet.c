@@ -448,7 +448,7 @@ static void
 comet_batch_plan_make(const comet_state *st, const comet_batch_rule *br,
     comet_batch_plan *p)
 {
-	double stored = 0, raw = 0, used;
+	double stored = 0, raw = 0, used, saved;
 	uint64_t b;
 
 	*p = (comet_batch_plan){ .verdict = COMET_BATCH_NONE };
@@ -481,16 +481,12 @@ comet_batch_plan_make(const comet_state *st, const comet_batch_rule *br,
 	}
 	p->ratio = raw / stored;
 	p->conv = stored / st->mem_batch;
-	if (st->saved > 0) {
-		double saved = st->saved > stored ? st->saved : stored;
-
-		p->all_saved = true;
-		p->per_sample = saved / st->mem_batch;
-		p->fixed = used > saved ? used - saved : 0;
-	} else {
-		p->per_sample = p->conv;
-		p->fixed = used > stored ? used - stored : 0;
-	}
+	/* saved_bytes never reported (st->saved 0): saved is the stored
+	 * conv inputs, and per_sample is conv. */
+	saved = st->saved > stored ? st->saved : stored;
+	p->all_saved = st->saved > 0;
+	p->per_sample = saved / st->mem_batch;
+	p->fixed = used > saved ? used - saved : 0;
 	p->allowed = (1 - br->reserve) * p->limit;
 
 	/* B0 and every power of two above it up to max_batch; fitting is

@@ -58,6 +58,12 @@
 #define PERFMODEL_LEVELS        8
 #define PERFMODEL_LEVEL_SAMPLES 8
 
+/* The longest ring perfmodel_median is given. */
+#define PERFMODEL_MEDIAN_MAX                                                   \
+	(PERFMODEL_GAMMA_SAMPLES > PERFMODEL_LEVEL_SAMPLES                     \
+		? PERFMODEL_GAMMA_SAMPLES                                      \
+		: PERFMODEL_LEVEL_SAMPLES)
+
 typedef struct perfmodel_config {
 	int64_t bucket_bytes;  /* b; 0: one collective per layer */
 	bool overlap;          /* collectives overlap the backward pass */
@@ -240,6 +246,32 @@ perfmodel_shape(const perfmodel_state *st, const perfmodel_config *cfg,
 	*ret_last = st->first;
 }
 
+/* The model of the job's collectives under cfg: the fitted line (latency
+ * and slope 0 without one), M, k and b_last; the caller sets the rest. */
+static pol_perfmodel_model
+perfmodel_model(const perfmodel_state *st, const perfmodel_config *cfg)
+{
+	pol_perfmodel_model m = { .model = st->model };
+
+	if (st->have_fit) {
+		m.latency = st->fit.intercept;
+		m.slope = st->fit.slope;
+	}
+	perfmodel_shape(st, cfg, &m.k, &m.last);
+	return m;
+}
+
+/* γ as the model uses it: the measured median clamped to the parameter's
+ * range, or the configured value until one is measured. */
+static double
+perfmodel_gamma(const perfmodel_state *st, const perfmodel_config *cfg)
+{
+	if (!st->have_gamma)
+		return cfg->gamma;
+	return fmin(fmax(st->gamma_raw, PERFMODEL_GAMMA_MIN),
+	    PERFMODEL_GAMMA_MAX);
+}
+
 static void
 perfmodel_describe_shape(char *buf, size_t len, const perfmodel_config *cfg,
     double k, double last)
@@ -333,11 +365,12 @@ perfmodel_levels_one(const bellows_window *w)
 	return one;
 }
 
-/* The median of the n <= PERFMODEL_GAMMA_SAMPLES values of x. */
+/* The median of the n <= PERFMODEL_MEDIAN_MAX values of x, 0 for none;
+ * x is left as it is (a ring keeps its order). */
 static double
 perfmodel_median(const double *x, uint32_t n)
 {
-	double v[PERFMODEL_GAMMA_SAMPLES];
+	double v[PERFMODEL_MEDIAN_MAX];
 
 	if (n == 0)
 		return 0;
@@ -353,13 +386,15 @@ perfmodel_median(const double *x, uint32_t n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* Adds x to the ring of PERFMODEL_GAMMA_SAMPLES values at ring/n/next. */
+/* Adds x to the ring of cap values at ring/n/next: n counts the values
+ * held, up to cap, and next is the slot the following one takes. */
 static void
-perfmodel_ring_add(double *ring, uint32_t *n, uint32_t *next, double x)
+perfmodel_ring_add(double *ring, uint32_t *n, uint32_t *next, uint32_t cap,
+    double x)
 {
 	ring[*next] = x;
-	*next = (*next + 1) % PERFMODEL_GAMMA_SAMPLES;
-	if (*n < PERFMODEL_GAMMA_SAMPLES)
+	*next = (*next + 1) % cap;
+	if (*n < cap)
 		(*n)++;
 }
 
@@ -396,11 +431,11 @@ perfmodel_level_add(perfmodel_state *st, uint64_t sig, double level,
 		e->sig = sig;
 		e->level = level;
 	}
-	e->codec[e->next] = codec;
+	/* cr shares codec's counters: it takes the slot codec is about
+	 * to take. */
 	e->cr[e->next] = cr;
-	e->next = (e->next + 1) % PERFMODEL_LEVEL_SAMPLES;
-	if (e->n < PERFMODEL_LEVEL_SAMPLES)
-		e->n++;
+	perfmodel_ring_add(e->codec, &e->n, &e->next, PERFMODEL_LEVEL_SAMPLES,
+	    codec);
 	e->last_window = window;
 }
 
@@ -415,36 +450,35 @@ perfmodel_level_name(const perfmodel_state *st, const perfmodel_level *e,
 		snprintf(buf, len, "%g", e->level);
 }
 
-/* The metric of an entry's prediction: t_pred_level_<level>_ms with the
- * level's "." as "p" and "-" as "m" (names are [a-z0-9_]), or
- * t_pred_mixed_<i>_ms. */
+/* The metric of an entry's prediction: its reason's name with "." as
+ * "p", "-" as "m", "#" as "_" and "+" dropped (names are [a-z0-9_]), in
+ * t_pred_level_<level>_ms or t_pred_mixed_<i>_ms. */
 static void
 perfmodel_level_metric(const perfmodel_state *st, const perfmodel_level *e,
     char *buf, size_t len)
 {
-	char num[32];
+	char name[32];
 	size_t j = 0;
 
-	if (isnan(e->level)) {
-		snprintf(buf, len, "t_pred_mixed_%u_ms",
-		    (unsigned)(e - st->levels));
-		return;
-	}
-	snprintf(num, sizeof(num), "%g", e->level);
-	for (size_t i = 0; num[i] != '\0'; i++) {
-		char c = num[i];
+	perfmodel_level_name(st, e, name, sizeof(name));
+	for (size_t i = 0; name[i] != '\0'; i++) {
+		char c = name[i];
 
 		if (c == '.')
 			c = 'p';
 		else if (c == '-')
 			c = 'm';
+		else if (c == '#')
+			c = '_';
 		else if (c == '+')
 			continue;
-		num[j++] = c;
+		name[j++] = c;
 	}
-	num[j] = '\0';
-	num[j < 15 ? j : 15] = '\0'; /* the name's room */
-	snprintf(buf, len, "t_pred_level_%.15s_ms", num);
+	name[j] = '\0';
+	/* At most 15 bytes of the level, so that "_ms" fits the name's
+	 * room. */
+	snprintf(buf, len, "t_pred_%s%.15s_ms", isnan(e->level) ? "" : "level_",
+	    name);
 }
 
 /* A reported time: finite and not negative (wire data). */
@@ -579,20 +613,16 @@ perfmodel_predict(const perfmodel_state *st, const perfmodel_config *cfg,
 
 	memset(v, 0, sizeof(*v));
 	v->best = -1;
-	perfmodel_shape(st, cfg, &v->m.k, &v->m.last);
-	v->m.model = st->model;
+	/* A fit exists only for p > 1 (it restarts when the world
+	 * changes): with p == 1 latency and slope stay 0. */
+	v->m = perfmodel_model(st, cfg);
 	v->m.overlap = cfg->overlap;
 	v->m.gamma = cfg->overlap ? gamma : 1;
 	v->m.t_comp = st->t_comp;
 	v->m.codec_ms = st->codec_ms;
 	v->m.cr = st->cr;
-	if (p == 1) {
-		v->fitted = true; /* no collective: nothing to fit */
-	} else if (p > 1 && st->have_fit) {
-		v->fitted = true;
-		v->m.latency = st->fit.intercept;
-		v->m.slope = st->fit.slope;
-	}
+	/* p == 1: no collective, nothing to fit. */
+	v->fitted = p == 1 || (p > 1 && st->have_fit);
 	if (!v->fitted || !st->have_comp || !(st->model > 0))
 		return;
 	v->predicted = true;
@@ -850,9 +880,8 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	pol_text t, nt;
 	perfmodel_view v;
 	bool compressing, calibrating, raw, moved, probe, warmup;
-	double gamma = cfg->gamma, gamma_x = 0, gamma_over = 0;
-	char gnote[160];
-	int gamma_note;
+	double gamma;
+	char gnote[160] = "";
 	uint64_t sig;
 	int r;
 
@@ -900,26 +929,21 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	 * used: a raw window's comm_ms holds hidden collectives too. Until
 	 * one is measured, a raw window's rest is what the model of its
 	 * backward and collectives (γ as it stands) leaves of the step. */
-	if (st->have_gamma)
-		gamma = fmin(fmax(st->gamma_raw, PERFMODEL_GAMMA_MIN),
-		    PERFMODEL_GAMMA_MAX);
+	gamma = perfmodel_gamma(st, cfg);
 	if (step > 0 && bwd > 0) {
 		double rest = fmax(0, step - bwd - comm - codec);
 		bool serial = p == 1 || !raw;
 
 		if (cfg->overlap && !calibrating && serial)
 			perfmodel_ring_add(st->rest_s, &st->rest_n,
-			    &st->rest_next, rest);
+			    &st->rest_next, PERFMODEL_GAMMA_SAMPLES, rest);
 		if (cfg->overlap && st->rest_n == 0 && !serial &&
 		    st->have_fit && st->model > 0) {
-			pol_perfmodel_model m = { .latency = st->fit.intercept,
-				.slope = st->fit.slope,
-				.model = st->model,
-				.t_comp = bwd,
-				.gamma = gamma,
-				.overlap = true };
+			pol_perfmodel_model m = perfmodel_model(st, cfg);
 
-			perfmodel_shape(st, cfg, &m.k, &m.last);
+			m.t_comp = bwd;
+			m.gamma = gamma;
+			m.overlap = true;
 			rest = fmax(0, step - codec - pol_perfmodel_sync(&m));
 		}
 		st->have_other = true;
@@ -964,37 +988,31 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	 * says is max(γ T_comp, overlapped) + T_comm(b_last). Where the
 	 * compute term dominates, γ = (T_obs - T_comm(b_last)) / T_comp;
 	 * where the collectives do, T_obs does not depend on γ. */
-	gamma_note = 0;
 	if (cfg->overlap && raw && !calibrating && bwd > 0 && step > 0 &&
 	    p > 1 && st->have_fit && st->model > 0) {
-		pol_perfmodel_model m = { .latency = st->fit.intercept,
-			.slope = st->fit.slope,
-			.model = st->model };
-		double x, over;
-
-		perfmodel_shape(st, cfg, &m.k, &m.last);
-		over = m.k >= 1
-		    ? (m.k - 1) * m.latency + (m.model - m.last) * m.slope
-		    : 0;
-		gamma_x = step - st->t_other - codec -
+		pol_perfmodel_model m = perfmodel_model(st, cfg);
+		double over = pol_perfmodel_overlapped(&m);
+		double x = step - st->t_other - codec -
 		    pol_perfmodel_comm(&m, m.last);
-		x = gamma_x;
-		gamma_over = over;
+
 		if (st->rest_n == 0) {
-			gamma_note = 1; /* no rest measured */
+			snprintf(gnote, sizeof(gnote),
+			    "; not measured: no compressed window yet gave "
+			    "the rest of the step");
 		} else if (x > PERFMODEL_GAMMA_IDENT * over) {
 			perfmodel_ring_add(st->gamma_s, &st->gamma_n,
-			    &st->gamma_next, x / bwd);
+			    &st->gamma_next, PERFMODEL_GAMMA_SAMPLES, x / bwd);
 			st->have_gamma = true;
 			st->gamma_raw = perfmodel_median(st->gamma_s,
 			    st->gamma_n);
 		} else {
-			gamma_note = 2; /* communication-bound */
+			snprintf(gnote, sizeof(gnote),
+			    "; not identifiable here: compute term %.4g ms <= "
+			    "%.3g x overlapped collectives %.4g ms",
+			    x, PERFMODEL_GAMMA_IDENT, over);
 		}
 	}
-	if (st->have_gamma)
-		gamma = fmin(fmax(st->gamma_raw, PERFMODEL_GAMMA_MIN),
-		    PERFMODEL_GAMMA_MAX);
+	gamma = perfmodel_gamma(st, cfg);
 
 	perfmodel_predict(st, cfg, p, gamma, &v);
 	moved = compressing && perfmodel_gate(st, cfg, &v, w->window);
@@ -1045,16 +1063,6 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	pol_text_add(&t, "%s", notes);
 	if (calibrating)
 		pol_text_add(&t, "; calibration: not measured");
-	gnote[0] = '\0';
-	if (gamma_note == 1)
-		snprintf(gnote, sizeof(gnote),
-		    "; not measured: no compressed window yet gave the rest "
-		    "of the step");
-	else if (gamma_note == 2)
-		snprintf(gnote, sizeof(gnote),
-		    "; not identifiable here: compute term %.4g ms <= %.3g x "
-		    "overlapped collectives %.4g ms",
-		    gamma_x, PERFMODEL_GAMMA_IDENT, gamma_over);
 	perfmodel_explain_numbers(st, cfg, p, gamma, gnote, &v, sig, &t);
 	perfmodel_explain_levels(st, &v, sig, &t);
 	perfmodel_metrics(st, p, gamma, &v, w, out);

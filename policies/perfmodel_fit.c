@@ -131,9 +131,8 @@ pol_perfmodel_comm(const pol_perfmodel_model *m, double bytes)
 	return m->latency + m->slope * bytes;
 }
 
-/* The part of the synchronous step that overlaps the backward pass. */
-static double
-fit_overlapped(const pol_perfmodel_model *m)
+double
+pol_perfmodel_overlapped(const pol_perfmodel_model *m)
 {
 	if (m->k < 1)
 		return 0;
@@ -147,7 +146,7 @@ pol_perfmodel_sync(const pol_perfmodel_model *m)
 		return m->t_comp;
 	if (!m->overlap)
 		return m->t_comp + m->k * m->latency + m->model * m->slope;
-	return fmax(m->gamma * m->t_comp, fit_overlapped(m)) +
+	return fmax(m->gamma * m->t_comp, pol_perfmodel_overlapped(m)) +
 	    pol_perfmodel_comm(m, m->last);
 }
 
@@ -161,7 +160,7 @@ pol_perfmodel_compressed(const pol_perfmodel_model *m)
 bool
 pol_perfmodel_comm_bound(const pol_perfmodel_model *m)
 {
-	return m->overlap && fit_overlapped(m) > m->gamma * m->t_comp;
+	return m->overlap && pol_perfmodel_overlapped(m) > m->gamma * m->t_comp;
 }
 
 /* Compressed minus synchronous step at bandwidth bw (bytes/ms). */

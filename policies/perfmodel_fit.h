@@ -98,6 +98,10 @@ void pol_perfmodel_buckets(double model, double bucket, double *ret_k,
 /* T_comm(b) = L + s·b. */
 double pol_perfmodel_comm(const pol_perfmodel_model *m, double bytes);
 
+/* The collectives that overlap the backward pass, all but the last:
+ * (k−1)·L + (M − b_last)·s, 0 for k < 1. */
+double pol_perfmodel_overlapped(const pol_perfmodel_model *m);
+
 /* Backward plus synchronisation without compression (thesis §4.2.4.1):
  * overlap: max(γ·T_comp, (k−1)·L + (M − b_last)·s) + L + b_last·s,
  * which for equal buckets is max(γT_comp, (k−1)T_comm(b)) +
