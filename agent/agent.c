@@ -545,6 +545,16 @@ bellows_agent_window_end(bellows_agent *agent)
 	return 0;
 }
 
+/* The codec table of decision d as the API hands it out: NULL and 0 when
+ * there is none. */
+static void
+agent_codec_table(const com_decision *d, const uint8_t **ret_table,
+    size_t *ret_len)
+{
+	*ret_table = d->codec_table_len > 0 ? d->codec_table : NULL;
+	*ret_len = d->codec_table_len;
+}
+
 int
 bellows_agent_decision(const bellows_agent *agent, bellows_decision *ret)
 {
@@ -564,8 +574,7 @@ bellows_agent_decision(const bellows_agent *agent, bellows_decision *ret)
 	ret->lr_scale = d->lr_scale;
 	ret->size_threshold = d->size_threshold;
 	ret->compression_off = d->compression_off;
-	ret->codec_table = d->codec_table_len > 0 ? d->codec_table : NULL;
-	ret->codec_table_len = d->codec_table_len;
+	agent_codec_table(d, &ret->codec_table, &ret->codec_table_len);
 	ret->policy = d->policy != NULL ? d->policy : "";
 	ret->reason = d->reason != NULL ? d->reason : "";
 	ret->calibrate_steps = d->calibrate_steps;
@@ -576,13 +585,9 @@ int
 bellows_agent_codec_table(const bellows_agent *agent, const uint8_t **ret_table,
     size_t *ret_len)
 {
-	const com_decision *d;
-
 	if (agent == NULL || ret_table == NULL || ret_len == NULL)
 		return BELLOWS_EINVAL;
-	d = agent->in_force;
-	*ret_table = d->codec_table_len > 0 ? d->codec_table : NULL;
-	*ret_len = d->codec_table_len;
+	agent_codec_table(agent->in_force, ret_table, ret_len);
 	return 0;
 }
 

@@ -397,6 +397,12 @@ class _Functions:
         self.observe_activation = _prototype(
             lib, "bellows_agent_observe_activation", cint, [vp, u32, vp],
             required=False)
+        # Newer than bellows_decision's codec_table: without it,
+        # Agent.codec_table reads the decision.
+        self.codec_table = _prototype(
+            lib, "bellows_agent_codec_table", cint,
+            [vp, ctypes.POINTER(ctypes.POINTER(ctypes.c_uint8)),
+             ctypes.POINTER(ctypes.c_size_t)], required=False)
         self.config_size = self._config_size()
 
     def _config_size(self) -> int:

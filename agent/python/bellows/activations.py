@@ -450,11 +450,11 @@ class ActivationCompressor:
         if bounds is not None:
             self.set_bounds(bounds)
         self._installed = False
-        self._pre = None
         self._root_prev = None
         self.saved_bytes = 0
         self._saved: dict | None = None  # storage key -> bytes, in a pass
-        self._param_ptrs: set[int] = set()
+        self._param_ptrs: set[int] = set()  # the parameters' storages
+        self._param_key: tuple[int, ...] | None = None  # their addresses
         self.install()
 
     # -- configuration --------------------------------------------------
@@ -571,9 +571,6 @@ class ActivationCompressor:
         # measures around its wrapped forward.
         self._root_prev = self.root.__dict__.get("forward")
         self.root.forward = self._wrap_root(self.root.forward)
-        self._pre = self.root.register_forward_pre_hook(
-            lambda module, inputs: self.refresh()
-            if torch.is_grad_enabled() else None)
         self._installed = True
 
     def detach(self) -> None:
@@ -592,7 +589,6 @@ class ActivationCompressor:
             elif "forward" in c.module.__dict__:
                 del c.module.forward
             c.prev = None
-        self._pre.remove()
         self._installed = False
 
     def __enter__(self) -> "ActivationCompressor":
@@ -615,6 +611,16 @@ class ActivationCompressor:
         else:
             self._saved[("p", id(p))] = p.stored_bytes
 
+    def _note_params(self) -> None:
+        """Keeps _param_ptrs the storages of the root's parameters,
+        rebuilt only when their addresses changed (a model.to() after
+        attach, a parameter added)."""
+        params = list(self.root.parameters())
+        key = tuple(p.data_ptr() for p in params)
+        if key != self._param_key:
+            self._param_ptrs = {_storage(p)[0] for p in params}
+            self._param_key = key
+
     def _wrap_root(self, orig):
         def note(t):
             if isinstance(t, torch.Tensor):
@@ -622,10 +628,12 @@ class ActivationCompressor:
             return t
 
         def forward(*args, **kwargs):
-            if not torch.is_grad_enabled() or self._saved is not None:
+            if not torch.is_grad_enabled():
                 return orig(*args, **kwargs)
-            self._param_ptrs = {_storage(p)[0]
-                                for p in self.root.parameters()}
+            self.refresh()
+            if self._saved is not None:  # the model inside its own pass
+                return orig(*args, **kwargs)
+            self._note_params()
             self._saved = {}
             try:
                 with torch.autograd.graph.saved_tensors_hooks(

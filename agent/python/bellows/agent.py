@@ -520,7 +520,14 @@ class Agent:
         bytes the job's codec_table policy proposed, at most 64 KiB), or
         None when there is none. Every rank gets the same table at the
         same step (bellows_agent_codec_table)."""
-        return self.decision().codec_table
+        fn = self._f.codec_table
+        if fn is None:  # a libbellows older than the call
+            return self.decision().codec_table
+        table = ctypes.POINTER(ctypes.c_uint8)()
+        n = ctypes.c_size_t()
+        _lib.check("bellows_agent_codec_table",
+                   fn(self._h(), ctypes.byref(table), ctypes.byref(n)))
+        return ctypes.string_at(table, n.value) if table else None
 
     def batch_size(self, default: int) -> int:
         """The per-rank batch size in force: the decision's, or

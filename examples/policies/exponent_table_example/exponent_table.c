@@ -83,8 +83,6 @@ xt_on_window(void *state, const void *config, const bellows_window *w,
 		return 0; /* the table in force stays */
 	if (n > BELLOWS_CODEC_TABLE_MAX - XT_HEADER)
 		n = BELLOWS_CODEC_TABLE_MAX - XT_HEADER;
-	if (n > UINT16_MAX)
-		n = UINT16_MAX;
 	memcpy(t, "BXT1", 4);
 	for (int i = 0; i < 8; i++)
 		t[4 + i] = (uint8_t)(w->window >> (8 * i));
