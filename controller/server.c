@@ -359,7 +359,20 @@ server_read_one(ctl_server *s)
 		zmq_msg_close(&body);
 		return true;
 	}
+	/* Tested here rather than taken from the decoder, whose
+	 * BELLOWS_EMSGSIZE also means a smaller frame that would unpack
+	 * into more than its allocation budget. */
 	size = zmq_msg_size(&body);
+	if (size > s->limits.max_msg_bytes) {
+		char text[96];
+
+		snprintf(text, sizeof(text),
+		    "a frame of %zu bytes, the limit is %zu", size,
+		    s->limits.max_msg_bytes);
+		zmq_msg_close(&body);
+		server_drop(s, id, id_len, BELLOWS_EMSGSIZE, text);
+		return true;
+	}
 	r = com_codec_decode(zmq_msg_data(&body), size, &s->limits, &m);
 	zmq_msg_close(&body);
 	if (r == BELLOWS_EVERSION) {
@@ -377,15 +390,6 @@ server_read_one(ctl_server *s)
 		server_reply(s, id, id_len, &reply);
 		com_msg_fini(&reply);
 		com_msg_fini(&m);
-		return true;
-	}
-	if (r == BELLOWS_EMSGSIZE) {
-		char text[96];
-
-		snprintf(text, sizeof(text),
-		    "a frame of %zu bytes, the limit is %zu", size,
-		    s->limits.max_msg_bytes);
-		server_drop(s, id, id_len, r, text);
 		return true;
 	}
 	if (r != 0) {

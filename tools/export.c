@@ -66,15 +66,14 @@ tool_export_put_cell(FILE *f, const char *name, const tool_hdb_cell *c)
 	    c->len % 8 != 0)
 		return tool_history_put_cell(f, TOOL_HISTORY_CSV, c);
 	for (size_t i = 0; i < c->len; i += 8) {
-		char buf[40];
 		uint64_t bits = 0;
 		double v;
 
 		for (int b = 7; b >= 0; b--)
 			bits = (bits << 8) | p[i + (size_t)b];
 		memcpy(&v, &bits, sizeof(v));
-		tool_metrics_number_text(v, buf, sizeof(buf));
-		if ((i > 0 && fputc(' ', f) == EOF) || fputs(buf, f) < 0)
+		if ((i > 0 && fputc(' ', f) == EOF) ||
+		    tool_metrics_put_number(f, v) != 0)
 			return BELLOWS_EIO;
 	}
 	return 0;

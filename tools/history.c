@@ -363,7 +363,6 @@ int
 tool_history_put_cell(FILE *f, tool_history_format fmt, const tool_hdb_cell *c)
 {
 	bool json = fmt == TOOL_HISTORY_JSON;
-	char buf[40];
 
 	switch (c->type) {
 	case TOOL_HDB_INT:
@@ -375,8 +374,7 @@ tool_history_put_cell(FILE *f, tool_history_format fmt, const tool_hdb_cell *c)
 				fputs("null", f);
 			break;
 		}
-		tool_metrics_number_text(c->d, buf, sizeof(buf));
-		fputs(buf, f);
+		tool_metrics_put_number(f, c->d);
 		break;
 	case TOOL_HDB_TEXT:
 		if (json)

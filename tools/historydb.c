@@ -36,8 +36,10 @@ struct tool_hdb {
 
 #define HDB_MAX_MS "9223372036854775807"
 
-_Static_assert(TOOL_HDB_DECISIONS_LAST == 64,
-    "the LIMIT of TOOL_HDB_Q_DECISIONS_LAST");
+/* A macro's value as an SQL literal: LIMIT 64 for
+ * HDB_STR(TOOL_HDB_DECISIONS_LAST). */
+#define HDB_STR_(x) #x
+#define HDB_STR(x)  HDB_STR_(x)
 
 static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	[TOOL_HDB_Q_RUNS] =
@@ -273,56 +275,58 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    " bellows_time(d.wall_ms) AS time, d.source, d.policy, d.reason"
 	    " FROM decisions d"
 	    " WHERE d.run_id = :run AND d.window BETWEEN :wlo AND :whi"
-	    " ORDER BY d.seq DESC LIMIT 64) ORDER BY seq",
+	    " ORDER BY d.seq DESC"
+	    " LIMIT " HDB_STR(TOOL_HDB_DECISIONS_LAST) ") ORDER BY seq",
 };
 
 /* Views the questions read instead of the tables that changed: the
  * tables as they are in a file of the current version, and as if
  * migrated in an older one (what it lacks is "not measured"), so that
  * one statement serves every version. Temporary: the file is never
- * written. */
-static const char hdb_views_current[] =
-    "CREATE TEMP VIEW hdb_windows AS SELECT * FROM main.windows;"
-    "CREATE TEMP VIEW hdb_window_info AS SELECT * FROM main.window_info;"
-    "CREATE TEMP VIEW hdb_timings AS SELECT * FROM main.timings;"
-    "CREATE TEMP VIEW hdb_decisions AS SELECT * FROM main.decisions;"
-    "CREATE TEMP VIEW hdb_comm AS SELECT rowid AS seq, run_id, window,"
-    " rank, bytes, ms, count, compressed FROM main.comm_samples;"
-    "CREATE TEMP VIEW hdb_metrics AS SELECT rowid AS seq, run_id, window,"
-    " policy, name, layer, value FROM main.policy_metrics;";
-/* Version 3 lacks window_info.saved_bytes only. */
-static const char hdb_views_v3[] =
-    "CREATE TEMP VIEW hdb_windows AS SELECT * FROM main.windows;"
-    "CREATE TEMP VIEW hdb_window_info AS SELECT *, 0 AS saved_bytes"
-    " FROM main.window_info;"
-    "CREATE TEMP VIEW hdb_timings AS SELECT * FROM main.timings;"
-    "CREATE TEMP VIEW hdb_decisions AS SELECT * FROM main.decisions;"
-    "CREATE TEMP VIEW hdb_comm AS SELECT rowid AS seq, run_id, window,"
-    " rank, bytes, ms, count, compressed FROM main.comm_samples;"
-    "CREATE TEMP VIEW hdb_metrics AS SELECT rowid AS seq, run_id, window,"
-    " policy, name, layer, value FROM main.policy_metrics;";
-static const char hdb_views_v2[] =
-    "CREATE TEMP VIEW hdb_windows AS SELECT *, 0 AS act_steps,"
-    " 0.0 AS act_lbar, 0.0 AS act_nonzero, 0.0 AS act_bytes,"
-    " 0.0 AS act_raw_bytes, NULL AS comm_raw_ms, NULL AS comm_comp_ms,"
-    " NULL AS codec_ms, 0 AS comm_raw_n, 0 AS comm_comp_n"
-    " FROM main.windows;"
-    "CREATE TEMP VIEW hdb_window_info AS SELECT *,"
-    " 0.0 AS backward_ms_median, 0.0 AS codec_ms_median,"
-    " 0 AS mem_device_used, 0 AS mem_device_total, 0 AS mem_host_used,"
-    " 0 AS state_apply_step, 0 AS state_calibrate_steps, 0 AS saved_bytes"
-    " FROM main.window_info;"
-    "CREATE TEMP VIEW hdb_timings AS SELECT *, 0.0 AS backward_ms,"
-    " 0.0 AS codec_ms, 0 AS mem_device_used, 0 AS mem_device_total,"
-    " 0 AS mem_host_used FROM main.timings;"
-    "CREATE TEMP VIEW hdb_decisions AS SELECT *, 0 AS calibrate_steps"
-    " FROM main.decisions;"
-    "CREATE TEMP VIEW hdb_comm AS SELECT 0 AS seq, 0 AS run_id,"
-    " 0 AS window, 0 AS rank, 0 AS bytes, NULL AS ms, 0 AS count,"
-    " 0 AS compressed WHERE 0;"
-    "CREATE TEMP VIEW hdb_metrics AS SELECT 0 AS seq, 0 AS run_id,"
-    " 0 AS window, '' AS policy, '' AS name, NULL AS layer, NULL AS value"
-    " WHERE 0;";
+ * written. HDB_VIEW(T, extra) is view hdb_T of table main.T: its
+ * columns, then `extra` (", 0 AS c" for each column c a version lacks). */
+#define HDB_VIEW(t, extra)                                                     \
+	"CREATE TEMP VIEW hdb_" #t " AS SELECT *" extra " FROM main." #t ";"
+#define HDB_VIEW_COMM                                                          \
+	"CREATE TEMP VIEW hdb_comm AS SELECT rowid AS seq, run_id, window,"    \
+	" rank, bytes, ms, count, compressed FROM main.comm_samples;"
+#define HDB_VIEW_METRICS                                                       \
+	"CREATE TEMP VIEW hdb_metrics AS SELECT rowid AS seq, run_id, window," \
+	" policy, name, layer, value FROM main.policy_metrics;"
+/* Versions 3 and later differ in window_info only. */
+#define HDB_VIEWS_V3(window_info_extra)                                        \
+	HDB_VIEW(windows, "")                                                  \
+	HDB_VIEW(window_info, window_info_extra)                               \
+	HDB_VIEW(timings, "")                                                  \
+	HDB_VIEW(decisions, "")                                                \
+	HDB_VIEW_COMM                                                          \
+	HDB_VIEW_METRICS
+/* Version 2 lacks these columns, comm_samples and policy_metrics. */
+#define HDB_VIEWS_V2                                                           \
+	HDB_VIEW(windows,                                                      \
+	    ", 0 AS act_steps, 0.0 AS act_lbar, 0.0 AS act_nonzero,"           \
+	    " 0.0 AS act_bytes, 0.0 AS act_raw_bytes, NULL AS comm_raw_ms,"    \
+	    " NULL AS comm_comp_ms, NULL AS codec_ms, 0 AS comm_raw_n,"        \
+	    " 0 AS comm_comp_n")                                               \
+	HDB_VIEW(window_info,                                                  \
+	    ", 0.0 AS backward_ms_median, 0.0 AS codec_ms_median,"             \
+	    " 0 AS mem_device_used, 0 AS mem_device_total,"                    \
+	    " 0 AS mem_host_used, 0 AS state_apply_step,"                      \
+	    " 0 AS state_calibrate_steps, 0 AS saved_bytes")                   \
+	HDB_VIEW(timings,                                                      \
+	    ", 0.0 AS backward_ms, 0.0 AS codec_ms, 0 AS mem_device_used,"     \
+	    " 0 AS mem_device_total, 0 AS mem_host_used")                      \
+	HDB_VIEW(decisions, ", 0 AS calibrate_steps")                          \
+	"CREATE TEMP VIEW hdb_comm AS SELECT 0 AS seq, 0 AS run_id,"           \
+	" 0 AS window, 0 AS rank, 0 AS bytes, NULL AS ms, 0 AS count,"         \
+	" 0 AS compressed WHERE 0;"                                            \
+	"CREATE TEMP VIEW hdb_metrics AS SELECT 0 AS seq, 0 AS run_id,"        \
+	" 0 AS window, '' AS policy, '' AS name, NULL AS layer,"               \
+	" NULL AS value WHERE 0;"
+
+static const char hdb_views_current[] = HDB_VIEWS_V3("");
+static const char hdb_views_v3[] = HDB_VIEWS_V3(", 0 AS saved_bytes");
+static const char hdb_views_v2[] = HDB_VIEWS_V2;
 
 /* The daemon's own events while run :run was live (export and events). */
 #define HDB_RUN_EVENTS                                                         \

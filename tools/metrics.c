@@ -730,6 +730,15 @@ tool_metrics_number_text(double v, char *buf, size_t len)
 }
 
 int
+tool_metrics_put_number(FILE *f, double v)
+{
+	char buf[TOOL_NUMBER_TEXT_MAX];
+
+	tool_metrics_number_text(v, buf, sizeof(buf));
+	return fputs(buf, f) < 0 ? BELLOWS_EIO : 0;
+}
+
+int
 tool_metrics_put_field(FILE *f, const char *s)
 {
 	size_t n = strlen(s);

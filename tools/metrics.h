@@ -62,6 +62,10 @@ void tool_metrics_destroy(tool_metrics **m);
  * strtod: 0.4 rather than 0.40000000000000002, yet every double exact. */
 void tool_metrics_number_text(double v, char *buf, size_t len);
 
+/* Writes v to f as tool_metrics_number_text spells it. Returns 0 or
+ * BELLOWS_EIO. */
+int tool_metrics_put_number(FILE *f, double v);
+
 /* Writes `s` as one CSV field to f: as it is when it needs no quoting,
  * else in double quotes with quotes doubled. Returns 0 or BELLOWS_EIO. */
 int tool_metrics_put_field(FILE *f, const char *s);

@@ -308,14 +308,12 @@ int
 tool_replay_print(const tool_replay *rp, const tool_metrics *m, FILE *out)
 {
 	if (rp->batch) {
-		char scale[TOOL_NUMBER_TEXT_MAX];
-
 		fprintf(out, "window,batch_size,lr_scale\n");
 		for (uint64_t i = 0; i < rp->n_windows; i++) {
-			tool_metrics_number_text(rp->lr_scale[i], scale,
-			    sizeof(scale));
-			fprintf(out, "%" PRIu64 ",%" PRIu32 ",%s\n",
-			    m->window[i], rp->batch_size[i], scale);
+			fprintf(out, "%" PRIu64 ",%" PRIu32 ",", m->window[i],
+			    rp->batch_size[i]);
+			tool_metrics_put_number(out, rp->lr_scale[i]);
+			fputc('\n', out);
 		}
 		return ferror(out) ? BELLOWS_EIO : 0;
 	}
@@ -324,13 +322,12 @@ tool_replay_print(const tool_replay *rp, const tool_metrics *m, FILE *out)
 		const double *level = rp->level + (size_t)i * rp->n_layers;
 
 		for (uint32_t l = 0; l < rp->n_layers; l++) {
-			char text[TOOL_NUMBER_TEXT_MAX];
-
 			fprintf(out, "%" PRIu64 ",", m->window[i]);
 			if (tool_metrics_put_field(out, m->layers[l].name) != 0)
 				return BELLOWS_EIO;
-			tool_metrics_number_text(level[l], text, sizeof(text));
-			fprintf(out, ",%s\n", text);
+			fputc(',', out);
+			tool_metrics_put_number(out, level[l]);
+			fputc('\n', out);
 		}
 	}
 	return ferror(out) ? BELLOWS_EIO : 0;
@@ -365,17 +362,13 @@ replay_compare_batch(const tool_replay *rp, const tool_hdb_replay *rec,
 			    !replay_same(rp->lr_scale[i], rp->lr_scale[i - 1]);
 		}
 		if (differ || all) {
-			char had[TOOL_NUMBER_TEXT_MAX],
-			    got[TOOL_NUMBER_TEXT_MAX];
-
-			tool_metrics_number_text(rec->lr_scale[i], had,
-			    sizeof(had));
-			tool_metrics_number_text(rp->lr_scale[i], got,
-			    sizeof(got));
-			fprintf(out,
-			    "%" PRIu64 ",%" PRIu32 ",%" PRIu32 ",%s,%s\n",
+			fprintf(out, "%" PRIu64 ",%" PRIu32 ",%" PRIu32 ",",
 			    rec->window[i], rec->batch_size[i],
-			    rp->batch_size[i], had, got);
+			    rp->batch_size[i]);
+			tool_metrics_put_number(out, rec->lr_scale[i]);
+			fputc(',', out);
+			tool_metrics_put_number(out, rp->lr_scale[i]);
+			fputc('\n', out);
 		}
 	}
 	return ferror(out) ? BELLOWS_EIO : 0;
@@ -414,7 +407,6 @@ tool_replay_compare(const tool_replay *rp, const tool_hdb_replay *rec, bool all,
 
 		for (uint32_t l = 0; l < nl; l++) {
 			bool differ = !replay_same(had[l], got[l]);
-			char a[TOOL_NUMBER_TEXT_MAX], b[TOOL_NUMBER_TEXT_MAX];
 
 			d.rows++;
 			d.differ += differ;
@@ -426,9 +418,11 @@ tool_replay_compare(const tool_replay *rp, const tool_hdb_replay *rec, bool all,
 			if (tool_metrics_put_field(out, rec->layers[l].name) !=
 			    0)
 				return BELLOWS_EIO;
-			tool_metrics_number_text(had[l], a, sizeof(a));
-			tool_metrics_number_text(got[l], b, sizeof(b));
-			fprintf(out, ",%s,%s\n", a, b);
+			fputc(',', out);
+			tool_metrics_put_number(out, had[l]);
+			fputc(',', out);
+			tool_metrics_put_number(out, got[l]);
+			fputc('\n', out);
 		}
 	}
 	*ret = d;

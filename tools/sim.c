@@ -1012,12 +1012,11 @@ sim_record_levels(sim_rank *rk, const bellows_decision *d)
 	    d->window < atomic_load(&cx->sh->levels_next))
 		return 0;
 	for (uint32_t l = 0; l < n; l++) {
-		char level[TOOL_NUMBER_TEXT_MAX];
-
-		tool_metrics_number_text(d->level[l], level, sizeof(level));
 		fprintf(f, "%" PRIu64 ",", d->window);
 		tool_metrics_put_field(f, cx->table[l].name);
-		fprintf(f, ",%s\n", level);
+		fputc(',', f);
+		tool_metrics_put_number(f, d->level[l]);
+		fputc('\n', f);
 	}
 	if (fflush(f) != 0 || ferror(f))
 		return sim_record_failed(rk, cx->o->record_levels);
@@ -1032,15 +1031,13 @@ sim_record_metrics(sim_rank *rk, uint64_t window, double lr)
 {
 	const sim_ctx *cx = rk->cx;
 	FILE *f = rk->metrics_out;
-	char rate[TOOL_NUMBER_TEXT_MAX];
 
 	if (f == NULL)
 		return 0;
-	tool_metrics_number_text(lr, rate, sizeof(rate));
 	for (uint32_t l = 0; l < cx->o->layers; l++) {
 		const bellows_layer *t = &cx->table[l];
 		bellows_layer_stats st;
-		char shape[64], norm[TOOL_NUMBER_TEXT_MAX];
+		char shape[64];
 		int r;
 
 		r = bellows_agent_window_stats(rk->agent, l, &st);
@@ -1055,11 +1052,13 @@ sim_record_metrics(sim_rank *rk, uint64_t window, double lr)
 		}
 		tool_metrics_shape_text(t->shape, t->ndim, shape,
 		    sizeof(shape));
-		tool_metrics_number_text(st.acc_norm, norm, sizeof(norm));
 		fprintf(f, "%" PRIu64 ",", window);
 		tool_metrics_put_field(f, t->name);
-		fprintf(f, ",%s,%s,%" PRIu64 ",%s\n", norm, rate, t->numel,
-		    shape);
+		fputc(',', f);
+		tool_metrics_put_number(f, st.acc_norm);
+		fputc(',', f);
+		tool_metrics_put_number(f, lr);
+		fprintf(f, ",%" PRIu64 ",%s\n", t->numel, shape);
 	}
 	if (fflush(f) != 0 || ferror(f))
 		return sim_record_failed(rk, cx->o->record_metrics);
