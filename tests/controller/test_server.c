@@ -592,7 +592,7 @@ test_server_drops_hostile_frames_and_counts_them_per_peer(void **state)
 	zmq_close(hostile);
 }
 
-/* A frame just above the codec's limit reaches the codec (the transport
+/* A frame just above the codec's limit reaches bellowsd (the transport
  * lets through up to twice the limit), is refused as oversized and counted
  * against its peer, while a job on another connection keeps getting its
  * decisions and STATUS is answered. */
