@@ -61,16 +61,17 @@ config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
 }
 
 /* Whether validation goes on after `r`, the error of one key, parameter,
- * policy or job: yes for a configuration error while fewer than
- * CTL_CONFIG_ERRORS_MAX were found (*bad then remembers it), no for
- * anything else (out of memory). */
+ * policy or job: yes for a configuration error when every error is
+ * collected (ctl_config_load_all) and fewer than CTL_CONFIG_ERRORS_MAX
+ * were found; no for anything else (out of memory), nor when only the
+ * first error is wanted (ctl_config_load, ctl_config_parse). A level that
+ * went on returns 0: its errors are counted in cx->n_fail, which
+ * config_parse turns into BELLOWS_ECONFIG. */
 static bool
-config_go_on(config_ctx *cx, int r, int *bad)
+config_go_on(const config_ctx *cx, int r)
 {
-	if (r != BELLOWS_ECONFIG || cx->n_fail >= CTL_CONFIG_ERRORS_MAX)
-		return false;
-	*bad = r;
-	return true;
+	return r == BELLOWS_ECONFIG && cx->errs != NULL &&
+	    cx->n_fail < CTL_CONFIG_ERRORS_MAX;
 }
 
 static yaml_node_t *
@@ -374,7 +375,7 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 	const bellows_policy_ops *ops = pc->ops;
 	yaml_node_t *key, *val;
 	const char *kname;
-	int r, bad = 0;
+	int r;
 
 	if (node != NULL) {
 		if ((r = config_expect(cx, node, YAML_MAPPING_NODE,
@@ -394,7 +395,7 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 				    ops->name, kname != NULL ? kname : "?");
 			else
 				r = config_param(cx, val, p, pc->config);
-			if (r != 0 && !config_go_on(cx, r, &bad))
+			if (r != 0 && !config_go_on(cx, r))
 				return r;
 		}
 	}
@@ -412,15 +413,15 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 					seen = true;
 			}
 		}
-		if (!seen &&
-		    !config_go_on(cx,
-			r = config_fail(cx, node != NULL ? node : where,
-			    "policy '%s' (type '%s') needs parameter '%s'",
-			    pc->name, ops->name, p->name),
-			&bad))
+		if (seen)
+			continue;
+		r = config_fail(cx, node != NULL ? node : where,
+		    "policy '%s' (type '%s') needs parameter '%s'", pc->name,
+		    ops->name, p->name);
+		if (!config_go_on(cx, r))
 			return r;
 	}
-	return bad;
+	return 0;
 }
 
 static int
@@ -429,7 +430,7 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 	yaml_node_t *key, *val;
 	const char *kname;
 	int64_t v;
-	int r, bad = 0;
+	int r;
 
 	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "layers")) != 0 ||
 	    (r = config_check_duplicates(cx, node)) != 0)
@@ -472,10 +473,10 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 			    "min_numel, min_ndim)",
 			    kname != NULL ? kname : "?");
 		}
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
-	return bad;
+	return 0;
 }
 
 /* A plug-in this configuration has already loaded from `path`, if any:
@@ -541,7 +542,8 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 	yaml_node_t *plugin_node = NULL;
 	const char *kname;
 	char err[256];
-	int r, bad = 0;
+	uint32_t start = cx->n_fail;
+	int r;
 
 	pc->line = (int)node->start_mark.line + 1;
 	pc->selector.min_ndim = 2; /* 1-D tensors (biases, norms) stay raw */
@@ -567,7 +569,7 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 			    "name, plugin, params, layers)",
 			    kname != NULL ? kname : "?");
 		}
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
 	if (type_node == NULL || config_scalar(type_node) == NULL)
@@ -606,12 +608,13 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 	config_param_defaults(pc->ops, pc->config);
 	if ((r = config_params(cx, params, node, pc)) != 0)
 		return r;
-	/* check reads a config whose parameters all parsed. */
-	if (bad == 0 && pc->ops->check != NULL &&
+	/* check reads a config whose keys and parameters all parsed: no
+	 * error since `start`. */
+	if (cx->n_fail == start && pc->ops->check != NULL &&
 	    pc->ops->check(pc->config, err, sizeof(err)) != 0)
 		return config_fail(cx, type_node, "policy '%s': %s", pc->name,
 		    err);
-	return bad;
+	return 0;
 }
 
 static const char *
@@ -643,7 +646,7 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 	yaml_node_t *key, *val, *list = NULL;
 	const char *kname;
 	bool has_list = false;
-	int r, bad = 0;
+	int r;
 
 	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "a job entry")) !=
 		0 ||
@@ -665,14 +668,14 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 			    "policies)",
 			    kname != NULL ? kname : "?");
 		}
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
 	if (jc->match == NULL && (jc->match = strdup("*")) == NULL)
 		return BELLOWS_ENOMEM;
 	if (list == NULL)
 		return has_list
-		    ? bad
+		    ? 0
 		    : config_fail(cx, node, "a job entry needs 'policies'");
 	size_t n = (size_t)(list->data.sequence.items.top -
 	    list->data.sequence.items.start);
@@ -689,7 +692,7 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 
 		jc->n_policies++;
 		if ((r = config_policy(cx, pn, pc)) != 0) {
-			if (!config_go_on(cx, r, &bad))
+			if (!config_go_on(cx, r))
 				return r;
 			/* Its name and knobs may be unknown: the checks
 			 * across policies skip it. */
@@ -721,11 +724,11 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 			    "'%s'; each knob has one owner",
 			    pc->name, other, config_knob_name(bit));
 		}
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 		owned |= pc->ops->knobs;
 	}
-	return bad;
+	return 0;
 }
 
 static int
@@ -734,8 +737,6 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 	yaml_node_t *key, *val;
 	const char *kname;
 	int r = 0;
-
-	int bad = 0;
 
 	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "daemon")) != 0 ||
 	    (r = config_check_duplicates(cx, node)) != 0)
@@ -778,10 +779,10 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 		else
 			r = config_fail(cx, key, "unknown key '%s' in daemon",
 			    kname);
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
-	return bad;
+	return 0;
 }
 
 static int
@@ -790,8 +791,6 @@ config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc)
 	yaml_node_t *key, *val;
 	const char *kname;
 	int r = 0;
-
-	int bad = 0;
 
 	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "store")) != 0 ||
 	    (r = config_check_duplicates(cx, node)) != 0)
@@ -821,10 +820,10 @@ config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc)
 			    "max_windows_per_run, max_age_days, keep_every, "
 			    "batch_rows, queue_rows)",
 			    kname);
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
-	return bad;
+	return 0;
 }
 
 static void
@@ -855,7 +854,7 @@ config_root(config_ctx *cx, ctl_config *cfg)
 	yaml_node_t *key, *val, *jobs = NULL;
 	const char *kname;
 	bool has_jobs = false;
-	int r, bad = 0;
+	int r;
 
 	if (root == NULL)
 		return config_fail(cx, NULL, "the file is empty");
@@ -881,12 +880,12 @@ config_root(config_ctx *cx, ctl_config *cfg)
 			    "store, jobs)",
 			    kname != NULL ? kname : "?");
 		}
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
 	if (jobs == NULL)
 		return has_jobs
-		    ? bad
+		    ? 0
 		    : config_fail(cx, root, "the file needs a 'jobs' list");
 	size_t n = (size_t)(jobs->data.sequence.items.top -
 	    jobs->data.sequence.items.start);
@@ -900,10 +899,10 @@ config_root(config_ctx *cx, ctl_config *cfg)
 		r = config_job(cx,
 		    config_node(cx, jobs->data.sequence.items.start[i]),
 		    &cfg->jobs[i]);
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
-	return bad;
+	return 0;
 }
 
 static int
