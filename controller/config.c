@@ -32,6 +32,20 @@ typedef struct config_ctx {
 	ctl_config_errors *errs; /* every error, NULL: only the first */
 } config_ctx;
 
+/* Records one error message: the first goes to cx->errbuf, each of the
+ * first CTL_CONFIG_ERRORS_MAX to cx->errs when every error is collected,
+ * and all are counted. */
+static void
+config_record(config_ctx *cx, const char *msg)
+{
+	if (cx->n_fail == 0 && cx->errlen > 0)
+		snprintf(cx->errbuf, cx->errlen, "%s", msg);
+	if (cx->errs != NULL && cx->errs->n < CTL_CONFIG_ERRORS_MAX)
+		snprintf(cx->errs->msg[cx->errs->n++], CTL_CONFIG_ERR_MAX, "%s",
+		    msg);
+	cx->n_fail++;
+}
+
 static int config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt,
     ...) __attribute__((format(printf, 3, 4)));
 
@@ -52,11 +66,7 @@ config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
 		vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
 		va_end(ap);
 	}
-	if (cx->n_fail == 0 && cx->errlen > 0)
-		snprintf(cx->errbuf, cx->errlen, "%s", msg);
-	if (cx->errs != NULL && cx->errs->n < CTL_CONFIG_ERRORS_MAX)
-		memcpy(cx->errs->msg[cx->errs->n++], msg, sizeof(msg));
-	cx->n_fail++;
+	config_record(cx, msg);
 	return BELLOWS_ECONFIG;
 }
 
@@ -905,14 +915,12 @@ config_root(config_ctx *cx, ctl_config *cfg)
 	return 0;
 }
 
+/* Parses and validates `text` as the file cx->name into *ret_cfg;
+ * errors go where cx says. */
 static int
-config_parse(const char *text, size_t len, const char *name,
-    ctl_config **ret_cfg, char *errbuf, size_t errlen, ctl_config_errors *errs)
+config_parse(config_ctx *cx, const char *text, size_t len, ctl_config **ret_cfg)
 {
-	config_ctx cx = { .name = name,
-		.errbuf = errbuf,
-		.errlen = errlen,
-		.errs = errs };
+	char msg[CTL_CONFIG_ERR_MAX];
 	yaml_parser_t parser;
 	ctl_config *cfg;
 	int r;
@@ -920,9 +928,9 @@ config_parse(const char *text, size_t len, const char *name,
 	cfg = calloc(1, sizeof(*cfg));
 	if (cfg == NULL)
 		return BELLOWS_ENOMEM;
-	cx.cfg = cfg;
+	cx->cfg = cfg;
 	config_defaults(cfg);
-	cfg->path = strdup(name);
+	cfg->path = strdup(cx->name);
 	cfg->text = malloc(len + 1);
 	if (cfg->path == NULL || cfg->text == NULL) {
 		ctl_config_destroy(&cfg);
@@ -937,20 +945,21 @@ config_parse(const char *text, size_t len, const char *name,
 		return BELLOWS_ENOMEM;
 	}
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-	if (!yaml_parser_load(&parser, &cx.doc)) {
-		snprintf(errbuf, errlen, "%s:%zu:%zu: %s", name,
+	if (!yaml_parser_load(&parser, &cx->doc)) {
+		snprintf(msg, sizeof(msg), "%s:%zu:%zu: %s", cx->name,
 		    parser.problem_mark.line + 1,
 		    parser.problem_mark.column + 1,
 		    parser.problem != NULL ? parser.problem : "invalid YAML");
+		config_record(cx, msg);
 		yaml_parser_delete(&parser);
 		ctl_config_destroy(&cfg);
 		return BELLOWS_ECONFIG;
 	}
-	r = config_root(&cx, cfg);
+	r = config_root(cx, cfg);
 	/* An error recorded below a level that went on still fails. */
-	if (r == 0 && cx.n_fail > 0)
+	if (r == 0 && cx->n_fail > 0)
 		r = BELLOWS_ECONFIG;
-	yaml_document_delete(&cx.doc);
+	yaml_document_delete(&cx->doc);
 	yaml_parser_delete(&parser);
 	if (r != 0) {
 		ctl_config_destroy(&cfg);
@@ -964,21 +973,26 @@ int
 ctl_config_parse(const char *text, size_t len, const char *name,
     ctl_config **ret_cfg, char *errbuf, size_t errlen)
 {
-	return config_parse(text, len, name, ret_cfg, errbuf, errlen, NULL);
+	config_ctx cx = { .name = name, .errbuf = errbuf, .errlen = errlen };
+
+	return config_parse(&cx, text, len, ret_cfg);
 }
 
+/* Reads the file cx->name and parses it into *ret_cfg; errors go where cx
+ * says. */
 static int
-config_load(const char *path, ctl_config **ret_cfg, char *errbuf, size_t errlen,
-    ctl_config_errors *errs)
+config_load(config_ctx *cx, ctl_config **ret_cfg)
 {
-	FILE *f = fopen(path, "rb");
+	FILE *f = fopen(cx->name, "rb");
+	char msg[CTL_CONFIG_ERR_MAX];
 	char *text = NULL;
 	size_t len = 0, cap = 0;
 	int r;
 
 	if (f == NULL) {
-		snprintf(errbuf, errlen, "%s: cannot open: %s", path,
+		snprintf(msg, sizeof(msg), "%s: cannot open: %s", cx->name,
 		    strerror(errno));
+		config_record(cx, msg);
 		return BELLOWS_EIO;
 	}
 	for (;;) {
@@ -986,8 +1000,9 @@ config_load(const char *path, ctl_config **ret_cfg, char *errbuf, size_t errlen,
 			char *grown;
 
 			if (cap > 16u << 20) {
-				snprintf(errbuf, errlen,
-				    "%s: larger than 16 MiB", path);
+				snprintf(msg, sizeof(msg),
+				    "%s: larger than 16 MiB", cx->name);
+				config_record(cx, msg);
 				free(text);
 				fclose(f);
 				return BELLOWS_ECONFIG;
@@ -1006,14 +1021,14 @@ config_load(const char *path, ctl_config **ret_cfg, char *errbuf, size_t errlen,
 			break;
 	}
 	if (ferror(f)) {
-		snprintf(errbuf, errlen, "%s: read error", path);
+		snprintf(msg, sizeof(msg), "%s: read error", cx->name);
+		config_record(cx, msg);
 		free(text);
 		fclose(f);
 		return BELLOWS_EIO;
 	}
 	fclose(f);
-	r = config_parse(text != NULL ? text : "", len, path, ret_cfg, errbuf,
-	    errlen, errs);
+	r = config_parse(cx, text != NULL ? text : "", len, ret_cfg);
 	free(text);
 	return r;
 }
@@ -1022,22 +1037,20 @@ int
 ctl_config_load(const char *path, ctl_config **ret_cfg, char *errbuf,
     size_t errlen)
 {
-	return config_load(path, ret_cfg, errbuf, errlen, NULL);
+	config_ctx cx = { .name = path, .errbuf = errbuf, .errlen = errlen };
+
+	return config_load(&cx, ret_cfg);
 }
 
 int
 ctl_config_load_all(const char *path, ctl_config **ret_cfg,
     ctl_config_errors *errs)
 {
-	char first[CTL_CONFIG_ERR_MAX] = "";
+	config_ctx cx = { .name = path, .errs = errs };
 	int r;
 
 	errs->n = 0;
-	r = config_load(path, ret_cfg, first, sizeof(first), errs);
-	/* Errors found before validation (cannot open, YAML syntax) went
-	 * to `first` only. */
-	if (r != 0 && r != BELLOWS_ENOMEM && errs->n == 0 && first[0] != '\0')
-		memcpy(errs->msg[errs->n++], first, sizeof(first));
+	r = config_load(&cx, ret_cfg);
 	if (r == BELLOWS_ENOMEM)
 		errs->n = 0;
 	return r;
