@@ -1056,6 +1056,25 @@ ctl_config_load_all(const char *path, ctl_config **ret_cfg,
 	return r;
 }
 
+void
+ctl_config_errors_emit(const ctl_config_errors *errs, int r, const char *path,
+    void (*line)(void *arg, const char *text), void *arg)
+{
+	char text[PATH_MAX + 64];
+
+	for (uint32_t i = 0; i < errs->n; i++)
+		line(arg, errs->msg[i]);
+	if (errs->n == 0) {
+		snprintf(text, sizeof(text), "%s: %s", path,
+		    bellows_strerror(r));
+		line(arg, text);
+	} else if (errs->n == CTL_CONFIG_ERRORS_MAX) {
+		snprintf(text, sizeof(text), "%s: stopped after %d errors",
+		    path, CTL_CONFIG_ERRORS_MAX);
+		line(arg, text);
+	}
+}
+
 static void
 config_selector_fini(ctl_selector *sel)
 {
