@@ -32,6 +32,20 @@ typedef struct config_ctx {
 	ctl_config_errors *errs; /* every error, NULL: only the first */
 } config_ctx;
 
+/* Records one error message: the first goes to cx->errbuf, each of the
+ * first CTL_CONFIG_ERRORS_MAX to cx->errs when every error is collected,
+ * and all are counted. */
+static void
+config_record(config_ctx *cx, const char *msg)
+{
+	if (cx->n_fail == 0 && cx->errlen > 0)
+		snprintf(cx->errbuf, cx->errlen, "%s", msg);
+	if (cx->errs != NULL && cx->errs->n < CTL_CONFIG_ERRORS_MAX)
+		snprintf(cx->errs->msg[cx->errs->n++], CTL_CONFIG_ERR_MAX, "%s",
+		    msg);
+	cx->n_fail++;
+}
+
 static int config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt,
     ...) __attribute__((format(printf, 3, 4)));
 
@@ -52,25 +66,22 @@ config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
 		vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
 		va_end(ap);
 	}
-	if (cx->n_fail == 0 && cx->errlen > 0)
-		snprintf(cx->errbuf, cx->errlen, "%s", msg);
-	if (cx->errs != NULL && cx->errs->n < CTL_CONFIG_ERRORS_MAX)
-		memcpy(cx->errs->msg[cx->errs->n++], msg, sizeof(msg));
-	cx->n_fail++;
+	config_record(cx, msg);
 	return BELLOWS_ECONFIG;
 }
 
 /* Whether validation goes on after `r`, the error of one key, parameter,
- * policy or job: yes for a configuration error while fewer than
- * CTL_CONFIG_ERRORS_MAX were found (*bad then remembers it), no for
- * anything else (out of memory). */
+ * policy or job: yes for a configuration error when every error is
+ * collected (ctl_config_load_all) and fewer than CTL_CONFIG_ERRORS_MAX
+ * were found; no for anything else (out of memory), nor when only the
+ * first error is wanted (ctl_config_load, ctl_config_parse). A level that
+ * went on returns 0: its errors are counted in cx->n_fail, which
+ * config_parse turns into BELLOWS_ECONFIG. */
 static bool
-config_go_on(config_ctx *cx, int r, int *bad)
+config_go_on(const config_ctx *cx, int r)
 {
-	if (r != BELLOWS_ECONFIG || cx->n_fail >= CTL_CONFIG_ERRORS_MAX)
-		return false;
-	*bad = r;
-	return true;
+	return r == BELLOWS_ECONFIG && cx->errs != NULL &&
+	    cx->n_fail < CTL_CONFIG_ERRORS_MAX;
 }
 
 static yaml_node_t *
@@ -374,7 +385,7 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 	const bellows_policy_ops *ops = pc->ops;
 	yaml_node_t *key, *val;
 	const char *kname;
-	int r, bad = 0;
+	int r;
 
 	if (node != NULL) {
 		if ((r = config_expect(cx, node, YAML_MAPPING_NODE,
@@ -394,7 +405,7 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 				    ops->name, kname != NULL ? kname : "?");
 			else
 				r = config_param(cx, val, p, pc->config);
-			if (r != 0 && !config_go_on(cx, r, &bad))
+			if (r != 0 && !config_go_on(cx, r))
 				return r;
 		}
 	}
@@ -412,15 +423,15 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 					seen = true;
 			}
 		}
-		if (!seen &&
-		    !config_go_on(cx,
-			r = config_fail(cx, node != NULL ? node : where,
-			    "policy '%s' (type '%s') needs parameter '%s'",
-			    pc->name, ops->name, p->name),
-			&bad))
+		if (seen)
+			continue;
+		r = config_fail(cx, node != NULL ? node : where,
+		    "policy '%s' (type '%s') needs parameter '%s'", pc->name,
+		    ops->name, p->name);
+		if (!config_go_on(cx, r))
 			return r;
 	}
-	return bad;
+	return 0;
 }
 
 static int
@@ -429,7 +440,7 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 	yaml_node_t *key, *val;
 	const char *kname;
 	int64_t v;
-	int r, bad = 0;
+	int r;
 
 	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "layers")) != 0 ||
 	    (r = config_check_duplicates(cx, node)) != 0)
@@ -472,10 +483,10 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 			    "min_numel, min_ndim)",
 			    kname != NULL ? kname : "?");
 		}
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
-	return bad;
+	return 0;
 }
 
 /* A plug-in this configuration has already loaded from `path`, if any:
@@ -541,7 +552,8 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 	yaml_node_t *plugin_node = NULL;
 	const char *kname;
 	char err[256];
-	int r, bad = 0;
+	uint32_t start = cx->n_fail;
+	int r;
 
 	pc->line = (int)node->start_mark.line + 1;
 	pc->selector.min_ndim = 2; /* 1-D tensors (biases, norms) stay raw */
@@ -567,7 +579,7 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 			    "name, plugin, params, layers)",
 			    kname != NULL ? kname : "?");
 		}
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
 	if (type_node == NULL || config_scalar(type_node) == NULL)
@@ -606,12 +618,13 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 	config_param_defaults(pc->ops, pc->config);
 	if ((r = config_params(cx, params, node, pc)) != 0)
 		return r;
-	/* check reads a config whose parameters all parsed. */
-	if (bad == 0 && pc->ops->check != NULL &&
+	/* check reads a config whose keys and parameters all parsed: no
+	 * error since `start`. */
+	if (cx->n_fail == start && pc->ops->check != NULL &&
 	    pc->ops->check(pc->config, err, sizeof(err)) != 0)
 		return config_fail(cx, type_node, "policy '%s': %s", pc->name,
 		    err);
-	return bad;
+	return 0;
 }
 
 static const char *
@@ -643,7 +656,7 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 	yaml_node_t *key, *val, *list = NULL;
 	const char *kname;
 	bool has_list = false;
-	int r, bad = 0;
+	int r;
 
 	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "a job entry")) !=
 		0 ||
@@ -665,14 +678,14 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 			    "policies)",
 			    kname != NULL ? kname : "?");
 		}
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
 	if (jc->match == NULL && (jc->match = strdup("*")) == NULL)
 		return BELLOWS_ENOMEM;
 	if (list == NULL)
 		return has_list
-		    ? bad
+		    ? 0
 		    : config_fail(cx, node, "a job entry needs 'policies'");
 	size_t n = (size_t)(list->data.sequence.items.top -
 	    list->data.sequence.items.start);
@@ -689,7 +702,7 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 
 		jc->n_policies++;
 		if ((r = config_policy(cx, pn, pc)) != 0) {
-			if (!config_go_on(cx, r, &bad))
+			if (!config_go_on(cx, r))
 				return r;
 			/* Its name and knobs may be unknown: the checks
 			 * across policies skip it. */
@@ -721,11 +734,11 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 			    "'%s'; each knob has one owner",
 			    pc->name, other, config_knob_name(bit));
 		}
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 		owned |= pc->ops->knobs;
 	}
-	return bad;
+	return 0;
 }
 
 static int
@@ -734,8 +747,6 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 	yaml_node_t *key, *val;
 	const char *kname;
 	int r = 0;
-
-	int bad = 0;
 
 	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "daemon")) != 0 ||
 	    (r = config_check_duplicates(cx, node)) != 0)
@@ -778,10 +789,10 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 		else
 			r = config_fail(cx, key, "unknown key '%s' in daemon",
 			    kname);
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
-	return bad;
+	return 0;
 }
 
 static int
@@ -790,8 +801,6 @@ config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc)
 	yaml_node_t *key, *val;
 	const char *kname;
 	int r = 0;
-
-	int bad = 0;
 
 	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "store")) != 0 ||
 	    (r = config_check_duplicates(cx, node)) != 0)
@@ -821,10 +830,10 @@ config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc)
 			    "max_windows_per_run, max_age_days, keep_every, "
 			    "batch_rows, queue_rows)",
 			    kname);
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
-	return bad;
+	return 0;
 }
 
 static void
@@ -855,7 +864,7 @@ config_root(config_ctx *cx, ctl_config *cfg)
 	yaml_node_t *key, *val, *jobs = NULL;
 	const char *kname;
 	bool has_jobs = false;
-	int r, bad = 0;
+	int r;
 
 	if (root == NULL)
 		return config_fail(cx, NULL, "the file is empty");
@@ -881,12 +890,12 @@ config_root(config_ctx *cx, ctl_config *cfg)
 			    "store, jobs)",
 			    kname != NULL ? kname : "?");
 		}
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
 	if (jobs == NULL)
 		return has_jobs
-		    ? bad
+		    ? 0
 		    : config_fail(cx, root, "the file needs a 'jobs' list");
 	size_t n = (size_t)(jobs->data.sequence.items.top -
 	    jobs->data.sequence.items.start);
@@ -900,20 +909,18 @@ config_root(config_ctx *cx, ctl_config *cfg)
 		r = config_job(cx,
 		    config_node(cx, jobs->data.sequence.items.start[i]),
 		    &cfg->jobs[i]);
-		if (r != 0 && !config_go_on(cx, r, &bad))
+		if (r != 0 && !config_go_on(cx, r))
 			return r;
 	}
-	return bad;
+	return 0;
 }
 
+/* Parses and validates `text` as the file cx->name into *ret_cfg;
+ * errors go where cx says. */
 static int
-config_parse(const char *text, size_t len, const char *name,
-    ctl_config **ret_cfg, char *errbuf, size_t errlen, ctl_config_errors *errs)
+config_parse(config_ctx *cx, const char *text, size_t len, ctl_config **ret_cfg)
 {
-	config_ctx cx = { .name = name,
-		.errbuf = errbuf,
-		.errlen = errlen,
-		.errs = errs };
+	char msg[CTL_CONFIG_ERR_MAX];
 	yaml_parser_t parser;
 	ctl_config *cfg;
 	int r;
@@ -921,9 +928,9 @@ config_parse(const char *text, size_t len, const char *name,
 	cfg = calloc(1, sizeof(*cfg));
 	if (cfg == NULL)
 		return BELLOWS_ENOMEM;
-	cx.cfg = cfg;
+	cx->cfg = cfg;
 	config_defaults(cfg);
-	cfg->path = strdup(name);
+	cfg->path = strdup(cx->name);
 	cfg->text = malloc(len + 1);
 	if (cfg->path == NULL || cfg->text == NULL) {
 		ctl_config_destroy(&cfg);
@@ -938,20 +945,21 @@ config_parse(const char *text, size_t len, const char *name,
 		return BELLOWS_ENOMEM;
 	}
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-	if (!yaml_parser_load(&parser, &cx.doc)) {
-		snprintf(errbuf, errlen, "%s:%zu:%zu: %s", name,
+	if (!yaml_parser_load(&parser, &cx->doc)) {
+		snprintf(msg, sizeof(msg), "%s:%zu:%zu: %s", cx->name,
 		    parser.problem_mark.line + 1,
 		    parser.problem_mark.column + 1,
 		    parser.problem != NULL ? parser.problem : "invalid YAML");
+		config_record(cx, msg);
 		yaml_parser_delete(&parser);
 		ctl_config_destroy(&cfg);
 		return BELLOWS_ECONFIG;
 	}
-	r = config_root(&cx, cfg);
+	r = config_root(cx, cfg);
 	/* An error recorded below a level that went on still fails. */
-	if (r == 0 && cx.n_fail > 0)
+	if (r == 0 && cx->n_fail > 0)
 		r = BELLOWS_ECONFIG;
-	yaml_document_delete(&cx.doc);
+	yaml_document_delete(&cx->doc);
 	yaml_parser_delete(&parser);
 	if (r != 0) {
 		ctl_config_destroy(&cfg);
@@ -965,21 +973,26 @@ int
 ctl_config_parse(const char *text, size_t len, const char *name,
     ctl_config **ret_cfg, char *errbuf, size_t errlen)
 {
-	return config_parse(text, len, name, ret_cfg, errbuf, errlen, NULL);
+	config_ctx cx = { .name = name, .errbuf = errbuf, .errlen = errlen };
+
+	return config_parse(&cx, text, len, ret_cfg);
 }
 
+/* Reads the file cx->name and parses it into *ret_cfg; errors go where cx
+ * says. */
 static int
-config_load(const char *path, ctl_config **ret_cfg, char *errbuf, size_t errlen,
-    ctl_config_errors *errs)
+config_load(config_ctx *cx, ctl_config **ret_cfg)
 {
-	FILE *f = fopen(path, "rb");
+	FILE *f = fopen(cx->name, "rb");
+	char msg[CTL_CONFIG_ERR_MAX];
 	char *text = NULL;
 	size_t len = 0, cap = 0;
 	int r;
 
 	if (f == NULL) {
-		snprintf(errbuf, errlen, "%s: cannot open: %s", path,
+		snprintf(msg, sizeof(msg), "%s: cannot open: %s", cx->name,
 		    strerror(errno));
+		config_record(cx, msg);
 		return BELLOWS_EIO;
 	}
 	for (;;) {
@@ -987,8 +1000,9 @@ config_load(const char *path, ctl_config **ret_cfg, char *errbuf, size_t errlen,
 			char *grown;
 
 			if (cap > 16u << 20) {
-				snprintf(errbuf, errlen,
-				    "%s: larger than 16 MiB", path);
+				snprintf(msg, sizeof(msg),
+				    "%s: larger than 16 MiB", cx->name);
+				config_record(cx, msg);
 				free(text);
 				fclose(f);
 				return BELLOWS_ECONFIG;
@@ -1007,14 +1021,14 @@ config_load(const char *path, ctl_config **ret_cfg, char *errbuf, size_t errlen,
 			break;
 	}
 	if (ferror(f)) {
-		snprintf(errbuf, errlen, "%s: read error", path);
+		snprintf(msg, sizeof(msg), "%s: read error", cx->name);
+		config_record(cx, msg);
 		free(text);
 		fclose(f);
 		return BELLOWS_EIO;
 	}
 	fclose(f);
-	r = config_parse(text != NULL ? text : "", len, path, ret_cfg, errbuf,
-	    errlen, errs);
+	r = config_parse(cx, text != NULL ? text : "", len, ret_cfg);
 	free(text);
 	return r;
 }
@@ -1023,25 +1037,42 @@ int
 ctl_config_load(const char *path, ctl_config **ret_cfg, char *errbuf,
     size_t errlen)
 {
-	return config_load(path, ret_cfg, errbuf, errlen, NULL);
+	config_ctx cx = { .name = path, .errbuf = errbuf, .errlen = errlen };
+
+	return config_load(&cx, ret_cfg);
 }
 
 int
 ctl_config_load_all(const char *path, ctl_config **ret_cfg,
     ctl_config_errors *errs)
 {
-	char first[CTL_CONFIG_ERR_MAX] = "";
+	config_ctx cx = { .name = path, .errs = errs };
 	int r;
 
 	errs->n = 0;
-	r = config_load(path, ret_cfg, first, sizeof(first), errs);
-	/* Errors found before validation (cannot open, YAML syntax) went
-	 * to `first` only. */
-	if (r != 0 && r != BELLOWS_ENOMEM && errs->n == 0 && first[0] != '\0')
-		memcpy(errs->msg[errs->n++], first, sizeof(first));
+	r = config_load(&cx, ret_cfg);
 	if (r == BELLOWS_ENOMEM)
 		errs->n = 0;
 	return r;
+}
+
+void
+ctl_config_errors_emit(const ctl_config_errors *errs, int r, const char *path,
+    void (*line)(void *arg, const char *text), void *arg)
+{
+	char text[PATH_MAX + 64];
+
+	for (uint32_t i = 0; i < errs->n; i++)
+		line(arg, errs->msg[i]);
+	if (errs->n == 0) {
+		snprintf(text, sizeof(text), "%s: %s", path,
+		    bellows_strerror(r));
+		line(arg, text);
+	} else if (errs->n == CTL_CONFIG_ERRORS_MAX) {
+		snprintf(text, sizeof(text), "%s: stopped after %d errors",
+		    path, CTL_CONFIG_ERRORS_MAX);
+		line(arg, text);
+	}
 }
 
 static void

@@ -117,6 +117,14 @@ int ctl_config_load(const char *path, ctl_config **ret_cfg, char *errbuf,
 int ctl_config_load_all(const char *path, ctl_config **ret_cfg,
     ctl_config_errors *errs);
 
+/* Reports a ctl_config_load_all(path, ...) that returned r (not 0) with
+ * *errs, one line(arg, text) call per line, the text without a line end:
+ * each message in errs; "PATH: <text of r>" when errs holds none (out of
+ * memory); "PATH: stopped after N errors" when validation stopped at
+ * CTL_CONFIG_ERRORS_MAX. Borrows errs for the call. */
+void ctl_config_errors_emit(const ctl_config_errors *errs, int r,
+    const char *path, void (*line)(void *arg, const char *text), void *arg);
+
 /* Same as ctl_config_load for a text in memory; `name` stands for the file
  * in messages, and relative plug-in paths are resolved against its
  * directory (the current one if `name` has no '/'). */

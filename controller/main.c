@@ -131,6 +131,13 @@ main_on_signal(ctl_loop *loop, void *arg)
 	}
 }
 
+static void
+main_config_line(void *arg, const char *text)
+{
+	(void)arg;
+	fprintf(stderr, "bellowsd: %s\n", text);
+}
+
 /* Loads --policy into d->cfg. An invalid file gets every error on
  * stderr, one per line as policy check prints them, so that one start
  * shows all that must be fixed. */
@@ -146,17 +153,9 @@ main_load_config(daemon_state *d)
 		return BELLOWS_ENOMEM;
 	}
 	r = ctl_config_load_all(d->policy_path, &d->cfg, errs);
-	if (r != 0) {
-		for (uint32_t i = 0; i < errs->n; i++)
-			fprintf(stderr, "bellowsd: %s\n", errs->msg[i]);
-		if (errs->n == 0)
-			fprintf(stderr, "bellowsd: %s: %s\n", d->policy_path,
-			    bellows_strerror(r));
-		else if (errs->n == CTL_CONFIG_ERRORS_MAX)
-			fprintf(stderr,
-			    "bellowsd: %s: stopped after %d errors\n",
-			    d->policy_path, CTL_CONFIG_ERRORS_MAX);
-	}
+	if (r != 0)
+		ctl_config_errors_emit(errs, r, d->policy_path,
+		    main_config_line, NULL);
 	free(errs);
 	return r;
 }

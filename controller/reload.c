@@ -73,6 +73,31 @@ reload_refuse(ctl_reload *r, int code, const char *err, uint32_t more)
 	return code;
 }
 
+/* Where reload_line sends a failed load's lines: the first is the
+ * refusal, each other one a log line after it. */
+typedef struct reload_report {
+	ctl_reload *r; /* refusing */
+	int code;      /* the load's error */
+	uint32_t more; /* errors after the first */
+	bool refused;  /* the first line was given */
+} reload_report;
+
+static void
+reload_line(void *arg, const char *text)
+{
+	reload_report *rep = arg;
+	char err[CTL_CONFIG_ERR_MAX];
+
+	if (rep->refused) {
+		ctl_log(CTL_LOG_ERROR, "reload", "%s", text);
+		return;
+	}
+	/* A refusal's text is at most one error message long. */
+	snprintf(err, sizeof(err), "%s", text);
+	reload_refuse(rep->r, rep->code, err, rep->more);
+	rep->refused = true;
+}
+
 /* Loads the file into *ret_cfg. When it is invalid, refuses the reload
  * with its first error in the refusal and logs each of the others on a
  * line of its own, at the refusal's level. */
@@ -89,18 +114,12 @@ reload_load(ctl_reload *r, ctl_config **ret_cfg)
 		return reload_refuse(r, BELLOWS_ENOMEM, err, 0);
 	}
 	rc = ctl_config_load_all(r->path, ret_cfg, errs);
-	if (rc != 0 && errs->n == 0) {
-		snprintf(err, sizeof(err), "%s: %s", r->path,
-		    bellows_strerror(rc));
-		reload_refuse(r, rc, err, 0);
-	} else if (rc != 0) {
-		reload_refuse(r, rc, errs->msg[0], errs->n - 1);
-		for (uint32_t i = 1; i < errs->n; i++)
-			ctl_log(CTL_LOG_ERROR, "reload", "%s", errs->msg[i]);
-		if (errs->n == CTL_CONFIG_ERRORS_MAX)
-			ctl_log(CTL_LOG_ERROR, "reload",
-			    "%s: stopped after %d errors", r->path,
-			    CTL_CONFIG_ERRORS_MAX);
+	if (rc != 0) {
+		reload_report rep = { .r = r,
+			.code = rc,
+			.more = errs->n > 0 ? errs->n - 1 : 0 };
+
+		ctl_config_errors_emit(errs, rc, r->path, reload_line, &rep);
 	}
 	free(errs);
 	return rc;

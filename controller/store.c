@@ -1538,10 +1538,8 @@ store_write_firm(store_writer *w, const store_batch *b)
 static int
 store_write_rest(store_writer *w, const store_batch *b)
 {
-	int rc = SQLITE_OK;
+	int rc = store_write_timings(w, b);
 
-	if (rc == SQLITE_OK)
-		rc = store_write_timings(w, b);
 	STORE_WRITE_ALL(comms, store_write_comm)
 	STORE_WRITE_ALL(metrics, store_write_metric)
 	STORE_WRITE_ALL(changes, store_write_change)
@@ -1607,10 +1605,12 @@ store_write_firm_all(store_writer *w)
 		return rc;
 	b = w->head;
 	for (i = 0; i < n; i++, b = b->next) {
-		for (uint32_t k = 0; !b->firm_done && k < b->infos.n; k++)
-			store_note_window(w, b->infos.v[k].run,
-			    b->infos.v[k].window);
-		w->age_due = w->age_due || (!b->firm_done && b->infos.n > 0);
+		if (!b->firm_done) {
+			for (uint32_t k = 0; k < b->infos.n; k++)
+				store_note_window(w, b->infos.v[k].run,
+				    b->infos.v[k].window);
+			w->age_due = w->age_due || b->infos.n > 0;
+		}
 		b->firm_done = true;
 		m.ticket = b->ticket;
 	}

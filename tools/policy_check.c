@@ -6,7 +6,6 @@
 
 #include <bellows/error.h>
 
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,12 @@ tool_policy_check_usage(FILE *f)
 	    "  when it is valid. A valid file whose window_timeout_ms is too\n"
 	    "  close to the agents' default decision_timeout_ms (5000) gets\n"
 	    "  a warning on stderr (still exit 0).\n");
+}
+
+static void
+policy_check_line(void *arg, const char *text)
+{
+	fprintf(arg, "%s\n", text);
 }
 
 int
@@ -62,13 +67,13 @@ tool_policy_check_main(int argc, char **argv)
 	}
 	r = ctl_config_load_all(argv[2], &cfg, errs);
 	if (r != 0) {
-		for (uint32_t i = 0; i < errs->n; i++)
-			fprintf(stderr, "%s\n", errs->msg[i]);
+		/* An error without a message (out of memory) is printed
+		 * bare, not after the file's name. */
 		if (errs->n == 0)
 			fprintf(stderr, "%s\n", bellows_strerror(r));
-		else if (errs->n == CTL_CONFIG_ERRORS_MAX)
-			fprintf(stderr, "%s: stopped after %d errors\n",
-			    argv[2], CTL_CONFIG_ERRORS_MAX);
+		else
+			ctl_config_errors_emit(errs, r, argv[2],
+			    policy_check_line, stderr);
 		free(errs);
 		return 1;
 	}
