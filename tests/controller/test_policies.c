@@ -96,13 +96,21 @@ load(fixture *f, const char *text)
 		fail_msg("%s", err);
 }
 
-/* Creates the set for the first job entry of f->cfg. */
+/* Creates the set of job configuration jc (its policies must outlive the
+ * set). */
+static int
+start_with(fixture *f, const ctl_job_conf *jc)
+{
+	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
+	return ctl_policy_set_new(jc, "job", 4, layers, N_LAYERS, &f->state,
+	    f->reason, sizeof(f->reason), &f->set);
+}
+
+/* Starts the set of the loaded configuration's first job. */
 static int
 start(fixture *f)
 {
-	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
-	return ctl_policy_set_new(&f->cfg->jobs[0], "job", 4, layers, N_LAYERS,
-	    &f->state, f->reason, sizeof(f->reason), &f->set);
+	return start_with(f, &f->cfg->jobs[0]);
 }
 
 /* Builds window `index` as the host would hand it to policies. */
@@ -562,10 +570,7 @@ test_host_merges_owned_knobs_and_counts_failures(void **state)
 	jc = (ctl_job_conf){ .match = "*", .n_policies = 2, .policies = pcs };
 
 	probe_fini_calls = 0;
-	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
-	assert_int_equal(ctl_policy_set_new(&jc, "job", 4, layers, N_LAYERS,
-			     &f->state, f->reason, sizeof(f->reason), &f->set),
-	    0);
+	assert_int_equal(start_with(f, &jc), 0);
 	assert_levels(&f->state, 2, 0, 2, 2);
 	assert_int_equal(f->state.batch_size, 16);
 	assert_string_equal(f->reason, "fixed level 2; batch 16");
@@ -614,10 +619,7 @@ test_host_refuses_a_set_whose_init_fails_and_names_it(void **state)
 	jc = (ctl_job_conf){ .match = "*", .n_policies = 2, .policies = pcs };
 
 	probe_fini_calls = 0;
-	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
-	assert_int_equal(ctl_policy_set_new(&jc, "job", 4, layers, N_LAYERS,
-			     &f->state, f->reason, sizeof(f->reason), &f->set),
-	    BELLOWS_ENOTFOUND);
+	assert_int_equal(start_with(f, &jc), BELLOWS_ENOTFOUND);
 	assert_null(f->set);
 	assert_string_equal(f->reason,
 	    "policy 'broken' failed to start: not found");
@@ -713,10 +715,7 @@ test_host_takes_calibration_from_the_threshold_owner_only(void **state)
 		.ops = &other,
 		.config = &pcfg };
 	jc = (ctl_job_conf){ .match = "*", .n_policies = 2, .policies = pcs };
-	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
-	assert_int_equal(ctl_policy_set_new(&jc, "job", 4, layers, N_LAYERS,
-			     &f->state, f->reason, sizeof(f->reason), &f->set),
-	    0);
+	assert_int_equal(start_with(f, &jc), 0);
 	/* The owner's initial proposal may start with a calibration. */
 	assert_int_equal(f->state.calibrate_steps, 10);
 
@@ -804,10 +803,7 @@ test_host_takes_a_bounded_codec_table_from_its_owner_only(void **state)
 		.ops = &other,
 		.config = &pcfg };
 	jc = (ctl_job_conf){ .match = "*", .n_policies = 2, .policies = pcs };
-	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
-	assert_int_equal(ctl_policy_set_new(&jc, "job", 4, layers, N_LAYERS,
-			     &f->state, f->reason, sizeof(f->reason), &f->set),
-	    0);
+	assert_int_equal(start_with(f, &jc), 0);
 	assert_int_equal(f->state.codec_table_len, 0);
 	for (uint64_t w = 0; w < 3; w++) {
 		assert_int_equal(run(f, w, policies, sizeof(policies), reason,
@@ -852,10 +848,7 @@ test_host_prefills_and_keeps_only_valid_metrics_named_by_instance(void **state)
 		.ops = &other,
 		.config = &pcfg };
 	jc = (ctl_job_conf){ .match = "*", .n_policies = 2, .policies = pcs };
-	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
-	assert_int_equal(ctl_policy_set_new(&jc, "job", 4, layers, N_LAYERS,
-			     &f->state, f->reason, sizeof(f->reason), &f->set),
-	    0);
+	assert_int_equal(start_with(f, &jc), 0);
 	/* Nothing before the first window (init's metric is dropped). */
 	m = ctl_policy_set_metrics(f->set, &n);
 	assert_int_equal(n, 0);
@@ -946,10 +939,7 @@ test_host_tells_policies_of_an_lr_change_before_the_window(void **state)
 	jc = (ctl_job_conf){ .match = "*", .n_policies = 1, .policies = &pc };
 	n_events_seen = 0;
 	windows_run = 0;
-	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
-	assert_int_equal(ctl_policy_set_new(&jc, "job", 4, layers, N_LAYERS,
-			     &f->state, f->reason, sizeof(f->reason), &f->set),
-	    0);
+	assert_int_equal(start_with(f, &jc), 0);
 
 	/* The first window has no previous LR; an unchanged LR and an
 	 * unknown (NAN) one are no change. */
