@@ -111,3 +111,18 @@ first=$(q "SELECT min(seq) FROM decisions WHERE run_id = 2 AND source = 'resumed
 grep -q "resumes run 2 at window 5" "$TMP/bellowsd.log" ||
     fail "bellowsd did not log the resume"
 ok "a resume continues the recorded run: decisions from #$first, windows 5..11 superseded"
+
+# 5. After a restart of bellowsd, which holds no job 'again' any more (its
+# run ended), a resume finds the run in the history by name.
+kill_daemon TERM
+start_daemon
+run_sim --job again --start-window 8 --resume "${SIM_ARGS[@]}" ||
+    fail "the resume after the restart exited with $?"
+expect_agreed 3 12
+[ "$(q "SELECT count(*) FROM runs WHERE job = 'again'")" = 2 ] &&
+    [ "$(q "SELECT resumes FROM runs WHERE id = 2")" = 2 ] ||
+    fail "the resume after the restart did not continue run 2"
+[ "$(q "SELECT count(*) FROM superseded_window_info WHERE run_id = 2 AND resume = 2")" = 4 ] ||
+    fail "windows 8..11 were not superseded by the second resume"
+expect_run 2 again
+ok "after a restart a resume continues the run the history holds"
