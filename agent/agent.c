@@ -181,6 +181,29 @@ agent_check_layer(const bellows_agent_config *cfg, uint32_t i)
 	return BELLOWS_EINVAL;
 }
 
+/* The run identity the agent sends: cfg->run_id, else the launcher's
+ * (BELLOWS_RUN_ID, then TORCHELASTIC_RUN_ID), else "". *ret_from names
+ * where it came from, for messages. Borrowed from cfg or the
+ * environment. */
+static const char *
+agent_run_id(const bellows_agent_config *cfg, const char **ret_from)
+{
+	static const char *const vars[] = { "BELLOWS_RUN_ID",
+		"TORCHELASTIC_RUN_ID" };
+	const char *v;
+
+	*ret_from = "run_id";
+	if (cfg->run_id != NULL)
+		return cfg->run_id;
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		if ((v = getenv(vars[i])) != NULL && v[0] != '\0') {
+			*ret_from = vars[i];
+			return v;
+		}
+	}
+	return "";
+}
+
 static int
 agent_validate(const bellows_agent_config *cfg)
 {
@@ -227,6 +250,21 @@ agent_validate(const bellows_agent_config *cfg)
 		problem = "momentum_beta is not within [0, 1)";
 	else if (cfg->stats_threads > KERN_MAX_THREADS)
 		problem = "stats_threads is larger than 64";
+	else if (cfg->resume && cfg->start_step == 0 && cfg->start_window == 0)
+		problem = "resume is set but start_step and start_window are "
+			  "0 (resume continues a run from a checkpoint)";
+	if (problem == NULL) {
+		const char *from, *id = agent_run_id(cfg, &from);
+
+		if (id[0] != '\0' &&
+		    (job_problem = agent_name_problem(id)) != NULL) {
+			agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+			    BELLOWS_LOG_ERROR,
+			    "bellows_agent_open: the run identity (%s) %s",
+			    from, job_problem);
+			return BELLOWS_EINVAL;
+		}
+	}
 	if (problem != NULL) {
 		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
 		    BELLOWS_LOG_ERROR, "bellows_agent_open: %s", problem);
@@ -266,6 +304,7 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 	bellows_agent *a;
 	agent_io_config io_cfg;
 	kern_config kcfg;
+	const char *run_from;
 	int rc;
 
 	if (cfg == NULL || ret_agent == NULL)
@@ -317,6 +356,8 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 	io_cfg.n_layers = cfg->n_layers;
 	io_cfg.start_step = cfg->start_step;
 	io_cfg.start_window = cfg->start_window;
+	io_cfg.run_id = agent_run_id(cfg, &run_from);
+	io_cfg.resume = cfg->resume != 0;
 	io_cfg.heartbeat_ms = cfg->heartbeat_ms;
 	io_cfg.queue_capacity = cfg->queue_capacity;
 	io_cfg.log = cfg->log;

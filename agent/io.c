@@ -77,6 +77,9 @@ struct agent_io {
 	char *control;             /* ROUTER endpoint */
 	char *publish;             /* PUB endpoint */
 	char *job;                 /* job name */
+	char *run_id;              /* launch identity sent in Hello */
+	bool resume;               /* Hello asks to continue the recorded
+				    * run, until the first Welcome */
 	char *topic;               /* "d:<job>" and its NUL */
 	size_t topic_len;          /* bytes in topic, NUL included */
 	uint32_t rank;             /* this rank */
@@ -272,6 +275,10 @@ io_send_hello(agent_io *io)
 	h->layers = io->layers;
 	h->agent_version = io_version;
 	h->incarnation = io->incarnation;
+	h->run_id = io->run_id;
+	/* Only until a daemon took the resume: later Hellos (a reconnect,
+	 * a restarted daemon) rejoin the run it continued. */
+	h->resume = io->resume && io->welcomes == 0;
 	/* The lock keeps the trainer from swapping in_force mid-encoding. */
 	io_lock(io);
 	h->step = io->next_step;
@@ -947,6 +954,7 @@ agent_io_open(const agent_io_config *cfg, agent_io **ret_io)
 	io->step = cfg->start_step;
 	io->next_step = cfg->start_step;
 	io->windows = cfg->start_window;
+	io->resume = cfg->resume;
 	io->incarnation = io_random64();
 	com_limits_default(&io->limits);
 
@@ -955,6 +963,8 @@ agent_io_open(const agent_io_config *cfg, agent_io **ret_io)
 	if ((io->control = strdup(cfg->control)) == NULL ||
 	    (io->publish = strdup(cfg->publish)) == NULL ||
 	    (io->job = strdup(cfg->job)) == NULL ||
+	    (io->run_id = strdup(cfg->run_id != NULL ? cfg->run_id : "")) ==
+		NULL ||
 	    (io->topic = malloc(io->topic_len)) == NULL)
 		goto fail;
 	memcpy(io->topic, "d:", 2);
@@ -1046,6 +1056,7 @@ agent_io_close(agent_io **iop)
 	free(io->layers);
 	free(io->topic);
 	free(io->job);
+	free(io->run_id);
 	free(io->publish);
 	free(io->control);
 	free(io);

@@ -20,6 +20,8 @@
 
 #include <bellows/agent.h>
 
+#include <stdbool.h>
+
 #include "msg.h"
 
 typedef struct agent_io agent_io;
@@ -34,6 +36,9 @@ typedef struct agent_io_config {
 	uint32_t n_layers;           /* entries in layers */
 	uint64_t start_step;         /* first step the trainer runs */
 	uint64_t start_window;       /* index of its first window */
+	const char *run_id;          /* launch identity, "" = none */
+	bool resume;                 /* continue the recorded run at
+				      * start_step / start_window */
 	uint32_t heartbeat_ms;       /* heartbeat period until welcomed */
 	uint32_t queue_capacity;     /* reports held before dropping */
 	bellows_log_fn *log;         /* log sink, may be NULL */

@@ -180,8 +180,8 @@ run_mode(const bench_opts *o, uint32_t batch_rows, uint32_t windows, bool acks,
 	}
 	ctl_store_set_durable_fn(s, on_durable, seen);
 	t0 = com_clock_ns();
-	run = ctl_store_run_begin(s, "bench", o->ranks, table, o->layers, &cfg,
-	    1, com_clock_wall_ms());
+	run = ctl_store_run_begin(s, "bench", "", o->ranks, table, o->layers,
+	    &cfg, 1, com_clock_wall_ms());
 	rows += 1 + o->layers + 1;
 	for (uint32_t w = 0; w < windows; w++) {
 		com_decision *now = &d[w % 2], *prev = &d[(w + 1) % 2];

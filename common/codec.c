@@ -226,6 +226,8 @@ codec_out_hello(codec_out *o, const com_hello *h)
 	ph->step = h->step;
 	ph->incarnation = h->incarnation;
 	ph->last_window = h->last_window;
+	ph->run_id = codec_out_str(h->run_id);
+	ph->resume = h->resume;
 	/* A decision that packs to nothing stays off the wire and so decodes
 	 * as the zeroed struct it was. */
 	if (protobuf_c_message_get_packed_size(&o->in_force.base) > 0)
@@ -1058,7 +1060,8 @@ codec_in_hello(const Bellows__Hello *ph, const com_limits *lim, com_hello *h)
 		return BELLOWS_EPROTO;
 	if ((rc = codec_in_name(ph->job, lim, false, &h->job)) != 0 ||
 	    (rc = codec_in_text(ph->agent_version, lim->max_text_len,
-		 &h->agent_version)) != 0)
+		 &h->agent_version)) != 0 ||
+	    (rc = codec_in_name(ph->run_id, lim, true, &h->run_id)) != 0)
 		return rc;
 	if (ph->n_layers > 0) {
 		h->layers = codec_calloc(ph->n_layers, sizeof(*h->layers));
@@ -1086,6 +1089,7 @@ codec_in_hello(const Bellows__Hello *ph, const com_limits *lim, com_hello *h)
 	h->step = ph->step;
 	h->incarnation = ph->incarnation;
 	h->last_window = ph->last_window;
+	h->resume = ph->resume;
 	return 0;
 }
 

@@ -171,6 +171,7 @@ msg_hello_fini(com_hello *h)
 	free(h->layers);
 	free(h->job);
 	free(h->agent_version);
+	free(h->run_id);
 	com_decision_fini(&h->in_force);
 }
 

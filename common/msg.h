@@ -17,7 +17,7 @@
 
 /* Values go on the wire inside the Envelope: never change, only append. */
 #define BELLOWS_PROTO_MAJOR 1
-#define BELLOWS_PROTO_MINOR 1
+#define BELLOWS_PROTO_MINOR 2
 
 #define COM_MAX_NDIM 8 /* most dimensions a layer shape may have */
 
@@ -78,6 +78,9 @@ typedef struct com_hello {
 	uint64_t incarnation;   /* random per agent process */
 	com_decision in_force;  /* state applied now; seq 0 = none */
 	uint64_t last_window;   /* last window reported +1; 0 = none */
+	char *run_id;           /* launch identity, "" = unknown */
+	bool resume;            /* restarts from a checkpoint: continue the
+				 * recorded run at step / last_window */
 } com_hello;
 
 typedef struct com_welcome {

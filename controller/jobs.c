@@ -6,7 +6,13 @@
  *   force at step s" is the last entry with apply_step <= s;
  * - windows close in index order; next_window is the lowest index not yet
  *   closed, and reports for lower indices are stale;
- * - a rank is held by one routing id and one incarnation at a time.
+ * - a rank is held by one routing id and one incarnation at a time;
+ * - a job holds one run (one launch, run_key) at a time: a Hello of
+ *   another launch is refused while a rank of the run is alive, and
+ *   then replaces the run (a new one, or the recorded one resumed);
+ * - a resume rewinds the job to the window it resumes at: the log is
+ *   emptied and refilled with the decisions in force there, so apply
+ *   steps again never decrease from there on.
  */
 #include "jobs.h"
 
@@ -31,6 +37,7 @@
 #define JOBS_TELEMETRY_METRICS 4096 /* metrics one Telemetry carries */
 #define JOBS_OPEN              8    /* windows aggregated at once per job */
 #define JOBS_WELCOME_MAX       64 /* decisions sent in a welcome or snapshot */
+#define JOBS_KEY_SHOWN         64 /* bytes of a launch identity in events */
 #define JOBS_FRESH_MS                                                          \
 	1000 /* a rank welcomed this recently also gets                        \
 	      * decisions sent directly */
@@ -56,35 +63,40 @@ typedef struct job_rank {
 } job_rank;
 
 typedef struct job {
-	char *name;                   /* job name */
-	uint32_t world;               /* ranks */
-	uint32_t n_layers;            /* entries in layers */
-	com_layer_info *layers;       /* the layer table */
-	job_rank *ranks;              /* world entries */
-	uint32_t alive;               /* ranks alive */
-	uint64_t next_window;         /* lowest window not closed */
-	ctl_window *open[JOBS_OPEN];  /* windows being aggregated */
-	com_decision log[JOBS_LOG];   /* ring of recent decisions */
-	uint64_t ticket[JOBS_LOG];    /* store ticket of each log entry */
-	uint64_t closed_ns[JOBS_LOG]; /* when the window each entry answers
-				       * closed (monotonic), 0: not a
-				       * window's decision */
-	uint32_t log_head;            /* index of the oldest entry */
-	uint32_t log_n;               /* entries used */
-	uint64_t last_seq;            /* seq of the newest decision */
-	uint64_t published_seq;       /* seq of the newest one published */
-	int64_t run_id;               /* its run in the store, 0 = none */
-	bool ended;                   /* run ended: every rank said Bye */
-	bool recovering;              /* rebuilt from the store and no window
-				       * closed since: ranks resume the
-				       * windows it expects */
-	uint64_t max_step;            /* highest step heard from a rank */
-	uint64_t idle_since_ms;       /* when the last rank went away */
-	uint64_t windows_incomplete;  /* closed with ranks missing */
-	uint64_t reports;             /* reports accepted by this daemon */
-	uint64_t max_first_window;    /* highest first_window of a rank */
-	ctl_policy_set *policies;     /* instances deciding for the job */
-	char policy_names[256];       /* their names, for STATUS */
+	char *name;                       /* job name */
+	char *run_key;                    /* launch identity of its run, "" =
+					   * unknown (an older agent) */
+	char refused_key[JOBS_KEY_SHOWN]; /* the launch last refused while the
+					   * run was alive: one event per
+					   * launch, not per retried Hello */
+	uint32_t world;                   /* ranks */
+	uint32_t n_layers;                /* entries in layers */
+	com_layer_info *layers;           /* the layer table */
+	job_rank *ranks;                  /* world entries */
+	uint32_t alive;                   /* ranks alive */
+	uint64_t next_window;             /* lowest window not closed */
+	ctl_window *open[JOBS_OPEN];      /* windows being aggregated */
+	com_decision log[JOBS_LOG];       /* ring of recent decisions */
+	uint64_t ticket[JOBS_LOG];        /* store ticket of each log entry */
+	uint64_t closed_ns[JOBS_LOG];     /* when the window each entry answers
+					   * closed (monotonic), 0: not a
+					   * window's decision */
+	uint32_t log_head;                /* index of the oldest entry */
+	uint32_t log_n;                   /* entries used */
+	uint64_t last_seq;                /* seq of the newest decision */
+	uint64_t published_seq;           /* seq of the newest one published */
+	int64_t run_id;                   /* its run in the store, 0 = none */
+	bool ended;                       /* run ended: every rank said Bye */
+	bool recovering;             /* rebuilt from the store and no window
+				      * closed since: ranks resume the
+				      * windows it expects */
+	uint64_t max_step;           /* highest step heard from a rank */
+	uint64_t idle_since_ms;      /* when the last rank went away */
+	uint64_t windows_incomplete; /* closed with ranks missing */
+	uint64_t reports;            /* reports accepted by this daemon */
+	uint64_t max_first_window;   /* highest first_window of a rank */
+	ctl_policy_set *policies;    /* instances deciding for the job */
+	char policy_names[256];      /* their names, for STATUS */
 } job;
 
 struct ctl_jobs {
@@ -120,6 +132,13 @@ jobs_why(char *why, size_t len, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, len, fmt, ap);
 	va_end(ap);
+}
+
+/* The Hello's launch identity, "" when it has none. */
+static const char *
+hello_run_id(const com_hello *h)
+{
+	return h->run_id != NULL ? h->run_id : "";
 }
 
 static int
@@ -381,6 +400,7 @@ job_destroy(job **jp)
 	free(j->layers);
 	free(j->ranks);
 	free(j->name);
+	free(j->run_key);
 	free(j);
 	*jp = NULL;
 }
@@ -610,11 +630,13 @@ job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
 	if (j == NULL)
 		return BELLOWS_ENOMEM;
 	j->name = com_strdup(name);
+	j->run_key = com_strdup("");
 	j->world = world;
 	j->n_layers = n_layers;
 	j->layers = calloc(n_layers ? n_layers : 1, sizeof(*j->layers));
 	j->ranks = calloc(world ? world : 1, sizeof(*j->ranks));
-	if (j->name == NULL || j->layers == NULL || j->ranks == NULL)
+	if (j->name == NULL || j->run_key == NULL || j->layers == NULL ||
+	    j->ranks == NULL)
 		goto fail;
 	for (uint32_t l = 0; l < n_layers; l++) {
 		j->layers[l] = layers[l];
@@ -649,6 +671,9 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 		 &j)) != 0)
 		return r;
 	r = BELLOWS_ENOMEM;
+	free(j->run_key);
+	if ((j->run_key = com_strdup(hello_run_id(h))) == NULL)
+		goto fail;
 	j->next_window = h->last_window;
 	if (com_decision_init(&state, h->job, h->n_layers) != 0)
 		goto fail;
@@ -669,9 +694,9 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 	}
 	jobs->jobs[jobs->n_jobs++] = j;
 	adopt = h->in_force.seq > 0 && h->in_force.n_layers == h->n_layers;
-	j->run_id = ctl_store_run_begin(jobs->store, j->name, j->world,
-	    j->layers, j->n_layers, jobs->cfg, adopt ? h->in_force.seq : 1,
-	    com_clock_wall_ms());
+	j->run_id = ctl_store_run_begin(jobs->store, j->name, j->run_key,
+	    j->world, j->layers, j->n_layers, jobs->cfg,
+	    adopt ? h->in_force.seq : 1, com_clock_wall_ms());
 	if (adopt) {
 		/* A restarted daemon adopts what the ranks apply, so training
 		 * goes on unchanged and the sequence continues. */
@@ -828,12 +853,64 @@ rank_lost(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t now_ms,
 	job_tell_policies(jobs, j, BELLOWS_EVENT_RANK_LOST, rank);
 }
 
+static int job_take_over(ctl_jobs *jobs, job **jp, const com_hello *h,
+    uint64_t now_ms, char *why, size_t why_len);
+static int jobs_refuse_launch(ctl_jobs *jobs, job *j, const com_hello *h,
+    com_msg *reply, char *why, size_t why_len);
+static int job_resume(ctl_jobs *jobs, job **jp, const com_hello *h,
+    uint64_t now_ms, char *why, size_t why_len);
+
+/* What a Hello is to the run its job holds. */
+typedef enum job_launch {
+	JOB_LAUNCH_SAME, /* a rank of the run: joins or rejoins it */
+	JOB_LAUNCH_NEW,  /* another launch, and the run's ranks are gone:
+			  * it takes the job over */
+	JOB_LAUNCH_BUSY, /* another launch while ranks of the run live */
+} job_launch;
+
+/* Ranks alive that said Hello to this daemon (not merely expected back
+ * after a restart). */
+static uint32_t
+job_joined_alive(const job *j)
+{
+	uint32_t n = 0;
+
+	for (uint32_t r = 0; r < j->world; r++)
+		n += j->ranks[r].alive && j->ranks[r].joined;
+	return n;
+}
+
+/* Tells a Hello of job j apart (docs/protocol.md, "Runs"). Two launch
+ * identities that differ are two launches; the new one waits until no
+ * rank of the run is alive, those expected back after a restart of the
+ * daemon included (rank_timeout_ms bounds the wait). Without two
+ * identities to compare (an older agent, or a launcher that reuses
+ * one), a process starting afresh (it applies no decision yet) behind
+ * the job, when no rank of the run is there, is a new launch too; with
+ * ranks there it is one of them joining late or restarted alone. */
+static job_launch
+job_launch_of(const job *j, const com_hello *h)
+{
+	const char *id = hello_run_id(h);
+
+	if (id[0] != '\0' && j->run_key[0] != '\0' &&
+	    strcmp(id, j->run_key) != 0)
+		return j->alive > 0 ? JOB_LAUNCH_BUSY : JOB_LAUNCH_NEW;
+	if (h->in_force.seq == 0 && h->last_window < j->next_window &&
+	    job_joined_alive(j) == 0)
+		return JOB_LAUNCH_NEW;
+	return JOB_LAUNCH_SAME;
+}
+
 int
 ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
     const com_hello *h, uint64_t now_ms, com_msg *reply, char *why,
     size_t why_len)
 {
 	const ctl_config *cfg = jobs->cfg;
+	char previous_key[JOBS_KEY_SHOWN] = "";
+	int64_t previous = 0;
+	bool replaced = false;
 	job *j;
 	job_rank *rk;
 	bool resume;
@@ -870,10 +947,44 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		}
 	}
 	j = jobs_find(jobs, h->job);
+	if (j != NULL) {
+		switch (job_launch_of(j, h)) {
+		case JOB_LAUNCH_BUSY:
+			return jobs_refuse_launch(jobs, j, h, reply, why,
+			    why_len);
+		case JOB_LAUNCH_NEW:
+			snprintf(previous_key, sizeof(previous_key), "%s",
+			    j->run_key);
+			previous = j->run_id;
+			r = job_take_over(jobs, &j, h, now_ms, why, why_len);
+			if (r != 0)
+				return jobs_error_reply(reply, r, why);
+			replaced = j == NULL;
+			break;
+		case JOB_LAUNCH_SAME:
+			break;
+		}
+	} else if (h->resume && h->last_window > 0) {
+		/* A job this daemon forgot (or never ran): its recorded
+		 * run, if the history has one, continues. */
+		if ((r = job_resume(jobs, &j, h, now_ms, why, why_len)) != 0)
+			return jobs_error_reply(reply, r, why);
+	}
 	if (j == NULL) {
 		r = jobs_create(jobs, h, &j, why, why_len);
 		if (r != 0)
 			return jobs_error_reply(reply, r, why);
+		if (replaced) {
+			ctl_log(CTL_LOG_INFO, "jobs",
+			    "job '%s': launch '%s' started run %" PRId64
+			    " after run %" PRId64,
+			    j->name, j->run_key, j->run_id, previous);
+			ctl_events_add(jobs->events, CTL_EVENT_RUN_STARTED,
+			    j->name,
+			    "launch '%s' started a new run at step %" PRIu64
+			    " after launch '%s' (run %" PRId64 ")",
+			    j->run_key, h->step, previous_key, previous);
+		}
 	} else if (j->world != h->world || !jobs_same_table(j, h)) {
 		jobs_why(why, why_len,
 		    "hello for job '%s' rank %u does not match the job "
@@ -1451,7 +1562,79 @@ typedef struct jobs_recovery {
 	ctl_jobs *jobs;     /* the table being rebuilt */
 	uint64_t now_ms;    /* monotonic time of the rebuild */
 	uint32_t recovered; /* jobs rebuilt */
+	bool resuming;      /* one run read back for a resume: it is left
+			     * out of the table, in `loaded` */
+	job *loaded;        /* that run's job, NULL until read */
+	uint64_t replayed;  /* its windows replayed into the policies */
 } jobs_recovery;
+
+/* Builds a job from a run the store holds, outside the table: its
+ * layer table, decision log, position and launch, the ranks that were
+ * there expected back, and fresh policies (the caller replays the
+ * windows into them). Returns 0 or BELLOWS_ENOMEM. */
+static int
+job_from_run(ctl_jobs *jobs, const ctl_store_run *run, uint64_t now_ms,
+    job **ret)
+{
+	const ctl_job_conf *jc = ctl_config_match(jobs->cfg, run->job);
+	char reason[BELLOWS_REASON_MAX];
+	com_decision blank = { 0 };
+	job *j;
+	int r;
+
+	if (job_alloc(jobs, run->job, run->world, run->layers, run->n_layers,
+		&j) != 0)
+		return BELLOWS_ENOMEM;
+	/* Every recorded decision was committed, so it may have been
+	 * published: none is published again. */
+	j->published_seq = run->decisions[run->n_decisions - 1].seq;
+	for (uint32_t i = 0; i < run->n_decisions; i++) {
+		com_decision d;
+
+		if (com_decision_copy(&d, &run->decisions[i]) != 0)
+			goto oom;
+		job_log_push(jobs, j, &d, 0, 0);
+	}
+	free(j->run_key);
+	if ((j->run_key = com_strdup(run->run_key)) == NULL)
+		goto oom;
+	/* Seqs go on after every decision the run had, also those not
+	 * read (superseded by a resume, or older than the log). */
+	if (run->last_seq > j->last_seq)
+		j->last_seq = run->last_seq;
+	j->next_window = run->next_window;
+	j->max_step = run->max_step;
+	j->run_id = run->id;
+	j->recovering = true;
+	for (uint32_t k = 0; k < run->world; k++) {
+		if (!run->alive[k])
+			continue;
+		j->ranks[k].alive = true;
+		j->ranks[k].last_seen_ms = now_ms;
+		j->ranks[k].first_window = run->next_window;
+		j->alive++;
+	}
+	if (j->alive == 0)
+		j->idle_since_ms = now_ms;
+	if (jc != NULL) {
+		if (com_decision_init(&blank, j->name, j->n_layers) != 0)
+			goto oom;
+		r = ctl_policy_set_new(jc, j->name, j->world, j->layers,
+		    j->n_layers, &blank, reason, sizeof(reason), &j->policies);
+		com_decision_fini(&blank);
+		if (r != 0)
+			ctl_log(CTL_LOG_WARN, "jobs",
+			    "job '%s' is read back without policies: %s",
+			    j->name, reason);
+	}
+	ctl_policy_set_names(j->policies, j->policy_names,
+	    sizeof(j->policy_names));
+	*ret = j;
+	return 0;
+oom:
+	job_destroy(&j);
+	return BELLOWS_ENOMEM;
+}
 
 /* ctl_store_recover_ops.run: a live run becomes a job with no rank
  * joined, its ranks that were there expected back. */
@@ -1461,12 +1644,16 @@ jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	jobs_recovery *rec = arg;
 	ctl_jobs *jobs = rec->jobs;
 	const ctl_config *cfg = jobs->cfg;
-	const ctl_job_conf *jc = ctl_config_match(cfg, run->job);
-	char reason[BELLOWS_REASON_MAX];
-	com_decision blank = { 0 };
 	job *j;
-	int r;
 
+	if (rec->resuming) {
+		/* The job it continues may still be in the table. */
+		if (job_from_run(jobs, run, rec->now_ms, &j) != 0)
+			return BELLOWS_ENOMEM;
+		rec->loaded = j;
+		*ret_ctx = j;
+		return 0;
+	}
 	if (jobs_find(jobs, run->job) != NULL) {
 		/* Runs come newest first: an older live run of the same job
 		 * was left behind by a daemon that could not read the file. */
@@ -1485,52 +1672,11 @@ jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 		    run->job, run->id);
 		return BELLOWS_ELIMIT;
 	}
-	if (job_alloc(jobs, run->job, run->world, run->layers, run->n_layers,
-		&j) != 0)
+	if (job_from_run(jobs, run, rec->now_ms, &j) != 0)
 		return BELLOWS_ENOMEM;
-	/* Every recorded decision was committed, so it may have been
-	 * published: none is published again. */
-	j->published_seq = run->decisions[run->n_decisions - 1].seq;
-	for (uint32_t i = 0; i < run->n_decisions; i++) {
-		com_decision d;
-
-		if (com_decision_copy(&d, &run->decisions[i]) != 0)
-			goto oom;
-		job_log_push(jobs, j, &d, 0, 0);
-	}
-	j->next_window = run->next_window;
-	j->max_step = run->max_step;
-	j->run_id = run->id;
-	j->recovering = true;
-	for (uint32_t k = 0; k < run->world; k++) {
-		if (!run->alive[k])
-			continue;
-		j->ranks[k].alive = true;
-		j->ranks[k].last_seen_ms = rec->now_ms;
-		j->ranks[k].first_window = run->next_window;
-		j->alive++;
-	}
-	if (j->alive == 0)
-		j->idle_since_ms = rec->now_ms;
-	if (jc != NULL) {
-		if (com_decision_init(&blank, j->name, j->n_layers) != 0)
-			goto oom;
-		r = ctl_policy_set_new(jc, j->name, j->world, j->layers,
-		    j->n_layers, &blank, reason, sizeof(reason), &j->policies);
-		com_decision_fini(&blank);
-		if (r != 0)
-			ctl_log(CTL_LOG_WARN, "jobs",
-			    "job '%s' is recovered without policies: %s",
-			    j->name, reason);
-	}
-	ctl_policy_set_names(j->policies, j->policy_names,
-	    sizeof(j->policy_names));
 	jobs->jobs[jobs->n_jobs++] = j;
 	*ret_ctx = j;
 	return 0;
-oom:
-	job_destroy(&j);
-	return BELLOWS_ENOMEM;
 }
 
 /* ctl_store_recover_ops.window: the policies see a recorded window again,
@@ -1561,6 +1707,10 @@ jobs_recover_end(void *arg, void *ctx, uint64_t n_windows)
 	job *j = ctx;
 
 	rec->recovered++;
+	if (rec->resuming) {
+		rec->replayed = n_windows;
+		return;
+	}
 	ctl_store_run_recovered(rec->jobs->store, j->run_id);
 	ctl_log(CTL_LOG_INFO, "jobs",
 	    "job '%s' recovered from the database: run %" PRId64
@@ -1586,4 +1736,261 @@ ctl_jobs_recover(ctl_jobs *jobs, uint64_t now_ms)
 
 	ctl_store_recover(jobs->store, JOBS_LOG, &ops, &rec);
 	return rec.recovered;
+}
+
+/* ---- runs: new launches and resumes ------------------------------------ */
+
+static int
+jobs_refuse_launch(ctl_jobs *jobs, job *j, const com_hello *h, com_msg *reply,
+    char *why, size_t why_len)
+{
+	jobs_why(why, why_len,
+	    "job '%s' is still running as launch '%s' (run %" PRId64
+	    ", %u of %u ranks alive): launch '%s' is admitted once they have "
+	    "left or been silent for rank_timeout_ms (%u ms)",
+	    j->name, j->run_key, j->run_id, j->alive, j->world, hello_run_id(h),
+	    jobs->cfg->rank_timeout_ms);
+	/* Its ranks retry every second: one line and event per launch. */
+	if (strncmp(j->refused_key, hello_run_id(h),
+		sizeof(j->refused_key) - 1) != 0) {
+		snprintf(j->refused_key, sizeof(j->refused_key), "%s",
+		    hello_run_id(h));
+		ctl_log(CTL_LOG_WARN, "jobs", "%s", why);
+		ctl_events_add(jobs->events, CTL_EVENT_RUN_REFUSED, j->name,
+		    "launch '%s' refused: launch '%s' (run %" PRId64
+		    ") still has %u of %u ranks alive",
+		    hello_run_id(h), j->run_key, j->run_id, j->alive, j->world);
+	}
+	return jobs_error_reply(reply, BELLOWS_EBUSY, why);
+}
+
+/* Removes job j from the table and destroys it. */
+static void
+jobs_drop(ctl_jobs *jobs, job *j)
+{
+	for (uint32_t i = 0; i < jobs->n_jobs; i++) {
+		if (jobs->jobs[i] == j) {
+			jobs_remove(jobs, i);
+			return;
+		}
+	}
+}
+
+/* A new launch takes job *jp over, its run's ranks gone: with resume
+ * set it continues the recorded run (job_resume); otherwise the run
+ * ends and *jp becomes NULL, for the caller to start the new run.
+ * Returns 0 or the error to answer the Hello with (why filled). */
+static int
+job_take_over(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
+    char *why, size_t why_len)
+{
+	job *j = *jp;
+
+	if (h->resume)
+		return job_resume(jobs, jp, h, now_ms, why, why_len);
+	if (!j->ended)
+		ctl_store_run_end(jobs->store, j->run_id, com_clock_wall_ms());
+	ctl_log(CTL_LOG_INFO, "jobs",
+	    "job '%s': run %" PRId64 " (launch '%s', window %" PRIu64
+	    ") %s; launch '%s' starts a new run at step %" PRIu64,
+	    j->name, j->run_id, j->run_key, j->next_window,
+	    j->ended ? "ended" : "has no rank left", hello_run_id(h), h->step);
+	jobs_drop(jobs, j);
+	*jp = NULL;
+	return 0;
+}
+
+/* Without a history to read back (no store, or it cannot be read):
+ * forgets the decisions answering windows >= w, and restarts the
+ * policies, whose state learned from those windows cannot be taken
+ * back. */
+static void
+job_rewind_in_memory(ctl_jobs *jobs, job *j, uint64_t w)
+{
+	const ctl_job_conf *jc = ctl_config_match(jobs->cfg, j->name);
+	char reason[BELLOWS_REASON_MAX];
+	ctl_policy_set *fresh = NULL;
+	com_decision state;
+	int r;
+
+	while (j->log_n > 1 && job_log_at(j, j->log_n - 1)->window > w) {
+		com_decision_fini(job_log_at(j, j->log_n - 1));
+		j->log_n--;
+	}
+	if (jc == NULL || job_last(j) == NULL ||
+	    com_decision_copy(&state, job_last(j)) != 0)
+		return;
+	/* What the fresh policies would start from is not issued: the
+	 * decisions in force at the resume are. */
+	r = ctl_policy_set_new(jc, j->name, j->world, j->layers, j->n_layers,
+	    &state, reason, sizeof(reason), &fresh);
+	com_decision_fini(&state);
+	if (r != 0) {
+		ctl_log(CTL_LOG_WARN, "jobs",
+		    "job '%s': its policies cannot restart for the resume "
+		    "(%s); the old ones go on",
+		    j->name, reason);
+		return;
+	}
+	ctl_policy_set_destroy(&j->policies);
+	j->policies = fresh;
+	ctl_log(CTL_LOG_WARN, "jobs",
+	    "job '%s' resumes at window %" PRIu64
+	    " without a history to read back: its policies start afresh",
+	    j->name, w);
+}
+
+/* Job j continues at the Hello's window and step as launch h->run_id:
+ * no rank is there yet, the windows from there on are superseded, and
+ * the decisions in force there are issued again under new seqs (the
+ * log restarts with them, so apply steps never go back). */
+static void
+job_resumed(ctl_jobs *jobs, job *j, const com_hello *h, uint64_t now_ms,
+    uint64_t replayed)
+{
+	uint64_t w = h->last_window, from = j->next_window;
+	com_decision *again = NULL;
+	uint32_t n = 0, start;
+	char *key = com_strdup(hello_run_id(h));
+	int at;
+
+	for (uint32_t i = 0; i < JOBS_OPEN; i++)
+		ctl_window_destroy(&j->open[i]);
+	memset(j->ranks, 0, j->world * sizeof(*j->ranks));
+	j->alive = 0;
+	j->idle_since_ms = now_ms;
+	j->max_first_window = 0;
+	j->next_window = w;
+	j->max_step = h->step;
+	j->recovering = false;
+	j->ended = false;
+	j->refused_key[0] = '\0';
+	if (key != NULL) {
+		free(j->run_key);
+		j->run_key = key;
+	}
+	ctl_store_run_resumed(jobs->store, j->run_id, w, j->run_key);
+	/* The decisions from the one in force at the resume step on. */
+	at = job_log_in_force(j, h->step);
+	start = at < 0 ? 0 : (uint32_t)at;
+	if (j->log_n > start &&
+	    (again = calloc(j->log_n - start, sizeof(*again))) != NULL) {
+		for (uint32_t i = start; i < j->log_n; i++) {
+			if (com_decision_copy(&again[n], job_log_at(j, i)) == 0)
+				n++;
+		}
+	}
+	for (uint32_t i = 0; i < j->log_n; i++)
+		com_decision_fini(job_log_at(j, i));
+	j->log_n = 0;
+	j->log_head = 0;
+	if (n == 0 && (again = calloc(1, sizeof(*again))) != NULL &&
+	    com_decision_init(&again[0], j->name, j->n_layers) == 0)
+		n = 1;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t apply = again[i].apply_step > h->step
+		    ? again[i].apply_step
+		    : h->step;
+
+		free(again[i].reason);
+		again[i].reason = com_strdup("resumed from a checkpoint");
+		job_decide(jobs, j, &again[i], apply, again[i].window,
+		    CTL_STORE_RESUMED, 0);
+		com_decision_fini(&again[i]);
+	}
+	free(again);
+	ctl_log(CTL_LOG_INFO, "jobs",
+	    "job '%s': launch '%s' resumes run %" PRId64 " at window %" PRIu64
+	    ", step %" PRIu64 " (%" PRIu64 " windows replayed into policies "
+	    "'%s'; windows %" PRIu64 " on superseded), decision %" PRIu64,
+	    j->name, j->run_key, j->run_id, w, h->step, replayed,
+	    j->policy_names, w, j->last_seq);
+	ctl_events_add(jobs->events, CTL_EVENT_RUN_RESUMED, j->name,
+	    "launch '%s' resumed run %" PRId64 " at window %" PRIu64
+	    ", step %" PRIu64 " (it was at window %" PRIu64 ")",
+	    j->run_key, j->run_id, w, h->step, from);
+}
+
+static void jobs_recover_window(void *arg, void *ctx, bellows_window *w,
+    const com_decision *in_force);
+static void jobs_recover_end(void *arg, void *ctx, uint64_t n_windows);
+static int jobs_recover_run(void *arg, const ctl_store_run *run,
+    void **ret_ctx);
+
+/* A launch resumes job *jp (NULL: one not in the table) at window
+ * h->last_window, step h->step: the run is read back from the history
+ * up to there (the policies replay its windows), replaces *jp in the
+ * table, and job_resumed sets it going. Without a history the job
+ * rewinds in memory; with no job and no recorded run *jp stays NULL and
+ * the caller starts a new run at that window. Returns 0,
+ * BELLOWS_EMISMATCH when the run's layer table differs from the
+ * Hello's, BELLOWS_EBUSY while the history still writes what the
+ * resume must read (the rank retries), BELLOWS_ELIMIT when the table is
+ * full. */
+static int
+job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
+    char *why, size_t why_len)
+{
+	static const ctl_store_recover_ops ops = {
+		.run = jobs_recover_run,
+		.window = jobs_recover_window,
+		.end = jobs_recover_end,
+	};
+	jobs_recovery rec = {
+		.jobs = jobs,
+		.now_ms = now_ms,
+		.resuming = true,
+	};
+	job *old = *jp, *j;
+	int r;
+
+	if (old != NULL &&
+	    (old->world != h->world || !jobs_same_table(old, h))) {
+		jobs_why(why, why_len,
+		    "resume of job '%s' run %" PRId64
+		    " with another world or layer table than the run's "
+		    "(world %u, %u layers)",
+		    h->job, old->run_id, old->world, old->n_layers);
+		return BELLOWS_EMISMATCH;
+	}
+	if (!ctl_store_settled(jobs->store)) {
+		jobs_why(why, why_len,
+		    "job '%s': the history is still being written; the resume "
+		    "is taken once it is",
+		    h->job);
+		return BELLOWS_EBUSY;
+	}
+	if (old == NULL && jobs->n_jobs >= jobs->cfg->max_jobs) {
+		jobs_why(why, why_len, "job table full (%u jobs)",
+		    jobs->cfg->max_jobs);
+		return BELLOWS_ELIMIT;
+	}
+	r = ctl_store_load_run(jobs->store, old != NULL ? old->run_id : 0,
+	    h->job, h->last_window, JOBS_LOG, &ops, &rec);
+	j = rec.loaded;
+	if (r != 0 || j == NULL) {
+		job_destroy(&j);
+		if (old == NULL)
+			return 0;
+		j = old;
+		job_rewind_in_memory(jobs, j, h->last_window);
+	} else if (j->world != h->world || !jobs_same_table(j, h)) {
+		jobs_why(why, why_len,
+		    "resume of job '%s' run %" PRId64
+		    " with another world or layer table than the run's "
+		    "(world %u, %u layers)",
+		    h->job, j->run_id, j->world, j->n_layers);
+		job_destroy(&j);
+		return BELLOWS_EMISMATCH;
+	} else {
+		/* Seqs go on after every decision the run ever had. */
+		if (old != NULL && old->last_seq > j->last_seq)
+			j->last_seq = old->last_seq;
+		if (old != NULL)
+			jobs_drop(jobs, old);
+		jobs->jobs[jobs->n_jobs++] = j;
+	}
+	job_resumed(jobs, j, h, now_ms, rec.replayed);
+	*jp = j;
+	return 0;
 }

@@ -74,6 +74,7 @@
 typedef struct store_run_row {
 	int64_t id;                    /* runs.id */
 	char *job;                     /* owned */
+	char *run_key;                 /* owned, launch identity */
 	uint32_t world;                /* ranks */
 	uint32_t n_layers;             /* layers */
 	uint64_t wall_ms;              /* started */
@@ -222,12 +223,16 @@ enum store_update_kind {
 	STORE_UPDATE_END = 1,       /* ended_wall_ms = wall_ms */
 	STORE_UPDATE_REOPEN = 2,    /* ended_wall_ms = NULL */
 	STORE_UPDATE_RECOVERED = 3, /* recoveries + 1 */
+	STORE_UPDATE_RESUMED = 4,   /* resumed at `window` by `run_key`:
+				     * later rows move to superseded_* */
 };
 
 typedef struct store_update_row {
 	int64_t run;      /* runs.id */
 	uint32_t kind;    /* store_update_kind */
 	uint64_t wall_ms; /* for END */
+	uint64_t window;  /* for RESUMED: first window superseded */
+	char *run_key;    /* for RESUMED: owned, the launch resuming */
 } store_update_row;
 
 #define STORE_VEC(T)                                                           \
@@ -338,7 +343,8 @@ static const char *const store_sql[ST_MAX] = {
 		    "first_seen_wall_ms) VALUES (?1, ?2, ?3, ?4)",
 	[ST_RUN] = "INSERT OR IGNORE INTO runs (id, job, world, n_layers, "
 		   "started_wall_ms, ended_wall_ms, instance, config_hash, "
-		   "first_seq) VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, ?7, ?8)",
+		   "first_seq, run_key) VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6, "
+		   "?7, ?8, ?9)",
 	[ST_LAYER] = "INSERT OR REPLACE INTO layers (run_id, idx, name, "
 		     "numel, ndim, shape) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_RANK] = "INSERT INTO rank_events (run_id, rank, wall_ms, kind, "
@@ -520,6 +526,14 @@ static const char store_schema_v1[] =
     " text TEXT NOT NULL,"
     " first_seen_wall_ms INTEGER NOT NULL);";
 
+/* The table superseded_T: T's columns after `resume`, no keys (a run
+ * resumed twice at one window holds two copies of its rows). */
+#define STORE_SUPERSEDED_TABLE(t)                                              \
+	"CREATE TABLE superseded_" t " AS SELECT 0 AS resume, * FROM " t       \
+	" WHERE 0;"                                                            \
+	"CREATE INDEX superseded_" t "_run ON superseded_" t                   \
+	" (run_id, resume);"
+
 /* Migrations: store_migrations[v - 1] takes version v to v + 1. */
 static const char *const store_migrations[] = {
 	/* 1 -> 2: how often a run was recovered; the age retention pass
@@ -587,6 +601,21 @@ static const char *const store_migrations[] = {
 	 * activation), max over ranks; 0 in rows written before. */
 	"ALTER TABLE window_info ADD COLUMN saved_bytes INTEGER NOT NULL "
 	"DEFAULT 0;",
+	/* 4 -> 5 (0.4): runs told apart. A run's launch identity and how
+	 * often it was resumed from a checkpoint; a resume at window W
+	 * moves the run's rows of windows >= W (decisions answering them,
+	 * their changes) to the superseded_* tables, same columns after
+	 * `resume` (the runs.resumes count that moved them), so that
+	 * every reader of the run sees one line of windows. A later
+	 * migration adding a column to a table adds it to its superseded_
+	 * twin too. */
+	"ALTER TABLE runs ADD COLUMN run_key TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE runs ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0;" STORE_SUPERSEDED_TABLE(
+	    "window_info") STORE_SUPERSEDED_TABLE("windows")
+	    STORE_SUPERSEDED_TABLE("timings") STORE_SUPERSEDED_TABLE(
+		"comm_samples") STORE_SUPERSEDED_TABLE("policy_metrics")
+		STORE_SUPERSEDED_TABLE("decisions")
+		    STORE_SUPERSEDED_TABLE("decision_changes"),
 };
 
 _Static_assert(sizeof(store_migrations) / sizeof(store_migrations[0]) ==
@@ -742,6 +771,8 @@ store_source_name(uint32_t source)
 		return "repair";
 	case CTL_STORE_ADOPTED:
 		return "adopted";
+	case CTL_STORE_RESUMED:
+		return "resumed";
 	default:
 		return "window";
 	}
@@ -771,8 +802,12 @@ store_batch_free(store_batch *b)
 		free(b->files.v[i].path);
 		free(b->files.v[i].text);
 	}
-	for (uint32_t i = 0; i < b->runs.n; i++)
+	for (uint32_t i = 0; i < b->runs.n; i++) {
 		free(b->runs.v[i].job);
+		free(b->runs.v[i].run_key);
+	}
+	for (uint32_t i = 0; i < b->updates.n; i++)
+		free(b->updates.v[i].run_key);
 	for (uint32_t i = 0; i < b->layers.n; i++)
 		free(b->layers.v[i].name);
 	for (uint32_t i = 0; i < b->decisions.n; i++)
@@ -1162,6 +1197,7 @@ store_write_run(store_writer *w, const store_run_row *r)
 	store_bind_text(st, 6, inst);
 	store_bind_text(st, 7, r->hash);
 	store_bind_u64(st, 8, r->first_seq);
+	store_bind_text(st, 9, r->run_key != NULL ? r->run_key : "");
 	return store_step(st);
 }
 
@@ -1471,6 +1507,66 @@ store_write_event(store_writer *w, const store_event_row *r)
 	return store_step(st);
 }
 
+static sqlite3_stmt *store_select(store_writer *w, const char *sql, int64_t run,
+    int64_t limit);
+
+/* A run resumed at r->window: counts the resume, takes the new launch's
+ * identity, and moves the rows of the windows it gives up (and of the
+ * decisions answering them) to the superseded_* tables. Run inside the
+ * batch's transaction; the loop hands this row over alone in its batch,
+ * after everything recorded before it was committed (jobs.c), so no
+ * row of the abandoned windows is still on its way. */
+static int
+store_write_resumed(store_writer *w, const store_update_row *r)
+{
+	/* Tables keyed by window; decisions by the window they answer
+	 * (+1), their changes by seq. */
+	static const char *const by_window[] = { "window_info", "windows",
+		"timings", "comm_samples", "policy_metrics" };
+	sqlite3_stmt *st;
+	char sql[1024];
+	int rc;
+
+	st = store_select(w,
+	    "UPDATE runs SET resumes = resumes + 1, run_key = ?3, "
+	    "ended_wall_ms = NULL WHERE id = ?1",
+	    r->run, 0);
+	if (st == NULL)
+		return sqlite3_errcode(w->db);
+	store_bind_text(st, 3, r->run_key != NULL ? r->run_key : "");
+	rc = store_step(st);
+	sqlite3_finalize(st);
+	for (size_t i = 0; rc == SQLITE_OK && i < 7; i++) {
+		const char *t = i < 5 ? by_window[i]
+		    : i == 5          ? "decision_changes"
+				      : "decisions";
+		char cond[256];
+
+		/* Numbers only: nothing of the wire reaches this text. */
+		if (i < 5)
+			snprintf(cond, sizeof(cond),
+			    "run_id = %" PRId64 " AND window >= %" PRIu64,
+			    r->run, r->window);
+		else if (i == 5)
+			snprintf(cond, sizeof(cond),
+			    "run_id = %" PRId64 " AND seq IN (SELECT seq FROM "
+			    "decisions WHERE run_id = %" PRId64
+			    " AND window > %" PRIu64 ")",
+			    r->run, r->run, r->window);
+		else
+			snprintf(cond, sizeof(cond),
+			    "run_id = %" PRId64 " AND window > %" PRIu64,
+			    r->run, r->window);
+		snprintf(sql, sizeof(sql),
+		    "INSERT INTO superseded_%s SELECT (SELECT resumes FROM "
+		    "runs WHERE id = %" PRId64 "), * FROM %s WHERE %s; "
+		    "DELETE FROM %s WHERE %s;",
+		    t, r->run, t, cond, t, cond);
+		rc = sqlite3_exec(w->db, sql, NULL, NULL, NULL);
+	}
+	return rc;
+}
+
 static int
 store_write_update(store_writer *w, const store_update_row *r)
 {
@@ -1486,6 +1582,8 @@ store_write_update(store_writer *w, const store_update_row *r)
 		st = w->st[ST_REOPEN];
 		sqlite3_bind_int64(st, 1, r->run);
 		break;
+	case STORE_UPDATE_RESUMED:
+		return store_write_resumed(w, r);
 	default:
 		st = w->st[ST_RECOVERED];
 		sqlite3_bind_int64(st, 1, r->run);
@@ -2283,9 +2381,9 @@ store_keep_metrics(ctl_store *s, uint64_t window, uint32_t rows)
 }
 
 int64_t
-ctl_store_run_begin(ctl_store *s, const char *job, uint32_t world,
-    const com_layer_info *layers, uint32_t n_layers, const ctl_config *cfg,
-    uint64_t first_seq, uint64_t wall_ms)
+ctl_store_run_begin(ctl_store *s, const char *job, const char *run_key,
+    uint32_t world, const com_layer_info *layers, uint32_t n_layers,
+    const ctl_config *cfg, uint64_t first_seq, uint64_t wall_ms)
 {
 	store_batch *b;
 	int64_t id;
@@ -2298,6 +2396,7 @@ ctl_store_run_begin(ctl_store *s, const char *job, uint32_t world,
 	*STORE_PUSH(b->runs) = (store_run_row){
 		.id = id,
 		.job = store_strdup(job),
+		.run_key = store_strdup(run_key != NULL ? run_key : ""),
 		.world = world,
 		.n_layers = n_layers,
 		.wall_ms = wall_ms,
@@ -2940,8 +3039,10 @@ store_col_strdup(sqlite3_stmt *st, int i)
 
 typedef struct store_loaded {
 	ctl_store_run run;       /* what the callback sees */
+	int64_t below;           /* windows read: those below this */
 	com_layer_info *layers;  /* owned */
 	com_decision *decisions; /* owned */
+	char *run_key;           /* owned, runs.run_key */
 	uint32_t n_decisions;    /* entries filled */
 	bool *alive;             /* owned, world flags */
 } store_loaded;
@@ -2956,6 +3057,7 @@ store_loaded_fini(store_loaded *ld)
 	free(ld->layers);
 	free(ld->decisions);
 	free(ld->alive);
+	free(ld->run_key);
 }
 
 static bool
@@ -3041,13 +3143,15 @@ store_load_decisions(store_writer *w, store_loaded *ld, uint32_t max)
 	    "SELECT seq, apply_step, window, policy, reason, n_layers, levels, "
 	    "error_bounds, batch_size, lr_scale, size_threshold, "
 	    "compression_off, codec_table, calibrate_steps FROM decisions "
-	    "WHERE run_id = ?1 ORDER BY seq DESC LIMIT ?2",
+	    "WHERE run_id = ?1 AND window <= ?3 ORDER BY seq DESC LIMIT ?2",
 	    ld->run.id, max);
 	const char *why = NULL;
 	uint32_t n = 0;
 
 	if (st == NULL)
 		return "cannot read its decisions";
+	/* A decision's window is the one it answers + 1. */
+	sqlite3_bind_int64(st, 3, ld->below);
 	ld->decisions = calloc(max ? max : 1, sizeof(*ld->decisions));
 	if (ld->decisions == NULL)
 		store_oom();
@@ -3131,17 +3235,23 @@ store_load_position(store_writer *w, store_loaded *ld)
 {
 	sqlite3_stmt *st = store_select(w,
 	    "SELECT (SELECT coalesce(max(window), 0) FROM decisions WHERE "
-	    "run_id = ?1), (SELECT coalesce(max(window) + 1, 0) FROM "
-	    "window_info WHERE run_id = ?1), (SELECT coalesce(max(last_step), "
-	    "0) FROM window_info WHERE run_id = ?1)",
+	    "run_id = ?1 AND window <= ?3), (SELECT coalesce(max(window) + 1, "
+	    "0) FROM window_info WHERE run_id = ?1 AND window < ?3), (SELECT "
+	    "coalesce(max(last_step), 0) FROM window_info WHERE run_id = ?1 "
+	    "AND window < ?3), (SELECT coalesce(max(seq), 0) FROM decisions "
+	    "WHERE run_id = ?1), (SELECT run_key FROM runs WHERE id = ?1)",
 	    ld->run.id, 0);
 	uint64_t a, b;
 
+	if (st != NULL)
+		sqlite3_bind_int64(st, 3, ld->below);
 	if (st != NULL && sqlite3_step(st) == SQLITE_ROW) {
 		a = store_col_u64(st, 0);
 		b = store_col_u64(st, 1);
 		ld->run.next_window = a > b ? a : b;
 		ld->run.max_step = store_col_u64(st, 2);
+		ld->run.last_seq = store_col_u64(st, 3);
+		ld->run_key = store_col_strdup(st, 4);
 	}
 	sqlite3_finalize(st);
 }
@@ -3160,19 +3270,20 @@ store_load_windows(store_writer *w, store_loaded *ld,
 	    "backward_ms_median, codec_ms_median, mem_device_used, "
 	    "mem_device_total, mem_host_used, state_apply_step, "
 	    "state_calibrate_steps, saved_bytes FROM window_info WHERE run_id "
-	    "= ?1 ORDER BY window",
+	    "= ?1 AND window < ?3 ORDER BY window",
 	    ld->run.id, 0);
 	sqlite3_stmt *wl = store_select(w,
 	    "SELECT window, layer, grad_norm_rank0, grad_norm_mean, sum_sq, "
 	    "abs_sum, max_abs, count, nonzero, nonfinite, momentum_abs_mean, "
 	    "level, error_bound, act_steps, act_lbar, act_nonzero, act_bytes, "
 	    "act_raw_bytes, comm_raw_ms, comm_comp_ms, codec_ms, comm_raw_n, "
-	    "comm_comp_n FROM windows WHERE run_id = ?1 ORDER BY window, "
-	    "layer",
+	    "comm_comp_n FROM windows WHERE run_id = ?1 AND window < ?3 ORDER "
+	    "BY window, layer",
 	    ld->run.id, 0);
 	sqlite3_stmt *wc = store_select(w,
 	    "SELECT window, rank, bytes, ms, count, compressed FROM "
-	    "comm_samples WHERE run_id = ?1 ORDER BY window, rowid",
+	    "comm_samples WHERE run_id = ?1 AND window < ?3 ORDER BY window, "
+	    "rowid",
 	    ld->run.id, 0);
 	STORE_VEC(bellows_comm_sample) comm = { 0 };
 	bool have_comm = false;
@@ -3186,6 +3297,9 @@ store_load_windows(store_writer *w, store_loaded *ld,
 		store_oom();
 	if (wi == NULL || wl == NULL || wc == NULL)
 		goto out;
+	sqlite3_bind_int64(wi, 3, ld->below);
+	sqlite3_bind_int64(wl, 3, ld->below);
+	sqlite3_bind_int64(wc, 3, ld->below);
 	have_row = sqlite3_step(wl) == SQLITE_ROW;
 	have_comm = sqlite3_step(wc) == SQLITE_ROW;
 	while (sqlite3_step(wi) == SQLITE_ROW) {
@@ -3309,6 +3423,61 @@ out:
 	return count;
 }
 
+/* Reads run ld->run.id (job, world and layer count filled in) from w,
+ * its windows below ld->below, into the callbacks. Returns 1 when the
+ * run was handed to ops->run, 0 when it could not be read (logged) or
+ * ops->run refused it. */
+static uint32_t
+store_hand_run(store_writer *w, store_loaded *ld, uint32_t max_decisions,
+    const ctl_store_recover_ops *ops, void *arg)
+{
+	const char *why;
+	void *ctx = NULL;
+	uint64_t n;
+
+	why = ld->run.world == 0 || ld->run.n_layers == 0
+	    ? "it has no ranks or no layers"
+	    : store_load_layers(w, ld);
+	if (why == NULL)
+		why = store_load_decisions(w, ld,
+		    max_decisions ? max_decisions : 1);
+	if (why != NULL) {
+		ctl_log(CTL_LOG_WARN, "store",
+		    "'%s': run %" PRId64 " of job '%s' cannot be read: %s",
+		    w->path, ld->run.id, ld->run.job, why);
+		return 0;
+	}
+	store_load_position(w, ld);
+	store_load_ranks(w, ld);
+	if ((uint64_t)ld->below < ld->run.next_window)
+		ld->run.next_window = (uint64_t)ld->below;
+	ld->run.alive = ld->alive;
+	ld->run.layers = ld->layers;
+	ld->run.decisions = ld->decisions;
+	ld->run.n_decisions = ld->n_decisions;
+	ld->run.run_key = ld->run_key != NULL ? ld->run_key : "";
+	if (ops->run(arg, &ld->run, &ctx) != 0)
+		return 0;
+	n = store_load_windows(w, ld, ops, arg, ctx);
+	ops->end(arg, ctx, n);
+	return 1;
+}
+
+/* Fills ld->run's id, job, world, layer count and configuration hash
+ * from a row of "SELECT id, job, world, n_layers, config_hash". */
+static void
+store_loaded_row(store_loaded *ld, sqlite3_stmt *runs)
+{
+	const char *hash = (const char *)sqlite3_column_text(runs, 4);
+
+	ld->run.id = sqlite3_column_int64(runs, 0);
+	ld->run.job = store_col_strdup(runs, 1);
+	ld->run.world = (uint32_t)sqlite3_column_int64(runs, 2);
+	ld->run.n_layers = (uint32_t)sqlite3_column_int64(runs, 3);
+	snprintf(ld->run.config_hash, sizeof(ld->run.config_hash), "%s",
+	    hash != NULL ? hash : "");
+}
+
 uint32_t
 ctl_store_recover(ctl_store *s, uint32_t max_decisions,
     const ctl_store_recover_ops *ops, void *arg)
@@ -3324,47 +3493,98 @@ ctl_store_recover(ctl_store *s, uint32_t max_decisions,
 	    "ended_wall_ms IS NULL ORDER BY id DESC",
 	    0, 0);
 	while (runs != NULL && sqlite3_step(runs) == SQLITE_ROW) {
-		store_loaded ld = { 0 };
-		const char *hash = (const char *)sqlite3_column_text(runs, 4);
-		char *job = store_col_strdup(runs, 1);
-		const char *why;
-		void *ctx = NULL;
-		uint64_t n;
+		store_loaded ld = { .below = INT64_MAX };
 
-		ld.run.id = sqlite3_column_int64(runs, 0);
-		ld.run.job = job;
-		ld.run.world = (uint32_t)sqlite3_column_int64(runs, 2);
-		ld.run.n_layers = (uint32_t)sqlite3_column_int64(runs, 3);
-		snprintf(ld.run.config_hash, sizeof(ld.run.config_hash), "%s",
-		    hash != NULL ? hash : "");
-		why = ld.run.world == 0 || ld.run.n_layers == 0
-		    ? "it has no ranks or no layers"
-		    : store_load_layers(&s->w, &ld);
-		if (why == NULL)
-			why = store_load_decisions(&s->w, &ld,
-			    max_decisions ? max_decisions : 1);
-		if (why != NULL) {
-			ctl_log(CTL_LOG_WARN, "store",
-			    "'%s': run %" PRId64 " of job '%s' cannot be "
-			    "recovered: %s",
-			    s->w.path, ld.run.id, job, why);
-		} else {
-			store_load_position(&s->w, &ld);
-			store_load_ranks(&s->w, &ld);
-			ld.run.alive = ld.alive;
-			ld.run.layers = ld.layers;
-			ld.run.decisions = ld.decisions;
-			ld.run.n_decisions = ld.n_decisions;
-			if (ops->run(arg, &ld.run, &ctx) == 0) {
-				handed++;
-				n = store_load_windows(&s->w, &ld, ops, arg,
-				    ctx);
-				ops->end(arg, ctx, n);
-			}
-		}
+		store_loaded_row(&ld, runs);
+		handed += store_hand_run(&s->w, &ld, max_decisions, ops, arg);
+		free((char *)ld.run.job);
 		store_loaded_fini(&ld);
-		free(job);
 	}
 	sqlite3_finalize(runs);
 	return handed;
+}
+
+int
+ctl_store_load_run(ctl_store *s, int64_t run, const char *job, uint64_t below,
+    uint32_t max_decisions, const ctl_store_recover_ops *ops, void *arg)
+{
+	store_writer rd = { 0 };
+	sqlite3_stmt *st;
+	int r = BELLOWS_ENOTFOUND;
+
+	if (s == NULL || s->w.path == NULL)
+		return BELLOWS_ENOTFOUND;
+	/* A connection of the loop's own: the writer thread keeps its
+	 * own, and WAL lets this one read what is committed meanwhile. */
+	rd.path = s->w.path;
+	if (sqlite3_open_v2(s->w.path, &rd.db, SQLITE_OPEN_READONLY, NULL) !=
+	    SQLITE_OK) {
+		ctl_log(CTL_LOG_WARN, "store", "'%s': cannot read: %s",
+		    s->w.path, rd.db != NULL ? sqlite3_errmsg(rd.db) : "");
+		sqlite3_close(rd.db);
+		return BELLOWS_EIO;
+	}
+	sqlite3_busy_timeout(rd.db, STORE_BUSY_MS);
+	st = run != 0 ? store_select(&rd,
+			    "SELECT id, job, world, n_layers, config_hash "
+			    "FROM runs WHERE id = ?1",
+			    run, 0)
+		      : store_select(&rd,
+			    "SELECT id, job, world, n_layers, config_hash "
+			    "FROM runs WHERE job = ?3 ORDER BY id DESC LIMIT 1",
+			    0, 0);
+	if (st == NULL) {
+		r = BELLOWS_EIO;
+	} else {
+		if (run == 0)
+			store_bind_text(st, 3, job != NULL ? job : "");
+		if (sqlite3_step(st) == SQLITE_ROW) {
+			store_loaded ld = {
+				.below = below > INT64_MAX ? INT64_MAX
+							   : (int64_t)below,
+			};
+
+			store_loaded_row(&ld, st);
+			r = store_hand_run(&rd, &ld, max_decisions, ops, arg)
+			    ? 0
+			    : BELLOWS_EIO;
+			free((char *)ld.run.job);
+			store_loaded_fini(&ld);
+		}
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(rd.db);
+	return r;
+}
+
+void
+ctl_store_run_resumed(ctl_store *s, int64_t run, uint64_t window,
+    const char *run_key)
+{
+	store_batch *b;
+
+	if (s == NULL || run == 0)
+		return;
+	/* Alone in its batch: the rows of the abandoned windows recorded
+	 * before are in earlier batches (written first), and the resumed
+	 * run's rows go into later ones, which the move must not touch. */
+	ctl_store_flush(s);
+	b = store_cur(s);
+	*STORE_PUSH(b->updates) = (store_update_row){
+		.run = run,
+		.kind = STORE_UPDATE_RESUMED,
+		.window = window,
+		.run_key = store_strdup(run_key != NULL ? run_key : ""),
+	};
+	store_added(s, 1, 0);
+	ctl_store_flush(s);
+}
+
+bool
+ctl_store_settled(ctl_store *s)
+{
+	if (s == NULL)
+		return true;
+	ctl_store_flush(s);
+	return s->failed || s->acked_ticket >= s->sent_ticket;
 }

@@ -40,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_STORE_SCHEMA_VERSION 4  /* PRAGMA user_version written */
+#define CTL_STORE_SCHEMA_VERSION 5  /* PRAGMA user_version written */
 #define CTL_STORE_HASH_LEN       17 /* hex FNV-1a 64 of a file, with NUL */
 
 /* Event kinds recorded by the store and around it (see events.h). */
@@ -50,6 +50,9 @@
 #define CTL_EVENT_EVENTS_LOST     "events_lost"
 #define CTL_EVENT_JOB_RECOVERED   "job_recovered"
 #define CTL_EVENT_DAEMON_STARTED  "daemon_started"
+#define CTL_EVENT_RUN_STARTED     "run_started"
+#define CTL_EVENT_RUN_RESUMED     "run_resumed"
+#define CTL_EVENT_RUN_REFUSED     "run_refused"
 
 typedef struct ctl_store ctl_store;
 
@@ -59,6 +62,7 @@ typedef enum ctl_store_source {
 	CTL_STORE_WINDOW = 1,  /* closing a window */
 	CTL_STORE_REPAIR = 2,  /* re-issued after a rank diverged */
 	CTL_STORE_ADOPTED = 3, /* taken over from a rank's Hello */
+	CTL_STORE_RESUMED = 4, /* re-issued for a resume from a checkpoint */
 } ctl_store_source;
 
 /* What happened to a rank, recorded in rank_events.kind. */
@@ -115,13 +119,14 @@ bool ctl_store_waits(const ctl_store *s);
  * is an id from ctl_store_run_begin.
  */
 
-/* Records a new run of `job` with its layer table, under the
+/* Records a new run of `job`, launched as `run_key` (NULL or "":
+ * unknown), with its layer table, under the
  * configuration `cfg` (its text goes into policy_files once). Returns the
  * run id (never 0; also without a working database, so that ids stay
  * unique when it comes back). 0 for a NULL store. */
-int64_t ctl_store_run_begin(ctl_store *s, const char *job, uint32_t world,
-    const com_layer_info *layers, uint32_t n_layers, const ctl_config *cfg,
-    uint64_t first_seq, uint64_t wall_ms);
+int64_t ctl_store_run_begin(ctl_store *s, const char *job, const char *run_key,
+    uint32_t world, const com_layer_info *layers, uint32_t n_layers,
+    const ctl_config *cfg, uint64_t first_seq, uint64_t wall_ms);
 
 /* Marks a run ended (ended_wall_ms), or live again (a finished job taken
  * up again by a new Hello) with wall_ms 0. */
@@ -195,8 +200,9 @@ int ctl_store_status(const ctl_store *s, com_status_reply *st);
  * Recovery: reading back the live runs, before ctl_store_start.
  */
 
-/* A live run (ended_wall_ms NULL) as the database holds it; everything
- * borrowed for the duration of the callback. */
+/* A run as the database holds it (for recovery, a live one:
+ * ended_wall_ms NULL); everything borrowed for the duration of the
+ * callback. */
 typedef struct ctl_store_run {
 	int64_t id;                           /* runs.id */
 	const char *job;                      /* job name */
@@ -207,6 +213,10 @@ typedef struct ctl_store_run {
 	const com_decision *decisions;        /* the newest, ascending seq */
 	uint64_t next_window;                 /* lowest window not closed */
 	uint64_t max_step;                    /* highest step recorded */
+	uint64_t last_seq;                    /* highest seq of the run, also
+					       * of decisions not read */
+	const char *run_key;                  /* launch identity, "" =
+					       * unknown */
 	const bool *alive;                    /* world flags: the rank's last
 					       * recorded event was a join */
 	char config_hash[CTL_STORE_HASH_LEN]; /* configuration it started
@@ -233,6 +243,36 @@ typedef struct ctl_store_recover_ops {
  * could not be read (a degraded store: nothing to recover). */
 uint32_t ctl_store_recover(ctl_store *s, uint32_t max_decisions,
     const ctl_store_recover_ops *ops, void *arg);
+
+/*
+ * Resuming: reading one run back while the daemon runs.
+ */
+
+/* Reads run `run` (0: the newest run of `job`, ended or not) as far as
+ * window `below`: its decisions answering earlier windows (at most
+ * max_decisions, the newest), its windows below `below` into the
+ * callbacks as ctl_store_recover does, next_window at most `below`.
+ * Reads on a connection of its own, on the caller's thread, what is
+ * committed (see ctl_store_settled). Returns 0 when the run was handed
+ * to ops->run and accepted, BELLOWS_ENOTFOUND when there is no such run
+ * (or no store), BELLOWS_EIO when the database cannot be read or
+ * ops->run refused the run. */
+int ctl_store_load_run(ctl_store *s, int64_t run, const char *job,
+    uint64_t below, uint32_t max_decisions, const ctl_store_recover_ops *ops,
+    void *arg);
+
+/* Hands over what is recorded and says whether the writer has committed
+ * all of it (or gave up: the store is failing), so that
+ * ctl_store_load_run sees everything. True for a NULL store. */
+bool ctl_store_settled(ctl_store *s);
+
+/* Records that `run` resumes at `window` as launch `run_key`: its
+ * resumes count goes up, it is live again under that identity, and its
+ * rows of windows >= window (and the decisions answering them, with
+ * their changes) move to the superseded_* tables. Everything recorded
+ * before is written first, everything after later. */
+void ctl_store_run_resumed(ctl_store *s, int64_t run, uint64_t window,
+    const char *run_key);
 
 /* Writes the FNV-1a 64 hash of `len` bytes of `text` as 16 lower-case hex
  * digits and a NUL into `out`. */

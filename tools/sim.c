@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,6 +92,11 @@ typedef struct sim_opts {
 				 * bound */
 	uint64_t mem_total;     /* device bytes, 0: not reported */
 	uint64_t mem_used;      /* device bytes in use besides activations */
+	const char *run_id;     /* this launch's identity (--run-id, else
+				 * drawn once for all ranks) */
+	char run_id_buf[40];    /* the one drawn */
+	uint32_t start_window;  /* the ranks start at this window */
+	bool resume;            /* ... continuing the job's recorded run */
 } sim_opts;
 
 /* One rank's slot. The counters at the end are the agent's, summed over
@@ -152,6 +158,7 @@ tool_sim_usage(FILE *f)
 	    "                   [--comm-model A,G,R,C[,M]] [--comm-noise F]\n"
 	    "                   [--buckets N] [--backward-ms MS]\n"
 	    "                   [--act LBAR,R,RATIO] [--mem TOTAL_MB,USED_MB]\n"
+	    "                   [--run-id ID] [--start-window N [--resume]]\n"
 	    "\n"
 	    "  Runs N ranks (processes with a real agent each) of a simulated\n"
 	    "  data-parallel job for W windows of S steps against bellowsd,\n"
@@ -186,6 +193,16 @@ tool_sim_usage(FILE *f)
 	    "  --record-levels FILE   rank 0 writes the levels bellowsd\n"
 	    "                         decided for each window whose decision\n"
 	    "                         it applied (window,layer,level)\n"
+	    "  --run-id ID            this launch's identity, the same for\n"
+	    "                         every rank (default: one drawn at\n"
+	    "                         random, so each sim is a new run)\n"
+	    "  --start-window N       the ranks start at window N (step N x S)\n"
+	    "                         instead of 0, as from a checkpoint\n"
+	    "  --resume               with --start-window: continue the job's\n"
+	    "                         recorded run there (its later windows are\n"
+	    "                         superseded) instead of a new run\n",
+	    SIM_MAX_RANKS, SIM_MAX_LAYERS);
+	fputs(
 	    "\n"
 	    "  Modelled statistics (each rank reports them through the agent):\n"
 	    "  --comm-model A,G,R,C[,M]\n"
@@ -217,7 +234,7 @@ tool_sim_usage(FILE *f)
 	    "                         momentum average (COMET's M_avg)\n"
 	    "  --mem TOTAL_MB,USED_MB report device memory: TOTAL_MB, and\n"
 	    "                         USED_MB plus the stored activations\n",
-	    SIM_MAX_RANKS, SIM_MAX_LAYERS);
+	    f);
 }
 
 /* ---- options ----------------------------------------------------------- */
@@ -414,6 +431,9 @@ sim_parse(int argc, char **argv, sim_opts *o)
 		OPT_BACKWARD_MS,
 		OPT_ACT,
 		OPT_MEM,
+		OPT_RUN_ID,
+		OPT_START_WINDOW,
+		OPT_RESUME,
 		OPT_HELP,
 	};
 	static const struct option opts[] = {
@@ -439,6 +459,9 @@ sim_parse(int argc, char **argv, sim_opts *o)
 		{ "backward-ms", required_argument, NULL, OPT_BACKWARD_MS },
 		{ "act", required_argument, NULL, OPT_ACT },
 		{ "mem", required_argument, NULL, OPT_MEM },
+		{ "run-id", required_argument, NULL, OPT_RUN_ID },
+		{ "start-window", required_argument, NULL, OPT_START_WINDOW },
+		{ "resume", no_argument, NULL, OPT_RESUME },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -531,6 +554,17 @@ sim_parse(int argc, char **argv, sim_opts *o)
 		case OPT_MEM:
 			r = sim_parse_mem(optarg, o);
 			break;
+		case OPT_RUN_ID:
+			o->run_id = optarg;
+			r = sim_check_name("--run-id", optarg, 255);
+			break;
+		case OPT_START_WINDOW:
+			r = tool_args_u32("sim", "--start-window", optarg, 0,
+			    UINT32_MAX, &o->start_window);
+			break;
+		case OPT_RESUME:
+			o->resume = true;
+			break;
 		case 'h':
 		case OPT_HELP:
 			tool_sim_usage(stdout);
@@ -589,6 +623,36 @@ sim_parse(int argc, char **argv, sim_opts *o)
 	if (o->kill && o->ranks < 2) {
 		fprintf(stderr, "bellows sim: --kill needs at least 2 ranks\n");
 		return 2;
+	}
+	if (o->start_window >= o->windows) {
+		fprintf(stderr,
+		    "bellows sim: --start-window %u, but the job runs windows "
+		    "0..%u\n",
+		    o->start_window, o->windows - 1);
+		return 2;
+	}
+	if (o->resume && o->start_window == 0) {
+		fprintf(stderr,
+		    "bellows sim: --resume needs --start-window above 0\n");
+		return 2;
+	}
+	if (o->kill && o->kill_window <= o->start_window) {
+		fprintf(stderr,
+		    "bellows sim: --kill names window %u, but the ranks start "
+		    "at window %u\n",
+		    o->kill_window, o->start_window);
+		return 2;
+	}
+	if (o->run_id == NULL) {
+		uint64_t v = 0;
+
+		/* One identity for every rank of this launch, drawn before
+		 * they fork; a later sim is another launch. */
+		if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+			v = com_clock_ns() ^ ((uint64_t)getpid() << 32);
+		snprintf(o->run_id_buf, sizeof(o->run_id_buf),
+		    "sim-%016" PRIx64, v);
+		o->run_id = o->run_id_buf;
 	}
 	if (o->down_given && !o->kill) {
 		fprintf(stderr, "bellows sim: --down-ms needs --kill\n");
@@ -1199,7 +1263,8 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 	sim_slot *slot = &cx->slots[rk->rank];
 	uint64_t *record = cx->seq + (size_t)rk->rank * cx->total_steps;
 	uint64_t last_seq = 0;
-	bool victim = o->kill && o->kill_rank == rk->rank && start_step == 0;
+	bool victim = o->kill && o->kill_rank == rk->rank &&
+	    start_step == (uint64_t)o->start_window * o->steps;
 	int r;
 
 	for (uint64_t s = start_step; s < cx->total_steps; s++) {
@@ -1325,6 +1390,11 @@ sim_rank_main(const sim_ctx *cx, uint32_t rank, uint64_t start_step)
 	cfg.window_steps = o->steps;
 	cfg.start_step = start_step;
 	cfg.start_window = start_step / o->steps;
+	cfg.run_id = o->run_id;
+	/* A --kill victim coming back is a rank of this launch, not a
+	 * resume. */
+	cfg.resume = o->resume &&
+	    start_step == (uint64_t)o->start_window * o->steps;
 	cfg.decision_timeout_ms = o->decision_timeout_ms;
 	cfg.log = sim_log;
 	cfg.log_arg = &rk;
@@ -1418,7 +1488,10 @@ sim_map(sim_ctx *cx)
 	atomic_init(&cx->sh->stop, 0);
 	atomic_init(&cx->sh->levels_next, 0);
 	for (uint32_t r = 0; r < o->ranks; r++) {
-		atomic_init(&cx->slots[r].step_done, 0);
+		/* Ranks started at a later window have done the steps
+		 * before it. */
+		atomic_init(&cx->slots[r].step_done,
+		    (uint64_t)o->start_window * o->steps);
 		atomic_init(&cx->slots[r].alive, 1);
 		atomic_init(&cx->slots[r].at_kill, 0);
 	}
@@ -1611,7 +1684,8 @@ sim_supervise(sim_ctx *cx)
 	}
 	sv.kill = o->kill ? SIM_KILL_PENDING : SIM_KILL_NONE;
 	for (uint32_t r = 0; r < o->ranks; r++) {
-		sv.pids[r] = sim_fork(cx, r, 0);
+		sv.pids[r] = sim_fork(cx, r,
+		    (uint64_t)o->start_window * o->steps);
 		if (sv.pids[r] < 0) {
 			sv.pids[r] = 0;
 			fprintf(stderr,

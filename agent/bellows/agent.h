@@ -100,6 +100,15 @@ typedef struct bellows_agent_config {
 	uint32_t stats_threads; /* extra threads for the statistics of host
 				 * tensors of >= 1 Mi elements, 0..64; 0: the
 				 * training thread alone */
+	const char *run_id; /* this launch of the job, 0..255 bytes, the same
+			     * on every rank of the launch; NULL: the
+			     * environment's BELLOWS_RUN_ID, else
+			     * TORCHELASTIC_RUN_ID, else none ("": bellowsd
+			     * tells runs apart by their steps) */
+	uint32_t resume;    /* non-zero: the trainer restarts from a
+			     * checkpoint at start_step / start_window and
+			     * continues the job's recorded run there,
+			     * instead of starting a new run */
 } bellows_agent_config;
 
 /* Timings and counters of one step, given to bellows_agent_step_end().

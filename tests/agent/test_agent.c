@@ -1096,7 +1096,7 @@ test_report_carries_activations_send_medians_collectives_and_memory(
 
 	pthread_mutex_lock(&f->mu);
 	r = &f->reports[0].u.report;
-	assert_int_equal(f->reports[0].minor, 1);
+	assert_int_equal(f->reports[0].minor, BELLOWS_PROTO_MINOR);
 	assert_int_equal(r->layers[0].act_steps, 4);
 	assert_true(r->layers[0].act_lbar == 1.25);
 	assert_true(r->layers[0].act_nonzero == 0.375);
@@ -1691,6 +1691,97 @@ test_new_daemon_instance_in_heartbeat_ack_makes_the_agent_join_again(
 	fake_stop(f);
 }
 
+/* Reads what the fake saw in its last Hello. */
+static void
+last_hello(fake *f, char *run_id, size_t len, bool *resume)
+{
+	pthread_mutex_lock(&f->mu);
+	snprintf(run_id, len, "%s",
+	    f->last_hello.u.hello.run_id != NULL ? f->last_hello.u.hello.run_id
+						 : "(null)");
+	*resume = f->last_hello.u.hello.resume;
+	pthread_mutex_unlock(&f->mu);
+}
+
+static void
+test_hello_carries_the_launch_and_asks_to_resume_only_once(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	char id[64];
+	bool resume;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	config(&cfg, f);
+	cfg.heartbeat_ms = 50;
+	cfg.run_id = "launch-7";
+	cfg.resume = 1;
+	cfg.start_step = 40;
+	cfg.start_window = 4;
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+	last_hello(f, id, sizeof(id), &resume);
+	assert_string_equal(id, "launch-7");
+	assert_true(resume);
+	/* The daemon restarts: the rank rejoins the run it resumed. */
+	pthread_mutex_lock(&f->mu);
+	f->instance = 0x3333;
+	pthread_mutex_unlock(&f->mu);
+	FAKE_WAIT(f, f->hellos >= 2);
+	last_hello(f, id, sizeof(id), &resume);
+	assert_string_equal(id, "launch-7");
+	assert_false(resume);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_launch_identity_comes_from_the_environment_and_is_checked(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	char id[64];
+	bool resume;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	config(&cfg, f);
+	setenv("TORCHELASTIC_RUN_ID", "elastic-1", 1);
+	setenv("BELLOWS_RUN_ID", "", 1);
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+	last_hello(f, id, sizeof(id), &resume);
+	assert_string_equal(id, "elastic-1");
+	assert_false(resume);
+	bellows_agent_close(&a);
+	/* BELLOWS_RUN_ID comes first. */
+	setenv("BELLOWS_RUN_ID", "mine", 1);
+	a = open_agent(&cfg);
+	FAKE_WAIT(f, f->hellos >= 2);
+	last_hello(f, id, sizeof(id), &resume);
+	assert_string_equal(id, "mine");
+	bellows_agent_close(&a);
+	/* A control character in it is refused, naming where it came
+	 * from; so is a resume without a start. */
+	setenv("BELLOWS_RUN_ID", "bad\nid", 1);
+	log_reset();
+	assert_int_equal(bellows_agent_open(&cfg, &a), BELLOWS_EINVAL);
+	assert_true(log_contains("run identity (BELLOWS_RUN_ID) contains a "
+				 "control character"));
+	unsetenv("BELLOWS_RUN_ID");
+	unsetenv("TORCHELASTIC_RUN_ID");
+	cfg.resume = 1;
+	assert_int_equal(bellows_agent_open(&cfg, &a), BELLOWS_EINVAL);
+	assert_true(log_contains("resume is set but start_step and "
+				 "start_window are 0"));
+	fake_stop(f);
+}
+
 static void
 test_enotjoined_error_makes_the_agent_join_again(void **state)
 {
@@ -1858,6 +1949,10 @@ main(void)
 		    test_seq_gap_triggers_a_snapshot_that_fills_it),
 		cmocka_unit_test(
 		    test_new_daemon_instance_in_heartbeat_ack_makes_the_agent_join_again),
+		cmocka_unit_test(
+		    test_hello_carries_the_launch_and_asks_to_resume_only_once),
+		cmocka_unit_test(
+		    test_launch_identity_comes_from_the_environment_and_is_checked),
 		cmocka_unit_test(
 		    test_enotjoined_error_makes_the_agent_join_again),
 		cmocka_unit_test(

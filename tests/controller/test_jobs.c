@@ -1199,6 +1199,221 @@ test_jobs_forgets_a_job_idle_for_job_idle_ms(void **state)
 	com_msg_fini(&st);
 }
 
+/* ---- runs ------------------------------------------------------------- */
+
+/* Sends a Hello of launch `run_id` ("" = none), resuming when `resume`
+ * from window `window`. */
+static int
+join_launch(fixture *f, const char *peer, uint32_t rank, uint64_t step,
+    uint64_t window, const char *run_id, bool resume, uint64_t now)
+{
+	com_msg m;
+	int r;
+
+	hello_msg(&m, "job", rank, 2, step, 100 + rank);
+	m.u.hello.run_id = com_strdup(run_id);
+	m.u.hello.last_window = window;
+	m.u.hello.resume = resume;
+	r = send_hello(f, peer, &m, now);
+	com_msg_fini(&m);
+	return r;
+}
+
+/* Runs windows [from, to) of 10 steps with both ranks at peers A and B,
+ * each saying it applies decision `seq` (0: none yet, which no repair
+ * answers). */
+static void
+run_windows(fixture *f, uint64_t from, uint64_t to, uint64_t seq, uint64_t now)
+{
+	for (uint64_t w = from; w < to; w++) {
+		assert_int_equal(report(f, "A", "job", 0, w, 10 * w, 10 * w + 9,
+				     seq, now),
+		    0);
+		assert_int_equal(report(f, "B", "job", 1, w, 10 * w, 10 * w + 9,
+				     seq, now),
+		    0);
+	}
+}
+
+/* The number of STATUS events of `kind`, the text of the last in *text. */
+static uint32_t
+events_of(fixture *f, const char *kind, uint64_t now, char *text, size_t len)
+{
+	uint32_t n = 0;
+	com_msg st;
+
+	status(f, NULL, now, &st);
+	for (uint32_t i = 0; i < st.u.status_reply.n_events; i++) {
+		const com_event *e = &st.u.status_reply.events[i];
+
+		if (strcmp(e->kind, kind) == 0) {
+			n++;
+			if (text != NULL)
+				snprintf(text, len, "%s", e->text);
+		}
+	}
+	com_msg_fini(&st);
+	return n;
+}
+
+static void
+test_jobs_a_new_launch_after_the_run_ended_starts_a_new_run(void **state)
+{
+	fixture *f = *state;
+	const com_decision *d;
+	char text[256];
+
+	assert_int_equal(join_launch(f, "A", 0, 0, 0, "one", false, 0), 0);
+	assert_int_equal(join_launch(f, "B", 1, 0, 0, "one", false, 0), 0);
+	run_windows(f, 0, 3, 0, 10);
+	assert_int_equal(n_decisions(f), 4);
+	assert_int_equal(bye(f, "A", "job", 0, 20), 0);
+	assert_int_equal(bye(f, "B", "job", 1, 20), 0);
+
+	/* The same job from step 0 again, by another launch. */
+	assert_int_equal(join_launch(f, "C", 0, 0, 0, "two", false, 30), 0);
+	assert_int_equal(f->reply.type, COM_MSG_WELCOME);
+	assert_int_equal(f->reply.u.welcome.n_decisions, 1);
+	assert_int_equal(f->reply.u.welcome.decisions[0].seq, 1);
+	assert_int_equal(n_decisions(f), 5);
+	d = decision(f, 4);
+	assert_int_equal(d->seq, 1);
+	assert_int_equal(d->apply_step, 0);
+	assert_int_equal(join_launch(f, "D", 1, 0, 0, "two", false, 30), 0);
+	/* Its window 0 is not stale: it is the new run's first. */
+	assert_int_equal(report(f, "C", "job", 0, 0, 0, 9, 1, 40), 0);
+	assert_int_equal(report(f, "D", "job", 1, 0, 0, 9, 1, 40), 0);
+	assert_int_equal(n_decisions(f), 6);
+	assert_int_equal(decision(f, 5)->seq, 2);
+	assert_int_equal(events_of(f, "run_started", 50, text, sizeof(text)),
+	    1);
+	assert_string_equal(text,
+	    "launch 'two' started a new run at step 0 after launch 'one' "
+	    "(run 0)");
+}
+
+static void
+test_jobs_a_new_launch_waits_until_the_runs_ranks_are_gone(void **state)
+{
+	fixture *f = *state;
+	char text[256];
+
+	assert_int_equal(join_launch(f, "A", 0, 0, 0, "one", false, 0), 0);
+	assert_int_equal(join_launch(f, "B", 1, 0, 0, "one", false, 0), 0);
+	run_windows(f, 0, 2, 0, 10);
+	/* Preempted: the ranks die without a Bye, the relaunch comes at
+	 * once, while the daemon still counts them alive. */
+	assert_int_equal(join_launch(f, "C", 0, 0, 0, "two", false, 100),
+	    BELLOWS_EBUSY);
+	assert_error_reply(f, BELLOWS_EBUSY);
+	assert_non_null(strstr(f->why,
+	    "job 'job' is still running as launch 'one' (run 0, 2 of 2 "
+	    "ranks alive): launch 'two' is admitted once they have left or "
+	    "been silent for rank_timeout_ms (5000 ms)"));
+	assert_int_equal(join_launch(f, "C", 0, 0, 0, "two", false, 1100),
+	    BELLOWS_EBUSY);
+	/* One event per launch refused, not per retry. */
+	assert_int_equal(events_of(f, "run_refused", 1200, text, sizeof(text)),
+	    1);
+	assert_string_equal(text,
+	    "launch 'two' refused: launch 'one' (run "
+	    "0) still has 2 of 2 ranks alive");
+	ctl_jobs_tick(f->jobs, 5100);
+	assert_int_equal(counters(f).ranks_lost, 2);
+	assert_int_equal(join_launch(f, "C", 0, 0, 0, "two", false, 5200), 0);
+	assert_int_equal(f->reply.type, COM_MSG_WELCOME);
+	assert_int_equal(f->reply.u.welcome.decisions[0].seq, 1);
+	assert_int_equal(report(f, "C", "job", 0, 0, 0, 9, 1, 5300), 0);
+	/* A rank of the old launch coming back now is the one refused. */
+	assert_int_equal(join_launch(f, "A", 1, 25, 2, "one", false, 5300),
+	    BELLOWS_EBUSY);
+}
+
+static void
+test_jobs_without_launch_identities_a_fresh_rank_behind_is_a_new_run(
+    void **state)
+{
+	fixture *f = *state;
+
+	join_two(f, 0, 0);
+	run_windows(f, 0, 3, 0, 10);
+	/* A rank restarted alone while the other trains on is one of the
+	 * run, not expected before its first window. */
+	assert_int_equal(bye(f, "B", "job", 1, 15), 0);
+	assert_int_equal(join(f, "B2", "job", 1, 2, 0, 77, 20), 0);
+	assert_int_equal(f->reply.u.welcome.n_decisions, 4);
+	assert_int_equal(n_decisions(f), 4);
+	assert_int_equal(bye(f, "A", "job", 0, 30), 0);
+	assert_int_equal(bye(f, "B2", "job", 1, 30), 0);
+	/* Everyone gone, a fresh process at step 0: the job runs again. */
+	assert_int_equal(join(f, "C", "job", 0, 2, 0, 78, 40), 0);
+	assert_int_equal(f->reply.u.welcome.n_decisions, 1);
+	assert_int_equal(f->reply.u.welcome.decisions[0].seq, 1);
+	assert_int_equal(n_decisions(f), 5);
+	assert_int_equal(report(f, "C", "job", 0, 0, 0, 9, 1, 50), 0);
+}
+
+static void
+test_jobs_a_resume_rewinds_the_run_and_reissues_its_decisions(void **state)
+{
+	fixture *f = *state;
+	uint32_t before;
+	char text[256];
+
+	assert_int_equal(join_launch(f, "A", 0, 0, 0, "one", false, 0), 0);
+	assert_int_equal(join_launch(f, "B", 1, 0, 0, "one", false, 0), 0);
+	run_windows(f, 0, 5, 0, 10);
+	assert_int_equal(n_decisions(f), 6);
+	assert_int_equal(bye(f, "A", "job", 0, 20), 0);
+	assert_int_equal(bye(f, "B", "job", 1, 20), 0);
+	before = n_decisions(f);
+
+	/* From a checkpoint at window 2 (step 20), by a new launch; no
+	 * history to read back here, so it rewinds in memory. */
+	assert_int_equal(join_launch(f, "A", 0, 20, 2, "two", true, 30), 0);
+	assert_int_equal(f->reply.type, COM_MSG_WELCOME);
+	/* The decision in force at step 20 (answering window 0, applying
+	 * at 11) and the one answering window 1 (at 21), under new seqs
+	 * after the run's last (6). */
+	assert_int_equal(n_decisions(f), before + 2);
+	assert_int_equal(decision(f, before)->seq, 7);
+	assert_int_equal(decision(f, before)->apply_step, 20);
+	assert_int_equal(decision(f, before + 1)->seq, 8);
+	assert_int_equal(decision(f, before + 1)->apply_step, 21);
+	assert_int_equal(f->reply.u.welcome.n_decisions, 2);
+	assert_int_equal(join_launch(f, "B", 1, 20, 2, "two", true, 30), 0);
+	/* Window 2 again is the run's next one, not stale. */
+	run_windows(f, 2, 3, 0, 40);
+	assert_int_equal(n_decisions(f), before + 3);
+	assert_int_equal(decision(f, before + 2)->seq, 9);
+	assert_int_equal(decision(f, before + 2)->window, 3);
+	assert_int_equal(events_of(f, "run_resumed", 50, text, sizeof(text)),
+	    1);
+	assert_string_equal(text,
+	    "launch 'two' resumed run 0 at window 2, "
+	    "step 20 (it was at window 5)");
+}
+
+static void
+test_jobs_a_resume_must_have_the_runs_layer_table(void **state)
+{
+	fixture *f = *state;
+	com_msg m;
+
+	join_two(f, 0, 0);
+	run_windows(f, 0, 2, 0, 10);
+	assert_int_equal(bye(f, "A", "job", 0, 20), 0);
+	assert_int_equal(bye(f, "B", "job", 1, 20), 0);
+	hello_msg(&m, "job", 0, 2, 10, 5);
+	m.u.hello.last_window = 1;
+	m.u.hello.resume = true;
+	m.u.hello.layers[0].numel = 16;
+	m.u.hello.layers[0].shape[0] = 4;
+	assert_int_equal(send_hello(f, "C", &m, 30), BELLOWS_EMISMATCH);
+	assert_error_reply(f, BELLOWS_EMISMATCH);
+	com_msg_fini(&m);
+}
+
 /* ---- events ------------------------------------------------------------ */
 
 static void
@@ -1416,6 +1631,11 @@ main(void)
 		T(test_jobs_refuses_a_hello_over_the_world_or_layer_limits),
 		T(test_jobs_refuses_a_hello_for_a_rank_outside_its_world),
 		T(test_jobs_forgets_a_job_idle_for_job_idle_ms),
+		T(test_jobs_a_new_launch_after_the_run_ended_starts_a_new_run),
+		T(test_jobs_a_new_launch_waits_until_the_runs_ranks_are_gone),
+		T(test_jobs_without_launch_identities_a_fresh_rank_behind_is_a_new_run),
+		T(test_jobs_a_resume_rewinds_the_run_and_reissues_its_decisions),
+		T(test_jobs_a_resume_must_have_the_runs_layer_table),
 		T(test_jobs_status_lists_recent_events),
 		T(test_jobs_tell_policies_of_ranks_joined_and_lost),
 		T(test_jobs_publish_metrics_in_telemetry_and_calibration_in_decisions),

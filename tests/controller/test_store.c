@@ -356,7 +356,7 @@ sync_events(fixture *f)
 static int64_t
 run_begin(fixture *f, const char *job, uint32_t world)
 {
-	return ctl_store_run_begin(f->store, job, world, table, N_LAYERS,
+	return ctl_store_run_begin(f->store, job, "", world, table, N_LAYERS,
 	    f->cfg, 1, com_clock_wall_ms());
 }
 
@@ -721,18 +721,24 @@ static void
 test_store_refuses_a_newer_schema_with_a_clear_message(void **state)
 {
 	fixture *f = *state;
-	char why[400];
+	char why[400], sql[80], want[120];
 
-	db_exec(f->db, "CREATE TABLE future (x); PRAGMA user_version = 5;");
+	snprintf(sql, sizeof(sql),
+	    "CREATE TABLE future (x); PRAGMA user_version = %d;",
+	    CTL_STORE_SCHEMA_VERSION + 1);
+	db_exec(f->db, sql);
 	open_store(f);
 	assert_true(store_degraded(f, why, sizeof(why)));
-	if (strstr(why,
-		"has schema version 5; this bellowsd understands up "
-		"to 4: not writing to it") == NULL)
+	snprintf(want, sizeof(want),
+	    "has schema version %d; this bellowsd understands up to %d: not "
+	    "writing to it",
+	    CTL_STORE_SCHEMA_VERSION + 1, CTL_STORE_SCHEMA_VERSION);
+	if (strstr(why, want) == NULL)
 		fail_msg("unexpected message '%s'", why);
 	assert_false(ctl_store_waits(f->store));
 	/* Nothing was written to it, and nothing to recover. */
-	assert_int_equal(db_int(f->db, "PRAGMA user_version"), 5);
+	assert_int_equal(db_int(f->db, "PRAGMA user_version"),
+	    CTL_STORE_SCHEMA_VERSION + 1);
 	assert_false(db_has(f->db, "table", "runs"));
 	assert_int_equal(ctl_store_recover(f->store, 32, NULL, NULL), 0);
 }
@@ -1283,6 +1289,8 @@ typedef struct recovered {
 	double level_l2;       /* layer 2's level in force, window 1 */
 	double compute_median; /* window 1's compute median */
 	uint64_t ended;        /* end callbacks, windows counted */
+	uint64_t run_last_seq; /* the run's highest seq, also unread */
+	char run_key[32];      /* its launch */
 } recovered;
 
 static int
@@ -1300,6 +1308,8 @@ rec_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	r->first_seq = run->decisions[0].seq;
 	r->last_seq = run->decisions[run->n_decisions - 1].seq;
 	r->next_window = run->next_window;
+	r->run_last_seq = run->last_seq;
+	snprintf(r->run_key, sizeof(r->run_key), "%s", run->run_key);
 	for (uint32_t k = 0; k < 4 && k < run->world; k++)
 		r->alive[k] = run->alive[k];
 	*ret_ctx = r;
@@ -1344,12 +1354,12 @@ test_store_recovers_live_runs_with_their_tail_and_windows(void **state)
 
 	open_store(f);
 	start_store(f);
-	done = ctl_store_run_begin(f->store, "finished", 2, table, N_LAYERS,
+	done = ctl_store_run_begin(f->store, "finished", "", 2, table, N_LAYERS,
 	    f->cfg, 1, 1);
 	put_decision(f, done, 1, NULL);
 	ctl_store_run_end(f->store, done, 2);
-	live = ctl_store_run_begin(f->store, "live", 4, table, N_LAYERS, f->cfg,
-	    1, 1);
+	live = ctl_store_run_begin(f->store, "live", "", 4, table, N_LAYERS,
+	    f->cfg, 1, 1);
 	ctl_store_rank_event(f->store, live, 0, CTL_STORE_RANK_JOINED, 0, 1, 1);
 	ctl_store_rank_event(f->store, live, 1, CTL_STORE_RANK_JOINED, 0, 2, 1);
 	ctl_store_rank_event(f->store, live, 2, CTL_STORE_RANK_JOINED, 0, 3, 1);
@@ -1387,6 +1397,102 @@ test_store_recovers_live_runs_with_their_tail_and_windows(void **state)
 	assert_true(r.level_l2 == 2.0);
 	assert_true(isnan(r.compute_median));
 	assert_int_equal(r.ended, 3);
+}
+
+static void
+test_store_resume_reads_a_run_back_and_supersedes_its_later_windows(
+    void **state)
+{
+	fixture *f = *state;
+	static const ctl_store_recover_ops ops = { rec_run, rec_window,
+		rec_end };
+	recovered r = { 0 }, newest = { 0 }, none = { 0 };
+	com_timings t = { .steps = 10 };
+	char key[32];
+	uint64_t ticket = 0;
+	int64_t run;
+
+	open_store(f);
+	start_store(f);
+	run = ctl_store_run_begin(f->store, "job", "launch-a", 2, table,
+	    N_LAYERS, f->cfg, 1, 1);
+	for (uint64_t w = 0; w < 6; w++) {
+		put_window(f, run, w, N_LAYERS, 10);
+		ctl_store_timing(f->store, run, w, 0, &t);
+	}
+	/* Decision s answers window s - 2 (its window field is s - 1). */
+	for (uint64_t s = 1; s <= 7; s++)
+		ticket = put_decision(f, run, s, NULL);
+	wait_committed(f, ticket);
+	for (int i = 0; i < 100 && !ctl_store_settled(f->store); i++)
+		ctl_store_wait(f->store, UINT64_MAX, 20);
+	assert_true(ctl_store_settled(f->store));
+
+	/* Read back as far as window 3, on a connection of its own. */
+	assert_int_equal(ctl_store_load_run(f->store, run, NULL, 3, 32, &ops,
+			     &r),
+	    0);
+	assert_string_equal(r.run_key, "launch-a");
+	assert_int_equal(r.n_windows, 3);
+	assert_int_equal(r.windows[2], 2);
+	assert_int_equal(r.first_seq, 1);
+	assert_int_equal(r.last_seq, 4);
+	assert_int_equal(r.run_last_seq, 7);
+	assert_int_equal(r.next_window, 3);
+	assert_int_equal(ctl_store_load_run(f->store, 0, "job", UINT64_MAX, 32,
+			     &ops, &newest),
+	    0);
+	assert_int_equal(newest.n_windows, 6);
+	assert_int_equal(newest.last_seq, 7);
+	assert_int_equal(ctl_store_load_run(f->store, 0, "other", 3, 32, &ops,
+			     &none),
+	    BELLOWS_ENOTFOUND);
+	assert_int_equal(none.runs, 0);
+	assert_int_equal(ctl_store_load_run(NULL, run, NULL, 3, 32, &ops,
+			     &none),
+	    BELLOWS_ENOTFOUND);
+
+	/* Resumed at window 3: windows 3.. and the decisions answering
+	 * them move aside; what the resumed run records after stays. */
+	ctl_store_run_resumed(f->store, run, 3, "launch-b");
+	put_window(f, run, 3, N_LAYERS, 20);
+	ticket = put_decision(f, run, 8, NULL);
+	wait_committed(f, ticket);
+	assert_int_equal(db_int(f->db, "SELECT resumes FROM runs"), 1);
+	db_text(f->db, key, sizeof(key), "SELECT run_key FROM runs");
+	assert_string_equal(key, "launch-b");
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM superseded_window_info "
+			     "WHERE resume = 1 AND window >= 3"),
+	    3);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM superseded_windows WHERE "
+			     "resume = 1"),
+	    3 * N_LAYERS);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM superseded_timings"),
+	    3);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM superseded_decisions WHERE "
+			     "seq IN (5, 6, 7)"),
+	    3);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM superseded_decision_changes "
+			     "WHERE seq < 5"),
+	    0);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM window_info"), 4);
+	assert_int_equal(db_int(f->db,
+			     "SELECT closed_wall_ms FROM window_info WHERE "
+			     "window = 3"),
+	    20);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM timings"), 3);
+	assert_int_equal(db_int(f->db,
+			     "SELECT group_concat(seq, '') FROM (SELECT seq "
+			     "FROM decisions ORDER BY seq)"),
+	    12348);
+	assert_int_equal(db_int(f->db,
+			     "SELECT ended_wall_ms IS NULL FROM runs"),
+	    1);
 }
 
 /* What a recovered window of the round trip below held. */
@@ -2005,8 +2111,8 @@ test_store_functions_are_no_ops_without_a_store(void **state)
 	com_status_reply st = { 0 };
 
 	(void)state;
-	assert_int_equal(ctl_store_run_begin(NULL, "j", 1, table, 1, NULL, 1,
-			     0),
+	assert_int_equal(ctl_store_run_begin(NULL, "j", "", 1, table, 1, NULL,
+			     1, 0),
 	    0);
 	assert_int_equal(ctl_store_decision(NULL, 1, NULL, NULL,
 			     CTL_STORE_WINDOW, 0),
@@ -2043,6 +2149,7 @@ main(void)
 		T(test_store_thins_old_windows_past_the_per_run_limit),
 		T(test_store_thins_windows_older_than_the_age_limit),
 		T(test_store_recovers_live_runs_with_their_tail_and_windows),
+		T(test_store_resume_reads_a_run_back_and_supersedes_its_later_windows),
 		T(test_store_round_trips_new_statistics_collectives_metrics_calibration),
 		T(test_store_decisions_are_published_after_their_commit),
 		T(test_store_records_a_jobs_collectives_and_policy_metrics),

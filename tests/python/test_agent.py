@@ -290,6 +290,47 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(d.levels, (3.0, 0.0))
         self.assertGreater(d.seq, 0)
 
+    def test_launches_are_runs_and_a_resume_continues_the_recorded_one(
+            self):
+        def launch(daemon, run_id, start_window=0, resume=False):
+            with bellows.Agent("py-runs", 0, 1, LAYERS,
+                               control=daemon.control,
+                               publish=daemon.publish, window_steps=2,
+                               start_step=2 * start_window,
+                               start_window=start_window,
+                               run_id=run_id, resume=resume) as a:
+                for _ in range(2 * start_window, 12):
+                    a.step_begin()
+                    a.observe(0, torch.ones(32))
+                    a.observe(1, torch.ones(4))
+                    a.step_end(lr=0.1)
+                st = a.stats()
+            self.assertTrue(st.connected)
+            self.assertEqual(st.last_error, 0, st.last_error_text)
+            self.assertEqual(st.decision_misses, 0)
+
+        with self.assertRaises(bellows.BellowsError) as cm:
+            offline_agent(resume=True)
+        self.assertEqual(cm.exception.code, bellows.EINVAL)
+        with support.Daemon(FIXED, db=True) as daemon:
+            launch(daemon, "first")
+            launch(daemon, "second")
+            launch(daemon, "third", start_window=3, resume=True)
+            log = daemon.tail(200)
+            rc = daemon.stop()
+            with sqlite3.connect(daemon.db) as db:
+                runs = db.execute("SELECT id, run_key, resumes FROM runs "
+                                  "ORDER BY id").fetchall()
+                windows = db.execute("SELECT count(*) FROM window_info "
+                                     "WHERE run_id = 2").fetchone()[0]
+                gone = db.execute("SELECT min(window), max(window) FROM "
+                                  "superseded_window_info").fetchone()
+        print(f"\n  runs: {runs}, superseded windows {gone}")
+        self.assertEqual(rc, 0)
+        self.assertEqual(runs, [(1, "first", 0), (2, "third", 1)], log)
+        self.assertEqual(windows, 6, log)
+        self.assertEqual(gone, (3, 5), log)
+
     def test_reports_with_timings_reach_bellowsd_and_decide_send_modes(self):
         with support.Daemon(FIXED, db=True) as daemon:
             with bellows.Agent("py-timed", 0, 1, LAYERS,

@@ -161,14 +161,15 @@ test_historydb_refuses_a_newer_schema_with_a_clear_message(void **state)
 	fixture *f = *state;
 	char want[300];
 
-	assert_int_equal(fixture_db_create(f->path, 5, 1), SQLITE_OK);
+	assert_int_equal(fixture_db_create(f->path, TOOL_HDB_SCHEMA_MAX + 1, 1),
+	    SQLITE_OK);
 	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
 	    BELLOWS_EVERSION);
 	assert_null(f->db);
 	snprintf(want, sizeof(want),
-	    "%s has schema version 5; this bellows reads up to 4 (use a "
+	    "%s has schema version %d; this bellows reads up to %d (use a "
 	    "newer bellows)",
-	    f->path);
+	    f->path, TOOL_HDB_SCHEMA_MAX + 1, TOOL_HDB_SCHEMA_MAX);
 	assert_string_equal(f->err, want);
 }
 

@@ -149,6 +149,8 @@ class AgentConfig(ctypes.Structure):
         ("log_arg", ctypes.c_void_p),
         ("log_level", ctypes.c_int),
         ("stats_threads", ctypes.c_uint32),
+        ("run_id", ctypes.c_char_p),
+        ("resume", ctypes.c_uint32),
     ]
 
 

@@ -267,10 +267,16 @@ class Agent:
                  queue_capacity: int | None = None,
                  momentum_beta: float | None = None,
                  log_level: int = _lib.LOG_WARN,
-                 stats_threads: int = 0):
+                 stats_threads: int = 0,
+                 run_id: str | None = None, resume: bool = False):
         """Opens the agent (bellows_agent_open).
 
         ``layers`` is a sequence of bellows.Layer, the same on every rank.
+        ``run_id`` names this launch of the job, the same on every rank
+        (None: $BELLOWS_RUN_ID, else $TORCHELASTIC_RUN_ID, else none);
+        ``resume`` continues the job's recorded run from a checkpoint at
+        ``start_step``/``start_window`` instead of starting a new run
+        (docs/protocol.md, "Runs").
         Options left None keep the library's defaults (docs/agent.md).
         Raises BellowsError (EINVAL with the library's reason for a bad
         configuration; ENOTSUP for device layers without CUDA support).
@@ -330,6 +336,13 @@ class Agent:
                 raise BellowsError("bellows_agent_open", _lib.ENOTSUP,
                                    "this libbellows has no stats_threads")
             cfg.stats_threads = stats_threads
+        if run_id is not None or resume:
+            if not _lib.config_has("run_id"):
+                raise BellowsError("bellows_agent_open", _lib.ENOTSUP,
+                                   "this libbellows has no run_id/resume")
+            if run_id is not None:
+                cfg.run_id = cstr(run_id)
+            cfg.resume = 1 if resume else 0
         self._sink.capture = []
         self._sink.capture_thread = threading.get_ident()
         try:

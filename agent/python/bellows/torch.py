@@ -41,6 +41,8 @@ default) make ``import torch`` below the real one.
 from __future__ import annotations
 
 import dataclasses
+import os
+import secrets
 import time
 from typing import Callable, Sequence
 
@@ -420,6 +422,29 @@ class TorchAgent:
         self.close()
 
 
+def launch_id(process_group=None) -> str:
+    """The identity of this launch, the same on every rank of the group.
+
+    $BELLOWS_RUN_ID, else $TORCHELASTIC_RUN_ID, else a random one rank 0
+    draws and broadcasts (a collective: every rank must call it).
+    """
+    for var in ("BELLOWS_RUN_ID", "TORCHELASTIC_RUN_ID"):
+        if os.environ.get(var):
+            return os.environ[var]
+    token = [secrets.token_hex(8) if dist.get_rank(process_group) == 0
+             else None]
+    dist.broadcast_object_list(token, src=_group_rank0(process_group),
+                               group=process_group)
+    return str(token[0])
+
+
+def _group_rank0(process_group) -> int:
+    """The global rank of the group's rank 0."""
+    if process_group is None:
+        return 0
+    return dist.get_global_rank(process_group, 0)
+
+
 def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
            quant_threshold: float = 0.5, per_layer: bool = True,
            align: bool = True,
@@ -441,6 +466,11 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
     bellows.LAYER_MOMENTUM); remaining keywords go to bellows.Agent
     (decision_timeout_ms, heartbeat_ms, log_level, ...).
 
+    The launch's identity (``run_id``, see bellows.Agent) is, unless given,
+    $BELLOWS_RUN_ID or $TORCHELASTIC_RUN_ID, else one rank 0 draws and
+    broadcasts over the process group, so that every rank of this launch
+    sends the same one and a relaunch a new one.
+
     Rank and world come from the process group. Raises BellowsError if the
     agent cannot open, ValueError for an unknown compressor or a bad
     threshold. Returns the TorchAgent the training loop drives.
@@ -456,6 +486,8 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
                         "'2bit' or have reduce(items, comm)")
     params = [p for p in _unwrap(model).parameters() if p.requires_grad]
     table = layer_table(model, layer_flags)
+    if agent_options.get("run_id") is None:
+        agent_options["run_id"] = launch_id(process_group)
     agent = Agent(job, dist.get_rank(process_group),
                   dist.get_world_size(process_group), table,
                   control=control, publish=publish,
