@@ -1096,7 +1096,7 @@ test_report_carries_activations_send_medians_collectives_and_memory(
 
 	pthread_mutex_lock(&f->mu);
 	r = &f->reports[0].u.report;
-	assert_int_equal(f->reports[0].minor, 1);
+	assert_true(f->reports[0].minor >= 1);
 	assert_int_equal(r->layers[0].act_steps, 4);
 	assert_true(r->layers[0].act_lbar == 1.25);
 	assert_true(r->layers[0].act_nonzero == 0.375);
