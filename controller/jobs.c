@@ -6,6 +6,14 @@
  *   force at step s" is the last entry with apply_step <= s;
  * - windows close in index order; next_window is the lowest index not yet
  *   closed, and reports for lower indices are stale;
+ * - a window is durably closed once the decision answering it is
+ *   published (which waits for the store's commit of the window and the
+ *   decision): job_windows_closed() is the lowest window not durably
+ *   closed, never above next_window, and what agents are told they may
+ *   stop keeping reports below;
+ * - a (rank, window) report is taken once: a repeat of one in an open
+ *   window is ignored and counted, as agents resend what was not
+ *   acknowledged;
  * - a rank is held by one routing id and one incarnation at a time.
  */
 #include "jobs.h"
@@ -152,6 +160,25 @@ job_last(job *j)
 }
 
 static void jobs_publish_ready(ctl_jobs *jobs, job *j, uint64_t ticket);
+
+/* The lowest window of j whose close is not durable yet: next_window,
+ * or lower while a decision answering a closed window waits for its
+ * commit. A repair waiting for its commit names a window already durable;
+ * it only makes the answer lower than it could be, never wrong. */
+static uint64_t
+job_windows_closed(job *j)
+{
+	uint64_t w = j->next_window;
+
+	for (uint32_t i = 0; i < j->log_n; i++) {
+		const com_decision *d = job_log_at(j, i);
+
+		if (d->seq > j->published_seq && d->window > 0 &&
+		    d->window - 1 < w)
+			w = d->window - 1;
+	}
+	return w;
+}
 
 /* Records the latency of a decision published now whose window closed at
  * `closed_ns` (0: not a window's decision, nothing to record). */
@@ -955,6 +982,7 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	reply->u.welcome.apply_lag = cfg->apply_lag;
 	reply->u.welcome.heartbeat_ms = cfg->heartbeat_ms;
 	reply->u.welcome.instance = jobs->instance;
+	reply->u.welcome.windows_closed = job_windows_closed(j);
 	if (reply->u.welcome.job == NULL ||
 	    job_log_tail(j, h->step, &reply->u.welcome.decisions,
 		&reply->u.welcome.n_decisions) != 0) {
@@ -1250,10 +1278,10 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 			    rep->window);
 			return r;
 		}
-		jobs_why(why, why_len,
-		    "rank %u reported window %" PRIu64 " twice", rep->rank,
-		    rep->window);
-		return BELLOWS_ESTATE;
+		/* A resend (the agent rejoined before the window closed):
+		 * the first copy stands, and this is no peer's fault. */
+		jobs->counters.duplicates++;
+		return 0;
 	}
 	rk->reports++;
 	j->reports++;
@@ -1296,6 +1324,7 @@ ctl_jobs_heartbeat(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	com_msg_init(reply, COM_MSG_HEARTBEAT_ACK);
 	reply->u.heartbeat_ack.instance = jobs->instance;
 	reply->u.heartbeat_ack.last_seq = j->last_seq;
+	reply->u.heartbeat_ack.windows_closed = job_windows_closed(j);
 	return 0;
 }
 
