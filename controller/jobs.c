@@ -11,9 +11,10 @@
  *   decision): job_windows_closed() is the lowest window not durably
  *   closed, never above next_window, and what agents are told they may
  *   stop keeping reports below;
- * - a (rank, window) report is taken once: a repeat of one in an open
- *   window is ignored and counted, as agents resend what was not
- *   acknowledged;
+ * - a (rank, window) report is taken once: a repeat of one taken (in an
+ *   open window, or among the rank's last JOBS_TAKEN windows once closed)
+ *   is ignored and counted, as agents resend what was not acknowledged;
+ *   a report of a closed window the rank had not reported is stale;
  * - a rank is held by one routing id and one incarnation at a time.
  */
 #include "jobs.h"
@@ -39,6 +40,7 @@
 #define JOBS_TELEMETRY_METRICS 4096 /* metrics one Telemetry carries */
 #define JOBS_OPEN              8    /* windows aggregated at once per job */
 #define JOBS_WELCOME_MAX       64 /* decisions sent in a welcome or snapshot */
+#define JOBS_TAKEN             64 /* last windows a rank's reports are known */
 #define JOBS_FRESH_MS                                                          \
 	1000 /* a rank welcomed this recently also gets                        \
 	      * decisions sent directly */
@@ -61,6 +63,10 @@ typedef struct job_rank {
 	bool resuming;              /* its hello carried a decision it
 				     * applies: it ran before this hello
 				     * (under another daemon instance) */
+	uint64_t taken_top;         /* highest window whose report was
+				     * taken from this incarnation, +1 */
+	uint64_t taken_mask;        /* bit i: the report of window
+				     * taken_top - 1 - i was taken */
 } job_rank;
 
 typedef struct job {
@@ -790,6 +796,31 @@ jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
 	return 0;
 }
 
+/* Remembers that the rank's report of window w was taken. */
+static void
+rank_taken_mark(job_rank *rk, uint64_t w)
+{
+	if (w >= rk->taken_top) {
+		uint64_t shift = w + 1 - rk->taken_top;
+
+		rk->taken_mask = shift >= JOBS_TAKEN ? 0
+						     : rk->taken_mask << shift;
+		rk->taken_mask |= 1;
+		rk->taken_top = w + 1;
+	} else if (rk->taken_top - 1 - w < JOBS_TAKEN) {
+		rk->taken_mask |= (uint64_t)1 << (rk->taken_top - 1 - w);
+	}
+}
+
+/* True when the rank's report of window w was taken (as far as the last
+ * JOBS_TAKEN windows tell). */
+static bool
+rank_taken(const job_rank *rk, uint64_t w)
+{
+	return w < rk->taken_top && rk->taken_top - 1 - w < JOBS_TAKEN &&
+	    ((rk->taken_mask >> (rk->taken_top - 1 - w)) & 1) != 0;
+}
+
 /* True when window w of the job waits for this rank's report. */
 static bool
 rank_expected(const job_rank *rk, uint64_t w)
@@ -923,6 +954,8 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	 * restarted under it), rather than moving the job ahead. */
 	resume = j->recovering && h->last_window >= j->next_window &&
 	    h->last_window - j->next_window < JOBS_OPEN;
+	if (rk->incarnation != h->incarnation)
+		rk->taken_top = rk->taken_mask = 0;
 	rk->joined = true;
 	rk->left = false;
 	memcpy(rk->peer, peer, peer_len);
@@ -1241,6 +1274,11 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		    rep->first_step, rep->last_step);
 		return BELLOWS_EPROTO;
 	}
+	if (rep->window < j->next_window && rank_taken(rk, rep->window)) {
+		/* A resend racing the window's close: already counted in. */
+		jobs->counters.duplicates++;
+		return 0;
+	}
 	if (rep->window < j->next_window) {
 		jobs_why(why, why_len,
 		    "stale report of window %" PRIu64 " (next is %" PRIu64 ")",
@@ -1283,6 +1321,7 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		jobs->counters.duplicates++;
 		return 0;
 	}
+	rank_taken_mark(rk, rep->window);
 	rk->reports++;
 	j->reports++;
 	if (rep->last_step > rk->step)

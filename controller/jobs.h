@@ -96,13 +96,16 @@ ctl_events *ctl_jobs_events(ctl_jobs *jobs);
  * log. *reply (initialised by the caller to COM_MSG_NONE) may receive a
  * message to send back to the peer, also on failure (an Error).
  *
- * A Report repeating the (rank, window) of one already taken while that
- * window is open is accepted and ignored (counted in `duplicates`):
- * agents send again what was not durably closed when they rejoin. Once
- * the window closed, it is stale (BELLOWS_ESTATE) like any late report.
- * Welcome and HeartbeatAck carry windows_closed, the lowest window whose
- * close is not yet committed to the store (with no store, or while it is
- * degraded, not yet published).
+ * A Report repeating the (rank, window) of one already taken from the
+ * same agent process (incarnation) is accepted and ignored, counted in
+ * `duplicates`, also once the window closed (for the rank's last 64
+ * windows): agents send again what was not durably closed when they
+ * rejoin. A report of a closed window the rank had not reported is stale
+ * (BELLOWS_ESTATE).
+ *
+ * Welcome and HeartbeatAck carry windows_closed: the lowest window whose
+ * close is not durable yet, i.e. whose decision is not yet published
+ * (which with a working store waits for its commit).
  */
 int ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
     const com_hello *hello, uint64_t now_ms, com_msg *reply, char *why,
