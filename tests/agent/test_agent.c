@@ -1780,6 +1780,38 @@ test_unacknowledged_reports_are_sent_again_to_a_new_instance_four_at_most(
 }
 
 static void
+test_reports_are_sent_again_after_rejoining_the_same_instance(void **state)
+{
+	static const uint64_t again[] = { 1, 2, 3 };
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	a = open_resending_agent(&cfg, f);
+	STATS_WAIT(a, s, s.connected);
+	for (int i = 0; i < 3; i++)
+		run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 3);
+
+	/* The daemon forgot the rank (ENOTJOINED) but not the job: window
+	 * 0 is closed, 1 and 2 come again. */
+	pthread_mutex_lock(&f->mu);
+	f->windows_closed = 1;
+	f->heartbeat_error = BELLOWS_ENOTJOINED;
+	pthread_mutex_unlock(&f->mu);
+	FAKE_WAIT(f, f->hellos >= 2);
+	STATS_WAIT(a, s, s.connected && s.reconnects == 1);
+	run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 6);
+	assert_report_windows(f, 3, again, 3);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
 test_acknowledged_reports_are_not_sent_again(void **state)
 {
 	static const uint64_t after_ack[] = { 2, 3 };
@@ -2025,6 +2057,8 @@ main(void)
 		    test_new_daemon_instance_in_heartbeat_ack_makes_the_agent_join_again),
 		cmocka_unit_test(
 		    test_unacknowledged_reports_are_sent_again_to_a_new_instance_four_at_most),
+		cmocka_unit_test(
+		    test_reports_are_sent_again_after_rejoining_the_same_instance),
 		cmocka_unit_test(test_acknowledged_reports_are_not_sent_again),
 		cmocka_unit_test(test_a_daemon_of_minor_1_gets_no_report_twice),
 		cmocka_unit_test(
