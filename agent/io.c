@@ -69,9 +69,12 @@
 /* Reports kept after sending until acknowledged. A report is acknowledged
  * by the decision answering its window, which the agent waits for at
  * last_step + 1 + apply_lag: normally one or two are unacknowledged at a
- * time. Four covers a decision that is late by two windows; older ones
- * are let go (they were sent, and are lost only if the daemon dies). */
-#define IO_KEEP          4
+ * time. Eight is as many windows as bellowsd aggregates at once (JOBS_OPEN
+ * in controller/jobs.c): it refuses a report further ahead of the lowest
+ * window it has not closed, so an older one could never be taken with
+ * the newest. Older ones are let go (they were sent, and are lost only if
+ * the daemon dies before recording them). */
+#define IO_KEEP          8
 #define IO_MIN_ACK_MINOR 2 /* protocol minor whose daemons acknowledge */
 
 #define NS_PER_MS 1000000ull

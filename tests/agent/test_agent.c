@@ -1750,10 +1750,10 @@ assert_report_windows(fake *f, uint32_t from, const uint64_t *windows,
 }
 
 static void
-test_unacknowledged_reports_are_sent_again_to_a_new_instance_four_at_most(
+test_unacknowledged_reports_are_sent_again_to_a_new_instance_eight_at_most(
     void **state)
 {
-	static const uint64_t again[] = { 3, 4, 5, 6, 7 };
+	static const uint64_t again[] = { 2, 3, 4, 5, 6, 7, 8, 9, 10 };
 	bellows_agent_config cfg;
 	bellows_agent_stats s;
 	bellows_agent *a;
@@ -1763,18 +1763,18 @@ test_unacknowledged_reports_are_sent_again_to_a_new_instance_four_at_most(
 	f = fake_start(NULL, NULL);
 	a = open_resending_agent(&cfg, f);
 	STATS_WAIT(a, s, s.connected);
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < 10; i++)
 		run_step(a, NULL);
-	FAKE_WAIT(f, f->n_reports == 7);
+	FAKE_WAIT(f, f->n_reports == 10);
 
-	/* Nothing was acknowledged: the last four sent come again, oldest
+	/* Nothing was acknowledged: the last eight sent come again, oldest
 	 * first, before the next window's report. */
 	fake_restart(f, a, 0x2222, 0, 1);
 	run_step(a, NULL);
-	FAKE_WAIT(f, f->n_reports == 12);
-	assert_report_windows(f, 7, again, 5);
-	assert_true(log_contains("sending again 4 report(s) from window 3"));
-	STATS_WAIT(a, s, s.reports_sent == 8);
+	FAKE_WAIT(f, f->n_reports == 19);
+	assert_report_windows(f, 10, again, 9);
+	assert_true(log_contains("sending again 8 report(s) from window 2"));
+	STATS_WAIT(a, s, s.reports_sent == 11);
 	bellows_agent_close(&a);
 	fake_stop(f);
 }
@@ -2056,7 +2056,7 @@ main(void)
 		cmocka_unit_test(
 		    test_new_daemon_instance_in_heartbeat_ack_makes_the_agent_join_again),
 		cmocka_unit_test(
-		    test_unacknowledged_reports_are_sent_again_to_a_new_instance_four_at_most),
+		    test_unacknowledged_reports_are_sent_again_to_a_new_instance_eight_at_most),
 		cmocka_unit_test(
 		    test_reports_are_sent_again_after_rejoining_the_same_instance),
 		cmocka_unit_test(test_acknowledged_reports_are_not_sent_again),
