@@ -13,6 +13,17 @@
  * writable; the reports themselves wait in the agent's own bounded queue,
  * where the oldest is dropped and counted when it is full.
  *
+ * A report handed to the socket is not safe yet: a daemon that dies before
+ * committing its window's close loses it. So while the daemon acknowledges
+ * (protocol minor 2), the thread keeps the last IO_KEEP reports it sent
+ * until the daemon says their windows are durably closed: a published
+ * decision for window w acknowledges every window up to w (decisions are
+ * published only after their commit), and Welcome and HeartbeatAck carry
+ * windows_closed, the lowest window not durably closed. After a Welcome
+ * that starts a new session (a new daemon instance, or the same one after
+ * the agent lost it) the kept reports at or above windows_closed are sent
+ * again, oldest first, before anything queued.
+ *
  * The mutex guards the decision table, the report queue and the counters.
  * Fields the I/O thread alone writes (welcomed, the instance) are read by
  * it without the lock; everyone else reads them under it.
@@ -55,6 +66,16 @@
 #define IO_QUIET_MS          10000  /* a repetitive message, once per this */
 #define IO_HEARTBEAT_MIN_MS  10     /* shortest heartbeat period taken */
 #define IO_HEARTBEAT_MAX_MS  600000 /* longest heartbeat period taken */
+/* Reports kept after sending until acknowledged. A report is acknowledged
+ * by the decision answering its window, which the agent waits for at
+ * last_step + 1 + apply_lag: normally one or two are unacknowledged at a
+ * time. Eight is as many windows as bellowsd aggregates at once (JOBS_OPEN
+ * in controller/jobs.c): it refuses a report further ahead of the lowest
+ * window it has not closed, so an older one could never be taken with
+ * the newest. Older ones are let go (they were sent, and are lost only if
+ * the daemon dies before recording them). */
+#define IO_KEEP          8
+#define IO_MIN_ACK_MINOR 2 /* protocol minor whose daemons acknowledge */
 
 #define NS_PER_MS 1000000ull
 
@@ -68,8 +89,9 @@ enum io_quiet {
 };
 
 typedef struct io_report {
-	uint8_t *buf; /* encoded Report, malloc'd */
-	size_t len;   /* bytes in buf */
+	uint8_t *buf;    /* encoded Report, malloc'd */
+	size_t len;      /* bytes in buf */
+	uint64_t window; /* the window it reports */
 } io_report;
 
 struct agent_io {
@@ -109,6 +131,15 @@ struct agent_io {
 	uint32_t q_cap;            /* entries in queue */
 	uint32_t q_head;           /* oldest report */
 	uint32_t q_len;            /* reports queued */
+	io_report kept[IO_KEEP];   /* ring of reports sent and not yet
+				    * acknowledged, ascending windows */
+	uint32_t k_head;           /* oldest kept report */
+	uint32_t k_len;            /* reports kept */
+	uint32_t k_sent;           /* the first k_sent kept reports reached
+				    * the current session; the rest are
+				    * sent again before the queue */
+	uint64_t acked;            /* windows below this are durably closed */
+	bool acks;                 /* the daemon acknowledges: keep reports */
 	bool closing;              /* the thread must send Bye and exit */
 	bool snapshot_asked;       /* the trainer waits: ask for a snapshot */
 	bool welcomed;             /* joined the current daemon instance */
@@ -353,27 +384,91 @@ io_send_bye(agent_io *io)
 	(void)io_send(io, &m);
 }
 
-/* Hands queued reports to the socket until it pushes back. */
+/* Lets the oldest kept report go. The caller holds mu. */
+static void
+io_kept_pop(agent_io *io)
+{
+	io_report *k = &io->kept[io->k_head];
+
+	free(k->buf);
+	k->buf = NULL;
+	io->k_head = (io->k_head + 1) % IO_KEEP;
+	io->k_len--;
+	/* The oldest is the first sent, when any was. */
+	if (io->k_sent > 0)
+		io->k_sent--;
+}
+
+/* The daemon says windows below `closed` are durably closed: the kept
+ * reports of those are let go. The caller holds mu. */
+static void
+io_kept_ack(agent_io *io, uint64_t closed)
+{
+	if (closed > io->acked)
+		io->acked = closed;
+	while (io->k_len > 0 && io->kept[io->k_head].window < io->acked)
+		io_kept_pop(io);
+}
+
+/* Keeps the report *r just sent to the current session (takes its
+ * buffer), letting the oldest go when IO_KEEP are kept; frees it instead
+ * when the daemon does not acknowledge or its window is closed already.
+ * Only called once every kept report was sent again (k_sent == k_len), so
+ * the ring stays: sent ones first, then those to send again. The caller
+ * holds mu. */
+static void
+io_kept_push(agent_io *io, io_report *r)
+{
+	if (!io->acks || r->window < io->acked) {
+		free(r->buf);
+		r->buf = NULL;
+		return;
+	}
+	if (io->k_len == IO_KEEP)
+		io_kept_pop(io);
+	io->kept[(io->k_head + io->k_len) % IO_KEEP] = *r;
+	io->k_len++;
+	io->k_sent++;
+	r->buf = NULL;
+}
+
+/* Hands reports to the socket until it pushes back: the kept ones a new
+ * session must see again first, then the queue. */
 static void
 io_send_reports(agent_io *io)
 {
 	int err = 0;
 
 	io_lock(io);
-	while (io->welcomed && io->q_len > 0) {
-		io_report *r = &io->queue[io->q_head];
-		int rc = io_send_buf(io, r->buf, r->len);
+	while (io->welcomed) {
+		bool again = io->k_sent < io->k_len;
+		io_report *r;
+		int rc;
 
+		if (again)
+			r = &io->kept[(io->k_head + io->k_sent) % IO_KEEP];
+		else if (io->q_len > 0)
+			r = &io->queue[io->q_head];
+		else
+			break;
+		rc = io_send_buf(io, r->buf, r->len);
 		if (rc == BELLOWS_EAGAIN)
 			break;
+		if (rc != 0)
+			err = errno;
+		if (again) {
+			/* Kept either way, for a later session. */
+			io->k_sent++;
+			continue;
+		}
 		if (rc == 0) {
 			io->reports_sent++;
+			io_kept_push(io, r);
 		} else {
-			err = errno;
 			io->reports_dropped++;
+			free(r->buf);
+			r->buf = NULL;
 		}
-		free(r->buf);
-		r->buf = NULL;
 		io->q_head = (io->q_head + 1) % io->q_cap;
 		io->q_len--;
 	}
@@ -410,7 +505,7 @@ io_pending(agent_io *io, uint64_t now)
 	    now >= io->last_snapshot_ms + IO_SNAPSHOT_GAP_MS)
 		return true;
 	io_lock(io);
-	reports = io->q_len > 0;
+	reports = io->q_len > 0 || io->k_sent < io->k_len;
 	io_unlock(io);
 	return reports;
 }
@@ -511,12 +606,40 @@ io_job_matches(const agent_io *io, const char *job)
 	return job == NULL || job[0] == '\0' || strcmp(job, io->job) == 0;
 }
 
+/* Takes a Welcome's windows_closed (from a daemon of protocol `minor`):
+ * a new session (`rejoined`) sends the kept reports at or above it again.
+ * Returns how many will be. The caller holds mu. */
+static uint32_t
+io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed, bool rejoined)
+{
+	io->acks = minor >= IO_MIN_ACK_MINOR;
+	if (!io->acks) {
+		/* An older daemon says nothing of what it recorded. */
+		while (io->k_len > 0)
+			io_kept_pop(io);
+		io->acked = 0;
+		return 0;
+	}
+	if (!rejoined) {
+		io_kept_ack(io, closed);
+		return 0;
+	}
+	/* A new instance may know less than the old one told us: its word
+	 * is the one that counts now. */
+	io->acked = closed;
+	io_kept_ack(io, closed);
+	io->k_sent = 0;
+	return io->k_len;
+}
+
 static void
-io_on_welcome(agent_io *io, com_welcome *w, uint64_t now)
+io_on_welcome(agent_io *io, com_welcome *w, uint32_t minor, uint64_t now)
 {
 	bool gap;
 	bool rejoined;
 	uint32_t added;
+	uint32_t resend;
+	uint64_t first = 0;
 
 	if (!io_job_matches(io, w->job) || w->rank != io->rank) {
 		io_log_quiet(io, IO_QUIET_MALFORMED, BELLOWS_LOG_WARN,
@@ -534,6 +657,9 @@ io_on_welcome(agent_io *io, com_welcome *w, uint64_t now)
 	added = agent_decisions_add_set(&io->table, w->decisions,
 	    w->n_decisions);
 	gap = agent_decisions_gap(&io->table);
+	resend = io_kept_welcome(io, minor, w->windows_closed, rejoined);
+	if (resend > 0)
+		first = io->kept[io->k_head].window;
 	pthread_cond_broadcast(&io->cond);
 	io_unlock(io);
 
@@ -553,6 +679,11 @@ io_on_welcome(agent_io *io, com_welcome *w, uint64_t now)
 		    "%016llx, apply lag %u, %u new decision(s))",
 		    io->job, io->rank, io->world,
 		    (unsigned long long)w->instance, w->apply_lag, added);
+	if (resend > 0)
+		io_log(io, BELLOWS_LOG_INFO,
+		    "sending again %u report(s) from window %llu on, not yet "
+		    "recorded by bellowsd",
+		    resend, (unsigned long long)first);
 }
 
 static void
@@ -572,6 +703,8 @@ io_on_heartbeat_ack(agent_io *io, const com_heartbeat_ack *ack, uint64_t now)
 	}
 	io_lock(io);
 	behind = ack->last_seq > io->table.last_seq;
+	if (io->acks)
+		io_kept_ack(io, ack->windows_closed);
 	io_unlock(io);
 	if (behind)
 		io->want_snapshot = true;
@@ -641,7 +774,7 @@ io_on_control(agent_io *io, com_msg *m, uint64_t now)
 {
 	switch (m->type) {
 	case COM_MSG_WELCOME:
-		io_on_welcome(io, &m->u.welcome, now);
+		io_on_welcome(io, &m->u.welcome, m->minor, now);
 		break;
 	case COM_MSG_HEARTBEAT_ACK:
 		io_on_heartbeat_ack(io, &m->u.heartbeat_ack, now);
@@ -726,6 +859,7 @@ static void
 io_on_decision(agent_io *io, com_decision *d)
 {
 	uint64_t seq = d->seq;
+	uint64_t window = d->window; /* d is zeroed once added */
 	bool gap;
 	int rc;
 
@@ -735,6 +869,10 @@ io_on_decision(agent_io *io, com_decision *d)
 		io_lock(io);
 		rc = agent_decisions_add(&io->table, d);
 		gap = agent_decisions_gap(&io->table);
+		/* Published only once committed, with the window it closed:
+		 * an acknowledgement of that window and every earlier one. */
+		if (rc >= 0 && io->acks)
+			io_kept_ack(io, window);
 		if (rc >= 0)
 			pthread_cond_broadcast(&io->cond);
 		io_unlock(io);
@@ -1044,6 +1182,8 @@ agent_io_close(agent_io **iop)
 	if (io->queue != NULL)
 		for (uint32_t i = 0; i < io->q_cap; i++)
 			free(io->queue[i].buf);
+	for (uint32_t i = 0; i < IO_KEEP; i++)
+		free(io->kept[i].buf);
 	free(io->queue);
 	agent_decisions_fini(&io->table);
 	if (io->cond_ready)
@@ -1173,6 +1313,7 @@ agent_io_submit_report(agent_io *io, com_report *r)
 	}
 	io->queue[(io->q_head + io->q_len) % io->q_cap].buf = buf;
 	io->queue[(io->q_head + io->q_len) % io->q_cap].len = len;
+	io->queue[(io->q_head + io->q_len) % io->q_cap].window = r->window;
 	io->q_len++;
 	/* Only a daemon that hears the report owes a decision for it. */
 	if (io->welcomed)

@@ -4,11 +4,13 @@
  * control ROUTER, SUB to its PUB) and is the only code of the agent that
  * talks to them: it joins the job (Hello, Welcome), sends the queued
  * reports, heartbeats and snapshot requests, and receives decisions, acks,
- * snapshots and errors. The training thread never touches ZeroMQ: it hands
- * reports over and takes decisions through a structure guarded by one
- * mutex, and waits on a condition variable (monotonic clock) only at an
- * apply step whose decision has not arrived. It wakes the I/O thread
- * through an eventfd the thread polls beside its sockets.
+ * snapshots and errors. It keeps the last reports it sent until bellowsd
+ * says their windows are durably closed, and sends them again when it
+ * joins a daemon anew, so a crash of bellowsd loses no window. The training
+ * thread never touches ZeroMQ: it hands reports over and takes decisions
+ * through a structure guarded by one mutex, and waits on a condition variable
+ * (monotonic clock) only at an apply step whose decision has not arrived. It
+ * wakes the I/O thread through an eventfd the thread polls beside its sockets.
  *
  * Threading: agent_io_stats() may be called from any thread; every other
  * function from the one training thread.

@@ -248,6 +248,7 @@ codec_out_welcome(codec_out *o, const com_welcome *w)
 	pw->apply_lag = w->apply_lag;
 	pw->heartbeat_ms = w->heartbeat_ms;
 	pw->instance = w->instance;
+	pw->windows_closed = w->windows_closed;
 	o->env.body_case = BELLOWS__ENVELOPE__BODY_WELCOME;
 	o->env.welcome = pw;
 	return codec_out_decisions(o, w->decisions, w->n_decisions,
@@ -472,6 +473,7 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 	ps->latency_p99_ms = r->latency_p99_ms;
 	ps->latency_max_ms = r->latency_max_ms;
 	ps->latency_samples = r->latency_samples;
+	ps->reports_duplicate = r->reports_duplicate;
 	o->env.body_case = BELLOWS__ENVELOPE__BODY_STATUS_REPLY;
 	o->env.status_reply = ps;
 	return 0;
@@ -549,6 +551,7 @@ codec_out_flat(codec_out *o, const com_msg *m)
 		bellows__heartbeat_ack__init(p);
 		p->instance = m->u.heartbeat_ack.instance;
 		p->last_seq = m->u.heartbeat_ack.last_seq;
+		p->windows_closed = m->u.heartbeat_ack.windows_closed;
 		o->env.body_case = BELLOWS__ENVELOPE__BODY_HEARTBEAT_ACK;
 		o->env.heartbeat_ack = p;
 		return 0;
@@ -1109,6 +1112,8 @@ codec_in_welcome(const Bellows__Welcome *pw, const com_limits *lim,
 	w->apply_lag = pw->apply_lag;
 	w->heartbeat_ms = pw->heartbeat_ms;
 	w->instance = pw->instance;
+	/* Any value: it can only make an agent let go of kept reports. */
+	w->windows_closed = pw->windows_closed;
 	return 0;
 }
 
@@ -1394,6 +1399,7 @@ codec_in_status_reply(const Bellows__StatusReply *ps, const com_limits *lim,
 	r->latency_p99_ms = ps->latency_p99_ms;
 	r->latency_max_ms = ps->latency_max_ms;
 	r->latency_samples = ps->latency_samples;
+	r->reports_duplicate = ps->reports_duplicate;
 	return codec_in_text(ps->store_error, lim->max_text_len,
 	    &r->store_error);
 }
@@ -1485,6 +1491,8 @@ codec_in_body(const Bellows__Envelope *env, const com_limits *lim, com_msg *m)
 	case BELLOWS__ENVELOPE__BODY_HEARTBEAT_ACK:
 		m->u.heartbeat_ack.instance = env->heartbeat_ack->instance;
 		m->u.heartbeat_ack.last_seq = env->heartbeat_ack->last_seq;
+		m->u.heartbeat_ack.windows_closed = env->heartbeat_ack
+							->windows_closed;
 		return 0;
 	case BELLOWS__ENVELOPE__BODY_BYE:
 		m->u.bye.rank = env->bye->rank;

@@ -91,6 +91,8 @@ typedef struct com_welcome {
 	uint64_t instance;       /* daemon instance id */
 	uint32_t n_decisions;    /* entries in decisions */
 	com_decision *decisions; /* in force and pending, ascending seq */
+	uint64_t windows_closed; /* minor 2: windows below it are closed
+				  * and committed to the history */
 } com_welcome;
 
 typedef struct com_layer_stats {
@@ -174,8 +176,9 @@ typedef struct com_heartbeat {
 } com_heartbeat;
 
 typedef struct com_heartbeat_ack {
-	uint64_t instance; /* daemon instance id */
-	uint64_t last_seq; /* last decision seq of the job */
+	uint64_t instance;       /* daemon instance id */
+	uint64_t last_seq;       /* last decision seq of the job */
+	uint64_t windows_closed; /* minor 2: as in com_welcome */
 } com_heartbeat_ack;
 
 typedef struct com_bye {
@@ -226,28 +229,29 @@ typedef struct com_event {
 } com_event;
 
 typedef struct com_status_reply {
-	uint64_t instance;        /* daemon instance id */
-	uint64_t uptime_ms;       /* since start */
-	uint32_t n_jobs;          /* entries in jobs */
-	com_job_status *jobs;     /* per job */
-	uint32_t n_peers;         /* entries in peers */
-	com_peer_status *peers;   /* peers with drops */
-	uint64_t messages;        /* messages received */
-	uint64_t dropped;         /* messages dropped as malformed/hostile */
-	uint64_t reports;         /* reports accepted */
-	uint64_t decisions;       /* decisions published */
-	uint64_t layer_stats;     /* layer statistics ingested */
-	uint32_t n_events;        /* entries in events */
-	com_event *events;        /* recent events, oldest first */
-	bool store_degraded;      /* the history database is not written */
-	uint64_t store_pending;   /* rows queued for it, not yet committed */
-	uint64_t store_dropped;   /* metric rows it never wrote */
-	char *store_error;        /* why it is degraded, "" or NULL if not */
-	double latency_p50_ms;    /* minor 1: window close -> decision
-				   * published, median of the last 1024 */
-	double latency_p99_ms;    /* 99th percentile of them */
-	double latency_max_ms;    /* largest of them */
-	uint32_t latency_samples; /* decisions measured, 0: none yet */
+	uint64_t instance;          /* daemon instance id */
+	uint64_t uptime_ms;         /* since start */
+	uint32_t n_jobs;            /* entries in jobs */
+	com_job_status *jobs;       /* per job */
+	uint32_t n_peers;           /* entries in peers */
+	com_peer_status *peers;     /* peers with drops */
+	uint64_t messages;          /* messages received */
+	uint64_t dropped;           /* messages dropped as malformed/hostile */
+	uint64_t reports;           /* reports accepted */
+	uint64_t decisions;         /* decisions published */
+	uint64_t layer_stats;       /* layer statistics ingested */
+	uint32_t n_events;          /* entries in events */
+	com_event *events;          /* recent events, oldest first */
+	bool store_degraded;        /* the history database is not written */
+	uint64_t store_pending;     /* rows queued for it, not yet committed */
+	uint64_t store_dropped;     /* metric rows it never wrote */
+	char *store_error;          /* why it is degraded, "" or NULL if not */
+	double latency_p50_ms;      /* minor 1: window close -> decision
+				     * published, median of the last 1024 */
+	double latency_p99_ms;      /* 99th percentile of them */
+	double latency_max_ms;      /* largest of them */
+	uint32_t latency_samples;   /* decisions measured, 0: none yet */
+	uint64_t reports_duplicate; /* minor 2: repeated reports ignored */
 } com_status_reply;
 
 typedef struct com_snapshot_request {

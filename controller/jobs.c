@@ -6,6 +6,15 @@
  *   force at step s" is the last entry with apply_step <= s;
  * - windows close in index order; next_window is the lowest index not yet
  *   closed, and reports for lower indices are stale;
+ * - a window is durably closed once the decision answering it is
+ *   published (which waits for the store's commit of the window and the
+ *   decision): job_windows_closed() is the lowest window not durably
+ *   closed, never above next_window, and what agents are told they may
+ *   stop keeping reports below;
+ * - a (rank, window) report is taken once: a repeat of one taken (in an
+ *   open window, or among the rank's last JOBS_TAKEN windows once closed)
+ *   is ignored and counted, as agents resend what was not acknowledged;
+ *   a report of a closed window the rank had not reported is stale;
  * - a rank is held by one routing id and one incarnation at a time;
  * - a job holds one run (one launch, run_key) at a time: a Hello of
  *   another launch is refused while a rank of the run is alive, and
@@ -38,6 +47,7 @@
 #define JOBS_OPEN              8    /* windows aggregated at once per job */
 #define JOBS_WELCOME_MAX       64 /* decisions sent in a welcome or snapshot */
 #define JOBS_KEY_SHOWN         64 /* bytes of a launch identity in events */
+#define JOBS_TAKEN             64 /* last windows a rank's reports are known */
 #define JOBS_FRESH_MS                                                          \
 	1000 /* a rank welcomed this recently also gets                        \
 	      * decisions sent directly */
@@ -60,6 +70,10 @@ typedef struct job_rank {
 	bool resuming;              /* its hello carried a decision it
 				     * applies: it ran before this hello
 				     * (under another daemon instance) */
+	uint64_t taken_top;         /* highest window whose report was
+				     * taken from this incarnation, +1 */
+	uint64_t taken_mask;        /* bit i: the report of window
+				     * taken_top - 1 - i was taken */
 } job_rank;
 
 typedef struct job {
@@ -171,6 +185,25 @@ job_last(job *j)
 }
 
 static void jobs_publish_ready(ctl_jobs *jobs, job *j, uint64_t ticket);
+
+/* The lowest window of j whose close is not durable yet: next_window,
+ * or lower while a decision answering a closed window waits for its
+ * commit. A repair waiting for its commit names a window already durable;
+ * it only makes the answer lower than it could be, never wrong. */
+static uint64_t
+job_windows_closed(job *j)
+{
+	uint64_t w = j->next_window;
+
+	for (uint32_t i = 0; i < j->log_n; i++) {
+		const com_decision *d = job_log_at(j, i);
+
+		if (d->seq > j->published_seq && d->window > 0 &&
+		    d->window - 1 < w)
+			w = d->window - 1;
+	}
+	return w;
+}
 
 /* Records the latency of a decision published now whose window closed at
  * `closed_ns` (0: not a window's decision, nothing to record). */
@@ -788,6 +821,31 @@ jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
 	return 0;
 }
 
+/* Remembers that the rank's report of window w was taken. */
+static void
+rank_taken_mark(job_rank *rk, uint64_t w)
+{
+	if (w >= rk->taken_top) {
+		uint64_t shift = w + 1 - rk->taken_top;
+
+		rk->taken_mask = shift >= JOBS_TAKEN ? 0
+						     : rk->taken_mask << shift;
+		rk->taken_mask |= 1;
+		rk->taken_top = w + 1;
+	} else if (rk->taken_top - 1 - w < JOBS_TAKEN) {
+		rk->taken_mask |= (uint64_t)1 << (rk->taken_top - 1 - w);
+	}
+}
+
+/* True when the rank's report of window w was taken (as far as the last
+ * JOBS_TAKEN windows tell). */
+static bool
+rank_taken(const job_rank *rk, uint64_t w)
+{
+	return w < rk->taken_top && rk->taken_top - 1 - w < JOBS_TAKEN &&
+	    ((rk->taken_mask >> (rk->taken_top - 1 - w)) & 1) != 0;
+}
+
 /* True when window w of the job waits for this rank's report. */
 static bool
 rank_expected(const job_rank *rk, uint64_t w)
@@ -1007,6 +1065,8 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	 * restarted under it), rather than moving the job ahead. */
 	resume = j->recovering && h->last_window >= j->next_window &&
 	    h->last_window - j->next_window < JOBS_OPEN;
+	if (rk->incarnation != h->incarnation)
+		rk->taken_top = rk->taken_mask = 0;
 	rk->joined = true;
 	rk->left = false;
 	memcpy(rk->peer, peer, peer_len);
@@ -1066,6 +1126,7 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	reply->u.welcome.apply_lag = cfg->apply_lag;
 	reply->u.welcome.heartbeat_ms = cfg->heartbeat_ms;
 	reply->u.welcome.instance = jobs->instance;
+	reply->u.welcome.windows_closed = job_windows_closed(j);
 	if (reply->u.welcome.job == NULL ||
 	    job_log_tail(j, h->step, &reply->u.welcome.decisions,
 		&reply->u.welcome.n_decisions) != 0) {
@@ -1324,6 +1385,11 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		    rep->first_step, rep->last_step);
 		return BELLOWS_EPROTO;
 	}
+	if (rep->window < j->next_window && rank_taken(rk, rep->window)) {
+		/* A resend racing the window's close: already counted in. */
+		jobs->counters.duplicates++;
+		return 0;
+	}
 	if (rep->window < j->next_window) {
 		jobs_why(why, why_len,
 		    "stale report of window %" PRIu64 " (next is %" PRIu64 ")",
@@ -1361,11 +1427,12 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 			    rep->window);
 			return r;
 		}
-		jobs_why(why, why_len,
-		    "rank %u reported window %" PRIu64 " twice", rep->rank,
-		    rep->window);
-		return BELLOWS_ESTATE;
+		/* A resend (the agent rejoined before the window closed):
+		 * the first copy stands, and this is no peer's fault. */
+		jobs->counters.duplicates++;
+		return 0;
 	}
+	rank_taken_mark(rk, rep->window);
 	rk->reports++;
 	j->reports++;
 	if (rep->last_step > rk->step)
@@ -1407,6 +1474,7 @@ ctl_jobs_heartbeat(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	com_msg_init(reply, COM_MSG_HEARTBEAT_ACK);
 	reply->u.heartbeat_ack.instance = jobs->instance;
 	reply->u.heartbeat_ack.last_seq = j->last_seq;
+	reply->u.heartbeat_ack.windows_closed = job_windows_closed(j);
 	return 0;
 }
 

@@ -44,6 +44,8 @@ typedef struct ctl_jobs_counters {
 	uint64_t incomplete;    /* windows closed with ranks missing */
 	uint64_t ranks_lost;    /* ranks declared lost */
 	uint64_t policy_errors; /* on_window and on_event calls that failed */
+	uint64_t duplicates;    /* reports of a (rank, window) already
+				 * taken, ignored (agents resend) */
 } ctl_jobs_counters;
 
 /* Creates the job table. `cfg` is borrowed and must stay alive until
@@ -93,6 +95,17 @@ ctl_events *ctl_jobs_events(ctl_jobs *jobs);
  * with a one-line reason in `why` (why_len bytes) for the per-peer drop
  * log. *reply (initialised by the caller to COM_MSG_NONE) may receive a
  * message to send back to the peer, also on failure (an Error).
+ *
+ * A Report repeating the (rank, window) of one already taken from the
+ * same agent process (incarnation) is accepted and ignored, counted in
+ * `duplicates`, also once the window closed (for the rank's last 64
+ * windows): agents send again what was not durably closed when they
+ * rejoin. A report of a closed window the rank had not reported is stale
+ * (BELLOWS_ESTATE).
+ *
+ * Welcome and HeartbeatAck carry windows_closed: the lowest window whose
+ * close is not durable yet, i.e. whose decision is not yet published
+ * (which with a working store waits for its commit).
  */
 int ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
     const com_hello *hello, uint64_t now_ms, com_msg *reply, char *why,

@@ -226,6 +226,7 @@ server_status(ctl_server *s, const com_status_request *req, com_msg *reply)
 		st->reports = c.reports;
 		st->decisions = c.decisions;
 		st->layer_stats = c.layer_stats;
+		st->reports_duplicate = c.duplicates;
 		{
 			ctl_jobs_latency_info lat;
 

@@ -70,9 +70,10 @@ status_print_table(FILE *f, const com_status_reply *st)
 	status_duration(f, st->uptime_ms);
 	fprintf(f,
 	    "\n  messages %" PRIu64 ", dropped %" PRIu64 ", reports %" PRIu64
-	    ", decisions %" PRIu64 ", layer stats %" PRIu64 "\n",
+	    ", decisions %" PRIu64 ", layer stats %" PRIu64
+	    ", duplicate reports %" PRIu64 "\n",
 	    st->messages, st->dropped, st->reports, st->decisions,
-	    st->layer_stats);
+	    st->layer_stats, st->reports_duplicate);
 	if (st->latency_samples > 0)
 		fprintf(f,
 		    "  decision latency p50 %.3f ms, p99 %.3f ms, max %.3f ms"
@@ -180,9 +181,10 @@ status_print_json(FILE *f, const com_status_reply *st)
 	    "{\"instance\": \"%016" PRIx64 "\", \"uptime_ms\": %" PRIu64
 	    ", \"messages\": %" PRIu64 ", \"dropped\": %" PRIu64
 	    ", \"reports\": %" PRIu64 ", \"decisions\": %" PRIu64
-	    ", \"layer_stats\": %" PRIu64 ",\n",
+	    ", \"layer_stats\": %" PRIu64 ", \"reports_duplicate\": %" PRIu64
+	    ",\n",
 	    st->instance, st->uptime_ms, st->messages, st->dropped, st->reports,
-	    st->decisions, st->layer_stats);
+	    st->decisions, st->layer_stats, st->reports_duplicate);
 	fprintf(f,
 	    " \"latency\": {\"samples\": %u, \"p50_ms\": %.6f, "
 	    "\"p99_ms\": %.6f, \"max_ms\": %.6f},\n",

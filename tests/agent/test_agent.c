@@ -5,7 +5,8 @@
  * through the real codec: it welcomes Hellos with the decisions it holds,
  * acks heartbeats, answers snapshot requests, records every report, and
  * can be told to decide each window (after a delay), to refuse with an
- * Error, or to change its instance. The XPUB shows the test when the
+ * Error, to change its instance, to say which windows are closed, or to
+ * speak an older protocol minor. The XPUB shows the test when the
  * agent's subscription has arrived, so publications are not lost to the
  * slow-joiner effect unless a test wants them lost.
  */
@@ -112,6 +113,8 @@ typedef struct fake {
 	bool auto_decide;         /* decide every reported window */
 	uint32_t decide_delay_ms; /* ... and publish this much later */
 	double auto_level;        /* level of auto decisions */
+	uint64_t windows_closed;  /* told in Welcome and HeartbeatAck */
+	uint32_t minor;           /* protocol minor it speaks, 0: current */
 
 	/* Decisions made: seq = index + 1. */
 	com_decision decisions[FAKE_MAX];
@@ -134,10 +137,13 @@ typedef struct fake {
 static void
 fake_reply(fake *f, const zmq_msg_t *id, const com_msg *m)
 {
+	com_msg v = *m;
 	uint8_t *buf;
 	size_t len;
 
-	assert_int_equal(com_codec_encode(m, &buf, &len), 0);
+	if (f->minor != 0)
+		v.minor = f->minor;
+	assert_int_equal(com_codec_encode(&v, &buf, &len), 0);
 	zmq_send(f->router, zmq_msg_data((zmq_msg_t *)id),
 	    zmq_msg_size((zmq_msg_t *)id), ZMQ_SNDMORE);
 	zmq_send(f->router, buf, len, 0);
@@ -245,6 +251,7 @@ fake_on_message(fake *f, const zmq_msg_t *id, com_msg *m)
 		r.u.welcome.rank = f->last_hello.u.hello.rank;
 		r.u.welcome.apply_lag = f->apply_lag;
 		r.u.welcome.instance = f->instance;
+		r.u.welcome.windows_closed = f->windows_closed;
 		r.u.welcome.n_decisions = f->n_decisions;
 		r.u.welcome.decisions = f->decisions;
 		fake_reply(f, id, &r);
@@ -261,6 +268,7 @@ fake_on_message(fake *f, const zmq_msg_t *id, com_msg *m)
 		com_msg_init(&r, COM_MSG_HEARTBEAT_ACK);
 		r.u.heartbeat_ack.instance = f->instance;
 		r.u.heartbeat_ack.last_seq = f->n_decisions;
+		r.u.heartbeat_ack.windows_closed = f->windows_closed;
 		fake_reply(f, id, &r);
 		break;
 	case COM_MSG_REPORT:
@@ -1096,7 +1104,7 @@ test_report_carries_activations_send_medians_collectives_and_memory(
 
 	pthread_mutex_lock(&f->mu);
 	r = &f->reports[0].u.report;
-	assert_int_equal(f->reports[0].minor, BELLOWS_PROTO_MINOR);
+	assert_true(f->reports[0].minor >= 1);
 	assert_int_equal(r->layers[0].act_steps, 4);
 	assert_true(r->layers[0].act_lbar == 1.25);
 	assert_true(r->layers[0].act_nonzero == 0.375);
@@ -1691,6 +1699,195 @@ test_new_daemon_instance_in_heartbeat_ack_makes_the_agent_join_again(
 	fake_stop(f);
 }
 
+/* An agent of `cfg` stepping one window per step, without waiting long
+ * for decisions that do not come. */
+static bellows_agent *
+open_resending_agent(bellows_agent_config *cfg, const fake *f)
+{
+	config(cfg, f);
+	cfg->window_steps = 1;
+	cfg->decision_timeout_ms = 20;
+	cfg->heartbeat_ms = 50;
+	return open_agent(cfg);
+}
+
+/* The fake restarts as instance `instance`, saying windows below
+ * `closed` are closed; returns once the agent joined it again (the
+ * reconnects-th time). */
+static void
+fake_restart(fake *f, bellows_agent *a, uint64_t instance, uint64_t closed,
+    uint64_t reconnects)
+{
+	bellows_agent_stats s;
+	uint32_t hellos;
+
+	pthread_mutex_lock(&f->mu);
+	hellos = f->hellos;
+	f->instance = instance;
+	f->windows_closed = closed;
+	pthread_mutex_unlock(&f->mu);
+	FAKE_WAIT(f, f->hellos > hellos);
+	STATS_WAIT(a, s, s.connected && s.reconnects == reconnects);
+}
+
+/* The windows of reports from..to-1 the fake received. */
+static void
+assert_report_windows(fake *f, uint32_t from, const uint64_t *windows,
+    uint32_t n)
+{
+	pthread_mutex_lock(&f->mu);
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t w = f->reports[from + i].u.report.window;
+
+		if (w != windows[i]) {
+			pthread_mutex_unlock(&f->mu);
+			fail_msg("report %u is of window %llu, expected %llu",
+			    from + i, (unsigned long long)w,
+			    (unsigned long long)windows[i]);
+		}
+	}
+	pthread_mutex_unlock(&f->mu);
+}
+
+static void
+test_unacknowledged_reports_are_sent_again_to_a_new_instance_eight_at_most(
+    void **state)
+{
+	static const uint64_t again[] = { 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	a = open_resending_agent(&cfg, f);
+	STATS_WAIT(a, s, s.connected);
+	for (int i = 0; i < 10; i++)
+		run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 10);
+
+	/* Nothing was acknowledged: the last eight sent come again, oldest
+	 * first, before the next window's report. */
+	fake_restart(f, a, 0x2222, 0, 1);
+	run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 19);
+	assert_report_windows(f, 10, again, 9);
+	assert_true(log_contains("sending again 8 report(s) from window 2"));
+	STATS_WAIT(a, s, s.reports_sent == 11);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_reports_are_sent_again_after_rejoining_the_same_instance(void **state)
+{
+	static const uint64_t again[] = { 1, 2, 3 };
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	a = open_resending_agent(&cfg, f);
+	STATS_WAIT(a, s, s.connected);
+	for (int i = 0; i < 3; i++)
+		run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 3);
+
+	/* The daemon forgot the rank (ENOTJOINED) but not the job: window
+	 * 0 is closed, 1 and 2 come again. */
+	pthread_mutex_lock(&f->mu);
+	f->windows_closed = 1;
+	f->heartbeat_error = BELLOWS_ENOTJOINED;
+	pthread_mutex_unlock(&f->mu);
+	FAKE_WAIT(f, f->hellos >= 2);
+	STATS_WAIT(a, s, s.connected && s.reconnects == 1);
+	run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 6);
+	assert_report_windows(f, 3, again, 3);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_acknowledged_reports_are_not_sent_again(void **state)
+{
+	static const uint64_t after_ack[] = { 2, 3 };
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	uint32_t beats;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	a = open_resending_agent(&cfg, f);
+	STATS_WAIT(a, s, s.connected);
+	FAKE_WAIT(f, f->subscriptions >= 1);
+	for (int i = 0; i < 3; i++)
+		run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 3);
+
+	/* Heartbeat acks say windows 0 and 1 are closed. The new instance
+	 * knows less (a history-less restart): only window 2 comes again. */
+	pthread_mutex_lock(&f->mu);
+	f->windows_closed = 2;
+	beats = f->heartbeats;
+	pthread_mutex_unlock(&f->mu);
+	FAKE_WAIT(f, f->heartbeats >= beats + 3);
+	fake_restart(f, a, 0x2222, 0, 1);
+	run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 5);
+	assert_report_windows(f, 3, after_ack, 2);
+
+	/* The decision answering window 3 is published: windows up to 3
+	 * are closed, nothing is left to send again. */
+	pthread_mutex_lock(&f->mu);
+	fake_decide(f, 1000, 4, 2.0, now_ms());
+	pthread_mutex_unlock(&f->mu);
+	STATS_WAIT(a, s, s.decisions == 1);
+	fake_restart(f, a, 0x3333, 0, 2);
+	run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 6);
+	pthread_mutex_lock(&f->mu);
+	assert_int_equal(f->reports[5].u.report.window, 4);
+	pthread_mutex_unlock(&f->mu);
+	assert_false(log_contains("sending again 2"));
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+static void
+test_a_daemon_of_minor_1_gets_no_report_twice(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	f->minor = 1;
+	pthread_mutex_unlock(&f->mu);
+	a = open_resending_agent(&cfg, f);
+	STATS_WAIT(a, s, s.connected);
+	for (int i = 0; i < 3; i++)
+		run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 3);
+	fake_restart(f, a, 0x2222, 0, 1);
+	run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 4);
+	pthread_mutex_lock(&f->mu);
+	assert_int_equal(f->reports[3].u.report.window, 3);
+	pthread_mutex_unlock(&f->mu);
+	assert_false(log_contains("sending again"));
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
 /* Reads what the fake saw in its last Hello. */
 static void
 last_hello(fake *f, char *run_id, size_t len, bool *resume)
@@ -1949,6 +2146,12 @@ main(void)
 		    test_seq_gap_triggers_a_snapshot_that_fills_it),
 		cmocka_unit_test(
 		    test_new_daemon_instance_in_heartbeat_ack_makes_the_agent_join_again),
+		cmocka_unit_test(
+		    test_unacknowledged_reports_are_sent_again_to_a_new_instance_eight_at_most),
+		cmocka_unit_test(
+		    test_reports_are_sent_again_after_rejoining_the_same_instance),
+		cmocka_unit_test(test_acknowledged_reports_are_not_sent_again),
+		cmocka_unit_test(test_a_daemon_of_minor_1_gets_no_report_twice),
 		cmocka_unit_test(
 		    test_hello_carries_the_launch_and_asks_to_resume_only_once),
 		cmocka_unit_test(

@@ -183,6 +183,7 @@ make_status_reply(com_msg *m)
 	r->latency_p99_ms = 1.5;
 	r->latency_max_ms = 3.75;
 	r->latency_samples = 1024;
+	r->reports_duplicate = 12;
 	r->n_jobs = 2;
 	r->jobs = xcalloc(2, sizeof(*r->jobs));
 	for (uint32_t j = 0; j < 2; j++) {
@@ -268,6 +269,7 @@ make_msg(com_msg *m, com_msg_type type)
 		m->u.welcome.apply_lag = 2;
 		m->u.welcome.heartbeat_ms = 1500;
 		m->u.welcome.instance = 0xabcdef0123456789ull;
+		m->u.welcome.windows_closed = 0x1234567890ull;
 		m->u.welcome.n_decisions = 3;
 		m->u.welcome.decisions = xcalloc(3, sizeof(com_decision));
 		for (uint32_t i = 0; i < 3; i++)
@@ -287,6 +289,7 @@ make_msg(com_msg *m, com_msg_type type)
 	case COM_MSG_HEARTBEAT_ACK:
 		m->u.heartbeat_ack.instance = 99;
 		m->u.heartbeat_ack.last_seq = 41;
+		m->u.heartbeat_ack.windows_closed = 17;
 		break;
 	case COM_MSG_BYE:
 		m->u.bye.job = xstrdup("resnet50");
@@ -473,6 +476,7 @@ assert_status_reply_equal(const com_status_reply *a, const com_status_reply *b)
 	assert_true(a->latency_p99_ms == b->latency_p99_ms);
 	assert_true(a->latency_max_ms == b->latency_max_ms);
 	assert_int_equal(a->latency_samples, b->latency_samples);
+	assert_int_equal(a->reports_duplicate, b->reports_duplicate);
 	assert_int_equal(a->n_jobs, b->n_jobs);
 	for (uint32_t j = 0; j < a->n_jobs; j++) {
 		const com_job_status *x = &a->jobs[j], *y = &b->jobs[j];
@@ -545,6 +549,8 @@ assert_msg_equal(const com_msg *a, const com_msg *b)
 		assert_int_equal(a->u.welcome.heartbeat_ms,
 		    b->u.welcome.heartbeat_ms);
 		assert_int_equal(a->u.welcome.instance, b->u.welcome.instance);
+		assert_int_equal(a->u.welcome.windows_closed,
+		    b->u.welcome.windows_closed);
 		assert_int_equal(a->u.welcome.n_decisions,
 		    b->u.welcome.n_decisions);
 		for (uint32_t i = 0; i < a->u.welcome.n_decisions; i++)
@@ -571,6 +577,8 @@ assert_msg_equal(const com_msg *a, const com_msg *b)
 		    b->u.heartbeat_ack.instance);
 		assert_int_equal(a->u.heartbeat_ack.last_seq,
 		    b->u.heartbeat_ack.last_seq);
+		assert_int_equal(a->u.heartbeat_ack.windows_closed,
+		    b->u.heartbeat_ack.windows_closed);
 		break;
 	case COM_MSG_BYE:
 		assert_str_equal(a->u.bye.job, b->u.bye.job);

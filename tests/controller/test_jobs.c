@@ -846,31 +846,103 @@ test_jobs_refuses_a_report_naming_a_layer_outside_the_table(void **state)
 }
 
 static void
-test_jobs_refuses_stale_far_ahead_and_duplicate_reports(void **state)
+test_jobs_refuses_stale_and_far_ahead_reports(void **state)
 {
 	fixture *f = *state;
 
 	join_two(f, 0, 0);
 	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10), 0);
-	assert_int_equal(report(f, "B", "job", 1, 0, 0, 9, 1, 10), 0);
+	/* Window 0 closes by timeout without rank 1, whose report is then
+	 * stale. */
+	ctl_jobs_tick(f->jobs, 1010);
 	assert_int_equal(n_decisions(f), 2);
-	/* Window 0 is closed. */
-	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 20),
+	assert_int_equal(report(f, "B", "job", 1, 0, 0, 9, 1, 1020),
 	    BELLOWS_ESTATE);
 	assert_no_reply(f);
 	assert_non_null(strstr(f->why, "stale"));
 	/* At most 8 windows are aggregated at once: 1..8 fit, 9 does not. */
-	assert_int_equal(report(f, "A", "job", 0, 9, 90, 99, 2, 30),
+	assert_int_equal(report(f, "A", "job", 0, 9, 90, 99, 2, 1030),
 	    BELLOWS_ESTATE);
 	assert_no_reply(f);
 	assert_non_null(strstr(f->why, "too far ahead"));
-	assert_int_equal(report(f, "A", "job", 0, 8, 80, 89, 2, 40), 0);
-	assert_int_equal(report(f, "A", "job", 0, 8, 80, 89, 2, 50),
-	    BELLOWS_ESTATE);
-	assert_no_reply(f);
-	assert_non_null(strstr(f->why, "twice"));
+	assert_int_equal(report(f, "A", "job", 0, 8, 80, 89, 2, 1040), 0);
 	assert_int_equal(n_decisions(f), 2);
-	assert_int_equal(counters(f).reports, 3);
+	assert_int_equal(counters(f).reports, 2);
+	assert_int_equal(counters(f).duplicates, 0);
+}
+
+static void
+test_jobs_take_a_repeated_report_once_and_count_it(void **state)
+{
+	fixture *f = *state;
+	com_report rep;
+	com_msg st;
+
+	join_two(f, 0, 0);
+	/* Rank 0 reports window 0, then sends it again with other numbers
+	 * (an agent resending after it rejoined): the first copy stands. */
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10), 0);
+	rep = report_of("job", 0, 0, 0, 9, 1);
+	for (uint32_t l = 0; l < N_LAYERS; l++)
+		report_stats[l].acc_norm = 100;
+	assert_int_equal(send_report(f, "A", &rep, 20), 0);
+	assert_no_reply(f);
+	assert_int_equal(counters(f).reports, 1);
+	assert_int_equal(counters(f).duplicates, 1);
+	/* Still open: the repeat did not stand in for rank 1. */
+	assert_int_equal(n_decisions(f), 1);
+	assert_int_equal(report(f, "B", "job", 1, 0, 0, 9, 1, 30), 0);
+	assert_int_equal(n_decisions(f), 2);
+	assert_int_equal(telemetry(f)->ranks_reported, 2);
+	assert_int_equal(counters(f).reports, 2);
+	assert_int_equal(counters(f).windows, 1);
+	/* Once closed, a repeat of a report taken is still no error. */
+	assert_int_equal(report(f, "B", "job", 1, 0, 0, 9, 1, 40), 0);
+	assert_no_reply(f);
+	assert_int_equal(counters(f).duplicates, 2);
+	/* Window 1 closes by timeout without rank 1: its late report is
+	 * stale, rank 0's repeat is a duplicate. */
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 2, 100), 0);
+	ctl_jobs_tick(f->jobs, 1100);
+	assert_int_equal(n_decisions(f), 3);
+	assert_int_equal(report(f, "B", "job", 1, 1, 10, 19, 2, 1200),
+	    BELLOWS_ESTATE);
+	assert_non_null(strstr(f->why, "stale"));
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 2, 1300), 0);
+	assert_int_equal(counters(f).duplicates, 3);
+	/* A new process holding rank 0 (a restart from a checkpoint) runs
+	 * window 1 anew: not a repeat of the old one's report. */
+	assert_int_equal(bye(f, "A", "job", 0, 1350), 0);
+	assert_int_equal(join(f, "A2", "job", 0, 2, 10, 99, 1400), 0);
+	assert_int_equal(report(f, "A2", "job", 0, 1, 10, 19, 2, 1500),
+	    BELLOWS_ESTATE);
+	assert_int_equal(counters(f).duplicates, 3);
+	status(f, "job", 1600, &st);
+	assert_int_equal(st.u.status_reply.jobs[0].ranks[0].reports, 2);
+	com_msg_fini(&st);
+}
+
+static void
+test_jobs_tell_ranks_which_windows_are_closed(void **state)
+{
+	fixture *f = *state;
+
+	/* Without a history a decision is published at once, so a window
+	 * is durably closed as soon as it closes. */
+	join_two(f, 0, 0);
+	assert_int_equal(f->reply.u.welcome.windows_closed, 0);
+	assert_int_equal(beat(f, "A", "job", 0, 5, 1, 5), 0);
+	assert_int_equal(f->reply.type, COM_MSG_HEARTBEAT_ACK);
+	assert_int_equal(f->reply.u.heartbeat_ack.windows_closed, 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 10), 0);
+	assert_int_equal(report(f, "B", "job", 1, 0, 0, 9, 1, 10), 0);
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 1, 20), 0);
+	assert_int_equal(beat(f, "A", "job", 0, 20, 1, 25), 0);
+	assert_int_equal(f->reply.u.heartbeat_ack.windows_closed, 1);
+	/* A rank joining again hears it in its Welcome. */
+	assert_int_equal(join(f, "A2", "job", 0, 2, 20, 11, 30), 0);
+	assert_int_equal(f->reply.type, COM_MSG_WELCOME);
+	assert_int_equal(f->reply.u.welcome.windows_closed, 1);
 }
 
 static void
@@ -1619,7 +1691,9 @@ main(void)
 		T(test_jobs_refuses_a_hello_that_does_not_match_the_job),
 		T(test_jobs_refuses_a_report_from_a_peer_not_holding_the_rank),
 		T(test_jobs_refuses_a_report_naming_a_layer_outside_the_table),
-		T(test_jobs_refuses_stale_far_ahead_and_duplicate_reports),
+		T(test_jobs_refuses_stale_and_far_ahead_reports),
+		T(test_jobs_take_a_repeated_report_once_and_count_it),
+		T(test_jobs_tell_ranks_which_windows_are_closed),
 		T(test_jobs_skips_windows_nobody_reported),
 		T(test_jobs_repairs_a_rank_that_applies_another_decision),
 		T(test_jobs_does_not_repair_while_a_decision_is_pending),

@@ -1697,12 +1697,14 @@ new_jobs(fixture *f)
 	ctl_jobs_set_store(f->jobs, f->store);
 }
 
-static void
+/* Joins `rank` from `peer`; returns the Welcome's windows_closed. */
+static uint64_t
 hello(fixture *f, const char *peer, uint32_t rank, uint64_t step,
     uint64_t last_window, uint64_t seq, uint64_t now)
 {
 	com_layer_info layers[N_LAYERS];
 	char why[256] = "";
+	uint64_t closed;
 	com_msg reply;
 	com_hello h = {
 		.job = (char *)"job",
@@ -1723,21 +1725,45 @@ hello(fixture *f, const char *peer, uint32_t rank, uint64_t step,
 		now, &reply, why, sizeof(why)) != 0)
 		fail_msg("hello refused: %s", why);
 	assert_int_equal(reply.type, COM_MSG_WELCOME);
+	closed = reply.u.welcome.windows_closed;
 	com_msg_fini(&reply);
+	return closed;
+}
+
+/* A heartbeat of rank 0 from peer "A"; returns the ack's windows_closed. */
+static uint64_t
+beat_closed(fixture *f, uint64_t step, uint64_t now)
+{
+	com_heartbeat hb = { .job = (char *)"job",
+		.rank = 0,
+		.step = step,
+		.incarnation = 100 };
+	char why[256] = "";
+	uint64_t closed;
+	com_msg reply;
+
+	com_msg_init(&reply, COM_MSG_NONE);
+	if (ctl_jobs_heartbeat(f->jobs, (const uint8_t *)"A", 1, &hb, now,
+		&reply, why, sizeof(why)) != 0)
+		fail_msg("heartbeat refused: %s", why);
+	assert_int_equal(reply.type, COM_MSG_HEARTBEAT_ACK);
+	closed = reply.u.heartbeat_ack.windows_closed;
+	com_msg_fini(&reply);
+	return closed;
 }
 
 /* Collectives every report of report_window carries (none: NULL). */
 static const com_comm_sample *report_comm;
 static uint32_t report_n_comm;
 
-/* Both ranks report window w with layer norms that move by `change`
- * relative to the window before (accordion's signal). */
+/* Rank r (from peer "A" or "B") reports window w with layer norms
+ * `norm` (accordion's signal). */
 static void
-report_window(fixture *f, uint64_t w, double norm, uint64_t now)
+report_rank(fixture *f, uint32_t r, uint64_t w, double norm, uint64_t now)
 {
 	static const char *const peers[] = { "A", "B" };
 
-	for (uint32_t r = 0; r < 2; r++) {
+	{
 		com_layer_stats ls[N_LAYERS];
 		char why[256] = "";
 		com_msg reply;
@@ -1769,6 +1795,14 @@ report_window(fixture *f, uint64_t w, double norm, uint64_t now)
 			fail_msg("report refused: %s", why);
 		com_msg_fini(&reply);
 	}
+}
+
+/* Both ranks report window w. */
+static void
+report_window(fixture *f, uint64_t w, double norm, uint64_t now)
+{
+	report_rank(f, 0, w, norm, now);
+	report_rank(f, 1, w, norm, now);
 }
 
 /* Lets the store acknowledge what it was handed, publishing it. */
@@ -1947,6 +1981,83 @@ test_store_rebuilds_a_job_and_its_policy_history_after_a_restart(void **state)
 	db_text(f->db, text, sizeof(text),
 	    "SELECT job FROM events WHERE kind = 'job_recovered'");
 	assert_string_equal(text, "job");
+}
+
+static void
+test_store_windows_count_as_closed_once_their_close_is_committed(void **state)
+{
+	fixture *f = *state;
+
+	new_jobs(f);
+	start_store(f);
+	assert_int_equal(hello(f, "A", 0, 0, 0, 0, 1000), 0);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	settle(f);
+	report_window(f, 0, 1.0, 1100);
+	/* Closed, but its decision waits for the commit: a daemon dying now
+	 * would lose the window, so the ranks must keep its reports. */
+	assert_int_equal(f->n_pub, 1);
+	assert_int_equal(beat_closed(f, 10, 1101), 0);
+	settle(f);
+	assert_int_equal(f->n_pub, 2);
+	assert_int_equal(beat_closed(f, 10, 1102), 1);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM window_info WHERE "
+			     "window = 0"),
+	    1);
+}
+
+static void
+test_store_resent_reports_close_the_window_a_crash_left_open(void **state)
+{
+	fixture *f = *state;
+	ctl_jobs_counters c;
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	for (uint64_t w = 0; w < 3; w++) {
+		report_window(f, w, 1.0 + 0.1 * (double)w, 1100 + w);
+		settle(f);
+	}
+	/* Window 3: rank 0's report reached the daemon, rank 1's was on its
+	 * way; then the daemon dies with the window open. */
+	report_rank(f, 0, 3, 1.3, 1200);
+	settle(f);
+	assert_int_equal(f->n_pub, 4);
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+
+	f->n_pub = 0;
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
+	start_store(f);
+	/* Both ranks have reported window 3; it is the first the history
+	 * does not hold, so they send it (again). */
+	assert_int_equal(hello(f, "A", 0, 40, 4, 4, 5000), 3);
+	assert_int_equal(hello(f, "B", 1, 40, 4, 4, 5000), 3);
+	report_rank(f, 0, 3, 1.3, 5100);
+	/* Rank 0 lost this daemon too for a moment and resent it again. */
+	report_rank(f, 0, 3, 1.3, 5110);
+	settle(f);
+	assert_int_equal(f->n_pub, 0);
+	report_rank(f, 1, 3, 1.3, 5150);
+	settle(f);
+	assert_int_equal(f->n_pub, 1);
+	assert_int_equal(f->pub_seq[0], 5);
+	assert_int_equal(beat_closed(f, 41, 5200), 4);
+	ctl_jobs_get_counters(f->jobs, &c);
+	assert_int_equal(c.reports, 2);
+	assert_int_equal(c.duplicates, 1);
+	assert_int_equal(db_int(f->db,
+			     "SELECT ranks_reported FROM window_info WHERE "
+			     "window = 3"),
+	    2);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(DISTINCT window) || count(*) FROM "
+			     "windows"),
+	    4 * 100 + 4 * N_LAYERS);
 }
 
 static void
@@ -2155,6 +2266,8 @@ main(void)
 		T(test_store_records_a_jobs_collectives_and_policy_metrics),
 		T(test_store_degraded_store_does_not_hold_up_decisions),
 		T(test_store_rebuilds_a_job_and_its_policy_history_after_a_restart),
+		T(test_store_windows_count_as_closed_once_their_close_is_committed),
+		T(test_store_resent_reports_close_the_window_a_crash_left_open),
 		T(test_store_rebuilds_accordion_from_windows_recorded_while_behind),
 		T(test_store_ends_a_run_when_every_rank_leaves),
 		T(test_store_settings_parse_with_defaults_and_refusals),
