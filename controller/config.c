@@ -14,12 +14,15 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 typedef struct config_ctx {
@@ -1550,16 +1553,29 @@ static int
 config_load(config_ctx *cx, ctl_config **ret_cfg)
 {
 	const size_t limit = CTL_CONFIG_FILE_MAX;
-	FILE *f = fopen(cx->name, "rb");
+	/* Without O_NONBLOCK, opening a FIFO waits for a writer. */
+	int fd = open(cx->name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	char msg[CTL_CONFIG_ERR_MAX];
 	char *text = NULL;
 	size_t len = 0, cap = 0;
+	struct stat st;
+	FILE *f = NULL;
 	int r;
 
-	if (f == NULL) {
+	if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+		/* A FIFO or a device could keep the reader waiting or
+		 * reading for ever. */
+		snprintf(msg, sizeof(msg), "%s: not a regular file", cx->name);
+		config_record(cx, msg);
+		close(fd);
+		return BELLOWS_EIO;
+	}
+	if (fd < 0 || (f = fdopen(fd, "rb")) == NULL) {
 		snprintf(msg, sizeof(msg), "%s: cannot open: %s", cx->name,
 		    strerror(errno));
 		config_record(cx, msg);
+		if (fd >= 0)
+			close(fd);
 		return BELLOWS_EIO;
 	}
 	while (len <= limit) {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1156,6 +1157,20 @@ test_config_finds_a_duplicate_among_many_keys_quickly(void **state)
 }
 
 static void
+test_config_refuses_a_fifo_without_waiting_for_a_writer(void **state)
+{
+	fixture *f = *state;
+	char want[256];
+
+	assert_int_equal(mkfifo(f->path, 0600), 0);
+	assert_int_equal(ctl_config_load(f->path, &f->cfg, f->err,
+			     sizeof(f->err)),
+	    BELLOWS_EIO);
+	snprintf(want, sizeof(want), "%s: not a regular file", f->path);
+	assert_string_equal(f->err, want);
+}
+
+static void
 test_config_stops_reading_when_cancelled(void **state)
 {
 	fixture *f = *state;
@@ -1221,6 +1236,7 @@ main(void)
 		T(test_config_glob_takes_no_exponential_time),
 		T(test_config_reads_reload_timeout_ms_like_other_settings),
 		T(test_config_finds_a_duplicate_among_many_keys_quickly),
+		T(test_config_refuses_a_fifo_without_waiting_for_a_writer),
 		T(test_config_stops_reading_when_cancelled),
 #undef T
 	};
