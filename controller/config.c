@@ -34,6 +34,10 @@ typedef struct config_ctx {
 	uint32_t n_fail;           /* errors found so far */
 	ctl_config_errors *errs;   /* every error, NULL: only the first */
 	const atomic_bool *cancel; /* stop reading when true, or NULL */
+	uint32_t n_policies;       /* policy entries walked, aliases too */
+	uint64_t regex_positions;  /* of the layer regexes compiled so far */
+	bool stop;                 /* a limit of the whole file was hit:
+				    * validation goes on no more */
 } config_ctx;
 
 /* True when the reader was asked to stop (ctl_config_load_cancellable). */
@@ -92,7 +96,7 @@ config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
 static bool
 config_go_on(const config_ctx *cx, int r)
 {
-	return r == BELLOWS_ECONFIG && cx->errs != NULL &&
+	return r == BELLOWS_ECONFIG && cx->errs != NULL && !cx->stop &&
 	    cx->n_fail < CTL_CONFIG_ERRORS_MAX;
 }
 
@@ -631,21 +635,29 @@ config_regex_check(config_ctx *cx, const yaml_node_t *node, const char *src)
 {
 	config_re re = { .src = src, .p = src };
 	size_t len = strlen(src);
+	uint64_t size = 0;
 
 	if (len > CTL_CONFIG_PATTERN_MAX)
 		return config_fail(cx, node,
 		    "match is %zu bytes long; a pattern may have at most %u",
 		    len, CTL_CONFIG_PATTERN_MAX);
 	while (*re.p != '\0' && re.why == NULL) {
-		config_re_alt(&re);
+		size += config_re_alt(&re);
 		if (*re.p == ')')
 			re.p++; /* unbalanced: regcomp says so */
 	}
 	if (re.why != NULL)
 		return config_fail(cx, node,
-		    "match: %s (byte %zu of the "
-		    "pattern)",
-		    re.why, re.at);
+		    "match: %s (byte %zu of the pattern)", re.why, re.at);
+	/* Each position costs glibc about 100 bytes compiled. */
+	cx->regex_positions += size;
+	if (cx->regex_positions > CTL_CONFIG_REGEX_TOTAL_MAX) {
+		cx->stop = true;
+		return config_fail(cx, node,
+		    "the layer regexes of the file hold more than %u positions "
+		    "in all (an alias counts each time it is used)",
+		    CTL_CONFIG_REGEX_TOTAL_MAX);
+	}
 	return 0;
 }
 
@@ -1119,6 +1131,13 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 
 		if (config_cancelled(cx))
 			return BELLOWS_ETIMEDOUT;
+		if (++cx->n_policies > CTL_CONFIG_POLICIES_TOTAL_MAX) {
+			cx->stop = true;
+			return config_fail(cx, pn,
+			    "more than %u policies in the file (an alias "
+			    "counts each time it is used)",
+			    CTL_CONFIG_POLICIES_TOTAL_MAX);
+		}
 		jc->n_policies++;
 		if ((r = config_policy(cx, pn, pc)) != 0) {
 			if (!config_go_on(cx, r))

@@ -41,12 +41,19 @@
 #define CTL_CONFIG_NODES_MAX    1000000     /* scalars, lists, mappings */
 #define CTL_CONFIG_JOBS_MAX     4096        /* entries in jobs */
 #define CTL_CONFIG_POLICIES_MAX 64          /* policies in a job entry */
-#define CTL_CONFIG_PATTERN_MAX  256         /* bytes of a glob or regex */
+/* Policies in the whole file, an alias counted each time it is used: an
+ * alias repeats a node without repeating its text, and each policy costs
+ * memory and time when it is validated. */
+#define CTL_CONFIG_POLICIES_TOTAL_MAX 4096
+#define CTL_CONFIG_PATTERN_MAX        256 /* bytes of a glob or regex */
 /* Positions a layer regex may have once its {m,n} counts are expanded
  * (each bound at most CTL_CONFIG_REPEAT_MAX): what keeps regcomp fast. */
 #define CTL_CONFIG_REGEX_SIZE_MAX 1024
 #define CTL_CONFIG_REPEAT_MAX     255 /* a bound in {m,n} */
-#define CTL_CONFIG_GROUPS_MAX     32  /* parentheses nested in a regex */
+/* Positions of all the layer regexes of a file together (glibc keeps
+ * about 100 bytes per position compiled). */
+#define CTL_CONFIG_REGEX_TOTAL_MAX 65536
+#define CTL_CONFIG_GROUPS_MAX      32 /* parentheses nested in a regex */
 /* reload_timeout_ms: how long a reload may take before it is abandoned. */
 #define CTL_CONFIG_RELOAD_TIMEOUT_MS 10000
 

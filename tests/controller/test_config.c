@@ -1157,6 +1157,38 @@ test_config_finds_a_duplicate_among_many_keys_quickly(void **state)
 }
 
 static void
+test_config_counts_an_alias_each_time_it_is_used(void **state)
+{
+	fixture *f = *state;
+	size_t cap = 64 * 1100 + 256, at = 0;
+	char *t = malloc(cap);
+
+	assert_non_null(t);
+	/* Four policies written once, used by 1025 job entries: 4100
+	 * policies to validate, refused at the 4097th (the alias points
+	 * at the policy it repeats, line 2, column 19). */
+	at += (size_t)sprintf(t,
+	    "jobs:\n"
+	    "  - policies: &ps [{type: fixed}, {type: comet}, "
+	    "{type: perfmodel}, {type: slimgc}]\n");
+	for (int i = 1; i < 1025; i++)
+		at += (size_t)sprintf(t + at,
+		    "  - {match: \"j%d\", policies: *ps}\n", i);
+	assert_refused_at(f, t, 2, 20, "more than 4096 policies in the file");
+	/* One regex of 1024 positions, used 65 times: 66560 positions. */
+	at = (size_t)sprintf(t,
+	    "jobs:\n"
+	    "  - policies: &ps [{type: fixed, layers: {match: "
+	    "'(.{255}){4}'}}]\n");
+	for (int i = 1; i < 65; i++)
+		at += (size_t)sprintf(t + at,
+		    "  - {match: \"j%d\", policies: *ps}\n", i);
+	assert_refused_at(f, t, 2, 50,
+	    "the layer regexes of the file hold more than 65536 positions");
+	free(t);
+}
+
+static void
 test_config_refuses_a_fifo_without_waiting_for_a_writer(void **state)
 {
 	fixture *f = *state;
@@ -1236,6 +1268,7 @@ main(void)
 		T(test_config_glob_takes_no_exponential_time),
 		T(test_config_reads_reload_timeout_ms_like_other_settings),
 		T(test_config_finds_a_duplicate_among_many_keys_quickly),
+		T(test_config_counts_an_alias_each_time_it_is_used),
 		T(test_config_refuses_a_fifo_without_waiting_for_a_writer),
 		T(test_config_stops_reading_when_cancelled),
 #undef T
