@@ -12,7 +12,8 @@
 # the median run of the command, process start included, must be within
 # 100 ms as well. Decisions keep flowing, the policy
 # in force stays, and a SIGTERM that comes while a reading is out stops
-# bellowsd cleanly.
+# bellowsd cleanly. Last, bellowsd's start and bellows policy check refuse
+# the deep file and one of 16 MiB + 1 byte with the same message.
 . "$(dirname "$0")/lib.sh"
 
 P="$TMP/policy.yaml"
@@ -178,3 +179,34 @@ ok "every window ran at policy 'before''s level"
 kill -HUP "$DAEMON_PID"
 kill_daemon TERM
 ok "SIGTERM during a reading stops bellowsd cleanly"
+
+# 4. bellowsd's start and bellows policy check refuse the same files at
+# the same place: the deep file, and a file one byte over 16 MiB (one of
+# exactly 16 MiB is read).
+check_same() { # FILE WHAT
+	"$BELLOWS" policy check "$1" >/dev/null 2>"$TMP/check.err" &&
+	    fail "bellows policy check accepted $2"
+	"$BELLOWSD" --policy "$1" --no-db --control "ipc://$TMP/c2" \
+	    --publish "ipc://$TMP/p2" >/dev/null 2>"$TMP/start.err" &&
+	    fail "bellowsd started with $2"
+	sed 's/^bellowsd: //' "$TMP/start.err" | grep -v " main: " >"$TMP/start.msg"
+	diff "$TMP/check.err" "$TMP/start.msg" >/dev/null ||
+	    { cat "$TMP/check.err" "$TMP/start.err"; fail "policy check and bellowsd disagree on $2"; }
+	head -n 1 "$TMP/check.err"
+}
+check_same "$TMP/deep.yaml" "the deep file" | grep -q "deep.yaml:2:67: nested more than 64 levels deep" ||
+    fail "the deep file is not refused at 2:67 by both"
+awk 'BEGIN {
+	printf "jobs: [{policies: [{type: fixed}]}]\n"
+	for (n = 36; n + 100 <= 16777216; n += 100) printf "#%098d\n", 0
+	for (; n < 16777215; n++) printf "#"
+	printf "\n"
+}' >"$TMP/max.yaml"
+[ "$(wc -c <"$TMP/max.yaml")" -eq 16777216 ] || fail "max.yaml is not 16 MiB"
+"$BELLOWS" policy check "$TMP/max.yaml" >/dev/null ||
+    fail "bellows policy check refused a file of exactly 16 MiB"
+printf '#' >>"$TMP/max.yaml"
+check_same "$TMP/max.yaml" "a file of 16 MiB + 1 byte" |
+    grep -q "max.yaml:[0-9]*:[0-9]*: the file is longer than 16 MiB (16777216 bytes)" ||
+    fail "the file of 16 MiB + 1 byte is not refused by both"
+ok "bellowsd and bellows policy check refuse the deep file and 16 MiB + 1 byte alike; 16 MiB passes"
