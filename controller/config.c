@@ -12,25 +12,41 @@
 
 #include <bellows/error.h>
 
+#include <ctype.h>
 #include <errno.h>
-#include <fnmatch.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 typedef struct config_ctx {
-	yaml_document_t doc;     /* the parsed document */
-	const char *name;        /* file name for messages */
-	ctl_config *cfg;         /* being built: plug-ins loaded so far */
-	char *errbuf;            /* where the first error goes */
-	size_t errlen;           /* its size */
-	uint32_t n_fail;         /* errors found so far */
-	ctl_config_errors *errs; /* every error, NULL: only the first */
+	yaml_document_t doc;       /* the parsed document */
+	const char *name;          /* file name for messages */
+	ctl_config *cfg;           /* being built: plug-ins loaded so far */
+	char *errbuf;              /* where the first error goes */
+	size_t errlen;             /* its size */
+	uint32_t n_fail;           /* errors found so far */
+	ctl_config_errors *errs;   /* every error, NULL: only the first */
+	const atomic_bool *cancel; /* stop reading when true, or NULL */
+	uint32_t n_policies;       /* policy entries walked, aliases too */
+	uint64_t regex_positions;  /* of the layer regexes compiled so far */
+	bool stop;                 /* a limit of the whole file was hit:
+				    * validation goes on no more */
 } config_ctx;
+
+/* True when the reader was asked to stop (ctl_config_load_cancellable). */
+static bool
+config_cancelled(const config_ctx *cx)
+{
+	return cx->cancel != NULL &&
+	    atomic_load_explicit(cx->cancel, memory_order_relaxed);
+}
 
 /* Records one error message: the first goes to cx->errbuf, each of the
  * first CTL_CONFIG_ERRORS_MAX to cx->errs when every error is collected,
@@ -80,7 +96,7 @@ config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
 static bool
 config_go_on(const config_ctx *cx, int r)
 {
-	return r == BELLOWS_ECONFIG && cx->errs != NULL &&
+	return r == BELLOWS_ECONFIG && cx->errs != NULL && !cx->stop &&
 	    cx->n_fail < CTL_CONFIG_ERRORS_MAX;
 }
 
@@ -216,26 +232,431 @@ config_string(config_ctx *cx, const yaml_node_t *node, const char *what,
 	return 0;
 }
 
+typedef struct config_key {
+	const char *name; /* the key's text */
+	size_t index;     /* its place in the mapping */
+} config_key;
+
+static int
+config_key_cmp(const void *a, const void *b)
+{
+	const config_key *ka = a, *kb = b;
+	int c = strcmp(ka->name, kb->name);
+
+	if (c != 0)
+		return c;
+	return ka->index < kb->index ? -1 : ka->index > kb->index;
+}
+
 /* Rejects a mapping key that appears twice: YAML allows it silently, and a
- * second value that quietly wins is a classic configuration bug. */
+ * second value that quietly wins is a classic configuration bug. The
+ * report is at the second place of the key that appears first; keys are
+ * sorted, so a mapping of n keys costs O(n log n), not O(n^2). */
 static int
 config_check_duplicates(config_ctx *cx, yaml_node_t *map)
 {
-	for (yaml_node_pair_t *a = map->data.mapping.pairs.start;
-	     a < map->data.mapping.pairs.top; a++) {
-		yaml_node_t *ka = config_node(cx, a->key);
+	yaml_node_pair_t *start = map->data.mapping.pairs.start;
+	size_t n = (size_t)(map->data.mapping.pairs.top - start), m = 0;
+	size_t first = SIZE_MAX, second = 0;
+	config_key *keys;
 
-		for (yaml_node_pair_t *b = a + 1;
-		     b < map->data.mapping.pairs.top; b++) {
-			yaml_node_t *kb = config_node(cx, b->key);
+	if (n < 2)
+		return 0;
+	keys = malloc(n * sizeof(*keys));
+	if (keys == NULL)
+		return BELLOWS_ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const char *name = config_scalar(config_node(cx, start[i].key));
 
-			if (config_scalar(ka) != NULL &&
-			    config_scalar(kb) != NULL &&
-			    strcmp(config_scalar(ka), config_scalar(kb)) == 0)
-				return config_fail(cx, kb,
-				    "key '%s' appears twice",
-				    config_scalar(kb));
+		if (name != NULL)
+			keys[m++] = (config_key){ .name = name, .index = i };
+	}
+	qsort(keys, m, sizeof(*keys), config_key_cmp);
+	for (size_t i = 1; i < m; i++) {
+		/* keys[i - 1] opens its run of equal keys: the first place. */
+		if (strcmp(keys[i].name, keys[i - 1].name) == 0 &&
+		    (i < 2 ||
+			strcmp(keys[i - 1].name, keys[i - 2].name) != 0) &&
+		    keys[i - 1].index < first) {
+			first = keys[i - 1].index;
+			second = keys[i].index;
 		}
+	}
+	free(keys);
+	if (first == SIZE_MAX)
+		return 0;
+	yaml_node_t *kb = config_node(cx, start[second].key);
+	return config_fail(cx, kb, "key '%s' appears twice", config_scalar(kb));
+}
+
+/* The [:name:] classes a glob or regex bracket may name. */
+static const char *const config_classes[] = { "alnum", "alpha", "blank",
+	"cntrl", "digit", "graph", "lower", "print", "punct", "space", "upper",
+	"xdigit", NULL };
+
+/* Whether byte c is in the class named by the `len` bytes at `name`;
+ * *known is false for a name that is no class. */
+static bool
+config_class_has(const char *name, size_t len, unsigned char c, bool *known)
+{
+	static int (*const fns[])(int) = { isalnum, isalpha, isblank, iscntrl,
+		isdigit, isgraph, islower, isprint, ispunct, isspace, isupper,
+		isxdigit };
+
+	for (int i = 0; config_classes[i] != NULL; i++) {
+		if (strlen(config_classes[i]) == len &&
+		    memcmp(config_classes[i], name, len) == 0) {
+			*known = true;
+			return fns[i](c) != 0;
+		}
+	}
+	*known = false;
+	return false;
+}
+
+/* Reads the glob bracket expression at p (p[0] == '['): sets *in to
+ * whether byte c is in its set and returns the byte after its ']', or NULL
+ * when it is malformed (not closed, an unknown class), with *why saying
+ * so. */
+static const char *
+config_glob_bracket(const char *p, unsigned char c, bool *in, const char **why)
+{
+	bool neg = false, hit = false;
+
+	p++;
+	if (*p == '!' || *p == '^') {
+		neg = true;
+		p++;
+	}
+	for (bool first = true; first || *p != ']'; first = false) {
+		unsigned char lo, hi;
+
+		if (*p == '\0') {
+			*why = "'[' opens a set that no ']' closes";
+			return NULL;
+		}
+		if (p[0] == '[' && p[1] == ':') {
+			const char *end = strstr(p + 2, ":]");
+			bool known;
+
+			if (end == NULL) {
+				*why = "'[:' opens a class that no ':]' "
+				       "closes";
+				return NULL;
+			}
+			hit = config_class_has(p + 2, (size_t)(end - p - 2), c,
+				  &known) ||
+			    hit;
+			if (!known) {
+				*why = "unknown class in '[:...:]' (expected "
+				       "alnum, alpha, blank, cntrl, digit, "
+				       "graph, lower, print, punct, space, "
+				       "upper, xdigit)";
+				return NULL;
+			}
+			p = end + 2;
+			continue;
+		}
+		if (*p == '\\' && p[1] != '\0')
+			p++;
+		lo = (unsigned char)*p++;
+		hi = lo;
+		if (p[0] == '-' && p[1] != ']' && p[1] != '\0') {
+			p++;
+			if (*p == '\\' && p[1] != '\0')
+				p++;
+			hi = (unsigned char)*p++;
+		}
+		hit = hit || (c >= lo && c <= hi);
+	}
+	*in = hit != neg;
+	return p + 1;
+}
+
+bool
+ctl_config_glob_match(const char *pattern, const char *name)
+{
+	const char *p = pattern, *n = name;
+	const char *star = NULL, *resume = NULL;
+
+	/* One element of the pattern matches one byte, so only the last '*'
+	 * ever needs to take one more byte: every earlier one is already
+	 * placed as early as it can be. */
+	while (*n != '\0') {
+		const char *next = NULL;
+		const char *why;
+		bool in = false;
+
+		switch (*p) {
+		case '*':
+			while (*p == '*')
+				p++;
+			star = p;
+			resume = n;
+			continue;
+		case '?':
+			next = p + 1;
+			break;
+		case '[':
+			next = config_glob_bracket(p, (unsigned char)*n, &in,
+			    &why);
+			if (next == NULL)
+				return false;
+			if (!in)
+				next = NULL;
+			break;
+		case '\\':
+			if (p[1] != '\0' && p[1] == *n)
+				next = p + 2;
+			break;
+		case '\0':
+			break;
+		default:
+			if (*p == *n)
+				next = p + 1;
+			break;
+		}
+		if (next != NULL) {
+			p = next;
+			n++;
+		} else if (star != NULL) {
+			p = star;
+			n = ++resume;
+		} else {
+			return false;
+		}
+	}
+	while (*p == '*')
+		p++;
+	return *p == '\0';
+}
+
+/* Checks a job's glob: at most CTL_CONFIG_PATTERN_MAX bytes, every set
+ * closed, every class known, no '\' at the end. */
+static int
+config_glob_check(config_ctx *cx, const yaml_node_t *node, const char *src)
+{
+	size_t len = strlen(src);
+
+	if (len > CTL_CONFIG_PATTERN_MAX)
+		return config_fail(cx, node,
+		    "match is %zu bytes long; a pattern may have at most %u",
+		    len, CTL_CONFIG_PATTERN_MAX);
+	for (const char *p = src; *p != '\0';) {
+		const char *why, *next;
+		bool in;
+
+		if (*p == '\\') {
+			if (p[1] == '\0')
+				return config_fail(cx, node,
+				    "match ends with a lone '\\'");
+			p += 2;
+		} else if (*p == '[') {
+			next = config_glob_bracket(p, 0, &in, &why);
+			if (next == NULL)
+				return config_fail(cx, node,
+				    "match: %s (byte %zu of the pattern)", why,
+				    (size_t)(p - src) + 1);
+			p = next;
+		} else {
+			p++;
+		}
+	}
+	return 0;
+}
+
+_Static_assert(CTL_CONFIG_REGEX_SIZE_MAX == 1024 &&
+	CTL_CONFIG_REPEAT_MAX == 255 && CTL_CONFIG_GROUPS_MAX == 32,
+    "the messages of config_re_alt and config_re_bound name the limits");
+
+/* A layer regex, walked once before regcomp sees it: glibc compiles
+ * nested {m,n} counts by copying, and matches back-references by trying
+ * every split, so both are bounded here. */
+typedef struct config_re {
+	const char *src; /* the pattern */
+	const char *p;   /* next byte */
+	uint32_t depth;  /* parentheses open */
+	const char *why; /* what is wrong, NULL while nothing */
+	size_t at;       /* the byte it is at, from 1 */
+} config_re;
+
+static void
+config_re_fail(config_re *re, const char *p, const char *why)
+{
+	if (re->why == NULL) {
+		re->why = why;
+		re->at = (size_t)(p - re->src) + 1;
+	}
+}
+
+/* Reads a {m}, {m,} or {m,n} at re->p (after its '{'); returns the
+ * largest count it allows (the smallest for an open bound, which the
+ * size check then treats as one more copy). */
+static uint64_t
+config_re_bound(config_re *re)
+{
+	const char *at = re->p - 1;
+	uint64_t v[2] = { 0, 0 };
+	bool upper = false; /* digits after the ',' */
+	int k = 0;
+
+	for (;;) {
+		char c = *re->p;
+
+		if (c >= '0' && c <= '9') {
+			v[k] = v[k] * 10 + (uint64_t)(c - '0');
+			upper = upper || k == 1;
+			if (v[k] > CTL_CONFIG_REPEAT_MAX) {
+				config_re_fail(re, at,
+				    "a count in {m,n} is above 255");
+				return 1;
+			}
+		} else if (c == ',' && k == 0) {
+			k = 1;
+		} else if (c == '}') {
+			re->p++;
+			break;
+		} else {
+			/* glibc reads a '{' that opens no count as a
+			 * literal; the size check counts it as one. */
+			return 1;
+		}
+		re->p++;
+	}
+	if (k == 0)
+		return v[0] > 0 ? v[0] : 1;
+	if (!upper)
+		return v[0] + 1;
+	return v[1] > 0 ? v[1] : 1;
+}
+
+/* Reads an alternation up to ')' or the end; returns its size: the
+ * positions it holds once counts are expanded. */
+static uint64_t
+config_re_alt(config_re *re)
+{
+	uint64_t total = 0, last = 0;
+
+	while (*re->p != '\0' && re->why == NULL) {
+		const char *at = re->p;
+		char c = *re->p++;
+
+		switch (c) {
+		case ')':
+			re->p--;
+			return total;
+		case '|':
+			last = 0;
+			continue;
+		case '(':
+			if (++re->depth > CTL_CONFIG_GROUPS_MAX) {
+				config_re_fail(re, at,
+				    "parentheses are nested more than 32 "
+				    "deep");
+				return total;
+			}
+			last = config_re_alt(re) + 1;
+			if (*re->p == ')')
+				re->p++;
+			re->depth--;
+			break;
+		case '[': {
+			const char *q = re->p;
+
+			if (*q == '^')
+				q++;
+			if (*q == ']')
+				q++;
+			while (*q != '\0' && *q != ']') {
+				if (q[0] == '[' &&
+				    (q[1] == ':' || q[1] == '.' ||
+					q[1] == '=')) {
+					const char *end = strchr(q + 2, ']');
+
+					q = end != NULL ? end + 1 : q + 2;
+				} else {
+					q++;
+				}
+			}
+			re->p = *q == ']' ? q + 1 : q;
+			last = 1;
+			break;
+		}
+		case '\\':
+			if (*re->p >= '1' && *re->p <= '9') {
+				config_re_fail(re, at,
+				    "back-references (\\1 to \\9) are not "
+				    "allowed: matching them can take time "
+				    "exponential in the name's length");
+				return total;
+			}
+			if (*re->p != '\0')
+				re->p++;
+			last = 1;
+			break;
+		case '*':
+		case '+':
+		case '?':
+			/* Repeating costs no positions, only a loop. */
+			continue;
+		case '{':
+			if (*re->p >= '0' && *re->p <= '9') {
+				uint64_t times = config_re_bound(re);
+
+				/* The repeated part is already counted once. */
+				total += last * (times - 1);
+				last *= times;
+				if (total > CTL_CONFIG_REGEX_SIZE_MAX)
+					config_re_fail(re, at,
+					    "the counts in {m,n} make it "
+					    "longer than 1024 positions");
+				continue;
+			}
+			last = 1;
+			break;
+		default:
+			last = 1;
+			break;
+		}
+		total += last;
+		if (total > CTL_CONFIG_REGEX_SIZE_MAX)
+			config_re_fail(re, at,
+			    "the counts in {m,n} make it longer than 1024 "
+			    "positions");
+	}
+	return total;
+}
+
+/* Checks a layer regex: at most CTL_CONFIG_PATTERN_MAX bytes, no
+ * back-reference, parentheses nested at most CTL_CONFIG_GROUPS_MAX deep
+ * and at most CTL_CONFIG_REGEX_SIZE_MAX positions with counts expanded. */
+static int
+config_regex_check(config_ctx *cx, const yaml_node_t *node, const char *src)
+{
+	config_re re = { .src = src, .p = src };
+	size_t len = strlen(src);
+	uint64_t size = 0;
+
+	if (len > CTL_CONFIG_PATTERN_MAX)
+		return config_fail(cx, node,
+		    "match is %zu bytes long; a pattern may have at most %u",
+		    len, CTL_CONFIG_PATTERN_MAX);
+	while (*re.p != '\0' && re.why == NULL) {
+		size += config_re_alt(&re);
+		if (*re.p == ')')
+			re.p++; /* unbalanced: regcomp says so */
+	}
+	if (re.why != NULL)
+		return config_fail(cx, node,
+		    "match: %s (byte %zu of the pattern)", re.why, re.at);
+	/* Each position costs glibc about 100 bytes compiled. */
+	cx->regex_positions += size;
+	if (cx->regex_positions > CTL_CONFIG_REGEX_TOTAL_MAX) {
+		cx->stop = true;
+		return config_fail(cx, node,
+		    "the layer regexes of the file hold more than %u positions "
+		    "in all (an alias counts each time it is used)",
+		    CTL_CONFIG_REGEX_TOTAL_MAX);
 	}
 	return 0;
 }
@@ -453,7 +874,9 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 			int rc;
 
 			if ((r = config_string(cx, val, "match",
-				 &sel->regex_src)) == 0) {
+				 &sel->regex_src)) == 0 &&
+			    (r = config_regex_check(cx, val, sel->regex_src)) ==
+				0) {
 				rc = regcomp(&sel->regex, sel->regex_src,
 				    REG_EXTENDED | REG_NOSUB);
 				if (rc != 0) {
@@ -666,7 +1089,9 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 	{
 		r = 0;
 		if (kname != NULL && strcmp(kname, "match") == 0) {
-			r = config_string(cx, val, "match", &jc->match);
+			if ((r = config_string(cx, val, "match", &jc->match)) ==
+			    0)
+				r = config_glob_check(cx, val, jc->match);
 		} else if (kname != NULL && strcmp(kname, "policies") == 0) {
 			has_list = true;
 			if ((r = config_expect(cx, val, YAML_SEQUENCE_NODE,
@@ -691,6 +1116,10 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 	    list->data.sequence.items.start);
 	if (n == 0)
 		return config_fail(cx, list, "policies must not be empty");
+	if (n > CTL_CONFIG_POLICIES_MAX)
+		return config_fail(cx, list,
+		    "a job entry may have at most %u policies, not %zu",
+		    CTL_CONFIG_POLICIES_MAX, n);
 	jc->policies = calloc(n, sizeof(*jc->policies));
 	if (jc->policies == NULL)
 		return BELLOWS_ENOMEM;
@@ -700,6 +1129,15 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 		    list->data.sequence.items.start[i]);
 		ctl_policy_conf *pc = &jc->policies[i];
 
+		if (config_cancelled(cx))
+			return BELLOWS_ETIMEDOUT;
+		if (++cx->n_policies > CTL_CONFIG_POLICIES_TOTAL_MAX) {
+			cx->stop = true;
+			return config_fail(cx, pn,
+			    "more than %u policies in the file (an alias "
+			    "counts each time it is used)",
+			    CTL_CONFIG_POLICIES_TOTAL_MAX);
+		}
 		jc->n_policies++;
 		if ((r = config_policy(cx, pn, pc)) != 0) {
 			if (!config_go_on(cx, r))
@@ -786,6 +1224,9 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 		else if (strcmp(kname, "job_idle_ms") == 0)
 			r = config_u32(cx, val, kname, 1000, 4000000000u,
 			    &cfg->job_idle_ms);
+		else if (strcmp(kname, "reload_timeout_ms") == 0)
+			r = config_u32(cx, val, kname, 100, 3600000,
+			    &cfg->reload_timeout_ms);
 		else
 			r = config_fail(cx, key, "unknown key '%s' in daemon",
 			    kname);
@@ -850,6 +1291,7 @@ config_defaults(ctl_config *cfg)
 	cfg->max_world = 16384;
 	cfg->max_layers = 65536;
 	cfg->job_idle_ms = 600000;
+	cfg->reload_timeout_ms = CTL_CONFIG_RELOAD_TIMEOUT_MS;
 	cfg->store.max_windows_per_run = 0;
 	cfg->store.max_age_days = 0;
 	cfg->store.keep_every = 10;
@@ -901,10 +1343,16 @@ config_root(config_ctx *cx, ctl_config *cfg)
 	    jobs->data.sequence.items.start);
 	if (n == 0)
 		return config_fail(cx, jobs, "jobs must not be empty");
+	if (n > CTL_CONFIG_JOBS_MAX)
+		return config_fail(cx, jobs,
+		    "jobs may have at most %u entries, not %zu",
+		    CTL_CONFIG_JOBS_MAX, n);
 	cfg->jobs = calloc(n, sizeof(*cfg->jobs));
 	if (cfg->jobs == NULL)
 		return BELLOWS_ENOMEM;
 	for (size_t i = 0; i < n; i++) {
+		if (config_cancelled(cx))
+			return BELLOWS_ETIMEDOUT;
 		cfg->n_jobs++;
 		r = config_job(cx,
 		    config_node(cx, jobs->data.sequence.items.start[i]),
@@ -915,16 +1363,133 @@ config_root(config_ctx *cx, ctl_config *cfg)
 	return 0;
 }
 
+/* What config_read gives libyaml: the text, a chunk at a time, so that a
+ * cancelled reading stops within a chunk. */
+typedef struct config_input {
+	config_ctx *cx;   /* whose cancel flag is read */
+	const char *text; /* the whole text */
+	size_t len;       /* its bytes */
+	size_t at;        /* bytes given so far */
+} config_input;
+
+#define CONFIG_CHUNK 16384 /* bytes libyaml gets per read */
+
+/* yaml_read_handler_t: 0 (an input error) once the reading is cancelled. */
+static int
+config_read(void *data, unsigned char *buffer, size_t size, size_t *size_read)
+{
+	config_input *in = data;
+	size_t n = in->len - in->at;
+
+	if (config_cancelled(in->cx))
+		return 0;
+	if (n > size)
+		n = size;
+	if (n > CONFIG_CHUNK)
+		n = CONFIG_CHUNK;
+	memcpy(buffer, in->text + in->at, n);
+	in->at += n;
+	*size_read = n;
+	return 1;
+}
+
+/* Records the syntax error (or cancellation) that stopped `parser`. */
+static int
+config_parser_fail(config_ctx *cx, const yaml_parser_t *parser)
+{
+	char msg[CTL_CONFIG_ERR_MAX];
+
+	if (config_cancelled(cx)) {
+		snprintf(msg, sizeof(msg), "%s: reading was cancelled",
+		    cx->name);
+		config_record(cx, msg);
+		return BELLOWS_ETIMEDOUT;
+	}
+	snprintf(msg, sizeof(msg), "%s:%zu:%zu: %s", cx->name,
+	    parser->problem_mark.line + 1, parser->problem_mark.column + 1,
+	    parser->problem != NULL ? parser->problem : "invalid YAML");
+	config_record(cx, msg);
+	return BELLOWS_ECONFIG;
+}
+
+/* Walks the first document's events before it is loaded as a tree and
+ * refuses it at the first list or mapping nested deeper than
+ * CTL_CONFIG_DEPTH_MAX, or the first node past CTL_CONFIG_NODES_MAX:
+ * libyaml's time grows with the square of the depth, and its tree with
+ * the nodes, so neither may be loaded first and judged after. */
+static int
+config_check_shape(config_ctx *cx, const char *text, size_t len)
+{
+	config_input in = { .cx = cx, .text = text, .len = len };
+	yaml_parser_t parser;
+	yaml_event_t ev;
+	uint32_t depth = 0, nodes = 0;
+	int r = 0;
+
+	if (!yaml_parser_initialize(&parser))
+		return BELLOWS_ENOMEM;
+	yaml_parser_set_input(&parser, config_read, &in);
+	for (bool done = false; !done && r == 0;) {
+		if (!yaml_parser_parse(&parser, &ev)) {
+			r = config_parser_fail(cx, &parser);
+			break;
+		}
+		switch (ev.type) {
+		case YAML_SEQUENCE_START_EVENT:
+		case YAML_MAPPING_START_EVENT:
+			if (++depth > CTL_CONFIG_DEPTH_MAX) {
+				yaml_node_t at = {
+					.start_mark = ev.start_mark
+				};
+
+				r = config_fail(cx, &at,
+				    "nested more than %u levels deep (lists "
+				    "and mappings)",
+				    CTL_CONFIG_DEPTH_MAX);
+			}
+			/* fall through */
+		case YAML_SCALAR_EVENT:
+		case YAML_ALIAS_EVENT:
+			if (r == 0 && ++nodes > CTL_CONFIG_NODES_MAX) {
+				yaml_node_t at = {
+					.start_mark = ev.start_mark
+				};
+
+				r = config_fail(cx, &at,
+				    "more than %u values, lists and "
+				    "mappings",
+				    CTL_CONFIG_NODES_MAX);
+			}
+			break;
+		case YAML_SEQUENCE_END_EVENT:
+		case YAML_MAPPING_END_EVENT:
+			depth--;
+			break;
+		case YAML_DOCUMENT_END_EVENT:
+		case YAML_STREAM_END_EVENT:
+			done = true;
+			break;
+		default:
+			break;
+		}
+		yaml_event_delete(&ev);
+	}
+	yaml_parser_delete(&parser);
+	return r;
+}
+
 /* Parses and validates `text` as the file cx->name into *ret_cfg;
  * errors go where cx says. */
 static int
 config_parse(config_ctx *cx, const char *text, size_t len, ctl_config **ret_cfg)
 {
-	char msg[CTL_CONFIG_ERR_MAX];
+	config_input in = { .cx = cx, .text = text, .len = len };
 	yaml_parser_t parser;
 	ctl_config *cfg;
 	int r;
 
+	if ((r = config_check_shape(cx, text, len)) != 0)
+		return r;
 	cfg = calloc(1, sizeof(*cfg));
 	if (cfg == NULL)
 		return BELLOWS_ENOMEM;
@@ -944,16 +1509,12 @@ config_parse(config_ctx *cx, const char *text, size_t len, ctl_config **ret_cfg)
 		ctl_config_destroy(&cfg);
 		return BELLOWS_ENOMEM;
 	}
-	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	yaml_parser_set_input(&parser, config_read, &in);
 	if (!yaml_parser_load(&parser, &cx->doc)) {
-		snprintf(msg, sizeof(msg), "%s:%zu:%zu: %s", cx->name,
-		    parser.problem_mark.line + 1,
-		    parser.problem_mark.column + 1,
-		    parser.problem != NULL ? parser.problem : "invalid YAML");
-		config_record(cx, msg);
+		r = config_parser_fail(cx, &parser);
 		yaml_parser_delete(&parser);
 		ctl_config_destroy(&cfg);
-		return BELLOWS_ECONFIG;
+		return r;
 	}
 	r = config_root(cx, cfg);
 	/* An error recorded below a level that went on still fails. */
@@ -961,6 +1522,13 @@ config_parse(config_ctx *cx, const char *text, size_t len, ctl_config **ret_cfg)
 		r = BELLOWS_ECONFIG;
 	yaml_document_delete(&cx->doc);
 	yaml_parser_delete(&parser);
+	if (r == BELLOWS_ETIMEDOUT) {
+		char msg[CTL_CONFIG_ERR_MAX];
+
+		snprintf(msg, sizeof(msg), "%s: reading was cancelled",
+		    cx->name);
+		config_record(cx, msg);
+	}
 	if (r != 0) {
 		ctl_config_destroy(&cfg);
 		return r;
@@ -978,44 +1546,84 @@ ctl_config_parse(const char *text, size_t len, const char *name,
 	return config_parse(&cx, text, len, ret_cfg);
 }
 
+/* Where byte `at` of text is, as "LINE:COLUMN" counted from 1. */
+static void
+config_position(const char *text, size_t at, size_t *ret_line, size_t *ret_col)
+{
+	size_t line = 1, col = 1;
+
+	for (size_t i = 0; i < at; i++) {
+		if (text[i] == '\n') {
+			line++;
+			col = 1;
+		} else {
+			col++;
+		}
+	}
+	*ret_line = line;
+	*ret_col = col;
+}
+
 /* Reads the file cx->name and parses it into *ret_cfg; errors go where cx
- * says. */
+ * says. At most CTL_CONFIG_FILE_MAX bytes are accepted: one more byte is
+ * read to tell a file of exactly that size from a longer one, and the
+ * buffer never grows past that. */
 static int
 config_load(config_ctx *cx, ctl_config **ret_cfg)
 {
-	FILE *f = fopen(cx->name, "rb");
+	const size_t limit = CTL_CONFIG_FILE_MAX;
+	/* Without O_NONBLOCK, opening a FIFO waits for a writer. */
+	int fd = open(cx->name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	char msg[CTL_CONFIG_ERR_MAX];
 	char *text = NULL;
 	size_t len = 0, cap = 0;
+	struct stat st;
+	FILE *f = NULL;
 	int r;
 
-	if (f == NULL) {
+	if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+		/* A FIFO or a device could keep the reader waiting or
+		 * reading for ever. */
+		snprintf(msg, sizeof(msg), "%s: not a regular file", cx->name);
+		config_record(cx, msg);
+		close(fd);
+		return BELLOWS_EIO;
+	}
+	if (fd < 0 || (f = fdopen(fd, "rb")) == NULL) {
 		snprintf(msg, sizeof(msg), "%s: cannot open: %s", cx->name,
 		    strerror(errno));
 		config_record(cx, msg);
+		if (fd >= 0)
+			close(fd);
 		return BELLOWS_EIO;
 	}
-	for (;;) {
-		if (len + 4096 > cap) {
+	while (len <= limit) {
+		size_t n;
+
+		if (config_cancelled(cx)) {
+			snprintf(msg, sizeof(msg), "%s: reading was cancelled",
+			    cx->name);
+			config_record(cx, msg);
+			free(text);
+			fclose(f);
+			return BELLOWS_ETIMEDOUT;
+		}
+		if (len == cap) {
+			size_t want = cap == 0 ? 8192 : cap * 2;
 			char *grown;
 
-			if (cap > 16u << 20) {
-				snprintf(msg, sizeof(msg),
-				    "%s: larger than 16 MiB", cx->name);
-				config_record(cx, msg);
-				free(text);
-				fclose(f);
-				return BELLOWS_ECONFIG;
-			}
-			grown = realloc(text, cap = cap * 2 + 8192);
+			if (want > limit + 1)
+				want = limit + 1;
+			grown = realloc(text, want);
 			if (grown == NULL) {
 				free(text);
 				fclose(f);
 				return BELLOWS_ENOMEM;
 			}
 			text = grown;
+			cap = want;
 		}
-		size_t n = fread(text + len, 1, cap - len, f);
+		n = fread(text + len, 1, cap - len, f);
 		len += n;
 		if (n == 0)
 			break;
@@ -1028,6 +1636,18 @@ config_load(config_ctx *cx, ctl_config **ret_cfg)
 		return BELLOWS_EIO;
 	}
 	fclose(f);
+	if (len > limit) {
+		size_t line, col;
+
+		config_position(text, limit, &line, &col);
+		snprintf(msg, sizeof(msg),
+		    "%s:%zu:%zu: the file is longer than 16 MiB (%zu bytes); "
+		    "this byte is past the limit",
+		    cx->name, line, col, (size_t)limit);
+		config_record(cx, msg);
+		free(text);
+		return BELLOWS_ECONFIG;
+	}
 	r = config_parse(cx, text != NULL ? text : "", len, ret_cfg);
 	free(text);
 	return r;
@@ -1046,7 +1666,14 @@ int
 ctl_config_load_all(const char *path, ctl_config **ret_cfg,
     ctl_config_errors *errs)
 {
-	config_ctx cx = { .name = path, .errs = errs };
+	return ctl_config_load_cancellable(path, NULL, ret_cfg, errs);
+}
+
+int
+ctl_config_load_cancellable(const char *path, const atomic_bool *cancel,
+    ctl_config **ret_cfg, ctl_config_errors *errs)
+{
+	config_ctx cx = { .name = path, .errs = errs, .cancel = cancel };
 	int r;
 
 	errs->n = 0;
@@ -1117,7 +1744,7 @@ const ctl_job_conf *
 ctl_config_match(const ctl_config *cfg, const char *job)
 {
 	for (uint32_t i = 0; i < cfg->n_jobs; i++) {
-		if (fnmatch(cfg->jobs[i].match, job, 0) == 0)
+		if (ctl_config_glob_match(cfg->jobs[i].match, job))
 			return &cfg->jobs[i];
 	}
 	return NULL;
@@ -1278,6 +1905,7 @@ ctl_config_print(const ctl_config *cfg, void *out)
 	fprintf(f, "  max_world: %u\n", cfg->max_world);
 	fprintf(f, "  max_layers: %u\n", cfg->max_layers);
 	fprintf(f, "  job_idle_ms: %u\n", cfg->job_idle_ms);
+	fprintf(f, "  reload_timeout_ms: %u\n", cfg->reload_timeout_ms);
 	fprintf(f, "store:\n");
 	fprintf(f, "  max_windows_per_run: %u\n",
 	    cfg->store.max_windows_per_run);

@@ -19,6 +19,7 @@
 #include <bellows/policy.h>
 
 #include <regex.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +31,31 @@
 /* What a window's decision needs after its timeout to reach the ranks:
  * the loop's tick, the policies, the history commit, the wire. */
 #define CTL_CONFIG_DECIDE_MARGIN_MS 1000
+
+/* Limits on what a file may hold, checked while it is read so that no file
+ * can make reading it take long or use much memory; each refusal names the
+ * place (FILE:LINE:COLUMN). bellowsd's start, its reloads and `bellows
+ * policy check` read files through the same code, so they agree. */
+#define CTL_CONFIG_FILE_MAX     (16u << 20) /* bytes of a file */
+#define CTL_CONFIG_DEPTH_MAX    64          /* lists and mappings nested */
+#define CTL_CONFIG_NODES_MAX    1000000     /* scalars, lists, mappings */
+#define CTL_CONFIG_JOBS_MAX     4096        /* entries in jobs */
+#define CTL_CONFIG_POLICIES_MAX 64          /* policies in a job entry */
+/* Policies in the whole file, an alias counted each time it is used: an
+ * alias repeats a node without repeating its text, and each policy costs
+ * memory and time when it is validated. */
+#define CTL_CONFIG_POLICIES_TOTAL_MAX 4096
+#define CTL_CONFIG_PATTERN_MAX        256 /* bytes of a glob or regex */
+/* Positions a layer regex may have once its {m,n} counts are expanded
+ * (each bound at most CTL_CONFIG_REPEAT_MAX): what keeps regcomp fast. */
+#define CTL_CONFIG_REGEX_SIZE_MAX 1024
+#define CTL_CONFIG_REPEAT_MAX     255 /* a bound in {m,n} */
+/* Positions of all the layer regexes of a file together (glibc keeps
+ * about 100 bytes per position compiled). */
+#define CTL_CONFIG_REGEX_TOTAL_MAX 65536
+#define CTL_CONFIG_GROUPS_MAX      32 /* parentheses nested in a regex */
+/* reload_timeout_ms: how long a reload may take before it is abandoned. */
+#define CTL_CONFIG_RELOAD_TIMEOUT_MS 10000
 
 /* Which tensors a policy acts on. */
 typedef struct ctl_selector {
@@ -54,7 +80,8 @@ typedef struct ctl_policy_conf {
 } ctl_policy_conf;
 
 typedef struct ctl_job_conf {
-	char *match;               /* fnmatch(3) glob on the job name */
+	char *match;               /* glob on the job name, matched by
+				    * ctl_config_glob_match */
 	uint32_t n_policies;       /* entries in policies */
 	ctl_policy_conf *policies; /* in the order they run */
 } ctl_job_conf;
@@ -84,6 +111,7 @@ typedef struct ctl_config {
 	uint32_t max_world;         /* ranks per job */
 	uint32_t max_layers;        /* layers per job */
 	uint32_t job_idle_ms;       /* forget a job with no live rank */
+	uint32_t reload_timeout_ms; /* abandon a reload that takes longer */
 	ctl_store_conf store;       /* history database settings */
 	uint32_t n_jobs;            /* entries in jobs */
 	ctl_job_conf *jobs;         /* first match wins */
@@ -125,6 +153,15 @@ int ctl_config_load_all(const char *path, ctl_config **ret_cfg,
 void ctl_config_errors_emit(const ctl_config_errors *errs, int r,
     const char *path, void (*line)(void *arg, const char *text), void *arg);
 
+/* Same as ctl_config_load_all, but the reading stops soon after *cancel
+ * becomes true (set from another thread): it then returns
+ * BELLOWS_ETIMEDOUT with one message in *errs and *ret_cfg untouched.
+ * Thread-safe: any thread may read a file while others read theirs; the
+ * configuration returned belongs to the caller, who may hand it to
+ * another thread. `cancel` may be NULL. */
+int ctl_config_load_cancellable(const char *path, const atomic_bool *cancel,
+    ctl_config **ret_cfg, ctl_config_errors *errs);
+
 /* Same as ctl_config_load for a text in memory; `name` stands for the file
  * in messages, and relative plug-in paths are resolved against its
  * directory (the current one if `name` has no '/'). */
@@ -134,6 +171,14 @@ int ctl_config_parse(const char *text, size_t len, const char *name,
 /* Frees a configuration and drops its plug-in references. No policy set
  * may still borrow it. NULL-safe, sets *cfg to NULL. */
 void ctl_config_destroy(ctl_config **cfg);
+
+/* True when the glob `pattern` matches all of `name`, as fnmatch(3)
+ * without flags does: '*' any bytes, '?' one byte, '[...]' one byte of a
+ * set ('!' or '^' negates; ranges; [:class:]), '\' quotes the next
+ * byte. Runs in O(length(pattern) * length(name)) steps, whatever the
+ * pattern. A pattern the configuration refused (an unclosed '[') matches
+ * nothing. */
+bool ctl_config_glob_match(const char *pattern, const char *name);
 
 /* Returns the first job entry whose pattern matches `job`, or NULL. */
 const ctl_job_conf *ctl_config_match(const ctl_config *cfg, const char *job);

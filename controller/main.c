@@ -6,7 +6,9 @@
  * run inside library code: SIGTERM and SIGINT stop the loop cleanly,
  * SIGHUP reloads the configuration (validated completely first; on error
  * the old one stays in force). The file is also watched: a change on disk
- * reloads it the same way once the writer is done.
+ * reloads it the same way once the writer is done. The file is read and
+ * validated on reload's reader thread; the loop only swaps the result in,
+ * so a reload never holds up decisions or STATUS.
  *
  * With a history database (the default), the live jobs it holds are
  * rebuilt before the sockets are read, so ranks that outlived a previous
@@ -122,7 +124,7 @@ main_on_signal(ctl_loop *loop, void *arg)
 
 	while (read(d->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
-			ctl_reload_now(d->reload, true);
+			ctl_reload_request(d->reload, true);
 		} else {
 			ctl_log(CTL_LOG_INFO, "main", "signal %u: stopping",
 			    si.ssi_signo);
@@ -304,6 +306,7 @@ main(int argc, char **argv)
 		    d.policy_path);
 	ctl_server_set_jobs(d.server, d.jobs);
 	if ((d.watch != NULL && ctl_watch_attach(d.watch, d.loop) != 0) ||
+	    ctl_reload_attach(d.reload, zctx, d.loop) != 0 ||
 	    ctl_server_attach(d.server, d.loop) != 0 ||
 	    (d.store != NULL && ctl_store_attach(d.store, d.loop) != 0) ||
 	    ctl_loop_add_fd(d.loop, d.sigfd, main_on_signal, &d) != 0 ||

@@ -5,8 +5,12 @@
  * reference per plug-in it names, and jobs run policies through their
  * configuration, so the shared object stays mapped while any instance
  * might still call into it, and is closed when the last holder lets go.
- * This is the only module that calls dlopen. Not thread-safe: bellowsd
- * loads and drops plug-ins from its event loop only.
+ * This is the only module that calls dlopen. A ctl_plugin belongs to the
+ * one configuration that loaded it (another configuration naming the same
+ * file loads its own; dlopen shares the mapping), and one thread at a time
+ * holds a configuration: bellowsd's reader thread loads plug-ins while it
+ * reads a file, and the event loop uses and drops them once it has the
+ * configuration. So the reference count needs no lock.
  */
 #ifndef CTL_PLUGIN_H
 #define CTL_PLUGIN_H

@@ -13,9 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include <fnmatch.h>
 
 #include <bellows/agent.h>
 #include <bellows/error.h>
@@ -804,6 +807,426 @@ test_config_stops_after_the_most_errors_it_reports(void **state)
 	free(errs);
 }
 
+/* Writes a valid file of exactly `size` bytes: a short configuration
+ * followed by comment lines of 100 bytes and one shorter last line. */
+static void
+write_file_of_size(const char *path, size_t size)
+{
+	static const char head[] = "jobs:\n  - policies: [{type: fixed}]\n";
+	FILE *fp = fopen(path, "w");
+	size_t left = size - strlen(head);
+	char line[100];
+
+	assert_non_null(fp);
+	assert_true(size >= strlen(head) + 2);
+	memset(line, 'x', sizeof(line));
+	line[0] = '#';
+	line[sizeof(line) - 1] = '\n';
+	assert_int_equal(fwrite(head, 1, strlen(head), fp), strlen(head));
+	while (left > 0) {
+		size_t n = left >= sizeof(line) + 2 || left == sizeof(line)
+		    ? sizeof(line)
+		    : left;
+
+		/* The last line: '#', some x, '\n'. */
+		if (n < sizeof(line)) {
+			char last[sizeof(line) + 2];
+
+			memset(last, 'y', n);
+			last[0] = '#';
+			last[n - 1] = '\n';
+			assert_int_equal(fwrite(last, 1, n, fp), n);
+		} else {
+			assert_int_equal(fwrite(line, 1, n, fp), n);
+		}
+		left -= n;
+	}
+	assert_int_equal(fclose(fp), 0);
+}
+
+static void
+test_config_takes_exactly_16_mib_and_refuses_one_byte_more(void **state)
+{
+	fixture *f = *state;
+	char want[256];
+
+	write_file_of_size(f->path, CTL_CONFIG_FILE_MAX);
+	assert_int_equal(ctl_config_load(f->path, &f->cfg, f->err,
+			     sizeof(f->err)),
+	    0);
+	assert_int_equal(f->cfg->text_len, CTL_CONFIG_FILE_MAX);
+	ctl_config_destroy(&f->cfg);
+
+	/* One byte more: the byte past the limit is the last line's 81st
+	 * (2 lines of head, 36 bytes, then 167771 lines of 100 bytes and the
+	 * first 80 bytes of a last line of 101). */
+	write_file_of_size(f->path, CTL_CONFIG_FILE_MAX + 1);
+	assert_int_equal(ctl_config_load(f->path, &f->cfg, f->err,
+			     sizeof(f->err)),
+	    BELLOWS_ECONFIG);
+	assert_null(f->cfg);
+	snprintf(want, sizeof(want),
+	    "%s:167774:81: the file is longer than 16 MiB (16777216 bytes)",
+	    f->path);
+	if (strncmp(f->err, want, strlen(want)) != 0)
+		fail_msg("expected '%s...', got '%s'", want, f->err);
+
+	/* Twice the limit, which the buffer used to admit: refused the
+	 * same way, at the same byte. */
+	write_file_of_size(f->path, 2 * (size_t)CTL_CONFIG_FILE_MAX);
+	assert_int_equal(ctl_config_load(f->path, &f->cfg, f->err,
+			     sizeof(f->err)),
+	    BELLOWS_ECONFIG);
+	if (strncmp(f->err, want, strlen(want)) != 0)
+		fail_msg("expected '%s...', got '%s'", want, f->err);
+}
+
+/* "jobs: " and `depth` - 1 nested flow lists: `depth` levels in all. */
+static char *
+nested_text(size_t depth)
+{
+	size_t n = depth - 1;
+	char *t = malloc(6 + 2 * n + 2);
+
+	assert_non_null(t);
+	memcpy(t, "jobs: ", 6);
+	memset(t + 6, '[', n);
+	memset(t + 6 + n, ']', n);
+	memcpy(t + 6 + 2 * n, "\n", 2);
+	return t;
+}
+
+static void
+test_config_refuses_nesting_deeper_than_64_levels_where_it_goes_past(
+    void **state)
+{
+	fixture *f = *state;
+	char *ok = nested_text(CTL_CONFIG_DEPTH_MAX);
+	char *deep = nested_text(CTL_CONFIG_DEPTH_MAX + 1);
+	char *deepest = nested_text(65536);
+
+	/* 64 levels pass the limit (and fail for what they hold). */
+	assert_int_equal(load(f, ok), BELLOWS_ECONFIG);
+	assert_null(strstr(f->err, "nested"));
+	/* The 65th level opens at the 64th '[', column 6 + 64. */
+	assert_refused_at(f, deep, 1, 70, "nested more than 64 levels deep");
+	/* 64k levels: refused at the same place, without parsing the rest
+	 * (libyaml would take seconds). */
+	assert_refused_at(f, deepest, 1, 70, "nested more than 64 levels deep");
+	free(ok);
+	free(deep);
+	free(deepest);
+}
+
+static void
+test_config_refuses_more_than_a_million_nodes_where_it_goes_past(void **state)
+{
+	fixture *f = *state;
+	size_t n = CTL_CONFIG_NODES_MAX; /* scalars in the list */
+	char *t = malloc(8 + 2 * n + 4);
+	size_t at = 0;
+
+	assert_non_null(t);
+	/* The top mapping, "jobs" and the list are 3 nodes: the list's
+	 * scalar number n - 3 (from 0) is node 1000001, at column
+	 * 8 + 2 * (n - 3). */
+	at += (size_t)sprintf(t, "jobs: [");
+	for (size_t i = 0; i < n; i++)
+		at += (size_t)sprintf(t + at, i ? ",a" : "a");
+	sprintf(t + at, "]\n");
+	assert_refused_at(f, t, 1, (int)(8 + 2 * (n - 3)),
+	    "more than 1000000 values, lists and mappings");
+	free(t);
+}
+
+static void
+test_config_refuses_too_many_jobs_or_policies(void **state)
+{
+	fixture *f = *state;
+	size_t cap = 40 * (CTL_CONFIG_JOBS_MAX + 1) + 64, at = 0;
+	char *t = malloc(cap);
+
+	assert_non_null(t);
+	at += (size_t)sprintf(t, "jobs:\n");
+	for (int i = 0; i <= CTL_CONFIG_JOBS_MAX; i++)
+		at += (size_t)sprintf(t + at,
+		    "  - policies: [{type: fixed}]\n");
+	assert_refused_at(f, t, 2, 3, "jobs may have at most 4096 entries");
+	at = (size_t)sprintf(t, "jobs:\n  - policies: [");
+	for (int i = 0; i <= CTL_CONFIG_POLICIES_MAX; i++)
+		at += (size_t)sprintf(t + at, "%s{type: fixed, name: p%d}",
+		    i ? ", " : "", i);
+	sprintf(t + at, "]\n");
+	assert_refused_at(f, t, 2, 15,
+	    "a job entry may have at most 64 policies");
+	free(t);
+}
+
+/* A job entry whose glob is `glob` (written in single quotes). */
+static void
+load_glob(fixture *f, const char *glob, char *text, size_t len)
+{
+	snprintf(text, len,
+	    "jobs:\n"
+	    "  - match: '%s'\n"
+	    "    policies: [{type: fixed}]\n",
+	    glob);
+}
+
+/* A policy whose layer regex is `re` (written in single quotes). */
+static void
+load_regex(fixture *f, const char *re, char *text, size_t len)
+{
+	(void)f;
+	snprintf(text, len,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "        layers: {match: '%s'}\n",
+	    re);
+}
+
+static void
+test_config_bounds_job_globs(void **state)
+{
+	fixture *f = *state;
+	char glob[CTL_CONFIG_PATTERN_MAX + 2], text[1024];
+
+	memset(glob, '*', CTL_CONFIG_PATTERN_MAX);
+	glob[CTL_CONFIG_PATTERN_MAX] = '\0';
+	load_glob(f, glob, text, sizeof(text));
+	assert_int_equal(load(f, text), 0);
+	strcat(glob, "*");
+	load_glob(f, glob, text, sizeof(text));
+	assert_refused_at(f, text, 2, 12,
+	    "match is 257 bytes long; a pattern may have at most 256");
+	load_glob(f, "bert-[0-9", text, sizeof(text));
+	assert_refused_at(f, text, 2, 12,
+	    "'[' opens a set that no ']' closes (byte 6 of the pattern)");
+	load_glob(f, "bert-[[:digt:]]", text, sizeof(text));
+	assert_refused_at(f, text, 2, 12, "unknown class in '[:...:]'");
+	load_glob(f, "bert\\", text, sizeof(text));
+	assert_refused_at(f, text, 2, 12, "match ends with a lone '\\'");
+}
+
+static void
+test_config_bounds_layer_regexes(void **state)
+{
+	fixture *f = *state;
+	char re[CTL_CONFIG_PATTERN_MAX + 8], text[1024];
+
+	/* (a*)* 51 times: 255 bytes of nested repetition, accepted. */
+	re[0] = '\0';
+	for (int i = 0; i < 51; i++)
+		strcat(re, "(a*)*");
+	load_regex(f, re, text, sizeof(text));
+	assert_int_equal(load(f, text), 0);
+	strcat(re, "(a)");
+	load_regex(f, re, text, sizeof(text));
+	assert_refused_at(f, text, 4, 25,
+	    "match is 258 bytes long; a pattern may have at most 256");
+	load_regex(f, "(a*)*\\1", text, sizeof(text));
+	assert_refused_at(f, text, 4, 25,
+	    "match: back-references (\\1 to \\9) are not allowed");
+	load_regex(f, "layer[0-9]{1,4}\\.(a{255}){255}", text, sizeof(text));
+	assert_refused_at(f, text, 4, 25,
+	    "match: the counts in {m,n} make it longer than 1024 positions "
+	    "(byte 26 of the pattern)");
+	/* glibc would need gigabytes to compile this one. */
+	load_regex(f, "((((a{255}){255}){255}){255})", text, sizeof(text));
+	assert_refused_at(f, text, 4, 25, "longer than 1024 positions");
+	load_regex(f, "a{256}", text, sizeof(text));
+	assert_refused_at(f, text, 4, 25, "a count in {m,n} is above 255");
+	memset(re, 0, sizeof(re));
+	memset(re, '(', 33);
+	memset(re + 33, ')', 33);
+	load_regex(f, re, text, sizeof(text));
+	assert_refused_at(f, text, 4, 25,
+	    "parentheses are nested more than 32 deep");
+	/* What real selectors look like stays accepted. */
+	load_regex(f,
+	    "^(encoder|decoder)\\.layers\\.[0-9]{1,3}\\.(attn|mlp)\\."
+	    "[a-z_]+\\.weight$",
+	    text, sizeof(text));
+	assert_int_equal(load(f, text), 0);
+	assert_true(ctl_selector_matches(&f->cfg->jobs[0].policies[0].selector,
+	    "encoder.layers.12.attn.q_proj.weight", 100, 2));
+	assert_false(ctl_selector_matches(&f->cfg->jobs[0].policies[0].selector,
+	    "encoder.layers.12.attn.q_proj.bias", 100, 2));
+}
+
+/* A small deterministic generator for the glob comparison. */
+static uint32_t
+next_rand(uint32_t *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return *s >> 16;
+}
+
+static void
+test_config_glob_matches_as_fnmatch_does(void **state)
+{
+	static const char *const atoms[] = { "a", "b", "*", "?", "[ab]", "[!a]",
+		"[^b]", "[a-c]", "\\*", "[[:alpha:]]", "[]a]", "." };
+	static const char *const fixed[][2] = { { "resnet-*", "resnet-50" },
+		{ "bert-[0-9]", "bert-4" }, { "*.[ch]", "x.c" },
+		{ "\\[x]", "[x]" }, { "a*b*c", "aXbYc" }, { "*", "" },
+		{ "?", "" }, { "[!]]", "]" }, { "[!]]", "x" } };
+	uint32_t seed = 12;
+	char pat[64], name[16];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		assert_int_equal(ctl_config_glob_match(fixed[i][0],
+				     fixed[i][1]),
+		    fnmatch(fixed[i][0], fixed[i][1], 0) == 0);
+	for (int i = 0; i < 200000; i++) {
+		int np = (int)(next_rand(&seed) % 6), nn;
+
+		pat[0] = '\0';
+		for (int k = 0; k < np; k++)
+			strcat(pat,
+			    atoms[next_rand(&seed) %
+				(sizeof(atoms) / sizeof(atoms[0]))]);
+		nn = (int)(next_rand(&seed) % 7);
+		for (int k = 0; k < nn; k++)
+			name[k] = "ab*.]c"[next_rand(&seed) % 6];
+		name[nn] = '\0';
+		if (ctl_config_glob_match(pat, name) !=
+		    (fnmatch(pat, name, 0) == 0))
+			fail_msg("'%s' on '%s': %d, fnmatch %d", pat, name,
+			    ctl_config_glob_match(pat, name),
+			    fnmatch(pat, name, 0) == 0);
+	}
+}
+
+static void
+test_config_glob_takes_no_exponential_time(void **state)
+{
+	char pat[CTL_CONFIG_PATTERN_MAX + 1] = "", name[257];
+
+	(void)state;
+	/* "*a" 127 times then "b", on 256 a's: a backtracking matcher
+	 * tries every way to place 127 stars. Finishing is the test. */
+	for (int i = 0; i < 127; i++)
+		strcat(pat, "*a");
+	strcat(pat, "b");
+	memset(name, 'a', 256);
+	name[256] = '\0';
+	for (int i = 0; i < 1000; i++)
+		assert_false(ctl_config_glob_match(pat, name));
+	name[255] = 'b';
+	assert_true(ctl_config_glob_match(pat, name));
+}
+
+static void
+test_config_reads_reload_timeout_ms_like_other_settings(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(load(f, "jobs: [{policies: [{type: fixed}]}]\n"), 0);
+	assert_int_equal(f->cfg->reload_timeout_ms, 10000);
+	assert_int_equal(load(f,
+			     "daemon: {reload_timeout_ms: 250}\n"
+			     "jobs: [{policies: [{type: fixed}]}]\n"),
+	    0);
+	assert_int_equal(f->cfg->reload_timeout_ms, 250);
+	assert_refused_at(f,
+	    "daemon: {reload_timeout_ms: 99}\n"
+	    "jobs: [{policies: [{type: fixed}]}]\n",
+	    1, 29, "reload_timeout_ms must be in [100, 3600000], not 99");
+}
+
+static void
+test_config_finds_a_duplicate_among_many_keys_quickly(void **state)
+{
+	fixture *f = *state;
+	const int n = 200000;
+	char *t = malloc((size_t)n * 16 + 64);
+	size_t at = 0;
+
+	assert_non_null(t);
+	/* 200000 keys compared pairwise would be 2e10 comparisons. */
+	at += (size_t)sprintf(t, "daemon:\n");
+	for (int i = 0; i < n; i++)
+		at += (size_t)sprintf(t + at, " k%d: 1\n", i);
+	at += (size_t)sprintf(t + at, " k7: 1\n k3: 1\n");
+	sprintf(t + at, "jobs: [{policies: [{type: fixed}]}]\n");
+	assert_refused_at(f, t, n + 3, 2, "key 'k3' appears twice");
+	free(t);
+}
+
+static void
+test_config_counts_an_alias_each_time_it_is_used(void **state)
+{
+	fixture *f = *state;
+	size_t cap = 64 * 1100 + 256, at = 0;
+	char *t = malloc(cap);
+
+	assert_non_null(t);
+	/* Four policies written once, used by 1025 job entries: 4100
+	 * policies to validate, refused at the 4097th (the alias points
+	 * at the policy it repeats, line 2, column 19). */
+	at += (size_t)sprintf(t,
+	    "jobs:\n"
+	    "  - policies: &ps [{type: fixed}, {type: comet}, "
+	    "{type: perfmodel}, {type: slimgc}]\n");
+	for (int i = 1; i < 1025; i++)
+		at += (size_t)sprintf(t + at,
+		    "  - {match: \"j%d\", policies: *ps}\n", i);
+	assert_refused_at(f, t, 2, 20, "more than 4096 policies in the file");
+	/* One regex of 1024 positions, used 65 times: 66560 positions. */
+	at = (size_t)sprintf(t,
+	    "jobs:\n"
+	    "  - policies: &ps [{type: fixed, layers: {match: "
+	    "'(.{255}){4}'}}]\n");
+	for (int i = 1; i < 65; i++)
+		at += (size_t)sprintf(t + at,
+		    "  - {match: \"j%d\", policies: *ps}\n", i);
+	assert_refused_at(f, t, 2, 50,
+	    "the layer regexes of the file hold more than 65536 positions");
+	free(t);
+}
+
+static void
+test_config_refuses_a_fifo_without_waiting_for_a_writer(void **state)
+{
+	fixture *f = *state;
+	char want[256];
+
+	assert_int_equal(mkfifo(f->path, 0600), 0);
+	assert_int_equal(ctl_config_load(f->path, &f->cfg, f->err,
+			     sizeof(f->err)),
+	    BELLOWS_EIO);
+	snprintf(want, sizeof(want), "%s: not a regular file", f->path);
+	assert_string_equal(f->err, want);
+}
+
+static void
+test_config_stops_reading_when_cancelled(void **state)
+{
+	fixture *f = *state;
+	ctl_config_errors *errs = malloc(sizeof(*errs));
+	atomic_bool cancel;
+	char want[256];
+
+	assert_non_null(errs);
+	atomic_init(&cancel, true);
+	write_file(f->path, "jobs: [{policies: [{type: fixed}]}]\n");
+	assert_int_equal(ctl_config_load_cancellable(f->path, &cancel, &f->cfg,
+			     errs),
+	    BELLOWS_ETIMEDOUT);
+	assert_null(f->cfg);
+	assert_int_equal(errs->n, 1);
+	snprintf(want, sizeof(want), "%s: reading was cancelled", f->path);
+	assert_string_equal(errs->msg[0], want);
+	atomic_store(&cancel, false);
+	assert_int_equal(ctl_config_load_cancellable(f->path, &cancel, &f->cfg,
+			     errs),
+	    0);
+	free(errs);
+}
+
 int
 main(void)
 {
@@ -835,6 +1258,19 @@ main(void)
 		T(test_config_destroy_is_null_safe),
 		T(test_config_reports_every_error_with_its_position),
 		T(test_config_stops_after_the_most_errors_it_reports),
+		T(test_config_takes_exactly_16_mib_and_refuses_one_byte_more),
+		T(test_config_refuses_nesting_deeper_than_64_levels_where_it_goes_past),
+		T(test_config_refuses_more_than_a_million_nodes_where_it_goes_past),
+		T(test_config_refuses_too_many_jobs_or_policies),
+		T(test_config_bounds_job_globs),
+		T(test_config_bounds_layer_regexes),
+		T(test_config_glob_matches_as_fnmatch_does),
+		T(test_config_glob_takes_no_exponential_time),
+		T(test_config_reads_reload_timeout_ms_like_other_settings),
+		T(test_config_finds_a_duplicate_among_many_keys_quickly),
+		T(test_config_counts_an_alias_each_time_it_is_used),
+		T(test_config_refuses_a_fifo_without_waiting_for_a_writer),
+		T(test_config_stops_reading_when_cancelled),
 #undef T
 	};
 

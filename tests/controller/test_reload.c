@@ -22,9 +22,12 @@
 #include <cmocka.h>
 #include <dlfcn.h>
 #include <limits.h>
+#include <time.h>
+#include <zmq.h>
 
 #include <bellows/error.h>
 
+#include "clock.h"
 #include "config.h"
 #include "jobs.h"
 #include "log.h"
@@ -76,6 +79,7 @@ typedef struct fixture {
 	bool guard_hit;               /* the guard timer stopped the loop */
 	uint64_t wait_done;           /* loop runs until this many reloads */
 	uint64_t wait_refused;        /* ... and this many refusals */
+	void *zctx;                   /* for the reader thread's sockets */
 } fixture;
 
 /* ctl_jobs_publish_fn: keeps a deep copy of every Decision. */
@@ -193,6 +197,8 @@ teardown(void **state)
 	ctl_watch_close(&f->watch);
 	ctl_jobs_destroy(&f->jobs);
 	ctl_reload_destroy(&f->reload);
+	if (f->zctx != NULL)
+		zmq_ctx_term(f->zctx);
 	for (uint32_t i = 0; i < f->n_pub; i++)
 		com_msg_fini(&f->pub[i]);
 	com_msg_fini(&f->reply);
@@ -722,14 +728,16 @@ on_guard(ctl_loop *loop, uint64_t now_ms, void *arg)
 	ctl_loop_stop(loop);
 }
 
-/* Stops the loop once the awaited reloads happened. */
+/* Stops the loop once the awaited reloads happened and no reading is
+ * out any more. */
 static void
 on_check(ctl_loop *loop, uint64_t now_ms, void *arg)
 {
 	fixture *f = arg;
 	ctl_reload_counters c = counters(f);
 
-	if (c.done >= f->wait_done && c.refused >= f->wait_refused)
+	if (c.done >= f->wait_done && c.refused >= f->wait_refused &&
+	    !ctl_reload_busy(f->reload))
 		ctl_loop_stop(loop);
 }
 
@@ -976,6 +984,177 @@ test_reload_under_load_keeps_accordions_window_history(void **state)
 	twin_destroy(g);
 }
 
+/* ---- reading off the loop ------------------------------------------------ */
+
+/* A loop with the guard and check timers, and the reload's reader thread
+ * attached to it, as bellowsd runs it. */
+static void
+attach_reader(fixture *f)
+{
+	assert_int_equal(ctl_loop_new(&f->loop), 0);
+	f->zctx = zmq_ctx_new();
+	assert_non_null(f->zctx);
+	assert_int_equal(ctl_reload_attach(f->reload, f->zctx, f->loop), 0);
+	assert_int_equal(ctl_reload_attach(f->reload, f->zctx, f->loop),
+	    BELLOWS_ESTATE);
+	assert_int_equal(ctl_loop_add_timer(f->loop, GUARD_MS, on_guard, f), 0);
+	assert_int_equal(ctl_loop_add_timer(f->loop, 10, on_check, f), 0);
+}
+
+#define THRESHOLD_3                                                            \
+	"jobs:\n"                                                              \
+	"  - match: \"job*\"\n"                                                \
+	"    policies:\n"                                                      \
+	"      - type: threshold\n"                                            \
+	"        plugin: @THRESHOLD@\n"                                        \
+	"        params: {threshold: 3}\n"
+
+static void
+test_reload_reads_off_the_loop_and_swaps_the_result_in(void **state)
+{
+	fixture *f = *state;
+	const ctl_config *before = ctl_reload_config(f->reload);
+
+	attach_reader(f);
+	join_job(f);
+	window(f, 2.0);
+	write_config(f, THRESHOLD_3);
+	ctl_reload_request(f->reload, false);
+	/* The request returns at once: the reader thread has the file,
+	 * and nothing changed yet. */
+	assert_true(ctl_reload_busy(f->reload));
+	assert_ptr_equal(ctl_reload_config(f->reload), before);
+	assert_int_equal(counters(f).done, 0);
+	run_until(f, 1, 0);
+	assert_true(ctl_reload_config(f->reload) != before);
+	assert_event(f, "reload_ok", f->path);
+	window(f, 2.0);
+	assert_reason(f,
+	    "threshold 3: 0 high, 2 low; seen 2 windows, 1 reloads, 2 ranks "
+	    "joined, 0 lost");
+}
+
+static void
+test_reload_refuses_an_invalid_file_read_off_the_loop(void **state)
+{
+	fixture *f = *state;
+	const ctl_config *before = ctl_reload_config(f->reload);
+	char want[256];
+
+	attach_reader(f);
+	write_file(f->path,
+	    "jobs: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+	    "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]\n");
+	ctl_reload_request(f->reload, false);
+	run_until(f, 0, 1);
+	assert_ptr_equal(ctl_reload_config(f->reload), before);
+	snprintf(want, sizeof(want), "%s:1:70: nested more than 64 levels deep",
+	    f->path);
+	assert_event(f, "reload_refused", want);
+}
+
+static void
+test_reload_coalesces_requests_that_arrive_while_one_is_out(void **state)
+{
+	fixture *f = *state;
+
+	attach_reader(f);
+	write_config(f, THRESHOLD_3);
+	/* The first goes to the reader; the other three wait for it as one
+	 * more reading, forced since one of them was. */
+	ctl_reload_request(f->reload, false);
+	ctl_reload_request(f->reload, false);
+	ctl_reload_request(f->reload, true);
+	ctl_reload_request(f->reload, false);
+	assert_int_equal(counters(f).coalesced, 2);
+	run_until(f, 2, 0);
+	assert_int_equal(counters(f).done, 2);
+	assert_int_equal(counters(f).unchanged, 0);
+	assert_int_equal(counters(f).refused, 0);
+}
+
+/* Waits until `ms` milliseconds of the monotonic clock have passed: what
+ * is waited for is a deadline, not another thread. */
+static void
+let_pass(uint64_t ms)
+{
+	uint64_t end = com_clock_ms() + ms;
+
+	while (com_clock_ms() < end) {
+		struct timespec ts = { .tv_nsec = 5 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void
+test_reload_abandons_a_reading_past_reload_timeout_ms(void **state)
+{
+	fixture *f = *state;
+	const ctl_config *before;
+	char want[512];
+
+	write_config(f,
+	    "daemon: {reload_timeout_ms: 100}\n"
+	    "jobs:\n"
+	    "  - match: \"job*\"\n"
+	    "    policies:\n"
+	    "      - type: threshold\n"
+	    "        plugin: @THRESHOLD@\n"
+	    "        params: {threshold: 1.5}\n");
+	assert_int_equal(ctl_reload_now(f->reload, true), 0);
+	before = ctl_reload_config(f->reload);
+	attach_reader(f);
+	join_job(f);
+	write_config(f, THRESHOLD_3);
+	ctl_reload_request(f->reload, false);
+	/* The loop does not look before the deadline has passed: the
+	 * reading, done or not, is then late, and its result (handed over
+	 * in this same turn or later) is freed unused. */
+	let_pass(150);
+	run_until(f, 1, 1);
+	assert_int_equal(counters(f).abandoned, 1);
+	assert_int_equal(counters(f).done, 1);
+	assert_ptr_equal(ctl_reload_config(f->reload), before);
+	snprintf(want, sizeof(want),
+	    "%s: reading took longer than reload_timeout_ms (100 ms) and was "
+	    "abandoned",
+	    f->path);
+	assert_event_is(f, "reload_refused", want);
+	/* The instance in force, which joined after the first reload,
+	 * was told of none. */
+	window(f, 2.0);
+	assert_reason(f,
+	    "threshold 1.5: 2 high, 0 low; seen 1 windows, 0 reloads, 2 ranks "
+	    "joined, 0 lost");
+	/* The next request is read again and taken. */
+	ctl_reload_request(f->reload, false);
+	run_until(f, 2, 1);
+	assert_true(ctl_reload_config(f->reload) != before);
+	assert_int_equal(counters(f).abandoned, 1);
+}
+
+static void
+test_reload_destroys_cleanly_while_a_reading_is_out(void **state)
+{
+	fixture *f = *state;
+	FILE *fp;
+
+	attach_reader(f);
+	/* About 14 MB of YAML, most of a second to parse: the reading is
+	 * still out when the teardown destroys the reload, which cancels
+	 * it, joins the thread and frees what it handed back. */
+	fp = fopen(f->path, "w");
+	assert_non_null(fp);
+	fputs("jobs: [{policies: [{type: fixed}]}]\nx: [", fp);
+	for (int i = 0; i < 990000; i++)
+		fputs(i ? ",aaaaaaaaaaaaa" : "aaaaaaaaaaaaa", fp);
+	fputs("]\n", fp);
+	assert_int_equal(fclose(fp), 0);
+	ctl_reload_request(f->reload, true);
+	assert_true(ctl_reload_busy(f->reload));
+}
+
 static void
 test_reload_destroy_is_null_safe(void **state)
 {
@@ -1005,6 +1184,11 @@ main(void)
 		T(test_reload_follows_the_file_through_inotify),
 		T(test_reload_under_load_changes_no_decision_that_should_not_change),
 		T(test_reload_under_load_keeps_accordions_window_history),
+		T(test_reload_reads_off_the_loop_and_swaps_the_result_in),
+		T(test_reload_refuses_an_invalid_file_read_off_the_loop),
+		T(test_reload_coalesces_requests_that_arrive_while_one_is_out),
+		T(test_reload_abandons_a_reading_past_reload_timeout_ms),
+		T(test_reload_destroys_cleanly_while_a_reading_is_out),
 		T(test_reload_destroy_is_null_safe),
 	};
 #undef T
