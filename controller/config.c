@@ -786,6 +786,12 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 		else if (strcmp(kname, "job_idle_ms") == 0)
 			r = config_u32(cx, val, kname, 1000, 4000000000u,
 			    &cfg->job_idle_ms);
+		else if (strcmp(kname, "plugin_timeout_ms") == 0)
+			r = config_u32(cx, val, kname, 10, 600000,
+			    &cfg->plugin_timeout_ms);
+		else if (strcmp(kname, "plugin_memory_mb") == 0)
+			r = config_u32(cx, val, kname, 64, 1048576,
+			    &cfg->plugin_memory_mb);
 		else
 			r = config_fail(cx, key, "unknown key '%s' in daemon",
 			    kname);
@@ -850,6 +856,8 @@ config_defaults(ctl_config *cfg)
 	cfg->max_world = 16384;
 	cfg->max_layers = 65536;
 	cfg->job_idle_ms = 600000;
+	cfg->plugin_timeout_ms = CTL_WORKER_TIMEOUT_MS;
+	cfg->plugin_memory_mb = CTL_WORKER_MEMORY_MB;
 	cfg->store.max_windows_per_run = 0;
 	cfg->store.max_age_days = 0;
 	cfg->store.keep_every = 10;
@@ -1278,6 +1286,8 @@ ctl_config_print(const ctl_config *cfg, void *out)
 	fprintf(f, "  max_world: %u\n", cfg->max_world);
 	fprintf(f, "  max_layers: %u\n", cfg->max_layers);
 	fprintf(f, "  job_idle_ms: %u\n", cfg->job_idle_ms);
+	fprintf(f, "  plugin_timeout_ms: %u\n", cfg->plugin_timeout_ms);
+	fprintf(f, "  plugin_memory_mb: %u\n", cfg->plugin_memory_mb);
 	fprintf(f, "store:\n");
 	fprintf(f, "  max_windows_per_run: %u\n",
 	    cfg->store.max_windows_per_run);

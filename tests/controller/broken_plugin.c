@@ -3,11 +3,27 @@
  * on_window, no
  * entry symbol, an entry returning no ops, an init that always fails, and
  * one that refuses every reload and cannot start with x >= 0.5.
+ *
+ * Then the ones that must not take bellowsd down, which decide normally
+ * on even windows (LR scale 0.5, a reason naming the window) and on odd
+ * ones write through NULL (segv), abort(), loop for ever (hang), or
+ * allocate and touch memory until malloc fails, keep it, and return
+ * BELLOWS_ENOMEM (oom; it stops at 4 GiB where nothing caps it); and one
+ * whose entry function crashes (entry_crash).
  */
 #include <bellows/error.h>
 #include <bellows/policy.h>
 
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(BROKEN_SEGV) || defined(BROKEN_ABORT) || defined(BROKEN_HANG) ||   \
+    defined(BROKEN_OOM)
+#define BROKEN_ON_ODD_WINDOWS 1
+#endif
 
 typedef struct broken_config {
 	double x; /* a parameter, so the table is not empty */
@@ -46,11 +62,56 @@ broken_on_event(void *state, const void *config, const bellows_event *ev)
 }
 #endif
 
+#ifdef BROKEN_ON_ODD_WINDOWS
+/* What an odd window does. */
+static int
+broken_misbehave(void)
+{
+#if defined(BROKEN_SEGV)
+	volatile int *volatile nowhere = NULL;
+
+	*nowhere = 42;
+	return 0;
+#elif defined(BROKEN_ABORT)
+	abort();
+#elif defined(BROKEN_HANG)
+	volatile int forever = 1;
+
+	while (forever) {
+	}
+	return 0;
+#else
+	static void **kept;
+	size_t n = 0, chunk = 16u << 20;
+
+	kept = calloc(256, sizeof(*kept));
+	if (kept == NULL)
+		return BELLOWS_ENOMEM;
+	while (n < 256) {
+		void *p = malloc(chunk);
+
+		if (p == NULL)
+			break;
+		memset(p, 0xa5, chunk);
+		kept[n++] = p;
+	}
+	return BELLOWS_ENOMEM;
+#endif
+}
+#endif
+
 #ifndef BROKEN_NO_ON_WINDOW
 static int
 broken_on_window(void *state, const void *config, const bellows_window *w,
     bellows_proposal *out)
 {
+#ifdef BROKEN_ON_ODD_WINDOWS
+	if (w->window % 2 == 1)
+		return broken_misbehave();
+	out->lr_scale = 0.5;
+	snprintf(out->reason, sizeof(out->reason), "broken: window %llu",
+	    (unsigned long long)w->window);
+#endif
 	return 0;
 }
 #endif
@@ -92,6 +153,11 @@ BELLOWS_EXPORT const bellows_policy_ops *bellows_policy_entry(void);
 const bellows_policy_ops *
 bellows_policy_entry(void)
 {
+#ifdef BROKEN_ENTRY_CRASH
+	volatile int *volatile nowhere = NULL;
+
+	*nowhere = 42;
+#endif
 #ifdef BROKEN_NULL_OPS
 	(void)broken_ops;
 	return NULL;
