@@ -5,7 +5,8 @@
  * one that refuses every reload and cannot start with x >= 0.5.
  *
  * Then the ones that must not take bellowsd down, which decide normally
- * on even windows (LR scale 0.5, a reason naming the window) and on odd
+ * on even windows (LR scale 0.5 on multiples of 4, else 0.25, and a
+ * reason naming the window) and on odd
  * ones write through NULL (segv), abort(), loop for ever (hang), or
  * allocate and touch memory until malloc fails, keep it, and return
  * BELLOWS_ENOMEM (oom; it stops at 4 GiB where nothing caps it); and one
@@ -22,7 +23,7 @@
 
 #if defined(BROKEN_SEGV) || defined(BROKEN_ABORT) || defined(BROKEN_HANG) ||   \
     defined(BROKEN_OOM)
-#define BROKEN_ON_ODD_WINDOWS 1
+#define BROKEN_MISBEHAVES 1
 #endif
 
 typedef struct broken_config {
@@ -62,8 +63,8 @@ broken_on_event(void *state, const void *config, const bellows_event *ev)
 }
 #endif
 
-#ifdef BROKEN_ON_ODD_WINDOWS
-/* What an odd window does. */
+#ifdef BROKEN_MISBEHAVES
+/* What a window % 8 == 1 does. */
 static int
 broken_misbehave(void)
 {
@@ -105,10 +106,10 @@ static int
 broken_on_window(void *state, const void *config, const bellows_window *w,
     bellows_proposal *out)
 {
-#ifdef BROKEN_ON_ODD_WINDOWS
-	if (w->window % 2 == 1)
+#ifdef BROKEN_MISBEHAVES
+	if (w->window % 8 == 1)
 		return broken_misbehave();
-	out->lr_scale = 0.5;
+	out->lr_scale = w->window % 2 == 0 ? 0.5 : 0.25;
 	snprintf(out->reason, sizeof(out->reason), "broken: window %llu",
 	    (unsigned long long)w->window);
 #endif

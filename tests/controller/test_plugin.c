@@ -12,7 +12,7 @@
  * Plug-ins run in a worker process (bellows-plugin-worker, found through
  * BELLOWS_PLUGIN_WORKER): the threshold example decides there exactly as
  * it did in this process, and the plug-ins that segfault, abort or hang
- * on odd windows cost one window each: the call fails, the state in force
+ * on window 1 cost one window each: the call fails, the state in force
  * stays, the built-in policy beside them still decides, the fault is
  * reported, and the worker is started again (its instance from init). A
  * plug-in whose entry crashes is refused at load and this process lives.
