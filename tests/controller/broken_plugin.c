@@ -9,8 +9,9 @@
  * reason naming the window) and on odd
  * ones write through NULL (segv), abort(), loop for ever (hang), or
  * allocate and touch memory until malloc fails, keep it, and return
- * BELLOWS_ENOMEM (oom; it stops at 4 GiB where nothing caps it); and one
- * whose entry function crashes (entry_crash).
+ * BELLOWS_ENOMEM (oom; it stops at 4 GiB where nothing caps it); one
+ * whose init crashes (init_crash) and one whose entry function crashes
+ * (entry_crash).
  */
 #include <bellows/error.h>
 #include <bellows/policy.h>
@@ -46,6 +47,11 @@ broken_init(void *state, const void *config, const bellows_job_info *job,
 {
 #if defined(BROKEN_INIT_FAILS)
 	return BELLOWS_EINVAL;
+#elif defined(BROKEN_INIT_CRASH)
+	volatile int *volatile nowhere = NULL;
+
+	*nowhere = 42;
+	return 0;
 #elif defined(BROKEN_REFUSES_RELOAD)
 	const broken_config *cfg = config;
 

@@ -40,6 +40,7 @@
 #include "config.h"
 #include "plugin.h"
 #include "plugin_paths.h"
+#include "plugin_wire.h"
 #include "policy_host.h"
 #include "worker.h"
 
@@ -93,6 +94,10 @@ teardown(void **state)
 {
 	fixture *f = *state;
 
+	/* A failed test may have left these set (a callback on its stack). */
+	ctl_worker_set_fault_fn(NULL, NULL);
+	ctl_worker_set_limits(0, 0);
+	ctl_plugin_set_in_process(false);
 	ctl_policy_set_destroy(&f->set);
 	com_decision_fini(&f->state);
 	ctl_config_destroy(&f->cfg);
@@ -421,6 +426,85 @@ test_plugin_decides_in_a_worker_as_it_does_in_process(void **state)
 }
 
 static void
+test_plugin_whose_init_crashes_leaves_the_job_to_its_built_ins(void **state)
+{
+	fixture *f = *state;
+	faults fl = { 0 };
+	char reason[1024];
+
+	/* The job starts (its worker's failure is not the job's), the
+	 * built-in decides, and the plug-in stays off while it crashes. */
+	ctl_worker_set_fault_fn(on_fault, &fl);
+	start_faulty(f, "init_crash");
+	assert_int_equal(fl.failed, 1);
+	assert_non_null(strstr(fl.text,
+	    "policy 'broken' init: the worker was "
+	    "killed by signal 11"));
+	assert_true(f->state.level[0] == 2 && f->state.lr_scale == 1);
+	assert_int_equal(run_any(f, 2, reason, sizeof(reason)), 1);
+	assert_true(f->state.level[0] == 3 && f->state.lr_scale == 1);
+	ctl_worker_set_fault_fn(NULL, NULL);
+}
+
+/* A worker's answer is read with bounds: a proposal for another layer
+ * count, or one cut anywhere, is a malformed frame. */
+static void
+test_plugin_wire_refuses_a_short_or_mismatched_proposal(void **state)
+{
+	double level[N_LAYERS] = { 1, 2, 3 }, bound[N_LAYERS] = { 0 };
+	double level2[N_LAYERS], bound2[N_LAYERS];
+	uint8_t table[BELLOWS_CODEC_TABLE_MAX];
+	bellows_proposal in = { .n_layers = N_LAYERS,
+		.level = level,
+		.error_bound = bound,
+		.lr_scale = 0.5,
+		.n_metrics = 1,
+		.codec_table = table,
+		.codec_table_len = 3 };
+	bellows_proposal *out = calloc(1, sizeof(*out));
+	ctl_pwire_buf b = { 0 };
+	ctl_pwire_reader r;
+	size_t payload;
+
+	(void)state;
+	assert_non_null(out);
+	snprintf(in.reason, sizeof(in.reason), "why");
+	snprintf(in.metrics[0].name, sizeof(in.metrics[0].name), "m");
+	memcpy(table, "abc", 3);
+	ctl_pwire_begin(&b, CTL_PWIRE_REPLY, 0);
+	ctl_pwire_put_proposal(&b, &in);
+	assert_int_equal(ctl_pwire_end(&b), 0);
+	payload = b.len - sizeof(ctl_pwire_header);
+	*out = (bellows_proposal){ .n_layers = N_LAYERS,
+		.level = level2,
+		.error_bound = bound2,
+		.codec_table = malloc(BELLOWS_CODEC_TABLE_MAX) };
+	assert_non_null(out->codec_table);
+	r = (ctl_pwire_reader){ .p = b.data + sizeof(ctl_pwire_header),
+		.left = payload };
+	assert_int_equal(ctl_pwire_get_proposal(&r, out), 0);
+	assert_true(out->lr_scale == 0.5 && out->level[2] == 3);
+	assert_string_equal(out->reason, "why");
+	assert_int_equal(out->n_metrics, 1);
+	assert_string_equal(out->metrics[0].name, "m");
+	assert_int_equal(out->codec_table_len, 3);
+	assert_memory_equal(out->codec_table, "abc", 3);
+	for (size_t cut = 0; cut < payload; cut++) {
+		r = (ctl_pwire_reader){ .p = b.data + sizeof(ctl_pwire_header),
+			.left = cut };
+		assert_int_equal(ctl_pwire_get_proposal(&r, out),
+		    BELLOWS_EPROTO);
+	}
+	out->n_layers = N_LAYERS - 1;
+	r = (ctl_pwire_reader){ .p = b.data + sizeof(ctl_pwire_header),
+		.left = payload };
+	assert_int_equal(ctl_pwire_get_proposal(&r, out), BELLOWS_EPROTO);
+	free(out->codec_table);
+	free(out);
+	ctl_pwire_buf_fini(&b);
+}
+
+static void
 test_plugin_whose_entry_crashes_is_refused_without_crashing_the_loader(
     void **state)
 {
@@ -705,6 +789,8 @@ main(void)
 		T(test_plugin_that_segfaults_costs_one_window_and_its_worker_restarts),
 		T(test_plugin_that_aborts_costs_one_window_and_its_worker_restarts),
 		T(test_plugin_that_hangs_is_killed_at_its_deadline),
+		T(test_plugin_whose_init_crashes_leaves_the_job_to_its_built_ins),
+		T(test_plugin_wire_refuses_a_short_or_mismatched_proposal),
 		T(test_plugin_whose_entry_crashes_is_refused_without_crashing_the_loader),
 	};
 #undef T
