@@ -173,12 +173,12 @@ is_loaded(const char *path)
 	return true;
 }
 
-/* Runs one window in which rank 0 saw gradient norms n0, n1, n2. */
-static void
-run_window(fixture *f, uint64_t window, double n0, double n1, double n2,
-    char *reason, size_t reason_len)
+/* Runs window `window` in which rank 0 saw gradient norms `norms` (NULL:
+ * 0 for every layer); returns the count of failed policies. */
+static uint32_t
+run_norms(fixture *f, uint64_t window, const double *norms, char *policies,
+    size_t policies_len, char *reason, size_t reason_len)
 {
-	const double norms[N_LAYERS] = { n0, n1, n2 };
 	bellows_window_layer wl[N_LAYERS];
 	bellows_window w = { .job = "job",
 		.window = window,
@@ -186,7 +186,6 @@ run_window(fixture *f, uint64_t window, double n0, double n1, double n2,
 		.ranks_reported = 1,
 		.n_layers = N_LAYERS,
 		.layers = wl };
-	char policies[128];
 	uint32_t failed = 99;
 
 	memset(wl, 0, sizeof(wl));
@@ -194,14 +193,38 @@ run_window(fixture *f, uint64_t window, double n0, double n1, double n2,
 		wl[l].name = layers[l].name;
 		wl[l].numel = layers[l].numel;
 		wl[l].ndim = layers[l].ndim;
-		wl[l].grad_norm = norms[l];
+		wl[l].shape = layers[l].shape;
+		wl[l].grad_norm = norms != NULL ? norms[l] : 0;
 		wl[l].level = f->state.level[l];
 	}
 	assert_int_equal(ctl_policy_set_run(f->set, &w, &f->state, policies,
-			     sizeof(policies), reason, reason_len, &failed),
+			     policies_len, reason, reason_len, &failed),
 	    0);
-	assert_int_equal(failed, 0);
+	return failed;
+}
+
+/* Runs one window in which rank 0 saw gradient norms n0, n1, n2. */
+static void
+run_window(fixture *f, uint64_t window, double n0, double n1, double n2,
+    char *reason, size_t reason_len)
+{
+	const double norms[N_LAYERS] = { n0, n1, n2 };
+	char policies[128];
+
+	assert_int_equal(run_norms(f, window, norms, policies, sizeof(policies),
+			     reason, reason_len),
+	    0);
 	assert_string_equal(policies, "threshold");
+}
+
+/* Runs window `window`; returns the count of failed policies. */
+static uint32_t
+run_any(fixture *f, uint64_t window, char *reason, size_t reason_len)
+{
+	char policies[128];
+
+	return run_norms(f, window, NULL, policies, sizeof(policies), reason,
+	    reason_len);
 }
 
 static void
@@ -269,35 +292,6 @@ start_faulty(fixture *f, const char *what)
 			     N_LAYERS, &f->state, reason, sizeof(reason),
 			     &f->set),
 	    0);
-}
-
-/* Runs window `window`; returns the count of failed policies. */
-static uint32_t
-run_any(fixture *f, uint64_t window, char *reason, size_t reason_len)
-{
-	bellows_window_layer wl[N_LAYERS];
-	bellows_window w = { .job = "job",
-		.window = window,
-		.world = 1,
-		.ranks_reported = 1,
-		.lr = NAN,
-		.n_layers = N_LAYERS,
-		.layers = wl };
-	char policies[128];
-	uint32_t failed = 99;
-
-	memset(wl, 0, sizeof(wl));
-	for (uint32_t l = 0; l < N_LAYERS; l++) {
-		wl[l].name = layers[l].name;
-		wl[l].numel = layers[l].numel;
-		wl[l].ndim = layers[l].ndim;
-		wl[l].shape = layers[l].shape;
-		wl[l].level = f->state.level[l];
-	}
-	assert_int_equal(ctl_policy_set_run(f->set, &w, &f->state, policies,
-			     sizeof(policies), reason, reason_len, &failed),
-	    0);
-	return failed;
 }
 
 /* The misbehaving plug-in `what` decides window 0, fails window 1 with
