@@ -5,7 +5,6 @@
 #include <bellows/error.h>
 
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,8 +177,9 @@ ctl_pwire_put_proposal(ctl_pwire_buf *b, const bellows_proposal *p)
 int
 ctl_pwire_get_proposal(ctl_pwire_reader *r, bellows_proposal *p)
 {
-	const char *reason;
+	const uint8_t *nul;
 	uint32_t n_layers, n_metrics, table;
+	size_t len;
 	pwire_knobs k;
 
 	if (ctl_pwire_get(r, &n_layers, sizeof(n_layers)) != 0 ||
@@ -187,12 +187,16 @@ ctl_pwire_get_proposal(ctl_pwire_reader *r, bellows_proposal *p)
 	    ctl_pwire_get(r, p->level, sizeof(double) * n_layers) != 0 ||
 	    ctl_pwire_get(r, p->error_bound, sizeof(double) * n_layers) != 0)
 		return BELLOWS_EPROTO;
-	reason = (const char *)r->p;
-	if (memchr(r->p, '\0', r->left) == NULL)
+	nul = r->left > 0 ? memchr(r->p, '\0', r->left) : NULL;
+	if (nul == NULL)
 		return r->err = BELLOWS_EPROTO;
-	snprintf(p->reason, sizeof(p->reason), "%s", reason);
-	r->p += strlen(reason) + 1;
-	r->left -= strlen(reason) + 1;
+	len = (size_t)(nul - r->p);
+	if (len > sizeof(p->reason) - 1)
+		len = sizeof(p->reason) - 1;
+	memcpy(p->reason, r->p, len);
+	p->reason[len] = '\0';
+	r->left -= (size_t)(nul - r->p) + 1;
+	r->p = nul + 1;
 	n_metrics = k.n_metrics < BELLOWS_METRICS_MAX ? k.n_metrics
 						      : BELLOWS_METRICS_MAX;
 	table = k.codec_table_len < BELLOWS_CODEC_TABLE_MAX
