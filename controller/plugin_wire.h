@@ -28,6 +28,14 @@
 #define CTL_PWIRE_MAGIC       0x31575042u  /* "BPW1" */
 #define CTL_PWIRE_PAYLOAD_MAX (256u << 20) /* bytes of one payload */
 
+/* Exit statuses of a worker that stops on its own (a crash or a kill
+ * shows as a signal instead; a sanitizer's report as its own status). */
+#define CTL_PWIRE_EXIT_REFUSED                                                 \
+	64                      /* the plug-in cannot be loaded or is          \
+				 * refused by the checks */
+#define CTL_PWIRE_EXIT_PROTO 65 /* a request it could not read */
+#define CTL_PWIRE_EXIT_NOMEM 66 /* its own memory ran out */
+
 /* Frame types. Requests go from bellowsd to the worker; each but FINI
  * gets exactly one reply of type CTL_PWIRE_REPLY, in order. */
 enum ctl_pwire_type {

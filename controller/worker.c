@@ -127,6 +127,16 @@ worker_describe(int status, char *buf, size_t len)
 	if (WIFSIGNALED(status))
 		snprintf(buf, len, "was killed by signal %d (%s)",
 		    WTERMSIG(status), strsignal(WTERMSIG(status)));
+	else if (WIFEXITED(status) &&
+	    WEXITSTATUS(status) == CTL_PWIRE_EXIT_REFUSED)
+		snprintf(buf, len,
+		    "could not load the plug-in (status %d; its message is in "
+		    "bellowsd's standard error)",
+		    WEXITSTATUS(status));
+	else if (WIFEXITED(status) &&
+	    WEXITSTATUS(status) == CTL_PWIRE_EXIT_NOMEM)
+		snprintf(buf, len, "ran out of memory itself (status %d)",
+		    WEXITSTATUS(status));
 	else if (WIFEXITED(status))
 		snprintf(buf, len, "exited with status %d",
 		    WEXITSTATUS(status));
@@ -259,7 +269,8 @@ ctl_worker_probe(const char *path, char *errbuf, size_t errlen)
 	if (pidfd >= 0)
 		close(pidfd);
 	if (WIFEXITED(status) &&
-	    (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1))
+	    (WEXITSTATUS(status) == 0 ||
+		WEXITSTATUS(status) == CTL_PWIRE_EXIT_REFUSED))
 		return 0;
 	worker_describe(status, how, sizeof(how));
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)

@@ -9,8 +9,10 @@
  * hello (plugin_wire.h) and then answers bellowsd's requests one at a
  * time, in order, calling the plug-in's init, on_window, on_event and
  * fini against state it allocates itself, until its socket closes.
- * --probe only loads the plug-in and checks its ops, and exits 0 (good),
- * 1 (refused) or 2 (usage); a crash shows in its wait status.
+ * --probe only loads the plug-in and checks its ops, and exits 0 (good)
+ * or CTL_PWIRE_EXIT_REFUSED; a crash shows in its wait status. Usage
+ * errors exit 2; the other CTL_PWIRE_EXIT_* codes say why a serving
+ * worker gave up.
  *
  * It is started by bellowsd (worker.c), not by people; it exits when
  * bellowsd goes (PR_SET_PDEATHSIG and EOF).
@@ -94,15 +96,15 @@ worker_load(const char *path)
 	if (handle == NULL) {
 		fprintf(stderr, "bellows-plugin-worker: '%s': %s\n", path,
 		    dlerror());
-		exit(1);
+		exit(CTL_PWIRE_EXIT_REFUSED);
 	}
 	sym = dlsym(handle, BELLOWS_POLICY_ENTRY);
 	if (sym == NULL)
-		exit(1);
+		exit(CTL_PWIRE_EXIT_REFUSED);
 	memcpy(&entry, &sym, sizeof(entry));
 	ops = entry();
 	if (ops == NULL || pol_registry_check(ops, why, sizeof(why)) != 0)
-		exit(1);
+		exit(CTL_PWIRE_EXIT_REFUSED);
 	return ops;
 }
 
@@ -130,7 +132,7 @@ worker_send(worker *wk)
 	size_t off = 0;
 
 	if (ctl_pwire_end(&wk->out) != 0)
-		exit(3);
+		exit(CTL_PWIRE_EXIT_NOMEM);
 	while (off < wk->out.len) {
 		ssize_t n = write(WORKER_FD, wk->out.data + off,
 		    wk->out.len - off);
@@ -172,10 +174,10 @@ worker_config(worker *wk, ctl_pwire_reader *r)
 
 	if (ctl_pwire_get(r, &size, sizeof(size)) != 0 ||
 	    size != wk->ops->config_size)
-		exit(4);
+		exit(CTL_PWIRE_EXIT_PROTO);
 	config = calloc(1, size > 0 ? size : 1);
 	if (config == NULL || ctl_pwire_get(r, config, size) != 0)
-		exit(4);
+		exit(CTL_PWIRE_EXIT_PROTO);
 	return config;
 }
 
@@ -191,15 +193,15 @@ worker_proposal(worker *wk, ctl_pwire_reader *r, uint32_t n)
 		p->level = calloc(n ? n : 1, sizeof(double));
 		p->error_bound = calloc(n ? n : 1, sizeof(double));
 		if (p->level == NULL || p->error_bound == NULL)
-			exit(5);
+			exit(CTL_PWIRE_EXIT_NOMEM);
 		wk->prop_cap = n;
 	}
 	if (p->codec_table == NULL &&
 	    (p->codec_table = malloc(BELLOWS_CODEC_TABLE_MAX)) == NULL)
-		exit(5);
+		exit(CTL_PWIRE_EXIT_NOMEM);
 	p->n_layers = n;
 	if (ctl_pwire_get_proposal(r, p) != 0)
-		exit(4);
+		exit(CTL_PWIRE_EXIT_PROTO);
 }
 
 static void
@@ -209,12 +211,12 @@ worker_layers(worker *wk, ctl_pwire_reader *r, uint32_t n)
 		free(wk->layers);
 		wk->layers = calloc(n, sizeof(*wk->layers));
 		if (wk->layers == NULL)
-			exit(5);
+			exit(CTL_PWIRE_EXIT_NOMEM);
 		wk->layers_cap = n;
 	}
 	if (ctl_pwire_get_layers(r, wk->layers, n, &wk->shapes,
 		&wk->shapes_cap) != 0)
-		exit(4);
+		exit(CTL_PWIRE_EXIT_PROTO);
 }
 
 static void
@@ -237,13 +239,13 @@ worker_init(worker *wk, uint32_t id, ctl_pwire_reader *r)
 	int rc;
 
 	if (worker_find(wk, id) != NULL)
-		exit(4);
+		exit(CTL_PWIRE_EXIT_PROTO);
 	if (wk->n == wk->cap) {
 		size_t cap = wk->cap ? wk->cap * 2 : 16;
 		instance *grown = realloc(wk->inst, cap * sizeof(*grown));
 
 		if (grown == NULL)
-			exit(5);
+			exit(CTL_PWIRE_EXIT_NOMEM);
 		wk->inst = grown;
 		wk->cap = cap;
 	}
@@ -252,12 +254,12 @@ worker_init(worker *wk, uint32_t id, ctl_pwire_reader *r)
 	in->config = worker_config(wk, r);
 	in->state = calloc(1, wk->ops->state_size ? wk->ops->state_size : 1);
 	if (in->state == NULL)
-		exit(5);
+		exit(CTL_PWIRE_EXIT_NOMEM);
 	memset(&info, 0, sizeof(info));
 	if (ctl_pwire_get_str(r, &info.job) != 0 ||
 	    ctl_pwire_get(r, &info.world, sizeof(info.world)) != 0 ||
 	    ctl_pwire_get(r, &info.n_layers, sizeof(info.n_layers)) != 0)
-		exit(4);
+		exit(CTL_PWIRE_EXIT_PROTO);
 	worker_layers(wk, r, info.n_layers);
 	info.layers = wk->layers;
 	worker_proposal(wk, r, info.n_layers);
@@ -280,17 +282,17 @@ worker_window(worker *wk, uint32_t id, ctl_pwire_reader *r)
 
 	if (in == NULL || ctl_pwire_get(r, &w, sizeof(w)) != 0 ||
 	    ctl_pwire_get_str(r, &w.job) != 0)
-		exit(4);
+		exit(CTL_PWIRE_EXIT_PROTO);
 	worker_layers(wk, r, w.n_layers);
 	w.layers = wk->layers;
 	/* The samples are read in place: copy them to aligned memory. */
 	if (ctl_pwire_view(r, sizeof(bellows_comm_sample) * w.n_comm, &comm) !=
 	    0)
-		exit(4);
+		exit(CTL_PWIRE_EXIT_PROTO);
 	if (w.n_comm > 0) {
 		samples = malloc(sizeof(*samples) * w.n_comm);
 		if (samples == NULL)
-			exit(5);
+			exit(CTL_PWIRE_EXIT_NOMEM);
 		memcpy(samples, comm, sizeof(*samples) * w.n_comm);
 	}
 	w.comm = samples;
@@ -311,13 +313,13 @@ worker_event(worker *wk, uint32_t id, ctl_pwire_reader *r)
 
 	if (in == NULL || ctl_pwire_get(r, &ev, sizeof(ev)) != 0 ||
 	    ctl_pwire_get(r, &size, sizeof(size)) != 0)
-		exit(4);
+		exit(CTL_PWIRE_EXIT_PROTO);
 	if (size > 0) {
 		if (size != wk->ops->config_size)
-			exit(4);
+			exit(CTL_PWIRE_EXIT_PROTO);
 		config = calloc(1, size);
 		if (config == NULL || ctl_pwire_get(r, config, size) != 0)
-			exit(4);
+			exit(CTL_PWIRE_EXIT_PROTO);
 	}
 	if (wk->ops->on_event != NULL)
 		rc = wk->ops->on_event(in->state,
@@ -354,12 +356,12 @@ worker_serve(const char *path)
 		ctl_pwire_reader r;
 
 		if (h.magic != CTL_PWIRE_MAGIC || h.len > CTL_PWIRE_PAYLOAD_MAX)
-			return 4;
+			return CTL_PWIRE_EXIT_PROTO;
 		if (h.len > wk.in_cap) {
 			free(wk.in);
 			wk.in = malloc(h.len);
 			if (wk.in == NULL)
-				return 5;
+				return CTL_PWIRE_EXIT_NOMEM;
 			wk.in_cap = h.len;
 		}
 		if (!worker_read(wk.in, h.len))
@@ -383,7 +385,7 @@ worker_serve(const char *path)
 			break;
 		}
 		default:
-			return 4;
+			return CTL_PWIRE_EXIT_PROTO;
 		}
 	}
 	/* bellowsd closed the socket: finish politely. */
