@@ -574,8 +574,11 @@ host_collect_metrics(ctl_policy_set *set, const host_instance *in,
 
 /* Starts a plug-in instance again in a worker that was restarted (or
  * never answered its init), with the window's layers as its job and the
- * state in force as its initial proposal, which is dropped. Returns 0 or
- * why it could not start (the worker's failure, or init's error). */
+ * state in force as its initial proposal, which is dropped. An instance
+ * that had run in an earlier worker is reported (for its job: the worker
+ * may have failed in another job's call). Returns 0 or why it could not
+ * start (the worker's failure, or init's error); on failure the instance
+ * keeps its old generation and is tried again at its next window. */
 static int
 host_restart_remote(ctl_policy_set *set, host_instance *in,
     const bellows_window *w, const com_decision *state)
@@ -586,14 +589,18 @@ host_restart_remote(ctl_policy_set *set, host_instance *in,
 		.n_layers = w->n_layers,
 		.layers = w->layers,
 	};
+	bool had_state = in->remote_gen != 0;
 	int r;
 
 	host_prefill(set, state);
 	r = ctl_worker_init(in->worker, in->conf->name, in->conf->config,
 	    in->conf->ops->config_size, &info, &set->proposal, &in->remote_id,
 	    &in->remote_gen);
-	if (r != 0)
-		in->remote_gen = 0;
+	if (r == 0 && had_state)
+		ctl_worker_report(CTL_WORKER_FAULT_RESTARTED, w->job,
+		    "policy '%s' (plug-in '%s') started again from init in "
+		    "the plug-in's new worker: its state was lost",
+		    in->conf->name, ctl_plugin_path(in->conf->plugin));
 	return r;
 }
 

@@ -381,11 +381,8 @@ ctl_worker_get_info(const ctl_worker *w, ctl_worker_info *ret)
 	};
 }
 
-static void worker_fault(const char *kind, const char *job, const char *fmt,
-    ...) __attribute__((format(printf, 3, 4)));
-
-static void
-worker_fault(const char *kind, const char *job, const char *fmt, ...)
+void
+ctl_worker_report(const char *kind, const char *job, const char *fmt, ...)
 {
 	char text[512];
 	va_list ap;
@@ -446,7 +443,7 @@ worker_start(ctl_worker *w, const char *job, const char *policy)
 	w->next_id = 0;
 	w->generation++;
 	if (w->generation > 1)
-		worker_fault(CTL_WORKER_FAULT_RESTARTED, job,
+		ctl_worker_report(CTL_WORKER_FAULT_RESTARTED, job,
 		    "plug-in '%s' worker started again (pid %d, start %" PRIu64
 		    "); its policy instances start again from init",
 		    w->path, (int)pid, w->generation);
@@ -495,7 +492,7 @@ worker_fail(ctl_worker *w, const char *job, const char *policy,
 		else
 			worker_describe(status, how, sizeof(how));
 	}
-	worker_fault(CTL_WORKER_FAULT_FAILED, job,
+	ctl_worker_report(CTL_WORKER_FAULT_FAILED, job,
 	    "plug-in '%s': policy '%s' %s: the worker %s; it starts again in "
 	    "%" PRIu64 " ms and its instances lose their state; the decision "
 	    "in force stays",

@@ -123,6 +123,12 @@ int ctl_worker_event(ctl_worker *w, uint32_t id, uint64_t gen,
  * for the worker. */
 void ctl_worker_fini(ctl_worker *w, uint32_t id, uint64_t gen);
 
+/* Reports `kind` (a CTL_WORKER_FAULT_*) for `job` (NULL: none) as the
+ * worker's own faults are: a log line and the fault callback. For hosts
+ * of instances, e.g. one started again after its worker's restart. */
+void ctl_worker_report(const char *kind, const char *job, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Copies what the worker went through into *ret. */
 void ctl_worker_get_info(const ctl_worker *w, ctl_worker_info *ret);
 

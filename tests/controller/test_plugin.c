@@ -260,6 +260,7 @@ typedef struct faults {
 	unsigned restarted; /* plugin_restarted reports */
 	char job[64];       /* the last report's job */
 	char text[512];     /* the last plugin_failed text */
+	char restart[512];  /* the last plugin_restarted text */
 } faults;
 
 static void
@@ -272,6 +273,7 @@ on_fault(void *arg, const char *kind, const char *job, const char *text)
 		snprintf(fl->text, sizeof(fl->text), "%s", text);
 	} else if (strcmp(kind, CTL_WORKER_FAULT_RESTARTED) == 0) {
 		fl->restarted++;
+		snprintf(fl->restart, sizeof(fl->restart), "%s", text);
 	}
 	snprintf(fl->job, sizeof(fl->job), "%s", job != NULL ? job : "");
 }
@@ -356,7 +358,10 @@ assert_survived(fixture *f, const char *what, const char *expect)
 		poll(NULL, 0, 20); /* let the backoff pass */
 	}
 	assert_true(f->state.lr_scale == 0.5);
-	assert_int_equal(fl.restarted, 1);
+	/* The worker's start, then the instance's, whose state is gone. */
+	assert_int_equal(fl.restarted, 2);
+	assert_non_null(strstr(fl.restart, "policy 'broken' (plug-in '"));
+	assert_non_null(strstr(fl.restart, "its state was lost"));
 	ctl_worker_get_info(wk, &info);
 	assert_int_equal(info.generation, 2);
 	assert_true(info.pid > 0);
