@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Plug-ins that segfault, abort(), hang and eat memory (on windows 1, 9
 # and 17; tests/controller/broken_plugin.c) run beside the built-in
-# schedule in one job, while a second job runs the built-in alone. For each, through
-# a real bellowsd and real sim ranks: both jobs get every decision
-# (agreed=yes), STATUS answers throughout, the fault is recorded as an
-# event (STATUS and the history database) with the worker started again,
-# and bellowsd itself stays small (its RSS, also after the plug-in that
-# allocates until malloc fails).
+# schedule in one job, while a second job runs the built-in alone. For
+# each, through a real bellowsd and real sim ranks: both jobs get every
+# decision (agreed=yes), STATUS answers throughout, the fault is recorded
+# as an event (STATUS and the history database) with the worker started
+# again, and bellowsd itself stays small (its RSS, also after the plug-in
+# that allocates until malloc fails). Last, a plug-in whose entry
+# function crashes is refused by policy check and by a reload, and both
+# live on.
 . "$(dirname "$0")/lib.sh"
 
 TIMEOUT_MS=300
@@ -124,6 +126,36 @@ worker_logged oom "ran out of memory (plugin_memory_mb 256)" \
     "did not answer within $TIMEOUT_MS ms" ||
     fail "no memory exhaustion logged"
 ok "the log says how each worker failed"
+
+# A plug-in whose entry function crashes is refused, by policy check and
+# by a reload, without taking either down.
+cat >"$TMP/crash.yaml" <<YAML
+jobs:
+  - match: "*"
+    policies:
+      - type: broken
+        plugin: $(plugin entry_crash)
+YAML
+"$BELLOWS" policy check "$TMP/crash.yaml" >"$TMP/check.out" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || fail "policy check of a crashing plug-in exited $rc"
+grep -q "crash.yaml:5:17: plugin '.*libbroken_entry_crash.so' crashed while loading" \
+    "$TMP/check.out" || fail "policy check did not say: $(cat "$TMP/check.out")"
+ok "policy check refuses a plug-in whose entry crashes, at its position"
+cp "$TMP/crash.yaml" "$TMP/policy.yaml.new"
+mv "$TMP/policy.yaml.new" "$TMP/policy.yaml"
+for _ in $(seq 1 100); do
+	grep -q "reload refused.*crashed while loading" "$TMP/bellowsd.log" &&
+	    break
+	sleep 0.05
+done
+grep -q "reload refused.*crashed while loading" "$TMP/bellowsd.log" ||
+    fail "the reload of a crashing plug-in was not refused"
+"$BELLOWS" status --control "$CTL" --timeout-ms 5000 >"$TMP/status.out" ||
+    fail "STATUS went unanswered after the crashing reload"
+grep -q "reload_refused" "$TMP/status.out" ||
+    fail "STATUS shows no reload_refused event"
+ok "bellowsd refuses to reload a plug-in whose entry crashes, and serves on"
 kill_daemon TERM
 for v in segv abort hang oom; do
 	n=$(sqlite3 "$DB" "SELECT count(*) FROM events
