@@ -620,10 +620,17 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 		return r;
 	/* check reads a config whose keys and parameters all parsed: no
 	 * error since `start`. */
-	if (cx->n_fail == start && pc->ops->check != NULL &&
-	    pc->ops->check(pc->config, err, sizeof(err)) != 0)
-		return config_fail(cx, type_node, "policy '%s': %s", pc->name,
-		    err);
+	if (cx->n_fail == start && pc->ops->check != NULL) {
+		/* A plug-in's check runs in a child: it may crash. */
+		r = pc->plugin != NULL
+		    ? ctl_plugin_check(pc->plugin, pc->config, err, sizeof(err))
+		    : pc->ops->check(pc->config, err, sizeof(err));
+		if (r == BELLOWS_ENOMEM)
+			return r;
+		if (r != 0)
+			return config_fail(cx, type_node, "policy '%s': %s",
+			    pc->name, err);
+	}
 	return 0;
 }
 

@@ -145,3 +145,15 @@ ctl_plugin_worker(const ctl_plugin *p)
 {
 	return p->worker;
 }
+
+int
+ctl_plugin_check(const ctl_plugin *p, const void *config, char *err,
+    size_t errlen)
+{
+	if (p->ops->check == NULL)
+		return 0;
+	if (plugin_in_process)
+		return p->ops->check(config, err, errlen);
+	return ctl_worker_check(p->path, config, p->ops->config_size, err,
+	    errlen);
+}

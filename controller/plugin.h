@@ -56,6 +56,14 @@ const bellows_policy_ops *ctl_plugin_ops(const ctl_plugin *p);
 /* The path it was loaded from (valid while a reference is held). */
 const char *ctl_plugin_path(const ctl_plugin *p);
 
+/* Runs the plug-in's check op (if any) on a parsed `config`: in a child
+ * worker (ctl_worker_check), or here when plug-ins run in this process.
+ * Returns 0, the check's error with its message in err (errlen bytes),
+ * or BELLOWS_EIO when the check crashed or hung in the child (err says
+ * so), BELLOWS_ENOMEM, BELLOWS_ESYS. */
+int ctl_plugin_check(const ctl_plugin *p, const void *config, char *err,
+    size_t errlen);
+
 /* The worker process the plug-in's instances run in (valid while a
  * reference is held). */
 ctl_worker *ctl_plugin_worker(const ctl_plugin *p);

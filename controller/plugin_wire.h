@@ -44,7 +44,8 @@ enum ctl_pwire_type {
 	CTL_PWIRE_WINDOW = 3, /* window, proposal -> rc, proposal */
 	CTL_PWIRE_EVENT = 4,  /* event [, new config] -> rc */
 	CTL_PWIRE_FINI = 5,   /* no payload, no reply */
-	CTL_PWIRE_REPLY = 6,  /* int32 rc [, proposal] */
+	CTL_PWIRE_REPLY = 6,  /* int32 rc [, proposal | message] */
+	CTL_PWIRE_CHECK = 7,  /* config -> rc [, message] (--check only) */
 };
 
 typedef struct ctl_pwire_header {

@@ -746,3 +746,79 @@ ctl_worker_fini(ctl_worker *w, uint32_t id, uint64_t gen)
 	ctl_pwire_begin(&w->out, CTL_PWIRE_FINI, id);
 	(void)worker_call(w, NULL, NULL, "fini", false);
 }
+
+int
+ctl_worker_check(const char *path, const void *config, size_t config_size,
+    char *errbuf, size_t errlen)
+{
+	char mem[16], how[128];
+	const char *args[] = { "--check", path, "--memory-mb", mem, NULL };
+	ctl_worker tmp = { .fd = -1, .pidfd = -1 };
+	uint32_t size = (uint32_t)config_size;
+	uint64_t until = com_clock_ms() + CTL_WORKER_PROBE_MS;
+	const char *msg = NULL;
+	ctl_pwire_reader rd;
+	int sv[2], fd3, err, r, status, pidfd;
+	int32_t rc = 0;
+	pid_t pid;
+
+	snprintf(mem, sizeof(mem), "%" PRIu32, worker_memory_mb);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return BELLOWS_ESYS;
+	fd3 = fcntl(sv[1], F_DUPFD_CLOEXEC, 4);
+	close(sv[1]);
+	err = fd3 < 0 ? errno : worker_spawn_exe(args, fd3, &pid);
+	if (fd3 >= 0)
+		close(fd3);
+	if (err != 0) {
+		close(sv[0]);
+		snprintf(errbuf, errlen,
+		    "plugin '%s' cannot be checked: the plug-in worker '%s' "
+		    "cannot be started: %s (set BELLOWS_PLUGIN_WORKER)",
+		    path, worker_exe(), strerror(err));
+		return BELLOWS_EIO;
+	}
+	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+	tmp.fd = sv[0];
+	ctl_pwire_begin(&tmp.out, CTL_PWIRE_CHECK, 0);
+	ctl_pwire_put(&tmp.out, &size, sizeof(size));
+	ctl_pwire_put(&tmp.out, config, config_size);
+	r = ctl_pwire_end(&tmp.out);
+	if (r == 0)
+		r = worker_send(&tmp, until);
+	if (r == 0)
+		r = worker_recv(&tmp, CTL_PWIRE_REPLY, until);
+	if (r == 0) {
+		rd = (ctl_pwire_reader){ .p = tmp.in, .left = tmp.in_len };
+		if (ctl_pwire_get(&rd, &rc, sizeof(rc)) != 0 ||
+		    (rc != 0 && ctl_pwire_get_str(&rd, &msg) != 0))
+			r = BELLOWS_EPROTO;
+	}
+	close(sv[0]);
+	/* After a failure the child is probably ending: let it, so that
+	 * its own status is what we report. */
+	pidfd = worker_pidfd(pid);
+	status = worker_reap(pid, pidfd, r != 0 ? WORKER_EXIT_GRACE_MS : 0);
+	if (pidfd >= 0)
+		close(pidfd);
+	if (r == 0 && rc != 0)
+		snprintf(errbuf, errlen, "%s", msg);
+	ctl_pwire_buf_fini(&tmp.out);
+	free(tmp.in);
+	if (r == BELLOWS_ENOMEM)
+		return r;
+	if (r != 0) {
+		if (r == BELLOWS_ETIMEDOUT)
+			snprintf(how, sizeof(how),
+			    "did not answer within %d ms (it was killed)",
+			    CTL_WORKER_PROBE_MS);
+		else
+			worker_describe(status, how, sizeof(how));
+		snprintf(errbuf, errlen,
+		    "plugin '%s' crashed checking the parameters: the "
+		    "checking process %s",
+		    path, how);
+		return BELLOWS_EIO;
+	}
+	return rc;
+}

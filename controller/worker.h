@@ -78,6 +78,16 @@ void *ctl_worker_fault_arg(void);
  * CTL_WORKER_PROBE_MS, or no worker executable could be started. */
 int ctl_worker_probe(const char *path, char *errbuf, size_t errlen);
 
+/* Runs the ops' check of the plug-in at `path` on `config` (config_size
+ * bytes, as parsed) in a child worker, so that a check that crashes or
+ * hangs does not take the caller down. Returns 0 when the check accepts
+ * it; the check's own error with its message in errbuf; BELLOWS_EIO with
+ * a message naming the file when the child crashed, did not answer
+ * within CTL_WORKER_PROBE_MS or could not be started; BELLOWS_ESYS or
+ * BELLOWS_ENOMEM. */
+int ctl_worker_check(const char *path, const void *config, size_t config_size,
+    char *errbuf, size_t errlen);
+
 /* Takes a reference to the worker of the plug-in at canonical `path`,
  * creating it (no process yet) when there is none. Returns 0 or
  * BELLOWS_ENOMEM (*ret_worker untouched). Thread-safe. */

@@ -4,13 +4,16 @@
  *
  *   bellows-plugin-worker --serve PATH --memory-mb N   (fd 3: socketpair)
  *   bellows-plugin-worker --probe PATH --memory-mb N
+ *   bellows-plugin-worker --check PATH --memory-mb N   (fd 3: socketpair)
  *
  * --serve caps the address space (RLIMIT_AS), loads the plug-in, says
  * hello (plugin_wire.h) and then answers bellowsd's requests one at a
  * time, in order, calling the plug-in's init, on_window, on_event and
  * fini against state it allocates itself, until its socket closes.
  * --probe only loads the plug-in and checks its ops, and exits 0 (good)
- * or CTL_PWIRE_EXIT_REFUSED; a crash shows in its wait status. Usage
+ * or CTL_PWIRE_EXIT_REFUSED; a crash shows in its wait status. --check
+ * loads it, reads one CHECK frame (a parsed config) and answers with the
+ * ops' check. Usage
  * errors exit 2; the other CTL_PWIRE_EXIT_* codes say why a serving
  * worker gave up.
  *
@@ -394,14 +397,48 @@ worker_serve(const char *path)
 	return 0;
 }
 
+/* --check: one config on fd 3, the ops' check's answer back. */
+static int
+worker_check(const char *path)
+{
+	worker wk = { 0 };
+	ctl_pwire_header h;
+	ctl_pwire_reader r;
+	char msg[512] = "";
+	void *config;
+	int32_t rc = 0;
+
+	wk.ops = worker_load(path);
+	if (!worker_read(&h, sizeof(h)) || h.magic != CTL_PWIRE_MAGIC ||
+	    h.type != CTL_PWIRE_CHECK || h.len > CTL_PWIRE_PAYLOAD_MAX)
+		return CTL_PWIRE_EXIT_PROTO;
+	wk.in = malloc(h.len > 0 ? h.len : 1);
+	if (wk.in == NULL)
+		return CTL_PWIRE_EXIT_NOMEM;
+	if (!worker_read(wk.in, h.len))
+		return CTL_PWIRE_EXIT_PROTO;
+	r = (ctl_pwire_reader){ .p = wk.in, .left = h.len };
+	config = worker_config(&wk, &r);
+	if (wk.ops->check != NULL)
+		rc = wk.ops->check(config, msg, sizeof(msg));
+	msg[sizeof(msg) - 1] = '\0';
+	ctl_pwire_begin(&wk.out, CTL_PWIRE_REPLY, 0);
+	ctl_pwire_put(&wk.out, &rc, sizeof(rc));
+	if (rc != 0)
+		ctl_pwire_put_str(&wk.out, msg);
+	worker_send(&wk);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
 	if (argc != 5 || strcmp(argv[3], "--memory-mb") != 0 ||
 	    (strcmp(argv[1], "--serve") != 0 &&
-		strcmp(argv[1], "--probe") != 0)) {
+		strcmp(argv[1], "--probe") != 0 &&
+		strcmp(argv[1], "--check") != 0)) {
 		fprintf(stderr,
-		    "usage: bellows-plugin-worker --serve|--probe PATH "
+		    "usage: bellows-plugin-worker --serve|--probe|--check PATH "
 		    "--memory-mb N\n"
 		    "(started by bellowsd; see docs/policies/plugins.md)\n");
 		return 2;
@@ -412,5 +449,7 @@ main(int argc, char **argv)
 		(void)worker_load(argv[2]);
 		return 0;
 	}
+	if (strcmp(argv[1], "--check") == 0)
+		return worker_check(argv[2]);
 	return worker_serve(argv[2]);
 }

@@ -10,8 +10,9 @@
  * ones write through NULL (segv), abort(), loop for ever (hang), or
  * allocate and touch memory until malloc fails, keep it, and return
  * BELLOWS_ENOMEM (oom; it stops at 4 GiB where nothing caps it); one
- * whose init crashes (init_crash) and one whose entry function crashes
- * (entry_crash).
+ * whose init crashes (init_crash), one whose entry function crashes
+ * (entry_crash), and one whose check refuses x >= 0.5 and crashes on
+ * x = 1 (checks).
  */
 #include <bellows/error.h>
 #include <bellows/policy.h>
@@ -60,6 +61,25 @@ broken_init(void *state, const void *config, const bellows_job_info *job,
 	return 0;
 #endif
 }
+
+#ifdef BROKEN_CHECKS
+static int
+broken_check(const void *config, char *err, size_t errlen)
+{
+	const broken_config *cfg = config;
+
+	if (cfg->x == 1) {
+		volatile int *volatile nowhere = NULL;
+
+		*nowhere = 42;
+	}
+	if (cfg->x >= 0.5) {
+		snprintf(err, errlen, "x must be below 0.5, not %g", cfg->x);
+		return BELLOWS_EINVAL;
+	}
+	return 0;
+}
+#endif
 
 #ifdef BROKEN_REFUSES_RELOAD
 static int
@@ -142,6 +162,9 @@ static const bellows_policy_ops broken_ops = {
 #endif
 #ifdef BROKEN_REFUSES_RELOAD
 	.on_event = broken_on_event,
+#endif
+#ifdef BROKEN_CHECKS
+	.check = broken_check,
 #endif
 };
 

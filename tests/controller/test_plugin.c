@@ -522,6 +522,47 @@ test_plugin_whose_entry_crashes_is_refused_without_crashing_the_loader(
 	    PROBE_CRASH_TEXT);
 }
 
+/* Loads the `checks` plug-in with x = `x`. */
+static int
+load_checks(fixture *f, const char *x)
+{
+	char so[PATH_MAX], text[2 * PATH_MAX];
+
+	plugin_path(so, sizeof(so), BROKEN_SO("checks"));
+	snprintf(text, sizeof(text),
+	    "jobs:\n"
+	    "  - match: \"*\"\n"
+	    "    policies:\n"
+	    "      - type: broken\n"
+	    "        plugin: %s\n"
+	    "        params: {x: %s}\n",
+	    so, x);
+	write_file(f->path, text);
+	f->err[0] = '\0';
+	return ctl_config_load(f->path, &f->cfg, f->err, sizeof(f->err));
+}
+
+static void
+test_plugin_check_runs_in_a_child_and_its_crash_is_a_config_error(void **state)
+{
+	fixture *f = *state;
+	char expected[512];
+
+	assert_int_equal(load_checks(f, "0.25"), 0);
+	ctl_config_destroy(&f->cfg);
+	assert_int_equal(load_checks(f, "0.75"), BELLOWS_ECONFIG);
+	snprintf(expected, sizeof(expected),
+	    "%s:4:15: policy 'broken': x must be below 0.5, not 0.75", f->path);
+	assert_string_equal(f->err, expected);
+	/* The check crashes: in the child, so this process reports it. */
+	assert_int_equal(load_checks(f, "1"), BELLOWS_ECONFIG);
+	snprintf(expected, sizeof(expected),
+	    "%s:4:15: policy 'broken': ", f->path);
+	if (strncmp(f->err, expected, strlen(expected)) != 0 ||
+	    strstr(f->err, "crashed checking the parameters") == NULL)
+		fail_msg("unexpected '%s'", f->err);
+}
+
 /* ---- loading ----------------------------------------------------------- */
 
 static void
@@ -799,6 +840,7 @@ main(void)
 		T(test_plugin_that_aborts_costs_one_window_and_its_worker_restarts),
 		T(test_plugin_that_hangs_is_killed_at_its_deadline),
 		T(test_plugin_whose_init_crashes_leaves_the_job_to_its_built_ins),
+		T(test_plugin_check_runs_in_a_child_and_its_crash_is_a_config_error),
 		T(test_plugin_wire_refuses_a_short_or_mismatched_proposal),
 		T(test_plugin_whose_entry_crashes_is_refused_without_crashing_the_loader),
 	};
