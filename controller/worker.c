@@ -5,7 +5,10 @@
  * and the daemon's blocked or ignored signals are reset, and it gets its
  * own process group, so a terminal's ^C reaches bellowsd, which then
  * stops its workers. The worker dies with bellowsd (PR_SET_PDEATHSIG, and
- * EOF on its socket).
+ * EOF on its socket); the death signal follows the thread that spawned
+ * it, which is why serving workers are started by calls (the event
+ * loop's thread) and the load and check children are waited for by the
+ * thread that started them.
  *
  * The process is waited for through a pidfd where the kernel has them, so
  * telling "it crashed" from "it closed its socket and went on" never
@@ -222,6 +225,35 @@ worker_spawn_exe(const char *const *args, int fd3, pid_t *ret_pid)
 	return err;
 }
 
+/* Spawns the worker in `mode` for `path` with one end of a new
+ * socketpair as its fd 3; *ret_fd gets the other (non-blocking). Returns
+ * 0 or an errno. */
+static int
+worker_spawn_paired(const char *mode, const char *path, int *ret_fd,
+    pid_t *ret_pid)
+{
+	char mem[16];
+	const char *args[] = { mode, path, "--memory-mb", mem, NULL };
+	int sv[2], fd3, err;
+
+	snprintf(mem, sizeof(mem), "%" PRIu32, worker_memory_mb);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return errno;
+	/* dup2 onto itself would keep FD_CLOEXEC: move it above 3 first. */
+	fd3 = fcntl(sv[1], F_DUPFD_CLOEXEC, 4);
+	err = fd3 < 0 ? errno : worker_spawn_exe(args, fd3, ret_pid);
+	close(sv[1]);
+	if (fd3 >= 0)
+		close(fd3);
+	if (err != 0) {
+		close(sv[0]);
+		return err;
+	}
+	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+	*ret_fd = sv[0];
+	return 0;
+}
+
 int
 ctl_worker_probe(const char *path, char *errbuf, size_t errlen)
 {
@@ -407,36 +439,20 @@ static int worker_fail(ctl_worker *w, const char *job, const char *policy,
 static int
 worker_start(ctl_worker *w, const char *job, const char *policy)
 {
-	char mem[16];
-	const char *args[] = { "--serve", w->path, "--memory-mb", mem, NULL };
-	int sv[2], fd3, err;
+	int fd, err;
 	pid_t pid;
 
 	if (w->pid > 0)
 		return 0;
 	if (com_clock_ms() < w->restart_at)
 		return BELLOWS_EAGAIN;
-	snprintf(mem, sizeof(mem), "%" PRIu32, worker_memory_mb);
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-		return worker_fail(w, job, policy, "start", BELLOWS_ESYS);
-	/* dup2 onto itself would keep FD_CLOEXEC: move it above 3 first. */
-	fd3 = fcntl(sv[1], F_DUPFD_CLOEXEC, 4);
-	close(sv[1]);
-	if (fd3 < 0) {
-		close(sv[0]);
-		return worker_fail(w, job, policy, "start", BELLOWS_ESYS);
-	}
-	err = worker_spawn_exe(args, fd3, &pid);
-	close(fd3);
-	if (err != 0) {
-		close(sv[0]);
+	if ((err = worker_spawn_paired("--serve", w->path, &fd, &pid)) != 0) {
 		ctl_log(CTL_LOG_ERROR, "plugin",
 		    "cannot start the plug-in worker '%s': %s", worker_exe(),
 		    strerror(err));
 		return worker_fail(w, job, policy, "start", BELLOWS_ESYS);
 	}
-	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
-	w->fd = sv[0];
+	w->fd = fd;
 	w->pid = pid;
 	w->pidfd = worker_pidfd(pid);
 	w->hello_due = true;
@@ -751,35 +767,23 @@ int
 ctl_worker_check(const char *path, const void *config, size_t config_size,
     char *errbuf, size_t errlen)
 {
-	char mem[16], how[128];
-	const char *args[] = { "--check", path, "--memory-mb", mem, NULL };
+	char how[128];
 	ctl_worker tmp = { .fd = -1, .pidfd = -1 };
 	uint32_t size = (uint32_t)config_size;
 	uint64_t until = com_clock_ms() + CTL_WORKER_PROBE_MS;
 	const char *msg = NULL;
 	ctl_pwire_reader rd;
-	int sv[2], fd3, err, r, status, pidfd;
+	int err, r, status, pidfd;
 	int32_t rc = 0;
 	pid_t pid;
 
-	snprintf(mem, sizeof(mem), "%" PRIu32, worker_memory_mb);
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
-		return BELLOWS_ESYS;
-	fd3 = fcntl(sv[1], F_DUPFD_CLOEXEC, 4);
-	close(sv[1]);
-	err = fd3 < 0 ? errno : worker_spawn_exe(args, fd3, &pid);
-	if (fd3 >= 0)
-		close(fd3);
-	if (err != 0) {
-		close(sv[0]);
+	if ((err = worker_spawn_paired("--check", path, &tmp.fd, &pid)) != 0) {
 		snprintf(errbuf, errlen,
 		    "plugin '%s' cannot be checked: the plug-in worker '%s' "
 		    "cannot be started: %s (set BELLOWS_PLUGIN_WORKER)",
 		    path, worker_exe(), strerror(err));
 		return BELLOWS_EIO;
 	}
-	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
-	tmp.fd = sv[0];
 	ctl_pwire_begin(&tmp.out, CTL_PWIRE_CHECK, 0);
 	ctl_pwire_put(&tmp.out, &size, sizeof(size));
 	ctl_pwire_put(&tmp.out, config, config_size);
@@ -794,7 +798,7 @@ ctl_worker_check(const char *path, const void *config, size_t config_size,
 		    (rc != 0 && ctl_pwire_get_str(&rd, &msg) != 0))
 			r = BELLOWS_EPROTO;
 	}
-	close(sv[0]);
+	close(tmp.fd);
 	/* After a failure the child is probably ending: let it, so that
 	 * its own status is what we report. */
 	pidfd = worker_pidfd(pid);
