@@ -396,6 +396,41 @@ test_plugin_that_hangs_is_killed_at_its_deadline(void **state)
 }
 
 static void
+test_plugin_worker_has_its_address_space_capped(void **state)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	(void)state;
+	skip(); /* a sanitizer-built worker runs without the cap */
+#else
+	fixture *f = *state;
+	char path[64], line[256];
+	ctl_worker_info info;
+	bool found = false;
+	FILE *limits;
+
+	ctl_worker_set_limits(0, 256);
+	assert_int_equal(load_with(f, "threshold", f->threshold, &f->cfg), 0);
+	start_set(f);
+	ctl_worker_get_info(ctl_plugin_worker(
+				f->cfg->jobs[0].policies[0].plugin),
+	    &info);
+	assert_true(info.pid > 0);
+	snprintf(path, sizeof(path), "/proc/%d/limits", info.pid);
+	limits = fopen(path, "r");
+	assert_non_null(limits);
+	while (fgets(line, sizeof(line), limits) != NULL) {
+		if (strncmp(line, "Max address space", 17) == 0) {
+			found = true;
+			if (strstr(line, " 268435456 ") == NULL)
+				fail_msg("not capped at 256 MiB: %s", line);
+		}
+	}
+	fclose(limits);
+	assert_true(found);
+#endif
+}
+
+static void
 test_plugin_decides_in_a_worker_as_it_does_in_process(void **state)
 {
 	fixture *f = *state;
@@ -836,6 +871,7 @@ main(void)
 		T(test_plugin_is_printed_and_reads_back),
 		T(test_plugin_close_is_null_safe),
 		T(test_plugin_decides_in_a_worker_as_it_does_in_process),
+		T(test_plugin_worker_has_its_address_space_capped),
 		T(test_plugin_that_segfaults_costs_one_window_and_its_worker_restarts),
 		T(test_plugin_that_aborts_costs_one_window_and_its_worker_restarts),
 		T(test_plugin_that_hangs_is_killed_at_its_deadline),
