@@ -1043,10 +1043,17 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 		return r;
 	/* check reads a config whose keys and parameters all parsed: no
 	 * error since `start`. */
-	if (cx->n_fail == start && pc->ops->check != NULL &&
-	    pc->ops->check(pc->config, err, sizeof(err)) != 0)
-		return config_fail(cx, type_node, "policy '%s': %s", pc->name,
-		    err);
+	if (cx->n_fail == start && pc->ops->check != NULL) {
+		/* A plug-in's check runs in a child: it may crash. */
+		r = pc->plugin != NULL
+		    ? ctl_plugin_check(pc->plugin, pc->config, err, sizeof(err))
+		    : pc->ops->check(pc->config, err, sizeof(err));
+		if (r == BELLOWS_ENOMEM)
+			return r;
+		if (r != 0)
+			return config_fail(cx, type_node, "policy '%s': %s",
+			    pc->name, err);
+	}
 	return 0;
 }
 
@@ -1227,6 +1234,12 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 		else if (strcmp(kname, "reload_timeout_ms") == 0)
 			r = config_u32(cx, val, kname, 100, 3600000,
 			    &cfg->reload_timeout_ms);
+		else if (strcmp(kname, "plugin_timeout_ms") == 0)
+			r = config_u32(cx, val, kname, 10, 600000,
+			    &cfg->plugin_timeout_ms);
+		else if (strcmp(kname, "plugin_memory_mb") == 0)
+			r = config_u32(cx, val, kname, 64, 1048576,
+			    &cfg->plugin_memory_mb);
 		else
 			r = config_fail(cx, key, "unknown key '%s' in daemon",
 			    kname);
@@ -1292,6 +1305,8 @@ config_defaults(ctl_config *cfg)
 	cfg->max_layers = 65536;
 	cfg->job_idle_ms = 600000;
 	cfg->reload_timeout_ms = CTL_CONFIG_RELOAD_TIMEOUT_MS;
+	cfg->plugin_timeout_ms = CTL_WORKER_TIMEOUT_MS;
+	cfg->plugin_memory_mb = CTL_WORKER_MEMORY_MB;
 	cfg->store.max_windows_per_run = 0;
 	cfg->store.max_age_days = 0;
 	cfg->store.keep_every = 10;
@@ -1906,6 +1921,8 @@ ctl_config_print(const ctl_config *cfg, void *out)
 	fprintf(f, "  max_layers: %u\n", cfg->max_layers);
 	fprintf(f, "  job_idle_ms: %u\n", cfg->job_idle_ms);
 	fprintf(f, "  reload_timeout_ms: %u\n", cfg->reload_timeout_ms);
+	fprintf(f, "  plugin_timeout_ms: %u\n", cfg->plugin_timeout_ms);
+	fprintf(f, "  plugin_memory_mb: %u\n", cfg->plugin_memory_mb);
 	fprintf(f, "store:\n");
 	fprintf(f, "  max_windows_per_run: %u\n",
 	    cfg->store.max_windows_per_run);

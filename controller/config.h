@@ -112,6 +112,8 @@ typedef struct ctl_config {
 	uint32_t max_layers;        /* layers per job */
 	uint32_t job_idle_ms;       /* forget a job with no live rank */
 	uint32_t reload_timeout_ms; /* abandon a reload that takes longer */
+	uint32_t plugin_timeout_ms; /* deadline of one plug-in call */
+	uint32_t plugin_memory_mb;  /* address space of a plug-in worker */
 	ctl_store_conf store;       /* history database settings */
 	uint32_t n_jobs;            /* entries in jobs */
 	ctl_job_conf *jobs;         /* first match wins */

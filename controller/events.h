@@ -25,6 +25,8 @@
 #define CTL_EVENT_RANK_JOINED       "rank_joined"
 #define CTL_EVENT_WINDOW_INCOMPLETE "window_incomplete"
 #define CTL_EVENT_POLICY_RESTARTED  "policy_restarted"
+#define CTL_EVENT_PLUGIN_FAILED     "plugin_failed"    /* worker.h */
+#define CTL_EVENT_PLUGIN_RESTARTED  "plugin_restarted" /* worker.h */
 
 typedef struct ctl_events ctl_events;
 

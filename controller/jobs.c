@@ -30,6 +30,7 @@
 #include "policy_host.h"
 #include "store.h"
 #include "window.h"
+#include "worker.h"
 
 #include <bellows/error.h>
 
@@ -461,6 +462,19 @@ jobs_remove(ctl_jobs *jobs, uint32_t i)
 	jobs->jobs[i] = jobs->jobs[--jobs->n_jobs];
 }
 
+/* A plug-in worker failed or was started again during a call for job
+ * `name`
+ * (worker.c logged it): the event goes into the ring, and from there to
+ * STATUS and the history. */
+static void
+jobs_on_plugin_fault(void *arg, const char *kind, const char *name,
+    const char *text)
+{
+	ctl_jobs *jobs = arg;
+
+	ctl_events_add(jobs->events, kind, name, "%s", text);
+}
+
 int
 ctl_jobs_new(const ctl_config *cfg, uint64_t instance,
     ctl_jobs_publish_fn *publish, void *publish_arg, ctl_jobs **ret_jobs)
@@ -475,6 +489,8 @@ ctl_jobs_new(const ctl_config *cfg, uint64_t instance,
 	jobs->instance = instance;
 	jobs->publish = publish;
 	jobs->publish_arg = publish_arg;
+	ctl_worker_set_limits(cfg->plugin_timeout_ms, cfg->plugin_memory_mb);
+	ctl_worker_set_fault_fn(jobs_on_plugin_fault, jobs);
 	*ret_jobs = jobs;
 	return 0;
 }
@@ -495,6 +511,8 @@ ctl_jobs_destroy(ctl_jobs **jobs)
 	for (uint32_t i = 0; i < (*jobs)->n_jobs; i++)
 		job_destroy(&(*jobs)->jobs[i]);
 	free((*jobs)->jobs);
+	if (ctl_worker_fault_arg() == *jobs)
+		ctl_worker_set_fault_fn(NULL, NULL);
 	ctl_events_destroy(&(*jobs)->events);
 	free(*jobs);
 	*jobs = NULL;
@@ -577,6 +595,7 @@ ctl_jobs_reload(ctl_jobs *jobs, const ctl_config *cfg, char *errbuf,
 	for (i = 0; i < n; i++)
 		job_commit_policies(jobs, jobs->jobs[i], next[i]);
 	jobs->cfg = cfg;
+	ctl_worker_set_limits(cfg->plugin_timeout_ms, cfg->plugin_memory_mb);
 	r = 0;
 	goto out;
 fail:

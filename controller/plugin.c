@@ -21,7 +21,22 @@ struct ctl_plugin {
 	void *handle;                  /* dlopen's handle */
 	const bellows_policy_ops *ops; /* what the entry function returned */
 	char *path;                    /* file it was loaded from */
+	ctl_worker *worker;            /* where its instances run */
 };
+
+static bool plugin_in_process; /* see ctl_plugin_set_in_process */
+
+void
+ctl_plugin_set_in_process(bool in_process)
+{
+	plugin_in_process = in_process;
+}
+
+bool
+ctl_plugin_in_process(void)
+{
+	return plugin_in_process;
+}
 
 int
 ctl_plugin_open(const char *path, ctl_plugin **ret_plugin, char *errbuf,
@@ -35,6 +50,10 @@ ctl_plugin_open(const char *path, ctl_plugin **ret_plugin, char *errbuf,
 	void *handle, *sym;
 	int r;
 
+	/* A plug-in that crashes while loading must crash a child. */
+	if (!plugin_in_process &&
+	    (r = ctl_worker_probe(path, errbuf, errlen)) != 0)
+		return r;
 	dlerror();
 	handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (handle == NULL) {
@@ -67,7 +86,10 @@ ctl_plugin_open(const char *path, ctl_plugin **ret_plugin, char *errbuf,
 		goto fail;
 	}
 	p = calloc(1, sizeof(*p));
-	if (p == NULL || (p->path = strdup(path)) == NULL) {
+	if (p == NULL || (p->path = strdup(path)) == NULL ||
+	    ctl_worker_get(path, &p->worker) != 0) {
+		if (p != NULL)
+			free(p->path);
 		free(p);
 		r = BELLOWS_ENOMEM;
 		goto fail;
@@ -100,6 +122,7 @@ ctl_plugin_close(ctl_plugin **p)
 	*p = NULL;
 	if (--pl->refs > 0)
 		return;
+	ctl_worker_put(&pl->worker);
 	dlclose(pl->handle);
 	free(pl->path);
 	free(pl);
@@ -115,4 +138,22 @@ const char *
 ctl_plugin_path(const ctl_plugin *p)
 {
 	return p->path;
+}
+
+ctl_worker *
+ctl_plugin_worker(const ctl_plugin *p)
+{
+	return p->worker;
+}
+
+int
+ctl_plugin_check(const ctl_plugin *p, const void *config, char *err,
+    size_t errlen)
+{
+	if (p->ops->check == NULL)
+		return 0;
+	if (plugin_in_process)
+		return p->ops->check(config, err, errlen);
+	return ctl_worker_check(p->path, config, p->ops->config_size, err,
+	    errlen);
 }

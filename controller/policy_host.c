@@ -1,5 +1,16 @@
-/* policy_host - policy instances of one job, see policy_host.h. */
+/* policy_host - policy instances of one job, see policy_host.h.
+ *
+ * A plug-in instance (unless plug-ins run in this process) lives in its
+ * plug-in's worker process: `state` stays NULL here, and the instance is
+ * named by the (remote_id, remote_gen) its worker gave it. Every call
+ * goes through worker.h with a deadline; a worker that failed is
+ * restarted by the worker module, and an instance whose generation is no
+ * longer current is started again from init before its next window (its
+ * initial proposal dropped, as on a reload: the decision in force stays).
+ */
 #include "policy_host.h"
+
+#include "plugin.h"
 
 #include "codec.h"
 
@@ -23,6 +34,12 @@ typedef struct host_instance {
 	int32_t adopt;               /* prepared set: index of the replaced
 				      * set's instance whose state it takes
 				      * at commit, or -1 (started anew) */
+	ctl_worker *worker;          /* plug-in run in this worker process;
+				      * NULL: run in this process */
+	uint32_t remote_id;          /* worker: the instance's id there */
+	uint64_t remote_gen;         /* worker: generation that ran its
+				      * init (0: none yet, start it at the
+				      * next window) */
 } host_instance;
 
 /* What a prepared set needs to finish a reload at commit. */
@@ -47,6 +64,7 @@ struct ctl_policy_set {
 	host_pending pending;      /* while prepared */
 	bool lr_known;             /* a window with a finite LR ran */
 	double lr_last;            /* that window's LR: LR_CHANGE's lr_old */
+	char *job;                 /* job name, for plug-in workers' faults */
 };
 
 static void
@@ -161,7 +179,10 @@ ctl_policy_set_destroy(ctl_policy_set **set)
 	for (uint32_t i = 0; i < s->n; i++) {
 		host_instance *in = &s->inst[i];
 
-		if (in->initialised && in->conf->ops->fini != NULL)
+		if (in->initialised && in->worker != NULL)
+			ctl_worker_fini(in->worker, in->remote_id,
+			    in->remote_gen);
+		else if (in->initialised && in->conf->ops->fini != NULL)
 			in->conf->ops->fini(in->state, in->conf->config);
 		free(in->state);
 		free(in->selected);
@@ -172,6 +193,7 @@ ctl_policy_set_destroy(ctl_policy_set **set)
 	free(s->proposal.codec_table);
 	free(s->metrics);
 	free(s->metric_view);
+	free(s->job);
 	free(s);
 	*set = NULL;
 }
@@ -197,6 +219,38 @@ host_layers(const com_layer_info *layers, uint32_t n_layers,
 	return wl;
 }
 
+/* True when r is the worker's failure rather than the policy's answer:
+ * the instance is then started again at its next window. (A policy that
+ * returns one of these codes itself is retried the same way.) */
+static bool
+host_worker_fault(int r)
+{
+	return r == BELLOWS_ECLOSED || r == BELLOWS_ETIMEDOUT ||
+	    r == BELLOWS_EPROTO || r == BELLOWS_EAGAIN || r == BELLOWS_ESYS;
+}
+
+/* init in the worker, the proposal pre-filled. A worker that failed
+ * leaves the instance running without a generation: it starts at its
+ * next window, and the initial proposal (the state in force) changes
+ * nothing. */
+static int
+host_start_remote(ctl_policy_set *set, host_instance *in,
+    const bellows_job_info *info)
+{
+	int r;
+
+	r = ctl_worker_init(in->worker, in->conf->name, in->conf->config,
+	    in->conf->ops->config_size, info, &set->proposal, &in->remote_id,
+	    &in->remote_gen);
+	if (r != 0 && !host_worker_fault(r))
+		return r;
+	if (r != 0)
+		in->remote_gen = 0;
+	in->initialised = true;
+	set->proposal.reason[sizeof(set->proposal.reason) - 1] = '\0';
+	return 0;
+}
+
 /* Allocates in->state and calls init; wl[].selected must be in's. The
  * proposal is left in set->proposal. */
 static int
@@ -212,12 +266,14 @@ host_start(ctl_policy_set *set, host_instance *in, const char *job,
 	};
 	int r;
 
+	host_prefill(set, state);
+	if (in->worker != NULL)
+		return host_start_remote(set, in, &info);
 	if (in->state == NULL) {
 		in->state = calloc(1, ops->state_size ? ops->state_size : 1);
 		if (in->state == NULL)
 			return BELLOWS_ENOMEM;
 	}
-	host_prefill(set, state);
 	r = ops->init(in->state, in->conf->config, &info, &set->proposal);
 	if (r != 0)
 		return r;
@@ -272,7 +328,9 @@ host_build(const ctl_policy_set *old, const ctl_job_conf *jc, const char *job,
 		BELLOWS_METRICS_MAX,
 	    sizeof(*set->metric_view));
 	wl = host_layers(layers, n_layers, in_force);
-	if (set->proposal.level == NULL || set->proposal.error_bound == NULL ||
+	set->job = strdup(job != NULL ? job : "");
+	if (set->job == NULL || set->proposal.level == NULL ||
+	    set->proposal.error_bound == NULL ||
 	    set->proposal.codec_table == NULL || set->inst == NULL ||
 	    set->metrics == NULL || set->metric_view == NULL || wl == NULL)
 		goto fail;
@@ -281,6 +339,8 @@ host_build(const ctl_policy_set *old, const ctl_job_conf *jc, const char *job,
 
 		set->n++;
 		in->conf = &jc->policies[i];
+		if (in->conf->plugin != NULL && !ctl_plugin_in_process())
+			in->worker = ctl_plugin_worker(in->conf->plugin);
 		in->selected = calloc(n_layers ? n_layers : 1, sizeof(bool));
 		if (in->selected == NULL) {
 			r = BELLOWS_ENOMEM; /* r holds an earlier init's 0 */
@@ -365,7 +425,8 @@ host_restart(ctl_policy_set *set, host_instance *in)
 		return BELLOWS_ENOMEM;
 	for (uint32_t l = 0; l < set->n_layers; l++)
 		wl[l].selected = in->selected[l];
-	memset(in->state, 0, in->conf->ops->state_size);
+	if (in->state != NULL)
+		memset(in->state, 0, in->conf->ops->state_size);
 	r = host_start(set, in, p->job, p->world, wl, p->state);
 	free(wl);
 	return r;
@@ -395,19 +456,31 @@ ctl_policy_set_commit(ctl_policy_set *set, ctl_policy_set **old,
 			continue;
 		was = &prev->inst[in->adopt];
 		in->state = was->state;
+		in->remote_id = was->remote_id;
+		in->remote_gen = was->remote_gen;
 		in->initialised = true;
 		was->state = NULL;
 		was->initialised = false;
 		if (ops->on_event == NULL)
 			continue;
-		r = ops->on_event(in->state, in->conf->config, &ev);
-		if (r == 0)
+		if (in->worker == NULL)
+			r = ops->on_event(in->state, in->conf->config, &ev);
+		else if (!ctl_worker_current(in->worker, in->remote_gen))
+			r = 0; /* starts at its next window, with this config */
+		else
+			r = ctl_worker_event(in->worker, in->remote_id,
+			    in->remote_gen, in->conf->name, set->pending.job,
+			    &ev, in->conf->config, ops->config_size);
+		if (r == 0 || (in->worker != NULL && host_worker_fault(r)))
 			continue;
 		/* The state belongs to the old config until init runs
 		 * again: it is finalised with that one. */
 		refused++;
 		in->initialised = false;
-		if (ops->fini != NULL)
+		if (in->worker != NULL)
+			ctl_worker_fini(in->worker, in->remote_id,
+			    in->remote_gen);
+		else if (ops->fini != NULL)
 			ops->fini(in->state, was->conf->config);
 		r2 = host_restart(set, in);
 		if (r2 == 0)
@@ -499,6 +572,38 @@ host_collect_metrics(ctl_policy_set *set, const host_instance *in,
 		    dropped, why);
 }
 
+/* Starts a plug-in instance again in a worker that was restarted (or
+ * never answered its init), with the window's layers as its job and the
+ * state in force as its initial proposal, which is dropped. An instance
+ * that had run in an earlier worker is reported (for its job: the worker
+ * may have failed in another job's call). Returns 0 or why it could not
+ * start (the worker's failure, or init's error); on failure the instance
+ * keeps its old generation and is tried again at its next window. */
+static int
+host_restart_remote(ctl_policy_set *set, host_instance *in,
+    const bellows_window *w, const com_decision *state)
+{
+	const bellows_job_info info = {
+		.job = w->job,
+		.world = w->world,
+		.n_layers = w->n_layers,
+		.layers = w->layers,
+	};
+	bool had_state = in->remote_gen != 0;
+	int r;
+
+	host_prefill(set, state);
+	r = ctl_worker_init(in->worker, in->conf->name, in->conf->config,
+	    in->conf->ops->config_size, &info, &set->proposal, &in->remote_id,
+	    &in->remote_gen);
+	if (r == 0 && had_state)
+		ctl_worker_report(CTL_WORKER_FAULT_RESTARTED, w->job,
+		    "policy '%s' (plug-in '%s') started again from init in "
+		    "the plug-in's new worker: its state was lost",
+		    in->conf->name, ctl_plugin_path(in->conf->plugin));
+	return r;
+}
+
 int
 ctl_policy_set_run(ctl_policy_set *set, bellows_window *w, com_decision *state,
     char *policies, size_t policies_len, char *reason, size_t reason_len,
@@ -537,9 +642,19 @@ ctl_policy_set_run(ctl_policy_set *set, bellows_window *w, com_decision *state,
 			continue;
 		for (uint32_t l = 0; l < w->n_layers && l < set->n_layers; l++)
 			wl[l].selected = in->selected[l];
+		if (in->worker != NULL &&
+		    !ctl_worker_current(in->worker, in->remote_gen) &&
+		    host_restart_remote(set, in, w, state) != 0) {
+			failed++;
+			continue;
+		}
 		host_prefill(set, state);
-		r = ops->on_window(in->state, in->conf->config, w,
-		    &set->proposal);
+		if (in->worker != NULL)
+			r = ctl_worker_window(in->worker, in->remote_id,
+			    in->remote_gen, in->conf->name, w, &set->proposal);
+		else
+			r = ops->on_window(in->state, in->conf->config, w,
+			    &set->proposal);
 		if (r != 0) {
 			failed++;
 			continue;
@@ -568,9 +683,16 @@ ctl_policy_set_event(ctl_policy_set *set, const bellows_event *ev)
 		host_instance *in = &set->inst[i];
 		const bellows_policy_ops *ops = in->conf->ops;
 
-		if (in->initialised && ops->on_event != NULL &&
-		    ops->on_event(in->state, in->conf->config, ev) != 0)
+		if (!in->initialised || ops->on_event == NULL)
+			continue;
+		if (in->worker == NULL) {
+			if (ops->on_event(in->state, in->conf->config, ev) != 0)
+				failed++;
+		} else if (ctl_worker_current(in->worker, in->remote_gen) &&
+		    ctl_worker_event(in->worker, in->remote_id, in->remote_gen,
+			in->conf->name, set->job, ev, NULL, 0) != 0) {
 			failed++;
+		}
 	}
 	return failed;
 }

@@ -10,6 +10,7 @@
 
 #include "args.h"
 #include "msg.h"
+#include "plugin.h"
 #include "policy_host.h"
 
 #include <bellows/error.h>
@@ -693,6 +694,9 @@ tool_replay_main(int argc, char **argv)
 
 	if ((rc = replay_parse(argc, argv, &o)) >= 0)
 		return rc;
+	/* A command-line tool may die with a faulty plug-in: replay runs
+	 * plug-ins here, as it runs the built-ins (docs/replay.md). */
+	ctl_plugin_set_in_process(true);
 	rc = 1;
 	err[0] = '\0';
 	if ((r = ctl_config_load(o.policy, &cfg, err, sizeof(err))) != 0) {

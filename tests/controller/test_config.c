@@ -238,7 +238,26 @@ test_config_fills_daemon_defaults(void **state)
 	assert_int_equal(f->cfg->max_world, 16384);
 	assert_int_equal(f->cfg->max_layers, 65536);
 	assert_int_equal(f->cfg->job_idle_ms, 600000);
+	assert_int_equal(f->cfg->plugin_timeout_ms, 1000);
+	assert_int_equal(f->cfg->plugin_memory_mb, 1024);
 	assert_true(param_double(&f->cfg->jobs[0].policies[0], "level") == 0);
+}
+
+static void
+test_config_reads_the_plugin_worker_settings(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(load(f,
+			     "daemon:\n"
+			     "  plugin_timeout_ms: 250\n"
+			     "  plugin_memory_mb: 512\n"
+			     "jobs:\n"
+			     "  - policies:\n"
+			     "      - type: fixed\n"),
+	    0);
+	assert_int_equal(f->cfg->plugin_timeout_ms, 250);
+	assert_int_equal(f->cfg->plugin_memory_mb, 512);
 }
 
 static void
@@ -308,6 +327,20 @@ test_config_refuses_an_out_of_range_value(void **state)
 	    "  - policies:\n"
 	    "      - type: fixed\n",
 	    2, 17, "heartbeat_ms must be in [10, 3600000], not 5");
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "  plugin_timeout_ms: 0\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 22, "plugin_timeout_ms must be in [10, 600000], not 0");
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "  plugin_memory_mb: 16\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 21, "plugin_memory_mb must be in [64, 1048576], not 16");
 	assert_refused_at(f,
 	    "jobs:\n"
 	    "  - policies:\n"
@@ -1234,6 +1267,7 @@ main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_config_loads_a_full_valid_file),
 		T(test_config_fills_daemon_defaults),
+		T(test_config_reads_the_plugin_worker_settings),
 		T(test_config_refuses_an_unknown_top_level_key),
 		T(test_config_refuses_an_unknown_daemon_key),
 		T(test_config_refuses_a_value_of_the_wrong_type),

@@ -8,6 +8,14 @@
  * reference-counted: the shared object stays mapped while a configuration
  * holds it and is unmapped after the last one goes (checked with
  * RTLD_NOLOAD, which only finds objects already loaded).
+ *
+ * Plug-ins run in a worker process (bellows-plugin-worker, found through
+ * BELLOWS_PLUGIN_WORKER): the threshold example decides there exactly as
+ * it did in this process, and the plug-ins that segfault, abort or hang
+ * on window 1 cost one window each: the call fails, the state in force
+ * stays, the built-in policy beside them still decides, the fault is
+ * reported, and the worker is started again (its instance from init). A
+ * plug-in whose entry crashes is refused at load and this process lives.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,15 +31,31 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
+
+#include "clock.h"
 
 #include <bellows/error.h>
 
 #include "config.h"
 #include "plugin.h"
 #include "plugin_paths.h"
+#include "plugin_wire.h"
 #include "policy_host.h"
+#include "worker.h"
 
 #define N_LAYERS 3
+
+/* How a worker's crash reads: the signal, except where a sanitizer
+ * catches it and exits with its own status. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CRASH_TEXT(text) "the worker"
+#define PROBE_CRASH_TEXT "crashed while loading: the checking process"
+#else
+#define CRASH_TEXT(text) text
+#define PROBE_CRASH_TEXT                                                       \
+	"crashed while loading: the checking process was killed by signal 11"
+#endif
 
 /* Two matrices around a bias: the default selector (min_ndim 2) picks
  * layers 0 and 2. */
@@ -81,6 +105,10 @@ teardown(void **state)
 {
 	fixture *f = *state;
 
+	/* A failed test may have left these set (a callback on its stack). */
+	ctl_worker_set_fault_fn(NULL, NULL);
+	ctl_worker_set_limits(0, 0);
+	ctl_plugin_set_in_process(false);
 	ctl_policy_set_destroy(&f->set);
 	com_decision_fini(&f->state);
 	ctl_config_destroy(&f->cfg);
@@ -156,12 +184,12 @@ is_loaded(const char *path)
 	return true;
 }
 
-/* Runs one window in which rank 0 saw gradient norms n0, n1, n2. */
-static void
-run_window(fixture *f, uint64_t window, double n0, double n1, double n2,
-    char *reason, size_t reason_len)
+/* Runs window `window` in which rank 0 saw gradient norms `norms` (NULL:
+ * 0 for every layer); returns the count of failed policies. */
+static uint32_t
+run_norms(fixture *f, uint64_t window, const double *norms, char *policies,
+    size_t policies_len, char *reason, size_t reason_len)
 {
-	const double norms[N_LAYERS] = { n0, n1, n2 };
 	bellows_window_layer wl[N_LAYERS];
 	bellows_window w = { .job = "job",
 		.window = window,
@@ -169,7 +197,6 @@ run_window(fixture *f, uint64_t window, double n0, double n1, double n2,
 		.ranks_reported = 1,
 		.n_layers = N_LAYERS,
 		.layers = wl };
-	char policies[128];
 	uint32_t failed = 99;
 
 	memset(wl, 0, sizeof(wl));
@@ -177,14 +204,38 @@ run_window(fixture *f, uint64_t window, double n0, double n1, double n2,
 		wl[l].name = layers[l].name;
 		wl[l].numel = layers[l].numel;
 		wl[l].ndim = layers[l].ndim;
-		wl[l].grad_norm = norms[l];
+		wl[l].shape = layers[l].shape;
+		wl[l].grad_norm = norms != NULL ? norms[l] : 0;
 		wl[l].level = f->state.level[l];
 	}
 	assert_int_equal(ctl_policy_set_run(f->set, &w, &f->state, policies,
-			     sizeof(policies), reason, reason_len, &failed),
+			     policies_len, reason, reason_len, &failed),
 	    0);
-	assert_int_equal(failed, 0);
+	return failed;
+}
+
+/* Runs one window in which rank 0 saw gradient norms n0, n1, n2. */
+static void
+run_window(fixture *f, uint64_t window, double n0, double n1, double n2,
+    char *reason, size_t reason_len)
+{
+	const double norms[N_LAYERS] = { n0, n1, n2 };
+	char policies[128];
+
+	assert_int_equal(run_norms(f, window, norms, policies, sizeof(policies),
+			     reason, reason_len),
+	    0);
 	assert_string_equal(policies, "threshold");
+}
+
+/* Runs window `window`; returns the count of failed policies. */
+static uint32_t
+run_any(fixture *f, uint64_t window, char *reason, size_t reason_len)
+{
+	char policies[128];
+
+	return run_norms(f, window, NULL, policies, sizeof(policies), reason,
+	    reason_len);
 }
 
 static void
@@ -199,6 +250,352 @@ start_set(fixture *f)
 	    0);
 	assert_string_equal(reason,
 	    "threshold: level 1 until the first window");
+}
+
+/* ---- faults in the worker --------------------------------------------- */
+
+/* What the fault callback was told. */
+typedef struct faults {
+	unsigned failed;    /* plugin_failed reports */
+	unsigned restarted; /* plugin_restarted reports */
+	char job[64];       /* the last report's job */
+	char text[512];     /* the last plugin_failed text */
+	char restart[512];  /* the last plugin_restarted text */
+} faults;
+
+static void
+on_fault(void *arg, const char *kind, const char *job, const char *text)
+{
+	faults *fl = arg;
+
+	if (strcmp(kind, CTL_WORKER_FAULT_FAILED) == 0) {
+		fl->failed++;
+		snprintf(fl->text, sizeof(fl->text), "%s", text);
+	} else if (strcmp(kind, CTL_WORKER_FAULT_RESTARTED) == 0) {
+		fl->restarted++;
+		snprintf(fl->restart, sizeof(fl->restart), "%s", text);
+	}
+	snprintf(fl->job, sizeof(fl->job), "%s", job != NULL ? job : "");
+}
+
+/* Loads a job running the built-in schedule (levels 2 from window 0, 3
+ * from window 2) beside the broken plug-in `what` (LR scale), and starts
+ * its set. */
+static void
+start_faulty(fixture *f, const char *what)
+{
+	char so[PATH_MAX], rel[128], text[2 * PATH_MAX], reason[1024];
+
+	snprintf(rel, sizeof(rel), "tests/controller/libbroken_%s.so", what);
+	plugin_path(so, sizeof(so), rel);
+	snprintf(text, sizeof(text),
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: schedule\n"
+	    "        params: {levels: {0: 2, 2: 3}}\n"
+	    "      - type: broken\n"
+	    "        plugin: %s\n",
+	    so);
+	write_file(f->path, text);
+	assert_int_equal(ctl_config_load(f->path, &f->cfg, f->err,
+			     sizeof(f->err)),
+	    0);
+	assert_int_equal(com_decision_init(&f->state, "job", N_LAYERS), 0);
+	assert_int_equal(ctl_policy_set_new(&f->cfg->jobs[0], "job", 1, layers,
+			     N_LAYERS, &f->state, reason, sizeof(reason),
+			     &f->set),
+	    0);
+}
+
+/* The misbehaving plug-in `what` decides window 0, fails window 1 with
+ * `expect` in the report, and decides again once its worker is back. */
+static void
+assert_survived(fixture *f, const char *what, const char *expect)
+{
+	const ctl_worker *wk;
+	ctl_worker_info info;
+	faults fl = { 0 };
+	char reason[1024];
+	uint64_t window;
+
+	ctl_worker_set_fault_fn(on_fault, &fl);
+	start_faulty(f, what);
+	wk = ctl_plugin_worker(f->cfg->jobs[0].policies[1].plugin);
+	ctl_worker_get_info(wk, &info);
+	assert_true(info.pid > 0 && info.pid != (int)getpid());
+	assert_int_equal(info.generation, 1);
+
+	assert_int_equal(run_any(f, 0, reason, sizeof(reason)), 0);
+	assert_true(f->state.lr_scale == 0.5 && f->state.level[0] == 2);
+	assert_non_null(strstr(reason, "broken: window 0"));
+
+	/* Window 1 kills the worker: the plug-in's knob keeps its value,
+	 * the built-in still decides (level 3 from window 2 on). */
+	f->state.lr_scale = 0.75;
+	assert_int_equal(run_any(f, 2 - 1, reason, sizeof(reason)), 1);
+	assert_true(f->state.lr_scale == 0.75);
+	assert_int_equal(fl.failed, 1);
+	assert_string_equal(fl.job, "job");
+	if (strstr(fl.text, expect) == NULL ||
+	    strstr(fl.text, "policy 'broken' on_window") == NULL)
+		fail_msg("expected '%s' in '%s'", expect, fl.text);
+	ctl_worker_get_info(wk, &info);
+	assert_int_equal(info.pid, 0);
+	assert_int_equal(info.in_a_row, 1);
+
+	/* Until the backoff has passed the instance is off; then the next
+	 * even window starts the worker again and decides. */
+	for (window = 2;; window += 2) {
+		uint32_t failed = run_any(f, window, reason, sizeof(reason));
+
+		assert_true(f->state.level[0] == 3);
+		if (failed == 0)
+			break;
+		ctl_worker_get_info(wk, &info);
+		assert_int_equal(info.pid, 0);
+		if (window > 400)
+			fail_msg("the worker did not come back");
+		poll(NULL, 0, 20); /* let the backoff pass */
+	}
+	assert_true(f->state.lr_scale == 0.5);
+	/* The worker's start, then the instance's, whose state is gone. */
+	assert_int_equal(fl.restarted, 2);
+	assert_non_null(strstr(fl.restart, "policy 'broken' (plug-in '"));
+	assert_non_null(strstr(fl.restart, "its state was lost"));
+	ctl_worker_get_info(wk, &info);
+	assert_int_equal(info.generation, 2);
+	assert_true(info.pid > 0);
+	ctl_worker_set_fault_fn(NULL, NULL);
+}
+
+static void
+test_plugin_that_segfaults_costs_one_window_and_its_worker_restarts(
+    void **state)
+{
+	assert_survived(*state, "segv", CRASH_TEXT("was killed by signal 11"));
+}
+
+static void
+test_plugin_that_aborts_costs_one_window_and_its_worker_restarts(void **state)
+{
+	assert_survived(*state, "abort", CRASH_TEXT("was killed by signal 6"));
+}
+
+static void
+test_plugin_that_hangs_is_killed_at_its_deadline(void **state)
+{
+	uint64_t t0;
+
+	/* The deadline is the configuration's; the bound here is only
+	 * that the call came back at all, long before a hang would. */
+	ctl_worker_set_limits(200, 0);
+	t0 = com_clock_ms();
+	assert_survived(*state, "hang", "did not answer within 200 ms");
+	assert_true(com_clock_ms() - t0 < 10000);
+	ctl_worker_set_limits(0, 0);
+}
+
+static void
+test_plugin_worker_has_its_address_space_capped(void **state)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	(void)state;
+	skip(); /* a sanitizer-built worker runs without the cap */
+#else
+	fixture *f = *state;
+	char path[64], line[256];
+	ctl_worker_info info;
+	bool found = false;
+	FILE *limits;
+
+	ctl_worker_set_limits(0, 256);
+	assert_int_equal(load_with(f, "threshold", f->threshold, &f->cfg), 0);
+	start_set(f);
+	ctl_worker_get_info(ctl_plugin_worker(
+				f->cfg->jobs[0].policies[0].plugin),
+	    &info);
+	assert_true(info.pid > 0);
+	snprintf(path, sizeof(path), "/proc/%d/limits", info.pid);
+	limits = fopen(path, "r");
+	assert_non_null(limits);
+	while (fgets(line, sizeof(line), limits) != NULL) {
+		if (strncmp(line, "Max address space", 17) == 0) {
+			found = true;
+			if (strstr(line, " 268435456 ") == NULL)
+				fail_msg("not capped at 256 MiB: %s", line);
+		}
+	}
+	fclose(limits);
+	assert_true(found);
+#endif
+}
+
+static void
+test_plugin_decides_in_a_worker_as_it_does_in_process(void **state)
+{
+	fixture *f = *state;
+	double worker_levels[2][N_LAYERS];
+	char reasons[2][2][1024];
+
+	/* Through the worker, then in this process: same decisions. */
+	for (int in_process = 0; in_process < 2; in_process++) {
+		ctl_plugin_set_in_process(in_process == 1);
+		assert_int_equal(load_with(f, "threshold", f->threshold,
+				     &f->cfg),
+		    0);
+		start_set(f);
+		run_window(f, 0, 2.0, 9.0, 0.5, reasons[in_process][0],
+		    sizeof(reasons[0][0]));
+		memcpy(worker_levels[in_process], f->state.level,
+		    sizeof(worker_levels[0]));
+		run_window(f, 1, 1.5, 9.0, NAN, reasons[in_process][1],
+		    sizeof(reasons[0][1]));
+		if (in_process == 0) {
+			ctl_worker_info info;
+
+			ctl_worker_get_info(ctl_plugin_worker(f->cfg->jobs[0]
+								  .policies[0]
+								  .plugin),
+			    &info);
+			assert_true(info.pid > 0 && info.pid != (int)getpid());
+		}
+		ctl_policy_set_destroy(&f->set);
+		com_decision_fini(&f->state);
+		ctl_config_destroy(&f->cfg);
+	}
+	ctl_plugin_set_in_process(false);
+	assert_memory_equal(worker_levels[0], worker_levels[1],
+	    sizeof(worker_levels[0]));
+	assert_string_equal(reasons[0][0], reasons[1][0]);
+	assert_string_equal(reasons[0][1], reasons[1][1]);
+}
+
+static void
+test_plugin_whose_init_crashes_leaves_the_job_to_its_built_ins(void **state)
+{
+	fixture *f = *state;
+	faults fl = { 0 };
+	char reason[1024];
+
+	/* The job starts (its worker's failure is not the job's), the
+	 * built-in decides, and the plug-in stays off while it crashes. */
+	ctl_worker_set_fault_fn(on_fault, &fl);
+	start_faulty(f, "init_crash");
+	assert_int_equal(fl.failed, 1);
+	assert_non_null(strstr(fl.text, "policy 'broken' init: the worker"));
+	assert_non_null(
+	    strstr(fl.text, CRASH_TEXT("the worker was killed by signal 11")));
+	assert_true(f->state.level[0] == 2 && f->state.lr_scale == 1);
+	assert_int_equal(run_any(f, 2, reason, sizeof(reason)), 1);
+	assert_true(f->state.level[0] == 3 && f->state.lr_scale == 1);
+	ctl_worker_set_fault_fn(NULL, NULL);
+}
+
+/* A worker's answer is read with bounds: a proposal for another layer
+ * count, or one cut anywhere, is a malformed frame. */
+static void
+test_plugin_wire_refuses_a_short_or_mismatched_proposal(void **state)
+{
+	double level[N_LAYERS] = { 1, 2, 3 }, bound[N_LAYERS] = { 0 };
+	double level2[N_LAYERS], bound2[N_LAYERS];
+	uint8_t table[BELLOWS_CODEC_TABLE_MAX];
+	bellows_proposal in = { .n_layers = N_LAYERS,
+		.level = level,
+		.error_bound = bound,
+		.lr_scale = 0.5,
+		.n_metrics = 1,
+		.codec_table = table,
+		.codec_table_len = 3 };
+	bellows_proposal *out = calloc(1, sizeof(*out));
+	ctl_pwire_buf b = { 0 };
+	ctl_pwire_reader r;
+	size_t payload;
+
+	(void)state;
+	assert_non_null(out);
+	snprintf(in.reason, sizeof(in.reason), "why");
+	snprintf(in.metrics[0].name, sizeof(in.metrics[0].name), "m");
+	memcpy(table, "abc", 3);
+	ctl_pwire_begin(&b, CTL_PWIRE_REPLY, 0);
+	ctl_pwire_put_proposal(&b, &in);
+	assert_int_equal(ctl_pwire_end(&b), 0);
+	payload = b.len - sizeof(ctl_pwire_header);
+	*out = (bellows_proposal){ .n_layers = N_LAYERS,
+		.level = level2,
+		.error_bound = bound2,
+		.codec_table = malloc(BELLOWS_CODEC_TABLE_MAX) };
+	assert_non_null(out->codec_table);
+	r = (ctl_pwire_reader){ .p = b.data + sizeof(ctl_pwire_header),
+		.left = payload };
+	assert_int_equal(ctl_pwire_get_proposal(&r, out), 0);
+	assert_true(out->lr_scale == 0.5 && out->level[2] == 3);
+	assert_string_equal(out->reason, "why");
+	assert_int_equal(out->n_metrics, 1);
+	assert_string_equal(out->metrics[0].name, "m");
+	assert_int_equal(out->codec_table_len, 3);
+	assert_memory_equal(out->codec_table, "abc", 3);
+	for (size_t cut = 0; cut < payload; cut++) {
+		r = (ctl_pwire_reader){ .p = b.data + sizeof(ctl_pwire_header),
+			.left = cut };
+		assert_int_equal(ctl_pwire_get_proposal(&r, out),
+		    BELLOWS_EPROTO);
+	}
+	out->n_layers = N_LAYERS - 1;
+	r = (ctl_pwire_reader){ .p = b.data + sizeof(ctl_pwire_header),
+		.left = payload };
+	assert_int_equal(ctl_pwire_get_proposal(&r, out), BELLOWS_EPROTO);
+	free(out->codec_table);
+	free(out);
+	ctl_pwire_buf_fini(&b);
+}
+
+static void
+test_plugin_whose_entry_crashes_is_refused_without_crashing_the_loader(
+    void **state)
+{
+	assert_plugin_refused(*state, BROKEN_SO("entry_crash"),
+	    PROBE_CRASH_TEXT);
+}
+
+/* Loads the `checks` plug-in with x = `x`. */
+static int
+load_checks(fixture *f, const char *x)
+{
+	char so[PATH_MAX], text[2 * PATH_MAX];
+
+	plugin_path(so, sizeof(so), BROKEN_SO("checks"));
+	snprintf(text, sizeof(text),
+	    "jobs:\n"
+	    "  - match: \"*\"\n"
+	    "    policies:\n"
+	    "      - type: broken\n"
+	    "        plugin: %s\n"
+	    "        params: {x: %s}\n",
+	    so, x);
+	write_file(f->path, text);
+	f->err[0] = '\0';
+	return ctl_config_load(f->path, &f->cfg, f->err, sizeof(f->err));
+}
+
+static void
+test_plugin_check_runs_in_a_child_and_its_crash_is_a_config_error(void **state)
+{
+	fixture *f = *state;
+	char expected[512];
+
+	assert_int_equal(load_checks(f, "0.25"), 0);
+	ctl_config_destroy(&f->cfg);
+	assert_int_equal(load_checks(f, "0.75"), BELLOWS_ECONFIG);
+	snprintf(expected, sizeof(expected),
+	    "%s:4:15: policy 'broken': x must be below 0.5, not 0.75", f->path);
+	assert_string_equal(f->err, expected);
+	/* The check crashes: in the child, so this process reports it. */
+	assert_int_equal(load_checks(f, "1"), BELLOWS_ECONFIG);
+	snprintf(expected, sizeof(expected),
+	    "%s:4:15: policy 'broken': ", f->path);
+	if (strncmp(f->err, expected, strlen(expected)) != 0 ||
+	    strstr(f->err, "crashed checking the parameters") == NULL)
+		fail_msg("unexpected '%s'", f->err);
 }
 
 /* ---- loading ----------------------------------------------------------- */
@@ -473,6 +870,15 @@ main(void)
 		T(test_plugin_named_twice_in_a_file_is_loaded_once),
 		T(test_plugin_is_printed_and_reads_back),
 		T(test_plugin_close_is_null_safe),
+		T(test_plugin_decides_in_a_worker_as_it_does_in_process),
+		T(test_plugin_worker_has_its_address_space_capped),
+		T(test_plugin_that_segfaults_costs_one_window_and_its_worker_restarts),
+		T(test_plugin_that_aborts_costs_one_window_and_its_worker_restarts),
+		T(test_plugin_that_hangs_is_killed_at_its_deadline),
+		T(test_plugin_whose_init_crashes_leaves_the_job_to_its_built_ins),
+		T(test_plugin_check_runs_in_a_child_and_its_crash_is_a_config_error),
+		T(test_plugin_wire_refuses_a_short_or_mismatched_proposal),
+		T(test_plugin_whose_entry_crashes_is_refused_without_crashing_the_loader),
 	};
 #undef T
 	return cmocka_run_group_tests_name("plugin", tests, NULL, NULL);

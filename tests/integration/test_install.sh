@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `meson install` into a staging directory installs bellowsd, bellows,
-# libbellows with its headers and pkg-config file, and the bellows Python
+# the plug-in worker, libbellows with its headers and pkg-config file, and the bellows Python
 # package; a trainer builds against the installed tree alone, the library
 # exports only bellows_* symbols, the installed Python package loads the
 # installed library without BELLOWS_LIB, and a source checkout's package
@@ -15,6 +15,9 @@ for f in bellowsd bellows; do
 	    fail "$f not installed"
 done
 ok "bellowsd and bellows installed"
+[ -x "$(find "$DEST" -path "*/libexec/bellows-plugin-worker" | head -n 1)" ] ||
+    fail "bellows-plugin-worker not installed in libexec"
+ok "bellows-plugin-worker installed in libexec (where bellowsd looks)"
 pc=$(find "$DEST" -name bellows.pc | head -n 1)
 lib=$(find "$DEST" -name 'libbellows.so.*.*' | head -n 1)
 [ -n "$pc" ] && [ -n "$lib" ] || fail "library or pkg-config file missing"
