@@ -1307,6 +1307,19 @@ run_windows(fixture *f, uint64_t from, uint64_t to, uint64_t seq, uint64_t now)
 	}
 }
 
+/* Launch "one" of the job runs `windows` windows to a clean end: both
+ * ranks (peers A and B) join at step 0, report and say Bye. */
+static void
+run_launch_one(fixture *f, uint64_t windows)
+{
+	assert_int_equal(join_launch(f, "A", 0, 0, 0, "one", false, 0), 0);
+	assert_int_equal(join_launch(f, "B", 1, 0, 0, "one", false, 0), 0);
+	run_windows(f, 0, windows, 0, 10);
+	assert_int_equal(n_decisions(f), windows + 1);
+	assert_int_equal(bye(f, "A", "job", 0, 20), 0);
+	assert_int_equal(bye(f, "B", "job", 1, 20), 0);
+}
+
 /* The number of STATUS events of `kind`, the text of the last in *text. */
 static uint32_t
 events_of(fixture *f, const char *kind, uint64_t now, char *text, size_t len)
@@ -1335,12 +1348,7 @@ test_jobs_a_new_launch_after_the_run_ended_starts_a_new_run(void **state)
 	const com_decision *d;
 	char text[256];
 
-	assert_int_equal(join_launch(f, "A", 0, 0, 0, "one", false, 0), 0);
-	assert_int_equal(join_launch(f, "B", 1, 0, 0, "one", false, 0), 0);
-	run_windows(f, 0, 3, 0, 10);
-	assert_int_equal(n_decisions(f), 4);
-	assert_int_equal(bye(f, "A", "job", 0, 20), 0);
-	assert_int_equal(bye(f, "B", "job", 1, 20), 0);
+	run_launch_one(f, 3);
 
 	/* The same job from step 0 again, by another launch. */
 	assert_int_equal(join_launch(f, "C", 0, 0, 0, "two", false, 30), 0);
@@ -1432,12 +1440,7 @@ test_jobs_a_resume_rewinds_the_run_and_reissues_its_decisions(void **state)
 	uint32_t before;
 	char text[256];
 
-	assert_int_equal(join_launch(f, "A", 0, 0, 0, "one", false, 0), 0);
-	assert_int_equal(join_launch(f, "B", 1, 0, 0, "one", false, 0), 0);
-	run_windows(f, 0, 5, 0, 10);
-	assert_int_equal(n_decisions(f), 6);
-	assert_int_equal(bye(f, "A", "job", 0, 20), 0);
-	assert_int_equal(bye(f, "B", "job", 1, 20), 0);
+	run_launch_one(f, 5);
 	before = n_decisions(f);
 
 	/* From a checkpoint at window 2 (step 20), by a new launch; no

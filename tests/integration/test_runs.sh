@@ -29,6 +29,25 @@ expect_run() {
 	ok "run $1 of job '$2' recorded all 12 windows of 3 ranks"
 }
 
+# kill_launch JOB: starts a launch of JOB in its own process group and
+# SIGKILLs it with all its ranks once two of its windows are recorded.
+kill_launch() {
+	local pid pgid
+	setsid "$BELLOWS" sim --control "$CTL" --publish "$PUB" --quiet \
+	    --job "$1" --step-ms 20 "${SIM_ARGS[@]}" \
+	    >"$TMP/$1.out" 2>&1 &
+	pid=$!
+	for _ in $(seq 1 200); do
+		[ "$(q "SELECT count(*) FROM window_info w JOIN runs r ON r.id = w.run_id WHERE r.job = '$1'")" -ge 2 ] && break
+		sleep 0.05
+	done
+	pgid=$(ps -o pgid= -p "$pid" | tr -d ' ')
+	[ -n "$pgid" ] || fail "the first launch of '$1' is not running"
+	kill -KILL -- "-$pgid"
+	wait "$pid" 2>/dev/null
+	ok "the first launch of '$1' SIGKILLed with all its ranks"
+}
+
 start_daemon
 
 # 1. The same job run again from step 0 after a clean end: a new run.
@@ -43,18 +62,7 @@ ok "a rerun after a clean end is a new run with its own decisions"
 
 # 2. Ranks SIGKILLed mid-run (a preemption) and relaunched: the new launch
 # is refused while the old ranks count as alive, then admitted.
-setsid "$BELLOWS" sim --control "$CTL" --publish "$PUB" --quiet \
-    --job preempted --step-ms 20 "${SIM_ARGS[@]}" \
-    >"$TMP/killed.out" 2>&1 &
-for _ in $(seq 1 200); do
-	[ "$(q "SELECT count(*) FROM window_info w JOIN runs r ON r.id = w.run_id WHERE r.job = 'preempted'")" -ge 2 ] && break
-	sleep 0.05
-done
-pgid=$(ps -o pgid= -p $! | tr -d ' ')
-[ -n "$pgid" ] || fail "the first launch of 'preempted' is not running"
-kill -KILL -- "-$pgid"
-wait $! 2>/dev/null
-ok "the first launch of 'preempted' SIGKILLed with all its ranks"
+kill_launch preempted
 run_sim --job preempted "${SIM_ARGS[@]}" ||
     fail "the relaunch exited with $?"
 expect_agreed 3 12
@@ -70,16 +78,7 @@ ok "a relaunch after SIGKILLed ranks waits for them, then runs anew"
 
 # 3. Ranks and bellowsd both SIGKILLed, bellowsd restarted on the same
 # database: the relaunch (a new launch) is a new run there too.
-setsid "$BELLOWS" sim --control "$CTL" --publish "$PUB" --quiet \
-    --job crashed --step-ms 20 "${SIM_ARGS[@]}" \
-    >"$TMP/crashed.out" 2>&1 &
-for _ in $(seq 1 200); do
-	[ "$(q "SELECT count(*) FROM window_info w JOIN runs r ON r.id = w.run_id WHERE r.job = 'crashed'")" -ge 2 ] && break
-	sleep 0.05
-done
-pgid=$(ps -o pgid= -p $! | tr -d ' ')
-kill -KILL -- "-$pgid"
-wait $! 2>/dev/null
+kill_launch crashed
 kill_daemon KILL
 start_daemon
 grep -q "job 'crashed' recovered from the database" "$TMP/bellowsd.log" ||
