@@ -107,6 +107,9 @@ typedef struct job {
 				      * windows it expects */
 	uint64_t max_step;           /* highest step heard from a rank */
 	uint64_t idle_since_ms;      /* when the last rank went away */
+	uint64_t resumed_ms;         /* when a launch last resumed it, 0 =
+				      * never: resumes read the history on
+				      * the loop, so they are spaced */
 	uint64_t windows_incomplete; /* closed with ranks missing */
 	uint64_t reports;            /* reports accepted by this daemon */
 	uint64_t max_first_window;   /* highest first_window of a rank */
@@ -1947,6 +1950,7 @@ job_resumed(ctl_jobs *jobs, job *j, const com_hello *h, uint64_t now_ms,
 	j->alive = 0;
 	j->idle_since_ms = now_ms;
 	j->max_first_window = 0;
+	j->resumed_ms = now_ms != 0 ? now_ms : 1;
 	j->next_window = w;
 	j->max_step = h->step;
 	j->recovering = false;
@@ -2039,6 +2043,19 @@ job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 		    "(world %u, %u layers)",
 		    h->job, old->run_id, old->world, old->n_layers);
 		return BELLOWS_EMISMATCH;
+	}
+	if (old != NULL && old->resumed_ms != 0 &&
+	    now_ms - old->resumed_ms < jobs->cfg->rank_timeout_ms) {
+		/* Reading a run back costs what recovering it does: one a
+		 * job per rank_timeout_ms keeps Hellos from stalling the
+		 * loop with it. */
+		jobs_why(why, why_len,
+		    "job '%s' was resumed %" PRIu64
+		    " ms ago; another resume is "
+		    "taken %u ms after the last",
+		    h->job, now_ms - old->resumed_ms,
+		    jobs->cfg->rank_timeout_ms);
+		return BELLOWS_EBUSY;
 	}
 	if (!ctl_store_settled(jobs->store)) {
 		jobs_why(why, why_len,

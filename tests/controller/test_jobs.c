@@ -1467,6 +1467,14 @@ test_jobs_a_resume_rewinds_the_run_and_reissues_its_decisions(void **state)
 	assert_string_equal(text,
 	    "launch 'two' resumed run 0 at window 2, "
 	    "step 20 (it was at window 5)");
+	/* Its ranks gone at once, another resume must wait: reading a
+	 * run back is not done for every Hello. */
+	assert_int_equal(bye(f, "A", "job", 0, 60), 0);
+	assert_int_equal(bye(f, "B", "job", 1, 60), 0);
+	assert_int_equal(join_launch(f, "A", 0, 10, 1, "three", true, 70),
+	    BELLOWS_EBUSY);
+	assert_non_null(strstr(f->why, "was resumed 40 ms ago"));
+	assert_int_equal(join_launch(f, "A", 0, 10, 1, "three", true, 5030), 0);
 }
 
 static void
