@@ -102,11 +102,16 @@ run_sim() {
 	    >"$TMP/sim.out" 2>"$TMP/sim.err"
 }
 
-# expect_agreed RANKS WINDOWS: checks the sim's last line.
+# expect_agreed RANKS WINDOWS: checks the sim's last line, "sim: ranks=N
+# windows=W decisions=D of E expected agreed=yes", with D = E.
 expect_agreed() {
 	last=$(tail -n 1 "$TMP/sim.out")
 	case "$last" in
-	"sim: ranks=$1 windows=$2 decisions="*" agreed=yes") ;;
+	"sim: ranks=$1 windows=$2 decisions="*" of "*" expected agreed=yes")
+		sim_counts "$last"
+		[ "$SIM_D" -eq "$SIM_E" ] ||
+		    fail "sim agreed with $SIM_D of $SIM_E decisions: '$last'"
+		;;
 	*)
 		echo "---- sim stdout ----"
 		tail -n 20 "$TMP/sim.out"
@@ -116,4 +121,28 @@ expect_agreed() {
 		;;
 	esac
 	ok "$last"
+}
+
+# sim_counts LINE: sets SIM_D and SIM_E from a sim's last line.
+sim_counts() {
+	SIM_D=$(echo "$1" | sed -n 's/.* decisions=\([0-9]*\) of .*/\1/p')
+	SIM_E=$(echo "$1" | sed -n 's/.* decisions=[0-9]* of \([0-9]*\) expected .*/\1/p')
+	[ -n "$SIM_D" ] && [ -n "$SIM_E" ] ||
+	    fail "no 'decisions=D of E expected' in the sim's line '$1'"
+}
+
+# expect_not_agreed RANKS WINDOWS STATUS: checks that the sim exited with
+# STATUS 1 and that its last line says agreed=no with fewer decisions than
+# expected (D < E); sets SIM_D and SIM_E.
+expect_not_agreed() {
+	last=$(tail -n 1 "$TMP/sim.out")
+	[ "$3" -eq 1 ] || fail "sim exited with $3, expected 1: '$last'"
+	case "$last" in
+	"sim: ranks=$1 windows=$2 decisions="*" of "*" expected agreed=no") ;;
+	*) fail "sim did not say agreed=no: '$last'" ;;
+	esac
+	sim_counts "$last"
+	[ "$SIM_D" -lt "$SIM_E" ] ||
+	    fail "sim failed but applied $SIM_D of $SIM_E decisions: '$last'"
+	ok "$last (exit 1)"
 }
