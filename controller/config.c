@@ -786,6 +786,15 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 		else if (strcmp(kname, "job_idle_ms") == 0)
 			r = config_u32(cx, val, kname, 1000, 4000000000u,
 			    &cfg->job_idle_ms);
+		else if (strcmp(kname, "max_job_mb") == 0)
+			r = config_u32(cx, val, kname, 1, 1048576,
+			    &cfg->max_job_mb);
+		else if (strcmp(kname, "max_total_job_mb") == 0)
+			r = config_u32(cx, val, kname, 1, 1048576,
+			    &cfg->max_total_job_mb);
+		else if (strcmp(kname, "peer_queue_mb") == 0)
+			r = config_u32(cx, val, kname, 1, 4096,
+			    &cfg->peer_queue_mb);
 		else
 			r = config_fail(cx, key, "unknown key '%s' in daemon",
 			    kname);
@@ -850,6 +859,9 @@ config_defaults(ctl_config *cfg)
 	cfg->max_world = 16384;
 	cfg->max_layers = 65536;
 	cfg->job_idle_ms = 600000;
+	cfg->max_job_mb = 1024;
+	cfg->max_total_job_mb = 4096;
+	cfg->peer_queue_mb = 16;
 	cfg->store.max_windows_per_run = 0;
 	cfg->store.max_age_days = 0;
 	cfg->store.keep_every = 10;
@@ -1278,6 +1290,9 @@ ctl_config_print(const ctl_config *cfg, void *out)
 	fprintf(f, "  max_world: %u\n", cfg->max_world);
 	fprintf(f, "  max_layers: %u\n", cfg->max_layers);
 	fprintf(f, "  job_idle_ms: %u\n", cfg->job_idle_ms);
+	fprintf(f, "  max_job_mb: %u\n", cfg->max_job_mb);
+	fprintf(f, "  max_total_job_mb: %u\n", cfg->max_total_job_mb);
+	fprintf(f, "  peer_queue_mb: %u\n", cfg->peer_queue_mb);
 	fprintf(f, "store:\n");
 	fprintf(f, "  max_windows_per_run: %u\n",
 	    cfg->store.max_windows_per_run);

@@ -84,6 +84,11 @@ typedef struct ctl_config {
 	uint32_t max_world;         /* ranks per job */
 	uint32_t max_layers;        /* layers per job */
 	uint32_t job_idle_ms;       /* forget a job with no live rank */
+	uint32_t max_job_mb;        /* MiB one job may hold, as its Hello
+				     * implies (ctl_jobs_job_bytes) */
+	uint32_t max_total_job_mb;  /* MiB all jobs together may hold */
+	uint32_t peer_queue_mb;     /* MiB queued to send to one connection
+				     * (see server.h) */
 	ctl_store_conf store;       /* history database settings */
 	uint32_t n_jobs;            /* entries in jobs */
 	ctl_job_conf *jobs;         /* first match wins */
