@@ -60,13 +60,14 @@ YAML
 # start_daemon: starts bellowsd in the background and waits until it
 # answers STATUS. Its history database is $DB when set (kept across
 # restarts: a restart then recovers the jobs from it), else a new
-# $TMP/bellows-N.db per start (a restart without history).
+# $TMP/bellows-N.db per start (a restart without history); $DAEMON_ARGS
+# (e.g. --no-db) come last.
 start_daemon() {
 	[ -f "$TMP/policy.yaml" ] || write_config "$TMP/policy.yaml"
 	DAEMON_STARTS=$((DAEMON_STARTS + 1))
 	"$BELLOWSD" --control "$CTL" --publish "$PUB" \
 	    --policy "$TMP/policy.yaml" --log-level info \
-	    --db "${DB:-$TMP/bellows-$DAEMON_STARTS.db}" \
+	    --db "${DB:-$TMP/bellows-$DAEMON_STARTS.db}" ${DAEMON_ARGS:-} \
 	    >>"$TMP/bellowsd.log" 2>&1 &
 	DAEMON_PID=$!
 	for _ in $(seq 1 100); do
@@ -145,4 +146,9 @@ expect_not_agreed() {
 	[ "$SIM_D" -lt "$SIM_E" ] ||
 	    fail "sim failed but applied $SIM_D of $SIM_E decisions: '$last'"
 	ok "$last (exit 1)"
+}
+
+# daemon_kb FIELD: bellowsd's FIELD (VmRSS, VmHWM) from /proc, in kB.
+daemon_kb() {
+	awk -v f="$1:" '$1 == f { print $2 }' "/proc/$DAEMON_PID/status"
 }
