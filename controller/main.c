@@ -261,7 +261,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "bellowsd: cannot set up signals or ZeroMQ\n");
 		goto out;
 	}
-	if (ctl_server_open(zctx, control, publish, &limits, instance,
+	if (ctl_server_open(zctx, control, publish, &limits,
+		d.cfg->peer_queue_mb, d.cfg->max_layers, instance,
 		&d.server) != 0)
 		goto out;
 	if (ctl_jobs_new(d.cfg, instance, ctl_server_publish, d.server,
