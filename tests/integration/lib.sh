@@ -152,3 +152,10 @@ expect_not_agreed() {
 daemon_kb() {
 	awk -v f="$1:" '$1 == f { print $2 }' "/proc/$DAEMON_PID/status"
 }
+
+# daemon_sanitized: true when bellowsd is built with AddressSanitizer,
+# whose quarantine and shadow memory make its RSS no measure of what it
+# holds.
+daemon_sanitized() {
+	ldd "$BELLOWSD" 2>/dev/null | grep -q libasan
+}
