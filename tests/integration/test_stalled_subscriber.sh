@@ -76,4 +76,18 @@ ok "the stalled subscriber lost $missing decisions"
 [ "$top" = "$seq" ] ||
     fail "its snapshot reaches seq $top, the job is at seq $seq"
 ok "a snapshot brings it to the job's newest decision, seq $seq"
+
+# The queues are bound once: a reload that changes peer_queue_mb says so.
+sed -i "s/peer_queue_mb: $QUEUE_MB/peer_queue_mb: $((QUEUE_MB + 1))/" \
+    "$TMP/policy.yaml"
+kill -HUP "$DAEMON_PID"
+for _ in $(seq 1 100); do
+	grep -q "peer_queue_mb is $((QUEUE_MB + 1)) in the reloaded file; the send queues keep $QUEUE_MB until bellowsd restarts" \
+	    "$TMP/bellowsd.log" && break
+	sleep 0.05
+done
+grep -q "send queues keep $QUEUE_MB until bellowsd restarts" \
+    "$TMP/bellowsd.log" ||
+    fail "a reload that changed peer_queue_mb was not warned about"
+ok "a reload that changes peer_queue_mb is warned about"
 kill_daemon TERM
