@@ -590,9 +590,6 @@ ctl_jobs_latency(const ctl_jobs *jobs, ctl_jobs_latency_info *ret)
 	ret->max_ms = (double)sorted[n - 1] / 1e6;
 }
 
-/* Creates job `h->job` from its first hello: layer table, policies and,
- * unless the hello carries a state to adopt (a daemon restart), the
- * policies' initial decision. */
 /* The most a job of `world` ranks and this layer table can come to hold
  * in the table, whatever its ranks send: the job and its names, its rank
  * slots, its decision log (every entry with the largest codec table and
@@ -630,16 +627,17 @@ jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
 {
 	const ctl_config *cfg = jobs->cfg;
 	uint64_t mib = ((uint64_t)bytes + (1u << 20) - 1) >> 20;
+	uint64_t total = (uint64_t)cfg->max_total_job_mb << 20;
 
-	if (bytes > (size_t)cfg->max_job_mb << 20) {
+	if (bytes > (uint64_t)cfg->max_job_mb << 20) {
 		jobs_why(why, why_len,
 		    "job '%s' could hold up to %" PRIu64
 		    " MiB, more than max_job_mb (%u)",
 		    name, mib, cfg->max_job_mb);
 		return BELLOWS_ELIMIT;
 	}
-	if (bytes > ((size_t)cfg->max_total_job_mb << 20) - jobs->bytes ||
-	    jobs->bytes > (size_t)cfg->max_total_job_mb << 20) {
+	/* The held jobs may exceed a total lowered by a reload. */
+	if (jobs->bytes > total || bytes > total - jobs->bytes) {
 		jobs_why(why, why_len,
 		    "job '%s' could hold up to %" PRIu64
 		    " MiB, and the %u jobs held may hold %zu MiB: more than "
@@ -651,6 +649,9 @@ jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
 	return 0;
 }
 
+/* Creates job `h->job` from its first hello: layer table, policies and,
+ * unless the hello carries a state to adopt (a daemon restart), the
+ * policies' initial decision. */
 /* Makes room for one more job in the table and allocates a job with its
  * name, rank slots and a copy of the layer table; the caller fills the
  * rest and appends it. Returns 0 or BELLOWS_ENOMEM (nothing allocated). */
