@@ -139,18 +139,18 @@ typedef struct sim_ctx {
 
 /* What one rank process works with. */
 typedef struct sim_rank {
-	const sim_ctx *cx;    /* shared context */
-	uint32_t rank;        /* this rank */
-	bellows_agent *agent; /* its agent */
-	float **pattern;      /* per layer: unit-norm direction */
-	float *grad;          /* scratch gradient, largest layer */
-	double *base;         /* per layer: norm scale */
-	FILE *metrics_out;    /* rank 0: --record-metrics, else NULL */
-	FILE *levels_out;     /* rank 0: --record-levels, else NULL */
-	uint64_t welcomed_to; /* windows closed while welcomed: a daemon
-			       * lost later owes decisions from here */
-	uint64_t lag;         /* steps from a window's end to its decision,
-			       * least seen; UINT64_MAX: none seen yet */
+	const sim_ctx *cx;     /* shared context */
+	uint32_t rank;         /* this rank */
+	bellows_agent *agent;  /* its agent */
+	float **pattern;       /* per layer: unit-norm direction */
+	float *grad;           /* scratch gradient, largest layer */
+	double *base;          /* per layer: norm scale */
+	FILE *metrics_out;     /* rank 0: --record-metrics, else NULL */
+	FILE *levels_out;      /* rank 0: --record-levels, else NULL */
+	uint64_t start_window; /* first window this process runs */
+	uint64_t applied;      /* distinct decisions it applied */
+	uint64_t lag;          /* steps from a window's end to its decision,
+				* least seen; UINT64_MAX: none seen yet */
 } sim_rank;
 
 void
@@ -1235,7 +1235,6 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 		bellows_step_info info = { 0 };
 		sim_step_sums sum = { .bucket_comp = true };
 		bellows_decision d;
-		bellows_agent_stats st;
 		uint64_t got = 0, t0;
 		double course;
 
@@ -1269,6 +1268,8 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 			rk->lag = d.apply_step - d.window * o->steps;
 		if ((r = sim_record_levels(rk, &d)) != 0)
 			return r;
+		if (d.seq != last_seq && d.seq != 0)
+			rk->applied++;
 		if (rk->rank == 0 && !o->quiet && d.seq != last_seq &&
 		    d.seq != 0)
 			sim_print_decision(s, &d);
@@ -1331,33 +1332,30 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 		if ((s + 1) % o->steps == 0 &&
 		    (r = sim_record_metrics(rk, s / o->steps, info.lr)) != 0)
 			return r;
-		if ((s + 1) % o->steps == 0 &&
-		    bellows_agent_stats_get(rk->agent, &st) == 0 &&
-		    st.connected)
-			rk->welcomed_to = (s + 1) / o->steps;
 		atomic_store(&slot->step_done, s + 1);
 	}
 	return 0;
 }
 
-/* The decisions a rank was owed after it lost bellowsd for good (it is
- * not welcomed at its end): one for each window it closed after its last
- * welcome whose decision would have taken effect within the run, at the
- * lag between a window's end and its decision that the decisions applied
- * showed (apply_lag 1, bellowsd's default, when none came). The agent
- * stops waiting for decisions once it has lost the daemon, so these
- * count nowhere else. */
+/* The decisions a process of a rank that lost bellowsd for good (it is
+ * not welcomed at its end) was owed and did not apply: the one its first
+ * step waits for, and one for each window it ran whose decision would
+ * have taken effect within the run, at the lag between a window's end and
+ * its decision that the decisions it applied showed (apply_lag 1,
+ * bellowsd's default, when none came); less those it applied. The agent
+ * stops waiting for decisions once it has lost the daemon, so most of
+ * these are no misses of its own. */
 static uint64_t
 sim_rank_lost(const sim_rank *rk)
 {
 	const sim_ctx *cx = rk->cx;
-	uint64_t lag = rk->lag != UINT64_MAX ? rk->lag : 1, n = 0;
+	uint64_t lag = rk->lag != UINT64_MAX ? rk->lag : 1, owed = 1;
 
-	for (uint64_t w = rk->welcomed_to; w < cx->o->windows; w++) {
+	for (uint64_t w = rk->start_window; w < cx->o->windows; w++) {
 		if ((w + 1) * cx->o->steps + lag < cx->total_steps)
-			n++;
+			owed++;
 	}
-	return n;
+	return owed > rk->applied ? owed - rk->applied : 0;
 }
 
 /* The body of a rank process. Returns its exit code. */
@@ -1365,7 +1363,12 @@ static int
 sim_rank_main(const sim_ctx *cx, uint32_t rank, uint64_t start_step)
 {
 	const sim_opts *o = cx->o;
-	sim_rank rk = { .cx = cx, .rank = rank, .lag = UINT64_MAX };
+	sim_rank rk = {
+		.cx = cx,
+		.rank = rank,
+		.lag = UINT64_MAX,
+		.start_window = start_step / cx->o->steps,
+	};
 	sim_slot *slot = &cx->slots[rank];
 	bellows_agent_config cfg;
 	bellows_agent_stats st;
@@ -1874,10 +1877,10 @@ oom:
 
 /* The decisions the ranks should have had and did not: for each rank,
  * those it waited for at their apply step in vain (the agent's misses,
- * the Welcome of its first step included) plus, when it ended without
- * bellowsd, those of the windows it ran after losing it (sim_rank_lost);
- * the largest over the ranks. Prints a line for each rank that missed
- * some. */
+ * the Welcome of its first step included) or, when it ended without
+ * bellowsd, those owed in the run that it did not apply (sim_rank_lost),
+ * if more; the largest over the ranks. Prints a line for each rank that
+ * missed some. */
 static uint64_t
 sim_missed(const sim_ctx *cx)
 {
@@ -1897,9 +1900,10 @@ sim_missed(const sim_ctx *cx)
 				    "%s\n",
 				    r, sl->last_error_text);
 			else
-				printf("sim: rank %u ended without bellowsd "
-				       "(last refusal: %s): %" PRIu64
-				       " decisions due in the run never came\n",
+				printf(
+				    "sim: rank %u ended without bellowsd "
+				    "(last refusal: %s): %" PRIu64
+				    " decisions due in the run not applied\n",
 				    r,
 				    sl->last_error != 0 ? sl->last_error_text
 							: "none",
@@ -1909,8 +1913,10 @@ sim_missed(const sim_ctx *cx)
 			printf("sim: rank %u waited for %" PRIu64
 			       " decisions in vain (decision timeout)\n",
 			    r, miss);
-		if (miss + lost > most)
-			most = miss + lost;
+		if (miss > most)
+			most = miss;
+		if (lost > most)
+			most = lost;
 	}
 	return most;
 }
