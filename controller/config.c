@@ -1240,6 +1240,15 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 		else if (strcmp(kname, "plugin_memory_mb") == 0)
 			r = config_u32(cx, val, kname, 64, 1048576,
 			    &cfg->plugin_memory_mb);
+		else if (strcmp(kname, "max_job_mb") == 0)
+			r = config_u32(cx, val, kname, 1, 1048576,
+			    &cfg->max_job_mb);
+		else if (strcmp(kname, "max_total_job_mb") == 0)
+			r = config_u32(cx, val, kname, 1, 1048576,
+			    &cfg->max_total_job_mb);
+		else if (strcmp(kname, "peer_queue_mb") == 0)
+			r = config_u32(cx, val, kname, 1, 4096,
+			    &cfg->peer_queue_mb);
 		else
 			r = config_fail(cx, key, "unknown key '%s' in daemon",
 			    kname);
@@ -1307,6 +1316,9 @@ config_defaults(ctl_config *cfg)
 	cfg->reload_timeout_ms = CTL_CONFIG_RELOAD_TIMEOUT_MS;
 	cfg->plugin_timeout_ms = CTL_WORKER_TIMEOUT_MS;
 	cfg->plugin_memory_mb = CTL_WORKER_MEMORY_MB;
+	cfg->max_job_mb = 1024;
+	cfg->max_total_job_mb = 4096;
+	cfg->peer_queue_mb = 16;
 	cfg->store.max_windows_per_run = 0;
 	cfg->store.max_age_days = 0;
 	cfg->store.keep_every = 10;
@@ -1923,6 +1935,9 @@ ctl_config_print(const ctl_config *cfg, void *out)
 	fprintf(f, "  reload_timeout_ms: %u\n", cfg->reload_timeout_ms);
 	fprintf(f, "  plugin_timeout_ms: %u\n", cfg->plugin_timeout_ms);
 	fprintf(f, "  plugin_memory_mb: %u\n", cfg->plugin_memory_mb);
+	fprintf(f, "  max_job_mb: %u\n", cfg->max_job_mb);
+	fprintf(f, "  max_total_job_mb: %u\n", cfg->max_total_job_mb);
+	fprintf(f, "  peer_queue_mb: %u\n", cfg->peer_queue_mb);
 	fprintf(f, "store:\n");
 	fprintf(f, "  max_windows_per_run: %u\n",
 	    cfg->store.max_windows_per_run);

@@ -114,6 +114,11 @@ typedef struct ctl_config {
 	uint32_t reload_timeout_ms; /* abandon a reload that takes longer */
 	uint32_t plugin_timeout_ms; /* deadline of one plug-in call */
 	uint32_t plugin_memory_mb;  /* address space of a plug-in worker */
+	uint32_t max_job_mb;        /* MiB one job may hold, as its Hello
+				     * implies (ctl_jobs_job_bytes) */
+	uint32_t max_total_job_mb;  /* MiB all jobs together may hold */
+	uint32_t peer_queue_mb;     /* MiB queued to send to one connection
+				     * (see server.h) */
 	ctl_store_conf store;       /* history database settings */
 	uint32_t n_jobs;            /* entries in jobs */
 	ctl_job_conf *jobs;         /* first match wins */

@@ -26,6 +26,7 @@
 #include "jobs.h"
 
 #include "clock.h"
+#include "codec.h"
 #include "log.h"
 #include "policy_host.h"
 #include "store.h"
@@ -115,6 +116,8 @@ typedef struct job {
 	uint64_t max_first_window;   /* highest first_window of a rank */
 	ctl_policy_set *policies;    /* instances deciding for the job */
 	char policy_names[256];      /* their names, for STATUS */
+	size_t bytes;                /* the most it may hold, counted when
+				      * it was admitted (jobs_job_bytes) */
 } job;
 
 struct ctl_jobs {
@@ -135,6 +138,7 @@ struct ctl_jobs {
 	uint64_t latency_ns[JOBS_LATENCY_N]; /* window close -> publish of
 					      * the last decisions, a ring */
 	uint64_t latency_n;                  /* decisions measured, ever */
+	size_t bytes;                        /* sum of the jobs' bytes */
 };
 
 static void jobs_why(char *why, size_t len, const char *fmt, ...)
@@ -461,6 +465,7 @@ jobs_remove(ctl_jobs *jobs, uint32_t i)
 {
 	if (jobs->last_hit == jobs->jobs[i])
 		jobs->last_hit = NULL;
+	jobs->bytes -= jobs->jobs[i]->bytes;
 	job_destroy(&jobs->jobs[i]);
 	jobs->jobs[i] = jobs->jobs[--jobs->n_jobs];
 }
@@ -660,6 +665,65 @@ ctl_jobs_latency(const ctl_jobs *jobs, ctl_jobs_latency_info *ret)
 	ret->max_ms = (double)sorted[n - 1] / 1e6;
 }
 
+/* The most a job of `world` ranks and this layer table can come to hold
+ * in the table, whatever its ranks send: the job and its names, its rank
+ * slots, its decision log (every entry with the largest codec table and
+ * texts the wire allows), every window it may aggregate at once at its
+ * fullest (ctl_window_bytes_max) and its policies (ctl_policy_set_bytes).
+ * Counted before anything is allocated, so that a Hello cannot make the
+ * daemon hold more than max_job_mb for one job, or max_total_job_mb for
+ * all of them. Saturates at SIZE_MAX. */
+static size_t
+jobs_job_bytes(const ctl_job_conf *jc, const char *name, uint32_t world,
+    const com_layer_info *layers, uint32_t n_layers)
+{
+	uint64_t names = strlen(name) + 1, n;
+	com_limits lim;
+
+	com_limits_default(&lim);
+	for (uint32_t l = 0; l < n_layers; l++)
+		names += strlen(layers[l].name) + 1;
+	n = sizeof(job) + names + (uint64_t)world * sizeof(job_rank) +
+	    (uint64_t)n_layers * sizeof(com_layer_info);
+	n += JOBS_LOG *
+	    ((uint64_t)n_layers * 2 * sizeof(double) + lim.max_codec_table +
+		2 * (uint64_t)lim.max_text_len + strlen(name) + 1);
+	n += JOBS_OPEN *
+	    (uint64_t)ctl_window_bytes_max(world, n_layers, lim.max_comm);
+	n += ctl_policy_set_bytes(jc, n_layers);
+	return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+}
+
+/* Refuses a job that would hold more than the configured budgets, with
+ * the reason in why. Returns 0 or BELLOWS_ELIMIT. */
+static int
+jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
+    size_t why_len)
+{
+	const ctl_config *cfg = jobs->cfg;
+	uint64_t mib = ((uint64_t)bytes + (1u << 20) - 1) >> 20;
+	uint64_t total = (uint64_t)cfg->max_total_job_mb << 20;
+
+	if (bytes > (uint64_t)cfg->max_job_mb << 20) {
+		jobs_why(why, why_len,
+		    "job '%s' could hold up to %" PRIu64
+		    " MiB, more than max_job_mb (%u)",
+		    name, mib, cfg->max_job_mb);
+		return BELLOWS_ELIMIT;
+	}
+	/* The held jobs may exceed a total lowered by a reload. */
+	if (jobs->bytes > total || bytes > total - jobs->bytes) {
+		jobs_why(why, why_len,
+		    "job '%s' could hold up to %" PRIu64
+		    " MiB, and the %u jobs held may hold %zu MiB: more than "
+		    "max_total_job_mb (%u)",
+		    name, mib, jobs->n_jobs, jobs->bytes >> 20,
+		    cfg->max_total_job_mb);
+		return BELLOWS_ELIMIT;
+	}
+	return 0;
+}
+
 /* Creates job `h->job` from its first hello: layer table, policies and,
  * unless the hello carries a state to adopt (a daemon restart), the
  * policies' initial decision. */
@@ -713,6 +777,7 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 	const ctl_job_conf *jc = ctl_config_match(jobs->cfg, h->job);
 	com_decision state = { 0 };
 	char reason[BELLOWS_REASON_MAX];
+	size_t bytes;
 	bool adopt;
 	job *j;
 	int r = BELLOWS_ENOMEM;
@@ -722,9 +787,13 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 		    jobs->cfg->max_jobs);
 		return BELLOWS_ELIMIT;
 	}
+	bytes = jobs_job_bytes(jc, h->job, h->world, h->layers, h->n_layers);
+	if ((r = jobs_admit(jobs, h->job, bytes, why, why_len)) != 0)
+		return r;
 	if ((r = job_alloc(jobs, h->job, h->world, h->layers, h->n_layers,
 		 &j)) != 0)
 		return r;
+	j->bytes = bytes;
 	r = BELLOWS_ENOMEM;
 	free(j->run_key);
 	if ((j->run_key = com_strdup(hello_run_id(h))) == NULL)
@@ -748,6 +817,7 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 		snprintf(reason, sizeof(reason), "no policy configured");
 	}
 	jobs->jobs[jobs->n_jobs++] = j;
+	jobs->bytes += j->bytes;
 	adopt = h->in_force.seq > 0 && h->in_force.n_layers == h->n_layers;
 	j->run_id = ctl_store_run_begin(jobs->store, j->name, j->run_key,
 	    j->world, j->layers, j->n_layers, jobs->cfg,
@@ -1734,6 +1804,9 @@ jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	jobs_recovery *rec = arg;
 	ctl_jobs *jobs = rec->jobs;
 	const ctl_config *cfg = jobs->cfg;
+	const ctl_job_conf *jc = ctl_config_match(cfg, run->job);
+	char why[256];
+	size_t bytes;
 	job *j;
 
 	if (rec->resuming) {
@@ -1762,9 +1835,18 @@ jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 		    run->job, run->id);
 		return BELLOWS_ELIMIT;
 	}
+	bytes = jobs_job_bytes(jc, run->job, run->world, run->layers,
+	    run->n_layers);
+	if (jobs_admit(jobs, run->job, bytes, why, sizeof(why)) != 0) {
+		ctl_log(CTL_LOG_WARN, "jobs",
+		    "run %" PRId64 " not recovered: %s", run->id, why);
+		return BELLOWS_ELIMIT;
+	}
 	if (job_from_run(jobs, run, rec->now_ms, &j) != 0)
 		return BELLOWS_ENOMEM;
+	j->bytes = bytes;
 	jobs->jobs[jobs->n_jobs++] = j;
+	jobs->bytes += j->bytes;
 	*ret_ctx = j;
 	return 0;
 }
@@ -2033,6 +2115,7 @@ job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 		.resuming = true,
 	};
 	job *old = *jp, *j;
+	size_t bytes;
 	int r;
 
 	if (old != NULL &&
@@ -2069,6 +2152,15 @@ job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 		    jobs->cfg->max_jobs);
 		return BELLOWS_ELIMIT;
 	}
+	/* The run's table is the Hello's (checked below), so its budget
+	 * is the one the Hello implies; a job in the table holds it. */
+	bytes = old != NULL
+	    ? old->bytes
+	    : jobs_job_bytes(ctl_config_match(jobs->cfg, h->job), h->job,
+		  h->world, h->layers, h->n_layers);
+	if (old == NULL &&
+	    (r = jobs_admit(jobs, h->job, bytes, why, why_len)) != 0)
+		return r;
 	r = ctl_store_load_run(jobs->store, old != NULL ? old->run_id : 0,
 	    h->job, h->last_window, JOBS_LOG, &ops, &rec);
 	j = rec.loaded;
@@ -2092,7 +2184,9 @@ job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 			j->last_seq = old->last_seq;
 		if (old != NULL)
 			jobs_drop(jobs, old);
+		j->bytes = bytes;
 		jobs->jobs[jobs->n_jobs++] = j;
+		jobs->bytes += j->bytes;
 	}
 	job_resumed(jobs, j, h, now_ms, rec.replayed);
 	*jp = j;

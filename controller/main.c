@@ -57,6 +57,7 @@ typedef struct daemon_state {
 	ctl_store *store;        /* history, NULL with --no-db */
 	ctl_loop *loop;          /* event loop */
 	uint64_t reloads;        /* reloads done that the store has seen */
+	uint32_t queue_mb;       /* peer_queue_mb the sockets were bound with */
 	int sigfd;               /* signalfd */
 } daemon_state;
 
@@ -109,6 +110,11 @@ main_before_sleep(ctl_loop *loop, void *arg)
 		const ctl_config *cfg = ctl_reload_config(d->reload);
 
 		d->reloads = rc.done;
+		if (cfg->peer_queue_mb != d->queue_mb)
+			ctl_log(CTL_LOG_WARN, "main",
+			    "peer_queue_mb is %u in the reloaded file; the "
+			    "send queues keep %u until bellowsd restarts",
+			    cfg->peer_queue_mb, d->queue_mb);
 		ctl_store_config(d->store, cfg);
 		ctl_store_set_conf(d->store, &cfg->store);
 	}
@@ -263,8 +269,9 @@ main(int argc, char **argv)
 		fprintf(stderr, "bellowsd: cannot set up signals or ZeroMQ\n");
 		goto out;
 	}
-	if (ctl_server_open(zctx, control, publish, &limits, instance,
-		&d.server) != 0)
+	d.queue_mb = d.cfg->peer_queue_mb;
+	if (ctl_server_open(zctx, control, publish, &limits, d.queue_mb,
+		d.cfg->max_layers, instance, &d.server) != 0)
 		goto out;
 	if (ctl_jobs_new(d.cfg, instance, ctl_server_publish, d.server,
 		&d.jobs) != 0 ||

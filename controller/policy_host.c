@@ -711,3 +711,17 @@ ctl_policy_set_names(const ctl_policy_set *set, char *buf, size_t len)
 	for (uint32_t i = 0; set != NULL && i < set->n; i++)
 		host_append(buf, len, ",", set->inst[i].conf->name);
 }
+
+size_t
+ctl_policy_set_bytes(const ctl_job_conf *jc, uint32_t n_layers)
+{
+	size_t n = sizeof(ctl_policy_set) + BELLOWS_CODEC_TABLE_MAX +
+	    (size_t)n_layers * 2 * sizeof(double);
+
+	for (uint32_t i = 0; jc != NULL && i < jc->n_policies; i++)
+		n += sizeof(host_instance) + jc->policies[i].ops->state_size +
+		    (size_t)n_layers * sizeof(bool) +
+		    BELLOWS_METRICS_MAX *
+			(sizeof(bellows_metric) + sizeof(com_metric));
+	return n;
+}

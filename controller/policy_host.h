@@ -37,6 +37,12 @@ int ctl_policy_set_new(const ctl_job_conf *jc, const char *job, uint32_t world,
     const com_layer_info *layers, uint32_t n_layers, com_decision *state,
     char *reason, size_t reason_len, ctl_policy_set **ret_set);
 
+/* The bytes a set for `jc` holds for a job of `n_layers` layers: the
+ * scratch proposal, and per instance its state (ops->state_size), its
+ * layer selection and its metrics. What a job's admission counts for its
+ * policies. */
+size_t ctl_policy_set_bytes(const ctl_job_conf *jc, uint32_t n_layers);
+
 /* Prepares the set that replaces `old` (NULL if the job had none) after a
  * reload, from the job's entry `jc` in the new configuration. An instance
  * of `old` that is the same instance in jc (ctl_policy_conf_same_instance)

@@ -6,6 +6,7 @@
 #include "log.h"
 
 #include <bellows/error.h>
+#include <bellows/policy.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -20,6 +21,13 @@
 #define SERVER_BATCH       256   /* messages read per loop turn */
 #define SERVER_TOPIC_MAX   300   /* "d:" + job name + NUL */
 #define SERVER_GUARD       2     /* transport guard, in codec limits */
+
+#define SERVER_HWM_MIN 8      /* messages queued per connection */
+#define SERVER_HWM_MAX 100000 /* ... at most */
+/* Requests queued per peer. Not lowered to a byte budget: libzmq drops
+ * what a peer sent beyond it when the peer disconnects (an agent's last
+ * reports and its Bye), and the loop reads faster than peers send. */
+#define SERVER_RCVHWM 100000
 
 typedef struct server_peer {
 	uint8_t id[256];       /* routing id */
@@ -44,7 +52,38 @@ struct ctl_server {
 	uint64_t messages;    /* frames received */
 	uint64_t dropped;     /* messages dropped */
 	uint64_t pub_dropped; /* publications that failed */
+	int pub_hwm;          /* ZMQ_SNDHWM of the PUB, in messages */
+	int reply_hwm;        /* ZMQ_SNDHWM of the ROUTER, in messages */
 };
+
+/* The high-water mark that keeps `budget` bytes of `frame`-byte messages:
+ * ZeroMQ counts messages, not bytes, so the largest message sets it. */
+static int
+server_hwm(size_t budget, size_t frame)
+{
+	size_t n = budget / (frame > 0 ? frame : 1);
+
+	if (n < SERVER_HWM_MIN)
+		return SERVER_HWM_MIN;
+	return n > SERVER_HWM_MAX ? SERVER_HWM_MAX : (int)n;
+}
+
+size_t
+ctl_server_publication_bytes(const com_limits *limits, uint32_t max_layers)
+{
+	/* A decision: two packed doubles per layer, the codec table, the
+	 * reason and policy texts, the job name. A telemetry: its metrics,
+	 * each with a policy name, a metric name, a layer and a value.
+	 * Both with room for the framing. */
+	size_t decision = (size_t)max_layers * 2 * sizeof(double) +
+	    limits->max_codec_table + 2 * (size_t)limits->max_text_len +
+	    limits->max_name_len + 1024;
+	size_t telemetry = (size_t)limits->max_metrics *
+		(limits->max_name_len + BELLOWS_METRIC_NAME_MAX + 24) +
+	    limits->max_name_len + 1024;
+
+	return decision > telemetry ? decision : telemetry;
+}
 
 static int
 server_bind(void *sock, const char *endpoint, const char *what)
@@ -58,11 +97,13 @@ server_bind(void *sock, const char *endpoint, const char *what)
 
 int
 ctl_server_open(void *zctx, const char *control, const char *publish,
-    const com_limits *limits, uint64_t instance, ctl_server **ret_server)
+    const com_limits *limits, uint32_t queue_mb, uint32_t max_layers,
+    uint64_t instance, ctl_server **ret_server)
 {
 	ctl_server *s = calloc(1, sizeof(*s));
 	int64_t maxsize = (int64_t)limits->max_msg_bytes * SERVER_GUARD;
-	int hwm = 100000, linger = 0, r;
+	size_t budget = (size_t)queue_mb << 20, publication;
+	int linger = 0, rcvhwm = SERVER_RCVHWM, r;
 
 	if (s == NULL)
 		return BELLOWS_ENOMEM;
@@ -83,13 +124,31 @@ ctl_server_open(void *zctx, const char *control, const char *publish,
 	 * would exhaust our memory, and the one drop STATUS cannot see. */
 	zmq_setsockopt(s->router, ZMQ_MAXMSGSIZE, &maxsize, sizeof(maxsize));
 	zmq_setsockopt(s->router, ZMQ_LINGER, &linger, sizeof(linger));
-	zmq_setsockopt(s->router, ZMQ_SNDHWM, &hwm, sizeof(hwm));
-	zmq_setsockopt(s->router, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+	zmq_setsockopt(s->router, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
 	zmq_setsockopt(s->pub, ZMQ_LINGER, &linger, sizeof(linger));
-	zmq_setsockopt(s->pub, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+	/* The send queues of both sockets are bounded in bytes: ZeroMQ
+	 * counts messages per connection, so the budget is divided by the
+	 * largest message the limits let through: a publication for jobs of
+	 * max_layers layers, a reply (a Welcome, Snapshot or STATUS) of up
+	 * to a frame. Set once, before binding: libzmq gives each accepted
+	 * connection the mark its listener had when it was bound, and a
+	 * mark lowered on a connection that holds more than it can leave
+	 * that connection stalled for good, so the marks never change while
+	 * the daemon runs. */
+	publication = ctl_server_publication_bytes(limits, max_layers);
+	s->pub_hwm = server_hwm(budget, publication);
+	s->reply_hwm = server_hwm(budget, limits->max_msg_bytes);
+	zmq_setsockopt(s->pub, ZMQ_SNDHWM, &s->pub_hwm, sizeof(s->pub_hwm));
+	zmq_setsockopt(s->router, ZMQ_SNDHWM, &s->reply_hwm,
+	    sizeof(s->reply_hwm));
 	if ((r = server_bind(s->router, control, "control")) != 0 ||
 	    (r = server_bind(s->pub, publish, "publish")) != 0)
 		goto fail;
+	ctl_log(CTL_LOG_INFO, "server",
+	    "send queues per connection: %d publications of up to %zu bytes, "
+	    "%d replies of up to %zu bytes (peer_queue_mb %u)",
+	    s->pub_hwm, publication, s->reply_hwm, limits->max_msg_bytes,
+	    queue_mb);
 	*ret_server = s;
 	return 0;
 fail:

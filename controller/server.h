@@ -8,6 +8,16 @@
  * logged at most once per peer per minute. Nothing a peer sends can block
  * the loop: every send is non-blocking and a reply that cannot be queued
  * is dropped.
+ *
+ * Nor can a peer that does not read make the daemon hold more than a byte
+ * budget for it (peer_queue_mb): ZeroMQ queues per connection and counts
+ * messages, so the send high-water mark of each socket (publications for
+ * a subscriber, replies for a client) is the budget divided by the
+ * largest message the limits let through (at least 8 messages, at most
+ * 100,000). A subscriber that falls behind loses what does not fit;
+ * agents see the gap in the decisions' seq and ask for a snapshot,
+ * dashboards show the next telemetry. Requests are not bounded this way
+ * (see SERVER_RCVHWM): the loop reads them as they come.
  */
 #ifndef CTL_SERVER_H
 #define CTL_SERVER_H
@@ -25,10 +35,20 @@ typedef struct ctl_server ctl_server;
  * context `zctx` (borrowed). Frames up to limits->max_msg_bytes are
  * decoded; longer ones up to twice that are dropped and counted as
  * oversized; beyond that ZeroMQ closes the sender's connection (its
- * ZMQ_MAXMSGSIZE). Returns 0, BELLOWS_EIO if an endpoint cannot
- * be bound (logged with the reason), or BELLOWS_ENOMEM. */
+ * ZMQ_MAXMSGSIZE). Each connection's send queue holds at most about
+ * queue_mb MiB (at least 8 messages), with messages as large as jobs of
+ * max_layers layers make them; both are read here once (a reload does
+ * not change them). Returns 0, BELLOWS_EIO if an endpoint cannot be bound
+ * (logged with the reason), or BELLOWS_ENOMEM. */
 int ctl_server_open(void *zctx, const char *control, const char *publish,
-    const com_limits *limits, uint64_t instance, ctl_server **ret_server);
+    const com_limits *limits, uint32_t queue_mb, uint32_t max_layers,
+    uint64_t instance, ctl_server **ret_server);
+
+/* The largest publication (a Decision for max_layers layers or a
+ * Telemetry) within `limits`, in bytes: what a send queue's budget is
+ * divided by. */
+size_t ctl_server_publication_bytes(const com_limits *limits,
+    uint32_t max_layers);
 
 /* Closes both sockets (pending messages are dropped) and frees the
  * server. NULL-safe. */

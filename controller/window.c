@@ -111,6 +111,22 @@ ctl_window_new(uint64_t index, uint32_t world, uint32_t n_layers,
 	return 0;
 }
 
+size_t
+ctl_window_bytes_max(uint32_t world, uint32_t n_layers, uint32_t max_comm)
+{
+	/* Per rank: its flag and six timing doubles; per layer: the
+	 * aggregate, the policies' view and up to three values per rank
+	 * (raw, compressed and codec medians); per rank, its collectives.
+	 * In 64 bits, so that no table a Hello may claim overflows. */
+	uint64_t w = world, l = n_layers;
+	uint64_t n = sizeof(ctl_window) + w * (1 + 6 * sizeof(double)) +
+	    l * (sizeof(window_layer_agg) + sizeof(bellows_window_layer)) +
+	    l * w * 3 * sizeof(double) +
+	    w * max_comm * sizeof(bellows_comm_sample);
+
+	return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+}
+
 void
 ctl_window_destroy(ctl_window **window)
 {

@@ -25,6 +25,13 @@ int ctl_window_new(uint64_t index, uint32_t world, uint32_t n_layers,
 /* Frees it. NULL-safe. */
 void ctl_window_destroy(ctl_window **window);
 
+/* The most bytes one window of a job with `world` ranks and `n_layers`
+ * layers can come to hold when every rank reports every layer's send
+ * timings and `max_comm` collectives: what a job's admission counts for
+ * each window it may aggregate at once. Saturates at SIZE_MAX. */
+size_t ctl_window_bytes_max(uint32_t world, uint32_t n_layers,
+    uint32_t max_comm);
+
 /* Folds in one rank's report (already checked against the job: rank <
  * world, layer indices < n_layers), its per-tensor timings and its
  * collectives (CommSamples, which the window copies). Returns 0,

@@ -23,6 +23,7 @@
 #define SOURCE_EVENTS     64   /* last events shown (offline) */
 #define SOURCE_MAX_LAYERS 4096 /* layers read per fetch */
 #define SOURCE_MAX_JOBS   64   /* jobs whose rows are read */
+#define SOURCE_SUB_HWM    8    /* telemetry queued while the screen waits */
 
 struct dash_source {
 	bool live;                     /* a daemon, not only a file */
@@ -203,10 +204,13 @@ dash_source_open(const dash_source_opts *o, dash_source **ret, char *errbuf,
 		goto fail;
 	}
 	{
-		int linger = 0;
+		int linger = 0, hwm = SOURCE_SUB_HWM;
 		int64_t maxsize = (int64_t)s->limits.max_msg_bytes;
 
 		zmq_setsockopt(s->sub, ZMQ_LINGER, &linger, sizeof(linger));
+		/* A dashboard stopped on a terminal holds a few messages,
+		 * and bellowsd drops the rest for it (peer_queue_mb). */
+		zmq_setsockopt(s->sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
 		zmq_setsockopt(s->sub, ZMQ_MAXMSGSIZE, &maxsize,
 		    sizeof(maxsize));
 		/* Every job's telemetry: the topics are "t:<job>\0". */

@@ -70,6 +70,7 @@ typedef struct metrics_parse {
 	uint8_t *seen;        /* per layer: listed in the current window */
 	uint32_t n_seen;      /* layers listed in the current window */
 	uint64_t window_line; /* line of the current window's first row */
+	uint64_t bytes;       /* bytes read so far */
 	bool table_fixed;     /* the first window is complete */
 } metrics_parse;
 
@@ -626,22 +627,64 @@ metrics_parse_fini(metrics_parse *p)
 	tool_metrics_destroy(&p->m);
 }
 
+/* Reads the next line of f into buf (TOOL_METRICS_LINE_MAX + 1 bytes),
+ * without its newline, and counts its bytes into p->bytes. Returns 1 with
+ * *ret_len set, 0 at the end of the file, or a refusal naming the line: a
+ * line longer than TOOL_METRICS_LINE_MAX, a file beyond max_bytes. The
+ * bounds keep a reader of /dev/zero or of a file without newlines from
+ * holding more than one line's buffer. */
+static int
+metrics_getline(metrics_parse *p, FILE *f, uint64_t max_bytes, char *buf,
+    size_t *ret_len)
+{
+	size_t len = 0;
+	int c;
+
+	while ((c = getc(f)) != EOF) {
+		if (++p->bytes > max_bytes)
+			return metrics_fail(p, BELLOWS_ELIMIT, p->line + 1,
+			    "the file is larger than %" PRIu64
+			    " bytes, the most a metrics file may hold",
+			    max_bytes);
+		if (c == '\n')
+			break;
+		if (len == TOOL_METRICS_LINE_MAX)
+			return metrics_fail(p, BELLOWS_ELIMIT, p->line + 1,
+			    "the line is longer than %d bytes",
+			    TOOL_METRICS_LINE_MAX);
+		buf[len++] = (char)c;
+	}
+	if (c == EOF && len == 0)
+		return 0;
+	buf[len] = '\0';
+	*ret_len = len;
+	return 1;
+}
+
 int
 tool_metrics_read(FILE *f, const char *name, tool_metrics **ret_m, char *errbuf,
     size_t errlen)
 {
+	return tool_metrics_read_max(f, name, TOOL_METRICS_FILE_MAX, ret_m,
+	    errbuf, errlen);
+}
+
+int
+tool_metrics_read_max(FILE *f, const char *name, uint64_t max_bytes,
+    tool_metrics **ret_m, char *errbuf, size_t errlen)
+{
 	metrics_parse p = { .name = name, .errbuf = errbuf, .errlen = errlen };
 	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
+	size_t len = 0;
 	int r = 0;
 
 	errbuf[0] = '\0';
-	if ((p.m = calloc(1, sizeof(*p.m))) == NULL)
-		return BELLOWS_ENOMEM;
-	while ((n = getline(&line, &cap, f)) >= 0) {
-		size_t len = (size_t)n;
-
+	if ((p.m = calloc(1, sizeof(*p.m))) == NULL ||
+	    (line = malloc(TOOL_METRICS_LINE_MAX + 1)) == NULL) {
+		r = BELLOWS_ENOMEM;
+		goto fail;
+	}
+	while ((r = metrics_getline(&p, f, max_bytes, line, &len)) == 1) {
 		p.line++;
 		while (
 		    len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
@@ -649,6 +692,8 @@ tool_metrics_read(FILE *f, const char *name, tool_metrics **ret_m, char *errbuf,
 		if ((r = metrics_line(&p, line, len)) != 0)
 			goto fail;
 	}
+	if (r != 0)
+		goto fail;
 	if (ferror(f)) {
 		r = metrics_fail(&p, BELLOWS_EIO, p.line + 1, "read error: %s",
 		    strerror(errno));

@@ -23,6 +23,10 @@
 
 #define TOOL_METRICS_ERR_MAX    512   /* bytes of an error message */
 #define TOOL_METRICS_MAX_LAYERS 65536 /* layers in a table, as agents */
+#define TOOL_METRICS_LINE_MAX   65536 /* bytes of one line, newline aside */
+#define TOOL_METRICS_FILE_MAX                                                  \
+	((uint64_t)1 << 30) /* bytes of a file: 1 GiB, some 25 million rows,   \
+			     * whose table takes at most a third of that */
 
 typedef struct tool_metrics {
 	uint32_t n_layers;      /* entries in layers */
@@ -42,10 +46,17 @@ typedef struct tool_metrics {
  * stands for the file in messages. On success *ret_m is the caller's (free
  * with tool_metrics_destroy). On failure returns BELLOWS_EINVAL (malformed:
  * errbuf holds "NAME:LINE: message"), BELLOWS_ELIMIT (more than
- * TOOL_METRICS_MAX_LAYERS layers, same message form), BELLOWS_EIO (a read
- * error) or BELLOWS_ENOMEM, and *ret_m is untouched. */
+ * TOOL_METRICS_MAX_LAYERS layers, a line longer than
+ * TOOL_METRICS_LINE_MAX bytes or a file larger than TOOL_METRICS_FILE_MAX,
+ * same message form: it stops reading there), BELLOWS_EIO (a read error)
+ * or BELLOWS_ENOMEM, and *ret_m is untouched. */
 int tool_metrics_read(FILE *f, const char *name, tool_metrics **ret_m,
     char *errbuf, size_t errlen);
+
+/* Same as tool_metrics_read with a file limit of max_bytes instead of
+ * TOOL_METRICS_FILE_MAX. */
+int tool_metrics_read_max(FILE *f, const char *name, uint64_t max_bytes,
+    tool_metrics **ret_m, char *errbuf, size_t errlen);
 
 /* Same for the file at `path` ("-" is standard input). Returns
  * BELLOWS_EIO with "PATH: reason" in errbuf when it cannot be opened. */

@@ -110,6 +110,16 @@ typedef struct sim_slot {
 	_Atomic uint64_t snapshots;       /* snapshot requests */
 	_Atomic uint64_t reconnects;      /* welcomes after the first */
 	_Atomic uint64_t reports_dropped; /* reports the queue dropped */
+	_Atomic int finished;             /* its last process ran every step */
+	_Atomic int welcomed_end;         /* its last process ended welcomed
+					   * by bellowsd */
+	_Atomic uint64_t lost;            /* decisions its last process was
+					   * owed after losing bellowsd for
+					   * good (see sim_rank_lost) */
+	int last_error;                   /* the daemon's last refusal, 0 =
+					   * none; written before the process
+					   * exits, read after it is reaped */
+	char last_error_text[256];        /* its message */
 } sim_slot;
 
 typedef struct sim_shared {
@@ -135,14 +145,18 @@ typedef struct sim_ctx {
 
 /* What one rank process works with. */
 typedef struct sim_rank {
-	const sim_ctx *cx;    /* shared context */
-	uint32_t rank;        /* this rank */
-	bellows_agent *agent; /* its agent */
-	float **pattern;      /* per layer: unit-norm direction */
-	float *grad;          /* scratch gradient, largest layer */
-	double *base;         /* per layer: norm scale */
-	FILE *metrics_out;    /* rank 0: --record-metrics, else NULL */
-	FILE *levels_out;     /* rank 0: --record-levels, else NULL */
+	const sim_ctx *cx;     /* shared context */
+	uint32_t rank;         /* this rank */
+	bellows_agent *agent;  /* its agent */
+	float **pattern;       /* per layer: unit-norm direction */
+	float *grad;           /* scratch gradient, largest layer */
+	double *base;          /* per layer: norm scale */
+	FILE *metrics_out;     /* rank 0: --record-metrics, else NULL */
+	FILE *levels_out;      /* rank 0: --record-levels, else NULL */
+	uint64_t start_window; /* first window this process runs */
+	uint64_t applied;      /* distinct decisions it applied */
+	uint64_t lag;          /* steps from a window's end to its decision,
+				* least seen; UINT64_MAX: none seen yet */
 } sim_rank;
 
 void
@@ -163,14 +177,18 @@ tool_sim_usage(FILE *f)
 	    "  Runs N ranks (processes with a real agent each) of a simulated\n"
 	    "  data-parallel job for W windows of S steps against bellowsd,\n"
 	    "  then checks that every rank applied the same decision at\n"
-	    "  every step. The last line reads\n"
-	    "    sim: ranks=N windows=W decisions=D agreed=yes|no\n"
-	    "  Exit status: 0 only with agreed=yes, when every rank ran to\n"
-	    "  the end and applied every decision at the same step; 1 with\n"
-	    "  agreed=no (ranks disagreed, a rank failed or stalled, or a\n"
-	    "  --kill victim never rejoined; a line above says which) or\n"
-	    "  bellowsd unreachable (no last line); 2 for bad arguments.\n"
-	    "\n"
+	    "  every step and had every decision it was owed. The last\n"
+	    "  line reads\n"
+	    "    sim: ranks=N windows=W decisions=D of E expected "
+	    "agreed=yes|no\n"
+	    "  (D applied, E owed: docs/sim.md). Exit status: 0 only with\n"
+	    "  agreed=yes (same decision at every step, D = E); 1 with\n"
+	    "  agreed=no (a line above says why: disagreement, a rank\n"
+	    "  failed or never rejoined, missed decisions, bellowsd gone\n"
+	    "  or refusing the job) or bellowsd unreachable at the start\n"
+	    "  (no last line); 2 for bad arguments.\n"
+	    "\n");
+	fprintf(f,
 	    "  --control EP           bellowsd's control endpoint\n"
 	    "  --publish EP           bellowsd's publish endpoint\n"
 	    "  --job NAME             job name\n"
@@ -1005,8 +1023,9 @@ static int
 sim_rank_join(sim_rank *rk)
 {
 	const struct timespec nap = { 0, 1000000 };
-	uint64_t deadline = com_clock_ms() + SIM_JOIN_MS;
+	uint64_t start = com_clock_ms(), deadline = start + SIM_JOIN_MS;
 	bellows_agent_stats st = { 0 };
+	bool refused = false;
 
 	for (;;) {
 		if (atomic_load(&rk->cx->sh->stop))
@@ -1014,14 +1033,24 @@ sim_rank_join(sim_rank *rk)
 		if (bellows_agent_stats_get(rk->agent, &st) == 0 &&
 		    st.connected)
 			return 0;
+		/* A refusal may be lifted (the agent says Hello again), but
+		 * not worth more than one decision's wait. */
+		if (st.last_error != 0 && !refused) {
+			uint64_t until = com_clock_ms() +
+			    rk->cx->o->decision_timeout_ms;
+
+			refused = true;
+			if (until < deadline)
+				deadline = until;
+		}
 		if (com_clock_ms() >= deadline)
 			break;
 		nanosleep(&nap, NULL);
 	}
 	fprintf(stderr,
-	    "rank %u: not welcomed by bellowsd within %d ms (%s); "
-	    "running on the decision it has\n",
-	    rk->rank, SIM_JOIN_MS,
+	    "rank %u: not welcomed by bellowsd within %" PRIu64
+	    " ms (%s); running on the decision it has\n",
+	    rk->rank, com_clock_ms() - start,
 	    st.last_error_text[0] != '\0' ? st.last_error_text : "no answer");
 	return 0;
 }
@@ -1299,8 +1328,13 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 			return r;
 		}
 		record[s] = d.seq;
+		if (d.window > 0 && d.apply_step >= d.window * o->steps &&
+		    d.apply_step - d.window * o->steps < rk->lag)
+			rk->lag = d.apply_step - d.window * o->steps;
 		if ((r = sim_record_levels(rk, &d)) != 0)
 			return r;
+		if (d.seq != last_seq && d.seq != 0)
+			rk->applied++;
 		if (rk->rank == 0 && !o->quiet && d.seq != last_seq &&
 		    d.seq != 0)
 			sim_print_decision(s, &d);
@@ -1368,12 +1402,38 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 	return 0;
 }
 
+/* The decisions a process of a rank that lost bellowsd for good (it is
+ * not welcomed at its end) was owed and did not apply: the one its first
+ * step waits for, and one for each window it ran whose decision would
+ * have taken effect within the run, at the lag between a window's end and
+ * its decision that the decisions it applied showed (apply_lag 1,
+ * bellowsd's default, when none came); less those it applied. The agent
+ * stops waiting for decisions once it has lost the daemon, so most of
+ * these are no misses of its own. */
+static uint64_t
+sim_rank_lost(const sim_rank *rk)
+{
+	const sim_ctx *cx = rk->cx;
+	uint64_t lag = rk->lag != UINT64_MAX ? rk->lag : 1, owed = 1;
+
+	for (uint64_t w = rk->start_window; w < cx->o->windows; w++) {
+		if ((w + 1) * cx->o->steps + lag < cx->total_steps)
+			owed++;
+	}
+	return owed > rk->applied ? owed - rk->applied : 0;
+}
+
 /* The body of a rank process. Returns its exit code. */
 static int
 sim_rank_main(const sim_ctx *cx, uint32_t rank, uint64_t start_step)
 {
 	const sim_opts *o = cx->o;
-	sim_rank rk = { .cx = cx, .rank = rank };
+	sim_rank rk = {
+		.cx = cx,
+		.rank = rank,
+		.lag = UINT64_MAX,
+		.start_window = start_step / cx->o->steps,
+	};
 	sim_slot *slot = &cx->slots[rank];
 	bellows_agent_config cfg;
 	bellows_agent_stats st;
@@ -1427,6 +1487,13 @@ sim_rank_main(const sim_ctx *cx, uint32_t rank, uint64_t start_step)
 		atomic_fetch_add(&slot->snapshots, st.snapshots);
 		atomic_fetch_add(&slot->reconnects, st.reconnects);
 		atomic_fetch_add(&slot->reports_dropped, st.reports_dropped);
+		atomic_store(&slot->finished, 1);
+		atomic_store(&slot->welcomed_end, st.connected != 0);
+		atomic_store(&slot->lost,
+		    st.connected ? 0 : sim_rank_lost(&rk));
+		slot->last_error = st.last_error;
+		snprintf(slot->last_error_text, sizeof(slot->last_error_text),
+		    "%s", st.last_error_text);
 	}
 out:
 	sim_rank_free(&rk);
@@ -1494,6 +1561,8 @@ sim_map(sim_ctx *cx)
 		    (uint64_t)o->start_window * o->steps);
 		atomic_init(&cx->slots[r].alive, 1);
 		atomic_init(&cx->slots[r].at_kill, 0);
+		atomic_init(&cx->slots[r].welcomed_end, 0);
+		atomic_init(&cx->slots[r].lost, 0);
 	}
 	memset(cx->seq, 0xff, records);
 	return 0;
@@ -1880,6 +1949,52 @@ oom:
 	return false;
 }
 
+/* The decisions the ranks should have had and did not: for each rank,
+ * those it waited for at their apply step in vain (the agent's misses,
+ * the Welcome of its first step included) or, when it ended without
+ * bellowsd, those owed in the run that it did not apply (sim_rank_lost),
+ * if more; the largest over the ranks. Prints a line for each rank that
+ * missed some. */
+static uint64_t
+sim_missed(const sim_ctx *cx)
+{
+	uint64_t most = 0;
+
+	for (uint32_t r = 0; r < cx->o->ranks; r++) {
+		const sim_slot *sl = &cx->slots[r];
+		uint64_t miss = atomic_load(&sl->misses), lost = 0;
+
+		if (atomic_load(&sl->finished) &&
+		    !atomic_load(&sl->welcomed_end)) {
+			lost = atomic_load(&sl->lost);
+			if (atomic_load(&sl->decisions) == 0 &&
+			    sl->last_error != 0)
+				printf(
+				    "sim: rank %u: bellowsd refused the job: "
+				    "%s\n",
+				    r, sl->last_error_text);
+			else
+				printf(
+				    "sim: rank %u ended without bellowsd "
+				    "(last refusal: %s): %" PRIu64
+				    " decisions due in the run not applied\n",
+				    r,
+				    sl->last_error != 0 ? sl->last_error_text
+							: "none",
+				    lost);
+		}
+		if (miss > 0)
+			printf("sim: rank %u waited for %" PRIu64
+			       " decisions in vain (decision timeout)\n",
+			    r, miss);
+		if (miss > most)
+			most = miss;
+		if (lost > most)
+			most = lost;
+	}
+	return most;
+}
+
 /* Steps finished by the rank furthest ahead. */
 static uint64_t
 sim_last_step(const sim_ctx *cx)
@@ -1918,7 +2033,7 @@ tool_sim_main(int argc, char **argv)
 {
 	sim_opts o;
 	sim_ctx cx = { .o = &o };
-	uint64_t decisions = 0, t0;
+	uint64_t decisions = 0, missed, t0;
 	bool ran, agreed;
 	int rc;
 
@@ -1972,12 +2087,19 @@ tool_sim_main(int argc, char **argv)
 	/* A run that failed (a rank died, stalled or never rejoined) did not
 	 * have every rank apply every decision: it never reads agreed=yes. */
 	agreed = sim_verify(&cx, &decisions) && ran;
+	/* Ranks that agree on the decisions they applied still failed if
+	 * decisions they were owed never came: bellowsd refused the job,
+	 * went away for good or answered too late. */
+	missed = sim_missed(&cx);
+	agreed = agreed && missed == 0;
 	sim_print_agents(&cx);
 	printf("sim: reached step %" PRIu64 " of %" PRIu64 " in %.1f s\n",
 	    sim_last_step(&cx), cx.total_steps,
 	    (double)(com_clock_ms() - t0) / 1000.0);
-	printf("sim: ranks=%u windows=%u decisions=%" PRIu64 " agreed=%s\n",
-	    o.ranks, o.windows, decisions, agreed ? "yes" : "no");
+	printf("sim: ranks=%u windows=%u decisions=%" PRIu64 " of %" PRIu64
+	       " expected agreed=%s\n",
+	    o.ranks, o.windows, decisions, decisions + missed,
+	    agreed ? "yes" : "no");
 	rc = agreed ? 0 : 1;
 out:
 	fflush(stdout);

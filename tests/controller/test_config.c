@@ -144,6 +144,9 @@ static const char full_file[] = "# every section of a bellowsd configuration\n"
 				"  max_world: 64\n"
 				"  max_layers: 1000\n"
 				"  job_idle_ms: 60000\n"
+				"  max_job_mb: 64\n"
+				"  max_total_job_mb: 512\n"
+				"  peer_queue_mb: 4\n"
 				"jobs:\n"
 				"  - match: \"resnet*\"\n"
 				"    policies:\n"
@@ -184,6 +187,9 @@ test_config_loads_a_full_valid_file(void **state)
 	assert_int_equal(f->cfg->max_world, 64);
 	assert_int_equal(f->cfg->max_layers, 1000);
 	assert_int_equal(f->cfg->job_idle_ms, 60000);
+	assert_int_equal(f->cfg->max_job_mb, 64);
+	assert_int_equal(f->cfg->max_total_job_mb, 512);
+	assert_int_equal(f->cfg->peer_queue_mb, 4);
 	assert_int_equal(f->cfg->n_jobs, 2);
 
 	jc = &f->cfg->jobs[0];
@@ -192,7 +198,7 @@ test_config_loads_a_full_valid_file(void **state)
 	pc = &jc->policies[0];
 	assert_string_equal(pc->name, "warmup");
 	assert_ptr_equal(pc->ops, pol_registry_find("schedule"));
-	assert_int_equal(pc->line, 17);
+	assert_int_equal(pc->line, 20);
 	assert_true(pc->selector.has_regex);
 	assert_string_equal(pc->selector.regex_src, "^conv[0-9]+\\.weight$");
 	assert_int_equal(pc->selector.min_numel, 1000);
@@ -240,6 +246,9 @@ test_config_fills_daemon_defaults(void **state)
 	assert_int_equal(f->cfg->job_idle_ms, 600000);
 	assert_int_equal(f->cfg->plugin_timeout_ms, 1000);
 	assert_int_equal(f->cfg->plugin_memory_mb, 1024);
+	assert_int_equal(f->cfg->max_job_mb, 1024);
+	assert_int_equal(f->cfg->max_total_job_mb, 4096);
+	assert_int_equal(f->cfg->peer_queue_mb, 16);
 	assert_true(param_double(&f->cfg->jobs[0].policies[0], "level") == 0);
 }
 
@@ -625,6 +634,9 @@ assert_same_config(const ctl_config *a, const ctl_config *b)
 	assert_int_equal(a->max_world, b->max_world);
 	assert_int_equal(a->max_layers, b->max_layers);
 	assert_int_equal(a->job_idle_ms, b->job_idle_ms);
+	assert_int_equal(a->max_job_mb, b->max_job_mb);
+	assert_int_equal(a->max_total_job_mb, b->max_total_job_mb);
+	assert_int_equal(a->peer_queue_mb, b->peer_queue_mb);
 	assert_int_equal(a->n_jobs, b->n_jobs);
 	for (uint32_t i = 0; i < a->n_jobs; i++) {
 		const ctl_job_conf *ja = &a->jobs[i], *jb = &b->jobs[i];

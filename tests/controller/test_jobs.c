@@ -1497,7 +1497,81 @@ test_jobs_a_resume_must_have_the_runs_layer_table(void **state)
 	com_msg_fini(&m);
 }
 
-/* ---- events ------------------------------------------------------------ */
+/* Replaces the fixture's table with one under config_text with `from`
+ * replaced by `to` (the table starts empty). */
+static void
+restart_with(fixture *f, const char *from, const char *to)
+{
+	char text[sizeof(config_text) + 256], err[CTL_CONFIG_ERR_MAX];
+	const char *at = strstr(config_text, from);
+	FILE *fp;
+
+	assert_non_null(at);
+	snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - config_text),
+	    config_text, to, at + strlen(from));
+	ctl_jobs_destroy(&f->jobs);
+	ctl_config_destroy(&f->cfg);
+	fp = fopen(f->path, "w");
+	assert_non_null(fp);
+	assert_true(fputs(text, fp) >= 0);
+	assert_int_equal(fclose(fp), 0);
+	if (ctl_config_load(f->path, &f->cfg, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(ctl_jobs_new(f->cfg, INSTANCE, record, f, &f->jobs),
+	    0);
+}
+
+static void
+test_jobs_refuses_a_job_that_could_hold_more_than_max_job_mb(void **state)
+{
+	fixture *f = *state;
+
+	/* A job of one rank and three layers comes to some 2.4 MiB at
+	 * most, its decision log mostly; 60,000 ranks' collectives in
+	 * the windows it may aggregate come to gigabytes. */
+	restart_with(f, "  max_world: 8\n",
+	    "  max_world: 65536\n  max_job_mb: 3\n");
+	assert_int_equal(join(f, "A", "job1", 0, 1, 0, 11, 0), 0);
+	assert_int_equal(join(f, "B", "job2", 0, 60000, 0, 12, 0),
+	    BELLOWS_ELIMIT);
+	assert_error_reply(f, BELLOWS_ELIMIT);
+	assert_non_null(strstr(f->why, "job 'job2' could hold up to "));
+	assert_non_null(strstr(f->why, " MiB, more than max_job_mb (3)"));
+	/* Nothing of it was kept: a smaller job of that name is taken.
+	 */
+	assert_int_equal(join(f, "B", "job2", 0, 2, 0, 12, 0), 0);
+}
+
+static void
+test_jobs_refuses_jobs_past_max_total_job_mb_until_one_is_forgotten(
+    void **state)
+{
+	fixture *f = *state;
+	com_msg st;
+
+	/* Two jobs of some 2.4 MiB fit in 5 MiB, a third does not. */
+	restart_with(f, "  max_jobs: 2\n",
+	    "  max_jobs: 100\n  max_total_job_mb: 5\n");
+	assert_int_equal(join(f, "A", "job1", 0, 1, 0, 11, 0), 0);
+	assert_int_equal(join(f, "B", "job2", 0, 1, 0, 12, 0), 0);
+	assert_int_equal(join(f, "C", "job3", 0, 1, 0, 13, 0), BELLOWS_ELIMIT);
+	assert_error_reply(f, BELLOWS_ELIMIT);
+	assert_non_null(strstr(f->why, "job 'job3' could hold up to "));
+	assert_non_null(strstr(f->why, "and the 2 jobs held may hold "));
+	assert_non_null(strstr(f->why, "more than max_total_job_mb (5)"));
+	/* Distinct names change nothing. */
+	assert_int_equal(join(f, "D", "job4", 0, 1, 0, 14, 0), BELLOWS_ELIMIT);
+	/* A forgotten job gives its share back. */
+	assert_int_equal(bye(f, "A", "job1", 0, 100), 0);
+	ctl_jobs_tick(f->jobs, 10100);
+	status(f, NULL, 10100, &st);
+	assert_int_equal(st.u.status_reply.n_jobs, 1);
+	com_msg_fini(&st);
+	assert_int_equal(join(f, "C", "job3", 0, 1, 0, 13, 10200), 0);
+}
+
+/* ---- events
+ * ------------------------------------------------------------ */
 
 static void
 assert_event_is(const com_event *e, const char *kind, const char *job,
@@ -1596,7 +1670,8 @@ test_jobs_destroy_is_null_safe(void **state)
 	assert_null(jobs);
 }
 
-/* ---- metrics, calibration and collectives through the table ----------- */
+/* ---- metrics, calibration and collectives through the table
+ * ----------- */
 
 /* Owns the size threshold: asks for a 6-step calibration when window 0
  * closes, reports what it saw as metrics (one of them invalid). */
@@ -1713,6 +1788,8 @@ main(void)
 		T(test_jobs_snapshot_holds_the_decision_in_force_and_later_ones),
 		T(test_jobs_status_lists_jobs_and_ranks),
 		T(test_jobs_refuses_a_job_past_max_jobs),
+		T(test_jobs_refuses_a_job_that_could_hold_more_than_max_job_mb),
+		T(test_jobs_refuses_jobs_past_max_total_job_mb_until_one_is_forgotten),
 		T(test_jobs_refuses_a_hello_over_the_world_or_layer_limits),
 		T(test_jobs_refuses_a_hello_for_a_rank_outside_its_world),
 		T(test_jobs_forgets_a_job_idle_for_job_idle_ms),

@@ -60,13 +60,14 @@ YAML
 # start_daemon: starts bellowsd in the background and waits until it
 # answers STATUS. Its history database is $DB when set (kept across
 # restarts: a restart then recovers the jobs from it), else a new
-# $TMP/bellows-N.db per start (a restart without history).
+# $TMP/bellows-N.db per start (a restart without history); $DAEMON_ARGS
+# (e.g. --no-db) come last.
 start_daemon() {
 	[ -f "$TMP/policy.yaml" ] || write_config "$TMP/policy.yaml"
 	DAEMON_STARTS=$((DAEMON_STARTS + 1))
 	"$BELLOWSD" --control "$CTL" --publish "$PUB" \
 	    --policy "$TMP/policy.yaml" --log-level info \
-	    --db "${DB:-$TMP/bellows-$DAEMON_STARTS.db}" \
+	    --db "${DB:-$TMP/bellows-$DAEMON_STARTS.db}" ${DAEMON_ARGS:-} \
 	    >>"$TMP/bellowsd.log" 2>&1 &
 	DAEMON_PID=$!
 	for _ in $(seq 1 100); do
@@ -102,11 +103,16 @@ run_sim() {
 	    >"$TMP/sim.out" 2>"$TMP/sim.err"
 }
 
-# expect_agreed RANKS WINDOWS: checks the sim's last line.
+# expect_agreed RANKS WINDOWS: checks the sim's last line, "sim: ranks=N
+# windows=W decisions=D of E expected agreed=yes", with D = E.
 expect_agreed() {
 	last=$(tail -n 1 "$TMP/sim.out")
 	case "$last" in
-	"sim: ranks=$1 windows=$2 decisions="*" agreed=yes") ;;
+	"sim: ranks=$1 windows=$2 decisions="*" of "*" expected agreed=yes")
+		sim_counts "$last"
+		[ "$SIM_D" -eq "$SIM_E" ] ||
+		    fail "sim agreed with $SIM_D of $SIM_E decisions: '$last'"
+		;;
 	*)
 		echo "---- sim stdout ----"
 		tail -n 20 "$TMP/sim.out"
@@ -116,4 +122,40 @@ expect_agreed() {
 		;;
 	esac
 	ok "$last"
+}
+
+# sim_counts LINE: sets SIM_D and SIM_E from a sim's last line.
+sim_counts() {
+	SIM_D=$(echo "$1" | sed -n 's/.* decisions=\([0-9]*\) of .*/\1/p')
+	SIM_E=$(echo "$1" | sed -n 's/.* decisions=[0-9]* of \([0-9]*\) expected .*/\1/p')
+	[ -n "$SIM_D" ] && [ -n "$SIM_E" ] ||
+	    fail "no 'decisions=D of E expected' in the sim's line '$1'"
+}
+
+# expect_not_agreed RANKS WINDOWS STATUS: checks that the sim exited with
+# STATUS 1 and that its last line says agreed=no with fewer decisions than
+# expected (D < E); sets SIM_D and SIM_E.
+expect_not_agreed() {
+	last=$(tail -n 1 "$TMP/sim.out")
+	[ "$3" -eq 1 ] || fail "sim exited with $3, expected 1: '$last'"
+	case "$last" in
+	"sim: ranks=$1 windows=$2 decisions="*" of "*" expected agreed=no") ;;
+	*) fail "sim did not say agreed=no: '$last'" ;;
+	esac
+	sim_counts "$last"
+	[ "$SIM_D" -lt "$SIM_E" ] ||
+	    fail "sim failed but applied $SIM_D of $SIM_E decisions: '$last'"
+	ok "$last (exit 1)"
+}
+
+# daemon_kb FIELD: bellowsd's FIELD (VmRSS, VmHWM) from /proc, in kB.
+daemon_kb() {
+	awk -v f="$1:" '$1 == f { print $2 }' "/proc/$DAEMON_PID/status"
+}
+
+# daemon_sanitized: true when bellowsd is built with AddressSanitizer,
+# whose quarantine and shadow memory make its RSS no measure of what it
+# holds.
+daemon_sanitized() {
+	ldd "$BELLOWSD" 2>/dev/null | grep -q libasan
 }

@@ -438,6 +438,71 @@ test_metrics_refuses_a_nul_byte(void **state)
 }
 
 static void
+test_metrics_refuses_a_line_longer_than_the_limit_naming_it(void **state)
+{
+	size_t cap = TOOL_METRICS_LINE_MAX + 256, used;
+	char *text = malloc(cap), err[TOOL_METRICS_ERR_MAX];
+	tool_metrics *m = NULL;
+
+	assert_non_null(text);
+	used = (size_t)snprintf(text, cap, "window,layer,grad_norm,lr\n0,");
+	memset(text + used, 'a', TOOL_METRICS_LINE_MAX);
+	used += TOOL_METRICS_LINE_MAX;
+	used += (size_t)snprintf(text + used, cap - used, ",1,1\n");
+	assert_int_equal(read_text_len(text, used, &m, err, sizeof(err)),
+	    BELLOWS_ELIMIT);
+	assert_null(m);
+	assert_string_equal(err,
+	    "m.csv:2: the line is longer than 65536 bytes");
+	free(text);
+}
+
+static void
+test_metrics_reads_dev_zero_to_one_line_and_refuses_it(void **state)
+{
+	char err[TOOL_METRICS_ERR_MAX];
+	tool_metrics *m = NULL;
+
+	assert_int_equal(tool_metrics_load("/dev/zero", &m, err, sizeof(err)),
+	    BELLOWS_ELIMIT);
+	assert_null(m);
+	assert_string_equal(err,
+	    "/dev/zero:1: the line is longer than 65536 bytes");
+}
+
+static void
+test_metrics_refuses_a_file_larger_than_its_limit_naming_the_line(void **state)
+{
+	static const char text[] = "window,layer,grad_norm,lr\n"
+				   "0,a,1,0.1\n"
+				   "1,a,1,0.1\n";
+	char err[TOOL_METRICS_ERR_MAX];
+	tool_metrics *m = NULL;
+	FILE *f = tmpfile();
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(text, 1, sizeof(text) - 1, f),
+	    sizeof(text) - 1);
+	rewind(f);
+	/* 36 bytes end in the middle of line 3. */
+	assert_int_equal(tool_metrics_read_max(f, "m.csv", 40, &m, err,
+			     sizeof(err)),
+	    BELLOWS_ELIMIT);
+	assert_null(m);
+	assert_string_equal(err,
+	    "m.csv:3: the file is larger than 40 bytes, the most a metrics "
+	    "file may hold");
+	rewind(f);
+	assert_int_equal(tool_metrics_read_max(f, "m.csv", sizeof(text) - 1, &m,
+			     err, sizeof(err)),
+	    0);
+	assert_non_null(m);
+	assert_int_equal(m->n_windows, 2);
+	tool_metrics_destroy(&m);
+	fclose(f);
+}
+
+static void
 test_metrics_refuses_more_layers_than_an_agent_may_have(void **state)
 {
 	size_t cap = (size_t)(TOOL_METRICS_MAX_LAYERS + 1) * 24 + 64, used;
@@ -526,7 +591,6 @@ test_number_text_is_the_shortest_that_reads_back_exactly(void **state)
 	};
 	char buf[TOOL_NUMBER_TEXT_MAX];
 
-	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		tool_metrics_number_text(cases[i].v, buf, sizeof(buf));
 		assert_string_equal(buf, cases[i].text);
@@ -573,6 +637,12 @@ main(void)
 		cmocka_unit_test(test_metrics_refuses_bad_sizes),
 		cmocka_unit_test(test_metrics_refuses_bad_quoting_and_names),
 		cmocka_unit_test(test_metrics_refuses_a_nul_byte),
+		cmocka_unit_test(
+		    test_metrics_refuses_a_line_longer_than_the_limit_naming_it),
+		cmocka_unit_test(
+		    test_metrics_reads_dev_zero_to_one_line_and_refuses_it),
+		cmocka_unit_test(
+		    test_metrics_refuses_a_file_larger_than_its_limit_naming_the_line),
 		cmocka_unit_test(
 		    test_metrics_refuses_more_layers_than_an_agent_may_have),
 		cmocka_unit_test(test_metrics_load_names_a_file_it_cannot_open),
