@@ -48,13 +48,14 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    " bellows_time(r.ended_wall_ms) AS ended,"
 	    " CASE WHEN r.ended_wall_ms IS NULL THEN 'live' ELSE 'ended' END"
 	    "  AS state,"
+	    " r.run_key AS launch, r.resumes,"
 	    " (SELECT count(*) FROM window_info i WHERE i.run_id = r.id)"
 	    "  AS windows,"
 	    " (SELECT count(*) FROM decisions d WHERE d.run_id = r.id)"
 	    "  AS decisions,"
 	    " (SELECT coalesce(sum(i.floats_raw - i.floats_sent), 0) * 4"
 	    "  FROM window_info i WHERE i.run_id = r.id) AS bytes_saved"
-	    " FROM runs r"
+	    " FROM hdb_runs r"
 	    " WHERE (:run IS NULL OR r.id = :run)"
 	    " AND (:job IS NULL OR r.job = :job)"
 	    " AND r.started_wall_ms <= :thi"
@@ -293,8 +294,11 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 #define HDB_VIEW_METRICS                                                       \
 	"CREATE TEMP VIEW hdb_metrics AS SELECT rowid AS seq, run_id, window," \
 	" policy, name, layer, value FROM main.policy_metrics;"
-/* Versions 3 and later differ in window_info only. */
-#define HDB_VIEWS_V3(window_info_extra)                                        \
+/* Before version 5 runs had no launch identity and no resumes. */
+#define HDB_RUNS_V4 ", '' AS run_key, 0 AS resumes"
+/* Versions 3 and later differ in window_info and runs only. */
+#define HDB_VIEWS_V3(window_info_extra, runs_extra)                            \
+	HDB_VIEW(runs, runs_extra)                                             \
 	HDB_VIEW(windows, "")                                                  \
 	HDB_VIEW(window_info, window_info_extra)                               \
 	HDB_VIEW(timings, "")                                                  \
@@ -303,6 +307,7 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	HDB_VIEW_METRICS
 /* Version 2 lacks these columns, comm_samples and policy_metrics. */
 #define HDB_VIEWS_V2                                                           \
+	HDB_VIEW(runs, HDB_RUNS_V4)                                            \
 	HDB_VIEW(windows,                                                      \
 	    ", 0 AS act_steps, 0.0 AS act_lbar, 0.0 AS act_nonzero,"           \
 	    " 0.0 AS act_bytes, 0.0 AS act_raw_bytes, NULL AS comm_raw_ms,"    \
@@ -324,8 +329,10 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	" 0 AS window, '' AS policy, '' AS name, NULL AS layer,"               \
 	" NULL AS value WHERE 0;"
 
-static const char hdb_views_current[] = HDB_VIEWS_V3("");
-static const char hdb_views_v3[] = HDB_VIEWS_V3(", 0 AS saved_bytes");
+static const char hdb_views_current[] = HDB_VIEWS_V3("", "");
+static const char hdb_views_v4[] = HDB_VIEWS_V3("", HDB_RUNS_V4);
+static const char hdb_views_v3[] = HDB_VIEWS_V3(", 0 AS saved_bytes",
+    HDB_RUNS_V4);
 static const char hdb_views_v2[] = HDB_VIEWS_V2;
 
 /* The daemon's own events while run :run was live (export and events). */
@@ -572,7 +579,8 @@ tool_hdb_open(const char *path, tool_hdb **ret, char *errbuf, size_t errlen)
 	}
 	db->version = (int)version;
 	rc = sqlite3_exec(db->db,
-	    version >= 4       ? hdb_views_current
+	    version >= 5       ? hdb_views_current
+		: version == 4 ? hdb_views_v4
 		: version == 3 ? hdb_views_v3
 			       : hdb_views_v2,
 	    NULL, NULL, NULL);

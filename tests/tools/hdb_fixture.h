@@ -157,6 +157,13 @@ static const char fixture_migration_v4[] =
     "ALTER TABLE window_info ADD COLUMN saved_bytes INTEGER NOT NULL"
     " DEFAULT 0;";
 
+static const char fixture_migration_v5[] =
+    "ALTER TABLE runs ADD COLUMN run_key TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE runs ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0;";
+
+static const char fixture_rows_v5[] =
+    "UPDATE runs SET run_key = 'torchrun-7', resumes = 2 WHERE id = 1;";
+
 static const char fixture_rows_v4[] =
     "UPDATE window_info SET saved_bytes = 7000 WHERE run_id = 1"
     " AND window = 3;";
@@ -300,6 +307,10 @@ fixture_db_create(const char *path, int version, int rows)
 		rc = sqlite3_exec(db, fixture_migration_v4, NULL, NULL, NULL);
 	if (rc == SQLITE_OK && version >= 4 && rows)
 		rc = sqlite3_exec(db, fixture_rows_v4, NULL, NULL, NULL);
+	if (rc == SQLITE_OK && version >= 5)
+		rc = sqlite3_exec(db, fixture_migration_v5, NULL, NULL, NULL);
+	if (rc == SQLITE_OK && version >= 5 && rows)
+		rc = sqlite3_exec(db, fixture_rows_v5, NULL, NULL, NULL);
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", version);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);

@@ -355,6 +355,9 @@ test_historydb_lists_runs_with_their_windows_and_savings(void **state)
 	assert_int_equal(cell(f, 1, "ended")->type, TOOL_HDB_NULL);
 	assert_string_equal(text_at(f, 1, "state"), "live");
 	assert_int_equal(int_at(f, 1, "bytes_saved"), 0);
+	/* Before version 5 no run has a launch identity or a resume. */
+	assert_string_equal(text_at(f, 0, "launch"), "");
+	assert_int_equal(int_at(f, 0, "resumes"), 0);
 
 	/* Runs live at some time in the span: run 2 started at +10 s. */
 	flt.time_lo = FIXTURE_START + 6000;
@@ -366,6 +369,21 @@ test_historydb_lists_runs_with_their_windows_and_savings(void **state)
 	ask(f, TOOL_HDB_Q_RUNS, &flt);
 	assert_int_equal(f->rows.n_rows, 1);
 	assert_int_equal(int_at(f, 0, "id"), 1);
+}
+
+static void
+test_historydb_lists_a_runs_launch_and_resumes(void **state)
+{
+	fixture *f = *state;
+	tool_hdb_filter flt = no_filter();
+
+	open_fixture(f, 5);
+	ask(f, TOOL_HDB_Q_RUNS, &flt);
+	assert_int_equal(f->rows.n_rows, 2);
+	assert_string_equal(text_at(f, 0, "launch"), "torchrun-7");
+	assert_int_equal(int_at(f, 0, "resumes"), 2);
+	assert_string_equal(text_at(f, 1, "launch"), "");
+	assert_int_equal(int_at(f, 1, "resumes"), 0);
 }
 
 static void
@@ -971,6 +989,7 @@ main(void)
 		T(test_historydb_finds_the_latest_run_of_a_job),
 		T(test_historydb_binds_layer_names_rather_than_pasting_them),
 		T(test_historydb_lists_runs_with_their_windows_and_savings),
+		T(test_historydb_lists_a_runs_launch_and_resumes),
 		T(test_historydb_summarises_each_layers_levels),
 		T(test_historydb_answers_tops_questions_from_the_windows_asked_only),
 		T(test_historydb_lists_windows_in_the_range_asked),
