@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bellows_config.h"
+#include "cert.h"
 #include "clock.h"
 #include "io.h"
 #include "kernels.h"
@@ -204,6 +205,80 @@ agent_run_id(const bellows_agent_config *cfg, const char **ret_from)
 	return "";
 }
 
+/* A key file: `field` of cfg, else the environment's `var` (unset or
+ * empty: none). *ret_from names where it came from, for messages. */
+static const char *
+agent_key_path(const char *field, const char *name, const char *var,
+    const char **ret_from)
+{
+	const char *v;
+
+	*ret_from = name;
+	if (field != NULL)
+		return field;
+	*ret_from = var;
+	if ((v = getenv(var)) != NULL && v[0] != '\0')
+		return v;
+	return NULL;
+}
+
+/* Loads the CURVE keys of cfg (or the environment) into *ret_server and
+ * *ret_client and sets *ret_curve; neither key: *ret_curve false.
+ * Returns 0 or BELLOWS_EINVAL, logged: only one key, a file that does not
+ * load, a client certificate without its secret key. */
+static int
+agent_load_keys(const bellows_agent_config *cfg, com_cert *ret_server,
+    com_cert *ret_client, bool *ret_curve)
+{
+	const char *sfrom, *cfrom;
+	const char *spath = agent_key_path(cfg->server_key, "server_key",
+	    "BELLOWS_SERVER_KEY", &sfrom);
+	const char *cpath = agent_key_path(cfg->client_key, "client_key",
+	    "BELLOWS_CLIENT_KEY", &cfrom);
+	char err[512];
+	int rc;
+
+	*ret_curve = false;
+	if (spath == NULL && cpath == NULL)
+		return 0;
+	if (spath == NULL || cpath == NULL) {
+		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+		    BELLOWS_LOG_ERROR,
+		    "bellows_agent_open: %s is set (%s) but %s is not: CURVE "
+		    "needs both the server's public key and this client's "
+		    "secret key",
+		    spath != NULL ? sfrom : cfrom,
+		    spath != NULL ? spath : cpath,
+		    spath != NULL ? "client_key (BELLOWS_CLIENT_KEY)"
+				  : "server_key (BELLOWS_SERVER_KEY)");
+		return BELLOWS_EINVAL;
+	}
+	if ((rc = com_cert_load(spath, ret_server, err, sizeof(err))) != 0) {
+		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+		    BELLOWS_LOG_ERROR, "bellows_agent_open: %s %s: %s", sfrom,
+		    spath, rc == BELLOWS_EINVAL ? err : bellows_strerror(rc));
+		return BELLOWS_EINVAL;
+	}
+	if ((rc = com_cert_load(cpath, ret_client, err, sizeof(err))) != 0) {
+		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+		    BELLOWS_LOG_ERROR, "bellows_agent_open: %s %s: %s", cfrom,
+		    cpath, rc == BELLOWS_EINVAL ? err : bellows_strerror(rc));
+		return BELLOWS_EINVAL;
+	}
+	if (ret_client->secret_key[0] == '\0') {
+		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+		    BELLOWS_LOG_ERROR,
+		    "bellows_agent_open: %s %s is a public certificate; the "
+		    "client needs its secret one (NAME.key)",
+		    cfrom, cpath);
+		return BELLOWS_EINVAL;
+	}
+	agent_log(cfg->log, cfg->log_arg, cfg->log_level, BELLOWS_LOG_INFO,
+	    "CURVE: server key %s, client key %s", spath, cpath);
+	*ret_curve = true;
+	return 0;
+}
+
 static int
 agent_validate(const bellows_agent_config *cfg)
 {
@@ -304,15 +379,21 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 	bellows_agent *a;
 	agent_io_config io_cfg;
 	kern_config kcfg;
+	com_cert server, client;
 	const char *run_from;
+	bool curve;
 	int rc;
 
 	if (cfg == NULL || ret_agent == NULL)
 		return BELLOWS_EINVAL;
 	if ((rc = agent_validate(cfg)) != 0)
 		return rc;
-	if ((a = calloc(1, sizeof(*a))) == NULL)
+	if ((rc = agent_load_keys(cfg, &server, &client, &curve)) != 0)
+		return rc;
+	if ((a = calloc(1, sizeof(*a))) == NULL) {
+		explicit_bzero(&client, sizeof(client));
 		return BELLOWS_ENOMEM;
+	}
 	a->rank = cfg->rank;
 	a->n_layers = cfg->n_layers;
 	a->window_steps = cfg->window_steps;
@@ -363,12 +444,18 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 	io_cfg.log = cfg->log;
 	io_cfg.log_arg = cfg->log_arg;
 	io_cfg.log_level = cfg->log_level;
-	if ((rc = agent_io_open(&io_cfg, &a->io)) != 0)
+	io_cfg.server = curve ? &server : NULL;
+	io_cfg.client = curve ? &client : NULL;
+	io_cfg.handshake_ms = cfg->decision_timeout_ms / 2;
+	rc = agent_io_open(&io_cfg, &a->io);
+	explicit_bzero(&client, sizeof(client));
+	if (rc != 0)
 		goto fail;
 	a->in_force = agent_io_in_force(a->io);
 	*ret_agent = a;
 	return 0;
 fail:
+	explicit_bzero(&client, sizeof(client));
 	if (rc == BELLOWS_ENOMEM)
 		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
 		    BELLOWS_LOG_ERROR, "bellows_agent_open: %s",

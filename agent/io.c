@@ -24,6 +24,16 @@
  * the agent lost it) the kept reports at or above windows_closed are sent
  * again, oldest first, before anything queued.
  *
+ * With CURVE keys both sockets are CURVE clients, and a monitor socket
+ * (a PAIR on an inproc endpoint of the agent's own context) shows the
+ * thread the DEALER's connections and handshakes. A handshake bellowsd
+ * refuses (its ZAP handler does not know the client's key), one that
+ * fails (a wrong server key makes bellowsd drop the connection; a daemon
+ * without CURVE fails it) and one that is not done handshake_ms after the
+ * connection was made become last_error BELLOWS_ECONFIG with a message
+ * saying which, and a log line; ZeroMQ goes on retrying by itself, so a
+ * key added on the daemon later is taken without a restart.
+ *
  * The mutex guards the decision table, the report queue and the counters.
  * Fields the I/O thread alone writes (welcomed, the instance) are read by
  * it without the lock; everyone else reads them under it.
@@ -85,6 +95,7 @@ enum io_quiet {
 	IO_QUIET_MALFORMED,
 	IO_QUIET_DECISION,
 	IO_QUIET_SEND,
+	IO_QUIET_HANDSHAKE,
 	IO_QUIET_MAX,
 };
 
@@ -117,11 +128,15 @@ struct agent_io {
 	void *ctx;                 /* ZeroMQ context of this agent */
 	void *dealer;              /* control socket */
 	void *sub;                 /* decision socket */
-	int wake_fd;               /* eventfd the trainer writes to */
-	pthread_t thread;          /* the I/O thread */
-	bool thread_started;       /* thread must be joined */
-	bool mu_ready;             /* mu must be destroyed */
-	bool cond_ready;           /* cond must be destroyed */
+	void *monitor;             /* PAIR: the DEALER's events; CURVE only */
+	bool curve;                /* both sockets are CURVE clients */
+	char server_key[COM_CERT_Z85]; /* bellowsd's public key, Z85 */
+	uint32_t handshake_ms;         /* handshake deadline after connecting */
+	int wake_fd;                   /* eventfd the trainer writes to */
+	pthread_t thread;              /* the I/O thread */
+	bool thread_started;           /* thread must be joined */
+	bool mu_ready;                 /* mu must be destroyed */
+	bool cond_ready;               /* cond must be destroyed */
 
 	/* Shared with the training thread, under mu. */
 	pthread_mutex_t mu;        /* guards this part */
@@ -167,6 +182,8 @@ struct agent_io {
 	uint64_t last_heard_ms;       /* last valid message from the daemon */
 	uint64_t last_snapshot_ms;    /* last snapshot request sent */
 	uint64_t quiet[IO_QUIET_MAX]; /* last time each message was logged */
+	uint64_t hs_since_ms;         /* connected at, handshake pending;
+				       * 0: none pending */
 };
 
 static char io_version[] = BELLOWS_VERSION;
@@ -552,9 +569,105 @@ io_lose(agent_io *io, uint64_t now, const char *fmt, ...)
 	}
 }
 
+/* Reads and discards the rest of a multi-part message. */
+static void
+io_skip_parts(void *socket, zmq_msg_t *frame)
+{
+	while (zmq_msg_more(frame)) {
+		zmq_msg_close(frame);
+		zmq_msg_init(frame);
+		if (zmq_msg_recv(frame, socket, ZMQ_DONTWAIT) < 0)
+			break;
+	}
+}
+
+/* A CURVE handshake with bellowsd failed: record why for
+ * bellows_agent_stats and log it (at most once per IO_QUIET_MS). */
+static void
+io_handshake_failed(agent_io *io, const char *why)
+{
+	char text[sizeof(io->last_error_text)];
+
+	io->hs_since_ms = 0;
+	snprintf(text, sizeof(text), "%s (bellowsd at %s)", why, io->control);
+	io_lock(io);
+	io->last_error = BELLOWS_ECONFIG;
+	memcpy(io->last_error_text, text, sizeof(text));
+	io_unlock(io);
+	io_log_quiet(io, IO_QUIET_HANDSHAKE, BELLOWS_LOG_ERROR,
+	    "%s; not joined, training goes on with the decision in force, "
+	    "retrying",
+	    text);
+}
+
+/* Reads the DEALER's monitor events. */
+static void
+io_recv_monitor(agent_io *io, uint64_t now)
+{
+	for (int i = 0; i < IO_RECV_BATCH; i++) {
+		zmq_msg_t frame;
+		uint16_t event;
+		uint32_t value;
+		bool ok;
+
+		zmq_msg_init(&frame);
+		if (zmq_msg_recv(&frame, io->monitor, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&frame);
+			return;
+		}
+		/* First frame: the event (16 bits) and its value (32). */
+		ok = zmq_msg_size(&frame) == 6;
+		if (ok) {
+			memcpy(&event, zmq_msg_data(&frame), sizeof(event));
+			memcpy(&value, (uint8_t *)zmq_msg_data(&frame) + 2,
+			    sizeof(value));
+		}
+		io_skip_parts(io->monitor, &frame);
+		zmq_msg_close(&frame);
+		if (!ok)
+			continue;
+		switch (event) {
+		case ZMQ_EVENT_CONNECTED:
+			io->hs_since_ms = now > 0 ? now : 1;
+			break;
+		case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+			if (io->hs_since_ms != 0)
+				io_log(io, BELLOWS_LOG_DEBUG,
+				    "CURVE handshake with bellowsd at %s done",
+				    io->control);
+			io->hs_since_ms = 0;
+			break;
+		case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+			io_handshake_failed(io,
+			    "bellowsd refused this client's key");
+			break;
+		case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+			io_handshake_failed(io,
+			    value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+				? "no answer: wrong server key? (bellowsd "
+				  "does not use CURVE)"
+				: "no answer: wrong server key?");
+			break;
+		case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+		case ZMQ_EVENT_DISCONNECTED:
+			/* Dropped before the handshake was done: bellowsd
+			 * could not read our Hello, sealed with the key we
+			 * believe is its own. */
+			if (io->hs_since_ms != 0)
+				io_handshake_failed(io,
+				    "no answer: wrong server key?");
+			break;
+		default:
+			break;
+		}
+	}
+}
+
 static void
 io_timers(agent_io *io, uint64_t now)
 {
+	if (io->hs_since_ms != 0 && now - io->hs_since_ms >= io->handshake_ms)
+		io_handshake_failed(io, "no answer: wrong server key?");
 	if (io->welcomed) {
 		if (now - io->last_heard_ms >= io_lost_ms(io)) {
 			io_lose(io, now,
@@ -593,6 +706,8 @@ io_timeout(const agent_io *io, uint64_t now)
 	} else if (!io->hello_off) {
 		next = io->next_hello_ms;
 	}
+	if (io->hs_since_ms != 0 && io->hs_since_ms + io->handshake_ms < next)
+		next = io->hs_since_ms + io->handshake_ms;
 	if (next == UINT64_MAX)
 		return -1;
 	if (next <= now)
@@ -793,18 +908,6 @@ io_on_control(agent_io *io, com_msg *m, uint64_t now)
 	}
 }
 
-/* Reads and discards the rest of a multi-part message. */
-static void
-io_skip_parts(void *socket, zmq_msg_t *frame)
-{
-	while (zmq_msg_more(frame)) {
-		zmq_msg_close(frame);
-		zmq_msg_init(frame);
-		if (zmq_msg_recv(frame, socket, ZMQ_DONTWAIT) < 0)
-			break;
-	}
-}
-
 static void
 io_recv_control(agent_io *io)
 {
@@ -971,7 +1074,8 @@ io_main(void *arg)
 	io->next_hello_ms = now + IO_HELLO_RETRY_MS;
 	io->last_heard_ms = now;
 	while (!io_sync(io)) {
-		zmq_pollitem_t items[3];
+		zmq_pollitem_t items[4];
+		int n_items = io->monitor != NULL ? 4 : 3;
 		int rc;
 
 		now = com_clock_ms();
@@ -986,7 +1090,9 @@ io_main(void *arg)
 		items[1].events = ZMQ_POLLIN;
 		items[2].fd = io->wake_fd;
 		items[2].events = ZMQ_POLLIN;
-		rc = zmq_poll(items, 3, io_timeout(io, now));
+		items[3].socket = io->monitor;
+		items[3].events = ZMQ_POLLIN;
+		rc = zmq_poll(items, n_items, io_timeout(io, now));
 		if (rc < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1001,6 +1107,8 @@ io_main(void *arg)
 			io_recv_control(io);
 		if (items[1].revents & ZMQ_POLLIN)
 			io_recv_publish(io);
+		if (n_items > 3 && (items[3].revents & ZMQ_POLLIN))
+			io_recv_monitor(io, com_clock_ms());
 	}
 	/* The last window's report is usually still queued when the trainer
 	 * closes: hand it over before saying goodbye. */
@@ -1036,6 +1144,48 @@ io_socket(agent_io *io, int type)
 		return NULL;
 	}
 	return s;
+}
+
+/* Makes `s` a CURVE client of bellowsd (before it connects). Returns 0
+ * or BELLOWS_ENOTSUP when this libzmq has no CURVE. */
+static int
+io_curve(agent_io *io, void *s, const com_cert *client)
+{
+	if (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, io->server_key, 40) != 0 ||
+	    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, client->public_key, 40) !=
+		0 ||
+	    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, client->secret_key, 40) !=
+		0) {
+		io_log(io, BELLOWS_LOG_ERROR,
+		    "cannot make the sockets CURVE clients: %s (libzmq "
+		    "without CURVE?)",
+		    zmq_strerror(errno));
+		return BELLOWS_ENOTSUP;
+	}
+	return 0;
+}
+
+/* Watches the DEALER's connections and handshakes through io->monitor. */
+static int
+io_watch(agent_io *io)
+{
+	char endpoint[64];
+	int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+	    ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+	    ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+	    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+
+	snprintf(endpoint, sizeof(endpoint), "inproc://bellows-agent-%p",
+	    (void *)io);
+	if (zmq_socket_monitor(io->dealer, endpoint, events) != 0 ||
+	    (io->monitor = zmq_socket(io->ctx, ZMQ_PAIR)) == NULL ||
+	    io_setopt(io->monitor, ZMQ_LINGER, 0) != 0 ||
+	    zmq_connect(io->monitor, endpoint) != 0) {
+		io_log(io, BELLOWS_LOG_ERROR,
+		    "cannot watch the control socket: %s", zmq_strerror(errno));
+		return BELLOWS_ESYS;
+	}
+	return 0;
 }
 
 static int
@@ -1139,6 +1289,17 @@ agent_io_open(const agent_io_config *cfg, agent_io **ret_io)
 		    zmq_strerror(errno));
 		goto fail;
 	}
+	if (cfg->server != NULL && cfg->client != NULL) {
+		io->curve = true;
+		io->handshake_ms = cfg->handshake_ms > 0 ? cfg->handshake_ms
+							 : 1;
+		memcpy(io->server_key, cfg->server->public_key,
+		    sizeof(io->server_key));
+		if ((rc = io_curve(io, io->dealer, cfg->client)) != 0 ||
+		    (rc = io_curve(io, io->sub, cfg->client)) != 0 ||
+		    (rc = io_watch(io)) != 0)
+			goto fail;
+	}
 	if ((rc = io_connect(io, io->dealer, io->control, "control")) != 0 ||
 	    (rc = io_connect(io, io->sub, io->publish, "publish")) != 0)
 		goto fail;
@@ -1174,6 +1335,8 @@ agent_io_close(agent_io **iop)
 		zmq_close(io->dealer);
 	if (io->sub != NULL)
 		zmq_close(io->sub);
+	if (io->monitor != NULL)
+		zmq_close(io->monitor);
 	if (io->ctx != NULL)
 		while (zmq_ctx_term(io->ctx) != 0 && errno == EINTR)
 			;

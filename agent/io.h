@@ -24,6 +24,7 @@
 
 #include <stdbool.h>
 
+#include "cert.h"
 #include "msg.h"
 
 typedef struct agent_io agent_io;
@@ -46,10 +47,18 @@ typedef struct agent_io_config {
 	bellows_log_fn *log;         /* log sink, may be NULL */
 	void *log_arg;               /* passed to log */
 	int log_level;               /* highest level passed to log */
+	const com_cert *server;      /* bellowsd's public key; NULL: no
+				      * CURVE (then client is NULL too) */
+	const com_cert *client;      /* this client's keypair */
+	uint32_t handshake_ms;       /* a CURVE handshake not done this long
+				      * after connecting is reported */
 } agent_io_config;
 
 /* Creates the sockets, connects them (nothing is sent or awaited yet) and
- * starts the I/O thread, which sends Hello at once. Everything in *cfg is
+ * starts the I/O thread, which sends Hello at once. With keys both sockets
+ * are CURVE clients and the thread watches the DEALER's handshakes: one
+ * bellowsd refuses, fails or does not finish within handshake_ms is
+ * logged and recorded as last_error BELLOWS_ECONFIG. Everything in *cfg is
  * copied. Returns 0 with *ret_io the caller's (agent_io_close), or
  * BELLOWS_EINVAL for an endpoint ZeroMQ refuses, BELLOWS_ENOMEM, or
  * BELLOWS_ESYS when a socket, eventfd or the thread cannot be created;

@@ -30,6 +30,7 @@ struct dash_source {
 	char *control;                 /* control endpoint, owned */
 	char *db_path;                 /* history file, owned; NULL = none */
 	tool_client *client;           /* STATUS requests; NULL after failure */
+	tool_keys keys;                /* CURVE keys of both sockets */
 	void *ctx;                     /* ZeroMQ context of the SUB */
 	void *sub;                     /* telemetry subscriber */
 	com_limits limits;             /* what a telemetry message may be */
@@ -192,7 +193,9 @@ dash_source_open(const dash_source_opts *o, dash_source **ret, char *errbuf,
 	}
 	if ((s->control = strdup(o->control)) == NULL)
 		goto fail;
-	if ((r = tool_client_open(s->control, &s->client)) != 0) {
+	if (o->keys != NULL)
+		s->keys = *o->keys;
+	if ((r = tool_client_open(s->control, &s->keys, &s->client)) != 0) {
 		snprintf(errbuf, errlen, "cannot use control endpoint '%s'",
 		    o->control);
 		goto fail;
@@ -215,6 +218,10 @@ dash_source_open(const dash_source_opts *o, dash_source **ret, char *errbuf,
 		    sizeof(maxsize));
 		/* Every job's telemetry: the topics are "t:<job>\0". */
 		zmq_setsockopt(s->sub, ZMQ_SUBSCRIBE, "t:", 2);
+	}
+	if ((r = tool_client_curve(s->sub, &s->keys)) != 0) {
+		snprintf(errbuf, errlen, "this libzmq cannot use CURVE keys");
+		goto fail;
 	}
 	if (zmq_connect(s->sub, o->publish) != 0) {
 		r = BELLOWS_EINVAL;
@@ -246,6 +253,7 @@ dash_source_close(dash_source **sp)
 	tool_hdb_close(&s->db);
 	if (s->have_last)
 		com_msg_fini(&s->last);
+	explicit_bzero(&s->keys, sizeof(s->keys));
 	free(s->control);
 	free(s->db_path);
 	free(s->lv_max);
@@ -315,7 +323,7 @@ source_status(dash_source *s, dash_snapshot *snap)
 
 	snap->health.connected = false;
 	if (s->client == NULL &&
-	    tool_client_open(s->control, &s->client) != 0) {
+	    tool_client_open(s->control, &s->keys, &s->client) != 0) {
 		dash_copy(snap->health.note, sizeof(snap->health.note),
 		    "cannot open the control socket");
 		return;
@@ -330,9 +338,12 @@ source_status(dash_source *s, dash_snapshot *snap)
 	if (r != 0) {
 		/* A reply that comes late must not answer the next request:
 		 * start over with a new socket. */
-		tool_client_close(&s->client);
 		snprintf(snap->health.note, sizeof(snap->health.note),
-		    "%s; reconnecting", bellows_strerror(r));
+		    "%s; reconnecting",
+		    s->client != NULL && tool_client_why(s->client)[0] != '\0'
+			? tool_client_why(s->client)
+			: bellows_strerror(r));
+		tool_client_close(&s->client);
 		return;
 	}
 	if (s->have_last) {

@@ -14,6 +14,7 @@
 #ifndef DASH_SOURCE_H
 #define DASH_SOURCE_H
 
+#include "client.h"
 #include "model.h"
 
 #include <stdbool.h>
@@ -22,9 +23,10 @@
 typedef struct dash_source dash_source;
 
 typedef struct dash_source_opts {
-	const char *control; /* bellowsd's ROUTER; NULL = offline */
-	const char *publish; /* bellowsd's PUB (live only) */
-	const char *db;      /* history database; NULL = none */
+	const char *control;   /* bellowsd's ROUTER; NULL = offline */
+	const char *publish;   /* bellowsd's PUB (live only) */
+	const char *db;        /* history database; NULL = none */
+	const tool_keys *keys; /* CURVE keys of both sockets; NULL: none */
 } dash_source_opts;
 
 /* Opens a source. Live: creates the sockets (the daemon need not be up).

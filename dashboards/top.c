@@ -25,15 +25,17 @@
 #define TOP_MIN_FETCH_MS    250  /* telemetry: not more often than this */
 
 typedef struct top_opts {
-	const char *control; /* NULL = offline */
-	const char *publish; /* bellowsd's PUB */
-	const char *db;      /* history file */
-	const char *job;     /* job to open, NULL = none */
-	int64_t run;         /* offline: run to open */
-	bool once;           /* print one screen and leave */
-	dash_view view;      /* --once: view printed */
-	uint32_t rows;       /* --once: screen size */
-	uint32_t cols;       /* same */
+	const char *control;    /* NULL = offline */
+	const char *publish;    /* bellowsd's PUB */
+	const char *db;         /* history file */
+	const char *job;        /* job to open, NULL = none */
+	int64_t run;            /* offline: run to open */
+	bool once;              /* print one screen and leave */
+	dash_view view;         /* --once: view printed */
+	uint32_t rows;          /* --once: screen size */
+	uint32_t cols;          /* same */
+	const char *server_key; /* --server-key, NULL: not given */
+	const char *client_key; /* --client-key, NULL: not given */
 } top_opts;
 
 void
@@ -43,6 +45,7 @@ dash_top_usage(FILE *f)
 	    "usage: bellows top [--control EP] [--publish EP] [--db FILE]\n"
 	    "                   [--offline] [--run ID] [--job NAME]\n"
 	    "                   [--once [--view V] [--size ROWSxCOLS]]\n"
+	    "                   [--server-key FILE --client-key FILE]\n"
 	    "\n"
 	    "  --control EP   bellowsd's control endpoint (default %s)\n"
 	    "  --publish EP   bellowsd's publish endpoint (default %s)\n"
@@ -57,6 +60,10 @@ dash_top_usage(FILE *f)
 	    "  --view V       --once: jobs, ranks, layers (default),\n"
 	    "                 decisions or events\n"
 	    "  --size RxC     --once: screen size (default 24x80)\n"
+	    "  --server-key FILE  bellowsd's public certificate (default\n"
+	    "                 $BELLOWS_SERVER_KEY)\n"
+	    "  --client-key FILE  this client's secret certificate (default\n"
+	    "                 $BELLOWS_CLIENT_KEY); with both, CURVE\n"
 	    "\n"
 	    "keys: arrows/j/k move, Tab view, Enter open, Esc back, / filter\n"
 	    "layers, s sort, p pause, Left/Right window (offline), ? help,\n"
@@ -77,6 +84,8 @@ top_parse(int argc, char **argv, top_opts *o)
 		{ "once", no_argument, NULL, '1' },
 		{ "view", required_argument, NULL, 'v' },
 		{ "size", required_argument, NULL, 's' },
+		{ "server-key", required_argument, NULL, 'S' },
+		{ "client-key", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -95,6 +104,12 @@ top_parse(int argc, char **argv, top_opts *o)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'S':
+			o->server_key = optarg;
+			break;
+		case 'C':
+			o->client_key = optarg;
+			break;
 		case 'c':
 			o->control = optarg;
 			control = true;
@@ -295,6 +310,7 @@ int
 dash_top_main(int argc, char **argv)
 {
 	dash_source_opts so;
+	tool_keys keys;
 	dash_source *src = NULL;
 	dash_model m;
 	top_opts o;
@@ -305,10 +321,16 @@ dash_top_main(int argc, char **argv)
 		return r < 0 ? 0 : r;
 	if (!o.once && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)))
 		o.once = true;
+	if (o.control != NULL &&
+	    tool_client_keys("top", o.server_key, o.client_key, &keys) != 0)
+		return 2;
 	so.control = o.control;
 	so.publish = o.publish;
 	so.db = o.db;
-	if ((r = dash_source_open(&so, &src, err, sizeof(err))) != 0) {
+	so.keys = o.control != NULL ? &keys : NULL;
+	r = dash_source_open(&so, &src, err, sizeof(err));
+	explicit_bzero(&keys, sizeof(keys));
+	if (r != 0) {
 		fprintf(stderr, "bellows top: %s\n",
 		    err[0] != '\0' ? err : bellows_strerror(r));
 		return 1;

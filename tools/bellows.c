@@ -6,6 +6,7 @@
  */
 #include "export.h"
 #include "history.h"
+#include "keygen.h"
 #include "policy_check.h"
 #include "replay.h"
 #include "sim.h"
@@ -43,6 +44,8 @@ static const bellows_command commands[] = {
 	    "timings" },
 	{ "export", tool_export_main, tool_export_usage,
 	    "write one run of the history as CSV files" },
+	{ "keygen", tool_keygen_main, tool_keygen_usage,
+	    "write a CURVE keypair: DIR/NAME.key and DIR/NAME.pub" },
 #ifdef BELLOWS_HAVE_TOP
 	{ "top", dash_top_main, dash_top_usage,
 	    "watch bellowsd and its jobs live, or browse a history" },

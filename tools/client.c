@@ -8,17 +8,132 @@
 #include <bellows/error.h>
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <zmq.h>
+
+#define CLIENT_REFUSED   "bellowsd refused this client's key"
+#define CLIENT_NO_ANSWER "no answer: wrong server key?"
 
 struct tool_client {
 	void *ctx;         /* ZeroMQ context, owned */
 	void *sock;        /* DEALER to bellowsd's ROUTER */
+	void *monitor;     /* PAIR: the DEALER's events; CURVE only */
+	bool connected;    /* a connection waits for its handshake */
+	const char *why;   /* a failed handshake, or "" */
 	com_limits limits; /* what a reply may be */
 };
 
+/* A key file: the option's value, else the environment's `var`. */
+static const char *
+client_key_path(const char *opt, const char *var)
+{
+	const char *v;
+
+	if (opt != NULL)
+		return opt;
+	if ((v = getenv(var)) != NULL && v[0] != '\0')
+		return v;
+	return NULL;
+}
+
 int
-tool_client_open(const char *endpoint, tool_client **ret_client)
+tool_client_keys(const char *cmd, const char *server_path,
+    const char *client_path, tool_keys *ret)
+{
+	tool_keys k;
+	char err[512];
+	int r;
+
+	memset(&k, 0, sizeof(k));
+	k.server_path = client_key_path(server_path, "BELLOWS_SERVER_KEY");
+	k.client_path = client_key_path(client_path, "BELLOWS_CLIENT_KEY");
+	if (k.server_path == NULL && k.client_path == NULL) {
+		*ret = k;
+		return 0;
+	}
+	if (k.server_path == NULL || k.client_path == NULL) {
+		fprintf(stderr,
+		    "bellows %s: %s but not %s: CURVE needs both the "
+		    "server's public key and this client's secret key\n",
+		    cmd,
+		    k.server_path != NULL
+			? "a server key (--server-key, BELLOWS_SERVER_KEY)"
+			: "a client key (--client-key, BELLOWS_CLIENT_KEY)",
+		    k.server_path != NULL ? "a client key" : "a server key");
+		return BELLOWS_EINVAL;
+	}
+	if ((r = com_cert_load(k.server_path, &k.server, err, sizeof(err))) !=
+	    0) {
+		if (r == BELLOWS_EINVAL)
+			fprintf(stderr, "bellows %s: server key: %s\n", cmd,
+			    err);
+		else
+			fprintf(stderr, "bellows %s: server key %s: %s\n", cmd,
+			    k.server_path, bellows_strerror(r));
+		return BELLOWS_EINVAL;
+	}
+	if ((r = com_cert_load(k.client_path, &k.client, err, sizeof(err))) !=
+	    0) {
+		if (r == BELLOWS_EINVAL)
+			fprintf(stderr, "bellows %s: client key: %s\n", cmd,
+			    err);
+		else
+			fprintf(stderr, "bellows %s: client key %s: %s\n", cmd,
+			    k.client_path, bellows_strerror(r));
+		return BELLOWS_EINVAL;
+	}
+	if (k.client.secret_key[0] == '\0') {
+		fprintf(stderr,
+		    "bellows %s: client key %s is a public certificate; the "
+		    "client needs its secret one (NAME.key)\n",
+		    cmd, k.client_path);
+		return BELLOWS_EINVAL;
+	}
+	k.curve = true;
+	*ret = k;
+	return 0;
+}
+
+int
+tool_client_curve(void *socket, const tool_keys *keys)
+{
+	if (keys == NULL || !keys->curve)
+		return 0;
+	if (zmq_setsockopt(socket, ZMQ_CURVE_SERVERKEY, keys->server.public_key,
+		40) != 0 ||
+	    zmq_setsockopt(socket, ZMQ_CURVE_PUBLICKEY, keys->client.public_key,
+		40) != 0 ||
+	    zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY, keys->client.secret_key,
+		40) != 0)
+		return BELLOWS_ENOTSUP;
+	return 0;
+}
+
+/* Watches the DEALER's connections and handshakes. */
+static int
+client_watch(tool_client *c)
+{
+	char endpoint[64];
+
+	snprintf(endpoint, sizeof(endpoint), "inproc://bellows-client-%p",
+	    (void *)c);
+	if (zmq_socket_monitor(c->sock, endpoint,
+		ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+		    ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+		    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+		    ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+		    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0 ||
+	    (c->monitor = zmq_socket(c->ctx, ZMQ_PAIR)) == NULL ||
+	    zmq_connect(c->monitor, endpoint) != 0)
+		return BELLOWS_ESYS;
+	return 0;
+}
+
+int
+tool_client_open(const char *endpoint, const tool_keys *keys,
+    tool_client **ret_client)
 {
 	tool_client *c = calloc(1, sizeof(*c));
 	int linger = 0, r;
@@ -40,6 +155,13 @@ tool_client_open(const char *endpoint, tool_client **ret_client)
 	}
 	zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof(linger));
 	zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxsize, sizeof(maxsize));
+	c->why = "";
+	if (keys != NULL && keys->curve) {
+		if ((r = tool_client_curve(c->sock, keys)) != 0 ||
+		    (r = client_watch(c)) != 0)
+			goto fail;
+		zmq_setsockopt(c->monitor, ZMQ_LINGER, &linger, sizeof(linger));
+	}
 	if (zmq_connect(c->sock, endpoint) != 0) {
 		r = BELLOWS_EINVAL;
 		goto fail;
@@ -61,29 +183,99 @@ tool_client_close(tool_client **client)
 	c = *client;
 	if (c->sock != NULL)
 		zmq_close(c->sock);
+	if (c->monitor != NULL)
+		zmq_close(c->monitor);
 	if (c->ctx != NULL)
 		zmq_ctx_term(c->ctx);
 	free(c);
 	*client = NULL;
 }
 
+const char *
+tool_client_why(const tool_client *c)
+{
+	return c->why;
+}
+
+/* Reads the monitor's events; BELLOWS_ECONFIG when a handshake failed
+ * (c->why says how), else 0. */
+static int
+client_events(tool_client *c)
+{
+	for (;;) {
+		zmq_msg_t frame;
+		uint16_t event = 0;
+
+		zmq_msg_init(&frame);
+		if (zmq_msg_recv(&frame, c->monitor, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&frame);
+			return 0;
+		}
+		if (zmq_msg_size(&frame) == 6)
+			memcpy(&event, zmq_msg_data(&frame), sizeof(event));
+		while (zmq_msg_more(&frame)) {
+			zmq_msg_close(&frame);
+			zmq_msg_init(&frame);
+			if (zmq_msg_recv(&frame, c->monitor, ZMQ_DONTWAIT) < 0)
+				break;
+		}
+		zmq_msg_close(&frame);
+		switch (event) {
+		case ZMQ_EVENT_CONNECTED:
+			c->connected = true;
+			break;
+		case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+			c->connected = false;
+			break;
+		case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+			c->why = CLIENT_REFUSED;
+			return BELLOWS_ECONFIG;
+		case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+		case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+			c->why = CLIENT_NO_ANSWER;
+			return BELLOWS_ECONFIG;
+		case ZMQ_EVENT_DISCONNECTED:
+			if (c->connected) {
+				c->why = CLIENT_NO_ANSWER;
+				return BELLOWS_ECONFIG;
+			}
+			break;
+		default:
+			break;
+		}
+	}
+}
+
 /* Waits until the socket is readable or the deadline passes. Returns 1
- * when readable, 0 on timeout, BELLOWS_EIO on failure. */
+ * when readable, 0 on timeout, BELLOWS_ECONFIG when a handshake failed,
+ * BELLOWS_EIO on failure. */
 static int
 client_wait(tool_client *c, uint64_t deadline_ms)
 {
 	for (;;) {
-		zmq_pollitem_t item = { c->sock, 0, ZMQ_POLLIN, 0 };
+		zmq_pollitem_t items[2] = {
+			{ c->sock, 0, ZMQ_POLLIN, 0 },
+			{ c->monitor, 0, ZMQ_POLLIN, 0 },
+		};
 		uint64_t now = com_clock_ms();
-		int n;
+		int n, r;
 
-		if (now >= deadline_ms)
+		if (now >= deadline_ms) {
+			/* Connected, and still no handshake: the daemon
+			 * could not read ours. */
+			if (c->monitor != NULL && c->connected)
+				c->why = CLIENT_NO_ANSWER;
 			return 0;
-		n = zmq_poll(&item, 1, (long)(deadline_ms - now));
-		if (n > 0)
-			return 1;
+		}
+		n = zmq_poll(items, c->monitor != NULL ? 2 : 1,
+		    (long)(deadline_ms - now));
 		if (n < 0 && zmq_errno() != EINTR)
 			return BELLOWS_EIO;
+		if (n > 0 && (items[1].revents & ZMQ_POLLIN) &&
+		    (r = client_events(c)) != 0)
+			return r;
+		if (n > 0 && (items[0].revents & ZMQ_POLLIN))
+			return 1;
 	}
 }
 
@@ -98,6 +290,7 @@ tool_client_request(tool_client *c, const com_msg *req, uint32_t timeout_ms,
 	com_msg reply;
 	int r;
 
+	c->why = "";
 	if ((r = com_codec_encode(req, &buf, &len)) != 0)
 		return r;
 	/* The DEALER queues the request until the connection is up, so a

@@ -7,22 +7,61 @@
  * the only module of the command line that includes <zmq.h>; it owns its
  * ZeroMQ context, which exists between tool_client_open() and
  * tool_client_close() only (`bellows sim` forks outside that span).
+ * With CURVE keys (--server-key/--client-key or BELLOWS_SERVER_KEY and
+ * BELLOWS_CLIENT_KEY, found by tool_client_keys) the DEALER is a CURVE
+ * client, and a monitor on it turns a failed handshake into an error
+ * that says so instead of a silent timeout.
  */
 #ifndef TOOL_CLIENT_H
 #define TOOL_CLIENT_H
 
+#include "cert.h"
 #include "msg.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct tool_client tool_client;
 
-/* Creates a ZeroMQ context and a DEALER connected to `endpoint`. The
- * connection is made in the background: a daemon that is not up yet is
- * not an error here. Returns 0, BELLOWS_EINVAL for an endpoint ZeroMQ
- * refuses, BELLOWS_ESYS when the context or socket cannot be created, or
- * BELLOWS_ENOMEM. On success *ret_client is the caller's. */
-int tool_client_open(const char *endpoint, tool_client **ret_client);
+/* The CURVE keys of a command-line client. */
+typedef struct tool_keys {
+	bool curve;              /* keys given: the sockets are CURVE clients */
+	com_cert server;         /* bellowsd's public key */
+	com_cert client;         /* this client's keypair */
+	const char *server_path; /* where server came from, borrowed */
+	const char *client_path; /* where client came from, borrowed */
+} tool_keys;
+
+/* Finds the keys of command `cmd` ("bellows CMD: ..." messages):
+ * server_path and client_path (its --server-key and --client-key, NULL
+ * when not given), else the environment's BELLOWS_SERVER_KEY and
+ * BELLOWS_CLIENT_KEY (empty: unset), and loads them into *ret; neither:
+ * ret->curve is false. Returns 0, or BELLOWS_EINVAL after printing why
+ * to stderr: only one of the two, a file that is not a certificate
+ * (named), a client certificate without its secret key. */
+int tool_client_keys(const char *cmd, const char *server_path,
+    const char *client_path, tool_keys *ret);
+
+/* Makes `socket` (a ZeroMQ socket, before it connects) a CURVE client
+ * with `keys` (nothing without keys->curve). Returns 0, or
+ * BELLOWS_ENOTSUP when this libzmq has no CURVE. */
+int tool_client_curve(void *socket, const tool_keys *keys);
+
+/* Creates a ZeroMQ context and a DEALER connected to `endpoint`, a CURVE
+ * client with `keys` (NULL or without curve: plain). The connection is
+ * made in the background: a daemon that is not up yet is not an error
+ * here. Returns 0, BELLOWS_EINVAL for an endpoint ZeroMQ refuses,
+ * BELLOWS_ENOTSUP for keys this libzmq cannot use, BELLOWS_ESYS when the
+ * context or socket cannot be created, or BELLOWS_ENOMEM. On success
+ * *ret_client is the caller's. */
+int tool_client_open(const char *endpoint, const tool_keys *keys,
+    tool_client **ret_client);
+
+/* Why the last request failed with BELLOWS_ECONFIG or BELLOWS_ETIMEDOUT
+ * over CURVE: "bellowsd refused this client's key" or "no answer: wrong
+ * server key?"; "" when the handshake is not to blame. Valid until the
+ * next request or close. */
+const char *tool_client_why(const tool_client *client);
 
 /* Closes the socket, terminates the context (pending messages are
  * dropped) and frees the client. NULL-safe; sets *client to NULL. */
@@ -30,7 +69,9 @@ void tool_client_close(tool_client **client);
 
 /* Sends `req` and waits up to timeout_ms for one reply, which goes into
  * *ret_reply (the caller's, to com_msg_fini). Returns 0,
- * BELLOWS_ETIMEDOUT when nothing arrived in time, BELLOWS_EPROTO,
+ * BELLOWS_ETIMEDOUT when nothing arrived in time, BELLOWS_ECONFIG as
+ * soon as a CURVE handshake fails (tool_client_why says how),
+ * BELLOWS_EPROTO,
  * BELLOWS_EVERSION or BELLOWS_EMSGSIZE for a reply that does not decode,
  * BELLOWS_EINVAL or BELLOWS_ENOMEM when `req` cannot be encoded, BELLOWS_EIO
  * when ZeroMQ fails. *ret_reply is untouched on failure. */

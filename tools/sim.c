@@ -97,6 +97,10 @@ typedef struct sim_opts {
 	char run_id_buf[40];    /* the one drawn */
 	uint32_t start_window;  /* the ranks start at this window */
 	bool resume;            /* ... continuing the job's recorded run */
+	const char *server_key; /* --server-key, NULL: not given */
+	const char *client_key; /* --client-key, NULL: not given */
+	tool_keys keys;         /* the CURVE keys found (options, else
+				 * the environment) */
 } sim_opts;
 
 /* One rank's slot. The counters at the end are the agent's, summed over
@@ -173,6 +177,7 @@ tool_sim_usage(FILE *f)
 	    "                   [--buckets N] [--backward-ms MS]\n"
 	    "                   [--act LBAR,R,RATIO] [--mem TOTAL_MB,USED_MB]\n"
 	    "                   [--run-id ID] [--start-window N [--resume]]\n"
+	    "                   [--server-key FILE --client-key FILE]\n"
 	    "\n"
 	    "  Runs N ranks (processes with a real agent each) of a simulated\n"
 	    "  data-parallel job for W windows of S steps against bellowsd,\n"
@@ -218,7 +223,11 @@ tool_sim_usage(FILE *f)
 	    "                         instead of 0, as from a checkpoint\n"
 	    "  --resume               with --start-window: continue the job's\n"
 	    "                         recorded run there (its later windows are\n"
-	    "                         superseded) instead of a new run\n",
+	    "                         superseded) instead of a new run\n"
+	    "  --server-key FILE      bellowsd's public certificate (default\n"
+	    "                         $BELLOWS_SERVER_KEY)\n"
+	    "  --client-key FILE      the ranks' secret certificate (default\n"
+	    "                         $BELLOWS_CLIENT_KEY); with both, CURVE\n",
 	    SIM_MAX_RANKS, SIM_MAX_LAYERS);
 	fputs(
 	    "\n"
@@ -452,6 +461,8 @@ sim_parse(int argc, char **argv, sim_opts *o)
 		OPT_RUN_ID,
 		OPT_START_WINDOW,
 		OPT_RESUME,
+		OPT_SERVER_KEY,
+		OPT_CLIENT_KEY,
 		OPT_HELP,
 	};
 	static const struct option opts[] = {
@@ -480,6 +491,8 @@ sim_parse(int argc, char **argv, sim_opts *o)
 		{ "run-id", required_argument, NULL, OPT_RUN_ID },
 		{ "start-window", required_argument, NULL, OPT_START_WINDOW },
 		{ "resume", no_argument, NULL, OPT_RESUME },
+		{ "server-key", required_argument, NULL, OPT_SERVER_KEY },
+		{ "client-key", required_argument, NULL, OPT_CLIENT_KEY },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -583,6 +596,12 @@ sim_parse(int argc, char **argv, sim_opts *o)
 		case OPT_RESUME:
 			o->resume = true;
 			break;
+		case OPT_SERVER_KEY:
+			o->server_key = optarg;
+			break;
+		case OPT_CLIENT_KEY:
+			o->client_key = optarg;
+			break;
 		case 'h':
 		case OPT_HELP:
 			tool_sim_usage(stdout);
@@ -676,6 +695,9 @@ sim_parse(int argc, char **argv, sim_opts *o)
 		fprintf(stderr, "bellows sim: --down-ms needs --kill\n");
 		return 2;
 	}
+	if (tool_client_keys("sim", o->server_key, o->client_key, &o->keys) !=
+	    0)
+		return 2;
 	if (o->buckets > 0 && !o->comm_model) {
 		fprintf(stderr, "bellows sim: --buckets needs --comm-model\n");
 		return 2;
@@ -1451,6 +1473,8 @@ sim_rank_main(const sim_ctx *cx, uint32_t rank, uint64_t start_step)
 	cfg.start_step = start_step;
 	cfg.start_window = start_step / o->steps;
 	cfg.run_id = o->run_id;
+	cfg.server_key = o->keys.server_path;
+	cfg.client_key = o->keys.client_path;
 	/* A --kill victim coming back is a rank of this launch, not a
 	 * resume. */
 	cfg.resume = o->resume &&
@@ -1517,11 +1541,14 @@ sim_ping(const sim_opts *o)
 
 	com_msg_init(&req, COM_MSG_STATUS_REQUEST);
 	com_msg_init(&reply, COM_MSG_NONE);
-	r = tool_client_open(o->control, &client);
+	r = tool_client_open(o->control, &o->keys, &client);
 	if (r == 0)
 		r = tool_client_request(client, &req, SIM_PING_MS, &reply);
-	tool_client_close(&client);
-	if (r == BELLOWS_ETIMEDOUT)
+	if (r == BELLOWS_ECONFIG ||
+	    (r == BELLOWS_ETIMEDOUT && tool_client_why(client)[0] != '\0'))
+		fprintf(stderr, "bellows sim: %s (bellowsd at %s)\n",
+		    tool_client_why(client), o->control);
+	else if (r == BELLOWS_ETIMEDOUT)
 		fprintf(stderr,
 		    "bellows sim: bellowsd at %s did not answer within %d "
 		    "ms\n",
@@ -1530,6 +1557,7 @@ sim_ping(const sim_opts *o)
 		fprintf(stderr,
 		    "bellows sim: cannot reach bellowsd at %s: %s\n",
 		    o->control, bellows_strerror(r));
+	tool_client_close(&client);
 	com_msg_fini(&req);
 	com_msg_fini(&reply);
 	return r;

@@ -19,10 +19,12 @@
 #define STATUS_DEFAULT_TIMEOUT_MS 2000
 
 typedef struct status_opts {
-	const char *control; /* daemon's ROUTER endpoint */
-	const char *job;     /* only this job; NULL = all */
-	bool json;           /* --format json */
-	uint32_t timeout_ms; /* how long to wait for the reply */
+	const char *control;    /* daemon's ROUTER endpoint */
+	const char *job;        /* only this job; NULL = all */
+	bool json;              /* --format json */
+	uint32_t timeout_ms;    /* how long to wait for the reply */
+	const char *server_key; /* --server-key, NULL: not given */
+	const char *client_key; /* --client-key, NULL: not given */
 } status_opts;
 
 void
@@ -31,11 +33,21 @@ tool_status_usage(FILE *f)
 	fprintf(f,
 	    "usage: bellows status [--control EP] [--job NAME]\n"
 	    "                      [--format table|json] [--timeout-ms N]\n"
+	    "                      [--server-key FILE --client-key FILE]\n"
 	    "\n"
-	    "  --control EP     bellowsd's control endpoint (default %s)\n"
-	    "  --job NAME       only this job\n"
-	    "  --format F       table (default) or json\n"
-	    "  --timeout-ms N   wait this long for the answer (default %d)\n",
+	    "  --control EP        bellowsd's control endpoint (default %s)\n"
+	    "  --job NAME          only this job\n"
+	    "  --format F          table (default) or json\n"
+	    "  --timeout-ms N      wait this long for the answer (default "
+	    "%d)\n"
+	    "  --server-key FILE   bellowsd's public certificate (default\n"
+	    "                      $BELLOWS_SERVER_KEY)\n"
+	    "  --client-key FILE   this client's secret certificate (default\n"
+	    "                      $BELLOWS_CLIENT_KEY); with both, CURVE\n"
+	    "\n"
+	    "  Exits 0 with the answer, 1 when there is none (bellowsd down,\n"
+	    "  refused this client's key, or the server key is wrong), 2 on\n"
+	    "  a usage error or a bad key file.\n",
 	    STATUS_DEFAULT_CONTROL, STATUS_DEFAULT_TIMEOUT_MS);
 }
 
@@ -262,6 +274,8 @@ status_parse(int argc, char **argv, status_opts *o)
 		{ "job", required_argument, NULL, 'j' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "timeout-ms", required_argument, NULL, 't' },
+		{ "server-key", required_argument, NULL, 'S' },
+		{ "client-key", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -300,6 +314,12 @@ status_parse(int argc, char **argv, status_opts *o)
 				3600000, &o->timeout_ms) != 0)
 				return 2;
 			break;
+		case 'S':
+			o->server_key = optarg;
+			break;
+		case 'C':
+			o->client_key = optarg;
+			break;
 		case 'h':
 			tool_status_usage(stdout);
 			return 0;
@@ -323,21 +343,31 @@ tool_status_main(int argc, char **argv)
 	tool_client *client = NULL;
 	com_msg req, reply;
 	status_opts o;
+	tool_keys keys;
 	int r, rc = 1;
 
 	if ((rc = status_parse(argc, argv, &o)) >= 0)
 		return rc;
+	if (tool_client_keys("status", o.server_key, o.client_key, &keys) != 0)
+		return 2;
 	rc = 1;
 	com_msg_init(&req, COM_MSG_STATUS_REQUEST);
 	com_msg_init(&reply, COM_MSG_NONE);
 	req.u.status_request.job = (char *)o.job; /* borrowed, not freed */
-	r = tool_client_open(o.control, &client);
+	r = tool_client_open(o.control, &keys, &client);
+	explicit_bzero(&keys.client, sizeof(keys.client));
 	if (r != 0) {
 		fprintf(stderr, "bellows status: cannot connect to '%s': %s\n",
 		    o.control, bellows_strerror(r));
 		goto out;
 	}
 	r = tool_client_request(client, &req, o.timeout_ms, &reply);
+	if (r == BELLOWS_ECONFIG ||
+	    (r == BELLOWS_ETIMEDOUT && tool_client_why(client)[0] != '\0')) {
+		fprintf(stderr, "bellows status: %s (bellowsd at %s)\n",
+		    tool_client_why(client), o.control);
+		goto out;
+	}
 	if (r == BELLOWS_ETIMEDOUT) {
 		fprintf(stderr,
 		    "bellows status: bellowsd at %s did not answer within %u "

@@ -109,6 +109,15 @@ typedef struct bellows_agent_config {
 			     * checkpoint at start_step / start_window and
 			     * continues the job's recorded run there,
 			     * instead of starting a new run */
+	const char *server_key; /* bellowsd's public certificate (its
+				 * NAME.pub, or its NAME.key); NULL: the
+				 * environment's BELLOWS_SERVER_KEY, else
+				 * none. With client_key, both sockets use
+				 * CURVE; one without the other is refused */
+	const char *client_key; /* this client's secret certificate
+				 * (NAME.key, from `bellows keygen`); NULL:
+				 * the environment's BELLOWS_CLIENT_KEY,
+				 * else none */
 } bellows_agent_config;
 
 /* Timings and counters of one step, given to bellows_agent_step_end().
@@ -220,8 +229,12 @@ typedef struct bellows_agent_stats {
 	uint64_t snapshots;        /* snapshot requests made (gaps, rejoins) */
 	uint64_t reconnects;       /* welcomes after the first */
 	uint64_t seq_in_force;     /* decision applied in the current step */
-	int last_error;            /* last BELLOWS_E* the daemon refused with */
-	char last_error_text[256]; /* its message */
+	int last_error;            /* last BELLOWS_E* the daemon refused with;
+				    * BELLOWS_ECONFIG when a CURVE handshake
+				    * failed */
+	char last_error_text[256]; /* its message: for a failed handshake
+				    * "bellowsd refused this client's key"
+				    * or "no answer: wrong server key?" */
 } bellows_agent_stats;
 
 /* Returns the library version, e.g. "0.1.0". */
@@ -237,6 +250,15 @@ BELLOWS_EXPORT void bellows_agent_config_init(bellows_agent_config *cfg);
  * a bad field), copies everything it needs from it, starts the I/O thread
  * and sends HELLO. It does not wait for bellowsd: an agent opened while the
  * daemon is down trains on defaults and joins when the daemon appears.
+ * With keys (server_key and client_key, or the environment's
+ * BELLOWS_SERVER_KEY and BELLOWS_CLIENT_KEY) both sockets are CURVE
+ * clients; only one of the two, a file that is not a certificate, or a
+ * client certificate without its secret key is BELLOWS_EINVAL, logged
+ * naming the file. A handshake bellowsd refuses (an unknown client key)
+ * or never completes (a wrong server key, a daemon without CURVE) is not
+ * an error here: it is logged and shown in bellows_agent_stats
+ * (last_error BELLOWS_ECONFIG) within decision_timeout_ms, and training
+ * goes on on defaults as while bellowsd is away.
  * Layers flagged BELLOWS_LAYER_DEVICE get their accumulator, momentum and
  * running statistics in the memory of the CUDA device current now, which
  * must be the device of their gradients. Returns BELLOWS_ENOMEM,

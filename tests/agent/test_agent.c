@@ -8,7 +8,9 @@
  * Error, to change its instance, to say which windows are closed, or to
  * speak an older protocol minor. The XPUB shows the test when the
  * agent's subscription has arrived, so publications are not lost to the
- * slow-joiner effect unless a test wants them lost.
+ * slow-joiner effect unless a test wants them lost. It can be a CURVE
+ * server (both sockets) with a ZAP handler of its own that accepts or
+ * refuses every client key.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +32,7 @@
 
 #include <bellows/agent.h>
 
+#include "cert.h"
 #include "codec.h"
 #include "msg.h"
 
@@ -95,6 +98,7 @@ typedef struct fake {
 	void *ctx;
 	void *router;
 	void *pub;
+	void *zap; /* REP on inproc://zeromq.zap.01, or NULL */
 	char control[256];
 	char publish[256];
 	pthread_t thread;
@@ -115,6 +119,7 @@ typedef struct fake {
 	double auto_level;        /* level of auto decisions */
 	uint64_t windows_closed;  /* told in Welcome and HeartbeatAck */
 	uint32_t minor;           /* protocol minor it speaks, 0: current */
+	bool zap_refuse;          /* the ZAP handler answers 400 */
 
 	/* Decisions made: seq = index + 1. */
 	com_decision decisions[FAKE_MAX];
@@ -127,6 +132,7 @@ typedef struct fake {
 	uint32_t snapshot_requests;
 	uint32_t byes;
 	uint32_t subscriptions;
+	uint32_t zap_requests;
 	uint32_t bad;
 	uint64_t hello_ms[FAKE_MAX];
 	com_msg last_hello;
@@ -335,15 +341,54 @@ fake_recv(fake *f)
 	zmq_msg_close(&body);
 }
 
+/* Answers one ZAP request (RFC 27): 200 or, when told, 400. */
+static void
+fake_zap(fake *f)
+{
+	zmq_msg_t part[8];
+	int n = 0;
+	bool refuse;
+
+	for (; n < 8; n++) {
+		zmq_msg_init(&part[n]);
+		if (zmq_msg_recv(&part[n], f->zap, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&part[n]);
+			break;
+		}
+		if (!zmq_msg_more(&part[n])) {
+			n++;
+			break;
+		}
+	}
+	pthread_mutex_lock(&f->mu);
+	refuse = f->zap_refuse;
+	f->zap_requests++;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->mu);
+	if (n >= 2) {
+		zmq_send(f->zap, "1.0", 3, ZMQ_SNDMORE);
+		zmq_send(f->zap, zmq_msg_data(&part[1]), zmq_msg_size(&part[1]),
+		    ZMQ_SNDMORE);
+		zmq_send(f->zap, refuse ? "400" : "200", 3, ZMQ_SNDMORE);
+		zmq_send(f->zap, refuse ? "unknown key" : "OK", refuse ? 11 : 2,
+		    ZMQ_SNDMORE);
+		zmq_send(f->zap, "", 0, ZMQ_SNDMORE);
+		zmq_send(f->zap, "", 0, 0);
+	}
+	for (int i = 0; i < n; i++)
+		zmq_msg_close(&part[i]);
+}
+
 static void *
 fake_main(void *arg)
 {
 	fake *f = arg;
 
 	for (;;) {
-		zmq_pollitem_t items[2] = {
+		zmq_pollitem_t items[3] = {
 			{ f->router, 0, ZMQ_POLLIN, 0 },
 			{ f->pub, 0, ZMQ_POLLIN, 0 },
+			{ f->zap, 0, ZMQ_POLLIN, 0 },
 		};
 		uint64_t now;
 
@@ -364,8 +409,10 @@ fake_main(void *arg)
 		}
 		pthread_mutex_unlock(&f->mu);
 
-		if (zmq_poll(items, 2, 2) < 0)
+		if (zmq_poll(items, f->zap != NULL ? 3 : 2, 2) < 0)
 			continue;
+		if (f->zap != NULL && (items[2].revents & ZMQ_POLLIN))
+			fake_zap(f);
 		if (items[0].revents & ZMQ_POLLIN)
 			fake_recv(f);
 		if (items[1].revents & ZMQ_POLLIN) {
@@ -400,9 +447,12 @@ fake_bind(void *socket, const char *endpoint, char *ret, size_t ret_len)
 	    0);
 }
 
-/* Starts a fake daemon on the given endpoints (tcp wildcards when NULL). */
+/* Starts a fake daemon on the given endpoints (tcp wildcards when NULL);
+ * with `server` (a keypair) both sockets are CURVE servers and, with
+ * `zap`, a ZAP handler decides which client keys may connect. */
 static fake *
-fake_start(const char *control, const char *publish)
+fake_start_with(const char *control, const char *publish,
+    const com_cert *server, bool zap)
 {
 	fake *f = calloc(1, sizeof(*f));
 	pthread_condattr_t attr;
@@ -420,12 +470,40 @@ fake_start(const char *control, const char *publish)
 	f->ctx = zmq_ctx_new();
 	f->router = zmq_socket(f->ctx, ZMQ_ROUTER);
 	f->pub = zmq_socket(f->ctx, ZMQ_XPUB);
+	if (zap) {
+		int zero = 0;
+
+		f->zap = zmq_socket(f->ctx, ZMQ_REP);
+		zmq_setsockopt(f->zap, ZMQ_LINGER, &zero, sizeof(zero));
+		assert_int_equal(zmq_bind(f->zap, "inproc://zeromq.zap.01"), 0);
+	}
+	if (server != NULL) {
+		int one = 1;
+
+		for (int i = 0; i < 2; i++) {
+			void *sock = i == 0 ? f->router : f->pub;
+
+			assert_int_equal(zmq_setsockopt(sock, ZMQ_CURVE_SERVER,
+					     &one, sizeof(one)),
+			    0);
+			assert_int_equal(zmq_setsockopt(sock,
+					     ZMQ_CURVE_SECRETKEY,
+					     server->secret_key, 40),
+			    0);
+		}
+	}
 	fake_bind(f->router, control ? control : "tcp://127.0.0.1:*",
 	    f->control, sizeof(f->control));
 	fake_bind(f->pub, publish ? publish : "tcp://127.0.0.1:*", f->publish,
 	    sizeof(f->publish));
 	assert_int_equal(pthread_create(&f->thread, NULL, fake_main, f), 0);
 	return f;
+}
+
+static fake *
+fake_start(const char *control, const char *publish)
+{
+	return fake_start_with(control, publish, NULL, false);
 }
 
 static void
@@ -437,6 +515,8 @@ fake_stop(fake *f)
 	pthread_join(f->thread, NULL);
 	zmq_close(f->router);
 	zmq_close(f->pub);
+	if (f->zap != NULL)
+		zmq_close(f->zap);
 	zmq_ctx_term(f->ctx);
 	for (uint32_t i = 0; i < f->n_decisions; i++)
 		com_decision_fini(&f->decisions[i]);
@@ -1979,6 +2059,255 @@ test_launch_identity_comes_from_the_environment_and_is_checked(void **state)
 	fake_stop(f);
 }
 
+/* ---- CURVE ---- */
+
+/* A folder of certificates for one test: server.key/.pub,
+ * client.key/.pub, other.key/.pub (a client bellowsd does not know). */
+typedef struct keys {
+	char dir[64];
+	char path[6][128]; /* server, client, other: .key then .pub */
+	com_cert server;
+} keys;
+
+enum {
+	K_SERVER = 0,
+	K_CLIENT = 2,
+	K_OTHER = 4,
+	K_KEY = 0,
+	K_PUB = 1
+};
+
+static void
+keys_make(keys *k)
+{
+	static const char *const names[] = { "server", "client", "other" };
+	char err[256];
+
+	snprintf(k->dir, sizeof(k->dir), "/tmp/bellows-test-keys-XXXXXX");
+	assert_non_null(mkdtemp(k->dir));
+	for (int i = 0; i < 3; i++) {
+		com_cert c;
+
+		assert_int_equal(com_cert_generate(&c), 0);
+		assert_int_equal(com_cert_save(&c, k->dir, names[i], false, err,
+				     sizeof(err)),
+		    0);
+		if (i == 0)
+			k->server = c;
+		snprintf(k->path[2 * i], sizeof(k->path[0]), "%s/%s.key",
+		    k->dir, names[i]);
+		snprintf(k->path[2 * i + 1], sizeof(k->path[0]), "%s/%s.pub",
+		    k->dir, names[i]);
+	}
+}
+
+static void
+keys_remove(keys *k)
+{
+	for (int i = 0; i < 6; i++)
+		unlink(k->path[i]);
+	rmdir(k->dir);
+}
+
+static void
+test_curve_agent_with_the_right_keys_joins_and_gets_decisions(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	keys k;
+	fake *f;
+
+	(void)state;
+	keys_make(&k);
+	f = fake_start_with(NULL, NULL, &k.server, true);
+	pthread_mutex_lock(&f->mu);
+	f->auto_decide = true;
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	cfg.window_steps = 1;
+	cfg.server_key = k.path[K_SERVER + K_PUB];
+	cfg.client_key = k.path[K_CLIENT + K_KEY];
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+	FAKE_WAIT(f, f->subscriptions >= 1 && f->zap_requests >= 1);
+	for (int i = 0; i < 4; i++)
+		run_step(a, NULL);
+	/* Decisions arrive over the PUB socket only. */
+	STATS_WAIT(a, s, s.decisions >= 2);
+	assert_int_equal(s.last_error, 0);
+	assert_int_equal(s.decision_misses, 0);
+	assert_true(bellows_agent_level(a, 0) == 4.0);
+	bellows_agent_close(&a);
+	fake_stop(f);
+	keys_remove(&k);
+}
+
+static void
+test_curve_wrong_server_key_says_so_within_the_decision_timeout(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	uint64_t t0;
+	keys k;
+	fake *f;
+
+	(void)state;
+	keys_make(&k);
+	f = fake_start_with(NULL, NULL, &k.server, true);
+	config(&cfg, f);
+	cfg.decision_timeout_ms = 1000;
+	cfg.server_key = k.path[K_OTHER + K_PUB]; /* not the daemon's */
+	cfg.client_key = k.path[K_CLIENT + K_KEY];
+	t0 = now_ms();
+	a = open_agent(&cfg);
+	/* The first step waits for a Welcome that never comes, then trains
+	 * on defaults; the reason is known by then. */
+	run_step(a, NULL);
+	assert_true(now_ms() - t0 < 3000);
+	assert_int_equal(bellows_agent_stats_get(a, &s), 0);
+	assert_false(s.connected);
+	assert_int_equal(s.last_error, BELLOWS_ECONFIG);
+	assert_non_null(
+	    strstr(s.last_error_text, "no answer: wrong server key?"));
+	assert_true(log_contains("no answer: wrong server key?"));
+	assert_int_equal(bellows_agent_decision(a, &(bellows_decision){ 0 }),
+	    0);
+	assert_true(bellows_agent_level(a, 0) == 0.0);
+	pthread_mutex_lock(&f->mu);
+	assert_int_equal(f->hellos, 0);
+	pthread_mutex_unlock(&f->mu);
+	bellows_agent_close(&a);
+	fake_stop(f);
+	keys_remove(&k);
+}
+
+static void
+test_curve_refused_client_key_says_so_and_trains_on(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	keys k;
+	fake *f;
+
+	(void)state;
+	keys_make(&k);
+	f = fake_start_with(NULL, NULL, &k.server, true);
+	pthread_mutex_lock(&f->mu);
+	f->zap_refuse = true;
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	cfg.decision_timeout_ms = 1000;
+	cfg.server_key = k.path[K_SERVER + K_PUB];
+	cfg.client_key = k.path[K_OTHER + K_KEY];
+	a = open_agent(&cfg);
+	run_step(a, NULL);
+	assert_int_equal(bellows_agent_stats_get(a, &s), 0);
+	assert_false(s.connected);
+	assert_int_equal(s.last_error, BELLOWS_ECONFIG);
+	assert_non_null(
+	    strstr(s.last_error_text, "bellowsd refused this client's key"));
+	assert_true(log_contains("bellowsd refused this client's key"));
+	run_step(a, NULL);
+	pthread_mutex_lock(&f->mu);
+	assert_int_equal(f->hellos, 0);
+	assert_true(f->zap_requests >= 1);
+	pthread_mutex_unlock(&f->mu);
+	bellows_agent_close(&a);
+	fake_stop(f);
+	keys_remove(&k);
+}
+
+static void
+test_curve_keys_come_from_the_environment_and_come_in_pairs(void **state)
+{
+	char garbled[160];
+	FILE *fp;
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	keys k;
+	fake *f;
+
+	(void)state;
+	keys_make(&k);
+	f = fake_start_with(NULL, NULL, &k.server, true);
+	config(&cfg, f);
+	setenv("BELLOWS_SERVER_KEY", k.path[K_SERVER + K_PUB], 1);
+	setenv("BELLOWS_CLIENT_KEY", k.path[K_CLIENT + K_KEY], 1);
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+	assert_true(log_contains("CURVE: server key"));
+	bellows_agent_close(&a);
+
+	/* One without the other, either way round. */
+	unsetenv("BELLOWS_CLIENT_KEY");
+	log_reset();
+	assert_int_equal(bellows_agent_open(&cfg, &a), BELLOWS_EINVAL);
+	assert_true(log_contains("BELLOWS_SERVER_KEY is set"));
+	assert_true(log_contains("but client_key (BELLOWS_CLIENT_KEY) is not"));
+	unsetenv("BELLOWS_SERVER_KEY");
+	cfg.client_key = k.path[K_CLIENT + K_KEY];
+	log_reset();
+	assert_int_equal(bellows_agent_open(&cfg, &a), BELLOWS_EINVAL);
+	assert_true(log_contains("client_key is set"));
+
+	/* Files that do not load are named; a public certificate is not
+	 * a client's key. */
+	cfg.server_key = "/nonexistent/server.pub";
+	log_reset();
+	assert_int_equal(bellows_agent_open(&cfg, &a), BELLOWS_EINVAL);
+	assert_true(log_contains("server_key /nonexistent/server.pub"));
+	cfg.server_key = k.path[K_SERVER + K_PUB];
+	cfg.client_key = k.path[K_CLIENT + K_PUB];
+	log_reset();
+	assert_int_equal(bellows_agent_open(&cfg, &a), BELLOWS_EINVAL);
+	assert_true(log_contains("is a public certificate"));
+	snprintf(garbled, sizeof(garbled), "%s/garbled.key", k.dir);
+	fp = fopen(garbled, "w");
+	assert_non_null(fp);
+	fputs("curve\n    secret-key = \"not z85\"\n", fp);
+	fclose(fp);
+	cfg.client_key = garbled;
+	log_reset();
+	assert_int_equal(bellows_agent_open(&cfg, &a), BELLOWS_EINVAL);
+	assert_true(log_contains("client_key "));
+	assert_true(log_contains("garbled.key"));
+	unlink(garbled);
+	assert_null(a);
+	fake_stop(f);
+	keys_remove(&k);
+}
+
+static void
+test_curve_agent_against_a_plain_daemon_says_so(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	keys k;
+	fake *f;
+
+	(void)state;
+	keys_make(&k);
+	f = fake_start(NULL, NULL);
+	config(&cfg, f);
+	cfg.decision_timeout_ms = 1000;
+	cfg.server_key = k.path[K_SERVER + K_PUB];
+	cfg.client_key = k.path[K_CLIENT + K_KEY];
+	a = open_agent(&cfg);
+	run_step(a, NULL);
+	assert_int_equal(bellows_agent_stats_get(a, &s), 0);
+	assert_false(s.connected);
+	assert_int_equal(s.last_error, BELLOWS_ECONFIG);
+	assert_non_null(strstr(s.last_error_text, "no answer"));
+	bellows_agent_close(&a);
+	fake_stop(f);
+	keys_remove(&k);
+}
+
 static void
 test_enotjoined_error_makes_the_agent_join_again(void **state)
 {
@@ -2165,6 +2494,16 @@ main(void)
 		cmocka_unit_test(
 		    test_malformed_frames_from_the_daemon_are_dropped),
 		cmocka_unit_test(test_close_says_bye),
+		cmocka_unit_test(
+		    test_curve_agent_with_the_right_keys_joins_and_gets_decisions),
+		cmocka_unit_test(
+		    test_curve_wrong_server_key_says_so_within_the_decision_timeout),
+		cmocka_unit_test(
+		    test_curve_refused_client_key_says_so_and_trains_on),
+		cmocka_unit_test(
+		    test_curve_keys_come_from_the_environment_and_come_in_pairs),
+		cmocka_unit_test(
+		    test_curve_agent_against_a_plain_daemon_says_so),
 	};
 
 	return cmocka_run_group_tests_name("agent", tests, NULL, NULL);

@@ -27,7 +27,7 @@ static int
 setup(void **state)
 {
 	fixture *f = calloc(1, sizeof(*f));
-	dash_source_opts o = { NULL, NULL, NULL };
+	dash_source_opts o = { NULL, NULL, NULL, NULL };
 	char err[256];
 	sqlite3 *db;
 

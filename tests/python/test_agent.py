@@ -4,17 +4,20 @@ The binding: the library is found where BELLOWS_LIB says, the C errors
 arrive as BellowsError with the library's code and reason, a CPU tensor is
 observed through its own data pointer, the statistics are those of the
 gradients handed over, the timed sends, collectives and activation
-statistics come back as the window's medians and means, and a decision
-from a real bellowsd (a fixed policy) reaches the Python side and decides
-how each layer is sent.
+statistics come back as the window's medians and means, CURVE keys are
+checked at open and a refused one is reported (against pyzmq's ZAP
+handler), and a decision from a real bellowsd (a fixed policy) reaches
+the Python side and decides how each layer is sent.
 """
 
 from __future__ import annotations
 
 import os
+import pathlib
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import numpy as np
@@ -61,6 +64,106 @@ class LibraryTest(unittest.TestCase):
         self.assertRegex(bellows.version(), r"^\d+\.\d+\.\d+$")
         print(f"\n  libbellows {bellows.version()} from "
               f"{bellows.library_path()}")
+
+
+class KeysTest(unittest.TestCase):
+    """server_key/client_key: validated at open, used over CURVE."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.dir = pathlib.Path(cls.tmp.name)
+        for name in ("server", "client"):
+            subprocess.run([str(support.BELLOWS), "keygen", "--out",
+                            str(cls.dir), "--name", name], check=True,
+                           capture_output=True, timeout=30)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def setUp(self):
+        self.env = {k: os.environ.pop(k, None)
+                    for k in ("BELLOWS_SERVER_KEY", "BELLOWS_CLIENT_KEY")}
+
+    def tearDown(self):
+        for k, v in self.env.items():
+            os.environ.pop(k, None)
+            if v is not None:
+                os.environ[k] = v
+
+    def refused(self, **kw) -> str:
+        with self.assertRaises(bellows.BellowsError) as cm:
+            offline_agent(**kw)
+        self.assertEqual(cm.exception.code, _lib.EINVAL)
+        return str(cm.exception)
+
+    def test_one_key_without_the_other_is_einval(self):
+        msg = self.refused(server_key=self.dir / "server.pub")
+        self.assertIn("server_key is set", msg)
+        self.assertIn("client_key (BELLOWS_CLIENT_KEY) is not", msg)
+        msg = self.refused(client_key=str(self.dir / "client.key"))
+        self.assertIn("client_key is set", msg)
+        print(f"\n  {msg}")
+
+    def test_a_key_file_that_does_not_load_is_named(self):
+        msg = self.refused(server_key="/nonexistent/server.pub",
+                           client_key=self.dir / "client.key")
+        self.assertIn("/nonexistent/server.pub", msg)
+        msg = self.refused(server_key=self.dir / "server.pub",
+                           client_key=self.dir / "client.pub")
+        self.assertIn("is a public certificate", msg)
+
+    def test_the_environment_gives_the_keys(self):
+        os.environ["BELLOWS_SERVER_KEY"] = str(self.dir / "server.pub")
+        msg = self.refused()
+        self.assertIn("BELLOWS_SERVER_KEY is set", msg)
+        os.environ["BELLOWS_CLIENT_KEY"] = str(self.dir / "client.key")
+        with offline_agent() as a:
+            self.assertEqual(a.stats().last_error, 0)
+
+    def test_keys_open_an_agent_that_trains_while_bellowsd_is_away(self):
+        with offline_agent(server_key=self.dir / "server.pub",
+                           client_key=self.dir / "client.key") as a:
+            a.step_begin()
+            a.step_end()
+
+    def test_a_refused_key_is_reported_and_training_goes_on(self):
+        try:
+            import zmq
+            from zmq.auth.thread import ThreadAuthenticator
+        except ImportError:
+            self.skipTest("python3-zmq is not installed")
+        pub, secret = zmq.auth.load_certificate(self.dir / "server.key")
+        ctx = zmq.Context()
+        auth = ThreadAuthenticator(ctx)
+        auth.start()
+        (self.dir / "trusted").mkdir(exist_ok=True)  # nobody in it
+        auth.configure_curve(domain="*", location=str(self.dir / "trusted"))
+        router = ctx.socket(zmq.ROUTER)
+        router.curve_secretkey = secret
+        router.curve_publickey = pub
+        router.curve_server = True
+        port = router.bind_to_random_port("tcp://127.0.0.1")
+        try:
+            with bellows.Agent("py-curve", 0, 1, LAYERS,
+                               control=f"tcp://127.0.0.1:{port}",
+                               publish=f"tcp://127.0.0.1:{port}",
+                               decision_timeout_ms=1000,
+                               server_key=self.dir / "server.pub",
+                               client_key=self.dir / "client.key") as a:
+                a.step_begin()
+                a.step_end()
+                st = a.stats()
+                self.assertFalse(st.connected)
+                self.assertEqual(st.last_error, _lib.ECONFIG)
+                self.assertIn("bellowsd refused this client's key",
+                              st.last_error_text)
+                print(f"\n  {st.last_error_text}")
+        finally:
+            router.close(0)
+            auth.stop()
+            ctx.term()
 
 
 class ErrorTest(unittest.TestCase):

@@ -151,6 +151,8 @@ class AgentConfig(ctypes.Structure):
         ("stats_threads", ctypes.c_uint32),
         ("run_id", ctypes.c_char_p),
         ("resume", ctypes.c_uint32),
+        ("server_key", ctypes.c_char_p),
+        ("client_key", ctypes.c_char_p),
     ]
 
 

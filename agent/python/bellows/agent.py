@@ -23,6 +23,7 @@ import ctypes
 import dataclasses
 import logging
 import math
+import os
 import threading
 import weakref
 
@@ -268,7 +269,9 @@ class Agent:
                  momentum_beta: float | None = None,
                  log_level: int = _lib.LOG_WARN,
                  stats_threads: int = 0,
-                 run_id: str | None = None, resume: bool = False):
+                 run_id: str | None = None, resume: bool = False,
+                 server_key: str | os.PathLike | None = None,
+                 client_key: str | os.PathLike | None = None):
         """Opens the agent (bellows_agent_open).
 
         ``layers`` is a sequence of bellows.Layer, the same on every rank.
@@ -277,6 +280,12 @@ class Agent:
         ``resume`` continues the job's recorded run from a checkpoint at
         ``start_step``/``start_window`` instead of starting a new run
         (docs/protocol.md, "Runs").
+        ``server_key`` (bellowsd's public certificate, NAME.pub) and
+        ``client_key`` (this client's secret certificate, NAME.key, from
+        ``bellows keygen``) make both sockets CURVE clients; None:
+        $BELLOWS_SERVER_KEY and $BELLOWS_CLIENT_KEY. Both or neither: one
+        alone, or a file that is not a certificate, is EINVAL naming it
+        (docs/agent.md, "Client keys").
         Options left None keep the library's defaults (docs/agent.md).
         Raises BellowsError (EINVAL with the library's reason for a bad
         configuration; ENOTSUP for device layers without CUDA support).
@@ -343,6 +352,17 @@ class Agent:
             if run_id is not None:
                 cfg.run_id = cstr(run_id)
             cfg.resume = 1 if resume else 0
+        if server_key is not None or client_key is not None:
+            if not _lib.config_has("client_key"):
+                raise BellowsError("bellows_agent_open", _lib.ENOTSUP,
+                                   "this libbellows has no CURVE keys "
+                                   "(server_key/client_key)")
+            for name, path in (("server_key", server_key),
+                               ("client_key", client_key)):
+                if path is not None:
+                    b = os.fsencode(path)
+                    self._keep.append(b)
+                    setattr(cfg, name, b)
         self._sink.capture = []
         self._sink.capture_thread = threading.get_ident()
         try:

@@ -464,7 +464,8 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
     CompressionHook). ``window_steps`` closes a window every N steps (0:
     only at window_end()). ``layer_flags`` are added to every layer (e.g.
     bellows.LAYER_MOMENTUM); remaining keywords go to bellows.Agent
-    (decision_timeout_ms, heartbeat_ms, log_level, ...).
+    (decision_timeout_ms, heartbeat_ms, log_level, server_key and
+    client_key for a bellowsd that wants CURVE keys, ...).
 
     The launch's identity (``run_id``, see bellows.Agent) is, unless given,
     $BELLOWS_RUN_ID or $TORCHELASTIC_RUN_ID, else one rank 0 draws and
