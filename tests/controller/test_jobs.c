@@ -67,6 +67,8 @@ typedef struct fixture {
 	uint32_t n_pub;       /* entries in pub */
 	com_msg reply;        /* last reply */
 	char why[256];        /* last drop reason */
+	const char *client;   /* authenticated client the messages come
+			       * from, NULL: none (no security) */
 } fixture;
 
 /* ctl_jobs_publish_fn: keeps a deep copy of every publication. */
@@ -249,7 +251,7 @@ send_hello(fixture *f, const char *peer, com_msg *m, uint64_t now)
 {
 	reply_reset(f);
 	return ctl_jobs_hello(f->jobs, (const uint8_t *)peer, strlen(peer),
-	    &m->u.hello, now, &f->reply, f->why, sizeof(f->why));
+	    f->client, &m->u.hello, now, &f->reply, f->why, sizeof(f->why));
 }
 
 /* Sends a standard Hello; the Welcome or Error is in f->reply. */
@@ -297,7 +299,7 @@ send_report(fixture *f, const char *peer, const com_report *rep, uint64_t now)
 {
 	reply_reset(f);
 	return ctl_jobs_report(f->jobs, (const uint8_t *)peer, strlen(peer),
-	    rep, now, &f->reply, f->why, sizeof(f->why));
+	    f->client, rep, now, &f->reply, f->why, sizeof(f->why));
 }
 
 static int
@@ -321,7 +323,7 @@ beat(fixture *f, const char *peer, const char *job, uint32_t rank,
 
 	reply_reset(f);
 	return ctl_jobs_heartbeat(f->jobs, (const uint8_t *)peer, strlen(peer),
-	    &hb, now, &f->reply, f->why, sizeof(f->why));
+	    f->client, &hb, now, &f->reply, f->why, sizeof(f->why));
 }
 
 static int
@@ -330,8 +332,8 @@ bye(fixture *f, const char *peer, const char *job, uint32_t rank, uint64_t now)
 	com_bye b = { .job = (char *)job, .rank = rank };
 
 	f->why[0] = '\0';
-	return ctl_jobs_bye(f->jobs, (const uint8_t *)peer, strlen(peer), &b,
-	    now, f->why, sizeof(f->why));
+	return ctl_jobs_bye(f->jobs, (const uint8_t *)peer, strlen(peer),
+	    f->client, &b, now, f->why, sizeof(f->why));
 }
 
 static int
@@ -340,7 +342,7 @@ snapshot(fixture *f, const char *job, uint32_t rank)
 	com_snapshot_request req = { .job = (char *)job, .rank = rank };
 
 	reply_reset(f);
-	return ctl_jobs_snapshot(f->jobs, &req, &f->reply, f->why,
+	return ctl_jobs_snapshot(f->jobs, f->client, &req, &f->reply, f->why,
 	    sizeof(f->why));
 }
 
@@ -351,7 +353,7 @@ status(fixture *f, const char *job, uint64_t now, com_msg *m)
 	com_status_request req = { .job = (char *)job };
 
 	com_msg_init(m, COM_MSG_STATUS_REPLY);
-	assert_int_equal(ctl_jobs_status(f->jobs, &req, now,
+	assert_int_equal(ctl_jobs_status(f->jobs, f->client, &req, now,
 			     &m->u.status_reply),
 	    0);
 }

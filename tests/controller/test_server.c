@@ -151,7 +151,7 @@ setup(void **state)
 	f->zctx = zmq_ctx_new();
 	if (f->zctx == NULL ||
 	    ctl_server_open(f->zctx, f->control, f->publish, &f->limits,
-		f->cfg->peer_queue_mb, f->cfg->max_layers, INSTANCE,
+		f->cfg->peer_queue_mb, f->cfg->max_layers, INSTANCE, NULL,
 		&f->server) != 0 ||
 	    ctl_jobs_new(f->cfg, INSTANCE, ctl_server_publish, f->server,
 		&f->jobs) != 0 ||

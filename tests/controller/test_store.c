@@ -1721,8 +1721,8 @@ hello(fixture *f, const char *peer, uint32_t rank, uint64_t step,
 	memcpy(layers, table, sizeof(layers));
 	h.in_force.seq = seq;
 	com_msg_init(&reply, COM_MSG_NONE);
-	if (ctl_jobs_hello(f->jobs, (const uint8_t *)peer, strlen(peer), &h,
-		now, &reply, why, sizeof(why)) != 0)
+	if (ctl_jobs_hello(f->jobs, (const uint8_t *)peer, strlen(peer), NULL,
+		&h, now, &reply, why, sizeof(why)) != 0)
 		fail_msg("hello refused: %s", why);
 	assert_int_equal(reply.type, COM_MSG_WELCOME);
 	closed = reply.u.welcome.windows_closed;
@@ -1743,7 +1743,7 @@ beat_closed(fixture *f, uint64_t step, uint64_t now)
 	com_msg reply;
 
 	com_msg_init(&reply, COM_MSG_NONE);
-	if (ctl_jobs_heartbeat(f->jobs, (const uint8_t *)"A", 1, &hb, now,
+	if (ctl_jobs_heartbeat(f->jobs, (const uint8_t *)"A", 1, NULL, &hb, now,
 		&reply, why, sizeof(why)) != 0)
 		fail_msg("heartbeat refused: %s", why);
 	assert_int_equal(reply.type, COM_MSG_HEARTBEAT_ACK);
@@ -1790,8 +1790,8 @@ report_rank(fixture *f, uint32_t r, uint64_t w, double norm, uint64_t now)
 				.sum_sq = 1,
 				.acc_norm = norm };
 		com_msg_init(&reply, COM_MSG_NONE);
-		if (ctl_jobs_report(f->jobs, (const uint8_t *)peers[r], 1, &rep,
-			now, &reply, why, sizeof(why)) != 0)
+		if (ctl_jobs_report(f->jobs, (const uint8_t *)peers[r], 1, NULL,
+			&rep, now, &reply, why, sizeof(why)) != 0)
 			fail_msg("report refused: %s", why);
 		com_msg_fini(&reply);
 	}
@@ -2127,7 +2127,7 @@ test_store_ends_a_run_when_every_rank_leaves(void **state)
 	start_store(f);
 	hello(f, "A", 0, 0, 0, 0, 1000);
 	hello(f, "B", 1, 0, 0, 0, 1000);
-	assert_int_equal(ctl_jobs_bye(f->jobs, (const uint8_t *)"A", 1,
+	assert_int_equal(ctl_jobs_bye(f->jobs, (const uint8_t *)"A", 1, NULL,
 			     &(com_bye){ .job = (char *)"job", .rank = 0 },
 			     1100, why, sizeof(why)),
 	    0);
@@ -2136,7 +2136,7 @@ test_store_ends_a_run_when_every_rank_leaves(void **state)
 			     "SELECT count(*) FROM runs WHERE ended_wall_ms "
 			     "IS NULL"),
 	    1);
-	assert_int_equal(ctl_jobs_bye(f->jobs, (const uint8_t *)"B", 1,
+	assert_int_equal(ctl_jobs_bye(f->jobs, (const uint8_t *)"B", 1, NULL,
 			     &(com_bye){ .job = (char *)"job", .rank = 1 },
 			     1100, why, sizeof(why)),
 	    0);
