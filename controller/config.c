@@ -2091,6 +2091,25 @@ ctl_config_client_allowed(const ctl_config *cfg, const char *job,
 	return false;
 }
 
+bool
+ctl_config_client_allowed_all(const ctl_config *cfg, const char *client)
+{
+	if (!cfg->security.enabled)
+		return true;
+	if (client == NULL || client[0] == '\0')
+		return false;
+	for (uint32_t i = 0; i < cfg->n_jobs; i++) {
+		const ctl_job_conf *jc = &cfg->jobs[i];
+		bool listed = jc->clients == NULL;
+
+		for (uint32_t k = 0; k < jc->n_clients && !listed; k++)
+			listed = strcmp(jc->clients[k], client) == 0;
+		if (!listed)
+			return false;
+	}
+	return true;
+}
+
 const ctl_job_conf *
 ctl_config_match(const ctl_config *cfg, const char *job)
 {

@@ -226,6 +226,10 @@ const char *ctl_config_client_by_key(const ctl_config *cfg, const char *z85);
 bool ctl_config_client_allowed(const ctl_config *cfg, const char *job,
     const char *client);
 
+/* True when client `client` may read every job whatever its name: no
+ * job entry leaves it out (always without security). */
+bool ctl_config_client_allowed_all(const ctl_config *cfg, const char *client);
+
 /* Reads a clients directory: every NAME.pub in it (other files are
  * ignored) into *ret_keys (sorted by name, the caller's: free with
  * ctl_config_keys_free). Returns 0, BELLOWS_EIO (the directory cannot be

@@ -1697,6 +1697,15 @@ ctl_jobs_snapshot(ctl_jobs *jobs, const char *client,
 	return 0;
 }
 
+bool
+ctl_jobs_client_may_read(const ctl_jobs *jobs, const char *name,
+    const char *client)
+{
+	if (name == NULL)
+		return ctl_config_client_allowed_all(jobs->cfg, client);
+	return ctl_config_client_allowed(jobs->cfg, name, client);
+}
+
 /* Drops from a STATUS reply's events those of jobs `client` may not
  * read (the daemon's own, with no job, stay). */
 static void

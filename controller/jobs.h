@@ -129,6 +129,12 @@ int ctl_jobs_bye(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 int ctl_jobs_snapshot(ctl_jobs *jobs, const char *client,
     const com_snapshot_request *req, com_msg *reply, char *why, size_t why_len);
 
+/* True when `client` may read job `name` (NULL: every job, whatever its
+ * name) under the configuration in force: what the publish side asks
+ * before it lets a subscription through. Always true without security. */
+bool ctl_jobs_client_may_read(const ctl_jobs *jobs, const char *name,
+    const char *client);
+
 /* Fills the job part of a STATUS reply (jobs matching req->job, or all)
  * and the recent events (of that job and the daemon's, or all), leaving
  * out with security the jobs (and their events) `client` may not read.

@@ -69,6 +69,8 @@ struct ctl_server {
 	uint64_t zap_refused;  /* connections refused */
 	uint64_t zap_log_ms;   /* when a refusal was last logged */
 	uint64_t zap_unlogged; /* refusals not logged since */
+	uint64_t subs_refused; /* subscriptions not applied */
+	uint64_t sub_log_ms;   /* when one was last logged */
 };
 
 /* The high-water mark that keeps `budget` bytes of `frame`-byte messages:
@@ -149,7 +151,11 @@ ctl_server_open(void *zctx, const char *control, const char *publish,
 	s->started_ms = com_clock_ms();
 	s->peers = calloc(SERVER_PEERS_MAX, sizeof(*s->peers));
 	s->router = zmq_socket(zctx, ZMQ_ROUTER);
-	s->pub = zmq_socket(zctx, ZMQ_PUB);
+	/* With security an XPUB in manual mode: each subscription comes to
+	 * the loop with its connection's User-Id, and only those the
+	 * client may read are applied (server_on_subscription). */
+	s->pub = zmq_socket(zctx,
+	    security != NULL && security->enabled ? ZMQ_XPUB : ZMQ_PUB);
 	if (s->peers == NULL || s->router == NULL || s->pub == NULL) {
 		r = s->peers == NULL ? BELLOWS_ENOMEM : BELLOWS_ESYS;
 		goto fail;
@@ -195,6 +201,8 @@ ctl_server_open(void *zctx, const char *control, const char *publish,
 			goto fail;
 		}
 		zmq_setsockopt(s->zap, ZMQ_LINGER, &linger, sizeof(linger));
+		zmq_setsockopt(s->pub, ZMQ_XPUB_MANUAL, &(int){ 1 },
+		    sizeof(int));
 		if ((r = server_bind(s->zap, SERVER_ZAP_EP, "ZAP")) != 0 ||
 		    (r = ctl_server_set_clients(s, security)) != 0 ||
 		    (r = server_curve(s->router, security)) != 0 ||
@@ -404,6 +412,87 @@ server_zap_one(ctl_server *s)
 out:
 	for (int i = 0; i < n; i++)
 		zmq_msg_close(&f[i]);
+}
+
+/* Logs a refused subscription, at most once per SERVER_ZAP_LOG_MS. */
+static void
+server_sub_refused(ctl_server *s, const char *client, const uint8_t *topic,
+    size_t len)
+{
+	uint64_t now = com_clock_ms();
+	char text[SERVER_TOPIC_MAX];
+	size_t k = 0;
+
+	s->subs_refused++;
+	if (s->sub_log_ms != 0 && now - s->sub_log_ms < SERVER_ZAP_LOG_MS)
+		return;
+	s->sub_log_ms = now;
+	for (size_t i = 0; i < len && k + 1 < sizeof(text); i++)
+		text[k++] = topic[i] >= 0x20 && topic[i] < 0x7f ? (char)topic[i]
+								: '.';
+	text[k] = '\0';
+	ctl_log(CTL_LOG_WARN, "server",
+	    "client '%s' may not subscribe to '%s': not applied (%" PRIu64
+	    " subscriptions refused)",
+	    client != NULL ? client : "?", text, s->subs_refused);
+}
+
+/* True when a subscriber named `client` may have subscription `topic`
+ * (len bytes): "d:JOB\0" or "t:JOB\0" when it may read JOB; any other
+ * prefix (a dashboard's "t:", or "") only when it may read every job. */
+static bool
+server_topic_allowed(const ctl_server *s, const uint8_t *topic, size_t len,
+    const char *client)
+{
+	char job[SERVER_TOPIC_MAX];
+
+	if (s->jobs == NULL)
+		return false;
+	if (len >= 3 && len - 2 < sizeof(job) && topic[1] == ':' &&
+	    (topic[0] == 'd' || topic[0] == 't') && topic[len - 1] == '\0' &&
+	    memchr(topic + 2, '\0', len - 3) == NULL) {
+		memcpy(job, topic + 2, len - 2);
+		return ctl_jobs_client_may_read(s->jobs, job, client);
+	}
+	return ctl_jobs_client_may_read(s->jobs, NULL, client);
+}
+
+/* Reads the subscriptions the XPUB received and applies those allowed:
+ * in manual mode libzmq applies a ZMQ_SUBSCRIBE to the connection whose
+ * subscription message was read last, so each is decided as it is
+ * read. Unsubscriptions are applied as they come. */
+static void
+server_on_subscription(ctl_loop *loop, void *arg)
+{
+	ctl_server *s = arg;
+
+	(void)loop;
+	for (int i = 0; i < SERVER_BATCH; i++) {
+		zmq_msg_t m;
+		const uint8_t *d;
+		const char *uid;
+		size_t n;
+
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&m, s->pub, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&m);
+			break;
+		}
+		d = zmq_msg_data(&m);
+		n = zmq_msg_size(&m);
+		uid = zmq_msg_gets(&m, "User-Id");
+		if (n >= 1 && d[0] == 0) {
+			zmq_setsockopt(s->pub, ZMQ_UNSUBSCRIBE, d + 1, n - 1);
+		} else if (n >= 1 && d[0] == 1) {
+			if (uid != NULL &&
+			    server_topic_allowed(s, d + 1, n - 1, uid))
+				zmq_setsockopt(s->pub, ZMQ_SUBSCRIBE, d + 1,
+				    n - 1);
+			else
+				server_sub_refused(s, uid, d + 1, n - 1);
+		}
+		zmq_msg_close(&m);
+	}
 }
 
 static void
@@ -727,7 +816,9 @@ ctl_server_attach(ctl_server *s, ctl_loop *loop)
 	int r;
 
 	if (s->zap != NULL &&
-	    (r = ctl_loop_add_socket(loop, s->zap, server_on_zap, s)) != 0)
+	    ((r = ctl_loop_add_socket(loop, s->zap, server_on_zap, s)) != 0 ||
+		(r = ctl_loop_add_socket(loop, s->pub, server_on_subscription,
+		     s)) != 0))
 		return r;
 	return ctl_loop_add_socket(loop, s->router, server_on_router, s);
 }

@@ -28,6 +28,12 @@
  * connections; a connection already authenticated keeps its name until
  * it closes (libzmq offers no way to close one connection of a ROUTER),
  * but its client may lose the jobs its name was allowed for.
+ *
+ * The publish socket is then an XPUB in manual mode: a subscription is
+ * applied only when its connection's client may read what it asks for
+ * ("d:JOB\0" and "t:JOB\0": that job; any wider prefix: every job).
+ * What was applied stays for the connection's life (a reload does not
+ * withdraw it).
  */
 #ifndef CTL_SERVER_H
 #define CTL_SERVER_H

@@ -18,7 +18,8 @@
  *       subscribes to JOB's decisions for MS milliseconds and prints
  *       "decisions N".
  *   (CC_LAYERS=N: Hello with N layers; CC_LINGER_MS=MS: go on reporting
- *   MS after the first decision.)
+ *   MS after the first decision; CC_TOPIC=PREFIX: SUBs subscribe to that
+ *   prefix, not "d:JOB" and its NUL.)
  *   curve_client garbage CONTROL N
  *       a plain ZeroMQ DEALER (no CURVE) sending N random frames and N
  *       Hellos; never waits for answers.
@@ -38,6 +39,9 @@
 
 #define CC_WAIT_MS 3000 /* longest wait for a reply */
 #define CC_RUN_MS  5000 /* longest wait for a decision */
+
+static const char *cc_topic = ""; /* what a SUB subscribes to */
+static size_t cc_topic_len;       /* its bytes */
 
 /* Makes `sock` a CURVE client of the server whose public certificate is
  * at server_pub, with the secret certificate at client_key. */
@@ -68,7 +72,7 @@ cc_socket(void *ctx, int type, const char *ep, int argc, char **argv, int at)
 	if (argc > at + 1 && cc_curve(s, argv[at], argv[at + 1]) != 0)
 		exit(2);
 	if (type == ZMQ_SUB)
-		zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0);
+		zmq_setsockopt(s, ZMQ_SUBSCRIBE, cc_topic, cc_topic_len);
 	if (zmq_connect(s, ep) != 0) {
 		fprintf(stderr, "curve_client: connect %s: %s\n", ep,
 		    zmq_strerror(zmq_errno()));
@@ -338,6 +342,24 @@ main(int argc, char **argv)
 		return 0;
 	}
 	ctx = zmq_ctx_new();
+	/* The SUBs subscribe as agents do, to "d:JOB" and its NUL;
+	 * CC_TOPIC=PREFIX subscribes to that prefix instead. */
+	if (argc >= 5) {
+		static char topic[300];
+		const char *job = strcmp(argv[1], "run") == 0 ? argv[4]
+							      : argv[3];
+
+		if (getenv("CC_TOPIC") != NULL) {
+			snprintf(topic, sizeof(topic), "%s",
+			    getenv("CC_TOPIC"));
+			cc_topic_len = strlen(topic);
+		} else {
+			cc_topic_len = (size_t)snprintf(topic, sizeof(topic),
+					   "d:%s", job) +
+			    1;
+		}
+		cc_topic = topic;
+	}
 	if (argc >= 7 && strcmp(argv[1], "run") == 0)
 		rc = cc_run(ctx, argc, argv);
 	else if (argc >= 3 && strcmp(argv[1], "status") == 0)

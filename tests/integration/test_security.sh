@@ -4,7 +4,8 @@
 # client allowed for a job runs it and gets its decisions; a client with
 # no keys, one with an unknown key and one allowed only for another job
 # pattern are refused and leave no run in the history; STATUS shows a
-# client only its jobs; a subscriber without a trusted key hears nothing;
+# client only its jobs; a subscriber without a trusted key, or one not
+# allowed for the job (by name or by a wider prefix), hears nothing;
 # a plain ZeroMQ peer sending garbage changes nothing; removing a .pub
 # (SIGHUP) refuses that client's next connection, adding it back (the
 # directory is watched) lets it in again; the history and its WAL are
@@ -106,16 +107,27 @@ L1=$!
 L2=$!
 "$CC" listen "$PUB" train-l 4000 >"$TMP/l-none.out" &
 L3=$!
+"$CC" listen "$PUB" train-l 4000 $(as other) >"$TMP/l-other.out" &
+L4=$!
+CC_TOPIC="d:" "$CC" listen "$PUB" train-l 4000 $(as other) \
+    >"$TMP/l-prefix.out" &
+L5=$!
 CC_LINGER_MS=2500 "$CC" run "$CTL" "$PUB" train-l 1 0 $(as trainer) \
     >"$TMP/l.out" 2>&1 || { cat "$TMP/l.out"; fail "train-l did not run"; }
-wait $L1 $L2 $L3
+wait $L1 $L2 $L3 $L4 $L5
 grep -q "decisions [1-9]" "$TMP/l-trainer.out" ||
     { cat "$TMP/l-trainer.out"; fail "a trusted subscriber heard nothing"; }
 grep -q "decisions 0" "$TMP/l-intruder.out" ||
     fail "a subscriber with an unknown key heard decisions"
 grep -q "decisions 0" "$TMP/l-none.out" ||
     fail "a subscriber without keys heard decisions"
-ok "decisions reach the trusted subscriber only"
+grep -q "decisions 0" "$TMP/l-other.out" ||
+    fail "a client allowed only for eval-* heard train-l's decisions"
+grep -q "decisions 0" "$TMP/l-prefix.out" ||
+    fail "a prefix subscription let a restricted client hear train-l"
+grep -q "client 'other' may not subscribe to 'd:train-" \
+    "$TMP/bellowsd.log" || fail "the refused subscription is not logged"
+ok "decisions reach the subscribers that may read the job only"
 
 "$CC" garbage "$CTL" 300 >/dev/null || fail "garbage client failed"
 kill -0 "$DAEMON_PID" || fail "bellowsd died of garbage"
