@@ -2135,6 +2135,8 @@ job_resumed(ctl_jobs *jobs, job *j, const com_hello *h, uint64_t now_ms,
 
 	for (uint32_t i = 0; i < JOBS_OPEN; i++)
 		ctl_window_destroy(&j->open[i]);
+	for (uint32_t r = 0; r < j->world; r++)
+		free(j->ranks[r].client);
 	memset(j->ranks, 0, j->world * sizeof(*j->ranks));
 	j->alive = 0;
 	j->idle_since_ms = now_ms;

@@ -507,6 +507,47 @@ test_store_creates_the_current_schema_in_an_empty_file(void **state)
 	assert_string_equal(mode, "wal");
 }
 
+/* The mode of `path` (its permission bits), -1 if it does not exist. */
+static int
+file_mode(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (int)(st.st_mode & 0777) : -1;
+}
+
+static void
+test_store_creates_the_file_and_its_wal_with_store_mode(void **state)
+{
+	fixture *f = *state;
+	char wal[sizeof(f->db) + 8], shm[sizeof(f->db) + 8];
+	mode_t old = umask(0);
+
+	/* A umask that would leave the file world-writable: the mode is
+	 * store.mode all the same. */
+	snprintf(wal, sizeof(wal), "%s-wal", f->db);
+	snprintf(shm, sizeof(shm), "%s-shm", f->db);
+	f->cfg->store.mode = 0640;
+	open_store(f);
+	umask(old);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_int_equal(file_mode(f->db), 0640);
+	assert_int_equal(file_mode(wal), 0640);
+	assert_true(file_mode(shm) == -1 || file_mode(shm) == 0640);
+	ctl_store_close(&f->store, 2000);
+	/* The default: owner only, and an existing file keeps its mode. */
+	f->cfg->store.mode = 0600;
+	open_store(f);
+	assert_int_equal(file_mode(f->db), 0640);
+	ctl_store_close(&f->store, 2000);
+	unlink(f->db);
+	unlink(wal);
+	unlink(shm);
+	open_store(f);
+	assert_int_equal(file_mode(f->db), 0600);
+	assert_int_equal(file_mode(wal), 0600);
+}
+
 /* Version 1 exactly as it was first released: the fixture a migration
  * starts from. */
 static const char schema_v1[] =
@@ -2243,6 +2284,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_store_creates_the_current_schema_in_an_empty_file),
+		T(test_store_creates_the_file_and_its_wal_with_store_mode),
 		T(test_store_migrates_a_version_1_file_keeping_its_rows),
 		T(test_store_migrates_a_version_2_file_keeping_its_rows),
 		T(test_store_refuses_a_newer_schema_with_a_clear_message),
