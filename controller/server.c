@@ -260,10 +260,13 @@ int
 ctl_server_set_clients(ctl_server *s, const ctl_security_conf *sec)
 {
 	ctl_client_key *keys;
-	uint32_t n = sec != NULL && sec->enabled ? sec->n_clients : 0;
+	uint32_t n;
 
-	if (!s->secure)
+	/* A file without security cannot turn the sockets' off: the keys
+	 * in force stay until a restart (main logs it). */
+	if (!s->secure || sec == NULL || !sec->enabled)
 		return 0;
+	n = sec->n_clients;
 	keys = calloc(n > 0 ? n : 1, sizeof(*keys));
 	if (keys == NULL)
 		return BELLOWS_ENOMEM;

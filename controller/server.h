@@ -67,8 +67,9 @@ int ctl_server_open(void *zctx, const char *control, const char *publish,
     ctl_server **ret_server);
 
 /* Replaces the trusted keys with a copy of sec's (a reload's). Nothing to
- * do without security (the sockets were opened without it: security is
- * read once). Returns 0 or BELLOWS_ENOMEM (the old keys stay). */
+ * do when the sockets were opened without security, or when sec has none
+ * (security is read once: the keys in force stay). Returns 0 or BELLOWS_ENOMEM
+ * (the old keys stay). */
 int ctl_server_set_clients(ctl_server *server, const ctl_security_conf *sec);
 
 /* True when endpoint `ep` can only be reached from this host: ipc://,
