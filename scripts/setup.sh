@@ -2,7 +2,8 @@
 # setup.sh - install the Debian packages bellows needs.
 #
 #   scripts/setup.sh build   compiler, meson, the libraries, clang-format, tmux
-#   scripts/setup.sh full    build + PyTorch, Fashion-MNIST, python3-yaml
+#   scripts/setup.sh full    build + PyTorch, Fashion-MNIST, python3-yaml,
+#                            python3-zmq
 #
 # This file holds the one list of packages; scripts/test.sh and
 # scripts/demo.sh call it with `full`. Only the missing packages are
@@ -34,6 +35,7 @@ FULL_PACKAGES=(
 	python3-torch
 	dataset-fashion-mnist
 	python3-yaml
+	python3-zmq
 )
 
 usage()

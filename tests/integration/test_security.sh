@@ -45,6 +45,11 @@ jobs:
       - type: schedule
         params:
           levels: {0: 3}
+  - match: "open-*"
+    policies:
+      - type: schedule
+        params:
+          levels: {0: 1}
 YAML
 "$BELLOWS" policy check "$TMP/policy.yaml" >/dev/null ||
     fail "policy check refuses the secured file"
@@ -166,6 +171,31 @@ done
 "$CC" run "$CTL" "$PUB" train-f 1 0 $(as trainer) >"$TMP/f.out" 2>&1 ||
     { cat "$TMP/f.out"; fail "a key added back is refused"; }
 ok "a .pub added to the watched directory lets its client in"
+
+# Certificates of pyzmq (the format czmq's zcert_save writes) work both
+# ways: a client made by zmq.auth is let in, and pyzmq reads our keys.
+PY=/usr/bin/python3
+if [ -x "$PY" ] && "$PY" -c "import zmq.auth" 2>/dev/null; then
+	"$PY" - "$K" "$C" <<'PYEOF' || fail "pyzmq could not make or read certificates"
+import os, shutil, sys, zmq.auth
+keys, clients = sys.argv[1], sys.argv[2]
+pub, sec = zmq.auth.create_certificates(keys, "pyclient")
+shutil.copy(pub, os.path.join(clients, "pyclient.pub"))
+ours_pub, _ = zmq.auth.load_certificate(os.path.join(keys, "server.pub"))
+ours_pub2, ours_sec = zmq.auth.load_certificate(os.path.join(keys, "server.key"))
+assert ours_pub == ours_pub2 and ours_sec is not None and len(ours_pub) == 40
+PYEOF
+	for _ in $(seq 1 200); do
+		grep -q "3 trusted client keys from" "$TMP/bellowsd.log" && break
+		sleep 0.05
+	done
+	"$CC" run "$CTL" "$PUB" open-py 1 0 "$K/server.pub" \
+	    "$K/pyclient.key_secret" >"$TMP/py.out" 2>&1 ||
+	    { cat "$TMP/py.out"; fail "a client certificate made by pyzmq is refused"; }
+	ok "certificates made by pyzmq (czmq's format) work, and pyzmq reads ours"
+else
+	echo "note: /usr/bin/python3 without zmq (python3-zmq): format check skipped"
+fi
 
 [ "$(stat -c %a "$H")" = 600 ] || fail "history is $(stat -c %a "$H"), not 600"
 [ -f "$H-wal" ] || fail "no WAL file"
