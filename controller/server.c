@@ -633,6 +633,12 @@ server_status(ctl_server *s, const char *client, const com_status_request *req,
 	st->peers = calloc(s->n_peers ? s->n_peers : 1, sizeof(*st->peers));
 	if (st->peers == NULL)
 		return BELLOWS_ENOMEM;
+	/* Other peers' drop reasons name their jobs: with security only a
+	 * client that may read every job sees them. */
+	if (s->secure &&
+	    (s->jobs == NULL ||
+		!ctl_jobs_client_may_read(s->jobs, NULL, client)))
+		return 0;
 	for (uint32_t i = 0; i < s->n_peers && n < s->limits.max_peers; i++) {
 		const server_peer *p = &s->peers[i];
 		com_peer_status *ps = &st->peers[n++];
