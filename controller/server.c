@@ -367,8 +367,10 @@ server_zap_one(ctl_server *s)
 		zmq_msg_close(&extra);
 		zmq_getsockopt(s->zap, ZMQ_RCVMORE, &more, &more_len);
 	}
-	if (n < 2)
-		goto out; /* not even a request id to answer */
+	if (n == 0)
+		goto out; /* nothing asked: nothing to answer */
+	/* Anything received is answered: a REP that does not answer cannot
+	 * read the next request. */
 	if (n >= 4) {
 		size_t alen = zmq_msg_size(&f[3]);
 
@@ -405,8 +407,8 @@ server_zap_one(ctl_server *s)
 	}
 	/* Never blocks: a REP that was just asked can always answer. */
 	zmq_send(s->zap, "1.0", 3, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-	zmq_send(s->zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]),
-	    ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(s->zap, n >= 2 ? zmq_msg_data(&f[1]) : "",
+	    n >= 2 ? zmq_msg_size(&f[1]) : 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
 	zmq_send(s->zap, status, 3, ZMQ_SNDMORE | ZMQ_DONTWAIT);
 	zmq_send(s->zap, text, strlen(text), ZMQ_SNDMORE | ZMQ_DONTWAIT);
 	zmq_send(s->zap, client != NULL ? client : "",
