@@ -23,7 +23,9 @@
  * Each rank count runs twice by default: with bellowsd's history store
  * on (--db in the private directory; a decision is then published only
  * after its commit) and off (--no-db), so the store's cost shows as the
- * difference.
+ * difference. --curve both runs each of those with and without
+ * daemon.security (CURVE on both endpoints, every socket of the bench a
+ * trusted client), so the cost of encryption shows the same way.
  *
  * At the end STATUS must show every report ingested and nothing dropped
  * (no message, and with the store no metric row either). The last line
@@ -31,6 +33,7 @@
  *   ingest: layer_stats/s=X p50_ms=Y p99_ms=Z (ranks=R, store on)
  * for the largest R, with the "last" latencies.
  */
+#include "cert.h"
 #include "clock.h"
 #include "codec.h"
 #include "msg.h"
@@ -48,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,6 +79,8 @@ typedef struct bench_opts {
 	const char *perf_out;  /* perf record output, NULL = none */
 	bool store_on;         /* run with the history store */
 	bool store_off;        /* run without it */
+	bool curve_on;         /* run with daemon.security (CURVE) */
+	bool curve_off;        /* run without it */
 } bench_opts;
 
 typedef struct bench_run {
@@ -87,6 +93,9 @@ typedef struct bench_run {
 	char cfg[128];              /* YAML file */
 	char log[128];              /* bellowsd's stderr */
 	bool store;                 /* bellowsd keeps history (--db) */
+	bool curve;                 /* daemon.security: CURVE everywhere */
+	com_cert server;            /* bellowsd's keys, with curve */
+	com_cert client;            /* the bench's keys, with curve */
 	char db[128];               /* its database */
 	pid_t daemon;               /* bellowsd's pid */
 	void *zctx;                 /* ZeroMQ context */
@@ -103,6 +112,7 @@ typedef struct bench_run {
 typedef struct bench_result {
 	uint32_t world;         /* ranks */
 	bool store;             /* with the history store */
+	bool curve;             /* with CURVE */
 	double burst_p50;       /* ms */
 	double burst_p99;       /* ms */
 	double last_p50;        /* ms */
@@ -129,6 +139,7 @@ usage(FILE *f)
 	    "usage: ingest [--bellowsd PATH] [--ranks N,N,...] [--layers L]\n"
 	    "              [--windows K] [--pipe-reports N] [--sockets S]\n"
 	    "              [--perf-record FILE] [--store on|off|both]\n"
+	    "              [--curve on|off|both]\n"
 	    "\n"
 	    "  --bellowsd PATH      daemon to start (default %s)\n"
 	    "  --ranks LIST         rank counts (default 10,100,1000)\n"
@@ -141,7 +152,9 @@ usage(FILE *f)
 	    "  --perf-record FILE   record bellowsd with perf during the\n"
 	    "                       throughput phase of the largest run\n"
 	    "  --store MODE         on (--db), off (--no-db) or both\n"
-	    "                       (default both)\n",
+	    "                       (default both)\n"
+	    "  --curve MODE         with daemon.security (on), without\n"
+	    "                       (off, the default) or both\n",
 	    BENCH_BELLOWSD);
 }
 
@@ -183,18 +196,22 @@ percentile(double *v, size_t n, double p)
 /* ---- the daemon -------------------------------------------------------- */
 
 static int
-write_config(const char *path)
+write_config(const char *path, bool curve)
 {
 	FILE *f = fopen(path, "w");
 
 	if (f == NULL)
 		return -1;
+	if (curve)
+		fprintf(f,
+		    "daemon:\n"
+		    "  security: {server_key: server.key, clients: clients}\n");
 	/* An apply lag far beyond the run keeps every decision pending, so
 	 * the seq_in_force the reports carry (1) is always the one bellowsd
 	 * expects and no repair is ever issued: the run measures ingestion,
 	 * not the divergence path. */
 	fprintf(f,
-	    "daemon:\n"
+	    "%s"
 	    "  apply_lag: 1000000\n"
 	    "  window_timeout_ms: 600000\n"
 	    "  rank_timeout_ms: 600000\n"
@@ -204,7 +221,8 @@ write_config(const char *path)
 	    "    policies:\n"
 	    "      - type: fixed\n"
 	    "        params:\n"
-	    "          level: 2\n");
+	    "          level: 2\n",
+	    curve ? "" : "daemon:\n");
 	return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -490,6 +508,17 @@ print_log_tail(const char *log)
 	fclose(f);
 }
 
+/* With curve, makes `sock` a CURVE client with the bench's keys. */
+static void
+curve_client(const bench_run *b, void *sock)
+{
+	if (!b->curve)
+		return;
+	zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, b->server.public_key, 40);
+	zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, b->client.public_key, 40);
+	zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, b->client.secret_key, 40);
+}
+
 static int
 run_open(bench_run *b)
 {
@@ -508,7 +537,22 @@ run_open(bench_run *b)
 	snprintf(b->cfg, sizeof(b->cfg), "%s/bench.yaml", b->dir);
 	snprintf(b->log, sizeof(b->log), "%s/bellowsd.log", b->dir);
 	snprintf(b->db, sizeof(b->db), "%s/history.db", b->dir);
-	if (write_config(b->cfg) != 0) {
+	if (b->curve) {
+		char err[256], clients[160];
+
+		snprintf(clients, sizeof(clients), "%s/clients", b->dir);
+		if (mkdir(clients, 0700) != 0 ||
+		    com_cert_generate(&b->server) != 0 ||
+		    com_cert_generate(&b->client) != 0 ||
+		    com_cert_save(&b->server, b->dir, "server", true, err,
+			sizeof(err)) != 0 ||
+		    com_cert_save(&b->client, clients, "bench", true, err,
+			sizeof(err)) != 0) {
+			fprintf(stderr, "ingest: cannot make keys\n");
+			return -1;
+		}
+	}
+	if (write_config(b->cfg, b->curve) != 0) {
 		perror("ingest: writing the configuration");
 		return -1;
 	}
@@ -544,6 +588,8 @@ run_open(bench_run *b)
 	zmq_setsockopt(b->sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
 	zmq_setsockopt(b->sub, ZMQ_SUBSCRIBE, "d:" BENCH_JOB,
 	    sizeof("d:" BENCH_JOB));
+	curve_client(b, b->status);
+	curve_client(b, b->sub);
 	if (zmq_connect(b->status, b->ctl) != 0 ||
 	    zmq_connect(b->sub, b->pub) != 0)
 		return -1;
@@ -564,6 +610,7 @@ run_open(bench_run *b)
 		snprintf(id, sizeof(id), "bench-%u", i);
 		zmq_setsockopt(b->dealers[i], ZMQ_ROUTING_ID, id, strlen(id));
 		zmq_setsockopt(b->dealers[i], ZMQ_LINGER, &zero, sizeof(zero));
+		curve_client(b, b->dealers[i]);
 		if (zmq_connect(b->dealers[i], b->ctl) != 0)
 			return -1;
 	}
@@ -593,6 +640,17 @@ run_close(bench_run *b)
 	unlink(path);
 	snprintf(path, sizeof(path), "%s/publish", b->dir);
 	unlink(path);
+	if (b->curve) {
+		static const char *const keys[] = { "server.key", "server.pub",
+			"clients/bench.key", "clients/bench.pub" };
+
+		for (size_t i = 0; i < 4; i++) {
+			snprintf(path, sizeof(path), "%s/%s", b->dir, keys[i]);
+			unlink(path);
+		}
+		snprintf(path, sizeof(path), "%s/clients", b->dir);
+		rmdir(path);
+	}
 	if (b->store) {
 		static const char *const ext[] = { "", "-wal", "-shm" };
 
@@ -835,7 +893,7 @@ out:
 }
 
 static int
-run_one(const bench_opts *o, uint32_t world, bool store, bool perf,
+run_one(const bench_opts *o, uint32_t world, bool store, bool curve, bool perf,
     bench_result *res)
 {
 	bench_run b = { .o = o, .world = world, .daemon = -1 };
@@ -851,7 +909,9 @@ run_one(const bench_opts *o, uint32_t world, bool store, bool perf,
 	memset(res, 0, sizeof(*res));
 	res->world = world;
 	res->store = store;
+	res->curve = curve;
 	b.store = store;
+	b.curve = curve;
 	if (lat == NULL || run_open(&b) != 0 || run_join(&b) != 0)
 		goto out;
 	if (phase_sequential(&b, w, o->windows, false, lat, &n) != 0)
@@ -943,6 +1003,7 @@ main(int argc, char **argv)
 		{ "sockets", required_argument, NULL, 's' },
 		{ "perf-record", required_argument, NULL, 'P' },
 		{ "store", required_argument, NULL, 'S' },
+		{ "curve", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -954,8 +1015,9 @@ main(int argc, char **argv)
 		.pipe_reports = 30000,
 		.sockets = 8,
 		.store_on = true,
-		.store_off = true };
-	bench_result res[2 * MAX_RANK_COUNTS];
+		.store_off = true,
+		.curve_off = true };
+	bench_result res[4 * MAX_RANK_COUNTS];
 	const bench_result *last;
 	uint32_t n_res = 0;
 	bool ok = true;
@@ -993,6 +1055,13 @@ main(int argc, char **argv)
 			    strcmp(optarg, "off") != 0 &&
 			    strcmp(optarg, "both") != 0;
 			break;
+		case 'C':
+			o.curve_on = strcmp(optarg, "off") != 0;
+			o.curve_off = strcmp(optarg, "on") != 0;
+			bad = strcmp(optarg, "on") != 0 &&
+			    strcmp(optarg, "off") != 0 &&
+			    strcmp(optarg, "both") != 0;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -1014,29 +1083,36 @@ main(int argc, char **argv)
 	printf("ingest: bellowsd %s, %u layers per report, %u sockets, "
 	       "%u windows per latency phase, %u reports pipelined\n",
 	    o.bellowsd, o.layers, o.sockets, o.windows, o.pipe_reports);
-	printf("%6s %5s %10s %9s %6s %7s %5s %5s %8s %8s %7s %7s\n", "ranks",
-	    "store", "stats/s", "reports/s", "MB/s", "us/rep", "loop", "zmq",
-	    "burst50", "burst99", "last50", "last99");
+	printf("%6s %5s %5s %10s %9s %6s %7s %5s %5s %8s %8s %7s %7s\n",
+	    "ranks", "store", "curve", "stats/s", "reports/s", "MB/s", "us/rep",
+	    "loop", "zmq", "burst50", "burst99", "last50", "last99");
 	fflush(stdout);
 	for (uint32_t i = 0; i < o.n_ranks; i++) {
-		for (int m = 0; m < 2; m++) {
-			bool store = m == 0;
+		for (int m = 0; m < 4; m++) {
+			bool store = (m & 1) == 0, curve = (m & 2) != 0;
 			bool perf = o.perf_out != NULL && i + 1 == o.n_ranks &&
 			    store;
 			bench_result *r = &res[n_res];
 
-			if ((store && !o.store_on) || (!store && !o.store_off))
+			if ((store && !o.store_on) ||
+			    (!store && !o.store_off) ||
+			    (curve && !o.curve_on) || (!curve && !o.curve_off))
 				continue;
-			if (run_one(&o, o.ranks[i], store, perf, r) != 0) {
+			perf = perf && !curve;
+			if (run_one(&o, o.ranks[i], store, curve, perf, r) !=
+			    0) {
 				fprintf(stderr,
-				    "ingest: ranks=%u store %s failed\n",
-				    o.ranks[i], store ? "on" : "off");
+				    "ingest: ranks=%u store %s curve %s "
+				    "failed\n",
+				    o.ranks[i], store ? "on" : "off",
+				    curve ? "on" : "off");
 				return 1;
 			}
 			n_res++;
-			printf("%6u %5s %10.0f %9.0f %6.1f %7.2f %4.0f%% "
+			printf("%6u %5s %5s %10.0f %9.0f %6.1f %7.2f %4.0f%% "
 			       "%4.0f%% %8.3f %8.3f %7.3f %7.3f\n",
-			    r->world, store ? "on" : "off", r->stats_per_s,
+			    r->world, store ? "on" : "off",
+			    curve ? "on" : "off", r->stats_per_s,
 			    r->reports_per_s, r->mb_per_s, r->us_per_report,
 			    100.0 * r->loop_cpu, 100.0 * r->io_cpu,
 			    r->burst_p50, r->burst_p99, r->last_p50,
@@ -1059,9 +1135,10 @@ main(int argc, char **argv)
 		if (last->world != o.ranks[o.n_ranks - 1])
 			continue;
 		printf("ingest: layer_stats/s=%.0f p50_ms=%.3f p99_ms=%.3f "
-		       "(ranks=%u, store %s)\n",
+		       "(ranks=%u, store %s%s)\n",
 		    last->stats_per_s, last->last_p50, last->last_p99,
-		    last->world, last->store ? "on" : "off");
+		    last->world, last->store ? "on" : "off",
+		    last->curve ? ", curve on" : "");
 	}
 	return ok ? 0 : 1;
 }

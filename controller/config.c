@@ -13,6 +13,7 @@
 #include <bellows/error.h>
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1080,6 +1081,42 @@ config_knob_name(uint32_t bit)
 	}
 }
 
+/* `clients: [NAME, ...]` of a job entry: certificate names (a name the
+ * clients directory does not hold is allowed: its .pub may come later). */
+static int
+config_job_clients(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
+{
+	size_t n;
+	int r;
+
+	if ((r = config_expect(cx, node, YAML_SEQUENCE_NODE, "clients")) != 0)
+		return r;
+	n = (size_t)(node->data.sequence.items.top -
+	    node->data.sequence.items.start);
+	if (n > CTL_CONFIG_CLIENTS_MAX)
+		return config_fail(cx, node,
+		    "clients may list at most %u names, not %zu",
+		    CTL_CONFIG_CLIENTS_MAX, n);
+	jc->clients = calloc(n > 0 ? n : 1, sizeof(*jc->clients));
+	if (jc->clients == NULL)
+		return BELLOWS_ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		yaml_node_t *item = config_node(cx,
+		    node->data.sequence.items.start[i]);
+		const char *name = config_scalar(item);
+
+		if (name == NULL || !com_cert_name_ok(name))
+			return config_fail(cx, item,
+			    "a client name is 1..%d letters, digits, '.', "
+			    "'_' or '-', not starting with '.'",
+			    COM_CERT_NAME_MAX);
+		if ((jc->clients[jc->n_clients] = strdup(name)) == NULL)
+			return BELLOWS_ENOMEM;
+		jc->n_clients++;
+	}
+	return 0;
+}
+
 static int
 config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 {
@@ -1099,6 +1136,8 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 			if ((r = config_string(cx, val, "match", &jc->match)) ==
 			    0)
 				r = config_glob_check(cx, val, jc->match);
+		} else if (kname != NULL && strcmp(kname, "clients") == 0) {
+			r = config_job_clients(cx, val, jc);
 		} else if (kname != NULL && strcmp(kname, "policies") == 0) {
 			has_list = true;
 			if ((r = config_expect(cx, val, YAML_SEQUENCE_NODE,
@@ -1107,7 +1146,7 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 		} else {
 			r = config_fail(cx, key,
 			    "unknown key '%s' in a job entry (expected match, "
-			    "policies)",
+			    "clients, policies)",
 			    kname != NULL ? kname : "?");
 		}
 		if (r != 0 && !config_go_on(cx, r))
@@ -1186,6 +1225,242 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 	return 0;
 }
 
+/* A path of the file, relative paths taken from the YAML file's
+ * directory (as plug-ins are). */
+static int
+config_path(config_ctx *cx, const yaml_node_t *node, const char *what,
+    char **ret)
+{
+	const char *given = config_scalar(node), *slash;
+	char joined[PATH_MAX];
+	int n;
+
+	if (given == NULL || given[0] == '\0')
+		return config_fail(cx, node, "%s must be a path", what);
+	slash = strrchr(cx->name, '/');
+	if (given[0] == '/' || slash == NULL)
+		n = snprintf(joined, sizeof(joined), "%s", given);
+	else
+		n = snprintf(joined, sizeof(joined), "%.*s/%s",
+		    (int)(slash - cx->name), cx->name, given);
+	if (n < 0 || (size_t)n >= sizeof(joined))
+		return config_fail(cx, node, "%s is too long", what);
+	free(*ret);
+	if ((*ret = strdup(joined)) == NULL)
+		return BELLOWS_ENOMEM;
+	return 0;
+}
+
+static int
+config_key_name_cmp(const void *a, const void *b)
+{
+	const ctl_client_key *x = a, *y = b;
+
+	return strcmp(x->name, y->name);
+}
+
+void
+ctl_config_keys_free(ctl_client_key *keys, uint32_t n)
+{
+	if (keys == NULL)
+		return;
+	for (uint32_t i = 0; i < n; i++)
+		free(keys[i].name);
+	free(keys);
+}
+
+int
+ctl_config_read_clients(const char *dir, ctl_client_key **ret_keys,
+    uint32_t *ret_n, char *errbuf, size_t errlen)
+{
+	ctl_client_key *keys = NULL;
+	uint32_t n = 0, cap = 0;
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int r = 0;
+
+	if (d == NULL) {
+		snprintf(errbuf, errlen, "clients directory '%s': %s", dir,
+		    strerror(errno));
+		return BELLOWS_EIO;
+	}
+	while ((de = readdir(d)) != NULL) {
+		size_t len = strlen(de->d_name);
+		char path[PATH_MAX], name[COM_CERT_NAME_MAX + 1];
+		com_cert c;
+
+		if (len <= 4 || strcmp(de->d_name + len - 4, ".pub") != 0 ||
+		    de->d_name[0] == '.')
+			continue;
+		snprintf(name, sizeof(name), "%.*s", (int)(len - 4),
+		    de->d_name);
+		if (!com_cert_name_ok(name)) {
+			snprintf(errbuf, errlen,
+			    "%s/%s: not a valid client name", dir, de->d_name);
+			r = BELLOWS_EINVAL;
+			goto out;
+		}
+		if (n == CTL_CONFIG_CLIENTS_MAX) {
+			snprintf(errbuf, errlen,
+			    "clients directory '%s' holds more than %u "
+			    "certificates",
+			    dir, CTL_CONFIG_CLIENTS_MAX);
+			r = BELLOWS_EINVAL;
+			goto out;
+		}
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		r = com_cert_load(path, &c, errbuf, errlen);
+		if (r != 0) {
+			if (r == BELLOWS_ENOTFOUND)
+				r = 0; /* removed while we read */
+			else if (r != BELLOWS_ENOMEM)
+				r = BELLOWS_EINVAL;
+			if (r != 0)
+				goto out;
+			continue;
+		}
+		if (n == cap) {
+			uint32_t ncap = cap ? cap * 2 : 16;
+			ctl_client_key *grown = realloc(keys,
+			    ncap * sizeof(*keys));
+
+			if (grown == NULL) {
+				r = BELLOWS_ENOMEM;
+				goto out;
+			}
+			keys = grown;
+			cap = ncap;
+		}
+		if ((keys[n].name = strdup(name)) == NULL) {
+			r = BELLOWS_ENOMEM;
+			goto out;
+		}
+		memcpy(keys[n].public_key, c.public_key, COM_CERT_Z85);
+		n++;
+	}
+	qsort(keys, n, sizeof(*keys), config_key_name_cmp);
+	/* One key, one name: else the name a connection gets would depend
+	 * on the order the directory was read in. */
+	for (uint32_t i = 0; i < n; i++) {
+		for (uint32_t j = i + 1; j < n; j++) {
+			if (strcmp(keys[i].public_key, keys[j].public_key) ==
+			    0) {
+				snprintf(errbuf, errlen,
+				    "%s/%s.pub and %s/%s.pub hold the same "
+				    "public key",
+				    dir, keys[i].name, dir, keys[j].name);
+				r = BELLOWS_EINVAL;
+				goto out;
+			}
+		}
+	}
+out:
+	closedir(d);
+	if (r != 0) {
+		ctl_config_keys_free(keys, n);
+		return r;
+	}
+	*ret_keys = keys;
+	*ret_n = n;
+	return 0;
+}
+
+/* `daemon.security`: both paths are required; the key file and the
+ * directory are read now, so an error names them at load time (and
+ * `bellows policy check` finds it too). */
+static int
+config_security(config_ctx *cx, yaml_node_t *node, ctl_security_conf *sec)
+{
+	yaml_node_t *key, *val, *key_node = NULL, *dir_node = NULL;
+	char err[CTL_CONFIG_ERR_MAX];
+	const char *kname;
+	int r = 0;
+
+	if ((r = config_expect(cx, node, YAML_MAPPING_NODE,
+		 "daemon.security")) != 0 ||
+	    (r = config_check_duplicates(cx, node)) != 0)
+		return r;
+	sec->enabled = true;
+	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
+	{
+		if (kname == NULL)
+			r = config_fail(cx, key, "keys must be scalars");
+		else if (strcmp(kname, "server_key") == 0) {
+			key_node = val;
+			r = config_path(cx, val, kname, &sec->server_key);
+		} else if (strcmp(kname, "clients") == 0) {
+			dir_node = val;
+			r = config_path(cx, val, kname, &sec->clients);
+		} else
+			r = config_fail(cx, key,
+			    "unknown key '%s' in daemon.security (expected "
+			    "server_key, clients)",
+			    kname);
+		if (r != 0 && !config_go_on(cx, r))
+			return r;
+	}
+	if (key_node == NULL || dir_node == NULL)
+		return config_fail(cx, node,
+		    "daemon.security needs both server_key and clients");
+	if (sec->server_key == NULL || sec->clients == NULL)
+		return BELLOWS_ECONFIG; /* already reported */
+	r = com_cert_load(sec->server_key, &sec->server_cert, err, sizeof(err));
+	if (r == BELLOWS_ENOMEM)
+		return r;
+	if (r == 0 && sec->server_cert.secret_key[0] == '\0')
+		return config_fail(cx, key_node,
+		    "server_key '%s' is a public certificate; bellowsd needs "
+		    "its secret one (the .key file)",
+		    sec->server_key);
+	if (r != 0)
+		return config_fail(cx, key_node, "server_key: %s", err);
+	r = ctl_config_read_clients(sec->clients, &sec->keys, &sec->n_clients,
+	    err, sizeof(err));
+	if (r == BELLOWS_ENOMEM)
+		return r;
+	if (r != 0)
+		return config_fail(cx, dir_node, "%s", err);
+	return 0;
+}
+
+/* `store.mode`: permission bits, an octal string ("0600") or a number
+ * (384, or 0600 which YAML reads as the text "0600"). Owner read and
+ * write are required: the daemon writes the file. */
+static int
+config_mode(config_ctx *cx, const yaml_node_t *node, uint32_t *ret)
+{
+	const char *s = config_scalar(node);
+	char *end;
+	unsigned long v;
+	int base = 10;
+
+	if (s == NULL || s[0] == '\0')
+		return config_fail(cx, node,
+		    "store.mode must be permission bits, e.g. \"0600\"");
+	if (s[0] == '0' && s[1] != '\0') {
+		base = 8;
+		if (s[1] == 'o' || s[1] == 'O')
+			s += 2;
+	}
+	errno = 0;
+	v = strtoul(s, &end, base);
+	if (*end != '\0' || errno != 0 || s[0] == '-' || s[0] == '+')
+		return config_fail(cx, node,
+		    "store.mode must be permission bits (octal, e.g. "
+		    "\"0600\"), not '%s'",
+		    config_scalar(node));
+	if (v > 0777)
+		return config_fail(cx, node,
+		    "store.mode must be at most 0777, not %lo", v);
+	if ((v & 0600) != 0600)
+		return config_fail(cx, node,
+		    "store.mode %04lo must let the owner read and write "
+		    "(0600 at least)",
+		    v);
+	*ret = (uint32_t)v;
+	return 0;
+}
+
 static int
 config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 {
@@ -1249,6 +1524,10 @@ config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 		else if (strcmp(kname, "peer_queue_mb") == 0)
 			r = config_u32(cx, val, kname, 1, 4096,
 			    &cfg->peer_queue_mb);
+		else if (strcmp(kname, "allow_insecure") == 0)
+			r = config_bool(cx, val, kname, &cfg->allow_insecure);
+		else if (strcmp(kname, "security") == 0)
+			r = config_security(cx, val, &cfg->security);
 		else
 			r = config_fail(cx, key, "unknown key '%s' in daemon",
 			    kname);
@@ -1287,11 +1566,13 @@ config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc)
 		else if (strcmp(kname, "queue_rows") == 0)
 			r = config_u32(cx, val, kname, 1000, 100000000,
 			    &sc->queue_rows);
+		else if (strcmp(kname, "mode") == 0)
+			r = config_mode(cx, val, &sc->mode);
 		else
 			r = config_fail(cx, key,
 			    "unknown key '%s' in store (expected "
 			    "max_windows_per_run, max_age_days, keep_every, "
-			    "batch_rows, queue_rows)",
+			    "batch_rows, queue_rows, mode)",
 			    kname);
 		if (r != 0 && !config_go_on(cx, r))
 			return r;
@@ -1324,6 +1605,7 @@ config_defaults(ctl_config *cfg)
 	cfg->store.keep_every = 10;
 	cfg->store.batch_rows = 4096;
 	cfg->store.queue_rows = 262144;
+	cfg->store.mode = 0600;
 }
 
 static int
@@ -1757,14 +2039,75 @@ ctl_config_destroy(ctl_config **cfg)
 		}
 		free(jc->policies);
 		free(jc->match);
+		for (uint32_t k = 0; k < jc->n_clients; k++)
+			free(jc->clients[k]);
+		free(jc->clients);
 	}
 	free(c->jobs);
+	free(c->security.server_key);
+	free(c->security.clients);
+	ctl_config_keys_free(c->security.keys, c->security.n_clients);
+	memset(&c->security.server_cert, 0, sizeof(c->security.server_cert));
 	free(c->control);
 	free(c->publish);
 	free(c->path);
 	free(c->text);
 	free(c);
 	*cfg = NULL;
+}
+
+const char *
+ctl_config_client_by_key(const ctl_config *cfg, const char *z85)
+{
+	const ctl_security_conf *sec = &cfg->security;
+
+	if (!sec->enabled || z85 == NULL)
+		return NULL;
+	for (uint32_t i = 0; i < sec->n_clients; i++) {
+		if (strcmp(sec->keys[i].public_key, z85) == 0)
+			return sec->keys[i].name;
+	}
+	return NULL;
+}
+
+bool
+ctl_config_client_allowed(const ctl_config *cfg, const char *job,
+    const char *client)
+{
+	const ctl_job_conf *jc;
+
+	if (!cfg->security.enabled)
+		return true;
+	if (client == NULL || client[0] == '\0' || job == NULL)
+		return false;
+	if ((jc = ctl_config_match(cfg, job)) == NULL)
+		return false;
+	if (jc->clients == NULL)
+		return true;
+	for (uint32_t i = 0; i < jc->n_clients; i++) {
+		if (strcmp(jc->clients[i], client) == 0)
+			return true;
+	}
+	return false;
+}
+
+bool
+ctl_config_client_allowed_all(const ctl_config *cfg, const char *client)
+{
+	if (!cfg->security.enabled)
+		return true;
+	if (client == NULL || client[0] == '\0')
+		return false;
+	for (uint32_t i = 0; i < cfg->n_jobs; i++) {
+		const ctl_job_conf *jc = &cfg->jobs[i];
+		bool listed = jc->clients == NULL;
+
+		for (uint32_t k = 0; k < jc->n_clients && !listed; k++)
+			listed = strcmp(jc->clients[k], client) == 0;
+		if (!listed)
+			return false;
+	}
+	return true;
 }
 
 const ctl_job_conf *
@@ -1938,6 +2281,15 @@ ctl_config_print(const ctl_config *cfg, void *out)
 	fprintf(f, "  max_job_mb: %u\n", cfg->max_job_mb);
 	fprintf(f, "  max_total_job_mb: %u\n", cfg->max_total_job_mb);
 	fprintf(f, "  peer_queue_mb: %u\n", cfg->peer_queue_mb);
+	if (cfg->allow_insecure)
+		fprintf(f, "  allow_insecure: true\n");
+	if (cfg->security.enabled) {
+		fprintf(f, "  security:\n    server_key: ");
+		config_print_quoted(f, cfg->security.server_key);
+		fprintf(f, "\n    clients: ");
+		config_print_quoted(f, cfg->security.clients);
+		fprintf(f, "\n");
+	}
 	fprintf(f, "store:\n");
 	fprintf(f, "  max_windows_per_run: %u\n",
 	    cfg->store.max_windows_per_run);
@@ -1945,12 +2297,21 @@ ctl_config_print(const ctl_config *cfg, void *out)
 	fprintf(f, "  keep_every: %u\n", cfg->store.keep_every);
 	fprintf(f, "  batch_rows: %u\n", cfg->store.batch_rows);
 	fprintf(f, "  queue_rows: %u\n", cfg->store.queue_rows);
+	fprintf(f, "  mode: \"%04o\"\n", cfg->store.mode);
 	fprintf(f, "jobs:\n");
 	for (uint32_t i = 0; i < cfg->n_jobs; i++) {
 		const ctl_job_conf *jc = &cfg->jobs[i];
 
 		fprintf(f, "  - match: ");
 		config_print_quoted(f, jc->match);
+		if (jc->clients != NULL) {
+			fprintf(f, "\n    clients: [");
+			for (uint32_t k = 0; k < jc->n_clients; k++) {
+				fprintf(f, "%s", k ? ", " : "");
+				config_print_quoted(f, jc->clients[k]);
+			}
+			fprintf(f, "]");
+		}
 		fprintf(f, "\n    policies:\n");
 		for (uint32_t j = 0; j < jc->n_policies; j++)
 			config_print_policy(f, &jc->policies[j]);

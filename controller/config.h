@@ -14,6 +14,7 @@
 #ifndef CTL_CONFIG_H
 #define CTL_CONFIG_H
 
+#include "cert.h"
 #include "plugin.h"
 
 #include <bellows/policy.h>
@@ -82,6 +83,9 @@ typedef struct ctl_policy_conf {
 typedef struct ctl_job_conf {
 	char *match;               /* glob on the job name, matched by
 				    * ctl_config_glob_match */
+	uint32_t n_clients;        /* entries in clients */
+	char **clients;            /* client names allowed (`clients:`),
+				    * NULL: every authenticated client */
 	uint32_t n_policies;       /* entries in policies */
 	ctl_policy_conf *policies; /* in the order they run */
 } ctl_job_conf;
@@ -94,7 +98,27 @@ typedef struct ctl_store_conf {
 	uint32_t batch_rows;          /* rows per batch (and transaction) */
 	uint32_t queue_rows;          /* metric rows queued before the store
 				       * downsamples them */
+	uint32_t mode;                /* permission bits the database and its
+				       * -wal/-shm files are created with */
 } ctl_store_conf;
+
+#define CTL_CONFIG_CLIENTS_MAX 4096 /* certificates in a clients directory */
+
+/* One trusted client: a NAME.pub of the clients directory. */
+typedef struct ctl_client_key {
+	char *name;                    /* NAME (the file's name less .pub) */
+	char public_key[COM_CERT_Z85]; /* Z85 */
+} ctl_client_key;
+
+/* `daemon.security`: CURVE on both endpoints, see docs/security.md. */
+typedef struct ctl_security_conf {
+	bool enabled;         /* the section is present */
+	char *server_key;     /* path of bellowsd's secret certificate */
+	char *clients;        /* path of the clients directory */
+	com_cert server_cert; /* its keys, read when the file was loaded */
+	uint32_t n_clients;   /* entries in keys */
+	ctl_client_key *keys; /* the directory's certificates, by name */
+} ctl_security_conf;
 
 typedef struct ctl_config {
 	char *path;                 /* file it came from ("<string>") */
@@ -120,6 +144,10 @@ typedef struct ctl_config {
 	uint32_t peer_queue_mb;     /* MiB queued to send to one connection
 				     * (see server.h) */
 	ctl_store_conf store;       /* history database settings */
+	ctl_security_conf security; /* CURVE keys; security.enabled false:
+				     * none */
+	bool allow_insecure;        /* bind non-loopback endpoints without
+				     * security (warned) */
 	uint32_t n_jobs;            /* entries in jobs */
 	ctl_job_conf *jobs;         /* first match wins */
 } ctl_config;
@@ -186,6 +214,33 @@ void ctl_config_destroy(ctl_config **cfg);
  * pattern. A pattern the configuration refused (an unclosed '[') matches
  * nothing. */
 bool ctl_config_glob_match(const char *pattern, const char *name);
+
+/* The name of the trusted client whose Z85 public key is `z85`, or NULL
+ * (also without security). Borrowed from cfg. */
+const char *ctl_config_client_by_key(const ctl_config *cfg, const char *z85);
+
+/* True when client `client` may join, report to and read the job `job`:
+ * always without security; with it, `client` must be non-NULL and, when
+ * the job's entry lists `clients`, one of them (a job no entry matches
+ * is not allowed). */
+bool ctl_config_client_allowed(const ctl_config *cfg, const char *job,
+    const char *client);
+
+/* True when client `client` may read every job whatever its name: no
+ * job entry leaves it out (always without security). */
+bool ctl_config_client_allowed_all(const ctl_config *cfg, const char *client);
+
+/* Reads a clients directory: every NAME.pub in it (other files are
+ * ignored) into *ret_keys (sorted by name, the caller's: free with
+ * ctl_config_keys_free). Returns 0, BELLOWS_EIO (the directory cannot be
+ * read), BELLOWS_EINVAL (a certificate that does not load, more than
+ * CTL_CONFIG_CLIENTS_MAX of them, two names with one key) with errbuf
+ * naming the file, or BELLOWS_ENOMEM. */
+int ctl_config_read_clients(const char *dir, ctl_client_key **ret_keys,
+    uint32_t *ret_n, char *errbuf, size_t errlen);
+
+/* Frees what ctl_config_read_clients returned. NULL-safe. */
+void ctl_config_keys_free(ctl_client_key *keys, uint32_t n);
 
 /* Returns the first job entry whose pattern matches `job`, or NULL. */
 const ctl_job_conf *ctl_config_match(const ctl_config *cfg, const char *job);

@@ -15,7 +15,11 @@
  *   open window, or among the rank's last JOBS_TAKEN windows once closed)
  *   is ignored and counted, as agents resend what was not acknowledged;
  *   a report of a closed window the rank had not reported is stale;
- * - a rank is held by one routing id and one incarnation at a time;
+ * - a rank is held by one routing id and one incarnation at a time, and,
+ *   with security, by the authenticated client that opened its session:
+ *   while it is alive no other client takes it, whatever incarnation it
+ *   claims (a client not allowed for a job gets nothing of it: no job is
+ *   created, no rank taken, no decision, no STATUS line);
  * - a job holds one run (one launch, run_key) at a time: a Hello of
  *   another launch is refused while a rank of the run is alive, and
  *   then replaces the run (a new one, or the recorded one resumed);
@@ -76,6 +80,8 @@ typedef struct job_rank {
 				     * taken from this incarnation, +1 */
 	uint64_t taken_mask;        /* bit i: the report of window
 				     * taken_top - 1 - i was taken */
+	char *client;               /* authenticated client holding it, NULL
+				     * without security */
 } job_rank;
 
 typedef struct job {
@@ -439,6 +445,8 @@ job_destroy(job **jp)
 		free(j->layers[l].name);
 	ctl_policy_set_destroy(&j->policies);
 	free(j->layers);
+	for (uint32_t r = 0; j->ranks != NULL && r < j->world; r++)
+		free(j->ranks[r].client);
 	free(j->ranks);
 	free(j->name);
 	free(j->run_key);
@@ -884,14 +892,42 @@ rank_peer_is(const job_rank *rk, const uint8_t *peer, size_t len)
 }
 
 /* Finds the rank a message claims and checks the sender holds it. */
+/* True when the rank's session belongs to `client` (always without
+ * security). */
+static bool
+rank_client_is(const ctl_jobs *jobs, const job_rank *rk, const char *client)
+{
+	if (!jobs->cfg->security.enabled)
+		return true;
+	return rk->client != NULL && client != NULL &&
+	    strcmp(rk->client, client) == 0;
+}
+
+/* Refuses a client the configuration does not allow for job `name`. */
 static int
-jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
-    const uint8_t *peer, size_t peer_len, job **ret_job, job_rank **ret_rank,
+jobs_check_client(const ctl_jobs *jobs, const char *name, const char *client,
     char *why, size_t why_len)
 {
-	job *j = jobs_find(jobs, name);
-	job_rank *rk;
+	if (ctl_config_client_allowed(jobs->cfg, name, client))
+		return 0;
+	jobs_why(why, why_len, "client '%s' is not allowed for job '%s'",
+	    client != NULL ? client : "(unauthenticated)",
+	    name != NULL ? name : "");
+	return BELLOWS_EPERM;
+}
 
+static int
+jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
+    const uint8_t *peer, size_t peer_len, const char *client, job **ret_job,
+    job_rank **ret_rank, char *why, size_t why_len)
+{
+	job *j;
+	job_rank *rk;
+	int r;
+
+	if ((r = jobs_check_client(jobs, name, client, why, why_len)) != 0)
+		return r;
+	j = jobs_find(jobs, name);
 	if (j == NULL) {
 		jobs_why(why, why_len, "unknown job '%s'",
 		    name != NULL ? name : "");
@@ -903,7 +939,8 @@ jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
 		return BELLOWS_EPROTO;
 	}
 	rk = &j->ranks[rank];
-	if (!rk->joined || !rank_peer_is(rk, peer, peer_len)) {
+	if (!rk->joined || !rank_peer_is(rk, peer, peer_len) ||
+	    !rank_client_is(jobs, rk, client)) {
 		jobs_why(why, why_len,
 		    "rank %u of job '%s' is not held by this peer", rank, name);
 		return BELLOWS_ENOTJOINED;
@@ -1054,8 +1091,8 @@ job_launch_of(const job *j, const com_hello *h)
 
 int
 ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
-    const com_hello *h, uint64_t now_ms, com_msg *reply, char *why,
-    size_t why_len)
+    const char *client, const com_hello *h, uint64_t now_ms, com_msg *reply,
+    char *why, size_t why_len)
 {
 	const ctl_config *cfg = jobs->cfg;
 	char previous_key[JOBS_KEY_SHOWN] = "";
@@ -1096,7 +1133,25 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 			return jobs_error_reply(reply, BELLOWS_EPROTO, why);
 		}
 	}
+	/* Before anything is looked up: a client not allowed for the job
+	 * creates nothing, takes nothing over, resumes nothing. */
+	if ((r = jobs_check_client(jobs, h->job, client, why, why_len)) != 0)
+		return jobs_error_reply(reply, r, why);
 	j = jobs_find(jobs, h->job);
+	if (j != NULL && jobs->cfg->security.enabled && h->rank < j->world) {
+		const job_rank *held = &j->ranks[h->rank];
+
+		/* A live rank's session stays with the client that opened
+		 * it; the same incarnation claimed by another client is
+		 * another process, not this one reconnecting. */
+		if (held->joined && held->alive &&
+		    !rank_client_is(jobs, held, client)) {
+			jobs_why(why, why_len,
+			    "rank %u of job '%s' is held by another client",
+			    h->rank, h->job);
+			return jobs_error_reply(reply, BELLOWS_EBUSY, why);
+		}
+	}
 	if (j != NULL) {
 		switch (job_launch_of(j, h)) {
 		case JOB_LAUNCH_BUSY:
@@ -1159,6 +1214,15 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	    h->last_window - j->next_window < JOBS_OPEN;
 	if (rk->incarnation != h->incarnation)
 		rk->taken_top = rk->taken_mask = 0;
+	if (jobs->cfg->security.enabled &&
+	    (rk->client == NULL || strcmp(rk->client, client) != 0)) {
+		char *copy = com_strdup(client);
+
+		if (copy == NULL)
+			return BELLOWS_ENOMEM;
+		free(rk->client);
+		rk->client = copy;
+	}
 	rk->joined = true;
 	rk->left = false;
 	memcpy(rk->peer, peer, peer_len);
@@ -1450,16 +1514,16 @@ job_try_close(ctl_jobs *jobs, job *j, uint64_t now_ms)
 
 int
 ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
-    const com_report *rep, uint64_t now_ms, com_msg *reply, char *why,
-    size_t why_len)
+    const char *client, const com_report *rep, uint64_t now_ms, com_msg *reply,
+    char *why, size_t why_len)
 {
 	job *j;
 	job_rank *rk;
 	int slot = -1, r;
 
-	r = jobs_rank_of(jobs, rep->job, rep->rank, peer, peer_len, &j, &rk,
-	    why, why_len);
-	if (r == BELLOWS_ENOTJOINED)
+	r = jobs_rank_of(jobs, rep->job, rep->rank, peer, peer_len, client, &j,
+	    &rk, why, why_len);
+	if (r == BELLOWS_ENOTJOINED || r == BELLOWS_EPERM)
 		return jobs_error_reply(reply, r, why);
 	if (r != 0)
 		return r;
@@ -1544,16 +1608,16 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 
 int
 ctl_jobs_heartbeat(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
-    const com_heartbeat *hb, uint64_t now_ms, com_msg *reply, char *why,
-    size_t why_len)
+    const char *client, const com_heartbeat *hb, uint64_t now_ms,
+    com_msg *reply, char *why, size_t why_len)
 {
 	job *j;
 	job_rank *rk;
 	int r;
 
-	r = jobs_rank_of(jobs, hb->job, hb->rank, peer, peer_len, &j, &rk, why,
-	    why_len);
-	if (r == BELLOWS_ENOTJOINED)
+	r = jobs_rank_of(jobs, hb->job, hb->rank, peer, peer_len, client, &j,
+	    &rk, why, why_len);
+	if (r == BELLOWS_ENOTJOINED || r == BELLOWS_EPERM)
 		return jobs_error_reply(reply, r, why);
 	if (r != 0)
 		return r;
@@ -1572,14 +1636,15 @@ ctl_jobs_heartbeat(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 
 int
 ctl_jobs_bye(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
-    const com_bye *bye, uint64_t now_ms, char *why, size_t why_len)
+    const char *client, const com_bye *bye, uint64_t now_ms, char *why,
+    size_t why_len)
 {
 	job *j;
 	job_rank *rk;
 	int r;
 
-	r = jobs_rank_of(jobs, bye->job, bye->rank, peer, peer_len, &j, &rk,
-	    why, why_len);
+	r = jobs_rank_of(jobs, bye->job, bye->rank, peer, peer_len, client, &j,
+	    &rk, why, why_len);
 	if (r != 0)
 		return r;
 	rank_lost(jobs, j, bye->rank, now_ms, "left", CTL_STORE_RANK_LEFT);
@@ -1604,12 +1669,16 @@ ctl_jobs_bye(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 }
 
 int
-ctl_jobs_snapshot(ctl_jobs *jobs, const com_snapshot_request *req,
-    com_msg *reply, char *why, size_t why_len)
+ctl_jobs_snapshot(ctl_jobs *jobs, const char *client,
+    const com_snapshot_request *req, com_msg *reply, char *why, size_t why_len)
 {
-	job *j = jobs_find(jobs, req->job);
+	job *j;
 	uint64_t step = 0;
+	int r;
 
+	if ((r = jobs_check_client(jobs, req->job, client, why, why_len)) != 0)
+		return jobs_error_reply(reply, r, why);
+	j = jobs_find(jobs, req->job);
 	if (j == NULL) {
 		jobs_why(why, why_len, "snapshot of unknown job '%s'",
 		    req->job != NULL ? req->job : "");
@@ -1628,12 +1697,45 @@ ctl_jobs_snapshot(ctl_jobs *jobs, const com_snapshot_request *req,
 	return 0;
 }
 
-int
-ctl_jobs_status(ctl_jobs *jobs, const com_status_request *req, uint64_t now_ms,
+bool
+ctl_jobs_client_may_read(const ctl_jobs *jobs, const char *name,
+    const char *client)
+{
+	if (name == NULL)
+		return ctl_config_client_allowed_all(jobs->cfg, client);
+	return ctl_config_client_allowed(jobs->cfg, name, client);
+}
+
+/* Drops from a STATUS reply's events those of jobs `client` may not
+ * read (the daemon's own, with no job, stay). */
+static void
+jobs_filter_events(const ctl_jobs *jobs, const char *client,
     com_status_reply *out)
+{
+	uint32_t kept = 0;
+
+	for (uint32_t i = 0; i < out->n_events; i++) {
+		com_event *e = &out->events[i];
+
+		if (e->job == NULL || e->job[0] == '\0' ||
+		    ctl_config_client_allowed(jobs->cfg, e->job, client)) {
+			out->events[kept++] = *e;
+			continue;
+		}
+		free(e->kind);
+		free(e->job);
+		free(e->text);
+	}
+	out->n_events = kept;
+}
+
+int
+ctl_jobs_status(ctl_jobs *jobs, const char *client,
+    const com_status_request *req, uint64_t now_ms, com_status_reply *out)
 {
 	bool all = req->job == NULL || req->job[0] == '\0';
 	uint32_t n = 0;
+	int rc;
 
 	out->jobs = calloc(jobs->n_jobs ? jobs->n_jobs : 1, sizeof(*out->jobs));
 	if (out->jobs == NULL)
@@ -1643,6 +1745,8 @@ ctl_jobs_status(ctl_jobs *jobs, const com_status_request *req, uint64_t now_ms,
 		com_job_status *js;
 
 		if (!all && strcmp(j->name, req->job) != 0)
+			continue;
+		if (!ctl_config_client_allowed(jobs->cfg, j->name, client))
 			continue;
 		js = &out->jobs[n++];
 		out->n_jobs = n;
@@ -1675,8 +1779,11 @@ ctl_jobs_status(ctl_jobs *jobs, const com_status_request *req, uint64_t now_ms,
 			};
 		}
 	}
-	return ctl_events_copy(jobs->events, all ? NULL : req->job,
+	rc = ctl_events_copy(jobs->events, all ? NULL : req->job,
 	    CTL_EVENTS_MAX, &out->events, &out->n_events);
+	if (rc == 0 && jobs->cfg->security.enabled)
+		jobs_filter_events(jobs, client, out);
+	return rc;
 }
 
 void
@@ -2028,6 +2135,8 @@ job_resumed(ctl_jobs *jobs, job *j, const com_hello *h, uint64_t now_ms,
 
 	for (uint32_t i = 0; i < JOBS_OPEN; i++)
 		ctl_window_destroy(&j->open[i]);
+	for (uint32_t r = 0; r < j->world; r++)
+		free(j->ranks[r].client);
 	memset(j->ranks, 0, j->world * sizeof(*j->ranks));
 	j->alive = 0;
 	j->idle_since_ms = now_ms;

@@ -90,7 +90,14 @@ int ctl_jobs_reload(ctl_jobs *jobs, const ctl_config *cfg, char *errbuf,
 ctl_events *ctl_jobs_events(ctl_jobs *jobs);
 
 /*
- * Message handlers. `peer` is the sender's routing id. Each returns 0 when
+ * Message handlers. `peer` is the sender's routing id; `client` the name
+ * its connection authenticated as (the certificate's NAME, borrowed for
+ * the call), NULL without security. With security (cfg->security), a
+ * client the configuration does not allow for the job
+ * (ctl_config_client_allowed) is refused with BELLOWS_EPERM and an Error
+ * reply, and nothing changes; a live rank is bound to the client whose
+ * Hello took it: another client's Hello for it gets BELLOWS_EBUSY, its
+ * reports BELLOWS_ENOTJOINED. Each returns 0 when
  * the message was accepted, or a negative BELLOWS_E* when it was dropped,
  * with a one-line reason in `why` (why_len bytes) for the per-peer drop
  * log. *reply (initialised by the caller to COM_MSG_NONE) may receive a
@@ -108,24 +115,32 @@ ctl_events *ctl_jobs_events(ctl_jobs *jobs);
  * (which with a working store waits for its commit).
  */
 int ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
-    const com_hello *hello, uint64_t now_ms, com_msg *reply, char *why,
-    size_t why_len);
+    const char *client, const com_hello *hello, uint64_t now_ms, com_msg *reply,
+    char *why, size_t why_len);
 int ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
-    const com_report *report, uint64_t now_ms, com_msg *reply, char *why,
-    size_t why_len);
-int ctl_jobs_heartbeat(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
-    const com_heartbeat *hb, uint64_t now_ms, com_msg *reply, char *why,
-    size_t why_len);
-int ctl_jobs_bye(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
-    const com_bye *bye, uint64_t now_ms, char *why, size_t why_len);
-int ctl_jobs_snapshot(ctl_jobs *jobs, const com_snapshot_request *req,
+    const char *client, const com_report *report, uint64_t now_ms,
     com_msg *reply, char *why, size_t why_len);
+int ctl_jobs_heartbeat(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
+    const char *client, const com_heartbeat *hb, uint64_t now_ms,
+    com_msg *reply, char *why, size_t why_len);
+int ctl_jobs_bye(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
+    const char *client, const com_bye *bye, uint64_t now_ms, char *why,
+    size_t why_len);
+int ctl_jobs_snapshot(ctl_jobs *jobs, const char *client,
+    const com_snapshot_request *req, com_msg *reply, char *why, size_t why_len);
+
+/* True when `client` may read job `name` (NULL: every job, whatever its
+ * name) under the configuration in force: what the publish side asks
+ * before it lets a subscription through. Always true without security. */
+bool ctl_jobs_client_may_read(const ctl_jobs *jobs, const char *name,
+    const char *client);
 
 /* Fills the job part of a STATUS reply (jobs matching req->job, or all)
- * and the recent events (of that job and the daemon's, or all). Returns 0
- * or BELLOWS_ENOMEM. */
-int ctl_jobs_status(ctl_jobs *jobs, const com_status_request *req,
-    uint64_t now_ms, com_status_reply *reply);
+ * and the recent events (of that job and the daemon's, or all), leaving
+ * out with security the jobs (and their events) `client` may not read.
+ * Returns 0 or BELLOWS_ENOMEM. */
+int ctl_jobs_status(ctl_jobs *jobs, const char *client,
+    const com_status_request *req, uint64_t now_ms, com_status_reply *reply);
 
 /* Periodic duties: declares silent ranks lost, closes windows whose
  * timeout passed, forgets jobs idle for job_idle_ms. */

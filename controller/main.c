@@ -52,6 +52,9 @@ typedef struct daemon_state {
 	ctl_config *cfg;         /* first configuration, until reload owns it */
 	ctl_reload *reload;      /* configuration in force and its reloads */
 	ctl_watch *watch;        /* the file on disk, NULL if not watched */
+	ctl_watch *clients;      /* the clients directory, NULL without
+				  * security or if not watched */
+	bool secure;             /* security was on at start (read once) */
 	ctl_jobs *jobs;          /* job table */
 	ctl_server *server;      /* sockets */
 	ctl_store *store;        /* history, NULL with --no-db */
@@ -115,6 +118,22 @@ main_before_sleep(ctl_loop *loop, void *arg)
 			    "peer_queue_mb is %u in the reloaded file; the "
 			    "send queues keep %u until bellowsd restarts",
 			    cfg->peer_queue_mb, d->queue_mb);
+		if (cfg->security.enabled != d->secure)
+			ctl_log(CTL_LOG_WARN, "main",
+			    "daemon.security is %s in the reloaded file; the "
+			    "sockets keep it %s until bellowsd restarts",
+			    cfg->security.enabled ? "set" : "unset",
+			    d->secure ? "on" : "off");
+		/* The new clients directory takes effect for the next
+		 * connection; those authenticated stay (server.h). */
+		if (ctl_server_set_clients(d->server, &cfg->security) != 0)
+			ctl_log(CTL_LOG_ERROR, "main",
+			    "out of memory: the trusted keys were not "
+			    "replaced");
+		else if (cfg->security.enabled && d->secure)
+			ctl_log(CTL_LOG_INFO, "main",
+			    "%u trusted client keys from '%s'",
+			    cfg->security.n_clients, cfg->security.clients);
 		ctl_store_config(d->store, cfg);
 		ctl_store_set_conf(d->store, &cfg->store);
 	}
@@ -139,11 +158,53 @@ main_on_signal(ctl_loop *loop, void *arg)
 	}
 }
 
+/* The clients directory changed: the file is read again even though its
+ * text did not change, as on SIGHUP, which reads the directory again. */
+static void
+main_on_clients(void *arg)
+{
+	daemon_state *d = arg;
+
+	ctl_reload_request(d->reload, true);
+}
+
 static void
 main_config_line(void *arg, const char *text)
 {
 	(void)arg;
 	fprintf(stderr, "bellowsd: %s\n", text);
+}
+
+/* Refuses endpoints other hosts can reach without security, unless the
+ * file allows it (then warns). Returns 0 or BELLOWS_ECONFIG. */
+static int
+main_check_endpoints(const ctl_config *cfg, const char *control,
+    const char *publish)
+{
+	const char *eps[2] = { control, publish };
+
+	if (cfg->security.enabled)
+		return 0;
+	for (int i = 0; i < 2; i++) {
+		if (ctl_server_endpoint_local(eps[i]))
+			continue;
+		if (!cfg->allow_insecure) {
+			fprintf(stderr,
+			    "bellowsd: refusing to bind '%s' without "
+			    "daemon.security: anyone who reaches it could "
+			    "steer every job (see docs/security.md); set "
+			    "daemon.security, or daemon.allow_insecure: true "
+			    "on a trusted network\n",
+			    eps[i]);
+			return BELLOWS_ECONFIG;
+		}
+		ctl_log(CTL_LOG_WARN, "main",
+		    "'%s' is reachable from other hosts without "
+		    "authentication or encryption (daemon.allow_insecure): "
+		    "anyone who reaches it can steer every job",
+		    eps[i]);
+	}
+	return 0;
 }
 
 /* Loads --policy into d->cfg. An invalid file gets every error on
@@ -252,6 +313,8 @@ main(int argc, char **argv)
 	if (publish == NULL)
 		publish = d.cfg->publish != NULL ? d.cfg->publish
 						 : "tcp://127.0.0.1:5556";
+	if (main_check_endpoints(d.cfg, control, publish) != 0)
+		goto out;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
@@ -270,9 +333,15 @@ main(int argc, char **argv)
 		goto out;
 	}
 	d.queue_mb = d.cfg->peer_queue_mb;
+	d.secure = d.cfg->security.enabled;
 	if (ctl_server_open(zctx, control, publish, &limits, d.queue_mb,
-		d.cfg->max_layers, instance, &d.server) != 0)
+		d.cfg->max_layers, instance, &d.cfg->security, &d.server) != 0)
 		goto out;
+	if (d.secure)
+		ctl_log(CTL_LOG_INFO, "main",
+		    "security: CURVE on both endpoints, %u trusted client "
+		    "keys from '%s'",
+		    d.cfg->security.n_clients, d.cfg->security.clients);
 	if (ctl_jobs_new(d.cfg, instance, ctl_server_publish, d.server,
 		&d.jobs) != 0 ||
 	    ctl_loop_new(&d.loop) != 0) {
@@ -311,8 +380,17 @@ main(int argc, char **argv)
 		ctl_log(CTL_LOG_WARN, "main",
 		    "'%s' is not watched for changes; send SIGHUP to reload",
 		    d.policy_path);
+	/* A .pub added to or removed from the clients directory reloads
+	 * the whole file, which reads the directory again. */
+	if (d.secure &&
+	    ctl_watch_open_dir(ctl_reload_config(d.reload)->security.clients,
+		MAIN_SETTLE_MS, main_on_clients, &d, &d.clients) != 0)
+		ctl_log(CTL_LOG_WARN, "main",
+		    "the clients directory is not watched for changes; send "
+		    "SIGHUP after adding or removing a certificate");
 	ctl_server_set_jobs(d.server, d.jobs);
 	if ((d.watch != NULL && ctl_watch_attach(d.watch, d.loop) != 0) ||
+	    (d.clients != NULL && ctl_watch_attach(d.clients, d.loop) != 0) ||
 	    ctl_reload_attach(d.reload, zctx, d.loop) != 0 ||
 	    ctl_server_attach(d.server, d.loop) != 0 ||
 	    (d.store != NULL && ctl_store_attach(d.store, d.loop) != 0) ||
@@ -339,6 +417,7 @@ main(int argc, char **argv)
 out:
 	ctl_loop_destroy(&d.loop);
 	ctl_watch_close(&d.watch);
+	ctl_watch_close(&d.clients);
 	if (d.store != NULL && d.jobs != NULL)
 		ctl_store_sync_events(d.store, ctl_jobs_events(d.jobs));
 	/* The store borrows the job table's event ring, and the jobs the

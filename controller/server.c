@@ -8,6 +8,7 @@
 #include <bellows/error.h>
 #include <bellows/policy.h>
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -21,6 +22,11 @@
 #define SERVER_BATCH       256   /* messages read per loop turn */
 #define SERVER_TOPIC_MAX   300   /* "d:" + job name + NUL */
 #define SERVER_GUARD       2     /* transport guard, in codec limits */
+#define SERVER_ZAP_EP      "inproc://zeromq.zap.01" /* RFC 27's address */
+#define SERVER_ZAP_DOMAIN  "bellows" /* ZAP domain of both sockets */
+#define SERVER_ZAP_FRAMES  8         /* frames of a ZAP request read at most */
+#define SERVER_ZAP_LOG_MS  10000     /* one refusal line per this long */
+#define SERVER_CLIENT_MAX  256       /* bytes of a client name and its NUL */
 
 #define SERVER_HWM_MIN 8      /* messages queued per connection */
 #define SERVER_HWM_MAX 100000 /* ... at most */
@@ -40,20 +46,31 @@ typedef struct server_peer {
 } server_peer;
 
 struct ctl_server {
-	void *router;         /* control socket */
-	void *pub;            /* publish socket */
-	com_limits limits;    /* decode limits */
-	ctl_jobs *jobs;       /* dispatch target (borrowed) */
-	ctl_store *store;     /* history, for STATUS (borrowed) */
-	uint64_t instance;    /* daemon run id */
-	uint64_t started_ms;  /* monotonic start */
-	server_peer *peers;   /* drop records */
-	uint32_t n_peers;     /* entries used */
-	uint64_t messages;    /* frames received */
-	uint64_t dropped;     /* messages dropped */
-	uint64_t pub_dropped; /* publications that failed */
-	int pub_hwm;          /* ZMQ_SNDHWM of the PUB, in messages */
-	int reply_hwm;        /* ZMQ_SNDHWM of the ROUTER, in messages */
+	void *router;          /* control socket */
+	void *pub;             /* publish socket */
+	com_limits limits;     /* decode limits */
+	ctl_jobs *jobs;        /* dispatch target (borrowed) */
+	ctl_store *store;      /* history, for STATUS (borrowed) */
+	uint64_t instance;     /* daemon run id */
+	uint64_t started_ms;   /* monotonic start */
+	server_peer *peers;    /* drop records */
+	uint32_t n_peers;      /* entries used */
+	uint64_t messages;     /* frames received */
+	uint64_t dropped;      /* messages dropped */
+	uint64_t pub_dropped;  /* publications that failed */
+	int pub_hwm;           /* ZMQ_SNDHWM of the PUB, in messages */
+	int reply_hwm;         /* ZMQ_SNDHWM of the ROUTER, in messages */
+	bool secure;           /* both sockets are CURVE servers */
+	void *zap;             /* ZAP handler's REP, NULL without security */
+	ctl_client_key *keys;  /* trusted public keys (a copy, see
+				* ctl_server_set_clients) */
+	uint32_t n_keys;       /* entries in keys */
+	uint64_t zap_accepted; /* connections authenticated */
+	uint64_t zap_refused;  /* connections refused */
+	uint64_t zap_log_ms;   /* when a refusal was last logged */
+	uint64_t zap_unlogged; /* refusals not logged since */
+	uint64_t subs_refused; /* subscriptions not applied */
+	uint64_t sub_log_ms;   /* when one was last logged */
 };
 
 /* The high-water mark that keeps `budget` bytes of `frame`-byte messages:
@@ -95,10 +112,32 @@ server_bind(void *sock, const char *endpoint, const char *what)
 	return 0;
 }
 
+/* Makes `sock` a CURVE server with the daemon's secret key whose
+ * connections the ZAP handler authenticates. Before bind: a listener's
+ * options are what its connections get. */
+static int
+server_curve(void *sock, const ctl_security_conf *sec)
+{
+	int one = 1;
+
+	if (zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof(one)) != 0 ||
+	    zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY,
+		sec->server_cert.secret_key,
+		strlen(sec->server_cert.secret_key)) != 0 ||
+	    zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, SERVER_ZAP_DOMAIN,
+		strlen(SERVER_ZAP_DOMAIN)) != 0)
+		return ctl_log_fail(BELLOWS_ENOTSUP, CTL_LOG_ERROR, "server",
+		    "cannot make a CURVE server: %s (is libzmq built with "
+		    "CURVE?)",
+		    zmq_strerror(zmq_errno()));
+	return 0;
+}
+
 int
 ctl_server_open(void *zctx, const char *control, const char *publish,
     const com_limits *limits, uint32_t queue_mb, uint32_t max_layers,
-    uint64_t instance, ctl_server **ret_server)
+    uint64_t instance, const ctl_security_conf *security,
+    ctl_server **ret_server)
 {
 	ctl_server *s = calloc(1, sizeof(*s));
 	int64_t maxsize = (int64_t)limits->max_msg_bytes * SERVER_GUARD;
@@ -112,7 +151,11 @@ ctl_server_open(void *zctx, const char *control, const char *publish,
 	s->started_ms = com_clock_ms();
 	s->peers = calloc(SERVER_PEERS_MAX, sizeof(*s->peers));
 	s->router = zmq_socket(zctx, ZMQ_ROUTER);
-	s->pub = zmq_socket(zctx, ZMQ_PUB);
+	/* With security an XPUB in manual mode: each subscription comes to
+	 * the loop with its connection's User-Id, and only those the
+	 * client may read are applied (server_on_subscription). */
+	s->pub = zmq_socket(zctx,
+	    security != NULL && security->enabled ? ZMQ_XPUB : ZMQ_PUB);
 	if (s->peers == NULL || s->router == NULL || s->pub == NULL) {
 		r = s->peers == NULL ? BELLOWS_ENOMEM : BELLOWS_ESYS;
 		goto fail;
@@ -141,6 +184,31 @@ ctl_server_open(void *zctx, const char *control, const char *publish,
 	zmq_setsockopt(s->pub, ZMQ_SNDHWM, &s->pub_hwm, sizeof(s->pub_hwm));
 	zmq_setsockopt(s->router, ZMQ_SNDHWM, &s->reply_hwm,
 	    sizeof(s->reply_hwm));
+	if (security != NULL && security->enabled) {
+		/* The ZAP handler is a REP socket the event loop polls,
+		 * like the ROUTER: libzmq's I/O threads ask it about each
+		 * new connection and wait for the answer, which then costs
+		 * one loop turn at most. On the loop thread it reads the
+		 * key table with no lock and no hand-over, and a reload
+		 * swaps the table between two requests. It is bound before
+		 * the endpoints so that no connection is ever accepted
+		 * unasked (libzmq lets CURVE through when no handler is
+		 * bound). */
+		s->secure = true;
+		s->zap = zmq_socket(zctx, ZMQ_REP);
+		if (s->zap == NULL) {
+			r = BELLOWS_ESYS;
+			goto fail;
+		}
+		zmq_setsockopt(s->zap, ZMQ_LINGER, &linger, sizeof(linger));
+		zmq_setsockopt(s->pub, ZMQ_XPUB_MANUAL, &(int){ 1 },
+		    sizeof(int));
+		if ((r = server_bind(s->zap, SERVER_ZAP_EP, "ZAP")) != 0 ||
+		    (r = ctl_server_set_clients(s, security)) != 0 ||
+		    (r = server_curve(s->router, security)) != 0 ||
+		    (r = server_curve(s->pub, security)) != 0)
+			goto fail;
+	}
 	if ((r = server_bind(s->router, control, "control")) != 0 ||
 	    (r = server_bind(s->pub, publish, "publish")) != 0)
 		goto fail;
@@ -168,6 +236,9 @@ ctl_server_close(ctl_server **server)
 		zmq_close(s->router);
 	if (s->pub != NULL)
 		zmq_close(s->pub);
+	if (s->zap != NULL)
+		zmq_close(s->zap);
+	ctl_config_keys_free(s->keys, s->n_keys);
 	free(s->peers);
 	free(s);
 	*server = NULL;
@@ -183,6 +254,266 @@ void
 ctl_server_set_store(ctl_server *s, ctl_store *store)
 {
 	s->store = store;
+}
+
+int
+ctl_server_set_clients(ctl_server *s, const ctl_security_conf *sec)
+{
+	ctl_client_key *keys;
+	uint32_t n;
+
+	/* A file without security cannot turn the sockets' off: the keys
+	 * in force stay until a restart (main logs it). */
+	if (!s->secure || sec == NULL || !sec->enabled)
+		return 0;
+	n = sec->n_clients;
+	keys = calloc(n > 0 ? n : 1, sizeof(*keys));
+	if (keys == NULL)
+		return BELLOWS_ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		keys[i] = sec->keys[i];
+		if ((keys[i].name = strdup(sec->keys[i].name)) == NULL) {
+			ctl_config_keys_free(keys, i);
+			return BELLOWS_ENOMEM;
+		}
+	}
+	ctl_config_keys_free(s->keys, s->n_keys);
+	s->keys = keys;
+	s->n_keys = n;
+	return 0;
+}
+
+bool
+ctl_server_endpoint_local(const char *ep)
+{
+	const char *host, *end;
+	char h[256];
+	struct in_addr a4;
+	size_t len;
+
+	if (strncmp(ep, "ipc://", 6) == 0 || strncmp(ep, "inproc://", 9) == 0)
+		return true;
+	if (strncmp(ep, "tcp://", 6) != 0)
+		return false; /* pgm, udp, ws...: a network */
+	host = ep + 6;
+	/* tcp://[::1]:5555, tcp://127.0.0.1:5555, tcp://localhost:5555;
+	 * "tcp://eth0;..." or a wildcard are not local. */
+	if (host[0] == '[') {
+		end = strchr(host, ']');
+		if (end == NULL)
+			return false;
+		host++;
+	} else {
+		end = strrchr(host, ':');
+		if (end == NULL)
+			end = host + strlen(host);
+	}
+	len = (size_t)(end - host);
+	if (len == 0 || len >= sizeof(h))
+		return false;
+	memcpy(h, host, len);
+	h[len] = '\0';
+	if (strchr(h, ';') != NULL)
+		return false;
+	if (strcmp(h, "localhost") == 0 || strcmp(h, "::1") == 0)
+		return true;
+	if (inet_pton(AF_INET, h, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	return false;
+}
+
+/* The name of the trusted client with this 32-byte public key, or NULL. */
+static const char *
+server_client_of(const ctl_server *s, const uint8_t *key)
+{
+	char z85[COM_CERT_Z85];
+
+	if (zmq_z85_encode(z85, key, 32) == NULL)
+		return NULL;
+	for (uint32_t i = 0; i < s->n_keys; i++) {
+		if (strcmp(s->keys[i].public_key, z85) == 0)
+			return s->keys[i].name;
+	}
+	return NULL;
+}
+
+/* Answers one ZAP request (RFC 27): version, request id, domain,
+ * address, routing id, mechanism, then the mechanism's credentials (for
+ * CURVE the client's 32-byte public key). 200 with User-Id = the
+ * client's NAME for a key of the clients directory, 400 otherwise (any
+ * other mechanism or domain included). */
+static void
+server_zap_one(ctl_server *s)
+{
+	zmq_msg_t f[SERVER_ZAP_FRAMES];
+	int n = 0, more = 1;
+	size_t more_len = sizeof(more);
+	const char *client = NULL, *status = "400", *text = "unknown key";
+	char addr[64] = "?";
+
+	for (; more && n < SERVER_ZAP_FRAMES; n++) {
+		zmq_msg_init(&f[n]);
+		if (zmq_msg_recv(&f[n], s->zap, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&f[n]);
+			goto out;
+		}
+		zmq_getsockopt(s->zap, ZMQ_RCVMORE, &more, &more_len);
+	}
+	while (more) { /* more frames than any request has: drained */
+		zmq_msg_t extra;
+
+		zmq_msg_init(&extra);
+		zmq_msg_recv(&extra, s->zap, 0);
+		zmq_msg_close(&extra);
+		zmq_getsockopt(s->zap, ZMQ_RCVMORE, &more, &more_len);
+	}
+	if (n == 0)
+		goto out; /* nothing asked: nothing to answer */
+	/* Anything received is answered: a REP that does not answer cannot
+	 * read the next request. */
+	if (n >= 4) {
+		size_t alen = zmq_msg_size(&f[3]);
+
+		if (alen >= sizeof(addr))
+			alen = sizeof(addr) - 1;
+		memcpy(addr, zmq_msg_data(&f[3]), alen);
+		addr[alen] = '\0';
+	}
+	if (n == 7 && zmq_msg_size(&f[5]) == 5 &&
+	    memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
+	    zmq_msg_size(&f[6]) == 32)
+		client = server_client_of(s, zmq_msg_data(&f[6]));
+	else
+		text = "CURVE required";
+	if (client != NULL) {
+		status = "200";
+		text = "OK";
+		s->zap_accepted++;
+	} else {
+		uint64_t now = com_clock_ms();
+
+		s->zap_refused++;
+		if (s->zap_log_ms == 0 ||
+		    now - s->zap_log_ms >= SERVER_ZAP_LOG_MS) {
+			ctl_log(CTL_LOG_WARN, "server",
+			    "refused a connection from %s: %s (%" PRIu64
+			    " refused, %" PRIu64 " not logged)",
+			    addr, text, s->zap_refused, s->zap_unlogged);
+			s->zap_log_ms = now;
+			s->zap_unlogged = 0;
+		} else {
+			s->zap_unlogged++;
+		}
+	}
+	/* Never blocks: a REP that was just asked can always answer. */
+	zmq_send(s->zap, "1.0", 3, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(s->zap, n >= 2 ? zmq_msg_data(&f[1]) : "",
+	    n >= 2 ? zmq_msg_size(&f[1]) : 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(s->zap, status, 3, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(s->zap, text, strlen(text), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(s->zap, client != NULL ? client : "",
+	    client != NULL ? strlen(client) : 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+	zmq_send(s->zap, "", 0, ZMQ_DONTWAIT);
+out:
+	for (int i = 0; i < n; i++)
+		zmq_msg_close(&f[i]);
+}
+
+/* Logs a refused subscription, at most once per SERVER_ZAP_LOG_MS. */
+static void
+server_sub_refused(ctl_server *s, const char *client, const uint8_t *topic,
+    size_t len)
+{
+	uint64_t now = com_clock_ms();
+	char text[SERVER_TOPIC_MAX];
+	size_t k = 0;
+
+	s->subs_refused++;
+	if (s->sub_log_ms != 0 && now - s->sub_log_ms < SERVER_ZAP_LOG_MS)
+		return;
+	s->sub_log_ms = now;
+	for (size_t i = 0; i < len && k + 1 < sizeof(text); i++)
+		text[k++] = topic[i] >= 0x20 && topic[i] < 0x7f ? (char)topic[i]
+								: '.';
+	text[k] = '\0';
+	ctl_log(CTL_LOG_WARN, "server",
+	    "client '%s' may not subscribe to '%s': not applied (%" PRIu64
+	    " subscriptions refused)",
+	    client != NULL ? client : "?", text, s->subs_refused);
+}
+
+/* True when a subscriber named `client` may have subscription `topic`
+ * (len bytes): "d:JOB\0" or "t:JOB\0" when it may read JOB; any other
+ * prefix (a dashboard's "t:", or "") only when it may read every job. */
+static bool
+server_topic_allowed(const ctl_server *s, const uint8_t *topic, size_t len,
+    const char *client)
+{
+	char job[SERVER_TOPIC_MAX];
+
+	if (s->jobs == NULL)
+		return false;
+	if (len >= 3 && len - 2 < sizeof(job) && topic[1] == ':' &&
+	    (topic[0] == 'd' || topic[0] == 't') && topic[len - 1] == '\0' &&
+	    memchr(topic + 2, '\0', len - 3) == NULL) {
+		memcpy(job, topic + 2, len - 2);
+		return ctl_jobs_client_may_read(s->jobs, job, client);
+	}
+	return ctl_jobs_client_may_read(s->jobs, NULL, client);
+}
+
+/* Reads the subscriptions the XPUB received and applies those allowed:
+ * in manual mode libzmq applies a ZMQ_SUBSCRIBE to the connection whose
+ * subscription message was read last, so each is decided as it is
+ * read. Unsubscriptions are applied as they come. */
+static void
+server_on_subscription(ctl_loop *loop, void *arg)
+{
+	ctl_server *s = arg;
+
+	(void)loop;
+	for (int i = 0; i < SERVER_BATCH; i++) {
+		zmq_msg_t m;
+		const uint8_t *d;
+		const char *uid;
+		size_t n;
+
+		zmq_msg_init(&m);
+		if (zmq_msg_recv(&m, s->pub, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&m);
+			break;
+		}
+		d = zmq_msg_data(&m);
+		n = zmq_msg_size(&m);
+		uid = zmq_msg_gets(&m, "User-Id");
+		if (n >= 1 && d[0] == 0) {
+			zmq_setsockopt(s->pub, ZMQ_UNSUBSCRIBE, d + 1, n - 1);
+		} else if (n >= 1 && d[0] == 1) {
+			if (uid != NULL &&
+			    server_topic_allowed(s, d + 1, n - 1, uid))
+				zmq_setsockopt(s->pub, ZMQ_SUBSCRIBE, d + 1,
+				    n - 1);
+			else
+				server_sub_refused(s, uid, d + 1, n - 1);
+		}
+		zmq_msg_close(&m);
+	}
+}
+
+static void
+server_on_zap(ctl_loop *loop, void *arg)
+{
+	ctl_server *s = arg;
+	uint32_t events = 0;
+	size_t len = sizeof(events);
+
+	(void)loop;
+	for (int i = 0; i < SERVER_BATCH; i++) {
+		if (zmq_getsockopt(s->zap, ZMQ_EVENTS, &events, &len) != 0 ||
+		    !(events & ZMQ_POLLIN))
+			break;
+		server_zap_one(s);
+	}
 }
 
 static server_peer *
@@ -267,7 +598,8 @@ server_reply(ctl_server *s, const uint8_t *id, size_t len, const com_msg *m)
 }
 
 static int
-server_status(ctl_server *s, const com_status_request *req, com_msg *reply)
+server_status(ctl_server *s, const char *client, const com_status_request *req,
+    com_msg *reply)
 {
 	com_status_reply *st;
 	ctl_jobs_counters c;
@@ -295,7 +627,7 @@ server_status(ctl_server *s, const com_status_request *req, com_msg *reply)
 			st->latency_max_ms = lat.max_ms;
 			st->latency_samples = lat.samples;
 		}
-		if (ctl_jobs_status(s->jobs, req, now, st) != 0)
+		if (ctl_jobs_status(s->jobs, client, req, now, st) != 0)
 			return BELLOWS_ENOMEM;
 	}
 	if (ctl_store_status(s->store, st) != 0)
@@ -303,6 +635,12 @@ server_status(ctl_server *s, const com_status_request *req, com_msg *reply)
 	st->peers = calloc(s->n_peers ? s->n_peers : 1, sizeof(*st->peers));
 	if (st->peers == NULL)
 		return BELLOWS_ENOMEM;
+	/* Other peers' drop reasons name their jobs: with security only a
+	 * client that may read every job sees them. */
+	if (s->secure &&
+	    (s->jobs == NULL ||
+		!ctl_jobs_client_may_read(s->jobs, NULL, client)))
+		return 0;
 	for (uint32_t i = 0; i < s->n_peers && n < s->limits.max_peers; i++) {
 		const server_peer *p = &s->peers[i];
 		com_peer_status *ps = &st->peers[n++];
@@ -321,7 +659,8 @@ server_status(ctl_server *s, const com_status_request *req, com_msg *reply)
 
 /* Handles one decoded message from peer `id`. */
 static void
-server_dispatch(ctl_server *s, const uint8_t *id, size_t len, com_msg *m)
+server_dispatch(ctl_server *s, const uint8_t *id, size_t len,
+    const char *client, com_msg *m)
 {
 	char why[256] = "";
 	com_msg reply;
@@ -331,27 +670,27 @@ server_dispatch(ctl_server *s, const uint8_t *id, size_t len, com_msg *m)
 	com_msg_init(&reply, COM_MSG_NONE);
 	switch (m->type) {
 	case COM_MSG_HELLO:
-		r = ctl_jobs_hello(s->jobs, id, len, &m->u.hello, now, &reply,
-		    why, sizeof(why));
-		break;
-	case COM_MSG_REPORT:
-		r = ctl_jobs_report(s->jobs, id, len, &m->u.report, now, &reply,
-		    why, sizeof(why));
-		break;
-	case COM_MSG_HEARTBEAT:
-		r = ctl_jobs_heartbeat(s->jobs, id, len, &m->u.heartbeat, now,
+		r = ctl_jobs_hello(s->jobs, id, len, client, &m->u.hello, now,
 		    &reply, why, sizeof(why));
 		break;
+	case COM_MSG_REPORT:
+		r = ctl_jobs_report(s->jobs, id, len, client, &m->u.report, now,
+		    &reply, why, sizeof(why));
+		break;
+	case COM_MSG_HEARTBEAT:
+		r = ctl_jobs_heartbeat(s->jobs, id, len, client,
+		    &m->u.heartbeat, now, &reply, why, sizeof(why));
+		break;
 	case COM_MSG_BYE:
-		r = ctl_jobs_bye(s->jobs, id, len, &m->u.bye, now, why,
+		r = ctl_jobs_bye(s->jobs, id, len, client, &m->u.bye, now, why,
 		    sizeof(why));
 		break;
 	case COM_MSG_SNAPSHOT_REQUEST:
-		r = ctl_jobs_snapshot(s->jobs, &m->u.snapshot_request, &reply,
-		    why, sizeof(why));
+		r = ctl_jobs_snapshot(s->jobs, client, &m->u.snapshot_request,
+		    &reply, why, sizeof(why));
 		break;
 	case COM_MSG_STATUS_REQUEST:
-		r = server_status(s, &m->u.status_request, &reply);
+		r = server_status(s, client, &m->u.status_request, &reply);
 		if (r != 0) {
 			com_msg_fini(&reply);
 			snprintf(why, sizeof(why), "status reply too large");
@@ -378,6 +717,8 @@ server_read_one(ctl_server *s)
 	zmq_msg_t idf, body;
 	uint8_t id[256];
 	size_t id_len, parts = 1, size;
+	char client[SERVER_CLIENT_MAX] = "";
+	const char *uid;
 	com_msg m;
 	int more, r;
 	size_t more_len = sizeof(more);
@@ -402,6 +743,12 @@ server_read_one(ctl_server *s)
 		return true;
 	}
 	zmq_msg_recv(&body, s->router, 0);
+	/* The name the ZAP handler gave the connection (NULL without
+	 * security): read from each message, so it is the connection's,
+	 * never what the message claims. */
+	uid = s->secure ? zmq_msg_gets(&body, "User-Id") : NULL;
+	if (uid != NULL)
+		snprintf(client, sizeof(client), "%s", uid);
 	/* Drain any further frames: a request is exactly one frame. */
 	zmq_getsockopt(s->router, ZMQ_RCVMORE, &more, &more_len);
 	while (more) {
@@ -456,7 +803,7 @@ server_read_one(ctl_server *s)
 		server_drop(s, id, id_len, r, "cannot decode");
 		return true;
 	}
-	server_dispatch(s, id, id_len, &m);
+	server_dispatch(s, id, id_len, client[0] != '\0' ? client : NULL, &m);
 	com_msg_fini(&m);
 	return true;
 }
@@ -477,6 +824,13 @@ server_on_router(ctl_loop *loop, void *arg)
 int
 ctl_server_attach(ctl_server *s, ctl_loop *loop)
 {
+	int r;
+
+	if (s->zap != NULL &&
+	    ((r = ctl_loop_add_socket(loop, s->zap, server_on_zap, s)) != 0 ||
+		(r = ctl_loop_add_socket(loop, s->pub, server_on_subscription,
+		     s)) != 0))
+		return r;
 	return ctl_loop_add_socket(loop, s->router, server_on_router, s);
 }
 

@@ -18,31 +18,64 @@
  * agents see the gap in the decisions' seq and ask for a snapshot,
  * dashboards show the next telemetry. Requests are not bounded this way
  * (see SERVER_RCVHWM): the loop reads them as they come.
+ *
+ * With security (docs/security.md) both sockets are CURVE servers, and a
+ * ZAP handler (RFC 27) on the loop authenticates every connection to
+ * either against the trusted keys: an unknown key is refused during the
+ * handshake, a known one gets the certificate's NAME as its User-Id,
+ * which each message's metadata carries to the job table. The table is
+ * a copy the loop swaps on reload: a key removed refuses new
+ * connections; a connection already authenticated keeps its name until
+ * it closes (libzmq offers no way to close one connection of a ROUTER),
+ * but its client may lose the jobs its name was allowed for.
+ *
+ * The publish socket is then an XPUB in manual mode: a subscription is
+ * applied only when its connection's client may read what it asks for
+ * ("d:JOB\0" and "t:JOB\0": that job; any wider prefix: every job).
+ * What was applied stays for the connection's life (a reload does not
+ * withdraw it).
  */
 #ifndef CTL_SERVER_H
 #define CTL_SERVER_H
 
 #include "codec.h"
+#include "config.h"
 #include "jobs.h"
 #include "loop.h"
 #include "store.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct ctl_server ctl_server;
 
 /* Binds the ROUTER to `control` and the PUB to `publish` in ZeroMQ
- * context `zctx` (borrowed). Frames up to limits->max_msg_bytes are
- * decoded; longer ones up to twice that are dropped and counted as
- * oversized; beyond that ZeroMQ closes the sender's connection (its
- * ZMQ_MAXMSGSIZE). Each connection's send queue holds at most about
+ * context `zctx` (borrowed); with `security` enabled (NULL: none), both
+ * as CURVE servers with its server key, and the ZAP handler first on
+ * inproc://zeromq.zap.01 of zctx (one daemon per context). Frames up to
+ * limits->max_msg_bytes are decoded; longer ones up to twice that are dropped
+ * and counted as oversized; beyond that ZeroMQ closes the sender's connection
+ * (its ZMQ_MAXMSGSIZE). Each connection's send queue holds at most about
  * queue_mb MiB (at least 8 messages), with messages as large as jobs of
  * max_layers layers make them; both are read here once (a reload does
  * not change them). Returns 0, BELLOWS_EIO if an endpoint cannot be bound
- * (logged with the reason), or BELLOWS_ENOMEM. */
+ * (logged with the reason), BELLOWS_ENOTSUP (libzmq without CURVE) or
+ * BELLOWS_ENOMEM. */
 int ctl_server_open(void *zctx, const char *control, const char *publish,
     const com_limits *limits, uint32_t queue_mb, uint32_t max_layers,
-    uint64_t instance, ctl_server **ret_server);
+    uint64_t instance, const ctl_security_conf *security,
+    ctl_server **ret_server);
+
+/* Replaces the trusted keys with a copy of sec's (a reload's). Nothing to
+ * do when the sockets were opened without security, or when sec has none
+ * (security is read once: the keys in force stay). Returns 0 or BELLOWS_ENOMEM
+ * (the old keys stay). */
+int ctl_server_set_clients(ctl_server *server, const ctl_security_conf *sec);
+
+/* True when endpoint `ep` can only be reached from this host: ipc://,
+ * inproc://, or tcp:// on 127.0.0.0/8, ::1 or localhost. A wildcard, an
+ * interface name, any other address or transport is a network. */
+bool ctl_server_endpoint_local(const char *ep);
 
 /* The largest publication (a Decision for max_layers layers or a
  * Telemetry) within `limits`, in bytes: what a send queue's budget is
@@ -61,8 +94,8 @@ void ctl_server_set_jobs(ctl_server *server, ctl_jobs *jobs);
  * none). */
 void ctl_server_set_store(ctl_server *server, ctl_store *store);
 
-/* Registers the ROUTER with the loop. Returns ctl_loop_add_socket's
- * result. */
+/* Registers the ROUTER (and the ZAP handler) with the loop. Returns
+ * ctl_loop_add_socket's result. */
 int ctl_server_attach(ctl_server *server, ctl_loop *loop);
 
 /* ctl_jobs_publish_fn: encodes and publishes a Decision or Telemetry on

@@ -40,6 +40,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -49,6 +50,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #define STORE_BUSY_MS           100    /* SQLite busy timeout */
@@ -637,6 +640,8 @@ typedef struct store_writer {
 	void *sock;                 /* writer's end of the loop's PAIR */
 	void *poke;                 /* to the checkpointer */
 	ctl_store_conf conf;        /* settings */
+	bool mode_warned;           /* a file wider than store.mode was
+				     * logged */
 	store_batch *head;          /* queue, oldest first */
 	store_batch *tail;          /* newest */
 	bool failing;               /* the last attempt failed */
@@ -1057,6 +1062,37 @@ store_sql_rows(int which)
 	return sql;
 }
 
+/* Creates the database file with store.mode before SQLite opens it, so
+ * that it never exists with wider permissions, whatever the umask (the
+ * mode is set with fchmod, which the umask does not touch). SQLite
+ * gives its -wal and -shm files the database's permissions. An existing
+ * file keeps its mode: a wider one is warned about, not changed. */
+static void
+store_db_create(store_writer *w)
+{
+	mode_t want = (mode_t)(w->conf.mode != 0 ? w->conf.mode : 0600);
+	struct stat st;
+	int fd;
+
+	fd = open(w->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, want);
+	if (fd >= 0) {
+		if (fchmod(fd, want) != 0)
+			ctl_log(CTL_LOG_WARN, "store",
+			    "cannot set mode %04o on '%s': %s", (unsigned)want,
+			    w->path, strerror(errno));
+		close(fd);
+		return;
+	}
+	if (errno == EEXIST && stat(w->path, &st) == 0 &&
+	    (st.st_mode & 0777 & ~want) != 0 && !w->mode_warned) {
+		w->mode_warned = true;
+		ctl_log(CTL_LOG_WARN, "store",
+		    "'%s' has mode %04o, wider than store.mode %04o: others "
+		    "may read the history (chmod it)",
+		    w->path, (unsigned)(st.st_mode & 0777), (unsigned)want);
+	}
+}
+
 /* Opens the file, switches it to WAL, migrates it and prepares the
  * statements. On failure w->error says why and the connection is closed. */
 static int
@@ -1068,6 +1104,7 @@ store_db_open(store_writer *w)
 
 	assert(w->db == NULL);
 	pthread_once(&store_once, store_configure_sqlite);
+	store_db_create(w);
 	rc = sqlite3_open_v2(w->path, &w->db,
 	    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
 	    NULL);

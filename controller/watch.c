@@ -14,17 +14,20 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
 #define WATCH_EVENTS (IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE)
+/* A whole directory also changes when a name leaves it. */
+#define WATCH_DIR_EVENTS (WATCH_EVENTS | IN_DELETE | IN_MOVED_FROM)
 
 struct ctl_watch {
 	int fd;             /* inotify descriptor */
 	char *dir;          /* directory watched */
-	char *name;         /* file name within it */
+	char *name;         /* file name within it, "": every name */
 	uint32_t settle_ms; /* quiet time before reporting */
 	bool pending;       /* a change waits for quiet */
 	uint64_t due_ms;    /* report when the monotonic clock passes it */
@@ -33,14 +36,16 @@ struct ctl_watch {
 	void *arg;          /* its argument */
 };
 
-int
-ctl_watch_open(const char *path, uint32_t settle_ms, ctl_watch_fn *cb,
-    void *arg, ctl_watch **ret_watch)
+/* Opens a watch of `path`; one ending in '/' watches every name of the
+ * directory. */
+static int
+watch_open(const char *path, uint32_t settle_ms, ctl_watch_fn *cb, void *arg,
+    ctl_watch **ret_watch)
 {
 	const char *slash = strrchr(path, '/');
 	ctl_watch *w;
 
-	if (cb == NULL || (slash != NULL ? slash[1] : path[0]) == '\0')
+	if (cb == NULL || path[0] == '\0')
 		return BELLOWS_EINVAL;
 	w = calloc(1, sizeof(*w));
 	if (w == NULL)
@@ -63,7 +68,9 @@ ctl_watch_open(const char *path, uint32_t settle_ms, ctl_watch_fn *cb,
 		return BELLOWS_ENOMEM;
 	}
 	w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (w->fd < 0 || inotify_add_watch(w->fd, w->dir, WATCH_EVENTS) < 0) {
+	if (w->fd < 0 ||
+	    inotify_add_watch(w->fd, w->dir,
+		w->name[0] == '\0' ? WATCH_DIR_EVENTS : WATCH_EVENTS) < 0) {
 		ctl_log(CTL_LOG_WARN, "watch", "cannot watch '%s': %s", w->dir,
 		    strerror(errno));
 		ctl_watch_close(&w);
@@ -71,6 +78,29 @@ ctl_watch_open(const char *path, uint32_t settle_ms, ctl_watch_fn *cb,
 	}
 	*ret_watch = w;
 	return 0;
+}
+
+int
+ctl_watch_open(const char *path, uint32_t settle_ms, ctl_watch_fn *cb,
+    void *arg, ctl_watch **ret_watch)
+{
+	const char *slash = strrchr(path, '/');
+
+	if ((slash != NULL ? slash[1] : path[0]) == '\0')
+		return BELLOWS_EINVAL;
+	return watch_open(path, settle_ms, cb, arg, ret_watch);
+}
+
+int
+ctl_watch_open_dir(const char *dir, uint32_t settle_ms, ctl_watch_fn *cb,
+    void *arg, ctl_watch **ret_watch)
+{
+	char path[PATH_MAX];
+	int n = snprintf(path, sizeof(path), "%s/", dir);
+
+	if (dir[0] == '\0' || n < 0 || (size_t)n >= sizeof(path))
+		return BELLOWS_EINVAL;
+	return watch_open(path, settle_ms, cb, arg, ret_watch);
 }
 
 /* Drains the descriptor; a matching event (or a lost one: the queue
@@ -89,7 +119,9 @@ watch_on_readable(ctl_loop *loop, void *arg)
 			const struct inotify_event *ev = (const void *)p;
 
 			if ((ev->mask & IN_Q_OVERFLOW) ||
-			    (ev->len > 0 && strcmp(ev->name, w->name) == 0))
+			    (ev->len > 0 &&
+				(w->name[0] == '\0' ||
+				    strcmp(ev->name, w->name) == 0)))
 				hit = true;
 			p += sizeof(*ev) + ev->len;
 		}

@@ -26,6 +26,13 @@ typedef void ctl_watch_fn(void *arg);
 int ctl_watch_open(const char *path, uint32_t settle_ms, ctl_watch_fn *cb,
     void *arg, ctl_watch **ret_watch);
 
+/* Same as ctl_watch_open for a whole directory: any name created,
+ * written, renamed into, removed or renamed out of `dir` is a change.
+ * Returns 0, BELLOWS_EINVAL (an empty or too long path), BELLOWS_ESYS or
+ * BELLOWS_ENOMEM. */
+int ctl_watch_open_dir(const char *dir, uint32_t settle_ms, ctl_watch_fn *cb,
+    void *arg, ctl_watch **ret_watch);
+
 /* Registers the watch's descriptor and its settle timer with `loop`. The
  * watch must stay open while the loop may run. Returns what
  * ctl_loop_add_fd or ctl_loop_add_timer returned. */

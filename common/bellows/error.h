@@ -33,7 +33,8 @@ extern "C" {
 	X(EAGAIN, -15, "try again")                                            \
 	X(ESYS, -16, "system call failed")                                     \
 	X(EMISMATCH, -17, "does not match the job")                            \
-	X(ENOTSUP, -18, "not supported")
+	X(ENOTSUP, -18, "not supported")                                       \
+	X(EPERM, -19, "not permitted")
 
 enum bellows_error {
 	BELLOWS_OK = 0, /* not an error */

@@ -1272,6 +1272,178 @@ test_config_stops_reading_when_cancelled(void **state)
 	free(errs);
 }
 
+/* ---- security ---------------------------------------------------------- */
+
+/* Writes a new keypair as DIR/NAME.key and DIR/NAME.pub into *ret. */
+static void
+keygen(const char *dir, const char *name, com_cert *ret)
+{
+	char err[256];
+
+	mkdir(dir, 0700);
+	assert_int_equal(com_cert_generate(ret), 0);
+	assert_int_equal(com_cert_save(ret, dir, name, true, err, sizeof(err)),
+	    0);
+}
+
+/* Removes what the security tests wrote under the fixture's dir. */
+static void
+remove_keys(const fixture *f)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/keys' '%s/clients'", f->dir,
+	    f->dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static const char secure_file[] = "daemon:\n"
+				  "  security:\n"
+				  "    server_key: keys/server.key\n"
+				  "    clients: clients\n"
+				  "store:\n"
+				  "  mode: \"0640\"\n"
+				  "jobs:\n"
+				  "  - match: \"train-*\"\n"
+				  "    clients: [alice]\n"
+				  "    policies:\n"
+				  "      - type: fixed\n"
+				  "  - match: \"*\"\n"
+				  "    policies:\n"
+				  "      - type: fixed\n";
+
+static void
+test_config_reads_the_server_key_and_the_clients_directory(void **state)
+{
+	fixture *f = *state;
+	char keys[160], clients[160];
+	com_cert server, alice, bob;
+
+	snprintf(keys, sizeof(keys), "%s/keys", f->dir);
+	snprintf(clients, sizeof(clients), "%s/clients", f->dir);
+	keygen(keys, "server", &server);
+	keygen(clients, "bob", &bob);
+	keygen(clients, "alice", &alice);
+	if (load(f, secure_file) != 0)
+		fail_msg("%s", f->err);
+	assert_true(f->cfg->security.enabled);
+	assert_false(f->cfg->allow_insecure);
+	assert_string_equal(f->cfg->security.server_cert.secret_key,
+	    server.secret_key);
+	/* Only the .pub files count, sorted by name. */
+	assert_int_equal(f->cfg->security.n_clients, 2);
+	assert_string_equal(f->cfg->security.keys[0].name, "alice");
+	assert_string_equal(f->cfg->security.keys[1].name, "bob");
+	assert_string_equal(ctl_config_client_by_key(f->cfg, bob.public_key),
+	    "bob");
+	assert_null(ctl_config_client_by_key(f->cfg, server.public_key));
+	assert_true(ctl_config_client_allowed(f->cfg, "train-1", "alice"));
+	assert_false(ctl_config_client_allowed(f->cfg, "train-1", "bob"));
+	assert_false(ctl_config_client_allowed(f->cfg, "train-1", NULL));
+	assert_true(ctl_config_client_allowed(f->cfg, "eval", "bob"));
+	assert_false(ctl_config_client_allowed(f->cfg, "eval", NULL));
+	assert_int_equal(f->cfg->store.mode, 0640);
+	remove_keys(f);
+}
+
+static void
+test_config_allows_every_client_without_security(void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(load(f,
+			     "daemon:\n"
+			     "  allow_insecure: true\n"
+			     "jobs:\n"
+			     "  - clients: [alice]\n"
+			     "    policies:\n"
+			     "      - type: fixed\n"),
+	    0);
+	assert_false(f->cfg->security.enabled);
+	assert_true(f->cfg->allow_insecure);
+	assert_true(ctl_config_client_allowed(f->cfg, "job", NULL));
+	assert_null(ctl_config_client_by_key(f->cfg, "x"));
+	assert_int_equal(f->cfg->store.mode, 0600);
+}
+
+static void
+test_config_refuses_broken_security_settings(void **state)
+{
+	fixture *f = *state;
+	char keys[160], clients[160], path[200];
+	com_cert server, alice;
+
+	snprintf(keys, sizeof(keys), "%s/keys", f->dir);
+	snprintf(clients, sizeof(clients), "%s/clients", f->dir);
+	/* No key file yet: the error names it at its value. */
+	mkdir(clients, 0700);
+	assert_refused_at(f, secure_file, 3, 17, "server_key");
+	keygen(keys, "server", &server);
+	keygen(clients, "alice", &alice);
+	/* A public certificate is not bellowsd's secret one. */
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "  security: {server_key: keys/server.pub, clients: clients}\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 26, "is a public certificate");
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "  security: {server_key: keys/server.key, clients: nowhere}\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 52, "clients directory");
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "  security: {server_key: keys/server.key}\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 13, "needs both server_key and clients");
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "  security: {server_key: keys/server.key, clients: clients, "
+	    "x: 1}\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 61, "unknown key 'x' in daemon.security");
+	assert_refused_at(f,
+	    "daemon:\n"
+	    "  allow_insecure: maybe\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 19, "allow_insecure must be true or false");
+	assert_refused_at(f,
+	    "jobs:\n"
+	    "  - clients: [alice, ../etc]\n"
+	    "    policies:\n"
+	    "      - type: fixed\n",
+	    2, 22, "a client name is");
+	assert_refused_at(f,
+	    "store:\n"
+	    "  mode: \"0200\"\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 9, "must let the owner read and write");
+	assert_refused_at(f,
+	    "store:\n"
+	    "  mode: rw\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 9, "store.mode must be permission bits");
+	/* A broken certificate in the directory: the error names it. */
+	snprintf(path, sizeof(path), "%s/mallory.pub", clients);
+	write_file(path, "curve\n    public-key = \"tooshort\"\n");
+	assert_refused_at(f, secure_file, 4, 14, "mallory.pub");
+	remove_keys(f);
+}
+
 int
 main(void)
 {
@@ -1317,6 +1489,9 @@ main(void)
 		T(test_config_counts_an_alias_each_time_it_is_used),
 		T(test_config_refuses_a_fifo_without_waiting_for_a_writer),
 		T(test_config_stops_reading_when_cancelled),
+		T(test_config_reads_the_server_key_and_the_clients_directory),
+		T(test_config_allows_every_client_without_security),
+		T(test_config_refuses_broken_security_settings),
 #undef T
 	};
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -26,6 +27,7 @@
 #include <bellows/error.h>
 #include <bellows/policy.h>
 
+#include "cert.h"
 #include "config.h"
 #include "jobs.h"
 #include "log.h"
@@ -67,6 +69,8 @@ typedef struct fixture {
 	uint32_t n_pub;       /* entries in pub */
 	com_msg reply;        /* last reply */
 	char why[256];        /* last drop reason */
+	const char *client;   /* authenticated client the messages come
+			       * from, NULL: none (no security) */
 } fixture;
 
 /* ctl_jobs_publish_fn: keeps a deep copy of every publication. */
@@ -249,7 +253,7 @@ send_hello(fixture *f, const char *peer, com_msg *m, uint64_t now)
 {
 	reply_reset(f);
 	return ctl_jobs_hello(f->jobs, (const uint8_t *)peer, strlen(peer),
-	    &m->u.hello, now, &f->reply, f->why, sizeof(f->why));
+	    f->client, &m->u.hello, now, &f->reply, f->why, sizeof(f->why));
 }
 
 /* Sends a standard Hello; the Welcome or Error is in f->reply. */
@@ -297,7 +301,7 @@ send_report(fixture *f, const char *peer, const com_report *rep, uint64_t now)
 {
 	reply_reset(f);
 	return ctl_jobs_report(f->jobs, (const uint8_t *)peer, strlen(peer),
-	    rep, now, &f->reply, f->why, sizeof(f->why));
+	    f->client, rep, now, &f->reply, f->why, sizeof(f->why));
 }
 
 static int
@@ -321,7 +325,7 @@ beat(fixture *f, const char *peer, const char *job, uint32_t rank,
 
 	reply_reset(f);
 	return ctl_jobs_heartbeat(f->jobs, (const uint8_t *)peer, strlen(peer),
-	    &hb, now, &f->reply, f->why, sizeof(f->why));
+	    f->client, &hb, now, &f->reply, f->why, sizeof(f->why));
 }
 
 static int
@@ -330,8 +334,8 @@ bye(fixture *f, const char *peer, const char *job, uint32_t rank, uint64_t now)
 	com_bye b = { .job = (char *)job, .rank = rank };
 
 	f->why[0] = '\0';
-	return ctl_jobs_bye(f->jobs, (const uint8_t *)peer, strlen(peer), &b,
-	    now, f->why, sizeof(f->why));
+	return ctl_jobs_bye(f->jobs, (const uint8_t *)peer, strlen(peer),
+	    f->client, &b, now, f->why, sizeof(f->why));
 }
 
 static int
@@ -340,7 +344,7 @@ snapshot(fixture *f, const char *job, uint32_t rank)
 	com_snapshot_request req = { .job = (char *)job, .rank = rank };
 
 	reply_reset(f);
-	return ctl_jobs_snapshot(f->jobs, &req, &f->reply, f->why,
+	return ctl_jobs_snapshot(f->jobs, f->client, &req, &f->reply, f->why,
 	    sizeof(f->why));
 }
 
@@ -351,7 +355,7 @@ status(fixture *f, const char *job, uint64_t now, com_msg *m)
 	com_status_request req = { .job = (char *)job };
 
 	com_msg_init(m, COM_MSG_STATUS_REPLY);
-	assert_int_equal(ctl_jobs_status(f->jobs, &req, now,
+	assert_int_equal(ctl_jobs_status(f->jobs, f->client, &req, now,
 			     &m->u.status_reply),
 	    0);
 }
@@ -1757,6 +1761,166 @@ test_jobs_publish_metrics_in_telemetry_and_calibration_in_decisions(
 	assert_int_equal(decision(f, 2)->calibrate_steps, 0);
 }
 
+/* ---- authorisation (daemon.security) ----------------------------------- */
+
+/* The fixture with security: alice and bob are trusted, "job*" is
+ * alice's alone, "open*" every trusted client's. */
+static int
+setup_secure(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+	char err[CTL_CONFIG_ERR_MAX], keys[128], clients[128];
+	const char *names[] = { "alice", "bob" };
+	com_cert c;
+	FILE *fp;
+
+	if (f == NULL)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-jobs-XXXXXX");
+	if (mkdtemp(f->dir) == NULL)
+		return -1;
+	snprintf(keys, sizeof(keys), "%s/keys", f->dir);
+	snprintf(clients, sizeof(clients), "%s/clients", f->dir);
+	if (mkdir(keys, 0700) != 0 || mkdir(clients, 0700) != 0 ||
+	    com_cert_generate(&c) != 0 ||
+	    com_cert_save(&c, keys, "server", false, err, sizeof(err)) != 0)
+		return -1;
+	for (int i = 0; i < 2; i++) {
+		if (com_cert_generate(&c) != 0 ||
+		    com_cert_save(&c, clients, names[i], false, err,
+			sizeof(err)) != 0)
+			return -1;
+	}
+	snprintf(f->path, sizeof(f->path), "%s/bellows.yaml", f->dir);
+	fp = fopen(f->path, "w");
+	if (fp == NULL ||
+	    fputs("daemon:\n"
+		  "  rank_timeout_ms: 5000\n"
+		  "  max_world: 8\n"
+		  "  max_layers: 4\n"
+		  "  security: {server_key: keys/server.key, clients: "
+		  "clients}\n"
+		  "jobs:\n"
+		  "  - match: \"job*\"\n"
+		  "    clients: [alice]\n"
+		  "    policies:\n"
+		  "      - type: schedule\n"
+		  "        params: {levels: {0: 2}}\n"
+		  "  - match: \"open*\"\n"
+		  "    policies:\n"
+		  "      - type: schedule\n"
+		  "        params: {levels: {0: 3}}\n",
+		fp) < 0 ||
+	    fclose(fp) != 0)
+		return -1;
+	if (ctl_config_load(f->path, &f->cfg, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s\n", err);
+		return -1;
+	}
+	if (ctl_jobs_new(f->cfg, INSTANCE, record, f, &f->jobs) != 0)
+		return -1;
+	com_msg_init(&f->reply, COM_MSG_NONE);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown_secure(void **state)
+{
+	fixture *f = *state;
+	char cmd[200];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/keys' '%s/clients'", f->dir,
+	    f->dir);
+	if (system(cmd) != 0)
+		return -1;
+	return teardown(state);
+}
+
+static void
+test_jobs_refuse_a_client_not_allowed_and_create_nothing(void **state)
+{
+	fixture *f = *state;
+	com_msg m;
+
+	f->client = "bob";
+	assert_int_equal(join(f, "B", "job1", 0, 1, 0, 7, 0), BELLOWS_EPERM);
+	assert_error_reply(f, BELLOWS_EPERM);
+	assert_non_null(strstr(f->why, "'bob' is not allowed for job 'job1'"));
+	f->client = NULL; /* a connection the ZAP handler did not name */
+	assert_int_equal(join(f, "N", "job1", 0, 1, 0, 7, 0), BELLOWS_EPERM);
+	f->client = "alice";
+	status(f, NULL, 1, &m);
+	assert_int_equal(m.u.status_reply.n_jobs, 0);
+	com_msg_fini(&m);
+	/* Nor may bob act on alice's job once it exists. */
+	assert_int_equal(join(f, "A", "job1", 0, 1, 0, 7, 0), 0);
+	f->client = "bob";
+	assert_int_equal(report(f, "A", "job1", 0, 0, 0, 9, 0, 10),
+	    BELLOWS_EPERM);
+	assert_error_reply(f, BELLOWS_EPERM);
+	assert_int_equal(beat(f, "A", "job1", 0, 3, 0, 10), BELLOWS_EPERM);
+	assert_int_equal(bye(f, "A", "job1", 0, 10), BELLOWS_EPERM);
+	assert_int_equal(snapshot(f, "job1", 0), BELLOWS_EPERM);
+	assert_error_reply(f, BELLOWS_EPERM);
+	f->client = "alice";
+	assert_int_equal(beat(f, "A", "job1", 0, 3, 0, 10), 0);
+}
+
+static void
+test_jobs_bind_a_live_rank_to_the_client_that_opened_it(void **state)
+{
+	fixture *f = *state;
+
+	f->client = "alice";
+	assert_int_equal(join(f, "A", "open1", 0, 2, 0, 7, 0), 0);
+	/* bob claims the rank with alice's incarnation from another
+	 * connection: refused, the rank stays alice's. */
+	f->client = "bob";
+	assert_int_equal(join(f, "B", "open1", 0, 2, 0, 7, 10), BELLOWS_EBUSY);
+	assert_error_reply(f, BELLOWS_EBUSY);
+	assert_non_null(strstr(f->why, "held by another client"));
+	/* Nor can it report as the rank, even through alice's routing id. */
+	assert_int_equal(report(f, "A", "open1", 0, 0, 0, 9, 0, 10),
+	    BELLOWS_ENOTJOINED);
+	/* bob may take the other rank. */
+	assert_int_equal(join(f, "B", "open1", 1, 2, 0, 8, 10), 0);
+	/* alice reconnecting (same incarnation, new connection) is alice. */
+	f->client = "alice";
+	assert_int_equal(join(f, "C", "open1", 0, 2, 0, 7, 20), 0);
+	assert_int_equal(report(f, "C", "open1", 0, 0, 0, 9, 0, 30), 0);
+	/* Once the rank has left, another trusted client may take it. */
+	assert_int_equal(bye(f, "C", "open1", 0, 40), 0);
+	f->client = "bob";
+	assert_int_equal(join(f, "D", "open1", 0, 2, 0, 9, 50), 0);
+}
+
+static void
+test_jobs_status_shows_a_client_only_the_jobs_it_may_read(void **state)
+{
+	fixture *f = *state;
+	com_msg m;
+
+	f->client = "alice";
+	assert_int_equal(join(f, "A", "job1", 0, 1, 0, 7, 0), 0);
+	assert_int_equal(join(f, "A2", "open1", 0, 1, 0, 8, 0), 0);
+	status(f, NULL, 1, &m);
+	assert_int_equal(m.u.status_reply.n_jobs, 2);
+	com_msg_fini(&m);
+	f->client = "bob";
+	status(f, NULL, 1, &m);
+	assert_int_equal(m.u.status_reply.n_jobs, 1);
+	assert_string_equal(m.u.status_reply.jobs[0].job, "open1");
+	for (uint32_t i = 0; i < m.u.status_reply.n_events; i++)
+		assert_true(
+		    strcmp(m.u.status_reply.events[i].job, "job1") != 0);
+	com_msg_fini(&m);
+	status(f, "job1", 1, &m);
+	assert_int_equal(m.u.status_reply.n_jobs, 0);
+	assert_int_equal(m.u.status_reply.n_events, 0);
+	com_msg_fini(&m);
+}
+
 int
 main(void)
 {
@@ -1802,6 +1966,15 @@ main(void)
 		T(test_jobs_tell_policies_of_ranks_joined_and_lost),
 		T(test_jobs_publish_metrics_in_telemetry_and_calibration_in_decisions),
 		T(test_jobs_destroy_is_null_safe),
+		cmocka_unit_test_setup_teardown(
+		    test_jobs_refuse_a_client_not_allowed_and_create_nothing,
+		    setup_secure, teardown_secure),
+		cmocka_unit_test_setup_teardown(
+		    test_jobs_bind_a_live_rank_to_the_client_that_opened_it,
+		    setup_secure, teardown_secure),
+		cmocka_unit_test_setup_teardown(
+		    test_jobs_status_shows_a_client_only_the_jobs_it_may_read,
+		    setup_secure, teardown_secure),
 #undef T
 	};
 

@@ -234,7 +234,7 @@ join(fixture *f, const char *peer, const char *job, uint32_t rank,
 	com_msg_fini(&f->reply);
 	com_msg_init(&f->reply, COM_MSG_NONE);
 	assert_int_equal(ctl_jobs_hello(f->jobs, (const uint8_t *)peer,
-			     strlen(peer), h, 0, &f->reply, f->why,
+			     strlen(peer), NULL, h, 0, &f->reply, f->why,
 			     sizeof(f->why)),
 	    0);
 	com_msg_fini(&m);
@@ -267,7 +267,7 @@ report(fixture *f, const char *peer, const char *job, uint32_t rank, uint64_t w,
 	com_msg_fini(&f->reply);
 	com_msg_init(&f->reply, COM_MSG_NONE);
 	assert_int_equal(ctl_jobs_report(f->jobs, (const uint8_t *)peer,
-			     strlen(peer), &rep, 1, &f->reply, f->why,
+			     strlen(peer), NULL, &rep, 1, &f->reply, f->why,
 			     sizeof(f->why)),
 	    0);
 }
@@ -329,7 +329,8 @@ status(fixture *f, com_msg *m)
 	com_status_request req = { .job = NULL };
 
 	com_msg_init(m, COM_MSG_STATUS_REPLY);
-	assert_int_equal(ctl_jobs_status(f->jobs, &req, 1, &m->u.status_reply),
+	assert_int_equal(ctl_jobs_status(f->jobs, NULL, &req, 1,
+			     &m->u.status_reply),
 	    0);
 }
 

@@ -151,7 +151,7 @@ setup(void **state)
 	f->zctx = zmq_ctx_new();
 	if (f->zctx == NULL ||
 	    ctl_server_open(f->zctx, f->control, f->publish, &f->limits,
-		f->cfg->peer_queue_mb, f->cfg->max_layers, INSTANCE,
+		f->cfg->peer_queue_mb, f->cfg->max_layers, INSTANCE, NULL,
 		&f->server) != 0 ||
 	    ctl_jobs_new(f->cfg, INSTANCE, ctl_server_publish, f->server,
 		&f->jobs) != 0 ||
@@ -757,6 +757,28 @@ test_server_keeps_serving_a_job_through_a_garbage_flood(void **state)
 	zmq_close(sub);
 }
 
+static void
+test_server_tells_local_endpoints_from_network_ones(void **state)
+{
+	(void)state;
+	assert_true(ctl_server_endpoint_local("tcp://127.0.0.1:5555"));
+	assert_true(ctl_server_endpoint_local("tcp://127.9.8.7:1"));
+	assert_true(ctl_server_endpoint_local("tcp://localhost:5555"));
+	assert_true(ctl_server_endpoint_local("tcp://[::1]:5555"));
+	assert_true(ctl_server_endpoint_local("ipc:///tmp/bellows/control"));
+	assert_true(ctl_server_endpoint_local("inproc://control"));
+	assert_false(ctl_server_endpoint_local("tcp://0.0.0.0:5555"));
+	assert_false(ctl_server_endpoint_local("tcp://*:5555"));
+	assert_false(ctl_server_endpoint_local("tcp://10.0.0.1:5555"));
+	assert_false(ctl_server_endpoint_local("tcp://128.0.0.1:5555"));
+	assert_false(ctl_server_endpoint_local("tcp://eth0:5555"));
+	assert_false(ctl_server_endpoint_local("tcp://[::]:5555"));
+	assert_false(ctl_server_endpoint_local("tcp://127.0.0.1;10.0.0.1:5"));
+	assert_false(ctl_server_endpoint_local("tcp://[::1:5555"));
+	assert_false(ctl_server_endpoint_local("pgm://eth0;239.1.1.1:5555"));
+	assert_false(ctl_server_endpoint_local("ws://127.0.0.1:5555"));
+}
+
 int
 main(int argc, char **argv)
 {
@@ -766,6 +788,8 @@ main(int argc, char **argv)
 		T(test_server_answers_heartbeats_and_asks_strangers_to_hello),
 		T(test_server_drops_hostile_frames_and_counts_them_per_peer),
 		T(test_server_counts_a_frame_just_over_the_limit_against_its_peer),
+		cmocka_unit_test(
+		    test_server_tells_local_endpoints_from_network_ones),
 	};
 	const struct CMUnitTest fault[] = {
 		T(test_server_keeps_serving_a_job_through_a_garbage_flood),

@@ -507,6 +507,47 @@ test_store_creates_the_current_schema_in_an_empty_file(void **state)
 	assert_string_equal(mode, "wal");
 }
 
+/* The mode of `path` (its permission bits), -1 if it does not exist. */
+static int
+file_mode(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (int)(st.st_mode & 0777) : -1;
+}
+
+static void
+test_store_creates_the_file_and_its_wal_with_store_mode(void **state)
+{
+	fixture *f = *state;
+	char wal[sizeof(f->db) + 8], shm[sizeof(f->db) + 8];
+	mode_t old = umask(0);
+
+	/* A umask that would leave the file world-writable: the mode is
+	 * store.mode all the same. */
+	snprintf(wal, sizeof(wal), "%s-wal", f->db);
+	snprintf(shm, sizeof(shm), "%s-shm", f->db);
+	f->cfg->store.mode = 0640;
+	open_store(f);
+	umask(old);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_int_equal(file_mode(f->db), 0640);
+	assert_int_equal(file_mode(wal), 0640);
+	assert_true(file_mode(shm) == -1 || file_mode(shm) == 0640);
+	ctl_store_close(&f->store, 2000);
+	/* The default: owner only, and an existing file keeps its mode. */
+	f->cfg->store.mode = 0600;
+	open_store(f);
+	assert_int_equal(file_mode(f->db), 0640);
+	ctl_store_close(&f->store, 2000);
+	unlink(f->db);
+	unlink(wal);
+	unlink(shm);
+	open_store(f);
+	assert_int_equal(file_mode(f->db), 0600);
+	assert_int_equal(file_mode(wal), 0600);
+}
+
 /* Version 1 exactly as it was first released: the fixture a migration
  * starts from. */
 static const char schema_v1[] =
@@ -1721,8 +1762,8 @@ hello(fixture *f, const char *peer, uint32_t rank, uint64_t step,
 	memcpy(layers, table, sizeof(layers));
 	h.in_force.seq = seq;
 	com_msg_init(&reply, COM_MSG_NONE);
-	if (ctl_jobs_hello(f->jobs, (const uint8_t *)peer, strlen(peer), &h,
-		now, &reply, why, sizeof(why)) != 0)
+	if (ctl_jobs_hello(f->jobs, (const uint8_t *)peer, strlen(peer), NULL,
+		&h, now, &reply, why, sizeof(why)) != 0)
 		fail_msg("hello refused: %s", why);
 	assert_int_equal(reply.type, COM_MSG_WELCOME);
 	closed = reply.u.welcome.windows_closed;
@@ -1743,7 +1784,7 @@ beat_closed(fixture *f, uint64_t step, uint64_t now)
 	com_msg reply;
 
 	com_msg_init(&reply, COM_MSG_NONE);
-	if (ctl_jobs_heartbeat(f->jobs, (const uint8_t *)"A", 1, &hb, now,
+	if (ctl_jobs_heartbeat(f->jobs, (const uint8_t *)"A", 1, NULL, &hb, now,
 		&reply, why, sizeof(why)) != 0)
 		fail_msg("heartbeat refused: %s", why);
 	assert_int_equal(reply.type, COM_MSG_HEARTBEAT_ACK);
@@ -1790,8 +1831,8 @@ report_rank(fixture *f, uint32_t r, uint64_t w, double norm, uint64_t now)
 				.sum_sq = 1,
 				.acc_norm = norm };
 		com_msg_init(&reply, COM_MSG_NONE);
-		if (ctl_jobs_report(f->jobs, (const uint8_t *)peers[r], 1, &rep,
-			now, &reply, why, sizeof(why)) != 0)
+		if (ctl_jobs_report(f->jobs, (const uint8_t *)peers[r], 1, NULL,
+			&rep, now, &reply, why, sizeof(why)) != 0)
 			fail_msg("report refused: %s", why);
 		com_msg_fini(&reply);
 	}
@@ -2127,7 +2168,7 @@ test_store_ends_a_run_when_every_rank_leaves(void **state)
 	start_store(f);
 	hello(f, "A", 0, 0, 0, 0, 1000);
 	hello(f, "B", 1, 0, 0, 0, 1000);
-	assert_int_equal(ctl_jobs_bye(f->jobs, (const uint8_t *)"A", 1,
+	assert_int_equal(ctl_jobs_bye(f->jobs, (const uint8_t *)"A", 1, NULL,
 			     &(com_bye){ .job = (char *)"job", .rank = 0 },
 			     1100, why, sizeof(why)),
 	    0);
@@ -2136,7 +2177,7 @@ test_store_ends_a_run_when_every_rank_leaves(void **state)
 			     "SELECT count(*) FROM runs WHERE ended_wall_ms "
 			     "IS NULL"),
 	    1);
-	assert_int_equal(ctl_jobs_bye(f->jobs, (const uint8_t *)"B", 1,
+	assert_int_equal(ctl_jobs_bye(f->jobs, (const uint8_t *)"B", 1, NULL,
 			     &(com_bye){ .job = (char *)"job", .rank = 1 },
 			     1100, why, sizeof(why)),
 	    0);
@@ -2243,6 +2284,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_store_creates_the_current_schema_in_an_empty_file),
+		T(test_store_creates_the_file_and_its_wal_with_store_mode),
 		T(test_store_migrates_a_version_1_file_keeping_its_rows),
 		T(test_store_migrates_a_version_2_file_keeping_its_rows),
 		T(test_store_refuses_a_newer_schema_with_a_clear_message),

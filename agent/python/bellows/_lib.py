@@ -60,6 +60,7 @@ ERRORS = {
     -16: "ESYS",
     -17: "EMISMATCH",
     -18: "ENOTSUP",
+    -19: "EPERM",
 }
 for _code, _name in ERRORS.items():
     globals()[_name] = _code
