@@ -15,11 +15,15 @@
 
 #define CLIENT_REFUSED   "bellowsd refused this client's key"
 #define CLIENT_NO_ANSWER "no answer: wrong server key?"
+#define CLIENT_NEEDS_KEYS                                                      \
+	"bellowsd uses CURVE: give --server-key and --client-key (or "         \
+	"BELLOWS_SERVER_KEY and BELLOWS_CLIENT_KEY)"
 
 struct tool_client {
 	void *ctx;         /* ZeroMQ context, owned */
 	void *sock;        /* DEALER to bellowsd's ROUTER */
-	void *monitor;     /* PAIR: the DEALER's events; CURVE only */
+	void *monitor;     /* PAIR: the DEALER's events */
+	bool curve;        /* the DEALER is a CURVE client */
 	bool connected;    /* a connection waits for its handshake */
 	const char *why;   /* a failed handshake, or "" */
 	com_limits limits; /* what a reply may be */
@@ -156,12 +160,13 @@ tool_client_open(const char *endpoint, const tool_keys *keys,
 	zmq_setsockopt(c->sock, ZMQ_LINGER, &linger, sizeof(linger));
 	zmq_setsockopt(c->sock, ZMQ_MAXMSGSIZE, &maxsize, sizeof(maxsize));
 	c->why = "";
-	if (keys != NULL && keys->curve) {
-		if ((r = tool_client_curve(c->sock, keys)) != 0 ||
-		    (r = client_watch(c)) != 0)
-			goto fail;
-		zmq_setsockopt(c->monitor, ZMQ_LINGER, &linger, sizeof(linger));
-	}
+	c->curve = keys != NULL && keys->curve;
+	/* Watched also without keys: a plain client of a secured daemon
+	 * fails its handshake, which deserves better than a timeout. */
+	if ((r = tool_client_curve(c->sock, keys)) != 0 ||
+	    (r = client_watch(c)) != 0)
+		goto fail;
+	zmq_setsockopt(c->monitor, ZMQ_LINGER, &linger, sizeof(linger));
 	if (zmq_connect(c->sock, endpoint) != 0) {
 		r = BELLOWS_EINVAL;
 		goto fail;
@@ -232,11 +237,13 @@ client_events(tool_client *c)
 			return BELLOWS_ECONFIG;
 		case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
 		case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-			c->why = CLIENT_NO_ANSWER;
+			c->why = c->curve ? CLIENT_NO_ANSWER
+					  : CLIENT_NEEDS_KEYS;
 			return BELLOWS_ECONFIG;
 		case ZMQ_EVENT_DISCONNECTED:
 			if (c->connected) {
-				c->why = CLIENT_NO_ANSWER;
+				c->why = c->curve ? CLIENT_NO_ANSWER
+						  : CLIENT_NEEDS_KEYS;
 				return BELLOWS_ECONFIG;
 			}
 			break;
@@ -263,7 +270,7 @@ client_wait(tool_client *c, uint64_t deadline_ms)
 		if (now >= deadline_ms) {
 			/* Connected, and still no handshake: the daemon
 			 * could not read ours. */
-			if (c->monitor != NULL && c->connected)
+			if (c->curve && c->connected)
 				c->why = CLIENT_NO_ANSWER;
 			return 0;
 		}

@@ -9,8 +9,9 @@
  * tool_client_close() only (`bellows sim` forks outside that span).
  * With CURVE keys (--server-key/--client-key or BELLOWS_SERVER_KEY and
  * BELLOWS_CLIENT_KEY, found by tool_client_keys) the DEALER is a CURVE
- * client, and a monitor on it turns a failed handshake into an error
- * that says so instead of a silent timeout.
+ * client. A monitor on it turns a failed handshake into an error that
+ * says so instead of a silent timeout, also that of a client without
+ * keys talking to a daemon that uses CURVE.
  */
 #ifndef TOOL_CLIENT_H
 #define TOOL_CLIENT_H
@@ -59,7 +60,8 @@ int tool_client_open(const char *endpoint, const tool_keys *keys,
 
 /* Why the last request failed with BELLOWS_ECONFIG or BELLOWS_ETIMEDOUT
  * over CURVE: "bellowsd refused this client's key" or "no answer: wrong
- * server key?"; "" when the handshake is not to blame. Valid until the
+ * server key?"; without keys, when the daemon uses CURVE, that keys are
+ * needed; "" when the handshake is not to blame. Valid until the
  * next request or close. */
 const char *tool_client_why(const tool_client *client);
 
