@@ -210,8 +210,13 @@ write_config(const char *path, bool curve)
 	 * the seq_in_force the reports carry (1) is always the one bellowsd
 	 * expects and no repair is ever issued: the run measures ingestion,
 	 * not the divergence path. */
+	/* Each DEALER here holds many ranks, whose Welcomes arrive in one
+	 * burst; an agent holds one. The send queue per connection is sized
+	 * for the largest reply the limits allow (8 at the default
+	 * peer_queue_mb), so the bench asks for the most it may have. */
 	fprintf(f,
 	    "%s"
+	    "  peer_queue_mb: 4096\n"
 	    "  apply_lag: 1000000\n"
 	    "  window_timeout_ms: 600000\n"
 	    "  rank_timeout_ms: 600000\n"
