@@ -24,6 +24,7 @@
 #define SOURCE_MAX_LAYERS 4096 /* layers read per fetch */
 #define SOURCE_MAX_JOBS   64   /* jobs whose rows are read */
 #define SOURCE_SUB_HWM    8    /* telemetry queued while the screen waits */
+#define SOURCE_MAX_TOPICS 1024 /* jobs subscribed to by name (CURVE) */
 
 struct dash_source {
 	bool live;                     /* a daemon, not only a file */
@@ -50,9 +51,46 @@ struct dash_source {
 	int64_t acc_run;               /* run of acc_interval, DASH_NONE */
 	uint32_t acc_interval;         /* Accordion's, last seen (live) */
 	double acc_eta;                /* same */
+	char **topics;                 /* CURVE: "t:<job>" subscribed */
+	uint32_t n_topics;             /* entries in topics */
 };
 
 /* ---- cells ------------------------------------------------------------ */
+
+/* With CURVE keys, subscribes to the telemetry of each job the last
+ * STATUS listed (those this client may read) not subscribed to yet, at
+ * most SOURCE_MAX_TOPICS. Out of memory: that job's telemetry stays
+ * unheard until the next STATUS. */
+static void
+source_subscribe(dash_source *s)
+{
+	const com_status_reply *st = &s->last.u.status_reply;
+
+	if (!s->keys.curve)
+		return;
+	for (uint32_t i = 0; i < st->n_jobs; i++) {
+		const char *job = st->jobs[i].job != NULL ? st->jobs[i].job
+							  : "";
+		size_t len = strlen(job) + 3;
+		bool known = false;
+		char *topic, **grown;
+
+		for (uint32_t k = 0; k < s->n_topics && !known; k++)
+			known = strcmp(s->topics[k] + 2, job) == 0;
+		if (known || s->n_topics >= SOURCE_MAX_TOPICS)
+			continue;
+		grown = realloc(s->topics, (s->n_topics + 1) * sizeof(*grown));
+		if (grown == NULL)
+			return;
+		s->topics = grown;
+		if ((topic = malloc(len)) == NULL)
+			return;
+		/* "t:<job>" and its NUL: the topic frame holds the NUL. */
+		snprintf(topic, len, "t:%s", job);
+		zmq_setsockopt(s->sub, ZMQ_SUBSCRIBE, topic, len);
+		s->topics[s->n_topics++] = topic;
+	}
+}
 
 static int
 source_col(const tool_hdb_rows *rows, const char *name)
@@ -216,8 +254,12 @@ dash_source_open(const dash_source_opts *o, dash_source **ret, char *errbuf,
 		zmq_setsockopt(s->sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
 		zmq_setsockopt(s->sub, ZMQ_MAXMSGSIZE, &maxsize,
 		    sizeof(maxsize));
-		/* Every job's telemetry: the topics are "t:<job>\0". */
-		zmq_setsockopt(s->sub, ZMQ_SUBSCRIBE, "t:", 2);
+		/* Every job's telemetry: the topics are "t:<job>\0". A
+		 * secured bellowsd takes that prefix only from a client that
+		 * may read every job: with keys, each job STATUS lists is
+		 * subscribed to by name instead (source_subscribe). */
+		if (!s->keys.curve)
+			zmq_setsockopt(s->sub, ZMQ_SUBSCRIBE, "t:", 2);
 	}
 	if ((r = tool_client_curve(s->sub, &s->keys)) != 0) {
 		snprintf(errbuf, errlen, "this libzmq cannot use CURVE keys");
@@ -254,6 +296,9 @@ dash_source_close(dash_source **sp)
 	if (s->have_last)
 		com_msg_fini(&s->last);
 	explicit_bzero(&s->keys, sizeof(s->keys));
+	for (uint32_t i = 0; i < s->n_topics; i++)
+		free(s->topics[i]);
+	free(s->topics);
 	free(s->control);
 	free(s->db_path);
 	free(s->lv_max);
@@ -355,6 +400,7 @@ source_status(dash_source *s, dash_snapshot *snap)
 	}
 	s->last = reply;
 	s->have_last = true;
+	source_subscribe(s);
 	s->last_ms = com_clock_ms();
 	snap->health.connected = true;
 }
