@@ -111,21 +111,17 @@ record(void *arg, const com_msg *m)
 	}
 }
 
+/* Writes `text` as f's configuration file, loads it and creates the job
+ * table; *state becomes f. Returns 0 or -1. */
 static int
-setup(void **state)
+fixture_start(fixture *f, const char *text, void **state)
 {
-	fixture *f = calloc(1, sizeof(*f));
 	char err[CTL_CONFIG_ERR_MAX];
 	FILE *fp;
 
-	if (f == NULL)
-		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-jobs-XXXXXX");
-	if (mkdtemp(f->dir) == NULL)
-		return -1;
 	snprintf(f->path, sizeof(f->path), "%s/bellows.yaml", f->dir);
 	fp = fopen(f->path, "w");
-	if (fp == NULL || fputs(config_text, fp) < 0 || fclose(fp) != 0)
+	if (fp == NULL || fputs(text, fp) < 0 || fclose(fp) != 0)
 		return -1;
 	if (ctl_config_load(f->path, &f->cfg, err, sizeof(err)) != 0) {
 		fprintf(stderr, "%s\n", err);
@@ -136,6 +132,19 @@ setup(void **state)
 	com_msg_init(&f->reply, COM_MSG_NONE);
 	*state = f;
 	return 0;
+}
+
+static int
+setup(void **state)
+{
+	fixture *f = calloc(1, sizeof(*f));
+
+	if (f == NULL)
+		return -1;
+	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-jobs-XXXXXX");
+	if (mkdtemp(f->dir) == NULL)
+		return -1;
+	return fixture_start(f, config_text, state);
 }
 
 static int
@@ -1772,7 +1781,6 @@ setup_secure(void **state)
 	char err[CTL_CONFIG_ERR_MAX], keys[128], clients[128];
 	const char *names[] = { "alice", "bob" };
 	com_cert c;
-	FILE *fp;
 
 	if (f == NULL)
 		return -1;
@@ -1791,37 +1799,24 @@ setup_secure(void **state)
 			sizeof(err)) != 0)
 			return -1;
 	}
-	snprintf(f->path, sizeof(f->path), "%s/bellows.yaml", f->dir);
-	fp = fopen(f->path, "w");
-	if (fp == NULL ||
-	    fputs("daemon:\n"
-		  "  rank_timeout_ms: 5000\n"
-		  "  max_world: 8\n"
-		  "  max_layers: 4\n"
-		  "  security: {server_key: keys/server.key, clients: "
-		  "clients}\n"
-		  "jobs:\n"
-		  "  - match: \"job*\"\n"
-		  "    clients: [alice]\n"
-		  "    policies:\n"
-		  "      - type: schedule\n"
-		  "        params: {levels: {0: 2}}\n"
-		  "  - match: \"open*\"\n"
-		  "    policies:\n"
-		  "      - type: schedule\n"
-		  "        params: {levels: {0: 3}}\n",
-		fp) < 0 ||
-	    fclose(fp) != 0)
-		return -1;
-	if (ctl_config_load(f->path, &f->cfg, err, sizeof(err)) != 0) {
-		fprintf(stderr, "%s\n", err);
-		return -1;
-	}
-	if (ctl_jobs_new(f->cfg, INSTANCE, record, f, &f->jobs) != 0)
-		return -1;
-	com_msg_init(&f->reply, COM_MSG_NONE);
-	*state = f;
-	return 0;
+	return fixture_start(f,
+	    "daemon:\n"
+	    "  rank_timeout_ms: 5000\n"
+	    "  max_world: 8\n"
+	    "  max_layers: 4\n"
+	    "  security: {server_key: keys/server.key, clients: "
+	    "clients}\n"
+	    "jobs:\n"
+	    "  - match: \"job*\"\n"
+	    "    clients: [alice]\n"
+	    "    policies:\n"
+	    "      - type: schedule\n"
+	    "        params: {levels: {0: 2}}\n"
+	    "  - match: \"open*\"\n"
+	    "    policies:\n"
+	    "      - type: schedule\n"
+	    "        params: {levels: {0: 3}}\n",
+	    state);
 }
 
 static int
