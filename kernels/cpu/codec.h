@@ -77,6 +77,9 @@ void kern_codec_dec2_scalar(const uint8_t *in, uint64_t n, float t, float *out,
  * ceil(n * bits / 8) to kern_codec_bytes(bits, n)). */
 void kern_codec_pad(int bits, uint64_t n, uint8_t *out);
 
+/* Bit b of x at bit 2b, for x < 256 (the vector paths' 2-bit packing). */
+extern const uint16_t kern_codec_spread8[256];
+
 #ifdef KERN_HAVE_X86
 extern const kern_codec_fns kern_codec_avx2;
 extern const kern_codec_fns kern_codec_avx512;

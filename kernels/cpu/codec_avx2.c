@@ -2,28 +2,24 @@
  *
  * Compiled with -mavx2 and called only on processors that have it. Encode
  * takes 32 values per round (4 vectors), whose comparison masks become one
- * 32-bit word of bits (1-bit) or, interleaved, one 64-bit word of codes
- * (2-bit); decode widens 8 codes per vector with variable shifts. The
- * arithmetic is the scalar code's, operation for operation, so the results
- * agree bit for bit; the last values go through the scalar kernels.
+ * 32-bit word of bits (1-bit); 2-bit takes 8 values per round, whose
+ * masks become 16 bits of codes through a table (codes8); decode widens 8 codes
+ * per vector with variable shifts. The arithmetic is the scalar code's,
+ * operation for operation, so the results agree bit for bit; the last values go
+ * through the scalar kernels.
  */
 #include <immintrin.h>
 #include <string.h>
 
 #include "codec.h"
 
-/* Spreads the 32 bits of x to the even bits of a 64-bit word. */
-static inline uint64_t
-spread(uint32_t x)
+/* The 2-bit codes of 8 values from their masks: bit i of pos (r >= t)
+ * and of any (r >= t or r <= -t) make code i, pos the low bit. */
+static inline uint16_t
+codes8(unsigned pos, unsigned any)
 {
-	uint64_t v = x;
-
-	v = (v | v << 16) & 0x0000FFFF0000FFFFull;
-	v = (v | v << 8) & 0x00FF00FF00FF00FFull;
-	v = (v | v << 4) & 0x0F0F0F0F0F0F0F0Full;
-	v = (v | v << 2) & 0x3333333333333333ull;
-	v = (v | v << 1) & 0x5555555555555555ull;
-	return v;
+	return (uint16_t)(kern_codec_spread8[pos & 0xff] |
+	    kern_codec_spread8[any & 0xff] << 1);
 }
 
 static void
@@ -54,6 +50,9 @@ avx2_enc1(const float *g, float *res, uint64_t n, float t, uint8_t *out)
 	kern_codec_pad(1, n, out);
 }
 
+/* The residual update r' = (r - (pos ? t : 0)) + (neg ? t : 0) as one
+ * addition r + sel, sel = -t, +t or +0: the same result bit for bit
+ * (r + -t is r - t; r + +0 is what (r - 0) + 0 gives, -0 included). */
 static void
 avx2_enc2(const float *g, float *res, uint64_t n, float t, uint8_t *out)
 {
@@ -61,28 +60,19 @@ avx2_enc2(const float *g, float *res, uint64_t n, float t, uint8_t *out)
 	const __m256 vnt = _mm256_set1_ps(-t);
 	uint64_t i = 0;
 
-	for (; i + 32 <= n; i += 32) {
-		uint32_t p = 0, h = 0;
-		uint64_t word;
+	for (; i + 8 <= n; i += 8) {
+		__m256 r = _mm256_add_ps(_mm256_loadu_ps(res + i),
+		    _mm256_loadu_ps(g + i));
+		__m256 pos = _mm256_cmp_ps(r, vt, _CMP_GE_OQ);
+		__m256 neg = _mm256_cmp_ps(r, vnt, _CMP_LE_OQ);
+		__m256 sel = _mm256_or_ps(_mm256_and_ps(pos, vnt),
+		    _mm256_and_ps(neg, vt));
+		uint16_t code;
 
-		for (int k = 0; k < 4; k++) {
-			__m256 r = _mm256_add_ps(_mm256_loadu_ps(
-						     res + i + 8 * k),
-			    _mm256_loadu_ps(g + i + 8 * k));
-			__m256 pos = _mm256_cmp_ps(r, vt, _CMP_GE_OQ);
-			__m256 neg = _mm256_cmp_ps(r, vnt, _CMP_LE_OQ);
-
-			r = _mm256_add_ps(_mm256_sub_ps(r,
-					      _mm256_and_ps(pos, vt)),
-			    _mm256_and_ps(neg, vt));
-			_mm256_storeu_ps(res + i + 8 * k, r);
-			p |= (uint32_t)_mm256_movemask_ps(pos) << (8 * k);
-			h |= (uint32_t)_mm256_movemask_ps(
-				 _mm256_or_ps(pos, neg))
-			    << (8 * k);
-		}
-		word = spread(p) | spread(h) << 1;
-		memcpy(out + i / 4, &word, 8);
+		_mm256_storeu_ps(res + i, _mm256_add_ps(r, sel));
+		code = codes8((unsigned)_mm256_movemask_ps(pos),
+		    (unsigned)_mm256_movemask_ps(_mm256_or_ps(pos, neg)));
+		memcpy(out + i / 4, &code, 2);
 	}
 	kern_codec_enc2_scalar(g + i, res + i, n - i, t, out + i / 4);
 	kern_codec_pad(2, n, out);

@@ -2,26 +2,22 @@
  *
  * Compiled with -mavx512f -mavx512bw and called only on processors that
  * have them. Comparisons give mask registers directly: 16 values per
- * vector, 32 per round as in codec_avx2.c, the same arithmetic as the
- * scalar code; the last values go through the scalar kernels.
+ * vector (32 per 1-bit round), 2-bit codes through codec_avx2.c's table,
+ * the same results as the scalar code bit for bit; the last values go through
+ * the scalar kernels.
  */
 #include <immintrin.h>
 #include <string.h>
 
 #include "codec.h"
 
-/* Spreads the 32 bits of x to the even bits of a 64-bit word. */
-static inline uint64_t
-spread(uint32_t x)
+/* The 2-bit codes of 8 values from their masks: bit i of pos (r >= t)
+ * and of any (r >= t or r <= -t) make code i, pos the low bit. */
+static inline uint16_t
+codes8(unsigned pos, unsigned any)
 {
-	uint64_t v = x;
-
-	v = (v | v << 16) & 0x0000FFFF0000FFFFull;
-	v = (v | v << 8) & 0x00FF00FF00FF00FFull;
-	v = (v | v << 4) & 0x0F0F0F0F0F0F0F0Full;
-	v = (v | v << 2) & 0x3333333333333333ull;
-	v = (v | v << 1) & 0x5555555555555555ull;
-	return v;
+	return (uint16_t)(kern_codec_spread8[pos & 0xff] |
+	    kern_codec_spread8[any & 0xff] << 1);
 }
 
 static void
@@ -52,6 +48,7 @@ avx512_enc1(const float *g, float *res, uint64_t n, float t, uint8_t *out)
 	kern_codec_pad(1, n, out);
 }
 
+/* The residual update as one addition r + sel, as in codec_avx2.c. */
 static void
 avx512_enc2(const float *g, float *res, uint64_t n, float t, uint8_t *out)
 {
@@ -60,27 +57,19 @@ avx512_enc2(const float *g, float *res, uint64_t n, float t, uint8_t *out)
 	const __m512 zero = _mm512_setzero_ps();
 	uint64_t i = 0;
 
-	for (; i + 32 <= n; i += 32) {
-		uint32_t p = 0, h = 0;
-		uint64_t word;
+	for (; i + 16 <= n; i += 16) {
+		__m512 r = _mm512_add_ps(_mm512_loadu_ps(res + i),
+		    _mm512_loadu_ps(g + i));
+		__mmask16 pos = _mm512_cmp_ps_mask(r, vt, _CMP_GE_OQ);
+		__mmask16 neg = _mm512_cmp_ps_mask(r, vnt, _CMP_LE_OQ);
+		__m512 sel = _mm512_mask_blend_ps(pos,
+		    _mm512_mask_blend_ps(neg, zero, vt), vnt);
+		unsigned any = (unsigned)(pos | neg);
+		uint32_t code = (uint32_t)codes8(pos, any) |
+		    (uint32_t)codes8((unsigned)pos >> 8, any >> 8) << 16;
 
-		for (int k = 0; k < 2; k++) {
-			__m512 r = _mm512_add_ps(_mm512_loadu_ps(
-						     res + i + 16 * k),
-			    _mm512_loadu_ps(g + i + 16 * k));
-			__mmask16 pos = _mm512_cmp_ps_mask(r, vt, _CMP_GE_OQ);
-			__mmask16 neg = _mm512_cmp_ps_mask(r, vnt, _CMP_LE_OQ);
-
-			r = _mm512_add_ps(_mm512_sub_ps(r,
-					      _mm512_mask_blend_ps(pos, zero,
-						  vt)),
-			    _mm512_mask_blend_ps(neg, zero, vt));
-			_mm512_storeu_ps(res + i + 16 * k, r);
-			p |= (uint32_t)pos << (16 * k);
-			h |= (uint32_t)(pos | neg) << (16 * k);
-		}
-		word = spread(p) | spread(h) << 1;
-		memcpy(out + i / 4, &word, 8);
+		_mm512_storeu_ps(res + i, _mm512_add_ps(r, sel));
+		memcpy(out + i / 4, &code, 4);
 	}
 	kern_codec_enc2_scalar(g + i, res + i, n - i, t, out + i / 4);
 	kern_codec_pad(2, n, out);
