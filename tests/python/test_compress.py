@@ -491,6 +491,12 @@ class NativeCodecTest(unittest.TestCase):
                             self.assertTrue(_same_bits(c.decode(wc, n),
                                                        ref.decode(wr, n)),
                                             what + ": decoded")
+                            acc = self.data(n, 0, thr, 99)
+                            want = acc.clone()
+                            want += ref.decode(wr, n)
+                            self.assertIs(c.decode(wc, n, add_to=acc), acc)
+                            self.assertTrue(_same_bits(acc, want),
+                                            what + ": decoded and added")
                             cases += 1
         print(f"\n  C codecs ({lib.codec_isa().decode()}) equal to torch "
               f"in {cases} encode/decode steps")

@@ -539,15 +539,32 @@ class _Quantizer(_Base):
                                     out.numel() * 4)
         return out if rc == 0 else None
 
-    def decode(self, words: torch.Tensor, numel: int) -> torch.Tensor:
-        """The float32 values ``numel`` packed codes stand for."""
-        lib = self._native(words)
+    def decode(self, words: torch.Tensor, numel: int,
+               add_to: torch.Tensor | None = None) -> torch.Tensor:
+        """The float32 values ``numel`` packed codes stand for; with
+        ``add_to`` (``numel`` float32 values), added to it in place (the
+        same sums as ``add_to += decode(words, numel)``) and returned."""
+        if add_to is None:
+            lib = self._native(words)
+        else:
+            lib = self._native(words, add_to)
+            if add_to.dtype != torch.float32:
+                lib = None
         if lib is not None and words.dtype == torch.float32:
-            out = torch.empty(numel, dtype=torch.float32)
+            out = add_to if add_to is not None else \
+                torch.empty(numel, dtype=torch.float32)
             if lib.codec_decode_codes(self.bits, self.threshold,
                                       words.data_ptr(), words.numel() * 4,
-                                      numel, out.data_ptr(), 0) == 0:
+                                      numel, out.data_ptr(),
+                                      0 if add_to is None else 1) == 0:
                 return out
+        if add_to is not None:
+            return add_to.add_(self._decode_torch(words, numel))
+        return self._decode_torch(words, numel)
+
+    def _decode_torch(self, words: torch.Tensor,
+                      numel: int) -> torch.Tensor:
+        """decode by the torch code (the reference)."""
         packed = words.contiguous().view(torch.uint8)
         shifts = torch.arange(0, 8, self.bits, dtype=torch.uint8,
                               device=packed.device)
@@ -584,7 +601,7 @@ class _Quantizer(_Base):
             n = it.grad.numel()
             total = self.decode(gathered[0][off:off + p.numel()], n)
             for g in gathered[1:]:
-                total += self.decode(g[off:off + p.numel()], n)
+                self.decode(g[off:off + p.numel()], n, add_to=total)
             off += p.numel()
             total.div_(comm.world)
             it.grad.copy_(total.view_as(it.grad))
