@@ -284,20 +284,27 @@ kern_codec_pad(int bits, uint64_t n, uint8_t *out)
 		memset(out + used, 0, all - used);
 }
 
+/* The scalar kernels index small tables instead of branching on the data
+ * (random signs would mispredict half the branches). The 2-bit residual
+ * update is r + sel, sel = -t, +t or +0: bit for bit the torch code's
+ * (r - (pos ? t : 0)) + (neg ? t : 0) (r + -t is r - t, and r + +0 is
+ * (r - 0) + 0, -0 included). */
 void
 kern_codec_enc1_scalar(const float *g, float *res, uint64_t n, float t,
     uint8_t *out)
 {
+	static const float step[2] = { 1.0f, -1.0f };
+
 	for (uint64_t i = 0; i < n; i += 8) {
 		uint64_t m = n - i < 8 ? n - i : 8;
 		unsigned byte = 0;
 
 		for (uint64_t j = 0; j < m; j++) {
 			float r = res[i + j] + g[i + j];
-			int bit = r > t;
+			unsigned bit = r > t;
 
-			res[i + j] = r + (bit ? -1.0f : 1.0f);
-			byte |= (unsigned)bit << j;
+			res[i + j] = r + step[bit];
+			byte |= bit << j;
 		}
 		out[i / 8] = (uint8_t)byte;
 	}
@@ -307,17 +314,20 @@ void
 kern_codec_enc2_scalar(const float *g, float *res, uint64_t n, float t,
     uint8_t *out)
 {
+	const float sel[3] = { 0.0f, -t, t };
+
 	for (uint64_t i = 0; i < n; i += 4) {
 		uint64_t m = n - i < 4 ? n - i : 4;
 		unsigned byte = 0;
 
 		for (uint64_t j = 0; j < m; j++) {
 			float r = res[i + j] + g[i + j];
-			int pos = r >= t;
-			int neg = r <= -t;
+			unsigned pos = r >= t;
+			unsigned neg = r <= -t;
 
-			res[i + j] = (r - (pos ? t : 0.0f)) + (neg ? t : 0.0f);
-			byte |= (unsigned)(pos ? 3 : neg ? 2 : 0) << (2 * j);
+			/* t > 0: pos and neg are never both set. */
+			res[i + j] = r + sel[pos | neg << 1];
+			byte |= (pos | (pos | neg) << 1) << (2 * j);
 		}
 		out[i / 4] = (uint8_t)byte;
 	}
@@ -327,23 +337,28 @@ void
 kern_codec_dec1_scalar(const uint8_t *in, uint64_t n, float t, float *out,
     int add)
 {
-	for (uint64_t i = 0; i < n; i++) {
-		float v = (in[i / 8] >> (i % 8)) & 1 ? 1.0f : -1.0f;
+	static const float val[2] = { -1.0f, 1.0f };
 
-		out[i] = add ? out[i] + v : v;
-	}
+	if (add)
+		for (uint64_t i = 0; i < n; i++)
+			out[i] = out[i] + val[(in[i / 8] >> (i % 8)) & 1];
+	else
+		for (uint64_t i = 0; i < n; i++)
+			out[i] = val[(in[i / 8] >> (i % 8)) & 1];
 }
 
 void
 kern_codec_dec2_scalar(const uint8_t *in, uint64_t n, float t, float *out,
     int add)
 {
-	for (uint64_t i = 0; i < n; i++) {
-		unsigned c = (in[i / 4] >> (2 * (i % 4))) & 3;
-		float v = c == 3 ? t : c == 2 ? -t : 0.0f;
+	const float val[4] = { 0.0f, 0.0f, -t, t };
 
-		out[i] = add ? out[i] + v : v;
-	}
+	if (add)
+		for (uint64_t i = 0; i < n; i++)
+			out[i] = out[i] + val[(in[i / 4] >> (2 * (i % 4))) & 3];
+	else
+		for (uint64_t i = 0; i < n; i++)
+			out[i] = val[(in[i / 4] >> (2 * (i % 4))) & 3];
 }
 
 static void
