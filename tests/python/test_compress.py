@@ -1,7 +1,9 @@
 """test_compress - bellows.compress against the reference, on fixed tensors.
 
 PowerSGD and top-k against reference.py; 1-bit and 2-bit quantisation
-against a value-by-value reference written here (MXNet's rules).
+against a value-by-value reference written here (MXNet's rules), through
+libbellows' C codecs where they apply, and those against the torch code
+bit for bit (NativeCodecTest).
 
 Every worker runs the real compressor in its own thread; their collectives
 meet in an in-process communicator (sums and gathers in rank order). The
@@ -426,6 +428,92 @@ class QuantiserTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             compress.TwoBit(0.0)  # 2bit needs a positive threshold
         self.assertEqual(compress.OneBit(0.0).threshold, 0.0)
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal bit patterns, or NaN in both places (a NaN's sign and
+    payload follow the operand order, which neither path fixes)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    nan = torch.isnan(a)
+    if not torch.equal(nan, torch.isnan(b)):
+        return False
+    return torch.equal(a[~nan].view(torch.int32), b[~nan].view(torch.int32))
+
+
+class NativeCodecTest(unittest.TestCase):
+    """libbellows' C codecs against the torch code, bit for bit."""
+
+    def data(self, n, kind, thr, seed):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(n, generator=g) * 0.4
+        if kind == 1 and n:
+            x[::5] = float("nan")
+        elif kind == 2 and n:
+            x[::3] = float("inf")
+            x[1::7] = float("-inf")
+        elif kind == 3:
+            x *= 1e-40  # subnormal
+        elif kind == 4:
+            x *= 3e38
+        elif kind == 5 and n:  # at and around the float32 threshold
+            t = float(np.float32(thr))
+            x[::2] = t
+            x[1::4] = -t
+            x[3::8] = float(np.nextafter(np.float32(t), np.float32(1)))
+        elif kind == 6:
+            x.zero_()
+            x[::2] = -0.0
+        return x
+
+    def test_c_codecs_give_the_torch_codes_residuals_and_values(self):
+        lib = compress._codec_lib()
+        self.assertIsNotNone(lib, "libbellows has no C codecs")
+        cases = 0
+        for cls, thrs in ((compress.TwoBit, (0.5, 0.7, 0.1, 1e-30)),
+                          (compress.OneBit, (0.5, 0.7, 0.0))):
+            for thr in thrs:
+                for n in (0, 1, 15, 16, 17, 31, 33, 255, 257, 1000, 4097):
+                    for kind in range(7):
+                        c, ref = cls(thr), cls(thr, native=False)
+                        for step in range(3):
+                            x = self.data(n, kind, thr, step + n)
+                            self.assertIsNotNone(c._native(x))
+                            wc = c.encode(5, x.clone())
+                            wr = ref.encode(5, x.clone())
+                            what = f"{cls.name} t={thr} n={n} data {kind}"
+                            self.assertTrue(torch.equal(
+                                wc.view(torch.uint8), wr.view(torch.uint8)),
+                                what + ": packed codes")
+                            self.assertTrue(_same_bits(c.errors[5],
+                                                       ref.errors[5]),
+                                            what + ": residual")
+                            self.assertTrue(_same_bits(c.decode(wc, n),
+                                                       ref.decode(wr, n)),
+                                            what + ": decoded")
+                            acc = self.data(n, 0, thr, 99)
+                            want = acc.clone()
+                            want += ref.decode(wr, n)
+                            self.assertIs(c.decode(wc, n, add_to=acc), acc)
+                            self.assertTrue(_same_bits(acc, want),
+                                            what + ": decoded and added")
+                            cases += 1
+        print(f"\n  C codecs ({lib.codec_isa().decode()}) equal to torch "
+              f"in {cases} encode/decode steps")
+
+    def test_other_tensors_take_the_torch_path(self):
+        q = compress.TwoBit(0.5)
+        x = torch.randn(64, dtype=torch.float64)
+        self.assertEqual(q.encode(0, x).numel(), 4)  # converted, torch path
+        self.assertIsNone(q._native(torch.randn(8, 8).t()))
+        tiny = compress.TwoBit(math.ulp(0.0))  # 0 as a float32: torch only
+        ref = compress.TwoBit(math.ulp(0.0), native=False)
+        x = torch.randn(40, generator=torch.Generator().manual_seed(3))
+        self.assertIsNone(tiny._encode_native(torch.zeros(40), x))
+        self.assertTrue(torch.equal(
+            tiny.encode(0, x.clone()).view(torch.uint8),
+            ref.encode(0, x.clone()).view(torch.uint8)))
+        self.assertTrue(torch.equal(tiny.errors[0], ref.errors[0]))
 
 
 class FactoryTest(unittest.TestCase):

@@ -1,4 +1,5 @@
-"""_lib - the ctypes view of libbellows (bellows/agent.h, bellows/error.h).
+"""_lib - the ctypes view of libbellows (bellows/agent.h, bellows/codec.h,
+bellows/error.h).
 
 This module owns everything that knows the C side: where the shared
 library is found, the structs' layouts, the functions' prototypes and the
@@ -408,6 +409,17 @@ class _Functions:
             lib, "bellows_agent_codec_table", cint,
             [vp, ctypes.POINTER(ctypes.POINTER(ctypes.c_uint8)),
              ctypes.POINTER(ctypes.c_size_t)], required=False)
+        # bellows/codec.h: the quantisers of bellows.compress in C;
+        # without them bellows.compress runs its torch code.
+        flt, sz = ctypes.c_float, ctypes.c_size_t
+        self.codec_encode_codes = _prototype(
+            lib, "bellows_codec_encode_codes", cint,
+            [cint, flt, vp, vp, u64, vp, sz], required=False)
+        self.codec_decode_codes = _prototype(
+            lib, "bellows_codec_decode_codes", cint,
+            [cint, flt, vp, sz, u64, vp, cint], required=False)
+        self.codec_isa = _prototype(lib, "bellows_codec_isa",
+                                    ctypes.c_char_p, [], required=False)
         self.config_size = self._config_size()
 
     def _config_size(self) -> int:

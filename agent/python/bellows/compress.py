@@ -33,7 +33,10 @@ sent raw) and its own state, keyed by its layer index:
   compresses. The codes are packed (32 or 16 values per float32 word)
   and all-gathered, since codes cannot be summed; every rank decodes and
   averages all ranks' codes. Standard error feedback: the residual is
-  grad + residual minus what was sent.
+  grad + residual minus what was sent. CPU float32 tensors are encoded
+  and decoded by libbellows' C codecs (bellows/codec.h) on the tensors'
+  memory, bit for bit the torch code's results; that code stays as the
+  reference and runs for other tensors or without the library.
 - Level 0 (and, for PowerSGD, tensors of fewer than 2 dimensions): raw,
   one sum all-reduce of every such tensor in the group, divided by the
   world. A raw tensor that still has an error-feedback residual from
@@ -426,6 +429,24 @@ class TopK(_Base):
         return counts
 
 
+_native_codec = None  # libbellows' functions, False if unavailable
+
+
+def _codec_lib():
+    """libbellows' functions if it has the C codecs, else None."""
+    global _native_codec
+    if _native_codec is None:
+        try:
+            from bellows import _lib
+            funcs = _lib.library()
+            ok = funcs.codec_encode_codes is not None and \
+                funcs.codec_decode_codes is not None
+            _native_codec = funcs if ok else False
+        except OSError:
+            _native_codec = False
+    return _native_codec or None
+
+
 class _Quantizer(_Base):
     """Shared part of the 1-bit and 2-bit quantisers (MXNet semantics).
 
@@ -441,8 +462,12 @@ class _Quantizer(_Base):
 
     bits = 0  # bits per value (1 or 2)
 
-    def __init__(self, threshold: float = 0.5):
+    def __init__(self, threshold: float = 0.5, native: bool = True):
+        """``native``: use libbellows' C codecs where they apply (CPU
+        float32 tensors, a threshold that is a valid float32); False runs
+        the torch code only."""
         super().__init__()
+        self.native = native
         threshold = float(threshold)
         if not math.isfinite(threshold) or threshold < self._min_threshold:
             raise ValueError(f"{self.name} threshold must be finite and "
@@ -471,6 +496,9 @@ class _Quantizer(_Base):
             err = torch.zeros(numel, dtype=torch.float32,
                               device=grad.device)
             self.errors[layer] = err
+        packed = self._encode_native(err, grad)
+        if packed is not None:
+            return packed
         r = err.add_(grad.reshape(-1).float())
         codes = self._quantise(r)  # uint8, one code per value
         per_word = 32 // self.bits
@@ -484,8 +512,59 @@ class _Quantizer(_Base):
             1, dtype=torch.uint8)
         return packed.view(torch.float32)
 
-    def decode(self, words: torch.Tensor, numel: int) -> torch.Tensor:
-        """The float32 values ``numel`` packed codes stand for."""
+    def _native(self, *tensors: torch.Tensor):
+        """The C codecs if they apply to ``tensors``, else None."""
+        if not self.native:
+            return None
+        for t in tensors:
+            if t.device.type != "cpu" or not t.is_contiguous():
+                return None
+        return _codec_lib()
+
+    def _encode_native(self, err: torch.Tensor,
+                       grad: torch.Tensor) -> torch.Tensor | None:
+        """encode by the C codec (err += grad, quantise, error left in
+        err, as the torch code); None where it does not apply (err is
+        then untouched)."""
+        g = grad.reshape(-1)
+        if g.dtype != torch.float32:
+            return None
+        lib = self._native(err, g)
+        if lib is None:
+            return None
+        numel = g.numel()
+        out = torch.empty(self.words(numel), dtype=torch.float32)
+        rc = lib.codec_encode_codes(self.bits, self.threshold, g.data_ptr(),
+                                    err.data_ptr(), numel, out.data_ptr(),
+                                    out.numel() * 4)
+        return out if rc == 0 else None
+
+    def decode(self, words: torch.Tensor, numel: int,
+               add_to: torch.Tensor | None = None) -> torch.Tensor:
+        """The float32 values ``numel`` packed codes stand for; with
+        ``add_to`` (``numel`` float32 values), added to it in place (the
+        same sums as ``add_to += decode(words, numel)``) and returned."""
+        if add_to is None:
+            lib = self._native(words)
+        else:
+            lib = self._native(words, add_to)
+            if add_to.dtype != torch.float32:
+                lib = None
+        if lib is not None and words.dtype == torch.float32:
+            out = add_to if add_to is not None else \
+                torch.empty(numel, dtype=torch.float32)
+            if lib.codec_decode_codes(self.bits, self.threshold,
+                                      words.data_ptr(), words.numel() * 4,
+                                      numel, out.data_ptr(),
+                                      0 if add_to is None else 1) == 0:
+                return out
+        if add_to is not None:
+            return add_to.add_(self._decode_torch(words, numel))
+        return self._decode_torch(words, numel)
+
+    def _decode_torch(self, words: torch.Tensor,
+                      numel: int) -> torch.Tensor:
+        """decode by the torch code (the reference)."""
         packed = words.contiguous().view(torch.uint8)
         shifts = torch.arange(0, 8, self.bits, dtype=torch.uint8,
                               device=packed.device)
@@ -522,7 +601,7 @@ class _Quantizer(_Base):
             n = it.grad.numel()
             total = self.decode(gathered[0][off:off + p.numel()], n)
             for g in gathered[1:]:
-                total += self.decode(g[off:off + p.numel()], n)
+                self.decode(g[off:off + p.numel()], n, add_to=total)
             off += p.numel()
             total.div_(comm.world)
             it.grad.copy_(total.view_as(it.grad))

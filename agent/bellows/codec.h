@@ -1,0 +1,158 @@
+/* codec - the gradient codecs of libbellows: 1-bit and 2-bit quantisation
+ * with error feedback.
+ *
+ * The quantisers are MXNet's "1bit" and "2bit", bit for bit those of
+ * bellows.compress (OneBit, TwoBit): with t the threshold and r a value's
+ * error-feedback residual plus its gradient,
+ *
+ *   2-bit: r >= t: code 3 (+t);  r <= -t: code 2 (-t);  else code 0 (0)
+ *   1-bit: r > t:  bit 1 (+1);   else bit 0 (-1)
+ *
+ * and the residual becomes r minus what the code decodes to. The vector
+ * paths (AVX2, AVX-512, chosen at run time) give the same bytes and the same
+ * residual as the portable C bit for bit.
+ *
+ * Non-finite values: NaN compares false, so it becomes code 0 (2-bit,
+ * decodes to 0) or bit 0 (1-bit, decodes to -1), and the residual stays
+ * NaN (of unspecified sign and payload); +-Inf quantises by its sign and the
+ * residual stays infinite. A residual that is not finite therefore stays so
+ * until the caller resets it (bellows_codec_reset, or zeroes its own buffer):
+ * the codec neither hides nor spreads it beyond that value.
+ *
+ * Codes ("packed codes", what bellows.compress all-gathers): value i's code
+ * is in byte i * bits / 8 at bit (i * bits) % 8, least significant bit
+ * first; the bytes are padded with zero codes to a whole number of 32-bit
+ * words: bellows_codec_codes_bytes() = ceil(n * bits / 32) * 4. Code 1 of
+ * 2-bit is never produced and decodes to 0.
+ *
+ * Messages (self-describing): a 16-byte header, then the packed codes.
+ *
+ *   bytes 0-1   'B' 'Q'             magic
+ *   byte  2     1                   BELLOWS_CODEC_VERSION
+ *   byte  3     kind                BELLOWS_CODEC_1BIT or _2BIT (= bits)
+ *   bytes 4-7   threshold           IEEE binary32, little-endian
+ *   bytes 8-15  n                   values, uint64 little-endian
+ *   bytes 16-   packed codes        bellows_codec_codes_bytes(kind, n)
+ *
+ * Residuals: a bellows_codec context is one layer's state and owns its
+ * residual (n floats, allocated once by bellows_codec_new). The stateless
+ * functions take a caller-owned residual instead, for callers that keep
+ * their own (bellows.compress keeps it in a torch tensor).
+ *
+ * Allocation and threads: only bellows_codec_new allocates. A context is
+ * used by one thread at a time; the stateless functions are safe from any
+ * thread on disjoint buffers. Errors: 0 or a negative BELLOWS_E*
+ * (bellows/error.h); outputs are untouched on failure except where said.
+ */
+#ifndef BELLOWS_CODEC_H
+#define BELLOWS_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <bellows/error.h>
+#include <bellows/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The codecs; the value is the bits per value. */
+enum bellows_codec_kind {
+	BELLOWS_CODEC_1BIT = 1, /* sign-like, threshold >= 0 */
+	BELLOWS_CODEC_2BIT = 2, /* ternary, threshold > 0 */
+};
+
+/* Flags of the decode functions. */
+enum bellows_codec_flags {
+	BELLOWS_CODEC_ADD = 1 << 0, /* out[i] += value instead of = */
+};
+
+#define BELLOWS_CODEC_VERSION      1  /* the message format's version */
+#define BELLOWS_CODEC_HEADER_BYTES 16 /* bytes before a message's codes */
+/* Most values one message or call takes (keeps byte counts in range). */
+#define BELLOWS_CODEC_MAX_VALUES (UINT64_C(1) << 56)
+
+/* One layer's codec and error-feedback residual. */
+typedef struct bellows_codec bellows_codec;
+
+/* Returns the bytes of the packed codes of n values of `kind`
+ * (ceil(n * bits / 32) * 4), or 0 for an unknown kind or n above
+ * BELLOWS_CODEC_MAX_VALUES. Pure; any thread. */
+BELLOWS_EXPORT size_t bellows_codec_codes_bytes(int kind, uint64_t n);
+
+/* Returns the bytes of a message of n values of `kind` (header + codes),
+ * or 0 as bellows_codec_codes_bytes. Pure; any thread. */
+BELLOWS_EXPORT size_t bellows_codec_message_bytes(int kind, uint64_t n);
+
+/* Stateless encode with a caller-owned residual: for i < n, residual[i] +=
+ * grad[i], quantise with `threshold`, leave the quantisation error in
+ * residual[i]; writes bellows_codec_codes_bytes(kind, n) bytes of packed
+ * codes to codes (cap bytes available). grad and residual have n floats
+ * and must not overlap each other or codes. Allocates nothing. Returns 0;
+ * BELLOWS_EINVAL for an unknown kind, a threshold that is not finite or
+ * out of the kind's range (1-bit: >= 0; 2-bit: > 0), a NULL pointer with
+ * n > 0, or n above BELLOWS_CODEC_MAX_VALUES; BELLOWS_EMSGSIZE when cap is
+ * too small. Nothing is written on failure. */
+BELLOWS_EXPORT int bellows_codec_encode_codes(int kind, float threshold,
+    const float *grad, float *residual, uint64_t n, void *codes, size_t cap);
+
+/* Stateless decode of n values from bytes of packed codes: out[i] = value
+ * (or out[i] += value with BELLOWS_CODEC_ADD in flags). Allocates nothing.
+ * Returns 0; BELLOWS_EINVAL as bellows_codec_encode_codes (kind,
+ * threshold, pointers, n) or for unknown flags; BELLOWS_EPROTO when bytes
+ * is not exactly bellows_codec_codes_bytes(kind, n) (truncated or trailing
+ * data). out is untouched on failure. */
+BELLOWS_EXPORT int bellows_codec_decode_codes(int kind, float threshold,
+    const void *codes, size_t bytes, uint64_t n, float *out, int flags);
+
+/* Opens a codec of `kind` for a layer of n values with a zero residual
+ * (the one allocation). On success *ret_codec is the caller's, to destroy.
+ * Returns 0; BELLOWS_EINVAL for an unknown kind, a bad threshold (as
+ * bellows_codec_encode_codes) or n above BELLOWS_CODEC_MAX_VALUES;
+ * BELLOWS_ENOMEM. */
+BELLOWS_EXPORT int bellows_codec_new(int kind, float threshold, uint64_t n,
+    bellows_codec **ret_codec);
+
+/* Frees *codec and sets it to NULL; NULL-safe. */
+BELLOWS_EXPORT void bellows_codec_destroy(bellows_codec **codec);
+
+/* Encodes the layer's gradient grad (n floats, n as given to
+ * bellows_codec_new) into a message (header + packed codes) in out, with
+ * error feedback through the codec's residual; *ret_bytes (may be NULL)
+ * gets the message's length, bellows_codec_message_bytes(kind, n).
+ * Allocates nothing. Returns 0; BELLOWS_EINVAL for a NULL codec, NULL
+ * pointers with n > 0, or grad overlapping out; BELLOWS_EMISMATCH when n
+ * is not the codec's; BELLOWS_EMSGSIZE when cap is too small. Nothing is
+ * written and the residual is unchanged on failure. */
+BELLOWS_EXPORT int bellows_codec_encode(bellows_codec *codec, const float *grad,
+    uint64_t n, void *out, size_t cap, size_t *ret_bytes);
+
+/* Decodes a message of `bytes` bytes into out (n floats): out[i] = value,
+ * or += with BELLOWS_CODEC_ADD. Needs no context: the header names the
+ * codec and its threshold. Allocates nothing; any thread. Returns 0;
+ * BELLOWS_EINVAL for NULL pointers or unknown flags; BELLOWS_EPROTO for a
+ * message shorter than its header, a wrong magic, an unknown kind, a bad
+ * threshold, or a length other than the header's n needs (truncated or
+ * trailing data); BELLOWS_EVERSION for another format version;
+ * BELLOWS_EMISMATCH when the message's n is not the caller's n. out is
+ * untouched on failure. */
+BELLOWS_EXPORT int bellows_codec_decode(const void *msg, size_t bytes,
+    float *out, uint64_t n, int flags);
+
+/* Returns the codec's residual (n floats, read-only; valid until destroy),
+ * or NULL for a NULL codec. */
+BELLOWS_EXPORT const float *bellows_codec_residual(const bellows_codec *codec);
+
+/* Sets the codec's residual to zero (as after bellows_codec_new); NULL-safe. */
+BELLOWS_EXPORT void bellows_codec_reset(bellows_codec *codec);
+
+/* Returns the instruction set the codecs run here: "scalar", "avx2" or
+ * "avx512". Any thread. */
+BELLOWS_EXPORT const char *bellows_codec_isa(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BELLOWS_CODEC_H */

@@ -1,0 +1,260 @@
+/* codec - bellows/codec.h on top of the CPU codec kernels
+ * (kernels/cpu/codec.h): argument checks, the message header, and a
+ * layer's residual. The kernels of the best instruction set this processor
+ * runs are picked once per call (a few cached CPUID bits). */
+#include <bellows/codec.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "cpu/codec.h"
+#include "cpu/stats.h"
+
+struct bellows_codec {
+	int kind;        /* bellows_codec_kind */
+	float threshold; /* checked by codec_params_ok */
+	uint64_t n;      /* values per encode */
+	float *residual; /* n floats, 64-byte aligned */
+};
+
+/* Returns non-zero if kind and threshold make a codec. */
+static int
+codec_params_ok(int kind, float threshold)
+{
+	if (!isfinite(threshold))
+		return 0;
+	if (kind == BELLOWS_CODEC_1BIT)
+		return threshold >= 0.0f;
+	if (kind == BELLOWS_CODEC_2BIT)
+		return threshold > 0.0f;
+	return 0;
+}
+
+static const kern_codec_fns *
+codec_fns(void)
+{
+	return kern_codec_get(KERN_ISA_AUTO);
+}
+
+/* Returns non-zero if [a, a + an) and [b, b + bn) overlap. */
+static int
+overlaps(const void *a, size_t an, const void *b, size_t bn)
+{
+	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+
+	return an > 0 && bn > 0 && x < y + bn && y < x + an;
+}
+
+size_t
+bellows_codec_codes_bytes(int kind, uint64_t n)
+{
+	if ((kind != BELLOWS_CODEC_1BIT && kind != BELLOWS_CODEC_2BIT) ||
+	    n > BELLOWS_CODEC_MAX_VALUES)
+		return 0;
+	return (size_t)kern_codec_bytes(kind, n);
+}
+
+size_t
+bellows_codec_message_bytes(int kind, uint64_t n)
+{
+	if ((kind != BELLOWS_CODEC_1BIT && kind != BELLOWS_CODEC_2BIT) ||
+	    n > BELLOWS_CODEC_MAX_VALUES)
+		return 0;
+	return BELLOWS_CODEC_HEADER_BYTES + (size_t)kern_codec_bytes(kind, n);
+}
+
+/* Runs the encode kernel; arguments checked. */
+static void
+codec_encode(int kind, float t, const float *grad, float *res, uint64_t n,
+    uint8_t *out)
+{
+	const kern_codec_fns *f = codec_fns();
+
+	(kind == BELLOWS_CODEC_1BIT ? f->enc1 : f->enc2)(grad, res, n, t, out);
+}
+
+/* Runs the decode kernel; arguments checked. */
+static void
+codec_decode(int kind, float t, const uint8_t *in, uint64_t n, float *out,
+    int flags)
+{
+	const kern_codec_fns *f = codec_fns();
+
+	(kind == BELLOWS_CODEC_1BIT ? f->dec1 : f->dec2)(in, n, t, out,
+	    flags & BELLOWS_CODEC_ADD);
+}
+
+int
+bellows_codec_encode_codes(int kind, float threshold, const float *grad,
+    float *residual, uint64_t n, void *codes, size_t cap)
+{
+	size_t need;
+
+	if (!codec_params_ok(kind, threshold) || n > BELLOWS_CODEC_MAX_VALUES)
+		return BELLOWS_EINVAL;
+	if (n == 0)
+		return 0;
+	if (grad == NULL || residual == NULL || codes == NULL)
+		return BELLOWS_EINVAL;
+	need = (size_t)kern_codec_bytes(kind, n);
+	if (cap < need)
+		return BELLOWS_EMSGSIZE;
+	codec_encode(kind, threshold, grad, residual, n, codes);
+	return 0;
+}
+
+int
+bellows_codec_decode_codes(int kind, float threshold, const void *codes,
+    size_t bytes, uint64_t n, float *out, int flags)
+{
+	if (!codec_params_ok(kind, threshold) || n > BELLOWS_CODEC_MAX_VALUES ||
+	    (flags & ~BELLOWS_CODEC_ADD))
+		return BELLOWS_EINVAL;
+	if (n > 0 && (codes == NULL || out == NULL))
+		return BELLOWS_EINVAL;
+	if (bytes != kern_codec_bytes(kind, n))
+		return BELLOWS_EPROTO;
+	if (n > 0)
+		codec_decode(kind, threshold, codes, n, out, flags);
+	return 0;
+}
+
+int
+bellows_codec_new(int kind, float threshold, uint64_t n,
+    bellows_codec **ret_codec)
+{
+	bellows_codec *c;
+	size_t bytes;
+
+	if (ret_codec == NULL || !codec_params_ok(kind, threshold) ||
+	    n > BELLOWS_CODEC_MAX_VALUES)
+		return BELLOWS_EINVAL;
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return BELLOWS_ENOMEM;
+	bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+	if (bytes > 0 && (c->residual = aligned_alloc(64, bytes)) == NULL) {
+		free(c);
+		return BELLOWS_ENOMEM;
+	}
+	if (bytes > 0)
+		memset(c->residual, 0, bytes);
+	c->kind = kind;
+	c->threshold = threshold;
+	c->n = n;
+	*ret_codec = c;
+	return 0;
+}
+
+void
+bellows_codec_destroy(bellows_codec **codec)
+{
+	if (codec == NULL || *codec == NULL)
+		return;
+	free((*codec)->residual);
+	free(*codec);
+	*codec = NULL;
+}
+
+/* Stores v little-endian in 4 or 8 bytes. */
+static void
+put_le(uint8_t *p, uint64_t v, int bytes)
+{
+	for (int i = 0; i < bytes; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t
+get_le(const uint8_t *p, int bytes)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < bytes; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+int
+bellows_codec_encode(bellows_codec *codec, const float *grad, uint64_t n,
+    void *out, size_t cap, size_t *ret_bytes)
+{
+	uint8_t *o = out;
+	size_t need;
+	uint32_t tbits;
+
+	if (codec == NULL || out == NULL || (n > 0 && grad == NULL))
+		return BELLOWS_EINVAL;
+	if (n != codec->n)
+		return BELLOWS_EMISMATCH;
+	need = bellows_codec_message_bytes(codec->kind, n);
+	if (cap < need)
+		return BELLOWS_EMSGSIZE;
+	if (overlaps(grad, (size_t)n * sizeof(float), out, need))
+		return BELLOWS_EINVAL;
+	o[0] = 'B';
+	o[1] = 'Q';
+	o[2] = BELLOWS_CODEC_VERSION;
+	o[3] = (uint8_t)codec->kind;
+	memcpy(&tbits, &codec->threshold, 4);
+	put_le(o + 4, tbits, 4);
+	put_le(o + 8, n, 8);
+	if (n > 0)
+		codec_encode(codec->kind, codec->threshold, grad,
+		    codec->residual, n, o + BELLOWS_CODEC_HEADER_BYTES);
+	if (ret_bytes != NULL)
+		*ret_bytes = need;
+	return 0;
+}
+
+int
+bellows_codec_decode(const void *msg, size_t bytes, float *out, uint64_t n,
+    int flags)
+{
+	const uint8_t *m = msg;
+	uint32_t tbits;
+	uint64_t mn;
+	float t;
+	int kind;
+
+	if (msg == NULL || (n > 0 && out == NULL) ||
+	    (flags & ~BELLOWS_CODEC_ADD))
+		return BELLOWS_EINVAL;
+	if (bytes < BELLOWS_CODEC_HEADER_BYTES || m[0] != 'B' || m[1] != 'Q')
+		return BELLOWS_EPROTO;
+	if (m[2] != BELLOWS_CODEC_VERSION)
+		return BELLOWS_EVERSION;
+	kind = m[3];
+	tbits = (uint32_t)get_le(m + 4, 4);
+	memcpy(&t, &tbits, 4);
+	mn = get_le(m + 8, 8);
+	if (!codec_params_ok(kind, t) || mn > BELLOWS_CODEC_MAX_VALUES)
+		return BELLOWS_EPROTO;
+	if (bytes - BELLOWS_CODEC_HEADER_BYTES != kern_codec_bytes(kind, mn))
+		return BELLOWS_EPROTO;
+	if (mn != n)
+		return BELLOWS_EMISMATCH;
+	if (n > 0)
+		codec_decode(kind, t, m + BELLOWS_CODEC_HEADER_BYTES, n, out,
+		    flags);
+	return 0;
+}
+
+const float *
+bellows_codec_residual(const bellows_codec *codec)
+{
+	return codec == NULL ? NULL : codec->residual;
+}
+
+void
+bellows_codec_reset(bellows_codec *codec)
+{
+	if (codec != NULL && codec->n > 0)
+		memset(codec->residual, 0, (size_t)codec->n * sizeof(float));
+}
+
+const char *
+bellows_codec_isa(void)
+{
+	return kern_cpu_isa_name(kern_cpu_isa_best());
+}

@@ -1,0 +1,224 @@
+/* codecs - the 1-bit and 2-bit quantisers against memcpy.
+ *
+ * For gradients of 64 KiB to 256 MiB of float32 (powers of 4), on one
+ * thread, for every instruction set this processor runs: memcpy of the
+ * gradient's bytes, and for each of 1-bit and 2-bit the encode with error
+ * feedback (reads g and the residual, writes the residual and the codes)
+ * and the decode (reads the codes, writes the values). The kernels are the
+ * ones libbellows runs (kernels/cpu/codec.h). Each measurement repeats the
+ * call on the same buffers for at least 20 ms; variants are interleaved
+ * within each of --reps rounds, and the table shows medians. Throughput is
+ * gradient (or decoded) float32 bytes per second; "e/c" is memcpy time over
+ * encode time, "d/c" over decode time.
+ *
+ * The encode's traffic is 3 B for B gradient bytes plus the codes (the
+ * traffic of a 1.5 B memcpy): its bound is about 0.65 of memcpy.
+ *
+ * The last line reads
+ *   codecs: 2bit encode/memcpy (1-16 MiB, 1 thread, median): X.XX
+ * the median over 1, 4 and 16 MiB of the best ISA's 2-bit e/c.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu/codec.h"
+#include "cpu/stats.h"
+#include "kernels.h"
+
+#define MIN_BYTES  (64ull << 10)  /* smallest gradient */
+#define MAX_BYTES  (256ull << 20) /* largest gradient */
+#define MEASURE_NS 20000000ull    /* shortest measurement */
+#define MAX_REPS   64             /* --reps limit */
+#define MAX_SIZES  16             /* sizes in the table */
+
+/* The measured variants, in the table's column order. */
+enum {
+	V_COPY, /* memcpy of the gradient bytes */
+	V_ENC1, /* 1-bit encode with error feedback */
+	V_DEC1, /* 1-bit decode */
+	V_ENC2, /* 2-bit encode with error feedback */
+	V_DEC2, /* 2-bit decode */
+	N_VARIANTS,
+};
+
+/* Buffers of one size. */
+typedef struct bench_case {
+	uint64_t n;              /* values */
+	float *g;                /* gradient */
+	float *res;              /* residual */
+	float *dst;              /* memcpy destination and decode output */
+	uint8_t *out;            /* codes */
+	const kern_codec_fns *f; /* the ISA's kernels */
+} bench_case;
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a;
+	double y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double
+median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+static void *
+bench_alloc(size_t bytes)
+{
+	void *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+
+	if (p == NULL) {
+		fprintf(stderr, "codecs: out of memory for %zu bytes\n", bytes);
+		exit(1);
+	}
+	memset(p, 0, bytes);
+	return p;
+}
+
+static void
+run(bench_case *c, int v)
+{
+	switch (v) {
+	case V_COPY:
+		memcpy(c->dst, c->g, c->n * 4);
+		break;
+	case V_ENC1:
+		c->f->enc1(c->g, c->res, c->n, 0.5f, c->out);
+		break;
+	case V_DEC1:
+		c->f->dec1(c->out, c->n, 0.5f, c->dst, 0);
+		break;
+	case V_ENC2:
+		c->f->enc2(c->g, c->res, c->n, 0.5f, c->out);
+		break;
+	default:
+		c->f->dec2(c->out, c->n, 0.5f, c->dst, 0);
+		break;
+	}
+}
+
+/* Seconds per call of variant v, over at least MEASURE_NS. */
+static double
+measure(bench_case *c, int v)
+{
+	uint64_t t0 = now_ns(), t;
+	uint64_t calls = 0;
+
+	do {
+		run(c, v);
+		calls++;
+		t = now_ns();
+	} while (t - t0 < MEASURE_NS);
+	return (double)(t - t0) / 1e9 / (double)calls;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const char *const names[N_VARIANTS] = { "memcpy", "1b-enc",
+		"1b-dec", "2b-enc", "2b-dec" };
+	int reps = 5, opt, best = kern_cpu_isa_best();
+	uint64_t max = MAX_BYTES;
+	double big[MAX_SIZES];
+	int n_big = 0;
+	float *g, *res, *dst;
+	uint8_t *out;
+
+	while ((opt = getopt(argc, argv, "r:m:")) != -1) {
+		if (opt == 'r')
+			reps = atoi(optarg);
+		else if (opt == 'm')
+			max = strtoull(optarg, NULL, 10) << 20;
+		else {
+			fprintf(stderr,
+			    "usage: codecs [-r reps] [-m max MiB]\n");
+			return 2;
+		}
+	}
+	if (reps < 1 || reps > MAX_REPS || max < MIN_BYTES) {
+		fprintf(stderr, "codecs: bad -r or -m\n");
+		return 2;
+	}
+	g = bench_alloc(max);
+	res = bench_alloc(max);
+	dst = bench_alloc(max);
+	out = bench_alloc(max / 16 + 64);
+	{
+		uint32_t x = 12345;
+
+		for (uint64_t i = 0; i < max / 4; i++) {
+			x = x * 1664525u + 1013904223u;
+			g[i] = ((float)(x >> 8) / 16777216.0f - 0.5f) * 0.4f;
+		}
+	}
+	printf("1-bit and 2-bit quantisers (threshold 0.5) vs memcpy, 1 "
+	       "thread; GB/s of float32 values, medians of %d rounds\n",
+	    reps);
+	for (int isa = KERN_ISA_SCALAR; isa <= KERN_ISA_LAST; isa++) {
+		const kern_codec_fns *f = kern_codec_get(isa);
+
+		if (f == NULL)
+			continue;
+		printf("\n%s%s\n%9s", kern_cpu_isa_name(isa),
+		    isa == best ? " (libbellows' choice here)" : "", "size");
+		for (int v = 0; v < N_VARIANTS; v++)
+			printf(" %8s", names[v]);
+		printf(" %6s %6s %6s %6s\n", "1b e/c", "1b d/c", "2b e/c",
+		    "2b d/c");
+		for (uint64_t bytes = MIN_BYTES; bytes <= max; bytes *= 4) {
+			bench_case c = { bytes / 4, g, res, dst, out, f };
+			double t[N_VARIANTS][MAX_REPS], med[N_VARIANTS];
+			char size[32];
+
+			memset(res, 0, bytes);
+			for (int r = 0; r < reps; r++)
+				for (int v = 0; v < N_VARIANTS; v++)
+					t[v][r] = measure(&c, v);
+			for (int v = 0; v < N_VARIANTS; v++)
+				med[v] = median(t[v], reps);
+			if (bytes >= 1ull << 20)
+				snprintf(size, sizeof(size), "%llu MiB",
+				    (unsigned long long)(bytes >> 20));
+			else
+				snprintf(size, sizeof(size), "%llu KiB",
+				    (unsigned long long)(bytes >> 10));
+			printf("%9s", size);
+			for (int v = 0; v < N_VARIANTS; v++)
+				printf(" %8.2f", (double)bytes / med[v] / 1e9);
+			printf(" %6.2f %6.2f %6.2f %6.2f\n",
+			    med[V_COPY] / med[V_ENC1],
+			    med[V_COPY] / med[V_DEC1],
+			    med[V_COPY] / med[V_ENC2],
+			    med[V_COPY] / med[V_DEC2]);
+			fflush(stdout);
+			if (isa == best && bytes >= 1ull << 20 &&
+			    bytes <= 16ull << 20 && n_big < MAX_SIZES)
+				big[n_big++] = med[V_COPY] / med[V_ENC2];
+		}
+	}
+	printf("\ncodecs: 2bit encode/memcpy (1-16 MiB, 1 thread, median): "
+	       "%.2f\n",
+	    n_big > 0 ? median(big, n_big) : 0.0);
+	free(g);
+	free(res);
+	free(dst);
+	free(out);
+	return 0;
+}
