@@ -10,8 +10,10 @@ of test_compress) over them: after every backward pass the DDP gradients
 must equal the reference's, and the parameters after the optimizer step
 the reference model's. The hook's timing callbacks must have seen one send
 per tensor per step, compressed exactly where the level says so, and
-every collective. No bellowsd is involved: the levels come from the
-schedule.
+every collective. Untimed (``hook.timed`` False), the buckets whose
+tensors are raw and hold no residual must go to gloo directly (no send
+timed) with the same results, the others through the timed path. No
+bellowsd is involved: the levels come from the schedule.
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ SCHEDULES = {
     "2bit": [[1, 0, 1, 0, 1, 0], [1, 0, 1, 0, 1, 0], [1, 0, 0, 0, 1, 0],
              [1, 1, 1, 0, 0, 1]],
     "1bit": [[1, 0, 1, 0, 1, 0], [0, 0, 1, 0, 1, 0], [1, 0, 1, 0, 1, 0]],
+    # Untimed 2-bit: all raw (direct), compressed, raw again (conv.w and
+    # fc2.w flush their residuals through the timed path), all raw.
+    "2bit-untimed": [[0] * 6, [0] * 6, [1, 0, 0, 0, 1, 0], [0] * 6,
+                     [0] * 6],
 }
 
 # 1bit / 2bit value threshold of these runs (gradients here are ~0.01-0.3).
@@ -113,7 +119,8 @@ def rank_main(rank, port, kind, out_dir):
     ddp = torch.nn.parallel.DistributedDataParallel(model,
                                                     bucket_cap_mb=1e-6)
     params = list(model.parameters())
-    comp = compress.make_compressor(kind, seed=5,
+    untimed = kind.endswith("-untimed")
+    comp = compress.make_compressor(kind.split("-")[0], seed=5,
                                     threshold=QUANT_THRESHOLD)
     sends, collectives = [], []
     hook = CompressionHook(
@@ -121,12 +128,13 @@ def rank_main(rank, port, kind, out_dir):
         on_send=lambda *a: sends.append(a),
         on_collective=lambda *a: collectives.append(a))
     hook.register(ddp)
+    hook.timed = not untimed
     if kind == "powersgd":
         ref = RefPowerSGD(WORLD, seed=5)
     elif kind == "topk":
         ref = RefTopK(WORLD)
     else:
-        ref = RefQuant(kind, WORLD)
+        ref = RefQuant(kind.split("-")[0], WORLD)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.1)
     report = {"steps": [], "buckets": 0}
@@ -164,6 +172,7 @@ def rank_main(rank, port, kind, out_dir):
                                 "sends": sorted(sends),
                                 "collectives": list(collectives),
                                 "codec_ms": hook.codec_ms,
+                                "direct": hook.direct,
                                 "hook_ms": hook.hook_ms})
     del ddp, hook, opt
     dist.destroy_process_group()
@@ -195,11 +204,23 @@ class HookTest(unittest.TestCase):
 
     def check_timings(self, kind, rep):
         """One timed send per tensor and step, compressed where the level
-        compresses; the collectives of the compressor, all timed."""
+        compresses; the collectives of the compressor, all timed.
+        Untimed, the raw tensors without a residual are not timed (their
+        buckets went directly), the others are."""
+        held = set()
         for s, (st, levels) in enumerate(zip(rep["steps"],
                                              SCHEDULES[kind])):
             layers = [x[0] for x in st["sends"]]
-            self.assertEqual(layers, list(range(6)), f"step {s}")
+            if kind.endswith("-untimed"):
+                want = sorted(i for i, lv in enumerate(levels)
+                              if lv > 0 or i in held)
+                held = {i for i, lv in enumerate(levels) if lv > 0}
+                self.assertEqual(layers, want, f"step {s}")
+                if s > 0:  # one bucket per tensor from the second step
+                    self.assertEqual(st["direct"], 6 - len(want))
+            else:
+                self.assertEqual(layers, list(range(6)), f"step {s}")
+                self.assertEqual(st["direct"], 0)
             for layer, compressed, comm_ms, codec_ms in st["sends"]:
                 want = levels[layer] > 0 and (kind != "powersgd"
                                               or layer % 2 == 0)
@@ -228,6 +249,9 @@ class HookTest(unittest.TestCase):
 
     def test_one_bit_hook_on_gloo_matches_the_reference(self):
         self.run_kind("1bit")
+
+    def test_untimed_raw_buckets_go_to_gloo_directly_and_match(self):
+        self.run_kind("2bit-untimed")
 
 
 if __name__ == "__main__":

@@ -168,6 +168,10 @@ def rank_main(rank, port, control, publish, kind, steps, out_dir):
         modes = [None] * len(params)
         for layer, compressed, comm_ms, codec_ms in sends:
             modes[layer] = bool(compressed)
+        if not agent.timed:
+            # Untimed: the buckets not sent through the timed path were
+            # handed to gloo directly, raw.
+            modes = [False if m is None else m for m in modes]
         # The reference: every rank's local gradient, each layer as sent.
         local = []
         for w in range(WORLD):
@@ -200,6 +204,8 @@ def rank_main(rank, port, control, publish, kind, steps, out_dir):
             "size_threshold": d.size_threshold,
             "compression_off": d.compression_off,
             "reason": d.reason, "grad_diff": diff,
+            "timed": agent.timed, "direct": agent.hook.direct,
+            "timed_sends": len(sends),
             "backward_ms": agent.backward_ms(),
             "codec_ms": agent.hook.codec_ms,
             "send_times": [[c, ms, cod] for _, c, ms, cod in sends]})
@@ -270,13 +276,34 @@ class HookModesTest(unittest.TestCase):
         for a, b in zip(reps[0]["steps"], reps[1]["steps"]):
             self.assertEqual((a["step"], a["seq"], a["modes"]),
                              (b["step"], b["seq"], b["modes"]))
-        # Biases (and the 1-D vector) are never compressed, always raw.
+        # A step is timed in a calibration, when it compresses, and
+        # every 16th step (attach's default); the others hand every
+        # bucket (one per tensor here, after the first step) that holds
+        # no residual to gloo directly, and the gradients above still
+        # equal the reference's.
+        for rank, rep in enumerate(reps):
+            for st in rep["steps"]:
+                want = (st["calibrating"] or any(st["modes"])
+                        or st["step"] % 16 == 0)
+                self.assertEqual(st["timed"], want,
+                                 f"rank {rank} step {st['step']}")
+                if st["timed"]:
+                    self.assertEqual(st["direct"], 0)
+                    self.assertEqual(st["timed_sends"], 7)
+                elif st["step"] > 0:
+                    self.assertEqual(st["direct"] + st["timed_sends"], 7)
+                    self.assertGreater(st["direct"], 0)
+        # Biases (and the 1-D vector) are never compressed; raw, and
+        # timed in every timed step of the window.
         vectors = [i for i, s in enumerate(reps[0]["shapes"]) if len(s) < 2]
         self.assertEqual(len(vectors), 4)
         for w in reps[0]["windows"]:
+            timed = sum(1 for st in reps[0]["steps"]
+                        if w["step"] - WINDOW < st["step"] <= w["step"]
+                        and st["timed"])
             for layer in vectors:
                 self.assertEqual(w["comp_n"][layer], 0)
-                self.assertEqual(w["raw_n"][layer], WINDOW)
+                self.assertEqual(w["raw_n"][layer], timed)
 
     def test_slimgc_calibration_alternates_then_the_threshold_holds(self):
         reps = self.run_job("slimgc", SLIMGC, 40)
@@ -320,6 +347,9 @@ class HookModesTest(unittest.TestCase):
                         + repr(steps[-1]["reason"]))
         for s in off:
             self.assertEqual(s["modes"], [False] * 7)
+        # Gate off: most steps are untimed, their buckets go direct.
+        self.assertTrue(any(s["direct"] == 7 for s in off),
+                        [(s["step"], s["direct"]) for s in off])
         on = [s for s in steps if not s["compression_off"]]
         self.assertTrue(any(any(s["modes"]) for s in on))
         print(f"\n  gate off from step {off[0]['step']} "

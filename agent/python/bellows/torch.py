@@ -18,6 +18,14 @@ communication hook that, for every bucket:
    collective (bytes, time) with ``Agent.comm_bucket``;
 4. counts the floats this rank sent and what raw would have sent.
 
+Steps 2 and 3 run only in a *timed* step: a calibration, a step that
+compresses a layer, and one step in ``time_every`` (``attach``). In the
+other steps a bucket whose layers all go raw (and hold no error-feedback
+residual) is handed to the process group as DDP's own hook does: one
+asynchronous all-reduce of the bucket, whose future the hook returns, so
+that communication overlaps the rest of backward and nothing is copied
+or timed per layer.
+
 Per step, ``step_end`` also reports the backward pass's own time (from
 the gradient of the model's output to the last bucket, minus the time
 spent in the hook) and the step's encode + decode time.
@@ -30,9 +38,11 @@ decision at the same step everywhere), so the ranks' collectives always
 match. Batch-size and LR-scale decisions are read with ``batch_size()``
 and ``lr_scale()``; docs/pytorch.md shows the pattern.
 
-The hook runs its collectives synchronously and returns a completed
-future: waiting on a future inside another future's callback, as torch
-1.13's powerSGD_hook does, deadlocks on gloo with several buckets.
+In a timed step the hook runs its collectives synchronously and returns
+a completed future: waiting on a future inside another future's callback,
+as torch 1.13's powerSGD_hook does, deadlocks on gloo with several
+buckets. A bucket handed over directly waits on nothing: its future's
+only callback divides the sum by the world.
 
 This module is named after torch and imports it; absolute imports (the
 default) make ``import torch`` below the real one.
@@ -105,6 +115,21 @@ class CompressionHook:
     equally long), and without it that wait would be counted as the
     first layer's communication time.
 
+    ``timed`` (True unless the owner clears it, per step) selects the
+    path above for every bucket. With ``timed`` False, a bucket whose
+    layers are all raw (level 0, or not compressed at their level) and
+    hold no residual in ``compressor.errors`` goes to the process group
+    directly: ``observe`` still sees every gradient, then one
+    asynchronous sum all-reduce of DDP's bucket buffer is started and its
+    future returned, divided by the world in its callback, as DDP's
+    default hook does (no copy, no wait, no per-layer times, no
+    ``on_send`` or ``on_collective``). A compressor without ``errors``
+    (a user's) always takes the timed path. ``direct`` counts those
+    buckets and ``direct_ms`` their collectives' busy time: from the
+    later of the all-reduce's start and the previous direct one's end,
+    to its end (the collectives overlap backward, so this is not time
+    the step waited).
+
     ``counts``, ``codec_ms`` (encode + decode), ``hook_ms`` (wall time
     inside the hook) and ``last_end`` (perf_counter() when the hook last
     returned) accumulate until the owner reads and resets them.
@@ -133,6 +158,10 @@ class CompressionHook:
             comm.record = True
         self.align = align
         self._aligned = False
+        self.timed = True
+        self.direct = 0
+        self.direct_ms = 0.0
+        self._direct_end = 0.0
         self.counts = Counts()
         self.calls = 0
         self.codec_ms = 0.0
@@ -151,10 +180,14 @@ class CompressionHook:
         model.register_comm_hook(None, bellows_comm_hook)
 
     def reset(self) -> None:
-        """Zeroes the counters (counts, codec_ms, hook_ms)."""
+        """Zeroes the counters (counts, codec_ms, hook_ms, direct,
+        direct_ms)."""
         self.counts = Counts()
         self.codec_ms = 0.0
         self.hook_ms = 0.0
+        self.direct = 0
+        self.direct_ms = 0.0
+        self._direct_end = 0.0
         self._aligned = False
 
     def _align(self, device) -> None:
@@ -171,6 +204,36 @@ class CompressionHook:
         if test is None:
             return it.level > 0
         return test(tuple(it.grad.shape), it.level)
+
+    def _raw_only(self, items: list[Item]) -> bool:
+        """True if every item goes raw and holds no residual to flush."""
+        errors = getattr(self.compressor, "errors", None)
+        if errors is None:
+            return False
+        for it in items:
+            if it.layer in errors or self._compressed(it):
+                return False
+        return True
+
+    def _direct(self, buf: torch.Tensor, items: list[Item]):
+        """Starts the sum all-reduce of DDP's bucket ``buf``; returns its
+        future, whose value is divided by the world in the callback."""
+        n = sum(it.grad.numel() for it in items)
+        self.counts += Counts(floats_sent=n, floats_raw=n,
+                              bytes_sent=n * buf.element_size())
+        self.direct += 1
+        world = self.comm.world
+        t0 = time.perf_counter()
+        work = dist.all_reduce(buf, group=self.comm.group, async_op=True)
+
+        def divide(fut):
+            # On the backend's thread, once the sum is in buf: no wait.
+            end = time.perf_counter()
+            self.direct_ms += (end - max(t0, self._direct_end)) * 1e3
+            self._direct_end = end
+            return fut.value()[0].div_(world)
+
+        return work.get_future().then(divide)
 
     def _reduce(self, group: list[Item]) -> None:
         """Reduces ``group`` in one compressor call, timed."""
@@ -193,7 +256,8 @@ class CompressionHook:
             self.on_send(group[0].layer, compressed, comm_ms, codec_ms)
 
     def __call__(self, state, bucket):
-        """Reduces one bucket; returns a completed future of its buffer."""
+        """Reduces one bucket; returns a future of its buffer (completed
+        on the timed path)."""
         t_in = time.perf_counter()
         buf = bucket.buffer()
         items = []
@@ -206,6 +270,12 @@ class CompressionHook:
             if self.observe is not None:
                 self.observe(layer, g)
             items.append(Item(layer, g, self.levels[layer]))
+        if not self.timed and self._raw_only(items):
+            fut = self._direct(buf, items)
+            self.calls += 1
+            self.last_end = time.perf_counter()
+            self.hook_ms += (self.last_end - t_in) * 1e3
+            return fut
         if self.align and not self._aligned:
             self._align(buf.device)
         if self.per_layer:
@@ -242,12 +312,19 @@ class TorchAgent:
     Counters: ``floats_sent``, ``floats_raw``, ``bytes_sent``,
     ``comm_ms``, ``codec_ms`` (totals since attach) and ``last`` (the
     Counts of the last ended step); ``changes`` lists every LevelChange;
-    ``calibrating`` says whether the current step is in a calibration.
+    ``calibrating`` says whether the current step is in a calibration,
+    ``timed`` whether the hook times its sends in it: in a calibration,
+    when a layer is compressed, and at every step that is a multiple of
+    ``time_every`` (0: never otherwise; 1: every step).
     """
 
     def __init__(self, model, agent: Agent, hook: CompressionHook,
-                 params: Sequence[torch.Tensor]):
+                 params: Sequence[torch.Tensor], time_every: int = 1):
+        if time_every < 0:
+            raise ValueError(f"time_every must be >= 0, not {time_every}")
         self.model = model
+        self.time_every = time_every
+        self.timed = True
         self.agent = agent
         self.hook = hook
         self.layers = agent.layers
@@ -326,8 +403,16 @@ class TorchAgent:
                                                 tuple(levels), d.reason))
         # The library decides each layer's mode per step, from the
         # decision in force: the same on every rank.
-        self.hook.levels = self._step_levels()
+        levels = self._step_levels()
+        self.hook.levels = levels
         self.calibrating = self.agent.calibrating()
+        # Per-layer times are what slimgc (calibrations, drift) and
+        # perfmodel (raw collectives) fit: every compressing step, and a
+        # sample of the others; the rest go at DDP's own speed.
+        every = self.time_every
+        self.timed = (self.calibrating or any(lv > 0 for lv in levels)
+                      or (every > 0 and step % every == 0))
+        self.hook.timed = self.timed
         self.decision = d
         self.step = step
         self.hook.reset()
@@ -379,7 +464,7 @@ class TorchAgent:
         """
         hook = self.hook
         counts = hook.counts
-        comm_ms = hook.comm.elapsed_ms - self._comm0
+        comm_ms = hook.comm.elapsed_ms - self._comm0 + hook.direct_ms
         wall_ms = (time.perf_counter() - self._t0) * 1e3
         if compute_ms is None:
             compute_ms = max(wall_ms - comm_ms, 0.0)
@@ -447,7 +532,7 @@ def _group_rank0(process_group) -> int:
 
 def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
            quant_threshold: float = 0.5, per_layer: bool = True,
-           align: bool = True,
+           align: bool = True, time_every: int = 16,
            control: str | None = None, publish: str | None = None,
            window_steps: int = 0, layer_flags: int = 0,
            process_group=None, **agent_options) -> TorchAgent:
@@ -461,6 +546,10 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
     seeds PowerSGD's random Q and must be the same on every rank.
     ``per_layer`` reduces and times every tensor on its own, ``align``
     makes the ranks meet before the first one is timed (see
+    CompressionHook). Steps that compress nothing and are not in a
+    calibration are timed only when their number is a multiple of
+    ``time_every`` (1: every step, as before; 0: never); the others hand
+    DDP's buckets to the process group as DDP does (see TorchAgent and
     CompressionHook). ``window_steps`` closes a window every N steps (0:
     only at window_end()). ``layer_flags`` are added to every layer (e.g.
     bellows.LAYER_MOMENTUM); remaining keywords go to bellows.Agent
@@ -474,11 +563,14 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
 
     Rank and world come from the process group. Raises BellowsError if the
     agent cannot open, ValueError for an unknown compressor or a bad
-    threshold. Returns the TorchAgent the training loop drives.
+    threshold or a negative time_every. Returns the TorchAgent the
+    training loop drives.
     """
     if not hasattr(model, "register_comm_hook"):
         raise TypeError("bellows.torch.attach needs a "
                         "DistributedDataParallel model")
+    if time_every < 0:
+        raise ValueError(f"time_every must be >= 0, not {time_every}")
     if isinstance(compressor, str):
         compressor = make_compressor(compressor, seed, quant_threshold)
     elif not isinstance(compressor, (PowerSGD, TopK)) and \
@@ -508,7 +600,7 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
                                on_collective=agent.comm_bucket,
                                align=align)
         hook.register(model)
-        return TorchAgent(model, agent, hook, params)
+        return TorchAgent(model, agent, hook, params, time_every)
     except BaseException:
         agent.close()
         raise

@@ -1,0 +1,233 @@
+"""bench/hook - what bellows.torch's hook costs a DDP step at level 0.
+
+Two gloo ranks on this machine train a 4 x 1024^2 MLP (four
+Linear(1024, 1024), ReLU between them; batch 64 per rank, one thread per
+rank, DDP's default bucket sizes) under three configurations, each its
+own DistributedDataParallel copy of the same model:
+
+    plain    DDP with its default all-reduce hook
+    bellows  bellows.torch.attach to a private bellowsd whose `fixed`
+             policy keeps every layer at level 0, a window every 10
+             steps, statistics on (Agent.observe of every gradient);
+             attach's default time_every (one step in 16 timed)
+    timed    as bellows with time_every=1: every step timed, each layer
+             reduced and timed on its own, synchronously (what every
+             step cost before untimed steps went to gloo directly)
+    nostats  as bellows, with the statistics pass left out of the hook
+
+Rounds are interleaved (plain, bellows, timed, nostats; the next round
+starts one config later, so each is first equally often), each
+config running --steps steps per round after --warmup untimed ones; a
+step is timed on rank 0 from before the forward pass to after the
+optimizer step (step_begin and step_end included for bellows). The
+report gives per config the median step over all rounds, the median of
+the per-round medians, and the ratios to plain. Ratios in one run, on a
+shared 2-core machine: read them side by side, not as absolutes.
+
+    /usr/bin/python3 bench/hook/run.py [--rounds 12] [--steps 6]
+        [--build build] [--python agent/python] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import benchkit  # noqa: E402
+
+CONFIGS = ("plain", "bellows", "timed", "nostats")
+POLICY = """\
+jobs:
+  - match: "*"
+    policies:
+      - type: fixed
+        params: {level: 0}
+"""
+
+
+def make_model(torch):
+    torch.manual_seed(0)
+    layers = []
+    for i in range(4):
+        layers.append(torch.nn.Linear(1024, 1024))
+        if i < 3:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+def rank_main(rank, port, control, publish, args, out):
+    import torch
+    import torch.distributed as dist
+
+    sys.path.insert(0, args.python)
+    import bellows.torch as bt
+    # A bellows.torch older than time_every times every step.
+    every = ({} if "time_every" not in inspect.signature(bt.attach)
+             .parameters else {"time_every": 16, "timed": 1})
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=2)
+    models, agents = {}, {}
+    stats_ms = {c: 0.0 for c in CONFIGS}
+    parts = {c: [] for c in CONFIGS}
+
+    def timed_observe(observe, c):
+        def wrapped(layer, grad):
+            t = time.perf_counter()
+            observe(layer, grad)
+            stats_ms[c] += (time.perf_counter() - t) * 1e3
+        return wrapped
+
+    for c in CONFIGS:
+        ddp = torch.nn.parallel.DistributedDataParallel(make_model(torch))
+        models[c] = ddp
+        if c != "plain":
+            a = bt.attach(ddp, f"hookbench-{c}", run_id="hookbench",
+                          control=control, publish=publish,
+                          window_steps=10,
+                          **({"time_every": every["timed" if c == "timed"
+                                                  else "time_every"]}
+                             if every else {}))
+            if c == "nostats":
+                a.hook.observe = None
+            else:
+                a.hook.observe = timed_observe(a.hook.observe, c)
+            agents[c] = a
+    opts = {c: torch.optim.SGD(m.parameters(), lr=0.01)
+            for c, m in models.items()}
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(64, 1024, generator=g)
+    y = torch.randn(64, 1024, generator=g)
+
+    def step(c):
+        a = agents.get(c)
+        stats_ms[c] = 0.0
+        comm0 = a.comm_ms if a is not None else 0.0
+        t0 = time.perf_counter()
+        if a is not None:
+            a.step_begin()
+        opts[c].zero_grad()
+        loss = torch.nn.functional.mse_loss(models[c](x), y)
+        loss.backward()
+        opts[c].step()
+        if a is not None:
+            a.step_end(lr=0.01)
+            parts[c].append([a.hook.hook_ms, stats_ms[c], a.comm_ms - comm0,
+                             a.backward_ms(),
+                             getattr(a.hook, "direct", 0)])
+        return (time.perf_counter() - t0) * 1e3
+
+    times = {c: [] for c in CONFIGS}
+    for c in CONFIGS:
+        for _ in range(args.warmup):
+            step(c)
+        parts[c].clear()
+    for r in range(args.rounds):
+        # Each config first in as many rounds as the others.
+        k = r % len(CONFIGS)
+        for c in CONFIGS[k:] + CONFIGS[:k]:
+            times[c].append([step(c) for _ in range(args.steps)])
+    for a in agents.values():
+        a.close()
+    del models, agents, opts
+    dist.destroy_process_group()
+    if rank == 0:
+        pathlib.Path(out, "times.json").write_text(json.dumps(
+            {"times": times, "parts": parts}))
+
+
+def report(res, command):
+    times, parts = res["times"], res["parts"]
+    lines = [benchkit.machine_line(), "", f"    {command}", ""]
+    med = {c: statistics.median(t for r in times[c] for t in r)
+           for c in CONFIGS}
+    rmed = {c: [statistics.median(r) for r in times[c]] for c in CONFIGS}
+    lines += benchkit.table(
+        ["config", "median step ms", "median of round medians ms",
+         "round medians ms", "ratio to plain"])
+    for c in CONFIGS:
+        lines.append(benchkit.row([
+            c, f"{med[c]:.1f}", f"{statistics.median(rmed[c]):.1f}",
+            " ".join(f"{m:.0f}" for m in rmed[c]),
+            f"{med[c] / med['plain']:.3f}"]))
+    # Per round, the ratio to that round's plain: the least noisy view.
+    for c in CONFIGS[1:]:
+        ratios = [b / p for b, p in zip(rmed[c], rmed["plain"])]
+        lines.append("")
+        lines.append(f"{c}/plain per round: "
+                     + " ".join(f"{r:.3f}" for r in ratios)
+                     + f" (median {statistics.median(ratios):.3f})")
+    ratios = [b / n for b, n in zip(rmed["bellows"], rmed["nostats"])]
+    lines.append(f"statistics pass, bellows/nostats per round median: "
+                 f"{statistics.median(ratios):.3f}")
+    lines.append("")
+    lines.append("Per step on rank 0 (medians): time inside the hook, in "
+                 "Agent.observe, in collectives (comm_ms: for direct "
+                 "buckets their busy time, hidden behind backward), the "
+                 "backward pass outside the hook, "
+                 "buckets handed to gloo directly; statistics as a share "
+                 "of the median step.")
+    lines.append("")
+    lines += benchkit.table(["config", "hook ms", "observe ms",
+                             "comm ms", "backward ms", "direct buckets",
+                             "observe / step"])
+    for c in CONFIGS[1:]:
+        ps = parts[c]
+        if not ps:
+            continue
+        col = [statistics.median(p[i] for p in ps) for i in range(5)]
+        lines.append(benchkit.row([
+            c, f"{col[0]:.2f}", f"{col[1]:.2f}", f"{col[2]:.1f}",
+            f"{col[3]:.1f}",
+            f"{col[4]:.0f}", f"{100 * col[1] / med[c]:.2f} %"]))
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=12)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--build", default=str(benchkit.SRC / "build"))
+    p.add_argument("--python", default=str(benchkit.SRC / "agent" /
+                                           "python"),
+                   help="directory bellows is imported from (e.g. an "
+                        "older checkout's agent/python, for a before/after)")
+    p.add_argument("--out", default=None,
+                   help="directory for report.md (default: print only)")
+    args = p.parse_args()
+    os.environ.update(benchkit.lib_env(pathlib.Path(args.build)))
+    os.environ["BELLOWS_BUILD_ROOT"] = str(pathlib.Path(args.build).resolve())
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch.multiprocessing as mp
+
+    sys.path.insert(0, str(benchkit.SRC / "tests" / "python"))
+    import support
+
+    with support.Daemon(POLICY) as daemon, \
+            tempfile.TemporaryDirectory() as tmp:
+        mp.spawn(rank_main, (support.free_port(), daemon.control,
+                             daemon.publish, args, tmp), nprocs=2)
+        res = json.loads(pathlib.Path(tmp, "times.json").read_text())
+    command = "/usr/bin/python3 bench/hook/run.py " + " ".join(
+        sys.argv[1:])
+    text = report(res, command.strip())
+    print(text, end="")
+    if args.out:
+        out = pathlib.Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text(text)
+        (out / "times.json").write_text(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()
