@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "benchutil.h"
 #include "cpu/codec.h"
 #include "cpu/stats.h"
 #include "kernels.h"
@@ -54,44 +55,6 @@ typedef struct bench_case {
 	const kern_codec_fns *f; /* the ISA's kernels */
 } bench_case;
 
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a;
-	double y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double
-median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-}
-
-static void *
-bench_alloc(size_t bytes)
-{
-	void *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
-
-	if (p == NULL) {
-		fprintf(stderr, "codecs: out of memory for %zu bytes\n", bytes);
-		exit(1);
-	}
-	memset(p, 0, bytes);
-	return p;
-}
-
 static void
 run(bench_case *c, int v)
 {
@@ -118,13 +81,13 @@ run(bench_case *c, int v)
 static double
 measure(bench_case *c, int v)
 {
-	uint64_t t0 = now_ns(), t;
+	uint64_t t0 = bench_now_ns(), t;
 	uint64_t calls = 0;
 
 	do {
 		run(c, v);
 		calls++;
-		t = now_ns();
+		t = bench_now_ns();
 	} while (t - t0 < MEASURE_NS);
 	return (double)(t - t0) / 1e9 / (double)calls;
 }
@@ -156,10 +119,10 @@ main(int argc, char **argv)
 		fprintf(stderr, "codecs: bad -r or -m\n");
 		return 2;
 	}
-	g = bench_alloc(max);
-	res = bench_alloc(max);
-	dst = bench_alloc(max);
-	out = bench_alloc(max / 16 + 64);
+	g = bench_alloc("codecs", max);
+	res = bench_alloc("codecs", max);
+	dst = bench_alloc("codecs", max);
+	out = bench_alloc("codecs", max / 16 + 64);
 	{
 		uint32_t x = 12345;
 
@@ -192,7 +155,7 @@ main(int argc, char **argv)
 				for (int v = 0; v < N_VARIANTS; v++)
 					t[v][r] = measure(&c, v);
 			for (int v = 0; v < N_VARIANTS; v++)
-				med[v] = median(t[v], reps);
+				med[v] = bench_median(t[v], reps);
 			if (bytes >= 1ull << 20)
 				snprintf(size, sizeof(size), "%llu MiB",
 				    (unsigned long long)(bytes >> 20));
@@ -215,7 +178,7 @@ main(int argc, char **argv)
 	}
 	printf("\ncodecs: 2bit encode/memcpy (1-16 MiB, 1 thread, median): "
 	       "%.2f\n",
-	    n_big > 0 ? median(big, n_big) : 0.0);
+	    n_big > 0 ? bench_median(big, n_big) : 0.0);
 	free(g);
 	free(res);
 	free(dst);

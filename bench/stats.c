@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "cpu/pool.h"
 #include "cpu/stats.h"
 #include "kernels.h"
@@ -91,43 +92,6 @@ typedef struct bench_case {
 	kern_stats st;     /* the kernel's running statistics */
 	size_t copy_bytes; /* of the current memcpy */
 } bench_case;
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a;
-	double y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double
-median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
-}
-
-static void *
-bench_alloc(size_t bytes)
-{
-	void *p = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
-
-	if (p == NULL) {
-		fprintf(stderr, "stats: out of memory for %zu bytes\n", bytes);
-		exit(1);
-	}
-	return p;
-}
 
 /* Gradient-like data: small values of both signs, some exact zeros. A
  * 16-bit element takes its float's top bits (bfloat16), or is built from
@@ -262,11 +226,11 @@ run_once(bench_case *c, int v)
 static double
 measure(bench_case *c, int v, uint64_t calls)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = bench_now_ns();
 
 	for (uint64_t i = 0; i < calls; i++)
 		run_once(c, v);
-	return (double)(now_ns() - t0) / 1e9 / (double)calls;
+	return (double)(bench_now_ns() - t0) / 1e9 / (double)calls;
 }
 
 /* The table of one thread configuration; returns the accumulator ratios
@@ -277,9 +241,9 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 	uint64_t max = o->max;
 	size_t esz = kern_dtype_size(o->dtype);
 	uint64_t fbytes = max / esz * sizeof(float); /* of acc, of m */
-	char *buf = bench_alloc(max + fbytes);
-	float *m = bench_alloc(fbytes);
-	char *dst = bench_alloc(copy3_bytes(max, esz));
+	char *buf = bench_alloc("stats", max + fbytes);
+	float *m = bench_alloc("stats", fbytes);
+	char *dst = bench_alloc("stats", copy3_bytes(max, esz));
 	char copy_name[16];
 	kern_backend b;
 	kern_config cfg;
@@ -340,7 +304,7 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 				    ? 0.0
 				    : measure(&c, v, calls);
 		for (int v = 0; v < N_VARIANTS; v++)
-			med[v] = median(t[v], o->reps);
+			med[v] = bench_median(t[v], o->reps);
 		if (bytes >= (1ull << 30))
 			snprintf(size, sizeof(size), "%llu GiB",
 			    (unsigned long long)(bytes >> 30));
@@ -388,8 +352,8 @@ run_agent(uint32_t flags, uint32_t threads)
 	bellows_agent_config cfg;
 	bellows_agent *a = NULL;
 	char ep[2][96];
-	float *g = bench_alloc(AGENT_PARAMS * sizeof(float));
-	char *dst = bench_alloc(AGENT_PARAMS * sizeof(float));
+	float *g = bench_alloc("stats", AGENT_PARAMS * sizeof(float));
+	char *dst = bench_alloc("stats", AGENT_PARAMS * sizeof(float));
 	int rc;
 
 	/* Layer sizes 1 + (i % 10)^2 relative: many small, a few large. */
@@ -427,7 +391,7 @@ run_agent(uint32_t flags, uint32_t threads)
 		exit(1);
 	}
 	for (int s = -10; s < AGENT_STEPS; s++) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = bench_now_ns();
 		uint64_t off = 0;
 
 		bellows_agent_step_begin(a, NULL);
@@ -438,20 +402,20 @@ run_agent(uint32_t flags, uint32_t threads)
 		}
 		bellows_agent_step_end(a, NULL);
 		if (s >= 0) {
-			steps[s] = (double)(now_ns() - t0) / 1e9;
+			steps[s] = (double)(bench_now_ns() - t0) / 1e9;
 			sum += steps[s];
 		}
 	}
 	bellows_agent_close(&a);
 	for (int r = 0; r < 9; r++) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = bench_now_ns();
 
 		memcpy(dst, g, AGENT_PARAMS * sizeof(float));
-		copies[r] = (double)(now_ns() - t0) / 1e9;
+		copies[r] = (double)(bench_now_ns() - t0) / 1e9;
 	}
 	{
-		double copy = median(copies, 9);
-		double step = median(steps, AGENT_STEPS);
+		double copy = bench_median(copies, 9);
+		double step = bench_median(steps, AGENT_STEPS);
 		double mean = sum / AGENT_STEPS;
 
 		printf("%-22s %2u thr  step %7.2f ms (mean %7.2f)  memcpy "
@@ -568,6 +532,6 @@ main(int argc, char **argv)
 		if ((MIN_BYTES << (2 * i)) >= (1ull << 20))
 			big[n_big++] = ratio[i];
 	printf("stats/memcpy ratio (>=1MiB, 1 thread, median): %.2f\n",
-	    n_big > 0 ? median(big, n_big) : 0.0);
+	    n_big > 0 ? bench_median(big, n_big) : 0.0);
 	return 0;
 }
