@@ -50,7 +50,13 @@ int main(void) {
 	return !(len == 20 && out[0] == 0.5f && out[1] == -0.5f && out[2] == 0.0f);
 }
 EOF_C
-cc -std=c17 -Wall -Werror -o "$TMP/codec" "$TMP/codec.c" $flags ||
+# A sanitizer build's library needs its runtime first in the program.
+san=()
+if ldd "$lib" | grep -q libasan; then
+	san=(-fsanitize=address,undefined)
+fi
+cc -std=c17 -Wall -Werror "${san[@]}" -o "$TMP/codec" "$TMP/codec.c" \
+    $flags ||
     fail "a program using bellows/codec.h does not build against the install"
 LD_LIBRARY_PATH="$(dirname "$lib")" "$TMP/codec" ||
     fail "the installed codecs do not round-trip a 2-bit message"
