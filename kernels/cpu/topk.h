@@ -1,0 +1,45 @@
+/* topk - top-k selection with error feedback (scalar).
+ *
+ * The kernels behind bellows/codec.h's top-k codec. Per value i,
+ * r = res[i] + g[i] (float addition); the k values of largest |r| are
+ * selected, the others stay in the residual (res[i] = r), the selected
+ * ones leave it (res[i] = +0: r minus what decodes, r, exactly).
+ *
+ * Order: by magnitude, every NaN above +-Inf and all NaNs equal (torch's
+ * topk also ranks NaN highest); -0 and +0 are equal. Ties at the k-th
+ * magnitude are broken by index, lower index first, so the selection is a
+ * function of the data alone. The selected values are written in
+ * ascending index order.
+ *
+ * Selection: a radix select over the 31-bit magnitude keys (float bits
+ * without the sign, NaN clamped to one key above Inf), at most three
+ * histogram passes of 11, 10 and 10 bits, each over the values whose
+ * higher digits match the k-th key's, stopping as soon as the k-th key's
+ * bucket is taken whole; then one compaction pass. No sort, no scratch
+ * memory (the histogram is on the stack), exact k.
+ */
+#ifndef KERN_CPU_TOPK_H
+#define KERN_CPU_TOPK_H
+
+#include <stdint.h>
+
+/* Encodes n values (n <= UINT32_MAX, k <= n): res[i] += g[i], selects k as
+ * above, writes their indices (uint32, ascending) to idx and their values
+ * (float32) to val, both host order, 4 bytes each, no alignment needed;
+ * the selected residuals become +0. g and res do not overlap each other,
+ * idx or val. */
+void kern_topk_encode(const float *g, float *res, uint64_t n, uint64_t k,
+    uint8_t *idx, uint8_t *val);
+
+/* Returns non-zero if the k indices at idx are strictly ascending and
+ * below n (what kern_topk_decode needs). */
+int kern_topk_valid(const uint8_t *idx, uint64_t k, uint64_t n);
+
+/* Decodes k (index, value) pairs into out (n floats): out[i] = value for
+ * the listed i and +0 elsewhere, or, when add is non-zero, out[i] =
+ * out[i] + value for the listed i only. idx must be valid
+ * (kern_topk_valid). */
+void kern_topk_decode(const uint8_t *idx, const uint8_t *val, uint64_t k,
+    uint64_t n, float *out, int add);
+
+#endif /* KERN_CPU_TOPK_H */
