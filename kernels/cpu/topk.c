@@ -37,6 +37,204 @@ pick(const uint32_t *hist, uint32_t nb, uint64_t *need, uint64_t *count)
 	return b;
 }
 
+static inline uint32_t
+get32(const uint8_t *p, uint64_t j)
+{
+	uint32_t v;
+
+	memcpy(&v, p + 4 * j, 4);
+	return v;
+}
+
+static inline void
+put32(uint8_t *p, uint64_t j, uint32_t v)
+{
+	memcpy(p + 4 * j, &v, 4);
+}
+
+/* The short path, once the k-th key's top digit b is known and its bucket
+ * holds count <= k values of which need are taken: one pass lists the
+ * indices above the bucket (k - need, into idx) and those in it (count,
+ * into val as scratch); the bucket's lower digits are then resolved over
+ * that list only, the taken ones kept in index order, and both ascending
+ * lists merged into idx from the back. Same selection as the long path. */
+static void
+topk_short(float *res, uint64_t n, uint64_t k, uint32_t b, uint64_t need,
+    uint8_t *idx, uint8_t *val)
+{
+	uint32_t hist[1024];
+	uint32_t prefix = b << 20, mask = 0x7ffu << 20;
+	uint64_t a = 0, m = 0, eq = 0, kept = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t hi = key_of(res[i]) >> 20;
+
+		if (hi > b)
+			put32(idx, a++, (uint32_t)i);
+		else if (hi == b)
+			put32(val, m++, (uint32_t)i);
+	}
+	for (int shift = 10; shift >= 0; shift -= 10) {
+		uint64_t acc = 0, cnt;
+		uint32_t d = 1023;
+
+		memset(hist, 0, sizeof(hist));
+		for (uint64_t j = 0; j < m; j++) {
+			uint32_t key = key_of(res[get32(val, j)]);
+
+			if ((key & mask) == prefix)
+				hist[(key >> shift) & 1023u]++;
+		}
+		for (;; d--) {
+			if (acc + hist[d] >= need || d == 0)
+				break;
+			acc += hist[d];
+		}
+		need -= acc;
+		cnt = hist[d];
+		prefix |= d << shift;
+		mask |= 1023u << shift;
+		if (cnt == need)
+			break;
+	}
+	for (uint64_t j = 0; j < m; j++) {
+		uint32_t ix = get32(val, j);
+		uint32_t hi = key_of(res[ix]) & mask;
+
+		if (hi > prefix || (hi == prefix && eq < need)) {
+			eq += hi == prefix;
+			put32(val, kept++, ix);
+		}
+	}
+	/* kept == k - a: merge val[0, kept) and idx[0, a) into idx[0, k). */
+	for (uint64_t w = k, p = a, q = kept; q > 0;) {
+		if (p > 0 && get32(idx, p - 1) > get32(val, q - 1))
+			put32(idx, --w, get32(idx, --p));
+		else
+			put32(idx, --w, get32(val, --q));
+	}
+	for (uint64_t j = 0; j < k; j++) {
+		uint32_t ix = get32(idx, j);
+
+		memcpy(val + 4 * j, &res[ix], 4);
+		res[ix] = 0.0f;
+	}
+}
+
+#define SAMPLE 2048 /* values sampled for the threshold */
+
+/* The r-th largest (from 0, r < m) of the m keys at a, by quickselect
+ * with a three-way partition (equal keys cost nothing); reorders a. */
+static uint32_t
+nth_largest(uint32_t *a, uint32_t m, uint32_t r)
+{
+	uint32_t lo = 0, hi = m; /* r is in [lo, hi) */
+
+	while (hi - lo > 1) {
+		uint32_t piv = a[lo + (hi - lo) / 2], lt = lo, i = lo, gt = hi;
+
+		/* [lo, lt) > piv, [lt, i) == piv, [gt, hi) < piv */
+		while (i < gt) {
+			uint32_t t = a[i];
+
+			if (t > piv) {
+				a[i++] = a[lt];
+				a[lt++] = t;
+			} else if (t < piv) {
+				a[i] = a[--gt];
+				a[gt] = t;
+			} else {
+				i++;
+			}
+		}
+		if (r < lt)
+			hi = lt;
+		else if (r >= gt)
+			lo = gt;
+		else
+			return piv;
+	}
+	return a[lo];
+}
+
+/* The sampled path: a threshold L from SAMPLE evenly spaced values, set so
+ * that about 1.5 k keys reach it; one pass computes r and lists the
+ * indices of keys >= L into idx and val (2 k slots). If between k and 2 k
+ * were listed, the top k are among them: the k-th key is resolved by radix
+ * over the list only and the list filtered in place. Returns 0 (nothing
+ * selected, res holds r) if the list did not fit or was short. */
+static int
+topk_sampled(const float *g, float *res, uint64_t n, uint64_t k, uint8_t *idx,
+    uint8_t *val)
+{
+	uint32_t sample[SAMPLE], hist[2048], L;
+	uint64_t stride = n / SAMPLE, m = 0, need = k, eq = 0, kept = 0;
+	uint64_t rank = (3 * k * SAMPLE) / (2 * n);
+	uint32_t prefix = 0, mask = 0;
+	static const int shift[3] = { 20, 10, 0 };
+	static const uint32_t width[3] = { 2048, 1024, 1024 };
+
+	for (uint64_t s = 0; s < SAMPLE; s++)
+		sample[s] = key_of(res[s * stride] + g[s * stride]);
+	L = nth_largest(sample, SAMPLE, (uint32_t)rank);
+	for (uint64_t i = 0; i < n; i++) {
+		float r = res[i] + g[i];
+
+		res[i] = r;
+		if (key_of(r) >= L) {
+			if (m < k)
+				put32(idx, m, (uint32_t)i);
+			else if (m < 2 * k)
+				put32(val, m - k, (uint32_t)i);
+			m++;
+		}
+	}
+	if (m < k || m > 2 * k)
+		return 0;
+#define CAND(j) ((j) < k ? get32(idx, (j)) : get32(val, (j)-k))
+	for (int level = 0; level < 3; level++) {
+		uint64_t acc = 0, cnt;
+		uint32_t d = width[level] - 1;
+
+		memset(hist, 0, width[level] * sizeof(hist[0]));
+		for (uint64_t j = 0; j < m; j++) {
+			uint32_t key = key_of(res[CAND(j)]);
+
+			if ((key & mask) == prefix)
+				hist[(key >> shift[level]) &
+				    (width[level] - 1)]++;
+		}
+		for (;; d--) {
+			if (acc + hist[d] >= need || d == 0)
+				break;
+			acc += hist[d];
+		}
+		need -= acc;
+		cnt = hist[d];
+		prefix |= d << shift[level];
+		mask |= (width[level] - 1) << shift[level];
+		if (cnt == need)
+			break;
+	}
+	for (uint64_t j = 0; j < m; j++) {
+		uint32_t ix = CAND(j);
+		uint32_t hi = key_of(res[ix]) & mask;
+
+		if (hi > prefix || (hi == prefix && eq < need)) {
+			eq += hi == prefix;
+			put32(idx, kept++, ix);
+		}
+	}
+#undef CAND
+	for (uint64_t j = 0; j < k; j++) {
+		uint32_t ix = get32(idx, j);
+
+		memcpy(val + 4 * j, &res[ix], 4);
+		res[ix] = 0.0f;
+	}
+	return 1;
+}
+
 void
 kern_topk_encode(const float *g, float *res, uint64_t n, uint64_t k,
     uint8_t *idx, uint8_t *val)
@@ -61,16 +259,28 @@ kern_topk_encode(const float *g, float *res, uint64_t n, uint64_t k,
 		}
 		return;
 	}
-	memset(hist, 0, sizeof(hist));
-	for (uint64_t i = 0; i < n; i++) {
-		float r = res[i] + g[i];
+	if (n >= 16 * SAMPLE && k <= n / 4) {
+		if (topk_sampled(g, res, n, k, idx, val))
+			return;
+		memset(hist, 0, sizeof(hist));
+		for (uint64_t i = 0; i < n; i++)
+			hist[key_of(res[i]) >> 20]++;
+	} else {
+		memset(hist, 0, sizeof(hist));
+		for (uint64_t i = 0; i < n; i++) {
+			float r = res[i] + g[i];
 
-		res[i] = r;
-		hist[key_of(r) >> 20]++;
+			res[i] = r;
+			hist[key_of(r) >> 20]++;
+		}
 	}
 	for (int level = 0;; level++) {
 		uint32_t b = pick(hist, width[level], &need, &count);
 
+		if (level == 0 && count != need && count <= k) {
+			topk_short(res, n, k, b, need, idx, val);
+			return;
+		}
 		prefix |= b << shift[level];
 		mask |= (width[level] - 1) << shift[level];
 		if (count == need || level == 2)

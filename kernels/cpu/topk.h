@@ -11,12 +11,20 @@
  * function of the data alone. The selected values are written in
  * ascending index order.
  *
- * Selection: a radix select over the 31-bit magnitude keys (float bits
- * without the sign, NaN clamped to one key above Inf), at most three
- * histogram passes of 11, 10 and 10 bits, each over the values whose
- * higher digits match the k-th key's, stopping as soon as the k-th key's
- * bucket is taken whole; then one compaction pass. No sort, no scratch
- * memory (the histogram is on the stack), exact k.
+ * Selection, on 31-bit magnitude keys (float bits without the sign, NaN
+ * clamped to one key above Inf); no sort and no memory beyond the stack
+ * and the output, exact k:
+ *  - sampled (n >= 32768, k <= n / 4): a threshold from 2048 evenly
+ *    spaced values (quickselect), set for about 1.5 k keys above it; one
+ *    pass adds the gradient and lists the indices at or above it into the
+ *    output's 2 k slots; if k to 2 k were listed, the k-th key is resolved
+ *    by radix over the list alone and the list compacted in place;
+ *  - otherwise (small n, ties, a sample that missed): a radix select, up
+ *    to three histogram passes of 11, 10 and 10 bits over the values whose
+ *    higher digits match the k-th key's (stopping once its bucket is taken
+ *    whole, or, when that bucket holds at most k values, listing it and
+ *    finishing over the list), then one compaction pass.
+ * Both give the same selection: the sample only picks the path.
  */
 #ifndef KERN_CPU_TOPK_H
 #define KERN_CPU_TOPK_H
