@@ -152,8 +152,8 @@ BELLOWS_EXPORT int bellows_codec_encode(bellows_codec *codec, const float *grad,
  * BELLOWS_EINVAL for NULL pointers or unknown flags; BELLOWS_EPROTO for a
  * message shorter than its header, a wrong magic, an unknown kind, a bad
  * threshold, a top-k message with k > n, n > UINT32_MAX or indices not
- * strictly ascending and below n, or a length other than the header's n needs (truncated or
- * trailing data); BELLOWS_EVERSION for another format version;
+ * strictly ascending and below n, or a length other than the header's n needs
+ * (truncated or trailing data); BELLOWS_EVERSION for another format version;
  * BELLOWS_EMISMATCH when the message's n is not the caller's n. out is
  * untouched on failure. */
 BELLOWS_EXPORT int bellows_codec_decode(const void *msg, size_t bytes,
@@ -170,8 +170,8 @@ BELLOWS_EXPORT size_t bellows_codec_topk_message_bytes(uint64_t n, uint64_t k);
  * overlap. Allocates nothing. Returns 0; BELLOWS_EINVAL for k > n,
  * n > UINT32_MAX, or a NULL pointer where n > 0 (grad, residual) or
  * k > 0 (idx, val). Nothing is written on failure. */
-BELLOWS_EXPORT int bellows_codec_topk_encode(const float *grad,
-    float *residual, uint64_t n, uint64_t k, uint32_t *idx, float *val);
+BELLOWS_EXPORT int bellows_codec_topk_encode(const float *grad, float *residual,
+    uint64_t n, uint64_t k, uint32_t *idx, float *val);
 
 /* Stateless top-k decode of k (idx, val) pairs into out (n floats):
  * out[idx[j]] = val[j] and +0 elsewhere, or out[idx[j]] += val[j] only
