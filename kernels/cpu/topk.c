@@ -4,6 +4,9 @@
 
 #include <string.h>
 
+#include "../kernels.h"
+#include "stats.h"
+
 #define KEY_NAN 0x7f800001u /* every NaN's key: one above +-Inf's */
 
 /* The magnitude key of v: its bits without the sign, NaNs clamped. Keys
@@ -121,6 +124,33 @@ topk_short(float *res, uint64_t n, uint64_t k, uint32_t b, uint64_t need,
 	}
 }
 
+/* Lists i with key_of(res[i] + g[i]) >= L: see kern_topk_list_fn. */
+uint64_t
+kern_topk_list_scalar(const float *g, float *res, uint64_t n, uint32_t L,
+    uint8_t *idx, uint8_t *val, uint64_t k)
+{
+	uint64_t m = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		float r = res[i] + g[i];
+
+		res[i] = r;
+		if (key_of(r) >= L)
+			m = kern_topk_put(idx, val, k, m, (uint32_t)i);
+	}
+	return m;
+}
+
+uint64_t
+kern_topk_put(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m, uint32_t i)
+{
+	if (m < k)
+		memcpy(idx + 4 * m, &i, 4);
+	else if (m < 2 * k)
+		memcpy(val + 4 * (m - k), &i, 4);
+	return m + 1;
+}
+
 #define SAMPLE 2048 /* values sampled for the threshold */
 
 /* The r-th largest (from 0, r < m) of the m keys at a, by quickselect
@@ -164,8 +194,8 @@ nth_largest(uint32_t *a, uint32_t m, uint32_t r)
  * over the list only and the list filtered in place. Returns 0 (nothing
  * selected, res holds r) if the list did not fit or was short. */
 static int
-topk_sampled(const float *g, float *res, uint64_t n, uint64_t k, uint8_t *idx,
-    uint8_t *val)
+topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
+    uint64_t k, uint8_t *idx, uint8_t *val)
 {
 	uint32_t sample[SAMPLE], hist[2048], L;
 	uint64_t stride = n / SAMPLE, m = 0, need = k, eq = 0, kept = 0;
@@ -177,18 +207,7 @@ topk_sampled(const float *g, float *res, uint64_t n, uint64_t k, uint8_t *idx,
 	for (uint64_t s = 0; s < SAMPLE; s++)
 		sample[s] = key_of(res[s * stride] + g[s * stride]);
 	L = nth_largest(sample, SAMPLE, (uint32_t)rank);
-	for (uint64_t i = 0; i < n; i++) {
-		float r = res[i] + g[i];
-
-		res[i] = r;
-		if (key_of(r) >= L) {
-			if (m < k)
-				put32(idx, m, (uint32_t)i);
-			else if (m < 2 * k)
-				put32(val, m - k, (uint32_t)i);
-			m++;
-		}
-	}
+	m = list(g, res, n, L, idx, val, k);
 	if (m < k || m > 2 * k)
 		return 0;
 #define CAND(j) ((j) < k ? get32(idx, (j)) : get32(val, (j)-k))
@@ -239,6 +258,26 @@ void
 kern_topk_encode(const float *g, float *res, uint64_t n, uint64_t k,
     uint8_t *idx, uint8_t *val)
 {
+	kern_topk_encode_isa(KERN_ISA_AUTO, g, res, n, k, idx, val);
+}
+
+/* The listing pass of `isa` (supported, or KERN_ISA_AUTO). */
+static kern_topk_list_fn *
+topk_list(int isa)
+{
+	if (isa == KERN_ISA_AUTO)
+		isa = kern_cpu_isa_best();
+#ifdef KERN_HAVE_X86
+	if (isa == KERN_ISA_AVX512)
+		return kern_topk_list_avx512;
+#endif
+	return kern_topk_list_scalar;
+}
+
+void
+kern_topk_encode_isa(int isa, const float *g, float *res, uint64_t n,
+    uint64_t k, uint8_t *idx, uint8_t *val)
+{
 	static const int shift[3] = { 20, 10, 0 };
 	static const uint32_t width[3] = { 2048, 1024, 1024 };
 	uint32_t hist[2048];
@@ -260,7 +299,7 @@ kern_topk_encode(const float *g, float *res, uint64_t n, uint64_t k,
 		return;
 	}
 	if (n >= 16 * SAMPLE && k <= n / 4) {
-		if (topk_sampled(g, res, n, k, idx, val))
+		if (topk_sampled(topk_list(isa), g, res, n, k, idx, val))
 			return;
 		memset(hist, 0, sizeof(hist));
 		for (uint64_t i = 0; i < n; i++)

@@ -1,4 +1,5 @@
-/* topk - top-k selection with error feedback (scalar).
+/* topk - top-k selection with error feedback (scalar; the sampled path's
+ * listing pass also in AVX-512, topk_avx512.c, the same bit for bit).
  *
  * The kernels behind bellows/codec.h's top-k codec. Per value i,
  * r = res[i] + g[i] (float addition); the k values of largest |r| are
@@ -38,6 +39,28 @@
  * idx or val. */
 void kern_topk_encode(const float *g, float *res, uint64_t n, uint64_t k,
     uint8_t *idx, uint8_t *val);
+
+/* kern_topk_encode with the listing pass of `isa` (a kern_isa the
+ * processor supports, or KERN_ISA_AUTO); the same results on every ISA. */
+void kern_topk_encode_isa(int isa, const float *g, float *res, uint64_t n,
+    uint64_t k, uint8_t *idx, uint8_t *val);
+
+/* The sampled path's listing pass: for i < n, res[i] += g[i], and each i
+ * whose key reaches L, in ascending order, is listed by kern_topk_put
+ * (2 k slots: idx, then val); returns how many reached L (may exceed
+ * 2 k). */
+typedef uint64_t kern_topk_list_fn(const float *g, float *res, uint64_t n,
+    uint32_t L, uint8_t *idx, uint8_t *val, uint64_t k);
+
+/* Lists index i as the m-th (slot m of idx's k, then val's k; dropped
+ * beyond 2 k); returns m + 1. */
+uint64_t kern_topk_put(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m,
+    uint32_t i);
+
+kern_topk_list_fn kern_topk_list_scalar;
+#ifdef KERN_HAVE_X86
+kern_topk_list_fn kern_topk_list_avx512;
+#endif
 
 /* Returns non-zero if the k indices at idx are strictly ascending and
  * below n (what kern_topk_decode needs). */

@@ -26,7 +26,9 @@
 #include <bellows/codec.h>
 #include <bellows/error.h>
 
+#include "cpu/stats.h"
 #include "cpu/topk.h"
+#include "kernels.h"
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 
@@ -181,6 +183,55 @@ test_topk_matches_the_reference_bit_for_bit(void **state)
 				free(ridx);
 			}
 	}
+}
+
+static void
+test_topk_every_isa_matches_the_scalar_code_bit_for_bit(void **state)
+{
+	static const uint64_t sizes[] = { 32768, 32769, 65551, 100003 };
+	int isas = 0;
+
+	(void)state;
+	for (int isa = KERN_ISA_SCALAR + 1; isa <= KERN_ISA_LAST; isa++) {
+		if (!kern_cpu_isa_supported(isa))
+			continue;
+		isas++;
+		for (size_t si = 0; si < 4; si++) {
+			uint64_t n = sizes[si];
+			uint64_t ks[] = { 1, n / 100, n / 10, n / 4 };
+			size_t b = n * sizeof(float);
+
+			for (int set = 0; set < SET_COUNT; set++)
+				for (size_t ki = 0; ki < 4; ki++) {
+					uint64_t k = ks[ki];
+					float *g = malloc(b),
+					      *r1 = calloc(1, b);
+					float *r2 = calloc(1, b);
+					uint8_t *o1 = malloc(8 * k + 1);
+					uint8_t *o2 = malloc(8 * k + 1);
+
+					/* Unaligned outputs: offset 1. */
+					for (int step = 0; step < 3; step++) {
+						fill((enum set)set, g, n);
+						kern_topk_encode_isa(
+						    KERN_ISA_SCALAR, g, r1, n,
+						    k, o1, o1 + 4 * k);
+						kern_topk_encode_isa(isa, g, r2,
+						    n, k, o2 + 1,
+						    o2 + 1 + 4 * k);
+						assert_memory_equal(o1, o2 + 1,
+						    8 * k);
+						assert_memory_equal(r1, r2, b);
+					}
+					free(g);
+					free(r1);
+					free(r2);
+					free(o1);
+					free(o2);
+				}
+		}
+	}
+	print_message("top-k listing pass checked on %d vector ISA(s)\n", isas);
 }
 
 static void
@@ -376,6 +427,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_topk_matches_the_reference_bit_for_bit),
+		cmocka_unit_test(
+		    test_topk_every_isa_matches_the_scalar_code_bit_for_bit),
 		cmocka_unit_test(
 		    test_topk_residual_is_input_minus_decoded_exactly),
 		cmocka_unit_test(test_topk_message_round_trips_and_adds),
