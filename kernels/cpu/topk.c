@@ -270,6 +270,8 @@ topk_list(int isa)
 #ifdef KERN_HAVE_X86
 	if (isa == KERN_ISA_AVX512)
 		return kern_topk_list_avx512;
+	if (isa == KERN_ISA_AVX2)
+		return kern_topk_list_avx2;
 #endif
 	return kern_topk_list_scalar;
 }

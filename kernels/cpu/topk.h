@@ -1,5 +1,6 @@
 /* topk - top-k selection with error feedback (scalar; the sampled path's
- * listing pass also in AVX-512, topk_avx512.c, the same bit for bit).
+ * listing pass also in AVX2 and AVX-512, topk_avx2.c and topk_avx512.c,
+ * the same bit for bit).
  *
  * The kernels behind bellows/codec.h's top-k codec. Per value i,
  * r = res[i] + g[i] (float addition); the k values of largest |r| are
@@ -59,6 +60,7 @@ uint64_t kern_topk_put(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m,
 
 kern_topk_list_fn kern_topk_list_scalar;
 #ifdef KERN_HAVE_X86
+kern_topk_list_fn kern_topk_list_avx2;
 kern_topk_list_fn kern_topk_list_avx512;
 #endif
 
