@@ -11,11 +11,13 @@
 #include "kernels.h"
 #include "cpu/codec.h"
 #include "cpu/stats.h"
+#include "cpu/topk.h"
 
 struct bellows_codec {
 	int kind;        /* bellows_codec_kind */
 	float threshold; /* checked by codec_params_ok */
 	uint64_t n;      /* values per encode */
+	uint64_t k;      /* top-k: values sent per encode; else 0 */
 	float *residual; /* n floats, 64-byte aligned */
 };
 
@@ -121,16 +123,51 @@ bellows_codec_decode_codes(int kind, float threshold, const void *codes,
 	return 0;
 }
 
+size_t
+bellows_codec_topk_message_bytes(uint64_t n, uint64_t k)
+{
+	if (k > n || n > UINT32_MAX)
+		return 0;
+	return BELLOWS_CODEC_HEADER_BYTES + (size_t)k * 8;
+}
+
 int
-bellows_codec_new(int kind, float threshold, uint64_t n,
-    bellows_codec **ret_codec)
+bellows_codec_topk_encode(const float *grad, float *residual, uint64_t n,
+    uint64_t k, uint32_t *idx, float *val)
+{
+	if (k > n || n > UINT32_MAX)
+		return BELLOWS_EINVAL;
+	if (n > 0 && (grad == NULL || residual == NULL))
+		return BELLOWS_EINVAL;
+	if (k > 0 && (idx == NULL || val == NULL))
+		return BELLOWS_EINVAL;
+	kern_topk_encode(grad, residual, n, k, (uint8_t *)idx, (uint8_t *)val);
+	return 0;
+}
+
+int
+bellows_codec_topk_decode(const uint32_t *idx, const float *val, uint64_t k,
+    uint64_t n, float *out, int flags)
+{
+	if (k > n || n > UINT32_MAX || (flags & ~BELLOWS_CODEC_ADD))
+		return BELLOWS_EINVAL;
+	if ((n > 0 && out == NULL) || (k > 0 && (idx == NULL || val == NULL)))
+		return BELLOWS_EINVAL;
+	if (!kern_topk_valid((const uint8_t *)idx, k, n))
+		return BELLOWS_EPROTO;
+	if (n > 0)
+		kern_topk_decode((const uint8_t *)idx, (const uint8_t *)val, k,
+		    n, out, flags & BELLOWS_CODEC_ADD);
+	return 0;
+}
+
+/* Allocates a codec of n values with a zero residual. */
+static int
+codec_alloc(uint64_t n, bellows_codec **ret_codec)
 {
 	bellows_codec *c;
 	size_t bytes;
 
-	if (ret_codec == NULL || !codec_params_ok(kind, threshold) ||
-	    n > BELLOWS_CODEC_MAX_VALUES)
-		return BELLOWS_EINVAL;
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return BELLOWS_ENOMEM;
 	bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
@@ -140,9 +177,41 @@ bellows_codec_new(int kind, float threshold, uint64_t n,
 	}
 	if (bytes > 0)
 		memset(c->residual, 0, bytes);
+	c->n = n;
+	*ret_codec = c;
+	return 0;
+}
+
+int
+bellows_codec_new_topk(uint64_t n, uint64_t k, bellows_codec **ret_codec)
+{
+	bellows_codec *c;
+	int rc;
+
+	if (ret_codec == NULL || k > n || n > UINT32_MAX)
+		return BELLOWS_EINVAL;
+	if ((rc = codec_alloc(n, &c)) < 0)
+		return rc;
+	c->kind = BELLOWS_CODEC_TOPK;
+	c->k = k;
+	*ret_codec = c;
+	return 0;
+}
+
+int
+bellows_codec_new(int kind, float threshold, uint64_t n,
+    bellows_codec **ret_codec)
+{
+	bellows_codec *c;
+	int rc;
+
+	if (ret_codec == NULL || !codec_params_ok(kind, threshold) ||
+	    n > BELLOWS_CODEC_MAX_VALUES)
+		return BELLOWS_EINVAL;
+	if ((rc = codec_alloc(n, &c)) < 0)
+		return rc;
 	c->kind = kind;
 	c->threshold = threshold;
-	c->n = n;
 	*ret_codec = c;
 	return 0;
 }
@@ -187,7 +256,10 @@ bellows_codec_encode(bellows_codec *codec, const float *grad, uint64_t n,
 		return BELLOWS_EINVAL;
 	if (n != codec->n)
 		return BELLOWS_EMISMATCH;
-	need = bellows_codec_message_bytes(codec->kind, n);
+	if (codec->kind == BELLOWS_CODEC_TOPK)
+		need = bellows_codec_topk_message_bytes(n, codec->k);
+	else
+		need = bellows_codec_message_bytes(codec->kind, n);
 	if (cap < need)
 		return BELLOWS_EMSGSIZE;
 	if (overlaps(grad, (size_t)n * sizeof(float), out, need))
@@ -196,14 +268,44 @@ bellows_codec_encode(bellows_codec *codec, const float *grad, uint64_t n,
 	o[1] = 'Q';
 	o[2] = BELLOWS_CODEC_VERSION;
 	o[3] = (uint8_t)codec->kind;
+	put_le(o + 8, n, 8);
+	if (codec->kind == BELLOWS_CODEC_TOPK) {
+		/* Indices and values in host order: little-endian here. */
+		put_le(o + 4, codec->k, 4);
+		kern_topk_encode(grad, codec->residual, n, codec->k,
+		    o + BELLOWS_CODEC_HEADER_BYTES,
+		    o + BELLOWS_CODEC_HEADER_BYTES + 4 * codec->k);
+		if (ret_bytes != NULL)
+			*ret_bytes = need;
+		return 0;
+	}
 	memcpy(&tbits, &codec->threshold, 4);
 	put_le(o + 4, tbits, 4);
-	put_le(o + 8, n, 8);
 	if (n > 0)
 		codec_encode(codec->kind, codec->threshold, grad,
 		    codec->residual, n, o + BELLOWS_CODEC_HEADER_BYTES);
 	if (ret_bytes != NULL)
 		*ret_bytes = need;
+	return 0;
+}
+
+/* Decodes a top-k message whose magic and version are checked. */
+static int
+topk_decode(const uint8_t *m, size_t bytes, float *out, uint64_t n, int flags)
+{
+	uint64_t k = get_le(m + 4, 4), mn = get_le(m + 8, 8);
+	const uint8_t *idx = m + BELLOWS_CODEC_HEADER_BYTES;
+
+	if (k > mn || mn > UINT32_MAX ||
+	    bytes != bellows_codec_topk_message_bytes(mn, k))
+		return BELLOWS_EPROTO;
+	if (mn != n)
+		return BELLOWS_EMISMATCH;
+	if (!kern_topk_valid(idx, k, n))
+		return BELLOWS_EPROTO;
+	if (n > 0)
+		kern_topk_decode(idx, idx + 4 * k, k, n, out,
+		    flags & BELLOWS_CODEC_ADD);
 	return 0;
 }
 
@@ -225,6 +327,8 @@ bellows_codec_decode(const void *msg, size_t bytes, float *out, uint64_t n,
 	if (m[2] != BELLOWS_CODEC_VERSION)
 		return BELLOWS_EVERSION;
 	kind = m[3];
+	if (kind == BELLOWS_CODEC_TOPK)
+		return topk_decode(m, bytes, out, n, flags);
 	tbits = (uint32_t)get_le(m + 4, 4);
 	memcpy(&t, &tbits, 4);
 	mn = get_le(m + 8, 8);

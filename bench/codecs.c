@@ -1,4 +1,4 @@
-/* codecs - the 1-bit and 2-bit quantisers against memcpy.
+/* codecs - the 1-bit and 2-bit quantisers and top-k against memcpy.
  *
  * For gradients of 64 KiB to 256 MiB of float32 (powers of 4), on one
  * thread, for every instruction set this processor runs: memcpy of the
@@ -14,6 +14,12 @@
  * The encode's traffic is 3 B for B gradient bytes plus the codes (the
  * traffic of a 1.5 B memcpy): its bound is about 0.65 of memcpy.
  *
+ * Top-k at 1 % (k = n / 100, kernels/cpu/topk.h, one scalar kernel for
+ * every ISA): the encode with error feedback and the decode (zeroes the
+ * n values, writes the k), in GB/s of gradient values as the others. The
+ * line before the last reads
+ *   codecs: topk 1% encode GB/s (1-16 MiB, 1 thread, median): X.XX
+ *
  * The last line reads
  *   codecs: 2bit encode/memcpy (1-16 MiB, 1 thread, median): X.XX
  * the median over 1, 4 and 16 MiB of the best ISA's 2-bit e/c.
@@ -27,6 +33,7 @@
 #include "benchutil.h"
 #include "cpu/codec.h"
 #include "cpu/stats.h"
+#include "cpu/topk.h"
 #include "kernels.h"
 
 #define MIN_BYTES  (64ull << 10)  /* smallest gradient */
@@ -42,6 +49,8 @@ enum {
 	V_DEC1, /* 1-bit decode */
 	V_ENC2, /* 2-bit encode with error feedback */
 	V_DEC2, /* 2-bit decode */
+	V_TENC, /* top-k 1 % encode with error feedback */
+	V_TDEC, /* top-k 1 % decode */
 	N_VARIANTS,
 };
 
@@ -71,8 +80,16 @@ run(bench_case *c, int v)
 	case V_ENC2:
 		c->f->enc2(c->g, c->res, c->n, 0.5f, c->out);
 		break;
-	default:
+	case V_DEC2:
 		c->f->dec2(c->out, c->n, 0.5f, c->dst, 0);
+		break;
+	case V_TENC:
+		kern_topk_encode(c->g, c->res, c->n, c->n / 100, c->out,
+		    c->out + c->n / 100 * 4);
+		break;
+	default:
+		kern_topk_decode(c->out, c->out + c->n / 100 * 4, c->n / 100,
+		    c->n, c->dst, 0);
 		break;
 	}
 }
@@ -96,11 +113,11 @@ int
 main(int argc, char **argv)
 {
 	static const char *const names[N_VARIANTS] = { "memcpy", "1b-enc",
-		"1b-dec", "2b-enc", "2b-dec" };
+		"1b-dec", "2b-enc", "2b-dec", "tk-enc", "tk-dec" };
 	int reps = 5, opt, best = kern_cpu_isa_best();
 	uint64_t max = MAX_BYTES;
-	double big[MAX_SIZES];
-	int n_big = 0;
+	double big[MAX_SIZES], tk[MAX_SIZES];
+	int n_big = 0, n_tk = 0;
 	float *g, *res, *dst;
 	uint8_t *out;
 
@@ -131,8 +148,9 @@ main(int argc, char **argv)
 			g[i] = ((float)(x >> 8) / 16777216.0f - 0.5f) * 0.4f;
 		}
 	}
-	printf("1-bit and 2-bit quantisers (threshold 0.5) vs memcpy, 1 "
-	       "thread; GB/s of float32 values, medians of %d rounds\n",
+	printf(
+	    "1-bit and 2-bit quantisers (threshold 0.5) and top-k 1 %% vs "
+	    "memcpy, 1 thread; GB/s of float32 values, medians of %d rounds\n",
 	    reps);
 	for (int isa = KERN_ISA_SCALAR; isa <= KERN_ISA_LAST; isa++) {
 		const kern_codec_fns *f = kern_codec_get(isa);
@@ -174,8 +192,14 @@ main(int argc, char **argv)
 			if (isa == best && bytes >= 1ull << 20 &&
 			    bytes <= 16ull << 20 && n_big < MAX_SIZES)
 				big[n_big++] = med[V_COPY] / med[V_ENC2];
+			if (isa == best && bytes >= 1ull << 20 &&
+			    bytes <= 16ull << 20 && n_tk < MAX_SIZES)
+				tk[n_tk++] = (double)bytes / med[V_TENC] / 1e9;
 		}
 	}
+	printf("\ncodecs: topk 1%% encode GB/s (1-16 MiB, 1 thread, median): "
+	       "%.2f",
+	    n_tk > 0 ? bench_median(tk, n_tk) : 0.0);
 	printf("\ncodecs: 2bit encode/memcpy (1-16 MiB, 1 thread, median): "
 	       "%.2f\n",
 	    n_big > 0 ? bench_median(big, n_big) : 0.0);

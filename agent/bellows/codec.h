@@ -1,5 +1,5 @@
 /* codec - the gradient codecs of libbellows: 1-bit and 2-bit quantisation
- * with error feedback.
+ * and top-k selection, with error feedback.
  *
  * The quantisers are MXNet's "1bit" and "2bit", bit for bit those of
  * bellows.compress (OneBit, TwoBit): with t the threshold and r a value's
@@ -34,6 +34,21 @@
  *   bytes 8-15  n                   values, uint64 little-endian
  *   bytes 16-   packed codes        bellows_codec_codes_bytes(kind, n)
  *
+ * Top-k (BELLOWS_CODEC_TOPK): with r = residual + grad, the k values of
+ * largest |r| are sent, the others stay in the residual and the sent ones
+ * leave it (residual = +0, r minus what decodes, exactly). Order: by
+ * magnitude, NaN above +-Inf and all NaNs equal, -0 equal to +0; ties at
+ * the k-th magnitude go to the lower index. Indices are sent ascending,
+ * as uint32 (so n <= UINT32_MAX), then the values as float32. Message:
+ *
+ *   bytes 0-1   'B' 'Q'             magic
+ *   byte  2     1                   BELLOWS_CODEC_VERSION
+ *   byte  3     3                   BELLOWS_CODEC_TOPK
+ *   bytes 4-7   k                   uint32 little-endian, k <= n
+ *   bytes 8-15  n                   uint64 little-endian, n <= UINT32_MAX
+ *   bytes 16-   k indices           uint32 little-endian, ascending, < n
+ *   then        k values            IEEE binary32, little-endian
+ *
  * Residuals: a bellows_codec context is one layer's state and owns its
  * residual (n floats, allocated once by bellows_codec_new). The stateless
  * functions take a caller-owned residual instead, for callers that keep
@@ -61,6 +76,7 @@ extern "C" {
 enum bellows_codec_kind {
 	BELLOWS_CODEC_1BIT = 1, /* sign-like, threshold >= 0 */
 	BELLOWS_CODEC_2BIT = 2, /* ternary, threshold > 0 */
+	BELLOWS_CODEC_TOPK = 3, /* top-k: uint32 index + float32 value each */
 };
 
 /* Flags of the decode functions. */
@@ -82,7 +98,8 @@ typedef struct bellows_codec bellows_codec;
 BELLOWS_EXPORT size_t bellows_codec_codes_bytes(int kind, uint64_t n);
 
 /* Returns the bytes of a message of n values of `kind` (header + codes),
- * or 0 as bellows_codec_codes_bytes. Pure; any thread. */
+ * or 0 as bellows_codec_codes_bytes (and for top-k, whose size depends on
+ * k: bellows_codec_topk_message_bytes). Pure; any thread. */
 BELLOWS_EXPORT size_t bellows_codec_message_bytes(int kind, uint64_t n);
 
 /* Stateless encode with a caller-owned residual: for i < n, residual[i] +=
@@ -120,7 +137,8 @@ BELLOWS_EXPORT void bellows_codec_destroy(bellows_codec **codec);
 /* Encodes the layer's gradient grad (n floats, n as given to
  * bellows_codec_new) into a message (header + packed codes) in out, with
  * error feedback through the codec's residual; *ret_bytes (may be NULL)
- * gets the message's length, bellows_codec_message_bytes(kind, n).
+ * gets the message's length, bellows_codec_message_bytes(kind, n)
+ * (bellows_codec_topk_message_bytes(n, k) for top-k).
  * Allocates nothing. Returns 0; BELLOWS_EINVAL for a NULL codec, NULL
  * pointers with n > 0, or grad overlapping out; BELLOWS_EMISMATCH when n
  * is not the codec's; BELLOWS_EMSGSIZE when cap is too small. Nothing is
@@ -133,12 +151,45 @@ BELLOWS_EXPORT int bellows_codec_encode(bellows_codec *codec, const float *grad,
  * codec and its threshold. Allocates nothing; any thread. Returns 0;
  * BELLOWS_EINVAL for NULL pointers or unknown flags; BELLOWS_EPROTO for a
  * message shorter than its header, a wrong magic, an unknown kind, a bad
- * threshold, or a length other than the header's n needs (truncated or
- * trailing data); BELLOWS_EVERSION for another format version;
+ * threshold, a top-k message with k > n, n > UINT32_MAX or indices not
+ * strictly ascending and below n, or a length other than the header's n needs
+ * (truncated or trailing data); BELLOWS_EVERSION for another format version;
  * BELLOWS_EMISMATCH when the message's n is not the caller's n. out is
  * untouched on failure. */
 BELLOWS_EXPORT int bellows_codec_decode(const void *msg, size_t bytes,
     float *out, uint64_t n, int flags);
+
+/* Returns the bytes of a top-k message of k of n values (16 + 8 k), or 0
+ * when k > n or n > UINT32_MAX. Pure; any thread. */
+BELLOWS_EXPORT size_t bellows_codec_topk_message_bytes(uint64_t n, uint64_t k);
+
+/* Stateless top-k encode with a caller-owned residual: for i < n,
+ * residual[i] += grad[i]; the k selected values (see the header comment)
+ * go to val (k floats) and their indices, ascending, to idx (k uint32s),
+ * and their residuals become +0. grad, residual, idx and val must not
+ * overlap. Allocates nothing. Returns 0; BELLOWS_EINVAL for k > n,
+ * n > UINT32_MAX, or a NULL pointer where n > 0 (grad, residual) or
+ * k > 0 (idx, val). Nothing is written on failure. */
+BELLOWS_EXPORT int bellows_codec_topk_encode(const float *grad, float *residual,
+    uint64_t n, uint64_t k, uint32_t *idx, float *val);
+
+/* Stateless top-k decode of k (idx, val) pairs into out (n floats):
+ * out[idx[j]] = val[j] and +0 elsewhere, or out[idx[j]] += val[j] only
+ * with BELLOWS_CODEC_ADD. Allocates nothing; any thread. Returns 0;
+ * BELLOWS_EINVAL as bellows_codec_topk_encode or for unknown flags;
+ * BELLOWS_EPROTO when the indices are not strictly ascending and below n.
+ * out is untouched on failure. */
+BELLOWS_EXPORT int bellows_codec_topk_decode(const uint32_t *idx,
+    const float *val, uint64_t k, uint64_t n, float *out, int flags);
+
+/* Opens a top-k codec sending k of a layer's n values, with a zero
+ * residual (the one allocation); used through bellows_codec_encode,
+ * whose message is bellows_codec_topk_message_bytes(n, k) bytes. On
+ * success *ret_codec is the caller's, to destroy. Returns 0;
+ * BELLOWS_EINVAL for a NULL ret_codec, k > n or n > UINT32_MAX;
+ * BELLOWS_ENOMEM. */
+BELLOWS_EXPORT int bellows_codec_new_topk(uint64_t n, uint64_t k,
+    bellows_codec **ret_codec);
 
 /* Returns the codec's residual (n floats, read-only; valid until destroy),
  * or NULL for a NULL codec. */

@@ -501,6 +501,50 @@ class NativeCodecTest(unittest.TestCase):
         print(f"\n  C codecs ({lib.codec_isa().decode()}) equal to torch "
               f"in {cases} encode/decode steps")
 
+    def test_c_topk_sends_the_torch_set_and_leaves_its_residual(self):
+        """Distinct magnitudes: the C and torch top-k send the same
+        (index, value) pairs and leave the same residual bit for bit;
+        ties: the C code takes the lower indices, exactly k of them."""
+        lib = compress._codec_lib()
+        self.assertIsNotNone(lib, "libbellows has no C codecs")
+        self.assertIsNotNone(lib.codec_topk_encode)
+        cases = 0
+        for n in (1, 2, 17, 1000, 4097, 40000, 100003):
+            for k in sorted({1, max(1, n // 100), n // 3, n}):
+                if k == 0:
+                    continue
+                c, ref = compress.TopK(), compress.TopK(native=False)
+                ec = torch.zeros(n)
+                er = torch.zeros(n)
+                for step in range(3):
+                    g = torch.Generator().manual_seed(n + step)
+                    x = torch.randn(n, generator=g) * 0.4
+                    if n > 10:
+                        x[5] = float("inf")
+                        x[7] = -1e30 * (step + 1)
+                        x[9] = 1e-42  # subnormal
+                    vc, ic = c.select(ec, x.clone(), k)
+                    vr, ir = ref.select(er, x.clone(), k)
+                    what = f"n={n} k={k} step {step}"
+                    self.assertEqual(ic.numel(), k, what)
+                    self.assertTrue(bool((ic[1:] > ic[:-1]).all()),
+                                    what + ": ascending indices")
+                    order = torch.argsort(ir.long())
+                    self.assertTrue(torch.equal(ic, ir[order]),
+                                    what + ": index set")
+                    self.assertTrue(_same_bits(vc, vr[order]),
+                                    what + ": values")
+                    self.assertTrue(_same_bits(ec, er), what + ": residual")
+                    cases += 1
+        # Ties everywhere: exactly k, the lowest indices first.
+        c = compress.TopK()
+        err = torch.zeros(1000)
+        vals, idx = c.select(err, torch.full((1000,), -0.25), 10)
+        self.assertTrue(torch.equal(idx, torch.arange(10, dtype=torch.int32)))
+        self.assertTrue(bool((vals == -0.25).all()))
+        self.assertEqual(int((err == 0).sum()), 10)
+        print(f"\n  C top-k equal to torch in {cases} steps")
+
     def test_other_tensors_take_the_torch_path(self):
         q = compress.TwoBit(0.5)
         x = torch.randn(64, dtype=torch.float64)

@@ -418,6 +418,9 @@ class _Functions:
         self.codec_decode_codes = _prototype(
             lib, "bellows_codec_decode_codes", cint,
             [cint, flt, vp, sz, u64, vp, cint], required=False)
+        self.codec_topk_encode = _prototype(
+            lib, "bellows_codec_topk_encode", cint,
+            [vp, vp, u64, u64, vp, vp], required=False)
         self.codec_isa = _prototype(lib, "bellows_codec_isa",
                                     ctypes.c_char_p, [], required=False)
         self.config_size = self._config_size()

@@ -365,6 +365,39 @@ class TopK(_Base):
 
     name = "topk"
 
+    def __init__(self, native: bool = True):
+        """``native``: select with libbellows' C top-k where it applies
+        (contiguous CPU float32 gradients); False runs the torch code
+        only. Both send the same set of (index, value) pairs and leave
+        the same residual; the C code sends the indices ascending and
+        breaks ties at the k-th magnitude by the lower index, where
+        torch.topk's choice among ties is unspecified."""
+        super().__init__()
+        self.native = native
+
+    def select(self, err: torch.Tensor, grad: torch.Tensor,
+               k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Adds ``grad`` to the residual ``err``, takes the ``k`` entries
+        of largest magnitude out of it (their residual becomes 0); returns
+        their values (float32) and indices (int32)."""
+        g = grad.reshape(-1)
+        lib = _codec_lib() if self.native else None
+        if (lib is not None and lib.codec_topk_encode is not None
+                and g.dtype == torch.float32 and g.device.type == "cpu"
+                and err.device.type == "cpu" and g.is_contiguous()
+                and err.is_contiguous()):
+            vals = torch.empty(k, dtype=torch.float32)
+            idx = torch.empty(k, dtype=torch.int32)
+            if lib.codec_topk_encode(g.data_ptr(), err.data_ptr(),
+                                     g.numel(), k, idx.data_ptr(),
+                                     vals.data_ptr()) == 0:
+                return vals, idx
+        mat = err.add_(g.float())
+        _, idx = torch.topk(mat.abs(), k, sorted=False)
+        vals = mat[idx]
+        mat[idx] = 0  # what is sent leaves the residual
+        return vals, idx.to(torch.int32)
+
     @staticmethod
     def k_of(numel: int, level: float) -> int:
         """Entries kept of ``numel`` at ``level``: round(level * numel),
@@ -406,12 +439,9 @@ class TopK(_Base):
                 err = torch.zeros(numel, dtype=torch.float32,
                                   device=it.grad.device)
                 self.errors[it.layer] = err
-            mat = err.add_(it.grad.reshape(-1).float())
-            _, idx = torch.topk(mat.abs(), k, sorted=False)
-            vals = mat[idx]
-            mat[idx] = 0  # what is sent leaves the residual
+            vals, idx = self.select(err, it.grad, k)
             payload.append(vals)
-            payload.append(idx.to(torch.int32).view(torch.float32))
+            payload.append(idx.view(torch.float32))
             counts.floats_sent += 2 * k
             counts.bytes_sent += 2 * k * 4
         gathered = comm.all_gather(torch.cat(payload))

@@ -1,0 +1,384 @@
+/* topk - the scalar top-k selection with error feedback; see topk.h for
+ * the order, the tie rule and the passes. */
+#include "topk.h"
+
+#include <string.h>
+
+#include "../kernels.h"
+#include "stats.h"
+
+#define KEY_NAN 0x7f800001u /* every NaN's key: one above +-Inf's */
+
+/* The magnitude key of v: its bits without the sign, NaNs clamped. Keys
+ * compare as the magnitudes do. */
+static inline uint32_t
+key_of(float v)
+{
+	uint32_t b;
+
+	memcpy(&b, &v, 4);
+	b &= 0x7fffffffu;
+	return b > KEY_NAN ? KEY_NAN : b;
+}
+
+/* Picks the bucket of hist (nb buckets) that holds the need-th largest
+ * key; *need becomes the rank within that bucket. Returns the bucket and
+ * stores its count in *count. */
+static uint32_t
+pick(const uint32_t *hist, uint32_t nb, uint64_t *need, uint64_t *count)
+{
+	uint64_t acc = 0;
+	uint32_t b = nb - 1;
+
+	for (;; b--) {
+		if (acc + hist[b] >= *need || b == 0)
+			break;
+		acc += hist[b];
+	}
+	*need -= acc;
+	*count = hist[b];
+	return b;
+}
+
+static inline uint32_t
+get32(const uint8_t *p, uint64_t j)
+{
+	uint32_t v;
+
+	memcpy(&v, p + 4 * j, 4);
+	return v;
+}
+
+static inline void
+put32(uint8_t *p, uint64_t j, uint32_t v)
+{
+	memcpy(p + 4 * j, &v, 4);
+}
+
+/* The short path, once the k-th key's top digit b is known and its bucket
+ * holds count <= k values of which need are taken: one pass lists the
+ * indices above the bucket (k - need, into idx) and those in it (count,
+ * into val as scratch); the bucket's lower digits are then resolved over
+ * that list only, the taken ones kept in index order, and both ascending
+ * lists merged into idx from the back. Same selection as the long path. */
+static void
+topk_short(float *res, uint64_t n, uint64_t k, uint32_t b, uint64_t need,
+    uint8_t *idx, uint8_t *val)
+{
+	uint32_t hist[1024];
+	uint32_t prefix = b << 20, mask = 0x7ffu << 20;
+	uint64_t a = 0, m = 0, eq = 0, kept = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t hi = key_of(res[i]) >> 20;
+
+		if (hi > b)
+			put32(idx, a++, (uint32_t)i);
+		else if (hi == b)
+			put32(val, m++, (uint32_t)i);
+	}
+	for (int shift = 10; shift >= 0; shift -= 10) {
+		uint64_t acc = 0, cnt;
+		uint32_t d = 1023;
+
+		memset(hist, 0, sizeof(hist));
+		for (uint64_t j = 0; j < m; j++) {
+			uint32_t key = key_of(res[get32(val, j)]);
+
+			if ((key & mask) == prefix)
+				hist[(key >> shift) & 1023u]++;
+		}
+		for (;; d--) {
+			if (acc + hist[d] >= need || d == 0)
+				break;
+			acc += hist[d];
+		}
+		need -= acc;
+		cnt = hist[d];
+		prefix |= d << shift;
+		mask |= 1023u << shift;
+		if (cnt == need)
+			break;
+	}
+	for (uint64_t j = 0; j < m; j++) {
+		uint32_t ix = get32(val, j);
+		uint32_t hi = key_of(res[ix]) & mask;
+
+		if (hi > prefix || (hi == prefix && eq < need)) {
+			eq += hi == prefix;
+			put32(val, kept++, ix);
+		}
+	}
+	/* kept == k - a: merge val[0, kept) and idx[0, a) into idx[0, k). */
+	for (uint64_t w = k, p = a, q = kept; q > 0;) {
+		if (p > 0 && get32(idx, p - 1) > get32(val, q - 1))
+			put32(idx, --w, get32(idx, --p));
+		else
+			put32(idx, --w, get32(val, --q));
+	}
+	for (uint64_t j = 0; j < k; j++) {
+		uint32_t ix = get32(idx, j);
+
+		memcpy(val + 4 * j, &res[ix], 4);
+		res[ix] = 0.0f;
+	}
+}
+
+/* Lists i with key_of(res[i] + g[i]) >= L: see kern_topk_list_fn. */
+uint64_t
+kern_topk_list_scalar(const float *g, float *res, uint64_t n, uint32_t L,
+    uint8_t *idx, uint8_t *val, uint64_t k)
+{
+	uint64_t m = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		float r = res[i] + g[i];
+
+		res[i] = r;
+		if (key_of(r) >= L)
+			m = kern_topk_put(idx, val, k, m, (uint32_t)i);
+	}
+	return m;
+}
+
+uint64_t
+kern_topk_put(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m, uint32_t i)
+{
+	if (m < k)
+		memcpy(idx + 4 * m, &i, 4);
+	else if (m < 2 * k)
+		memcpy(val + 4 * (m - k), &i, 4);
+	return m + 1;
+}
+
+#define SAMPLE 2048 /* values sampled for the threshold */
+
+/* The r-th largest (from 0, r < m) of the m keys at a, by quickselect
+ * with a three-way partition (equal keys cost nothing); reorders a. */
+static uint32_t
+nth_largest(uint32_t *a, uint32_t m, uint32_t r)
+{
+	uint32_t lo = 0, hi = m; /* r is in [lo, hi) */
+
+	while (hi - lo > 1) {
+		uint32_t piv = a[lo + (hi - lo) / 2], lt = lo, i = lo, gt = hi;
+
+		/* [lo, lt) > piv, [lt, i) == piv, [gt, hi) < piv */
+		while (i < gt) {
+			uint32_t t = a[i];
+
+			if (t > piv) {
+				a[i++] = a[lt];
+				a[lt++] = t;
+			} else if (t < piv) {
+				a[i] = a[--gt];
+				a[gt] = t;
+			} else {
+				i++;
+			}
+		}
+		if (r < lt)
+			hi = lt;
+		else if (r >= gt)
+			lo = gt;
+		else
+			return piv;
+	}
+	return a[lo];
+}
+
+/* The sampled path: a threshold L from SAMPLE evenly spaced values, set so
+ * that about 1.5 k keys reach it; one pass computes r and lists the
+ * indices of keys >= L into idx and val (2 k slots). If between k and 2 k
+ * were listed, the top k are among them: the k-th key is resolved by radix
+ * over the list only and the list filtered in place. Returns 0 (nothing
+ * selected, res holds r) if the list did not fit or was short. */
+static int
+topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
+    uint64_t k, uint8_t *idx, uint8_t *val)
+{
+	uint32_t sample[SAMPLE], hist[2048], L;
+	uint64_t stride = n / SAMPLE, m = 0, need = k, eq = 0, kept = 0;
+	uint64_t rank = (3 * k * SAMPLE) / (2 * n);
+	uint32_t prefix = 0, mask = 0;
+	static const int shift[3] = { 20, 10, 0 };
+	static const uint32_t width[3] = { 2048, 1024, 1024 };
+
+	for (uint64_t s = 0; s < SAMPLE; s++)
+		sample[s] = key_of(res[s * stride] + g[s * stride]);
+	L = nth_largest(sample, SAMPLE, (uint32_t)rank);
+	m = list(g, res, n, L, idx, val, k);
+	if (m < k || m > 2 * k)
+		return 0;
+#define CAND(j) ((j) < k ? get32(idx, (j)) : get32(val, (j)-k))
+	for (int level = 0; level < 3; level++) {
+		uint64_t acc = 0, cnt;
+		uint32_t d = width[level] - 1;
+
+		memset(hist, 0, width[level] * sizeof(hist[0]));
+		for (uint64_t j = 0; j < m; j++) {
+			uint32_t key = key_of(res[CAND(j)]);
+
+			if ((key & mask) == prefix)
+				hist[(key >> shift[level]) &
+				    (width[level] - 1)]++;
+		}
+		for (;; d--) {
+			if (acc + hist[d] >= need || d == 0)
+				break;
+			acc += hist[d];
+		}
+		need -= acc;
+		cnt = hist[d];
+		prefix |= d << shift[level];
+		mask |= (width[level] - 1) << shift[level];
+		if (cnt == need)
+			break;
+	}
+	for (uint64_t j = 0; j < m; j++) {
+		uint32_t ix = CAND(j);
+		uint32_t hi = key_of(res[ix]) & mask;
+
+		if (hi > prefix || (hi == prefix && eq < need)) {
+			eq += hi == prefix;
+			put32(idx, kept++, ix);
+		}
+	}
+#undef CAND
+	for (uint64_t j = 0; j < k; j++) {
+		uint32_t ix = get32(idx, j);
+
+		memcpy(val + 4 * j, &res[ix], 4);
+		res[ix] = 0.0f;
+	}
+	return 1;
+}
+
+void
+kern_topk_encode(const float *g, float *res, uint64_t n, uint64_t k,
+    uint8_t *idx, uint8_t *val)
+{
+	kern_topk_encode_isa(KERN_ISA_AUTO, g, res, n, k, idx, val);
+}
+
+/* The listing pass of `isa` (supported, or KERN_ISA_AUTO). */
+static kern_topk_list_fn *
+topk_list(int isa)
+{
+	if (isa == KERN_ISA_AUTO)
+		isa = kern_cpu_isa_best();
+#ifdef KERN_HAVE_X86
+	if (isa == KERN_ISA_AVX512)
+		return kern_topk_list_avx512;
+	if (isa == KERN_ISA_AVX2)
+		return kern_topk_list_avx2;
+#endif
+	return kern_topk_list_scalar;
+}
+
+void
+kern_topk_encode_isa(int isa, const float *g, float *res, uint64_t n,
+    uint64_t k, uint8_t *idx, uint8_t *val)
+{
+	static const int shift[3] = { 20, 10, 0 };
+	static const uint32_t width[3] = { 2048, 1024, 1024 };
+	uint32_t hist[2048];
+	uint32_t prefix = 0, mask = 0;
+	uint64_t need = k, count = 0, eq = 0, j = 0;
+
+	if (k == 0 || k >= n) {
+		for (uint64_t i = 0; i < n; i++)
+			res[i] = res[i] + g[i];
+		if (k == 0)
+			return;
+		for (uint64_t i = 0; i < n; i++) {
+			uint32_t ix = (uint32_t)i;
+
+			memcpy(idx + 4 * i, &ix, 4);
+			memcpy(val + 4 * i, &res[i], 4);
+			res[i] = 0.0f;
+		}
+		return;
+	}
+	if (n >= 16 * SAMPLE && k <= n / 4) {
+		if (topk_sampled(topk_list(isa), g, res, n, k, idx, val))
+			return;
+		memset(hist, 0, sizeof(hist));
+		for (uint64_t i = 0; i < n; i++)
+			hist[key_of(res[i]) >> 20]++;
+	} else {
+		memset(hist, 0, sizeof(hist));
+		for (uint64_t i = 0; i < n; i++) {
+			float r = res[i] + g[i];
+
+			res[i] = r;
+			hist[key_of(r) >> 20]++;
+		}
+	}
+	for (int level = 0;; level++) {
+		uint32_t b = pick(hist, width[level], &need, &count);
+
+		if (level == 0 && count != need && count <= k) {
+			topk_short(res, n, k, b, need, idx, val);
+			return;
+		}
+		prefix |= b << shift[level];
+		mask |= (width[level] - 1) << shift[level];
+		if (count == need || level == 2)
+			break;
+		memset(hist, 0, width[level + 1] * sizeof(hist[0]));
+		for (uint64_t i = 0; i < n; i++) {
+			uint32_t key = key_of(res[i]);
+
+			if ((key & mask) == prefix)
+				hist[(key >> shift[level + 1]) & 1023u]++;
+		}
+	}
+	/* Taken: every key whose determined high bits exceed prefix, and the
+	 * first `need` (by index) of those equal to it. */
+	for (uint64_t i = 0; i < n && j < k; i++) {
+		uint32_t hi = key_of(res[i]) & mask;
+
+		if (hi > prefix || (hi == prefix && eq < need)) {
+			uint32_t ix = (uint32_t)i;
+
+			eq += hi == prefix;
+			memcpy(idx + 4 * j, &ix, 4);
+			memcpy(val + 4 * j, &res[i], 4);
+			res[i] = 0.0f;
+			j++;
+		}
+	}
+}
+
+int
+kern_topk_valid(const uint8_t *idx, uint64_t k, uint64_t n)
+{
+	uint64_t next = 0; /* the smallest index allowed next */
+
+	for (uint64_t j = 0; j < k; j++) {
+		uint32_t ix;
+
+		memcpy(&ix, idx + 4 * j, 4);
+		if (ix < next || ix >= n)
+			return 0;
+		next = (uint64_t)ix + 1;
+	}
+	return 1;
+}
+
+void
+kern_topk_decode(const uint8_t *idx, const uint8_t *val, uint64_t k, uint64_t n,
+    float *out, int add)
+{
+	if (!add)
+		memset(out, 0, n * sizeof(float));
+	for (uint64_t j = 0; j < k; j++) {
+		uint32_t ix;
+		float v;
+
+		memcpy(&ix, idx + 4 * j, 4);
+		memcpy(&v, val + 4 * j, 4);
+		out[ix] = add ? out[ix] + v : v;
+	}
+}

@@ -1,0 +1,78 @@
+/* topk - top-k selection with error feedback (scalar; the sampled path's
+ * listing pass also in AVX2 and AVX-512, topk_avx2.c and topk_avx512.c,
+ * the same bit for bit).
+ *
+ * The kernels behind bellows/codec.h's top-k codec. Per value i,
+ * r = res[i] + g[i] (float addition); the k values of largest |r| are
+ * selected, the others stay in the residual (res[i] = r), the selected
+ * ones leave it (res[i] = +0: r minus what decodes, r, exactly).
+ *
+ * Order: by magnitude, every NaN above +-Inf and all NaNs equal (torch's
+ * topk also ranks NaN highest); -0 and +0 are equal. Ties at the k-th
+ * magnitude are broken by index, lower index first, so the selection is a
+ * function of the data alone. The selected values are written in
+ * ascending index order.
+ *
+ * Selection, on 31-bit magnitude keys (float bits without the sign, NaN
+ * clamped to one key above Inf); no sort and no memory beyond the stack
+ * and the output, exact k:
+ *  - sampled (n >= 32768, k <= n / 4): a threshold from 2048 evenly
+ *    spaced values (quickselect), set for about 1.5 k keys above it; one
+ *    pass adds the gradient and lists the indices at or above it into the
+ *    output's 2 k slots; if k to 2 k were listed, the k-th key is resolved
+ *    by radix over the list alone and the list compacted in place;
+ *  - otherwise (small n, ties, a sample that missed): a radix select, up
+ *    to three histogram passes of 11, 10 and 10 bits over the values whose
+ *    higher digits match the k-th key's (stopping once its bucket is taken
+ *    whole, or, when that bucket holds at most k values, listing it and
+ *    finishing over the list), then one compaction pass.
+ * Both give the same selection: the sample only picks the path.
+ */
+#ifndef KERN_CPU_TOPK_H
+#define KERN_CPU_TOPK_H
+
+#include <stdint.h>
+
+/* Encodes n values (n <= UINT32_MAX, k <= n): res[i] += g[i], selects k as
+ * above, writes their indices (uint32, ascending) to idx and their values
+ * (float32) to val, both host order, 4 bytes each, no alignment needed;
+ * the selected residuals become +0. g and res do not overlap each other,
+ * idx or val. */
+void kern_topk_encode(const float *g, float *res, uint64_t n, uint64_t k,
+    uint8_t *idx, uint8_t *val);
+
+/* kern_topk_encode with the listing pass of `isa` (a kern_isa the
+ * processor supports, or KERN_ISA_AUTO); the same results on every ISA. */
+void kern_topk_encode_isa(int isa, const float *g, float *res, uint64_t n,
+    uint64_t k, uint8_t *idx, uint8_t *val);
+
+/* The sampled path's listing pass: for i < n, res[i] += g[i], and each i
+ * whose key reaches L, in ascending order, is listed by kern_topk_put
+ * (2 k slots: idx, then val); returns how many reached L (may exceed
+ * 2 k). */
+typedef uint64_t kern_topk_list_fn(const float *g, float *res, uint64_t n,
+    uint32_t L, uint8_t *idx, uint8_t *val, uint64_t k);
+
+/* Lists index i as the m-th (slot m of idx's k, then val's k; dropped
+ * beyond 2 k); returns m + 1. */
+uint64_t kern_topk_put(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m,
+    uint32_t i);
+
+kern_topk_list_fn kern_topk_list_scalar;
+#ifdef KERN_HAVE_X86
+kern_topk_list_fn kern_topk_list_avx2;
+kern_topk_list_fn kern_topk_list_avx512;
+#endif
+
+/* Returns non-zero if the k indices at idx are strictly ascending and
+ * below n (what kern_topk_decode needs). */
+int kern_topk_valid(const uint8_t *idx, uint64_t k, uint64_t n);
+
+/* Decodes k (index, value) pairs into out (n floats): out[i] = value for
+ * the listed i and +0 elsewhere, or, when add is non-zero, out[i] =
+ * out[i] + value for the listed i only. idx must be valid
+ * (kern_topk_valid). */
+void kern_topk_decode(const uint8_t *idx, const uint8_t *val, uint64_t k,
+    uint64_t n, float *out, int add);
+
+#endif /* KERN_CPU_TOPK_H */

@@ -1,0 +1,441 @@
+/* test_topk - top-k selection with error feedback.
+ *
+ * The kernel against a reference written here from the rule of
+ * kernels/cpu/topk.h (a full sort by magnitude, NaN highest and all NaNs
+ * equal, ties to the lower index): same indices, same values and same
+ * residual bit for bit, over several error-feedback steps, on random and
+ * adversarial data (sizes 0, 1, odd, 2^k +- 1; k = 0, 1, 1 %, n - 1, n;
+ * all values equal, few distinct magnitudes of both signs, zeros of both
+ * signs, NaN and infinities, huge, tiny and subnormal values). Then the
+ * public API (bellows/codec.h): exactly k values sent, the residual is the
+ * input minus the decoded value exactly, messages round-trip, and
+ * corrupted or truncated messages are refused with an error, never read
+ * beyond their end (run under ASan).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bellows/codec.h>
+#include <bellows/error.h>
+
+#include "cpu/stats.h"
+#include "cpu/topk.h"
+#include "kernels.h"
+
+static uint64_t rng_state = 0x243f6a8885a308d3ull;
+
+static uint64_t
+rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+/* Uniform in [-1, 1). */
+static float
+unif(void)
+{
+	return (float)((double)(rng() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+enum set {
+	SET_RANDOM,  /* uniform in [-1, 1) */
+	SET_EQUAL,   /* every value 0.25 */
+	SET_FEW,     /* +-1, +-2, +-3: ties everywhere */
+	SET_ZEROS,   /* +0 and -0 */
+	SET_SPECIAL, /* NaN, +-Inf, huge, subnormal among random */
+	SET_TINY,    /* subnormal only */
+	SET_COUNT,
+};
+
+static void
+fill(enum set s, float *g, uint64_t n)
+{
+	static const float special[] = { NAN, INFINITY, -INFINITY, 3e38f,
+		-3e38f, 1e-45f, -1e-45f, 1e-40f, 0.0f, -0.0f };
+
+	for (uint64_t i = 0; i < n; i++) {
+		switch (s) {
+		case SET_EQUAL:
+			g[i] = 0.25f;
+			break;
+		case SET_FEW:
+			g[i] = (float)(1 + rng() % 3) *
+			    (rng() % 2 ? 1.0f : -1.0f);
+			break;
+		case SET_ZEROS:
+			g[i] = rng() % 2 ? 0.0f : -0.0f;
+			break;
+		case SET_SPECIAL:
+			g[i] = rng() % 4 == 0 ? special[rng() % 10] : unif();
+			break;
+		case SET_TINY:
+			g[i] = (float)(rng() % 50) * 1e-45f;
+			break;
+		default:
+			g[i] = unif();
+		}
+	}
+}
+
+/* The reference's order: magnitude key descending, then index ascending. */
+static const float *ref_r;
+
+static uint32_t
+ref_key(float v)
+{
+	uint32_t b;
+
+	if (isnan(v))
+		return 0x7f800001u;
+	memcpy(&b, &v, 4);
+	return b & 0x7fffffffu;
+}
+
+static int
+ref_cmp(const void *a, const void *b)
+{
+	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+	uint32_t ki = ref_key(ref_r[i]), kj = ref_key(ref_r[j]);
+
+	if (ki != kj)
+		return ki > kj ? -1 : 1;
+	return i < j ? -1 : i > j;
+}
+
+static int
+u32_cmp(const void *a, const void *b)
+{
+	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+
+	return i < j ? -1 : i > j;
+}
+
+/* The reference: a full sort, the first k, put back in index order. */
+static void
+ref_encode(const float *g, float *res, uint64_t n, uint64_t k, uint32_t *idx,
+    float *val)
+{
+	uint32_t *order = malloc((n + 1) * sizeof(*order));
+
+	for (uint64_t i = 0; i < n; i++) {
+		res[i] = res[i] + g[i];
+		order[i] = (uint32_t)i;
+	}
+	ref_r = res;
+	qsort(order, n, sizeof(*order), ref_cmp);
+	qsort(order, k, sizeof(*order), u32_cmp);
+	for (uint64_t j = 0; j < k; j++) {
+		idx[j] = order[j];
+		val[j] = res[order[j]];
+		res[order[j]] = 0.0f;
+	}
+	free(order);
+}
+
+static void
+test_topk_matches_the_reference_bit_for_bit(void **state)
+{
+	static const uint64_t sizes[] = { 0, 1, 2, 7, 31, 33, 100, 1023, 1025,
+		4097, 65537 };
+
+	(void)state;
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		uint64_t n = sizes[si];
+		uint64_t ks[] = { 0, 1, n / 100, n / 2, n > 0 ? n - 1 : 0, n };
+
+		for (int s = 0; s < SET_COUNT; s++)
+			for (size_t ki = 0; ki < 6; ki++) {
+				uint64_t k = ks[ki] > n ? n : ks[ki];
+				size_t b = (n + 1) * sizeof(float);
+				float *g = malloc(b), *res = calloc(1, b);
+				float *rres = calloc(1, b), *val = malloc(b);
+				float *rval = malloc(b);
+				uint32_t *idx = malloc(b), *ridx = malloc(b);
+
+				for (int step = 0; step < 3; step++) {
+					fill((enum set)s, g, n);
+					assert_int_equal(
+					    bellows_codec_topk_encode(g, res, n,
+						k, idx, val),
+					    0);
+					ref_encode(g, rres, n, k, ridx, rval);
+					assert_memory_equal(idx, ridx, k * 4);
+					assert_memory_equal(val, rval, k * 4);
+					assert_memory_equal(res, rres, n * 4);
+				}
+				free(g);
+				free(res);
+				free(rres);
+				free(val);
+				free(rval);
+				free(idx);
+				free(ridx);
+			}
+	}
+}
+
+static void
+test_topk_every_isa_matches_the_scalar_code_bit_for_bit(void **state)
+{
+	static const uint64_t sizes[] = { 32768, 32769, 65551, 100003 };
+	int isas = 0;
+
+	(void)state;
+	for (int isa = KERN_ISA_SCALAR + 1; isa <= KERN_ISA_LAST; isa++) {
+		if (!kern_cpu_isa_supported(isa))
+			continue;
+		isas++;
+		for (size_t si = 0; si < 4; si++) {
+			uint64_t n = sizes[si];
+			uint64_t ks[] = { 1, n / 100, n / 10, n / 4 };
+			size_t b = n * sizeof(float);
+
+			for (int set = 0; set < SET_COUNT; set++)
+				for (size_t ki = 0; ki < 4; ki++) {
+					uint64_t k = ks[ki];
+					float *g = malloc(b),
+					      *r1 = calloc(1, b);
+					float *r2 = calloc(1, b);
+					uint8_t *o1 = malloc(8 * k + 1);
+					uint8_t *o2 = malloc(8 * k + 1);
+
+					/* Unaligned outputs: offset 1. */
+					for (int step = 0; step < 3; step++) {
+						fill((enum set)set, g, n);
+						kern_topk_encode_isa(
+						    KERN_ISA_SCALAR, g, r1, n,
+						    k, o1, o1 + 4 * k);
+						kern_topk_encode_isa(isa, g, r2,
+						    n, k, o2 + 1,
+						    o2 + 1 + 4 * k);
+						assert_memory_equal(o1, o2 + 1,
+						    8 * k);
+						assert_memory_equal(r1, r2, b);
+					}
+					free(g);
+					free(r1);
+					free(r2);
+					free(o1);
+					free(o2);
+				}
+		}
+	}
+	print_message("top-k listing pass checked on %d vector ISA(s)\n", isas);
+}
+
+static void
+test_topk_residual_is_input_minus_decoded_exactly(void **state)
+{
+	enum {
+		N = 10007,
+		K = 100
+	};
+	float *g = malloc(N * 4), *res = calloc(N, 4), *old = malloc(N * 4);
+	float *out = malloc(N * 4), val[K];
+	uint32_t idx[K];
+
+	(void)state;
+	for (int step = 0; step < 5; step++) {
+		fill(SET_RANDOM, g, N);
+		memcpy(old, res, N * 4);
+		assert_int_equal(bellows_codec_topk_encode(g, res, N, K, idx,
+				     val),
+		    0);
+		assert_int_equal(bellows_codec_topk_decode(idx, val, K, N, out,
+				     0),
+		    0);
+		for (uint64_t i = 0; i < N; i++) {
+			float want = (old[i] + g[i]) - out[i];
+
+			assert_memory_equal(&res[i], &want, 4);
+		}
+		/* Exactly K sent, and none left above what was sent. */
+		{
+			float lo = INFINITY, hi = 0.0f;
+
+			for (int j = 0; j < K; j++)
+				lo = fminf(lo, fabsf(val[j]));
+			for (uint64_t i = 0; i < N; i++)
+				hi = fmaxf(hi, fabsf(res[i]));
+			assert_true(hi <= lo);
+		}
+	}
+	free(g);
+	free(res);
+	free(old);
+	free(out);
+}
+
+static void
+test_topk_message_round_trips_and_adds(void **state)
+{
+	enum {
+		N = 513,
+		K = 17
+	};
+	float g[N], out[N], acc[N], val[K], res[N] = { 0 };
+	uint32_t idx[K];
+	bellows_codec *c = NULL;
+	size_t len = bellows_codec_topk_message_bytes(N, K), got = 0;
+	uint8_t *msg = malloc(len);
+
+	(void)state;
+	assert_int_equal(len, 16 + 8 * K);
+	fill(SET_FEW, g, N);
+	assert_int_equal(bellows_codec_new_topk(N, K, &c), 0);
+	assert_int_equal(bellows_codec_encode(c, g, N, msg, len, &got), 0);
+	assert_int_equal(got, len);
+	assert_int_equal(bellows_codec_topk_encode(g, res, N, K, idx, val), 0);
+	assert_memory_equal(bellows_codec_residual(c), res, sizeof(res));
+	assert_int_equal(msg[3], BELLOWS_CODEC_TOPK);
+	assert_memory_equal(msg + 16, idx, sizeof(idx));
+	assert_memory_equal(msg + 16 + 4 * K, val, sizeof(val));
+	assert_int_equal(bellows_codec_decode(msg, len, out, N, 0), 0);
+	for (int i = 0; i < N; i++)
+		acc[i] = 1.0f;
+	assert_int_equal(bellows_codec_decode(msg, len, acc, N,
+			     BELLOWS_CODEC_ADD),
+	    0);
+	for (int i = 0; i < N; i++)
+		assert_true(acc[i] == 1.0f + out[i]);
+	assert_int_equal(bellows_codec_encode(c, g, N, msg, len - 1, NULL),
+	    BELLOWS_EMSGSIZE);
+	bellows_codec_destroy(&c);
+	assert_null(c);
+	free(msg);
+}
+
+static void
+test_topk_refuses_bad_arguments(void **state)
+{
+	float g[4] = { 1, 2, 3, 4 }, res[4] = { 0 }, val[4], out[4] = { 7 };
+	uint32_t idx[4] = { 0, 2, 2, 3 };
+	bellows_codec *c = NULL;
+
+	(void)state;
+	assert_int_equal(bellows_codec_new_topk(4, 5, &c), BELLOWS_EINVAL);
+	assert_int_equal(bellows_codec_new_topk((uint64_t)UINT32_MAX + 1, 1,
+			     &c),
+	    BELLOWS_EINVAL);
+	assert_null(c);
+	assert_int_equal(bellows_codec_topk_encode(g, res, 4, 5, idx, val),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_codec_topk_encode(g, res, 4, 2, NULL, val),
+	    BELLOWS_EINVAL);
+	assert_true(res[0] == 0.0f); /* nothing written on failure */
+	assert_int_equal(bellows_codec_topk_decode(idx, val, 3, 4, out, 0),
+	    BELLOWS_EPROTO); /* 2 twice */
+	idx[1] = 4;
+	assert_int_equal(bellows_codec_topk_decode(idx, val, 2, 4, out, 0),
+	    BELLOWS_EPROTO); /* out of range */
+	idx[1] = 1;
+	assert_int_equal(bellows_codec_topk_decode(idx, val, 2, 4, out, 4),
+	    BELLOWS_EINVAL);
+	assert_true(out[0] == 7.0f); /* out untouched on failure */
+	assert_int_equal(bellows_codec_topk_message_bytes(3, 4), 0);
+	assert_int_equal(bellows_codec_message_bytes(BELLOWS_CODEC_TOPK, 4), 0);
+	assert_int_equal(bellows_codec_topk_encode(NULL, NULL, 0, 0, NULL,
+			     NULL),
+	    0);
+}
+
+static void
+test_topk_decode_refuses_corrupted_or_truncated_messages(void **state)
+{
+	enum {
+		N = 300,
+		K = 9
+	};
+	float g[N], out[N];
+	bellows_codec *c = NULL;
+	size_t len = bellows_codec_topk_message_bytes(N, K);
+	uint8_t *msg = malloc(len);
+
+	(void)state;
+	fill(SET_RANDOM, g, N);
+	assert_int_equal(bellows_codec_new_topk(N, K, &c), 0);
+	assert_int_equal(bellows_codec_encode(c, g, N, msg, len, NULL), 0);
+	for (size_t cut = 0; cut < len; cut++) {
+		uint8_t *p = malloc(cut > 0 ? cut : 1);
+
+		memcpy(p, msg, cut);
+		assert_int_equal(bellows_codec_decode(p, cut, out, N, 0),
+		    BELLOWS_EPROTO);
+		free(p);
+	}
+	{
+		uint8_t *p = malloc(len + 1);
+
+		memcpy(p, msg, len);
+		p[len] = 0;
+		assert_int_equal(bellows_codec_decode(p, len + 1, out, N, 0),
+		    BELLOWS_EPROTO); /* trailing byte */
+		free(p);
+	}
+	msg[2] = 9;
+	assert_int_equal(bellows_codec_decode(msg, len, out, N, 0),
+	    BELLOWS_EVERSION);
+	msg[2] = BELLOWS_CODEC_VERSION;
+	msg[4] = (N + 1) & 0xff; /* k > n */
+	msg[5] = (N + 1) >> 8;
+	assert_int_equal(bellows_codec_decode(msg, len, out, N, 0),
+	    BELLOWS_EPROTO);
+	msg[4] = K;
+	msg[5] = 0;
+	memcpy(msg + 16, msg + 20, 4); /* an index twice */
+	assert_int_equal(bellows_codec_decode(msg, len, out, N, 0),
+	    BELLOWS_EPROTO);
+	assert_int_equal(bellows_codec_encode(c, g, N, msg, len, NULL), 0);
+	msg[16 + 4 * (K - 1) + 1] = 0xff; /* the last index beyond n */
+	assert_int_equal(bellows_codec_decode(msg, len, out, N, 0),
+	    BELLOWS_EPROTO);
+	assert_int_equal(bellows_codec_encode(c, g, N, msg, len, NULL), 0);
+	assert_int_equal(bellows_codec_decode(msg, len, out, N - 1, 0),
+	    BELLOWS_EMISMATCH);
+	assert_int_equal(bellows_codec_decode(msg, len, out, N, 0), 0);
+	/* Random corruption of header and indices: an error or a decode,
+	 * never a crash or a write out of bounds (ASan). */
+	for (int t = 0; t < 20000; t++) {
+		uint8_t *p = malloc(len);
+		int rc;
+
+		memcpy(p, msg, len);
+		for (int f = 0; f < 1 + (int)(rng() % 3); f++)
+			p[rng() % (16 + 4 * K)] ^= (uint8_t)(1u << (rng() % 8));
+		rc = bellows_codec_decode(p, len, out, N, (int)(rng() % 2));
+		assert_true(rc == 0 || rc == BELLOWS_EPROTO ||
+		    rc == BELLOWS_EVERSION || rc == BELLOWS_EMISMATCH);
+		free(p);
+	}
+	bellows_codec_destroy(&c);
+	free(msg);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_topk_matches_the_reference_bit_for_bit),
+		cmocka_unit_test(
+		    test_topk_every_isa_matches_the_scalar_code_bit_for_bit),
+		cmocka_unit_test(
+		    test_topk_residual_is_input_minus_decoded_exactly),
+		cmocka_unit_test(test_topk_message_round_trips_and_adds),
+		cmocka_unit_test(test_topk_refuses_bad_arguments),
+		cmocka_unit_test(
+		    test_topk_decode_refuses_corrupted_or_truncated_messages),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
