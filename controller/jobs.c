@@ -1070,19 +1070,33 @@ job_joined_alive(const job *j)
 /* Tells a Hello of job j apart (docs/protocol.md, "Runs"). Two launch
  * identities that differ are two launches; the new one waits until no
  * rank of the run is alive, those expected back after a restart of the
- * daemon included (rank_timeout_ms bounds the wait). Without two
- * identities to compare (an older agent, or a launcher that reuses
- * one), a process starting afresh (it applies no decision yet) behind
- * the job, when no rank of the run is there, is a new launch too; with
- * ranks there it is one of them joining late or restarted alone. */
+ * daemon included (rank_timeout_ms bounds the wait). The same identity
+ * after the run ended cleanly, or from a rank the run has not seen, is
+ * a rank of it joining late. Otherwise
+ * (no two identities to compare, or a launcher that reuses one after a
+ * failure), a process starting afresh (it applies no decision yet)
+ * behind the job, when no rank of the run is there, is a new launch
+ * too; with ranks there it is one of them joining late or restarted
+ * alone. */
 static job_launch
 job_launch_of(const job *j, const com_hello *h)
 {
 	const char *id = hello_run_id(h);
+	/* A Hello of another launch may have another world. */
+	const job_rank *rk = h->rank < j->world ? &j->ranks[h->rank] : NULL;
 
-	if (id[0] != '\0' && j->run_key[0] != '\0' &&
-	    strcmp(id, j->run_key) != 0)
+	bool named = id[0] != '\0' && j->run_key[0] != '\0';
+
+	if (named && strcmp(id, j->run_key) != 0)
 		return j->alive > 0 ? JOB_LAUNCH_BUSY : JOB_LAUNCH_NEW;
+	/* The same launch after a clean end, or a rank of it the run has
+	 * not seen yet: a straggler (ranks that never meet in a collective
+	 * may finish apart), not a restart, which follows a failure of
+	 * ranks that had joined. */
+	if (named && !h->resume &&
+	    (j->ended ||
+		(rk != NULL && !rk->joined && !rk->left && rk->reports == 0)))
+		return JOB_LAUNCH_SAME;
 	if (h->in_force.seq == 0 && h->last_window < j->next_window &&
 	    job_joined_alive(j) == 0)
 		return JOB_LAUNCH_NEW;

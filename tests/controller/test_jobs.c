@@ -1386,6 +1386,25 @@ test_jobs_a_new_launch_after_the_run_ended_starts_a_new_run(void **state)
 }
 
 static void
+test_jobs_a_late_rank_of_the_launch_that_ended_rejoins_its_run(void **state)
+{
+	fixture *f = *state;
+
+	/* Rank 0 of launch "one" runs alone to its end (its ranks never
+	 * meet in a collective); rank 1 of the same launch comes late. */
+	assert_int_equal(join_launch(f, "A", 0, 0, 0, "one", false, 0), 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 0, 10), 0);
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 0, 10), 0);
+	assert_int_equal(bye(f, "A", "job", 0, 20), 0);
+	assert_int_equal(n_decisions(f), 3);
+	assert_int_equal(join_launch(f, "B", 1, 0, 0, "one", false, 30), 0);
+	/* The same run: its decisions, no new seq 1. */
+	assert_int_equal(f->reply.u.welcome.n_decisions, 3);
+	assert_int_equal(n_decisions(f), 3);
+	assert_int_equal(events_of(f, "run_started", 40, NULL, 0), 0);
+}
+
+static void
 test_jobs_a_new_launch_waits_until_the_runs_ranks_are_gone(void **state)
 {
 	fixture *f = *state;
@@ -1953,6 +1972,7 @@ main(void)
 		T(test_jobs_refuses_a_hello_for_a_rank_outside_its_world),
 		T(test_jobs_forgets_a_job_idle_for_job_idle_ms),
 		T(test_jobs_a_new_launch_after_the_run_ended_starts_a_new_run),
+		T(test_jobs_a_late_rank_of_the_launch_that_ended_rejoins_its_run),
 		T(test_jobs_a_new_launch_waits_until_the_runs_ranks_are_gone),
 		T(test_jobs_without_launch_identities_a_fresh_rank_behind_is_a_new_run),
 		T(test_jobs_a_resume_rewinds_the_run_and_reissues_its_decisions),

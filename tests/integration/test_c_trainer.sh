@@ -6,6 +6,9 @@
 
 TRAINER="$BUILD/examples/c/trainer"
 start_daemon
+# One launch: both ranks carry its identity, as a launcher's would give
+# them (the two never meet in a collective, so one may finish first).
+export BELLOWS_RUN_ID="ctrain-$$"
 "$TRAINER" "$CTL" "$PUB" ctrain 0 2 200 >"$TMP/r0.out" 2>"$TMP/r0.err" &
 R0=$!
 "$TRAINER" "$CTL" "$PUB" ctrain 1 2 200 >"$TMP/r1.out" 2>"$TMP/r1.err" ||
