@@ -2213,6 +2213,18 @@ static void jobs_recover_end(void *arg, void *ctx, uint64_t n_windows);
 static int jobs_recover_run(void *arg, const ctl_store_run *run,
     void **ret_ctx);
 
+/* Why a resume of run j with Hello h's table is refused. */
+static void
+jobs_resume_mismatch(const job *j, const com_hello *h, char *why,
+    size_t why_len)
+{
+	jobs_why(why, why_len,
+	    "resume of job '%s' run %" PRId64
+	    " with another world or layer table than the run's (world %u, "
+	    "%u layers)",
+	    h->job, j->run_id, j->world, j->n_layers);
+}
+
 /* A launch resumes job *jp (NULL: one not in the table) at window
  * h->last_window, step h->step: the run is read back from the history
  * up to there (the policies replay its windows), replaces *jp in the
@@ -2243,11 +2255,7 @@ job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 
 	if (old != NULL &&
 	    (old->world != h->world || !jobs_same_table(old, h))) {
-		jobs_why(why, why_len,
-		    "resume of job '%s' run %" PRId64
-		    " with another world or layer table than the run's "
-		    "(world %u, %u layers)",
-		    h->job, old->run_id, old->world, old->n_layers);
+		jobs_resume_mismatch(old, h, why, why_len);
 		return BELLOWS_EMISMATCH;
 	}
 	if (old != NULL && old->resumed_ms != 0 &&
@@ -2294,11 +2302,7 @@ job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 		j = old;
 		job_rewind_in_memory(jobs, j, h->last_window);
 	} else if (j->world != h->world || !jobs_same_table(j, h)) {
-		jobs_why(why, why_len,
-		    "resume of job '%s' run %" PRId64
-		    " with another world or layer table than the run's "
-		    "(world %u, %u layers)",
-		    h->job, j->run_id, j->world, j->n_layers);
+		jobs_resume_mismatch(j, h, why, why_len);
 		job_destroy(&j);
 		return BELLOWS_EMISMATCH;
 	} else {
