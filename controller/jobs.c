@@ -27,7 +27,7 @@
  *   emptied and refilled with the decisions in force there, so apply
  *   steps again never decrease from there on.
  */
-#include "jobs.h"
+#include "jobs_int.h"
 
 #include "clock.h"
 #include "codec.h"
@@ -46,106 +46,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define JOBS_LOG               32   /* decisions kept per job */
-#define JOBS_LATENCY_N         1024 /* decision latencies kept for STATUS */
-#define JOBS_TELEMETRY_METRICS 4096 /* metrics one Telemetry carries */
-#define JOBS_OPEN              8    /* windows aggregated at once per job */
-#define JOBS_WELCOME_MAX       64 /* decisions sent in a welcome or snapshot */
-#define JOBS_KEY_SHOWN         64 /* bytes of a launch identity in events */
-#define JOBS_TAKEN             64 /* last windows a rank's reports are known */
-#define JOBS_FRESH_MS                                                          \
-	1000 /* a rank welcomed this recently also gets                        \
-	      * decisions sent directly */
-
-typedef struct job_rank {
-	bool joined;                /* has said hello and not bye */
-	bool alive;                 /* heard within rank_timeout_ms */
-	uint8_t peer[CTL_PEER_MAX]; /* routing id holding the rank */
-	uint8_t peer_len;           /* bytes in peer */
-	uint64_t incarnation;       /* agent process holding it */
-	uint64_t last_seen_ms;      /* monotonic */
-	uint64_t step;              /* last step heard */
-	uint64_t seq_in_force;      /* decision it applies */
-	uint64_t reports;           /* reports accepted */
-	uint32_t rejoins;           /* hellos after the first */
-	uint64_t first_window;      /* first window it reports since joining:
-				     * earlier ones close without it */
-	bool left;                  /* said Bye and has not joined since */
-	uint64_t welcomed_ms;       /* monotonic, when its hello was taken */
-	bool resuming;              /* its hello carried a decision it
-				     * applies: it ran before this hello
-				     * (under another daemon instance) */
-	uint64_t taken_top;         /* highest window whose report was
-				     * taken from this incarnation, +1 */
-	uint64_t taken_mask;        /* bit i: the report of window
-				     * taken_top - 1 - i was taken */
-	char *client;               /* authenticated client holding it, NULL
-				     * without security */
-} job_rank;
-
-typedef struct job {
-	char *name;                       /* job name */
-	char *run_key;                    /* launch identity of its run, "" =
-					   * unknown (an older agent) */
-	char refused_key[JOBS_KEY_SHOWN]; /* the launch last refused while the
-					   * run was alive: one event per
-					   * launch, not per retried Hello */
-	uint32_t world;                   /* ranks */
-	uint32_t n_layers;                /* entries in layers */
-	com_layer_info *layers;           /* the layer table */
-	job_rank *ranks;                  /* world entries */
-	uint32_t alive;                   /* ranks alive */
-	uint64_t next_window;             /* lowest window not closed */
-	ctl_window *open[JOBS_OPEN];      /* windows being aggregated */
-	com_decision log[JOBS_LOG];       /* ring of recent decisions */
-	uint64_t ticket[JOBS_LOG];        /* store ticket of each log entry */
-	uint64_t closed_ns[JOBS_LOG];     /* when the window each entry answers
-					   * closed (monotonic), 0: not a
-					   * window's decision */
-	uint32_t log_head;                /* index of the oldest entry */
-	uint32_t log_n;                   /* entries used */
-	uint64_t last_seq;                /* seq of the newest decision */
-	uint64_t published_seq;           /* seq of the newest one published */
-	int64_t run_id;                   /* its run in the store, 0 = none */
-	bool ended;                       /* run ended: every rank said Bye */
-	bool recovering;             /* rebuilt from the store and no window
-				      * closed since: ranks resume the
-				      * windows it expects */
-	uint64_t max_step;           /* highest step heard from a rank */
-	uint64_t idle_since_ms;      /* when the last rank went away */
-	uint64_t resumed_ms;         /* when a launch last resumed it, 0 =
-				      * never: resumes read the history on
-				      * the loop, so they are spaced */
-	uint64_t windows_incomplete; /* closed with ranks missing */
-	uint64_t reports;            /* reports accepted by this daemon */
-	uint64_t max_first_window;   /* highest first_window of a rank */
-	ctl_policy_set *policies;    /* instances deciding for the job */
-	char policy_names[256];      /* their names, for STATUS */
-	size_t bytes;                /* the most it may hold, counted when
-				      * it was admitted (jobs_job_bytes) */
-} job;
-
-struct ctl_jobs {
-	const ctl_config *cfg;        /* settings in force (borrowed) */
-	uint64_t instance;            /* this daemon run */
-	ctl_jobs_publish_fn *publish; /* decision/telemetry sink */
-	void *publish_arg;            /* its argument */
-	ctl_jobs_send_fn *send;       /* to one peer, NULL = none */
-	void *send_arg;               /* its argument */
-	uint64_t now_ms;              /* the latest time a caller gave */
-	job **jobs;                   /* table, n_jobs used */
-	uint32_t n_jobs;              /* entries used */
-	uint32_t cap_jobs;            /* entries allocated */
-	job *last_hit;                /* lookup cache: reports come in runs */
-	ctl_jobs_counters counters;   /* totals */
-	ctl_events *events;           /* recent events, for STATUS */
-	ctl_store *store;             /* history, NULL = none (borrowed) */
-	uint64_t latency_ns[JOBS_LATENCY_N]; /* window close -> publish of
-					      * the last decisions, a ring */
-	uint64_t latency_n;                  /* decisions measured, ever */
-	size_t bytes;                        /* sum of the jobs' bytes */
-};
 
 static void jobs_why(char *why, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
