@@ -116,4 +116,52 @@ struct ctl_jobs {
 	size_t bytes;                        /* sum of the jobs' bytes */
 };
 
+/* ---- jobs_log.c: each job's decision log ---------------------------- */
+
+/* Entry i of j's log, 0 the oldest (i < j->log_n); the log owns it. */
+com_decision *job_log_at(job *j, uint32_t i);
+
+/* The newest decision of j's log (the log owns it), NULL while the log
+ * is empty. */
+const com_decision *job_last(job *j);
+
+/* The lowest window of j whose close is not durable yet: next_window,
+ * or lower while a decision answering a closed window waits for its
+ * commit. A repair waiting for its commit names a window already durable;
+ * it only makes the answer lower than it could be, never wrong. */
+uint64_t job_windows_closed(job *j);
+
+/* Appends a decision, taking ownership of *d (zeroed on return); `ticket`
+ * is the store's for it (0: nothing to wait for), `closed_ns` when the
+ * window it answers closed (0: not a window's decision). */
+void job_log_push(ctl_jobs *jobs, job *j, com_decision *d, uint64_t ticket,
+    uint64_t closed_ns);
+
+/* Index in the log of the decision in force at `step`, or -1 if that is
+ * older than the log (or there are no decisions). */
+int job_log_in_force(job *j, uint64_t step);
+
+/* Copies the decisions an agent at `step` needs (the one in force and all
+ * later ones, at most JOBS_WELCOME_MAX, the newest kept) into a fresh
+ * array. Returns 0 or BELLOWS_ENOMEM. */
+int job_log_tail(job *j, uint64_t step, com_decision **ret, uint32_t *ret_n);
+
+/* ctl_store_durable_fn: decisions up to `ticket` are committed. */
+void jobs_on_durable(void *arg, uint64_t ticket);
+
+/* Decides `state` as decision seq last+1 applying at `apply_step`: it is
+ * recorded, and published once the store has committed it (at once
+ * without a store, or while it is degraded). `closed_ns`: when the window
+ * it answers closed, for the decision latency (0: not a window's).
+ * Consumes state. */
+void job_decide(ctl_jobs *jobs, job *j, com_decision *state,
+    uint64_t apply_step, uint64_t window, ctl_store_source source,
+    uint64_t closed_ns);
+
+/* Logs the state a rank says it applies as the job's newest decision, so
+ * the sequence continues after it (a restarted daemon). The job name is
+ * ours: the copy an agent sends may leave it empty, and every later
+ * decision is derived from this one and published under its name. */
+void job_adopt(ctl_jobs *jobs, job *j, const com_decision *in_force);
+
 #endif
