@@ -116,6 +116,25 @@ struct ctl_jobs {
 	size_t bytes;                        /* sum of the jobs' bytes */
 };
 
+/* ---- jobs.c: the table and the messages driving it ------------------ */
+
+/* Formats the reason of a refusal into why (NULL or len 0: none wanted). */
+void jobs_why(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Makes *reply an Error of `code` with `text` (copied; out of memory
+ * leaves the message out) and returns code. */
+int jobs_error_reply(com_msg *reply, int code, const char *text);
+
+/* The job named `name` in the table, NULL when there is none (or name is
+ * NULL); the table owns it. */
+job *jobs_find(ctl_jobs *jobs, const char *name);
+
+/* Refuses a client the configuration does not allow for job `name`:
+ * returns 0, or BELLOWS_EPERM with the reason in why. */
+int jobs_check_client(const ctl_jobs *jobs, const char *name,
+    const char *client, char *why, size_t why_len);
+
 /* ---- jobs_log.c: each job's decision log ---------------------------- */
 
 /* Entry i of j's log, 0 the oldest (i < j->log_n); the log owns it. */
