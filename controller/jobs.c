@@ -77,7 +77,7 @@ jobs_error_reply(com_msg *reply, int code, const char *text)
 
 /* ---- jobs table -------------------------------------------------------- */
 
-static void
+void
 job_destroy(job **jp)
 {
 	job *j = *jp;
@@ -285,15 +285,7 @@ ctl_jobs_set_sender(ctl_jobs *jobs, ctl_jobs_send_fn *send, void *arg)
 	jobs->send_arg = arg;
 }
 
-/* The most a job of `world` ranks and this layer table can come to hold
- * in the table, whatever its ranks send: the job and its names, its rank
- * slots, its decision log (every entry with the largest codec table and
- * texts the wire allows), every window it may aggregate at once at its
- * fullest (ctl_window_bytes_max) and its policies (ctl_policy_set_bytes).
- * Counted before anything is allocated, so that a Hello cannot make the
- * daemon hold more than max_job_mb for one job, or max_total_job_mb for
- * all of them. Saturates at SIZE_MAX. */
-static size_t
+size_t
 jobs_job_bytes(const ctl_job_conf *jc, const char *name, uint32_t world,
     const com_layer_info *layers, uint32_t n_layers)
 {
@@ -314,9 +306,7 @@ jobs_job_bytes(const ctl_job_conf *jc, const char *name, uint32_t world,
 	return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 }
 
-/* Refuses a job that would hold more than the configured budgets, with
- * the reason in why. Returns 0 or BELLOWS_ELIMIT. */
-static int
+int
 jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
     size_t why_len)
 {
@@ -344,13 +334,7 @@ jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
 	return 0;
 }
 
-/* Creates job `h->job` from its first hello: layer table, policies and,
- * unless the hello carries a state to adopt (a daemon restart), the
- * policies' initial decision. */
-/* Makes room for one more job in the table and allocates a job with its
- * name, rank slots and a copy of the layer table; the caller fills the
- * rest and appends it. Returns 0 or BELLOWS_ENOMEM (nothing allocated). */
-static int
+int
 job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
     const com_layer_info *layers, uint32_t n_layers, job **ret)
 {
@@ -390,6 +374,9 @@ fail:
 	return BELLOWS_ENOMEM;
 }
 
+/* Creates job `h->job` from its first hello: layer table, policies and,
+ * unless the hello carries a state to adopt (a daemon restart), the
+ * policies' initial decision. */
 static int
 jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
     size_t why_len)
@@ -1330,200 +1317,6 @@ ctl_jobs_tick(ctl_jobs *jobs, uint64_t now_ms)
 	}
 }
 
-/* ---- recovery from the store ------------------------------------------- */
-
-typedef struct jobs_recovery {
-	ctl_jobs *jobs;     /* the table being rebuilt */
-	uint64_t now_ms;    /* monotonic time of the rebuild */
-	uint32_t recovered; /* jobs rebuilt */
-	bool resuming;      /* one run read back for a resume: it is left
-			     * out of the table, in `loaded` */
-	job *loaded;        /* that run's job, NULL until read */
-	uint64_t replayed;  /* its windows replayed into the policies */
-} jobs_recovery;
-
-/* Builds a job from a run the store holds, outside the table: its
- * layer table, decision log, position and launch, the ranks that were
- * there expected back, and fresh policies (the caller replays the
- * windows into them). Returns 0 or BELLOWS_ENOMEM. */
-static int
-job_from_run(ctl_jobs *jobs, const ctl_store_run *run, uint64_t now_ms,
-    job **ret)
-{
-	const ctl_job_conf *jc = ctl_config_match(jobs->cfg, run->job);
-	char reason[BELLOWS_REASON_MAX];
-	com_decision blank = { 0 };
-	job *j;
-	int r;
-
-	if (job_alloc(jobs, run->job, run->world, run->layers, run->n_layers,
-		&j) != 0)
-		return BELLOWS_ENOMEM;
-	/* Every recorded decision was committed, so it may have been
-	 * published: none is published again. */
-	j->published_seq = run->decisions[run->n_decisions - 1].seq;
-	for (uint32_t i = 0; i < run->n_decisions; i++) {
-		com_decision d;
-
-		if (com_decision_copy(&d, &run->decisions[i]) != 0)
-			goto oom;
-		job_log_push(jobs, j, &d, 0, 0);
-	}
-	free(j->run_key);
-	if ((j->run_key = com_strdup(run->run_key)) == NULL)
-		goto oom;
-	/* Seqs go on after every decision the run had, also those not
-	 * read (superseded by a resume, or older than the log). */
-	if (run->last_seq > j->last_seq)
-		j->last_seq = run->last_seq;
-	j->next_window = run->next_window;
-	j->max_step = run->max_step;
-	j->run_id = run->id;
-	j->recovering = true;
-	for (uint32_t k = 0; k < run->world; k++) {
-		if (!run->alive[k])
-			continue;
-		j->ranks[k].alive = true;
-		j->ranks[k].last_seen_ms = now_ms;
-		j->ranks[k].first_window = run->next_window;
-		j->alive++;
-	}
-	if (j->alive == 0)
-		j->idle_since_ms = now_ms;
-	if (jc != NULL) {
-		if (com_decision_init(&blank, j->name, j->n_layers) != 0)
-			goto oom;
-		r = ctl_policy_set_new(jc, j->name, j->world, j->layers,
-		    j->n_layers, &blank, reason, sizeof(reason), &j->policies);
-		com_decision_fini(&blank);
-		if (r != 0)
-			ctl_log(CTL_LOG_WARN, "jobs",
-			    "job '%s' is read back without policies: %s",
-			    j->name, reason);
-	}
-	ctl_policy_set_names(j->policies, j->policy_names,
-	    sizeof(j->policy_names));
-	*ret = j;
-	return 0;
-oom:
-	job_destroy(&j);
-	return BELLOWS_ENOMEM;
-}
-
-/* ctl_store_recover_ops.run: a live run becomes a job with no rank
- * joined, its ranks that were there expected back. */
-static int
-jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
-{
-	jobs_recovery *rec = arg;
-	ctl_jobs *jobs = rec->jobs;
-	const ctl_config *cfg = jobs->cfg;
-	const ctl_job_conf *jc = ctl_config_match(cfg, run->job);
-	char why[256];
-	size_t bytes;
-	job *j;
-
-	if (rec->resuming) {
-		/* The job it continues may still be in the table. */
-		if (job_from_run(jobs, run, rec->now_ms, &j) != 0)
-			return BELLOWS_ENOMEM;
-		rec->loaded = j;
-		*ret_ctx = j;
-		return 0;
-	}
-	if (jobs_find(jobs, run->job) != NULL) {
-		/* Runs come newest first: an older live run of the same job
-		 * was left behind by a daemon that could not read the file. */
-		ctl_log(CTL_LOG_WARN, "jobs",
-		    "job '%s': run %" PRId64
-		    " is older than the one recovered; it is ended",
-		    run->job, run->id);
-		ctl_store_run_end(jobs->store, run->id, com_clock_wall_ms());
-		return BELLOWS_EBUSY;
-	}
-	if (jobs->n_jobs >= cfg->max_jobs || run->world > cfg->max_world ||
-	    run->n_layers > cfg->max_layers) {
-		ctl_log(CTL_LOG_WARN, "jobs",
-		    "job '%s' (run %" PRId64
-		    ") is not recovered: it exceeds this daemon's limits",
-		    run->job, run->id);
-		return BELLOWS_ELIMIT;
-	}
-	bytes = jobs_job_bytes(jc, run->job, run->world, run->layers,
-	    run->n_layers);
-	if (jobs_admit(jobs, run->job, bytes, why, sizeof(why)) != 0) {
-		ctl_log(CTL_LOG_WARN, "jobs",
-		    "run %" PRId64 " not recovered: %s", run->id, why);
-		return BELLOWS_ELIMIT;
-	}
-	if (job_from_run(jobs, run, rec->now_ms, &j) != 0)
-		return BELLOWS_ENOMEM;
-	j->bytes = bytes;
-	jobs->jobs[jobs->n_jobs++] = j;
-	jobs->bytes += j->bytes;
-	*ret_ctx = j;
-	return 0;
-}
-
-/* ctl_store_recover_ops.window: the policies see a recorded window again,
- * exactly as they saw it then; what they propose is dropped (the decision
- * answering it is in the log already). */
-static void
-jobs_recover_window(void *arg, void *ctx, bellows_window *w,
-    const com_decision *in_force)
-{
-	jobs_recovery *rec = arg;
-	job *j = ctx;
-	char policies[256], reason[1024];
-	com_decision state;
-	uint32_t failed = 0;
-
-	if (j->policies == NULL || com_decision_copy(&state, in_force) != 0)
-		return;
-	ctl_policy_set_run(j->policies, w, &state, policies, sizeof(policies),
-	    reason, sizeof(reason), &failed);
-	rec->jobs->counters.policy_errors += failed;
-	com_decision_fini(&state);
-}
-
-static void
-jobs_recover_end(void *arg, void *ctx, uint64_t n_windows)
-{
-	jobs_recovery *rec = arg;
-	job *j = ctx;
-
-	rec->recovered++;
-	if (rec->resuming) {
-		rec->replayed = n_windows;
-		return;
-	}
-	ctl_store_run_recovered(rec->jobs->store, j->run_id);
-	ctl_log(CTL_LOG_INFO, "jobs",
-	    "job '%s' recovered from the database: run %" PRId64
-	    ", decision %" PRIu64 ", next window %" PRIu64 ", %" PRIu64
-	    " windows replayed into policies '%s', %u of %u ranks expected",
-	    j->name, j->run_id, j->last_seq, j->next_window, n_windows,
-	    j->policy_names, j->alive, j->world);
-	ctl_events_add(rec->jobs->events, CTL_EVENT_JOB_RECOVERED, j->name,
-	    "recovered from the database at decision %" PRIu64
-	    ", next window %" PRIu64 " (%" PRIu64 " windows replayed)",
-	    j->last_seq, j->next_window, n_windows);
-}
-
-uint32_t
-ctl_jobs_recover(ctl_jobs *jobs, uint64_t now_ms)
-{
-	static const ctl_store_recover_ops ops = {
-		.run = jobs_recover_run,
-		.window = jobs_recover_window,
-		.end = jobs_recover_end,
-	};
-	jobs_recovery rec = { .jobs = jobs, .now_ms = now_ms };
-
-	ctl_store_recover(jobs->store, JOBS_LOG, &ops, &rec);
-	return rec.recovered;
-}
-
 /* ---- runs: new launches and resumes ------------------------------------ */
 
 static int
@@ -1699,12 +1492,6 @@ job_resumed(ctl_jobs *jobs, job *j, const com_hello *h, uint64_t now_ms,
 	    ", step %" PRIu64 " (it was at window %" PRIu64 ")",
 	    j->run_key, j->run_id, w, h->step, from);
 }
-
-static void jobs_recover_window(void *arg, void *ctx, bellows_window *w,
-    const com_decision *in_force);
-static void jobs_recover_end(void *arg, void *ctx, uint64_t n_windows);
-static int jobs_recover_run(void *arg, const ctl_store_run *run,
-    void **ret_ctx);
 
 /* Why a resume of run j with Hello h's table is refused. */
 static void

@@ -135,6 +135,32 @@ job *jobs_find(ctl_jobs *jobs, const char *name);
 int jobs_check_client(const ctl_jobs *jobs, const char *name,
     const char *client, char *why, size_t why_len);
 
+/* Frees *jp and all it holds, and sets *jp to NULL; NULL-safe. The
+ * table's entry and byte count are the caller's (see jobs_remove). */
+void job_destroy(job **jp);
+
+/* Makes room for one more job in the table and allocates a job with its
+ * name, rank slots and a copy of the layer table; the caller fills the
+ * rest and appends it. Returns 0 or BELLOWS_ENOMEM (nothing allocated). */
+int job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
+    const com_layer_info *layers, uint32_t n_layers, job **ret);
+
+/* The most a job of `world` ranks and this layer table can come to hold
+ * in the table, whatever its ranks send: the job and its names, its rank
+ * slots, its decision log (every entry with the largest codec table and
+ * texts the wire allows), every window it may aggregate at once at its
+ * fullest (ctl_window_bytes_max) and its policies (ctl_policy_set_bytes).
+ * Counted before anything is allocated, so that a Hello cannot make the
+ * daemon hold more than max_job_mb for one job, or max_total_job_mb for
+ * all of them. Saturates at SIZE_MAX. */
+size_t jobs_job_bytes(const ctl_job_conf *jc, const char *name, uint32_t world,
+    const com_layer_info *layers, uint32_t n_layers);
+
+/* Refuses a job that would hold more than the configured budgets, with
+ * the reason in why. Returns 0 or BELLOWS_ELIMIT. */
+int jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
+    size_t why_len);
+
 /* ---- jobs_log.c: each job's decision log ---------------------------- */
 
 /* Entry i of j's log, 0 the oldest (i < j->log_n); the log owns it. */
@@ -182,5 +208,33 @@ void job_decide(ctl_jobs *jobs, job *j, com_decision *state,
  * ours: the copy an agent sends may leave it empty, and every later
  * decision is derived from this one and published under its name. */
 void job_adopt(ctl_jobs *jobs, job *j, const com_decision *in_force);
+
+/* ---- jobs_recover.c: jobs rebuilt from the store ------------------- */
+
+/* The state of one ctl_store_recover or ctl_store_load_run call: the
+ * argument of the callbacks below. */
+typedef struct jobs_recovery {
+	ctl_jobs *jobs;     /* the table being rebuilt */
+	uint64_t now_ms;    /* monotonic time of the rebuild */
+	uint32_t recovered; /* jobs rebuilt */
+	bool resuming;      /* one run read back for a resume: it is left
+			     * out of the table, in `loaded` */
+	job *loaded;        /* that run's job, NULL until read */
+	uint64_t replayed;  /* its windows replayed into the policies */
+} jobs_recovery;
+
+/* ctl_store_recover_ops.run: a live run becomes a job with no rank
+ * joined, its ranks that were there expected back. */
+int jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx);
+
+/* ctl_store_recover_ops.window: the policies see a recorded window again,
+ * exactly as they saw it then; what they propose is dropped (the decision
+ * answering it is in the log already). */
+void jobs_recover_window(void *arg, void *ctx, bellows_window *w,
+    const com_decision *in_force);
+
+/* ctl_store_recover_ops.end: a run is read back, its `n_windows` windows
+ * replayed; at start it is logged as recovered. */
+void jobs_recover_end(void *arg, void *ctx, uint64_t n_windows);
 
 #endif
