@@ -161,6 +161,16 @@ size_t jobs_job_bytes(const ctl_job_conf *jc, const char *name, uint32_t world,
 int jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
     size_t why_len);
 
+/* The Hello's launch identity, "" when it has none. */
+const char *hello_run_id(const com_hello *h);
+
+/* Takes entry i out of the table (its bytes too) and destroys the job. */
+void jobs_remove(ctl_jobs *jobs, uint32_t i);
+
+/* True when Hello h's layer table is job j's, layer for layer (names,
+ * sizes, shapes). */
+bool jobs_same_table(const job *j, const com_hello *h);
+
 /* ---- jobs_log.c: each job's decision log ---------------------------- */
 
 /* Entry i of j's log, 0 the oldest (i < j->log_n); the log owns it. */
@@ -236,5 +246,54 @@ void jobs_recover_window(void *arg, void *ctx, bellows_window *w,
 /* ctl_store_recover_ops.end: a run is read back, its `n_windows` windows
  * replayed; at start it is logged as recovered. */
 void jobs_recover_end(void *arg, void *ctx, uint64_t n_windows);
+
+/* ---- jobs_run.c: launches and resumes ------------------------------ */
+
+/* What a Hello is to the run its job holds. */
+typedef enum job_launch {
+	JOB_LAUNCH_SAME, /* a rank of the run: joins or rejoins it */
+	JOB_LAUNCH_NEW,  /* another launch, and the run's ranks are gone:
+			  * it takes the job over */
+	JOB_LAUNCH_BUSY, /* another launch while ranks of the run live */
+} job_launch;
+
+/* Tells a Hello of job j apart (docs/protocol.md, "Runs"). Two launch
+ * identities that differ are two launches; the new one waits until no
+ * rank of the run is alive, those expected back after a restart of the
+ * daemon included (rank_timeout_ms bounds the wait). The same identity
+ * after the run ended cleanly, or from a rank the run has not seen, is
+ * a rank of it joining late. Otherwise
+ * (no two identities to compare, or a launcher that reuses one after a
+ * failure), a process starting afresh (it applies no decision yet)
+ * behind the job, when no rank of the run is there, is a new launch
+ * too; with ranks there it is one of them joining late or restarted
+ * alone. */
+job_launch job_launch_of(const job *j, const com_hello *h);
+
+/* Answers a Hello of another launch while ranks of job j's run are
+ * alive: an Error BELLOWS_EBUSY in *reply (returned, the reason in why),
+ * logged and kept as an event once per refused launch. */
+int jobs_refuse_launch(ctl_jobs *jobs, job *j, const com_hello *h,
+    com_msg *reply, char *why, size_t why_len);
+
+/* A new launch takes job *jp over, its run's ranks gone: with resume
+ * set it continues the recorded run (job_resume); otherwise the run
+ * ends and *jp becomes NULL, for the caller to start the new run.
+ * Returns 0 or the error to answer the Hello with (why filled). */
+int job_take_over(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
+    char *why, size_t why_len);
+
+/* A launch resumes job *jp (NULL: one not in the table) at window
+ * h->last_window, step h->step: the run is read back from the history
+ * up to there (the policies replay its windows), replaces *jp in the
+ * table, and job_resumed sets it going. Without a history the job
+ * rewinds in memory; with no job and no recorded run *jp stays NULL and
+ * the caller starts a new run at that window. Returns 0,
+ * BELLOWS_EMISMATCH when the run's layer table differs from the
+ * Hello's, BELLOWS_EBUSY while the history still writes what the
+ * resume must read (the rank retries), BELLOWS_ELIMIT when the table is
+ * full. */
+int job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
+    char *why, size_t why_len);
 
 #endif
