@@ -8,7 +8,7 @@
  *   closed, and reports for lower indices are stale;
  * - a window is durably closed once the decision answering it is
  *   published (which waits for the store's commit of the window and the
- *   decision): job_windows_closed() is the lowest window not durably
+ *   decision): ctl_jobs_windows_closed() is the lowest window not durably
  *   closed, never above next_window, and what agents are told they may
  *   stop keeping reports below;
  * - a (rank, window) report is taken once: a repeat of one taken (in an
@@ -48,7 +48,7 @@
 #include <string.h>
 
 void
-jobs_why(char *why, size_t len, const char *fmt, ...)
+ctl_jobs_why(char *why, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -60,13 +60,13 @@ jobs_why(char *why, size_t len, const char *fmt, ...)
 }
 
 const char *
-hello_run_id(const com_hello *h)
+ctl_jobs_run_id(const com_hello *h)
 {
 	return h->run_id != NULL ? h->run_id : "";
 }
 
 int
-jobs_error_reply(com_msg *reply, int code, const char *text)
+ctl_jobs_error_reply(com_msg *reply, int code, const char *text)
 {
 	com_msg_init(reply, COM_MSG_ERROR);
 	reply->u.error.code = code;
@@ -77,7 +77,7 @@ jobs_error_reply(com_msg *reply, int code, const char *text)
 /* ---- jobs table -------------------------------------------------------- */
 
 void
-job_destroy(job **jp)
+ctl_jobs_job_destroy(job **jp)
 {
 	job *j = *jp;
 
@@ -86,7 +86,7 @@ job_destroy(job **jp)
 	for (uint32_t i = 0; i < JOBS_OPEN; i++)
 		ctl_window_destroy(&j->open[i]);
 	for (uint32_t i = 0; i < j->log_n; i++)
-		com_decision_fini(job_log_at(j, i));
+		com_decision_fini(ctl_jobs_log_at(j, i));
 	for (uint32_t l = 0; l < j->n_layers; l++)
 		free(j->layers[l].name);
 	ctl_policy_set_destroy(&j->policies);
@@ -101,7 +101,7 @@ job_destroy(job **jp)
 }
 
 job *
-jobs_find(ctl_jobs *jobs, const char *name)
+ctl_jobs_find(ctl_jobs *jobs, const char *name)
 {
 	if (name == NULL)
 		return NULL;
@@ -115,12 +115,12 @@ jobs_find(ctl_jobs *jobs, const char *name)
 }
 
 void
-jobs_remove(ctl_jobs *jobs, uint32_t i)
+ctl_jobs_remove(ctl_jobs *jobs, uint32_t i)
 {
 	if (jobs->last_hit == jobs->jobs[i])
 		jobs->last_hit = NULL;
 	jobs->bytes -= jobs->jobs[i]->bytes;
-	job_destroy(&jobs->jobs[i]);
+	ctl_jobs_job_destroy(&jobs->jobs[i]);
 	jobs->jobs[i] = jobs->jobs[--jobs->n_jobs];
 }
 
@@ -162,7 +162,7 @@ ctl_jobs_set_store(ctl_jobs *jobs, ctl_store *store)
 {
 	jobs->store = store;
 	if (store != NULL)
-		ctl_store_set_durable_fn(store, jobs_on_durable, jobs);
+		ctl_store_set_durable_fn(store, ctl_jobs_on_durable, jobs);
 }
 
 void
@@ -171,7 +171,7 @@ ctl_jobs_destroy(ctl_jobs **jobs)
 	if (jobs == NULL || *jobs == NULL)
 		return;
 	for (uint32_t i = 0; i < (*jobs)->n_jobs; i++)
-		job_destroy(&(*jobs)->jobs[i]);
+		ctl_jobs_job_destroy(&(*jobs)->jobs[i]);
 	free((*jobs)->jobs);
 	if (ctl_worker_fault_arg() == *jobs)
 		ctl_worker_set_fault_fn(NULL, NULL);
@@ -230,7 +230,7 @@ ctl_jobs_reload(ctl_jobs *jobs, const ctl_config *cfg, char *errbuf,
 	for (i = 0; i < n; i++) {
 		job *j = jobs->jobs[i];
 		const ctl_job_conf *jc = ctl_config_match(cfg, j->name);
-		const com_decision *state = job_last(j);
+		const com_decision *state = ctl_jobs_log_last(j);
 
 		if (jc == NULL)
 			continue;
@@ -285,7 +285,7 @@ ctl_jobs_set_sender(ctl_jobs *jobs, ctl_jobs_send_fn *send, void *arg)
 }
 
 size_t
-jobs_job_bytes(const ctl_job_conf *jc, const char *name, uint32_t world,
+ctl_jobs_job_bytes(const ctl_job_conf *jc, const char *name, uint32_t world,
     const com_layer_info *layers, uint32_t n_layers)
 {
 	uint64_t names = strlen(name) + 1, n;
@@ -306,7 +306,7 @@ jobs_job_bytes(const ctl_job_conf *jc, const char *name, uint32_t world,
 }
 
 int
-jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
+ctl_jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
     size_t why_len)
 {
 	const ctl_config *cfg = jobs->cfg;
@@ -314,7 +314,7 @@ jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
 	uint64_t total = (uint64_t)cfg->max_total_job_mb << 20;
 
 	if (bytes > (uint64_t)cfg->max_job_mb << 20) {
-		jobs_why(why, why_len,
+		ctl_jobs_why(why, why_len,
 		    "job '%s' could hold up to %" PRIu64
 		    " MiB, more than max_job_mb (%u)",
 		    name, mib, cfg->max_job_mb);
@@ -322,7 +322,7 @@ jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
 	}
 	/* The held jobs may exceed a total lowered by a reload. */
 	if (jobs->bytes > total || bytes > total - jobs->bytes) {
-		jobs_why(why, why_len,
+		ctl_jobs_why(why, why_len,
 		    "job '%s' could hold up to %" PRIu64
 		    " MiB, and the %u jobs held may hold %zu MiB: more than "
 		    "max_total_job_mb (%u)",
@@ -334,7 +334,7 @@ jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
 }
 
 int
-job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
+ctl_jobs_job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
     const com_layer_info *layers, uint32_t n_layers, job **ret)
 {
 	job *j;
@@ -369,7 +369,7 @@ job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
 	*ret = j;
 	return 0;
 fail:
-	job_destroy(&j);
+	ctl_jobs_job_destroy(&j);
 	return BELLOWS_ENOMEM;
 }
 
@@ -389,20 +389,21 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 	int r = BELLOWS_ENOMEM;
 
 	if (jobs->n_jobs >= jobs->cfg->max_jobs) {
-		jobs_why(why, why_len, "job table full (%u jobs)",
+		ctl_jobs_why(why, why_len, "job table full (%u jobs)",
 		    jobs->cfg->max_jobs);
 		return BELLOWS_ELIMIT;
 	}
-	bytes = jobs_job_bytes(jc, h->job, h->world, h->layers, h->n_layers);
-	if ((r = jobs_admit(jobs, h->job, bytes, why, why_len)) != 0)
+	bytes = ctl_jobs_job_bytes(jc, h->job, h->world, h->layers,
+	    h->n_layers);
+	if ((r = ctl_jobs_admit(jobs, h->job, bytes, why, why_len)) != 0)
 		return r;
-	if ((r = job_alloc(jobs, h->job, h->world, h->layers, h->n_layers,
-		 &j)) != 0)
+	if ((r = ctl_jobs_job_alloc(jobs, h->job, h->world, h->layers,
+		 h->n_layers, &j)) != 0)
 		return r;
 	j->bytes = bytes;
 	r = BELLOWS_ENOMEM;
 	free(j->run_key);
-	if ((j->run_key = com_strdup(hello_run_id(h))) == NULL)
+	if ((j->run_key = com_strdup(ctl_jobs_run_id(h))) == NULL)
 		goto fail;
 	j->next_window = h->last_window;
 	if (com_decision_init(&state, h->job, h->n_layers) != 0)
@@ -411,7 +412,7 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 		r = ctl_policy_set_new(jc, h->job, h->world, j->layers,
 		    j->n_layers, &state, reason, sizeof(reason), &j->policies);
 		if (r != 0) {
-			jobs_why(why, why_len, "%s", reason);
+			ctl_jobs_why(why, why_len, "%s", reason);
 			goto fail;
 		}
 		ctl_policy_set_names(j->policies, j->policy_names,
@@ -434,7 +435,7 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 		uint64_t now = com_clock_ms();
 
 		com_decision_fini(&state);
-		job_adopt(jobs, j, &h->in_force);
+		ctl_jobs_adopt(jobs, j, &h->in_force);
 		/* The other ranks are reconnecting too: expect every one of
 		 * them (until rank_timeout_ms says otherwise), so that no
 		 * window closes and no decision is published before all are
@@ -453,7 +454,8 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 		free(state.policy);
 		state.reason = com_strdup(reason);
 		state.policy = com_strdup(j->policy_names);
-		job_decide(jobs, j, &state, h->step, 0, CTL_STORE_INITIAL, 0);
+		ctl_jobs_decide(jobs, j, &state, h->step, 0, CTL_STORE_INITIAL,
+		    0);
 		com_decision_fini(&state);
 	}
 	ctl_log(CTL_LOG_INFO, "jobs",
@@ -463,12 +465,12 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 	return 0;
 fail:
 	com_decision_fini(&state);
-	job_destroy(&j);
+	ctl_jobs_job_destroy(&j);
 	return r;
 }
 
 bool
-jobs_same_table(const job *j, const com_hello *h)
+ctl_jobs_same_table(const job *j, const com_hello *h)
 {
 	if (j->n_layers != h->n_layers)
 		return false;
@@ -502,12 +504,12 @@ rank_client_is(const ctl_jobs *jobs, const job_rank *rk, const char *client)
 }
 
 int
-jobs_check_client(const ctl_jobs *jobs, const char *name, const char *client,
-    char *why, size_t why_len)
+ctl_jobs_check_client(const ctl_jobs *jobs, const char *name,
+    const char *client, char *why, size_t why_len)
 {
 	if (ctl_config_client_allowed(jobs->cfg, name, client))
 		return 0;
-	jobs_why(why, why_len, "client '%s' is not allowed for job '%s'",
+	ctl_jobs_why(why, why_len, "client '%s' is not allowed for job '%s'",
 	    client != NULL ? client : "(unauthenticated)",
 	    name != NULL ? name : "");
 	return BELLOWS_EPERM;
@@ -522,23 +524,24 @@ jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
 	job_rank *rk;
 	int r;
 
-	if ((r = jobs_check_client(jobs, name, client, why, why_len)) != 0)
+	if ((r = ctl_jobs_check_client(jobs, name, client, why, why_len)) != 0)
 		return r;
-	j = jobs_find(jobs, name);
+	j = ctl_jobs_find(jobs, name);
 	if (j == NULL) {
-		jobs_why(why, why_len, "unknown job '%s'",
+		ctl_jobs_why(why, why_len, "unknown job '%s'",
 		    name != NULL ? name : "");
 		return BELLOWS_ENOTJOINED;
 	}
 	if (rank >= j->world) {
-		jobs_why(why, why_len, "rank %u outside world %u of job '%s'",
-		    rank, j->world, name);
+		ctl_jobs_why(why, why_len,
+		    "rank %u outside world %u of job '%s'", rank, j->world,
+		    name);
 		return BELLOWS_EPROTO;
 	}
 	rk = &j->ranks[rank];
 	if (!rk->joined || !rank_peer_is(rk, peer, peer_len) ||
 	    !rank_client_is(jobs, rk, client)) {
-		jobs_why(why, why_len,
+		ctl_jobs_why(why, why_len,
 		    "rank %u of job '%s' is not held by this peer", rank, name);
 		return BELLOWS_ENOTJOINED;
 	}
@@ -652,40 +655,41 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	int r;
 
 	if (peer_len == 0 || peer_len > CTL_PEER_MAX) {
-		jobs_why(why, why_len, "routing id of %zu bytes", peer_len);
+		ctl_jobs_why(why, why_len, "routing id of %zu bytes", peer_len);
 		return BELLOWS_EPROTO;
 	}
 	/* The codec checks these too; the rank indexes j->ranks below, so
 	 * the table does not rely on it. */
 	if (h->job == NULL || h->job[0] == '\0' || h->rank >= h->world) {
-		jobs_why(why, why_len,
+		ctl_jobs_why(why, why_len,
 		    "hello for '%s' with rank %u of world %u",
 		    h->job != NULL ? h->job : "", h->rank, h->world);
-		return jobs_error_reply(reply, BELLOWS_EPROTO, why);
+		return ctl_jobs_error_reply(reply, BELLOWS_EPROTO, why);
 	}
 	if (h->world > cfg->max_world || h->n_layers > cfg->max_layers ||
 	    h->n_layers == 0) {
-		jobs_why(why, why_len,
+		ctl_jobs_why(why, why_len,
 		    "hello for '%s' with world %u and %u layers exceeds this "
 		    "daemon's limits (world <= %u, 1..%u layers)",
 		    h->job, h->world, h->n_layers, cfg->max_world,
 		    cfg->max_layers);
-		return jobs_error_reply(reply, BELLOWS_ELIMIT, why);
+		return ctl_jobs_error_reply(reply, BELLOWS_ELIMIT, why);
 	}
 	for (uint32_t l = 0; l < h->n_layers; l++) {
 		if (h->layers[l].name == NULL ||
 		    h->layers[l].ndim > COM_MAX_NDIM) {
-			jobs_why(why, why_len,
+			ctl_jobs_why(why, why_len,
 			    "hello for '%s' has a malformed layer %u", h->job,
 			    l);
-			return jobs_error_reply(reply, BELLOWS_EPROTO, why);
+			return ctl_jobs_error_reply(reply, BELLOWS_EPROTO, why);
 		}
 	}
 	/* Before anything is looked up: a client not allowed for the job
 	 * creates nothing, takes nothing over, resumes nothing. */
-	if ((r = jobs_check_client(jobs, h->job, client, why, why_len)) != 0)
-		return jobs_error_reply(reply, r, why);
-	j = jobs_find(jobs, h->job);
+	if ((r = ctl_jobs_check_client(jobs, h->job, client, why, why_len)) !=
+	    0)
+		return ctl_jobs_error_reply(reply, r, why);
+	j = ctl_jobs_find(jobs, h->job);
 	if (j != NULL && jobs->cfg->security.enabled && h->rank < j->world) {
 		const job_rank *held = &j->ranks[h->rank];
 
@@ -694,24 +698,25 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		 * another process, not this one reconnecting. */
 		if (held->joined && held->alive &&
 		    !rank_client_is(jobs, held, client)) {
-			jobs_why(why, why_len,
+			ctl_jobs_why(why, why_len,
 			    "rank %u of job '%s' is held by another client",
 			    h->rank, h->job);
-			return jobs_error_reply(reply, BELLOWS_EBUSY, why);
+			return ctl_jobs_error_reply(reply, BELLOWS_EBUSY, why);
 		}
 	}
 	if (j != NULL) {
-		switch (job_launch_of(j, h)) {
+		switch (ctl_jobs_launch_of(j, h)) {
 		case JOB_LAUNCH_BUSY:
-			return jobs_refuse_launch(jobs, j, h, reply, why,
+			return ctl_jobs_refuse_launch(jobs, j, h, reply, why,
 			    why_len);
 		case JOB_LAUNCH_NEW:
 			snprintf(previous_key, sizeof(previous_key), "%s",
 			    j->run_key);
 			previous = j->run_id;
-			r = job_take_over(jobs, &j, h, now_ms, why, why_len);
+			r = ctl_jobs_take_over(jobs, &j, h, now_ms, why,
+			    why_len);
 			if (r != 0)
-				return jobs_error_reply(reply, r, why);
+				return ctl_jobs_error_reply(reply, r, why);
 			replaced = j == NULL;
 			break;
 		case JOB_LAUNCH_SAME:
@@ -720,13 +725,14 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	} else if (h->resume && h->last_window > 0) {
 		/* A job this daemon forgot (or never ran): its recorded
 		 * run, if the history has one, continues. */
-		if ((r = job_resume(jobs, &j, h, now_ms, why, why_len)) != 0)
-			return jobs_error_reply(reply, r, why);
+		if ((r = ctl_jobs_resume(jobs, &j, h, now_ms, why, why_len)) !=
+		    0)
+			return ctl_jobs_error_reply(reply, r, why);
 	}
 	if (j == NULL) {
 		r = jobs_create(jobs, h, &j, why, why_len);
 		if (r != 0)
-			return jobs_error_reply(reply, r, why);
+			return ctl_jobs_error_reply(reply, r, why);
 		if (replaced) {
 			ctl_log(CTL_LOG_INFO, "jobs",
 			    "job '%s': launch '%s' started run %" PRId64
@@ -738,20 +744,20 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 			    " after launch '%s' (run %" PRId64 ")",
 			    j->run_key, h->step, previous_key, previous);
 		}
-	} else if (j->world != h->world || !jobs_same_table(j, h)) {
-		jobs_why(why, why_len,
+	} else if (j->world != h->world || !ctl_jobs_same_table(j, h)) {
+		ctl_jobs_why(why, why_len,
 		    "hello for job '%s' rank %u does not match the job "
 		    "(world %u, %u layers)",
 		    h->job, h->rank, j->world, j->n_layers);
-		return jobs_error_reply(reply, BELLOWS_EMISMATCH, why);
+		return ctl_jobs_error_reply(reply, BELLOWS_EMISMATCH, why);
 	}
 	rk = &j->ranks[h->rank];
 	if (rk->joined && rk->alive && rk->incarnation != h->incarnation &&
 	    !rank_peer_is(rk, peer, peer_len)) {
-		jobs_why(why, why_len,
+		ctl_jobs_why(why, why_len,
 		    "rank %u of job '%s' is held by a live agent", h->rank,
 		    h->job);
-		return jobs_error_reply(reply, BELLOWS_EBUSY, why);
+		return ctl_jobs_error_reply(reply, BELLOWS_EBUSY, why);
 	}
 	if (rk->joined || rk->reports > 0)
 		rk->rejoins++;
@@ -809,7 +815,7 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		    "job '%s' resumed at decision %" PRIu64
 		    " from rank %u (the daemon knew up to %" PRIu64 ")",
 		    j->name, h->in_force.seq, h->rank, j->last_seq);
-		job_adopt(jobs, j, &h->in_force);
+		ctl_jobs_adopt(jobs, j, &h->in_force);
 	}
 	ctl_store_rank_event(jobs->store, j->run_id, h->rank,
 	    rk->rejoins > 0 ? CTL_STORE_RANK_REJOINED : CTL_STORE_RANK_JOINED,
@@ -830,9 +836,9 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	reply->u.welcome.apply_lag = cfg->apply_lag;
 	reply->u.welcome.heartbeat_ms = cfg->heartbeat_ms;
 	reply->u.welcome.instance = jobs->instance;
-	reply->u.welcome.windows_closed = job_windows_closed(j);
+	reply->u.welcome.windows_closed = ctl_jobs_windows_closed(j);
 	if (reply->u.welcome.job == NULL ||
-	    job_log_tail(j, h->step, &reply->u.welcome.decisions,
+	    ctl_jobs_log_tail(j, h->step, &reply->u.welcome.decisions,
 		&reply->u.welcome.n_decisions) != 0) {
 		com_msg_fini(reply);
 		return BELLOWS_ENOMEM;
@@ -848,14 +854,14 @@ job_check_divergence(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t step,
     uint64_t seq_in_force)
 {
 	const ctl_config *cfg = jobs->cfg;
-	const com_decision *last = job_last(j);
-	int at = job_log_in_force(j, step);
+	const com_decision *last = ctl_jobs_log_last(j);
+	int at = ctl_jobs_log_in_force(j, step);
 	com_decision state;
 	uint64_t expected;
 
 	if (last == NULL || at < 0)
 		return;
-	expected = job_log_at(j, (uint32_t)at)->seq;
+	expected = ctl_jobs_log_at(j, (uint32_t)at)->seq;
 	/* seq 0: the rank has not begun a step yet; it is about to apply
 	 * what its Welcome carried. */
 	if (seq_in_force == 0 || seq_in_force == expected ||
@@ -876,7 +882,7 @@ job_check_divergence(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t step,
 		ctl_log(CTL_LOG_WARN, "jobs", "job '%s': %s", j->name, text);
 	}
 	jobs->counters.repairs++;
-	job_decide(jobs, j, &state,
+	ctl_jobs_decide(jobs, j, &state,
 	    j->max_step + 1 + cfg->apply_lag + cfg->repair_margin, last->window,
 	    CTL_STORE_REPAIR, 0);
 	com_decision_fini(&state);
@@ -916,7 +922,7 @@ static void
 job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 {
 	ctl_window *win = j->open[slot];
-	const com_decision *last = job_last(j);
+	const com_decision *last = ctl_jobs_log_last(j);
 	char policies[256], reason[1024];
 	const com_metric *metrics;
 	uint64_t closing_ns = com_clock_ns();
@@ -1006,7 +1012,7 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 	metrics = ctl_policy_set_metrics(j->policies, &n_metrics);
 	ctl_store_policy_metrics(jobs->store, j->run_id, view.window, metrics,
 	    n_metrics);
-	job_decide(jobs, j, &state, apply_step, view.window + 1,
+	ctl_jobs_decide(jobs, j, &state, apply_step, view.window + 1,
 	    CTL_STORE_WINDOW, closing_ns);
 	com_decision_fini(&state);
 	j->next_window = view.window + 1;
@@ -1072,12 +1078,12 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	r = jobs_rank_of(jobs, rep->job, rep->rank, peer, peer_len, client, &j,
 	    &rk, why, why_len);
 	if (r == BELLOWS_ENOTJOINED || r == BELLOWS_EPERM)
-		return jobs_error_reply(reply, r, why);
+		return ctl_jobs_error_reply(reply, r, why);
 	if (r != 0)
 		return r;
 	for (uint32_t i = 0; i < rep->n_layers; i++) {
 		if (rep->layers[i].layer >= j->n_layers) {
-			jobs_why(why, why_len,
+			ctl_jobs_why(why, why_len,
 			    "report names layer %u of a %u-layer job",
 			    rep->layers[i].layer, j->n_layers);
 			return BELLOWS_EPROTO;
@@ -1085,7 +1091,7 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	}
 	rank_seen(jobs, j, rk, now_ms);
 	if (rep->last_step < rep->first_step) {
-		jobs_why(why, why_len, "report steps %" PRIu64 "..%" PRIu64,
+		ctl_jobs_why(why, why_len, "report steps %" PRIu64 "..%" PRIu64,
 		    rep->first_step, rep->last_step);
 		return BELLOWS_EPROTO;
 	}
@@ -1095,13 +1101,13 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		return 0;
 	}
 	if (rep->window < j->next_window) {
-		jobs_why(why, why_len,
+		ctl_jobs_why(why, why_len,
 		    "stale report of window %" PRIu64 " (next is %" PRIu64 ")",
 		    rep->window, j->next_window);
 		return BELLOWS_ESTATE;
 	}
 	if (rep->window >= j->next_window + JOBS_OPEN) {
-		jobs_why(why, why_len,
+		ctl_jobs_why(why, why_len,
 		    "report of window %" PRIu64 " is too far ahead of %" PRIu64,
 		    rep->window, j->next_window);
 		return BELLOWS_ESTATE;
@@ -1119,14 +1125,14 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		if (slot < 0 ||
 		    ctl_window_new(rep->window, j->world, j->n_layers, now_ms,
 			&j->open[slot]) != 0) {
-			jobs_why(why, why_len, "cannot open window %" PRIu64,
-			    rep->window);
+			ctl_jobs_why(why, why_len,
+			    "cannot open window %" PRIu64, rep->window);
 			return BELLOWS_ENOMEM;
 		}
 	}
 	if ((r = ctl_window_add(j->open[slot], rep)) != 0) {
 		if (r == BELLOWS_ENOMEM) {
-			jobs_why(why, why_len,
+			ctl_jobs_why(why, why_len,
 			    "no memory for the report of window %" PRIu64,
 			    rep->window);
 			return r;
@@ -1166,7 +1172,7 @@ ctl_jobs_heartbeat(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	r = jobs_rank_of(jobs, hb->job, hb->rank, peer, peer_len, client, &j,
 	    &rk, why, why_len);
 	if (r == BELLOWS_ENOTJOINED || r == BELLOWS_EPERM)
-		return jobs_error_reply(reply, r, why);
+		return ctl_jobs_error_reply(reply, r, why);
 	if (r != 0)
 		return r;
 	rank_seen(jobs, j, rk, now_ms);
@@ -1178,7 +1184,7 @@ ctl_jobs_heartbeat(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	com_msg_init(reply, COM_MSG_HEARTBEAT_ACK);
 	reply->u.heartbeat_ack.instance = jobs->instance;
 	reply->u.heartbeat_ack.last_seq = j->last_seq;
-	reply->u.heartbeat_ack.windows_closed = job_windows_closed(j);
+	reply->u.heartbeat_ack.windows_closed = ctl_jobs_windows_closed(j);
 	return 0;
 }
 
@@ -1246,7 +1252,7 @@ ctl_jobs_tick(ctl_jobs *jobs, uint64_t now_ms)
 			if (!j->ended)
 				ctl_store_run_end(jobs->store, j->run_id,
 				    com_clock_wall_ms());
-			jobs_remove(jobs, i);
+			ctl_jobs_remove(jobs, i);
 			continue;
 		}
 		i++;

@@ -92,7 +92,7 @@ typedef struct job {
 	ctl_policy_set *policies;    /* instances deciding for the job */
 	char policy_names[256];      /* their names, for STATUS */
 	size_t bytes;                /* the most it may hold, counted when
-				      * it was admitted (jobs_job_bytes) */
+				      * it was admitted (ctl_jobs_job_bytes) */
 } job;
 
 struct ctl_jobs {
@@ -119,30 +119,30 @@ struct ctl_jobs {
 /* ---- jobs.c: the table and the messages driving it ------------------ */
 
 /* Formats the reason of a refusal into why (NULL or len 0: none wanted). */
-void jobs_why(char *why, size_t len, const char *fmt, ...)
+void ctl_jobs_why(char *why, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Makes *reply an Error of `code` with `text` (copied; out of memory
  * leaves the message out) and returns code. */
-int jobs_error_reply(com_msg *reply, int code, const char *text);
+int ctl_jobs_error_reply(com_msg *reply, int code, const char *text);
 
 /* The job named `name` in the table, NULL when there is none (or name is
  * NULL); the table owns it. */
-job *jobs_find(ctl_jobs *jobs, const char *name);
+job *ctl_jobs_find(ctl_jobs *jobs, const char *name);
 
 /* Refuses a client the configuration does not allow for job `name`:
  * returns 0, or BELLOWS_EPERM with the reason in why. */
-int jobs_check_client(const ctl_jobs *jobs, const char *name,
+int ctl_jobs_check_client(const ctl_jobs *jobs, const char *name,
     const char *client, char *why, size_t why_len);
 
 /* Frees *jp and all it holds, and sets *jp to NULL; NULL-safe. The
- * table's entry and byte count are the caller's (see jobs_remove). */
-void job_destroy(job **jp);
+ * table's entry and byte count are the caller's (see ctl_jobs_remove). */
+void ctl_jobs_job_destroy(job **jp);
 
 /* Makes room for one more job in the table and allocates a job with its
  * name, rank slots and a copy of the layer table; the caller fills the
  * rest and appends it. Returns 0 or BELLOWS_ENOMEM (nothing allocated). */
-int job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
+int ctl_jobs_job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
     const com_layer_info *layers, uint32_t n_layers, job **ret);
 
 /* The most a job of `world` ranks and this layer table can come to hold
@@ -153,63 +153,64 @@ int job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
  * Counted before anything is allocated, so that a Hello cannot make the
  * daemon hold more than max_job_mb for one job, or max_total_job_mb for
  * all of them. Saturates at SIZE_MAX. */
-size_t jobs_job_bytes(const ctl_job_conf *jc, const char *name, uint32_t world,
-    const com_layer_info *layers, uint32_t n_layers);
+size_t ctl_jobs_job_bytes(const ctl_job_conf *jc, const char *name,
+    uint32_t world, const com_layer_info *layers, uint32_t n_layers);
 
 /* Refuses a job that would hold more than the configured budgets, with
  * the reason in why. Returns 0 or BELLOWS_ELIMIT. */
-int jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
+int ctl_jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
     size_t why_len);
 
 /* The Hello's launch identity, "" when it has none. */
-const char *hello_run_id(const com_hello *h);
+const char *ctl_jobs_run_id(const com_hello *h);
 
 /* Takes entry i out of the table (its bytes too) and destroys the job. */
-void jobs_remove(ctl_jobs *jobs, uint32_t i);
+void ctl_jobs_remove(ctl_jobs *jobs, uint32_t i);
 
 /* True when Hello h's layer table is job j's, layer for layer (names,
  * sizes, shapes). */
-bool jobs_same_table(const job *j, const com_hello *h);
+bool ctl_jobs_same_table(const job *j, const com_hello *h);
 
 /* ---- jobs_log.c: each job's decision log ---------------------------- */
 
 /* Entry i of j's log, 0 the oldest (i < j->log_n); the log owns it. */
-com_decision *job_log_at(job *j, uint32_t i);
+com_decision *ctl_jobs_log_at(job *j, uint32_t i);
 
 /* The newest decision of j's log (the log owns it), NULL while the log
  * is empty. */
-const com_decision *job_last(job *j);
+const com_decision *ctl_jobs_log_last(job *j);
 
 /* The lowest window of j whose close is not durable yet: next_window,
  * or lower while a decision answering a closed window waits for its
  * commit. A repair waiting for its commit names a window already durable;
  * it only makes the answer lower than it could be, never wrong. */
-uint64_t job_windows_closed(job *j);
+uint64_t ctl_jobs_windows_closed(job *j);
 
 /* Appends a decision, taking ownership of *d (zeroed on return); `ticket`
  * is the store's for it (0: nothing to wait for), `closed_ns` when the
  * window it answers closed (0: not a window's decision). */
-void job_log_push(ctl_jobs *jobs, job *j, com_decision *d, uint64_t ticket,
+void ctl_jobs_log_push(ctl_jobs *jobs, job *j, com_decision *d, uint64_t ticket,
     uint64_t closed_ns);
 
 /* Index in the log of the decision in force at `step`, or -1 if that is
  * older than the log (or there are no decisions). */
-int job_log_in_force(job *j, uint64_t step);
+int ctl_jobs_log_in_force(job *j, uint64_t step);
 
 /* Copies the decisions an agent at `step` needs (the one in force and all
  * later ones, at most JOBS_WELCOME_MAX, the newest kept) into a fresh
  * array. Returns 0 or BELLOWS_ENOMEM. */
-int job_log_tail(job *j, uint64_t step, com_decision **ret, uint32_t *ret_n);
+int ctl_jobs_log_tail(job *j, uint64_t step, com_decision **ret,
+    uint32_t *ret_n);
 
 /* ctl_store_durable_fn: decisions up to `ticket` are committed. */
-void jobs_on_durable(void *arg, uint64_t ticket);
+void ctl_jobs_on_durable(void *arg, uint64_t ticket);
 
 /* Decides `state` as decision seq last+1 applying at `apply_step`: it is
  * recorded, and published once the store has committed it (at once
  * without a store, or while it is degraded). `closed_ns`: when the window
  * it answers closed, for the decision latency (0: not a window's).
  * Consumes state. */
-void job_decide(ctl_jobs *jobs, job *j, com_decision *state,
+void ctl_jobs_decide(ctl_jobs *jobs, job *j, com_decision *state,
     uint64_t apply_step, uint64_t window, ctl_store_source source,
     uint64_t closed_ns);
 
@@ -217,7 +218,7 @@ void job_decide(ctl_jobs *jobs, job *j, com_decision *state,
  * the sequence continues after it (a restarted daemon). The job name is
  * ours: the copy an agent sends may leave it empty, and every later
  * decision is derived from this one and published under its name. */
-void job_adopt(ctl_jobs *jobs, job *j, const com_decision *in_force);
+void ctl_jobs_adopt(ctl_jobs *jobs, job *j, const com_decision *in_force);
 
 /* ---- jobs_recover.c: jobs rebuilt from the store ------------------- */
 
@@ -235,17 +236,17 @@ typedef struct jobs_recovery {
 
 /* ctl_store_recover_ops.run: a live run becomes a job with no rank
  * joined, its ranks that were there expected back. */
-int jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx);
+int ctl_jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx);
 
 /* ctl_store_recover_ops.window: the policies see a recorded window again,
  * exactly as they saw it then; what they propose is dropped (the decision
  * answering it is in the log already). */
-void jobs_recover_window(void *arg, void *ctx, bellows_window *w,
+void ctl_jobs_recover_window(void *arg, void *ctx, bellows_window *w,
     const com_decision *in_force);
 
 /* ctl_store_recover_ops.end: a run is read back, its `n_windows` windows
  * replayed; at start it is logged as recovered. */
-void jobs_recover_end(void *arg, void *ctx, uint64_t n_windows);
+void ctl_jobs_recover_end(void *arg, void *ctx, uint64_t n_windows);
 
 /* ---- jobs_run.c: launches and resumes ------------------------------ */
 
@@ -268,20 +269,20 @@ typedef enum job_launch {
  * behind the job, when no rank of the run is there, is a new launch
  * too; with ranks there it is one of them joining late or restarted
  * alone. */
-job_launch job_launch_of(const job *j, const com_hello *h);
+job_launch ctl_jobs_launch_of(const job *j, const com_hello *h);
 
 /* Answers a Hello of another launch while ranks of job j's run are
  * alive: an Error BELLOWS_EBUSY in *reply (returned, the reason in why),
  * logged and kept as an event once per refused launch. */
-int jobs_refuse_launch(ctl_jobs *jobs, job *j, const com_hello *h,
+int ctl_jobs_refuse_launch(ctl_jobs *jobs, job *j, const com_hello *h,
     com_msg *reply, char *why, size_t why_len);
 
 /* A new launch takes job *jp over, its run's ranks gone: with resume
- * set it continues the recorded run (job_resume); otherwise the run
+ * set it continues the recorded run (ctl_jobs_resume); otherwise the run
  * ends and *jp becomes NULL, for the caller to start the new run.
  * Returns 0 or the error to answer the Hello with (why filled). */
-int job_take_over(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
-    char *why, size_t why_len);
+int ctl_jobs_take_over(ctl_jobs *jobs, job **jp, const com_hello *h,
+    uint64_t now_ms, char *why, size_t why_len);
 
 /* A launch resumes job *jp (NULL: one not in the table) at window
  * h->last_window, step h->step: the run is read back from the history
@@ -293,7 +294,7 @@ int job_take_over(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
  * Hello's, BELLOWS_EBUSY while the history still writes what the
  * resume must read (the rank retries), BELLOWS_ELIMIT when the table is
  * full. */
-int job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
-    char *why, size_t why_len);
+int ctl_jobs_resume(ctl_jobs *jobs, job **jp, const com_hello *h,
+    uint64_t now_ms, char *why, size_t why_len);
 
 #endif

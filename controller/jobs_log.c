@@ -18,7 +18,7 @@
 #include <string.h>
 
 com_decision *
-job_log_at(job *j, uint32_t i)
+ctl_jobs_log_at(job *j, uint32_t i)
 {
 	return &j->log[(j->log_head + i) % JOBS_LOG];
 }
@@ -30,18 +30,18 @@ job_ticket_at(job *j, uint32_t i)
 }
 
 const com_decision *
-job_last(job *j)
+ctl_jobs_log_last(job *j)
 {
-	return j->log_n > 0 ? job_log_at(j, j->log_n - 1) : NULL;
+	return j->log_n > 0 ? ctl_jobs_log_at(j, j->log_n - 1) : NULL;
 }
 
 uint64_t
-job_windows_closed(job *j)
+ctl_jobs_windows_closed(job *j)
 {
 	uint64_t w = j->next_window;
 
 	for (uint32_t i = 0; i < j->log_n; i++) {
-		const com_decision *d = job_log_at(j, i);
+		const com_decision *d = ctl_jobs_log_at(j, i);
 
 		if (d->seq > j->published_seq && d->window > 0 &&
 		    d->window - 1 < w)
@@ -68,18 +68,18 @@ jobs_latency_add(ctl_jobs *jobs, uint64_t closed_ns)
 static void jobs_publish_ready(ctl_jobs *jobs, job *j, uint64_t ticket);
 
 void
-job_log_push(ctl_jobs *jobs, job *j, com_decision *d, uint64_t ticket,
+ctl_jobs_log_push(ctl_jobs *jobs, job *j, com_decision *d, uint64_t ticket,
     uint64_t closed_ns)
 {
 	if (j->log_n == JOBS_LOG) {
 		/* A decision never leaves the log unpublished. */
-		if (job_log_at(j, 0)->seq > j->published_seq)
+		if (ctl_jobs_log_at(j, 0)->seq > j->published_seq)
 			jobs_publish_ready(jobs, j, *job_ticket_at(j, 0));
-		com_decision_fini(job_log_at(j, 0));
+		com_decision_fini(ctl_jobs_log_at(j, 0));
 		j->log_head = (j->log_head + 1) % JOBS_LOG;
 		j->log_n--;
 	}
-	*job_log_at(j, j->log_n) = *d;
+	*ctl_jobs_log_at(j, j->log_n) = *d;
 	*job_ticket_at(j, j->log_n) = ticket;
 	j->closed_ns[(j->log_head + j->log_n) % JOBS_LOG] = closed_ns;
 	j->log_n++;
@@ -88,21 +88,21 @@ job_log_push(ctl_jobs *jobs, job *j, com_decision *d, uint64_t ticket,
 }
 
 int
-job_log_in_force(job *j, uint64_t step)
+ctl_jobs_log_in_force(job *j, uint64_t step)
 {
 	int found = -1;
 
 	for (uint32_t i = 0; i < j->log_n; i++) {
-		if (job_log_at(j, i)->apply_step <= step)
+		if (ctl_jobs_log_at(j, i)->apply_step <= step)
 			found = (int)i;
 	}
 	return found;
 }
 
 int
-job_log_tail(job *j, uint64_t step, com_decision **ret, uint32_t *ret_n)
+ctl_jobs_log_tail(job *j, uint64_t step, com_decision **ret, uint32_t *ret_n)
 {
-	int from = job_log_in_force(j, step);
+	int from = ctl_jobs_log_in_force(j, step);
 	uint32_t start, n;
 	com_decision *out;
 
@@ -120,7 +120,8 @@ job_log_tail(job *j, uint64_t step, com_decision **ret, uint32_t *ret_n)
 	if (out == NULL)
 		return BELLOWS_ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
-		if (com_decision_copy(&out[i], job_log_at(j, start + i)) != 0) {
+		if (com_decision_copy(&out[i], ctl_jobs_log_at(j, start + i)) !=
+		    0) {
 			for (uint32_t k = 0; k < i; k++)
 				com_decision_fini(&out[k]);
 			free(out);
@@ -157,7 +158,7 @@ jobs_send_fresh(ctl_jobs *jobs, job *j)
 		com_msg_init(&m, COM_MSG_SNAPSHOT);
 		m.u.snapshot.job = com_strdup(j->name);
 		if (m.u.snapshot.job != NULL &&
-		    job_log_tail(j, rk->step, &m.u.snapshot.decisions,
+		    ctl_jobs_log_tail(j, rk->step, &m.u.snapshot.decisions,
 			&m.u.snapshot.n_decisions) == 0)
 			jobs->send(jobs->send_arg, rk->peer, rk->peer_len, &m);
 		com_msg_fini(&m);
@@ -173,7 +174,7 @@ jobs_publish_ready(ctl_jobs *jobs, job *j, uint64_t ticket)
 	bool published = false;
 
 	for (uint32_t i = 0; i < j->log_n; i++) {
-		com_decision *d = job_log_at(j, i);
+		com_decision *d = ctl_jobs_log_at(j, i);
 		com_msg m;
 
 		if (d->seq <= j->published_seq)
@@ -196,7 +197,7 @@ jobs_publish_ready(ctl_jobs *jobs, job *j, uint64_t ticket)
 }
 
 void
-jobs_on_durable(void *arg, uint64_t ticket)
+ctl_jobs_on_durable(void *arg, uint64_t ticket)
 {
 	ctl_jobs *jobs = arg;
 
@@ -205,10 +206,11 @@ jobs_on_durable(void *arg, uint64_t ticket)
 }
 
 void
-job_decide(ctl_jobs *jobs, job *j, com_decision *state, uint64_t apply_step,
-    uint64_t window, ctl_store_source source, uint64_t closed_ns)
+ctl_jobs_decide(ctl_jobs *jobs, job *j, com_decision *state,
+    uint64_t apply_step, uint64_t window, ctl_store_source source,
+    uint64_t closed_ns)
 {
-	const com_decision *prev = job_last(j);
+	const com_decision *prev = ctl_jobs_log_last(j);
 	uint64_t ticket;
 
 	if (prev != NULL && apply_step < prev->apply_step)
@@ -218,13 +220,13 @@ job_decide(ctl_jobs *jobs, job *j, com_decision *state, uint64_t apply_step,
 	state->window = window;
 	ticket = ctl_store_decision(jobs->store, j->run_id, state, prev, source,
 	    com_clock_wall_ms());
-	job_log_push(jobs, j, state, ticket, closed_ns);
+	ctl_jobs_log_push(jobs, j, state, ticket, closed_ns);
 	jobs_publish_ready(jobs, j,
 	    ctl_store_waits(jobs->store) ? 0 : UINT64_MAX);
 }
 
 void
-job_adopt(ctl_jobs *jobs, job *j, const com_decision *in_force)
+ctl_jobs_adopt(ctl_jobs *jobs, job *j, const com_decision *in_force)
 {
 	com_decision adopted;
 	char *name = com_strdup(j->name);
@@ -235,10 +237,10 @@ job_adopt(ctl_jobs *jobs, job *j, const com_decision *in_force)
 	}
 	free(adopted.job);
 	adopted.job = name;
-	ctl_store_decision(jobs->store, j->run_id, &adopted, job_last(j),
-	    CTL_STORE_ADOPTED, com_clock_wall_ms());
+	ctl_store_decision(jobs->store, j->run_id, &adopted,
+	    ctl_jobs_log_last(j), CTL_STORE_ADOPTED, com_clock_wall_ms());
 	j->last_seq = adopted.seq - 1;
 	/* The ranks have it already: there is nothing to publish. */
 	j->published_seq = adopted.seq;
-	job_log_push(jobs, j, &adopted, 0, 0);
+	ctl_jobs_log_push(jobs, j, &adopted, 0, 0);
 }

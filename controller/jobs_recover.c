@@ -30,8 +30,8 @@ job_from_run(ctl_jobs *jobs, const ctl_store_run *run, uint64_t now_ms,
 	job *j;
 	int r;
 
-	if (job_alloc(jobs, run->job, run->world, run->layers, run->n_layers,
-		&j) != 0)
+	if (ctl_jobs_job_alloc(jobs, run->job, run->world, run->layers,
+		run->n_layers, &j) != 0)
 		return BELLOWS_ENOMEM;
 	/* Every recorded decision was committed, so it may have been
 	 * published: none is published again. */
@@ -41,7 +41,7 @@ job_from_run(ctl_jobs *jobs, const ctl_store_run *run, uint64_t now_ms,
 
 		if (com_decision_copy(&d, &run->decisions[i]) != 0)
 			goto oom;
-		job_log_push(jobs, j, &d, 0, 0);
+		ctl_jobs_log_push(jobs, j, &d, 0, 0);
 	}
 	free(j->run_key);
 	if ((j->run_key = com_strdup(run->run_key)) == NULL)
@@ -80,12 +80,12 @@ job_from_run(ctl_jobs *jobs, const ctl_store_run *run, uint64_t now_ms,
 	*ret = j;
 	return 0;
 oom:
-	job_destroy(&j);
+	ctl_jobs_job_destroy(&j);
 	return BELLOWS_ENOMEM;
 }
 
 int
-jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
+ctl_jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 {
 	jobs_recovery *rec = arg;
 	ctl_jobs *jobs = rec->jobs;
@@ -103,7 +103,7 @@ jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 		*ret_ctx = j;
 		return 0;
 	}
-	if (jobs_find(jobs, run->job) != NULL) {
+	if (ctl_jobs_find(jobs, run->job) != NULL) {
 		/* Runs come newest first: an older live run of the same job
 		 * was left behind by a daemon that could not read the file. */
 		ctl_log(CTL_LOG_WARN, "jobs",
@@ -121,9 +121,9 @@ jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 		    run->job, run->id);
 		return BELLOWS_ELIMIT;
 	}
-	bytes = jobs_job_bytes(jc, run->job, run->world, run->layers,
+	bytes = ctl_jobs_job_bytes(jc, run->job, run->world, run->layers,
 	    run->n_layers);
-	if (jobs_admit(jobs, run->job, bytes, why, sizeof(why)) != 0) {
+	if (ctl_jobs_admit(jobs, run->job, bytes, why, sizeof(why)) != 0) {
 		ctl_log(CTL_LOG_WARN, "jobs",
 		    "run %" PRId64 " not recovered: %s", run->id, why);
 		return BELLOWS_ELIMIT;
@@ -138,7 +138,7 @@ jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 }
 
 void
-jobs_recover_window(void *arg, void *ctx, bellows_window *w,
+ctl_jobs_recover_window(void *arg, void *ctx, bellows_window *w,
     const com_decision *in_force)
 {
 	jobs_recovery *rec = arg;
@@ -156,7 +156,7 @@ jobs_recover_window(void *arg, void *ctx, bellows_window *w,
 }
 
 void
-jobs_recover_end(void *arg, void *ctx, uint64_t n_windows)
+ctl_jobs_recover_end(void *arg, void *ctx, uint64_t n_windows)
 {
 	jobs_recovery *rec = arg;
 	job *j = ctx;
@@ -183,9 +183,9 @@ uint32_t
 ctl_jobs_recover(ctl_jobs *jobs, uint64_t now_ms)
 {
 	static const ctl_store_recover_ops ops = {
-		.run = jobs_recover_run,
-		.window = jobs_recover_window,
-		.end = jobs_recover_end,
+		.run = ctl_jobs_recover_run,
+		.window = ctl_jobs_recover_window,
+		.end = ctl_jobs_recover_end,
 	};
 	jobs_recovery rec = { .jobs = jobs, .now_ms = now_ms };
 

@@ -32,9 +32,9 @@ job_joined_alive(const job *j)
 }
 
 job_launch
-job_launch_of(const job *j, const com_hello *h)
+ctl_jobs_launch_of(const job *j, const com_hello *h)
 {
-	const char *id = hello_run_id(h);
+	const char *id = ctl_jobs_run_id(h);
 	/* A Hello of another launch may have another world. */
 	const job_rank *rk = h->rank < j->world ? &j->ranks[h->rank] : NULL;
 
@@ -57,27 +57,28 @@ job_launch_of(const job *j, const com_hello *h)
 }
 
 int
-jobs_refuse_launch(ctl_jobs *jobs, job *j, const com_hello *h, com_msg *reply,
-    char *why, size_t why_len)
+ctl_jobs_refuse_launch(ctl_jobs *jobs, job *j, const com_hello *h,
+    com_msg *reply, char *why, size_t why_len)
 {
-	jobs_why(why, why_len,
+	ctl_jobs_why(why, why_len,
 	    "job '%s' is still running as launch '%s' (run %" PRId64
 	    ", %u of %u ranks alive): launch '%s' is admitted once they have "
 	    "left or been silent for rank_timeout_ms (%u ms)",
-	    j->name, j->run_key, j->run_id, j->alive, j->world, hello_run_id(h),
-	    jobs->cfg->rank_timeout_ms);
+	    j->name, j->run_key, j->run_id, j->alive, j->world,
+	    ctl_jobs_run_id(h), jobs->cfg->rank_timeout_ms);
 	/* Its ranks retry every second: one line and event per launch. */
-	if (strncmp(j->refused_key, hello_run_id(h),
+	if (strncmp(j->refused_key, ctl_jobs_run_id(h),
 		sizeof(j->refused_key) - 1) != 0) {
 		snprintf(j->refused_key, sizeof(j->refused_key), "%s",
-		    hello_run_id(h));
+		    ctl_jobs_run_id(h));
 		ctl_log(CTL_LOG_WARN, "jobs", "%s", why);
 		ctl_events_add(jobs->events, CTL_EVENT_RUN_REFUSED, j->name,
 		    "launch '%s' refused: launch '%s' (run %" PRId64
 		    ") still has %u of %u ranks alive",
-		    hello_run_id(h), j->run_key, j->run_id, j->alive, j->world);
+		    ctl_jobs_run_id(h), j->run_key, j->run_id, j->alive,
+		    j->world);
 	}
-	return jobs_error_reply(reply, BELLOWS_EBUSY, why);
+	return ctl_jobs_error_reply(reply, BELLOWS_EBUSY, why);
 }
 
 /* Removes job j from the table and destroys it. */
@@ -86,27 +87,28 @@ jobs_drop(ctl_jobs *jobs, job *j)
 {
 	for (uint32_t i = 0; i < jobs->n_jobs; i++) {
 		if (jobs->jobs[i] == j) {
-			jobs_remove(jobs, i);
+			ctl_jobs_remove(jobs, i);
 			return;
 		}
 	}
 }
 
 int
-job_take_over(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
-    char *why, size_t why_len)
+ctl_jobs_take_over(ctl_jobs *jobs, job **jp, const com_hello *h,
+    uint64_t now_ms, char *why, size_t why_len)
 {
 	job *j = *jp;
 
 	if (h->resume)
-		return job_resume(jobs, jp, h, now_ms, why, why_len);
+		return ctl_jobs_resume(jobs, jp, h, now_ms, why, why_len);
 	if (!j->ended)
 		ctl_store_run_end(jobs->store, j->run_id, com_clock_wall_ms());
 	ctl_log(CTL_LOG_INFO, "jobs",
 	    "job '%s': run %" PRId64 " (launch '%s', window %" PRIu64
 	    ") %s; launch '%s' starts a new run at step %" PRIu64,
 	    j->name, j->run_id, j->run_key, j->next_window,
-	    j->ended ? "ended" : "has no rank left", hello_run_id(h), h->step);
+	    j->ended ? "ended" : "has no rank left", ctl_jobs_run_id(h),
+	    h->step);
 	jobs_drop(jobs, j);
 	*jp = NULL;
 	return 0;
@@ -125,12 +127,12 @@ job_rewind_in_memory(ctl_jobs *jobs, job *j, uint64_t w)
 	com_decision state;
 	int r;
 
-	while (j->log_n > 1 && job_log_at(j, j->log_n - 1)->window > w) {
-		com_decision_fini(job_log_at(j, j->log_n - 1));
+	while (j->log_n > 1 && ctl_jobs_log_at(j, j->log_n - 1)->window > w) {
+		com_decision_fini(ctl_jobs_log_at(j, j->log_n - 1));
 		j->log_n--;
 	}
-	if (jc == NULL || job_last(j) == NULL ||
-	    com_decision_copy(&state, job_last(j)) != 0)
+	if (jc == NULL || ctl_jobs_log_last(j) == NULL ||
+	    com_decision_copy(&state, ctl_jobs_log_last(j)) != 0)
 		return;
 	/* What the fresh policies would start from is not issued: the
 	 * decisions in force at the resume are. */
@@ -163,7 +165,7 @@ job_resumed(ctl_jobs *jobs, job *j, const com_hello *h, uint64_t now_ms,
 	uint64_t w = h->last_window, from = j->next_window;
 	com_decision *again = NULL;
 	uint32_t n = 0, start;
-	char *key = com_strdup(hello_run_id(h));
+	char *key = com_strdup(ctl_jobs_run_id(h));
 	int at;
 
 	for (uint32_t i = 0; i < JOBS_OPEN; i++)
@@ -186,17 +188,18 @@ job_resumed(ctl_jobs *jobs, job *j, const com_hello *h, uint64_t now_ms,
 	}
 	ctl_store_run_resumed(jobs->store, j->run_id, w, j->run_key);
 	/* The decisions from the one in force at the resume step on. */
-	at = job_log_in_force(j, h->step);
+	at = ctl_jobs_log_in_force(j, h->step);
 	start = at < 0 ? 0 : (uint32_t)at;
 	if (j->log_n > start &&
 	    (again = calloc(j->log_n - start, sizeof(*again))) != NULL) {
 		for (uint32_t i = start; i < j->log_n; i++) {
-			if (com_decision_copy(&again[n], job_log_at(j, i)) == 0)
+			if (com_decision_copy(&again[n],
+				ctl_jobs_log_at(j, i)) == 0)
 				n++;
 		}
 	}
 	for (uint32_t i = 0; i < j->log_n; i++)
-		com_decision_fini(job_log_at(j, i));
+		com_decision_fini(ctl_jobs_log_at(j, i));
 	j->log_n = 0;
 	j->log_head = 0;
 	if (n == 0 && (again = calloc(1, sizeof(*again))) != NULL &&
@@ -209,7 +212,7 @@ job_resumed(ctl_jobs *jobs, job *j, const com_hello *h, uint64_t now_ms,
 
 		free(again[i].reason);
 		again[i].reason = com_strdup("resumed from a checkpoint");
-		job_decide(jobs, j, &again[i], apply, again[i].window,
+		ctl_jobs_decide(jobs, j, &again[i], apply, again[i].window,
 		    CTL_STORE_RESUMED, 0);
 		com_decision_fini(&again[i]);
 	}
@@ -231,7 +234,7 @@ static void
 jobs_resume_mismatch(const job *j, const com_hello *h, char *why,
     size_t why_len)
 {
-	jobs_why(why, why_len,
+	ctl_jobs_why(why, why_len,
 	    "resume of job '%s' run %" PRId64
 	    " with another world or layer table than the run's (world %u, "
 	    "%u layers)",
@@ -239,13 +242,13 @@ jobs_resume_mismatch(const job *j, const com_hello *h, char *why,
 }
 
 int
-job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
+ctl_jobs_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
     char *why, size_t why_len)
 {
 	static const ctl_store_recover_ops ops = {
-		.run = jobs_recover_run,
-		.window = jobs_recover_window,
-		.end = jobs_recover_end,
+		.run = ctl_jobs_recover_run,
+		.window = ctl_jobs_recover_window,
+		.end = ctl_jobs_recover_end,
 	};
 	jobs_recovery rec = {
 		.jobs = jobs,
@@ -257,7 +260,7 @@ job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 	int r;
 
 	if (old != NULL &&
-	    (old->world != h->world || !jobs_same_table(old, h))) {
+	    (old->world != h->world || !ctl_jobs_same_table(old, h))) {
 		jobs_resume_mismatch(old, h, why, why_len);
 		return BELLOWS_EMISMATCH;
 	}
@@ -266,7 +269,7 @@ job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 		/* Reading a run back costs what recovering it does: one a
 		 * job per rank_timeout_ms keeps Hellos from stalling the
 		 * loop with it. */
-		jobs_why(why, why_len,
+		ctl_jobs_why(why, why_len,
 		    "job '%s' was resumed %" PRIu64
 		    " ms ago; another resume is "
 		    "taken %u ms after the last",
@@ -275,14 +278,14 @@ job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 		return BELLOWS_EBUSY;
 	}
 	if (!ctl_store_settled(jobs->store)) {
-		jobs_why(why, why_len,
+		ctl_jobs_why(why, why_len,
 		    "job '%s': the history is still being written; the resume "
 		    "is taken once it is",
 		    h->job);
 		return BELLOWS_EBUSY;
 	}
 	if (old == NULL && jobs->n_jobs >= jobs->cfg->max_jobs) {
-		jobs_why(why, why_len, "job table full (%u jobs)",
+		ctl_jobs_why(why, why_len, "job table full (%u jobs)",
 		    jobs->cfg->max_jobs);
 		return BELLOWS_ELIMIT;
 	}
@@ -290,23 +293,23 @@ job_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 	 * is the one the Hello implies; a job in the table holds it. */
 	bytes = old != NULL
 	    ? old->bytes
-	    : jobs_job_bytes(ctl_config_match(jobs->cfg, h->job), h->job,
+	    : ctl_jobs_job_bytes(ctl_config_match(jobs->cfg, h->job), h->job,
 		  h->world, h->layers, h->n_layers);
 	if (old == NULL &&
-	    (r = jobs_admit(jobs, h->job, bytes, why, why_len)) != 0)
+	    (r = ctl_jobs_admit(jobs, h->job, bytes, why, why_len)) != 0)
 		return r;
 	r = ctl_store_load_run(jobs->store, old != NULL ? old->run_id : 0,
 	    h->job, h->last_window, JOBS_LOG, &ops, &rec);
 	j = rec.loaded;
 	if (r != 0 || j == NULL) {
-		job_destroy(&j);
+		ctl_jobs_job_destroy(&j);
 		if (old == NULL)
 			return 0;
 		j = old;
 		job_rewind_in_memory(jobs, j, h->last_window);
-	} else if (j->world != h->world || !jobs_same_table(j, h)) {
+	} else if (j->world != h->world || !ctl_jobs_same_table(j, h)) {
 		jobs_resume_mismatch(j, h, why, why_len);
-		job_destroy(&j);
+		ctl_jobs_job_destroy(&j);
 		return BELLOWS_EMISMATCH;
 	} else {
 		/* Seqs go on after every decision the run ever had. */

@@ -54,20 +54,21 @@ ctl_jobs_snapshot(ctl_jobs *jobs, const char *client,
 	uint64_t step = 0;
 	int r;
 
-	if ((r = jobs_check_client(jobs, req->job, client, why, why_len)) != 0)
-		return jobs_error_reply(reply, r, why);
-	j = jobs_find(jobs, req->job);
+	if ((r = ctl_jobs_check_client(jobs, req->job, client, why, why_len)) !=
+	    0)
+		return ctl_jobs_error_reply(reply, r, why);
+	j = ctl_jobs_find(jobs, req->job);
 	if (j == NULL) {
-		jobs_why(why, why_len, "snapshot of unknown job '%s'",
+		ctl_jobs_why(why, why_len, "snapshot of unknown job '%s'",
 		    req->job != NULL ? req->job : "");
-		return jobs_error_reply(reply, BELLOWS_ENOTJOINED, why);
+		return ctl_jobs_error_reply(reply, BELLOWS_ENOTJOINED, why);
 	}
 	if (req->rank < j->world)
 		step = j->ranks[req->rank].step;
 	com_msg_init(reply, COM_MSG_SNAPSHOT);
 	reply->u.snapshot.job = com_strdup(j->name);
 	if (reply->u.snapshot.job == NULL ||
-	    job_log_tail(j, step, &reply->u.snapshot.decisions,
+	    ctl_jobs_log_tail(j, step, &reply->u.snapshot.decisions,
 		&reply->u.snapshot.n_decisions) != 0) {
 		com_msg_fini(reply);
 		return BELLOWS_ENOMEM;
