@@ -1,4 +1,11 @@
-/* jobs - jobs, ranks, windows and decisions, see jobs.h.
+/* jobs - the job table's state machine, see jobs.h.
+ *
+ * Hellos, Reports, Heartbeats, Byes and the clock's ticks drive it here:
+ * ranks join, windows open and close, policies decide. The other files
+ * of the table each own one part of it (jobs_int.h): the decision log
+ * (jobs_log.c), what readers are told (jobs_status.c), recovery from the
+ * store (jobs_recover.c), launches and resumes (jobs_run.c). The
+ * invariants below hold across all of them.
  *
  * Invariants of a job:
  * - the decision log holds the last JOBS_LOG decisions in seq order; seqs
