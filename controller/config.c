@@ -6,7 +6,7 @@
  * walking; the result is a fresh ctl_config that the caller swaps in only
  * when the whole file was valid.
  */
-#include "config.h"
+#include "config_int.h"
 
 #include "registry.h"
 
@@ -25,21 +25,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
-
-typedef struct config_ctx {
-	yaml_document_t doc;       /* the parsed document */
-	const char *name;          /* file name for messages */
-	ctl_config *cfg;           /* being built: plug-ins loaded so far */
-	char *errbuf;              /* where the first error goes */
-	size_t errlen;             /* its size */
-	uint32_t n_fail;           /* errors found so far */
-	ctl_config_errors *errs;   /* every error, NULL: only the first */
-	const atomic_bool *cancel; /* stop reading when true, or NULL */
-	uint32_t n_policies;       /* policy entries walked, aliases too */
-	uint64_t regex_positions;  /* of the layer regexes compiled so far */
-	bool stop;                 /* a limit of the whole file was hit:
-				    * validation goes on no more */
-} config_ctx;
 
 /* True when the reader was asked to stop (ctl_config_load_cancellable). */
 static bool
@@ -661,14 +646,6 @@ config_regex_check(config_ctx *cx, const yaml_node_t *node, const char *src)
 	}
 	return 0;
 }
-
-#define CONFIG_FOREACH_PAIR(cx, map, kname, key, val)                          \
-	for (yaml_node_pair_t *pair_ = (map)->data.mapping.pairs.start;        \
-	     pair_ < (map)->data.mapping.pairs.top &&                          \
-	     ((key) = config_node((cx), pair_->key),                           \
-	     (val) = config_node((cx), pair_->value),                          \
-	     (kname) = config_scalar(key), 1);                                 \
-	     pair_++)
 
 static int
 config_param_steps(config_ctx *cx, const yaml_node_t *node,
