@@ -43,4 +43,70 @@ typedef struct config_ctx {
 	     (kname) = config_scalar(key), 1);                                 \
 	     pair_++)
 
+/* ---- config_node.c: typed values read from YAML nodes ------------ */
+
+/* True when the reader was asked to stop (ctl_config_load_cancellable). */
+bool config_cancelled(const config_ctx *cx);
+
+/* Records one error message: the first goes to cx->errbuf, each of the
+ * first CTL_CONFIG_ERRORS_MAX to cx->errs when every error is collected,
+ * and all are counted. */
+void config_record(config_ctx *cx, const char *msg);
+
+/* Records the error `fmt` at node's line and column (NULL: the file's
+ * start) and returns BELLOWS_ECONFIG. */
+int config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Whether validation goes on after `r`, the error of one key, parameter,
+ * policy or job: yes for a configuration error when every error is
+ * collected (ctl_config_load_all) and fewer than CTL_CONFIG_ERRORS_MAX
+ * were found; no for anything else (out of memory), nor when only the
+ * first error is wanted (ctl_config_load, ctl_config_parse). A level that
+ * went on returns 0: its errors are counted in cx->n_fail, which
+ * config_parse turns into BELLOWS_ECONFIG. */
+bool config_go_on(const config_ctx *cx, int r);
+
+/* The node of the document numbered `id`, NULL when there is none. */
+yaml_node_t *config_node(config_ctx *cx, int id);
+
+/* The text of a scalar node; NULL when the node is a list or a mapping. */
+const char *config_scalar(const yaml_node_t *node);
+
+/* Refuses a node that is not of `type` (a scalar, list or mapping),
+ * naming it `what`. Returns 0 or BELLOWS_ECONFIG. */
+int config_expect(config_ctx *cx, const yaml_node_t *node,
+    yaml_node_type_t type, const char *what);
+
+/* Reads a finite number in [min, max] into *ret (untouched on failure).
+ * Returns 0 or BELLOWS_ECONFIG; `what` names the value in the error. */
+int config_double(config_ctx *cx, const yaml_node_t *node, const char *what,
+    double min, double max, double *ret);
+
+/* Reads a decimal integer in [min, max] into *ret (untouched on
+ * failure). Returns 0 or BELLOWS_ECONFIG. */
+int config_int(config_ctx *cx, const yaml_node_t *node, const char *what,
+    double min, double max, int64_t *ret);
+
+/* config_int for a uint32_t in [min, max]. */
+int config_u32(config_ctx *cx, const yaml_node_t *node, const char *what,
+    uint32_t min, uint32_t max, uint32_t *ret);
+
+/* Reads true/yes or false/no into *ret (untouched on failure). Returns
+ * 0 or BELLOWS_ECONFIG. */
+int config_bool(config_ctx *cx, const yaml_node_t *node, const char *what,
+    bool *ret);
+
+/* Replaces *ret (freed) with a copy of a scalar's text. Returns 0,
+ * BELLOWS_ECONFIG for a list or a mapping, or BELLOWS_ENOMEM (*ret
+ * untouched on failure). */
+int config_string(config_ctx *cx, const yaml_node_t *node, const char *what,
+    char **ret);
+
+/* Rejects a mapping key that appears twice: YAML allows it silently, and a
+ * second value that quietly wins is a classic configuration bug. The
+ * report is at the second place of the key that appears first; keys are
+ * sorted, so a mapping of n keys costs O(n log n), not O(n^2). */
+int config_check_duplicates(config_ctx *cx, yaml_node_t *map);
+
 #endif
