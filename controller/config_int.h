@@ -109,4 +109,19 @@ int config_string(config_ctx *cx, const yaml_node_t *node, const char *what,
  * sorted, so a mapping of n keys costs O(n log n), not O(n^2). */
 int config_check_duplicates(config_ctx *cx, yaml_node_t *map);
 
+/* ---- config_pattern.c: job globs, layer regexes -------------------- */
+
+/* Checks a job's glob: at most CTL_CONFIG_PATTERN_MAX bytes, every set
+ * closed, every class known, no '\' at the end. Returns 0 or
+ * BELLOWS_ECONFIG. */
+int config_glob_check(config_ctx *cx, const yaml_node_t *node, const char *src);
+
+/* Checks a layer regex: at most CTL_CONFIG_PATTERN_MAX bytes, no
+ * back-reference, parentheses nested at most CTL_CONFIG_GROUPS_MAX deep
+ * and at most CTL_CONFIG_REGEX_SIZE_MAX positions with counts expanded;
+ * all the file's regexes together hold at most CTL_CONFIG_REGEX_TOTAL_MAX
+ * (past it, cx->stop is set). Returns 0 or BELLOWS_ECONFIG. */
+int config_regex_check(config_ctx *cx, const yaml_node_t *node,
+    const char *src);
+
 #endif
