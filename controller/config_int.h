@@ -124,4 +124,13 @@ int config_glob_check(config_ctx *cx, const yaml_node_t *node, const char *src);
 int config_regex_check(config_ctx *cx, const yaml_node_t *node,
     const char *src);
 
+/* ---- config_job.c: the job entries --------------------------------- */
+
+/* Reads one entry of `jobs:` into *jc (zeroed by the caller, freed with
+ * the configuration whatever this returns): match, clients, and the
+ * policies with their parameters, selectors and plug-ins. Returns 0,
+ * BELLOWS_ECONFIG, BELLOWS_ENOMEM or BELLOWS_ETIMEDOUT when the reading
+ * was cancelled. */
+int config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc);
+
 #endif
