@@ -133,4 +133,17 @@ int config_regex_check(config_ctx *cx, const yaml_node_t *node,
  * was cancelled. */
 int config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc);
 
+/* ---- config_daemon.c: the daemon and store sections ---------------- */
+
+/* Reads the `daemon:` mapping into cfg, security's key files included.
+ * Returns 0, BELLOWS_ECONFIG or BELLOWS_ENOMEM. */
+int config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg);
+
+/* Reads the `store:` mapping into *sc. Returns 0 or BELLOWS_ECONFIG. */
+int config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc);
+
+/* Sets every setting of `daemon:` and `store:` to its default, before
+ * the file is read. */
+void config_defaults(ctl_config *cfg);
+
 #endif
