@@ -34,55 +34,55 @@ config_root(config_ctx *cx, ctl_config *cfg)
 	int r;
 
 	if (root == NULL)
-		return config_fail(cx, NULL, "the file is empty");
-	if ((r = config_expect(cx, root, YAML_MAPPING_NODE, "the top level")) !=
-		0 ||
-	    (r = config_check_duplicates(cx, root)) != 0)
+		return ctl_config_fail(cx, NULL, "the file is empty");
+	if ((r = ctl_config_expect(cx, root, YAML_MAPPING_NODE,
+		 "the top level")) != 0 ||
+	    (r = ctl_config_check_duplicates(cx, root)) != 0)
 		return r;
 	CONFIG_FOREACH_PAIR(cx, root, kname, key, val)
 	{
 		r = 0;
 		if (kname != NULL && strcmp(kname, "daemon") == 0) {
-			r = config_daemon(cx, val, cfg);
+			r = ctl_config_daemon(cx, val, cfg);
 		} else if (kname != NULL && strcmp(kname, "store") == 0) {
-			r = config_store(cx, val, &cfg->store);
+			r = ctl_config_store(cx, val, &cfg->store);
 		} else if (kname != NULL && strcmp(kname, "jobs") == 0) {
 			has_jobs = true;
-			if ((r = config_expect(cx, val, YAML_SEQUENCE_NODE,
+			if ((r = ctl_config_expect(cx, val, YAML_SEQUENCE_NODE,
 				 "jobs")) == 0)
 				jobs = val;
 		} else {
-			r = config_fail(cx, key,
+			r = ctl_config_fail(cx, key,
 			    "unknown top-level key '%s' (expected daemon, "
 			    "store, jobs)",
 			    kname != NULL ? kname : "?");
 		}
-		if (r != 0 && !config_go_on(cx, r))
+		if (r != 0 && !ctl_config_go_on(cx, r))
 			return r;
 	}
 	if (jobs == NULL)
 		return has_jobs
 		    ? 0
-		    : config_fail(cx, root, "the file needs a 'jobs' list");
+		    : ctl_config_fail(cx, root, "the file needs a 'jobs' list");
 	size_t n = (size_t)(jobs->data.sequence.items.top -
 	    jobs->data.sequence.items.start);
 	if (n == 0)
-		return config_fail(cx, jobs, "jobs must not be empty");
+		return ctl_config_fail(cx, jobs, "jobs must not be empty");
 	if (n > CTL_CONFIG_JOBS_MAX)
-		return config_fail(cx, jobs,
+		return ctl_config_fail(cx, jobs,
 		    "jobs may have at most %u entries, not %zu",
 		    CTL_CONFIG_JOBS_MAX, n);
 	cfg->jobs = calloc(n, sizeof(*cfg->jobs));
 	if (cfg->jobs == NULL)
 		return BELLOWS_ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		if (config_cancelled(cx))
+		if (ctl_config_cancelled(cx))
 			return BELLOWS_ETIMEDOUT;
 		cfg->n_jobs++;
-		r = config_job(cx,
-		    config_node(cx, jobs->data.sequence.items.start[i]),
+		r = ctl_config_job(cx,
+		    ctl_config_node(cx, jobs->data.sequence.items.start[i]),
 		    &cfg->jobs[i]);
-		if (r != 0 && !config_go_on(cx, r))
+		if (r != 0 && !ctl_config_go_on(cx, r))
 			return r;
 	}
 	return 0;
@@ -106,7 +106,7 @@ config_read(void *data, unsigned char *buffer, size_t size, size_t *size_read)
 	config_input *in = data;
 	size_t n = in->len - in->at;
 
-	if (config_cancelled(in->cx))
+	if (ctl_config_cancelled(in->cx))
 		return 0;
 	if (n > size)
 		n = size;
@@ -124,16 +124,16 @@ config_parser_fail(config_ctx *cx, const yaml_parser_t *parser)
 {
 	char msg[CTL_CONFIG_ERR_MAX];
 
-	if (config_cancelled(cx)) {
+	if (ctl_config_cancelled(cx)) {
 		snprintf(msg, sizeof(msg), "%s: reading was cancelled",
 		    cx->name);
-		config_record(cx, msg);
+		ctl_config_record(cx, msg);
 		return BELLOWS_ETIMEDOUT;
 	}
 	snprintf(msg, sizeof(msg), "%s:%zu:%zu: %s", cx->name,
 	    parser->problem_mark.line + 1, parser->problem_mark.column + 1,
 	    parser->problem != NULL ? parser->problem : "invalid YAML");
-	config_record(cx, msg);
+	ctl_config_record(cx, msg);
 	return BELLOWS_ECONFIG;
 }
 
@@ -167,7 +167,7 @@ config_check_shape(config_ctx *cx, const char *text, size_t len)
 					.start_mark = ev.start_mark
 				};
 
-				r = config_fail(cx, &at,
+				r = ctl_config_fail(cx, &at,
 				    "nested more than %u levels deep (lists "
 				    "and mappings)",
 				    CTL_CONFIG_DEPTH_MAX);
@@ -180,7 +180,7 @@ config_check_shape(config_ctx *cx, const char *text, size_t len)
 					.start_mark = ev.start_mark
 				};
 
-				r = config_fail(cx, &at,
+				r = ctl_config_fail(cx, &at,
 				    "more than %u values, lists and "
 				    "mappings",
 				    CTL_CONFIG_NODES_MAX);
@@ -219,7 +219,7 @@ config_parse(config_ctx *cx, const char *text, size_t len, ctl_config **ret_cfg)
 	if (cfg == NULL)
 		return BELLOWS_ENOMEM;
 	cx->cfg = cfg;
-	config_defaults(cfg);
+	ctl_config_defaults(cfg);
 	cfg->path = strdup(cx->name);
 	cfg->text = malloc(len + 1);
 	if (cfg->path == NULL || cfg->text == NULL) {
@@ -252,7 +252,7 @@ config_parse(config_ctx *cx, const char *text, size_t len, ctl_config **ret_cfg)
 
 		snprintf(msg, sizeof(msg), "%s: reading was cancelled",
 		    cx->name);
-		config_record(cx, msg);
+		ctl_config_record(cx, msg);
 	}
 	if (r != 0) {
 		ctl_config_destroy(&cfg);
@@ -310,14 +310,14 @@ config_load(config_ctx *cx, ctl_config **ret_cfg)
 		/* A FIFO or a device could keep the reader waiting or
 		 * reading for ever. */
 		snprintf(msg, sizeof(msg), "%s: not a regular file", cx->name);
-		config_record(cx, msg);
+		ctl_config_record(cx, msg);
 		close(fd);
 		return BELLOWS_EIO;
 	}
 	if (fd < 0 || (f = fdopen(fd, "rb")) == NULL) {
 		snprintf(msg, sizeof(msg), "%s: cannot open: %s", cx->name,
 		    strerror(errno));
-		config_record(cx, msg);
+		ctl_config_record(cx, msg);
 		if (fd >= 0)
 			close(fd);
 		return BELLOWS_EIO;
@@ -325,10 +325,10 @@ config_load(config_ctx *cx, ctl_config **ret_cfg)
 	while (len <= limit) {
 		size_t n;
 
-		if (config_cancelled(cx)) {
+		if (ctl_config_cancelled(cx)) {
 			snprintf(msg, sizeof(msg), "%s: reading was cancelled",
 			    cx->name);
-			config_record(cx, msg);
+			ctl_config_record(cx, msg);
 			free(text);
 			fclose(f);
 			return BELLOWS_ETIMEDOUT;
@@ -355,7 +355,7 @@ config_load(config_ctx *cx, ctl_config **ret_cfg)
 	}
 	if (ferror(f)) {
 		snprintf(msg, sizeof(msg), "%s: read error", cx->name);
-		config_record(cx, msg);
+		ctl_config_record(cx, msg);
 		free(text);
 		fclose(f);
 		return BELLOWS_EIO;
@@ -369,7 +369,7 @@ config_load(config_ctx *cx, ctl_config **ret_cfg)
 		    "%s:%zu:%zu: the file is longer than 16 MiB (%zu bytes); "
 		    "this byte is past the limit",
 		    cx->name, line, col, (size_t)limit);
-		config_record(cx, msg);
+		ctl_config_record(cx, msg);
 		free(text);
 		return BELLOWS_ECONFIG;
 	}

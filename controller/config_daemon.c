@@ -23,12 +23,12 @@ static int
 config_path(config_ctx *cx, const yaml_node_t *node, const char *what,
     char **ret)
 {
-	const char *given = config_scalar(node), *slash;
+	const char *given = ctl_config_scalar(node), *slash;
 	char joined[PATH_MAX];
 	int n;
 
 	if (given == NULL || given[0] == '\0')
-		return config_fail(cx, node, "%s must be a path", what);
+		return ctl_config_fail(cx, node, "%s must be a path", what);
 	slash = strrchr(cx->name, '/');
 	if (given[0] == '/' || slash == NULL)
 		n = snprintf(joined, sizeof(joined), "%s", given);
@@ -36,7 +36,7 @@ config_path(config_ctx *cx, const yaml_node_t *node, const char *what,
 		n = snprintf(joined, sizeof(joined), "%.*s/%s",
 		    (int)(slash - cx->name), cx->name, given);
 	if (n < 0 || (size_t)n >= sizeof(joined))
-		return config_fail(cx, node, "%s is too long", what);
+		return ctl_config_fail(cx, node, "%s is too long", what);
 	free(*ret);
 	if ((*ret = strdup(joined)) == NULL)
 		return BELLOWS_ENOMEM;
@@ -168,15 +168,15 @@ config_security(config_ctx *cx, yaml_node_t *node, ctl_security_conf *sec)
 	const char *kname;
 	int r = 0;
 
-	if ((r = config_expect(cx, node, YAML_MAPPING_NODE,
+	if ((r = ctl_config_expect(cx, node, YAML_MAPPING_NODE,
 		 "daemon.security")) != 0 ||
-	    (r = config_check_duplicates(cx, node)) != 0)
+	    (r = ctl_config_check_duplicates(cx, node)) != 0)
 		return r;
 	sec->enabled = true;
 	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
 	{
 		if (kname == NULL)
-			r = config_fail(cx, key, "keys must be scalars");
+			r = ctl_config_fail(cx, key, "keys must be scalars");
 		else if (strcmp(kname, "server_key") == 0) {
 			key_node = val;
 			r = config_path(cx, val, kname, &sec->server_key);
@@ -184,15 +184,15 @@ config_security(config_ctx *cx, yaml_node_t *node, ctl_security_conf *sec)
 			dir_node = val;
 			r = config_path(cx, val, kname, &sec->clients);
 		} else
-			r = config_fail(cx, key,
+			r = ctl_config_fail(cx, key,
 			    "unknown key '%s' in daemon.security (expected "
 			    "server_key, clients)",
 			    kname);
-		if (r != 0 && !config_go_on(cx, r))
+		if (r != 0 && !ctl_config_go_on(cx, r))
 			return r;
 	}
 	if (key_node == NULL || dir_node == NULL)
-		return config_fail(cx, node,
+		return ctl_config_fail(cx, node,
 		    "daemon.security needs both server_key and clients");
 	if (sec->server_key == NULL || sec->clients == NULL)
 		return BELLOWS_ECONFIG; /* already reported */
@@ -200,18 +200,18 @@ config_security(config_ctx *cx, yaml_node_t *node, ctl_security_conf *sec)
 	if (r == BELLOWS_ENOMEM)
 		return r;
 	if (r == 0 && sec->server_cert.secret_key[0] == '\0')
-		return config_fail(cx, key_node,
+		return ctl_config_fail(cx, key_node,
 		    "server_key '%s' is a public certificate; bellowsd needs "
 		    "its secret one (the .key file)",
 		    sec->server_key);
 	if (r != 0)
-		return config_fail(cx, key_node, "server_key: %s", err);
+		return ctl_config_fail(cx, key_node, "server_key: %s", err);
 	r = ctl_config_read_clients(sec->clients, &sec->keys, &sec->n_clients,
 	    err, sizeof(err));
 	if (r == BELLOWS_ENOMEM)
 		return r;
 	if (r != 0)
-		return config_fail(cx, dir_node, "%s", err);
+		return ctl_config_fail(cx, dir_node, "%s", err);
 	return 0;
 }
 
@@ -221,13 +221,13 @@ config_security(config_ctx *cx, yaml_node_t *node, ctl_security_conf *sec)
 static int
 config_mode(config_ctx *cx, const yaml_node_t *node, uint32_t *ret)
 {
-	const char *s = config_scalar(node);
+	const char *s = ctl_config_scalar(node);
 	char *end;
 	unsigned long v;
 	int base = 10;
 
 	if (s == NULL || s[0] == '\0')
-		return config_fail(cx, node,
+		return ctl_config_fail(cx, node,
 		    "store.mode must be permission bits, e.g. \"0600\"");
 	if (s[0] == '0' && s[1] != '\0') {
 		base = 8;
@@ -237,15 +237,15 @@ config_mode(config_ctx *cx, const yaml_node_t *node, uint32_t *ret)
 	errno = 0;
 	v = strtoul(s, &end, base);
 	if (*end != '\0' || errno != 0 || s[0] == '-' || s[0] == '+')
-		return config_fail(cx, node,
+		return ctl_config_fail(cx, node,
 		    "store.mode must be permission bits (octal, e.g. "
 		    "\"0600\"), not '%s'",
-		    config_scalar(node));
+		    ctl_config_scalar(node));
 	if (v > 0777)
-		return config_fail(cx, node,
+		return ctl_config_fail(cx, node,
 		    "store.mode must be at most 0777, not %lo", v);
 	if ((v & 0600) != 0600)
-		return config_fail(cx, node,
+		return ctl_config_fail(cx, node,
 		    "store.mode %04lo must let the owner read and write "
 		    "(0600 at least)",
 		    v);
@@ -254,126 +254,129 @@ config_mode(config_ctx *cx, const yaml_node_t *node, uint32_t *ret)
 }
 
 int
-config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
+ctl_config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 {
 	yaml_node_t *key, *val;
 	const char *kname;
 	int r = 0;
 
-	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "daemon")) != 0 ||
-	    (r = config_check_duplicates(cx, node)) != 0)
+	if ((r = ctl_config_expect(cx, node, YAML_MAPPING_NODE, "daemon")) !=
+		0 ||
+	    (r = ctl_config_check_duplicates(cx, node)) != 0)
 		return r;
 	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
 	{
 		if (kname == NULL)
-			r = config_fail(cx, key, "keys must be scalars");
+			r = ctl_config_fail(cx, key, "keys must be scalars");
 		else if (strcmp(kname, "control") == 0)
-			r = config_string(cx, val, kname, &cfg->control);
+			r = ctl_config_string(cx, val, kname, &cfg->control);
 		else if (strcmp(kname, "publish") == 0)
-			r = config_string(cx, val, kname, &cfg->publish);
+			r = ctl_config_string(cx, val, kname, &cfg->publish);
 		else if (strcmp(kname, "apply_lag") == 0)
-			r = config_u32(cx, val, kname, 0, 1000000,
+			r = ctl_config_u32(cx, val, kname, 0, 1000000,
 			    &cfg->apply_lag);
 		else if (strcmp(kname, "window_timeout_ms") == 0)
-			r = config_u32(cx, val, kname, 1, 86400000,
+			r = ctl_config_u32(cx, val, kname, 1, 86400000,
 			    &cfg->window_timeout_ms);
 		else if (strcmp(kname, "rank_timeout_ms") == 0)
-			r = config_u32(cx, val, kname, 10, 86400000,
+			r = ctl_config_u32(cx, val, kname, 10, 86400000,
 			    &cfg->rank_timeout_ms);
 		else if (strcmp(kname, "heartbeat_ms") == 0)
-			r = config_u32(cx, val, kname, 10, 3600000,
+			r = ctl_config_u32(cx, val, kname, 10, 3600000,
 			    &cfg->heartbeat_ms);
 		else if (strcmp(kname, "repair_margin") == 0)
-			r = config_u32(cx, val, kname, 0, 1000000,
+			r = ctl_config_u32(cx, val, kname, 0, 1000000,
 			    &cfg->repair_margin);
 		else if (strcmp(kname, "max_jobs") == 0)
-			r = config_u32(cx, val, kname, 1, 1000000,
+			r = ctl_config_u32(cx, val, kname, 1, 1000000,
 			    &cfg->max_jobs);
 		else if (strcmp(kname, "max_world") == 0)
-			r = config_u32(cx, val, kname, 1, 65536,
+			r = ctl_config_u32(cx, val, kname, 1, 65536,
 			    &cfg->max_world);
 		else if (strcmp(kname, "max_layers") == 0)
-			r = config_u32(cx, val, kname, 1, 65536,
+			r = ctl_config_u32(cx, val, kname, 1, 65536,
 			    &cfg->max_layers);
 		else if (strcmp(kname, "job_idle_ms") == 0)
-			r = config_u32(cx, val, kname, 1000, 4000000000u,
+			r = ctl_config_u32(cx, val, kname, 1000, 4000000000u,
 			    &cfg->job_idle_ms);
 		else if (strcmp(kname, "reload_timeout_ms") == 0)
-			r = config_u32(cx, val, kname, 100, 3600000,
+			r = ctl_config_u32(cx, val, kname, 100, 3600000,
 			    &cfg->reload_timeout_ms);
 		else if (strcmp(kname, "plugin_timeout_ms") == 0)
-			r = config_u32(cx, val, kname, 10, 600000,
+			r = ctl_config_u32(cx, val, kname, 10, 600000,
 			    &cfg->plugin_timeout_ms);
 		else if (strcmp(kname, "plugin_memory_mb") == 0)
-			r = config_u32(cx, val, kname, 64, 1048576,
+			r = ctl_config_u32(cx, val, kname, 64, 1048576,
 			    &cfg->plugin_memory_mb);
 		else if (strcmp(kname, "max_job_mb") == 0)
-			r = config_u32(cx, val, kname, 1, 1048576,
+			r = ctl_config_u32(cx, val, kname, 1, 1048576,
 			    &cfg->max_job_mb);
 		else if (strcmp(kname, "max_total_job_mb") == 0)
-			r = config_u32(cx, val, kname, 1, 1048576,
+			r = ctl_config_u32(cx, val, kname, 1, 1048576,
 			    &cfg->max_total_job_mb);
 		else if (strcmp(kname, "peer_queue_mb") == 0)
-			r = config_u32(cx, val, kname, 1, 4096,
+			r = ctl_config_u32(cx, val, kname, 1, 4096,
 			    &cfg->peer_queue_mb);
 		else if (strcmp(kname, "allow_insecure") == 0)
-			r = config_bool(cx, val, kname, &cfg->allow_insecure);
+			r = ctl_config_bool(cx, val, kname,
+			    &cfg->allow_insecure);
 		else if (strcmp(kname, "security") == 0)
 			r = config_security(cx, val, &cfg->security);
 		else
-			r = config_fail(cx, key, "unknown key '%s' in daemon",
-			    kname);
-		if (r != 0 && !config_go_on(cx, r))
+			r = ctl_config_fail(cx, key,
+			    "unknown key '%s' in daemon", kname);
+		if (r != 0 && !ctl_config_go_on(cx, r))
 			return r;
 	}
 	return 0;
 }
 
 int
-config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc)
+ctl_config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc)
 {
 	yaml_node_t *key, *val;
 	const char *kname;
 	int r = 0;
 
-	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "store")) != 0 ||
-	    (r = config_check_duplicates(cx, node)) != 0)
+	if ((r = ctl_config_expect(cx, node, YAML_MAPPING_NODE, "store")) !=
+		0 ||
+	    (r = ctl_config_check_duplicates(cx, node)) != 0)
 		return r;
 	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
 	{
 		if (kname == NULL)
-			r = config_fail(cx, key, "keys must be scalars");
+			r = ctl_config_fail(cx, key, "keys must be scalars");
 		else if (strcmp(kname, "max_windows_per_run") == 0)
-			r = config_u32(cx, val, kname, 0, 1000000000,
+			r = ctl_config_u32(cx, val, kname, 0, 1000000000,
 			    &sc->max_windows_per_run);
 		else if (strcmp(kname, "max_age_days") == 0)
-			r = config_u32(cx, val, kname, 0, 36500,
+			r = ctl_config_u32(cx, val, kname, 0, 36500,
 			    &sc->max_age_days);
 		else if (strcmp(kname, "keep_every") == 0)
-			r = config_u32(cx, val, kname, 1, 1000000,
+			r = ctl_config_u32(cx, val, kname, 1, 1000000,
 			    &sc->keep_every);
 		else if (strcmp(kname, "batch_rows") == 0)
-			r = config_u32(cx, val, kname, 1, 1000000,
+			r = ctl_config_u32(cx, val, kname, 1, 1000000,
 			    &sc->batch_rows);
 		else if (strcmp(kname, "queue_rows") == 0)
-			r = config_u32(cx, val, kname, 1000, 100000000,
+			r = ctl_config_u32(cx, val, kname, 1000, 100000000,
 			    &sc->queue_rows);
 		else if (strcmp(kname, "mode") == 0)
 			r = config_mode(cx, val, &sc->mode);
 		else
-			r = config_fail(cx, key,
+			r = ctl_config_fail(cx, key,
 			    "unknown key '%s' in store (expected "
 			    "max_windows_per_run, max_age_days, keep_every, "
 			    "batch_rows, queue_rows, mode)",
 			    kname);
-		if (r != 0 && !config_go_on(cx, r))
+		if (r != 0 && !ctl_config_go_on(cx, r))
 			return r;
 	}
 	return 0;
 }
 
 void
-config_defaults(ctl_config *cfg)
+ctl_config_defaults(ctl_config *cfg)
 {
 	cfg->apply_lag = 1;
 	/* Below the agents' wait for a decision, see

@@ -38,25 +38,25 @@ typedef struct config_ctx {
 #define CONFIG_FOREACH_PAIR(cx, map, kname, key, val)                          \
 	for (yaml_node_pair_t *pair_ = (map)->data.mapping.pairs.start;        \
 	     pair_ < (map)->data.mapping.pairs.top &&                          \
-	     ((key) = config_node((cx), pair_->key),                           \
-	     (val) = config_node((cx), pair_->value),                          \
-	     (kname) = config_scalar(key), 1);                                 \
+	     ((key) = ctl_config_node((cx), pair_->key),                       \
+	     (val) = ctl_config_node((cx), pair_->value),                      \
+	     (kname) = ctl_config_scalar(key), 1);                             \
 	     pair_++)
 
 /* ---- config_node.c: typed values read from YAML nodes ------------ */
 
 /* True when the reader was asked to stop (ctl_config_load_cancellable). */
-bool config_cancelled(const config_ctx *cx);
+bool ctl_config_cancelled(const config_ctx *cx);
 
 /* Records one error message: the first goes to cx->errbuf, each of the
  * first CTL_CONFIG_ERRORS_MAX to cx->errs when every error is collected,
  * and all are counted. */
-void config_record(config_ctx *cx, const char *msg);
+void ctl_config_record(config_ctx *cx, const char *msg);
 
 /* Records the error `fmt` at node's line and column (NULL: the file's
  * start) and returns BELLOWS_ECONFIG. */
-int config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int ctl_config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt,
+    ...) __attribute__((format(printf, 3, 4)));
 
 /* Whether validation goes on after `r`, the error of one key, parameter,
  * policy or job: yes for a configuration error when every error is
@@ -65,63 +65,64 @@ int config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
  * first error is wanted (ctl_config_load, ctl_config_parse). A level that
  * went on returns 0: its errors are counted in cx->n_fail, which
  * config_parse turns into BELLOWS_ECONFIG. */
-bool config_go_on(const config_ctx *cx, int r);
+bool ctl_config_go_on(const config_ctx *cx, int r);
 
 /* The node of the document numbered `id`, NULL when there is none. */
-yaml_node_t *config_node(config_ctx *cx, int id);
+yaml_node_t *ctl_config_node(config_ctx *cx, int id);
 
 /* The text of a scalar node; NULL when the node is a list or a mapping. */
-const char *config_scalar(const yaml_node_t *node);
+const char *ctl_config_scalar(const yaml_node_t *node);
 
 /* Refuses a node that is not of `type` (a scalar, list or mapping),
  * naming it `what`. Returns 0 or BELLOWS_ECONFIG. */
-int config_expect(config_ctx *cx, const yaml_node_t *node,
+int ctl_config_expect(config_ctx *cx, const yaml_node_t *node,
     yaml_node_type_t type, const char *what);
 
 /* Reads a finite number in [min, max] into *ret (untouched on failure).
  * Returns 0 or BELLOWS_ECONFIG; `what` names the value in the error. */
-int config_double(config_ctx *cx, const yaml_node_t *node, const char *what,
+int ctl_config_double(config_ctx *cx, const yaml_node_t *node, const char *what,
     double min, double max, double *ret);
 
 /* Reads a decimal integer in [min, max] into *ret (untouched on
  * failure). Returns 0 or BELLOWS_ECONFIG. */
-int config_int(config_ctx *cx, const yaml_node_t *node, const char *what,
+int ctl_config_int(config_ctx *cx, const yaml_node_t *node, const char *what,
     double min, double max, int64_t *ret);
 
-/* config_int for a uint32_t in [min, max]. */
-int config_u32(config_ctx *cx, const yaml_node_t *node, const char *what,
+/* ctl_config_int for a uint32_t in [min, max]. */
+int ctl_config_u32(config_ctx *cx, const yaml_node_t *node, const char *what,
     uint32_t min, uint32_t max, uint32_t *ret);
 
 /* Reads true/yes or false/no into *ret (untouched on failure). Returns
  * 0 or BELLOWS_ECONFIG. */
-int config_bool(config_ctx *cx, const yaml_node_t *node, const char *what,
+int ctl_config_bool(config_ctx *cx, const yaml_node_t *node, const char *what,
     bool *ret);
 
 /* Replaces *ret (freed) with a copy of a scalar's text. Returns 0,
  * BELLOWS_ECONFIG for a list or a mapping, or BELLOWS_ENOMEM (*ret
  * untouched on failure). */
-int config_string(config_ctx *cx, const yaml_node_t *node, const char *what,
+int ctl_config_string(config_ctx *cx, const yaml_node_t *node, const char *what,
     char **ret);
 
 /* Rejects a mapping key that appears twice: YAML allows it silently, and a
  * second value that quietly wins is a classic configuration bug. The
  * report is at the second place of the key that appears first; keys are
  * sorted, so a mapping of n keys costs O(n log n), not O(n^2). */
-int config_check_duplicates(config_ctx *cx, yaml_node_t *map);
+int ctl_config_check_duplicates(config_ctx *cx, yaml_node_t *map);
 
 /* ---- config_pattern.c: job globs, layer regexes -------------------- */
 
 /* Checks a job's glob: at most CTL_CONFIG_PATTERN_MAX bytes, every set
  * closed, every class known, no '\' at the end. Returns 0 or
  * BELLOWS_ECONFIG. */
-int config_glob_check(config_ctx *cx, const yaml_node_t *node, const char *src);
+int ctl_config_glob_check(config_ctx *cx, const yaml_node_t *node,
+    const char *src);
 
 /* Checks a layer regex: at most CTL_CONFIG_PATTERN_MAX bytes, no
  * back-reference, parentheses nested at most CTL_CONFIG_GROUPS_MAX deep
  * and at most CTL_CONFIG_REGEX_SIZE_MAX positions with counts expanded;
  * all the file's regexes together hold at most CTL_CONFIG_REGEX_TOTAL_MAX
  * (past it, cx->stop is set). Returns 0 or BELLOWS_ECONFIG. */
-int config_regex_check(config_ctx *cx, const yaml_node_t *node,
+int ctl_config_regex_check(config_ctx *cx, const yaml_node_t *node,
     const char *src);
 
 /* ---- config_job.c: the job entries --------------------------------- */
@@ -131,19 +132,19 @@ int config_regex_check(config_ctx *cx, const yaml_node_t *node,
  * policies with their parameters, selectors and plug-ins. Returns 0,
  * BELLOWS_ECONFIG, BELLOWS_ENOMEM or BELLOWS_ETIMEDOUT when the reading
  * was cancelled. */
-int config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc);
+int ctl_config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc);
 
 /* ---- config_daemon.c: the daemon and store sections ---------------- */
 
 /* Reads the `daemon:` mapping into cfg, security's key files included.
  * Returns 0, BELLOWS_ECONFIG or BELLOWS_ENOMEM. */
-int config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg);
+int ctl_config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg);
 
 /* Reads the `store:` mapping into *sc. Returns 0 or BELLOWS_ECONFIG. */
-int config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc);
+int ctl_config_store(config_ctx *cx, yaml_node_t *node, ctl_store_conf *sc);
 
 /* Sets every setting of `daemon:` and `store:` to its default, before
  * the file is read. */
-void config_defaults(ctl_config *cfg);
+void ctl_config_defaults(ctl_config *cfg);
 
 #endif

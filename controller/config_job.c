@@ -27,7 +27,7 @@ config_param_steps(config_ctx *cx, const yaml_node_t *node,
 	const char *kname;
 	int r;
 
-	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, p->name)) != 0)
+	if ((r = ctl_config_expect(cx, node, YAML_MAPPING_NODE, p->name)) != 0)
 		return r;
 	steps->n = 0;
 	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
@@ -37,19 +37,19 @@ config_param_steps(config_ctx *cx, const yaml_node_t *node,
 
 		(void)kname;
 		if (steps->n >= BELLOWS_STEPS_MAX)
-			return config_fail(cx, key,
+			return ctl_config_fail(cx, key,
 			    "%s has more than %d entries", p->name,
 			    BELLOWS_STEPS_MAX);
-		if ((r = config_int(cx, key, "a window index", 0, 1e15,
+		if ((r = ctl_config_int(cx, key, "a window index", 0, 1e15,
 			 &from)) != 0)
 			return r;
 		if (steps->n > 0 && (uint64_t)from <= steps->from[steps->n - 1])
-			return config_fail(cx, key,
+			return ctl_config_fail(cx, key,
 			    "%s: window %lld does not follow %llu", p->name,
 			    (long long)from,
 			    (unsigned long long)steps->from[steps->n - 1]);
-		if ((r = config_double(cx, val, p->name, p->min, p->max, &v)) !=
-		    0)
+		if ((r = ctl_config_double(cx, val, p->name, p->min, p->max,
+			 &v)) != 0)
 			return r;
 		steps->from[steps->n] = (uint64_t)from;
 		steps->value[steps->n] = v;
@@ -70,24 +70,24 @@ config_param(config_ctx *cx, const yaml_node_t *node, const bellows_param *p,
 
 	switch (p->type) {
 	case BELLOWS_PARAM_BOOL:
-		if ((r = config_bool(cx, node, p->name, &bv)) == 0)
+		if ((r = ctl_config_bool(cx, node, p->name, &bv)) == 0)
 			memcpy(dst, &bv, sizeof(bv));
 		return r;
 	case BELLOWS_PARAM_INT:
-		if ((r = config_int(cx, node, p->name, p->min, p->max, &iv)) ==
-		    0)
+		if ((r = ctl_config_int(cx, node, p->name, p->min, p->max,
+			 &iv)) == 0)
 			memcpy(dst, &iv, sizeof(iv));
 		return r;
 	case BELLOWS_PARAM_DOUBLE:
-		if ((r = config_double(cx, node, p->name, p->min, p->max,
+		if ((r = ctl_config_double(cx, node, p->name, p->min, p->max,
 			 &dv)) == 0)
 			memcpy(dst, &dv, sizeof(dv));
 		return r;
 	case BELLOWS_PARAM_STRING: {
-		const char *s = config_scalar(node);
+		const char *s = ctl_config_scalar(node);
 
 		if (s == NULL || strlen(s) >= BELLOWS_PARAM_STRING_MAX)
-			return config_fail(cx, node,
+			return ctl_config_fail(cx, node,
 			    "%s must be a string of at most %d bytes", p->name,
 			    BELLOWS_PARAM_STRING_MAX - 1);
 		if (p->choices != NULL) {
@@ -103,7 +103,7 @@ config_param(config_ctx *cx, const yaml_node_t *node, const bellows_param *p,
 				    "%s%s", used ? ", " : "", *c);
 			}
 			if (!found)
-				return config_fail(cx, node,
+				return ctl_config_fail(cx, node,
 				    "%s must be one of %s, not '%s'", p->name,
 				    allowed, s);
 		}
@@ -113,7 +113,7 @@ config_param(config_ctx *cx, const yaml_node_t *node, const bellows_param *p,
 	case BELLOWS_PARAM_STEPS:
 		return config_param_steps(cx, node, p, (bellows_steps *)dst);
 	}
-	return config_fail(cx, node, "parameter '%s' has an unknown type",
+	return ctl_config_fail(cx, node, "parameter '%s' has an unknown type",
 	    p->name);
 }
 
@@ -159,9 +159,9 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 	int r;
 
 	if (node != NULL) {
-		if ((r = config_expect(cx, node, YAML_MAPPING_NODE,
+		if ((r = ctl_config_expect(cx, node, YAML_MAPPING_NODE,
 			 "params")) != 0 ||
-		    (r = config_check_duplicates(cx, node)) != 0)
+		    (r = ctl_config_check_duplicates(cx, node)) != 0)
 			return r;
 		CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
 		{
@@ -171,12 +171,12 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 			    (kname == NULL || strcmp(p->name, kname) != 0))
 				p++;
 			if (p == NULL || p->name == NULL)
-				r = config_fail(cx, key,
+				r = ctl_config_fail(cx, key,
 				    "policy type '%s' has no parameter '%s'",
 				    ops->name, kname != NULL ? kname : "?");
 			else
 				r = config_param(cx, val, p, pc->config);
-			if (r != 0 && !config_go_on(cx, r))
+			if (r != 0 && !ctl_config_go_on(cx, r))
 				return r;
 		}
 	}
@@ -196,10 +196,10 @@ config_params(config_ctx *cx, yaml_node_t *node, yaml_node_t *where,
 		}
 		if (seen)
 			continue;
-		r = config_fail(cx, node != NULL ? node : where,
+		r = ctl_config_fail(cx, node != NULL ? node : where,
 		    "policy '%s' (type '%s') needs parameter '%s'", pc->name,
 		    ops->name, p->name);
-		if (!config_go_on(cx, r))
+		if (!ctl_config_go_on(cx, r))
 			return r;
 	}
 	return 0;
@@ -213,8 +213,9 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 	int64_t v;
 	int r;
 
-	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "layers")) != 0 ||
-	    (r = config_check_duplicates(cx, node)) != 0)
+	if ((r = ctl_config_expect(cx, node, YAML_MAPPING_NODE, "layers")) !=
+		0 ||
+	    (r = ctl_config_check_duplicates(cx, node)) != 0)
 		return r;
 	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
 	{
@@ -223,16 +224,16 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 
 			int rc;
 
-			if ((r = config_string(cx, val, "match",
+			if ((r = ctl_config_string(cx, val, "match",
 				 &sel->regex_src)) == 0 &&
-			    (r = config_regex_check(cx, val, sel->regex_src)) ==
-				0) {
+			    (r = ctl_config_regex_check(cx, val,
+				 sel->regex_src)) == 0) {
 				rc = regcomp(&sel->regex, sel->regex_src,
 				    REG_EXTENDED | REG_NOSUB);
 				if (rc != 0) {
 					regerror(rc, &sel->regex, msg,
 					    sizeof(msg));
-					r = config_fail(cx, val,
+					r = ctl_config_fail(cx, val,
 					    "match is not a valid regular "
 					    "expression: %s",
 					    msg);
@@ -241,22 +242,22 @@ config_selector(config_ctx *cx, yaml_node_t *node, ctl_selector *sel)
 				}
 			}
 		} else if (kname != NULL && strcmp(kname, "min_numel") == 0) {
-			if ((r = config_int(cx, val, "min_numel", 0, 1e15,
+			if ((r = ctl_config_int(cx, val, "min_numel", 0, 1e15,
 				 &v)) == 0)
 				sel->min_numel = (uint64_t)v;
 		} else if (kname != NULL && strcmp(kname, "min_ndim") == 0) {
-			if ((r = config_int(cx, val, "min_ndim", 0, 8, &v)) ==
-			    0) {
+			if ((r = ctl_config_int(cx, val, "min_ndim", 0, 8,
+				 &v)) == 0) {
 				sel->min_ndim = (uint32_t)v;
 				sel->has_min_ndim = true;
 			}
 		} else {
-			r = config_fail(cx, key,
+			r = ctl_config_fail(cx, key,
 			    "unknown key '%s' in layers (expected match, "
 			    "min_numel, min_ndim)",
 			    kname != NULL ? kname : "?");
 		}
-		if (r != 0 && !config_go_on(cx, r))
+		if (r != 0 && !ctl_config_go_on(cx, r))
 			return r;
 	}
 	return 0;
@@ -287,13 +288,13 @@ config_plugin_loaded(const ctl_config *cfg, const char *path)
 static int
 config_plugin(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 {
-	const char *given = config_scalar(node), *slash;
+	const char *given = ctl_config_scalar(node), *slash;
 	char joined[PATH_MAX], real[PATH_MAX], err[CTL_CONFIG_ERR_MAX];
 	ctl_plugin *loaded;
 	int n, r;
 
 	if (given == NULL || given[0] == '\0')
-		return config_fail(cx, node, "plugin must be a file name");
+		return ctl_config_fail(cx, node, "plugin must be a file name");
 	slash = strrchr(cx->name, '/');
 	if (given[0] == '/' || slash == NULL)
 		n = snprintf(joined, sizeof(joined), "%s", given);
@@ -301,9 +302,9 @@ config_plugin(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 		n = snprintf(joined, sizeof(joined), "%.*s/%s",
 		    (int)(slash - cx->name), cx->name, given);
 	if (n < 0 || (size_t)n >= sizeof(joined))
-		return config_fail(cx, node, "plugin path is too long");
+		return ctl_config_fail(cx, node, "plugin path is too long");
 	if (realpath(joined, real) == NULL)
-		return config_fail(cx, node, "plugin '%s': %s", joined,
+		return ctl_config_fail(cx, node, "plugin '%s': %s", joined,
 		    strerror(errno));
 	loaded = config_plugin_loaded(cx->cfg, real);
 	if (loaded != NULL) {
@@ -314,7 +315,7 @@ config_plugin(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 	if (r == BELLOWS_ENOMEM)
 		return r;
 	if (r != 0)
-		return config_fail(cx, node, "%s", err);
+		return ctl_config_fail(cx, node, "%s", err);
 	return 0;
 }
 
@@ -330,8 +331,9 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 
 	pc->line = (int)node->start_mark.line + 1;
 	pc->selector.min_ndim = 2; /* 1-D tensors (biases, norms) stay raw */
-	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "a policy")) != 0 ||
-	    (r = config_check_duplicates(cx, node)) != 0)
+	if ((r = ctl_config_expect(cx, node, YAML_MAPPING_NODE, "a policy")) !=
+		0 ||
+	    (r = ctl_config_check_duplicates(cx, node)) != 0)
 		return r;
 	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
 	{
@@ -339,7 +341,7 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 		if (kname != NULL && strcmp(kname, "type") == 0) {
 			type_node = val;
 		} else if (kname != NULL && strcmp(kname, "name") == 0) {
-			r = config_string(cx, val, "name", &pc->name);
+			r = ctl_config_string(cx, val, "name", &pc->name);
 		} else if (kname != NULL && strcmp(kname, "params") == 0) {
 			params = val;
 		} else if (kname != NULL && strcmp(kname, "layers") == 0) {
@@ -347,16 +349,16 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 		} else if (kname != NULL && strcmp(kname, "plugin") == 0) {
 			plugin_node = val;
 		} else {
-			r = config_fail(cx, key,
+			r = ctl_config_fail(cx, key,
 			    "unknown key '%s' in a policy (expected type, "
 			    "name, plugin, params, layers)",
 			    kname != NULL ? kname : "?");
 		}
-		if (r != 0 && !config_go_on(cx, r))
+		if (r != 0 && !ctl_config_go_on(cx, r))
 			return r;
 	}
-	if (type_node == NULL || config_scalar(type_node) == NULL)
-		return config_fail(cx, type_node != NULL ? type_node : node,
+	if (type_node == NULL || ctl_config_scalar(type_node) == NULL)
+		return ctl_config_fail(cx, type_node != NULL ? type_node : node,
 		    "a policy needs a 'type'");
 	if (plugin_node != NULL) {
 		const bellows_policy_ops *ops;
@@ -364,22 +366,22 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 		if ((r = config_plugin(cx, plugin_node, pc)) != 0)
 			return r;
 		ops = ctl_plugin_ops(pc->plugin);
-		if (strcmp(ops->name, config_scalar(type_node)) != 0)
-			return config_fail(cx, type_node,
+		if (strcmp(ops->name, ctl_config_scalar(type_node)) != 0)
+			return ctl_config_fail(cx, type_node,
 			    "plugin '%s' provides policy type '%s', not '%s'",
 			    ctl_plugin_path(pc->plugin), ops->name,
-			    config_scalar(type_node));
+			    ctl_config_scalar(type_node));
 		pc->ops = ops;
 	} else {
-		pc->ops = pol_registry_find(config_scalar(type_node));
+		pc->ops = pol_registry_find(ctl_config_scalar(type_node));
 	}
 	if (pc->ops == NULL)
-		return config_fail(cx, type_node,
+		return ctl_config_fail(cx, type_node,
 		    "unknown policy type '%s' (a plug-in's type needs "
 		    "'plugin: FILE')",
-		    config_scalar(type_node));
+		    ctl_config_scalar(type_node));
 	if (pol_registry_check(pc->ops, err, sizeof(err)) != 0)
-		return config_fail(cx, type_node, "%s", err);
+		return ctl_config_fail(cx, type_node, "%s", err);
 	if (pc->name == NULL && (pc->name = strdup(pc->ops->name)) == NULL)
 		return BELLOWS_ENOMEM;
 	if (pc->ops->select_every_layer && !pc->selector.has_min_ndim)
@@ -401,7 +403,7 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 		if (r == BELLOWS_ENOMEM)
 			return r;
 		if (r != 0)
-			return config_fail(cx, type_node, "policy '%s': %s",
+			return ctl_config_fail(cx, type_node, "policy '%s': %s",
 			    pc->name, err);
 	}
 	return 0;
@@ -438,24 +440,25 @@ config_job_clients(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 	size_t n;
 	int r;
 
-	if ((r = config_expect(cx, node, YAML_SEQUENCE_NODE, "clients")) != 0)
+	if ((r = ctl_config_expect(cx, node, YAML_SEQUENCE_NODE, "clients")) !=
+	    0)
 		return r;
 	n = (size_t)(node->data.sequence.items.top -
 	    node->data.sequence.items.start);
 	if (n > CTL_CONFIG_CLIENTS_MAX)
-		return config_fail(cx, node,
+		return ctl_config_fail(cx, node,
 		    "clients may list at most %u names, not %zu",
 		    CTL_CONFIG_CLIENTS_MAX, n);
 	jc->clients = calloc(n > 0 ? n : 1, sizeof(*jc->clients));
 	if (jc->clients == NULL)
 		return BELLOWS_ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		yaml_node_t *item = config_node(cx,
+		yaml_node_t *item = ctl_config_node(cx,
 		    node->data.sequence.items.start[i]);
-		const char *name = config_scalar(item);
+		const char *name = ctl_config_scalar(item);
 
 		if (name == NULL || !com_cert_name_ok(name))
-			return config_fail(cx, item,
+			return ctl_config_fail(cx, item,
 			    "a client name is 1..%d letters, digits, '.', "
 			    "'_' or '-', not starting with '.'",
 			    COM_CERT_NAME_MAX);
@@ -467,38 +470,38 @@ config_job_clients(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 }
 
 int
-config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
+ctl_config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 {
 	yaml_node_t *key, *val, *list = NULL;
 	const char *kname;
 	bool has_list = false;
 	int r;
 
-	if ((r = config_expect(cx, node, YAML_MAPPING_NODE, "a job entry")) !=
-		0 ||
-	    (r = config_check_duplicates(cx, node)) != 0)
+	if ((r = ctl_config_expect(cx, node, YAML_MAPPING_NODE,
+		 "a job entry")) != 0 ||
+	    (r = ctl_config_check_duplicates(cx, node)) != 0)
 		return r;
 	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
 	{
 		r = 0;
 		if (kname != NULL && strcmp(kname, "match") == 0) {
-			if ((r = config_string(cx, val, "match", &jc->match)) ==
-			    0)
-				r = config_glob_check(cx, val, jc->match);
+			if ((r = ctl_config_string(cx, val, "match",
+				 &jc->match)) == 0)
+				r = ctl_config_glob_check(cx, val, jc->match);
 		} else if (kname != NULL && strcmp(kname, "clients") == 0) {
 			r = config_job_clients(cx, val, jc);
 		} else if (kname != NULL && strcmp(kname, "policies") == 0) {
 			has_list = true;
-			if ((r = config_expect(cx, val, YAML_SEQUENCE_NODE,
+			if ((r = ctl_config_expect(cx, val, YAML_SEQUENCE_NODE,
 				 "policies")) == 0)
 				list = val;
 		} else {
-			r = config_fail(cx, key,
+			r = ctl_config_fail(cx, key,
 			    "unknown key '%s' in a job entry (expected match, "
 			    "clients, policies)",
 			    kname != NULL ? kname : "?");
 		}
-		if (r != 0 && !config_go_on(cx, r))
+		if (r != 0 && !ctl_config_go_on(cx, r))
 			return r;
 	}
 	if (jc->match == NULL && (jc->match = strdup("*")) == NULL)
@@ -506,13 +509,13 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 	if (list == NULL)
 		return has_list
 		    ? 0
-		    : config_fail(cx, node, "a job entry needs 'policies'");
+		    : ctl_config_fail(cx, node, "a job entry needs 'policies'");
 	size_t n = (size_t)(list->data.sequence.items.top -
 	    list->data.sequence.items.start);
 	if (n == 0)
-		return config_fail(cx, list, "policies must not be empty");
+		return ctl_config_fail(cx, list, "policies must not be empty");
 	if (n > CTL_CONFIG_POLICIES_MAX)
-		return config_fail(cx, list,
+		return ctl_config_fail(cx, list,
 		    "a job entry may have at most %u policies, not %zu",
 		    CTL_CONFIG_POLICIES_MAX, n);
 	jc->policies = calloc(n, sizeof(*jc->policies));
@@ -520,22 +523,22 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 		return BELLOWS_ENOMEM;
 	uint32_t owned = 0;
 	for (size_t i = 0; i < n; i++) {
-		yaml_node_t *pn = config_node(cx,
+		yaml_node_t *pn = ctl_config_node(cx,
 		    list->data.sequence.items.start[i]);
 		ctl_policy_conf *pc = &jc->policies[i];
 
-		if (config_cancelled(cx))
+		if (ctl_config_cancelled(cx))
 			return BELLOWS_ETIMEDOUT;
 		if (++cx->n_policies > CTL_CONFIG_POLICIES_TOTAL_MAX) {
 			cx->stop = true;
-			return config_fail(cx, pn,
+			return ctl_config_fail(cx, pn,
 			    "more than %u policies in the file (an alias "
 			    "counts each time it is used)",
 			    CTL_CONFIG_POLICIES_TOTAL_MAX);
 		}
 		jc->n_policies++;
 		if ((r = config_policy(cx, pn, pc)) != 0) {
-			if (!config_go_on(cx, r))
+			if (!ctl_config_go_on(cx, r))
 				return r;
 			/* Its name and knobs may be unknown: the checks
 			 * across policies skip it. */
@@ -546,7 +549,7 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 		for (uint32_t j = 0; j < i && r == 0; j++) {
 			if (jc->policies[j].name != NULL &&
 			    strcmp(jc->policies[j].name, pc->name) == 0)
-				r = config_fail(cx, pn,
+				r = ctl_config_fail(cx, pn,
 				    "two policies named '%s' in one job entry; "
 				    "give one a 'name'",
 				    pc->name);
@@ -562,12 +565,12 @@ config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 				    (jc->policies[j].ops->knobs & bit))
 					other = jc->policies[j].name;
 			}
-			r = config_fail(cx, pn,
+			r = ctl_config_fail(cx, pn,
 			    "policy '%s' and policy '%s' both own the knob "
 			    "'%s'; each knob has one owner",
 			    pc->name, other, config_knob_name(bit));
 		}
-		if (r != 0 && !config_go_on(cx, r))
+		if (r != 0 && !ctl_config_go_on(cx, r))
 			return r;
 		owned |= pc->ops->knobs;
 	}

@@ -17,14 +17,14 @@
 #include <string.h>
 
 bool
-config_cancelled(const config_ctx *cx)
+ctl_config_cancelled(const config_ctx *cx)
 {
 	return cx->cancel != NULL &&
 	    atomic_load_explicit(cx->cancel, memory_order_relaxed);
 }
 
 void
-config_record(config_ctx *cx, const char *msg)
+ctl_config_record(config_ctx *cx, const char *msg)
 {
 	if (cx->n_fail == 0 && cx->errlen > 0)
 		snprintf(cx->errbuf, cx->errlen, "%s", msg);
@@ -35,7 +35,7 @@ config_record(config_ctx *cx, const char *msg)
 }
 
 int
-config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
+ctl_config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
 {
 	char msg[CTL_CONFIG_ERR_MAX];
 	va_list ap;
@@ -51,25 +51,25 @@ config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
 		vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
 		va_end(ap);
 	}
-	config_record(cx, msg);
+	ctl_config_record(cx, msg);
 	return BELLOWS_ECONFIG;
 }
 
 bool
-config_go_on(const config_ctx *cx, int r)
+ctl_config_go_on(const config_ctx *cx, int r)
 {
 	return r == BELLOWS_ECONFIG && cx->errs != NULL && !cx->stop &&
 	    cx->n_fail < CTL_CONFIG_ERRORS_MAX;
 }
 
 yaml_node_t *
-config_node(config_ctx *cx, int id)
+ctl_config_node(config_ctx *cx, int id)
 {
 	return yaml_document_get_node(&cx->doc, id);
 }
 
 const char *
-config_scalar(const yaml_node_t *node)
+ctl_config_scalar(const yaml_node_t *node)
 {
 	return node->type == YAML_SCALAR_NODE
 	    ? (const char *)node->data.scalar.value
@@ -92,68 +92,68 @@ config_type_name(const yaml_node_t *node)
 }
 
 int
-config_expect(config_ctx *cx, const yaml_node_t *node, yaml_node_type_t type,
-    const char *what)
+ctl_config_expect(config_ctx *cx, const yaml_node_t *node,
+    yaml_node_type_t type, const char *what)
 {
 	static const char *const names[] = { "", "a scalar", "a list",
 		"a mapping" };
 
 	if (node->type != type)
-		return config_fail(cx, node, "%s must be %s, not %s", what,
+		return ctl_config_fail(cx, node, "%s must be %s, not %s", what,
 		    names[type], config_type_name(node));
 	return 0;
 }
 
 int
-config_double(config_ctx *cx, const yaml_node_t *node, const char *what,
+ctl_config_double(config_ctx *cx, const yaml_node_t *node, const char *what,
     double min, double max, double *ret)
 {
-	const char *s = config_scalar(node);
+	const char *s = ctl_config_scalar(node);
 	char *end;
 	double v;
 
 	if (s == NULL || s[0] == '\0')
-		return config_fail(cx, node, "%s must be a number", what);
+		return ctl_config_fail(cx, node, "%s must be a number", what);
 	errno = 0;
 	v = strtod(s, &end);
 	if (*end != '\0' || errno != 0 || !isfinite(v))
-		return config_fail(cx, node, "%s must be a number, not '%s'",
-		    what, s);
+		return ctl_config_fail(cx, node,
+		    "%s must be a number, not '%s'", what, s);
 	if (v < min || v > max)
-		return config_fail(cx, node, "%s must be in [%g, %g], not %g",
-		    what, min, max, v);
+		return ctl_config_fail(cx, node,
+		    "%s must be in [%g, %g], not %g", what, min, max, v);
 	*ret = v;
 	return 0;
 }
 
 int
-config_int(config_ctx *cx, const yaml_node_t *node, const char *what,
+ctl_config_int(config_ctx *cx, const yaml_node_t *node, const char *what,
     double min, double max, int64_t *ret)
 {
-	const char *s = config_scalar(node);
+	const char *s = ctl_config_scalar(node);
 	char *end;
 	long long v;
 
 	if (s == NULL || s[0] == '\0')
-		return config_fail(cx, node, "%s must be an integer", what);
+		return ctl_config_fail(cx, node, "%s must be an integer", what);
 	errno = 0;
 	v = strtoll(s, &end, 10);
 	if (*end != '\0' || errno != 0)
-		return config_fail(cx, node, "%s must be an integer, not '%s'",
-		    what, s);
+		return ctl_config_fail(cx, node,
+		    "%s must be an integer, not '%s'", what, s);
 	if ((double)v < min || (double)v > max)
-		return config_fail(cx, node,
+		return ctl_config_fail(cx, node,
 		    "%s must be in [%.0f, %.0f], not %lld", what, min, max, v);
 	*ret = v;
 	return 0;
 }
 
 int
-config_u32(config_ctx *cx, const yaml_node_t *node, const char *what,
+ctl_config_u32(config_ctx *cx, const yaml_node_t *node, const char *what,
     uint32_t min, uint32_t max, uint32_t *ret)
 {
 	int64_t v;
-	int r = config_int(cx, node, what, min, max, &v);
+	int r = ctl_config_int(cx, node, what, min, max, &v);
 
 	if (r == 0)
 		*ret = (uint32_t)v;
@@ -161,10 +161,10 @@ config_u32(config_ctx *cx, const yaml_node_t *node, const char *what,
 }
 
 int
-config_bool(config_ctx *cx, const yaml_node_t *node, const char *what,
+ctl_config_bool(config_ctx *cx, const yaml_node_t *node, const char *what,
     bool *ret)
 {
-	const char *s = config_scalar(node);
+	const char *s = ctl_config_scalar(node);
 
 	if (s != NULL && (strcmp(s, "true") == 0 || strcmp(s, "yes") == 0)) {
 		*ret = true;
@@ -174,18 +174,18 @@ config_bool(config_ctx *cx, const yaml_node_t *node, const char *what,
 		*ret = false;
 		return 0;
 	}
-	return config_fail(cx, node, "%s must be true or false", what);
+	return ctl_config_fail(cx, node, "%s must be true or false", what);
 }
 
 int
-config_string(config_ctx *cx, const yaml_node_t *node, const char *what,
+ctl_config_string(config_ctx *cx, const yaml_node_t *node, const char *what,
     char **ret)
 {
-	const char *s = config_scalar(node);
+	const char *s = ctl_config_scalar(node);
 	char *copy;
 
 	if (s == NULL)
-		return config_fail(cx, node, "%s must be a string", what);
+		return ctl_config_fail(cx, node, "%s must be a string", what);
 	copy = strdup(s);
 	if (copy == NULL)
 		return BELLOWS_ENOMEM;
@@ -211,7 +211,7 @@ config_key_cmp(const void *a, const void *b)
 }
 
 int
-config_check_duplicates(config_ctx *cx, yaml_node_t *map)
+ctl_config_check_duplicates(config_ctx *cx, yaml_node_t *map)
 {
 	yaml_node_pair_t *start = map->data.mapping.pairs.start;
 	size_t n = (size_t)(map->data.mapping.pairs.top - start), m = 0;
@@ -224,7 +224,8 @@ config_check_duplicates(config_ctx *cx, yaml_node_t *map)
 	if (keys == NULL)
 		return BELLOWS_ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		const char *name = config_scalar(config_node(cx, start[i].key));
+		const char *name = ctl_config_scalar(
+		    ctl_config_node(cx, start[i].key));
 
 		if (name != NULL)
 			keys[m++] = (config_key){ .name = name, .index = i };
@@ -243,6 +244,7 @@ config_check_duplicates(config_ctx *cx, yaml_node_t *map)
 	free(keys);
 	if (first == SIZE_MAX)
 		return 0;
-	yaml_node_t *kb = config_node(cx, start[second].key);
-	return config_fail(cx, kb, "key '%s' appears twice", config_scalar(kb));
+	yaml_node_t *kb = ctl_config_node(cx, start[second].key);
+	return ctl_config_fail(cx, kb, "key '%s' appears twice",
+	    ctl_config_scalar(kb));
 }

@@ -155,12 +155,12 @@ ctl_config_glob_match(const char *pattern, const char *name)
 }
 
 int
-config_glob_check(config_ctx *cx, const yaml_node_t *node, const char *src)
+ctl_config_glob_check(config_ctx *cx, const yaml_node_t *node, const char *src)
 {
 	size_t len = strlen(src);
 
 	if (len > CTL_CONFIG_PATTERN_MAX)
-		return config_fail(cx, node,
+		return ctl_config_fail(cx, node,
 		    "match is %zu bytes long; a pattern may have at most %u",
 		    len, CTL_CONFIG_PATTERN_MAX);
 	for (const char *p = src; *p != '\0';) {
@@ -169,13 +169,13 @@ config_glob_check(config_ctx *cx, const yaml_node_t *node, const char *src)
 
 		if (*p == '\\') {
 			if (p[1] == '\0')
-				return config_fail(cx, node,
+				return ctl_config_fail(cx, node,
 				    "match ends with a lone '\\'");
 			p += 2;
 		} else if (*p == '[') {
 			next = config_glob_bracket(p, 0, &in, &why);
 			if (next == NULL)
-				return config_fail(cx, node,
+				return ctl_config_fail(cx, node,
 				    "match: %s (byte %zu of the pattern)", why,
 				    (size_t)(p - src) + 1);
 			p = next;
@@ -349,14 +349,14 @@ config_re_alt(config_re *re)
 }
 
 int
-config_regex_check(config_ctx *cx, const yaml_node_t *node, const char *src)
+ctl_config_regex_check(config_ctx *cx, const yaml_node_t *node, const char *src)
 {
 	config_re re = { .src = src, .p = src };
 	size_t len = strlen(src);
 	uint64_t size = 0;
 
 	if (len > CTL_CONFIG_PATTERN_MAX)
-		return config_fail(cx, node,
+		return ctl_config_fail(cx, node,
 		    "match is %zu bytes long; a pattern may have at most %u",
 		    len, CTL_CONFIG_PATTERN_MAX);
 	while (*re.p != '\0' && re.why == NULL) {
@@ -365,13 +365,13 @@ config_regex_check(config_ctx *cx, const yaml_node_t *node, const char *src)
 			re.p++; /* unbalanced: regcomp says so */
 	}
 	if (re.why != NULL)
-		return config_fail(cx, node,
+		return ctl_config_fail(cx, node,
 		    "match: %s (byte %zu of the pattern)", re.why, re.at);
 	/* Each position costs glibc about 100 bytes compiled. */
 	cx->regex_positions += size;
 	if (cx->regex_positions > CTL_CONFIG_REGEX_TOTAL_MAX) {
 		cx->stop = true;
-		return config_fail(cx, node,
+		return ctl_config_fail(cx, node,
 		    "the layer regexes of the file hold more than %u positions "
 		    "in all (an alias counts each time it is used)",
 		    CTL_CONFIG_REGEX_TOTAL_MAX);
