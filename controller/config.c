@@ -1,22 +1,26 @@
-/* config - YAML configuration parsing and validation, see config.h.
+/* config - a configuration file read into a ctl_config, see config.h.
  *
  * We load the whole document with libyaml's document API and walk the node
  * tree, because every node carries its position: each error can name the
  * line and column of the offending key or value. Nothing is applied while
  * walking; the result is a fresh ctl_config that the caller swaps in only
  * when the whole file was valid.
+ *
+ * This file reads the file, bounds its shape before libyaml builds the
+ * tree, walks the top level and answers what is asked of a finished
+ * configuration (the entry matching a job, the clients it allows). The
+ * parts of the walk are the other config_*.c files (config_int.h): YAML
+ * values (config_node.c), patterns (config_pattern.c), job entries
+ * (config_job.c), the daemon's sections (config_daemon.c); printing one
+ * back is config_print.c.
  */
 #include "config_int.h"
 
 #include <bellows/error.h>
 
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
