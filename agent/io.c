@@ -277,54 +277,6 @@ io_send_bye(agent_io *io)
 	(void)io_send(io, &m);
 }
 
-/* Lets the oldest kept report go. The caller holds mu. */
-static void
-io_kept_pop(agent_io *io)
-{
-	io_report *k = &io->kept[io->k_head];
-
-	free(k->buf);
-	k->buf = NULL;
-	io->k_head = (io->k_head + 1) % IO_KEEP;
-	io->k_len--;
-	/* The oldest is the first sent, when any was. */
-	if (io->k_sent > 0)
-		io->k_sent--;
-}
-
-/* The daemon says windows below `closed` are durably closed: the kept
- * reports of those are let go. The caller holds mu. */
-static void
-io_kept_ack(agent_io *io, uint64_t closed)
-{
-	if (closed > io->acked)
-		io->acked = closed;
-	while (io->k_len > 0 && io->kept[io->k_head].window < io->acked)
-		io_kept_pop(io);
-}
-
-/* Keeps the report *r just sent to the current session (takes its
- * buffer), letting the oldest go when IO_KEEP are kept; frees it instead
- * when the daemon does not acknowledge or its window is closed already.
- * Only called once every kept report was sent again (k_sent == k_len), so
- * the ring stays: sent ones first, then those to send again. The caller
- * holds mu. */
-static void
-io_kept_push(agent_io *io, io_report *r)
-{
-	if (!io->acks || r->window < io->acked) {
-		free(r->buf);
-		r->buf = NULL;
-		return;
-	}
-	if (io->k_len == IO_KEEP)
-		io_kept_pop(io);
-	io->kept[(io->k_head + io->k_len) % IO_KEEP] = *r;
-	io->k_len++;
-	io->k_sent++;
-	r->buf = NULL;
-}
-
 /* Hands reports to the socket until it pushes back: the kept ones a new
  * session must see again first, then the queue. */
 static void
@@ -595,32 +547,6 @@ static bool
 io_job_matches(const agent_io *io, const char *job)
 {
 	return job == NULL || job[0] == '\0' || strcmp(job, io->job) == 0;
-}
-
-/* Takes a Welcome's windows_closed (from a daemon of protocol `minor`):
- * a new session (`rejoined`) sends the kept reports at or above it again.
- * Returns how many will be. The caller holds mu. */
-static uint32_t
-io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed, bool rejoined)
-{
-	io->acks = minor >= IO_MIN_ACK_MINOR;
-	if (!io->acks) {
-		/* An older daemon says nothing of what it recorded. */
-		while (io->k_len > 0)
-			io_kept_pop(io);
-		io->acked = 0;
-		return 0;
-	}
-	if (!rejoined) {
-		io_kept_ack(io, closed);
-		return 0;
-	}
-	/* A new instance may know less than the old one told us: its word
-	 * is the one that counts now. */
-	io->acked = closed;
-	io_kept_ack(io, closed);
-	io->k_sent = 0;
-	return io->k_len;
 }
 
 static void

@@ -142,4 +142,24 @@ struct agent_io {
 				       * 0: none pending */
 };
 
+/* ---- io_keep.c: reports kept until acknowledged ------------------- */
+
+/* The daemon says windows below `closed` are durably closed: the kept
+ * reports of those are let go. The caller holds mu. */
+void io_kept_ack(agent_io *io, uint64_t closed);
+
+/* Keeps the report *r just sent to the current session (takes its
+ * buffer), letting the oldest go when IO_KEEP are kept; frees it instead
+ * when the daemon does not acknowledge or its window is closed already.
+ * Only called once every kept report was sent again (k_sent == k_len), so
+ * the ring stays: sent ones first, then those to send again. The caller
+ * holds mu. */
+void io_kept_push(agent_io *io, io_report *r);
+
+/* Takes a Welcome's windows_closed (from a daemon of protocol `minor`):
+ * a new session (`rejoined`) sends the kept reports at or above it again.
+ * Returns how many will be. The caller holds mu. */
+uint32_t io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed,
+    bool rejoined);
+
 #endif
