@@ -75,7 +75,7 @@ io_vlog(agent_io *io, int level, const char *fmt, va_list ap)
 	io->log(io->log_arg, level, line);
 }
 
-__attribute__((format(printf, 3, 4))) static void
+__attribute__((format(printf, 3, 4))) void
 io_log(agent_io *io, int level, const char *fmt, ...)
 {
 	va_list ap;
@@ -85,8 +85,7 @@ io_log(agent_io *io, int level, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Logs from the I/O thread at most once per IO_QUIET_MS per kind. */
-__attribute__((format(printf, 4, 5))) static void
+__attribute__((format(printf, 4, 5))) void
 io_log_quiet(agent_io *io, enum io_quiet kind, int level, const char *fmt, ...)
 {
 	uint64_t now = com_clock_ms();
@@ -100,13 +99,13 @@ io_log_quiet(agent_io *io, enum io_quiet kind, int level, const char *fmt, ...)
 	va_end(ap);
 }
 
-static void
+void
 io_lock(agent_io *io)
 {
 	pthread_mutex_lock(&io->mu);
 }
 
-static void
+void
 io_unlock(agent_io *io)
 {
 	pthread_mutex_unlock(&io->mu);
@@ -397,8 +396,7 @@ io_lose(agent_io *io, uint64_t now, const char *fmt, ...)
 	}
 }
 
-/* Reads and discards the rest of a multi-part message. */
-static void
+void
 io_skip_parts(void *socket, zmq_msg_t *frame)
 {
 	while (zmq_msg_more(frame)) {
@@ -406,88 +404,6 @@ io_skip_parts(void *socket, zmq_msg_t *frame)
 		zmq_msg_init(frame);
 		if (zmq_msg_recv(frame, socket, ZMQ_DONTWAIT) < 0)
 			break;
-	}
-}
-
-/* A CURVE handshake with bellowsd failed: record why for
- * bellows_agent_stats and log it (at most once per IO_QUIET_MS). */
-static void
-io_handshake_failed(agent_io *io, const char *why)
-{
-	char text[sizeof(io->last_error_text)];
-
-	io->hs_since_ms = 0;
-	snprintf(text, sizeof(text), "%s (bellowsd at %s)", why, io->control);
-	io_lock(io);
-	io->last_error = BELLOWS_ECONFIG;
-	memcpy(io->last_error_text, text, sizeof(text));
-	io_unlock(io);
-	io_log_quiet(io, IO_QUIET_HANDSHAKE, BELLOWS_LOG_ERROR,
-	    "%s; not joined, training goes on with the decision in force, "
-	    "retrying",
-	    text);
-}
-
-/* Reads the DEALER's monitor events. */
-static void
-io_recv_monitor(agent_io *io, uint64_t now)
-{
-	for (int i = 0; i < IO_RECV_BATCH; i++) {
-		zmq_msg_t frame;
-		uint16_t event;
-		uint32_t value;
-		bool ok;
-
-		zmq_msg_init(&frame);
-		if (zmq_msg_recv(&frame, io->monitor, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&frame);
-			return;
-		}
-		/* First frame: the event (16 bits) and its value (32). */
-		ok = zmq_msg_size(&frame) == 6;
-		if (ok) {
-			memcpy(&event, zmq_msg_data(&frame), sizeof(event));
-			memcpy(&value, (uint8_t *)zmq_msg_data(&frame) + 2,
-			    sizeof(value));
-		}
-		io_skip_parts(io->monitor, &frame);
-		zmq_msg_close(&frame);
-		if (!ok)
-			continue;
-		switch (event) {
-		case ZMQ_EVENT_CONNECTED:
-			io->hs_since_ms = now > 0 ? now : 1;
-			break;
-		case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
-			if (io->hs_since_ms != 0)
-				io_log(io, BELLOWS_LOG_DEBUG,
-				    "CURVE handshake with bellowsd at %s done",
-				    io->control);
-			io->hs_since_ms = 0;
-			break;
-		case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-			io_handshake_failed(io,
-			    "bellowsd refused this client's key");
-			break;
-		case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-			io_handshake_failed(io,
-			    value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
-				? "no answer: wrong server key? (bellowsd "
-				  "does not use CURVE)"
-				: "no answer: wrong server key?");
-			break;
-		case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
-		case ZMQ_EVENT_DISCONNECTED:
-			/* Dropped before the handshake was done: bellowsd
-			 * could not read our Hello, sealed with the key we
-			 * believe is its own. */
-			if (io->hs_since_ms != 0)
-				io_handshake_failed(io,
-				    "no answer: wrong server key?");
-			break;
-		default:
-			break;
-		}
 	}
 }
 
@@ -919,7 +835,7 @@ io_main(void *arg)
 	return NULL;
 }
 
-static int
+int
 io_setopt(void *socket, int option, int value)
 {
 	return zmq_setsockopt(socket, option, &value, sizeof(value));
@@ -946,48 +862,6 @@ io_socket(agent_io *io, int type)
 		return NULL;
 	}
 	return s;
-}
-
-/* Makes `s` a CURVE client of bellowsd (before it connects). Returns 0
- * or BELLOWS_ENOTSUP when this libzmq has no CURVE. */
-static int
-io_curve(agent_io *io, void *s, const com_cert *client)
-{
-	if (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, io->server_key, 40) != 0 ||
-	    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, client->public_key, 40) !=
-		0 ||
-	    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, client->secret_key, 40) !=
-		0) {
-		io_log(io, BELLOWS_LOG_ERROR,
-		    "cannot make the sockets CURVE clients: %s (libzmq "
-		    "without CURVE?)",
-		    zmq_strerror(errno));
-		return BELLOWS_ENOTSUP;
-	}
-	return 0;
-}
-
-/* Watches the DEALER's connections and handshakes through io->monitor. */
-static int
-io_watch(agent_io *io)
-{
-	char endpoint[64];
-	int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
-	    ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-	    ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-	    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
-
-	snprintf(endpoint, sizeof(endpoint), "inproc://bellows-agent-%p",
-	    (void *)io);
-	if (zmq_socket_monitor(io->dealer, endpoint, events) != 0 ||
-	    (io->monitor = zmq_socket(io->ctx, ZMQ_PAIR)) == NULL ||
-	    io_setopt(io->monitor, ZMQ_LINGER, 0) != 0 ||
-	    zmq_connect(io->monitor, endpoint) != 0) {
-		io_log(io, BELLOWS_LOG_ERROR,
-		    "cannot watch the control socket: %s", zmq_strerror(errno));
-		return BELLOWS_ESYS;
-	}
-	return 0;
 }
 
 static int

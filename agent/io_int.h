@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <zmq.h>
+
 #define IO_HELLO_RETRY_MS    1000   /* Hello again while not welcomed */
 #define IO_SNAPSHOT_AFTER_MS 50     /* waiting at an apply step this long */
 #define IO_SNAPSHOT_EVERY_MS 200    /* ... asks for a snapshot this often */
@@ -142,6 +144,28 @@ struct agent_io {
 				       * 0: none pending */
 };
 
+/* ---- io.c: the I/O thread ------------------------------------------ */
+
+/* Passes a line to the agent's log callback, if any takes `level`. */
+__attribute__((format(printf, 3, 4))) void io_log(agent_io *io, int level,
+    const char *fmt, ...);
+
+/* Logs from the I/O thread at most once per IO_QUIET_MS per kind. */
+__attribute__((format(printf, 4, 5))) void io_log_quiet(agent_io *io,
+    enum io_quiet kind, int level, const char *fmt, ...);
+
+/* Takes io->mu, which guards the fields shared with the trainer. */
+void io_lock(agent_io *io);
+
+/* Releases io->mu. */
+void io_unlock(agent_io *io);
+
+/* Reads and discards the rest of a multi-part message. */
+void io_skip_parts(void *socket, zmq_msg_t *frame);
+
+/* Sets an int option of a ZeroMQ socket; returns zmq_setsockopt's. */
+int io_setopt(void *socket, int option, int value);
+
 /* ---- io_keep.c: reports kept until acknowledged ------------------- */
 
 /* The daemon says windows below `closed` are durably closed: the kept
@@ -161,5 +185,21 @@ void io_kept_push(agent_io *io, io_report *r);
  * Returns how many will be. The caller holds mu. */
 uint32_t io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed,
     bool rejoined);
+
+/* ---- io_curve.c: the CURVE handshake ------------------------------- */
+
+/* A CURVE handshake with bellowsd failed: record why for
+ * bellows_agent_stats and log it (at most once per IO_QUIET_MS). */
+void io_handshake_failed(agent_io *io, const char *why);
+
+/* Reads the DEALER's monitor events. */
+void io_recv_monitor(agent_io *io, uint64_t now);
+
+/* Makes `s` a CURVE client of bellowsd (before it connects). Returns 0
+ * or BELLOWS_ENOTSUP when this libzmq has no CURVE. */
+int io_curve(agent_io *io, void *s, const com_cert *client);
+
+/* Watches the DEALER's connections and handshakes through io->monitor. */
+int io_watch(agent_io *io);
 
 #endif
