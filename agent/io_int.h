@@ -166,6 +166,10 @@ void io_skip_parts(void *socket, zmq_msg_t *frame);
 /* Sets an int option of a ZeroMQ socket; returns zmq_setsockopt's. */
 int io_setopt(void *socket, int option, int value);
 
+/* Wakes the I/O thread from its poll (through its eventfd); a wake
+ * already pending absorbs this one. Any thread. */
+void io_wake(agent_io *io);
+
 /* ---- io_keep.c: reports kept until acknowledged ------------------- */
 
 /* The daemon says windows below `closed` are durably closed: the kept
