@@ -76,7 +76,7 @@ io_vlog(agent_io *io, int level, const char *fmt, va_list ap)
 }
 
 __attribute__((format(printf, 3, 4))) void
-io_log(agent_io *io, int level, const char *fmt, ...)
+agent_io_log(agent_io *io, int level, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -86,7 +86,8 @@ io_log(agent_io *io, int level, const char *fmt, ...)
 }
 
 __attribute__((format(printf, 4, 5))) void
-io_log_quiet(agent_io *io, enum io_quiet kind, int level, const char *fmt, ...)
+agent_io_log_quiet(agent_io *io, enum io_quiet kind, int level, const char *fmt,
+    ...)
 {
 	uint64_t now = com_clock_ms();
 	va_list ap;
@@ -100,19 +101,19 @@ io_log_quiet(agent_io *io, enum io_quiet kind, int level, const char *fmt, ...)
 }
 
 void
-io_lock(agent_io *io)
+agent_io_lock(agent_io *io)
 {
 	pthread_mutex_lock(&io->mu);
 }
 
 void
-io_unlock(agent_io *io)
+agent_io_unlock(agent_io *io)
 {
 	pthread_mutex_unlock(&io->mu);
 }
 
 void
-io_wake(agent_io *io)
+agent_io_wake(agent_io *io)
 {
 	uint64_t one = 1;
 
@@ -170,7 +171,7 @@ io_send(agent_io *io, const com_msg *m)
 	int rc;
 
 	if ((rc = com_codec_encode(m, &buf, &len)) != 0) {
-		io_log_quiet(io, IO_QUIET_SEND, BELLOWS_LOG_ERROR,
+		agent_io_log_quiet(io, IO_QUIET_SEND, BELLOWS_LOG_ERROR,
 		    "cannot encode %s: %s", com_msg_type_name(m->type),
 		    bellows_strerror(rc));
 		return rc;
@@ -203,12 +204,12 @@ io_send_hello(agent_io *io)
 	 * a restarted daemon) rejoin the run it continued. */
 	h->resume = io->resume && io->welcomes == 0;
 	/* The lock keeps the trainer from swapping in_force mid-encoding. */
-	io_lock(io);
+	agent_io_lock(io);
 	h->step = io->next_step;
 	h->in_force = io->table.in_force;
 	h->last_window = io->windows;
 	rc = com_codec_encode(&m, &buf, &len);
-	io_unlock(io);
+	agent_io_unlock(io);
 	if (rc == 0)
 		rc = io_send_buf(io, buf, len);
 	free(buf);
@@ -217,11 +218,11 @@ io_send_hello(agent_io *io)
 	/* Sent, or it cannot be: the retry timer tries again either way. */
 	io->want_hello = false;
 	if (rc == 0)
-		io_log(io, BELLOWS_LOG_DEBUG,
+		agent_io_log(io, BELLOWS_LOG_DEBUG,
 		    "hello sent to %s (job %s rank %u)", io->control, io->job,
 		    io->rank);
 	else
-		io_log_quiet(io, IO_QUIET_SEND, BELLOWS_LOG_ERROR,
+		agent_io_log_quiet(io, IO_QUIET_SEND, BELLOWS_LOG_ERROR,
 		    "cannot send hello: %s", bellows_strerror(rc));
 }
 
@@ -235,10 +236,10 @@ io_send_heartbeat(agent_io *io)
 	hb->job = io->job;
 	hb->rank = io->rank;
 	hb->incarnation = io->incarnation;
-	io_lock(io);
+	agent_io_lock(io);
 	hb->step = io->step;
 	hb->seq_in_force = io->table.in_force.seq;
-	io_unlock(io);
+	agent_io_unlock(io);
 	/* A heartbeat that cannot leave now is simply skipped. */
 	(void)io_send(io, &m);
 }
@@ -258,10 +259,10 @@ io_send_snapshot_request(agent_io *io, uint64_t now)
 	io->want_snapshot = false;
 	io->last_snapshot_ms = now;
 	if (rc == 0) {
-		io_lock(io);
+		agent_io_lock(io);
 		io->snapshots++;
-		io_unlock(io);
-		io_log(io, BELLOWS_LOG_DEBUG, "snapshot requested");
+		agent_io_unlock(io);
+		agent_io_log(io, BELLOWS_LOG_DEBUG, "snapshot requested");
 	}
 }
 
@@ -283,7 +284,7 @@ io_send_reports(agent_io *io)
 {
 	int err = 0;
 
-	io_lock(io);
+	agent_io_lock(io);
 	while (io->welcomed) {
 		bool again = io->k_sent < io->k_len;
 		io_report *r;
@@ -307,7 +308,7 @@ io_send_reports(agent_io *io)
 		}
 		if (rc == 0) {
 			io->reports_sent++;
-			io_kept_push(io, r);
+			agent_io_kept_push(io, r);
 		} else {
 			io->reports_dropped++;
 			free(r->buf);
@@ -316,9 +317,9 @@ io_send_reports(agent_io *io)
 		io->q_head = (io->q_head + 1) % io->q_cap;
 		io->q_len--;
 	}
-	io_unlock(io);
+	agent_io_unlock(io);
 	if (err != 0)
-		io_log_quiet(io, IO_QUIET_SEND, BELLOWS_LOG_ERROR,
+		agent_io_log_quiet(io, IO_QUIET_SEND, BELLOWS_LOG_ERROR,
 		    "dropped a report the socket refused: %s",
 		    zmq_strerror(err));
 }
@@ -348,9 +349,9 @@ io_pending(agent_io *io, uint64_t now)
 	if (io->want_snapshot &&
 	    now >= io->last_snapshot_ms + IO_SNAPSHOT_GAP_MS)
 		return true;
-	io_lock(io);
+	agent_io_lock(io);
 	reports = io->q_len > 0 || io->k_sent < io->k_len;
-	io_unlock(io);
+	agent_io_unlock(io);
 	return reports;
 }
 
@@ -377,16 +378,16 @@ io_lose(agent_io *io, uint64_t now, const char *fmt, ...)
 	va_list ap;
 	uint32_t forgotten;
 
-	io_lock(io);
+	agent_io_lock(io);
 	io->welcomed = false;
 	forgotten = agent_decisions_forget_due(&io->table);
 	pthread_cond_broadcast(&io->cond);
-	io_unlock(io);
+	agent_io_unlock(io);
 	va_start(ap, fmt);
 	io_vlog(io, BELLOWS_LOG_WARN, fmt, ap);
 	va_end(ap);
 	if (forgotten > 0)
-		io_log(io, BELLOWS_LOG_WARN,
+		agent_io_log(io, BELLOWS_LOG_WARN,
 		    "no longer waiting for the decisions of %u window(s)",
 		    forgotten);
 	io->want_snapshot = false;
@@ -397,7 +398,7 @@ io_lose(agent_io *io, uint64_t now, const char *fmt, ...)
 }
 
 void
-io_skip_parts(void *socket, zmq_msg_t *frame)
+agent_io_skip_parts(void *socket, zmq_msg_t *frame)
 {
 	while (zmq_msg_more(frame)) {
 		zmq_msg_close(frame);
@@ -411,7 +412,7 @@ static void
 io_timers(agent_io *io, uint64_t now)
 {
 	if (io->hs_since_ms != 0 && now - io->hs_since_ms >= io->handshake_ms)
-		io_handshake_failed(io, "no answer: wrong server key?");
+		agent_io_handshake_failed(io, "no answer: wrong server key?");
 	if (io->welcomed) {
 		if (now - io->last_heard_ms >= io_lost_ms(io)) {
 			io_lose(io, now,
@@ -424,7 +425,7 @@ io_timers(agent_io *io, uint64_t now)
 		}
 	}
 	if (!io->welcomed && !io->hello_off && now >= io->next_hello_ms) {
-		io_log_quiet(io, IO_QUIET_UNREACHABLE, BELLOWS_LOG_WARN,
+		agent_io_log_quiet(io, IO_QUIET_UNREACHABLE, BELLOWS_LOG_WARN,
 		    "not joined: no welcome from bellowsd at %s yet, "
 		    "training goes on, retrying",
 		    io->control);
@@ -475,12 +476,12 @@ io_on_welcome(agent_io *io, com_welcome *w, uint32_t minor, uint64_t now)
 	uint64_t first = 0;
 
 	if (!io_job_matches(io, w->job) || w->rank != io->rank) {
-		io_log_quiet(io, IO_QUIET_MALFORMED, BELLOWS_LOG_WARN,
+		agent_io_log_quiet(io, IO_QUIET_MALFORMED, BELLOWS_LOG_WARN,
 		    "ignored a welcome for job %s rank %u",
 		    w->job ? w->job : "", w->rank);
 		return;
 	}
-	io_lock(io);
+	agent_io_lock(io);
 	rejoined = !io->welcomed || io->instance != w->instance;
 	if (!io->welcomed)
 		io->welcomes++;
@@ -490,11 +491,11 @@ io_on_welcome(agent_io *io, com_welcome *w, uint32_t minor, uint64_t now)
 	added = agent_decisions_add_set(&io->table, w->decisions,
 	    w->n_decisions);
 	gap = agent_decisions_gap(&io->table);
-	resend = io_kept_welcome(io, minor, w->windows_closed, rejoined);
+	resend = agent_io_kept_welcome(io, minor, w->windows_closed, rejoined);
 	if (resend > 0)
 		first = io->kept[io->k_head].window;
 	pthread_cond_broadcast(&io->cond);
-	io_unlock(io);
+	agent_io_unlock(io);
 
 	/* The period comes off the wire: keep it within sane bounds. */
 	io->hb_ms = w->heartbeat_ms > 0 ? w->heartbeat_ms
@@ -507,13 +508,13 @@ io_on_welcome(agent_io *io, com_welcome *w, uint32_t minor, uint64_t now)
 	io->want_hello = false;
 	io->want_snapshot = gap;
 	if (rejoined)
-		io_log(io, BELLOWS_LOG_INFO,
+		agent_io_log(io, BELLOWS_LOG_INFO,
 		    "joined job %s as rank %u of %u (bellowsd instance "
 		    "%016llx, apply lag %u, %u new decision(s))",
 		    io->job, io->rank, io->world,
 		    (unsigned long long)w->instance, w->apply_lag, added);
 	if (resend > 0)
-		io_log(io, BELLOWS_LOG_INFO,
+		agent_io_log(io, BELLOWS_LOG_INFO,
 		    "sending again %u report(s) from window %llu on, not yet "
 		    "recorded by bellowsd",
 		    resend, (unsigned long long)first);
@@ -534,11 +535,11 @@ io_on_heartbeat_ack(agent_io *io, const com_heartbeat_ack *ack, uint64_t now)
 		    (unsigned long long)io->instance);
 		return;
 	}
-	io_lock(io);
+	agent_io_lock(io);
 	behind = ack->last_seq > io->table.last_seq;
 	if (io->acks)
-		io_kept_ack(io, ack->windows_closed);
-	io_unlock(io);
+		agent_io_kept_ack(io, ack->windows_closed);
+	agent_io_unlock(io);
 	if (behind)
 		io->want_snapshot = true;
 }
@@ -550,11 +551,11 @@ io_on_snapshot(agent_io *io, com_snapshot *s)
 
 	if (!io_job_matches(io, s->job))
 		return;
-	io_lock(io);
+	agent_io_lock(io);
 	agent_decisions_add_set(&io->table, s->decisions, s->n_decisions);
 	gap = agent_decisions_gap(&io->table);
 	pthread_cond_broadcast(&io->cond);
-	io_unlock(io);
+	agent_io_unlock(io);
 	if (gap && io->welcomed)
 		io->want_snapshot = true;
 }
@@ -564,10 +565,10 @@ io_on_error(agent_io *io, int code, const char *text, uint64_t now)
 {
 	if (text == NULL || text[0] == '\0')
 		text = bellows_strerror(code);
-	io_lock(io);
+	agent_io_lock(io);
 	io->last_error = code;
 	snprintf(io->last_error_text, sizeof(io->last_error_text), "%s", text);
-	io_unlock(io);
+	agent_io_unlock(io);
 
 	switch (code) {
 	case BELLOWS_ENOTJOINED:
@@ -580,13 +581,13 @@ io_on_error(agent_io *io, int code, const char *text, uint64_t now)
 			    text);
 		break;
 	case BELLOWS_EBUSY:
-		io_log(io, BELLOWS_LOG_WARN,
+		agent_io_log(io, BELLOWS_LOG_WARN,
 		    "bellowsd refused rank %u of job %s: %s; retrying",
 		    io->rank, io->job, text);
 		break;
 	case BELLOWS_EVERSION:
 	case BELLOWS_EMISMATCH:
-		io_log(io, BELLOWS_LOG_ERROR,
+		agent_io_log(io, BELLOWS_LOG_ERROR,
 		    "bellowsd refused rank %u of job %s: %s; not joining, "
 		    "training goes on with the decision in force",
 		    io->rank, io->job, text);
@@ -596,8 +597,8 @@ io_on_error(agent_io *io, int code, const char *text, uint64_t now)
 			io_lose(io, now, "left job %s", io->job);
 		break;
 	default:
-		io_log(io, BELLOWS_LOG_WARN, "bellowsd error %d: %s", code,
-		    text);
+		agent_io_log(io, BELLOWS_LOG_WARN, "bellowsd error %d: %s",
+		    code, text);
 		break;
 	}
 }
@@ -619,7 +620,7 @@ io_on_control(agent_io *io, com_msg *m, uint64_t now)
 		io_on_error(io, m->u.error.code, m->u.error.message, now);
 		break;
 	default:
-		io_log_quiet(io, IO_QUIET_MALFORMED, BELLOWS_LOG_WARN,
+		agent_io_log_quiet(io, IO_QUIET_MALFORMED, BELLOWS_LOG_WARN,
 		    "ignored an unexpected %s from bellowsd",
 		    com_msg_type_name(m->type));
 		break;
@@ -641,9 +642,10 @@ io_recv_control(agent_io *io)
 			return;
 		}
 		if (zmq_msg_more(&frame)) {
-			io_skip_parts(io->dealer, &frame);
+			agent_io_skip_parts(io->dealer, &frame);
 			zmq_msg_close(&frame);
-			io_log_quiet(io, IO_QUIET_MALFORMED, BELLOWS_LOG_WARN,
+			agent_io_log_quiet(io, IO_QUIET_MALFORMED,
+			    BELLOWS_LOG_WARN,
 			    "dropped a multi-part message from bellowsd");
 			continue;
 		}
@@ -665,7 +667,8 @@ io_recv_control(agent_io *io)
 		}
 		if (rc != 0) {
 			com_msg_fini(&m);
-			io_log_quiet(io, IO_QUIET_MALFORMED, BELLOWS_LOG_WARN,
+			agent_io_log_quiet(io, IO_QUIET_MALFORMED,
+			    BELLOWS_LOG_WARN,
 			    "dropped a message from bellowsd: %s",
 			    bellows_strerror(rc));
 			continue;
@@ -687,18 +690,18 @@ io_on_decision(agent_io *io, com_decision *d)
 	if (!io_job_matches(io, d->job)) {
 		rc = BELLOWS_EPROTO;
 	} else {
-		io_lock(io);
+		agent_io_lock(io);
 		rc = agent_decisions_add(&io->table, d);
 		gap = agent_decisions_gap(&io->table);
 		/* Published only once committed, with the window it closed:
 		 * an acknowledgement of that window and every earlier one. */
 		if (rc >= 0 && io->acks)
-			io_kept_ack(io, window);
+			agent_io_kept_ack(io, window);
 		if (rc >= 0)
 			pthread_cond_broadcast(&io->cond);
-		io_unlock(io);
+		agent_io_unlock(io);
 		if (rc >= 0 && gap && io->welcomed && !io->want_snapshot) {
-			io_log(io, BELLOWS_LOG_INFO,
+			agent_io_log(io, BELLOWS_LOG_INFO,
 			    "decision seq %llu arrived out of sequence, "
 			    "asking for a snapshot",
 			    (unsigned long long)seq);
@@ -706,7 +709,7 @@ io_on_decision(agent_io *io, com_decision *d)
 		}
 	}
 	if (rc < 0)
-		io_log_quiet(io, IO_QUIET_DECISION, BELLOWS_LOG_WARN,
+		agent_io_log_quiet(io, IO_QUIET_DECISION, BELLOWS_LOG_WARN,
 		    "ignored decision seq %llu: %s", (unsigned long long)seq,
 		    bellows_strerror(rc));
 }
@@ -733,13 +736,14 @@ io_recv_publish(agent_io *io)
 		if (zmq_msg_more(&topic) &&
 		    zmq_msg_recv(&body, io->sub, ZMQ_DONTWAIT) >= 0 &&
 		    zmq_msg_more(&body)) {
-			io_skip_parts(io->sub, &body);
+			agent_io_skip_parts(io->sub, &body);
 			ok = false;
 		}
 		zmq_msg_close(&topic);
 		if (!ok) {
 			zmq_msg_close(&body);
-			io_log_quiet(io, IO_QUIET_MALFORMED, BELLOWS_LOG_WARN,
+			agent_io_log_quiet(io, IO_QUIET_MALFORMED,
+			    BELLOWS_LOG_WARN,
 			    "dropped a malformed publication");
 			continue;
 		}
@@ -749,8 +753,8 @@ io_recv_publish(agent_io *io)
 		if (rc == 0 && m.type == COM_MSG_DECISION)
 			io_on_decision(io, &m.u.decision);
 		else
-			io_log_quiet(io, IO_QUIET_MALFORMED, BELLOWS_LOG_WARN,
-			    "dropped a publication: %s",
+			agent_io_log_quiet(io, IO_QUIET_MALFORMED,
+			    BELLOWS_LOG_WARN, "dropped a publication: %s",
 			    rc != 0 ? bellows_strerror(rc) : "not a decision");
 		com_msg_fini(&m);
 	}
@@ -771,14 +775,14 @@ io_sync(agent_io *io)
 {
 	bool closing;
 
-	io_lock(io);
+	agent_io_lock(io);
 	closing = io->closing;
 	if (io->snapshot_asked) {
 		io->snapshot_asked = false;
 		if (io->welcomed)
 			io->want_snapshot = true;
 	}
-	io_unlock(io);
+	agent_io_unlock(io);
 	return closing;
 }
 
@@ -814,7 +818,7 @@ io_main(void *arg)
 		if (rc < 0) {
 			if (errno == EINTR)
 				continue;
-			io_log(io, BELLOWS_LOG_ERROR,
+			agent_io_log(io, BELLOWS_LOG_ERROR,
 			    "I/O thread stops: poll failed: %s",
 			    zmq_strerror(errno));
 			break;
@@ -826,7 +830,7 @@ io_main(void *arg)
 		if (items[1].revents & ZMQ_POLLIN)
 			io_recv_publish(io);
 		if (n_items > 3 && (items[3].revents & ZMQ_POLLIN))
-			io_recv_monitor(io, com_clock_ms());
+			agent_io_recv_monitor(io, com_clock_ms());
 	}
 	/* The last window's report is usually still queued when the trainer
 	 * closes: hand it over before saying goodbye. */
@@ -836,7 +840,7 @@ io_main(void *arg)
 }
 
 int
-io_setopt(void *socket, int option, int value)
+agent_io_setopt(void *socket, int option, int value)
 {
 	return zmq_setsockopt(socket, option, &value, sizeof(value));
 }
@@ -850,12 +854,13 @@ io_socket(agent_io *io, int type)
 
 	if (s == NULL)
 		return NULL;
-	if (io_setopt(s, ZMQ_LINGER, type == ZMQ_DEALER ? IO_LINGER_MS : 0) ||
+	if (agent_io_setopt(s, ZMQ_LINGER,
+		type == ZMQ_DEALER ? IO_LINGER_MS : 0) ||
 	    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max, sizeof(max)) ||
-	    io_setopt(s, ZMQ_SNDHWM, IO_SNDHWM) ||
-	    io_setopt(s, ZMQ_RECONNECT_IVL, IO_RECONNECT_MS) ||
-	    io_setopt(s, ZMQ_RECONNECT_IVL_MAX, IO_RECONNECT_MAX_MS) ||
-	    (type == ZMQ_DEALER && io_setopt(s, ZMQ_IMMEDIATE, 1)) ||
+	    agent_io_setopt(s, ZMQ_SNDHWM, IO_SNDHWM) ||
+	    agent_io_setopt(s, ZMQ_RECONNECT_IVL, IO_RECONNECT_MS) ||
+	    agent_io_setopt(s, ZMQ_RECONNECT_IVL_MAX, IO_RECONNECT_MAX_MS) ||
+	    (type == ZMQ_DEALER && agent_io_setopt(s, ZMQ_IMMEDIATE, 1)) ||
 	    (type == ZMQ_SUB &&
 		zmq_setsockopt(s, ZMQ_SUBSCRIBE, io->topic, io->topic_len))) {
 		zmq_close(s);
@@ -872,8 +877,9 @@ io_connect(agent_io *io, void *socket, const char *endpoint, const char *what)
 	if (zmq_connect(socket, endpoint) == 0)
 		return 0;
 	err = errno;
-	io_log(io, BELLOWS_LOG_ERROR, "cannot connect the %s socket to %s: %s",
-	    what, endpoint, zmq_strerror(err));
+	agent_io_log(io, BELLOWS_LOG_ERROR,
+	    "cannot connect the %s socket to %s: %s", what, endpoint,
+	    zmq_strerror(err));
 	return err == EMFILE || err == ENOMEM || err == ETERM ? BELLOWS_ESYS
 							      : BELLOWS_EINVAL;
 }
@@ -961,7 +967,7 @@ agent_io_open(const agent_io_config *cfg, agent_io **ret_io)
 	    (io->ctx = zmq_ctx_new()) == NULL ||
 	    (io->dealer = io_socket(io, ZMQ_DEALER)) == NULL ||
 	    (io->sub = io_socket(io, ZMQ_SUB)) == NULL) {
-		io_log(io, BELLOWS_LOG_ERROR, "cannot create sockets: %s",
+		agent_io_log(io, BELLOWS_LOG_ERROR, "cannot create sockets: %s",
 		    zmq_strerror(errno));
 		goto fail;
 	}
@@ -971,9 +977,9 @@ agent_io_open(const agent_io_config *cfg, agent_io **ret_io)
 							 : 1;
 		memcpy(io->server_key, cfg->server->public_key,
 		    sizeof(io->server_key));
-		if ((rc = io_curve(io, io->dealer, cfg->client)) != 0 ||
-		    (rc = io_curve(io, io->sub, cfg->client)) != 0 ||
-		    (rc = io_watch(io)) != 0)
+		if ((rc = agent_io_curve(io, io->dealer, cfg->client)) != 0 ||
+		    (rc = agent_io_curve(io, io->sub, cfg->client)) != 0 ||
+		    (rc = agent_io_watch(io)) != 0)
 			goto fail;
 	}
 	if ((rc = io_connect(io, io->dealer, io->control, "control")) != 0 ||
@@ -981,7 +987,8 @@ agent_io_open(const agent_io_config *cfg, agent_io **ret_io)
 		goto fail;
 	rc = BELLOWS_ESYS;
 	if (pthread_create(&io->thread, NULL, io_main, io) != 0) {
-		io_log(io, BELLOWS_LOG_ERROR, "cannot start the I/O thread");
+		agent_io_log(io, BELLOWS_LOG_ERROR,
+		    "cannot start the I/O thread");
 		goto fail;
 	}
 	io->thread_started = true;
@@ -1001,10 +1008,10 @@ agent_io_close(agent_io **iop)
 		return;
 	*iop = NULL;
 	if (io->thread_started) {
-		io_lock(io);
+		agent_io_lock(io);
 		io->closing = true;
-		io_unlock(io);
-		io_wake(io);
+		agent_io_unlock(io);
+		agent_io_wake(io);
 		pthread_join(io->thread, NULL);
 	}
 	if (io->dealer != NULL)

@@ -21,24 +21,24 @@
 #include <zmq.h>
 
 void
-io_handshake_failed(agent_io *io, const char *why)
+agent_io_handshake_failed(agent_io *io, const char *why)
 {
 	char text[sizeof(io->last_error_text)];
 
 	io->hs_since_ms = 0;
 	snprintf(text, sizeof(text), "%s (bellowsd at %s)", why, io->control);
-	io_lock(io);
+	agent_io_lock(io);
 	io->last_error = BELLOWS_ECONFIG;
 	memcpy(io->last_error_text, text, sizeof(text));
-	io_unlock(io);
-	io_log_quiet(io, IO_QUIET_HANDSHAKE, BELLOWS_LOG_ERROR,
+	agent_io_unlock(io);
+	agent_io_log_quiet(io, IO_QUIET_HANDSHAKE, BELLOWS_LOG_ERROR,
 	    "%s; not joined, training goes on with the decision in force, "
 	    "retrying",
 	    text);
 }
 
 void
-io_recv_monitor(agent_io *io, uint64_t now)
+agent_io_recv_monitor(agent_io *io, uint64_t now)
 {
 	for (int i = 0; i < IO_RECV_BATCH; i++) {
 		zmq_msg_t frame;
@@ -58,7 +58,7 @@ io_recv_monitor(agent_io *io, uint64_t now)
 			memcpy(&value, (uint8_t *)zmq_msg_data(&frame) + 2,
 			    sizeof(value));
 		}
-		io_skip_parts(io->monitor, &frame);
+		agent_io_skip_parts(io->monitor, &frame);
 		zmq_msg_close(&frame);
 		if (!ok)
 			continue;
@@ -68,17 +68,17 @@ io_recv_monitor(agent_io *io, uint64_t now)
 			break;
 		case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
 			if (io->hs_since_ms != 0)
-				io_log(io, BELLOWS_LOG_DEBUG,
+				agent_io_log(io, BELLOWS_LOG_DEBUG,
 				    "CURVE handshake with bellowsd at %s done",
 				    io->control);
 			io->hs_since_ms = 0;
 			break;
 		case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
-			io_handshake_failed(io,
+			agent_io_handshake_failed(io,
 			    "bellowsd refused this client's key");
 			break;
 		case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-			io_handshake_failed(io,
+			agent_io_handshake_failed(io,
 			    value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
 				? "no answer: wrong server key? (bellowsd "
 				  "does not use CURVE)"
@@ -90,7 +90,7 @@ io_recv_monitor(agent_io *io, uint64_t now)
 			 * could not read our Hello, sealed with the key we
 			 * believe is its own. */
 			if (io->hs_since_ms != 0)
-				io_handshake_failed(io,
+				agent_io_handshake_failed(io,
 				    "no answer: wrong server key?");
 			break;
 		default:
@@ -100,14 +100,14 @@ io_recv_monitor(agent_io *io, uint64_t now)
 }
 
 int
-io_curve(agent_io *io, void *s, const com_cert *client)
+agent_io_curve(agent_io *io, void *s, const com_cert *client)
 {
 	if (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, io->server_key, 40) != 0 ||
 	    zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, client->public_key, 40) !=
 		0 ||
 	    zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, client->secret_key, 40) !=
 		0) {
-		io_log(io, BELLOWS_LOG_ERROR,
+		agent_io_log(io, BELLOWS_LOG_ERROR,
 		    "cannot make the sockets CURVE clients: %s (libzmq "
 		    "without CURVE?)",
 		    zmq_strerror(errno));
@@ -117,7 +117,7 @@ io_curve(agent_io *io, void *s, const com_cert *client)
 }
 
 int
-io_watch(agent_io *io)
+agent_io_watch(agent_io *io)
 {
 	char endpoint[64];
 	int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
@@ -129,9 +129,9 @@ io_watch(agent_io *io)
 	    (void *)io);
 	if (zmq_socket_monitor(io->dealer, endpoint, events) != 0 ||
 	    (io->monitor = zmq_socket(io->ctx, ZMQ_PAIR)) == NULL ||
-	    io_setopt(io->monitor, ZMQ_LINGER, 0) != 0 ||
+	    agent_io_setopt(io->monitor, ZMQ_LINGER, 0) != 0 ||
 	    zmq_connect(io->monitor, endpoint) != 0) {
-		io_log(io, BELLOWS_LOG_ERROR,
+		agent_io_log(io, BELLOWS_LOG_ERROR,
 		    "cannot watch the control socket: %s", zmq_strerror(errno));
 		return BELLOWS_ESYS;
 	}

@@ -147,34 +147,34 @@ struct agent_io {
 /* ---- io.c: the I/O thread ------------------------------------------ */
 
 /* Passes a line to the agent's log callback, if any takes `level`. */
-__attribute__((format(printf, 3, 4))) void io_log(agent_io *io, int level,
+__attribute__((format(printf, 3, 4))) void agent_io_log(agent_io *io, int level,
     const char *fmt, ...);
 
 /* Logs from the I/O thread at most once per IO_QUIET_MS per kind. */
-__attribute__((format(printf, 4, 5))) void io_log_quiet(agent_io *io,
+__attribute__((format(printf, 4, 5))) void agent_io_log_quiet(agent_io *io,
     enum io_quiet kind, int level, const char *fmt, ...);
 
 /* Takes io->mu, which guards the fields shared with the trainer. */
-void io_lock(agent_io *io);
+void agent_io_lock(agent_io *io);
 
 /* Releases io->mu. */
-void io_unlock(agent_io *io);
+void agent_io_unlock(agent_io *io);
 
 /* Reads and discards the rest of a multi-part message. */
-void io_skip_parts(void *socket, zmq_msg_t *frame);
+void agent_io_skip_parts(void *socket, zmq_msg_t *frame);
 
 /* Sets an int option of a ZeroMQ socket; returns zmq_setsockopt's. */
-int io_setopt(void *socket, int option, int value);
+int agent_io_setopt(void *socket, int option, int value);
 
 /* Wakes the I/O thread from its poll (through its eventfd); a wake
  * already pending absorbs this one. Any thread. */
-void io_wake(agent_io *io);
+void agent_io_wake(agent_io *io);
 
 /* ---- io_keep.c: reports kept until acknowledged ------------------- */
 
 /* The daemon says windows below `closed` are durably closed: the kept
  * reports of those are let go. The caller holds mu. */
-void io_kept_ack(agent_io *io, uint64_t closed);
+void agent_io_kept_ack(agent_io *io, uint64_t closed);
 
 /* Keeps the report *r just sent to the current session (takes its
  * buffer), letting the oldest go when IO_KEEP are kept; frees it instead
@@ -182,28 +182,28 @@ void io_kept_ack(agent_io *io, uint64_t closed);
  * Only called once every kept report was sent again (k_sent == k_len), so
  * the ring stays: sent ones first, then those to send again. The caller
  * holds mu. */
-void io_kept_push(agent_io *io, io_report *r);
+void agent_io_kept_push(agent_io *io, io_report *r);
 
 /* Takes a Welcome's windows_closed (from a daemon of protocol `minor`):
  * a new session (`rejoined`) sends the kept reports at or above it again.
  * Returns how many will be. The caller holds mu. */
-uint32_t io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed,
+uint32_t agent_io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed,
     bool rejoined);
 
 /* ---- io_curve.c: the CURVE handshake ------------------------------- */
 
 /* A CURVE handshake with bellowsd failed: record why for
  * bellows_agent_stats and log it (at most once per IO_QUIET_MS). */
-void io_handshake_failed(agent_io *io, const char *why);
+void agent_io_handshake_failed(agent_io *io, const char *why);
 
 /* Reads the DEALER's monitor events. */
-void io_recv_monitor(agent_io *io, uint64_t now);
+void agent_io_recv_monitor(agent_io *io, uint64_t now);
 
 /* Makes `s` a CURVE client of bellowsd (before it connects). Returns 0
  * or BELLOWS_ENOTSUP when this libzmq has no CURVE. */
-int io_curve(agent_io *io, void *s, const com_cert *client);
+int agent_io_curve(agent_io *io, void *s, const com_cert *client);
 
 /* Watches the DEALER's connections and handshakes through io->monitor. */
-int io_watch(agent_io *io);
+int agent_io_watch(agent_io *io);
 
 #endif

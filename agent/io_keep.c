@@ -27,7 +27,7 @@ io_kept_pop(agent_io *io)
 }
 
 void
-io_kept_ack(agent_io *io, uint64_t closed)
+agent_io_kept_ack(agent_io *io, uint64_t closed)
 {
 	if (closed > io->acked)
 		io->acked = closed;
@@ -36,7 +36,7 @@ io_kept_ack(agent_io *io, uint64_t closed)
 }
 
 void
-io_kept_push(agent_io *io, io_report *r)
+agent_io_kept_push(agent_io *io, io_report *r)
 {
 	if (!io->acks || r->window < io->acked) {
 		free(r->buf);
@@ -52,7 +52,8 @@ io_kept_push(agent_io *io, io_report *r)
 }
 
 uint32_t
-io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed, bool rejoined)
+agent_io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed,
+    bool rejoined)
 {
 	io->acks = minor >= IO_MIN_ACK_MINOR;
 	if (!io->acks) {
@@ -63,13 +64,13 @@ io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed, bool rejoined)
 		return 0;
 	}
 	if (!rejoined) {
-		io_kept_ack(io, closed);
+		agent_io_kept_ack(io, closed);
 		return 0;
 	}
 	/* A new instance may know less than the old one told us: its word
 	 * is the one that counts now. */
 	io->acked = closed;
-	io_kept_ack(io, closed);
+	agent_io_kept_ack(io, closed);
 	io->k_sent = 0;
 	return io->k_len;
 }

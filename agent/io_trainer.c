@@ -38,7 +38,7 @@ agent_io_step_begin(agent_io *io, uint64_t step, uint32_t timeout_ms,
 {
 	uint32_t missed = 0;
 
-	io_lock(io);
+	agent_io_lock(io);
 	if (!io->begun) {
 		/* The first step waits for the Welcome like for any due
 		 * decision, so that every rank starts on the job's initial
@@ -77,7 +77,7 @@ agent_io_step_begin(agent_io *io, uint64_t step, uint32_t timeout_ms,
 			 * SUB was connected, or lost: ask for it directly. */
 			if (now >= ask) {
 				io->snapshot_asked = true;
-				io_wake(io);
+				agent_io_wake(io);
 				ask = now + IO_SNAPSHOT_EVERY_MS * NS_PER_MS;
 			}
 			until = io_timespec(ask < deadline ? ask : deadline);
@@ -87,7 +87,7 @@ agent_io_step_begin(agent_io *io, uint64_t step, uint32_t timeout_ms,
 	agent_decisions_advance(&io->table, step);
 	io->step = step;
 	io->next_step = step + 1;
-	io_unlock(io);
+	agent_io_unlock(io);
 	*ret_misses = missed;
 }
 
@@ -99,21 +99,21 @@ agent_io_submit_report(agent_io *io, com_report *r)
 	size_t len = 0;
 	int rc;
 
-	io_lock(io);
+	agent_io_lock(io);
 	r->timings.reports_dropped = io->reports_dropped;
-	io_unlock(io);
+	agent_io_unlock(io);
 
 	/* Borrowed: encoded, never finalised. */
 	com_msg_init(&m, COM_MSG_REPORT);
 	m.u.report = *r;
 	rc = com_codec_encode(&m, &buf, &len);
 
-	io_lock(io);
+	agent_io_lock(io);
 	io->windows++;
 	if (rc != 0) {
 		io->reports_dropped++;
-		io_unlock(io);
-		io_log(io, BELLOWS_LOG_ERROR,
+		agent_io_unlock(io);
+		agent_io_log(io, BELLOWS_LOG_ERROR,
 		    "dropped the report of window %llu: %s",
 		    (unsigned long long)r->window, bellows_strerror(rc));
 		return;
@@ -133,18 +133,18 @@ agent_io_submit_report(agent_io *io, com_report *r)
 	if (io->welcomed)
 		rc = agent_decisions_expect(&io->table, r->window,
 		    r->last_step + 1 + io->apply_lag);
-	io_unlock(io);
+	agent_io_unlock(io);
 	if (rc != 0)
-		io_log(io, BELLOWS_LOG_WARN,
+		agent_io_log(io, BELLOWS_LOG_WARN,
 		    "will not wait for the decision of window %llu: %s",
 		    (unsigned long long)r->window, bellows_strerror(rc));
-	io_wake(io);
+	agent_io_wake(io);
 }
 
 void
 agent_io_stats(agent_io *io, bellows_agent_stats *ret)
 {
-	io_lock(io);
+	agent_io_lock(io);
 	ret->connected = io->welcomed;
 	ret->step = io->next_step;
 	ret->window = io->windows;
@@ -158,5 +158,5 @@ agent_io_stats(agent_io *io, bellows_agent_stats *ret)
 	ret->last_error = io->last_error;
 	memcpy(ret->last_error_text, io->last_error_text,
 	    sizeof(ret->last_error_text));
-	io_unlock(io);
+	agent_io_unlock(io);
 }
