@@ -13,26 +13,19 @@
  * writable; the reports themselves wait in the agent's own bounded queue,
  * where the oldest is dropped and counted when it is full.
  *
- * A report handed to the socket is not safe yet: a daemon that dies before
- * committing its window's close loses it. So while the daemon acknowledges
- * (protocol minor 2), the thread keeps the last IO_KEEP reports it sent
- * until the daemon says their windows are durably closed: a published
- * decision for window w acknowledges every window up to w (decisions are
- * published only after their commit), and Welcome and HeartbeatAck carry
- * windows_closed, the lowest window not durably closed. After a Welcome
- * that starts a new session (a new daemon instance, or the same one after
- * the agent lost it) the kept reports at or above windows_closed are sent
- * again, oldest first, before anything queued.
+ * A report handed to the socket is not safe yet: while the daemon
+ * acknowledges, the last ones sent are kept (io_keep.c) until it says
+ * their windows are durably closed. A published decision for window w
+ * acknowledges every window up to w (decisions are published only after
+ * their commit), and Welcome and HeartbeatAck carry windows_closed, the
+ * lowest window not durably closed. After a Welcome that starts a new
+ * session (a new daemon instance, or the same one after the agent lost
+ * it) the kept reports at or above windows_closed are sent again, oldest
+ * first, before anything queued.
  *
- * With CURVE keys both sockets are CURVE clients, and a monitor socket
- * (a PAIR on an inproc endpoint of the agent's own context) shows the
- * thread the DEALER's connections and handshakes. A handshake bellowsd
- * refuses (its ZAP handler does not know the client's key), one that
- * fails (a wrong server key makes bellowsd drop the connection; a daemon
- * without CURVE fails it) and one that is not done handshake_ms after the
- * connection was made become last_error BELLOWS_ECONFIG with a message
- * saying which, and a log line; ZeroMQ goes on retrying by itself, so a
- * key added on the daemon later is taken without a restart.
+ * With CURVE keys the poll also reads a monitor of the DEALER's
+ * connections and handshakes (io_curve.c). What the training thread
+ * calls is in io_trainer.c.
  *
  * The mutex guards the decision table, the report queue and the counters.
  * Fields the I/O thread alone writes (welcomed, the instance) are read by
