@@ -38,7 +38,7 @@
  * by the decision answering its window, which the agent waits for at
  * last_step + 1 + apply_lag: normally one or two are unacknowledged at a
  * time. Eight is as many windows as bellowsd aggregates at once (JOBS_OPEN
- * in controller/jobs.c): it refuses a report further ahead of the lowest
+ * in controller/jobs_int.h): it refuses a report further ahead of the lowest
  * window it has not closed, so an older one could never be taken with
  * the newest. Older ones are let go (they were sent, and are lost only if
  * the daemon dies before recording them). */
