@@ -1,21 +1,15 @@
 /* sim - `bellows sim`, see sim.h.
  *
- * Parent and ranks share one anonymous MAP_SHARED mapping:
- *
- *   sim_shared   header (stop flag, next window of --record-levels)
- *   sim_slot     one per rank, on its own cache line: step_done (last
- *                completed step + 1), alive, agent counters at exit
- *   seq          ranks x steps: the decision seq each rank applied at each
- *                step, SIM_NOT_RUN where it did not run the step
- *
- * The lockstep emulates a data-parallel all-reduce: before beginning step
- * s a rank waits until every alive rank has finished step s - 1. The
- * parent kills and re-forks ranks; a re-forked rank starts at a window
- * boundary ahead of the group, with its step_done already set there, so
- * the group waits for it exactly as for a rank of the original job.
+ * This file is the command and its supervisor: it parses the options
+ * (sim_opts), builds the model (sim_model) and the shared mapping
+ * (sim_ctx), makes sure bellowsd answers, forks one process per rank
+ * (sim_rank), kills and re-forks the --kill victim, watches the group
+ * for progress and, once every rank has exited, checks from the records
+ * that all ranks applied the same decision at every step and had every
+ * decision they were owed.
  */
 #include "sim.h"
-
+#include "sim_ctx.h"
 #include "sim_opts.h"
 
 #include "args.h"
@@ -31,73 +25,26 @@
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
-#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#define SIM_NOT_RUN      UINT64_MAX /* record of a step a rank did not run */
-#define SIM_SPIN_NS      30000      /* lockstep poll interval */
-#define SIM_SUPERVISE_NS 1000000    /* parent's poll interval */
-#define SIM_PING_MS      5000       /* wait for bellowsd before starting */
-#define SIM_JOIN_MS      30000      /* wait for a rank's Welcome */
-#define SIM_LEVELS_SHOWN 12         /* levels printed per decision line */
-#define SIM_SUMMARY_ROWS 16         /* decisions listed at each end */
-#define SIM_EXIT_STOPPED 3          /* a rank's exit code when told to stop */
+#define SIM_SPIN_NS      30000   /* lockstep poll interval */
+#define SIM_SUPERVISE_NS 1000000 /* parent's poll interval */
+#define SIM_PING_MS      5000    /* wait for bellowsd before starting */
+#define SIM_JOIN_MS      30000   /* wait for a rank's Welcome */
+#define SIM_LEVELS_SHOWN 12      /* levels printed per decision line */
+#define SIM_SUMMARY_ROWS 16      /* decisions listed at each end */
+#define SIM_EXIT_STOPPED 3       /* a rank's exit code when told to stop */
 
-/* One rank's slot. The counters at the end are the agent's, summed over
- * the rank's processes that exited normally. */
-typedef struct sim_slot {
-	alignas(64) _Atomic uint64_t step_done; /* last finished step + 1 */
-	_Atomic int alive;                /* 1 while the group waits for it */
-	_Atomic int at_kill;              /* victim reached its kill point */
-	_Atomic uint64_t decisions;       /* decisions received */
-	_Atomic uint64_t misses;          /* apply steps passed without one */
-	_Atomic uint64_t snapshots;       /* snapshot requests */
-	_Atomic uint64_t reconnects;      /* welcomes after the first */
-	_Atomic uint64_t reports_dropped; /* reports the queue dropped */
-	_Atomic int finished;             /* its last process ran every step */
-	_Atomic int welcomed_end;         /* its last process ended welcomed
-					   * by bellowsd */
-	_Atomic uint64_t lost;            /* decisions its last process was
-					   * owed after losing bellowsd for
-					   * good (see sim_rank_lost) */
-	int last_error;                   /* the daemon's last refusal, 0 =
-					   * none; written before the process
-					   * exits, read after it is reaped */
-	char last_error_text[256];        /* its message */
-} sim_slot;
-
-typedef struct sim_shared {
-	_Atomic int stop;             /* parent tells every rank to give up */
-	_Atomic uint64_t levels_next; /* first window --record-levels has not
-				       * written, over rank 0's processes */
-} sim_shared;
-
-/* Everything a rank process needs, built by the parent before forking. */
-typedef struct sim_ctx {
-	const sim_opts *o;    /* options */
-	uint64_t total_steps; /* windows x steps */
-	bellows_layer *table; /* the model's layers */
-	uint32_t *shapes;     /* two entries per layer */
-	char (*names)[32];    /* layer names */
-	uint64_t floats_raw;  /* sum of numel */
-	void *map;            /* the shared mapping */
-	size_t map_len;       /* its length */
-	sim_shared *sh;       /* header in map */
-	sim_slot *slots;      /* ranks entries in map */
-	uint64_t *seq;        /* ranks x total_steps records in map */
-} sim_ctx;
-
-/* What one rank process works with. */
-typedef struct sim_rank {
+    /* What one rank process works with. */
+    typedef struct sim_rank {
 	const sim_ctx *cx;     /* shared context */
 	uint32_t rank;         /* this rank */
 	bellows_agent *agent;  /* its agent */
@@ -970,39 +917,6 @@ sim_ping(const sim_opts *o)
 	return r;
 }
 
-static int
-sim_map(sim_ctx *cx)
-{
-	const sim_opts *o = cx->o;
-	size_t head = 64, slots = (size_t)o->ranks * sizeof(sim_slot);
-	size_t records = (size_t)o->ranks * cx->total_steps * sizeof(uint64_t);
-	void *map;
-
-	cx->map_len = head + slots + records;
-	map = mmap(NULL, cx->map_len, PROT_READ | PROT_WRITE,
-	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (map == MAP_FAILED)
-		return BELLOWS_ENOMEM;
-	cx->map = map;
-	cx->sh = map;
-	cx->slots = (sim_slot *)((char *)map + head);
-	cx->seq = (uint64_t *)((char *)map + head + slots);
-	atomic_init(&cx->sh->stop, 0);
-	atomic_init(&cx->sh->levels_next, 0);
-	for (uint32_t r = 0; r < o->ranks; r++) {
-		/* Ranks started at a later window have done the steps
-		 * before it. */
-		atomic_init(&cx->slots[r].step_done,
-		    (uint64_t)o->start_window * o->steps);
-		atomic_init(&cx->slots[r].alive, 1);
-		atomic_init(&cx->slots[r].at_kill, 0);
-		atomic_init(&cx->slots[r].welcomed_end, 0);
-		atomic_init(&cx->slots[r].lost, 0);
-	}
-	memset(cx->seq, 0xff, records);
-	return 0;
-}
-
 static pid_t
 sim_fork(const sim_ctx *cx, uint32_t rank, uint64_t start_step)
 {
@@ -1486,7 +1400,7 @@ tool_sim_main(int argc, char **argv)
 		goto out;
 	if (sim_ping(&o) != 0)
 		goto out;
-	if (sim_map(&cx) != 0) {
+	if (tool_sim_ctx_map(&cx) != 0) {
 		fprintf(stderr,
 		    "bellows sim: cannot map %zu bytes of shared records\n",
 		    cx.map_len);
@@ -1538,8 +1452,7 @@ tool_sim_main(int argc, char **argv)
 	rc = agreed ? 0 : 1;
 out:
 	fflush(stdout);
-	if (cx.map != NULL)
-		munmap(cx.map, cx.map_len);
+	tool_sim_ctx_unmap(&cx);
 	sim_model_free(&cx);
 	return rc;
 }
