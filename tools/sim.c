@@ -10,6 +10,7 @@
  */
 #include "sim.h"
 #include "sim_ctx.h"
+#include "sim_model.h"
 #include "sim_opts.h"
 
 #include "args.h"
@@ -43,8 +44,8 @@
 #define SIM_SUMMARY_ROWS 16      /* decisions listed at each end */
 #define SIM_EXIT_STOPPED 3       /* a rank's exit code when told to stop */
 
-    /* What one rank process works with. */
-    typedef struct sim_rank {
+/* What one rank process works with. */
+typedef struct sim_rank {
 	const sim_ctx *cx;     /* shared context */
 	uint32_t rank;         /* this rank */
 	bellows_agent *agent;  /* its agent */
@@ -63,87 +64,6 @@ void
 tool_sim_usage(FILE *f)
 {
 	tool_sim_opts_usage(f);
-}
-
-/* ---- the synthetic model ----------------------------------------------- */
-
-static uint64_t
-sim_mix(uint64_t x)
-{
-	/* splitmix64's finaliser: cheap, and good enough that neighbouring
-	 * (seed, rank, step, layer) tuples look independent. */
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-/* Uniform in [0, 1) from a hash. */
-static double
-sim_unit(uint64_t h)
-{
-	return (double)(h >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static uint64_t
-sim_hash(uint64_t seed, uint64_t a, uint64_t b, uint64_t c)
-{
-	return sim_mix(sim_mix(sim_mix(seed ^ 0x62656c6c6f7773ull) ^ a) ^
-	    (b * 0x9e3779b97f4a7c15ull + c));
-}
-
-/* Learning-rate decays at 50 % and 75 % of the windows, as in the
- * step schedules of the papers' CIFAR runs. */
-static void
-sim_decay_windows(const sim_opts *o, uint32_t ret[2], int *ret_n)
-{
-	uint32_t d1 = o->windows / 2,
-		 d2 = (uint32_t)((uint64_t)o->windows * 3 / 4);
-	int n = 0;
-
-	if (d1 > 0)
-		ret[n++] = d1;
-	if (d2 > 0 && d2 != d1)
-		ret[n++] = d2;
-	*ret_n = n;
-}
-
-static double
-sim_lr(const sim_opts *o, uint64_t window)
-{
-	uint32_t d[2];
-	double lr = 0.1;
-	int n;
-
-	sim_decay_windows(o, d, &n);
-	for (int i = 0; i < n; i++) {
-		if (window >= d[i])
-			lr *= 0.1;
-	}
-	return lr;
-}
-
-/* Gradient norm relative to a layer's base: decays fast early (tau =
- * 15 % of the run), jumps about threefold right after each LR decay and
- * decays again. */
-static double
-sim_norm_course(const sim_ctx *cx, uint64_t step)
-{
-	const sim_opts *o = cx->o;
-	double total = (double)cx->total_steps;
-	double tau = fmax(1.0, 0.15 * total), tau_d = fmax(1.0, 0.05 * total);
-	double s = 0.15 + exp(-(double)step / tau);
-	uint32_t d[2];
-	int n;
-
-	sim_decay_windows(o, d, &n);
-	for (int i = 0; i < n; i++) {
-		uint64_t at = (uint64_t)d[i] * o->steps;
-
-		if (step >= at)
-			s *= 1.0 + 2.0 * exp(-(double)(step - at) / tau_d);
-	}
-	return s;
 }
 
 /* ---- the modelled communication (--comm-model) ------------------------- */
@@ -217,59 +137,10 @@ sim_model_threshold(const sim_ctx *cx, uint64_t *ret, uint32_t *ret_rows)
 static double
 sim_noise(const sim_opts *o, uint32_t rank, uint64_t step, uint64_t key)
 {
-	uint64_t h = sim_hash(o->seed ^ 0x636f6d6dull, rank + 1, step, key);
+	uint64_t h = tool_sim_hash(o->seed ^ 0x636f6d6dull, rank + 1, step,
+	    key);
 
-	return 1.0 + o->comm_noise * (2.0 * sim_unit(h) - 1.0);
-}
-
-static int
-sim_model_build(sim_ctx *cx)
-{
-	const sim_opts *o = cx->o;
-
-	cx->table = calloc(o->layers, sizeof(*cx->table));
-	cx->shapes = calloc((size_t)o->layers * 2, sizeof(*cx->shapes));
-	cx->names = calloc(o->layers, sizeof(*cx->names));
-	if (cx->table == NULL || cx->shapes == NULL || cx->names == NULL)
-		return BELLOWS_ENOMEM;
-	for (uint32_t l = 0; l < o->layers; l++) {
-		bellows_layer *t = &cx->table[l];
-		uint32_t *shape = &cx->shapes[2 * l];
-
-		/* A bias every fourth layer, for realism: 1-D tensors are
-		 * what selectors like min_ndim exist for. Widths cycle
-		 * every 64 layers so that deep models stay cheap. */
-		if (l % 4 == 3) {
-			snprintf(cx->names[l], sizeof(cx->names[l]),
-			    "layer%u.bias", l);
-			shape[0] = 64;
-			t->ndim = 1;
-		} else {
-			snprintf(cx->names[l], sizeof(cx->names[l]),
-			    "layer%u.weight", l);
-			shape[0] = 64;
-			shape[1] = 32 + 8 * (l % 64);
-			t->ndim = 2;
-		}
-		t->name = cx->names[l];
-		t->shape = shape;
-		t->numel = t->ndim == 1 ? shape[0]
-					: (uint64_t)shape[0] * shape[1];
-		/* With activation statistics (COMET), the weights' momentum
-		 * average too: M_avg is the other half of the bound. */
-		if (o->act && t->ndim >= 2)
-			t->flags |= BELLOWS_LAYER_MOMENTUM;
-		cx->floats_raw += t->numel;
-	}
-	return 0;
-}
-
-static void
-sim_model_free(sim_ctx *cx)
-{
-	free(cx->table);
-	free(cx->shapes);
-	free(cx->names);
+	return 1.0 + o->comm_noise * (2.0 * tool_sim_unit(h) - 1.0);
 }
 
 /* ---- a rank ------------------------------------------------------------ */
@@ -325,7 +196,8 @@ sim_rank_patterns(sim_rank *rk)
 		rk->pattern[l] = p;
 		for (uint64_t i = 0; i < n; i++) {
 			p[i] = (float)(2.0 *
-				sim_unit(sim_hash(cx->o->seed, l, i, 0)) -
+				tool_sim_unit(
+				    tool_sim_hash(cx->o->seed, l, i, 0)) -
 			    1.0);
 			sq += (double)p[i] * p[i];
 		}
@@ -354,9 +226,9 @@ sim_rank_gradient(sim_rank *rk, uint32_t l, uint64_t step, double course)
 	float fs;
 
 	/* ~5 % multiplicative noise: each rank sees another minibatch. */
-	h = sim_hash(cx->o->seed, rk->rank + 1, step, l);
+	h = tool_sim_hash(cx->o->seed, rk->rank + 1, step, l);
 	scale = rk->base[l] * course *
-	    (1.0 + 0.05 * sqrt(3.0) * (2.0 * sim_unit(h) - 1.0));
+	    (1.0 + 0.05 * sqrt(3.0) * (2.0 * tool_sim_unit(h) - 1.0));
 	fs = (float)scale;
 	for (uint64_t i = 0; i < n; i++)
 		g[i] = p[i] * fs;
@@ -364,9 +236,10 @@ sim_rank_gradient(sim_rank *rk, uint32_t l, uint64_t step, double course)
 	 * collinear (the window sum's norm then differs from the sum of
 	 * norms, as it does in training). */
 	for (int k = 0; k < 4; k++) {
-		h = sim_mix(h);
+		h = tool_sim_mix(h);
 		g[h % n] += (float)(scale * 0.5 *
-		    (2.0 * sim_unit(sim_mix(h)) - 1.0) / sqrt((double)n));
+		    (2.0 * tool_sim_unit(tool_sim_mix(h)) - 1.0) /
+		    sqrt((double)n));
 	}
 }
 
@@ -717,7 +590,7 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 		last_seq = d.seq;
 
 		t0 = com_clock_ns();
-		course = sim_norm_course(cx, s);
+		course = tool_sim_norm_course(cx, s);
 		for (uint32_t l = 0; l < o->layers; l++) {
 			const bellows_layer *t = &cx->table[l];
 
@@ -756,11 +629,11 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 			info.mem_device_total = o->mem_total;
 			info.mem_device_used = o->mem_used + sum.act_stored;
 		}
-		info.lr = sim_lr(o, s / o->steps);
+		info.lr = tool_sim_lr(o, s / o->steps);
 		/* The LR decays at window boundaries: the last step of a
 		 * window tells bellowsd the LR the next one starts with. */
 		info.lr_next = s + 1 < cx->total_steps
-		    ? sim_lr(o, (s + 1) / o->steps)
+		    ? tool_sim_lr(o, (s + 1) / o->steps)
 		    : info.lr;
 		info.batch_size = d.batch_size > 0 ? d.batch_size : 128;
 		info.epoch = s / o->steps;
@@ -1390,7 +1263,7 @@ tool_sim_main(int argc, char **argv)
 		return rc;
 	cx.total_steps = (uint64_t)o.windows * o.steps;
 	rc = 1;
-	if (sim_model_build(&cx) != 0) {
+	if (tool_sim_model_build(&cx) != 0) {
 		fprintf(stderr, "bellows sim: out of memory\n");
 		goto out;
 	}
@@ -1453,6 +1326,6 @@ tool_sim_main(int argc, char **argv)
 out:
 	fflush(stdout);
 	tool_sim_ctx_unmap(&cx);
-	sim_model_free(&cx);
+	tool_sim_model_free(&cx);
 	return rc;
 }
