@@ -9,6 +9,7 @@
  * decision they were owed.
  */
 #include "sim.h"
+#include "sim_comm.h"
 #include "sim_ctx.h"
 #include "sim_model.h"
 #include "sim_opts.h"
@@ -64,83 +65,6 @@ void
 tool_sim_usage(FILE *f)
 {
 	tool_sim_opts_usage(f);
-}
-
-/* ---- the modelled communication (--comm-model) ------------------------- */
-
-#define SIM_MIB 1048576.0
-
-/* One ring all-reduce of `bytes` per rank: 2A(p-1) + 2b(p-1)/(p G). */
-static double
-sim_allreduce_ms(const sim_opts *o, double bytes)
-{
-	double p = o->ranks > 1 ? (double)o->ranks : 2.0;
-	double per_ms = o->gbps * 1e9 / 8.0 / 1e3; /* bytes per ms */
-
-	return 2.0 * o->alpha_ms * (p - 1) +
-	    2.0 * bytes * (p - 1) / (p * per_ms);
-}
-
-static double
-sim_codec_ms(const sim_opts *o, double bytes)
-{
-	return o->codec_ms + o->codec_ms_per_mb * bytes / SIM_MIB;
-}
-
-/* A tensor of `bytes` is faster compressed, codec included. */
-static bool
-sim_pays(const sim_opts *o, double bytes)
-{
-	return sim_allreduce_ms(o, bytes) >
-	    sim_allreduce_ms(o, bytes / o->ratio) + sim_codec_ms(o, bytes);
-}
-
-static int
-sim_cmp_size(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The size threshold a calibration finds without noise: the robust rule
- * (the smallest size from which every larger one pays) over the distinct
- * sizes of the 2-D layers, those a policy's default selector gives a
- * level. 0 when every size pays, UINT64_MAX when the largest does not.
- * Returns BELLOWS_ENOMEM or 0. */
-static int
-sim_model_threshold(const sim_ctx *cx, uint64_t *ret, uint32_t *ret_rows)
-{
-	uint64_t *size = malloc(cx->o->layers * sizeof(*size));
-	uint32_t n = 0, rows = 0, i;
-
-	if (size == NULL)
-		return BELLOWS_ENOMEM;
-	for (uint32_t l = 0; l < cx->o->layers; l++) {
-		if (cx->table[l].ndim >= 2)
-			size[n++] = cx->table[l].numel * 4;
-	}
-	qsort(size, n, sizeof(*size), sim_cmp_size);
-	for (i = 0; i < n; i++) {
-		if (i == 0 || size[i] != size[i - 1])
-			size[rows++] = size[i];
-	}
-	for (i = rows; i > 0 && sim_pays(cx->o, (double)size[i - 1]); i--)
-		;
-	*ret = i == rows ? UINT64_MAX : i == 0 ? 0 : size[i];
-	*ret_rows = rows;
-	free(size);
-	return 0;
-}
-
-/* 1 +- comm_noise, fixed by the seed, the rank, the step and `key`. */
-static double
-sim_noise(const sim_opts *o, uint32_t rank, uint64_t step, uint64_t key)
-{
-	uint64_t h = tool_sim_hash(o->seed ^ 0x636f6d6dull, rank + 1, step,
-	    key);
-
-	return 1.0 + o->comm_noise * (2.0 * tool_sim_unit(h) - 1.0);
 }
 
 /* ---- a rank ------------------------------------------------------------ */
@@ -458,8 +382,8 @@ static int
 sim_rank_bucket(sim_rank *rk, uint64_t step, sim_step_sums *sum)
 {
 	const sim_opts *o = rk->cx->o;
-	double ms = sim_allreduce_ms(o, sum->bucket_bytes) *
-	    sim_noise(o, rk->rank, step, 0x100000u + sum->bucket);
+	double ms = tool_sim_allreduce_ms(o, sum->bucket_bytes) *
+	    tool_sim_noise(o, rk->rank, step, 0x100000u + sum->bucket);
 	int r;
 
 	r = bellows_agent_comm_bucket(rk->agent, (uint64_t)sum->bucket_bytes,
@@ -495,10 +419,11 @@ sim_rank_send(sim_rank *rk, uint32_t l, uint64_t step,
 		    : 0;
 		bellows_act_stats a = {
 			.lbar = o->act_lbar *
-			    sim_noise(o, rk->rank, step, 0x200000u + l),
+			    tool_sim_noise(o, rk->rank, step, 0x200000u + l),
 			.nonzero = fmin(1.0,
 			    o->act_nonzero *
-				sim_noise(o, rk->rank, step, 0x300000u + l)),
+				tool_sim_noise(o, rk->rank, step,
+				    0x300000u + l)),
 			.raw_bytes = t->numel * batch / 2,
 		};
 
@@ -513,10 +438,11 @@ sim_rank_send(sim_rank *rk, uint32_t l, uint64_t step,
 	if (!o->comm_model)
 		return 0;
 	sent = comp ? bytes / o->ratio : bytes;
-	ms = sim_allreduce_ms(o, sent) * sim_noise(o, rk->rank, step, l);
+	ms = tool_sim_allreduce_ms(o, sent) *
+	    tool_sim_noise(o, rk->rank, step, l);
 	if (comp)
-		codec = sim_codec_ms(o, bytes) *
-		    sim_noise(o, rk->rank, step, 0x400000u + l);
+		codec = tool_sim_codec_ms(o, bytes) *
+		    tool_sim_noise(o, rk->rank, step, 0x400000u + l);
 	if ((r = bellows_agent_comm_layer(rk->agent, l, comp, ms, codec)) != 0)
 		return r;
 	sum->codec_ms += codec;
@@ -624,7 +550,7 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 		info.codec_ms = sum.codec_ms;
 		if (o->backward_ms > 0)
 			info.backward_ms = o->backward_ms *
-			    sim_noise(o, rk->rank, s, 0x500000u);
+			    tool_sim_noise(o, rk->rank, s, 0x500000u);
 		if (o->mem_total > 0) {
 			info.mem_device_total = o->mem_total;
 			info.mem_device_used = o->mem_used + sum.act_stored;
@@ -1287,7 +1213,7 @@ tool_sim_main(int argc, char **argv)
 		uint64_t threshold;
 		uint32_t rows;
 
-		if (sim_model_threshold(&cx, &threshold, &rows) != 0) {
+		if (tool_sim_model_threshold(&cx, &threshold, &rows) != 0) {
 			fprintf(stderr, "bellows sim: out of memory\n");
 			goto out;
 		}
