@@ -14,6 +14,7 @@
 #include "sim_model.h"
 #include "sim_opts.h"
 #include "sim_rank.h"
+#include "sim_record.h"
 
 #include "client.h"
 #include "clock.h"

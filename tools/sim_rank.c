@@ -3,9 +3,9 @@
 #include "sim_rank.h"
 
 #include "clock.h"
-#include "metrics.h"
 #include "sim_comm.h"
 #include "sim_model.h"
+#include "sim_record.h"
 
 #include <bellows/agent.h>
 #include <bellows/error.h>
@@ -208,99 +208,6 @@ sim_print_decision(uint64_t step, const bellows_decision *d)
 	fflush(stdout);
 }
 
-/* ---- records for bellows replay ---------------------------------------- */
-
-static int
-sim_record_failed(const sim_rank *rk, const char *path)
-{
-	fprintf(stderr, "rank %u: cannot write %s: %s\n", rk->rank, path,
-	    strerror(errno));
-	return BELLOWS_EIO;
-}
-
-/* Appends the levels of `d`, the state bellowsd decided for window
- * d->window, unless a process of rank 0 has written that window already
- * (a repair decision carries the window it repeats). */
-static int
-sim_record_levels(sim_rank *rk, const bellows_decision *d)
-{
-	const sim_ctx *cx = rk->cx;
-	uint32_t n = d->n_layers < cx->o->layers ? d->n_layers : cx->o->layers;
-	FILE *f = rk->levels_out;
-
-	if (f == NULL || d->seq == 0 ||
-	    d->window < atomic_load(&cx->sh->levels_next))
-		return 0;
-	for (uint32_t l = 0; l < n; l++) {
-		fprintf(f, "%" PRIu64 ",", d->window);
-		tool_metrics_put_field(f, cx->table[l].name);
-		fputc(',', f);
-		tool_metrics_put_number(f, d->level[l]);
-		fputc('\n', f);
-	}
-	if (fflush(f) != 0 || ferror(f))
-		return sim_record_failed(rk, cx->o->record_levels);
-	atomic_store(&cx->sh->levels_next, d->window + 1);
-	return 0;
-}
-
-/* Appends the statistics of `window`, which has just closed, as bellows
- * replay reads them: rank 0's norm, as bellowsd's rank-0 norm. */
-static int
-sim_record_metrics(sim_rank *rk, uint64_t window, double lr)
-{
-	const sim_ctx *cx = rk->cx;
-	FILE *f = rk->metrics_out;
-
-	if (f == NULL)
-		return 0;
-	for (uint32_t l = 0; l < cx->o->layers; l++) {
-		const bellows_layer *t = &cx->table[l];
-		bellows_layer_stats st;
-		char shape[64];
-		int r;
-
-		r = bellows_agent_window_stats(rk->agent, l, &st);
-		if (r == 0 && st.window != window)
-			r = BELLOWS_ESTATE;
-		if (r != 0) {
-			fprintf(stderr,
-			    "rank %u: statistics of window %" PRIu64
-			    " layer %u: %s\n",
-			    rk->rank, window, l, bellows_strerror(r));
-			return r;
-		}
-		tool_metrics_shape_text(t->shape, t->ndim, shape,
-		    sizeof(shape));
-		fprintf(f, "%" PRIu64 ",", window);
-		tool_metrics_put_field(f, t->name);
-		fputc(',', f);
-		tool_metrics_put_number(f, st.acc_norm);
-		fputc(',', f);
-		tool_metrics_put_number(f, lr);
-		fprintf(f, ",%" PRIu64 ",%s\n", t->numel, shape);
-	}
-	if (fflush(f) != 0 || ferror(f))
-		return sim_record_failed(rk, cx->o->record_metrics);
-	return 0;
-}
-
-int
-tool_sim_record_create(const char *path, const char *header)
-{
-	FILE *f;
-
-	if (path == NULL)
-		return 0;
-	if ((f = fopen(path, "w")) == NULL || fputs(header, f) < 0 ||
-	    fclose(f) != 0) {
-		fprintf(stderr, "bellows sim: cannot create %s: %s\n", path,
-		    strerror(errno));
-		return BELLOWS_EIO;
-	}
-	return 0;
-}
-
 /* Floats this rank sends for layer l under decision d in send mode
  * `mode` (the agent's: level, threshold, gate and calibration): PowerSGD
  * sends P and Q, level x (rows + cols), for a compressed matrix. */
@@ -459,7 +366,7 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 		if (d.window > 0 && d.apply_step >= d.window * o->steps &&
 		    d.apply_step - d.window * o->steps < rk->lag)
 			rk->lag = d.apply_step - d.window * o->steps;
-		if ((r = sim_record_levels(rk, &d)) != 0)
+		if ((r = tool_sim_record_levels(rk, &d)) != 0)
 			return r;
 		if (d.seq != last_seq && d.seq != 0)
 			rk->applied++;
@@ -523,7 +430,8 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 			return r;
 		}
 		if ((s + 1) % o->steps == 0 &&
-		    (r = sim_record_metrics(rk, s / o->steps, info.lr)) != 0)
+		    (r = tool_sim_record_metrics(rk, s / o->steps, info.lr)) !=
+			0)
 			return r;
 		atomic_store(&slot->step_done, s + 1);
 	}
@@ -594,12 +502,12 @@ tool_sim_rank_main(const sim_ctx *cx, uint32_t rank, uint64_t start_step)
 	}
 	if (rank == 0 && o->record_metrics != NULL &&
 	    (rk.metrics_out = fopen(o->record_metrics, "a")) == NULL) {
-		r = sim_record_failed(&rk, o->record_metrics);
+		r = tool_sim_record_failed(&rk, o->record_metrics);
 		goto out;
 	}
 	if (rank == 0 && o->record_levels != NULL &&
 	    (rk.levels_out = fopen(o->record_levels, "a")) == NULL) {
-		r = sim_record_failed(&rk, o->record_levels);
+		r = tool_sim_record_failed(&rk, o->record_levels);
 		goto out;
 	}
 	if ((r = bellows_agent_open(&cfg, &rk.agent)) != 0) {

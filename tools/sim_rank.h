@@ -49,9 +49,4 @@ typedef struct sim_rank {
  * stderr). */
 int tool_sim_rank_main(const sim_ctx *cx, uint32_t rank, uint64_t start_step);
 
-/* Creates `path` (NULL: nothing to do) with the CSV `header`; rank 0's
- * processes append to it. Returns 0, or BELLOWS_EIO after saying why on
- * stderr. */
-int tool_sim_record_create(const char *path, const char *header);
-
 #endif /* TOOL_SIM_RANK_H */
