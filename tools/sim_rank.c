@@ -208,117 +208,6 @@ sim_print_decision(uint64_t step, const bellows_decision *d)
 	fflush(stdout);
 }
 
-/* Floats this rank sends for layer l under decision d in send mode
- * `mode` (the agent's: level, threshold, gate and calibration): PowerSGD
- * sends P and Q, level x (rows + cols), for a compressed matrix. */
-static uint64_t
-sim_floats_sent(const bellows_layer *t, const bellows_decision *d, uint32_t l,
-    int mode)
-{
-	double level = l < d->n_layers ? d->level[l] : 0;
-	uint64_t rows, cols, compressed;
-
-	if (mode != BELLOWS_SEND_COMPRESSED || level <= 0 || t->ndim < 2)
-		return t->numel;
-	rows = t->shape[0];
-	cols = t->numel / rows;
-	compressed = (uint64_t)ceil(level * (double)(rows + cols));
-	return compressed < t->numel ? compressed : t->numel;
-}
-
-/* What one step's modelled sends add up to. */
-typedef struct sim_step_sums {
-	double comm_ms;       /* layer sends, or buckets with --buckets */
-	double codec_ms;      /* codec time of the compressed sends */
-	uint64_t floats_sent; /* floats sent */
-	uint64_t act_stored;  /* activation bytes kept for backward */
-	double bucket_bytes;  /* bytes of the bucket being filled */
-	bool bucket_comp;     /* every layer in it went compressed */
-	uint32_t bucket;      /* its index */
-} sim_step_sums;
-
-/* Reports the collective of the bucket filled so far. */
-static int
-sim_rank_bucket(sim_rank *rk, uint64_t step, sim_step_sums *sum)
-{
-	const sim_opts *o = rk->cx->o;
-	double ms = tool_sim_allreduce_ms(o, sum->bucket_bytes) *
-	    tool_sim_noise(o, rk->rank, step, 0x100000u + sum->bucket);
-	int r;
-
-	r = bellows_agent_comm_bucket(rk->agent, (uint64_t)sum->bucket_bytes,
-	    sum->bucket_comp, ms);
-	if (r != 0)
-		return r;
-	sum->comm_ms += ms;
-	sum->bucket_bytes = 0;
-	sum->bucket_comp = true;
-	sum->bucket++;
-	return 0;
-}
-
-/* Sends layer l in `step` under d as the agent says, reporting the
- * modelled times, bucket and activation when asked for. */
-static int
-sim_rank_send(sim_rank *rk, uint32_t l, uint64_t step,
-    const bellows_decision *d, sim_step_sums *sum)
-{
-	const sim_opts *o = rk->cx->o;
-	const bellows_layer *t = &rk->cx->table[l];
-	double bytes = (double)t->numel * 4, sent, ms, codec = 0;
-	int mode = bellows_agent_send_mode(rk->agent, l), r;
-	bool comp = mode == BELLOWS_SEND_COMPRESSED;
-
-	if (mode < 0)
-		return mode;
-	sum->floats_sent += sim_floats_sent(t, d, l, mode);
-	if (o->act && t->ndim >= 2) {
-		uint32_t batch = d->batch_size > 0 ? d->batch_size : 128;
-		double eb = l < d->n_layers && d->error_bound != NULL
-		    ? d->error_bound[l]
-		    : 0;
-		bellows_act_stats a = {
-			.lbar = o->act_lbar *
-			    tool_sim_noise(o, rk->rank, step, 0x200000u + l),
-			.nonzero = fmin(1.0,
-			    o->act_nonzero *
-				tool_sim_noise(o, rk->rank, step,
-				    0x300000u + l)),
-			.raw_bytes = t->numel * batch / 2,
-		};
-
-		a.stored_bytes = eb > 0
-		    ? (uint64_t)((double)a.raw_bytes / o->act_ratio)
-		    : a.raw_bytes;
-		if ((r = bellows_agent_observe_activation(rk->agent, l, &a)) !=
-		    0)
-			return r;
-		sum->act_stored += a.stored_bytes;
-	}
-	if (!o->comm_model)
-		return 0;
-	sent = comp ? bytes / o->ratio : bytes;
-	ms = tool_sim_allreduce_ms(o, sent) *
-	    tool_sim_noise(o, rk->rank, step, l);
-	if (comp)
-		codec = tool_sim_codec_ms(o, bytes) *
-		    tool_sim_noise(o, rk->rank, step, 0x400000u + l);
-	if ((r = bellows_agent_comm_layer(rk->agent, l, comp, ms, codec)) != 0)
-		return r;
-	sum->codec_ms += codec;
-	if (o->buckets == 0) {
-		sum->comm_ms += ms;
-		return 0;
-	}
-	sum->bucket_bytes += sent;
-	sum->bucket_comp = sum->bucket_comp && comp;
-	/* Layers split into contiguous buckets: l goes to l * N / L. */
-	if (l + 1 == o->layers ||
-	    (uint64_t)(l + 1) * o->buckets / o->layers != sum->bucket)
-		return sim_rank_bucket(rk, step, sum);
-	return 0;
-}
-
 static int
 sim_rank_steps(sim_rank *rk, uint64_t start_step)
 {
@@ -384,7 +273,7 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 			r = bellows_agent_observe(rk->agent, l, rk->grad,
 			    t->numel);
 			if (r == 0)
-				r = sim_rank_send(rk, l, s, &d, &sum);
+				r = tool_sim_comm_send(rk, l, s, &d, &sum);
 			if (r != 0) {
 				fprintf(stderr,
 				    "rank %u: observe or send layer %u: %s\n",
