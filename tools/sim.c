@@ -573,7 +573,7 @@ tool_sim_main(int argc, char **argv)
 	}
 	printf("sim: job '%s': %u ranks, %u layers (%" PRIu64
 	       " floats), %u windows of %u steps, bellowsd at %s\n",
-	    o.job, o.ranks, o.layers, cx.floats_raw, o.windows, o.steps,
+	    o.sh.job, o.ranks, o.layers, cx.floats_raw, o.windows, o.steps,
 	    o.control);
 	if (o.comm_model) {
 		uint64_t threshold;

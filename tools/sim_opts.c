@@ -12,142 +12,23 @@
 #include <bellows/error.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 
-void
-tool_sim_opts_usage(FILE *f)
-{
-	fprintf(f,
-	    "usage: bellows sim --control EP --publish EP --job NAME\n"
-	    "                   --ranks N --layers L --windows W\n"
-	    "                   --steps-per-window S [--step-ms MS]\n"
-	    "                   [--seed X] [--decision-timeout-ms T]\n"
-	    "                   [--kill RANK:WINDOW] [--down-ms MS] [--quiet]\n"
-	    "                   [--record-metrics FILE] [--record-levels FILE]\n"
-	    "                   [--comm-model A,G,R,C[,M]] [--comm-noise F]\n"
-	    "                   [--buckets N] [--backward-ms MS]\n"
-	    "                   [--act LBAR,R,RATIO] [--mem TOTAL_MB,USED_MB]\n"
-	    "                   [--run-id ID] [--start-window N [--resume]]\n"
-	    "                   [--server-key FILE --client-key FILE]\n"
-	    "\n"
-	    "  Runs N ranks (processes with a real agent each) of a simulated\n"
-	    "  data-parallel job for W windows of S steps against bellowsd,\n"
-	    "  then checks that every rank applied the same decision at\n"
-	    "  every step and had every decision it was owed. The last\n"
-	    "  line reads\n"
-	    "    sim: ranks=N windows=W decisions=D of E expected "
-	    "agreed=yes|no\n"
-	    "  (D applied, E owed: docs/sim.md). Exit status: 0 only with\n"
-	    "  agreed=yes (same decision at every step, D = E); 1 with\n"
-	    "  agreed=no (a line above says why: disagreement, a rank\n"
-	    "  failed or never rejoined, missed decisions, bellowsd gone\n"
-	    "  or refusing the job) or bellowsd unreachable at the start\n"
-	    "  (no last line); 2 for bad arguments.\n"
-	    "\n");
-	fprintf(f,
-	    "  --control EP           bellowsd's control endpoint\n"
-	    "  --publish EP           bellowsd's publish endpoint\n"
-	    "  --job NAME             job name\n"
-	    "  --ranks N              ranks, 1..%d\n"
-	    "  --layers L             layers in the model, 1..%d\n"
-	    "  --windows W            windows to run\n"
-	    "  --steps-per-window S   steps in a window\n"
-	    "  --step-ms MS           extra time per step (default 0)\n"
-	    "  --seed X               gradient noise seed (default 1)\n"
-	    "  --decision-timeout-ms T  agents' longest wait for a decision\n"
-	    "                         (default 5000)\n"
-	    "  --kill RANK:WINDOW     SIGKILL RANK at the start of WINDOW and\n"
-	    "                         start it again as a new process\n"
-	    "  --down-ms MS           how long it stays down (default 3000)\n"
-	    "  --quiet                rank 0 does not print each decision\n"
-	    "  --record-metrics FILE  rank 0 writes each closed window's\n"
-	    "                         gradient norms and LR, the input of\n"
-	    "                         bellows replay (window,layer,grad_norm,\n"
-	    "                         lr,numel,shape)\n"
-	    "  --record-levels FILE   rank 0 writes the levels bellowsd\n"
-	    "                         decided for each window whose decision\n"
-	    "                         it applied (window,layer,level)\n"
-	    "  --run-id ID            this launch's identity, the same for\n"
-	    "                         every rank (default: one drawn at\n"
-	    "                         random, so each sim is a new run)\n"
-	    "  --start-window N       the ranks start at window N (step N x S)\n"
-	    "                         instead of 0, as from a checkpoint\n"
-	    "  --resume               with --start-window: continue the job's\n"
-	    "                         recorded run there (its later windows are\n"
-	    "                         superseded) instead of a new run\n"
-	    "  --server-key FILE      bellowsd's public certificate (default\n"
-	    "                         $BELLOWS_SERVER_KEY)\n"
-	    "  --client-key FILE      the ranks' secret certificate (default\n"
-	    "                         $BELLOWS_CLIENT_KEY); with both, CURVE\n",
-	    SIM_MAX_RANKS, SIM_MAX_LAYERS);
-	fputs(
-	    "\n"
-	    "  Modelled statistics (each rank reports them through the agent):\n"
-	    "  --comm-model A,G,R,C[,M]\n"
-	    "                         time every layer's gradient send as a\n"
-	    "                         ring all-reduce of its bytes b (float32;\n"
-	    "                         b / R when the agent's send mode says\n"
-	    "                         compressed): 2A(p-1) + 2b(p-1)/(p G),\n"
-	    "                         A ms latency, G Gbit/s, p = ranks (at\n"
-	    "                         least 2); a compressed send adds a codec\n"
-	    "                         time of C ms + M ms per MiB of b (M\n"
-	    "                         default 0). Sends follow the decision's\n"
-	    "                         level, size threshold, compression gate\n"
-	    "                         and calibration (even steps compressed,\n"
-	    "                         odd raw). Prints the size threshold the\n"
-	    "                         model implies (robust rule over the\n"
-	    "                         2-D layers)\n"
-	    "  --comm-noise F         relative noise of modelled times, from\n"
-	    "                         the seed (default 0.02)\n"
-	    "  --buckets N            also time N collectives per step over\n"
-	    "                         contiguous layer groups (DDP buckets;\n"
-	    "                         comm_ms is then their sum); needs\n"
-	    "                         --comm-model\n"
-	    "  --backward-ms MS       report this backward time per step\n"
-	    "  --act LBAR,R,RATIO     report activation statistics of every\n"
-	    "                         2-D layer: L-bar, non-zero fraction R,\n"
-	    "                         stored = raw / RATIO while the layer's\n"
-	    "                         error bound is set (raw bytes: numel x\n"
-	    "                         batch / 2), and keep the 2-D layers'\n"
-	    "                         momentum average (COMET's M_avg)\n"
-	    "  --mem TOTAL_MB,USED_MB report device memory: TOTAL_MB, and\n"
-	    "                         USED_MB plus the stored activations\n",
-	    f);
-}
-
 /* ---- options ----------------------------------------------------------- */
 
 static int
-sim_check_name(const char *opt, const char *s, size_t max)
+sim_parse_kill(const char *cmd, const char *opt, const char *text, void *opts)
 {
-	size_t n = strlen(s);
+	sim_opts *o = opts;
 
-	if (n == 0 || n > max) {
-		fprintf(stderr, "bellows sim: %s must have 1..%zu bytes\n", opt,
-		    max);
-		return BELLOWS_EINVAL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
-			fprintf(stderr,
-			    "bellows sim: %s must not contain control "
-			    "characters\n",
-			    opt);
-			return BELLOWS_EINVAL;
-		}
-	}
-	return 0;
-}
-
-static int
-sim_parse_kill(const char *text, sim_opts *o)
-{
+	(void)cmd;
+	(void)opt;
 	const char *colon = strchr(text, ':');
 	char rank[32];
 
@@ -205,8 +86,12 @@ bad:
 }
 
 static int
-sim_parse_comm(const char *text, sim_opts *o)
+sim_parse_comm(const char *cmd, const char *opt, const char *text, void *opts)
 {
+	sim_opts *o = opts;
+
+	(void)cmd;
+	(void)opt;
 	double v[5] = { 0 };
 	uint32_t n;
 
@@ -230,8 +115,12 @@ sim_parse_comm(const char *text, sim_opts *o)
 }
 
 static int
-sim_parse_act(const char *text, sim_opts *o)
+sim_parse_act(const char *cmd, const char *opt, const char *text, void *opts)
 {
+	sim_opts *o = opts;
+
+	(void)cmd;
+	(void)opt;
 	double v[3];
 	uint32_t n;
 
@@ -252,8 +141,12 @@ sim_parse_act(const char *text, sim_opts *o)
 }
 
 static int
-sim_parse_mem(const char *text, sim_opts *o)
+sim_parse_mem(const char *cmd, const char *opt, const char *text, void *opts)
 {
+	sim_opts *o = opts;
+
+	(void)cmd;
+	(void)opt;
 	double v[2];
 	uint32_t n;
 
@@ -289,196 +182,289 @@ sim_parse_double(const char *opt, const char *text, double max, double *ret)
 	return 0;
 }
 
+static int
+sim_parse_down(const char *cmd, const char *opt, const char *text, void *opts)
+{
+	sim_opts *o = opts;
+
+	if (tool_args_u32(cmd, opt, text, 0, 600000, &o->down_ms) != 0)
+		return BELLOWS_EINVAL;
+	o->down_given = true;
+	return 0;
+}
+
+static int
+sim_parse_noise(const char *cmd, const char *opt, const char *text, void *opts)
+{
+	(void)cmd;
+	return sim_parse_double(opt, text, 0.5,
+	    &((sim_opts *)opts)->comm_noise);
+}
+
+static int
+sim_parse_backward(const char *cmd, const char *opt, const char *text,
+    void *opts)
+{
+	(void)cmd;
+	return sim_parse_double(opt, text, 600000,
+	    &((sim_opts *)opts)->backward_ms);
+}
+
+#define SIM_STR_(x) #x
+#define SIM_STR(x)  SIM_STR_(x)
+
+static const sim_opts sim_defaults = {
+	.seed = 1,
+	.decision_timeout_ms = 5000,
+	.down_ms = 3000,
+	.comm_noise = 0.02,
+};
+
+/* Each row as `bellows sim --help` lists it; the limits are those of
+ * SIM_MAX_*. */
+static const tool_opt sim_opt_rows[] = {
+	{ .name = "control",
+	    .arg = "EP",
+	    .help = "bellowsd's control endpoint",
+	    .kind = TOOL_OPT_NAME,
+	    .at = offsetof(sim_opts, control),
+	    .min = 1,
+	    .max = 1024 },
+	{ .name = "publish",
+	    .arg = "EP",
+	    .help = "bellowsd's publish endpoint",
+	    .kind = TOOL_OPT_NAME,
+	    .at = offsetof(sim_opts, publish),
+	    .min = 1,
+	    .max = 1024 },
+	{ .name = "ranks",
+	    .arg = "N",
+	    .help = "ranks, 1.." SIM_STR(SIM_MAX_RANKS),
+	    .kind = TOOL_OPT_U32,
+	    .at = offsetof(sim_opts, ranks),
+	    .min = 1,
+	    .max = SIM_MAX_RANKS },
+	{ .name = "layers",
+	    .arg = "L",
+	    .help = "layers in the model, 1.." SIM_STR(SIM_MAX_LAYERS),
+	    .kind = TOOL_OPT_U32,
+	    .at = offsetof(sim_opts, layers),
+	    .min = 1,
+	    .max = SIM_MAX_LAYERS },
+	{ .name = "windows",
+	    .arg = "W",
+	    .help = "windows to run",
+	    .kind = TOOL_OPT_U32,
+	    .at = offsetof(sim_opts, windows),
+	    .min = 1,
+	    .max = SIM_MAX_RECORDS },
+	{ .name = "steps-per-window",
+	    .arg = "S",
+	    .help = "steps in a window",
+	    .kind = TOOL_OPT_U32,
+	    .at = offsetof(sim_opts, steps),
+	    .min = 1,
+	    .max = SIM_MAX_RECORDS },
+	{ .name = "step-ms",
+	    .arg = "MS",
+	    .help = "extra time per step (default 0)",
+	    .kind = TOOL_OPT_U32,
+	    .at = offsetof(sim_opts, step_ms),
+	    .max = 60000 },
+	{ .name = "seed",
+	    .arg = "X",
+	    .help = "gradient noise seed (default 1)",
+	    .kind = TOOL_OPT_U64,
+	    .at = offsetof(sim_opts, seed),
+	    .max = UINT64_MAX },
+	{ .name = "decision-timeout-ms",
+	    .arg = "T",
+	    .help = "agents' longest wait for a decision (default 5000)",
+	    .kind = TOOL_OPT_U32,
+	    .at = offsetof(sim_opts, decision_timeout_ms),
+	    .min = 1,
+	    .max = 600000 },
+	{ .name = "kill",
+	    .arg = "RANK:WINDOW",
+	    .help = "SIGKILL RANK at the start of WINDOW and start it again "
+		    "as a new process",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = sim_parse_kill },
+	{ .name = "down-ms",
+	    .arg = "MS",
+	    .help = "how long it stays down (default 3000)",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = sim_parse_down },
+	{ .name = "quiet",
+	    .help = "rank 0 does not print each decision",
+	    .kind = TOOL_OPT_FLAG,
+	    .at = offsetof(sim_opts, quiet) },
+	{ .name = "record-metrics",
+	    .arg = "FILE",
+	    .help = "rank 0 writes each closed window's gradient norms and "
+		    "LR, the input of bellows replay (window,layer,grad_norm,"
+		    "lr,numel,shape)",
+	    .kind = TOOL_OPT_NAME,
+	    .at = offsetof(sim_opts, record_metrics),
+	    .min = 1,
+	    .max = 4096 },
+	{ .name = "record-levels",
+	    .arg = "FILE",
+	    .help = "rank 0 writes the levels bellowsd decided for each "
+		    "window whose decision it applied (window,layer,level)",
+	    .kind = TOOL_OPT_NAME,
+	    .at = offsetof(sim_opts, record_levels),
+	    .min = 1,
+	    .max = 4096 },
+	{ .name = "run-id",
+	    .arg = "ID",
+	    .help = "this launch's identity, the same for every rank "
+		    "(default: one drawn at random, so each sim is a new run)",
+	    .kind = TOOL_OPT_NAME,
+	    .at = offsetof(sim_opts, run_id),
+	    .min = 1,
+	    .max = 255 },
+	{ .name = "start-window",
+	    .arg = "N",
+	    .help = "the ranks start at window N (step N x S) instead of 0, "
+		    "as from a checkpoint",
+	    .kind = TOOL_OPT_U32,
+	    .at = offsetof(sim_opts, start_window),
+	    .max = UINT32_MAX },
+	{ .name = "resume",
+	    .help = "with --start-window: continue the job's recorded run "
+		    "there (its later windows are superseded) instead of a "
+		    "new run",
+	    .kind = TOOL_OPT_FLAG,
+	    .at = offsetof(sim_opts, resume) },
+	{ .name = "server-key",
+	    .arg = "FILE",
+	    .help = "bellowsd's public certificate (default "
+		    "$BELLOWS_SERVER_KEY)",
+	    .kind = TOOL_OPT_TEXT,
+	    .at = offsetof(sim_opts, server_key) },
+	{ .name = "client-key",
+	    .arg = "FILE",
+	    .help = "the ranks' secret certificate (default "
+		    "$BELLOWS_CLIENT_KEY); with both, CURVE",
+	    .kind = TOOL_OPT_TEXT,
+	    .at = offsetof(sim_opts, client_key) },
+	/* Modelled statistics: each rank reports them through its agent. */
+	{ .name = "comm-model",
+	    .arg = "A,G,R,C[,M]",
+	    .help = "time every layer's gradient send as a ring all-reduce "
+		    "of its bytes b (float32; b / R when the agent's send "
+		    "mode says compressed): 2A(p-1) + 2b(p-1)/(p G), A ms "
+		    "latency, G Gbit/s, p = ranks (at least 2); a compressed "
+		    "send adds a codec time of C ms + M ms per MiB of b (M "
+		    "default 0). Sends follow the decision's level, size "
+		    "threshold, compression gate and calibration (even steps "
+		    "compressed, odd raw). Prints the size threshold the "
+		    "model implies (robust rule over the 2-D layers)",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = sim_parse_comm },
+	{ .name = "comm-noise",
+	    .arg = "F",
+	    .help = "relative noise of modelled times, from the seed "
+		    "(default 0.02)",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = sim_parse_noise },
+	{ .name = "buckets",
+	    .arg = "N",
+	    .help = "also time N collectives per step over contiguous layer "
+		    "groups (DDP buckets; comm_ms is then their sum); needs "
+		    "--comm-model",
+	    .kind = TOOL_OPT_U32,
+	    .at = offsetof(sim_opts, buckets),
+	    .min = 1,
+	    .max = SIM_MAX_LAYERS },
+	{ .name = "backward-ms",
+	    .arg = "MS",
+	    .help = "report this backward time per step",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = sim_parse_backward },
+	{ .name = "act",
+	    .arg = "LBAR,R,RATIO",
+	    .help = "report activation statistics of every 2-D layer: L-bar, "
+		    "non-zero fraction R, stored = raw / RATIO while the "
+		    "layer's error bound is set (raw bytes: numel x batch / "
+		    "2), and keep the 2-D layers' momentum average (COMET's "
+		    "M_avg)",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = sim_parse_act },
+	{ .name = "mem",
+	    .arg = "TOTAL_MB,USED_MB",
+	    .help = "report device memory: TOTAL_MB, and USED_MB plus the "
+		    "stored activations",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = sim_parse_mem },
+};
+
+static const tool_args_cmd sim_cmd = {
+	.name = "sim",
+	.shared = TOOL_ARGS_TAKES(TOOL_ARGS_JOB),
+	.shared_at = offsetof(sim_opts, sh),
+	.notes = { [TOOL_ARGS_JOB] = "the ranks join this job" },
+	.opts = sim_opt_rows,
+	.n_opts = sizeof(sim_opt_rows) / sizeof(sim_opt_rows[0]),
+	.usage = tool_sim_opts_usage,
+};
+
+void
+tool_sim_opts_usage(FILE *f)
+{
+	fputs(
+	    "usage: bellows sim --control EP --publish EP --job NAME\n"
+	    "                   --ranks N --layers L --windows W\n"
+	    "                   --steps-per-window S [--step-ms MS]\n"
+	    "                   [--seed X] [--decision-timeout-ms T]\n"
+	    "                   [--kill RANK:WINDOW] [--down-ms MS] [--quiet]\n"
+	    "                   [--record-metrics FILE] [--record-levels FILE]\n"
+	    "                   [--comm-model A,G,R,C[,M]] [--comm-noise F]\n"
+	    "                   [--buckets N] [--backward-ms MS]\n"
+	    "                   [--act LBAR,R,RATIO] [--mem TOTAL_MB,USED_MB]\n"
+	    "                   [--run-id ID] [--start-window N [--resume]]\n"
+	    "                   [--server-key FILE --client-key FILE]\n"
+	    "\n"
+	    "  Runs N ranks (processes with a real agent each) of a simulated\n"
+	    "  data-parallel job for W windows of S steps against bellowsd,\n"
+	    "  then checks that every rank applied the same decision at\n"
+	    "  every step and had every decision it was owed. The last\n"
+	    "  line reads\n"
+	    "    sim: ranks=N windows=W decisions=D of E expected "
+	    "agreed=yes|no\n"
+	    "  (D applied, E owed: docs/sim.md). Exit status: 0 only with\n"
+	    "  agreed=yes (same decision at every step, D = E); 1 with\n"
+	    "  agreed=no (a line above says why: disagreement, a rank\n"
+	    "  failed or never rejoined, missed decisions, bellowsd gone\n"
+	    "  or refusing the job) or bellowsd unreachable at the start\n"
+	    "  (no last line); 2 for bad arguments. --comm-model, --buckets,\n"
+	    "  --backward-ms, --act and --mem model statistics each rank\n"
+	    "  reports through its agent.\n"
+	    "\n",
+	    f);
+	tool_args_help(f, &sim_cmd, &sim_defaults);
+}
+
 int
 tool_sim_opts_parse(int argc, char **argv, sim_opts *o)
 {
-	enum {
-		OPT_CONTROL = 256,
-		OPT_PUBLISH,
-		OPT_JOB,
-		OPT_RANKS,
-		OPT_LAYERS,
-		OPT_WINDOWS,
-		OPT_STEPS,
-		OPT_STEP_MS,
-		OPT_SEED,
-		OPT_TIMEOUT,
-		OPT_KILL,
-		OPT_DOWN,
-		OPT_QUIET,
-		OPT_RECORD_METRICS,
-		OPT_RECORD_LEVELS,
-		OPT_COMM_MODEL,
-		OPT_COMM_NOISE,
-		OPT_BUCKETS,
-		OPT_BACKWARD_MS,
-		OPT_ACT,
-		OPT_MEM,
-		OPT_RUN_ID,
-		OPT_START_WINDOW,
-		OPT_RESUME,
-		OPT_SERVER_KEY,
-		OPT_CLIENT_KEY,
-		OPT_HELP,
-	};
-	static const struct option opts[] = {
-		{ "control", required_argument, NULL, OPT_CONTROL },
-		{ "publish", required_argument, NULL, OPT_PUBLISH },
-		{ "job", required_argument, NULL, OPT_JOB },
-		{ "ranks", required_argument, NULL, OPT_RANKS },
-		{ "layers", required_argument, NULL, OPT_LAYERS },
-		{ "windows", required_argument, NULL, OPT_WINDOWS },
-		{ "steps-per-window", required_argument, NULL, OPT_STEPS },
-		{ "step-ms", required_argument, NULL, OPT_STEP_MS },
-		{ "seed", required_argument, NULL, OPT_SEED },
-		{ "decision-timeout-ms", required_argument, NULL, OPT_TIMEOUT },
-		{ "kill", required_argument, NULL, OPT_KILL },
-		{ "down-ms", required_argument, NULL, OPT_DOWN },
-		{ "quiet", no_argument, NULL, OPT_QUIET },
-		{ "record-metrics", required_argument, NULL,
-		    OPT_RECORD_METRICS },
-		{ "record-levels", required_argument, NULL, OPT_RECORD_LEVELS },
-		{ "comm-model", required_argument, NULL, OPT_COMM_MODEL },
-		{ "comm-noise", required_argument, NULL, OPT_COMM_NOISE },
-		{ "buckets", required_argument, NULL, OPT_BUCKETS },
-		{ "backward-ms", required_argument, NULL, OPT_BACKWARD_MS },
-		{ "act", required_argument, NULL, OPT_ACT },
-		{ "mem", required_argument, NULL, OPT_MEM },
-		{ "run-id", required_argument, NULL, OPT_RUN_ID },
-		{ "start-window", required_argument, NULL, OPT_START_WINDOW },
-		{ "resume", no_argument, NULL, OPT_RESUME },
-		{ "server-key", required_argument, NULL, OPT_SERVER_KEY },
-		{ "client-key", required_argument, NULL, OPT_CLIENT_KEY },
-		{ "help", no_argument, NULL, OPT_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
 	const char *missing = NULL;
-	int c, r = 0;
+	int next, rc;
 
-	*o = (sim_opts){ .seed = 1,
-		.decision_timeout_ms = 5000,
-		.down_ms = 3000,
-		.comm_noise = 0.02 };
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1 && r == 0) {
-		switch (c) {
-		case OPT_CONTROL:
-			o->control = optarg;
-			r = sim_check_name("--control", optarg, 1024);
-			break;
-		case OPT_PUBLISH:
-			o->publish = optarg;
-			r = sim_check_name("--publish", optarg, 1024);
-			break;
-		case OPT_JOB:
-			o->job = optarg;
-			r = sim_check_name("--job", optarg, 255);
-			break;
-		case OPT_RANKS:
-			r = tool_args_u32("sim", "--ranks", optarg, 1,
-			    SIM_MAX_RANKS, &o->ranks);
-			break;
-		case OPT_LAYERS:
-			r = tool_args_u32("sim", "--layers", optarg, 1,
-			    SIM_MAX_LAYERS, &o->layers);
-			break;
-		case OPT_WINDOWS:
-			r = tool_args_u32("sim", "--windows", optarg, 1,
-			    SIM_MAX_RECORDS, &o->windows);
-			break;
-		case OPT_STEPS:
-			r = tool_args_u32("sim", "--steps-per-window", optarg,
-			    1, SIM_MAX_RECORDS, &o->steps);
-			break;
-		case OPT_STEP_MS:
-			r = tool_args_u32("sim", "--step-ms", optarg, 0, 60000,
-			    &o->step_ms);
-			break;
-		case OPT_SEED:
-			r = tool_args_u64("sim", "--seed", optarg, 0,
-			    UINT64_MAX, &o->seed);
-			break;
-		case OPT_TIMEOUT:
-			r = tool_args_u32("sim", "--decision-timeout-ms",
-			    optarg, 1, 600000, &o->decision_timeout_ms);
-			break;
-		case OPT_KILL:
-			r = sim_parse_kill(optarg, o);
-			break;
-		case OPT_DOWN:
-			r = tool_args_u32("sim", "--down-ms", optarg, 0, 600000,
-			    &o->down_ms);
-			o->down_given = true;
-			break;
-		case OPT_QUIET:
-			o->quiet = true;
-			break;
-		case OPT_RECORD_METRICS:
-			o->record_metrics = optarg;
-			r = sim_check_name("--record-metrics", optarg, 4096);
-			break;
-		case OPT_RECORD_LEVELS:
-			o->record_levels = optarg;
-			r = sim_check_name("--record-levels", optarg, 4096);
-			break;
-		case OPT_COMM_MODEL:
-			r = sim_parse_comm(optarg, o);
-			break;
-		case OPT_COMM_NOISE:
-			r = sim_parse_double("--comm-noise", optarg, 0.5,
-			    &o->comm_noise);
-			break;
-		case OPT_BUCKETS:
-			r = tool_args_u32("sim", "--buckets", optarg, 1,
-			    SIM_MAX_LAYERS, &o->buckets);
-			break;
-		case OPT_BACKWARD_MS:
-			r = sim_parse_double("--backward-ms", optarg, 600000,
-			    &o->backward_ms);
-			break;
-		case OPT_ACT:
-			r = sim_parse_act(optarg, o);
-			break;
-		case OPT_MEM:
-			r = sim_parse_mem(optarg, o);
-			break;
-		case OPT_RUN_ID:
-			o->run_id = optarg;
-			r = sim_check_name("--run-id", optarg, 255);
-			break;
-		case OPT_START_WINDOW:
-			r = tool_args_u32("sim", "--start-window", optarg, 0,
-			    UINT32_MAX, &o->start_window);
-			break;
-		case OPT_RESUME:
-			o->resume = true;
-			break;
-		case OPT_SERVER_KEY:
-			o->server_key = optarg;
-			break;
-		case OPT_CLIENT_KEY:
-			o->client_key = optarg;
-			break;
-		case 'h':
-		case OPT_HELP:
-			tool_sim_opts_usage(stdout);
-			return 0;
-		default:
-			tool_sim_opts_usage(stderr);
-			return 2;
-		}
-	}
-	if (r != 0)
-		return 2;
-	if (optind < argc) {
+	*o = sim_defaults;
+	if ((rc = tool_args_parse(&sim_cmd, argc, argv, o, &next)) >= 0)
+		return rc;
+	if (next < argc) {
 		fprintf(stderr, "bellows sim: unexpected argument '%s'\n",
-		    argv[optind]);
+		    argv[next]);
 		return 2;
 	}
 	if (o->control == NULL)
 		missing = "--control";
 	else if (o->publish == NULL)
 		missing = "--publish";
-	else if (o->job == NULL)
+	else if (o->sh.job == NULL)
 		missing = "--job";
 	else if (o->ranks == 0)
 		missing = "--ranks";

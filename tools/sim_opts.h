@@ -8,6 +8,7 @@
 #ifndef TOOL_SIM_OPTS_H
 #define TOOL_SIM_OPTS_H
 
+#include "args.h"
 #include "client.h"
 
 #include <stdbool.h>
@@ -19,9 +20,9 @@
 #define SIM_MAX_RECORDS (1u << 24) /* ranks x steps recorded */
 
 typedef struct sim_opts {
+	tool_args_shared sh;          /* --job (the shared options) */
 	const char *control;          /* bellowsd ROUTER endpoint */
 	const char *publish;          /* bellowsd PUB endpoint */
-	const char *job;              /* job name */
 	uint32_t ranks;               /* world size */
 	uint32_t layers;              /* layers in the model */
 	uint32_t windows;             /* windows to run */

@@ -366,7 +366,7 @@ tool_sim_rank_main(const sim_ctx *cx, uint32_t rank, uint64_t start_step)
 	bellows_agent_config_init(&cfg);
 	cfg.control = o->control;
 	cfg.publish = o->publish;
-	cfg.job = o->job;
+	cfg.job = o->sh.job;
 	cfg.rank = rank;
 	cfg.world = o->ranks;
 	cfg.layers = cx->table;
