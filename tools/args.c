@@ -239,6 +239,11 @@ tool_args_parse(const tool_args_cmd *cmd, int argc, char **argv, void *opts,
 		if (args_store(cmd, &r, i, optarg, opts) != 0)
 			return 2;
 	}
+	if (argc - optind > cmd->operands) {
+		fprintf(stderr, "bellows %s: unexpected argument '%s'\n",
+		    cmd->name, argv[optind + cmd->operands]);
+		return 2;
+	}
 	*ret_next = optind;
 	return -1;
 }

@@ -93,6 +93,7 @@ typedef struct tool_args_cmd {
 	const char *notes[TOOL_ARGS_N]; /* per shared option: what it means
 					 * here, added to its help; NULL:
 					 * nothing to add */
+	int operands;                   /* operands it takes at most */
 	const tool_opt *opts;           /* its own options */
 	size_t n_opts;                  /* their number */
 	void (*usage)(FILE *f);         /* writes its usage text, on --help
@@ -104,9 +105,10 @@ typedef struct tool_args_cmd {
  * the defaults. Options may come in any order, before or after the
  * operands; a long name may be abbreviated while it is unambiguous.
  * Returns -1 to go on, with *ret_next the index in argv of the first
- * operand (operands are moved behind the options, as getopt_long does);
- * 0 after --help or -h (cmd->usage written to stdout); 2 on a usage
- * error, said on stderr as "bellows CMD: ..." naming the option: an
+ * operand (operands are moved behind the options, as getopt_long does;
+ * there are at most cmd->operands); 0 after --help or -h (cmd->usage
+ * written to stdout); 2 on a usage error, said on stderr as
+ * "bellows CMD: ..." naming the option or the operand too many: an
  * unknown or ambiguous option and a missing value also write
  * cmd->usage to stderr. On a usage error, options before the bad one
  * may have been stored; *ret_next is set only when -1 is returned. */

@@ -197,11 +197,6 @@ export_parse(int argc, char **argv, export_opts *o)
 	*o = export_defaults;
 	if ((rc = tool_args_parse(&export_cmd, argc, argv, o, &next)) >= 0)
 		return rc;
-	if (next < argc) {
-		fprintf(stderr, "bellows export: unexpected argument '%s'\n",
-		    argv[next]);
-		return 2;
-	}
 	if (o->out == NULL) {
 		fprintf(stderr, "bellows export: --out DIR is required\n");
 		tool_export_usage(stderr);

@@ -729,6 +729,7 @@ static const tool_args_cmd history_cmd = {
 		[TOOL_ARGS_JOB] = "only this job's runs and events, and its "
 				  "latest run",
 	},
+	.operands = 1, /* the question */
 	.opts = history_opt_rows,
 	.n_opts = sizeof(history_opt_rows) / sizeof(history_opt_rows[0]),
 	.usage = tool_history_usage,
@@ -809,11 +810,6 @@ history_parse(int argc, char **argv, history_opts *o)
 		    "bellows history: which history? runs, layers, windows, "
 		    "decisions, events or timings\n");
 		tool_history_usage(stderr);
-		return 2;
-	}
-	if (next + 1 < argc) {
-		fprintf(stderr, "bellows history: unexpected argument '%s'\n",
-		    argv[next + 1]);
 		return 2;
 	}
 	name = argv[next];

@@ -479,11 +479,6 @@ replay_parse(int argc, char **argv, replay_opts *o)
 	*o = replay_defaults;
 	if ((rc = tool_args_parse(&replay_cmd, argc, argv, o, &next)) >= 0)
 		return rc;
-	if (next < argc) {
-		fprintf(stderr, "bellows replay: unexpected argument '%s'\n",
-		    argv[next]);
-		return 2;
-	}
 	if (o->sh.db != NULL && o->metrics != NULL) {
 		fprintf(stderr,
 		    "bellows replay: --metrics and --db are two inputs; give "

@@ -455,11 +455,6 @@ tool_sim_opts_parse(int argc, char **argv, sim_opts *o)
 	*o = sim_defaults;
 	if ((rc = tool_args_parse(&sim_cmd, argc, argv, o, &next)) >= 0)
 		return rc;
-	if (next < argc) {
-		fprintf(stderr, "bellows sim: unexpected argument '%s'\n",
-		    argv[next]);
-		return 2;
-	}
 	if (o->control == NULL)
 		missing = "--control";
 	else if (o->publish == NULL)

@@ -162,6 +162,7 @@ static const tool_args_cmd t_cmd = {
 	    TOOL_ARGS_TAKES(TOOL_ARGS_RUN) | TOOL_ARGS_TAKES(TOOL_ARGS_JOB),
 	.shared_at = offsetof(t_opts, sh),
 	.notes = { [TOOL_ARGS_JOB] = "only this one" },
+	.operands = 2,
 	.opts = t_rows,
 	.n_opts = sizeof(t_rows) / sizeof(t_rows[0]),
 	.usage = t_usage,
@@ -256,6 +257,22 @@ test_args_put_operands_after_the_options(void **state)
 	assert_string_equal(argv[5], "second");
 	assert_int_equal(o.count, 3);
 	assert_true(o.force);
+}
+
+static void
+test_args_refuse_an_operand_too_many(void **state)
+{
+	capture err;
+	t_opts o;
+	int next;
+
+	(void)state;
+	assert_int_equal(t_parse(&o, &err, &next, "a", "--force", "b", "c",
+			     NULL),
+	    2);
+	assert_string_equal(err.text, "bellows t: unexpected argument 'c'\n");
+	assert_int_equal(next, -1);
+	assert_int_equal(usage_calls, 0);
 }
 
 static void
@@ -611,6 +628,7 @@ main(void)
 		cmocka_unit_test(test_args_store_every_kind_where_its_row_says),
 		cmocka_unit_test(test_args_leave_defaults_of_options_not_given),
 		cmocka_unit_test(test_args_put_operands_after_the_options),
+		cmocka_unit_test(test_args_refuse_an_operand_too_many),
 		cmocka_unit_test(test_args_take_an_unambiguous_abbreviation),
 		cmocka_unit_test(
 		    test_args_refuse_bad_numbers_naming_the_option),
