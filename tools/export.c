@@ -15,38 +15,69 @@
 #include <bellows/error.h>
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* ---- options ----------------------------------------------------------- */
+
+typedef struct export_opts {
+	tool_args_shared sh; /* --db, --run */
+	const char *out;     /* --out */
+	bool force;          /* --force */
+} export_opts;
+
+static const export_opts export_defaults = {
+	.sh = { .db = TOOL_HISTORY_DEFAULT_DB },
+};
+
+static const tool_opt export_opt_rows[] = {
+	{ .name = "out",
+	    .arg = "DIR",
+	    .help = "where to write; created if missing",
+	    .kind = TOOL_OPT_TEXT,
+	    .at = offsetof(export_opts, out),
+	    .min = 1 },
+	{ .name = "force",
+	    .help = "overwrite existing files",
+	    .kind = TOOL_OPT_FLAG,
+	    .at = offsetof(export_opts, force) },
+};
+
+static const tool_args_cmd export_cmd = {
+	.name = "export",
+	.shared = TOOL_ARGS_TAKES(TOOL_ARGS_DB) |
+	    TOOL_ARGS_TAKES(TOOL_ARGS_RUN),
+	.shared_at = offsetof(export_opts, sh),
+	.opts = export_opt_rows,
+	.n_opts = sizeof(export_opt_rows) / sizeof(export_opt_rows[0]),
+	.usage = tool_export_usage,
+};
+
 void
 tool_export_usage(FILE *f)
 {
-	fprintf(f,
-	    "usage: bellows export [--db FILE] [--run ID] --out DIR "
-	    "[--force]\n"
-	    "\n"
-	    "  Writes every table's rows of one run of bellowsd's history\n"
-	    "  as DIR/<table>.csv: runs, layers, rank_events, window_info,\n"
-	    "  windows, timings, comm_samples (every rank's collectives),\n"
-	    "  policy_metrics (what the policies computed), decisions\n"
-	    "  (levels and error_bounds as numbers separated by spaces),\n"
-	    "  decision_changes, events (the run's and the daemon's own\n"
-	    "  while it was live) and the policy_files they name. A history\n"
-	    "  older than schema 3 gives comm_samples and policy_metrics\n"
-	    "  with a header and no rows. See docs/history.md.\n"
-	    "\n"
-	    "  --db FILE     the history (default %s)\n"
-	    "  --run ID      the run (default: the latest)\n"
-	    "  --out DIR     where to write; created if missing\n"
-	    "  --force       overwrite existing files\n",
-	    TOOL_HISTORY_DEFAULT_DB);
+	fputs("usage: bellows export [--db FILE] [--run ID] --out DIR "
+	      "[--force]\n"
+	      "\n"
+	      "  Writes every table's rows of one run of bellowsd's history\n"
+	      "  as DIR/<table>.csv: runs, layers, rank_events, window_info,\n"
+	      "  windows, timings, comm_samples (every rank's collectives),\n"
+	      "  policy_metrics (what the policies computed), decisions\n"
+	      "  (levels and error_bounds as numbers separated by spaces),\n"
+	      "  decision_changes, events (the run's and the daemon's own\n"
+	      "  while it was live) and the policy_files they name. A history\n"
+	      "  older than schema 3 gives comm_samples and policy_metrics\n"
+	      "  with a header and no rows. See docs/history.md.\n"
+	      "\n",
+	    f);
+	tool_args_help(f, &export_cmd, &export_defaults);
 }
 
 /* ---- cells ------------------------------------------------------------- */
@@ -157,78 +188,18 @@ export_path(const char *dir, tool_hdb_table t, char *buf, size_t len)
 
 /* ---- the subcommand ---------------------------------------------------- */
 
-typedef struct export_opts {
-	const char *db;  /* --db */
-	int64_t run;     /* --run, TOOL_HDB_NONE = the latest */
-	const char *out; /* --out */
-	bool force;      /* --force */
-} export_opts;
-
 /* Returns -1 to go on, else the exit code. */
 static int
 export_parse(int argc, char **argv, export_opts *o)
 {
-	enum {
-		OPT_DB = 256,
-		OPT_RUN,
-		OPT_OUT,
-		OPT_FORCE,
-		OPT_HELP,
-	};
-	static const struct option opts[] = {
-		{ "db", required_argument, NULL, OPT_DB },
-		{ "run", required_argument, NULL, OPT_RUN },
-		{ "out", required_argument, NULL, OPT_OUT },
-		{ "force", no_argument, NULL, OPT_FORCE },
-		{ "help", no_argument, NULL, OPT_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	uint64_t run;
-	int c;
+	int next, rc;
 
-	*o = (export_opts){
-		.db = TOOL_HISTORY_DEFAULT_DB,
-		.run = TOOL_HDB_NONE,
-	};
-	optind = 0; /* glibc: start afresh, also on a second call */
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_DB:
-			o->db = optarg;
-			break;
-		case OPT_RUN:
-			if (tool_args_u64("export", "--run", optarg, 1,
-				INT64_MAX, &run) != 0)
-				return 2;
-			o->run = (int64_t)run;
-			break;
-		case OPT_OUT:
-			o->out = optarg;
-			break;
-		case OPT_FORCE:
-			o->force = true;
-			break;
-		case 'h':
-		case OPT_HELP:
-			tool_export_usage(stdout);
-			return 0;
-		default:
-			tool_export_usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "bellows export: unexpected argument '%s'\n",
-		    argv[optind]);
-		return 2;
-	}
-	if (o->out == NULL || o->out[0] == '\0') {
+	*o = export_defaults;
+	if ((rc = tool_args_parse(&export_cmd, argc, argv, o, &next)) >= 0)
+		return rc;
+	if (o->out == NULL) {
 		fprintf(stderr, "bellows export: --out DIR is required\n");
 		tool_export_usage(stderr);
-		return 2;
-	}
-	if (o->db[0] == '\0') {
-		fprintf(stderr, "bellows export: --db must not be empty\n");
 		return 2;
 	}
 	return -1;
@@ -283,22 +254,23 @@ tool_export_main(int argc, char **argv)
 	if ((rc = export_parse(argc, argv, &o)) >= 0)
 		return rc;
 	rc = 1;
-	if (tool_hdb_open(o.db, &db, err, sizeof(err)) != 0) {
+	if (tool_hdb_open(o.sh.db, &db, err, sizeof(err)) != 0) {
 		fprintf(stderr, "bellows export: %s\n", err);
 		goto out;
 	}
 	if (tool_hdb_begin(db) != 0) {
-		fprintf(stderr, "bellows export: %s: %s\n", o.db,
+		fprintf(stderr, "bellows export: %s: %s\n", o.sh.db,
 		    tool_hdb_error(db));
 		goto out;
 	}
 	begun = true;
-	if (tool_hdb_run_find(db, o.run, NULL, &run) != 0) {
-		fprintf(stderr, "bellows export: %s: %s\n", o.db,
+	if (tool_hdb_run_find(db, o.sh.run != 0 ? o.sh.run : TOOL_HDB_NONE,
+		NULL, &run) != 0) {
+		fprintf(stderr, "bellows export: %s: %s\n", o.sh.db,
 		    tool_hdb_error(db));
 		goto out;
 	}
-	if (o.run == TOOL_HDB_NONE)
+	if (o.sh.run == 0)
 		fprintf(stderr,
 		    "bellows export: run %" PRId64
 		    " (job '%s', %s), the latest; --run picks another\n",

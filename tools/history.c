@@ -15,9 +15,9 @@
 
 #include <bellows/error.h>
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -94,48 +94,6 @@ static const history_sub history_subs[SUB_N] = {
 };
 
 #undef MORE
-
-void
-tool_history_usage(FILE *f)
-{
-	fprintf(f,
-	    "usage: bellows history runs|layers|windows|decisions|events|"
-	    "timings|\n"
-	    "                       stats|metrics|comm\n"
-	    "                       [--db FILE] [--run ID] [--job NAME] "
-	    "[--layer NAME]\n"
-	    "                       [--since W|TIME] [--until W|TIME]\n"
-	    "                       [--format table|csv|json] [--wide]\n"
-	    "                       [--changed] [--per-window]\n"
-	    "\n");
-	for (int i = 0; i < SUB_N; i++)
-		fprintf(f, "  %-10s %s\n", history_subs[i].name,
-		    history_subs[i].summary);
-	fprintf(f,
-	    "\n"
-	    "  --db FILE        bellowsd's history (default %s); read-only,\n"
-	    "                   also while bellowsd writes it\n"
-	    "  --run ID         the run (default: the latest, of --job if\n"
-	    "                   given); runs and events show every run\n"
-	    "                   without it\n"
-	    "  --job NAME       only this job's runs and events; the latest\n"
-	    "                   run of this job\n"
-	    "  --layer NAME     windows: this layer per window; decisions:\n"
-	    "                   those that changed it; stats: its\n"
-	    "                   activations and send times; metrics: its\n"
-	    "                   own\n"
-	    "  --since, --until from/to this window number (\"12\") or UTC\n"
-	    "                   time (\"2026-11-22T10:00\", to the ms;\n"
-	    "                   --until covers all of what it names), both\n"
-	    "                   inclusive; runs and events take times only\n"
-	    "  --format F       table (default), csv or json\n"
-	    "  --wide           tables: do not cut long text\n"
-	    "  --changed        decisions: only those that changed a knob\n"
-	    "  --per-window     timings: a row per rank and window\n"
-	    "\n"
-	    "  See docs/history.md.\n",
-	    TOOL_HISTORY_DEFAULT_DB);
-}
 
 /* ---- option values ----------------------------------------------------- */
 
@@ -677,10 +635,8 @@ tool_history_print(FILE *f, const tool_hdb_rows *rows, tool_history_format fmt,
 /* ---- the subcommand ---------------------------------------------------- */
 
 typedef struct history_opts {
+	tool_args_shared sh;      /* --db, --run, --job */
 	const history_sub *sub;   /* the question */
-	const char *db;           /* --db */
-	int64_t run;              /* --run, TOOL_HDB_NONE = default */
-	const char *job;          /* --job */
 	const char *layer;        /* --layer */
 	tool_history_bound since; /* --since */
 	tool_history_bound until; /* --until */
@@ -691,6 +647,114 @@ typedef struct history_opts {
 } history_opts;
 
 static const char HISTORY_CMD[] = "history";
+
+static int
+history_opt_since(const char *cmd, const char *opt, const char *text,
+    void *opts)
+{
+	return tool_history_parse_bound(cmd, opt, text, false,
+	    &((history_opts *)opts)->since);
+}
+
+static int
+history_opt_until(const char *cmd, const char *opt, const char *text,
+    void *opts)
+{
+	return tool_history_parse_bound(cmd, opt, text, true,
+	    &((history_opts *)opts)->until);
+}
+
+static int
+history_opt_format(const char *cmd, const char *opt, const char *text,
+    void *opts)
+{
+	(void)opt;
+	return tool_history_parse_format(cmd, text,
+	    &((history_opts *)opts)->fmt);
+}
+
+static const history_opts history_defaults = {
+	.sh = { .db = TOOL_HISTORY_DEFAULT_DB },
+};
+
+static const tool_opt history_opt_rows[] = {
+	{ .name = "layer",
+	    .arg = "NAME",
+	    .help = "windows: this layer per window; decisions: those that "
+		    "changed it; stats: its activations and send times; "
+		    "metrics: its own",
+	    .kind = TOOL_OPT_TEXT,
+	    .at = offsetof(history_opts, layer) },
+	{ .name = "since",
+	    .arg = "W|TIME",
+	    .help = "from this window number (\"12\") or UTC time "
+		    "(\"2026-11-22T10:00\", to the ms), inclusive; runs and "
+		    "events take times only",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = history_opt_since },
+	{ .name = "until",
+	    .arg = "W|TIME",
+	    .help = "to this window number or UTC time, inclusive; a time "
+		    "covers all of what it names (\"10:05\" up to "
+		    "10:05:59.999); runs and events take times only",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = history_opt_until },
+	{ .name = "format",
+	    .arg = "F",
+	    .help = "table (default), csv or json",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = history_opt_format },
+	{ .name = "wide",
+	    .help = "tables: do not cut long text",
+	    .kind = TOOL_OPT_FLAG,
+	    .at = offsetof(history_opts, wide) },
+	{ .name = "changed",
+	    .help = "decisions: only those that changed a knob",
+	    .kind = TOOL_OPT_FLAG,
+	    .at = offsetof(history_opts, changed) },
+	{ .name = "per-window",
+	    .help = "timings: a row per rank and window",
+	    .kind = TOOL_OPT_FLAG,
+	    .at = offsetof(history_opts, per_window) },
+};
+
+static const tool_args_cmd history_cmd = {
+	.name = HISTORY_CMD,
+	.shared = TOOL_ARGS_TAKES(TOOL_ARGS_DB) |
+	    TOOL_ARGS_TAKES(TOOL_ARGS_RUN) | TOOL_ARGS_TAKES(TOOL_ARGS_JOB),
+	.shared_at = offsetof(history_opts, sh),
+	.notes = {
+		[TOOL_ARGS_RUN] = "with --job, its latest; runs and events "
+				  "show every run without it",
+		[TOOL_ARGS_JOB] = "only this job's runs and events, and its "
+				  "latest run",
+	},
+	.operands = 1, /* the question */
+	.opts = history_opt_rows,
+	.n_opts = sizeof(history_opt_rows) / sizeof(history_opt_rows[0]),
+	.usage = tool_history_usage,
+};
+
+void
+tool_history_usage(FILE *f)
+{
+	fputs("usage: bellows history runs|layers|windows|decisions|events|"
+	      "timings|\n"
+	      "                       stats|metrics|comm\n"
+	      "                       [--db FILE] [--run ID] [--job NAME] "
+	      "[--layer NAME]\n"
+	      "                       [--since W|TIME] [--until W|TIME]\n"
+	      "                       [--format table|csv|json] [--wide]\n"
+	      "                       [--changed] [--per-window]\n"
+	      "\n",
+	    f);
+	for (int i = 0; i < SUB_N; i++)
+		fprintf(f, "  %-10s %s\n", history_subs[i].name,
+		    history_subs[i].summary);
+	fputc('\n', f);
+	tool_args_help(f, &history_cmd, &history_defaults);
+	fputs("\n  See docs/history.md.\n", f);
+}
 
 /* Checks that the options given make sense for the subcommand. Returns
  * -1 to go on, else the exit code. */
@@ -727,10 +791,6 @@ history_check(const history_opts *o)
 			return 2;
 		}
 	}
-	if (o->db[0] == '\0') {
-		fprintf(stderr, "bellows history: --db must not be empty\n");
-		return 2;
-	}
 	return -1;
 }
 
@@ -738,104 +798,21 @@ history_check(const history_opts *o)
 static int
 history_parse(int argc, char **argv, history_opts *o)
 {
-	enum {
-		OPT_DB = 256,
-		OPT_RUN,
-		OPT_JOB,
-		OPT_LAYER,
-		OPT_SINCE,
-		OPT_UNTIL,
-		OPT_FORMAT,
-		OPT_WIDE,
-		OPT_CHANGED,
-		OPT_PER_WINDOW,
-		OPT_HELP,
-	};
-	static const struct option opts[] = {
-		{ "db", required_argument, NULL, OPT_DB },
-		{ "run", required_argument, NULL, OPT_RUN },
-		{ "job", required_argument, NULL, OPT_JOB },
-		{ "layer", required_argument, NULL, OPT_LAYER },
-		{ "since", required_argument, NULL, OPT_SINCE },
-		{ "until", required_argument, NULL, OPT_UNTIL },
-		{ "format", required_argument, NULL, OPT_FORMAT },
-		{ "wide", no_argument, NULL, OPT_WIDE },
-		{ "changed", no_argument, NULL, OPT_CHANGED },
-		{ "per-window", no_argument, NULL, OPT_PER_WINDOW },
-		{ "help", no_argument, NULL, OPT_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
 	const char *name;
-	uint64_t run;
-	int c;
+	int next, rc;
 
-	*o = (history_opts){
-		.db = TOOL_HISTORY_DEFAULT_DB,
-		.run = TOOL_HDB_NONE,
-	};
-	optind = 0; /* glibc: start afresh, also on a second call */
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_DB:
-			o->db = optarg;
-			break;
-		case OPT_RUN:
-			if (tool_args_u64(HISTORY_CMD, "--run", optarg, 1,
-				INT64_MAX, &run) != 0)
-				return 2;
-			o->run = (int64_t)run;
-			break;
-		case OPT_JOB:
-			o->job = optarg;
-			break;
-		case OPT_LAYER:
-			o->layer = optarg;
-			break;
-		case OPT_SINCE:
-		case OPT_UNTIL:
-			if (tool_history_parse_bound(HISTORY_CMD,
-				c == OPT_SINCE ? "--since" : "--until", optarg,
-				c == OPT_UNTIL,
-				c == OPT_SINCE ? &o->since : &o->until) != 0)
-				return 2;
-			break;
-		case OPT_FORMAT:
-			if (tool_history_parse_format(HISTORY_CMD, optarg,
-				&o->fmt) != 0)
-				return 2;
-			break;
-		case OPT_WIDE:
-			o->wide = true;
-			break;
-		case OPT_CHANGED:
-			o->changed = true;
-			break;
-		case OPT_PER_WINDOW:
-			o->per_window = true;
-			break;
-		case 'h':
-		case OPT_HELP:
-			tool_history_usage(stdout);
-			return 0;
-		default:
-			tool_history_usage(stderr);
-			return 2;
-		}
-	}
+	*o = history_defaults;
+	if ((rc = tool_args_parse(&history_cmd, argc, argv, o, &next)) >= 0)
+		return rc;
 	/* argv[0] is "history"; the one word left is the question. */
-	if (optind >= argc) {
+	if (next >= argc) {
 		fprintf(stderr,
 		    "bellows history: which history? runs, layers, windows, "
 		    "decisions, events or timings\n");
 		tool_history_usage(stderr);
 		return 2;
 	}
-	if (optind + 1 < argc) {
-		fprintf(stderr, "bellows history: unexpected argument '%s'\n",
-		    argv[optind + 1]);
-		return 2;
-	}
-	name = argv[optind];
+	name = argv[next];
 	for (int i = 0; i < SUB_N; i++) {
 		if (strcmp(name, history_subs[i].name) == 0)
 			o->sub = &history_subs[i];
@@ -897,20 +874,22 @@ history_ask(tool_hdb *db, const history_opts *o, const tool_hdb_sink *sink)
 	tool_hdb_run run = { 0 };
 	int r;
 
-	if ((o->sub->flags & NEEDS_RUN) || o->run != TOOL_HDB_NONE) {
-		if ((r = tool_hdb_run_find(db, o->run, o->job, &run)) != 0)
+	if ((o->sub->flags & NEEDS_RUN) || o->sh.run != 0) {
+		if ((r = tool_hdb_run_find(db,
+			 o->sh.run != 0 ? o->sh.run : TOOL_HDB_NONE, o->sh.job,
+			 &run)) != 0)
 			return r;
 		f.run = run.id;
-		if (o->run == TOOL_HDB_NONE)
+		if (o->sh.run == 0)
 			fprintf(stderr,
 			    "bellows history: run %" PRId64
 			    " (job '%s', %s), the latest%s; --run picks "
 			    "another\n",
 			    run.id, run.job, run.live ? "live" : "ended",
-			    o->job != NULL ? " of the job" : "");
+			    o->sh.job != NULL ? " of the job" : "");
 	}
 	if (f.run == TOOL_HDB_NONE)
-		f.job = o->job;
+		f.job = o->sh.job;
 	if (o->layer != NULL) {
 		if ((r = tool_hdb_layer_find(db, f.run, o->layer, &f.layer)) !=
 		    0)
@@ -976,12 +955,12 @@ tool_history_main(int argc, char **argv)
 		tool_hdb_rows_sink(&rows, &sink);
 	else if ((spool = tmpfile()) != NULL)
 		out.f = spool;
-	if (tool_hdb_open(o.db, &db, err, sizeof(err)) != 0) {
+	if (tool_hdb_open(o.sh.db, &db, err, sizeof(err)) != 0) {
 		fprintf(stderr, "bellows history: %s\n", err);
 		goto out;
 	}
 	if ((r = tool_hdb_begin(db)) != 0) {
-		fprintf(stderr, "bellows history: %s: %s\n", o.db,
+		fprintf(stderr, "bellows history: %s: %s\n", o.sh.db,
 		    tool_hdb_error(db));
 		goto out;
 	}
@@ -990,7 +969,7 @@ tool_history_main(int argc, char **argv)
 	if (r == BELLOWS_EIO && ferror(out.f))
 		goto write_error;
 	if (r != 0) {
-		fprintf(stderr, "bellows history: %s: %s\n", o.db,
+		fprintf(stderr, "bellows history: %s: %s\n", o.sh.db,
 		    r == BELLOWS_ENOMEM ? bellows_strerror(r)
 					: tool_hdb_error(db));
 		goto out;

@@ -17,46 +17,13 @@
 #include <bellows/policy.h>
 
 #include <assert.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define REPLAY_DEFAULT_JOB "replay"
-
-void
-tool_replay_usage(FILE *f)
-{
-	fprintf(f,
-	    "usage: bellows replay --policy FILE --metrics FILE.csv "
-	    "[--job NAME]\n"
-	    "       bellows replay --policy FILE --db FILE [--run ID] "
-	    "[--job NAME] [--all]\n"
-	    "\n"
-	    "  Runs the policies FILE configures for job NAME over recorded\n"
-	    "  per-window gradient norms and LRs, as bellowsd would have\n"
-	    "  run them. With --metrics it prints the state in force during\n"
-	    "  every window as CSV: window,layer,level (a row per window and\n"
-	    "  layer), or window,batch_size,lr_scale when the policies set\n"
-	    "  the batch size. With --db it replays a run of bellowsd's\n"
-	    "  history, every window whole as bellowsd handed it to the\n"
-	    "  policies, and prints where the replay differs from what the\n"
-	    "  run had in force: window,layer,recorded,replayed, and a\n"
-	    "  summary on standard error (also of the size threshold and\n"
-	    "  compression gate). See docs/replay.md.\n"
-	    "\n"
-	    "  --policy FILE     bellowsd's configuration (YAML)\n"
-	    "  --metrics FILE    recorded metrics: CSV with columns window,\n"
-	    "                    layer, grad_norm, lr [, numel, shape];\n"
-	    "                    - reads standard input\n"
-	    "  --db FILE         bellowsd's history database, read-only\n"
-	    "  --run ID          with --db: the run (default: the latest)\n"
-	    "  --job NAME        job name matched against the configuration\n"
-	    "                    (default: the run's job with --db, else %s)\n"
-	    "  --all             with --db: every row, not only differences\n",
-	    REPLAY_DEFAULT_JOB);
-}
 
 /* ---- the replay -------------------------------------------------------- */
 
@@ -433,102 +400,100 @@ tool_replay_compare(const tool_replay *rp, const tool_hdb_replay *rec, bool all,
 /* ---- the subcommand ---------------------------------------------------- */
 
 typedef struct replay_opts {
+	tool_args_shared sh; /* --db, --run, --job (NULL: the default) */
 	const char *policy;  /* --policy */
 	const char *metrics; /* --metrics */
-	const char *job;     /* --job, NULL = the default */
-	const char *db;      /* --db */
-	int64_t run;         /* --run, TOOL_HDB_NONE = the latest */
 	bool all;            /* --all */
 } replay_opts;
+
+static const replay_opts replay_defaults = { .sh = { .db = NULL } };
+
+static const tool_opt replay_opt_rows[] = {
+	{ .name = "policy",
+	    .arg = "FILE",
+	    .help = "bellowsd's configuration (YAML)",
+	    .kind = TOOL_OPT_TEXT,
+	    .at = offsetof(replay_opts, policy),
+	    .min = 1 },
+	{ .name = "metrics",
+	    .arg = "FILE",
+	    .help = "recorded metrics: CSV with columns window, layer, "
+		    "grad_norm, lr [, numel, shape]; - reads standard input",
+	    .kind = TOOL_OPT_TEXT,
+	    .at = offsetof(replay_opts, metrics),
+	    .min = 1 },
+	{ .name = "all",
+	    .help = "with --db: every row, not only differences",
+	    .kind = TOOL_OPT_FLAG,
+	    .at = offsetof(replay_opts, all) },
+};
+
+static const tool_args_cmd replay_cmd = {
+	.name = "replay",
+	.shared = TOOL_ARGS_TAKES(TOOL_ARGS_DB) |
+	    TOOL_ARGS_TAKES(TOOL_ARGS_RUN) | TOOL_ARGS_TAKES(TOOL_ARGS_JOB),
+	.shared_at = offsetof(replay_opts, sh),
+	.notes = {
+		[TOOL_ARGS_DB] = "the input instead of --metrics",
+		[TOOL_ARGS_RUN] = "with --db only",
+		[TOOL_ARGS_JOB] = "matched against the configuration (default: "
+				  "the run's job with --db, else "
+				  REPLAY_DEFAULT_JOB ")",
+	},
+	.opts = replay_opt_rows,
+	.n_opts = sizeof(replay_opt_rows) / sizeof(replay_opt_rows[0]),
+	.usage = tool_replay_usage,
+};
+
+void
+tool_replay_usage(FILE *f)
+{
+	fputs(
+	    "usage: bellows replay --policy FILE --metrics FILE.csv "
+	    "[--job NAME]\n"
+	    "       bellows replay --policy FILE --db FILE [--run ID] "
+	    "[--job NAME] [--all]\n"
+	    "\n"
+	    "  Runs the policies FILE configures for job NAME over recorded\n"
+	    "  per-window gradient norms and LRs, as bellowsd would have\n"
+	    "  run them. With --metrics it prints the state in force during\n"
+	    "  every window as CSV: window,layer,level (a row per window and\n"
+	    "  layer), or window,batch_size,lr_scale when the policies set\n"
+	    "  the batch size. With --db it replays a run of bellowsd's\n"
+	    "  history, every window whole as bellowsd handed it to the\n"
+	    "  policies, and prints where the replay differs from what the\n"
+	    "  run had in force: window,layer,recorded,replayed, and a\n"
+	    "  summary on standard error (also of the size threshold and\n"
+	    "  compression gate). See docs/replay.md.\n"
+	    "\n",
+	    f);
+	tool_args_help(f, &replay_cmd, &replay_defaults);
+}
 
 /* Returns -1 to go on, else the exit code. */
 static int
 replay_parse(int argc, char **argv, replay_opts *o)
 {
-	enum {
-		OPT_POLICY = 256,
-		OPT_METRICS,
-		OPT_JOB,
-		OPT_DB,
-		OPT_RUN,
-		OPT_ALL,
-		OPT_HELP,
-	};
-	static const struct option opts[] = {
-		{ "policy", required_argument, NULL, OPT_POLICY },
-		{ "metrics", required_argument, NULL, OPT_METRICS },
-		{ "job", required_argument, NULL, OPT_JOB },
-		{ "db", required_argument, NULL, OPT_DB },
-		{ "run", required_argument, NULL, OPT_RUN },
-		{ "all", no_argument, NULL, OPT_ALL },
-		{ "help", no_argument, NULL, OPT_HELP },
-		{ NULL, 0, NULL, 0 },
-	};
-	bool run_given = false;
-	uint64_t run;
-	int c;
+	int next, rc;
 
-	*o = (replay_opts){ .run = TOOL_HDB_NONE };
-	optind = 0; /* glibc: start afresh, also on a second call */
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case OPT_POLICY:
-			o->policy = optarg;
-			break;
-		case OPT_METRICS:
-			o->metrics = optarg;
-			break;
-		case OPT_JOB:
-			o->job = optarg;
-			break;
-		case OPT_DB:
-			o->db = optarg;
-			break;
-		case OPT_RUN:
-			if (tool_args_u64("replay", "--run", optarg, 1,
-				INT64_MAX, &run) != 0)
-				return 2;
-			o->run = (int64_t)run;
-			run_given = true;
-			break;
-		case OPT_ALL:
-			o->all = true;
-			break;
-		case 'h':
-		case OPT_HELP:
-			tool_replay_usage(stdout);
-			return 0;
-		default:
-			tool_replay_usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "bellows replay: unexpected argument '%s'\n",
-		    argv[optind]);
-		return 2;
-	}
-	if (o->db != NULL && o->metrics != NULL) {
+	*o = replay_defaults;
+	if ((rc = tool_args_parse(&replay_cmd, argc, argv, o, &next)) >= 0)
+		return rc;
+	if (o->sh.db != NULL && o->metrics != NULL) {
 		fprintf(stderr,
 		    "bellows replay: --metrics and --db are two inputs; give "
 		    "one\n");
 		return 2;
 	}
-	if (o->db == NULL && (run_given || o->all)) {
+	if (o->sh.db == NULL && (o->sh.run != 0 || o->all)) {
 		fprintf(stderr, "bellows replay: %s needs --db\n",
-		    run_given ? "--run" : "--all");
+		    o->sh.run != 0 ? "--run" : "--all");
 		return 2;
 	}
-	if (o->policy == NULL || (o->metrics == NULL && o->db == NULL)) {
+	if (o->policy == NULL || (o->metrics == NULL && o->sh.db == NULL)) {
 		fprintf(stderr, "bellows replay: %s is required\n",
 		    o->policy == NULL ? "--policy" : "--metrics or --db");
 		tool_replay_usage(stderr);
-		return 2;
-	}
-	if ((o->job != NULL && o->job[0] == '\0') ||
-	    (o->db != NULL && o->db[0] == '\0')) {
-		fprintf(stderr, "bellows replay: %s must not be empty\n",
-		    o->db != NULL && o->db[0] == '\0' ? "--db" : "--job");
 		return 2;
 	}
 	return -1;
@@ -565,7 +530,7 @@ replay_input_hdb(const tool_hdb_replay *rec, tool_replay_input *in,
 	return 0;
 }
 
-/* Reads run o->run (or the latest) of the history into *ret_rec and
+/* Reads run o->sh.run (or the latest) of the history into *ret_rec and
  * names it in *ret_run (both the caller's). Returns 0, or 1 after saying
  * why. */
 static int
@@ -577,19 +542,20 @@ replay_load_run(const replay_opts *o, tool_hdb_replay **ret_rec,
 	tool_hdb *db = NULL;
 	int rc = 1;
 
-	if (tool_hdb_open(o->db, &db, err, sizeof(err)) != 0) {
+	if (tool_hdb_open(o->sh.db, &db, err, sizeof(err)) != 0) {
 		fprintf(stderr, "bellows replay: %s\n", err);
 		return 1;
 	}
 	if (tool_hdb_begin(db) != 0 ||
-	    tool_hdb_run_find(db, o->run, NULL, &run) != 0 ||
+	    tool_hdb_run_find(db, o->sh.run != 0 ? o->sh.run : TOOL_HDB_NONE,
+		NULL, &run) != 0 ||
 	    tool_hdb_replay_load(db, run.id, ret_rec) != 0) {
-		fprintf(stderr, "bellows replay: %s: %s\n", o->db,
+		fprintf(stderr, "bellows replay: %s: %s\n", o->sh.db,
 		    tool_hdb_error(db));
 		tool_hdb_run_fini(&run);
 		goto out;
 	}
-	if (o->run == TOOL_HDB_NONE)
+	if (o->sh.run == 0)
 		fprintf(stderr,
 		    "bellows replay: run %" PRId64
 		    " (job '%s', %s), the latest; --run picks another\n",
@@ -618,7 +584,7 @@ replay_main_db(const replay_opts *o, const ctl_config *cfg)
 
 	if (replay_load_run(o, &rec, &run) != 0)
 		return 1;
-	job = o->job != NULL ? o->job : run.job;
+	job = o->sh.job != NULL ? o->sh.job : run.job;
 	if ((jc = ctl_config_match(cfg, job)) == NULL) {
 		fprintf(stderr,
 		    "bellows replay: no job entry of %s matches job '%s' "
@@ -704,11 +670,11 @@ tool_replay_main(int argc, char **argv)
 		    err[0] != '\0' ? err : bellows_strerror(r));
 		goto out;
 	}
-	if (o.db != NULL) {
+	if (o.sh.db != NULL) {
 		rc = replay_main_db(&o, cfg);
 		goto out;
 	}
-	job = o.job != NULL ? o.job : REPLAY_DEFAULT_JOB;
+	job = o.sh.job != NULL ? o.sh.job : REPLAY_DEFAULT_JOB;
 	if ((jc = ctl_config_match(cfg, job)) == NULL) {
 		fprintf(stderr,
 		    "bellows replay: no job entry of %s matches job '%s' "
