@@ -53,16 +53,8 @@ static_assert(sizeof(com_timing_stat_table) / sizeof(com_stat) == COM_N_TSTATS,
     "one descriptor per timing");
 
 /* Every generated field has the table's type. */
-/* clang-format off */
-#define STAT_TYPE_OF(x)                                                        \
-	_Generic((x),                                                          \
-	    uint32_t: BELLOWS_STAT_TYPE_U32,                                   \
-	    uint64_t: BELLOWS_STAT_TYPE_U64,                                   \
-	    double: BELLOWS_STAT_TYPE_F64,                                     \
-	    default: BELLOWS_STAT_TYPE_NONE)
-/* clang-format on */
 #define STAT_CHECK_TYPE(strct, name, type, ...)                                \
-	static_assert(STAT_TYPE_OF(((strct *)0)->name) ==                      \
+	static_assert(COM_STAT_TYPE_OF(((strct *)0)->name) ==                  \
 		BELLOWS_STAT_TYPE_##type,                                      \
 	    #strct "." #name " has the table's type");
 #define STAT_CHECK_LAYER(...)  STAT_CHECK_TYPE(com_layer_stats, __VA_ARGS__)

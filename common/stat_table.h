@@ -28,6 +28,17 @@ enum {
 	BELLOWS_RANK_TIMINGS(COM_STAT_TENUM) COM_N_TSTATS
 };
 
+/* The bellows_stat_type of expression x's type (NONE for another type),
+ * for static assertions that a struct field has a table's type. */
+/* clang-format off */
+#define COM_STAT_TYPE_OF(x)                                                    \
+	_Generic((x),                                                          \
+	    uint32_t: BELLOWS_STAT_TYPE_U32,                                   \
+	    uint64_t: BELLOWS_STAT_TYPE_U64,                                   \
+	    double: BELLOWS_STAT_TYPE_F64,                                     \
+	    default: BELLOWS_STAT_TYPE_NONE)
+/* clang-format on */
+
 /* One entry of a table (the columns of bellows/stats.h). */
 typedef struct com_stat {
 	const char *name;         /* field, proto field and Python name */
