@@ -357,6 +357,29 @@ bellows_version(void)
 	return BELLOWS_VERSION;
 }
 
+/* The public struct's layout, from the table that makes it. */
+#define AGENT_SCHEMA_FIELD(name, type, tag, check, agg, gate, wtype, wfield,   \
+    rcol, wcol, wcol2, hist, unit, doc)                                        \
+	{ #name, BELLOWS_STAT_TYPE_##type,                                     \
+		(uint32_t)offsetof(bellows_layer_stats, name), unit, doc },
+
+/* clang-format off */
+static const bellows_stat_field agent_stats_schema[] = {
+	{ "window", BELLOWS_STAT_TYPE_U64,
+	    (uint32_t)offsetof(bellows_layer_stats, window), "",
+	    "window index" },
+	BELLOWS_LAYER_STATS(AGENT_SCHEMA_FIELD)
+	{ NULL, BELLOWS_STAT_TYPE_NONE, (uint32_t)sizeof(bellows_layer_stats),
+	    NULL, NULL },
+};
+/* clang-format on */
+
+const bellows_stat_field *
+bellows_stats_schema(void)
+{
+	return agent_stats_schema;
+}
+
 void
 bellows_agent_config_init(bellows_agent_config *cfg)
 {
@@ -737,6 +760,10 @@ bellows_agent_stats_get(bellows_agent *agent, bellows_agent_stats *ret)
 	return 0;
 }
 
+/* One statistic from the report's com_layer_stats to the public struct:
+ * both are made from the same table (bellows/stats.h). */
+#define AGENT_COPY_STAT(name, ...) ret->name = s->name;
+
 int
 bellows_agent_window_stats(const bellows_agent *agent, uint32_t layer,
     bellows_layer_stats *ret)
@@ -748,28 +775,8 @@ bellows_agent_window_stats(const bellows_agent *agent, uint32_t layer,
 	if (agent->closed_window == 0)
 		return BELLOWS_EAGAIN;
 	s = &agent->stats[layer];
-	*ret = (bellows_layer_stats){
-		.window = agent->closed_window - 1,
-		.count = s->count,
-		.nonzero = s->nonzero,
-		.nonfinite = s->nonfinite,
-		.sum_sq = s->sum_sq,
-		.abs_sum = s->abs_sum,
-		.max_abs = s->max_abs,
-		.acc_norm = s->acc_norm,
-		.momentum_abs_mean = s->momentum_abs_mean,
-		.observed_steps = s->observed_steps,
-		.act_steps = s->act_steps,
-		.act_lbar = s->act_lbar,
-		.act_nonzero = s->act_nonzero,
-		.act_bytes = s->act_bytes,
-		.act_raw_bytes = s->act_raw_bytes,
-		.comm_raw_ms = s->comm_raw_ms,
-		.comm_raw_n = s->comm_raw_n,
-		.comm_comp_ms = s->comm_comp_ms,
-		.comm_comp_n = s->comm_comp_n,
-		.codec_ms = s->codec_ms,
-	};
+	*ret = (bellows_layer_stats){ .window = agent->closed_window - 1 };
+	BELLOWS_LAYER_STATS(AGENT_COPY_STAT)
 	return 0;
 }
 

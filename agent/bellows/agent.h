@@ -35,6 +35,7 @@
 
 #include <bellows/error.h>
 #include <bellows/export.h>
+#include <bellows/stats.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -178,28 +179,16 @@ typedef struct bellows_decision {
 				     * bellows_agent_send_mode; 0 = none */
 } bellows_decision;
 
-/* Statistics of one layer over the last closed window, as reported. */
+/* Statistics of one layer over the last closed window, as reported: the
+ * window index, then one field per entry of BELLOWS_LAYER_STATS
+ * (bellows/stats.h gives each one's type, unit and meaning), in its
+ * order. Entries are only ever appended, so the layout of the fields
+ * known to a caller never changes; bellows_stats_schema() describes the
+ * library's own layout for bindings that build their mirror at run
+ * time. */
 typedef struct bellows_layer_stats {
-	uint64_t window;          /* window index */
-	uint64_t count;           /* elements observed */
-	uint64_t nonzero;         /* finite elements != 0 */
-	uint64_t nonfinite;       /* NaN/Inf, excluded from the sums */
-	double sum_sq;            /* sum of g^2 */
-	double abs_sum;           /* sum of |g| */
-	double max_abs;           /* largest |g| */
-	double acc_norm;          /* L2 norm of the window-summed gradient */
-	double momentum_abs_mean; /* mean |m| at window end; 0 if off */
-	uint32_t observed_steps;  /* steps in which the layer was observed */
-	uint32_t act_steps;       /* bellows_agent_observe_activation calls */
-	double act_lbar;          /* mean of their lbar */
-	double act_nonzero;       /* mean of their nonzero */
-	double act_bytes;         /* mean of their stored_bytes */
-	double act_raw_bytes;     /* mean of their raw_bytes */
-	double comm_raw_ms;       /* median of the timed raw sends */
-	uint32_t comm_raw_n;  /* raw sends timed (bellows_agent_comm_layer) */
-	double comm_comp_ms;  /* median of the timed compressed sends */
-	uint32_t comm_comp_n; /* compressed sends timed */
-	double codec_ms;      /* median codec time of the compressed ones */
+	uint64_t window;                        /* window index */
+	BELLOWS_LAYER_STATS(BELLOWS_STAT_FIELD) /* see bellows/stats.h */
 } bellows_layer_stats;
 
 /* How a layer's gradient is sent in a step: bellows_agent_send_mode. */
@@ -239,6 +228,15 @@ typedef struct bellows_agent_stats {
 
 /* Returns the library version, e.g. "0.1.0". */
 BELLOWS_EXPORT const char *bellows_version(void);
+
+/* The layout of bellows_layer_stats in this library: one entry per field
+ * in order (the window index, then the statistics of BELLOWS_LAYER_STATS
+ * with their type, offset, unit and doc), then an entry whose name is
+ * NULL and whose offset is sizeof(bellows_layer_stats). For bindings that
+ * build their mirror of the struct at run time (the Python one does). The
+ * array is static and constant: valid for the life of the process, safe
+ * from any thread. Never fails. */
+BELLOWS_EXPORT const bellows_stat_field *bellows_stats_schema(void);
 
 /* Fills *cfg with defaults: control tcp://127.0.0.1:5555, publish
  * tcp://127.0.0.1:5556, window_steps 0, decision_timeout_ms 5000,
