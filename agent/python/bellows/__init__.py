@@ -42,7 +42,6 @@ from bellows.agent import (
     AgentStats,
     Decision,
     Layer,
-    LayerStats,
     StepInfo,
     version,
 )
@@ -73,3 +72,13 @@ __all__ = [
 # The error codes, as module constants (bellows.EINVAL == -2, ...).
 globals().update({_name: _code for _code, _name in ERRORS.items()})
 __all__ += list(ERRORS.values())
+
+
+def __getattr__(name: str):
+    # bellows.LayerStats is made from the loaded library's description of
+    # its struct (bellows.agent): on first use, so that importing bellows
+    # does not load libbellows.
+    if name == "LayerStats":
+        from bellows import agent
+        return agent.LayerStats
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

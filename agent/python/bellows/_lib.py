@@ -6,7 +6,11 @@ library is found, the structs' layouts, the functions' prototypes and the
 error table. Nothing here allocates agents or holds state beyond the loaded
 library; agent.py builds the Python API on top of it.
 
-The structs mirror bellows/agent.h field for field. The library checks
+The structs mirror bellows/agent.h field for field, but for
+``LayerStats`` (struct bellows_layer_stats), which is built at run time
+from the loaded library's own description of it (bellows_stats_schema:
+every statistic is declared once, in bellows/stats.h) and checked
+against it offset by offset. The library checks
 ``bellows_agent_config.size`` against its own ``sizeof``, and later
 versions only append fields, so the configuration is always built in a
 buffer of the library's own size, initialised by
@@ -21,6 +25,7 @@ import ctypes.util
 import os
 import pathlib
 import threading
+from typing import NamedTuple
 
 __all__ = [
     "BellowsError",
@@ -37,8 +42,11 @@ __all__ = [
     "LOG_DEBUG",
     "SEND_RAW",
     "SEND_COMPRESSED",
+    "LayerStats",
     "library",
     "library_path",
+    "layer_stats_type",
+    "stats_schema",
 ]
 
 # bellows/error.h, BELLOWS_ERROR_MAP: codes are ABI and never renumbered.
@@ -203,31 +211,36 @@ class Decision(ctypes.Structure):
     ]
 
 
-class LayerStats(ctypes.Structure):
-    """struct bellows_layer_stats."""
+class StatField(ctypes.Structure):
+    """struct bellows_stat_field (bellows/stats.h)."""
 
     _fields_ = [
-        ("window", ctypes.c_uint64),
-        ("count", ctypes.c_uint64),
-        ("nonzero", ctypes.c_uint64),
-        ("nonfinite", ctypes.c_uint64),
-        ("sum_sq", ctypes.c_double),
-        ("abs_sum", ctypes.c_double),
-        ("max_abs", ctypes.c_double),
-        ("acc_norm", ctypes.c_double),
-        ("momentum_abs_mean", ctypes.c_double),
-        ("observed_steps", ctypes.c_uint32),
-        ("act_steps", ctypes.c_uint32),
-        ("act_lbar", ctypes.c_double),
-        ("act_nonzero", ctypes.c_double),
-        ("act_bytes", ctypes.c_double),
-        ("act_raw_bytes", ctypes.c_double),
-        ("comm_raw_ms", ctypes.c_double),
-        ("comm_raw_n", ctypes.c_uint32),
-        ("comm_comp_ms", ctypes.c_double),
-        ("comm_comp_n", ctypes.c_uint32),
-        ("codec_ms", ctypes.c_double),
+        ("name", ctypes.c_char_p),
+        ("type", ctypes.c_uint32),
+        ("offset", ctypes.c_uint32),
+        ("unit", ctypes.c_char_p),
+        ("doc", ctypes.c_char_p),
     ]
+
+
+# enum bellows_stat_type: the ctypes type and the Python type of each.
+STAT_TYPES = {
+    1: (ctypes.c_uint32, int),
+    2: (ctypes.c_uint64, int),
+    3: (ctypes.c_double, float),
+}
+
+
+class SchemaField(NamedTuple):
+    """One field of bellows_layer_stats as the loaded library lays it out
+    (bellows_stats_schema)."""
+
+    name: str
+    ctype: type
+    pytype: type
+    offset: int
+    unit: str
+    doc: str
 
 
 class ActStats(ctypes.Structure):
@@ -383,6 +396,10 @@ class _Functions:
                                    ctypes.c_int, [vp, vp])
         self.window_stats = _prototype(lib, "bellows_agent_window_stats",
                                        ctypes.c_int, [vp, u32, vp])
+        # The layout of bellows_layer_stats (LayerStats is built from it).
+        self.stats_schema = _prototype(lib, "bellows_stats_schema",
+                                       ctypes.POINTER(StatField), [],
+                                       required=False)
         self.level = _prototype(lib, "bellows_agent_level", ctypes.c_double,
                                 [vp, u32])
         self.stats_get = _prototype(lib, "bellows_agent_stats_get",
@@ -503,3 +520,77 @@ def check(function: str, rc: int, detail: str | None = None) -> None:
     """Raises BellowsError for a negative rc."""
     if rc != 0:
         raise BellowsError(function, rc, detail)
+
+
+_schema: tuple[tuple[SchemaField, ...], int] | None = None
+_layer_stats: type | None = None
+
+
+def stats_schema() -> tuple[tuple[SchemaField, ...], int]:
+    """The loaded library's bellows_layer_stats: its fields in order and
+    the struct's size, read once from bellows_stats_schema().
+
+    Raises OSError when the library does not describe it (too old for
+    this binding) or describes a type this binding does not know.
+    """
+    global _schema
+    f = library()
+    with _lock:
+        if _schema is not None:
+            return _schema
+        if f.stats_schema is None:
+            raise OSError("libbellows lacks bellows_stats_schema: too old "
+                          "for this binding")
+        arr = f.stats_schema()
+        fields = []
+        i = 0
+        while arr[i].name is not None:
+            e = arr[i]
+            if e.type not in STAT_TYPES:
+                raise OSError(f"libbellows' statistic {e.name.decode()} "
+                              f"has type {e.type}, unknown to this binding")
+            ctype, pytype = STAT_TYPES[e.type]
+            fields.append(SchemaField(e.name.decode(), ctype, pytype,
+                                      e.offset, (e.unit or b"").decode(),
+                                      (e.doc or b"").decode()))
+            i += 1
+        _schema = (tuple(fields), arr[i].offset)
+        return _schema
+
+
+def layer_stats_type() -> type:
+    """The ctypes mirror of struct bellows_layer_stats, built once from
+    stats_schema(); ``LayerStats`` is the same class.
+
+    Raises OSError when ctypes' layout of the fields differs from the
+    library's (an offset or the size), rather than read the wrong bytes.
+    """
+    global _layer_stats
+    fields, size = stats_schema()
+    with _lock:
+        if _layer_stats is not None:
+            return _layer_stats
+        cls = type("LayerStats", (ctypes.Structure,), {
+            "__doc__": "struct bellows_layer_stats, as the loaded "
+                       "libbellows lays it out (bellows_stats_schema).",
+            "__module__": __name__,
+            "_fields_": [(fl.name, fl.ctype) for fl in fields],
+        })
+        for fl in fields:
+            got = getattr(cls, fl.name).offset
+            if got != fl.offset:
+                raise OSError(f"bellows_layer_stats.{fl.name} is at offset "
+                              f"{fl.offset} in libbellows, {got} in ctypes")
+        if ctypes.sizeof(cls) != size:
+            raise OSError(f"bellows_layer_stats is {size} bytes in "
+                          f"libbellows, {ctypes.sizeof(cls)} in ctypes")
+        _layer_stats = cls
+        return cls
+
+
+def __getattr__(name: str):
+    # LayerStats is built from the library on first use, so that
+    # importing this module does not load it.
+    if name == "LayerStats":
+        return layer_stats_type()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

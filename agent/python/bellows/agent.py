@@ -136,36 +136,39 @@ class Decision:
     calibrate_steps: int = 0
 
 
-@dataclasses.dataclass(frozen=True)
-class LayerStats:
-    """One layer's statistics of the last closed window, as reported.
+_LAYER_STATS_DOC = """One layer's statistics of the last closed window, as reported.
 
+    The fields are those of the loaded libbellows' bellows_layer_stats, in
+    its order: ``window``, then every statistic of the table in
+    bellows/stats.h (docs/statistics.md lists them with their units).
     ``act_*`` are the means of the window's ``observe_activation`` calls
     (``act_steps`` of them); ``comm_raw_ms`` and ``comm_comp_ms`` the
     medians of its timed raw and compressed sends (``comm_raw_n``,
     ``comm_comp_n`` of them), ``codec_ms`` that of their codec times.
     """
 
-    window: int
-    count: int
-    nonzero: int
-    nonfinite: int
-    sum_sq: float
-    abs_sum: float
-    max_abs: float
-    acc_norm: float
-    momentum_abs_mean: float
-    observed_steps: int
-    act_steps: int = 0
-    act_lbar: float = 0.0
-    act_nonzero: float = 0.0
-    act_bytes: float = 0.0
-    act_raw_bytes: float = 0.0
-    comm_raw_ms: float = 0.0
-    comm_raw_n: int = 0
-    comm_comp_ms: float = 0.0
-    comm_comp_n: int = 0
-    codec_ms: float = 0.0
+_layer_stats_class: type | None = None
+
+
+def _layer_stats() -> type:
+    """The frozen dataclass LayerStats, made once from the library's
+    description of bellows_layer_stats (_lib.stats_schema)."""
+    global _layer_stats_class
+    if _layer_stats_class is None:
+        fields, _ = _lib.stats_schema()
+        cls = dataclasses.make_dataclass(
+            "LayerStats", [(f.name, f.pytype) for f in fields],
+            frozen=True, namespace={"__doc__": _LAYER_STATS_DOC})
+        cls.__module__ = __name__
+        _layer_stats_class = cls
+    return _layer_stats_class
+
+
+def __getattr__(name: str):
+    # LayerStats needs the library: made on first use, not at import.
+    if name == "LayerStats":
+        return _layer_stats()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -652,11 +655,11 @@ class Agent:
         """Statistics ``layer`` had in the last closed window, as reported.
         Raises BellowsError: EINVAL for a bad index, EAGAIN before the
         first window closed."""
-        s = _lib.padded(_lib.LayerStats)
+        s = _lib.padded(_lib.layer_stats_type())
         _lib.check("bellows_agent_window_stats",
                    self._f.window_stats(self._h(), layer,
                                         ctypes.addressof(s)))
-        return LayerStats(**_struct_dict(s))
+        return _layer_stats()(**_struct_dict(s))
 
     def stats(self) -> AgentStats:
         """The agent's counters. Safe from any thread."""
