@@ -1,10 +1,12 @@
-/* test_layout - bellows_layer_stats keeps its ABI layout.
+/* test_layout - bellows_layer_stats and bellows_step_info keep their ABI
+ * layout.
  *
- * The struct is generated from the statistics table (bellows/stats.h);
- * programs compiled against an earlier header read it by that header's
- * offsets, so the generated layout must be exactly the one written out
- * by hand below (the 0.4 header's), and bellows_stats_schema() must
- * describe the library's own layout field for field.
+ * Both structs are generated from the statistics tables (bellows/stats.h);
+ * programs compiled against an earlier header use that header's offsets,
+ * so the generated layouts must be exactly the ones written out by hand
+ * below (the 0.4 header's), and bellows_stats_schema() and
+ * bellows_step_info_schema() must describe the library's own layouts
+ * field for field.
  */
 #include <assert.h>
 #include <setjmp.h>
@@ -71,6 +73,52 @@ SAME_FIELD(codec_ms)
 static_assert(sizeof(bellows_layer_stats) == sizeof(frozen_layer_stats),
     "bellows_layer_stats keeps its size");
 
+/* bellows_step_info as the 0.4 header wrote it by hand. */
+typedef struct frozen_step_info {
+	double step_ms;            /* whole step */
+	double compute_ms;         /* forward + backward */
+	double comm_ms;            /* gradient communication */
+	uint64_t bytes_sent;       /* gradient bytes this rank sent */
+	uint64_t floats_sent;      /* floats this rank sent */
+	uint64_t floats_raw;       /* floats it would have sent uncompressed */
+	double lr;                 /* learning rate used in this step */
+	double lr_next;            /* learning rate of the next step */
+	uint32_t batch_size;       /* per-rank batch size used */
+	uint64_t epoch;            /* trainer's epoch counter */
+	double backward_ms;        /* backward compute */
+	double codec_ms;           /* encode + decode */
+	uint64_t mem_device_used;  /* device bytes in use */
+	uint64_t mem_device_total; /* bytes the device has */
+	uint64_t mem_host_used;    /* host bytes in use */
+	uint64_t saved_bytes;      /* bytes saved for backward */
+} frozen_step_info;
+
+#define SAME_STEP(f)                                                           \
+	static_assert(offsetof(bellows_step_info, f) ==                        \
+		offsetof(frozen_step_info, f),                                 \
+	    #f " keeps its offset");                                           \
+	static_assert(sizeof(((bellows_step_info *)0)->f) ==                   \
+		sizeof(((frozen_step_info *)0)->f),                            \
+	    #f " keeps its size");
+SAME_STEP(step_ms)
+SAME_STEP(compute_ms)
+SAME_STEP(comm_ms)
+SAME_STEP(bytes_sent)
+SAME_STEP(floats_sent)
+SAME_STEP(floats_raw)
+SAME_STEP(lr)
+SAME_STEP(lr_next)
+SAME_STEP(batch_size)
+SAME_STEP(epoch)
+SAME_STEP(backward_ms)
+SAME_STEP(codec_ms)
+SAME_STEP(mem_device_used)
+SAME_STEP(mem_device_total)
+SAME_STEP(mem_host_used)
+SAME_STEP(saved_bytes)
+static_assert(sizeof(bellows_step_info) == sizeof(frozen_step_info),
+    "bellows_step_info keeps its size");
+
 static void
 test_layer_stats_keep_the_hand_written_layout(void **state)
 {
@@ -81,6 +129,29 @@ test_layer_stats_keep_the_hand_written_layout(void **state)
 	    sizeof(frozen_layer_stats));
 	assert_int_equal(offsetof(bellows_layer_stats, codec_ms),
 	    offsetof(frozen_layer_stats, codec_ms));
+	assert_int_equal(sizeof(bellows_step_info), sizeof(frozen_step_info));
+}
+
+static void
+test_step_info_schema_describes_the_struct_field_for_field(void **state)
+{
+	const bellows_stat_field *f = bellows_step_info_schema();
+	size_t n = 0;
+
+	(void)state;
+	assert_non_null(f);
+	for (; f[n].name != NULL; n++) {
+		assert_non_null(f[n].unit);
+		assert_true(strlen(f[n].doc) > 0);
+	}
+	assert_int_equal(n, 16);
+	assert_int_equal(f[n].offset, sizeof(bellows_step_info));
+	assert_string_equal(f[0].name, "step_ms");
+	assert_int_equal(f[8].offset, offsetof(bellows_step_info, batch_size));
+	assert_int_equal(f[8].type, BELLOWS_STAT_TYPE_U32);
+	assert_string_equal(f[15].name, "saved_bytes");
+	assert_int_equal(f[15].offset,
+	    offsetof(bellows_step_info, saved_bytes));
 }
 
 static void
@@ -133,6 +204,8 @@ main(void)
 		cmocka_unit_test(test_layer_stats_keep_the_hand_written_layout),
 		cmocka_unit_test(
 		    test_stats_schema_describes_the_struct_field_for_field),
+		cmocka_unit_test(
+		    test_step_info_schema_describes_the_struct_field_for_field),
 	};
 
 	return cmocka_run_group_tests_name("layout", tests, NULL, NULL);
