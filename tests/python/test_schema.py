@@ -1,11 +1,12 @@
-"""test_schema - the Python mirror of bellows_layer_stats comes from the
-library.
+"""test_schema - the Python mirrors of bellows_layer_stats and
+bellows_step_info come from the library.
 
-bellows_stats_schema() describes the loaded libbellows' struct; the ctypes
-Structure and the LayerStats dataclass are built from it, so their fields
-are exactly the statistics table's (common/bellows/stats.h,
-BELLOWS_LAYER_STATS) after the window index, at the library's offsets.
-Importing the package must not load the library.
+bellows_stats_schema() and bellows_step_info_schema() describe the loaded
+libbellows' structs; the ctypes Structures and the LayerStats and StepInfo
+dataclasses are built from them, so their fields are exactly the tables'
+(common/bellows/stats.h: BELLOWS_LAYER_STATS after the window index,
+BELLOWS_STEP_INFO), at the library's offsets. Importing the package must
+not load the library.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ SOURCE = pathlib.Path(os.environ.get(
     "BELLOWS_SOURCE_ROOT", pathlib.Path(__file__).resolve().parents[2]))
 
 
-def table_names() -> list[str]:
-    """The entry names of BELLOWS_LAYER_STATS, in order, from the header."""
+def table_names(table: str = "BELLOWS_LAYER_STATS") -> list[str]:
+    """The entry names of an X-macro table of the header, in order."""
     text = (SOURCE / "common" / "bellows" / "stats.h").read_text()
-    start = text.index("#define BELLOWS_LAYER_STATS(X)")
-    end = text.index("#define BELLOWS_RANK_TIMINGS(X)")
+    start = text.index(f"#define {table}(X)")
+    end = text.index("#define", start + 1)
     return re.findall(r"\bX\((\w+),", text[start:end])
 
 
@@ -70,6 +71,24 @@ class SchemaTest(unittest.TestCase):
         with self.assertRaises(dataclasses.FrozenInstanceError):
             s.count = 2
         self.assertIs(bellows.agent.LayerStats, ls)
+
+    def test_step_info_follows_its_table(self):
+        fields, size = _lib.step_info_schema()
+        names = table_names("BELLOWS_STEP_INFO")
+        self.assertIn("saved_bytes", names)
+        self.assertEqual([f.name for f in fields], names)
+        cls = _lib.step_info_type()
+        self.assertIs(_lib.StepInfo, cls)
+        self.assertEqual(ctypes.sizeof(cls), size)
+        for f in fields:
+            self.assertEqual(getattr(cls, f.name).offset, f.offset, f.name)
+        info = bellows.StepInfo(lr=0.5, saved_bytes=7)
+        self.assertEqual([f.name for f in dataclasses.fields(info)], names)
+        self.assertEqual(info.saved_bytes, 7)
+        self.assertEqual(info.compute_ms, 0.0)
+        self.assertIsInstance(info.batch_size, int)
+        info.epoch = 3  # not frozen, as before
+        self.assertEqual(dataclasses.replace(info, epoch=4).epoch, 4)
 
     def test_importing_bellows_does_not_load_the_library(self):
         code = ("import bellows, bellows._lib as l, bellows.agent; "

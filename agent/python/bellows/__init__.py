@@ -42,7 +42,6 @@ from bellows.agent import (
     AgentStats,
     Decision,
     Layer,
-    StepInfo,
     version,
 )
 
@@ -75,10 +74,10 @@ __all__ += list(ERRORS.values())
 
 
 def __getattr__(name: str):
-    # bellows.LayerStats is made from the loaded library's description of
-    # its struct (bellows.agent): on first use, so that importing bellows
-    # does not load libbellows.
-    if name == "LayerStats":
+    # bellows.LayerStats and bellows.StepInfo are made from the loaded
+    # library's description of their structs (bellows.agent): on first
+    # use, so that importing bellows does not load libbellows.
+    if name in ("LayerStats", "StepInfo"):
         from bellows import agent
-        return agent.LayerStats
+        return getattr(agent, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
