@@ -192,6 +192,34 @@ doc_table(doc_buf *b, const com_stat *t, size_t n, const char *view,
 	}
 }
 
+/* The fold column of BELLOWS_STEP_INFO, in words. */
+#define DOC_FOLD_OWN         "the agent's own (see the meaning)"
+#define DOC_FOLD_SUM         "summed into the window's `"
+#define DOC_FOLD_MAX         "largest, into the window's `"
+#define DOC_FOLD_LAST_NZ     "last non-zero, into the window's `"
+#define DOC_FOLD_END_OWN     ""
+#define DOC_FOLD_END_SUM     "`"
+#define DOC_FOLD_END_MAX     "`"
+#define DOC_FOLD_END_LAST_NZ "`"
+#define DOC_STEP_ROW(name, type, fold, check, unit, doc)                       \
+	doc_cat(b, "| `", #name, "` | ", doc_ctype(BELLOWS_STAT_TYPE_##type)); \
+	doc_cat(b, " | ", unit, " | ", doc_check(BELLOWS_STAT_CHECK_##check)); \
+	doc_cat(b, " | ", DOC_FOLD_##fold,                                     \
+	    DOC_FOLD_END_##fold[0] != '\0' ? #name : "", DOC_FOLD_END_##fold); \
+	doc_put(b, " | ");                                                     \
+	doc_cell(b, doc);                                                      \
+	doc_put(b, " |\n");
+
+/* The per-step input table. */
+static void
+doc_step_table(doc_buf *b)
+{
+	doc_put(b,
+	    "| name | type | unit | check | window | meaning |\n"
+	    "|---|---|---|---|---|---|\n");
+	BELLOWS_STEP_INFO(DOC_STEP_ROW)
+}
+
 static void
 doc_page(doc_buf *b)
 {
@@ -254,6 +282,20 @@ doc_page(doc_buf *b)
 	    "\n");
 	doc_table(b, com_timing_stat_table, COM_N_TSTATS, "bellows_window",
 	    "window_info", true);
+	doc_put(b,
+	    "\n"
+	    "## Per step\n"
+	    "\n"
+	    "`BELLOWS_STEP_INFO`: what a trainer hands to "
+	    "`bellows_agent_step_end()`\n"
+	    "each step (`bellows_step_info`; `bellows.StepInfo` in Python), "
+	    "and how the\n"
+	    "agent makes the window's timings above from its steps. 0 is "
+	    "\"not\n"
+	    "measured\"; a value failing its check makes step_end return "
+	    "`BELLOWS_EINVAL`.\n"
+	    "\n");
+	doc_step_table(b);
 }
 
 /* Reads file `path` whole into *ret (NUL-terminated). Returns 0 or -1. */
