@@ -70,8 +70,9 @@ SAME_FIELD(comm_raw_n)
 SAME_FIELD(comm_comp_ms)
 SAME_FIELD(comm_comp_n)
 SAME_FIELD(codec_ms)
-static_assert(sizeof(bellows_layer_stats) == sizeof(frozen_layer_stats),
-    "bellows_layer_stats keeps its size");
+/* Statistics are only appended: the struct may grow, never shrink. */
+static_assert(sizeof(bellows_layer_stats) >= sizeof(frozen_layer_stats),
+    "bellows_layer_stats keeps its fields");
 
 /* bellows_step_info as the 0.4 header wrote it by hand. */
 typedef struct frozen_step_info {
@@ -116,8 +117,8 @@ SAME_STEP(mem_device_used)
 SAME_STEP(mem_device_total)
 SAME_STEP(mem_host_used)
 SAME_STEP(saved_bytes)
-static_assert(sizeof(bellows_step_info) == sizeof(frozen_step_info),
-    "bellows_step_info keeps its size");
+static_assert(sizeof(bellows_step_info) >= sizeof(frozen_step_info),
+    "bellows_step_info keeps its fields");
 
 static void
 test_layer_stats_keep_the_hand_written_layout(void **state)
@@ -125,11 +126,10 @@ test_layer_stats_keep_the_hand_written_layout(void **state)
 	(void)state;
 	/* The static assertions above are the test; this one also shows
 	 * in the test log. */
-	assert_int_equal(sizeof(bellows_layer_stats),
-	    sizeof(frozen_layer_stats));
+	assert_true(sizeof(bellows_layer_stats) >= sizeof(frozen_layer_stats));
 	assert_int_equal(offsetof(bellows_layer_stats, codec_ms),
 	    offsetof(frozen_layer_stats, codec_ms));
-	assert_int_equal(sizeof(bellows_step_info), sizeof(frozen_step_info));
+	assert_true(sizeof(bellows_step_info) >= sizeof(frozen_step_info));
 }
 
 static void
@@ -144,7 +144,7 @@ test_step_info_schema_describes_the_struct_field_for_field(void **state)
 		assert_non_null(f[n].unit);
 		assert_true(strlen(f[n].doc) > 0);
 	}
-	assert_int_equal(n, 16);
+	assert_true(n >= 16);
 	assert_int_equal(f[n].offset, sizeof(bellows_step_info));
 	assert_string_equal(f[0].name, "step_ms");
 	assert_int_equal(f[8].offset, offsetof(bellows_step_info, batch_size));
@@ -190,11 +190,12 @@ test_stats_schema_describes_the_struct_field_for_field(void **state)
 			assert_int_equal(f[n].type, BELLOWS_STAT_TYPE_U32);
 		}
 	}
-	/* The window and every table entry, then the end with the size. */
-	assert_int_equal(n, 20);
+	/* The window and every table entry (the 0.4 ones first), then the
+	 * end with the size. */
+	assert_true(n >= 20);
 	assert_int_equal(f[n].offset, sizeof(bellows_layer_stats));
 	assert_true(prev_end <= sizeof(bellows_layer_stats));
-	assert_string_equal(f[n - 1].name, "codec_ms");
+	assert_string_equal(f[19].name, "codec_ms");
 }
 
 int

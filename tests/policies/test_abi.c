@@ -3,9 +3,10 @@
  * bellows_window_layer and bellows_window are what out-of-tree policies
  * (BELLOWS_POLICY_ABI 2) read by offset. They stay written out by hand in
  * policies/bellows/policy.h; the controller fills their statistics from
- * the statistics table (bellows/stats.h) by offsetof. Appending a field
- * keeps every offset below; moving one breaks every compiled plug-in, and
- * this test.
+ * the statistics table (bellows/stats.h) by offsetof. Moving a field
+ * breaks every compiled plug-in, and this test. bellows_window may grow
+ * (appended fields); bellows_window_layer may not within ABI 2, since
+ * plug-ins step through the layers array by its size.
  */
 #include <assert.h>
 #include <setjmp.h>
@@ -167,8 +168,9 @@ SAME_WINDOW(comm)
 SAME_WINDOW(saved_bytes)
 static_assert(sizeof(bellows_window_layer) == sizeof(frozen_window_layer),
     "bellows_window_layer keeps its size");
-static_assert(sizeof(bellows_window) == sizeof(frozen_window),
-    "bellows_window keeps its size");
+/* bellows_window is handed by pointer: fields may be appended. */
+static_assert(sizeof(bellows_window) >= sizeof(frozen_window),
+    "bellows_window keeps its fields");
 
 static void
 test_window_structs_keep_the_abi_2_layout(void **state)
@@ -177,7 +179,7 @@ test_window_structs_keep_the_abi_2_layout(void **state)
 	/* The static assertions above are the test; these show in the log. */
 	assert_int_equal(sizeof(bellows_window_layer),
 	    sizeof(frozen_window_layer));
-	assert_int_equal(sizeof(bellows_window), sizeof(frozen_window));
+	assert_true(sizeof(bellows_window) >= sizeof(frozen_window));
 	assert_int_equal(BELLOWS_POLICY_ABI, 2);
 }
 
