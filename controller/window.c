@@ -479,6 +479,32 @@ window_median0(ctl_window *w, const double *v)
 	return isnan(m) ? 0 : m;
 }
 
+size_t
+ctl_window_layer_col(uint32_t i, int col)
+{
+	const com_stat *st;
+
+	if (i >= COM_N_LSTATS)
+		return SIZE_MAX;
+	st = &com_layer_stat_table[i];
+	if (st->agg == BELLOWS_STAT_AGG_NORM)
+		return col == 0
+		    ? offsetof(bellows_window_layer, grad_norm_rank0)
+		    : col == 1 ? offsetof(bellows_window_layer, grad_norm_mean)
+			       : SIZE_MAX;
+	if (col != 0 || st->wcol == NULL)
+		return SIZE_MAX;
+	return window_layer_off[i];
+}
+
+size_t
+ctl_window_timing_col(uint32_t i)
+{
+	if (i >= COM_N_TSTATS || com_timing_stat_table[i].wcol == NULL)
+		return SIZE_MAX;
+	return window_timing_off[i];
+}
+
 /* Stores a result at `off` in the view struct at base, in type wtype:
  * d for a double field, u for an integer one. */
 static void
