@@ -2,12 +2,12 @@
  *
  * Every statistic an agent reports is declared once, here, as an entry of
  * an X-macro table; the structs that carry it (bellows_layer_stats,
- * com_layer_stats, com_timings), the wire mapping and its checks (codec.c),
- * the aggregation across ranks (controller/window.c), the history columns
- * (the store), the Python mirror and docs/statistics.md are made from it.
- * Adding a statistic is adding an entry (docs/architecture.md, "Adding a
- * statistic"); entries are never renamed, reordered or removed: the order
- * is the layout of the public struct bellows_layer_stats and the tags are
+ * bellows_step_info, com_layer_stats, com_timings), the wire mapping and its
+ * checks (codec.c), the aggregation across ranks (controller/window.c), the
+ * history columns (the store), the Python mirror and docs/statistics.md are
+ * made from it. Adding a statistic is adding an entry (docs/architecture.md,
+ * "Adding a statistic"); entries are never renamed, reordered or removed: the
+ * order is the layout of the public struct bellows_layer_stats and the tags are
  * the wire's.
  *
  * An entry is X(name, type, tag, check, agg, gate, wtype, wfield, rcol,
@@ -30,11 +30,13 @@
  *          NULL when the history keeps no per-rank value;
  *   wcol   the history column of the aggregated value (table `windows`
  *          for the layer table, `window_info` for the timings), NULL for
- *          none; wcol2 a second one (NORM: the mean) or NULL;
- *   hist   how "not measured" is kept in those columns: NULLABLE (a REAL
- *          column, NULL for a NaN value, read back as NaN) or ZERO (0,
- *          and a NULL reads back as 0; INTEGER columns are NOT NULL);
- *          INTEGER for U32/U64 rank types, REAL for F64;
+ *          none; wcol2 a second one or NULL (NORM: wcol holds rank 0's
+ *          value, wcol2 the mean);
+ *   hist   how "not measured" is kept in those columns: NULLABLE (NULL
+ *          for a NaN value, read back as NaN) or ZERO (0, and a NULL
+ *          reads back as 0). A column is INTEGER NOT NULL for a U32/U64
+ *          `type` (a view double, such as a byte count, is written as an
+ *          integer), REAL for F64;
  *   unit   for people ("ms", "bytes", ...);
  *   doc    one line.
  *
