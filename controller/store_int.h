@@ -379,6 +379,45 @@ struct ctl_store {
 	bool attached;                 /* registered with a loop */
 };
 
+/* ---- the connection (store_schema.c) ------------------------------------
+ *
+ * On the thread that owns the store_writer: the writer's thread once
+ * started, the loop's before (recovery). SQLite result codes, not
+ * BELLOWS_E*: the writer tells transient failures from bugs by them. */
+
+/* True for SQLite errors of the environment (disk full, I/O, busy,
+ * read-only, corrupt, cannot open...), worth retrying; false for a bug in
+ * what the store asked SQLite to do. */
+bool store_rc_transient(int rc);
+
+/* Writes "'path': what: message (code)" for result `rc` into w->error. */
+void store_set_error(store_writer *w, int rc, const char *what);
+
+/* Finalizes the prepared statements and closes w->db. NULL-safe (no
+ * connection: nothing to do). */
+void store_db_close(store_writer *w);
+
+/* Runs `sql` on w->db. Returns SQLITE_OK, or the failing result code with
+ * w->error set (naming `what`). */
+int store_exec(store_writer *w, const char *sql, const char *what);
+
+/* Runs a one-value query into *ret (0 when it returns no row). Returns
+ * SQLITE_OK or the failing result code with w->error set; *ret is
+ * untouched on failure. */
+int store_query_int(store_writer *w, const char *sql, int64_t *ret);
+
+/* Opens (creating with store.mode) the file at w->path, switches it to
+ * WAL, migrates it to CTL_STORE_SCHEMA_VERSION and prepares the writer's
+ * statements. Returns SQLITE_OK, or a result code with w->error saying
+ * why and the connection closed. w->db must be NULL. */
+int store_db_open(store_writer *w);
+
+/* Prepares `sql` on w->db and binds the run id as ?1 (and `limit` as ?2
+ * when positive). Returns the statement (the caller finalizes it), or
+ * NULL, logged, when it cannot be prepared. */
+sqlite3_stmt *store_select(store_writer *w, const char *sql, int64_t run,
+    int64_t limit);
+
 /* ---- helpers (store.c) ------------------------------------------------ */
 
 /* Logs and aborts: the daemon does not run on without memory. Any
