@@ -418,6 +418,24 @@ int store_db_open(store_writer *w);
 sqlite3_stmt *store_select(store_writer *w, const char *sql, int64_t run,
     int64_t limit);
 
+/* ---- the threads (store_writer.c) ----------------------------------- */
+
+/* The writer thread's body; `arg` is the ctl_store's store_writer, which
+ * the thread owns until it returns: it reads batches, settings and STOP
+ * from w->sock and writes until STOP and the queue is drained (or the
+ * drain time is up), then frees what is left and closes the
+ * connection. Returns NULL. */
+void *store_writer_main(void *arg);
+
+/* The checkpointer thread's body; `arg` is the ctl_store. One PASSIVE
+ * checkpoint per byte 'c' read from s->ckpt_sock, on a connection of its
+ * own; returns NULL on 's' or when the socket closes. */
+void *store_checkpointer_main(void *arg);
+
+/* Binds `s` (NULL: "") as text parameter i, SQLITE_STATIC: `s` must
+ * outlive the statement's next step. */
+void store_bind_text(sqlite3_stmt *st, int i, const char *s);
+
 /* ---- helpers (store.c) ------------------------------------------------ */
 
 /* Logs and aborts: the daemon does not run on without memory. Any
