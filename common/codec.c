@@ -255,30 +255,23 @@ codec_out_welcome(codec_out *o, const com_welcome *w)
 	    &pw->n_decisions, &pw->decisions);
 }
 
+/* One statistic onto the wire: protobuf-c's structs have the table's
+ * field names (test_stat_table checks their tags and types). */
+#define CODEC_OUT_STAT(name, ...) p->name = s->name;
+
 static void
-codec_out_layer_stats(const com_layer_stats *s, Bellows__LayerStats *ps)
+codec_out_layer_stats(const com_layer_stats *s, Bellows__LayerStats *p)
 {
-	bellows__layer_stats__init(ps);
-	ps->layer = s->layer;
-	ps->count = s->count;
-	ps->nonzero = s->nonzero;
-	ps->nonfinite = s->nonfinite;
-	ps->sum_sq = s->sum_sq;
-	ps->abs_sum = s->abs_sum;
-	ps->max_abs = s->max_abs;
-	ps->acc_norm = s->acc_norm;
-	ps->momentum_abs_mean = s->momentum_abs_mean;
-	ps->observed_steps = s->observed_steps;
-	ps->act_steps = s->act_steps;
-	ps->act_lbar = s->act_lbar;
-	ps->act_nonzero = s->act_nonzero;
-	ps->act_bytes = s->act_bytes;
-	ps->act_raw_bytes = s->act_raw_bytes;
-	ps->comm_raw_ms = s->comm_raw_ms;
-	ps->comm_raw_n = s->comm_raw_n;
-	ps->comm_comp_ms = s->comm_comp_ms;
-	ps->comm_comp_n = s->comm_comp_n;
-	ps->codec_ms = s->codec_ms;
+	bellows__layer_stats__init(p);
+	p->layer = s->layer;
+	BELLOWS_LAYER_STATS(CODEC_OUT_STAT)
+}
+
+static void
+codec_out_timings(const com_timings *s, Bellows__Timings *p)
+{
+	bellows__timings__init(p);
+	BELLOWS_RANK_TIMINGS(CODEC_OUT_STAT)
 }
 
 static int
@@ -331,23 +324,7 @@ codec_out_report(codec_out *o, const com_report *r)
 	}
 	if ((rc = codec_out_comm(o, r, pr)) != 0)
 		return rc;
-	bellows__timings__init(pt);
-	pt->steps = r->timings.steps;
-	pt->step_ms = r->timings.step_ms;
-	pt->compute_ms = r->timings.compute_ms;
-	pt->comm_ms = r->timings.comm_ms;
-	pt->step_ms_max = r->timings.step_ms_max;
-	pt->bytes_sent = r->timings.bytes_sent;
-	pt->floats_sent = r->timings.floats_sent;
-	pt->floats_raw = r->timings.floats_raw;
-	pt->decision_misses = r->timings.decision_misses;
-	pt->reports_dropped = r->timings.reports_dropped;
-	pt->backward_ms = r->timings.backward_ms;
-	pt->codec_ms = r->timings.codec_ms;
-	pt->mem_device_used = r->timings.mem_device_used;
-	pt->mem_device_total = r->timings.mem_device_total;
-	pt->mem_host_used = r->timings.mem_host_used;
-	pt->saved_bytes = r->timings.saved_bytes;
+	codec_out_timings(&r->timings, pt);
 	pr->timings = pt;
 	pr->job = codec_out_str(r->job);
 	pr->rank = r->rank;
@@ -1151,72 +1128,32 @@ codec_in_unique_layers(const com_report *r)
 	return rc;
 }
 
+/* The check column of the statistics table (bellows/stats.h). */
+#define CODEC_CHECK_ANY(v)  true
+#define CODEC_CHECK_MAG(v)  codec_in_magnitude(v)
+#define CODEC_CHECK_FRAC(v) (codec_in_magnitude(v) && (v) <= 1.0)
+
+/* One statistic off the wire: refused unless it passes its check. */
+#define CODEC_IN_STAT(name, type, tag, check, ...)                             \
+	if (!CODEC_CHECK_##check(p->name))                                     \
+		return BELLOWS_EPROTO;                                         \
+	s->name = p->name;
+
 static int
-codec_in_layer_stats(const Bellows__LayerStats *ps, const com_limits *lim,
+codec_in_layer_stats(const Bellows__LayerStats *p, const com_limits *lim,
     com_layer_stats *s)
 {
-	if (ps->layer >= lim->max_layers || !codec_in_magnitude(ps->sum_sq) ||
-	    !codec_in_magnitude(ps->abs_sum) ||
-	    !codec_in_magnitude(ps->max_abs) ||
-	    !codec_in_magnitude(ps->acc_norm) ||
-	    !codec_in_magnitude(ps->momentum_abs_mean) ||
-	    !codec_in_magnitude(ps->act_lbar) ||
-	    !codec_in_magnitude(ps->act_nonzero) || ps->act_nonzero > 1.0 ||
-	    !codec_in_magnitude(ps->act_bytes) ||
-	    !codec_in_magnitude(ps->act_raw_bytes) ||
-	    !codec_in_magnitude(ps->comm_raw_ms) ||
-	    !codec_in_magnitude(ps->comm_comp_ms) ||
-	    !codec_in_magnitude(ps->codec_ms))
+	if (p->layer >= lim->max_layers)
 		return BELLOWS_EPROTO;
-	s->layer = ps->layer;
-	s->count = ps->count;
-	s->nonzero = ps->nonzero;
-	s->nonfinite = ps->nonfinite;
-	s->sum_sq = ps->sum_sq;
-	s->abs_sum = ps->abs_sum;
-	s->max_abs = ps->max_abs;
-	s->acc_norm = ps->acc_norm;
-	s->momentum_abs_mean = ps->momentum_abs_mean;
-	s->observed_steps = ps->observed_steps;
-	s->act_steps = ps->act_steps;
-	s->act_lbar = ps->act_lbar;
-	s->act_nonzero = ps->act_nonzero;
-	s->act_bytes = ps->act_bytes;
-	s->act_raw_bytes = ps->act_raw_bytes;
-	s->comm_raw_ms = ps->comm_raw_ms;
-	s->comm_raw_n = ps->comm_raw_n;
-	s->comm_comp_ms = ps->comm_comp_ms;
-	s->comm_comp_n = ps->comm_comp_n;
-	s->codec_ms = ps->codec_ms;
+	s->layer = p->layer;
+	BELLOWS_LAYER_STATS(CODEC_IN_STAT)
 	return 0;
 }
 
 static int
-codec_in_timings(const Bellows__Timings *pt, com_timings *t)
+codec_in_timings(const Bellows__Timings *p, com_timings *s)
 {
-	if (!codec_in_magnitude(pt->step_ms) ||
-	    !codec_in_magnitude(pt->compute_ms) ||
-	    !codec_in_magnitude(pt->comm_ms) ||
-	    !codec_in_magnitude(pt->step_ms_max) ||
-	    !codec_in_magnitude(pt->backward_ms) ||
-	    !codec_in_magnitude(pt->codec_ms))
-		return BELLOWS_EPROTO;
-	t->steps = pt->steps;
-	t->step_ms = pt->step_ms;
-	t->compute_ms = pt->compute_ms;
-	t->comm_ms = pt->comm_ms;
-	t->step_ms_max = pt->step_ms_max;
-	t->bytes_sent = pt->bytes_sent;
-	t->floats_sent = pt->floats_sent;
-	t->floats_raw = pt->floats_raw;
-	t->decision_misses = pt->decision_misses;
-	t->reports_dropped = pt->reports_dropped;
-	t->backward_ms = pt->backward_ms;
-	t->codec_ms = pt->codec_ms;
-	t->mem_device_used = pt->mem_device_used;
-	t->mem_device_total = pt->mem_device_total;
-	t->mem_host_used = pt->mem_host_used;
-	t->saved_bytes = pt->saved_bytes;
+	BELLOWS_RANK_TIMINGS(CODEC_IN_STAT)
 	return 0;
 }
 

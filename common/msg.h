@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <bellows/stats.h>
+
 /* Values go on the wire inside the Envelope: never change, only append. */
 #define BELLOWS_PROTO_MAJOR 1
 #define BELLOWS_PROTO_MINOR 2
@@ -95,50 +97,17 @@ typedef struct com_welcome {
 				  * and committed to the history */
 } com_welcome;
 
+/* One layer's statistics of one rank's window: the fields of
+ * BELLOWS_LAYER_STATS (bellows/stats.h), in its order, after the index. */
 typedef struct com_layer_stats {
-	uint32_t layer;           /* index in the layer table */
-	uint64_t count;           /* elements observed in the window */
-	uint64_t nonzero;         /* elements != 0 */
-	uint64_t nonfinite;       /* NaN/Inf, excluded from the sums */
-	double sum_sq;            /* sum of g^2 */
-	double abs_sum;           /* sum of |g| */
-	double max_abs;           /* largest |g| */
-	double acc_norm;          /* L2 norm of the window-summed gradient */
-	double momentum_abs_mean; /* mean |m| at window end, 0 if off */
-	uint32_t observed_steps;  /* steps in which the layer was observed */
-	/* minor 1: activation statistics (COMET); act_steps 0 = none */
-	uint32_t act_steps;   /* steps with activation statistics */
-	double act_lbar;      /* mean over those steps of L-bar */
-	double act_nonzero;   /* mean non-zero fraction R */
-	double act_bytes;     /* mean stored bytes per step */
-	double act_raw_bytes; /* mean uncompressed bytes per step */
-	/* minor 1: per-tensor communication (SlimGC); n 0 = none */
-	double comm_raw_ms;   /* median of the window's raw sends */
-	uint32_t comm_raw_n;  /* raw sends timed */
-	double comm_comp_ms;  /* median of its compressed sends */
-	uint32_t comm_comp_n; /* compressed sends timed */
-	double codec_ms;      /* median encode+decode of those */
+	uint32_t layer;                         /* index in the layer table */
+	BELLOWS_LAYER_STATS(BELLOWS_STAT_FIELD) /* see bellows/stats.h */
 } com_layer_stats;
 
+/* One rank's timings of a window: the fields of BELLOWS_RANK_TIMINGS
+ * (bellows/stats.h), in its order. */
 typedef struct com_timings {
-	uint32_t steps;           /* steps in the window */
-	double step_ms;           /* sum of step times */
-	double compute_ms;        /* sum of compute (forward+backward) times */
-	double comm_ms;           /* sum of communication times */
-	double step_ms_max;       /* slowest step */
-	uint64_t bytes_sent;      /* gradient bytes this rank sent */
-	uint64_t floats_sent;     /* floats this rank sent */
-	uint64_t floats_raw;      /* floats it would send uncompressed */
-	uint32_t decision_misses; /* apply steps reached without the decision */
-	uint64_t reports_dropped; /* reports dropped by the agent's queue */
-	/* minor 1 */
-	double backward_ms;        /* sum of backward compute (comm excluded) */
-	double codec_ms;           /* sum of encode + decode times */
-	uint64_t mem_device_used;  /* bytes, largest seen in the window */
-	uint64_t mem_device_total; /* bytes the device has */
-	uint64_t mem_host_used;    /* bytes, largest seen in the window */
-	uint64_t saved_bytes;      /* bytes one step saved for backward,
-				    * largest seen in the window */
+	BELLOWS_RANK_TIMINGS(BELLOWS_STAT_FIELD) /* see bellows/stats.h */
 } com_timings;
 
 /* minor 1: the collectives of one size a rank ran in a window. */

@@ -1,11 +1,21 @@
-/* window - per-window aggregation across ranks, see window.h. */
+/* window - per-window aggregation across ranks, see window.h.
+ *
+ * The statistics are folded in and handed to the policies by the
+ * statistics table (bellows/stats.h, stat_table.h): each entry's
+ * aggregation kind says how its ranks make one value, its window field
+ * where the policies see it. Nothing below names a statistic except
+ * `steps`, the divisor of the per-step medians.
+ */
 #include "window.h"
 
-#include <bellows/error.h>
-
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <bellows/error.h>
+
+#include "stat_table.h"
 
 /* A growing list of per-rank values; empty (and unallocated) in the
  * windows where nobody measured them, which are most. */
@@ -15,63 +25,106 @@ typedef struct window_vals {
 	uint32_t cap; /* allocated */
 } window_vals;
 
+/* An entry's running aggregate: a double for a statistic reported as a
+ * double, an integer for an integer one. */
+typedef union window_num {
+	double d;   /* F64 statistics */
+	uint64_t u; /* U32 and U64 statistics */
+} window_num;
+
+/* The GATED_MEDIAN entries of the layer table, and the STEP_MEDIAN ones
+ * of the timings: each keeps one value per rank. */
+#define WINDOW_IS_MEDIAN(name, type, tag, check, agg, ...)                     \
+	+(BELLOWS_STAT_AGG_##agg == BELLOWS_STAT_AGG_GATED_MEDIAN)
+#define WINDOW_IS_STEP(name, type, tag, check, agg, ...)                       \
+	+(BELLOWS_STAT_AGG_##agg == BELLOWS_STAT_AGG_STEP_MEDIAN ||            \
+	    BELLOWS_STAT_AGG_##agg == BELLOWS_STAT_AGG_STEP_MEDIAN_NZ)
+enum {
+	WINDOW_N_MEDIANS = 0 BELLOWS_LAYER_STATS(WINDOW_IS_MEDIAN),
+	WINDOW_N_STEPS = 0 BELLOWS_RANK_TIMINGS(WINDOW_IS_STEP),
+};
+
+/* One layer's aggregate: per entry of the layer table (stat_table.h),
+ * in table order. */
 typedef struct window_layer_agg {
-	double norm_rank0;   /* rank 0's acc_norm, NAN until it reports */
-	double norm_sum;     /* sum of acc_norm over ranks */
-	double sum_sq;       /* summed */
-	double abs_sum;      /* summed */
-	double max_abs;      /* max */
-	double momentum_sum; /* sum of momentum_abs_mean */
-	uint64_t count;      /* summed */
-	uint64_t nonzero;    /* summed */
-	uint64_t nonfinite;  /* summed */
-	uint32_t ranks;      /* ranks that reported this layer */
-	uint32_t act_ranks;  /* ranks with activation statistics */
-	uint64_t act_steps;  /* summed */
-	double act_lbar;     /* summed over act_ranks */
-	double act_nonzero;  /* summed over act_ranks */
-	double act_bytes;    /* summed over act_ranks */
-	double act_raw;      /* summed over act_ranks */
-	uint32_t raw_n;      /* raw sends timed, summed */
-	uint32_t comp_n;     /* compressed sends timed, summed */
-	window_vals raw;     /* per rank that timed raw sends: its median */
-	window_vals comp;    /* same, compressed sends */
-	window_vals codec;   /* same ranks as comp: their codec median */
+	uint32_t ranks;                     /* ranks that reported it */
+	double norm_rank0;                  /* NORM: rank 0's, NAN until it
+					     * reports */
+	window_num acc[COM_N_LSTATS];       /* sum, max or min so far */
+	uint32_t gated[COM_N_LSTATS];       /* GATED_MEAN: ranks whose gate
+					     * was non-zero */
+	window_vals vals[WINDOW_N_MEDIANS]; /* GATED_MEDIAN, in table order:
+					     * one value per gated rank */
 } window_layer_agg;
 
+/* Where each entry lands in the policy view (bellows_window_layer for the
+ * layers, bellows_window for the timings); SIZE_MAX: not there. */
+#define WINDOW_OFF_NONE(strct, f) SIZE_MAX
+#define WINDOW_OFF_U32(strct, f)  offsetof(strct, f)
+#define WINDOW_OFF_U64(strct, f)  offsetof(strct, f)
+#define WINDOW_OFF_F64(strct, f)  offsetof(strct, f)
+#define WINDOW_LAYER_OFF(name, type, tag, check, agg, gate, wtype, wfield,     \
+    ...)                                                                       \
+	WINDOW_OFF_##wtype(bellows_window_layer, wfield),
+#define WINDOW_TIMING_OFF(name, type, tag, check, agg, gate, wtype, wfield,    \
+    ...)                                                                       \
+	WINDOW_OFF_##wtype(bellows_window, wfield),
+static const size_t window_layer_off[COM_N_LSTATS] = { BELLOWS_LAYER_STATS(
+    WINDOW_LAYER_OFF) };
+static const size_t window_timing_off[COM_N_TSTATS] = { BELLOWS_RANK_TIMINGS(
+    WINDOW_TIMING_OFF) };
+
+/* The view's fields have the table's window types. */
+#define WINDOW_TYPE_NONE(strct, f, t)
+#define WINDOW_TYPE_SOME(strct, f, t)                                          \
+	static_assert(COM_STAT_TYPE_OF(((strct *)0)->f) == t,                  \
+	    #strct "." #f " has the statistics table's type");
+#define WINDOW_TYPE_U32 WINDOW_TYPE_SOME
+#define WINDOW_TYPE_U64 WINDOW_TYPE_SOME
+#define WINDOW_TYPE_F64 WINDOW_TYPE_SOME
+#define WINDOW_LAYER_TYPE(name, type, tag, check, agg, gate, wtype, wfield,    \
+    ...)                                                                       \
+	WINDOW_TYPE_##wtype(bellows_window_layer, wfield,                      \
+	    BELLOWS_STAT_TYPE_##wtype)
+#define WINDOW_TIMING_TYPE(name, type, tag, check, agg, gate, wtype, wfield,   \
+    ...)                                                                       \
+	WINDOW_TYPE_##wtype(bellows_window, wfield, BELLOWS_STAT_TYPE_##wtype)
+BELLOWS_LAYER_STATS(WINDOW_LAYER_TYPE)
+BELLOWS_RANK_TIMINGS(WINDOW_TIMING_TYPE)
+
 struct ctl_window {
-	uint64_t index;             /* window number */
-	uint64_t opened_ms;         /* first report */
-	uint32_t world;             /* ranks in the job */
-	uint32_t n_layers;          /* layers in the job */
-	uint32_t n_reported;        /* ranks folded in */
-	uint8_t *reported;          /* world flags */
-	uint64_t first_step;        /* min over ranks */
-	uint64_t last_step;         /* max over ranks */
-	uint64_t epoch;             /* rank 0's, else first reporter's */
-	double lr;                  /* same */
-	double lr_next;             /* same */
-	uint32_t batch_size;        /* same */
-	bool have_rank0;            /* rank 0 reported */
-	uint64_t floats_sent;       /* summed */
-	uint64_t floats_raw;        /* summed */
-	double *step_ms;            /* per rank, mean per step (NAN: none) */
-	double *compute_ms;         /* per rank, mean per step */
-	double *comm_ms;            /* per rank, mean per step */
-	double *backward_ms;        /* per rank, mean per step (NAN: none) */
-	double *codec_ms;           /* per rank, mean per step (NAN: none) */
-	uint64_t mem_device_used;   /* max */
-	uint64_t mem_device_total;  /* min over the ranks that gave it */
-	uint64_t mem_host_used;     /* max */
-	uint64_t saved_bytes;       /* max */
-	bellows_comm_sample *comm;  /* every rank's collectives, in the
-				     * order the reports came */
-	uint32_t n_comm;            /* used */
-	uint32_t cap_comm;          /* allocated */
-	window_layer_agg *agg;      /* per layer */
-	bellows_window_layer *view; /* per layer, built by ctl_window_view */
-	double *scratch;            /* world doubles for medians */
+	uint64_t index;                /* window number */
+	uint64_t opened_ms;            /* first report */
+	uint32_t world;                /* ranks in the job */
+	uint32_t n_layers;             /* layers in the job */
+	uint32_t n_reported;           /* ranks folded in */
+	uint8_t *reported;             /* world flags */
+	uint64_t first_step;           /* min over ranks */
+	uint64_t last_step;            /* max over ranks */
+	uint64_t epoch;                /* rank 0's, else first reporter's */
+	double lr;                     /* same */
+	double lr_next;                /* same */
+	uint32_t batch_size;           /* same */
+	bool have_rank0;               /* rank 0 reported */
+	window_num tacc[COM_N_TSTATS]; /* timings: sum, max or min so far */
+	double *tvals[COM_N_TSTATS];   /* STEP_MEDIAN*: per rank, value per
+					* step (NAN: none); NULL for others */
+	bellows_comm_sample *comm;     /* every rank's collectives, in the
+					* order the reports came */
+	uint32_t n_comm;               /* used */
+	uint32_t cap_comm;             /* allocated */
+	window_layer_agg *agg;         /* per layer */
+	bellows_window_layer *view;    /* per layer, built by ctl_window_view */
+	double *scratch;               /* world doubles for medians */
 };
+
+/* True for the timings kept per rank (STEP_MEDIAN kinds). */
+static bool
+window_is_step(const com_stat *s)
+{
+	return s->agg == BELLOWS_STAT_AGG_STEP_MEDIAN ||
+	    s->agg == BELLOWS_STAT_AGG_STEP_MEDIAN_NZ;
+}
 
 int
 ctl_window_new(uint64_t index, uint32_t world, uint32_t n_layers,
@@ -87,41 +140,42 @@ ctl_window_new(uint64_t index, uint32_t world, uint32_t n_layers,
 	w->n_layers = n_layers;
 	w->first_step = UINT64_MAX;
 	w->reported = calloc(world, 1);
-	w->step_ms = malloc(sizeof(double) * world);
-	w->compute_ms = malloc(sizeof(double) * world);
-	w->comm_ms = malloc(sizeof(double) * world);
-	w->backward_ms = malloc(sizeof(double) * world);
-	w->codec_ms = malloc(sizeof(double) * world);
 	w->scratch = malloc(sizeof(double) * world);
 	w->agg = calloc(n_layers ? n_layers : 1, sizeof(*w->agg));
 	w->view = calloc(n_layers ? n_layers : 1, sizeof(*w->view));
-	if (w->reported == NULL || w->step_ms == NULL ||
-	    w->compute_ms == NULL || w->comm_ms == NULL ||
-	    w->backward_ms == NULL || w->codec_ms == NULL ||
-	    w->scratch == NULL || w->agg == NULL || w->view == NULL) {
-		ctl_window_destroy(&w);
-		return BELLOWS_ENOMEM;
+	if (w->reported == NULL || w->scratch == NULL || w->agg == NULL ||
+	    w->view == NULL)
+		goto fail;
+	for (uint32_t i = 0; i < COM_N_TSTATS; i++) {
+		if (!window_is_step(&com_timing_stat_table[i]))
+			continue;
+		if ((w->tvals[i] = malloc(sizeof(double) * world)) == NULL)
+			goto fail;
+		for (uint32_t r = 0; r < world; r++)
+			w->tvals[i][r] = NAN;
 	}
-	for (uint32_t r = 0; r < world; r++)
-		w->step_ms[r] = w->compute_ms[r] = w->comm_ms[r] =
-		    w->backward_ms[r] = w->codec_ms[r] = NAN;
 	for (uint32_t l = 0; l < n_layers; l++)
 		w->agg[l].norm_rank0 = NAN;
 	*ret_window = w;
 	return 0;
+fail:
+	ctl_window_destroy(&w);
+	return BELLOWS_ENOMEM;
 }
 
 size_t
 ctl_window_bytes_max(uint32_t world, uint32_t n_layers, uint32_t max_comm)
 {
-	/* Per rank: its flag and six timing doubles; per layer: the
-	 * aggregate, the policies' view and up to three values per rank
-	 * (raw, compressed and codec medians); per rank, its collectives.
-	 * In 64 bits, so that no table a Hello may claim overflows. */
+	/* Per rank: its flag, its per-step timings and a scratch double;
+	 * per layer: the aggregate, the policies' view and one value per
+	 * rank of each per-tensor median (GATED_MEDIAN); per rank, its
+	 * collectives. In 64 bits, so that no table a Hello may claim
+	 * overflows. */
 	uint64_t w = world, l = n_layers;
-	uint64_t n = sizeof(ctl_window) + w * (1 + 6 * sizeof(double)) +
+	uint64_t n = sizeof(ctl_window) +
+	    w * (1 + (WINDOW_N_STEPS + 1) * sizeof(double)) +
 	    l * (sizeof(window_layer_agg) + sizeof(bellows_window_layer)) +
-	    l * w * 3 * sizeof(double) +
+	    l * w * WINDOW_N_MEDIANS * sizeof(double) +
 	    w * max_comm * sizeof(bellows_comm_sample);
 
 	return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
@@ -136,17 +190,12 @@ ctl_window_destroy(ctl_window **window)
 		return;
 	w = *window;
 	free(w->reported);
-	free(w->step_ms);
-	free(w->compute_ms);
-	free(w->comm_ms);
-	free(w->backward_ms);
-	free(w->codec_ms);
+	for (uint32_t i = 0; i < COM_N_TSTATS; i++)
+		free(w->tvals[i]);
 	free(w->scratch);
-	for (uint32_t l = 0; w->agg != NULL && l < w->n_layers; l++) {
-		free(w->agg[l].raw.v);
-		free(w->agg[l].comp.v);
-		free(w->agg[l].codec.v);
-	}
+	for (uint32_t l = 0; w->agg != NULL && l < w->n_layers; l++)
+		for (uint32_t m = 0; m < WINDOW_N_MEDIANS; m++)
+			free(w->agg[l].vals[m].v);
 	free(w->agg);
 	free(w->comm);
 	free(w->view);
@@ -171,6 +220,14 @@ window_vals_reserve(window_vals *v)
 	return 0;
 }
 
+/* True when entry st's gate (an entry of the same table) is non-zero in
+ * the struct at base: the rank measured st. */
+static bool
+window_gated(const com_stat *table, const com_stat *st, const void *base)
+{
+	return com_stat_get_u64(&table[st->gate], base) > 0;
+}
+
 /* Makes room for everything `rep` adds to the lists, so that folding it
  * in cannot fail half-way. */
 static int
@@ -179,13 +236,18 @@ window_reserve(ctl_window *w, const com_report *rep)
 	for (uint32_t i = 0; i < rep->n_layers; i++) {
 		const com_layer_stats *s = &rep->layers[i];
 		window_layer_agg *a = &w->agg[s->layer];
+		uint32_t m = 0;
 
-		if (s->comm_raw_n > 0 && window_vals_reserve(&a->raw) != 0)
-			return BELLOWS_ENOMEM;
-		if (s->comm_comp_n > 0 &&
-		    (window_vals_reserve(&a->comp) != 0 ||
-			window_vals_reserve(&a->codec) != 0))
-			return BELLOWS_ENOMEM;
+		for (uint32_t k = 0; k < COM_N_LSTATS; k++) {
+			const com_stat *st = &com_layer_stat_table[k];
+
+			if (st->agg != BELLOWS_STAT_AGG_GATED_MEDIAN)
+				continue;
+			if (window_gated(com_layer_stat_table, st, s) &&
+			    window_vals_reserve(&a->vals[m]) != 0)
+				return BELLOWS_ENOMEM;
+			m++;
+		}
 	}
 	if (rep->n_comm > UINT32_MAX - w->n_comm)
 		return BELLOWS_ENOMEM;
@@ -204,45 +266,85 @@ window_reserve(ctl_window *w, const com_report *rep)
 	return 0;
 }
 
-/* Folds in the statistics of one layer of rank `rank`'s report. */
+/* Folds entry st of the struct at base into acc for the kinds that keep
+ * one running number (SUM, SUM_SAT, MAX, MIN_NZ); others are left to the
+ * caller. Sums of counts that saturate do so at the window type's
+ * largest value: a hostile rank cannot wrap them. */
+static void
+window_fold(const com_stat *st, window_num *acc, const void *base)
+{
+	bool dbl = st->type == BELLOWS_STAT_TYPE_F64;
+	double d = dbl ? com_stat_get_double(st, base) : 0.0;
+	uint64_t u = dbl ? 0 : com_stat_get_u64(st, base);
+	uint64_t cap;
+
+	switch (st->agg) {
+	case BELLOWS_STAT_AGG_SUM:
+		if (dbl)
+			acc->d += d;
+		else
+			acc->u += u;
+		break;
+	case BELLOWS_STAT_AGG_SUM_SAT:
+		cap = st->wtype == BELLOWS_STAT_TYPE_U32 ? UINT32_MAX
+							 : UINT64_MAX;
+		acc->u = u > cap - acc->u ? cap : acc->u + u;
+		break;
+	case BELLOWS_STAT_AGG_MAX:
+		if (dbl && d > acc->d)
+			acc->d = d;
+		else if (!dbl && u > acc->u)
+			acc->u = u;
+		break;
+	case BELLOWS_STAT_AGG_MIN_NZ:
+		if (dbl && d > 0 && (acc->d == 0 || d < acc->d))
+			acc->d = d;
+		else if (!dbl && u > 0 && (acc->u == 0 || u < acc->u))
+			acc->u = u;
+		break;
+	default:
+		break;
+	}
+}
+
+/* Folds in the statistics of one layer of rank `rank`'s report, entry by
+ * entry of the layer table. */
 static void
 window_add_layer(ctl_window *w, uint32_t rank, const com_layer_stats *s)
 {
 	window_layer_agg *a = &w->agg[s->layer];
+	uint32_t m = 0;
 
-	if (rank == 0)
-		a->norm_rank0 = s->acc_norm;
-	a->norm_sum += s->acc_norm;
-	a->sum_sq += s->sum_sq;
-	a->abs_sum += s->abs_sum;
-	if (s->max_abs > a->max_abs)
-		a->max_abs = s->max_abs;
-	a->momentum_sum += s->momentum_abs_mean;
-	a->count += s->count;
-	a->nonzero += s->nonzero;
-	a->nonfinite += s->nonfinite;
 	a->ranks++;
-	if (s->act_steps > 0) {
-		a->act_ranks++;
-		a->act_steps += s->act_steps;
-		a->act_lbar += s->act_lbar;
-		a->act_nonzero += s->act_nonzero;
-		a->act_bytes += s->act_bytes;
-		a->act_raw += s->act_raw_bytes;
-	}
-	/* Sums of counts saturate: a hostile rank cannot wrap them. */
-	if (s->comm_raw_n > 0) {
-		a->raw.v[a->raw.n++] = s->comm_raw_ms;
-		a->raw_n = s->comm_raw_n > UINT32_MAX - a->raw_n
-		    ? UINT32_MAX
-		    : a->raw_n + s->comm_raw_n;
-	}
-	if (s->comm_comp_n > 0) {
-		a->comp.v[a->comp.n++] = s->comm_comp_ms;
-		a->codec.v[a->codec.n++] = s->codec_ms;
-		a->comp_n = s->comm_comp_n > UINT32_MAX - a->comp_n
-		    ? UINT32_MAX
-		    : a->comp_n + s->comm_comp_n;
+	for (uint32_t k = 0; k < COM_N_LSTATS; k++) {
+		const com_stat *st = &com_layer_stat_table[k];
+		double d = com_stat_get_double(st, s);
+		window_vals *v;
+
+		switch (st->agg) {
+		case BELLOWS_STAT_AGG_MEAN:
+			a->acc[k].d += d;
+			break;
+		case BELLOWS_STAT_AGG_GATED_MEAN:
+			if (window_gated(com_layer_stat_table, st, s)) {
+				a->acc[k].d += d;
+				a->gated[k]++;
+			}
+			break;
+		case BELLOWS_STAT_AGG_GATED_MEDIAN:
+			v = &a->vals[m++];
+			if (window_gated(com_layer_stat_table, st, s))
+				v->v[v->n++] = d;
+			break;
+		case BELLOWS_STAT_AGG_NORM:
+			if (rank == 0)
+				a->norm_rank0 = d;
+			a->acc[k].d += d;
+			break;
+		default:
+			window_fold(st, &a->acc[k], s);
+			break;
+		}
 	}
 }
 
@@ -269,27 +371,19 @@ ctl_window_add(ctl_window *w, const com_report *rep)
 		w->batch_size = rep->batch_size;
 		w->have_rank0 = w->have_rank0 || rep->rank == 0;
 	}
-	w->floats_sent += t->floats_sent;
-	w->floats_raw += t->floats_raw;
+	/* Times per step; for STEP_MEDIAN_NZ, 0 is "not measured" (a minor
+	 * 0 agent sends none of these). */
 	steps = t->steps > 0 ? (double)t->steps : 1.0;
-	w->step_ms[rep->rank] = t->step_ms / steps;
-	w->compute_ms[rep->rank] = t->compute_ms / steps;
-	w->comm_ms[rep->rank] = t->comm_ms / steps;
-	/* 0 is "not measured" (a minor 0 agent sends none of these). */
-	if (t->backward_ms > 0)
-		w->backward_ms[rep->rank] = t->backward_ms / steps;
-	if (t->codec_ms > 0)
-		w->codec_ms[rep->rank] = t->codec_ms / steps;
-	if (t->mem_device_used > w->mem_device_used)
-		w->mem_device_used = t->mem_device_used;
-	if (t->mem_device_total > 0 &&
-	    (w->mem_device_total == 0 ||
-		t->mem_device_total < w->mem_device_total))
-		w->mem_device_total = t->mem_device_total;
-	if (t->mem_host_used > w->mem_host_used)
-		w->mem_host_used = t->mem_host_used;
-	if (t->saved_bytes > w->saved_bytes)
-		w->saved_bytes = t->saved_bytes;
+	for (uint32_t k = 0; k < COM_N_TSTATS; k++) {
+		const com_stat *st = &com_timing_stat_table[k];
+		double d = com_stat_get_double(st, t);
+
+		if (st->agg == BELLOWS_STAT_AGG_STEP_MEDIAN ||
+		    (st->agg == BELLOWS_STAT_AGG_STEP_MEDIAN_NZ && d > 0))
+			w->tvals[k][rep->rank] = d / steps;
+		else
+			window_fold(st, &w->tacc[k], t);
+	}
 	for (uint32_t i = 0; i < rep->n_layers; i++)
 		window_add_layer(w, rep->rank, &rep->layers[i]);
 	for (uint32_t i = 0; i < rep->n_comm; i++) {
@@ -385,46 +479,90 @@ window_median0(ctl_window *w, const double *v)
 	return isnan(m) ? 0 : m;
 }
 
+/* Stores a result at `off` in the view struct at base, in type wtype:
+ * d for a double field, u for an integer one. */
+static void
+window_put(void *base, size_t off, bellows_stat_type wtype, double d,
+    uint64_t u)
+{
+	char *p = (char *)base + off;
+	uint32_t u32 = (uint32_t)u;
+
+	if (wtype == BELLOWS_STAT_TYPE_F64)
+		memcpy(p, &d, sizeof(d));
+	else if (wtype == BELLOWS_STAT_TYPE_U64)
+		memcpy(p, &u, sizeof(u));
+	else if (wtype == BELLOWS_STAT_TYPE_U32)
+		memcpy(p, &u32, sizeof(u32));
+}
+
+/* Stores a running number (SUM, SUM_SAT, MAX, MIN_NZ) in the view. */
+static void
+window_put_acc(void *base, size_t off, const com_stat *st, window_num acc)
+{
+	bool dbl = st->type == BELLOWS_STAT_TYPE_F64;
+
+	window_put(base, off, st->wtype, dbl ? acc.d : (double)acc.u,
+	    dbl ? 0 : acc.u);
+}
+
+/* The layer entries of aggregate a into view v. */
+static void
+window_view_layer(window_layer_agg *a, bellows_window_layer *v)
+{
+	uint32_t m = 0;
+
+	for (uint32_t k = 0; k < COM_N_LSTATS; k++) {
+		const com_stat *st = &com_layer_stat_table[k];
+		size_t off = window_layer_off[k];
+		double mean, d;
+
+		switch (st->agg) {
+		case BELLOWS_STAT_AGG_NONE:
+			continue;
+		case BELLOWS_STAT_AGG_MEAN:
+			d = a->ranks ? a->acc[k].d / a->ranks : 0;
+			break;
+		case BELLOWS_STAT_AGG_GATED_MEAN:
+			d = a->acc[k].d /
+			    (a->gated[k] ? (double)a->gated[k] : 1.0);
+			break;
+		case BELLOWS_STAT_AGG_GATED_MEDIAN:
+			d = window_vals_median(&a->vals[m++]);
+			break;
+		case BELLOWS_STAT_AGG_NORM:
+			/* The configured source picks rank 0's or the mean;
+			 * the view's default is rank 0's when it reported. */
+			mean = a->ranks ? a->acc[k].d / a->ranks : NAN;
+			v->grad_norm_rank0 = a->norm_rank0;
+			v->grad_norm_mean = mean;
+			d = !isnan(a->norm_rank0) ? a->norm_rank0 : mean;
+			break;
+		default:
+			window_put_acc(v, off, st, a->acc[k]);
+			continue;
+		}
+		window_put(v, off, st->wtype, d, 0);
+	}
+}
+
 void
 ctl_window_view(ctl_window *w, const char *job, uint32_t world,
     const com_layer_info *layers, const com_decision *in_force,
     bellows_window *ret)
 {
 	for (uint32_t l = 0; l < w->n_layers; l++) {
-		window_layer_agg *a = &w->agg[l];
-		double act = a->act_ranks ? (double)a->act_ranks : 1.0;
 		bellows_window_layer *v = &w->view[l];
-		double mean = a->ranks ? a->norm_sum / a->ranks : NAN;
 
 		v->name = layers[l].name;
 		v->numel = layers[l].numel;
 		v->ndim = layers[l].ndim;
 		v->shape = layers[l].shape;
-		v->grad_norm_rank0 = a->norm_rank0;
-		v->grad_norm_mean = mean;
-		v->grad_norm = !isnan(a->norm_rank0) ? a->norm_rank0 : mean;
-		v->sum_sq = a->sum_sq;
-		v->abs_sum = a->abs_sum;
-		v->max_abs = a->max_abs;
-		v->count = a->count;
-		v->nonzero = a->nonzero;
-		v->nonfinite = a->nonfinite;
-		v->momentum_abs_mean = a->ranks ? a->momentum_sum / a->ranks
-						: 0;
 		v->level = l < in_force->n_layers ? in_force->level[l] : 0;
 		v->error_bound = l < in_force->n_layers
 		    ? in_force->error_bound[l]
 		    : 0;
-		v->act_steps = a->act_steps;
-		v->act_lbar = a->act_lbar / act;
-		v->act_nonzero = a->act_nonzero / act;
-		v->act_bytes = a->act_bytes / act;
-		v->act_raw_bytes = a->act_raw / act;
-		v->comm_raw_ms = window_vals_median(&a->raw);
-		v->comm_comp_ms = window_vals_median(&a->comp);
-		v->codec_ms = window_vals_median(&a->codec);
-		v->comm_raw_n = a->raw_n;
-		v->comm_comp_n = a->comp_n;
+		window_view_layer(&w->agg[l], v);
 	}
 	*ret = (bellows_window){
 		.job = job,
@@ -438,23 +576,25 @@ ctl_window_view(ctl_window *w, const char *job, uint32_t world,
 		.lr_scale = in_force->lr_scale,
 		.world = world,
 		.ranks_reported = w->n_reported,
-		.step_ms_median = window_median(w, w->step_ms),
-		.compute_ms_median = window_median(w, w->compute_ms),
-		.comm_ms_median = window_median(w, w->comm_ms),
-		.floats_sent = w->floats_sent,
-		.floats_raw = w->floats_raw,
 		.n_layers = w->n_layers,
 		.layers = w->view,
-		.backward_ms_median = window_median0(w, w->backward_ms),
-		.codec_ms_median = window_median0(w, w->codec_ms),
-		.mem_device_used = (double)w->mem_device_used,
-		.mem_device_total = (double)w->mem_device_total,
-		.mem_host_used = (double)w->mem_host_used,
 		.compression_off = in_force->compression_off,
 		.size_threshold = in_force->size_threshold,
 		.calibrate_until = ctl_window_calibrate_until(in_force),
 		.n_comm = w->n_comm,
 		.comm = w->comm,
-		.saved_bytes = (double)w->saved_bytes,
 	};
+	for (uint32_t k = 0; k < COM_N_TSTATS; k++) {
+		const com_stat *st = &com_timing_stat_table[k];
+		size_t off = window_timing_off[k];
+
+		if (st->agg == BELLOWS_STAT_AGG_STEP_MEDIAN)
+			window_put(ret, off, st->wtype,
+			    window_median(w, w->tvals[k]), 0);
+		else if (st->agg == BELLOWS_STAT_AGG_STEP_MEDIAN_NZ)
+			window_put(ret, off, st->wtype,
+			    window_median0(w, w->tvals[k]), 0);
+		else if (st->agg != BELLOWS_STAT_AGG_NONE)
+			window_put_acc(ret, off, st, w->tacc[k]);
+	}
 }

@@ -26,6 +26,7 @@
 #include "codec.h"
 #include "codec_fault.h"
 #include "msg.h"
+#include "stat_table.h"
 
 /*
  * Building messages.
@@ -1115,6 +1116,96 @@ test_codec_round_trips_each_new_field_alone(void **state)
 	m.u.decision.seq = 1;
 	m.u.decision.calibrate_steps = UINT64_MAX;
 	assert_round_trip(&m);
+}
+
+/* Writes v into entry st of the struct at base, in the entry's type. */
+static void
+set_stat(const com_stat *st, void *base, double v)
+{
+	char *p = (char *)base + st->offset;
+
+	if (st->type == BELLOWS_STAT_TYPE_F64) {
+		memcpy(p, &v, sizeof(v));
+	} else if (st->type == BELLOWS_STAT_TYPE_U32) {
+		uint32_t u = v < 0 ? UINT32_MAX : (uint32_t)v;
+
+		memcpy(p, &u, sizeof(u));
+	} else {
+		uint64_t u = v < 0 ? UINT64_MAX : (uint64_t)v;
+
+		memcpy(p, &u, sizeof(u));
+	}
+}
+
+/* A report of one layer with entry st (of the layer table when `layer`,
+ * else of the timings) set to v alone, through the codec: the decoder's
+ * code; on success the value must come back. */
+static int
+stat_round_trip(const com_stat *st, bool layer, double v)
+{
+	com_limits lim = limits();
+	com_msg m, out;
+	uint8_t *buf;
+	size_t len;
+	int rc;
+
+	make_empty_report(&m);
+	set_stat(st,
+	    layer ? (void *)&m.u.report.layers[0] : (void *)&m.u.report.timings,
+	    v);
+	encode(&m, &buf, &len);
+	rc = decode(buf, len, &lim, &out);
+	if (rc == 0) {
+		const void *a = layer ? (const void *)&m.u.report.layers[0]
+				      : (const void *)&m.u.report.timings;
+		const void *b = layer ? (const void *)&out.u.report.layers[0]
+				      : (const void *)&out.u.report.timings;
+
+		assert_memory_equal((const char *)a + st->offset,
+		    (const char *)b + st->offset,
+		    st->type == BELLOWS_STAT_TYPE_U32 ? 4 : 8);
+		assert_msg_equal(&m, &out);
+		com_msg_fini(&out);
+	}
+	com_msg_fini(&m);
+	free(buf);
+	return rc;
+}
+
+/* Each statistic of the table, alone: the largest value of an integer
+ * and a plain double come back; a double failing the table's check (NaN,
+ * infinite, negative, a fraction above 1) is refused. */
+static void
+test_codec_checks_every_statistic_as_the_table_says(void **state)
+{
+	for (int t = 0; t < 2; t++) {
+		const com_stat *table = t == 0 ? com_layer_stat_table
+					       : com_timing_stat_table;
+		size_t n = t == 0 ? COM_N_LSTATS : COM_N_TSTATS;
+
+		for (size_t i = 0; i < n; i++) {
+			const com_stat *st = &table[i];
+
+			if (st->check == BELLOWS_STAT_CHECK_ANY) {
+				assert_int_equal(stat_round_trip(st, t == 0,
+						     -1),
+				    0);
+				continue;
+			}
+			assert_int_equal(stat_round_trip(st, t == 0, 0.75), 0);
+			assert_int_equal(stat_round_trip(st, t == 0, 1.0), 0);
+			assert_int_equal(stat_round_trip(st, t == 0, -0.5),
+			    BELLOWS_EPROTO);
+			assert_int_equal(stat_round_trip(st, t == 0, NAN),
+			    BELLOWS_EPROTO);
+			assert_int_equal(stat_round_trip(st, t == 0, INFINITY),
+			    BELLOWS_EPROTO);
+			assert_int_equal(stat_round_trip(st, t == 0, 1.5),
+			    st->check == BELLOWS_STAT_CHECK_FRAC
+				? BELLOWS_EPROTO
+				: 0);
+		}
+	}
 }
 
 static void
@@ -2549,6 +2640,8 @@ main(int argc, char **argv)
 		    test_codec_accepts_newer_minor_and_unknown_fields),
 		cmocka_unit_test(test_codec_accepts_a_layer_without_shape),
 		cmocka_unit_test(test_codec_round_trips_each_new_field_alone),
+		cmocka_unit_test(
+		    test_codec_checks_every_statistic_as_the_table_says),
 		cmocka_unit_test(
 		    test_codec_decodes_minor_0_messages_with_the_new_fields_zero),
 		cmocka_unit_test(

@@ -1,0 +1,246 @@
+/* stats - the one table of bellows statistics.
+ *
+ * Every statistic an agent reports is declared once, here, as an entry of
+ * an X-macro table; the structs that carry it (bellows_layer_stats,
+ * com_layer_stats, com_timings), the wire mapping and its checks (codec.c),
+ * the aggregation across ranks (controller/window.c), the history columns
+ * (the store), the Python mirror and docs/statistics.md are made from it.
+ * Adding a statistic is adding an entry (docs/architecture.md, "Adding a
+ * statistic"); entries are never renamed, reordered or removed: the order
+ * is the layout of the public struct bellows_layer_stats and the tags are
+ * the wire's.
+ *
+ * An entry is X(name, type, tag, check, agg, gate, wtype, wfield, rcol,
+ * wcol, wcol2, hist, unit, doc):
+ *   name   the field in the C structs, the .proto and Python (identifier);
+ *   type   its C type as one rank reports it: U32, U64 or F64;
+ *   tag    the field number in common/bellows.proto (LayerStats, Timings);
+ *   check  what a received value must pass, else the frame is refused:
+ *          ANY (any value of the type), MAG (finite and not negative),
+ *          FRAC (MAG and at most 1);
+ *   agg    how bellowsd aggregates it across the ranks of a window
+ *          (bellows_stat_agg below);
+ *   gate   for GATED_*: the entry of the same table whose non-zero value
+ *          says the rank measured this one; `_` for none;
+ *   wtype  its type in the policy's window (bellows_window_layer for the
+ *          layer table, bellows_window for the timings): U32, U64, F64,
+ *          or NONE when it is not aggregated;
+ *   wfield the field of that struct, `_` when wtype is NONE;
+ *   rcol   the history column of the per-rank value (table `timings`),
+ *          NULL when the history keeps no per-rank value;
+ *   wcol   the history column of the aggregated value (table `windows`
+ *          for the layer table, `window_info` for the timings), NULL for
+ *          none; wcol2 a second one (NORM: the mean) or NULL;
+ *   hist   how "not measured" is kept in those columns: NULLABLE (a REAL
+ *          column, NULL for a NaN value, read back as NaN) or ZERO (0,
+ *          and a NULL reads back as 0; INTEGER columns are NOT NULL);
+ *          INTEGER for U32/U64 rank types, REAL for F64;
+ *   unit   for people ("ms", "bytes", ...);
+ *   doc    one line.
+ *
+ * This header is installed: it is what bellows/agent.h builds
+ * bellows_layer_stats from, and what bellows_stats_schema() (agent.h)
+ * describes at run time.
+ */
+#ifndef BELLOWS_STATS_H
+#define BELLOWS_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* clang-format off */
+
+/* Per layer, per rank, per window: LayerStats on the wire, in its tag
+ * order (the order of bellows_layer_stats). */
+#define BELLOWS_LAYER_STATS(X)                                                 \
+	X(count, U64, 2, ANY, SUM, _, U64, count,                              \
+	    NULL, "count", NULL, ZERO, "elements",                             \
+	    "gradient elements observed in the window")                        \
+	X(nonzero, U64, 3, ANY, SUM, _, U64, nonzero,                          \
+	    NULL, "nonzero", NULL, ZERO, "elements",                           \
+	    "finite elements that are not 0")                                  \
+	X(nonfinite, U64, 4, ANY, SUM, _, U64, nonfinite,                      \
+	    NULL, "nonfinite", NULL, ZERO, "elements",                         \
+	    "NaN or Inf elements, left out of the sums")                       \
+	X(sum_sq, F64, 5, MAG, SUM, _, F64, sum_sq,                            \
+	    NULL, "sum_sq", NULL, NULLABLE, "grad^2",                          \
+	    "sum of g^2 over the observed elements")                           \
+	X(abs_sum, F64, 6, MAG, SUM, _, F64, abs_sum,                          \
+	    NULL, "abs_sum", NULL, NULLABLE, "grad",                           \
+	    "sum of |g| over the observed elements")                           \
+	X(max_abs, F64, 7, MAG, MAX, _, F64, max_abs,                          \
+	    NULL, "max_abs", NULL, NULLABLE, "grad",                           \
+	    "largest |g|")                                                     \
+	X(acc_norm, F64, 8, MAG, NORM, _, F64, grad_norm,                      \
+	    NULL, "grad_norm_rank0", "grad_norm_mean", NULLABLE, "grad",       \
+	    "L2 norm of the gradient summed over the window")                  \
+	X(momentum_abs_mean, F64, 9, MAG, MEAN, _, F64, momentum_abs_mean,     \
+	    NULL, "momentum_abs_mean", NULL, NULLABLE, "grad",                 \
+	    "mean |m| at window end, m = beta m + (1 - beta) g; 0 if off")     \
+	X(observed_steps, U32, 10, ANY, NONE, _, NONE, _,                      \
+	    NULL, NULL, NULL, ZERO, "steps",                                   \
+	    "steps in which the layer was observed")                           \
+	X(act_steps, U32, 11, ANY, SUM, _, U64, act_steps,                     \
+	    NULL, "act_steps", NULL, ZERO, "steps",                            \
+	    "steps with activation statistics; 0: not measured")               \
+	X(act_lbar, F64, 12, MAG, GATED_MEAN, act_steps, F64, act_lbar,        \
+	    NULL, "act_lbar", NULL, ZERO, "grad",                              \
+	    "L-bar: mean over samples of max |dLoss/dOutput|")                 \
+	X(act_nonzero, F64, 13, FRAC, GATED_MEAN, act_steps, F64, act_nonzero, \
+	    NULL, "act_nonzero", NULL, ZERO, "fraction",                       \
+	    "R: non-zero fraction of the stored activation")                   \
+	X(act_bytes, F64, 14, MAG, GATED_MEAN, act_steps, F64, act_bytes,      \
+	    NULL, "act_bytes", NULL, ZERO, "bytes",                            \
+	    "activation bytes stored for backward per step")                   \
+	X(act_raw_bytes, F64, 15, MAG, GATED_MEAN, act_steps, F64,             \
+	    act_raw_bytes, NULL, "act_raw_bytes", NULL, ZERO, "bytes",         \
+	    "the same activation uncompressed, per step")                      \
+	X(comm_raw_ms, F64, 16, MAG, GATED_MEDIAN, comm_raw_n, F64,            \
+	    comm_raw_ms, NULL, "comm_raw_ms", NULL, NULLABLE, "ms",            \
+	    "median of the layer's timed raw sends")                           \
+	X(comm_raw_n, U32, 17, ANY, SUM_SAT, _, U32, comm_raw_n,               \
+	    NULL, "comm_raw_n", NULL, ZERO, "sends",                           \
+	    "raw sends timed; 0: none")                                        \
+	X(comm_comp_ms, F64, 18, MAG, GATED_MEDIAN, comm_comp_n, F64,          \
+	    comm_comp_ms, NULL, "comm_comp_ms", NULL, NULLABLE, "ms",          \
+	    "median of the layer's timed compressed sends, codec excluded")    \
+	X(comm_comp_n, U32, 19, ANY, SUM_SAT, _, U32, comm_comp_n,             \
+	    NULL, "comm_comp_n", NULL, ZERO, "sends",                          \
+	    "compressed sends timed; 0: none")                                 \
+	X(codec_ms, F64, 20, MAG, GATED_MEDIAN, comm_comp_n, F64, codec_ms,    \
+	    NULL, "codec_ms", NULL, NULLABLE, "ms",                            \
+	    "median encode + decode time of those compressed sends")
+
+/* Per rank, per window: Timings on the wire, in its tag order. The
+ * STEP_MEDIAN kinds divide a rank's value by its `steps` (1 if 0). */
+#define BELLOWS_RANK_TIMINGS(X)                                                \
+	X(steps, U32, 1, ANY, NONE, _, NONE, _,                                \
+	    "steps", NULL, NULL, ZERO, "steps",                                \
+	    "steps in the window")                                             \
+	X(step_ms, F64, 2, MAG, STEP_MEDIAN, _, F64, step_ms_median,           \
+	    "step_ms", "step_ms_median", NULL, NULLABLE, "ms",                 \
+	    "sum of the window's step times")                                  \
+	X(compute_ms, F64, 3, MAG, STEP_MEDIAN, _, F64, compute_ms_median,     \
+	    "compute_ms", "compute_ms_median", NULL, NULLABLE, "ms",           \
+	    "sum of compute (forward + backward) times")                       \
+	X(comm_ms, F64, 4, MAG, STEP_MEDIAN, _, F64, comm_ms_median,           \
+	    "comm_ms", "comm_ms_median", NULL, NULLABLE, "ms",                 \
+	    "sum of gradient communication times")                             \
+	X(step_ms_max, F64, 5, MAG, NONE, _, NONE, _,                          \
+	    "step_ms_max", NULL, NULL, NULLABLE, "ms",                         \
+	    "slowest step of the window")                                      \
+	X(bytes_sent, U64, 6, ANY, NONE, _, NONE, _,                           \
+	    "bytes_sent", NULL, NULL, ZERO, "bytes",                           \
+	    "gradient bytes the rank sent")                                    \
+	X(floats_sent, U64, 7, ANY, SUM, _, U64, floats_sent,                  \
+	    "floats_sent", "floats_sent", NULL, ZERO, "floats",                \
+	    "floats the rank sent")                                            \
+	X(floats_raw, U64, 8, ANY, SUM, _, U64, floats_raw,                    \
+	    "floats_raw", "floats_raw", NULL, ZERO, "floats",                  \
+	    "floats the same steps would send uncompressed")                   \
+	X(decision_misses, U32, 9, ANY, NONE, _, NONE, _,                      \
+	    "decision_misses", NULL, NULL, ZERO, "steps",                      \
+	    "apply steps reached without the decision")                        \
+	X(reports_dropped, U64, 10, ANY, NONE, _, NONE, _,                     \
+	    "reports_dropped", NULL, NULL, ZERO, "reports",                    \
+	    "reports the agent's queue had to drop")                           \
+	X(backward_ms, F64, 11, MAG, STEP_MEDIAN_NZ, _, F64,                   \
+	    backward_ms_median, "backward_ms", "backward_ms_median", NULL,     \
+	    ZERO, "ms", "sum of backward compute times, communication excluded") \
+	X(codec_ms, F64, 12, MAG, STEP_MEDIAN_NZ, _, F64, codec_ms_median,     \
+	    "codec_ms", "codec_ms_median", NULL, ZERO, "ms",                   \
+	    "sum of encode + decode times")                                    \
+	X(mem_device_used, U64, 13, ANY, MAX, _, F64, mem_device_used,         \
+	    "mem_device_used", "mem_device_used", NULL, ZERO, "bytes",         \
+	    "device memory in use, largest seen in the window")                \
+	X(mem_device_total, U64, 14, ANY, MIN_NZ, _, F64, mem_device_total,    \
+	    "mem_device_total", "mem_device_total", NULL, ZERO, "bytes",       \
+	    "device memory the device has")                                    \
+	X(mem_host_used, U64, 15, ANY, MAX, _, F64, mem_host_used,             \
+	    "mem_host_used", "mem_host_used", NULL, ZERO, "bytes",             \
+	    "host memory in use, largest seen in the window")                  \
+	X(saved_bytes, U64, 16, ANY, MAX, _, F64, saved_bytes,                 \
+	    NULL, "saved_bytes", NULL, ZERO, "bytes",                          \
+	    "bytes one step saved for backward (every activation), largest")
+
+/* clang-format on */
+
+/* C types of the `type` and `wtype` columns. */
+#define BELLOWS_STAT_CTYPE_U32 uint32_t
+#define BELLOWS_STAT_CTYPE_U64 uint64_t
+#define BELLOWS_STAT_CTYPE_F64 double
+
+/* One struct field per entry: `TABLE(BELLOWS_STAT_FIELD)` inside a struct
+ * declares the table's fields in order, with their reported types. */
+#define BELLOWS_STAT_FIELD(name, type, ...) BELLOWS_STAT_CTYPE_##type name;
+
+/* The `type` and `wtype` columns as values. */
+typedef enum bellows_stat_type {
+	BELLOWS_STAT_TYPE_NONE = 0, /* not present (wtype: not aggregated) */
+	BELLOWS_STAT_TYPE_U32 = 1,  /* uint32_t */
+	BELLOWS_STAT_TYPE_U64 = 2,  /* uint64_t */
+	BELLOWS_STAT_TYPE_F64 = 3,  /* double */
+} bellows_stat_type;
+
+/* The `check` column: what a received value must pass. */
+typedef enum bellows_stat_check {
+	BELLOWS_STAT_CHECK_ANY = 0,  /* any value of its type */
+	BELLOWS_STAT_CHECK_MAG = 1,  /* finite and >= 0 */
+	BELLOWS_STAT_CHECK_FRAC = 2, /* finite, >= 0 and <= 1 */
+} bellows_stat_check;
+
+/* The `agg` column: how a window's ranks make one value. "Ranks that
+ * reported" means, for the layer table, the ranks whose report carried
+ * the layer. */
+typedef enum bellows_stat_agg {
+	BELLOWS_STAT_AGG_NONE = 0,         /* not aggregated (history only) */
+	BELLOWS_STAT_AGG_SUM = 1,          /* sum over ranks (0: none) */
+	BELLOWS_STAT_AGG_SUM_SAT = 2,      /* sum, saturating at the wtype's
+					    * largest value */
+	BELLOWS_STAT_AGG_MAX = 3,          /* largest over ranks (0: none) */
+	BELLOWS_STAT_AGG_MIN_NZ = 4,       /* smallest over the ranks that
+					    * gave a non-zero value (0: none) */
+	BELLOWS_STAT_AGG_MEAN = 5,         /* mean over the ranks that
+					    * reported (0: none) */
+	BELLOWS_STAT_AGG_GATED_MEAN = 6,   /* mean over the ranks whose gate
+					    * is non-zero (0: none) */
+	BELLOWS_STAT_AGG_GATED_MEDIAN = 7, /* median over the ranks whose
+					    * gate is non-zero (NaN: none) */
+	BELLOWS_STAT_AGG_NORM = 8,         /* acc_norm: rank 0's value
+					    * (field wfield##_rank0, NaN if
+					    * rank 0 did not report) and the
+					    * mean over ranks (wfield##_mean,
+					    * NaN: none); wfield is rank 0's
+					    * when there, else the mean */
+	BELLOWS_STAT_AGG_STEP_MEDIAN = 9,  /* median over ranks of value /
+					    * steps (NaN: none) */
+	BELLOWS_STAT_AGG_STEP_MEDIAN_NZ = 10, /* same over the ranks whose
+					       * value is > 0 (0: none) */
+} bellows_stat_agg;
+
+/* The `hist` column: "not measured" in the history. */
+typedef enum bellows_stat_hist {
+	BELLOWS_STAT_HIST_ZERO = 0,     /* 0; NULL reads back as 0 */
+	BELLOWS_STAT_HIST_NULLABLE = 1, /* NULL for NaN, reads back as NaN */
+} bellows_stat_hist;
+
+/* One field of a struct described at run time (bellows_stats_schema in
+ * bellows/agent.h): an array of them ends with an entry whose name is
+ * NULL and whose offset is the size of the whole struct. */
+typedef struct bellows_stat_field {
+	const char *name; /* field name, NULL: end of the array */
+	uint32_t type;    /* bellows_stat_type */
+	uint32_t offset;  /* offsetof in the struct; at the end: sizeof */
+	const char *unit; /* table's unit, "" for a key (e.g. window) */
+	const char *doc;  /* table's one line */
+} bellows_stat_field;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BELLOWS_STATS_H */
