@@ -15,6 +15,8 @@
 
 #include "store.h"
 
+#include "hist_cols.h"
+
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -71,64 +73,29 @@ typedef struct store_rank_row {
 	uint64_t incarnation; /* agent process, 0 = none */
 } store_rank_row;
 
+/* A window_info row: the window as the policies saw it (its statistics
+ * are written by name from the table, hist_cols.h) and the knob state in
+ * force during it. */
 typedef struct store_info_row {
 	int64_t run;               /* runs.id */
-	uint64_t window;           /* index */
-	uint64_t first_step;       /* min over ranks */
-	uint64_t last_step;        /* max over ranks */
-	uint64_t epoch;            /* rank 0's */
-	double lr;                 /* rank 0's */
-	double lr_next;            /* rank 0's */
-	uint32_t batch_size;       /* reported */
-	double lr_scale;           /* in force */
-	uint32_t world;            /* ranks */
-	uint32_t ranks_reported;   /* in the window */
+	bellows_window v;          /* the window, job, layers and comm NULL */
 	uint32_t ranks_expected;   /* live at close */
 	bool complete;             /* every expected rank reported */
-	double step_ms_median;     /* ms, NAN = none */
-	double compute_ms_median;  /* ms */
-	double comm_ms_median;     /* ms */
-	uint64_t floats_sent;      /* summed */
-	uint64_t floats_raw;       /* summed */
 	uint64_t wall_ms;          /* closed */
 	uint32_t state_batch_size; /* knob in force */
 	uint64_t state_threshold;  /* knob in force */
 	bool state_off;            /* gate in force */
-	double backward_ms_median; /* ms, 0 = not measured */
-	double codec_ms_median;    /* ms, 0 = not measured */
-	double mem_device_used;    /* bytes, max over ranks */
-	double mem_device_total;   /* bytes, min over ranks */
-	double mem_host_used;      /* bytes, max over ranks */
 	uint64_t state_apply;      /* apply step of the state in force */
 	uint64_t state_calibrate;  /* its calibrate_steps */
-	double saved_bytes;        /* bytes saved for backward, max */
 } store_info_row;
 
+/* A windows row: one layer of a window, statistics by name from the
+ * table (hist_cols.h), with the level and bound in force. */
 typedef struct store_stat_row {
-	int64_t run;              /* runs.id */
-	uint64_t window;          /* index */
-	uint32_t layer;           /* index */
-	double norm_rank0;        /* NAN = none */
-	double norm_mean;         /* NAN = none */
-	double sum_sq;            /* summed */
-	double abs_sum;           /* summed */
-	double max_abs;           /* max */
-	uint64_t count;           /* summed */
-	uint64_t nonzero;         /* summed */
-	uint64_t nonfinite;       /* summed */
-	double momentum_abs_mean; /* mean */
-	double level;             /* in force */
-	double error_bound;       /* in force */
-	uint64_t act_steps;       /* summed, 0 = not measured */
-	double act_lbar;          /* mean over the ranks that measured */
-	double act_nonzero;       /* same */
-	double act_bytes;         /* same */
-	double act_raw_bytes;     /* same */
-	double comm_raw_ms;       /* median over ranks, NAN = none */
-	double comm_comp_ms;      /* same */
-	double codec_ms;          /* same */
-	uint32_t comm_raw_n;      /* summed */
-	uint32_t comm_comp_n;     /* summed */
+	int64_t run;            /* runs.id */
+	uint64_t window;        /* index */
+	uint32_t layer;         /* index */
+	bellows_window_layer v; /* the layer, name and shape NULL */
 } store_stat_row;
 
 typedef struct store_timing_row {
@@ -293,20 +260,19 @@ enum store_stmt {
 	ST_MAX,
 };
 
-/* Columns of the two tables written most, for their multi-row inserts. */
-#define STORE_STAT_INSERT                                                      \
-	"INSERT OR REPLACE INTO windows (run_id, window, layer, "              \
-	"grad_norm_rank0, grad_norm_mean, sum_sq, abs_sum, max_abs, count, "   \
-	"nonzero, nonfinite, momentum_abs_mean, level, error_bound, "          \
-	"act_steps, act_lbar, act_nonzero, act_bytes, act_raw_bytes, "         \
-	"comm_raw_ms, comm_comp_ms, codec_ms, comm_raw_n, comm_comp_n) VALUES "
-#define STORE_STAT_COLS 24
-#define STORE_TIMING_INSERT                                                     \
-	"INSERT OR REPLACE INTO timings (run_id, window, rank, steps, "         \
-	"step_ms, compute_ms, comm_ms, step_ms_max, bytes_sent, floats_sent, "  \
-	"floats_raw, decision_misses, reports_dropped, backward_ms, codec_ms, " \
-	"mem_device_used, mem_device_total, mem_host_used) VALUES "
-#define STORE_TIMING_COLS 18
+/* The columns of windows, window_info and timings that are not
+ * statistics, bound first; the statistics follow, named by the table
+ * (hist_cols.h). */
+#define STORE_STAT_KEYS  "run_id, window, layer, level, error_bound"
+#define STORE_STAT_FIXED 5
+#define STORE_INFO_KEYS                                                        \
+	"run_id, window, first_step, last_step, epoch, lr, lr_next, "          \
+	"batch_size, lr_scale, world, ranks_reported, ranks_expected, "        \
+	"complete, closed_wall_ms, state_batch_size, state_size_threshold, "   \
+	"state_compression_off, state_apply_step, state_calibrate_steps"
+#define STORE_INFO_FIXED   19
+#define STORE_TIMING_KEYS  "run_id, window, rank"
+#define STORE_TIMING_FIXED 3
 
 /* ---- the writer's state ---------------------------------------------- */
 

@@ -10,6 +10,7 @@
  * connection of their own.
  */
 #include "store_int.h"
+#include "store_schema.h"
 
 #include "log.h"
 
@@ -41,24 +42,12 @@ static const char *const store_sql[ST_MAX] = {
 		     "numel, ndim, shape) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_RANK] = "INSERT INTO rank_events (run_id, rank, wall_ms, kind, "
 		    "step, incarnation) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-	[ST_INFO] = "INSERT OR REPLACE INTO window_info (run_id, window, "
-		    "first_step, last_step, epoch, lr, lr_next, batch_size, "
-		    "lr_scale, world, ranks_reported, ranks_expected, "
-		    "complete, step_ms_median, compute_ms_median, "
-		    "comm_ms_median, floats_sent, floats_raw, closed_wall_ms, "
-		    "state_batch_size, state_size_threshold, "
-		    "state_compression_off, backward_ms_median, "
-		    "codec_ms_median, mem_device_used, mem_device_total, "
-		    "mem_host_used, state_apply_step, state_calibrate_steps, "
-		    "saved_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-		    "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, "
-		    "?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)",
 	[ST_COMM] = "INSERT INTO comm_samples (run_id, window, rank, bytes, "
 		    "ms, count, compressed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
 		    "?7)",
 	[ST_METRIC] = "INSERT INTO policy_metrics (run_id, window, policy, "
 		      "name, layer, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-	/* ST_STAT, ST_TIMING and their _N: store_sql_rows. */
+	/* ST_INFO, ST_STAT, ST_TIMING and the _N: store_sql_rows. */
 	[ST_DECISION] = "INSERT OR REPLACE INTO decisions (run_id, seq, "
 			"apply_step, window, wall_ms, source, policy, reason, "
 			"n_layers, levels, error_bounds, batch_size, lr_scale, "
@@ -398,10 +387,81 @@ store_query_int(store_writer *w, const char *sql, int64_t *ret)
 	return rc;
 }
 
-/* Brings the schema to CTL_STORE_SCHEMA_VERSION, one version per
- * transaction. */
+/* Whether `table` of the file has a column `col`: *ret 1 or 0. Both
+ * names are the schema's constants, never input. Returns as
+ * store_query_int. */
 static int
-store_migrate(store_writer *w)
+store_has_column(store_writer *w, const char *table, const char *col,
+    int64_t *ret)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql),
+	    "SELECT count(*) FROM pragma_table_info('%s') WHERE name = '%s'",
+	    table, col);
+	return store_query_int(w, sql, ret);
+}
+
+/* The generated migration, after the numbered ones: every statistic
+ * column the statistics table names (hist_cols.h) that a table of the
+ * file lacks, checked with PRAGMA table_info, is added to it and to its
+ * superseded_ twin, in the table's order (a resume copies rows with
+ * `SELECT *`: the twins keep the same columns in the same order), all in
+ * one transaction. A statistic added to the table thus gets its column
+ * in every file, old or new, without a numbered migration; rows written
+ * before read as "not measured". */
+static int
+store_migrate_columns(store_writer *w)
+{
+	static const char *const prefix[] = { "", "superseded_" };
+	bool begun = false;
+	int rc = 0;
+
+	for (int t = 0; rc == 0 && t < HIST_N_TABLES; t++) {
+		uint32_t n;
+		const hist_col *hc = hist_cols((hist_table)t, &n);
+
+		for (int p = 0; rc == 0 && p < 2; p++) {
+			char table[64];
+
+			snprintf(table, sizeof(table), "%s%s", prefix[p],
+			    hist_table_name((hist_table)t));
+			for (uint32_t c = 0; rc == 0 && c < n; c++) {
+				char sql[256];
+				int64_t has = 0;
+
+				if ((rc = store_has_column(w, table, hc[c].name,
+					 &has)) != 0 ||
+				    has)
+					continue;
+				if (!begun &&
+				    (rc = store_exec(w, "BEGIN IMMEDIATE",
+					 "begin")) != 0)
+					return rc;
+				begun = true;
+				snprintf(sql, sizeof(sql),
+				    "ALTER TABLE %s ADD COLUMN %s %s", table,
+				    hc[c].name, hist_col_decl(&hc[c]));
+				if ((rc = store_exec(w, sql,
+					 "adding a column")) == 0)
+					ctl_log(CTL_LOG_INFO, "store",
+					    "'%s': added column %s.%s", w->path,
+					    table, hc[c].name);
+			}
+		}
+	}
+	if (begun && rc == 0)
+		rc = store_exec(w, "COMMIT", "commit");
+	if (begun && rc != 0)
+		sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+	return rc;
+}
+
+/* Brings the schema to CTL_STORE_SCHEMA_VERSION, one version per
+ * transaction, then adds the statistic columns the file lacks
+ * (store_migrate_columns). */
+static int
+store_migrate_to(store_writer *w, int64_t target)
 {
 	int64_t version, tables;
 	int rc;
@@ -444,7 +504,7 @@ store_migrate(store_writer *w)
 		    w->path);
 		version = 1;
 	}
-	while (version < CTL_STORE_SCHEMA_VERSION) {
+	while (version < target) {
 		char set[64];
 
 		snprintf(set, sizeof(set), "PRAGMA user_version = %" PRId64,
@@ -462,6 +522,32 @@ store_migrate(store_writer *w)
 		    "'%s': migrated schema version %" PRId64 " to %" PRId64,
 		    w->path, version, version + 1);
 		version++;
+	}
+	return target == CTL_STORE_SCHEMA_VERSION ? store_migrate_columns(w)
+						  : 0;
+}
+
+static int
+store_migrate(store_writer *w)
+{
+	return store_migrate_to(w, CTL_STORE_SCHEMA_VERSION);
+}
+
+int
+ctl_store_schema_make(sqlite3 *db, int version, char *err, size_t errlen)
+{
+	store_writer w = { .path = (char *)"(history)", .db = db };
+	int rc;
+
+	if (version < 1 || version > CTL_STORE_SCHEMA_VERSION) {
+		snprintf(err, errlen, "no schema version %d", version);
+		return BELLOWS_EINVAL;
+	}
+	w.error[0] = '\0';
+	rc = store_migrate_to(&w, version);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "%s", w.error);
+		return BELLOWS_EIO;
 	}
 	return 0;
 }
@@ -492,36 +578,55 @@ store_configure_sqlite(void)
 	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
-/* The SQL of the inserts of one or STORE_MULTI rows of windows and
- * timings ("... VALUES (?,...), (?,...)"), allocated; NULL for the other
- * statements (in store_sql). */
+/* The SQL of the inserts into the tables with statistic columns, by
+ * name: "INSERT OR REPLACE INTO t (keys, statistics) VALUES (?,...)",
+ * with STORE_MULTI rows for the _N statements, allocated; NULL for the
+ * other statements (in store_sql). */
 static char *
 store_sql_rows(int which)
 {
-	const char *head;
-	uint32_t cols, rows;
+	const char *keys;
+	const hist_col *hc;
+	hist_table t;
+	uint32_t fixed, n_stat, cols, rows;
 	size_t len, used;
 	char *sql;
 
 	switch (which) {
 	case ST_STAT:
 	case ST_STAT_N:
-		head = STORE_STAT_INSERT;
-		cols = STORE_STAT_COLS;
+		t = HIST_WINDOWS;
+		keys = STORE_STAT_KEYS;
+		fixed = STORE_STAT_FIXED;
+		break;
+	case ST_INFO:
+		t = HIST_WINDOW_INFO;
+		keys = STORE_INFO_KEYS;
+		fixed = STORE_INFO_FIXED;
 		break;
 	case ST_TIMING:
 	case ST_TIMING_N:
-		head = STORE_TIMING_INSERT;
-		cols = STORE_TIMING_COLS;
+		t = HIST_TIMINGS;
+		keys = STORE_TIMING_KEYS;
+		fixed = STORE_TIMING_FIXED;
 		break;
 	default:
 		return NULL;
 	}
+	hc = hist_cols(t, &n_stat);
+	cols = fixed + n_stat;
 	rows = which == ST_STAT_N || which == ST_TIMING_N ? STORE_MULTI : 1;
-	len = strlen(head) + (size_t)rows * (cols * 2 + 3) + 1;
+	len = strlen(keys) + 64 + (size_t)rows * (cols * 2 + 3) + 1;
+	for (uint32_t c = 0; c < n_stat; c++)
+		len += strlen(hc[c].name) + 2;
 	if ((sql = malloc(len)) == NULL)
 		store_oom();
-	used = (size_t)snprintf(sql, len, "%s", head);
+	used = (size_t)snprintf(sql, len, "INSERT OR REPLACE INTO %s (%s",
+	    hist_table_name(t), keys);
+	for (uint32_t c = 0; c < n_stat; c++)
+		used += (size_t)snprintf(sql + used, len - used, ", %s",
+		    hc[c].name);
+	used += (size_t)snprintf(sql + used, len - used, ") VALUES ");
 	for (uint32_t r = 0; r < rows; r++) {
 		sql[used++] = r > 0 ? ',' : '(';
 		if (r > 0)

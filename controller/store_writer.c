@@ -97,18 +97,6 @@ store_bind_u64(sqlite3_stmt *st, int i, uint64_t v)
 	sqlite3_bind_int64(st, i, v > INT64_MAX ? INT64_MAX : (int64_t)v);
 }
 
-/* A byte count the policy view holds as a double, as an INTEGER. */
-static void
-store_bind_bytes(sqlite3_stmt *st, int i, double v)
-{
-	if (!(v > 0))
-		sqlite3_bind_int64(st, i, 0);
-	else if (v >= 9223372036854775807.0)
-		sqlite3_bind_int64(st, i, INT64_MAX);
-	else
-		sqlite3_bind_int64(st, i, (int64_t)v);
-}
-
 void
 store_bind_text(sqlite3_stmt *st, int i, const char *s)
 {
@@ -212,37 +200,31 @@ static int
 store_write_info(store_writer *w, const store_info_row *r)
 {
 	sqlite3_stmt *st = w->st[ST_INFO];
+	const bellows_window *v = &r->v;
+	uint32_t n;
+	const hist_col *hc = hist_cols(HIST_WINDOW_INFO, &n);
 
 	sqlite3_bind_int64(st, 1, r->run);
-	store_bind_u64(st, 2, r->window);
-	store_bind_u64(st, 3, r->first_step);
-	store_bind_u64(st, 4, r->last_step);
-	store_bind_u64(st, 5, r->epoch);
-	store_bind_real(st, 6, r->lr);
-	store_bind_real(st, 7, r->lr_next);
-	sqlite3_bind_int64(st, 8, r->batch_size);
-	store_bind_real(st, 9, r->lr_scale);
-	sqlite3_bind_int64(st, 10, r->world);
-	sqlite3_bind_int64(st, 11, r->ranks_reported);
+	store_bind_u64(st, 2, v->window);
+	store_bind_u64(st, 3, v->first_step);
+	store_bind_u64(st, 4, v->last_step);
+	store_bind_u64(st, 5, v->epoch);
+	store_bind_real(st, 6, v->lr);
+	store_bind_real(st, 7, v->lr_next);
+	sqlite3_bind_int64(st, 8, v->batch_size);
+	store_bind_real(st, 9, v->lr_scale);
+	sqlite3_bind_int64(st, 10, v->world);
+	sqlite3_bind_int64(st, 11, v->ranks_reported);
 	sqlite3_bind_int64(st, 12, r->ranks_expected);
 	sqlite3_bind_int(st, 13, r->complete);
-	store_bind_real(st, 14, r->step_ms_median);
-	store_bind_real(st, 15, r->compute_ms_median);
-	store_bind_real(st, 16, r->comm_ms_median);
-	store_bind_u64(st, 17, r->floats_sent);
-	store_bind_u64(st, 18, r->floats_raw);
-	store_bind_u64(st, 19, r->wall_ms);
-	sqlite3_bind_int64(st, 20, r->state_batch_size);
-	store_bind_u64(st, 21, r->state_threshold);
-	sqlite3_bind_int(st, 22, r->state_off);
-	store_bind_real(st, 23, r->backward_ms_median);
-	store_bind_real(st, 24, r->codec_ms_median);
-	store_bind_bytes(st, 25, r->mem_device_used);
-	store_bind_bytes(st, 26, r->mem_device_total);
-	store_bind_bytes(st, 27, r->mem_host_used);
-	store_bind_u64(st, 28, r->state_apply);
-	store_bind_u64(st, 29, r->state_calibrate);
-	store_bind_bytes(st, 30, r->saved_bytes);
+	store_bind_u64(st, 14, r->wall_ms);
+	sqlite3_bind_int64(st, 15, r->state_batch_size);
+	store_bind_u64(st, 16, r->state_threshold);
+	sqlite3_bind_int(st, 17, r->state_off);
+	store_bind_u64(st, 18, r->state_apply);
+	store_bind_u64(st, 19, r->state_calibrate);
+	for (uint32_t c = 0; c < n; c++)
+		hist_col_bind(st, STORE_INFO_FIXED + 1 + (int)c, &hc[c], v);
 	return store_step(st);
 }
 
@@ -278,58 +260,38 @@ store_write_metric(store_writer *w, const store_metric_row *r)
 	return store_step(st);
 }
 
-/* Binds a windows row at parameters base + 1 .. base + 24. */
+/* Binds a windows row at parameters base + 1 ..: its keys, the level
+ * and bound in force, then the statistics by name. */
 static void
 store_bind_stat(sqlite3_stmt *st, int base, const store_stat_row *r)
 {
+	uint32_t n;
+	const hist_col *hc = hist_cols(HIST_WINDOWS, &n);
+
 	sqlite3_bind_int64(st, base + 1, r->run);
 	store_bind_u64(st, base + 2, r->window);
 	sqlite3_bind_int64(st, base + 3, r->layer);
-	store_bind_real(st, base + 4, r->norm_rank0);
-	store_bind_real(st, base + 5, r->norm_mean);
-	store_bind_real(st, base + 6, r->sum_sq);
-	store_bind_real(st, base + 7, r->abs_sum);
-	store_bind_real(st, base + 8, r->max_abs);
-	store_bind_u64(st, base + 9, r->count);
-	store_bind_u64(st, base + 10, r->nonzero);
-	store_bind_u64(st, base + 11, r->nonfinite);
-	store_bind_real(st, base + 12, r->momentum_abs_mean);
-	store_bind_real(st, base + 13, r->level);
-	store_bind_real(st, base + 14, r->error_bound);
-	store_bind_u64(st, base + 15, r->act_steps);
-	store_bind_real(st, base + 16, r->act_lbar);
-	store_bind_real(st, base + 17, r->act_nonzero);
-	store_bind_real(st, base + 18, r->act_bytes);
-	store_bind_real(st, base + 19, r->act_raw_bytes);
-	store_bind_real(st, base + 20, r->comm_raw_ms);
-	store_bind_real(st, base + 21, r->comm_comp_ms);
-	store_bind_real(st, base + 22, r->codec_ms);
-	sqlite3_bind_int64(st, base + 23, r->comm_raw_n);
-	sqlite3_bind_int64(st, base + 24, r->comm_comp_n);
+	store_bind_real(st, base + 4, r->v.level);
+	store_bind_real(st, base + 5, r->v.error_bound);
+	for (uint32_t c = 0; c < n; c++)
+		hist_col_bind(st, base + STORE_STAT_FIXED + 1 + (int)c, &hc[c],
+		    &r->v);
 }
 
-/* Binds a timings row at parameters base + 1 .. base + 18. */
+/* Binds a timings row at parameters base + 1 ..: its keys, then the
+ * rank's timings by name. */
 static void
 store_bind_timing(sqlite3_stmt *st, int base, const store_timing_row *r)
 {
+	uint32_t n;
+	const hist_col *hc = hist_cols(HIST_TIMINGS, &n);
+
 	sqlite3_bind_int64(st, base + 1, r->run);
 	store_bind_u64(st, base + 2, r->window);
 	sqlite3_bind_int64(st, base + 3, r->rank);
-	sqlite3_bind_int64(st, base + 4, r->t.steps);
-	store_bind_real(st, base + 5, r->t.step_ms);
-	store_bind_real(st, base + 6, r->t.compute_ms);
-	store_bind_real(st, base + 7, r->t.comm_ms);
-	store_bind_real(st, base + 8, r->t.step_ms_max);
-	store_bind_u64(st, base + 9, r->t.bytes_sent);
-	store_bind_u64(st, base + 10, r->t.floats_sent);
-	store_bind_u64(st, base + 11, r->t.floats_raw);
-	sqlite3_bind_int64(st, base + 12, r->t.decision_misses);
-	store_bind_u64(st, base + 13, r->t.reports_dropped);
-	store_bind_real(st, base + 14, r->t.backward_ms);
-	store_bind_real(st, base + 15, r->t.codec_ms);
-	store_bind_u64(st, base + 16, r->t.mem_device_used);
-	store_bind_u64(st, base + 17, r->t.mem_device_total);
-	store_bind_u64(st, base + 18, r->t.mem_host_used);
+	for (uint32_t c = 0; c < n; c++)
+		hist_col_bind(st, base + STORE_TIMING_FIXED + 1 + (int)c,
+		    &hc[c], &r->t);
 }
 
 /* Writes a batch's windows rows, STORE_MULTI per statement, then the
@@ -340,10 +302,13 @@ store_write_stats(store_writer *w, const store_batch *b)
 	uint32_t i = 0;
 	int rc = SQLITE_OK;
 
+	uint32_t n;
+	int cols = STORE_STAT_FIXED + (int)(hist_cols(HIST_WINDOWS, &n), n);
+
 	for (; rc == SQLITE_OK && i + STORE_MULTI <= b->stats.n;
 	     i += STORE_MULTI) {
 		for (int k = 0; k < STORE_MULTI; k++)
-			store_bind_stat(w->st[ST_STAT_N], k * STORE_STAT_COLS,
+			store_bind_stat(w->st[ST_STAT_N], k * cols,
 			    &b->stats.v[i + k]);
 		rc = store_step(w->st[ST_STAT_N]);
 	}
@@ -361,11 +326,14 @@ store_write_timings(store_writer *w, const store_batch *b)
 	uint32_t i = 0;
 	int rc = SQLITE_OK;
 
+	uint32_t n;
+	int cols = STORE_TIMING_FIXED + (int)(hist_cols(HIST_TIMINGS, &n), n);
+
 	for (; rc == SQLITE_OK && i + STORE_MULTI <= b->timings.n;
 	     i += STORE_MULTI) {
 		for (int k = 0; k < STORE_MULTI; k++)
-			store_bind_timing(w->st[ST_TIMING_N],
-			    k * STORE_TIMING_COLS, &b->timings.v[i + k]);
+			store_bind_timing(w->st[ST_TIMING_N], k * cols,
+			    &b->timings.v[i + k]);
 		rc = store_step(w->st[ST_TIMING_N]);
 	}
 	for (; rc == SQLITE_OK && i < b->timings.n; i++) {
@@ -658,7 +626,7 @@ store_write_firm_all(store_writer *w)
 		if (!b->firm_done) {
 			for (uint32_t k = 0; k < b->infos.n; k++)
 				store_note_window(w, b->infos.v[k].run,
-				    b->infos.v[k].window);
+				    b->infos.v[k].v.window);
 			w->age_due = w->age_due || b->infos.n > 0;
 		}
 		b->firm_done = true;

@@ -643,6 +643,92 @@ test_store_migrates_a_version_1_file_keeping_its_rows(void **state)
 	assert_int_equal(run_begin(f, "job", 2), 8);
 }
 
+/* A file written before some statistics were in the statistics table:
+ * opening it adds their columns (to each table and its superseded_
+ * twin, in the same order), and the store then writes and resumes into
+ * them. */
+static void
+test_store_adds_the_columns_of_new_statistics_to_an_old_file(void **state)
+{
+	fixture *f = *state;
+	static const char *const twins[][2] = {
+		{ "windows", "superseded_windows" },
+		{ "window_info", "superseded_window_info" },
+		{ "timings", "superseded_timings" },
+	};
+	char a[2048], b[2048];
+	int64_t run;
+	com_timings t = { .steps = 10, .mem_host_used = 4096 };
+
+	open_store(f);
+	start_store(f);
+	ctl_store_close(&f->store, 2000);
+	/* As if codec_ms, saved_bytes and mem_host_used were new. */
+	db_exec(f->db,
+	    "ALTER TABLE windows DROP COLUMN codec_ms;"
+	    "ALTER TABLE superseded_windows DROP COLUMN codec_ms;"
+	    "ALTER TABLE window_info DROP COLUMN saved_bytes;"
+	    "ALTER TABLE superseded_window_info DROP COLUMN saved_bytes;"
+	    "ALTER TABLE timings DROP COLUMN mem_host_used;"
+	    "ALTER TABLE superseded_timings DROP COLUMN mem_host_used;");
+	assert_int_equal(
+	    db_int(f->db,
+		"SELECT count(*) FROM pragma_table_info('windows') "
+		"WHERE name = 'codec_ms'"),
+	    0);
+
+	open_store(f);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_current_schema(f->db);
+	for (size_t i = 0; i < 3; i++) {
+		char sql[256];
+
+		snprintf(sql, sizeof(sql),
+		    "SELECT group_concat(name, ',') FROM (SELECT name FROM "
+		    "pragma_table_info('%s') ORDER BY cid)",
+		    twins[i][0]);
+		db_text(f->db, a, sizeof(a), sql);
+		snprintf(sql, sizeof(sql),
+		    "SELECT group_concat(name, ',') FROM (SELECT name FROM "
+		    "pragma_table_info('%s') WHERE name != 'resume' ORDER BY "
+		    "cid)",
+		    twins[i][1]);
+		db_text(f->db, b, sizeof(b), sql);
+		assert_string_equal(a, b);
+	}
+	assert_non_null(strstr(a, "mem_host_used"));
+	assert_int_equal(
+	    db_int(f->db,
+		"SELECT count(*) FROM pragma_table_info('windows') "
+		"WHERE name = 'codec_ms'"),
+	    1);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM "
+			     "pragma_table_info('window_info') WHERE name = "
+			     "'saved_bytes'"),
+	    1);
+
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	put_window(f, run, 0, N_LAYERS, 10);
+	put_window(f, run, 1, N_LAYERS, 11);
+	ctl_store_timing(f->store, run, 1, 0, &t);
+	wait_committed(f, ctl_store_flush(f->store));
+	assert_int_equal(db_int(f->db,
+			     "SELECT mem_host_used FROM timings WHERE window = "
+			     "1"),
+	    4096);
+	ctl_store_run_resumed(f->store, run, 1, "again");
+	wait_committed(f, ctl_store_flush(f->store));
+	assert_false(store_degraded(f, NULL, 0));
+	assert_int_equal(db_int(f->db,
+			     "SELECT mem_host_used FROM superseded_timings"),
+	    4096);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM superseded_windows"),
+	    N_LAYERS);
+}
+
 /* Version 2 as it was released: version 1 and its one migration, with
  * rows in every table a run fills, so that version 3's migration shows
  * it keeps them and adds columns that read as "not measured". */
@@ -2287,6 +2373,7 @@ main(void)
 		T(test_store_creates_the_file_and_its_wal_with_store_mode),
 		T(test_store_migrates_a_version_1_file_keeping_its_rows),
 		T(test_store_migrates_a_version_2_file_keeping_its_rows),
+		T(test_store_adds_the_columns_of_new_statistics_to_an_old_file),
 		T(test_store_refuses_a_newer_schema_with_a_clear_message),
 		T(test_store_refuses_a_file_that_is_not_a_bellows_history),
 		T(test_store_runs_without_history_when_the_file_is_corrupt),
