@@ -8,8 +8,8 @@
  */
 #include "store_int.h"
 
+#include "hist_read.h"
 #include "log.h"
-#include "window.h"
 
 #include <bellows/error.h>
 
@@ -28,15 +28,6 @@ store_col_real(sqlite3_stmt *st, int i)
 {
 	return sqlite3_column_type(st, i) == SQLITE_NULL
 	    ? NAN
-	    : sqlite3_column_double(st, i);
-}
-
-/* A REAL column where NULL means "not measured": 0. */
-static double
-store_col_real0(sqlite3_stmt *st, int i)
-{
-	return sqlite3_column_type(st, i) == SQLITE_NULL
-	    ? 0
 	    : sqlite3_column_double(st, i);
 }
 
@@ -278,170 +269,57 @@ store_load_position(store_writer *w, store_loaded *ld)
 	sqlite3_finalize(st);
 }
 
-/* Streams the run's windows into ops->window: window_info rows in order,
- * each with its layers' rows from a second cursor in the same order. */
+/* Streams the run's windows into ops->window, as the history reader
+ * (hist_read.h) rebuilds them, with the state in force during each. */
 static uint64_t
 store_load_windows(store_writer *w, store_loaded *ld,
     const ctl_store_recover_ops *ops, void *arg, void *ctx)
 {
-	sqlite3_stmt *wi = store_select(w,
-	    "SELECT window, first_step, last_step, epoch, lr, lr_next, "
-	    "batch_size, lr_scale, world, ranks_reported, step_ms_median, "
-	    "compute_ms_median, comm_ms_median, floats_sent, floats_raw, "
-	    "state_batch_size, state_size_threshold, state_compression_off, "
-	    "backward_ms_median, codec_ms_median, mem_device_used, "
-	    "mem_device_total, mem_host_used, state_apply_step, "
-	    "state_calibrate_steps, saved_bytes FROM window_info WHERE run_id "
-	    "= ?1 AND window < ?3 ORDER BY window",
-	    ld->run.id, 0);
-	sqlite3_stmt *wl = store_select(w,
-	    "SELECT window, layer, grad_norm_rank0, grad_norm_mean, sum_sq, "
-	    "abs_sum, max_abs, count, nonzero, nonfinite, momentum_abs_mean, "
-	    "level, error_bound, act_steps, act_lbar, act_nonzero, act_bytes, "
-	    "act_raw_bytes, comm_raw_ms, comm_comp_ms, codec_ms, comm_raw_n, "
-	    "comm_comp_n FROM windows WHERE run_id = ?1 AND window < ?3 ORDER "
-	    "BY window, layer",
-	    ld->run.id, 0);
-	sqlite3_stmt *wc = store_select(w,
-	    "SELECT window, rank, bytes, ms, count, compressed FROM "
-	    "comm_samples WHERE run_id = ?1 AND window < ?3 ORDER BY window, "
-	    "rowid",
-	    ld->run.id, 0);
-	STORE_VEC(bellows_comm_sample) comm = { 0 };
-	bool have_comm = false;
 	uint32_t n = ld->run.n_layers;
-	bellows_window_layer *layers = calloc(n ? n : 1, sizeof(*layers));
+	hist_windows *c = NULL;
 	com_decision in_force;
-	bool have_row = false;
+	char err[256];
 	uint64_t count = 0;
+	int r;
 
-	if (layers == NULL || com_decision_init(&in_force, ld->run.job, n) != 0)
+	if (com_decision_init(&in_force, ld->run.job, n) != 0)
 		store_oom();
-	if (wi == NULL || wl == NULL || wc == NULL)
-		goto out;
-	sqlite3_bind_int64(wi, 3, ld->below);
-	sqlite3_bind_int64(wl, 3, ld->below);
-	sqlite3_bind_int64(wc, 3, ld->below);
-	have_row = sqlite3_step(wl) == SQLITE_ROW;
-	have_comm = sqlite3_step(wc) == SQLITE_ROW;
-	while (sqlite3_step(wi) == SQLITE_ROW) {
-		uint64_t win = store_col_u64(wi, 0);
-		bellows_window v = {
-			.job = ld->run.job,
-			.window = win,
-			.first_step = store_col_u64(wi, 1),
-			.last_step = store_col_u64(wi, 2),
-			.epoch = store_col_u64(wi, 3),
-			.lr = store_col_real(wi, 4),
-			.lr_next = store_col_real(wi, 5),
-			.batch_size = (uint32_t)sqlite3_column_int64(wi, 6),
-			.lr_scale = store_col_real(wi, 7),
-			.world = (uint32_t)sqlite3_column_int64(wi, 8),
-			.ranks_reported = (uint32_t)sqlite3_column_int64(wi, 9),
-			.step_ms_median = store_col_real(wi, 10),
-			.compute_ms_median = store_col_real(wi, 11),
-			.comm_ms_median = store_col_real(wi, 12),
-			.floats_sent = store_col_u64(wi, 13),
-			.floats_raw = store_col_u64(wi, 14),
-			.n_layers = n,
-			.layers = layers,
-			.backward_ms_median = store_col_real0(wi, 18),
-			.codec_ms_median = store_col_real0(wi, 19),
-			.mem_device_used = (double)store_col_u64(wi, 20),
-			.mem_device_total = (double)store_col_u64(wi, 21),
-			.mem_host_used = (double)store_col_u64(wi, 22),
-			.saved_bytes = (double)store_col_u64(wi, 25),
-		};
+	r = hist_windows_open(w->db, ld->run.id, (uint64_t)ld->below,
+	    ld->layers, n, &c, err, sizeof(err));
+	if (r == BELLOWS_ENOMEM)
+		store_oom();
+	if (r != 0)
+		ctl_log(CTL_LOG_WARN, "store", "'%s': %s", w->path, err);
+	while (r == 0) {
+		bellows_window v;
+		hist_state st;
+		uint32_t rows;
 
-		in_force.apply_step = store_col_u64(wi, 23);
-		in_force.calibrate_steps = store_col_u64(wi, 24);
-		v.compression_off = sqlite3_column_int(wi, 17) != 0;
-		v.size_threshold = store_col_u64(wi, 16);
-		v.calibrate_until = ctl_window_calibrate_until(&in_force);
-		in_force.batch_size = (uint32_t)sqlite3_column_int64(wi, 15);
+		r = hist_windows_next(c, &v, &st, &rows, err, sizeof(err));
+		if (r == BELLOWS_ENOMEM)
+			store_oom();
+		if (r < 0)
+			ctl_log(CTL_LOG_WARN, "store", "'%s': %s", w->path,
+			    err);
+		if (r != 1)
+			break;
+		r = 0;
+		v.job = ld->run.job;
+		in_force.apply_step = st.apply_step;
+		in_force.calibrate_steps = st.calibrate_steps;
+		in_force.batch_size = st.batch_size;
 		in_force.lr_scale = v.lr_scale;
-		in_force.size_threshold = store_col_u64(wi, 16);
-		in_force.compression_off = sqlite3_column_int(wi, 17) != 0;
+		in_force.size_threshold = st.size_threshold;
+		in_force.compression_off = st.compression_off;
 		for (uint32_t l = 0; l < n; l++) {
-			layers[l] = (bellows_window_layer){
-				.name = ld->layers[l].name,
-				.numel = ld->layers[l].numel,
-				.ndim = ld->layers[l].ndim,
-				.shape = ld->layers[l].shape,
-				.grad_norm = NAN,
-				.grad_norm_rank0 = NAN,
-				.grad_norm_mean = NAN,
-				.comm_raw_ms = NAN,
-				.comm_comp_ms = NAN,
-				.codec_ms = NAN,
-			};
-			in_force.level[l] = 0;
-			in_force.error_bound[l] = 0;
+			in_force.level[l] = v.layers[l].level;
+			in_force.error_bound[l] = v.layers[l].error_bound;
 		}
-		while (have_row && store_col_u64(wl, 0) < win)
-			have_row = sqlite3_step(wl) == SQLITE_ROW;
-		while (have_row && store_col_u64(wl, 0) == win) {
-			int64_t l = sqlite3_column_int64(wl, 1);
-
-			if (l >= 0 && l < (int64_t)n) {
-				bellows_window_layer *x = &layers[l];
-
-				x->grad_norm_rank0 = store_col_real(wl, 2);
-				x->grad_norm_mean = store_col_real(wl, 3);
-				/* As the daemon computes it (window.c). */
-				x->grad_norm = !isnan(x->grad_norm_rank0)
-				    ? x->grad_norm_rank0
-				    : x->grad_norm_mean;
-				x->sum_sq = store_col_real(wl, 4);
-				x->abs_sum = store_col_real(wl, 5);
-				x->max_abs = store_col_real(wl, 6);
-				x->count = store_col_u64(wl, 7);
-				x->nonzero = store_col_u64(wl, 8);
-				x->nonfinite = store_col_u64(wl, 9);
-				x->momentum_abs_mean = store_col_real(wl, 10);
-				x->level = store_col_real(wl, 11);
-				x->error_bound = store_col_real(wl, 12);
-				x->act_steps = store_col_u64(wl, 13);
-				x->act_lbar = store_col_real0(wl, 14);
-				x->act_nonzero = store_col_real0(wl, 15);
-				x->act_bytes = store_col_real0(wl, 16);
-				x->act_raw_bytes = store_col_real0(wl, 17);
-				x->comm_raw_ms = store_col_real(wl, 18);
-				x->comm_comp_ms = store_col_real(wl, 19);
-				x->codec_ms = store_col_real(wl, 20);
-				x->comm_raw_n = (uint32_t)store_col_u64(wl, 21);
-				x->comm_comp_n = (uint32_t)store_col_u64(wl,
-				    22);
-				in_force.level[l] = x->level;
-				in_force.error_bound[l] = x->error_bound;
-			}
-			have_row = sqlite3_step(wl) == SQLITE_ROW;
-		}
-		comm.n = 0;
-		while (have_comm && store_col_u64(wc, 0) < win)
-			have_comm = sqlite3_step(wc) == SQLITE_ROW;
-		while (have_comm && store_col_u64(wc, 0) == win) {
-			*STORE_PUSH(comm) = (bellows_comm_sample){
-				.rank = (uint32_t)store_col_u64(wc, 1),
-				.bytes = store_col_u64(wc, 2),
-				.ms = store_col_real(wc, 3),
-				.count = (uint32_t)store_col_u64(wc, 4),
-				.compressed = sqlite3_column_int(wc, 5) != 0,
-			};
-			have_comm = sqlite3_step(wc) == SQLITE_ROW;
-		}
-		v.n_comm = comm.n;
-		v.comm = comm.v;
 		ops->window(arg, ctx, &v, &in_force);
 		count++;
 	}
-out:
-	sqlite3_finalize(wi);
-	sqlite3_finalize(wl);
-	sqlite3_finalize(wc);
-	free(comm.v);
+	hist_windows_close(&c);
 	com_decision_fini(&in_force);
-	free(layers);
 	return count;
 }
 
