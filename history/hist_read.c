@@ -349,6 +349,11 @@ hist_windows_next(hist_windows *c, bellows_window *w, hist_state *st,
 		    sqlite3_errmsg(sqlite3_db_handle(wi)));
 		return rc == SQLITE_NOMEM ? BELLOWS_ENOMEM : BELLOWS_EIO;
 	}
+	if (k[WI_WINDOW] >= 0 && sqlite3_column_int64(wi, k[WI_WINDOW]) < 0) {
+		snprintf(errbuf, errlen, "negative window %lld",
+		    (long long)sqlite3_column_int64(wi, k[WI_WINDOW]));
+		return BELLOWS_EINVAL;
+	}
 	v = (bellows_window){
 		.window = hist_u64(wi, k[WI_WINDOW]),
 		.first_step = hist_u64(wi, k[WI_FIRST_STEP]),

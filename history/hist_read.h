@@ -52,8 +52,10 @@ int hist_windows_open(sqlite3 *db, int64_t run, uint64_t below,
 /* Reads the next window into *w (its layers and comm are the cursor's,
  * valid until the next call; job NULL) and the state in force during it
  * into *st; *ret_rows gets how many layers had a windows row. Returns 1
- * for a window, 0 after the last one, BELLOWS_EIO when SQLite fails
- * (errbuf says why) or BELLOWS_ENOMEM; outputs untouched unless 1. */
+ * for a window, 0 after the last one, BELLOWS_EINVAL for a row no
+ * bellowsd writes (a negative window), BELLOWS_EIO when SQLite fails
+ * (errbuf says why in both) or BELLOWS_ENOMEM; outputs untouched unless
+ * 1. */
 int hist_windows_next(hist_windows *c, bellows_window *w, hist_state *st,
     uint32_t *ret_rows, char *errbuf, size_t errlen);
 
