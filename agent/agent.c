@@ -357,6 +357,47 @@ bellows_version(void)
 	return BELLOWS_VERSION;
 }
 
+/* The public struct's layout, from the table that makes it. */
+#define AGENT_SCHEMA_FIELD(name, type, tag, check, agg, gate, wtype, wfield,   \
+    rcol, wcol, wcol2, hist, unit, doc)                                        \
+	{ #name, BELLOWS_STAT_TYPE_##type,                                     \
+		(uint32_t)offsetof(bellows_layer_stats, name), unit, doc },
+
+/* clang-format off */
+static const bellows_stat_field agent_stats_schema[] = {
+	{ "window", BELLOWS_STAT_TYPE_U64,
+	    (uint32_t)offsetof(bellows_layer_stats, window), "",
+	    "window index" },
+	BELLOWS_LAYER_STATS(AGENT_SCHEMA_FIELD)
+	{ NULL, BELLOWS_STAT_TYPE_NONE, (uint32_t)sizeof(bellows_layer_stats),
+	    NULL, NULL },
+};
+/* clang-format on */
+
+const bellows_stat_field *
+bellows_stats_schema(void)
+{
+	return agent_stats_schema;
+}
+
+#define AGENT_STEP_SCHEMA_FIELD(name, type, fold, check, unit, doc)            \
+	{ #name, BELLOWS_STAT_TYPE_##type,                                     \
+		(uint32_t)offsetof(bellows_step_info, name), unit, doc },
+
+/* clang-format off */
+static const bellows_stat_field agent_step_info_schema[] = {
+	BELLOWS_STEP_INFO(AGENT_STEP_SCHEMA_FIELD)
+	{ NULL, BELLOWS_STAT_TYPE_NONE, (uint32_t)sizeof(bellows_step_info),
+	    NULL, NULL },
+};
+/* clang-format on */
+
+const bellows_stat_field *
+bellows_step_info_schema(void)
+{
+	return agent_step_info_schema;
+}
+
 void
 bellows_agent_config_init(bellows_agent_config *cfg)
 {
@@ -595,15 +636,27 @@ agent_magnitude(double v)
 	return isfinite(v) && v >= 0.0;
 }
 
+/* The check column of BELLOWS_STEP_INFO. */
+#define AGENT_CHECK_ANY(v) true
+#define AGENT_CHECK_MAG(v) agent_magnitude(v)
+#define AGENT_STEP_CHECK(name, type, fold, check, ...)                         \
+	&&AGENT_CHECK_##check(info->name)
+
+/* The fold column: a step's value into the window's timings. */
+#define AGENT_FOLD_OWN(f)
+#define AGENT_FOLD_SUM(f) t->f += info->f;
+#define AGENT_FOLD_MAX(f)                                                      \
+	if (info->f > t->f)                                                    \
+		t->f = info->f;
+#define AGENT_FOLD_LAST_NZ(f)                                                  \
+	if (info->f > 0)                                                       \
+		t->f = info->f;
+#define AGENT_STEP_FOLD(name, type, fold, ...) AGENT_FOLD_##fold(name)
+
 static bool
 agent_step_info_valid(const bellows_step_info *info)
 {
-	return info == NULL ||
-	    (agent_magnitude(info->compute_ms) &&
-		agent_magnitude(info->comm_ms) && agent_magnitude(info->lr) &&
-		agent_magnitude(info->lr_next) &&
-		agent_magnitude(info->backward_ms) &&
-		agent_magnitude(info->codec_ms));
+	return info == NULL || (true BELLOWS_STEP_INFO(AGENT_STEP_CHECK));
 }
 
 int
@@ -628,21 +681,7 @@ bellows_agent_step_end(bellows_agent *agent, const bellows_step_info *info)
 	if (ms > t->step_ms_max)
 		t->step_ms_max = ms;
 	if (info != NULL) {
-		t->compute_ms += info->compute_ms;
-		t->comm_ms += info->comm_ms;
-		t->bytes_sent += info->bytes_sent;
-		t->floats_sent += info->floats_sent;
-		t->floats_raw += info->floats_raw;
-		t->backward_ms += info->backward_ms;
-		t->codec_ms += info->codec_ms;
-		if (info->mem_device_used > t->mem_device_used)
-			t->mem_device_used = info->mem_device_used;
-		if (info->mem_device_total > 0)
-			t->mem_device_total = info->mem_device_total;
-		if (info->mem_host_used > t->mem_host_used)
-			t->mem_host_used = info->mem_host_used;
-		if (info->saved_bytes > t->saved_bytes)
-			t->saved_bytes = info->saved_bytes;
+		BELLOWS_STEP_INFO(AGENT_STEP_FOLD)
 		/* The window's LR is its first step's and lr_next the one
 		 * after its last step: lr_next < lr then tells a policy that
 		 * the LR dropped anywhere in or right after the window, even
@@ -737,6 +776,10 @@ bellows_agent_stats_get(bellows_agent *agent, bellows_agent_stats *ret)
 	return 0;
 }
 
+/* One statistic from the report's com_layer_stats to the public struct:
+ * both are made from the same table (bellows/stats.h). */
+#define AGENT_COPY_STAT(name, ...) ret->name = s->name;
+
 int
 bellows_agent_window_stats(const bellows_agent *agent, uint32_t layer,
     bellows_layer_stats *ret)
@@ -748,28 +791,8 @@ bellows_agent_window_stats(const bellows_agent *agent, uint32_t layer,
 	if (agent->closed_window == 0)
 		return BELLOWS_EAGAIN;
 	s = &agent->stats[layer];
-	*ret = (bellows_layer_stats){
-		.window = agent->closed_window - 1,
-		.count = s->count,
-		.nonzero = s->nonzero,
-		.nonfinite = s->nonfinite,
-		.sum_sq = s->sum_sq,
-		.abs_sum = s->abs_sum,
-		.max_abs = s->max_abs,
-		.acc_norm = s->acc_norm,
-		.momentum_abs_mean = s->momentum_abs_mean,
-		.observed_steps = s->observed_steps,
-		.act_steps = s->act_steps,
-		.act_lbar = s->act_lbar,
-		.act_nonzero = s->act_nonzero,
-		.act_bytes = s->act_bytes,
-		.act_raw_bytes = s->act_raw_bytes,
-		.comm_raw_ms = s->comm_raw_ms,
-		.comm_raw_n = s->comm_raw_n,
-		.comm_comp_ms = s->comm_comp_ms,
-		.comm_comp_n = s->comm_comp_n,
-		.codec_ms = s->codec_ms,
-	};
+	*ret = (bellows_layer_stats){ .window = agent->closed_window - 1 };
+	BELLOWS_LAYER_STATS(AGENT_COPY_STAT)
 	return 0;
 }
 

@@ -117,12 +117,13 @@ int agent_window_activation(agent_window *w, uint32_t layer, double lbar,
     double nonzero, uint64_t stored_bytes, uint64_t raw_bytes);
 
 /* Writes the window's statistics of every layer into ret[0..n_layers-1]
- * (layer index, counts, sums, acc_norm, momentum_abs_mean, act_steps and
- * the means of the activation statistics; every other field 0) and starts
- * a new window: sums, the accumulator and the activation sums are reset,
- * the momentum is kept. An accumulator or momentum that overflowed to
- * infinity gives an infinite norm or mean. Device layers are reduced on
- * the device, then every stream they were last observed on is waited for.
+ * (layer index, counts, sums, the accumulated norm, the momentum's mean
+ * magnitude, act_steps and the means of the activation statistics; every
+ * other field 0) and starts a new window: sums, the accumulator and the
+ * activation sums are reset, the momentum is kept. An accumulator or
+ * momentum that overflowed to infinity gives an infinite norm or mean.
+ * Device layers are reduced on the device, then every stream they were
+ * last observed on is waited for.
  * Returns 0, or the first CUDA error (the failing layers' entries are then
  * zero but for the index and the activation means); host layers never
  * fail. */

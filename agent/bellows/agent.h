@@ -35,6 +35,7 @@
 
 #include <bellows/error.h>
 #include <bellows/export.h>
+#include <bellows/stats.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -120,39 +121,16 @@ typedef struct bellows_agent_config {
 				 * else none */
 } bellows_agent_config;
 
-/* Timings and counters of one step, given to bellows_agent_step_end().
- * Zero fields mean "not measured"; step_ms 0 is measured by the agent from
- * step_begin to step_end. Times, lr and lr_next must be finite and not
- * negative (step_ms: anything but a positive finite value is measured). */
+/* Timings and counters of one step, given to bellows_agent_step_end():
+ * the fields of BELLOWS_STEP_INFO (bellows/stats.h gives each one's type,
+ * unit, meaning and how the window reports it: a sum, the largest, the
+ * last non-zero value), in its order. Zero fields mean "not measured";
+ * step_ms 0 is measured by the agent from step_begin to step_end. Times,
+ * lr and lr_next must be finite and not negative (step_ms: anything but a
+ * positive finite value is measured). bellows_step_info_schema()
+ * describes the layout at run time. */
 typedef struct bellows_step_info {
-	double step_ms;       /* whole step */
-	double compute_ms;    /* forward + backward */
-	double comm_ms;       /* gradient communication */
-	uint64_t bytes_sent;  /* gradient bytes this rank sent */
-	uint64_t floats_sent; /* floats this rank sent */
-	uint64_t floats_raw;  /* floats it would have sent uncompressed */
-	double lr;            /* learning rate used in this step */
-	double lr_next;       /* learning rate of the next step (0: = lr); a
-			       * window reports its first step's lr and its
-			       * last step's lr_next, so bellowsd sees an LR
-			       * drop anywhere in or right after it */
-	uint32_t batch_size;  /* per-rank batch size used */
-	uint64_t epoch;       /* trainer's epoch counter */
-	double backward_ms;   /* backward compute, communication excluded;
-			       * the window reports the sum */
-	double codec_ms;      /* encode + decode of the step's sends; summed */
-	uint64_t mem_device_used;  /* device bytes in use (e.g. the peak of
-				    * the step); the window reports the
-				    * largest */
-	uint64_t mem_device_total; /* bytes the device has; the window
-				    * reports the last non-zero value */
-	uint64_t mem_host_used;    /* host bytes in use (e.g. RSS); the
-				    * window reports the largest */
-	uint64_t saved_bytes;      /* bytes of every activation the step's
-				    * forward saved for backward (storages
-				    * counted once, parameters excluded,
-				    * compressed ones at their stored size);
-				    * the window reports the largest */
+	BELLOWS_STEP_INFO(BELLOWS_STAT_FIELD) /* see bellows/stats.h */
 } bellows_step_info;
 
 /* The knob state in force. Pointers stay valid until the next
@@ -178,28 +156,16 @@ typedef struct bellows_decision {
 				     * bellows_agent_send_mode; 0 = none */
 } bellows_decision;
 
-/* Statistics of one layer over the last closed window, as reported. */
+/* Statistics of one layer over the last closed window, as reported: the
+ * window index, then one field per entry of BELLOWS_LAYER_STATS
+ * (bellows/stats.h gives each one's type, unit and meaning), in its
+ * order. Entries are only ever appended, so the layout of the fields
+ * known to a caller never changes; bellows_stats_schema() describes the
+ * library's own layout for bindings that build their mirror at run
+ * time. */
 typedef struct bellows_layer_stats {
-	uint64_t window;          /* window index */
-	uint64_t count;           /* elements observed */
-	uint64_t nonzero;         /* finite elements != 0 */
-	uint64_t nonfinite;       /* NaN/Inf, excluded from the sums */
-	double sum_sq;            /* sum of g^2 */
-	double abs_sum;           /* sum of |g| */
-	double max_abs;           /* largest |g| */
-	double acc_norm;          /* L2 norm of the window-summed gradient */
-	double momentum_abs_mean; /* mean |m| at window end; 0 if off */
-	uint32_t observed_steps;  /* steps in which the layer was observed */
-	uint32_t act_steps;       /* bellows_agent_observe_activation calls */
-	double act_lbar;          /* mean of their lbar */
-	double act_nonzero;       /* mean of their nonzero */
-	double act_bytes;         /* mean of their stored_bytes */
-	double act_raw_bytes;     /* mean of their raw_bytes */
-	double comm_raw_ms;       /* median of the timed raw sends */
-	uint32_t comm_raw_n;  /* raw sends timed (bellows_agent_comm_layer) */
-	double comm_comp_ms;  /* median of the timed compressed sends */
-	uint32_t comm_comp_n; /* compressed sends timed */
-	double codec_ms;      /* median codec time of the compressed ones */
+	uint64_t window;                        /* window index */
+	BELLOWS_LAYER_STATS(BELLOWS_STAT_FIELD) /* see bellows/stats.h */
 } bellows_layer_stats;
 
 /* How a layer's gradient is sent in a step: bellows_agent_send_mode. */
@@ -239,6 +205,21 @@ typedef struct bellows_agent_stats {
 
 /* Returns the library version, e.g. "0.1.0". */
 BELLOWS_EXPORT const char *bellows_version(void);
+
+/* The layout of bellows_layer_stats in this library: one entry per field
+ * in order (the window index, then the statistics of BELLOWS_LAYER_STATS
+ * with their type, offset, unit and doc), then an entry whose name is
+ * NULL and whose offset is sizeof(bellows_layer_stats). For bindings that
+ * build their mirror of the struct at run time (the Python one does). The
+ * array is static and constant: valid for the life of the process, safe
+ * from any thread. Never fails. */
+BELLOWS_EXPORT const bellows_stat_field *bellows_stats_schema(void);
+
+/* The layout of bellows_step_info in this library, as
+ * bellows_stats_schema() describes bellows_layer_stats: its fields in
+ * order, then an entry whose name is NULL and whose offset is
+ * sizeof(bellows_step_info). Static and constant; never fails. */
+BELLOWS_EXPORT const bellows_stat_field *bellows_step_info_schema(void);
 
 /* Fills *cfg with defaults: control tcp://127.0.0.1:5555, publish
  * tcp://127.0.0.1:5556, window_steps 0, decision_timeout_ms 5000,

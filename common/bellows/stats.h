@@ -38,9 +38,14 @@
  *   unit   for people ("ms", "bytes", ...);
  *   doc    one line.
  *
+ * A third table, BELLOWS_STEP_INFO, lists the fields of the per-step input
+ * bellows_step_info and how the agent folds each into the window's
+ * timings (its own columns are described with it).
+ *
  * This header is installed: it is what bellows/agent.h builds
- * bellows_layer_stats from, and what bellows_stats_schema() (agent.h)
- * describes at run time.
+ * bellows_layer_stats and bellows_step_info from, and what
+ * bellows_stats_schema() and bellows_step_info_schema() (agent.h)
+ * describe at run time.
  */
 #ifndef BELLOWS_STATS_H
 #define BELLOWS_STATS_H
@@ -166,6 +171,50 @@ extern "C" {
 	X(saved_bytes, U64, 16, ANY, MAX, _, F64, saved_bytes,                 \
 	    NULL, "saved_bytes", NULL, ZERO, "bytes",                          \
 	    "bytes one step saved for backward (every activation), largest")
+
+/* Per step: bellows_step_info (bellows/agent.h), what a trainer hands to
+ * bellows_agent_step_end(), in its field order (the struct's public
+ * layout). X(name, type, fold, check, unit, doc): `fold` is how the agent
+ * makes the window's BELLOWS_RANK_TIMINGS entry of the same name from its
+ * steps: SUM, MAX, LAST_NZ (the last non-zero value), or OWN (folded by
+ * the agent's own code: the step time it measures itself when not given,
+ * and the LR, batch size and epoch, which go into the report rather than
+ * its timings); `check` is what step_end requires of a value (else
+ * BELLOWS_EINVAL). Zero means "not measured". */
+#define BELLOWS_STEP_INFO(X)                                                   \
+	X(step_ms, F64, OWN, ANY, "ms",                                        \
+	    "whole step; anything but a positive finite value: measured by "   \
+	    "the agent from step_begin to step_end")                           \
+	X(compute_ms, F64, SUM, MAG, "ms", "forward + backward")               \
+	X(comm_ms, F64, SUM, MAG, "ms", "gradient communication")              \
+	X(bytes_sent, U64, SUM, ANY, "bytes",                                  \
+	    "gradient bytes this rank sent")                                   \
+	X(floats_sent, U64, SUM, ANY, "floats", "floats this rank sent")       \
+	X(floats_raw, U64, SUM, ANY, "floats",                                 \
+	    "floats it would have sent uncompressed")                          \
+	X(lr, F64, OWN, MAG, "",                                               \
+	    "learning rate used in this step; a window reports its first "     \
+	    "step's")                                                          \
+	X(lr_next, F64, OWN, MAG, "",                                          \
+	    "learning rate of the next step (0: = lr); a window reports its "  \
+	    "last step's, so bellowsd sees an LR drop anywhere in or right "   \
+	    "after it")                                                        \
+	X(batch_size, U32, OWN, ANY, "samples", "per-rank batch size used")    \
+	X(epoch, U64, OWN, ANY, "epochs", "trainer's epoch counter")           \
+	X(backward_ms, F64, SUM, MAG, "ms",                                    \
+	    "backward compute, communication excluded")                        \
+	X(codec_ms, F64, SUM, MAG, "ms",                                       \
+	    "encode + decode of the step's sends")                             \
+	X(mem_device_used, U64, MAX, ANY, "bytes",                             \
+	    "device bytes in use (e.g. the peak of the step)")                 \
+	X(mem_device_total, U64, LAST_NZ, ANY, "bytes",                        \
+	    "bytes the device has")                                            \
+	X(mem_host_used, U64, MAX, ANY, "bytes",                               \
+	    "host bytes in use (e.g. RSS)")                                    \
+	X(saved_bytes, U64, MAX, ANY, "bytes",                                 \
+	    "bytes of every activation the step's forward saved for "          \
+	    "backward (storages counted once, parameters excluded, "           \
+	    "compressed ones at their stored size)")
 
 /* clang-format on */
 

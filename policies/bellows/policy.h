@@ -82,7 +82,20 @@ typedef struct bellows_param {
 				     * terminated; NULL = any string */
 } bellows_param;
 
-/* One layer of the job as a policy sees it in a window. */
+/* One layer of the job as a policy sees it in a window.
+ *
+ * The statistics below are aggregated across ranks as the statistics
+ * table says (bellows/stats.h: each entry's `agg`, `wtype` and `wfield`),
+ * and the controller writes them by offsetof with a static assertion of
+ * each field's type. The struct itself stays written out by hand rather
+ * than generated from the table: its ABI 2 layout predates the table and
+ * orders fields its own way (sum_sq before count, the grad_norm triple,
+ * level and error_bound among them), and policies index the layers array
+ * by this struct's size, so a field appended here changes every compiled
+ * plug-in's stride and needs BELLOWS_POLICY_ABI bumped. A statistic the
+ * policies need not see takes wtype NONE instead. bellows_window, handed
+ * by pointer, takes appended fields within the same ABI ("Appended in
+ * 0.3" below). tests/policies/test_abi.c holds both layouts. */
 typedef struct bellows_window_layer {
 	const char *name;         /* layer name */
 	uint64_t numel;           /* elements */

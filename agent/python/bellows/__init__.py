@@ -42,8 +42,6 @@ from bellows.agent import (
     AgentStats,
     Decision,
     Layer,
-    LayerStats,
-    StepInfo,
     version,
 )
 
@@ -73,3 +71,13 @@ __all__ = [
 # The error codes, as module constants (bellows.EINVAL == -2, ...).
 globals().update({_name: _code for _code, _name in ERRORS.items()})
 __all__ += list(ERRORS.values())
+
+
+def __getattr__(name: str):
+    # bellows.LayerStats and bellows.StepInfo are made from the loaded
+    # library's description of their structs (bellows.agent): on first
+    # use, so that importing bellows does not load libbellows.
+    if name in ("LayerStats", "StepInfo"):
+        from bellows import agent
+        return getattr(agent, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

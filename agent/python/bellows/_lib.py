@@ -6,7 +6,12 @@ library is found, the structs' layouts, the functions' prototypes and the
 error table. Nothing here allocates agents or holds state beyond the loaded
 library; agent.py builds the Python API on top of it.
 
-The structs mirror bellows/agent.h field for field. The library checks
+The structs mirror bellows/agent.h field for field, but for
+``LayerStats`` and ``StepInfo`` (structs bellows_layer_stats and
+bellows_step_info), which are built at run time from the loaded
+library's own description of them (bellows_stats_schema,
+bellows_step_info_schema: every statistic is declared once, in
+bellows/stats.h) and checked against it offset by offset. The library checks
 ``bellows_agent_config.size`` against its own ``sizeof``, and later
 versions only append fields, so the configuration is always built in a
 buffer of the library's own size, initialised by
@@ -21,6 +26,7 @@ import ctypes.util
 import os
 import pathlib
 import threading
+from typing import NamedTuple
 
 __all__ = [
     "BellowsError",
@@ -37,8 +43,14 @@ __all__ = [
     "LOG_DEBUG",
     "SEND_RAW",
     "SEND_COMPRESSED",
+    "LayerStats",
+    "StepInfo",
     "library",
     "library_path",
+    "layer_stats_type",
+    "stats_schema",
+    "step_info_schema",
+    "step_info_type",
 ]
 
 # bellows/error.h, BELLOWS_ERROR_MAP: codes are ABI and never renumbered.
@@ -158,29 +170,6 @@ class AgentConfig(ctypes.Structure):
     ]
 
 
-class StepInfo(ctypes.Structure):
-    """struct bellows_step_info."""
-
-    _fields_ = [
-        ("step_ms", ctypes.c_double),
-        ("compute_ms", ctypes.c_double),
-        ("comm_ms", ctypes.c_double),
-        ("bytes_sent", ctypes.c_uint64),
-        ("floats_sent", ctypes.c_uint64),
-        ("floats_raw", ctypes.c_uint64),
-        ("lr", ctypes.c_double),
-        ("lr_next", ctypes.c_double),
-        ("batch_size", ctypes.c_uint32),
-        ("epoch", ctypes.c_uint64),
-        ("backward_ms", ctypes.c_double),
-        ("codec_ms", ctypes.c_double),
-        ("mem_device_used", ctypes.c_uint64),
-        ("mem_device_total", ctypes.c_uint64),
-        ("mem_host_used", ctypes.c_uint64),
-        ("saved_bytes", ctypes.c_uint64),
-    ]
-
-
 class Decision(ctypes.Structure):
     """struct bellows_decision."""
 
@@ -203,31 +192,36 @@ class Decision(ctypes.Structure):
     ]
 
 
-class LayerStats(ctypes.Structure):
-    """struct bellows_layer_stats."""
+class StatField(ctypes.Structure):
+    """struct bellows_stat_field (bellows/stats.h)."""
 
     _fields_ = [
-        ("window", ctypes.c_uint64),
-        ("count", ctypes.c_uint64),
-        ("nonzero", ctypes.c_uint64),
-        ("nonfinite", ctypes.c_uint64),
-        ("sum_sq", ctypes.c_double),
-        ("abs_sum", ctypes.c_double),
-        ("max_abs", ctypes.c_double),
-        ("acc_norm", ctypes.c_double),
-        ("momentum_abs_mean", ctypes.c_double),
-        ("observed_steps", ctypes.c_uint32),
-        ("act_steps", ctypes.c_uint32),
-        ("act_lbar", ctypes.c_double),
-        ("act_nonzero", ctypes.c_double),
-        ("act_bytes", ctypes.c_double),
-        ("act_raw_bytes", ctypes.c_double),
-        ("comm_raw_ms", ctypes.c_double),
-        ("comm_raw_n", ctypes.c_uint32),
-        ("comm_comp_ms", ctypes.c_double),
-        ("comm_comp_n", ctypes.c_uint32),
-        ("codec_ms", ctypes.c_double),
+        ("name", ctypes.c_char_p),
+        ("type", ctypes.c_uint32),
+        ("offset", ctypes.c_uint32),
+        ("unit", ctypes.c_char_p),
+        ("doc", ctypes.c_char_p),
     ]
+
+
+# enum bellows_stat_type: the ctypes type and the Python type of each.
+STAT_TYPES = {
+    1: (ctypes.c_uint32, int),
+    2: (ctypes.c_uint64, int),
+    3: (ctypes.c_double, float),
+}
+
+
+class SchemaField(NamedTuple):
+    """One field of bellows_layer_stats as the loaded library lays it out
+    (bellows_stats_schema)."""
+
+    name: str
+    ctype: type
+    pytype: type
+    offset: int
+    unit: str
+    doc: str
 
 
 class ActStats(ctypes.Structure):
@@ -383,6 +377,14 @@ class _Functions:
                                    ctypes.c_int, [vp, vp])
         self.window_stats = _prototype(lib, "bellows_agent_window_stats",
                                        ctypes.c_int, [vp, u32, vp])
+        # The layouts of bellows_layer_stats and bellows_step_info
+        # (LayerStats and StepInfo are built from them).
+        self.stats_schema = _prototype(lib, "bellows_stats_schema",
+                                       ctypes.POINTER(StatField), [],
+                                       required=False)
+        self.step_info_schema = _prototype(lib, "bellows_step_info_schema",
+                                           ctypes.POINTER(StatField), [],
+                                           required=False)
         self.level = _prototype(lib, "bellows_agent_level", ctypes.c_double,
                                 [vp, u32])
         self.stats_get = _prototype(lib, "bellows_agent_stats_get",
@@ -503,3 +505,108 @@ def check(function: str, rc: int, detail: str | None = None) -> None:
     """Raises BellowsError for a negative rc."""
     if rc != 0:
         raise BellowsError(function, rc, detail)
+
+
+_schemas: dict[str, tuple[tuple[SchemaField, ...], int]] = {}
+_types: dict[str, type] = {}
+
+# Python name -> (the C function describing it, the C struct).
+_SCHEMAS = {
+    "LayerStats": ("bellows_stats_schema", "bellows_layer_stats"),
+    "StepInfo": ("bellows_step_info_schema", "bellows_step_info"),
+}
+
+
+def _read_schema(name: str) -> tuple[tuple[SchemaField, ...], int]:
+    """The loaded library's layout of struct _SCHEMAS[name]: its fields in
+    order and its size, read once."""
+    f = library()
+    function, struct = _SCHEMAS[name]
+    with _lock:
+        if name in _schemas:
+            return _schemas[name]
+        fn = (f.stats_schema if name == "LayerStats"
+              else f.step_info_schema)
+        if fn is None:
+            raise OSError(f"libbellows lacks {function}: too old for this "
+                          "binding")
+        arr = fn()
+        fields = []
+        i = 0
+        while arr[i].name is not None:
+            e = arr[i]
+            if e.type not in STAT_TYPES:
+                raise OSError(f"libbellows' {struct}.{e.name.decode()} "
+                              f"has type {e.type}, unknown to this binding")
+            ctype, pytype = STAT_TYPES[e.type]
+            fields.append(SchemaField(e.name.decode(), ctype, pytype,
+                                      e.offset, (e.unit or b"").decode(),
+                                      (e.doc or b"").decode()))
+            i += 1
+        _schemas[name] = (tuple(fields), arr[i].offset)
+        return _schemas[name]
+
+
+def _struct_type(name: str) -> type:
+    """The ctypes mirror of struct _SCHEMAS[name], built once from the
+    library's schema and checked against its offsets and size."""
+    fields, size = _read_schema(name)
+    struct = _SCHEMAS[name][1]
+    with _lock:
+        if name in _types:
+            return _types[name]
+        cls = type(name, (ctypes.Structure,), {
+            "__doc__": f"struct {struct}, as the loaded libbellows lays it "
+                       f"out ({_SCHEMAS[name][0]}).",
+            "__module__": __name__,
+            "_fields_": [(fl.name, fl.ctype) for fl in fields],
+        })
+        for fl in fields:
+            got = getattr(cls, fl.name).offset
+            if got != fl.offset:
+                raise OSError(f"{struct}.{fl.name} is at offset "
+                              f"{fl.offset} in libbellows, {got} in ctypes")
+        if ctypes.sizeof(cls) != size:
+            raise OSError(f"{struct} is {size} bytes in libbellows, "
+                          f"{ctypes.sizeof(cls)} in ctypes")
+        _types[name] = cls
+        return cls
+
+
+def stats_schema() -> tuple[tuple[SchemaField, ...], int]:
+    """The loaded library's bellows_layer_stats: its fields in order and
+    the struct's size, read once from bellows_stats_schema().
+
+    Raises OSError when the library does not describe it (too old for
+    this binding) or describes a type this binding does not know.
+    """
+    return _read_schema("LayerStats")
+
+
+def step_info_schema() -> tuple[tuple[SchemaField, ...], int]:
+    """The same for bellows_step_info (bellows_step_info_schema())."""
+    return _read_schema("StepInfo")
+
+
+def layer_stats_type() -> type:
+    """The ctypes mirror of struct bellows_layer_stats, built once from
+    stats_schema(); ``LayerStats`` is the same class.
+
+    Raises OSError when ctypes' layout of the fields differs from the
+    library's (an offset or the size), rather than read the wrong bytes.
+    """
+    return _struct_type("LayerStats")
+
+
+def step_info_type() -> type:
+    """The ctypes mirror of struct bellows_step_info (``StepInfo``), as
+    layer_stats_type()."""
+    return _struct_type("StepInfo")
+
+
+def __getattr__(name: str):
+    # LayerStats and StepInfo are built from the library on first use, so
+    # that importing this module does not load it.
+    if name in _SCHEMAS:
+        return _struct_type(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

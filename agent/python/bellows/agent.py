@@ -74,41 +74,24 @@ class Layer:
         return math.prod(self.shape)
 
 
-@dataclasses.dataclass
-class StepInfo:
-    """Timings and counters of one step (struct bellows_step_info).
+_STEP_INFO_DOC = """Timings and counters of one step (struct bellows_step_info).
 
-    Zero means "not measured"; step_ms 0 is measured by the agent.
-    ``lr_next`` is the LR of the next step (0: the same as lr): the last
-    step of a window tells bellowsd whether the LR is about to drop.
-    Times and LRs must be finite and not negative (else EINVAL).
+    The fields are those of the loaded libbellows' bellows_step_info, in
+    its order (bellows/stats.h, BELLOWS_STEP_INFO; docs/statistics.md
+    lists them), every one 0 by default. Zero means "not measured";
+    step_ms 0 is measured by the agent. ``lr_next`` is the LR of the next
+    step (0: the same as lr): the last step of a window tells bellowsd
+    whether the LR is about to drop. Times and LRs must be finite and not
+    negative (else EINVAL).
 
     ``backward_ms`` is the backward pass without communication and
     ``codec_ms`` the encode + decode time of the step's sends (the window
     reports their sums); ``mem_device_used`` and ``mem_host_used`` are the
     bytes in use (the window reports the largest), ``mem_device_total``
     the device's size (the window reports the last non-zero one).
-    ``saved_bytes`` is what one step's forward saved for backward, every
-    activation counted once (bellows.activations measures it; the window
-    reports the largest).
+    bellows.activations measures the bytes a step saved for backward (the
+    window reports the largest).
     """
-
-    step_ms: float = 0.0
-    compute_ms: float = 0.0
-    comm_ms: float = 0.0
-    bytes_sent: int = 0
-    floats_sent: int = 0
-    floats_raw: int = 0
-    lr: float = 0.0
-    lr_next: float = 0.0
-    batch_size: int = 0
-    epoch: int = 0
-    backward_ms: float = 0.0
-    codec_ms: float = 0.0
-    mem_device_used: int = 0
-    mem_device_total: int = 0
-    mem_host_used: int = 0
-    saved_bytes: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,36 +119,57 @@ class Decision:
     calibrate_steps: int = 0
 
 
-@dataclasses.dataclass(frozen=True)
-class LayerStats:
-    """One layer's statistics of the last closed window, as reported.
+_LAYER_STATS_DOC = """One layer's statistics of the last closed window, as reported.
 
+    The fields are those of the loaded libbellows' bellows_layer_stats, in
+    its order: ``window``, then every statistic of the table in
+    bellows/stats.h (docs/statistics.md lists them with their units).
     ``act_*`` are the means of the window's ``observe_activation`` calls
     (``act_steps`` of them); ``comm_raw_ms`` and ``comm_comp_ms`` the
     medians of its timed raw and compressed sends (``comm_raw_n``,
     ``comm_comp_n`` of them), ``codec_ms`` that of their codec times.
     """
 
-    window: int
-    count: int
-    nonzero: int
-    nonfinite: int
-    sum_sq: float
-    abs_sum: float
-    max_abs: float
-    acc_norm: float
-    momentum_abs_mean: float
-    observed_steps: int
-    act_steps: int = 0
-    act_lbar: float = 0.0
-    act_nonzero: float = 0.0
-    act_bytes: float = 0.0
-    act_raw_bytes: float = 0.0
-    comm_raw_ms: float = 0.0
-    comm_raw_n: int = 0
-    comm_comp_ms: float = 0.0
-    comm_comp_n: int = 0
-    codec_ms: float = 0.0
+_classes: dict[str, type] = {}
+
+
+def _dataclass(name: str) -> type:
+    """The dataclass `name`, made once from the library's description of
+    its struct: LayerStats (frozen, from _lib.stats_schema) or StepInfo
+    (fields default to 0, from _lib.step_info_schema)."""
+    cls = _classes.get(name)
+    if cls is None:
+        if name == "LayerStats":
+            fields, _ = _lib.stats_schema()
+            cls = dataclasses.make_dataclass(
+                name, [(f.name, f.pytype) for f in fields], frozen=True,
+                namespace={"__doc__": _LAYER_STATS_DOC})
+        else:
+            fields, _ = _lib.step_info_schema()
+            cls = dataclasses.make_dataclass(
+                name, [(f.name, f.pytype,
+                        dataclasses.field(default=f.pytype(0)))
+                       for f in fields],
+                namespace={"__doc__": _STEP_INFO_DOC})
+        cls.__module__ = __name__
+        _classes[name] = cls
+    return cls
+
+
+def _layer_stats() -> type:
+    return _dataclass("LayerStats")
+
+
+def _step_info() -> type:
+    return _dataclass("StepInfo")
+
+
+def __getattr__(name: str):
+    # LayerStats and StepInfo need the library: made on first use, not at
+    # import.
+    if name in ("LayerStats", "StepInfo"):
+        return _dataclass(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -472,10 +476,10 @@ class Agent:
         if no step was begun.
         """
         if info is None:
-            info = StepInfo(**fields)
+            info = _step_info()(**fields)
         elif fields:
             info = dataclasses.replace(info, **fields)
-        c = _lib.padded(_lib.StepInfo)
+        c = _lib.padded(_lib.step_info_type())
         for name, value in dataclasses.asdict(info).items():
             setattr(c, name, value)
         rc = self._f.step_end(self._h(), ctypes.addressof(c))
@@ -652,11 +656,11 @@ class Agent:
         """Statistics ``layer`` had in the last closed window, as reported.
         Raises BellowsError: EINVAL for a bad index, EAGAIN before the
         first window closed."""
-        s = _lib.padded(_lib.LayerStats)
+        s = _lib.padded(_lib.layer_stats_type())
         _lib.check("bellows_agent_window_stats",
                    self._f.window_stats(self._h(), layer,
                                         ctypes.addressof(s)))
-        return LayerStats(**_struct_dict(s))
+        return _layer_stats()(**_struct_dict(s))
 
     def stats(self) -> AgentStats:
         """The agent's counters. Safe from any thread."""

@@ -1,0 +1,349 @@
+/* stat_doc - writes docs/statistics.md from the statistics table.
+ *
+ * usage: stat_doc            the Markdown on stdout
+ *        stat_doc --check F  exit 0 if file F is exactly that Markdown,
+ *                            else say it is stale and exit 1
+ *
+ * The page is made from stat_table.h alone (bellows/stats.h), so that the
+ * statistics documented are the ones declared; the test suite runs the
+ * --check form against the committed docs/statistics.md.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stat_table.h"
+
+/* A growing string. */
+typedef struct doc_buf {
+	char *s;    /* text, NUL-terminated */
+	size_t n;   /* bytes used */
+	size_t cap; /* allocated */
+} doc_buf;
+
+/* Appends s; exits on out-of-memory (a build tool). */
+static void
+doc_put(doc_buf *b, const char *s)
+{
+	size_t len = strlen(s);
+
+	if (b->n + len + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *g;
+
+		while (cap < b->n + len + 1)
+			cap *= 2;
+		if ((g = realloc(b->s, cap)) == NULL) {
+			fprintf(stderr, "stat_doc: out of memory\n");
+			exit(1);
+		}
+		b->s = g;
+		b->cap = cap;
+	}
+	memcpy(b->s + b->n, s, len + 1);
+	b->n += len;
+}
+
+/* Appends s as the text of a table cell: a `|` escaped. */
+static void
+doc_cell(doc_buf *b, const char *s)
+{
+	char one[2] = { 0, 0 };
+
+	for (; *s != '\0'; s++) {
+		one[0] = *s;
+		doc_put(b, *s == '|' ? "\\|" : one);
+	}
+}
+
+/* Appends the concatenation of up to four strings (NULL ends early). */
+static void
+doc_cat(doc_buf *b, const char *a, const char *c, const char *d, const char *e)
+{
+	const char *p[] = { a, c, d, e };
+
+	for (size_t i = 0; i < 4 && p[i] != NULL; i++)
+		doc_put(b, p[i]);
+}
+
+static const char *
+doc_ctype(bellows_stat_type t)
+{
+	switch (t) {
+	case BELLOWS_STAT_TYPE_U32:
+		return "uint32";
+	case BELLOWS_STAT_TYPE_U64:
+		return "uint64";
+	case BELLOWS_STAT_TYPE_F64:
+		return "double";
+	default:
+		return "";
+	}
+}
+
+static const char *
+doc_check(bellows_stat_check c)
+{
+	switch (c) {
+	case BELLOWS_STAT_CHECK_MAG:
+		return "finite, >= 0";
+	case BELLOWS_STAT_CHECK_FRAC:
+		return "finite, 0 to 1";
+	default:
+		return "any";
+	}
+}
+
+/* The aggregation of s across ranks, in words. */
+static void
+doc_agg(doc_buf *b, const com_stat *table, const com_stat *s)
+{
+	const char *gate = s->gate >= 0 ? table[s->gate].name : "";
+
+	switch (s->agg) {
+	case BELLOWS_STAT_AGG_NONE:
+		doc_put(b, "not aggregated");
+		break;
+	case BELLOWS_STAT_AGG_SUM:
+		doc_put(b, "sum");
+		break;
+	case BELLOWS_STAT_AGG_SUM_SAT:
+		doc_put(b, "sum, saturating");
+		break;
+	case BELLOWS_STAT_AGG_MAX:
+		doc_put(b, "max");
+		break;
+	case BELLOWS_STAT_AGG_MIN_NZ:
+		doc_put(b, "min over the ranks that gave it (> 0)");
+		break;
+	case BELLOWS_STAT_AGG_MEAN:
+		doc_put(b, "mean over the ranks that reported the layer");
+		break;
+	case BELLOWS_STAT_AGG_GATED_MEAN:
+		doc_cat(b, "mean over the ranks with `", gate, "` > 0; 0: none",
+		    NULL);
+		break;
+	case BELLOWS_STAT_AGG_GATED_MEDIAN:
+		doc_cat(b, "median over the ranks with `", gate,
+		    "` > 0; NaN: none", NULL);
+		break;
+	case BELLOWS_STAT_AGG_NORM:
+		doc_put(b,
+		    "rank 0's and the mean over ranks (NaN: none); "
+		    "the view's is rank 0's when it reported");
+		break;
+	case BELLOWS_STAT_AGG_STEP_MEDIAN:
+		doc_put(b, "median over ranks of value / `steps`; NaN: none");
+		break;
+	case BELLOWS_STAT_AGG_STEP_MEDIAN_NZ:
+		doc_put(b,
+		    "median over the ranks with a value > 0 of value / "
+		    "`steps`; 0: none");
+		break;
+	}
+}
+
+/* One table of the page. */
+static void
+doc_table(doc_buf *b, const com_stat *t, size_t n, const char *view,
+    const char *wtable, bool per_rank)
+{
+	doc_cat(b, "| name | tag | type | unit | check | across ranks | `",
+	    view, "` field | `", wtable);
+	doc_put(b,
+	    per_rank ? "` column | `timings` column | NULL reads as | "
+		       "meaning |\n"
+		     : "` column | NULL reads as | meaning |\n");
+	doc_put(b,
+	    per_rank ? "|---|---|---|---|---|---|---|---|---|---|---|\n"
+		     : "|---|---|---|---|---|---|---|---|---|---|\n");
+	for (size_t i = 0; i < n; i++) {
+		const com_stat *s = &t[i];
+		char tag[16];
+
+		snprintf(tag, sizeof(tag), "%u", s->tag);
+		doc_cat(b, "| `", s->name, "` | ", tag);
+		doc_cat(b, " | ", doc_ctype(s->type), " | ", s->unit);
+		doc_cat(b, " | ", doc_check(s->check), " | ", NULL);
+		doc_agg(b, t, s);
+		doc_put(b, " | ");
+		if (s->wfield != NULL)
+			doc_cat(b, "`", s->wfield, "` (", doc_ctype(s->wtype));
+		doc_put(b, s->wfield != NULL ? ") | " : "- | ");
+		if (s->wcol != NULL)
+			doc_cat(b, "`", s->wcol, "`", NULL);
+		if (s->wcol2 != NULL)
+			doc_cat(b, ", `", s->wcol2, "`", NULL);
+		doc_put(b, s->wcol != NULL ? " | " : "- | ");
+		if (per_rank)
+			doc_cat(b, s->rcol != NULL ? "`" : "-",
+			    s->rcol != NULL ? s->rcol : "",
+			    s->rcol != NULL ? "` | " : " | ", NULL);
+		if (s->wcol == NULL && s->rcol == NULL)
+			doc_put(b, "-");
+		else
+			doc_put(b,
+			    s->hist == BELLOWS_STAT_HIST_NULLABLE ? "NaN"
+								  : "0");
+		doc_put(b, " | ");
+		doc_cell(b, s->doc);
+		doc_put(b, " |\n");
+	}
+}
+
+/* The fold column of BELLOWS_STEP_INFO, in words. */
+#define DOC_FOLD_OWN         "the agent's own (see the meaning)"
+#define DOC_FOLD_SUM         "summed into the window's `"
+#define DOC_FOLD_MAX         "largest, into the window's `"
+#define DOC_FOLD_LAST_NZ     "last non-zero, into the window's `"
+#define DOC_FOLD_END_OWN     ""
+#define DOC_FOLD_END_SUM     "`"
+#define DOC_FOLD_END_MAX     "`"
+#define DOC_FOLD_END_LAST_NZ "`"
+#define DOC_STEP_ROW(name, type, fold, check, unit, doc)                       \
+	doc_cat(b, "| `", #name, "` | ", doc_ctype(BELLOWS_STAT_TYPE_##type)); \
+	doc_cat(b, " | ", unit, " | ", doc_check(BELLOWS_STAT_CHECK_##check)); \
+	doc_cat(b, " | ", DOC_FOLD_##fold,                                     \
+	    DOC_FOLD_END_##fold[0] != '\0' ? #name : "", DOC_FOLD_END_##fold); \
+	doc_put(b, " | ");                                                     \
+	doc_cell(b, doc);                                                      \
+	doc_put(b, " |\n");
+
+/* The per-step input table. */
+static void
+doc_step_table(doc_buf *b)
+{
+	doc_put(b,
+	    "| name | type | unit | check | window | meaning |\n"
+	    "|---|---|---|---|---|---|\n");
+	BELLOWS_STEP_INFO(DOC_STEP_ROW)
+}
+
+static void
+doc_page(doc_buf *b)
+{
+	doc_put(b,
+	    "# Statistics\n"
+	    "\n"
+	    "<!-- Generated from common/bellows/stats.h by stat_doc "
+	    "(common/stat_doc.c):\n"
+	    "     meson compile -C build && build/common/stat_doc > "
+	    "docs/statistics.md\n"
+	    "     Do not edit by hand; the test suite fails when this file is "
+	    "stale. -->\n"
+	    "\n"
+	    "Every statistic an agent reports is declared once, as an entry "
+	    "of the\n"
+	    "table in `common/bellows/stats.h`; the structs, the wire "
+	    "mapping and its\n"
+	    "checks, the aggregation across ranks, the history columns, the "
+	    "Python\n"
+	    "mirror and this page are made from it (see \"Adding a "
+	    "statistic\" in\n"
+	    "[architecture.md](architecture.md)).\n"
+	    "\n"
+	    "Columns: the protobuf field number (`tag`); the type one rank "
+	    "reports;\n"
+	    "the check a received value must pass (a report failing it is "
+	    "refused\n"
+	    "whole); how bellowsd makes one value of a window's ranks and "
+	    "where\n"
+	    "policies see it (`policies/bellows/policy.h`); the history "
+	    "column that\n"
+	    "keeps it ([history.md](history.md); `-`: not kept) and what a "
+	    "NULL there\n"
+	    "reads back as: a REAL column holds NULL for a NaN (a time "
+	    "nobody\n"
+	    "measured, rank 0's norm when rank 0 did not report), and rows "
+	    "written\n"
+	    "before a column existed read as 0 where the table says 0.\n"
+	    "\n"
+	    "## Per layer\n"
+	    "\n"
+	    "`BELLOWS_LAYER_STATS`: one per layer, rank and window; "
+	    "`LayerStats` on the\n"
+	    "wire, after the layer index (tag 1); `bellows_layer_stats` "
+	    "(after the\n"
+	    "window index) in `bellows/agent.h`; `bellows.LayerStats` in "
+	    "Python.\n"
+	    "\n");
+	doc_table(b, com_layer_stat_table, COM_N_LSTATS, "bellows_window_layer",
+	    "windows", false);
+	doc_put(b,
+	    "\n"
+	    "## Per rank\n"
+	    "\n"
+	    "`BELLOWS_RANK_TIMINGS`: one per rank and window; `Timings` on "
+	    "the wire.\n"
+	    "The history keeps each rank's value in `timings` and the "
+	    "aggregate in\n"
+	    "`window_info`.\n"
+	    "\n");
+	doc_table(b, com_timing_stat_table, COM_N_TSTATS, "bellows_window",
+	    "window_info", true);
+	doc_put(b,
+	    "\n"
+	    "## Per step\n"
+	    "\n"
+	    "`BELLOWS_STEP_INFO`: what a trainer hands to "
+	    "`bellows_agent_step_end()`\n"
+	    "each step (`bellows_step_info`; `bellows.StepInfo` in Python), "
+	    "and how the\n"
+	    "agent makes the window's timings above from its steps. 0 is "
+	    "\"not\n"
+	    "measured\"; a value failing its check makes step_end return "
+	    "`BELLOWS_EINVAL`.\n"
+	    "\n");
+	doc_step_table(b);
+}
+
+/* Reads file `path` whole into *ret (NUL-terminated). Returns 0 or -1. */
+static int
+doc_read(const char *path, doc_buf *ret)
+{
+	FILE *f = fopen(path, "rb");
+	char chunk[4096];
+	size_t n;
+
+	if (f == NULL)
+		return -1;
+	doc_put(ret, "");
+	while ((n = fread(chunk, 1, sizeof(chunk) - 1, f)) > 0) {
+		chunk[n] = '\0';
+		if (strlen(chunk) != n) { /* a NUL byte: not our page */
+			fclose(f);
+			return -1;
+		}
+		doc_put(ret, chunk);
+	}
+	fclose(f);
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	doc_buf page = { 0 }, file = { 0 };
+	int rc = 0;
+
+	doc_page(&page);
+	if (argc == 1) {
+		fputs(page.s, stdout);
+	} else if (argc == 3 && strcmp(argv[1], "--check") == 0) {
+		if (doc_read(argv[2], &file) != 0 ||
+		    strcmp(file.s, page.s) != 0) {
+			fprintf(stderr,
+			    "stat_doc: %s is stale: regenerate it with "
+			    "build/common/stat_doc > docs/statistics.md\n",
+			    argv[2]);
+			rc = 1;
+		}
+	} else {
+		fprintf(stderr, "usage: stat_doc [--check FILE]\n");
+		rc = 2;
+	}
+	free(page.s);
+	free(file.s);
+	return rc;
+}
