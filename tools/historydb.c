@@ -9,6 +9,7 @@
  * so that every tool prints them alike (UTC, milliseconds).
  */
 #include "historydb.h"
+#include "hist_cols.h"
 #include "hist_read.h"
 #include "metrics.h"
 
@@ -285,56 +286,30 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
  * tables as they are in a file of the current version, and as if
  * migrated in an older one (what it lacks is "not measured"), so that
  * one statement serves every version. Temporary: the file is never
- * written. HDB_VIEW(T, extra) is view hdb_T of table main.T: its
- * columns, then `extra` (", 0 AS c" for each column c a version lacks). */
-#define HDB_VIEW(t, extra)                                                     \
-	"CREATE TEMP VIEW hdb_" #t " AS SELECT *" extra " FROM main." #t ";"
+ * written. hdb_views makes them: view hdb_T of table main.T is its
+ * columns, then ", D AS c" for each column c the file lacks, D its
+ * "not measured"; the statistic columns come from the statistics table
+ * (hist_cols.h), so that a file written before a statistic existed
+ * reads with it. */
 #define HDB_VIEW_COMM                                                          \
 	"CREATE TEMP VIEW hdb_comm AS SELECT rowid AS seq, run_id, window,"    \
 	" rank, bytes, ms, count, compressed FROM main.comm_samples;"
 #define HDB_VIEW_METRICS                                                       \
 	"CREATE TEMP VIEW hdb_metrics AS SELECT rowid AS seq, run_id, window," \
 	" policy, name, layer, value FROM main.policy_metrics;"
-/* Before version 5 runs had no launch identity and no resumes. */
-#define HDB_RUNS_V4 ", '' AS run_key, 0 AS resumes"
-/* Versions 3 and later differ in window_info and runs only. */
-#define HDB_VIEWS_V3(window_info_extra, runs_extra)                            \
-	HDB_VIEW(runs, runs_extra)                                             \
-	HDB_VIEW(windows, "")                                                  \
-	HDB_VIEW(window_info, window_info_extra)                               \
-	HDB_VIEW(timings, "")                                                  \
-	HDB_VIEW(decisions, "")                                                \
-	HDB_VIEW_COMM                                                          \
-	HDB_VIEW_METRICS
-/* Version 2 lacks these columns, comm_samples and policy_metrics. */
-#define HDB_VIEWS_V2                                                           \
-	HDB_VIEW(runs, HDB_RUNS_V4)                                            \
-	HDB_VIEW(windows,                                                      \
-	    ", 0 AS act_steps, 0.0 AS act_lbar, 0.0 AS act_nonzero,"           \
-	    " 0.0 AS act_bytes, 0.0 AS act_raw_bytes, NULL AS comm_raw_ms,"    \
-	    " NULL AS comm_comp_ms, NULL AS codec_ms, 0 AS comm_raw_n,"        \
-	    " 0 AS comm_comp_n")                                               \
-	HDB_VIEW(window_info,                                                  \
-	    ", 0.0 AS backward_ms_median, 0.0 AS codec_ms_median,"             \
-	    " 0 AS mem_device_used, 0 AS mem_device_total,"                    \
-	    " 0 AS mem_host_used, 0 AS state_apply_step,"                      \
-	    " 0 AS state_calibrate_steps, 0 AS saved_bytes")                   \
-	HDB_VIEW(timings,                                                      \
-	    ", 0.0 AS backward_ms, 0.0 AS codec_ms, 0 AS mem_device_used,"     \
-	    " 0 AS mem_device_total, 0 AS mem_host_used")                      \
-	HDB_VIEW(decisions, ", 0 AS calibrate_steps")                          \
+/* Version 2 lacks comm_samples and policy_metrics. */
+#define HDB_VIEWS_NONE_V2                                                      \
 	"CREATE TEMP VIEW hdb_comm AS SELECT 0 AS seq, 0 AS run_id,"           \
 	" 0 AS window, 0 AS rank, 0 AS bytes, NULL AS ms, 0 AS count,"         \
 	" 0 AS compressed WHERE 0;"                                            \
 	"CREATE TEMP VIEW hdb_metrics AS SELECT 0 AS seq, 0 AS run_id,"        \
 	" 0 AS window, '' AS policy, '' AS name, NULL AS layer,"               \
 	" NULL AS value WHERE 0;"
-
-static const char hdb_views_current[] = HDB_VIEWS_V3("", "");
-static const char hdb_views_v4[] = HDB_VIEWS_V3("", HDB_RUNS_V4);
-static const char hdb_views_v3[] = HDB_VIEWS_V3(", 0 AS saved_bytes",
-    HDB_RUNS_V4);
-static const char hdb_views_v2[] = HDB_VIEWS_V2;
+/* Columns older versions lack that are not statistics. */
+#define HDB_RUNS_V4        ", '' AS run_key, 0 AS resumes"
+#define HDB_WINDOW_INFO_V2 ", 0 AS state_apply_step, 0 AS state_calibrate_steps"
+#define HDB_DECISIONS_V2   ", 0 AS calibrate_steps"
+#define HDB_VIEWS_MAX      8192 /* bytes of the views' SQL */
 
 /* The daemon's own events while run :run was live (export and events). */
 #define HDB_RUN_EVENTS                                                         \
@@ -509,6 +484,93 @@ hdb_scalar(tool_hdb *db, const char *sql, int64_t *ret)
 	return rc == SQLITE_OK ? 0 : hdb_sqlite_fail(db, rc);
 }
 
+/* Appends to buf (`used` of HDB_VIEWS_MAX bytes) like snprintf; false
+ * when it does not fit. */
+static bool
+hdb_cat(char *buf, size_t *used, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *used, HDB_VIEWS_MAX - *used, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= HDB_VIEWS_MAX - *used)
+		return false;
+	*used += (size_t)n;
+	return true;
+}
+
+/* Creates the views for a file of schema `version`. Returns 0 or as
+ * hdb_sqlite_fail. */
+static int
+hdb_views(tool_hdb *db, int version)
+{
+	char *sql = malloc(HDB_VIEWS_MAX);
+	sqlite3_stmt *has = NULL;
+	size_t used = 0;
+	bool ok;
+	int rc;
+
+	if (sql == NULL)
+		return hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
+	rc = sqlite3_prepare_v2(db->db,
+	    "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2", -1,
+	    &has, NULL);
+	if (rc != SQLITE_OK) {
+		free(sql);
+		return hdb_sqlite_fail(db, rc);
+	}
+	ok = hdb_cat(sql, &used,
+	    "CREATE TEMP VIEW hdb_runs AS SELECT *%s FROM main.runs;"
+	    "CREATE TEMP VIEW hdb_decisions AS SELECT *%s FROM "
+	    "main.decisions;%s",
+	    version < 5 ? HDB_RUNS_V4 : "", version < 3 ? HDB_DECISIONS_V2 : "",
+	    version < 3 ? HDB_VIEWS_NONE_V2 : HDB_VIEW_COMM HDB_VIEW_METRICS);
+	for (int t = 0; ok && t < HIST_N_TABLES; t++) {
+		const char *name = hist_table_name((hist_table)t);
+		uint32_t n;
+		const hist_col *hc = hist_cols((hist_table)t, &n);
+
+		ok = hdb_cat(sql, &used,
+		    "CREATE TEMP VIEW hdb_%s AS SELECT *%s", name,
+		    t == HIST_WINDOW_INFO && version < 3 ? HDB_WINDOW_INFO_V2
+							 : "");
+		for (uint32_t c = 0; ok && c < n; c++) {
+			bool nullable = hc[c].stat->hist ==
+			    BELLOWS_STAT_HIST_NULLABLE;
+			bool real = hc[c].stat->type == BELLOWS_STAT_TYPE_F64;
+
+			sqlite3_reset(has);
+			sqlite3_bind_text(has, 1, name, -1, SQLITE_STATIC);
+			sqlite3_bind_text(has, 2, hc[c].name, -1,
+			    SQLITE_STATIC);
+			if ((rc = sqlite3_step(has)) != SQLITE_ROW)
+				break;
+			if (sqlite3_column_int(has, 0) == 0)
+				ok = hdb_cat(sql, &used, ", %s AS %s",
+				    nullable   ? "NULL"
+					: real ? "0.0"
+					       : "0",
+				    hc[c].name);
+		}
+		if (rc != SQLITE_ROW && rc != SQLITE_OK) {
+			sqlite3_finalize(has);
+			free(sql);
+			return hdb_sqlite_fail(db, rc);
+		}
+		ok = ok && hdb_cat(sql, &used, " FROM main.%s;", name);
+	}
+	sqlite3_finalize(has);
+	if (!ok) {
+		free(sql);
+		return hdb_fail(db, BELLOWS_ENOMEM, "the views do not fit");
+	}
+	rc = sqlite3_exec(db->db, sql, NULL, NULL, NULL);
+	free(sql);
+	return rc == SQLITE_OK ? 0 : hdb_sqlite_fail(db, rc);
+}
+
 int
 tool_hdb_open(const char *path, tool_hdb **ret, char *errbuf, size_t errlen)
 {
@@ -579,14 +641,7 @@ tool_hdb_open(const char *path, tool_hdb **ret, char *errbuf, size_t errlen)
 		goto fail;
 	}
 	db->version = (int)version;
-	rc = sqlite3_exec(db->db,
-	    version >= 5       ? hdb_views_current
-		: version == 4 ? hdb_views_v4
-		: version == 3 ? hdb_views_v3
-			       : hdb_views_v2,
-	    NULL, NULL, NULL);
-	if (rc != SQLITE_OK) {
-		r = hdb_sqlite_fail(db, rc);
+	if ((r = hdb_views(db, (int)version)) != 0) {
 		snprintf(errbuf, errlen, "%s: %s", path, db->err);
 		goto fail;
 	}
