@@ -75,6 +75,7 @@ typedef struct store_loaded {
 	char *run_key;           /* owned, runs.run_key */
 	uint32_t n_decisions;    /* entries filled */
 	bool *alive;             /* owned, world flags */
+	char why[256];           /* why it cannot be read, "" = it can */
 } store_loaded;
 
 static void
@@ -90,63 +91,30 @@ store_loaded_fini(store_loaded *ld)
 	free(ld->run_key);
 }
 
-static bool
-store_parse_shape(const char *text, com_layer_info *l)
-{
-	const char *p = text;
-
-	l->ndim = 0;
-	while (*p != '\0') {
-		char *end;
-		unsigned long v = strtoul(p, &end, 10);
-
-		if (end == p || l->ndim == COM_MAX_NDIM || v > UINT32_MAX)
-			return false;
-		l->shape[l->ndim++] = (uint32_t)v;
-		p = end;
-		if (*p == 'x')
-			p++;
-		else if (*p != '\0')
-			return false;
-	}
-	return true;
-}
-
+/* Reads the run's layer table through the history reader (the checks
+ * replay makes). Returns NULL, or why the run cannot be recovered
+ * (ld->why holds the text). */
 static const char *
 store_load_layers(store_writer *w, store_loaded *ld)
 {
-	sqlite3_stmt *st = store_select(w,
-	    "SELECT idx, name, numel, ndim, shape FROM layers WHERE run_id = "
-	    "?1 ORDER BY idx",
-	    ld->run.id, 0);
+	com_layer_info *layers = NULL;
 	uint32_t n = 0;
-	const char *why = NULL;
+	int r = hist_layers_read(w->db, ld->run.id, &layers, &n, ld->why,
+	    sizeof(ld->why));
 
-	if (st == NULL)
-		return "cannot read its layers";
-	ld->layers = calloc(ld->run.n_layers ? ld->run.n_layers : 1,
-	    sizeof(*ld->layers));
-	if (ld->layers == NULL)
+	if (r == BELLOWS_ENOMEM)
 		store_oom();
-	while (why == NULL && sqlite3_step(st) == SQLITE_ROW) {
-		com_layer_info *l = &ld->layers[n];
-		const char *shape = (const char *)sqlite3_column_text(st, 4);
-
-		if (n >= ld->run.n_layers || sqlite3_column_int64(st, 0) != n) {
-			why = "its layer table has gaps or extra rows";
-			break;
-		}
-		l->name = store_col_strdup(st, 1);
-		l->numel = store_col_u64(st, 2);
-		n++;
-		if (!store_parse_shape(shape != NULL ? shape : "", l) ||
-		    l->ndim != sqlite3_column_int64(st, 3))
-			why = "a layer's shape cannot be read";
+	if (r != 0)
+		return ld->why;
+	if (n != ld->run.n_layers) {
+		snprintf(ld->why, sizeof(ld->why),
+		    "its layer table has %u layers, the run %u", n,
+		    ld->run.n_layers);
+		hist_layers_free(&layers, n);
+		return ld->why;
 	}
-	if (why == NULL && n != ld->run.n_layers)
-		why = "its layer table is incomplete";
-	sqlite3_finalize(st);
-	return why;
+	ld->layers = layers;
+	return NULL;
 }
 
 static const char *

@@ -12,6 +12,7 @@
 
 #include <bellows/error.h>
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +157,142 @@ hist_find_stats(sqlite3_stmt *st, hist_table t, int *out)
 
 	for (uint32_t i = 0; i < n; i++)
 		out[i] = hist_col_index(st, hc[i].name);
+}
+
+/* Parses a layers.shape text ("64x32", "" for 0-D) into `li`. */
+static bool
+hist_shape(const char *s, com_layer_info *li)
+{
+	uint64_t product = 1;
+
+	li->ndim = 0;
+	if (s[0] == '\0')
+		return true;
+	for (;;) {
+		char *end;
+		unsigned long long v;
+
+		if (li->ndim == COM_MAX_NDIM || s[0] < '0' || s[0] > '9')
+			return false;
+		errno = 0;
+		v = strtoull(s, &end, 10);
+		if (errno != 0 || v > UINT32_MAX ||
+		    (*end != 'x' && *end != '\0') ||
+		    (v > 0 && product > UINT64_MAX / v))
+			return false;
+		li->shape[li->ndim++] = (uint32_t)v;
+		product *= v;
+		if (*end == '\0')
+			break;
+		s = end + 1;
+	}
+	return true;
+}
+
+void
+hist_layers_free(com_layer_info **layers, uint32_t n)
+{
+	if (layers == NULL || *layers == NULL)
+		return;
+	for (uint32_t l = 0; l < n; l++)
+		free((*layers)[l].name);
+	free(*layers);
+	*layers = NULL;
+}
+
+int
+hist_layers_read(sqlite3 *db, int64_t run, com_layer_info **ret,
+    uint32_t *ret_n, char *errbuf, size_t errlen)
+{
+	sqlite3_stmt *st = NULL;
+	com_layer_info *layers = NULL;
+	uint32_t n = 0, cap = 0;
+	int col[5], r = 0, rc;
+	static const char *const names[5] = { "idx", "name", "numel", "ndim",
+		"shape" };
+
+	rc = sqlite3_prepare_v2(db,
+	    "SELECT * FROM layers WHERE run_id = ?1 ORDER BY idx", -1, &st,
+	    NULL);
+	if (rc != SQLITE_OK)
+		goto sqlfail;
+	sqlite3_bind_int64(st, 1, run);
+	hist_find(st, names, 5, col);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *name = col[1] < 0
+		    ? NULL
+		    : (const char *)sqlite3_column_text(st, col[1]);
+		const char *shape = col[4] < 0
+		    ? NULL
+		    : (const char *)sqlite3_column_text(st, col[4]);
+		int64_t idx = col[0] < 0 ? -1
+					 : sqlite3_column_int64(st, col[0]);
+		int64_t ndim = col[3] < 0 ? -1
+					  : sqlite3_column_int64(st, col[3]);
+		com_layer_info *li;
+
+		if (idx != n) {
+			snprintf(errbuf, errlen,
+			    "run %lld: layer indices are not 0, 1, ... (found "
+			    "%lld at position %u)",
+			    (long long)run, (long long)idx, n);
+			r = BELLOWS_EINVAL;
+			goto out;
+		}
+		if (n == cap) {
+			uint32_t nc = cap ? 2 * cap : 64;
+			com_layer_info *g = realloc(layers, sizeof(*g) * nc);
+
+			if (g == NULL)
+				goto oom;
+			layers = g;
+			cap = nc;
+		}
+		li = &layers[n];
+		memset(li, 0, sizeof(*li));
+		if (name == NULL || shape == NULL) {
+			snprintf(errbuf, errlen,
+			    "run %lld: layer %u has no name or shape",
+			    (long long)run, n);
+			r = BELLOWS_EINVAL;
+			goto out;
+		}
+		if (!hist_shape(shape, li) || ndim != li->ndim) {
+			snprintf(errbuf, errlen,
+			    "run %lld: layer '%s' has shape '%s' and ndim "
+			    "%lld, which do not agree",
+			    (long long)run, name, shape, (long long)ndim);
+			r = BELLOWS_EINVAL;
+			goto out;
+		}
+		li->numel = hist_u64(st, col[2]);
+		if ((li->name = strdup(name)) == NULL)
+			goto oom;
+		n++;
+	}
+	if (rc != SQLITE_DONE)
+		goto sqlfail;
+	if (n == 0) {
+		snprintf(errbuf, errlen, "run %lld has no layers",
+		    (long long)run);
+		r = BELLOWS_EINVAL;
+		goto out;
+	}
+	sqlite3_finalize(st);
+	*ret = layers;
+	*ret_n = n;
+	return 0;
+sqlfail:
+	snprintf(errbuf, errlen, "reading layers: %s", sqlite3_errmsg(db));
+	r = rc == SQLITE_NOMEM ? BELLOWS_ENOMEM : BELLOWS_EIO;
+	goto out;
+oom:
+	snprintf(errbuf, errlen, "out of memory");
+	r = BELLOWS_ENOMEM;
+out:
+	sqlite3_finalize(st);
+	hist_layers_free(&layers, n);
+	return r;
 }
 
 /* Prepares `sql` with the run as ?1 and `below` as ?2; *ret NULL and 0

@@ -3,9 +3,10 @@
  * replay --db` replays, so that "the daemon's input" and "replay's input"
  * are the same code.
  *
- * A cursor walks the windows of one run in window order, rebuilding from
- * window_info, windows and comm_samples the bellows_window the policies
- * were handed when it closed, and the knob state that was in force
+ * The run's layer table is read here too (hist_layers_read), with the
+ * same checks for both. A cursor walks the windows of one run in window order,
+ * rebuilding from window_info, windows and comm_samples the bellows_window the
+ * policies were handed when it closed, and the knob state that was in force
  * during it. Columns are read by name (the statistics by the statistics
  * table, hist_cols.h): a file of any schema version reads, a column it
  * lacks as "not measured". A layer with no windows row in a window reads
@@ -28,6 +29,20 @@
 #include <stdint.h>
 
 typedef struct hist_windows hist_windows;
+
+/* Reads the layer table of run `run` (table layers, in idx order) into
+ * *ret, *ret_n entries (the caller's, hist_layers_free). Returns 0,
+ * BELLOWS_EINVAL when the table is unusable (indices not 0, 1, ..., a
+ * layer without a name or shape, a shape that does not parse or
+ * disagrees with ndim, no layer at all), BELLOWS_EIO when SQLite fails,
+ * or BELLOWS_ENOMEM, errbuf saying why ("run 2: layer 'emb' has shape
+ * '2x' and ndim 2, which do not agree"); outputs untouched on failure. */
+int hist_layers_read(sqlite3 *db, int64_t run, com_layer_info **ret,
+    uint32_t *ret_n, char *errbuf, size_t errlen);
+
+/* Frees a table from hist_layers_read (n entries). NULL-safe; sets
+ * *layers to NULL. */
+void hist_layers_free(com_layer_info **layers, uint32_t n);
 
 /* The knob state in force during a window (window_info's state_*; the
  * levels and bounds are the layers' level and error_bound). */

@@ -1063,109 +1063,13 @@ tool_hdb_replay_destroy(tool_hdb_replay **rp)
 	*rp = NULL;
 }
 
-/* Parses a layers.shape text ("64x32", "" for 0-D) into `li`. */
-static bool
-hdb_shape(const char *s, com_layer_info *li)
-{
-	uint64_t product = 1;
-
-	li->ndim = 0;
-	if (s[0] == '\0')
-		return true;
-	for (;;) {
-		char *end;
-		unsigned long long v;
-
-		if (li->ndim == COM_MAX_NDIM || s[0] < '0' || s[0] > '9')
-			return false;
-		errno = 0;
-		v = strtoull(s, &end, 10);
-		if (errno != 0 || v == 0 || v > UINT32_MAX ||
-		    (*end != 'x' && *end != '\0') || product > UINT64_MAX / v)
-			return false;
-		li->shape[li->ndim++] = (uint32_t)v;
-		product *= v;
-		if (*end == '\0')
-			break;
-		s = end + 1;
-	}
-	return true;
-}
-
+/* The run's layer table, through the history reader (the checks
+ * bellowsd's recovery makes). */
 static int
 hdb_replay_layers(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 {
-	static const char
-	    sql[] = "SELECT idx, name, numel, ndim, shape FROM layers"
-		    " WHERE run_id = :run ORDER BY idx";
-	sqlite3_stmt *st = NULL;
-	uint32_t cap = 0;
-	int r, rc;
-
-	if ((r = hdb_prepare(db, sql, &st)) != 0)
-		return r;
-	if ((rc = hdb_bind_int(st, ":run", run)) != SQLITE_OK) {
-		r = hdb_sqlite_fail(db, rc);
-		goto out;
-	}
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *name = (const char *)sqlite3_column_text(st, 1);
-		const char *shape = (const char *)sqlite3_column_text(st, 4);
-		com_layer_info *li;
-
-		if (sqlite3_column_int64(st, 0) != rp->n_layers) {
-			r = hdb_fail(db, BELLOWS_EINVAL,
-			    "run %" PRId64 ": layer indices are not 0, 1, ..."
-			    " (found %lld at position %u)",
-			    run, (long long)sqlite3_column_int64(st, 0),
-			    rp->n_layers);
-			goto out;
-		}
-		if (rp->n_layers == cap) {
-			uint32_t nc = cap ? 2 * cap : 64;
-			com_layer_info *g = realloc(rp->layers,
-			    sizeof(*g) * nc);
-
-			if (g == NULL) {
-				r = hdb_fail(db, BELLOWS_ENOMEM,
-				    "out of memory");
-				goto out;
-			}
-			rp->layers = g;
-			cap = nc;
-		}
-		li = &rp->layers[rp->n_layers];
-		memset(li, 0, sizeof(*li));
-		if (name == NULL || shape == NULL) {
-			r = hdb_fail(db, BELLOWS_EINVAL,
-			    "run %" PRId64 ": layer %u has no name or shape",
-			    run, rp->n_layers);
-			goto out;
-		}
-		if (!hdb_shape(shape, li) ||
-		    sqlite3_column_int64(st, 3) != li->ndim) {
-			r = hdb_fail(db, BELLOWS_EINVAL,
-			    "run %" PRId64 ": layer '%s' has shape '%s' and "
-			    "ndim %lld, which do not agree",
-			    run, name, shape,
-			    (long long)sqlite3_column_int64(st, 3));
-			goto out;
-		}
-		li->numel = (uint64_t)sqlite3_column_int64(st, 2);
-		if ((li->name = com_strdup(name)) == NULL) {
-			r = hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
-			goto out;
-		}
-		rp->n_layers++;
-	}
-	if (rc != SQLITE_DONE)
-		r = hdb_sqlite_fail(db, rc);
-	else if (rp->n_layers == 0)
-		r = hdb_fail(db, BELLOWS_EINVAL,
-		    "run %" PRId64 " has no layers", run);
-out:
-	sqlite3_finalize(st);
-	return r;
+	return hist_layers_read(db->db, run, &rp->layers, &rp->n_layers,
+	    db->err, sizeof(db->err));
 }
 
 /* Makes room for window slot `n` (0-based) in every per-window array. */
