@@ -4,7 +4,8 @@
  * statistics table (bellows/stats.h, stat_table.h): each entry's
  * aggregation kind says how its ranks make one value, its window field
  * where the policies see it. Nothing below names a statistic except
- * `steps`, the divisor of the per-step medians.
+ * `steps`, the divisor of the per-step medians, and the view's
+ * grad_norm_rank0/grad_norm_mean pair that NORM fills beside its field.
  */
 #include "window.h"
 
@@ -220,13 +221,79 @@ window_vals_reserve(window_vals *v)
 	return 0;
 }
 
-/* True when entry st's gate (an entry of the same table) is non-zero in
- * the struct at base: the rank measured st. */
-static bool
-window_gated(const com_stat *table, const com_stat *st, const void *base)
-{
-	return com_stat_get_u64(&table[st->gate], base) > 0;
-}
+/*
+ * Folding a report in is the hot path (every layer of every rank's
+ * report), so it is expanded from the table at compile time into straight
+ * code, one statement per entry, chosen by the entry's aggregation kind:
+ * WINDOW_ADD_<agg>(struct, field, type, gate, wtype, acc, k). `acc` is
+ * the entry's running number; the GATED_MEDIAN lists are taken in table
+ * order through the counter `m`.
+ */
+#define WINDOW_NUM_U32(x) (x).u
+#define WINDOW_NUM_U64(x) (x).u
+#define WINDOW_NUM_F64(x) (x).d
+#define WINDOW_MAXOF_U32  UINT32_MAX
+#define WINDOW_MAXOF_U64  UINT64_MAX
+
+#define WINDOW_ADD_NONE(s, f, type, gate, wtype, acc, k)
+#define WINDOW_ADD_SUM(s, f, type, gate, wtype, acc, k)                        \
+	WINDOW_NUM_##type(acc[k]) += (s)->f;
+/* Sums of counts that saturate do so at the window type's largest value:
+ * a hostile rank cannot wrap them. */
+#define WINDOW_ADD_SUM_SAT(s, f, type, gate, wtype, acc, k)                    \
+	acc[k].u = (s)->f > WINDOW_MAXOF_##wtype - acc[k].u                    \
+	    ? WINDOW_MAXOF_##wtype                                             \
+	    : acc[k].u + (s)->f;
+#define WINDOW_ADD_MAX(s, f, type, gate, wtype, acc, k)                        \
+	if ((s)->f > WINDOW_NUM_##type(acc[k]))                                \
+		WINDOW_NUM_##type(acc[k]) = (s)->f;
+#define WINDOW_ADD_MIN_NZ(s, f, type, gate, wtype, acc, k)                     \
+	if ((s)->f > 0 &&                                                      \
+	    (WINDOW_NUM_##type(acc[k]) == 0 ||                                 \
+		(s)->f < WINDOW_NUM_##type(acc[k])))                           \
+		WINDOW_NUM_##type(acc[k]) = (s)->f;
+#define WINDOW_ADD_MEAN(s, f, type, gate, wtype, acc, k) acc[k].d += (s)->f;
+#define WINDOW_ADD_GATED_MEAN(s, f, type, gate, wtype, acc, k)                 \
+	if ((s)->gate > 0) {                                                   \
+		acc[k].d += (s)->f;                                            \
+		a->gated[k]++;                                                 \
+	}
+#define WINDOW_ADD_GATED_MEDIAN(s, f, type, gate, wtype, acc, k)               \
+	if ((s)->gate > 0) {                                                   \
+		v = &a->vals[m];                                               \
+		v->v[v->n++] = (s)->f;                                         \
+	}                                                                      \
+	m++;
+#define WINDOW_ADD_NORM(s, f, type, gate, wtype, acc, k)                       \
+	if (rank == 0)                                                         \
+		a->norm_rank0 = (s)->f;                                        \
+	acc[k].d += (s)->f;
+/* The per-step medians keep one value per rank (ctl_window_add). */
+#define WINDOW_ADD_STEP_MEDIAN(s, f, type, gate, wtype, acc, k)
+#define WINDOW_ADD_STEP_MEDIAN_NZ(s, f, type, gate, wtype, acc, k)
+
+#define WINDOW_ADD_LAYER(name, type, tag, check, agg, gate, wtype, ...)        \
+	WINDOW_ADD_##agg(s, name, type, gate, wtype, a->acc, COM_LSTAT_##name)
+#define WINDOW_ADD_TIMING(name, type, tag, check, agg, gate, wtype, ...)       \
+	WINDOW_ADD_##agg(t, name, type, gate, wtype, w->tacc, COM_TSTAT_##name)
+
+/* Reserving: one value for each GATED_MEDIAN entry the rank measured. */
+#define WINDOW_RESERVE_LAYER(name, type, tag, check, agg, gate, ...)           \
+	if (BELLOWS_STAT_AGG_##agg == BELLOWS_STAT_AGG_GATED_MEDIAN) {         \
+		if (WINDOW_GATE_##agg(s, gate) > 0 &&                          \
+		    window_vals_reserve(&a->vals[m]) != 0)                     \
+			return BELLOWS_ENOMEM;                                 \
+		m++;                                                           \
+	}
+#define WINDOW_GATE_GATED_MEDIAN(s, gate) (s)->gate
+#define WINDOW_GATE_NONE(s, gate)         0
+#define WINDOW_GATE_SUM(s, gate)          0
+#define WINDOW_GATE_SUM_SAT(s, gate)      0
+#define WINDOW_GATE_MAX(s, gate)          0
+#define WINDOW_GATE_MIN_NZ(s, gate)       0
+#define WINDOW_GATE_MEAN(s, gate)         0
+#define WINDOW_GATE_GATED_MEAN(s, gate)   0
+#define WINDOW_GATE_NORM(s, gate)         0
 
 /* Makes room for everything `rep` adds to the lists, so that folding it
  * in cannot fail half-way. */
@@ -238,16 +305,8 @@ window_reserve(ctl_window *w, const com_report *rep)
 		window_layer_agg *a = &w->agg[s->layer];
 		uint32_t m = 0;
 
-		for (uint32_t k = 0; k < COM_N_LSTATS; k++) {
-			const com_stat *st = &com_layer_stat_table[k];
-
-			if (st->agg != BELLOWS_STAT_AGG_GATED_MEDIAN)
-				continue;
-			if (window_gated(com_layer_stat_table, st, s) &&
-			    window_vals_reserve(&a->vals[m]) != 0)
-				return BELLOWS_ENOMEM;
-			m++;
-		}
+		BELLOWS_LAYER_STATS(WINDOW_RESERVE_LAYER)
+		(void)m;
 	}
 	if (rep->n_comm > UINT32_MAX - w->n_comm)
 		return BELLOWS_ENOMEM;
@@ -266,86 +325,19 @@ window_reserve(ctl_window *w, const com_report *rep)
 	return 0;
 }
 
-/* Folds entry st of the struct at base into acc for the kinds that keep
- * one running number (SUM, SUM_SAT, MAX, MIN_NZ); others are left to the
- * caller. Sums of counts that saturate do so at the window type's
- * largest value: a hostile rank cannot wrap them. */
-static void
-window_fold(const com_stat *st, window_num *acc, const void *base)
-{
-	bool dbl = st->type == BELLOWS_STAT_TYPE_F64;
-	double d = dbl ? com_stat_get_double(st, base) : 0.0;
-	uint64_t u = dbl ? 0 : com_stat_get_u64(st, base);
-	uint64_t cap;
-
-	switch (st->agg) {
-	case BELLOWS_STAT_AGG_SUM:
-		if (dbl)
-			acc->d += d;
-		else
-			acc->u += u;
-		break;
-	case BELLOWS_STAT_AGG_SUM_SAT:
-		cap = st->wtype == BELLOWS_STAT_TYPE_U32 ? UINT32_MAX
-							 : UINT64_MAX;
-		acc->u = u > cap - acc->u ? cap : acc->u + u;
-		break;
-	case BELLOWS_STAT_AGG_MAX:
-		if (dbl && d > acc->d)
-			acc->d = d;
-		else if (!dbl && u > acc->u)
-			acc->u = u;
-		break;
-	case BELLOWS_STAT_AGG_MIN_NZ:
-		if (dbl && d > 0 && (acc->d == 0 || d < acc->d))
-			acc->d = d;
-		else if (!dbl && u > 0 && (acc->u == 0 || u < acc->u))
-			acc->u = u;
-		break;
-	default:
-		break;
-	}
-}
-
 /* Folds in the statistics of one layer of rank `rank`'s report, entry by
  * entry of the layer table. */
 static void
 window_add_layer(ctl_window *w, uint32_t rank, const com_layer_stats *s)
 {
 	window_layer_agg *a = &w->agg[s->layer];
+	window_vals *v;
 	uint32_t m = 0;
 
 	a->ranks++;
-	for (uint32_t k = 0; k < COM_N_LSTATS; k++) {
-		const com_stat *st = &com_layer_stat_table[k];
-		double d = com_stat_get_double(st, s);
-		window_vals *v;
-
-		switch (st->agg) {
-		case BELLOWS_STAT_AGG_MEAN:
-			a->acc[k].d += d;
-			break;
-		case BELLOWS_STAT_AGG_GATED_MEAN:
-			if (window_gated(com_layer_stat_table, st, s)) {
-				a->acc[k].d += d;
-				a->gated[k]++;
-			}
-			break;
-		case BELLOWS_STAT_AGG_GATED_MEDIAN:
-			v = &a->vals[m++];
-			if (window_gated(com_layer_stat_table, st, s))
-				v->v[v->n++] = d;
-			break;
-		case BELLOWS_STAT_AGG_NORM:
-			if (rank == 0)
-				a->norm_rank0 = d;
-			a->acc[k].d += d;
-			break;
-		default:
-			window_fold(st, &a->acc[k], s);
-			break;
-		}
-	}
+	BELLOWS_LAYER_STATS(WINDOW_ADD_LAYER)
+	(void)v;
+	(void)m;
 }
 
 int
@@ -376,14 +368,16 @@ ctl_window_add(ctl_window *w, const com_report *rep)
 	steps = t->steps > 0 ? (double)t->steps : 1.0;
 	for (uint32_t k = 0; k < COM_N_TSTATS; k++) {
 		const com_stat *st = &com_timing_stat_table[k];
-		double d = com_stat_get_double(st, t);
+		double d;
 
-		if (st->agg == BELLOWS_STAT_AGG_STEP_MEDIAN ||
-		    (st->agg == BELLOWS_STAT_AGG_STEP_MEDIAN_NZ && d > 0))
+		if (w->tvals[k] == NULL)
+			continue;
+		d = com_stat_get_double(st, t);
+		if (st->agg == BELLOWS_STAT_AGG_STEP_MEDIAN || d > 0)
 			w->tvals[k][rep->rank] = d / steps;
-		else
-			window_fold(st, &w->tacc[k], t);
 	}
+	/* The timings' kinds (sums, max, min) need no list. */
+	BELLOWS_RANK_TIMINGS(WINDOW_ADD_TIMING)
 	for (uint32_t i = 0; i < rep->n_layers; i++)
 		window_add_layer(w, rep->rank, &rep->layers[i]);
 	for (uint32_t i = 0; i < rep->n_comm; i++) {
@@ -477,6 +471,32 @@ window_median0(ctl_window *w, const double *v)
 	double m = window_median(w, v);
 
 	return isnan(m) ? 0 : m;
+}
+
+size_t
+ctl_window_layer_col(uint32_t i, int col)
+{
+	const com_stat *st;
+
+	if (i >= COM_N_LSTATS)
+		return SIZE_MAX;
+	st = &com_layer_stat_table[i];
+	if (st->agg == BELLOWS_STAT_AGG_NORM)
+		return col == 0
+		    ? offsetof(bellows_window_layer, grad_norm_rank0)
+		    : col == 1 ? offsetof(bellows_window_layer, grad_norm_mean)
+			       : SIZE_MAX;
+	if (col != 0 || st->wcol == NULL)
+		return SIZE_MAX;
+	return window_layer_off[i];
+}
+
+size_t
+ctl_window_timing_col(uint32_t i)
+{
+	if (i >= COM_N_TSTATS || com_timing_stat_table[i].wcol == NULL)
+		return SIZE_MAX;
+	return window_timing_off[i];
 }
 
 /* Stores a result at `off` in the view struct at base, in type wtype:

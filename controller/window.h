@@ -32,6 +32,18 @@ void ctl_window_destroy(ctl_window **window);
 size_t ctl_window_bytes_max(uint32_t world, uint32_t n_layers,
     uint32_t max_comm);
 
+/* Where the history finds the aggregate of entry `i` of the layer table
+ * (com_layer_stat_table) in the policy view: the offset in
+ * bellows_window_layer of the value its column wcol (col 0) or wcol2
+ * (col 1) holds, of the entry's wtype; SIZE_MAX when it has no such
+ * column or i is out of the table. */
+size_t ctl_window_layer_col(uint32_t i, int col);
+
+/* The same for entry `i` of the timings (com_timing_stat_table): the
+ * offset in bellows_window of the value of its column wcol; SIZE_MAX for
+ * none. */
+size_t ctl_window_timing_col(uint32_t i);
+
 /* Folds in one rank's report (already checked against the job: rank <
  * world, layer indices < n_layers), its per-tensor timings and its
  * collectives (CommSamples, which the window copies). Returns 0,

@@ -15,6 +15,7 @@
 
 #include <bellows/error.h>
 
+#include "stat_table.h"
 #include "window.h"
 
 #define N_LAYERS 2
@@ -467,6 +468,43 @@ test_window_shows_the_gate_threshold_and_calibration_in_force(void **state)
 	assert_int_equal(ctl_window_calibrate_until(&f->in_force), 0);
 }
 
+/* The history's columns map to the view's fields the table names; a
+ * column holds what the view shows for it. */
+static void
+test_window_maps_history_columns_to_view_fields(void **state)
+{
+	const com_stat *st;
+
+	(void)state;
+	for (uint32_t i = 0; i < COM_N_LSTATS; i++) {
+		st = &com_layer_stat_table[i];
+		assert_int_equal(ctl_window_layer_col(i, 0) == SIZE_MAX,
+		    st->wcol == NULL);
+		assert_int_equal(ctl_window_layer_col(i, 1) == SIZE_MAX,
+		    st->wcol2 == NULL);
+		assert_true(ctl_window_layer_col(i, 0) == SIZE_MAX ||
+		    ctl_window_layer_col(i, 0) < sizeof(bellows_window_layer));
+	}
+	for (uint32_t i = 0; i < COM_N_TSTATS; i++) {
+		st = &com_timing_stat_table[i];
+		assert_int_equal(ctl_window_timing_col(i) == SIZE_MAX,
+		    st->wcol == NULL);
+	}
+	assert_int_equal(ctl_window_layer_col(COM_LSTAT_acc_norm, 0),
+	    offsetof(bellows_window_layer, grad_norm_rank0));
+	assert_int_equal(ctl_window_layer_col(COM_LSTAT_acc_norm, 1),
+	    offsetof(bellows_window_layer, grad_norm_mean));
+	assert_int_equal(ctl_window_layer_col(COM_LSTAT_comm_comp_n, 0),
+	    offsetof(bellows_window_layer, comm_comp_n));
+	assert_int_equal(ctl_window_timing_col(COM_TSTAT_step_ms),
+	    offsetof(bellows_window, step_ms_median));
+	assert_int_equal(ctl_window_timing_col(COM_TSTAT_mem_device_total),
+	    offsetof(bellows_window, mem_device_total));
+	assert_int_equal(ctl_window_timing_col(COM_TSTAT_steps), SIZE_MAX);
+	assert_int_equal(ctl_window_layer_col(COM_N_LSTATS, 0), SIZE_MAX);
+	assert_int_equal(ctl_window_timing_col(COM_N_TSTATS), SIZE_MAX);
+}
+
 static void
 test_window_destroy_is_null_safe(void **state)
 {
@@ -495,6 +533,7 @@ main(void)
 		T(test_window_keeps_every_ranks_collectives_with_its_rank),
 		T(test_window_reads_nothing_measured_as_zero),
 		T(test_window_shows_the_gate_threshold_and_calibration_in_force),
+		T(test_window_maps_history_columns_to_view_fields),
 		T(test_window_destroy_is_null_safe),
 #undef T
 	};
