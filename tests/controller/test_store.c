@@ -38,6 +38,7 @@
 #include "log.h"
 #include "store.h"
 #include "store_fault.h"
+#include "window.h"
 
 #define N_LAYERS 3
 #define MAX_PUB  256
@@ -859,6 +860,35 @@ test_store_round_trips_every_statistic_of_the_table_by_name(void **state)
 	check_stat_fields(HIST_TIMINGS, &t, 400);
 	sqlite3_finalize(ts);
 	sqlite3_close(db);
+}
+
+/* The history's columns land where the window puts their values: the
+ * history library's offsets (hist_cols.h) and the aggregation's
+ * (window.h) are made from the same table and must agree. */
+static void
+test_store_history_columns_are_where_the_window_puts_them(void **state)
+{
+	uint32_t n;
+	const hist_col *hc;
+
+	(void)state;
+	hc = hist_cols(HIST_WINDOWS, &n);
+	assert_true(n > 0);
+	for (uint32_t c = 0; c < n; c++) {
+		uint32_t i = (uint32_t)(hc[c].stat - com_layer_stat_table);
+		int col = strcmp(hc[c].name, hc[c].stat->wcol) == 0 ? 0 : 1;
+
+		if (ctl_window_layer_col(i, col) != hc[c].offset)
+			fail_msg("windows.%s", hc[c].name);
+	}
+	hc = hist_cols(HIST_WINDOW_INFO, &n);
+	assert_true(n > 0);
+	for (uint32_t c = 0; c < n; c++) {
+		uint32_t i = (uint32_t)(hc[c].stat - com_timing_stat_table);
+
+		if (ctl_window_timing_col(i) != hc[c].offset)
+			fail_msg("window_info.%s", hc[c].name);
+	}
 }
 
 /* Version 2 as it was released: version 1 and its one migration, with
@@ -2507,6 +2537,7 @@ main(void)
 		T(test_store_migrates_a_version_2_file_keeping_its_rows),
 		T(test_store_adds_the_columns_of_new_statistics_to_an_old_file),
 		T(test_store_round_trips_every_statistic_of_the_table_by_name),
+		T(test_store_history_columns_are_where_the_window_puts_them),
 		T(test_store_refuses_a_newer_schema_with_a_clear_message),
 		T(test_store_refuses_a_file_that_is_not_a_bellows_history),
 		T(test_store_runs_without_history_when_the_file_is_corrupt),
