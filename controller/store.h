@@ -19,8 +19,11 @@
  * metric rows are dropped and counted, and the writer retries with
  * backoff until a commit succeeds. It never exits the daemon.
  *
- * This is the only module that includes <sqlite3.h>. The schema and its
- * versions are described in docs/history.md.
+ * The store (store*.c) is the only part of bellowsd that writes the
+ * file; it reads its windows back through the history library
+ * (history/hist_read.h), the reader `bellows replay --db` uses too. The
+ * schema, its versions and the store's files are described in
+ * docs/history.md.
  *
  * Threading: every function here is called from the event loop's thread
  * (ctl_store_recover before ctl_store_start). The writer and checkpoint

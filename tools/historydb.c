@@ -9,6 +9,8 @@
  * so that every tool prints them alike (UTC, milliseconds).
  */
 #include "historydb.h"
+#include "hist_cols.h"
+#include "hist_read.h"
 #include "metrics.h"
 
 #include <bellows/error.h>
@@ -284,56 +286,30 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
  * tables as they are in a file of the current version, and as if
  * migrated in an older one (what it lacks is "not measured"), so that
  * one statement serves every version. Temporary: the file is never
- * written. HDB_VIEW(T, extra) is view hdb_T of table main.T: its
- * columns, then `extra` (", 0 AS c" for each column c a version lacks). */
-#define HDB_VIEW(t, extra)                                                     \
-	"CREATE TEMP VIEW hdb_" #t " AS SELECT *" extra " FROM main." #t ";"
+ * written. hdb_views makes them: view hdb_T of table main.T is its
+ * columns, then ", D AS c" for each column c the file lacks, D its
+ * "not measured"; the statistic columns come from the statistics table
+ * (hist_cols.h), so that a file written before a statistic existed
+ * reads with it. */
 #define HDB_VIEW_COMM                                                          \
 	"CREATE TEMP VIEW hdb_comm AS SELECT rowid AS seq, run_id, window,"    \
 	" rank, bytes, ms, count, compressed FROM main.comm_samples;"
 #define HDB_VIEW_METRICS                                                       \
 	"CREATE TEMP VIEW hdb_metrics AS SELECT rowid AS seq, run_id, window," \
 	" policy, name, layer, value FROM main.policy_metrics;"
-/* Before version 5 runs had no launch identity and no resumes. */
-#define HDB_RUNS_V4 ", '' AS run_key, 0 AS resumes"
-/* Versions 3 and later differ in window_info and runs only. */
-#define HDB_VIEWS_V3(window_info_extra, runs_extra)                            \
-	HDB_VIEW(runs, runs_extra)                                             \
-	HDB_VIEW(windows, "")                                                  \
-	HDB_VIEW(window_info, window_info_extra)                               \
-	HDB_VIEW(timings, "")                                                  \
-	HDB_VIEW(decisions, "")                                                \
-	HDB_VIEW_COMM                                                          \
-	HDB_VIEW_METRICS
-/* Version 2 lacks these columns, comm_samples and policy_metrics. */
-#define HDB_VIEWS_V2                                                           \
-	HDB_VIEW(runs, HDB_RUNS_V4)                                            \
-	HDB_VIEW(windows,                                                      \
-	    ", 0 AS act_steps, 0.0 AS act_lbar, 0.0 AS act_nonzero,"           \
-	    " 0.0 AS act_bytes, 0.0 AS act_raw_bytes, NULL AS comm_raw_ms,"    \
-	    " NULL AS comm_comp_ms, NULL AS codec_ms, 0 AS comm_raw_n,"        \
-	    " 0 AS comm_comp_n")                                               \
-	HDB_VIEW(window_info,                                                  \
-	    ", 0.0 AS backward_ms_median, 0.0 AS codec_ms_median,"             \
-	    " 0 AS mem_device_used, 0 AS mem_device_total,"                    \
-	    " 0 AS mem_host_used, 0 AS state_apply_step,"                      \
-	    " 0 AS state_calibrate_steps, 0 AS saved_bytes")                   \
-	HDB_VIEW(timings,                                                      \
-	    ", 0.0 AS backward_ms, 0.0 AS codec_ms, 0 AS mem_device_used,"     \
-	    " 0 AS mem_device_total, 0 AS mem_host_used")                      \
-	HDB_VIEW(decisions, ", 0 AS calibrate_steps")                          \
+/* Version 2 lacks comm_samples and policy_metrics. */
+#define HDB_VIEWS_NONE_V2                                                      \
 	"CREATE TEMP VIEW hdb_comm AS SELECT 0 AS seq, 0 AS run_id,"           \
 	" 0 AS window, 0 AS rank, 0 AS bytes, NULL AS ms, 0 AS count,"         \
 	" 0 AS compressed WHERE 0;"                                            \
 	"CREATE TEMP VIEW hdb_metrics AS SELECT 0 AS seq, 0 AS run_id,"        \
 	" 0 AS window, '' AS policy, '' AS name, NULL AS layer,"               \
 	" NULL AS value WHERE 0;"
-
-static const char hdb_views_current[] = HDB_VIEWS_V3("", "");
-static const char hdb_views_v4[] = HDB_VIEWS_V3("", HDB_RUNS_V4);
-static const char hdb_views_v3[] = HDB_VIEWS_V3(", 0 AS saved_bytes",
-    HDB_RUNS_V4);
-static const char hdb_views_v2[] = HDB_VIEWS_V2;
+/* Columns older versions lack that are not statistics. */
+#define HDB_RUNS_V4        ", '' AS run_key, 0 AS resumes"
+#define HDB_WINDOW_INFO_V2 ", 0 AS state_apply_step, 0 AS state_calibrate_steps"
+#define HDB_DECISIONS_V2   ", 0 AS calibrate_steps"
+#define HDB_VIEWS_MAX      8192 /* bytes of the views' SQL */
 
 /* The daemon's own events while run :run was live (export and events). */
 #define HDB_RUN_EVENTS                                                         \
@@ -508,6 +484,93 @@ hdb_scalar(tool_hdb *db, const char *sql, int64_t *ret)
 	return rc == SQLITE_OK ? 0 : hdb_sqlite_fail(db, rc);
 }
 
+/* Appends to buf (`used` of HDB_VIEWS_MAX bytes) like snprintf; false
+ * when it does not fit. */
+static bool
+hdb_cat(char *buf, size_t *used, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf + *used, HDB_VIEWS_MAX - *used, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= HDB_VIEWS_MAX - *used)
+		return false;
+	*used += (size_t)n;
+	return true;
+}
+
+/* Creates the views for a file of schema `version`. Returns 0 or as
+ * hdb_sqlite_fail. */
+static int
+hdb_views(tool_hdb *db, int version)
+{
+	char *sql = malloc(HDB_VIEWS_MAX);
+	sqlite3_stmt *has = NULL;
+	size_t used = 0;
+	bool ok;
+	int rc;
+
+	if (sql == NULL)
+		return hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
+	rc = sqlite3_prepare_v2(db->db,
+	    "SELECT count(*) FROM pragma_table_info(?1) WHERE name = ?2", -1,
+	    &has, NULL);
+	if (rc != SQLITE_OK) {
+		free(sql);
+		return hdb_sqlite_fail(db, rc);
+	}
+	ok = hdb_cat(sql, &used,
+	    "CREATE TEMP VIEW hdb_runs AS SELECT *%s FROM main.runs;"
+	    "CREATE TEMP VIEW hdb_decisions AS SELECT *%s FROM "
+	    "main.decisions;%s",
+	    version < 5 ? HDB_RUNS_V4 : "", version < 3 ? HDB_DECISIONS_V2 : "",
+	    version < 3 ? HDB_VIEWS_NONE_V2 : HDB_VIEW_COMM HDB_VIEW_METRICS);
+	for (int t = 0; ok && t < HIST_N_TABLES; t++) {
+		const char *name = hist_table_name((hist_table)t);
+		uint32_t n;
+		const hist_col *hc = hist_cols((hist_table)t, &n);
+
+		ok = hdb_cat(sql, &used,
+		    "CREATE TEMP VIEW hdb_%s AS SELECT *%s", name,
+		    t == HIST_WINDOW_INFO && version < 3 ? HDB_WINDOW_INFO_V2
+							 : "");
+		for (uint32_t c = 0; ok && c < n; c++) {
+			bool nullable = hc[c].stat->hist ==
+			    BELLOWS_STAT_HIST_NULLABLE;
+			bool real = hc[c].stat->type == BELLOWS_STAT_TYPE_F64;
+
+			sqlite3_reset(has);
+			sqlite3_bind_text(has, 1, name, -1, SQLITE_STATIC);
+			sqlite3_bind_text(has, 2, hc[c].name, -1,
+			    SQLITE_STATIC);
+			if ((rc = sqlite3_step(has)) != SQLITE_ROW)
+				break;
+			if (sqlite3_column_int(has, 0) == 0)
+				ok = hdb_cat(sql, &used, ", %s AS %s",
+				    nullable   ? "NULL"
+					: real ? "0.0"
+					       : "0",
+				    hc[c].name);
+		}
+		if (rc != SQLITE_ROW && rc != SQLITE_OK) {
+			sqlite3_finalize(has);
+			free(sql);
+			return hdb_sqlite_fail(db, rc);
+		}
+		ok = ok && hdb_cat(sql, &used, " FROM main.%s;", name);
+	}
+	sqlite3_finalize(has);
+	if (!ok) {
+		free(sql);
+		return hdb_fail(db, BELLOWS_ENOMEM, "the views do not fit");
+	}
+	rc = sqlite3_exec(db->db, sql, NULL, NULL, NULL);
+	free(sql);
+	return rc == SQLITE_OK ? 0 : hdb_sqlite_fail(db, rc);
+}
+
 int
 tool_hdb_open(const char *path, tool_hdb **ret, char *errbuf, size_t errlen)
 {
@@ -578,14 +641,7 @@ tool_hdb_open(const char *path, tool_hdb **ret, char *errbuf, size_t errlen)
 		goto fail;
 	}
 	db->version = (int)version;
-	rc = sqlite3_exec(db->db,
-	    version >= 5       ? hdb_views_current
-		: version == 4 ? hdb_views_v4
-		: version == 3 ? hdb_views_v3
-			       : hdb_views_v2,
-	    NULL, NULL, NULL);
-	if (rc != SQLITE_OK) {
-		r = hdb_sqlite_fail(db, rc);
+	if ((r = hdb_views(db, (int)version)) != 0) {
 		snprintf(errbuf, errlen, "%s: %s", path, db->err);
 		goto fail;
 	}
@@ -1007,117 +1063,13 @@ tool_hdb_replay_destroy(tool_hdb_replay **rp)
 	*rp = NULL;
 }
 
-/* Parses a layers.shape text ("64x32", "" for 0-D) into `li`. */
-static bool
-hdb_shape(const char *s, com_layer_info *li)
-{
-	uint64_t product = 1;
-
-	li->ndim = 0;
-	if (s[0] == '\0')
-		return true;
-	for (;;) {
-		char *end;
-		unsigned long long v;
-
-		if (li->ndim == COM_MAX_NDIM || s[0] < '0' || s[0] > '9')
-			return false;
-		errno = 0;
-		v = strtoull(s, &end, 10);
-		if (errno != 0 || v == 0 || v > UINT32_MAX ||
-		    (*end != 'x' && *end != '\0') || product > UINT64_MAX / v)
-			return false;
-		li->shape[li->ndim++] = (uint32_t)v;
-		product *= v;
-		if (*end == '\0')
-			break;
-		s = end + 1;
-	}
-	return true;
-}
-
-static double
-hdb_real(sqlite3_stmt *st, int col)
-{
-	return sqlite3_column_type(st, col) == SQLITE_NULL
-	    ? NAN
-	    : sqlite3_column_double(st, col);
-}
-
+/* The run's layer table, through the history reader (the checks
+ * bellowsd's recovery makes). */
 static int
 hdb_replay_layers(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 {
-	static const char
-	    sql[] = "SELECT idx, name, numel, ndim, shape FROM layers"
-		    " WHERE run_id = :run ORDER BY idx";
-	sqlite3_stmt *st = NULL;
-	uint32_t cap = 0;
-	int r, rc;
-
-	if ((r = hdb_prepare(db, sql, &st)) != 0)
-		return r;
-	if ((rc = hdb_bind_int(st, ":run", run)) != SQLITE_OK) {
-		r = hdb_sqlite_fail(db, rc);
-		goto out;
-	}
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *name = (const char *)sqlite3_column_text(st, 1);
-		const char *shape = (const char *)sqlite3_column_text(st, 4);
-		com_layer_info *li;
-
-		if (sqlite3_column_int64(st, 0) != rp->n_layers) {
-			r = hdb_fail(db, BELLOWS_EINVAL,
-			    "run %" PRId64 ": layer indices are not 0, 1, ..."
-			    " (found %lld at position %u)",
-			    run, (long long)sqlite3_column_int64(st, 0),
-			    rp->n_layers);
-			goto out;
-		}
-		if (rp->n_layers == cap) {
-			uint32_t nc = cap ? 2 * cap : 64;
-			com_layer_info *g = realloc(rp->layers,
-			    sizeof(*g) * nc);
-
-			if (g == NULL) {
-				r = hdb_fail(db, BELLOWS_ENOMEM,
-				    "out of memory");
-				goto out;
-			}
-			rp->layers = g;
-			cap = nc;
-		}
-		li = &rp->layers[rp->n_layers];
-		memset(li, 0, sizeof(*li));
-		if (name == NULL || shape == NULL) {
-			r = hdb_fail(db, BELLOWS_EINVAL,
-			    "run %" PRId64 ": layer %u has no name or shape",
-			    run, rp->n_layers);
-			goto out;
-		}
-		if (!hdb_shape(shape, li) ||
-		    sqlite3_column_int64(st, 3) != li->ndim) {
-			r = hdb_fail(db, BELLOWS_EINVAL,
-			    "run %" PRId64 ": layer '%s' has shape '%s' and "
-			    "ndim %lld, which do not agree",
-			    run, name, shape,
-			    (long long)sqlite3_column_int64(st, 3));
-			goto out;
-		}
-		li->numel = (uint64_t)sqlite3_column_int64(st, 2);
-		if ((li->name = com_strdup(name)) == NULL) {
-			r = hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
-			goto out;
-		}
-		rp->n_layers++;
-	}
-	if (rc != SQLITE_DONE)
-		r = hdb_sqlite_fail(db, rc);
-	else if (rp->n_layers == 0)
-		r = hdb_fail(db, BELLOWS_EINVAL,
-		    "run %" PRId64 " has no layers", run);
-out:
-	sqlite3_finalize(st);
-	return r;
+	return hist_layers_read(db->db, run, &rp->layers, &rp->n_layers,
+	    db->err, sizeof(db->err));
 }
 
 /* Makes room for window slot `n` (0-based) in every per-window array. */
@@ -1159,275 +1111,123 @@ hdb_replay_grow(tool_hdb_replay *rp, uint64_t n, uint64_t *cap)
 	return 0;
 }
 
-static uint64_t
-hdb_u64(sqlite3_stmt *st, int col)
-{
-	int64_t v = sqlite3_column_int64(st, col);
-
-	return v < 0 ? 0 : (uint64_t)v;
-}
-
-/* hdb_real with 0 for NULL: a statistic nobody measured. */
-static double
-hdb_real0(sqlite3_stmt *st, int col)
-{
-	return sqlite3_column_type(st, col) == SQLITE_NULL
-	    ? 0
-	    : sqlite3_column_double(st, col);
-}
-
-/* The window-level columns of the row at `st` into slot n. */
-static void
-hdb_replay_window(sqlite3_stmt *st, tool_hdb_replay *rp, uint64_t n)
-{
-	rp->win[n] = (bellows_window){
-		.window = hdb_u64(st, 0),
-		.first_step = hdb_u64(st, 27),
-		.last_step = hdb_u64(st, 28),
-		.epoch = hdb_u64(st, 29),
-		.lr = rp->lr[n],
-		.lr_next = rp->lr_next[n],
-		.batch_size = (uint32_t)hdb_u64(st, 30),
-		.lr_scale = rp->lr_scale[n],
-		.world = (uint32_t)hdb_u64(st, 31),
-		.ranks_reported = (uint32_t)hdb_u64(st, 32),
-		.step_ms_median = hdb_real(st, 33),
-		.compute_ms_median = hdb_real(st, 34),
-		.comm_ms_median = hdb_real(st, 35),
-		.floats_sent = hdb_u64(st, 36),
-		.floats_raw = hdb_u64(st, 37),
-		.n_layers = rp->n_layers,
-		.backward_ms_median = hdb_real0(st, 38),
-		.codec_ms_median = hdb_real0(st, 39),
-		.mem_device_used = (double)hdb_u64(st, 40),
-		.mem_device_total = (double)hdb_u64(st, 41),
-		.mem_host_used = (double)hdb_u64(st, 42),
-		.size_threshold = hdb_u64(st, 43),
-		.compression_off = sqlite3_column_int(st, 44) != 0,
-		.saved_bytes = (double)hdb_u64(st, 47),
-	};
-	rp->size_threshold[n] = rp->win[n].size_threshold;
-	rp->compression_off[n] = rp->win[n].compression_off;
-	rp->apply_step[n] = hdb_u64(st, 45);
-	rp->calibrate_steps[n] = hdb_u64(st, 46);
-	rp->win[n].calibrate_until = rp->calibrate_steps[n] == 0 ? 0
-	    : rp->calibrate_steps[n] > UINT64_MAX - rp->apply_step[n]
-	    ? UINT64_MAX
-	    : rp->apply_step[n] + rp->calibrate_steps[n];
-}
-
-/* The layer columns of the row at `st`, as bellowsd's window aggregate
- * handed them (grad_norm: rank 0's, else the mean). */
-static void
-hdb_replay_layer(sqlite3_stmt *st, bellows_window_layer *x)
-{
-	*x = (bellows_window_layer){
-		.grad_norm_rank0 = hdb_real(st, 2),
-		.grad_norm_mean = hdb_real(st, 3),
-		.sum_sq = hdb_real(st, 9),
-		.abs_sum = hdb_real(st, 10),
-		.max_abs = hdb_real(st, 11),
-		.count = hdb_u64(st, 12),
-		.nonzero = hdb_u64(st, 13),
-		.nonfinite = hdb_u64(st, 14),
-		.momentum_abs_mean = hdb_real(st, 15),
-		.level = hdb_real(st, 4),
-		.error_bound = hdb_real(st, 16),
-		.act_steps = hdb_u64(st, 17),
-		.act_lbar = hdb_real0(st, 18),
-		.act_nonzero = hdb_real0(st, 19),
-		.act_bytes = hdb_real0(st, 20),
-		.act_raw_bytes = hdb_real0(st, 21),
-		.comm_raw_ms = hdb_real(st, 22),
-		.comm_comp_ms = hdb_real(st, 23),
-		.codec_ms = hdb_real(st, 24),
-		.comm_raw_n = (uint32_t)hdb_u64(st, 25),
-		.comm_comp_n = (uint32_t)hdb_u64(st, 26),
-	};
-	x->grad_norm = !isnan(x->grad_norm_rank0) ? x->grad_norm_rank0
-						  : x->grad_norm_mean;
-}
-
-/* Reads the run's collectives and points each replayed window at its
- * own (in the order they were recorded), then its layers at theirs. */
+/* Takes the window the history reader read into slot n: what bellowsd
+ * handed the policies (layers' names and shapes unset, as replay sets
+ * its own) and the state in force; its collectives are appended to
+ * rp->comm, and *comm_at[n] says where they start. */
 static int
-hdb_replay_comm(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
+hdb_replay_take(tool_hdb_replay *rp, uint64_t n, const bellows_window *v,
+    const hist_state *st, uint64_t *comm_at, uint64_t *cap_comm)
 {
-	static const char sql[] =
-	    "SELECT window, rank, bytes, ms, count, compressed FROM hdb_comm"
-	    " WHERE run_id = :run ORDER BY window, seq";
-	sqlite3_stmt *st = NULL;
-	uint64_t cap = 0, *win_of = NULL, j = 0;
-	int r, rc;
+	uint32_t nl = rp->n_layers;
 
-	if ((r = hdb_prepare(db, sql, &st)) != 0)
-		return r;
-	if ((rc = hdb_bind_int(st, ":run", run)) != SQLITE_OK) {
-		r = hdb_sqlite_fail(db, rc);
-		goto out;
-	}
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (rp->n_comm == cap) {
-			uint64_t nc = cap ? 2 * cap : 256;
-			bellows_comm_sample *g;
-			uint64_t *gw;
+	rp->window[n] = v->window;
+	rp->lr[n] = v->lr;
+	rp->lr_next[n] = v->lr_next;
+	rp->batch_size[n] = st->batch_size;
+	rp->lr_scale[n] = v->lr_scale;
+	rp->size_threshold[n] = st->size_threshold;
+	rp->compression_off[n] = st->compression_off;
+	rp->apply_step[n] = st->apply_step;
+	rp->calibrate_steps[n] = st->calibrate_steps;
+	rp->win[n] = *v;
+	rp->win[n].layers = NULL;
+	rp->win[n].comm = NULL;
+	for (uint32_t l = 0; l < nl; l++) {
+		size_t at = (size_t)n * nl + l;
+		bellows_window_layer *x = &rp->layer_stats[at];
 
-			if (nc > SIZE_MAX / sizeof(*g) ||
-			    (g = realloc(rp->comm, sizeof(*g) * nc)) == NULL) {
-				r = hdb_fail(db, BELLOWS_ENOMEM,
-				    "out of memory");
-				goto out;
-			}
-			rp->comm = g;
-			if ((gw = realloc(win_of, sizeof(*gw) * nc)) == NULL) {
-				r = hdb_fail(db, BELLOWS_ENOMEM,
-				    "out of memory");
-				goto out;
-			}
-			win_of = gw;
-			cap = nc;
-		}
-		win_of[rp->n_comm] = hdb_u64(st, 0);
-		rp->comm[rp->n_comm++] = (bellows_comm_sample){
-			.rank = (uint32_t)hdb_u64(st, 1),
-			.bytes = hdb_u64(st, 2),
-			.ms = hdb_real(st, 3),
-			.count = (uint32_t)hdb_u64(st, 4),
-			.compressed = sqlite3_column_int(st, 5) != 0,
-		};
+		*x = v->layers[l];
+		x->name = NULL;
+		x->numel = 0;
+		x->ndim = 0;
+		x->shape = NULL;
+		rp->norm_rank0[at] = x->grad_norm_rank0;
+		rp->norm_mean[at] = x->grad_norm_mean;
+		rp->level[at] = x->level;
 	}
-	if (rc != SQLITE_DONE) {
-		r = hdb_sqlite_fail(db, rc);
-		goto out;
-	}
-	for (uint64_t i = 0; i < rp->n_windows; i++) {
-		bellows_window *w = &rp->win[i];
+	comm_at[n] = rp->n_comm;
+	if (rp->n_comm + v->n_comm > *cap_comm) {
+		uint64_t nc = *cap_comm ? 2 * *cap_comm : 256;
+		bellows_comm_sample *g;
 
-		w->layers = rp->layer_stats + (size_t)i * rp->n_layers;
-		w->comm = NULL;
-		w->n_comm = 0;
-		while (j < rp->n_comm && win_of[j] < w->window)
-			j++;
-		if (j < rp->n_comm && win_of[j] == w->window)
-			w->comm = &rp->comm[j];
-		while (j < rp->n_comm && win_of[j] == w->window) {
-			w->n_comm++;
-			j++;
-		}
+		while (nc < rp->n_comm + v->n_comm)
+			nc *= 2;
+		if (nc > SIZE_MAX / sizeof(*g) ||
+		    (g = realloc(rp->comm, sizeof(*g) * nc)) == NULL)
+			return BELLOWS_ENOMEM;
+		rp->comm = g;
+		*cap_comm = nc;
 	}
-out:
-	free(win_of);
-	sqlite3_finalize(st);
-	return r;
+	if (v->n_comm > 0)
+		memcpy(rp->comm + rp->n_comm, v->comm,
+		    sizeof(*v->comm) * v->n_comm);
+	rp->n_comm += v->n_comm;
+	return 0;
 }
 
+/* The run's closed windows through the history reader (hist_read.h),
+ * the same code bellowsd's recovery reads them with; a window lacking
+ * the row of some layer is skipped and counted. */
 static int
 hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 {
-	/* Every column of the policies' view: a policy decides in replay
-	 * on what it was handed in bellowsd. */
-	static const char sql[] =
-	    "SELECT w.window, w.layer, w.grad_norm_rank0, w.grad_norm_mean,"
-	    " w.level, i.lr, i.lr_next, i.state_batch_size, i.lr_scale,"
-	    " w.sum_sq, w.abs_sum, w.max_abs, w.count, w.nonzero, w.nonfinite,"
-	    " w.momentum_abs_mean, w.error_bound, w.act_steps, w.act_lbar,"
-	    " w.act_nonzero, w.act_bytes, w.act_raw_bytes, w.comm_raw_ms,"
-	    " w.comm_comp_ms, w.codec_ms, w.comm_raw_n, w.comm_comp_n,"
-	    " i.first_step, i.last_step, i.epoch, i.batch_size, i.world,"
-	    " i.ranks_reported, i.step_ms_median, i.compute_ms_median,"
-	    " i.comm_ms_median, i.floats_sent, i.floats_raw,"
-	    " i.backward_ms_median, i.codec_ms_median, i.mem_device_used,"
-	    " i.mem_device_total, i.mem_host_used, i.state_size_threshold,"
-	    " i.state_compression_off, i.state_apply_step,"
-	    " i.state_calibrate_steps, i.saved_bytes"
-	    " FROM hdb_windows w JOIN hdb_window_info i"
-	    " ON i.run_id = w.run_id AND i.window = w.window"
-	    " WHERE w.run_id = :run ORDER BY w.window, w.layer";
-	sqlite3_stmt *st = NULL;
-	uint8_t *seen = calloc(rp->n_layers, 1);
-	uint64_t cap = 0, n = 0;
-	int64_t cur = -1, closed = 0;
-	uint32_t n_seen = 0;
-	int r, rc;
+	hist_windows *c = NULL;
+	uint64_t cap = 0, cap_comm = 0, n = 0, closed = 0;
+	uint64_t *comm_at = NULL;
+	char err[256];
+	int r;
 
-	if (seen == NULL)
-		return hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
-	if ((r = hdb_prepare(db, sql, &st)) != 0)
-		goto out;
-	if ((rc = hdb_bind_int(st, ":run", run)) != SQLITE_OK) {
-		r = hdb_sqlite_fail(db, rc);
-		goto out;
-	}
-	/* Slot n is the window being read; it counts once complete. */
+	r = hist_windows_open(db->db, run, UINT64_MAX, rp->layers, rp->n_layers,
+	    &c, err, sizeof(err));
+	if (r != 0)
+		return hdb_fail(db, r, "%s", err);
 	for (;;) {
-		int64_t window, layer;
-		size_t at;
+		bellows_window v;
+		hist_state st;
+		uint32_t rows;
 
-		rc = sqlite3_step(st);
-		if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-			r = hdb_sqlite_fail(db, rc);
+		r = hist_windows_next(c, &v, &st, &rows, err, sizeof(err));
+		if (r < 0) {
+			r = hdb_fail(db, r, "run %" PRId64 ": %s", run, err);
 			goto out;
 		}
-		window = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-		if (window != cur && cur >= 0 && n_seen == rp->n_layers)
-			n++;
-		if (rc == SQLITE_DONE)
+		if (r == 0)
 			break;
-		if (window != cur) {
-			if (window < 0) {
-				r = hdb_fail(db, BELLOWS_EINVAL,
-				    "run %" PRId64 ": negative window %" PRId64,
-				    run, window);
-				goto out;
-			}
-			if (hdb_replay_grow(rp, n, &cap) != 0) {
+		r = 0;
+		closed++;
+		if (rows < rp->n_layers)
+			continue;
+		if (n == cap) {
+			uint64_t *g;
+
+			if (hdb_replay_grow(rp, n, &cap) != 0 ||
+			    (g = realloc(comm_at, sizeof(*g) * cap)) == NULL) {
 				r = hdb_fail(db, BELLOWS_ENOMEM,
 				    "out of memory");
 				goto out;
 			}
-			cur = window;
-			n_seen = 0;
-			memset(seen, 0, rp->n_layers);
-			rp->window[n] = (uint64_t)window;
-			rp->lr[n] = hdb_real(st, 5);
-			rp->lr_next[n] = hdb_real(st, 6);
-			rp->batch_size[n] = (uint32_t)sqlite3_column_int64(st,
-			    7);
-			rp->lr_scale[n] = hdb_real(st, 8);
-			hdb_replay_window(st, rp, n);
+			comm_at = g;
 		}
-		layer = sqlite3_column_int64(st, 1);
-		if (layer < 0 || layer >= rp->n_layers || seen[layer])
-			continue; /* not in the table: the window is unusable */
-		seen[layer] = 1;
-		n_seen++;
-		at = (size_t)n * rp->n_layers + (size_t)layer;
-		rp->norm_rank0[at] = hdb_real(st, 2);
-		rp->norm_mean[at] = hdb_real(st, 3);
-		rp->level[at] = hdb_real(st, 4);
-		hdb_replay_layer(st, &rp->layer_stats[at]);
+		if (hdb_replay_take(rp, n, &v, &st, comm_at, &cap_comm) != 0) {
+			r = hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
+			goto out;
+		}
+		n++;
 	}
 	rp->n_windows = n;
-	sqlite3_finalize(st);
-	st = NULL;
-	/* Windows closed without usable layer rows are skipped, counted. */
-	if ((r = hdb_prepare(db,
-		 "SELECT count(*) FROM window_info WHERE run_id = :run",
-		 &st)) != 0)
-		goto out;
-	rc = hdb_bind_int(st, ":run", run);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_step(st);
-	if (rc != SQLITE_ROW) {
-		r = hdb_sqlite_fail(db, rc);
-		goto out;
+	rp->n_skipped = closed - n;
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t end = i + 1 < n ? comm_at[i + 1] : rp->n_comm;
+
+		rp->win[i].layers = rp->layer_stats + (size_t)i * rp->n_layers;
+		rp->win[i].n_comm = (uint32_t)(end - comm_at[i]);
+		rp->win[i].comm = end > comm_at[i] ? &rp->comm[comm_at[i]]
+						   : NULL;
 	}
-	closed = sqlite3_column_int64(st, 0);
-	if ((uint64_t)closed > n)
-		rp->n_skipped = (uint64_t)closed - n;
 out:
-	sqlite3_finalize(st);
-	free(seen);
+	hist_windows_close(&c);
+	free(comm_at);
 	return r;
 }
 
@@ -1440,8 +1240,7 @@ tool_hdb_replay_load(tool_hdb *db, int64_t run, tool_hdb_replay **ret)
 	if (rp == NULL)
 		return hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
 	if ((r = hdb_replay_layers(db, run, rp)) != 0 ||
-	    (r = hdb_replay_windows(db, run, rp)) != 0 ||
-	    (r = hdb_replay_comm(db, run, rp)) != 0) {
+	    (r = hdb_replay_windows(db, run, rp)) != 0) {
 		tool_hdb_replay_destroy(&rp);
 		return r;
 	}

@@ -31,11 +31,14 @@
 #include <bellows/error.h>
 
 #include "clock.h"
+#include "hist_cols.h"
+#include "hist_read.h"
 #include "config.h"
 #include "jobs.h"
 #include "log.h"
 #include "store.h"
 #include "store_fault.h"
+#include "window.h"
 
 #define N_LAYERS 3
 #define MAX_PUB  256
@@ -641,6 +644,251 @@ test_store_migrates_a_version_1_file_keeping_its_rows(void **state)
 	/* New runs continue after the ids the file holds. */
 	start_store(f);
 	assert_int_equal(run_begin(f, "job", 2), 8);
+}
+
+/* A file written before some statistics were in the statistics table:
+ * opening it adds their columns (to each table and its superseded_
+ * twin, in the same order), and the store then writes and resumes into
+ * them. */
+static void
+test_store_adds_the_columns_of_new_statistics_to_an_old_file(void **state)
+{
+	fixture *f = *state;
+	static const char *const twins[][2] = {
+		{ "windows", "superseded_windows" },
+		{ "window_info", "superseded_window_info" },
+		{ "timings", "superseded_timings" },
+	};
+	char a[2048], b[2048];
+	int64_t run;
+	com_timings t = { .steps = 10, .mem_host_used = 4096 };
+
+	open_store(f);
+	start_store(f);
+	ctl_store_close(&f->store, 2000);
+	/* As if codec_ms, saved_bytes and mem_host_used were new. */
+	db_exec(f->db,
+	    "ALTER TABLE windows DROP COLUMN codec_ms;"
+	    "ALTER TABLE superseded_windows DROP COLUMN codec_ms;"
+	    "ALTER TABLE window_info DROP COLUMN saved_bytes;"
+	    "ALTER TABLE superseded_window_info DROP COLUMN saved_bytes;"
+	    "ALTER TABLE timings DROP COLUMN mem_host_used;"
+	    "ALTER TABLE superseded_timings DROP COLUMN mem_host_used;");
+	assert_int_equal(
+	    db_int(f->db,
+		"SELECT count(*) FROM pragma_table_info('windows') "
+		"WHERE name = 'codec_ms'"),
+	    0);
+
+	open_store(f);
+	assert_false(store_degraded(f, NULL, 0));
+	assert_current_schema(f->db);
+	for (size_t i = 0; i < 3; i++) {
+		char sql[256];
+
+		snprintf(sql, sizeof(sql),
+		    "SELECT group_concat(name, ',') FROM (SELECT name FROM "
+		    "pragma_table_info('%s') ORDER BY cid)",
+		    twins[i][0]);
+		db_text(f->db, a, sizeof(a), sql);
+		snprintf(sql, sizeof(sql),
+		    "SELECT group_concat(name, ',') FROM (SELECT name FROM "
+		    "pragma_table_info('%s') WHERE name != 'resume' ORDER BY "
+		    "cid)",
+		    twins[i][1]);
+		db_text(f->db, b, sizeof(b), sql);
+		assert_string_equal(a, b);
+	}
+	assert_non_null(strstr(a, "mem_host_used"));
+	assert_int_equal(
+	    db_int(f->db,
+		"SELECT count(*) FROM pragma_table_info('windows') "
+		"WHERE name = 'codec_ms'"),
+	    1);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM "
+			     "pragma_table_info('window_info') WHERE name = "
+			     "'saved_bytes'"),
+	    1);
+
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	put_window(f, run, 0, N_LAYERS, 10);
+	put_window(f, run, 1, N_LAYERS, 11);
+	ctl_store_timing(f->store, run, 1, 0, &t);
+	wait_committed(f, ctl_store_flush(f->store));
+	assert_int_equal(db_int(f->db,
+			     "SELECT mem_host_used FROM timings WHERE window = "
+			     "1"),
+	    4096);
+	ctl_store_run_resumed(f->store, run, 1, "again");
+	wait_committed(f, ctl_store_flush(f->store));
+	assert_false(store_degraded(f, NULL, 0));
+	assert_int_equal(db_int(f->db,
+			     "SELECT mem_host_used FROM superseded_timings"),
+	    4096);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM superseded_windows"),
+	    N_LAYERS);
+}
+
+/* Sets the field of every column of `t` in the struct at `base` to a
+ * value of its own (`seed` + the column's index), as its type holds it. */
+static void
+set_stat_fields(hist_table t, void *base, uint32_t seed)
+{
+	uint32_t n;
+	const hist_col *hc = hist_cols(t, &n);
+
+	for (uint32_t c = 0; c < n; c++) {
+		char *p = (char *)base + hc[c].offset;
+		uint32_t u32 = seed + c;
+		uint64_t u64 = seed + c;
+		double d = (double)(seed + c);
+
+		if (hc[c].vtype == BELLOWS_STAT_TYPE_U32)
+			memcpy(p, &u32, sizeof(u32));
+		else if (hc[c].vtype == BELLOWS_STAT_TYPE_U64)
+			memcpy(p, &u64, sizeof(u64));
+		else
+			memcpy(p, &d, sizeof(d));
+	}
+}
+
+/* Checks that every column of `t` reads back as set_stat_fields set it. */
+static void
+check_stat_fields(hist_table t, const void *base, uint32_t seed)
+{
+	uint32_t n;
+	const hist_col *hc = hist_cols(t, &n);
+
+	for (uint32_t c = 0; c < n; c++) {
+		const char *p = (const char *)base + hc[c].offset;
+		uint32_t u32;
+		uint64_t u64;
+		double d;
+
+		if (hc[c].vtype == BELLOWS_STAT_TYPE_U32) {
+			memcpy(&u32, p, sizeof(u32));
+			d = u32;
+		} else if (hc[c].vtype == BELLOWS_STAT_TYPE_U64) {
+			memcpy(&u64, p, sizeof(u64));
+			d = (double)u64;
+		} else {
+			memcpy(&d, p, sizeof(d));
+		}
+		if (d != (double)(seed + c))
+			fail_msg("%s.%s read back %g, not %u",
+			    hist_table_name(t), hc[c].name, d, seed + c);
+	}
+}
+
+/* Every statistic column the statistics table names is written by name
+ * and read back by the history reader into the field it came from:
+ * a statistic added to the table round-trips without an edit here. */
+static void
+test_store_round_trips_every_statistic_of_the_table_by_name(void **state)
+{
+	fixture *f = *state;
+	bellows_window_layer layers[N_LAYERS] = { 0 };
+	bellows_window v = { .job = "job",
+		.window = 0,
+		.last_step = 9,
+		.world = 2,
+		.ranks_reported = 2,
+		.n_layers = N_LAYERS,
+		.layers = layers };
+	com_timings t = { 0 };
+	com_decision in_force;
+	com_layer_info info[N_LAYERS];
+	hist_windows *c = NULL;
+	bellows_window got;
+	hist_state st;
+	uint32_t rows, n;
+	const hist_col *hc;
+	sqlite3 *db;
+	sqlite3_stmt *ts = NULL;
+	char err[256];
+	int64_t run;
+
+	memcpy(info, table, sizeof(info));
+	assert_int_equal(com_decision_init(&in_force, "job", N_LAYERS), 0);
+	set_stat_fields(HIST_WINDOW_INFO, &v, 100);
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		layers[l].name = table[l].name;
+		layers[l].level = 1;
+		set_stat_fields(HIST_WINDOWS, &layers[l], 200 + 50 * l);
+	}
+	set_stat_fields(HIST_TIMINGS, &t, 400);
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	ctl_store_window(f->store, run, &v, 2, true, &in_force, 1);
+	ctl_store_timing(f->store, run, 0, 1, &t);
+	wait_committed(f, ctl_store_flush(f->store));
+	ctl_store_close(&f->store, 2000);
+	com_decision_fini(&in_force);
+
+	db = db_open(f->db);
+	assert_int_equal(hist_windows_open(db, run, UINT64_MAX, info, N_LAYERS,
+			     &c, err, sizeof(err)),
+	    0);
+	assert_int_equal(hist_windows_next(c, &got, &st, &rows, err,
+			     sizeof(err)),
+	    1);
+	assert_int_equal(rows, N_LAYERS);
+	check_stat_fields(HIST_WINDOW_INFO, &got, 100);
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		check_stat_fields(HIST_WINDOWS, &got.layers[l], 200 + 50 * l);
+		assert_string_equal(got.layers[l].name, table[l].name);
+		assert_true(got.layers[l].level == 1);
+	}
+	assert_int_equal(hist_windows_next(c, &got, &st, &rows, err,
+			     sizeof(err)),
+	    0);
+	hist_windows_close(&c);
+
+	/* timings has no reader of its own: its columns by name. */
+	assert_int_equal(sqlite3_prepare_v2(db, "SELECT * FROM timings", -1,
+			     &ts, NULL),
+	    SQLITE_OK);
+	assert_int_equal(sqlite3_step(ts), SQLITE_ROW);
+	memset(&t, 0, sizeof(t));
+	hc = hist_cols(HIST_TIMINGS, &n);
+	for (uint32_t k = 0; k < n; k++)
+		hist_col_read(ts, hist_col_index(ts, hc[k].name), &hc[k], &t);
+	check_stat_fields(HIST_TIMINGS, &t, 400);
+	sqlite3_finalize(ts);
+	sqlite3_close(db);
+}
+
+/* The history's columns land where the window puts their values: the
+ * history library's offsets (hist_cols.h) and the aggregation's
+ * (window.h) are made from the same table and must agree. */
+static void
+test_store_history_columns_are_where_the_window_puts_them(void **state)
+{
+	uint32_t n;
+	const hist_col *hc;
+
+	(void)state;
+	hc = hist_cols(HIST_WINDOWS, &n);
+	assert_true(n > 0);
+	for (uint32_t c = 0; c < n; c++) {
+		uint32_t i = (uint32_t)(hc[c].stat - com_layer_stat_table);
+		int col = strcmp(hc[c].name, hc[c].stat->wcol) == 0 ? 0 : 1;
+
+		if (ctl_window_layer_col(i, col) != hc[c].offset)
+			fail_msg("windows.%s", hc[c].name);
+	}
+	hc = hist_cols(HIST_WINDOW_INFO, &n);
+	assert_true(n > 0);
+	for (uint32_t c = 0; c < n; c++) {
+		uint32_t i = (uint32_t)(hc[c].stat - com_timing_stat_table);
+
+		if (ctl_window_timing_col(i) != hc[c].offset)
+			fail_msg("window_info.%s", hc[c].name);
+	}
 }
 
 /* Version 2 as it was released: version 1 and its one migration, with
@@ -2287,6 +2535,9 @@ main(void)
 		T(test_store_creates_the_file_and_its_wal_with_store_mode),
 		T(test_store_migrates_a_version_1_file_keeping_its_rows),
 		T(test_store_migrates_a_version_2_file_keeping_its_rows),
+		T(test_store_adds_the_columns_of_new_statistics_to_an_old_file),
+		T(test_store_round_trips_every_statistic_of_the_table_by_name),
+		T(test_store_history_columns_are_where_the_window_puts_them),
 		T(test_store_refuses_a_newer_schema_with_a_clear_message),
 		T(test_store_refuses_a_file_that_is_not_a_bellows_history),
 		T(test_store_runs_without_history_when_the_file_is_corrupt),

@@ -1,9 +1,10 @@
 /* hdb_fixture - a small history database made by hand, for the tests of
  * the tools that read it.
  *
- * The schema is docs/history.md's version 1 as DDL, migrated to version
- * 2 as bellowsd migrates it; the file is in WAL mode, as bellowsd keeps
- * it. The rows are chosen so that every answer can be computed by hand:
+ * The schema is made by bellowsd's own schema code (store_schema.h),
+ * version by version, so no DDL is copied here; the file is in WAL mode,
+ * as bellowsd keeps it. The rows are chosen so that every answer can be
+ * computed by hand:
  *
  * run 1, job "resnet", 3 ranks, ended: layers 0 "conv.weight" (64x3x3x3)
  *   and 1 "fc.bias" (10); windows 0..3 close at START + 1 s .. + 4 s, each
@@ -26,6 +27,9 @@
 #ifndef HDB_FIXTURE_H
 #define HDB_FIXTURE_H
 
+#include "store.h"
+#include "store_schema.h"
+
 #include <sqlite3.h>
 
 #include <stdint.h>
@@ -33,133 +37,6 @@
 #include <string.h>
 
 #define FIXTURE_START 1795305600000LL /* 2026-11-22T00:00:00.000Z */
-
-static const char fixture_schema_v1[] =
-    "CREATE TABLE runs (id INTEGER PRIMARY KEY, job TEXT NOT NULL,"
-    " world INTEGER NOT NULL, n_layers INTEGER NOT NULL,"
-    " started_wall_ms INTEGER NOT NULL, ended_wall_ms INTEGER,"
-    " instance TEXT NOT NULL, config_hash TEXT NOT NULL,"
-    " first_seq INTEGER NOT NULL);"
-    "CREATE INDEX runs_job ON runs (job, id);"
-    "CREATE TABLE layers (run_id INTEGER NOT NULL, idx INTEGER NOT NULL,"
-    " name TEXT NOT NULL, numel INTEGER NOT NULL, ndim INTEGER NOT NULL,"
-    " shape TEXT NOT NULL, PRIMARY KEY (run_id, idx)) WITHOUT ROWID;"
-    "CREATE TABLE rank_events (run_id INTEGER NOT NULL,"
-    " rank INTEGER NOT NULL, wall_ms INTEGER NOT NULL, kind TEXT NOT NULL,"
-    " step INTEGER NOT NULL, incarnation TEXT);"
-    "CREATE INDEX rank_events_rank ON rank_events (run_id, rank, wall_ms);"
-    "CREATE VIEW ranks AS SELECT run_id, rank,"
-    " min(wall_ms) AS first_wall_ms, max(wall_ms) AS last_wall_ms,"
-    " sum(kind IN ('joined', 'rejoined')) AS joins,"
-    " sum(kind = 'lost') AS losses,"
-    " (SELECT e.kind FROM rank_events e WHERE e.run_id = r.run_id"
-    "  AND e.rank = r.rank ORDER BY e.wall_ms DESC, e.rowid DESC LIMIT 1)"
-    " AS last_kind"
-    " FROM rank_events r GROUP BY run_id, rank;"
-    "CREATE TABLE window_info (run_id INTEGER NOT NULL,"
-    " window INTEGER NOT NULL, first_step INTEGER NOT NULL,"
-    " last_step INTEGER NOT NULL, epoch INTEGER NOT NULL, lr REAL,"
-    " lr_next REAL, batch_size INTEGER NOT NULL, lr_scale REAL,"
-    " world INTEGER NOT NULL, ranks_reported INTEGER NOT NULL,"
-    " ranks_expected INTEGER NOT NULL, complete INTEGER NOT NULL,"
-    " step_ms_median REAL, compute_ms_median REAL, comm_ms_median REAL,"
-    " floats_sent INTEGER NOT NULL, floats_raw INTEGER NOT NULL,"
-    " closed_wall_ms INTEGER NOT NULL, state_batch_size INTEGER NOT NULL,"
-    " state_size_threshold INTEGER NOT NULL,"
-    " state_compression_off INTEGER NOT NULL,"
-    " PRIMARY KEY (run_id, window)) WITHOUT ROWID;"
-    "CREATE TABLE windows (run_id INTEGER NOT NULL, window INTEGER NOT NULL,"
-    " layer INTEGER NOT NULL, grad_norm_rank0 REAL, grad_norm_mean REAL,"
-    " sum_sq REAL, abs_sum REAL, max_abs REAL, count INTEGER NOT NULL,"
-    " nonzero INTEGER NOT NULL, nonfinite INTEGER NOT NULL,"
-    " momentum_abs_mean REAL, level REAL, error_bound REAL,"
-    " PRIMARY KEY (run_id, window, layer)) WITHOUT ROWID;"
-    "CREATE TABLE timings (run_id INTEGER NOT NULL, window INTEGER NOT NULL,"
-    " rank INTEGER NOT NULL, steps INTEGER NOT NULL, step_ms REAL,"
-    " compute_ms REAL, comm_ms REAL, step_ms_max REAL,"
-    " bytes_sent INTEGER NOT NULL, floats_sent INTEGER NOT NULL,"
-    " floats_raw INTEGER NOT NULL, decision_misses INTEGER NOT NULL,"
-    " reports_dropped INTEGER NOT NULL,"
-    " PRIMARY KEY (run_id, window, rank)) WITHOUT ROWID;"
-    "CREATE TABLE decisions (run_id INTEGER NOT NULL, seq INTEGER NOT NULL,"
-    " apply_step INTEGER NOT NULL, window INTEGER NOT NULL,"
-    " wall_ms INTEGER NOT NULL, source TEXT NOT NULL, policy TEXT NOT NULL,"
-    " reason TEXT NOT NULL, n_layers INTEGER NOT NULL,"
-    " levels BLOB NOT NULL, error_bounds BLOB NOT NULL,"
-    " batch_size INTEGER NOT NULL, lr_scale REAL,"
-    " size_threshold INTEGER NOT NULL, compression_off INTEGER NOT NULL,"
-    " codec_table BLOB, PRIMARY KEY (run_id, seq));"
-    "CREATE TABLE decision_changes (run_id INTEGER NOT NULL,"
-    " seq INTEGER NOT NULL, knob TEXT NOT NULL, layer INTEGER, old REAL,"
-    " new REAL);"
-    "CREATE INDEX decision_changes_seq ON decision_changes (run_id, seq);"
-    "CREATE INDEX decision_changes_layer ON decision_changes"
-    " (run_id, layer, seq);"
-    "CREATE TABLE events (id INTEGER PRIMARY KEY, wall_ms INTEGER NOT NULL,"
-    " run_id INTEGER, job TEXT, kind TEXT NOT NULL, text TEXT NOT NULL,"
-    " policy_hash TEXT);"
-    "CREATE INDEX events_run ON events (run_id, id);"
-    "CREATE INDEX events_kind ON events (kind, wall_ms);"
-    "CREATE TABLE policy_files (hash TEXT PRIMARY KEY, path TEXT NOT NULL,"
-    " text TEXT NOT NULL, first_seen_wall_ms INTEGER NOT NULL);";
-
-static const char fixture_migration_v2[] =
-    "ALTER TABLE runs ADD COLUMN recoveries INTEGER NOT NULL DEFAULT 0;"
-    "CREATE INDEX window_info_closed ON window_info (closed_wall_ms);";
-
-/* Version 2 -> 3 as controller/store.c migrates. */
-static const char fixture_migration_v3[] =
-    "ALTER TABLE windows ADD COLUMN act_steps INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE windows ADD COLUMN act_lbar REAL DEFAULT 0;"
-    "ALTER TABLE windows ADD COLUMN act_nonzero REAL DEFAULT 0;"
-    "ALTER TABLE windows ADD COLUMN act_bytes REAL DEFAULT 0;"
-    "ALTER TABLE windows ADD COLUMN act_raw_bytes REAL DEFAULT 0;"
-    "ALTER TABLE windows ADD COLUMN comm_raw_ms REAL;"
-    "ALTER TABLE windows ADD COLUMN comm_comp_ms REAL;"
-    "ALTER TABLE windows ADD COLUMN codec_ms REAL;"
-    "ALTER TABLE windows ADD COLUMN comm_raw_n INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE windows ADD COLUMN comm_comp_n INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE window_info ADD COLUMN backward_ms_median REAL DEFAULT 0;"
-    "ALTER TABLE window_info ADD COLUMN codec_ms_median REAL DEFAULT 0;"
-    "ALTER TABLE window_info ADD COLUMN mem_device_used INTEGER NOT NULL"
-    " DEFAULT 0;"
-    "ALTER TABLE window_info ADD COLUMN mem_device_total INTEGER NOT NULL"
-    " DEFAULT 0;"
-    "ALTER TABLE window_info ADD COLUMN mem_host_used INTEGER NOT NULL"
-    " DEFAULT 0;"
-    "ALTER TABLE window_info ADD COLUMN state_apply_step INTEGER NOT NULL"
-    " DEFAULT 0;"
-    "ALTER TABLE window_info ADD COLUMN state_calibrate_steps INTEGER NOT"
-    " NULL DEFAULT 0;"
-    "ALTER TABLE timings ADD COLUMN backward_ms REAL DEFAULT 0;"
-    "ALTER TABLE timings ADD COLUMN codec_ms REAL DEFAULT 0;"
-    "ALTER TABLE timings ADD COLUMN mem_device_used INTEGER NOT NULL"
-    " DEFAULT 0;"
-    "ALTER TABLE timings ADD COLUMN mem_device_total INTEGER NOT NULL"
-    " DEFAULT 0;"
-    "ALTER TABLE timings ADD COLUMN mem_host_used INTEGER NOT NULL"
-    " DEFAULT 0;"
-    "ALTER TABLE decisions ADD COLUMN calibrate_steps INTEGER NOT NULL"
-    " DEFAULT 0;"
-    "CREATE TABLE comm_samples (run_id INTEGER NOT NULL,"
-    " window INTEGER NOT NULL, rank INTEGER NOT NULL,"
-    " bytes INTEGER NOT NULL, ms REAL, count INTEGER NOT NULL,"
-    " compressed INTEGER NOT NULL);"
-    "CREATE INDEX comm_samples_window ON comm_samples (run_id, window);"
-    "CREATE TABLE policy_metrics (run_id INTEGER NOT NULL,"
-    " window INTEGER NOT NULL, policy TEXT NOT NULL, name TEXT NOT NULL,"
-    " layer INTEGER, value REAL);"
-    "CREATE INDEX policy_metrics_window ON policy_metrics (run_id, window);"
-    "CREATE INDEX policy_metrics_name ON policy_metrics (run_id, name,"
-    " window);";
-
-static const char fixture_migration_v4[] =
-    "ALTER TABLE window_info ADD COLUMN saved_bytes INTEGER NOT NULL"
-    " DEFAULT 0;";
-
-static const char fixture_migration_v5[] =
-    "ALTER TABLE runs ADD COLUMN run_key TEXT NOT NULL DEFAULT '';"
-    "ALTER TABLE runs ADD COLUMN resumes INTEGER NOT NULL DEFAULT 0;";
 
 static const char fixture_rows_v5[] =
     "UPDATE runs SET run_key = 'torchrun-7', resumes = 2 WHERE id = 1;";
@@ -278,13 +155,26 @@ fixture_db_remove(const char *path)
 }
 
 /* Creates the database at `path` (removed first) with schema `version`
- * (1 to 4; a larger one sets that user_version on the version 4
- * schema), and the rows above when `rows`. Returns SQLITE_OK or the
- * first failure. */
+ * (1 to CTL_STORE_SCHEMA_VERSION; a larger one sets that user_version
+ * on the current schema), made by bellowsd's own schema code
+ * (store_schema.h) step by step, with the rows above written at the
+ * version they belong to when `rows`. Returns SQLITE_OK or the first
+ * failure (SQLITE_ERROR for the schema's). */
 static int
 fixture_db_create(const char *path, int version, int rows)
 {
-	char sql[64];
+	static const struct {
+		int version;     /* the schema the rows need */
+		const char *sql; /* the rows */
+	} steps[] = {
+		{ 2, fixture_rows },
+		{ 3, fixture_rows_v3 },
+		{ 4, fixture_rows_v4 },
+		{ 5, fixture_rows_v5 },
+	};
+	int top = version < CTL_STORE_SCHEMA_VERSION ? version
+						     : CTL_STORE_SCHEMA_VERSION;
+	char sql[64], err[512];
 	sqlite3 *db = NULL;
 	int rc;
 
@@ -293,24 +183,23 @@ fixture_db_create(const char *path, int version, int rows)
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, "PRAGMA journal_mode = WAL", NULL, NULL,
 		    NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(db, fixture_schema_v1, NULL, NULL, NULL);
-	if (rc == SQLITE_OK && version >= 2)
-		rc = sqlite3_exec(db, fixture_migration_v2, NULL, NULL, NULL);
-	if (rc == SQLITE_OK && rows)
-		rc = sqlite3_exec(db, fixture_rows, NULL, NULL, NULL);
-	if (rc == SQLITE_OK && version >= 3)
-		rc = sqlite3_exec(db, fixture_migration_v3, NULL, NULL, NULL);
-	if (rc == SQLITE_OK && version >= 3 && rows)
-		rc = sqlite3_exec(db, fixture_rows_v3, NULL, NULL, NULL);
-	if (rc == SQLITE_OK && version >= 4)
-		rc = sqlite3_exec(db, fixture_migration_v4, NULL, NULL, NULL);
-	if (rc == SQLITE_OK && version >= 4 && rows)
-		rc = sqlite3_exec(db, fixture_rows_v4, NULL, NULL, NULL);
-	if (rc == SQLITE_OK && version >= 5)
-		rc = sqlite3_exec(db, fixture_migration_v5, NULL, NULL, NULL);
-	if (rc == SQLITE_OK && version >= 5 && rows)
-		rc = sqlite3_exec(db, fixture_rows_v5, NULL, NULL, NULL);
+	for (size_t i = 0; rc == SQLITE_OK && i < 4; i++) {
+		int at = steps[i].version < top ? steps[i].version : top;
+
+		if (i > 0 && steps[i].version > top)
+			break;
+		if (ctl_store_schema_make(db, at, err, sizeof(err)) != 0) {
+			fprintf(stderr, "fixture: %s\n", err);
+			rc = SQLITE_ERROR;
+		}
+		if (rc == SQLITE_OK && rows)
+			rc = sqlite3_exec(db, steps[i].sql, NULL, NULL, NULL);
+	}
+	if (rc == SQLITE_OK &&
+	    ctl_store_schema_make(db, top, err, sizeof(err)) != 0) {
+		fprintf(stderr, "fixture: %s\n", err);
+		rc = SQLITE_ERROR;
+	}
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", version);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
