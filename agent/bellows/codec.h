@@ -202,6 +202,48 @@ BELLOWS_EXPORT void bellows_codec_reset(bellows_codec *codec);
  * "avx512". Any thread. */
 BELLOWS_EXPORT const char *bellows_codec_isa(void);
 
+/* ---- Threads and half precision -------------------------------------
+ *
+ * The codecs split a tensor of at least min_values values across the
+ * process's codec threads (the caller's and workers that sleep between
+ * calls), each part a multiple of 1024 values: the bytes, the residual and
+ * the top-k selection are the same whatever the number of threads. One
+ * set of threads per process, used by one call at a time: a call made
+ * while another thread's call has them runs on its own thread alone (same
+ * results). Default: one thread per online processor (at most 65),
+ * min_values 1 Mi (2^20) values, or BELLOWS_CODEC_THREADS in the
+ * environment when the threads start (first large call). */
+
+/* Sets the codec threads: `threads` in total (1: the calling thread only;
+ * 0: the default), splitting tensors of at least min_values values (0:
+ * 2^20). Waits for a call in progress, stops the old workers and starts
+ * the new ones. Any thread. Returns 0; BELLOWS_EINVAL for threads above
+ * 65; BELLOWS_ENOMEM; BELLOWS_ESYS (no thread could start: the setting is
+ * then one thread). */
+BELLOWS_EXPORT int bellows_codec_set_threads(uint32_t threads,
+    uint64_t min_values);
+
+/* Returns the codec threads a large tensor would use now (starting them
+ * with the default setting if none is made yet). Any thread. */
+BELLOWS_EXPORT uint32_t bellows_codec_threads(void);
+
+/* bellows_codec_encode_codes on a gradient of `dtype` (a bellows_dtype of
+ * bellows/agent.h: 0 float32, 1 float16, 2 bfloat16, n elements at grad).
+ * Each value is widened exactly to float32 and added to the float32
+ * residual, as bellows.compress's torch code does (residual +=
+ * grad.float()); the rest is float32 as above. Returns the same errors,
+ * and BELLOWS_EINVAL for another dtype. */
+BELLOWS_EXPORT int bellows_codec_encode_codes_dtype(int kind, float threshold,
+    int dtype, const void *grad, float *residual, uint64_t n, void *codes,
+    size_t cap);
+
+/* bellows_codec_topk_encode on a gradient of `dtype` (as
+ * bellows_codec_encode_codes_dtype): widened to float32, float32 residual
+ * and values. Returns the same errors, and BELLOWS_EINVAL for another
+ * dtype. */
+BELLOWS_EXPORT int bellows_codec_topk_encode_dtype(int dtype, const void *grad,
+    float *residual, uint64_t n, uint64_t k, uint32_t *idx, float *val);
+
 #ifdef __cplusplus
 }
 #endif
