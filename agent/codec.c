@@ -1,5 +1,6 @@
 /* codec - bellows/codec.h on top of the CPU codec kernels
- * (kernels/cpu/codec.h): argument checks, the message header, a layer's residual, and the
+ * (kernels/cpu/codec.h) and their CUDA twins (kernels/cuda/codec.h):
+ * argument checks, the message header, a layer's residual, and the
  * process's codec threads. The kernels of the best instruction set this
  * processor runs are picked once per call (a few cached CPUID bits).
  *
@@ -20,6 +21,9 @@
 #include "cpu/codec_par.h"
 #include "cpu/stats.h"
 #include "cpu/topk.h"
+#ifdef KERN_HAVE_CUDA
+#include "cuda/codec.h"
+#endif
 
 static pthread_mutex_t par_lock = PTHREAD_MUTEX_INITIALIZER; /* guards: */
 static kern_codec_par *par_ctx; /* the codec threads; NULL: one */
@@ -496,3 +500,110 @@ bellows_codec_isa(void)
 	return kern_cpu_isa_name(kern_cpu_isa_best());
 }
 
+/* ---- CUDA twins ------------------------------------------------------ */
+
+int
+bellows_codec_cuda_built(void)
+{
+#ifdef KERN_HAVE_CUDA
+	return 1;
+#else
+	return 0;
+#endif
+}
+
+int
+bellows_codec_cuda_available(void)
+{
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_codec_available();
+#else
+	return 0;
+#endif
+}
+
+int
+bellows_codec_encode_codes_cuda(int kind, float threshold, int dtype,
+    const void *grad, float *residual, uint64_t n, void *codes, size_t cap,
+    void *stream)
+{
+	if (!codec_params_ok(kind, threshold) || !dtype_ok(dtype) ||
+	    n > BELLOWS_CODEC_MAX_VALUES)
+		return BELLOWS_EINVAL;
+	if (n == 0)
+		return bellows_codec_cuda_built() ? 0 : BELLOWS_ENOTSUP;
+	if (grad == NULL || residual == NULL || codes == NULL ||
+	    (uintptr_t)codes % 4 != 0)
+		return BELLOWS_EINVAL;
+	if (cap < kern_codec_bytes(kind, n))
+		return BELLOWS_EMSGSIZE;
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_codec_encode(kind, threshold, dtype, grad, residual, n,
+	    codes, stream);
+#else
+	(void)stream;
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+int
+bellows_codec_decode_codes_cuda(int kind, float threshold, const void *codes,
+    size_t bytes, uint64_t n, float *out, int flags, void *stream)
+{
+	if (!codec_params_ok(kind, threshold) || n > BELLOWS_CODEC_MAX_VALUES ||
+	    (flags & ~BELLOWS_CODEC_ADD))
+		return BELLOWS_EINVAL;
+	if (n > 0 &&
+	    (codes == NULL || out == NULL || (uintptr_t)codes % 4 != 0))
+		return BELLOWS_EINVAL;
+	if (bytes != kern_codec_bytes(kind, n))
+		return BELLOWS_EPROTO;
+	if (n == 0)
+		return bellows_codec_cuda_built() ? 0 : BELLOWS_ENOTSUP;
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_codec_decode(kind, threshold, codes, n, out,
+	    flags & BELLOWS_CODEC_ADD, stream);
+#else
+	(void)stream;
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+size_t
+bellows_codec_topk_cuda_work_bytes(uint64_t n)
+{
+	if (n > UINT32_MAX)
+		return 0;
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_topk_work_bytes(n);
+#else
+	return 0;
+#endif
+}
+
+int
+bellows_codec_topk_encode_cuda(int dtype, const void *grad, float *residual,
+    uint64_t n, uint64_t k, uint32_t *idx, float *val, void *work,
+    size_t work_bytes, void *stream)
+{
+	if (k > n || n > UINT32_MAX || !dtype_ok(dtype))
+		return BELLOWS_EINVAL;
+	if (n > 0 && (grad == NULL || residual == NULL))
+		return BELLOWS_EINVAL;
+	if (k > 0 && (idx == NULL || val == NULL))
+		return BELLOWS_EINVAL;
+	if (!bellows_codec_cuda_built())
+		return BELLOWS_ENOTSUP;
+	if (n == 0)
+		return 0;
+	if (work == NULL || (uintptr_t)work % 8 != 0 ||
+	    work_bytes < bellows_codec_topk_cuda_work_bytes(n))
+		return BELLOWS_EINVAL;
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_topk_encode(dtype, grad, residual, n, k, idx, val,
+	    work, stream);
+#else
+	(void)stream;
+	return BELLOWS_ENOTSUP;
+#endif
+}

@@ -244,6 +244,57 @@ BELLOWS_EXPORT int bellows_codec_encode_codes_dtype(int kind, float threshold,
 BELLOWS_EXPORT int bellows_codec_topk_encode_dtype(int dtype, const void *grad,
     float *residual, uint64_t n, uint64_t k, uint32_t *idx, float *val);
 
+/* ---- CUDA twins -------------------------------------------------------
+ *
+ * The same codecs on device memory, enqueued on a CUDA stream (a
+ * cudaStream_t passed as void *; NULL is the legacy default stream) on the
+ * current device: the same bytes (codes, top-k indices and values) and the
+ * same float32 residual bit for bit as the CPU functions above. The header
+ * of a message (bellows_codec_encode) is the caller's to write: these
+ * functions write packed codes, or indices and values, as the stateless CPU
+ * functions. They validate their arguments, enqueue, and return without
+ * waiting; results are there once the stream has run. Errors found on the
+ * device later (a bad pointer) surface at the caller's next CUDA
+ * synchronisation. Any thread, disjoint buffers. Built when libbellows
+ * is built with CUDA; otherwise every function returns BELLOWS_ENOTSUP. */
+
+/* Returns 1 if this libbellows has the CUDA codecs and a CUDA device is
+ * present, else 0. Any thread. */
+BELLOWS_EXPORT int bellows_codec_cuda_available(void);
+
+/* Returns 1 if this libbellows was built with the CUDA codecs. Pure. */
+BELLOWS_EXPORT int bellows_codec_cuda_built(void);
+
+/* bellows_codec_encode_codes_dtype on device memory (grad, residual and
+ * codes on the current device), enqueued on stream. Returns 0;
+ * BELLOWS_EINVAL as bellows_codec_encode_codes_dtype; BELLOWS_EMSGSIZE;
+ * BELLOWS_ENOTSUP without CUDA or a device; BELLOWS_EIO when the launch
+ * fails. */
+BELLOWS_EXPORT int bellows_codec_encode_codes_cuda(int kind, float threshold,
+    int dtype, const void *grad, float *residual, uint64_t n, void *codes,
+    size_t cap, void *stream);
+
+/* bellows_codec_decode_codes on device memory, enqueued on stream.
+ * Returns 0; BELLOWS_EINVAL and BELLOWS_EPROTO as
+ * bellows_codec_decode_codes; BELLOWS_ENOTSUP; BELLOWS_EIO. */
+BELLOWS_EXPORT int bellows_codec_decode_codes_cuda(int kind, float threshold,
+    const void *codes, size_t bytes, uint64_t n, float *out, int flags,
+    void *stream);
+
+/* Bytes of device workspace bellows_codec_topk_encode_cuda needs for n
+ * values (0 when n > UINT32_MAX). Pure. */
+BELLOWS_EXPORT size_t bellows_codec_topk_cuda_work_bytes(uint64_t n);
+
+/* bellows_codec_topk_encode_dtype on device memory: the same k (index,
+ * value) pairs, indices ascending, and residual; `work` is device memory
+ * of at least bellows_codec_topk_cuda_work_bytes(n) bytes, used by this
+ * call until the stream has run it (any content). Enqueued on stream.
+ * Returns 0; BELLOWS_EINVAL as bellows_codec_topk_encode_dtype or for a
+ * NULL or short work; BELLOWS_ENOTSUP; BELLOWS_EIO. */
+BELLOWS_EXPORT int bellows_codec_topk_encode_cuda(int dtype, const void *grad,
+    float *residual, uint64_t n, uint64_t k, uint32_t *idx, float *val,
+    void *work, size_t work_bytes, void *stream);
+
 #ifdef __cplusplus
 }
 #endif
