@@ -29,18 +29,22 @@ static pthread_mutex_t par_lock = PTHREAD_MUTEX_INITIALIZER; /* guards: */
 static kern_codec_par *par_ctx; /* the codec threads; NULL: one */
 static int par_started;         /* par_ctx set (default or explicit) */
 
-/* Threads by default: BELLOWS_CODEC_THREADS, else one per online
- * processor, within 1 .. KERN_MAX_THREADS + 1. */
+/* Threads by default: BELLOWS_CODEC_THREADS (0 or "all": one per online
+ * processor), else 1, as the statistics kernels' pool (no workers unless
+ * asked for: on a machine whose cores the trainer keeps busy, a worker
+ * waits for a core and a split call is slower than one thread). Within
+ * 1 .. KERN_MAX_THREADS + 1. */
 static uint32_t
 par_default_threads(void)
 {
 	const char *env = getenv("BELLOWS_CODEC_THREADS");
-	long n = 0;
+	long n = 1;
 
-	if (env != NULL && *env != '\0')
+	if (env != NULL && *env != '\0') {
 		n = strtol(env, NULL, 10);
-	if (n <= 0)
-		n = sysconf(_SC_NPROCESSORS_ONLN);
+		if (n <= 0)
+			n = sysconf(_SC_NPROCESSORS_ONLN);
+	}
 	if (n < 1)
 		n = 1;
 	return n > KERN_MAX_THREADS + 1 ? KERN_MAX_THREADS + 1 : (uint32_t)n;
@@ -93,8 +97,15 @@ bellows_codec_set_threads(uint32_t threads, uint64_t min_values)
 	if (threads > KERN_MAX_THREADS + 1)
 		return BELLOWS_EINVAL;
 	pthread_mutex_lock(&par_lock);
-	rc = par_start_locked(threads > 0 ? threads : par_default_threads(),
-	    min_values);
+	if (threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		threads = n < 1
+		    ? 1
+		    : (n > KERN_MAX_THREADS + 1 ? KERN_MAX_THREADS + 1
+						: (uint32_t)n);
+	}
+	rc = par_start_locked(threads, min_values);
 	pthread_mutex_unlock(&par_lock);
 	return rc;
 }

@@ -210,16 +210,17 @@ BELLOWS_EXPORT const char *bellows_codec_isa(void);
  * the top-k selection are the same whatever the number of threads. One
  * set of threads per process, used by one call at a time: a call made
  * while another thread's call has them runs on its own thread alone (same
- * results). Default: one thread per online processor (at most 65),
- * min_values 1 Mi (2^20) values, or BELLOWS_CODEC_THREADS in the
- * environment when the threads start (first large call). */
+ * results). Default: one thread, as the statistics kernels' pool, unless
+ * BELLOWS_CODEC_THREADS is set in the environment when the threads start
+ * (first large call): that many, or one per online processor for 0 or
+ * "all"; min_values 1 Mi (2^20) values. */
 
 /* Sets the codec threads: `threads` in total (1: the calling thread only;
- * 0: the default), splitting tensors of at least min_values values (0:
- * 2^20). Waits for a call in progress, stops the old workers and starts
- * the new ones. Any thread. Returns 0; BELLOWS_EINVAL for threads above
- * 65; BELLOWS_ENOMEM; BELLOWS_ESYS (no thread could start: the setting is
- * then one thread). */
+ * 0: one per online processor), splitting tensors of at least min_values values
+ * (0: 2^20). Waits for a call in progress, stops the old workers and starts the
+ * new ones. Any thread. Returns 0; BELLOWS_EINVAL for threads above 65;
+ * BELLOWS_ENOMEM; BELLOWS_ESYS (no thread could start: the setting is then one
+ * thread). */
 BELLOWS_EXPORT int bellows_codec_set_threads(uint32_t threads,
     uint64_t min_values);
 

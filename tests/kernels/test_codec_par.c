@@ -411,6 +411,8 @@ test_api_threads_and_dtypes(void **state)
 	    BELLOWS_EINVAL);
 	assert_int_equal(bellows_codec_set_threads(0, 0), 0);
 	assert_true(bellows_codec_threads() >= 1);
+	assert_int_equal(bellows_codec_set_threads(1, 0), 0);
+	assert_int_equal(bellows_codec_threads(), 1);
 }
 
 int

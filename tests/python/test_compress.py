@@ -630,7 +630,7 @@ class DispatchTest(unittest.TestCase):
                 for a, b in zip(got, want):
                     self.assertTrue(_same_bits(a, b), f"{threads} threads")
         finally:
-            compress.set_codec_threads(0, 0)
+            compress.set_codec_threads(1, 0)
         with self.assertRaises(ValueError):
             compress.set_codec_threads(66)
 
