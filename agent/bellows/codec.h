@@ -54,10 +54,15 @@
  * functions take a caller-owned residual instead, for callers that keep
  * their own (bellows.compress keeps it in a torch tensor).
  *
- * Allocation and threads: only bellows_codec_new allocates. A context is
- * used by one thread at a time; the stateless functions are safe from any
- * thread on disjoint buffers. Errors: 0 or a negative BELLOWS_E*
- * (bellows/error.h); outputs are untouched on failure except where said.
+ * Allocation and threads: only bellows_codec_new allocates, and the codec
+ * threads when they start (bellows_codec_set_threads, or the first large
+ * call with BELLOWS_CODEC_THREADS set; see "Threads and half precision"
+ * below). A context is used by one thread at a time; the stateless
+ * functions are safe from any thread on disjoint buffers. Gradients may
+ * also be float16 or bfloat16 (the _dtype functions), and the CUDA twins
+ * (the _cuda functions) run the same codecs on device memory. Errors: 0 or a
+ * negative BELLOWS_E* (bellows/error.h); outputs are untouched on failure
+ * except where said.
  */
 #ifndef BELLOWS_CODEC_H
 #define BELLOWS_CODEC_H

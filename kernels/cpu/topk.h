@@ -65,9 +65,10 @@ kern_topk_list_fn kern_topk_list_avx2;
 kern_topk_list_fn kern_topk_list_avx512;
 #endif
 
-#define KERN_TOPK_SAMPLE      2048       /* values sampled for the threshold */
-#define KERN_TOPK_SAMPLED_MIN (1u << 15) /* fewest values of the sampled path  \
-					  */
+/* Values sampled for the threshold, and the fewest values of the sampled
+ * path. */
+#define KERN_TOPK_SAMPLE      2048
+#define KERN_TOPK_SAMPLED_MIN (1u << 15)
 
 /* The magnitude key of v: its bits without the sign, NaNs clamped to one
  * above +-Inf's. Keys compare as the magnitudes do. */
