@@ -1,15 +1,15 @@
 /* codec_par - the codecs split across worker threads and widened from
  * float16 and bfloat16, see codec_par.h.
  *
- * Top-k in parts: the sampled path when it applies (a threshold from a
- * sample, one pass adding the gradient and counting per part the keys
- * that reach it, one pass listing them at each part's offset, and
+ * Top-k in chunks: the sampled path when it applies (a threshold from a
+ * sample, one pass adding the gradient and counting per chunk the keys
+ * that reach it, one pass listing them at each chunk's offset, and
  * kern_topk_resolve over the list), else a radix select whose histograms
- * are summed over the parts, then a pass counting per part the values
- * above the k-th key and equal to it, and a pass in which each part writes
- * its taken values at its offset, taking equal ones while the equal values
- * of the parts before it and its own are fewer than needed: the lower
- * index first, as kern_topk_encode.
+ * are summed over the threads, then a pass counting per chunk the values
+ * above the k-th key and equal to it, and a pass in which each chunk
+ * writes its taken values at its offset, taking equal ones while the
+ * equal values of the chunks before it and its own are fewer than needed:
+ * the lower index first, as kern_topk_encode.
  */
 #include "codec_par.h"
 
@@ -23,21 +23,31 @@
 #include "pool.h"
 #include "topk.h"
 
-/* One part's counts, reset by each stage that fills them. */
-typedef struct par_part {
-	uint32_t hist[2048]; /* radix histogram of this part's range */
-	uint64_t m;          /* sampled: keys at or above the threshold */
-	uint64_t above;      /* keys above the k-th key's prefix */
-	uint64_t eq;         /* keys equal to it */
-	uint64_t out_at;     /* first output slot of this part */
-	uint64_t eq_before;  /* equal keys in the parts before */
-} par_part;
+#define PAR_MAX_CHUNKS  256  /* chunks of one call */
+#define PAR_CHUNK_MIN   8192 /* fewest values of a chunk */
+#define PAR_CHUNKS_EACH 4    /* chunks per thread, for balance */
+
+/* One thread's scratch: the radix histogram of the chunks it ran, zeroed
+ * before each histogram pass. */
+typedef struct par_slot {
+	uint32_t hist[2048]; /* radix histogram */
+} par_slot;
+
+/* One chunk's counts, set by the stage that fills them. */
+typedef struct par_chunk {
+	uint64_t m;         /* sampled: keys at or above the threshold */
+	uint64_t above;     /* keys above the k-th key's prefix */
+	uint64_t eq;        /* keys equal to it */
+	uint64_t out_at;    /* first output slot of this chunk */
+	uint64_t eq_before; /* equal keys in the chunks before */
+} par_chunk;
 
 struct kern_codec_par {
 	kern_pool *pool;     /* parts - 1 workers; NULL for one part */
 	uint32_t parts;      /* threads, the caller's included */
 	uint64_t min_values; /* fewest values split */
-	par_part *part;      /* parts entries */
+	par_slot *slot;      /* parts entries */
+	par_chunk *chunk;    /* PAR_MAX_CHUNKS entries */
 };
 
 int
@@ -50,19 +60,23 @@ kern_codec_par_new(uint32_t parts, uint64_t min_values, kern_codec_par **ret)
 		return BELLOWS_EINVAL;
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return BELLOWS_ENOMEM;
-	if ((p->part = calloc(parts, sizeof(*p->part))) == NULL) {
-		free(p);
-		return BELLOWS_ENOMEM;
+	p->slot = calloc(parts, sizeof(*p->slot));
+	p->chunk = calloc(PAR_MAX_CHUNKS, sizeof(*p->chunk));
+	if (p->slot == NULL || p->chunk == NULL) {
+		rc = BELLOWS_ENOMEM;
+		goto fail;
 	}
-	if (parts > 1 && (rc = kern_pool_new(parts - 1, &p->pool)) != 0) {
-		free(p->part);
-		free(p);
-		return rc;
-	}
+	if (parts > 1 && (rc = kern_pool_new(parts - 1, &p->pool)) != 0)
+		goto fail;
 	p->parts = parts;
 	p->min_values = min_values > 0 ? min_values : KERN_CODEC_PAR_MIN;
 	*ret = p;
 	return 0;
+fail:
+	free(p->chunk);
+	free(p->slot);
+	free(p);
+	return rc;
 }
 
 void
@@ -71,7 +85,8 @@ kern_codec_par_destroy(kern_codec_par **par)
 	if (par == NULL || *par == NULL)
 		return;
 	kern_pool_destroy(&(*par)->pool);
-	free((*par)->part);
+	free((*par)->chunk);
+	free((*par)->slot);
 	free(*par);
 	*par = NULL;
 }
@@ -97,14 +112,30 @@ par_parts_for(const kern_codec_par *par, uint64_t n)
 	return par->parts;
 }
 
-/* Part length: n split in `parts`, rounded up to KERN_CODEC_PAR_ALIGN. */
+/* Chunk length for n values on `parts` threads: about PAR_CHUNKS_EACH
+ * chunks per thread, at least PAR_CHUNK_MIN values, at most
+ * PAR_MAX_CHUNKS chunks, a multiple of KERN_CODEC_PAR_ALIGN. */
 static uint64_t
 par_len(uint64_t n, uint32_t parts)
 {
-	uint64_t len = (n + parts - 1) / parts;
+	uint64_t len = (n + PAR_CHUNKS_EACH * parts - 1) /
+	    (PAR_CHUNKS_EACH * parts);
 
+	if (len < PAR_CHUNK_MIN)
+		len = PAR_CHUNK_MIN;
+	if (len < (n + PAR_MAX_CHUNKS - 1) / PAR_MAX_CHUNKS)
+		len = (n + PAR_MAX_CHUNKS - 1) / PAR_MAX_CHUNKS;
 	return (len + KERN_CODEC_PAR_ALIGN - 1) / KERN_CODEC_PAR_ALIGN *
 	    KERN_CODEC_PAR_ALIGN;
+}
+
+/* Chunks of len values in n (at least 1). */
+static uint32_t
+par_chunks(uint64_t n, uint64_t len)
+{
+	uint64_t c = (n + len - 1) / len;
+
+	return c > 0 ? (uint32_t)c : 1;
 }
 
 static inline float
@@ -157,21 +188,24 @@ quant_enc_range(const quant_job *j, uint64_t b, uint64_t e)
 }
 
 static void
-quant_enc_part(void *arg, uint32_t part)
+quant_enc_part(void *arg, uint32_t part, uint32_t slot)
 {
 	const quant_job *j = arg;
 	uint64_t b = (uint64_t)part * j->len;
+
+	(void)slot;
 
 	if (b < j->n)
 		quant_enc_range(j, b, j->n - b < j->len ? j->n : b + j->len);
 }
 
 static void
-quant_dec_part(void *arg, uint32_t part)
+quant_dec_part(void *arg, uint32_t part, uint32_t slot)
 {
 	const quant_job *j = arg;
 	uint64_t b = (uint64_t)part * j->len, e;
 
+	(void)slot;
 	if (b >= j->n)
 		return;
 	e = j->n - b < j->len ? j->n : b + j->len;
@@ -194,12 +228,12 @@ kern_codec_par_encode(kern_codec_par *par, const kern_codec_fns *f, int bits,
 		.out = out,
 		.n = n };
 
-	if (parts == 1) {
+	j.len = par_len(n, parts);
+	if (parts == 1 || par_chunks(n, j.len) == 1) {
 		quant_enc_range(&j, 0, n);
 		return;
 	}
-	j.len = par_len(n, parts);
-	kern_pool_run(par->pool, quant_enc_part, &j);
+	kern_pool_share(par->pool, quant_enc_part, &j, par_chunks(n, j.len));
 }
 
 void
@@ -216,12 +250,14 @@ kern_codec_par_decode(kern_codec_par *par, const kern_codec_fns *f, int bits,
 		.n = n,
 		.len = n };
 
-	if (parts == 1) {
-		quant_dec_part(&j, 0);
+	if (parts > 1)
+		j.len = par_len(n, parts);
+	if (parts == 1 || par_chunks(n, j.len) == 1) {
+		j.len = n;
+		quant_dec_part(&j, 0, 0);
 		return;
 	}
-	j.len = par_len(n, parts);
-	kern_pool_run(par->pool, quant_dec_part, &j);
+	kern_pool_share(par->pool, quant_dec_part, &j, par_chunks(n, j.len));
 }
 
 /* ---- top-k --------------------------------------------------------- */
@@ -239,22 +275,24 @@ enum {
 };
 
 typedef struct topk_job {
-	int stage;       /* TK_* */
-	int dtype;       /* gradient type */
-	const void *g;   /* gradient */
-	float *res;      /* residual */
-	uint64_t n;      /* values */
-	uint64_t k;      /* values taken */
-	uint64_t len;    /* values per part */
-	uint8_t *idx;    /* output indices (and list slots) */
-	uint8_t *val;    /* output values (and list slots) */
-	par_part *part;  /* per-part counts */
-	uint32_t L;      /* sampled threshold */
-	uint32_t prefix; /* k-th key's digits found so far */
-	uint32_t mask;   /* their bits */
-	int shift;       /* TK_HIST: the digit's shift */
-	uint32_t width;  /* TK_HIST: buckets */
-	uint64_t need;   /* equal keys to take */
+	int stage;        /* TK_* */
+	int dtype;        /* gradient type */
+	const void *g;    /* gradient */
+	float *res;       /* residual */
+	uint64_t n;       /* values */
+	uint64_t k;       /* values taken */
+	uint64_t len;     /* values per chunk */
+	uint32_t chunks;  /* chunks */
+	uint8_t *idx;     /* output indices (and list slots) */
+	uint8_t *val;     /* output values (and list slots) */
+	par_chunk *chunk; /* per-chunk counts */
+	par_slot *slot;   /* per-thread histograms */
+	uint32_t L;       /* sampled threshold */
+	uint32_t prefix;  /* k-th key's digits found so far */
+	uint32_t mask;    /* their bits */
+	int shift;        /* TK_HIST: the digit's shift */
+	uint32_t width;   /* TK_HIST: buckets */
+	uint64_t need;    /* equal keys to take */
 } topk_job;
 
 static inline void
@@ -264,10 +302,11 @@ put32(uint8_t *p, uint64_t j, uint32_t v)
 }
 
 static void
-topk_part(void *arg, uint32_t part)
+topk_part(void *arg, uint32_t part, uint32_t slot)
 {
 	topk_job *j = arg;
-	par_part *pp = &j->part[part];
+	par_chunk *pp = &j->chunk[part];
+	uint32_t *hist = j->slot[slot].hist;
 	uint64_t b = (uint64_t)part * j->len, e;
 	float *res = j->res;
 
@@ -287,8 +326,20 @@ topk_part(void *arg, uint32_t part)
 		}
 		break;
 	case TK_ADD_COUNT: {
+		const float *g = j->g;
 		uint64_t m = 0;
 
+		if (j->dtype ==
+		    KERN_F32) { /* one loop the compiler vectorises */
+			for (uint64_t i = b; i < e; i++) {
+				float r = res[i] + g[i];
+
+				res[i] = r;
+				m += kern_topk_key(r) >= j->L;
+			}
+			pp->m = m;
+			break;
+		}
 		for (uint64_t i = b; i < e; i++) {
 			float r = res[i] + load(j->g, i, j->dtype);
 
@@ -308,21 +359,19 @@ topk_part(void *arg, uint32_t part)
 		break;
 	}
 	case TK_ADD_HIST:
-		memset(pp->hist, 0, sizeof(pp->hist));
 		for (uint64_t i = b; i < e; i++) {
 			float r = res[i] + load(j->g, i, j->dtype);
 
 			res[i] = r;
-			pp->hist[kern_topk_key(r) >> 20]++;
+			hist[kern_topk_key(r) >> 20]++;
 		}
 		break;
 	case TK_HIST:
-		memset(pp->hist, 0, j->width * sizeof(pp->hist[0]));
 		for (uint64_t i = b; i < e; i++) {
 			uint32_t key = kern_topk_key(res[i]);
 
 			if ((key & j->mask) == j->prefix)
-				pp->hist[(key >> j->shift) & (j->width - 1)]++;
+				hist[(key >> j->shift) & (j->width - 1)]++;
 		}
 		break;
 	case TK_COUNT: {
@@ -358,25 +407,30 @@ topk_part(void *arg, uint32_t part)
 	}
 }
 
-/* Runs one stage over every part. */
+/* Runs one stage over every chunk; the histogram stages start from zeroed
+ * histograms in every thread's slot. */
 static void
 topk_run(kern_codec_par *par, uint32_t parts, topk_job *j, int stage)
 {
 	j->stage = stage;
-	if (parts == 1)
-		topk_part(j, 0);
+	if (stage == TK_ADD_HIST || stage == TK_HIST)
+		for (uint32_t p = 0; p < parts; p++)
+			memset(j->slot[p].hist, 0, sizeof(j->slot[p].hist));
+	if (parts == 1 || j->chunks == 1)
+		for (uint32_t c = 0; c < j->chunks; c++)
+			topk_part(j, c, 0);
 	else
-		kern_pool_run(par->pool, topk_part, j);
+		kern_pool_share(par->pool, topk_part, j, j->chunks);
 }
 
-/* Sums the parts' first `width` histogram buckets into hist. */
+/* Sums the slots' first `width` histogram buckets into hist. */
 static void
 topk_merge(const topk_job *j, uint32_t parts, uint32_t width, uint32_t *hist)
 {
 	memset(hist, 0, width * sizeof(hist[0]));
 	for (uint32_t p = 0; p < parts; p++)
 		for (uint32_t d = 0; d < width; d++)
-			hist[d] += j->part[p].hist[d];
+			hist[d] += j->slot[p].hist[d];
 }
 
 /* The bucket of hist holding the need-th largest key; *need becomes the
@@ -410,9 +464,9 @@ topk_par_sampled(kern_codec_par *par, uint32_t parts, topk_job *j)
 		    j->res[s * stride] + load(j->g, s * stride, j->dtype));
 	j->L = kern_topk_sample_threshold(sample, j->n, j->k);
 	topk_run(par, parts, j, TK_ADD_COUNT);
-	for (uint32_t p = 0; p < parts; p++) {
-		j->part[p].out_at = m;
-		m += j->part[p].m;
+	for (uint32_t c = 0; c < j->chunks; c++) {
+		j->chunk[c].out_at = m;
+		m += j->chunk[c].m;
 	}
 	if (m < j->k || m > 2 * j->k)
 		return 0;
@@ -429,7 +483,8 @@ kern_codec_par_topk(kern_codec_par *par, int isa, int dtype, const void *g,
 	static const uint32_t width[3] = { 2048, 1024, 1024 };
 	uint32_t parts = par_parts_for(par, n);
 	uint32_t hist[2048];
-	par_part one; /* the one part without a context */
+	par_slot one_slot;   /* the one thread's histogram without a context */
+	par_chunk one_chunk; /* the one chunk without a context */
 	topk_job j = { .dtype = dtype,
 		.g = g,
 		.res = res,
@@ -444,8 +499,17 @@ kern_codec_par_topk(kern_codec_par *par, int isa, int dtype, const void *g,
 		kern_topk_encode_isa(isa, g, res, n, k, idx, val);
 		return;
 	}
-	j.part = parts == 1 ? &one : par->part;
-	j.len = parts == 1 ? n : par_len(n, parts);
+	if (par == NULL) {
+		j.slot = &one_slot;
+		j.chunk = &one_chunk;
+		j.len = n;
+		j.chunks = 1;
+	} else {
+		j.slot = par->slot;
+		j.chunk = par->chunk;
+		j.len = parts == 1 ? n : par_len(n, parts);
+		j.chunks = parts == 1 ? 1 : par_chunks(n, j.len);
+	}
 	if (k == 0 || k >= n) {
 		topk_run(par, parts, &j, TK_ADD);
 		if (k > 0)
@@ -476,8 +540,8 @@ kern_codec_par_topk(kern_codec_par *par, int isa, int dtype, const void *g,
 	}
 	j.need = need;
 	topk_run(par, parts, &j, TK_COUNT);
-	for (uint32_t p = 0; p < parts; p++) {
-		par_part *pp = &j.part[p];
+	for (uint32_t c = 0; c < j.chunks; c++) {
+		par_chunk *pp = &j.chunk[c];
 		uint64_t take = eq_before < need ? need - eq_before : 0;
 
 		pp->out_at = at;

@@ -1,14 +1,18 @@
 /* codec_par - the codecs over worker threads, and on float16 and bfloat16
  * gradients.
  *
- * A large tensor is cut into one part per thread (kern_pool), every part
- * but the last a multiple of KERN_CODEC_PAR_ALIGN values, so that each
- * part's packed codes are whole 32-bit words of the message: the 1-bit and
- * 2-bit encode and decode run the ISA's kernels on each part and give the
+ * A large tensor is cut into chunks (about four per thread, at least 8192
+ * values, at most 256), every chunk but the last a multiple of
+ * KERN_CODEC_PAR_ALIGN values, so that each chunk's packed codes are
+ * whole 32-bit words of the message; the chunks are taken by whichever of
+ * the pool's threads get to them first (kern_pool_share), so a thread
+ * that does not get a core leaves its share to the others. The 1-bit and
+ * 2-bit encode and decode run the ISA's kernels on each chunk and give the
  * same bytes and residuals as one call over the whole tensor. Top-k runs
- * its passes part by part and merges per-part counts in part order, so the
- * selection (exact k, ties to the lower index) is the one kern_topk_encode
- * makes: results never depend on the number of threads.
+ * its passes chunk by chunk and merges per-chunk counts in chunk order
+ * (histograms per thread, summed), so the selection (exact k, ties to the
+ * lower index) is the one kern_topk_encode makes: results never depend on
+ * the number of threads or on which thread ran which chunk.
  *
  * float16 and bfloat16 gradients are widened exactly to float (element.h)
  * before the residual addition, which is float32 arithmetic on a float32

@@ -92,7 +92,7 @@ fill(enum set s, float *g, uint64_t n)
 }
 
 static const uint64_t sizes[] = { 0, 1, 7, 31, 33, 1023, 1025, 2047, 4097,
-	10007, 32769, 65537 };
+	10007, 20001, 32769, 65537 };
 #define N_SIZES (sizeof(sizes) / sizeof(sizes[0]))
 #define MAX_N   65537
 
