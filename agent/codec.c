@@ -1,17 +1,134 @@
 /* codec - bellows/codec.h on top of the CPU codec kernels
- * (kernels/cpu/codec.h): argument checks, the message header, and a
- * layer's residual. The kernels of the best instruction set this processor
- * runs are picked once per call (a few cached CPUID bits). */
+ * (kernels/cpu/codec.h) and their CUDA twins (kernels/cuda/codec.h):
+ * argument checks, the message header, a layer's residual, and the
+ * process's codec threads. The kernels of the best instruction set this
+ * processor runs are picked once per call (a few cached CPUID bits).
+ *
+ * The codec threads (kernels/cpu/codec_par.h) are one context for the
+ * process, started at the first call large enough to split, guarded by
+ * par_lock: a call takes it with trylock and runs on its own thread alone
+ * when another call has it, which gives the same results. */
 #include <bellows/codec.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels.h"
 #include "cpu/codec.h"
+#include "cpu/codec_par.h"
 #include "cpu/stats.h"
 #include "cpu/topk.h"
+#ifdef KERN_HAVE_CUDA
+#include "cuda/codec.h"
+#endif
+
+static pthread_mutex_t par_lock = PTHREAD_MUTEX_INITIALIZER; /* guards: */
+static kern_codec_par *par_ctx; /* the codec threads; NULL: one */
+static int par_started;         /* par_ctx set (default or explicit) */
+
+/* Threads by default: BELLOWS_CODEC_THREADS (0 or "all": one per online
+ * processor), else 1, as the statistics kernels' pool (no workers unless
+ * asked for: on a machine whose cores the trainer keeps busy, a worker
+ * waits for a core and a split call is slower than one thread). Within
+ * 1 .. KERN_MAX_THREADS + 1. */
+static uint32_t
+par_default_threads(void)
+{
+	const char *env = getenv("BELLOWS_CODEC_THREADS");
+	long n = 1;
+
+	if (env != NULL && *env != '\0') {
+		n = strtol(env, NULL, 10);
+		if (n <= 0)
+			n = sysconf(_SC_NPROCESSORS_ONLN);
+	}
+	if (n < 1)
+		n = 1;
+	return n > KERN_MAX_THREADS + 1 ? KERN_MAX_THREADS + 1 : (uint32_t)n;
+}
+
+/* Replaces the codec threads; par_lock held. Falls back to one thread
+ * when the workers cannot start. */
+static int
+par_start_locked(uint32_t threads, uint64_t min_values)
+{
+	kern_codec_par *p = NULL;
+	int rc = 0;
+
+	kern_codec_par_destroy(&par_ctx);
+	par_started = 1;
+	if (threads > 1 &&
+	    (rc = kern_codec_par_new(threads, min_values, &p)) == 0)
+		par_ctx = p;
+	return rc;
+}
+
+/* The codec threads for a call over n values, par_lock held, or NULL
+ * (one thread, lock not held). Give back with par_give. */
+static kern_codec_par *
+par_take(uint64_t n)
+{
+	if (n < 2 * KERN_CODEC_PAR_ALIGN || pthread_mutex_trylock(&par_lock))
+		return NULL;
+	if (!par_started)
+		(void)par_start_locked(par_default_threads(), 0);
+	if (par_ctx == NULL || n < kern_codec_par_min(par_ctx)) {
+		pthread_mutex_unlock(&par_lock);
+		return NULL;
+	}
+	return par_ctx;
+}
+
+static void
+par_give(kern_codec_par *p)
+{
+	if (p != NULL)
+		pthread_mutex_unlock(&par_lock);
+}
+
+int
+bellows_codec_set_threads(uint32_t threads, uint64_t min_values)
+{
+	int rc;
+
+	if (threads > KERN_MAX_THREADS + 1)
+		return BELLOWS_EINVAL;
+	pthread_mutex_lock(&par_lock);
+	if (threads == 0) {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+		threads = n < 1
+		    ? 1
+		    : (n > KERN_MAX_THREADS + 1 ? KERN_MAX_THREADS + 1
+						: (uint32_t)n);
+	}
+	rc = par_start_locked(threads, min_values);
+	pthread_mutex_unlock(&par_lock);
+	return rc;
+}
+
+uint32_t
+bellows_codec_threads(void)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&par_lock);
+	if (!par_started)
+		(void)par_start_locked(par_default_threads(), 0);
+	n = kern_codec_par_parts(par_ctx);
+	pthread_mutex_unlock(&par_lock);
+	return n;
+}
+
+/* Returns non-zero for a gradient type the codecs take. */
+static int
+dtype_ok(int dtype)
+{
+	return dtype == KERN_F32 || dtype == KERN_F16 || dtype == KERN_BF16;
+}
 
 struct bellows_codec {
 	int kind;        /* bellows_codec_kind */
@@ -67,34 +184,57 @@ bellows_codec_message_bytes(int kind, uint64_t n)
 	return BELLOWS_CODEC_HEADER_BYTES + (size_t)kern_codec_bytes(kind, n);
 }
 
-/* Runs the encode kernel; arguments checked. */
+/* Runs the encode kernel on the codec threads; arguments checked. */
 static void
-codec_encode(int kind, float t, const float *grad, float *res, uint64_t n,
-    uint8_t *out)
+codec_encode(int kind, float t, int dtype, const void *grad, float *res,
+    uint64_t n, uint8_t *out)
 {
-	const kern_codec_fns *f = codec_fns();
+	kern_codec_par *p = par_take(n);
 
-	(kind == BELLOWS_CODEC_1BIT ? f->enc1 : f->enc2)(grad, res, n, t, out);
+	kern_codec_par_encode(p, codec_fns(), kind, t, dtype, grad, res, n,
+	    out);
+	par_give(p);
 }
 
-/* Runs the decode kernel; arguments checked. */
+/* Runs the decode kernel on the codec threads; arguments checked. */
 static void
 codec_decode(int kind, float t, const uint8_t *in, uint64_t n, float *out,
     int flags)
 {
-	const kern_codec_fns *f = codec_fns();
+	kern_codec_par *p = par_take(n);
 
-	(kind == BELLOWS_CODEC_1BIT ? f->dec1 : f->dec2)(in, n, t, out,
+	kern_codec_par_decode(p, codec_fns(), kind, t, in, n, out,
 	    flags & BELLOWS_CODEC_ADD);
+	par_give(p);
+}
+
+/* Runs top-k on the codec threads; arguments checked. */
+static void
+codec_topk(int dtype, const void *grad, float *res, uint64_t n, uint64_t k,
+    uint8_t *idx, uint8_t *val)
+{
+	kern_codec_par *p = par_take(n);
+
+	kern_codec_par_topk(p, KERN_ISA_AUTO, dtype, grad, res, n, k, idx, val);
+	par_give(p);
 }
 
 int
 bellows_codec_encode_codes(int kind, float threshold, const float *grad,
     float *residual, uint64_t n, void *codes, size_t cap)
 {
+	return bellows_codec_encode_codes_dtype(kind, threshold, KERN_F32, grad,
+	    residual, n, codes, cap);
+}
+
+int
+bellows_codec_encode_codes_dtype(int kind, float threshold, int dtype,
+    const void *grad, float *residual, uint64_t n, void *codes, size_t cap)
+{
 	size_t need;
 
-	if (!codec_params_ok(kind, threshold) || n > BELLOWS_CODEC_MAX_VALUES)
+	if (!codec_params_ok(kind, threshold) || !dtype_ok(dtype) ||
+	    n > BELLOWS_CODEC_MAX_VALUES)
 		return BELLOWS_EINVAL;
 	if (n == 0)
 		return 0;
@@ -103,7 +243,7 @@ bellows_codec_encode_codes(int kind, float threshold, const float *grad,
 	need = (size_t)kern_codec_bytes(kind, n);
 	if (cap < need)
 		return BELLOWS_EMSGSIZE;
-	codec_encode(kind, threshold, grad, residual, n, codes);
+	codec_encode(kind, threshold, dtype, grad, residual, n, codes);
 	return 0;
 }
 
@@ -135,13 +275,21 @@ int
 bellows_codec_topk_encode(const float *grad, float *residual, uint64_t n,
     uint64_t k, uint32_t *idx, float *val)
 {
-	if (k > n || n > UINT32_MAX)
+	return bellows_codec_topk_encode_dtype(KERN_F32, grad, residual, n, k,
+	    idx, val);
+}
+
+int
+bellows_codec_topk_encode_dtype(int dtype, const void *grad, float *residual,
+    uint64_t n, uint64_t k, uint32_t *idx, float *val)
+{
+	if (k > n || n > UINT32_MAX || !dtype_ok(dtype))
 		return BELLOWS_EINVAL;
 	if (n > 0 && (grad == NULL || residual == NULL))
 		return BELLOWS_EINVAL;
 	if (k > 0 && (idx == NULL || val == NULL))
 		return BELLOWS_EINVAL;
-	kern_topk_encode(grad, residual, n, k, (uint8_t *)idx, (uint8_t *)val);
+	codec_topk(dtype, grad, residual, n, k, (uint8_t *)idx, (uint8_t *)val);
 	return 0;
 }
 
@@ -272,7 +420,7 @@ bellows_codec_encode(bellows_codec *codec, const float *grad, uint64_t n,
 	if (codec->kind == BELLOWS_CODEC_TOPK) {
 		/* Indices and values in host order: little-endian here. */
 		put_le(o + 4, codec->k, 4);
-		kern_topk_encode(grad, codec->residual, n, codec->k,
+		codec_topk(KERN_F32, grad, codec->residual, n, codec->k,
 		    o + BELLOWS_CODEC_HEADER_BYTES,
 		    o + BELLOWS_CODEC_HEADER_BYTES + 4 * codec->k);
 		if (ret_bytes != NULL)
@@ -282,7 +430,7 @@ bellows_codec_encode(bellows_codec *codec, const float *grad, uint64_t n,
 	memcpy(&tbits, &codec->threshold, 4);
 	put_le(o + 4, tbits, 4);
 	if (n > 0)
-		codec_encode(codec->kind, codec->threshold, grad,
+		codec_encode(codec->kind, codec->threshold, KERN_F32, grad,
 		    codec->residual, n, o + BELLOWS_CODEC_HEADER_BYTES);
 	if (ret_bytes != NULL)
 		*ret_bytes = need;
@@ -361,4 +509,112 @@ const char *
 bellows_codec_isa(void)
 {
 	return kern_cpu_isa_name(kern_cpu_isa_best());
+}
+
+/* ---- CUDA twins ------------------------------------------------------ */
+
+int
+bellows_codec_cuda_built(void)
+{
+#ifdef KERN_HAVE_CUDA
+	return 1;
+#else
+	return 0;
+#endif
+}
+
+int
+bellows_codec_cuda_available(void)
+{
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_codec_available();
+#else
+	return 0;
+#endif
+}
+
+int
+bellows_codec_encode_codes_cuda(int kind, float threshold, int dtype,
+    const void *grad, float *residual, uint64_t n, void *codes, size_t cap,
+    void *stream)
+{
+	if (!codec_params_ok(kind, threshold) || !dtype_ok(dtype) ||
+	    n > BELLOWS_CODEC_MAX_VALUES)
+		return BELLOWS_EINVAL;
+	if (n == 0)
+		return bellows_codec_cuda_built() ? 0 : BELLOWS_ENOTSUP;
+	if (grad == NULL || residual == NULL || codes == NULL ||
+	    (uintptr_t)codes % 4 != 0)
+		return BELLOWS_EINVAL;
+	if (cap < kern_codec_bytes(kind, n))
+		return BELLOWS_EMSGSIZE;
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_codec_encode(kind, threshold, dtype, grad, residual, n,
+	    codes, stream);
+#else
+	(void)stream;
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+int
+bellows_codec_decode_codes_cuda(int kind, float threshold, const void *codes,
+    size_t bytes, uint64_t n, float *out, int flags, void *stream)
+{
+	if (!codec_params_ok(kind, threshold) || n > BELLOWS_CODEC_MAX_VALUES ||
+	    (flags & ~BELLOWS_CODEC_ADD))
+		return BELLOWS_EINVAL;
+	if (n > 0 &&
+	    (codes == NULL || out == NULL || (uintptr_t)codes % 4 != 0))
+		return BELLOWS_EINVAL;
+	if (bytes != kern_codec_bytes(kind, n))
+		return BELLOWS_EPROTO;
+	if (n == 0)
+		return bellows_codec_cuda_built() ? 0 : BELLOWS_ENOTSUP;
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_codec_decode(kind, threshold, codes, n, out,
+	    flags & BELLOWS_CODEC_ADD, stream);
+#else
+	(void)stream;
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+size_t
+bellows_codec_topk_cuda_work_bytes(uint64_t n)
+{
+	if (n > UINT32_MAX)
+		return 0;
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_topk_work_bytes(n);
+#else
+	return 0;
+#endif
+}
+
+int
+bellows_codec_topk_encode_cuda(int dtype, const void *grad, float *residual,
+    uint64_t n, uint64_t k, uint32_t *idx, float *val, void *work,
+    size_t work_bytes, void *stream)
+{
+	if (k > n || n > UINT32_MAX || !dtype_ok(dtype))
+		return BELLOWS_EINVAL;
+	if (n > 0 && (grad == NULL || residual == NULL))
+		return BELLOWS_EINVAL;
+	if (k > 0 && (idx == NULL || val == NULL))
+		return BELLOWS_EINVAL;
+	if (!bellows_codec_cuda_built())
+		return BELLOWS_ENOTSUP;
+	if (n == 0)
+		return 0;
+	if (work == NULL || (uintptr_t)work % 8 != 0 ||
+	    work_bytes < bellows_codec_topk_cuda_work_bytes(n))
+		return BELLOWS_EINVAL;
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_topk_encode(dtype, grad, residual, n, k, idx, val,
+	    work, stream);
+#else
+	(void)stream;
+	return BELLOWS_ENOTSUP;
+#endif
 }

@@ -20,6 +20,13 @@
  * line before the last reads
  *   codecs: topk 1% encode GB/s (1-16 MiB, 1 thread, median): X.XX
  *
+ * Then the best ISA on all threads (-t, default one per online
+ * processor; every size split, from 2048 values on: the library's own
+ * default splits from 1 Mi values), through kern_codec_par as libbellows
+ * runs it, with each variant's speed-up over the one-thread table ("x"
+ * columns), and the line
+ *   codecs: 2bit encode all/1 thread (1-16 MiB, N threads, median): X.XX
+ *
  * The last line reads
  *   codecs: 2bit encode/memcpy (1-16 MiB, 1 thread, median): X.XX
  * the median over 1, 4 and 16 MiB of the best ISA's 2-bit e/c.
@@ -29,9 +36,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "benchutil.h"
 #include "cpu/codec.h"
+#include "cpu/codec_par.h"
 #include "cpu/stats.h"
 #include "cpu/topk.h"
 #include "kernels.h"
@@ -62,11 +71,46 @@ typedef struct bench_case {
 	float *dst;              /* memcpy destination and decode output */
 	uint8_t *out;            /* codes */
 	const kern_codec_fns *f; /* the ISA's kernels */
+	kern_codec_par *par;     /* threads; NULL: the one-thread kernels */
 } bench_case;
+
+/* Variant v through kern_codec_par (all threads). */
+static void
+run_par(bench_case *c, int v)
+{
+	uint64_t k = c->n / 100;
+
+	switch (v) {
+	case V_COPY:
+		memcpy(c->dst, c->g, c->n * 4);
+		break;
+	case V_ENC1:
+	case V_ENC2:
+		kern_codec_par_encode(c->par, c->f, v == V_ENC1 ? 1 : 2, 0.5f,
+		    KERN_F32, c->g, c->res, c->n, c->out);
+		break;
+	case V_DEC1:
+	case V_DEC2:
+		kern_codec_par_decode(c->par, c->f, v == V_DEC1 ? 1 : 2, 0.5f,
+		    c->out, c->n, c->dst, 0);
+		break;
+	case V_TENC:
+		kern_codec_par_topk(c->par, KERN_ISA_AUTO, KERN_F32, c->g,
+		    c->res, c->n, k, c->out, c->out + k * 4);
+		break;
+	default:
+		kern_topk_decode(c->out, c->out + k * 4, k, c->n, c->dst, 0);
+		break;
+	}
+}
 
 static void
 run(bench_case *c, int v)
 {
+	if (c->par != NULL) {
+		run_par(c, v);
+		return;
+	}
 	switch (v) {
 	case V_COPY:
 		memcpy(c->dst, c->g, c->n * 4);
@@ -115,25 +159,32 @@ main(int argc, char **argv)
 	static const char *const names[N_VARIANTS] = { "memcpy", "1b-enc",
 		"1b-dec", "2b-enc", "2b-dec", "tk-enc", "tk-dec" };
 	int reps = 5, opt, best = kern_cpu_isa_best();
+	long threads = sysconf(_SC_NPROCESSORS_ONLN);
+	double one[MAX_SIZES][N_VARIANTS], gain[MAX_SIZES];
+	int n_one = 0, n_gain = 0;
+	kern_codec_par *par = NULL;
 	uint64_t max = MAX_BYTES;
 	double big[MAX_SIZES], tk[MAX_SIZES];
 	int n_big = 0, n_tk = 0;
 	float *g, *res, *dst;
 	uint8_t *out;
 
-	while ((opt = getopt(argc, argv, "r:m:")) != -1) {
+	while ((opt = getopt(argc, argv, "r:m:t:")) != -1) {
 		if (opt == 'r')
 			reps = atoi(optarg);
+		else if (opt == 't')
+			threads = atol(optarg);
 		else if (opt == 'm')
 			max = strtoull(optarg, NULL, 10) << 20;
 		else {
 			fprintf(stderr,
-			    "usage: codecs [-r reps] [-m max MiB]\n");
+			    "usage: codecs [-r reps] [-m max MiB] [-t threads]\n");
 			return 2;
 		}
 	}
-	if (reps < 1 || reps > MAX_REPS || max < MIN_BYTES) {
-		fprintf(stderr, "codecs: bad -r or -m\n");
+	if (reps < 1 || reps > MAX_REPS || max < MIN_BYTES || threads < 1 ||
+	    threads > KERN_MAX_THREADS + 1) {
+		fprintf(stderr, "codecs: bad -r, -m or -t\n");
 		return 2;
 	}
 	g = bench_alloc("codecs", max);
@@ -164,7 +215,7 @@ main(int argc, char **argv)
 		printf(" %6s %6s %6s %6s\n", "1b e/c", "1b d/c", "2b e/c",
 		    "2b d/c");
 		for (uint64_t bytes = MIN_BYTES; bytes <= max; bytes *= 4) {
-			bench_case c = { bytes / 4, g, res, dst, out, f };
+			bench_case c = { bytes / 4, g, res, dst, out, f, NULL };
 			double t[N_VARIANTS][MAX_REPS], med[N_VARIANTS];
 			char size[32];
 
@@ -189,6 +240,8 @@ main(int argc, char **argv)
 			    med[V_COPY] / med[V_ENC2],
 			    med[V_COPY] / med[V_DEC2]);
 			fflush(stdout);
+			if (isa == best && n_one < MAX_SIZES)
+				memcpy(one[n_one++], med, sizeof(med));
 			if (isa == best && bytes >= 1ull << 20 &&
 			    bytes <= 16ull << 20 && n_big < MAX_SIZES)
 				big[n_big++] = med[V_COPY] / med[V_ENC2];
@@ -197,6 +250,53 @@ main(int argc, char **argv)
 				tk[n_tk++] = (double)bytes / med[V_TENC] / 1e9;
 		}
 	}
+	if (kern_codec_par_new((uint32_t)threads, 2 * KERN_CODEC_PAR_ALIGN,
+		&par) != 0) {
+		fprintf(stderr, "codecs: cannot start %ld threads\n", threads);
+		return 1;
+	}
+	printf("\n%s, all threads (%ld), split from 2048 values\n%9s",
+	    kern_cpu_isa_name(best), threads, "size");
+	for (int v = 0; v < N_VARIANTS; v++)
+		printf(" %8s", names[v]);
+	printf(" %6s %6s %6s %6s %6s\n", "1b-e x", "1b-d x", "2b-e x", "2b-d x",
+	    "tk-e x");
+	for (uint64_t bytes = MIN_BYTES, si = 0; bytes <= max && si < MAX_SIZES;
+	     bytes *= 4, si++) {
+		bench_case c = { bytes / 4, g, res, dst, out,
+			kern_codec_get(best), par };
+		double t[N_VARIANTS][MAX_REPS], med[N_VARIANTS];
+		char size[32];
+
+		memset(res, 0, bytes);
+		for (int r = 0; r < reps; r++)
+			for (int v = 0; v < N_VARIANTS; v++)
+				t[v][r] = measure(&c, v);
+		for (int v = 0; v < N_VARIANTS; v++)
+			med[v] = bench_median(t[v], reps);
+		if (bytes >= 1ull << 20)
+			snprintf(size, sizeof(size), "%llu MiB",
+			    (unsigned long long)(bytes >> 20));
+		else
+			snprintf(size, sizeof(size), "%llu KiB",
+			    (unsigned long long)(bytes >> 10));
+		printf("%9s", size);
+		for (int v = 0; v < N_VARIANTS; v++)
+			printf(" %8.2f", (double)bytes / med[v] / 1e9);
+		printf(" %6.2f %6.2f %6.2f %6.2f %6.2f\n",
+		    one[si][V_ENC1] / med[V_ENC1],
+		    one[si][V_DEC1] / med[V_DEC1],
+		    one[si][V_ENC2] / med[V_ENC2],
+		    one[si][V_DEC2] / med[V_DEC2],
+		    one[si][V_TENC] / med[V_TENC]);
+		fflush(stdout);
+		if (bytes >= 1ull << 20 && bytes <= 16ull << 20)
+			gain[n_gain++] = one[si][V_ENC2] / med[V_ENC2];
+	}
+	kern_codec_par_destroy(&par);
+	printf("\ncodecs: 2bit encode all/1 thread (1-16 MiB, %ld threads, "
+	       "median): %.2f",
+	    threads, n_gain > 0 ? bench_median(gain, n_gain) : 0.0);
 	printf("\ncodecs: topk 1%% encode GB/s (1-16 MiB, 1 thread, median): "
 	       "%.2f",
 	    n_tk > 0 ? bench_median(tk, n_tk) : 0.0);

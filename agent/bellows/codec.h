@@ -54,10 +54,15 @@
  * functions take a caller-owned residual instead, for callers that keep
  * their own (bellows.compress keeps it in a torch tensor).
  *
- * Allocation and threads: only bellows_codec_new allocates. A context is
- * used by one thread at a time; the stateless functions are safe from any
- * thread on disjoint buffers. Errors: 0 or a negative BELLOWS_E*
- * (bellows/error.h); outputs are untouched on failure except where said.
+ * Allocation and threads: only bellows_codec_new allocates, and the codec
+ * threads when they start (bellows_codec_set_threads, or the first large
+ * call with BELLOWS_CODEC_THREADS set; see "Threads and half precision"
+ * below). A context is used by one thread at a time; the stateless
+ * functions are safe from any thread on disjoint buffers. Gradients may
+ * also be float16 or bfloat16 (the _dtype functions), and the CUDA twins
+ * (the _cuda functions) run the same codecs on device memory. Errors: 0 or a
+ * negative BELLOWS_E* (bellows/error.h); outputs are untouched on failure
+ * except where said.
  */
 #ifndef BELLOWS_CODEC_H
 #define BELLOWS_CODEC_H
@@ -201,6 +206,100 @@ BELLOWS_EXPORT void bellows_codec_reset(bellows_codec *codec);
 /* Returns the instruction set the codecs run here: "scalar", "avx2" or
  * "avx512". Any thread. */
 BELLOWS_EXPORT const char *bellows_codec_isa(void);
+
+/* ---- Threads and half precision -------------------------------------
+ *
+ * The codecs split a tensor of at least min_values values across the
+ * process's codec threads (the caller's and workers that sleep between
+ * calls), each part a multiple of 1024 values: the bytes, the residual and
+ * the top-k selection are the same whatever the number of threads. One
+ * set of threads per process, used by one call at a time: a call made
+ * while another thread's call has them runs on its own thread alone (same
+ * results). Default: one thread, as the statistics kernels' pool, unless
+ * BELLOWS_CODEC_THREADS is set in the environment when the threads start
+ * (first large call): that many, or one per online processor for 0 or
+ * "all"; min_values 1 Mi (2^20) values. */
+
+/* Sets the codec threads: `threads` in total (1: the calling thread only;
+ * 0: one per online processor), splitting tensors of at least min_values values
+ * (0: 2^20). Waits for a call in progress, stops the old workers and starts the
+ * new ones. Any thread. Returns 0; BELLOWS_EINVAL for threads above 65;
+ * BELLOWS_ENOMEM; BELLOWS_ESYS (no thread could start: the setting is then one
+ * thread). */
+BELLOWS_EXPORT int bellows_codec_set_threads(uint32_t threads,
+    uint64_t min_values);
+
+/* Returns the codec threads a large tensor would use now (starting them
+ * with the default setting if none is made yet). Any thread. */
+BELLOWS_EXPORT uint32_t bellows_codec_threads(void);
+
+/* bellows_codec_encode_codes on a gradient of `dtype` (a bellows_dtype of
+ * bellows/agent.h: 0 float32, 1 float16, 2 bfloat16, n elements at grad).
+ * Each value is widened exactly to float32 and added to the float32
+ * residual, as bellows.compress's torch code does (residual +=
+ * grad.float()); the rest is float32 as above. Returns the same errors,
+ * and BELLOWS_EINVAL for another dtype. */
+BELLOWS_EXPORT int bellows_codec_encode_codes_dtype(int kind, float threshold,
+    int dtype, const void *grad, float *residual, uint64_t n, void *codes,
+    size_t cap);
+
+/* bellows_codec_topk_encode on a gradient of `dtype` (as
+ * bellows_codec_encode_codes_dtype): widened to float32, float32 residual
+ * and values. Returns the same errors, and BELLOWS_EINVAL for another
+ * dtype. */
+BELLOWS_EXPORT int bellows_codec_topk_encode_dtype(int dtype, const void *grad,
+    float *residual, uint64_t n, uint64_t k, uint32_t *idx, float *val);
+
+/* ---- CUDA twins -------------------------------------------------------
+ *
+ * The same codecs on device memory, enqueued on a CUDA stream (a
+ * cudaStream_t passed as void *; NULL is the legacy default stream) on the
+ * current device: the same bytes (codes, top-k indices and values) and the
+ * same float32 residual bit for bit as the CPU functions above. The header
+ * of a message (bellows_codec_encode) is the caller's to write: these
+ * functions write packed codes, or indices and values, as the stateless CPU
+ * functions. They validate their arguments, enqueue, and return without
+ * waiting; results are there once the stream has run. Errors found on the
+ * device later (a bad pointer) surface at the caller's next CUDA
+ * synchronisation. Any thread, disjoint buffers. Built when libbellows
+ * is built with CUDA; otherwise every function returns BELLOWS_ENOTSUP. */
+
+/* Returns 1 if this libbellows has the CUDA codecs and a CUDA device is
+ * present, else 0. Any thread. */
+BELLOWS_EXPORT int bellows_codec_cuda_available(void);
+
+/* Returns 1 if this libbellows was built with the CUDA codecs. Pure. */
+BELLOWS_EXPORT int bellows_codec_cuda_built(void);
+
+/* bellows_codec_encode_codes_dtype on device memory (grad, residual and
+ * codes on the current device), enqueued on stream. Returns 0;
+ * BELLOWS_EINVAL as bellows_codec_encode_codes_dtype; BELLOWS_EMSGSIZE;
+ * BELLOWS_ENOTSUP without CUDA or a device; BELLOWS_EIO when the launch
+ * fails. */
+BELLOWS_EXPORT int bellows_codec_encode_codes_cuda(int kind, float threshold,
+    int dtype, const void *grad, float *residual, uint64_t n, void *codes,
+    size_t cap, void *stream);
+
+/* bellows_codec_decode_codes on device memory, enqueued on stream.
+ * Returns 0; BELLOWS_EINVAL and BELLOWS_EPROTO as
+ * bellows_codec_decode_codes; BELLOWS_ENOTSUP; BELLOWS_EIO. */
+BELLOWS_EXPORT int bellows_codec_decode_codes_cuda(int kind, float threshold,
+    const void *codes, size_t bytes, uint64_t n, float *out, int flags,
+    void *stream);
+
+/* Bytes of device workspace bellows_codec_topk_encode_cuda needs for n
+ * values (0 when n > UINT32_MAX). Pure. */
+BELLOWS_EXPORT size_t bellows_codec_topk_cuda_work_bytes(uint64_t n);
+
+/* bellows_codec_topk_encode_dtype on device memory: the same k (index,
+ * value) pairs, indices ascending, and residual; `work` is device memory
+ * of at least bellows_codec_topk_cuda_work_bytes(n) bytes, used by this
+ * call until the stream has run it (any content). Enqueued on stream.
+ * Returns 0; BELLOWS_EINVAL as bellows_codec_topk_encode_dtype or for a
+ * NULL or short work; BELLOWS_ENOTSUP; BELLOWS_EIO. */
+BELLOWS_EXPORT int bellows_codec_topk_encode_cuda(int dtype, const void *grad,
+    float *residual, uint64_t n, uint64_t k, uint32_t *idx, float *val,
+    void *work, size_t work_bytes, void *stream);
 
 #ifdef __cplusplus
 }

@@ -151,7 +151,7 @@ kern_topk_put(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m, uint32_t i)
 	return m + 1;
 }
 
-#define SAMPLE 2048 /* values sampled for the threshold */
+#define SAMPLE KERN_TOPK_SAMPLE
 
 /* The r-th largest (from 0, r < m) of the m keys at a, by quickselect
  * with a three-way partition (equal keys cost nothing); reorders a. */
@@ -187,29 +187,24 @@ nth_largest(uint32_t *a, uint32_t m, uint32_t r)
 	return a[lo];
 }
 
-/* The sampled path: a threshold L from SAMPLE evenly spaced values, set so
- * that about 1.5 k keys reach it; one pass computes r and lists the
- * indices of keys >= L into idx and val (2 k slots). If between k and 2 k
- * were listed, the top k are among them: the k-th key is resolved by radix
- * over the list only and the list filtered in place. Returns 0 (nothing
- * selected, res holds r) if the list did not fit or was short. */
-static int
-topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
-    uint64_t k, uint8_t *idx, uint8_t *val)
+uint32_t
+kern_topk_sample_threshold(uint32_t *sample, uint64_t n, uint64_t k)
 {
-	uint32_t sample[SAMPLE], hist[2048], L;
-	uint64_t stride = n / SAMPLE, m = 0, need = k, eq = 0, kept = 0;
 	uint64_t rank = (3 * k * SAMPLE) / (2 * n);
+
+	return nth_largest(sample, SAMPLE, (uint32_t)rank);
+}
+
+void
+kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
+    uint8_t *val)
+{
+	uint32_t hist[2048];
+	uint64_t need = k, eq = 0, kept = 0;
 	uint32_t prefix = 0, mask = 0;
 	static const int shift[3] = { 20, 10, 0 };
 	static const uint32_t width[3] = { 2048, 1024, 1024 };
 
-	for (uint64_t s = 0; s < SAMPLE; s++)
-		sample[s] = key_of(res[s * stride] + g[s * stride]);
-	L = nth_largest(sample, SAMPLE, (uint32_t)rank);
-	m = list(g, res, n, L, idx, val, k);
-	if (m < k || m > 2 * k)
-		return 0;
 #define CAND(j) ((j) < k ? get32(idx, (j)) : get32(val, (j)-k))
 	for (int level = 0; level < 3; level++) {
 		uint64_t acc = 0, cnt;
@@ -251,6 +246,28 @@ topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
 		memcpy(val + 4 * j, &res[ix], 4);
 		res[ix] = 0.0f;
 	}
+}
+
+/* The sampled path: a threshold L from SAMPLE evenly spaced values, set so
+ * that about 1.5 k keys reach it; one pass computes r and lists the
+ * indices of keys >= L into idx and val (2 k slots). If between k and 2 k
+ * were listed, the top k are among them: kern_topk_resolve finishes over
+ * the list. Returns 0 (nothing selected, res holds r) if the list did not
+ * fit or was short. */
+static int
+topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
+    uint64_t k, uint8_t *idx, uint8_t *val)
+{
+	uint32_t sample[SAMPLE], L;
+	uint64_t stride = n / SAMPLE, m;
+
+	for (uint64_t s = 0; s < SAMPLE; s++)
+		sample[s] = key_of(res[s * stride] + g[s * stride]);
+	L = kern_topk_sample_threshold(sample, n, k);
+	m = list(g, res, n, L, idx, val, k);
+	if (m < k || m > 2 * k)
+		return 0;
+	kern_topk_resolve(res, k, m, idx, val);
 	return 1;
 }
 
@@ -300,7 +317,7 @@ kern_topk_encode_isa(int isa, const float *g, float *res, uint64_t n,
 		}
 		return;
 	}
-	if (n >= 16 * SAMPLE && k <= n / 4) {
+	if (n >= KERN_TOPK_SAMPLED_MIN && k <= n / 4) {
 		if (topk_sampled(topk_list(isa), g, res, n, k, idx, val))
 			return;
 		memset(hist, 0, sizeof(hist));

@@ -32,6 +32,7 @@
 #define KERN_CPU_TOPK_H
 
 #include <stdint.h>
+#include <string.h>
 
 /* Encodes n values (n <= UINT32_MAX, k <= n): res[i] += g[i], selects k as
  * above, writes their indices (uint32, ascending) to idx and their values
@@ -63,6 +64,35 @@ kern_topk_list_fn kern_topk_list_scalar;
 kern_topk_list_fn kern_topk_list_avx2;
 kern_topk_list_fn kern_topk_list_avx512;
 #endif
+
+/* Values sampled for the threshold, and the fewest values of the sampled
+ * path. */
+#define KERN_TOPK_SAMPLE      2048
+#define KERN_TOPK_SAMPLED_MIN (1u << 15)
+
+/* The magnitude key of v: its bits without the sign, NaNs clamped to one
+ * above +-Inf's. Keys compare as the magnitudes do. */
+static inline uint32_t
+kern_topk_key(float v)
+{
+	uint32_t b;
+
+	memcpy(&b, &v, 4);
+	b &= 0x7fffffffu;
+	return b > 0x7f800001u ? 0x7f800001u : b;
+}
+
+/* The sampled path's threshold: from the keys of KERN_TOPK_SAMPLE values
+ * evenly spaced over n (sample, reordered here), the key that about
+ * 1.5 k of the n keys reach. */
+uint32_t kern_topk_sample_threshold(uint32_t *sample, uint64_t n, uint64_t k);
+
+/* Finishes the sampled path: the m (k <= m <= 2 k) indices listed in
+ * idx's k slots then val's hold the top k of res; selects them exactly
+ * (the tie rule above), writes their indices ascending to idx and their
+ * values to val, and sets their residuals to +0. */
+void kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
+    uint8_t *val);
 
 /* Returns non-zero if the k indices at idx are strictly ascending and
  * below n (what kern_topk_decode needs). */

@@ -478,7 +478,7 @@ class NativeCodecTest(unittest.TestCase):
                         c, ref = cls(thr), cls(thr, native=False)
                         for step in range(3):
                             x = self.data(n, kind, thr, step + n)
-                            self.assertIsNotNone(c._native(x))
+                            self.assertEqual(c._native(x)[1], "cpu")
                             wc = c.encode(5, x.clone())
                             wr = ref.encode(5, x.clone())
                             what = f"{cls.name} t={thr} n={n} data {kind}"
@@ -549,7 +549,8 @@ class NativeCodecTest(unittest.TestCase):
         q = compress.TwoBit(0.5)
         x = torch.randn(64, dtype=torch.float64)
         self.assertEqual(q.encode(0, x).numel(), 4)  # converted, torch path
-        self.assertIsNone(q._native(torch.randn(8, 8).t()))
+        self.assertIsNone(q._native(torch.randn(8, 8).t())[0])
+        self.assertEqual(q.last_path, "torch")
         tiny = compress.TwoBit(math.ulp(0.0))  # 0 as a float32: torch only
         ref = compress.TwoBit(math.ulp(0.0), native=False)
         x = torch.randn(40, generator=torch.Generator().manual_seed(3))
@@ -558,6 +559,127 @@ class NativeCodecTest(unittest.TestCase):
             tiny.encode(0, x.clone()).view(torch.uint8),
             ref.encode(0, x.clone()).view(torch.uint8)))
         self.assertTrue(torch.equal(tiny.errors[0], ref.errors[0]))
+
+
+def _distinct(n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """n values of distinct magnitudes, random signs, exact in dtype."""
+    g = torch.Generator().manual_seed(seed)
+    mag = (torch.randperm(n, generator=g) + 1).float() / 64
+    sign = torch.randint(0, 2, (n,), generator=g).float() * 2 - 1
+    return (mag * sign).to(dtype)
+
+
+class DispatchTest(unittest.TestCase):
+    """Which code bellows.compress runs: the C codecs for CPU float32,
+    float16 and bfloat16 gradients, the CUDA twins for CUDA tensors
+    with a CUDA-built libbellows, torch otherwise; and that each gives
+    the torch code's results."""
+
+    def test_half_precision_gradients_run_the_c_codecs_as_torch(self):
+        lib = compress._codec_lib()
+        self.assertIsNotNone(lib, "libbellows has no C codecs")
+        self.assertIsNotNone(lib.codec_encode_codes_dtype)
+        for dtype, n in ((torch.float16, 1500), (torch.bfloat16, 250)):
+            for cls in (compress.OneBit, compress.TwoBit):
+                c, ref = cls(0.5), cls(0.5, native=False)
+                for step in range(3):
+                    x = _distinct(n, dtype, step) * (0.02 * (step + 1))
+                    wc = c.encode(1, x.clone())
+                    wr = ref.encode(1, x.clone())
+                    what = f"{cls.name} {dtype} step {step}"
+                    self.assertEqual(c.last_path, "c", what)
+                    self.assertEqual(ref.last_path, "torch", what)
+                    self.assertTrue(torch.equal(wc.view(torch.uint8),
+                                                wr.view(torch.uint8)),
+                                    what + ": packed codes")
+                    self.assertEqual(c.errors[1].dtype, torch.float32)
+                    self.assertTrue(_same_bits(c.errors[1], ref.errors[1]),
+                                    what + ": residual")
+            c, ref = compress.TopK(), compress.TopK(native=False)
+            ec, er = torch.zeros(n), torch.zeros(n)
+            for step in range(3):
+                x = _distinct(n, dtype, 10 + step)
+                k = max(1, n // 20)
+                vc, ic = c.select(ec, x.clone(), k)
+                vr, ir = ref.select(er, x.clone(), k)
+                what = f"top-k {dtype} step {step}"
+                self.assertEqual(c.last_path, "c", what)
+                order = torch.argsort(ir.long())
+                self.assertTrue(torch.equal(ic, ir[order]), what + ": set")
+                self.assertTrue(_same_bits(vc, vr[order]), what + ": values")
+                self.assertTrue(_same_bits(ec, er), what + ": residual")
+        self.assertEqual(c.paths["c"], 3)
+        self.assertEqual(c.paths["torch"], 0)
+
+    def test_every_thread_count_gives_the_same_codes(self):
+        lib = compress._codec_lib()
+        self.assertIsNotNone(lib, "libbellows has no C codecs")
+        x = torch.randn(200_003, generator=torch.Generator().manual_seed(5))
+        want = None
+        try:
+            for threads in (1, 2, 3, 4):
+                self.assertEqual(
+                    compress.set_codec_threads(threads, 4096), threads)
+                q, t = compress.TwoBit(0.5), compress.TopK()
+                codes = q.encode(0, x.clone()).view(torch.uint8)
+                vals, idx = t.select(torch.zeros(x.numel()), x, 2000)
+                got = (codes, q.errors[0], vals, idx)
+                if want is None:
+                    want = got
+                    continue
+                for a, b in zip(got, want):
+                    self.assertTrue(_same_bits(a, b), f"{threads} threads")
+        finally:
+            compress.set_codec_threads(1, 0)
+        with self.assertRaises(ValueError):
+            compress.set_codec_threads(66)
+
+    def test_cuda_tensors_need_a_cuda_build_and_a_device(self):
+        lib = compress._codec_lib()
+        self.assertIsNotNone(lib, "libbellows has no C codecs")
+        built = lib.codec_cuda_built() == 1
+        has = built and lib.codec_cuda_available() == 1
+        self.assertEqual(compress._cuda_codecs(lib), has)
+        self.assertIsNone(compress._where(lib, torch.empty(4,
+                                                           device="meta")))
+        self.assertEqual(compress._where(lib, torch.empty(4)), "cpu")
+        self.assertIsNone(compress._where(lib, torch.empty(4,
+                                          dtype=torch.float64)))
+        print(f"\n  libbellows CUDA codecs: built {built}, device {has}")
+
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device here")
+    def test_cuda_tensors_run_the_cuda_twins_as_the_cpu_path(self):
+        lib = compress._codec_lib()
+        if lib is None or not compress._cuda_codecs(lib):
+            self.skipTest("libbellows built without CUDA")
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            for cls in (compress.OneBit, compress.TwoBit):
+                c, g = cls(0.5), cls(0.5)
+                for step in range(3):
+                    x = torch.randn(100_003, generator=torch.Generator()
+                                    .manual_seed(step)).to(dtype)
+                    wc = c.encode(2, x.clone())
+                    wg = g.encode(2, x.cuda())
+                    self.assertEqual(g.last_path, "cuda")
+                    self.assertTrue(torch.equal(
+                        wc.view(torch.uint8), wg.cpu().view(torch.uint8)))
+                    self.assertTrue(_same_bits(c.errors[2],
+                                               g.errors[2].cpu()))
+                    self.assertTrue(_same_bits(
+                        c.decode(wc, x.numel()),
+                        g.decode(wg, x.numel()).cpu()))
+            c, g = compress.TopK(), compress.TopK()
+            ec, eg = torch.zeros(100_003), torch.zeros(100_003,
+                                                       device="cuda")
+            for step in range(3):
+                x = torch.randn(100_003, generator=torch.Generator()
+                                .manual_seed(step)).to(dtype)
+                vc, ic = c.select(ec, x.clone(), 1000)
+                vg, ig = g.select(eg, x.cuda(), 1000)
+                self.assertEqual(g.last_path, "cuda")
+                self.assertTrue(torch.equal(ic, ig.cpu()))
+                self.assertTrue(_same_bits(vc, vg.cpu()))
+                self.assertTrue(_same_bits(ec, eg.cpu()))
 
 
 class FactoryTest(unittest.TestCase):

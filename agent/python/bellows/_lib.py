@@ -425,6 +425,34 @@ class _Functions:
             [vp, vp, u64, u64, vp, vp], required=False)
         self.codec_isa = _prototype(lib, "bellows_codec_isa",
                                     ctypes.c_char_p, [], required=False)
+        # Threads, float16/bfloat16 gradients and the CUDA twins.
+        self.codec_set_threads = _prototype(
+            lib, "bellows_codec_set_threads", cint, [u32, u64],
+            required=False)
+        self.codec_threads = _prototype(lib, "bellows_codec_threads", u32,
+                                        [], required=False)
+        self.codec_encode_codes_dtype = _prototype(
+            lib, "bellows_codec_encode_codes_dtype", cint,
+            [cint, flt, cint, vp, vp, u64, vp, sz], required=False)
+        self.codec_topk_encode_dtype = _prototype(
+            lib, "bellows_codec_topk_encode_dtype", cint,
+            [cint, vp, vp, u64, u64, vp, vp], required=False)
+        self.codec_cuda_built = _prototype(
+            lib, "bellows_codec_cuda_built", cint, [], required=False)
+        self.codec_cuda_available = _prototype(
+            lib, "bellows_codec_cuda_available", cint, [], required=False)
+        self.codec_encode_codes_cuda = _prototype(
+            lib, "bellows_codec_encode_codes_cuda", cint,
+            [cint, flt, cint, vp, vp, u64, vp, sz, vp], required=False)
+        self.codec_decode_codes_cuda = _prototype(
+            lib, "bellows_codec_decode_codes_cuda", cint,
+            [cint, flt, vp, sz, u64, vp, cint, vp], required=False)
+        self.codec_topk_cuda_work_bytes = _prototype(
+            lib, "bellows_codec_topk_cuda_work_bytes", sz, [u64],
+            required=False)
+        self.codec_topk_encode_cuda = _prototype(
+            lib, "bellows_codec_topk_encode_cuda", cint,
+            [cint, vp, vp, u64, u64, vp, vp, vp, sz, vp], required=False)
         self.config_size = self._config_size()
 
     def _config_size(self) -> int:

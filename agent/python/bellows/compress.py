@@ -33,10 +33,13 @@ sent raw) and its own state, keyed by its layer index:
   compresses. The codes are packed (32 or 16 values per float32 word)
   and all-gathered, since codes cannot be summed; every rank decodes and
   averages all ranks' codes. Standard error feedback: the residual is
-  grad + residual minus what was sent. CPU float32 tensors are encoded
-  and decoded by libbellows' C codecs (bellows/codec.h) on the tensors'
-  memory, bit for bit the torch code's results; that code stays as the
-  reference and runs for other tensors or without the library.
+  grad + residual minus what was sent. CPU tensors (float32, float16,
+  bfloat16) are encoded and decoded by libbellows' C codecs
+  (bellows/codec.h) on the tensors' memory, CUDA tensors by their CUDA
+  twins when libbellows was built with CUDA, bit for bit the torch
+  code's results; that code stays as the reference and runs for other
+  tensors or without the library. ``last_path`` and ``paths`` say which
+  ran ("c", "cuda" or "torch").
 - Level 0 (and, for PowerSGD, tensors of fewer than 2 dimensions): raw,
   one sum all-reduce of every such tensor in the group, divided by the
   world. A raw tensor that still has an error-feedback residual from
@@ -72,6 +75,7 @@ __all__ = [
     "make_compressor",
     "orthogonalize",
     "query_seed",
+    "set_codec_threads",
 ]
 
 
@@ -195,6 +199,14 @@ class _Base:
 
     def __init__(self):
         self.errors: dict[int, torch.Tensor] = {}
+        # Which code encoded the last tensor ("c", "cuda", "torch"; None
+        # before any), and how many tensors each encoded.
+        self.last_path: str | None = None
+        self.paths: dict[str, int] = {"c": 0, "cuda": 0, "torch": 0}
+
+    def _used(self, path: str) -> None:
+        self.last_path = path
+        self.paths[path] += 1
 
     def level_floats(self, shape: Sequence[int], level: float) -> int:
         """Floats one rank sends for a tensor of ``shape`` at ``level``."""
@@ -367,7 +379,8 @@ class TopK(_Base):
 
     def __init__(self, native: bool = True):
         """``native``: select with libbellows' C top-k where it applies
-        (contiguous CPU float32 gradients); False runs the torch code
+        (contiguous CPU float32, float16 or bfloat16 gradients, or CUDA
+        ones with a CUDA-built library); False runs the torch code
         only. Both send the same set of (index, value) pairs and leave
         the same residual; the C code sends the indices ascending and
         breaks ties at the k-th magnitude by the lower index, where
@@ -382,16 +395,39 @@ class TopK(_Base):
         their values (float32) and indices (int32)."""
         g = grad.reshape(-1)
         lib = _codec_lib() if self.native else None
-        if (lib is not None and lib.codec_topk_encode is not None
-                and g.dtype == torch.float32 and g.device.type == "cpu"
-                and err.device.type == "cpu" and g.is_contiguous()
-                and err.is_contiguous()):
+        where = _where(lib, g, err)
+        code = _DTYPE_CODE.get(g.dtype)
+        if where == "cpu" and lib.codec_topk_encode is not None:
             vals = torch.empty(k, dtype=torch.float32)
             idx = torch.empty(k, dtype=torch.int32)
-            if lib.codec_topk_encode(g.data_ptr(), err.data_ptr(),
-                                     g.numel(), k, idx.data_ptr(),
-                                     vals.data_ptr()) == 0:
+            if code == 0:
+                rc = lib.codec_topk_encode(g.data_ptr(), err.data_ptr(),
+                                           g.numel(), k, idx.data_ptr(),
+                                           vals.data_ptr())
+            elif lib.codec_topk_encode_dtype is not None:
+                rc = lib.codec_topk_encode_dtype(
+                    code, g.data_ptr(), err.data_ptr(), g.numel(), k,
+                    idx.data_ptr(), vals.data_ptr())
+            else:
+                rc = -1
+            if rc == 0:
+                self._used("c")
                 return vals, idx
+        elif where == "cuda":
+            vals = torch.empty(k, dtype=torch.float32, device=g.device)
+            idx = torch.empty(k, dtype=torch.int32, device=g.device)
+            work = torch.empty(
+                max(1, lib.codec_topk_cuda_work_bytes(g.numel())),
+                dtype=torch.uint8, device=g.device)
+            with torch.cuda.device(g.device):
+                rc = lib.codec_topk_encode_cuda(
+                    code, g.data_ptr(), err.data_ptr(), g.numel(), k,
+                    idx.data_ptr(), vals.data_ptr(), work.data_ptr(),
+                    work.numel(), _stream(g))
+            if rc == 0:
+                self._used("cuda")
+                return vals, idx
+        self._used("torch")
         mat = err.add_(g.float())
         _, idx = torch.topk(mat.abs(), k, sorted=False)
         vals = mat[idx]
@@ -460,6 +496,60 @@ class TopK(_Base):
 
 
 _native_codec = None  # libbellows' functions, False if unavailable
+_cuda_codec = None  # True if libbellows has the CUDA codecs and a device
+
+# bellows_dtype of the gradient types the C codecs take.
+_DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+
+
+def set_codec_threads(threads: int = 0, min_values: int = 0) -> int:
+    """Sets the threads libbellows' C codecs split a large tensor across
+    (``threads`` in all, 0: one per processor) and the size below which
+    they use one (``min_values``, 0: 2^20); the results do not depend on
+    it. Returns the threads now in use, 1 without the library. Raises
+    ValueError for more than 65 threads."""
+    lib = _codec_lib()
+    if lib is None or lib.codec_set_threads is None:
+        return 1
+    if threads < 0 or threads > 65 or min_values < 0:
+        raise ValueError(f"codec threads: {threads} is not in 0..65")
+    lib.codec_set_threads(threads, min_values)
+    return lib.codec_threads()
+
+
+def _cuda_codecs(lib) -> bool:
+    """True if ``lib`` was built with the CUDA codecs and sees a device."""
+    global _cuda_codec
+    if _cuda_codec is None:
+        _cuda_codec = bool(
+            lib.codec_cuda_built is not None
+            and lib.codec_encode_codes_cuda is not None
+            and lib.codec_cuda_built() == 1
+            and lib.codec_cuda_available() == 1)
+    return _cuda_codec
+
+
+def _where(lib, *tensors: torch.Tensor) -> str | None:
+    """Which C codecs apply to ``tensors``: "cpu" (all contiguous CPU
+    tensors), "cuda" (all contiguous on one CUDA device, and the library
+    has the CUDA codecs), or None (the torch code). The first tensor is
+    the gradient, whose dtype must be one the codecs take."""
+    if lib is None or _DTYPE_CODE.get(tensors[0].dtype) is None:
+        return None
+    dev = tensors[0].device
+    for t in tensors:
+        if t.device != dev or not t.is_contiguous():
+            return None
+    if dev.type == "cpu":
+        return "cpu"
+    if dev.type == "cuda" and _cuda_codecs(lib):
+        return "cuda"
+    return None
+
+
+def _stream(t: torch.Tensor) -> int:
+    """The current CUDA stream of ``t``'s device, as a pointer."""
+    return torch.cuda.current_stream(t.device).cuda_stream
 
 
 def _codec_lib():
@@ -494,8 +584,9 @@ class _Quantizer(_Base):
 
     def __init__(self, threshold: float = 0.5, native: bool = True):
         """``native``: use libbellows' C codecs where they apply (CPU
-        float32 tensors, a threshold that is a valid float32); False runs
-        the torch code only."""
+        float32, float16 or bfloat16 gradients, or CUDA ones with a
+        CUDA-built library; a threshold that is a valid float32); False
+        runs the torch code only."""
         super().__init__()
         self.native = native
         threshold = float(threshold)
@@ -529,6 +620,7 @@ class _Quantizer(_Base):
         packed = self._encode_native(err, grad)
         if packed is not None:
             return packed
+        self._used("torch")
         r = err.add_(grad.reshape(-1).float())
         codes = self._quantise(r)  # uint8, one code per value
         per_word = 32 // self.bits
@@ -543,31 +635,47 @@ class _Quantizer(_Base):
         return packed.view(torch.float32)
 
     def _native(self, *tensors: torch.Tensor):
-        """The C codecs if they apply to ``tensors``, else None."""
+        """(the C codecs, "cpu" or "cuda") if they apply to ``tensors``
+        (the first one's dtype decides), else (None, None)."""
         if not self.native:
-            return None
-        for t in tensors:
-            if t.device.type != "cpu" or not t.is_contiguous():
-                return None
-        return _codec_lib()
+            return None, None
+        lib = _codec_lib()
+        where = _where(lib, *tensors)
+        return (lib, where) if where is not None else (None, None)
 
     def _encode_native(self, err: torch.Tensor,
                        grad: torch.Tensor) -> torch.Tensor | None:
-        """encode by the C codec (err += grad, quantise, error left in
-        err, as the torch code); None where it does not apply (err is
-        then untouched)."""
+        """encode by the C codec or its CUDA twin (err += grad, quantise,
+        error left in err, as the torch code); None where it does not
+        apply (err is then untouched)."""
         g = grad.reshape(-1)
-        if g.dtype != torch.float32:
-            return None
-        lib = self._native(err, g)
+        lib, where = self._native(g, err)
         if lib is None:
             return None
         numel = g.numel()
-        out = torch.empty(self.words(numel), dtype=torch.float32)
-        rc = lib.codec_encode_codes(self.bits, self.threshold, g.data_ptr(),
-                                    err.data_ptr(), numel, out.data_ptr(),
-                                    out.numel() * 4)
-        return out if rc == 0 else None
+        code = _DTYPE_CODE[g.dtype]
+        out = torch.empty(self.words(numel), dtype=torch.float32,
+                          device=g.device)
+        if where == "cuda":
+            with torch.cuda.device(g.device):
+                rc = lib.codec_encode_codes_cuda(
+                    self.bits, self.threshold, code, g.data_ptr(),
+                    err.data_ptr(), numel, out.data_ptr(), out.numel() * 4,
+                    _stream(g))
+        elif code == 0:
+            rc = lib.codec_encode_codes(self.bits, self.threshold,
+                                        g.data_ptr(), err.data_ptr(), numel,
+                                        out.data_ptr(), out.numel() * 4)
+        elif lib.codec_encode_codes_dtype is not None:
+            rc = lib.codec_encode_codes_dtype(
+                self.bits, self.threshold, code, g.data_ptr(),
+                err.data_ptr(), numel, out.data_ptr(), out.numel() * 4)
+        else:
+            rc = -1
+        if rc != 0:
+            return None
+        self._used(where if where == "cuda" else "c")
+        return out
 
     def decode(self, words: torch.Tensor, numel: int,
                add_to: torch.Tensor | None = None) -> torch.Tensor:
@@ -575,18 +683,27 @@ class _Quantizer(_Base):
         ``add_to`` (``numel`` float32 values), added to it in place (the
         same sums as ``add_to += decode(words, numel)``) and returned."""
         if add_to is None:
-            lib = self._native(words)
+            lib, where = self._native(words)
         else:
-            lib = self._native(words, add_to)
+            lib, where = self._native(words, add_to)
             if add_to.dtype != torch.float32:
                 lib = None
         if lib is not None and words.dtype == torch.float32:
             out = add_to if add_to is not None else \
-                torch.empty(numel, dtype=torch.float32)
-            if lib.codec_decode_codes(self.bits, self.threshold,
-                                      words.data_ptr(), words.numel() * 4,
-                                      numel, out.data_ptr(),
-                                      0 if add_to is None else 1) == 0:
+                torch.empty(numel, dtype=torch.float32, device=words.device)
+            flags = 0 if add_to is None else 1
+            if where == "cuda":
+                with torch.cuda.device(words.device):
+                    rc = lib.codec_decode_codes_cuda(
+                        self.bits, self.threshold, words.data_ptr(),
+                        words.numel() * 4, numel, out.data_ptr(), flags,
+                        _stream(words))
+            else:
+                rc = lib.codec_decode_codes(self.bits, self.threshold,
+                                            words.data_ptr(),
+                                            words.numel() * 4, numel,
+                                            out.data_ptr(), flags)
+            if rc == 0:
                 return out
         if add_to is not None:
             return add_to.add_(self._decode_torch(words, numel))
