@@ -202,9 +202,9 @@ bellows_ebq_encode_parts(const float *x, const bellows_ebq_info *info,
     void *mask, void *codes, uint64_t *ret_nonzero)
 {
 	const kern_ebq_fns *f = ebq_fns();
-	int32_t q[EBQ_BLOCK];
+	int32_t q[EBQ_BLOCK + KERN_EBQ_SLACK];
 	kern_ebq_packer p;
-	uint64_t nonzero = 0;
+	uint64_t nonzero = 0, written = 0;
 	int sparse;
 
 	if (info == NULL ||
@@ -215,25 +215,33 @@ bellows_ebq_encode_parts(const float *x, const bellows_ebq_info *info,
 	    info->n > BELLOWS_CODEC_MAX_VALUES)
 		return BELLOWS_EINVAL;
 	sparse = info->mode == BELLOWS_EBQ_SPARSE;
-	if (x == NULL || codes == NULL || (sparse && mask == NULL))
+	if ((info->n > 0 && x == NULL) ||
+	    (info->codes_bytes > 0 && codes == NULL) ||
+	    (sparse && info->n > 0 && mask == NULL))
+		return BELLOWS_EINVAL;
+	if (info->codes > info->n || (!sparse && info->codes != info->n) ||
+	    info->codes_bytes != (info->codes * info->bits + 7) / 8)
 		return BELLOWS_EINVAL;
 	p.out = codes;
+	p.end = (uint8_t *)codes + info->codes_bytes;
 	p.acc = 0;
 	p.used = 0;
 	p.bits = info->bits;
 	for (uint64_t i = 0; i < info->n; i += EBQ_BLOCK) {
 		uint64_t len = info->n - i < EBQ_BLOCK ? info->n - i
 						       : EBQ_BLOCK;
-		uint64_t nz = f->quant(x + i, len, info->step, info->eb, q);
+		uint64_t nc,
+		    nz = f->quant(x + i, len, info->step, info->eb, q,
+			sparse ? (uint8_t *)mask + i / 8 : NULL, &nc);
 
 		if (nz == UINT64_MAX)
 			return BELLOWS_ELIMIT;
+		/* More codes than planned: x is not the planned input. */
+		if (nc > info->codes - written)
+			return BELLOWS_EINVAL;
+		written += nc;
 		nonzero += nz;
-		if (sparse)
-			kern_ebq_pack_sparse(&p, q, len,
-			    (uint8_t *)mask + i / 8);
-		else
-			kern_ebq_pack(&p, q, len);
+		kern_ebq_pack(&p, q, nc);
 	}
 	kern_ebq_pack_flush(&p);
 	if (ret_nonzero != NULL)
@@ -441,6 +449,29 @@ bellows_ebq_info_read(const void *msg, size_t bytes, bellows_ebq_info *ret)
 	return 0;
 }
 
+/* Returns the set bits of the n bytes at p (SWAR: the library is built
+ * for any x86-64, without the popcnt instruction). */
+static uint64_t
+bits_set(const uint8_t *p, uint64_t n)
+{
+	uint64_t c = 0, i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		uint64_t v;
+
+		memcpy(&v, p + i, 8);
+		v = v - ((v >> 1) & 0x5555555555555555ull);
+		v = (v & 0x3333333333333333ull) +
+		    ((v >> 2) & 0x3333333333333333ull);
+		v = (v + (v >> 4)) & 0x0f0f0f0f0f0f0f0full;
+		c += (v * 0x0101010101010101ull) >> 56;
+	}
+	for (; i < n; i++)
+		for (unsigned b = p[i]; b; b &= b - 1)
+			c++;
+	return c;
+}
+
 /* Returns non-zero if the bits of the last byte of a stream of `bits`
  * bits (if partial) above its end are zero. */
 static int
@@ -456,8 +487,8 @@ bellows_ebq_decode_parts(const bellows_ebq_info *info, const void *mask,
     const void *codes, float *out)
 {
 	const kern_ebq_fns *f = ebq_fns();
-	const uint8_t *mk = mask, *c = codes;
-	int32_t q[EBQ_BLOCK];
+	const uint8_t *mk = mask, *c = codes, *cend;
+	int32_t q[EBQ_BLOCK + KERN_EBQ_SLACK];
 	float ebf;
 	uint64_t n, next = 0;
 
@@ -473,31 +504,29 @@ bellows_ebq_decode_parts(const bellows_ebq_info *info, const void *mask,
 	if ((n > 0 && out == NULL) || (info->codes > 0 && codes == NULL) ||
 	    (info->mode == BELLOWS_EBQ_SPARSE && n > 0 && mask == NULL))
 		return BELLOWS_EINVAL;
-	if (info->mode == BELLOWS_EBQ_SPARSE) {
-		uint64_t set = 0;
-
-		for (uint64_t i = 0; i < n / 8; i++)
-			set += (uint64_t)__builtin_popcount(mk[i]);
-		if (n % 8) {
-			set += (uint64_t)__builtin_popcount(mk[n / 8]);
-			if (!padding_clear(mk, n))
-				return BELLOWS_EPROTO;
-		}
-		if (set != info->codes)
-			return BELLOWS_EPROTO;
-	}
+	if (info->mode == BELLOWS_EBQ_SPARSE &&
+	    (!padding_clear(mk, n) || bits_set(mk, (n + 7) / 8) != info->codes))
+		return BELLOWS_EPROTO;
 	if (info->codes > 0 && !padding_clear(c, info->codes * info->bits))
 		return BELLOWS_EPROTO;
 	ebf = (float)info->eb;
+	cend = c + (info->codes * info->bits + 7) / 8;
+	/* The vector paths may read whole vectors past a block's codes. */
+	memset(q, 0, sizeof q);
 	for (uint64_t i = 0; i < n; i += EBQ_BLOCK) {
 		uint64_t len = n - i < EBQ_BLOCK ? n - i : EBQ_BLOCK;
 
-		if (info->mode == BELLOWS_EBQ_SPARSE)
-			kern_ebq_unpack_sparse(mk, c, info->bits, i, len, &next,
-			    q);
-		else
-			kern_ebq_unpack(c, info->bits, i, len, q);
-		f->dequant(q, len, info->step, ebf, out + i);
+		if (info->mode == BELLOWS_EBQ_SPARSE) {
+			uint64_t k = bits_set(mk + i / 8, (len + 7) / 8);
+
+			kern_ebq_unpack(c, cend, info->bits, next, k, q);
+			f->dequant(q, len, info->step, ebf, out + i,
+			    mk + i / 8);
+			next += k;
+		} else {
+			kern_ebq_unpack(c, cend, info->bits, i, len, q);
+			f->dequant(q, len, info->step, ebf, out + i, NULL);
+		}
 	}
 	return 0;
 }

@@ -40,107 +40,131 @@ kern_ebq_count_scalar(const float *x, uint64_t n, uint32_t h)
 
 uint64_t
 kern_ebq_quant_scalar(const float *x, uint64_t n, double step, double eb,
-    int32_t *q)
+    int32_t *q, uint8_t *mask, uint64_t *ret_codes)
 {
 	float ebf = (float)eb;
-	uint64_t nz = 0;
+	uint64_t nz = 0, k = 0;
 	int bad = 0;
-
-	for (uint64_t i = 0; i < n; i++) {
-		double xd = (double)x[i];
-		double qd = nearbyint(xd / step);
-		float rec = (float)(qd * step);
-
-		if (fabsf(rec) <= ebf)
-			rec = 0.0f;
-		bad |= fabs(xd - (double)rec) > eb;
-		nz += rec != 0.0f;
-		q[i] = (int32_t)qd;
-	}
-	return bad ? UINT64_MAX : nz;
-}
-
-void
-kern_ebq_dequant_scalar(const int32_t *q, uint64_t n, double step, float ebf,
-    float *out)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		float v = (float)((double)q[i] * step);
-
-		out[i] = fabsf(v) <= ebf ? 0.0f : v;
-	}
-}
-
-/* Stores the low 32 bits of v little-endian. */
-static inline void
-put32(uint8_t *p, uint64_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-	p[2] = (uint8_t)(v >> 16);
-	p[3] = (uint8_t)(v >> 24);
-}
-
-void
-kern_ebq_pack(kern_ebq_packer *p, const int32_t *q, uint64_t n)
-{
-	unsigned b = p->bits, used = p->used;
-	uint64_t m = (UINT64_C(1) << b) - 1, acc = p->acc;
-	uint8_t *o = p->out;
-
-	/* Whole bytes per code and nothing pending: plain narrowing stores
-	 * (little-endian int8, int16 or int32). */
-	if (used == 0 && (b == 8 || b == 16 || b == 32)) {
-		for (uint64_t i = 0; i < n; i++)
-			for (unsigned k = 0; k < b / 8; k++)
-				o[i * (b / 8) + k] = (uint8_t)((uint32_t)q[i] >>
-				    (8 * k));
-		p->out = o + n * (b / 8);
-		return;
-	}
-	for (uint64_t i = 0; i < n; i++) {
-		acc |= ((uint64_t)(uint32_t)q[i] & m) << used;
-		used += b;
-		if (used >= 32) {
-			put32(o, acc);
-			o += 4;
-			acc >>= 32;
-			used -= 32;
-		}
-	}
-	p->out = o;
-	p->acc = acc;
-	p->used = used;
-}
-
-void
-kern_ebq_pack_sparse(kern_ebq_packer *p, const int32_t *q, uint64_t n,
-    uint8_t *mask)
-{
-	unsigned b = p->bits, used = p->used;
-	uint64_t m = (UINT64_C(1) << b) - 1, acc = p->acc;
-	uint8_t *o = p->out;
 
 	for (uint64_t i = 0; i < n; i += 8) {
 		uint64_t len = n - i < 8 ? n - i : 8;
 		unsigned byte = 0;
 
 		for (uint64_t j = 0; j < len; j++) {
-			uint32_t c = (uint32_t)q[i + j];
-			unsigned nz = c != 0;
+			double xd = (double)x[i + j];
+			double qd = nearbyint(xd / step);
+			float rec = (float)(qd * step);
+			int32_t c = (int32_t)qd;
 
-			byte |= nz << j;
-			/* A zero code adds no bits: branch-free append. */
-			acc |= ((uint64_t)c & m) << used;
-			used += b & (0u - nz);
-			if (used >= 32) {
-				put32(o, acc);
-				o += 4;
-				acc >>= 32;
-				used -= 32;
+			if (fabsf(rec) <= ebf)
+				rec = 0.0f;
+			bad |= fabs(xd - (double)rec) > eb;
+			nz += rec != 0.0f;
+			/* Sparse: store always, keep only non-zero codes. */
+			q[k] = c;
+			if (mask != NULL) {
+				byte |= (unsigned)(c != 0) << j;
+				k += c != 0;
+			} else {
+				k++;
 			}
 		}
-		mask[i / 8] = (uint8_t)byte;
+		if (mask != NULL)
+			mask[i / 8] = (uint8_t)byte;
+	}
+	*ret_codes = k;
+	return bad ? UINT64_MAX : nz;
+}
+
+void
+kern_ebq_dequant_scalar(const int32_t *q, uint64_t n, double step, float ebf,
+    float *out, const uint8_t *mask)
+{
+	uint64_t k = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		int32_t c;
+		float v;
+
+		if (mask != NULL) {
+			unsigned bit = (mask[i / 8] >> (i % 8)) & 1;
+
+			c = bit ? q[k] : 0;
+			k += bit;
+		} else {
+			c = q[i];
+		}
+		v = (float)((double)c * step);
+		out[i] = fabsf(v) <= ebf ? 0.0f : v;
+	}
+}
+
+/* Stores the 8 bytes of v little-endian (one store on a little-endian
+ * host). */
+static inline void
+put64(uint8_t *p, uint64_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	memcpy(p, &v, 8);
+#else
+	for (int k = 0; k < 8; k++)
+		p[k] = (uint8_t)(v >> (8 * k));
+#endif
+}
+
+static inline uint64_t
+get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	memcpy(&v, p, 8);
+#else
+	for (int k = 0; k < 8; k++)
+		v |= (uint64_t)p[k] << (8 * k);
+#endif
+	return v;
+}
+
+void
+kern_ebq_pack(kern_ebq_packer *p, const int32_t *q, uint64_t n)
+{
+	unsigned b = p->bits, used = p->used;
+	uint64_t m = (UINT64_C(1) << b) - 1, acc = p->acc, i = 0;
+	uint8_t *o = p->out, *end = p->end;
+
+	/* Whole bytes per code and nothing pending: plain narrowing stores
+	 * (little-endian int8, int16 or int32). */
+	if (used == 0 && (b == 8 || b == 16 || b == 32)) {
+		for (i = 0; i < n; i++)
+			for (unsigned k = 0; k < b / 8; k++)
+				o[i * (b / 8) + k] = (uint8_t)((uint32_t)q[i] >>
+				    (8 * k));
+		p->out = o + n * (b / 8);
+		return;
+	}
+	/* Branch-free while 8 bytes fit before the end: store the whole
+	 * accumulator, advance by its complete bytes (used stays < 8 after,
+	 * so used + b <= 39 bits). */
+	for (; i < n && end - o >= 8; i++) {
+		unsigned adv;
+
+		acc |= ((uint64_t)(uint32_t)q[i] & m) << used;
+		used += b;
+		put64(o, acc);
+		adv = used >> 3; /* <= 4 */
+		o += adv;
+		acc >>= 8 * adv;
+		used &= 7;
+	}
+	for (; i < n; i++) {
+		acc |= ((uint64_t)(uint32_t)q[i] & m) << used;
+		used += b;
+		while (used >= 8) {
+			*o++ = (uint8_t)acc;
+			acc >>= 8;
+			used -= 8;
+		}
 	}
 	p->out = o;
 	p->acc = acc;
@@ -158,52 +182,16 @@ kern_ebq_pack_flush(kern_ebq_packer *p)
 	p->acc = 0;
 }
 
-/* A reader of the bit stream that loads one byte at a time, so it never
- * reads a byte the codes do not reach. */
-typedef struct ebq_reader {
-	const uint8_t *in; /* next byte to load */
-	uint64_t acc;      /* loaded bits not consumed, the oldest lowest */
-	unsigned have;     /* bits in acc */
-} ebq_reader;
-
-static void
-reader_seek(ebq_reader *r, const uint8_t *in, uint64_t bit)
-{
-	r->in = in + bit / 8;
-	r->acc = 0;
-	r->have = 0;
-	if (bit % 8) {
-		r->acc = *r->in++ >> (bit % 8);
-		r->have = 8 - (unsigned)(bit % 8);
-	}
-}
-
-static inline int32_t
-reader_get(ebq_reader *r, unsigned b)
-{
-	uint64_t v;
-
-	while (r->have < b) {
-		r->acc |= (uint64_t)*r->in++ << r->have;
-		r->have += 8;
-	}
-	v = r->acc & ((UINT64_C(1) << b) - 1);
-	r->acc >>= b;
-	r->have -= b;
-	/* Sign-extend from b bits. */
-	return (int32_t)((int64_t)(v << (64 - b)) >> (64 - b));
-}
-
 void
-kern_ebq_unpack(const uint8_t *in, unsigned bits, uint64_t first, uint64_t n,
-    int32_t *q)
+kern_ebq_unpack(const uint8_t *in, const uint8_t *end, unsigned bits,
+    uint64_t first, uint64_t n, int32_t *q)
 {
-	ebq_reader r;
+	uint64_t m = (UINT64_C(1) << bits) - 1, bit = first * bits, i = 0;
 
 	if (bits == 8 || bits == 16 || bits == 32) {
 		const uint8_t *p = in + first * (bits / 8);
 
-		for (uint64_t i = 0; i < n; i++) {
+		for (; i < n; i++) {
 			uint32_t u = 0;
 
 			for (unsigned k = 0; k < bits / 8; k++)
@@ -214,27 +202,21 @@ kern_ebq_unpack(const uint8_t *in, unsigned bits, uint64_t first, uint64_t n,
 		}
 		return;
 	}
-	reader_seek(&r, in, first * bits);
-	for (uint64_t i = 0; i < n; i++)
-		q[i] = reader_get(&r, bits);
-}
+	for (; i < n; i++) {
+		const uint8_t *p = in + bit / 8;
+		uint64_t v;
 
-void
-kern_ebq_unpack_sparse(const uint8_t *mask, const uint8_t *in, unsigned bits,
-    uint64_t first, uint64_t n, uint64_t *next, int32_t *q)
-{
-	ebq_reader r;
-
-	reader_seek(&r, in, *next * bits);
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t k = first + i;
-
-		if ((mask[k / 8] >> (k % 8)) & 1) {
-			q[i] = reader_get(&r, bits);
-			(*next)++;
+		if (end - p >= 8) {
+			v = get64(p);
 		} else {
-			q[i] = 0;
+			v = 0;
+			for (int k = 0; k < end - p; k++)
+				v |= (uint64_t)p[k] << (8 * k);
 		}
+		v = (v >> (bit % 8)) & m;
+		/* Sign-extend from `bits` bits. */
+		q[i] = (int32_t)((int64_t)(v << (64 - bits)) >> (64 - bits));
+		bit += bits;
 	}
 }
 

@@ -30,16 +30,27 @@ typedef uint32_t kern_ebq_amax_fn(const float *x, uint64_t n);
 /* Returns how many of n values have (bits & 0x7fffffff) > h. */
 typedef uint64_t kern_ebq_count_fn(const float *x, uint64_t n, uint32_t h);
 
-/* Quantises n finite values into q (n int32s) as the header says, with
- * |q| <= qmax known to fit (checked by the caller). Returns how many
- * reconstructions are non-zero after the filter, or UINT64_MAX when a
- * reconstruction misses the bound (q is then partly written). */
+/* Quantises n finite values as the header says, with |q| <= qmax known to
+ * fit (checked by the caller). mask NULL: the n codes go to q. Otherwise
+ * (sparse) bit i of mask (byte i / 8, LSB first; n is a multiple of 8 but
+ * in the last call) is set where code i is non-zero, and only those codes
+ * go to q, in order. q has room for n + KERN_EBQ_SLACK codes (the vector
+ * paths store whole vectors). *ret_codes gets the codes written. Returns
+ * how many reconstructions are non-zero after the filter, or UINT64_MAX
+ * when a reconstruction misses the bound (q and mask are then partly
+ * written). */
 typedef uint64_t kern_ebq_quant_fn(const float *x, uint64_t n, double step,
-    double eb, int32_t *q);
+    double eb, int32_t *q, uint8_t *mask, uint64_t *ret_codes);
 
-/* Reconstructs n values: out[i] = filtered (float)((double)q[i] * step). */
+/* Reconstructs n values: out[i] = filtered (float)((double)c * step), c
+ * = q[i] (mask NULL) or, sparse, the next code of q where bit i of mask is
+ * set and 0 elsewhere (n a multiple of 8 but in the last call). q is
+ * readable for KERN_EBQ_SLACK codes beyond its codes. */
 typedef void kern_ebq_dequant_fn(const int32_t *q, uint64_t n, double step,
-    float ebf, float *out);
+    float ebf, float *out, const uint8_t *mask);
+
+/* Codes of room a q buffer needs beyond its n. */
+#define KERN_EBQ_SLACK 16
 
 /* One instruction set's kernels. */
 typedef struct kern_ebq_fns {
@@ -57,42 +68,32 @@ const kern_ebq_fns *kern_ebq_get(int isa);
 uint32_t kern_ebq_amax_scalar(const float *x, uint64_t n);
 uint64_t kern_ebq_count_scalar(const float *x, uint64_t n, uint32_t h);
 uint64_t kern_ebq_quant_scalar(const float *x, uint64_t n, double step,
-    double eb, int32_t *q);
+    double eb, int32_t *q, uint8_t *mask, uint64_t *ret_codes);
 void kern_ebq_dequant_scalar(const int32_t *q, uint64_t n, double step,
-    float ebf, float *out);
+    float ebf, float *out, const uint8_t *mask);
 
 /* Bit packing: code i of `bits` (1..32) bits, two's complement, goes to
  * bit offset i * bits of the stream, least significant bit first. A
  * packer holds the bits not yet written. */
 typedef struct kern_ebq_packer {
 	uint8_t *out;  /* next byte to write */
+	uint8_t *end;  /* end of the stream's buffer (never written) */
 	uint64_t acc;  /* pending bits, the oldest lowest */
 	unsigned used; /* pending bits in acc, < 32 between calls */
 	unsigned bits; /* bits per code */
 } kern_ebq_packer;
 
-/* Appends the low `bits` bits of q[0..n) (dense). */
+/* Appends the low `bits` bits of q[0..n). */
 void kern_ebq_pack(kern_ebq_packer *p, const int32_t *q, uint64_t n);
-
-/* Appends the non-zero q[0..n) only (sparse), and sets bit i of mask
- * (LSB first, mask + i / 8) for each non-zero q[i]; n is a multiple of 8
- * except in the last call. */
-void kern_ebq_pack_sparse(kern_ebq_packer *p, const int32_t *q, uint64_t n,
-    uint8_t *mask);
 
 /* Writes the pending bits (the last byte padded with zero bits). */
 void kern_ebq_pack_flush(kern_ebq_packer *p);
 
-/* Reads n codes of `bits` bits from the stream `in` starting at code
- * index `first`, sign-extended, into q. */
-void kern_ebq_unpack(const uint8_t *in, unsigned bits, uint64_t first,
-    uint64_t n, int32_t *q);
-
-/* Sparse: for the n values from index `first` (a multiple of 8), q[i] is
- * the next code of `in` (index *next, advanced) where mask bit first + i
- * is set, else 0. */
-void kern_ebq_unpack_sparse(const uint8_t *mask, const uint8_t *in,
-    unsigned bits, uint64_t first, uint64_t n, uint64_t *next, int32_t *q);
+/* Reads n codes of `bits` bits, sign-extended, into q, from the stream
+ * [in, end) starting at code index `first`; reads no byte at or past end
+ * (the caller checked the codes are within it). */
+void kern_ebq_unpack(const uint8_t *in, const uint8_t *end, unsigned bits,
+    uint64_t first, uint64_t n, int32_t *q);
 
 #ifdef KERN_HAVE_X86
 extern const kern_ebq_fns kern_ebq_avx2;

@@ -57,13 +57,14 @@ avx512_count(const float *x, uint64_t n, uint32_t h)
 }
 
 static uint64_t
-avx512_quant(const float *x, uint64_t n, double step, double eb, int32_t *q)
+avx512_quant(const float *x, uint64_t n, double step, double eb, int32_t *q,
+    uint8_t *mask, uint64_t *ret_codes)
 {
 	const __m512d vstep = _mm512_set1_pd(step);
 	const __m512d veb = _mm512_set1_pd(eb);
 	const __m512 vebf = _mm512_set1_ps((float)eb);
 	__mmask8 bad = 0;
-	uint64_t i = 0, nz = 0, tail;
+	uint64_t i = 0, nz = 0, k = 0, tail, tk;
 
 	for (; i + 16 <= n; i += 16) {
 		__m512d x0 = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
@@ -78,6 +79,9 @@ avx512_quant(const float *x, uint64_t n, double step, double eb, int32_t *q)
 		    1);
 		__mmask16 keep = _mm512_cmp_ps_mask(_mm512_abs_ps(rec), vebf,
 		    _CMP_NLE_UQ);
+		__m512i c = _mm512_inserti64x4(_mm512_castsi256_si512(
+						   _mm512_cvtpd_epi32(q0)),
+		    _mm512_cvtpd_epi32(q1), 1);
 
 		rec = _mm512_maskz_mov_ps(keep, rec);
 		nz += (uint64_t)__builtin_popcount(
@@ -93,39 +97,66 @@ avx512_quant(const float *x, uint64_t n, double step, double eb, int32_t *q)
 						  _mm512_extractf32x8_ps(rec,
 						      1)))),
 		    veb, _CMP_GT_OQ);
-		_mm256_storeu_si256((void *)(q + i), _mm512_cvtpd_epi32(q0));
-		_mm256_storeu_si256((void *)(q + i + 8),
-		    _mm512_cvtpd_epi32(q1));
+		if (mask != NULL) {
+			__mmask16 m = _mm512_test_epi32_mask(c, c);
+
+			/* The register form of compress (the memory form
+			 * is slow on some processors), stored whole. */
+			_mm512_storeu_si512(q + k,
+			    _mm512_maskz_compress_epi32(m, c));
+			k += (uint64_t)__builtin_popcount((unsigned)m);
+			mask[i / 8] = (uint8_t)m;
+			mask[i / 8 + 1] = (uint8_t)(m >> 8);
+		} else {
+			_mm512_storeu_si512(q + k, c);
+			k += 16;
+		}
 	}
-	tail = kern_ebq_quant_scalar(x + i, n - i, step, eb, q + i);
+	tail = kern_ebq_quant_scalar(x + i, n - i, step, eb, q + k,
+	    mask != NULL ? mask + i / 8 : NULL, &tk);
+	*ret_codes = k + tk;
 	if (bad || tail == UINT64_MAX)
 		return UINT64_MAX;
 	return nz + tail;
 }
 
 static void
-avx512_dequant(const int32_t *q, uint64_t n, double step, float ebf, float *out)
+avx512_dequant(const int32_t *q, uint64_t n, double step, float ebf, float *out,
+    const uint8_t *mask)
 {
 	const __m512d vstep = _mm512_set1_pd(step);
 	const __m512 vebf = _mm512_set1_ps(ebf);
-	uint64_t i = 0;
+	uint64_t i = 0, k = 0;
 
 	for (; i + 16 <= n; i += 16) {
-		__m512d d0 = _mm512_cvtepi32_pd(
-		    _mm256_loadu_si256((const void *)(q + i)));
-		__m512d d1 = _mm512_cvtepi32_pd(
-		    _mm256_loadu_si256((const void *)(q + i + 8)));
-		__m512 v = _mm512_insertf32x8(_mm512_castps256_ps512(
-						  _mm512_cvtpd_ps(
-						      _mm512_mul_pd(d0,
-							  vstep))),
-		    _mm512_cvtpd_ps(_mm512_mul_pd(d1, vstep)), 1);
-		__mmask16 keep = _mm512_cmp_ps_mask(_mm512_abs_ps(v), vebf,
-		    _CMP_NLE_UQ);
+		__m512i c;
+		__m512d d0, d1;
+		__m512 v;
+		__mmask16 keep;
 
+		if (mask != NULL) {
+			__mmask16 m = (__mmask16)(mask[i / 8] |
+			    (unsigned)mask[i / 8 + 1] << 8);
+
+			c = _mm512_maskz_expand_epi32(m,
+			    _mm512_loadu_si512(q + k));
+			k += (uint64_t)__builtin_popcount((unsigned)m);
+		} else {
+			c = _mm512_loadu_si512(q + i);
+		}
+		d0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(c));
+		d1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(c, 1));
+		v = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(
+					   _mm512_mul_pd(d0, vstep))),
+		    _mm512_cvtpd_ps(_mm512_mul_pd(d1, vstep)), 1);
+		keep = _mm512_cmp_ps_mask(_mm512_abs_ps(v), vebf, _CMP_NLE_UQ);
 		_mm512_storeu_ps(out + i, _mm512_maskz_mov_ps(keep, v));
 	}
-	kern_ebq_dequant_scalar(q + i, n - i, step, ebf, out + i);
+	if (mask != NULL)
+		kern_ebq_dequant_scalar(q + k, n - i, step, ebf, out + i,
+		    mask + i / 8);
+	else
+		kern_ebq_dequant_scalar(q + i, n - i, step, ebf, out + i, NULL);
 }
 
 const kern_ebq_fns kern_ebq_avx512 = {
