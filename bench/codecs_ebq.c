@@ -270,6 +270,40 @@ zstd_row(cmp_row *r, const float *x, uint64_t n, int level, uint8_t *buf,
 }
 #endif
 
+#ifdef BENCH_HAVE_ZSTD
+/* ebq tight, then zstd at `level` over the payload (what BELLOWS_EBQ_ZSTD
+ * does at level 1), timed together: which level would pay. */
+static void
+ebq_zstd_row(cmp_row *r, const float *x, uint64_t n, double eb, int level,
+    uint8_t *msg, uint8_t *buf, size_t cap, float *dst, int reps)
+{
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	ZSTD_DCtx *dc = ZSTD_createDCtx();
+	double te[MAX_REPS], td[MAX_REPS];
+	size_t len = 0, z = 0;
+
+	for (int k = 0; k < reps; k++) {
+		TIME((check(bellows_ebq_encode(x, n, eb, 0, NULL, msg, cap,
+				&len),
+			  "encode"),
+			 z = ZSTD_compressCCtx(cc, buf, cap, msg + 56, len - 56,
+			     level)),
+		    te[k]);
+		TIME((ZSTD_decompressDCtx(dc, msg + 56, len - 56, buf, z),
+			 check(bellows_ebq_decode(msg, len, dst, n, NULL),
+			     "decode")),
+		    td[k]);
+	}
+	r->enc = bench_median(te, reps);
+	r->dec = bench_median(td, reps);
+	r->bytes = 56 + z;
+	r->err = max_err(x, dst, n);
+	r->ok = !ZSTD_isError(z);
+	ZSTD_freeCCtx(cc);
+	ZSTD_freeDCtx(dc);
+}
+#endif
+
 #ifdef BENCH_HAVE_ZFP
 /* zfp, fixed-accuracy mode with tolerance eb, on x as a 1-D array. */
 static void
@@ -307,15 +341,20 @@ part2(float *x, uint64_t n, double eb, int reps, const char *what)
 	size_t cap = bellows_ebq_bound(n) * 2 + (1 << 20);
 	uint8_t *buf = bench_alloc("codecs_ebq", cap);
 	float *dst = bench_alloc("codecs_ebq", n * 4);
-	static const char *const names[7] = { "ebq tight", "ebq bytes",
+	static const char *const names[] = { "ebq tight", "ebq bytes",
 		"ebq tight+zstd-1", "zfp accuracy", "zstd-1 floats",
-		"zstd-3 floats", "memcpy" };
-	cmp_row rows[7];
+		"zstd-3 floats", "memcpy", "ebq + zstd -5", "ebq + zstd -1",
+		"ebq + zstd 3" };
+	enum {
+		ROWS = sizeof names / sizeof names[0]
+	};
+	cmp_row rows[ROWS];
+	uint8_t *msg = bench_alloc("codecs_ebq", cap);
 	uint64_t zeros = 0;
 	bellows_ebq *ctx = NULL;
 
 	memset(rows, 0, sizeof rows);
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < ROWS; i++)
 		rows[i].name = names[i];
 	for (uint64_t i = 0; i < n; i++)
 		zeros += x[i] == 0.0f;
@@ -335,6 +374,9 @@ part2(float *x, uint64_t n, double eb, int reps, const char *what)
 #ifdef BENCH_HAVE_ZSTD
 	zstd_row(&rows[4], x, n, 1, buf, cap, dst, reps);
 	zstd_row(&rows[5], x, n, 3, buf, cap, dst, reps);
+	ebq_zstd_row(&rows[7], x, n, eb, -5, msg, buf, cap, dst, reps);
+	ebq_zstd_row(&rows[8], x, n, eb, -1, msg, buf, cap, dst, reps);
+	ebq_zstd_row(&rows[9], x, n, eb, 3, msg, buf, cap, dst, reps);
 #endif
 	{
 		double t[MAX_REPS];
@@ -347,7 +389,7 @@ part2(float *x, uint64_t n, double eb, int reps, const char *what)
 	}
 	printf("%-18s %8s %9s %9s %11s\n", "codec", "ratio", "enc GB/s",
 	    "dec GB/s", "max error");
-	for (int i = 0; i < 7; i++) {
+	for (int i = 0; i < ROWS; i++) {
 		if (!rows[i].ok) {
 			printf("%-18s %8s\n", rows[i].name,
 			    "(not in this build)");
@@ -360,6 +402,7 @@ part2(float *x, uint64_t n, double eb, int reps, const char *what)
 	}
 	free(buf);
 	free(dst);
+	free(msg);
 }
 
 int
