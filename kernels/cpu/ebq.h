@@ -96,6 +96,9 @@ void kern_ebq_unpack(const uint8_t *in, const uint8_t *end, unsigned bits,
     uint64_t first, uint64_t n, int32_t *q);
 
 #ifdef KERN_HAVE_X86
+/* AVX2's dequantiser, also the AVX-512 table's (faster there). */
+void kern_ebq_dequant_avx2(const int32_t *q, uint64_t n, double step, float ebf,
+    float *out, const uint8_t *mask);
 extern const kern_ebq_fns kern_ebq_avx2;
 extern const kern_ebq_fns kern_ebq_avx512;
 #endif

@@ -661,9 +661,9 @@ avx2_quant(const float *x, uint64_t n, double step, double eb, int32_t *q,
 	return nz + tail;
 }
 
-static void
-avx2_dequant(const int32_t *q, uint64_t n, double step, float ebf, float *out,
-    const uint8_t *mask)
+void
+kern_ebq_dequant_avx2(const int32_t *q, uint64_t n, double step, float ebf,
+    float *out, const uint8_t *mask)
 {
 	const __m256d vstep = _mm256_set1_pd(step);
 	const __m256 vebf = _mm256_set1_ps(ebf);
@@ -709,5 +709,5 @@ const kern_ebq_fns kern_ebq_avx2 = {
 	.amax = avx2_amax,
 	.count = avx2_count,
 	.quant = avx2_quant,
-	.dequant = avx2_dequant,
+	.dequant = kern_ebq_dequant_avx2,
 };

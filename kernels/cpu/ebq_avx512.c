@@ -2,8 +2,11 @@
  *
  * Compiled with -mavx512f/bw/vl/dq and called only on processors that have
  * them: ebq_avx2.c's method, 16 floats (two vectors of 8 doubles) per round,
- * with mask registers for the filter and the checks. Bit for bit the scalar
- * code's codes and floats; the last values go through the scalar kernels.
+ * with mask registers for the filter and the checks, and sparse codes
+ * compacted by vpcompressd. Bit for bit the scalar code's codes and floats;
+ * the last values go through the scalar kernels. Decoding uses the AVX2
+ * dequantiser: an AVX-512 one (vpexpandd, 16 lanes) ran at 4.3 GB/s on this
+ * project's machine against 6.4 for the AVX2 one.
  */
 #include <immintrin.h>
 
@@ -120,48 +123,9 @@ avx512_quant(const float *x, uint64_t n, double step, double eb, int32_t *q,
 	return nz + tail;
 }
 
-static void
-avx512_dequant(const int32_t *q, uint64_t n, double step, float ebf, float *out,
-    const uint8_t *mask)
-{
-	const __m512d vstep = _mm512_set1_pd(step);
-	const __m512 vebf = _mm512_set1_ps(ebf);
-	uint64_t i = 0, k = 0;
-
-	for (; i + 16 <= n; i += 16) {
-		__m512i c;
-		__m512d d0, d1;
-		__m512 v;
-		__mmask16 keep;
-
-		if (mask != NULL) {
-			__mmask16 m = (__mmask16)(mask[i / 8] |
-			    (unsigned)mask[i / 8 + 1] << 8);
-
-			c = _mm512_maskz_expand_epi32(m,
-			    _mm512_loadu_si512(q + k));
-			k += (uint64_t)__builtin_popcount((unsigned)m);
-		} else {
-			c = _mm512_loadu_si512(q + i);
-		}
-		d0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(c));
-		d1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(c, 1));
-		v = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(
-					   _mm512_mul_pd(d0, vstep))),
-		    _mm512_cvtpd_ps(_mm512_mul_pd(d1, vstep)), 1);
-		keep = _mm512_cmp_ps_mask(_mm512_abs_ps(v), vebf, _CMP_NLE_UQ);
-		_mm512_storeu_ps(out + i, _mm512_maskz_mov_ps(keep, v));
-	}
-	if (mask != NULL)
-		kern_ebq_dequant_scalar(q + k, n - i, step, ebf, out + i,
-		    mask + i / 8);
-	else
-		kern_ebq_dequant_scalar(q + i, n - i, step, ebf, out + i, NULL);
-}
-
 const kern_ebq_fns kern_ebq_avx512 = {
 	.amax = avx512_amax,
 	.count = avx512_count,
 	.quant = avx512_quant,
-	.dequant = avx512_dequant,
+	.dequant = kern_ebq_dequant_avx2,
 };
