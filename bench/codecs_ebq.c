@@ -21,10 +21,11 @@
  *
  * Part 2: the same activations (the FILE, or 16 MiB of the synthetic ones)
  * through each codec at the same absolute bound: ebq tight, ebq bytes, ebq
- * tight + zstd, zfp's fixed-accuracy mode (tolerance eb, 1-D), and zstd
- * level 1 and 3 on the raw floats (lossless): ratio, encode and decode
- * GB/s, the largest error seen. zfp and zstd columns need libzfp and libzstd
- * at build time (optional; absent, their rows say so).
+ * tight + zstd (the library's level 1, and -5, -1 and 3 over the payload,
+ * timed with the encode), zfp's fixed-accuracy mode (tolerance eb, 1-D),
+ * and zstd level 1 and 3 on the raw floats (lossless): ratio, encode and
+ * decode GB/s, the largest error seen. zfp and zstd columns need libzfp and
+ * libzstd at build time (optional; absent, their rows say so).
  *
  * The last line reads
  *   codecs: ebq encode GB/s (1-16 MiB, 1 thread, median): X.XX
