@@ -531,6 +531,26 @@ test_ebq_refuses_bad_arguments(void **state)
 	assert_int_equal(bellows_ebq_decode_parts(&in, m, m, out),
 	    BELLOWS_EINVAL);
 	assert_int_equal(bellows_ebq_force_isa(99), BELLOWS_ENOTSUP);
+	/* Parts for an input other than the planned one (more non-zero
+	 * codes than planned): refused before a code is written past the
+	 * planned buffer (ASan). */
+	{
+		float y[64] = { 0 }, z[64];
+		uint8_t mask[8], *codes;
+		bellows_ebq_info pl;
+
+		y[5] = 1.0f;
+		for (int i = 0; i < 64; i++)
+			z[i] = 1.0f;
+		assert_int_equal(bellows_ebq_plan(y, 64, 0.01, 0, &pl), 0);
+		assert_int_equal(pl.mode, BELLOWS_EBQ_SPARSE);
+		codes = malloc(pl.codes_bytes);
+		assert_non_null(codes);
+		assert_int_equal(bellows_ebq_encode_parts(z, &pl, mask, codes,
+				     NULL),
+		    BELLOWS_EINVAL);
+		free(codes);
+	}
 	assert_int_equal(bellows_ebq_bound(UINT64_MAX), 0);
 }
 
