@@ -5,7 +5,7 @@
  * Encoding reads the input three times: its largest magnitude (the step
  * and the code width follow), the count of non-zero codes (the layout
  * follows: codes are q != 0 exactly when |x| is above a threshold found
- * once by bisection on floats), then the codes, written block by block
+ * once by stepping through floats), then the codes, written block by block
  * through a small stack buffer so nothing is allocated. */
 #include <bellows/codec.h>
 
