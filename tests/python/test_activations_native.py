@@ -61,6 +61,10 @@ def cases():
         "sparse": torch.zeros(10001).index_fill_(
             0, torch.arange(0, 10001, 10), 3.25),
     }
+    # Mostly zeros with a wide range: int32 codes, sparse.
+    wide = torch.zeros(20000)
+    wide[::50] = torch.linspace(-3000, 3000, 400)
+    out["sparse-int32"] = wide
     k = torch.arange(-20000, 20000, 37, dtype=torch.float64)
     out["midpoints"] = ((k + 0.5) * 2 * 0.05).float()
     return out
@@ -118,6 +122,10 @@ class NativeTest(unittest.TestCase):
             for eb in (1e-3, 0.05):
                 with self.subTest(n=n, eb=eb):
                     self.assert_same(x, eb)
+
+    def test_wide_sparse_tensors_take_int32_codes_on_both_paths(self):
+        p = self.assert_same(cases()["sparse-int32"], 1e-3)
+        self.assertEqual((p.mode, p.code_dtype), ("sparse", torch.int32))
 
     def test_non_finite_values_stay_raw_on_both_paths(self):
         for special in (float("nan"), float("inf"), -float("inf")):
