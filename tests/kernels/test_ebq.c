@@ -94,12 +94,14 @@ ref_make_plan(const float *x, uint64_t n, double eb, int byte_codes)
 		double q = nearbyint((double)x[i] / p.step);
 
 		if (fabs(q) > 2147483647.0)
-			return p;
+			return (
+			    ref_plan){ .mode = BELLOWS_EBQ_RAW, .bits = 32 };
 		if ((int64_t)fabs(q) > p.qmax)
 			p.qmax = (int64_t)fabs(q);
 		p.nzq += q != 0.0;
 		if (fabs((double)x[i] - (double)ref_rec(q, p.step, eb)) > eb)
-			return p;
+			return (
+			    ref_plan){ .mode = BELLOWS_EBQ_RAW, .bits = 32 };
 		p.nonzero += ref_rec(q, p.step, eb) != 0.0f;
 	}
 	for (p.bits = 1; p.qmax > (INT64_C(1) << (p.bits - 1)) - 1; p.bits++)
@@ -111,6 +113,7 @@ ref_make_plan(const float *x, uint64_t n, double eb, int byte_codes)
 	if ((dense < sparse ? dense : sparse) >= 4 * n) {
 		p.mode = BELLOWS_EBQ_RAW;
 		p.bits = 32;
+		p.step = 0.0;
 		return p;
 	}
 	p.mode = sparse < dense ? BELLOWS_EBQ_SPARSE : BELLOWS_EBQ_DENSE;
@@ -235,6 +238,13 @@ check(const float *x, uint64_t n, double eb)
 					     NULL, got, cap, &len),
 			    0);
 			assert_int_equal(len, wlen);
+			for (size_t b = 0; b < len; b++)
+				if (got[b] != want[b]) {
+					print_message("byte %zu: %02x, want "
+						      "%02x\n",
+					    b, got[b], want[b]);
+					break;
+				}
 			if (memcmp(got, want, len) != 0)
 				fail_msg("isa %d n %llu eb %g bc %d: message "
 					 "differs from the reference",
@@ -370,6 +380,42 @@ test_ebq_stores_nan_and_infinities_raw(void **state)
 	    0);
 	assert_int_equal(bellows_ebq_info_read(m, len, &in), 0);
 	assert_int_equal(in.mode, BELLOWS_EBQ_RAW);
+}
+
+/* A bound whose step rounds to eb in float32 (amax 1.5): values around
+ * 0.75 eb get code 1 whose reconstruction the filter zeroes. The sparse
+ * layout still stores those codes and is sized by them. */
+static void
+test_ebq_sizes_layouts_by_codes_the_filter_zeroes(void **state)
+{
+	const double eb = ldexp(1.0 + ldexp(1.0, -18) + ldexp(1.0, -30), -23);
+	float *x = calloc(4096, sizeof(float));
+	uint8_t *m = malloc(bellows_ebq_bound(4096));
+	size_t len;
+
+	(void)state;
+	assert_non_null(x);
+	assert_non_null(m);
+	find_isas();
+	for (int many = 1000; many <= 4000; many += 3000) {
+		ref_plan p;
+
+		x[0] = 1.5f;
+		for (int i = 1; i < many; i++)
+			x[i] = (float)(0.75 * eb);
+		p = ref_make_plan(x, 4096, eb, 0);
+		assert_true((float)p.step <= (float)eb);
+		assert_true(p.nonzero < p.nzq);
+		check(x, 4096, eb);
+		assert_int_equal(bellows_ebq_encode(x, 4096, eb,
+				     BELLOWS_EBQ_BYTE_CODES, NULL, m,
+				     bellows_ebq_bound(4096), &len),
+		    0);
+		assert_int_equal(m[3],
+		    many == 1000 ? BELLOWS_EBQ_SPARSE : BELLOWS_EBQ_RAW);
+	}
+	free(x);
+	free(m);
 }
 
 static void
@@ -710,6 +756,8 @@ main(void)
 		cmocka_unit_test(test_ebq_matches_the_reference_on_every_isa),
 		cmocka_unit_test(test_ebq_stores_nan_and_infinities_raw),
 		cmocka_unit_test(test_ebq_holds_the_bound_on_every_element),
+		cmocka_unit_test(
+		    test_ebq_sizes_layouts_by_codes_the_filter_zeroes),
 		cmocka_unit_test(test_ebq_chooses_the_bits_at_each_boundary),
 		cmocka_unit_test(test_ebq_refuses_bad_arguments),
 		cmocka_unit_test(

@@ -127,6 +127,22 @@ class NativeTest(unittest.TestCase):
         p = self.assert_same(cases()["sparse-int32"], 1e-3)
         self.assertEqual((p.mode, p.code_dtype), ("sparse", torch.int32))
 
+    def test_codes_the_filter_zeroes_count_in_the_layout(self):
+        # A bound whose step rounds to eb in float32 (amax 1.5): values
+        # around 0.75 eb get code 1 and a filtered reconstruction 0. The
+        # sparse layout stores their codes, so both paths size it by the
+        # codes: raw when those make it no smaller than the floats.
+        eb = 2.0 ** -23 * (1 + 2.0 ** -18 + 2.0 ** -30)
+        for many in (1000, 4000):
+            x = torch.zeros(4096)
+            x[0] = 1.5
+            x[1:many] = 0.75 * eb
+            with self.subTest(many=many):
+                p = self.assert_same(x, eb)
+                self.assertLessEqual(p.stored_bytes, p.raw_bytes)
+                self.assertEqual(p.mode, "sparse" if many == 1000
+                                 else "raw")
+
     def test_non_finite_values_stay_raw_on_both_paths(self):
         for special in (float("nan"), float("inf"), -float("inf")):
             x = torch.randn(100)

@@ -341,7 +341,7 @@ def pack(x: torch.Tensor, eb: float, count_nonzero: bool = True,
     size = torch.tensor([], dtype=code).element_size()
     raw_bytes = n * x.element_size()
     codes = torch.empty(n, dtype=code, device=x.device)
-    nz = 0
+    nz = nzq = 0  # non-zero reconstructions, non-zero codes
     for lo in range(0, n, _CHUNK):
         xd = flat[lo:lo + _CHUNK].to(torch.float64)
         q = torch.round(xd / step)
@@ -353,10 +353,14 @@ def pack(x: torch.Tensor, eb: float, count_nonzero: bool = True,
                 q.abs().max().item() > limit:
             return _raw(x, count_nonzero)  # pragma: no cover - the margin
         nz += torch.count_nonzero(rec).item()
+        nzq += torch.count_nonzero(q).item()
         codes[lo:lo + _CHUNK] = q.to(code)
         del xd, q, rec
     dense = n * size
-    sparse = (n + 7) // 8 + nz * size
+    # The sparse layout stores every non-zero code, including one the
+    # filter zeroes (possible only when the step rounds to eb in x's
+    # dtype): size it by the codes.
+    sparse = (n + 7) // 8 + nzq * size
     if min(dense, sparse) >= raw_bytes:
         return _raw(x, count_nonzero)
     p = Packed()
