@@ -334,7 +334,8 @@ BELLOWS_EXPORT int bellows_ebq_encode_parts(const float *x,
  * NULL out, x overlapping out, or BELLOWS_EBQ_ZSTD without a ctx or with
  * n above the ctx's; BELLOWS_ENOTSUP for BELLOWS_EBQ_ZSTD in a build
  * without zstd; BELLOWS_EMSGSIZE when cap is too small (out is then
- * untouched). */
+ * untouched, unless the codes missed the bound and the raw values they
+ * fall back to do not fit: then its contents are unspecified). */
 BELLOWS_EXPORT int bellows_ebq_encode(const float *x, uint64_t n, double eb,
     int flags, bellows_ebq *ctx, void *out, size_t cap, size_t *ret_bytes);
 
