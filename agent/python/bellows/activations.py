@@ -13,8 +13,9 @@ only, ``torch.autograd.graph.saved_tensors_hooks`` packs the saved input:
     x' = 0 where |x'| <= eb       COMET's zero filter, at unpack
 
 With this pre-quantisation q = 0 already reconstructs as exactly 0 and a
-non-zero q as |x'| >= 2 eb' > eb, so the filter never changes a value; it
-is applied anyway, explicitly, because it is what the bound statistics (R)
+non-zero q as |x'| >= 2 eb' > eb, so the filter changes a value only where
+2 eb' rounds to eb in x's dtype (eb' within a rounding of eb / 2); it is
+applied anyway, explicitly, because it is what the bound statistics (R)
 and the theory assume. The codes are stored in the narrowest integer type
 that holds them (int8, int16, int32); when that saves memory, as a packed
 bitmask of the non-zero codes plus those codes only. A layer whose bound is
@@ -399,8 +400,9 @@ def unpack(p: Packed, native: bool = True) -> torch.Tensor:
         vals = out
     vals = vals.view(p.shape)
     # COMET's zero filter. With this quantiser it changes nothing (q = 0
-    # gives 0, q != 0 gives |x'| > eb); kept so the stored activation is
-    # by construction what the bound statistics assume.
+    # gives 0, q != 0 gives |x'| > eb) unless 2 eb' rounds to eb; kept so
+    # the stored activation is by construction what the bound statistics
+    # assume.
     return vals.masked_fill_(vals.abs() <= p.eb, 0)
 
 
