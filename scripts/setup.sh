@@ -24,6 +24,8 @@ BUILD_PACKAGES=(
 	sqlite3
 	libyaml-dev
 	libcmocka-dev
+	libzstd-dev
+	libzfp-dev
 	libncurses-dev
 	clang-format
 	tmux

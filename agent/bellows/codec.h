@@ -300,6 +300,187 @@ BELLOWS_EXPORT size_t bellows_codec_topk_cuda_work_bytes(uint64_t n);
 BELLOWS_EXPORT int bellows_codec_topk_encode_cuda(int dtype, const void *grad,
     float *residual, uint64_t n, uint64_t k, uint32_t *idx, float *val,
     void *work, size_t work_bytes, void *stream);
+/* Error-bounded quantiser (COMET's activation codec, bellows.activations).
+ *
+ * For n float32 values x and an absolute bound eb > 0 (binary64):
+ *
+ *   amax  = max |x[i]|
+ *   k     = floor(log2(amax + eb))                     (libm log2)
+ *   eb'   = (eb - 2^(k-24)) * (1 - 2^-18)              half a float ulp of
+ *   step  = 2 eb'                                      the largest value off
+ *   q[i]  = nearbyint((double)x[i] / step)             half to even
+ *   x'[i] = (float)((double)q[i] * step), then 0 where |x'[i]| <= (float)eb
+ *
+ * the last line being COMET's zero filter. Every element satisfies
+ * |x[i] - x'[i]| <= eb; the encoder checks it and stores the values raw if
+ * an element misses it (the margins rule that out). The values are stored
+ * raw (exact, 4 bytes each) when eb is 0, n is 0, an x[i] is NaN or
+ * infinite, eb' <= eb / 2, max |q| does not fit 32 bits, or the codes would
+ * not take fewer bytes than the floats. This is, operation for operation,
+ * bellows.activations' torch code (pack/unpack), so both give the same
+ * codes and the same floats.
+ *
+ * Codes: b-bit two's complement, b the fewest bits holding +-max |q|
+ * (1 + bit length of max |q|), or with BELLOWS_EBQ_BYTE_CODES the narrowest
+ * of 8, 16 and 32 (torch's int8/int16/int32, the layout of
+ * bellows.activations). Code i is at bit offset i * b of the stream, least
+ * significant bit first; the last byte is padded with zero bits. Two layouts,
+ * the smaller wins (the dense one on a tie):
+ *
+ *   dense:  the n codes                          ceil(n b / 8) bytes
+ *   sparse: a bitmask, bit i (byte i / 8, LSB first) set where q[i] != 0,
+ *           ceil(n / 8) bytes, then the non-zero codes in order
+ *
+ * Message: a 56-byte header, then the payload.
+ *
+ *   bytes 0-1   'B' 'E'        magic
+ *   byte  2     1              BELLOWS_EBQ_VERSION
+ *   byte  3     mode           BELLOWS_EBQ_RAW, _DENSE or _SPARSE
+ *   byte  4     bits           bits per code, 1..32; 32 when raw
+ *   byte  5     flags          bit 0: payload zstd-compressed; others 0
+ *   bytes 6-7   0              reserved
+ *   bytes 8-15  n              values, uint64 little-endian
+ *   bytes 16-23 eb             the bound asked, IEEE binary64 little-endian
+ *   bytes 24-31 step           2 eb', binary64 (0 when raw)
+ *   bytes 32-39 codes          codes stored: n dense, the set bits of the
+ *                              mask sparse, 0 raw
+ *   bytes 40-47 nonzero        values that decode non-zero (information)
+ *   bytes 48-55 payload bytes  as stored (compressed, with the zstd flag)
+ *   bytes 56-   payload        raw: n float32 little-endian; dense: codes;
+ *                              sparse: bitmask then codes
+ *
+ * NaN and infinities: a layer holding one is stored raw, bit for bit (the
+ * bound holds for its finite values, the others come back as they were).
+ * Subnormal inputs quantise like any value; a subnormal reconstruction is
+ * kept unless the filter zeroes it.
+ *
+ * zstd (optional, BELLOWS_EBQ_ZSTD, libzstd at build time: see
+ * bellows_ebq_have_zstd): the payload is compressed with zstd level 1 when
+ * that makes it smaller, else the message is as without the flag. It needs a
+ * bellows_ebq context (its buffers are allocated once, by bellows_ebq_new).
+ *
+ * Threads and allocation: the functions allocate nothing but
+ * bellows_ebq_new; a context is used by one thread at a time, the others
+ * are safe from any thread on disjoint buffers. Outputs are untouched on
+ * failure except where said. */
+
+#define BELLOWS_EBQ_VERSION      1  /* the message format's version */
+#define BELLOWS_EBQ_HEADER_BYTES 56 /* bytes before a message's payload */
+
+/* How the values are stored. */
+enum bellows_ebq_mode {
+	BELLOWS_EBQ_RAW = 0,    /* float32 as given */
+	BELLOWS_EBQ_DENSE = 1,  /* one code per value */
+	BELLOWS_EBQ_SPARSE = 2, /* bitmask of non-zero codes, those codes */
+};
+
+/* Flags of bellows_ebq_plan and bellows_ebq_encode. */
+enum bellows_ebq_flags {
+	BELLOWS_EBQ_BYTE_CODES = 1 << 0, /* codes of 8, 16 or 32 bits */
+	BELLOWS_EBQ_ZSTD = 1 << 1,       /* zstd over the payload */
+};
+
+/* What a message (or a plan) holds. */
+typedef struct bellows_ebq_info {
+	int mode;               /* bellows_ebq_mode */
+	unsigned bits;          /* bits per code; 32 when raw */
+	int zstd;               /* payload zstd-compressed (messages) */
+	uint64_t n;             /* values */
+	uint64_t codes;         /* codes stored (n dense, 0 raw) */
+	uint64_t nonzero;       /* values that decode non-zero */
+	double eb;              /* bound asked */
+	double step;            /* quantisation step 2 eb' (0 raw) */
+	uint64_t mask_bytes;    /* sparse: ceil(n / 8); else 0 */
+	uint64_t codes_bytes;   /* ceil(codes bits / 8); raw: 4 n */
+	uint64_t payload_bytes; /* payload as stored */
+} bellows_ebq_info;
+
+/* The zstd buffers of the error-bounded quantiser. */
+typedef struct bellows_ebq bellows_ebq;
+
+/* Returns the largest message of n values (header + 4 n), or 0 for n
+ * above BELLOWS_CODEC_MAX_VALUES. Pure; any thread. */
+BELLOWS_EXPORT size_t bellows_ebq_bound(uint64_t n);
+
+/* Returns 1 if this build has zstd (BELLOWS_EBQ_ZSTD works), else 0. */
+BELLOWS_EXPORT int bellows_ebq_have_zstd(void);
+
+/* Plans the encoding of x (n floats) with bound eb: reads x twice and
+ * fills *ret_info (mode, bits, step, codes, sizes; nonzero is the count of
+ * non-zero codes, which bellows_ebq_encode_parts makes exact). Allocates
+ * nothing. Returns 0; BELLOWS_EINVAL for eb negative or not finite, a NULL
+ * x with n > 0, a NULL ret_info, unknown flags or n above
+ * BELLOWS_CODEC_MAX_VALUES. */
+BELLOWS_EXPORT int bellows_ebq_plan(const float *x, uint64_t n, double eb,
+    int flags, bellows_ebq_info *ret_info);
+
+/* Writes the codes a plan (mode dense or sparse) describes: the bitmask
+ * to mask (info->mask_bytes, sparse only; may be NULL when dense) and the
+ * codes to codes (info->codes_bytes), for the same x. *ret_nonzero (may be
+ * NULL) gets the values that decode non-zero. Allocates nothing. Returns
+ * 0; BELLOWS_EINVAL for NULL pointers or a raw plan; BELLOWS_ELIMIT when an
+ * element misses the bound (store the values raw; mask and codes are then
+ * partly written). */
+BELLOWS_EXPORT int bellows_ebq_encode_parts(const float *x,
+    const bellows_ebq_info *info, void *mask, void *codes,
+    uint64_t *ret_nonzero);
+
+/* Encodes x (n floats) with bound eb into a message in out (cap bytes;
+ * bellows_ebq_bound(n) always suffices); *ret_bytes (may be NULL) gets its
+ * length. ctx is needed with BELLOWS_EBQ_ZSTD only (NULL otherwise).
+ * Allocates nothing. Returns 0; BELLOWS_EINVAL as bellows_ebq_plan, for a
+ * NULL out, x overlapping out, or BELLOWS_EBQ_ZSTD without a ctx or with
+ * n above the ctx's; BELLOWS_ENOTSUP for BELLOWS_EBQ_ZSTD in a build
+ * without zstd; BELLOWS_EMSGSIZE when cap is too small (out is then
+ * untouched, unless the codes missed the bound and the raw values they
+ * fall back to do not fit: then its contents are unspecified). */
+BELLOWS_EXPORT int bellows_ebq_encode(const float *x, uint64_t n, double eb,
+    int flags, bellows_ebq *ctx, void *out, size_t cap, size_t *ret_bytes);
+
+/* Reads and checks a message's header against its length: *ret_info gets
+ * its fields. Any thread. Returns 0; BELLOWS_EINVAL for NULL pointers;
+ * BELLOWS_EPROTO for a message shorter than its header, a wrong magic, an
+ * unknown mode or flag, bits out of range, a bad eb or step, counts above
+ * n, or a length other than header + payload bytes (and, uncompressed,
+ * other than the mode needs); BELLOWS_EVERSION for another version. */
+BELLOWS_EXPORT int bellows_ebq_info_read(const void *msg, size_t bytes,
+    bellows_ebq_info *ret_info);
+
+/* Decodes dense or sparse codes described by info (from
+ * bellows_ebq_info_read or bellows_ebq_plan) into out (info->n floats):
+ * mask (sparse) and codes uncompressed. Allocates nothing; any thread.
+ * Returns 0; BELLOWS_EINVAL for NULL pointers, a raw info or fields out of
+ * range; BELLOWS_EPROTO when the mask's set bits are not info->codes or
+ * padding bits are set. out is untouched on failure. */
+BELLOWS_EXPORT int bellows_ebq_decode_parts(const bellows_ebq_info *info,
+    const void *mask, const void *codes, float *out);
+
+/* Decodes a message of `bytes` bytes into out (n floats). ctx is needed
+ * for a zstd-compressed payload only. Returns 0; BELLOWS_EINVAL for NULL
+ * pointers, or a compressed message without a ctx or larger than it;
+ * BELLOWS_EPROTO as bellows_ebq_info_read and bellows_ebq_decode_parts,
+ * or for a payload zstd cannot decompress to the size the header needs;
+ * BELLOWS_ENOTSUP for a compressed payload in a build without zstd;
+ * BELLOWS_EVERSION; BELLOWS_EMISMATCH when the message's n is not the
+ * caller's. out is untouched on failure, except after a zstd payload that
+ * turned out corrupt (then unspecified). */
+BELLOWS_EXPORT int bellows_ebq_decode(const void *msg, size_t bytes, float *out,
+    uint64_t n, bellows_ebq *ctx);
+
+/* Opens the zstd buffers for messages of up to max_n values (the one
+ * allocation). *ret_ctx is the caller's, to destroy. Returns 0;
+ * BELLOWS_EINVAL for a NULL ret_ctx or max_n above
+ * BELLOWS_CODEC_MAX_VALUES; BELLOWS_ENOTSUP in a build without zstd;
+ * BELLOWS_ENOMEM. */
+BELLOWS_EXPORT int bellows_ebq_new(uint64_t max_n, bellows_ebq **ret_ctx);
+
+/* Frees *ctx and sets it to NULL; NULL-safe. */
+BELLOWS_EXPORT void bellows_ebq_destroy(bellows_ebq **ctx);
+
+/* Test hook: runs the quantiser's kernels of instruction set `isa`
+ * (1 scalar, 2 AVX2, 3 AVX-512, 0 the best) from now on, for this process.
+ * Returns 0, or BELLOWS_ENOTSUP when this processor or build lacks it. */
+BELLOWS_EXPORT int bellows_ebq_force_isa(int isa);
 
 #ifdef __cplusplus
 }

@@ -235,6 +235,28 @@ class ActStats(ctypes.Structure):
     ]
 
 
+class EbqInfo(ctypes.Structure):
+    """struct bellows_ebq_info (bellows/codec.h, error-bounded quantiser)."""
+
+    _fields_ = [
+        ("mode", ctypes.c_int),
+        ("bits", ctypes.c_uint),
+        ("zstd", ctypes.c_int),
+        ("n", ctypes.c_uint64),
+        ("codes", ctypes.c_uint64),
+        ("nonzero", ctypes.c_uint64),
+        ("eb", ctypes.c_double),
+        ("step", ctypes.c_double),
+        ("mask_bytes", ctypes.c_uint64),
+        ("codes_bytes", ctypes.c_uint64),
+        ("payload_bytes", ctypes.c_uint64),
+    ]
+
+
+EBQ_RAW, EBQ_DENSE, EBQ_SPARSE = 0, 1, 2
+EBQ_BYTE_CODES = 1 << 0
+
+
 class AgentStats(ctypes.Structure):
     """struct bellows_agent_stats."""
 
@@ -453,6 +475,18 @@ class _Functions:
         self.codec_topk_encode_cuda = _prototype(
             lib, "bellows_codec_topk_encode_cuda", cint,
             [cint, vp, vp, u64, u64, vp, vp, vp, sz, vp], required=False)
+        # The error-bounded quantiser of bellows.activations in C;
+        # without it bellows.activations runs its torch code.
+        info_p = ctypes.POINTER(EbqInfo)
+        self.ebq_plan = _prototype(
+            lib, "bellows_ebq_plan", cint,
+            [vp, u64, dbl, cint, info_p], required=False)
+        self.ebq_encode_parts = _prototype(
+            lib, "bellows_ebq_encode_parts", cint,
+            [vp, info_p, vp, vp, ctypes.POINTER(u64)], required=False)
+        self.ebq_decode_parts = _prototype(
+            lib, "bellows_ebq_decode_parts", cint,
+            [info_p, vp, vp, vp], required=False)
         self.config_size = self._config_size()
 
     def _config_size(self) -> int:

@@ -13,13 +13,21 @@ only, ``torch.autograd.graph.saved_tensors_hooks`` packs the saved input:
     x' = 0 where |x'| <= eb       COMET's zero filter, at unpack
 
 With this pre-quantisation q = 0 already reconstructs as exactly 0 and a
-non-zero q as |x'| >= 2 eb' > eb, so the filter never changes a value; it
-is applied anyway, explicitly, because it is what the bound statistics (R)
+non-zero q as |x'| >= 2 eb' > eb, so the filter changes a value only where
+2 eb' rounds to eb in x's dtype (eb' within a rounding of eb / 2); it is
+applied anyway, explicitly, because it is what the bound statistics (R)
 and the theory assume. The codes are stored in the narrowest integer type
 that holds them (int8, int16, int32); when that saves memory, as a packed
 bitmask of the non-zero codes plus those codes only. A layer whose bound is
 0, whose input holds NaN/Inf, whose codes do not fit int32, or whose dtype
 is too coarse for its bound keeps the input as it is (exact, no copy).
+
+Contiguous CPU float32 inputs are packed and unpacked by libbellows' C
+quantiser (bellows/codec.h, bellows_ebq_*, through ctypes on the tensors'
+data pointers, no copy): the same arithmetic operation for operation, so
+the same codes, bitmask and floats bit for bit. The torch code below stays
+the reference and the fallback (other dtypes and devices, a library
+without the quantiser, ``native=False``).
 
 What is compressed and what is not: only the input tensor a selected
 convolution saves for its weight gradient. Its weight, the outputs of
@@ -62,6 +70,7 @@ missing.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import math
 import threading
@@ -97,6 +106,29 @@ _MARGIN = 2.0**-18
 _CHUNK = 1 << 20
 
 _CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
+
+# Code type of each width of the C quantiser's byte codes.
+_CODE_OF_BITS = {8: torch.int8, 16: torch.int16, 32: torch.int32}
+
+_native_ebq = None  # libbellows' functions, False if unavailable
+
+
+def _ebq_lib():
+    """libbellows' functions if it has the C quantiser, else None."""
+    global _native_ebq
+    if _native_ebq is None:
+        try:
+            funcs = _lib.library()
+            ok = None not in (funcs.ebq_plan, funcs.ebq_encode_parts,
+                              funcs.ebq_decode_parts)
+            _native_ebq = funcs if ok else False
+        except OSError:
+            _native_ebq = False
+    return _native_ebq or None
+
+
+def _native_ok(t: torch.Tensor) -> bool:
+    return t.device.type == "cpu" and t.is_contiguous()
 
 
 def _unwrap(model: nn.Module) -> nn.Module:
@@ -201,7 +233,68 @@ def _raw(x: torch.Tensor, count_nonzero: bool) -> Packed:
     return p
 
 
-def pack(x: torch.Tensor, eb: float, count_nonzero: bool = True) -> Packed:
+def _pack_native(x: torch.Tensor, eb: float,
+                 count_nonzero: bool) -> Packed | None:
+    """pack by the C quantiser (x contiguous CPU float32, eb > 0, x not
+    empty); None when the library lacks it."""
+    lib = _ebq_lib()
+    if lib is None:
+        return None
+    flat = x.detach().reshape(-1)  # a view: x is contiguous
+    n = flat.numel()
+    info = _lib.EbqInfo()
+    if lib.ebq_plan(flat.data_ptr(), n, eb, _lib.EBQ_BYTE_CODES,
+                    ctypes.byref(info)) != 0:
+        return None
+    if info.mode == _lib.EBQ_RAW:
+        return _raw(x, count_nonzero)
+    code = _CODE_OF_BITS[info.bits]
+    codes = torch.empty(info.codes, dtype=code)
+    bits = torch.empty(info.mask_bytes, dtype=torch.uint8) \
+        if info.mode == _lib.EBQ_SPARSE else None
+    nz = ctypes.c_uint64()
+    if lib.ebq_encode_parts(flat.data_ptr(), ctypes.byref(info),
+                            None if bits is None else bits.data_ptr(),
+                            codes.data_ptr(), ctypes.byref(nz)) != 0:
+        return _raw(x, count_nonzero)  # pragma: no cover - the margin
+    p = Packed()
+    p.shape, p.dtype, p.eb, p.step, p.raw = tuple(x.shape), x.dtype, eb, \
+        info.step, None
+    p.mode = "sparse" if bits is not None else "dense"
+    p.bits, p.codes = bits, codes
+    p.nonzero = nz.value / n
+    p.raw_bytes = n * x.element_size()
+    p.stored_bytes = (0 if bits is None else bits.numel()) + \
+        codes.numel() * codes.element_size()
+    return p
+
+
+def _unpack_native(p: Packed) -> torch.Tensor | None:
+    """unpack by the C quantiser; None where it does not apply."""
+    lib = _ebq_lib()
+    if lib is None or p.dtype != torch.float32 or \
+            not _native_ok(p.codes) or \
+            (p.bits is not None and not _native_ok(p.bits)) or \
+            p.codes.element_size() * 8 not in _CODE_OF_BITS:
+        return None
+    n = math.prod(p.shape)
+    size = p.codes.element_size()
+    sparse = p.mode == "sparse"
+    info = _lib.EbqInfo(
+        mode=_lib.EBQ_SPARSE if sparse else _lib.EBQ_DENSE,
+        bits=size * 8, zstd=0, n=n, codes=p.codes.numel(), nonzero=0,
+        eb=p.eb, step=p.step, mask_bytes=p.bits.numel() if sparse else 0,
+        codes_bytes=p.codes.numel() * size)
+    info.payload_bytes = info.mask_bytes + info.codes_bytes
+    out = torch.empty(p.shape, dtype=torch.float32)
+    rc = lib.ebq_decode_parts(ctypes.byref(info),
+                              p.bits.data_ptr() if sparse else None,
+                              p.codes.data_ptr(), out.data_ptr())
+    return out if rc == 0 else None
+
+
+def pack(x: torch.Tensor, eb: float, count_nonzero: bool = True,
+         native: bool = True) -> Packed:
     """Quantises ``x`` with absolute error bound ``eb``; see the module
     text for the rule and for when ``x`` is kept raw (eb 0 included).
 
@@ -210,8 +303,10 @@ def pack(x: torch.Tensor, eb: float, count_nonzero: bool = True) -> Packed:
     margin rules out, falls back to raw). The float64 arithmetic runs in
     chunks of _CHUNK elements, so the memory it takes beyond the codes
     does not grow with the input. ``count_nonzero`` False skips the count
-    of non-zeros of a raw tensor (``nonzero`` is then NaN). Raises
-    ValueError for a negative or non-finite ``eb``.
+    of non-zeros of a raw tensor (``nonzero`` is then NaN). ``native``
+    False runs the torch code even where the C quantiser applies
+    (contiguous CPU float32). Raises ValueError for a negative or
+    non-finite ``eb``.
     """
     eb = float(eb)
     if not math.isfinite(eb) or eb < 0:
@@ -219,6 +314,10 @@ def pack(x: torch.Tensor, eb: float, count_nonzero: bool = True) -> Packed:
     n = x.numel()
     if eb == 0 or n == 0 or not x.is_floating_point():
         return _raw(x, count_nonzero)
+    if native and x.dtype == torch.float32 and _native_ok(x):
+        p = _pack_native(x, eb, count_nonzero)
+        if p is not None:
+            return p
     flat = x.detach().reshape(-1)
     amax = max(flat[lo:lo + _CHUNK].abs().max().item()
                for lo in range(0, n, _CHUNK))
@@ -243,7 +342,7 @@ def pack(x: torch.Tensor, eb: float, count_nonzero: bool = True) -> Packed:
     size = torch.tensor([], dtype=code).element_size()
     raw_bytes = n * x.element_size()
     codes = torch.empty(n, dtype=code, device=x.device)
-    nz = 0
+    nz = nzq = 0  # non-zero reconstructions, non-zero codes
     for lo in range(0, n, _CHUNK):
         xd = flat[lo:lo + _CHUNK].to(torch.float64)
         q = torch.round(xd / step)
@@ -255,10 +354,14 @@ def pack(x: torch.Tensor, eb: float, count_nonzero: bool = True) -> Packed:
                 q.abs().max().item() > limit:
             return _raw(x, count_nonzero)  # pragma: no cover - the margin
         nz += torch.count_nonzero(rec).item()
+        nzq += torch.count_nonzero(q).item()
         codes[lo:lo + _CHUNK] = q.to(code)
         del xd, q, rec
     dense = n * size
-    sparse = (n + 7) // 8 + nz * size
+    # The sparse layout stores every non-zero code, including one the
+    # filter zeroes (possible only when the step rounds to eb in x's
+    # dtype): size it by the codes.
+    sparse = (n + 7) // 8 + nzq * size
     if min(dense, sparse) >= raw_bytes:
         return _raw(x, count_nonzero)
     p = Packed()
@@ -277,12 +380,17 @@ def pack(x: torch.Tensor, eb: float, count_nonzero: bool = True) -> Packed:
     return p
 
 
-def unpack(p: Packed) -> torch.Tensor:
+def unpack(p: Packed, native: bool = True) -> torch.Tensor:
     """The activation ``p`` holds: the tensor itself when raw, else the
     reconstruction 2 eb' q after COMET's zero filter (|x'| <= eb -> 0),
-    a new contiguous tensor of the original shape and dtype."""
+    a new contiguous tensor of the original shape and dtype. ``native``
+    False runs the torch code even where the C quantiser applies."""
     if p.mode == "raw":
         return p.raw
+    if native:
+        out = _unpack_native(p)
+        if out is not None:
+            return out
     vals = (p.codes.to(torch.float64) * p.step).to(p.dtype)
     if p.mode == "sparse":
         n = math.prod(p.shape)
@@ -292,8 +400,9 @@ def unpack(p: Packed) -> torch.Tensor:
         vals = out
     vals = vals.view(p.shape)
     # COMET's zero filter. With this quantiser it changes nothing (q = 0
-    # gives 0, q != 0 gives |x'| > eb); kept so the stored activation is
-    # by construction what the bound statistics assume.
+    # gives 0, q != 0 gives |x'| > eb) unless 2 eb' rounds to eb; kept so
+    # the stored activation is by construction what the bound statistics
+    # assume.
     return vals.masked_fill_(vals.abs() <= p.eb, 0)
 
 
