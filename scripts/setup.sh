@@ -24,6 +24,7 @@ BUILD_PACKAGES=(
 	sqlite3
 	libyaml-dev
 	libcmocka-dev
+	libopenblas-dev
 	libncurses-dev
 	clang-format
 	tmux
