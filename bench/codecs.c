@@ -42,6 +42,8 @@
 #define MAX_REPS   64             /* --reps limit */
 #define MAX_SIZES  16             /* sizes in the table */
 
+void bench_powersgd(int reps); /* codecs_powersgd.c: PowerSGD's rows */
+
 /* The measured variants, in the table's column order. */
 enum {
 	V_COPY, /* memcpy of the gradient bytes */
@@ -114,27 +116,33 @@ main(int argc, char **argv)
 {
 	static const char *const names[N_VARIANTS] = { "memcpy", "1b-enc",
 		"1b-dec", "2b-enc", "2b-dec", "tk-enc", "tk-dec" };
-	int reps = 5, opt, best = kern_cpu_isa_best();
+	int reps = 5, opt, best = kern_cpu_isa_best(), only_psgd = 0;
 	uint64_t max = MAX_BYTES;
 	double big[MAX_SIZES], tk[MAX_SIZES];
 	int n_big = 0, n_tk = 0;
 	float *g, *res, *dst;
 	uint8_t *out;
 
-	while ((opt = getopt(argc, argv, "r:m:")) != -1) {
-		if (opt == 'r')
+	while ((opt = getopt(argc, argv, "r:m:P")) != -1) {
+		if (opt == 'P')
+			only_psgd = 1;
+		else if (opt == 'r')
 			reps = atoi(optarg);
 		else if (opt == 'm')
 			max = strtoull(optarg, NULL, 10) << 20;
 		else {
 			fprintf(stderr,
-			    "usage: codecs [-r reps] [-m max MiB]\n");
+			    "usage: codecs [-r reps] [-m max MiB] [-P]\n");
 			return 2;
 		}
 	}
 	if (reps < 1 || reps > MAX_REPS || max < MIN_BYTES) {
 		fprintf(stderr, "codecs: bad -r or -m\n");
 		return 2;
+	}
+	if (only_psgd) {
+		bench_powersgd(reps);
+		return 0;
 	}
 	g = bench_alloc("codecs", max);
 	res = bench_alloc("codecs", max);
@@ -197,6 +205,7 @@ main(int argc, char **argv)
 				tk[n_tk++] = (double)bytes / med[V_TENC] / 1e9;
 		}
 	}
+	bench_powersgd(reps);
 	printf("\ncodecs: topk 1%% encode GB/s (1-16 MiB, 1 thread, median): "
 	       "%.2f",
 	    n_tk > 0 ? bench_median(tk, n_tk) : 0.0);
