@@ -136,7 +136,8 @@ rescale(float *p, uint64_t rows, uint32_t ld, uint32_t j, double scale)
 
 /* BCGS2: each block of columns goes through two passes of (projection
  * against the earlier blocks, then column by column against the block's
- * earlier columns, twice, and normalisation), so that what the first pass
+ * earlier columns, twice in the first pass and once in the second, and
+ * normalisation), so that what the first pass
  * left of the earlier blocks, amplified by the normalisation of a small
  * remainder, is removed by the second. The first pass's norm nu of a column
  * (what is left after the projections) sets its final length by the torch
@@ -156,10 +157,11 @@ kern_psgd_orth(float *p, uint64_t rows, uint32_t rank)
 			for (uint32_t j = b0; j < b1; j++) {
 				double nu;
 
-				if (j > b0) {
+				/* Twice in the first pass; once in the
+				 * second, whose columns are orthogonal but
+				 * for rounding already. */
+				for (int k = pass; k < 2 && j > b0; k++)
 					project(p, rows, rank, b0, j, j, j + 1);
-					project(p, rows, rank, b0, j, j, j + 1);
-				}
 				nu = rescale(p, rows, rank, j,
 				    pass == 0 ? 1.0 : keep[j]);
 				if (pass == 0)
