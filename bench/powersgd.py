@@ -25,6 +25,12 @@ timed on rank 0 from before the forward pass to after the optimizer step.
 The report gives per configuration the median step, the median of the
 per-round medians, and the ratios to c.
 
+With --codec, no DDP: one process times PowerSGD.reduce alone (the
+three stages, buffers and ctypes calls; the all-reduces a no-op of one
+rank) on 4 layers of 1024 x 1024 and 64 of 256 x 256 at ranks 1, 4 and
+16, C path against torch path, interleaved, --rounds rounds of --steps
+calls each, medians.
+
 Set OPENBLAS_NUM_THREADS=1 (the runner does) so libbellows' BLAS runs one
 thread as torch does. torch's own products use the libblas.so.3 the
 system gives it (Debian's alternatives); --torch-blas DIR puts DIR's
@@ -34,6 +40,7 @@ same BLAS.
 
     /usr/bin/python3 bench/powersgd.py [--rounds 7] [--steps 5]
         [--rank 4] [--build build] [--torch-blas DIR] [--out DIR]
+        [--codec]
 """
 
 from __future__ import annotations
@@ -164,6 +171,52 @@ def rank_main(rank, port, args, out):
                                           "system libblas.so.3")}))
 
 
+def codec_main(args):
+    import torch
+
+    sys.path.insert(0, args.python)
+    from bellows import compress
+
+    class Alone(compress.Communicator):
+        world = 1
+
+        def all_reduce(self, tensor):
+            pass
+
+    torch.set_num_threads(1)
+    alone = Alone()
+    rows = []
+    for shapes, name in (([(1024, 1024)] * 4, "4 x 1024x1024"),
+                         ([(256, 256)] * 64, "64 x 256x256")):
+        g = torch.Generator().manual_seed(0)
+        grads = [torch.randn(*s, generator=g) for s in shapes]
+        for rank in (1, 4, 16):
+            comps = {n: compress.PowerSGD(seed=0, native=n)
+                     for n in (True, False)}
+            times = {True: [], False: []}
+
+            def once(native):
+                items = [compress.Item(k, x.clone(), rank)
+                         for k, x in enumerate(grads)]
+                t = time.perf_counter()
+                comps[native].reduce(items, alone)
+                return (time.perf_counter() - t) * 1e3
+
+            for native in (True, False):
+                once(native)
+            for r in range(args.rounds):
+                order = (True, False) if r % 2 == 0 else (False, True)
+                for native in order:
+                    times[native] += [once(native)
+                                      for _ in range(args.steps)]
+            assert comps[True].native_layers > 0
+            mc = statistics.median(times[True])
+            mt = statistics.median(times[False])
+            rows.append([name, rank, f"{mc:.2f}", f"{mt:.2f}",
+                         f"{mt / mc:.2f}"])
+    return rows
+
+
 def report(res, command, rank):
     times = res["times"]
     lines = [benchkit.machine_line(), "", f"    {command}", ""]
@@ -226,6 +279,8 @@ def main():
     p.add_argument("--out", default=None,
                    help="directory for report.md (default: print only)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--codec", action="store_true",
+                   help="time PowerSGD.reduce alone, C against torch")
     args = p.parse_args()
     if args.rounds < 5:
         p.error("--rounds must be at least 5")
@@ -239,6 +294,25 @@ def main():
             else "")
         env["BELLOWS_BENCH_TORCH_BLAS"] = \
             str(pathlib.Path(args.torch_blas, "libblas.so.3"))
+    if args.codec and args.child is not None:
+        rows = codec_main(args)
+        pathlib.Path(args.child, "codec.json").write_text(json.dumps(rows))
+        return
+    if args.codec:
+        command = "/usr/bin/python3 bench/powersgd.py " + " ".join(
+            sys.argv[1:])
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([sys.executable, __file__, *sys.argv[1:],
+                            "--child", tmp], env=env, check=True)
+            rows = json.loads(pathlib.Path(tmp, "codec.json").read_text())
+        lines = [benchkit.machine_line(), "", f"    {command.strip()}", "",
+                 "torch's BLAS: " + env.get("BELLOWS_BENCH_TORCH_BLAS",
+                                            "system libblas.so.3"), ""]
+        lines += benchkit.table(["layers", "rank", "C ms", "torch ms",
+                                 "torch/C"])
+        lines += [benchkit.row(r) for r in rows]
+        print("\n".join(lines))
+        return
     if args.child is None:
         # The loader reads LD_LIBRARY_PATH at start: run the ranks from
         # a fresh interpreter with the environment set.
