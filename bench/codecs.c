@@ -20,6 +20,10 @@
  * line before the last reads
  *   codecs: topk 1% encode GB/s (1-16 MiB, 1 thread, median): X.XX
  *
+ * Then PowerSGD's stages (codecs_powersgd.c; -P runs only those), ending
+ * with the line
+ *   codecs: powersgd step GB/s (1024x1024, rank 4, 1 thread): X.XX
+ *
  * The last line reads
  *   codecs: 2bit encode/memcpy (1-16 MiB, 1 thread, median): X.XX
  * the median over 1, 4 and 16 MiB of the best ISA's 2-bit e/c.

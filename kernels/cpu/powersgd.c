@@ -14,13 +14,6 @@
 #include <cblas.h>
 #endif
 
-#ifdef KERN_HAVE_X86
-void kern_psgd_ef_add_avx2(const float *g, float *e, uint64_t n);
-void kern_psgd_sub_avx2(const float *d, float *e, uint64_t n);
-void kern_psgd_ef_add_avx512(const float *g, float *e, uint64_t n);
-void kern_psgd_sub_avx512(const float *d, float *e, uint64_t n);
-#endif
-
 static void
 ef_add_scalar(const float *g, float *e, uint64_t n)
 {

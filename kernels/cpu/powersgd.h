@@ -48,6 +48,16 @@ void kern_psgd_ef_add(const float *g, float *e, uint64_t n);
 /* e[i] = e[i] - d[i] for i < n (the residual after the decode). */
 void kern_psgd_sub(const float *d, float *e, uint64_t n);
 
+#ifdef KERN_HAVE_X86
+/* The two above with AVX2 (powersgd_avx2.c) and AVX-512
+ * (powersgd_avx512.c), bit for bit the same; called by them only on
+ * processors that have the instructions. */
+void kern_psgd_ef_add_avx2(const float *g, float *e, uint64_t n);
+void kern_psgd_sub_avx2(const float *d, float *e, uint64_t n);
+void kern_psgd_ef_add_avx512(const float *g, float *e, uint64_t n);
+void kern_psgd_sub_avx512(const float *d, float *e, uint64_t n);
+#endif
+
 /* Orthonormalises the rank columns of p (rows x rank, row-major) in place,
  * as above. rank <= KERN_PSGD_MAX_RANK. */
 void kern_psgd_orth(float *p, uint64_t rows, uint32_t rank);

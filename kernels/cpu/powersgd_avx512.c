@@ -5,8 +5,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-void kern_psgd_ef_add_avx512(const float *g, float *e, uint64_t n);
-void kern_psgd_sub_avx512(const float *d, float *e, uint64_t n);
+#include "powersgd.h"
 
 void
 kern_psgd_ef_add_avx512(const float *g, float *e, uint64_t n)
