@@ -312,3 +312,11 @@ bellows_psgd_blas(void)
 {
 	return kern_psgd_blas();
 }
+
+int
+bellows_psgd_blas_threads(int threads)
+{
+	if (threads < 1)
+		return BELLOWS_EINVAL;
+	return kern_psgd_blas_threads(threads);
+}

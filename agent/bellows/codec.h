@@ -311,6 +311,15 @@ BELLOWS_EXPORT int bellows_psgd_end(bellows_psgd *psgd, float q_divisor,
  * C, when the build found no BLAS). Any thread. */
 BELLOWS_EXPORT const char *bellows_psgd_blas(void);
 
+/* Sets how many threads the BLAS runs the products on: process-wide
+ * (OpenBLAS's own setting, which other users of the same OpenBLAS in the
+ * process share; its default is one per core, or OPENBLAS_NUM_THREADS).
+ * A trainer that runs one thread per rank wants 1. Returns 0;
+ * BELLOWS_EINVAL for threads < 1; BELLOWS_ENOTSUP when the BLAS has no
+ * such setting (a cblas other than OpenBLAS, or more than 1 for the plain
+ * loops, which run one thread). */
+BELLOWS_EXPORT int bellows_psgd_blas_threads(int threads);
+
 #ifdef __cplusplus
 }
 #endif

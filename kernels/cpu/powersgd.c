@@ -7,6 +7,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <bellows/error.h>
+
 #include "../kernels.h"
 #include "stats.h"
 
@@ -199,6 +201,18 @@ kern_psgd_blas(void)
 	return KERN_PSGD_BLAS_NAME;
 }
 
+int
+kern_psgd_blas_threads(int threads)
+{
+#ifdef KERN_HAVE_OPENBLAS
+	openblas_set_num_threads(threads);
+	return 0;
+#else
+	(void)threads;
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
 #else /* plain loops, summing in float in the order of k */
 
 void
@@ -260,6 +274,12 @@ const char *
 kern_psgd_blas(void)
 {
 	return "loops";
+}
+
+int
+kern_psgd_blas_threads(int threads)
+{
+	return threads == 1 ? 0 : BELLOWS_ENOTSUP;
 }
 
 #endif

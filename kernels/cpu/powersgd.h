@@ -77,6 +77,12 @@ void kern_psgd_pqt(const float *p, const float *q, float *out, uint64_t rows,
 /* The BLAS the products use: "openblas", "cblas" or "loops". */
 const char *kern_psgd_blas(void);
 
+/* Sets the threads of the BLAS's products (process-wide: OpenBLAS's
+ * openblas_set_num_threads). Returns 0, or BELLOWS_ENOTSUP when the BLAS
+ * has no such setting (another cblas; the loops always run one thread and
+ * return 0 for 1). */
+int kern_psgd_blas_threads(int threads);
+
 /* The largest rows or cols the products take (a BLAS int). */
 #define KERN_PSGD_MAX_DIM 0x7fffffffu
 

@@ -593,6 +593,9 @@ test_psgd_bad_arguments_are_refused(void **state)
 	}
 	bellows_psgd_destroy(&grp);
 	assert_non_null(bellows_psgd_blas());
+	assert_int_equal(bellows_psgd_blas_threads(0), BELLOWS_EINVAL);
+	if (strcmp(bellows_psgd_blas(), "cblas") != 0)
+		assert_int_equal(bellows_psgd_blas_threads(1), 0);
 }
 
 int

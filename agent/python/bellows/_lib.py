@@ -441,6 +441,8 @@ class _Functions:
             required=False)
         self.psgd_blas = _prototype(lib, "bellows_psgd_blas",
                                     ctypes.c_char_p, [], required=False)
+        self.psgd_blas_threads = _prototype(
+            lib, "bellows_psgd_blas_threads", cint, [cint], required=False)
         self.config_size = self._config_size()
 
     def _config_size(self) -> int:

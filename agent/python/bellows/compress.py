@@ -54,6 +54,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import math
+import os
 import time
 from typing import Sequence
 
@@ -250,7 +251,8 @@ class PowerSGD(_Base):
     more orthogonal on ill-conditioned P). In both, the residual is M
     minus the decoded gradient exactly. Every rank must take the same
     path (the same dtypes and devices do), or their replicas drift apart
-    by rounding.
+    by rounding. Unless OPENBLAS_NUM_THREADS is set, the first C call
+    sets libbellows' BLAS to torch.get_num_threads() threads.
     """
 
     name = "powersgd"
@@ -309,6 +311,14 @@ class PowerSGD(_Base):
         lib = _codec_lib()
         if lib is None or lib.psgd_project is None:
             return None
+        global _blas_threads_set
+        if not _blas_threads_set:
+            # libbellows' OpenBLAS starts one thread per core: as many as
+            # torch runs instead, unless the user chose.
+            _blas_threads_set = True
+            if ("OPENBLAS_NUM_THREADS" not in os.environ
+                    and lib.psgd_blas_threads is not None):
+                lib.psgd_blas_threads(max(1, torch.get_num_threads()))
         return lib
 
     @staticmethod
@@ -554,6 +564,7 @@ class TopK(_Base):
 
 
 _native_codec = None  # libbellows' functions, False if unavailable
+_blas_threads_set = False  # PowerSGD set libbellows' BLAS threads once
 
 
 def _codec_lib():
