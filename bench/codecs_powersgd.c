@@ -22,6 +22,8 @@
 #define PS_MAX_REPS   64          /* as bench/codecs' MAX_REPS */
 #define PS_LAYERS     64          /* the batch of small layers */
 
+/* Prints the PowerSGD rows (medians of reps rounds, reps <= PS_MAX_REPS)
+ * to stdout; exits 1 if a stage fails. Allocates its buffers per shape. */
 void bench_powersgd(int reps);
 
 /* One group of same-shape layers and its buffers. */

@@ -253,6 +253,7 @@ class PowerSGD(_Base):
     path (the same dtypes and devices do), or their replicas drift apart
     by rounding. Unless OPENBLAS_NUM_THREADS is set, the first C call
     sets libbellows' BLAS to torch.get_num_threads() threads.
+    ``native_layers`` counts the layer steps the C stages ran.
     """
 
     name = "powersgd"
