@@ -27,6 +27,10 @@
  * columns), and the line
  *   codecs: 2bit encode all/1 thread (1-16 MiB, N threads, median): X.XX
  *
+ * Then PowerSGD's stages (codecs_powersgd.c; -P runs only those), ending
+ * with the line
+ *   codecs: powersgd step GB/s (1024x1024, rank 4, 1 thread): X.XX
+ *
  * The last line reads
  *   codecs: 2bit encode/memcpy (1-16 MiB, 1 thread, median): X.XX
  * the median over 1, 4 and 16 MiB of the best ISA's 2-bit e/c.
@@ -50,6 +54,8 @@
 #define MEASURE_NS 20000000ull    /* shortest measurement */
 #define MAX_REPS   64             /* --reps limit */
 #define MAX_SIZES  16             /* sizes in the table */
+
+void bench_powersgd(int reps); /* codecs_powersgd.c: PowerSGD's rows */
 
 /* The measured variants, in the table's column order. */
 enum {
@@ -158,7 +164,7 @@ main(int argc, char **argv)
 {
 	static const char *const names[N_VARIANTS] = { "memcpy", "1b-enc",
 		"1b-dec", "2b-enc", "2b-dec", "tk-enc", "tk-dec" };
-	int reps = 5, opt, best = kern_cpu_isa_best();
+	int reps = 5, opt, best = kern_cpu_isa_best(), only_psgd = 0;
 	long threads = sysconf(_SC_NPROCESSORS_ONLN);
 	double one[MAX_SIZES][N_VARIANTS], gain[MAX_SIZES];
 	int n_one = 0, n_gain = 0;
@@ -169,8 +175,10 @@ main(int argc, char **argv)
 	float *g, *res, *dst;
 	uint8_t *out;
 
-	while ((opt = getopt(argc, argv, "r:m:t:")) != -1) {
-		if (opt == 'r')
+	while ((opt = getopt(argc, argv, "r:m:t:P")) != -1) {
+		if (opt == 'P')
+			only_psgd = 1;
+		else if (opt == 'r')
 			reps = atoi(optarg);
 		else if (opt == 't')
 			threads = atol(optarg);
@@ -178,7 +186,8 @@ main(int argc, char **argv)
 			max = strtoull(optarg, NULL, 10) << 20;
 		else {
 			fprintf(stderr,
-			    "usage: codecs [-r reps] [-m max MiB] [-t threads]\n");
+			    "usage: codecs [-r reps] [-m max MiB] [-t threads] "
+			    "[-P]\n");
 			return 2;
 		}
 	}
@@ -186,6 +195,10 @@ main(int argc, char **argv)
 	    threads > KERN_MAX_THREADS + 1) {
 		fprintf(stderr, "codecs: bad -r, -m or -t\n");
 		return 2;
+	}
+	if (only_psgd) {
+		bench_powersgd(reps);
+		return 0;
 	}
 	g = bench_alloc("codecs", max);
 	res = bench_alloc("codecs", max);
@@ -297,6 +310,7 @@ main(int argc, char **argv)
 	printf("\ncodecs: 2bit encode all/1 thread (1-16 MiB, %ld threads, "
 	       "median): %.2f",
 	    threads, n_gain > 0 ? bench_median(gain, n_gain) : 0.0);
+	bench_powersgd(reps);
 	printf("\ncodecs: topk 1%% encode GB/s (1-16 MiB, 1 thread, median): "
 	       "%.2f",
 	    n_tk > 0 ? bench_median(tk, n_tk) : 0.0);

@@ -26,6 +26,7 @@ BUILD_PACKAGES=(
 	libcmocka-dev
 	libzstd-dev
 	libzfp-dev
+	libopenblas-dev
 	libncurses-dev
 	clang-format
 	tmux

@@ -481,6 +481,123 @@ BELLOWS_EXPORT void bellows_ebq_destroy(bellows_ebq **ctx);
  * (1 scalar, 2 AVX2, 3 AVX-512, 0 the best) from now on, for this process.
  * Returns 0, or BELLOWS_ENOTSUP when this processor or build lacks it. */
 BELLOWS_EXPORT int bellows_ebq_force_isa(int isa);
+/* PowerSGD building blocks (Vogels, Karimireddy, Jaggi, NeurIPS 2019).
+ *
+ * One step of a layer, with its gradient G (rows x cols), residual E, the
+ * last step's Q (cols x rank, the warm start) and P (rows x rank), every
+ * matrix row-major float32 without padding (a contiguous torch tensor):
+ *
+ *   bellows_psgd_project:  M = E + G (in E's memory); P = M Q
+ *   (caller: all-reduce P, sum)
+ *   bellows_psgd_power:    orthogonalise P; Q = M^T P
+ *   (caller: all-reduce Q, sum; Q /= ranks)
+ *   bellows_psgd_decode:   out = P Q^T; E = M - out (exactly, elementwise)
+ *
+ * The collectives are the caller's, between the stages. Each stage takes
+ * `count` matrices of the same shape (arrays of count pointers): a batch of
+ * same-shape layers costs one call. The orthogonalisation is a blocked
+ * two-pass Gram-Schmidt in double sums, stable up to BELLOWS_PSGD_MAX_RANK;
+ * a column is divided by its norm + 1e-8 (an all-zero column stays zero), as
+ * bellows.compress.orthogonalize. The products go through a BLAS
+ * (bellows_psgd_blas()), so they agree with another BLAS or torch to
+ * rounding, not bit for bit. NaN and infinities are not filtered: they make
+ * their own matrix's P, Q, output and residual non-finite, no other matrix of
+ * the batch; clearing a residual is the caller's choice.
+ *
+ * Limits (else BELLOWS_EINVAL): 1 <= rank <= BELLOWS_PSGD_MAX_RANK,
+ * rank <= rows, rank <= cols, rows and cols <= INT32_MAX, rows * cols <=
+ * BELLOWS_CODEC_MAX_VALUES, no NULL pointer among the count given, and no
+ * two of a matrix's buffers overlapping. Nothing allocates except
+ * bellows_psgd_new; the stateless stages are safe from any thread on
+ * disjoint matrices; a bellows_psgd is used by one thread at a time. On a
+ * refused call nothing is written. */
+
+#define BELLOWS_PSGD_MAX_RANK 32 /* largest rank of the orthogonalisation */
+
+/* A group of same-shape layers' PowerSGD state: P, Q and residuals. */
+typedef struct bellows_psgd bellows_psgd;
+
+/* residual[i] += grad[i] for i < n (float addition). Returns 0;
+ * BELLOWS_EINVAL for NULL pointers with n > 0, n above
+ * BELLOWS_CODEC_MAX_VALUES, or overlapping buffers. */
+BELLOWS_EXPORT int bellows_psgd_ef_add(const float *grad, float *residual,
+    uint64_t n);
+
+/* Orthonormalises the rank columns of p (rows x rank) in place. Returns 0;
+ * BELLOWS_EINVAL for a NULL p, rank outside 1..BELLOWS_PSGD_MAX_RANK or
+ * above rows. */
+BELLOWS_EXPORT int bellows_psgd_orthogonalize(float *p, uint64_t rows,
+    uint32_t rank);
+
+/* Stage 1 for count matrices: m[i] += grad[i] (skipped when grad is NULL
+ * or grad[i] is NULL: m[i] already holds M), then p[i] = m[i] q[i].
+ * Returns 0; BELLOWS_EINVAL as the limits above. */
+BELLOWS_EXPORT int bellows_psgd_project(uint64_t rows, uint64_t cols,
+    uint32_t rank, size_t count, float *const *m, const float *const *grad,
+    const float *const *q, float *const *p);
+
+/* Stage 2: orthogonalises p[i], then q[i] = m[i]^T p[i]. Returns 0;
+ * BELLOWS_EINVAL as the limits above. */
+BELLOWS_EXPORT int bellows_psgd_power(uint64_t rows, uint64_t cols,
+    uint32_t rank, size_t count, const float *const *m, float *const *p,
+    float *const *q);
+
+/* Stage 3: out[i] = p[i] q[i]^T (rows x cols), then m[i] -= out[i], which
+ * leaves the residual M - out exactly. Returns 0; BELLOWS_EINVAL as the
+ * limits above (out[i] must not overlap m[i], p[i] or q[i]). */
+BELLOWS_EXPORT int bellows_psgd_decode(uint64_t rows, uint64_t cols,
+    uint32_t rank, size_t count, float *const *m, const float *const *p,
+    const float *const *q, float *const *out);
+
+/* Opens the state of count layers of rows x cols at `rank` (the one
+ * allocation): contiguous P (count x rows x rank), Q (count x cols x rank)
+ * and residuals (count x rows x cols), all zero. The caller fills Q (its
+ * random start) before the first step. On success *ret_psgd is the
+ * caller's, to destroy. Returns 0; BELLOWS_EINVAL for a NULL ret_psgd,
+ * count 0 or a shape outside the limits above; BELLOWS_ENOMEM. */
+BELLOWS_EXPORT int bellows_psgd_new(uint64_t rows, uint64_t cols, uint32_t rank,
+    size_t count, bellows_psgd **ret_psgd);
+
+/* Frees *psgd and sets it to NULL; NULL-safe. */
+BELLOWS_EXPORT void bellows_psgd_destroy(bellows_psgd **psgd);
+
+/* The group's P (count x rows x rank floats, layer i at i * rows * rank),
+ * Q (count x cols x rank), and layer i's residual (rows x cols, NULL for i
+ * out of range): the caller's to read and write (all-reduce P and Q in
+ * place) between the stages; valid until destroy. NULL for a NULL psgd. */
+BELLOWS_EXPORT float *bellows_psgd_p(bellows_psgd *psgd);
+BELLOWS_EXPORT float *bellows_psgd_q(bellows_psgd *psgd);
+BELLOWS_EXPORT float *bellows_psgd_residual(bellows_psgd *psgd, size_t i);
+
+/* Stage 1 on the group: residual[i] += grads[i] (count pointers, each
+ * rows x cols), P = M Q. Returns 0; BELLOWS_EINVAL for a NULL psgd or
+ * grads or a NULL or overlapping grads[i]. */
+BELLOWS_EXPORT int bellows_psgd_begin(bellows_psgd *psgd,
+    const float *const *grads);
+
+/* Stage 2 on the group: orthogonalise every P, Q = M^T P. Returns 0;
+ * BELLOWS_EINVAL for a NULL psgd. */
+BELLOWS_EXPORT int bellows_psgd_middle(bellows_psgd *psgd);
+
+/* Stage 3 on the group: Q /= q_divisor (the ranks; 1: untouched), then
+ * out[i] = P Q^T and residual[i] = M - out[i]. Returns 0; BELLOWS_EINVAL
+ * for a NULL psgd or out, a NULL or overlapping out[i], or a q_divisor
+ * that is not finite and > 0 (nothing written). */
+BELLOWS_EXPORT int bellows_psgd_end(bellows_psgd *psgd, float q_divisor,
+    float *const *out);
+
+/* Returns the BLAS of the products: "openblas", "cblas" or "loops" (plain
+ * C, when the build found no BLAS). Any thread. */
+BELLOWS_EXPORT const char *bellows_psgd_blas(void);
+
+/* Sets how many threads the BLAS runs the products on: process-wide
+ * (OpenBLAS's own setting, which other users of the same OpenBLAS in the
+ * process share; its default is one per core, or OPENBLAS_NUM_THREADS).
+ * A trainer that runs one thread per rank wants 1. Returns 0;
+ * BELLOWS_EINVAL for threads < 1; BELLOWS_ENOTSUP when the BLAS has no
+ * such setting (a cblas other than OpenBLAS, or more than 1 for the plain
+ * loops, which run one thread). */
+BELLOWS_EXPORT int bellows_psgd_blas_threads(int threads);
 
 #ifdef __cplusplus
 }

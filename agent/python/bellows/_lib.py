@@ -487,6 +487,24 @@ class _Functions:
         self.ebq_decode_parts = _prototype(
             lib, "bellows_ebq_decode_parts", cint,
             [info_p, vp, vp, vp], required=False)
+        # bellows/codec.h: PowerSGD's stages, over arrays of pointers to
+        # same-shape matrices; without them PowerSGD runs its torch code.
+        self.psgd_project = _prototype(
+            lib, "bellows_psgd_project", cint,
+            [u64, u64, u32, sz, vp, vp, vp, vp], required=False)
+        self.psgd_power = _prototype(
+            lib, "bellows_psgd_power", cint,
+            [u64, u64, u32, sz, vp, vp, vp], required=False)
+        self.psgd_decode = _prototype(
+            lib, "bellows_psgd_decode", cint,
+            [u64, u64, u32, sz, vp, vp, vp, vp], required=False)
+        self.psgd_orthogonalize = _prototype(
+            lib, "bellows_psgd_orthogonalize", cint, [vp, u64, u32],
+            required=False)
+        self.psgd_blas = _prototype(lib, "bellows_psgd_blas",
+                                    ctypes.c_char_p, [], required=False)
+        self.psgd_blas_threads = _prototype(
+            lib, "bellows_psgd_blas_threads", cint, [cint], required=False)
         self.config_size = self._config_size()
 
     def _config_size(self) -> int:

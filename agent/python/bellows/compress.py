@@ -54,8 +54,10 @@ bellows_agent_step_begin guarantees.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import math
+import os
 import time
 from typing import Sequence
 
@@ -251,15 +253,31 @@ class PowerSGD(_Base):
     """PowerSGD per tensor, rank = int(level), error feedback, warm start.
 
     ``seed`` must be the same on every rank (see query_seed).
+
+    ``native``: run the stages in libbellows' C building blocks
+    (bellows/codec.h: the products through its BLAS, a two-pass blocked
+    Gram-Schmidt) for contiguous CPU float32 gradients at ranks up to 32,
+    on the tensors' memory, layers of one shape in one call per stage;
+    False runs the torch code only. The two agree to rounding, not bit
+    for bit (another order of summation; the C orthogonalisation is the
+    more orthogonal on ill-conditioned P). In both, the residual is M
+    minus the decoded gradient exactly. Every rank must take the same
+    path (the same dtypes and devices do), or their replicas drift apart
+    by rounding. Unless OPENBLAS_NUM_THREADS is set, the first C call
+    sets libbellows' BLAS to torch.get_num_threads() threads.
+    ``native_layers`` counts the layer steps the C stages ran.
     """
 
     name = "powersgd"
+    max_native_rank = 32  # BELLOWS_PSGD_MAX_RANK
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, native: bool = True):
         super().__init__()
         self.seed = seed
+        self.native = native
         self.queries: dict[int, torch.Tensor] = {}  # layer -> Q [n, r]
         self.inits: dict[int, int] = {}  # layer -> Q initialisations
+        self.native_layers = 0  # layer steps run by the C stages
 
     @staticmethod
     def rank_of(shape: Sequence[int], level: float) -> int:
@@ -297,6 +315,39 @@ class PowerSGD(_Base):
         self.queries[layer] = q
         return q
 
+    def _native_lib(self, grad: torch.Tensor, r: int):
+        """The C stages if they apply to ``grad`` at rank ``r``."""
+        if (not self.native or r > self.max_native_rank
+                or grad.dtype != torch.float32 or grad.device.type != "cpu"
+                or not grad.is_contiguous()):
+            return None
+        lib = _codec_lib()
+        if lib is None or lib.psgd_project is None:
+            return None
+        global _blas_threads_set
+        if not _blas_threads_set:
+            # libbellows' OpenBLAS starts one thread per core: as many as
+            # torch runs instead, unless the user chose.
+            _blas_threads_set = True
+            if ("OPENBLAS_NUM_THREADS" not in os.environ
+                    and lib.psgd_blas_threads is not None):
+                lib.psgd_blas_threads(max(1, torch.get_num_threads()))
+        return lib
+
+    @staticmethod
+    def _batches(low, nat) -> dict:
+        """(m, n, r) -> indices into ``low`` of the C-path layers."""
+        groups: dict[tuple[int, int, int], list[int]] = {}
+        for i, ((it, r), use) in enumerate(zip(low, nat)):
+            if use:
+                m, n = _matrix_shape(it.grad.shape)
+                groups.setdefault((m, n, r), []).append(i)
+        return groups
+
+    @staticmethod
+    def _ptrs(addrs: list[int]):
+        return (ctypes.c_void_p * len(addrs))(*addrs)
+
     def reduce(self, items: Sequence[Item], comm: Communicator) -> Counts:
         """Reduces ``items`` across the ranks; returns what was sent."""
         counts = Counts()
@@ -311,7 +362,17 @@ class PowerSGD(_Base):
             else:
                 low.append((it, r))
         flat_raw = self._raw(raw, counts)
-        ms, ps, qs = [], [], []
+        nraw = 0 if flat_raw is None else flat_raw.numel()
+        if not low:
+            if flat_raw is not None:
+                comm.all_reduce(flat_raw)
+                self._unflatten(raw, flat_raw, comm.world)
+            return counts
+        # One buffer for the raw tensors and every P (the first
+        # all-reduce), one for every Q (the second); P and Q are written
+        # in place, by torch or by the C stages.
+        ms, qs, poff, qoff, nat = [], [], [], [], []
+        np_total = nq_total = 0
         for it, r in low:
             m, n = _matrix_shape(it.grad.shape)
             err = self.errors.get(it.layer)
@@ -319,44 +380,88 @@ class PowerSGD(_Base):
                 err = torch.zeros(m, n, dtype=it.grad.dtype,
                                   device=it.grad.device)
                 self.errors[it.layer] = err
-            # M lives in the error buffer: error = M - approx is then one
-            # in-place subtraction.
-            mat = err.add_(it.grad.reshape(m, n))
-            q = self._query(it.layer, n, r, mat)
-            ms.append(mat)
-            qs.append(q)
-            ps.append(mat @ q)
+            ms.append(err)
+            qs.append(self._query(it.layer, n, r, err))
+            poff.append(nraw + np_total)
+            qoff.append(nq_total)
+            np_total += m * r
+            nq_total += n * r
+            nat.append(self._native_lib(it.grad, r) is not None)
             counts.floats_sent += r * (m + n)
-            counts.bytes_sent += r * (m + n) * mat.element_size()
-        nraw = 0 if flat_raw is None else flat_raw.numel()
-        parts = ([flat_raw] if flat_raw is not None else []) + \
-            [p.reshape(-1) for p in ps]
-        if parts:
-            buf = torch.cat(parts) if len(parts) > 1 else parts[0]
-            comm.all_reduce(buf)
-            if flat_raw is not None:
-                self._unflatten(raw, buf[:nraw], comm.world)
-            off = nraw
-            for i, p in enumerate(ps):
-                ps[i] = buf[off:off + p.numel()].view_as(p)
-                off += p.numel()
-        if not low:
-            return counts
-        for i, (p, mat) in enumerate(zip(ps, ms)):
-            orthogonalize(p)
-            qs[i] = mat.t() @ p
-        qbuf = torch.cat([q.reshape(-1) for q in qs])
+            counts.bytes_sent += r * (m + n) * err.element_size()
+        like = low[0][0].grad
+        buf = torch.empty(nraw + np_total, dtype=like.dtype,
+                          device=like.device)
+        qbuf = torch.empty(nq_total, dtype=like.dtype, device=like.device)
+        if flat_raw is not None:
+            buf[:nraw].copy_(flat_raw)
+        groups = self._batches(low, nat)
+        lib = _codec_lib() if groups else None
+        esz = buf.element_size()
+
+        def pview(i):
+            m, n = ms[i].shape
+            r = low[i][1]
+            return buf[poff[i]:poff[i] + m * r].view(m, r)
+
+        def qview(i):
+            m, n = ms[i].shape
+            r = low[i][1]
+            return qbuf[qoff[i]:qoff[i] + n * r].view(n, r)
+
+        # M = grad + error, in the error's memory (then error = M - approx
+        # is one subtraction); P = M Q.
+        for i, (it, r) in enumerate(low):
+            if not nat[i]:
+                m, n = ms[i].shape
+                mat = ms[i].add_(it.grad.reshape(m, n))
+                torch.matmul(mat, qs[i], out=pview(i))
+        for (m, n, r), idx in groups.items():
+            rc = lib.psgd_project(
+                m, n, r, len(idx),
+                self._ptrs([ms[i].data_ptr() for i in idx]),
+                self._ptrs([low[i][0].grad.data_ptr() for i in idx]),
+                self._ptrs([qs[i].data_ptr() for i in idx]),
+                self._ptrs([buf.data_ptr() + poff[i] * esz for i in idx]))
+            if rc != 0:
+                raise RuntimeError(f"bellows_psgd_project: {rc}")
+        comm.all_reduce(buf)
+        if flat_raw is not None:
+            self._unflatten(raw, buf[:nraw], comm.world)
+        # Orthogonalise P; Q = M^T P.
+        for i in range(len(low)):
+            if not nat[i]:
+                p = pview(i)
+                orthogonalize(p)
+                torch.matmul(ms[i].t(), p, out=qview(i))
+        for (m, n, r), idx in groups.items():
+            rc = lib.psgd_power(
+                m, n, r, len(idx),
+                self._ptrs([ms[i].data_ptr() for i in idx]),
+                self._ptrs([buf.data_ptr() + poff[i] * esz for i in idx]),
+                self._ptrs([qbuf.data_ptr() + qoff[i] * esz for i in idx]))
+            if rc != 0:
+                raise RuntimeError(f"bellows_psgd_power: {rc}")
         comm.all_reduce(qbuf)
         qbuf.div_(comm.world)
-        off = 0
-        for (it, r), p, mat in zip(low, ps, ms):
-            m, n = mat.shape
-            q = qbuf[off:off + n * r].view(n, r)
-            off += n * r
+        # grad <- P Q^T; error = M - P Q^T.
+        for i, (it, r) in enumerate(low):
+            q = qview(i)
             self.queries[it.layer] = q.clone()  # the next step's warm start
-            approx = p @ q.t()
-            it.grad.copy_(approx.view_as(it.grad))
-            mat.sub_(approx)
+            if not nat[i]:
+                approx = pview(i) @ q.t()
+                it.grad.copy_(approx.view_as(it.grad))
+                ms[i].sub_(approx)
+        for (m, n, r), idx in groups.items():
+            rc = lib.psgd_decode(
+                m, n, r, len(idx),
+                self._ptrs([ms[i].data_ptr() for i in idx]),
+                self._ptrs([buf.data_ptr() + poff[i] * esz for i in idx]),
+                self._ptrs([qbuf.data_ptr() + qoff[i] * esz for i in idx]),
+                self._ptrs([low[i][0].grad.data_ptr() for i in idx]))
+            if rc != 0:
+                raise RuntimeError(f"bellows_psgd_decode: {rc}")
+            self.native_layers += len(idx)
         return counts
 
     def reset(self, layer: int | None = None) -> None:
@@ -550,6 +655,7 @@ def _where(lib, *tensors: torch.Tensor) -> str | None:
 def _stream(t: torch.Tensor) -> int:
     """The current CUDA stream of ``t``'s device, as a pointer."""
     return torch.cuda.current_stream(t.device).cuda_stream
+_blas_threads_set = False  # PowerSGD set libbellows' BLAS threads once
 
 
 def _codec_lib():
