@@ -259,12 +259,21 @@ codec_out_welcome(codec_out *o, const com_welcome *w)
  * field names (test_stat_table checks their tags and types). */
 #define CODEC_OUT_STAT(name, ...) p->name = s->name;
 
+/* An array statistic: its len values, or absent (protobuf-c only reads
+ * them). */
+#define CODEC_OUT_ARRAY(name, len, ...)                                        \
+	if (s->name != NULL) {                                                 \
+		p->n_##name = len;                                             \
+		p->name = s->name;                                             \
+	}
+
 static void
 codec_out_layer_stats(const com_layer_stats *s, Bellows__LayerStats *p)
 {
 	bellows__layer_stats__init(p);
 	p->layer = s->layer;
 	BELLOWS_LAYER_STATS(CODEC_OUT_STAT)
+	BELLOWS_LAYER_ARRAYS(CODEC_OUT_ARRAY)
 }
 
 static void
@@ -1139,6 +1148,17 @@ codec_in_unique_layers(const com_report *r)
 		return BELLOWS_EPROTO;                                         \
 	s->name = p->name;
 
+/* One array statistic off the wire: absent, or exactly its length
+ * (check LEN), copied to the heap (com_msg_fini frees it). */
+#define CODEC_IN_ARRAY(name, len, tag, check, ...)                             \
+	if (p->n_##name != 0 && p->n_##name != (len))                          \
+		return BELLOWS_EPROTO;                                         \
+	if (p->n_##name != 0) {                                                \
+		if ((s->name = codec_calloc(len, sizeof(uint64_t))) == NULL)   \
+			return BELLOWS_ENOMEM;                                 \
+		memcpy(s->name, p->name, (len) * sizeof(uint64_t));            \
+	}
+
 static int
 codec_in_layer_stats(const Bellows__LayerStats *p, const com_limits *lim,
     com_layer_stats *s)
@@ -1147,6 +1167,7 @@ codec_in_layer_stats(const Bellows__LayerStats *p, const com_limits *lim,
 		return BELLOWS_EPROTO;
 	s->layer = p->layer;
 	BELLOWS_LAYER_STATS(CODEC_IN_STAT)
+	BELLOWS_LAYER_ARRAYS(CODEC_IN_ARRAY)
 	return 0;
 }
 

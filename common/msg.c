@@ -217,6 +217,16 @@ msg_telemetry_fini(com_telemetry *t)
 	free(t->job);
 }
 
+/* The array statistics of a report's layers (each NULL or owned). */
+#define MSG_FREE_ARRAY(name, ...) free(r->layers[i].name);
+static void
+msg_report_arrays_free(com_report *r)
+{
+	for (uint32_t i = 0; r->layers != NULL && i < r->n_layers; i++) {
+		BELLOWS_LAYER_ARRAYS(MSG_FREE_ARRAY)
+	}
+}
+
 void
 com_msg_fini(com_msg *m)
 {
@@ -231,6 +241,7 @@ com_msg_fini(com_msg *m)
 		break;
 	case COM_MSG_REPORT:
 		free(m->u.report.job);
+		msg_report_arrays_free(&m->u.report);
 		free(m->u.report.layers);
 		free(m->u.report.comm);
 		break;

@@ -102,6 +102,13 @@ typedef struct com_welcome {
 typedef struct com_layer_stats {
 	uint32_t layer;                         /* index in the layer table */
 	BELLOWS_LAYER_STATS(BELLOWS_STAT_FIELD) /* see bellows/stats.h */
+	BELLOWS_LAYER_ARRAYS(BELLOWS_STAT_ARRAY_FIELD) /* each NULL or its
+							* table length of
+							* values: heap-owned
+							* in a decoded report
+							* (com_msg_fini), the
+							* producer's in one
+							* being built */
 } com_layer_stats;
 
 /* One rank's timings of a window: the fields of BELLOWS_RANK_TIMINGS

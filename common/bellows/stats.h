@@ -218,6 +218,30 @@ extern "C" {
 	    "backward (storages counted once, parameters excluded, "           \
 	    "compressed ones at their stored size)")
 
+/* Per layer, per rank, per window, fixed-size arrays of uint64_t:
+ * LayerStats on the wire as packed repeated uint64 fields (each entry a
+ * field of its own, tags after the scalars'), in the C structs a pointer
+ * to `len` values, NULL when the rank did not measure it. Only the layers
+ * the trainer asks for carry one (e.g. BELLOWS_LAYER_EXP_HIST), so other
+ * layers and jobs pay nothing. X(name, len, tag, check, agg, wfield, wcol,
+ * unit, doc):
+ *   name   the field in the C structs, the .proto and Python;
+ *   len    the array's length (a received one of another length, but for
+ *          an absent one, is refused);
+ *   tag    its field number in LayerStats;
+ *   check  LEN: exactly len values or none;
+ *   agg    SUM: per element over the ranks that reported it, saturating
+ *          at UINT64_MAX;
+ *   wfield the policy window's pointer field (bellows_window_layer), with
+ *          wfield##_len beside it (0 and NULL: no rank reported it);
+ *   wcol   the history column of the sum (table `windows`): a BLOB of
+ *          len little-endian uint64, NULL when no rank reported it;
+ *   unit, doc as above. */
+#define BELLOWS_LAYER_ARRAYS(X)                                                \
+	X(exp_hist, 256, 21, LEN, SUM, exp_hist, "exp_hist", "values",        \
+	    "histogram of the float32 biased exponents (bin e: exponent "     \
+	    "byte e) of every observed gradient value")
+
 /* clang-format on */
 
 /* C types of the `type` and `wtype` columns. */
@@ -228,6 +252,10 @@ extern "C" {
 /* One struct field per entry: `TABLE(BELLOWS_STAT_FIELD)` inside a struct
  * declares the table's fields in order, with their reported types. */
 #define BELLOWS_STAT_FIELD(name, type, ...) BELLOWS_STAT_CTYPE_##type name;
+
+/* One pointer field per array entry: `TABLE(BELLOWS_STAT_ARRAY_FIELD)`
+ * inside a struct declares the arrays, NULL for an absent one. */
+#define BELLOWS_STAT_ARRAY_FIELD(name, ...) uint64_t *name;
 
 /* The `type` and `wtype` columns as values. */
 typedef enum bellows_stat_type {
@@ -272,6 +300,17 @@ typedef enum bellows_stat_agg {
 	BELLOWS_STAT_AGG_STEP_MEDIAN_NZ = 10, /* same over the ranks whose
 					       * value is > 0 (0: none) */
 } bellows_stat_agg;
+
+/* An array statistic described at run time (bellows_layer_arrays_schema
+ * in bellows/agent.h): an array of them ends with an entry whose name is
+ * NULL. */
+typedef struct bellows_stat_array {
+	const char *name; /* field name, NULL: end of the array */
+	uint32_t len;     /* values */
+	uint32_t index;   /* position in BELLOWS_LAYER_ARRAYS */
+	const char *unit; /* table's unit */
+	const char *doc;  /* table's one line */
+} bellows_stat_array;
 
 /* The `hist` column: "not measured" in the history. */
 typedef enum bellows_stat_hist {

@@ -433,6 +433,16 @@ assert_report_equal(const com_report *a, const com_report *b)
 		assert_true(x->comm_comp_ms == y->comm_comp_ms);
 		assert_int_equal(x->comm_comp_n, y->comm_comp_n);
 		assert_true(x->codec_ms == y->codec_ms);
+		for (size_t k = 0; k < COM_N_LARRAYS; k++) {
+			const com_stat_array *ar = &com_layer_array_table[k];
+			const uint64_t *u = com_stat_array_get(ar, x),
+				       *v = com_stat_array_get(ar, y);
+
+			assert_true((u == NULL) == (v == NULL));
+			if (u != NULL)
+				assert_memory_equal(u, v,
+				    ar->len * sizeof(uint64_t));
+		}
 	}
 	assert_int_equal(a->n_comm, b->n_comm);
 	for (uint32_t i = 0; i < a->n_comm; i++) {
@@ -1204,6 +1214,55 @@ test_codec_checks_every_statistic_as_the_table_says(void **state)
 			    st->check == BELLOWS_STAT_CHECK_FRAC
 				? BELLOWS_EPROTO
 				: 0);
+		}
+	}
+}
+
+/* Each array statistic alone: its full length of values round-trips
+ * (the largest included), absent stays absent, and a layer carrying one
+ * value fewer or more than its length is refused. */
+static void
+test_codec_round_trips_each_array_statistic_and_refuses_other_lengths(
+    void **state)
+{
+	com_limits lim = limits();
+	com_msg m, out;
+
+	(void)state;
+	for (size_t k = 0; k < COM_N_LARRAYS; k++) {
+		const com_stat_array *ar = &com_layer_array_table[k];
+		uint64_t *v = xcalloc(ar->len, sizeof(uint64_t));
+
+		for (uint32_t i = 0; i < ar->len; i++)
+			v[i] = i == 0 ? UINT64_MAX : (uint64_t)i * 1000003u;
+		make_empty_report(&m);
+		memcpy((char *)&m.u.report.layers[0] + ar->offset, &v,
+		    sizeof(v));
+		assert_round_trip(&m);
+
+		for (uint32_t n = ar->len - 1; n <= ar->len + 1; n++) {
+			wire stats = { 0 }, report = { 0 }, env = { 0 };
+			int want = n == ar->len ? 0 : BELLOWS_EPROTO;
+
+			w_uint(&stats, 1, 0);
+			for (uint32_t i = 0; i < n; i++)
+				w_uint(&stats, ar->tag, i);
+			w_str(&report, 1, "job");
+			w_msg(&report, 6, &stats);
+			w_uint(&env, 1, BELLOWS_PROTO_MAJOR);
+			w_msg(&env, F_REPORT, &report);
+			assert_int_equal(decode(env.b, env.n, &lim, &out),
+			    want);
+			if (want == 0) {
+				const uint64_t *got = com_stat_array_get(ar,
+				    &out.u.report.layers[0]);
+
+				assert_non_null(got);
+				assert_int_equal(got[ar->len - 1],
+				    ar->len - 1);
+				com_msg_fini(&out);
+			}
+			free(env.b);
 		}
 	}
 }
@@ -2660,6 +2719,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_codec_rejects_more_than_eight_dimensions),
 		cmocka_unit_test(test_codec_rejects_duplicate_layer_names),
 		cmocka_unit_test(test_codec_rejects_duplicate_report_indices),
+		cmocka_unit_test(
+		    test_codec_round_trips_each_array_statistic_and_refuses_other_lengths),
 		cmocka_unit_test(test_codec_rejects_mismatched_decision_arrays),
 		cmocka_unit_test(
 		    test_codec_rejects_non_finite_and_negative_values),
