@@ -27,9 +27,11 @@ extern "C" {
 
 /* Bumped on any incompatible change of this header. 2: bellows_param's
  * `choices`, the ops' `check` and `select_every_layer`,
- * BELLOWS_EVENT_LR_CHANGE and the event's lr_old/lr_new. bellowsd loads only
- * policies of its own version. */
-#define BELLOWS_POLICY_ABI 2
+ * BELLOWS_EVENT_LR_CHANGE and the event's lr_old/lr_new. 3: fields
+ * appended to bellows_window_layer (the array statistics' pointer and
+ * length), which changes its size. bellowsd loads only policies of its own
+ * version. */
+#define BELLOWS_POLICY_ABI 3
 
 #define BELLOWS_REASON_MAX 512 /* bytes of a proposal's reason, with NUL */
 
@@ -135,6 +137,16 @@ typedef struct bellows_window_layer {
 	double codec_ms;      /* encode + decode around one compressed one */
 	uint32_t comm_raw_n;  /* raw samples, summed over ranks */
 	uint32_t comm_comp_n; /* compressed samples, summed over ranks */
+
+	/* Appended in ABI 3: the array statistics (bellows/stats.h,
+	 * BELLOWS_LAYER_ARRAYS), each a pointer to its values, summed over
+	 * the ranks that reported it, and their count: NULL and 0 when no
+	 * rank did (only the layers a trainer asks for carry one). */
+	const uint64_t *exp_hist; /* 256 bins: how many gradient values
+				   * had each float32 biased exponent (bin
+				   * 0: zeros and denormals, 255: Inf and
+				   * NaN) */
+	uint32_t exp_hist_len;    /* 256, or 0 */
 } bellows_window_layer;
 
 /* One measured collective of a rank (perfmodel's fit), as reported: the

@@ -1258,8 +1258,7 @@ test_codec_round_trips_each_array_statistic_and_refuses_other_lengths(
 				    &out.u.report.layers[0]);
 
 				assert_non_null(got);
-				assert_int_equal(got[ar->len - 1],
-				    ar->len - 1);
+				assert_int_equal(got[ar->len - 1], ar->len - 1);
 				com_msg_fini(&out);
 			}
 			free(env.b);
