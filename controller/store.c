@@ -68,6 +68,34 @@ store_oom(void)
 	abort();
 }
 
+/* Gives row r its own copies of the array statistics its view points to
+ * (the window's, freed when it closes). */
+static void
+store_copy_arrays(store_stat_row *r)
+{
+	uint32_t n, len, total = 0, at = 0;
+	const hist_array *ha = hist_arrays(&n);
+
+	for (uint32_t k = 0; k < n; k++)
+		if (hist_array_get(&ha[k], &r->v, &len) != NULL)
+			total += ha[k].arr->len;
+	if (total == 0)
+		return;
+	if ((r->arrays = malloc(sizeof(uint64_t) * total)) == NULL)
+		store_oom();
+	for (uint32_t k = 0; k < n; k++) {
+		const uint64_t *v = hist_array_get(&ha[k], &r->v, &len);
+
+		if (v == NULL || len != ha[k].arr->len) {
+			hist_array_set(&ha[k], &r->v, NULL);
+			continue;
+		}
+		memcpy(r->arrays + at, v, sizeof(uint64_t) * len);
+		hist_array_set(&ha[k], &r->v, r->arrays + at);
+		at += len;
+	}
+}
+
 char *
 store_strdup(const char *s)
 {
@@ -121,6 +149,8 @@ store_batch_free(store_batch *b)
 	}
 	for (uint32_t i = 0; i < b->updates.n; i++)
 		free(b->updates.v[i].run_key);
+	for (uint32_t i = 0; i < b->stats.n; i++)
+		free(b->stats.v[i].arrays);
 	for (uint32_t i = 0; i < b->layers.n; i++)
 		free(b->layers.v[i].name);
 	for (uint32_t i = 0; i < b->decisions.n; i++)
@@ -583,6 +613,7 @@ ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
 		};
 		r->v.name = NULL;
 		r->v.shape = NULL;
+		store_copy_arrays(r);
 	}
 	for (uint32_t i = 0; i < n_comm; i++) {
 		const bellows_comm_sample *c = &w->comm[i];

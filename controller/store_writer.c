@@ -265,8 +265,9 @@ store_write_metric(store_writer *w, const store_metric_row *r)
 static void
 store_bind_stat(sqlite3_stmt *st, int base, const store_stat_row *r)
 {
-	uint32_t n;
+	uint32_t n, n_arr;
 	const hist_col *hc = hist_cols(HIST_WINDOWS, &n);
+	const hist_array *hc_arr;
 
 	sqlite3_bind_int64(st, base + 1, r->run);
 	store_bind_u64(st, base + 2, r->window);
@@ -276,6 +277,10 @@ store_bind_stat(sqlite3_stmt *st, int base, const store_stat_row *r)
 	for (uint32_t c = 0; c < n; c++)
 		hist_col_bind(st, base + STORE_STAT_FIXED + 1 + (int)c, &hc[c],
 		    &r->v);
+	hc_arr = hist_arrays(&n_arr);
+	for (uint32_t c = 0; c < n_arr; c++)
+		hist_array_bind(st, base + STORE_STAT_FIXED + 1 + (int)(n + c),
+		    &hc_arr[c], &r->v);
 }
 
 /* Binds a timings row at parameters base + 1 ..: its keys, then the
@@ -302,8 +307,9 @@ store_write_stats(store_writer *w, const store_batch *b)
 	uint32_t i = 0;
 	int rc = SQLITE_OK;
 
-	uint32_t n;
-	int cols = STORE_STAT_FIXED + (int)(hist_cols(HIST_WINDOWS, &n), n);
+	uint32_t n, n_arr;
+	int cols = STORE_STAT_FIXED + (int)(hist_cols(HIST_WINDOWS, &n), n) +
+	    (int)(hist_arrays(&n_arr), n_arr);
 
 	for (; rc == SQLITE_OK && i + STORE_MULTI <= b->stats.n;
 	     i += STORE_MULTI) {
