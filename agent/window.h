@@ -28,6 +28,7 @@
 #ifndef AGENT_WINDOW_H
 #define AGENT_WINDOW_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <bellows/agent.h>
@@ -54,6 +55,12 @@ typedef struct agent_window_layer {
 	double act_nonzero;      /* sum of their non-zero fractions */
 	double act_bytes;        /* sum of their stored bytes */
 	double act_raw_bytes;    /* sum of their uncompressed bytes */
+	uint64_t *hist;          /* BELLOWS_LAYER_EXP_HIST: the open window's
+				  * 256 exponent bins, in the layer's
+				  * memory; NULL: not asked for */
+	uint64_t *hist_done;     /* the last finished window's bins (host;
+				  * pinned for device layers) */
+	bool hist_valid;         /* hist_done holds a finished window */
 } agent_window_layer;
 
 /* A stream waited for by agent_window_finish, and how that went. */
@@ -118,11 +125,13 @@ int agent_window_activation(agent_window *w, uint32_t layer, double lbar,
 
 /* Writes the window's statistics of every layer into ret[0..n_layers-1]
  * (layer index, counts, sums, the accumulated norm, the momentum's mean
- * magnitude, act_steps and the means of the activation statistics; every
- * other field 0) and starts a new window: sums, the accumulator and the
- * activation sums are reset, the momentum is kept. An accumulator or
- * momentum that overflowed to infinity gives an infinite norm or mean.
- * Device layers are reduced on the device, then every stream they were
+ * magnitude, act_steps and the means of the activation statistics, and,
+ * for a layer flagged BELLOWS_LAYER_EXP_HIST and observed in the window,
+ * exp_hist pointing to its 256 bins, which stay the window's until the
+ * next finish; every other field 0 or NULL) and starts a new window: sums, the
+ * accumulator and the activation sums are reset, the momentum is kept. An
+ * accumulator or momentum that overflowed to infinity gives an infinite norm or
+ * mean. Device layers are reduced on the device, then every stream they were
  * last observed on is waited for.
  * Returns 0, or the first CUDA error (the failing layers' entries are then
  * zero but for the index and the activation means); host layers never

@@ -59,6 +59,11 @@ enum bellows_layer_flags {
 	BELLOWS_LAYER_MOMENTUM = 1u << 1, /* keep a momentum average */
 	BELLOWS_LAYER_DEVICE = 1u << 2,   /* gradients in CUDA device memory:
 					   * bellows_agent_observe_device */
+	BELLOWS_LAYER_EXP_HIST = 1u << 3, /* report the exponent histogram
+					   * (exp_hist, 256 bins) of its
+					   * gradients: 2 KiB per window on
+					   * the wire, one histogram pass per
+					   * observation; off by default */
 };
 
 /* Element types of observed gradients. float16 and bfloat16 values are
@@ -323,6 +328,22 @@ BELLOWS_EXPORT int bellows_agent_decision(const bellows_agent *agent,
 BELLOWS_EXPORT int bellows_agent_window_stats(const bellows_agent *agent,
     uint32_t layer, bellows_layer_stats *ret);
 
+/* The array statistics of this library (bellows/stats.h,
+ * BELLOWS_LAYER_ARRAYS) in order, then an entry whose name is NULL: each
+ * one's name, length, index for bellows_agent_window_array, unit and
+ * doc. Static and constant; never fails. */
+BELLOWS_EXPORT const bellows_stat_array *bellows_layer_arrays_schema(void);
+
+/* Copies array statistic `array` (its index in
+ * bellows_layer_arrays_schema(), e.g. 0 for exp_hist) of `layer` in the
+ * last closed window, as its REPORT carried it, into ret[0..len-1].
+ * Returns 0; BELLOWS_EINVAL for a bad index or a len other than the
+ * array's; BELLOWS_EAGAIN before the first window closed;
+ * BELLOWS_ENOTFOUND when the layer did not carry it in that window (not
+ * flagged for it, e.g. BELLOWS_LAYER_EXP_HIST, or not observed). */
+BELLOWS_EXPORT int bellows_agent_window_array(const bellows_agent *agent,
+    uint32_t layer, uint32_t array, uint64_t *ret, uint32_t len);
+
 /* The codec table in force in the current step (the opaque bytes the
  * job's CODEC_TABLE policy last proposed, at most 64 KiB, e.g. a Huffman
  * table of gradient exponents): *ret_table and *ret_len, NULL and 0 when
@@ -330,6 +351,15 @@ BELLOWS_EXPORT int bellows_agent_window_stats(const bellows_agent *agent,
  * bellows_agent_step_begin() or bellows_agent_close(); every rank gets
  * the same table at the same step. Returns 0 or BELLOWS_EINVAL. */
 BELLOWS_EXPORT int bellows_agent_codec_table(const bellows_agent *agent,
+    const uint8_t **ret_table, size_t *ret_len);
+
+/* The codec table that was in force before the current one (the last
+ * distinct table before it, as of the current step): data encoded with it
+ * in earlier steps still decodes with it after the switch. *ret_table and
+ * *ret_len, NULL and 0 when there was none. Valid until the next
+ * bellows_agent_step_begin() or bellows_agent_close(). Returns 0 or
+ * BELLOWS_EINVAL. */
+BELLOWS_EXPORT int bellows_agent_codec_table_prev(const bellows_agent *agent,
     const uint8_t **ret_table, size_t *ret_len);
 
 /* Level in force for `layer` in the current step; 0 for a bad index. */
