@@ -239,8 +239,9 @@ extern "C" {
  *   unit, doc as above. */
 #define BELLOWS_LAYER_ARRAYS(X)                                                \
 	X(exp_hist, 256, 21, LEN, SUM, exp_hist, "exp_hist", "values",        \
-	    "histogram of the float32 biased exponents (bin e: exponent "     \
-	    "byte e) of every observed gradient value")
+	    "gradient values per float32 biased exponent (bin 0: zeros and "  \
+	    "denormals, 255: Inf and NaN; float16 and bfloat16 values in "   \
+	    "the bin of their exact float32 widening)")
 
 /* clang-format on */
 
