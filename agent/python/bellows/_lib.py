@@ -34,6 +34,7 @@ __all__ = [
     "LAYER_NO_ACCUMULATOR",
     "LAYER_MOMENTUM",
     "LAYER_DEVICE",
+    "LAYER_EXP_HIST",
     "DTYPE_F32",
     "DTYPE_F16",
     "DTYPE_BF16",
@@ -83,6 +84,7 @@ for _code, _name in ERRORS.items():
 LAYER_NO_ACCUMULATOR = 1 << 0
 LAYER_MOMENTUM = 1 << 1
 LAYER_DEVICE = 1 << 2
+LAYER_EXP_HIST = 1 << 3  # report the 256-bin exponent histogram
 
 # enum bellows_dtype
 DTYPE_F32 = 0
@@ -189,6 +191,18 @@ class Decision(ctypes.Structure):
         ("policy", ctypes.c_char_p),
         ("reason", ctypes.c_char_p),
         ("calibrate_steps", ctypes.c_uint64),
+    ]
+
+
+class StatArray(ctypes.Structure):
+    """struct bellows_stat_array (bellows/stats.h)."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("len", ctypes.c_uint32),
+        ("index", ctypes.c_uint32),
+        ("unit", ctypes.c_char_p),
+        ("doc", ctypes.c_char_p),
     ]
 
 
@@ -385,6 +399,20 @@ class _Functions:
         self.step_info_schema = _prototype(lib, "bellows_step_info_schema",
                                            ctypes.POINTER(StatField), [],
                                            required=False)
+        # Array statistics (the exponent histogram) and the previous
+        # codec table: optional, Agent.window_array and
+        # Agent.codec_table(version) raise ENOTSUP without them.
+        self.arrays_schema = _prototype(lib, "bellows_layer_arrays_schema",
+                                        ctypes.POINTER(StatArray), [],
+                                        required=False)
+        self.window_array = _prototype(
+            lib, "bellows_agent_window_array", ctypes.c_int,
+            [vp, u32, u32, ctypes.POINTER(ctypes.c_uint64), u32],
+            required=False)
+        self.codec_table_prev = _prototype(
+            lib, "bellows_agent_codec_table_prev", ctypes.c_int,
+            [vp, ctypes.POINTER(ctypes.POINTER(ctypes.c_uint8)),
+             ctypes.POINTER(ctypes.c_size_t)], required=False)
         self.level = _prototype(lib, "bellows_agent_level", ctypes.c_double,
                                 [vp, u32])
         self.stats_get = _prototype(lib, "bellows_agent_stats_get",

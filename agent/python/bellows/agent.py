@@ -190,6 +190,35 @@ class AgentStats:
     last_error_text: str
 
 
+_arrays: dict[str, tuple[int, int]] | None = None
+
+
+def layer_arrays() -> dict[str, tuple[int, int]]:
+    """The library's array statistics (bellows_layer_arrays_schema): name
+    -> (index, length), e.g. {"exp_hist": (0, 256)}; empty for a
+    libbellows without them."""
+    global _arrays
+    if _arrays is None:
+        fn = _lib.library().arrays_schema
+        found = {}
+        if fn is not None:
+            p = fn()
+            i = 0
+            while p[i].name is not None:
+                found[p[i].name.decode()] = (p[i].index, p[i].len)
+                i += 1
+        _arrays = found
+    return _arrays
+
+
+def _table_version(table: bytes | None) -> int | None:
+    """The version of a GComp exponent table (common/huffman.h: magic
+    "BGHT", uint32 little-endian at bytes 8..11), None for another."""
+    if table is None or len(table) < 12 or table[:4] != b"BGHT":
+        return None
+    return int.from_bytes(table[8:12], "little")
+
+
 def _struct_dict(obj: ctypes.Structure) -> dict:
     return {name: getattr(obj, name) for name, _ in obj._fields_}
 
@@ -552,19 +581,48 @@ class Agent:
         index, as the C function)."""
         return self._f.level(self._h(), layer)
 
-    def codec_table(self) -> bytes | None:
+    def codec_table(self, version: int | None = None) -> bytes | None:
         """The codec table in force in the current step (the opaque
         bytes the job's codec_table policy proposed, at most 64 KiB), or
         None when there is none. Every rank gets the same table at the
-        same step (bellows_agent_codec_table)."""
+        same step (bellows_agent_codec_table).
+
+        With ``version``: the table of that version among the one in
+        force and the one before it (bellows_agent_codec_table_prev), so
+        that data encoded before a switch still decodes; None when
+        neither is. The version is read from a GComp table's header
+        (magic ``BGHT``, uint32 at bytes 8..11, common/huffman.h)."""
         fn = self._f.codec_table
         if fn is None:  # a libbellows older than the call
-            return self.decision().codec_table
+            current = self.decision().codec_table
+        else:
+            table = ctypes.POINTER(ctypes.c_uint8)()
+            n = ctypes.c_size_t()
+            _lib.check("bellows_agent_codec_table",
+                       fn(self._h(), ctypes.byref(table),
+                          ctypes.byref(n)))
+            current = ctypes.string_at(table, n.value) if table else None
+        if version is None:
+            return current
+        for t in (current, self._codec_table_prev()):
+            if _table_version(t) == version:
+                return t
+        return None
+
+    def _codec_table_prev(self) -> bytes | None:
+        fn = self._need("codec_table_prev",
+                        "bellows_agent_codec_table_prev")
         table = ctypes.POINTER(ctypes.c_uint8)()
         n = ctypes.c_size_t()
-        _lib.check("bellows_agent_codec_table",
+        _lib.check("bellows_agent_codec_table_prev",
                    fn(self._h(), ctypes.byref(table), ctypes.byref(n)))
         return ctypes.string_at(table, n.value) if table else None
+
+    def codec_tables(self) -> list[bytes]:
+        """The codec tables kept: the one in force first, then the one
+        before it; each only if there is one."""
+        return [t for t in (self.codec_table(), self._codec_table_prev())
+                if t is not None]
 
     def batch_size(self, default: int) -> int:
         """The per-rank batch size in force: the decision's, or
@@ -661,6 +719,27 @@ class Agent:
                    self._f.window_stats(self._h(), layer,
                                         ctypes.addressof(s)))
         return _layer_stats()(**_struct_dict(s))
+
+    def window_array(self, layer: int, name: str = "exp_hist") -> \
+            list[int] | None:
+        """The array statistic ``name`` (bellows/stats.h
+        BELLOWS_LAYER_ARRAYS, e.g. ``exp_hist``: 256 counts of float32
+        exponents) ``layer`` had in the last closed window, as reported;
+        None when the layer did not carry it (not flagged
+        LAYER_EXP_HIST, or not observed). Raises BellowsError: EINVAL for
+        a bad index or name, EAGAIN before the first window closed."""
+        arrays = layer_arrays()
+        if name not in arrays:
+            raise BellowsError("bellows_agent_window_array", _lib.EINVAL,
+                               f"no array statistic {name!r}")
+        index, length = arrays[name]
+        fn = self._need("window_array", "bellows_agent_window_array")
+        buf = (ctypes.c_uint64 * length)()
+        rc = fn(self._h(), layer, index, buf, length)
+        if rc == _lib.ENOTFOUND:
+            return None
+        _lib.check("bellows_agent_window_array", rc)
+        return list(buf)
 
     def stats(self) -> AgentStats:
         """The agent's counters. Safe from any thread."""

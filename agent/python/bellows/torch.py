@@ -78,15 +78,33 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
     return model.module if hasattr(model, "module") else model
 
 
-def layer_table(model: torch.nn.Module, flags: int = 0) -> list[Layer]:
+def _wants_exp_hist(exp_hist, name: str, p: torch.Tensor) -> bool:
+    """Whether layer ``name`` reports its exponent histogram: exp_hist is
+    None/False (none), True (every tensor of 2 or more dimensions, the
+    default selector's), a callable (name, parameter) -> bool, or a
+    collection of layer names."""
+    if exp_hist is None or exp_hist is False:
+        return False
+    if exp_hist is True:
+        return p.dim() >= 2
+    if callable(exp_hist):
+        return bool(exp_hist(name, p))
+    return name in exp_hist
+
+
+def layer_table(model: torch.nn.Module, flags: int = 0,
+                exp_hist=None) -> list[Layer]:
     """The bellows layer table of ``model``: its trainable parameters in
     ``named_parameters()`` order, named as there (without DDP's
-    ``module.`` prefix). Parameters on a CUDA device get LAYER_DEVICE."""
+    ``module.`` prefix). Parameters on a CUDA device get LAYER_DEVICE;
+    those ``exp_hist`` selects (see attach) LAYER_EXP_HIST."""
     table = []
     for name, p in _unwrap(model).named_parameters():
         if not p.requires_grad:
             continue
         f = flags | (_lib.LAYER_DEVICE if p.is_cuda else 0)
+        if _wants_exp_hist(exp_hist, name, p):
+            f |= _lib.LAYER_EXP_HIST
         table.append(Layer(name, tuple(p.shape), f))
     return table
 
@@ -535,7 +553,8 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
            align: bool = True, time_every: int = 16,
            control: str | None = None, publish: str | None = None,
            window_steps: int = 0, layer_flags: int = 0,
-           process_group=None, **agent_options) -> TorchAgent:
+           exp_hist=None, process_group=None,
+           **agent_options) -> TorchAgent:
     """Attaches a DistributedDataParallel model to a new bellows agent.
 
     ``model`` is the DDP-wrapped model, after init_process_group, with no
@@ -552,7 +571,14 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
     DDP's buckets to the process group as DDP does (see TorchAgent and
     CompressionHook). ``window_steps`` closes a window every N steps (0:
     only at window_end()). ``layer_flags`` are added to every layer (e.g.
-    bellows.LAYER_MOMENTUM); remaining keywords go to bellows.Agent
+    bellows.LAYER_MOMENTUM). ``exp_hist`` selects the layers that report
+    the 256-bin histogram of their gradients' float32 exponents each
+    window (LAYER_EXP_HIST, what the gcomp policy builds its tables
+    from; float16 and bfloat16 gradients count in the bins of their
+    float32 widening): None (default, none: nothing is measured or sent),
+    True (every tensor of 2 or more dimensions), a collection of layer
+    names, or a callable (name, parameter) -> bool. Remaining keywords go
+    to bellows.Agent
     (decision_timeout_ms, heartbeat_ms, log_level, server_key and
     client_key for a bellowsd that wants CURVE keys, ...).
 
@@ -578,7 +604,7 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
         raise TypeError("compressor must be 'powersgd', 'topk', '1bit', "
                         "'2bit' or have reduce(items, comm)")
     params = [p for p in _unwrap(model).parameters() if p.requires_grad]
-    table = layer_table(model, layer_flags)
+    table = layer_table(model, layer_flags, exp_hist)
     if agent_options.get("run_id") is None:
         agent_options["run_id"] = launch_id(process_group)
     agent = Agent(job, dist.get_rank(process_group),
