@@ -223,8 +223,8 @@ extern "C" {
  * field of its own, tags after the scalars'), in the C structs a pointer
  * to `len` values, NULL when the rank did not measure it. Only the layers
  * the trainer asks for carry one (e.g. BELLOWS_LAYER_EXP_HIST), so other
- * layers and jobs pay nothing. X(name, len, tag, check, agg, wfield, wcol,
- * unit, doc):
+ * layers and jobs pay nothing. An entry gives (name, len, tag, check, agg,
+ * wfield, wcol, unit, doc):
  *   name   the field in the C structs, the .proto and Python;
  *   len    the array's length (a received one of another length, but for
  *          an absent one, is refused);
