@@ -1053,12 +1053,21 @@ tool_hdb_replay_destroy(tool_hdb_replay **rp)
 	free(t->batch_size);
 	free(t->lr_scale);
 	free(t->win);
+	for (uint64_t i = 0; t->layer_stats != NULL && i < t->n_taken; i++) {
+		uint32_t n_arr, len;
+		const hist_array *ha = hist_arrays(&n_arr);
+
+		for (uint32_t k = 0; k < n_arr; k++)
+			free((void *)hist_array_get(&ha[k], &t->layer_stats[i],
+			    &len));
+	}
 	free(t->layer_stats);
 	free(t->comm);
 	free(t->apply_step);
 	free(t->calibrate_steps);
 	free(t->size_threshold);
 	free(t->compression_off);
+	free(t->table_hash);
 	free(t);
 	*rp = NULL;
 }
@@ -1106,6 +1115,7 @@ hdb_replay_grow(tool_hdb_replay *rp, uint64_t n, uint64_t *cap)
 	HDB_GROW(calibrate_steps, nc);
 	HDB_GROW(size_threshold, nc);
 	HDB_GROW(compression_off, nc);
+	HDB_GROW(table_hash, nc);
 #undef HDB_GROW
 	*cap = nc;
 	return 0;
@@ -1119,7 +1129,9 @@ static int
 hdb_replay_take(tool_hdb_replay *rp, uint64_t n, const bellows_window *v,
     const hist_state *st, uint64_t *comm_at, uint64_t *cap_comm)
 {
-	uint32_t nl = rp->n_layers;
+	uint32_t nl = rp->n_layers, n_arr;
+	const hist_array *ha = hist_arrays(&n_arr);
+	bool oom = false;
 
 	rp->window[n] = v->window;
 	rp->lr[n] = v->lr;
@@ -1142,6 +1154,23 @@ hdb_replay_take(tool_hdb_replay *rp, uint64_t n, const bellows_window *v,
 		x->numel = 0;
 		x->ndim = 0;
 		x->shape = NULL;
+		/* The cursor's arrays are overwritten by the next window. */
+		for (uint32_t k = 0; k < n_arr; k++) {
+			uint32_t len;
+			const uint64_t *a = hist_array_get(&ha[k], x, &len);
+			uint64_t *copy = a != NULL
+			    ? malloc(sizeof(uint64_t) * len)
+			    : NULL;
+
+			if (copy != NULL)
+				memcpy(copy, a, sizeof(uint64_t) * len);
+			hist_array_set(&ha[k], x, copy);
+			if (a != NULL && copy == NULL)
+				oom = true;
+		}
+		rp->n_taken = at + 1;
+		if (oom)
+			return BELLOWS_ENOMEM;
 		rp->norm_rank0[at] = x->grad_norm_rank0;
 		rp->norm_mean[at] = x->grad_norm_mean;
 		rp->level[at] = x->level;
@@ -1166,6 +1195,38 @@ hdb_replay_take(tool_hdb_replay *rp, uint64_t n, const bellows_window *v,
 	return 0;
 }
 
+uint64_t
+tool_table_hash(const uint8_t *t, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	if (t == NULL || n == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ t[i]) * 1099511628211ull;
+	return h != 0 ? h : 1;
+}
+
+/* The hash of the codec table of run `run`'s decision applied at
+ * `apply_step` (the latest such), 0 when none or it has none. */
+static uint64_t
+hdb_table_at(sqlite3_stmt *st, int64_t run, uint64_t apply_step)
+{
+	uint64_t h = 0;
+
+	if (st == NULL)
+		return 0;
+	sqlite3_reset(st);
+	sqlite3_bind_int64(st, 1, run);
+	sqlite3_bind_int64(st, 2,
+	    apply_step > INT64_MAX ? INT64_MAX : (int64_t)apply_step);
+	if (sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) == SQLITE_BLOB)
+		h = tool_table_hash(sqlite3_column_blob(st, 0),
+		    (size_t)sqlite3_column_bytes(st, 0));
+	return h;
+}
+
 /* The run's closed windows through the history reader (hist_read.h),
  * the same code bellowsd's recovery reads them with; a window lacking
  * the row of some layer is skipped and counted. */
@@ -1173,6 +1234,7 @@ static int
 hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 {
 	hist_windows *c = NULL;
+	sqlite3_stmt *tables = NULL;
 	uint64_t cap = 0, cap_comm = 0, n = 0, closed = 0;
 	uint64_t *comm_at = NULL;
 	char err[256];
@@ -1182,6 +1244,12 @@ hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 	    &c, err, sizeof(err));
 	if (r != 0)
 		return hdb_fail(db, r, "%s", err);
+	/* Files of any version have decisions.codec_table; NULL if not. */
+	if (sqlite3_prepare_v2(db->db,
+		"SELECT codec_table FROM decisions WHERE run_id = ?1 AND "
+		"apply_step = ?2 ORDER BY seq DESC LIMIT 1",
+		-1, &tables, NULL) != SQLITE_OK)
+		tables = NULL;
 	for (;;) {
 		bellows_window v;
 		hist_state st;
@@ -1213,6 +1281,7 @@ hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 			r = hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
 			goto out;
 		}
+		rp->table_hash[n] = hdb_table_at(tables, run, st.apply_step);
 		n++;
 	}
 	rp->n_windows = n;
@@ -1226,6 +1295,7 @@ hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 						   : NULL;
 	}
 out:
+	sqlite3_finalize(tables);
 	hist_windows_close(&c);
 	free(comm_at);
 	return r;

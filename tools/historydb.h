@@ -173,7 +173,12 @@ typedef struct tool_hdb_replay {
 				     * the policies (job NULL, layers' names
 				     * and shapes unset): layers point into
 				     * layer_stats, comm into comm */
-	struct bellows_window_layer *layer_stats; /* n_windows x n_layers */
+	struct bellows_window_layer *layer_stats; /* n_windows x n_layers;
+						   * their array statistics
+						   * are owned copies */
+	uint64_t n_taken;                         /* entries of layer_stats
+						   * filled (whose arrays
+						   * destroy frees) */
 	struct bellows_comm_sample *comm;         /* the windows' collectives */
 	uint64_t n_comm;                          /* entries in comm */
 	uint64_t *apply_step;      /* per window: apply step of the
@@ -181,7 +186,13 @@ typedef struct tool_hdb_replay {
 	uint64_t *calibrate_steps; /* per window: its calibrate_steps */
 	uint64_t *size_threshold;  /* per window: threshold in force */
 	bool *compression_off;     /* per window: gate in force */
+	uint64_t *table_hash;      /* per window: tool_table_hash of the
+				    * codec table in force (the decision's
+				    * with that apply step), 0: none */
 } tool_hdb_replay;
+
+/* FNV-1a of a codec table, never 0 for one: 0 when n is 0. */
+uint64_t tool_table_hash(const uint8_t *t, size_t n);
 
 /* Opens the database at `path` read-only and checks its schema version.
  * Returns 0 and *ret (the caller's, tool_hdb_close), or with errbuf saying

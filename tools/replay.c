@@ -40,6 +40,7 @@ tool_replay_destroy(tool_replay **rp)
 	free(t->lr_scale);
 	free(t->threshold);
 	free(t->gate_off);
+	free(t->table_hash);
 	free(t->error_bound);
 	free(t);
 	*rp = NULL;
@@ -63,10 +64,12 @@ replay_alloc(const tool_replay_input *in)
 	rp->lr_scale = malloc(nw * sizeof(double));
 	rp->threshold = malloc(nw * sizeof(uint64_t));
 	rp->gate_off = malloc(nw * sizeof(bool));
+	rp->table_hash = malloc(nw * sizeof(uint64_t));
 	rp->error_bound = malloc(nw * nl * sizeof(double));
 	if (rp->level == NULL || rp->batch_size == NULL ||
 	    rp->lr_scale == NULL || rp->threshold == NULL ||
-	    rp->gate_off == NULL || rp->error_bound == NULL)
+	    rp->gate_off == NULL || rp->error_bound == NULL ||
+	    rp->table_hash == NULL)
 		goto fail;
 	return rp;
 fail:
@@ -229,6 +232,8 @@ tool_replay_run_input(const ctl_job_conf *jc, const char *job,
 		rp->lr_scale[i] = state.lr_scale;
 		rp->threshold[i] = state.size_threshold;
 		rp->gate_off[i] = state.compression_off;
+		rp->table_hash[i] = tool_table_hash(state.codec_table,
+		    state.codec_table_len);
 		memcpy(rp->error_bound + (size_t)i * in->n_layers,
 		    state.error_bound, sizeof(double) * in->n_layers);
 		if (in->rec != NULL)
@@ -355,6 +360,16 @@ tool_replay_compare(const tool_replay *rp, const tool_hdb_replay *rec, bool all,
 	     i++)
 		d.gate_differ += rp->threshold[i] != rec->size_threshold[i] ||
 		    rp->gate_off[i] != rec->compression_off[i];
+	for (uint64_t i = 0; rec->table_hash != NULL && i < rp->n_windows;
+	     i++) {
+		d.table_differ += rp->table_hash[i] != rec->table_hash[i];
+		if (i > 0) {
+			d.tables_recorded += rec->table_hash[i] !=
+			    rec->table_hash[i - 1];
+			d.tables_replayed += rp->table_hash[i] !=
+			    rp->table_hash[i - 1];
+		}
+	}
 	for (uint64_t i = 0; rec->layer_stats != NULL && i < rp->n_windows; i++)
 		for (uint32_t l = 0; l < nl; l++)
 			d.bound_differ +=
@@ -635,6 +650,11 @@ replay_main_db(const replay_opts *o, const ctl_config *cfg)
 	    "bellows replay: activation error bounds: %" PRIu64 " of %" PRIu64
 	    " rows differ\n",
 	    d.bound_differ, d.windows * rp->n_layers);
+	fprintf(stderr,
+	    "bellows replay: codec tables: %" PRIu64 " of %" PRIu64
+	    " windows differ; table changes: recorded %" PRIu64
+	    ", replayed %" PRIu64 "\n",
+	    d.table_differ, d.windows, d.tables_recorded, d.tables_replayed);
 	rc = 0;
 out:
 	free(norm);

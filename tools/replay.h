@@ -73,6 +73,9 @@ typedef struct tool_replay_diff {
 				    * error bound differs (with --db) */
 	uint64_t gate_differ;      /* windows whose size threshold or
 				    * compression gate differs */
+	uint64_t table_differ;     /* windows whose codec table differs */
+	uint64_t tables_recorded;  /* codec table changes, as recorded */
+	uint64_t tables_replayed;  /* same, as replayed */
 } tool_replay_diff;
 
 typedef struct tool_replay {
@@ -86,6 +89,8 @@ typedef struct tool_replay {
 	double *lr_scale;     /* n_windows: LR scale in force */
 	uint64_t *threshold;  /* n_windows: size threshold in force */
 	bool *gate_off;       /* n_windows: compression gate in force */
+	uint64_t *table_hash; /* n_windows: tool_table_hash of the codec
+			       * table in force, 0: none */
 	double *error_bound;  /* n_windows x n_layers: the activation error
 			       * bound in force */
 	uint64_t failures;    /* policy calls that failed (state kept) */
