@@ -3,6 +3,7 @@
 #include "plugin_wire.h"
 
 #include <bellows/error.h>
+#include <bellows/stats.h>
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -218,6 +219,32 @@ ctl_pwire_get_proposal(ctl_pwire_reader *r, bellows_proposal *p)
 	return 0;
 }
 
+/* The array statistics' pointer and count in bellows_window_layer
+ * (bellows/stats.h, BELLOWS_LAYER_ARRAYS) and their length. */
+typedef struct pwire_array {
+	size_t ptr;   /* offset of the const uint64_t * */
+	size_t count; /* offset of the uint32_t count */
+	uint32_t len; /* the table's length */
+} pwire_array;
+#define PWIRE_ARRAY(name, len, tag, check, kind, wfield, ...)                  \
+	{ offsetof(bellows_window_layer, wfield),                              \
+		offsetof(bellows_window_layer, wfield##_len), len },
+static const pwire_array pwire_arrays[] = { BELLOWS_LAYER_ARRAYS(PWIRE_ARRAY) };
+#define PWIRE_N_ARRAYS (sizeof(pwire_arrays) / sizeof(pwire_arrays[0]))
+
+/* The values of array a of layer l, NULL unless it has exactly the
+ * table's length. */
+static const uint64_t *
+pwire_array_of(const bellows_window_layer *l, const pwire_array *a)
+{
+	const uint64_t *v;
+	uint32_t n;
+
+	memcpy(&v, (const char *)l + a->ptr, sizeof(v));
+	memcpy(&n, (const char *)l + a->count, sizeof(n));
+	return v != NULL && n == a->len ? v : NULL;
+}
+
 void
 ctl_pwire_put_layers(ctl_pwire_buf *b, const bellows_window_layer *l,
     uint32_t n)
@@ -231,11 +258,79 @@ ctl_pwire_put_layers(ctl_pwire_buf *b, const bellows_window_layer *l,
 			ctl_pwire_put(b, &v, sizeof(v));
 		}
 	}
+	/* The array statistics: every layer's counts, then the values. */
+	for (uint32_t i = 0; i < n; i++)
+		for (size_t k = 0; k < PWIRE_N_ARRAYS; k++) {
+			uint32_t c = pwire_array_of(&l[i], &pwire_arrays[k])
+			    ? pwire_arrays[k].len
+			    : 0;
+
+			ctl_pwire_put(b, &c, sizeof(c));
+		}
+	for (uint32_t i = 0; i < n; i++)
+		for (size_t k = 0; k < PWIRE_N_ARRAYS; k++) {
+			const uint64_t *v = pwire_array_of(&l[i],
+			    &pwire_arrays[k]);
+
+			if (v != NULL)
+				ctl_pwire_put(b, v,
+				    sizeof(uint64_t) * pwire_arrays[k].len);
+		}
+}
+
+/* Reads the array statistics ctl_pwire_put_layers wrote after the n
+ * layers' names and shapes into *arrays (grown, *arrays_cap values) and
+ * points the layers at them. */
+static int
+pwire_get_arrays(ctl_pwire_reader *r, bellows_window_layer *out, uint32_t n,
+    uint64_t **arrays, size_t *arrays_cap)
+{
+	size_t total = 0, at = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		for (size_t k = 0; k < PWIRE_N_ARRAYS; k++) {
+			const pwire_array *a = &pwire_arrays[k];
+			uint32_t c;
+			const uint64_t *none = NULL;
+
+			if (ctl_pwire_get(r, &c, sizeof(c)) != 0 ||
+			    (c != 0 && c != a->len))
+				return r->err = BELLOWS_EPROTO;
+			memcpy((char *)&out[i] + a->count, &c, sizeof(c));
+			memcpy((char *)&out[i] + a->ptr, &none, sizeof(none));
+			total += c;
+		}
+	if (total > *arrays_cap) {
+		uint64_t *grown = realloc(*arrays, sizeof(uint64_t) * total);
+
+		if (grown == NULL)
+			return BELLOWS_ENOMEM;
+		*arrays = grown;
+		*arrays_cap = total;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		for (size_t k = 0; k < PWIRE_N_ARRAYS; k++) {
+			const pwire_array *a = &pwire_arrays[k];
+			const uint64_t *v;
+			uint32_t c;
+
+			memcpy(&c, (char *)&out[i] + a->count, sizeof(c));
+			if (c == 0)
+				continue;
+			if (ctl_pwire_get(r, *arrays + at,
+				sizeof(uint64_t) * c) != 0)
+				return BELLOWS_EPROTO;
+			v = *arrays + at;
+			memcpy((char *)&out[i] + a->ptr, &v, sizeof(v));
+			at += c;
+		}
+	return 0;
 }
 
 int
 ctl_pwire_get_layers(ctl_pwire_reader *r, bellows_window_layer *out, uint32_t n,
-    uint32_t **shapes, size_t *shapes_cap)
+    uint32_t **shapes, size_t *shapes_cap, uint64_t **arrays,
+    size_t *arrays_cap)
 {
 	size_t dims = 0, at = 0;
 
@@ -262,7 +357,7 @@ ctl_pwire_get_layers(ctl_pwire_reader *r, bellows_window_layer *out, uint32_t n,
 		out[i].shape = out[i].ndim > 0 ? *shapes + at : NULL;
 		at += out[i].ndim;
 	}
-	return 0;
+	return pwire_get_arrays(r, out, n, arrays, arrays_cap);
 }
 
 void

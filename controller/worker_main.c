@@ -59,6 +59,8 @@ typedef struct worker {
 	size_t layers_cap;             /* entries at layers */
 	uint32_t *shapes;              /* decoded shapes */
 	size_t shapes_cap;             /* entries at shapes */
+	uint64_t *arrays;              /* decoded array statistics */
+	size_t arrays_cap;             /* values at arrays */
 	bellows_proposal prop;         /* decoded proposal */
 	size_t prop_cap;               /* layers allocated in prop */
 } worker;
@@ -217,8 +219,8 @@ worker_layers(worker *wk, ctl_pwire_reader *r, uint32_t n)
 			exit(CTL_PWIRE_EXIT_NOMEM);
 		wk->layers_cap = n;
 	}
-	if (ctl_pwire_get_layers(r, wk->layers, n, &wk->shapes,
-		&wk->shapes_cap) != 0)
+	if (ctl_pwire_get_layers(r, wk->layers, n, &wk->shapes, &wk->shapes_cap,
+		&wk->arrays, &wk->arrays_cap) != 0)
 		exit(CTL_PWIRE_EXIT_PROTO);
 }
 
