@@ -76,6 +76,8 @@ typedef struct tool_replay_diff {
 	uint64_t table_differ;     /* windows whose codec table differs */
 	uint64_t tables_recorded;  /* codec table changes, as recorded */
 	uint64_t tables_replayed;  /* same, as replayed */
+	bool tables_any;           /* a window had a codec table in force,
+				    * recorded or replayed */
 } tool_replay_diff;
 
 typedef struct tool_replay {
