@@ -5,7 +5,8 @@
  * theirs.
  *
  * Candidates. At init the selected layers are cut into runs of adjacent
- * layers (layer-table order) of identical shape, the paper's "adjacent
+ * selected layers (layer-table order; unselected ones such as biases in
+ * between do not count) of identical shape, the paper's "adjacent
  * layers of the same type" (its code groups identical shapes only); a run
  * is cut into candidate groups of at most max_group layers. A selected
  * layer of 2 or more dimensions with at least reduce_min_numel elements
@@ -58,6 +59,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define RESI_GROUP_MAX 64 /* most layers one group may have */
+
 typedef struct resi_config {
 	double phi;               /* significance coefficient of the groups */
 	int64_t max_group;        /* most layers in one group */
@@ -83,7 +86,7 @@ static const bellows_param resi_params[] = {
 	    .type = BELLOWS_PARAM_INT,
 	    .offset = offsetof(resi_config, max_group),
 	    .min = 2,
-	    .max = 64,
+	    .max = RESI_GROUP_MAX,
 	    .def = 4,
 	    .help = "most adjacent layers sharing one residual" },
 	{ .name = "join_distance",
@@ -208,34 +211,43 @@ resi_fini(void *state, const void *config)
 }
 
 /* Cuts the selected layers into candidate groups and marks the specific
- * layers (see the file's comment). */
+ * layers (see the file's comment). Layers the selector leaves out (biases,
+ * norms: 1-D tensors by default) do not break adjacency: a convolution's
+ * bias sits between two weights in the layer table. */
 static void
 resi_candidates(resi_state *st, const resi_config *cfg,
     const bellows_window_layer *l)
 {
 	uint32_t n = st->n_layers;
+	uint32_t run[RESI_GROUP_MAX];
 
 	for (uint32_t i = 0; i < n; i++)
 		st->cand[i] = UINT32_MAX;
 	for (uint32_t i = 0; i < n;) {
-		uint32_t j = i + 1;
+		uint32_t k = 0, next = i + 1;
 
 		if (!l[i].selected || l[i].ndim < 2) {
 			i++;
 			continue;
 		}
-		while (j < n && l[j].selected &&
-		    j - i < (uint32_t)cfg->max_group &&
-		    resi_same_shape(&l[i], &l[j]))
-			j++;
-		if (j - i >= 2) {
-			for (uint32_t k = i; k < j; k++)
-				st->cand[k] = i;
-			st->cand_n[i] = j - i;
+		run[k++] = i;
+		for (uint32_t j = i + 1; j < n && k < (uint32_t)cfg->max_group;
+		     j++) {
+			if (!l[j].selected || l[j].ndim < 2)
+				continue;
+			if (!resi_same_shape(&l[i], &l[j]))
+				break;
+			run[k++] = j;
+		}
+		if (k >= 2) {
+			for (uint32_t m = 0; m < k; m++)
+				st->cand[run[m]] = i;
+			st->cand_n[i] = k;
+			next = run[k - 1] + 1;
 		} else if (l[i].numel >= (uint64_t)cfg->reduce_min_numel) {
 			st->specific[i] = true;
 		}
-		i = j;
+		i = next;
 	}
 }
 
@@ -302,21 +314,37 @@ resi_distance(const bellows_window_layer *a, const bellows_window_layer *b)
 	return d;
 }
 
-/* The largest pairwise distance of the group starting at g; NAN when a
- * member has no statistics. */
+/* The largest pairwise distance of the candidate group led by g; NAN when
+ * a member has no statistics. */
 static double
 resi_group_distance(const resi_state *st, const bellows_window *w, uint32_t g)
 {
 	double d = 0.0;
 
-	for (uint32_t i = g; i < g + st->cand_n[g]; i++) {
+	for (uint32_t i = g; i < st->n_layers; i++) {
+		if (st->cand[i] != g)
+			continue;
 		if (w->layers[i].resid_steps == 0)
 			return NAN;
-		for (uint32_t j = i + 1; j < g + st->cand_n[g]; j++)
-			d = fmax(d,
-			    resi_distance(&w->layers[i], &w->layers[j]));
+		for (uint32_t j = i + 1; j < st->n_layers; j++)
+			if (st->cand[j] == g)
+				d = fmax(d,
+				    resi_distance(&w->layers[i],
+					&w->layers[j]));
 	}
 	return d;
+}
+
+/* The last member of the candidate group led by g. */
+static uint32_t
+resi_last(const resi_state *st, uint32_t g)
+{
+	uint32_t last = g;
+
+	for (uint32_t i = g; i < st->n_layers; i++)
+		if (st->cand[i] == g)
+			last = i;
+	return last;
 }
 
 /* A critical regime reported by another policy: the gate on, or a
@@ -436,10 +464,10 @@ resi_on_window(void *state, const void *config, const bellows_window *w,
 		if (share)
 			pol_text_add(&tj, "%s%s..%s (d=%.2f)",
 			    tj.used > 0 ? ", " : "", st->names[g],
-			    st->names[g + st->cand_n[g] - 1], d);
+			    st->names[resi_last(st, g)], d);
 		else
 			pol_text_add(&ts, "%s%s..%s%s", ts.used > 0 ? ", " : "",
-			    st->names[g], st->names[g + st->cand_n[g] - 1],
+			    st->names[g], st->names[resi_last(st, g)],
 			    paused ? "" : " (distance rose)");
 	}
 	for (uint32_t i = 0; i < st->n_layers; i++) {
