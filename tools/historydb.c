@@ -309,7 +309,10 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 #define HDB_RUNS_V4        ", '' AS run_key, 0 AS resumes"
 #define HDB_WINDOW_INFO_V2 ", 0 AS state_apply_step, 0 AS state_calibrate_steps"
 #define HDB_DECISIONS_V2   ", 0 AS calibrate_steps"
-#define HDB_VIEWS_MAX      8192 /* bytes of the views' SQL */
+#define HDB_DECISIONS_V5                                                       \
+	", NULL AS resid_group, NULL AS resid_phi, NULL AS resid_rows,"        \
+	" NULL AS resid_cols"
+#define HDB_VIEWS_MAX 8192 /* bytes of the views' SQL */
 
 /* The daemon's own events while run :run was live (export and events). */
 #define HDB_RUN_EVENTS                                                         \
@@ -525,7 +528,10 @@ hdb_views(tool_hdb *db, int version)
 	    "CREATE TEMP VIEW hdb_runs AS SELECT *%s FROM main.runs;"
 	    "CREATE TEMP VIEW hdb_decisions AS SELECT *%s FROM "
 	    "main.decisions;%s",
-	    version < 5 ? HDB_RUNS_V4 : "", version < 3 ? HDB_DECISIONS_V2 : "",
+	    version < 5 ? HDB_RUNS_V4 : "",
+	    version < 3       ? HDB_DECISIONS_V2 HDB_DECISIONS_V5
+		: version < 6 ? HDB_DECISIONS_V5
+			      : "",
 	    version < 3 ? HDB_VIEWS_NONE_V2 : HDB_VIEW_COMM HDB_VIEW_METRICS);
 	for (int t = 0; ok && t < HIST_N_TABLES; t++) {
 		const char *name = hist_table_name((hist_table)t);
