@@ -1065,6 +1065,7 @@ tool_hdb_replay_destroy(tool_hdb_replay **rp)
 	free(t->calibrate_steps);
 	free(t->size_threshold);
 	free(t->compression_off);
+	free(t->resid_plan);
 	free(t);
 	*rp = NULL;
 }
@@ -1237,6 +1238,103 @@ out:
 	return r;
 }
 
+/* Column i of a decision row: n little-endian doubles into out, or, for a
+ * NULL, `def` for each (def < 0: the layer's index). False for a BLOB of
+ * another size. */
+static bool
+hdb_plan_col(sqlite3_stmt *st, int i, uint32_t n, double def, double *out)
+{
+	const uint8_t *p = sqlite3_column_blob(st, i);
+	int len = sqlite3_column_bytes(st, i);
+
+	if (sqlite3_column_type(st, i) == SQLITE_NULL) {
+		for (uint32_t l = 0; l < n; l++)
+			out[l] = def < 0 ? (double)l : def;
+		return true;
+	}
+	if (len != (int)(n * 8) || p == NULL)
+		return false;
+	for (uint32_t l = 0; l < n; l++) {
+		uint64_t bits = 0;
+
+		for (int b = 0; b < 8; b++)
+			bits |= (uint64_t)p[l * 8 + b] << (8 * b);
+		memcpy(&out[l], &bits, 8);
+	}
+	return true;
+}
+
+/* The residual plan each replayed window's answering decision set
+ * (rp->resid_plan), from the run's decisions. */
+static int
+hdb_replay_plans(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
+{
+	size_t nl = rp->n_layers, nw = rp->n_windows ? rp->n_windows : 1;
+	double *g = NULL, *rows = NULL, *cols = NULL;
+	sqlite3_stmt *st = NULL;
+	uint64_t k = 0;
+	int rc, r = 0;
+
+	if (nw > SIZE_MAX / sizeof(double) / 3 / (nl ? nl : 1))
+		return hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
+	rp->resid_plan = malloc(sizeof(double) * 3 * nw * (nl ? nl : 1));
+	g = malloc(sizeof(double) * (nl ? nl : 1));
+	rows = malloc(sizeof(double) * (nl ? nl : 1));
+	cols = malloc(sizeof(double) * (nl ? nl : 1));
+	if (rp->resid_plan == NULL || g == NULL || rows == NULL ||
+	    cols == NULL) {
+		r = hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < 3 * nw * nl; i++)
+		rp->resid_plan[i] = NAN;
+	rc = sqlite3_prepare_v2(db->db,
+	    "SELECT window, n_layers, resid_group, resid_rows, resid_cols "
+	    "FROM hdb_decisions WHERE run_id = ?1 AND window > 0 ORDER BY "
+	    "window, seq",
+	    -1, &st, NULL);
+	if (rc != SQLITE_OK) {
+		r = hdb_sqlite_fail(db, rc);
+		goto out;
+	}
+	sqlite3_bind_int64(st, 1, run);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t w = (uint64_t)sqlite3_column_int64(st, 0) - 1;
+
+		while (k < rp->n_windows && rp->window[k] < w)
+			k++;
+		if (k == rp->n_windows)
+			break;
+		if (rp->window[k] != w ||
+		    sqlite3_column_int64(st, 1) != (int64_t)nl)
+			continue;
+		if (!hdb_plan_col(st, 2, (uint32_t)nl, -1, g) ||
+		    !hdb_plan_col(st, 3, (uint32_t)nl, 1, rows) ||
+		    !hdb_plan_col(st, 4, (uint32_t)nl, 1, cols)) {
+			r = hdb_fail(db, BELLOWS_EPROTO,
+			    "run %" PRId64 ": window %" PRIu64
+			    "'s decision has a residual plan of another size",
+			    run, w);
+			goto out;
+		}
+		for (size_t l = 0; l < nl; l++) {
+			double *at = &rp->resid_plan[3 * (k * nl + l)];
+
+			at[0] = g[l];
+			at[1] = rows[l];
+			at[2] = cols[l];
+		}
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		r = hdb_sqlite_fail(db, rc);
+out:
+	sqlite3_finalize(st);
+	free(g);
+	free(rows);
+	free(cols);
+	return r;
+}
+
 int
 tool_hdb_replay_load(tool_hdb *db, int64_t run, tool_hdb_replay **ret)
 {
@@ -1246,7 +1344,8 @@ tool_hdb_replay_load(tool_hdb *db, int64_t run, tool_hdb_replay **ret)
 	if (rp == NULL)
 		return hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
 	if ((r = hdb_replay_layers(db, run, rp)) != 0 ||
-	    (r = hdb_replay_windows(db, run, rp)) != 0) {
+	    (r = hdb_replay_windows(db, run, rp)) != 0 ||
+	    (r = hdb_replay_plans(db, run, rp)) != 0) {
 		tool_hdb_replay_destroy(&rp);
 		return r;
 	}

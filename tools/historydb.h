@@ -181,6 +181,10 @@ typedef struct tool_hdb_replay {
 	uint64_t *calibrate_steps; /* per window: its calibrate_steps */
 	uint64_t *size_threshold;  /* per window: threshold in force */
 	bool *compression_off;     /* per window: gate in force */
+	double *resid_plan;        /* n_windows x n_layers x 3: the residual
+				    * plan (group, rows, cols) the decision
+				    * answering the window set; NAN where
+				    * no decision answered it */
 } tool_hdb_replay;
 
 /* Opens the database at `path` read-only and checks its schema version.

@@ -73,6 +73,10 @@ typedef struct tool_replay_diff {
 				    * error bound differs (with --db) */
 	uint64_t gate_differ;      /* windows whose size threshold or
 				    * compression gate differs */
+	uint64_t plan_rows;        /* windows x layers whose residual plan
+				    * was recorded (with --db) */
+	uint64_t plan_differ;      /* of them, those whose plan (group,
+				    * rows, cols) differs */
 } tool_replay_diff;
 
 typedef struct tool_replay {
@@ -88,6 +92,9 @@ typedef struct tool_replay {
 	bool *gate_off;       /* n_windows: compression gate in force */
 	double *error_bound;  /* n_windows x n_layers: the activation error
 			       * bound in force */
+	double *resid_plan;   /* n_windows x n_layers x 3: the residual plan
+			       * (group, rows, cols) decided at the
+			       * window's close */
 	uint64_t failures;    /* policy calls that failed (state kept) */
 } tool_replay;
 
