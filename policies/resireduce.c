@@ -16,7 +16,8 @@
  * Distance. Each rank reports per layer the L1 and L2 norms of the fresh
  * residual and the quantiles q50, q90, q99 of |r| / rms(r) (bellows/
  * stats.h, resid_*). Two layers' distance is the largest |ln ratio| of
- * their rms = L2 / sqrt(numel) and of each quantile: 0 for identical
+ * their rms = L2 / sqrt(numel) and of each quantile (plus 0.05, so that a
+ * quantile at zero is far but finite): 0 for identical
  * distributions, ln 2 when one's scale or tail is twice the other's. The
  * rms compares scales (sharing averages values, so two layers of very
  * different scale would compensate each other with the wrong magnitude);
@@ -60,6 +61,11 @@
 #include <string.h>
 
 #define RESI_GROUP_MAX 64 /* most layers one group may have */
+
+/* Added to the |r|/rms quantiles before their ratio: a quantile at 0 (more
+ * than half a residual exactly zero, e.g. dead ReLU units) then gives a
+ * large but finite distance, ln(1 + q / 0.05). */
+#define RESI_Q_FLOOR 0.05
 
 typedef struct resi_config {
 	double phi;               /* significance coefficient of the groups */
@@ -162,6 +168,8 @@ typedef struct resi_state {
 	bool have_level;      /* last_level is filled */
 	uint64_t pause_until; /* no sharing before this window */
 	bool pause_next;      /* an LR_CHANGE drop was announced */
+	double drop_to;       /* LR a window's lr_next announced a drop to (its
+			       * LR_CHANGE then pauses nothing more); 0: none */
 	char **names;         /* per layer, copied at init */
 } resi_state;
 
@@ -308,9 +316,15 @@ resi_distance(const bellows_window_layer *a, const bellows_window_layer *b)
 	double rms_b = b->resid_l2 / sqrt((double)(b->numel ? b->numel : 1));
 	double d = resi_log_ratio(rms_a, rms_b);
 
-	d = fmax(d, resi_log_ratio(a->resid_q50, b->resid_q50));
-	d = fmax(d, resi_log_ratio(a->resid_q90, b->resid_q90));
-	d = fmax(d, resi_log_ratio(a->resid_q99, b->resid_q99));
+	d = fmax(d,
+	    resi_log_ratio(a->resid_q50 + RESI_Q_FLOOR,
+		b->resid_q50 + RESI_Q_FLOOR));
+	d = fmax(d,
+	    resi_log_ratio(a->resid_q90 + RESI_Q_FLOOR,
+		b->resid_q90 + RESI_Q_FLOOR));
+	d = fmax(d,
+	    resi_log_ratio(a->resid_q99 + RESI_Q_FLOOR,
+		b->resid_q99 + RESI_Q_FLOOR));
 	return d;
 }
 
@@ -425,9 +439,12 @@ resi_on_window(void *state, const void *config, const bellows_window *w,
 	if (w->n_layers != st->n_layers)
 		return BELLOWS_EINVAL;
 	critical = resi_critical(st, w);
-	lr_drop = st->pause_next ||
-	    (isfinite(w->lr) && isfinite(w->lr_next) && w->lr_next > 0.0 &&
-		w->lr_next < w->lr);
+	lr_drop = st->pause_next;
+	if (isfinite(w->lr) && isfinite(w->lr_next) && w->lr_next > 0.0 &&
+	    w->lr_next < w->lr) {
+		lr_drop = true;
+		st->drop_to = w->lr_next;
+	}
 	st->pause_next = false;
 	if (lr_drop || critical)
 		st->pause_until = w->window + 1 + (uint64_t)cfg->pause_windows;
@@ -530,7 +547,8 @@ resi_on_event(void *state, const void *config, const bellows_event *ev)
 
 	(void)config;
 	if (ev->type == BELLOWS_EVENT_LR_CHANGE && isfinite(ev->lr_old) &&
-	    isfinite(ev->lr_new) && ev->lr_new < ev->lr_old)
+	    isfinite(ev->lr_new) && ev->lr_new < ev->lr_old &&
+	    ev->lr_new != st->drop_to) /* else announced and paused */
 		st->pause_next = true;
 	if (ev->type == BELLOWS_EVENT_RELOAD)
 		return BELLOWS_EINVAL; /* candidates depend on the config:

@@ -409,9 +409,12 @@ def train(rank: int, world: int, args) -> None:
                   f"less), all ranks; {stats.decisions} decisions, "
                   f"{stats.decision_misses} misses", flush=True)
             kept, full = agent.residual_memory()
+            mkept, mfull = agent.residual_memory_mean()
             print(f"residual memory: {kept} of {full} floats "
-                  f"({100 * (1 - kept / full) if full else 0:.1f}% saved)",
-                  flush=True)
+                  f"({100 * (1 - kept / full) if full else 0:.1f}% saved) "
+                  f"under the last plan; mean over steps {mkept:.0f} "
+                  f"({100 * (1 - mkept / mfull) if mfull else 0:.1f}% "
+                  f"saved)", flush=True)
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps({
                 "args": {k: v for k, v in vars(args).items()},
@@ -429,6 +432,8 @@ def train(rank: int, world: int, args) -> None:
                               "reason": c.reason} for c in agent.changes],
                 "residual_memory": dict(zip(("kept", "full"),
                                             agent.residual_memory())),
+                "residual_memory_mean": dict(zip(
+                    ("kept", "full"), agent.residual_memory_mean())),
                 "residual_peak_floats": (agent.residuals.peak_floats
                                          if agent.residuals else 0),
                 "plan_changes": [{"step": c.step, "seq": c.seq,

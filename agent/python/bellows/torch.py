@@ -356,6 +356,9 @@ class TorchAgent:
         # A plan fixed by the trainer (e.g. the paper's static grouping):
         # decisions' residual plans are then ignored.
         self.static_plan: Plan | None = None
+        self._resid_steps = 0
+        self._resid_kept = 0
+        self._resid_full = 0
         self.residuals = getattr(hook.compressor, "residuals", None)
         if self.residuals is not None:
             self.residuals.set_shapes([tuple(p.shape)
@@ -472,6 +475,11 @@ class TorchAgent:
             return 0, 0
         return self.residuals.memory()
 
+    def residual_memory_mean(self) -> tuple[float, float]:
+        """residual_memory() averaged over the steps ended so far."""
+        n = max(self._resid_steps, 1)
+        return self._resid_kept / n, self._resid_full / n
+
     @property
     def seq(self) -> int:
         """Seq of the decision applied in the current (or last) step."""
@@ -525,6 +533,10 @@ class TorchAgent:
             for layer, st in self.residuals.take_stats().items():
                 self.agent.observe_residual(
                     layer, *st, floats=self.residuals.floats(layer))
+            kept, full = self.residuals.memory()
+            self._resid_steps += 1
+            self._resid_kept += kept
+            self._resid_full += full
         # step_ms 0: the agent times the step itself, from step_begin.
         self.agent.step_end(
             step_ms=0.0, compute_ms=compute_ms, comm_ms=comm_ms,
