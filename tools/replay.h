@@ -77,6 +77,8 @@ typedef struct tool_replay_diff {
 				    * was recorded (with --db) */
 	uint64_t plan_differ;      /* of them, those whose plan (group,
 				    * rows, cols) differs */
+	uint64_t plan_planned;     /* of them, those where either plan is
+				    * not the default (own, whole) one */
 } tool_replay_diff;
 
 typedef struct tool_replay {
