@@ -236,6 +236,34 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    " AND w.window BETWEEN :wlo AND :whi"
 	    " ORDER BY w.window",
 
+	/* The residual plan's memory (ResiReduce) from the layers'
+	 * statistics: the floats the ranks held (mean over their steps) and
+	 * the elements of the layers that had error feedback. */
+	[TOOL_HDB_Q_RESIDUALS] =
+	    "SELECT w.window, count(*) AS layers,"
+	    " round(sum(w.resid_floats)) AS resid_floats,"
+	    " sum(l.numel) AS resid_full,"
+	    " round(100.0 * (1 - sum(w.resid_floats)"
+	    "  / nullif(sum(l.numel), 0)), 1) AS saved_pct,"
+	    " sum(w.resid_floats = 0) AS sharing,"
+	    " sum(w.resid_floats > 0 AND w.resid_floats < l.numel) AS reduced"
+	    " FROM hdb_windows w"
+	    " JOIN layers l ON l.run_id = w.run_id AND l.idx = w.layer"
+	    " WHERE w.run_id = :run AND w.resid_steps > 0"
+	    " AND w.window BETWEEN :wlo AND :whi"
+	    " GROUP BY w.window ORDER BY w.window",
+
+	[TOOL_HDB_Q_LAYER_RESIDUALS] =
+	    "SELECT w.window, l.name AS layer, w.resid_steps,"
+	    " w.resid_l1, w.resid_l2,"
+	    " w.resid_l2 / sqrt(l.numel) AS resid_rms,"
+	    " w.resid_q50, w.resid_q90, w.resid_q99, w.resid_floats"
+	    " FROM hdb_windows w"
+	    " JOIN layers l ON l.run_id = w.run_id AND l.idx = w.layer"
+	    " WHERE w.run_id = :run AND w.layer = :layer"
+	    " AND w.window BETWEEN :wlo AND :whi AND w.resid_steps > 0"
+	    " ORDER BY w.window",
+
 	[TOOL_HDB_Q_METRICS] =
 	    "SELECT m.window, m.policy, m.name, l.name AS layer, m.value"
 	    " FROM hdb_metrics m LEFT JOIN layers l"

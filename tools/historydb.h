@@ -100,14 +100,19 @@ typedef enum tool_hdb_question {
 	TOOL_HDB_Q_COMM,          /* collectives per window and rank */
 	/* `bellows top`'s, which refreshes every second while a run grows:
 	 * each reads only the windows it is given, never the whole run. */
-	TOOL_HDB_Q_LAYERS_RECENT,  /* every layer once per window of the
-				    * range (a layer without one: once,
-				    * window NULL), by layer then window */
-	TOOL_HDB_Q_LAYER_LEVELS,   /* highest level and window per layer
-				    * within the range */
-	TOOL_HDB_Q_DECISIONS_LAST, /* the newest TOOL_HDB_DECISIONS_LAST
-				    * decisions within the range, oldest
-				    * first, without their changes */
+	TOOL_HDB_Q_LAYERS_RECENT,   /* every layer once per window of the
+				     * range (a layer without one: once,
+				     * window NULL), by layer then window */
+	TOOL_HDB_Q_LAYER_LEVELS,    /* highest level and window per layer
+				     * within the range */
+	TOOL_HDB_Q_DECISIONS_LAST,  /* the newest TOOL_HDB_DECISIONS_LAST
+				     * decisions within the range, oldest
+				     * first, without their changes */
+	TOOL_HDB_Q_RESIDUALS,       /* per window: residual floats kept
+				     * under the residual plan against one
+				     * per parameter, groups, reductions */
+	TOOL_HDB_Q_LAYER_RESIDUALS, /* one layer's (filter.layer) residual
+				     * statistics per window */
 	TOOL_HDB_Q_N,
 } tool_hdb_question;
 
