@@ -67,6 +67,9 @@ struct bellows_agent {
 	uint64_t closed_window;       /* last window closed + 1; 0 = none */
 	uint32_t batch_size;          /* last step's batch size */
 	uint64_t epoch;               /* last step's epoch */
+	com_decision resid_default;   /* only its default residual plan:
+				       * handed out for decisions without
+				       * one */
 	uint8_t *table_cur;           /* copy of the codec table in force */
 	size_t table_cur_len;         /* its bytes; 0: none */
 	uint8_t *table_prev;          /* the distinct table before it */
@@ -470,6 +473,8 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 	rc = BELLOWS_ENOMEM;
 	if ((a->job = strdup(cfg->job)) == NULL ||
 	    (a->stats = calloc(cfg->n_layers, sizeof(*a->stats))) == NULL ||
+	    (a->resid_default.n_layers = cfg->n_layers,
+		com_resid_plan_alloc(&a->resid_default)) != 0 ||
 	    agent_timing_init(&a->timing, cfg->n_layers) != 0)
 		goto fail;
 	kern_config_init(&kcfg);
@@ -538,6 +543,7 @@ bellows_agent_close(bellows_agent **agent)
 	agent_io_close(&a->io);
 	agent_window_fini(&a->win);
 	agent_timing_fini(&a->timing);
+	com_decision_fini(&a->resid_default);
 	free(a->stats);
 	free(a->table_cur);
 	free(a->table_prev);
@@ -802,6 +808,17 @@ bellows_agent_decision(const bellows_agent *agent, bellows_decision *ret)
 	ret->policy = d->policy != NULL ? d->policy : "";
 	ret->reason = d->reason != NULL ? d->reason : "";
 	ret->calibrate_steps = d->calibrate_steps;
+	if (com_resid_plan_is_default(d)) {
+		ret->resid_group = agent->resid_default.resid_group;
+		ret->resid_phi = agent->resid_default.resid_phi;
+		ret->resid_rows = agent->resid_default.resid_rows;
+		ret->resid_cols = agent->resid_default.resid_cols;
+	} else {
+		ret->resid_group = d->resid_group;
+		ret->resid_phi = d->resid_phi;
+		ret->resid_rows = d->resid_rows;
+		ret->resid_cols = d->resid_cols;
+	}
 	return 0;
 }
 
@@ -967,4 +984,18 @@ bellows_agent_observe_activation(bellows_agent *agent, uint32_t layer,
 		return BELLOWS_ESTATE;
 	return agent_window_activation(&agent->win, layer, s->lbar, s->nonzero,
 	    s->stored_bytes, s->raw_bytes);
+}
+
+int
+bellows_agent_observe_residual(bellows_agent *agent, uint32_t layer,
+    const bellows_resid_stats *s)
+{
+	if (agent == NULL || s == NULL || layer >= agent->n_layers ||
+	    !agent_magnitude(s->l1) || !agent_magnitude(s->l2) ||
+	    !agent_magnitude(s->q50) || !agent_magnitude(s->q90) ||
+	    !agent_magnitude(s->q99) || !agent_magnitude(s->floats))
+		return BELLOWS_EINVAL;
+	if (!agent->in_step)
+		return BELLOWS_ESTATE;
+	return agent_window_residual(&agent->win, layer, s);
 }

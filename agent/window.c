@@ -235,6 +235,44 @@ agent_window_activation(agent_window *w, uint32_t layer, double lbar,
 	return 0;
 }
 
+int
+agent_window_residual(agent_window *w, uint32_t layer,
+    const bellows_resid_stats *s)
+{
+	agent_window_layer *l;
+
+	if (layer >= w->n_layers)
+		return BELLOWS_EINVAL;
+	l = &w->layers[layer];
+	if (l->resid_steps == UINT32_MAX)
+		return 0;
+	l->resid_steps++;
+	l->resid_sum[0] += s->l1;
+	l->resid_sum[1] += s->l2;
+	l->resid_sum[2] += s->q50;
+	l->resid_sum[3] += s->q90;
+	l->resid_sum[4] += s->q99;
+	l->resid_sum[5] += s->floats;
+	return 0;
+}
+
+/* The residual means of a layer, into its report entry. */
+static void
+window_report_residual(const agent_window_layer *l, com_layer_stats *s)
+{
+	double n = (double)l->resid_steps;
+
+	s->resid_steps = l->resid_steps;
+	if (l->resid_steps == 0)
+		return;
+	s->resid_l1 = l->resid_sum[0] / n;
+	s->resid_l2 = l->resid_sum[1] / n;
+	s->resid_q50 = l->resid_sum[2] / n;
+	s->resid_q90 = l->resid_sum[3] / n;
+	s->resid_q99 = l->resid_sum[4] / n;
+	s->resid_floats = l->resid_sum[5] / n;
+}
+
 /* The activation means of a layer, into its report entry. */
 static void
 window_report_activation(const agent_window_layer *l, com_layer_stats *s)
@@ -401,6 +439,7 @@ agent_window_finish(agent_window *w, com_layer_stats *ret)
 		agent_window_layer *l = &w->layers[i];
 
 		window_report_activation(l, &ret[i]);
+		window_report_residual(l, &ret[i]);
 		if (l->hist != NULL && l->hist_valid)
 			ret[i].exp_hist = l->hist_done;
 		memset(&l->host_st, 0, sizeof(l->host_st));
@@ -411,6 +450,8 @@ agent_window_finish(agent_window *w, com_layer_stats *ret)
 		l->act_nonzero = 0.0;
 		l->act_bytes = 0.0;
 		l->act_raw_bytes = 0.0;
+		l->resid_steps = 0;
+		memset(l->resid_sum, 0, sizeof(l->resid_sum));
 	}
 	return first;
 }

@@ -143,6 +143,8 @@ typedef struct pwire_knobs {
 	uint64_t calibrate_steps; /* bellows_proposal.calibrate_steps */
 	uint32_t n_metrics;       /* as the policy set it */
 	uint32_t codec_table_len; /* as the policy set it */
+	uint32_t resid_plan;      /* 1: the four residual plan arrays
+				   * follow the codec table */
 } pwire_knobs;
 
 void
@@ -156,6 +158,8 @@ ctl_pwire_put_proposal(ctl_pwire_buf *b, const bellows_proposal *p)
 		.calibrate_steps = p->calibrate_steps,
 		.n_metrics = p->n_metrics,
 		.codec_table_len = p->codec_table_len,
+		.resid_plan = p->resid_group != NULL && p->resid_phi != NULL &&
+		    p->resid_rows != NULL && p->resid_cols != NULL,
 	};
 	uint32_t n_metrics = p->n_metrics < BELLOWS_METRICS_MAX
 	    ? p->n_metrics
@@ -173,6 +177,13 @@ ctl_pwire_put_proposal(ctl_pwire_buf *b, const bellows_proposal *p)
 	ctl_pwire_put(b, p->metrics, sizeof(bellows_metric) * n_metrics);
 	if (table > 0 && p->codec_table != NULL)
 		ctl_pwire_put(b, p->codec_table, table);
+	if (k.resid_plan) {
+		ctl_pwire_put(b, p->resid_group,
+		    sizeof(uint32_t) * p->n_layers);
+		ctl_pwire_put(b, p->resid_phi, sizeof(double) * p->n_layers);
+		ctl_pwire_put(b, p->resid_rows, sizeof(double) * p->n_layers);
+		ctl_pwire_put(b, p->resid_cols, sizeof(double) * p->n_layers);
+	}
 }
 
 int
@@ -208,6 +219,18 @@ ctl_pwire_get_proposal(ctl_pwire_reader *r, bellows_proposal *p)
 	    (table > 0 &&
 		(p->codec_table == NULL ||
 		    ctl_pwire_get(r, p->codec_table, table) != 0)))
+		return BELLOWS_EPROTO;
+	if (k.resid_plan &&
+	    (p->resid_group == NULL || p->resid_phi == NULL ||
+		p->resid_rows == NULL || p->resid_cols == NULL ||
+		ctl_pwire_get(r, p->resid_group, sizeof(uint32_t) * n_layers) !=
+		    0 ||
+		ctl_pwire_get(r, p->resid_phi, sizeof(double) * n_layers) !=
+		    0 ||
+		ctl_pwire_get(r, p->resid_rows, sizeof(double) * n_layers) !=
+		    0 ||
+		ctl_pwire_get(r, p->resid_cols, sizeof(double) * n_layers) !=
+		    0))
 		return BELLOWS_EPROTO;
 	p->batch_size = k.batch_size;
 	p->compression_off = k.compression_off != 0;

@@ -681,6 +681,40 @@ store_change(store_batch *b, int64_t run, uint64_t seq, const char *knob,
 	b->rows++;
 }
 
+/* Layer l's residual plan in d: its group, rows and cols (the default
+ * plan's when d has none). */
+static void
+store_resid_of(const com_decision *d, uint32_t l, double ret[3])
+{
+	bool plan = d != NULL && !com_resid_plan_is_default(d) &&
+	    l < d->n_layers;
+
+	ret[0] = plan ? (double)d->resid_group[l] : (double)l;
+	ret[1] = plan ? d->resid_rows[l] : 1.0;
+	ret[2] = plan ? d->resid_cols[l] : 1.0;
+}
+
+/* The residual plan's rows of decision_changes: per layer whose group
+ * (knob resid_group), kept row or column fraction changed. */
+static void
+store_resid_changes(store_batch *b, int64_t run, const com_decision *d,
+    const com_decision *prev)
+{
+	static const char *const knob[3] = { "resid_group", "resid_rows",
+		"resid_cols" };
+
+	for (uint32_t l = 0; l < d->n_layers; l++) {
+		double now[3], old[3];
+
+		store_resid_of(d, l, now);
+		store_resid_of(prev, l, old);
+		for (int k = 0; k < 3; k++)
+			if (store_differs(now[k], old[k]))
+				store_change(b, run, d->seq, knob[k], l,
+				    prev != NULL, old[k], now[k]);
+	}
+}
+
 /* Rows of decision_changes: d against prev, or against the blank state
  * (with no old value) for a run's first decision. */
 static void
@@ -726,6 +760,7 @@ store_changes(store_batch *b, int64_t run, const com_decision *d,
 		store_change(b, run, d->seq, "codec_table", -1, has,
 		    has ? (double)prev->codec_table_len : 0,
 		    (double)d->codec_table_len);
+	store_resid_changes(b, run, d, prev);
 }
 
 uint64_t

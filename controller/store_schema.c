@@ -52,8 +52,10 @@ static const char *const store_sql[ST_MAX] = {
 			"apply_step, window, wall_ms, source, policy, reason, "
 			"n_layers, levels, error_bounds, batch_size, lr_scale, "
 			"size_threshold, compression_off, codec_table, "
-			"calibrate_steps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-			"?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+			"calibrate_steps, resid_group, resid_phi, resid_rows, "
+			"resid_cols) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+			"?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
+			"?20, ?21)",
 	[ST_CHANGE] = "INSERT INTO decision_changes (run_id, seq, knob, "
 		      "layer, old, new) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_EVENT] = "INSERT INTO events (wall_ms, run_id, job, kind, text, "
@@ -297,6 +299,19 @@ static const char *const store_migrations[] = {
 		"comm_samples") STORE_SUPERSEDED_TABLE("policy_metrics")
 		STORE_SUPERSEDED_TABLE("decisions")
 		    STORE_SUPERSEDED_TABLE("decision_changes"),
+	/* 5 -> 6 (0.5): the residual plan (ResiReduce) of a decision, per
+	 * layer as little-endian doubles like `levels`: the group's leader,
+	 * the group's phi, the kept row and column fractions. NULL: the
+	 * default plan (every layer its own residual), as in rows written
+	 * before. */
+	"ALTER TABLE decisions ADD COLUMN resid_group BLOB;"
+	"ALTER TABLE decisions ADD COLUMN resid_phi BLOB;"
+	"ALTER TABLE decisions ADD COLUMN resid_rows BLOB;"
+	"ALTER TABLE decisions ADD COLUMN resid_cols BLOB;"
+	"ALTER TABLE superseded_decisions ADD COLUMN resid_group BLOB;"
+	"ALTER TABLE superseded_decisions ADD COLUMN resid_phi BLOB;"
+	"ALTER TABLE superseded_decisions ADD COLUMN resid_rows BLOB;"
+	"ALTER TABLE superseded_decisions ADD COLUMN resid_cols BLOB;",
 };
 
 _Static_assert(sizeof(store_migrations) / sizeof(store_migrations[0]) ==

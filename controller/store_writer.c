@@ -394,6 +394,23 @@ store_write_decision(store_writer *w, const store_decision_row *r)
 	else
 		sqlite3_bind_null(st, 16);
 	store_bind_u64(st, 17, d->calibrate_steps);
+	if (com_resid_plan_is_default(d)) {
+		for (int i = 18; i <= 21; i++)
+			sqlite3_bind_null(st, i);
+	} else {
+		double *group = malloc(
+		    sizeof(double) * (d->n_layers ? d->n_layers : 1));
+
+		if (group == NULL)
+			store_oom();
+		for (uint32_t l = 0; l < d->n_layers; l++)
+			group[l] = (double)d->resid_group[l];
+		store_bind_doubles(st, 18, group, d->n_layers);
+		free(group);
+		store_bind_doubles(st, 19, d->resid_phi, d->n_layers);
+		store_bind_doubles(st, 20, d->resid_rows, d->n_layers);
+		store_bind_doubles(st, 21, d->resid_cols, d->n_layers);
+	}
 	return store_step(st);
 }
 

@@ -195,9 +195,19 @@ worker_proposal(worker *wk, ctl_pwire_reader *r, uint32_t n)
 	if (n > wk->prop_cap || p->level == NULL) {
 		free(p->level);
 		free(p->error_bound);
+		free(p->resid_group);
+		free(p->resid_phi);
+		free(p->resid_rows);
+		free(p->resid_cols);
 		p->level = calloc(n ? n : 1, sizeof(double));
 		p->error_bound = calloc(n ? n : 1, sizeof(double));
-		if (p->level == NULL || p->error_bound == NULL)
+		p->resid_group = calloc(n ? n : 1, sizeof(uint32_t));
+		p->resid_phi = calloc(n ? n : 1, sizeof(double));
+		p->resid_rows = calloc(n ? n : 1, sizeof(double));
+		p->resid_cols = calloc(n ? n : 1, sizeof(double));
+		if (p->level == NULL || p->error_bound == NULL ||
+		    p->resid_group == NULL || p->resid_phi == NULL ||
+		    p->resid_rows == NULL || p->resid_cols == NULL)
 			exit(CTL_PWIRE_EXIT_NOMEM);
 		wk->prop_cap = n;
 	}

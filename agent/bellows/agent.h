@@ -159,6 +159,18 @@ typedef struct bellows_decision {
 				     * alternate compressed (even step) and
 				     * raw (odd step) sends: see
 				     * bellows_agent_send_mode; 0 = none */
+	/* Appended: the residual plan (error feedback, ResiReduce), n_layers
+	 * entries each, never NULL (the default plan when bellowsd sent
+	 * none: every layer its own group, phi 0.5, rows and columns 1). */
+	const uint32_t *resid_group; /* per layer: the layer whose residual
+				      * buffer it shares (its group's
+				      * leader; itself: its own) */
+	const double *resid_phi;     /* per layer: its group's phi, read at
+				      * the leader; w_i = phi ||r_i||_1 / n_i +
+				      * (1 - phi) ||r_i||_2 / sqrt(n_i) */
+	const double *resid_rows;    /* per layer: kept row fraction of the
+				      * 2-D reduction, (0, 1]; 1: whole */
+	const double *resid_cols;    /* per layer: kept column fraction */
 } bellows_decision;
 
 /* Statistics of one layer over the last closed window, as reported: the
@@ -188,6 +200,22 @@ typedef struct bellows_act_stats {
 	uint64_t stored_bytes; /* bytes kept for backward (compressed) */
 	uint64_t raw_bytes;    /* bytes it would take uncompressed */
 } bellows_act_stats;
+
+/* One step's statistics of a layer's error-feedback residual (ResiReduce):
+ * bellows_agent_observe_residual. r is the layer's fresh residual G~ -
+ * Q(G~) of the step (before any sharing); q50..q99 are quantiles of |r| /
+ * rms(r), rms(r) = l2 / sqrt(numel), and may come from a sample. */
+typedef struct bellows_resid_stats {
+	double l1;     /* ||r||_1 */
+	double l2;     /* ||r||_2 */
+	double q50;    /* median of |r| / rms(r) */
+	double q90;    /* 90th percentile of |r| / rms(r) */
+	double q99;    /* 99th percentile of |r| / rms(r) */
+	double floats; /* residual floats the layer holds under the plan in
+			* force (a shared buffer at its group's leader, 0 at
+			* the other members; kept values and indices of a
+			* 2-D reduction) */
+} bellows_resid_stats;
 
 typedef struct bellows_agent_stats {
 	int connected;             /* welcomed by the current daemon */
@@ -419,6 +447,15 @@ BELLOWS_EXPORT int bellows_agent_comm_bucket(bellows_agent *agent,
  * BELLOWS_ESTATE outside a step. */
 BELLOWS_EXPORT int bellows_agent_observe_activation(bellows_agent *agent,
     uint32_t layer, const bellows_act_stats *s);
+
+/* Records the statistics of `layer`'s error-feedback residual in the
+ * current step (*s borrowed for the call). The window's report carries the
+ * number of calls (resid_steps) and the mean of each field over them.
+ * Returns 0, BELLOWS_EINVAL for a bad index, a NULL s or a field that is
+ * negative or not finite (nothing is recorded then), BELLOWS_ESTATE
+ * outside a step. */
+BELLOWS_EXPORT int bellows_agent_observe_residual(bellows_agent *agent,
+    uint32_t layer, const bellows_resid_stats *s);
 
 /* Copies counters into *ret. Safe from any thread. Returns 0 or
  * BELLOWS_EINVAL. */

@@ -120,7 +120,28 @@ extern "C" {
 	    "compressed sends timed; 0: none")                                 \
 	X(codec_ms, F64, 20, MAG, GATED_MEDIAN, comm_comp_n, F64, codec_ms,    \
 	    NULL, "codec_ms", NULL, NULLABLE, "ms",                            \
-	    "median encode + decode time of those compressed sends")
+	    "median encode + decode time of those compressed sends")          \
+	X(resid_steps, U32, 30, ANY, SUM, _, U64, resid_steps,                 \
+	    NULL, "resid_steps", NULL, ZERO, "steps",                          \
+	    "steps with residual statistics (error feedback); 0: none")       \
+	X(resid_l1, F64, 31, MAG, GATED_MEAN, resid_steps, F64, resid_l1,      \
+	    NULL, "resid_l1", NULL, ZERO, "grad",                              \
+	    "L1 norm of the layer's fresh residual G~ - Q(G~), step mean")     \
+	X(resid_l2, F64, 32, MAG, GATED_MEAN, resid_steps, F64, resid_l2,      \
+	    NULL, "resid_l2", NULL, ZERO, "grad",                              \
+	    "L2 norm of the same residual, step mean")                         \
+	X(resid_q50, F64, 33, MAG, GATED_MEAN, resid_steps, F64, resid_q50,    \
+	    NULL, "resid_q50", NULL, ZERO, "rms",                              \
+	    "median of |r| / rms(r), rms = L2 / sqrt(numel) (sampled)")        \
+	X(resid_q90, F64, 34, MAG, GATED_MEAN, resid_steps, F64, resid_q90,    \
+	    NULL, "resid_q90", NULL, ZERO, "rms",                              \
+	    "90th percentile of |r| / rms(r) (sampled)")                       \
+	X(resid_q99, F64, 35, MAG, GATED_MEAN, resid_steps, F64, resid_q99,    \
+	    NULL, "resid_q99", NULL, ZERO, "rms",                              \
+	    "99th percentile of |r| / rms(r) (sampled)")                       \
+	X(resid_floats, F64, 36, MAG, GATED_MEAN, resid_steps, F64,            \
+	    resid_floats, NULL, "resid_floats", NULL, ZERO, "floats",          \
+	    "residual floats the layer holds under the plan in force")
 
 /* Per rank, per window: Timings on the wire, in its tag order. The
  * STEP_MEDIAN kinds divide a rank's value by its `steps` (1 if 0). */

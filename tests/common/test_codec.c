@@ -71,6 +71,15 @@ make_decision(com_decision *d, const char *job, uint32_t n, uint64_t seq)
 	d->policy = xstrdup("accordion,comet");
 	d->reason = xstrdup("critical regime ended");
 	d->calibrate_steps = 500 + seq;
+	/* A residual plan: layers 0 and 1 share layer 0's residual (phi
+	 * 0.25), the last keeps 0.5 x 0.75 of its own. */
+	if (n >= 3) {
+		assert_int_equal(com_resid_plan_alloc(d), 0);
+		d->resid_group[1] = 0;
+		d->resid_phi[0] = 0.25;
+		d->resid_rows[n - 1] = 0.5;
+		d->resid_cols[n - 1] = 0.75;
+	}
 }
 
 static void
@@ -378,6 +387,15 @@ assert_decision_equal(const com_decision *a, const com_decision *b)
 	assert_str_equal(a->policy, b->policy);
 	assert_str_equal(a->reason, b->reason);
 	assert_int_equal(a->calibrate_steps, b->calibrate_steps);
+	assert_int_equal(a->resid_group == NULL, b->resid_group == NULL);
+	if (a->resid_group != NULL) {
+		assert_memory_equal(a->resid_group, b->resid_group,
+		    a->n_layers * sizeof(uint32_t));
+		assert_doubles_equal(a->resid_phi, b->resid_phi, a->n_layers);
+		assert_doubles_equal(a->resid_rows, b->resid_rows, a->n_layers);
+		assert_doubles_equal(a->resid_cols, b->resid_cols, a->n_layers);
+	}
+	assert_true(com_decision_same_state(a, b));
 }
 
 static void
@@ -1738,6 +1756,71 @@ test_codec_rejects_mismatched_decision_arrays(void **state)
 }
 
 static void
+test_codec_refuses_residual_plans_that_break_the_rules(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	(void)state;
+	for (int c = 0; c < 7; c++) {
+		com_decision *d;
+
+		make_msg(&m, COM_MSG_DECISION);
+		d = &m.u.decision;
+		switch (c) {
+		case 0: /* layer 2 shares layer 1's, which is not a leader */
+			d->resid_group[2] = 1;
+			break;
+		case 1: /* no such layer */
+			d->resid_group[2] = d->n_layers;
+			break;
+		case 2: /* phi outside [0, 1] at a leader */
+			d->resid_phi[0] = 1.5;
+			break;
+		case 3: /* nothing kept */
+			d->resid_rows[3] = 0.0;
+			break;
+		case 4: /* more than whole */
+			d->resid_cols[3] = 1.25;
+			break;
+		case 5: /* a reduced layer inside a group */
+			d->resid_rows[1] = 0.5;
+			break;
+		case 6: /* NaN */
+			d->resid_cols[2] = NAN;
+			break;
+		}
+		assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	}
+	/* A phi out of range at a member (not read) is no error; a plan
+	 * equal to the default one goes out as none and comes back none. */
+	make_msg(&m, COM_MSG_DECISION);
+	m.u.decision.resid_phi[1] = 7.0;
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	{
+		com_msg out;
+		uint8_t *buf;
+		size_t len;
+		com_decision *d;
+
+		make_msg(&m, COM_MSG_DECISION);
+		d = &m.u.decision;
+		d->resid_group[1] = 1;
+		d->resid_phi[0] = 0.5;
+		d->resid_rows[d->n_layers - 1] = 1.0;
+		d->resid_cols[d->n_layers - 1] = 1.0;
+		encode(&m, &buf, &len);
+		assert_int_equal(decode(buf, len, &lim, &out), 0);
+		assert_null(out.u.decision.resid_group);
+		assert_true(
+		    com_decision_same_state(&m.u.decision, &out.u.decision));
+		com_msg_fini(&out);
+		com_msg_fini(&m);
+		free(buf);
+	}
+}
+
+static void
 test_codec_rejects_non_finite_and_negative_values(void **state)
 {
 	com_limits lim = limits();
@@ -2283,6 +2366,16 @@ test_codec_accepts_a_full_report_and_welcome(void **state)
 	for (uint32_t i = 0; i < 64; i++) {
 		com_decision_fini(&m.u.welcome.decisions[i]);
 		make_decision(&m.u.welcome.decisions[i], NULL, 8192, i + 1);
+		/* Levels and bounds fill the frame; a residual plan (28
+		 * more bytes per layer) in all 64 would pass 16 MiB. */
+		free(m.u.welcome.decisions[i].resid_group);
+		free(m.u.welcome.decisions[i].resid_phi);
+		free(m.u.welcome.decisions[i].resid_rows);
+		free(m.u.welcome.decisions[i].resid_cols);
+		m.u.welcome.decisions[i].resid_group = NULL;
+		m.u.welcome.decisions[i].resid_phi = NULL;
+		m.u.welcome.decisions[i].resid_rows = NULL;
+		m.u.welcome.decisions[i].resid_cols = NULL;
 	}
 	assert_int_equal(round_trip_rc(&m, &lim), 0);
 }
@@ -2721,6 +2814,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(
 		    test_codec_round_trips_each_array_statistic_and_refuses_other_lengths),
 		cmocka_unit_test(test_codec_rejects_mismatched_decision_arrays),
+		cmocka_unit_test(
+		    test_codec_refuses_residual_plans_that_break_the_rules),
 		cmocka_unit_test(
 		    test_codec_rejects_non_finite_and_negative_values),
 		cmocka_unit_test(

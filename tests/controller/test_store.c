@@ -2021,6 +2021,105 @@ test_store_round_trips_new_statistics_collectives_metrics_calibration(
 	com_decision_fini(&d);
 }
 
+/* The plan of the newest decision a recovery read back. */
+typedef struct rp_plan {
+	uint32_t group[N_LAYERS]; /* resid_group */
+	double rows[N_LAYERS];    /* resid_rows */
+	bool none;                /* the decision had no plan */
+	uint32_t n_decisions;     /* decisions read back */
+} rp_plan;
+
+static int
+rp_run(void *arg, const ctl_store_run *run, void **ret_ctx)
+{
+	rp_plan *r = arg;
+	const com_decision *d = &run->decisions[run->n_decisions - 1];
+
+	r->n_decisions = run->n_decisions;
+	r->none = d->resid_group == NULL;
+	for (uint32_t l = 0; !r->none && l < N_LAYERS; l++) {
+		r->group[l] = d->resid_group[l];
+		r->rows[l] = d->resid_rows[l];
+	}
+	*ret_ctx = arg;
+	return 0;
+}
+
+static void
+rp_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
+{
+	(void)arg;
+	(void)ctx;
+	(void)w;
+	(void)in_force;
+}
+
+static void
+test_store_round_trips_a_residual_plan(void **state)
+{
+	fixture *f = *state;
+	static const ctl_store_recover_ops ops = { rp_run, rp_win, v2_end };
+	com_decision d1, d2;
+	rp_plan r = { 0 };
+	char text[256];
+	int64_t run;
+
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	/* Layers 0 and 1 share layer 0's residual (phi 0.25), layer 2 keeps
+	 * half its rows and a quarter of its columns. */
+	make_decision(&d1, 1, 1, 1, 1);
+	assert_int_equal(com_resid_plan_alloc(&d1), 0);
+	d1.resid_group[1] = 0;
+	d1.resid_phi[0] = 0.25;
+	d1.resid_rows[2] = 0.5;
+	d1.resid_cols[2] = 0.25;
+	wait_committed(f,
+	    ctl_store_decision(f->store, run, &d1, NULL, CTL_STORE_INITIAL, 1));
+	assert_int_equal(db_int(f->db,
+			     "SELECT length(resid_group) FROM decisions WHERE "
+			     "seq = 1"),
+	    8 * N_LAYERS);
+	assert_int_equal(
+	    db_int(f->db,
+		"SELECT count(*) FROM decisions WHERE seq = 1 AND "
+		"hex(resid_phi) = '000000000000D03F000000000000E03F"
+		"000000000000E03F'"),
+	    1);
+	ctl_store_close(&f->store, 2000);
+
+	/* A restarted daemon reads the plan back. */
+	open_store(f);
+	assert_int_equal(ctl_store_recover(f->store, 32, &ops, &r), 1);
+	assert_false(r.none);
+	assert_int_equal(r.group[0], 0);
+	assert_int_equal(r.group[1], 0);
+	assert_int_equal(r.group[2], 2);
+	assert_true(r.rows[2] == 0.5 && r.rows[0] == 1.0);
+	start_store(f);
+
+	/* The next decision splits the group again: the default plan, kept
+	 * as none, and what changed per layer. */
+	make_decision(&d2, 2, 1, 1, 1);
+	wait_committed(f,
+	    ctl_store_decision(f->store, run, &d2, &d1, CTL_STORE_WINDOW, 2));
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM decisions WHERE seq = 2 AND "
+			     "resid_group IS NULL"),
+	    1);
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(seq || ':' || knob || ':' || layer || ':' || "
+	    "ifnull(old, '-') || '>' || new, ' ') FROM (SELECT * FROM "
+	    "decision_changes WHERE knob LIKE 'resid_%%' ORDER BY rowid)");
+	assert_string_equal(text,
+	    "1:resid_group:1:->0.0 1:resid_rows:2:->0.5 "
+	    "1:resid_cols:2:->0.25 2:resid_group:1:0.0>1.0 "
+	    "2:resid_rows:2:0.5>1.0 2:resid_cols:2:0.25>1.0");
+	com_decision_fini(&d1);
+	com_decision_fini(&d2);
+}
+
 /* ---- the job table on a store -------------------------------------------- */
 
 static void
@@ -2601,6 +2700,7 @@ main(void)
 		T(test_store_recovers_live_runs_with_their_tail_and_windows),
 		T(test_store_resume_reads_a_run_back_and_supersedes_its_later_windows),
 		T(test_store_round_trips_new_statistics_collectives_metrics_calibration),
+		T(test_store_round_trips_a_residual_plan),
 		T(test_store_decisions_are_published_after_their_commit),
 		T(test_store_records_a_jobs_collectives_and_policy_metrics),
 		T(test_store_degraded_store_does_not_hold_up_decisions),

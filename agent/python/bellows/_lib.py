@@ -191,6 +191,10 @@ class Decision(ctypes.Structure):
         ("policy", ctypes.c_char_p),
         ("reason", ctypes.c_char_p),
         ("calibrate_steps", ctypes.c_uint64),
+        ("resid_group", ctypes.POINTER(ctypes.c_uint32)),
+        ("resid_phi", ctypes.POINTER(ctypes.c_double)),
+        ("resid_rows", ctypes.POINTER(ctypes.c_double)),
+        ("resid_cols", ctypes.POINTER(ctypes.c_double)),
     ]
 
 
@@ -246,6 +250,19 @@ class ActStats(ctypes.Structure):
         ("nonzero", ctypes.c_double),
         ("stored_bytes", ctypes.c_uint64),
         ("raw_bytes", ctypes.c_uint64),
+    ]
+
+
+class ResidStats(ctypes.Structure):
+    """struct bellows_resid_stats (read by the library for the call)."""
+
+    _fields_ = [
+        ("l1", ctypes.c_double),
+        ("l2", ctypes.c_double),
+        ("q50", ctypes.c_double),
+        ("q90", ctypes.c_double),
+        ("q99", ctypes.c_double),
+        ("floats", ctypes.c_double),
     ]
 
 
@@ -432,6 +449,9 @@ class _Functions:
                                       required=False)
         self.observe_activation = _prototype(
             lib, "bellows_agent_observe_activation", cint, [vp, u32, vp],
+            required=False)
+        self.observe_residual = _prototype(
+            lib, "bellows_agent_observe_residual", cint, [vp, u32, vp],
             required=False)
         # Newer than bellows_decision's codec_table: without it,
         # Agent.codec_table reads the decision.

@@ -117,6 +117,25 @@ class Decision:
     policy: str
     reason: str
     calibrate_steps: int = 0
+    # The residual plan (error feedback, ResiReduce), one entry per layer:
+    # the layer whose residual buffer each shares (its group's leader; its
+    # own index: its own), the group's phi (read at leaders), the kept row
+    # and column fractions of a 2-D reduction (1: whole). Empty: the
+    # default plan (Decision.resid_plan gives it spelled out).
+    resid_group: tuple[int, ...] = ()
+    resid_phi: tuple[float, ...] = ()
+    resid_rows: tuple[float, ...] = ()
+    resid_cols: tuple[float, ...] = ()
+
+    def resid_plan(self) -> tuple[tuple[int, ...], tuple[float, ...],
+                                  tuple[float, ...], tuple[float, ...]]:
+        """(group, phi, rows, cols) per layer, the default plan (every
+        layer its own, phi 0.5, kept whole) when the decision has none."""
+        n = len(self.levels)
+        if len(self.resid_group) == n and n > 0:
+            return (self.resid_group, self.resid_phi, self.resid_rows,
+                    self.resid_cols)
+        return (tuple(range(n)), (0.5,) * n, (1.0,) * n, (1.0,) * n)
 
 
 _LAYER_STATS_DOC = """One layer's statistics of the last closed window, as reported.
@@ -539,6 +558,13 @@ class Agent:
                   if d.error_bound else ())
         table = (ctypes.string_at(d.codec_table, d.codec_table_len)
                  if d.codec_table else None)
+        plan: dict = {}
+        if d.resid_group and d.resid_phi and d.resid_rows and d.resid_cols:
+            plan = dict(
+                resid_group=tuple(d.resid_group[i] for i in range(n)),
+                resid_phi=tuple(d.resid_phi[i] for i in range(n)),
+                resid_rows=tuple(d.resid_rows[i] for i in range(n)),
+                resid_cols=tuple(d.resid_cols[i] for i in range(n)))
         return Decision(
             seq=d.seq, apply_step=d.apply_step, window=d.window,
             levels=levels or (0.0,) * self._n,
@@ -548,7 +574,7 @@ class Agent:
             compression_off=bool(d.compression_off), codec_table=table,
             policy=(d.policy or b"").decode(errors="replace"),
             reason=(d.reason or b"").decode(errors="replace"),
-            calibrate_steps=d.calibrate_steps)
+            calibrate_steps=d.calibrate_steps, **plan)
 
     def send_mode(self, layer: int) -> bool:
         """True when ``layer`` is sent compressed in the current step,
@@ -709,6 +735,24 @@ class Agent:
             stored_bytes=self._count(name, "stored_bytes", stored_bytes),
             raw_bytes=self._count(name, "raw_bytes", raw_bytes))
         _lib.check(name, fn(self._h(), layer, ctypes.addressof(s)))
+
+    def observe_residual(self, layer: int, l1: float, l2: float,
+                         q50: float, q90: float, q99: float,
+                         floats: float) -> None:
+        """Records this step's statistics of ``layer``'s error-feedback
+        residual r = G~ - Q(G~) (bellows_agent_observe_residual): its L1
+        and L2 norms, the quantiles q50, q90, q99 of |r| / rms(r), and
+        the residual floats the layer holds under the plan in force. The
+        window reports their means. Raises BellowsError: EINVAL for a bad
+        index or a negative or non-finite value, ESTATE outside a step.
+        """
+        fn = self._need("observe_residual",
+                        "bellows_agent_observe_residual")
+        s = _lib.ResidStats(l1=float(l1), l2=float(l2), q50=float(q50),
+                            q90=float(q90), q99=float(q99),
+                            floats=float(floats))
+        _lib.check("bellows_agent_observe_residual",
+                   fn(self._h(), layer, ctypes.addressof(s)))
 
     def window_stats(self, layer: int) -> LayerStats:
         """Statistics ``layer`` had in the last closed window, as reported.

@@ -59,6 +59,8 @@ from typing import Sequence
 import torch
 import torch.distributed as dist
 
+from bellows.resireduce import Residuals
+
 __all__ = [
     "COMPRESSORS",
     "Communicator",
@@ -195,6 +197,9 @@ class _Base:
 
     def __init__(self):
         self.errors: dict[int, torch.Tensor] = {}
+        # The residual plan's state (shared and reduced residuals); the
+        # layers it leaves their own residual keep it in self.errors.
+        self.residuals = Residuals(self.errors)
 
     def level_floats(self, shape: Sequence[int], level: float) -> int:
         """Floats one rank sends for a tensor of ``shape`` at ``level``."""
@@ -212,7 +217,7 @@ class _Base:
         parts = []
         for it in raw:
             g = it.grad.reshape(-1)
-            err = self.errors.pop(it.layer, None)
+            err = self.residuals.raw(it.layer)
             parts.append(g if err is None else g + err.reshape(-1))
             counts.floats_sent += g.numel()
             counts.bytes_sent += g.numel() * g.element_size()
@@ -231,6 +236,9 @@ class _Base:
         """Forgets the state of ``layer`` (all layers if None)."""
         if layer is None:
             self.errors.clear()
+            plan, shapes = self.residuals.plan, self.residuals.shapes
+            self.residuals = Residuals(self.errors)
+            self.residuals.plan, self.residuals.shapes = plan, shapes
         else:
             self.errors.pop(layer, None)
 
@@ -302,11 +310,8 @@ class PowerSGD(_Base):
         ms, ps, qs = [], [], []
         for it, r in low:
             m, n = _matrix_shape(it.grad.shape)
-            err = self.errors.get(it.layer)
-            if err is None:
-                err = torch.zeros(m, n, dtype=it.grad.dtype,
-                                  device=it.grad.device)
-                self.errors[it.layer] = err
+            # The compensation: own residual, shared or reduced one.
+            err = self.residuals.begin(it.layer, (m, n), it.grad.device)
             # M lives in the error buffer: error = M - approx is then one
             # in-place subtraction.
             mat = err.add_(it.grad.reshape(m, n))
@@ -345,6 +350,7 @@ class PowerSGD(_Base):
             approx = p @ q.t()
             it.grad.copy_(approx.view_as(it.grad))
             mat.sub_(approx)
+            self.residuals.end(it.layer, mat)
         return counts
 
     def reset(self, layer: int | None = None) -> None:
@@ -434,12 +440,9 @@ class TopK(_Base):
             if numel >= 1 << 31:
                 raise ValueError(f"layer {it.layer}: top-k of {numel} "
                                  "elements needs 64-bit indices")
-            err = self.errors.get(it.layer)
-            if err is None:
-                err = torch.zeros(numel, dtype=torch.float32,
-                                  device=it.grad.device)
-                self.errors[it.layer] = err
+            err = self.residuals.begin(it.layer, (numel,), it.grad.device)
             vals, idx = self.select(err, it.grad, k)
+            self.residuals.end(it.layer, err)
             payload.append(vals)
             payload.append(idx.view(torch.float32))
             counts.floats_sent += 2 * k

@@ -69,9 +69,10 @@ from bellows.compress import (
     TopK,
     make_compressor,
 )
+from bellows.resireduce import Plan
 
-__all__ = ["CompressionHook", "LevelChange", "TorchAgent", "attach",
-           "layer_table"]
+__all__ = ["CompressionHook", "LevelChange", "PlanChange", "TorchAgent",
+           "attach", "layer_table"]
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -228,8 +229,11 @@ class CompressionHook:
         errors = getattr(self.compressor, "errors", None)
         if errors is None:
             return False
+        residuals = getattr(self.compressor, "residuals", None)
         for it in items:
-            if it.layer in errors or self._compressed(it):
+            held = (residuals.holds(it.layer) if residuals is not None
+                    else it.layer in errors)
+            if held or self._compressed(it):
                 return False
         return True
 
@@ -313,6 +317,17 @@ class CompressionHook:
 
 
 @dataclasses.dataclass(frozen=True)
+class PlanChange:
+    """A step from which the residual plan is different."""
+
+    step: int
+    seq: int
+    plan: Plan
+    migrated: tuple[int, ...]  # layers whose residual state was moved
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
 class LevelChange:
     """A step from which the layers' levels are different."""
 
@@ -354,6 +369,18 @@ class TorchAgent:
         self.step: int | None = None
         self.calibrating = False
         self.changes: list[LevelChange] = []
+        self.plan_changes: list[PlanChange] = []
+        self._plan: Plan | None = None
+        # A plan fixed by the trainer (e.g. the paper's static grouping):
+        # decisions' residual plans are then ignored.
+        self.static_plan: Plan | None = None
+        self._resid_steps = 0
+        self._resid_kept = 0
+        self._resid_full = 0
+        self.residuals = getattr(hook.compressor, "residuals", None)
+        if self.residuals is not None:
+            self.residuals.set_shapes([tuple(p.shape)
+                                       for p in self._params])
         self.floats_sent = 0
         self.floats_raw = 0
         self.bytes_sent = 0
@@ -419,6 +446,9 @@ class TorchAgent:
             if not self.changes or tuple(levels) != self.changes[-1].levels:
                 self.changes.append(LevelChange(step, d.seq, d.window,
                                                 tuple(levels), d.reason))
+            self._apply_plan(step, d)
+        elif self.residuals is not None:
+            self.residuals.new_step()
         # The library decides each layer's mode per step, from the
         # decision in force: the same on every rank.
         levels = self._step_levels()
@@ -438,6 +468,35 @@ class TorchAgent:
         self._bwd_start = 0.0
         self._t0 = time.perf_counter()
         return step
+
+    def _apply_plan(self, step: int, d: Decision) -> None:
+        """Puts decision d's residual plan in force from this step, on
+        every rank at the same step (the decision's), migrating the
+        residuals of the layers whose role changes."""
+        if self.residuals is None:
+            return
+        plan = self.static_plan or Plan(*d.resid_plan())
+        if plan == (self._plan or Plan.default(len(plan.group))):
+            self.residuals.new_step()
+            self._plan = plan
+            return
+        migrated = self.residuals.set_plan(plan)
+        self._plan = plan
+        self.plan_changes.append(PlanChange(step, d.seq, plan,
+                                            tuple(migrated), d.reason))
+
+    def residual_memory(self) -> tuple[int, int]:
+        """(residual floats kept under the plan in force, floats of one
+        whole residual per layer) over the layers with error feedback;
+        (0, 0) for a compressor without residuals."""
+        if self.residuals is None:
+            return 0, 0
+        return self.residuals.memory()
+
+    def residual_memory_mean(self) -> tuple[float, float]:
+        """residual_memory() averaged over the steps ended so far."""
+        n = max(self._resid_steps, 1)
+        return self._resid_kept / n, self._resid_full / n
 
     @property
     def seq(self) -> int:
@@ -488,6 +547,14 @@ class TorchAgent:
             compute_ms = max(wall_ms - comm_ms, 0.0)
         if backward_ms is None:
             backward_ms = self.backward_ms()
+        if self.residuals is not None:
+            for layer, st in self.residuals.take_stats().items():
+                self.agent.observe_residual(
+                    layer, *st, floats=self.residuals.floats(layer))
+            kept, full = self.residuals.memory()
+            self._resid_steps += 1
+            self._resid_kept += kept
+            self._resid_full += full
         # step_ms 0: the agent times the step itself, from step_begin.
         self.agent.step_end(
             step_ms=0.0, compute_ms=compute_ms, comm_ms=comm_ms,
