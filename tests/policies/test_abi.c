@@ -62,13 +62,13 @@ typedef struct frozen_window_layer {
 	double codec_ms;      /* encode + decode around one compressed one */
 	uint32_t comm_raw_n;  /* raw samples, summed over ranks */
 	uint32_t comm_comp_n; /* compressed samples, summed over ranks */
-	uint64_t resid_steps;     /* ABI 3 */
-	double resid_l1;          /* ABI 3 */
-	double resid_l2;          /* ABI 3 */
-	double resid_q50;         /* ABI 3 */
-	double resid_q90;         /* ABI 3 */
-	double resid_q99;         /* ABI 3 */
-	double resid_floats;      /* ABI 3 */
+	uint64_t resid_steps; /* ABI 3 */
+	double resid_l1;      /* ABI 3 */
+	double resid_l2;      /* ABI 3 */
+	double resid_q50;     /* ABI 3 */
+	double resid_q90;     /* ABI 3 */
+	double resid_q99;     /* ABI 3 */
+	double resid_floats;  /* ABI 3 */
 	const uint64_t *exp_hist; /* ABI 3 */
 	uint32_t exp_hist_len;    /* ABI 3 */
 } frozen_window_layer;
