@@ -638,8 +638,8 @@ kern_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
  * + (1 - beta2) g'^2, g' = g + lambda theta for Adam, g for AdamW: the
  * second moment this very gradient makes (the paper's v-hat_t), from the
  * local gradient rather than the reduced one. Evaluated in double. */
-double
-kern_gcomp_delta(const kern_gcomp_opt *o, uint64_t i, double g)
+static double
+gcomp_delta(const kern_gcomp_opt *o, uint64_t i, double g, double c1, double c2)
 {
 	double th = o->param[i], eta = o->lr, lam = o->weight_decay;
 	double mu = o->momentum, b = o->buf != NULL ? o->buf[i] : 0.0;
@@ -656,13 +656,12 @@ kern_gcomp_delta(const kern_gcomp_opt *o, uint64_t i, double g)
 		    (eta * (1.0 + mu) * g);
 	case KERN_GCOMP_ADAM:
 	case KERN_GCOMP_ADAMW: {
-		double b1 = o->beta1, b2 = o->beta2, t = (double)o->step;
+		double b1 = o->beta1, b2 = o->beta2;
 		double m = o->exp_avg != NULL ? o->exp_avg[i] : 0.0;
 		double v = o->exp_avg_sq != NULL ? o->exp_avg_sq[i] : 0.0;
 		double gp = o->kind == KERN_GCOMP_ADAM ? g + lam * th : g;
 		double vt = b2 * v + (1.0 - b2) * gp * gp;
-		double vh = vt / (1.0 - pow(b2, t));
-		double c1 = 1.0 - pow(b1, t);
+		double vh = vt / c2;
 		double num = th * (sqrt(vh) + o->eps) * c1;
 
 		if (o->kind == KERN_GCOMP_ADAMW)
@@ -677,11 +676,29 @@ kern_gcomp_delta(const kern_gcomp_opt *o, uint64_t i, double g)
 	return th / (eta * g) - lam * th / g;
 }
 
+/* The bias corrections 1 - beta^t, once per call (host pow, so that the
+ * CUDA twin gets the same doubles). */
+static void
+gcomp_bias(const kern_gcomp_opt *o, double *c1, double *c2)
+{
+	*c1 = 1.0 - pow(o->beta1, (double)o->step);
+	*c2 = 1.0 - pow(o->beta2, (double)o->step);
+}
+
+double
+kern_gcomp_delta(const kern_gcomp_opt *o, uint64_t i, double g)
+{
+	double c1, c2;
+
+	gcomp_bias(o, &c1, &c2);
+	return gcomp_delta(o, i, g, c1, c2);
+}
+
 int
 kern_gcomp_levels(const kern_gcomp_opt *o, int dtype, const void *grad,
     uint64_t n, int max_level, uint8_t *levels)
 {
-	double scale, lim[4];
+	double scale, lim[4], c1, c2;
 
 	if (o == NULL ||
 	    (n > 0 && (grad == NULL || levels == NULL || o->param == NULL)))
@@ -694,6 +711,7 @@ kern_gcomp_levels(const kern_gcomp_opt *o, int dtype, const void *grad,
 	    o->step < 1)
 		return BELLOWS_EINVAL;
 	scale = o->grad_scale != 0.0 ? o->grad_scale : 1.0;
+	gcomp_bias(o, &c1, &c2);
 	for (int l = 0; l < 4; l++)
 		lim[l] = ldexp(1.0, (int)gcomp_trunc[dtype][l]);
 	for (uint64_t i = 0; i < n; i++) {
@@ -702,7 +720,7 @@ kern_gcomp_levels(const kern_gcomp_opt *o, int dtype, const void *grad,
 		int l = 0;
 
 		if (g != 0.0 && isfinite(g)) {
-			d = fabs(kern_gcomp_delta(o, i, g));
+			d = fabs(gcomp_delta(o, i, g, c1, c2));
 			if (isfinite(d))
 				for (l = max_level; l > 0 && !(d > lim[l]); l--)
 					;
