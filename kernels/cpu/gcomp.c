@@ -204,9 +204,11 @@ bw_flush(gcomp_bw *w)
 	w->n = 0;
 }
 
-int
-kern_gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x,
-    uint64_t n, int level, const uint8_t *levels, uint8_t *out, size_t cap,
+/* kern_gcomp_encode for one dtype: inlined with a constant dtype, so the
+ * per-value branches on it fold away. */
+static inline __attribute__((always_inline)) int
+gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x, uint64_t n,
+    int level, const uint8_t *levels, uint8_t *out, size_t cap,
     size_t *ret_bytes, kern_gcomp_stats *stats)
 {
 	uint64_t chunks, off;
@@ -240,15 +242,15 @@ kern_gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x,
 			unsigned l = levels != NULL ? levels[i]
 						    : (unsigned)level;
 
+			unsigned nz = v.sym != 0;
+
 			if (l > 3)
 				return BELLOWS_EINVAL;
+			/* No branch on zeros: random ones mispredict. */
+			l = v.sym == 255 ? 0 : l;
 			eb += t->enc_len[v.sym];
-			if (v.sym == 0)
-				continue;
-			if (v.sym == 255)
-				l = 0;
-			lb += 2;
-			mbits += 1 + mb - tr[l];
+			lb += 2 * nz;
+			mbits += nz * (1 + mb - tr[l]);
 		}
 		eB = (eb + 7) / 8;
 		lB = (lb + 7) / 8;
@@ -268,20 +270,20 @@ kern_gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x,
 			gcomp_val v = gcomp_split(x, i, dtype);
 			unsigned l = levels != NULL ? levels[i]
 						    : (unsigned)level;
-			unsigned keep;
+			unsigned nz = v.sym != 0, keep;
+			uint32_t mask = 0u - nz;
 
-			bw_put(&we, t->enc_code[v.sym], t->enc_len[v.sym]);
-			st.escaped += t->h.len[v.sym] == 0;
-			if (v.sym == 0) {
-				st.zeros++;
-				continue;
-			}
-			if (v.sym == 255)
-				l = 0;
-			st.levels[l]++;
-			bw_put(&wl, l, 2);
+			/* A zero writes 0 bits to the level and mantissa
+			 * segments: no branch. */
+			l = v.sym == 255 ? 0 : l;
 			keep = mb - tr[l];
-			bw_put(&wm, v.sign << keep | v.man >> tr[l], 1 + keep);
+			bw_put(&we, t->enc_code[v.sym], t->enc_len[v.sym]);
+			bw_put(&wl, l & mask, 2 & mask);
+			bw_put(&wm, (v.sign << keep | v.man >> tr[l]) & mask,
+			    (1 + keep) & mask);
+			st.escaped += t->h.len[v.sym] == 0;
+			st.zeros += !nz;
+			st.levels[l] += nz;
 		}
 		bw_flush(&we);
 		bw_flush(&wl);
@@ -306,6 +308,26 @@ kern_gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x,
 	if (stats != NULL)
 		*stats = st;
 	return 0;
+}
+
+int
+kern_gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x,
+    uint64_t n, int level, const uint8_t *levels, uint8_t *out, size_t cap,
+    size_t *ret_bytes, kern_gcomp_stats *stats)
+{
+	switch (dtype) {
+	case KERN_F32:
+		return gcomp_encode(t, KERN_F32, x, n, level, levels, out, cap,
+		    ret_bytes, stats);
+	case KERN_F16:
+		return gcomp_encode(t, KERN_F16, x, n, level, levels, out, cap,
+		    ret_bytes, stats);
+	case KERN_BF16:
+		return gcomp_encode(t, KERN_BF16, x, n, level, levels, out, cap,
+		    ret_bytes, stats);
+	default:
+		return BELLOWS_EINVAL;
+	}
 }
 
 int
@@ -420,6 +442,17 @@ br_get(gcomp_br *r, unsigned len)
 	return v;
 }
 
+/* br_get for len 0..32 (0 reads nothing and gives 0). */
+static inline __attribute__((always_inline)) uint32_t
+br_get0(gcomp_br *r, unsigned len)
+{
+	uint32_t v = (uint32_t)((r->bits >> 1) >> (63 - len));
+
+	r->bits <<= len;
+	r->cnt -= len;
+	return v;
+}
+
 /* Bits consumed so far. */
 static uint64_t
 br_used(const gcomp_br *r)
@@ -477,8 +510,9 @@ gcomp_store(void *out, uint64_t i, int dtype, int add, unsigned sym,
 	}
 }
 
-int
-kern_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
+/* kern_gcomp_decode for one dtype (see gcomp_encode). */
+static inline __attribute__((always_inline)) int
+gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
     int dtype, void *out, uint64_t n, int add, char *errbuf, size_t errlen)
 {
 	uint64_t bn, block, chunks, expect, done = 0;
@@ -550,7 +584,7 @@ kern_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 		br_init(&rl, in + off + eB, lB);
 		br_init(&rm, in + off + eB + lB, mB);
 		for (uint64_t i = done; i < done + m; i++) {
-			unsigned e, sym, len, l, keep;
+			unsigned e, sym, len, l, keep, nz;
 			uint32_t v;
 
 			if (re.cnt < 24)
@@ -571,19 +605,18 @@ kern_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 			(void)br_get(&re, len);
 			if (sym == KERN_GCOMP_ESC)
 				sym = br_get(&re, 8);
-			if (sym == 0) {
-				(void)gcomp_store(out, i, dtype, add, 0, 0, 0);
-				continue;
-			}
+			/* A zero reads 0 bits from the level and mantissa
+			 * segments: no branch. */
+			nz = sym != 0;
 			if (rl.cnt < 2)
 				br_refill(&rl);
-			l = br_get(&rl, 2);
-			if (sym == 255 && l != 0)
-				l = 0; /* never written; keeps Inf/NaN whole */
+			l = br_get0(&rl, 2 * nz);
+			l = sym == 255 ? 0
+				       : l; /* never written: Inf/NaN whole */
 			keep = mb - tr[l];
 			if (rm.cnt < 24)
 				br_refill(&rm);
-			v = br_get(&rm, 1 + keep);
+			v = br_get0(&rm, nz * (1 + keep));
 			if (gcomp_store(out, i, dtype, add, sym, v >> keep,
 				(v & ((1u << keep) - 1)) << tr[l]) < 0) {
 				gcomp_err(errbuf, errlen,
@@ -622,6 +655,27 @@ kern_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 		return BELLOWS_EPROTO;
 	}
 	return 0;
+}
+
+int
+kern_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
+    int dtype, void *out, uint64_t n, int add, char *errbuf, size_t errlen)
+{
+	switch (dtype) {
+	case KERN_F32:
+		return add ? gcomp_decode(t, in, bytes, KERN_F32, out, n, 1,
+				 errbuf, errlen)
+			   : gcomp_decode(t, in, bytes, KERN_F32, out, n, 0,
+				 errbuf, errlen);
+	case KERN_F16:
+		return gcomp_decode(t, in, bytes, KERN_F16, out, n, add, errbuf,
+		    errlen);
+	case KERN_BF16:
+		return gcomp_decode(t, in, bytes, KERN_BF16, out, n, add,
+		    errbuf, errlen);
+	default:
+		return BELLOWS_EINVAL;
+	}
 }
 
 /* Table 2 of the paper, with g the applied gradient, theta = theta_{t-1}:
