@@ -183,11 +183,8 @@ bw_put(gcomp_bw *w, uint32_t v, unsigned len)
 		uint32_t out;
 
 		w->n -= 32;
-		out = (uint32_t)(w->acc >> w->n);
-		w->p[0] = (uint8_t)(out >> 24);
-		w->p[1] = (uint8_t)(out >> 16);
-		w->p[2] = (uint8_t)(out >> 8);
-		w->p[3] = (uint8_t)out;
+		out = __builtin_bswap32((uint32_t)(w->acc >> w->n));
+		memcpy(w->p, &out, 4);
 		w->p += 4;
 	}
 }

@@ -88,6 +88,26 @@ class GCompThreadsTest(unittest.TestCase):
         print(f"\n  level 0: exact mean, {runs[0][1].bytes_sent} bytes "
               f"for 5000 floats")
 
+    def test_bf16_and_f16_gradients_go_through_their_own_dtype(self):
+        lib_or_skip(self)
+        for dtype in (torch.bfloat16, torch.float16):
+            grads = [g.to(dtype) for g in grads_of(2, seed=9)]
+
+            def worker(rank, comm):
+                q = compress.GComp()
+                g = grads[rank].clone()
+                counts = q.reduce([compress.Item(0, g, 1.0)], comm)
+                return g, counts
+
+            want = ((torch.zeros(5000) + grads[0].float() +
+                     grads[1].float()) / 2).to(dtype)
+            for g, counts in run_workers(2, worker):
+                self.assertEqual(g.dtype, dtype)
+                self.assertTrue(torch.equal(g, want), str(dtype))
+                self.assertLess(counts.bytes_sent, 2 * 5000)
+        print("\n  bfloat16 and float16: exact means at level 0, fewer "
+              "bytes than their own size")
+
     def test_a_table_from_the_source_is_used_and_a_bad_one_falls_back(self):
         lib = lib_or_skip(self)
         grads = grads_of(2, seed=5)
