@@ -20,6 +20,8 @@
 
 #include "../element.h"
 #include "../kernels.h"
+#include "gcomp_levels.h"
+#include "stats.h"
 
 /* Per dtype: mantissa bits and the truncation of each level. */
 static const unsigned gcomp_mbits[3] = { 23, 10, 7 };
@@ -675,58 +677,6 @@ kern_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 	}
 }
 
-/* Table 2 of the paper, with g the applied gradient, theta = theta_{t-1}:
- *   SGD       theta / (eta g) - lambda theta / g
- *   Momentum  (theta - eta mu b) / (eta (1 - tau) g) - lambda theta / g
- *             (no buffer yet, PyTorch's first step: the SGD delta)
- *   Nesterov  ((1 - eta lambda (1 + mu)) theta - eta mu^2 b)
- *             / (eta (1 + mu) g)
- *   Adam      (theta (sqrt(vh) + eps) (1 - beta1^t) - eta beta1 m)
- *             / (eta (1 - beta1) g) - lambda theta / g
- *   AdamW     (theta (sqrt(vh) + eps) (1 - beta1^t) (1 - eta lambda)
- *              - eta beta1 m) / (eta (1 - beta1) g)
- * where m = m_{t-1} and vh = v_t / (1 - beta2^t) with v_t = beta2 v_{t-1}
- * + (1 - beta2) g'^2, g' = g + lambda theta for Adam, g for AdamW: the
- * second moment this very gradient makes (the paper's v-hat_t), from the
- * local gradient rather than the reduced one. Evaluated in double. */
-static double
-gcomp_delta(const kern_gcomp_opt *o, uint64_t i, double g, double c1, double c2)
-{
-	double th = o->param[i], eta = o->lr, lam = o->weight_decay;
-	double mu = o->momentum, b = o->buf != NULL ? o->buf[i] : 0.0;
-
-	switch (o->kind) {
-	case KERN_GCOMP_MOMENTUM:
-		if (o->buf == NULL)
-			break;
-		return (th - eta * mu * b) / (eta * (1.0 - o->dampening) * g) -
-		    lam * th / g;
-	case KERN_GCOMP_NESTEROV:
-		return ((1.0 - eta * lam * (1.0 + mu)) * th -
-			   eta * mu * mu * b) /
-		    (eta * (1.0 + mu) * g);
-	case KERN_GCOMP_ADAM:
-	case KERN_GCOMP_ADAMW: {
-		double b1 = o->beta1, b2 = o->beta2;
-		double m = o->exp_avg != NULL ? o->exp_avg[i] : 0.0;
-		double v = o->exp_avg_sq != NULL ? o->exp_avg_sq[i] : 0.0;
-		double gp = o->kind == KERN_GCOMP_ADAM ? g + lam * th : g;
-		double vt = b2 * v + (1.0 - b2) * gp * gp;
-		double vh = vt / c2;
-		double num = th * (sqrt(vh) + o->eps) * c1;
-
-		if (o->kind == KERN_GCOMP_ADAMW)
-			return (num * (1.0 - eta * lam) - eta * b1 * m) /
-			    (eta * (1.0 - b1) * g);
-		return (num - eta * b1 * m) / (eta * (1.0 - b1) * g) -
-		    lam * th / g;
-	}
-	default:
-		break;
-	}
-	return th / (eta * g) - lam * th / g;
-}
-
 /* The bias corrections 1 - beta^t, once per call (host pow, so that the
  * CUDA twin gets the same doubles). */
 static void
@@ -742,12 +692,12 @@ kern_gcomp_delta(const kern_gcomp_opt *o, uint64_t i, double g)
 	double c1, c2;
 
 	gcomp_bias(o, &c1, &c2);
-	return gcomp_delta(o, i, g, c1, c2);
+	return gcomp_delta_k(o, o->kind, o->buf != NULL, i, g, c1, c2);
 }
 
 int
-kern_gcomp_levels(const kern_gcomp_opt *o, int dtype, const void *grad,
-    uint64_t n, int max_level, uint8_t *levels)
+kern_gcomp_levels_isa(int isa, const kern_gcomp_opt *o, int dtype,
+    const void *grad, uint64_t n, int max_level, uint8_t *levels)
 {
 	double scale, lim[4], c1, c2;
 
@@ -761,22 +711,30 @@ kern_gcomp_levels(const kern_gcomp_opt *o, int dtype, const void *grad,
 	if ((o->kind == KERN_GCOMP_ADAM || o->kind == KERN_GCOMP_ADAMW) &&
 	    o->step < 1)
 		return BELLOWS_EINVAL;
+	if (isa == KERN_ISA_AUTO)
+		isa = kern_cpu_isa_best();
+	if (!kern_cpu_isa_supported(isa))
+		return BELLOWS_ENOTSUP;
 	scale = o->grad_scale != 0.0 ? o->grad_scale : 1.0;
 	gcomp_bias(o, &c1, &c2);
 	for (int l = 0; l < 4; l++)
 		lim[l] = ldexp(1.0, (int)gcomp_trunc[dtype][l]);
-	for (uint64_t i = 0; i < n; i++) {
-		double g = (double)kern_load(grad, i, dtype) * scale;
-		double d;
-		int l = 0;
-
-		if (g != 0.0 && isfinite(g)) {
-			d = fabs(gcomp_delta(o, i, g, c1, c2));
-			if (isfinite(d))
-				for (l = max_level; l > 0 && !(d > lim[l]); l--)
-					;
-		}
-		levels[i] = (uint8_t)l;
+#ifdef KERN_HAVE_X86
+	if (isa >= KERN_ISA_AVX2) {
+		kern_gcomp_levels_avx2(o, dtype, grad, n, max_level, lim, scale,
+		    c1, c2, levels);
+		return 0;
 	}
+#endif
+	gcomp_levels_dispatch(o, dtype, grad, n, max_level, lim, scale, c1, c2,
+	    levels);
 	return 0;
+}
+
+int
+kern_gcomp_levels(const kern_gcomp_opt *o, int dtype, const void *grad,
+    uint64_t n, int max_level, uint8_t *levels)
+{
+	return kern_gcomp_levels_isa(KERN_ISA_AUTO, o, dtype, grad, n,
+	    max_level, levels);
 }

@@ -106,7 +106,7 @@ typedef struct kern_gcomp_opt {
 } kern_gcomp_opt;
 
 /* Returns the paper's delta of one value g (the gradient as applied,
- * grad * grad_scale) at index i: see gcomp.c. */
+ * grad * grad_scale) at index i: see gcomp_levels.h. */
 double kern_gcomp_delta(const kern_gcomp_opt *o, uint64_t i, double g);
 
 /* Writes each value's level: the largest L <= max_level with
@@ -116,6 +116,20 @@ double kern_gcomp_delta(const kern_gcomp_opt *o, uint64_t i, double g);
  * or a missing param. */
 int kern_gcomp_levels(const kern_gcomp_opt *o, int dtype, const void *grad,
     uint64_t n, int max_level, uint8_t *levels);
+
+/* kern_gcomp_levels on the instruction set isa (KERN_ISA_AUTO: the best;
+ * AVX2 and AVX-512 both run the AVX2 build): the same levels on every
+ * ISA. BELLOWS_ENOTSUP when this processor cannot run isa. */
+int kern_gcomp_levels_isa(int isa, const kern_gcomp_opt *o, int dtype,
+    const void *grad, uint64_t n, int max_level, uint8_t *levels);
+
+#ifdef KERN_HAVE_X86
+/* The AVX2 build of the levels loop (gcomp_avx2.c), arguments checked and
+ * lim, scale and the bias corrections computed by the caller. */
+void kern_gcomp_levels_avx2(const kern_gcomp_opt *o, int dtype,
+    const void *grad, uint64_t n, int max_level, const double *lim,
+    double scale, double c1, double c2, uint8_t *levels);
+#endif
 
 /* Fills t's encoder codes and LUT from t->h (a checked table). */
 void kern_gcomp_prepare(kern_gcomp_table *t);

@@ -22,6 +22,7 @@
 #include <bellows/codec.h>
 
 #include "cpu/gcomp.h"
+#include "kernels.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 
@@ -426,6 +427,82 @@ test_delta_levels_match_hand_computed_values_per_optimizer(void **state)
 	}
 }
 
+/* The AVX2 build of the levels gives the portable C's levels, value for
+ * value, for every optimizer, on gradients with zeros, NaN, Inf and
+ * subnormals, parameters with zeros, and every max_level. */
+static void
+test_levels_are_the_same_on_every_isa(void **state)
+{
+	size_t n = 20011;
+	float *g = malloc(n * 4), *th = malloc(n * 4), *b = malloc(n * 4);
+	float *m = malloc(n * 4), *v = malloc(n * 4);
+	uint8_t *ls = malloc(n), *lv = malloc(n);
+	int kinds[5] = { KERN_GCOMP_SGD, KERN_GCOMP_MOMENTUM,
+		KERN_GCOMP_NESTEROV, KERN_GCOMP_ADAM, KERN_GCOMP_ADAMW };
+	uint64_t hist[4] = { 0 };
+
+	(void)state;
+	fill_gradient(g, n, 0);
+	if (kern_gcomp_levels_isa(KERN_ISA_AVX2,
+		&(kern_gcomp_opt){ .kind = KERN_GCOMP_SGD,
+		    .lr = 1,
+		    .param = th },
+		KERN_F32, g, 0, 3, ls) == BELLOWS_ENOTSUP) {
+		skip();
+	}
+	for (size_t i = 0; i < n; i++) {
+		th[i] = i % 11 == 0 ? 0.0f
+				    : (float)(rng() % 2000) / 1000.0f - 1;
+		b[i] = (float)(rng() % 2000) / 1e5f - 0.01f;
+		m[i] = (float)(rng() % 2000) / 1e6f;
+		v[i] = (float)(rng() % 2000) / 1e9f;
+	}
+	g[0] = INFINITY;
+	g[1] = NAN;
+	g[2] = 1e-40f;
+	for (int k = 0; k < 5; k++) {
+		for (int withbuf = 0; withbuf < 2; withbuf++) {
+			kern_gcomp_opt o = { .kind = kinds[k],
+				.lr = 0.01 + 0.05 * k,
+				.weight_decay = withbuf ? 1e-2 : 0,
+				.momentum = 0.9,
+				.dampening = withbuf ? 0.1 : 0,
+				.beta1 = 0.9,
+				.beta2 = 0.999,
+				.eps = 1e-8,
+				.step = 1 + 37 * (uint64_t)withbuf,
+				.param = th,
+				.buf = withbuf ? b : NULL,
+				.exp_avg = m,
+				.exp_avg_sq = withbuf ? v : NULL };
+
+			for (int max = 0; max <= 3; max++) {
+				assert_int_equal(
+				    kern_gcomp_levels_isa(KERN_ISA_SCALAR, &o,
+					KERN_F32, g, n, max, ls),
+				    0);
+				assert_int_equal(
+				    kern_gcomp_levels_isa(KERN_ISA_AVX2, &o,
+					KERN_F32, g, n, max, lv),
+				    0);
+				assert_memory_equal(ls, lv, n);
+			}
+			for (size_t i = 0; i < n; i++)
+				hist[ls[i]]++;
+		}
+	}
+	/* Every level occurs, so the comparison covers them all. */
+	for (int l = 0; l < 4; l++)
+		assert_true(hist[l] > 0);
+	free(g);
+	free(th);
+	free(b);
+	free(m);
+	free(v);
+	free(ls);
+	free(lv);
+}
+
 /* Bad blocks: each refused with its code and an offset in the message. */
 static void
 test_bad_blocks_are_refused_with_their_offset(void **state)
@@ -613,6 +690,7 @@ main(int argc, char **argv)
 		    test_bf16_and_f16_map_to_their_own_exponent_ranges),
 		cmocka_unit_test(
 		    test_delta_levels_match_hand_computed_values_per_optimizer),
+		cmocka_unit_test(test_levels_are_the_same_on_every_isa),
 		cmocka_unit_test(test_bad_blocks_are_refused_with_their_offset),
 		cmocka_unit_test(test_decoder_survives_fuzzed_blocks),
 	};
