@@ -175,11 +175,13 @@ gbps(work_fn fn, void *ctx, double bytes, unsigned ms)
 typedef struct speed_ctx {
 	const bellows_gcomp_table *t;
 	const dump *d;
-	const uint8_t *levels; /* NULL: level 0 */
-	uint8_t *buf;          /* block */
-	size_t cap, len;       /* its capacity and length */
-	float *out;            /* decoded */
-	void *z;               /* zstd output */
+	const uint8_t *levels;       /* NULL: level 0 */
+	uint8_t *buf;                /* block */
+	size_t cap, len;             /* its capacity and length */
+	float *out;                  /* decoded */
+	bellows_gcomp_optimizer opt; /* for the levels */
+	uint8_t *lv;                 /* levels written */
+	void *z;                     /* zstd output */
 	size_t zcap, zlen;
 	int zlevel;
 } speed_ctx;
@@ -201,6 +203,16 @@ do_decode(void *p)
 
 	if (bellows_gcomp_decode(c->t, c->buf, c->len, BELLOWS_GCOMP_F32,
 		c->out, c->d->n, 0, NULL, 0) != 0)
+		exit(1);
+}
+
+static void
+do_levels(void *p)
+{
+	speed_ctx *c = p;
+
+	if (bellows_gcomp_levels(&c->opt, BELLOWS_GCOMP_F32, c->d->x, c->d->n,
+		3, c->lv) != 0)
 		exit(1);
 }
 
@@ -328,6 +340,48 @@ run_dir(const char *dir, int window, unsigned ms)
 			    gbps(do_encode, &c, bytes, ms));
 			printf("| gcomp decode, delta levels | %.3f |\n",
 			    gbps(do_decode, &c, bytes, ms));
+		}
+		/* delta levels: synthetic parameters and state of the same
+		 * size (the arithmetic does not depend on the values). */
+		{
+			float *th = bench_alloc("gcomp_codec", last->n * 4);
+			float *m = bench_alloc("gcomp_codec", last->n * 4);
+			float *v = bench_alloc("gcomp_codec", last->n * 4);
+
+			for (uint64_t i = 0; i < last->n; i++) {
+				th[i] = 0.01f * (float)(i % 97) - 0.4f;
+				m[i] = 1e-4f * (float)(i % 13);
+				v[i] = 1e-8f * (float)(i % 17);
+			}
+			c.lv = bench_alloc("gcomp_codec", last->n);
+			c.opt = (bellows_gcomp_optimizer){
+				.kind = BELLOWS_GCOMP_MOMENTUM,
+				.lr = 0.05,
+				.momentum = 0.9,
+				.weight_decay = 1e-4,
+				.param = th,
+				.buf = m
+			};
+			printf("| delta levels, momentum SGD | %.3f |\n",
+			    gbps(do_levels, &c, bytes, ms));
+			c.opt = (bellows_gcomp_optimizer){
+				.kind = BELLOWS_GCOMP_ADAMW,
+				.lr = 1e-3,
+				.weight_decay = 1e-2,
+				.beta1 = 0.9,
+				.beta2 = 0.999,
+				.eps = 1e-8,
+				.step = 100,
+				.param = th,
+				.exp_avg = m,
+				.exp_avg_sq = v
+			};
+			printf("| delta levels, AdamW | %.3f |\n",
+			    gbps(do_levels, &c, bytes, ms));
+			free(th);
+			free(m);
+			free(v);
+			free(c.lv);
 		}
 #ifdef BENCH_HAVE_ZSTD
 		c.zcap = ZSTD_compressBound(last->n * 4);
