@@ -349,10 +349,33 @@ com_huff_read(const uint8_t *buf, size_t len, com_huff_table *ret,
 	}
 	for (int i = 0; i < 4; i++)
 		version |= (uint32_t)buf[8 + i] << (8 * i);
+	if (buf[5] < 1 || buf[5] > COM_HUFF_MAX_BITS) {
+		huff_err(errbuf, errlen,
+		    "byte 5: max_code_bits %u is outside "
+		    "1..%d",
+		    buf[5], COM_HUFF_MAX_BITS);
+		return BELLOWS_EPROTO;
+	}
+	if (buf[6] < 1 || buf[6] > buf[5]) {
+		huff_err(errbuf, errlen,
+		    "byte 6: escape length %u is outside "
+		    "1..%u (max_code_bits)",
+		    buf[6], buf[5]);
+		return BELLOWS_EPROTO;
+	}
+	for (int s = 0; s < COM_HUFF_SYMBOLS; s++) {
+		if (buf[12 + s] > buf[5]) {
+			huff_err(errbuf, errlen,
+			    "byte %d: code length %u of exponent %d is above "
+			    "max_code_bits %u",
+			    12 + s, buf[12 + s], s, buf[5]);
+			return BELLOWS_EPROTO;
+		}
+	}
 	rc = com_huff_from_lengths(buf + 12, buf[6], buf[5], version, ret, why,
 	    sizeof(why));
 	if (rc < 0) {
-		huff_err(errbuf, errlen, "bytes 5-267: %s", why);
+		huff_err(errbuf, errlen, "bytes 12-267: %s", why);
 		return rc;
 	}
 	if (ret_used != NULL)

@@ -266,6 +266,7 @@ test_serialised_table_round_trips_and_bad_ones_are_refused(void **state)
 			     sizeof(err)),
 	    BELLOWS_EPROTO);
 	assert_non_null(strstr(err, "exponent 7"));
+	assert_non_null(strstr(err, "byte 19"));
 
 	/* No escape. */
 	memcpy(bad, buf, sizeof(bad));

@@ -473,6 +473,40 @@ class _Functions:
             [vp, vp, u64, u64, vp, vp], required=False)
         self.codec_isa = _prototype(lib, "bellows_codec_isa",
                                     ctypes.c_char_p, [], required=False)
+        # bellows/codec.h's GComp (bellows.compress.GComp).
+        cp, dbl_p = ctypes.c_char_p, ctypes.c_double
+        self.gcomp_histogram = _prototype(
+            lib, "bellows_gcomp_histogram", cint, [cint, vp, u64, vp],
+            required=False)
+        self.gcomp_table_build = _prototype(
+            lib, "bellows_gcomp_table_build", cint,
+            [vp, ctypes.c_uint, u32, ctypes.POINTER(vp)], required=False)
+        self.gcomp_table_read = _prototype(
+            lib, "bellows_gcomp_table_read", cint,
+            [vp, sz, ctypes.POINTER(vp), cp, sz], required=False)
+        self.gcomp_table_write = _prototype(
+            lib, "bellows_gcomp_table_write", cint, [vp, vp, sz],
+            required=False)
+        self.gcomp_table_version = _prototype(
+            lib, "bellows_gcomp_table_version", u32, [vp], required=False)
+        self.gcomp_table_bits = _prototype(
+            lib, "bellows_gcomp_table_bits", dbl_p, [vp, vp],
+            required=False)
+        self.gcomp_table_destroy = _prototype(
+            lib, "bellows_gcomp_table_destroy", None, [ctypes.POINTER(vp)],
+            required=False)
+        self.gcomp_bound = _prototype(lib, "bellows_gcomp_bound", sz,
+                                      [cint, u64], required=False)
+        self.gcomp_levels = _prototype(
+            lib, "bellows_gcomp_levels", cint, [vp, cint, vp, u64, cint, vp],
+            required=False)
+        self.gcomp_encode = _prototype(
+            lib, "bellows_gcomp_encode", cint,
+            [vp, cint, vp, u64, cint, vp, vp, sz, ctypes.POINTER(sz), vp],
+            required=False)
+        self.gcomp_decode = _prototype(
+            lib, "bellows_gcomp_decode", cint,
+            [vp, vp, sz, cint, vp, u64, cint, cp, sz], required=False)
         self.config_size = self._config_size()
 
     def _config_size(self) -> int:

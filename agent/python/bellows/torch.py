@@ -620,7 +620,7 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
            align: bool = True, time_every: int = 16,
            control: str | None = None, publish: str | None = None,
            window_steps: int = 0, layer_flags: int = 0,
-           exp_hist=None, process_group=None,
+           exp_hist=None, process_group=None, optimizer=None,
            **agent_options) -> TorchAgent:
     """Attaches a DistributedDataParallel model to a new bellows agent.
 
@@ -649,6 +649,12 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
     (decision_timeout_ms, heartbeat_ms, log_level, server_key and
     client_key for a bellowsd that wants CURVE keys, ...).
 
+    With "gcomp" (bellows.compress.GComp), the table in force comes from
+    the agent (``Agent.codec_table()``, what bellowsd's gcomp policy
+    proposed) and ``optimizer``, when given, sets each value's truncation
+    level from the paper's delta (SGD, momentum, Nesterov, Adam, AdamW);
+    without it every value is sent losslessly.
+
     The launch's identity (``run_id``, see bellows.Agent) is, unless given,
     $BELLOWS_RUN_ID or $TORCHELASTIC_RUN_ID, else one rank 0 draws and
     broadcasts over the process group, so that every rank of this launch
@@ -669,7 +675,7 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
     elif not isinstance(compressor, (PowerSGD, TopK)) and \
             not hasattr(compressor, "reduce"):
         raise TypeError("compressor must be 'powersgd', 'topk', '1bit', "
-                        "'2bit' or have reduce(items, comm)")
+                        "'2bit', 'gcomp' or have reduce(items, comm)")
     params = [p for p in _unwrap(model).parameters() if p.requires_grad]
     table = layer_table(model, layer_flags, exp_hist)
     if agent_options.get("run_id") is None:
@@ -684,6 +690,12 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
             raise RuntimeError("bellows: a backward pass outside a step: "
                                "call step_begin() before the forward pass")
         agent.observe(layer, grad)
+
+    if hasattr(compressor, "table_source"):  # GComp
+        compressor.table_source = agent.codec_table
+        compressor.params = params
+        if optimizer is not None:
+            compressor.optimizer = optimizer
 
     try:
         hook = CompressionHook(params, compressor,
