@@ -1,9 +1,10 @@
 """test_ddp_gcomp - two DDP ranks under bellowsd's gcomp policy.
 
 A real bellowsd runs gcomp (rebuild_bits 0: a new table whenever the
-summed exponent histogram gives another code), and two gloo ranks train
-a small MLP for 80 steps in windows of 10 through bellows.torch.attach,
-the weight matrices flagged for the exponent histogram (exp_hist=True).
+summed exponent histogram gives another code) and `fixed` level 1 for the
+weight matrices, and two gloo ranks train a small MLP for 80 steps in
+windows of 10 through bellows.torch.attach with the GComp compressor, the
+weight matrices flagged for the exponent histogram (exp_hist=True).
 Checked:
 
 - every window's exponent histogram of a flagged layer counts each of
@@ -14,6 +15,8 @@ Checked:
   both;
 - after a switch, Agent.codec_table(old_version) still gives the table
   before it, and the versions go up by one;
+- the GComp codec encodes with the table in force: its table version is
+  the decision's at every step that has one;
 - the history (when recorded) keeps the summed histograms as BLOBs whose
   bins add up to both ranks' counts.
 """
@@ -46,6 +49,8 @@ daemon:
 jobs:
   - match: "*"
     policies:
+      - type: fixed
+        params: {level: 1}
       - type: gcomp
         params: {rebuild_bits: 0, every_steps: 1000}
 """
@@ -80,7 +85,7 @@ def rank_main(rank, port, control, publish, out_dir):
                             rank=rank, world_size=WORLD)
     model = make_model()
     ddp = torch.nn.parallel.DistributedDataParallel(model)
-    agent = bellows.torch.attach(ddp, JOB, compressor="powersgd", seed=1,
+    agent = bellows.torch.attach(ddp, JOB, compressor="gcomp", seed=1,
                                  control=control, publish=publish,
                                  window_steps=WINDOW, exp_hist=True,
                                  decision_timeout_ms=10000)
@@ -108,7 +113,9 @@ def rank_main(rank, port, control, publish, out_dir):
         agent.step_end(lr=0.1, batch_size=16)
         steps.append({"step": step, "seq": agent.seq,
                       "version": version_of(table),
-                      "table": table.hex() if table else None})
+                      "codec_version": agent.hook.compressor.table_version,
+                      "table": table.hex() if table else None,
+                      "loss": loss.item()})
         if (s + 1) % WINDOW == 0:
             windows.append([
                 {"hist": agent.agent.window_array(i),
@@ -183,6 +190,15 @@ class GCompDDPTest(unittest.TestCase):
                                 "no table switch to check")
         self.assertEqual(versions, sorted(versions))
         self.assertEqual(self.daemon_rc, 0)
+
+    def test_the_codec_encodes_with_the_table_in_force(self):
+        for r in self.ranks:
+            with_table = [s for s in r["steps"] if s["version"] > 0]
+            self.assertTrue(with_table)
+            for s in with_table:
+                self.assertEqual(s["codec_version"], s["version"], s)
+            losses = [s["loss"] for s in r["steps"]]
+            self.assertLess(sum(losses[-10:]), sum(losses[:10]))
 
     def test_the_previous_table_stays_reachable_after_a_switch(self):
         for r in self.ranks:
