@@ -23,6 +23,7 @@
 #include "io.h"
 #include "kernels.h"
 #include "msg.h"
+#include "stat_table.h"
 #include "timing.h"
 #include "window.h"
 
@@ -32,7 +33,7 @@
 #define AGENT_MAX_QUEUE  (1u << 20) /* largest report queue */
 #define AGENT_KNOWN_FLAGS                                                      \
 	(BELLOWS_LAYER_NO_ACCUMULATOR | BELLOWS_LAYER_MOMENTUM |               \
-	    BELLOWS_LAYER_DEVICE)
+	    BELLOWS_LAYER_DEVICE | BELLOWS_LAYER_EXP_HIST)
 
 /* The API's dtypes are the kernels'. */
 _Static_assert((int)BELLOWS_DTYPE_F32 == (int)KERN_F32 &&
@@ -66,6 +67,13 @@ struct bellows_agent {
 	uint64_t closed_window;       /* last window closed + 1; 0 = none */
 	uint32_t batch_size;          /* last step's batch size */
 	uint64_t epoch;               /* last step's epoch */
+	com_decision resid_default;   /* only its default residual plan:
+				       * handed out for decisions without
+				       * one */
+	uint8_t *table_cur;           /* copy of the codec table in force */
+	size_t table_cur_len;         /* its bytes; 0: none */
+	uint8_t *table_prev;          /* the distinct table before it */
+	size_t table_prev_len;        /* its bytes; 0: none */
 };
 
 __attribute__((format(printf, 5, 6))) static void
@@ -398,6 +406,23 @@ bellows_step_info_schema(void)
 	return agent_step_info_schema;
 }
 
+#define AGENT_ARRAY_SCHEMA(name, len, tag, check, kind, wfield, wcol, unit,    \
+    doc)                                                                       \
+	{ #name, len, COM_LARRAY_##name, unit, doc },
+
+/* clang-format off */
+static const bellows_stat_array agent_arrays_schema[] = {
+	BELLOWS_LAYER_ARRAYS(AGENT_ARRAY_SCHEMA)
+	{ NULL, 0, 0, NULL, NULL },
+};
+/* clang-format on */
+
+const bellows_stat_array *
+bellows_layer_arrays_schema(void)
+{
+	return agent_arrays_schema;
+}
+
 void
 bellows_agent_config_init(bellows_agent_config *cfg)
 {
@@ -448,6 +473,8 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 	rc = BELLOWS_ENOMEM;
 	if ((a->job = strdup(cfg->job)) == NULL ||
 	    (a->stats = calloc(cfg->n_layers, sizeof(*a->stats))) == NULL ||
+	    (a->resid_default.n_layers = cfg->n_layers,
+		com_resid_plan_alloc(&a->resid_default)) != 0 ||
 	    agent_timing_init(&a->timing, cfg->n_layers) != 0)
 		goto fail;
 	kern_config_init(&kcfg);
@@ -516,9 +543,44 @@ bellows_agent_close(bellows_agent **agent)
 	agent_io_close(&a->io);
 	agent_window_fini(&a->win);
 	agent_timing_fini(&a->timing);
+	com_decision_fini(&a->resid_default);
 	free(a->stats);
+	free(a->table_cur);
+	free(a->table_prev);
 	free(a->job);
 	free(a);
+}
+
+/* Keeps the codec table in force and the distinct one before it, so that
+ * data encoded with the previous table still decodes after a switch. */
+static void
+agent_track_table(bellows_agent *a)
+{
+	const com_decision *d = a->in_force;
+	uint8_t *copy;
+
+	if (d->codec_table_len == a->table_cur_len &&
+	    (d->codec_table_len == 0 ||
+		memcmp(d->codec_table, a->table_cur, d->codec_table_len) == 0))
+		return;
+	copy = d->codec_table_len > 0 ? malloc(d->codec_table_len) : NULL;
+	if (d->codec_table_len > 0 && copy == NULL) {
+		agent_log(a->log, a->log_arg, a->log_level, BELLOWS_LOG_ERROR,
+		    "step %llu: no memory to keep the codec table in force; "
+		    "the previous one is forgotten",
+		    (unsigned long long)a->step);
+		free(a->table_prev);
+		a->table_prev = NULL;
+		a->table_prev_len = 0;
+		return;
+	}
+	if (copy != NULL)
+		memcpy(copy, d->codec_table, d->codec_table_len);
+	free(a->table_prev);
+	a->table_prev = a->table_cur;
+	a->table_prev_len = a->table_cur_len;
+	a->table_cur = copy;
+	a->table_cur_len = d->codec_table_len;
 }
 
 int
@@ -543,6 +605,7 @@ bellows_agent_step_begin(bellows_agent *agent, uint64_t *ret_step)
 		    agent->decision_timeout_ms,
 		    (unsigned long long)agent->in_force->seq);
 	}
+	agent_track_table(agent);
 	agent->in_step = true;
 	agent->stepped = true;
 	if (ret_step != NULL)
@@ -745,6 +808,17 @@ bellows_agent_decision(const bellows_agent *agent, bellows_decision *ret)
 	ret->policy = d->policy != NULL ? d->policy : "";
 	ret->reason = d->reason != NULL ? d->reason : "";
 	ret->calibrate_steps = d->calibrate_steps;
+	if (com_resid_plan_is_default(d)) {
+		ret->resid_group = agent->resid_default.resid_group;
+		ret->resid_phi = agent->resid_default.resid_phi;
+		ret->resid_rows = agent->resid_default.resid_rows;
+		ret->resid_cols = agent->resid_default.resid_cols;
+	} else {
+		ret->resid_group = d->resid_group;
+		ret->resid_phi = d->resid_phi;
+		ret->resid_rows = d->resid_rows;
+		ret->resid_cols = d->resid_cols;
+	}
 	return 0;
 }
 
@@ -755,6 +829,17 @@ bellows_agent_codec_table(const bellows_agent *agent, const uint8_t **ret_table,
 	if (agent == NULL || ret_table == NULL || ret_len == NULL)
 		return BELLOWS_EINVAL;
 	agent_codec_table(agent->in_force, ret_table, ret_len);
+	return 0;
+}
+
+int
+bellows_agent_codec_table_prev(const bellows_agent *agent,
+    const uint8_t **ret_table, size_t *ret_len)
+{
+	if (agent == NULL || ret_table == NULL || ret_len == NULL)
+		return BELLOWS_EINVAL;
+	*ret_table = agent->table_prev_len > 0 ? agent->table_prev : NULL;
+	*ret_len = agent->table_prev_len;
 	return 0;
 }
 
@@ -793,6 +878,25 @@ bellows_agent_window_stats(const bellows_agent *agent, uint32_t layer,
 	s = &agent->stats[layer];
 	*ret = (bellows_layer_stats){ .window = agent->closed_window - 1 };
 	BELLOWS_LAYER_STATS(AGENT_COPY_STAT)
+	return 0;
+}
+
+int
+bellows_agent_window_array(const bellows_agent *agent, uint32_t layer,
+    uint32_t array, uint64_t *ret, uint32_t len)
+{
+	const com_stat_array *ar;
+	const uint64_t *v;
+
+	if (agent == NULL || ret == NULL || layer >= agent->n_layers ||
+	    array >= COM_N_LARRAYS || len != com_layer_array_table[array].len)
+		return BELLOWS_EINVAL;
+	if (agent->closed_window == 0)
+		return BELLOWS_EAGAIN;
+	ar = &com_layer_array_table[array];
+	if ((v = com_stat_array_get(ar, &agent->stats[layer])) == NULL)
+		return BELLOWS_ENOTFOUND;
+	memcpy(ret, v, sizeof(uint64_t) * len);
 	return 0;
 }
 
@@ -880,4 +984,18 @@ bellows_agent_observe_activation(bellows_agent *agent, uint32_t layer,
 		return BELLOWS_ESTATE;
 	return agent_window_activation(&agent->win, layer, s->lbar, s->nonzero,
 	    s->stored_bytes, s->raw_bytes);
+}
+
+int
+bellows_agent_observe_residual(bellows_agent *agent, uint32_t layer,
+    const bellows_resid_stats *s)
+{
+	if (agent == NULL || s == NULL || layer >= agent->n_layers ||
+	    !agent_magnitude(s->l1) || !agent_magnitude(s->l2) ||
+	    !agent_magnitude(s->q50) || !agent_magnitude(s->q90) ||
+	    !agent_magnitude(s->q99) || !agent_magnitude(s->floats))
+		return BELLOWS_EINVAL;
+	if (!agent->in_step)
+		return BELLOWS_ESTATE;
+	return agent_window_residual(&agent->win, layer, s);
 }

@@ -66,6 +66,17 @@ window_layer_init(agent_window *w, agent_window_layer *l,
 			return rc;
 		l->momentum = p;
 	}
+	if (desc->flags & BELLOWS_LAYER_EXP_HIST) {
+		if ((rc = window_alloc(b, 256, sizeof(uint64_t), &p)) != 0)
+			return rc;
+		l->hist = p;
+		rc = l->where == KERN_HOST
+		    ? window_alloc(b, 256, sizeof(uint64_t), &p)
+		    : b->ops->host_alloc(b->ctx, 256 * sizeof(uint64_t), &p);
+		if (rc != 0)
+			return rc;
+		l->hist_done = p;
+	}
 	if (l->where == KERN_HOST) {
 		l->st = &l->host_st;
 		return 0;
@@ -139,6 +150,11 @@ agent_window_fini(agent_window *w)
 			continue;
 		b->ops->mem_free(b->ctx, l->acc);
 		b->ops->mem_free(b->ctx, l->momentum);
+		b->ops->mem_free(b->ctx, l->hist);
+		if (l->where == KERN_CUDA)
+			b->ops->host_free(b->ctx, l->hist_done);
+		else
+			b->ops->mem_free(b->ctx, l->hist_done);
 		if (l->where == KERN_CUDA) {
 			b->ops->mem_free(b->ctx, l->st);
 			b->ops->mem_free(b->ctx, l->scratch);
@@ -188,6 +204,10 @@ agent_window_observe_as(agent_window *w, uint32_t layer, const void *grad,
 	};
 	if ((rc = b->ops->stats(b->ctx, &job, stream)) != 0)
 		return rc;
+	if (l->hist != NULL &&
+	    (rc = b->ops->histogram(b->ctx, grad, n, dtype, l->hist, stream)) !=
+		0)
+		return rc;
 	l->stream = stream;
 	if (l->last_step != step + 1) {
 		l->last_step = step + 1;
@@ -213,6 +233,44 @@ agent_window_activation(agent_window *w, uint32_t layer, double lbar,
 	l->act_bytes += (double)stored_bytes;
 	l->act_raw_bytes += (double)raw_bytes;
 	return 0;
+}
+
+int
+agent_window_residual(agent_window *w, uint32_t layer,
+    const bellows_resid_stats *s)
+{
+	agent_window_layer *l;
+
+	if (layer >= w->n_layers)
+		return BELLOWS_EINVAL;
+	l = &w->layers[layer];
+	if (l->resid_steps == UINT32_MAX)
+		return 0;
+	l->resid_steps++;
+	l->resid_sum[0] += s->l1;
+	l->resid_sum[1] += s->l2;
+	l->resid_sum[2] += s->q50;
+	l->resid_sum[3] += s->q90;
+	l->resid_sum[4] += s->q99;
+	l->resid_sum[5] += s->floats;
+	return 0;
+}
+
+/* The residual means of a layer, into its report entry. */
+static void
+window_report_residual(const agent_window_layer *l, com_layer_stats *s)
+{
+	double n = (double)l->resid_steps;
+
+	s->resid_steps = l->resid_steps;
+	if (l->resid_steps == 0)
+		return;
+	s->resid_l1 = l->resid_sum[0] / n;
+	s->resid_l2 = l->resid_sum[1] / n;
+	s->resid_q50 = l->resid_sum[2] / n;
+	s->resid_q90 = l->resid_sum[3] / n;
+	s->resid_q99 = l->resid_sum[4] / n;
+	s->resid_floats = l->resid_sum[5] / n;
 }
 
 /* The activation means of a layer, into its report entry. */
@@ -288,6 +346,11 @@ window_finish_host(agent_window *w, agent_window_layer *l, com_layer_stats *s)
 		rc = window_reduce(w, l, l->momentum, &st[2]);
 	if (rc == 0)
 		window_report(l, st, s);
+	if (rc == 0 && l->hist != NULL) {
+		memcpy(l->hist_done, l->hist, 256 * sizeof(uint64_t));
+		memset(l->hist, 0, 256 * sizeof(uint64_t));
+		l->hist_valid = l->observed_steps > 0;
+	}
 	return rc;
 }
 
@@ -312,6 +375,11 @@ window_enqueue_device(agent_window *w, agent_window_layer *l, kern_stats *rb)
 	if (rc == 0 && l->acc != NULL)
 		rc = ops->zero(ctx, l->acc, l->numel * sizeof(float),
 		    l->stream);
+	if (rc == 0 && l->hist != NULL)
+		rc = ops->copy_out(ctx, l->hist_done, l->hist,
+		    256 * sizeof(uint64_t), l->stream);
+	if (rc == 0 && l->hist != NULL)
+		rc = ops->zero(ctx, l->hist, 256 * sizeof(uint64_t), l->stream);
 	return rc;
 }
 
@@ -340,6 +408,7 @@ agent_window_finish(agent_window *w, com_layer_stats *ret)
 
 		memset(&ret[i], 0, sizeof(ret[i]));
 		ret[i].layer = i;
+		l->hist_valid = false;
 		if (l->where == KERN_HOST)
 			rc = window_finish_host(w, l, &ret[i]);
 		else
@@ -358,15 +427,21 @@ agent_window_finish(agent_window *w, com_layer_stats *ret)
 		rb = &w->readback[WINDOW_DEV_STATS * k++];
 		if (l->finish_rc == 0)
 			l->finish_rc = window_sync(w, &n_synced, l->stream);
-		if (l->finish_rc == 0)
+		if (l->finish_rc == 0) {
 			window_report(l, rb, &ret[i]);
-		else if (first == 0)
+			l->hist_valid = l->hist != NULL &&
+			    l->observed_steps > 0;
+		} else if (first == 0) {
 			first = l->finish_rc;
+		}
 	}
 	for (uint32_t i = 0; i < w->n_layers; i++) {
 		agent_window_layer *l = &w->layers[i];
 
 		window_report_activation(l, &ret[i]);
+		window_report_residual(l, &ret[i]);
+		if (l->hist != NULL && l->hist_valid)
+			ret[i].exp_hist = l->hist_done;
 		memset(&l->host_st, 0, sizeof(l->host_st));
 		l->observed_steps = 0;
 		l->last_step = 0;
@@ -375,6 +450,8 @@ agent_window_finish(agent_window *w, com_layer_stats *ret)
 		l->act_nonzero = 0.0;
 		l->act_bytes = 0.0;
 		l->act_raw_bytes = 0.0;
+		l->resid_steps = 0;
+		memset(l->resid_sum, 0, sizeof(l->resid_sum));
 	}
 	return first;
 }

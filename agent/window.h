@@ -28,6 +28,7 @@
 #ifndef AGENT_WINDOW_H
 #define AGENT_WINDOW_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <bellows/agent.h>
@@ -54,6 +55,15 @@ typedef struct agent_window_layer {
 	double act_nonzero;      /* sum of their non-zero fractions */
 	double act_bytes;        /* sum of their stored bytes */
 	double act_raw_bytes;    /* sum of their uncompressed bytes */
+	uint32_t resid_steps;    /* residual statistics given */
+	double resid_sum[6];     /* sums of their l1, l2, q50, q90, q99,
+				  * floats (bellows_resid_stats order) */
+	uint64_t *hist;          /* BELLOWS_LAYER_EXP_HIST: the open window's
+				  * 256 exponent bins, in the layer's
+				  * memory; NULL: not asked for */
+	uint64_t *hist_done;     /* the last finished window's bins (host;
+				  * pinned for device layers) */
+	bool hist_valid;         /* hist_done holds a finished window */
 } agent_window_layer;
 
 /* A stream waited for by agent_window_finish, and how that went. */
@@ -116,13 +126,22 @@ int agent_window_observe_as(agent_window *w, uint32_t layer, const void *grad,
 int agent_window_activation(agent_window *w, uint32_t layer, double lbar,
     double nonzero, uint64_t stored_bytes, uint64_t raw_bytes);
 
+/* Adds one step's residual statistics of layer `layer` (the caller checks
+ * them: finite, >= 0). Returns 0 or BELLOWS_EINVAL for a bad layer index. */
+int agent_window_residual(agent_window *w, uint32_t layer,
+    const bellows_resid_stats *s);
+
 /* Writes the window's statistics of every layer into ret[0..n_layers-1]
  * (layer index, counts, sums, the accumulated norm, the momentum's mean
- * magnitude, act_steps and the means of the activation statistics; every
- * other field 0) and starts a new window: sums, the accumulator and the
- * activation sums are reset, the momentum is kept. An accumulator or
- * momentum that overflowed to infinity gives an infinite norm or mean.
- * Device layers are reduced on the device, then every stream they were
+ * magnitude, act_steps and the means of the activation statistics,
+ * resid_steps and the means of the residual statistics, and, for a layer
+ * flagged BELLOWS_LAYER_EXP_HIST and observed in the window, exp_hist
+ * pointing to its 256 bins, which stay the window's until the next finish;
+ * every other field 0 or NULL) and starts a new window: sums, the
+ * accumulator and the activation sums are reset, the momentum is kept. An
+ * accumulator or momentum that overflowed to infinity gives an infinite
+ * norm or mean. Device layers are reduced on the device, then every stream
+ * they were
  * last observed on is waited for.
  * Returns 0, or the first CUDA error (the failing layers' entries are then
  * zero but for the index and the activation means); host layers never

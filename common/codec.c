@@ -161,6 +161,17 @@ codec_out_decision(const com_decision *d, Bellows__Decision *pd)
 	pd->policy = codec_out_str(d->policy);
 	pd->reason = codec_out_str(d->reason);
 	pd->calibrate_steps = d->calibrate_steps;
+	/* The default plan goes out as none: older peers see no change. */
+	if (!com_resid_plan_is_default(d)) {
+		pd->n_resid_group = d->n_layers;
+		pd->resid_group = d->resid_group;
+		pd->n_resid_phi = d->n_layers;
+		pd->resid_phi = d->resid_phi;
+		pd->n_resid_rows = d->n_layers;
+		pd->resid_rows = d->resid_rows;
+		pd->n_resid_cols = d->n_layers;
+		pd->resid_cols = d->resid_cols;
+	}
 	return 0;
 }
 
@@ -259,12 +270,21 @@ codec_out_welcome(codec_out *o, const com_welcome *w)
  * field names (test_stat_table checks their tags and types). */
 #define CODEC_OUT_STAT(name, ...) p->name = s->name;
 
+/* An array statistic: its len values, or absent (protobuf-c only reads
+ * them). */
+#define CODEC_OUT_ARRAY(name, len, ...)                                        \
+	if (s->name != NULL) {                                                 \
+		p->n_##name = len;                                             \
+		p->name = s->name;                                             \
+	}
+
 static void
 codec_out_layer_stats(const com_layer_stats *s, Bellows__LayerStats *p)
 {
 	bellows__layer_stats__init(p);
 	p->layer = s->layer;
 	BELLOWS_LAYER_STATS(CODEC_OUT_STAT)
+	BELLOWS_LAYER_ARRAYS(CODEC_OUT_ARRAY)
 }
 
 static void
@@ -820,8 +840,9 @@ codec_heap_free(void *arg, void *p)
 }
 
 /* What unpacking a frame of len bytes may allocate. protobuf-c's form of a
- * frame takes a few times its size, plus up to ~200 bytes for each repeated
- * sub-message however small on the wire; the allowance per layer admits
+ * frame takes a few times its size, plus up to ~250 bytes for each repeated
+ * sub-message however small on the wire (a LayerStats, the largest, and
+ * its com_layer_stats); the allowance per layer admits
  * any layer table or report within the limits. A frame needing more (the
  * ranks of thousands of jobs, floods of unknown fields) is refused rather
  * than allowed memory in proportion to its nesting. */
@@ -832,7 +853,7 @@ codec_budget(size_t len, const com_limits *lim)
 
 	if (len > SIZE_MAX / 8)
 		return SIZE_MAX;
-	b = (uint64_t)len * 4 + (uint64_t)lim->max_layers * 256 + 65536;
+	b = (uint64_t)len * 4 + (uint64_t)lim->max_layers * 384 + 65536;
 	return b < SIZE_MAX ? (size_t)b : SIZE_MAX;
 }
 
@@ -905,6 +926,36 @@ codec_in_magnitude(double v)
 	return isfinite(v) && v >= 0.0;
 }
 
+/* A decision's residual plan: its four arrays all empty (the default
+ * plan) or all of n_layers entries forming a valid plan
+ * (com_resid_plan_valid), else BELLOWS_EPROTO. */
+static int
+codec_in_resid_plan(const Bellows__Decision *pd, com_decision *d)
+{
+	size_t n = d->n_layers;
+
+	if (pd->n_resid_group == 0 && pd->n_resid_phi == 0 &&
+	    pd->n_resid_rows == 0 && pd->n_resid_cols == 0)
+		return 0;
+	if (pd->n_resid_group != n || pd->n_resid_phi != n ||
+	    pd->n_resid_rows != n || pd->n_resid_cols != n || n == 0 ||
+	    !com_resid_plan_valid((uint32_t)n, pd->resid_group, pd->resid_phi,
+		pd->resid_rows, pd->resid_cols))
+		return BELLOWS_EPROTO;
+	d->resid_group = codec_calloc(n, sizeof(*d->resid_group));
+	d->resid_phi = codec_calloc(n, sizeof(*d->resid_phi));
+	d->resid_rows = codec_calloc(n, sizeof(*d->resid_rows));
+	d->resid_cols = codec_calloc(n, sizeof(*d->resid_cols));
+	if (d->resid_group == NULL || d->resid_phi == NULL ||
+	    d->resid_rows == NULL || d->resid_cols == NULL)
+		return BELLOWS_ENOMEM;
+	memcpy(d->resid_group, pd->resid_group, n * sizeof(*d->resid_group));
+	memcpy(d->resid_phi, pd->resid_phi, n * sizeof(*d->resid_phi));
+	memcpy(d->resid_rows, pd->resid_rows, n * sizeof(*d->resid_rows));
+	memcpy(d->resid_cols, pd->resid_cols, n * sizeof(*d->resid_cols));
+	return 0;
+}
+
 /* A decision's level and error_bound arrays each hold n_layers values or
  * none at all (then zeroes); n_layers is the longer one. */
 static int
@@ -955,7 +1006,7 @@ codec_in_decision(const Bellows__Decision *pd, const com_limits *lim,
 	d->size_threshold = pd->size_threshold;
 	d->compression_off = pd->compression_off;
 	d->calibrate_steps = pd->calibrate_steps;
-	return 0;
+	return codec_in_resid_plan(pd, d);
 }
 
 /* The decisions of a welcome or snapshot: in force and pending, by strictly
@@ -1139,6 +1190,17 @@ codec_in_unique_layers(const com_report *r)
 		return BELLOWS_EPROTO;                                         \
 	s->name = p->name;
 
+/* One array statistic off the wire: absent, or exactly its length
+ * (check LEN), copied to the heap (com_msg_fini frees it). */
+#define CODEC_IN_ARRAY(name, len, tag, check, ...)                             \
+	if (p->n_##name != 0 && p->n_##name != (len))                          \
+		return BELLOWS_EPROTO;                                         \
+	if (p->n_##name != 0) {                                                \
+		if ((s->name = codec_calloc(len, sizeof(uint64_t))) == NULL)   \
+			return BELLOWS_ENOMEM;                                 \
+		memcpy(s->name, p->name, (len) * sizeof(uint64_t));            \
+	}
+
 static int
 codec_in_layer_stats(const Bellows__LayerStats *p, const com_limits *lim,
     com_layer_stats *s)
@@ -1147,6 +1209,7 @@ codec_in_layer_stats(const Bellows__LayerStats *p, const com_limits *lim,
 		return BELLOWS_EPROTO;
 	s->layer = p->layer;
 	BELLOWS_LAYER_STATS(CODEC_IN_STAT)
+	BELLOWS_LAYER_ARRAYS(CODEC_IN_ARRAY)
 	return 0;
 }
 

@@ -55,6 +55,16 @@ com_msg_init(com_msg *m, com_msg_type type)
 	m->minor = BELLOWS_PROTO_MINOR;
 }
 
+/* True when a layer other than g names g as its group's leader. */
+static bool
+msg_has_member(uint32_t n, const uint32_t *group, uint32_t g)
+{
+	for (uint32_t j = 0; j < n; j++)
+		if (j != g && group[j] == g)
+			return true;
+	return false;
+}
+
 void
 com_decision_fini(com_decision *d)
 {
@@ -64,7 +74,83 @@ com_decision_fini(com_decision *d)
 	free(d->codec_table);
 	free(d->policy);
 	free(d->reason);
+	free(d->resid_group);
+	free(d->resid_phi);
+	free(d->resid_rows);
+	free(d->resid_cols);
 	memset(d, 0, sizeof(*d));
+}
+
+bool
+com_resid_plan_valid(uint32_t n, const uint32_t *group, const double *phi,
+    const double *rows, const double *cols)
+{
+	if (group == NULL || phi == NULL || rows == NULL || cols == NULL)
+		return true;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t g = group[i];
+
+		if (g >= n || group[g] != g)
+			return false;
+		if (!(rows[i] > 0.0 && rows[i] <= 1.0) ||
+		    !(cols[i] > 0.0 && cols[i] <= 1.0))
+			return false;
+		if (g == i && !(phi[i] >= 0.0 && phi[i] <= 1.0))
+			return false;
+		/* A reduced layer keeps its own buffer: sharing and the 2-D
+		 * reduction do not combine. */
+		if ((rows[i] < 1.0 || cols[i] < 1.0) &&
+		    (g != i || msg_has_member(n, group, i)))
+			return false;
+	}
+	return true;
+}
+
+bool
+com_resid_plan_is_default(const com_decision *d)
+{
+	if (d->resid_group == NULL || d->resid_phi == NULL ||
+	    d->resid_rows == NULL || d->resid_cols == NULL)
+		return true;
+	for (uint32_t i = 0; i < d->n_layers; i++)
+		if (d->resid_group[i] != i ||
+		    d->resid_phi[i] != COM_RESID_PHI_DEFAULT ||
+		    d->resid_rows[i] != 1.0 || d->resid_cols[i] != 1.0)
+			return false;
+	return true;
+}
+
+int
+com_resid_plan_alloc(com_decision *d)
+{
+	uint32_t n = d->n_layers;
+	uint32_t *group = calloc(n > 0 ? n : 1, sizeof(*group));
+	double *phi = calloc(n > 0 ? n : 1, sizeof(*phi));
+	double *rows = calloc(n > 0 ? n : 1, sizeof(*rows));
+	double *cols = calloc(n > 0 ? n : 1, sizeof(*cols));
+
+	if (group == NULL || phi == NULL || rows == NULL || cols == NULL) {
+		free(group);
+		free(phi);
+		free(rows);
+		free(cols);
+		return BELLOWS_ENOMEM;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		group[i] = i;
+		phi[i] = COM_RESID_PHI_DEFAULT;
+		rows[i] = 1.0;
+		cols[i] = 1.0;
+	}
+	free(d->resid_group);
+	free(d->resid_phi);
+	free(d->resid_rows);
+	free(d->resid_cols);
+	d->resid_group = group;
+	d->resid_phi = phi;
+	d->resid_rows = rows;
+	d->resid_cols = cols;
+	return 0;
 }
 
 int
@@ -99,6 +185,10 @@ com_decision_copy(com_decision *dst, const com_decision *src)
 	dst->codec_table = NULL;
 	dst->policy = NULL;
 	dst->reason = NULL;
+	dst->resid_group = NULL;
+	dst->resid_phi = NULL;
+	dst->resid_rows = NULL;
+	dst->resid_cols = NULL;
 	if ((src->job != NULL && (dst->job = strdup(src->job)) == NULL) ||
 	    (src->policy != NULL &&
 		(dst->policy = strdup(src->policy)) == NULL) ||
@@ -120,6 +210,16 @@ com_decision_copy(com_decision *dst, const com_decision *src)
 		memcpy(dst->codec_table, src->codec_table,
 		    src->codec_table_len);
 	}
+	if (src->resid_group != NULL && src->resid_phi != NULL &&
+	    src->resid_rows != NULL && src->resid_cols != NULL) {
+		if (com_resid_plan_alloc(dst) != 0)
+			goto fail;
+		memcpy(dst->resid_group, src->resid_group,
+		    src->n_layers * sizeof(*dst->resid_group));
+		memcpy(dst->resid_phi, src->resid_phi, layer_bytes);
+		memcpy(dst->resid_rows, src->resid_rows, layer_bytes);
+		memcpy(dst->resid_cols, src->resid_cols, layer_bytes);
+	}
 	return 0;
 fail:
 	com_decision_fini(dst);
@@ -131,6 +231,26 @@ static double
 msg_lr_scale(double s)
 {
 	return s == 0.0 ? 1.0 : s;
+}
+
+/* The residual plans of a and b (same n_layers) agree; a missing plan is
+ * the default one. */
+static bool
+msg_same_resid_plan(const com_decision *a, const com_decision *b)
+{
+	bool da = com_resid_plan_is_default(a);
+	bool db = com_resid_plan_is_default(b);
+
+	if (da || db)
+		return da && db;
+	for (uint32_t i = 0; i < a->n_layers; i++)
+		if (a->resid_group[i] != b->resid_group[i] ||
+		    a->resid_rows[i] != b->resid_rows[i] ||
+		    a->resid_cols[i] != b->resid_cols[i] ||
+		    (a->resid_group[i] == i &&
+			a->resid_phi[i] != b->resid_phi[i]))
+			return false;
+	return true;
 }
 
 bool
@@ -148,8 +268,10 @@ com_decision_same_state(const com_decision *a, const com_decision *b)
 		if (a->level[i] != b->level[i] ||
 		    a->error_bound[i] != b->error_bound[i])
 			return false;
-	return a->codec_table_len == 0 ||
-	    memcmp(a->codec_table, b->codec_table, a->codec_table_len) == 0;
+	if (a->codec_table_len != 0 &&
+	    memcmp(a->codec_table, b->codec_table, a->codec_table_len) != 0)
+		return false;
+	return msg_same_resid_plan(a, b);
 }
 
 static void
@@ -217,6 +339,16 @@ msg_telemetry_fini(com_telemetry *t)
 	free(t->job);
 }
 
+/* The array statistics of a report's layers (each NULL or owned). */
+#define MSG_FREE_ARRAY(name, ...) free(r->layers[i].name);
+static void
+msg_report_arrays_free(com_report *r)
+{
+	for (uint32_t i = 0; r->layers != NULL && i < r->n_layers; i++) {
+		BELLOWS_LAYER_ARRAYS(MSG_FREE_ARRAY)
+	}
+}
+
 void
 com_msg_fini(com_msg *m)
 {
@@ -231,6 +363,7 @@ com_msg_fini(com_msg *m)
 		break;
 	case COM_MSG_REPORT:
 		free(m->u.report.job);
+		msg_report_arrays_free(&m->u.report);
 		free(m->u.report.layers);
 		free(m->u.report.comm);
 		break;

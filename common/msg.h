@@ -67,6 +67,14 @@ typedef struct com_decision {
 	uint64_t calibrate_steps; /* from apply_step on, this many steps
 				   * alternate compressed (even step) and raw
 				   * (odd step) sends; 0 = none (SlimGC) */
+	/* Appended in minor 2: the residual plan (ResiReduce), n_layers
+	 * entries each, or all four NULL for the default plan (every layer its
+	 * own residual, phi 0.5, kept whole); com_resid_plan_valid says what
+	 * holds. */
+	uint32_t *resid_group; /* per layer: its group's leader layer */
+	double *resid_phi;     /* per layer: the group's phi, at leaders */
+	double *resid_rows;    /* per layer: kept row fraction, (0, 1] */
+	double *resid_cols;    /* per layer: kept column fraction, (0, 1] */
 } com_decision;
 
 typedef struct com_hello {
@@ -102,6 +110,13 @@ typedef struct com_welcome {
 typedef struct com_layer_stats {
 	uint32_t layer;                         /* index in the layer table */
 	BELLOWS_LAYER_STATS(BELLOWS_STAT_FIELD) /* see bellows/stats.h */
+	BELLOWS_LAYER_ARRAYS(BELLOWS_STAT_ARRAY_FIELD) /* each NULL or its
+							* table length of
+							* values: heap-owned
+							* in a decoded report
+							* (com_msg_fini), the
+							* producer's in one
+							* being built */
 } com_layer_stats;
 
 /* One rank's timings of a window: the fields of BELLOWS_RANK_TIMINGS
@@ -298,8 +313,28 @@ int com_decision_init(com_decision *d, const char *job, uint32_t n_layers);
  * BELLOWS_ENOMEM with *dst zeroed. */
 int com_decision_copy(com_decision *dst, const com_decision *src);
 
+/* The default residual plan's phi (ResiReduce's). */
+#define COM_RESID_PHI_DEFAULT 0.5
+
+/* True when the n-layer residual plan (group, phi, rows, cols) is one a
+ * peer may apply: every group[i] < n names a leader (group[group[i]] ==
+ * group[i]), phi at leaders in [0, 1], rows and cols in (0, 1], and a
+ * layer with rows or cols below 1 is its own group. Any pointer NULL: the
+ * default plan, valid. */
+bool com_resid_plan_valid(uint32_t n, const uint32_t *group, const double *phi,
+    const double *rows, const double *cols);
+
+/* True when d's plan is the default one: none, or one whose every layer is
+ * its own group with phi 0.5 and rows and cols 1. */
+bool com_resid_plan_is_default(const com_decision *d);
+
+/* Gives *d (n_layers set, no plan) the default plan's four arrays, for an
+ * owner to edit. Returns 0 or BELLOWS_ENOMEM (d unchanged). */
+int com_resid_plan_alloc(com_decision *d);
+
 /* True when a and b carry the same knob state (levels, bounds, batch size,
- * LR scale, threshold, gate, codec table, calibration length); seq,
+ * LR scale, threshold, gate, codec table, calibration length, residual
+ * plan, a missing plan being the default one); seq,
  * apply_step, window and texts are ignored. */
 bool com_decision_same_state(const com_decision *a, const com_decision *b);
 

@@ -272,6 +272,45 @@ doc_page(doc_buf *b)
 	    "windows", false);
 	doc_put(b,
 	    "\n"
+	    "### Arrays per layer\n"
+	    "\n"
+	    "`BELLOWS_LAYER_ARRAYS`: fixed-size arrays of uint64, one per "
+	    "layer, rank\n"
+	    "and window, carried only by the layers a trainer asks for "
+	    "(e.g. the flag\n"
+	    "`BELLOWS_LAYER_EXP_HIST`); a packed `repeated uint64` of "
+	    "`LayerStats` on\n"
+	    "the wire, exactly `length` values or absent (else the report "
+	    "is refused);\n"
+	    "`bellows_agent_window_array()` (`Agent.window_array()` in "
+	    "Python) reads\n"
+	    "them back. bellowsd sums them value by value over the ranks "
+	    "that sent\n"
+	    "one (saturating); policies see a pointer and `_len` in "
+	    "`bellows_window_layer`\n"
+	    "(NULL and 0: nobody sent it); the history keeps the sum in a "
+	    "BLOB column of\n"
+	    "`windows`, `length` little-endian uint64 (NULL: nobody sent "
+	    "it).\n"
+	    "\n"
+	    "| name | tag | length | unit | window | history | meaning |\n"
+	    "|---|---|---|---|---|---|---|\n");
+	for (size_t i = 0; i < COM_N_LARRAYS; i++) {
+		const com_stat_array *a = &com_layer_array_table[i];
+		char tag[16], len[16];
+
+		snprintf(tag, sizeof(tag), "%u", a->tag);
+		snprintf(len, sizeof(len), "%u", a->len);
+		doc_cat(b, "| `", a->name, "` | ", tag);
+		doc_cat(b, " | ", len, " | ", a->unit);
+		doc_cat(b, " | sum per value, `", a->wfield, "` | `",
+		    a->wcol != NULL ? a->wcol : "-");
+		doc_put(b, "` | ");
+		doc_cell(b, a->doc);
+		doc_put(b, " |\n");
+	}
+	doc_put(b,
+	    "\n"
 	    "## Per rank\n"
 	    "\n"
 	    "`BELLOWS_RANK_TIMINGS`: one per rank and window; `Timings` on "

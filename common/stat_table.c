@@ -47,6 +47,21 @@
 const com_stat com_layer_stat_table[] = { BELLOWS_LAYER_STATS(STAT_LAYER) };
 const com_stat com_timing_stat_table[] = { BELLOWS_RANK_TIMINGS(STAT_TIMING) };
 
+#define STAT_ARRAY(name, len, tag, check, agg, wfield, wcol, unit, doc)        \
+	{                                                                      \
+		#name,                                                         \
+		len,                                                           \
+		tag,                                                           \
+		BELLOWS_STAT_AGG_##agg,                                        \
+		#wfield,                                                       \
+		offsetof(com_layer_stats, name),                               \
+		wcol,                                                          \
+		unit,                                                          \
+		doc,                                                           \
+	},
+const com_stat_array com_layer_array_table[] = { BELLOWS_LAYER_ARRAYS(
+    STAT_ARRAY) };
+
 static_assert(sizeof(com_layer_stat_table) / sizeof(com_stat) == COM_N_LSTATS,
     "one descriptor per layer statistic");
 static_assert(sizeof(com_timing_stat_table) / sizeof(com_stat) == COM_N_TSTATS,
@@ -61,6 +76,15 @@ static_assert(sizeof(com_timing_stat_table) / sizeof(com_stat) == COM_N_TSTATS,
 #define STAT_CHECK_TIMING(...) STAT_CHECK_TYPE(com_timings, __VA_ARGS__)
 BELLOWS_LAYER_STATS(STAT_CHECK_LAYER)
 BELLOWS_RANK_TIMINGS(STAT_CHECK_TIMING)
+
+const uint64_t *
+com_stat_array_get(const com_stat_array *a, const void *base)
+{
+	const uint64_t *v;
+
+	memcpy(&v, (const char *)base + a->offset, sizeof(v));
+	return v;
+}
 
 const com_stat *
 com_stat_find(const com_stat *table, size_t n, const char *name)

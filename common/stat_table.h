@@ -28,6 +28,13 @@ enum {
 	BELLOWS_RANK_TIMINGS(COM_STAT_TENUM) COM_N_TSTATS
 };
 
+/* The array statistics (BELLOWS_LAYER_ARRAYS), in order: COM_LARRAY_exp_hist,
+ * ..., COM_N_LARRAYS. */
+#define COM_STAT_AENUM(name, ...) COM_LARRAY_##name,
+enum {
+	BELLOWS_LAYER_ARRAYS(COM_STAT_AENUM) COM_N_LARRAYS
+};
+
 /* The bellows_stat_type of expression x's type (NONE for another type),
  * for static assertions that a struct field has a table's type. */
 /* clang-format off */
@@ -58,6 +65,27 @@ typedef struct com_stat {
 	const char *unit;         /* for people */
 	const char *doc;          /* one line */
 } com_stat;
+
+/* One entry of BELLOWS_LAYER_ARRAYS. */
+typedef struct com_stat_array {
+	const char *name;     /* field, proto field and Python name */
+	uint32_t len;         /* values; a present one has exactly these */
+	uint32_t tag;         /* proto field number (repeated uint64) */
+	bellows_stat_agg agg; /* SUM: per value over the ranks */
+	const char *wfield;   /* pointer field of bellows_window_layer, with
+			       * wfield##_len beside it */
+	size_t offset;        /* of the pointer in com_layer_stats */
+	const char *wcol;     /* history column (BLOB), NULL: none */
+	const char *unit;     /* for people */
+	const char *doc;      /* one line */
+} com_stat_array;
+
+/* The array table: COM_N_LARRAYS entries, offsets in com_layer_stats. */
+extern const com_stat_array com_layer_array_table[];
+
+/* The array the entry `a` points to in the com_layer_stats at base, NULL
+ * when absent. */
+const uint64_t *com_stat_array_get(const com_stat_array *a, const void *base);
 
 /* The per-layer table: COM_N_LSTATS entries, offsets in com_layer_stats. */
 extern const com_stat com_layer_stat_table[];

@@ -427,6 +427,8 @@ config_knob_name(uint32_t bit)
 		return "codec_table";
 	case BELLOWS_KNOB_COMPRESSION:
 		return "compression";
+	case BELLOWS_KNOB_RESIDUAL_PLAN:
+		return "residual_plan";
 	default:
 		return "?";
 	}

@@ -3,6 +3,7 @@
 #include "plugin_wire.h"
 
 #include <bellows/error.h>
+#include <bellows/stats.h>
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -142,6 +143,8 @@ typedef struct pwire_knobs {
 	uint64_t calibrate_steps; /* bellows_proposal.calibrate_steps */
 	uint32_t n_metrics;       /* as the policy set it */
 	uint32_t codec_table_len; /* as the policy set it */
+	uint32_t resid_plan;      /* 1: the four residual plan arrays
+				   * follow the codec table */
 } pwire_knobs;
 
 void
@@ -155,6 +158,8 @@ ctl_pwire_put_proposal(ctl_pwire_buf *b, const bellows_proposal *p)
 		.calibrate_steps = p->calibrate_steps,
 		.n_metrics = p->n_metrics,
 		.codec_table_len = p->codec_table_len,
+		.resid_plan = p->resid_group != NULL && p->resid_phi != NULL &&
+		    p->resid_rows != NULL && p->resid_cols != NULL,
 	};
 	uint32_t n_metrics = p->n_metrics < BELLOWS_METRICS_MAX
 	    ? p->n_metrics
@@ -172,6 +177,13 @@ ctl_pwire_put_proposal(ctl_pwire_buf *b, const bellows_proposal *p)
 	ctl_pwire_put(b, p->metrics, sizeof(bellows_metric) * n_metrics);
 	if (table > 0 && p->codec_table != NULL)
 		ctl_pwire_put(b, p->codec_table, table);
+	if (k.resid_plan) {
+		ctl_pwire_put(b, p->resid_group,
+		    sizeof(uint32_t) * p->n_layers);
+		ctl_pwire_put(b, p->resid_phi, sizeof(double) * p->n_layers);
+		ctl_pwire_put(b, p->resid_rows, sizeof(double) * p->n_layers);
+		ctl_pwire_put(b, p->resid_cols, sizeof(double) * p->n_layers);
+	}
 }
 
 int
@@ -208,6 +220,18 @@ ctl_pwire_get_proposal(ctl_pwire_reader *r, bellows_proposal *p)
 		(p->codec_table == NULL ||
 		    ctl_pwire_get(r, p->codec_table, table) != 0)))
 		return BELLOWS_EPROTO;
+	if (k.resid_plan &&
+	    (p->resid_group == NULL || p->resid_phi == NULL ||
+		p->resid_rows == NULL || p->resid_cols == NULL ||
+		ctl_pwire_get(r, p->resid_group, sizeof(uint32_t) * n_layers) !=
+		    0 ||
+		ctl_pwire_get(r, p->resid_phi, sizeof(double) * n_layers) !=
+		    0 ||
+		ctl_pwire_get(r, p->resid_rows, sizeof(double) * n_layers) !=
+		    0 ||
+		ctl_pwire_get(r, p->resid_cols, sizeof(double) * n_layers) !=
+		    0))
+		return BELLOWS_EPROTO;
 	p->batch_size = k.batch_size;
 	p->compression_off = k.compression_off != 0;
 	p->lr_scale = k.lr_scale;
@@ -216,6 +240,32 @@ ctl_pwire_get_proposal(ctl_pwire_reader *r, bellows_proposal *p)
 	p->n_metrics = k.n_metrics;
 	p->codec_table_len = k.codec_table_len;
 	return 0;
+}
+
+/* The array statistics' pointer and count in bellows_window_layer
+ * (bellows/stats.h, BELLOWS_LAYER_ARRAYS) and their length. */
+typedef struct pwire_array {
+	size_t ptr;   /* offset of the const uint64_t * */
+	size_t count; /* offset of the uint32_t count */
+	uint32_t len; /* the table's length */
+} pwire_array;
+#define PWIRE_ARRAY(name, len, tag, check, kind, wfield, ...)                  \
+	{ offsetof(bellows_window_layer, wfield),                              \
+		offsetof(bellows_window_layer, wfield##_len), len },
+static const pwire_array pwire_arrays[] = { BELLOWS_LAYER_ARRAYS(PWIRE_ARRAY) };
+#define PWIRE_N_ARRAYS (sizeof(pwire_arrays) / sizeof(pwire_arrays[0]))
+
+/* The values of array a of layer l, NULL unless it has exactly the
+ * table's length. */
+static const uint64_t *
+pwire_array_of(const bellows_window_layer *l, const pwire_array *a)
+{
+	const uint64_t *v;
+	uint32_t n;
+
+	memcpy(&v, (const char *)l + a->ptr, sizeof(v));
+	memcpy(&n, (const char *)l + a->count, sizeof(n));
+	return v != NULL && n == a->len ? v : NULL;
 }
 
 void
@@ -231,11 +281,79 @@ ctl_pwire_put_layers(ctl_pwire_buf *b, const bellows_window_layer *l,
 			ctl_pwire_put(b, &v, sizeof(v));
 		}
 	}
+	/* The array statistics: every layer's counts, then the values. */
+	for (uint32_t i = 0; i < n; i++)
+		for (size_t k = 0; k < PWIRE_N_ARRAYS; k++) {
+			uint32_t c = pwire_array_of(&l[i], &pwire_arrays[k])
+			    ? pwire_arrays[k].len
+			    : 0;
+
+			ctl_pwire_put(b, &c, sizeof(c));
+		}
+	for (uint32_t i = 0; i < n; i++)
+		for (size_t k = 0; k < PWIRE_N_ARRAYS; k++) {
+			const uint64_t *v = pwire_array_of(&l[i],
+			    &pwire_arrays[k]);
+
+			if (v != NULL)
+				ctl_pwire_put(b, v,
+				    sizeof(uint64_t) * pwire_arrays[k].len);
+		}
+}
+
+/* Reads the array statistics ctl_pwire_put_layers wrote after the n
+ * layers' names and shapes into *arrays (grown, *arrays_cap values) and
+ * points the layers at them. */
+static int
+pwire_get_arrays(ctl_pwire_reader *r, bellows_window_layer *out, uint32_t n,
+    uint64_t **arrays, size_t *arrays_cap)
+{
+	size_t total = 0, at = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		for (size_t k = 0; k < PWIRE_N_ARRAYS; k++) {
+			const pwire_array *a = &pwire_arrays[k];
+			uint32_t c;
+			const uint64_t *none = NULL;
+
+			if (ctl_pwire_get(r, &c, sizeof(c)) != 0 ||
+			    (c != 0 && c != a->len))
+				return r->err = BELLOWS_EPROTO;
+			memcpy((char *)&out[i] + a->count, &c, sizeof(c));
+			memcpy((char *)&out[i] + a->ptr, &none, sizeof(none));
+			total += c;
+		}
+	if (total > *arrays_cap) {
+		uint64_t *grown = realloc(*arrays, sizeof(uint64_t) * total);
+
+		if (grown == NULL)
+			return BELLOWS_ENOMEM;
+		*arrays = grown;
+		*arrays_cap = total;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		for (size_t k = 0; k < PWIRE_N_ARRAYS; k++) {
+			const pwire_array *a = &pwire_arrays[k];
+			const uint64_t *v;
+			uint32_t c;
+
+			memcpy(&c, (char *)&out[i] + a->count, sizeof(c));
+			if (c == 0)
+				continue;
+			if (ctl_pwire_get(r, *arrays + at,
+				sizeof(uint64_t) * c) != 0)
+				return BELLOWS_EPROTO;
+			v = *arrays + at;
+			memcpy((char *)&out[i] + a->ptr, &v, sizeof(v));
+			at += c;
+		}
+	return 0;
 }
 
 int
 ctl_pwire_get_layers(ctl_pwire_reader *r, bellows_window_layer *out, uint32_t n,
-    uint32_t **shapes, size_t *shapes_cap)
+    uint32_t **shapes, size_t *shapes_cap, uint64_t **arrays,
+    size_t *arrays_cap)
 {
 	size_t dims = 0, at = 0;
 
@@ -262,7 +380,7 @@ ctl_pwire_get_layers(ctl_pwire_reader *r, bellows_window_layer *out, uint32_t n,
 		out[i].shape = out[i].ndim > 0 ? *shapes + at : NULL;
 		at += out[i].ndim;
 	}
-	return 0;
+	return pwire_get_arrays(r, out, n, arrays, arrays_cap);
 }
 
 void

@@ -124,16 +124,19 @@ void ctl_pwire_put_proposal(ctl_pwire_buf *b, const bellows_proposal *p);
 int ctl_pwire_get_proposal(ctl_pwire_reader *r, bellows_proposal *p);
 
 /* Writes the layer table of a window or job info: the structs, then each
- * layer's name and shape. */
+ * layer's name and shape, then per layer and array statistic its count
+ * (0 or the table's length), then those arrays' values. */
 void ctl_pwire_put_layers(ctl_pwire_buf *b, const bellows_window_layer *l,
     uint32_t n);
 
 /* Reads n layers written by ctl_pwire_put_layers into `out` (n entries);
  * names point into the payload, shapes into `shapes` (grown with
- * realloc, *shapes_cap entries). Returns 0, BELLOWS_EPROTO or
- * BELLOWS_ENOMEM. */
+ * realloc, *shapes_cap entries), array statistics into `arrays` (the
+ * same, *arrays_cap values). Returns 0, BELLOWS_EPROTO (also for an
+ * array count other than 0 and its length) or BELLOWS_ENOMEM. */
 int ctl_pwire_get_layers(ctl_pwire_reader *r, bellows_window_layer *out,
-    uint32_t n, uint32_t **shapes, size_t *shapes_cap);
+    uint32_t n, uint32_t **shapes, size_t *shapes_cap, uint64_t **arrays,
+    size_t *arrays_cap);
 
 /* Writes a window: its struct, job name, layers and comm samples. */
 void ctl_pwire_put_window(ctl_pwire_buf *b, const bellows_window *w);

@@ -99,6 +99,66 @@ host_prefill(ctl_policy_set *set, const com_decision *state)
 	    : 0;
 	if (p->codec_table_len > 0)
 		memcpy(p->codec_table, state->codec_table, p->codec_table_len);
+	for (uint32_t i = 0; i < set->n_layers; i++) {
+		bool plan = !com_resid_plan_is_default(state);
+
+		p->resid_group[i] = plan ? state->resid_group[i] : i;
+		p->resid_phi[i] = plan ? state->resid_phi[i]
+				       : BELLOWS_RESID_PHI_DEFAULT;
+		p->resid_rows[i] = plan ? state->resid_rows[i] : 1.0;
+		p->resid_cols[i] = plan ? state->resid_cols[i] : 1.0;
+	}
+}
+
+/* BELLOWS_RESID_PHI_DEFAULT (policies) and COM_RESID_PHI_DEFAULT (the
+ * wire) are both 0.5: the default plan is the same on both sides. */
+
+/* Takes the proposal's residual plan into state. A plan that breaks the
+ * rules (com_resid_plan_valid), or no memory for it, leaves the one in
+ * force (logged); the default plan is kept as none. */
+static void
+host_merge_resid_plan(ctl_policy_set *set, com_decision *state)
+{
+	const bellows_proposal *p = &set->proposal;
+	uint32_t n = set->n_layers;
+	com_decision view = { .n_layers = n,
+		.resid_group = p->resid_group,
+		.resid_phi = p->resid_phi,
+		.resid_rows = p->resid_rows,
+		.resid_cols = p->resid_cols };
+
+	if (!com_resid_plan_valid(n, p->resid_group, p->resid_phi,
+		p->resid_rows, p->resid_cols)) {
+		ctl_log(CTL_LOG_WARN, "policy",
+		    "job '%s': a residual plan naming a group that is not its "
+		    "own leader, a phi outside [0, 1], a kept fraction outside "
+		    "(0, 1] or a reduced layer in a group is refused; the one "
+		    "in force stays",
+		    state->job != NULL ? state->job : "");
+		return;
+	}
+	if (com_resid_plan_is_default(&view)) {
+		free(state->resid_group);
+		free(state->resid_phi);
+		free(state->resid_rows);
+		free(state->resid_cols);
+		state->resid_group = NULL;
+		state->resid_phi = NULL;
+		state->resid_rows = NULL;
+		state->resid_cols = NULL;
+		return;
+	}
+	if (state->resid_group == NULL && com_resid_plan_alloc(state) != 0) {
+		ctl_log(CTL_LOG_ERROR, "policy",
+		    "job '%s': out of memory for a residual plan; the one in "
+		    "force stays",
+		    state->job != NULL ? state->job : "");
+		return;
+	}
+	memcpy(state->resid_group, p->resid_group, sizeof(uint32_t) * n);
+	memcpy(state->resid_phi, p->resid_phi, sizeof(double) * n);
+	memcpy(state->resid_rows, p->resid_rows, sizeof(double) * n);
+	memcpy(state->resid_cols, p->resid_cols, sizeof(double) * n);
 }
 
 _Static_assert(BELLOWS_CODEC_TABLE_MAX == COM_CODEC_TABLE_MAX,
@@ -166,6 +226,8 @@ host_merge(ctl_policy_set *set, uint32_t knobs, com_decision *state)
 		state->compression_off = p->compression_off;
 	if (knobs & BELLOWS_KNOB_CODEC_TABLE)
 		host_merge_table(set, state);
+	if (knobs & BELLOWS_KNOB_RESIDUAL_PLAN)
+		host_merge_resid_plan(set, state);
 }
 
 void
@@ -191,6 +253,10 @@ ctl_policy_set_destroy(ctl_policy_set **set)
 	free(s->proposal.level);
 	free(s->proposal.error_bound);
 	free(s->proposal.codec_table);
+	free(s->proposal.resid_group);
+	free(s->proposal.resid_phi);
+	free(s->proposal.resid_rows);
+	free(s->proposal.resid_cols);
 	free(s->metrics);
 	free(s->metric_view);
 	free(s->job);
@@ -318,6 +384,14 @@ host_build(const ctl_policy_set *old, const ctl_job_conf *jc, const char *job,
 	set->proposal.error_bound = calloc(n_layers ? n_layers : 1,
 	    sizeof(double));
 	set->proposal.codec_table = malloc(BELLOWS_CODEC_TABLE_MAX);
+	set->proposal.resid_group = calloc(n_layers ? n_layers : 1,
+	    sizeof(uint32_t));
+	set->proposal.resid_phi = calloc(n_layers ? n_layers : 1,
+	    sizeof(double));
+	set->proposal.resid_rows = calloc(n_layers ? n_layers : 1,
+	    sizeof(double));
+	set->proposal.resid_cols = calloc(n_layers ? n_layers : 1,
+	    sizeof(double));
 	set->inst = calloc(jc->n_policies ? jc->n_policies : 1,
 	    sizeof(*set->inst));
 	set->metrics = calloc((size_t)(jc->n_policies ? jc->n_policies : 1) *
@@ -331,7 +405,11 @@ host_build(const ctl_policy_set *old, const ctl_job_conf *jc, const char *job,
 	set->job = strdup(job != NULL ? job : "");
 	if (set->job == NULL || set->proposal.level == NULL ||
 	    set->proposal.error_bound == NULL ||
-	    set->proposal.codec_table == NULL || set->inst == NULL ||
+	    set->proposal.codec_table == NULL ||
+	    set->proposal.resid_group == NULL ||
+	    set->proposal.resid_phi == NULL ||
+	    set->proposal.resid_rows == NULL ||
+	    set->proposal.resid_cols == NULL || set->inst == NULL ||
 	    set->metrics == NULL || set->metric_view == NULL || wl == NULL)
 		goto fail;
 	for (uint32_t i = 0; i < jc->n_policies; i++) {

@@ -68,6 +68,34 @@ store_oom(void)
 	abort();
 }
 
+/* Gives row r its own copies of the array statistics its view points to
+ * (the window's, freed when it closes). */
+static void
+store_copy_arrays(store_stat_row *r)
+{
+	uint32_t n, len, total = 0, at = 0;
+	const hist_array *ha = hist_arrays(&n);
+
+	for (uint32_t k = 0; k < n; k++)
+		if (hist_array_get(&ha[k], &r->v, &len) != NULL)
+			total += ha[k].arr->len;
+	if (total == 0)
+		return;
+	if ((r->arrays = malloc(sizeof(uint64_t) * total)) == NULL)
+		store_oom();
+	for (uint32_t k = 0; k < n; k++) {
+		const uint64_t *v = hist_array_get(&ha[k], &r->v, &len);
+
+		if (v == NULL || len != ha[k].arr->len) {
+			hist_array_set(&ha[k], &r->v, NULL);
+			continue;
+		}
+		memcpy(r->arrays + at, v, sizeof(uint64_t) * len);
+		hist_array_set(&ha[k], &r->v, r->arrays + at);
+		at += len;
+	}
+}
+
 char *
 store_strdup(const char *s)
 {
@@ -121,6 +149,8 @@ store_batch_free(store_batch *b)
 	}
 	for (uint32_t i = 0; i < b->updates.n; i++)
 		free(b->updates.v[i].run_key);
+	for (uint32_t i = 0; i < b->stats.n; i++)
+		free(b->stats.v[i].arrays);
 	for (uint32_t i = 0; i < b->layers.n; i++)
 		free(b->layers.v[i].name);
 	for (uint32_t i = 0; i < b->decisions.n; i++)
@@ -583,6 +613,7 @@ ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
 		};
 		r->v.name = NULL;
 		r->v.shape = NULL;
+		store_copy_arrays(r);
 	}
 	for (uint32_t i = 0; i < n_comm; i++) {
 		const bellows_comm_sample *c = &w->comm[i];
@@ -650,6 +681,40 @@ store_change(store_batch *b, int64_t run, uint64_t seq, const char *knob,
 	b->rows++;
 }
 
+/* Layer l's residual plan in d: its group, rows and cols (the default
+ * plan's when d has none). */
+static void
+store_resid_of(const com_decision *d, uint32_t l, double ret[3])
+{
+	bool plan = d != NULL && !com_resid_plan_is_default(d) &&
+	    l < d->n_layers;
+
+	ret[0] = plan ? (double)d->resid_group[l] : (double)l;
+	ret[1] = plan ? d->resid_rows[l] : 1.0;
+	ret[2] = plan ? d->resid_cols[l] : 1.0;
+}
+
+/* The residual plan's rows of decision_changes: per layer whose group
+ * (knob resid_group), kept row or column fraction changed. */
+static void
+store_resid_changes(store_batch *b, int64_t run, const com_decision *d,
+    const com_decision *prev)
+{
+	static const char *const knob[3] = { "resid_group", "resid_rows",
+		"resid_cols" };
+
+	for (uint32_t l = 0; l < d->n_layers; l++) {
+		double now[3], old[3];
+
+		store_resid_of(d, l, now);
+		store_resid_of(prev, l, old);
+		for (int k = 0; k < 3; k++)
+			if (store_differs(now[k], old[k]))
+				store_change(b, run, d->seq, knob[k], l,
+				    prev != NULL, old[k], now[k]);
+	}
+}
+
 /* Rows of decision_changes: d against prev, or against the blank state
  * (with no old value) for a run's first decision. */
 static void
@@ -695,6 +760,7 @@ store_changes(store_batch *b, int64_t run, const com_decision *d,
 		store_change(b, run, d->seq, "codec_table", -1, has,
 		    has ? (double)prev->codec_table_len : 0,
 		    (double)d->codec_table_len);
+	store_resid_changes(b, run, d, prev);
 }
 
 uint64_t

@@ -95,7 +95,10 @@ typedef struct store_stat_row {
 	int64_t run;            /* runs.id */
 	uint64_t window;        /* index */
 	uint32_t layer;         /* index */
-	bellows_window_layer v; /* the layer, name and shape NULL */
+	bellows_window_layer v; /* the layer, name and shape NULL; its
+				 * array statistics point into arrays */
+	uint64_t *arrays;       /* owned: copies of the layer's array
+				 * statistics, NULL: none */
 } store_stat_row;
 
 typedef struct store_timing_row {

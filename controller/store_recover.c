@@ -59,6 +59,36 @@ store_col_doubles(sqlite3_stmt *st, int i, double *out, uint32_t n)
 	return true;
 }
 
+/* Reads a decision's residual plan from columns i .. i + 3 (group, phi,
+ * rows, cols: n_layers doubles each) into d; NULL, or why it cannot. */
+static const char *
+store_col_resid_plan(sqlite3_stmt *st, int i, com_decision *d)
+{
+	double *group = malloc(
+	    sizeof(double) * (d->n_layers ? d->n_layers : 1));
+	const char *why = NULL;
+
+	if (group == NULL || com_resid_plan_alloc(d) != 0)
+		store_oom();
+	if (!store_col_doubles(st, i, group, d->n_layers) ||
+	    !store_col_doubles(st, i + 1, d->resid_phi, d->n_layers) ||
+	    !store_col_doubles(st, i + 2, d->resid_rows, d->n_layers) ||
+	    !store_col_doubles(st, i + 3, d->resid_cols, d->n_layers))
+		why = "a decision's residual plan cannot be read";
+	for (uint32_t l = 0; why == NULL && l < d->n_layers; l++) {
+		if (!(group[l] >= 0 && group[l] < (double)d->n_layers))
+			why = "a decision's residual plan names no layer";
+		else
+			d->resid_group[l] = (uint32_t)group[l];
+	}
+	if (why == NULL &&
+	    !com_resid_plan_valid(d->n_layers, d->resid_group, d->resid_phi,
+		d->resid_rows, d->resid_cols))
+		why = "a decision's residual plan is not a valid one";
+	free(group);
+	return why;
+}
+
 static char *
 store_col_strdup(sqlite3_stmt *st, int i)
 {
@@ -123,7 +153,8 @@ store_load_decisions(store_writer *w, store_loaded *ld, uint32_t max)
 	sqlite3_stmt *st = store_select(w,
 	    "SELECT seq, apply_step, window, policy, reason, n_layers, levels, "
 	    "error_bounds, batch_size, lr_scale, size_threshold, "
-	    "compression_off, codec_table, calibrate_steps FROM decisions "
+	    "compression_off, codec_table, calibrate_steps, resid_group, "
+	    "resid_phi, resid_rows, resid_cols FROM decisions "
 	    "WHERE run_id = ?1 AND window <= ?3 ORDER BY seq DESC LIMIT ?2",
 	    ld->run.id, max);
 	const char *why = NULL;
@@ -170,6 +201,9 @@ store_load_decisions(store_writer *w, store_loaded *ld, uint32_t max)
 			memcpy(d->codec_table, ct, (size_t)ct_len);
 			d->codec_table_len = (size_t)ct_len;
 		}
+		if (sqlite3_column_type(st, 14) != SQLITE_NULL &&
+		    (why = store_col_resid_plan(st, 14, d)) != NULL)
+			break;
 	}
 	sqlite3_finalize(st);
 	if (why != NULL)

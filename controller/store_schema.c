@@ -52,8 +52,10 @@ static const char *const store_sql[ST_MAX] = {
 			"apply_step, window, wall_ms, source, policy, reason, "
 			"n_layers, levels, error_bounds, batch_size, lr_scale, "
 			"size_threshold, compression_off, codec_table, "
-			"calibrate_steps) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-			"?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+			"calibrate_steps, resid_group, resid_phi, resid_rows, "
+			"resid_cols) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
+			"?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "
+			"?20, ?21)",
 	[ST_CHANGE] = "INSERT INTO decision_changes (run_id, seq, knob, "
 		      "layer, old, new) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	[ST_EVENT] = "INSERT INTO events (wall_ms, run_id, job, kind, text, "
@@ -297,6 +299,19 @@ static const char *const store_migrations[] = {
 		"comm_samples") STORE_SUPERSEDED_TABLE("policy_metrics")
 		STORE_SUPERSEDED_TABLE("decisions")
 		    STORE_SUPERSEDED_TABLE("decision_changes"),
+	/* 5 -> 6 (0.5): the residual plan (ResiReduce) of a decision, per
+	 * layer as little-endian doubles like `levels`: the group's leader,
+	 * the group's phi, the kept row and column fractions. NULL: the
+	 * default plan (every layer its own residual), as in rows written
+	 * before. */
+	"ALTER TABLE decisions ADD COLUMN resid_group BLOB;"
+	"ALTER TABLE decisions ADD COLUMN resid_phi BLOB;"
+	"ALTER TABLE decisions ADD COLUMN resid_rows BLOB;"
+	"ALTER TABLE decisions ADD COLUMN resid_cols BLOB;"
+	"ALTER TABLE superseded_decisions ADD COLUMN resid_group BLOB;"
+	"ALTER TABLE superseded_decisions ADD COLUMN resid_phi BLOB;"
+	"ALTER TABLE superseded_decisions ADD COLUMN resid_rows BLOB;"
+	"ALTER TABLE superseded_decisions ADD COLUMN resid_cols BLOB;",
 };
 
 _Static_assert(sizeof(store_migrations) / sizeof(store_migrations[0]) ==
@@ -418,19 +433,28 @@ store_migrate_columns(store_writer *w)
 	int rc = 0;
 
 	for (int t = 0; rc == 0 && t < HIST_N_TABLES; t++) {
-		uint32_t n;
+		uint32_t n, n_arr = 0;
 		const hist_col *hc = hist_cols((hist_table)t, &n);
+		const hist_array *ha = NULL;
 
+		/* The windows table's array columns come after its
+		 * statistics: BLOBs, NULL for not measured. */
+		if (t == HIST_WINDOWS)
+			ha = hist_arrays(&n_arr);
 		for (int p = 0; rc == 0 && p < 2; p++) {
 			char table[64];
 
 			snprintf(table, sizeof(table), "%s%s", prefix[p],
 			    hist_table_name((hist_table)t));
-			for (uint32_t c = 0; rc == 0 && c < n; c++) {
+			for (uint32_t c = 0; rc == 0 && c < n + n_arr; c++) {
+				const char *name = c < n ? hc[c].name
+							 : ha[c - n].name;
+				const char *decl = c < n ? hist_col_decl(&hc[c])
+							 : "BLOB";
 				char sql[256];
 				int64_t has = 0;
 
-				if ((rc = store_has_column(w, table, hc[c].name,
+				if ((rc = store_has_column(w, table, name,
 					 &has)) != 0 ||
 				    has)
 					continue;
@@ -441,12 +465,12 @@ store_migrate_columns(store_writer *w)
 				begun = true;
 				snprintf(sql, sizeof(sql),
 				    "ALTER TABLE %s ADD COLUMN %s %s", table,
-				    hc[c].name, hist_col_decl(&hc[c]));
+				    name, decl);
 				if ((rc = store_exec(w, sql,
 					 "adding a column")) == 0)
 					ctl_log(CTL_LOG_INFO, "store",
 					    "'%s': added column %s.%s", w->path,
-					    table, hc[c].name);
+					    table, name);
 			}
 		}
 	}
@@ -587,8 +611,9 @@ store_sql_rows(int which)
 {
 	const char *keys;
 	const hist_col *hc;
+	const hist_array *ha = NULL;
 	hist_table t;
-	uint32_t fixed, n_stat, cols, rows;
+	uint32_t fixed, n_stat, n_arr = 0, cols, rows;
 	size_t len, used;
 	char *sql;
 
@@ -614,11 +639,15 @@ store_sql_rows(int which)
 		return NULL;
 	}
 	hc = hist_cols(t, &n_stat);
-	cols = fixed + n_stat;
+	if (t == HIST_WINDOWS)
+		ha = hist_arrays(&n_arr);
+	cols = fixed + n_stat + n_arr;
 	rows = which == ST_STAT_N || which == ST_TIMING_N ? STORE_MULTI : 1;
 	len = strlen(keys) + 64 + (size_t)rows * (cols * 2 + 3) + 1;
 	for (uint32_t c = 0; c < n_stat; c++)
 		len += strlen(hc[c].name) + 2;
+	for (uint32_t c = 0; c < n_arr; c++)
+		len += strlen(ha[c].name) + 2;
 	if ((sql = malloc(len)) == NULL)
 		store_oom();
 	used = (size_t)snprintf(sql, len, "INSERT OR REPLACE INTO %s (%s",
@@ -626,6 +655,9 @@ store_sql_rows(int which)
 	for (uint32_t c = 0; c < n_stat; c++)
 		used += (size_t)snprintf(sql + used, len - used, ", %s",
 		    hc[c].name);
+	for (uint32_t c = 0; c < n_arr; c++)
+		used += (size_t)snprintf(sql + used, len - used, ", %s",
+		    ha[c].name);
 	used += (size_t)snprintf(sql + used, len - used, ") VALUES ");
 	for (uint32_t r = 0; r < rows; r++) {
 		sql[used++] = r > 0 ? ',' : '(';

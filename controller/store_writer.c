@@ -265,8 +265,9 @@ store_write_metric(store_writer *w, const store_metric_row *r)
 static void
 store_bind_stat(sqlite3_stmt *st, int base, const store_stat_row *r)
 {
-	uint32_t n;
+	uint32_t n, n_arr;
 	const hist_col *hc = hist_cols(HIST_WINDOWS, &n);
+	const hist_array *hc_arr;
 
 	sqlite3_bind_int64(st, base + 1, r->run);
 	store_bind_u64(st, base + 2, r->window);
@@ -276,6 +277,10 @@ store_bind_stat(sqlite3_stmt *st, int base, const store_stat_row *r)
 	for (uint32_t c = 0; c < n; c++)
 		hist_col_bind(st, base + STORE_STAT_FIXED + 1 + (int)c, &hc[c],
 		    &r->v);
+	hc_arr = hist_arrays(&n_arr);
+	for (uint32_t c = 0; c < n_arr; c++)
+		hist_array_bind(st, base + STORE_STAT_FIXED + 1 + (int)(n + c),
+		    &hc_arr[c], &r->v);
 }
 
 /* Binds a timings row at parameters base + 1 ..: its keys, then the
@@ -302,8 +307,9 @@ store_write_stats(store_writer *w, const store_batch *b)
 	uint32_t i = 0;
 	int rc = SQLITE_OK;
 
-	uint32_t n;
-	int cols = STORE_STAT_FIXED + (int)(hist_cols(HIST_WINDOWS, &n), n);
+	uint32_t n, n_arr;
+	int cols = STORE_STAT_FIXED + (int)(hist_cols(HIST_WINDOWS, &n), n) +
+	    (int)(hist_arrays(&n_arr), n_arr);
 
 	for (; rc == SQLITE_OK && i + STORE_MULTI <= b->stats.n;
 	     i += STORE_MULTI) {
@@ -388,6 +394,23 @@ store_write_decision(store_writer *w, const store_decision_row *r)
 	else
 		sqlite3_bind_null(st, 16);
 	store_bind_u64(st, 17, d->calibrate_steps);
+	if (com_resid_plan_is_default(d)) {
+		for (int i = 18; i <= 21; i++)
+			sqlite3_bind_null(st, i);
+	} else {
+		double *group = malloc(
+		    sizeof(double) * (d->n_layers ? d->n_layers : 1));
+
+		if (group == NULL)
+			store_oom();
+		for (uint32_t l = 0; l < d->n_layers; l++)
+			group[l] = (double)d->resid_group[l];
+		store_bind_doubles(st, 18, group, d->n_layers);
+		free(group);
+		store_bind_doubles(st, 19, d->resid_phi, d->n_layers);
+		store_bind_doubles(st, 20, d->resid_rows, d->n_layers);
+		store_bind_doubles(st, 21, d->resid_cols, d->n_layers);
+	}
 	return store_step(st);
 }
 

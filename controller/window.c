@@ -56,7 +56,22 @@ typedef struct window_layer_agg {
 					     * was non-zero */
 	window_vals vals[WINDOW_N_MEDIANS]; /* GATED_MEDIAN, in table order:
 					     * one value per gated rank */
+	uint64_t *arr[COM_N_LARRAYS];       /* array statistics: per-value
+					     * sums, NULL until a rank
+					     * reports one */
 } window_layer_agg;
+
+/* Layers of one window that may hold array statistics: beyond them a
+ * report's arrays are left out (ctl_window_arrays_dropped), so that
+ * a job's windows stay within their admitted memory whatever its ranks
+ * send. Trainers select the few layers they need (GComp's). */
+#define WINDOW_MAX_ARRAY_LAYERS 1024
+
+/* The values of every array statistic of one layer. */
+#define WINDOW_ARRAY_LEN(name, len, ...) +(len)
+enum {
+	WINDOW_ARRAY_VALUES = 0 BELLOWS_LAYER_ARRAYS(WINDOW_ARRAY_LEN)
+};
 
 /* Where each entry lands in the policy view (bellows_window_layer for the
  * layers, bellows_window for the timings); SIZE_MAX: not there. */
@@ -83,6 +98,16 @@ static const size_t window_timing_off[COM_N_TSTATS] = { BELLOWS_RANK_TIMINGS(
 #define WINDOW_TYPE_U32 WINDOW_TYPE_SOME
 #define WINDOW_TYPE_U64 WINDOW_TYPE_SOME
 #define WINDOW_TYPE_F64 WINDOW_TYPE_SOME
+/* Each array's view field is a pointer to uint64_t, with a uint32_t
+ * count beside it. */
+#define WINDOW_ARRAY_TYPE(name, len, tag, check, agg, wfield, ...)             \
+	static_assert(_Generic(((bellows_window_layer *)0)->wfield,            \
+			  const uint64_t * : 1, default : 0) &&                \
+		COM_STAT_TYPE_OF(((bellows_window_layer *)0)->wfield##_len) == \
+		    BELLOWS_STAT_TYPE_U32,                                     \
+	    "bellows_window_layer." #wfield " is a uint64_t array");
+BELLOWS_LAYER_ARRAYS(WINDOW_ARRAY_TYPE)
+
 #define WINDOW_LAYER_TYPE(name, type, tag, check, agg, gate, wtype, wfield,    \
     ...)                                                                       \
 	WINDOW_TYPE_##wtype(bellows_window_layer, wfield,                      \
@@ -117,6 +142,8 @@ struct ctl_window {
 	window_layer_agg *agg;         /* per layer */
 	bellows_window_layer *view;    /* per layer, built by ctl_window_view */
 	double *scratch;               /* world doubles for medians */
+	uint32_t array_layers;         /* layers holding array statistics */
+	uint64_t arrays_dropped;       /* arrays left out past the cap */
 };
 
 /* True for the timings kept per rank (STEP_MEDIAN kinds). */
@@ -177,7 +204,9 @@ ctl_window_bytes_max(uint32_t world, uint32_t n_layers, uint32_t max_comm)
 	    w * (1 + (WINDOW_N_STEPS + 1) * sizeof(double)) +
 	    l * (sizeof(window_layer_agg) + sizeof(bellows_window_layer)) +
 	    l * w * WINDOW_N_MEDIANS * sizeof(double) +
-	    w * max_comm * sizeof(bellows_comm_sample);
+	    w * max_comm * sizeof(bellows_comm_sample) +
+	    (l < WINDOW_MAX_ARRAY_LAYERS ? l : WINDOW_MAX_ARRAY_LAYERS) *
+		WINDOW_ARRAY_VALUES * sizeof(uint64_t);
 
 	return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
 }
@@ -194,9 +223,12 @@ ctl_window_destroy(ctl_window **window)
 	for (uint32_t i = 0; i < COM_N_TSTATS; i++)
 		free(w->tvals[i]);
 	free(w->scratch);
-	for (uint32_t l = 0; w->agg != NULL && l < w->n_layers; l++)
+	for (uint32_t l = 0; w->agg != NULL && l < w->n_layers; l++) {
 		for (uint32_t m = 0; m < WINDOW_N_MEDIANS; m++)
 			free(w->agg[l].vals[m].v);
+		for (uint32_t k = 0; k < COM_N_LARRAYS; k++)
+			free(w->agg[l].arr[k]);
+	}
 	free(w->agg);
 	free(w->comm);
 	free(w->view);
@@ -295,6 +327,38 @@ window_vals_reserve(window_vals *v)
 #define WINDOW_GATE_GATED_MEAN(s, gate)   0
 #define WINDOW_GATE_NORM(s, gate)         0
 
+/* True when layer aggregate a holds an array statistic. */
+static bool
+window_has_arrays(const window_layer_agg *a)
+{
+	for (uint32_t k = 0; k < COM_N_LARRAYS; k++)
+		if (a->arr[k] != NULL)
+			return true;
+	return false;
+}
+
+/* Allocates the sums of the arrays layer stats s carries, within the
+ * window's cap of layers with arrays. Returns 0 or BELLOWS_ENOMEM. */
+static int
+window_reserve_arrays(ctl_window *w, window_layer_agg *a,
+    const com_layer_stats *s)
+{
+	for (uint32_t k = 0; k < COM_N_LARRAYS; k++) {
+		const com_stat_array *ar = &com_layer_array_table[k];
+
+		if (com_stat_array_get(ar, s) == NULL || a->arr[k] != NULL)
+			continue;
+		if (!window_has_arrays(a)) {
+			if (w->array_layers >= WINDOW_MAX_ARRAY_LAYERS)
+				continue; /* left out when folding in */
+			w->array_layers++;
+		}
+		if ((a->arr[k] = calloc(ar->len, sizeof(uint64_t))) == NULL)
+			return BELLOWS_ENOMEM;
+	}
+	return 0;
+}
+
 /* Makes room for everything `rep` adds to the lists, so that folding it
  * in cannot fail half-way. */
 static int
@@ -307,6 +371,8 @@ window_reserve(ctl_window *w, const com_report *rep)
 
 		BELLOWS_LAYER_STATS(WINDOW_RESERVE_LAYER)
 		(void)m;
+		if (window_reserve_arrays(w, a, s) != 0)
+			return BELLOWS_ENOMEM;
 	}
 	if (rep->n_comm > UINT32_MAX - w->n_comm)
 		return BELLOWS_ENOMEM;
@@ -338,6 +404,23 @@ window_add_layer(ctl_window *w, uint32_t rank, const com_layer_stats *s)
 	BELLOWS_LAYER_STATS(WINDOW_ADD_LAYER)
 	(void)v;
 	(void)m;
+	/* Arrays: SUM per value, saturating (a hostile rank cannot wrap
+	 * them); one past the cap of layers has no sums and is left out. */
+	for (uint32_t k = 0; k < COM_N_LARRAYS; k++) {
+		const com_stat_array *ar = &com_layer_array_table[k];
+		const uint64_t *x = com_stat_array_get(ar, s);
+		uint64_t *sum = a->arr[k];
+
+		if (x == NULL)
+			continue;
+		if (sum == NULL) {
+			w->arrays_dropped++;
+			continue;
+		}
+		for (uint32_t j = 0; j < ar->len; j++)
+			sum[j] = x[j] > UINT64_MAX - sum[j] ? UINT64_MAX
+							    : sum[j] + x[j];
+	}
 }
 
 int
@@ -566,6 +649,17 @@ window_view_layer(window_layer_agg *a, bellows_window_layer *v)
 	}
 }
 
+/* An array's sums into the view: NULL and 0 when no rank reported it. */
+#define WINDOW_VIEW_ARRAY(name, len, tag, check, kind, wfield, ...)            \
+	v->wfield = w->agg[l].arr[COM_LARRAY_##name];                          \
+	v->wfield##_len = v->wfield != NULL ? (len) : 0;
+
+uint64_t
+ctl_window_arrays_dropped(const ctl_window *w)
+{
+	return w->arrays_dropped;
+}
+
 void
 ctl_window_view(ctl_window *w, const char *job, uint32_t world,
     const com_layer_info *layers, const com_decision *in_force,
@@ -583,6 +677,7 @@ ctl_window_view(ctl_window *w, const char *job, uint32_t world,
 		    ? in_force->error_bound[l]
 		    : 0;
 		window_view_layer(&w->agg[l], v);
+		BELLOWS_LAYER_ARRAYS(WINDOW_VIEW_ARRAY)
 	}
 	*ret = (bellows_window){
 		.job = job,

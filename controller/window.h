@@ -27,7 +27,8 @@ void ctl_window_destroy(ctl_window **window);
 
 /* The most bytes one window of a job with `world` ranks and `n_layers`
  * layers can come to hold when every rank reports every layer's send
- * timings and `max_comm` collectives: what a job's admission counts for
+ * timings, array statistics (up to the cap of layers with arrays) and
+ * `max_comm` collectives: what a job's admission counts for
  * each window it may aggregate at once. Saturates at SIZE_MAX. */
 size_t ctl_window_bytes_max(uint32_t world, uint32_t n_layers,
     uint32_t max_comm);
@@ -51,6 +52,11 @@ size_t ctl_window_timing_col(uint32_t i);
  * is ignored), or BELLOWS_ENOMEM (nothing of the report is folded in and
  * the rank may report again). */
 int ctl_window_add(ctl_window *window, const com_report *report);
+
+/* Array statistics (BELLOWS_LAYER_ARRAYS) left out of this window's sums
+ * because more than 1,024 of its layers carried one: what a job's
+ * admission counts for arrays. The view's arrays are then partial. */
+uint64_t ctl_window_arrays_dropped(const ctl_window *window);
 
 /* Window index. */
 uint64_t ctl_window_index(const ctl_window *window);

@@ -59,6 +59,8 @@ typedef struct worker {
 	size_t layers_cap;             /* entries at layers */
 	uint32_t *shapes;              /* decoded shapes */
 	size_t shapes_cap;             /* entries at shapes */
+	uint64_t *arrays;              /* decoded array statistics */
+	size_t arrays_cap;             /* values at arrays */
 	bellows_proposal prop;         /* decoded proposal */
 	size_t prop_cap;               /* layers allocated in prop */
 } worker;
@@ -193,9 +195,19 @@ worker_proposal(worker *wk, ctl_pwire_reader *r, uint32_t n)
 	if (n > wk->prop_cap || p->level == NULL) {
 		free(p->level);
 		free(p->error_bound);
+		free(p->resid_group);
+		free(p->resid_phi);
+		free(p->resid_rows);
+		free(p->resid_cols);
 		p->level = calloc(n ? n : 1, sizeof(double));
 		p->error_bound = calloc(n ? n : 1, sizeof(double));
-		if (p->level == NULL || p->error_bound == NULL)
+		p->resid_group = calloc(n ? n : 1, sizeof(uint32_t));
+		p->resid_phi = calloc(n ? n : 1, sizeof(double));
+		p->resid_rows = calloc(n ? n : 1, sizeof(double));
+		p->resid_cols = calloc(n ? n : 1, sizeof(double));
+		if (p->level == NULL || p->error_bound == NULL ||
+		    p->resid_group == NULL || p->resid_phi == NULL ||
+		    p->resid_rows == NULL || p->resid_cols == NULL)
 			exit(CTL_PWIRE_EXIT_NOMEM);
 		wk->prop_cap = n;
 	}
@@ -217,8 +229,8 @@ worker_layers(worker *wk, ctl_pwire_reader *r, uint32_t n)
 			exit(CTL_PWIRE_EXIT_NOMEM);
 		wk->layers_cap = n;
 	}
-	if (ctl_pwire_get_layers(r, wk->layers, n, &wk->shapes,
-		&wk->shapes_cap) != 0)
+	if (ctl_pwire_get_layers(r, wk->layers, n, &wk->shapes, &wk->shapes_cap,
+		&wk->arrays, &wk->arrays_cap) != 0)
 		exit(CTL_PWIRE_EXIT_PROTO);
 }
 

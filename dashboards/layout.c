@@ -511,6 +511,12 @@ layout_layer_cells(const dash_model *m, const dash_layer *l, dash_canvas *c,
 	layout_real(l->level, -1, "", buf, sizeof(buf));
 	col = layout_cell(c, row, col, 5, a, true, buf);
 	col = layout_cell(c, row, col, 8, a, false, layout_regime(l));
+	if (dash_have_layer_metric(&m->snap, "bits_per_value")) {
+		/* gcomp: bits per value at level 0 under the table in force. */
+		layout_real(dash_metric_of(&m->snap, l->name, "bits_per_value"),
+		    2, "", buf, sizeof(buf));
+		col = layout_cell(c, row, col, 6, a, true, buf);
+	}
 	if (layout_have_bounds(m)) {
 		if (isnan(l->error_bound) || l->error_bound <= 0.0)
 			snprintf(buf, sizeof(buf), "-");
@@ -554,6 +560,10 @@ layout_layers(const dash_model *m, dash_canvas *c, int first, int visible)
 	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "SIZE");
 	col = layout_cell(c, h, col, 5, DASH_ATTR_BOLD, true, "LEVEL");
 	col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, false, "REGIME");
+	if (dash_have_layer_metric(&m->snap, "bits_per_value")) {
+		col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "BITS/V");
+		spark_w -= 7;
+	}
 	if (layout_have_bounds(m)) {
 		col = layout_cell(c, h, col, 13, DASH_ATTR_BOLD, true,
 		    "ERROR_BOUND");

@@ -112,6 +112,29 @@ dash_layer_r(const dash_layer *l, uint32_t interval)
 	return fabs(past - now) / past;
 }
 
+double
+dash_metric_of(const dash_snapshot *s, const char *layer, const char *name)
+{
+	for (uint32_t i = 0; i < s->knobs.n_metrics; i++) {
+		const dash_metric *mt = &s->knobs.metrics[i];
+
+		if (strcmp(mt->name, name) == 0 &&
+		    strcmp(mt->layer, layer) == 0)
+			return mt->value;
+	}
+	return NAN;
+}
+
+bool
+dash_have_layer_metric(const dash_snapshot *s, const char *name)
+{
+	for (uint32_t i = 0; i < s->knobs.n_metrics; i++)
+		if (s->knobs.metrics[i].layer[0] != '\0' &&
+		    strcmp(s->knobs.metrics[i].name, name) == 0)
+			return true;
+	return false;
+}
+
 bool
 dash_reason_accordion(const char *reason, uint32_t *ret_interval,
     double *ret_eta)

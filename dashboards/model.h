@@ -232,6 +232,15 @@ bool dash_layer_critical(const dash_layer *l);
  * its last norm w. NAN when interval is 0 or the history is too short. */
 double dash_layer_r(const dash_layer *l, uint32_t interval);
 
+/* The value of the policy metric `name` of layer `layer` (a layer name,
+ * "" for the job) in the snapshot's window, e.g. gcomp's
+ * "bits_per_value"; NAN when no policy computed it. */
+double dash_metric_of(const dash_snapshot *s, const char *layer,
+    const char *name);
+
+/* True when some layer of the snapshot has the metric `name`. */
+bool dash_have_layer_metric(const dash_snapshot *s, const char *name);
+
 /* Reads accordion's interval and eta from a decision reason of the form
  * "window A vs window B (eta E): ...". Returns true and sets both, or
  * false with both untouched. */

@@ -198,6 +198,80 @@ hist_col_read(sqlite3_stmt *st, int i, const hist_col *c, void *base)
 	}
 }
 
+#define HIST_ARRAY(name, len, tag, check, kind, wfield, wcol, unit, doc)       \
+	{ wcol, &com_layer_array_table[COM_LARRAY_##name],                     \
+		offsetof(bellows_window_layer, wfield),                        \
+		offsetof(bellows_window_layer, wfield##_len) },
+static const hist_array hist_gen_arrays[] = { BELLOWS_LAYER_ARRAYS(
+    HIST_ARRAY) };
+
+#define HIST_ARRAY_FITS(name, len, ...)                                        \
+	_Static_assert((len) <= HIST_ARRAY_MAX, #name " fits HIST_ARRAY_MAX");
+BELLOWS_LAYER_ARRAYS(HIST_ARRAY_FITS)
+
+const hist_array *
+hist_arrays(uint32_t *ret_n)
+{
+	*ret_n = (uint32_t)HIST_N(hist_gen_arrays);
+	return hist_gen_arrays;
+}
+
+const uint64_t *
+hist_array_get(const hist_array *a, const void *base, uint32_t *ret_len)
+{
+	const uint64_t *v;
+	uint32_t n;
+
+	memcpy(&v, (const char *)base + a->ptr_offset, sizeof(v));
+	memcpy(&n, (const char *)base + a->len_offset, sizeof(n));
+	*ret_len = v != NULL ? n : 0;
+	return v != NULL && n > 0 ? v : NULL;
+}
+
+void
+hist_array_set(const hist_array *a, void *base, const uint64_t *v)
+{
+	uint32_t n = v != NULL ? a->arr->len : 0;
+
+	memcpy((char *)base + a->ptr_offset, &v, sizeof(v));
+	memcpy((char *)base + a->len_offset, &n, sizeof(n));
+}
+
+int
+hist_array_bind(sqlite3_stmt *st, int i, const hist_array *a, const void *base)
+{
+	uint8_t b[HIST_ARRAY_MAX * 8];
+	uint32_t n;
+	const uint64_t *v = hist_array_get(a, base, &n);
+
+	if (v == NULL || n != a->arr->len)
+		return sqlite3_bind_null(st, i);
+	for (uint32_t k = 0; k < n; k++)
+		for (int j = 0; j < 8; j++)
+			b[8 * k + (uint32_t)j] = (uint8_t)(v[k] >> (8 * j));
+	return sqlite3_bind_blob(st, i, b, (int)(8 * n), SQLITE_TRANSIENT);
+}
+
+bool
+hist_array_read(sqlite3_stmt *st, int i, const hist_array *a, uint64_t *buf)
+{
+	const uint8_t *b;
+
+	if (i < 0 || sqlite3_column_type(st, i) != SQLITE_BLOB)
+		return false;
+	b = sqlite3_column_blob(st, i);
+	if (b == NULL || sqlite3_column_bytes(st, i) != (int)(8 * a->arr->len))
+		return false;
+	for (uint32_t k = 0; k < a->arr->len; k++) {
+		uint64_t v = 0;
+
+		for (int j = 7; j >= 0; j--)
+			v = v << 8 | b[8 * k + (uint32_t)j];
+		buf[k] = v;
+	}
+	return true;
+}
+
 int
 hist_col_index(sqlite3_stmt *st, const char *name)
 {

@@ -67,6 +67,47 @@ int hist_col_bind(sqlite3_stmt *st, int i, const hist_col *c, const void *base);
  * integer as 0. */
 void hist_col_read(sqlite3_stmt *st, int i, const hist_col *c, void *base);
 
+/* One array statistic column (BELLOWS_LAYER_ARRAYS): table `windows`
+ * only, a BLOB of the entry's len little-endian uint64 values, NULL when
+ * no rank reported it. Its view field is a pointer and a count
+ * (bellows_window_layer's wfield, wfield##_len). */
+typedef struct hist_array {
+	const char *name;          /* the column */
+	const com_stat_array *arr; /* the table's entry */
+	size_t ptr_offset;         /* of the const uint64_t * in
+				    * bellows_window_layer */
+	size_t len_offset;         /* of its uint32_t count */
+} hist_array;
+
+/* Most values of an array statistic (the largest len of the table). */
+#define HIST_ARRAY_MAX 256
+
+/* The array columns of table `windows`, in the table's order, after its
+ * statistic columns; *ret_n gets their count. */
+const hist_array *hist_arrays(uint32_t *ret_n);
+
+/* The values of `a` in the bellows_window_layer at base, NULL when none;
+ * *ret_len gets their count (0 for none). */
+const uint64_t *hist_array_get(const hist_array *a, const void *base,
+    uint32_t *ret_len);
+
+/* Sets the pointer and count of `a` in the bellows_window_layer at base
+ * (v NULL: none, the count 0). v is borrowed by the struct. */
+void hist_array_set(const hist_array *a, void *base, const uint64_t *v);
+
+/* Binds `a` of the bellows_window_layer at base as parameter i of `st`: a
+ * BLOB of its values little-endian (copied), NULL when it has none or not
+ * exactly the entry's len. Returns sqlite3_bind_*'s code. */
+int hist_array_bind(sqlite3_stmt *st, int i, const hist_array *a,
+    const void *base);
+
+/* Reads column i of the row at `st` (i < 0: a file without the column)
+ * into buf (the entry's len values). Returns true when the row holds
+ * exactly len values, false for NULL or a BLOB of another size (buf then
+ * untouched): "not measured". */
+bool hist_array_read(sqlite3_stmt *st, int i, const hist_array *a,
+    uint64_t *buf);
+
 /* The index of the result column called `name` in `st`, -1 if none. */
 int hist_col_index(sqlite3_stmt *st, const char *name);
 

@@ -78,6 +78,10 @@ struct hist_windows {
 	int wc_col[WC_N];             /* same */
 	int wi_stat[HIST_MAX_STATS];  /* window_info statistics */
 	int wl_stat[HIST_MAX_STATS];  /* windows statistics */
+	int wl_arr[COM_N_LARRAYS];    /* windows array statistics */
+	uint64_t **arr;               /* n_layers * COM_N_LARRAYS values of
+				       * the current window's arrays, each
+				       * allocated at its first row */
 	bool have_row;                /* wl is on a row */
 	bool have_comm;               /* wc is on a row */
 	const com_layer_info *info;   /* the layer table, borrowed */
@@ -342,7 +346,9 @@ hist_windows_open(sqlite3 *db, int64_t run, uint64_t below,
 
 	if (c == NULL ||
 	    (c->layers = calloc(n_layers ? n_layers : 1, sizeof(*c->layers))) ==
-		NULL) {
+		NULL ||
+	    (c->arr = calloc((size_t)(n_layers ? n_layers : 1) * COM_N_LARRAYS,
+		 sizeof(*c->arr))) == NULL) {
 		r = BELLOWS_ENOMEM;
 		snprintf(errbuf, errlen, "out of memory");
 		goto fail;
@@ -371,6 +377,13 @@ hist_windows_open(sqlite3 *db, int64_t run, uint64_t below,
 	hist_find(c->wl, hist_wl_names, WL_N, c->wl_col);
 	hist_find_stats(c->wi, HIST_WINDOW_INFO, c->wi_stat);
 	hist_find_stats(c->wl, HIST_WINDOWS, c->wl_stat);
+	{
+		uint32_t n_arr;
+		const hist_array *ha = hist_arrays(&n_arr);
+
+		for (uint32_t k = 0; k < n_arr; k++)
+			c->wl_arr[k] = hist_col_index(c->wl, ha[k].name);
+	}
 	c->have_row = sqlite3_step(c->wl) == SQLITE_ROW;
 	if (c->wc != NULL) {
 		hist_find(c->wc, hist_wc_names, WC_N, c->wc_col);
@@ -383,25 +396,41 @@ fail:
 	return r;
 }
 
-/* Reads the layer row at c->wl into its layer. */
-static void
-hist_read_layer(hist_windows *c, bellows_window_layer *x)
+/* Reads the layer row at c->wl into layer l. Returns 0 or BELLOWS_ENOMEM
+ * (an array's buffer). */
+static int
+hist_read_layer(hist_windows *c, uint32_t l, bellows_window_layer *x)
 {
-	uint32_t n;
+	uint32_t n, n_arr;
 	const hist_col *hc = hist_cols(HIST_WINDOWS, &n);
+	const hist_array *ha = hist_arrays(&n_arr);
 
 	for (uint32_t i = 0; i < n; i++)
 		hist_col_read(c->wl, c->wl_stat[i], &hc[i], x);
+	for (uint32_t k = 0; k < n_arr; k++) {
+		uint64_t **buf = &c->arr[(size_t)l * COM_N_LARRAYS + k];
+
+		if (c->wl_arr[k] < 0 ||
+		    sqlite3_column_type(c->wl, c->wl_arr[k]) != SQLITE_BLOB)
+			continue;
+		if (*buf == NULL &&
+		    (*buf = malloc(sizeof(uint64_t) * ha[k].arr->len)) == NULL)
+			return BELLOWS_ENOMEM;
+		if (hist_array_read(c->wl, c->wl_arr[k], &ha[k], *buf))
+			hist_array_set(&ha[k], x, *buf);
+	}
 	x->level = hist_real(c->wl, c->wl_col[WL_LEVEL]);
 	x->error_bound = hist_real(c->wl, c->wl_col[WL_ERROR_BOUND]);
 	/* As the daemon computes it (window.c): rank 0's, else the mean. */
 	x->grad_norm = !isnan(x->grad_norm_rank0) ? x->grad_norm_rank0
 						  : x->grad_norm_mean;
+	return 0;
 }
 
-/* The window's layers: every one as no rank reported, then the rows. */
-static uint32_t
-hist_read_layers(hist_windows *c, uint64_t win)
+/* The window's layers: every one as no rank reported, then the rows;
+ * *ret_rows gets how many had one. Returns 0 or BELLOWS_ENOMEM. */
+static int
+hist_read_layers(hist_windows *c, uint64_t win, uint32_t *ret_rows)
 {
 	uint32_t n, rows = 0;
 	const hist_col *hc = hist_cols(HIST_WINDOWS, &n);
@@ -427,12 +456,14 @@ hist_read_layers(hist_windows *c, uint64_t win)
 		    : sqlite3_column_int64(c->wl, c->wl_col[WL_LAYER]);
 
 		if (l >= 0 && l < (int64_t)c->n_layers) {
-			hist_read_layer(c, &c->layers[l]);
+			if (hist_read_layer(c, (uint32_t)l, &c->layers[l]) != 0)
+				return BELLOWS_ENOMEM;
 			rows++;
 		}
 		c->have_row = sqlite3_step(c->wl) == SQLITE_ROW;
 	}
-	return rows;
+	*ret_rows = rows;
+	return 0;
 }
 
 /* The window's collectives, in the order they were recorded. */
@@ -518,8 +549,8 @@ hist_windows_next(hist_windows *c, bellows_window *w, hist_state *st,
 	v.size_threshold = s.size_threshold;
 	v.calibrate_until = hist_calibrate_until(s.apply_step,
 	    s.calibrate_steps);
-	rows = hist_read_layers(c, v.window);
-	if (hist_read_comm(c, v.window) != 0) {
+	if (hist_read_layers(c, v.window, &rows) != 0 ||
+	    hist_read_comm(c, v.window) != 0) {
 		snprintf(errbuf, errlen, "out of memory");
 		return BELLOWS_ENOMEM;
 	}
@@ -542,6 +573,10 @@ hist_windows_close(hist_windows **cp)
 	sqlite3_finalize(c->wi);
 	sqlite3_finalize(c->wl);
 	sqlite3_finalize(c->wc);
+	for (uint32_t i = 0; c->arr != NULL && i < c->n_layers * COM_N_LARRAYS;
+	     i++)
+		free(c->arr[i]);
+	free(c->arr);
 	free(c->layers);
 	free(c->comm);
 	free(c);

@@ -14,5 +14,7 @@ extern const bellows_policy_ops pol_slimgc_ops;
 extern const bellows_policy_ops pol_comet_ops;
 extern const bellows_policy_ops pol_comet_batch_ops;
 extern const bellows_policy_ops pol_perfmodel_ops;
+extern const bellows_policy_ops pol_resireduce_ops;
+extern const bellows_policy_ops pol_gcomp_ops;
 
 #endif /* POL_POLICIES_H */

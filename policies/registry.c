@@ -18,6 +18,8 @@ static const bellows_policy_ops *const registry_builtins[] = {
 	&pol_comet_ops,
 	&pol_comet_batch_ops,
 	&pol_perfmodel_ops,
+	&pol_resireduce_ops,
+	&pol_gcomp_ops,
 };
 
 #define REGISTRY_N (sizeof(registry_builtins) / sizeof(registry_builtins[0]))

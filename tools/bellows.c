@@ -4,6 +4,7 @@
  * code; this file only picks it, and is the only place that exits. Exit
  * codes: 0 success, 1 the command failed, 2 it was used wrongly.
  */
+#include "codec_cli.h"
 #include "export.h"
 #include "history.h"
 #include "keygen.h"
@@ -44,6 +45,8 @@ static const bellows_command commands[] = {
 	    "timings" },
 	{ "export", tool_export_main, tool_export_usage,
 	    "write one run of the history as CSV files" },
+	{ "codec", tool_codec_main, tool_codec_usage,
+	    "codec table|encode|decode|stats: try GComp on .f32 files" },
 	{ "keygen", tool_keygen_main, tool_keygen_usage,
 	    "write a CURVE keypair: DIR/NAME.key and DIR/NAME.pub" },
 #ifdef BELLOWS_HAVE_TOP

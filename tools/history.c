@@ -43,6 +43,7 @@ typedef enum history_sub_id {
 	SUB_STATS,
 	SUB_METRICS,
 	SUB_COMM,
+	SUB_RESIDUALS,
 	SUB_N,
 } history_sub_id;
 
@@ -91,6 +92,12 @@ static const history_sub history_subs[SUB_N] = {
 	[SUB_COMM] = { "comm", TOOL_HDB_Q_COMM, BY_WINDOW | NEEDS_RUN,
 	    "every rank's collectives per window: bytes," MORE
 	    "compressed or not, count, median ms, GB/s" },
+	[SUB_RESIDUALS] = { "residuals", TOOL_HDB_Q_RESIDUALS,
+	    BY_WINDOW | NEEDS_RUN | HAS_LAYER,
+	    "per window: error-feedback residual floats kept" MORE
+	    "under the residual plan, of one per parameter;" MORE
+	    "with --layer, that layer's residual norms and" MORE
+	    "|r|/rms quantiles" },
 };
 
 #undef MORE
@@ -740,7 +747,7 @@ tool_history_usage(FILE *f)
 {
 	fputs("usage: bellows history runs|layers|windows|decisions|events|"
 	      "timings|\n"
-	      "                       stats|metrics|comm\n"
+	      "                       stats|metrics|comm|residuals\n"
 	      "                       [--db FILE] [--run ID] [--job NAME] "
 	      "[--layer NAME]\n"
 	      "                       [--since W|TIME] [--until W|TIME]\n"
@@ -898,6 +905,8 @@ history_ask(tool_hdb *db, const history_opts *o, const tool_hdb_sink *sink)
 			q = TOOL_HDB_Q_LAYER_WINDOWS;
 		else if (q == TOOL_HDB_Q_STATS)
 			q = TOOL_HDB_Q_LAYER_STATS;
+		else if (q == TOOL_HDB_Q_RESIDUALS)
+			q = TOOL_HDB_Q_LAYER_RESIDUALS;
 	}
 	if (o->per_window)
 		q = TOOL_HDB_Q_TIMINGS_ALL;

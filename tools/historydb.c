@@ -236,6 +236,34 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    " AND w.window BETWEEN :wlo AND :whi"
 	    " ORDER BY w.window",
 
+	/* The residual plan's memory (ResiReduce) from the layers'
+	 * statistics: the floats the ranks held (mean over their steps) and
+	 * the elements of the layers that had error feedback. */
+	[TOOL_HDB_Q_RESIDUALS] =
+	    "SELECT w.window, count(*) AS layers,"
+	    " round(sum(w.resid_floats)) AS resid_floats,"
+	    " sum(l.numel) AS resid_full,"
+	    " round(100.0 * (1 - sum(w.resid_floats)"
+	    "  / nullif(sum(l.numel), 0)), 1) AS saved_pct,"
+	    " sum(w.resid_floats = 0) AS sharing,"
+	    " sum(w.resid_floats > 0 AND w.resid_floats < l.numel) AS reduced"
+	    " FROM hdb_windows w"
+	    " JOIN layers l ON l.run_id = w.run_id AND l.idx = w.layer"
+	    " WHERE w.run_id = :run AND w.resid_steps > 0"
+	    " AND w.window BETWEEN :wlo AND :whi"
+	    " GROUP BY w.window ORDER BY w.window",
+
+	[TOOL_HDB_Q_LAYER_RESIDUALS] =
+	    "SELECT w.window, l.name AS layer, w.resid_steps,"
+	    " w.resid_l1, w.resid_l2,"
+	    " w.resid_l2 / sqrt(l.numel) AS resid_rms,"
+	    " w.resid_q50, w.resid_q90, w.resid_q99, w.resid_floats"
+	    " FROM hdb_windows w"
+	    " JOIN layers l ON l.run_id = w.run_id AND l.idx = w.layer"
+	    " WHERE w.run_id = :run AND w.layer = :layer"
+	    " AND w.window BETWEEN :wlo AND :whi AND w.resid_steps > 0"
+	    " ORDER BY w.window",
+
 	[TOOL_HDB_Q_METRICS] =
 	    "SELECT m.window, m.policy, m.name, l.name AS layer, m.value"
 	    " FROM hdb_metrics m LEFT JOIN layers l"
@@ -309,7 +337,10 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 #define HDB_RUNS_V4        ", '' AS run_key, 0 AS resumes"
 #define HDB_WINDOW_INFO_V2 ", 0 AS state_apply_step, 0 AS state_calibrate_steps"
 #define HDB_DECISIONS_V2   ", 0 AS calibrate_steps"
-#define HDB_VIEWS_MAX      8192 /* bytes of the views' SQL */
+#define HDB_DECISIONS_V5                                                       \
+	", NULL AS resid_group, NULL AS resid_phi, NULL AS resid_rows,"        \
+	" NULL AS resid_cols"
+#define HDB_VIEWS_MAX 8192 /* bytes of the views' SQL */
 
 /* The daemon's own events while run :run was live (export and events). */
 #define HDB_RUN_EVENTS                                                         \
@@ -525,7 +556,10 @@ hdb_views(tool_hdb *db, int version)
 	    "CREATE TEMP VIEW hdb_runs AS SELECT *%s FROM main.runs;"
 	    "CREATE TEMP VIEW hdb_decisions AS SELECT *%s FROM "
 	    "main.decisions;%s",
-	    version < 5 ? HDB_RUNS_V4 : "", version < 3 ? HDB_DECISIONS_V2 : "",
+	    version < 5 ? HDB_RUNS_V4 : "",
+	    version < 3       ? HDB_DECISIONS_V2 HDB_DECISIONS_V5
+		: version < 6 ? HDB_DECISIONS_V5
+			      : "",
 	    version < 3 ? HDB_VIEWS_NONE_V2 : HDB_VIEW_COMM HDB_VIEW_METRICS);
 	for (int t = 0; ok && t < HIST_N_TABLES; t++) {
 		const char *name = hist_table_name((hist_table)t);
@@ -1053,12 +1087,22 @@ tool_hdb_replay_destroy(tool_hdb_replay **rp)
 	free(t->batch_size);
 	free(t->lr_scale);
 	free(t->win);
+	for (uint64_t i = 0; t->layer_stats != NULL && i < t->n_taken; i++) {
+		uint32_t n_arr, len;
+		const hist_array *ha = hist_arrays(&n_arr);
+
+		for (uint32_t k = 0; k < n_arr; k++)
+			free((void *)hist_array_get(&ha[k], &t->layer_stats[i],
+			    &len));
+	}
 	free(t->layer_stats);
 	free(t->comm);
 	free(t->apply_step);
 	free(t->calibrate_steps);
 	free(t->size_threshold);
 	free(t->compression_off);
+	free(t->resid_plan);
+	free(t->table_hash);
 	free(t);
 	*rp = NULL;
 }
@@ -1106,6 +1150,7 @@ hdb_replay_grow(tool_hdb_replay *rp, uint64_t n, uint64_t *cap)
 	HDB_GROW(calibrate_steps, nc);
 	HDB_GROW(size_threshold, nc);
 	HDB_GROW(compression_off, nc);
+	HDB_GROW(table_hash, nc);
 #undef HDB_GROW
 	*cap = nc;
 	return 0;
@@ -1119,7 +1164,9 @@ static int
 hdb_replay_take(tool_hdb_replay *rp, uint64_t n, const bellows_window *v,
     const hist_state *st, uint64_t *comm_at, uint64_t *cap_comm)
 {
-	uint32_t nl = rp->n_layers;
+	uint32_t nl = rp->n_layers, n_arr;
+	const hist_array *ha = hist_arrays(&n_arr);
+	bool oom = false;
 
 	rp->window[n] = v->window;
 	rp->lr[n] = v->lr;
@@ -1142,6 +1189,23 @@ hdb_replay_take(tool_hdb_replay *rp, uint64_t n, const bellows_window *v,
 		x->numel = 0;
 		x->ndim = 0;
 		x->shape = NULL;
+		/* The cursor's arrays are overwritten by the next window. */
+		for (uint32_t k = 0; k < n_arr; k++) {
+			uint32_t len;
+			const uint64_t *a = hist_array_get(&ha[k], x, &len);
+			uint64_t *copy = a != NULL
+			    ? malloc(sizeof(uint64_t) * len)
+			    : NULL;
+
+			if (copy != NULL)
+				memcpy(copy, a, sizeof(uint64_t) * len);
+			hist_array_set(&ha[k], x, copy);
+			if (a != NULL && copy == NULL)
+				oom = true;
+		}
+		rp->n_taken = at + 1;
+		if (oom)
+			return BELLOWS_ENOMEM;
 		rp->norm_rank0[at] = x->grad_norm_rank0;
 		rp->norm_mean[at] = x->grad_norm_mean;
 		rp->level[at] = x->level;
@@ -1166,6 +1230,38 @@ hdb_replay_take(tool_hdb_replay *rp, uint64_t n, const bellows_window *v,
 	return 0;
 }
 
+uint64_t
+tool_table_hash(const uint8_t *t, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	if (t == NULL || n == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ t[i]) * 1099511628211ull;
+	return h != 0 ? h : 1;
+}
+
+/* The hash of the codec table of run `run`'s decision applied at
+ * `apply_step` (the latest such), 0 when none or it has none. */
+static uint64_t
+hdb_table_at(sqlite3_stmt *st, int64_t run, uint64_t apply_step)
+{
+	uint64_t h = 0;
+
+	if (st == NULL)
+		return 0;
+	sqlite3_reset(st);
+	sqlite3_bind_int64(st, 1, run);
+	sqlite3_bind_int64(st, 2,
+	    apply_step > INT64_MAX ? INT64_MAX : (int64_t)apply_step);
+	if (sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) == SQLITE_BLOB)
+		h = tool_table_hash(sqlite3_column_blob(st, 0),
+		    (size_t)sqlite3_column_bytes(st, 0));
+	return h;
+}
+
 /* The run's closed windows through the history reader (hist_read.h),
  * the same code bellowsd's recovery reads them with; a window lacking
  * the row of some layer is skipped and counted. */
@@ -1173,6 +1269,7 @@ static int
 hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 {
 	hist_windows *c = NULL;
+	sqlite3_stmt *tables = NULL;
 	uint64_t cap = 0, cap_comm = 0, n = 0, closed = 0;
 	uint64_t *comm_at = NULL;
 	char err[256];
@@ -1182,6 +1279,12 @@ hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 	    &c, err, sizeof(err));
 	if (r != 0)
 		return hdb_fail(db, r, "%s", err);
+	/* Files of any version have decisions.codec_table; NULL if not. */
+	if (sqlite3_prepare_v2(db->db,
+		"SELECT codec_table FROM decisions WHERE run_id = ?1 AND "
+		"apply_step = ?2 ORDER BY seq DESC LIMIT 1",
+		-1, &tables, NULL) != SQLITE_OK)
+		tables = NULL;
 	for (;;) {
 		bellows_window v;
 		hist_state st;
@@ -1213,6 +1316,7 @@ hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 			r = hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
 			goto out;
 		}
+		rp->table_hash[n] = hdb_table_at(tables, run, st.apply_step);
 		n++;
 	}
 	rp->n_windows = n;
@@ -1226,8 +1330,106 @@ hdb_replay_windows(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
 						   : NULL;
 	}
 out:
+	sqlite3_finalize(tables);
 	hist_windows_close(&c);
 	free(comm_at);
+	return r;
+}
+
+/* Column i of a decision row: n little-endian doubles into out, or, for a
+ * NULL, `def` for each (def < 0: the layer's index). False for a BLOB of
+ * another size. */
+static bool
+hdb_plan_col(sqlite3_stmt *st, int i, uint32_t n, double def, double *out)
+{
+	const uint8_t *p = sqlite3_column_blob(st, i);
+	int len = sqlite3_column_bytes(st, i);
+
+	if (sqlite3_column_type(st, i) == SQLITE_NULL) {
+		for (uint32_t l = 0; l < n; l++)
+			out[l] = def < 0 ? (double)l : def;
+		return true;
+	}
+	if (len != (int)(n * 8) || p == NULL)
+		return false;
+	for (uint32_t l = 0; l < n; l++) {
+		uint64_t bits = 0;
+
+		for (int b = 0; b < 8; b++)
+			bits |= (uint64_t)p[l * 8 + b] << (8 * b);
+		memcpy(&out[l], &bits, 8);
+	}
+	return true;
+}
+
+/* The residual plan each replayed window's answering decision set
+ * (rp->resid_plan), from the run's decisions. */
+static int
+hdb_replay_plans(tool_hdb *db, int64_t run, tool_hdb_replay *rp)
+{
+	size_t nl = rp->n_layers, nw = rp->n_windows ? rp->n_windows : 1;
+	double *g = NULL, *rows = NULL, *cols = NULL;
+	sqlite3_stmt *st = NULL;
+	uint64_t k = 0;
+	int rc, r = 0;
+
+	if (nw > SIZE_MAX / sizeof(double) / 3 / (nl ? nl : 1))
+		return hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
+	rp->resid_plan = malloc(sizeof(double) * 3 * nw * (nl ? nl : 1));
+	g = malloc(sizeof(double) * (nl ? nl : 1));
+	rows = malloc(sizeof(double) * (nl ? nl : 1));
+	cols = malloc(sizeof(double) * (nl ? nl : 1));
+	if (rp->resid_plan == NULL || g == NULL || rows == NULL ||
+	    cols == NULL) {
+		r = hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < 3 * nw * nl; i++)
+		rp->resid_plan[i] = NAN;
+	rc = sqlite3_prepare_v2(db->db,
+	    "SELECT window, n_layers, resid_group, resid_rows, resid_cols "
+	    "FROM hdb_decisions WHERE run_id = ?1 AND window > 0 ORDER BY "
+	    "window, seq",
+	    -1, &st, NULL);
+	if (rc != SQLITE_OK) {
+		r = hdb_sqlite_fail(db, rc);
+		goto out;
+	}
+	sqlite3_bind_int64(st, 1, run);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		uint64_t w = (uint64_t)sqlite3_column_int64(st, 0) - 1;
+
+		while (k < rp->n_windows && rp->window[k] < w)
+			k++;
+		if (k == rp->n_windows)
+			break;
+		if (rp->window[k] != w ||
+		    sqlite3_column_int64(st, 1) != (int64_t)nl)
+			continue;
+		if (!hdb_plan_col(st, 2, (uint32_t)nl, -1, g) ||
+		    !hdb_plan_col(st, 3, (uint32_t)nl, 1, rows) ||
+		    !hdb_plan_col(st, 4, (uint32_t)nl, 1, cols)) {
+			r = hdb_fail(db, BELLOWS_EPROTO,
+			    "run %" PRId64 ": window %" PRIu64
+			    "'s decision has a residual plan of another size",
+			    run, w);
+			goto out;
+		}
+		for (size_t l = 0; l < nl; l++) {
+			double *at = &rp->resid_plan[3 * (k * nl + l)];
+
+			at[0] = g[l];
+			at[1] = rows[l];
+			at[2] = cols[l];
+		}
+	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		r = hdb_sqlite_fail(db, rc);
+out:
+	sqlite3_finalize(st);
+	free(g);
+	free(rows);
+	free(cols);
 	return r;
 }
 
@@ -1240,7 +1442,8 @@ tool_hdb_replay_load(tool_hdb *db, int64_t run, tool_hdb_replay **ret)
 	if (rp == NULL)
 		return hdb_fail(db, BELLOWS_ENOMEM, "out of memory");
 	if ((r = hdb_replay_layers(db, run, rp)) != 0 ||
-	    (r = hdb_replay_windows(db, run, rp)) != 0) {
+	    (r = hdb_replay_windows(db, run, rp)) != 0 ||
+	    (r = hdb_replay_plans(db, run, rp)) != 0) {
 		tool_hdb_replay_destroy(&rp);
 		return r;
 	}

@@ -32,7 +32,7 @@ struct bellows_window;
 struct bellows_window_layer;
 struct bellows_comm_sample;
 
-#define TOOL_HDB_SCHEMA_MAX     5         /* newest PRAGMA user_version read */
+#define TOOL_HDB_SCHEMA_MAX     6         /* newest PRAGMA user_version read */
 #define TOOL_HDB_ERR_MAX        512       /* bytes of an error message */
 #define TOOL_HDB_BUSY_MS        5000      /* wait this long on a locked file */
 #define TOOL_HDB_NONE           INT64_MIN /* an unset run or bound */
@@ -100,14 +100,19 @@ typedef enum tool_hdb_question {
 	TOOL_HDB_Q_COMM,          /* collectives per window and rank */
 	/* `bellows top`'s, which refreshes every second while a run grows:
 	 * each reads only the windows it is given, never the whole run. */
-	TOOL_HDB_Q_LAYERS_RECENT,  /* every layer once per window of the
-				    * range (a layer without one: once,
-				    * window NULL), by layer then window */
-	TOOL_HDB_Q_LAYER_LEVELS,   /* highest level and window per layer
-				    * within the range */
-	TOOL_HDB_Q_DECISIONS_LAST, /* the newest TOOL_HDB_DECISIONS_LAST
-				    * decisions within the range, oldest
-				    * first, without their changes */
+	TOOL_HDB_Q_LAYERS_RECENT,   /* every layer once per window of the
+				     * range (a layer without one: once,
+				     * window NULL), by layer then window */
+	TOOL_HDB_Q_LAYER_LEVELS,    /* highest level and window per layer
+				     * within the range */
+	TOOL_HDB_Q_DECISIONS_LAST,  /* the newest TOOL_HDB_DECISIONS_LAST
+				     * decisions within the range, oldest
+				     * first, without their changes */
+	TOOL_HDB_Q_RESIDUALS,       /* per window: residual floats kept
+				     * under the residual plan against one
+				     * per parameter, groups, reductions */
+	TOOL_HDB_Q_LAYER_RESIDUALS, /* one layer's (filter.layer) residual
+				     * statistics per window */
 	TOOL_HDB_Q_N,
 } tool_hdb_question;
 
@@ -173,7 +178,12 @@ typedef struct tool_hdb_replay {
 				     * the policies (job NULL, layers' names
 				     * and shapes unset): layers point into
 				     * layer_stats, comm into comm */
-	struct bellows_window_layer *layer_stats; /* n_windows x n_layers */
+	struct bellows_window_layer *layer_stats; /* n_windows x n_layers;
+						   * their array statistics
+						   * are owned copies */
+	uint64_t n_taken;                         /* entries of layer_stats
+						   * filled (whose arrays
+						   * destroy frees) */
 	struct bellows_comm_sample *comm;         /* the windows' collectives */
 	uint64_t n_comm;                          /* entries in comm */
 	uint64_t *apply_step;      /* per window: apply step of the
@@ -181,7 +191,17 @@ typedef struct tool_hdb_replay {
 	uint64_t *calibrate_steps; /* per window: its calibrate_steps */
 	uint64_t *size_threshold;  /* per window: threshold in force */
 	bool *compression_off;     /* per window: gate in force */
+	double *resid_plan;        /* n_windows x n_layers x 3: the residual
+				    * plan (group, rows, cols) the decision
+				    * answering the window set; NAN where
+				    * no decision answered it */
+	uint64_t *table_hash;      /* per window: tool_table_hash of the
+				    * codec table in force (the decision's
+				    * with that apply step), 0: none */
 } tool_hdb_replay;
+
+/* FNV-1a of a codec table, never 0 for one: 0 when n is 0. */
+uint64_t tool_table_hash(const uint8_t *t, size_t n);
 
 /* Opens the database at `path` read-only and checks its schema version.
  * Returns 0 and *ret (the caller's, tool_hdb_close), or with errbuf saying

@@ -40,7 +40,9 @@ tool_replay_destroy(tool_replay **rp)
 	free(t->lr_scale);
 	free(t->threshold);
 	free(t->gate_off);
+	free(t->table_hash);
 	free(t->error_bound);
+	free(t->resid_plan);
 	free(t);
 	*rp = NULL;
 }
@@ -56,17 +58,20 @@ replay_alloc(const tool_replay_input *in)
 		return NULL;
 	rp->n_windows = in->n_windows;
 	rp->n_layers = in->n_layers;
-	if (nw > SIZE_MAX / sizeof(double) / nl)
+	if (nw > SIZE_MAX / sizeof(double) / 3 / nl)
 		goto fail;
 	rp->level = malloc(nw * nl * sizeof(double));
 	rp->batch_size = malloc(nw * sizeof(uint32_t));
 	rp->lr_scale = malloc(nw * sizeof(double));
 	rp->threshold = malloc(nw * sizeof(uint64_t));
 	rp->gate_off = malloc(nw * sizeof(bool));
+	rp->table_hash = malloc(nw * sizeof(uint64_t));
 	rp->error_bound = malloc(nw * nl * sizeof(double));
+	rp->resid_plan = malloc(3 * nw * nl * sizeof(double));
 	if (rp->level == NULL || rp->batch_size == NULL ||
 	    rp->lr_scale == NULL || rp->threshold == NULL ||
-	    rp->gate_off == NULL || rp->error_bound == NULL)
+	    rp->gate_off == NULL || rp->error_bound == NULL ||
+	    rp->resid_plan == NULL || rp->table_hash == NULL)
 		goto fail;
 	return rp;
 fail:
@@ -176,6 +181,22 @@ replay_view(const tool_replay_input *in, uint64_t i, const char *job,
 	};
 }
 
+/* The residual plan of `state` (decided at window i's close) into rp. */
+static void
+replay_take_plan(tool_replay *rp, uint64_t i, const com_decision *state)
+{
+	bool plan = !com_resid_plan_is_default(state);
+
+	for (uint32_t l = 0; l < rp->n_layers; l++) {
+		double
+		    *at = &rp->resid_plan[3 * ((size_t)i * rp->n_layers + l)];
+
+		at[0] = plan ? (double)state->resid_group[l] : (double)l;
+		at[1] = plan ? state->resid_rows[l] : 1.0;
+		at[2] = plan ? state->resid_cols[l] : 1.0;
+	}
+}
+
 void
 tool_replay_input_metrics(const tool_metrics *m, tool_replay_input *ret)
 {
@@ -229,6 +250,8 @@ tool_replay_run_input(const ctl_job_conf *jc, const char *job,
 		rp->lr_scale[i] = state.lr_scale;
 		rp->threshold[i] = state.size_threshold;
 		rp->gate_off[i] = state.compression_off;
+		rp->table_hash[i] = tool_table_hash(state.codec_table,
+		    state.codec_table_len);
 		memcpy(rp->error_bound + (size_t)i * in->n_layers,
 		    state.error_bound, sizeof(double) * in->n_layers);
 		if (in->rec != NULL)
@@ -239,6 +262,7 @@ tool_replay_run_input(const ctl_job_conf *jc, const char *job,
 		    sizeof(policies), reason, sizeof(reason), &failed);
 		if (r != 0)
 			goto fail;
+		replay_take_plan(rp, i, &state);
 		rp->failures += failed;
 		if (failed > 0 && warn != NULL)
 			fprintf(warn,
@@ -355,12 +379,40 @@ tool_replay_compare(const tool_replay *rp, const tool_hdb_replay *rec, bool all,
 	     i++)
 		d.gate_differ += rp->threshold[i] != rec->size_threshold[i] ||
 		    rp->gate_off[i] != rec->compression_off[i];
+	for (uint64_t i = 0; rec->table_hash != NULL && i < rp->n_windows;
+	     i++) {
+		d.table_differ += rp->table_hash[i] != rec->table_hash[i];
+		d.tables_any = d.tables_any || rp->table_hash[i] != 0 ||
+		    rec->table_hash[i] != 0;
+		if (i > 0) {
+			d.tables_recorded += rec->table_hash[i] !=
+			    rec->table_hash[i - 1];
+			d.tables_replayed += rp->table_hash[i] !=
+			    rp->table_hash[i - 1];
+		}
+	}
 	for (uint64_t i = 0; rec->layer_stats != NULL && i < rp->n_windows; i++)
 		for (uint32_t l = 0; l < nl; l++)
 			d.bound_differ +=
 			    !replay_same(rec->layer_stats[(size_t)i * nl + l]
 					     .error_bound,
 				rp->error_bound[(size_t)i * nl + l]);
+	for (uint64_t i = 0; rec->resid_plan != NULL && i < rp->n_windows; i++)
+		for (uint32_t l = 0; l < nl; l++) {
+			size_t at = 3 * ((size_t)i * nl + l);
+			const double *had = &rec->resid_plan[at];
+			const double *got = &rp->resid_plan[at];
+
+			if (isnan(had[0]))
+				continue;
+			d.plan_rows++;
+			d.plan_differ += had[0] != got[0] ||
+			    !replay_same(had[1], got[1]) ||
+			    !replay_same(had[2], got[2]);
+			d.plan_planned += had[0] != (double)l ||
+			    got[0] != (double)l || had[1] != 1.0 ||
+			    got[1] != 1.0 || had[2] != 1.0 || got[2] != 1.0;
+		}
 	if (rp->batch) {
 		r = replay_compare_batch(rp, rec, all, out, &d);
 		*ret = d;
@@ -635,6 +687,21 @@ replay_main_db(const replay_opts *o, const ctl_config *cfg)
 	    "bellows replay: activation error bounds: %" PRIu64 " of %" PRIu64
 	    " rows differ\n",
 	    d.bound_differ, d.windows * rp->n_layers);
+	/* Only for runs that planned residuals: older outputs stay. */
+	if (d.plan_planned > 0)
+		fprintf(stderr,
+		    "bellows replay: residual plans: %" PRIu64 " of %" PRIu64
+		    " rows differ\n",
+		    d.plan_differ, d.plan_rows);
+	/* Only for a run or a replay with codec tables: the summary of
+	 * others stays what it was. */
+	if (d.tables_any)
+		fprintf(stderr,
+		    "bellows replay: codec tables: %" PRIu64 " of %" PRIu64
+		    " windows differ; table changes: recorded %" PRIu64
+		    ", replayed %" PRIu64 "\n",
+		    d.table_differ, d.windows, d.tables_recorded,
+		    d.tables_replayed);
 	rc = 0;
 out:
 	free(norm);

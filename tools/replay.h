@@ -73,6 +73,17 @@ typedef struct tool_replay_diff {
 				    * error bound differs (with --db) */
 	uint64_t gate_differ;      /* windows whose size threshold or
 				    * compression gate differs */
+	uint64_t plan_rows;        /* windows x layers whose residual plan
+				    * was recorded (with --db) */
+	uint64_t plan_differ;      /* of them, those whose plan (group,
+				    * rows, cols) differs */
+	uint64_t plan_planned;     /* of them, those where either plan is
+				    * not the default (own, whole) one */
+	uint64_t table_differ;     /* windows whose codec table differs */
+	uint64_t tables_recorded;  /* codec table changes, as recorded */
+	uint64_t tables_replayed;  /* same, as replayed */
+	bool tables_any;           /* a window had a codec table in force,
+				    * recorded or replayed */
 } tool_replay_diff;
 
 typedef struct tool_replay {
@@ -86,8 +97,13 @@ typedef struct tool_replay {
 	double *lr_scale;     /* n_windows: LR scale in force */
 	uint64_t *threshold;  /* n_windows: size threshold in force */
 	bool *gate_off;       /* n_windows: compression gate in force */
+	uint64_t *table_hash; /* n_windows: tool_table_hash of the codec
+			       * table in force, 0: none */
 	double *error_bound;  /* n_windows x n_layers: the activation error
 			       * bound in force */
+	double *resid_plan;   /* n_windows x n_layers x 3: the residual plan
+			       * (group, rows, cols) decided at the
+			       * window's close */
 	uint64_t failures;    /* policy calls that failed (state kept) */
 } tool_replay;
 

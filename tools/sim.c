@@ -355,8 +355,34 @@ sim_verify(const sim_ctx *cx, uint64_t *ret_n)
 	size_t n_seen = 0, cap = 0;
 
 	for (uint64_t s = 0; s < n_steps; s++) {
-		uint64_t ref = SIM_NOT_RUN;
+		uint64_t ref = SIM_NOT_RUN, tab = 0;
 		uint32_t ref_rank = 0;
+
+		/* The codec table in force, rank by rank, where they ran. */
+		for (uint32_t r = 0; r < o->ranks; r++) {
+			uint64_t v = cx->seq[(size_t)r * n_steps + s];
+			uint64_t t = cx->tables[(size_t)r * n_steps + s];
+
+			if (v == SIM_NOT_RUN)
+				continue;
+			if (ref == SIM_NOT_RUN) {
+				ref = v;
+				ref_rank = r;
+				tab = t;
+				continue;
+			}
+			if (t != tab) {
+				if (disagree++ == 0)
+					printf("sim: disagreement at step "
+					       "%" PRIu64 ": ranks %u and %u "
+					       "hold different codec "
+					       "tables\n",
+					    s, ref_rank, r);
+				break;
+			}
+		}
+		ref = SIM_NOT_RUN;
+		ref_rank = 0;
 
 		for (uint32_t r = 0; r < o->ranks; r++) {
 			uint64_t v = cx->seq[(size_t)r * n_steps + s];

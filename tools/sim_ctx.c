@@ -15,7 +15,7 @@ tool_sim_ctx_map(sim_ctx *cx)
 	size_t records = (size_t)o->ranks * cx->total_steps * sizeof(uint64_t);
 	void *map;
 
-	cx->map_len = head + slots + records;
+	cx->map_len = head + slots + 2 * records;
 	map = mmap(NULL, cx->map_len, PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (map == MAP_FAILED)
@@ -24,6 +24,7 @@ tool_sim_ctx_map(sim_ctx *cx)
 	cx->sh = map;
 	cx->slots = (sim_slot *)((char *)map + head);
 	cx->seq = (uint64_t *)((char *)map + head + slots);
+	cx->tables = (uint64_t *)((char *)map + head + slots + records);
 	atomic_init(&cx->sh->stop, 0);
 	atomic_init(&cx->sh->levels_next, 0);
 	for (uint32_t r = 0; r < o->ranks; r++) {
@@ -37,6 +38,7 @@ tool_sim_ctx_map(sim_ctx *cx)
 		atomic_init(&cx->slots[r].lost, 0);
 	}
 	memset(cx->seq, 0xff, records);
+	memset(cx->tables, 0, records);
 	return 0;
 }
 
@@ -49,4 +51,5 @@ tool_sim_ctx_unmap(sim_ctx *cx)
 	cx->sh = NULL;
 	cx->slots = NULL;
 	cx->seq = NULL;
+	cx->tables = NULL;
 }

@@ -7,6 +7,9 @@
  *                completed step + 1), alive, agent counters at exit
  *   seq          ranks x steps: the decision seq each rank applied at each
  *                step, SIM_NOT_RUN where it did not run the step
+ *   tables       ranks x steps: a hash of the codec table in force there
+ *                (0: none), to check that every rank switches tables at
+ *                the same step
  *
  * The lockstep emulates a data-parallel all-reduce: before beginning step
  * s a rank waits until every alive rank has finished step s - 1. The
@@ -70,6 +73,7 @@ typedef struct sim_ctx {
 	sim_shared *sh;       /* header in map */
 	sim_slot *slots;      /* ranks entries in map */
 	uint64_t *seq;        /* ranks x total_steps records in map */
+	uint64_t *tables;     /* ranks x total_steps table hashes in map */
 } sim_ctx;
 
 /* Maps the shared records for cx->o->ranks ranks and cx->total_steps

@@ -121,6 +121,8 @@ tool_sim_model_build(sim_ctx *cx)
 		 * average too: M_avg is the other half of the bound. */
 		if (o->act && t->ndim >= 2)
 			t->flags |= BELLOWS_LAYER_MOMENTUM;
+		if (o->exp_hist && t->ndim >= 2)
+			t->flags |= BELLOWS_LAYER_EXP_HIST;
 		cx->floats_raw += t->numel;
 	}
 	return 0;

@@ -299,6 +299,13 @@ static const tool_opt sim_opt_rows[] = {
 	    .help = "rank 0 does not print each decision",
 	    .kind = TOOL_OPT_FLAG,
 	    .at = offsetof(sim_opts, quiet) },
+	{ .name = "exp-hist",
+	    .help = "the 2-D layers report their gradients' exponent "
+		    "histograms (BELLOWS_LAYER_EXP_HIST, what the gcomp "
+		    "policy builds its tables from); every rank's codec table "
+		    "is checked at every step like its decision",
+	    .kind = TOOL_OPT_FLAG,
+	    .at = offsetof(sim_opts, exp_hist) },
 	{ .name = "record-metrics",
 	    .arg = "FILE",
 	    .help = "rank 0 writes each closed window's gradient norms and "
@@ -419,6 +426,7 @@ tool_sim_opts_usage(FILE *f)
 	    "                   --steps-per-window S [--step-ms MS]\n"
 	    "                   [--seed X] [--decision-timeout-ms T]\n"
 	    "                   [--kill RANK:WINDOW] [--down-ms MS] [--quiet]\n"
+	    "                   [--exp-hist]\n"
 	    "                   [--record-metrics FILE] [--record-levels FILE]\n"
 	    "                   [--comm-model A,G,R,C[,M]] [--comm-noise F]\n"
 	    "                   [--buckets N] [--backward-ms MS]\n"

@@ -36,6 +36,8 @@ typedef struct sim_opts {
 	uint32_t down_ms;             /* time before it comes back */
 	bool down_given;              /* --down-ms given */
 	bool quiet;                   /* rank 0 prints no decisions */
+	bool exp_hist;                /* 2-D layers report their exponent
+				       * histograms (gcomp) */
 	const char *record_metrics;   /* rank 0 appends window norms here */
 	const char *record_levels;    /* rank 0 appends decided levels here */
 	/* The statistics of bellows 0.2 (SlimGC, performance model, COMET),

@@ -182,6 +182,19 @@ sim_rank_join(sim_rank *rk)
 	return 0;
 }
 
+/* FNV-1a of a codec table, never 0 for one (0: none). */
+static uint64_t
+sim_table_hash(const uint8_t *t, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	if (t == NULL || n == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ t[i]) * 1099511628211ull;
+	return h != 0 ? h : 1;
+}
+
 static void
 sim_print_decision(uint64_t step, const bellows_decision *d)
 {
@@ -202,6 +215,14 @@ sim_print_decision(uint64_t step, const bellows_decision *d)
 		printf(" compression=off");
 	if (d->calibrate_steps > 0)
 		printf(" calibrate=%" PRIu64, d->calibrate_steps);
+	if (d->codec_table_len > 0)
+		printf(" table=%zuB", d->codec_table_len);
+	if (d->codec_table_len >= 12 && memcmp(d->codec_table, "BGHT", 4) == 0)
+		printf(" table_version=%u",
+		    (unsigned)d->codec_table[8] |
+			(unsigned)d->codec_table[9] << 8 |
+			(unsigned)d->codec_table[10] << 16 |
+			(unsigned)d->codec_table[11] << 24);
 	printf(" policy=%s reason=%s\n",
 	    d->policy != NULL && d->policy[0] != '\0' ? d->policy : "-",
 	    d->reason != NULL && d->reason[0] != '\0' ? d->reason : "-");
@@ -252,6 +273,8 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 			return r;
 		}
 		record[s] = d.seq;
+		cx->tables[(size_t)rk->rank * cx->total_steps +
+		    s] = sim_table_hash(d.codec_table, d.codec_table_len);
 		if (d.window > 0 && d.apply_step >= d.window * o->steps &&
 		    d.apply_step - d.window * o->steps < rk->lag)
 			rk->lag = d.apply_step - d.window * o->steps;

@@ -59,6 +59,11 @@ enum bellows_layer_flags {
 	BELLOWS_LAYER_MOMENTUM = 1u << 1, /* keep a momentum average */
 	BELLOWS_LAYER_DEVICE = 1u << 2,   /* gradients in CUDA device memory:
 					   * bellows_agent_observe_device */
+	BELLOWS_LAYER_EXP_HIST = 1u << 3, /* report the exponent histogram
+					   * (exp_hist, 256 bins) of its
+					   * gradients: 2 KiB per window on
+					   * the wire, one histogram pass per
+					   * observation; off by default */
 };
 
 /* Element types of observed gradients. float16 and bfloat16 values are
@@ -154,6 +159,18 @@ typedef struct bellows_decision {
 				     * alternate compressed (even step) and
 				     * raw (odd step) sends: see
 				     * bellows_agent_send_mode; 0 = none */
+	/* Appended: the residual plan (error feedback, ResiReduce), n_layers
+	 * entries each, never NULL (the default plan when bellowsd sent
+	 * none: every layer its own group, phi 0.5, rows and columns 1). */
+	const uint32_t *resid_group; /* per layer: the layer whose residual
+				      * buffer it shares (its group's
+				      * leader; itself: its own) */
+	const double *resid_phi;     /* per layer: its group's phi, read at
+				      * the leader; w_i = phi ||r_i||_1 / n_i +
+				      * (1 - phi) ||r_i||_2 / sqrt(n_i) */
+	const double *resid_rows;    /* per layer: kept row fraction of the
+				      * 2-D reduction, (0, 1]; 1: whole */
+	const double *resid_cols;    /* per layer: kept column fraction */
 } bellows_decision;
 
 /* Statistics of one layer over the last closed window, as reported: the
@@ -183,6 +200,22 @@ typedef struct bellows_act_stats {
 	uint64_t stored_bytes; /* bytes kept for backward (compressed) */
 	uint64_t raw_bytes;    /* bytes it would take uncompressed */
 } bellows_act_stats;
+
+/* One step's statistics of a layer's error-feedback residual (ResiReduce):
+ * bellows_agent_observe_residual. r is the layer's fresh residual G~ -
+ * Q(G~) of the step (before any sharing); q50..q99 are quantiles of |r| /
+ * rms(r), rms(r) = l2 / sqrt(numel), and may come from a sample. */
+typedef struct bellows_resid_stats {
+	double l1;     /* ||r||_1 */
+	double l2;     /* ||r||_2 */
+	double q50;    /* median of |r| / rms(r) */
+	double q90;    /* 90th percentile of |r| / rms(r) */
+	double q99;    /* 99th percentile of |r| / rms(r) */
+	double floats; /* residual floats the layer holds under the plan in
+			* force (a shared buffer at its group's leader, 0 at
+			* the other members; kept values and indices of a
+			* 2-D reduction) */
+} bellows_resid_stats;
 
 typedef struct bellows_agent_stats {
 	int connected;             /* welcomed by the current daemon */
@@ -323,6 +356,22 @@ BELLOWS_EXPORT int bellows_agent_decision(const bellows_agent *agent,
 BELLOWS_EXPORT int bellows_agent_window_stats(const bellows_agent *agent,
     uint32_t layer, bellows_layer_stats *ret);
 
+/* The array statistics of this library (bellows/stats.h,
+ * BELLOWS_LAYER_ARRAYS) in order, then an entry whose name is NULL: each
+ * one's name, length, index for bellows_agent_window_array, unit and
+ * doc. Static and constant; never fails. */
+BELLOWS_EXPORT const bellows_stat_array *bellows_layer_arrays_schema(void);
+
+/* Copies array statistic `array` (its index in
+ * bellows_layer_arrays_schema(), e.g. 0 for exp_hist) of `layer` in the
+ * last closed window, as its REPORT carried it, into ret[0..len-1].
+ * Returns 0; BELLOWS_EINVAL for a bad index or a len other than the
+ * array's; BELLOWS_EAGAIN before the first window closed;
+ * BELLOWS_ENOTFOUND when the layer did not carry it in that window (not
+ * flagged for it, e.g. BELLOWS_LAYER_EXP_HIST, or not observed). */
+BELLOWS_EXPORT int bellows_agent_window_array(const bellows_agent *agent,
+    uint32_t layer, uint32_t array, uint64_t *ret, uint32_t len);
+
 /* The codec table in force in the current step (the opaque bytes the
  * job's CODEC_TABLE policy last proposed, at most 64 KiB, e.g. a Huffman
  * table of gradient exponents): *ret_table and *ret_len, NULL and 0 when
@@ -330,6 +379,15 @@ BELLOWS_EXPORT int bellows_agent_window_stats(const bellows_agent *agent,
  * bellows_agent_step_begin() or bellows_agent_close(); every rank gets
  * the same table at the same step. Returns 0 or BELLOWS_EINVAL. */
 BELLOWS_EXPORT int bellows_agent_codec_table(const bellows_agent *agent,
+    const uint8_t **ret_table, size_t *ret_len);
+
+/* The codec table that was in force before the current one (the last
+ * distinct table before it, as of the current step): data encoded with it
+ * in earlier steps still decodes with it after the switch. *ret_table and
+ * *ret_len, NULL and 0 when there was none. Valid until the next
+ * bellows_agent_step_begin() or bellows_agent_close(). Returns 0 or
+ * BELLOWS_EINVAL. */
+BELLOWS_EXPORT int bellows_agent_codec_table_prev(const bellows_agent *agent,
     const uint8_t **ret_table, size_t *ret_len);
 
 /* Level in force for `layer` in the current step; 0 for a bad index. */
@@ -389,6 +447,15 @@ BELLOWS_EXPORT int bellows_agent_comm_bucket(bellows_agent *agent,
  * BELLOWS_ESTATE outside a step. */
 BELLOWS_EXPORT int bellows_agent_observe_activation(bellows_agent *agent,
     uint32_t layer, const bellows_act_stats *s);
+
+/* Records the statistics of `layer`'s error-feedback residual in the
+ * current step (*s borrowed for the call). The window's report carries the
+ * number of calls (resid_steps) and the mean of each field over them.
+ * Returns 0, BELLOWS_EINVAL for a bad index, a NULL s or a field that is
+ * negative or not finite (nothing is recorded then), BELLOWS_ESTATE
+ * outside a step. */
+BELLOWS_EXPORT int bellows_agent_observe_residual(bellows_agent *agent,
+    uint32_t layer, const bellows_resid_stats *s);
 
 /* Copies counters into *ret. Safe from any thread. Returns 0 or
  * BELLOWS_EINVAL. */

@@ -49,6 +49,8 @@
  *   bytes 16-   k indices           uint32 little-endian, ascending, < n
  *   then        k values            IEEE binary32, little-endian
  *
+ * GComp (bellows_gcomp_*): see its section below.
+ *
  * Residuals: a bellows_codec context is one layer's state and owns its
  * residual (n floats, allocated once by bellows_codec_new). The stateless
  * functions take a caller-owned residual instead, for callers that keep
@@ -598,6 +600,166 @@ BELLOWS_EXPORT const char *bellows_psgd_blas(void);
  * such setting (a cblas other than OpenBLAS, or more than 1 for the plain
  * loops, which run one thread). */
 BELLOWS_EXPORT int bellows_psgd_blas_threads(int threads);
+/* ---- GComp (docs/codecs.md#gcomp) ------------------------------------
+ *
+ * Near-lossless compression of float gradients: each value's exponent as a
+ * canonical Huffman code from a table every rank shares (rebuilt from
+ * exponent histograms, by bellowsd's gcomp policy or locally), then a
+ * 2-bit level and the sign and mantissa without the level's low bits
+ * (float32: 0, 6, 12 or 18 of 23). Zero and float32/bfloat16 subnormals
+ * send their exponent code alone. Level 0 is lossless for every normal
+ * value. Levels come from the optimizer (the paper's delta:
+ * bellows_gcomp_levels) or one level for the whole tensor.
+ *
+ * A block (what bellows_gcomp_encode writes) carries its dtype, n and the
+ * version of the table that encoded it, in independent chunks; the decoder
+ * refuses a block of another table version and anything malformed with
+ * a message naming the byte offset. Tables are immutable once built: any
+ * thread may encode or decode with one concurrently. */
+
+/* Element types of GComp (the kernels' dtype numbers). */
+enum bellows_gcomp_dtype {
+	BELLOWS_GCOMP_F32 = 0,  /* IEEE binary32 */
+	BELLOWS_GCOMP_F16 = 1,  /* IEEE binary16 */
+	BELLOWS_GCOMP_BF16 = 2, /* bfloat16 */
+};
+
+/* Optimizers with a quantisation metric (Table 2 of the GComp paper). */
+enum bellows_gcomp_optim {
+	BELLOWS_GCOMP_SGD = 1,      /* SGD (weight decay added to g) */
+	BELLOWS_GCOMP_MOMENTUM = 2, /* SGD with momentum, dampening */
+	BELLOWS_GCOMP_NESTEROV = 3, /* SGD with Nesterov momentum */
+	BELLOWS_GCOMP_ADAM = 4,     /* Adam (weight decay added to g) */
+	BELLOWS_GCOMP_ADAMW = 5,    /* AdamW (decoupled weight decay) */
+};
+
+#define BELLOWS_GCOMP_TABLE_BYTES 268 /* a serialised table */
+#define BELLOWS_GCOMP_MAX_BITS    15  /* most max_code_bits */
+
+/* One layer's optimizer for bellows_gcomp_levels: hyper-parameters and
+ * the state before this step, float32 arrays of n values. */
+typedef struct bellows_gcomp_optimizer {
+	int kind;                /* bellows_gcomp_optim */
+	double lr;               /* learning rate (eta), > 0 */
+	double weight_decay;     /* lambda */
+	double momentum;         /* mu (momentum, Nesterov) */
+	double dampening;        /* tau (momentum) */
+	double beta1;            /* Adam, AdamW */
+	double beta2;            /* Adam, AdamW */
+	double eps;              /* Adam, AdamW */
+	double grad_scale;       /* applied g = grad * grad_scale; 0 means 1 */
+	uint64_t step;           /* t, 1 for the first step (Adam, AdamW) */
+	const float *param;      /* theta_{t-1}, required */
+	const float *buf;        /* momentum buffer; NULL before the first */
+	const float *exp_avg;    /* Adam m_{t-1}; NULL means zeros */
+	const float *exp_avg_sq; /* Adam v_{t-1}; NULL means zeros */
+} bellows_gcomp_optimizer;
+
+/* Counts of one encode. */
+typedef struct bellows_gcomp_stats {
+	uint64_t values;     /* values encoded */
+	uint64_t zeros;      /* sent as the exponent-0 code alone */
+	uint64_t escaped;    /* exponents sent raw after the escape */
+	uint64_t levels[4];  /* non-zero values per level */
+	uint64_t exp_bits;   /* bits of exponent codes */
+	uint64_t level_bits; /* bits of levels */
+	uint64_t mant_bits;  /* bits of signs and mantissas */
+	uint64_t bytes;      /* the block, headers and padding included */
+} bellows_gcomp_stats;
+
+/* A GComp exponent table (immutable; share it between threads). */
+typedef struct bellows_gcomp_table bellows_gcomp_table;
+
+/* Adds the exponent symbols of n values of dtype at x to hist[0..255]
+ * (float32's biased exponent; bfloat16's exponent byte; a float16's
+ * exact float32 widening's). Returns 0; BELLOWS_EINVAL for a bad dtype or
+ * NULL pointers. Any thread. */
+BELLOWS_EXPORT int bellows_gcomp_histogram(int dtype, const void *x, uint64_t n,
+    uint64_t *hist);
+
+/* Builds the table of hist (256 counts), codes at most max_bits long
+ * (1..BELLOWS_GCOMP_MAX_BITS; the paper's 8), tagged version: the same
+ * builder bellowsd's gcomp policy runs. *ret_table is the caller's.
+ * Returns 0; BELLOWS_EINVAL for NULL pointers or max_bits out of range;
+ * BELLOWS_ENOMEM. */
+BELLOWS_EXPORT int bellows_gcomp_table_build(const uint64_t *hist,
+    unsigned max_bits, uint32_t version, bellows_gcomp_table **ret_table);
+
+/* Reads a serialised table (the first BELLOWS_GCOMP_TABLE_BYTES of buf;
+ * the codec_table of a decision). *ret_table is the caller's. Returns 0;
+ * BELLOWS_EINVAL for NULL pointers; BELLOWS_EPROTO for a short buffer, a
+ * wrong magic or a table that is no prefix code or out of range, and
+ * BELLOWS_EVERSION for another format, with errbuf (may be NULL) saying
+ * which at which byte; BELLOWS_ENOMEM. */
+BELLOWS_EXPORT int bellows_gcomp_table_read(const void *buf, size_t len,
+    bellows_gcomp_table **ret_table, char *errbuf, size_t errlen);
+
+/* Writes table as BELLOWS_GCOMP_TABLE_BYTES bytes to out. Returns 0;
+ * BELLOWS_EINVAL for NULL pointers; BELLOWS_EMSGSIZE if cap is short. */
+BELLOWS_EXPORT int bellows_gcomp_table_write(const bellows_gcomp_table *table,
+    void *out, size_t cap);
+
+/* Returns the table's version (0 for NULL). */
+BELLOWS_EXPORT uint32_t bellows_gcomp_table_version(
+    const bellows_gcomp_table *table);
+
+/* Returns the code length of exponent symbol s (0..255) in table, 0 if it
+ * is escaped; s = 256 gives the escape's length; 0 for NULL or s > 256. */
+BELLOWS_EXPORT unsigned
+bellows_gcomp_table_length(const bellows_gcomp_table *table, unsigned s);
+
+/* Returns the mean bits per exponent of hist under table (escaped
+ * exponents: escape + 8), and with table NULL the entropy of hist. */
+BELLOWS_EXPORT double bellows_gcomp_table_bits(const bellows_gcomp_table *table,
+    const uint64_t *hist);
+
+/* Frees *table and sets it to NULL; NULL-safe. */
+BELLOWS_EXPORT void bellows_gcomp_table_destroy(bellows_gcomp_table **table);
+
+/* Returns the most bytes a block of n values of dtype takes with any
+ * table, or 0 for a bad dtype or n above 2^48. Pure. */
+BELLOWS_EXPORT size_t bellows_gcomp_bound(int dtype, uint64_t n);
+
+/* Writes the level of each of n gradient values of dtype (the largest
+ * level L <= max_level whose truncation T satisfies |delta| > 2^T, delta
+ * the paper's metric for opt; 0 where delta is not finite) into levels
+ * (n bytes). Returns 0; BELLOWS_EINVAL for NULL pointers (opt, grad,
+ * levels, opt->param with n > 0), an unknown kind or dtype, max_level
+ * outside 0..3, or step 0 for Adam/AdamW. Any thread. */
+BELLOWS_EXPORT int bellows_gcomp_levels(const bellows_gcomp_optimizer *opt,
+    int dtype, const void *grad, uint64_t n, int max_level, uint8_t *levels);
+
+/* Encodes n values of dtype at x with table into out (cap bytes; at most
+ * bellows_gcomp_bound(dtype, n) are needed), each value at levels[i]
+ * (NULL: all at `level`), 0..3; Inf and NaN always at level 0.
+ * *ret_bytes (may be NULL) gets the block's length, *ret_stats (may be
+ * NULL) its counts. Allocates nothing; any thread. Returns 0;
+ * BELLOWS_EINVAL for NULL pointers (with n > 0), a bad dtype or level;
+ * BELLOWS_EMSGSIZE when cap is too small (out then holds garbage). */
+BELLOWS_EXPORT int bellows_gcomp_encode(const bellows_gcomp_table *table,
+    int dtype, const void *x, uint64_t n, int level, const uint8_t *levels,
+    void *out, size_t cap, size_t *ret_bytes, bellows_gcomp_stats *ret_stats);
+
+/* Reads a block's header: values, dtype, table version, block length
+ * (each output may be NULL). Returns 0; BELLOWS_EPROTO, BELLOWS_EVERSION
+ * as bellows_gcomp_decode, errbuf (may be NULL) saying why. */
+BELLOWS_EXPORT int bellows_gcomp_info(const void *in, size_t bytes,
+    uint64_t *ret_n, int *ret_dtype, uint32_t *ret_table_version,
+    size_t *ret_block_bytes, char *errbuf, size_t errlen);
+
+/* Decodes the block at in (bytes available, at least its length) of n
+ * values of dtype, encoded with table, into out: out[i] = value, or
+ * out[i] += value with BELLOWS_CODEC_ADD (float32 only). Allocates
+ * nothing; any thread; never reads outside in[0..bytes). Returns 0;
+ * BELLOWS_EINVAL for NULL pointers or bad flags; BELLOWS_EPROTO for a
+ * wrong magic, a truncated block or chunk, chunks that do not tile the
+ * block, an unused code or segment lengths that disagree;
+ * BELLOWS_EVERSION for another format; BELLOWS_EMISMATCH for another n,
+ * dtype or table version. errbuf (may be NULL) says which, at which byte.
+ * On failure out may be partly written. */
+BELLOWS_EXPORT int bellows_gcomp_decode(const bellows_gcomp_table *table,
+    const void *in, size_t bytes, int dtype, void *out, uint64_t n, int flags,
+    char *errbuf, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -120,7 +120,28 @@ extern "C" {
 	    "compressed sends timed; 0: none")                                 \
 	X(codec_ms, F64, 20, MAG, GATED_MEDIAN, comm_comp_n, F64, codec_ms,    \
 	    NULL, "codec_ms", NULL, NULLABLE, "ms",                            \
-	    "median encode + decode time of those compressed sends")
+	    "median encode + decode time of those compressed sends")          \
+	X(resid_steps, U32, 30, ANY, SUM, _, U64, resid_steps,                 \
+	    NULL, "resid_steps", NULL, ZERO, "steps",                          \
+	    "steps with residual statistics (error feedback); 0: none")       \
+	X(resid_l1, F64, 31, MAG, GATED_MEAN, resid_steps, F64, resid_l1,      \
+	    NULL, "resid_l1", NULL, ZERO, "grad",                              \
+	    "L1 norm of the layer's fresh residual G~ - Q(G~), step mean")     \
+	X(resid_l2, F64, 32, MAG, GATED_MEAN, resid_steps, F64, resid_l2,      \
+	    NULL, "resid_l2", NULL, ZERO, "grad",                              \
+	    "L2 norm of the same residual, step mean")                         \
+	X(resid_q50, F64, 33, MAG, GATED_MEAN, resid_steps, F64, resid_q50,    \
+	    NULL, "resid_q50", NULL, ZERO, "rms",                              \
+	    "median of |r| / rms(r), rms = L2 / sqrt(numel) (sampled)")        \
+	X(resid_q90, F64, 34, MAG, GATED_MEAN, resid_steps, F64, resid_q90,    \
+	    NULL, "resid_q90", NULL, ZERO, "rms",                              \
+	    "90th percentile of |r| / rms(r) (sampled)")                       \
+	X(resid_q99, F64, 35, MAG, GATED_MEAN, resid_steps, F64, resid_q99,    \
+	    NULL, "resid_q99", NULL, ZERO, "rms",                              \
+	    "99th percentile of |r| / rms(r) (sampled)")                       \
+	X(resid_floats, F64, 36, MAG, GATED_MEAN, resid_steps, F64,            \
+	    resid_floats, NULL, "resid_floats", NULL, ZERO, "floats",          \
+	    "residual floats the layer holds under the plan in force")
 
 /* Per rank, per window: Timings on the wire, in its tag order. The
  * STEP_MEDIAN kinds divide a rank's value by its `steps` (1 if 0). */
@@ -218,6 +239,31 @@ extern "C" {
 	    "backward (storages counted once, parameters excluded, "           \
 	    "compressed ones at their stored size)")
 
+/* Per layer, per rank, per window, fixed-size arrays of uint64_t:
+ * LayerStats on the wire as packed repeated uint64 fields (each entry a
+ * field of its own, tags after the scalars'), in the C structs a pointer
+ * to `len` values, NULL when the rank did not measure it. Only the layers
+ * the trainer asks for carry one (e.g. BELLOWS_LAYER_EXP_HIST), so other
+ * layers and jobs pay nothing. An entry gives (name, len, tag, check, agg,
+ * wfield, wcol, unit, doc):
+ *   name   the field in the C structs, the .proto and Python;
+ *   len    the array's length (a received one of another length, but for
+ *          an absent one, is refused);
+ *   tag    its field number in LayerStats;
+ *   check  LEN: exactly len values or none;
+ *   agg    SUM: per element over the ranks that reported it, saturating
+ *          at UINT64_MAX;
+ *   wfield the policy window's pointer field (bellows_window_layer), with
+ *          wfield##_len beside it (0 and NULL: no rank reported it);
+ *   wcol   the history column of the sum (table `windows`): a BLOB of
+ *          len little-endian uint64, NULL when no rank reported it;
+ *   unit, doc as above. */
+#define BELLOWS_LAYER_ARRAYS(X)                                                \
+	X(exp_hist, 256, 21, LEN, SUM, exp_hist, "exp_hist", "values",        \
+	    "gradient values per float32 biased exponent (bin 0: zeros and "  \
+	    "denormals, 255: Inf and NaN; float16 and bfloat16 values in "   \
+	    "the bin of their exact float32 widening)")
+
 /* clang-format on */
 
 /* C types of the `type` and `wtype` columns. */
@@ -228,6 +274,10 @@ extern "C" {
 /* One struct field per entry: `TABLE(BELLOWS_STAT_FIELD)` inside a struct
  * declares the table's fields in order, with their reported types. */
 #define BELLOWS_STAT_FIELD(name, type, ...) BELLOWS_STAT_CTYPE_##type name;
+
+/* One pointer field per array entry: `TABLE(BELLOWS_STAT_ARRAY_FIELD)`
+ * inside a struct declares the arrays, NULL for an absent one. */
+#define BELLOWS_STAT_ARRAY_FIELD(name, ...) uint64_t *name;
 
 /* The `type` and `wtype` columns as values. */
 typedef enum bellows_stat_type {
@@ -272,6 +322,17 @@ typedef enum bellows_stat_agg {
 	BELLOWS_STAT_AGG_STEP_MEDIAN_NZ = 10, /* same over the ranks whose
 					       * value is > 0 (0: none) */
 } bellows_stat_agg;
+
+/* An array statistic described at run time (bellows_layer_arrays_schema
+ * in bellows/agent.h): an array of them ends with an entry whose name is
+ * NULL. */
+typedef struct bellows_stat_array {
+	const char *name; /* field name, NULL: end of the array */
+	uint32_t len;     /* values */
+	uint32_t index;   /* position in BELLOWS_LAYER_ARRAYS */
+	const char *unit; /* table's unit */
+	const char *doc;  /* table's one line */
+} bellows_stat_array;
 
 /* The `hist` column: "not measured" in the history. */
 typedef enum bellows_stat_hist {

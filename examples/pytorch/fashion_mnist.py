@@ -81,6 +81,78 @@ class Net(nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
+class ResNet(nn.Module):
+    """A small ResNet-style CNN (~270k parameters) with runs of
+    same-shape 3x3 convolutions, where ResiReduce has something to group:
+    a stride-2 stem (1 -> 16), two residual blocks of two 16 -> 16
+    convolutions at 14x14, a stride-2 16 -> 32 convolution, two blocks of
+    two 32 -> 32 convolutions at 7x7, then fc 1568 -> 128 (the large
+    2-D layer) and fc 128 -> 10. No batch norm: biases only."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(1, 16, 3, stride=2, padding=1)
+        self.s1 = nn.ModuleList(nn.Conv2d(16, 16, 3, padding=1)
+                                for _ in range(4))
+        self.down = nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.s2 = nn.ModuleList(nn.Conv2d(32, 32, 3, padding=1)
+                                for _ in range(4))
+        self.fc1 = nn.Linear(32 * 7 * 7, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    @staticmethod
+    def _blocks(x, convs):
+        for a, b in zip(convs[0::2], convs[1::2]):
+            x = F.relu(x + b(F.relu(a(x))))
+        return x
+
+    def forward(self, x):
+        x = F.relu(self.stem(x))
+        x = self._blocks(x, self.s1)
+        x = F.relu(self.down(x))
+        x = self._blocks(x, self.s2)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+MODELS = {"net": Net, "resnet": ResNet}
+
+
+def static_plan(model: nn.Module, max_group: int = 4,
+                min_2d: int = 65536) -> "bellows.resireduce.Plan":
+    """The paper's static ResiReduce plan, fixed before training: runs of
+    adjacent same-shape weights of 2 or more dimensions grouped (at most
+    max_group), phi 0.5, and the ungrouped 2-D weights of at least min_2d
+    elements reduced to 0.5 x 0.5 (the reference code's)."""
+    from bellows.resireduce import Plan
+    shapes = [tuple(p.shape) for p in model.parameters() if p.requires_grad]
+    n = len(shapes)
+    group, rows, cols = list(range(n)), [1.0] * n, [1.0] * n
+    i = 0
+    while i < n:
+        j = i + 1
+        if len(shapes[i]) >= 2:
+            # Biases between weights do not break a run (the paper groups
+            # the weights of adjacent layers).
+            k = i + 1
+            members = [i]
+            while k < n and len(members) < max_group:
+                if len(shapes[k]) < 2:
+                    k += 1
+                    continue
+                if shapes[k] != shapes[i]:
+                    break
+                members.append(k)
+                k += 1
+            if len(members) > 1:
+                for m in members:
+                    group[m] = i
+                j = members[-1] + 1
+            elif math.prod(shapes[i]) >= min_2d:
+                rows[i] = cols[i] = 0.5
+        i = j
+    return Plan(tuple(group), (0.5,) * n, tuple(rows), tuple(cols))
+
+
 def load_idx(path: pathlib.Path) -> np.ndarray:
     """Reads one gzipped IDX file (images: N x 28 x 28, labels: N)."""
     with gzip.open(path, "rb") as f:
@@ -179,7 +251,7 @@ def train(rank: int, world: int, args) -> None:
     shard = len(train_x) // world
     window_steps = args.window_steps or max(
         1, math.ceil(shard / args.batch_size / 2))
-    model = Net()  # same seed, same initial weights on every rank
+    model = MODELS[args.model]()  # same seed, same weights on every rank
     ddp = nn.parallel.DistributedDataParallel(model)
     # Windows are closed here rather than by the agent (window_steps 0):
     # every N steps and at every epoch end, so that an LR drop, which
@@ -200,6 +272,11 @@ def train(rank: int, world: int, args) -> None:
             raise SystemExit(f"fashion_mnist: --comet needs "
                              f"bellows.activations ({e})")
         comet = activations.attach(model, agent)
+    if args.static_resireduce:
+        if agent.residuals is None:
+            raise SystemExit("fashion_mnist: --static-resireduce needs a "
+                             "compressor with error feedback")
+        agent.static_plan = static_plan(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9,
                           weight_decay=args.weight_decay)
     log = rank == 0 and not args.quiet
@@ -331,6 +408,13 @@ def train(rank: int, world: int, args) -> None:
                   f"{raw / 1e6:.2f}M uncompressed ({raw / max(sent, 1):.1f}x "
                   f"less), all ranks; {stats.decisions} decisions, "
                   f"{stats.decision_misses} misses", flush=True)
+            kept, full = agent.residual_memory()
+            mkept, mfull = agent.residual_memory_mean()
+            print(f"residual memory: {kept} of {full} floats "
+                  f"({100 * (1 - kept / full) if full else 0:.1f}% saved) "
+                  f"under the last plan; mean over steps {mkept:.0f} "
+                  f"({100 * (1 - mkept / mfull) if mfull else 0:.1f}% "
+                  f"saved)", flush=True)
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps({
                 "args": {k: v for k, v in vars(args).items()},
@@ -346,6 +430,18 @@ def train(rank: int, world: int, args) -> None:
                 "timeline": [{"step": c.step, "seq": c.seq,
                               "window": c.window, "levels": list(c.levels),
                               "reason": c.reason} for c in agent.changes],
+                "residual_memory": dict(zip(("kept", "full"),
+                                            agent.residual_memory())),
+                "residual_memory_mean": dict(zip(
+                    ("kept", "full"), agent.residual_memory_mean())),
+                "residual_peak_floats": (agent.residuals.peak_floats
+                                         if agent.residuals else 0),
+                "plan_changes": [{"step": c.step, "seq": c.seq,
+                                  "group": list(c.plan.group),
+                                  "rows": list(c.plan.rows),
+                                  "cols": list(c.plan.cols),
+                                  "reason": c.reason}
+                                 for c in agent.plan_changes],
             }, indent=1))
     if comet is not None:
         comet.detach()
@@ -401,6 +497,15 @@ def parse(argv):
                    help="what a layer at a level > 0 is sent as: PowerSGD "
                    "(level = rank), top-k (level = keep fraction), 1-bit or "
                    "2-bit quantisation with error feedback (any level)")
+    p.add_argument("--model", choices=tuple(MODELS), default="net",
+                   help="net: two convolutions, two fc layers; resnet: a "
+                   "small ResNet-style CNN with runs of same-shape "
+                   "convolutions (for ResiReduce's grouping)")
+    p.add_argument("--static-resireduce", action="store_true",
+                   help="keep the error-feedback residuals per the paper's "
+                   "static ResiReduce plan (adjacent same-shape weights "
+                   "share, large ungrouped fc 0.5x0.5) instead of "
+                   "bellowsd's residual plan")
     p.add_argument("--quant-threshold", type=float, default=0.5,
                    help="1bit/2bit value threshold (MXNet's 0.5; MXNet's "
                    "gradients are batch sums, these are batch means)")

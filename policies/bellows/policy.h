@@ -27,9 +27,14 @@ extern "C" {
 
 /* Bumped on any incompatible change of this header. 2: bellows_param's
  * `choices`, the ops' `check` and `select_every_layer`,
- * BELLOWS_EVENT_LR_CHANGE and the event's lr_old/lr_new. bellowsd loads only
- * policies of its own version. */
-#define BELLOWS_POLICY_ABI 2
+ * BELLOWS_EVENT_LR_CHANGE and the event's lr_old/lr_new. 3: the residual
+ * statistics and the array statistics' pointers and lengths appended to
+ * bellows_window_layer (its size, the stride of the layers array,
+ * changed), BELLOWS_KNOB_RESIDUAL_PLAN and the proposal's residual plan.
+ * bellowsd loads only policies of its own version: an ABI 2 plug-in is
+ * refused with a message asking for a rebuild (it would step through the
+ * layers array by the old size). */
+#define BELLOWS_POLICY_ABI 3
 
 #define BELLOWS_REASON_MAX 512 /* bytes of a proposal's reason, with NUL */
 
@@ -46,7 +51,13 @@ enum bellows_knob {
 	BELLOWS_KNOB_SIZE_THRESHOLD = 1u << 4, /* raw below this size */
 	BELLOWS_KNOB_CODEC_TABLE = 1u << 5,    /* opaque codec table */
 	BELLOWS_KNOB_COMPRESSION = 1u << 6,    /* compression on/off gate */
+	BELLOWS_KNOB_RESIDUAL_PLAN = 1u << 7,  /* error-feedback residual
+						* sharing and 2-D reduction
+						* (ABI 3) */
 };
+
+/* The residual plan's defaults: every layer its own residual, kept whole. */
+#define BELLOWS_RESID_PHI_DEFAULT 0.5 /* ResiReduce's significance phi */
 
 typedef enum bellows_param_type {
 	BELLOWS_PARAM_BOOL = 1,   /* bool at offset */
@@ -135,6 +146,31 @@ typedef struct bellows_window_layer {
 	double codec_ms;      /* encode + decode around one compressed one */
 	uint32_t comm_raw_n;  /* raw samples, summed over ranks */
 	uint32_t comm_comp_n; /* compressed samples, summed over ranks */
+
+	/* Appended in ABI 3: the error-feedback residual r = G~ - Q(G~) of the
+	 * layer (ResiReduce), the rank's mean over its steps, then the mean
+	 * over the ranks that measured it; resid_steps 0: not measured (the
+	 * rest then 0). The quantiles are of |r| / rms(r), rms(r) = resid_l2 /
+	 * sqrt(numel): scale-free shapes of the distribution. */
+	uint64_t resid_steps; /* steps measured, summed over ranks */
+	double resid_l1;      /* ||r||_1 */
+	double resid_l2;      /* ||r||_2 */
+	double resid_q50;     /* median of |r| / rms(r) */
+	double resid_q90;     /* 90th percentile of |r| / rms(r) */
+	double resid_q99;     /* 99th percentile of |r| / rms(r) */
+	double resid_floats;  /* residual floats the layer holds under the
+			       * plan in force (a shared buffer counted at its
+			       * group's leader, 0 at the other members) */
+
+	/* Appended in ABI 3: the array statistics (bellows/stats.h,
+	 * BELLOWS_LAYER_ARRAYS), each a pointer to its values, summed over
+	 * the ranks that reported it, and their count: NULL and 0 when no
+	 * rank did (only the layers a trainer asks for carry one). */
+	const uint64_t *exp_hist; /* 256 bins: how many gradient values
+				   * had each float32 biased exponent (bin
+				   * 0: zeros and denormals, 255: Inf and
+				   * NaN) */
+	uint32_t exp_hist_len;    /* 256, or 0 */
 } bellows_window_layer;
 
 /* One measured collective of a rank (perfmodel's fit), as reported: the
@@ -236,6 +272,21 @@ typedef struct bellows_proposal {
 	 * stays). Other policies' edits are ignored. */
 	uint8_t *codec_table;     /* BELLOWS_CODEC_TABLE_MAX bytes */
 	uint32_t codec_table_len; /* bytes used */
+
+	/* Appended in ABI 3. The RESIDUAL_PLAN owner's plan, n_layers entries
+	 * each, pre-filled with the plan in force (by default every layer its
+	 * own group, phi BELLOWS_RESID_PHI_DEFAULT, rows and columns 1).
+	 * resid_group[i] is the index of the layer whose residual buffer
+	 * layer i shares (its group's leader; i: its own); a leader must be
+	 * its own leader. resid_phi[g], for a leader g, is the group's phi in
+	 * [0, 1] (the others are ignored). resid_rows / resid_cols in (0, 1]
+	 * are the kept row / column fractions of a 2-D reduction (1: whole;
+	 * only for ungrouped layers of 2 or more dimensions). A plan breaking
+	 * these rules is refused (the plan in force stays). */
+	uint32_t *resid_group; /* per layer: its group's leader */
+	double *resid_phi;     /* per layer: phi, read at leaders */
+	double *resid_rows;    /* per layer: kept row fraction */
+	double *resid_cols;    /* per layer: kept column fraction */
 } bellows_proposal;
 
 /* Something that happened to the job between windows. */

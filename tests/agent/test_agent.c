@@ -1468,6 +1468,142 @@ test_decision_from_welcome_is_in_force_from_its_apply_step_exactly(void **state)
 	fake_stop(f);
 }
 
+/* Sets decision i's codec table to the n bytes of t. */
+static void
+fake_table(fake *f, uint32_t i, const char *t, size_t n)
+{
+	com_decision *d = &f->decisions[i];
+
+	d->codec_table = malloc(n);
+	assert_non_null(d->codec_table);
+	memcpy(d->codec_table, t, n);
+	d->codec_table_len = n;
+}
+
+/* Two tables in a row: from the second's apply step on, the first is
+ * the previous one, for data encoded before the switch. */
+static void
+test_agent_keeps_the_table_before_the_one_in_force(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	const uint8_t *cur, *prev;
+	size_t cur_len, prev_len;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	fake_table(f, fake_decide(f, 2, 0, 1.0, 0), "AAAA", 4);
+	fake_table(f, fake_decide(f, 4, 0, 1.0, 0), "BBBBB", 5);
+	/* The same table again: no switch, the previous one stays. */
+	fake_table(f, fake_decide(f, 6, 0, 2.0, 0), "BBBBB", 5);
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected && s.decisions == 3);
+	for (uint64_t i = 0; i < 8; i++) {
+		uint64_t step;
+
+		assert_int_equal(bellows_agent_step_begin(a, &step), 0);
+		assert_int_equal(bellows_agent_codec_table(a, &cur, &cur_len),
+		    0);
+		assert_int_equal(bellows_agent_codec_table_prev(a, &prev,
+				     &prev_len),
+		    0);
+		if (step < 2) {
+			assert_null(cur);
+			assert_null(prev);
+			assert_int_equal(prev_len, 0);
+		} else if (step < 4) {
+			assert_memory_equal(cur, "AAAA", 4);
+			assert_null(prev);
+		} else {
+			assert_int_equal(cur_len, 5);
+			assert_memory_equal(cur, "BBBBB", 5);
+			assert_int_equal(prev_len, 4);
+			assert_memory_equal(prev, "AAAA", 4);
+		}
+		assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	}
+	assert_int_equal(bellows_agent_codec_table_prev(a, NULL, &prev_len),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_codec_table_prev(NULL, &prev, &prev_len),
+	    BELLOWS_EINVAL);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+/* A layer flagged BELLOWS_LAYER_EXP_HIST reports its exponent
+ * histogram: read back after the window closes, none for the others. */
+static void
+test_agent_reports_the_exponent_histogram_of_flagged_layers(void **state)
+{
+	bellows_layer layers[N_LAYERS];
+	bellows_agent_config cfg;
+	bellows_layer_stats ls;
+	const bellows_stat_array *sa = bellows_layer_arrays_schema();
+	uint64_t hist[256];
+	float g[32];
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	assert_string_equal(sa[0].name, "exp_hist");
+	assert_int_equal(sa[0].len, 256);
+	assert_int_equal(sa[0].index, 0);
+	assert_null(sa[1].name);
+	memcpy(layers, test_layers, sizeof(layers));
+	layers[2].flags |= BELLOWS_LAYER_EXP_HIST;
+	f = fake_start(NULL, NULL);
+	config(&cfg, f);
+	cfg.layers = layers;
+	a = open_agent(&cfg);
+	assert_int_equal(bellows_agent_window_array(a, 2, 0, hist, 256),
+	    BELLOWS_EAGAIN);
+	for (uint64_t s = 0; s < 3; s++) {
+		assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+		for (uint32_t l = 0; l < N_LAYERS; l++) {
+			grad(g, l, s);
+			assert_int_equal(bellows_agent_observe(a, l, g,
+					     test_layers[l].numel),
+			    0);
+		}
+		assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	}
+	assert_int_equal(bellows_agent_window_end(a), 0);
+	assert_int_equal(bellows_agent_window_array(a, 2, 0, hist, 256), 0);
+	assert_int_equal(bellows_agent_window_stats(a, 2, &ls), 0);
+	{
+		uint64_t total = 0, want[256] = { 0 };
+
+		for (uint64_t s = 0; s < 3; s++) {
+			grad(g, 2, s);
+			for (uint64_t i = 0; i < test_layers[2].numel; i++) {
+				uint32_t bits;
+
+				memcpy(&bits, &g[i], sizeof(bits));
+				want[(bits >> 23) & 0xff]++;
+			}
+		}
+		for (int b = 0; b < 256; b++)
+			total += hist[b];
+		assert_int_equal(total, ls.count);
+		assert_memory_equal(hist, want, sizeof(want));
+	}
+	assert_int_equal(bellows_agent_window_array(a, 0, 0, hist, 256),
+	    BELLOWS_ENOTFOUND);
+	assert_int_equal(bellows_agent_window_array(a, 2, 0, hist, 255),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_window_array(a, 2, 1, hist, 256),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_window_array(a, N_LAYERS, 0, hist, 256),
+	    BELLOWS_EINVAL);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
 /* The naive reference of one layer's statistics over steps s0..s1. */
 static void
 check_layer_stats(const com_layer_stats *got, uint32_t l, uint64_t s0,
@@ -2461,6 +2597,10 @@ main(void)
 		    test_hello_carries_the_layer_table_and_the_state),
 		cmocka_unit_test(
 		    test_decision_from_welcome_is_in_force_from_its_apply_step_exactly),
+		cmocka_unit_test(
+		    test_agent_keeps_the_table_before_the_one_in_force),
+		cmocka_unit_test(
+		    test_agent_reports_the_exponent_histogram_of_flagged_layers),
 		cmocka_unit_test(
 		    test_report_per_window_carries_correct_statistics_and_timings),
 		cmocka_unit_test(

@@ -338,6 +338,69 @@ test_window_averages_activation_statistics_and_starts_afresh(void **state)
 	agent_window_fini(&w);
 }
 
+/* A layer flagged BELLOWS_LAYER_EXP_HIST reports the float32 biased
+ * exponents of its window's gradients (float16 and bfloat16 in their
+ * float32 bins); others, and a window it was not observed in, none. */
+static void
+test_window_reports_the_exponent_histogram_of_flagged_layers_only(void **state)
+{
+	bellows_layer layers[2] = {
+		{ .name = "w", .numel = 4, .flags = BELLOWS_LAYER_EXP_HIST },
+		{ .name = "b", .numel = 4 },
+	};
+	/* 1.0 (127), 0.5 (126), 0 (bin 0), 3.0 (128) */
+	float g[4] = { 1.0f, -0.5f, 0.0f, 3.0f };
+	/* float16: 1.0 (127), 2^-14, its smallest normal (113), 2^-24, a
+	 * subnormal widened to a normal float32 (103), 65504 (142) */
+	uint16_t h[4] = { 0x3c00, 0x0400, 0x0001, 0x7bff };
+	/* bfloat16: 1.0 (127), -2.0 (128), Inf (255), 0 (0) */
+	uint16_t bf[4] = { 0x3f80, 0xc000, 0x7f80, 0x0000 };
+	com_layer_stats s[2];
+	agent_window w;
+
+	(void)state;
+	assert_int_equal(agent_window_init(&w, layers, 2, 0.9), 0);
+	assert_int_equal(agent_window_observe(&w, 0, g, 4, 0), 0);
+	assert_int_equal(agent_window_observe_as(&w, 0, h, 4, KERN_F16,
+			     KERN_HOST, NULL, 1),
+	    0);
+	assert_int_equal(agent_window_observe(&w, 1, g, 4, 0), 0);
+	assert_int_equal(agent_window_finish(&w, s), 0);
+	assert_non_null(s[0].exp_hist);
+	assert_null(s[1].exp_hist);
+	assert_int_equal(s[0].exp_hist[127], 2);
+	assert_int_equal(s[0].exp_hist[126], 1);
+	assert_int_equal(s[0].exp_hist[0], 1);
+	assert_int_equal(s[0].exp_hist[128], 1);
+	assert_int_equal(s[0].exp_hist[113], 1);
+	assert_int_equal(s[0].exp_hist[103], 1);
+	assert_int_equal(s[0].exp_hist[142], 1);
+	{
+		uint64_t total = 0;
+
+		for (int b = 0; b < 256; b++)
+			total += s[0].exp_hist[b];
+		assert_int_equal(total, s[0].count);
+	}
+
+	/* The next window starts afresh. */
+	assert_int_equal(agent_window_observe_as(&w, 0, bf, 4, KERN_BF16,
+			     KERN_HOST, NULL, 2),
+	    0);
+	assert_int_equal(agent_window_finish(&w, s), 0);
+	assert_non_null(s[0].exp_hist);
+	assert_int_equal(s[0].exp_hist[127], 1);
+	assert_int_equal(s[0].exp_hist[128], 1);
+	assert_int_equal(s[0].exp_hist[255], 1);
+	assert_int_equal(s[0].exp_hist[0], 1);
+	assert_int_equal(s[0].exp_hist[126], 0);
+
+	/* Not observed: nothing measured, nothing reported. */
+	assert_int_equal(agent_window_finish(&w, s), 0);
+	assert_null(s[0].exp_hist);
+	agent_window_fini(&w);
+}
+
 static void
 test_window_init_rejects_empty_table_and_zero_numel(void **state)
 {
@@ -372,6 +435,8 @@ main(void)
 		    test_window_averages_activation_statistics_and_starts_afresh),
 		cmocka_unit_test(
 		    test_window_init_rejects_empty_table_and_zero_numel),
+		cmocka_unit_test(
+		    test_window_reports_the_exponent_histogram_of_flagged_layers_only),
 	};
 
 	return cmocka_run_group_tests_name("agent window", tests, NULL, NULL);

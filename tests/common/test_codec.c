@@ -71,6 +71,15 @@ make_decision(com_decision *d, const char *job, uint32_t n, uint64_t seq)
 	d->policy = xstrdup("accordion,comet");
 	d->reason = xstrdup("critical regime ended");
 	d->calibrate_steps = 500 + seq;
+	/* A residual plan: layers 0 and 1 share layer 0's residual (phi
+	 * 0.25), the last keeps 0.5 x 0.75 of its own. */
+	if (n >= 3) {
+		assert_int_equal(com_resid_plan_alloc(d), 0);
+		d->resid_group[1] = 0;
+		d->resid_phi[0] = 0.25;
+		d->resid_rows[n - 1] = 0.5;
+		d->resid_cols[n - 1] = 0.75;
+	}
 }
 
 static void
@@ -378,6 +387,15 @@ assert_decision_equal(const com_decision *a, const com_decision *b)
 	assert_str_equal(a->policy, b->policy);
 	assert_str_equal(a->reason, b->reason);
 	assert_int_equal(a->calibrate_steps, b->calibrate_steps);
+	assert_int_equal(a->resid_group == NULL, b->resid_group == NULL);
+	if (a->resid_group != NULL) {
+		assert_memory_equal(a->resid_group, b->resid_group,
+		    a->n_layers * sizeof(uint32_t));
+		assert_doubles_equal(a->resid_phi, b->resid_phi, a->n_layers);
+		assert_doubles_equal(a->resid_rows, b->resid_rows, a->n_layers);
+		assert_doubles_equal(a->resid_cols, b->resid_cols, a->n_layers);
+	}
+	assert_true(com_decision_same_state(a, b));
 }
 
 static void
@@ -433,6 +451,16 @@ assert_report_equal(const com_report *a, const com_report *b)
 		assert_true(x->comm_comp_ms == y->comm_comp_ms);
 		assert_int_equal(x->comm_comp_n, y->comm_comp_n);
 		assert_true(x->codec_ms == y->codec_ms);
+		for (size_t k = 0; k < COM_N_LARRAYS; k++) {
+			const com_stat_array *ar = &com_layer_array_table[k];
+			const uint64_t *u = com_stat_array_get(ar, x),
+				       *v = com_stat_array_get(ar, y);
+
+			assert_true((u == NULL) == (v == NULL));
+			if (u != NULL)
+				assert_memory_equal(u, v,
+				    ar->len * sizeof(uint64_t));
+		}
 	}
 	assert_int_equal(a->n_comm, b->n_comm);
 	for (uint32_t i = 0; i < a->n_comm; i++) {
@@ -1208,6 +1236,54 @@ test_codec_checks_every_statistic_as_the_table_says(void **state)
 	}
 }
 
+/* Each array statistic alone: its full length of values round-trips
+ * (the largest included), absent stays absent, and a layer carrying one
+ * value fewer or more than its length is refused. */
+static void
+test_codec_round_trips_each_array_statistic_and_refuses_other_lengths(
+    void **state)
+{
+	com_limits lim = limits();
+	com_msg m, out;
+
+	(void)state;
+	for (size_t k = 0; k < COM_N_LARRAYS; k++) {
+		const com_stat_array *ar = &com_layer_array_table[k];
+		uint64_t *v = xcalloc(ar->len, sizeof(uint64_t));
+
+		for (uint32_t i = 0; i < ar->len; i++)
+			v[i] = i == 0 ? UINT64_MAX : (uint64_t)i * 1000003u;
+		make_empty_report(&m);
+		memcpy((char *)&m.u.report.layers[0] + ar->offset, &v,
+		    sizeof(v));
+		assert_round_trip(&m);
+
+		for (uint32_t n = ar->len - 1; n <= ar->len + 1; n++) {
+			wire stats = { 0 }, report = { 0 }, env = { 0 };
+			int want = n == ar->len ? 0 : BELLOWS_EPROTO;
+
+			w_uint(&stats, 1, 0);
+			for (uint32_t i = 0; i < n; i++)
+				w_uint(&stats, ar->tag, i);
+			w_str(&report, 1, "job");
+			w_msg(&report, 6, &stats);
+			w_uint(&env, 1, BELLOWS_PROTO_MAJOR);
+			w_msg(&env, F_REPORT, &report);
+			assert_int_equal(decode(env.b, env.n, &lim, &out),
+			    want);
+			if (want == 0) {
+				const uint64_t *got = com_stat_array_get(ar,
+				    &out.u.report.layers[0]);
+
+				assert_non_null(got);
+				assert_int_equal(got[ar->len - 1], ar->len - 1);
+				com_msg_fini(&out);
+			}
+			free(env.b);
+		}
+	}
+}
+
 static void
 test_codec_decodes_minor_0_messages_with_the_new_fields_zero(void **state)
 {
@@ -1677,6 +1753,71 @@ test_codec_rejects_mismatched_decision_arrays(void **state)
 	w_doubles(&d, 6, v, 3);
 	env = w_envelope(F_DECISION, &d);
 	assert_int_equal(decode_wire(&env, &lim), 0);
+}
+
+static void
+test_codec_refuses_residual_plans_that_break_the_rules(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	(void)state;
+	for (int c = 0; c < 7; c++) {
+		com_decision *d;
+
+		make_msg(&m, COM_MSG_DECISION);
+		d = &m.u.decision;
+		switch (c) {
+		case 0: /* layer 2 shares layer 1's, which is not a leader */
+			d->resid_group[2] = 1;
+			break;
+		case 1: /* no such layer */
+			d->resid_group[2] = d->n_layers;
+			break;
+		case 2: /* phi outside [0, 1] at a leader */
+			d->resid_phi[0] = 1.5;
+			break;
+		case 3: /* nothing kept */
+			d->resid_rows[3] = 0.0;
+			break;
+		case 4: /* more than whole */
+			d->resid_cols[3] = 1.25;
+			break;
+		case 5: /* a reduced layer inside a group */
+			d->resid_rows[1] = 0.5;
+			break;
+		case 6: /* NaN */
+			d->resid_cols[2] = NAN;
+			break;
+		}
+		assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	}
+	/* A phi out of range at a member (not read) is no error; a plan
+	 * equal to the default one goes out as none and comes back none. */
+	make_msg(&m, COM_MSG_DECISION);
+	m.u.decision.resid_phi[1] = 7.0;
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	{
+		com_msg out;
+		uint8_t *buf;
+		size_t len;
+		com_decision *d;
+
+		make_msg(&m, COM_MSG_DECISION);
+		d = &m.u.decision;
+		d->resid_group[1] = 1;
+		d->resid_phi[0] = 0.5;
+		d->resid_rows[d->n_layers - 1] = 1.0;
+		d->resid_cols[d->n_layers - 1] = 1.0;
+		encode(&m, &buf, &len);
+		assert_int_equal(decode(buf, len, &lim, &out), 0);
+		assert_null(out.u.decision.resid_group);
+		assert_true(
+		    com_decision_same_state(&m.u.decision, &out.u.decision));
+		com_msg_fini(&out);
+		com_msg_fini(&m);
+		free(buf);
+	}
 }
 
 static void
@@ -2225,6 +2366,16 @@ test_codec_accepts_a_full_report_and_welcome(void **state)
 	for (uint32_t i = 0; i < 64; i++) {
 		com_decision_fini(&m.u.welcome.decisions[i]);
 		make_decision(&m.u.welcome.decisions[i], NULL, 8192, i + 1);
+		/* Levels and bounds fill the frame; a residual plan (28
+		 * more bytes per layer) in all 64 would pass 16 MiB. */
+		free(m.u.welcome.decisions[i].resid_group);
+		free(m.u.welcome.decisions[i].resid_phi);
+		free(m.u.welcome.decisions[i].resid_rows);
+		free(m.u.welcome.decisions[i].resid_cols);
+		m.u.welcome.decisions[i].resid_group = NULL;
+		m.u.welcome.decisions[i].resid_phi = NULL;
+		m.u.welcome.decisions[i].resid_rows = NULL;
+		m.u.welcome.decisions[i].resid_cols = NULL;
 	}
 	assert_int_equal(round_trip_rc(&m, &lim), 0);
 }
@@ -2660,7 +2811,11 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_codec_rejects_more_than_eight_dimensions),
 		cmocka_unit_test(test_codec_rejects_duplicate_layer_names),
 		cmocka_unit_test(test_codec_rejects_duplicate_report_indices),
+		cmocka_unit_test(
+		    test_codec_round_trips_each_array_statistic_and_refuses_other_lengths),
 		cmocka_unit_test(test_codec_rejects_mismatched_decision_arrays),
+		cmocka_unit_test(
+		    test_codec_refuses_residual_plans_that_break_the_rules),
 		cmocka_unit_test(
 		    test_codec_rejects_non_finite_and_negative_values),
 		cmocka_unit_test(

@@ -31,13 +31,14 @@ proto_type(bellows_stat_type t)
 	}
 }
 
-/* Every field of message `d` is either one of `keys` or an entry of the
- * table with the same tag and type, and every entry is a field. */
+/* Every field of message `d` is either one of `keys`, an entry of the
+ * table with the same tag and type, or one of n_arrays array statistics,
+ * and every entry is a field. */
 static void
 check_against_proto(const ProtobufCMessageDescriptor *d, const com_stat *table,
-    size_t n, const char *const *keys, size_t n_keys)
+    size_t n, const char *const *keys, size_t n_keys, size_t n_arrays)
 {
-	assert_int_equal(d->n_fields, n + n_keys);
+	assert_int_equal(d->n_fields, n + n_keys + n_arrays);
 	for (size_t i = 0; i < n; i++) {
 		const ProtobufCFieldDescriptor
 		    *f = protobuf_c_message_descriptor_get_field_by_name(d,
@@ -62,13 +63,30 @@ test_stat_table_names_the_proto_fields_with_their_tags_and_types(void **st)
 
 	(void)st;
 	check_against_proto(&bellows__layer_stats__descriptor,
-	    com_layer_stat_table, COM_N_LSTATS, layer_keys, 1);
+	    com_layer_stat_table, COM_N_LSTATS, layer_keys, 1, COM_N_LARRAYS);
+	for (size_t i = 0; i < COM_N_LARRAYS; i++) {
+		const com_stat_array *a = &com_layer_array_table[i];
+		const ProtobufCFieldDescriptor
+		    *f = protobuf_c_message_descriptor_get_field_by_name(
+			&bellows__layer_stats__descriptor, a->name);
+
+		if (f == NULL)
+			fail_msg("LayerStats: no field %s", a->name);
+		assert_int_equal(f->id, a->tag);
+		assert_int_equal(f->type, PROTOBUF_C_TYPE_UINT64);
+		assert_int_equal(f->label, PROTOBUF_C_LABEL_REPEATED);
+		assert_true(a->len > 0);
+		assert_true(a->agg == BELLOWS_STAT_AGG_SUM);
+		for (size_t k = 0; k < COM_N_LSTATS; k++)
+			assert_int_not_equal(com_layer_stat_table[k].tag,
+			    a->tag);
+	}
 	assert_int_equal(protobuf_c_message_descriptor_get_field_by_name(
 			     &bellows__layer_stats__descriptor, "layer")
 			     ->id,
 	    1);
 	check_against_proto(&bellows__timings__descriptor,
-	    com_timing_stat_table, COM_N_TSTATS, NULL, 0);
+	    com_timing_stat_table, COM_N_TSTATS, NULL, 0, 0);
 }
 
 /* The columns of one table agree with each other. */

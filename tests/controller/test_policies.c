@@ -273,10 +273,15 @@ test_registry_check_refuses_another_abi_version(void **state)
 	(void)state;
 	assert_int_equal(pol_registry_check(&ops, err, sizeof(err)), 0);
 	ops.abi_version = BELLOWS_POLICY_ABI + 1;
-	assert_check_fails(&ops, "ABI version 3, this bellowsd speaks 2");
+	assert_check_fails(&ops, "ABI version 4, this bellowsd speaks 3");
+	/* An ABI 2 plug-in steps through the layers by the old size. */
+	ops.abi_version = 2;
+	assert_check_fails(&ops,
+	    "ABI version 2, this bellowsd speaks 3: "
+	    "rebuild the policy");
 	ops.abi_version = 1;
 	assert_check_fails(&ops,
-	    "ABI version 1, this bellowsd speaks 2: "
+	    "ABI version 1, this bellowsd speaks 3: "
 	    "rebuild the policy");
 	ops.abi_version = 0;
 	assert_check_fails(&ops, "ABI version 0");

@@ -5,7 +5,7 @@
  * a full disk, a read-only directory, a corrupt file.
  *
  * Each test has a private temporary directory. As root, the full disk is
- * a 256 KiB tmpfs mounted in it and the read-only directory a tmpfs
+ * a 512 KiB tmpfs mounted in it and the read-only directory a tmpfs
  * remounted read-only; otherwise the full disk is an injected SQLITE_FULL
  * (store_fault.h) and the read-only directory is chmod 0555 (skipped as
  * root without mount rights). The files are read back with a second
@@ -810,6 +810,9 @@ test_store_round_trips_every_statistic_of_the_table_by_name(void **state)
 	sqlite3_stmt *ts = NULL;
 	char err[256];
 	int64_t run;
+	uint32_t n_arr;
+	const hist_array *ha = hist_arrays(&n_arr);
+	uint64_t *arrays[COM_N_LARRAYS + 1] = { 0 };
 
 	memcpy(info, table, sizeof(info));
 	assert_int_equal(com_decision_init(&in_force, "job", N_LAYERS), 0);
@@ -820,10 +823,22 @@ test_store_round_trips_every_statistic_of_the_table_by_name(void **state)
 		set_stat_fields(HIST_WINDOWS, &layers[l], 200 + 50 * l);
 	}
 	set_stat_fields(HIST_TIMINGS, &t, 400);
+	/* Layer 0 carries every array statistic, layer 1 none. */
+	for (uint32_t k = 0; k < n_arr; k++) {
+		arrays[k] = calloc(ha[k].arr->len, sizeof(uint64_t));
+		assert_non_null(arrays[k]);
+		for (uint32_t i = 0; i < ha[k].arr->len; i++)
+			arrays[k][i] = i == 1 ? UINT64_MAX - 1 : 1000 * k + i;
+		hist_array_set(&ha[k], &layers[0], arrays[k]);
+	}
 	open_store(f);
 	start_store(f);
 	run = run_begin(f, "job", 2);
 	ctl_store_window(f->store, run, &v, 2, true, &in_force, 1);
+	/* The store keeps its own copy: the window's arrays may go. */
+	for (uint32_t k = 0; k < n_arr; k++) {
+		memset(arrays[k], 0xee, ha[k].arr->len * sizeof(uint64_t));
+	}
 	ctl_store_timing(f->store, run, 0, 1, &t);
 	wait_committed(f, ctl_store_flush(f->store));
 	ctl_store_close(&f->store, 2000);
@@ -838,6 +853,20 @@ test_store_round_trips_every_statistic_of_the_table_by_name(void **state)
 	    1);
 	assert_int_equal(rows, N_LAYERS);
 	check_stat_fields(HIST_WINDOW_INFO, &got, 100);
+	for (uint32_t k = 0; k < n_arr; k++) {
+		uint32_t len;
+		const uint64_t *x = hist_array_get(&ha[k], &got.layers[0],
+		    &len);
+
+		assert_non_null(x);
+		assert_int_equal(len, ha[k].arr->len);
+		for (uint32_t i = 0; i < len; i++)
+			assert_int_equal(x[i],
+			    i == 1 ? UINT64_MAX - 1 : 1000 * k + i);
+		assert_null(hist_array_get(&ha[k], &got.layers[1], &len));
+		assert_int_equal(len, 0);
+		free(arrays[k]);
+	}
 	for (uint32_t l = 0; l < N_LAYERS; l++) {
 		check_stat_fields(HIST_WINDOWS, &got.layers[l], 200 + 50 * l);
 		assert_string_equal(got.layers[l].name, table[l].name);
@@ -859,6 +888,23 @@ test_store_round_trips_every_statistic_of_the_table_by_name(void **state)
 		hist_col_read(ts, hist_col_index(ts, hc[k].name), &hc[k], &t);
 	check_stat_fields(HIST_TIMINGS, &t, 400);
 	sqlite3_finalize(ts);
+	/* A BLOB of little-endian uint64: bin 1 is UINT64_MAX - 1. */
+	if (n_arr > 0) {
+		char sql[256];
+
+		snprintf(sql, sizeof(sql),
+		    "SELECT hex(substr(%s, 9, 8)) || ':' || length(%s) FROM "
+		    "windows WHERE layer = 0",
+		    ha[0].name, ha[0].name);
+		assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &ts, NULL),
+		    SQLITE_OK);
+		assert_int_equal(sqlite3_step(ts), SQLITE_ROW);
+		snprintf(err, sizeof(err), "FEFFFFFFFFFFFFFF:%u",
+		    8 * ha[0].arr->len);
+		assert_string_equal((const char *)sqlite3_column_text(ts, 0),
+		    err);
+		sqlite3_finalize(ts);
+	}
 	sqlite3_close(db);
 }
 
@@ -1342,7 +1388,7 @@ test_store_survives_a_real_full_disk_and_catches_up(void **state)
 	int64_t run;
 	uint64_t seq = 1;
 
-	if (!mount_tmpfs(f, "size=256k")) {
+	if (!mount_tmpfs(f, "size=512k")) {
 		skip();
 		return;
 	}
@@ -1350,14 +1396,14 @@ test_store_survives_a_real_full_disk_and_catches_up(void **state)
 	start_store(f);
 	run = run_begin(f, "job", 2);
 	make_decision(&prev, 0, 0, 0, 0);
-	/* Windows of 200 layers until the 256 KiB are full. */
+	/* Windows of 200 layers until the 512 KiB are full. */
 	deadline = com_clock_ms() + WAIT_MS;
 	for (uint64_t w = 0; !store_degraded(f, NULL, 0); w++) {
 		put_window(f, run, w, 200, com_clock_wall_ms());
 		t = put_decision(f, run, seq++, &prev);
 		ctl_store_wait(f->store, t, 1000);
 		if (com_clock_ms() > deadline)
-			fail_msg("256 KiB never filled up");
+			fail_msg("512 KiB never filled up");
 	}
 	print_message("      full after %llu decisions\n",
 	    (unsigned long long)seq - 1);
@@ -1975,6 +2021,105 @@ test_store_round_trips_new_statistics_collectives_metrics_calibration(
 	com_decision_fini(&d);
 }
 
+/* The plan of the newest decision a recovery read back. */
+typedef struct rp_plan {
+	uint32_t group[N_LAYERS]; /* resid_group */
+	double rows[N_LAYERS];    /* resid_rows */
+	bool none;                /* the decision had no plan */
+	uint32_t n_decisions;     /* decisions read back */
+} rp_plan;
+
+static int
+rp_run(void *arg, const ctl_store_run *run, void **ret_ctx)
+{
+	rp_plan *r = arg;
+	const com_decision *d = &run->decisions[run->n_decisions - 1];
+
+	r->n_decisions = run->n_decisions;
+	r->none = d->resid_group == NULL;
+	for (uint32_t l = 0; !r->none && l < N_LAYERS; l++) {
+		r->group[l] = d->resid_group[l];
+		r->rows[l] = d->resid_rows[l];
+	}
+	*ret_ctx = arg;
+	return 0;
+}
+
+static void
+rp_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
+{
+	(void)arg;
+	(void)ctx;
+	(void)w;
+	(void)in_force;
+}
+
+static void
+test_store_round_trips_a_residual_plan(void **state)
+{
+	fixture *f = *state;
+	static const ctl_store_recover_ops ops = { rp_run, rp_win, v2_end };
+	com_decision d1, d2;
+	rp_plan r = { 0 };
+	char text[256];
+	int64_t run;
+
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	/* Layers 0 and 1 share layer 0's residual (phi 0.25), layer 2 keeps
+	 * half its rows and a quarter of its columns. */
+	make_decision(&d1, 1, 1, 1, 1);
+	assert_int_equal(com_resid_plan_alloc(&d1), 0);
+	d1.resid_group[1] = 0;
+	d1.resid_phi[0] = 0.25;
+	d1.resid_rows[2] = 0.5;
+	d1.resid_cols[2] = 0.25;
+	wait_committed(f,
+	    ctl_store_decision(f->store, run, &d1, NULL, CTL_STORE_INITIAL, 1));
+	assert_int_equal(db_int(f->db,
+			     "SELECT length(resid_group) FROM decisions WHERE "
+			     "seq = 1"),
+	    8 * N_LAYERS);
+	assert_int_equal(
+	    db_int(f->db,
+		"SELECT count(*) FROM decisions WHERE seq = 1 AND "
+		"hex(resid_phi) = '000000000000D03F000000000000E03F"
+		"000000000000E03F'"),
+	    1);
+	ctl_store_close(&f->store, 2000);
+
+	/* A restarted daemon reads the plan back. */
+	open_store(f);
+	assert_int_equal(ctl_store_recover(f->store, 32, &ops, &r), 1);
+	assert_false(r.none);
+	assert_int_equal(r.group[0], 0);
+	assert_int_equal(r.group[1], 0);
+	assert_int_equal(r.group[2], 2);
+	assert_true(r.rows[2] == 0.5 && r.rows[0] == 1.0);
+	start_store(f);
+
+	/* The next decision splits the group again: the default plan, kept
+	 * as none, and what changed per layer. */
+	make_decision(&d2, 2, 1, 1, 1);
+	wait_committed(f,
+	    ctl_store_decision(f->store, run, &d2, &d1, CTL_STORE_WINDOW, 2));
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM decisions WHERE seq = 2 AND "
+			     "resid_group IS NULL"),
+	    1);
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(seq || ':' || knob || ':' || layer || ':' || "
+	    "ifnull(old, '-') || '>' || new, ' ') FROM (SELECT * FROM "
+	    "decision_changes WHERE knob LIKE 'resid_%%' ORDER BY rowid)");
+	assert_string_equal(text,
+	    "1:resid_group:1:->0.0 1:resid_rows:2:->0.5 "
+	    "1:resid_cols:2:->0.25 2:resid_group:1:0.0>1.0 "
+	    "2:resid_rows:2:0.5>1.0 2:resid_cols:2:0.25>1.0");
+	com_decision_fini(&d1);
+	com_decision_fini(&d2);
+}
+
 /* ---- the job table on a store -------------------------------------------- */
 
 static void
@@ -2555,6 +2700,7 @@ main(void)
 		T(test_store_recovers_live_runs_with_their_tail_and_windows),
 		T(test_store_resume_reads_a_run_back_and_supersedes_its_later_windows),
 		T(test_store_round_trips_new_statistics_collectives_metrics_calibration),
+		T(test_store_round_trips_a_residual_plan),
 		T(test_store_decisions_are_published_after_their_commit),
 		T(test_store_records_a_jobs_collectives_and_policy_metrics),
 		T(test_store_degraded_store_does_not_hold_up_decisions),

@@ -516,6 +516,103 @@ test_window_destroy_is_null_safe(void **state)
 	assert_null(w);
 }
 
+/* The exponent histograms of the ranks that measured it are summed bin
+ * by bin, saturating; a layer nobody measured shows none (NULL, 0). */
+static void
+test_window_sums_array_statistics_per_bin_over_the_ranks_that_sent_one(
+    void **state)
+{
+	fixture *f = *state;
+	uint64_t h0[256], h1[256], h2[256];
+	bellows_window v;
+	com_report r;
+
+	assert_int_equal(ctl_window_new(5, 3, N_LAYERS, 0, &f->win), 0);
+	for (int b = 0; b < 256; b++) {
+		h0[b] = (uint64_t)b;
+		h1[b] = 1000;
+		h2[b] = b == 7 ? UINT64_MAX : 1;
+	}
+	r = report(f, 0, 1, 10, 100);
+	f->st[0].exp_hist = h0;
+	assert_int_equal(ctl_window_add(f->win, &r), 0);
+	r = report(f, 1, 1, 10, 100); /* measured nothing */
+	assert_int_equal(ctl_window_add(f->win, &r), 0);
+	r = report(f, 2, 1, 10, 100);
+	f->st[0].exp_hist = h1;
+	assert_int_equal(ctl_window_add(f->win, &r), 0);
+	ctl_window_view(f->win, "job", 3, layers, &f->in_force, &v);
+	assert_non_null(v.layers[0].exp_hist);
+	assert_int_equal(v.layers[0].exp_hist_len, 256);
+	for (int b = 0; b < 256; b++)
+		assert_int_equal(v.layers[0].exp_hist[b], (uint64_t)b + 1000);
+	assert_null(v.layers[1].exp_hist);
+	assert_int_equal(v.layers[1].exp_hist_len, 0);
+	assert_int_equal(ctl_window_arrays_dropped(f->win), 0);
+	ctl_window_destroy(&f->win);
+
+	/* Saturating: a hostile rank cannot wrap a bin. */
+	assert_int_equal(ctl_window_new(6, 3, N_LAYERS, 0, &f->win), 0);
+	r = report(f, 0, 1, 10, 100);
+	f->st[1].exp_hist = h2;
+	assert_int_equal(ctl_window_add(f->win, &r), 0);
+	r = report(f, 1, 1, 10, 100);
+	f->st[1].exp_hist = h2;
+	assert_int_equal(ctl_window_add(f->win, &r), 0);
+	ctl_window_view(f->win, "job", 3, layers, &f->in_force, &v);
+	assert_int_equal(v.layers[1].exp_hist[7], UINT64_MAX);
+	assert_int_equal(v.layers[1].exp_hist[8], 2);
+	assert_null(v.layers[0].exp_hist);
+}
+
+/* At most 1,024 layers of a window hold array statistics: the rest are
+ * left out and counted, so a job stays within its admitted memory. */
+static void
+test_window_keeps_arrays_of_at_most_1024_layers(void **state)
+{
+	enum {
+		N = 1030
+	};
+	com_layer_info *info = calloc(N, sizeof(*info));
+	com_layer_stats *st = calloc(N, sizeof(*st));
+	uint64_t hist[256];
+	com_decision in_force;
+	ctl_window *w = NULL;
+	bellows_window v;
+	com_report r;
+
+	(void)state;
+	assert_non_null(info);
+	assert_non_null(st);
+	for (int b = 0; b < 256; b++)
+		hist[b] = 1;
+	for (uint32_t l = 0; l < N; l++) {
+		info[l] = (com_layer_info){ .name = "l", .numel = 1 };
+		st[l] = (com_layer_stats){ .layer = l,
+			.count = 1,
+			.exp_hist = hist };
+	}
+	assert_int_equal(com_decision_init(&in_force, "job", N), 0);
+	r = (com_report){ .job = "job",
+		.rank = 0,
+		.n_layers = N,
+		.layers = st };
+	assert_int_equal(ctl_window_new(0, 2, N, 0, &w), 0);
+	assert_int_equal(ctl_window_add(w, &r), 0);
+	r.rank = 1;
+	assert_int_equal(ctl_window_add(w, &r), 0);
+	ctl_window_view(w, "job", 2, info, &in_force, &v);
+	assert_int_equal(v.layers[1023].exp_hist_len, 256);
+	assert_int_equal(v.layers[1023].exp_hist[5], 2);
+	assert_null(v.layers[1024].exp_hist);
+	assert_int_equal(v.layers[1029].exp_hist_len, 0);
+	assert_int_equal(ctl_window_arrays_dropped(w), 2 * (N - 1024));
+	ctl_window_destroy(&w);
+	com_decision_fini(&in_force);
+	free(info);
+	free(st);
+}
+
 int
 main(void)
 {
@@ -535,6 +632,8 @@ main(void)
 		T(test_window_shows_the_gate_threshold_and_calibration_in_force),
 		T(test_window_maps_history_columns_to_view_fields),
 		T(test_window_destroy_is_null_safe),
+		T(test_window_sums_array_statistics_per_bin_over_the_ranks_that_sent_one),
+		T(test_window_keeps_arrays_of_at_most_1024_layers),
 #undef T
 	};
 

@@ -262,6 +262,47 @@ test_layout_shows_bounds_threshold_and_policy_metrics(void **state)
 	assert_non_null(strstr(line, "LAYER"));
 }
 
+/* gcomp's bits per value in force: a column of the layers view when
+ * some layer has one, "-" for the layers without. */
+static void
+test_layout_shows_the_bits_per_value_in_force_per_layer(void **state)
+{
+	layout_fx *fx = *state;
+	dash_knobs *k = &fx->m.snap.knobs;
+	char line[81];
+
+	fx->m.view = DASH_VIEW_LAYERS;
+	layout_render(fx);
+	layout_line(fx, 4, line);
+	assert_null(strstr(line, "BITS/V"));
+
+	k->window = 3;
+	k->n_metrics = 2;
+	dash_copy(k->metrics[0].policy, DASH_NAME_MAX, "gcomp");
+	dash_copy(k->metrics[0].name, 32, "bits_per_value");
+	dash_copy(k->metrics[0].layer, DASH_NAME_MAX, "conv1.weight");
+	k->metrics[0].value = 17.625;
+	dash_copy(k->metrics[1].policy, DASH_NAME_MAX, "gcomp");
+	dash_copy(k->metrics[1].name, 32, "table_version");
+	k->metrics[1].value = 4;
+	assert_true(dash_metric_of(&fx->m.snap, "conv1.weight",
+			"bits_per_value") == 17.625);
+	assert_true(
+	    isnan(dash_metric_of(&fx->m.snap, "fc.weight", "bits_per_value")));
+	assert_true(dash_metric_of(&fx->m.snap, "", "table_version") == 4);
+	layout_render(fx);
+	layout_line(fx, 5, line);
+	assert_non_null(strstr(line, "BITS/V"));
+	assert_non_null(strstr(line, "REGIME"));
+	layout_line(fx, 6, line);
+	assert_non_null(strstr(line, "conv1.weight"));
+	assert_non_null(strstr(line, "17.62"));
+	assert_non_null(strstr(line, "critical"));
+	layout_line(fx, 7, line);
+	assert_non_null(strstr(line, "fc.weight"));
+	assert_non_null(strstr(line, " - "));
+}
+
 static void
 test_layout_says_when_bellowsd_does_not_answer(void **state)
 {
@@ -478,6 +519,9 @@ main(void)
 		    layout_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_layout_shows_bounds_threshold_and_policy_metrics,
+		    layout_setup, layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_shows_the_bits_per_value_in_force_per_layer,
 		    layout_setup, layout_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_layout_says_when_bellowsd_does_not_answer,

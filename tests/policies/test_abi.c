@@ -1,12 +1,14 @@
 /* test_abi - the policy ABI's window structs keep their layout.
  *
  * bellows_window_layer and bellows_window are what out-of-tree policies
- * (BELLOWS_POLICY_ABI 2) read by offset. They stay written out by hand in
+ * (BELLOWS_POLICY_ABI 3) read by offset. They stay written out by hand in
  * policies/bellows/policy.h; the controller fills their statistics from
  * the statistics table (bellows/stats.h) by offsetof. Moving a field
  * breaks every compiled plug-in, and this test. bellows_window may grow
- * (appended fields); bellows_window_layer may not within ABI 2, since
- * plug-ins step through the layers array by its size.
+ * (appended fields); bellows_window_layer may not within one ABI, since
+ * plug-ins step through the layers array by its size: ABI 3 appended the
+ * residual statistics and the array statistics to it, keeping every ABI 2
+ * offset.
  */
 #include <assert.h>
 #include <setjmp.h>
@@ -19,7 +21,8 @@
 
 #include <bellows/policy.h>
 
-/* As policy.h wrote them for ABI 2 (0.4). */
+/* As policy.h wrote them for ABI 3: ABI 2's (0.4), with the residual
+ * statistics and the array statistics appended to the layer. */
 typedef struct frozen_window_layer {
 	const char *name;         /* layer name */
 	uint64_t numel;           /* elements */
@@ -59,6 +62,15 @@ typedef struct frozen_window_layer {
 	double codec_ms;      /* encode + decode around one compressed one */
 	uint32_t comm_raw_n;  /* raw samples, summed over ranks */
 	uint32_t comm_comp_n; /* compressed samples, summed over ranks */
+	uint64_t resid_steps; /* ABI 3 */
+	double resid_l1;      /* ABI 3 */
+	double resid_l2;      /* ABI 3 */
+	double resid_q50;     /* ABI 3 */
+	double resid_q90;     /* ABI 3 */
+	double resid_q99;     /* ABI 3 */
+	double resid_floats;  /* ABI 3 */
+	const uint64_t *exp_hist; /* ABI 3 */
+	uint32_t exp_hist_len;    /* ABI 3 */
 } frozen_window_layer;
 
 typedef struct frozen_window {
@@ -137,6 +149,15 @@ SAME_LAYER(comm_comp_ms)
 SAME_LAYER(codec_ms)
 SAME_LAYER(comm_raw_n)
 SAME_LAYER(comm_comp_n)
+SAME_LAYER(resid_steps)
+SAME_LAYER(resid_l1)
+SAME_LAYER(resid_l2)
+SAME_LAYER(resid_q50)
+SAME_LAYER(resid_q90)
+SAME_LAYER(resid_q99)
+SAME_LAYER(resid_floats)
+SAME_LAYER(exp_hist)
+SAME_LAYER(exp_hist_len)
 SAME_WINDOW(job)
 SAME_WINDOW(window)
 SAME_WINDOW(first_step)
@@ -167,27 +188,27 @@ SAME_WINDOW(n_comm)
 SAME_WINDOW(comm)
 SAME_WINDOW(saved_bytes)
 static_assert(sizeof(bellows_window_layer) == sizeof(frozen_window_layer),
-    "bellows_window_layer keeps its size");
+    "bellows_window_layer keeps its ABI 3 size");
 /* bellows_window is handed by pointer: fields may be appended. */
 static_assert(sizeof(bellows_window) >= sizeof(frozen_window),
     "bellows_window keeps its fields");
 
 static void
-test_window_structs_keep_the_abi_2_layout(void **state)
+test_window_structs_keep_the_abi_3_layout(void **state)
 {
 	(void)state;
 	/* The static assertions above are the test; these show in the log. */
 	assert_int_equal(sizeof(bellows_window_layer),
 	    sizeof(frozen_window_layer));
 	assert_true(sizeof(bellows_window) >= sizeof(frozen_window));
-	assert_int_equal(BELLOWS_POLICY_ABI, 2);
+	assert_int_equal(BELLOWS_POLICY_ABI, 3);
 }
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_window_structs_keep_the_abi_2_layout),
+		cmocka_unit_test(test_window_structs_keep_the_abi_3_layout),
 	};
 
 	return cmocka_run_group_tests_name("abi", tests, NULL, NULL);

@@ -72,6 +72,14 @@ class SchemaTest(unittest.TestCase):
             s.count = 2
         self.assertIs(bellows.agent.LayerStats, ls)
 
+    def test_array_statistics_are_the_arrays_table(self):
+        arrays = bellows.agent.layer_arrays()
+        names = table_names("BELLOWS_LAYER_ARRAYS")
+        self.assertIn("exp_hist", names)
+        self.assertEqual(list(arrays), names)
+        self.assertEqual(arrays["exp_hist"], (0, 256))
+        self.assertEqual(bellows.LAYER_EXP_HIST, 1 << 3)
+
     def test_step_info_follows_its_table(self):
         fields, size = _lib.step_info_schema()
         names = table_names("BELLOWS_STEP_INFO")

@@ -34,6 +34,7 @@ __all__ = [
     "LAYER_NO_ACCUMULATOR",
     "LAYER_MOMENTUM",
     "LAYER_DEVICE",
+    "LAYER_EXP_HIST",
     "DTYPE_F32",
     "DTYPE_F16",
     "DTYPE_BF16",
@@ -83,6 +84,7 @@ for _code, _name in ERRORS.items():
 LAYER_NO_ACCUMULATOR = 1 << 0
 LAYER_MOMENTUM = 1 << 1
 LAYER_DEVICE = 1 << 2
+LAYER_EXP_HIST = 1 << 3  # report the 256-bin exponent histogram
 
 # enum bellows_dtype
 DTYPE_F32 = 0
@@ -189,6 +191,22 @@ class Decision(ctypes.Structure):
         ("policy", ctypes.c_char_p),
         ("reason", ctypes.c_char_p),
         ("calibrate_steps", ctypes.c_uint64),
+        ("resid_group", ctypes.POINTER(ctypes.c_uint32)),
+        ("resid_phi", ctypes.POINTER(ctypes.c_double)),
+        ("resid_rows", ctypes.POINTER(ctypes.c_double)),
+        ("resid_cols", ctypes.POINTER(ctypes.c_double)),
+    ]
+
+
+class StatArray(ctypes.Structure):
+    """struct bellows_stat_array (bellows/stats.h)."""
+
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("len", ctypes.c_uint32),
+        ("index", ctypes.c_uint32),
+        ("unit", ctypes.c_char_p),
+        ("doc", ctypes.c_char_p),
     ]
 
 
@@ -255,6 +273,19 @@ class EbqInfo(ctypes.Structure):
 
 EBQ_RAW, EBQ_DENSE, EBQ_SPARSE = 0, 1, 2
 EBQ_BYTE_CODES = 1 << 0
+
+
+class ResidStats(ctypes.Structure):
+    """struct bellows_resid_stats (read by the library for the call)."""
+
+    _fields_ = [
+        ("l1", ctypes.c_double),
+        ("l2", ctypes.c_double),
+        ("q50", ctypes.c_double),
+        ("q90", ctypes.c_double),
+        ("q99", ctypes.c_double),
+        ("floats", ctypes.c_double),
+    ]
 
 
 class AgentStats(ctypes.Structure):
@@ -407,6 +438,20 @@ class _Functions:
         self.step_info_schema = _prototype(lib, "bellows_step_info_schema",
                                            ctypes.POINTER(StatField), [],
                                            required=False)
+        # Array statistics (the exponent histogram) and the previous
+        # codec table: optional, Agent.window_array and
+        # Agent.codec_table(version) raise ENOTSUP without them.
+        self.arrays_schema = _prototype(lib, "bellows_layer_arrays_schema",
+                                        ctypes.POINTER(StatArray), [],
+                                        required=False)
+        self.window_array = _prototype(
+            lib, "bellows_agent_window_array", ctypes.c_int,
+            [vp, u32, u32, ctypes.POINTER(ctypes.c_uint64), u32],
+            required=False)
+        self.codec_table_prev = _prototype(
+            lib, "bellows_agent_codec_table_prev", ctypes.c_int,
+            [vp, ctypes.POINTER(ctypes.POINTER(ctypes.c_uint8)),
+             ctypes.POINTER(ctypes.c_size_t)], required=False)
         self.level = _prototype(lib, "bellows_agent_level", ctypes.c_double,
                                 [vp, u32])
         self.stats_get = _prototype(lib, "bellows_agent_stats_get",
@@ -426,6 +471,9 @@ class _Functions:
                                       required=False)
         self.observe_activation = _prototype(
             lib, "bellows_agent_observe_activation", cint, [vp, u32, vp],
+            required=False)
+        self.observe_residual = _prototype(
+            lib, "bellows_agent_observe_residual", cint, [vp, u32, vp],
             required=False)
         # Newer than bellows_decision's codec_table: without it,
         # Agent.codec_table reads the decision.
@@ -505,6 +553,40 @@ class _Functions:
                                     ctypes.c_char_p, [], required=False)
         self.psgd_blas_threads = _prototype(
             lib, "bellows_psgd_blas_threads", cint, [cint], required=False)
+        # bellows/codec.h's GComp (bellows.compress.GComp).
+        cp, dbl_p = ctypes.c_char_p, ctypes.c_double
+        self.gcomp_histogram = _prototype(
+            lib, "bellows_gcomp_histogram", cint, [cint, vp, u64, vp],
+            required=False)
+        self.gcomp_table_build = _prototype(
+            lib, "bellows_gcomp_table_build", cint,
+            [vp, ctypes.c_uint, u32, ctypes.POINTER(vp)], required=False)
+        self.gcomp_table_read = _prototype(
+            lib, "bellows_gcomp_table_read", cint,
+            [vp, sz, ctypes.POINTER(vp), cp, sz], required=False)
+        self.gcomp_table_write = _prototype(
+            lib, "bellows_gcomp_table_write", cint, [vp, vp, sz],
+            required=False)
+        self.gcomp_table_version = _prototype(
+            lib, "bellows_gcomp_table_version", u32, [vp], required=False)
+        self.gcomp_table_bits = _prototype(
+            lib, "bellows_gcomp_table_bits", dbl_p, [vp, vp],
+            required=False)
+        self.gcomp_table_destroy = _prototype(
+            lib, "bellows_gcomp_table_destroy", None, [ctypes.POINTER(vp)],
+            required=False)
+        self.gcomp_bound = _prototype(lib, "bellows_gcomp_bound", sz,
+                                      [cint, u64], required=False)
+        self.gcomp_levels = _prototype(
+            lib, "bellows_gcomp_levels", cint, [vp, cint, vp, u64, cint, vp],
+            required=False)
+        self.gcomp_encode = _prototype(
+            lib, "bellows_gcomp_encode", cint,
+            [vp, cint, vp, u64, cint, vp, vp, sz, ctypes.POINTER(sz), vp],
+            required=False)
+        self.gcomp_decode = _prototype(
+            lib, "bellows_gcomp_decode", cint,
+            [vp, vp, sz, cint, vp, u64, cint, cp, sz], required=False)
         self.config_size = self._config_size()
 
     def _config_size(self) -> int:

@@ -117,6 +117,25 @@ class Decision:
     policy: str
     reason: str
     calibrate_steps: int = 0
+    # The residual plan (error feedback, ResiReduce), one entry per layer:
+    # the layer whose residual buffer each shares (its group's leader; its
+    # own index: its own), the group's phi (read at leaders), the kept row
+    # and column fractions of a 2-D reduction (1: whole). Empty: the
+    # default plan (Decision.resid_plan gives it spelled out).
+    resid_group: tuple[int, ...] = ()
+    resid_phi: tuple[float, ...] = ()
+    resid_rows: tuple[float, ...] = ()
+    resid_cols: tuple[float, ...] = ()
+
+    def resid_plan(self) -> tuple[tuple[int, ...], tuple[float, ...],
+                                  tuple[float, ...], tuple[float, ...]]:
+        """(group, phi, rows, cols) per layer, the default plan (every
+        layer its own, phi 0.5, kept whole) when the decision has none."""
+        n = len(self.levels)
+        if len(self.resid_group) == n and n > 0:
+            return (self.resid_group, self.resid_phi, self.resid_rows,
+                    self.resid_cols)
+        return (tuple(range(n)), (0.5,) * n, (1.0,) * n, (1.0,) * n)
 
 
 _LAYER_STATS_DOC = """One layer's statistics of the last closed window, as reported.
@@ -188,6 +207,35 @@ class AgentStats:
     seq_in_force: int
     last_error: int
     last_error_text: str
+
+
+_arrays: dict[str, tuple[int, int]] | None = None
+
+
+def layer_arrays() -> dict[str, tuple[int, int]]:
+    """The library's array statistics (bellows_layer_arrays_schema): name
+    -> (index, length), e.g. {"exp_hist": (0, 256)}; empty for a
+    libbellows without them."""
+    global _arrays
+    if _arrays is None:
+        fn = _lib.library().arrays_schema
+        found = {}
+        if fn is not None:
+            p = fn()
+            i = 0
+            while p[i].name is not None:
+                found[p[i].name.decode()] = (p[i].index, p[i].len)
+                i += 1
+        _arrays = found
+    return _arrays
+
+
+def _table_version(table: bytes | None) -> int | None:
+    """The version of a GComp exponent table (common/huffman.h: magic
+    "BGHT", uint32 little-endian at bytes 8..11), None for another."""
+    if table is None or len(table) < 12 or table[:4] != b"BGHT":
+        return None
+    return int.from_bytes(table[8:12], "little")
 
 
 def _struct_dict(obj: ctypes.Structure) -> dict:
@@ -510,6 +558,13 @@ class Agent:
                   if d.error_bound else ())
         table = (ctypes.string_at(d.codec_table, d.codec_table_len)
                  if d.codec_table else None)
+        plan: dict = {}
+        if d.resid_group and d.resid_phi and d.resid_rows and d.resid_cols:
+            plan = dict(
+                resid_group=tuple(d.resid_group[i] for i in range(n)),
+                resid_phi=tuple(d.resid_phi[i] for i in range(n)),
+                resid_rows=tuple(d.resid_rows[i] for i in range(n)),
+                resid_cols=tuple(d.resid_cols[i] for i in range(n)))
         return Decision(
             seq=d.seq, apply_step=d.apply_step, window=d.window,
             levels=levels or (0.0,) * self._n,
@@ -519,7 +574,7 @@ class Agent:
             compression_off=bool(d.compression_off), codec_table=table,
             policy=(d.policy or b"").decode(errors="replace"),
             reason=(d.reason or b"").decode(errors="replace"),
-            calibrate_steps=d.calibrate_steps)
+            calibrate_steps=d.calibrate_steps, **plan)
 
     def send_mode(self, layer: int) -> bool:
         """True when ``layer`` is sent compressed in the current step,
@@ -552,19 +607,48 @@ class Agent:
         index, as the C function)."""
         return self._f.level(self._h(), layer)
 
-    def codec_table(self) -> bytes | None:
+    def codec_table(self, version: int | None = None) -> bytes | None:
         """The codec table in force in the current step (the opaque
         bytes the job's codec_table policy proposed, at most 64 KiB), or
         None when there is none. Every rank gets the same table at the
-        same step (bellows_agent_codec_table)."""
+        same step (bellows_agent_codec_table).
+
+        With ``version``: the table of that version among the one in
+        force and the one before it (bellows_agent_codec_table_prev), so
+        that data encoded before a switch still decodes; None when
+        neither is. The version is read from a GComp table's header
+        (magic ``BGHT``, uint32 at bytes 8..11, common/huffman.h)."""
         fn = self._f.codec_table
         if fn is None:  # a libbellows older than the call
-            return self.decision().codec_table
+            current = self.decision().codec_table
+        else:
+            table = ctypes.POINTER(ctypes.c_uint8)()
+            n = ctypes.c_size_t()
+            _lib.check("bellows_agent_codec_table",
+                       fn(self._h(), ctypes.byref(table),
+                          ctypes.byref(n)))
+            current = ctypes.string_at(table, n.value) if table else None
+        if version is None:
+            return current
+        for t in (current, self._codec_table_prev()):
+            if _table_version(t) == version:
+                return t
+        return None
+
+    def _codec_table_prev(self) -> bytes | None:
+        fn = self._need("codec_table_prev",
+                        "bellows_agent_codec_table_prev")
         table = ctypes.POINTER(ctypes.c_uint8)()
         n = ctypes.c_size_t()
-        _lib.check("bellows_agent_codec_table",
+        _lib.check("bellows_agent_codec_table_prev",
                    fn(self._h(), ctypes.byref(table), ctypes.byref(n)))
         return ctypes.string_at(table, n.value) if table else None
+
+    def codec_tables(self) -> list[bytes]:
+        """The codec tables kept: the one in force first, then the one
+        before it; each only if there is one."""
+        return [t for t in (self.codec_table(), self._codec_table_prev())
+                if t is not None]
 
     def batch_size(self, default: int) -> int:
         """The per-rank batch size in force: the decision's, or
@@ -652,6 +736,24 @@ class Agent:
             raw_bytes=self._count(name, "raw_bytes", raw_bytes))
         _lib.check(name, fn(self._h(), layer, ctypes.addressof(s)))
 
+    def observe_residual(self, layer: int, l1: float, l2: float,
+                         q50: float, q90: float, q99: float,
+                         floats: float) -> None:
+        """Records this step's statistics of ``layer``'s error-feedback
+        residual r = G~ - Q(G~) (bellows_agent_observe_residual): its L1
+        and L2 norms, the quantiles q50, q90, q99 of |r| / rms(r), and
+        the residual floats the layer holds under the plan in force. The
+        window reports their means. Raises BellowsError: EINVAL for a bad
+        index or a negative or non-finite value, ESTATE outside a step.
+        """
+        fn = self._need("observe_residual",
+                        "bellows_agent_observe_residual")
+        s = _lib.ResidStats(l1=float(l1), l2=float(l2), q50=float(q50),
+                            q90=float(q90), q99=float(q99),
+                            floats=float(floats))
+        _lib.check("bellows_agent_observe_residual",
+                   fn(self._h(), layer, ctypes.addressof(s)))
+
     def window_stats(self, layer: int) -> LayerStats:
         """Statistics ``layer`` had in the last closed window, as reported.
         Raises BellowsError: EINVAL for a bad index, EAGAIN before the
@@ -661,6 +763,27 @@ class Agent:
                    self._f.window_stats(self._h(), layer,
                                         ctypes.addressof(s)))
         return _layer_stats()(**_struct_dict(s))
+
+    def window_array(self, layer: int, name: str = "exp_hist") -> \
+            list[int] | None:
+        """The array statistic ``name`` (bellows/stats.h
+        BELLOWS_LAYER_ARRAYS, e.g. ``exp_hist``: 256 counts of float32
+        exponents) ``layer`` had in the last closed window, as reported;
+        None when the layer did not carry it (not flagged
+        LAYER_EXP_HIST, or not observed). Raises BellowsError: EINVAL for
+        a bad index or name, EAGAIN before the first window closed."""
+        arrays = layer_arrays()
+        if name not in arrays:
+            raise BellowsError("bellows_agent_window_array", _lib.EINVAL,
+                               f"no array statistic {name!r}")
+        index, length = arrays[name]
+        fn = self._need("window_array", "bellows_agent_window_array")
+        buf = (ctypes.c_uint64 * length)()
+        rc = fn(self._h(), layer, index, buf, length)
+        if rc == _lib.ENOTFOUND:
+            return None
+        _lib.check("bellows_agent_window_array", rc)
+        return list(buf)
 
     def stats(self) -> AgentStats:
         """The agent's counters. Safe from any thread."""

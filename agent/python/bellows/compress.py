@@ -1,4 +1,5 @@
-"""compress - per-tensor gradient compressors: PowerSGD, top-k, 1-bit, 2-bit.
+"""compress - per-tensor gradient compressors: PowerSGD, top-k, 1-bit, 2-bit,
+GComp.
 
 Pure torch, independent of DDP and of the agent, so each can be tested on
 fixed tensors against a reference. A compressor reduces one group of
@@ -40,6 +41,10 @@ sent raw) and its own state, keyed by its layer index:
   code's results; that code stays as the reference and runs for other
   tensors or without the library. ``last_path`` and ``paths`` say which
   ran ("c", "cuda" or "torch").
+- GComp (Li et al., SoCC '24), any level > 0: near-lossless, Huffman-coded
+  exponents with a table every rank shares and mantissas truncated per
+  value from the optimizer's delta; all-gathered, since codes are not
+  summable (see the class).
 - Level 0 (and, for PowerSGD, tensors of fewer than 2 dimensions): raw,
   one sum all-reduce of every such tensor in the group, divided by the
   world. A raw tensor that still has an error-feedback residual from
@@ -64,10 +69,13 @@ from typing import Sequence
 import torch
 import torch.distributed as dist
 
+from bellows.resireduce import Residuals
+
 __all__ = [
     "COMPRESSORS",
     "Communicator",
     "Counts",
+    "GComp",
     "Item",
     "OneBit",
     "PowerSGD",
@@ -205,6 +213,9 @@ class _Base:
         # before any), and how many tensors each encoded.
         self.last_path: str | None = None
         self.paths: dict[str, int] = {"c": 0, "cuda": 0, "torch": 0}
+        # The residual plan's state (shared and reduced residuals); the
+        # layers it leaves their own residual keep it in self.errors.
+        self.residuals = Residuals(self.errors)
 
     def _used(self, path: str) -> None:
         self.last_path = path
@@ -226,7 +237,7 @@ class _Base:
         parts = []
         for it in raw:
             g = it.grad.reshape(-1)
-            err = self.errors.pop(it.layer, None)
+            err = self.residuals.raw(it.layer)
             parts.append(g if err is None else g + err.reshape(-1))
             counts.floats_sent += g.numel()
             counts.bytes_sent += g.numel() * g.element_size()
@@ -245,6 +256,9 @@ class _Base:
         """Forgets the state of ``layer`` (all layers if None)."""
         if layer is None:
             self.errors.clear()
+            plan, shapes = self.residuals.plan, self.residuals.shapes
+            self.residuals = Residuals(self.errors)
+            self.residuals.plan, self.residuals.shapes = plan, shapes
         else:
             self.errors.pop(layer, None)
 
@@ -375,18 +389,18 @@ class PowerSGD(_Base):
         np_total = nq_total = 0
         for it, r in low:
             m, n = _matrix_shape(it.grad.shape)
-            err = self.errors.get(it.layer)
-            if err is None:
-                err = torch.zeros(m, n, dtype=it.grad.dtype,
-                                  device=it.grad.device)
-                self.errors[it.layer] = err
+            # The compensation: the layer's own residual, or its share of
+            # a shared or reduced one under the residual plan; M = grad +
+            # residual is built in its memory below.
+            err = self.residuals.begin(it.layer, (m, n), it.grad.device)
             ms.append(err)
             qs.append(self._query(it.layer, n, r, err))
             poff.append(nraw + np_total)
             qoff.append(nq_total)
             np_total += m * r
             nq_total += n * r
-            nat.append(self._native_lib(it.grad, r) is not None)
+            nat.append(err.is_contiguous() and err.dtype == torch.float32
+                       and self._native_lib(it.grad, r) is not None)
             counts.floats_sent += r * (m + n)
             counts.bytes_sent += r * (m + n) * err.element_size()
         like = low[0][0].grad
@@ -462,6 +476,10 @@ class PowerSGD(_Base):
             if rc != 0:
                 raise RuntimeError(f"bellows_psgd_decode: {rc}")
             self.native_layers += len(idx)
+        # The residuals are final (error = M - P Q^T): hand them back to
+        # the plan, in the items' (backward) order.
+        for i, (it, r) in enumerate(low):
+            self.residuals.end(it.layer, ms[i])
         return counts
 
     def reset(self, layer: int | None = None) -> None:
@@ -575,12 +593,9 @@ class TopK(_Base):
             if numel >= 1 << 31:
                 raise ValueError(f"layer {it.layer}: top-k of {numel} "
                                  "elements needs 64-bit indices")
-            err = self.errors.get(it.layer)
-            if err is None:
-                err = torch.zeros(numel, dtype=torch.float32,
-                                  device=it.grad.device)
-                self.errors[it.layer] = err
+            err = self.residuals.begin(it.layer, (numel,), it.grad.device)
             vals, idx = self.select(err, it.grad, k)
+            self.residuals.end(it.layer, err)
             payload.append(vals)
             payload.append(idx.view(torch.float32))
             counts.floats_sent += 2 * k
@@ -918,13 +933,330 @@ class OneBit(_Quantizer):
         return codes.float() * 2 - 1
 
 
-COMPRESSORS = ("powersgd", "topk", "1bit", "2bit")
+class _GCompOptimizer(ctypes.Structure):
+    """bellows_gcomp_optimizer (bellows/codec.h)."""
+
+    _fields_ = [("kind", ctypes.c_int), ("lr", ctypes.c_double),
+                ("weight_decay", ctypes.c_double),
+                ("momentum", ctypes.c_double),
+                ("dampening", ctypes.c_double), ("beta1", ctypes.c_double),
+                ("beta2", ctypes.c_double), ("eps", ctypes.c_double),
+                ("grad_scale", ctypes.c_double), ("step", ctypes.c_uint64),
+                ("param", ctypes.c_void_p), ("buf", ctypes.c_void_p),
+                ("exp_avg", ctypes.c_void_p),
+                ("exp_avg_sq", ctypes.c_void_p)]
+
+
+_GCOMP_DTYPES = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+_GCOMP_SGD, _GCOMP_MOMENTUM, _GCOMP_NESTEROV = 1, 2, 3
+_GCOMP_ADAM, _GCOMP_ADAMW = 4, 5
+_CODEC_ADD = 1
+
+
+def _cpu32(t: torch.Tensor | None) -> torch.Tensor | None:
+    """``t`` flattened as a contiguous CPU float32 tensor (no copy when it
+    is one already)."""
+    if t is None:
+        return None
+    t = t.detach().reshape(-1)
+    if t.dtype != torch.float32 or t.device.type != "cpu":
+        t = t.to(device="cpu", dtype=torch.float32)
+    return t.contiguous()
+
+
+class GComp(_Base):
+    """GComp (Li et al., SoCC '24): near-lossless compression, all-gather.
+
+    Each value's exponent is Huffman-coded with a table every rank shares,
+    its mantissa truncated by 0, 6, 12 or 18 bits (its level), zeros sent
+    as the exponent code alone; libbellows' C codec (bellows/codec.h)
+    encodes and decodes, on the tensors' memory through ctypes (no copy
+    for contiguous CPU float32, float16 or bfloat16 gradients; others are
+    copied to the CPU first). There is no torch fallback: without the
+    library's GComp functions ``reduce`` raises RuntimeError.
+
+    A layer whose decision level is > 0 goes through GComp; level 0 is
+    sent raw. Each value's truncation level is, with ``optimizer`` set
+    (``attach(..., optimizer=opt)``: SGD with or without momentum or
+    Nesterov, Adam, AdamW; ``params`` maps layers to parameters), the
+    paper's delta level capped at ``max_level``; without, ``level`` for
+    the whole tensor (0: lossless).
+
+    The table: what ``table_source()`` returns (``Agent.codec_table()``
+    when attached: the table the gcomp policy built, in force on every
+    rank from the same step), re-read whenever its bytes change. Without
+    one (no policy owns codec_table, or its bytes are no GComp table,
+    then ``table_error`` says why), a table is built once from the first
+    compressed step's gradients: the ranks all-reduce their 256-bin
+    exponent histograms so that every rank builds the same table
+    (version 0), kept from then on.
+
+    Reduction: GComp's codes are not summable (the sum of two values has
+    another exponent and mantissa), so each rank encodes its gradients
+    once, the ranks all-gather the blocks (first their lengths, then the
+    blocks padded to the longest), and every rank decodes every rank's
+    blocks in rank order, summing into float32, and divides by the world:
+    the same bits on every rank, each value truncated once. A
+    reduce-scatter of decoded chunks would send less per rank on large
+    worlds but decode and re-encode at every hop (compounding the
+    truncation); with two to a few ranks the all-gather sends about the
+    same.
+    """
+
+    name = "gcomp"
+
+    def __init__(self, level: int = 0, max_level: int = 3,
+                 max_code_bits: int = 8):
+        super().__init__()
+        if not 0 <= int(level) <= 3 or not 0 <= int(max_level) <= 3:
+            raise ValueError("gcomp level and max_level must be in 0..3")
+        if not 1 <= int(max_code_bits) <= 15:
+            raise ValueError("gcomp max_code_bits must be in 1..15")
+        self.level = int(level)
+        self.max_level = int(max_level)
+        self.max_code_bits = int(max_code_bits)
+        self.table_source = None  # callable returning the table's bytes
+        self.optimizer = None  # torch.optim optimizer for delta levels
+        self.params: list[torch.Tensor] | None = None  # layer -> param
+        self.table_error: str | None = None  # why table_source was unused
+        self.table_version: int | None = None  # of the table in force
+        self.exp_bits = 0  # totals of this rank's encodes
+        self.values = 0
+        self.bytes = 0
+        self._table = ctypes.c_void_p()  # bellows_gcomp_table *
+        self._table_bytes: bytes | None = None
+        self._local = False
+
+    def level_floats(self, shape: Sequence[int], level: float) -> int:
+        """Raw size: what GComp sends depends on the data."""
+        return math.prod(shape)
+
+    @staticmethod
+    def _lib():
+        lib = _codec_lib()
+        if lib is None or lib.gcomp_encode is None:
+            raise RuntimeError("bellows.compress.GComp needs a libbellows "
+                               "with GComp (bellows_gcomp_encode)")
+        return lib
+
+    def close(self) -> None:
+        """Frees the table (also done when the object is collected)."""
+        destroy = getattr(self, "_destroy", None)
+        if destroy is not None and self._table:
+            destroy(ctypes.byref(self._table))
+        self._table = ctypes.c_void_p()
+
+    def __del__(self):
+        # No import or library lookup here: it may run at interpreter
+        # shutdown.
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - nothing to report to
+            pass
+
+    def _set_table(self, handle: ctypes.c_void_p) -> None:
+        lib = self._lib()
+        self._destroy = lib.gcomp_table_destroy
+        self.close()
+        self._table = handle
+        self.table_version = lib.gcomp_table_version(handle)
+
+    def set_table(self, data: bytes) -> None:
+        """Uses the serialised table ``data`` from now on. Raises
+        BellowsError (EPROTO, with the byte offset) for bytes that are no
+        valid GComp table."""
+        from bellows import _lib
+        lib = self._lib()
+        handle = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(256)
+        raw = ctypes.create_string_buffer(bytes(data), len(data))
+        rc = lib.gcomp_table_read(raw, len(data), ctypes.byref(handle), err,
+                                  len(err))
+        _lib.check("bellows_gcomp_table_read", rc, err.value.decode())
+        self._set_table(handle)
+        self._table_bytes = bytes(data)
+        self._local = False
+
+    def _build_local(self, grads: list[torch.Tensor],
+                     comm: Communicator) -> None:
+        """The fallback table: from the ranks' summed histograms."""
+        lib = self._lib()
+        hist = torch.zeros(256, dtype=torch.int64)
+        for g in grads:
+            lib.gcomp_histogram(_GCOMP_DTYPES[g.dtype], g.data_ptr(),
+                                g.numel(), hist.data_ptr())
+        total = hist.to(torch.float64)  # exact below 2^53 values
+        comm.all_reduce(total)
+        hist = total.to(torch.int64).contiguous()
+        handle = ctypes.c_void_p()
+        from bellows import _lib
+        _lib.check("bellows_gcomp_table_build",
+                   lib.gcomp_table_build(hist.data_ptr(),
+                                         self.max_code_bits, 0,
+                                         ctypes.byref(handle)))
+        self._set_table(handle)
+        self._table_bytes = None
+        self._local = True
+
+    def _ensure_table(self, grads: list[torch.Tensor],
+                      comm: Communicator) -> None:
+        from bellows import _lib
+        data = self.table_source() if self.table_source else None
+        if data and data != self._table_bytes:
+            try:
+                self.set_table(data)
+                self.table_error = None
+                return
+            except _lib.BellowsError as e:
+                # Every rank got the same bytes: every rank falls back.
+                self.table_error = str(e)
+                self._table_bytes = data
+                if self._table and self._local:
+                    return
+        elif self._table:
+            return
+        if not self._table or not self._local:
+            self._build_local(grads, comm)
+
+    def _levels(self, layer: int, g: torch.Tensor) -> torch.Tensor | None:
+        """Per-value levels of layer's gradient from the optimizer's delta,
+        or None (then self.level for the whole tensor)."""
+        opt, params = self.optimizer, self.params
+        if opt is None or params is None or layer >= len(params):
+            return None
+        p = params[layer]
+        group = next((gr for gr in opt.param_groups
+                      if any(q is p for q in gr["params"])), None)
+        if group is None:
+            return None
+        state = opt.state.get(p, {})
+        o = _GCompOptimizer(lr=float(group["lr"]),
+                            weight_decay=float(group.get("weight_decay",
+                                                         0.0)))
+        keep = []
+        if isinstance(opt, (torch.optim.Adam, torch.optim.AdamW)):
+            o.kind = _GCOMP_ADAMW if isinstance(opt, torch.optim.AdamW) \
+                else _GCOMP_ADAM
+            o.beta1, o.beta2 = (float(b) for b in group["betas"])
+            o.eps = float(group["eps"])
+            o.step = int(state.get("step", 0)) + 1
+            for key, field in (("exp_avg", "exp_avg"),
+                               ("exp_avg_sq", "exp_avg_sq")):
+                t = _cpu32(state.get(key))
+                if t is not None:
+                    keep.append(t)
+                    setattr(o, field, t.data_ptr())
+        elif isinstance(opt, torch.optim.SGD):
+            mu = float(group.get("momentum", 0.0))
+            o.momentum = mu
+            o.dampening = float(group.get("dampening", 0.0))
+            o.kind = _GCOMP_SGD if mu == 0 else \
+                _GCOMP_NESTEROV if group.get("nesterov") else _GCOMP_MOMENTUM
+            buf = _cpu32(state.get("momentum_buffer"))
+            if buf is not None:
+                keep.append(buf)
+                o.buf = buf.data_ptr()
+        else:
+            return None
+        theta = _cpu32(p)
+        keep.append(theta)
+        o.param = theta.data_ptr()
+        levels = torch.empty(g.numel(), dtype=torch.uint8)
+        rc = self._lib().gcomp_levels(ctypes.byref(o), _GCOMP_DTYPES[g.dtype],
+                                      g.data_ptr(), g.numel(),
+                                      self.max_level, levels.data_ptr())
+        return levels if rc == 0 else None
+
+    def _grad(self, grad: torch.Tensor) -> torch.Tensor:
+        g = grad.detach().reshape(-1)
+        if g.dtype not in _GCOMP_DTYPES:
+            g = g.float()
+        if g.device.type != "cpu":
+            g = g.cpu()
+        return g.contiguous()
+
+    def reduce(self, items: Sequence[Item], comm: Communicator) -> Counts:
+        """Reduces ``items`` across the ranks; returns what was sent."""
+        from bellows import _lib
+        counts = Counts()
+        raw, comp = [], []
+        for it in items:
+            counts.floats_raw += it.grad.numel()
+            (comp if it.level > 0 else raw).append(it)
+        flat_raw = self._raw(raw, counts)
+        if flat_raw is not None:
+            comm.all_reduce(flat_raw)
+            self._unflatten(raw, flat_raw, comm.world)
+        if not comp:
+            return counts
+        lib = self._lib()
+        grads = [self._grad(it.grad) for it in comp]
+        self._ensure_table(grads, comm)
+        blocks, lens = [], []
+        for it, g in zip(comp, grads):
+            self.errors.pop(it.layer, None)  # GComp keeps no residual
+            dt = _GCOMP_DTYPES[g.dtype]
+            levels = self._levels(it.layer, g)
+            cap = lib.gcomp_bound(dt, g.numel())
+            buf = torch.empty(cap, dtype=torch.uint8)
+            n_out = ctypes.c_size_t()
+            st = (ctypes.c_uint64 * 11)()
+            rc = lib.gcomp_encode(self._table, dt, g.data_ptr(), g.numel(),
+                                  self.level, None if levels is None
+                                  else levels.data_ptr(), buf.data_ptr(),
+                                  cap, ctypes.byref(n_out), st)
+            _lib.check("bellows_gcomp_encode", rc)
+            blocks.append(buf[:n_out.value])
+            lens.append(n_out.value)
+            self.values += st[0]
+            self.exp_bits += st[7]
+            self.bytes += st[10]
+        lens_t = torch.tensor(lens, dtype=torch.int64)
+        all_lens = comm.all_gather(lens_t)
+        longest = max(int(x.sum()) for x in all_lens)
+        payload = torch.zeros(longest, dtype=torch.uint8)
+        mine = torch.cat(blocks) if len(blocks) > 1 else blocks[0]
+        payload[:mine.numel()] = mine
+        counts.bytes_sent += mine.numel()
+        counts.floats_sent += -(-mine.numel() // 4)
+        gathered = comm.all_gather(payload)
+        offs = [0] * comm.world
+        err = ctypes.create_string_buffer(256)
+        for k, (it, g) in enumerate(zip(comp, grads)):
+            n = g.numel()
+            total = torch.zeros(n, dtype=torch.float32)
+            tmp = None if g.dtype == torch.float32 else \
+                torch.empty(n, dtype=g.dtype)
+            for r, data in enumerate(gathered):
+                size = int(all_lens[r][k])
+                ptr = data.data_ptr() + offs[r]
+                if tmp is None:
+                    rc = lib.gcomp_decode(self._table, ptr, size, 0,
+                                          total.data_ptr(), n, _CODEC_ADD,
+                                          err, len(err))
+                else:
+                    rc = lib.gcomp_decode(self._table, ptr, size,
+                                          _GCOMP_DTYPES[g.dtype],
+                                          tmp.data_ptr(), n, 0, err,
+                                          len(err))
+                    if rc == 0:
+                        total += tmp.float()
+                _lib.check("bellows_gcomp_decode", rc,
+                           f"rank {r} layer {it.layer}: "
+                           f"{err.value.decode()}")
+                offs[r] += size
+            total.div_(comm.world)
+            it.grad.copy_(total.view_as(it.grad))
+        return counts
+
+
+COMPRESSORS = ("powersgd", "topk", "1bit", "2bit", "gcomp")
 
 
 def make_compressor(name: str, seed: int = 0, threshold: float = 0.5):
     """Returns the compressor called ``name`` (one of COMPRESSORS):
     PowerSGD (seeded with ``seed``), TopK, OneBit or TwoBit (quantiser
-    ``threshold``). Raises ValueError for another name or a bad
+    ``threshold``) or GComp (lossless unless given an optimizer). Raises ValueError for another name or a bad
     threshold."""
     if name == "powersgd":
         return PowerSGD(seed)
@@ -934,5 +1266,7 @@ def make_compressor(name: str, seed: int = 0, threshold: float = 0.5):
         return OneBit(threshold)
     if name == "2bit":
         return TwoBit(threshold)
+    if name == "gcomp":
+        return GComp()
     raise ValueError(f"unknown compressor {name!r} "
                      f"({', '.join(COMPRESSORS)})")

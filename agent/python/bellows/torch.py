@@ -69,24 +69,43 @@ from bellows.compress import (
     TopK,
     make_compressor,
 )
+from bellows.resireduce import Plan
 
-__all__ = ["CompressionHook", "LevelChange", "TorchAgent", "attach",
-           "layer_table"]
+__all__ = ["CompressionHook", "LevelChange", "PlanChange", "TorchAgent",
+           "attach", "layer_table"]
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
     return model.module if hasattr(model, "module") else model
 
 
-def layer_table(model: torch.nn.Module, flags: int = 0) -> list[Layer]:
+def _wants_exp_hist(exp_hist, name: str, p: torch.Tensor) -> bool:
+    """Whether layer ``name`` reports its exponent histogram: exp_hist is
+    None/False (none), True (every tensor of 2 or more dimensions, the
+    default selector's), a callable (name, parameter) -> bool, or a
+    collection of layer names."""
+    if exp_hist is None or exp_hist is False:
+        return False
+    if exp_hist is True:
+        return p.dim() >= 2
+    if callable(exp_hist):
+        return bool(exp_hist(name, p))
+    return name in exp_hist
+
+
+def layer_table(model: torch.nn.Module, flags: int = 0,
+                exp_hist=None) -> list[Layer]:
     """The bellows layer table of ``model``: its trainable parameters in
     ``named_parameters()`` order, named as there (without DDP's
-    ``module.`` prefix). Parameters on a CUDA device get LAYER_DEVICE."""
+    ``module.`` prefix). Parameters on a CUDA device get LAYER_DEVICE;
+    those ``exp_hist`` selects (see attach) LAYER_EXP_HIST."""
     table = []
     for name, p in _unwrap(model).named_parameters():
         if not p.requires_grad:
             continue
         f = flags | (_lib.LAYER_DEVICE if p.is_cuda else 0)
+        if _wants_exp_hist(exp_hist, name, p):
+            f |= _lib.LAYER_EXP_HIST
         table.append(Layer(name, tuple(p.shape), f))
     return table
 
@@ -210,8 +229,11 @@ class CompressionHook:
         errors = getattr(self.compressor, "errors", None)
         if errors is None:
             return False
+        residuals = getattr(self.compressor, "residuals", None)
         for it in items:
-            if it.layer in errors or self._compressed(it):
+            held = (residuals.holds(it.layer) if residuals is not None
+                    else it.layer in errors)
+            if held or self._compressed(it):
                 return False
         return True
 
@@ -295,6 +317,17 @@ class CompressionHook:
 
 
 @dataclasses.dataclass(frozen=True)
+class PlanChange:
+    """A step from which the residual plan is different."""
+
+    step: int
+    seq: int
+    plan: Plan
+    migrated: tuple[int, ...]  # layers whose residual state was moved
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
 class LevelChange:
     """A step from which the layers' levels are different."""
 
@@ -336,6 +369,18 @@ class TorchAgent:
         self.step: int | None = None
         self.calibrating = False
         self.changes: list[LevelChange] = []
+        self.plan_changes: list[PlanChange] = []
+        self._plan: Plan | None = None
+        # A plan fixed by the trainer (e.g. the paper's static grouping):
+        # decisions' residual plans are then ignored.
+        self.static_plan: Plan | None = None
+        self._resid_steps = 0
+        self._resid_kept = 0
+        self._resid_full = 0
+        self.residuals = getattr(hook.compressor, "residuals", None)
+        if self.residuals is not None:
+            self.residuals.set_shapes([tuple(p.shape)
+                                       for p in self._params])
         self.floats_sent = 0
         self.floats_raw = 0
         self.bytes_sent = 0
@@ -401,6 +446,9 @@ class TorchAgent:
             if not self.changes or tuple(levels) != self.changes[-1].levels:
                 self.changes.append(LevelChange(step, d.seq, d.window,
                                                 tuple(levels), d.reason))
+            self._apply_plan(step, d)
+        elif self.residuals is not None:
+            self.residuals.new_step()
         # The library decides each layer's mode per step, from the
         # decision in force: the same on every rank.
         levels = self._step_levels()
@@ -420,6 +468,35 @@ class TorchAgent:
         self._bwd_start = 0.0
         self._t0 = time.perf_counter()
         return step
+
+    def _apply_plan(self, step: int, d: Decision) -> None:
+        """Puts decision d's residual plan in force from this step, on
+        every rank at the same step (the decision's), migrating the
+        residuals of the layers whose role changes."""
+        if self.residuals is None:
+            return
+        plan = self.static_plan or Plan(*d.resid_plan())
+        if plan == (self._plan or Plan.default(len(plan.group))):
+            self.residuals.new_step()
+            self._plan = plan
+            return
+        migrated = self.residuals.set_plan(plan)
+        self._plan = plan
+        self.plan_changes.append(PlanChange(step, d.seq, plan,
+                                            tuple(migrated), d.reason))
+
+    def residual_memory(self) -> tuple[int, int]:
+        """(residual floats kept under the plan in force, floats of one
+        whole residual per layer) over the layers with error feedback;
+        (0, 0) for a compressor without residuals."""
+        if self.residuals is None:
+            return 0, 0
+        return self.residuals.memory()
+
+    def residual_memory_mean(self) -> tuple[float, float]:
+        """residual_memory() averaged over the steps ended so far."""
+        n = max(self._resid_steps, 1)
+        return self._resid_kept / n, self._resid_full / n
 
     @property
     def seq(self) -> int:
@@ -470,6 +547,14 @@ class TorchAgent:
             compute_ms = max(wall_ms - comm_ms, 0.0)
         if backward_ms is None:
             backward_ms = self.backward_ms()
+        if self.residuals is not None:
+            for layer, st in self.residuals.take_stats().items():
+                self.agent.observe_residual(
+                    layer, *st, floats=self.residuals.floats(layer))
+            kept, full = self.residuals.memory()
+            self._resid_steps += 1
+            self._resid_kept += kept
+            self._resid_full += full
         # step_ms 0: the agent times the step itself, from step_begin.
         self.agent.step_end(
             step_ms=0.0, compute_ms=compute_ms, comm_ms=comm_ms,
@@ -535,7 +620,8 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
            align: bool = True, time_every: int = 16,
            control: str | None = None, publish: str | None = None,
            window_steps: int = 0, layer_flags: int = 0,
-           process_group=None, **agent_options) -> TorchAgent:
+           exp_hist=None, process_group=None, optimizer=None,
+           **agent_options) -> TorchAgent:
     """Attaches a DistributedDataParallel model to a new bellows agent.
 
     ``model`` is the DDP-wrapped model, after init_process_group, with no
@@ -552,9 +638,22 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
     DDP's buckets to the process group as DDP does (see TorchAgent and
     CompressionHook). ``window_steps`` closes a window every N steps (0:
     only at window_end()). ``layer_flags`` are added to every layer (e.g.
-    bellows.LAYER_MOMENTUM); remaining keywords go to bellows.Agent
+    bellows.LAYER_MOMENTUM). ``exp_hist`` selects the layers that report
+    the 256-bin histogram of their gradients' float32 exponents each
+    window (LAYER_EXP_HIST, what the gcomp policy builds its tables
+    from; float16 and bfloat16 gradients count in the bins of their
+    float32 widening): None (default, none: nothing is measured or sent),
+    True (every tensor of 2 or more dimensions), a collection of layer
+    names, or a callable (name, parameter) -> bool. Remaining keywords go
+    to bellows.Agent
     (decision_timeout_ms, heartbeat_ms, log_level, server_key and
     client_key for a bellowsd that wants CURVE keys, ...).
+
+    With "gcomp" (bellows.compress.GComp), the table in force comes from
+    the agent (``Agent.codec_table()``, what bellowsd's gcomp policy
+    proposed) and ``optimizer``, when given, sets each value's truncation
+    level from the paper's delta (SGD, momentum, Nesterov, Adam, AdamW);
+    without it every value is sent losslessly.
 
     The launch's identity (``run_id``, see bellows.Agent) is, unless given,
     $BELLOWS_RUN_ID or $TORCHELASTIC_RUN_ID, else one rank 0 draws and
@@ -576,9 +675,9 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
     elif not isinstance(compressor, (PowerSGD, TopK)) and \
             not hasattr(compressor, "reduce"):
         raise TypeError("compressor must be 'powersgd', 'topk', '1bit', "
-                        "'2bit' or have reduce(items, comm)")
+                        "'2bit', 'gcomp' or have reduce(items, comm)")
     params = [p for p in _unwrap(model).parameters() if p.requires_grad]
-    table = layer_table(model, layer_flags)
+    table = layer_table(model, layer_flags, exp_hist)
     if agent_options.get("run_id") is None:
         agent_options["run_id"] = launch_id(process_group)
     agent = Agent(job, dist.get_rank(process_group),
@@ -591,6 +690,12 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
             raise RuntimeError("bellows: a backward pass outside a step: "
                                "call step_begin() before the forward pass")
         agent.observe(layer, grad)
+
+    if hasattr(compressor, "table_source"):  # GComp
+        compressor.table_source = agent.codec_table
+        compressor.params = params
+        if optimizer is not None:
+            compressor.optimizer = optimizer
 
     try:
         hook = CompressionHook(params, compressor,

@@ -1,0 +1,222 @@
+/* gcomp - the GComp half of bellows/codec.h on top of the table module
+ * (common/huffman.h) and the codec kernels (kernels/cpu/gcomp.h): argument
+ * checks and the table object (the canonical code plus the decoder's LUT,
+ * one allocation). */
+#include <bellows/codec.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "huffman.h"
+#include "kernels.h"
+#include "cpu/gcomp.h"
+#include "cpu/histogram.h"
+
+struct bellows_gcomp_table {
+	kern_gcomp_table k; /* code, encoder table and LUT */
+};
+
+static int
+gcomp_dtype_ok(int dtype)
+{
+	return dtype == BELLOWS_GCOMP_F32 || dtype == BELLOWS_GCOMP_F16 ||
+	    dtype == BELLOWS_GCOMP_BF16;
+}
+
+int
+bellows_gcomp_histogram(int dtype, const void *x, uint64_t n, uint64_t *hist)
+{
+	if (!gcomp_dtype_ok(dtype) || hist == NULL || (n > 0 && x == NULL))
+		return BELLOWS_EINVAL;
+	return kern_cpu_histogram(NULL, x, n, dtype, hist, NULL);
+}
+
+/* A table object around a checked com_huff_table. */
+static int
+gcomp_table_new(const com_huff_table *h, bellows_gcomp_table **ret_table)
+{
+	bellows_gcomp_table *t = malloc(sizeof(*t));
+
+	if (t == NULL)
+		return BELLOWS_ENOMEM;
+	t->k.h = *h;
+	kern_gcomp_prepare(&t->k);
+	*ret_table = t;
+	return 0;
+}
+
+int
+bellows_gcomp_table_build(const uint64_t *hist, unsigned max_bits,
+    uint32_t version, bellows_gcomp_table **ret_table)
+{
+	com_huff_table h;
+	int rc;
+
+	if (ret_table == NULL)
+		return BELLOWS_EINVAL;
+	if ((rc = com_huff_build(hist, max_bits, version, &h)) < 0)
+		return rc;
+	return gcomp_table_new(&h, ret_table);
+}
+
+int
+bellows_gcomp_table_read(const void *buf, size_t len,
+    bellows_gcomp_table **ret_table, char *errbuf, size_t errlen)
+{
+	com_huff_table h;
+	int rc;
+
+	if (buf == NULL || ret_table == NULL)
+		return BELLOWS_EINVAL;
+	rc = com_huff_read(buf, len, &h, NULL, errbuf, errlen);
+	if (rc < 0)
+		return rc;
+	return gcomp_table_new(&h, ret_table);
+}
+
+int
+bellows_gcomp_table_write(const bellows_gcomp_table *table, void *out,
+    size_t cap)
+{
+	if (table == NULL)
+		return BELLOWS_EINVAL;
+	return com_huff_write(&table->k.h, out, cap);
+}
+
+uint32_t
+bellows_gcomp_table_version(const bellows_gcomp_table *table)
+{
+	return table != NULL ? table->k.h.version : 0;
+}
+
+unsigned
+bellows_gcomp_table_length(const bellows_gcomp_table *table, unsigned s)
+{
+	if (table == NULL || s > 256)
+		return 0;
+	return s == 256 ? table->k.h.esc_len : table->k.h.len[s];
+}
+
+double
+bellows_gcomp_table_bits(const bellows_gcomp_table *table, const uint64_t *hist)
+{
+	if (table == NULL)
+		return com_huff_entropy(hist);
+	return com_huff_bits(&table->k.h, hist);
+}
+
+void
+bellows_gcomp_table_destroy(bellows_gcomp_table **table)
+{
+	if (table == NULL || *table == NULL)
+		return;
+	free(*table);
+	*table = NULL;
+}
+
+size_t
+bellows_gcomp_bound(int dtype, uint64_t n)
+{
+	uint64_t b = kern_gcomp_bound(dtype, n);
+
+	return b > SIZE_MAX ? 0 : (size_t)b;
+}
+
+int
+bellows_gcomp_levels(const bellows_gcomp_optimizer *opt, int dtype,
+    const void *grad, uint64_t n, int max_level, uint8_t *levels)
+{
+	kern_gcomp_opt o;
+
+	if (opt == NULL)
+		return BELLOWS_EINVAL;
+	o = (kern_gcomp_opt){
+		.kind = opt->kind,
+		.lr = opt->lr,
+		.weight_decay = opt->weight_decay,
+		.momentum = opt->momentum,
+		.dampening = opt->dampening,
+		.beta1 = opt->beta1,
+		.beta2 = opt->beta2,
+		.eps = opt->eps,
+		.grad_scale = opt->grad_scale,
+		.step = opt->step,
+		.param = opt->param,
+		.buf = opt->buf,
+		.exp_avg = opt->exp_avg,
+		.exp_avg_sq = opt->exp_avg_sq,
+	};
+	return kern_gcomp_levels(&o, dtype, grad, n, max_level, levels);
+}
+
+int
+bellows_gcomp_encode(const bellows_gcomp_table *table, int dtype, const void *x,
+    uint64_t n, int level, const uint8_t *levels, void *out, size_t cap,
+    size_t *ret_bytes, bellows_gcomp_stats *ret_stats)
+{
+	kern_gcomp_stats st;
+	size_t len;
+	int rc;
+
+	if (table == NULL || out == NULL || (n > 0 && x == NULL) ||
+	    !gcomp_dtype_ok(dtype))
+		return BELLOWS_EINVAL;
+	rc = kern_gcomp_encode(&table->k, dtype, x, n, level, levels, out, cap,
+	    &len, &st);
+	if (rc < 0)
+		return rc;
+	if (ret_bytes != NULL)
+		*ret_bytes = len;
+	if (ret_stats != NULL) {
+		ret_stats->values = st.values;
+		ret_stats->zeros = st.zeros;
+		ret_stats->escaped = st.escaped;
+		memcpy(ret_stats->levels, st.levels, sizeof(st.levels));
+		ret_stats->exp_bits = st.exp_bits;
+		ret_stats->level_bits = st.level_bits;
+		ret_stats->mant_bits = st.mant_bits;
+		ret_stats->bytes = st.bytes;
+	}
+	return 0;
+}
+
+int
+bellows_gcomp_info(const void *in, size_t bytes, uint64_t *ret_n,
+    int *ret_dtype, uint32_t *ret_table_version, size_t *ret_block_bytes,
+    char *errbuf, size_t errlen)
+{
+	uint64_t n, block;
+	uint32_t version;
+	int dtype, rc;
+
+	if (in == NULL)
+		return BELLOWS_EINVAL;
+	rc = kern_gcomp_info(in, bytes, &n, &dtype, &version, &block, errbuf,
+	    errlen);
+	if (rc < 0)
+		return rc;
+	if (ret_n != NULL)
+		*ret_n = n;
+	if (ret_dtype != NULL)
+		*ret_dtype = dtype;
+	if (ret_table_version != NULL)
+		*ret_table_version = version;
+	if (ret_block_bytes != NULL)
+		*ret_block_bytes = (size_t)block;
+	return 0;
+}
+
+int
+bellows_gcomp_decode(const bellows_gcomp_table *table, const void *in,
+    size_t bytes, int dtype, void *out, uint64_t n, int flags, char *errbuf,
+    size_t errlen)
+{
+	int add = (flags & BELLOWS_CODEC_ADD) != 0;
+
+	if (table == NULL || in == NULL || (n > 0 && out == NULL) ||
+	    !gcomp_dtype_ok(dtype) || (flags & ~BELLOWS_CODEC_ADD) != 0 ||
+	    (add && dtype != BELLOWS_GCOMP_F32))
+		return BELLOWS_EINVAL;
+	return kern_gcomp_decode(&table->k, in, bytes, dtype, out, n, add,
+	    errbuf, errlen);
+}

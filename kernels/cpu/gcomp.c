@@ -1,0 +1,740 @@
+/* gcomp - the GComp codec's portable C encoder and decoder; see gcomp.h for
+ * the bit layout and the block format.
+ *
+ * Encoding a chunk takes two passes over its values: the first adds up the
+ * bits of each segment (so the three segments can be written in place,
+ * back to back), the second writes them. Decoding peeks max_code_bits of
+ * the exponent segment into the LUT (one lookup per value), then reads the
+ * level and mantissa from their segments. Bit readers never read outside
+ * their segment: past its end they see zero bits, and the count of bits
+ * each segment used is checked against its header at the end of the chunk.
+ */
+#include "gcomp.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <bellows/error.h>
+
+#include "../element.h"
+#include "../kernels.h"
+#include "gcomp_levels.h"
+#include "stats.h"
+
+/* Per dtype: mantissa bits and the truncation of each level. */
+static const unsigned gcomp_mbits[3] = { 23, 10, 7 };
+static const unsigned gcomp_trunc[3][4] = {
+	{ 0, 6, 12, 18 }, /* KERN_F32 */
+	{ 0, 3, 6, 9 },   /* KERN_F16 */
+	{ 0, 2, 4, 6 },   /* KERN_BF16 */
+};
+
+static void
+gcomp_err(char *errbuf, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errbuf == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(errbuf, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static void
+put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void
+put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t
+get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	    (uint32_t)p[3] << 24;
+}
+
+static uint64_t
+get_le64(const uint8_t *p)
+{
+	return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
+}
+
+void
+kern_gcomp_prepare(kern_gcomp_table *t)
+{
+	const com_huff_table *h = &t->h;
+	unsigned mb = h->max_bits;
+
+	for (unsigned i = 0; i < (1u << mb); i++)
+		t->lut[i] = KERN_GCOMP_BAD << 4;
+	for (int s = 0; s <= 256; s++) {
+		unsigned len = s == 256 ? h->esc_len : h->len[s];
+		unsigned code = s == 256 ? h->esc_code : h->code[s];
+		unsigned first, count;
+
+		if (len == 0)
+			continue;
+		first = code << (mb - len);
+		count = 1u << (mb - len);
+		for (unsigned j = 0; j < count; j++)
+			t->lut[first + j] = (uint16_t)((unsigned)s << 4 | len);
+	}
+	for (int s = 0; s < 256; s++) {
+		if (h->len[s] > 0) {
+			t->enc_code[s] = h->code[s];
+			t->enc_len[s] = h->len[s];
+		} else {
+			t->enc_code[s] = (uint32_t)h->esc_code << 8 |
+			    (uint32_t)s;
+			t->enc_len[s] = (uint8_t)(h->esc_len + 8);
+		}
+	}
+}
+
+uint64_t
+kern_gcomp_bound(int dtype, uint64_t n)
+{
+	uint64_t chunks, bits;
+
+	if (dtype != KERN_F32 && dtype != KERN_F16 && dtype != KERN_BF16)
+		return 0;
+	if (n > (UINT64_C(1) << 48))
+		return 0;
+	chunks = (n + KERN_GCOMP_CHUNK - 1) / KERN_GCOMP_CHUNK;
+	/* Per value: the longest exponent (15 + 8), level, sign, mantissa;
+	 * per chunk: its header and up to 3 bytes of padding. */
+	bits = COM_HUFF_MAX_BITS + 8 + 2 + 1 + gcomp_mbits[dtype];
+	return KERN_GCOMP_HEADER + chunks * (KERN_GCOMP_CHUNK_HEADER + 3) +
+	    (n * bits + 7) / 8;
+}
+
+/* A value split into its symbol, sign and mantissa. */
+typedef struct gcomp_val {
+	unsigned sym;  /* exponent symbol, 0..255 */
+	unsigned sign; /* 0 or 1 */
+	uint32_t man;  /* mantissa, gcomp_mbits[dtype] bits */
+} gcomp_val;
+
+static inline __attribute__((always_inline)) gcomp_val
+gcomp_split(const void *x, uint64_t i, int dtype)
+{
+	gcomp_val v;
+
+	if (dtype == KERN_F32) {
+		uint32_t u;
+
+		memcpy(&u, (const uint8_t *)x + 4 * i, 4);
+		v.sym = (u >> 23) & 0xffu;
+		v.sign = u >> 31;
+		v.man = u & 0x7fffffu;
+	} else {
+		uint16_t h;
+
+		memcpy(&h, (const uint8_t *)x + 2 * i, 2);
+		v.sign = h >> 15;
+		if (dtype == KERN_BF16) {
+			v.sym = (h >> 7) & 0xffu;
+			v.man = h & 0x7fu;
+		} else {
+			unsigned e = (h >> 10) & 0x1fu;
+
+			v.man = h & 0x3ffu;
+			if (e == 0x1f) {
+				v.sym = 255;
+			} else if (e != 0) {
+				v.sym = e + 112;
+			} else if (v.man == 0) {
+				v.sym = 0;
+			} else {
+				v.sym = 113;
+				while ((v.man & 0x400u) == 0) {
+					v.man <<= 1;
+					v.sym--;
+				}
+				v.man &= 0x3ffu;
+			}
+		}
+	}
+	return v;
+}
+
+/* Most-significant-bit-first bit writer into a segment. */
+typedef struct gcomp_bw {
+	uint8_t *p;   /* next byte */
+	uint64_t acc; /* pending bits in the low n */
+	unsigned n;   /* pending bit count, < 32 between puts */
+} gcomp_bw;
+
+static inline __attribute__((always_inline)) void
+bw_put(gcomp_bw *w, uint32_t v, unsigned len)
+{
+	w->acc = (w->acc << len) | v;
+	w->n += len;
+	if (w->n >= 32) {
+		uint32_t out;
+
+		w->n -= 32;
+		out = __builtin_bswap32((uint32_t)(w->acc >> w->n));
+		memcpy(w->p, &out, 4);
+		w->p += 4;
+	}
+}
+
+static void
+bw_flush(gcomp_bw *w)
+{
+	while (w->n >= 8) {
+		w->n -= 8;
+		*w->p++ = (uint8_t)(w->acc >> w->n);
+	}
+	if (w->n > 0)
+		*w->p++ = (uint8_t)(w->acc << (8 - w->n));
+	w->n = 0;
+}
+
+/* kern_gcomp_encode for one dtype: inlined with a constant dtype, so the
+ * per-value branches on it fold away. */
+static inline __attribute__((always_inline)) int
+gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x, uint64_t n,
+    int level, const uint8_t *levels, uint8_t *out, size_t cap,
+    size_t *ret_bytes, kern_gcomp_stats *stats)
+{
+	uint64_t chunks, off;
+	kern_gcomp_stats st;
+	const unsigned *tr;
+	unsigned mb;
+
+	if (dtype != KERN_F32 && dtype != KERN_F16 && dtype != KERN_BF16)
+		return BELLOWS_EINVAL;
+	if (level < 0 || level > 3 || n > (UINT64_C(1) << 48))
+		return BELLOWS_EINVAL;
+	mb = gcomp_mbits[dtype];
+	tr = gcomp_trunc[dtype];
+	chunks = (n + KERN_GCOMP_CHUNK - 1) / KERN_GCOMP_CHUNK;
+	off = KERN_GCOMP_HEADER + chunks * KERN_GCOMP_CHUNK_HEADER;
+	if (cap < off)
+		return BELLOWS_EMSGSIZE;
+	memset(&st, 0, sizeof(st));
+	for (uint64_t c = 0; c < chunks; c++) {
+		uint64_t i0 = c * KERN_GCOMP_CHUNK;
+		uint64_t m = n - i0 < KERN_GCOMP_CHUNK ? n - i0
+						       : KERN_GCOMP_CHUNK;
+		uint64_t eb = 0, lb = 0, mbits = 0, eB, lB, mB;
+		uint8_t *h = out + KERN_GCOMP_HEADER +
+		    c * KERN_GCOMP_CHUNK_HEADER;
+		gcomp_bw we, wl, wm;
+
+		/* Pass 1: the segments' sizes. */
+		for (uint64_t i = i0; i < i0 + m; i++) {
+			gcomp_val v = gcomp_split(x, i, dtype);
+			unsigned l = levels != NULL ? levels[i]
+						    : (unsigned)level;
+
+			unsigned nz = v.sym != 0;
+
+			if (l > 3)
+				return BELLOWS_EINVAL;
+			/* No branch on zeros: random ones mispredict. */
+			l = v.sym == 255 ? 0 : l;
+			eb += t->enc_len[v.sym];
+			lb += 2 * nz;
+			mbits += nz * (1 + mb - tr[l]);
+		}
+		eB = (eb + 7) / 8;
+		lB = (lb + 7) / 8;
+		mB = (mbits + 7) / 8;
+		if (cap - off < eB + lB + mB)
+			return BELLOWS_EMSGSIZE;
+		put_le64(h, off);
+		put_le32(h + 8, (uint32_t)m);
+		put_le32(h + 12, (uint32_t)eb);
+		put_le32(h + 16, (uint32_t)lb);
+		put_le32(h + 20, (uint32_t)mbits);
+		we = (gcomp_bw){ .p = out + off };
+		wl = (gcomp_bw){ .p = out + off + eB };
+		wm = (gcomp_bw){ .p = out + off + eB + lB };
+		/* Pass 2: the bits. */
+		for (uint64_t i = i0; i < i0 + m; i++) {
+			gcomp_val v = gcomp_split(x, i, dtype);
+			unsigned l = levels != NULL ? levels[i]
+						    : (unsigned)level;
+			unsigned nz = v.sym != 0, keep;
+			uint32_t mask = 0u - nz;
+
+			/* A zero writes 0 bits to the level and mantissa
+			 * segments: no branch. */
+			l = v.sym == 255 ? 0 : l;
+			keep = mb - tr[l];
+			bw_put(&we, t->enc_code[v.sym], t->enc_len[v.sym]);
+			bw_put(&wl, l & mask, 2 & mask);
+			bw_put(&wm, (v.sign << keep | v.man >> tr[l]) & mask,
+			    (1 + keep) & mask);
+			st.escaped += t->h.len[v.sym] == 0;
+			st.zeros += !nz;
+			st.levels[l] += nz;
+		}
+		bw_flush(&we);
+		bw_flush(&wl);
+		bw_flush(&wm);
+		st.exp_bits += eb;
+		st.level_bits += lb;
+		st.mant_bits += mbits;
+		off += eB + lB + mB;
+	}
+	memcpy(out, "BGCB", 4);
+	out[4] = KERN_GCOMP_FORMAT;
+	out[5] = (uint8_t)dtype;
+	out[6] = out[7] = 0;
+	put_le32(out + 8, t->h.version);
+	put_le32(out + 12, (uint32_t)chunks);
+	put_le64(out + 16, n);
+	put_le64(out + 24, off);
+	st.values = n;
+	st.bytes = off;
+	if (ret_bytes != NULL)
+		*ret_bytes = (size_t)off;
+	if (stats != NULL)
+		*stats = st;
+	return 0;
+}
+
+int
+kern_gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x,
+    uint64_t n, int level, const uint8_t *levels, uint8_t *out, size_t cap,
+    size_t *ret_bytes, kern_gcomp_stats *stats)
+{
+	switch (dtype) {
+	case KERN_F32:
+		return gcomp_encode(t, KERN_F32, x, n, level, levels, out, cap,
+		    ret_bytes, stats);
+	case KERN_F16:
+		return gcomp_encode(t, KERN_F16, x, n, level, levels, out, cap,
+		    ret_bytes, stats);
+	case KERN_BF16:
+		return gcomp_encode(t, KERN_BF16, x, n, level, levels, out, cap,
+		    ret_bytes, stats);
+	default:
+		return BELLOWS_EINVAL;
+	}
+}
+
+int
+kern_gcomp_info(const uint8_t *in, size_t bytes, uint64_t *ret_n,
+    int *ret_dtype, uint32_t *ret_version, uint64_t *ret_block_bytes,
+    char *errbuf, size_t errlen)
+{
+	uint64_t n, block, chunks;
+
+	if (bytes < 4 || memcmp(in, "BGCB", 4) != 0) {
+		gcomp_err(errbuf, errlen,
+		    "byte 0: not a GComp block (magic 'BGCB' expected)");
+		return BELLOWS_EPROTO;
+	}
+	if (bytes < KERN_GCOMP_HEADER) {
+		gcomp_err(errbuf, errlen,
+		    "byte %zu: block header truncated (%d bytes expected)",
+		    bytes, KERN_GCOMP_HEADER);
+		return BELLOWS_EPROTO;
+	}
+	if (in[4] != KERN_GCOMP_FORMAT) {
+		gcomp_err(errbuf, errlen,
+		    "byte 4: block format %u, this build reads %d", in[4],
+		    KERN_GCOMP_FORMAT);
+		return BELLOWS_EVERSION;
+	}
+	if (in[5] != KERN_F32 && in[5] != KERN_F16 && in[5] != KERN_BF16) {
+		gcomp_err(errbuf, errlen, "byte 5: unknown dtype %u", in[5]);
+		return BELLOWS_EPROTO;
+	}
+	if (in[6] != 0 || in[7] != 0) {
+		gcomp_err(errbuf, errlen, "byte 6: reserved bytes not 0");
+		return BELLOWS_EPROTO;
+	}
+	chunks = get_le32(in + 12);
+	n = get_le64(in + 16);
+	block = get_le64(in + 24);
+	if (n > (UINT64_C(1) << 48) || chunks > n || (n > 0 && chunks == 0) ||
+	    (chunks > 0 && (n - 1) / chunks >= KERN_GCOMP_CHUNK_MAX)) {
+		gcomp_err(errbuf, errlen,
+		    "byte 12: %llu chunks cannot hold %llu values",
+		    (unsigned long long)chunks, (unsigned long long)n);
+		return BELLOWS_EPROTO;
+	}
+	if (block < KERN_GCOMP_HEADER + chunks * KERN_GCOMP_CHUNK_HEADER) {
+		gcomp_err(errbuf, errlen,
+		    "byte 24: block length %llu is shorter than its headers",
+		    (unsigned long long)block);
+		return BELLOWS_EPROTO;
+	}
+	if (block > bytes) {
+		gcomp_err(errbuf, errlen,
+		    "byte %zu: block truncated (%llu bytes expected)", bytes,
+		    (unsigned long long)block);
+		return BELLOWS_EPROTO;
+	}
+	if (ret_n != NULL)
+		*ret_n = n;
+	if (ret_dtype != NULL)
+		*ret_dtype = in[5];
+	if (ret_version != NULL)
+		*ret_version = get_le32(in + 8);
+	if (ret_block_bytes != NULL)
+		*ret_block_bytes = block;
+	return 0;
+}
+
+/* Most-significant-bit-first reader of one segment: bits holds cnt valid
+ * bits at its top; past the segment's end it reads zero bytes (counted in
+ * over, so the bits used can be checked). */
+typedef struct gcomp_br {
+	const uint8_t *p;   /* next byte */
+	const uint8_t *end; /* segment end */
+	const uint8_t *start;
+	uint64_t bits; /* valid bits at the top */
+	unsigned cnt;  /* valid bit count */
+	uint64_t over; /* zero bytes read past the end */
+} gcomp_br;
+
+static inline __attribute__((always_inline)) void
+br_refill(gcomp_br *r)
+{
+	if (r->end - r->p >= 8) {
+		uint64_t w;
+
+		memcpy(&w, r->p, 8);
+		w = __builtin_bswap64(w);
+		r->bits |= w >> r->cnt;
+		r->p += (63 - r->cnt) >> 3;
+		r->cnt |= 56;
+		return;
+	}
+	while (r->cnt <= 56) {
+		uint64_t b = 0;
+
+		if (r->p < r->end)
+			b = *r->p++;
+		else
+			r->over++;
+		r->bits |= b << (56 - r->cnt);
+		r->cnt += 8;
+	}
+}
+
+static inline __attribute__((always_inline)) uint32_t
+br_get(gcomp_br *r, unsigned len)
+{
+	uint32_t v = (uint32_t)(r->bits >> (64 - len));
+
+	r->bits <<= len;
+	r->cnt -= len;
+	return v;
+}
+
+/* br_get for len 0..32 (0 reads nothing and gives 0). */
+static inline __attribute__((always_inline)) uint32_t
+br_get0(gcomp_br *r, unsigned len)
+{
+	uint32_t v = (uint32_t)((r->bits >> 1) >> (63 - len));
+
+	r->bits <<= len;
+	r->cnt -= len;
+	return v;
+}
+
+/* Bits consumed so far. */
+static uint64_t
+br_used(const gcomp_br *r)
+{
+	return ((uint64_t)(r->p - r->start) + r->over) * 8 - r->cnt;
+}
+
+static void
+br_init(gcomp_br *r, const uint8_t *p, uint64_t bytes)
+{
+	*r = (gcomp_br){ .p = p, .start = p, .end = p + bytes };
+	br_refill(r);
+}
+
+/* Writes one decoded value. Returns 0, or -1 for a float16 symbol that is
+ * no float16 exponent. */
+static inline __attribute__((always_inline)) int
+gcomp_store(void *out, uint64_t i, int dtype, int add, unsigned sym,
+    unsigned sign, uint32_t man)
+{
+	if (dtype == KERN_F32) {
+		uint32_t u = sym == 0 ? 0 : sign << 31 | sym << 23 | man;
+		float f;
+
+		memcpy(&f, &u, 4);
+		if (add)
+			((float *)out)[i] = ((float *)out)[i] + f;
+		else
+			((float *)out)[i] = f;
+		return 0;
+	}
+	if (dtype == KERN_BF16) {
+		uint16_t h = sym == 0 ? 0
+				      : (uint16_t)(sign << 15 | sym << 7 | man);
+
+		memcpy((uint8_t *)out + 2 * i, &h, 2);
+		return 0;
+	}
+	{
+		uint16_t h;
+
+		if (sym == 0)
+			h = 0;
+		else if (sym == 255)
+			h = (uint16_t)(sign << 15 | 0x7c00u | man);
+		else if (sym >= 113 && sym <= 142)
+			h = (uint16_t)(sign << 15 | (sym - 112) << 10 | man);
+		else if (sym >= 103 && sym < 113)
+			h = (uint16_t)(sign << 15 |
+			    (man | 0x400u) >> (113 - sym));
+		else
+			return -1;
+		memcpy((uint8_t *)out + 2 * i, &h, 2);
+		return 0;
+	}
+}
+
+/* kern_gcomp_decode for one dtype (see gcomp_encode). */
+static inline __attribute__((always_inline)) int
+gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
+    int dtype, void *out, uint64_t n, int add, char *errbuf, size_t errlen)
+{
+	uint64_t bn, block, chunks, expect, done = 0;
+	unsigned maxb = t->h.max_bits, mb;
+	const unsigned *tr;
+	uint32_t version;
+	int bdtype, rc;
+
+	rc = kern_gcomp_info(in, bytes, &bn, &bdtype, &version, &block, errbuf,
+	    errlen);
+	if (rc < 0)
+		return rc;
+	if (bdtype != dtype || bn != n) {
+		gcomp_err(errbuf, errlen,
+		    "byte 5: block of %llu values of dtype %d, %llu of dtype "
+		    "%d expected",
+		    (unsigned long long)bn, bdtype, (unsigned long long)n,
+		    dtype);
+		return BELLOWS_EMISMATCH;
+	}
+	if (version != t->h.version) {
+		gcomp_err(errbuf, errlen,
+		    "byte 8: block encoded with table version %u, the table "
+		    "is version %u",
+		    version, t->h.version);
+		return BELLOWS_EMISMATCH;
+	}
+	mb = gcomp_mbits[dtype];
+	tr = gcomp_trunc[dtype];
+	chunks = get_le32(in + 12);
+	expect = KERN_GCOMP_HEADER + chunks * KERN_GCOMP_CHUNK_HEADER;
+	for (uint64_t c = 0; c < chunks; c++) {
+		const uint8_t *h = in + KERN_GCOMP_HEADER +
+		    c * KERN_GCOMP_CHUNK_HEADER;
+		uint64_t hoff = KERN_GCOMP_HEADER + c * KERN_GCOMP_CHUNK_HEADER;
+		uint64_t off = get_le64(h), m = get_le32(h + 8);
+		uint64_t eb = get_le32(h + 12), lb = get_le32(h + 16);
+		uint64_t mbits = get_le32(h + 20);
+		uint64_t eB = (eb + 7) / 8, lB = (lb + 7) / 8,
+			 mB = (mbits + 7) / 8;
+		gcomp_br re, rl, rm;
+
+		if (off != expect) {
+			gcomp_err(errbuf, errlen,
+			    "byte %llu: chunk %llu starts at %llu, %llu expected",
+			    (unsigned long long)hoff, (unsigned long long)c,
+			    (unsigned long long)off,
+			    (unsigned long long)expect);
+			return BELLOWS_EPROTO;
+		}
+		if (m == 0 || m > KERN_GCOMP_CHUNK_MAX || m > n - done) {
+			gcomp_err(errbuf, errlen,
+			    "byte %llu: chunk %llu holds %llu values, %llu left",
+			    (unsigned long long)(hoff + 8),
+			    (unsigned long long)c, (unsigned long long)m,
+			    (unsigned long long)(n - done));
+			return BELLOWS_EPROTO;
+		}
+		if (eB + lB + mB > block - off) {
+			gcomp_err(errbuf, errlen,
+			    "byte %llu: chunk %llu truncated (%llu bytes from "
+			    "byte %llu, the block ends at %llu)",
+			    (unsigned long long)block, (unsigned long long)c,
+			    (unsigned long long)(eB + lB + mB),
+			    (unsigned long long)off, (unsigned long long)block);
+			return BELLOWS_EPROTO;
+		}
+		br_init(&re, in + off, eB);
+		br_init(&rl, in + off + eB, lB);
+		br_init(&rm, in + off + eB + lB, mB);
+		for (uint64_t i = done; i < done + m; i++) {
+			unsigned e, sym, len, l, keep, nz;
+			uint32_t v;
+
+			if (re.cnt < 24)
+				br_refill(&re);
+			e = t->lut[re.bits >> (64 - maxb)];
+			sym = e >> 4;
+			len = e & 15u;
+			if (sym == KERN_GCOMP_BAD) {
+				gcomp_err(errbuf, errlen,
+				    "byte %llu: chunk %llu value %llu: no "
+				    "exponent has this code",
+				    (unsigned long long)(off +
+					br_used(&re) / 8),
+				    (unsigned long long)c,
+				    (unsigned long long)i);
+				return BELLOWS_EPROTO;
+			}
+			(void)br_get(&re, len);
+			if (sym == KERN_GCOMP_ESC)
+				sym = br_get(&re, 8);
+			/* A zero reads 0 bits from the level and mantissa
+			 * segments: no branch. */
+			nz = sym != 0;
+			if (rl.cnt < 2)
+				br_refill(&rl);
+			l = br_get0(&rl, 2 * nz);
+			l = sym == 255 ? 0
+				       : l; /* never written: Inf/NaN whole */
+			keep = mb - tr[l];
+			if (rm.cnt < 24)
+				br_refill(&rm);
+			v = br_get0(&rm, nz * (1 + keep));
+			if (gcomp_store(out, i, dtype, add, sym, v >> keep,
+				(v & ((1u << keep) - 1)) << tr[l]) < 0) {
+				gcomp_err(errbuf, errlen,
+				    "byte %llu: chunk %llu value %llu: "
+				    "exponent %u is no float16's",
+				    (unsigned long long)(off +
+					br_used(&re) / 8),
+				    (unsigned long long)c,
+				    (unsigned long long)i, sym);
+				return BELLOWS_EPROTO;
+			}
+		}
+		if (br_used(&re) != eb || br_used(&rl) != lb ||
+		    br_used(&rm) != mbits) {
+			gcomp_err(errbuf, errlen,
+			    "byte %llu: chunk %llu: its segments hold %llu, "
+			    "%llu and %llu bits, decoding used %llu, %llu and "
+			    "%llu",
+			    (unsigned long long)(hoff + 12),
+			    (unsigned long long)c, (unsigned long long)eb,
+			    (unsigned long long)lb, (unsigned long long)mbits,
+			    (unsigned long long)br_used(&re),
+			    (unsigned long long)br_used(&rl),
+			    (unsigned long long)br_used(&rm));
+			return BELLOWS_EPROTO;
+		}
+		done += m;
+		expect = off + eB + lB + mB;
+	}
+	if (done != n || expect != block) {
+		gcomp_err(errbuf, errlen,
+		    "byte 12: chunks hold %llu values in %llu bytes, the "
+		    "block %llu in %llu",
+		    (unsigned long long)done, (unsigned long long)expect,
+		    (unsigned long long)n, (unsigned long long)block);
+		return BELLOWS_EPROTO;
+	}
+	return 0;
+}
+
+int
+kern_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
+    int dtype, void *out, uint64_t n, int add, char *errbuf, size_t errlen)
+{
+	switch (dtype) {
+	case KERN_F32:
+		return add ? gcomp_decode(t, in, bytes, KERN_F32, out, n, 1,
+				 errbuf, errlen)
+			   : gcomp_decode(t, in, bytes, KERN_F32, out, n, 0,
+				 errbuf, errlen);
+	case KERN_F16:
+		return gcomp_decode(t, in, bytes, KERN_F16, out, n, add, errbuf,
+		    errlen);
+	case KERN_BF16:
+		return gcomp_decode(t, in, bytes, KERN_BF16, out, n, add,
+		    errbuf, errlen);
+	default:
+		return BELLOWS_EINVAL;
+	}
+}
+
+/* The bias corrections 1 - beta^t, once per call (host pow, so that the
+ * CUDA twin gets the same doubles). */
+static void
+gcomp_bias(const kern_gcomp_opt *o, double *c1, double *c2)
+{
+	*c1 = 1.0 - pow(o->beta1, (double)o->step);
+	*c2 = 1.0 - pow(o->beta2, (double)o->step);
+}
+
+double
+kern_gcomp_delta(const kern_gcomp_opt *o, uint64_t i, double g)
+{
+	double c1, c2;
+
+	gcomp_bias(o, &c1, &c2);
+	return gcomp_delta_k(o, o->kind, o->buf != NULL, i, g, c1, c2);
+}
+
+int
+kern_gcomp_levels_isa(int isa, const kern_gcomp_opt *o, int dtype,
+    const void *grad, uint64_t n, int max_level, uint8_t *levels)
+{
+	double scale, lim[4], c1, c2;
+
+	if (o == NULL ||
+	    (n > 0 && (grad == NULL || levels == NULL || o->param == NULL)))
+		return BELLOWS_EINVAL;
+	if (o->kind < KERN_GCOMP_SGD || o->kind > KERN_GCOMP_ADAMW ||
+	    max_level < 0 || max_level > 3 ||
+	    (dtype != KERN_F32 && dtype != KERN_F16 && dtype != KERN_BF16))
+		return BELLOWS_EINVAL;
+	if ((o->kind == KERN_GCOMP_ADAM || o->kind == KERN_GCOMP_ADAMW) &&
+	    o->step < 1)
+		return BELLOWS_EINVAL;
+	if (isa == KERN_ISA_AUTO)
+		isa = kern_cpu_isa_best();
+	if (!kern_cpu_isa_supported(isa))
+		return BELLOWS_ENOTSUP;
+	scale = o->grad_scale != 0.0 ? o->grad_scale : 1.0;
+	gcomp_bias(o, &c1, &c2);
+	for (int l = 0; l < 4; l++)
+		lim[l] = ldexp(1.0, (int)gcomp_trunc[dtype][l]);
+#ifdef KERN_HAVE_X86
+	if (isa >= KERN_ISA_AVX2) {
+		kern_gcomp_levels_avx2(o, dtype, grad, n, max_level, lim, scale,
+		    c1, c2, levels);
+		return 0;
+	}
+#endif
+	gcomp_levels_dispatch(o, dtype, grad, n, max_level, lim, scale, c1, c2,
+	    levels);
+	return 0;
+}
+
+int
+kern_gcomp_levels(const kern_gcomp_opt *o, int dtype, const void *grad,
+    uint64_t n, int max_level, uint8_t *levels)
+{
+	return kern_gcomp_levels_isa(KERN_ISA_AUTO, o, dtype, grad, n,
+	    max_level, levels);
+}

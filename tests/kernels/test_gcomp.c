@@ -1,0 +1,703 @@
+/* test_gcomp - the GComp codec through bellows/codec.h: bit-exact round
+ * trips at level 0 (float32, bfloat16, float16), each value's error within
+ * its level's truncation, the paper's delta and the levels it picks against
+ * hand-computed values for every optimizer, the block's errors with their
+ * offsets, and a bounded fuzz of the decoder (truncations, bit flips,
+ * random bytes) that must never crash or read outside the buffer.
+ *
+ * `test_kern_gcomp fuzz SECONDS` runs only the fuzz, for that long. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <bellows/codec.h>
+
+#include "cpu/gcomp.h"
+#include "kernels.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+
+static uint64_t
+rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static uint32_t
+f32_bits(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+/* Gradient-like float32: half zeros, magnitudes around 2^-20, a few
+ * random bit patterns (any exponent but 0 when normal_only). */
+static void
+fill_gradient(float *x, size_t n, int normal_only)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t r = rng();
+
+		if (r % 16 == 0) {
+			uint32_t u = (uint32_t)(r >> 16);
+
+			if (normal_only && ((u >> 23) & 0xffu) == 0)
+				u |= 1u << 23;
+			memcpy(&x[i], &u, 4);
+		} else if (!normal_only && r % 2 == 0) {
+			x[i] = 0.0f;
+		} else {
+			x[i] = ldexpf((float)((r >> 20) % 100000) / 100000.0f -
+				0.5f,
+			    -(int)((r >> 40) % 30));
+			if (x[i] == 0.0f)
+				x[i] = 1.0f;
+		}
+	}
+}
+
+static bellows_gcomp_table *
+table_of(int dtype, const void *x, size_t n, unsigned bits, uint32_t version)
+{
+	uint64_t hist[256] = { 0 };
+	bellows_gcomp_table *t = NULL;
+
+	assert_int_equal(bellows_gcomp_histogram(dtype, x, n, hist), 0);
+	assert_int_equal(bellows_gcomp_table_build(hist, bits, version, &t), 0);
+	return t;
+}
+
+/* Level 0 gives back every normal float32 bit for bit (Inf and NaN
+ * included), with tables from the data, from other data (many escapes) and
+ * with short max_code_bits; zero and subnormals come back +0. */
+static void
+test_level_0_round_trips_every_normal_float32_bit_exactly(void **state)
+{
+	size_t sizes[] = { 0, 1, 7, 8191, 8192, 8193, 100000 };
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t n = sizes[k];
+		float *x = malloc((n + 1) * 4), *y = malloc((n + 1) * 4);
+		size_t cap = bellows_gcomp_bound(BELLOWS_GCOMP_F32, n), len;
+		uint8_t *buf = malloc(cap);
+		uint64_t one[256] = { 0 };
+		bellows_gcomp_table *tabs[3];
+
+		fill_gradient(x, n, 1);
+		tabs[0] = table_of(BELLOWS_GCOMP_F32, x, n, 8, 1);
+		one[120] = 1; /* everything else escaped */
+		assert_int_equal(bellows_gcomp_table_build(one, 8, 2, &tabs[1]),
+		    0);
+		tabs[2] = table_of(BELLOWS_GCOMP_F32, x, n, 3, 3);
+		for (int t = 0; t < 3; t++) {
+			bellows_gcomp_stats st;
+
+			assert_int_equal(bellows_gcomp_encode(tabs[t],
+					     BELLOWS_GCOMP_F32, x, n, 0, NULL,
+					     buf, cap, &len, &st),
+			    0);
+			assert_true(len <= cap);
+			assert_int_equal(st.values, n);
+			assert_int_equal(st.bytes, len);
+			memset(y, 0xa5, (n + 1) * 4);
+			assert_int_equal(bellows_gcomp_decode(tabs[t], buf, len,
+					     BELLOWS_GCOMP_F32, y, n, 0, NULL,
+					     0),
+			    0);
+			for (size_t i = 0; i < n; i++)
+				assert_int_equal(f32_bits(x[i]),
+				    f32_bits(y[i]));
+			assert_int_equal(f32_bits(y[n]), 0xa5a5a5a5u);
+		}
+		for (int t = 0; t < 3; t++)
+			bellows_gcomp_table_destroy(&tabs[t]);
+		assert_null(tabs[0]);
+		free(x);
+		free(y);
+		free(buf);
+	}
+}
+
+/* Zeros and subnormals (symbol 0) cost their code alone, decode to +0. */
+static void
+test_zero_and_subnormals_send_only_the_exponent_code(void **state)
+{
+	float x[64], y[64];
+	uint8_t buf[1024];
+	size_t len;
+	bellows_gcomp_stats st;
+	bellows_gcomp_table *t;
+
+	(void)state;
+	for (int i = 0; i < 64; i++)
+		x[i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 1e-40f : 0.0f;
+	t = table_of(BELLOWS_GCOMP_F32, x, 64, 8, 5);
+	assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x, 64, 3,
+			     NULL, buf, sizeof(buf), &len, &st),
+	    0);
+	assert_int_equal(st.zeros, 64);
+	assert_int_equal(st.exp_bits, 64); /* one 1-bit code each */
+	assert_int_equal(st.level_bits, 0);
+	assert_int_equal(st.mant_bits, 0);
+	assert_int_equal(bellows_gcomp_decode(t, buf, len, BELLOWS_GCOMP_F32, y,
+			     64, 0, NULL, 0),
+	    0);
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(f32_bits(y[i]), 0);
+	bellows_gcomp_table_destroy(&t);
+}
+
+/* At level L every value comes back as itself with its T[L] low mantissa
+ * bits cleared (plain truncation, so |error| < 2^(T-23) relative), levels
+ * given per value; Inf and NaN always whole. */
+static void
+test_each_value_is_truncated_by_its_own_level_only(void **state)
+{
+	static const unsigned T[4] = { 0, 6, 12, 18 };
+	size_t n = 50000, cap = bellows_gcomp_bound(BELLOWS_GCOMP_F32, n), len;
+	float *x = malloc(n * 4), *y = malloc(n * 4);
+	uint8_t *lv = malloc(n), *buf = malloc(cap);
+	bellows_gcomp_stats st;
+	bellows_gcomp_table *t;
+	uint64_t per[4] = { 0 };
+
+	(void)state;
+	fill_gradient(x, n, 0);
+	x[0] = INFINITY;
+	x[1] = -NAN;
+	memcpy(&x[2], &(uint32_t){ 0x7f800001u }, 4); /* NaN, low payload */
+	for (size_t i = 0; i < n; i++)
+		lv[i] = (uint8_t)(rng() % 4);
+	t = table_of(BELLOWS_GCOMP_F32, x, n, 8, 9);
+	assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x, n, 0, lv,
+			     buf, cap, &len, &st),
+	    0);
+	assert_int_equal(bellows_gcomp_decode(t, buf, len, BELLOWS_GCOMP_F32, y,
+			     n, 0, NULL, 0),
+	    0);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t u = f32_bits(x[i]), e = (u >> 23) & 0xffu;
+		uint32_t want;
+
+		if (e == 0) {
+			want = 0;
+		} else if (e == 255) {
+			want = u;
+			per[0]++;
+		} else {
+			want = u & ~((1u << T[lv[i]]) - 1u);
+			per[lv[i]]++;
+			assert_true(
+			    fabs((double)y[i] - x[i]) <= fabs((double)x[i]) *
+				ldexp(1.0, (int)T[lv[i]] - 23));
+		}
+		assert_int_equal(f32_bits(y[i]), want);
+	}
+	for (int l = 0; l < 4; l++)
+		assert_int_equal(st.levels[l], per[l]);
+	/* One level for the whole tensor: level 3 is smaller than level 0. */
+	{
+		size_t len3;
+
+		assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x,
+				     n, 3, NULL, buf, cap, &len3, NULL),
+		    0);
+		assert_true(len3 < len);
+	}
+	bellows_gcomp_table_destroy(&t);
+	free(x);
+	free(y);
+	free(lv);
+	free(buf);
+}
+
+/* bfloat16 and float16: all 65,536 bit patterns. Level 0 returns each
+ * (bfloat16 subnormals: +0; float16 subnormals exactly); level 3 clears
+ * the 6 (bfloat16) or 9 (float16) low mantissa bits. */
+static void
+test_bf16_and_f16_map_to_their_own_exponent_ranges(void **state)
+{
+	size_t n = 65536;
+	uint16_t *x = malloc(n * 2), *y = malloc(n * 2);
+	int dtypes[2] = { BELLOWS_GCOMP_BF16, BELLOWS_GCOMP_F16 };
+
+	(void)state;
+	for (size_t i = 0; i < n; i++)
+		x[i] = (uint16_t)i;
+	for (int d = 0; d < 2; d++) {
+		int dt = dtypes[d];
+		size_t cap = bellows_gcomp_bound(dt, n), len;
+		uint8_t *buf = malloc(cap);
+		bellows_gcomp_table *t = table_of(dt, x, n, 8, 4);
+
+		for (int level = 0; level <= 3; level += 3) {
+			assert_int_equal(bellows_gcomp_encode(t, dt, x, n,
+					     level, NULL, buf, cap, &len, NULL),
+			    0);
+			assert_int_equal(bellows_gcomp_decode(t, buf, len, dt,
+					     y, n, 0, NULL, 0),
+			    0);
+			for (size_t i = 0; i < n; i++) {
+				uint16_t h = x[i], want = h;
+
+				if (dt == BELLOWS_GCOMP_BF16) {
+					unsigned e = (h >> 7) & 0xffu;
+
+					if (e == 0)
+						want = 0;
+					else if (e != 255 && level == 3)
+						want = h & ~0x3fu;
+				} else {
+					unsigned e = (h >> 10) & 0x1fu;
+
+					if (e == 0 && (h & 0x3ffu) == 0)
+						want = 0;
+					else if (e != 31 && e != 0 &&
+					    level == 3)
+						want = h & ~0x1ffu;
+					else if (e == 0 && level == 3)
+						continue; /* normalised first */
+				}
+				assert_int_equal(y[i], want);
+			}
+		}
+		bellows_gcomp_table_destroy(&t);
+		free(buf);
+	}
+	free(x);
+	free(y);
+}
+
+/* delta (Table 2) against values computed by hand (see the comments),
+ * and the level each gives: > 2^18: 3, > 2^12: 2, > 2^6: 1. */
+static void
+test_delta_levels_match_hand_computed_values_per_optimizer(void **state)
+{
+	float th[1], b[1], m[1], v[1];
+	kern_gcomp_opt o;
+	uint8_t lv[1];
+	float g[1];
+
+	(void)state;
+	/* SGD: theta / (eta g) - lambda theta / g = 1 / (0.1 * 2^-10)
+	 * = 10240 -> level 2. */
+	th[0] = 1.0f;
+	g[0] = 0x1p-10f;
+	o = (kern_gcomp_opt){ .kind = KERN_GCOMP_SGD, .lr = 0.1, .param = th };
+	assert_true(fabs(kern_gcomp_delta(&o, 0, g[0]) - 10240.0) < 1e-6);
+	assert_int_equal(kern_gcomp_levels(&o, 0, g, 1, 3, lv), 0);
+	assert_int_equal(lv[0], 2);
+	/* SGD with weight decay: 3 / (0.01 * 0.25) - 0.001 * 3 / 0.25 =
+	 * 1200 - 0.012 = 1199.988 -> level 1; capped at 0 -> 0. */
+	th[0] = 3.0f;
+	g[0] = 0.25f;
+	o = (kern_gcomp_opt){ .kind = KERN_GCOMP_SGD,
+		.lr = 0.01,
+		.weight_decay = 0.001,
+		.param = th };
+	assert_true(fabs(kern_gcomp_delta(&o, 0, g[0]) - 1199.988) < 1e-3);
+	assert_int_equal(kern_gcomp_levels(&o, 0, g, 1, 3, lv), 0);
+	assert_int_equal(lv[0], 1);
+	assert_int_equal(kern_gcomp_levels(&o, 0, g, 1, 0, lv), 0);
+	assert_int_equal(lv[0], 0);
+	/* Momentum: (1 - 0.1 * 0.9 * 0.5) / (0.1 * 1 * 1e-3) - 0.01 / 1e-3 =
+	 * 9550 - 10 = 9540 -> level 2. */
+	th[0] = 1.0f;
+	b[0] = 0.5f;
+	g[0] = 1e-3f;
+	o = (kern_gcomp_opt){ .kind = KERN_GCOMP_MOMENTUM,
+		.lr = 0.1,
+		.momentum = 0.9,
+		.weight_decay = 0.01,
+		.param = th,
+		.buf = b };
+	assert_true(fabs(kern_gcomp_delta(&o, 0, g[0]) - 9540.0) < 1e-3);
+	assert_int_equal(kern_gcomp_levels(&o, 0, g, 1, 3, lv), 0);
+	assert_int_equal(lv[0], 2);
+	/* Momentum, dampening 0.5, negative g and b:
+	 * (2 - 0.05 * 0.9 * -4) / (0.05 * 0.5 * -1e-6) = -8.72e7:
+	 * |delta| > 2^18 -> level 3; max_level 1 -> 1. */
+	th[0] = 2.0f;
+	b[0] = -4.0f;
+	g[0] = -1e-6f;
+	o = (kern_gcomp_opt){ .kind = KERN_GCOMP_MOMENTUM,
+		.lr = 0.05,
+		.momentum = 0.9,
+		.dampening = 0.5,
+		.param = th,
+		.buf = b };
+	assert_true(fabs(kern_gcomp_delta(&o, 0, g[0]) / -8.72e7 - 1.0) < 1e-6);
+	assert_int_equal(kern_gcomp_levels(&o, 0, g, 1, 3, lv), 0);
+	assert_int_equal(lv[0], 3);
+	assert_int_equal(kern_gcomp_levels(&o, 0, g, 1, 1, lv), 0);
+	assert_int_equal(lv[0], 1);
+	/* No momentum buffer yet: SGD's delta, 2 / (0.05 * -1e-6) = -4e7. */
+	o.buf = NULL;
+	assert_true(fabs(kern_gcomp_delta(&o, 0, g[0]) / -4e7 - 1.0) < 1e-6);
+	/* Adam, t = 10: v_t = 0.999e-6 + 0.001 * 1e-6 = 1e-6,
+	 * vh = 1e-6 / (1 - 0.999^10), c1 = 1 - 0.9^10;
+	 * (0.5 (sqrt(vh) + 1e-8) c1 - 1e-3 * 0.9 * 1e-3) / (1e-3 * 0.1 * 1e-3)
+	 * = 32630.436 -> level 2. */
+	th[0] = 0.5f;
+	m[0] = 1e-3f;
+	v[0] = 1e-6f;
+	g[0] = 1e-3f;
+	o = (kern_gcomp_opt){ .kind = KERN_GCOMP_ADAM,
+		.lr = 1e-3,
+		.beta1 = 0.9,
+		.beta2 = 0.999,
+		.eps = 1e-8,
+		.step = 10,
+		.param = th,
+		.exp_avg = m,
+		.exp_avg_sq = v };
+	assert_true(
+	    fabs(kern_gcomp_delta(&o, 0, g[0]) / 32630.436089 - 1.0) < 1e-5);
+	assert_int_equal(kern_gcomp_levels(&o, 0, g, 1, 3, lv), 0);
+	assert_int_equal(lv[0], 2);
+	/* AdamW, lambda 0.01: the numerator times (1 - 1e-5): 32630.1097. */
+	o.kind = KERN_GCOMP_ADAMW;
+	o.weight_decay = 0.01;
+	assert_true(
+	    fabs(kern_gcomp_delta(&o, 0, g[0]) / 32630.109695 - 1.0) < 1e-5);
+	assert_int_equal(kern_gcomp_levels(&o, 0, g, 1, 3, lv), 0);
+	assert_int_equal(lv[0], 2);
+	/* Adam's first step (m = v = 0): vh = g^2, so
+	 * delta = 0.02 (0.5 + 1e-8) * 0.1 / (1e-3 * 0.1 * 0.5) = 20.0000004
+	 * -> level 0. */
+	th[0] = 0.02f;
+	g[0] = 0.5f;
+	o = (kern_gcomp_opt){ .kind = KERN_GCOMP_ADAM,
+		.lr = 1e-3,
+		.beta1 = 0.9,
+		.beta2 = 0.999,
+		.eps = 1e-8,
+		.step = 1,
+		.param = th };
+	assert_true(fabs(kern_gcomp_delta(&o, 0, g[0]) - 20.0000004) < 1e-5);
+	assert_int_equal(kern_gcomp_levels(&o, 0, g, 1, 3, lv), 0);
+	assert_int_equal(lv[0], 0);
+	/* A zero parameter: delta 0, level 0; a grad_scale of 1/4 makes the
+	 * applied g smaller and delta 4 times larger. */
+	th[0] = 0.0f;
+	assert_int_equal(kern_gcomp_levels(&o, 0, g, 1, 3, lv), 0);
+	assert_int_equal(lv[0], 0);
+	th[0] = 1.0f;
+	g[0] = 0x1p-10f;
+	o = (kern_gcomp_opt){ .kind = KERN_GCOMP_SGD,
+		.lr = 0.1,
+		.grad_scale = 0.25,
+		.param = th };
+	assert_int_equal(kern_gcomp_levels(&o, 0, g, 1, 3, lv), 0);
+	assert_int_equal(lv[0], 2); /* 40960 */
+	g[0] = 0x1p-16f;            /* 2621440 */
+	assert_int_equal(kern_gcomp_levels(&o, 0, g, 1, 3, lv), 0);
+	assert_int_equal(lv[0], 3);
+	/* The public wrapper gives the same. */
+	{
+		bellows_gcomp_optimizer po = { .kind = BELLOWS_GCOMP_SGD,
+			.lr = 0.1,
+			.grad_scale = 0.25,
+			.param = th };
+
+		lv[0] = 9;
+		assert_int_equal(bellows_gcomp_levels(&po, BELLOWS_GCOMP_F32, g,
+				     1, 3, lv),
+		    0);
+		assert_int_equal(lv[0], 3);
+		po.kind = 99;
+		assert_int_equal(bellows_gcomp_levels(&po, BELLOWS_GCOMP_F32, g,
+				     1, 3, lv),
+		    BELLOWS_EINVAL);
+	}
+}
+
+/* The AVX2 build of the levels gives the portable C's levels, value for
+ * value, for every optimizer, on gradients with zeros, NaN, Inf and
+ * subnormals, parameters with zeros, and every max_level. */
+static void
+test_levels_are_the_same_on_every_isa(void **state)
+{
+	size_t n = 20011;
+	float *g = malloc(n * 4), *th = malloc(n * 4), *b = malloc(n * 4);
+	float *m = malloc(n * 4), *v = malloc(n * 4);
+	uint8_t *ls = malloc(n), *lv = malloc(n);
+	int kinds[5] = { KERN_GCOMP_SGD, KERN_GCOMP_MOMENTUM,
+		KERN_GCOMP_NESTEROV, KERN_GCOMP_ADAM, KERN_GCOMP_ADAMW };
+	uint64_t hist[4] = { 0 };
+
+	(void)state;
+	fill_gradient(g, n, 0);
+	if (kern_gcomp_levels_isa(KERN_ISA_AVX2,
+		&(kern_gcomp_opt){ .kind = KERN_GCOMP_SGD,
+		    .lr = 1,
+		    .param = th },
+		KERN_F32, g, 0, 3, ls) == BELLOWS_ENOTSUP) {
+		skip();
+	}
+	for (size_t i = 0; i < n; i++) {
+		th[i] = i % 11 == 0 ? 0.0f
+				    : (float)(rng() % 2000) / 1000.0f - 1;
+		b[i] = (float)(rng() % 2000) / 1e5f - 0.01f;
+		m[i] = (float)(rng() % 2000) / 1e6f;
+		v[i] = (float)(rng() % 2000) / 1e9f;
+	}
+	g[0] = INFINITY;
+	g[1] = NAN;
+	g[2] = 1e-40f;
+	for (int k = 0; k < 5; k++) {
+		for (int withbuf = 0; withbuf < 2; withbuf++) {
+			kern_gcomp_opt o = { .kind = kinds[k],
+				.lr = 0.01 + 0.05 * k,
+				.weight_decay = withbuf ? 1e-2 : 0,
+				.momentum = 0.9,
+				.dampening = withbuf ? 0.1 : 0,
+				.beta1 = 0.9,
+				.beta2 = 0.999,
+				.eps = 1e-8,
+				.step = 1 + 37 * (uint64_t)withbuf,
+				.param = th,
+				.buf = withbuf ? b : NULL,
+				.exp_avg = m,
+				.exp_avg_sq = withbuf ? v : NULL };
+
+			for (int max = 0; max <= 3; max++) {
+				assert_int_equal(
+				    kern_gcomp_levels_isa(KERN_ISA_SCALAR, &o,
+					KERN_F32, g, n, max, ls),
+				    0);
+				assert_int_equal(
+				    kern_gcomp_levels_isa(KERN_ISA_AVX2, &o,
+					KERN_F32, g, n, max, lv),
+				    0);
+				assert_memory_equal(ls, lv, n);
+			}
+			for (size_t i = 0; i < n; i++)
+				hist[ls[i]]++;
+		}
+	}
+	/* Every level occurs, so the comparison covers them all. */
+	for (int l = 0; l < 4; l++)
+		assert_true(hist[l] > 0);
+	free(g);
+	free(th);
+	free(b);
+	free(m);
+	free(v);
+	free(ls);
+	free(lv);
+}
+
+/* Bad blocks: each refused with its code and an offset in the message. */
+static void
+test_bad_blocks_are_refused_with_their_offset(void **state)
+{
+	size_t n = 20000, cap = bellows_gcomp_bound(BELLOWS_GCOMP_F32, n), len;
+	float *x = malloc(n * 4), *y = malloc(n * 4);
+	uint8_t *buf = malloc(cap), *bad = malloc(cap);
+	bellows_gcomp_table *t, *t2;
+	char err[256];
+
+	(void)state;
+	fill_gradient(x, n, 0);
+	t = table_of(BELLOWS_GCOMP_F32, x, n, 8, 11);
+	t2 = table_of(BELLOWS_GCOMP_F32, x, n, 8, 12);
+	assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x, n, 1,
+			     NULL, buf, cap, &len, NULL),
+	    0);
+	assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x, n, 1,
+			     NULL, buf, 100, NULL, NULL),
+	    BELLOWS_EMSGSIZE);
+
+	memcpy(bad, buf, len);
+	bad[1] = 'X';
+	assert_int_equal(bellows_gcomp_decode(t, bad, len, BELLOWS_GCOMP_F32, y,
+			     n, 0, err, sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "byte 0"));
+
+	assert_int_equal(bellows_gcomp_decode(t, buf, len - 1,
+			     BELLOWS_GCOMP_F32, y, n, 0, err, sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "truncated"));
+	assert_int_equal(bellows_gcomp_decode(t, buf, 20, BELLOWS_GCOMP_F32, y,
+			     n, 0, err, sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "byte 20"));
+
+	assert_int_equal(bellows_gcomp_decode(t2, buf, len, BELLOWS_GCOMP_F32,
+			     y, n, 0, err, sizeof(err)),
+	    BELLOWS_EMISMATCH);
+	assert_non_null(strstr(err, "table version 11"));
+
+	assert_int_equal(bellows_gcomp_decode(t, buf, len, BELLOWS_GCOMP_F32, y,
+			     n - 1, 0, err, sizeof(err)),
+	    BELLOWS_EMISMATCH);
+
+	/* A truncated chunk: its header claims more than the block holds. */
+	memcpy(bad, buf, len);
+	bad[KERN_GCOMP_HEADER + 12] ^= 0xff; /* chunk 0's exponent bits */
+	bad[KERN_GCOMP_HEADER + 13] ^= 0xff;
+	bad[KERN_GCOMP_HEADER + 14] ^= 0x7f;
+	assert_int_equal(bellows_gcomp_decode(t, bad, len, BELLOWS_GCOMP_F32, y,
+			     n, 0, err, sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "chunk 0"));
+
+	memcpy(bad, buf, len);
+	bad[4] = 9;
+	assert_int_equal(bellows_gcomp_decode(t, bad, len, BELLOWS_GCOMP_F32, y,
+			     n, 0, err, sizeof(err)),
+	    BELLOWS_EVERSION);
+
+	/* Trailing bytes after the block are not read (all-gather pads). */
+	assert_int_equal(bellows_gcomp_decode(t, buf, cap, BELLOWS_GCOMP_F32, y,
+			     n, 0, err, sizeof(err)),
+	    0);
+	/* ADD sums into out. */
+	for (size_t i = 0; i < n; i++)
+		y[i] = 1.0f;
+	assert_int_equal(bellows_gcomp_decode(t, buf, len, BELLOWS_GCOMP_F32, y,
+			     n, BELLOWS_CODEC_ADD, err, sizeof(err)),
+	    0);
+	{
+		float *z = malloc(n * 4);
+
+		assert_int_equal(bellows_gcomp_decode(t, buf, len,
+				     BELLOWS_GCOMP_F32, z, n, 0, NULL, 0),
+		    0);
+		for (size_t i = 0; i < n; i++)
+			assert_true(
+			    isnan(z[i]) ? isnan(y[i]) : y[i] == 1.0f + z[i]);
+		free(z);
+	}
+	bellows_gcomp_table_destroy(&t);
+	bellows_gcomp_table_destroy(&t2);
+	free(x);
+	free(y);
+	free(buf);
+	free(bad);
+}
+
+/* The fuzz: corrupt good blocks (bit flips, byte runs, truncations, random
+ * headers) and decode; a return of 0 or an error, never a crash or a read
+ * outside the buffer (each copy is exactly its length, for ASan). */
+static void
+fuzz_for(double seconds, uint64_t min_rounds)
+{
+	size_t n = 3 * KERN_GCOMP_CHUNK + 17;
+	size_t cap = bellows_gcomp_bound(BELLOWS_GCOMP_F32, n), len[3];
+	float *x = malloc(n * 4), *y = malloc(n * 4);
+	uint8_t *good[3];
+	bellows_gcomp_table *t[3];
+	struct timespec t0, t1;
+	uint64_t rounds = 0, ok = 0;
+	char err[256];
+
+	fill_gradient(x, n, 0);
+	for (int k = 0; k < 3; k++) {
+		good[k] = malloc(cap);
+		t[k] = table_of(BELLOWS_GCOMP_F32, x + k * 100, n / 4,
+		    (unsigned)(k == 2 ? 4 : 8), 1);
+		assert_int_equal(bellows_gcomp_encode(t[k], BELLOWS_GCOMP_F32,
+				     x, n, k, NULL, good[k], cap, &len[k],
+				     NULL),
+		    0);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int k = (int)(rng() % 3);
+		size_t l = len[k];
+		uint8_t *b;
+		int how = (int)(rng() % 5), rc;
+
+		if (how == 0)
+			l = rng() % (len[k] + 1); /* truncated */
+		b = malloc(l > 0 ? l : 1);
+		memcpy(b, good[k], l);
+		if (how == 1 || how == 4) /* bit flips */
+			for (int f = 0; f < 1 + (int)(rng() % 8) && l > 0; f++)
+				b[rng() % l] ^= (uint8_t)(1u << (rng() % 8));
+		if (how == 2 && l > 0) { /* a run of random bytes */
+			size_t at = rng() % l, run = 1 + rng() % 64;
+
+			for (size_t i = at; i < l && i < at + run; i++)
+				b[i] = (uint8_t)rng();
+		}
+		if (how == 3 && l > 8) /* header fields */
+			for (size_t i = 8; i < l && i < 128; i++)
+				if (rng() % 8 == 0)
+					b[i] = (uint8_t)rng();
+		rc = bellows_gcomp_decode(t[k], b, l, BELLOWS_GCOMP_F32, y, n,
+		    0, err, sizeof(err));
+		assert_true(rc == 0 || rc == BELLOWS_EPROTO ||
+		    rc == BELLOWS_EVERSION || rc == BELLOWS_EMISMATCH);
+		if (rc != 0)
+			assert_true(strstr(err, "byte ") != NULL);
+		ok += rc == 0;
+		free(b);
+		rounds++;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (rounds >= min_rounds &&
+		    (double)(t1.tv_sec - t0.tv_sec) +
+			    1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) >=
+			seconds)
+			break;
+	}
+	printf("fuzz: %llu corrupted blocks decoded, %llu accepted\n",
+	    (unsigned long long)rounds, (unsigned long long)ok);
+	for (int k = 0; k < 3; k++) {
+		bellows_gcomp_table_destroy(&t[k]);
+		free(good[k]);
+	}
+	free(x);
+	free(y);
+}
+
+static void
+test_decoder_survives_fuzzed_blocks(void **state)
+{
+	(void)state;
+	fuzz_for(3.0, 2000);
+}
+
+int
+main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(
+		    test_level_0_round_trips_every_normal_float32_bit_exactly),
+		cmocka_unit_test(
+		    test_zero_and_subnormals_send_only_the_exponent_code),
+		cmocka_unit_test(
+		    test_each_value_is_truncated_by_its_own_level_only),
+		cmocka_unit_test(
+		    test_bf16_and_f16_map_to_their_own_exponent_ranges),
+		cmocka_unit_test(
+		    test_delta_levels_match_hand_computed_values_per_optimizer),
+		cmocka_unit_test(test_levels_are_the_same_on_every_isa),
+		cmocka_unit_test(test_bad_blocks_are_refused_with_their_offset),
+		cmocka_unit_test(test_decoder_survives_fuzzed_blocks),
+	};
+
+	if (argc == 3 && strcmp(argv[1], "fuzz") == 0) {
+		fuzz_for(atof(argv[2]), 1);
+		return 0;
+	}
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
