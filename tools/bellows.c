@@ -4,7 +4,7 @@
  * code; this file only picks it, and is the only place that exits. Exit
  * codes: 0 success, 1 the command failed, 2 it was used wrongly.
  */
-#include "codec.h"
+#include "codec_cli.h"
 #include "export.h"
 #include "history.h"
 #include "keygen.h"

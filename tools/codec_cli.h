@@ -1,4 +1,4 @@
-/* codec - `bellows codec`: try a gradient codec on dumped tensors.
+/* codec_cli - `bellows codec`: try a gradient codec on dumped tensors.
  *
  * GComp only for now: `table` builds an exponent table from .f32 files
  * (the builder bellowsd's gcomp policy runs), `encode` and `decode` turn a
@@ -7,8 +7,8 @@
  * raw little-endian float32. Nothing is written unless the command
  * succeeds.
  */
-#ifndef TOOL_CODEC_H
-#define TOOL_CODEC_H
+#ifndef TOOL_CODEC_CLI_H
+#define TOOL_CODEC_CLI_H
 
 #include <stdio.h>
 
@@ -21,4 +21,4 @@ int tool_codec_main(int argc, char **argv);
 /* Writes the subcommand's usage text to f. */
 void tool_codec_usage(FILE *f);
 
-#endif /* TOOL_CODEC_H */
+#endif /* TOOL_CODEC_CLI_H */

@@ -1,11 +1,11 @@
-/* codec - `bellows codec`, see codec.h.
+/* codec_cli - `bellows codec`, see codec_cli.h.
  *
  * Every file is read whole into memory, the work is done there, and the
  * output is written to OUT.tmp then renamed, so a failure leaves OUT as it
  * was. Errors in a table or block are the library's messages, which name
  * the byte offset.
  */
-#include "codec.h"
+#include "codec_cli.h"
 
 #include "args.h"
 
