@@ -43,11 +43,11 @@
 #define MAX_DUMPS 4096
 
 typedef struct dump {
-	char path[512]; /* .f32 */
-	float *x;       /* values */
-	uint8_t *lv;    /* levels, NULL if no .lv */
-	uint64_t n;     /* values */
-	uint64_t hist[256];
+	char path[512];     /* .f32 */
+	float *x;           /* values */
+	uint8_t *lv;        /* levels, NULL if no .lv */
+	uint64_t n;         /* values */
+	uint64_t hist[256]; /* exponent histogram */
 } dump;
 
 static void *
@@ -173,17 +173,17 @@ gbps(work_fn fn, void *ctx, double bytes, unsigned ms)
 }
 
 typedef struct speed_ctx {
-	const bellows_gcomp_table *t;
-	const dump *d;
-	const uint8_t *levels;       /* NULL: level 0 */
-	uint8_t *buf;                /* block */
-	size_t cap, len;             /* its capacity and length */
-	float *out;                  /* decoded */
-	bellows_gcomp_optimizer opt; /* for the levels */
-	uint8_t *lv;                 /* levels written */
-	void *z;                     /* zstd output */
-	size_t zcap, zlen;
-	int zlevel;
+	const bellows_gcomp_table *t; /* the table */
+	const dump *d;                /* the dump coded */
+	const uint8_t *levels;        /* NULL: level 0 */
+	uint8_t *buf;                 /* block */
+	size_t cap, len;              /* its capacity and length */
+	float *out;                   /* decoded */
+	bellows_gcomp_optimizer opt;  /* for the levels */
+	uint8_t *lv;                  /* levels written */
+	void *z;                      /* zstd output */
+	size_t zcap, zlen;            /* its capacity and length */
+	int zlevel;                   /* zstd's level */
 } speed_ctx;
 
 static void

@@ -398,12 +398,12 @@ kern_gcomp_info(const uint8_t *in, size_t bytes, uint64_t *ret_n,
  * bits at its top; past the segment's end it reads zero bytes (counted in
  * over, so the bits used can be checked). */
 typedef struct gcomp_br {
-	const uint8_t *p;   /* next byte */
-	const uint8_t *end; /* segment end */
-	const uint8_t *start;
-	uint64_t bits; /* valid bits at the top */
-	unsigned cnt;  /* valid bit count */
-	uint64_t over; /* zero bytes read past the end */
+	const uint8_t *p;     /* next byte */
+	const uint8_t *end;   /* segment end */
+	const uint8_t *start; /* segment start */
+	uint64_t bits;        /* valid bits at the top */
+	unsigned cnt;         /* valid bit count */
+	uint64_t over;        /* zero bytes read past the end */
 } gcomp_br;
 
 static inline __attribute__((always_inline)) void

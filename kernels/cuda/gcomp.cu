@@ -26,10 +26,11 @@ __constant__ unsigned d_trunc[3][4] = {
 	{ 0, 2, 4, 6 },
 };
 
+/* A value split as the CPU's gcomp_split does. */
 struct val {
-	unsigned sym;
-	unsigned sign;
-	uint32_t man;
+	unsigned sym;  /* exponent symbol */
+	unsigned sign; /* 0 or 1 */
+	uint32_t man;  /* mantissa bits of the dtype */
 };
 
 __device__ __forceinline__ val
@@ -83,9 +84,9 @@ level_of(const uint8_t *levels, int level, uint64_t i, unsigned sym)
 
 /* Most-significant-bit-first writer, byte by byte. */
 struct bw {
-	uint8_t *p;
-	uint64_t acc;
-	unsigned n;
+	uint8_t *p;   /* next byte */
+	uint64_t acc; /* pending bits in the low n */
+	unsigned n;   /* pending bit count, < 8 between puts */
 };
 
 __device__ __forceinline__ void
@@ -109,9 +110,9 @@ flush(bw &w)
 
 /* Reader over one segment: zero bits past its end, bits used counted. */
 struct br {
-	const uint8_t *p;
-	uint64_t bytes;
-	uint64_t pos; /* bit position */
+	const uint8_t *p; /* segment start */
+	uint64_t bytes;   /* segment bytes */
+	uint64_t pos;     /* bit position */
 };
 
 __device__ __forceinline__ uint32_t
