@@ -13,8 +13,11 @@
  * size from which every row exceeds 1 (rule `robust`: medians, monotone
  * envelope), a deviation from the paper flagged in every reason. No row
  * above 1 sends everything raw (UINT64_MAX); every row above 1 compresses
- * everything (0). Optionally the policy recalibrates when the tensors
- * still measured drift from the calibration's times. The paper's text,
+ * everything (0). From the second calibration on, a size changes side
+ * only when its ratio leaves a band of +-hysteresis around 1 (another
+ * deviation: ratios near 1 would otherwise move the threshold on noise).
+ * Optionally the policy recalibrates when the tensors still measured
+ * drift from the calibration's times. The paper's text,
  * its open points and what bellows chose are in docs/policies/slimgc.md.
  */
 #include "metric.h"
