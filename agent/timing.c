@@ -150,6 +150,20 @@ timing_sort(double *v, uint32_t n)
 }
 
 double
+agent_timing_quantile(double *v, uint32_t n, double p)
+{
+	double x = p * (double)(n - 1);
+	uint32_t i;
+
+	timing_sort(v, n);
+	/* p outside [0, 1] or NAN: the nearest end. */
+	if (!(x > 0))
+		return v[0];
+	i = x >= (double)(n - 1) ? n - 1 : (uint32_t)x;
+	return v[i];
+}
+
+double
 agent_timing_median(double *v, uint32_t n)
 {
 	timing_sort(v, n);
@@ -206,15 +220,15 @@ agent_timing_finish(agent_timing *t, com_layer_stats *ret,
 		s->comm_comp_n = 0;
 		s->codec_ms = 0.0;
 		if (l->raw.seen > 0) {
-			s->comm_raw_ms = agent_timing_median(l->raw.ms,
-			    timing_kept(&l->raw));
+			s->comm_raw_ms = agent_timing_quantile(l->raw.ms,
+			    timing_kept(&l->raw), AGENT_TIMING_QUANTILE);
 			s->comm_raw_n = timing_count(l->raw.seen);
 		}
 		if (l->comp.seen > 0) {
-			s->comm_comp_ms = agent_timing_median(l->comp.ms,
-			    timing_kept(&l->comp));
-			s->codec_ms = agent_timing_median(l->comp.codec,
-			    timing_kept(&l->comp));
+			s->comm_comp_ms = agent_timing_quantile(l->comp.ms,
+			    timing_kept(&l->comp), AGENT_TIMING_QUANTILE);
+			s->codec_ms = agent_timing_quantile(l->comp.codec,
+			    timing_kept(&l->comp), AGENT_TIMING_QUANTILE);
 			s->comm_comp_n = timing_count(l->comp.seen);
 		}
 		l->raw.seen = 0;

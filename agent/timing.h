@@ -1,12 +1,22 @@
-/* timing - the timed communications of one window, reduced to medians.
+/* timing - the timed communications of one window, reduced to one time
+ * per kind of send.
  *
  * The trainer times the sends of each layer's gradient (raw or compressed,
  * with the codec time of a compressed one) and the collectives that are
  * not one layer's, such as DDP buckets, keyed by (bytes, compressed). At
- * the window's end each kind of send is reported as the median of its
+ * the window's end each kind of send is reported as one statistic of its
  * durations and the number of sends: SlimGC compares a layer's raw and
  * compressed times, the performance model fits latency and bandwidth to
- * the bucket times.
+ * the layer and bucket times.
+ *
+ * A layer's times are reported as their lower quartile
+ * (AGENT_TIMING_QUANTILE), not their median: where the ranks share too few
+ * CPUs, a send either completes at once or waits, often for milliseconds,
+ * for a peer that is not running, and a window's median jumps between the
+ * two modes with the share of slow sends. The lower quartile stays in the
+ * fast mode unless three quarters of the sends were slow, and is what the
+ * send costs when the peer is ready (bench/slimgc/sends.py measured it;
+ * docs/policies/slimgc.md). Bucket collectives stay medians.
  *
  * A window may time thousands of sends of one layer, so each kind keeps a
  * reservoir of at most AGENT_TIMING_RESERVOIR durations: every send
@@ -25,8 +35,9 @@
 
 #include "msg.h"
 
-#define AGENT_TIMING_RESERVOIR   32  /* durations kept per kind of send */
-#define AGENT_TIMING_MAX_BUCKETS 256 /* (bytes, compressed) per window */
+#define AGENT_TIMING_RESERVOIR   32   /* durations kept per kind of send */
+#define AGENT_TIMING_MAX_BUCKETS 256  /* (bytes, compressed) per window */
+#define AGENT_TIMING_QUANTILE    0.25 /* a layer's reported send time */
 
 /* The durations kept of one kind of send, and how many there were. */
 typedef struct agent_reservoir {
@@ -81,18 +92,25 @@ int agent_timing_send(agent_timing *t, uint32_t layer, bool compressed,
 int agent_timing_collective(agent_timing *t, uint64_t bytes, bool compressed,
     double comm_ms);
 
-/* Writes the window's medians and counts into the comm_* and codec_ms
- * fields of ret[0..n_layers-1] (zero for a layer without sends; counts
- * saturate at UINT32_MAX), points *ret_comm at one sample per key, sorted
- * by bytes then raw before compressed (valid until the next call of any
- * agent_timing function; NULL when there are none), *ret_n_comm at their
- * number and *ret_dropped at the collectives dropped; then starts a new
- * window. Never fails, never allocates. */
+/* Writes the window's lower quartiles (AGENT_TIMING_QUANTILE) of each
+ * layer's raw sends, compressed sends and their codec times, and their
+ * counts, into the comm_* and codec_ms fields of ret[0..n_layers-1] (zero for a
+ * layer without sends; counts saturate at UINT32_MAX), points *ret_comm at one
+ * sample per key, sorted by bytes then raw before compressed (valid until the
+ * next call of any agent_timing function; NULL when there are none),
+ * *ret_n_comm at their number and *ret_dropped at the collectives dropped; then
+ * starts a new window. Never fails, never allocates. */
 void agent_timing_finish(agent_timing *t, com_layer_stats *ret,
     com_comm_sample **ret_comm, uint32_t *ret_n_comm, uint64_t *ret_dropped);
 
 /* The median of the n values at v (n > 0), which it reorders: the middle
  * one for odd n, the mean of the two middle ones for even n. */
 double agent_timing_median(double *v, uint32_t n);
+
+/* The p-quantile of the n values at v (n > 0), which it sorts: the value
+ * of index floor(p * (n - 1)), one of the values, never interpolated (so
+ * one slow value next to fast ones is never averaged in). p <= 0 or NAN
+ * gives the least value, p >= 1 the greatest. */
+double agent_timing_quantile(double *v, uint32_t n, double p);
 
 #endif /* AGENT_TIMING_H */

@@ -13,8 +13,11 @@
  * size from which every row exceeds 1 (rule `robust`: medians, monotone
  * envelope), a deviation from the paper flagged in every reason. No row
  * above 1 sends everything raw (UINT64_MAX); every row above 1 compresses
- * everything (0). Optionally the policy recalibrates when the tensors
- * still measured drift from the calibration's times. The paper's text,
+ * everything (0). From the second calibration on, a size changes side
+ * only when its ratio leaves a band of +-hysteresis around 1 (another
+ * deviation: ratios near 1 would otherwise move the threshold on noise).
+ * Optionally the policy recalibrates when the tensors still measured
+ * drift from the calibration's times. The paper's text,
  * its open points and what bellows chose are in docs/policies/slimgc.md.
  */
 #include "metric.h"
@@ -62,6 +65,9 @@ typedef struct slimgc_config {
 				   * row */
 	int64_t start_timeout;    /* windows to wait for an asked calibration
 				   * to start before asking again */
+	double hysteresis;        /* after the first calibration, a size
+				   * switches to compressed above 1 + this
+				   * ratio, to raw below 1 - this */
 } slimgc_config;
 
 static const char *const slimgc_rules[] = { "robust", "paper", NULL };
@@ -120,6 +126,15 @@ static const bellows_param slimgc_params[] = {
 	    .def = 8,
 	    .help = "windows to wait for a calibration to start before "
 		    "asking again" },
+	{ .name = "hysteresis",
+	    .type = BELLOWS_PARAM_DOUBLE,
+	    .offset = offsetof(slimgc_config, hysteresis),
+	    .min = 0,
+	    .max = 0.9,
+	    .def = 0.1,
+	    .help = "after the first calibration, a size changes side only "
+		    "if its ratio passes 1 by this fraction: above 1 + h to "
+		    "be compressed, below 1 - h to go raw" },
 	{ .name = NULL },
 };
 
@@ -135,7 +150,8 @@ slimgc_config_check(const slimgc_config *cfg, slimgc_rule *ret_rule)
 	    !(cfg->recalibrate_drift >= 0 && cfg->recalibrate_drift <= 100) ||
 	    cfg->drift_windows < 1 || cfg->drift_windows > 1000000 ||
 	    cfg->retries < 0 || cfg->retries > 1000 || cfg->start_timeout < 1 ||
-	    cfg->start_timeout > 1000000)
+	    cfg->start_timeout > 1000000 ||
+	    !(cfg->hysteresis >= 0 && cfg->hysteresis <= 0.9))
 		return BELLOWS_EINVAL;
 	memcpy(rule, cfg->rule, sizeof(rule));
 	rule[sizeof(rule) - 1] = '\0';
@@ -210,6 +226,8 @@ typedef struct slimgc_state {
 	uint32_t missing;       /* selected sizes lacking samples */
 	uint32_t pick;          /* row that set the threshold, or NONE */
 	uint64_t threshold;     /* threshold decided */
+	uint64_t prev;          /* threshold in force before the table's
+				 * calibration (its hysteresis centre) */
 	double *calib_raw;      /* per tensor: its t_c in the calibration */
 	double *calib_comp;     /* per tensor: its t_cq in the calibration */
 	uint32_t over;          /* consecutive windows over the drift */
@@ -528,28 +546,52 @@ slimgc_build(slimgc_state *st, slimgc_rule rule, uint64_t min_samples,
 	return n_rows;
 }
 
-/* The row that sets the threshold under `rule`, or SLIMGC_NONE. A tie
- * (ratio exactly 1) does not pay: the paper's small-tensor test is
- * t_cq + t_pq > t_c, its large-tensor test the complement, and a tie
- * gains nothing from compression. */
+/* Whether a row pays for compression: ratio > 1, or with hysteresis h
+ * around the threshold `prev` in force, ratio > 1 - h for a size sent
+ * compressed under it (bytes >= prev) and ratio > 1 + h for one sent raw,
+ * so that a ratio wandering near 1 between calibrations does not move
+ * the threshold back and forth. A tie (ratio exactly at the bar) does not
+ * pay: the paper's small-tensor test is t_cq + t_pq > t_c, its
+ * large-tensor test the complement, and a tie gains nothing. */
+static bool
+slimgc_pays(const slimgc_row *r, double h, uint64_t prev)
+{
+	double bar = 1;
+
+	if (h > 0)
+		bar = r->bytes >= prev ? 1 - h : 1 + h;
+	return r->ratio > bar;
+}
+
+/* The row that sets the threshold under `rule`, or SLIMGC_NONE, with
+ * hysteresis h around the threshold prev (h = 0: none). */
 static uint32_t
-slimgc_pick(const slimgc_row *rows, uint32_t n, slimgc_rule rule)
+slimgc_pick(const slimgc_row *rows, uint32_t n, slimgc_rule rule, double h,
+    uint64_t prev)
 {
 	uint32_t pick = SLIMGC_NONE;
 
 	if (rule == SLIMGC_PAPER) {
 		for (uint32_t i = 0; i < n; i++) {
-			if (rows[i].ratio > 1)
+			if (slimgc_pays(&rows[i], h, prev))
 				return i;
 		}
 		return SLIMGC_NONE;
 	}
 	for (uint32_t i = n; i-- > 0;) {
-		if (!(rows[i].ratio > 1))
+		if (!slimgc_pays(&rows[i], h, prev))
 			break;
 		pick = i;
 	}
 	return pick;
+}
+
+/* The hysteresis the table is picked with: none for the first table (no
+ * threshold of this policy's own in force before it). */
+static double
+slimgc_hysteresis(const slimgc_state *st, const slimgc_config *cfg)
+{
+	return st->calibrations > 1 ? cfg->hysteresis : 0;
 }
 
 static uint64_t
@@ -617,12 +659,30 @@ slimgc_explain_table(slimgc_state *st, const slimgc_config *cfg,
 	if (st->skipped > 0)
 		pol_text_add(t, ", %u window%s beyond %u not kept", st->skipped,
 		    st->skipped == 1 ? "" : "s", st->cap);
+	/* Say when the hysteresis kept a size on its side. */
+	if (slimgc_hysteresis(st, cfg) > 0) {
+		uint64_t bare = slimgc_threshold_of(st->rows,
+		    slimgc_pick(st->rows, st->n_rows, rule, 0, 0));
+
+		if (bare != st->threshold) {
+			char prev[64];
+
+			slimgc_size_text(st->prev, prev, sizeof(prev));
+			slimgc_size_text(bare, size, sizeof(size));
+			pol_text_add(t,
+			    "; hysteresis %g around 1 kept sizes on their "
+			    "side of the previous threshold %s (without it: "
+			    "%s)",
+			    cfg->hysteresis, prev, size);
+		}
+	}
 	/* Flag the deviation when the rules disagree on these samples. */
 	n_alt = slimgc_build(st, other, (uint64_t)cfg->min_samples, st->alt,
 	    &alt_missing, false);
-	alt = n_alt == 0
-	    ? st->threshold
-	    : slimgc_threshold_of(st->alt, slimgc_pick(st->alt, n_alt, other));
+	alt = n_alt == 0 ? st->threshold
+			 : slimgc_threshold_of(st->alt,
+			       slimgc_pick(st->alt, n_alt, other,
+				   slimgc_hysteresis(st, cfg), st->prev));
 	if (alt != st->threshold) {
 		slimgc_size_text(alt, size, sizeof(size));
 		pol_text_add(t, "; the %s rule would give %s",
@@ -671,7 +731,9 @@ slimgc_finish(slimgc_state *st, const slimgc_config *cfg, slimgc_rule rule,
 	st->have_table = true;
 	st->table_window = w->window;
 	st->calibrations++;
-	st->pick = slimgc_pick(st->rows, st->n_rows, rule);
+	st->prev = st->threshold;
+	st->pick = slimgc_pick(st->rows, st->n_rows, rule,
+	    slimgc_hysteresis(st, cfg), st->prev);
 	st->threshold = slimgc_threshold_of(st->rows, st->pick);
 	out->size_threshold = st->threshold;
 	pol_text_add(t, "calibration %u over at window %llu", st->calibrations,
@@ -870,7 +932,8 @@ slimgc_on_window(void *state, const void *config, const bellows_window *w,
 
 		st->n_rows = slimgc_build(st, rule, (uint64_t)cfg->min_samples,
 		    st->rows, &st->missing, true);
-		st->pick = slimgc_pick(st->rows, st->n_rows, rule);
+		st->pick = slimgc_pick(st->rows, st->n_rows, rule,
+		    slimgc_hysteresis(st, cfg), st->prev);
 		st->threshold = slimgc_threshold_of(st->rows, st->pick);
 		if (st->n_rows == 0) {
 			/* min_samples rose above every size's sends. */

@@ -415,11 +415,13 @@ BELLOWS_EXPORT int bellows_agent_calibrating(const bellows_agent *agent);
 /* Records one timed send of `layer`'s gradient in the current step:
  * compressed (non-zero) or raw, comm_ms the communication and codec_ms
  * the encode + decode time (0 for a raw send; ignored then). The window's
- * report carries per layer the medians of its raw and of its compressed
- * sends and of their codec times, with their counts. Medians are taken
- * over a reservoir of at most 32 sends per layer and kind, a uniform
- * sample when the window has more; it is allocated on a layer's first
- * call and reused, so later calls never allocate. Returns 0,
+ * report carries per layer the lower quartiles (not the medians: a send
+ * that waited for a descheduled peer is an outlier there, docs/agent.md)
+ * of its raw and of its compressed sends and of their codec times, with
+ * their counts. Quartiles are taken over a reservoir of at most 32 sends
+ * per layer and kind, a uniform sample when the window has more; it is
+ * allocated on a layer's first call and reused, so later calls never
+ * allocate. Returns 0,
  * BELLOWS_EINVAL for a bad index or a time that is negative or not
  * finite (nothing is recorded then), BELLOWS_ESTATE outside a step, or
  * BELLOWS_ENOMEM on a layer's first call. */

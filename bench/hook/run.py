@@ -169,6 +169,27 @@ def report(res, command):
     ratios = [b / n for b, n in zip(rmed["bellows"], rmed["nostats"])]
     lines.append(f"statistics pass, bellows/nostats per round median: "
                  f"{statistics.median(ratios):.3f}")
+    # On a loaded machine whole rounds run at half speed (a rank waiting
+    # for a CPU), and the per-round ratios swing by tens of per cent. The
+    # fast steps are the ones no config had to wait in: their low
+    # quantiles over all rounds compare the configs' own costs.
+    lines.append("")
+    lines.append("Fast steps (low quantiles of every step of every round; "
+                 "the view that holds when the machine's load makes "
+                 "steps bimodal):")
+    lines.append("")
+    lines += benchkit.table(["config", "p10 step ms", "p25 step ms",
+                             "p10 / plain", "p25 / plain"])
+    low = {c: sorted(t for r in times[c] for t in r) for c in CONFIGS}
+
+    def q(v, p):
+        return v[int(p * (len(v) - 1))]
+
+    for c in CONFIGS:
+        lines.append(benchkit.row([
+            c, f"{q(low[c], .1):.1f}", f"{q(low[c], .25):.1f}",
+            f"{q(low[c], .1) / q(low['plain'], .1):.3f}",
+            f"{q(low[c], .25) / q(low['plain'], .25):.3f}"]))
     lines.append("")
     lines.append("Per step on rank 0 (medians): time inside the hook, in "
                  "Agent.observe, in collectives (comm_ms: for direct "

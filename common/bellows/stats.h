@@ -108,7 +108,7 @@ extern "C" {
 	    "the same activation uncompressed, per step")                      \
 	X(comm_raw_ms, F64, 16, MAG, GATED_MEDIAN, comm_raw_n, F64,            \
 	    comm_raw_ms, NULL, "comm_raw_ms", NULL, NULLABLE, "ms",            \
-	    "median of the layer's timed raw sends")                           \
+	    "lower quartile of timed raw sends; comp and codec alike")         \
 	X(comm_raw_n, U32, 17, ANY, SUM_SAT, _, U32, comm_raw_n,               \
 	    NULL, "comm_raw_n", NULL, ZERO, "sends",                           \
 	    "raw sends timed; 0: none")                                        \

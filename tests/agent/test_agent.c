@@ -1124,7 +1124,7 @@ test_send_mode_follows_the_gate_the_level_the_threshold_and_calibration(
 }
 
 static void
-test_report_carries_activations_send_medians_collectives_and_memory(
+test_report_carries_activations_send_quartiles_collectives_and_memory(
     void **state)
 {
 	bellows_agent_config cfg;
@@ -1158,8 +1158,9 @@ test_report_carries_activations_send_medians_collectives_and_memory(
 		assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
 		assert_int_equal(bellows_agent_observe_activation(a, 0, &act),
 		    0);
-		/* Layer 0: raw sends of 1..4 ms (even count), layer 2:
-		 * compressed 1, 3, 5 (odd count, a step without). */
+		/* Layer 0: raw sends of 1..4 ms, layer 2: compressed 1,
+		 * 3, 5 (a step without); each reported as its lower
+		 * quartile, index floor(0.25 (n - 1)) of the sorted. */
 		assert_int_equal(bellows_agent_comm_layer(a, 0, 0,
 				     (double)(4 - i), 7.0),
 		    0);
@@ -1191,13 +1192,13 @@ test_report_carries_activations_send_medians_collectives_and_memory(
 	assert_true(r->layers[0].act_bytes == 250.0);
 	assert_true(r->layers[0].act_raw_bytes == 1000.0);
 	assert_int_equal(r->layers[1].act_steps, 0);
-	assert_true(r->layers[0].comm_raw_ms == 2.5);
+	assert_true(r->layers[0].comm_raw_ms == 1.0);
 	assert_int_equal(r->layers[0].comm_raw_n, 4);
 	assert_int_equal(r->layers[0].comm_comp_n, 0);
 	assert_true(r->layers[0].codec_ms == 0.0);
-	assert_true(r->layers[2].comm_comp_ms == 3.0);
+	assert_true(r->layers[2].comm_comp_ms == 1.0);
 	assert_int_equal(r->layers[2].comm_comp_n, 3);
-	assert_true(r->layers[2].codec_ms == 1.0);
+	assert_true(r->layers[2].codec_ms == 0.5);
 	assert_int_equal(r->layers[2].comm_raw_n, 0);
 	assert_int_equal(r->layers[1].comm_raw_n + r->layers[1].comm_comp_n, 0);
 	assert_true(r->timings.backward_ms == 10.0);
@@ -1270,9 +1271,9 @@ test_window_stats_expose_the_activation_and_send_fields(void **state)
 	assert_true(ls.act_raw_bytes == 256.0);
 	assert_true(ls.comm_raw_ms == 4.0);
 	assert_int_equal(ls.comm_raw_n, 1);
-	assert_true(ls.comm_comp_ms == 2.5);
+	assert_true(ls.comm_comp_ms == 2.0); /* the lower of 2 and 3 */
 	assert_int_equal(ls.comm_comp_n, 2);
-	assert_true(ls.codec_ms == 0.5);
+	assert_true(ls.codec_ms == 0.25);
 	bellows_agent_close(&a);
 }
 
@@ -2606,7 +2607,7 @@ main(void)
 		cmocka_unit_test(
 		    test_send_mode_follows_the_gate_the_level_the_threshold_and_calibration),
 		cmocka_unit_test(
-		    test_report_carries_activations_send_medians_collectives_and_memory),
+		    test_report_carries_activations_send_quartiles_collectives_and_memory),
 		cmocka_unit_test(
 		    test_step_begin_waits_for_a_due_decision_until_it_is_published),
 		cmocka_unit_test(

@@ -687,8 +687,8 @@ class Agent:
 
         ``comm_ms`` is the communication time, ``codec_ms`` the encode +
         decode time of a compressed send (ignored for a raw one). The
-        window reports per layer the medians of its raw and compressed
-        sends and of their codec times. Raises BellowsError: EINVAL for a
+        window reports per layer the lower quartiles of its raw and
+        compressed sends and of their codec times (docs/agent.md). Raises BellowsError: EINVAL for a
         bad index or a negative or non-finite time, ESTATE outside a step.
         """
         fn = self._need("comm_layer", "bellows_agent_comm_layer")
