@@ -44,8 +44,9 @@
  *     residual (the reference code's 0.5 x 0.5) unless paused.
  * Windows without statistics change nothing. The reason names the groups
  * that changed, the reduced layers and the residual floats kept of the
- * per-layer total; metrics carry the same numbers and each candidate
- * group's distance (docs/policies/resireduce.md).
+ * per-layer total; metrics carry the same numbers and, per candidate
+ * group (at its leader), its distance, size and whether it shares
+ * (docs/policies/resireduce.md).
  */
 #include "policies.h"
 #include "text.h"
@@ -471,6 +472,11 @@ resi_on_window(void *state, const void *config, const bellows_window *w,
 		else if (!share && d <= cfg->join_distance &&
 		    w->window >= st->cool_until[g])
 			share = true;
+		/* The group's size and whether it shares from the next
+		 * window on: a line per group in bellows top. */
+		resi_metric(out, "resid_group_size", (int32_t)g,
+		    (double)st->cand_n[g]);
+		resi_metric(out, "resid_shared", (int32_t)g, share ? 1.0 : 0.0);
 		if (share == st->sharing[g])
 			continue;
 		changed = true;
