@@ -160,6 +160,9 @@ class Residuals:
         self.sample = sample
         self.stats: dict[int, tuple[float, float, float, float, float]] = {}
         self.peak_floats = 0  # most floats held at once (with accumulators)
+        # False: plans are ignored (every layer its own residual), for
+        # compressors that cannot share (the quantisers).
+        self.planned = True
 
     # -- plan ------------------------------------------------------------
 
@@ -226,6 +229,8 @@ class Residuals:
         """Puts ``plan`` in force between steps, migrating the state of
         every layer whose role changes; returns those layers."""
         self.new_step()
+        if not self.planned:
+            return []
         plan = self._sanitise(plan)
         old = self._plan(len(plan.group))
         changed = [i for i in range(len(plan.group))
