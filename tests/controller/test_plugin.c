@@ -684,14 +684,14 @@ static void
 test_plugin_of_another_abi_version_is_refused(void **state)
 {
 	assert_plugin_refused(*state, BROKEN_SO("abi"),
-	    "refused: policy ABI version 99, this bellowsd speaks 2");
+	    "refused: policy ABI version 99, this bellowsd speaks 3");
 }
 
 static void
 test_plugin_built_for_abi_1_is_refused_and_told_to_rebuild(void **state)
 {
 	assert_plugin_refused(*state, BROKEN_SO("abi1"),
-	    "refused: policy ABI version 1, this bellowsd speaks 2: rebuild "
+	    "refused: policy ABI version 1, this bellowsd speaks 3: rebuild "
 	    "the policy against this bellows' <bellows/policy.h>");
 }
 
