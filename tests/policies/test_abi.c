@@ -62,6 +62,18 @@ typedef struct frozen_window_layer {
 	uint32_t comm_comp_n; /* compressed samples, summed over ranks */
 } frozen_window_layer;
 
+/* ABI 3: the ABI 2 layer and the residual statistics after it. */
+typedef struct frozen_window_layer3 {
+	frozen_window_layer abi2; /* everything ABI 2 had, where it was */
+	uint64_t resid_steps;     /* steps measured, summed over ranks */
+	double resid_l1;          /* ||r||_1 */
+	double resid_l2;          /* ||r||_2 */
+	double resid_q50;         /* median of |r| / rms(r) */
+	double resid_q90;         /* 90th percentile */
+	double resid_q99;         /* 99th percentile */
+	double resid_floats;      /* residual floats held under the plan */
+} frozen_window_layer3;
+
 typedef struct frozen_window {
 	const char *job;                   /* job name */
 	uint64_t window;                   /* window index, from 0 */
@@ -168,9 +180,17 @@ SAME_WINDOW(n_comm)
 SAME_WINDOW(comm)
 SAME_WINDOW(saved_bytes)
 /* ABI 3 appended the residual statistics to bellows_window_layer: the
- * ABI 2 fields keep their offsets, the struct grew. */
-static_assert(sizeof(bellows_window_layer) > sizeof(frozen_window_layer),
-    "bellows_window_layer grew in ABI 3");
+ * ABI 2 fields keep their offsets (above), the struct grew to ABI 3's. */
+#define SAME_LAYER3(f) SAME(bellows_window_layer, frozen_window_layer3, f)
+SAME_LAYER3(resid_steps)
+SAME_LAYER3(resid_l1)
+SAME_LAYER3(resid_l2)
+SAME_LAYER3(resid_q50)
+SAME_LAYER3(resid_q90)
+SAME_LAYER3(resid_q99)
+SAME_LAYER3(resid_floats)
+static_assert(sizeof(bellows_window_layer) == sizeof(frozen_window_layer3),
+    "bellows_window_layer keeps its ABI 3 size");
 /* bellows_window is handed by pointer: fields may be appended. */
 static_assert(sizeof(bellows_window) >= sizeof(frozen_window),
     "bellows_window keeps its fields");
