@@ -55,14 +55,11 @@ com_msg_init(com_msg *m, com_msg_type type)
 	m->minor = BELLOWS_PROTO_MINOR;
 }
 
-/* True when a layer other than g names g as its group's leader. */
+/* True when layer i keeps only part of its residual (a 2-D reduction). */
 static bool
-msg_has_member(uint32_t n, const uint32_t *group, uint32_t g)
+msg_reduced(const double *rows, const double *cols, uint32_t i)
 {
-	for (uint32_t j = 0; j < n; j++)
-		if (j != g && group[j] == g)
-			return true;
-	return false;
+	return rows[i] < 1.0 || cols[i] < 1.0;
 }
 
 void
@@ -98,9 +95,12 @@ com_resid_plan_valid(uint32_t n, const uint32_t *group, const double *phi,
 		if (g == i && !(phi[i] >= 0.0 && phi[i] <= 1.0))
 			return false;
 		/* A reduced layer keeps its own buffer: sharing and the 2-D
-		 * reduction do not combine. */
-		if ((rows[i] < 1.0 || cols[i] < 1.0) &&
-		    (g != i || msg_has_member(n, group, i)))
+		 * reduction do not combine. Checked from the members' side
+		 * (neither a member nor its leader reduced), so that the
+		 * check stays linear in the layers: a Hello's plan comes
+		 * from a peer. */
+		if (g != i &&
+		    (msg_reduced(rows, cols, i) || msg_reduced(rows, cols, g)))
 			return false;
 	}
 	return true;

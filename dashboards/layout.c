@@ -11,8 +11,9 @@
 #include <string.h>
 
 #define LAYOUT_TOP                                                             \
-	5 /* first table row: header, health, tabs, job, head;                 \
-	   * one more with a knob line */
+	5               /* first table row: header, health, tabs, job, head;   \
+			 * one more with a knob line, and per residual group line */
+#define LAYOUT_GROUPS 4 /* most residual group lines (resireduce) */
 
 int
 dash_canvas_init(dash_canvas *c, int rows, int cols)
@@ -352,24 +353,76 @@ layout_knobs_text(const dash_model *m, char *buf, size_t len)
 	return any;
 }
 
-/* The first table row: one lower when there is a knob line. */
+/* The value of metric `name` of layer `layer` among the knobs' metrics,
+ * NAN when there is none. */
+static double
+layout_metric_of(const dash_knobs *k, const char *name, const char *layer)
+{
+	for (uint32_t i = 0; i < k->n_metrics; i++)
+		if (strcmp(k->metrics[i].name, name) == 0 &&
+		    strcmp(k->metrics[i].layer, layer) == 0)
+			return k->metrics[i].value;
+	return NAN;
+}
+
+/* The text of residual group line `n` (resireduce's candidate groups, by
+ * their leader's resid_group_size metric) into buf; false when there is
+ * no such group or it would pass LAYOUT_GROUPS lines. */
+static bool
+layout_group_text(const dash_model *m, uint32_t n, char *buf, size_t len)
+{
+	const dash_knobs *k = &m->snap.knobs;
+	uint32_t seen = 0;
+
+	if (n >= LAYOUT_GROUPS)
+		return false;
+	for (uint32_t i = 0; i < k->n_metrics; i++) {
+		const dash_metric *mt = &k->metrics[i];
+		double shared, d;
+
+		if (strcmp(mt->name, "resid_group_size") != 0 ||
+		    mt->layer[0] == '\0' || seen++ != n)
+			continue;
+		shared = layout_metric_of(k, "resid_shared", mt->layer);
+		d = layout_metric_of(k, "resid_distance", mt->layer);
+		if (isnan(d))
+			snprintf(buf, len, "residual group %s x%.0f: %s",
+			    mt->layer, mt->value,
+			    shared > 0 ? "shared" : "own");
+		else
+			snprintf(buf, len,
+			    "residual group %s x%.0f: %s, distance %.2f",
+			    mt->layer, mt->value, shared > 0 ? "shared" : "own",
+			    d);
+		return true;
+	}
+	return false;
+}
+
+/* The first table row: one lower when there is a knob line, and one per
+ * residual group line. */
 static int
 layout_top(const dash_model *m)
 {
 	char buf[8];
+	int top = layout_knobs_text(m, buf, sizeof(buf)) ? LAYOUT_TOP + 1
+							 : LAYOUT_TOP;
 
-	return layout_knobs_text(m, buf, sizeof(buf)) ? LAYOUT_TOP + 1
-						      : LAYOUT_TOP;
+	for (uint32_t n = 0; layout_group_text(m, n, buf, sizeof(buf)); n++)
+		top++;
+	return top;
 }
 
 static void
 layout_knob_line(const dash_model *m, dash_canvas *c)
 {
 	char buf[512];
+	int row = 4;
 
-	if (layout_top(m) > LAYOUT_TOP &&
-	    layout_knobs_text(m, buf, sizeof(buf)))
-		dash_canvas_put(c, 4, 1, -1, 0, buf);
+	if (layout_knobs_text(m, buf, sizeof(buf)))
+		dash_canvas_put(c, row++, 1, -1, 0, buf);
+	for (uint32_t n = 0; layout_group_text(m, n, buf, sizeof(buf)); n++)
+		dash_canvas_put(c, row++, 1, -1, 0, buf);
 }
 
 /* The first row shown so that the selection is visible. */

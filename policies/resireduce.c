@@ -44,8 +44,9 @@
  *     residual (the reference code's 0.5 x 0.5) unless paused.
  * Windows without statistics change nothing. The reason names the groups
  * that changed, the reduced layers and the residual floats kept of the
- * per-layer total; metrics carry the same numbers and each candidate
- * group's distance (docs/policies/resireduce.md).
+ * per-layer total; metrics carry the same numbers and, per candidate
+ * group (at its leader), its distance, size and whether it shares
+ * (docs/policies/resireduce.md).
  */
 #include "policies.h"
 #include "text.h"
@@ -161,6 +162,8 @@ typedef struct resi_state {
 	uint32_t *cand;       /* per layer: candidate group's first layer,
 			       * UINT32_MAX: none */
 	uint32_t *cand_n;     /* per first layer: members (0 elsewhere) */
+	uint32_t *next;       /* per member: the group's next member,
+			       * UINT32_MAX: the last (or no group) */
 	bool *specific;       /* per layer: 2-D reduction candidate */
 	bool *sharing;        /* per first layer: the group shares */
 	uint64_t *cool_until; /* per first layer: may join from window */
@@ -211,6 +214,7 @@ resi_fini(void *state, const void *config)
 	free(st->numel);
 	free(st->cand);
 	free(st->cand_n);
+	free(st->next);
 	free(st->specific);
 	free(st->sharing);
 	free(st->cool_until);
@@ -230,7 +234,7 @@ resi_candidates(resi_state *st, const resi_config *cfg,
 	uint32_t run[RESI_GROUP_MAX];
 
 	for (uint32_t i = 0; i < n; i++)
-		st->cand[i] = UINT32_MAX;
+		st->cand[i] = st->next[i] = UINT32_MAX;
 	for (uint32_t i = 0; i < n;) {
 		uint32_t k = 0, next = i + 1;
 
@@ -250,6 +254,8 @@ resi_candidates(resi_state *st, const resi_config *cfg,
 		if (k >= 2) {
 			for (uint32_t m = 0; m < k; m++)
 				st->cand[run[m]] = i;
+			for (uint32_t m = 0; m + 1 < k; m++)
+				st->next[run[m]] = run[m + 1];
 			st->cand_n[i] = k;
 			next = run[k - 1] + 1;
 		} else if (l[i].numel >= (uint64_t)cfg->reduce_min_numel) {
@@ -270,13 +276,14 @@ resi_init(void *state, const void *config, const bellows_job_info *job,
 	st->numel = calloc(n ? n : 1, sizeof(*st->numel));
 	st->cand = calloc(n ? n : 1, sizeof(*st->cand));
 	st->cand_n = calloc(n ? n : 1, sizeof(*st->cand_n));
+	st->next = calloc(n ? n : 1, sizeof(*st->next));
 	st->specific = calloc(n ? n : 1, sizeof(*st->specific));
 	st->sharing = calloc(n ? n : 1, sizeof(*st->sharing));
 	st->cool_until = calloc(n ? n : 1, sizeof(*st->cool_until));
 	st->last_level = calloc(n ? n : 1, sizeof(*st->last_level));
 	st->names = calloc(n ? n : 1, sizeof(*st->names));
 	if (st->numel == NULL || st->cand == NULL || st->cand_n == NULL ||
-	    st->specific == NULL || st->sharing == NULL ||
+	    st->next == NULL || st->specific == NULL || st->sharing == NULL ||
 	    st->cool_until == NULL || st->last_level == NULL ||
 	    st->names == NULL)
 		goto fail;
@@ -329,22 +336,19 @@ resi_distance(const bellows_window_layer *a, const bellows_window_layer *b)
 }
 
 /* The largest pairwise distance of the candidate group led by g; NAN when
- * a member has no statistics. */
+ * a member has no statistics. Members are followed through `next`, so a
+ * window costs the groups' sizes squared, not the layers'. */
 static double
 resi_group_distance(const resi_state *st, const bellows_window *w, uint32_t g)
 {
 	double d = 0.0;
 
-	for (uint32_t i = g; i < st->n_layers; i++) {
-		if (st->cand[i] != g)
-			continue;
+	for (uint32_t i = g; i != UINT32_MAX; i = st->next[i]) {
 		if (w->layers[i].resid_steps == 0)
 			return NAN;
-		for (uint32_t j = i + 1; j < st->n_layers; j++)
-			if (st->cand[j] == g)
-				d = fmax(d,
-				    resi_distance(&w->layers[i],
-					&w->layers[j]));
+		for (uint32_t j = st->next[i]; j != UINT32_MAX; j = st->next[j])
+			d = fmax(d,
+			    resi_distance(&w->layers[i], &w->layers[j]));
 	}
 	return d;
 }
@@ -355,9 +359,8 @@ resi_last(const resi_state *st, uint32_t g)
 {
 	uint32_t last = g;
 
-	for (uint32_t i = g; i < st->n_layers; i++)
-		if (st->cand[i] == g)
-			last = i;
+	while (st->next[last] != UINT32_MAX)
+		last = st->next[last];
 	return last;
 }
 
@@ -471,6 +474,11 @@ resi_on_window(void *state, const void *config, const bellows_window *w,
 		else if (!share && d <= cfg->join_distance &&
 		    w->window >= st->cool_until[g])
 			share = true;
+		/* The group's size and whether it shares from the next
+		 * window on: a line per group in bellows top. */
+		resi_metric(out, "resid_group_size", (int32_t)g,
+		    (double)st->cand_n[g]);
+		resi_metric(out, "resid_shared", (int32_t)g, share ? 1.0 : 0.0);
 		if (share == st->sharing[g])
 			continue;
 		changed = true;

@@ -14,7 +14,12 @@ kept for the backward pass compressed at the error bounds bellowsd decides
 Policies per option (bellowsd's YAML picks them; examples/policies/):
 fixed or accordion levels with any --compressor; `slimgc` (size
 threshold, calibrated) with --compressor 2bit or 1bit; `perfmodel`
-(compression gate) with any; `comet` (error bounds) with --comet.
+(compression gate) with any; `comet` (error bounds) with --comet;
+`resireduce` (the residual plan: shared and reduced error-feedback
+residuals, resireduce.yaml) with --compressor topk or powersgd, best with
+--model resnet, whose runs of same-shape convolutions it can group
+(--static-resireduce applies the paper's static plan instead). Rank 0
+ends with the residual memory the plan kept.
 
 Two ways to start it:
 

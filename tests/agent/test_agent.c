@@ -1277,6 +1277,77 @@ test_window_stats_expose_the_activation_and_send_fields(void **state)
 	bellows_agent_close(&a);
 }
 
+/* Residual statistics: the means of a window's calls, refused when bad;
+ * the default residual plan before any decision. */
+static void
+test_residual_statistics_are_window_means_and_the_plan_defaults(void **state)
+{
+	bellows_resid_stats r1 = { .l1 = 4.0,
+		.l2 = 1.0,
+		.q50 = 0.5,
+		.q90 = 1.5,
+		.q99 = 2.5,
+		.floats = 100 };
+	bellows_resid_stats r2 = { .l1 = 2.0,
+		.l2 = 3.0,
+		.q50 = 0.7,
+		.q90 = 1.7,
+		.q99 = 2.7,
+		.floats = 0 };
+	bellows_resid_stats bad;
+	bellows_agent_config cfg;
+	bellows_layer_stats ls;
+	bellows_decision d;
+	bellows_agent *a;
+
+	(void)state;
+	config(&cfg, NULL);
+	cfg.control = "tcp://127.0.0.1:1";
+	cfg.publish = "tcp://127.0.0.1:1";
+	cfg.decision_timeout_ms = 50;
+	cfg.window_steps = 2;
+	a = open_agent(&cfg);
+	assert_int_equal(bellows_agent_observe_residual(a, 0, &r1),
+	    BELLOWS_ESTATE);
+	assert_int_equal(bellows_agent_decision(a, &d), 0);
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		assert_int_equal(d.resid_group[l], l);
+		assert_true(d.resid_phi[l] == 0.5);
+		assert_true(d.resid_rows[l] == 1.0 && d.resid_cols[l] == 1.0);
+	}
+	for (int step = 0; step < 2; step++) {
+		assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+		assert_int_equal(bellows_agent_observe_residual(a, 2,
+				     step == 0 ? &r1 : &r2),
+		    0);
+		bad = r1;
+		bad.q99 = NAN;
+		assert_int_equal(bellows_agent_observe_residual(a, 2, &bad),
+		    BELLOWS_EINVAL);
+		bad = r1;
+		bad.l2 = -1.0;
+		assert_int_equal(bellows_agent_observe_residual(a, 2, &bad),
+		    BELLOWS_EINVAL);
+		assert_int_equal(bellows_agent_observe_residual(a, N_LAYERS,
+				     &r1),
+		    BELLOWS_EINVAL);
+		assert_int_equal(bellows_agent_observe_residual(a, 2, NULL),
+		    BELLOWS_EINVAL);
+		assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	}
+	assert_int_equal(bellows_agent_window_stats(a, 2, &ls), 0);
+	assert_int_equal(ls.resid_steps, 2);
+	assert_true(ls.resid_l1 == 3.0 && ls.resid_l2 == 2.0);
+	assert_true(fabs(ls.resid_q50 - 0.6) < 1e-12);
+	assert_true(fabs(ls.resid_q90 - 1.6) < 1e-12);
+	assert_true(fabs(ls.resid_q99 - 2.6) < 1e-12);
+	assert_true(ls.resid_floats == 50.0);
+	assert_int_equal(bellows_agent_window_stats(a, 0, &ls), 0);
+	assert_int_equal(ls.resid_steps, 0);
+	assert_true(ls.resid_l2 == 0.0);
+	bellows_agent_close(&a);
+}
+
 static void
 test_agent_without_daemon_trains_on_defaults_and_drops_oldest_reports(
     void **state)
@@ -2592,6 +2663,8 @@ main(void)
 		    test_timing_and_activation_calls_refuse_bad_arguments),
 		cmocka_unit_test(
 		    test_window_stats_expose_the_activation_and_send_fields),
+		cmocka_unit_test(
+		    test_residual_statistics_are_window_means_and_the_plan_defaults),
 		cmocka_unit_test(
 		    test_agent_without_daemon_trains_on_defaults_and_drops_oldest_reports),
 		cmocka_unit_test(

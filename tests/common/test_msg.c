@@ -403,6 +403,76 @@ test_decision_same_state_sees_every_knob(void **state)
 	com_decision_fini(&a);
 }
 
+/* The residual plan: copied deep, compared (the default one equal to
+ * none), each of its fields a difference. */
+static void
+test_decision_residual_plan_is_copied_and_compared(void **state)
+{
+	com_decision a, b;
+
+	(void)state;
+	fill_decision(&a, "job", 3);
+	assert_int_equal(com_decision_copy(&b, &a), 0);
+	assert_null(b.resid_group);
+	/* The default plan spelled out is the same state as none. */
+	assert_int_equal(com_resid_plan_alloc(&b), 0);
+	assert_true(com_resid_plan_is_default(&b));
+	assert_true(com_decision_same_state(&a, &b));
+	assert_true(com_decision_same_state(&b, &a));
+	com_decision_fini(&b);
+
+	assert_int_equal(com_resid_plan_alloc(&a), 0);
+	a.resid_group[1] = 0;
+	a.resid_phi[0] = 0.25;
+	a.resid_rows[2] = 0.5;
+	a.resid_cols[2] = 0.5;
+	assert_true(com_resid_plan_valid(3, a.resid_group, a.resid_phi,
+	    a.resid_rows, a.resid_cols));
+	assert_int_equal(com_decision_copy(&b, &a), 0);
+	assert_ptr_not_equal(b.resid_group, a.resid_group);
+	assert_memory_equal(b.resid_group, a.resid_group, 3 * sizeof(uint32_t));
+	assert_true(com_decision_same_state(&a, &b));
+	for (int field = 0; field < 5; field++) {
+		com_decision c;
+
+		assert_int_equal(com_decision_copy(&c, &a), 0);
+		switch (field) {
+		case 0:
+			c.resid_group[1] = 1;
+			break;
+		case 1:
+			c.resid_phi[0] = 0.5;
+			break;
+		case 2:
+			c.resid_rows[2] = 0.25;
+			break;
+		case 3:
+			c.resid_cols[2] = 1.0;
+			break;
+		default: /* no plan: the default one */
+			free(c.resid_group);
+			c.resid_group = NULL;
+			break;
+		}
+		assert_false(com_decision_same_state(&a, &c));
+		com_decision_fini(&c);
+	}
+	/* A member's phi is not read. */
+	b.resid_phi[1] = 0.9;
+	assert_true(com_decision_same_state(&a, &b));
+	/* Rules: a reduced layer may not be in a group, a member must name
+	 * a leader. */
+	b.resid_rows[1] = 0.5;
+	assert_false(com_resid_plan_valid(3, b.resid_group, b.resid_phi,
+	    b.resid_rows, b.resid_cols));
+	b.resid_rows[1] = 1.0;
+	b.resid_group[0] = 1;
+	assert_false(com_resid_plan_valid(3, b.resid_group, b.resid_phi,
+	    b.resid_rows, b.resid_cols));
+	com_decision_fini(&a);
+	com_decision_fini(&b);
+}
+
 static void
 test_decision_same_state_reads_lr_scale_zero_as_one(void **state)
 {
@@ -444,6 +514,8 @@ main(void)
 		cmocka_unit_test(
 		    test_decision_same_state_ignores_seq_steps_and_texts),
 		cmocka_unit_test(test_decision_same_state_sees_every_knob),
+		cmocka_unit_test(
+		    test_decision_residual_plan_is_copied_and_compared),
 		cmocka_unit_test(
 		    test_decision_same_state_reads_lr_scale_zero_as_one),
 	};

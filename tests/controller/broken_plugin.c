@@ -145,7 +145,8 @@ broken_on_window(void *state, const void *config, const bellows_window *w,
 
 static const bellows_policy_ops broken_ops = {
 #ifdef BROKEN_ABI
-	.abi_version = BELLOWS_POLICY_ABI + 97,
+	.abi_version = BELLOWS_POLICY_ABI +
+	    97, /* a version no bellowsd speaks */
 #elif defined(BROKEN_ABI1)
 	.abi_version = 1, /* built before choices, check and LR_CHANGE */
 #else

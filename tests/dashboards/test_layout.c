@@ -303,6 +303,50 @@ test_layout_shows_the_bits_per_value_in_force_per_layer(void **state)
 	assert_non_null(strstr(line, " - "));
 }
 
+/* resireduce's candidate groups: a line each under the knob line (four
+ * at most), the table below them. */
+static void
+test_layout_shows_a_line_per_residual_group(void **state)
+{
+	layout_fx *fx = *state;
+	dash_knobs *k = &fx->m.snap.knobs;
+	static const struct {
+		const char *name;  /* metric */
+		const char *layer; /* "" = the job */
+		double value;
+	} mt[] = {
+		{ "resid_floats_kept", "", 75488 },
+		{ "resid_floats_full", "", 252816 },
+		{ "resid_distance", "conv1.weight", 0.19 },
+		{ "resid_group_size", "conv1.weight", 4 },
+		{ "resid_shared", "conv1.weight", 1 },
+		{ "resid_group_size", "fc.weight", 2 },
+		{ "resid_shared", "fc.weight", 0 },
+	};
+	char line[81];
+
+	k->window = 3;
+	k->n_metrics = sizeof(mt) / sizeof(mt[0]);
+	for (uint32_t i = 0; i < k->n_metrics; i++) {
+		dash_copy(k->metrics[i].policy, DASH_NAME_MAX, "resireduce");
+		dash_copy(k->metrics[i].name, 32, mt[i].name);
+		dash_copy(k->metrics[i].layer, DASH_NAME_MAX, mt[i].layer);
+		k->metrics[i].value = mt[i].value;
+	}
+	fx->m.view = DASH_VIEW_LAYERS;
+	layout_render(fx);
+	layout_line(fx, 4, line);
+	assert_non_null(
+	    strstr(line, "resireduce: resid_floats_kept 7.549e+04"));
+	layout_line(fx, 5, line);
+	assert_non_null(strstr(line,
+	    "residual group conv1.weight x4: shared, distance 0.19"));
+	layout_line(fx, 6, line);
+	assert_non_null(strstr(line, "residual group fc.weight x2: own"));
+	layout_line(fx, 7, line);
+	assert_non_null(strstr(line, "LAYER"));
+}
+
 static void
 test_layout_says_when_bellowsd_does_not_answer(void **state)
 {
@@ -523,6 +567,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_layout_shows_the_bits_per_value_in_force_per_layer,
 		    layout_setup, layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_shows_a_line_per_residual_group, layout_setup,
+		    layout_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_layout_says_when_bellowsd_does_not_answer,
 		    layout_setup, layout_teardown),

@@ -216,6 +216,14 @@ class Compressors(unittest.TestCase):
             l1, l2, q50, q90, q99 = stats[0]
             self.assertTrue(l1 > 0 and l2 > 0 and 0 < q50 <= q90 <= q99)
 
+    def test_the_quantisers_keep_per_layer_residuals_whatever_the_plan(
+            self):
+        q = compress.TwoBit(native=False)
+        q.residuals.set_shapes([(8,), (8,)])
+        self.assertEqual(q.residuals.set_plan(
+            Plan((0, 0), (0.5, 0.5), (1, 1), (1, 1))), [])
+        self.assertIsNone(q.residuals.plan)
+
     def test_quantiles_are_of_the_residual_over_its_rms(self):
         res = Residuals(sample=1 << 20)
         res.set_shapes([(1000,)])

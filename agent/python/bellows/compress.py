@@ -256,9 +256,10 @@ class _Base:
         """Forgets the state of ``layer`` (all layers if None)."""
         if layer is None:
             self.errors.clear()
-            plan, shapes = self.residuals.plan, self.residuals.shapes
+            old = self.residuals
             self.residuals = Residuals(self.errors)
-            self.residuals.plan, self.residuals.shapes = plan, shapes
+            self.residuals.plan, self.residuals.shapes = old.plan, old.shapes
+            self.residuals.planned = old.planned
         else:
             self.errors.pop(layer, None)
 
@@ -709,6 +710,9 @@ class _Quantizer(_Base):
         CUDA-built library; a threshold that is a valid float32); False
         runs the torch code only."""
         super().__init__()
+        # Codes are of whole tensors: the residuals stay per layer,
+        # whatever residual plan is in force.
+        self.residuals.planned = False
         self.native = native
         threshold = float(threshold)
         if not math.isfinite(threshold) or threshold < self._min_threshold:

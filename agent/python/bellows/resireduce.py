@@ -46,6 +46,7 @@ are within a few per cent of the exact ones and cost one small sort).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Sequence
 
@@ -68,22 +69,26 @@ class Plan:
     def default(cls, n: int) -> "Plan":
         return cls(tuple(range(n)), (0.5,) * n, (1.0,) * n, (1.0,) * n)
 
+    @functools.cached_property
+    def _members(self) -> dict[int, tuple[int, ...]]:
+        """Leader -> its members, built once (a step asks per layer)."""
+        out: dict[int, list[int]] = {}
+        for i, g in enumerate(self.group):
+            out.setdefault(g, []).append(i)
+        return {g: tuple(m) for g, m in out.items()}
+
     def members(self, g: int) -> list[int]:
-        return [i for i, h in enumerate(self.group) if h == g]
+        return list(self._members.get(g, ()))
 
     def shared(self, i: int) -> bool:
-        g = self.group[i]
-        return sum(1 for h in self.group if h == g) > 1
+        return len(self._members.get(self.group[i], ())) > 1
 
     def reduced(self, i: int) -> bool:
         return self.rows[i] < 1.0 or self.cols[i] < 1.0
 
     def groups(self) -> dict[int, list[int]]:
         """Leaders of groups of two or more, with their members."""
-        out: dict[int, list[int]] = {}
-        for i, g in enumerate(self.group):
-            out.setdefault(g, []).append(i)
-        return {g: m for g, m in out.items() if len(m) > 1}
+        return {g: list(m) for g, m in self._members.items() if len(m) > 1}
 
 
 def weight(r: torch.Tensor, phi: float) -> float:
@@ -160,6 +165,9 @@ class Residuals:
         self.sample = sample
         self.stats: dict[int, tuple[float, float, float, float, float]] = {}
         self.peak_floats = 0  # most floats held at once (with accumulators)
+        # False: plans are ignored (every layer its own residual), for
+        # compressors that cannot share (the quantisers).
+        self.planned = True
 
     # -- plan ------------------------------------------------------------
 
@@ -181,7 +189,7 @@ class Residuals:
         if i >= len(p.group):
             return ("own",)
         g = p.group[i]
-        members = tuple(p.members(g))
+        members = p._members.get(g, ())
         if len(members) > 1:
             return ("shared", g, members, p.phi[g])
         if p.reduced(i):
@@ -226,6 +234,8 @@ class Residuals:
         """Puts ``plan`` in force between steps, migrating the state of
         every layer whose role changes; returns those layers."""
         self.new_step()
+        if not self.planned:
+            return []
         plan = self._sanitise(plan)
         old = self._plan(len(plan.group))
         changed = [i for i in range(len(plan.group))

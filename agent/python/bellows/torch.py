@@ -473,7 +473,7 @@ class TorchAgent:
         """Puts decision d's residual plan in force from this step, on
         every rank at the same step (the decision's), migrating the
         residuals of the layers whose role changes."""
-        if self.residuals is None:
+        if self.residuals is None or not self.residuals.planned:
             return
         plan = self.static_plan or Plan(*d.resid_plan())
         if plan == (self._plan or Plan.default(len(plan.group))):
