@@ -24,8 +24,10 @@
 #include <string.h>
 #include <time.h>
 
-#define REP_NAMES_MAX 6  /* layers named in one change line */
-#define REP_LEGEND    12 /* series named in a plot's legend */
+#define REP_NAMES_MAX     6  /* layers named in one change line */
+#define REP_LEGEND        12 /* series named in a plot's legend */
+#define REP_DECISIONS_MAX 60 /* decisions listed in a report */
+#define REP_WINDOWS_MAX   40 /* rows of the step time table */
 
 /* ---- a run in memory ---------------------------------------------------- */
 
@@ -42,10 +44,20 @@ static const tool_hdb_table rep_tables[] = {
 };
 #define REP_N_TABLES (sizeof(rep_tables) / sizeof(rep_tables[0]))
 
+/* A row of decision_changes and its decision, to find a decision's
+ * changes by binary search. */
+typedef struct rep_chg {
+	int64_t seq;  /* decisions.seq */
+	uint64_t row; /* row of decision_changes */
+} rep_chg;
+
 typedef struct rep_run {
 	const char *path;              /* the database file (borrowed) */
 	tool_hdb_run run;              /* which run */
-	tool_hdb_rows t[REP_N_TABLES]; /* its tables, as rep_tables */
+	tool_hdb_rows t[REP_N_TABLES]; /* its tables, as rep_tables;
+					* windows stays empty: it is
+					* streamed into the arrays below */
+	struct rep_chg *chg;           /* decision_changes' rows by seq */
 	uint32_t n_layers;             /* rows of layers */
 	uint64_t n_win;                /* rows of window_info */
 	int64_t *win;                  /* n_win window indices */
@@ -130,6 +142,10 @@ rep_layer_name(const rep_run *rr, int64_t idx)
 {
 	const tool_hdb_rows *l = &rr->t[R_LAYERS];
 
+	/* Rows are in idx order: 0, 1, ... */
+	if (idx >= 0 && (uint64_t)idx < l->n_rows &&
+	    rep_i(l, (uint64_t)idx, "idx", -1) == idx)
+		return rep_s(l, (uint64_t)idx, "name");
 	for (uint64_t i = 0; i < l->n_rows; i++) {
 		if (rep_i(l, i, "idx", -1) == idx)
 			return rep_s(l, i, "name");
@@ -162,12 +178,44 @@ rep_win_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int
+rep_chg_cmp(const void *a, const void *b)
+{
+	const rep_chg *x = a, *y = b;
+
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return x->row < y->row ? -1 : x->row > y->row;
+}
+
+/* The changes of decision `seq`: rr->chg[*ret_lo .. hi). Returns hi. */
+static uint64_t
+rep_chg_range(const rep_run *rr, int64_t seq, uint64_t *ret_lo)
+{
+	uint64_t lo = 0, hi = rr->t[R_CHG].n_rows, end;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (rr->chg[mid].seq < seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (end = lo; end < rr->t[R_CHG].n_rows && rr->chg[end].seq == seq;
+	     end++)
+		;
+	*ret_lo = lo;
+	return end;
+}
+
 static void
 rep_run_fini(rep_run *rr)
 {
 	tool_hdb_run_fini(&rr->run);
 	for (size_t i = 0; i < REP_N_TABLES; i++)
 		tool_hdb_rows_fini(&rr->t[i]);
+	free(rr->chg);
 	free(rr->win);
 	free(rr->steps);
 	free(rr->level);
@@ -183,7 +231,7 @@ rep_run_fini(rep_run *rr)
 static int
 rep_run_index(rep_run *rr)
 {
-	const tool_hdb_rows *wi = &rr->t[R_WINFO], *wl = &rr->t[R_WINDOWS];
+	const tool_hdb_rows *wi = &rr->t[R_WINFO];
 	size_t cells;
 
 	rr->n_layers = (uint32_t)rr->t[R_LAYERS].n_rows;
@@ -200,6 +248,14 @@ rep_run_index(rep_run *rr)
 	    rr->act_raw == NULL || rr->level == NULL || rr->eb == NULL ||
 	    rr->norm == NULL)
 		return BELLOWS_ENOMEM;
+	if ((rr->chg = calloc(rr->t[R_CHG].n_rows + 1, sizeof(*rr->chg))) ==
+	    NULL)
+		return BELLOWS_ENOMEM;
+	for (uint64_t i = 0; i < rr->t[R_CHG].n_rows; i++) {
+		rr->chg[i].seq = rep_i(&rr->t[R_CHG], i, "seq", -1);
+		rr->chg[i].row = i;
+	}
+	qsort(rr->chg, rr->t[R_CHG].n_rows, sizeof(*rr->chg), rep_chg_cmp);
 	for (uint64_t i = 0; i < rr->n_win; i++)
 		rr->win[i] = rep_i(wi, i, "window", 0);
 	qsort(rr->win, rr->n_win, sizeof(*rr->win), rep_win_cmp);
@@ -217,25 +273,72 @@ rep_run_index(rep_run *rr)
 		rr->eb[i] = NAN;
 		rr->norm[i] = NAN;
 	}
-	for (uint64_t i = 0; i < wl->n_rows; i++) {
-		int64_t p = rep_win_pos(rr, rep_i(wl, i, "window", -1));
-		int64_t l = rep_i(wl, i, "layer", -1);
-		size_t at;
+	return 0;
+}
 
-		if (p < 0 || l < 0 || l >= (int64_t)rr->n_layers)
-			continue;
-		at = (size_t)p * rr->n_layers + (size_t)l;
-		rr->level[at] = rep_d(wl, i, "level");
-		rr->eb[at] = rep_d(wl, i, "error_bound");
-		rr->norm[at] = rep_d(wl, i, "grad_norm_mean");
-		if (rep_i(wl, i, "act_steps", 0) > 0) {
-			if (isnan(rr->act[p])) {
-				rr->act[p] = 0;
-				rr->act_raw[p] = 0;
-			}
-			rr->act[p] += rep_d(wl, i, "act_bytes");
-			rr->act_raw[p] += rep_d(wl, i, "act_raw_bytes");
+/* The windows table streams into the per-window arrays: a run of many
+ * windows and layers would not fit in memory as rows. */
+typedef struct rep_wsink {
+	rep_run *rr; /* being filled */
+	int col[8];  /* indices of rep_wcols, -1: missing */
+} rep_wsink;
+
+static const char *const rep_wcols[8] = { "window", "layer", "level",
+	"error_bound", "grad_norm_mean", "act_steps", "act_bytes",
+	"act_raw_bytes" };
+
+static double
+rep_cell_d(const tool_hdb_cell *cells, int col)
+{
+	if (col < 0)
+		return NAN;
+	if (cells[col].type == TOOL_HDB_INT)
+		return (double)cells[col].i;
+	if (cells[col].type == TOOL_HDB_REAL)
+		return cells[col].d;
+	return NAN;
+}
+
+static int
+rep_wsink_columns(void *arg, uint32_t n, const char *const *names)
+{
+	rep_wsink *ws = arg;
+
+	for (int k = 0; k < 8; k++) {
+		ws->col[k] = -1;
+		for (uint32_t c = 0; c < n; c++) {
+			if (strcmp(names[c], rep_wcols[k]) == 0)
+				ws->col[k] = (int)c;
 		}
+	}
+	return 0;
+}
+
+static int
+rep_wsink_row(void *arg, const tool_hdb_cell *cells)
+{
+	rep_wsink *ws = arg;
+	rep_run *rr = ws->rr;
+	double w = rep_cell_d(cells, ws->col[0]);
+	double l = rep_cell_d(cells, ws->col[1]);
+	int64_t p;
+	size_t at;
+
+	if (!isfinite(w) || !isfinite(l) || l < 0 || l >= rr->n_layers)
+		return 0;
+	if ((p = rep_win_pos(rr, (int64_t)w)) < 0)
+		return 0;
+	at = (size_t)p * rr->n_layers + (size_t)l;
+	rr->level[at] = rep_cell_d(cells, ws->col[2]);
+	rr->eb[at] = rep_cell_d(cells, ws->col[3]);
+	rr->norm[at] = rep_cell_d(cells, ws->col[4]);
+	if (rep_cell_d(cells, ws->col[5]) > 0) {
+		if (isnan(rr->act[p])) {
+			rr->act[p] = 0;
+			rr->act_raw[p] = 0;
+		}
+		rr->act[p] += rep_cell_d(cells, ws->col[6]);
+		rr->act_raw[p] += rep_cell_d(cells, ws->col[7]);
 	}
 	return 0;
 }
@@ -275,22 +378,33 @@ rep_run_load(const char *cmd, const char *path, int64_t id, const char *job,
 		    cmd, path, rr->run.id, rr->run.job,
 		    rr->run.live ? "live" : "ended",
 		    job != NULL ? " of the job" : "");
-	for (size_t i = 0; i < REP_N_TABLES; i++) {
-		tool_hdb_sink sink;
+	for (size_t i = 0; i <= REP_N_TABLES; i++) {
+		rep_wsink ws = { .rr = rr };
+		tool_hdb_sink sink = {
+			.columns = rep_wsink_columns,
+			.row = rep_wsink_row,
+			.arg = &ws,
+		};
+		tool_hdb_table t = i < REP_N_TABLES ? rep_tables[i]
+						    : TOOL_HDB_T_WINDOWS;
 
-		tool_hdb_rows_sink(&rr->t[i], &sink);
-		if ((r = tool_hdb_export(db, rep_tables[i], rr->run.id,
-			 &sink)) != 0) {
+		/* The windows table last, streamed into the arrays the
+		 * others sized. */
+		if (i == R_WINDOWS)
+			continue;
+		if (i == REP_N_TABLES && rep_run_index(rr) != 0) {
+			fprintf(stderr, "bellows %s: %s\n", cmd,
+			    bellows_strerror(BELLOWS_ENOMEM));
+			goto end;
+		}
+		if (i < REP_N_TABLES)
+			tool_hdb_rows_sink(&rr->t[i], &sink);
+		if ((r = tool_hdb_export(db, t, rr->run.id, &sink)) != 0) {
 			fprintf(stderr, "bellows %s: %s: %s\n", cmd, path,
 			    r == BELLOWS_ENOMEM ? bellows_strerror(r)
 						: tool_hdb_error(db));
 			goto end;
 		}
-	}
-	if (rep_run_index(rr) != 0) {
-		fprintf(stderr, "bellows %s: %s\n", cmd,
-		    bellows_strerror(BELLOWS_ENOMEM));
-		goto end;
 	}
 	rc = 0;
 end:
@@ -464,14 +578,11 @@ rep_sum(const rep_run *rr, rep_sums *s)
 	s->act_raw_med = rep_median(rr->act_raw, rr->n_win, 1);
 	s->decisions = rr->t[R_DEC].n_rows;
 	for (uint64_t d = 0; d < rr->t[R_DEC].n_rows; d++) {
-		int64_t seq = rep_i(&rr->t[R_DEC], d, "seq", -1);
+		uint64_t first;
 
-		for (uint64_t c = 0; c < rr->t[R_CHG].n_rows; c++) {
-			if (rep_i(&rr->t[R_CHG], c, "seq", -2) == seq) {
-				s->changed++;
-				break;
-			}
-		}
+		if (rep_chg_range(rr, rep_i(&rr->t[R_DEC], d, "seq", -1),
+			&first) > first)
+			s->changed++;
 	}
 	free(st);
 }
@@ -722,17 +833,19 @@ static void
 rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 {
 	const tool_hdb_rows *c = &rr->t[R_CHG];
-	bool *done = calloc(c->n_rows + 1, sizeof(*done));
+	uint64_t lo, hi = rep_chg_range(rr, seq, &lo);
+	bool *done = calloc(hi - lo + 1, sizeof(*done));
 
 	if (done == NULL)
 		return;
-	for (uint64_t i = 0; i < c->n_rows; i++) {
-		const char *knob = rep_s(c, i, "knob");
-		double old = rep_d(c, i, "old"), now = rep_d(c, i, "new");
+	for (uint64_t i = lo; i < hi; i++) {
+		uint64_t ri = rr->chg[i].row;
+		const char *knob = rep_s(c, ri, "knob");
+		double old = rep_d(c, ri, "old"), now = rep_d(c, ri, "new");
 		char a[32], b[32];
 		unsigned named = 0, more = 0;
 
-		if (done[i] || rep_i(c, i, "seq", -1) != seq)
+		if (done[i - lo])
 			continue;
 		rep_num(old, a, sizeof(a));
 		rep_num(now, b, sizeof(b));
@@ -740,16 +853,18 @@ rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 			rep_p(o, "      %s -> %s", knob, b);
 		else
 			rep_p(o, "      %s %s -> %s", knob, a, b);
-		for (uint64_t j = i; j < c->n_rows; j++) {
-			double o2 = rep_d(c, j, "old"), n2 = rep_d(c, j, "new");
-			int64_t l = rep_i(c, j, "layer", -1);
+		for (uint64_t j = i; j < hi; j++) {
+			uint64_t rj = rr->chg[j].row;
+			double o2 = rep_d(c, rj, "old"),
+			       n2 = rep_d(c, rj, "new");
+			int64_t l = rep_i(c, rj, "layer", -1);
 
-			if (done[j] || rep_i(c, j, "seq", -1) != seq ||
-			    strcmp(rep_s(c, j, "knob"), knob) != 0 ||
+			if (done[j - lo] ||
+			    strcmp(rep_s(c, rj, "knob"), knob) != 0 ||
 			    !((o2 == old) || (isnan(o2) && isnan(old))) ||
-			    n2 != now)
+			    !((n2 == now) || (isnan(n2) && isnan(now))))
 				continue;
-			done[j] = true;
+			done[j - lo] = true;
 			if (l < 0)
 				continue;
 			if (named < REP_NAMES_MAX)
@@ -961,6 +1076,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 	char a[64], b[64], c[64], d[64];
 	const char *hash = rep_s(run, 0, "config_hash");
 	rep_sums s;
+	uint64_t every;
 	double *x = calloc(rr->n_win + 1, sizeof(*x));
 	int64_t t0 = rep_i(run, 0, "started_wall_ms", 0);
 
@@ -1035,14 +1151,20 @@ rep_write(const rep_out *o, const rep_run *rr)
 	rep_section(o, "Decisions that changed a knob (changes only)");
 	rep_p(o, "%" PRIu64 " decisions, %" PRIu64 " changed a knob\n",
 	    s.decisions, s.changed);
-	for (uint64_t i = 0; i < dec->n_rows; i++) {
+	for (uint64_t i = 0, listed = 0; i < dec->n_rows; i++) {
 		int64_t seq = rep_i(dec, i, "seq", -1);
-		bool any = false;
+		uint64_t lo;
 
-		for (uint64_t k = 0; k < rr->t[R_CHG].n_rows && !any; k++)
-			any = rep_i(&rr->t[R_CHG], k, "seq", -2) == seq;
-		if (!any)
+		if (rep_chg_range(rr, seq, &lo) == lo)
 			continue;
+		if (listed++ == REP_DECISIONS_MAX) {
+			rep_p(o,
+			    "  ... and %" PRIu64 " more (bellows history "
+			    "decisions --changed --run %" PRId64 " lists "
+			    "all)\n",
+			    s.changed - REP_DECISIONS_MAX, rr->run.id);
+			break;
+		}
 		rep_dur((double)(rep_i(dec, i, "wall_ms", t0) - t0), a,
 		    sizeof(a));
 		rep_p(o,
@@ -1131,8 +1253,17 @@ rep_write(const rep_out *o, const rep_run *rr)
 	    c);
 	rep_p(o, "  %8s %10s %12s %12s %10s\n", "window", "step", "sent", "raw",
 	    "lr");
+	every = (wi->n_rows + REP_WINDOWS_MAX - 1) / REP_WINDOWS_MAX;
+	if (every > 1)
+		rep_p(o,
+		    "  (every %" PRIu64 "th window and the last; bellows "
+		    "history windows --run %" PRId64 " lists all)\n",
+		    every, rr->run.id);
 	for (uint64_t i = 0; i < wi->n_rows; i++) {
 		char e[32];
+
+		if (every > 1 && i % every != 0 && i + 1 != wi->n_rows)
+			continue;
 
 		rep_dur(rep_d(wi, i, "step_ms_median"), a, sizeof(a));
 		rep_size(rep_d(wi, i, "floats_sent") * 4, b, sizeof(b));
@@ -1567,6 +1698,11 @@ tool_report_compare_main(int argc, char **argv)
 		rep_run_fini(&r[0]);
 		return 1;
 	}
+	if (r[0].run.id == r[1].run.id && strcmp(file[0], file[1]) == 0)
+		fprintf(stderr,
+		    "bellows history compare: A and B are the same run "
+		    "(%s, run %" PRId64 ")\n",
+		    file[0], r[0].run.id);
 	compare_print(r);
 	rc = fflush(stdout) != 0 || ferror(stdout) ? 1 : 0;
 	if (rc != 0)
