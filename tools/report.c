@@ -11,6 +11,7 @@
 #include "args.h"
 #include "history.h"
 #include "historydb.h"
+#include "metrics.h"
 
 #include <bellows/error.h>
 
@@ -1304,11 +1305,116 @@ rep_write(const rep_out *o, const rep_run *rr)
 	free(x);
 }
 
+/* ---- JSON ------------------------------------------------------------- */
+
+/* A number, exact, or null when not finite (not measured). */
+static void
+rep_jval(FILE *f, double v)
+{
+	if (isfinite(v))
+		(void)tool_metrics_put_number(f, v);
+	else
+		fputs("null", f);
+}
+
+static void
+rep_jnum(FILE *f, const char *name, double v, bool more)
+{
+	fprintf(f, "  \"%s\": ", name);
+	rep_jval(f, v);
+	fputs(more ? ",\n" : "\n", f);
+}
+
+static void
+rep_jstr(FILE *f, const char *s)
+{
+	(void)tool_history_json_string(f, s, strlen(s));
+}
+
+/* The report's numbers, exact, as one JSON object. */
+static void
+rep_json(FILE *f, const rep_run *rr)
+{
+	const tool_hdb_rows *run = &rr->t[R_RUNS], *pf = &rr->t[R_FILES];
+	const char *hash = rep_s(run, 0, "config_hash");
+	rep_sums s;
+
+	rep_sum(rr, &s);
+	fputs("{\n  \"db\": ", f);
+	rep_jstr(f, rr->path);
+	fputs(",\n  \"job\": ", f);
+	rep_jstr(f, rr->run.job);
+	fprintf(f, ",\n  \"live\": %s,\n", rr->run.live ? "true" : "false");
+	rep_jnum(f, "run", (double)rr->run.id, true);
+	rep_jnum(f, "started_wall_ms", (double)rr->run.started_wall_ms, true);
+	rep_jnum(f, "ranks", (double)rr->run.world, true);
+	rep_jnum(f, "layers", rr->n_layers, true);
+	rep_jnum(f, "windows", (double)rr->n_win, true);
+	rep_jnum(f, "windows_incomplete", (double)s.incomplete, true);
+	rep_jnum(f, "decisions", (double)s.decisions, true);
+	rep_jnum(f, "decisions_changed", (double)s.changed, true);
+	rep_jnum(f, "floats_sent", s.floats_sent, true);
+	rep_jnum(f, "floats_raw", s.floats_raw, true);
+	rep_jnum(f, "bytes_sent", s.floats_sent * 4, true);
+	rep_jnum(f, "bytes_raw", s.floats_raw * 4, true);
+	rep_jnum(f, "bytes_saved", (s.floats_raw - s.floats_sent) * 4, true);
+	rep_jnum(f, "step_ms_median", s.step_med, true);
+	rep_jnum(f, "step_ms_fastest_window", s.step_min, true);
+	rep_jnum(f, "step_ms_slowest_window", s.step_max, true);
+	rep_jnum(f, "windows_wall_ms", s.wall_ms, true);
+	rep_jnum(f, "act_bytes_median", s.act_med, true);
+	rep_jnum(f, "act_raw_bytes_median", s.act_raw_med, true);
+	rep_jnum(f, "accuracy", NAN, true);
+	fputs("  \"config\": ", f);
+	for (uint64_t i = 0; i <= pf->n_rows; i++) {
+		if (i == pf->n_rows) {
+			fputs("null", f);
+			break;
+		}
+		if (strcmp(rep_s(pf, i, "hash"), hash) != 0)
+			continue;
+		fputs("{\"hash\": ", f);
+		rep_jstr(f, hash);
+		fputs(", \"path\": ", f);
+		rep_jstr(f, rep_s(pf, i, "path"));
+		fputs(", \"text\": ", f);
+		rep_jstr(f, rep_s(pf, i, "text"));
+		fputs("}", f);
+		break;
+	}
+	fputs(",\n  \"layer_summary\": [", f);
+	for (uint32_t l = 0; l < rr->n_layers; l++) {
+		const tool_hdb_rows *ly = &rr->t[R_LAYERS];
+		rep_layer_sum ls;
+
+		rep_layer(rr, l, &ls);
+		fputs(l > 0 ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
+		rep_jstr(f, rep_s(ly, l, "name"));
+		fputs(", \"shape\": ", f);
+		rep_jstr(f, rep_s(ly, l, "shape"));
+		fprintf(f,
+		    ", \"numel\": %" PRId64 ", \"windows\": %" PRIu64
+		    ", \"level_changes\": %" PRIu64,
+		    rep_i(ly, l, "numel", 0), ls.windows, ls.changes);
+		fputs(", \"level_weighted\": ", f);
+		rep_jval(f, ls.level_tw);
+		fputs(", \"level_last\": ", f);
+		rep_jval(f, ls.level_last);
+		fputs(", \"error_bound_weighted\": ", f);
+		rep_jval(f, ls.eb_tw);
+		fputs(", \"norm_median\": ", f);
+		rep_jval(f, ls.norm_med);
+		fputs("}", f);
+	}
+	fputs("\n  ]\n}\n", f);
+}
+
 /* ---- bellows report --------------------------------------------------- */
 
 typedef struct report_opts {
 	tool_args_shared sh; /* --db, --run, --job */
 	const char *html;    /* --html FILE */
+	bool json;           /* --json */
 } report_opts;
 
 static const report_opts report_defaults = {
@@ -1323,6 +1429,11 @@ static const tool_opt report_opt_rows[] = {
 	    .kind = TOOL_OPT_TEXT,
 	    .at = offsetof(report_opts, html),
 	    .min = 1 },
+	{ .name = "json",
+	    .help = "print the report's numbers, exact, as one JSON object "
+		    "instead of the text",
+	    .kind = TOOL_OPT_FLAG,
+	    .at = offsetof(report_opts, json) },
 };
 
 static const tool_args_cmd report_cmd = {
@@ -1344,7 +1455,7 @@ void
 tool_report_usage(FILE *f)
 {
 	fputs("usage: bellows report [--db FILE] [--run ID | --job NAME] "
-	      "[--html FILE]\n"
+	      "[--html FILE] [--json]\n"
 	      "\n"
 	      "  A run's story from bellowsd's history: its configuration,\n"
 	      "  the decisions that changed a knob and why, the LR, what the\n"
@@ -1373,7 +1484,10 @@ tool_report_main(int argc, char **argv)
 		&rr) != 0)
 		return 1;
 	rc = 0;
-	rep_write(&(rep_out){ .f = stdout }, &rr);
+	if (o.json)
+		rep_json(stdout, &rr);
+	else
+		rep_write(&(rep_out){ .f = stdout }, &rr);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		fprintf(stderr, "bellows report: cannot write the output\n");
 		rc = 1;

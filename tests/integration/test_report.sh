@@ -98,7 +98,19 @@ grep -qF "run 3 (job 'other', ended), the latest" "$TMP/latest.err" ||
     fail "report without --run did not name the latest run: $(cat "$TMP/latest.err")"
 "$BELLOWS" report --db "$DB" --job "$JOB" >"$TMP/r2.txt" 2>/dev/null || fail "report --job"
 grep -qF "run 2 of job 'rep'" "$TMP/r2.txt" || fail "report --job is not the job's latest run"
-ok "the text report says what the database holds"
+# --json: the same numbers, exact.
+"$BELLOWS" report --db "$DB" --run 1 --json >"$TMP/r1.json" 2>/dev/null || fail "report --json"
+SAVED=$(sq "SELECT (sum(floats_raw) - sum(floats_sent)) * 4 FROM window_info WHERE run_id = 1")
+$PY - "$TMP/r1.json" "$SAVED" "$HASH" <<'PY' || fail "report --json does not hold the database's numbers"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["run"] == 1 and d["job"] == "rep" and d["windows"] == 12, d
+assert d["bytes_saved"] == int(sys.argv[2]), (d["bytes_saved"], sys.argv[2])
+assert d["config"]["hash"] == sys.argv[3], d["config"]
+assert d["accuracy"] is None
+assert [l["name"] for l in d["layer_summary"]] == ["layer0.weight", "layer1.weight", "layer2.weight", "layer3.bias"]
+PY
+ok "the text report says what the database holds, --json the exact numbers"
 
 # ---- the HTML report -----------------------------------------------------
 "$BELLOWS" report --db "$DB" --run 1 --html "$TMP/r1.html" >"$TMP/r1b.txt" 2>/dev/null ||
