@@ -1282,8 +1282,8 @@ rep_write(const rep_out *o, const rep_run *rr)
 		rep_size(s.act_raw_med, b, sizeof(b));
 		rep_p(o,
 		    "  activations held for backward: %s per step (median "
-		    "over windows) vs %s uncompressed\n",
-		    a, b);
+		    "over windows) vs %s uncompressed (%.2fx less)\n",
+		    a, b, s.act_med > 0 ? s.act_raw_med / s.act_med : 1.0);
 	} else {
 		rep_p(o,
 		    "  not measured (no layer reported activation "

@@ -22,6 +22,11 @@ daemon:
   rank_timeout_ms: 1500
   heartbeat_ms: 200
 jobs:
+  - match: "other"
+    policies:
+      - type: comet
+        params:
+          min_ndim: 2
   - match: "*"
     policies:
       - type: accordion
@@ -44,8 +49,8 @@ run_sim --job "$JOB" --ranks 2 --layers 4 --windows 8 \
     --steps-per-window 4 --step-ms 1 --seed 7 ||
     fail "sim of run 2 exited with $?"
 expect_agreed 2 8
-run_sim --job other --ranks 1 --layers 2 --windows 2 \
-    --steps-per-window 2 || fail "sim of run 3 exited with $?"
+run_sim --job other --ranks 1 --layers 2 --windows 3 \
+    --steps-per-window 2 --act 0.5,0.3,4 || fail "sim of run 3 exited with $?"
 # bellowsd ends a run when every rank has said Bye; a clean stop
 # checkpoints the file, so that a copy of it holds everything.
 for _ in $(seq 1 50); do
@@ -110,6 +115,23 @@ assert d["config"]["hash"] == sys.argv[3], d["config"]
 assert d["accuracy"] is None
 assert [l["name"] for l in d["layer_summary"]] == ["layer0.weight", "layer1.weight", "layer2.weight", "layer3.bias"]
 PY
+grep -qF "  not measured (no layer reported activation statistics)" "$TMP/r1.txt" ||
+    fail "run 1 measured no activations, the report does not say so"
+# Run 3 (comet, activations of 4x their stored size): held vs raw.
+"$BELLOWS" report --db "$DB" --run 3 >"$TMP/r3.txt" 2>/dev/null || fail "report --run 3"
+"$BELLOWS" report --db "$DB" --run 3 --json >"$TMP/r3.json" 2>/dev/null || fail "report --run 3 --json"
+sq "SELECT sum(act_bytes), sum(act_raw_bytes) FROM windows WHERE run_id = 3 AND act_steps > 0 GROUP BY window" >"$TMP/act.rows"
+$PY - "$TMP/r3.json" "$TMP/act.rows" <<'PY' || fail "report --json's activation bytes are not the database's"
+import json, statistics, sys
+d = json.load(open(sys.argv[1]))
+rows = [tuple(map(float, l.split("|"))) for l in open(sys.argv[2]) if l.strip()]
+assert rows, "no window measured activations"
+assert d["act_bytes_median"] == statistics.median(r[0] for r in rows), (d["act_bytes_median"], rows)
+assert d["act_raw_bytes_median"] == statistics.median(r[1] for r in rows), (d["act_raw_bytes_median"], rows)
+assert d["act_raw_bytes_median"] > d["act_bytes_median"] > 0
+PY
+grep -qE "^  activations held for backward: [0-9.]+ (B|KiB|MiB) per step \(median over windows\) vs [0-9.]+ (B|KiB|MiB) uncompressed" "$TMP/r3.txt" ||
+    { sed -n '/^Activation/,/^$/p' "$TMP/r3.txt"; fail "the report of a COMET run does not say what activations it held"; }
 ok "the text report says what the database holds, --json the exact numbers"
 
 # ---- the HTML report -----------------------------------------------------
