@@ -1,10 +1,15 @@
 /* report - `bellows report` and `bellows history compare`, see report.h.
  *
- * A run is loaded whole into memory (rep_run): the exported tables as
- * tool_hdb_rows, then per window and layer the level, error bound, norm
- * and activation bytes in arrays indexed by window position. Levels are
+ * A run is read into memory (rep_run) in one snapshot: the exported
+ * tables it needs as tool_hdb_rows, except the windows table (a row per
+ * layer per window), which streams into arrays of level, error bound,
+ * norm and activation bytes indexed by window position. Levels are
  * weighted by the steps of each window ("time-weighted": a window of
- * twice the steps counts twice).
+ * twice the steps counts twice). The text report and the HTML page are
+ * written by one function (rep_write), the HTML escaping the text and
+ * adding the SVG plots, so that the two never disagree. policy_metrics
+ * is kept as rows: a run whose policies return many metrics per window
+ * takes memory in proportion.
  */
 #include "report.h"
 
@@ -591,12 +596,12 @@ rep_sum(const rep_run *rr, rep_sums *s)
 /* Per layer: the level weighted by steps, the last level, the windows
  * with a row, the changes of level. */
 typedef struct rep_layer_sum {
-	double level_tw; /* time-weighted level */
-	double level_last;
-	double eb_tw;     /* time-weighted error bound */
-	double norm_med;  /* median grad_norm_mean */
-	uint64_t windows; /* windows with a row */
-	uint64_t changes; /* times the level changed between windows */
+	double level_tw;   /* time-weighted level */
+	double level_last; /* level of its last window with a row */
+	double eb_tw;      /* time-weighted error bound */
+	double norm_med;   /* median grad_norm_mean */
+	uint64_t windows;  /* windows with a row */
+	uint64_t changes;  /* times the level changed between windows */
 } rep_layer_sum;
 
 static void
