@@ -535,8 +535,11 @@ accordion_on_window(void *state, const void *config, const bellows_window *w,
 		st->verdict[l] = (uint8_t)v;
 		if (v == ACCORDION_CRITICAL || v == ACCORDION_STABLE) {
 			st->critical[l] = v == ACCORDION_CRITICAL;
-			/* For people (history, reports): the r judged. */
-			pol_metric_add(out, "r", (int32_t)l, st->ratio[l]);
+			/* For people (history, reports): the r judged
+			 * (window 0 has none). */
+			if (w->window > 0)
+				pol_metric_add(out, "r", (int32_t)l,
+				    st->ratio[l]);
 		}
 	}
 	if (check && w->window > 0)
