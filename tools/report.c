@@ -835,6 +835,24 @@ rep_plot(FILE *f, const char *title, const char *ylabel, const double *x,
 /* ---- the report ------------------------------------------------------- */
 
 /* The changes of decision `seq`, grouped by (knob, old, new), into o. */
+/* A knob's value as people read it: the gate on/off, a size threshold
+ * in bytes ("all raw" above every tensor), a codec table's length. */
+static void
+rep_knob(const char *knob, double v, char *buf, size_t len)
+{
+	if (!isfinite(v))
+		rep_num(v, buf, len);
+	else if (strcmp(knob, "compression") == 0)
+		snprintf(buf, len, "%s", v != 0 ? "on" : "off");
+	else if (strcmp(knob, "size_threshold") == 0 && v >= 0x1p63)
+		snprintf(buf, len, "all raw");
+	else if (strcmp(knob, "size_threshold") == 0 ||
+	    strcmp(knob, "codec_table") == 0)
+		rep_size(v, buf, len);
+	else
+		rep_num(v, buf, len);
+}
+
 static void
 rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 {
@@ -853,8 +871,8 @@ rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 
 		if (done[i - lo])
 			continue;
-		rep_num(old, a, sizeof(a));
-		rep_num(now, b, sizeof(b));
+		rep_knob(knob, old, a, sizeof(a));
+		rep_knob(knob, now, b, sizeof(b));
 		if (isnan(old))
 			rep_p(o, "      %s -> %s", knob, b);
 		else
