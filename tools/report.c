@@ -1735,12 +1735,16 @@ compare_print(const rep_run *r)
 	compare_num("activations held/step", s[0].act_med, s[1].act_med,
 	    rep_size);
 
-	printf("\n  %-26s %18s %18s\n", "layer: level (weighted)", "A", "B");
+	printf("\n  %-26s %9s %9s %7s %7s %9s %9s %9s %9s\n",
+	    "layer (level weighted)", "level A", "level B", "last A", "last B",
+	    "changes A", "changes B", "windows A", "windows B");
 	for (int side = 0; side < 2; side++) {
 		for (uint32_t l = 0; l < r[side].n_layers; l++) {
 			const char *nm = rep_s(&r[side].t[R_LAYERS], l, "name");
 			rep_layer_sum ls[2];
+			char la[32], lb[32], ca[32], cb[32], wa[32], wb[32];
 			int64_t other = -1;
+			bool diff;
 
 			for (uint32_t k = 0; k < r[!side].n_layers; k++) {
 				if (strcmp(nm,
@@ -1752,20 +1756,30 @@ compare_print(const rep_run *r)
 			if (side == 1 && other >= 0)
 				continue;
 			rep_layer(&r[side], l, &ls[side]);
-			if (other >= 0)
+			if (other >= 0) {
 				rep_layer(&r[!side], (uint32_t)other,
 				    &ls[!side]);
-			else
-				ls[!side] = (rep_layer_sum){ .level_tw = NAN,
-					.level_last = NAN };
+			} else {
+				printf("* %-26s %s only\n", nm,
+				    side == 0 ? "A" : "B");
+				continue;
+			}
+			diff = compare_mark(ls[0].level_tw,
+				   ls[1].level_tw)[0] == '*' ||
+			    compare_mark(ls[0].level_last,
+				ls[1].level_last)[0] == '*' ||
+			    ls[0].changes != ls[1].changes;
 			rep_num(ls[0].level_tw, ta, sizeof(ta));
 			rep_num(ls[1].level_tw, tb, sizeof(tb));
-			if (other < 0) {
-				snprintf(side == 0 ? tb : ta, sizeof(ta),
-				    "(no such layer)");
-			}
-			compare_line(nm, ls[0].level_tw, ls[1].level_tw, ta,
-			    tb);
+			rep_num(ls[0].level_last, la, sizeof(la));
+			rep_num(ls[1].level_last, lb, sizeof(lb));
+			snprintf(ca, sizeof(ca), "%" PRIu64, ls[0].changes);
+			snprintf(cb, sizeof(cb), "%" PRIu64, ls[1].changes);
+			snprintf(wa, sizeof(wa), "%" PRIu64, ls[0].windows);
+			snprintf(wb, sizeof(wb), "%" PRIu64, ls[1].windows);
+			printf("%s %-26s %9s %9s %7s %7s %9s %9s %9s %9s\n",
+			    diff ? "*" : " ", nm, ta, tb, la, lb, ca, cb, wa,
+			    wb);
 		}
 	}
 }

@@ -223,7 +223,7 @@ cmp_has '^[* ] step time, median +[0-9.]+ (us|ms|s) +[0-9.]+ (us|ms|s)'
 for l in layer0.weight layer1.weight layer2.weight layer3.bias; do
 	cmp_has "^[* ] $l +[0-9.]+ +[0-9.]+"
 done
-cmp_has '^  layer3.bias +0 +0$'
+cmp_has '^  layer3.bias +0 +0 +0 +0 +0 +0 +12 +8$'
 # Across two files: a copy of the database, runs named FILE:ID.
 cp "$DB" "$TMP/copy.db"
 "$BELLOWS" history compare --run "$DB:1" --run "$TMP/copy.db:1" >"$TMP/same.txt" 2>&1 ||
