@@ -662,16 +662,29 @@ rep_esc(FILE *f, const char *s)
 __attribute__((format(printf, 2, 3))) static void
 rep_p(const rep_out *o, const char *fmt, ...)
 {
-	char buf[8192];
+	char buf[1024], *p = buf;
 	va_list ap;
+	int n;
 
+	/* A policy file or a reason may be longer than buf. */
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(buf)) {
+		if ((p = malloc((size_t)n + 1)) == NULL)
+			return;
+		va_start(ap, fmt);
+		vsnprintf(p, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
 	if (o->html)
-		rep_esc(o->f, buf);
+		rep_esc(o->f, p);
 	else
-		fputs(buf, o->f);
+		fputs(p, o->f);
+	if (p != buf)
+		free(p);
 }
 
 static void

@@ -15,7 +15,9 @@
 PY=/usr/bin/python3
 JOB=rep
 DB="$TMP/h.db"
-cat >"$TMP/policy.yaml" <<YAML
+# A comment longer than any buffer a line of the report goes through.
+printf '# %s\n' "$(printf 'long comment %.0s' $(seq 1 120))" >"$TMP/policy.yaml"
+cat >>"$TMP/policy.yaml" <<YAML
 daemon:
   apply_lag: 1
   window_timeout_ms: 3000
@@ -72,6 +74,7 @@ has "run 1 of job 'rep' in $DB: 3 ranks, 4 layers, 12 windows (0 closed incomple
 HASH=$(sq "SELECT config_hash FROM runs WHERE id = 1")
 has "policy file $TMP/policy.yaml (hash $HASH):"
 has "          eta: 0.3"
+has "$(head -n 1 "$TMP/policy.yaml")"
 has "      level -> 2: layer0.weight, layer1.weight, layer2.weight"
 has "      why: accordion: 3 layers critical (level 2) until the check at window 0"
 N_DEC=$(sq "SELECT count(*) FROM decisions WHERE run_id = 1")
