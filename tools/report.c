@@ -1132,6 +1132,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 		    "</title><style>body{font-family:sans-serif;margin:2em;"
 		    "max-width:1000px;color:#222;background:#fff}"
 		    "pre{background:#f4f4f4;padding:0.6em;white-space:pre-wrap}"
+		    "pre:empty{display:none}"
 		    "figure{margin:1em 0}h1{font-size:1.5em}"
 		    "h2{font-size:1.2em;border-bottom:1px solid #ccc}"
 		    "</style></head><body>\n<h1>",
@@ -1182,8 +1183,12 @@ rep_write(const rep_out *o, const rep_run *rr)
 		    rep_s(&rr->t[R_LAYERS], l, "shape"), a, lv, ll, e, n,
 		    ls.changes);
 	}
-	if (o->html)
+	if (o->html) {
+		/* Plots go between the text blocks, not inside one. */
+		fputs("</pre>\n", o->f);
 		rep_plots_levels(o->f, rr, x);
+		fputs("<pre>", o->f);
+	}
 
 	rep_section(o, "Decisions that changed a knob (changes only)");
 	rep_p(o, "%" PRIu64 " decisions, %" PRIu64 " changed a knob\n",
@@ -1266,8 +1271,12 @@ rep_write(const rep_out *o, const rep_run *rr)
 			    names[k], cnt, a, b, c);
 		}
 	}
-	if (o->html)
+	if (o->html) {
+		/* Plots go between the text blocks, not inside one. */
+		fputs("</pre>\n", o->f);
 		rep_plot_metrics(o->f, rr, x);
+		fputs("<pre>", o->f);
+	}
 
 	rep_section(o, "Gradient traffic (all ranks, 4-byte floats)");
 	rep_count(s.floats_sent, a, sizeof(a));
@@ -1309,8 +1318,12 @@ rep_write(const rep_out *o, const rep_run *rr)
 		rep_p(o, "  %8" PRId64 " %10s %12s %12s %10s\n",
 		    rep_i(wi, i, "window", 0), a, b, c, e);
 	}
-	if (o->html)
+	if (o->html) {
+		/* Plots go between the text blocks, not inside one. */
+		fputs("</pre>\n", o->f);
 		rep_plot_traffic(o->f, rr, x);
+		fputs("<pre>", o->f);
+	}
 
 	rep_section(o, "Activation memory (COMET)");
 	if (isfinite(s.act_med)) {
