@@ -15,6 +15,7 @@
  * that changes the interval keeps what still fits. The thesis's text and
  * the readings chosen here are in docs/policies/accordion.md.
  */
+#include "metric.h"
 #include "policies.h"
 #include "text.h"
 
@@ -532,9 +533,17 @@ accordion_on_window(void *state, const void *config, const bellows_window *w,
 			v = accordion_judge(old != NULL ? old[l] : NAN,
 			    st->norm[l], cfg->rule.eta, &st->ratio[l]);
 		st->verdict[l] = (uint8_t)v;
-		if (v == ACCORDION_CRITICAL || v == ACCORDION_STABLE)
+		if (v == ACCORDION_CRITICAL || v == ACCORDION_STABLE) {
 			st->critical[l] = v == ACCORDION_CRITICAL;
+			/* For people (history, reports): the r judged
+			 * (window 0 has none). */
+			if (w->window > 0)
+				pol_metric_add(out, "r", (int32_t)l,
+				    st->ratio[l]);
+		}
 	}
+	if (check && w->window > 0)
+		pol_metric_add(out, "eta", -1, cfg->rule.eta);
 	/* After the look-up: with cap == interval, window w - interval and
 	 * window w share a slot. */
 	accordion_history_put(&st->hist, w->window, st->norm, fallback,

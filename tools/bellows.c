@@ -10,6 +10,7 @@
 #include "keygen.h"
 #include "policy_check.h"
 #include "replay.h"
+#include "report.h"
 #include "sim.h"
 #include "status.h"
 #ifdef BELLOWS_HAVE_TOP
@@ -43,6 +44,8 @@ static const bellows_command commands[] = {
 	{ "history", tool_history_main, tool_history_usage,
 	    "what happened: runs, layers, windows, decisions, events, "
 	    "timings" },
+	{ "report", tool_report_main, tool_report_usage,
+	    "a run's story: decisions, savings, step times; --html plots" },
 	{ "export", tool_export_main, tool_export_usage,
 	    "write one run of the history as CSV files" },
 	{ "codec", tool_codec_main, tool_codec_usage,

@@ -9,6 +9,7 @@
  * times.
  */
 #include "history.h"
+#include "report.h"
 
 #include "args.h"
 #include "metrics.h"
@@ -758,6 +759,8 @@ tool_history_usage(FILE *f)
 	for (int i = 0; i < SUB_N; i++)
 		fprintf(f, "  %-10s %s\n", history_subs[i].name,
 		    history_subs[i].summary);
+	fprintf(f, "  %-10s %s\n", "compare",
+	    "two runs side by side (bellows history compare --help)");
 	fputc('\n', f);
 	tool_args_help(f, &history_cmd, &history_defaults);
 	fputs("\n  See docs/history.md.\n", f);
@@ -951,6 +954,9 @@ tool_history_main(int argc, char **argv)
 	};
 	int rc, r;
 
+	/* compare takes two runs, and options of its own. */
+	if (argc >= 2 && strcmp(argv[1], "compare") == 0)
+		return tool_report_compare_main(argc - 1, argv + 1);
 	if ((rc = history_parse(argc, argv, &o)) >= 0)
 		return rc;
 	rc = 1;

@@ -499,6 +499,45 @@ test_accordion_keeps_levels_when_a_norm_is_missing(void **state)
 	    "conv2.weight");
 }
 
+/* ---- accordion: metrics --------------------------------------------- */
+
+static void
+test_accordion_records_each_judged_r_and_the_eta_at_a_check(void **state)
+{
+	fixture *f = *state;
+	const bellows_metric *m = f->h.prop.metrics;
+
+	sup_load(&f->h,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: accordion\n"
+	    "        params: {interval: 2, eta: 0.3}\n");
+	assert_int_equal(sup_direct_start(&f->h, f->h.cfg), 0);
+	norms(f, 10, 10, 10, 10);
+	/* Window 0 is critical without an r; window 1 is no check. */
+	assert_int_equal(direct_run(f, 0), 0);
+	assert_int_equal(f->h.prop.n_metrics, 0);
+	assert_int_equal(direct_run(f, 1), 0);
+	assert_int_equal(f->h.prop.n_metrics, 0);
+	/* Window 2 against window 0: the selected layers' r (the bias is
+	 * not judged), then the eta they were judged against. */
+	norms(f, 7, 10, 10, 12);
+	assert_int_equal(direct_run(f, 2), 0);
+	assert_int_equal(f->h.prop.n_metrics, 4);
+	assert_string_equal(m[0].name, "r");
+	assert_int_equal(m[0].layer, 0);
+	assert_true(fabs(m[0].value - 0.3) < 1e-12);
+	assert_string_equal(m[1].name, "r");
+	assert_int_equal(m[1].layer, 2);
+	assert_true(m[1].value == 0);
+	assert_string_equal(m[2].name, "r");
+	assert_int_equal(m[2].layer, 3);
+	assert_true(fabs(m[2].value - 0.2) < 1e-12);
+	assert_string_equal(m[3].name, "eta");
+	assert_int_equal(m[3].layer, -1);
+	assert_true(m[3].value == 0.3);
+}
+
 /* ---- accordion: reload, refusals, limits ---------------------------- */
 
 static void
@@ -1342,6 +1381,7 @@ main(void)
 		T(test_accordion_norm_source_mean_reads_the_mean_over_ranks),
 		T(test_accordion_uses_the_mean_when_rank0_did_not_report),
 		T(test_accordion_keeps_levels_when_a_norm_is_missing),
+		T(test_accordion_records_each_judged_r_and_the_eta_at_a_check),
 		T(test_accordion_reload_keeps_the_norms_recorded_before_it),
 		T(test_accordion_reload_of_interval_keeps_the_norms_that_fit),
 		T(test_accordion_reload_to_a_longer_interval_lacks_old_norms),

@@ -1,0 +1,1891 @@
+/* report - `bellows report` and `bellows history compare`, see report.h.
+ *
+ * A run is read into memory (rep_run) in one snapshot: the exported
+ * tables it needs as tool_hdb_rows, except the windows table (a row per
+ * layer per window), which streams into arrays of level, error bound,
+ * norm and activation bytes indexed by window position. Levels are
+ * weighted by the steps of each window ("time-weighted": a window of
+ * twice the steps counts twice). The text report and the HTML page are
+ * written by one function (rep_write), the HTML escaping the text and
+ * adding the SVG plots, so that the two never disagree. policy_metrics
+ * is kept as rows: a run whose policies return many metrics per window
+ * takes memory in proportion.
+ */
+#include "report.h"
+
+#include "args.h"
+#include "history.h"
+#include "historydb.h"
+#include "metrics.h"
+
+#include <bellows/error.h>
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define REP_NAMES_MAX     6  /* layers named in one change line */
+#define REP_LEGEND        12 /* series named in a plot's legend */
+#define REP_DECISIONS_MAX 60 /* decisions listed in a report */
+#define REP_WINDOWS_MAX   40 /* rows of the step time table */
+
+/* ---- a run in memory ---------------------------------------------------- */
+
+/* The tables a report reads, in the order it reads them. */
+static const tool_hdb_table rep_tables[] = {
+	TOOL_HDB_T_RUNS,
+	TOOL_HDB_T_LAYERS,
+	TOOL_HDB_T_WINDOW_INFO,
+	TOOL_HDB_T_WINDOWS,
+	TOOL_HDB_T_POLICY_METRICS,
+	TOOL_HDB_T_DECISIONS,
+	TOOL_HDB_T_DECISION_CHANGES,
+	TOOL_HDB_T_POLICY_FILES,
+};
+#define REP_N_TABLES (sizeof(rep_tables) / sizeof(rep_tables[0]))
+
+/* A row of decision_changes and its decision, to find a decision's
+ * changes by binary search. */
+typedef struct rep_chg {
+	int64_t seq;  /* decisions.seq */
+	uint64_t row; /* row of decision_changes */
+} rep_chg;
+
+typedef struct rep_run {
+	const char *path;              /* the database file (borrowed) */
+	tool_hdb_run run;              /* which run */
+	tool_hdb_rows t[REP_N_TABLES]; /* its tables, as rep_tables;
+					* windows stays empty: it is
+					* streamed into the arrays below */
+	struct rep_chg *chg;           /* decision_changes' rows by seq */
+	uint32_t n_layers;             /* rows of layers */
+	uint64_t n_win;                /* rows of window_info */
+	int64_t *win;                  /* n_win window indices */
+	double *steps;                 /* n_win steps per window */
+	double *level;                 /* n_win x n_layers, NAN: no row */
+	double *eb;                    /* same, error bound */
+	double *norm;                  /* same, grad_norm_mean */
+	double *act;                   /* n_win: activation bytes per step,
+					* summed over layers; NAN: none */
+	double *act_raw;               /* n_win: same, uncompressed */
+} rep_run;
+
+enum {
+	R_RUNS,
+	R_LAYERS,
+	R_WINFO,
+	R_WINDOWS,
+	R_METRICS,
+	R_DEC,
+	R_CHG,
+	R_FILES
+};
+
+static int
+rep_col(const tool_hdb_rows *r, const char *name)
+{
+	for (uint32_t c = 0; c < r->n_cols; c++) {
+		if (strcmp(r->names[c], name) == 0)
+			return (int)c;
+	}
+	return -1;
+}
+
+/* Cell (row, column `name`) as a double: NAN when the column is missing,
+ * NULL or not a number. */
+static double
+rep_d(const tool_hdb_rows *r, uint64_t row, const char *name)
+{
+	int c = rep_col(r, name);
+	const tool_hdb_cell *cell;
+
+	if (c < 0 || row >= r->n_rows)
+		return NAN;
+	cell = tool_hdb_rows_cell(r, row, (uint32_t)c);
+	if (cell->type == TOOL_HDB_INT)
+		return (double)cell->i;
+	if (cell->type == TOOL_HDB_REAL)
+		return cell->d;
+	return NAN;
+}
+
+static int64_t
+rep_i(const tool_hdb_rows *r, uint64_t row, const char *name, int64_t dflt)
+{
+	int c = rep_col(r, name);
+	const tool_hdb_cell *cell;
+
+	if (c < 0 || row >= r->n_rows)
+		return dflt;
+	cell = tool_hdb_rows_cell(r, row, (uint32_t)c);
+	if (cell->type == TOOL_HDB_INT)
+		return cell->i;
+	if (cell->type == TOOL_HDB_REAL)
+		return (int64_t)cell->d;
+	return dflt;
+}
+
+static const char *
+rep_s(const tool_hdb_rows *r, uint64_t row, const char *name)
+{
+	int c = rep_col(r, name);
+	const tool_hdb_cell *cell;
+
+	if (c < 0 || row >= r->n_rows)
+		return "";
+	cell = tool_hdb_rows_cell(r, row, (uint32_t)c);
+	return cell->type == TOOL_HDB_TEXT ? cell->s : "";
+}
+
+static const char *
+rep_layer_name(const rep_run *rr, int64_t idx)
+{
+	const tool_hdb_rows *l = &rr->t[R_LAYERS];
+
+	/* Rows are in idx order: 0, 1, ... */
+	if (idx >= 0 && (uint64_t)idx < l->n_rows &&
+	    rep_i(l, (uint64_t)idx, "idx", -1) == idx)
+		return rep_s(l, (uint64_t)idx, "name");
+	for (uint64_t i = 0; i < l->n_rows; i++) {
+		if (rep_i(l, i, "idx", -1) == idx)
+			return rep_s(l, i, "name");
+	}
+	return "?";
+}
+
+/* Position of window w in rr->win, or -1. */
+static int64_t
+rep_win_pos(const rep_run *rr, int64_t w)
+{
+	uint64_t lo = 0, hi = rr->n_win;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (rr->win[mid] < w)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < rr->n_win && rr->win[lo] == w ? (int64_t)lo : -1;
+}
+
+static int
+rep_win_cmp(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int
+rep_chg_cmp(const void *a, const void *b)
+{
+	const rep_chg *x = a, *y = b;
+
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return x->row < y->row ? -1 : x->row > y->row;
+}
+
+/* The changes of decision `seq`: rr->chg[*ret_lo .. hi). Returns hi. */
+static uint64_t
+rep_chg_range(const rep_run *rr, int64_t seq, uint64_t *ret_lo)
+{
+	uint64_t lo = 0, hi = rr->t[R_CHG].n_rows, end;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (rr->chg[mid].seq < seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (end = lo; end < rr->t[R_CHG].n_rows && rr->chg[end].seq == seq;
+	     end++)
+		;
+	*ret_lo = lo;
+	return end;
+}
+
+static void
+rep_run_fini(rep_run *rr)
+{
+	tool_hdb_run_fini(&rr->run);
+	for (size_t i = 0; i < REP_N_TABLES; i++)
+		tool_hdb_rows_fini(&rr->t[i]);
+	free(rr->chg);
+	free(rr->win);
+	free(rr->steps);
+	free(rr->level);
+	free(rr->eb);
+	free(rr->norm);
+	free(rr->act);
+	free(rr->act_raw);
+	memset(rr, 0, sizeof(*rr));
+}
+
+/* Builds the per-window arrays from the tables. Returns 0 or
+ * BELLOWS_ENOMEM. */
+static int
+rep_run_index(rep_run *rr)
+{
+	const tool_hdb_rows *wi = &rr->t[R_WINFO];
+	size_t cells;
+
+	rr->n_layers = (uint32_t)rr->t[R_LAYERS].n_rows;
+	rr->n_win = wi->n_rows;
+	cells = (size_t)rr->n_win * (rr->n_layers > 0 ? rr->n_layers : 1) + 1;
+	rr->win = calloc(rr->n_win + 1, sizeof(*rr->win));
+	rr->steps = calloc(rr->n_win + 1, sizeof(*rr->steps));
+	rr->act = calloc(rr->n_win + 1, sizeof(*rr->act));
+	rr->act_raw = calloc(rr->n_win + 1, sizeof(*rr->act_raw));
+	rr->level = calloc(cells, sizeof(*rr->level));
+	rr->eb = calloc(cells, sizeof(*rr->eb));
+	rr->norm = calloc(cells, sizeof(*rr->norm));
+	if (rr->win == NULL || rr->steps == NULL || rr->act == NULL ||
+	    rr->act_raw == NULL || rr->level == NULL || rr->eb == NULL ||
+	    rr->norm == NULL)
+		return BELLOWS_ENOMEM;
+	if ((rr->chg = calloc(rr->t[R_CHG].n_rows + 1, sizeof(*rr->chg))) ==
+	    NULL)
+		return BELLOWS_ENOMEM;
+	for (uint64_t i = 0; i < rr->t[R_CHG].n_rows; i++) {
+		rr->chg[i].seq = rep_i(&rr->t[R_CHG], i, "seq", -1);
+		rr->chg[i].row = i;
+	}
+	qsort(rr->chg, rr->t[R_CHG].n_rows, sizeof(*rr->chg), rep_chg_cmp);
+	for (uint64_t i = 0; i < rr->n_win; i++)
+		rr->win[i] = rep_i(wi, i, "window", 0);
+	qsort(rr->win, rr->n_win, sizeof(*rr->win), rep_win_cmp);
+	for (uint64_t i = 0; i < rr->n_win; i++) {
+		int64_t p = rep_win_pos(rr, rep_i(wi, i, "window", 0));
+		double s = rep_d(wi, i, "last_step") -
+		    rep_d(wi, i, "first_step");
+
+		rr->steps[p] = isfinite(s) && s >= 0 ? s + 1 : 1;
+		rr->act[p] = NAN;
+		rr->act_raw[p] = NAN;
+	}
+	for (size_t i = 0; i + 1 < cells; i++) {
+		rr->level[i] = NAN;
+		rr->eb[i] = NAN;
+		rr->norm[i] = NAN;
+	}
+	return 0;
+}
+
+/* The windows table streams into the per-window arrays: a run of many
+ * windows and layers would not fit in memory as rows. */
+typedef struct rep_wsink {
+	rep_run *rr; /* being filled */
+	int col[8];  /* indices of rep_wcols, -1: missing */
+} rep_wsink;
+
+static const char *const rep_wcols[8] = { "window", "layer", "level",
+	"error_bound", "grad_norm_mean", "act_steps", "act_bytes",
+	"act_raw_bytes" };
+
+static double
+rep_cell_d(const tool_hdb_cell *cells, int col)
+{
+	if (col < 0)
+		return NAN;
+	if (cells[col].type == TOOL_HDB_INT)
+		return (double)cells[col].i;
+	if (cells[col].type == TOOL_HDB_REAL)
+		return cells[col].d;
+	return NAN;
+}
+
+static int
+rep_wsink_columns(void *arg, uint32_t n, const char *const *names)
+{
+	rep_wsink *ws = arg;
+
+	for (int k = 0; k < 8; k++) {
+		ws->col[k] = -1;
+		for (uint32_t c = 0; c < n; c++) {
+			if (strcmp(names[c], rep_wcols[k]) == 0)
+				ws->col[k] = (int)c;
+		}
+	}
+	return 0;
+}
+
+static int
+rep_wsink_row(void *arg, const tool_hdb_cell *cells)
+{
+	rep_wsink *ws = arg;
+	rep_run *rr = ws->rr;
+	double w = rep_cell_d(cells, ws->col[0]);
+	double l = rep_cell_d(cells, ws->col[1]);
+	int64_t p;
+	size_t at;
+
+	if (!isfinite(w) || !isfinite(l) || l < 0 || l >= rr->n_layers)
+		return 0;
+	if ((p = rep_win_pos(rr, (int64_t)w)) < 0)
+		return 0;
+	at = (size_t)p * rr->n_layers + (size_t)l;
+	rr->level[at] = rep_cell_d(cells, ws->col[2]);
+	rr->eb[at] = rep_cell_d(cells, ws->col[3]);
+	rr->norm[at] = rep_cell_d(cells, ws->col[4]);
+	if (rep_cell_d(cells, ws->col[5]) > 0) {
+		if (isnan(rr->act[p])) {
+			rr->act[p] = 0;
+			rr->act_raw[p] = 0;
+		}
+		rr->act[p] += rep_cell_d(cells, ws->col[6]);
+		rr->act_raw[p] += rep_cell_d(cells, ws->col[7]);
+	}
+	return 0;
+}
+
+/* Loads run `id` (TOOL_HDB_NONE: the latest, of `job` when not NULL) of
+ * the database at `path`. Returns 0, or 1 after saying why as "bellows
+ * CMD: ...". */
+static int
+rep_run_load(const char *cmd, const char *path, int64_t id, const char *job,
+    bool say_latest, rep_run *rr)
+{
+	char err[TOOL_HDB_ERR_MAX];
+	tool_hdb *db = NULL;
+	int rc = 1, r;
+
+	memset(rr, 0, sizeof(*rr));
+	rr->path = path;
+	if (tool_hdb_open(path, &db, err, sizeof(err)) != 0) {
+		fprintf(stderr, "bellows %s: %s\n", cmd, err);
+		return 1;
+	}
+	if (tool_hdb_begin(db) != 0) {
+		fprintf(stderr, "bellows %s: %s: %s\n", cmd, path,
+		    tool_hdb_error(db));
+		goto out;
+	}
+	if ((r = tool_hdb_run_find(db, id, job, &rr->run)) != 0) {
+		fprintf(stderr, "bellows %s: %s: %s\n", cmd, path,
+		    r == BELLOWS_ENOMEM ? bellows_strerror(r)
+					: tool_hdb_error(db));
+		goto end;
+	}
+	if (id == TOOL_HDB_NONE && say_latest)
+		fprintf(stderr,
+		    "bellows %s: %s: run %" PRId64
+		    " (job '%s', %s), the latest%s; --run picks another\n",
+		    cmd, path, rr->run.id, rr->run.job,
+		    rr->run.live ? "live" : "ended",
+		    job != NULL ? " of the job" : "");
+	for (size_t i = 0; i <= REP_N_TABLES; i++) {
+		rep_wsink ws = { .rr = rr };
+		tool_hdb_sink sink = {
+			.columns = rep_wsink_columns,
+			.row = rep_wsink_row,
+			.arg = &ws,
+		};
+		tool_hdb_table t = i < REP_N_TABLES ? rep_tables[i]
+						    : TOOL_HDB_T_WINDOWS;
+
+		/* The windows table last, streamed into the arrays the
+		 * others sized. */
+		if (i == R_WINDOWS)
+			continue;
+		if (i == REP_N_TABLES && rep_run_index(rr) != 0) {
+			fprintf(stderr, "bellows %s: %s\n", cmd,
+			    bellows_strerror(BELLOWS_ENOMEM));
+			goto end;
+		}
+		if (i < REP_N_TABLES)
+			tool_hdb_rows_sink(&rr->t[i], &sink);
+		if ((r = tool_hdb_export(db, t, rr->run.id, &sink)) != 0) {
+			fprintf(stderr, "bellows %s: %s: %s\n", cmd, path,
+			    r == BELLOWS_ENOMEM ? bellows_strerror(r)
+						: tool_hdb_error(db));
+			goto end;
+		}
+	}
+	rc = 0;
+end:
+	(void)tool_hdb_end(db);
+out:
+	tool_hdb_close(&db);
+	if (rc != 0)
+		rep_run_fini(rr);
+	return rc;
+}
+
+/* ---- numbers for people ---------------------------------------------- */
+
+/* Bytes as "1.23 MiB". */
+static void
+rep_size(double b, char *buf, size_t len)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB",
+		"PiB" };
+	int u = 0;
+
+	if (!isfinite(b)) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	while (fabs(b) >= 1024 && u < 5) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, len, u == 0 ? "%.0f %s" : "%.2f %s", b, unit[u]);
+}
+
+/* A count as "300.92M". */
+static void
+rep_count(double n, char *buf, size_t len)
+{
+	static const char *const unit[] = { "", "k", "M", "G", "T" };
+	int u = 0;
+
+	if (!isfinite(n)) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	while (fabs(n) >= 1000 && u < 4) {
+		n /= 1000;
+		u++;
+	}
+	snprintf(buf, len, u == 0 ? "%.0f%s" : "%.2f%s", n, unit[u]);
+}
+
+/* Milliseconds as "2.13 ms", "1.52 s", "3 min 05 s". */
+static void
+rep_dur(double ms, char *buf, size_t len)
+{
+	if (!isfinite(ms))
+		snprintf(buf, len, "-");
+	else if (ms == 0)
+		snprintf(buf, len, "0 ms");
+	else if (ms < 1)
+		snprintf(buf, len, "%.0f us", ms * 1000);
+	else if (ms < 1000)
+		snprintf(buf, len, "%.3g ms", ms);
+	else if (ms < 60000)
+		snprintf(buf, len, "%.3g s", ms / 1000);
+	else if (ms < 3600000)
+		snprintf(buf, len, "%d min %02d s", (int)(ms / 60000),
+		    (int)fmod(ms / 1000, 60));
+	else
+		snprintf(buf, len, "%d h %02d min", (int)(ms / 3600000),
+		    (int)fmod(ms / 60000, 60));
+}
+
+static void
+rep_time(int64_t ms, char *buf, size_t len)
+{
+	time_t s = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (gmtime_r(&s, &tm) == NULL ||
+	    strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+		snprintf(buf, len, "%" PRId64 " ms", ms);
+}
+
+static void
+rep_num(double v, char *buf, size_t len)
+{
+	if (!isfinite(v))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.4g", v);
+}
+
+static int
+rep_dcmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median of the finite values of v[i * stride], i < n; NAN if none. */
+static double
+rep_median(const double *v, uint64_t n, size_t stride)
+{
+	double *t = malloc((n + 1) * sizeof(*t)), m;
+	uint64_t k = 0;
+
+	if (t == NULL)
+		return NAN;
+	for (uint64_t i = 0; i < n; i++) {
+		if (isfinite(v[i * stride]))
+			t[k++] = v[i * stride];
+	}
+	qsort(t, k, sizeof(*t), rep_dcmp);
+	m = k == 0 ? NAN : k % 2 ? t[k / 2] : (t[k / 2 - 1] + t[k / 2]) / 2;
+	free(t);
+	return m;
+}
+
+/* ---- what a run adds up to ------------------------------------------- */
+
+typedef struct rep_sums {
+	double floats_sent;  /* summed over windows and ranks */
+	double floats_raw;   /* same, uncompressed */
+	double step_med;     /* median over windows of step_ms_median */
+	double step_min;     /* fastest window */
+	double step_max;     /* slowest window */
+	double wall_ms;      /* first window closed to last */
+	double act_med;      /* median activation bytes per step */
+	double act_raw_med;  /* same, uncompressed */
+	double saved_bytes;  /* largest window_info.saved_bytes */
+	uint64_t decisions;  /* rows of decisions */
+	uint64_t changed;    /* decisions with a change */
+	uint64_t incomplete; /* windows closed by timeout */
+} rep_sums;
+
+static void
+rep_sum(const rep_run *rr, rep_sums *s)
+{
+	const tool_hdb_rows *wi = &rr->t[R_WINFO];
+	double *st = calloc(rr->n_win + 1, sizeof(*st));
+	double lo = INFINITY, hi = -INFINITY, t0 = INFINITY, t1 = -INFINITY;
+
+	memset(s, 0, sizeof(*s));
+	for (uint64_t i = 0; i < wi->n_rows; i++) {
+		double v = rep_d(wi, i, "step_ms_median");
+		double t = rep_d(wi, i, "closed_wall_ms");
+
+		s->floats_sent += rep_d(wi, i, "floats_sent");
+		s->floats_raw += rep_d(wi, i, "floats_raw");
+		if (st != NULL)
+			st[i] = v;
+		if (isfinite(v)) {
+			lo = fmin(lo, v);
+			hi = fmax(hi, v);
+		}
+		if (isfinite(t)) {
+			t0 = fmin(t0, t);
+			t1 = fmax(t1, t);
+		}
+		if (rep_i(wi, i, "complete", 1) == 0)
+			s->incomplete++;
+		s->saved_bytes = fmax(s->saved_bytes,
+		    (double)rep_i(wi, i, "saved_bytes", 0));
+	}
+	s->step_med = st != NULL ? rep_median(st, wi->n_rows, 1) : NAN;
+	s->step_min = isfinite(lo) ? lo : NAN;
+	s->step_max = isfinite(hi) ? hi : NAN;
+	s->wall_ms = isfinite(t0) ? t1 - t0 : NAN;
+	s->act_med = rep_median(rr->act, rr->n_win, 1);
+	s->act_raw_med = rep_median(rr->act_raw, rr->n_win, 1);
+	s->decisions = rr->t[R_DEC].n_rows;
+	for (uint64_t d = 0; d < rr->t[R_DEC].n_rows; d++) {
+		uint64_t first;
+
+		if (rep_chg_range(rr, rep_i(&rr->t[R_DEC], d, "seq", -1),
+			&first) > first)
+			s->changed++;
+	}
+	free(st);
+}
+
+/* Per layer: the level weighted by steps, the last level, the windows
+ * with a row, the changes of level. */
+typedef struct rep_layer_sum {
+	double level_tw;   /* time-weighted level */
+	double level_last; /* level of its last window with a row */
+	double eb_tw;      /* time-weighted error bound */
+	double norm_med;   /* median grad_norm_mean */
+	uint64_t windows;  /* windows with a row */
+	uint64_t changes;  /* times the level changed between windows */
+} rep_layer_sum;
+
+static void
+rep_layer(const rep_run *rr, uint32_t l, rep_layer_sum *ls)
+{
+	double w = 0, lv = 0, eb = 0, prev = NAN;
+
+	memset(ls, 0, sizeof(*ls));
+	ls->level_last = NAN;
+	for (uint64_t i = 0; i < rr->n_win; i++) {
+		double v = rr->level[(size_t)i * rr->n_layers + l];
+		double e = rr->eb[(size_t)i * rr->n_layers + l];
+
+		if (!isfinite(v))
+			continue;
+		ls->windows++;
+		w += rr->steps[i];
+		lv += v * rr->steps[i];
+		eb += (isfinite(e) ? e : 0) * rr->steps[i];
+		if (isfinite(prev) && prev != v)
+			ls->changes++;
+		prev = v;
+		ls->level_last = v;
+	}
+	ls->level_tw = w > 0 ? lv / w : NAN;
+	ls->eb_tw = w > 0 ? eb / w : NAN;
+	ls->norm_med = rep_median(rr->norm + l, rr->n_win, rr->n_layers);
+}
+
+/* ---- text and HTML output ----------------------------------------------
+ *
+ * The report is written once, as text; the HTML page holds the same text
+ * sections (escaped) between its plots. rep_out says which. */
+
+typedef struct rep_out {
+	FILE *f;   /* where */
+	bool html; /* escape text, write plots */
+} rep_out;
+
+static void
+rep_esc(FILE *f, const char *s)
+{
+	for (; *s != '\0'; s++) {
+		if (*s == '<')
+			fputs("&lt;", f);
+		else if (*s == '>')
+			fputs("&gt;", f);
+		else if (*s == '&')
+			fputs("&amp;", f);
+		else if (*s == '"')
+			fputs("&quot;", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+/* printf that escapes for HTML. */
+__attribute__((format(printf, 2, 3))) static void
+rep_p(const rep_out *o, const char *fmt, ...)
+{
+	char buf[1024], *p = buf;
+	va_list ap;
+	int n;
+
+	/* A policy file or a reason may be longer than buf. */
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(buf)) {
+		if ((p = malloc((size_t)n + 1)) == NULL)
+			return;
+		va_start(ap, fmt);
+		vsnprintf(p, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+	}
+	if (o->html)
+		rep_esc(o->f, p);
+	else
+		fputs(p, o->f);
+	if (p != buf)
+		free(p);
+}
+
+static void
+rep_section(const rep_out *o, const char *title)
+{
+	if (o->html) {
+		fputs("</pre>\n<h2>", o->f);
+		rep_esc(o->f, title);
+		fputs("</h2>\n<pre>", o->f);
+	} else {
+		fprintf(o->f, "\n%s\n", title);
+	}
+}
+
+/* ---- SVG plots ------------------------------------------------------- */
+
+static const char *const rep_colors[] = { "#1f77b4", "#ff7f0e", "#2ca02c",
+	"#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+	"#17becf" };
+
+typedef struct rep_series {
+	char name[128];  /* legend */
+	const double *y; /* y[i * stride] */
+	size_t stride;   /* step between points */
+	bool dashed;     /* a reference line */
+} rep_series;
+
+/* One plot of n points of each series over x. Breaks a line at NAN. */
+static void
+rep_plot(FILE *f, const char *title, const char *ylabel, const double *x,
+    uint64_t n, const rep_series *s, size_t ns)
+{
+	const double W = 900, H = 300, L = 70, R = 190, T = 30, B = 40;
+	double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+
+	for (uint64_t i = 0; i < n; i++) {
+		x0 = fmin(x0, x[i]);
+		x1 = fmax(x1, x[i]);
+		for (size_t k = 0; k < ns; k++) {
+			double v = s[k].y[i * s[k].stride];
+
+			if (isfinite(v)) {
+				y0 = fmin(y0, v);
+				y1 = fmax(y1, v);
+			}
+		}
+	}
+	fprintf(f,
+	    "<figure><svg "
+	    "width=\"%.0f\" height=\"%.0f\" role=\"img\">\n",
+	    W, H);
+	fprintf(f,
+	    "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" "
+	    "fill=\"#fafafa\" stroke=\"#ccc\"/>\n<text x=\"%.0f\" y=\"20\" "
+	    "font-size=\"14\" font-weight=\"bold\">",
+	    W, H, L);
+	rep_esc(f, title);
+	fputs("</text>\n", f);
+	if (!isfinite(y0) || !isfinite(x0)) {
+		fprintf(f,
+		    "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\">not "
+		    "recorded</text></svg></figure>\n",
+		    L, H / 2);
+		return;
+	}
+	if (y1 == y0) {
+		y1 += fabs(y0) > 0 ? fabs(y0) * 0.1 : 1;
+		y0 -= fabs(y0) > 0 ? fabs(y0) * 0.1 : 0;
+	}
+	if (x1 == x0)
+		x1 = x0 + 1;
+	/* axes, 5 ticks each */
+	fprintf(f,
+	    "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" "
+	    "stroke=\"#333\"/>\n<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" "
+	    "y2=\"%.0f\" stroke=\"#333\"/>\n",
+	    L, H - B, W - R, H - B, L, T, L, H - B);
+	for (int k = 0; k <= 4; k++) {
+		double yv = y0 + (y1 - y0) * k / 4, xv = x0 + (x1 - x0) * k / 4;
+		double py = H - B - (H - B - T) * k / 4;
+		double px = L + (W - R - L) * k / 4;
+
+		fprintf(f,
+		    "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" "
+		    "stroke=\"#e0e0e0\"/><text x=\"%.0f\" y=\"%.1f\" "
+		    "font-size=\"11\" text-anchor=\"end\">%.4g</text>\n",
+		    L, py, W - R, py, L - 4, py + 4, yv);
+		fprintf(f,
+		    "<text x=\"%.1f\" y=\"%.0f\" font-size=\"11\" "
+		    "text-anchor=\"middle\">%.4g</text>\n",
+		    px, H - B + 15, xv);
+	}
+	fprintf(f,
+	    "<text x=\"%.0f\" y=\"%.0f\" font-size=\"12\" "
+	    "text-anchor=\"middle\">window</text>\n",
+	    L + (W - R - L) / 2, H - 5);
+	fprintf(f,
+	    "<text x=\"14\" y=\"%.0f\" font-size=\"12\" "
+	    "transform=\"rotate(-90 14 %.0f)\" "
+	    "text-anchor=\"middle\">",
+	    T + (H - B - T) / 2, T + (H - B - T) / 2);
+	rep_esc(f, ylabel);
+	fputs("</text>\n", f);
+	for (size_t k = 0, shown = 0; k < ns; k++) {
+		const char *col = rep_colors[shown % 10];
+		uint64_t pts = 0;
+
+		/* A series recorded only in some windows (a check every
+		 * other window) is joined across the others; every point
+		 * gets a dot. */
+		for (uint64_t i = 0; i < n; i++)
+			pts += isfinite(s[k].y[i * s[k].stride]);
+		if (pts == 0)
+			continue;
+		fprintf(f,
+		    "<polyline fill=\"none\" stroke=\"%s\" "
+		    "stroke-width=\"2\"%s points=\"",
+		    col, s[k].dashed ? " stroke-dasharray=\"6 4\"" : "");
+		for (uint64_t i = 0; i < n; i++) {
+			double v = s[k].y[i * s[k].stride];
+
+			if (isfinite(v))
+				fprintf(f, "%.1f,%.1f ",
+				    L + (W - R - L) * (x[i] - x0) / (x1 - x0),
+				    H - B - (H - B - T) * (v - y0) / (y1 - y0));
+		}
+		fputs("\"/>\n", f);
+		for (uint64_t i = 0; i < n && pts <= 200; i++) {
+			double v = s[k].y[i * s[k].stride];
+
+			if (isfinite(v))
+				fprintf(f,
+				    "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" "
+				    "fill=\"%s\"/>\n",
+				    L + (W - R - L) * (x[i] - x0) / (x1 - x0),
+				    H - B - (H - B - T) * (v - y0) / (y1 - y0),
+				    col);
+		}
+		if (shown < REP_LEGEND) {
+			double ly = T + 16.0 * (double)shown;
+
+			fprintf(f,
+			    "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" "
+			    "y2=\"%.0f\" stroke=\"%s\" stroke-width=\"3\"/>"
+			    "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\">",
+			    W - R + 10, ly, W - R + 30, ly, col, W - R + 35,
+			    ly + 4);
+			rep_esc(f, s[k].name);
+			fputs("</text>\n", f);
+		} else if (shown == REP_LEGEND) {
+			fprintf(f,
+			    "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\">"
+			    "and more</text>\n",
+			    W - R + 10, T + 16.0 * (double)shown + 4);
+		}
+		shown++;
+	}
+	fputs("</svg></figure>\n", f);
+}
+
+/* ---- the report ------------------------------------------------------- */
+
+/* The changes of decision `seq`, grouped by (knob, old, new), into o. */
+/* A knob's value as people read it: the gate on/off, a size threshold
+ * in bytes ("all raw" above every tensor), a codec table's length. */
+static void
+rep_knob(const char *knob, double v, char *buf, size_t len)
+{
+	if (!isfinite(v))
+		rep_num(v, buf, len);
+	else if (strcmp(knob, "compression") == 0)
+		snprintf(buf, len, "%s", v != 0 ? "on" : "off");
+	else if (strcmp(knob, "size_threshold") == 0 && v >= 0x1p63)
+		snprintf(buf, len, "all raw");
+	else if (strcmp(knob, "size_threshold") == 0 ||
+	    strcmp(knob, "codec_table") == 0)
+		rep_size(v, buf, len);
+	else
+		rep_num(v, buf, len);
+}
+
+static void
+rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
+{
+	const tool_hdb_rows *c = &rr->t[R_CHG];
+	uint64_t lo, hi = rep_chg_range(rr, seq, &lo);
+	bool *done = calloc(hi - lo + 1, sizeof(*done));
+
+	if (done == NULL)
+		return;
+	for (uint64_t i = lo; i < hi; i++) {
+		uint64_t ri = rr->chg[i].row;
+		const char *knob = rep_s(c, ri, "knob");
+		double old = rep_d(c, ri, "old"), now = rep_d(c, ri, "new");
+		char a[32], b[32];
+		unsigned named = 0, more = 0;
+
+		if (done[i - lo])
+			continue;
+		rep_knob(knob, old, a, sizeof(a));
+		rep_knob(knob, now, b, sizeof(b));
+		if (isnan(old))
+			rep_p(o, "      %s -> %s", knob, b);
+		else
+			rep_p(o, "      %s %s -> %s", knob, a, b);
+		for (uint64_t j = i; j < hi; j++) {
+			uint64_t rj = rr->chg[j].row;
+			double o2 = rep_d(c, rj, "old"),
+			       n2 = rep_d(c, rj, "new");
+			int64_t l = rep_i(c, rj, "layer", -1);
+
+			if (done[j - lo] ||
+			    strcmp(rep_s(c, rj, "knob"), knob) != 0 ||
+			    !((o2 == old) || (isnan(o2) && isnan(old))) ||
+			    !((n2 == now) || (isnan(n2) && isnan(now))))
+				continue;
+			done[j - lo] = true;
+			if (l < 0)
+				continue;
+			if (named < REP_NAMES_MAX)
+				rep_p(o, "%s%s", named == 0 ? ": " : ", ",
+				    rep_layer_name(rr, l));
+			else
+				more++;
+			named++;
+		}
+		if (more > 0)
+			rep_p(o, " and %u more", more);
+		rep_p(o, "\n");
+	}
+	free(done);
+}
+
+static void
+rep_plots_levels(FILE *f, const rep_run *rr, const double *x)
+{
+	rep_series *s = calloc(rr->n_layers + 1, sizeof(*s));
+
+	if (s == NULL)
+		return;
+	for (uint32_t l = 0; l < rr->n_layers; l++) {
+		snprintf(s[l].name, sizeof(s[l].name), "%s",
+		    rep_layer_name(rr, l));
+		s[l].y = rr->level + l;
+		s[l].stride = rr->n_layers;
+	}
+	rep_plot(f, "Compression level per layer", "level", x, rr->n_win, s,
+	    rr->n_layers);
+	for (uint32_t l = 0; l < rr->n_layers; l++)
+		s[l].y = rr->norm + l;
+	rep_plot(f, "Gradient norm per layer (mean over ranks)", "norm", x,
+	    rr->n_win, s, rr->n_layers);
+	free(s);
+}
+
+/* Metrics named `name` per layer (or of the job) as n_win x (n_layers+1)
+ * arrays; the job's in column n_layers. Returns NULL if none. */
+static double *
+rep_metric_grid(const rep_run *rr, const char *name)
+{
+	const tool_hdb_rows *m = &rr->t[R_METRICS];
+	size_t cols = (size_t)rr->n_layers + 1;
+	double *g = NULL;
+
+	for (uint64_t i = 0; i < m->n_rows; i++) {
+		int64_t p, l;
+
+		if (strcmp(rep_s(m, i, "name"), name) != 0)
+			continue;
+		if ((p = rep_win_pos(rr, rep_i(m, i, "window", -1))) < 0)
+			continue;
+		l = rep_i(m, i, "layer", -1);
+		if (l >= (int64_t)rr->n_layers)
+			continue;
+		if (g == NULL) {
+			if ((g = malloc((rr->n_win + 1) * cols * sizeof(*g))) ==
+			    NULL)
+				return NULL;
+			for (size_t k = 0; k < (rr->n_win + 1) * cols; k++)
+				g[k] = NAN;
+		}
+		g[(size_t)p * cols +
+		    (l < 0 ? rr->n_layers : (size_t)l)] = rep_d(m, i, "value");
+	}
+	return g;
+}
+
+/* The names of the metrics the run has, distinct, in first-seen order. */
+static size_t
+rep_metric_names(const rep_run *rr, const char **names, size_t max)
+{
+	const tool_hdb_rows *m = &rr->t[R_METRICS];
+	size_t n = 0;
+
+	for (uint64_t i = 0; i < m->n_rows; i++) {
+		const char *nm = rep_s(m, i, "name");
+		size_t k;
+
+		for (k = 0; k < n && strcmp(names[k], nm) != 0; k++)
+			;
+		if (k == n && n < max)
+			names[n++] = nm;
+	}
+	return n;
+}
+
+static void
+rep_plot_metrics(FILE *f, const rep_run *rr, const double *x)
+{
+	const char *names[16];
+	size_t nn = rep_metric_names(rr, names, 16);
+	double *r = rep_metric_grid(rr, "r"), *eta = rep_metric_grid(rr, "eta");
+	size_t cols = (size_t)rr->n_layers + 1;
+	rep_series *s = calloc(cols + 1, sizeof(*s));
+	size_t ns = 0;
+
+	if (s == NULL)
+		goto out;
+	if (r != NULL) {
+		for (uint32_t l = 0; l <= rr->n_layers; l++) {
+			snprintf(s[ns].name, sizeof(s[ns].name), "r %s",
+			    l < rr->n_layers ? rep_layer_name(rr, l) : "job");
+			s[ns].y = r + l;
+			s[ns].stride = cols;
+			ns++;
+		}
+		if (eta != NULL) {
+			snprintf(s[ns].name, sizeof(s[ns].name), "eta");
+			s[ns].y = eta + rr->n_layers;
+			s[ns].stride = cols;
+			s[ns].dashed = true;
+			ns++;
+		}
+		rep_plot(f, "Accordion: r against eta", "r", x, rr->n_win, s,
+		    ns);
+	}
+	/* Every job-wide metric, one plot each (at most 8). */
+	for (size_t k = 0, shown = 0; k < nn && shown < 8; k++) {
+		double *g;
+		char title[96];
+
+		if (strcmp(names[k], "r") == 0 || strcmp(names[k], "eta") == 0)
+			continue;
+		if ((g = rep_metric_grid(rr, names[k])) == NULL)
+			continue;
+		memset(s, 0, sizeof(*s));
+		snprintf(s[0].name, sizeof(s[0].name), "%s", names[k]);
+		s[0].y = g + rr->n_layers;
+		s[0].stride = cols;
+		snprintf(title, sizeof(title), "Policy metric %s", names[k]);
+		for (uint64_t i = 0; i < rr->n_win; i++) {
+			if (isfinite(g[i * cols + rr->n_layers])) {
+				rep_plot(f, title, names[k], x, rr->n_win, s,
+				    1);
+				shown++;
+				break;
+			}
+		}
+		free(g);
+	}
+out:
+	free(s);
+	free(r);
+	free(eta);
+}
+
+static void
+rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
+{
+	const tool_hdb_rows *wi = &rr->t[R_WINFO];
+	double *v = calloc(4 * (rr->n_win + 1), sizeof(*v));
+	rep_series s[3] = { 0 };
+
+	if (v == NULL)
+		return;
+	for (uint64_t i = 0; i < wi->n_rows; i++) {
+		int64_t p = rep_win_pos(rr, rep_i(wi, i, "window", -1));
+
+		if (p < 0)
+			continue;
+		v[p * 4] = rep_d(wi, i, "floats_sent") * 4;
+		v[p * 4 + 1] = rep_d(wi, i, "floats_raw") * 4;
+		v[p * 4 + 2] = rep_d(wi, i, "step_ms_median");
+	}
+	for (uint64_t i = 1; i < rr->n_win; i++) {
+		v[i * 4] += v[(i - 1) * 4];
+		v[i * 4 + 1] += v[(i - 1) * 4 + 1];
+	}
+	for (uint64_t i = 0; i < rr->n_win; i++) {
+		v[i * 4] /= 1048576;
+		v[i * 4 + 1] /= 1048576;
+	}
+	snprintf(s[0].name, sizeof(s[0].name), "sent");
+	s[0].y = v;
+	s[0].stride = 4;
+	snprintf(s[1].name, sizeof(s[1].name), "raw (uncompressed)");
+	s[1].y = v + 1;
+	s[1].stride = 4;
+	s[1].dashed = true;
+	rep_plot(f, "Gradient bytes sent vs raw, cumulative, all ranks", "MiB",
+	    x, rr->n_win, s, 2);
+	snprintf(s[0].name, sizeof(s[0].name), "step time");
+	s[0].y = v + 2;
+	rep_plot(f, "Step time (median over ranks)", "ms", x, rr->n_win, s, 1);
+	for (uint64_t i = 0; i < rr->n_win; i++) {
+		v[i * 4] = rr->act[i];
+		v[i * 4 + 1] = rr->act_raw[i];
+	}
+	snprintf(s[0].name, sizeof(s[0].name), "held (COMET)");
+	s[0].y = v;
+	snprintf(s[1].name, sizeof(s[1].name), "uncompressed");
+	bool any = false;
+	for (uint64_t i = 0; i < rr->n_win; i++)
+		any = any || isfinite(rr->act[i]);
+	if (any)
+		rep_plot(f, "Activation bytes held for backward, per step",
+		    "bytes", x, rr->n_win, s, 2);
+	free(v);
+}
+
+static void
+rep_write(const rep_out *o, const rep_run *rr)
+{
+	const tool_hdb_rows *run = &rr->t[R_RUNS], *wi = &rr->t[R_WINFO];
+	const tool_hdb_rows *dec = &rr->t[R_DEC], *pf = &rr->t[R_FILES];
+	char a[64], b[64], c[64], d[64];
+	const char *hash = rep_s(run, 0, "config_hash");
+	rep_sums s;
+	uint64_t every;
+	double *x = calloc(rr->n_win + 1, sizeof(*x));
+	int64_t t0 = rep_i(run, 0, "started_wall_ms", 0);
+
+	if (x == NULL)
+		return;
+	for (uint64_t i = 0; i < rr->n_win; i++)
+		x[i] = (double)rr->win[i];
+	rep_sum(rr, &s);
+	if (o->html) {
+		fprintf(o->f,
+		    "<!DOCTYPE html>\n<html lang=\"en\"><head>"
+		    "<meta charset=\"utf-8\"><title>");
+		rep_p(o, "bellows report: run %" PRId64 " of %s", rr->run.id,
+		    rr->run.job);
+		fputs(
+		    "</title><style>body{font-family:sans-serif;margin:2em;"
+		    "max-width:1000px;color:#222;background:#fff}"
+		    "pre{background:#f4f4f4;padding:0.6em;white-space:pre-wrap}"
+		    "pre:empty{display:none}"
+		    "figure{margin:1em 0}h1{font-size:1.5em}"
+		    "h2{font-size:1.2em;border-bottom:1px solid #ccc}"
+		    "</style></head><body>\n<h1>",
+		    o->f);
+		rep_p(o, "Run %" PRId64 " of job %s", rr->run.id, rr->run.job);
+		fputs("</h1>\n<pre>", o->f);
+	}
+	rep_time(t0, a, sizeof(a));
+	rep_dur(s.wall_ms, b, sizeof(b));
+	rep_p(o,
+	    "run %" PRId64 " of job '%s' in %s: %" PRId64 " ranks, %" PRIu32
+	    " layers, %" PRIu64 " windows (%" PRIu64
+	    " closed incomplete), %s\n",
+	    rr->run.id, rr->run.job, rr->path, rr->run.world, rr->n_layers,
+	    rr->n_win, s.incomplete, rr->run.live ? "live" : "ended");
+	rep_p(o, "started %s, windows closed over %s\n", a, b);
+
+	rep_section(o, "Configuration");
+	for (uint64_t i = 0; i < pf->n_rows; i++) {
+		if (strcmp(rep_s(pf, i, "hash"), hash) != 0)
+			continue;
+		rep_p(o, "policy file %s (hash %s):\n", rep_s(pf, i, "path"),
+		    hash);
+		rep_p(o, "%s", rep_s(pf, i, "text"));
+		hash = NULL;
+		break;
+	}
+	if (hash != NULL)
+		rep_p(o,
+		    "policy file hash %s: its text is not in the history\n",
+		    hash);
+
+	rep_section(o, "Layers (levels weighted by the steps of each window)");
+	rep_p(o, "%-24s %10s %10s %8s %8s %12s %12s %8s\n", "layer", "shape",
+	    "numel", "level", "last", "error_bound", "norm_median", "changes");
+	for (uint32_t l = 0; l < rr->n_layers; l++) {
+		rep_layer_sum ls;
+		char e[32], n[32], lv[32], ll[32];
+
+		rep_layer(rr, l, &ls);
+		rep_num(ls.eb_tw, e, sizeof(e));
+		rep_num(ls.norm_med, n, sizeof(n));
+		rep_num(ls.level_tw, lv, sizeof(lv));
+		rep_num(ls.level_last, ll, sizeof(ll));
+		rep_count(rep_d(&rr->t[R_LAYERS], l, "numel"), a, sizeof(a));
+		rep_p(o, "%-24s %10s %10s %8s %8s %12s %12s %8" PRIu64 "\n",
+		    rep_s(&rr->t[R_LAYERS], l, "name"),
+		    rep_s(&rr->t[R_LAYERS], l, "shape"), a, lv, ll, e, n,
+		    ls.changes);
+	}
+	if (o->html) {
+		/* Plots go between the text blocks, not inside one. */
+		fputs("</pre>\n", o->f);
+		rep_plots_levels(o->f, rr, x);
+		fputs("<pre>", o->f);
+	}
+
+	rep_section(o, "Decisions that changed a knob (changes only)");
+	rep_p(o, "%" PRIu64 " decisions, %" PRIu64 " changed a knob\n",
+	    s.decisions, s.changed);
+	for (uint64_t i = 0, listed = 0; i < dec->n_rows; i++) {
+		int64_t seq = rep_i(dec, i, "seq", -1);
+		uint64_t lo;
+
+		if (rep_chg_range(rr, seq, &lo) == lo)
+			continue;
+		if (listed++ == REP_DECISIONS_MAX) {
+			rep_p(o,
+			    "  ... and %" PRIu64 " more (bellows history "
+			    "decisions --changed --run %" PRId64 " lists "
+			    "all)\n",
+			    s.changed - REP_DECISIONS_MAX, rr->run.id);
+			break;
+		}
+		rep_dur((double)(rep_i(dec, i, "wall_ms", t0) - t0), a,
+		    sizeof(a));
+		rep_p(o,
+		    "  decision %" PRId64 ", for window %" PRId64
+		    " from step %" PRId64 " (+%s, %s):\n",
+		    seq, rep_i(dec, i, "window", 0),
+		    rep_i(dec, i, "apply_step", 0), a, rep_s(dec, i, "source"));
+		rep_changes(o, rr, seq);
+		rep_p(o, "      why: %s%s%s\n", rep_s(dec, i, "policy"),
+		    rep_s(dec, i, "policy")[0] != '\0' ? ": " : "",
+		    rep_s(dec, i, "reason"));
+	}
+
+	rep_section(o, "Learning rate (changes only)");
+	{
+		double prev = NAN;
+
+		for (uint64_t i = 0; i < wi->n_rows; i++) {
+			double lr = rep_d(wi, i, "lr");
+
+			if (i > 0 && (lr == prev || (isnan(lr) && isnan(prev))))
+				continue;
+			rep_num(lr, a, sizeof(a));
+			rep_p(o, "  from window %" PRId64 ": lr %s\n",
+			    rep_i(wi, i, "window", 0), a);
+			prev = lr;
+		}
+		if (wi->n_rows == 0)
+			rep_p(o, "  no window recorded\n");
+	}
+
+	rep_section(o, "Policy metrics (what the policies computed)");
+	{
+		const char *names[64];
+		size_t nn = rep_metric_names(rr, names, 64);
+
+		if (nn == 0)
+			rep_p(o,
+			    "  none recorded (this run's policies "
+			    "report no metrics)\n");
+		for (size_t k = 0; k < nn; k++) {
+			const tool_hdb_rows *m = &rr->t[R_METRICS];
+			double lo = INFINITY, hi = -INFINITY, last = NAN;
+			uint64_t cnt = 0;
+
+			for (uint64_t i = 0; i < m->n_rows; i++) {
+				double v = rep_d(m, i, "value");
+
+				if (strcmp(rep_s(m, i, "name"), names[k]) != 0)
+					continue;
+				lo = fmin(lo, v);
+				hi = fmax(hi, v);
+				last = v;
+				cnt++;
+			}
+			rep_num(lo, a, sizeof(a));
+			rep_num(hi, b, sizeof(b));
+			rep_num(last, c, sizeof(c));
+			rep_p(o,
+			    "  %-20s %6" PRIu64 " values, min %s, max %s, "
+			    "last %s\n",
+			    names[k], cnt, a, b, c);
+		}
+	}
+	if (o->html) {
+		/* Plots go between the text blocks, not inside one. */
+		fputs("</pre>\n", o->f);
+		rep_plot_metrics(o->f, rr, x);
+		fputs("<pre>", o->f);
+	}
+
+	rep_section(o, "Gradient traffic (all ranks, 4-byte floats)");
+	rep_count(s.floats_sent, a, sizeof(a));
+	rep_count(s.floats_raw, b, sizeof(b));
+	rep_size(s.floats_sent * 4, c, sizeof(c));
+	rep_size(s.floats_raw * 4, d, sizeof(d));
+	rep_p(o, "  sent %s floats (%s) vs raw %s floats (%s)\n", a, c, b, d);
+	rep_size((s.floats_raw - s.floats_sent) * 4, a, sizeof(a));
+	rep_p(o, "  saved %s: %.1f%% of raw, %.2fx less sent\n", a,
+	    s.floats_raw > 0
+		? 100.0 * (s.floats_raw - s.floats_sent) / s.floats_raw
+		: 0.0,
+	    s.floats_sent > 0 ? s.floats_raw / s.floats_sent : 1.0);
+
+	rep_section(o, "Step time (median over ranks, per window)");
+	rep_dur(s.step_med, a, sizeof(a));
+	rep_dur(s.step_min, b, sizeof(b));
+	rep_dur(s.step_max, c, sizeof(c));
+	rep_p(o, "  median %s, fastest window %s, slowest window %s\n", a, b,
+	    c);
+	rep_p(o, "  %8s %10s %12s %12s %10s\n", "window", "step", "sent", "raw",
+	    "lr");
+	every = (wi->n_rows + REP_WINDOWS_MAX - 1) / REP_WINDOWS_MAX;
+	if (every > 1)
+		rep_p(o,
+		    "  (every %" PRIu64 "th window and the last; bellows "
+		    "history windows --run %" PRId64 " lists all)\n",
+		    every, rr->run.id);
+	for (uint64_t i = 0; i < wi->n_rows; i++) {
+		char e[32];
+
+		if (every > 1 && i % every != 0 && i + 1 != wi->n_rows)
+			continue;
+
+		rep_dur(rep_d(wi, i, "step_ms_median"), a, sizeof(a));
+		rep_size(rep_d(wi, i, "floats_sent") * 4, b, sizeof(b));
+		rep_size(rep_d(wi, i, "floats_raw") * 4, c, sizeof(c));
+		rep_num(rep_d(wi, i, "lr"), e, sizeof(e));
+		rep_p(o, "  %8" PRId64 " %10s %12s %12s %10s\n",
+		    rep_i(wi, i, "window", 0), a, b, c, e);
+	}
+	if (o->html) {
+		/* Plots go between the text blocks, not inside one. */
+		fputs("</pre>\n", o->f);
+		rep_plot_traffic(o->f, rr, x);
+		fputs("<pre>", o->f);
+	}
+
+	rep_section(o, "Activation memory (COMET)");
+	if (isfinite(s.act_med)) {
+		rep_size(s.act_med, a, sizeof(a));
+		rep_size(s.act_raw_med, b, sizeof(b));
+		rep_p(o,
+		    "  activations held for backward: %s per step (median "
+		    "over windows) vs %s uncompressed (%.2fx less)\n",
+		    a, b, s.act_med > 0 ? s.act_raw_med / s.act_med : 1.0);
+	} else {
+		rep_p(o,
+		    "  not measured (no layer reported activation "
+		    "statistics)\n");
+	}
+	if (s.saved_bytes > 0) {
+		rep_size(s.saved_bytes, a, sizeof(a));
+		rep_p(o, "  bytes saved for backward per step, largest: %s\n",
+		    a);
+	}
+
+	rep_section(o, "Accuracy");
+	rep_p(o,
+	    "  not recorded: the history holds what the agents report "
+	    "(gradient statistics,\n  timings, memory), not the "
+	    "trainer's accuracy; see docs/report.md\n");
+	if (o->html)
+		fputs("</pre>\n</body></html>\n", o->f);
+	free(x);
+}
+
+/* ---- JSON ------------------------------------------------------------- */
+
+/* A number, exact, or null when not finite (not measured). */
+static void
+rep_jval(FILE *f, double v)
+{
+	if (isfinite(v))
+		(void)tool_metrics_put_number(f, v);
+	else
+		fputs("null", f);
+}
+
+static void
+rep_jnum(FILE *f, const char *name, double v, bool more)
+{
+	fprintf(f, "  \"%s\": ", name);
+	rep_jval(f, v);
+	fputs(more ? ",\n" : "\n", f);
+}
+
+static void
+rep_jstr(FILE *f, const char *s)
+{
+	(void)tool_history_json_string(f, s, strlen(s));
+}
+
+/* The report's numbers, exact, as one JSON object. */
+static void
+rep_json(FILE *f, const rep_run *rr)
+{
+	const tool_hdb_rows *run = &rr->t[R_RUNS], *pf = &rr->t[R_FILES];
+	const char *hash = rep_s(run, 0, "config_hash");
+	rep_sums s;
+
+	rep_sum(rr, &s);
+	fputs("{\n  \"db\": ", f);
+	rep_jstr(f, rr->path);
+	fputs(",\n  \"job\": ", f);
+	rep_jstr(f, rr->run.job);
+	fprintf(f, ",\n  \"live\": %s,\n", rr->run.live ? "true" : "false");
+	rep_jnum(f, "run", (double)rr->run.id, true);
+	rep_jnum(f, "started_wall_ms", (double)rr->run.started_wall_ms, true);
+	rep_jnum(f, "ranks", (double)rr->run.world, true);
+	rep_jnum(f, "layers", rr->n_layers, true);
+	rep_jnum(f, "windows", (double)rr->n_win, true);
+	rep_jnum(f, "windows_incomplete", (double)s.incomplete, true);
+	rep_jnum(f, "decisions", (double)s.decisions, true);
+	rep_jnum(f, "decisions_changed", (double)s.changed, true);
+	rep_jnum(f, "floats_sent", s.floats_sent, true);
+	rep_jnum(f, "floats_raw", s.floats_raw, true);
+	rep_jnum(f, "bytes_sent", s.floats_sent * 4, true);
+	rep_jnum(f, "bytes_raw", s.floats_raw * 4, true);
+	rep_jnum(f, "bytes_saved", (s.floats_raw - s.floats_sent) * 4, true);
+	rep_jnum(f, "step_ms_median", s.step_med, true);
+	rep_jnum(f, "step_ms_fastest_window", s.step_min, true);
+	rep_jnum(f, "step_ms_slowest_window", s.step_max, true);
+	rep_jnum(f, "windows_wall_ms", s.wall_ms, true);
+	rep_jnum(f, "act_bytes_median", s.act_med, true);
+	rep_jnum(f, "act_raw_bytes_median", s.act_raw_med, true);
+	rep_jnum(f, "accuracy", NAN, true);
+	fputs("  \"config\": ", f);
+	for (uint64_t i = 0; i <= pf->n_rows; i++) {
+		if (i == pf->n_rows) {
+			fputs("null", f);
+			break;
+		}
+		if (strcmp(rep_s(pf, i, "hash"), hash) != 0)
+			continue;
+		fputs("{\"hash\": ", f);
+		rep_jstr(f, hash);
+		fputs(", \"path\": ", f);
+		rep_jstr(f, rep_s(pf, i, "path"));
+		fputs(", \"text\": ", f);
+		rep_jstr(f, rep_s(pf, i, "text"));
+		fputs("}", f);
+		break;
+	}
+	fputs(",\n  \"layer_summary\": [", f);
+	for (uint32_t l = 0; l < rr->n_layers; l++) {
+		const tool_hdb_rows *ly = &rr->t[R_LAYERS];
+		rep_layer_sum ls;
+
+		rep_layer(rr, l, &ls);
+		fputs(l > 0 ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
+		rep_jstr(f, rep_s(ly, l, "name"));
+		fputs(", \"shape\": ", f);
+		rep_jstr(f, rep_s(ly, l, "shape"));
+		fprintf(f,
+		    ", \"numel\": %" PRId64 ", \"windows\": %" PRIu64
+		    ", \"level_changes\": %" PRIu64,
+		    rep_i(ly, l, "numel", 0), ls.windows, ls.changes);
+		fputs(", \"level_weighted\": ", f);
+		rep_jval(f, ls.level_tw);
+		fputs(", \"level_last\": ", f);
+		rep_jval(f, ls.level_last);
+		fputs(", \"error_bound_weighted\": ", f);
+		rep_jval(f, ls.eb_tw);
+		fputs(", \"norm_median\": ", f);
+		rep_jval(f, ls.norm_med);
+		fputs("}", f);
+	}
+	fputs("\n  ]\n}\n", f);
+}
+
+/* ---- bellows report --------------------------------------------------- */
+
+typedef struct report_opts {
+	tool_args_shared sh; /* --db, --run, --job */
+	const char *html;    /* --html FILE */
+	bool json;           /* --json */
+} report_opts;
+
+static const report_opts report_defaults = {
+	.sh = { .db = TOOL_HISTORY_DEFAULT_DB },
+};
+
+static const tool_opt report_opt_rows[] = {
+	{ .name = "html",
+	    .arg = "FILE",
+	    .help = "also write the report as one self-contained HTML page "
+		    "with plots (inline SVG, no script, no network)",
+	    .kind = TOOL_OPT_TEXT,
+	    .at = offsetof(report_opts, html),
+	    .min = 1 },
+	{ .name = "json",
+	    .help = "print the report's numbers, exact, as one JSON object "
+		    "instead of the text",
+	    .kind = TOOL_OPT_FLAG,
+	    .at = offsetof(report_opts, json) },
+};
+
+static const tool_args_cmd report_cmd = {
+	.name = "report",
+	.shared = TOOL_ARGS_TAKES(TOOL_ARGS_DB) |
+	    TOOL_ARGS_TAKES(TOOL_ARGS_RUN) | TOOL_ARGS_TAKES(TOOL_ARGS_JOB),
+	.shared_at = offsetof(report_opts, sh),
+	.notes = {
+		[TOOL_ARGS_RUN] = "with --job, its latest; a run of another "
+				  "job is refused",
+		[TOOL_ARGS_JOB] = "the job whose run it is",
+	},
+	.opts = report_opt_rows,
+	.n_opts = sizeof(report_opt_rows) / sizeof(report_opt_rows[0]),
+	.usage = tool_report_usage,
+};
+
+void
+tool_report_usage(FILE *f)
+{
+	fputs("usage: bellows report [--db FILE] [--run ID | --job NAME] "
+	      "[--html FILE] [--json]\n"
+	      "\n"
+	      "  A run's story from bellowsd's history: its configuration,\n"
+	      "  the decisions that changed a knob and why, the LR, what the\n"
+	      "  policies computed, gradient bytes sent vs raw, step times,\n"
+	      "  activation memory. Sizes and durations are rounded for\n"
+	      "  people; `bellows history` and `bellows export` give exact\n"
+	      "  numbers. See docs/report.md.\n"
+	      "\n",
+	    f);
+	tool_args_help(f, &report_cmd, &report_defaults);
+}
+
+int
+tool_report_main(int argc, char **argv)
+{
+	report_opts o;
+	rep_run rr;
+	int next, rc;
+	FILE *hf;
+
+	o = report_defaults;
+	if ((rc = tool_args_parse(&report_cmd, argc, argv, &o, &next)) >= 0)
+		return rc;
+	if (rep_run_load("report", o.sh.db,
+		o.sh.run != 0 ? o.sh.run : TOOL_HDB_NONE, o.sh.job, true,
+		&rr) != 0)
+		return 1;
+	rc = 0;
+	if (o.json)
+		rep_json(stdout, &rr);
+	else
+		rep_write(&(rep_out){ .f = stdout }, &rr);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "bellows report: cannot write the output\n");
+		rc = 1;
+	}
+	if (o.html != NULL) {
+		if ((hf = fopen(o.html, "w")) == NULL) {
+			fprintf(stderr, "bellows report: %s: %s\n", o.html,
+			    strerror(errno));
+			rc = 1;
+		} else {
+			rep_write(&(rep_out){ .f = hf, .html = true }, &rr);
+			if (ferror(hf) | (fclose(hf) != 0)) {
+				fprintf(stderr,
+				    "bellows report: %s: write error\n",
+				    o.html);
+				rc = 1;
+			}
+		}
+	}
+	rep_run_fini(&rr);
+	return rc;
+}
+
+/* ---- bellows history compare -------------------------------------------- */
+
+typedef struct compare_opts {
+	const char *db[2];  /* --db, in order */
+	int n_db;           /* given */
+	const char *run[2]; /* --run, as typed: ID or FILE:ID */
+	int n_run;          /* given */
+	const char *job;    /* --job */
+} compare_opts;
+
+static int
+compare_opt_db(const char *cmd, const char *opt, const char *text, void *opts)
+{
+	compare_opts *o = opts;
+
+	if (tool_args_text(cmd, opt, text, 1, 0, false) != 0)
+		return BELLOWS_EINVAL;
+	if (o->n_db == 2) {
+		fprintf(stderr, "bellows %s: --db given more than twice\n",
+		    cmd);
+		return BELLOWS_EINVAL;
+	}
+	o->db[o->n_db++] = text;
+	return 0;
+}
+
+static int
+compare_opt_run(const char *cmd, const char *opt, const char *text, void *opts)
+{
+	compare_opts *o = opts;
+
+	if (tool_args_text(cmd, opt, text, 1, 0, false) != 0)
+		return BELLOWS_EINVAL;
+	if (o->n_run == 2) {
+		fprintf(stderr, "bellows %s: --run given more than twice\n",
+		    cmd);
+		return BELLOWS_EINVAL;
+	}
+	o->run[o->n_run++] = text;
+	return 0;
+}
+
+static const tool_opt compare_opt_rows[] = {
+	{ .name = "db",
+	    .arg = "FILE",
+	    .help = "a history database (default bellows.db); twice: the "
+		    "first run from the first, the second from the second",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = compare_opt_db },
+	{ .name = "run",
+	    .arg = "[FILE:]ID",
+	    .help = "a run, twice; FILE:ID names its database too (then "
+		    "without --db)",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = compare_opt_run },
+	{ .name = "job",
+	    .arg = "NAME",
+	    .help = "a run not named by --run is this job's latest",
+	    .kind = TOOL_OPT_NAME,
+	    .at = offsetof(compare_opts, job),
+	    .min = 1,
+	    .max = 255 },
+};
+
+static const tool_args_cmd compare_cmd = {
+	.name = "history compare",
+	.opts = compare_opt_rows,
+	.n_opts = sizeof(compare_opt_rows) / sizeof(compare_opt_rows[0]),
+	.operands = 0,
+	.usage = tool_report_compare_usage,
+};
+
+void
+tool_report_compare_usage(FILE *f)
+{
+	fputs("usage: bellows history compare --run A --run B [--db FILE]\n"
+	      "       bellows history compare --db A.db --db B.db "
+	      "[--run A --run B]\n"
+	      "       bellows history compare --run A.db:ID --run B.db:ID\n"
+	      "\n"
+	      "  Two runs side by side, per layer and overall: levels\n"
+	      "  weighted by steps, floats and bytes sent, savings, step\n"
+	      "  time, windows, decisions. Lines that differ are marked "
+	      "'*'.\n"
+	      "  Without --run, each database's latest run (of --job).\n"
+	      "\n",
+	    f);
+	tool_args_help(f, &compare_cmd, NULL);
+}
+
+/* Splits "FILE:ID" or "ID". Returns 0, or 2 after saying why. */
+static int
+compare_split(const char *text, const char **ret_file, char *fbuf, size_t flen,
+    int64_t *ret_id)
+{
+	const char *colon = strrchr(text, ':'), *num = colon ? colon + 1 : text;
+	uint64_t v;
+
+	if (colon != NULL) {
+		size_t n = (size_t)(colon - text);
+
+		if (n == 0 || n >= flen) {
+			fprintf(stderr,
+			    "bellows history compare: --run '%s': the file "
+			    "before ':' is empty or too long\n",
+			    text);
+			return 2;
+		}
+		memcpy(fbuf, text, n);
+		fbuf[n] = '\0';
+		*ret_file = fbuf;
+	}
+	if (tool_args_u64("history compare", "--run", num, 1, INT64_MAX, &v) !=
+	    0)
+		return 2;
+	*ret_id = (int64_t)v;
+	return 0;
+}
+
+/* Marks a line whose two values differ by more than 1%. */
+static const char *
+compare_mark(double a, double b)
+{
+	if (isnan(a) && isnan(b))
+		return " ";
+	if (isnan(a) || isnan(b))
+		return "*";
+	if (a == b)
+		return " ";
+	return fabs(a - b) > 0.01 * fmax(fabs(a), fabs(b)) ? "*" : " ";
+}
+
+static void
+compare_line(const char *what, double a, double b, const char *ta,
+    const char *tb)
+{
+	printf("%s %-26s %18s %18s", compare_mark(a, b), what, ta, tb);
+	if (isfinite(a) && isfinite(b) && a != 0 && a != b)
+		printf("  %+.1f%%", 100.0 * (b - a) / fabs(a));
+	putchar('\n');
+}
+
+static void
+compare_num(const char *what, double a, double b,
+    void (*fmt)(double, char *, size_t))
+{
+	char ta[64], tb[64];
+
+	fmt(a, ta, sizeof(ta));
+	fmt(b, tb, sizeof(tb));
+	compare_line(what, a, b, ta, tb);
+}
+
+static void
+compare_print(const rep_run *r)
+{
+	rep_sums s[2];
+	char ta[64], tb[64];
+
+	rep_sum(&r[0], &s[0]);
+	rep_sum(&r[1], &s[1]);
+	printf("A: run %" PRId64 " of job '%s' in %s\n", r[0].run.id,
+	    r[0].run.job, r[0].path);
+	printf("B: run %" PRId64 " of job '%s' in %s\n", r[1].run.id,
+	    r[1].run.job, r[1].path);
+	printf("\n  %-26s %18s %18s  B vs A\n", "overall", "A", "B");
+	compare_num("ranks", (double)r[0].run.world, (double)r[1].run.world,
+	    rep_num);
+	compare_num("layers", r[0].n_layers, r[1].n_layers, rep_num);
+	compare_num("windows", (double)r[0].n_win, (double)r[1].n_win, rep_num);
+	compare_num("windows incomplete", (double)s[0].incomplete,
+	    (double)s[1].incomplete, rep_num);
+	compare_num("decisions", (double)s[0].decisions, (double)s[1].decisions,
+	    rep_num);
+	compare_num("decisions with a change", (double)s[0].changed,
+	    (double)s[1].changed, rep_num);
+	compare_num("floats sent", s[0].floats_sent, s[1].floats_sent,
+	    rep_count);
+	compare_num("floats raw", s[0].floats_raw, s[1].floats_raw, rep_count);
+	compare_num("bytes sent", s[0].floats_sent * 4, s[1].floats_sent * 4,
+	    rep_size);
+	compare_num("bytes saved", (s[0].floats_raw - s[0].floats_sent) * 4,
+	    (s[1].floats_raw - s[1].floats_sent) * 4, rep_size);
+	{
+		double p[2];
+
+		for (int i = 0; i < 2; i++)
+			p[i] = s[i].floats_raw > 0
+			    ? 100.0 * (s[i].floats_raw - s[i].floats_sent) /
+				s[i].floats_raw
+			    : 0;
+		snprintf(ta, sizeof(ta), "%.1f%%", p[0]);
+		snprintf(tb, sizeof(tb), "%.1f%%", p[1]);
+		compare_line("saved of raw", p[0], p[1], ta, tb);
+	}
+	compare_num("step time, median", s[0].step_med, s[1].step_med, rep_dur);
+	compare_num("step time, slowest window", s[0].step_max, s[1].step_max,
+	    rep_dur);
+	compare_num("activations held/step", s[0].act_med, s[1].act_med,
+	    rep_size);
+
+	printf("\n  %-26s %9s %9s %7s %7s %9s %9s %9s %9s\n",
+	    "layer (level weighted)", "level A", "level B", "last A", "last B",
+	    "changes A", "changes B", "windows A", "windows B");
+	for (int side = 0; side < 2; side++) {
+		for (uint32_t l = 0; l < r[side].n_layers; l++) {
+			const char *nm = rep_s(&r[side].t[R_LAYERS], l, "name");
+			rep_layer_sum ls[2];
+			char la[32], lb[32], ca[32], cb[32], wa[32], wb[32];
+			int64_t other = -1;
+			bool diff;
+
+			for (uint32_t k = 0; k < r[!side].n_layers; k++) {
+				if (strcmp(nm,
+					rep_s(&r[!side].t[R_LAYERS], k,
+					    "name")) == 0)
+					other = k;
+			}
+			/* Layers of both are listed from A's side. */
+			if (side == 1 && other >= 0)
+				continue;
+			rep_layer(&r[side], l, &ls[side]);
+			if (other >= 0) {
+				rep_layer(&r[!side], (uint32_t)other,
+				    &ls[!side]);
+			} else {
+				printf("* %-26s %s only\n", nm,
+				    side == 0 ? "A" : "B");
+				continue;
+			}
+			diff = compare_mark(ls[0].level_tw,
+				   ls[1].level_tw)[0] == '*' ||
+			    compare_mark(ls[0].level_last,
+				ls[1].level_last)[0] == '*' ||
+			    ls[0].changes != ls[1].changes;
+			rep_num(ls[0].level_tw, ta, sizeof(ta));
+			rep_num(ls[1].level_tw, tb, sizeof(tb));
+			rep_num(ls[0].level_last, la, sizeof(la));
+			rep_num(ls[1].level_last, lb, sizeof(lb));
+			snprintf(ca, sizeof(ca), "%" PRIu64, ls[0].changes);
+			snprintf(cb, sizeof(cb), "%" PRIu64, ls[1].changes);
+			snprintf(wa, sizeof(wa), "%" PRIu64, ls[0].windows);
+			snprintf(wb, sizeof(wb), "%" PRIu64, ls[1].windows);
+			printf("%s %-26s %9s %9s %7s %7s %9s %9s %9s %9s\n",
+			    diff ? "*" : " ", nm, ta, tb, la, lb, ca, cb, wa,
+			    wb);
+		}
+	}
+}
+
+int
+tool_report_compare_main(int argc, char **argv)
+{
+	compare_opts o = { 0 };
+	const char *file[2];
+	char fbuf[2][4096];
+	int64_t id[2] = { TOOL_HDB_NONE, TOOL_HDB_NONE };
+	bool named[2] = { false, false };
+	rep_run r[2];
+	int next, rc;
+
+	if ((rc = tool_args_parse(&compare_cmd, argc, argv, &o, &next)) >= 0)
+		return rc;
+	for (int i = 0; i < o.n_run; i++) {
+		file[i] = NULL;
+		if (compare_split(o.run[i], &file[i], fbuf[i], sizeof(fbuf[i]),
+			&id[i]) != 0)
+			return 2;
+		named[i] = file[i] != NULL;
+	}
+	if (named[0] || named[1]) {
+		if (o.n_db > 0) {
+			fprintf(stderr,
+			    "bellows history compare: --run FILE:ID names the "
+			    "database; give it without --db\n");
+			return 2;
+		}
+		if (o.n_run != 2 || !named[0] || !named[1]) {
+			fprintf(stderr,
+			    "bellows history compare: give both runs as "
+			    "FILE:ID, or both as IDs with --db\n");
+			return 2;
+		}
+	} else if (o.n_db == 2) {
+		if (o.n_run == 1) {
+			fprintf(stderr,
+			    "bellows history compare: two --db and one --run: "
+			    "which database is run %s in? Give two --run (one "
+			    "per --db, in order) or none (each one's "
+			    "latest)\n",
+			    o.run[0]);
+			return 2;
+		}
+		file[0] = o.db[0];
+		file[1] = o.db[1];
+	} else {
+		if (o.n_run != 2) {
+			fprintf(stderr,
+			    "bellows history compare: two runs needed: --run A "
+			    "--run B (one --db or none), or --db A.db --db "
+			    "B.db\n");
+			tool_report_compare_usage(stderr);
+			return 2;
+		}
+		file[0] = file[1] = o.n_db == 1 ? o.db[0]
+						: TOOL_HISTORY_DEFAULT_DB;
+	}
+	if (rep_run_load("history compare", file[0], id[0], o.job, true,
+		&r[0]) != 0)
+		return 1;
+	if (rep_run_load("history compare", file[1], id[1], o.job, true,
+		&r[1]) != 0) {
+		rep_run_fini(&r[0]);
+		return 1;
+	}
+	if (r[0].run.id == r[1].run.id && strcmp(file[0], file[1]) == 0)
+		fprintf(stderr,
+		    "bellows history compare: A and B are the same run "
+		    "(%s, run %" PRId64 ")\n",
+		    file[0], r[0].run.id);
+	compare_print(r);
+	rc = fflush(stdout) != 0 || ferror(stdout) ? 1 : 0;
+	if (rc != 0)
+		fprintf(stderr,
+		    "bellows history compare: cannot write the output\n");
+	rep_run_fini(&r[0]);
+	rep_run_fini(&r[1]);
+	return rc;
+}
