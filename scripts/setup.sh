@@ -3,7 +3,8 @@
 #
 #   scripts/setup.sh build   compiler, meson, the libraries, clang-format, tmux
 #   scripts/setup.sh full    build + PyTorch, Fashion-MNIST, python3-yaml,
-#                            python3-zmq
+#                            python3-zmq, prometheus (promtool and the
+#                            server the metrics tests scrape with)
 #
 # This file holds the one list of packages; scripts/test.sh and
 # scripts/demo.sh call it with `full`. Only the missing packages are
@@ -39,6 +40,7 @@ FULL_PACKAGES=(
 	dataset-fashion-mnist
 	python3-yaml
 	python3-zmq
+	prometheus
 )
 
 usage()
