@@ -19,6 +19,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#define METRICS_HTTP_DRAIN_MS    500   /* reading what a client still sends */
+#define METRICS_HTTP_DRAIN_BYTES 65536 /* at most this much of it */
+
 /* A published text, shared by the slot and the responses writing it. */
 typedef struct metrics_text {
 	atomic_uint refs; /* holders: the slot and responses in flight */
@@ -214,6 +217,33 @@ http_serve(ctl_metrics_http *h, int fd)
 	metrics_text_unref(t);
 }
 
+/* Ends the response (FIN) and reads what the client still sends, at
+ * most METRICS_HTTP_DRAIN_BYTES for METRICS_HTTP_DRAIN_MS: closing with
+ * unread input would reset the connection, and a reset can destroy the
+ * response (a 431) before the client reads it. */
+static void
+http_drain(ctl_metrics_http *h, int fd)
+{
+	uint64_t deadline = com_clock_ms() + METRICS_HTTP_DRAIN_MS;
+	size_t total = 0;
+	char buf[4096];
+
+	shutdown(fd, SHUT_WR);
+	while (total < METRICS_HTTP_DRAIN_BYTES) {
+		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n > 0) {
+			total += (size_t)n;
+			continue;
+		}
+		if (n == 0 ||
+		    (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			return;
+		if (errno != EINTR && http_wait(h, fd, POLLIN, deadline) != 1)
+			return;
+	}
+}
+
 static void *
 http_main(void *arg)
 {
@@ -239,9 +269,7 @@ http_main(void *arg)
 		if (fd < 0)
 			continue; /* gone before accepted, or EMFILE: retry */
 		http_serve(h, fd);
-		/* Whatever the client still sends is dropped: close(2)
-		 * resets the connection, the response is already out. */
-		shutdown(fd, SHUT_WR);
+		http_drain(h, fd);
 		close(fd);
 	}
 }

@@ -24,10 +24,17 @@ c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
 headers = {}
 if len(sys.argv) > 4:
     headers["X-Pad"] = "x" * int(sys.argv[4])
-c.request(method, path, headers=headers)
+try:
+    c.request(method, path, headers=headers)
+except (BrokenPipeError, ConnectionResetError):
+    pass  # the server answered before reading all of it: read the answer
 r = c.getresponse()
-print(r.status)
-sys.stdout.write(r.read().decode())
+try:
+    print(r.status, flush=True)
+    sys.stdout.write(r.read().decode())
+    sys.stdout.flush()
+except BrokenPipeError:
+    pass  # the caller read the status line only
 PY
 }
 
