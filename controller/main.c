@@ -62,10 +62,12 @@ typedef struct daemon_state {
 	ctl_store *store;        /* history, NULL with --no-db */
 	ctl_loop *loop;          /* event loop */
 	ctl_metrics_http *metrics; /* /metrics actor, NULL: not served */
-	ctl_jobs_job_view *views;  /* max_jobs entries for its snapshots */
-	uint32_t n_views;          /* entries allocated in views */
-	uint64_t started_ms;       /* monotonic, for the uptime */
-	uint64_t reloads;          /* reloads done that the store has seen */
+	char *metrics_file;       /* the file's metrics_listen at start (owned),
+				   * NULL: none or --metrics-listen given */
+	ctl_jobs_job_view *views; /* max_jobs entries for its snapshots */
+	uint32_t n_views;         /* entries allocated in views */
+	uint64_t started_ms;      /* monotonic, for the uptime */
+	uint64_t reloads;         /* reloads done that the store has seen */
 	uint32_t queue_mb; /* peer_queue_mb the sockets were bound with */
 	int sigfd;         /* signalfd */
 } daemon_state;
@@ -189,6 +191,16 @@ main_before_sleep(ctl_loop *loop, void *arg)
 			ctl_log(CTL_LOG_INFO, "main",
 			    "%u trusted client keys from '%s'",
 			    cfg->security.n_clients, cfg->security.clients);
+		if (d->metrics_file != NULL &&
+		    (cfg->metrics_listen == NULL ||
+			strcmp(cfg->metrics_listen, d->metrics_file) != 0))
+			ctl_log(CTL_LOG_WARN, "main",
+			    "daemon.metrics_listen is '%s' in the reloaded "
+			    "file; /metrics stays on '%s' until bellowsd "
+			    "restarts",
+			    cfg->metrics_listen != NULL ? cfg->metrics_listen
+							: "(none)",
+			    d->metrics_file);
 		ctl_store_config(d->store, cfg);
 		ctl_store_set_conf(d->store, &cfg->store);
 	}
@@ -375,8 +387,13 @@ main(int argc, char **argv)
 						 : "tcp://127.0.0.1:5556";
 	if (main_check_endpoints(d.cfg, control, publish) != 0)
 		goto out;
-	if (metrics == NULL)
+	if (metrics == NULL && d.cfg->metrics_listen != NULL) {
 		metrics = d.cfg->metrics_listen;
+		if ((d.metrics_file = strdup(metrics)) == NULL) {
+			fprintf(stderr, "bellowsd: out of memory\n");
+			goto out;
+		}
+	}
 	if (metrics != NULL) {
 		struct sockaddr_storage ss;
 		socklen_t sslen;
@@ -509,6 +526,7 @@ out:
 	ctl_loop_destroy(&d.loop);
 	ctl_metrics_http_close(&d.metrics);
 	free(d.views);
+	free(d.metrics_file);
 	ctl_watch_close(&d.watch);
 	ctl_watch_close(&d.clients);
 	if (d.store != NULL && d.jobs != NULL)

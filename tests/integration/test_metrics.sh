@@ -113,7 +113,22 @@ kill "$SILENT" 2>/dev/null
 wait "$SILENT" 2>/dev/null
 ok "a silent client stalls neither STATUS nor, after its deadline, /metrics"
 
-# 5. --metrics-listen overrides the file (bare port: loopback).
+# 5. A reload that moves daemon.metrics_listen says it takes a restart,
+# and /metrics stays where it was.
+sed -i "s/127.0.0.1:$PORT/127.0.0.1:1/" "$TMP/policy.yaml"
+kill -HUP "$DAEMON_PID"
+for _ in $(seq 1 100); do
+	grep -q "metrics_listen is '127.0.0.1:1' in the reloaded file" \
+	    "$TMP/bellowsd.log" && break
+	sleep 0.05
+done
+grep -q "/metrics stays on '127.0.0.1:$PORT' until bellowsd restarts" \
+    "$TMP/bellowsd.log" || fail "no warning when a reload moves metrics_listen"
+[ "$(http GET /metrics | head -n1)" = 200 ] ||
+    fail "/metrics moved or stopped on a reload"
+ok "a reload moving metrics_listen is warned about; /metrics stays"
+
+# 6. --metrics-listen overrides the file (bare port: loopback).
 kill_daemon TERM
 PORT2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 DAEMON_ARGS="--metrics-listen $PORT2"
