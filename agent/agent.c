@@ -213,6 +213,17 @@ agent_run_id(const bellows_agent_config *cfg, const char **ret_from)
 	return "";
 }
 
+/* The environment's `var`, or `fallback` when it is unset or empty: the
+ * defaults bellows_agent_config_init gives, which a field set after it
+ * overrides. */
+static const char *
+agent_env(const char *var, const char *fallback)
+{
+	const char *v = getenv(var);
+
+	return v != NULL && v[0] != '\0' ? v : fallback;
+}
+
 /* A key file: `field` of cfg, else the environment's `var` (unset or
  * empty: none). *ret_from names where it came from, for messages. */
 static const char *
@@ -430,8 +441,9 @@ bellows_agent_config_init(bellows_agent_config *cfg)
 		return;
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->size = sizeof(*cfg);
-	cfg->control = "tcp://127.0.0.1:5555";
-	cfg->publish = "tcp://127.0.0.1:5556";
+	cfg->control = agent_env("BELLOWS_CONTROL", "tcp://127.0.0.1:5555");
+	cfg->publish = agent_env("BELLOWS_PUBLISH", "tcp://127.0.0.1:5556");
+	cfg->job = agent_env("BELLOWS_JOB", NULL);
 	cfg->decision_timeout_ms = 5000;
 	cfg->heartbeat_ms = 1000;
 	cfg->queue_capacity = 64;

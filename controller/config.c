@@ -470,6 +470,7 @@ ctl_config_destroy(ctl_config **cfg)
 	memset(&c->security.server_cert, 0, sizeof(c->security.server_cert));
 	free(c->control);
 	free(c->publish);
+	free(c->metrics_listen);
 	free(c->path);
 	free(c->text);
 	free(c);

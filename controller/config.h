@@ -148,6 +148,8 @@ typedef struct ctl_config {
 				     * none */
 	bool allow_insecure;        /* bind non-loopback endpoints without
 				     * security (warned) */
+	char *metrics_listen;       /* ADDR:PORT serving /metrics, NULL:
+				     * none (docs/metrics.md) */
 	uint32_t n_jobs;            /* entries in jobs */
 	ctl_job_conf *jobs;         /* first match wins */
 } ctl_config;

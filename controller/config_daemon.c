@@ -7,6 +7,7 @@
  * names them at load time (and `bellows policy check` finds it too).
  */
 #include "config_int.h"
+#include "metrics.h"
 
 #include <bellows/error.h>
 
@@ -215,6 +216,24 @@ config_security(config_ctx *cx, yaml_node_t *node, ctl_security_conf *sec)
 	return 0;
 }
 
+/* `daemon.metrics_listen`: checked now, so that a bad address is an
+ * error of the file, with its position. */
+static int
+config_metrics_listen(config_ctx *cx, const yaml_node_t *node, char **ret)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char err[CTL_CONFIG_ERR_MAX];
+	int r = ctl_config_string(cx, node, "metrics_listen", ret);
+
+	if (r != 0)
+		return r;
+	if (ctl_metrics_parse_listen(*ret, &ss, &len, err, sizeof(err)) != 0)
+		return ctl_config_fail(cx, node, "daemon.metrics_listen: %s",
+		    err);
+	return 0;
+}
+
 /* `store.mode`: permission bits, an octal string ("0600") or a number
  * (384, or 0600 which YAML reads as the text "0600"). Owner read and
  * write are required: the daemon writes the file. */
@@ -322,6 +341,9 @@ ctl_config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 			    &cfg->allow_insecure);
 		else if (strcmp(kname, "security") == 0)
 			r = config_security(cx, val, &cfg->security);
+		else if (strcmp(kname, "metrics_listen") == 0)
+			r = config_metrics_listen(cx, val,
+			    &cfg->metrics_listen);
 		else
 			r = ctl_config_fail(cx, key,
 			    "unknown key '%s' in daemon", kname);

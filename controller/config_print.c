@@ -116,6 +116,11 @@ ctl_config_print(const ctl_config *cfg, void *out)
 		config_print_quoted(f, cfg->publish);
 		fprintf(f, "\n");
 	}
+	if (cfg->metrics_listen != NULL) {
+		fprintf(f, "  metrics_listen: ");
+		config_print_quoted(f, cfg->metrics_listen);
+		fprintf(f, "\n");
+	}
 	fprintf(f, "  apply_lag: %u\n", cfg->apply_lag);
 	fprintf(f, "  window_timeout_ms: %u\n", cfg->window_timeout_ms);
 	fprintf(f, "  rank_timeout_ms: %u\n", cfg->rank_timeout_ms);

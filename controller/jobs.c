@@ -98,6 +98,7 @@ ctl_jobs_job_destroy(job **jp)
 		free(j->layers[l].name);
 	ctl_policy_set_destroy(&j->policies);
 	free(j->layers);
+	free(j->grad_norm);
 	for (uint32_t r = 0; j->ranks != NULL && r < j->world; r++)
 		free(j->ranks[r].client);
 	free(j->ranks);
@@ -302,7 +303,7 @@ ctl_jobs_job_bytes(const ctl_job_conf *jc, const char *name, uint32_t world,
 	for (uint32_t l = 0; l < n_layers; l++)
 		names += strlen(layers[l].name) + 1;
 	n = sizeof(job) + names + (uint64_t)world * sizeof(job_rank) +
-	    (uint64_t)n_layers * sizeof(com_layer_info);
+	    (uint64_t)n_layers * (sizeof(com_layer_info) + sizeof(double));
 	n += JOBS_LOG *
 	    ((uint64_t)n_layers * 2 * sizeof(double) + lim.max_codec_table +
 		2 * (uint64_t)lim.max_text_len + strlen(name) + 1);
@@ -364,9 +365,12 @@ ctl_jobs_job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
 	j->n_layers = n_layers;
 	j->layers = calloc(n_layers ? n_layers : 1, sizeof(*j->layers));
 	j->ranks = calloc(world ? world : 1, sizeof(*j->ranks));
+	j->grad_norm = malloc((n_layers ? n_layers : 1) * sizeof(double));
 	if (j->name == NULL || j->run_key == NULL || j->layers == NULL ||
-	    j->ranks == NULL)
+	    j->ranks == NULL || j->grad_norm == NULL)
 		goto fail;
+	for (uint32_t l = 0; l < n_layers; l++)
+		j->grad_norm[l] = NAN;
 	for (uint32_t l = 0; l < n_layers; l++) {
 		j->layers[l] = layers[l];
 		j->layers[l].name = com_strdup(layers[l].name);
@@ -824,6 +828,7 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		    j->name, h->in_force.seq, h->rank, j->last_seq);
 		ctl_jobs_adopt(jobs, j, &h->in_force);
 	}
+	jobs->counters.ranks_joined++;
 	ctl_store_rank_event(jobs->store, j->run_id, h->rank,
 	    rk->rejoins > 0 ? CTL_STORE_RANK_REJOINED : CTL_STORE_RANK_JOINED,
 	    h->step, h->incarnation, com_clock_wall_ms());
@@ -1009,6 +1014,11 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 			apply_step = late;
 	}
 	jobs->counters.windows++;
+	j->windows++;
+	j->floats_sent += view.floats_sent;
+	j->floats_raw += view.floats_raw;
+	for (uint32_t l = 0; l < j->n_layers && l < view.n_layers; l++)
+		j->grad_norm[l] = view.layers[l].grad_norm;
 	jobs_publish_telemetry(jobs, j, &view);
 	/* The window as the policies saw it, with `last`, the state in
 	 * force during it: what a recovered job's policies are shown

@@ -42,6 +42,7 @@ typedef struct ctl_jobs_counters {
 	uint64_t repairs;       /* decisions re-issued after a divergence */
 	uint64_t windows;       /* windows closed */
 	uint64_t incomplete;    /* windows closed with ranks missing */
+	uint64_t ranks_joined;  /* hellos taken (joins and rejoins) */
 	uint64_t ranks_lost;    /* ranks declared lost */
 	uint64_t policy_errors; /* on_window and on_event calls that failed */
 	uint64_t duplicates;    /* reports of a (rank, window) already
@@ -171,5 +172,47 @@ typedef struct ctl_jobs_latency_info {
 /* Fills *ret from the last 1,024 window decisions published (all zero
  * before the first). */
 void ctl_jobs_latency(const ctl_jobs *jobs, ctl_jobs_latency_info *ret);
+
+#define CTL_JOBS_LATENCY_BUCKETS 14 /* finite bounds of the histogram */
+
+/* Upper bounds of the latency histogram's buckets, in milliseconds,
+ * ascending (the last bucket, +Inf, is the count). */
+extern const double ctl_jobs_latency_bounds_ms[CTL_JOBS_LATENCY_BUCKETS];
+
+/* Every decision latency measured since the table was created, as a
+ * histogram. */
+typedef struct ctl_jobs_latency_hist {
+	uint64_t le[CTL_JOBS_LATENCY_BUCKETS]; /* cumulative: latencies at
+						* or below each bound */
+	uint64_t count;                        /* latencies measured */
+	double sum_ms;                         /* their sum */
+} ctl_jobs_latency_hist;
+
+/* Fills *ret with the histogram of every decision latency so far. */
+void ctl_jobs_latency_histogram(const ctl_jobs *jobs,
+    ctl_jobs_latency_hist *ret);
+
+/* What a reader outside the loop's modules sees of one job (metrics):
+ * everything borrowed from the table, valid until the loop handles the
+ * next message or timer. */
+typedef struct ctl_jobs_job_view {
+	const char *name;             /* job name */
+	uint32_t world;               /* ranks */
+	uint32_t alive;               /* ranks alive */
+	uint64_t step;                /* highest step heard */
+	uint64_t windows;             /* windows closed by this daemon */
+	uint64_t floats_sent;         /* summed over ranks and windows */
+	uint64_t floats_raw;          /* the same, uncompressed */
+	uint32_t n_layers;            /* entries in layers, level, norm */
+	const com_layer_info *layers; /* the layer table */
+	const double *level;          /* level in force (newest decision
+				       * published), NULL: none yet */
+	const double *grad_norm;      /* each layer's gradient norm in the
+				       * last window closed (NAN: none) */
+} ctl_jobs_job_view;
+
+/* Fills ret[0 .. max-1] with views of the jobs held, in table order, and
+ * returns how many it filled (at most max). */
+uint32_t ctl_jobs_views(ctl_jobs *jobs, ctl_jobs_job_view *ret, uint32_t max);
 
 #endif /* CTL_JOBS_H */

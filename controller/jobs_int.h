@@ -93,6 +93,11 @@ typedef struct job {
 	char policy_names[256];      /* their names, for STATUS */
 	size_t bytes;                /* the most it may hold, counted when
 				      * it was admitted (ctl_jobs_job_bytes) */
+	double *grad_norm;           /* n_layers: each layer's gradient norm
+				      * in the last window closed, NAN before */
+	uint64_t windows;            /* windows closed by this daemon */
+	uint64_t floats_sent;        /* summed over those windows */
+	uint64_t floats_raw;         /* the same, uncompressed */
 } job;
 
 struct ctl_jobs {
@@ -113,7 +118,12 @@ struct ctl_jobs {
 	uint64_t latency_ns[JOBS_LATENCY_N]; /* window close -> publish of
 					      * the last decisions, a ring */
 	uint64_t latency_n;                  /* decisions measured, ever */
-	size_t bytes;                        /* sum of the jobs' bytes */
+	uint64_t latency_bucket[CTL_JOBS_LATENCY_BUCKETS +
+	    1];                /* of them,
+				* those in each bucket (not
+				* cumulative; the last: +Inf) */
+	double latency_sum_ms; /* their sum */
+	size_t bytes;          /* sum of the jobs' bytes */
 };
 
 /* ---- jobs.c: the table and the messages driving it ------------------ */

@@ -56,13 +56,19 @@ static void
 jobs_latency_add(ctl_jobs *jobs, uint64_t closed_ns)
 {
 	uint64_t now = com_clock_ns();
+	uint64_t ns = now > closed_ns ? now - closed_ns : 0;
+	double ms = (double)ns / 1e6;
+	uint32_t b = 0;
 
 	if (closed_ns == 0)
 		return;
-	jobs->latency_ns[jobs->latency_n % JOBS_LATENCY_N] = now > closed_ns
-	    ? now - closed_ns
-	    : 0;
+	jobs->latency_ns[jobs->latency_n % JOBS_LATENCY_N] = ns;
 	jobs->latency_n++;
+	while (
+	    b < CTL_JOBS_LATENCY_BUCKETS && ms > ctl_jobs_latency_bounds_ms[b])
+		b++;
+	jobs->latency_bucket[b]++;
+	jobs->latency_sum_ms += ms;
 }
 
 static void jobs_publish_ready(ctl_jobs *jobs, job *j, uint64_t ticket);

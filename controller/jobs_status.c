@@ -46,6 +46,75 @@ ctl_jobs_latency(const ctl_jobs *jobs, ctl_jobs_latency_info *ret)
 	ret->max_ms = (double)sorted[n - 1] / 1e6;
 }
 
+const double ctl_jobs_latency_bounds_ms[CTL_JOBS_LATENCY_BUCKETS] = {
+	0.5,
+	1,
+	2.5,
+	5,
+	10,
+	25,
+	50,
+	100,
+	250,
+	500,
+	1000,
+	2500,
+	5000,
+	10000,
+};
+
+void
+ctl_jobs_latency_histogram(const ctl_jobs *jobs, ctl_jobs_latency_hist *ret)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t b = 0; b < CTL_JOBS_LATENCY_BUCKETS; b++) {
+		sum += jobs->latency_bucket[b];
+		ret->le[b] = sum;
+	}
+	ret->count = sum + jobs->latency_bucket[CTL_JOBS_LATENCY_BUCKETS];
+	ret->sum_ms = jobs->latency_sum_ms;
+}
+
+uint32_t
+ctl_jobs_views(ctl_jobs *jobs, ctl_jobs_job_view *ret, uint32_t max)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < jobs->n_jobs && n < max; i++) {
+		job *j = jobs->jobs[i];
+		const com_decision *in_force = NULL;
+
+		/* The newest decision published is the one in force (or
+		 * about to be) on every rank. */
+		for (uint32_t k = j->log_n; k-- > 0;) {
+			const com_decision *d = ctl_jobs_log_at(j, k);
+
+			if (d->seq <= j->published_seq) {
+				in_force = d;
+				break;
+			}
+		}
+		ret[n++] = (ctl_jobs_job_view){
+			.name = j->name,
+			.world = j->world,
+			.alive = j->alive,
+			.step = j->max_step,
+			.windows = j->windows,
+			.floats_sent = j->floats_sent,
+			.floats_raw = j->floats_raw,
+			.n_layers = j->n_layers,
+			.layers = j->layers,
+			.level = in_force != NULL &&
+				in_force->n_layers == j->n_layers
+			    ? in_force->level
+			    : NULL,
+			.grad_norm = j->grad_norm,
+		};
+	}
+	return n;
+}
+
 int
 ctl_jobs_snapshot(ctl_jobs *jobs, const char *client,
     const com_snapshot_request *req, com_msg *reply, char *why, size_t why_len)

@@ -3,15 +3,42 @@
 
 #include <bellows/error.h>
 
+#include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 int ctl_log_level_current = CTL_LOG_INFO;
 
 static const char *const log_names[] = { "error", "warn", "info", "debug" };
+
+/* syslog priorities of the levels: err, warning, info, debug. */
+static const int log_priorities[] = { 3, 4, 6, 7 };
+
+static atomic_int
+    log_journal = -1; /* stderr is journald's stream; -1: unknown */
+
+bool
+ctl_log_journal_stream(void)
+{
+	const char *env = getenv("JOURNAL_STREAM");
+	uintmax_t dev, ino;
+	struct stat st;
+	char tail;
+
+	/* "DEV:INODE" of the stream systemd connected; it only counts while
+	 * stderr is still that stream (not redirected since). */
+	if (env == NULL || sscanf(env, "%ju:%ju%c", &dev, &ino, &tail) != 2 ||
+	    fstat(STDERR_FILENO, &st) != 0)
+		return false;
+	return (uintmax_t)st.st_dev == dev && (uintmax_t)st.st_ino == ino;
+}
 
 static void
 log_vemit(ctl_log_level level, const char *tag, const char *fmt, va_list ap)
@@ -22,12 +49,23 @@ log_vemit(ctl_log_level level, const char *tag, const char *fmt, va_list ap)
 	size_t len;
 	int n;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	n = snprintf(line, sizeof(line),
-	    "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s: ", tm.tm_year + 1900,
-	    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-	    ts.tv_nsec / 1000000, log_names[level], tag);
+	if (log_journal < 0)
+		log_journal = ctl_log_journal_stream();
+	if (log_journal) {
+		/* journald stamps each line itself, and reads the <N>
+		 * prefix as the line's priority (sd-daemon(3)). */
+		n = snprintf(line, sizeof(line),
+		    "<%d>%-5s %s: ", log_priorities[level], log_names[level],
+		    tag);
+	} else {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		n = snprintf(line, sizeof(line),
+		    "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s %s: ",
+		    tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+		    tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+		    log_names[level], tag);
+	}
 	if (n < 0)
 		return;
 	len = (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1;

@@ -1,5 +1,10 @@
 /* log - bellowsd's levelled, tagged log on stderr.
  *
+ * Each line starts with its UTC time, unless stderr is the journal's
+ * stream (JOURNAL_STREAM names it, as systemd sets it for a service):
+ * journald stamps lines itself, so they start with the syslog priority
+ * "<N>" it reads instead (3 error, 4 warn, 6 info, 7 debug).
+ *
  * The level check happens in the macro, before any argument is formatted,
  * so a debug line on a hot path costs one comparison when it is off. The
  * tag is the module name; user- and wire-controlled strings go in single
@@ -8,6 +13,7 @@
 #ifndef CTL_LOG_H
 #define CTL_LOG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef enum ctl_log_level {
@@ -25,7 +31,12 @@ extern int ctl_log_level_current; /* lines above this level are skipped */
 			ctl_log_emit((level), (tag), __VA_ARGS__);             \
 	} while (0)
 
-/* Writes one line "TIME LEVEL tag: message" to stderr. Thread-safe (one
+/* True when stderr is the stream JOURNAL_STREAM ("DEV:INODE") names.
+ * Read once, at the first line logged. */
+bool ctl_log_journal_stream(void);
+
+/* Writes one line "TIME LEVEL tag: message" ("<N>LEVEL tag: message"
+ * under journald) to stderr. Thread-safe (one
  * write(2) per line). Use the ctl_log macro instead. */
 void ctl_log_emit(ctl_log_level level, const char *tag, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

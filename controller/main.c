@@ -22,6 +22,8 @@
 #include "jobs.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
+#include "metrics_http.h"
 #include "reload.h"
 #include "server.h"
 #include "store.h"
@@ -59,9 +61,15 @@ typedef struct daemon_state {
 	ctl_server *server;      /* sockets */
 	ctl_store *store;        /* history, NULL with --no-db */
 	ctl_loop *loop;          /* event loop */
-	uint64_t reloads;        /* reloads done that the store has seen */
-	uint32_t queue_mb;       /* peer_queue_mb the sockets were bound with */
-	int sigfd;               /* signalfd */
+	ctl_metrics_http *metrics; /* /metrics actor, NULL: not served */
+	char *metrics_file;       /* the file's metrics_listen at start (owned),
+				   * NULL: none or --metrics-listen given */
+	ctl_jobs_job_view *views; /* max_jobs entries for its snapshots */
+	uint32_t n_views;         /* entries allocated in views */
+	uint64_t started_ms;      /* monotonic, for the uptime */
+	uint64_t reloads;         /* reloads done that the store has seen */
+	uint32_t queue_mb; /* peer_queue_mb the sockets were bound with */
+	int sigfd;         /* signalfd */
 } daemon_state;
 
 static void
@@ -70,6 +78,7 @@ main_usage(FILE *f)
 	fprintf(f,
 	    "usage: bellowsd --policy FILE [--control EP] [--publish EP]\n"
 	    "                [--db FILE | --no-db]\n"
+	    "                [--metrics-listen ADDR:PORT]\n"
 	    "                [--log-level error|warn|info|debug]\n"
 	    "\n"
 	    "  --policy FILE    YAML configuration (policies, timeouts)\n"
@@ -82,6 +91,10 @@ main_usage(FILE *f)
 	    "                   in the working directory\n"
 	    "  --no-db          keep no history (jobs are not recovered\n"
 	    "                   after a restart)\n"
+	    "  --metrics-listen ADDR:PORT\n"
+	    "                   serve Prometheus metrics on GET /metrics\n"
+	    "                   (default: the file's daemon.metrics_listen,\n"
+	    "                   else none; PORT alone: 127.0.0.1)\n"
 	    "  --log-level L    default info\n"
 	    "  --version        print the version\n");
 }
@@ -97,6 +110,50 @@ main_cron(ctl_loop *loop, uint64_t now_ms, void *arg)
 
 	ctl_jobs_tick(d->jobs, now_ms);
 	ctl_store_tick(d->store, now_ms);
+}
+
+/* Every CTL_METRICS_PERIOD_MS: a snapshot of the daemon's state,
+ * formatted here and handed to the /metrics actor, which serves it until
+ * the next one. */
+static void
+main_metrics(ctl_loop *loop, uint64_t now_ms, void *arg)
+{
+	daemon_state *d = arg;
+	const ctl_config *cfg = ctl_reload_config(d->reload);
+	ctl_metrics_snapshot s = { .layer_series = CTL_METRICS_LAYER_SERIES };
+	ctl_reload_counters rc;
+	com_status_reply st = { 0 };
+	char *text;
+	size_t len;
+
+	(void)loop;
+	if (d->n_views < cfg->max_jobs) {
+		ctl_jobs_job_view *grown = realloc(d->views,
+		    cfg->max_jobs * sizeof(*grown));
+
+		if (grown == NULL)
+			return; /* the last snapshot stays served */
+		d->views = grown;
+		d->n_views = cfg->max_jobs;
+	}
+	s.uptime_ms = now_ms - d->started_ms;
+	ctl_jobs_get_counters(d->jobs, &s.jobs);
+	ctl_jobs_latency_histogram(d->jobs, &s.latency);
+	ctl_server_counts(d->server, &s.messages, &s.dropped, &s.pub_dropped);
+	ctl_reload_get_counters(d->reload, &rc);
+	s.reloads = rc.done;
+	s.reloads_refused = rc.refused;
+	s.store = d->store != NULL;
+	if (d->store != NULL && ctl_store_status(d->store, &st) == 0) {
+		s.store_degraded = st.store_degraded;
+		s.store_pending = st.store_pending;
+		s.store_dropped = st.store_dropped;
+	}
+	free(st.store_error);
+	s.n_jobs = ctl_jobs_views(d->jobs, d->views, d->n_views);
+	s.job = d->views;
+	if (ctl_metrics_format(&s, &text, &len) == 0)
+		ctl_metrics_http_publish(d->metrics, text, len);
 }
 
 /* Once per loop turn: what the turn recorded goes to the store's writer
@@ -134,6 +191,16 @@ main_before_sleep(ctl_loop *loop, void *arg)
 			ctl_log(CTL_LOG_INFO, "main",
 			    "%u trusted client keys from '%s'",
 			    cfg->security.n_clients, cfg->security.clients);
+		if (d->metrics_file != NULL &&
+		    (cfg->metrics_listen == NULL ||
+			strcmp(cfg->metrics_listen, d->metrics_file) != 0))
+			ctl_log(CTL_LOG_WARN, "main",
+			    "daemon.metrics_listen is '%s' in the reloaded "
+			    "file; /metrics stays on '%s' until bellowsd "
+			    "restarts",
+			    cfg->metrics_listen != NULL ? cfg->metrics_listen
+							: "(none)",
+			    d->metrics_file);
 		ctl_store_config(d->store, cfg);
 		ctl_store_set_conf(d->store, &cfg->store);
 	}
@@ -239,12 +306,14 @@ main(int argc, char **argv)
 		{ "db", required_argument, NULL, 'd' },
 		{ "no-db", no_argument, NULL, 'n' },
 		{ "log-level", required_argument, NULL, 'l' },
+		{ "metrics-listen", required_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	daemon_state d = { .sigfd = -1 };
 	const char *control = NULL, *publish = NULL, *db = MAIN_DB;
+	const char *metrics = NULL;
 	char err[CTL_CONFIG_ERR_MAX];
 	com_limits limits;
 	uint64_t instance = 0;
@@ -271,6 +340,9 @@ main(int argc, char **argv)
 			break;
 		case 'n':
 			db = NULL;
+			break;
+		case 'm':
+			metrics = optarg;
 			break;
 		case 'l':
 			if (ctl_log_parse_level(optarg, &level) != 0) {
@@ -315,6 +387,24 @@ main(int argc, char **argv)
 						 : "tcp://127.0.0.1:5556";
 	if (main_check_endpoints(d.cfg, control, publish) != 0)
 		goto out;
+	if (metrics == NULL && d.cfg->metrics_listen != NULL) {
+		metrics = d.cfg->metrics_listen;
+		if ((d.metrics_file = strdup(metrics)) == NULL) {
+			fprintf(stderr, "bellowsd: out of memory\n");
+			goto out;
+		}
+	}
+	if (metrics != NULL) {
+		struct sockaddr_storage ss;
+		socklen_t sslen;
+
+		if (ctl_metrics_parse_listen(metrics, &ss, &sslen, err,
+			sizeof(err)) != 0) {
+			fprintf(stderr, "bellowsd: --metrics-listen: %s\n",
+			    err);
+			goto out;
+		}
+	}
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
@@ -397,12 +487,30 @@ main(int argc, char **argv)
 	    ctl_loop_add_fd(d.loop, d.sigfd, main_on_signal, &d) != 0 ||
 	    ctl_loop_add_timer(d.loop, MAIN_CRON_MS, main_cron, &d) != 0)
 		goto out;
+	if (metrics != NULL) {
+		if (ctl_metrics_http_open(metrics, &d.metrics, err,
+			sizeof(err)) != 0) {
+			fprintf(stderr, "bellowsd: %s\n", err);
+			goto out;
+		}
+		if (!ctl_metrics_listen_local(metrics))
+			ctl_log(CTL_LOG_WARN, "main",
+			    "metrics on '%s' are readable by anyone who "
+			    "reaches it (job and layer names included)",
+			    metrics);
+		d.started_ms = com_clock_ms();
+		main_metrics(d.loop, d.started_ms, &d);
+		if (ctl_loop_add_timer(d.loop, CTL_METRICS_PERIOD_MS,
+			main_metrics, &d) != 0)
+			goto out;
+	}
 	ctl_loop_set_before_sleep(d.loop, main_before_sleep, &d);
 	ctl_log(CTL_LOG_INFO, "main",
 	    "bellowsd %s: control %s, publish %s, policy '%s', history '%s', "
-	    "instance %016" PRIx64,
+	    "metrics %s, instance %016" PRIx64,
 	    BELLOWS_VERSION, control, publish, d.policy_path,
-	    db != NULL ? db : "(none)", instance);
+	    db != NULL ? db : "(none)", metrics != NULL ? metrics : "(none)",
+	    instance);
 	ctl_events_add(ctl_jobs_events(d.jobs), CTL_EVENT_DAEMON_STARTED, NULL,
 	    "bellowsd %s started: instance %016" PRIx64
 	    ", policy '%s', history '%s'",
@@ -416,6 +524,9 @@ main(int argc, char **argv)
 	rc = 0;
 out:
 	ctl_loop_destroy(&d.loop);
+	ctl_metrics_http_close(&d.metrics);
+	free(d.views);
+	free(d.metrics_file);
 	ctl_watch_close(&d.watch);
 	ctl_watch_close(&d.clients);
 	if (d.store != NULL && d.jobs != NULL)

@@ -245,6 +245,18 @@ ctl_server_close(ctl_server **server)
 }
 
 void
+ctl_server_counts(const ctl_server *s, uint64_t *ret_messages,
+    uint64_t *ret_dropped, uint64_t *ret_pub_dropped)
+{
+	if (ret_messages != NULL)
+		*ret_messages = s->messages;
+	if (ret_dropped != NULL)
+		*ret_dropped = s->dropped;
+	if (ret_pub_dropped != NULL)
+		*ret_pub_dropped = s->pub_dropped;
+}
+
+void
 ctl_server_set_jobs(ctl_server *s, ctl_jobs *jobs)
 {
 	s->jobs = jobs;

@@ -83,6 +83,11 @@ bool ctl_server_endpoint_local(const char *ep);
 size_t ctl_server_publication_bytes(const com_limits *limits,
     uint32_t max_layers);
 
+/* Messages received, dropped, and publications that failed, since open
+ * (metrics). Any of the outputs may be NULL. */
+void ctl_server_counts(const ctl_server *server, uint64_t *ret_messages,
+    uint64_t *ret_dropped, uint64_t *ret_pub_dropped);
+
 /* Closes both sockets (pending messages are dropped) and frees the
  * server. NULL-safe. */
 void ctl_server_close(ctl_server **server);

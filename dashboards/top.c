@@ -3,6 +3,7 @@
 #include "top.h"
 
 #include "args.h"
+#include "client.h"
 #include "clock.h"
 #include "layout.h"
 #include "model.h"
@@ -47,14 +48,16 @@ dash_top_usage(FILE *f)
 	    "                   [--once [--view V] [--size ROWSxCOLS]]\n"
 	    "                   [--server-key FILE --client-key FILE]\n"
 	    "\n"
-	    "  --control EP   bellowsd's control endpoint (default %s)\n"
-	    "  --publish EP   bellowsd's publish endpoint (default %s)\n"
+	    "  --control EP   bellowsd's control endpoint (default\n"
+	    "                 $BELLOWS_CONTROL, else %s)\n"
+	    "  --publish EP   bellowsd's publish endpoint (default\n"
+	    "                 $BELLOWS_PUBLISH, else %s)\n"
 	    "  --db FILE      the history bellowsd writes (default %s);\n"
 	    "                 live, per-layer rows come from it\n"
 	    "  --offline      browse --db without a daemon (the default\n"
 	    "                 when --db or --run is given without --control)\n"
 	    "  --run ID       offline: open this run (default the latest)\n"
-	    "  --job NAME     open this job\n"
+	    "  --job NAME     open this job (default $BELLOWS_JOB)\n"
 	    "  --once         print one screen as text and exit (also\n"
 	    "                 what happens when not on a terminal)\n"
 	    "  --view V       --once: jobs, ranks, layers (default),\n"
@@ -94,8 +97,9 @@ top_parse(int argc, char **argv, top_opts *o)
 	int c;
 
 	memset(o, 0, sizeof(*o));
-	o->control = TOP_DEFAULT_CONTROL;
-	o->publish = TOP_DEFAULT_PUBLISH;
+	o->control = tool_client_env("BELLOWS_CONTROL", TOP_DEFAULT_CONTROL);
+	o->publish = tool_client_env("BELLOWS_PUBLISH", TOP_DEFAULT_PUBLISH);
+	o->job = tool_client_env("BELLOWS_JOB", NULL);
 	o->db = TOP_DEFAULT_DB;
 	o->run = DASH_NONE;
 	o->view = DASH_VIEW_LAYERS;

@@ -4,7 +4,8 @@
 #   scripts/setup.sh build   compiler, meson, the libraries, clang-format, tmux
 #   scripts/setup.sh full    build + PyTorch, Fashion-MNIST, python3-yaml,
 #                            python3-zmq, chromium (renders the HTML report
-#                            in its test)
+#                            in its test), prometheus (promtool and the
+#                            server the metrics tests scrape with)
 #
 # This file holds the one list of packages; scripts/test.sh and
 # scripts/demo.sh call it with `full`. Only the missing packages are
@@ -41,6 +42,7 @@ FULL_PACKAGES=(
 	python3-yaml
 	python3-zmq
 	chromium
+	prometheus
 )
 
 usage()

@@ -29,6 +29,14 @@ struct tool_client {
 	com_limits limits; /* what a reply may be */
 };
 
+const char *
+tool_client_env(const char *var, const char *fallback)
+{
+	const char *v = getenv(var);
+
+	return v != NULL && v[0] != '\0' ? v : fallback;
+}
+
 /* A key file: the option's value, else the environment's `var`. */
 static const char *
 client_key_path(const char *opt, const char *var)

@@ -33,6 +33,11 @@ typedef struct tool_keys {
 	const char *client_path; /* where client came from, borrowed */
 } tool_keys;
 
+/* The environment's `var` (BELLOWS_CONTROL, BELLOWS_PUBLISH,
+ * BELLOWS_JOB), or `fallback` when it is unset or empty: a default that
+ * the command line's option overrides. */
+const char *tool_client_env(const char *var, const char *fallback);
+
 /* Finds the keys of command `cmd` ("bellows CMD: ..." messages):
  * server_path and client_path (its --server-key and --client-key, NULL
  * when not given), else the environment's BELLOWS_SERVER_KEY and

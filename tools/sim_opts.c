@@ -7,6 +7,7 @@
 #include "sim_opts.h"
 
 #include "args.h"
+#include "client.h"
 #include "clock.h"
 
 #include <bellows/error.h>
@@ -434,6 +435,9 @@ tool_sim_opts_usage(FILE *f)
 	    "                   [--run-id ID] [--start-window N [--resume]]\n"
 	    "                   [--server-key FILE --client-key FILE]\n"
 	    "\n"
+	    "  --control, --publish and --job default to $BELLOWS_CONTROL,\n"
+	    "  $BELLOWS_PUBLISH and $BELLOWS_JOB when set.\n"
+	    "\n"
 	    "  Runs N ranks (processes with a real agent each) of a simulated\n"
 	    "  data-parallel job for W windows of S steps against bellowsd,\n"
 	    "  then checks that every rank applied the same decision at\n"
@@ -461,6 +465,9 @@ tool_sim_opts_parse(int argc, char **argv, sim_opts *o)
 	int next, rc;
 
 	*o = sim_defaults;
+	o->control = tool_client_env("BELLOWS_CONTROL", NULL);
+	o->publish = tool_client_env("BELLOWS_PUBLISH", NULL);
+	o->sh.job = tool_client_env("BELLOWS_JOB", NULL);
 	if ((rc = tool_args_parse(&sim_cmd, argc, argv, o, &next)) >= 0)
 		return rc;
 	if (o->control == NULL)

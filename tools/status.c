@@ -35,8 +35,10 @@ tool_status_usage(FILE *f)
 	    "                      [--format table|json] [--timeout-ms N]\n"
 	    "                      [--server-key FILE --client-key FILE]\n"
 	    "\n"
-	    "  --control EP        bellowsd's control endpoint (default %s)\n"
-	    "  --job NAME          only this job\n"
+	    "  --control EP        bellowsd's control endpoint (default\n"
+	    "                      $BELLOWS_CONTROL, else %s)\n"
+	    "  --job NAME          only this job (default $BELLOWS_JOB, else\n"
+	    "                      every job)\n"
 	    "  --format F          table (default) or json\n"
 	    "  --timeout-ms N      wait this long for the answer (default "
 	    "%d)\n"
@@ -281,8 +283,12 @@ status_parse(int argc, char **argv, status_opts *o)
 	};
 	int c;
 
-	*o = (status_opts){ .control = STATUS_DEFAULT_CONTROL,
-		.timeout_ms = STATUS_DEFAULT_TIMEOUT_MS };
+	*o = (status_opts){
+		.control = tool_client_env("BELLOWS_CONTROL",
+		    STATUS_DEFAULT_CONTROL),
+		.job = tool_client_env("BELLOWS_JOB", NULL),
+		.timeout_ms = STATUS_DEFAULT_TIMEOUT_MS,
+	};
 	while ((c = getopt_long(argc, argv, "c:j:f:t:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':

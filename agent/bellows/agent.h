@@ -254,10 +254,15 @@ BELLOWS_EXPORT const bellows_stat_field *bellows_stats_schema(void);
  * sizeof(bellows_step_info). Static and constant; never fails. */
 BELLOWS_EXPORT const bellows_stat_field *bellows_step_info_schema(void);
 
-/* Fills *cfg with defaults: control tcp://127.0.0.1:5555, publish
- * tcp://127.0.0.1:5556, window_steps 0, decision_timeout_ms 5000,
- * heartbeat_ms 1000, queue_capacity 64, momentum_beta 0.9, no logger,
- * log_level BELLOWS_LOG_WARN. job, layers, rank and world must be set. */
+/* Fills *cfg with defaults: control $BELLOWS_CONTROL, else
+ * tcp://127.0.0.1:5555; publish $BELLOWS_PUBLISH, else
+ * tcp://127.0.0.1:5556; job $BELLOWS_JOB, else NULL; window_steps 0,
+ * decision_timeout_ms 5000, heartbeat_ms 1000, queue_capacity 64,
+ * momentum_beta 0.9, no logger, log_level BELLOWS_LOG_WARN (unset or
+ * empty variables count as absent). A field set after this call wins
+ * over the environment; the strings from it are the environment's, valid
+ * until it changes. layers, rank and world must be set, and job unless
+ * $BELLOWS_JOB gave it. */
 BELLOWS_EXPORT void bellows_agent_config_init(bellows_agent_config *cfg);
 
 /* Opens an agent: validates *cfg (BELLOWS_EINVAL with the reason logged on

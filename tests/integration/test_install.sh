@@ -26,6 +26,23 @@ for h in agent.h codec.h error.h export.h policy.h; do
 	    fail "bellows/$h not installed"
 done
 ok "libbellows, its headers and bellows.pc installed"
+for m in man8/bellowsd.8 man1/bellows.1 man5/bellows-policy.5; do
+	[ -f "$(find "$DEST" -path "*/share/man/$m" | head -n 1)" ] ||
+	    fail "man page $m not installed"
+done
+ok "bellowsd(8), bellows(1) and bellows-policy(5) installed"
+for e in policies/demo.yaml policies/accordion_topk.yaml \
+    policies/threshold_example/threshold.c c/trainer.c \
+    pytorch/fashion_mnist.py; do
+	[ -f "$(find "$DEST" -path "*/share/bellows/examples/$e" | head -n 1)" ] ||
+	    fail "example $e not installed under share/bellows/examples"
+done
+[ -z "$(find "$DEST" -path "*/share/bellows/examples/*" -name meson.build)" ] ||
+    fail "meson.build files installed with the examples"
+ok "examples installed under share/bellows/examples"
+[ -n "$(find "$DEST" -name bellowsd.service | head -n 1)" ] ||
+    fail "bellowsd.service not installed"
+ok "bellowsd.service installed at $(find "$DEST" -name bellowsd.service | head -n 1 | sed "s|$DEST||")"
 # Build the example trainer against the staged tree only.
 prefix=$(sed -n 's/^prefix=//p' "$pc")
 flags=$(PKG_CONFIG_SYSROOT_DIR="$DEST" PKG_CONFIG_PATH="$(dirname "$pc")" \

@@ -311,7 +311,7 @@ class Agent:
     collected or at interpreter exit is closed then.
     """
 
-    def __init__(self, job: str, rank: int, world: int, layers,
+    def __init__(self, job: str | None, rank: int, world: int, layers,
                  *, control: str | None = None, publish: str | None = None,
                  window_steps: int = 0, start_step: int = 0,
                  start_window: int = 0,
@@ -338,7 +338,11 @@ class Agent:
         $BELLOWS_SERVER_KEY and $BELLOWS_CLIENT_KEY. Both or neither: one
         alone, or a file that is not a certificate, is EINVAL naming it
         (docs/agent.md, "Client keys").
-        Options left None keep the library's defaults (docs/agent.md).
+        Options left None keep the library's defaults (docs/agent.md):
+        ``control`` and ``publish`` come from $BELLOWS_CONTROL and
+        $BELLOWS_PUBLISH when set, and a ``job`` of None from $BELLOWS_JOB
+        (an argument wins over the environment, the environment over the
+        default; ValueError when neither names the job).
         Raises BellowsError (EINVAL with the library's reason for a bad
         configuration; ENOTSUP for device layers without CUDA support).
         """
@@ -374,6 +378,10 @@ class Agent:
             cfg.control = cstr(control)
         if publish is not None:
             cfg.publish = cstr(publish)
+        if job is None:
+            job = os.environ.get("BELLOWS_JOB") or None
+            if job is None:
+                raise ValueError("no job name: pass job or set BELLOWS_JOB")
         cfg.job = cstr(job)
         cfg.rank = rank
         cfg.world = world

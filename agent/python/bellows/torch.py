@@ -615,7 +615,7 @@ def _group_rank0(process_group) -> int:
     return dist.get_global_rank(process_group, 0)
 
 
-def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
+def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 0,
            quant_threshold: float = 0.5, per_layer: bool = True,
            align: bool = True, time_every: int = 16,
            control: str | None = None, publish: str | None = None,
@@ -625,7 +625,9 @@ def attach(model, job: str, *, compressor="powersgd", seed: int = 0,
     """Attaches a DistributedDataParallel model to a new bellows agent.
 
     ``model`` is the DDP-wrapped model, after init_process_group, with no
-    communication hook yet. ``compressor`` is "powersgd" (level = rank),
+    communication hook yet. ``job`` None takes $BELLOWS_JOB, and
+    ``control``/``publish`` None $BELLOWS_CONTROL/$BELLOWS_PUBLISH when set
+    (see Agent). ``compressor`` is "powersgd" (level = rank),
     "topk" (level = keep fraction), "1bit" or "2bit" (any level > 0
     quantises, with the value threshold ``quant_threshold``, MXNet's 0.5
     by default) or an object with the PowerSGD/TopK interface; ``seed``

@@ -1,0 +1,447 @@
+/* metrics - the Prometheus text format of bellowsd's state, see metrics.h.
+ *
+ * The text is built in one growing buffer; an allocation failure is
+ * remembered and reported once at the end, so the writers below need not
+ * check each line. Names and the meaning of every family are documented
+ * in docs/metrics.md, which must change with them.
+ */
+#include "metrics.h"
+
+#include <bellows/error.h>
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct metrics_buf {
+	char *text;  /* NUL-terminated, NULL after a failure */
+	size_t len;  /* bytes used, without the NUL */
+	size_t cap;  /* bytes allocated */
+	bool failed; /* an allocation failed: the text is lost */
+} metrics_buf;
+
+static void
+metrics_reserve(metrics_buf *b, size_t more)
+{
+	size_t cap = b->cap ? b->cap : 4096;
+	char *grown;
+
+	if (b->failed || b->len + more + 1 <= b->cap)
+		return;
+	while (cap < b->len + more + 1)
+		cap *= 2;
+	grown = realloc(b->text, cap);
+	if (grown == NULL) {
+		b->failed = true;
+		return;
+	}
+	b->text = grown;
+	b->cap = cap;
+}
+
+static void metrics_printf(metrics_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+metrics_printf(metrics_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		b->failed = true;
+		return;
+	}
+	metrics_reserve(b, (size_t)n);
+	if (b->failed)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(b->text + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+}
+
+/* A label value: backslash, double quote and line feed escaped, as the
+ * exposition format requires (anything else is taken as it is). */
+static void
+metrics_label(metrics_buf *b, const char *v)
+{
+	for (; *v != '\0'; v++) {
+		metrics_reserve(b, 2);
+		if (b->failed)
+			return;
+		if (*v == '\\' || *v == '"') {
+			b->text[b->len++] = '\\';
+			b->text[b->len++] = *v;
+		} else if (*v == '\n') {
+			b->text[b->len++] = '\\';
+			b->text[b->len++] = 'n';
+		} else {
+			b->text[b->len++] = *v;
+		}
+	}
+	if (!b->failed)
+		b->text[b->len] = '\0';
+}
+
+static void
+metrics_family(metrics_buf *b, const char *name, const char *type,
+    const char *help)
+{
+	metrics_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+	    type);
+}
+
+/* A sample value: Prometheus spells the special ones NaN, +Inf, -Inf. */
+static void
+metrics_value(metrics_buf *b, double v)
+{
+	if (isnan(v))
+		metrics_printf(b, " NaN\n");
+	else if (isinf(v))
+		metrics_printf(b, " %sInf\n", v > 0 ? "+" : "-");
+	else
+		metrics_printf(b, " %.17g\n", v);
+}
+
+static void
+metrics_u64(metrics_buf *b, const char *name, const char *type,
+    const char *help, uint64_t v)
+{
+	metrics_family(b, name, type, help);
+	metrics_printf(b, "%s %" PRIu64 "\n", name, v);
+}
+
+static void
+metrics_daemon(metrics_buf *b, const ctl_metrics_snapshot *s)
+{
+	const ctl_jobs_counters *c = &s->jobs;
+
+	metrics_family(b, "bellows_up", "gauge",
+	    "1 while bellowsd serves (always 1 when scraped).");
+	metrics_printf(b, "bellows_up 1\n");
+	metrics_family(b, "bellows_uptime_seconds", "gauge",
+	    "Seconds since bellowsd started.");
+	metrics_printf(b, "bellows_uptime_seconds");
+	metrics_value(b, (double)s->uptime_ms / 1000.0);
+	metrics_u64(b, "bellows_messages_total", "counter",
+	    "Messages received on the control socket.", s->messages);
+	metrics_u64(b, "bellows_reports_total", "counter",
+	    "Reports folded into windows.", c->reports);
+	metrics_u64(b, "bellows_reports_duplicate_total", "counter",
+	    "Reports of a window already taken, ignored.", c->duplicates);
+	metrics_u64(b, "bellows_layer_stats_total", "counter",
+	    "Layer statistics folded into windows.", c->layer_stats);
+	metrics_u64(b, "bellows_windows_total", "counter", "Windows closed.",
+	    c->windows);
+	metrics_u64(b, "bellows_windows_incomplete_total", "counter",
+	    "Windows closed by timeout with ranks missing.", c->incomplete);
+	metrics_u64(b, "bellows_decisions_total", "counter",
+	    "Decisions published.", c->decisions);
+	metrics_u64(b, "bellows_repairs_total", "counter",
+	    "Decisions re-issued after a rank diverged.", c->repairs);
+	metrics_u64(b, "bellows_policy_errors_total", "counter",
+	    "Policy calls that failed.", c->policy_errors);
+	metrics_u64(b, "bellows_dropped_messages_total", "counter",
+	    "Control messages dropped (malformed, oversized, refused).",
+	    s->dropped);
+	metrics_u64(b, "bellows_publish_dropped_total", "counter",
+	    "Publications that could not be sent.", s->pub_dropped);
+	metrics_u64(b, "bellows_reloads_total", "counter",
+	    "Configuration reloads that took effect.", s->reloads);
+	metrics_u64(b, "bellows_reloads_refused_total", "counter",
+	    "Configuration reloads refused (the old file stayed).",
+	    s->reloads_refused);
+	metrics_u64(b, "bellows_rank_joins_total", "counter",
+	    "Ranks that joined or rejoined a job.", c->ranks_joined);
+	metrics_u64(b, "bellows_rank_losses_total", "counter",
+	    "Ranks declared lost (silent past rank_timeout_ms).",
+	    c->ranks_lost);
+	metrics_u64(b, "bellows_jobs", "gauge", "Jobs held.", s->n_jobs);
+}
+
+static void
+metrics_latency(metrics_buf *b, const ctl_jobs_latency_hist *h)
+{
+	metrics_family(b, "bellows_decision_latency_seconds", "histogram",
+	    "From a window's close to the publication of the decision "
+	    "answering it (policies and the history's commit included).");
+	for (uint32_t i = 0; i < CTL_JOBS_LATENCY_BUCKETS; i++)
+		metrics_printf(b,
+		    "bellows_decision_latency_seconds_bucket{le=\"%g\"} "
+		    "%" PRIu64 "\n",
+		    ctl_jobs_latency_bounds_ms[i] / 1000.0, h->le[i]);
+	metrics_printf(b,
+	    "bellows_decision_latency_seconds_bucket{le=\"+Inf\"} %" PRIu64
+	    "\n",
+	    h->count);
+	metrics_printf(b, "bellows_decision_latency_seconds_sum");
+	metrics_value(b, h->sum_ms / 1000.0);
+	metrics_printf(b,
+	    "bellows_decision_latency_seconds_count %" PRIu64 "\n", h->count);
+}
+
+static void
+metrics_store(metrics_buf *b, const ctl_metrics_snapshot *s)
+{
+	metrics_u64(b, "bellows_store_enabled", "gauge",
+	    "1 when a history database is kept, 0 with --no-db.", s->store);
+	metrics_u64(b, "bellows_store_degraded", "gauge",
+	    "1 while the history store fails or falls behind.",
+	    s->store_degraded);
+	metrics_u64(b, "bellows_store_pending_rows", "gauge",
+	    "Rows recorded but not yet committed (the store's lag).",
+	    s->store_pending);
+	metrics_u64(b, "bellows_store_dropped_rows_total", "counter",
+	    "Rows the store dropped (window statistics past its queue).",
+	    s->store_dropped);
+}
+
+/* One gauge per job: `get` picks its value. */
+static void
+metrics_per_job(metrics_buf *b, const ctl_metrics_snapshot *s, const char *name,
+    const char *type, const char *help,
+    double (*get)(const ctl_jobs_job_view *))
+{
+	metrics_family(b, name, type, help);
+	for (uint32_t i = 0; i < s->n_jobs; i++) {
+		metrics_printf(b, "%s{bellows_job=\"", name);
+		metrics_label(b, s->job[i].name);
+		metrics_printf(b, "\"}");
+		metrics_value(b, get(&s->job[i]));
+	}
+}
+
+static double
+job_world(const ctl_jobs_job_view *j)
+{
+	return j->world;
+}
+
+static double
+job_alive(const ctl_jobs_job_view *j)
+{
+	return j->alive;
+}
+
+static double
+job_step(const ctl_jobs_job_view *j)
+{
+	return (double)j->step;
+}
+
+static double
+job_windows(const ctl_jobs_job_view *j)
+{
+	return (double)j->windows;
+}
+
+static double
+job_sent(const ctl_jobs_job_view *j)
+{
+	return 4.0 * (double)j->floats_sent;
+}
+
+static double
+job_raw(const ctl_jobs_job_view *j)
+{
+	return 4.0 * (double)j->floats_raw;
+}
+
+static double
+job_saved(const ctl_jobs_job_view *j)
+{
+	return j->floats_raw > j->floats_sent
+	    ? 4.0 * (double)(j->floats_raw - j->floats_sent)
+	    : 0;
+}
+
+/* One gauge per (job, layer), at most s->layer_series of them; returns
+ * the layers left out. `values` picks a job's array, NULL: none. */
+static uint64_t
+metrics_per_layer(metrics_buf *b, const ctl_metrics_snapshot *s,
+    const char *name, const char *help,
+    const double *(*values)(const ctl_jobs_job_view *))
+{
+	uint64_t shown = 0, omitted = 0;
+
+	metrics_family(b, name, "gauge", help);
+	for (uint32_t i = 0; i < s->n_jobs; i++) {
+		const ctl_jobs_job_view *j = &s->job[i];
+		const double *v = values(j);
+
+		for (uint32_t l = 0; l < j->n_layers; l++) {
+			if (shown >= s->layer_series) {
+				omitted++;
+				continue;
+			}
+			shown++;
+			if (v == NULL)
+				continue;
+			metrics_printf(b, "%s{bellows_job=\"", name);
+			metrics_label(b, j->name);
+			metrics_printf(b, "\",layer=\"");
+			metrics_label(b, j->layers[l].name);
+			metrics_printf(b, "\"}");
+			metrics_value(b, v[l]);
+		}
+	}
+	return omitted;
+}
+
+static const double *
+layer_level(const ctl_jobs_job_view *j)
+{
+	return j->level;
+}
+
+static const double *
+layer_norm(const ctl_jobs_job_view *j)
+{
+	return j->grad_norm;
+}
+
+int
+ctl_metrics_format(const ctl_metrics_snapshot *s, char **ret_text,
+    size_t *ret_len)
+{
+	metrics_buf b = { 0 };
+	uint64_t omitted;
+
+	metrics_daemon(&b, s);
+	metrics_latency(&b, &s->latency);
+	metrics_store(&b, s);
+	metrics_per_job(&b, s, "bellows_job_world", "gauge",
+	    "Ranks in the job.", job_world);
+	metrics_per_job(&b, s, "bellows_job_ranks_alive", "gauge",
+	    "Ranks of the job heard within rank_timeout_ms.", job_alive);
+	metrics_per_job(&b, s, "bellows_job_step", "gauge",
+	    "Highest training step a rank of the job reported.", job_step);
+	metrics_per_job(&b, s, "bellows_job_windows_total", "counter",
+	    "Windows of the job closed by this bellowsd.", job_windows);
+	metrics_per_job(&b, s, "bellows_job_sent_bytes_total", "counter",
+	    "Gradient bytes the job's ranks sent (4 per float), summed over "
+	    "ranks.",
+	    job_sent);
+	metrics_per_job(&b, s, "bellows_job_raw_bytes_total", "counter",
+	    "Gradient bytes the same steps would send uncompressed.", job_raw);
+	metrics_per_job(&b, s, "bellows_job_saved_bytes_total", "counter",
+	    "Raw minus sent bytes: what compression saved on the wire.",
+	    job_saved);
+	omitted = metrics_per_layer(&b, s, "bellows_layer_level",
+	    "Compression level in force for the layer (0: raw).", layer_level);
+	metrics_per_layer(&b, s, "bellows_layer_grad_norm",
+	    "L2 norm of the layer's window-summed gradient in the last "
+	    "window closed.",
+	    layer_norm);
+	metrics_u64(&b, "bellows_metrics_layers_omitted", "gauge",
+	    "(job, layer) pairs left out of the per-layer families (past "
+	    "the cap).",
+	    omitted);
+	if (b.failed || b.text == NULL) {
+		free(b.text);
+		return BELLOWS_ENOMEM;
+	}
+	*ret_text = b.text;
+	*ret_len = b.len;
+	return 0;
+}
+
+int
+ctl_metrics_parse_listen(const char *text, struct sockaddr_storage *ret_addr,
+    socklen_t *ret_len, char *errbuf, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	char host[64];
+	const char *colon, *port_text;
+	socklen_t len;
+	unsigned long port;
+	char *end;
+
+	memset(&ss, 0, sizeof(ss));
+	if (text == NULL || text[0] == '\0')
+		goto bad;
+	if (text[0] == '[') {
+		const char *close = strchr(text, ']');
+
+		if (close == NULL || close[1] != ':' ||
+		    (size_t)(close - text - 1) >= sizeof(host))
+			goto bad;
+		snprintf(host, sizeof(host), "%.*s", (int)(close - text - 1),
+		    text + 1);
+		port_text = close + 2;
+	} else if ((colon = strrchr(text, ':')) != NULL) {
+		if ((size_t)(colon - text) >= sizeof(host) ||
+		    memchr(text, ':', (size_t)(colon - text)) != NULL)
+			goto bad;
+		snprintf(host, sizeof(host), "%.*s", (int)(colon - text), text);
+		port_text = colon + 1;
+	} else {
+		host[0] = '\0';
+		port_text = text;
+	}
+	if (port_text[0] < '0' || port_text[0] > '9')
+		goto bad;
+	port = strtoul(port_text, &end, 10);
+	if (*end != '\0' || port < 1 || port > 65535) {
+		snprintf(errbuf, errlen,
+		    "metrics listen address '%s': the port must be 1 to 65535",
+		    text);
+		return BELLOWS_EINVAL;
+	}
+	if (host[0] == '\0' || strcmp(host, "localhost") == 0)
+		snprintf(host, sizeof(host), "127.0.0.1");
+	if (text[0] == '[') {
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+
+		if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1)
+			goto bad;
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)port);
+		len = sizeof(*a6);
+	} else {
+		struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+
+		if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+			goto bad;
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons((uint16_t)port);
+		len = sizeof(*a4);
+	}
+	*ret_addr = ss;
+	*ret_len = len;
+	return 0;
+bad:
+	snprintf(errbuf, errlen,
+	    "metrics listen address '%s' is not ADDR:PORT (an IPv4 "
+	    "address, localhost or [IPv6], then a port, e.g. "
+	    "127.0.0.1:9464)",
+	    text != NULL ? text : "");
+	return BELLOWS_EINVAL;
+}
+
+bool
+ctl_metrics_listen_local(const char *text)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char err[16];
+
+	if (ctl_metrics_parse_listen(text, &ss, &len, err, sizeof(err)) != 0)
+		return false;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a4 = (const struct sockaddr_in *)&ss;
+
+		return (ntohl(a4->sin_addr.s_addr) >> 24) == 127;
+	}
+	return IN6_IS_ADDR_LOOPBACK(
+	    &((const struct sockaddr_in6 *)&ss)->sin6_addr);
+}

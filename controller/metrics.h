@@ -1,0 +1,67 @@
+/* metrics - bellowsd's state in the Prometheus text exposition format
+ * (version 0.0.4), and the address /metrics is served on.
+ *
+ * The loop fills a ctl_metrics_snapshot from the job table, the server,
+ * the store and the reloads, and formats it here into one text: every
+ * family with its HELP and TYPE lines, label values escaped (backslash,
+ * double quote, line feed). The text is handed to the HTTP actor
+ * (metrics_http.h), which serves it as it was last published; nothing
+ * here touches a socket or keeps state between calls.
+ *
+ * Cardinality is bounded: at most max_jobs jobs (the configuration's
+ * limit) and, over all of them, CTL_METRICS_LAYER_SERIES (job, layer)
+ * pairs; the layers past that are left out and counted in
+ * bellows_metrics_layers_omitted (docs/metrics.md).
+ */
+#ifndef CTL_METRICS_H
+#define CTL_METRICS_H
+
+#include "jobs.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define CTL_METRICS_LAYER_SERIES 4096 /* (job, layer) pairs exported */
+#define CTL_METRICS_PERIOD_MS    1000 /* the loop publishes this often */
+
+/* What one publication says; everything borrowed for the call. */
+typedef struct ctl_metrics_snapshot {
+	uint64_t uptime_ms;            /* since bellowsd started */
+	ctl_jobs_counters jobs;        /* the job table's totals */
+	ctl_jobs_latency_hist latency; /* decision latency */
+	uint64_t messages;             /* control messages received */
+	uint64_t dropped;              /* control messages dropped */
+	uint64_t pub_dropped;          /* publications that failed */
+	uint64_t reloads;              /* reloads that took effect */
+	uint64_t reloads_refused;      /* reloads refused */
+	bool store;                    /* a history is kept */
+	bool store_degraded;           /* failing or slow */
+	uint64_t store_pending;        /* rows not yet committed */
+	uint64_t store_dropped;        /* rows the store had to drop */
+	uint32_t n_jobs;               /* entries in job */
+	const ctl_jobs_job_view *job;  /* each job held */
+	uint32_t layer_series;         /* most (job, layer) pairs, normally
+					* CTL_METRICS_LAYER_SERIES */
+} ctl_metrics_snapshot;
+
+/* Formats `s` into a fresh NUL-terminated text (the caller's, free())
+ * of *ret_len bytes. Returns 0 or BELLOWS_ENOMEM (*ret_text untouched).
+ * Pure: any thread. */
+int ctl_metrics_format(const ctl_metrics_snapshot *s, char **ret_text,
+    size_t *ret_len);
+
+/* Parses a listen address: "HOST:PORT" with HOST an IPv4 address,
+ * "localhost" or "[IPv6]", or ":PORT" / "PORT" alone for 127.0.0.1; PORT
+ * 1 to 65535. Fills *ret_addr and *ret_len. Returns 0, or
+ * BELLOWS_EINVAL with the reason in errbuf. */
+int ctl_metrics_parse_listen(const char *text,
+    struct sockaddr_storage *ret_addr, socklen_t *ret_len, char *errbuf,
+    size_t errlen);
+
+/* True when the address parsed from `text` is a loopback one (127/8 or
+ * ::1); false for any other, or an invalid text. */
+bool ctl_metrics_listen_local(const char *text);
+
+#endif /* CTL_METRICS_H */
