@@ -37,7 +37,7 @@
 # where it chose not to compress, why, in its own measurements.
 #
 # Environment: BELLOWS_BUILD_DIR (default build), as in scripts/test.sh;
-# BELLOWS_DEMO_NO_SETUP, BELLOWS_DEMO_EPOCHS, BELLOWS_DEMO_TRAIN_LIMIT,
+# BELLOWS_DEMO_OUT, BELLOWS_DEMO_NO_SETUP, BELLOWS_DEMO_EPOCHS, BELLOWS_DEMO_TRAIN_LIMIT,
 # BELLOWS_DEMO_SIM_WINDOWS and BELLOWS_DEMO_CHECK_ARGS for the tests
 # (below).
 set -euo pipefail
@@ -123,6 +123,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 builddir=${BELLOWS_BUILD_DIR:-build}
+# BELLOWS_DEMO_OUT: where the log and history go (default the build dir).
+out_dir=${BELLOWS_DEMO_OUT:-$builddir}
 # BELLOWS_DEMO_NO_SETUP=1 (the tests): use the build as it is.
 if [ -z "${BELLOWS_DEMO_NO_SETUP:-}" ]; then
 	bash scripts/setup.sh full
@@ -178,12 +180,12 @@ if [ "$mode" = sim ] && [ -n "$with_given" ]; then
 	# The simulated layers are 2-D and its runs short: COMET's example
 	# file, with 2-D layers and 40-step updates.
 	if [ "$with" = comet ]; then
-		mkdir -p "$builddir"
+		mkdir -p "$out_dir"
 		sed -e 's/min_ndim: 4 .*/min_ndim: 2/' \
 		    -e 's/min_interval_steps: 125 .*/min_interval_steps: 10/' \
 		    -e 's/  interval_steps: 1000 .*/  interval_steps: 40/' \
-		    "$policy" >"$builddir/demo-comet-sim.yaml"
-		policy=$builddir/demo-comet-sim.yaml
+		    "$policy" >"$out_dir/demo-comet-sim.yaml"
+		policy=$out_dir/demo-comet-sim.yaml
 	fi
 fi
 # --link RATE: everything that talks over loopback (bellowsd, the job,
@@ -225,8 +227,9 @@ if [ -n "$link" ]; then
 	fi
 fi
 
-daemon_log=$builddir/demo-bellowsd.log
-history_db=$builddir/demo-history.db
+daemon_log=$out_dir/demo-bellowsd.log
+history_db=$out_dir/demo-history.db
+mkdir -p "$out_dir"
 rm -f "$history_db" "$history_db-wal" "$history_db-shm"
 
 # Whether `bellows help` lists COMMAND (history and top are newer than the
@@ -353,7 +356,7 @@ live_top=0
 if has_command top && [ -t 0 ] && [ -t 1 ] && [ -z "${BELLOWS_DEMO_NO_TOP:-}" ]; then
 	live_top=1
 fi
-job_log=$builddir/demo-job.log
+job_log=$out_dir/demo-job.log
 
 # In the background so that a signal to this script is handled at once
 # (bash runs traps only between foreground commands).
