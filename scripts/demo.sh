@@ -175,6 +175,7 @@ if [ "$mode" = sim ] && [ -n "$with_given" ]; then
 	if [ -n "$link" ]; then
 		gbps=$(awk -v b="$(link_bps "$link")" 'BEGIN { printf "%g", b / 1e9 }')
 	fi
+	# shellcheck disable=SC2054 # the commas are the options' own
 	sim_args=(--comm-model "0.01,$gbps,32,0.13" --buckets 2
 		--backward-ms 5 --act 1e-3,0.5,8 --mem 16000,2000)
 	# The simulated layers are 2-D and its runs short: COMET's example
