@@ -49,6 +49,10 @@ refused "unknown command 'stauts'; did you mean 'status'?" "$BELLOWS" stauts
 refused "unknown command 'tpo'; did you mean 'top'?" "$BELLOWS" help tpo
 refused "unknown command 'frobnicate'" "$BELLOWS" frobnicate
 grep -q "did you mean" "$TMP/err.txt" && fail "a guess for 'frobnicate'"
+refused "unknown subcommand 'chek'; did you mean 'check'?" \
+    "$BELLOWS" policy chek x.yaml
+refused "unknown action 'tabel'; did you mean 'table'?" \
+    "$BELLOWS" codec tabel
 refused "unknown history 'decison'; did you mean 'decisions'?" \
     "$BELLOWS" history decison --db "$TMP/none.db"
 refused "unknown history 'metric'; did you mean 'metrics'?" \
