@@ -301,8 +301,10 @@ def main(argv: list[str]) -> int:
                 rrun = args.raw_run or latest_run(rdb)
                 rt = totals(rdb, rrun) if rrun else None
                 if rt and rt["step_ms"]:
+                    r = rt["step_ms"] / t["step_ms"]
                     line += (f" against {ms(rt['step_ms'])} raw "
-                             f"({rt['step_ms'] / t['step_ms']:.2f}x)")
+                             + (f"({r:.2f}x faster)" if r >= 1
+                                else f"({1 / r:.2f}x slower)"))
             else:
                 line += "; no raw run was made to compare with"
             p(line)

@@ -78,6 +78,7 @@ has "$f" "scripts/demo.sh --link 100mbit" default
 grep -q "^\\\$ .*/tools/bellows history runs --db .*/demo-history.db$" "$f" ||
     fail "the history commands printed lack --db"
 n=$(pasted "$f")
+cp "$TMP/out/demo-history.db" "$TMP/first.db"
 ok "demo --sim: decisions, sent of raw, step time; $n pasted commands work"
 
 # SlimGC: the threshold and, per tensor, why it is sent raw.
@@ -90,6 +91,12 @@ has "$f" "^  size threshold: all raw \(every tensor sent uncompressed\): no tens
 has "$f" "^    layer6.weight \(20.5 kB\): raw send [0-9.]+ ms, compressed send [0-9.]+ ms \+ encode\+decode [0-9.]+ ms = [0-9.]+ ms: compressing is slower" slimgc
 grep -q "1.8446744073709552e+19" "$f" && fail "slimgc: a raw threshold number"
 n=$(pasted "$f")
+# Step time against another run's, when the summary is given one.
+python3 "$SRC/scripts/demo_summary.py" --db "$TMP/out/demo-history.db" \
+    --raw-db "$TMP/first.db" >"$TMP/vs.out" ||
+    fail "demo_summary.py --raw-db failed"
+grep -Eq "^  step time: [0-9.]+ ms \(median over windows\) against [0-9.]+ ms raw \([0-9.]+x (faster|slower)\)$" \
+    "$TMP/vs.out" || fail "no step time against raw: $(cat "$TMP/vs.out")"
 ok "demo --sim --with slimgc: all raw, with each tensor's send and codec ms; $n pasted commands work"
 
 # perfmodel: the gate and its predicted step times.
