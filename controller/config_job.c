@@ -10,6 +10,7 @@
 #include "config_int.h"
 
 #include "registry.h"
+#include "suggest.h"
 
 #include <bellows/error.h>
 
@@ -375,11 +376,27 @@ config_policy(config_ctx *cx, yaml_node_t *node, ctl_policy_conf *pc)
 	} else {
 		pc->ops = pol_registry_find(ctl_config_scalar(type_node));
 	}
-	if (pc->ops == NULL)
+	if (pc->ops == NULL) {
+		const char *names[64];
+		const char *near;
+		size_t n = 0;
+
+		while (n < sizeof(names) / sizeof(names[0]) &&
+		    pol_registry_at(n) != NULL) {
+			names[n] = pol_registry_at(n)->name;
+			n++;
+		}
+		near = com_suggest(ctl_config_scalar(type_node), names, n);
+		if (near != NULL)
+			return ctl_config_fail(cx, type_node,
+			    "unknown policy type '%s'; did you mean '%s'? (a "
+			    "plug-in's type needs 'plugin: FILE')",
+			    ctl_config_scalar(type_node), near);
 		return ctl_config_fail(cx, type_node,
 		    "unknown policy type '%s' (a plug-in's type needs "
 		    "'plugin: FILE')",
 		    ctl_config_scalar(type_node));
+	}
 	if (pol_registry_check(pc->ops, err, sizeof(err)) != 0)
 		return ctl_config_fail(cx, type_node, "%s", err);
 	if (pc->name == NULL && (pc->name = strdup(pc->ops->name)) == NULL)

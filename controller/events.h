@@ -21,7 +21,8 @@
 /* Kinds recorded by bellowsd. */
 #define CTL_EVENT_RELOAD_OK         "reload_ok"
 #define CTL_EVENT_RELOAD_REFUSED    "reload_refused"
-#define CTL_EVENT_RANK_LOST         "rank_lost"
+#define CTL_EVENT_RANK_LOST         "rank_lost" /* timed out */
+#define CTL_EVENT_RANK_LEFT         "rank_left" /* said Bye */
 #define CTL_EVENT_RANK_JOINED       "rank_joined"
 #define CTL_EVENT_WINDOW_INCOMPLETE "window_incomplete"
 #define CTL_EVENT_POLICY_RESTARTED  "policy_restarted"

@@ -634,9 +634,11 @@ rank_lost(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t now_ms,
     const char *how, ctl_store_rank_kind kind)
 {
 	job_rank *rk = &j->ranks[rank];
+	bool left = kind == CTL_STORE_RANK_LEFT;
 
-	ctl_log(CTL_LOG_WARN, "jobs", "job '%s' rank %u %s at step %" PRIu64,
-	    j->name, rank, how, rk->step);
+	ctl_log(left ? CTL_LOG_INFO : CTL_LOG_WARN, "jobs",
+	    "job '%s' rank %u %s at step %" PRIu64, j->name, rank, how,
+	    rk->step);
 	if (!rk->alive)
 		return;
 	ctl_store_rank_event(jobs->store, j->run_id, rank, kind, rk->step, 0,
@@ -645,7 +647,8 @@ rank_lost(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t now_ms,
 	j->alive--;
 	if (j->alive == 0)
 		j->idle_since_ms = now_ms;
-	ctl_events_add(jobs->events, CTL_EVENT_RANK_LOST, j->name,
+	ctl_events_add(jobs->events,
+	    left ? CTL_EVENT_RANK_LEFT : CTL_EVENT_RANK_LOST, j->name,
 	    "rank %u %s at step %" PRIu64 " (%u/%u alive)", rank, how, rk->step,
 	    j->alive, j->world);
 	job_tell_policies(jobs, j, BELLOWS_EVENT_RANK_LOST, rank);

@@ -8,6 +8,12 @@
 #                           the real job under another policy (its example
 #                           file in examples/policies/, and the trainer's
 #                           matching options)
+#   scripts/demo.sh ... --link RATE
+#                           the same on a slower link: bellowsd, the job
+#                           and the tools in a network namespace whose
+#                           loopback sends at most RATE (100mbit, 1gbit;
+#                           a tc token bucket); root only, else plain
+#                           loopback with a note
 #
 # Installs what is missing (scripts/setup.sh full: PyTorch and the
 # Fashion-MNIST data among it), builds, and starts bellowsd on loopback.
@@ -25,40 +31,117 @@
 # eight-layer model report 30 windows of statistics, and the sim prints
 # each decision bellowsd sends back. bellowsd is stopped with SIGTERM at the
 # end, and on any exit. Its log goes to <build dir>/demo-bellowsd.log, its
-# history to <build dir>/demo-history.db.
+# history to <build dir>/demo-history.db. Every mode ends with a summary
+# in plain words read back from that history (scripts/demo_summary.py):
+# what the policy decided and when, what it saved (sent against raw) and,
+# where it chose not to compress, why, in its own measurements.
 #
-# Environment: BELLOWS_BUILD_DIR (default build), as in scripts/test.sh.
+# Environment: BELLOWS_BUILD_DIR (default build), as in scripts/test.sh;
+# BELLOWS_DEMO_OUT, BELLOWS_DEMO_NO_SETUP, BELLOWS_DEMO_EPOCHS, BELLOWS_DEMO_TRAIN_LIMIT,
+# BELLOWS_DEMO_SIM_WINDOWS and BELLOWS_DEMO_CHECK_ARGS for the tests
+# (below).
 set -euo pipefail
 
 mode=torch
 with=accordion
+with_given=
+link=
 usage()
 {
-	echo "usage: $0 [--sim | --with accordion|comet|slimgc|perfmodel]" >&2
+	echo "usage: $0 [--sim | --with accordion|comet|slimgc|perfmodel]" \
+	    "[--link RATE]" >&2
+	echo "  RATE: a token-bucket rate as tc writes it, e.g. 100mbit," \
+	    "1gbit, 500kbit" >&2
 	exit 2
 }
-case "${1:-}" in
-"") ;;
---sim) mode=sim ;;
---with)
-	case "${2:-}" in
-	accordion | comet | slimgc | perfmodel) with=$2 ;;
-	*) usage ;;
+# RATE in bits per second, or nothing when it is no rate tc takes in
+# the units this script offers (bit, kbit, mbit, gbit).
+link_bps()
+{
+	local v=${1,,}
+	if [[ $v =~ ^([0-9]+(\.[0-9]+)?)(bit|kbit|mbit|gbit)$ ]]; then
+		awk -v n="${BASH_REMATCH[1]}" -v u="${BASH_REMATCH[3]}" 'BEGIN {
+			m = u == "bit" ? 1 : u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : 1e9
+			if (n * m >= 8000) printf "%.0f\n", n * m }'
+	fi
+}
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--sim) mode=sim ;;
+	--with)
+		case "${2:-}" in
+		accordion | comet | slimgc | perfmodel)
+			with=$2
+			with_given=1
+			;;
+		"")
+			echo "demo: --with needs a policy: accordion, comet," \
+			    "slimgc or perfmodel" >&2
+			usage
+			;;
+		*)
+			echo "demo: --with: unknown policy '$2' (accordion," \
+			    "comet, slimgc or perfmodel)" >&2
+			usage
+			;;
+		esac
+		shift
+		;;
+	--with=*) set -- --with "${1#--with=}" "${@:2}"; continue ;;
+	--link)
+		if [ -z "${2:-}" ]; then
+			echo "demo: --link needs a rate, e.g. 100mbit" >&2
+			usage
+		fi
+		if [ -z "$(link_bps "$2")" ]; then
+			echo "demo: --link: '$2' is not a rate (a number with" \
+			    "bit, kbit, mbit or gbit, at least 8kbit; e.g." \
+			    "100mbit, 1gbit)" >&2
+			exit 2
+		fi
+		link=${2,,}
+		shift
+		;;
+	--link=*) set -- --link "${1#--link=}" "${@:2}"; continue ;;
+	-h | --help) usage ;;
+	*)
+		echo "demo: unknown option '$1'" >&2
+		usage
+		;;
 	esac
-	;;
-*) usage ;;
-esac
+	shift
+done
+# BELLOWS_DEMO_CHECK_ARGS=1: stop once the command line is read (tests).
+if [ -n "${BELLOWS_DEMO_CHECK_ARGS:-}" ]; then
+	shown=default
+	[ -z "$with_given" ] || shown=$with
+	echo "demo: mode $mode, policy $shown, link ${link:-loopback}"
+	exit 0
+fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-bash scripts/setup.sh full
-
 builddir=${BELLOWS_BUILD_DIR:-build}
-if [ ! -f "$builddir/meson-private/coredata.dat" ]; then
-	meson setup "$builddir" --buildtype=debugoptimized
+# BELLOWS_DEMO_OUT: where the log and history go (default the build dir).
+out_dir=${BELLOWS_DEMO_OUT:-$builddir}
+# BELLOWS_DEMO_NO_SETUP=1 (the tests): use the build as it is.
+if [ -z "${BELLOWS_DEMO_NO_SETUP:-}" ]; then
+	bash scripts/setup.sh full
+	if [ ! -f "$builddir/meson-private/coredata.dat" ]; then
+		meson setup "$builddir" --buildtype=debugoptimized
+	fi
+	meson compile -C "$builddir"
 fi
-meson compile -C "$builddir"
+# A shorter job (the tests): BELLOWS_DEMO_EPOCHS (default 4) and
+# BELLOWS_DEMO_TRAIN_LIMIT (images per rank, default all) for the PyTorch
+# job, BELLOWS_DEMO_SIM_WINDOWS (default 30) for --sim.
+epochs=${BELLOWS_DEMO_EPOCHS:-4}
+train_limit=()
+if [ -n "${BELLOWS_DEMO_TRAIN_LIMIT:-}" ]; then
+	train_limit=(--train-limit "$BELLOWS_DEMO_TRAIN_LIMIT")
+fi
+sim_windows=${BELLOWS_DEMO_SIM_WINDOWS:-30}
 
 bellowsd=$builddir/controller/bellowsd
 bellows=$builddir/tools/bellows
@@ -66,7 +149,8 @@ bellows=$builddir/tools/bellows
 # convolutions' saved inputs at bellowsd's bounds; SlimGC's threshold
 # chooses which tensors go 2-bit; perfmodel gates PowerSGD.
 trainer_args=()
-if [ "$mode" = sim ]; then
+sim_args=()
+if [ "$mode" = sim ] && [ -z "$with_given" ]; then
 	policy=examples/policies/demo.yaml
 else
 	case "$with" in
@@ -82,8 +166,71 @@ else
 	perfmodel) policy=examples/policies/perfmodel.yaml ;;
 	esac
 fi
-daemon_log=$builddir/demo-bellowsd.log
-history_db=$builddir/demo-history.db
+# --sim --with POLICY: the simulated ranks also report what the policy
+# measures (tools/sim.c): per-tensor and bucket send times of a modelled
+# ring all-reduce at the link's rate (10 Gbit/s, or --link's), codec,
+# backward and activation statistics, memory.
+if [ "$mode" = sim ] && [ -n "$with_given" ]; then
+	gbps=10
+	if [ -n "$link" ]; then
+		gbps=$(awk -v b="$(link_bps "$link")" 'BEGIN { printf "%g", b / 1e9 }')
+	fi
+	# shellcheck disable=SC2054 # the commas are the options' own
+	sim_args=(--comm-model "0.01,$gbps,32,0.13" --buckets 2
+		--backward-ms 5 --act 1e-3,0.5,8 --mem 16000,2000)
+	# The simulated layers are 2-D and its runs short: COMET's example
+	# file, with 2-D layers and 40-step updates.
+	if [ "$with" = comet ]; then
+		mkdir -p "$out_dir"
+		sed -e 's/min_ndim: 4 .*/min_ndim: 2/' \
+		    -e 's/min_interval_steps: 125 .*/min_interval_steps: 10/' \
+		    -e 's/  interval_steps: 1000 .*/  interval_steps: 40/' \
+		    "$policy" >"$out_dir/demo-comet-sim.yaml"
+		policy=$out_dir/demo-comet-sim.yaml
+	fi
+fi
+# --link RATE: everything that talks over loopback (bellowsd, the job,
+# the tools) runs in a network namespace of its own whose loopback sends
+# at most RATE, through a token bucket (as bench/slimgc measures). Root
+# only; otherwise the demo says so and runs on plain loopback.
+ns=
+in_ns=()
+if [ -n "$link" ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "demo: --link $link needs root (a network namespace with a" \
+		    "token-bucket qdisc); running on plain loopback instead"
+		link=
+	elif ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
+		echo "demo: --link $link needs ip and tc (apt-get install" \
+		    "iproute2); running on plain loopback instead"
+		link=
+	else
+		ns=bellows-demo-$$
+		# tbf's bucket must hold a timer tick's worth at the rate.
+		burst=256kb
+		if [ "$(link_bps "$link")" -ge 500000000 ]; then
+			burst=2mb
+		fi
+		if ! ip netns add "$ns" ||
+			! ip netns exec "$ns" ip link set lo up mtu 9000 ||
+			! ip netns exec "$ns" tc qdisc add dev lo root tbf \
+			    rate "$link" burst "$burst" latency 100ms; then
+			ip netns del "$ns" 2>/dev/null || true
+			echo "demo: could not set up a $link network namespace;" \
+			    "running on plain loopback instead"
+			ns=
+			link=
+		else
+			in_ns=(ip netns exec "$ns")
+			echo "demo: the job runs in network namespace $ns, its" \
+			    "loopback limited to $link (tc qdisc tbf)"
+		fi
+	fi
+fi
+
+daemon_log=$out_dir/demo-bellowsd.log
+history_db=$out_dir/demo-history.db
+mkdir -p "$out_dir"
 rm -f "$history_db" "$history_db-wal" "$history_db-shm"
 
 # Whether `bellows help` lists COMMAND (history and top are newer than the
@@ -96,7 +243,7 @@ has_command()
 # Two free loopback ports: 5555/5556 when both are free, else two the
 # kernel picks. SO_REUSEADDR as ZeroMQ sets it, so a port in TIME_WAIT
 # counts as free.
-read -r ctl_port pub_port < <(python3 - <<'EOF'
+read -r ctl_port pub_port < <("${in_ns[@]}" python3 - <<'EOF'
 import socket
 
 def grab(port):
@@ -154,14 +301,17 @@ cleanup()
 		wait "$sim_pid" 2>/dev/null || true
 	fi
 	stop_daemon || true
+	if [ -n "$ns" ]; then
+		ip netns del "$ns" 2>/dev/null || true
+	fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
 echo "demo: starting bellowsd (control $control, publish $publish)"
-"$bellowsd" --control "$control" --publish "$publish" --policy "$policy" \
-	--db "$history_db" >"$daemon_log" 2>&1 &
+"${in_ns[@]}" "$bellowsd" --control "$control" --publish "$publish" \
+	--policy "$policy" --db "$history_db" >"$daemon_log" 2>&1 &
 daemon_pid=$!
 
 # Wait up to 5 s for it to answer: `bellows status` when the tool is
@@ -169,9 +319,10 @@ daemon_pid=$!
 answers()
 {
 	if [ -x "$bellows" ]; then
-		timeout 1 "$bellows" status --control "$control" >/dev/null 2>&1
+		timeout 1 "${in_ns[@]}" "$bellows" status --control "$control" \
+		    >/dev/null 2>&1
 	else
-		python3 -c 'import socket, sys
+		"${in_ns[@]}" python3 -c 'import socket, sys
 socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.5).close()' \
 		    "$ctl_port" 2>/dev/null
 	fi
@@ -206,21 +357,22 @@ live_top=0
 if has_command top && [ -t 0 ] && [ -t 1 ] && [ -z "${BELLOWS_DEMO_NO_TOP:-}" ]; then
 	live_top=1
 fi
-job_log=$builddir/demo-job.log
+job_log=$out_dir/demo-job.log
 
 # In the background so that a signal to this script is handled at once
 # (bash runs traps only between foreground commands).
 run_job()
 {
 	if [ "$mode" = sim ]; then
-		"$bellows" sim --control "$control" --publish "$publish" \
-			--job "$job" --ranks 4 --layers 8 --windows 30 \
-			--steps-per-window 20 --step-ms 10
+		"${in_ns[@]}" "$bellows" sim --control "$control" --publish "$publish" \
+			--job "$job" --ranks 4 --layers 8 --windows "$sim_windows" \
+			--steps-per-window 20 --step-ms 10 "${sim_args[@]}"
 	else
 		# The trainer loads the libbellows of this build.
-		BELLOWS_LIB=$builddir/agent/libbellows.so /usr/bin/python3 \
-			examples/pytorch/fashion_mnist.py --nproc 2 \
-			--job "$job" --epochs 4 --control "$control" \
+		"${in_ns[@]}" env BELLOWS_LIB="$builddir/agent/libbellows.so" \
+			/usr/bin/python3 examples/pytorch/fashion_mnist.py \
+			--nproc 2 --job "$job" --epochs "$epochs" \
+			"${train_limit[@]}" --control "$control" \
 			--publish "$publish" "${trainer_args[@]}"
 	fi
 }
@@ -233,7 +385,7 @@ if [ "$live_top" -eq 1 ]; then
 	echo "demo: the job runs; bellows top shows it (q leaves; it closes" \
 	    "by itself 10 s after the job ends)"
 	sleep 1
-	"$bellows" top "${top_args[@]}" <&3 &
+	"${in_ns[@]}" "$bellows" top "${top_args[@]}" <&3 &
 	top_pid=$!
 	# Close the dashboard 10 s after the job ends, unless q came first.
 	(
@@ -266,13 +418,13 @@ else
 		# windows have closed (or when the job is about to end).
 		for _ in $(seq 600); do
 			kill -0 "$sim_pid" 2>/dev/null || break
-			if "$bellows" status --control "$control" --job "$job" \
+			if "${in_ns[@]}" "$bellows" status --control "$control" --job "$job" \
 				--format json 2>/dev/null | python3 -c '
 import json, sys
 jobs = json.load(sys.stdin).get("jobs", [])
 sys.exit(0 if jobs and jobs[0].get("window", 0) >= 3 else 1)' 2>/dev/null; then
-				echo "\$ bellows top --control $control --job $job --once (while the job runs)"
-				"$bellows" top "${top_args[@]}" --once --size 24x100 ||
+				echo "\$ $bellows top --control $control --publish $publish --db $history_db --job $job --once (while the job runs)"
+				"${in_ns[@]}" "$bellows" top "${top_args[@]}" --once --size 24x100 ||
 					echo "demo: bellows top failed" >&2
 				captured=1
 				break
@@ -303,7 +455,7 @@ fi
 if has_command history; then
 	echo "demo: the history bellowsd recorded ($history_db):"
 	for what in runs layers "decisions --changed"; do
-		echo "\$ bellows history $what"
+		echo "\$ $bellows history $what --db $history_db"
 		# shellcheck disable=SC2086 # "decisions --changed": two words
 		"$bellows" history $what --db "$history_db" ||
 			echo "demo: bellows history $what failed" >&2
@@ -315,8 +467,17 @@ fi
 if has_command top && [ "$live_top" -eq 0 ] && [ "$captured" -eq 0 ]; then
 	# The job ended before a live screen could be taken: the dashboard
 	# over what was recorded instead, as `bellows top --db` shows it.
-	echo "\$ bellows top --db $history_db --once"
+	echo "\$ $bellows top --db $history_db --once"
 	"$bellows" top --db "$history_db" --once --size 24x100 ||
 		echo "demo: bellows top failed" >&2
 fi
+# What the policy decided, saved and why, in plain words, read back from
+# the history (scripts/demo_summary.py).
+summary_args=(--db "$history_db" --bellows "$bellows")
+if [ -n "$link" ]; then
+	summary_args+=(--link "$link")
+fi
+echo
+python3 scripts/demo_summary.py "${summary_args[@]}" ||
+	echo "demo: the summary failed" >&2
 echo "demo: done; bellowsd's log is in $daemon_log"

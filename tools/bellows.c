@@ -19,6 +19,7 @@
 
 #include "bellows_config.h"
 #include "msg.h"
+#include "suggest.h"
 
 #include <bellows/agent.h>
 
@@ -43,7 +44,7 @@ static const bellows_command commands[] = {
 	    "run policies over recorded metrics or a recorded run" },
 	{ "history", tool_history_main, tool_history_usage,
 	    "what happened: runs, layers, windows, decisions, events, "
-	    "timings" },
+	    "timings, stats, metrics, comm, residuals, compare" },
 	{ "report", tool_report_main, tool_report_usage,
 	    "a run's story: decisions, savings, step times; --html plots" },
 	{ "export", tool_export_main, tool_export_usage,
@@ -87,6 +88,25 @@ bellows_find(const char *name)
 	return NULL;
 }
 
+/* Says that `name` is no command, with the nearest one if any. */
+static void
+bellows_unknown(const char *who, const char *name)
+{
+	const char *names[N_COMMANDS + 1];
+	const char *near;
+
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		names[i] = commands[i].name;
+	names[N_COMMANDS] = "help";
+	near = com_suggest(name, names, N_COMMANDS + 1);
+	if (near != NULL)
+		fprintf(stderr,
+		    "%s: unknown command '%s'; did you mean '%s'?\n", who, name,
+		    near);
+	else
+		fprintf(stderr, "%s: unknown command '%s'\n", who, name);
+}
+
 static int
 bellows_help(int argc, char **argv)
 {
@@ -97,8 +117,7 @@ bellows_help(int argc, char **argv)
 		return 0;
 	}
 	if ((c = bellows_find(argv[1])) == NULL) {
-		fprintf(stderr, "bellows help: unknown command '%s'\n",
-		    argv[1]);
+		bellows_unknown("bellows help", argv[1]);
 		return 2;
 	}
 	c->usage(stdout);
@@ -125,7 +144,7 @@ main(int argc, char **argv)
 	    strcmp(argv[1], "-h") == 0)
 		return bellows_help(argc - 1, argv + 1);
 	if ((c = bellows_find(argv[1])) == NULL) {
-		fprintf(stderr, "bellows: unknown command '%s'\n", argv[1]);
+		bellows_unknown("bellows", argv[1]);
 		bellows_usage(stderr);
 		return 2;
 	}

@@ -8,6 +8,7 @@
 #include "codec_cli.h"
 
 #include "args.h"
+#include "suggest.h"
 
 #include <bellows/codec.h>
 #include <bellows/error.h>
@@ -505,6 +506,22 @@ codec_stats(int argc, char **argv)
 	return fflush(stdout) == 0 ? 0 : 1;
 }
 
+/* Says that `action` is none of codec's, with the nearest if any. */
+static void
+codec_unknown(const char *action)
+{
+	static const char *const actions[] = { "table", "encode", "decode",
+		"stats" };
+	const char *near = com_suggest(action, actions, 4);
+
+	if (near != NULL)
+		fprintf(stderr,
+		    "bellows codec: unknown action '%s'; did you mean '%s'?\n",
+		    action, near);
+	else
+		fprintf(stderr, "bellows codec: unknown action '%s'\n", action);
+}
+
 int
 tool_codec_main(int argc, char **argv)
 {
@@ -524,7 +541,7 @@ tool_codec_main(int argc, char **argv)
 		return codec_decode(argc - 1, argv + 1);
 	if (strcmp(argv[1], "stats") == 0)
 		return codec_stats(argc - 1, argv + 1);
-	fprintf(stderr, "bellows codec: unknown action '%s'\n", argv[1]);
+	codec_unknown(argv[1]);
 	tool_codec_usage(stderr);
 	return 2;
 }

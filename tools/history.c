@@ -13,6 +13,7 @@
 
 #include "args.h"
 #include "metrics.h"
+#include "suggest.h"
 
 #include <bellows/error.h>
 
@@ -408,10 +409,92 @@ history_numeric(const tool_hdb_cell *c)
 	return c->type == TOOL_HDB_INT || c->type == TOOL_HDB_REAL;
 }
 
+/* What a column's numbers measure, from its name: tables show them with
+ * their unit (CSV and JSON keep the exact numbers). */
+typedef enum history_unit {
+	UNIT_NONE,      /* a plain number */
+	UNIT_BYTES,     /* a size: 1.17 GB */
+	UNIT_FLOATS,    /* a count of floats: 300.92M */
+	UNIT_MS,        /* milliseconds: 12.3 ms, 1.52 s */
+	UNIT_THRESHOLD, /* a size threshold: "all raw" past every tensor */
+} history_unit;
+
+static history_unit
+history_unit_of(const char *name)
+{
+	static const char *const bytes[] = { "bytes_saved", "bytes_sent",
+		"bytes_raw", "bytes", "act_bytes", "act_raw_bytes",
+		"mem_device", "device", "mem_host", "resid_bytes" };
+	size_t n = strlen(name);
+
+	if (strcmp(name, "threshold") == 0 ||
+	    strcmp(name, "size_threshold") == 0)
+		return UNIT_THRESHOLD;
+	for (size_t i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++) {
+		if (strcmp(name, bytes[i]) == 0)
+			return UNIT_BYTES;
+	}
+	if (strcmp(name, "floats_sent") == 0 || strcmp(name, "floats_raw") == 0)
+		return UNIT_FLOATS;
+	if ((n > 3 && strcmp(name + n - 3, "_ms") == 0) ||
+	    strstr(name, "_ms_") != NULL)
+		return UNIT_MS;
+	return UNIT_NONE;
+}
+
+/* Writes v in `unit` into num, or returns false to print it plain. */
+static bool
+history_human(double v, history_unit unit, char *num, size_t len)
+{
+	static const char *const size_suffix[] = { "B", "kB", "MB", "GB", "TB",
+		"PB" };
+	static const char *const count_suffix[] = { "", "k", "M", "G", "T",
+		"P" };
+	const char *const *suffix = unit == UNIT_FLOATS ? count_suffix
+							: size_suffix;
+	double a = fabs(v);
+	int k = 0;
+
+	switch (unit) {
+	case UNIT_THRESHOLD:
+		if (v >= 9.2e18) { /* above every tensor: nothing compressed */
+			snprintf(num, len, "all raw");
+			return true;
+		}
+		/* FALLTHROUGH */
+	case UNIT_BYTES:
+	case UNIT_FLOATS:
+		while (a >= 999.5 && k < 5) {
+			a /= 1000.0;
+			v /= 1000.0;
+			k++;
+		}
+		if (k == 0)
+			snprintf(num, len, "%.0f%s%s", v,
+			    unit == UNIT_FLOATS ? "" : " ", suffix[0]);
+		else
+			snprintf(num, len, "%.3g%s%s", v,
+			    unit == UNIT_FLOATS ? "" : " ", suffix[k]);
+		return true;
+	case UNIT_MS:
+		if (a < 1000.0)
+			snprintf(num, len, "%.3g ms", v);
+		else if (a < 60000.0)
+			snprintf(num, len, "%.3g s", v / 1000.0);
+		else
+			snprintf(num, len, "%.1f min", v / 60000.0);
+		return true;
+	case UNIT_NONE:
+	default:
+		return false;
+	}
+}
+
 /* Renders a cell for a table into b and returns its width in characters
  * (UTF-8 code points), or -1 when out of memory. */
 static int64_t
-history_render(const tool_hdb_cell *c, bool wide, history_buf *b)
+history_render(const tool_hdb_cell *c, history_unit unit, bool wide,
+    history_buf *b)
 {
 	char num[48], *hex = NULL;
 	const char *s = num;
@@ -420,10 +503,17 @@ history_render(const tool_hdb_cell *c, bool wide, history_buf *b)
 	b->len = 0;
 	switch (c->type) {
 	case TOOL_HDB_INT:
-		n = (size_t)snprintf(num, sizeof(num), "%" PRId64, c->i);
+		if (history_human((double)c->i, unit, num, sizeof(num)))
+			n = strlen(num);
+		else
+			n = (size_t)snprintf(num, sizeof(num), "%" PRId64,
+			    c->i);
 		break;
 	case TOOL_HDB_REAL:
-		n = (size_t)snprintf(num, sizeof(num), "%.6g", c->d);
+		if (history_human(c->d, unit, num, sizeof(num)))
+			n = strlen(num);
+		else
+			n = (size_t)snprintf(num, sizeof(num), "%.6g", c->d);
 		break;
 	case TOOL_HDB_TEXT:
 		s = c->s;
@@ -515,7 +605,8 @@ history_print_table(FILE *f, const tool_hdb_rows *rows, bool wide)
 		for (uint64_t i = 0; i < rows->n_rows; i++) {
 			const tool_hdb_cell *cell = tool_hdb_rows_cell(rows, i,
 			    c);
-			int64_t w = history_render(cell, wide, &b);
+			int64_t w = history_render(cell,
+			    history_unit_of(rows->names[c]), wide, &b);
 
 			if (w < 0)
 				goto out;
@@ -540,7 +631,8 @@ history_print_table(FILE *f, const tool_hdb_rows *rows, bool wide)
 				int64_t
 				    rw = history_render(tool_hdb_rows_cell(rows,
 							    (uint64_t)i, c),
-					wide, &b);
+					history_unit_of(rows->names[c]), wide,
+					&b);
 
 				if (rw < 0)
 					goto out;
@@ -804,6 +896,36 @@ history_check(const history_opts *o)
 	return -1;
 }
 
+/* Writes every history's name, as "runs, layers, ... or residuals". */
+static void
+history_list(FILE *f)
+{
+	for (int i = 0; i < SUB_N; i++)
+		fprintf(f, "%s%s",
+		    i == 0               ? ""
+			: i == SUB_N - 1 ? " or "
+					 : ", ",
+		    history_subs[i].name);
+}
+
+/* Says that `name` is no history: the nearest one, and every one. */
+static void
+history_unknown(const char *name)
+{
+	const char *names[SUB_N];
+	const char *near;
+
+	for (int i = 0; i < SUB_N; i++)
+		names[i] = history_subs[i].name;
+	near = com_suggest(name, names, SUB_N);
+	fprintf(stderr, "bellows history: unknown history '%s'", name);
+	if (near != NULL)
+		fprintf(stderr, "; did you mean '%s'?", near);
+	fputs(" (", stderr);
+	history_list(stderr);
+	fputs(")\n", stderr);
+}
+
 /* Returns -1 to go on, else the exit code. */
 static int
 history_parse(int argc, char **argv, history_opts *o)
@@ -816,9 +938,9 @@ history_parse(int argc, char **argv, history_opts *o)
 		return rc;
 	/* argv[0] is "history"; the one word left is the question. */
 	if (next >= argc) {
-		fprintf(stderr,
-		    "bellows history: which history? runs, layers, windows, "
-		    "decisions, events or timings\n");
+		fputs("bellows history: which history? ", stderr);
+		history_list(stderr);
+		fputc('\n', stderr);
 		tool_history_usage(stderr);
 		return 2;
 	}
@@ -828,10 +950,7 @@ history_parse(int argc, char **argv, history_opts *o)
 			o->sub = &history_subs[i];
 	}
 	if (o->sub == NULL) {
-		fprintf(stderr,
-		    "bellows history: unknown history '%s' (runs, layers, "
-		    "windows, decisions, events, timings)\n",
-		    name);
+		history_unknown(name);
 		return 2;
 	}
 	return history_check(o);

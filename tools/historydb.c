@@ -43,6 +43,15 @@ struct tool_hdb {
 #define HDB_STR_(x) #x
 #define HDB_STR(x)  HDB_STR_(x)
 
+/* A decision change's values as text: a size threshold above every
+ * tensor (2^64 - 1, or anything past 2^63) is "all raw". */
+#define HDB_OLD_VALUE                                                          \
+	"CASE WHEN c.knob = 'size_threshold' AND c.old >= 9.2e18"              \
+	" THEN 'all raw' ELSE bellows_num(c.old) END"
+#define HDB_NEW_VALUE                                                          \
+	"CASE WHEN c.knob = 'size_threshold' AND c.new >= 9.2e18"              \
+	" THEN 'all raw' ELSE bellows_num(c.new) END"
+
 static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	[TOOL_HDB_Q_RUNS] =
 	    "SELECT r.id, r.job, r.world, r.n_layers AS layers,"
@@ -125,8 +134,8 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    "WITH c AS (SELECT c.seq,"
 	    "  CASE WHEN c.layer IS NULL THEN c.knob"
 	    "  ELSE coalesce(l.name, '#' || c.layer) || ' ' || c.knob END"
-	    "  || ' ' || coalesce(bellows_num(c.old) || ' ', '')"
-	    "  || '-> ' || coalesce(bellows_num(c.new), '-') AS t"
+	    "  || ' ' || coalesce(" HDB_OLD_VALUE " || ' ', '')"
+	    "  || '-> ' || coalesce(" HDB_NEW_VALUE ", '-') AS t"
 	    "  FROM decision_changes c LEFT JOIN layers l"
 	    "  ON l.run_id = c.run_id AND l.idx = c.layer"
 	    "  WHERE c.run_id = :run AND (:layer IS NULL OR c.layer = :layer)"

@@ -3,6 +3,7 @@
 #include "policy_check.h"
 
 #include "config.h"
+#include "suggest.h"
 
 #include <bellows/error.h>
 
@@ -46,6 +47,12 @@ tool_policy_check_main(int argc, char **argv)
 	if (argc < 2 || strcmp(argv[1], "check") != 0) {
 		if (argc < 2)
 			fprintf(stderr, "bellows policy: missing subcommand\n");
+		else if (com_suggest(argv[1], (const char *[]){ "check" }, 1) !=
+		    NULL)
+			fprintf(stderr,
+			    "bellows policy: unknown subcommand '%s'; did you "
+			    "mean 'check'?\n",
+			    argv[1]);
 		else
 			fprintf(stderr,
 			    "bellows policy: unknown subcommand '%s'\n",

@@ -30,7 +30,7 @@ Two ways to start it:
 (the second as on several machines; torch 1.13's torch.distributed.run
 launcher does not work with Python 3.11 and is not needed). Every rank
 must be given the same options. Rank 0 prints the test accuracy at the end
-of every window and, at the end, the floats sent against uncompressed.
+of every window and, at the end, what all ranks sent against raw.
 
 The learning rate follows a step decay (--lr, --lr-decay, --lr-decay-at
 epochs); the LR of each step and of the next one go to bellowsd, so
@@ -218,6 +218,24 @@ class WindowTimes:
                 "mem_host_max": self.mem_host_max}
 
 
+def size(n: float) -> str:
+    """Bytes as people read them: 1.20 GB, 7.56 MB, 512 B."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 999.5 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1000.0
+    return f"{n:.3g} TB"
+
+
+def sent_of_raw(sent: int, raw: int) -> str:
+    """Floats sent against raw in the words of docs/history.md (sent, raw,
+    x less): "sent 7.56 MB of 226 MB raw (29.9x less)"; a float is 4
+    bytes, sent as the float32 words on the wire, raw as every gradient
+    element uncompressed."""
+    ratio = f"{raw / sent:.1f}x less" if 0 < sent < raw else "no less"
+    return f"sent {size(4 * sent)} of {size(4 * raw)} raw ({ratio})"
+
+
 def lr_at(args, epoch: int) -> float:
     """The schedule: --lr, times --lr-decay at each --lr-decay-at epoch."""
     drops = sum(1 for e in args.lr_decay_at if epoch >= e)
@@ -393,9 +411,9 @@ def train(rank: int, world: int, args) -> None:
                 print(f"window {window - 1:3d} step {step + 1:5d} epoch "
                       f"{epoch} lr {lr:g} batch {bs} levels [{shown}]"
                       f"{extra} test acc {100 * acc:5.2f}% loss "
-                      f"{test_loss:.3f} floats sent "
-                      f"{agent.floats_sent / 1e6:.2f}M of "
-                      f"{agent.floats_raw / 1e6:.2f}M, step "
+                      f"{test_loss:.3f} rank 0 "
+                      f"{sent_of_raw(agent.floats_sent, agent.floats_raw)}"
+                      f", step "
                       f"{wtimes['step_ms']:.1f} ms", flush=True)
     wall = time.perf_counter() - t_start
     acc, test_loss = evaluate(model, test, rank, world)
@@ -409,9 +427,9 @@ def train(rank: int, world: int, args) -> None:
             print(f"fashion_mnist: final test accuracy {100 * acc:.2f}% "
                   f"(loss {test_loss:.3f}) after {args.epochs} epochs, "
                   f"{wall:.1f} s", flush=True)
-            print(f"fashion_mnist: floats sent {sent / 1e6:.2f}M vs "
-                  f"{raw / 1e6:.2f}M uncompressed ({raw / max(sent, 1):.1f}x "
-                  f"less), all ranks; {stats.decisions} decisions, "
+            print(f"fashion_mnist: all ranks {sent_of_raw(sent, raw)}; "
+                  f"{sent / 1e6:.2f}M of {raw / 1e6:.2f}M floats; "
+                  f"{stats.decisions} decisions, "
                   f"{stats.decision_misses} misses", flush=True)
             kept, full = agent.residual_memory()
             mkept, mfull = agent.residual_memory_mean()

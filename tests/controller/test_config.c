@@ -366,7 +366,21 @@ test_config_refuses_an_unknown_policy_type(void **state)
 	    "  - match: \"*\"\n"
 	    "    policies:\n"
 	    "      - type: accordionx\n",
-	    4, 15, "unknown policy type 'accordionx'");
+	    4, 15,
+	    "unknown policy type 'accordionx'; did you mean 'accordion'?");
+}
+
+static void
+test_config_suggests_nothing_for_a_distant_policy_type(void **state)
+{
+	assert_refused_at(*state,
+	    "jobs:\n"
+	    "  - match: \"*\"\n"
+	    "    policies:\n"
+	    "      - type: frobnicator\n",
+	    4, 15,
+	    "unknown policy type 'frobnicator' (a plug-in's type needs "
+	    "'plugin: FILE')");
 }
 
 static void
@@ -1457,6 +1471,7 @@ main(void)
 		T(test_config_refuses_a_value_of_the_wrong_type),
 		T(test_config_refuses_an_out_of_range_value),
 		T(test_config_refuses_an_unknown_policy_type),
+		T(test_config_suggests_nothing_for_a_distant_policy_type),
 		T(test_config_refuses_an_unknown_parameter),
 		T(test_config_refuses_a_missing_required_parameter),
 		T(test_config_refuses_a_duplicate_key),

@@ -1648,6 +1648,25 @@ test_jobs_status_lists_recent_events(void **state)
 	com_msg_fini(&st);
 }
 
+/* A Bye is a leave, recorded as rank_left; silence past rank_timeout_ms
+ * stays rank_lost. */
+static void
+test_jobs_bye_is_an_event_rank_left_not_rank_lost(void **state)
+{
+	fixture *f = *state;
+	com_msg st;
+	const com_status_reply *r;
+
+	join_two(f, 0, 0);
+	assert_int_equal(bye(f, "B", "job", 1, 20), 0);
+	status(f, NULL, 20, &st);
+	r = &st.u.status_reply;
+	assert_int_equal(r->n_events, 3);
+	assert_event_is(&r->events[2], "rank_left", "job",
+	    "rank 1 left at step 0 (1/2 alive)");
+	com_msg_fini(&st);
+}
+
 /* The threshold example plug-in counts the rank events it is told of
  * and writes the counts in its reason. */
 static void
@@ -1950,6 +1969,7 @@ main(void)
 		T(test_jobs_window_timeout_closes_an_incomplete_window),
 		T(test_jobs_lost_rank_is_not_waited_for_and_can_rejoin),
 		T(test_jobs_bye_removes_a_rank_at_once),
+		T(test_jobs_bye_is_an_event_rank_left_not_rank_lost),
 		T(test_jobs_refuses_a_duplicate_rank_held_by_a_live_agent),
 		T(test_jobs_accepts_the_same_incarnation_from_a_new_peer),
 		T(test_jobs_refuses_a_hello_that_does_not_match_the_job),

@@ -111,7 +111,7 @@ check_table() {
 	$PY -c '
 import re, sys
 lines = open(sys.argv[1]).read().splitlines()
-spans = [[m.span() for m in re.finditer(r"\S+", l)] for l in lines]
+spans = [[m.span() for m in re.finditer(r"\S+(?: \S+)*", l)] for l in lines]
 assert len(lines) > 1, "no rows"
 for i, s in enumerate(spans):
     assert len(s) == len(spans[0]), "line %d: %d columns, header %d" % (i + 1, len(s), len(spans[0]))

@@ -264,6 +264,43 @@ test_history_table_aligns_numbers_right_and_text_left(void **state)
 }
 
 static void
+test_history_table_shows_sizes_floats_and_times_with_units(void **state)
+{
+	static const char *const names[] = { "bytes_saved", "floats_sent",
+		"step_ms_median", "threshold", "level" };
+	tool_hdb_cell cells[] = {
+		int_cell(1168716064),
+		int_cell(300920000),
+		real_cell(12.34),
+		real_cell(18446744073709551615.0),
+		real_cell(2),
+		int_cell(512),
+		int_cell(512),
+		real_cell(1520),
+		int_cell(12288),
+		real_cell(1),
+	};
+	tool_hdb_rows rows = { 0 };
+	char *out;
+
+	(void)state;
+	make_rows(&rows, 5, names, cells, 2);
+	out = printed(&rows, TOOL_HISTORY_TABLE, false);
+	/* A threshold above every tensor is "all raw"; plain columns keep
+	 * their numbers. */
+	assert_string_equal(out,
+	    "bytes_saved  floats_sent  step_ms_median  threshold  level\n"
+	    "    1.17 GB         301M         12.3 ms    all raw      2\n"
+	    "      512 B          512          1.52 s    12.3 kB      1\n");
+	free(out);
+	/* CSV keeps the exact numbers. */
+	out = printed(&rows, TOOL_HISTORY_CSV, false);
+	assert_non_null(strstr(out, "1168716064,300920000,12.34,"));
+	free(out);
+	tool_hdb_rows_fini(&rows);
+}
+
+static void
 test_history_table_cuts_long_text_unless_wide(void **state)
 {
 	static const char *const names[] = { "seq", "reason" };
@@ -598,6 +635,8 @@ main(void)
 		cmocka_unit_test(test_history_json_is_an_array_of_objects),
 		cmocka_unit_test(
 		    test_history_table_aligns_numbers_right_and_text_left),
+		cmocka_unit_test(
+		    test_history_table_shows_sizes_floats_and_times_with_units),
 		cmocka_unit_test(test_history_table_cuts_long_text_unless_wide),
 		cmocka_unit_test(test_history_table_of_no_rows_is_its_header),
 		cmocka_unit_test(test_history_bound_takes_a_window_number),

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# scripts/demo.sh's real job, short: two PyTorch ranks for one epoch of
+# 512 Fashion-MNIST images under Accordion. The trainer's window lines
+# say what rank 0 sent against raw with units, its final line what all
+# ranks sent, and the demo ends with the summary read from the history.
+# Skipped (77) without Debian's python3-torch or the data set.
+. "$(dirname "$0")/lib.sh"
+
+/usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "no torch"; exit 77; }
+[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
+    { echo "no Fashion-MNIST"; exit 77; }
+
+BELLOWS_BUILD_DIR="$BUILD" BELLOWS_DEMO_OUT="$TMP/out" \
+    BELLOWS_DEMO_NO_SETUP=1 BELLOWS_DEMO_NO_TOP=1 BELLOWS_DEMO_EPOCHS=1 \
+    BELLOWS_DEMO_TRAIN_LIMIT=512 OMP_NUM_THREADS=1 \
+    bash "$SRC/scripts/demo.sh" >"$TMP/demo.out" 2>&1 ||
+    { tail -30 "$TMP/demo.out"; fail "the demo failed"; }
+f=$TMP/demo.out
+has() {
+	grep -Eq "$1" "$f" || { cat "$f"; fail "no line matching '$1'"; }
+}
+S='[0-9.]+ [kMG]?B'
+has "^window +0 step +[0-9]+ epoch 0 .* rank 0 sent $S of $S raw \(([0-9.]+x|no) less\), step [0-9.]+ ms$"
+has "^fashion_mnist: all ranks sent $S of $S raw \(([0-9.]+x|no) less\); [0-9.]+M of [0-9.]+M floats; [0-9]+ decisions, 0 misses$"
+grep -q "floats sent\|uncompressed (" "$f" && fail "the old words are back"
+has "^summary of run 1 \(job fashion-mnist, 2 ranks, [0-9]+ windows, on plain loopback\)"
+has "^  decided: [0-9]+ decisions by accordion, [0-9]+ of them changed something:"
+has "^    window 0 \(step 0, [0-9.]+ s in\), accordion: conv1.weight level 2"
+has "^  saved: sent $S of $S raw \([0-9.]+x less\), [0-9.]+[kM] of [0-9.]+[kM] floats, all ranks; $S saved"
+has "^  step time: [0-9.]+ ms \(median over windows\)"
+while read -r line; do
+	(cd "$SRC" && eval "$line") >/dev/null 2>&1 ||
+	    fail "pasted '$line' failed"
+done < <(sed -n '/^  more:$/,$p' "$f" | grep '^    ' | sed 's/^    //')
+ok "the PyTorch demo: sent of raw with units per window and at the end, and its summary"
+exit 0
