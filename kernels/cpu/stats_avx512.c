@@ -424,6 +424,8 @@ avx512_rstep(const avx512_arrays *x, uint64_t i, int dtype, int has_acc,
 	}
 }
 
+/* Written out, not looped: the compiler then keeps every sum in a
+ * register. */
 #define AVX512_RBLOCK(name, dtype, has_acc, has_m)                             \
 	static __attribute__((noinline)) void name(const avx512_arrays *x,     \
 	    uint64_t i, avx512_rsums *out)                                     \
@@ -431,23 +433,22 @@ avx512_rstep(const avx512_arrays *x, uint64_t i, int dtype, int has_acc,
 		const avx512_arrays a = *x;                                    \
 		avx512_rsums s;                                                \
                                                                                \
-		for (int j = 0; j < R_UNROLL; j++) {                           \
-			s.sq[j] = _mm512_setzero_ps();                         \
-			s.ab[j] = _mm512_setzero_ps();                         \
-		}                                                              \
-		for (int j = 0; j < 2; j++) {                                  \
-			s.zero[j] = _mm512_setzero_si512();                    \
-			s.max[j] = _mm512_setzero_si512();                     \
-		}                                                              \
+		s.sq[0] = s.sq[1] = s.sq[2] = s.sq[3] = _mm512_setzero_ps();   \
+		s.ab[0] = s.ab[1] = s.ab[2] = s.ab[3] = _mm512_setzero_ps();   \
+		s.zero[0] = s.zero[1] = _mm512_setzero_si512();                \
+		s.max[0] = s.max[1] = _mm512_setzero_si512();                  \
 		for (int t = 0; t < KERN_RELAXED_TERMS;                        \
 		     t++, i += R_UNROLL * V) {                                 \
 			avx512_prefetch(&a, i, dtype, has_acc, has_m);         \
 			if ((dtype) == KERN_F32)                               \
 				avx512_prefetch(&a, i + 2 * V, dtype, has_acc, \
 				    has_m);                                    \
-			for (int j = 0; j < R_UNROLL; j++)                     \
-				avx512_rstep(&a, i + (uint64_t)j * V, dtype,   \
-				    has_acc, has_m, &s, j);                    \
+			avx512_rstep(&a, i, dtype, has_acc, has_m, &s, 0);     \
+			avx512_rstep(&a, i + V, dtype, has_acc, has_m, &s, 1); \
+			avx512_rstep(&a, i + 2 * V, dtype, has_acc, has_m, &s, \
+			    2);                                                \
+			avx512_rstep(&a, i + 3 * V, dtype, has_acc, has_m, &s, \
+			    3);                                                \
 		}                                                              \
 		*out = s;                                                      \
 	}
