@@ -623,9 +623,7 @@ test_relaxed_and_exact_paths_differ_only_within_the_bound(void **state)
 		print_message("%s: relaxed sum_sq differs from exact by %.3g\n",
 		    kern_cpu_isa_name(isa),
 		    ref_rel(kern_stats_sum_sq(&sr), kern_stats_sum_sq(&se)));
-		if (isa != KERN_ISA_AVX2) /* AVX2 keeps the exact sums */
-			assert_true(
-			    kern_stats_sum_sq(&sr) != kern_stats_sum_sq(&se));
+		assert_true(kern_stats_sum_sq(&sr) != kern_stats_sum_sq(&se));
 		assert_true(ref_rel(kern_stats_sum_sq(&sr),
 				kern_stats_sum_sq(&se)) <= KERN_RELAXED_BOUND);
 		assert_memory_equal(&sr, &sr2, sizeof(sr));
