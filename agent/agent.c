@@ -224,6 +224,31 @@ agent_env(const char *var, const char *fallback)
 	return v != NULL && v[0] != '\0' ? v : fallback;
 }
 
+/* The kern_precision of cfg's stats_precision, else of the environment's
+ * BELLOWS_STATS_PRECISION (unset or empty: relaxed); -1 for a value that
+ * is neither "relaxed" nor "exact". *ret_from and *ret_value name where it
+ * came from and what it was, for messages. */
+static int
+agent_stats_precision(const bellows_agent_config *cfg, const char **ret_from,
+    const char **ret_value)
+{
+	const char *v = cfg->stats_precision;
+
+	*ret_from = "stats_precision";
+	if (v == NULL) {
+		*ret_from = "BELLOWS_STATS_PRECISION";
+		v = getenv("BELLOWS_STATS_PRECISION");
+		if (v == NULL || v[0] == '\0')
+			v = "relaxed";
+	}
+	*ret_value = v;
+	if (strcmp(v, "relaxed") == 0)
+		return KERN_PRECISION_RELAXED;
+	if (strcmp(v, "exact") == 0)
+		return KERN_PRECISION_EXACT;
+	return -1;
+}
+
 /* A key file: `field` of cfg, else the environment's `var` (unset or
  * empty: none). *ret_from names where it came from, for messages. */
 static const char *
@@ -359,6 +384,18 @@ agent_validate(const bellows_agent_config *cfg)
 			return BELLOWS_EINVAL;
 		}
 	}
+	if (problem == NULL) {
+		const char *from, *value;
+
+		if (agent_stats_precision(cfg, &from, &value) < 0) {
+			agent_log(cfg->log, cfg->log_arg, cfg->log_level,
+			    BELLOWS_LOG_ERROR,
+			    "bellows_agent_open: %s is \"%.64s\", not "
+			    "\"relaxed\" or \"exact\"",
+			    from, value);
+			return BELLOWS_EINVAL;
+		}
+	}
 	if (problem != NULL) {
 		agent_log(cfg->log, cfg->log_arg, cfg->log_level,
 		    BELLOWS_LOG_ERROR, "bellows_agent_open: %s", problem);
@@ -491,6 +528,11 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 		goto fail;
 	kern_config_init(&kcfg);
 	kcfg.threads = cfg->stats_threads;
+	{
+		const char *from, *value;
+
+		kcfg.precision = agent_stats_precision(cfg, &from, &value);
+	}
 	if ((rc = agent_window_init_with(&a->win, cfg->layers, cfg->n_layers,
 		 cfg->momentum_beta, &kcfg)) != 0) {
 		if (rc == BELLOWS_ENOTSUP)

@@ -22,10 +22,18 @@
  * Its time is given as a percentage of one memcpy of the 100 MB of
  * gradients, median step and mean step (the mean includes window ends).
  *
- * The last line reads
+ * The kernel runs at the default (relaxed) precision; the x: columns are
+ * the same kernel with KERN_PRECISION_EXACT, statistics only and with the
+ * accumulator, and x:ratio is the latter's ratio. --cpu-time measures the
+ * 1-thread table in the calling thread's CPU time instead of wall time,
+ * for a machine loaded by other work.
+ *
+ * The last two lines read
+ *   stats/copy1.5 ratio (>=256MiB, 1 thread, median): X.XX
  *   stats/memcpy ratio (>=1MiB, 1 thread, median): X.XX
- * the median over the sizes from 1 MiB of the 1-thread ratio with the
- * accumulator on.
+ * the median over the sizes from 256 MiB (beyond the caches) of the
+ * 1-thread ratio with the accumulator against the traffic-matched copy,
+ * and over the sizes from 1 MiB of the ratio against memcpy.
  *
  * A last column, vs_add, compares the kernel with the accumulator to a
  * bare `acc[i] += g[i]` loop over the same buffers: the fastest any pass
@@ -56,6 +64,9 @@
 #define AGENT_LAYERS 100
 #define AGENT_PARAMS 25000000ull
 #define AGENT_STEPS  60
+#define BEYOND_LLC                                                             \
+	(256ull << 20) /* sizes past the caches (32 MiB L3                     \
+			* on the development machine) */
 
 /* What one measurement runs, in the table's column order. */
 enum {
@@ -66,6 +77,8 @@ enum {
 	V_ACCM,     /* with accumulator and momentum */
 	V_ADD,      /* a bare acc[i] += g[i] loop: the same 3 B of traffic,
 		     * no statistics; the ceiling of any accumulating pass */
+	V_XSTATS,   /* the exact-precision kernel, statistics only */
+	V_XACC,     /* the exact-precision kernel with the accumulator */
 	N_VARIANTS, /* number of the above */
 };
 
@@ -76,6 +89,7 @@ typedef struct bench_opts {
 	uint64_t max;     /* largest gradient, bytes */
 	bool no_agent;    /* skip the agent part */
 	int dtype;        /* kern_dtype of the gradients */
+	bool cpu_time;    /* 1-thread tables: the thread's CPU time */
 } bench_opts;
 
 /* Buffers of one size and the work of one call. */
@@ -87,7 +101,8 @@ typedef struct bench_case {
 	float *acc;        /* accumulator */
 	float *m;          /* momentum */
 	char *dst;         /* memcpy destination, copy3_bytes */
-	kern_backend *b;   /* the kernel's backend */
+	kern_backend *b;   /* the kernel's backend, default precision */
+	kern_backend *x;   /* the same with KERN_PRECISION_EXACT */
 	kern_pool *pool;   /* memcpy's workers, NULL: one thread */
 	kern_stats st;     /* the kernel's running statistics */
 	size_t copy_bytes; /* of the current memcpy */
@@ -213,6 +228,15 @@ run_once(bench_case *c, int v)
 	case V_ACC:
 		job.acc = c->acc;
 		break;
+	case V_XACC:
+		job.acc = c->acc;
+		/* fall through */
+	case V_XSTATS:
+		if (c->x->ops->stats(c->x->ctx, &job, NULL) != 0) {
+			fprintf(stderr, "stats: kernel failed\n");
+			exit(1);
+		}
+		return;
 	default:
 		break;
 	}
@@ -222,21 +246,38 @@ run_once(bench_case *c, int v)
 	}
 }
 
+static bool use_cpu_time; /* measure: the calling thread's CPU time */
+
+/* Now in ns on the clock measure uses: monotonic wall time, or with
+ * --cpu-time the calling thread's CPU time (time the scheduler gave to
+ * other processes on a loaded machine then does not count). */
+static uint64_t
+clock_ns(void)
+{
+	struct timespec ts;
+
+	if (!use_cpu_time)
+		return bench_now_ns();
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* Seconds per call of variant v: repeats for at least MEASURE_NS. */
 static double
 measure(bench_case *c, int v, uint64_t calls)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = clock_ns();
 
 	for (uint64_t i = 0; i < calls; i++)
 		run_once(c, v);
-	return (double)(bench_now_ns() - t0) / 1e9 / (double)calls;
+	return (double)(clock_ns() - t0) / 1e9 / (double)calls;
 }
 
 /* The table of one thread configuration; returns the accumulator ratios
- * per size in ratio[]. */
+ * per size in ratio[] and those against the traffic-matched copy in
+ * ratio3[]. */
 static int
-run_table(const bench_opts *o, uint32_t threads, double *ratio)
+run_table(const bench_opts *o, uint32_t threads, double *ratio, double *ratio3)
 {
 	uint64_t max = o->max;
 	size_t esz = kern_dtype_size(o->dtype);
@@ -246,6 +287,7 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 	char *dst = bench_alloc("stats", copy3_bytes(max, esz));
 	char copy_name[16];
 	kern_backend b;
+	kern_backend x;
 	kern_config cfg;
 	bench_case c;
 	int n = 0;
@@ -259,6 +301,13 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 		    bellows_strerror(rc));
 		exit(1);
 	}
+	cfg.precision = KERN_PRECISION_EXACT;
+	if ((rc = kern_backend_open(&x, KERN_HOST, &cfg)) != 0) {
+		fprintf(stderr, "stats: CPU backend: %s\n",
+		    bellows_strerror(rc));
+		exit(1);
+	}
+	use_cpu_time = o->cpu_time && threads == 0;
 	/* Touch everything once, outside the timings. */
 	memset(buf, 0, max + fbytes);
 	memset(m, 0, fbytes);
@@ -267,6 +316,7 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 	c.dtype = o->dtype;
 	c.esz = esz;
 	c.b = &b;
+	c.x = &x;
 	c.m = m;
 	c.dst = dst;
 	if (threads > 0 && kern_pool_new(threads, &c.pool) != 0) {
@@ -274,12 +324,13 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 		exit(1);
 	}
 	printf("\n%s, %u extra thread(s); GB/s of gradient bytes, medians of "
-	       "%d\n",
-	    kern_cpu_isa_name(kern_cpu_ctx_isa(b.ctx)), threads, o->reps);
+	       "%d, %s\n",
+	    kern_cpu_isa_name(kern_cpu_ctx_isa(b.ctx)), threads, o->reps,
+	    use_cpu_time ? "thread CPU time" : "wall time");
 	snprintf(copy_name, sizeof(copy_name), "copy%.1f", copy3_factor(esz));
-	printf("%9s %8s %8s %8s %8s %8s %8s %7s %7s %7s %7s\n", "size",
-	    "memcpy", copy_name, "stats", "+acc", "+acc+m", "add", "ratio",
-	    ">=", "ratio+m", "vs_add");
+	printf("%9s %8s %8s %8s %8s %8s %8s %8s %8s %7s %7s %7s %7s %7s\n",
+	    "size", "memcpy", copy_name, "stats", "+acc", "+acc+m", "add",
+	    "x:stats", "x:+acc", "ratio", ">=", "ratio+m", "vs_add", "x:ratio");
 	for (uint64_t bytes = MIN_BYTES; bytes <= max; bytes *= 4) {
 		double t[N_VARIANTS][MAX_REPS];
 		double med[N_VARIANTS];
@@ -323,13 +374,17 @@ run_table(const bench_opts *o, uint32_t threads, double *ratio)
 		printf(" %7.2f %7.2f %7.2f", med[V_COPY] / med[V_ACC],
 		    med[V_COPY3] / med[V_ACC], med[V_COPY] / med[V_ACCM]);
 		if (med[V_ADD] > 0.0)
-			printf(" %7.2f\n", med[V_ADD] / med[V_ACC]);
+			printf(" %7.2f", med[V_ADD] / med[V_ACC]);
 		else
-			printf(" %7s\n", "-");
+			printf(" %7s", "-");
+		printf(" %7.2f\n", med[V_COPY] / med[V_XACC]);
+		ratio3[n] = med[V_COPY3] / med[V_ACC];
 		ratio[n++] = med[V_COPY] / med[V_ACC];
 	}
 	fflush(stdout);
+	use_cpu_time = false;
 	kern_pool_destroy(&c.pool);
+	kern_backend_close(&x);
 	kern_backend_close(&b);
 	free(dst);
 	free(m);
@@ -438,7 +493,7 @@ usage(void)
 	fprintf(stderr,
 	    "usage: stats [--reps N] [--threads N] [--isa "
 	    "auto|scalar|avx2|avx512] [--max-mib N] [--no-agent]\n"
-	    "             [--dtype f32|f16|bf16]\n");
+	    "             [--dtype f32|f16|bf16] [--cpu-time]\n");
 	exit(2);
 }
 
@@ -452,6 +507,7 @@ main(int argc, char **argv)
 		{ "max-mib", required_argument, NULL, 'm' },
 		{ "no-agent", no_argument, NULL, 'n' },
 		{ "dtype", required_argument, NULL, 'd' },
+		{ "cpu-time", no_argument, NULL, 'c' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const dtypes[] = { "f32", "f16", "bf16" };
@@ -462,9 +518,13 @@ main(int argc, char **argv)
 		.max = MAX_BYTES,
 		.dtype = KERN_F32 };
 	double ratio[MAX_SIZES];
+	double ratio3[MAX_SIZES];
 	double big[MAX_SIZES];
+	double far[MAX_SIZES];
 	double ratio_t[MAX_SIZES];
+	double ratio3_t[MAX_SIZES];
 	int n_big = 0;
+	int n_far = 0;
 	int n;
 	int opt;
 
@@ -497,6 +557,9 @@ main(int argc, char **argv)
 		case 'n':
 			o.no_agent = true;
 			break;
+		case 'c':
+			o.cpu_time = true;
+			break;
 		case 'd':
 			for (o.dtype = KERN_F32; o.dtype <= KERN_BF16;
 			     o.dtype++)
@@ -516,8 +579,10 @@ main(int argc, char **argv)
 	       ">= against memcpy(%.1f B), the same traffic; vs_add against "
 	       "a bare acc += g loop\n",
 	    copy3_factor(kern_dtype_size(o.dtype)));
-	n = run_table(&o, 0, ratio);
-	run_table(&o, o.threads, ratio_t);
+	printf("x: the exact precision (KERN_PRECISION_EXACT); the other "
+	       "kernel columns are the default (relaxed)\n");
+	n = run_table(&o, 0, ratio, ratio3);
+	run_table(&o, o.threads, ratio_t, ratio3_t);
 	if (!o.no_agent) {
 		printf("\nagent, %d layers, %llu parameters, a window every 10 "
 		       "steps; medians of %d steps\n",
@@ -528,9 +593,18 @@ main(int argc, char **argv)
 		run_agent(BELLOWS_LAYER_MOMENTUM, 0);
 		run_agent(0, o.threads);
 	}
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		if ((MIN_BYTES << (2 * i)) >= (1ull << 20))
 			big[n_big++] = ratio[i];
+		if ((MIN_BYTES << (2 * i)) >= BEYOND_LLC)
+			far[n_far++] = ratio3[i];
+	}
+	if (n_far > 0)
+		printf("stats/copy%.1f ratio (>=%lluMiB, 1 thread, median): "
+		       "%.2f\n",
+		    copy3_factor(kern_dtype_size(o.dtype)),
+		    (unsigned long long)(BEYOND_LLC >> 20),
+		    bench_median(far, n_far));
 	printf("stats/memcpy ratio (>=1MiB, 1 thread, median): %.2f\n",
 	    n_big > 0 ? bench_median(big, n_big) : 0.0);
 	return 0;

@@ -118,6 +118,36 @@ kern_two_sum(double *hi, double *lo, double x)
 	*lo += err;
 }
 
+/* The relaxed sums (KERN_PRECISION_RELAXED). Each lane adds at most
+ * KERN_RELAXED_TERMS terms in float32, g*g rounded (or fused into the add)
+ * and each add rounded, then the lane's partial sum is widened exactly to
+ * double and folded into the compensated pair as in the exact path. With
+ * u = 2^-24 every term of a lane's sum goes through at most 16 roundings,
+ * so for non-negative terms the lane's relative error is at most
+ * gamma_16 = 16u / (1 - 16u) = 9.537e-7 (abs sums: gamma_15, the |g| are
+ * exact); the double folds add about 1e-16 whatever the length, and a
+ * bound on non-negative terms holding for every part holds for the whole:
+ * below KERN_RELAXED_BOUND (1e-6). 17 terms would give 1.013e-6, hence
+ * 16. The bound needs the float sums to neither overflow nor underflow: a
+ * block whose largest finite magnitude is not 0 and outside [2^-40, 2^60)
+ * (squares below 2^-80 may be subnormal, above 2^120 a sum of 16 could
+ * overflow), or that holds a NaN or infinity, has its sums recomputed the
+ * exact way. Under 2^-40 a square's absolute underflow error (2^-150 at
+ * most per rounding) is then at most 2^-57 of the block's sum. */
+#define KERN_RELAXED_TERMS    16
+#define KERN_RELAXED_MIN_BITS 0x2b800000u /* 2^-40 */
+#define KERN_RELAXED_MAX_BITS 0x5d800000u /* 2^60, excluded */
+
+/* Non-zero if a block whose largest magnitude has bits max_bits may keep
+ * its float32 sums. */
+KERN_INLINE int
+kern_relaxed_ok(uint32_t max_bits)
+{
+	return max_bits == 0 ||
+	    (max_bits >= KERN_RELAXED_MIN_BITS &&
+		max_bits < KERN_RELAXED_MAX_BITS);
+}
+
 /* Running sums of one lane, between two folds into kern_stats. */
 typedef struct kern_lane {
 	double sum_sq;      /* plain sum of g^2 */

@@ -11,9 +11,10 @@
  * The statistics kernel reads a gradient once and folds it into a
  * kern_stats accumulator: element count, exact zeros, non-finite values
  * (NaN and infinities, which are counted and left out of everything else),
- * sum of squares and sum of magnitudes (in double, compensated: within
- * about 3e-14 relative of the exact sums whatever the length), and the
- * largest finite magnitude. In the same pass it may update a window
+ * sum of squares and sum of magnitudes (by default within 1e-6 relative,
+ * KERN_RELAXED_BOUND; with KERN_PRECISION_EXACT in double, compensated:
+ * within about 3e-14 relative of the exact sums whatever the length), and
+ * the largest finite magnitude. In the same pass it may update a window
  * accumulator (acc[i] += g[i]) and a momentum average (m[i] = beta m[i] +
  * (1 - beta) g[i], each product rounded to float, then the sum: no fused
  * multiply-add), both float and skipped for non-finite g[i]. These updates
@@ -60,6 +61,21 @@ enum kern_isa {
 	KERN_ISA_LAST = 3,   /* the highest value above */
 };
 
+/* How exact the sums (sum_sq, abs_sum) are, for kern_config.precision.
+ * The counts, the maximum, the accumulator and the momentum are exact in
+ * both; only the two sums differ. */
+enum kern_precision {
+	KERN_PRECISION_RELAXED = 0, /* within KERN_RELAXED_BOUND relative:
+				     * float32 partial sums over blocks of 16
+				     * terms per lane, folded into double
+				     * (the default; see kernels/cpu/stats.h) */
+	KERN_PRECISION_EXACT = 1,   /* compensated double, within about 3e-14
+				     * relative whatever the length */
+};
+
+/* The documented worst-case relative error of a relaxed sum. */
+#define KERN_RELAXED_BOUND 1e-6
+
 /* Upper bound of kern_config.threads. */
 #define KERN_MAX_THREADS 64
 
@@ -95,6 +111,8 @@ typedef struct kern_config {
 	uint32_t threads;    /* CPU: worker threads besides the caller's */
 	uint64_t thread_min; /* CPU: fewest elements to split; 0: 1 Mi */
 	int isa;             /* CPU: kern_isa; 0 is KERN_ISA_AUTO */
+	int precision;       /* kern_precision; 0 is relaxed. CUDA: always
+			      * exact */
 } kern_config;
 
 /* A backend. Functions return 0 or a negative BELLOWS_E*; `stream` is a
@@ -154,7 +172,7 @@ typedef struct kern_backend {
 	void *ctx;           /* ops->open's context */
 } kern_backend;
 
-/* Fills *cfg with the defaults: no threads, automatic ISA. */
+/* Fills *cfg with the defaults: no threads, automatic ISA, relaxed sums. */
 void kern_config_init(kern_config *cfg);
 
 /* Returns the table of the backend at `where`, or NULL if this build has

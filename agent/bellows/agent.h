@@ -115,15 +115,22 @@ typedef struct bellows_agent_config {
 			     * checkpoint at start_step / start_window and
 			     * continues the job's recorded run there,
 			     * instead of starting a new run */
-	const char *server_key; /* bellowsd's public certificate (its
-				 * NAME.pub, or its NAME.key); NULL: the
-				 * environment's BELLOWS_SERVER_KEY, else
-				 * none. With client_key, both sockets use
-				 * CURVE; one without the other is refused */
-	const char *client_key; /* this client's secret certificate
-				 * (NAME.key, from `bellows keygen`); NULL:
-				 * the environment's BELLOWS_CLIENT_KEY,
-				 * else none */
+	const char *server_key;      /* bellowsd's public certificate (its
+				      * NAME.pub, or its NAME.key); NULL: the
+				      * environment's BELLOWS_SERVER_KEY, else
+				      * none. With client_key, both sockets use
+				      * CURVE; one without the other is refused */
+	const char *client_key;      /* this client's secret certificate
+				      * (NAME.key, from `bellows keygen`); NULL:
+				      * the environment's BELLOWS_CLIENT_KEY,
+				      * else none */
+	const char *stats_precision; /* "relaxed": the gradient sums (sum
+				      * of squares, of magnitudes) within
+				      * 1e-6 relative, at memory speed;
+				      * "exact": within 3e-14, slower;
+				      * NULL: the environment's
+				      * BELLOWS_STATS_PRECISION, else
+				      * "relaxed" */
 } bellows_agent_config;
 
 /* Timings and counters of one step, given to bellows_agent_step_end():

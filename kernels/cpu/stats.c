@@ -4,7 +4,8 @@
  * The portable path is the definition the vector paths must match: its
  * element arithmetic is element.h's, and it folds its plain double sums
  * into the compensated ones every KERN_LANE_TERMS elements, as the vector
- * paths do per lane.
+ * paths do per lane. Its relaxed twin keeps float32 sums of
+ * KERN_RELAXED_TERMS elements where element.h's bound allows.
  */
 #include "stats.h"
 
@@ -80,6 +81,82 @@ scalar_range(const kern_job *job, uint64_t begin, uint64_t end, kern_stats *st,
 		st->max_abs = (double)kern_f32_from_bits(max_bits);
 }
 
+/* The relaxed portable path: lanes of KERN_RELAXED_TERMS elements whose
+ * float sums are kept when kern_relaxed_ok allows, the double ones
+ * otherwise (both are computed: this path is a reference, not a fast
+ * one). */
+static inline __attribute__((always_inline)) void
+scalar_range_relaxed(const kern_job *job, uint64_t begin, uint64_t end,
+    kern_stats *st, int dtype)
+{
+	const void *grad = job->grad;
+	const float b = job->beta;
+	const float c = 1.0f - b;
+	float *acc = job->acc;
+	float *m = job->momentum;
+	uint64_t zeros = 0;
+	uint64_t nonfinite = 0;
+	uint32_t max_bits = 0;
+	uint64_t i = begin;
+
+	while (i < end) {
+		uint64_t stop = end - i > KERN_RELAXED_TERMS
+		    ? i + KERN_RELAXED_TERMS
+		    : end;
+		float fsq = 0.0f;
+		float fab = 0.0f;
+		kern_lane l;
+
+		memset(&l, 0, sizeof(l));
+		for (; i < stop; i++) {
+			float g = kern_load(grad, i, dtype);
+
+			if (!kern_lane_add(&l, g))
+				continue;
+			fsq = KERN_FADD(fsq, KERN_FMUL(g, g));
+			fab = KERN_FADD(fab,
+			    kern_f32_from_bits(
+				kern_f32_bits(g) & KERN_ABS_MASK));
+			if (acc != NULL)
+				acc[i] = KERN_FADD(acc[i], g);
+			if (m != NULL)
+				m[i] = kern_momentum(m[i], g, b, c);
+		}
+		if (kern_relaxed_ok(l.max_bits)) {
+			l.sum_sq = (double)fsq;
+			l.abs_sum = (double)fab;
+		}
+		kern_two_sum(&st->sum_sq, &st->sum_sq_lo, l.sum_sq);
+		kern_two_sum(&st->abs_sum, &st->abs_sum_lo, l.abs_sum);
+		zeros += l.zeros;
+		nonfinite += l.nonfinite;
+		if (l.max_bits > max_bits)
+			max_bits = l.max_bits;
+	}
+	st->count += end - begin;
+	st->zeros += zeros;
+	st->nonfinite += nonfinite;
+	if ((double)kern_f32_from_bits(max_bits) > st->max_abs)
+		st->max_abs = (double)kern_f32_from_bits(max_bits);
+}
+
+void
+kern_cpu_range_scalar_relaxed(const kern_job *job, uint64_t begin, uint64_t end,
+    kern_stats *st)
+{
+	switch (job->dtype) {
+	case KERN_F16:
+		scalar_range_relaxed(job, begin, end, st, KERN_F16);
+		break;
+	case KERN_BF16:
+		scalar_range_relaxed(job, begin, end, st, KERN_BF16);
+		break;
+	default:
+		scalar_range_relaxed(job, begin, end, st, KERN_F32);
+		break;
+	}
+}
+
 void
 kern_cpu_range_scalar(const kern_job *job, uint64_t begin, uint64_t end,
     kern_stats *st)
@@ -153,6 +230,14 @@ kern_cpu_isa_name(int isa)
 kern_cpu_range_fn *
 kern_cpu_range(int isa)
 {
+	return kern_cpu_range_with(isa, KERN_PRECISION_EXACT);
+}
+
+kern_cpu_range_fn *
+kern_cpu_range_with(int isa, int precision)
+{
+	int relaxed = precision != KERN_PRECISION_EXACT;
+
 	if (isa == KERN_ISA_AUTO)
 		isa = kern_cpu_isa_best();
 	if (!kern_cpu_isa_supported(isa))
@@ -160,12 +245,15 @@ kern_cpu_range(int isa)
 	switch (isa) {
 #ifdef KERN_HAVE_X86
 	case KERN_ISA_AVX2:
-		return kern_cpu_range_avx2;
+		return relaxed ? kern_cpu_range_avx2_relaxed
+			       : kern_cpu_range_avx2;
 	case KERN_ISA_AVX512:
-		return kern_cpu_range_avx512;
+		return relaxed ? kern_cpu_range_avx512_relaxed
+			       : kern_cpu_range_avx512;
 #endif
 	default:
-		return kern_cpu_range_scalar;
+		return relaxed ? kern_cpu_range_scalar_relaxed
+			       : kern_cpu_range_scalar;
 	}
 }
 
@@ -195,7 +283,9 @@ cpu_open(const kern_config *cfg, void **ret_ctx)
 	int rc;
 
 	if (isa < KERN_ISA_AUTO || isa > KERN_ISA_LAST ||
-	    cfg->threads > KERN_MAX_THREADS)
+	    cfg->threads > KERN_MAX_THREADS ||
+	    (cfg->precision != KERN_PRECISION_RELAXED &&
+		cfg->precision != KERN_PRECISION_EXACT))
 		return BELLOWS_EINVAL;
 	if (isa == KERN_ISA_AUTO)
 		isa = kern_cpu_isa_best();
@@ -204,7 +294,7 @@ cpu_open(const kern_config *cfg, void **ret_ctx)
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return BELLOWS_ENOMEM;
 	c->isa = isa;
-	c->range = kern_cpu_range(isa);
+	c->range = kern_cpu_range_with(isa, cfg->precision);
 	c->thread_min = cfg->thread_min > 0 ? cfg->thread_min : CPU_THREAD_MIN;
 	if (cfg->threads > 0 &&
 	    (rc = kern_pool_new(cfg->threads, &c->pool)) != 0) {

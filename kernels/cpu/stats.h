@@ -10,6 +10,14 @@
  * thread, merging the partial statistics in part order: the results of a
  * given context are reproducible, and equal to the single-threaded ones
  * but for the rounding of the sums.
+ *
+ * Precision: by default (KERN_PRECISION_RELAXED) the sums are float32
+ * partial sums of at most 16 terms per lane folded into compensated
+ * doubles, within 1e-6 relative of the exact sums (the derivation is in
+ * element.h); KERN_PRECISION_EXACT keeps the double sums, within 3e-14.
+ * The relaxed sums of different ISAs add in different orders, so they
+ * agree with each other to 2e-6 (each within 1e-6 of the exact sum), not
+ * bit for bit; the counts, the maximum and the updates are the same bits.
  */
 #ifndef KERN_CPU_STATS_H
 #define KERN_CPU_STATS_H
@@ -26,11 +34,17 @@ typedef void kern_cpu_range_fn(const kern_job *job, uint64_t begin,
 
 /* Portable C; the reference the vector paths are tested against. */
 kern_cpu_range_fn kern_cpu_range_scalar;
+/* The same with relaxed sums (KERN_PRECISION_RELAXED, element.h). */
+kern_cpu_range_fn kern_cpu_range_scalar_relaxed;
 #ifdef KERN_HAVE_X86
 /* AVX2, FMA and F16C. */
 kern_cpu_range_fn kern_cpu_range_avx2;
+/* The same with relaxed sums. */
+kern_cpu_range_fn kern_cpu_range_avx2_relaxed;
 /* AVX-512 F, BW, VL and DQ. */
 kern_cpu_range_fn kern_cpu_range_avx512;
+/* The same with relaxed sums: float32 partial sums over blocks. */
+kern_cpu_range_fn kern_cpu_range_avx512_relaxed;
 #endif
 
 /* Returns non-zero if this build and this processor can run `isa`
@@ -43,8 +57,12 @@ int kern_cpu_isa_best(void);
 /* Returns "scalar", "avx2", "avx512", "auto", or "?" for an unknown isa. */
 const char *kern_cpu_isa_name(int isa);
 
-/* Returns the range function of a supported isa, NULL otherwise. */
+/* Returns the exact range function of a supported isa, NULL otherwise. */
 kern_cpu_range_fn *kern_cpu_range(int isa);
+
+/* Returns the range function of a supported isa at a kern_precision
+ * (anything but KERN_PRECISION_EXACT is relaxed), NULL otherwise. */
+kern_cpu_range_fn *kern_cpu_range_with(int isa, int precision);
 
 /* Returns the kern_isa an open CPU context runs. */
 int kern_cpu_ctx_isa(const void *ctx);

@@ -496,3 +496,167 @@ kern_cpu_range_avx2(const kern_job *job, uint64_t begin, uint64_t end,
 		break;
 	}
 }
+
+/* The relaxed path (KERN_PRECISION_RELAXED, element.h): blocks of
+ * R_BLOCK elements, four vectors per step and KERN_RELAXED_TERMS steps,
+ * so every lane of each of the four float sums adds 16 terms; updates
+ * are blended under the finite mask as they go. A block whose largest
+ * magnitude kern_relaxed_ok refuses (a NaN or infinity included) has its
+ * statistics recomputed by the exact path without updates, and the tail
+ * of a range shorter than a block runs the exact path. */
+#define R_UNROLL 4
+#define R_BLOCK  (KERN_RELAXED_TERMS * R_UNROLL * V)
+
+/* The exact double sum of the lanes of four float vectors. */
+static inline __attribute__((always_inline)) __m256d
+avx2_widen_sum(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+	__m256d s = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(a)),
+	    _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)));
+
+	s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm256_castps256_ps128(b)));
+	s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm256_extractf128_ps(b, 1)));
+	s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm256_castps256_ps128(c)));
+	s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1)));
+	s = _mm256_add_pd(s, _mm256_cvtps_pd(_mm256_castps256_ps128(d)));
+	return _mm256_add_pd(s, _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)));
+}
+
+/* One vector of a relaxed step: elements k..k+7 into sq, ab, the zero
+ * count (negative) and the largest magnitude bits. */
+static inline __attribute__((always_inline)) void
+avx2_rstep(const avx2_arrays *x, uint64_t k, int dtype, int has_acc, int has_m,
+    __m256 *sq, __m256 *ab, __m256i *zero, __m256i *max)
+{
+	__m256 g = avx2_load(x->grad, k, dtype);
+	__m256i a = _mm256_and_si256(_mm256_castps_si256(g),
+	    _mm256_set1_epi32((int)KERN_ABS_MASK));
+
+	*max = _mm256_max_epu32(*max, a);
+	*zero = _mm256_add_epi32(*zero,
+	    _mm256_cmpeq_epi32(a, _mm256_setzero_si256()));
+	*sq = _mm256_fmadd_ps(g, g, *sq);
+	*ab = _mm256_add_ps(*ab, _mm256_castsi256_ps(a));
+	if (has_acc || has_m)
+		avx2_blend_updates(x, k, g, _mm256_castsi256_ps(avx2_finite(a)),
+		    has_acc, has_m);
+}
+
+static inline __attribute__((always_inline)) void
+avx2_range_relaxed(const kern_job *job, uint64_t begin, uint64_t end,
+    kern_stats *st, int dtype, int has_acc, int has_m)
+{
+	const avx2_arrays x = {
+		.grad = job->grad,
+		.acc = job->acc,
+		.m = job->momentum,
+		.beta = job->beta,
+	};
+	uint64_t blocks_end = begin + (end - begin) / R_BLOCK * R_BLOCK;
+	__m256d S_sq = _mm256_setzero_pd();
+	__m256d C_sq = _mm256_setzero_pd();
+	__m256d S_ab = _mm256_setzero_pd();
+	__m256d C_ab = _mm256_setzero_pd();
+	uint64_t count = 0;
+	uint64_t zeros = 0;
+	uint32_t max_bits = 0;
+
+	for (uint64_t i = begin; i < blocks_end; i += R_BLOCK) {
+		__m256 sq0 = _mm256_setzero_ps(), sq1 = sq0, sq2 = sq0,
+		       sq3 = sq0;
+		__m256 ab0 = sq0, ab1 = sq0, ab2 = sq0, ab3 = sq0;
+		__m256i zero = _mm256_setzero_si256();
+		__m256i max = zero;
+		uint32_t bmax;
+
+		for (uint64_t k = i; k < i + R_BLOCK; k += R_UNROLL * V) {
+			_mm_prefetch((const char *)x.grad +
+				k * (dtype == KERN_F32 ? 4 : 2) + PREFETCH,
+			    _MM_HINT_T0);
+			if (has_acc)
+				_mm_prefetch((const char *)(x.acc + k) +
+					PREFETCH,
+				    _MM_HINT_T0);
+			if (has_m)
+				_mm_prefetch((const char *)(x.m + k) + PREFETCH,
+				    _MM_HINT_T0);
+			avx2_rstep(&x, k, dtype, has_acc, has_m, &sq0, &ab0,
+			    &zero, &max);
+			avx2_rstep(&x, k + V, dtype, has_acc, has_m, &sq1, &ab1,
+			    &zero, &max);
+			avx2_rstep(&x, k + 2 * V, dtype, has_acc, has_m, &sq2,
+			    &ab2, &zero, &max);
+			avx2_rstep(&x, k + 3 * V, dtype, has_acc, has_m, &sq3,
+			    &ab3, &zero, &max);
+		}
+		bmax = avx2_hmax(max);
+		if (kern_relaxed_ok(bmax)) {
+			avx2_fold(&S_sq, &C_sq,
+			    avx2_widen_sum(sq0, sq1, sq2, sq3));
+			avx2_fold(&S_ab, &C_ab,
+			    avx2_widen_sum(ab0, ab1, ab2, ab3));
+			zeros += avx2_hsum_neg(zero);
+			count += R_BLOCK;
+			if (bmax > max_bits)
+				max_bits = bmax;
+		} else {
+			kern_job stats_only = *job;
+
+			stats_only.acc = NULL;
+			stats_only.momentum = NULL;
+			kern_cpu_range_avx2(&stats_only, i, i + R_BLOCK, st);
+		}
+	}
+	avx2_lanes_into(&st->sum_sq, &st->sum_sq_lo, S_sq, C_sq);
+	avx2_lanes_into(&st->abs_sum, &st->abs_sum_lo, S_ab, C_ab);
+	st->count += count;
+	st->zeros += zeros;
+	if ((double)kern_f32_from_bits(max_bits) > st->max_abs)
+		st->max_abs = (double)kern_f32_from_bits(max_bits);
+	if (blocks_end < end)
+		kern_cpu_range_avx2(job, blocks_end, end, st);
+}
+
+#define AVX2_RRANGE(name, dtype, has_acc, has_m)                               \
+	static __attribute__((noinline)) void name(const kern_job *job,        \
+	    uint64_t begin, uint64_t end, kern_stats *st)                      \
+	{                                                                      \
+		avx2_range_relaxed(job, begin, end, st, dtype, has_acc,        \
+		    has_m);                                                    \
+	}
+
+AVX2_RRANGE(avx2_r_f32, KERN_F32, 0, 0)
+AVX2_RRANGE(avx2_r_f32_m, KERN_F32, 0, 1)
+AVX2_RRANGE(avx2_r_f32_a, KERN_F32, 1, 0)
+AVX2_RRANGE(avx2_r_f32_am, KERN_F32, 1, 1)
+AVX2_RRANGE(avx2_r_f16, KERN_F16, 0, 0)
+AVX2_RRANGE(avx2_r_f16_m, KERN_F16, 0, 1)
+AVX2_RRANGE(avx2_r_f16_a, KERN_F16, 1, 0)
+AVX2_RRANGE(avx2_r_f16_am, KERN_F16, 1, 1)
+AVX2_RRANGE(avx2_r_bf16, KERN_BF16, 0, 0)
+AVX2_RRANGE(avx2_r_bf16_m, KERN_BF16, 0, 1)
+AVX2_RRANGE(avx2_r_bf16_a, KERN_BF16, 1, 0)
+AVX2_RRANGE(avx2_r_bf16_am, KERN_BF16, 1, 1)
+
+void
+kern_cpu_range_avx2_relaxed(const kern_job *job, uint64_t begin, uint64_t end,
+    kern_stats *st)
+{
+	switch (
+	    job->dtype * 4 + (job->acc != NULL) * 2 + (job->momentum != NULL)) {
+		AVX2_CASE(KERN_F32, 0, 0, avx2_r_f32);
+		AVX2_CASE(KERN_F32, 0, 1, avx2_r_f32_m);
+		AVX2_CASE(KERN_F32, 1, 0, avx2_r_f32_a);
+		AVX2_CASE(KERN_F32, 1, 1, avx2_r_f32_am);
+		AVX2_CASE(KERN_F16, 0, 0, avx2_r_f16);
+		AVX2_CASE(KERN_F16, 0, 1, avx2_r_f16_m);
+		AVX2_CASE(KERN_F16, 1, 0, avx2_r_f16_a);
+		AVX2_CASE(KERN_F16, 1, 1, avx2_r_f16_am);
+		AVX2_CASE(KERN_BF16, 0, 0, avx2_r_bf16);
+		AVX2_CASE(KERN_BF16, 0, 1, avx2_r_bf16_m);
+		AVX2_CASE(KERN_BF16, 1, 0, avx2_r_bf16_a);
+		AVX2_CASE(KERN_BF16, 1, 1, avx2_r_bf16_am);
+	default:
+		break;
+	}
+}

@@ -379,3 +379,215 @@ kern_cpu_range_avx512(const kern_job *job, uint64_t begin, uint64_t end,
 		break;
 	}
 }
+
+/* The relaxed path (KERN_PRECISION_RELAXED, element.h): blocks of
+ * R_BLOCK elements, four vectors per step and KERN_RELAXED_TERMS steps,
+ * so every lane of each of the four float sums adds 16 terms. A block
+ * whose largest magnitude kern_relaxed_ok refuses (a NaN or infinity
+ * included) has its statistics recomputed the exact way from L1; its
+ * updates were made under the finite mask already. The tail of a range
+ * shorter than a block runs the exact path. */
+#define R_UNROLL 4
+#define R_BLOCK  (KERN_RELAXED_TERMS * R_UNROLL * V)
+
+/* One block's float sums and integer counts. */
+typedef struct avx512_rsums {
+	__m512 sq[R_UNROLL]; /* squares, one sum per vector of a step */
+	__m512 ab[R_UNROLL]; /* magnitudes, likewise */
+	__m512i zero[2];     /* zeros per lane */
+	__m512i max[2];      /* largest magnitude bits per lane (any) */
+} avx512_rsums;
+
+/* One block of R_BLOCK elements from i into *out. */
+typedef void avx512_rblock_fn(const avx512_arrays *x, uint64_t i,
+    avx512_rsums *out);
+
+static inline __attribute__((always_inline)) void
+avx512_rstep(const avx512_arrays *x, uint64_t i, int dtype, int has_acc,
+    int has_m, avx512_rsums *s, int h)
+{
+	const __m512i abs_mask = _mm512_set1_epi32((int)KERN_ABS_MASK);
+	__m512 g = avx512_load(x->grad, i, dtype, 0xffff, 0);
+	__m512i a = _mm512_and_si512(_mm512_castps_si512(g), abs_mask);
+	__mmask16 zer = _mm512_testn_epi32_mask(a, a);
+
+	s->zero[h & 1] = _mm512_mask_add_epi32(s->zero[h & 1], zer,
+	    s->zero[h & 1], _mm512_set1_epi32(1));
+	s->max[h & 1] = _mm512_max_epu32(s->max[h & 1], a);
+	s->sq[h] = _mm512_fmadd_ps(g, g, s->sq[h]);
+	s->ab[h] = _mm512_add_ps(s->ab[h], _mm512_castsi512_ps(a));
+	if (has_acc || has_m) {
+		__mmask16 fin = _mm512_cmple_epu32_mask(a,
+		    _mm512_set1_epi32((int)KERN_MAX_FINITE));
+
+		avx512_update(x, i, g, fin, 0xffff, 0, has_acc, has_m);
+	}
+}
+
+/* Written out, not looped: the compiler then keeps every sum in a
+ * register. */
+#define AVX512_RBLOCK(name, dtype, has_acc, has_m)                             \
+	static __attribute__((noinline)) void name(const avx512_arrays *x,     \
+	    uint64_t i, avx512_rsums *out)                                     \
+	{                                                                      \
+		const avx512_arrays a = *x;                                    \
+		avx512_rsums s;                                                \
+                                                                               \
+		s.sq[0] = s.sq[1] = s.sq[2] = s.sq[3] = _mm512_setzero_ps();   \
+		s.ab[0] = s.ab[1] = s.ab[2] = s.ab[3] = _mm512_setzero_ps();   \
+		s.zero[0] = s.zero[1] = _mm512_setzero_si512();                \
+		s.max[0] = s.max[1] = _mm512_setzero_si512();                  \
+		for (int t = 0; t < KERN_RELAXED_TERMS;                        \
+		     t++, i += R_UNROLL * V) {                                 \
+			avx512_prefetch(&a, i, dtype, has_acc, has_m);         \
+			if ((dtype) == KERN_F32)                               \
+				avx512_prefetch(&a, i + 2 * V, dtype, has_acc, \
+				    has_m);                                    \
+			avx512_rstep(&a, i, dtype, has_acc, has_m, &s, 0);     \
+			avx512_rstep(&a, i + V, dtype, has_acc, has_m, &s, 1); \
+			avx512_rstep(&a, i + 2 * V, dtype, has_acc, has_m, &s, \
+			    2);                                                \
+			avx512_rstep(&a, i + 3 * V, dtype, has_acc, has_m, &s, \
+			    3);                                                \
+		}                                                              \
+		*out = s;                                                      \
+	}
+
+AVX512_RBLOCK(avx512_rblock_f32, KERN_F32, 0, 0)
+AVX512_RBLOCK(avx512_rblock_f32_m, KERN_F32, 0, 1)
+AVX512_RBLOCK(avx512_rblock_f32_a, KERN_F32, 1, 0)
+AVX512_RBLOCK(avx512_rblock_f32_am, KERN_F32, 1, 1)
+AVX512_RBLOCK(avx512_rblock_f16, KERN_F16, 0, 0)
+AVX512_RBLOCK(avx512_rblock_f16_m, KERN_F16, 0, 1)
+AVX512_RBLOCK(avx512_rblock_f16_a, KERN_F16, 1, 0)
+AVX512_RBLOCK(avx512_rblock_f16_am, KERN_F16, 1, 1)
+AVX512_RBLOCK(avx512_rblock_bf16, KERN_BF16, 0, 0)
+AVX512_RBLOCK(avx512_rblock_bf16_m, KERN_BF16, 0, 1)
+AVX512_RBLOCK(avx512_rblock_bf16_a, KERN_BF16, 1, 0)
+AVX512_RBLOCK(avx512_rblock_bf16_am, KERN_BF16, 1, 1)
+
+/* The exact sum, in double, of the lanes of the float vectors v[0..3]. */
+static inline __attribute__((always_inline)) __m512d
+avx512_widen_sum(const __m512 *v)
+{
+	__m512d d = _mm512_setzero_pd();
+
+	for (int j = 0; j < R_UNROLL; j++) {
+		d = _mm512_add_pd(d,
+		    _mm512_cvtps_pd(_mm512_castps512_ps256(v[j])));
+		d = _mm512_add_pd(d,
+		    _mm512_cvtps_pd(_mm256_castpd_ps(
+			_mm512_extractf64x4_pd(_mm512_castps_pd(v[j]), 1))));
+	}
+	return d;
+}
+
+static inline __attribute__((always_inline)) void
+avx512_range_relaxed(const kern_job *job, uint64_t begin, uint64_t end,
+    kern_stats *st, int dtype, int has_acc, int has_m, avx512_rblock_fn *block,
+    avx512_fast_fn *fast)
+{
+	const avx512_arrays x = {
+		.grad = job->grad,
+		.acc = job->acc,
+		.m = job->momentum,
+		.beta = _mm512_set1_ps(job->beta),
+		.omb = _mm512_set1_ps(1.0f - job->beta),
+	};
+	uint64_t blocks_end = begin + (end - begin) / R_BLOCK * R_BLOCK;
+	__m512d S_sq = _mm512_setzero_pd();
+	__m512d C_sq = _mm512_setzero_pd();
+	__m512d S_ab = _mm512_setzero_pd();
+	__m512d C_ab = _mm512_setzero_pd();
+	uint64_t nonfinite = 0;
+	uint64_t zeros = 0;
+	uint32_t max_bits = 0;
+
+	for (uint64_t i = begin; i < blocks_end; i += R_BLOCK) {
+		avx512_rsums r;
+		uint32_t bmax;
+
+		block(&x, i, &r);
+		bmax = (uint32_t)_mm512_reduce_max_epu32(
+		    _mm512_max_epu32(r.max[0], r.max[1]));
+		if (kern_relaxed_ok(bmax)) {
+			avx512_fold(&S_sq, &C_sq, avx512_widen_sum(r.sq));
+			avx512_fold(&S_ab, &C_ab, avx512_widen_sum(r.ab));
+			zeros += (uint32_t)_mm512_reduce_add_epi32(
+			    _mm512_add_epi32(r.zero[0], r.zero[1]));
+			if (bmax > max_bits)
+				max_bits = bmax;
+		} else {
+			avx512_sums s;
+			uint32_t m;
+
+			avx512_sums_zero(&s);
+			avx512_chunk_masked(&x, i, i + R_BLOCK, dtype, &s);
+			nonfinite += R_BLOCK -
+			    (uint32_t)_mm512_reduce_add_epi32(s.fin[0]);
+			zeros += (uint32_t)_mm512_reduce_add_epi32(
+			    _mm512_add_epi32(s.zero[0], s.zero[1]));
+			m = (uint32_t)_mm512_reduce_max_epu32(
+			    _mm512_max_epu32(s.max[0], s.max[1]));
+			if (m > max_bits)
+				max_bits = m;
+			avx512_fold(&S_sq, &C_sq,
+			    _mm512_add_pd(_mm512_add_pd(s.sq[0], s.sq[1]),
+				_mm512_add_pd(s.sq[2], s.sq[3])));
+			avx512_fold(&S_ab, &C_ab,
+			    _mm512_add_pd(_mm512_add_pd(s.ab[0], s.ab[1]),
+				_mm512_add_pd(s.ab[2], s.ab[3])));
+		}
+	}
+	avx512_lanes_into(&st->sum_sq, &st->sum_sq_lo, S_sq, C_sq);
+	avx512_lanes_into(&st->abs_sum, &st->abs_sum_lo, S_ab, C_ab);
+	st->count += blocks_end - begin;
+	st->zeros += zeros;
+	st->nonfinite += nonfinite;
+	if ((double)kern_f32_from_bits(max_bits) > st->max_abs)
+		st->max_abs = (double)kern_f32_from_bits(max_bits);
+	if (blocks_end < end)
+		avx512_range(job, blocks_end, end, st, dtype, has_acc, has_m,
+		    fast);
+}
+
+#define AVX512_RCASE(dtype, acc, m, block, fast)                               \
+	case (dtype)*4 + (acc)*2 + (m):                                        \
+		avx512_range_relaxed(job, begin, end, st, (dtype), (acc), (m), \
+		    block, fast);                                              \
+		break
+
+void
+kern_cpu_range_avx512_relaxed(const kern_job *job, uint64_t begin, uint64_t end,
+    kern_stats *st)
+{
+	switch (
+	    job->dtype * 4 + (job->acc != NULL) * 2 + (job->momentum != NULL)) {
+		AVX512_RCASE(KERN_F32, 0, 0, avx512_rblock_f32,
+		    avx512_fast_f32);
+		AVX512_RCASE(KERN_F32, 0, 1, avx512_rblock_f32_m,
+		    avx512_fast_f32_m);
+		AVX512_RCASE(KERN_F32, 1, 0, avx512_rblock_f32_a,
+		    avx512_fast_f32_a);
+		AVX512_RCASE(KERN_F32, 1, 1, avx512_rblock_f32_am,
+		    avx512_fast_f32_am);
+		AVX512_RCASE(KERN_F16, 0, 0, avx512_rblock_f16,
+		    avx512_fast_f16);
+		AVX512_RCASE(KERN_F16, 0, 1, avx512_rblock_f16_m,
+		    avx512_fast_f16_m);
+		AVX512_RCASE(KERN_F16, 1, 0, avx512_rblock_f16_a,
+		    avx512_fast_f16_a);
+		AVX512_RCASE(KERN_F16, 1, 1, avx512_rblock_f16_am,
+		    avx512_fast_f16_am);
+		AVX512_RCASE(KERN_BF16, 0, 0, avx512_rblock_bf16,
+		    avx512_fast_bf16);
+		AVX512_RCASE(KERN_BF16, 0, 1, avx512_rblock_bf16_m,
+		    avx512_fast_bf16_m);
+		AVX512_RCASE(KERN_BF16, 1, 0, avx512_rblock_bf16_a,
+		    avx512_fast_bf16_a);
+		AVX512_RCASE(KERN_BF16, 1, 1, avx512_rblock_bf16_am,
+		    avx512_fast_bf16_am);
+	default:
+		break;
+	}
+}

@@ -288,6 +288,7 @@ test_cuda_refuses_bad_jobs(void **state)
 int
 main(void)
 {
+	kern_config cpu_cfg;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(
 		    test_cuda_matches_the_cpu_bit_for_bit_on_every_dtype_and_size),
@@ -310,7 +311,10 @@ main(void)
 		fprintf(stderr, "CUDA backend: %s\n", bellows_strerror(rc));
 		return 1;
 	}
-	if (kern_backend_open(&cpu, KERN_HOST, NULL) != 0)
+	/* The CUDA sums are the exact ones. */
+	kern_config_init(&cpu_cfg);
+	cpu_cfg.precision = KERN_PRECISION_EXACT;
+	if (kern_backend_open(&cpu, KERN_HOST, &cpu_cfg) != 0)
 		return 1;
 	rc = cmocka_run_group_tests_name("kernels cuda twins", tests, NULL,
 	    NULL);

@@ -6,7 +6,9 @@
  * float32 widening; a window split over worker threads gives the
  * single-threaded one; device layers are refused with BELLOWS_ENOTSUP where
  * CUDA cannot run and otherwise give the host layer's statistics; and the
- * observe calls refuse mismatched memory, dtypes and lengths.
+ * observe calls refuse mismatched memory, dtypes and lengths; and
+ * stats_precision (or BELLOWS_STATS_PRECISION) picks the relaxed or the
+ * exact sums, refusing other values.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -224,6 +226,7 @@ test_device_layers_need_cuda_and_match_host_layers(void **state)
 	    BELLOWS_LAYER_DEVICE | BELLOWS_LAYER_MOMENTUM);
 	layer_init(&layers[1], "host", BELLOWS_LAYER_MOMENTUM);
 	config(&cfg, layers, 2);
+	cfg.stats_precision = "exact"; /* the CUDA sums are the exact ones */
 	if (kern_backend_open(&cuda, KERN_CUDA, NULL) != 0) {
 		assert_int_equal(bellows_agent_open(&cfg, &a), BELLOWS_ENOTSUP);
 		assert_null(a);
@@ -267,6 +270,83 @@ test_device_layers_need_cuda_and_match_host_layers(void **state)
 	ref_free(g);
 }
 
+/* The window of one layer of N REF_NARROW values observed twice, under
+ * stats_precision `field` with BELLOWS_STATS_PRECISION `env` (NULL:
+ * unset); returns bellows_agent_open's code. */
+static int
+precision_window(const char *field, const char *env, const float *g,
+    bellows_layer_stats *ret)
+{
+	bellows_layer layer;
+	bellows_agent_config cfg;
+	bellows_agent *a = NULL;
+	int rc;
+
+	layer_init(&layer, "narrow", 0);
+	config(&cfg, &layer, 1);
+	cfg.stats_precision = field;
+	if (env != NULL)
+		setenv("BELLOWS_STATS_PRECISION", env, 1);
+	else
+		unsetenv("BELLOWS_STATS_PRECISION");
+	rc = bellows_agent_open(&cfg, &a);
+	unsetenv("BELLOWS_STATS_PRECISION");
+	if (rc != 0) {
+		assert_null(a);
+		return rc;
+	}
+	assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+	assert_int_equal(bellows_agent_observe(a, 0, g, N), 0);
+	assert_int_equal(bellows_agent_observe(a, 0, g, N), 0);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	assert_int_equal(bellows_agent_window_stats(a, 0, ret), 0);
+	bellows_agent_close(&a);
+	return 0;
+}
+
+static void
+test_stats_precision_picks_relaxed_or_exact_sums(void **state)
+{
+	float *g = ref_alloc(N * sizeof(float));
+	bellows_layer_stats exact, relaxed, s;
+	ref_stats ref;
+
+	(void)state;
+	ref_fill(g, N, KERN_F32, REF_NARROW, 5);
+	memset(&ref, 0, sizeof(ref));
+	ref_add(&ref, g, N, KERN_F32);
+	ref_add(&ref, g, N, KERN_F32);
+
+	assert_int_equal(precision_window("exact", NULL, g, &exact), 0);
+	assert_int_equal(precision_window("relaxed", NULL, g, &relaxed), 0);
+	print_message("sum_sq: exact off by %.3g, relaxed by %.3g\n",
+	    ref_rel(exact.sum_sq, ref.sum_sq),
+	    ref_rel(relaxed.sum_sq, ref.sum_sq));
+	assert_true(ref_rel(exact.sum_sq, ref.sum_sq) <= 1e-12);
+	assert_true(ref_rel(relaxed.sum_sq, ref.sum_sq) <= KERN_RELAXED_BOUND);
+	assert_true(
+	    ref_rel(relaxed.abs_sum, ref.abs_sum) <= KERN_RELAXED_BOUND);
+	assert_true(relaxed.sum_sq != exact.sum_sq);
+	assert_int_equal(relaxed.count, exact.count);
+	assert_true(relaxed.max_abs == exact.max_abs);
+
+	/* The default is relaxed; the environment chooses when the field
+	 * does not, the field wins over it. */
+	assert_int_equal(precision_window(NULL, NULL, g, &s), 0);
+	assert_true(s.sum_sq == relaxed.sum_sq);
+	assert_int_equal(precision_window(NULL, "", g, &s), 0);
+	assert_true(s.sum_sq == relaxed.sum_sq);
+	assert_int_equal(precision_window(NULL, "exact", g, &s), 0);
+	assert_true(s.sum_sq == exact.sum_sq);
+	assert_int_equal(precision_window("relaxed", "exact", g, &s), 0);
+	assert_true(s.sum_sq == relaxed.sum_sq);
+
+	assert_int_equal(precision_window("fast", NULL, g, &s), BELLOWS_EINVAL);
+	assert_int_equal(precision_window(NULL, "Exact", g, &s),
+	    BELLOWS_EINVAL);
+	ref_free(g);
+}
+
 int
 main(void)
 {
@@ -279,6 +359,8 @@ main(void)
 		    test_observe_refuses_wrong_memory_dtype_and_length),
 		cmocka_unit_test(
 		    test_device_layers_need_cuda_and_match_host_layers),
+		cmocka_unit_test(
+		    test_stats_precision_picks_relaxed_or_exact_sums),
 	};
 
 	return cmocka_run_group_tests_name("agent observe on the kernels",

@@ -258,6 +258,31 @@ class ObserveTest(unittest.TestCase):
                 a.window_stats(9)
             self.assertEqual(cm.exception.code, _lib.EINVAL)
 
+    def test_stats_precision_picks_the_sums_and_refuses_other_values(self):
+        # 1 + k 2^-12 values: their float32 sums of 16 squares round, so
+        # the relaxed default differs from the exact path, within 1e-6.
+        g = 1.0 + torch.arange(4096, dtype=torch.float32) % 97 * 2.0 ** -12
+        want = (g.double() ** 2).sum().item()
+        got = {}
+        for precision in ("exact", "relaxed", None):
+            layers = [bellows.Layer("g", (4096,))]
+            with bellows.Agent("py-offline", 0, 1, layers,
+                               control="ipc:///nonexistent/bellows-control",
+                               publish="ipc:///nonexistent/bellows-publish",
+                               decision_timeout_ms=50, window_steps=1,
+                               stats_precision=precision) as a:
+                a.step_begin()
+                a.observe(0, g)
+                a.step_end()
+                got[precision] = a.window_stats(0).sum_sq
+        self.assertLessEqual(abs(got["exact"] - want), 1e-12 * want)
+        self.assertLessEqual(abs(got["relaxed"] - want), 1e-6 * want)
+        self.assertEqual(got[None], got["relaxed"])
+        with self.assertRaises(bellows.BellowsError) as cm:
+            offline_agent(stats_precision="fast")
+        self.assertEqual(cm.exception.code, _lib.EINVAL)
+        self.assertIn('stats_precision is "fast"', str(cm.exception))
+
     def test_no_decision_means_the_defaults(self):
         with offline_agent() as a:
             a.step_begin()

@@ -169,6 +169,7 @@ class AgentConfig(ctypes.Structure):
         ("resume", ctypes.c_uint32),
         ("server_key", ctypes.c_char_p),
         ("client_key", ctypes.c_char_p),
+        ("stats_precision", ctypes.c_char_p),
     ]
 
 

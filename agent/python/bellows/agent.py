@@ -323,7 +323,8 @@ class Agent:
                  stats_threads: int = 0,
                  run_id: str | None = None, resume: bool = False,
                  server_key: str | os.PathLike | None = None,
-                 client_key: str | os.PathLike | None = None):
+                 client_key: str | os.PathLike | None = None,
+                 stats_precision: str | None = None):
         """Opens the agent (bellows_agent_open).
 
         ``layers`` is a sequence of bellows.Layer, the same on every rank.
@@ -338,6 +339,9 @@ class Agent:
         $BELLOWS_SERVER_KEY and $BELLOWS_CLIENT_KEY. Both or neither: one
         alone, or a file that is not a certificate, is EINVAL naming it
         (docs/agent.md, "Client keys").
+        ``stats_precision`` is "relaxed" (gradient sums within 1e-6
+        relative, at memory speed) or "exact" (within 3e-14); None:
+        $BELLOWS_STATS_PRECISION, else "relaxed". Another value is EINVAL.
         Options left None keep the library's defaults (docs/agent.md):
         ``control`` and ``publish`` come from $BELLOWS_CONTROL and
         $BELLOWS_PUBLISH when set, and a ``job`` of None from $BELLOWS_JOB
@@ -405,6 +409,12 @@ class Agent:
                 raise BellowsError("bellows_agent_open", _lib.ENOTSUP,
                                    "this libbellows has no stats_threads")
             cfg.stats_threads = stats_threads
+        if stats_precision is not None:
+            if not _lib.config_has("stats_precision"):
+                raise BellowsError("bellows_agent_open", _lib.ENOTSUP,
+                                   "this libbellows has no "
+                                   "stats_precision")
+            cfg.stats_precision = cstr(stats_precision)
         if run_id is not None or resume:
             if not _lib.config_has("run_id"):
                 raise BellowsError("bellows_agent_open", _lib.ENOTSUP,

@@ -649,7 +649,9 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
     names, or a callable (name, parameter) -> bool. Remaining keywords go
     to bellows.Agent
     (decision_timeout_ms, heartbeat_ms, log_level, server_key and
-    client_key for a bellowsd that wants CURVE keys, ...).
+    client_key for a bellowsd that wants CURVE keys, stats_precision=
+    "exact" for gradient sums within 3e-14 instead of the default 1e-6,
+    ...).
 
     With "gcomp" (bellows.compress.GComp), the table in force comes from
     the agent (``Agent.codec_table()``, what bellowsd's gcomp policy
