@@ -57,6 +57,12 @@
 #define KERN_GCOMP_ESC          256        /* LUT symbol of the escape */
 #define KERN_GCOMP_BAD          511        /* LUT symbol of an unused code */
 
+/* The codec's two paths, the same blocks byte for byte (see gcomp.c). */
+enum kern_gcomp_path {
+	KERN_GCOMP_PATH_FAST = 0, /* one pass, branch-free bit I/O (default) */
+	KERN_GCOMP_PATH_REF = 1,  /* two passes, checked bit I/O (reference) */
+};
+
 /* A table ready to code with: the canonical code and the decoder's LUT. */
 typedef struct kern_gcomp_table {
 	com_huff_table h;       /* lengths and canonical codes */
@@ -148,6 +154,12 @@ int kern_gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x,
     uint64_t n, int level, const uint8_t *levels, uint8_t *out, size_t cap,
     size_t *ret_bytes, kern_gcomp_stats *stats);
 
+/* kern_gcomp_encode on path (kern_gcomp_path): the same block and stats
+ * on either. BELLOWS_EINVAL also for an unknown path. */
+int kern_gcomp_encode_path(int path, const kern_gcomp_table *t, int dtype,
+    const void *x, uint64_t n, int level, const uint8_t *levels, uint8_t *out,
+    size_t cap, size_t *ret_bytes, kern_gcomp_stats *stats);
+
 /* Reads a block's header: n, dtype, table version, block bytes. Returns 0,
  * or BELLOWS_EPROTO / BELLOWS_EVERSION with errbuf saying what at which
  * byte. */
@@ -167,5 +179,11 @@ int kern_gcomp_info(const uint8_t *in, size_t bytes, uint64_t *ret_n,
 int kern_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in,
     size_t bytes, int dtype, void *out, uint64_t n, int add, char *errbuf,
     size_t errlen);
+
+/* kern_gcomp_decode on path (kern_gcomp_path): the same values, return
+ * codes and messages on either. BELLOWS_EINVAL also for an unknown path. */
+int kern_gcomp_decode_path(int path, const kern_gcomp_table *t,
+    const uint8_t *in, size_t bytes, int dtype, void *out, uint64_t n, int add,
+    char *errbuf, size_t errlen);
 
 #endif /* KERN_CPU_GCOMP_H */
