@@ -104,6 +104,17 @@ kern_gcomp_prepare(kern_gcomp_table *t)
 		for (unsigned j = 0; j < count; j++)
 			t->lut[first + j] = (uint16_t)((unsigned)s << 4 | len);
 	}
+	for (unsigned i = 0; mb <= KERN_GCOMP_LUT2_BITS && i < (1u << mb);
+	     i++) {
+		unsigned s1 = t->lut[i] >> 4, l1 = t->lut[i] & 15u;
+		unsigned e2 = t->lut[(i << l1) & ((1u << mb) - 1)];
+		unsigned s2 = e2 >> 4, l2 = e2 & 15u;
+
+		if (s1 < 256 && s2 < 256 && l1 + l2 <= mb)
+			t->lut2[i] = 2u << 23 | s2 << 14 | s1 << 5 | (l1 + l2);
+		else
+			t->lut2[i] = 1u << 23 | s1 << 5 | l1;
+	}
 	for (int s = 0; s < 256; s++) {
 		if (h->len[s] > 0) {
 			t->enc_code[s] = h->code[s];
@@ -696,6 +707,37 @@ br_refill8(gcomp_br *r)
 	r->cnt |= 56;
 }
 
+/* Phase B of the fast decoder: the level and mantissa of a value whose
+ * symbol sym (a float32 or bfloat16 exponent) is known, the readers
+ * holding the bits. */
+static inline __attribute__((always_inline)) void
+gcomp_value_b(gcomp_br *rl, gcomp_br *rm, unsigned sym, unsigned mb,
+    const unsigned *tr, int dtype, int add, void *out, uint64_t i)
+{
+	unsigned nz = sym != 0, l, keep;
+	uint32_t v, u;
+
+	l = br_get0(rl, 2 * nz);
+	l = sym == 255 ? 0 : l;
+	keep = mb - tr[l];
+	v = br_get0(rm, nz * (1 + keep));
+	if (dtype == KERN_F32) {
+		float f;
+
+		u = (v >> keep << 31 | sym << 23 |
+			(v & ((1u << keep) - 1)) << tr[l]) &
+		    (0u - nz);
+		memcpy(&f, &u, 4);
+		if (add)
+			((float *)out)[i] += f;
+		else
+			((float *)out)[i] = f;
+	} else {
+		(void)gcomp_store(out, i, dtype, add, sym, v >> keep,
+		    (v & ((1u << keep) - 1)) << tr[l]);
+	}
+}
+
 /* kern_gcomp_decode for one dtype (see gcomp_encode_ref); with fast, each
  * chunk's values up to the last 8 bytes of a segment go through
  * unconditional refills. */
@@ -704,6 +746,7 @@ gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
     int dtype, void *out, uint64_t n, int add, int fast, char *errbuf,
     size_t errlen)
 {
+	uint8_t syms[KERN_GCOMP_CHUNK + 1];
 	uint64_t bn, block, chunks, expect, done = 0;
 	unsigned maxb = t->h.max_bits, mb;
 	const unsigned *tr;
@@ -774,48 +817,105 @@ gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 		br_init(&rl, in + off + eB, lB);
 		br_init(&rm, in + off + eB + lB, mB);
 		i = done;
-		/* Fast: every segment has 8 bytes left, so each reader takes
-		 * one unconditional load per value (a value needs at most 23
-		 * exponent, 2 level and 24 mantissa bits); an escape or an
-		 * unused code leaves the loop for the checked one below. */
-		while (fast && i < done + m && re.end - re.p >= 8 &&
-		    rl.end - rl.p >= 8 && rm.end - rm.p >= 8) {
-			unsigned e, sym, l, keep, nz;
-			uint32_t v, u;
+		/* Fast: groups of 16 values while every segment has room for
+		 * a group and an 8-byte load, so that the readers refill
+		 * without a check: the level reader once a group (16 x 2
+		 * bits), the exponent and mantissa readers every 2 values (at
+		 * most 2 x 23 and 2 x 24 bits of the 56 a refill leaves). An
+		 * escape, an unused code or a float16 symbol out of range
+		 * leaves, before reading the value, for the checked loop
+		 * below, which also takes the chunk's last values. */
+		/* Fast, float32 and bfloat16 with a pair LUT: the chunk's
+		 * exponents first, two codes per lookup where they fit
+		 * (phase A, up to an unused code, stopping one value short of
+		 * the chunk's end so a pair never runs past it), then their
+		 * levels and mantissas (phase B: groups as below, then
+		 * checked refills). */
+		if (fast && dtype != KERN_F16 && maxb <= KERN_GCOMP_LUT2_BITS) {
+			uint64_t ja = i;
 
-			br_refill8(&re);
-			e = t->lut[re.bits >> (64 - maxb)];
-			sym = e >> 4;
-			if (sym >= KERN_GCOMP_ESC ||
-			    (dtype == KERN_F16 && sym != 0 && sym != 255 &&
-				(sym < 103 || sym > 142)))
-				break;
-			(void)br_get(&re, e & 15u);
-			nz = sym != 0;
-			br_refill8(&rl);
-			l = br_get0(&rl, 2 * nz);
-			l = sym == 255 ? 0 : l;
-			keep = mb - tr[l];
-			br_refill8(&rm);
-			v = br_get0(&rm, nz * (1 + keep));
-			if (dtype == KERN_F32) {
-				float f;
+			while (ja + 2 <= done + m && re.end - re.p >= 8) {
+				uint32_t e;
+				unsigned s1;
 
-				u = (v >> keep << 31 | sym << 23 |
-					(v & ((1u << keep) - 1)) << tr[l]) &
-				    (0u - nz);
-				memcpy(&f, &u, 4);
-				if (add)
-					((float *)out)[i] += f;
-				else
-					((float *)out)[i] = f;
-			} else {
-				(void)gcomp_store(out, i, dtype, add, sym,
-				    v >> keep,
-				    (v & ((1u << keep) - 1)) << tr[l]);
+				br_refill8(&re);
+				e = t->lut2[re.bits >> (64 - maxb)];
+				s1 = (e >> 5) & 511u;
+				if (s1 == KERN_GCOMP_ESC) {
+					(void)br_get(&re, e & 31u);
+					syms[ja++ - done] = (uint8_t)br_get(&re,
+					    8);
+					continue;
+				}
+				if (s1 == KERN_GCOMP_BAD)
+					break;
+				syms[ja - done] = (uint8_t)s1;
+				syms[ja + 1 - done] = (uint8_t)(e >> 14);
+				(void)br_get(&re, e & 31u);
+				ja += e >> 23;
 			}
-			i++;
+			while (ja - i >= 16 && rl.end - rl.p >= 8 &&
+			    rm.end - rm.p >= 56) {
+				br_refill8(&rl);
+				for (unsigned k = 0; k < 16; k++, i++) {
+					if ((k & 1u) == 0)
+						br_refill8(&rm);
+					gcomp_value_b(&rl, &rm, syms[i - done],
+					    mb, tr, dtype, add, out, i);
+				}
+			}
+			for (; i < ja; i++) {
+				if (rl.cnt < 2)
+					br_refill(&rl);
+				if (rm.cnt < 24)
+					br_refill(&rm);
+				gcomp_value_b(&rl, &rm, syms[i - done], mb, tr,
+				    dtype, add, out, i);
+			}
 		}
+		while (fast && done + m - i >= 16 && re.end - re.p >= 56 &&
+		    rl.end - rl.p >= 8 && rm.end - rm.p >= 56) {
+			br_refill8(&rl);
+			for (unsigned k = 0; k < 16; k++, i++) {
+				unsigned e, sym, l, keep, nz;
+				uint32_t v, u;
+
+				if ((k & 1u) == 0) {
+					br_refill8(&re);
+					br_refill8(&rm);
+				}
+				e = t->lut[re.bits >> (64 - maxb)];
+				sym = e >> 4;
+				if (sym >= KERN_GCOMP_ESC ||
+				    (dtype == KERN_F16 && sym != 0 &&
+					sym != 255 && (sym < 103 || sym > 142)))
+					goto checked;
+				(void)br_get(&re, e & 15u);
+				nz = sym != 0;
+				l = br_get0(&rl, 2 * nz);
+				l = sym == 255 ? 0 : l;
+				keep = mb - tr[l];
+				v = br_get0(&rm, nz * (1 + keep));
+				if (dtype == KERN_F32) {
+					float f;
+
+					u = (v >> keep << 31 | sym << 23 |
+						(v & ((1u << keep) - 1))
+						    << tr[l]) &
+					    (0u - nz);
+					memcpy(&f, &u, 4);
+					if (add)
+						((float *)out)[i] += f;
+					else
+						((float *)out)[i] = f;
+				} else {
+					(void)gcomp_store(out, i, dtype, add,
+					    sym, v >> keep,
+					    (v & ((1u << keep) - 1)) << tr[l]);
+				}
+			}
+		}
+checked:
 		for (; i < done + m; i++) {
 			unsigned e, sym, len, l, keep, nz;
 			uint32_t v;

@@ -56,6 +56,7 @@
 #define KERN_GCOMP_CHUNK_MAX    (1u << 24) /* most values a chunk may hold */
 #define KERN_GCOMP_ESC          256        /* LUT symbol of the escape */
 #define KERN_GCOMP_BAD          511        /* LUT symbol of an unused code */
+#define KERN_GCOMP_LUT2_BITS    11 /* longest max_bits with a pair LUT */
 
 /* The codec's two paths, the same blocks byte for byte (see gcomp.c). */
 enum kern_gcomp_path {
@@ -69,6 +70,11 @@ typedef struct kern_gcomp_table {
 	uint32_t enc_code[256]; /* code (escaped: escape << 8 | symbol) */
 	uint8_t enc_len[256];   /* its bits (escaped: esc_len + 8) */
 	uint16_t lut[1u << COM_HUFF_MAX_BITS]; /* symbol << 4 | length */
+	/* Two codes per lookup, for max_bits <= KERN_GCOMP_LUT2_BITS: count
+	 * << 23 | second symbol << 14 | first symbol << 5 | bits of both
+	 * (count 2 when both are exponents and fit in max_bits, else 1 with
+	 * the first's LUT symbol and length). */
+	uint32_t lut2[1u << KERN_GCOMP_LUT2_BITS];
 } kern_gcomp_table;
 
 /* Counts of one encode (all optional reading for stats and benchmarks). */

@@ -696,11 +696,16 @@ test_fast_path_writes_and_reads_the_reference_blocks(void **state)
 		    : dt == 1              ? (const void *)h16
 					   : (const void *)b16;
 
-		for (int tk = 0; tk < 3; tk++) {
-			/* tables: the data's, another's (escapes), 3 bits */
+		for (int tk = 0; tk < 4; tk++) {
+			/* tables: the data's, another's (escapes), 3 bits,
+			 * 12 bits (above KERN_GCOMP_LUT2_BITS: no pairs) */
 			bellows_gcomp_table *t = table_of(dtype,
 			    tk == 1 ? (const void *)other : data,
-			    tk == 1 ? 64 : nmax, tk == 2 ? 3 : 8, 7);
+			    tk == 1 ? 64 : nmax,
+			    tk == 2       ? 3
+				: tk == 3 ? 12
+					  : 8,
+			    7);
 
 			for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]);
 			     k++) {
