@@ -380,6 +380,8 @@ fw_end(gcomp_fw *w, const uint8_t *start)
 #define GCOMP_SCR_EXP  (KERN_GCOMP_CHUNK * (COM_HUFF_MAX_BITS + 8) / 8 + 16)
 #define GCOMP_SCR_LVL  (KERN_GCOMP_CHUNK * 2 / 8 + 16)
 #define GCOMP_SCR_MANT (KERN_GCOMP_CHUNK * 24 / 8 + 16)
+_Static_assert(KERN_GCOMP_CHUNK < 65536 && KERN_GCOMP_CHUNK % 16 == 0,
+    "the fast encoder counts levels in 16 bits and flushes levels by 16");
 
 /* The fast path's kern_gcomp_encode for one dtype (see gcomp_encode_ref):
  * the same block, in one pass per chunk. */
@@ -414,6 +416,10 @@ gcomp_encode_fast(const kern_gcomp_table *t, int dtype, const void *x,
 		    c * KERN_GCOMP_CHUNK_HEADER;
 		gcomp_fw we = { .p = se }, wl = { .p = sl }, wm = { .p = sm };
 		unsigned bad = 0;
+		/* values per level, 16 bits each (a chunk holds fewer than
+		 * 2^16): one register, no store to forward from value to
+		 * value */
+		uint64_t per_level = 0;
 
 		for (uint64_t i = i0; i < i0 + m; i++) {
 			gcomp_val v = gcomp_split(x, i, dtype);
@@ -428,16 +434,19 @@ gcomp_encode_fast(const kern_gcomp_table *t, int dtype, const void *x,
 			fw_put(&we, t->enc_code[v.sym], t->enc_len[v.sym]);
 			fw_flush(&we);
 			fw_put(&wl, l & mask, 2 & mask);
-			fw_flush(&wl);
+			if ((i & 15u) == 15u) /* 16 levels fit in a flush */
+				fw_flush(&wl);
 			fw_put(&wm, (v.sign << keep | v.man >> tr[l]) & mask,
 			    (1 + keep) & mask);
 			fw_flush(&wm);
 			st.escaped += t->h.len[v.sym] == 0;
 			st.zeros += !nz;
-			st.levels[l] += nz;
+			per_level += (uint64_t)nz << (16 * l);
 		}
 		if (bad > 3)
 			return BELLOWS_EINVAL;
+		for (int l = 0; l < 4; l++)
+			st.levels[l] += (per_level >> (16 * l)) & 0xffffu;
 		eb = fw_end(&we, se);
 		lb = fw_end(&wl, sl);
 		mbits = fw_end(&wm, sm);
