@@ -24,8 +24,9 @@
  *    that other load on the machine does not count) at level 0 and with
  *    delta levels, on the codec's reference path and its fast path
  *    (bellows_gcomp_force_reference), against memcpy and, when built
- *    with libzstd, zstd levels 1 and 3 on the same bytes. Each is repeated for at least
- *    --measure-ms (default 300) of CPU and the best of 5 rounds is shown.
+ *    with libzstd, zstd levels 1 and 3 on the same bytes. Each is
+ *    repeated for at least --measure-ms (default 300) of CPU and the best
+ *    of 5 rounds is shown.
  */
 #include <dirent.h>
 #include <getopt.h>
