@@ -18,8 +18,8 @@ it inside a network namespace with a slow loopback to see the step time
 over a slow link (bench/gcomp/README.md).
 
 usage: bench/gcomp/run.py [--seeds 0,1,2] [--epochs 1] [--out DIR]
-           [--configs raw,gcomp] [--build DIR] [--train-limit N]
-           [--report-only]
+           [--configs raw,gcomp] [--window-steps N] [--build DIR]
+           [--train-limit N] [--report-only]
 """
 
 from __future__ import annotations
@@ -48,6 +48,10 @@ def parse(argv):
     p.add_argument("--lr-decay-at", default=None,
                    help="epochs of the LR drop (default: 3/4 of --epochs)")
     p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--window-steps", type=int, default=0,
+                   help="steps per bellows window (default: the "
+                   "trainer's, half an epoch); the gcomp policy's tables "
+                   "come at most once a window")
     benchkit.add_run_options(p, HERE)
     a = p.parse_args(argv)
     a.seeds = [int(s) for s in a.seeds.split(",")]
@@ -62,7 +66,8 @@ def run_all(args, out: pathlib.Path) -> None:
     jobs = [(benchkit.job_name(PREFIX, config, seed),
              ["--compressor", "gcomp" if config == "gcomp" else "powersgd",
               "--seed", str(seed), "--epochs", str(args.epochs),
-              "--lr-decay-at", args.lr_decay_at])
+              "--lr-decay-at", args.lr_decay_at,
+              "--window-steps", str(args.window_steps)])
             for seed in args.seeds for config in args.configs]
     benchkit.run_jobs(args.build, POLICY, out, jobs, args.train_limit,
                       db=out / "history.db",
