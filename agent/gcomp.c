@@ -4,6 +4,7 @@
  * one allocation). */
 #include <bellows/codec.h>
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,23 @@
 struct bellows_gcomp_table {
 	kern_gcomp_table k; /* code, encoder table and LUT */
 };
+
+/* The codec path forced by bellows_gcomp_force_reference. */
+static atomic_int gcomp_path = KERN_GCOMP_PATH_FAST;
+
+static int
+gcomp_path_now(void)
+{
+	return atomic_load_explicit(&gcomp_path, memory_order_relaxed);
+}
+
+int
+bellows_gcomp_force_reference(int on)
+{
+	atomic_store(&gcomp_path,
+	    on ? KERN_GCOMP_PATH_REF : KERN_GCOMP_PATH_FAST);
+	return 0;
+}
 
 static int
 gcomp_dtype_ok(int dtype)
@@ -161,8 +179,8 @@ bellows_gcomp_encode(const bellows_gcomp_table *table, int dtype, const void *x,
 	if (table == NULL || out == NULL || (n > 0 && x == NULL) ||
 	    !gcomp_dtype_ok(dtype))
 		return BELLOWS_EINVAL;
-	rc = kern_gcomp_encode(&table->k, dtype, x, n, level, levels, out, cap,
-	    &len, &st);
+	rc = kern_gcomp_encode_path(gcomp_path_now(), &table->k, dtype, x, n,
+	    level, levels, out, cap, &len, &st);
 	if (rc < 0)
 		return rc;
 	if (ret_bytes != NULL)
@@ -217,6 +235,6 @@ bellows_gcomp_decode(const bellows_gcomp_table *table, const void *in,
 	    !gcomp_dtype_ok(dtype) || (flags & ~BELLOWS_CODEC_ADD) != 0 ||
 	    (add && dtype != BELLOWS_GCOMP_F32))
 		return BELLOWS_EINVAL;
-	return kern_gcomp_decode(&table->k, in, bytes, dtype, out, n, add,
-	    errbuf, errlen);
+	return kern_gcomp_decode_path(gcomp_path_now(), &table->k, in, bytes,
+	    dtype, out, n, add, errbuf, errlen);
 }

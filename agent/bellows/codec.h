@@ -761,6 +761,13 @@ BELLOWS_EXPORT int bellows_gcomp_decode(const bellows_gcomp_table *table,
     const void *in, size_t bytes, int dtype, void *out, uint64_t n, int flags,
     char *errbuf, size_t errlen);
 
+/* Test and benchmark hook: with on != 0, bellows_gcomp_encode and
+ * bellows_gcomp_decode run the codec's reference path (two passes per
+ * chunk, checked bit I/O) from now on, for this process; 0 goes back to
+ * the fast path. Both write and read the same blocks byte for byte.
+ * Returns 0. */
+BELLOWS_EXPORT int bellows_gcomp_force_reference(int on);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,9 +22,11 @@
  * 3. One core, on the last dump: encode and decode GB/s (float32 bytes
  *    per second of this thread's CPU time, CLOCK_THREAD_CPUTIME_ID, so
  *    that other load on the machine does not count) at level 0 and with
- *    delta levels, against memcpy and, when built with libzstd, zstd
- *    levels 1 and 3 on the same bytes. Each is repeated for at least
- *    --measure-ms (default 300) of CPU and the best of 5 rounds is shown.
+ *    delta levels, on the codec's reference path and its fast path
+ *    (bellows_gcomp_force_reference), against memcpy and, when built
+ *    with libzstd, zstd levels 1 and 3 on the same bytes. Each is
+ *    repeated for at least --measure-ms (default 300) of CPU and the best
+ *    of 5 rounds is shown.
  */
 #include <dirent.h>
 #include <getopt.h>
@@ -327,20 +329,39 @@ run_dir(const char *dir, int window, unsigned ms)
 		c.cap = bellows_gcomp_bound(BELLOWS_GCOMP_F32, last->n);
 		c.buf = bench_alloc("gcomp_codec", c.cap);
 		c.out = bench_alloc("gcomp_codec", last->n * 4);
-		printf("\n| one core, %.1f MB | GB/s |\n|---|---|\n",
+		double mc;
+
+		printf("\n| one core, %.1f MB | GB/s | share of memcpy |\n"
+		       "|---|---|---|\n",
 		    bytes / 1e6);
-		printf("| memcpy | %.2f |\n", gbps(do_memcpy, &c, bytes, ms));
-		printf("| gcomp encode, level 0 | %.3f |\n",
-		    gbps(do_encode, &c, bytes, ms));
-		printf("| gcomp decode, level 0 | %.3f |\n",
-		    gbps(do_decode, &c, bytes, ms));
-		if (last->lv != NULL) {
-			c.levels = last->lv;
-			printf("| gcomp encode, delta levels | %.3f |\n",
-			    gbps(do_encode, &c, bytes, ms));
-			printf("| gcomp decode, delta levels | %.3f |\n",
-			    gbps(do_decode, &c, bytes, ms));
+		mc = gbps(do_memcpy, &c, bytes, ms);
+		printf("| memcpy | %.2f | 1 |\n", mc);
+		/* The codec's reference path (two passes per chunk, checked
+		 * bit I/O) and the default fast path, in the same run. */
+		for (int lv = 0; lv < 2; lv++) {
+			const char *what = lv ? "delta levels" : "level 0";
+
+			if (lv && last->lv == NULL)
+				break;
+			c.levels = lv ? last->lv : NULL;
+			for (int ref = 1; ref >= 0; ref--) {
+				double e, dd;
+
+				bellows_gcomp_force_reference(ref);
+				e = gbps(do_encode, &c, bytes, ms);
+				dd = gbps(do_decode, &c, bytes, ms);
+				printf("| gcomp encode, %s, %s path | %.3f | "
+				       "%.4f |\n",
+				    what, ref ? "reference" : "fast", e,
+				    e / mc);
+				printf("| gcomp decode, %s, %s path | %.3f | "
+				       "%.4f |\n",
+				    what, ref ? "reference" : "fast", dd,
+				    dd / mc);
+			}
 		}
+		bellows_gcomp_force_reference(0);
+		c.levels = NULL;
 		/* delta levels: synthetic parameters and state of the same
 		 * size (the arithmetic does not depend on the values). */
 		{

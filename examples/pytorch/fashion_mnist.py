@@ -4,7 +4,8 @@
 Trains on CPU with the gloo backend, one process per rank, each attached to
 bellowsd through bellows.torch: the gradients are compressed per layer at
 the levels bellowsd decides (PowerSGD rank, top-k keep fraction, or 1-bit /
-2-bit quantisation), each layer sent raw when the decision says so (size
+2-bit quantisation, or GComp's Huffman-coded exponents and truncated
+mantissas), each layer sent raw when the decision says so (size
 threshold, compression gate, calibration), and bellowsd's batch-size and
 LR-scale decisions are applied. With --comet the convolutions' inputs are
 kept for the backward pass compressed at the error bounds bellowsd decides
@@ -20,6 +21,8 @@ residuals, resireduce.yaml) with --compressor topk or powersgd, best with
 --model resnet, whose runs of same-shape convolutions it can group
 (--static-resireduce applies the paper's static plan instead). Rank 0
 ends with the residual memory the plan kept.
+`gcomp` (the exponent tables; examples/policies/gcomp.yaml) with
+--compressor gcomp.
 
 Two ways to start it:
 
@@ -282,11 +285,19 @@ def train(rank: int, world: int, args) -> None:
     # (a report carries the lr and lr_next of its last step only).
     # COMET's rule needs M_avg of the convolution weights: momentum
     # statistics (on every layer here, the simplest).
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9,
+                          weight_decay=args.weight_decay)
+    # GComp: the weight matrices report their exponent histograms (the
+    # gcomp policy's tables are built from them) and the optimizer sets
+    # each value's truncation level (the paper's delta).
+    gcomp = args.compressor == "gcomp"
     agent = bellows.torch.attach(
         ddp, args.job, compressor=args.compressor, seed=args.seed,
         quant_threshold=args.quant_threshold,
         layer_flags=bellows.LAYER_MOMENTUM if args.comet else 0,
-        control=args.control, publish=args.publish, window_steps=0)
+        control=args.control, publish=args.publish, window_steps=0,
+        exp_hist=True if gcomp else None,
+        optimizer=opt if gcomp else None)
     comet = None
     if args.comet:
         try:
@@ -300,8 +311,6 @@ def train(rank: int, world: int, args) -> None:
             raise SystemExit("fashion_mnist: --static-resireduce needs a "
                              "compressor with error feedback")
         agent.static_plan = static_plan(model)
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9,
-                          weight_decay=args.weight_decay)
     log = rank == 0 and not args.quiet
     quant = (f" (threshold {args.quant_threshold:g})"
              if args.compressor in ("1bit", "2bit") else "")
@@ -417,10 +426,13 @@ def train(rank: int, world: int, args) -> None:
                       f"{wtimes['step_ms']:.1f} ms", flush=True)
     wall = time.perf_counter() - t_start
     acc, test_loss = evaluate(model, test, rank, world)
-    totals = torch.tensor([agent.floats_sent, agent.floats_raw],
-                          dtype=torch.float64)
+    # Bytes: what the compressor put on the wire, against 4 bytes per
+    # float of an uncompressed reduce (the model is float32).
+    totals = torch.tensor([agent.floats_sent, agent.floats_raw,
+                           agent.bytes_sent], dtype=torch.float64)
     dist.all_reduce(totals)
     sent, raw = int(totals[0]), int(totals[1])
+    bytes_sent, bytes_raw = int(totals[2]), 4 * raw
     stats = agent.agent.stats()
     if rank == 0:
         if not args.quiet:
@@ -446,7 +458,8 @@ def train(rank: int, world: int, args) -> None:
                            for layer in agent.layers],
                 "windows": windows, "final_acc": acc,
                 "final_loss": test_loss, "floats_sent": sent,
-                "floats_raw": raw, "wall_s": wall,
+                "floats_raw": raw, "bytes_sent": bytes_sent,
+                "bytes_raw": bytes_raw, "wall_s": wall,
                 "comm_ms": agent.comm_ms, "codec_ms": agent.codec_ms,
                 "decisions": stats.decisions,
                 "decision_misses": stats.decision_misses,
@@ -515,11 +528,13 @@ def parse(argv):
     p.add_argument("--eval-every", type=int, default=1,
                    help="evaluate every N windows")
     p.add_argument("--compressor",
-                   choices=("powersgd", "topk", "1bit", "2bit"),
+                   choices=("powersgd", "topk", "1bit", "2bit", "gcomp"),
                    default="powersgd",
                    help="what a layer at a level > 0 is sent as: PowerSGD "
                    "(level = rank), top-k (level = keep fraction), 1-bit or "
-                   "2-bit quantisation with error feedback (any level)")
+                   "2-bit quantisation with error feedback (any level), "
+                   "GComp (any level; bellowsd's gcomp policy builds the "
+                   "tables, the optimizer's delta sets the truncation)")
     p.add_argument("--model", choices=tuple(MODELS), default="net",
                    help="net: two convolutions, two fc layers; resnet: a "
                    "small ResNet-style CNN with runs of same-shape "

@@ -1,13 +1,27 @@
 /* gcomp - the GComp codec's portable C encoder and decoder; see gcomp.h for
  * the bit layout and the block format.
  *
- * Encoding a chunk takes two passes over its values: the first adds up the
- * bits of each segment (so the three segments can be written in place,
- * back to back), the second writes them. Decoding peeks max_code_bits of
- * the exponent segment into the LUT (one lookup per value), then reads the
- * level and mantissa from their segments. Bit readers never read outside
- * their segment: past its end they see zero bits, and the count of bits
- * each segment used is checked against its header at the end of the chunk.
+ * Two paths write and read the same blocks byte for byte.
+ *
+ * The reference path (KERN_GCOMP_PATH_REF) encodes a chunk in two passes
+ * over its values: the first adds up the bits of each segment (so the
+ * three segments can be written in place, back to back), the second writes
+ * them with a bit writer that stores 32 bits when it has them.
+ *
+ * The fast path (KERN_GCOMP_PATH_FAST, the default) encodes a chunk in one
+ * pass, each segment into its own scratch buffer on the stack, and copies
+ * the three into place at the chunk's end. Its bit writers hold their bits
+ * at the top of a 64-bit word and store all 8 bytes after every value,
+ * advancing by the whole bytes written: no branch per value. Its decoder
+ * refills the three bit readers without a branch (an 8-byte load each)
+ * while every segment has 8 bytes left, and falls back to the reference
+ * path's checked refills for the chunk's last values.
+ *
+ * Decoding peeks max_code_bits of the exponent segment into the LUT (one
+ * lookup per value), then reads the level and mantissa from their
+ * segments. Bit readers never read outside their segment: past its end
+ * they see zero bits, and the count of bits each segment used is checked
+ * against its header at the end of the chunk.
  */
 #include "gcomp.h"
 
@@ -89,6 +103,17 @@ kern_gcomp_prepare(kern_gcomp_table *t)
 		count = 1u << (mb - len);
 		for (unsigned j = 0; j < count; j++)
 			t->lut[first + j] = (uint16_t)((unsigned)s << 4 | len);
+	}
+	for (unsigned i = 0; mb <= KERN_GCOMP_LUT2_BITS && i < (1u << mb);
+	     i++) {
+		unsigned s1 = t->lut[i] >> 4, l1 = t->lut[i] & 15u;
+		unsigned e2 = t->lut[(i << l1) & ((1u << mb) - 1)];
+		unsigned s2 = e2 >> 4, l2 = e2 & 15u;
+
+		if (s1 < 256 && s2 < 256 && l1 + l2 <= mb)
+			t->lut2[i] = 2u << 23 | s2 << 14 | s1 << 5 | (l1 + l2);
+		else
+			t->lut2[i] = 1u << 23 | s1 << 5 | l1;
 	}
 	for (int s = 0; s < 256; s++) {
 		if (h->len[s] > 0) {
@@ -203,11 +228,11 @@ bw_flush(gcomp_bw *w)
 	w->n = 0;
 }
 
-/* kern_gcomp_encode for one dtype: inlined with a constant dtype, so the
- * per-value branches on it fold away. */
+/* The reference path's kern_gcomp_encode for one dtype: inlined with a
+ * constant dtype, so the per-value branches on it fold away. */
 static inline __attribute__((always_inline)) int
-gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x, uint64_t n,
-    int level, const uint8_t *levels, uint8_t *out, size_t cap,
+gcomp_encode_ref(const kern_gcomp_table *t, int dtype, const void *x,
+    uint64_t n, int level, const uint8_t *levels, uint8_t *out, size_t cap,
     size_t *ret_bytes, kern_gcomp_stats *stats)
 {
 	uint64_t chunks, off;
@@ -309,24 +334,192 @@ gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x, uint64_t n,
 	return 0;
 }
 
+/* The fast path's bit writer: pending bits at the top of acc. */
+typedef struct gcomp_fw {
+	uint8_t *p;   /* next byte */
+	uint64_t acc; /* pending bits, most significant first */
+	unsigned n;   /* pending bit count, < 8 after fw_flush */
+} gcomp_fw;
+
+/* Appends the len (0..32) low bits of v (no bits above them). */
+static inline __attribute__((always_inline)) void
+fw_put(gcomp_fw *w, uint32_t v, unsigned len)
+{
+	w->acc |= ((uint64_t)v << (63 - len) << 1) >> w->n;
+	w->n += len;
+}
+
+/* Stores 8 bytes (the buffer has 8 bytes of slack) and keeps the partial
+ * byte. */
+static inline __attribute__((always_inline)) void
+fw_flush(gcomp_fw *w)
+{
+	uint64_t be = __builtin_bswap64(w->acc);
+
+	memcpy(w->p, &be, 8);
+	w->p += w->n >> 3;
+	w->acc <<= w->n & 56u;
+	w->n &= 7u;
+}
+
+/* Writes the last partial byte; returns the bits written from start. */
+static inline __attribute__((always_inline)) uint64_t
+fw_end(gcomp_fw *w, const uint8_t *start)
+{
+	uint64_t bits = (uint64_t)(w->p - start) * 8 + w->n;
+
+	fw_flush(w);
+	if (w->n > 0)
+		w->p++;
+	return bits;
+}
+
+/* Scratch bytes of a chunk's segments: the longest exponent (escape and
+ * 8 raw bits), 2 level bits, sign and float32 mantissa per value, plus the
+ * writers' 8 bytes of slack. */
+#define GCOMP_SCR_EXP  (KERN_GCOMP_CHUNK * (COM_HUFF_MAX_BITS + 8) / 8 + 16)
+#define GCOMP_SCR_LVL  (KERN_GCOMP_CHUNK * 2 / 8 + 16)
+#define GCOMP_SCR_MANT (KERN_GCOMP_CHUNK * 24 / 8 + 16)
+_Static_assert(KERN_GCOMP_CHUNK < 65536 && KERN_GCOMP_CHUNK % 16 == 0,
+    "the fast encoder counts levels in 16 bits and flushes levels by 16");
+
+/* The fast path's kern_gcomp_encode for one dtype (see gcomp_encode_ref):
+ * the same block, in one pass per chunk. */
+static inline __attribute__((always_inline)) int
+gcomp_encode_fast(const kern_gcomp_table *t, int dtype, const void *x,
+    uint64_t n, int level, const uint8_t *levels, uint8_t *out, size_t cap,
+    size_t *ret_bytes, kern_gcomp_stats *stats)
+{
+	uint8_t se[GCOMP_SCR_EXP], sl[GCOMP_SCR_LVL], sm[GCOMP_SCR_MANT];
+	uint64_t chunks, off;
+	kern_gcomp_stats st;
+	const unsigned *tr;
+	unsigned mb;
+
+	if (dtype != KERN_F32 && dtype != KERN_F16 && dtype != KERN_BF16)
+		return BELLOWS_EINVAL;
+	if (level < 0 || level > 3 || n > (UINT64_C(1) << 48))
+		return BELLOWS_EINVAL;
+	mb = gcomp_mbits[dtype];
+	tr = gcomp_trunc[dtype];
+	chunks = (n + KERN_GCOMP_CHUNK - 1) / KERN_GCOMP_CHUNK;
+	off = KERN_GCOMP_HEADER + chunks * KERN_GCOMP_CHUNK_HEADER;
+	if (cap < off)
+		return BELLOWS_EMSGSIZE;
+	memset(&st, 0, sizeof(st));
+	for (uint64_t c = 0; c < chunks; c++) {
+		uint64_t i0 = c * KERN_GCOMP_CHUNK;
+		uint64_t m = n - i0 < KERN_GCOMP_CHUNK ? n - i0
+						       : KERN_GCOMP_CHUNK;
+		uint64_t eb, lb, mbits, eB, lB, mB;
+		uint8_t *h = out + KERN_GCOMP_HEADER +
+		    c * KERN_GCOMP_CHUNK_HEADER;
+		gcomp_fw we = { .p = se }, wl = { .p = sl }, wm = { .p = sm };
+		unsigned bad = 0;
+		/* values per level, 16 bits each (a chunk holds fewer than
+		 * 2^16): one register, no store to forward from value to
+		 * value */
+		uint64_t per_level = 0;
+
+		for (uint64_t i = i0; i < i0 + m; i++) {
+			gcomp_val v = gcomp_split(x, i, dtype);
+			unsigned l = levels != NULL ? levels[i]
+						    : (unsigned)level;
+			unsigned nz = v.sym != 0, keep;
+			uint32_t mask = 0u - nz;
+
+			bad |= l;
+			l = v.sym == 255 ? 0 : l & 3u;
+			keep = mb - tr[l];
+			fw_put(&we, t->enc_code[v.sym], t->enc_len[v.sym]);
+			fw_flush(&we);
+			fw_put(&wl, l & mask, 2 & mask);
+			if ((i & 15u) == 15u) /* 16 levels fit in a flush */
+				fw_flush(&wl);
+			fw_put(&wm, (v.sign << keep | v.man >> tr[l]) & mask,
+			    (1 + keep) & mask);
+			fw_flush(&wm);
+			st.escaped += t->h.len[v.sym] == 0;
+			st.zeros += !nz;
+			per_level += (uint64_t)nz << (16 * l);
+		}
+		if (bad > 3)
+			return BELLOWS_EINVAL;
+		for (int l = 0; l < 4; l++)
+			st.levels[l] += (per_level >> (16 * l)) & 0xffffu;
+		eb = fw_end(&we, se);
+		lb = fw_end(&wl, sl);
+		mbits = fw_end(&wm, sm);
+		eB = (eb + 7) / 8;
+		lB = (lb + 7) / 8;
+		mB = (mbits + 7) / 8;
+		if (cap - off < eB + lB + mB)
+			return BELLOWS_EMSGSIZE;
+		put_le64(h, off);
+		put_le32(h + 8, (uint32_t)m);
+		put_le32(h + 12, (uint32_t)eb);
+		put_le32(h + 16, (uint32_t)lb);
+		put_le32(h + 20, (uint32_t)mbits);
+		memcpy(out + off, se, eB);
+		memcpy(out + off + eB, sl, lB);
+		memcpy(out + off + eB + lB, sm, mB);
+		st.exp_bits += eb;
+		st.level_bits += lb;
+		st.mant_bits += mbits;
+		off += eB + lB + mB;
+	}
+	memcpy(out, "BGCB", 4);
+	out[4] = KERN_GCOMP_FORMAT;
+	out[5] = (uint8_t)dtype;
+	out[6] = out[7] = 0;
+	put_le32(out + 8, t->h.version);
+	put_le32(out + 12, (uint32_t)chunks);
+	put_le64(out + 16, n);
+	put_le64(out + 24, off);
+	st.values = n;
+	st.bytes = off;
+	if (ret_bytes != NULL)
+		*ret_bytes = (size_t)off;
+	if (stats != NULL)
+		*stats = st;
+	return 0;
+}
+
+int
+kern_gcomp_encode_path(int path, const kern_gcomp_table *t, int dtype,
+    const void *x, uint64_t n, int level, const uint8_t *levels, uint8_t *out,
+    size_t cap, size_t *ret_bytes, kern_gcomp_stats *stats)
+{
+#define GCOMP_ENC(fn, dt)                                                      \
+	fn(t, dt, x, n, level, levels, out, cap, ret_bytes, stats)
+	if (path != KERN_GCOMP_PATH_FAST && path != KERN_GCOMP_PATH_REF)
+		return BELLOWS_EINVAL;
+	switch (dtype) {
+	case KERN_F32:
+		return path == KERN_GCOMP_PATH_REF
+		    ? GCOMP_ENC(gcomp_encode_ref, KERN_F32)
+		    : GCOMP_ENC(gcomp_encode_fast, KERN_F32);
+	case KERN_F16:
+		return path == KERN_GCOMP_PATH_REF
+		    ? GCOMP_ENC(gcomp_encode_ref, KERN_F16)
+		    : GCOMP_ENC(gcomp_encode_fast, KERN_F16);
+	case KERN_BF16:
+		return path == KERN_GCOMP_PATH_REF
+		    ? GCOMP_ENC(gcomp_encode_ref, KERN_BF16)
+		    : GCOMP_ENC(gcomp_encode_fast, KERN_BF16);
+	default:
+		return BELLOWS_EINVAL;
+	}
+#undef GCOMP_ENC
+}
+
 int
 kern_gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x,
     uint64_t n, int level, const uint8_t *levels, uint8_t *out, size_t cap,
     size_t *ret_bytes, kern_gcomp_stats *stats)
 {
-	switch (dtype) {
-	case KERN_F32:
-		return gcomp_encode(t, KERN_F32, x, n, level, levels, out, cap,
-		    ret_bytes, stats);
-	case KERN_F16:
-		return gcomp_encode(t, KERN_F16, x, n, level, levels, out, cap,
-		    ret_bytes, stats);
-	case KERN_BF16:
-		return gcomp_encode(t, KERN_BF16, x, n, level, levels, out, cap,
-		    ret_bytes, stats);
-	default:
-		return BELLOWS_EINVAL;
-	}
+	return kern_gcomp_encode_path(KERN_GCOMP_PATH_FAST, t, dtype, x, n,
+	    level, levels, out, cap, ret_bytes, stats);
 }
 
 int
@@ -509,11 +702,60 @@ gcomp_store(void *out, uint64_t i, int dtype, int add, unsigned sym,
 	}
 }
 
-/* kern_gcomp_decode for one dtype (see gcomp_encode). */
+/* The fast path's refill: unconditional, for a reader with at least 8
+ * bytes left in its segment; leaves at least 56 valid bits. */
+static inline __attribute__((always_inline)) void
+br_refill8(gcomp_br *r)
+{
+	uint64_t w;
+
+	memcpy(&w, r->p, 8);
+	w = __builtin_bswap64(w);
+	r->bits |= w >> r->cnt;
+	r->p += (63 - r->cnt) >> 3;
+	r->cnt |= 56;
+}
+
+/* Phase B of the fast decoder: the level and mantissa of a value whose
+ * symbol sym (a float32 or bfloat16 exponent) is known, the readers
+ * holding the bits. */
+static inline __attribute__((always_inline)) void
+gcomp_value_b(gcomp_br *rl, gcomp_br *rm, unsigned sym, unsigned mb,
+    const unsigned *tr, int dtype, int add, void *out, uint64_t i)
+{
+	unsigned nz = sym != 0, l, keep;
+	uint32_t v, u;
+
+	l = br_get0(rl, 2 * nz);
+	l = sym == 255 ? 0 : l;
+	keep = mb - tr[l];
+	v = br_get0(rm, nz * (1 + keep));
+	if (dtype == KERN_F32) {
+		float f;
+
+		u = (v >> keep << 31 | sym << 23 |
+			(v & ((1u << keep) - 1)) << tr[l]) &
+		    (0u - nz);
+		memcpy(&f, &u, 4);
+		if (add)
+			((float *)out)[i] += f;
+		else
+			((float *)out)[i] = f;
+	} else {
+		(void)gcomp_store(out, i, dtype, add, sym, v >> keep,
+		    (v & ((1u << keep) - 1)) << tr[l]);
+	}
+}
+
+/* kern_gcomp_decode for one dtype (see gcomp_encode_ref); with fast, each
+ * chunk's values up to the last 8 bytes of a segment go through
+ * unconditional refills. */
 static inline __attribute__((always_inline)) int
 gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
-    int dtype, void *out, uint64_t n, int add, char *errbuf, size_t errlen)
+    int dtype, void *out, uint64_t n, int add, int fast, char *errbuf,
+    size_t errlen)
 {
+	uint8_t syms[KERN_GCOMP_CHUNK + 1];
 	uint64_t bn, block, chunks, expect, done = 0;
 	unsigned maxb = t->h.max_bits, mb;
 	const unsigned *tr;
@@ -553,6 +795,7 @@ gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 		uint64_t eB = (eb + 7) / 8, lB = (lb + 7) / 8,
 			 mB = (mbits + 7) / 8;
 		gcomp_br re, rl, rm;
+		uint64_t i;
 
 		if (off != expect) {
 			gcomp_err(errbuf, errlen,
@@ -582,7 +825,107 @@ gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 		br_init(&re, in + off, eB);
 		br_init(&rl, in + off + eB, lB);
 		br_init(&rm, in + off + eB + lB, mB);
-		for (uint64_t i = done; i < done + m; i++) {
+		i = done;
+		/* Fast: groups of 16 values while every segment has room for
+		 * a group and an 8-byte load, so that the readers refill
+		 * without a check: the level reader once a group (16 x 2
+		 * bits), the exponent and mantissa readers every 2 values (at
+		 * most 2 x 23 and 2 x 24 bits of the 56 a refill leaves). An
+		 * escape, an unused code or a float16 symbol out of range
+		 * leaves, before reading the value, for the checked loop
+		 * below, which also takes the chunk's last values. */
+		/* Fast, float32 and bfloat16 with a pair LUT: the chunk's
+		 * exponents first, two codes per lookup where they fit
+		 * (phase A, up to an unused code, stopping one value short of
+		 * the chunk's end so a pair never runs past it), then their
+		 * levels and mantissas (phase B: groups as below, then
+		 * checked refills). */
+		if (fast && dtype != KERN_F16 && maxb <= KERN_GCOMP_LUT2_BITS) {
+			uint64_t ja = i;
+
+			while (ja + 2 <= done + m && re.end - re.p >= 8) {
+				uint32_t e;
+				unsigned s1;
+
+				br_refill8(&re);
+				e = t->lut2[re.bits >> (64 - maxb)];
+				s1 = (e >> 5) & 511u;
+				if (s1 == KERN_GCOMP_ESC) {
+					(void)br_get(&re, e & 31u);
+					syms[ja++ - done] = (uint8_t)br_get(&re,
+					    8);
+					continue;
+				}
+				if (s1 == KERN_GCOMP_BAD)
+					break;
+				syms[ja - done] = (uint8_t)s1;
+				syms[ja + 1 - done] = (uint8_t)(e >> 14);
+				(void)br_get(&re, e & 31u);
+				ja += e >> 23;
+			}
+			while (ja - i >= 16 && rl.end - rl.p >= 8 &&
+			    rm.end - rm.p >= 56) {
+				br_refill8(&rl);
+				for (unsigned k = 0; k < 16; k++, i++) {
+					if ((k & 1u) == 0)
+						br_refill8(&rm);
+					gcomp_value_b(&rl, &rm, syms[i - done],
+					    mb, tr, dtype, add, out, i);
+				}
+			}
+			for (; i < ja; i++) {
+				if (rl.cnt < 2)
+					br_refill(&rl);
+				if (rm.cnt < 24)
+					br_refill(&rm);
+				gcomp_value_b(&rl, &rm, syms[i - done], mb, tr,
+				    dtype, add, out, i);
+			}
+		}
+		while (fast && done + m - i >= 16 && re.end - re.p >= 56 &&
+		    rl.end - rl.p >= 8 && rm.end - rm.p >= 56) {
+			br_refill8(&rl);
+			for (unsigned k = 0; k < 16; k++, i++) {
+				unsigned e, sym, l, keep, nz;
+				uint32_t v, u;
+
+				if ((k & 1u) == 0) {
+					br_refill8(&re);
+					br_refill8(&rm);
+				}
+				e = t->lut[re.bits >> (64 - maxb)];
+				sym = e >> 4;
+				if (sym >= KERN_GCOMP_ESC ||
+				    (dtype == KERN_F16 && sym != 0 &&
+					sym != 255 && (sym < 103 || sym > 142)))
+					goto checked;
+				(void)br_get(&re, e & 15u);
+				nz = sym != 0;
+				l = br_get0(&rl, 2 * nz);
+				l = sym == 255 ? 0 : l;
+				keep = mb - tr[l];
+				v = br_get0(&rm, nz * (1 + keep));
+				if (dtype == KERN_F32) {
+					float f;
+
+					u = (v >> keep << 31 | sym << 23 |
+						(v & ((1u << keep) - 1))
+						    << tr[l]) &
+					    (0u - nz);
+					memcpy(&f, &u, 4);
+					if (add)
+						((float *)out)[i] += f;
+					else
+						((float *)out)[i] = f;
+				} else {
+					(void)gcomp_store(out, i, dtype, add,
+					    sym, v >> keep,
+					    (v & ((1u << keep) - 1)) << tr[l]);
+				}
+			}
+		}
+checked:
+		for (; i < done + m; i++) {
 			unsigned e, sym, len, l, keep, nz;
 			uint32_t v;
 
@@ -657,24 +1000,44 @@ gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 }
 
 int
-kern_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
-    int dtype, void *out, uint64_t n, int add, char *errbuf, size_t errlen)
+kern_gcomp_decode_path(int path, const kern_gcomp_table *t, const uint8_t *in,
+    size_t bytes, int dtype, void *out, uint64_t n, int add, char *errbuf,
+    size_t errlen)
 {
+	int fast = path == KERN_GCOMP_PATH_FAST;
+
+	if (path != KERN_GCOMP_PATH_FAST && path != KERN_GCOMP_PATH_REF)
+		return BELLOWS_EINVAL;
 	switch (dtype) {
 	case KERN_F32:
-		return add ? gcomp_decode(t, in, bytes, KERN_F32, out, n, 1,
-				 errbuf, errlen)
-			   : gcomp_decode(t, in, bytes, KERN_F32, out, n, 0,
-				 errbuf, errlen);
-	case KERN_F16:
-		return gcomp_decode(t, in, bytes, KERN_F16, out, n, add, errbuf,
-		    errlen);
-	case KERN_BF16:
-		return gcomp_decode(t, in, bytes, KERN_BF16, out, n, add,
+		if (fast)
+			return add ? gcomp_decode(t, in, bytes, KERN_F32, out,
+					 n, 1, 1, errbuf, errlen)
+				   : gcomp_decode(t, in, bytes, KERN_F32, out,
+					 n, 0, 1, errbuf, errlen);
+		return gcomp_decode(t, in, bytes, KERN_F32, out, n, add, 0,
 		    errbuf, errlen);
+	case KERN_F16:
+		return fast ? gcomp_decode(t, in, bytes, KERN_F16, out, n, add,
+				  1, errbuf, errlen)
+			    : gcomp_decode(t, in, bytes, KERN_F16, out, n, add,
+				  0, errbuf, errlen);
+	case KERN_BF16:
+		return fast ? gcomp_decode(t, in, bytes, KERN_BF16, out, n, add,
+				  1, errbuf, errlen)
+			    : gcomp_decode(t, in, bytes, KERN_BF16, out, n, add,
+				  0, errbuf, errlen);
 	default:
 		return BELLOWS_EINVAL;
 	}
+}
+
+int
+kern_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
+    int dtype, void *out, uint64_t n, int add, char *errbuf, size_t errlen)
+{
+	return kern_gcomp_decode_path(KERN_GCOMP_PATH_FAST, t, in, bytes, dtype,
+	    out, n, add, errbuf, errlen);
 }
 
 /* The bias corrections 1 - beta^t, once per call (host pow, so that the

@@ -56,6 +56,13 @@
 #define KERN_GCOMP_CHUNK_MAX    (1u << 24) /* most values a chunk may hold */
 #define KERN_GCOMP_ESC          256        /* LUT symbol of the escape */
 #define KERN_GCOMP_BAD          511        /* LUT symbol of an unused code */
+#define KERN_GCOMP_LUT2_BITS    11 /* longest max_bits with a pair LUT */
+
+/* The codec's two paths, the same blocks byte for byte (see gcomp.c). */
+enum kern_gcomp_path {
+	KERN_GCOMP_PATH_FAST = 0, /* one pass, branch-free bit I/O (default) */
+	KERN_GCOMP_PATH_REF = 1,  /* two passes, checked bit I/O (reference) */
+};
 
 /* A table ready to code with: the canonical code and the decoder's LUT. */
 typedef struct kern_gcomp_table {
@@ -63,6 +70,11 @@ typedef struct kern_gcomp_table {
 	uint32_t enc_code[256]; /* code (escaped: escape << 8 | symbol) */
 	uint8_t enc_len[256];   /* its bits (escaped: esc_len + 8) */
 	uint16_t lut[1u << COM_HUFF_MAX_BITS]; /* symbol << 4 | length */
+	/* Two codes per lookup, for max_bits <= KERN_GCOMP_LUT2_BITS: count
+	 * << 23 | second symbol << 14 | first symbol << 5 | bits of both
+	 * (count 2 when both are exponents and fit in max_bits, else 1 with
+	 * the first's LUT symbol and length). */
+	uint32_t lut2[1u << KERN_GCOMP_LUT2_BITS];
 } kern_gcomp_table;
 
 /* Counts of one encode (all optional reading for stats and benchmarks). */
@@ -143,10 +155,17 @@ uint64_t kern_gcomp_bound(int dtype, uint64_t n);
  * *ret_bytes gets the block's size; *stats (may be NULL) is filled.
  * Returns 0; BELLOWS_EINVAL for a bad dtype, level or levels[i] above 3;
  * BELLOWS_EMSGSIZE when cap is too small (out's contents then
- * unspecified). Allocates nothing. */
+ * unspecified). Allocates nothing; the fast path takes about 50 KB of
+ * stack (a chunk's segments), the decoder about 8 KB. */
 int kern_gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x,
     uint64_t n, int level, const uint8_t *levels, uint8_t *out, size_t cap,
     size_t *ret_bytes, kern_gcomp_stats *stats);
+
+/* kern_gcomp_encode on path (kern_gcomp_path): the same block and stats
+ * on either. BELLOWS_EINVAL also for an unknown path. */
+int kern_gcomp_encode_path(int path, const kern_gcomp_table *t, int dtype,
+    const void *x, uint64_t n, int level, const uint8_t *levels, uint8_t *out,
+    size_t cap, size_t *ret_bytes, kern_gcomp_stats *stats);
 
 /* Reads a block's header: n, dtype, table version, block bytes. Returns 0,
  * or BELLOWS_EPROTO / BELLOWS_EVERSION with errbuf saying what at which
@@ -167,5 +186,11 @@ int kern_gcomp_info(const uint8_t *in, size_t bytes, uint64_t *ret_n,
 int kern_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in,
     size_t bytes, int dtype, void *out, uint64_t n, int add, char *errbuf,
     size_t errlen);
+
+/* kern_gcomp_decode on path (kern_gcomp_path): the same values, return
+ * codes and messages on either. BELLOWS_EINVAL also for an unknown path. */
+int kern_gcomp_decode_path(int path, const kern_gcomp_table *t,
+    const uint8_t *in, size_t bytes, int dtype, void *out, uint64_t n, int add,
+    char *errbuf, size_t errlen);
 
 #endif /* KERN_CPU_GCOMP_H */

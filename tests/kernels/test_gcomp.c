@@ -3,7 +3,9 @@
  * its level's truncation, the paper's delta and the levels it picks against
  * hand-computed values for every optimizer, the block's errors with their
  * offsets, and a bounded fuzz of the decoder (truncations, bit flips,
- * random bytes) that must never crash or read outside the buffer.
+ * random bytes) that must never crash or read outside the buffer. The
+ * codec's fast path (the default) must write and read the same blocks as
+ * its reference path, byte for byte, also for the fuzzed ones.
  *
  * `test_kern_gcomp fuzz SECONDS` runs only the fuzz, for that long. */
 #include <setjmp.h>
@@ -597,12 +599,147 @@ test_bad_blocks_are_refused_with_their_offset(void **state)
 /* The fuzz: corrupt good blocks (bit flips, byte runs, truncations, random
  * headers) and decode; a return of 0 or an error, never a crash or a read
  * outside the buffer (each copy is exactly its length, for ASan). */
+/* Encodes x with both paths and checks the same return code, block and
+ * stats; then decodes it (set and, for float32, add) with both, and a
+ * copy with a few bits flipped, for the same values, codes and messages. */
+static void
+check_paths(const bellows_gcomp_table *t, int dtype, const void *x, size_t n,
+    int level, const uint8_t *levels, size_t cap)
+{
+	size_t esz = dtype == BELLOWS_GCOMP_F32 ? 4 : 2;
+	uint8_t *b[2];
+	void *y[2];
+	size_t len[2] = { 0, 0 };
+	bellows_gcomp_stats st[2];
+	char err[2][256];
+	int rc[2];
+
+	for (int p = 0; p < 2; p++) {
+		b[p] = calloc(cap + 1, 1);
+		y[p] = calloc(n + 1, esz);
+		memset(&st[p], 0, sizeof(st[p]));
+		bellows_gcomp_force_reference(p);
+		rc[p] = bellows_gcomp_encode(t, dtype, x, n, level, levels,
+		    b[p], cap, &len[p], &st[p]);
+	}
+	bellows_gcomp_force_reference(0);
+	assert_int_equal(rc[1], rc[0]);
+	if (rc[0] == 0) {
+		assert_int_equal(len[1], len[0]);
+		assert_memory_equal(b[1], b[0], len[0]);
+		assert_memory_equal(&st[1], &st[0], sizeof(st[0]));
+		for (int add = 0; add <= (dtype == BELLOWS_GCOMP_F32); add++) {
+			for (int f = 0; f < 2; f++) {
+				uint8_t *c = malloc(len[0] + 1);
+
+				memcpy(c, b[0], len[0]);
+				/* f: a few bits flipped past the headers */
+				for (int k = 0; f && k < 3 && len[0] > 64; k++)
+					c[64 + rng() % (len[0] - 64)] ^=
+					    (uint8_t)(1u << (rng() % 8));
+				for (int p = 0; p < 2; p++) {
+					memset(y[p], 0, n * esz);
+					err[p][0] = '\0';
+					bellows_gcomp_force_reference(p);
+					rc[p] = bellows_gcomp_decode(t, c,
+					    len[0], dtype, y[p], n,
+					    add ? BELLOWS_CODEC_ADD : 0, err[p],
+					    sizeof(err[p]));
+				}
+				bellows_gcomp_force_reference(0);
+				assert_int_equal(rc[1], rc[0]);
+				assert_string_equal(err[1], err[0]);
+				if (rc[0] == 0)
+					assert_memory_equal(y[1], y[0],
+					    n * esz);
+				free(c);
+			}
+		}
+	}
+	for (int p = 0; p < 2; p++) {
+		free(b[p]);
+		free(y[p]);
+	}
+}
+
+/* The fast path (default) and the reference path write the same blocks
+ * and stats, and decode the same values, for every dtype, level, delta
+ * levels (invalid ones too), chunk count, table (short codes, escapes),
+ * a buffer too small, and blocks with flipped bits. */
+static void
+test_fast_path_writes_and_reads_the_reference_blocks(void **state)
+{
+	static const size_t ns[] = { 0, 1, 7, 8, 9, 100, KERN_GCOMP_CHUNK,
+		KERN_GCOMP_CHUNK + 1, 3 * KERN_GCOMP_CHUNK + 17 };
+	size_t nmax = 3 * KERN_GCOMP_CHUNK + 17;
+	float *x = malloc(nmax * 4), *other = malloc(nmax * 4);
+	uint16_t *h16 = malloc(nmax * 2), *b16 = malloc(nmax * 2);
+	uint8_t *lv = malloc(nmax);
+
+	(void)state;
+	fill_gradient(x, nmax, 0);
+	fill_gradient(other, nmax, 1);
+	for (size_t i = 0; i < nmax; i++) {
+		uint32_t u = f32_bits(x[i]);
+
+		b16[i] = (uint16_t)(u >> 16);
+		h16[i] = (uint16_t)rng(); /* any float16, subnormals too */
+		if (rng() % 3 == 0)
+			h16[i] = 0;
+		lv[i] = (uint8_t)(rng() % 4);
+	}
+	for (int dt = 0; dt < 3; dt++) {
+		int dtype = dt == 0 ? BELLOWS_GCOMP_F32
+		    : dt == 1       ? BELLOWS_GCOMP_F16
+				    : BELLOWS_GCOMP_BF16;
+		const void *data = dt == 0 ? (const void *)x
+		    : dt == 1              ? (const void *)h16
+					   : (const void *)b16;
+
+		for (int tk = 0; tk < 4; tk++) {
+			/* tables: the data's, another's (escapes), 3 bits,
+			 * 12 bits (above KERN_GCOMP_LUT2_BITS: no pairs) */
+			bellows_gcomp_table *t = table_of(dtype,
+			    tk == 1 ? (const void *)other : data,
+			    tk == 1 ? 64 : nmax,
+			    tk == 2       ? 3
+				: tk == 3 ? 12
+					  : 8,
+			    7);
+
+			for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]);
+			     k++) {
+				size_t n = ns[k];
+				size_t cap = bellows_gcomp_bound(dtype, n);
+
+				for (int level = 0; level < 4; level++)
+					check_paths(t, dtype, data, n, level,
+					    NULL, cap);
+				check_paths(t, dtype, data, n, 0, lv, cap);
+				check_paths(t, dtype, data, n, 0, lv, cap / 3);
+			}
+			if (tk == 0) { /* a level above 3 */
+				lv[5000] = 4;
+				check_paths(t, dtype, data, nmax, 0, lv,
+				    bellows_gcomp_bound(dtype, nmax));
+				lv[5000] = 1;
+			}
+			bellows_gcomp_table_destroy(&t);
+		}
+	}
+	free(x);
+	free(other);
+	free(h16);
+	free(b16);
+	free(lv);
+}
+
 static void
 fuzz_for(double seconds, uint64_t min_rounds)
 {
 	size_t n = 3 * KERN_GCOMP_CHUNK + 17;
 	size_t cap = bellows_gcomp_bound(BELLOWS_GCOMP_F32, n), len[3];
-	float *x = malloc(n * 4), *y = malloc(n * 4);
+	float *x = malloc(n * 4), *y = malloc(n * 4), *y2 = malloc(n * 4);
 	uint8_t *good[3];
 	bellows_gcomp_table *t[3];
 	struct timespec t0, t1;
@@ -624,7 +761,8 @@ fuzz_for(double seconds, uint64_t min_rounds)
 		int k = (int)(rng() % 3);
 		size_t l = len[k];
 		uint8_t *b;
-		int how = (int)(rng() % 5), rc;
+		int how = (int)(rng() % 5), rc, rc2;
+		char err2[256];
 
 		if (how == 0)
 			l = rng() % (len[k] + 1); /* truncated */
@@ -649,6 +787,16 @@ fuzz_for(double seconds, uint64_t min_rounds)
 		    rc == BELLOWS_EVERSION || rc == BELLOWS_EMISMATCH);
 		if (rc != 0)
 			assert_true(strstr(err, "byte ") != NULL);
+		/* The reference path: the same verdict, message and values. */
+		bellows_gcomp_force_reference(1);
+		rc2 = bellows_gcomp_decode(t[k], b, l, BELLOWS_GCOMP_F32, y2, n,
+		    0, err2, sizeof(err2));
+		bellows_gcomp_force_reference(0);
+		assert_int_equal(rc2, rc);
+		if (rc != 0)
+			assert_string_equal(err2, err);
+		else
+			assert_memory_equal(y2, y, n * 4);
 		ok += rc == 0;
 		free(b);
 		rounds++;
@@ -667,6 +815,7 @@ fuzz_for(double seconds, uint64_t min_rounds)
 	}
 	free(x);
 	free(y);
+	free(y2);
 }
 
 static void
@@ -693,6 +842,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_levels_are_the_same_on_every_isa),
 		cmocka_unit_test(test_bad_blocks_are_refused_with_their_offset),
 		cmocka_unit_test(test_decoder_survives_fuzzed_blocks),
+		cmocka_unit_test(
+		    test_fast_path_writes_and_reads_the_reference_blocks),
 	};
 
 	if (argc == 3 && strcmp(argv[1], "fuzz") == 0) {
