@@ -24,7 +24,7 @@
 #include "kernels.h"
 #include "msg.h"
 #include "timing.h"
-#include "window.h"
+#include "agent_window.h"
 
 #define AGENT_MAX_NAME   255        /* bytes in a job or layer name */
 #define AGENT_MAX_LAYERS 65536      /* layers in the table */

@@ -12,7 +12,7 @@
  * enqueue every device layer's reductions, copy-out and resets; wait for
  * each distinct stream; then read the copies.
  */
-#include "window.h"
+#include "agent_window.h"
 
 #include <math.h>
 #include <stdlib.h>
