@@ -34,7 +34,7 @@
 #include "log.h"
 #include "policy_host.h"
 #include "store.h"
-#include "window.h"
+#include "ctl_window.h"
 #include "worker.h"
 
 #include <bellows/error.h>

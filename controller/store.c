@@ -34,7 +34,7 @@
 #include "clock.h"
 #include "log.h"
 #include "store_fault.h"
-#include "window.h"
+#include "ctl_window.h"
 
 #include <bellows/error.h>
 

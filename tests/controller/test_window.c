@@ -15,7 +15,7 @@
 
 #include <bellows/error.h>
 
-#include "window.h"
+#include "ctl_window.h"
 
 #define N_LAYERS 2
 

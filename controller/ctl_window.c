@@ -1,5 +1,5 @@
 /* window - per-window aggregation across ranks, see window.h. */
-#include "window.h"
+#include "ctl_window.h"
 
 #include <bellows/error.h>
 
