@@ -16,7 +16,7 @@
  * the readings chosen here are in docs/policies/accordion.md.
  */
 #include "policies.h"
-#include "text.h"
+#include "pol_text.h"
 
 #include <bellows/error.h>
 
