@@ -7,7 +7,7 @@
 #include "layout.h"
 #include "model.h"
 #include "source.h"
-#include "text.h"
+#include "dash_text.h"
 #include "tui/screen.h"
 
 #include <bellows/error.h>

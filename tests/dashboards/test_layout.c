@@ -16,7 +16,7 @@
 
 #include "fixture.h"
 #include "layout.h"
-#include "text.h"
+#include "dash_text.h"
 
 typedef struct layout_fx {
 	dash_model m;          /* with the fixture snapshot */
