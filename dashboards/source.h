@@ -4,7 +4,7 @@
  * health, events, the store's state), subscribes to every job's telemetry
  * on the publish socket (a window closed: time to look again) and reads
  * the per-layer rows (levels, norms, decisions) from the history database
- * bellowsd writes, read-only through tools/historydb. A daemon that stops
+ * bellowsd writes, read-only through client/historydb. A daemon that stops
  * answering is reported in the snapshot and asked again on the next fetch
  * with a fresh socket, so it is picked up again when it comes back.
  * Offline, a source reads a recorded history only, at any window of a
