@@ -8,8 +8,8 @@
  * answering is reported in the snapshot and asked again on the next fetch
  * with a fresh socket, so it is picked up again when it comes back.
  * Offline, a source reads a recorded history only, at any window of a
- * run. This is the dashboard's only module that includes <zmq.h>. Used
- * from one thread.
+ * run. The sockets are the client library's (client/client.h): the
+ * dashboard includes no <zmq.h>. Used from one thread.
  */
 #ifndef DASH_SOURCE_H
 #define DASH_SOURCE_H
