@@ -18,11 +18,11 @@
 #include <string.h>
 
 #include "bellows_config.h"
-#include "cert.h"
-#include "clock.h"
+#include "common/cert.h"
+#include "common/clock.h"
 #include "io.h"
-#include "kernels.h"
-#include "msg.h"
+#include "kernels/kernels.h"
+#include "common/msg.h"
 #include "timing.h"
 #include "agent_window.h"
 

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
-#include "cpu/codec.h"
-#include "cpu/stats.h"
-#include "cpu/topk.h"
+#include "kernels/kernels.h"
+#include "kernels/cpu/codec.h"
+#include "kernels/cpu/stats.h"
+#include "kernels/cpu/topk.h"
 
 struct bellows_codec {
 	int kind;        /* bellows_codec_kind */

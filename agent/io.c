@@ -58,8 +58,8 @@
 #include <bellows/error.h>
 
 #include "bellows_config.h"
-#include "clock.h"
-#include "codec.h"
+#include "common/clock.h"
+#include "common/codec.h"
 #include "decisions.h"
 
 #define IO_HELLO_RETRY_MS    1000   /* Hello again while not welcomed */

@@ -2,8 +2,8 @@
  */
 #include "client.h"
 
-#include "clock.h"
-#include "codec.h"
+#include "common/clock.h"
+#include "common/codec.h"
 
 #include <bellows/error.h>
 

@@ -19,8 +19,8 @@
 #ifndef TOOL_CLIENT_H
 #define TOOL_CLIENT_H
 
-#include "cert.h"
-#include "msg.h"
+#include "common/cert.h"
+#include "common/msg.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
  */
 #include "config.h"
 
-#include "registry.h"
+#include "policies/registry.h"
 
 #include <bellows/error.h>
 

@@ -29,8 +29,8 @@
  */
 #include "jobs.h"
 
-#include "clock.h"
-#include "codec.h"
+#include "common/clock.h"
+#include "common/codec.h"
 #include "log.h"
 #include "policy_host.h"
 #include "store.h"

@@ -16,8 +16,8 @@
  * database that cannot be opened or written leaves it running without
  * history (degraded, retried).
  */
-#include "clock.h"
-#include "codec.h"
+#include "common/clock.h"
+#include "common/codec.h"
 #include "config.h"
 #include "jobs.h"
 #include "log.h"

@@ -31,7 +31,7 @@
  */
 #include "store.h"
 
-#include "clock.h"
+#include "common/clock.h"
 #include "log.h"
 #include "store_fault.h"
 #include "ctl_window.h"

@@ -2,10 +2,10 @@
  */
 #include "source.h"
 
-#include "client.h"
-#include "clock.h"
-#include "historydb.h"
-#include "msg.h"
+#include "client/client.h"
+#include "common/clock.h"
+#include "client/historydb.h"
+#include "common/msg.h"
 
 #include <bellows/error.h>
 

@@ -14,7 +14,7 @@
 #ifndef DASH_SOURCE_H
 #define DASH_SOURCE_H
 
-#include "client.h"
+#include "client/client.h"
 #include "model.h"
 
 #include <stdbool.h>

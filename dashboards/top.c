@@ -2,8 +2,8 @@
  */
 #include "top.h"
 
-#include "args.h"
-#include "clock.h"
+#include "client/args.h"
+#include "common/clock.h"
 #include "layout.h"
 #include "model.h"
 #include "source.h"

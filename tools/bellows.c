@@ -12,11 +12,11 @@
 #include "sim.h"
 #include "status.h"
 #ifdef BELLOWS_HAVE_TOP
-#include "top.h"
+#include "dashboards/top.h"
 #endif
 
 #include "bellows_config.h"
-#include "msg.h"
+#include "common/msg.h"
 
 #include <bellows/agent.h>
 

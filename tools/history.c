@@ -10,8 +10,8 @@
  */
 #include "history.h"
 
-#include "args.h"
-#include "metrics.h"
+#include "client/args.h"
+#include "client/metrics.h"
 
 #include <bellows/error.h>
 

@@ -2,7 +2,7 @@
  */
 #include "policy_check.h"
 
-#include "config.h"
+#include "controller/config.h"
 
 #include <bellows/error.h>
 

@@ -16,11 +16,11 @@
  */
 #include "sim.h"
 
-#include "args.h"
-#include "client.h"
-#include "clock.h"
-#include "metrics.h"
-#include "msg.h"
+#include "client/args.h"
+#include "client/client.h"
+#include "common/clock.h"
+#include "client/metrics.h"
+#include "common/msg.h"
 
 #include <bellows/agent.h>
 #include <bellows/error.h>

@@ -22,9 +22,9 @@
 
 #include <bellows/error.h>
 
-#include "cert.h"
-#include "client.h"
-#include "codec.h"
+#include "common/cert.h"
+#include "client/client.h"
+#include "common/codec.h"
 
 #define RECV_MS 10000 /* a subscription or message that never comes */
 

@@ -22,10 +22,10 @@
 
 #include <bellows/error.h>
 
-#include "clock.h"
-#include "codec.h"
-#include "codec_fault.h"
-#include "msg.h"
+#include "common/clock.h"
+#include "common/codec.h"
+#include "common/codec_fault.h"
+#include "common/msg.h"
 
 /*
  * Building messages.

@@ -30,12 +30,12 @@
 
 #include <bellows/error.h>
 
-#include "clock.h"
-#include "config.h"
-#include "jobs.h"
-#include "log.h"
-#include "store.h"
-#include "store_fault.h"
+#include "common/clock.h"
+#include "controller/config.h"
+#include "controller/jobs.h"
+#include "controller/log.h"
+#include "controller/store.h"
+#include "controller/store_fault.h"
 
 #define N_LAYERS 3
 #define MAX_PUB  256

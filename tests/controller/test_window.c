@@ -15,7 +15,7 @@
 
 #include <bellows/error.h>
 
-#include "ctl_window.h"
+#include "controller/ctl_window.h"
 
 #define N_LAYERS 2
 
