@@ -18,14 +18,14 @@
 #include <string.h>
 
 #include "bellows_config.h"
-#include "cert.h"
-#include "clock.h"
+#include "common/cert.h"
+#include "common/clock.h"
 #include "io.h"
-#include "kernels.h"
-#include "msg.h"
-#include "stat_table.h"
+#include "kernels/kernels.h"
+#include "common/msg.h"
+#include "common/stat_table.h"
 #include "timing.h"
-#include "window.h"
+#include "agent_window.h"
 
 #define AGENT_MAX_NAME   255        /* bytes in a job or layer name */
 #define AGENT_MAX_LAYERS 65536      /* layers in the table */

@@ -16,13 +16,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kernels.h"
-#include "cpu/codec.h"
-#include "cpu/codec_par.h"
-#include "cpu/stats.h"
-#include "cpu/topk.h"
+#include "kernels/kernels.h"
+#include "kernels/cpu/codec.h"
+#include "kernels/cpu/codec_par.h"
+#include "kernels/cpu/stats.h"
+#include "kernels/cpu/topk.h"
 #ifdef KERN_HAVE_CUDA
-#include "cuda/codec.h"
+#include "kernels/cuda/codec.h"
 #endif
 
 static pthread_mutex_t par_lock = PTHREAD_MUTEX_INITIALIZER; /* guards: */

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "msg.h"
+#include "common/msg.h"
 
 /* Most decisions held that are not in force yet; more means a daemon that
  * runs far ahead of the trainer, and the excess is refused. */

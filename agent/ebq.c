@@ -19,9 +19,9 @@
 #include <zstd.h>
 #endif
 
-#include "kernels.h"
-#include "cpu/ebq.h"
-#include "cpu/stats.h"
+#include "kernels/kernels.h"
+#include "kernels/cpu/ebq.h"
+#include "kernels/cpu/stats.h"
 
 /* Values per block of codes on the stack (16 KiB of int32). */
 #define EBQ_BLOCK 4096

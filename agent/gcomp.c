@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "huffman.h"
-#include "kernels.h"
-#include "cpu/gcomp.h"
-#include "cpu/histogram.h"
+#include "common/huffman.h"
+#include "kernels/kernels.h"
+#include "kernels/cpu/gcomp.h"
+#include "kernels/cpu/histogram.h"
 
 struct bellows_gcomp_table {
 	kern_gcomp_table k; /* code, encoder table and LUT */

@@ -51,8 +51,8 @@
 #include <bellows/error.h>
 
 #include "bellows_config.h"
-#include "clock.h"
-#include "codec.h"
+#include "common/clock.h"
+#include "common/codec.h"
 #include "decisions.h"
 
 static char io_version[] = BELLOWS_VERSION;

@@ -24,8 +24,8 @@
 
 #include <stdbool.h>
 
-#include "cert.h"
-#include "msg.h"
+#include "common/cert.h"
+#include "common/msg.h"
 
 typedef struct agent_io agent_io;
 

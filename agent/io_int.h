@@ -10,7 +10,7 @@
 
 #include "io.h"
 
-#include "codec.h"
+#include "common/codec.h"
 #include "decisions.h"
 
 #include <pthread.h>

@@ -8,7 +8,7 @@
  */
 #include "io_int.h"
 
-#include "clock.h"
+#include "common/clock.h"
 
 #include <bellows/error.h>
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/powersgd.h"
+#include "kernels/cpu/powersgd.h"
 
 struct bellows_psgd {
 	uint64_t rows; /* rows of every layer's matrix */

@@ -33,7 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "msg.h"
+#include "common/msg.h"
 
 #define AGENT_TIMING_RESERVOIR   32   /* durations kept per kind of send */
 #define AGENT_TIMING_MAX_BUCKETS 256  /* (bytes, compressed) per window */

@@ -43,11 +43,11 @@
 #include <unistd.h>
 
 #include "benchutil.h"
-#include "cpu/codec.h"
-#include "cpu/codec_par.h"
-#include "cpu/stats.h"
-#include "cpu/topk.h"
-#include "kernels.h"
+#include "kernels/cpu/codec.h"
+#include "kernels/cpu/codec_par.h"
+#include "kernels/cpu/stats.h"
+#include "kernels/cpu/topk.h"
+#include "kernels/kernels.h"
 
 #define MIN_BYTES  (64ull << 10)  /* smallest gradient */
 #define MAX_BYTES  (256ull << 20) /* largest gradient */

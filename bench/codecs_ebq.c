@@ -41,8 +41,8 @@
 #include <bellows/codec.h>
 
 #include "benchutil.h"
-#include "cpu/stats.h"
-#include "kernels.h"
+#include "kernels/cpu/stats.h"
+#include "kernels/kernels.h"
 
 #ifdef BENCH_HAVE_ZSTD
 #include <zstd.h>

@@ -33,10 +33,10 @@
  *   ingest: layer_stats/s=X p50_ms=Y p99_ms=Z (ranks=R, store on)
  * for the largest R, with the "last" latencies.
  */
-#include "cert.h"
-#include "clock.h"
-#include "codec.h"
-#include "msg.h"
+#include "common/cert.h"
+#include "common/clock.h"
+#include "common/codec.h"
+#include "common/msg.h"
 
 #include <bellows/error.h>
 

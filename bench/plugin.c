@@ -17,11 +17,11 @@
  * The last lines read
  *   plugin: layers=L in_process_us=A worker_us=B boundary_us=C
  */
-#include "clock.h"
-#include "config.h"
-#include "log.h"
-#include "plugin.h"
-#include "policy_host.h"
+#include "common/clock.h"
+#include "controller/config.h"
+#include "controller/log.h"
+#include "controller/plugin.h"
+#include "controller/policy_host.h"
 
 #include <bellows/error.h>
 

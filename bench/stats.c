@@ -51,9 +51,9 @@
 #include <unistd.h>
 
 #include "benchutil.h"
-#include "cpu/pool.h"
-#include "cpu/stats.h"
-#include "kernels.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/cpu/stats.h"
+#include "kernels/kernels.h"
 
 #define MIN_BYTES    (4ull << 10) /* smallest gradient */
 #define MAX_BYTES    (1ull << 30) /* largest gradient */

@@ -28,11 +28,11 @@
  *   store: batched_rows/s=X single_rows/s=Y ack_p50_ms=A ack_p99_ms=B
  *   (ranks=R layers=L)
  */
-#include "clock.h"
-#include "config.h"
-#include "events.h"
-#include "log.h"
-#include "store.h"
+#include "common/clock.h"
+#include "controller/config.h"
+#include "controller/events.h"
+#include "controller/log.h"
+#include "controller/store.h"
 
 #include <bellows/error.h>
 

@@ -26,7 +26,7 @@
 
 #include <bellows/error.h>
 
-#include "bellows.pb-c.h"
+#include "common/bellows.pb-c.h"
 #include "codec_fault.h"
 
 #define CODEC_MAX_FIELDS 32 /* more fields than any message has */

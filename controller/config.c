@@ -15,6 +15,8 @@
  * back is config_print.c.
  */
 #include "config_int.h"
+#include "config.h"
+#include "policies/registry.h"
 
 #include <bellows/error.h>
 

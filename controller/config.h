@@ -14,7 +14,7 @@
 #ifndef CTL_CONFIG_H
 #define CTL_CONFIG_H
 
-#include "cert.h"
+#include "common/cert.h"
 #include "plugin.h"
 
 #include <bellows/policy.h>

@@ -7,7 +7,7 @@
  * names them at load time (and `bellows policy check` finds it too).
  */
 #include "config_int.h"
-#include "metrics.h"
+#include "config_listen.h"
 
 #include <bellows/error.h>
 

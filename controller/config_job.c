@@ -9,8 +9,8 @@
  */
 #include "config_int.h"
 
-#include "registry.h"
-#include "suggest.h"
+#include "policies/registry.h"
+#include "common/suggest.h"
 
 #include <bellows/error.h>
 

@@ -1,7 +1,7 @@
 /* events - the ring of recent events, see events.h. */
 #include "events.h"
 
-#include "clock.h"
+#include "common/clock.h"
 
 #include <bellows/error.h>
 

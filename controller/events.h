@@ -9,7 +9,7 @@
 #ifndef CTL_EVENTS_H
 #define CTL_EVENTS_H
 
-#include "msg.h"
+#include "common/msg.h"
 
 #include <stdint.h>
 

@@ -36,12 +36,12 @@
  */
 #include "jobs_int.h"
 
-#include "clock.h"
-#include "codec.h"
+#include "common/clock.h"
+#include "common/codec.h"
 #include "log.h"
 #include "policy_host.h"
 #include "store.h"
-#include "window.h"
+#include "ctl_window.h"
 #include "worker.h"
 
 #include <bellows/error.h>

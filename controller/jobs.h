@@ -16,7 +16,7 @@
 
 #include "config.h"
 #include "events.h"
-#include "msg.h"
+#include "common/msg.h"
 #include "store.h"
 
 #include <stddef.h>

@@ -10,7 +10,7 @@
 
 #include "jobs.h"
 #include "policy_host.h"
-#include "window.h"
+#include "controller/ctl_window.h"
 
 #include <stdbool.h>
 #include <stddef.h>

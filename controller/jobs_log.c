@@ -9,7 +9,7 @@
  */
 #include "jobs_int.h"
 
-#include "clock.h"
+#include "common/clock.h"
 #include "store.h"
 
 #include <bellows/error.h>

@@ -8,7 +8,7 @@
  */
 #include "jobs_int.h"
 
-#include "clock.h"
+#include "common/clock.h"
 #include "log.h"
 #include "store.h"
 

@@ -1,7 +1,7 @@
 /* loop - zmq_poll over sockets and fds plus periodic timers, see loop.h. */
 #include "loop.h"
 
-#include "clock.h"
+#include "common/clock.h"
 
 #include <bellows/error.h>
 

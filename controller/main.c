@@ -16,13 +16,13 @@
  * database that cannot be opened or written leaves it running without
  * history (degraded, retried).
  */
-#include "clock.h"
-#include "codec.h"
+#include "common/clock.h"
+#include "common/codec.h"
 #include "config.h"
 #include "jobs.h"
 #include "log.h"
 #include "loop.h"
-#include "metrics.h"
+#include "ctl_metrics.h"
 #include "metrics_http.h"
 #include "reload.h"
 #include "server.h"

@@ -1,9 +1,9 @@
 /* metrics_http - the /metrics actor's thread, see metrics_http.h. */
 #include "metrics_http.h"
 
-#include "clock.h"
+#include "common/clock.h"
 #include "log.h"
-#include "metrics.h"
+#include "ctl_metrics.h"
 
 #include <bellows/error.h>
 

@@ -7,7 +7,7 @@
  */
 #include "plugin.h"
 
-#include "registry.h"
+#include "policies/registry.h"
 
 #include <bellows/error.h>
 

@@ -12,7 +12,7 @@
 
 #include "plugin.h"
 
-#include "codec.h"
+#include "common/codec.h"
 
 #include "log.h"
 

@@ -18,7 +18,7 @@
 #define CTL_POLICY_HOST_H
 
 #include "config.h"
-#include "msg.h"
+#include "common/msg.h"
 
 #include <bellows/policy.h>
 

@@ -10,7 +10,7 @@
  */
 #include "reload.h"
 
-#include "clock.h"
+#include "common/clock.h"
 #include "events.h"
 #include "log.h"
 

@@ -2,7 +2,7 @@
  */
 #include "server.h"
 
-#include "clock.h"
+#include "common/clock.h"
 #include "log.h"
 
 #include <bellows/error.h>

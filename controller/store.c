@@ -37,9 +37,11 @@
  */
 #include "store_int.h"
 
-#include "clock.h"
+#include "common/clock.h"
 #include "log.h"
-#include "window.h"
+#include "controller/ctl_window.h"
+#include "store_fault.h"
+#include "ctl_window.h"
 
 #include <bellows/error.h>
 

@@ -35,7 +35,7 @@
 #include "config.h"
 #include "events.h"
 #include "loop.h"
-#include "msg.h"
+#include "common/msg.h"
 
 #include <bellows/policy.h>
 

@@ -15,7 +15,7 @@
 
 #include "store.h"
 
-#include "hist_cols.h"
+#include "history/hist_cols.h"
 
 #include <pthread.h>
 #include <sqlite3.h>

@@ -8,7 +8,7 @@
  */
 #include "store_int.h"
 
-#include "hist_read.h"
+#include "history/hist_read.h"
 #include "log.h"
 
 #include <bellows/error.h>

@@ -13,7 +13,7 @@
  */
 #include "store_int.h"
 
-#include "clock.h"
+#include "common/clock.h"
 #include "log.h"
 #include "store_fault.h"
 

@@ -6,7 +6,7 @@
  */
 #include "watch.h"
 
-#include "clock.h"
+#include "common/clock.h"
 #include "log.h"
 
 #include <bellows/error.h>

@@ -16,7 +16,7 @@
  */
 #include "worker.h"
 
-#include "clock.h"
+#include "common/clock.h"
 #include "log.h"
 #include "plugin_wire.h"
 

@@ -21,7 +21,7 @@
  * bellowsd goes (PR_SET_PDEATHSIG and EOF).
  */
 #include "plugin_wire.h"
-#include "registry.h"
+#include "policies/registry.h"
 
 #include <bellows/error.h>
 #include <bellows/policy.h>

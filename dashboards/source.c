@@ -2,21 +2,18 @@
  */
 #include "source.h"
 
-#include "client.h"
-#include "clock.h"
-#include "codec.h"
-#include "historydb.h"
-#include "msg.h"
+#include "client/client.h"
+#include "common/clock.h"
+#include "client/historydb.h"
+#include "common/msg.h"
 
 #include <bellows/error.h>
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <zmq.h>
 
 #define SOURCE_STATUS_MS  1000 /* wait for a STATUS reply */
 #define SOURCE_DECISIONS  64   /* last decisions shown */
@@ -24,7 +21,6 @@
 #define SOURCE_MAX_LAYERS 4096 /* layers read per fetch */
 #define SOURCE_MAX_JOBS   64   /* jobs whose rows are read */
 #define SOURCE_SUB_HWM    8    /* telemetry queued while the screen waits */
-#define SOURCE_MAX_TOPICS 1024 /* jobs subscribed to by name (CURVE) */
 
 struct dash_source {
 	bool live;                     /* a daemon, not only a file */
@@ -32,9 +28,7 @@ struct dash_source {
 	char *db_path;                 /* history file, owned; NULL = none */
 	tool_client *client;           /* STATUS requests; NULL after failure */
 	tool_keys keys;                /* CURVE keys of both sockets */
-	void *ctx;                     /* ZeroMQ context of the SUB */
-	void *sub;                     /* telemetry subscriber */
-	com_limits limits;             /* what a telemetry message may be */
+	tool_telemetry *tel;           /* telemetry; NULL offline */
 	tool_hdb *db;                  /* open history, NULL = not (yet) */
 	char db_err[TOOL_HDB_ERR_MAX]; /* why it is not open */
 	com_msg last;                  /* last STATUS reply answered */
@@ -51,44 +45,25 @@ struct dash_source {
 	int64_t acc_run;               /* run of acc_interval, DASH_NONE */
 	uint32_t acc_interval;         /* Accordion's, last seen (live) */
 	double acc_eta;                /* same */
-	char **topics;                 /* CURVE: "t:<job>" subscribed */
-	uint32_t n_topics;             /* entries in topics */
 };
 
 /* ---- cells ------------------------------------------------------------ */
 
-/* With CURVE keys, subscribes to the telemetry of each job the last
- * STATUS listed (those this client may read) not subscribed to yet, at
- * most SOURCE_MAX_TOPICS. Out of memory: that job's telemetry stays
+/* With CURVE keys, follows the telemetry of each job the last STATUS
+ * listed (those this client may read) not followed yet, at most
+ * TOOL_TELEMETRY_MAX_JOBS. Out of memory: that job's telemetry stays
  * unheard until the next STATUS. */
 static void
 source_subscribe(dash_source *s)
 {
 	const com_status_reply *st = &s->last.u.status_reply;
 
-	if (!s->keys.curve)
-		return;
 	for (uint32_t i = 0; i < st->n_jobs; i++) {
 		const char *job = st->jobs[i].job != NULL ? st->jobs[i].job
 							  : "";
-		size_t len = strlen(job) + 3;
-		bool known = false;
-		char *topic, **grown;
 
-		for (uint32_t k = 0; k < s->n_topics && !known; k++)
-			known = strcmp(s->topics[k] + 2, job) == 0;
-		if (known || s->n_topics >= SOURCE_MAX_TOPICS)
-			continue;
-		grown = realloc(s->topics, (s->n_topics + 1) * sizeof(*grown));
-		if (grown == NULL)
+		if (tool_telemetry_follow(s->tel, job) == BELLOWS_ENOMEM)
 			return;
-		s->topics = grown;
-		if ((topic = malloc(len)) == NULL)
-			return;
-		/* "t:<job>" and its NUL: the topic frame holds the NUL. */
-		snprintf(topic, len, "t:%s", job);
-		zmq_setsockopt(s->sub, ZMQ_SUBSCRIBE, topic, len);
-		s->topics[s->n_topics++] = topic;
 	}
 }
 
@@ -213,7 +188,6 @@ dash_source_open(const dash_source_opts *o, dash_source **ret, char *errbuf,
 
 	if (s == NULL)
 		return BELLOWS_ENOMEM;
-	com_limits_default(&s->limits);
 	s->lv_run = DASH_NONE;
 	s->lv_upto = DASH_NONE;
 	s->acc_run = DASH_NONE;
@@ -238,39 +212,19 @@ dash_source_open(const dash_source_opts *o, dash_source **ret, char *errbuf,
 		    o->control);
 		goto fail;
 	}
-	s->ctx = zmq_ctx_new();
-	if (s->ctx == NULL || (s->sub = zmq_socket(s->ctx, ZMQ_SUB)) == NULL) {
-		r = BELLOWS_ESYS;
+	/* A dashboard stopped on a terminal holds a few messages, and
+	 * bellowsd drops the rest for it (peer_queue_mb). With keys, each
+	 * job STATUS lists is followed by name (source_subscribe). */
+	r = tool_telemetry_open(o->publish, &s->keys, SOURCE_SUB_HWM, &s->tel);
+	if (r == BELLOWS_ESYS)
 		snprintf(errbuf, errlen, "cannot create a ZeroMQ socket");
-		goto fail;
-	}
-	{
-		int linger = 0, hwm = SOURCE_SUB_HWM;
-		int64_t maxsize = (int64_t)s->limits.max_msg_bytes;
-
-		zmq_setsockopt(s->sub, ZMQ_LINGER, &linger, sizeof(linger));
-		/* A dashboard stopped on a terminal holds a few messages,
-		 * and bellowsd drops the rest for it (peer_queue_mb). */
-		zmq_setsockopt(s->sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
-		zmq_setsockopt(s->sub, ZMQ_MAXMSGSIZE, &maxsize,
-		    sizeof(maxsize));
-		/* Every job's telemetry: the topics are "t:<job>\0". A
-		 * secured bellowsd takes that prefix only from a client that
-		 * may read every job: with keys, each job STATUS lists is
-		 * subscribed to by name instead (source_subscribe). */
-		if (!s->keys.curve)
-			zmq_setsockopt(s->sub, ZMQ_SUBSCRIBE, "t:", 2);
-	}
-	if ((r = tool_client_curve(s->sub, &s->keys)) != 0) {
+	else if (r == BELLOWS_ENOTSUP)
 		snprintf(errbuf, errlen, "this libzmq cannot use CURVE keys");
-		goto fail;
-	}
-	if (zmq_connect(s->sub, o->publish) != 0) {
-		r = BELLOWS_EINVAL;
+	else if (r == BELLOWS_EINVAL)
 		snprintf(errbuf, errlen, "cannot use publish endpoint '%s'",
 		    o->publish);
+	if (r != 0)
 		goto fail;
-	}
 	source_db_open(s);
 	*ret = s;
 	return 0;
@@ -288,17 +242,11 @@ dash_source_close(dash_source **sp)
 		return;
 	s = *sp;
 	tool_client_close(&s->client);
-	if (s->sub != NULL)
-		zmq_close(s->sub);
-	if (s->ctx != NULL)
-		zmq_ctx_term(s->ctx);
+	tool_telemetry_close(&s->tel);
 	tool_hdb_close(&s->db);
 	if (s->have_last)
 		com_msg_fini(&s->last);
 	explicit_bzero(&s->keys, sizeof(s->keys));
-	for (uint32_t i = 0; i < s->n_topics; i++)
-		free(s->topics[i]);
-	free(s->topics);
 	free(s->control);
 	free(s->db_path);
 	free(s->lv_max);
@@ -306,55 +254,20 @@ dash_source_close(dash_source **sp)
 	*sp = NULL;
 }
 
+/* Telemetry arrived: only "something closed" matters, not what. */
+static void
+source_telemetry(void *arg, const com_msg *msg)
+{
+	*(bool *)arg = true;
+}
+
 int
 dash_source_wait(dash_source *s, int fd, int timeout_ms, bool *ret_fd,
     bool *ret_telemetry)
 {
-	zmq_pollitem_t items[2];
-	int n = 0, fd_at = -1, sub_at = -1, r;
-
-	*ret_fd = false;
 	*ret_telemetry = false;
-	if (fd >= 0) {
-		items[n] = (zmq_pollitem_t){ NULL, fd, ZMQ_POLLIN, 0 };
-		fd_at = n++;
-	}
-	if (s->sub != NULL) {
-		items[n] = (zmq_pollitem_t){ s->sub, 0, ZMQ_POLLIN, 0 };
-		sub_at = n++;
-	}
-	r = zmq_poll(items, n, timeout_ms);
-	if (r < 0)
-		return zmq_errno() == EINTR ? 0 : BELLOWS_EIO;
-	if (fd_at >= 0 && (items[fd_at].revents & ZMQ_POLLIN))
-		*ret_fd = true;
-	if (sub_at >= 0 && (items[sub_at].revents & ZMQ_POLLIN)) {
-		/* Drain: only "something closed" matters, not what. */
-		for (int i = 0; i < 256; i++) {
-			zmq_msg_t part;
-			int more = 0;
-			size_t more_len = sizeof(more);
-
-			zmq_msg_init(&part);
-			if (zmq_msg_recv(&part, s->sub, ZMQ_DONTWAIT) < 0) {
-				zmq_msg_close(&part);
-				break;
-			}
-			zmq_getsockopt(s->sub, ZMQ_RCVMORE, &more, &more_len);
-			if (!more) {
-				com_msg m;
-
-				if (com_codec_decode(zmq_msg_data(&part),
-					zmq_msg_size(&part), &s->limits,
-					&m) == 0 &&
-				    m.type == COM_MSG_TELEMETRY)
-					*ret_telemetry = true;
-				com_msg_fini(&m);
-			}
-			zmq_msg_close(&part);
-		}
-	}
-	return 0;
+	return tool_telemetry_wait(s->tel, fd, timeout_ms, source_telemetry,
+	    ret_telemetry, ret_fd);
 }
 
 /* ---- reading ------------------------------------------------------------ */

@@ -4,17 +4,17 @@
  * health, events, the store's state), subscribes to every job's telemetry
  * on the publish socket (a window closed: time to look again) and reads
  * the per-layer rows (levels, norms, decisions) from the history database
- * bellowsd writes, read-only through tools/historydb. A daemon that stops
+ * bellowsd writes, read-only through client/historydb. A daemon that stops
  * answering is reported in the snapshot and asked again on the next fetch
  * with a fresh socket, so it is picked up again when it comes back.
  * Offline, a source reads a recorded history only, at any window of a
- * run. This is the dashboard's only module that includes <zmq.h>. Used
- * from one thread.
+ * run. The sockets are the client library's (client/client.h): the
+ * dashboard includes no <zmq.h>. Used from one thread.
  */
 #ifndef DASH_SOURCE_H
 #define DASH_SOURCE_H
 
-#include "client.h"
+#include "client/client.h"
 #include "model.h"
 
 #include <stdbool.h>

@@ -2,13 +2,13 @@
  */
 #include "top.h"
 
-#include "args.h"
-#include "client.h"
-#include "clock.h"
+#include "client/args.h"
+#include "client/client.h"
+#include "common/clock.h"
 #include "layout.h"
 #include "model.h"
 #include "source.h"
-#include "text.h"
+#include "dash_text.h"
 #include "tui/screen.h"
 
 #include <bellows/error.h>

@@ -2,7 +2,7 @@
  *
  * Glue between the data source (source.h), the model (model.h), the
  * layout and the curses screen (tui/screen.h) or the plain-text output
- * (text.h, --once). docs/top.md describes what it shows.
+ * (dash_text.h, --once). docs/top.md describes what it shows.
  */
 #ifndef DASH_TOP_H
 #define DASH_TOP_H

@@ -8,7 +8,7 @@
  */
 #include "hist_cols.h"
 
-#include "msg.h"
+#include "common/msg.h"
 
 #include <bellows/policy.h>
 

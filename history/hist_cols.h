@@ -19,7 +19,7 @@
 #ifndef HIST_COLS_H
 #define HIST_COLS_H
 
-#include "stat_table.h"
+#include "common/stat_table.h"
 
 #include <sqlite3.h>
 

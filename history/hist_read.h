@@ -19,7 +19,7 @@
 #ifndef HIST_READ_H
 #define HIST_READ_H
 
-#include "msg.h"
+#include "common/msg.h"
 
 #include <bellows/policy.h>
 

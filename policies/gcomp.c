@@ -40,9 +40,9 @@
  */
 #include "policies.h"
 
-#include "huffman.h"
+#include "common/huffman.h"
 #include "metric.h"
-#include "text.h"
+#include "policies/pol_text.h"
 
 #include <bellows/error.h>
 

@@ -18,7 +18,7 @@
 #include "perfmodel_fit.h"
 #include "metric.h"
 #include "policies.h"
-#include "text.h"
+#include "pol_text.h"
 
 #include <bellows/error.h>
 

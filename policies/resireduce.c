@@ -49,7 +49,7 @@
  * (docs/policies/resireduce.md).
  */
 #include "policies.h"
-#include "text.h"
+#include "policies/pol_text.h"
 
 #include <bellows/error.h>
 

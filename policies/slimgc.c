@@ -22,7 +22,7 @@
  */
 #include "metric.h"
 #include "policies.h"
-#include "text.h"
+#include "pol_text.h"
 
 #include <bellows/error.h>
 

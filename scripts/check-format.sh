@@ -25,7 +25,7 @@ if [ ! -f .clang-format ]; then
 fi
 
 dirs=()
-for d in common agent controller policies kernels dashboards tools tests \
+for d in common agent controller policies kernels client dashboards tools tests \
     bench examples; do
 	[ -d "$d" ] && dirs+=("$d")
 done

@@ -14,12 +14,12 @@
 #include "sim.h"
 #include "status.h"
 #ifdef BELLOWS_HAVE_TOP
-#include "top.h"
+#include "dashboards/top.h"
 #endif
 
 #include "bellows_config.h"
-#include "msg.h"
-#include "suggest.h"
+#include "common/msg.h"
+#include "common/suggest.h"
 
 #include <bellows/agent.h>
 

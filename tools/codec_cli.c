@@ -7,8 +7,8 @@
  */
 #include "codec_cli.h"
 
-#include "args.h"
-#include "suggest.h"
+#include "client/args.h"
+#include "common/suggest.h"
 
 #include <bellows/codec.h>
 #include <bellows/error.h>

@@ -8,9 +8,9 @@
  */
 #include "export.h"
 
-#include "args.h"
+#include "client/args.h"
 #include "history.h"
-#include "metrics.h"
+#include "client/metrics.h"
 
 #include <bellows/error.h>
 

@@ -12,7 +12,7 @@
 #ifndef TOOL_EXPORT_H
 #define TOOL_EXPORT_H
 
-#include "historydb.h"
+#include "client/historydb.h"
 
 #include <stdio.h>
 

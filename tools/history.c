@@ -11,9 +11,9 @@
 #include "history.h"
 #include "report.h"
 
-#include "args.h"
-#include "metrics.h"
-#include "suggest.h"
+#include "client/args.h"
+#include "client/metrics.h"
+#include "common/suggest.h"
 
 #include <bellows/error.h>
 

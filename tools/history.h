@@ -12,7 +12,7 @@
 #ifndef TOOL_HISTORY_H
 #define TOOL_HISTORY_H
 
-#include "historydb.h"
+#include "client/historydb.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
  */
 #include "keygen.h"
 
-#include "cert.h"
+#include "common/cert.h"
 
 #include <bellows/error.h>
 

@@ -2,8 +2,8 @@
  */
 #include "policy_check.h"
 
-#include "config.h"
-#include "suggest.h"
+#include "controller/config.h"
+#include "common/suggest.h"
 
 #include <bellows/error.h>
 

@@ -8,10 +8,10 @@
  */
 #include "replay.h"
 
-#include "args.h"
-#include "msg.h"
-#include "plugin.h"
-#include "policy_host.h"
+#include "client/args.h"
+#include "common/msg.h"
+#include "controller/plugin.h"
+#include "controller/policy_host.h"
 
 #include <bellows/error.h>
 #include <bellows/policy.h>

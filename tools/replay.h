@@ -27,9 +27,9 @@
 #ifndef TOOL_REPLAY_H
 #define TOOL_REPLAY_H
 
-#include "config.h"
-#include "historydb.h"
-#include "metrics.h"
+#include "controller/config.h"
+#include "client/historydb.h"
+#include "client/metrics.h"
 
 #include <stdbool.h>
 #include <stdint.h>

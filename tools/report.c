@@ -13,10 +13,10 @@
  */
 #include "report.h"
 
-#include "args.h"
+#include "client/args.h"
 #include "history.h"
-#include "historydb.h"
-#include "metrics.h"
+#include "client/historydb.h"
+#include "client/metrics.h"
 
 #include <bellows/error.h>
 

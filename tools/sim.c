@@ -16,9 +16,11 @@
 #include "sim_rank.h"
 #include "sim_record.h"
 
-#include "client.h"
-#include "clock.h"
-#include "msg.h"
+#include "client/client.h"
+#include "common/clock.h"
+#include "common/msg.h"
+#include "client/args.h"
+#include "client/metrics.h"
 
 #include <bellows/error.h>
 

@@ -6,9 +6,9 @@
  */
 #include "sim_opts.h"
 
-#include "args.h"
-#include "client.h"
-#include "clock.h"
+#include "client/args.h"
+#include "client/client.h"
+#include "common/clock.h"
 
 #include <bellows/error.h>
 

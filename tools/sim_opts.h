@@ -8,8 +8,8 @@
 #ifndef TOOL_SIM_OPTS_H
 #define TOOL_SIM_OPTS_H
 
-#include "args.h"
-#include "client.h"
+#include "client/args.h"
+#include "client/client.h"
 
 #include <stdbool.h>
 #include <stdint.h>

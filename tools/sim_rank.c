@@ -2,7 +2,7 @@
  */
 #include "sim_rank.h"
 
-#include "clock.h"
+#include "common/clock.h"
 #include "sim_comm.h"
 #include "sim_model.h"
 #include "sim_record.h"

@@ -3,7 +3,7 @@
  */
 #include "sim_record.h"
 
-#include "metrics.h"
+#include "client/metrics.h"
 
 #include <bellows/error.h>
 

@@ -2,9 +2,9 @@
  */
 #include "status.h"
 
-#include "args.h"
-#include "client.h"
-#include "msg.h"
+#include "client/args.h"
+#include "client/client.h"
+#include "common/msg.h"
 
 #include <bellows/error.h>
 

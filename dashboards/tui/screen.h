@@ -12,7 +12,7 @@
 #ifndef DASH_SCREEN_H
 #define DASH_SCREEN_H
 
-#include "layout.h"
+#include "dashboards/layout.h"
 
 #include <stdbool.h>
 

@@ -47,7 +47,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "huffman.h"
+#include "common/huffman.h"
 
 #define KERN_GCOMP_FORMAT       1
 #define KERN_GCOMP_HEADER       32         /* block header bytes */

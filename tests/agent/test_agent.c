@@ -32,9 +32,9 @@
 
 #include <bellows/agent.h>
 
-#include "cert.h"
-#include "codec.h"
-#include "msg.h"
+#include "common/cert.h"
+#include "common/codec.h"
+#include "common/msg.h"
 
 #define N_LAYERS 3
 #define FAKE_MAX 64

@@ -14,7 +14,7 @@
 
 #include <bellows/error.h>
 
-#include "decisions.h"
+#include "agent/decisions.h"
 
 #define N_LAYERS 3
 

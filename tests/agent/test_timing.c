@@ -21,7 +21,7 @@
 
 #include <bellows/error.h>
 
-#include "timing.h"
+#include "agent/timing.h"
 
 #define N_LAYERS 3
 

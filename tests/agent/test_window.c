@@ -18,7 +18,7 @@
 
 #include <bellows/agent.h>
 
-#include "window.h"
+#include "agent/agent_window.h"
 
 /* A reproducible gradient: a mix of signs, magnitudes and exact zeros. */
 static void

@@ -18,7 +18,7 @@
 
 #include <bellows/error.h>
 
-#include "cert.h"
+#include "common/cert.h"
 
 typedef struct fixture {
 	char dir[64];  /* private temporary directory */

@@ -22,11 +22,11 @@
 
 #include <bellows/error.h>
 
-#include "clock.h"
-#include "codec.h"
-#include "codec_fault.h"
-#include "msg.h"
-#include "stat_table.h"
+#include "common/clock.h"
+#include "common/codec.h"
+#include "common/codec_fault.h"
+#include "common/msg.h"
+#include "common/stat_table.h"
 
 /*
  * Building messages.

@@ -16,7 +16,7 @@
 
 #include <bellows/error.h>
 
-#include "huffman.h"
+#include "common/huffman.h"
 
 /* Kraft sum of a table (escape included), in units of 2^-max_bits. */
 static uint64_t

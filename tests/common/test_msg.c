@@ -15,7 +15,7 @@
 
 #include <bellows/error.h>
 
-#include "msg.h"
+#include "common/msg.h"
 
 static double *
 doubles(uint32_t n, double first)

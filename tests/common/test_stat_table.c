@@ -14,9 +14,9 @@
 
 #include <cmocka.h>
 
-#include "bellows.pb-c.h"
-#include "msg.h"
-#include "stat_table.h"
+#include "common/bellows.pb-c.h"
+#include "common/msg.h"
+#include "common/stat_table.h"
 
 static ProtobufCType
 proto_type(bellows_stat_type t)

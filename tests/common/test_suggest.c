@@ -10,7 +10,7 @@
 
 #include <string.h>
 
-#include "suggest.h"
+#include "common/suggest.h"
 
 static const char *const commands[] = { "status", "policy", "sim", "replay",
 	"history", "export", "codec", "keygen", "top", "help" };

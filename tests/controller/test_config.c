@@ -23,8 +23,8 @@
 #include <bellows/agent.h>
 #include <bellows/error.h>
 
-#include "config.h"
-#include "registry.h"
+#include "controller/config.h"
+#include "policies/registry.h"
 
 typedef struct fixture {
 	char dir[64];                 /* private temporary directory */

@@ -14,8 +14,8 @@
 
 #include <bellows/error.h>
 
-#include "clock.h"
-#include "events.h"
+#include "common/clock.h"
+#include "controller/events.h"
 
 typedef struct fixture {
 	ctl_events *ev; /* under test */

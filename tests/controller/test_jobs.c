@@ -27,10 +27,10 @@
 #include <bellows/error.h>
 #include <bellows/policy.h>
 
-#include "cert.h"
-#include "config.h"
-#include "jobs.h"
-#include "log.h"
+#include "common/cert.h"
+#include "controller/config.h"
+#include "controller/jobs.h"
+#include "controller/log.h"
 #include "plugin_paths.h"
 
 #define N_LAYERS 3

@@ -20,8 +20,8 @@
 
 #include <bellows/error.h>
 
-#include "clock.h"
-#include "loop.h"
+#include "common/clock.h"
+#include "controller/loop.h"
 
 #define GUARD_MS 5000 /* no test here should run this long */
 

@@ -20,7 +20,7 @@
 #include <math.h>
 #include <netinet/in.h>
 
-#include "metrics.h"
+#include "controller/ctl_metrics.h"
 
 static com_layer_info layers[3] = {
 	{ .name = "fc1.weight", .numel = 10 },

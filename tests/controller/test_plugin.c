@@ -33,16 +33,16 @@
 #include <math.h>
 #include <poll.h>
 
-#include "clock.h"
+#include "common/clock.h"
 
 #include <bellows/error.h>
 
-#include "config.h"
-#include "plugin.h"
+#include "controller/config.h"
+#include "controller/plugin.h"
 #include "plugin_paths.h"
-#include "plugin_wire.h"
-#include "policy_host.h"
-#include "worker.h"
+#include "controller/plugin_wire.h"
+#include "controller/policy_host.h"
+#include "controller/worker.h"
 
 #define N_LAYERS 3
 

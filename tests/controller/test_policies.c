@@ -19,10 +19,10 @@
 
 #include <bellows/error.h>
 
-#include "config.h"
-#include "policies.h"
-#include "policy_host.h"
-#include "registry.h"
+#include "controller/config.h"
+#include "policies/policies.h"
+#include "controller/policy_host.h"
+#include "policies/registry.h"
 
 #define N_LAYERS 4
 

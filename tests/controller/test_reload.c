@@ -27,14 +27,14 @@
 
 #include <bellows/error.h>
 
-#include "clock.h"
-#include "config.h"
-#include "jobs.h"
-#include "log.h"
-#include "loop.h"
+#include "common/clock.h"
+#include "controller/config.h"
+#include "controller/jobs.h"
+#include "controller/log.h"
+#include "controller/loop.h"
 #include "plugin_paths.h"
-#include "reload.h"
-#include "watch.h"
+#include "controller/reload.h"
+#include "controller/watch.h"
 
 #define N_LAYERS 3
 #define MAX_PUB  512

@@ -32,13 +32,13 @@
 
 #include <bellows/error.h>
 
-#include "clock.h"
-#include "codec.h"
-#include "config.h"
-#include "jobs.h"
-#include "log.h"
-#include "loop.h"
-#include "server.h"
+#include "common/clock.h"
+#include "common/codec.h"
+#include "controller/config.h"
+#include "controller/jobs.h"
+#include "controller/log.h"
+#include "controller/loop.h"
+#include "controller/server.h"
 
 #define INSTANCE     77
 #define WAIT_MS      5000 /* longest wait for anything expected */

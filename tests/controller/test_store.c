@@ -30,15 +30,15 @@
 
 #include <bellows/error.h>
 
-#include "clock.h"
-#include "hist_cols.h"
-#include "hist_read.h"
-#include "config.h"
-#include "jobs.h"
-#include "log.h"
-#include "store.h"
-#include "store_fault.h"
-#include "window.h"
+#include "common/clock.h"
+#include "history/hist_cols.h"
+#include "history/hist_read.h"
+#include "controller/config.h"
+#include "controller/jobs.h"
+#include "controller/log.h"
+#include "controller/store.h"
+#include "controller/store_fault.h"
+#include "controller/ctl_window.h"
 
 #define N_LAYERS 3
 #define MAX_PUB  256

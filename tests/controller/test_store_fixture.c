@@ -23,10 +23,10 @@
 
 #include <bellows/error.h>
 
-#include "config.h"
-#include "events.h"
-#include "log.h"
-#include "store.h"
+#include "controller/config.h"
+#include "controller/events.h"
+#include "controller/log.h"
+#include "controller/store.h"
 
 #define FIXTURE  "tests/fixtures/history-v5.db"
 #define EXPECTED "tests/fixtures/history-v5.recovered.txt"

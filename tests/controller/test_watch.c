@@ -20,8 +20,8 @@
 
 #include <bellows/error.h>
 
-#include "loop.h"
-#include "watch.h"
+#include "controller/loop.h"
+#include "controller/watch.h"
 
 #define GUARD_MS  5000 /* nothing here should take this long */
 #define SETTLE_MS 300  /* generous: writes below are 20 ms apart */

@@ -15,8 +15,8 @@
 
 #include <bellows/error.h>
 
-#include "stat_table.h"
-#include "window.h"
+#include "common/stat_table.h"
+#include "controller/ctl_window.h"
 
 #define N_LAYERS 2
 

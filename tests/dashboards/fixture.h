@@ -5,7 +5,7 @@
 #ifndef TEST_DASH_FIXTURE_H
 #define TEST_DASH_FIXTURE_H
 
-#include "model.h"
+#include "dashboards/model.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -15,8 +15,8 @@
 #include <bellows/error.h>
 
 #include "fixture.h"
-#include "layout.h"
-#include "text.h"
+#include "dashboards/layout.h"
+#include "dashboards/dash_text.h"
 
 typedef struct layout_fx {
 	dash_model m;          /* with the fixture snapshot */

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "fixture.h"
-#include "model.h"
+#include "dashboards/model.h"
 
 /* cmocka 1.1 has no assert_double_equal. */
 #define assert_near(a, b, eps) assert_true(fabs((a) - (b)) <= (eps))

@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "hdb_fixture.h"
-#include "source.h"
+#include "tests/tools/hdb_fixture.h"
+#include "dashboards/source.h"
 
 typedef struct fixture {
 	char dir[64];       /* temporary directory */

@@ -24,10 +24,10 @@
  *       a plain ZeroMQ DEALER (no CURVE) sending N random frames and N
  *       Hellos; never waits for answers.
  */
-#include "cert.h"
-#include "clock.h"
-#include "codec.h"
-#include "msg.h"
+#include "common/cert.h"
+#include "common/clock.h"
+#include "common/codec.h"
+#include "common/msg.h"
 
 #include <bellows/error.h>
 

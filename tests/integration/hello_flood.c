@@ -11,8 +11,8 @@
  *
  * usage: hello_flood CONTROL JOBS LAYERS WORLD NAME_LEN [PREFIX]
  */
-#include "codec.h"
-#include "msg.h"
+#include "common/codec.h"
+#include "common/msg.h"
 
 #include <bellows/error.h>
 

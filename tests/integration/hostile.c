@@ -10,8 +10,8 @@
  *
  * usage: hostile ENDPOINT JOB_TO_ATTACK ROUNDS
  */
-#include "codec.h"
-#include "msg.h"
+#include "common/codec.h"
+#include "common/msg.h"
 
 #include <stdint.h>
 #include <stdio.h>

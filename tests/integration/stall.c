@@ -17,8 +17,8 @@
  * usage: stall CONTROL PUBLISH JOB READY_FILE
  * READY_FILE is created once the first decision was read.
  */
-#include "codec.h"
-#include "msg.h"
+#include "common/codec.h"
+#include "common/msg.h"
 
 #include <inttypes.h>
 #include <signal.h>

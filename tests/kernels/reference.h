@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 typedef struct ref_stats {
 	uint64_t count;        /* elements */

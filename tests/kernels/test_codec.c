@@ -26,9 +26,9 @@
 #include <bellows/error.h>
 
 #include "codec_check.h"
-#include "cpu/codec.h"
-#include "cpu/stats.h"
-#include "kernels.h"
+#include "kernels/cpu/codec.h"
+#include "kernels/cpu/stats.h"
+#include "kernels/kernels.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 

@@ -26,7 +26,7 @@
 #include <bellows/codec.h>
 #include <bellows/error.h>
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 static kern_backend cuda; /* device memory and copies */
 

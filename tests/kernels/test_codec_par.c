@@ -29,12 +29,12 @@
 #include <bellows/codec.h>
 #include <bellows/error.h>
 
-#include "cpu/codec.h"
-#include "cpu/codec_par.h"
-#include "cpu/stats.h"
-#include "cpu/topk.h"
-#include "element.h"
-#include "kernels.h"
+#include "kernels/cpu/codec.h"
+#include "kernels/cpu/codec_par.h"
+#include "kernels/cpu/stats.h"
+#include "kernels/cpu/topk.h"
+#include "kernels/element.h"
+#include "kernels/kernels.h"
 
 #define MAX_PARTS 8
 

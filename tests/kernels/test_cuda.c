@@ -21,7 +21,7 @@
 
 #include <bellows/error.h>
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 #include "reference.h"
 
 #define REL 1e-12

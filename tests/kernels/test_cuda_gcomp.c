@@ -12,8 +12,8 @@
 
 #include <bellows/error.h>
 
-#include "cpu/gcomp.h"
-#include "cuda/gcomp_launch.h"
+#include "kernels/cpu/gcomp.h"
+#include "kernels/cuda/gcomp_launch.h"
 
 #define CHECK(c)                                                               \
 	do {                                                                   \

@@ -27,8 +27,8 @@
 #include <bellows/codec.h>
 #include <bellows/error.h>
 
-#include "cpu/stats.h"
-#include "kernels.h"
+#include "kernels/cpu/stats.h"
+#include "kernels/kernels.h"
 
 #define HDR BELLOWS_EBQ_HEADER_BYTES
 

@@ -24,10 +24,10 @@
 #include <bellows/codec.h>
 #include <bellows/error.h>
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #ifdef KERN_HAVE_CUDA
-#include "cuda/ebq.h"
+#include "kernels/cuda/ebq.h"
 
 static kern_backend cuda; /* the backend giving device memory */
 

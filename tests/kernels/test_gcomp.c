@@ -23,8 +23,8 @@
 
 #include <bellows/codec.h>
 
-#include "cpu/gcomp.h"
-#include "kernels.h"
+#include "kernels/cpu/gcomp.h"
+#include "kernels/kernels.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 

@@ -15,7 +15,7 @@
 
 #include <bellows/error.h>
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 #include "reference.h"
 
 static void

@@ -25,7 +25,7 @@
 
 #include <bellows/agent.h>
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 #include "reference.h"
 
 #define N 70001 /* elements per layer */

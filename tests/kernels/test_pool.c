@@ -19,8 +19,8 @@
 
 #include <bellows/error.h>
 
-#include "cpu/pool.h"
-#include "kernels.h"
+#include "kernels/cpu/pool.h"
+#include "kernels/kernels.h"
 
 typedef struct tally {
 	uint32_t runs[KERN_MAX_THREADS + 1];     /* per part */

@@ -27,7 +27,7 @@
 #ifdef KERN_HAVE_CUBLAS
 #include <cuda_runtime_api.h>
 
-#include "cuda/powersgd.h"
+#include "kernels/cuda/powersgd.h"
 
 static kern_cuda_psgd *gpu;
 

@@ -27,9 +27,9 @@
 #include <bellows/error.h>
 
 #include "codec_check.h"
-#include "cpu/stats.h"
-#include "cpu/topk.h"
-#include "kernels.h"
+#include "kernels/cpu/stats.h"
+#include "kernels/cpu/topk.h"
+#include "kernels/kernels.h"
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 

@@ -17,7 +17,7 @@
 
 #include <bellows/error.h>
 
-#include "registry.h"
+#include "policies/registry.h"
 
 const com_layer_info sup_conv_layers[SUP_CONV_LAYERS] = {
 	{ .name = "conv1.weight",

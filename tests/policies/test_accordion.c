@@ -22,10 +22,10 @@
 
 #include <bellows/error.h>
 
-#include "config.h"
-#include "policies.h"
-#include "policy_host.h"
-#include "registry.h"
+#include "controller/config.h"
+#include "policies/policies.h"
+#include "controller/policy_host.h"
+#include "policies/registry.h"
 #include "support.h"
 
 #define N_LAYERS SUP_CONV_LAYERS

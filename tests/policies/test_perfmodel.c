@@ -29,11 +29,11 @@
 
 #include <bellows/error.h>
 
-#include "config.h"
-#include "perfmodel_fit.h"
-#include "policies.h"
-#include "policy_host.h"
-#include "registry.h"
+#include "controller/config.h"
+#include "policies/perfmodel_fit.h"
+#include "policies/policies.h"
+#include "controller/policy_host.h"
+#include "policies/registry.h"
 #include "support.h"
 
 #define N_LAYERS  4

@@ -27,8 +27,8 @@
 #ifndef HDB_FIXTURE_H
 #define HDB_FIXTURE_H
 
-#include "store.h"
-#include "store_schema.h"
+#include "controller/store.h"
+#include "controller/store_schema.h"
 
 #include <sqlite3.h>
 

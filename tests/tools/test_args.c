@@ -21,10 +21,10 @@
 
 #include <bellows/error.h>
 
-#include "args.h"
-#include "export.h"
-#include "history.h"
-#include "replay.h"
+#include "client/args.h"
+#include "tools/export.h"
+#include "tools/history.h"
+#include "tools/replay.h"
 
 /* ---- capturing stdout and stderr --------------------------------------- */
 

@@ -15,7 +15,7 @@
 
 #include <bellows/error.h>
 
-#include "export.h"
+#include "tools/export.h"
 #include "hdb_fixture.h"
 
 typedef struct fixture {

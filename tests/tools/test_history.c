@@ -19,7 +19,7 @@
 #include <bellows/error.h>
 
 #include "hdb_fixture.h"
-#include "history.h"
+#include "tools/history.h"
 
 #include <math.h>
 

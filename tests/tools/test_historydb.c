@@ -21,7 +21,7 @@
 #include <bellows/policy.h>
 
 #include "hdb_fixture.h"
-#include "historydb.h"
+#include "client/historydb.h"
 
 #include <math.h>
 

@@ -17,7 +17,7 @@
 
 #include <bellows/error.h>
 
-#include "metrics.h"
+#include "client/metrics.h"
 
 /* Reads `text` (len bytes) as file m.csv. Returns the reader's code; the
  * message goes to err. */

@@ -19,10 +19,10 @@
 
 #include <bellows/error.h>
 
-#include "config.h"
+#include "controller/config.h"
 #include "hdb_fixture.h"
-#include "metrics.h"
-#include "replay.h"
+#include "client/metrics.h"
+#include "tools/replay.h"
 
 #include <bellows/policy.h>
 

@@ -20,7 +20,7 @@
 #ifndef TOOL_HISTORYDB_H
 #define TOOL_HISTORYDB_H
 
-#include "msg.h"
+#include "common/msg.h"
 
 #include <stdbool.h>
 #include <stddef.h>

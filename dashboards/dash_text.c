@@ -1,6 +1,6 @@
-/* text - plain-text output of a dashboard screen, see text.h.
+/* text - plain-text output of a dashboard screen, see dash_text.h.
  */
-#include "text.h"
+#include "dash_text.h"
 
 #include <bellows/error.h>
 

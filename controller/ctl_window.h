@@ -7,7 +7,7 @@
 #ifndef CTL_WINDOW_H
 #define CTL_WINDOW_H
 
-#include "msg.h"
+#include "common/msg.h"
 
 #include <bellows/policy.h>
 

@@ -1,4 +1,4 @@
-/* window - per-window aggregation across ranks, see window.h.
+/* window - per-window aggregation across ranks, see ctl_window.h.
  *
  * The statistics are folded in and handed to the policies by the
  * statistics table (bellows/stats.h, stat_table.h): each entry's
@@ -7,7 +7,8 @@
  * `steps`, the divisor of the per-step medians, and the view's
  * grad_norm_rank0/grad_norm_mean pair that NORM fills beside its field.
  */
-#include "window.h"
+#include "controller/ctl_window.h"
+#include "ctl_window.h"
 
 #include <assert.h>
 #include <math.h>
@@ -16,7 +17,7 @@
 
 #include <bellows/error.h>
 
-#include "stat_table.h"
+#include "common/stat_table.h"
 
 /* A growing list of per-rank values; empty (and unallocated) in the
  * windows where nobody measured them, which are most. */

@@ -13,9 +13,10 @@
  * pairs; the layers past that are left out and counted in
  * bellows_metrics_layers_omitted (docs/metrics.md).
  */
-#ifndef CTL_METRICS_H
-#define CTL_METRICS_H
+#ifndef CTL_CTL_METRICS_H
+#define CTL_CTL_METRICS_H
 
+#include "config_listen.h"
 #include "jobs.h"
 
 #include <stdbool.h>
@@ -52,16 +53,4 @@ typedef struct ctl_metrics_snapshot {
 int ctl_metrics_format(const ctl_metrics_snapshot *s, char **ret_text,
     size_t *ret_len);
 
-/* Parses a listen address: "HOST:PORT" with HOST an IPv4 address,
- * "localhost" or "[IPv6]", or ":PORT" / "PORT" alone for 127.0.0.1; PORT
- * 1 to 65535. Fills *ret_addr and *ret_len. Returns 0, or
- * BELLOWS_EINVAL with the reason in errbuf. */
-int ctl_metrics_parse_listen(const char *text,
-    struct sockaddr_storage *ret_addr, socklen_t *ret_len, char *errbuf,
-    size_t errlen);
-
-/* True when the address parsed from `text` is a loopback one (127/8 or
- * ::1); false for any other, or an invalid text. */
-bool ctl_metrics_listen_local(const char *text);
-
-#endif /* CTL_METRICS_H */
+#endif /* CTL_CTL_METRICS_H */

@@ -1,9 +1,9 @@
 /* text - a policy's reason being written, cut whole pieces at a time
- * (see text.h). The built-in policies that compose long reasons write
+ * (see pol_text.h). The built-in policies that compose long reasons write
  * them through it, so they all end the same way when they run out of
  * room.
  */
-#include "text.h"
+#include "pol_text.h"
 
 #include <bellows/policy.h>
 

@@ -9,8 +9,8 @@
  * so that every tool prints them alike (UTC, milliseconds).
  */
 #include "historydb.h"
-#include "hist_cols.h"
-#include "hist_read.h"
+#include "history/hist_cols.h"
+#include "history/hist_read.h"
 #include "metrics.h"
 
 #include <bellows/error.h>

@@ -33,8 +33,8 @@
 
 #include <bellows/agent.h>
 
-#include "kernels.h"
-#include "msg.h"
+#include "kernels/kernels.h"
+#include "common/msg.h"
 
 typedef struct agent_window_layer {
 	uint64_t numel;          /* elements per observation */

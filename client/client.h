@@ -1,12 +1,15 @@
-/* client - a one-request-at-a-time client of bellowsd's control socket.
+/* client - bellowsd's control and publish sockets, from outside.
  *
  * The command line asks bellowsd questions (STATUS) the way an agent
  * talks to it: a DEALER connected to the daemon's ROUTER, one Envelope per
  * frame. A request is sent and its reply awaited with a deadline, so a
- * daemon that is down or wedged turns into a timeout, never a hang. This is
- * the only module of the command line that includes <zmq.h>; it owns its
+ * daemon that is down or wedged turns into a timeout, never a hang. The
+ * dashboard also listens to the publish socket for telemetry (a window
+ * closed), through tool_telemetry below. This is the only module of the
+ * command line and the dashboard that includes <zmq.h>; a client owns its
  * ZeroMQ context, which exists between tool_client_open() and
- * tool_client_close() only (`bellows sim` forks outside that span).
+ * tool_client_close() only (`bellows sim` forks outside that span), and
+ * so does a telemetry subscriber.
  * With CURVE keys (--server-key/--client-key or BELLOWS_SERVER_KEY and
  * BELLOWS_CLIENT_KEY, found by tool_client_keys) the DEALER is a CURVE
  * client. A monitor on it turns a failed handshake into an error that
@@ -16,8 +19,8 @@
 #ifndef TOOL_CLIENT_H
 #define TOOL_CLIENT_H
 
-#include "cert.h"
-#include "msg.h"
+#include "common/cert.h"
+#include "common/msg.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -84,5 +87,54 @@ void tool_client_close(tool_client **client);
  * when ZeroMQ fails. *ret_reply is untouched on failure. */
 int tool_client_request(tool_client *client, const com_msg *req,
     uint32_t timeout_ms, com_msg *ret_reply);
+
+/* ---- telemetry ---------------------------------------------------------
+ *
+ * A subscriber to bellowsd's publish socket: every job's telemetry (the
+ * topics are "t:<job>\0"), or, with CURVE keys, the jobs named with
+ * tool_telemetry_follow (a secured bellowsd takes the "t:" prefix only
+ * from a client that may read every job). It queues at most `hwm`
+ * messages while its owner is busy, bellowsd drops the rest for it. Used
+ * from one thread; owns its ZeroMQ context.
+ */
+typedef struct tool_telemetry tool_telemetry;
+
+#define TOOL_TELEMETRY_MAX_JOBS 1024 /* jobs followed by name (CURVE) */
+#define TOOL_TELEMETRY_DRAIN    256  /* messages one wait reads at most */
+
+/* Called by tool_telemetry_wait for each telemetry message it decodes;
+ * `msg` (type COM_MSG_TELEMETRY) is borrowed for the call. */
+typedef void tool_telemetry_fn(void *arg, const com_msg *msg);
+
+/* Creates a ZeroMQ context and a SUB connected to `endpoint`, a CURVE
+ * client with `keys` (NULL or without curve: plain, subscribed to every
+ * job), that queues at most `hwm` messages. The connection is made in the
+ * background. Returns 0, BELLOWS_EINVAL for an endpoint ZeroMQ refuses,
+ * BELLOWS_ENOTSUP for keys this libzmq cannot use, BELLOWS_ESYS when the
+ * context or socket cannot be created, or BELLOWS_ENOMEM. On success
+ * *ret is the caller's (tool_telemetry_close). */
+int tool_telemetry_open(const char *endpoint, const tool_keys *keys, int hwm,
+    tool_telemetry **ret);
+
+/* Closes the socket, terminates the context (queued messages are dropped)
+ * and frees t. NULL-safe; sets *t to NULL. */
+void tool_telemetry_close(tool_telemetry **t);
+
+/* With CURVE keys, subscribes to the telemetry of job `job` ("" is a
+ * name too) unless it is followed already; without keys every job is
+ * heard already and this does nothing. Returns 0, BELLOWS_ELIMIT when
+ * TOOL_TELEMETRY_MAX_JOBS jobs are followed, or BELLOWS_ENOMEM (the job
+ * stays unheard; a later call may add it). */
+int tool_telemetry_follow(tool_telemetry *t, const char *job);
+
+/* Waits up to timeout_ms (-1: no limit) for telemetry (t NULL: none,
+ * for a program without a daemon) or for `fd` (-1: none) to be
+ * readable. Sets *ret_fd when fd is readable. Reads what is
+ * queued (at most TOOL_TELEMETRY_DRAIN messages) and calls fn(arg, msg)
+ * (fn may be NULL) for each that decodes as telemetry; others are
+ * dropped. Returns 0 (also when a signal interrupted the wait) or
+ * BELLOWS_EIO. */
+int tool_telemetry_wait(tool_telemetry *t, int fd, int timeout_ms,
+    tool_telemetry_fn *fn, void *arg, bool *ret_fd);
 
 #endif /* TOOL_CLIENT_H */

@@ -1,4 +1,4 @@
-/* window - per-layer gradient statistics of a window, see window.h.
+/* window - per-layer gradient statistics of a window, see agent_window.h.
  *
  * The sums are kept in double, compensated, even though gradients are
  * float: a window adds up millions of squares, and the policies compare
@@ -12,7 +12,7 @@
  * enqueue every device layer's reductions, copy-out and resets; wait for
  * each distinct stream; then read the copies.
  */
-#include "window.h"
+#include "agent_window.h"
 
 #include <math.h>
 #include <stdlib.h>

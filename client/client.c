@@ -2,8 +2,8 @@
  */
 #include "client.h"
 
-#include "clock.h"
-#include "codec.h"
+#include "common/clock.h"
+#include "common/codec.h"
 
 #include <bellows/error.h>
 
@@ -331,5 +331,150 @@ tool_client_request(tool_client *c, const com_msg *req, uint32_t timeout_ms,
 		return r;
 	}
 	*ret_reply = reply;
+	return 0;
+}
+
+/* ---- telemetry ----------------------------------------------------------- */
+
+struct tool_telemetry {
+	void *ctx;         /* ZeroMQ context, owned */
+	void *sub;         /* SUB to bellowsd's PUB */
+	bool curve;        /* keys: jobs are followed by name */
+	com_limits limits; /* what a telemetry message may be */
+	char **topics;     /* CURVE: "t:<job>" subscribed, owned */
+	uint32_t n_topics; /* entries in topics */
+};
+
+int
+tool_telemetry_open(const char *endpoint, const tool_keys *keys, int hwm,
+    tool_telemetry **ret)
+{
+	tool_telemetry *t = calloc(1, sizeof(*t));
+	int linger = 0, r;
+	int64_t maxsize;
+
+	if (t == NULL)
+		return BELLOWS_ENOMEM;
+	com_limits_default(&t->limits);
+	maxsize = (int64_t)t->limits.max_msg_bytes;
+	t->curve = keys != NULL && keys->curve;
+	t->ctx = zmq_ctx_new();
+	if (t->ctx == NULL || (t->sub = zmq_socket(t->ctx, ZMQ_SUB)) == NULL) {
+		r = BELLOWS_ESYS;
+		goto fail;
+	}
+	zmq_setsockopt(t->sub, ZMQ_LINGER, &linger, sizeof(linger));
+	zmq_setsockopt(t->sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
+	zmq_setsockopt(t->sub, ZMQ_MAXMSGSIZE, &maxsize, sizeof(maxsize));
+	/* Every job's telemetry: the topics are "t:<job>\0". A secured
+	 * bellowsd takes that prefix only from a client that may read
+	 * every job: with keys, jobs are followed by name instead. */
+	if (!t->curve)
+		zmq_setsockopt(t->sub, ZMQ_SUBSCRIBE, "t:", 2);
+	if ((r = tool_client_curve(t->sub, keys)) != 0)
+		goto fail;
+	if (zmq_connect(t->sub, endpoint) != 0) {
+		r = BELLOWS_EINVAL;
+		goto fail;
+	}
+	*ret = t;
+	return 0;
+fail:
+	tool_telemetry_close(&t);
+	return r;
+}
+
+void
+tool_telemetry_close(tool_telemetry **tp)
+{
+	tool_telemetry *t;
+
+	if (tp == NULL || *tp == NULL)
+		return;
+	t = *tp;
+	if (t->sub != NULL)
+		zmq_close(t->sub);
+	if (t->ctx != NULL)
+		zmq_ctx_term(t->ctx);
+	for (uint32_t i = 0; i < t->n_topics; i++)
+		free(t->topics[i]);
+	free(t->topics);
+	free(t);
+	*tp = NULL;
+}
+
+int
+tool_telemetry_follow(tool_telemetry *t, const char *job)
+{
+	size_t len = strlen(job) + 3;
+	char *topic, **grown;
+
+	if (!t->curve)
+		return 0;
+	for (uint32_t k = 0; k < t->n_topics; k++)
+		if (strcmp(t->topics[k] + 2, job) == 0)
+			return 0;
+	if (t->n_topics >= TOOL_TELEMETRY_MAX_JOBS)
+		return BELLOWS_ELIMIT;
+	grown = realloc(t->topics, (t->n_topics + 1) * sizeof(*grown));
+	if (grown == NULL)
+		return BELLOWS_ENOMEM;
+	t->topics = grown;
+	if ((topic = malloc(len)) == NULL)
+		return BELLOWS_ENOMEM;
+	/* "t:<job>" and its NUL: the topic frame holds the NUL. */
+	snprintf(topic, len, "t:%s", job);
+	zmq_setsockopt(t->sub, ZMQ_SUBSCRIBE, topic, len);
+	t->topics[t->n_topics++] = topic;
+	return 0;
+}
+
+int
+tool_telemetry_wait(tool_telemetry *t, int fd, int timeout_ms,
+    tool_telemetry_fn *fn, void *arg, bool *ret_fd)
+{
+	zmq_pollitem_t items[2];
+	int n = 0, fd_at = -1, sub_at = -1, r;
+
+	*ret_fd = false;
+	if (fd >= 0) {
+		items[n] = (zmq_pollitem_t){ NULL, fd, ZMQ_POLLIN, 0 };
+		fd_at = n++;
+	}
+	if (t != NULL) {
+		items[n] = (zmq_pollitem_t){ t->sub, 0, ZMQ_POLLIN, 0 };
+		sub_at = n++;
+	}
+	r = zmq_poll(items, n, timeout_ms);
+	if (r < 0)
+		return zmq_errno() == EINTR ? 0 : BELLOWS_EIO;
+	if (fd_at >= 0 && (items[fd_at].revents & ZMQ_POLLIN))
+		*ret_fd = true;
+	if (sub_at < 0 || !(items[sub_at].revents & ZMQ_POLLIN))
+		return 0;
+	/* A message is a topic frame and an Envelope: the last frame is
+	 * the one decoded. */
+	for (int i = 0; i < TOOL_TELEMETRY_DRAIN; i++) {
+		zmq_msg_t part;
+		int more = 0;
+		size_t more_len = sizeof(more);
+
+		zmq_msg_init(&part);
+		if (zmq_msg_recv(&part, t->sub, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&part);
+			break;
+		}
+		zmq_getsockopt(t->sub, ZMQ_RCVMORE, &more, &more_len);
+		if (!more) {
+			com_msg m;
+
+			if (com_codec_decode(zmq_msg_data(&part),
+				zmq_msg_size(&part), &t->limits, &m) == 0 &&
+			    m.type == COM_MSG_TELEMETRY && fn != NULL)
+				fn(arg, &m);
+			com_msg_fini(&m);
+		}
+		zmq_msg_close(&part);
+	}
 	return 0;
 }

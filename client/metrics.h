@@ -16,7 +16,7 @@
 #ifndef TOOL_METRICS_H
 #define TOOL_METRICS_H
 
-#include "msg.h"
+#include "common/msg.h"
 
 #include <stdint.h>
 #include <stdio.h>
