@@ -17,6 +17,7 @@
 #include "history.h"
 #include "client/historydb.h"
 #include "client/metrics.h"
+#include "common/stat_table.h"
 
 #include <bellows/error.h>
 
@@ -533,19 +534,32 @@ rep_median(const double *v, uint64_t n, size_t stride)
 /* ---- what a run adds up to ------------------------------------------- */
 
 typedef struct rep_sums {
-	double floats_sent;  /* summed over windows and ranks */
-	double floats_raw;   /* same, uncompressed */
-	double step_med;     /* median over windows of step_ms_median */
-	double step_min;     /* fastest window */
-	double step_max;     /* slowest window */
-	double wall_ms;      /* first window closed to last */
-	double act_med;      /* median activation bytes per step */
-	double act_raw_med;  /* same, uncompressed */
-	double saved_bytes;  /* largest window_info.saved_bytes */
-	uint64_t decisions;  /* rows of decisions */
-	uint64_t changed;    /* decisions with a change */
-	uint64_t incomplete; /* windows closed by timeout */
+	double floats_sent;        /* summed over windows and ranks */
+	double floats_raw;         /* same, uncompressed */
+	double step_med;           /* median over windows of step_ms_median */
+	double step_min;           /* fastest window */
+	double step_max;           /* slowest window */
+	double wall_ms;            /* first window closed to last */
+	double act_med;            /* median activation bytes per step */
+	double act_raw_med;        /* same, uncompressed */
+	double peak[COM_N_TSTATS]; /* per-rank byte statistics the history
+				    * keeps as their largest over ranks
+				    * (rep_peak_stat): largest over windows */
+	uint64_t decisions;        /* rows of decisions */
+	uint64_t changed;          /* decisions with a change */
+	uint64_t incomplete;       /* windows closed by timeout */
 } rep_sums;
+
+/* True for a per-rank statistic in bytes whose window value is the
+ * largest over ranks (memory in use, bytes saved for backward): the
+ * report gives the largest over the run for each, from the statistics
+ * table, so a new one appears without an edit here. */
+static bool
+rep_peak_stat(const com_stat *st)
+{
+	return st->agg == BELLOWS_STAT_AGG_MAX && st->wcol != NULL &&
+	    strcmp(st->unit, "bytes") == 0;
+}
 
 static void
 rep_sum(const rep_run *rr, rep_sums *s)
@@ -573,8 +587,11 @@ rep_sum(const rep_run *rr, rep_sums *s)
 		}
 		if (rep_i(wi, i, "complete", 1) == 0)
 			s->incomplete++;
-		s->saved_bytes = fmax(s->saved_bytes,
-		    (double)rep_i(wi, i, "saved_bytes", 0));
+		for (int k = 0; k < COM_N_TSTATS; k++)
+			if (rep_peak_stat(&com_timing_stat_table[k]))
+				s->peak[k] = fmax(s->peak[k],
+				    (double)rep_i(wi, i,
+					com_timing_stat_table[k].wcol, 0));
 	}
 	s->step_med = st != NULL ? rep_median(st, wi->n_rows, 1) : NAN;
 	s->step_min = isfinite(lo) ? lo : NAN;
@@ -1338,9 +1355,12 @@ rep_write(const rep_out *o, const rep_run *rr)
 		    "  not measured (no layer reported activation "
 		    "statistics)\n");
 	}
-	if (s.saved_bytes > 0) {
-		rep_size(s.saved_bytes, a, sizeof(a));
-		rep_p(o, "  bytes saved for backward per step, largest: %s\n",
+	for (int k = 0; k < COM_N_TSTATS; k++) {
+		if (!rep_peak_stat(&com_timing_stat_table[k]) || s.peak[k] <= 0)
+			continue;
+		rep_size(s.peak[k], a, sizeof(a));
+		rep_p(o, "  %s (%s), largest: %s\n",
+		    com_timing_stat_table[k].doc, com_timing_stat_table[k].name,
 		    a);
 	}
 
