@@ -334,7 +334,7 @@ ctl_metrics_format(const ctl_metrics_snapshot *s, char **ret_text,
 	    job_sent);
 	metrics_per_job(&b, s, "bellows_job_raw_bytes_total", "counter",
 	    "Gradient bytes the same steps would send uncompressed.", job_raw);
-	metrics_per_job(&b, s, "bellows_job_saved_bytes_total", "counter",
+	metrics_per_job(&b, s, "bellows_job_bytes_saved_total", "counter",
 	    "Raw minus sent bytes: what compression saved on the wire.",
 	    job_saved);
 	omitted = metrics_per_layer(&b, s, "bellows_layer_level",

@@ -151,7 +151,7 @@ label_values_escape_quote_backslash_and_line_feed(void **state)
 
 	(void)state;
 	assert_non_null(strstr(text,
-	    "bellows_job_saved_bytes_total{bellows_job=\"a\\\"b\\\\c\\nd\"} "
+	    "bellows_job_bytes_saved_total{bellows_job=\"a\\\"b\\\\c\\nd\"} "
 	    "1200\n"));
 	assert_non_null(strstr(text,
 	    "bellows_layer_level{bellows_job=\"a\\\"b\\\\c\\nd\","

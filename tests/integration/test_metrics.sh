@@ -77,7 +77,7 @@ ok "bellows_decisions_total $dec"
 for m in bellows_reports_total bellows_rank_joins_total \
     bellows_reloads_total bellows_dropped_messages_total \
     bellows_store_pending_rows 'bellows_decision_latency_seconds_bucket{le="+Inf"}' \
-    'bellows_job_saved_bytes_total{bellows_job="prom\"job"}' \
+    'bellows_job_bytes_saved_total{bellows_job="prom\"job"}' \
     'bellows_layer_level{bellows_job="prom\"job",layer=' \
     'bellows_layer_grad_norm{bellows_job="prom\"job",layer='; do
 	grep -qF "$m" "$TMP/metrics.txt" || fail "no '$m' in /metrics"
