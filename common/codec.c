@@ -15,7 +15,10 @@
  * limit does (repeats nested in repeats, unknown fields, sub-messages the
  * parser merges). Last, the conversion to com_* structs checks every field.
  * Decoded strings are never NULL (an absent string is ""); an absent
- * sub-message decodes as zeroes.
+ * sub-message decodes as zeroes. com_codec_decode_arena runs the same
+ * passes with protobuf-c's structs taken from a reused block
+ * (codec_arena.c) instead of malloc: the budget is counted the same way,
+ * and when every struct came from the block nothing is walked to free.
  */
 #include "codec.h"
 
@@ -27,6 +30,7 @@
 #include <bellows/error.h>
 
 #include "bellows.pb-c.h"
+#include "codec_arena.h"
 #include "codec_fault.h"
 
 #define CODEC_MAX_FIELDS 32 /* more fields than any message has */
@@ -808,9 +812,11 @@ codec_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
 
 /* The allocator state of one unpack. */
 typedef struct codec_heap {
-	size_t used;   /* bytes handed out so far; frees are not deducted */
-	size_t budget; /* most bytes the frame may cost */
-	int err;       /* why the first refused allocation was refused */
+	size_t used;       /* bytes handed out so far; frees are not deducted */
+	size_t budget;     /* most bytes the frame may cost */
+	int err;           /* why the first refused allocation was refused */
+	com_arena *arena;  /* where allocations come from first, NULL: malloc */
+	uint64_t fellback; /* allocations malloc'd although arena was set */
 } codec_heap;
 
 static void *
@@ -824,11 +830,17 @@ codec_heap_alloc(void *arg, size_t size)
 			h->err = BELLOWS_EMSGSIZE;
 		return NULL;
 	}
+	if (h->arena != NULL && (p = com_arena_alloc(h->arena, size)) != NULL) {
+		h->used += size;
+		return p;
+	}
 	if ((p = codec_malloc(size)) == NULL) {
 		if (h->err == 0)
 			h->err = BELLOWS_ENOMEM;
 		return NULL;
 	}
+	if (h->arena != NULL)
+		h->fellback++;
 	h->used += size;
 	return p;
 }
@@ -836,6 +848,10 @@ codec_heap_alloc(void *arg, size_t size)
 static void
 codec_heap_free(void *arg, void *p)
 {
+	codec_heap *h = arg;
+
+	if (h->arena != NULL && com_arena_owns(h->arena, p))
+		return; /* the block is given back whole, after the frame */
 	free(p);
 }
 
@@ -1572,7 +1588,14 @@ int
 com_codec_decode(const uint8_t *buf, size_t len, const com_limits *lim,
     com_msg *ret_msg)
 {
-	codec_heap heap = { 0 };
+	return com_codec_decode_arena(buf, len, lim, NULL, ret_msg);
+}
+
+int
+com_codec_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
+    com_arena *arena, com_msg *ret_msg)
+{
+	codec_heap heap = { .arena = arena };
 	ProtobufCAllocator alloc = {
 		.alloc = codec_heap_alloc,
 		.free = codec_heap_free,
@@ -1591,8 +1614,12 @@ com_codec_decode(const uint8_t *buf, size_t len, const com_limits *lim,
 		return rc;
 	heap.budget = codec_budget(len, lim);
 	env = bellows__envelope__unpack(&alloc, len, buf);
-	if (env == NULL)
+	if (env == NULL) {
+		/* protobuf-c has freed what it unpacked, the fallback's too. */
+		if (arena != NULL)
+			com_arena_reset(arena, heap.fellback);
 		return heap.err != 0 ? heap.err : BELLOWS_EPROTO;
+	}
 	com_msg_init(&m, codec_in_type(env->body_case));
 	m.major = env->major;
 	m.minor = env->minor;
@@ -1606,6 +1633,10 @@ com_codec_decode(const uint8_t *buf, size_t len, const com_limits *lim,
 		*ret_msg = m;
 	else
 		com_msg_fini(&m);
-	bellows__envelope__free_unpacked(env, &alloc);
+	/* With everything in the arena there is nothing to walk and free. */
+	if (arena == NULL || heap.fellback > 0)
+		bellows__envelope__free_unpacked(env, &alloc);
+	if (arena != NULL)
+		com_arena_reset(arena, heap.fellback);
 	return rc;
 }
