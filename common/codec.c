@@ -736,6 +736,27 @@ codec_scan_entries(const ProtobufCFieldDescriptor *f, unsigned wire,
 	}
 }
 
+/* The field of desc with the given tag, or NULL: what
+ * protobuf_c_message_descriptor_get_field answers, by a walk over the
+ * descriptor's few ranges of consecutive tags (ranges[i] starts at tag
+ * start_value with field orig_index; the last entry holds n_fields)
+ * instead of a call and a binary search for every field of every
+ * sub-message. */
+static inline const ProtobufCFieldDescriptor *
+codec_scan_field(const ProtobufCMessageDescriptor *desc, uint64_t tag)
+{
+	const ProtobufCIntRange *r = desc->field_ranges;
+
+	for (unsigned i = 0; i < desc->n_field_ranges; i++) {
+		uint64_t start = (uint64_t)r[i].start_value;
+		uint64_t n = (uint64_t)(r[i + 1].orig_index - r[i].orig_index);
+
+		if (tag >= start && tag - start < n)
+			return &desc->fields[r[i].orig_index + (tag - start)];
+	}
+	return NULL;
+}
+
 /* Walks one message of type desc, recursing into known sub-messages.
  * Unknown fields are skipped; the heap budget bounds them. */
 static int
@@ -782,8 +803,7 @@ codec_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
 		if (wire == 1 || wire == 5)
 			vlen = 0;
 		if ((key >> 3) <= 0x1fffffff)
-			f = protobuf_c_message_descriptor_get_field(desc,
-			    (unsigned)(key >> 3));
+			f = codec_scan_field(desc, key >> 3);
 		if (f == NULL)
 			continue;
 		if (wire == 2 && f->type == PROTOBUF_C_TYPE_MESSAGE &&
