@@ -31,6 +31,7 @@
 
 #include "bellows.pb-c.h"
 #include "codec_arena.h"
+#include "codec_fast.h"
 #include "codec_fault.h"
 
 #define CODEC_MAX_FIELDS 32 /* more fields than any message has */
@@ -683,8 +684,8 @@ codec_scan_varint(const uint8_t *p, size_t len, size_t *off, uint64_t *ret)
 }
 
 /* The limit on the number of entries of a repeated field. */
-static uint64_t
-codec_scan_limit(const ProtobufCMessageDescriptor *desc,
+uint64_t
+com_codec_scan_limit(const ProtobufCMessageDescriptor *desc,
     const ProtobufCFieldDescriptor *f, const com_limits *lim)
 {
 	if (desc == &bellows__layer_info__descriptor)
@@ -734,27 +735,6 @@ codec_scan_entries(const ProtobufCFieldDescriptor *f, unsigned wire,
 			n += (v[i] & 0x80) == 0;
 		return n;
 	}
-}
-
-/* The field of desc with the given tag, or NULL: what
- * protobuf_c_message_descriptor_get_field answers, by a walk over the
- * descriptor's few ranges of consecutive tags (ranges[i] starts at tag
- * start_value with field orig_index; the last entry holds n_fields)
- * instead of a call and a binary search for every field of every
- * sub-message. */
-static inline const ProtobufCFieldDescriptor *
-codec_scan_field(const ProtobufCMessageDescriptor *desc, uint64_t tag)
-{
-	const ProtobufCIntRange *r = desc->field_ranges;
-
-	for (unsigned i = 0; i < desc->n_field_ranges; i++) {
-		uint64_t start = (uint64_t)r[i].start_value;
-		uint64_t n = (uint64_t)(r[i + 1].orig_index - r[i].orig_index);
-
-		if (tag >= start && tag - start < n)
-			return &desc->fields[r[i].orig_index + (tag - start)];
-	}
-	return NULL;
 }
 
 /* Walks one message of type desc, recursing into known sub-messages.
@@ -819,7 +799,7 @@ codec_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
 
 			count[i] += codec_scan_entries(f, wire, p + start,
 			    vlen);
-			if (count[i] > codec_scan_limit(desc, f, lim))
+			if (count[i] > com_codec_scan_limit(desc, f, lim))
 				return BELLOWS_EPROTO;
 		}
 	}
@@ -1622,6 +1602,7 @@ com_codec_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
 		.allocator_data = &heap,
 	};
 	Bellows__Envelope *env;
+	bool fast = false; /* env came from codec_fast_unpack */
 	com_msg m;
 	int rc;
 
@@ -1629,6 +1610,16 @@ com_codec_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
 	memset(ret_msg, 0, sizeof(*ret_msg));
 	if (len > lim->max_msg_bytes)
 		return BELLOWS_EMSGSIZE;
+	/* A frame as bellows writes them: one pass, everything in the
+	 * arena. Any other: the scan and protobuf-c judge it. */
+	if (arena != NULL &&
+	    (env = codec_fast_unpack(&bellows__envelope__descriptor, buf, len,
+		 lim, arena)) != NULL) {
+		fast = true;
+		goto unpacked;
+	}
+	if (arena != NULL)
+		com_arena_rewind(arena);
 	rc = codec_scan(&bellows__envelope__descriptor, buf, len, lim);
 	if (rc != 0)
 		return rc;
@@ -1640,6 +1631,7 @@ com_codec_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
 			com_arena_reset(arena, heap.fellback);
 		return heap.err != 0 ? heap.err : BELLOWS_EPROTO;
 	}
+unpacked:
 	com_msg_init(&m, codec_in_type(env->body_case));
 	m.major = env->major;
 	m.minor = env->minor;
@@ -1654,7 +1646,7 @@ com_codec_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
 	else
 		com_msg_fini(&m);
 	/* With everything in the arena there is nothing to walk and free. */
-	if (arena == NULL || heap.fellback > 0)
+	if (!fast && (arena == NULL || heap.fellback > 0))
 		bellows__envelope__free_unpacked(env, &alloc);
 	if (arena != NULL)
 		com_arena_reset(arena, heap.fellback);

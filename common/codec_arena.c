@@ -87,6 +87,14 @@ com_arena_owns(const com_arena *arena, const void *p)
 }
 
 void
+com_arena_rewind(com_arena *arena)
+{
+	if (arena->used > arena->stats.high_water)
+		arena->stats.high_water = arena->used;
+	arena->used = 0;
+}
+
+void
 com_arena_reset(com_arena *arena, uint64_t fellback)
 {
 	if (arena->used > arena->stats.high_water)

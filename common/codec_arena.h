@@ -63,6 +63,10 @@ void *com_arena_alloc(com_arena *arena, size_t size);
 /* For codec.c: true when p was handed out by com_arena_alloc. */
 bool com_arena_owns(const com_arena *arena, const void *p);
 
+/* For codec.c: gives back everything handed out in this frame, to start
+ * the frame again (another way); counts nothing. */
+void com_arena_rewind(com_arena *arena);
+
 /* For codec.c: gives the whole block back at the end of a frame; fellback
  * is how many of its allocations were malloc'd instead. */
 void com_arena_reset(com_arena *arena, uint64_t fellback);
