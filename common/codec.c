@@ -19,6 +19,9 @@
  * passes with protobuf-c's structs taken from a reused block
  * (codec_arena.c) instead of malloc: the budget is counted the same way,
  * and when every struct came from the block nothing is walked to free.
+ * With an arena, a frame as bellows writes it skips the first two passes:
+ * codec_fast.c unpacks it in one, with the scan's checks, and gives any
+ * other frame back to them.
  */
 #include "codec.h"
 
