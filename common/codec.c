@@ -15,7 +15,13 @@
  * limit does (repeats nested in repeats, unknown fields, sub-messages the
  * parser merges). Last, the conversion to com_* structs checks every field.
  * Decoded strings are never NULL (an absent string is ""); an absent
- * sub-message decodes as zeroes.
+ * sub-message decodes as zeroes. com_codec_decode_arena runs the same
+ * passes with protobuf-c's structs taken from a reused block
+ * (codec_arena.c) instead of malloc: the budget is counted the same way,
+ * and when every struct came from the block nothing is walked to free.
+ * With an arena, a frame as bellows writes it skips the first two passes:
+ * codec_fast.c unpacks it in one, with the scan's checks, and gives any
+ * other frame back to them.
  */
 #include "codec.h"
 
@@ -27,6 +33,8 @@
 #include <bellows/error.h>
 
 #include "common/bellows.pb-c.h"
+#include "codec_arena.h"
+#include "codec_fast.h"
 #include "codec_fault.h"
 
 #define CODEC_MAX_FIELDS 32 /* more fields than any message has */
@@ -679,8 +687,8 @@ codec_scan_varint(const uint8_t *p, size_t len, size_t *off, uint64_t *ret)
 }
 
 /* The limit on the number of entries of a repeated field. */
-static uint64_t
-codec_scan_limit(const ProtobufCMessageDescriptor *desc,
+uint64_t
+com_codec_scan_limit(const ProtobufCMessageDescriptor *desc,
     const ProtobufCFieldDescriptor *f, const com_limits *lim)
 {
 	if (desc == &bellows__layer_info__descriptor)
@@ -778,8 +786,7 @@ codec_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
 		if (wire == 1 || wire == 5)
 			vlen = 0;
 		if ((key >> 3) <= 0x1fffffff)
-			f = protobuf_c_message_descriptor_get_field(desc,
-			    (unsigned)(key >> 3));
+			f = codec_scan_field(desc, key >> 3);
 		if (f == NULL)
 			continue;
 		if (wire == 2 && f->type == PROTOBUF_C_TYPE_MESSAGE &&
@@ -795,7 +802,7 @@ codec_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
 
 			count[i] += codec_scan_entries(f, wire, p + start,
 			    vlen);
-			if (count[i] > codec_scan_limit(desc, f, lim))
+			if (count[i] > com_codec_scan_limit(desc, f, lim))
 				return BELLOWS_EPROTO;
 		}
 	}
@@ -808,9 +815,11 @@ codec_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
 
 /* The allocator state of one unpack. */
 typedef struct codec_heap {
-	size_t used;   /* bytes handed out so far; frees are not deducted */
-	size_t budget; /* most bytes the frame may cost */
-	int err;       /* why the first refused allocation was refused */
+	size_t used;       /* bytes handed out so far; frees are not deducted */
+	size_t budget;     /* most bytes the frame may cost */
+	int err;           /* why the first refused allocation was refused */
+	com_arena *arena;  /* where allocations come from first, NULL: malloc */
+	uint64_t fellback; /* allocations malloc'd although arena was set */
 } codec_heap;
 
 static void *
@@ -824,11 +833,17 @@ codec_heap_alloc(void *arg, size_t size)
 			h->err = BELLOWS_EMSGSIZE;
 		return NULL;
 	}
+	if (h->arena != NULL && (p = com_arena_alloc(h->arena, size)) != NULL) {
+		h->used += size;
+		return p;
+	}
 	if ((p = codec_malloc(size)) == NULL) {
 		if (h->err == 0)
 			h->err = BELLOWS_ENOMEM;
 		return NULL;
 	}
+	if (h->arena != NULL)
+		h->fellback++;
 	h->used += size;
 	return p;
 }
@@ -836,6 +851,10 @@ codec_heap_alloc(void *arg, size_t size)
 static void
 codec_heap_free(void *arg, void *p)
 {
+	codec_heap *h = arg;
+
+	if (h->arena != NULL && com_arena_owns(h->arena, p))
+		return; /* the block is given back whole, after the frame */
 	free(p);
 }
 
@@ -1572,13 +1591,21 @@ int
 com_codec_decode(const uint8_t *buf, size_t len, const com_limits *lim,
     com_msg *ret_msg)
 {
-	codec_heap heap = { 0 };
+	return com_codec_decode_arena(buf, len, lim, NULL, ret_msg);
+}
+
+int
+com_codec_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
+    com_arena *arena, com_msg *ret_msg)
+{
+	codec_heap heap = { .arena = arena };
 	ProtobufCAllocator alloc = {
 		.alloc = codec_heap_alloc,
 		.free = codec_heap_free,
 		.allocator_data = &heap,
 	};
 	Bellows__Envelope *env;
+	bool fast = false; /* env came from codec_fast_unpack */
 	com_msg m;
 	int rc;
 
@@ -1586,13 +1613,28 @@ com_codec_decode(const uint8_t *buf, size_t len, const com_limits *lim,
 	memset(ret_msg, 0, sizeof(*ret_msg));
 	if (len > lim->max_msg_bytes)
 		return BELLOWS_EMSGSIZE;
+	/* A frame as bellows writes them: one pass, everything in the
+	 * arena. Any other: the scan and protobuf-c judge it. */
+	if (arena != NULL &&
+	    (env = codec_fast_unpack(&bellows__envelope__descriptor, buf, len,
+		 lim, arena)) != NULL) {
+		fast = true;
+		goto unpacked;
+	}
+	if (arena != NULL)
+		com_arena_rewind(arena);
 	rc = codec_scan(&bellows__envelope__descriptor, buf, len, lim);
 	if (rc != 0)
 		return rc;
 	heap.budget = codec_budget(len, lim);
 	env = bellows__envelope__unpack(&alloc, len, buf);
-	if (env == NULL)
+	if (env == NULL) {
+		/* protobuf-c has freed what it unpacked, the fallback's too. */
+		if (arena != NULL)
+			com_arena_reset(arena, heap.fellback);
 		return heap.err != 0 ? heap.err : BELLOWS_EPROTO;
+	}
+unpacked:
 	com_msg_init(&m, codec_in_type(env->body_case));
 	m.major = env->major;
 	m.minor = env->minor;
@@ -1606,6 +1648,10 @@ com_codec_decode(const uint8_t *buf, size_t len, const com_limits *lim,
 		*ret_msg = m;
 	else
 		com_msg_fini(&m);
-	bellows__envelope__free_unpacked(env, &alloc);
+	/* With everything in the arena there is nothing to walk and free. */
+	if (!fast && (arena == NULL || heap.fellback > 0))
+		bellows__envelope__free_unpacked(env, &alloc);
+	if (arena != NULL)
+		com_arena_reset(arena, heap.fellback);
 	return rc;
 }

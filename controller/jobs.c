@@ -32,7 +32,15 @@
  *   then replaces the run (a new one, or the recorded one resumed);
  * - a resume rewinds the job to the window it resumes at: the log is
  *   emptied and refilled with the decisions in force there, so apply
- *   steps again never decrease from there on.
+ *   steps again never decrease from there on;
+ * - for every open window i, expected[i] is the number of ranks it waits
+ *   for (alive, and first_window <= its index) and have[i] how many of
+ *   those it holds a report of; the window is complete when they are
+ *   equal. A report adds to have[i] only; anything that changes whether a
+ *   rank is expected (join, rejoin, loss, leave, resume) takes the rank
+ *   out of the counts before and puts it back after (job_count_rank), so
+ *   a report costs O(1), not a walk over the job's ranks, and opening a
+ *   window counts its ranks once.
  */
 #include "jobs_int.h"
 
@@ -53,6 +61,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static void job_count_window(job *j, uint32_t i);
 
 void
 ctl_jobs_why(char *why, size_t len, const char *fmt, ...)
@@ -457,6 +467,8 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 			j->ranks[k].first_window = h->last_window;
 		}
 		j->alive = j->world;
+		for (uint32_t i = 0; i < JOBS_OPEN; i++)
+			job_count_window(j, i);
 		ctl_log(CTL_LOG_INFO, "jobs",
 		    "job '%s' resumed at decision %" PRIu64 " from rank %u",
 		    h->job, h->in_force.seq, h->rank);
@@ -593,6 +605,40 @@ rank_expected(const job_rank *rk, uint64_t w)
 	return rk->alive && w >= rk->first_window;
 }
 
+/* Adds (dir = +1) or removes (dir = -1) rank r from the counts of every
+ * open window that expects it; see the invariants. */
+static void
+job_count_rank(job *j, uint32_t r, int dir)
+{
+	const job_rank *rk = &j->ranks[r];
+
+	for (uint32_t i = 0; i < JOBS_OPEN; i++) {
+		if (j->open[i] == NULL ||
+		    !rank_expected(rk, ctl_window_index(j->open[i])))
+			continue;
+		j->expected[i] += (uint32_t)dir;
+		if (ctl_window_has(j->open[i], r))
+			j->have[i] += (uint32_t)dir;
+	}
+}
+
+/* Counts open window i's expected ranks and reports afresh: O(world), for
+ * a window just opened and after every rank changed at once. */
+static void
+job_count_window(job *j, uint32_t i)
+{
+	j->expected[i] = j->have[i] = 0;
+	if (j->open[i] == NULL)
+		return;
+	for (uint32_t r = 0; r < j->world; r++) {
+		if (!rank_expected(&j->ranks[r], ctl_window_index(j->open[i])))
+			continue;
+		j->expected[i]++;
+		if (ctl_window_has(j->open[i], r))
+			j->have[i]++;
+	}
+}
+
 /* Tells the job's policies that a rank was lost or joined. */
 static void
 job_tell_policies(ctl_jobs *jobs, job *j, bellows_event_type type,
@@ -626,6 +672,7 @@ rank_seen(ctl_jobs *jobs, job *j, job_rank *rk, uint64_t now_ms)
 	if (!rk->alive) {
 		rk->alive = true;
 		j->alive++;
+		job_count_rank(j, (uint32_t)(rk - j->ranks), +1);
 	}
 }
 
@@ -643,6 +690,7 @@ rank_lost(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t now_ms,
 		return;
 	ctl_store_rank_event(jobs->store, j->run_id, rank, kind, rk->step, 0,
 	    com_clock_wall_ms());
+	job_count_rank(j, rank, -1);
 	rk->alive = false;
 	j->alive--;
 	if (j->alive == 0)
@@ -800,7 +848,9 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	rk->seq_in_force = h->in_force.seq;
 	rk->welcomed_ms = now_ms;
 	rk->resuming = h->in_force.seq > 0;
+	job_count_rank(j, h->rank, -1);
 	rk->first_window = resume ? j->next_window : h->last_window;
+	job_count_rank(j, h->rank, +1);
 	if (j->ended) {
 		/* Taken up again after every rank had left. */
 		j->ended = false;
@@ -1059,18 +1109,7 @@ job_try_close(ctl_jobs *jobs, job *j, uint64_t now_ms)
 		if (slot < 0)
 			return;
 		ctl_window *win = j->open[slot];
-		if (ctl_window_reported(win) < j->alive &&
-		    lowest >= j->max_first_window) {
-			/* Every live rank is expected: fewer reports than
-			 * live ranks cannot be complete. This keeps a report
-			 * O(layers), not O(ranks). */
-			complete = false;
-		}
-		for (uint32_t r = 0; r < j->world && complete; r++) {
-			if (rank_expected(&j->ranks[r], lowest) &&
-			    !ctl_window_has(win, r))
-				complete = false;
-		}
+		complete = j->have[slot] == j->expected[slot];
 		if (!complete &&
 		    now_ms - ctl_window_opened_ms(win) <
 			jobs->cfg->window_timeout_ms)
@@ -1149,6 +1188,7 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 			    "cannot open window %" PRIu64, rep->window);
 			return BELLOWS_ENOMEM;
 		}
+		job_count_window(j, (uint32_t)slot);
 	}
 	if ((r = ctl_window_add(j->open[slot], rep)) != 0) {
 		if (r == BELLOWS_ENOMEM) {
@@ -1162,6 +1202,8 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		jobs->counters.duplicates++;
 		return 0;
 	}
+	if (rank_expected(rk, rep->window))
+		j->have[slot]++;
 	rank_taken_mark(rk, rep->window);
 	rk->reports++;
 	j->reports++;

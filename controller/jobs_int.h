@@ -67,6 +67,10 @@ typedef struct job {
 	uint32_t alive;                   /* ranks alive */
 	uint64_t next_window;             /* lowest window not closed */
 	ctl_window *open[JOBS_OPEN];      /* windows being aggregated */
+	uint32_t expected[JOBS_OPEN];     /* ranks open[i] waits for: alive
+					   * and joined by its index */
+	uint32_t have[JOBS_OPEN];         /* of those, the ones open[i] has a
+					   * report of: complete when equal */
 	com_decision log[JOBS_LOG];       /* ring of recent decisions */
 	uint64_t ticket[JOBS_LOG];        /* store ticket of each log entry */
 	uint64_t closed_ns[JOBS_LOG];     /* when the window each entry answers

@@ -3,6 +3,7 @@
 #include "server.h"
 
 #include "common/clock.h"
+#include "common/codec_arena.h"
 #include "log.h"
 
 #include <bellows/error.h>
@@ -49,6 +50,7 @@ struct ctl_server {
 	void *router;          /* control socket */
 	void *pub;             /* publish socket */
 	com_limits limits;     /* decode limits */
+	com_arena *arena;      /* protobuf-c's memory while decoding */
 	ctl_jobs *jobs;        /* dispatch target (borrowed) */
 	ctl_store *store;      /* history, for STATUS (borrowed) */
 	uint64_t instance;     /* daemon run id */
@@ -150,6 +152,8 @@ ctl_server_open(void *zctx, const char *control, const char *publish,
 	s->instance = instance;
 	s->started_ms = com_clock_ms();
 	s->peers = calloc(SERVER_PEERS_MAX, sizeof(*s->peers));
+	if ((r = com_arena_new(0, &s->arena)) != 0)
+		goto fail;
 	s->router = zmq_socket(zctx, ZMQ_ROUTER);
 	/* With security an XPUB in manual mode: each subscription comes to
 	 * the loop with its connection's User-Id, and only those the
@@ -232,6 +236,7 @@ ctl_server_close(ctl_server **server)
 	if (server == NULL || *server == NULL)
 		return;
 	s = *server;
+	com_arena_destroy(&s->arena);
 	if (s->router != NULL)
 		zmq_close(s->router);
 	if (s->pub != NULL)
@@ -792,7 +797,8 @@ server_read_one(ctl_server *s)
 		server_drop(s, id, id_len, BELLOWS_EMSGSIZE, text);
 		return true;
 	}
-	r = com_codec_decode(zmq_msg_data(&body), size, &s->limits, &m);
+	r = com_codec_decode_arena(zmq_msg_data(&body), size, &s->limits,
+	    s->arena, &m);
 	zmq_msg_close(&body);
 	if (r == BELLOWS_EVERSION) {
 		com_msg reply;

@@ -7,7 +7,11 @@
  * argument "fault", the executable instead feeds the decoder truncated,
  * bit-flipped and random frames and fails each of its allocations in turn:
  * it must answer every one with an error or a valid message, never crash
- * and never leak (the sanitizer run checks the leaks).
+ * and never leak (the sanitizer run checks the leaks). The decode through
+ * an arena (codec_arena.h) must give the malloc decode's result or error
+ * code for every frame: the corpus, its truncations and bit flips, and a
+ * bounded fuzz of corrupted frames (3 s in the fault suite;
+ * `test_codec fuzz SECONDS` runs only that fuzz, for that long).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +31,7 @@
 #include "common/codec_fault.h"
 #include "common/msg.h"
 #include "common/stat_table.h"
+#include "common/codec_arena.h"
 
 /*
  * Building messages.
@@ -2777,6 +2782,200 @@ test_codec_bounds_memory_of_unknown_field_floods(void **state)
 	assert_int_equal(decode_wire(&env, &lim), BELLOWS_EMSGSIZE);
 }
 
+/*
+ * The arena decode against the malloc decode: the same result or the same
+ * error code for every frame.
+ */
+
+/* Decodes buf both ways (the arena's block is reused from frame to frame)
+ * and fails unless they agree; returns the code. */
+static int
+assert_arena_agrees(const uint8_t *buf, size_t len, const com_limits *lim,
+    com_arena *arena)
+{
+	com_msg a, b;
+	int ra, rb;
+
+	ra = com_codec_decode(buf, len, lim, &a);
+	rb = com_codec_decode_arena(buf, len, lim, arena, &b);
+	if (ra != rb)
+		fail_msg("malloc decode %d, arena decode %d (%zu bytes)", ra,
+		    rb, len);
+	if (ra == 0) {
+		assert_msg_equal(&a, &b);
+	} else if (ra == BELLOWS_EVERSION) {
+		assert_int_equal(a.type, b.type);
+		assert_int_equal(a.major, b.major);
+		assert_int_equal(a.minor, b.minor);
+	}
+	com_msg_fini(&a);
+	com_msg_fini(&b);
+	return ra;
+}
+
+/* Frames of every type, a 100-layer report and one too large for the
+ * default block (so the fallback to malloc is exercised); *ret_n set. */
+static void
+arena_corpus(uint8_t **frames, size_t *lens, unsigned *ret_n)
+{
+	unsigned n = 0;
+	com_msg in;
+
+	for (int t = COM_MSG_HELLO; t < COM_MSG_TYPE_MAX; t++) {
+		make_msg(&in, (com_msg_type)t);
+		encode(&in, &frames[n], &lens[n]);
+		com_msg_fini(&in);
+		n++;
+	}
+	make_report(&in, 100);
+	encode(&in, &frames[n], &lens[n]);
+	com_msg_fini(&in);
+	n++;
+	make_report(&in, 3000);
+	encode(&in, &frames[n], &lens[n]);
+	com_msg_fini(&in);
+	n++;
+	*ret_n = n;
+}
+
+/* For `seconds` (and at least min_rounds frames): corrupts frames of the
+ * corpus (bit flips, overwritten bytes, truncations, spliced and
+ * repeated runs, pure garbage) and decodes each with and without the
+ * arena, through a default block and a 1 KiB one. */
+static void
+fuzz_arena_for(double seconds, uint64_t min_rounds)
+{
+	com_limits lim = limits();
+	uint8_t *frames[COM_MSG_TYPE_MAX + 2];
+	size_t lens[COM_MSG_TYPE_MAX + 2];
+	uint64_t seed = 0x2545f4914f6cdd1dull, rounds = 0, decoded = 0;
+	uint64_t t0 = com_clock_ns();
+	com_arena *big = NULL, *tiny = NULL;
+	com_arena_stats st;
+	unsigned n;
+
+	assert_int_equal(com_arena_new(0, &big), 0);
+	assert_int_equal(com_arena_new(1024, &tiny), 0);
+	arena_corpus(frames, lens, &n);
+	while (rounds < min_rounds ||
+	    (double)(com_clock_ns() - t0) / 1e9 < seconds) {
+		unsigned k = (unsigned)(xorshift(&seed) % n);
+		size_t len = lens[k], cap = len * 2 + 320;
+		uint8_t *buf = malloc(cap);
+		unsigned op = (unsigned)(xorshift(&seed) % 6);
+
+		assert_non_null(buf);
+		memcpy(buf, frames[k], len);
+		switch (op) {
+		case 0: /* a few bit flips */
+			for (int i = 1 + (int)(xorshift(&seed) % 8); i > 0; i--)
+				buf[xorshift(&seed) % len] ^= (uint8_t)(1u
+				    << xorshift(&seed) % 8);
+			break;
+		case 1: /* bytes overwritten */
+			for (int i = 1 + (int)(xorshift(&seed) % 4); i > 0; i--)
+				buf[xorshift(&seed) % len] = (uint8_t)xorshift(
+				    &seed);
+			break;
+		case 2: /* truncated */
+			len = xorshift(&seed) % len;
+			break;
+		case 3: { /* a run repeated at the end (fields merge) */
+			size_t from = xorshift(&seed) % len;
+			size_t run = xorshift(&seed) % (len - from + 1);
+
+			memcpy(buf + len, buf + from, run);
+			len += run;
+			break;
+		}
+		case 4: { /* garbage spliced in */
+			size_t at = xorshift(&seed) % len;
+			size_t run = 1 + xorshift(&seed) % 32;
+
+			memmove(buf + at + run, buf + at, len - at);
+			for (size_t i = 0; i < run; i++)
+				buf[at + i] = (uint8_t)xorshift(&seed);
+			len += run;
+			break;
+		}
+		default: /* garbage */
+			len = xorshift(&seed) % 256;
+			for (size_t i = 0; i < len; i++)
+				buf[i] = (uint8_t)xorshift(&seed);
+			break;
+		}
+		decoded += assert_arena_agrees(buf, len, &lim,
+			       rounds % 2 == 0 ? big : tiny) == 0;
+		free(buf);
+		rounds++;
+	}
+	com_arena_stats_get(big, &st);
+	printf("fuzz: %llu corrupted frames decoded both ways, %llu accepted; "
+	       "default block: %llu frames, %llu fallbacks, high water %zu "
+	       "bytes\n",
+	    (unsigned long long)rounds, (unsigned long long)decoded,
+	    (unsigned long long)st.frames, (unsigned long long)st.fallbacks,
+	    st.high_water);
+	for (unsigned i = 0; i < n; i++)
+		free(frames[i]);
+	com_arena_destroy(&big);
+	com_arena_destroy(&tiny);
+	assert_null(big);
+}
+
+static void
+test_codec_arena_decodes_every_corrupted_frame_as_malloc_does(void **state)
+{
+	fuzz_arena_for(3.0, 2000);
+}
+
+/* The corpus itself, every truncation of it and every bit flip of the
+ * 100-layer report give the same results both ways; the report's
+ * protobuf-c structs all come from the block, with nothing malloc'd. */
+static void
+test_codec_arena_agrees_on_the_corpus_and_takes_no_malloc(void **state)
+{
+	com_limits lim = limits();
+	uint8_t *frames[COM_MSG_TYPE_MAX + 2];
+	size_t lens[COM_MSG_TYPE_MAX + 2];
+	com_arena *arena = NULL;
+	com_arena_stats st;
+	unsigned n;
+
+	assert_int_equal(com_arena_new(0, &arena), 0);
+	arena_corpus(frames, lens, &n);
+	for (unsigned k = 0; k < n; k++)
+		assert_int_equal(assert_arena_agrees(frames[k], lens[k], &lim,
+				     arena),
+		    0);
+	com_arena_stats_get(arena, &st);
+	/* The 3000-layer report did not fit the block: it fell back. */
+	assert_true(st.fallbacks > 0);
+	com_arena_destroy(&arena);
+	assert_int_equal(com_arena_new(0, &arena), 0);
+	assert_int_equal(assert_arena_agrees(frames[n - 2], lens[n - 2], &lim,
+			     arena),
+	    0);
+	com_arena_stats_get(arena, &st);
+	assert_int_equal(st.frames, 1);
+	assert_int_equal(st.fallbacks, 0);
+	/* The envelope, the report and one struct per layer, at least. */
+	assert_true(st.allocs >= 102);
+	print_message("100-layer report: %llu allocations from the block, "
+		      "%zu bytes, 0 malloc'd\n",
+	    (unsigned long long)st.allocs, st.high_water);
+	for (size_t len = 0; len < lens[n - 2]; len++)
+		assert_arena_agrees(frames[n - 2], len, &lim, arena);
+	for (size_t bit = 0; bit < lens[n - 2] * 8; bit++) {
+		frames[n - 2][bit / 8] ^= (uint8_t)(1u << bit % 8);
+		assert_arena_agrees(frames[n - 2], lens[n - 2], &lim, arena);
+		frames[n - 2][bit / 8] ^= (uint8_t)(1u << bit % 8);
+	}
+	for (unsigned i = 0; i < n; i++)
+		free(frames[i]);
+	com_arena_destroy(&arena);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -2838,6 +3037,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_codec_accepts_a_full_report_and_welcome),
 		cmocka_unit_test(test_codec_encode_rejects_broken_invariants),
 		cmocka_unit_test(test_codec_default_limits_match_the_contract),
+		cmocka_unit_test(
+		    test_codec_arena_agrees_on_the_corpus_and_takes_no_malloc),
 	};
 	const struct CMUnitTest fault[] = {
 		cmocka_unit_test(
@@ -2852,8 +3053,14 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_codec_bounds_memory_of_nested_repeats),
 		cmocka_unit_test(
 		    test_codec_bounds_memory_of_unknown_field_floods),
+		cmocka_unit_test(
+		    test_codec_arena_decodes_every_corrupted_frame_as_malloc_does),
 	};
 
+	if (argc == 3 && strcmp(argv[1], "fuzz") == 0) {
+		fuzz_arena_for(atof(argv[2]), 1);
+		return 0;
+	}
 	if (argc > 1 && strcmp(argv[1], "fault") == 0)
 		return cmocka_run_group_tests_name("codec fault", fault, NULL,
 		    NULL);

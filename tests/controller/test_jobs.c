@@ -719,6 +719,59 @@ test_jobs_lost_rank_is_not_waited_for_and_can_rejoin(void **state)
 	com_msg_fini(&st);
 }
 
+/* A window is complete once every expected rank has reported, counted
+ * as reports arrive: duplicates count once, a rank lost or gone stops
+ * being waited for (its report, if any, stops counting), a rejoining
+ * rank is waited for again and its earlier report counts again, and a
+ * later window that is complete closes right after the one before it. */
+static void
+test_jobs_completeness_counts_follow_loss_leave_rejoin_and_duplicates(
+    void **state)
+{
+	fixture *f = *state;
+
+	assert_int_equal(join(f, "A", "job", 0, 3, 0, 11, 0), 0);
+	assert_int_equal(join(f, "B", "job", 1, 3, 0, 12, 0), 0);
+	assert_int_equal(join(f, "C", "job", 2, 3, 0, 13, 0), 0);
+	assert_int_equal(counters(f).windows, 0);
+	assert_int_equal(beat(f, "A", "job", 0, 0, 1, 4000), 0);
+	assert_int_equal(beat(f, "C", "job", 2, 0, 1, 4000), 0);
+	/* Window 0 opens with A; A's resend counts once. */
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 5000), 0);
+	assert_int_equal(report(f, "A", "job", 0, 0, 0, 9, 1, 5010), 0);
+	assert_int_equal(counters(f).duplicates, 1);
+	/* A is ahead: its window 1 arrives before the others' window 0. */
+	assert_int_equal(report(f, "A", "job", 0, 1, 10, 19, 1, 5020), 0);
+	assert_int_equal(report(f, "C", "job", 2, 0, 0, 9, 1, 5030), 0);
+	assert_int_equal(counters(f).windows, 0);
+	/* B is lost: window 0 then has all it waits for, A and C. */
+	ctl_jobs_tick(f->jobs, 5100);
+	assert_int_equal(counters(f).ranks_lost, 1);
+	assert_int_equal(counters(f).windows, 1);
+	/* B rejoins: window 1 waits for it again. */
+	assert_int_equal(join(f, "B2", "job", 1, 3, 10, 99, 5200), 0);
+	assert_int_equal(f->reply.type, COM_MSG_WELCOME);
+	assert_int_equal(report(f, "C", "job", 2, 1, 10, 19, 1, 5250), 0);
+	assert_int_equal(counters(f).windows, 1);
+	/* C leaves with its report in window 1: not counted any more, and
+	 * the window still waits for B. */
+	assert_int_equal(bye(f, "C", "job", 2, 5300), 0);
+	assert_int_equal(counters(f).windows, 1);
+	/* B's report completes it; a resend of it after the close is a
+	 * duplicate, not a new window's start. */
+	assert_int_equal(report(f, "B2", "job", 1, 1, 10, 19, 1, 5350), 0);
+	assert_int_equal(counters(f).windows, 2);
+	assert_int_equal(report(f, "B2", "job", 1, 1, 10, 19, 1, 5360), 0);
+	assert_int_equal(counters(f).duplicates, 2);
+	assert_int_equal(telemetry(f)->ranks_expected, 2);
+	/* Window 2 waits for the two live ranks only. */
+	assert_int_equal(report(f, "A", "job", 0, 2, 20, 29, 1, 5400), 0);
+	assert_int_equal(counters(f).windows, 2);
+	assert_int_equal(report(f, "B2", "job", 1, 2, 20, 29, 1, 5410), 0);
+	assert_int_equal(counters(f).windows, 3);
+	assert_int_equal(counters(f).incomplete, 0);
+}
+
 static void
 test_jobs_bye_removes_a_rank_at_once(void **state)
 {
@@ -1968,6 +2021,7 @@ main(void)
 		T(test_jobs_rank_rejoining_later_is_expected_only_from_its_first_window),
 		T(test_jobs_window_timeout_closes_an_incomplete_window),
 		T(test_jobs_lost_rank_is_not_waited_for_and_can_rejoin),
+		T(test_jobs_completeness_counts_follow_loss_leave_rejoin_and_duplicates),
 		T(test_jobs_bye_removes_a_rank_at_once),
 		T(test_jobs_bye_is_an_event_rank_left_not_rank_lost),
 		T(test_jobs_refuses_a_duplicate_rank_held_by_a_live_agent),
