@@ -1,6 +1,6 @@
 /* codec - the one module that turns bellows messages into bytes and back.
  *
- * Only codec.c sees the protobuf-c generated types. Decoding trusts nothing:
+ * Only codec*.c see the protobuf-c generated types. Decoding trusts nothing:
  * every length is checked against com_limits before anything is allocated
  * from it, and anything malformed is an error, never an assert. Checks that
  * need a job's context (a report's layer indices against that job's layer

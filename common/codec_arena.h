@@ -56,18 +56,18 @@ void com_arena_stats_get(const com_arena *arena, com_arena_stats *ret_stats);
 int com_codec_decode_arena(const uint8_t *buf, size_t len,
     const com_limits *lim, com_arena *arena, com_msg *ret_msg);
 
-/* For codec.c: size bytes (16-aligned) from the block, or NULL when they
+/* For codec_in.c: size bytes (16-aligned) from the block, or NULL when they
  * do not fit (the caller then mallocs them). */
 void *com_arena_alloc(com_arena *arena, size_t size);
 
-/* For codec.c: true when p was handed out by com_arena_alloc. */
+/* For codec_in.c: true when p was handed out by com_arena_alloc. */
 bool com_arena_owns(const com_arena *arena, const void *p);
 
-/* For codec.c: gives back everything handed out in this frame, to start
+/* For codec_in.c: gives back everything handed out in this frame, to start
  * the frame again (another way); counts nothing. */
 void com_arena_rewind(com_arena *arena);
 
-/* For codec.c: gives the whole block back at the end of a frame; fellback
+/* For codec_in.c: gives the whole block back at the end of a frame; fellback
  * is how many of its allocations were malloc'd instead. */
 void com_arena_reset(com_arena *arena, uint64_t fellback);
 

@@ -1,13 +1,13 @@
 /* codec_fast - one-pass unpacking of canonical frames into an arena.
  *
- * For codec.c only (it sees protobuf-c's types). codec_fast_unpack builds
+ * For codec_in.c only (it sees protobuf-c's types). codec_fast_unpack builds
  * the same protobuf-c structs bellows__envelope__unpack would, straight
- * from the wire into an arena, and checks as it goes what codec.c's scan
+ * from the wire into an arena, and checks as it goes what codec_in.c's scan
  * checks (repeated fields within their limits, no NUL inside a string).
  * It only takes frames as bellows' encoder writes them: every field known,
  * a non-repeated field at most once, repeated scalars packed, at most one
  * member of a oneof. Anything else, malformed or merely unusual, makes it
- * give up (NULL) without an error: codec.c then decodes the frame the
+ * give up (NULL) without an error: codec_in.c then decodes the frame the
  * general way, scan and protobuf-c, which decides what the frame is. So
  * for every frame the result is protobuf-c's.
  */
@@ -21,7 +21,7 @@
 #include "codec.h"
 #include "codec_arena.h"
 
-/* The limit on the entries of repeated field f of desc (codec.c). */
+/* The limit on the entries of repeated field f of desc (codec_in.c). */
 uint64_t com_codec_scan_limit(const ProtobufCMessageDescriptor *desc,
     const ProtobufCFieldDescriptor *f, const com_limits *lim);
 

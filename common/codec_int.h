@@ -1,0 +1,22 @@
+/* codec_int - what the encoder (codec.c) and the decoder (codec_in.c)
+ * share: the codec's allocator, through which every allocation of either
+ * goes so that tests can fail any one of them (codec_fault.h). Private to
+ * common/; nothing outside the codec includes it.
+ */
+#ifndef COM_CODEC_INT_H
+#define COM_CODEC_INT_H
+
+#include <stddef.h>
+
+/* size bytes (at least 1) from malloc, or NULL when malloc fails or when
+ * the calling thread's armed fault (com_codec_fault_arm) falls on this
+ * allocation. The caller owns the block and frees it with free(). Thread
+ * safe: the fault countdown is per thread. */
+void *com_codec_malloc(size_t size);
+
+/* n * size zeroed bytes from com_codec_malloc, or NULL when it fails or
+ * when the product overflows size_t. Ownership and threading as
+ * com_codec_malloc. */
+void *com_codec_calloc(size_t n, size_t size);
+
+#endif /* COM_CODEC_INT_H */
