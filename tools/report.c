@@ -10,8 +10,14 @@
  * adding the SVG plots, so that the two never disagree. policy_metrics
  * is kept as rows: a run whose policies return many metrics per window
  * takes memory in proportion.
+ *
+ * This file owns the `bellows report` command, loading a run and what it
+ * adds up to, and the text, HTML and JSON report; drawing an SVG plot is
+ * report_html.c's, `bellows history compare` is report_compare.c's, and
+ * what they share is report_int.h.
  */
 #include "report.h"
+#include "report_int.h"
 
 #include "client/args.h"
 #include "history.h"
@@ -32,7 +38,6 @@
 #include <time.h>
 
 #define REP_NAMES_MAX     6  /* layers named in one change line */
-#define REP_LEGEND        12 /* series named in a plot's legend */
 #define REP_DECISIONS_MAX 60 /* decisions listed in a report */
 #define REP_WINDOWS_MAX   40 /* rows of the step time table */
 
@@ -49,44 +54,8 @@ static const tool_hdb_table rep_tables[] = {
 	TOOL_HDB_T_DECISION_CHANGES,
 	TOOL_HDB_T_POLICY_FILES,
 };
-#define REP_N_TABLES (sizeof(rep_tables) / sizeof(rep_tables[0]))
-
-/* A row of decision_changes and its decision, to find a decision's
- * changes by binary search. */
-typedef struct rep_chg {
-	int64_t seq;  /* decisions.seq */
-	uint64_t row; /* row of decision_changes */
-} rep_chg;
-
-typedef struct rep_run {
-	const char *path;              /* the database file (borrowed) */
-	tool_hdb_run run;              /* which run */
-	tool_hdb_rows t[REP_N_TABLES]; /* its tables, as rep_tables;
-					* windows stays empty: it is
-					* streamed into the arrays below */
-	struct rep_chg *chg;           /* decision_changes' rows by seq */
-	uint32_t n_layers;             /* rows of layers */
-	uint64_t n_win;                /* rows of window_info */
-	int64_t *win;                  /* n_win window indices */
-	double *steps;                 /* n_win steps per window */
-	double *level;                 /* n_win x n_layers, NAN: no row */
-	double *eb;                    /* same, error bound */
-	double *norm;                  /* same, grad_norm_mean */
-	double *act;                   /* n_win: activation bytes per step,
-					* summed over layers; NAN: none */
-	double *act_raw;               /* n_win: same, uncompressed */
-} rep_run;
-
-enum {
-	R_RUNS,
-	R_LAYERS,
-	R_WINFO,
-	R_WINDOWS,
-	R_METRICS,
-	R_DEC,
-	R_CHG,
-	R_FILES
-};
+_Static_assert(sizeof(rep_tables) / sizeof(rep_tables[0]) == REP_N_TABLES,
+    "rep_tables and REP_N_TABLES disagree");
 
 static int
 rep_col(const tool_hdb_rows *r, const char *name)
@@ -132,8 +101,8 @@ rep_i(const tool_hdb_rows *r, uint64_t row, const char *name, int64_t dflt)
 	return dflt;
 }
 
-static const char *
-rep_s(const tool_hdb_rows *r, uint64_t row, const char *name)
+const char *
+tool_report_s(const tool_hdb_rows *r, uint64_t row, const char *name)
 {
 	int c = rep_col(r, name);
 	const tool_hdb_cell *cell;
@@ -152,10 +121,10 @@ rep_layer_name(const rep_run *rr, int64_t idx)
 	/* Rows are in idx order: 0, 1, ... */
 	if (idx >= 0 && (uint64_t)idx < l->n_rows &&
 	    rep_i(l, (uint64_t)idx, "idx", -1) == idx)
-		return rep_s(l, (uint64_t)idx, "name");
+		return tool_report_s(l, (uint64_t)idx, "name");
 	for (uint64_t i = 0; i < l->n_rows; i++) {
 		if (rep_i(l, i, "idx", -1) == idx)
-			return rep_s(l, i, "name");
+			return tool_report_s(l, i, "name");
 	}
 	return "?";
 }
@@ -216,8 +185,8 @@ rep_chg_range(const rep_run *rr, int64_t seq, uint64_t *ret_lo)
 	return end;
 }
 
-static void
-rep_run_fini(rep_run *rr)
+void
+tool_report_run_fini(rep_run *rr)
 {
 	tool_hdb_run_fini(&rr->run);
 	for (size_t i = 0; i < REP_N_TABLES; i++)
@@ -353,9 +322,9 @@ rep_wsink_row(void *arg, const tool_hdb_cell *cells)
 /* Loads run `id` (TOOL_HDB_NONE: the latest, of `job` when not NULL) of
  * the database at `path`. Returns 0, or 1 after saying why as "bellows
  * CMD: ...". */
-static int
-rep_run_load(const char *cmd, const char *path, int64_t id, const char *job,
-    bool say_latest, rep_run *rr)
+int
+tool_report_run_load(const char *cmd, const char *path, int64_t id,
+    const char *job, bool say_latest, rep_run *rr)
 {
 	char err[TOOL_HDB_ERR_MAX];
 	tool_hdb *db = NULL;
@@ -419,15 +388,15 @@ end:
 out:
 	tool_hdb_close(&db);
 	if (rc != 0)
-		rep_run_fini(rr);
+		tool_report_run_fini(rr);
 	return rc;
 }
 
 /* ---- numbers for people ---------------------------------------------- */
 
 /* Bytes as "1.23 MiB". */
-static void
-rep_size(double b, char *buf, size_t len)
+void
+tool_report_size(double b, char *buf, size_t len)
 {
 	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB",
 		"PiB" };
@@ -445,8 +414,8 @@ rep_size(double b, char *buf, size_t len)
 }
 
 /* A count as "300.92M". */
-static void
-rep_count(double n, char *buf, size_t len)
+void
+tool_report_count(double n, char *buf, size_t len)
 {
 	static const char *const unit[] = { "", "k", "M", "G", "T" };
 	int u = 0;
@@ -463,8 +432,8 @@ rep_count(double n, char *buf, size_t len)
 }
 
 /* Milliseconds as "2.13 ms", "1.52 s", "3 min 05 s". */
-static void
-rep_dur(double ms, char *buf, size_t len)
+void
+tool_report_dur(double ms, char *buf, size_t len)
 {
 	if (!isfinite(ms))
 		snprintf(buf, len, "-");
@@ -495,8 +464,8 @@ rep_time(int64_t ms, char *buf, size_t len)
 		snprintf(buf, len, "%" PRId64 " ms", ms);
 }
 
-static void
-rep_num(double v, char *buf, size_t len)
+void
+tool_report_num(double v, char *buf, size_t len)
 {
 	if (!isfinite(v))
 		snprintf(buf, len, "-");
@@ -533,23 +502,6 @@ rep_median(const double *v, uint64_t n, size_t stride)
 
 /* ---- what a run adds up to ------------------------------------------- */
 
-typedef struct rep_sums {
-	double floats_sent;        /* summed over windows and ranks */
-	double floats_raw;         /* same, uncompressed */
-	double step_med;           /* median over windows of step_ms_median */
-	double step_min;           /* fastest window */
-	double step_max;           /* slowest window */
-	double wall_ms;            /* first window closed to last */
-	double act_med;            /* median activation bytes per step */
-	double act_raw_med;        /* same, uncompressed */
-	double peak[COM_N_TSTATS]; /* per-rank byte statistics the history
-				    * keeps as their largest over ranks
-				    * (rep_peak_stat): largest over windows */
-	uint64_t decisions;        /* rows of decisions */
-	uint64_t changed;          /* decisions with a change */
-	uint64_t incomplete;       /* windows closed by timeout */
-} rep_sums;
-
 /* True for a per-rank statistic in bytes whose window value is the
  * largest over ranks (memory in use, bytes saved for backward): the
  * report gives the largest over the run for each, from the statistics
@@ -561,8 +513,8 @@ rep_peak_stat(const com_stat *st)
 	    strcmp(st->unit, "bytes") == 0;
 }
 
-static void
-rep_sum(const rep_run *rr, rep_sums *s)
+void
+tool_report_sum(const rep_run *rr, rep_sums *s)
 {
 	const tool_hdb_rows *wi = &rr->t[R_WINFO];
 	double *st = calloc(rr->n_win + 1, sizeof(*st));
@@ -610,19 +562,8 @@ rep_sum(const rep_run *rr, rep_sums *s)
 	free(st);
 }
 
-/* Per layer: the level weighted by steps, the last level, the windows
- * with a row, the changes of level. */
-typedef struct rep_layer_sum {
-	double level_tw;   /* time-weighted level */
-	double level_last; /* level of its last window with a row */
-	double eb_tw;      /* time-weighted error bound */
-	double norm_med;   /* median grad_norm_mean */
-	uint64_t windows;  /* windows with a row */
-	uint64_t changes;  /* times the level changed between windows */
-} rep_layer_sum;
-
-static void
-rep_layer(const rep_run *rr, uint32_t l, rep_layer_sum *ls)
+void
+tool_report_layer(const rep_run *rr, uint32_t l, rep_layer_sum *ls)
 {
 	double w = 0, lv = 0, eb = 0, prev = NAN;
 
@@ -658,8 +599,8 @@ typedef struct rep_out {
 	bool html; /* escape text, write plots */
 } rep_out;
 
-static void
-rep_esc(FILE *f, const char *s)
+void
+tool_report_esc(FILE *f, const char *s)
 {
 	for (; *s != '\0'; s++) {
 		if (*s == '<')
@@ -697,7 +638,7 @@ rep_p(const rep_out *o, const char *fmt, ...)
 		va_end(ap);
 	}
 	if (o->html)
-		rep_esc(o->f, p);
+		tool_report_esc(o->f, p);
 	else
 		fputs(p, o->f);
 	if (p != buf)
@@ -709,157 +650,11 @@ rep_section(const rep_out *o, const char *title)
 {
 	if (o->html) {
 		fputs("</pre>\n<h2>", o->f);
-		rep_esc(o->f, title);
+		tool_report_esc(o->f, title);
 		fputs("</h2>\n<pre>", o->f);
 	} else {
 		fprintf(o->f, "\n%s\n", title);
 	}
-}
-
-/* ---- SVG plots ------------------------------------------------------- */
-
-static const char *const rep_colors[] = { "#1f77b4", "#ff7f0e", "#2ca02c",
-	"#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-	"#17becf" };
-
-typedef struct rep_series {
-	char name[128];  /* legend */
-	const double *y; /* y[i * stride] */
-	size_t stride;   /* step between points */
-	bool dashed;     /* a reference line */
-} rep_series;
-
-/* One plot of n points of each series over x. Breaks a line at NAN. */
-static void
-rep_plot(FILE *f, const char *title, const char *ylabel, const double *x,
-    uint64_t n, const rep_series *s, size_t ns)
-{
-	const double W = 900, H = 300, L = 70, R = 190, T = 30, B = 40;
-	double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
-
-	for (uint64_t i = 0; i < n; i++) {
-		x0 = fmin(x0, x[i]);
-		x1 = fmax(x1, x[i]);
-		for (size_t k = 0; k < ns; k++) {
-			double v = s[k].y[i * s[k].stride];
-
-			if (isfinite(v)) {
-				y0 = fmin(y0, v);
-				y1 = fmax(y1, v);
-			}
-		}
-	}
-	fprintf(f,
-	    "<figure><svg "
-	    "width=\"%.0f\" height=\"%.0f\" role=\"img\">\n",
-	    W, H);
-	fprintf(f,
-	    "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" "
-	    "fill=\"#fafafa\" stroke=\"#ccc\"/>\n<text x=\"%.0f\" y=\"20\" "
-	    "font-size=\"14\" font-weight=\"bold\">",
-	    W, H, L);
-	rep_esc(f, title);
-	fputs("</text>\n", f);
-	if (!isfinite(y0) || !isfinite(x0)) {
-		fprintf(f,
-		    "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\">not "
-		    "recorded</text></svg></figure>\n",
-		    L, H / 2);
-		return;
-	}
-	if (y1 == y0) {
-		y1 += fabs(y0) > 0 ? fabs(y0) * 0.1 : 1;
-		y0 -= fabs(y0) > 0 ? fabs(y0) * 0.1 : 0;
-	}
-	if (x1 == x0)
-		x1 = x0 + 1;
-	/* axes, 5 ticks each */
-	fprintf(f,
-	    "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" "
-	    "stroke=\"#333\"/>\n<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" "
-	    "y2=\"%.0f\" stroke=\"#333\"/>\n",
-	    L, H - B, W - R, H - B, L, T, L, H - B);
-	for (int k = 0; k <= 4; k++) {
-		double yv = y0 + (y1 - y0) * k / 4, xv = x0 + (x1 - x0) * k / 4;
-		double py = H - B - (H - B - T) * k / 4;
-		double px = L + (W - R - L) * k / 4;
-
-		fprintf(f,
-		    "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" "
-		    "stroke=\"#e0e0e0\"/><text x=\"%.0f\" y=\"%.1f\" "
-		    "font-size=\"11\" text-anchor=\"end\">%.4g</text>\n",
-		    L, py, W - R, py, L - 4, py + 4, yv);
-		fprintf(f,
-		    "<text x=\"%.1f\" y=\"%.0f\" font-size=\"11\" "
-		    "text-anchor=\"middle\">%.4g</text>\n",
-		    px, H - B + 15, xv);
-	}
-	fprintf(f,
-	    "<text x=\"%.0f\" y=\"%.0f\" font-size=\"12\" "
-	    "text-anchor=\"middle\">window</text>\n",
-	    L + (W - R - L) / 2, H - 5);
-	fprintf(f,
-	    "<text x=\"14\" y=\"%.0f\" font-size=\"12\" "
-	    "transform=\"rotate(-90 14 %.0f)\" "
-	    "text-anchor=\"middle\">",
-	    T + (H - B - T) / 2, T + (H - B - T) / 2);
-	rep_esc(f, ylabel);
-	fputs("</text>\n", f);
-	for (size_t k = 0, shown = 0; k < ns; k++) {
-		const char *col = rep_colors[shown % 10];
-		uint64_t pts = 0;
-
-		/* A series recorded only in some windows (a check every
-		 * other window) is joined across the others; every point
-		 * gets a dot. */
-		for (uint64_t i = 0; i < n; i++)
-			pts += isfinite(s[k].y[i * s[k].stride]);
-		if (pts == 0)
-			continue;
-		fprintf(f,
-		    "<polyline fill=\"none\" stroke=\"%s\" "
-		    "stroke-width=\"2\"%s points=\"",
-		    col, s[k].dashed ? " stroke-dasharray=\"6 4\"" : "");
-		for (uint64_t i = 0; i < n; i++) {
-			double v = s[k].y[i * s[k].stride];
-
-			if (isfinite(v))
-				fprintf(f, "%.1f,%.1f ",
-				    L + (W - R - L) * (x[i] - x0) / (x1 - x0),
-				    H - B - (H - B - T) * (v - y0) / (y1 - y0));
-		}
-		fputs("\"/>\n", f);
-		for (uint64_t i = 0; i < n && pts <= 200; i++) {
-			double v = s[k].y[i * s[k].stride];
-
-			if (isfinite(v))
-				fprintf(f,
-				    "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" "
-				    "fill=\"%s\"/>\n",
-				    L + (W - R - L) * (x[i] - x0) / (x1 - x0),
-				    H - B - (H - B - T) * (v - y0) / (y1 - y0),
-				    col);
-		}
-		if (shown < REP_LEGEND) {
-			double ly = T + 16.0 * (double)shown;
-
-			fprintf(f,
-			    "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" "
-			    "y2=\"%.0f\" stroke=\"%s\" stroke-width=\"3\"/>"
-			    "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\">",
-			    W - R + 10, ly, W - R + 30, ly, col, W - R + 35,
-			    ly + 4);
-			rep_esc(f, s[k].name);
-			fputs("</text>\n", f);
-		} else if (shown == REP_LEGEND) {
-			fprintf(f,
-			    "<text x=\"%.0f\" y=\"%.0f\" font-size=\"11\">"
-			    "and more</text>\n",
-			    W - R + 10, T + 16.0 * (double)shown + 4);
-		}
-		shown++;
-	}
-	fputs("</svg></figure>\n", f);
 }
 
 /* ---- the report ------------------------------------------------------- */
@@ -871,16 +666,16 @@ static void
 rep_knob(const char *knob, double v, char *buf, size_t len)
 {
 	if (!isfinite(v))
-		rep_num(v, buf, len);
+		tool_report_num(v, buf, len);
 	else if (strcmp(knob, "compression") == 0)
 		snprintf(buf, len, "%s", v != 0 ? "on" : "off");
 	else if (strcmp(knob, "size_threshold") == 0 && v >= 0x1p63)
 		snprintf(buf, len, "all raw");
 	else if (strcmp(knob, "size_threshold") == 0 ||
 	    strcmp(knob, "codec_table") == 0)
-		rep_size(v, buf, len);
+		tool_report_size(v, buf, len);
 	else
-		rep_num(v, buf, len);
+		tool_report_num(v, buf, len);
 }
 
 static void
@@ -894,7 +689,7 @@ rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 		return;
 	for (uint64_t i = lo; i < hi; i++) {
 		uint64_t ri = rr->chg[i].row;
-		const char *knob = rep_s(c, ri, "knob");
+		const char *knob = tool_report_s(c, ri, "knob");
 		double old = rep_d(c, ri, "old"), now = rep_d(c, ri, "new");
 		char a[32], b[32];
 		unsigned named = 0, more = 0;
@@ -914,7 +709,7 @@ rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 			int64_t l = rep_i(c, rj, "layer", -1);
 
 			if (done[j - lo] ||
-			    strcmp(rep_s(c, rj, "knob"), knob) != 0 ||
+			    strcmp(tool_report_s(c, rj, "knob"), knob) != 0 ||
 			    !((o2 == old) || (isnan(o2) && isnan(old))) ||
 			    !((n2 == now) || (isnan(n2) && isnan(now))))
 				continue;
@@ -948,12 +743,12 @@ rep_plots_levels(FILE *f, const rep_run *rr, const double *x)
 		s[l].y = rr->level + l;
 		s[l].stride = rr->n_layers;
 	}
-	rep_plot(f, "Compression level per layer", "level", x, rr->n_win, s,
-	    rr->n_layers);
+	tool_report_plot(f, "Compression level per layer", "level", x,
+	    rr->n_win, s, rr->n_layers);
 	for (uint32_t l = 0; l < rr->n_layers; l++)
 		s[l].y = rr->norm + l;
-	rep_plot(f, "Gradient norm per layer (mean over ranks)", "norm", x,
-	    rr->n_win, s, rr->n_layers);
+	tool_report_plot(f, "Gradient norm per layer (mean over ranks)", "norm",
+	    x, rr->n_win, s, rr->n_layers);
 	free(s);
 }
 
@@ -969,7 +764,7 @@ rep_metric_grid(const rep_run *rr, const char *name)
 	for (uint64_t i = 0; i < m->n_rows; i++) {
 		int64_t p, l;
 
-		if (strcmp(rep_s(m, i, "name"), name) != 0)
+		if (strcmp(tool_report_s(m, i, "name"), name) != 0)
 			continue;
 		if ((p = rep_win_pos(rr, rep_i(m, i, "window", -1))) < 0)
 			continue;
@@ -997,7 +792,7 @@ rep_metric_names(const rep_run *rr, const char **names, size_t max)
 	size_t n = 0;
 
 	for (uint64_t i = 0; i < m->n_rows; i++) {
-		const char *nm = rep_s(m, i, "name");
+		const char *nm = tool_report_s(m, i, "name");
 		size_t k;
 
 		for (k = 0; k < n && strcmp(names[k], nm) != 0; k++)
@@ -1035,8 +830,8 @@ rep_plot_metrics(FILE *f, const rep_run *rr, const double *x)
 			s[ns].dashed = true;
 			ns++;
 		}
-		rep_plot(f, "Accordion: r against eta", "r", x, rr->n_win, s,
-		    ns);
+		tool_report_plot(f, "Accordion: r against eta", "r", x,
+		    rr->n_win, s, ns);
 	}
 	/* Every job-wide metric, one plot each (at most 8). */
 	for (size_t k = 0, shown = 0; k < nn && shown < 8; k++) {
@@ -1054,8 +849,8 @@ rep_plot_metrics(FILE *f, const rep_run *rr, const double *x)
 		snprintf(title, sizeof(title), "Policy metric %s", names[k]);
 		for (uint64_t i = 0; i < rr->n_win; i++) {
 			if (isfinite(g[i * cols + rr->n_layers])) {
-				rep_plot(f, title, names[k], x, rr->n_win, s,
-				    1);
+				tool_report_plot(f, title, names[k], x,
+				    rr->n_win, s, 1);
 				shown++;
 				break;
 			}
@@ -1101,11 +896,12 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 	s[1].y = v + 1;
 	s[1].stride = 4;
 	s[1].dashed = true;
-	rep_plot(f, "Gradient bytes sent vs raw, cumulative, all ranks", "MiB",
-	    x, rr->n_win, s, 2);
+	tool_report_plot(f, "Gradient bytes sent vs raw, cumulative, all ranks",
+	    "MiB", x, rr->n_win, s, 2);
 	snprintf(s[0].name, sizeof(s[0].name), "step time");
 	s[0].y = v + 2;
-	rep_plot(f, "Step time (median over ranks)", "ms", x, rr->n_win, s, 1);
+	tool_report_plot(f, "Step time (median over ranks)", "ms", x, rr->n_win,
+	    s, 1);
 	for (uint64_t i = 0; i < rr->n_win; i++) {
 		v[i * 4] = rr->act[i];
 		v[i * 4 + 1] = rr->act_raw[i];
@@ -1117,8 +913,9 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 	for (uint64_t i = 0; i < rr->n_win; i++)
 		any = any || isfinite(rr->act[i]);
 	if (any)
-		rep_plot(f, "Activation bytes held for backward, per step",
-		    "bytes", x, rr->n_win, s, 2);
+		tool_report_plot(f,
+		    "Activation bytes held for backward, per step", "bytes", x,
+		    rr->n_win, s, 2);
 	free(v);
 }
 
@@ -1128,7 +925,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 	const tool_hdb_rows *run = &rr->t[R_RUNS], *wi = &rr->t[R_WINFO];
 	const tool_hdb_rows *dec = &rr->t[R_DEC], *pf = &rr->t[R_FILES];
 	char a[64], b[64], c[64], d[64];
-	const char *hash = rep_s(run, 0, "config_hash");
+	const char *hash = tool_report_s(run, 0, "config_hash");
 	rep_sums s;
 	uint64_t every;
 	double *x = calloc(rr->n_win + 1, sizeof(*x));
@@ -1138,7 +935,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 		return;
 	for (uint64_t i = 0; i < rr->n_win; i++)
 		x[i] = (double)rr->win[i];
-	rep_sum(rr, &s);
+	tool_report_sum(rr, &s);
 	if (o->html) {
 		fprintf(o->f,
 		    "<!DOCTYPE html>\n<html lang=\"en\"><head>"
@@ -1158,7 +955,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 		fputs("</h1>\n<pre>", o->f);
 	}
 	rep_time(t0, a, sizeof(a));
-	rep_dur(s.wall_ms, b, sizeof(b));
+	tool_report_dur(s.wall_ms, b, sizeof(b));
 	rep_p(o,
 	    "run %" PRId64 " of job '%s' in %s: %" PRId64 " ranks, %" PRIu32
 	    " layers, %" PRIu64 " windows (%" PRIu64
@@ -1169,11 +966,11 @@ rep_write(const rep_out *o, const rep_run *rr)
 
 	rep_section(o, "Configuration");
 	for (uint64_t i = 0; i < pf->n_rows; i++) {
-		if (strcmp(rep_s(pf, i, "hash"), hash) != 0)
+		if (strcmp(tool_report_s(pf, i, "hash"), hash) != 0)
 			continue;
-		rep_p(o, "policy file %s (hash %s):\n", rep_s(pf, i, "path"),
-		    hash);
-		rep_p(o, "%s", rep_s(pf, i, "text"));
+		rep_p(o, "policy file %s (hash %s):\n",
+		    tool_report_s(pf, i, "path"), hash);
+		rep_p(o, "%s", tool_report_s(pf, i, "text"));
 		hash = NULL;
 		break;
 	}
@@ -1189,16 +986,17 @@ rep_write(const rep_out *o, const rep_run *rr)
 		rep_layer_sum ls;
 		char e[32], n[32], lv[32], ll[32];
 
-		rep_layer(rr, l, &ls);
-		rep_num(ls.eb_tw, e, sizeof(e));
-		rep_num(ls.norm_med, n, sizeof(n));
-		rep_num(ls.level_tw, lv, sizeof(lv));
-		rep_num(ls.level_last, ll, sizeof(ll));
-		rep_count(rep_d(&rr->t[R_LAYERS], l, "numel"), a, sizeof(a));
+		tool_report_layer(rr, l, &ls);
+		tool_report_num(ls.eb_tw, e, sizeof(e));
+		tool_report_num(ls.norm_med, n, sizeof(n));
+		tool_report_num(ls.level_tw, lv, sizeof(lv));
+		tool_report_num(ls.level_last, ll, sizeof(ll));
+		tool_report_count(rep_d(&rr->t[R_LAYERS], l, "numel"), a,
+		    sizeof(a));
 		rep_p(o, "%-24s %10s %10s %8s %8s %12s %12s %8" PRIu64 "\n",
-		    rep_s(&rr->t[R_LAYERS], l, "name"),
-		    rep_s(&rr->t[R_LAYERS], l, "shape"), a, lv, ll, e, n,
-		    ls.changes);
+		    tool_report_s(&rr->t[R_LAYERS], l, "name"),
+		    tool_report_s(&rr->t[R_LAYERS], l, "shape"), a, lv, ll, e,
+		    n, ls.changes);
 	}
 	if (o->html) {
 		/* Plots go between the text blocks, not inside one. */
@@ -1224,17 +1022,18 @@ rep_write(const rep_out *o, const rep_run *rr)
 			    s.changed - REP_DECISIONS_MAX, rr->run.id);
 			break;
 		}
-		rep_dur((double)(rep_i(dec, i, "wall_ms", t0) - t0), a,
+		tool_report_dur((double)(rep_i(dec, i, "wall_ms", t0) - t0), a,
 		    sizeof(a));
 		rep_p(o,
 		    "  decision %" PRId64 ", for window %" PRId64
 		    " from step %" PRId64 " (+%s, %s):\n",
 		    seq, rep_i(dec, i, "window", 0),
-		    rep_i(dec, i, "apply_step", 0), a, rep_s(dec, i, "source"));
+		    rep_i(dec, i, "apply_step", 0), a,
+		    tool_report_s(dec, i, "source"));
 		rep_changes(o, rr, seq);
-		rep_p(o, "      why: %s%s%s\n", rep_s(dec, i, "policy"),
-		    rep_s(dec, i, "policy")[0] != '\0' ? ": " : "",
-		    rep_s(dec, i, "reason"));
+		rep_p(o, "      why: %s%s%s\n", tool_report_s(dec, i, "policy"),
+		    tool_report_s(dec, i, "policy")[0] != '\0' ? ": " : "",
+		    tool_report_s(dec, i, "reason"));
 	}
 
 	rep_section(o, "Learning rate (changes only)");
@@ -1246,7 +1045,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 
 			if (i > 0 && (lr == prev || (isnan(lr) && isnan(prev))))
 				continue;
-			rep_num(lr, a, sizeof(a));
+			tool_report_num(lr, a, sizeof(a));
 			rep_p(o, "  from window %" PRId64 ": lr %s\n",
 			    rep_i(wi, i, "window", 0), a);
 			prev = lr;
@@ -1272,16 +1071,17 @@ rep_write(const rep_out *o, const rep_run *rr)
 			for (uint64_t i = 0; i < m->n_rows; i++) {
 				double v = rep_d(m, i, "value");
 
-				if (strcmp(rep_s(m, i, "name"), names[k]) != 0)
+				if (strcmp(tool_report_s(m, i, "name"),
+					names[k]) != 0)
 					continue;
 				lo = fmin(lo, v);
 				hi = fmax(hi, v);
 				last = v;
 				cnt++;
 			}
-			rep_num(lo, a, sizeof(a));
-			rep_num(hi, b, sizeof(b));
-			rep_num(last, c, sizeof(c));
+			tool_report_num(lo, a, sizeof(a));
+			tool_report_num(hi, b, sizeof(b));
+			tool_report_num(last, c, sizeof(c));
 			rep_p(o,
 			    "  %-20s %6" PRIu64 " values, min %s, max %s, "
 			    "last %s\n",
@@ -1296,12 +1096,12 @@ rep_write(const rep_out *o, const rep_run *rr)
 	}
 
 	rep_section(o, "Gradient traffic (all ranks, 4-byte floats)");
-	rep_count(s.floats_sent, a, sizeof(a));
-	rep_count(s.floats_raw, b, sizeof(b));
-	rep_size(s.floats_sent * 4, c, sizeof(c));
-	rep_size(s.floats_raw * 4, d, sizeof(d));
+	tool_report_count(s.floats_sent, a, sizeof(a));
+	tool_report_count(s.floats_raw, b, sizeof(b));
+	tool_report_size(s.floats_sent * 4, c, sizeof(c));
+	tool_report_size(s.floats_raw * 4, d, sizeof(d));
 	rep_p(o, "  sent %s floats (%s) vs raw %s floats (%s)\n", a, c, b, d);
-	rep_size((s.floats_raw - s.floats_sent) * 4, a, sizeof(a));
+	tool_report_size((s.floats_raw - s.floats_sent) * 4, a, sizeof(a));
 	rep_p(o, "  saved %s: %.1f%% of raw, %.2fx less sent\n", a,
 	    s.floats_raw > 0
 		? 100.0 * (s.floats_raw - s.floats_sent) / s.floats_raw
@@ -1309,9 +1109,9 @@ rep_write(const rep_out *o, const rep_run *rr)
 	    s.floats_sent > 0 ? s.floats_raw / s.floats_sent : 1.0);
 
 	rep_section(o, "Step time (median over ranks, per window)");
-	rep_dur(s.step_med, a, sizeof(a));
-	rep_dur(s.step_min, b, sizeof(b));
-	rep_dur(s.step_max, c, sizeof(c));
+	tool_report_dur(s.step_med, a, sizeof(a));
+	tool_report_dur(s.step_min, b, sizeof(b));
+	tool_report_dur(s.step_max, c, sizeof(c));
 	rep_p(o, "  median %s, fastest window %s, slowest window %s\n", a, b,
 	    c);
 	rep_p(o, "  %8s %10s %12s %12s %10s\n", "window", "step", "sent", "raw",
@@ -1328,10 +1128,10 @@ rep_write(const rep_out *o, const rep_run *rr)
 		if (every > 1 && i % every != 0 && i + 1 != wi->n_rows)
 			continue;
 
-		rep_dur(rep_d(wi, i, "step_ms_median"), a, sizeof(a));
-		rep_size(rep_d(wi, i, "floats_sent") * 4, b, sizeof(b));
-		rep_size(rep_d(wi, i, "floats_raw") * 4, c, sizeof(c));
-		rep_num(rep_d(wi, i, "lr"), e, sizeof(e));
+		tool_report_dur(rep_d(wi, i, "step_ms_median"), a, sizeof(a));
+		tool_report_size(rep_d(wi, i, "floats_sent") * 4, b, sizeof(b));
+		tool_report_size(rep_d(wi, i, "floats_raw") * 4, c, sizeof(c));
+		tool_report_num(rep_d(wi, i, "lr"), e, sizeof(e));
 		rep_p(o, "  %8" PRId64 " %10s %12s %12s %10s\n",
 		    rep_i(wi, i, "window", 0), a, b, c, e);
 	}
@@ -1344,8 +1144,8 @@ rep_write(const rep_out *o, const rep_run *rr)
 
 	rep_section(o, "Activation memory (COMET)");
 	if (isfinite(s.act_med)) {
-		rep_size(s.act_med, a, sizeof(a));
-		rep_size(s.act_raw_med, b, sizeof(b));
+		tool_report_size(s.act_med, a, sizeof(a));
+		tool_report_size(s.act_raw_med, b, sizeof(b));
 		rep_p(o,
 		    "  activations held for backward: %s per step (median "
 		    "over windows) vs %s uncompressed (%.2fx less)\n",
@@ -1358,7 +1158,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 	for (int k = 0; k < COM_N_TSTATS; k++) {
 		if (!rep_peak_stat(&com_timing_stat_table[k]) || s.peak[k] <= 0)
 			continue;
-		rep_size(s.peak[k], a, sizeof(a));
+		tool_report_size(s.peak[k], a, sizeof(a));
 		rep_p(o, "  %s (%s), largest: %s\n",
 		    com_timing_stat_table[k].doc, com_timing_stat_table[k].name,
 		    a);
@@ -1405,10 +1205,10 @@ static void
 rep_json(FILE *f, const rep_run *rr)
 {
 	const tool_hdb_rows *run = &rr->t[R_RUNS], *pf = &rr->t[R_FILES];
-	const char *hash = rep_s(run, 0, "config_hash");
+	const char *hash = tool_report_s(run, 0, "config_hash");
 	rep_sums s;
 
-	rep_sum(rr, &s);
+	tool_report_sum(rr, &s);
 	fputs("{\n  \"db\": ", f);
 	rep_jstr(f, rr->path);
 	fputs(",\n  \"job\": ", f);
@@ -1440,14 +1240,14 @@ rep_json(FILE *f, const rep_run *rr)
 			fputs("null", f);
 			break;
 		}
-		if (strcmp(rep_s(pf, i, "hash"), hash) != 0)
+		if (strcmp(tool_report_s(pf, i, "hash"), hash) != 0)
 			continue;
 		fputs("{\"hash\": ", f);
 		rep_jstr(f, hash);
 		fputs(", \"path\": ", f);
-		rep_jstr(f, rep_s(pf, i, "path"));
+		rep_jstr(f, tool_report_s(pf, i, "path"));
 		fputs(", \"text\": ", f);
-		rep_jstr(f, rep_s(pf, i, "text"));
+		rep_jstr(f, tool_report_s(pf, i, "text"));
 		fputs("}", f);
 		break;
 	}
@@ -1456,11 +1256,11 @@ rep_json(FILE *f, const rep_run *rr)
 		const tool_hdb_rows *ly = &rr->t[R_LAYERS];
 		rep_layer_sum ls;
 
-		rep_layer(rr, l, &ls);
+		tool_report_layer(rr, l, &ls);
 		fputs(l > 0 ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
-		rep_jstr(f, rep_s(ly, l, "name"));
+		rep_jstr(f, tool_report_s(ly, l, "name"));
 		fputs(", \"shape\": ", f);
-		rep_jstr(f, rep_s(ly, l, "shape"));
+		rep_jstr(f, tool_report_s(ly, l, "shape"));
 		fprintf(f,
 		    ", \"numel\": %" PRId64 ", \"windows\": %" PRIu64
 		    ", \"level_changes\": %" PRIu64,
@@ -1548,7 +1348,7 @@ tool_report_main(int argc, char **argv)
 	o = report_defaults;
 	if ((rc = tool_args_parse(&report_cmd, argc, argv, &o, &next)) >= 0)
 		return rc;
-	if (rep_run_load("report", o.sh.db,
+	if (tool_report_run_load("report", o.sh.db,
 		o.sh.run != 0 ? o.sh.run : TOOL_HDB_NONE, o.sh.job, true,
 		&rr) != 0)
 		return 1;
@@ -1576,336 +1376,6 @@ tool_report_main(int argc, char **argv)
 			}
 		}
 	}
-	rep_run_fini(&rr);
-	return rc;
-}
-
-/* ---- bellows history compare -------------------------------------------- */
-
-typedef struct compare_opts {
-	const char *db[2];  /* --db, in order */
-	int n_db;           /* given */
-	const char *run[2]; /* --run, as typed: ID or FILE:ID */
-	int n_run;          /* given */
-	const char *job;    /* --job */
-} compare_opts;
-
-static int
-compare_opt_db(const char *cmd, const char *opt, const char *text, void *opts)
-{
-	compare_opts *o = opts;
-
-	if (tool_args_text(cmd, opt, text, 1, 0, false) != 0)
-		return BELLOWS_EINVAL;
-	if (o->n_db == 2) {
-		fprintf(stderr, "bellows %s: --db given more than twice\n",
-		    cmd);
-		return BELLOWS_EINVAL;
-	}
-	o->db[o->n_db++] = text;
-	return 0;
-}
-
-static int
-compare_opt_run(const char *cmd, const char *opt, const char *text, void *opts)
-{
-	compare_opts *o = opts;
-
-	if (tool_args_text(cmd, opt, text, 1, 0, false) != 0)
-		return BELLOWS_EINVAL;
-	if (o->n_run == 2) {
-		fprintf(stderr, "bellows %s: --run given more than twice\n",
-		    cmd);
-		return BELLOWS_EINVAL;
-	}
-	o->run[o->n_run++] = text;
-	return 0;
-}
-
-static const tool_opt compare_opt_rows[] = {
-	{ .name = "db",
-	    .arg = "FILE",
-	    .help = "a history database (default bellows.db); twice: the "
-		    "first run from the first, the second from the second",
-	    .kind = TOOL_OPT_PARSE,
-	    .parse = compare_opt_db },
-	{ .name = "run",
-	    .arg = "[FILE:]ID",
-	    .help = "a run, twice; FILE:ID names its database too (then "
-		    "without --db)",
-	    .kind = TOOL_OPT_PARSE,
-	    .parse = compare_opt_run },
-	{ .name = "job",
-	    .arg = "NAME",
-	    .help = "a run not named by --run is this job's latest",
-	    .kind = TOOL_OPT_NAME,
-	    .at = offsetof(compare_opts, job),
-	    .min = 1,
-	    .max = 255 },
-};
-
-static const tool_args_cmd compare_cmd = {
-	.name = "history compare",
-	.opts = compare_opt_rows,
-	.n_opts = sizeof(compare_opt_rows) / sizeof(compare_opt_rows[0]),
-	.operands = 0,
-	.usage = tool_report_compare_usage,
-};
-
-void
-tool_report_compare_usage(FILE *f)
-{
-	fputs("usage: bellows history compare --run A --run B [--db FILE]\n"
-	      "       bellows history compare --db A.db --db B.db "
-	      "[--run A --run B]\n"
-	      "       bellows history compare --run A.db:ID --run B.db:ID\n"
-	      "\n"
-	      "  Two runs side by side, per layer and overall: levels\n"
-	      "  weighted by steps, floats and bytes sent, savings, step\n"
-	      "  time, windows, decisions. Lines that differ are marked "
-	      "'*'.\n"
-	      "  Without --run, each database's latest run (of --job).\n"
-	      "\n",
-	    f);
-	tool_args_help(f, &compare_cmd, NULL);
-}
-
-/* Splits "FILE:ID" or "ID". Returns 0, or 2 after saying why. */
-static int
-compare_split(const char *text, const char **ret_file, char *fbuf, size_t flen,
-    int64_t *ret_id)
-{
-	const char *colon = strrchr(text, ':'), *num = colon ? colon + 1 : text;
-	uint64_t v;
-
-	if (colon != NULL) {
-		size_t n = (size_t)(colon - text);
-
-		if (n == 0 || n >= flen) {
-			fprintf(stderr,
-			    "bellows history compare: --run '%s': the file "
-			    "before ':' is empty or too long\n",
-			    text);
-			return 2;
-		}
-		memcpy(fbuf, text, n);
-		fbuf[n] = '\0';
-		*ret_file = fbuf;
-	}
-	if (tool_args_u64("history compare", "--run", num, 1, INT64_MAX, &v) !=
-	    0)
-		return 2;
-	*ret_id = (int64_t)v;
-	return 0;
-}
-
-/* Marks a line whose two values differ by more than 1%. */
-static const char *
-compare_mark(double a, double b)
-{
-	if (isnan(a) && isnan(b))
-		return " ";
-	if (isnan(a) || isnan(b))
-		return "*";
-	if (a == b)
-		return " ";
-	return fabs(a - b) > 0.01 * fmax(fabs(a), fabs(b)) ? "*" : " ";
-}
-
-static void
-compare_line(const char *what, double a, double b, const char *ta,
-    const char *tb)
-{
-	printf("%s %-26s %18s %18s", compare_mark(a, b), what, ta, tb);
-	if (isfinite(a) && isfinite(b) && a != 0 && a != b)
-		printf("  %+.1f%%", 100.0 * (b - a) / fabs(a));
-	putchar('\n');
-}
-
-static void
-compare_num(const char *what, double a, double b,
-    void (*fmt)(double, char *, size_t))
-{
-	char ta[64], tb[64];
-
-	fmt(a, ta, sizeof(ta));
-	fmt(b, tb, sizeof(tb));
-	compare_line(what, a, b, ta, tb);
-}
-
-static void
-compare_print(const rep_run *r)
-{
-	rep_sums s[2];
-	char ta[64], tb[64];
-
-	rep_sum(&r[0], &s[0]);
-	rep_sum(&r[1], &s[1]);
-	printf("A: run %" PRId64 " of job '%s' in %s\n", r[0].run.id,
-	    r[0].run.job, r[0].path);
-	printf("B: run %" PRId64 " of job '%s' in %s\n", r[1].run.id,
-	    r[1].run.job, r[1].path);
-	printf("\n  %-26s %18s %18s  B vs A\n", "overall", "A", "B");
-	compare_num("ranks", (double)r[0].run.world, (double)r[1].run.world,
-	    rep_num);
-	compare_num("layers", r[0].n_layers, r[1].n_layers, rep_num);
-	compare_num("windows", (double)r[0].n_win, (double)r[1].n_win, rep_num);
-	compare_num("windows incomplete", (double)s[0].incomplete,
-	    (double)s[1].incomplete, rep_num);
-	compare_num("decisions", (double)s[0].decisions, (double)s[1].decisions,
-	    rep_num);
-	compare_num("decisions with a change", (double)s[0].changed,
-	    (double)s[1].changed, rep_num);
-	compare_num("floats sent", s[0].floats_sent, s[1].floats_sent,
-	    rep_count);
-	compare_num("floats raw", s[0].floats_raw, s[1].floats_raw, rep_count);
-	compare_num("bytes sent", s[0].floats_sent * 4, s[1].floats_sent * 4,
-	    rep_size);
-	compare_num("bytes saved", (s[0].floats_raw - s[0].floats_sent) * 4,
-	    (s[1].floats_raw - s[1].floats_sent) * 4, rep_size);
-	{
-		double p[2];
-
-		for (int i = 0; i < 2; i++)
-			p[i] = s[i].floats_raw > 0
-			    ? 100.0 * (s[i].floats_raw - s[i].floats_sent) /
-				s[i].floats_raw
-			    : 0;
-		snprintf(ta, sizeof(ta), "%.1f%%", p[0]);
-		snprintf(tb, sizeof(tb), "%.1f%%", p[1]);
-		compare_line("saved of raw", p[0], p[1], ta, tb);
-	}
-	compare_num("step time, median", s[0].step_med, s[1].step_med, rep_dur);
-	compare_num("step time, slowest window", s[0].step_max, s[1].step_max,
-	    rep_dur);
-	compare_num("activations held/step", s[0].act_med, s[1].act_med,
-	    rep_size);
-
-	printf("\n  %-26s %9s %9s %7s %7s %9s %9s %9s %9s\n",
-	    "layer (level weighted)", "level A", "level B", "last A", "last B",
-	    "changes A", "changes B", "windows A", "windows B");
-	for (int side = 0; side < 2; side++) {
-		for (uint32_t l = 0; l < r[side].n_layers; l++) {
-			const char *nm = rep_s(&r[side].t[R_LAYERS], l, "name");
-			rep_layer_sum ls[2];
-			char la[32], lb[32], ca[32], cb[32], wa[32], wb[32];
-			int64_t other = -1;
-			bool diff;
-
-			for (uint32_t k = 0; k < r[!side].n_layers; k++) {
-				if (strcmp(nm,
-					rep_s(&r[!side].t[R_LAYERS], k,
-					    "name")) == 0)
-					other = k;
-			}
-			/* Layers of both are listed from A's side. */
-			if (side == 1 && other >= 0)
-				continue;
-			rep_layer(&r[side], l, &ls[side]);
-			if (other >= 0) {
-				rep_layer(&r[!side], (uint32_t)other,
-				    &ls[!side]);
-			} else {
-				printf("* %-26s %s only\n", nm,
-				    side == 0 ? "A" : "B");
-				continue;
-			}
-			diff = compare_mark(ls[0].level_tw,
-				   ls[1].level_tw)[0] == '*' ||
-			    compare_mark(ls[0].level_last,
-				ls[1].level_last)[0] == '*' ||
-			    ls[0].changes != ls[1].changes;
-			rep_num(ls[0].level_tw, ta, sizeof(ta));
-			rep_num(ls[1].level_tw, tb, sizeof(tb));
-			rep_num(ls[0].level_last, la, sizeof(la));
-			rep_num(ls[1].level_last, lb, sizeof(lb));
-			snprintf(ca, sizeof(ca), "%" PRIu64, ls[0].changes);
-			snprintf(cb, sizeof(cb), "%" PRIu64, ls[1].changes);
-			snprintf(wa, sizeof(wa), "%" PRIu64, ls[0].windows);
-			snprintf(wb, sizeof(wb), "%" PRIu64, ls[1].windows);
-			printf("%s %-26s %9s %9s %7s %7s %9s %9s %9s %9s\n",
-			    diff ? "*" : " ", nm, ta, tb, la, lb, ca, cb, wa,
-			    wb);
-		}
-	}
-}
-
-int
-tool_report_compare_main(int argc, char **argv)
-{
-	compare_opts o = { 0 };
-	const char *file[2];
-	char fbuf[2][4096];
-	int64_t id[2] = { TOOL_HDB_NONE, TOOL_HDB_NONE };
-	bool named[2] = { false, false };
-	rep_run r[2];
-	int next, rc;
-
-	if ((rc = tool_args_parse(&compare_cmd, argc, argv, &o, &next)) >= 0)
-		return rc;
-	for (int i = 0; i < o.n_run; i++) {
-		file[i] = NULL;
-		if (compare_split(o.run[i], &file[i], fbuf[i], sizeof(fbuf[i]),
-			&id[i]) != 0)
-			return 2;
-		named[i] = file[i] != NULL;
-	}
-	if (named[0] || named[1]) {
-		if (o.n_db > 0) {
-			fprintf(stderr,
-			    "bellows history compare: --run FILE:ID names the "
-			    "database; give it without --db\n");
-			return 2;
-		}
-		if (o.n_run != 2 || !named[0] || !named[1]) {
-			fprintf(stderr,
-			    "bellows history compare: give both runs as "
-			    "FILE:ID, or both as IDs with --db\n");
-			return 2;
-		}
-	} else if (o.n_db == 2) {
-		if (o.n_run == 1) {
-			fprintf(stderr,
-			    "bellows history compare: two --db and one --run: "
-			    "which database is run %s in? Give two --run (one "
-			    "per --db, in order) or none (each one's "
-			    "latest)\n",
-			    o.run[0]);
-			return 2;
-		}
-		file[0] = o.db[0];
-		file[1] = o.db[1];
-	} else {
-		if (o.n_run != 2) {
-			fprintf(stderr,
-			    "bellows history compare: two runs needed: --run A "
-			    "--run B (one --db or none), or --db A.db --db "
-			    "B.db\n");
-			tool_report_compare_usage(stderr);
-			return 2;
-		}
-		file[0] = file[1] = o.n_db == 1 ? o.db[0]
-						: TOOL_HISTORY_DEFAULT_DB;
-	}
-	if (rep_run_load("history compare", file[0], id[0], o.job, true,
-		&r[0]) != 0)
-		return 1;
-	if (rep_run_load("history compare", file[1], id[1], o.job, true,
-		&r[1]) != 0) {
-		rep_run_fini(&r[0]);
-		return 1;
-	}
-	if (r[0].run.id == r[1].run.id && strcmp(file[0], file[1]) == 0)
-		fprintf(stderr,
-		    "bellows history compare: A and B are the same run "
-		    "(%s, run %" PRId64 ")\n",
-		    file[0], r[0].run.id);
-	compare_print(r);
-	rc = fflush(stdout) != 0 || ferror(stdout) ? 1 : 0;
-	if (rc != 0)
-		fprintf(stderr,
-		    "bellows history compare: cannot write the output\n");
-	rep_run_fini(&r[0]);
-	rep_run_fini(&r[1]);
+	tool_report_run_fini(&rr);
 	return rc;
 }

@@ -1,0 +1,136 @@
+/* report_int - what the files of `bellows report` share, private to
+ * tools/: a run in memory (rep_run) and its sums, the numbers formatted
+ * for people, HTML escaping and the SVG plot. report.c owns loading a
+ * run, the text, HTML and JSON report; report_html.c owns the SVG plot;
+ * report_compare.c owns `bellows history compare`. Nothing here is
+ * thread-safe or needs to be: each command runs on the main thread.
+ */
+#ifndef BELLOWS_TOOLS_REPORT_INT_H
+#define BELLOWS_TOOLS_REPORT_INT_H
+
+#include "client/historydb.h"
+#include "common/stat_table.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define REP_N_TABLES 8  /* tables a report reads, see rep_tables */
+#define REP_LEGEND   12 /* series named in a plot's legend */
+
+/* A row of decision_changes and its decision, to find a decision's
+ * changes by binary search. */
+typedef struct rep_chg {
+	int64_t seq;  /* decisions.seq */
+	uint64_t row; /* row of decision_changes */
+} rep_chg;
+
+typedef struct rep_run {
+	const char *path;              /* the database file (borrowed) */
+	tool_hdb_run run;              /* which run */
+	tool_hdb_rows t[REP_N_TABLES]; /* its tables, as rep_tables;
+					* windows stays empty: it is
+					* streamed into the arrays below */
+	struct rep_chg *chg;           /* decision_changes' rows by seq */
+	uint32_t n_layers;             /* rows of layers */
+	uint64_t n_win;                /* rows of window_info */
+	int64_t *win;                  /* n_win window indices */
+	double *steps;                 /* n_win steps per window */
+	double *level;                 /* n_win x n_layers, NAN: no row */
+	double *eb;                    /* same, error bound */
+	double *norm;                  /* same, grad_norm_mean */
+	double *act;                   /* n_win: activation bytes per step,
+					* summed over layers; NAN: none */
+	double *act_raw;               /* n_win: same, uncompressed */
+} rep_run;
+
+enum {
+	R_RUNS,
+	R_LAYERS,
+	R_WINFO,
+	R_WINDOWS,
+	R_METRICS,
+	R_DEC,
+	R_CHG,
+	R_FILES
+};
+
+typedef struct rep_sums {
+	double floats_sent;        /* summed over windows and ranks */
+	double floats_raw;         /* same, uncompressed */
+	double step_med;           /* median over windows of step_ms_median */
+	double step_min;           /* fastest window */
+	double step_max;           /* slowest window */
+	double wall_ms;            /* first window closed to last */
+	double act_med;            /* median activation bytes per step */
+	double act_raw_med;        /* same, uncompressed */
+	double peak[COM_N_TSTATS]; /* per-rank byte statistics the
+				    * history keeps as their largest
+				    * over ranks (rep_peak_stat):
+				    * largest over windows */
+	uint64_t decisions;        /* rows of decisions */
+	uint64_t changed;          /* decisions with a change */
+	uint64_t incomplete;       /* windows closed by timeout */
+} rep_sums;
+
+/* Per layer: the level weighted by steps, the last level, the windows
+ * with a row, the changes of level. */
+typedef struct rep_layer_sum {
+	double level_tw;   /* time-weighted level */
+	double level_last; /* level of its last window with a row */
+	double eb_tw;      /* time-weighted error bound */
+	double norm_med;   /* median grad_norm_mean */
+	uint64_t windows;  /* windows with a row */
+	uint64_t changes;  /* times the level changed between windows */
+} rep_layer_sum;
+
+typedef struct rep_series {
+	char name[128];  /* legend */
+	const double *y; /* y[i * stride] */
+	size_t stride;   /* step between points */
+	bool dashed;     /* a reference line */
+} rep_series;
+
+/* Loads run `id` (TOOL_HDB_NONE: the latest, of `job` when not NULL)
+ * of the database at `path` into *rr (the caller's), in one read
+ * snapshot; with `say_latest`, tells stderr which run "the latest" was.
+ * path is borrowed and must outlive rr. Failures are printed to stderr
+ * as "bellows CMD: ...". Returns 0 (free with tool_report_run_fini), or
+ * 1 after saying why, with nothing left to free. */
+int tool_report_run_load(const char *cmd, const char *path, int64_t id,
+    const char *job, bool say_latest, rep_run *rr);
+
+/* Frees what tool_report_run_load put in rr (not rr itself). */
+void tool_report_run_fini(rep_run *rr);
+
+/* Cell (row, column `name`) of r as text; "" when the column or row is
+ * missing or the cell is not text. The string is borrowed from r. */
+const char *tool_report_s(const tool_hdb_rows *r, uint64_t row,
+    const char *name);
+
+/* What the whole run adds up to, into *s (the caller's). */
+void tool_report_sum(const rep_run *rr, rep_sums *s);
+
+/* Layer l's sums into *ls (the caller's); l < rr->n_layers. */
+void tool_report_layer(const rep_run *rr, uint32_t l, rep_layer_sum *ls);
+
+/* Numbers for people, written into buf (len bytes, always terminated,
+ * truncated if short): bytes as "1.23 MiB", a count as "300.92M",
+ * milliseconds as "2.13 ms"/"1.52 s"/"3 min 05 s", any other number
+ * to 4 significant digits ("-" when not finite: not measured). */
+void tool_report_size(double b, char *buf, size_t len);
+void tool_report_count(double n, char *buf, size_t len);
+void tool_report_dur(double ms, char *buf, size_t len);
+void tool_report_num(double v, char *buf, size_t len);
+
+/* Writes s to f escaped for HTML text and attributes. */
+void tool_report_esc(FILE *f, const char *s);
+
+/* Writes one inline SVG figure to f: n points of each of the ns series
+ * over x, titled, with a legend of at most REP_LEGEND series; a line
+ * breaks at NAN. Borrows everything; write errors show in ferror(f). */
+void tool_report_plot(FILE *f, const char *title, const char *ylabel,
+    const double *x, uint64_t n, const rep_series *s, size_t ns);
+
+#endif
