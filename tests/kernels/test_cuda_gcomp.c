@@ -29,11 +29,9 @@ main(void)
 {
 	uint64_t n = 3 * KERN_GCOMP_CHUNK + 123, hist[256] = { 0 };
 	size_t cap = kern_gcomp_bound(KERN_F32, n), lc, lg;
-	float *x = malloc(n * 4), *theta = malloc(n * 4), *yc = malloc(n * 4);
-	float *yg = malloc(n * 4);
-	uint8_t *bc = malloc(cap), *bg = malloc(cap), *lv = malloc(n);
-	uint8_t *lvg = malloc(n);
-	kern_gcomp_table *t = malloc(sizeof(*t)), *dt;
+	float *x, *theta, *yc, *yg;
+	uint8_t *bc, *bg, *lv, *lvg;
+	kern_gcomp_table *t, *dt;
 	void *dx, *dtheta, *dout, *dy;
 	uint8_t *dlv;
 	kern_gcomp_opt o;
@@ -44,6 +42,18 @@ main(void)
 		printf("no CUDA device: skipped\n");
 		return 77;
 	}
+	/* Allocated once a device is known: a skipped run leaks nothing. */
+	x = malloc(n * 4);
+	theta = malloc(n * 4);
+	yc = malloc(n * 4);
+	yg = malloc(n * 4);
+	bc = malloc(cap);
+	bg = malloc(cap);
+	lv = malloc(n);
+	lvg = malloc(n);
+	t = malloc(sizeof(*t));
+	CHECK(x != NULL && theta != NULL && yc != NULL && yg != NULL &&
+	    bc != NULL && bg != NULL && lv != NULL && lvg != NULL && t != NULL);
 	srand(3);
 	for (uint64_t i = 0; i < n; i++) {
 		x[i] = rand() % 3 == 0
