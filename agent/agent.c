@@ -237,9 +237,7 @@ agent_stats_precision(const bellows_agent_config *cfg, const char **ret_from,
 	*ret_from = "stats_precision";
 	if (v == NULL) {
 		*ret_from = "BELLOWS_STATS_PRECISION";
-		v = getenv("BELLOWS_STATS_PRECISION");
-		if (v == NULL || v[0] == '\0')
-			v = "relaxed";
+		v = agent_env("BELLOWS_STATS_PRECISION", "relaxed");
 	}
 	*ret_value = v;
 	if (strcmp(v, "relaxed") == 0)

@@ -856,8 +856,6 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		j->ended = false;
 		ctl_store_run_end(jobs->store, j->run_id, 0);
 	}
-	if (rk->first_window > j->max_first_window)
-		j->max_first_window = rk->first_window;
 	rank_seen(jobs, j, rk, now_ms);
 	if (h->step > j->max_step)
 		j->max_step = h->step;

@@ -92,7 +92,6 @@ typedef struct job {
 				      * the loop, so they are spaced */
 	uint64_t windows_incomplete; /* closed with ranks missing */
 	uint64_t reports;            /* reports accepted by this daemon */
-	uint64_t max_first_window;   /* highest first_window of a rank */
 	ctl_policy_set *policies;    /* instances deciding for the job */
 	char policy_names[256];      /* their names, for STATUS */
 	size_t bytes;                /* the most it may hold, counted when

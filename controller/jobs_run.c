@@ -175,7 +175,6 @@ job_resumed(ctl_jobs *jobs, job *j, const com_hello *h, uint64_t now_ms,
 	memset(j->ranks, 0, j->world * sizeof(*j->ranks));
 	j->alive = 0;
 	j->idle_since_ms = now_ms;
-	j->max_first_window = 0;
 	j->resumed_ms = now_ms != 0 ? now_ms : 1;
 	j->next_window = w;
 	j->max_step = h->step;
