@@ -483,6 +483,61 @@ BELLOWS_EXPORT void bellows_ebq_destroy(bellows_ebq **ctx);
  * (1 scalar, 2 AVX2, 3 AVX-512, 0 the best) from now on, for this process.
  * Returns 0, or BELLOWS_ENOTSUP when this processor or build lacks it. */
 BELLOWS_EXPORT int bellows_ebq_force_isa(int isa);
+
+/* ---- The error-bounded quantiser's CUDA twin --------------------------
+ *
+ * bellows_ebq_plan, _encode_parts and _decode_parts on device memory (x,
+ * mask, codes and out on the current device), on a CUDA stream (a
+ * cudaStream_t passed as void *; NULL is the legacy default stream): the
+ * same plan, the same bitmask and codes byte for byte and the same floats
+ * bit for bit as the CPU functions (the device does the CPU's binary64
+ * arithmetic operation for operation). The info structures stay in host
+ * memory. Unlike the codecs' twins these functions wait for the stream
+ * before returning: the plan needs the largest magnitude and the count of
+ * non-zero codes on the host (the caller sizes its outputs from it), the
+ * encode reports its non-zero count and whether every value held the
+ * bound, and the decode checks the bitmask against the code count before
+ * it reads codes. `scratch` is device memory of at least
+ * bellows_ebq_cuda_scratch_bytes(n) bytes, 8-byte aligned, any content,
+ * the functions' working memory until they return. Allocates nothing. Any
+ * thread, disjoint buffers. Built when libbellows is built with CUDA;
+ * otherwise every function returns BELLOWS_ENOTSUP (after the argument
+ * checks). Errors from the device: BELLOWS_ENOTSUP without a device or
+ * without code for it, BELLOWS_EINVAL for a pointer or stream the runtime
+ * refuses, BELLOWS_ENOMEM, BELLOWS_EIO for another failure. */
+
+/* Returns 1 if this libbellows has the quantiser's CUDA twin and a CUDA
+ * device is present, else 0. Any thread. */
+BELLOWS_EXPORT int bellows_ebq_cuda_available(void);
+
+/* Bytes of device scratch the CUDA functions need for n values (0 for n
+ * above BELLOWS_CODEC_MAX_VALUES, or in a build without CUDA). Pure. */
+BELLOWS_EXPORT size_t bellows_ebq_cuda_scratch_bytes(uint64_t n);
+
+/* bellows_ebq_plan of n device floats at x: *ret_info as the CPU's.
+ * Returns 0; BELLOWS_EINVAL as bellows_ebq_plan, or for a NULL, short or
+ * unaligned scratch; BELLOWS_ENOTSUP; the device errors above. */
+BELLOWS_EXPORT int bellows_ebq_plan_cuda(const float *x, uint64_t n,
+    double eb, int flags, void *scratch, size_t scratch_bytes, void *stream,
+    bellows_ebq_info *ret_info);
+
+/* bellows_ebq_encode_parts on device memory (mask and codes device
+ * buffers of info->mask_bytes and info->codes_bytes). Returns 0;
+ * BELLOWS_EINVAL as bellows_ebq_encode_parts, or for the scratch;
+ * BELLOWS_ELIMIT when an element misses the bound (store the values raw);
+ * BELLOWS_ENOTSUP; the device errors above. */
+BELLOWS_EXPORT int bellows_ebq_encode_parts_cuda(const float *x,
+    const bellows_ebq_info *info, void *mask, void *codes, void *scratch,
+    size_t scratch_bytes, void *stream, uint64_t *ret_nonzero);
+
+/* bellows_ebq_decode_parts on device memory. Returns 0; BELLOWS_EINVAL as
+ * bellows_ebq_decode_parts, or for the scratch; BELLOWS_EPROTO when the
+ * mask's set bits are not info->codes (padding bits of the code stream
+ * are not checked on the device: they decode to nothing); BELLOWS_ENOTSUP;
+ * the device errors above. out is untouched on failure. */
+BELLOWS_EXPORT int bellows_ebq_decode_parts_cuda(const bellows_ebq_info *info,
+    const void *mask, const void *codes, float *out, void *scratch,
+    size_t scratch_bytes, void *stream);
 /* PowerSGD building blocks (Vogels, Karimireddy, Jaggi, NeurIPS 2019).
  *
  * One step of a layer, with its gradient G (rows x cols), residual E, the
