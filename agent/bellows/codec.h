@@ -655,6 +655,63 @@ BELLOWS_EXPORT const char *bellows_psgd_blas(void);
  * such setting (a cblas other than OpenBLAS, or more than 1 for the plain
  * loops, which run one thread). */
 BELLOWS_EXPORT int bellows_psgd_blas_threads(int threads);
+
+/* ---- PowerSGD's cuBLAS twin ------------------------------------------
+ *
+ * bellows_psgd_project, _power and _decode on device memory: the same
+ * layout, limits and stages, over host arrays of device pointers to
+ * same-shape matrices on the device current at open, enqueued on the
+ * context's CUDA stream without waiting. The products are cuBLAS's SGEMM
+ * (so they agree with the CPU's BLAS to rounding, not bit for bit), the
+ * elementwise passes (M = E + G, E = M - out) give the CPU's floats bit for
+ * bit, and the orthogonalisation is the same two-pass Gram-Schmidt in
+ * double sums, one column at a time. A context holds a cuBLAS handle: one
+ * thread at a time; the stateless checks happen before anything is
+ * enqueued (on a refused call nothing is). Built when libbellows is built
+ * with CUDA and cuBLAS; otherwise every function returns BELLOWS_ENOTSUP
+ * (bellows_psgd_cuda_open) or refuses without a context. Device errors
+ * found later (a bad pointer) surface at the caller's next CUDA
+ * synchronisation. */
+
+/* A cuBLAS handle bound to a stream and a device. */
+typedef struct bellows_psgd_cuda bellows_psgd_cuda;
+
+/* Returns 1 if this libbellows has the cuBLAS twin and a CUDA device is
+ * present, else 0. Any thread. */
+BELLOWS_EXPORT int bellows_psgd_cuda_available(void);
+
+/* Opens a context on the current device for `stream` (a cudaStream_t as
+ * void *; NULL: the legacy default stream). On success *ret_ctx is the
+ * caller's, to close. Returns 0; BELLOWS_EINVAL for a NULL ret_ctx;
+ * BELLOWS_ENOTSUP without the twin or a usable device; BELLOWS_ENOMEM;
+ * BELLOWS_EIO when cuBLAS does not start. */
+BELLOWS_EXPORT int bellows_psgd_cuda_open(void *stream,
+    bellows_psgd_cuda **ret_ctx);
+
+/* Frees *ctx once its stream's work is done and sets it to NULL;
+ * NULL-safe. */
+BELLOWS_EXPORT void bellows_psgd_cuda_close(bellows_psgd_cuda **ctx);
+
+/* bellows_psgd_project on device matrices. Returns 0; BELLOWS_EINVAL for
+ * a NULL ctx or as bellows_psgd_project; BELLOWS_EIO for a launch or
+ * cuBLAS failure (the stream's work may be partly done). */
+BELLOWS_EXPORT int bellows_psgd_project_cuda(bellows_psgd_cuda *ctx,
+    uint64_t rows, uint64_t cols, uint32_t rank, size_t count,
+    float *const *m, const float *const *grad, const float *const *q,
+    float *const *p);
+
+/* bellows_psgd_power on device matrices. Returns as
+ * bellows_psgd_project_cuda. */
+BELLOWS_EXPORT int bellows_psgd_power_cuda(bellows_psgd_cuda *ctx,
+    uint64_t rows, uint64_t cols, uint32_t rank, size_t count,
+    const float *const *m, float *const *p, float *const *q);
+
+/* bellows_psgd_decode on device matrices. Returns as
+ * bellows_psgd_project_cuda. */
+BELLOWS_EXPORT int bellows_psgd_decode_cuda(bellows_psgd_cuda *ctx,
+    uint64_t rows, uint64_t cols, uint32_t rank, size_t count,
+    float *const *m, const float *const *p, const float *const *q,
+    float *const *out);
 /* ---- GComp (docs/codecs.md#gcomp) ------------------------------------
  *
  * Near-lossless compression of float gradients: each value's exponent as a
