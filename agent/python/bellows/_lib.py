@@ -554,6 +554,25 @@ class _Functions:
                                     ctypes.c_char_p, [], required=False)
         self.psgd_blas_threads = _prototype(
             lib, "bellows_psgd_blas_threads", cint, [cint], required=False)
+        # PowerSGD's cuBLAS twin: a context per stream, the same stages
+        # over host arrays of device pointers.
+        self.psgd_cuda_available = _prototype(
+            lib, "bellows_psgd_cuda_available", cint, [], required=False)
+        self.psgd_cuda_open = _prototype(
+            lib, "bellows_psgd_cuda_open", cint,
+            [vp, ctypes.POINTER(vp)], required=False)
+        self.psgd_cuda_close = _prototype(
+            lib, "bellows_psgd_cuda_close", None, [ctypes.POINTER(vp)],
+            required=False)
+        self.psgd_project_cuda = _prototype(
+            lib, "bellows_psgd_project_cuda", cint,
+            [vp, u64, u64, u32, sz, vp, vp, vp, vp], required=False)
+        self.psgd_power_cuda = _prototype(
+            lib, "bellows_psgd_power_cuda", cint,
+            [vp, u64, u64, u32, sz, vp, vp, vp], required=False)
+        self.psgd_decode_cuda = _prototype(
+            lib, "bellows_psgd_decode_cuda", cint,
+            [vp, u64, u64, u32, sz, vp, vp, vp, vp], required=False)
         # bellows/codec.h's GComp (bellows.compress.GComp).
         cp, dbl_p = ctypes.c_char_p, ctypes.c_double
         self.gcomp_histogram = _prototype(
