@@ -536,6 +536,23 @@ class _Functions:
         self.ebq_decode_parts = _prototype(
             lib, "bellows_ebq_decode_parts", cint,
             [info_p, vp, vp, vp], required=False)
+        # Its CUDA twin (device memory, synchronous): used by
+        # bellows.activations for CUDA tensors when available.
+        self.ebq_cuda_available = _prototype(
+            lib, "bellows_ebq_cuda_available", cint, [], required=False)
+        self.ebq_cuda_scratch_bytes = _prototype(
+            lib, "bellows_ebq_cuda_scratch_bytes", sz, [u64],
+            required=False)
+        self.ebq_plan_cuda = _prototype(
+            lib, "bellows_ebq_plan_cuda", cint,
+            [vp, u64, dbl, cint, vp, sz, vp, info_p], required=False)
+        self.ebq_encode_parts_cuda = _prototype(
+            lib, "bellows_ebq_encode_parts_cuda", cint,
+            [vp, info_p, vp, vp, vp, sz, vp, ctypes.POINTER(u64)],
+            required=False)
+        self.ebq_decode_parts_cuda = _prototype(
+            lib, "bellows_ebq_decode_parts_cuda", cint,
+            [info_p, vp, vp, vp, vp, sz, vp], required=False)
         # bellows/codec.h: PowerSGD's stages, over arrays of pointers to
         # same-shape matrices; without them PowerSGD runs its torch code.
         self.psgd_project = _prototype(
