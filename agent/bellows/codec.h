@@ -517,8 +517,8 @@ BELLOWS_EXPORT size_t bellows_ebq_cuda_scratch_bytes(uint64_t n);
 /* bellows_ebq_plan of n device floats at x: *ret_info as the CPU's.
  * Returns 0; BELLOWS_EINVAL as bellows_ebq_plan, or for a NULL, short or
  * unaligned scratch; BELLOWS_ENOTSUP; the device errors above. */
-BELLOWS_EXPORT int bellows_ebq_plan_cuda(const float *x, uint64_t n,
-    double eb, int flags, void *scratch, size_t scratch_bytes, void *stream,
+BELLOWS_EXPORT int bellows_ebq_plan_cuda(const float *x, uint64_t n, double eb,
+    int flags, void *scratch, size_t scratch_bytes, void *stream,
     bellows_ebq_info *ret_info);
 
 /* bellows_ebq_encode_parts on device memory (mask and codes device
@@ -696,9 +696,8 @@ BELLOWS_EXPORT void bellows_psgd_cuda_close(bellows_psgd_cuda **ctx);
  * a NULL ctx or as bellows_psgd_project; BELLOWS_EIO for a launch or
  * cuBLAS failure (the stream's work may be partly done). */
 BELLOWS_EXPORT int bellows_psgd_project_cuda(bellows_psgd_cuda *ctx,
-    uint64_t rows, uint64_t cols, uint32_t rank, size_t count,
-    float *const *m, const float *const *grad, const float *const *q,
-    float *const *p);
+    uint64_t rows, uint64_t cols, uint32_t rank, size_t count, float *const *m,
+    const float *const *grad, const float *const *q, float *const *p);
 
 /* bellows_psgd_power on device matrices. Returns as
  * bellows_psgd_project_cuda. */
@@ -709,9 +708,8 @@ BELLOWS_EXPORT int bellows_psgd_power_cuda(bellows_psgd_cuda *ctx,
 /* bellows_psgd_decode on device matrices. Returns as
  * bellows_psgd_project_cuda. */
 BELLOWS_EXPORT int bellows_psgd_decode_cuda(bellows_psgd_cuda *ctx,
-    uint64_t rows, uint64_t cols, uint32_t rank, size_t count,
-    float *const *m, const float *const *p, const float *const *q,
-    float *const *out);
+    uint64_t rows, uint64_t cols, uint32_t rank, size_t count, float *const *m,
+    const float *const *p, const float *const *q, float *const *out);
 /* ---- GComp (docs/codecs.md#gcomp) ------------------------------------
  *
  * Near-lossless compression of float gradients: each value's exponent as a
