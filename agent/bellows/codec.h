@@ -522,7 +522,10 @@ BELLOWS_EXPORT int bellows_ebq_plan_cuda(const float *x, uint64_t n, double eb,
     bellows_ebq_info *ret_info);
 
 /* bellows_ebq_encode_parts on device memory (mask and codes device
- * buffers of info->mask_bytes and info->codes_bytes). Returns 0;
+ * buffers of info->mask_bytes and info->codes_bytes), for the x the plan
+ * was made of: where the CPU function refuses another x with more codes
+ * (BELLOWS_EINVAL), the device writes no more than the plan's bytes and
+ * the codes beyond them are lost. Returns 0;
  * BELLOWS_EINVAL as bellows_ebq_encode_parts, or for the scratch;
  * BELLOWS_ELIMIT when an element misses the bound (store the values raw);
  * BELLOWS_ENOTSUP; the device errors above. */
