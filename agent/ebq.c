@@ -6,7 +6,13 @@
  * and the code width follow), the count of non-zero codes (the layout
  * follows: codes are q != 0 exactly when |x| is above a threshold found
  * once by stepping through floats), then the codes, written block by block
- * through a small stack buffer so nothing is allocated. */
+ * through a small stack buffer so nothing is allocated.
+ *
+ * The CUDA twin (bellows_ebq_*_cuda, built with KERN_HAVE_CUDA) plans with
+ * the same code: the largest magnitude and the counts come from the device
+ * kernels (kernels/cuda/ebq.h) through a few words at the end of the
+ * caller's scratch, fetched synchronously; the arithmetic on the host is
+ * the CPU plan's. */
 #include <bellows/codec.h>
 
 #include <float.h>
@@ -22,6 +28,10 @@
 #include "kernels/kernels.h"
 #include "kernels/cpu/ebq.h"
 #include "kernels/cpu/stats.h"
+#ifdef KERN_HAVE_CUDA
+#include "kernels/cuda/codec.h"
+#include "kernels/cuda/ebq.h"
+#endif
 
 /* Values per block of codes on the stack (16 KiB of int32). */
 #define EBQ_BLOCK 4096
@@ -109,46 +119,130 @@ zero_threshold(double step)
 	return u;
 }
 
-/* Fills a raw plan. */
-static void
-plan_raw(const kern_ebq_fns *f, const float *x, uint64_t n, double eb,
-    bellows_ebq_info *in)
+/* Where a plan reads its input: the CPU kernels, or (scratch non-NULL)
+ * the CUDA twin on device memory, its results fetched through a few words
+ * at the end of the scratch. */
+typedef struct ebq_src {
+	const kern_ebq_fns *f; /* CPU kernels */
+	const float *x;        /* values (host or device) */
+	uint64_t n;            /* values */
+	void *scratch;         /* device scratch; NULL: the CPU */
+	void *stream;          /* CUDA stream */
+} ebq_src;
+
+/* Device scratch of the CUDA twin: the kernels' (kern_cuda_ebq_scratch_
+ * bytes), then EBQ_CUDA_WORDS 64-bit words of results. */
+#define EBQ_CUDA_WORDS 4
+
+#ifdef KERN_HAVE_CUDA
+/* The result words of a scratch for n values. */
+static unsigned long long *
+cuda_words(void *scratch, uint64_t n)
 {
+	size_t off = (kern_cuda_ebq_scratch_bytes(n) + 7) / 8 * 8;
+
+	return (unsigned long long *)((char *)scratch + off);
+}
+#endif
+
+/* *ret = largest magnitude's bits over the source. Returns 0 or the
+ * device's BELLOWS_E*. */
+static int
+src_amax(const ebq_src *s, uint32_t *ret)
+{
+	if (s->scratch == NULL) {
+		*ret = s->f->amax(s->x, s->n);
+		return 0;
+	}
+#ifdef KERN_HAVE_CUDA
+	{
+		unsigned long long *w = cuda_words(s->scratch, s->n);
+		uint32_t v = 0;
+		int rc = kern_cuda_ebq_clear(w, 8, s->stream);
+
+		if (rc == 0)
+			rc = kern_cuda_ebq_amax(s->x, s->n, (uint32_t *)w,
+			    s->stream);
+		if (rc == 0)
+			rc = kern_cuda_ebq_fetch(&v, w, 4, s->stream);
+		if (rc != 0)
+			return kern_cuda_codec_rc(rc);
+		*ret = v;
+		return 0;
+	}
+#else
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+/* *ret = magnitudes above the pattern h over the source. Returns 0 or the
+ * device's BELLOWS_E*. */
+static int
+src_count(const ebq_src *s, uint32_t h, uint64_t *ret)
+{
+	if (s->scratch == NULL) {
+		*ret = s->n > 0 ? s->f->count(s->x, s->n, h) : 0;
+		return 0;
+	}
+#ifdef KERN_HAVE_CUDA
+	{
+		unsigned long long *w = cuda_words(s->scratch, s->n) + 1;
+		unsigned long long v = 0;
+		int rc = kern_cuda_ebq_clear(w, 8, s->stream);
+
+		if (rc == 0)
+			rc = kern_cuda_ebq_count(s->x, s->n, h, w, s->stream);
+		if (rc == 0)
+			rc = kern_cuda_ebq_fetch(&v, w, 8, s->stream);
+		if (rc != 0)
+			return kern_cuda_codec_rc(rc);
+		*ret = v;
+		return 0;
+	}
+#else
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+/* Fills a raw plan. Returns 0 or the device's BELLOWS_E*. */
+static int
+plan_raw(const ebq_src *s, double eb, bellows_ebq_info *in)
+{
+	uint64_t nz = 0;
+	int rc = s->n > 0 ? src_count(s, 0, &nz) : 0;
+
+	if (rc != 0)
+		return rc;
 	memset(in, 0, sizeof *in);
 	in->mode = BELLOWS_EBQ_RAW;
 	in->bits = 32;
-	in->n = n;
+	in->n = s->n;
 	in->eb = eb;
-	in->nonzero = n > 0 ? f->count(x, n, 0) : 0;
-	in->codes_bytes = n * 4;
-	in->payload_bytes = n * 4;
+	in->nonzero = nz;
+	in->codes_bytes = s->n * 4;
+	in->payload_bytes = s->n * 4;
+	return 0;
 }
 
-int
-bellows_ebq_plan(const float *x, uint64_t n, double eb, int flags,
-    bellows_ebq_info *ret_info)
+/* bellows_ebq_plan over a source, its arguments checked. */
+static int
+plan_src(const ebq_src *s, double eb, int flags, bellows_ebq_info *ret_info)
 {
-	const kern_ebq_fns *f = ebq_fns();
-	uint32_t abits;
+	uint64_t n = s->n;
+	uint32_t abits = 0;
 	float amax;
 	double top, half_ulp, eb_eff, step, qd;
-	uint64_t qmax, nz, dense, sparse;
+	uint64_t qmax, nz = 0, dense, sparse;
 	unsigned b;
 	bellows_ebq_info in;
+	int rc;
 
-	if (ret_info == NULL || (n > 0 && x == NULL) || !isfinite(eb) ||
-	    eb < 0.0 || n > BELLOWS_CODEC_MAX_VALUES ||
-	    (flags & ~(BELLOWS_EBQ_BYTE_CODES | BELLOWS_EBQ_ZSTD)))
-		return BELLOWS_EINVAL;
-	if (eb == 0.0 || n == 0) {
-		plan_raw(f, x, n, eb, ret_info);
-		return 0;
-	}
-	abits = f->amax(x, n);
-	if (abits >= 0x7f800000u) {
-		plan_raw(f, x, n, eb, ret_info);
-		return 0;
-	}
+	if (eb == 0.0 || n == 0)
+		return plan_raw(s, eb, ret_info);
+	if ((rc = src_amax(s, &abits)) != 0)
+		return rc;
+	if (abits >= 0x7f800000u)
+		return plan_raw(s, eb, ret_info);
 	memcpy(&amax, &abits, 4);
 	/* Half an ulp of the largest reconstruction, amax + eb, and a
 	 * relative margin for the binary64 arithmetic, off the bound: the
@@ -157,25 +251,20 @@ bellows_ebq_plan(const float *x, uint64_t n, double eb, int flags,
 	half_ulp = 0.5 * (double)FLT_EPSILON *
 	    ldexp(1.0, (int)floor(log2(top)));
 	eb_eff = (eb - half_ulp) * (1.0 - 0x1p-18);
-	if (!(eb_eff > 0.5 * eb)) {
-		plan_raw(f, x, n, eb, ret_info);
-		return 0;
-	}
+	if (!(eb_eff > 0.5 * eb))
+		return plan_raw(s, eb, ret_info);
 	step = 2.0 * eb_eff;
 	qd = fabs(nearbyint((double)amax / step));
-	if (!(qd <= 2147483647.0)) {
-		plan_raw(f, x, n, eb, ret_info);
-		return 0;
-	}
+	if (!(qd <= 2147483647.0))
+		return plan_raw(s, eb, ret_info);
 	qmax = (uint64_t)qd;
 	b = bits_for(qmax, flags & BELLOWS_EBQ_BYTE_CODES);
-	nz = f->count(x, n, zero_threshold(step));
+	if ((rc = src_count(s, zero_threshold(step), &nz)) != 0)
+		return rc;
 	dense = (n * b + 7) / 8;
 	sparse = (n + 7) / 8 + (nz * b + 7) / 8;
-	if ((dense < sparse ? dense : sparse) >= n * 4) {
-		plan_raw(f, x, n, eb, ret_info);
-		return 0;
-	}
+	if ((dense < sparse ? dense : sparse) >= n * 4)
+		return plan_raw(s, eb, ret_info);
 	memset(&in, 0, sizeof in);
 	in.bits = b;
 	in.n = n;
@@ -195,6 +284,27 @@ bellows_ebq_plan(const float *x, uint64_t n, double eb, int flags,
 	in.payload_bytes = in.mask_bytes + in.codes_bytes;
 	*ret_info = in;
 	return 0;
+}
+
+/* The checks bellows_ebq_plan makes of its arguments. */
+static int
+plan_args_ok(const float *x, uint64_t n, double eb, int flags,
+    const bellows_ebq_info *ret_info)
+{
+	return !(ret_info == NULL || (n > 0 && x == NULL) || !isfinite(eb) ||
+	    eb < 0.0 || n > BELLOWS_CODEC_MAX_VALUES ||
+	    (flags & ~(BELLOWS_EBQ_BYTE_CODES | BELLOWS_EBQ_ZSTD)));
+}
+
+int
+bellows_ebq_plan(const float *x, uint64_t n, double eb, int flags,
+    bellows_ebq_info *ret_info)
+{
+	ebq_src s = { ebq_fns(), x, n, NULL, NULL };
+
+	if (!plan_args_ok(x, n, eb, flags, ret_info))
+		return BELLOWS_EINVAL;
+	return plan_src(&s, eb, flags, ret_info);
 }
 
 int
@@ -371,10 +481,10 @@ bellows_ebq_encode(const float *x, uint64_t n, double eb, int flags,
 		rc = bellows_ebq_encode_parts(x, &in, p, p + in.mask_bytes,
 		    &in.nonzero);
 		if (rc == BELLOWS_ELIMIT) {
-			const kern_ebq_fns *f = ebq_fns();
+			ebq_src src = { ebq_fns(), x, n, NULL, NULL };
 
 			/* A bound missed (the margins rule it out): raw. */
-			plan_raw(f, x, n, eb, &in);
+			(void)plan_raw(&src, eb, &in);
 			need = BELLOWS_EBQ_HEADER_BYTES +
 			    (size_t)in.payload_bytes;
 			if (cap < need)
@@ -613,4 +723,168 @@ bellows_ebq_destroy(bellows_ebq **ctx)
 	free((*ctx)->buf);
 	free(*ctx);
 	*ctx = NULL;
+}
+
+/* ---- The CUDA twin --------------------------------------------------- */
+
+int
+bellows_ebq_cuda_available(void)
+{
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_codec_available();
+#else
+	return 0;
+#endif
+}
+
+size_t
+bellows_ebq_cuda_scratch_bytes(uint64_t n)
+{
+	if (n > BELLOWS_CODEC_MAX_VALUES)
+		return 0;
+#ifdef KERN_HAVE_CUDA
+	return (kern_cuda_ebq_scratch_bytes(n) + 7) / 8 * 8 +
+	    EBQ_CUDA_WORDS * 8;
+#else
+	return 0;
+#endif
+}
+
+#ifdef KERN_HAVE_CUDA
+/* Whether scratch is usable for n values. */
+static int
+scratch_ok(const void *scratch, size_t bytes, uint64_t n)
+{
+	return scratch != NULL && (uintptr_t)scratch % 8 == 0 &&
+	    bytes >= bellows_ebq_cuda_scratch_bytes(n);
+}
+
+#endif
+
+int
+bellows_ebq_plan_cuda(const float *x, uint64_t n, double eb, int flags,
+    void *scratch, size_t scratch_bytes, void *stream,
+    bellows_ebq_info *ret_info)
+{
+	ebq_src s = { NULL, x, n, scratch, stream };
+
+	if (!plan_args_ok(x, n, eb, flags, ret_info))
+		return BELLOWS_EINVAL;
+#ifdef KERN_HAVE_CUDA
+	if (!scratch_ok(scratch, scratch_bytes, n))
+		return BELLOWS_EINVAL;
+	return plan_src(&s, eb, flags, ret_info);
+#else
+	(void)s;
+	(void)scratch_bytes;
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+/* The checks bellows_ebq_encode_parts and _decode_parts share: a dense or
+ * sparse info whose fields are in range. */
+static int
+parts_info_ok(const bellows_ebq_info *info)
+{
+	return info != NULL &&
+	    (info->mode == BELLOWS_EBQ_DENSE ||
+		info->mode == BELLOWS_EBQ_SPARSE) &&
+	    info->bits >= 1 && info->bits <= 32 && info->step > 0.0 &&
+	    isfinite(info->step) && isfinite(info->eb) &&
+	    info->n <= BELLOWS_CODEC_MAX_VALUES && info->codes <= info->n &&
+	    (info->mode == BELLOWS_EBQ_SPARSE || info->codes == info->n) &&
+	    info->codes_bytes == (info->codes * info->bits + 7) / 8 &&
+	    (info->mode == BELLOWS_EBQ_DENSE ||
+		info->mask_bytes == (info->n + 7) / 8);
+}
+
+int
+bellows_ebq_encode_parts_cuda(const float *x, const bellows_ebq_info *info,
+    void *mask, void *codes, void *scratch, size_t scratch_bytes, void *stream,
+    uint64_t *ret_nonzero)
+{
+	int sparse;
+
+	if (!parts_info_ok(info))
+		return BELLOWS_EINVAL;
+	sparse = info->mode == BELLOWS_EBQ_SPARSE;
+	if ((info->n > 0 && x == NULL) ||
+	    (info->codes_bytes > 0 && codes == NULL) ||
+	    (sparse && info->n > 0 && mask == NULL))
+		return BELLOWS_EINVAL;
+#ifdef KERN_HAVE_CUDA
+	if (!scratch_ok(scratch, scratch_bytes, info->n))
+		return BELLOWS_EINVAL;
+	if (info->n == 0) {
+		if (ret_nonzero != NULL)
+			*ret_nonzero = 0;
+		return 0;
+	}
+	{
+		unsigned long long *w = cuda_words(scratch, info->n) + 2;
+		unsigned long long counts[2] = { 0, 0 };
+		int rc = kern_cuda_ebq_clear(w, sizeof counts, stream);
+
+		if (rc == 0)
+			rc = kern_cuda_ebq_encode(x, info->n, info->step,
+			    info->eb, info->bits, sparse, mask, codes,
+			    info->codes_bytes, scratch, w, stream);
+		if (rc == 0)
+			rc = kern_cuda_ebq_fetch(counts, w, sizeof counts,
+			    stream);
+		if (rc != 0)
+			return kern_cuda_codec_rc(rc);
+		if (counts[1] > 0)
+			return BELLOWS_ELIMIT;
+		if (ret_nonzero != NULL)
+			*ret_nonzero = counts[0];
+		return 0;
+	}
+#else
+	(void)scratch;
+	(void)scratch_bytes;
+	(void)stream;
+	(void)ret_nonzero;
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+int
+bellows_ebq_decode_parts_cuda(const bellows_ebq_info *info, const void *mask,
+    const void *codes, float *out, void *scratch, size_t scratch_bytes,
+    void *stream)
+{
+	int sparse;
+
+	if (!parts_info_ok(info))
+		return BELLOWS_EINVAL;
+	sparse = info->mode == BELLOWS_EBQ_SPARSE;
+	if ((info->n > 0 && out == NULL) ||
+	    (info->codes > 0 && codes == NULL) ||
+	    (sparse && info->n > 0 && mask == NULL))
+		return BELLOWS_EINVAL;
+#ifdef KERN_HAVE_CUDA
+	if (!scratch_ok(scratch, scratch_bytes, info->n))
+		return BELLOWS_EINVAL;
+	if (info->n == 0)
+		return 0;
+	if (sparse) {
+		uint64_t set = 0;
+		int rc = kern_cuda_ebq_mask_bits(mask, info->n, scratch, &set,
+		    stream);
+
+		if (rc != 0)
+			return kern_cuda_codec_rc(rc);
+		if (set != info->codes)
+			return BELLOWS_EPROTO;
+	}
+	return kern_cuda_codec_rc(kern_cuda_ebq_decode(mask, codes,
+	    info->codes_bytes, info->n, info->step, info->eb, info->bits,
+	    sparse, scratch, out, stream));
+#else
+	(void)scratch;
+	(void)scratch_bytes;
+	(void)stream;
+	return BELLOWS_ENOTSUP;
+#endif
 }

@@ -1,7 +1,9 @@
 /* powersgd - bellows/codec.h's PowerSGD building blocks on top of the CPU
  * kernels (kernels/cpu/powersgd.h): argument checks, the batched stages
  * over arrays of same-shape matrices, and the group state of
- * bellows_psgd (P, Q and residuals of count layers, allocated once). */
+ * bellows_psgd (P, Q and residuals of count layers, allocated once); and
+ * the cuBLAS twin's public entry points (bellows_psgd_*_cuda), the same
+ * checks in front of kernels/cuda/powersgd.h when built with cuBLAS. */
 #include <bellows/codec.h>
 
 #include <math.h>
@@ -9,6 +11,10 @@
 #include <string.h>
 
 #include "kernels/cpu/powersgd.h"
+#ifdef KERN_HAVE_CUBLAS
+#include "kernels/cuda/codec.h"
+#include "kernels/cuda/powersgd.h"
+#endif
 
 struct bellows_psgd {
 	uint64_t rows; /* rows of every layer's matrix */
@@ -319,4 +325,117 @@ bellows_psgd_blas_threads(int threads)
 	if (threads < 1)
 		return BELLOWS_EINVAL;
 	return kern_psgd_blas_threads(threads);
+}
+
+/* ---- The cuBLAS twin -------------------------------------------------- */
+
+int
+bellows_psgd_cuda_available(void)
+{
+#ifdef KERN_HAVE_CUBLAS
+	return kern_cuda_codec_available();
+#else
+	return 0;
+#endif
+}
+
+int
+bellows_psgd_cuda_open(void *stream, bellows_psgd_cuda **ret_ctx)
+{
+	if (ret_ctx == NULL)
+		return BELLOWS_EINVAL;
+#ifdef KERN_HAVE_CUBLAS
+	{
+		kern_cuda_psgd *k = NULL;
+		int rc = kern_cuda_psgd_open(stream, &k);
+
+		if (rc == 0)
+			*ret_ctx = (bellows_psgd_cuda *)k;
+		return rc;
+	}
+#else
+	(void)stream;
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+void
+bellows_psgd_cuda_close(bellows_psgd_cuda **ctx)
+{
+#ifdef KERN_HAVE_CUBLAS
+	if (ctx != NULL) {
+		kern_cuda_psgd *k = (kern_cuda_psgd *)*ctx;
+
+		kern_cuda_psgd_close(&k);
+		*ctx = NULL;
+	}
+#else
+	if (ctx != NULL)
+		*ctx = NULL;
+#endif
+}
+
+int
+bellows_psgd_project_cuda(bellows_psgd_cuda *ctx, uint64_t rows, uint64_t cols,
+    uint32_t rank, size_t count, float *const *m, const float *const *grad,
+    const float *const *q, float *const *p)
+{
+	const void *const *a[4] = { (const void *const *)m,
+		(const void *const *)grad, (const void *const *)q,
+		(const void *const *)p };
+	static const int may_null[4] = { 0, 1, 0, 0 };
+
+	if (ctx == NULL || !batch_ok(rows, cols, rank, count, a, may_null))
+		return BELLOWS_EINVAL;
+	if (count == 0)
+		return 0;
+#ifdef KERN_HAVE_CUBLAS
+	return kern_cuda_psgd_project((kern_cuda_psgd *)ctx, rows, cols, rank,
+	    count, m, grad, q, p);
+#else
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+int
+bellows_psgd_power_cuda(bellows_psgd_cuda *ctx, uint64_t rows, uint64_t cols,
+    uint32_t rank, size_t count, const float *const *m, float *const *p,
+    float *const *q)
+{
+	const void *const *a[4] = { (const void *const *)m, NULL,
+		(const void *const *)q, (const void *const *)p };
+	static const int may_null[4] = { 0, 1, 0, 0 };
+
+	if (ctx == NULL || !batch_ok(rows, cols, rank, count, a, may_null))
+		return BELLOWS_EINVAL;
+	if (count == 0)
+		return 0;
+#ifdef KERN_HAVE_CUBLAS
+	return kern_cuda_psgd_power((kern_cuda_psgd *)ctx, rows, cols, rank,
+	    count, m, p, q);
+#else
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+int
+bellows_psgd_decode_cuda(bellows_psgd_cuda *ctx, uint64_t rows, uint64_t cols,
+    uint32_t rank, size_t count, float *const *m, const float *const *p,
+    const float *const *q, float *const *out)
+{
+	const void *const *a[4] = { (const void *const *)m,
+		(const void *const *)out, (const void *const *)q,
+		(const void *const *)p };
+	static const int may_null[4] = { 0, 0, 0, 0 };
+
+	if (ctx == NULL || !batch_ok(rows, cols, rank, count, a, may_null))
+		return BELLOWS_EINVAL;
+	if (count == 0)
+		return 0;
+#ifdef KERN_HAVE_CUBLAS
+	return kern_cuda_psgd_decode((kern_cuda_psgd *)ctx, rows, cols, rank,
+	    count, m, p, q, out);
+#else
+	return BELLOWS_ENOTSUP;
+#endif
 }

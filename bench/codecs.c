@@ -31,6 +31,11 @@
  * with the line
  *   codecs: powersgd step GB/s (1024x1024, rank 4, 1 thread): X.XX
  *
+ * Then top-k 1 % on 1 Mi values with 0 to 100 % exact zeros
+ * (codecs_topk_sparse.c; -S runs only those), ending with the line
+ *   codecs: topk 1% encode ms at 99.5% zeros (1 Mi values, 1 thread,
+ *   median): X.XX
+ *
  * The last line reads
  *   codecs: 2bit encode/memcpy (1-16 MiB, 1 thread, median): X.XX
  * the median over 1, 4 and 16 MiB of the best ISA's 2-bit e/c.
@@ -55,7 +60,8 @@
 #define MAX_REPS   64             /* --reps limit */
 #define MAX_SIZES  16             /* sizes in the table */
 
-void bench_powersgd(int reps); /* codecs_powersgd.c: PowerSGD's rows */
+void bench_powersgd(int reps);    /* codecs_powersgd.c: PowerSGD's rows */
+void bench_topk_sparse(int reps); /* codecs_topk_sparse.c: sparse top-k */
 
 /* The measured variants, in the table's column order. */
 enum {
@@ -165,6 +171,7 @@ main(int argc, char **argv)
 	static const char *const names[N_VARIANTS] = { "memcpy", "1b-enc",
 		"1b-dec", "2b-enc", "2b-dec", "tk-enc", "tk-dec" };
 	int reps = 5, opt, best = kern_cpu_isa_best(), only_psgd = 0;
+	int only_sparse = 0;
 	long threads = sysconf(_SC_NPROCESSORS_ONLN);
 	double one[MAX_SIZES][N_VARIANTS], gain[MAX_SIZES];
 	int n_one = 0, n_gain = 0;
@@ -175,9 +182,11 @@ main(int argc, char **argv)
 	float *g, *res, *dst;
 	uint8_t *out;
 
-	while ((opt = getopt(argc, argv, "r:m:t:P")) != -1) {
+	while ((opt = getopt(argc, argv, "r:m:t:PS")) != -1) {
 		if (opt == 'P')
 			only_psgd = 1;
+		else if (opt == 'S')
+			only_sparse = 1;
 		else if (opt == 'r')
 			reps = atoi(optarg);
 		else if (opt == 't')
@@ -187,7 +196,7 @@ main(int argc, char **argv)
 		else {
 			fprintf(stderr,
 			    "usage: codecs [-r reps] [-m max MiB] [-t threads] "
-			    "[-P]\n");
+			    "[-P] [-S]\n");
 			return 2;
 		}
 	}
@@ -198,6 +207,11 @@ main(int argc, char **argv)
 	}
 	if (only_psgd) {
 		bench_powersgd(reps);
+		return 0;
+	}
+	if (only_sparse) {
+		bench_topk_sparse(reps);
+		printf("\n");
 		return 0;
 	}
 	g = bench_alloc("codecs", max);
@@ -311,6 +325,7 @@ main(int argc, char **argv)
 	       "median): %.2f",
 	    threads, n_gain > 0 ? bench_median(gain, n_gain) : 0.0);
 	bench_powersgd(reps);
+	bench_topk_sparse(reps);
 	printf("\ncodecs: topk 1%% encode GB/s (1-16 MiB, 1 thread, median): "
 	       "%.2f",
 	    n_tk > 0 ? bench_median(tk, n_tk) : 0.0);

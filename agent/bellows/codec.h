@@ -483,6 +483,64 @@ BELLOWS_EXPORT void bellows_ebq_destroy(bellows_ebq **ctx);
  * (1 scalar, 2 AVX2, 3 AVX-512, 0 the best) from now on, for this process.
  * Returns 0, or BELLOWS_ENOTSUP when this processor or build lacks it. */
 BELLOWS_EXPORT int bellows_ebq_force_isa(int isa);
+
+/* ---- The error-bounded quantiser's CUDA twin --------------------------
+ *
+ * bellows_ebq_plan, _encode_parts and _decode_parts on device memory (x,
+ * mask, codes and out on the current device), on a CUDA stream (a
+ * cudaStream_t passed as void *; NULL is the legacy default stream): the
+ * same plan, the same bitmask and codes byte for byte and the same floats
+ * bit for bit as the CPU functions (the device does the CPU's binary64
+ * arithmetic operation for operation). The info structures stay in host
+ * memory. Unlike the codecs' twins these functions wait for the stream
+ * before returning: the plan needs the largest magnitude and the count of
+ * non-zero codes on the host (the caller sizes its outputs from it), the
+ * encode reports its non-zero count and whether every value held the
+ * bound, and the decode checks the bitmask against the code count before
+ * it reads codes. `scratch` is device memory of at least
+ * bellows_ebq_cuda_scratch_bytes(n) bytes, 8-byte aligned, any content,
+ * the functions' working memory until they return. Allocates nothing. Any
+ * thread, disjoint buffers. Built when libbellows is built with CUDA;
+ * otherwise every function returns BELLOWS_ENOTSUP (after the argument
+ * checks). Errors from the device: BELLOWS_ENOTSUP without a device or
+ * without code for it, BELLOWS_EINVAL for a pointer or stream the runtime
+ * refuses, BELLOWS_ENOMEM, BELLOWS_EIO for another failure. */
+
+/* Returns 1 if this libbellows has the quantiser's CUDA twin and a CUDA
+ * device is present, else 0. Any thread. */
+BELLOWS_EXPORT int bellows_ebq_cuda_available(void);
+
+/* Bytes of device scratch the CUDA functions need for n values (0 for n
+ * above BELLOWS_CODEC_MAX_VALUES, or in a build without CUDA). Pure. */
+BELLOWS_EXPORT size_t bellows_ebq_cuda_scratch_bytes(uint64_t n);
+
+/* bellows_ebq_plan of n device floats at x: *ret_info as the CPU's.
+ * Returns 0; BELLOWS_EINVAL as bellows_ebq_plan, or for a NULL, short or
+ * unaligned scratch; BELLOWS_ENOTSUP; the device errors above. */
+BELLOWS_EXPORT int bellows_ebq_plan_cuda(const float *x, uint64_t n, double eb,
+    int flags, void *scratch, size_t scratch_bytes, void *stream,
+    bellows_ebq_info *ret_info);
+
+/* bellows_ebq_encode_parts on device memory (mask and codes device
+ * buffers of info->mask_bytes and info->codes_bytes), for the x the plan
+ * was made of: where the CPU function refuses another x with more codes
+ * (BELLOWS_EINVAL), the device writes no more than the plan's bytes and
+ * the codes beyond them are lost. Returns 0;
+ * BELLOWS_EINVAL as bellows_ebq_encode_parts, or for the scratch;
+ * BELLOWS_ELIMIT when an element misses the bound (store the values raw);
+ * BELLOWS_ENOTSUP; the device errors above. */
+BELLOWS_EXPORT int bellows_ebq_encode_parts_cuda(const float *x,
+    const bellows_ebq_info *info, void *mask, void *codes, void *scratch,
+    size_t scratch_bytes, void *stream, uint64_t *ret_nonzero);
+
+/* bellows_ebq_decode_parts on device memory. Returns 0; BELLOWS_EINVAL as
+ * bellows_ebq_decode_parts, or for the scratch; BELLOWS_EPROTO when the
+ * mask's set bits are not info->codes (padding bits of the code stream
+ * are not checked on the device: they decode to nothing); BELLOWS_ENOTSUP;
+ * the device errors above. out is untouched on failure. */
+BELLOWS_EXPORT int bellows_ebq_decode_parts_cuda(const bellows_ebq_info *info,
+    const void *mask, const void *codes, float *out, void *scratch,
+    size_t scratch_bytes, void *stream);
 /* PowerSGD building blocks (Vogels, Karimireddy, Jaggi, NeurIPS 2019).
  *
  * One step of a layer, with its gradient G (rows x cols), residual E, the
@@ -600,6 +658,61 @@ BELLOWS_EXPORT const char *bellows_psgd_blas(void);
  * such setting (a cblas other than OpenBLAS, or more than 1 for the plain
  * loops, which run one thread). */
 BELLOWS_EXPORT int bellows_psgd_blas_threads(int threads);
+
+/* ---- PowerSGD's cuBLAS twin ------------------------------------------
+ *
+ * bellows_psgd_project, _power and _decode on device memory: the same
+ * layout, limits and stages, over host arrays of device pointers to
+ * same-shape matrices on the device current at open, enqueued on the
+ * context's CUDA stream without waiting. The products are cuBLAS's SGEMM
+ * (so they agree with the CPU's BLAS to rounding, not bit for bit), the
+ * elementwise passes (M = E + G, E = M - out) give the CPU's floats bit for
+ * bit, and the orthogonalisation is the same two-pass Gram-Schmidt in
+ * double sums, one column at a time. A context holds a cuBLAS handle: one
+ * thread at a time; the stateless checks happen before anything is
+ * enqueued (on a refused call nothing is). Built when libbellows is built
+ * with CUDA and cuBLAS; otherwise every function returns BELLOWS_ENOTSUP
+ * (bellows_psgd_cuda_open) or refuses without a context. Device errors
+ * found later (a bad pointer) surface at the caller's next CUDA
+ * synchronisation. */
+
+/* A cuBLAS handle bound to a stream and a device. */
+typedef struct bellows_psgd_cuda bellows_psgd_cuda;
+
+/* Returns 1 if this libbellows has the cuBLAS twin and a CUDA device is
+ * present, else 0. Any thread. */
+BELLOWS_EXPORT int bellows_psgd_cuda_available(void);
+
+/* Opens a context on the current device for `stream` (a cudaStream_t as
+ * void *; NULL: the legacy default stream). On success *ret_ctx is the
+ * caller's, to close. Returns 0; BELLOWS_EINVAL for a NULL ret_ctx;
+ * BELLOWS_ENOTSUP without the twin or a usable device; BELLOWS_ENOMEM;
+ * BELLOWS_EIO when cuBLAS does not start. */
+BELLOWS_EXPORT int bellows_psgd_cuda_open(void *stream,
+    bellows_psgd_cuda **ret_ctx);
+
+/* Frees *ctx once its stream's work is done and sets it to NULL;
+ * NULL-safe. */
+BELLOWS_EXPORT void bellows_psgd_cuda_close(bellows_psgd_cuda **ctx);
+
+/* bellows_psgd_project on device matrices. Returns 0; BELLOWS_EINVAL for
+ * a NULL ctx or as bellows_psgd_project; BELLOWS_EIO for a launch or
+ * cuBLAS failure (the stream's work may be partly done). */
+BELLOWS_EXPORT int bellows_psgd_project_cuda(bellows_psgd_cuda *ctx,
+    uint64_t rows, uint64_t cols, uint32_t rank, size_t count, float *const *m,
+    const float *const *grad, const float *const *q, float *const *p);
+
+/* bellows_psgd_power on device matrices. Returns as
+ * bellows_psgd_project_cuda. */
+BELLOWS_EXPORT int bellows_psgd_power_cuda(bellows_psgd_cuda *ctx,
+    uint64_t rows, uint64_t cols, uint32_t rank, size_t count,
+    const float *const *m, float *const *p, float *const *q);
+
+/* bellows_psgd_decode on device matrices. Returns as
+ * bellows_psgd_project_cuda. */
+BELLOWS_EXPORT int bellows_psgd_decode_cuda(bellows_psgd_cuda *ctx,
+    uint64_t rows, uint64_t cols, uint32_t rank, size_t count, float *const *m,
+    const float *const *p, const float *const *q, float *const *out);
 /* ---- GComp (docs/codecs.md#gcomp) ------------------------------------
  *
  * Near-lossless compression of float gradients: each value's exponent as a

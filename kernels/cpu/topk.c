@@ -248,12 +248,43 @@ kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
 	}
 }
 
+/* The sparse finish, when at most k keys are non-zero: the a <= k indices
+ * of the non-zero keys are listed, ascending, in idx[0, a). Every one of
+ * them is taken, and the k - a zero keys of lowest index (the tie rule:
+ * they all tie at the k-th key, 0). One pass from the start collects those
+ * zeros into val as scratch, stopping once it has them; both ascending
+ * lists are merged into idx from the back. */
+static void
+topk_sparse(float *res, uint64_t n, uint64_t k, uint64_t a, uint8_t *idx,
+    uint8_t *val)
+{
+	uint64_t z = 0;
+
+	for (uint64_t i = 0; i < n && z < k - a; i++)
+		if (key_of(res[i]) == 0)
+			put32(val, z++, (uint32_t)i);
+	for (uint64_t w = k, p = a, q = z; q > 0;) {
+		if (p > 0 && get32(idx, p - 1) > get32(val, q - 1))
+			put32(idx, --w, get32(idx, --p));
+		else
+			put32(idx, --w, get32(val, --q));
+	}
+	for (uint64_t j = 0; j < k; j++) {
+		uint32_t ix = get32(idx, j);
+
+		memcpy(val + 4 * j, &res[ix], 4);
+		res[ix] = 0.0f;
+	}
+}
+
 /* The sampled path: a threshold L from SAMPLE evenly spaced values, set so
  * that about 1.5 k keys reach it; one pass computes r and lists the
  * indices of keys >= L into idx and val (2 k slots). If between k and 2 k
  * were listed, the top k are among them: kern_topk_resolve finishes over
- * the list. Returns 0 (nothing selected, res holds r) if the list did not
- * fit or was short. */
+ * the list. A threshold of 0 (the sample is mostly zeros) lists the
+ * non-zero keys instead (L = 1): if at most k are, topk_sparse finishes in
+ * a short pass. Returns 0 (nothing selected, res holds r) if the list did
+ * not fit or was short. */
 static int
 topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
     uint64_t k, uint8_t *idx, uint8_t *val)
@@ -264,7 +295,15 @@ topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
 	for (uint64_t s = 0; s < SAMPLE; s++)
 		sample[s] = key_of(res[s * stride] + g[s * stride]);
 	L = kern_topk_sample_threshold(sample, n, k);
-	m = list(g, res, n, L, idx, val, k);
+	if (L == 0) {
+		m = list(g, res, n, 1, idx, val, k);
+		if (m <= k) {
+			topk_sparse(res, n, k, m, idx, val);
+			return 1;
+		}
+	} else {
+		m = list(g, res, n, L, idx, val, k);
+	}
 	if (m < k || m > 2 * k)
 		return 0;
 	kern_topk_resolve(res, k, m, idx, val);
@@ -324,12 +363,27 @@ kern_topk_encode_isa(int isa, const float *g, float *res, uint64_t n,
 		for (uint64_t i = 0; i < n; i++)
 			hist[key_of(res[i]) >> 20]++;
 	} else {
+		uint64_t zeros = 0;
+
 		memset(hist, 0, sizeof(hist));
 		for (uint64_t i = 0; i < n; i++) {
 			float r = res[i] + g[i];
+			uint32_t key = key_of(r);
 
 			res[i] = r;
-			hist[key_of(r) >> 20]++;
+			hist[key >> 20]++;
+			zeros += key == 0;
+		}
+		/* At most k non-zero keys: list them, take the rest in
+		 * zeros of lowest index. */
+		if (n - zeros <= k) {
+			uint64_t a = 0;
+
+			for (uint64_t i = 0; i < n && a < n - zeros; i++)
+				if (key_of(res[i]) != 0)
+					put32(idx, a++, (uint32_t)i);
+			topk_sparse(res, n, k, a, idx, val);
+			return;
 		}
 	}
 	for (int level = 0;; level++) {

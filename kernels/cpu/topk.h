@@ -20,12 +20,20 @@
  *    spaced values (quickselect), set for about 1.5 k keys above it; one
  *    pass adds the gradient and lists the indices at or above it into the
  *    output's 2 k slots; if k to 2 k were listed, the k-th key is resolved
- *    by radix over the list alone and the list compacted in place;
+ *    by radix over the list alone and the list compacted in place; a
+ *    threshold of 0 (a mostly zero input) lists the non-zero keys
+ *    instead, and when at most k are, they are taken with the zeros of
+ *    lowest index (sparse finish, below);
  *  - otherwise (small n, ties, a sample that missed): a radix select, up
  *    to three histogram passes of 11, 10 and 10 bits over the values whose
  *    higher digits match the k-th key's (stopping once its bucket is taken
  *    whole, or, when that bucket holds at most k values, listing it and
- *    finishing over the list), then one compaction pass.
+ *    finishing over the list), then one compaction pass; when its first
+ *    pass counts at most k non-zero keys, the sparse finish instead;
+ *  - sparse finish: every non-zero key is taken, and the k - nnz zero
+ *    keys (+-0) of lowest index, which is the tie rule at a k-th key of 0;
+ *    one pass lists the non-zero indices, another, stopping once it has
+ *    them, the zeros.
  * Both give the same selection: the sample only picks the path.
  */
 #ifndef KERN_CPU_TOPK_H

@@ -367,3 +367,46 @@ kern_cuda_ebq_decode(const uint8_t *mask, const uint8_t *codes,
 	    codes_bytes, n, step, (float)eb, bits, sparse, l, out);
 	return (int)cudaGetLastError();
 }
+
+extern "C" int
+kern_cuda_ebq_clear(void *dev, size_t bytes, void *stream)
+{
+	return (int)cudaMemsetAsync(dev, 0, bytes,
+	    static_cast<cudaStream_t>(stream));
+}
+
+extern "C" int
+kern_cuda_ebq_fetch(void *host, const void *dev, size_t bytes, void *stream)
+{
+	cudaStream_t s = static_cast<cudaStream_t>(stream);
+	cudaError_t e = cudaMemcpyAsync(host, dev, bytes,
+	    cudaMemcpyDeviceToHost, s);
+
+	if (e != cudaSuccess)
+		return (int)e;
+	return (int)cudaStreamSynchronize(s);
+}
+
+extern "C" int
+kern_cuda_ebq_mask_bits(const uint8_t *mask, uint64_t n, void *scratch,
+    uint64_t *ret_bits, void *stream)
+{
+	cudaStream_t s = static_cast<cudaStream_t>(stream);
+	layout l = layout_of(scratch, n);
+	unsigned long long total = 0;
+	int rc;
+
+	if (n == 0) {
+		*ret_bits = 0;
+		return 0;
+	}
+	popc_kernel<<<blocks_for(words_of(n)), kThreads, 0, s>>>(mask, n, l);
+	scan_kernel<<<1, kScan, 0, s>>>(l, words_of(n));
+	rc = (int)cudaGetLastError();
+	if (rc == 0)
+		rc = kern_cuda_ebq_fetch(&total, l.pre + words_of(n),
+		    sizeof total, stream);
+	if (rc == 0)
+		*ret_bits = total;
+	return rc;
+}

@@ -50,6 +50,21 @@ int kern_cuda_ebq_decode(const uint8_t *mask, const uint8_t *codes,
     uint64_t codes_bytes, uint64_t n, double step, double eb, unsigned bits,
     int sparse, void *scratch, float *out, void *stream);
 
+/* Enqueues zeroing `bytes` bytes of device memory at dev. */
+int kern_cuda_ebq_clear(void *dev, size_t bytes, void *stream);
+
+/* Copies `bytes` bytes from device memory dev to host memory host after
+ * the stream's work, and waits for it. */
+int kern_cuda_ebq_fetch(void *host, const void *dev, size_t bytes,
+    void *stream);
+
+/* Counts the set bits of a sparse bitmask of n values (its ceil(n / 8)
+ * bytes, padding bits included), using scratch (as the decode), and
+ * waits: *ret_bits gets the count. A decode of that mask reads this many
+ * codes, so a caller compares it with the codes it holds first. */
+int kern_cuda_ebq_mask_bits(const uint8_t *mask, uint64_t n, void *scratch,
+    uint64_t *ret_bits, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

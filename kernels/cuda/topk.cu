@@ -20,6 +20,12 @@
  *  5. take: each tile writes its taken indices and values in index order
  *     and zeroes their residuals.
  *
+ * Sparse finish: step 1 also counts the zero keys; when at most k keys
+ * are non-zero, step 2 takes the k-th key as 0 outright (prefix 0, all 31
+ * bits known, need = k - non-zeros): every non-zero value is taken and
+ * the zeros of lowest index, the CPU's choice, without the lower digits'
+ * histogram passes.
+ *
  * The workspace holds the state of the select, the histogram and the
  * tiles' counts; the first two are cleared on the stream before step 1.
  */
@@ -47,7 +53,7 @@ struct state {
 	uint32_t prefix; /* the k-th key's digits found so far */
 	uint32_t mask;   /* their bits */
 	uint32_t done;   /* 1 once the digits are resolved */
-	uint32_t pad;    /* keeps the size a multiple of 8 */
+	uint32_t zeros;  /* keys 0 (+-0), counted by the first level */
 };
 
 /* One tile's counts. */
@@ -111,15 +117,18 @@ hist_kernel(const void *g, int dtype, float *res, uint64_t n, int shift,
     uint32_t width, uint8_t *work)
 {
 	__shared__ uint32_t sh[2048];
-	const state *st = (const state *)work;
+	__shared__ uint32_t sh_zeros;
+	state *st = (state *)work;
 	uint32_t *hist = (uint32_t *)(work + state_bytes);
 	uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
-	uint32_t prefix = st->prefix, mask = st->mask;
+	uint32_t prefix = st->prefix, mask = st->mask, zeros = 0;
 
 	if (st->done)
 		return;
 	for (uint32_t d = threadIdx.x; d < width; d += blockDim.x)
 		sh[d] = 0;
+	if (threadIdx.x == 0)
+		sh_zeros = 0;
 	__syncthreads();
 	for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	     i < n; i += stride) {
@@ -131,20 +140,28 @@ hist_kernel(const void *g, int dtype, float *res, uint64_t n, int shift,
 			res[i] = r;
 		}
 		key = key_of(r);
+		zeros += g != nullptr && key == 0;
 		if ((key & mask) == prefix)
 			atomicAdd(&sh[(key >> shift) & (width - 1)], 1u);
 	}
+	if (g != nullptr && zeros != 0)
+		atomicAdd(&sh_zeros, zeros);
 	__syncthreads();
 	for (uint32_t d = threadIdx.x; d < width; d += blockDim.x)
 		if (sh[d] != 0)
 			atomicAdd(&hist[d], sh[d]);
+	if (threadIdx.x == 0 && sh_zeros != 0)
+		atomicAdd(&st->zeros, sh_zeros);
 }
 
 /* One thread: picks the bucket of the need-th largest key (level 0:
  * need = k), extends prefix and mask, marks done when the bucket is taken
- * whole or the last digit is known, and clears the histogram. */
+ * whole or the last digit is known, and clears the histogram. At level 0
+ * with at most k non-zero keys among the n: the sparse finish (the k-th
+ * key is 0, every bit known). */
 __global__ void
-pick_kernel(uint8_t *work, int level, uint64_t k, int shift, uint32_t width)
+pick_kernel(uint8_t *work, int level, uint64_t n, uint64_t k, int shift,
+    uint32_t width)
 {
 	state *st = (state *)work;
 	uint32_t *hist = (uint32_t *)(work + state_bytes);
@@ -153,6 +170,16 @@ pick_kernel(uint8_t *work, int level, uint64_t k, int shift, uint32_t width)
 
 	if (st->done)
 		return;
+	if (level == 0 && n - st->zeros <= k) {
+		st->need = k - (n - st->zeros);
+		st->count = st->zeros;
+		st->prefix = 0;
+		st->mask = 0x7fffffffu;
+		st->done = 1;
+		for (uint32_t d = 0; d < 2048; d++)
+			hist[d] = 0;
+		return;
+	}
 	for (;; b--) {
 		if (acc + hist[b] >= need || b == 0)
 			break;
@@ -349,7 +376,7 @@ kern_cuda_topk_encode(int dtype, const void *g, float *res, uint64_t n,
 		hist_kernel<<<blocks_for(n), threads, 0, s>>>(
 		    level == 0 ? g : nullptr, dtype, res, n, shift[level],
 		    width[level], w);
-		pick_kernel<<<1, 1, 0, s>>>(w, level, k, shift[level],
+		pick_kernel<<<1, 1, 0, s>>>(w, level, n, k, shift[level],
 		    width[level]);
 	}
 	count_kernel<<<(unsigned)tiles, threads, 0, s>>>(res, n, w);

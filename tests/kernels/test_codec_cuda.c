@@ -8,7 +8,9 @@
  * zeros, values at the threshold, ties everywhere, all equal), over three
  * error-feedback steps: the 1-bit and 2-bit codes and residual equal the
  * CPU's, the decode (set and add) equals the CPU's, and top-k's indices,
- * values and residual equal the CPU's for k = 0, 1, 1 %, n / 2, n - 1, n.
+ * values and residual equal the CPU's for k = 0, 1, 1 %, n / 2, n - 1, n,
+ * and on mostly zero gradients with 0, k - 1, k and k + 1 non-zero values
+ * (the sparse finish), a NaN among them or none.
  * Then the argument checks (they need no device, but run here too).
  */
 #include <setjmp.h>
@@ -277,6 +279,79 @@ test_cuda_topk_matches_the_cpu(void **state)
 			}
 }
 
+/* Top-k on mostly zero float32 gradients (the sparse finish): 0, k - 1,
+ * k, k + 1 non-zero values at random places, one a NaN or none, the rest
+ * +-0: the CPU's indices, values and residual. */
+static void
+test_cuda_topk_sparse_matches_the_cpu(void **state)
+{
+	static const uint64_t ns[] = { 4097, (UINT64_C(1) << 20) + 3 };
+
+	(void)state;
+	for (size_t ni = 0; ni < 2; ni++)
+		for (int kw = 0; kw < 3; kw++) {
+			uint64_t n = ns[ni];
+			uint64_t k = kw == 0 ? 1 : kw == 1 ? n / 100 : n / 4;
+			size_t fb = n * 4 + 4, kb = k * 4 + 4;
+			size_t wb = bellows_codec_topk_cuda_work_bytes(n);
+			float *g = malloc(fb), *res = calloc(n + 1, 4),
+			      *got_res = malloc(fb), *val = malloc(kb),
+			      *got_val = malloc(kb);
+			uint32_t *idx = malloc(kb), *got_idx = malloc(kb);
+			void *dg = dev_alloc(fb), *dwork = dev_alloc(wb + 8);
+			float *dres = dev_alloc(fb), *dval = dev_alloc(kb);
+			uint32_t *didx = dev_alloc(kb);
+
+			for (int step = 0; step < 8; step++) {
+				uint64_t nnz = k + (uint64_t)(step % 4) - 2;
+				uint64_t set = 0;
+
+				if (step % 4 == 0)
+					nnz = 0;
+				for (uint64_t i = 0; i < n; i++)
+					g[i] = rng() % 2 ? 0.0f : -0.0f;
+				while (set < nnz) {
+					uint64_t i = rng() % n;
+
+					if (g[i] != 0.0f || isnan(g[i]))
+						continue;
+					g[i] = step >= 4 && set == 0
+					    ? NAN
+					    : unif() + 2.0f;
+					set++;
+				}
+				dev_in(dg, g, n * 4);
+				assert_int_equal(
+				    bellows_codec_topk_encode_dtype(KERN_F32, g,
+					res, n, k, idx, val),
+				    0);
+				assert_int_equal(
+				    bellows_codec_topk_encode_cuda(KERN_F32, dg,
+					dres, n, k, didx, dval, dwork, wb,
+					NULL),
+				    0);
+				dev_out(got_idx, didx, k * 4);
+				dev_out(got_val, dval, k * 4);
+				dev_out(got_res, dres, n * 4);
+				assert_memory_equal(got_idx, idx, k * 4);
+				assert_same_floats(got_val, val, k);
+				assert_same_floats(got_res, res, n);
+			}
+			cuda.ops->mem_free(cuda.ctx, dg);
+			cuda.ops->mem_free(cuda.ctx, dwork);
+			cuda.ops->mem_free(cuda.ctx, dres);
+			cuda.ops->mem_free(cuda.ctx, dval);
+			cuda.ops->mem_free(cuda.ctx, didx);
+			free(g);
+			free(res);
+			free(got_res);
+			free(val);
+			free(got_val);
+			free(idx);
+			free(got_idx);
+		}
+}
+
 static void
 test_cuda_codecs_refuse_bad_arguments(void **state)
 {
@@ -319,6 +394,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cuda_quantisers_match_the_cpu),
 		cmocka_unit_test(test_cuda_topk_matches_the_cpu),
+		cmocka_unit_test(test_cuda_topk_sparse_matches_the_cpu),
 		cmocka_unit_test(test_cuda_codecs_refuse_bad_arguments),
 	};
 	int rc;

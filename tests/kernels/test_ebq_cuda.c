@@ -7,7 +7,10 @@
  * count of non-zero codes are the plan's, its bitmask and code stream are
  * bellows_ebq_encode_parts' byte for byte, its counters say how many
  * values decode non-zero and that none misses the bound, and its decode
- * is bellows_ebq_decode_parts' bit for bit.
+ * is bellows_ebq_decode_parts' bit for bit. The public entry points
+ * (bellows_ebq_plan_cuda, _encode_parts_cuda, _decode_parts_cuda) give
+ * the CPU's plan, bytes and floats, also with a NaN (raw) and eb 0, and
+ * refuse a bitmask that does not match its code count.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -182,6 +185,108 @@ test_ebq_cuda_matches_the_cpu_bit_for_bit(void **state)
 		}
 	free(x);
 }
+/* The public entry points (bellows_ebq_*_cuda) on x: the plan, mask,
+ * codes, non-zero count and decoded floats of the CPU functions; a mask
+ * with a bit too many is refused, out untouched. */
+static void
+public_twin(const float *x, uint64_t n, double eb, int flags)
+{
+	bellows_ebq_info in, gin;
+	size_t fb = n * 4, sb = bellows_ebq_cuda_scratch_bytes(n);
+	float *dx = dev_alloc(fb), *dout = dev_alloc(fb);
+	float *out = malloc(fb + 4), *want = malloc(fb + 4);
+	void *scratch = dev_alloc(sb);
+	uint8_t *mask, *codes, *gmask, *gcodes, *dmask, *dcodes;
+	uint64_t nz = 0, gnz = 0;
+
+	dev_in(dx, x, fb);
+	assert_int_equal(bellows_ebq_plan(x, n, eb, flags, &in), 0);
+	assert_int_equal(bellows_ebq_plan_cuda(dx, n, eb, flags, scratch, sb,
+			     NULL, &gin),
+	    0);
+	assert_memory_equal(&gin, &in, sizeof in);
+	if (in.mode != BELLOWS_EBQ_RAW) {
+		mask = calloc(1, in.mask_bytes + 1);
+		codes = calloc(1, in.codes_bytes + 1);
+		gmask = calloc(1, in.mask_bytes + 1);
+		gcodes = calloc(1, in.codes_bytes + 1);
+		dmask = dev_alloc(in.mask_bytes);
+		dcodes = dev_alloc(in.codes_bytes);
+		assert_int_equal(bellows_ebq_encode_parts(x, &in, mask, codes,
+				     &nz),
+		    0);
+		assert_int_equal(bellows_ebq_encode_parts_cuda(dx, &in, dmask,
+				     dcodes, scratch, sb, NULL, &gnz),
+		    0);
+		assert_int_equal(gnz, nz);
+		dev_out(gmask, dmask, in.mask_bytes);
+		dev_out(gcodes, dcodes, in.codes_bytes);
+		assert_memory_equal(gmask, mask, in.mask_bytes);
+		assert_memory_equal(gcodes, codes, in.codes_bytes);
+		assert_int_equal(bellows_ebq_decode_parts_cuda(&in, dmask,
+				     dcodes, dout, scratch, sb, NULL),
+		    0);
+		dev_out(out, dout, fb);
+		assert_int_equal(bellows_ebq_decode_parts(&in, mask, codes,
+				     want),
+		    0);
+		assert_memory_equal(out, want, fb);
+		if (in.mode == BELLOWS_EBQ_SPARSE && in.codes < n) {
+			/* One more set bit than codes: refused. */
+			for (uint64_t i = 0; i < n; i++)
+				if (!(mask[i / 8] >> (i % 8) & 1)) {
+					mask[i / 8] |= (uint8_t)(1u << (i % 8));
+					break;
+				}
+			dev_in(dmask, mask, in.mask_bytes);
+			assert_int_equal(bellows_ebq_decode_parts_cuda(&in,
+					     dmask, dcodes, dout, scratch, sb,
+					     NULL),
+			    BELLOWS_EPROTO);
+		}
+		free(mask);
+		free(codes);
+		free(gmask);
+		free(gcodes);
+		cuda.ops->mem_free(cuda.ctx, dmask);
+		cuda.ops->mem_free(cuda.ctx, dcodes);
+	}
+	cuda.ops->mem_free(cuda.ctx, dx);
+	cuda.ops->mem_free(cuda.ctx, dout);
+	cuda.ops->mem_free(cuda.ctx, scratch);
+	free(out);
+	free(want);
+}
+
+static void
+test_ebq_cuda_public_entry_points_match_the_cpu(void **state)
+{
+	static const uint64_t sizes[] = { 1, 33, 257, 4097, 100003 };
+	float *x = malloc(100003 * sizeof(float));
+	uint64_t s = 7;
+
+	(void)state;
+	assert_non_null(x);
+	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+		for (int relu = 0; relu < 2; relu++) {
+			for (uint64_t i = 0; i < sizes[k]; i++) {
+				double u;
+
+				s = s * 6364136223846793005ull + 1;
+				u = (double)(s >> 11) / 9007199254740992.0 *
+					2.0 -
+				    1.0;
+				x[i] = relu && u < 0.6 ? 0.0f
+						       : (float)(u * 3.0);
+			}
+			if (sizes[k] > 2)
+				x[sizes[k] / 2] = relu ? 0.0f : NAN;
+			public_twin(x, sizes[k], 1e-3, BELLOWS_EBQ_BYTE_CODES);
+			public_twin(x, sizes[k], 0.05, 0);
+			public_twin(x, sizes[k], 0.0, 0);
+		}
+	free(x);
+}
 #endif /* KERN_HAVE_CUDA */
 
 int
@@ -190,6 +295,8 @@ main(void)
 #ifdef KERN_HAVE_CUDA
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ebq_cuda_matches_the_cpu_bit_for_bit),
+		cmocka_unit_test(
+		    test_ebq_cuda_public_entry_points_match_the_cpu),
 	};
 	int rc = kern_backend_open(&cuda, KERN_CUDA, NULL);
 

@@ -1,5 +1,5 @@
-/* test_psgd_cuda - PowerSGD's cuBLAS twin (kernels/cuda/powersgd.h)
- * against the CPU stages of bellows/codec.h.
+/* test_psgd_cuda - PowerSGD's cuBLAS twin (bellows_psgd_*_cuda, on
+ * kernels/cuda/powersgd.h) against the CPU stages of bellows/codec.h.
  *
  * On the same inputs, stage by stage: the error-feedback addition and the
  * residual's subtraction bit for bit (one float operation each), the
@@ -27,9 +27,7 @@
 #ifdef KERN_HAVE_CUBLAS
 #include <cuda_runtime_api.h>
 
-#include "kernels/cuda/powersgd.h"
-
-static kern_cuda_psgd *gpu;
+static bellows_psgd_cuda *gpu; /* the public twin's context */
 
 static uint64_t rng_state = 0x452821e638d01377ull;
 
@@ -108,8 +106,8 @@ twin_step(uint64_t rows, uint64_t cols, uint32_t rank)
 			     (const float *const *)&g, (const float *const *)&q,
 			     &p),
 	    0);
-	assert_int_equal(kern_cuda_psgd_project(gpu, rows, cols, rank, 1, &de,
-			     (const float *const *)&dg,
+	assert_int_equal(bellows_psgd_project_cuda(gpu, rows, cols, rank, 1,
+			     &de, (const float *const *)&dg,
 			     (const float *const *)&dq, &dp),
 	    0);
 	back(hm, de, mn);
@@ -122,7 +120,7 @@ twin_step(uint64_t rows, uint64_t cols, uint32_t rank)
 	assert_int_equal(bellows_psgd_power(rows, cols, rank, 1,
 			     (const float *const *)&e, &p, &q),
 	    0);
-	assert_int_equal(kern_cuda_psgd_power(gpu, rows, cols, rank, 1,
+	assert_int_equal(bellows_psgd_power_cuda(gpu, rows, cols, rank, 1,
 			     (const float *const *)&de, &dp, &dq),
 	    0);
 	back(hp, dp, np);
@@ -138,7 +136,7 @@ twin_step(uint64_t rows, uint64_t cols, uint32_t rank)
 			     (const float *const *)&p, (const float *const *)&q,
 			     &out),
 	    0);
-	assert_int_equal(kern_cuda_psgd_decode(gpu, rows, cols, rank, 1, &de,
+	assert_int_equal(bellows_psgd_decode_cuda(gpu, rows, cols, rank, 1, &de,
 			     (const float *const *)&dp,
 			     (const float *const *)&dq, &dout),
 	    0);
@@ -190,18 +188,18 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_psgd_cuda_matches_the_cpu),
 	};
-	int rc = kern_cuda_psgd_open(NULL, &gpu);
+	int rc = bellows_psgd_cuda_open(NULL, &gpu);
 
 	if (rc == BELLOWS_ENOTSUP) {
 		printf("no CUDA device: skipped\n");
 		return 77;
 	}
 	if (rc != 0) {
-		fprintf(stderr, "kern_cuda_psgd_open: %d\n", rc);
+		fprintf(stderr, "bellows_psgd_cuda_open: %d\n", rc);
 		return 1;
 	}
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
-	kern_cuda_psgd_close(&gpu);
+	bellows_psgd_cuda_close(&gpu);
 	return rc;
 }
 

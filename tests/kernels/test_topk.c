@@ -6,7 +6,9 @@
  * residual bit for bit, over several error-feedback steps, on random and
  * adversarial data (sizes 0, 1, odd, 2^k +- 1; k = 0, 1, 1 %, n - 1, n;
  * all values equal, few distinct magnitudes of both signs, zeros of both
- * signs, NaN and infinities, huge, tiny and subnormal values). Then the
+ * signs, NaN and infinities, huge, tiny and subnormal values), and on
+ * mostly zero inputs with 0, k - 1, k, k + 1, 2 k and 2 k + 1 non-zero
+ * values (one a NaN, or none) on every ISA. Then the
  * public API (bellows/codec.h): exactly k values sent, the residual is the
  * input minus the decoded value exactly, messages round-trip, and
  * corrupted or truncated messages are refused with an error, never read
@@ -235,6 +237,94 @@ test_topk_every_isa_matches_the_scalar_code_bit_for_bit(void **state)
 	print_message("top-k listing pass checked on %d vector ISA(s)\n", isas);
 }
 
+/* Fills g with +-0 but for nnz values at distinct random places: random
+ * non-zero values, one of them NaN when nan is set. */
+static void
+fill_sparse(float *g, uint64_t n, uint64_t nnz, int nan)
+{
+	uint64_t set = 0;
+
+	for (uint64_t i = 0; i < n; i++)
+		g[i] = rng() % 2 ? 0.0f : -0.0f;
+	while (set < nnz) {
+		uint64_t i = rng() % n;
+		float v = unif();
+
+		if (g[i] != 0.0f || isnan(g[i]))
+			continue;
+		g[i] = nan && set == 0 ? NAN : v != 0.0f ? v : 0.5f;
+		set++;
+	}
+}
+
+static void
+test_topk_sparse_input_matches_the_reference_on_every_isa(void **state)
+{
+	static const uint64_t sizes[] = { 1000, 4099, 65537, 200003 };
+
+	(void)state;
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		uint64_t n = sizes[si];
+		uint64_t ks[] = { 1, n / 200, n / 100, n / 4, n / 2 };
+		size_t b = n * sizeof(float);
+
+		for (size_t ki = 0; ki < 5; ki++) {
+			uint64_t k = ks[ki];
+			uint64_t nnzs[] = { 0, k - 1, k, k + 1, 2 * k,
+				2 * k + 1 };
+
+			for (size_t zi = 0; zi < 6; zi++)
+				for (int nan = 0; nan < 2; nan++) {
+					uint64_t nnz = nnzs[zi] > n ? n
+								    : nnzs[zi];
+					float *g = malloc(b),
+					      *rres = calloc(1, b);
+					float *res = malloc(b),
+					      *rval = malloc(b);
+					float *rst = calloc(1, b);
+					uint32_t *ridx = malloc(b);
+					uint8_t *o = malloc(8 * k + 1);
+
+					for (int step = 0; step < 2; step++) {
+						fill_sparse(g, n, nnz,
+						    nan && nnz > 0);
+						memcpy(rst, rres, b);
+						ref_encode(g, rres, n, k, ridx,
+						    rval);
+						for (int isa = KERN_ISA_SCALAR;
+						     isa <= KERN_ISA_LAST;
+						     isa++) {
+							if (!kern_cpu_isa_supported(
+								isa))
+								continue;
+							memcpy(res, rst, b);
+							/* Unaligned: +1. */
+							kern_topk_encode_isa(
+							    isa, g, res, n, k,
+							    o + 1,
+							    o + 1 + 4 * k);
+							assert_memory_equal(o +
+								1,
+							    ridx, 4 * k);
+							assert_memory_equal(o +
+								1 + 4 * k,
+							    rval, 4 * k);
+							assert_memory_equal(res,
+							    rres, b);
+						}
+					}
+					free(g);
+					free(rres);
+					free(res);
+					free(rval);
+					free(rst);
+					free(ridx);
+					free(o);
+				}
+		}
+	}
+}
+
 static void
 test_topk_residual_is_input_minus_decoded_exactly(void **state)
 {
@@ -414,6 +504,8 @@ main(void)
 		cmocka_unit_test(test_topk_matches_the_reference_bit_for_bit),
 		cmocka_unit_test(
 		    test_topk_every_isa_matches_the_scalar_code_bit_for_bit),
+		cmocka_unit_test(
+		    test_topk_sparse_input_matches_the_reference_on_every_isa),
 		cmocka_unit_test(
 		    test_topk_residual_is_input_minus_decoded_exactly),
 		cmocka_unit_test(test_topk_message_round_trips_and_adds),

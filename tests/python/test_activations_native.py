@@ -9,11 +9,15 @@ ReLU halves of zeros, huge, tiny and subnormal magnitudes, values at the
 midpoints between levels, NaN and infinities, every bound from 1e-7 to
 well above the data) both give the same mode, step, code type, codes,
 bitmask, non-zero fraction and stored bytes, and the same floats bit for
-bit, whichever path decodes; every element is within the bound.
+bit, whichever path decodes; every element is within the bound. CUDA
+tensors take the quantiser's CUDA twin, with the same codes and floats,
+where a device is (skipped here); without one, the twin is not used and
+its entry points say ENOTSUP.
 """
 
 from __future__ import annotations
 
+import ctypes
 import unittest
 
 import torch
@@ -179,6 +183,88 @@ class NativeTest(unittest.TestCase):
             r = act.unpack(p)
             err = (t.double() - r.double()).abs().max().item()
             self.assertLessEqual(err, 0.01)
+
+
+class CudaTwinTest(unittest.TestCase):
+    """The quantiser's CUDA twin (bellows_ebq_*_cuda) for CUDA tensors:
+    the codes and floats of the CPU paths, where a device is; here, that
+    it is not used without one and says ENOTSUP as documented."""
+
+    def setUp(self):
+        self.lib = act._ebq_lib()
+        if self.lib is None:
+            self.skipTest("libbellows has no error-bounded quantiser")
+        if self.lib.ebq_plan_cuda is None:
+            self.fail("libbellows has no bellows_ebq_*_cuda")
+
+    def test_the_twin_runs_only_with_a_device(self):
+        has = self.lib.ebq_cuda_available() == 1
+        self.assertEqual(act._ebq_cuda_lib() is not None, has)
+        if has:
+            return  # the device case is the test below
+        x = torch.relu(torch.randn(1000))
+        n = x.numel()
+        scratch = torch.zeros(max(8, self.lib.ebq_cuda_scratch_bytes(n)),
+                              dtype=torch.uint8)
+        info = act._lib.EbqInfo()
+        rc = self.lib.ebq_plan_cuda(x.data_ptr(), n, 0.01, 0,
+                                    scratch.data_ptr(), scratch.numel(),
+                                    None, ctypes.byref(info))
+        self.assertEqual(rc, -18)  # BELLOWS_ENOTSUP
+        self.assertEqual(info.n, 0)  # untouched
+
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device here")
+    def test_cuda_tensors_give_the_cpu_codes_and_floats(self):
+        if act._ebq_cuda_lib() is None:
+            self.skipTest("libbellows built without CUDA")
+        saved = act._native_ebq
+        counting = _CountingCuda(self.lib)
+        act._native_ebq = counting
+        try:
+            for name, x in cases().items():
+                for eb in BOUNDS:
+                    with self.subTest(name=name, eb=eb):
+                        ref = act.pack(x, eb, native=False)
+                        before = counting.calls
+                        got = act.pack(x.cuda(), eb)
+                        self.assertEqual(got.mode, ref.mode)
+                        self.assertEqual(got.stored_bytes,
+                                         ref.stored_bytes)
+                        if ref.mode == "raw":
+                            continue
+                        self.assertEqual(counting.calls, before + 2)
+                        self.assertEqual(got.step, ref.step)
+                        self.assertEqual(got.nonzero, ref.nonzero)
+                        self.assertTrue(torch.equal(got.codes.cpu(),
+                                                    ref.codes))
+                        if ref.bits is not None:
+                            self.assertTrue(torch.equal(got.bits.cpu(),
+                                                        ref.bits))
+                        r = act.unpack(got)
+                        self.assertEqual(counting.calls, before + 3)
+                        self.assertTrue(r.is_cuda)
+                        self.assertTrue(torch.equal(
+                            bits(r.cpu()),
+                            bits(act.unpack(ref, native=False))))
+        finally:
+            act._native_ebq = saved
+
+
+class _CountingCuda(_Counting):
+    """libbellows' functions, counting the CUDA twin's plan, encode and
+    decode calls."""
+
+    def __getattr__(self, name):
+        fn = getattr(self.funcs, name)
+        if name not in ("ebq_plan_cuda", "ebq_encode_parts_cuda",
+                        "ebq_decode_parts_cuda"):
+            return fn
+
+        def call(*args):
+            self.calls += 1
+            return fn(*args)
+
+        return call
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ floats counted, and the number of collectives.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
 import unittest
@@ -332,6 +333,67 @@ class NativePowerSGDTest(unittest.TestCase):
         self.assertIsNotNone(c._native_lib(torch.zeros(40, 40), 32))
         self.assertIsNone(compress.PowerSGD(native=False)._native_lib(
             torch.zeros(4, 4), 2))
+
+    def test_cuda_gradients_use_the_cublas_twin_only_with_a_device(self):
+        lib = self.lib
+        self.assertIsNotNone(lib.psgd_cuda_open, "no bellows_psgd_cuda_*")
+        has = lib.psgd_cuda_available() == 1
+        self.assertEqual(compress._psgd_cuda(lib), has)
+        ptr = ctypes.c_void_p()
+        rc = lib.psgd_cuda_open(None, ctypes.byref(ptr))
+        if has:
+            self.assertEqual(rc, 0)
+            lib.psgd_cuda_close(ctypes.byref(ptr))
+        else:
+            # Without the twin or a device: ENOTSUP, nothing opened.
+            self.assertEqual(rc, -18)
+        self.assertFalse(ptr)
+        # Tensors on neither the CPU nor CUDA take the torch code.
+        self.assertIsNone(compress.PowerSGD()._native_lib(
+            torch.zeros(40, 40, device="meta"), 4))
+        print(f"\n  libbellows PowerSGD cuBLAS twin: device {has}")
+
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device here")
+    def test_cuda_gradients_run_the_cublas_twin_as_the_c_stages(self):
+        if not compress._psgd_cuda(self.lib):
+            self.skipTest("libbellows built without the cuBLAS twin")
+        shapes = {0: (64, 48), 1: (64, 48), 2: (33, 65), 3: (10,)}
+        sched = [{0: 4, 1: 4, 2: 8, 3: 0}, {0: 4, 1: 2, 2: 8, 3: 0},
+                 {0: 4, 1: 2, 2: 32, 3: 0}]
+
+        def worker(rank, comm, dev):
+            c = compress.PowerSGD(seed=5)
+            outs = []
+            for s, levels in enumerate(sched):
+                g = torch.Generator().manual_seed(100 * s + rank)
+                mine = {k: torch.randn(*sh, generator=g).to(dev)
+                        for k, sh in shapes.items()}
+                before = {k: v.clone() for k, v in c.errors.items()}
+                given = {k: v.clone() for k, v in mine.items()}
+                c.reduce([compress.Item(k, mine[k], lv)
+                          for k, lv in levels.items()], comm)
+                for k in levels:
+                    if k in c.errors:  # residual == M - out exactly
+                        e = c.errors[k]
+                        m = before.get(k, torch.zeros_like(e)) + \
+                            given[k].reshape(e.shape)
+                        self.assertTrue(torch.equal(
+                            e, m - mine[k].reshape(e.shape)))
+                outs.append({k: v.cpu() for k, v in mine.items()})
+            return outs, c
+
+        gpu = run_workers(2, lambda r, comm: worker(r, comm, "cuda"))
+        cpu = run_workers(2, lambda r, comm: worker(r, comm, "cpu"))
+        for rank in range(2):
+            (og, cg), (oc, cc) = gpu[rank], cpu[rank]
+            self.assertEqual(cg.cuda_layers, cg.native_layers)
+            self.assertEqual(cg.native_layers, cc.native_layers)
+            self.assertGreater(cg.cuda_layers, 0)
+            for s in range(len(sched)):
+                for k in shapes:
+                    scale = max(1.0, float(oc[s][k].abs().max()))
+                    d = float((og[s][k] - oc[s][k]).abs().max()) / scale
+                    self.assertLess(d, 1e-4, f"step {s} layer {k}")
 
     def test_c_orthogonalisation_holds_where_the_torch_one_drifts(self):
         """Off the diagonal of P^T P: the lengths follow the torch rule

@@ -536,6 +536,23 @@ class _Functions:
         self.ebq_decode_parts = _prototype(
             lib, "bellows_ebq_decode_parts", cint,
             [info_p, vp, vp, vp], required=False)
+        # Its CUDA twin (device memory, synchronous): used by
+        # bellows.activations for CUDA tensors when available.
+        self.ebq_cuda_available = _prototype(
+            lib, "bellows_ebq_cuda_available", cint, [], required=False)
+        self.ebq_cuda_scratch_bytes = _prototype(
+            lib, "bellows_ebq_cuda_scratch_bytes", sz, [u64],
+            required=False)
+        self.ebq_plan_cuda = _prototype(
+            lib, "bellows_ebq_plan_cuda", cint,
+            [vp, u64, dbl, cint, vp, sz, vp, info_p], required=False)
+        self.ebq_encode_parts_cuda = _prototype(
+            lib, "bellows_ebq_encode_parts_cuda", cint,
+            [vp, info_p, vp, vp, vp, sz, vp, ctypes.POINTER(u64)],
+            required=False)
+        self.ebq_decode_parts_cuda = _prototype(
+            lib, "bellows_ebq_decode_parts_cuda", cint,
+            [info_p, vp, vp, vp, vp, sz, vp], required=False)
         # bellows/codec.h: PowerSGD's stages, over arrays of pointers to
         # same-shape matrices; without them PowerSGD runs its torch code.
         self.psgd_project = _prototype(
@@ -554,6 +571,25 @@ class _Functions:
                                     ctypes.c_char_p, [], required=False)
         self.psgd_blas_threads = _prototype(
             lib, "bellows_psgd_blas_threads", cint, [cint], required=False)
+        # PowerSGD's cuBLAS twin: a context per stream, the same stages
+        # over host arrays of device pointers.
+        self.psgd_cuda_available = _prototype(
+            lib, "bellows_psgd_cuda_available", cint, [], required=False)
+        self.psgd_cuda_open = _prototype(
+            lib, "bellows_psgd_cuda_open", cint,
+            [vp, ctypes.POINTER(vp)], required=False)
+        self.psgd_cuda_close = _prototype(
+            lib, "bellows_psgd_cuda_close", None, [ctypes.POINTER(vp)],
+            required=False)
+        self.psgd_project_cuda = _prototype(
+            lib, "bellows_psgd_project_cuda", cint,
+            [vp, u64, u64, u32, sz, vp, vp, vp, vp], required=False)
+        self.psgd_power_cuda = _prototype(
+            lib, "bellows_psgd_power_cuda", cint,
+            [vp, u64, u64, u32, sz, vp, vp, vp], required=False)
+        self.psgd_decode_cuda = _prototype(
+            lib, "bellows_psgd_decode_cuda", cint,
+            [vp, u64, u64, u32, sz, vp, vp, vp, vp], required=False)
         # bellows/codec.h's GComp (bellows.compress.GComp).
         cp, dbl_p = ctypes.c_char_p, ctypes.c_double
         self.gcomp_histogram = _prototype(

@@ -25,9 +25,14 @@ is too coarse for its bound keeps the input as it is (exact, no copy).
 Contiguous CPU float32 inputs are packed and unpacked by libbellows' C
 quantiser (bellows/codec.h, bellows_ebq_*, through ctypes on the tensors'
 data pointers, no copy): the same arithmetic operation for operation, so
-the same codes, bitmask and floats bit for bit. The torch code below stays
-the reference and the fallback (other dtypes and devices, a library
-without the quantiser, ``native=False``).
+the same codes, bitmask and floats bit for bit. Contiguous CUDA float32
+inputs go to its CUDA twin (bellows_ebq_*_cuda) when libbellows was built
+with CUDA and sees a device: the same codes and floats again, on the
+device's current stream, with a scratch buffer of about twice the input
+taken from torch's allocator for the call (the twin waits for its
+stream: the plan sizes the codes). The torch code below stays the
+reference and the fallback (other dtypes and devices, a library without
+the quantiser or its twin, ``native=False``).
 
 What is compressed and what is not: only the input tensor a selected
 convolution saves for its weight gradient. Its weight, the outputs of
@@ -127,8 +132,41 @@ def _ebq_lib():
     return _native_ebq or None
 
 
+_cuda_ebq = None  # True if libbellows has the CUDA twin and a device
+
+
+def _ebq_cuda_lib():
+    """libbellows' functions if it has the quantiser's CUDA twin and sees
+    a device, else None."""
+    global _cuda_ebq
+    lib = _ebq_lib()
+    if lib is None:
+        return None
+    if _cuda_ebq is None:
+        _cuda_ebq = bool(lib.ebq_plan_cuda is not None
+                         and lib.ebq_cuda_available is not None
+                         and lib.ebq_cuda_available() == 1)
+    return lib if _cuda_ebq else None
+
+
 def _native_ok(t: torch.Tensor) -> bool:
     return t.device.type == "cpu" and t.is_contiguous()
+
+
+def _cuda_ok(t: torch.Tensor) -> bool:
+    return t.device.type == "cuda" and t.is_contiguous()
+
+
+def _scratch(lib, n: int, device: torch.device) -> torch.Tensor:
+    """Device scratch of the CUDA twin for n values (torch's allocator
+    aligns it to 256 bytes or more)."""
+    return torch.empty(max(8, lib.ebq_cuda_scratch_bytes(n)),
+                       dtype=torch.uint8, device=device)
+
+
+def _ptr(t: torch.Tensor | None) -> int | None:
+    """A tensor's data pointer, None for no tensor or an empty one."""
+    return None if t is None or t.numel() == 0 else t.data_ptr()
 
 
 def _unwrap(model: nn.Module) -> nn.Module:
@@ -269,6 +307,78 @@ def _pack_native(x: torch.Tensor, eb: float,
     return p
 
 
+def _pack_cuda(x: torch.Tensor, eb: float,
+               count_nonzero: bool) -> Packed | None:
+    """pack by the quantiser's CUDA twin (x contiguous CUDA float32, eb >
+    0, x not empty); None when the library lacks it or it fails."""
+    lib = _ebq_cuda_lib()
+    if lib is None:
+        return None
+    flat = x.detach().reshape(-1)
+    n = flat.numel()
+    scratch = _scratch(lib, n, x.device)
+    stream = torch.cuda.current_stream(x.device).cuda_stream
+    info = _lib.EbqInfo()
+    with torch.cuda.device(x.device):
+        if lib.ebq_plan_cuda(flat.data_ptr(), n, eb, _lib.EBQ_BYTE_CODES,
+                             scratch.data_ptr(), scratch.numel(), stream,
+                             ctypes.byref(info)) != 0:
+            return None
+        if info.mode == _lib.EBQ_RAW:
+            return _raw(x, count_nonzero)
+        code = _CODE_OF_BITS[info.bits]
+        codes = torch.empty(info.codes, dtype=code, device=x.device)
+        bits = torch.empty(info.mask_bytes, dtype=torch.uint8,
+                           device=x.device) \
+            if info.mode == _lib.EBQ_SPARSE else None
+        nz = ctypes.c_uint64()
+        if lib.ebq_encode_parts_cuda(flat.data_ptr(), ctypes.byref(info),
+                                     _ptr(bits), _ptr(codes),
+                                     scratch.data_ptr(), scratch.numel(),
+                                     stream, ctypes.byref(nz)) != 0:
+            return _raw(x, count_nonzero)  # pragma: no cover - the margin
+    p = Packed()
+    p.shape, p.dtype, p.eb, p.step, p.raw = tuple(x.shape), x.dtype, eb, \
+        info.step, None
+    p.mode = "sparse" if bits is not None else "dense"
+    p.bits, p.codes = bits, codes
+    p.nonzero = nz.value / n
+    p.raw_bytes = n * x.element_size()
+    p.stored_bytes = (0 if bits is None else bits.numel()) + \
+        codes.numel() * codes.element_size()
+    return p
+
+
+def _unpack_cuda(p: Packed) -> torch.Tensor | None:
+    """unpack by the quantiser's CUDA twin; None where it does not
+    apply."""
+    lib = _ebq_cuda_lib()
+    if lib is None or p.dtype != torch.float32 or \
+            not _cuda_ok(p.codes) or \
+            (p.bits is not None and (not _cuda_ok(p.bits) or
+                                     p.bits.device != p.codes.device)) or \
+            p.codes.element_size() * 8 not in _CODE_OF_BITS:
+        return None
+    dev = p.codes.device
+    n = math.prod(p.shape)
+    size = p.codes.element_size()
+    sparse = p.mode == "sparse"
+    info = _lib.EbqInfo(
+        mode=_lib.EBQ_SPARSE if sparse else _lib.EBQ_DENSE,
+        bits=size * 8, zstd=0, n=n, codes=p.codes.numel(), nonzero=0,
+        eb=p.eb, step=p.step, mask_bytes=p.bits.numel() if sparse else 0,
+        codes_bytes=p.codes.numel() * size)
+    info.payload_bytes = info.mask_bytes + info.codes_bytes
+    out = torch.empty(p.shape, dtype=torch.float32, device=dev)
+    scratch = _scratch(lib, n, dev)
+    with torch.cuda.device(dev):
+        rc = lib.ebq_decode_parts_cuda(
+            ctypes.byref(info), _ptr(p.bits) if sparse else None,
+            _ptr(p.codes), _ptr(out), scratch.data_ptr(), scratch.numel(),
+            torch.cuda.current_stream(dev).cuda_stream)
+    return out if rc == 0 else None
+
+
 def _unpack_native(p: Packed) -> torch.Tensor | None:
     """unpack by the C quantiser; None where it does not apply."""
     lib = _ebq_lib()
@@ -305,8 +415,8 @@ def pack(x: torch.Tensor, eb: float, count_nonzero: bool = True,
     does not grow with the input. ``count_nonzero`` False skips the count
     of non-zeros of a raw tensor (``nonzero`` is then NaN). ``native``
     False runs the torch code even where the C quantiser applies
-    (contiguous CPU float32). Raises ValueError for a negative or
-    non-finite ``eb``.
+    (contiguous CPU float32, or CUDA float32 with the CUDA twin). Raises
+    ValueError for a negative or non-finite ``eb``.
     """
     eb = float(eb)
     if not math.isfinite(eb) or eb < 0:
@@ -316,6 +426,10 @@ def pack(x: torch.Tensor, eb: float, count_nonzero: bool = True,
         return _raw(x, count_nonzero)
     if native and x.dtype == torch.float32 and _native_ok(x):
         p = _pack_native(x, eb, count_nonzero)
+        if p is not None:
+            return p
+    if native and x.dtype == torch.float32 and _cuda_ok(x):
+        p = _pack_cuda(x, eb, count_nonzero)
         if p is not None:
             return p
     flat = x.detach().reshape(-1)
@@ -388,7 +502,8 @@ def unpack(p: Packed, native: bool = True) -> torch.Tensor:
     if p.mode == "raw":
         return p.raw
     if native:
-        out = _unpack_native(p)
+        out = _unpack_native(p) if p.codes.device.type == "cpu" \
+            else _unpack_cuda(p)
         if out is not None:
             return out
     vals = (p.codes.to(torch.float64) * p.step).to(p.dtype)

@@ -280,7 +280,13 @@ class PowerSGD(_Base):
     path (the same dtypes and devices do), or their replicas drift apart
     by rounding. Unless OPENBLAS_NUM_THREADS is set, the first C call
     sets libbellows' BLAS to torch.get_num_threads() threads.
-    ``native_layers`` counts the layer steps the C stages ran.
+    Contiguous CUDA float32 gradients go to libbellows' cuBLAS twin of
+    the same stages (bellows_psgd_*_cuda) when the library was built with
+    CUDA and cuBLAS and sees a device: the same layout and batching, on
+    the device's current stream, through one cuBLAS context per device
+    and stream; otherwise they run the torch code, as before.
+    ``native_layers`` counts the layer steps the C stages ran (CPU or
+    CUDA), ``cuda_layers`` those the cuBLAS twin ran.
     """
 
     name = "powersgd"
@@ -293,6 +299,9 @@ class PowerSGD(_Base):
         self.queries: dict[int, torch.Tensor] = {}  # layer -> Q [n, r]
         self.inits: dict[int, int] = {}  # layer -> Q initialisations
         self.native_layers = 0  # layer steps run by the C stages
+        self.cuda_layers = 0  # of which by the cuBLAS twin
+        # (device index, stream) -> libbellows' cuBLAS context.
+        self._cuda_ctxs: dict[tuple[int, int], _PsgdCudaContext] = {}
 
     @staticmethod
     def rank_of(shape: Sequence[int], level: float) -> int:
@@ -331,12 +340,16 @@ class PowerSGD(_Base):
         return q
 
     def _native_lib(self, grad: torch.Tensor, r: int):
-        """The C stages if they apply to ``grad`` at rank ``r``."""
+        """The C stages if they apply to ``grad`` at rank ``r`` (on the
+        CPU, or on CUDA through the cuBLAS twin)."""
         if (not self.native or r > self.max_native_rank
-                or grad.dtype != torch.float32 or grad.device.type != "cpu"
+                or grad.dtype != torch.float32
+                or grad.device.type not in ("cpu", "cuda")
                 or not grad.is_contiguous()):
             return None
         lib = _codec_lib()
+        if grad.device.type == "cuda":
+            return lib if lib is not None and _psgd_cuda(lib) else None
         if lib is None or lib.psgd_project is None:
             return None
         global _blas_threads_set
@@ -362,6 +375,20 @@ class PowerSGD(_Base):
     @staticmethod
     def _ptrs(addrs: list[int]):
         return (ctypes.c_void_p * len(addrs))(*addrs)
+
+    def _cuda_context(self, lib, like: torch.Tensor):
+        """libbellows' cuBLAS context for ``like``'s device and current
+        stream (opened once), or None if it does not open."""
+        key = (like.device.index if like.device.index is not None
+               else torch.cuda.current_device(), _stream(like))
+        ctx = self._cuda_ctxs.get(key)
+        if ctx is None:
+            try:
+                ctx = _PsgdCudaContext(lib, like.device, key[1])
+            except RuntimeError:
+                return None
+            self._cuda_ctxs[key] = ctx
+        return ctx
 
     def reduce(self, items: Sequence[Item], comm: Communicator) -> Counts:
         """Reduces ``items`` across the ranks; returns what was sent."""
@@ -412,7 +439,24 @@ class PowerSGD(_Base):
             buf[:nraw].copy_(flat_raw)
         groups = self._batches(low, nat)
         lib = _codec_lib() if groups else None
+        ctx = None
+        if groups and like.device.type == "cuda":
+            ctx = self._cuda_context(lib, like)
+            if ctx is None:  # no context: the torch code for all
+                nat = [False] * len(nat)
+                groups = {}
         esz = buf.element_size()
+
+        def stage(name, *args):
+            """bellows_psgd_<name> on the CPU, or its CUDA twin."""
+            if ctx is None:
+                rc = getattr(lib, "psgd_" + name)(*args)
+            else:
+                with torch.cuda.device(like.device):
+                    rc = getattr(lib, f"psgd_{name}_cuda")(ctx.ptr, *args)
+            if rc != 0:
+                twin = "" if ctx is None else "_cuda"
+                raise RuntimeError(f"bellows_psgd_{name}{twin}: {rc}")
 
         def pview(i):
             m, n = ms[i].shape
@@ -432,14 +476,12 @@ class PowerSGD(_Base):
                 mat = ms[i].add_(it.grad.reshape(m, n))
                 torch.matmul(mat, qs[i], out=pview(i))
         for (m, n, r), idx in groups.items():
-            rc = lib.psgd_project(
-                m, n, r, len(idx),
-                self._ptrs([ms[i].data_ptr() for i in idx]),
-                self._ptrs([low[i][0].grad.data_ptr() for i in idx]),
-                self._ptrs([qs[i].data_ptr() for i in idx]),
-                self._ptrs([buf.data_ptr() + poff[i] * esz for i in idx]))
-            if rc != 0:
-                raise RuntimeError(f"bellows_psgd_project: {rc}")
+            stage("project",
+                  m, n, r, len(idx),
+                  self._ptrs([ms[i].data_ptr() for i in idx]),
+                  self._ptrs([low[i][0].grad.data_ptr() for i in idx]),
+                  self._ptrs([qs[i].data_ptr() for i in idx]),
+                  self._ptrs([buf.data_ptr() + poff[i] * esz for i in idx]))
         comm.all_reduce(buf)
         if flat_raw is not None:
             self._unflatten(raw, buf[:nraw], comm.world)
@@ -450,13 +492,12 @@ class PowerSGD(_Base):
                 orthogonalize(p)
                 torch.matmul(ms[i].t(), p, out=qview(i))
         for (m, n, r), idx in groups.items():
-            rc = lib.psgd_power(
-                m, n, r, len(idx),
-                self._ptrs([ms[i].data_ptr() for i in idx]),
-                self._ptrs([buf.data_ptr() + poff[i] * esz for i in idx]),
-                self._ptrs([qbuf.data_ptr() + qoff[i] * esz for i in idx]))
-            if rc != 0:
-                raise RuntimeError(f"bellows_psgd_power: {rc}")
+            stage("power",
+                  m, n, r, len(idx),
+                  self._ptrs([ms[i].data_ptr() for i in idx]),
+                  self._ptrs([buf.data_ptr() + poff[i] * esz for i in idx]),
+                  self._ptrs([qbuf.data_ptr() + qoff[i] * esz
+                              for i in idx]))
         comm.all_reduce(qbuf)
         qbuf.div_(comm.world)
         # grad <- P Q^T; error = M - P Q^T.
@@ -468,15 +509,16 @@ class PowerSGD(_Base):
                 it.grad.copy_(approx.view_as(it.grad))
                 ms[i].sub_(approx)
         for (m, n, r), idx in groups.items():
-            rc = lib.psgd_decode(
-                m, n, r, len(idx),
-                self._ptrs([ms[i].data_ptr() for i in idx]),
-                self._ptrs([buf.data_ptr() + poff[i] * esz for i in idx]),
-                self._ptrs([qbuf.data_ptr() + qoff[i] * esz for i in idx]),
-                self._ptrs([low[i][0].grad.data_ptr() for i in idx]))
-            if rc != 0:
-                raise RuntimeError(f"bellows_psgd_decode: {rc}")
+            stage("decode",
+                  m, n, r, len(idx),
+                  self._ptrs([ms[i].data_ptr() for i in idx]),
+                  self._ptrs([buf.data_ptr() + poff[i] * esz for i in idx]),
+                  self._ptrs([qbuf.data_ptr() + qoff[i] * esz
+                              for i in idx]),
+                  self._ptrs([low[i][0].grad.data_ptr() for i in idx]))
             self.native_layers += len(idx)
+            if ctx is not None:
+                self.cuda_layers += len(idx)
         # The residuals are final (error = M - P Q^T): hand them back to
         # the plan, in the items' (backward) order.
         for i, (it, r) in enumerate(low):
@@ -671,6 +713,40 @@ def _where(lib, *tensors: torch.Tensor) -> str | None:
 def _stream(t: torch.Tensor) -> int:
     """The current CUDA stream of ``t``'s device, as a pointer."""
     return torch.cuda.current_stream(t.device).cuda_stream
+
+
+_psgd_cuda_ok = None  # True if libbellows has PowerSGD's cuBLAS twin
+
+
+def _psgd_cuda(lib) -> bool:
+    """True if ``lib`` has PowerSGD's cuBLAS twin and sees a device."""
+    global _psgd_cuda_ok
+    if _psgd_cuda_ok is None:
+        _psgd_cuda_ok = bool(
+            lib.psgd_cuda_available is not None
+            and lib.psgd_project_cuda is not None
+            and lib.psgd_cuda_available() == 1)
+    return _psgd_cuda_ok
+
+
+class _PsgdCudaContext:
+    """libbellows' cuBLAS context (bellows_psgd_cuda) for one device and
+    stream, closed when the object goes."""
+
+    def __init__(self, lib, device: torch.device, stream: int):
+        self.lib = lib
+        self.ptr = ctypes.c_void_p()
+        with torch.cuda.device(device):
+            rc = lib.psgd_cuda_open(stream, ctypes.byref(self.ptr))
+        if rc != 0:
+            raise RuntimeError(f"bellows_psgd_cuda_open: {rc}")
+
+    def __del__(self):
+        if self.ptr:
+            try:
+                self.lib.psgd_cuda_close(ctypes.byref(self.ptr))
+            except Exception:  # interpreter shutdown
+                pass
 _blas_threads_set = False  # PowerSGD set libbellows' BLAS threads once
 
 
