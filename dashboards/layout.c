@@ -573,7 +573,9 @@ layout_judged(const dash_layer *l, char *buf, size_t len)
 
 	if (isnan(r))
 		snprintf(buf, len, "-");
-	else
+	else if (r < 10.0)
+		snprintf(buf, len, "%.3f @w%" PRId64, r, l->r_window);
+	else /* 12.5, inf (a norm that was 0) */
 		snprintf(buf, len, "%.3g @w%" PRId64, r, l->r_window);
 }
 

@@ -701,22 +701,23 @@ source_knobs(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 
 #define SOURCE_JUDGED_SPAN 1024 /* windows searched for Accordion's r */
 
-/* Accordion's r of each layer as judged at its last check up to window
+/* Accordion's r of each layer as judged at its last check before window
  * w (DASH_NONE: the newest), with that check's window and eta: the r
- * that decided the regime in force, not one of a later window. A check
- * falls every acc_interval windows, so that many are read (at most
+ * that decided the level in force in w (a check's decision is in force
+ * from the window after it), not one of a later window. A check falls
+ * every acc_interval windows, so that many are read (at most
  * SOURCE_JUDGED_SPAN; the last 32 when the interval is not known). */
 static void
 source_judged(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 {
-	int64_t hi = w != DASH_NONE ? w : j->window;
+	int64_t hi = (w != DASH_NONE ? w : j->window) - 1;
 	int64_t span = snap->acc_interval != 0 ? snap->acc_interval
 					       : DASH_SPARK_MAX;
 	tool_hdb_filter f;
 	tool_hdb_rows rows;
 	uint32_t at = 0;
 
-	if (s->db == NULL || j->run == DASH_NONE || hi == DASH_NONE ||
+	if (s->db == NULL || j->run == DASH_NONE || hi < 0 ||
 	    snap->n_layers == 0)
 		return;
 	if (span > SOURCE_JUDGED_SPAN)

@@ -139,13 +139,13 @@ test_layout_layers_view_shows_level_regime_r_and_norms(void **state)
 	assert_non_null(strstr(line, "critical"));
 	/* The r that decided the regime, with its check's window and eta,
 	 * not the r of the newest norms (2/12). */
-	assert_non_null(strstr(line, "0.4 @w10 >=0.3"));
+	assert_non_null(strstr(line, "0.400 @w10 >=0.3"));
 	assert_null(strstr(line, "0.167"));
 	assert_non_null(strstr(line, "_-=*#"));
 	layout_line(fx, 6, line);
 	assert_non_null(strstr(line, "fc.weight"));
 	assert_non_null(strstr(line, "stable"));
-	assert_non_null(strstr(line, "0 @w10 <0.3"));
+	assert_non_null(strstr(line, "0.000 @w10 <0.3"));
 }
 
 /* The attribute of the first cell of `needle` on row `row`. */
@@ -710,7 +710,7 @@ test_layout_cuts_long_names_and_keeps_every_column(void **state)
 		    layout_col(head, "LEVEL") + 4);
 		assert_int_equal(layout_col(row, "stable"),
 		    layout_col(head, "REGIME"));
-		assert_int_equal(layout_col(row, "0 @w10") + 6,
+		assert_int_equal(layout_col(row, "0.000 @w10") + 10,
 		    layout_col(head, " R VS_ETA") + 2);
 		assert_int_equal(layout_col(row, "<0.3"),
 		    layout_col(head, "VS_ETA"));

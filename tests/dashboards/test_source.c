@@ -157,16 +157,19 @@ test_source_pairs_accordion_r_with_the_window_that_judged_it(void **state)
 	    SQLITE_OK);
 	sqlite3_close(db);
 
-	/* Before the first check: no r. */
+	/* Up to the first check's window, no r decided a level: a check's
+	 * decision is in force from the window after it. */
 	fetch(f, 0);
 	assert_true(isnan(f->snap.layers[0].r));
 	assert_true(f->snap.layers[0].r_window == DASH_NONE);
 	fetch(f, 1);
+	assert_true(f->snap.layers[0].r_window == DASH_NONE);
+	fetch(f, 2);
 	assert_true(f->snap.layers[0].r == 0.01);
 	assert_true(f->snap.layers[0].r_window == 1);
 	assert_true(f->snap.layers[0].r_eta == 0.3);
 	assert_true(f->snap.layers[1].r == 0.6);
-	/* At window 3 the newest check is window 2's, with its own eta;
+	/* At window 3 the check of window 2 decided, with its own eta;
 	 * fc.bias keeps the r of window 1, with window 1's. */
 	fetch(f, 3);
 	assert_true(f->snap.layers[0].r == 0.75);
