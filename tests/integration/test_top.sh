@@ -64,10 +64,13 @@ pane_has 'RANK +STATE' 10 || fail "Enter did not open the job's ranks"
 ok "Enter opens the job"
 
 tm send-keys -t top Tab
-pane_has 'layer0\.weight +[0-9.]+k? +[0-9]+ +(critical|stable|raw)' 20 ||
+pane_has 'layer0\.weight +[0-9.]+k? +[0-9]+ ' 20 ||
 	fail "the layers view does not show layer0.weight with a level"
 pane_has 'layer3\.bias' 5 || fail "the layers view lacks layer3.bias"
-ok "layers view shows layer names, levels and regimes"
+# A schedule has no regimes: no REGIME, R or VS_ETA, nor "critical".
+grep -Eq 'REGIME|VS_ETA|critical' "$TMP/pane.txt" &&
+	fail "the layers view of a schedule job shows Accordion's regime"
+ok "layers view shows layer names and levels, and no regime for a schedule"
 
 # A resize re-lays the screen out for the new size: at 60 columns the
 # layer names are cut (with ~), back at 100 they are whole again.
