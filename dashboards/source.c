@@ -710,7 +710,8 @@ source_knobs(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 static void
 source_judged(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 {
-	int64_t hi = (w != DASH_NONE ? w : j->window) - 1;
+	int64_t shown = w != DASH_NONE ? w : j->window;
+	int64_t hi = shown != DASH_NONE ? shown - 1 : -1;
 	int64_t span = snap->acc_interval != 0 ? snap->acc_interval
 					       : DASH_SPARK_MAX;
 	tool_hdb_filter f;
