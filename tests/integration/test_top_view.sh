@@ -2,8 +2,8 @@
 # test_top_view: how `bellows top` presents an Accordion job, in a real
 # terminal (tmux) against a live bellowsd and `bellows sim`: each layer's
 # r with the window of the check that judged it (and a regime that
-# agrees with it), the legend, colours (and none with NO_COLOR or
-# --no-color), Enter on a decision opening its whole reason wrapped to a
+# agrees with it), the legend, colours (and none with NO_COLOR,
+# --no-color or a terminal without colours), Enter on a decision opening its whole reason wrapped to a
 # narrow pane, Enter and Esc closing it, and a layer's detail.
 . "$(dirname "$0")/lib.sh"
 
@@ -150,8 +150,9 @@ tm send-keys -t top Escape
 pane_has 'SEQ +WIN +TIME' 5 || fail "Esc did not close the decision detail"
 ok "Enter and Esc close the decision detail"
 
-# Without colours: NO_COLOR, then --no-color; bold and underline instead.
-for how in "NO_COLOR=1 $TOP" "$TOP --no-color"; do
+# Without colours: NO_COLOR, --no-color, and a terminal without colours
+# (vt100); bold and underline instead.
+for how in "NO_COLOR=1 $TOP" "$TOP --no-color" "TERM=vt100 $TOP"; do
 	tm respawn-pane -k -t top "env $how; sleep 120"
 	tm resize-window -t top -x 100 -y 30
 	pane_has "$ROW" 20 || fail "$how: the layers view did not draw"
