@@ -529,15 +529,22 @@ layout_ranks(const dash_model *m, dash_canvas *c, int first, int visible)
 	}
 }
 
-/* "critical", "stable", "raw" (never compressed) or "-". */
+/* "critical", "stable", "raw" (never compressed) or "-"; "crit(LR)" for
+ * a layer critical although the r that decided was below eta: an LR
+ * drop made every layer critical until the next check. */
 static const char *
 layout_regime(const dash_layer *l)
 {
+	double r = dash_layer_r(l);
+
 	if (isnan(l->level) || isnan(l->level_max))
 		return "-";
 	if (l->level_max <= 0.0)
 		return "raw";
-	return dash_layer_critical(l) ? "critical" : "stable";
+	if (!dash_layer_critical(l))
+		return "stable";
+	return !isnan(r) && !isnan(l->r_eta) && r < l->r_eta ? "crit(LR)"
+							     : "critical";
 }
 
 /* The attribute of a regime's text. */
@@ -546,7 +553,7 @@ layout_regime_attr(const dash_layer *l)
 {
 	const char *g = layout_regime(l);
 
-	if (strcmp(g, "critical") == 0)
+	if (strcmp(g, "critical") == 0 || strcmp(g, "crit(LR)") == 0)
 		return DASH_ATTR_CRITICAL;
 	if (strcmp(g, "stable") == 0)
 		return DASH_ATTR_STABLE;
@@ -1181,7 +1188,8 @@ static const char *const layout_help[] = {
 	"          stable (r < eta: heavy compression), raw (never compressed)",
 	"  R       r = |n[w-i] - n[w]| / n[w-i] of the gradient norms, as",
 	"          judged at check window w (@w), which decided the regime",
-	"  VS_ETA  that r against the eta of that check",
+	"  VS_ETA  that r against the eta of that check; crit(LR): critical",
+	"          although r < eta, after an LR drop until the next check",
 	"  colours critical stable raw changed level error",
 };
 

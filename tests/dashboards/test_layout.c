@@ -146,6 +146,17 @@ test_layout_layers_view_shows_level_regime_r_and_norms(void **state)
 	assert_non_null(strstr(line, "fc.weight"));
 	assert_non_null(strstr(line, "stable"));
 	assert_non_null(strstr(line, "0.000 @w10 <0.3"));
+	/* Critical although its r was below eta: an LR drop did it. */
+	fx->m.snap.layers[2].r = 0.1;
+	layout_render(fx);
+	layout_line(fx, 7, line);
+	assert_non_null(strstr(line, "conv2.weight"));
+	assert_non_null(strstr(line, "crit(LR)"));
+	assert_non_null(strstr(line, "0.100 @w10 <0.3"));
+	fx->m.view = DASH_VIEW_LAYER;
+	dash_copy(fx->m.layer, sizeof(fx->m.layer), "conv2.weight");
+	assert_non_null(
+	    strstr(layout_render(fx), "critical although r < eta: an LR drop"));
 }
 
 /* The attribute of the first cell of `needle` on row `row`. */
@@ -600,6 +611,7 @@ test_layout_help_box_lists_the_keys(void **state)
 	assert_non_null(strstr(s, "REGIME  Accordion's: critical (r >= eta"));
 	assert_non_null(strstr(s, "R       r = |n[w-i] - n[w]| / n[w-i]"));
 	assert_non_null(strstr(s, "VS_ETA  that r against the eta"));
+	assert_non_null(strstr(s, "crit(LR): critical"));
 	assert_non_null(strstr(s, "colours critical stable raw changed level"));
 }
 
