@@ -644,61 +644,6 @@ source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 	return 0;
 }
 
-/* The threshold, gate and calibration in force in the last window of run
- * j->run up to window w, and the metrics the policies computed for it. */
-static void
-source_knobs(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
-{
-	dash_knobs *k = &snap->knobs;
-	tool_hdb_filter f;
-	tool_hdb_rows rows;
-	int64_t until;
-	uint64_t last;
-
-	k->window = DASH_NONE;
-	if (s->db == NULL || j->run == DASH_NONE)
-		return;
-	source_filter(&f, j->run);
-	f.window_hi = w;
-	/* Live, the newest few windows, not the run's every one. */
-	if (w == DASH_NONE && j->window != DASH_NONE)
-		f.window_lo = j->window > 8 ? j->window - 8 : 0;
-	if (source_ask(s, TOOL_HDB_Q_STATS, &f, &rows) != 0 ||
-	    rows.n_rows == 0) {
-		tool_hdb_rows_fini(&rows);
-		return;
-	}
-	last = rows.n_rows - 1;
-	k->window = source_int(&rows, last, "window");
-	k->threshold = source_int(&rows, last, "threshold");
-	if (k->threshold == DASH_NONE || k->threshold < 0)
-		k->threshold = 0;
-	k->gate_off = source_int(&rows, last, "compression_off") > 0;
-	until = source_int(&rows, last, "calibrate_until");
-	k->calibrating = until != DASH_NONE && (uint64_t)until > j->step;
-	tool_hdb_rows_fini(&rows);
-	if (k->window == DASH_NONE)
-		return;
-	source_filter(&f, j->run);
-	f.window_lo = k->window;
-	f.window_hi = k->window;
-	if (source_ask(s, TOOL_HDB_Q_METRICS, &f, &rows) == 0) {
-		for (uint64_t i = 0;
-		     i < rows.n_rows && k->n_metrics < DASH_METRICS_MAX; i++) {
-			dash_metric *mt = &k->metrics[k->n_metrics++];
-
-			dash_copy(mt->policy, sizeof(mt->policy),
-			    source_text(&rows, i, "policy"));
-			dash_copy(mt->name, sizeof(mt->name),
-			    source_text(&rows, i, "name"));
-			dash_copy(mt->layer, sizeof(mt->layer),
-			    source_text(&rows, i, "layer"));
-			mt->value = source_real(&rows, i, "value");
-		}
-	}
-	tool_hdb_rows_fini(&rows);
-}
-
 #define SOURCE_JUDGED_SPAN 1024 /* windows searched for Accordion's r */
 
 /* Accordion's r of each layer as judged at its last check before window
@@ -765,6 +710,61 @@ source_judged(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 			if (snap->layers[k].r_window == win)
 				snap->layers[k].r_eta = source_real(&rows, i,
 				    "value");
+	}
+	tool_hdb_rows_fini(&rows);
+}
+
+/* The threshold, gate and calibration in force in the last window of run
+ * j->run up to window w, and the metrics the policies computed for it. */
+static void
+source_knobs(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
+{
+	dash_knobs *k = &snap->knobs;
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+	int64_t until;
+	uint64_t last;
+
+	k->window = DASH_NONE;
+	if (s->db == NULL || j->run == DASH_NONE)
+		return;
+	source_filter(&f, j->run);
+	f.window_hi = w;
+	/* Live, the newest few windows, not the run's every one. */
+	if (w == DASH_NONE && j->window != DASH_NONE)
+		f.window_lo = j->window > 8 ? j->window - 8 : 0;
+	if (source_ask(s, TOOL_HDB_Q_STATS, &f, &rows) != 0 ||
+	    rows.n_rows == 0) {
+		tool_hdb_rows_fini(&rows);
+		return;
+	}
+	last = rows.n_rows - 1;
+	k->window = source_int(&rows, last, "window");
+	k->threshold = source_int(&rows, last, "threshold");
+	if (k->threshold == DASH_NONE || k->threshold < 0)
+		k->threshold = 0;
+	k->gate_off = source_int(&rows, last, "compression_off") > 0;
+	until = source_int(&rows, last, "calibrate_until");
+	k->calibrating = until != DASH_NONE && (uint64_t)until > j->step;
+	tool_hdb_rows_fini(&rows);
+	if (k->window == DASH_NONE)
+		return;
+	source_filter(&f, j->run);
+	f.window_lo = k->window;
+	f.window_hi = k->window;
+	if (source_ask(s, TOOL_HDB_Q_METRICS, &f, &rows) == 0) {
+		for (uint64_t i = 0;
+		     i < rows.n_rows && k->n_metrics < DASH_METRICS_MAX; i++) {
+			dash_metric *mt = &k->metrics[k->n_metrics++];
+
+			dash_copy(mt->policy, sizeof(mt->policy),
+			    source_text(&rows, i, "policy"));
+			dash_copy(mt->name, sizeof(mt->name),
+			    source_text(&rows, i, "name"));
+			dash_copy(mt->layer, sizeof(mt->layer),
+			    source_text(&rows, i, "layer"));
+			mt->value = source_real(&rows, i, "value");
+		}
 	}
 	tool_hdb_rows_fini(&rows);
 }

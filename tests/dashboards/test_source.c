@@ -83,61 +83,6 @@ fetch(fixture *f, int64_t window)
 }
 
 static void
-test_source_offline_shows_the_events_up_to_the_window_on_the_slider(
-    void **state)
-{
-	fixture *f = *state;
-
-	/* Window 0 closed at 1 s: nothing had happened yet. */
-	fetch(f, 0);
-	assert_int_equal(f->snap.n_events, 0);
-
-	/* Windows 1 and 2 (2 s, 3 s): the reload, not yet the loss. */
-	fetch(f, 1);
-	assert_int_equal(f->snap.n_events, 1);
-	assert_string_equal(f->snap.events[0].kind, "reload_ok");
-	fetch(f, 2);
-	assert_int_equal(f->snap.n_events, 1);
-
-	/* The last window: everything the run recorded, also after it. */
-	fetch(f, 3);
-	assert_int_equal(f->snap.n_events, 3);
-	assert_string_equal(f->snap.events[1].kind, "rank_lost");
-	assert_string_equal(f->snap.events[1].text, "rank 1 lost");
-	assert_string_equal(f->snap.events[2].text, "rank 2 lost");
-	assert_string_equal(f->snap.events[2].time, "00:00:04");
-
-	/* Back again: the slider moves both ways. */
-	fetch(f, 0);
-	assert_int_equal(f->snap.n_events, 0);
-}
-
-static void
-test_source_offline_shows_the_layers_and_decisions_up_to_that_window(
-    void **state)
-{
-	fixture *f = *state;
-
-	/* conv.weight was at level 2 in windows 0..1, 1 from window 2. */
-	fetch(f, 1);
-	assert_int_equal(f->snap.n_layers, 2);
-	assert_string_equal(f->snap.layers[0].name, "conv.weight");
-	assert_true(f->snap.layers[0].level == 2);
-	assert_true(f->snap.layers[0].level_max == 2);
-	assert_int_equal(f->snap.layers[0].n_norms, 2);
-	/* Decisions in force up to window 2: seq 1 (window 0) to 3. */
-	assert_int_equal(f->snap.n_decisions, 3);
-	assert_int_equal(f->snap.decisions[2].seq, 3);
-	fetch(f, 3);
-	assert_true(f->snap.layers[0].level == 1);
-	assert_true(f->snap.layers[0].level_max == 2);
-	assert_int_equal(f->snap.layers[0].n_norms, 4);
-	/* fc.bias has no window 2: three norms, level 0 (raw). */
-	assert_int_equal(f->snap.layers[1].n_norms, 3);
-	assert_true(f->snap.layers[1].level_max == 0);
-}
-
-static void
 test_source_pairs_accordion_r_with_the_window_that_judged_it(void **state)
 {
 	fixture *f = *state;
@@ -196,15 +141,70 @@ test_source_marks_a_level_changed_in_the_window_shown(void **state)
 	assert_false(dash_layer_changed(&f->snap.layers[0]));
 }
 
+static void
+test_source_offline_shows_the_events_up_to_the_window_on_the_slider(
+    void **state)
+{
+	fixture *f = *state;
+
+	/* Window 0 closed at 1 s: nothing had happened yet. */
+	fetch(f, 0);
+	assert_int_equal(f->snap.n_events, 0);
+
+	/* Windows 1 and 2 (2 s, 3 s): the reload, not yet the loss. */
+	fetch(f, 1);
+	assert_int_equal(f->snap.n_events, 1);
+	assert_string_equal(f->snap.events[0].kind, "reload_ok");
+	fetch(f, 2);
+	assert_int_equal(f->snap.n_events, 1);
+
+	/* The last window: everything the run recorded, also after it. */
+	fetch(f, 3);
+	assert_int_equal(f->snap.n_events, 3);
+	assert_string_equal(f->snap.events[1].kind, "rank_lost");
+	assert_string_equal(f->snap.events[1].text, "rank 1 lost");
+	assert_string_equal(f->snap.events[2].text, "rank 2 lost");
+	assert_string_equal(f->snap.events[2].time, "00:00:04");
+
+	/* Back again: the slider moves both ways. */
+	fetch(f, 0);
+	assert_int_equal(f->snap.n_events, 0);
+}
+
+static void
+test_source_offline_shows_the_layers_and_decisions_up_to_that_window(
+    void **state)
+{
+	fixture *f = *state;
+
+	/* conv.weight was at level 2 in windows 0..1, 1 from window 2. */
+	fetch(f, 1);
+	assert_int_equal(f->snap.n_layers, 2);
+	assert_string_equal(f->snap.layers[0].name, "conv.weight");
+	assert_true(f->snap.layers[0].level == 2);
+	assert_true(f->snap.layers[0].level_max == 2);
+	assert_int_equal(f->snap.layers[0].n_norms, 2);
+	/* Decisions in force up to window 2: seq 1 (window 0) to 3. */
+	assert_int_equal(f->snap.n_decisions, 3);
+	assert_int_equal(f->snap.decisions[2].seq, 3);
+	fetch(f, 3);
+	assert_true(f->snap.layers[0].level == 1);
+	assert_true(f->snap.layers[0].level_max == 2);
+	assert_int_equal(f->snap.layers[0].n_norms, 4);
+	/* fc.bias has no window 2: three norms, level 0 (raw). */
+	assert_int_equal(f->snap.layers[1].n_norms, 3);
+	assert_true(f->snap.layers[1].level_max == 0);
+}
+
 int
 main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {
-		T(test_source_offline_shows_the_events_up_to_the_window_on_the_slider),
-		T(test_source_offline_shows_the_layers_and_decisions_up_to_that_window),
 		T(test_source_pairs_accordion_r_with_the_window_that_judged_it),
 		T(test_source_marks_a_level_changed_in_the_window_shown),
+		T(test_source_offline_shows_the_events_up_to_the_window_on_the_slider),
+		T(test_source_offline_shows_the_layers_and_decisions_up_to_that_window),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
