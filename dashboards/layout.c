@@ -1170,6 +1170,24 @@ layout_decision(const dash_model *m, dash_canvas *c, int first, int visible)
 	layout_pane_draw(m, c, first - 1, visible + 1, layout_decision_body);
 }
 
+uint32_t
+dash_layout_scroll_max(const dash_model *m, int rows, int cols)
+{
+	/* The dry pass reads only the width: a canvas without cells. */
+	dash_canvas c = { .rows = rows, .cols = cols };
+	layout_pane p = { .c = &c, .dry = true };
+	int visible = rows - 1 - layout_top(m) + 1;
+
+	if (m->view == DASH_VIEW_LAYER)
+		layout_layer_body(m, &p);
+	else if (m->view == DASH_VIEW_DECISION)
+		layout_decision_body(m, &p);
+	else
+		return 0;
+	return visible > 0 && p.lines > visible ? (uint32_t)(p.lines - visible)
+						: 0;
+}
+
 static const char *const layout_help[] = {
 	"keys",
 	"  Up/Down, j/k     move the selection (PgUp/PgDn, g/G)",

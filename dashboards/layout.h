@@ -60,6 +60,11 @@ void dash_canvas_line(const dash_canvas *c, int row, char *buf);
 /* Draws the model on c (cleared first). */
 void dash_layout_render(const dash_model *m, dash_canvas *c);
 
+/* The highest useful scroll (dash_model.scroll) of the detail view shown
+ * on a rows x cols screen: its lines past the screen, 0 when it fits or
+ * the view is not a detail. */
+uint32_t dash_layout_scroll_max(const dash_model *m, int rows, int cols);
+
 /* Word-wraps text into lines of at most `width` (>= 8) characters: a new
  * line after every "; " (one clause a line), continuation lines indented
  * by two spaces, words longer than a line broken. Calls line(arg, n,

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MODEL_PAGE       10  /* rows PgUp/PgDn move */
-#define MODEL_SCROLL_MAX 256 /* lines a detail view scrolls, at most */
+#define MODEL_PAGE       10   /* rows PgUp/PgDn move */
+#define MODEL_SCROLL_MAX 4096 /* lines a detail view scrolls, at most */
 
 void
 dash_snapshot_fini(dash_snapshot *s)

@@ -197,7 +197,9 @@ typedef struct dash_model {
 	char layer[DASH_NAME_MAX];    /* layer opened in DASH_VIEW_LAYER */
 	dash_decision decision;       /* copy of the decision opened in
 				       * DASH_VIEW_DECISION */
-	uint32_t scroll;              /* detail views: first line shown */
+	uint32_t scroll;              /* detail views: first line shown (the
+				       * caller clamps it to the layout's
+				       * dash_layout_scroll_max) */
 	char filter[DASH_FILTER_MAX]; /* layer name filter, "" = all */
 	bool filtering;               /* typing the filter */
 	dash_sort sort;               /* layer order */

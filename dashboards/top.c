@@ -307,6 +307,11 @@ top_loop(dash_source *src, dash_model *m, bool colour)
 			act = dash_model_key(m, k);
 			if (act & DASH_ACT_QUIT)
 				goto done;
+			/* A detail scrolls no further than its last line,
+			 * so that Up moves it at once after End. */
+			if (m->scroll > dash_layout_scroll_max(m, rows, cols))
+				m->scroll = dash_layout_scroll_max(m, rows,
+				    cols);
 			if (act & DASH_ACT_REDRAW)
 				dirty = true;
 			if (act & DASH_ACT_REFETCH)

@@ -365,6 +365,14 @@ test_layout_decision_detail_wraps_the_whole_reason(void **state)
 	layout_print(fx, DASH_VIEW_DECISION, 24, 40, buf, sizeof(buf));
 	assert_non_null(strstr(buf, "more lines: Down/PgDn"));
 	assert_null(strstr(buf, "block23.w"));
+	/* The scroll that shows the last line at the bottom: one less
+	 * still has lines below, one more shows the same. */
+	assert_int_equal(dash_layout_scroll_max(&fx->m, 24, 80), 0);
+	fx->m.scroll = dash_layout_scroll_max(&fx->m, 24, 40);
+	assert_true(fx->m.scroll > 0);
+	fx->m.scroll--;
+	layout_print(fx, DASH_VIEW_DECISION, 24, 40, end, sizeof(end));
+	assert_non_null(strstr(end, "-- 2 more lines"));
 	fx->m.scroll = 1000;
 	layout_print(fx, DASH_VIEW_DECISION, 24, 40, end, sizeof(end));
 	assert_null(strstr(end, "more lines"));
