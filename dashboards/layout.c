@@ -4,6 +4,7 @@
 
 #include <bellows/error.h>
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -230,7 +231,7 @@ static void
 layout_tabs(const dash_model *m, dash_canvas *c)
 {
 	int col = 0;
-	dash_view cur = m->view == DASH_VIEW_LAYER ? m->back : m->view;
+	dash_view cur = m->view >= DASH_VIEW_LAYER ? m->back : m->view;
 
 	for (int v = 0; v < DASH_VIEW_LAYER; v++) {
 		char buf[32];
@@ -528,15 +529,74 @@ layout_ranks(const dash_model *m, dash_canvas *c, int first, int visible)
 	}
 }
 
-/* "critical", "stable", "raw" (never compressed) or "-". */
+/* "critical", "stable", "raw" (never compressed) or "-"; "crit(LR)" for
+ * a layer critical although the r that decided was below eta: an LR
+ * drop made every layer critical until the next check. */
 static const char *
 layout_regime(const dash_layer *l)
 {
+	double r = dash_layer_r(l);
+
 	if (isnan(l->level) || isnan(l->level_max))
 		return "-";
 	if (l->level_max <= 0.0)
 		return "raw";
-	return dash_layer_critical(l) ? "critical" : "stable";
+	if (!dash_layer_critical(l))
+		return "stable";
+	return !isnan(r) && !isnan(l->r_eta) && r < l->r_eta ? "crit(LR)"
+							     : "critical";
+}
+
+/* The attribute of a regime's text. */
+static int
+layout_regime_attr(const dash_layer *l)
+{
+	const char *g = layout_regime(l);
+
+	if (strcmp(g, "critical") == 0 || strcmp(g, "crit(LR)") == 0)
+		return DASH_ATTR_CRITICAL;
+	if (strcmp(g, "stable") == 0)
+		return DASH_ATTR_STABLE;
+	return strcmp(g, "raw") == 0 ? DASH_ATTR_RAW : 0;
+}
+
+/* The attribute of a level in force: changed, compressed or raw. */
+static int
+layout_level_attr(const dash_layer *l)
+{
+	if (dash_layer_changed(l))
+		return DASH_ATTR_CHANGED;
+	if (isnan(l->level))
+		return 0;
+	return l->level > 0.0 ? DASH_ATTR_LEVEL : DASH_ATTR_RAW;
+}
+
+/* The r that decided a layer's regime, with the window of the check
+ * that judged it: "0.051 @w12", "-" when none was judged. */
+static void
+layout_judged(const dash_layer *l, char *buf, size_t len)
+{
+	double r = dash_layer_r(l);
+
+	if (isnan(r))
+		snprintf(buf, len, "-");
+	else if (r < 10.0)
+		snprintf(buf, len, "%.3f @w%" PRId64, r, l->r_window);
+	else /* 12.5, inf (a norm that was 0) */
+		snprintf(buf, len, "%.3g @w%" PRId64, r, l->r_window);
+}
+
+/* How the judged r compared with the eta of its check: "<0.5", ">=0.5"
+ * or "-". */
+static void
+layout_vs_eta(const dash_layer *l, char *buf, size_t len)
+{
+	double r = dash_layer_r(l);
+
+	if (isnan(r) || isnan(l->r_eta))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%s%g", r < l->r_eta ? "<" : ">=", l->r_eta);
 }
 
 /* True when some layer has an activation error bound (COMET): the layers
@@ -550,41 +610,115 @@ layout_have_bounds(const dash_model *m)
 	return false;
 }
 
+/* The per-layer metric a job without regimes shows as its own knob
+ * column (slimgc's "ratio", gcomp's "exp_bits"...): the first one the
+ * policies computed for a layer that no other column shows; NULL when
+ * there is none. */
+static const char *
+layout_knob_metric(const dash_model *m)
+{
+	const dash_knobs *k = &m->snap.knobs;
+
+	for (uint32_t i = 0; i < k->n_metrics; i++) {
+		const char *name = k->metrics[i].name;
+
+		if (k->metrics[i].layer[0] != '\0' &&
+		    strcmp(name, "bits_per_value") != 0 &&
+		    strcmp(name, "r") != 0 && strcmp(name, "eb") != 0)
+			return name;
+	}
+	return NULL;
+}
+
+/* The layers view's columns after LEVEL, decided once per screen. */
+typedef struct layout_cols {
+	bool regime;      /* REGIME, and R and VS_ETA unless bounds */
+	bool bits;        /* BITS/V (gcomp) */
+	bool bounds;      /* ERROR_BOUND (comet) */
+	const char *knob; /* a knob metric's column, NULL = none */
+	int name_w;       /* LAYER */
+	int spark_w;      /* NORM */
+} layout_cols;
+
+#define LAYOUT_R_W    11 /* "0.051 @w1234" */
+#define LAYOUT_KNOB_W 9  /* a knob metric's column */
+
 static void
-layout_layer_cells(const dash_model *m, const dash_layer *l, dash_canvas *c,
-    int row, int a, int name_w, int spark_w)
+layout_layer_cols(const dash_model *m, int cols, layout_cols *lc)
+{
+	/* The margin, the name's gap, then each column and its gap. */
+	int fixed = 2 + 7 + 6;
+
+	memset(lc, 0, sizeof(*lc));
+	lc->regime = dash_snapshot_regime(&m->snap);
+	lc->bits = dash_have_layer_metric(&m->snap, "bits_per_value");
+	lc->bounds = layout_have_bounds(m);
+	if (!lc->regime && !lc->bounds)
+		lc->knob = layout_knob_metric(m);
+	fixed += lc->regime ? 9 : 0;
+	fixed += lc->bits ? 7 : 0;
+	if (lc->bounds)
+		fixed += 14;
+	else if (lc->regime)
+		fixed += LAYOUT_R_W + 1 + 7;
+	if (lc->knob != NULL)
+		fixed += LAYOUT_KNOB_W + 1;
+	/* The name up to 40 and the sparkline at least 12; on a narrow
+	 * screen the name keeps 14 before the sparkline shrinks to 4. */
+	lc->name_w = cols - fixed - 12 > 40 ? 40 : cols - fixed - 12;
+	if (lc->name_w < 14)
+		lc->name_w = cols - fixed - 4 < 14 ? cols - fixed - 4 : 14;
+	if (lc->name_w < 8)
+		lc->name_w = 8;
+	lc->spark_w = cols - fixed - lc->name_w;
+}
+
+static void
+layout_layer_cells(const dash_model *m, const layout_cols *lc,
+    const dash_layer *l, dash_canvas *c, int row, int a)
 {
 	char buf[64], spark[DASH_SPARK_MAX + 1];
-	double r = dash_layer_r(l, m->snap.acc_interval);
-	int col;
+	int col, spark_w = lc->spark_w;
 
-	col = layout_cell(c, row, 1, name_w, a, false, l->name);
+	col = layout_cell(c, row, 1, lc->name_w,
+	    a | (dash_layer_changed(l) ? DASH_ATTR_CHANGED : 0), false,
+	    l->name);
 	layout_bytes((int64_t)l->numel, buf, sizeof(buf));
 	col = layout_cell(c, row, col, 6, a, true, buf);
 	layout_real(l->level, -1, "", buf, sizeof(buf));
-	col = layout_cell(c, row, col, 5, a, true, buf);
-	col = layout_cell(c, row, col, 8, a, false, layout_regime(l));
-	if (dash_have_layer_metric(&m->snap, "bits_per_value")) {
+	col = layout_cell(c, row, col, 5, a | layout_level_attr(l), true, buf);
+	if (lc->regime)
+		col = layout_cell(c, row, col, 8, a | layout_regime_attr(l),
+		    false, layout_regime(l));
+	if (lc->bits) {
 		/* gcomp: bits per value at level 0 under the table in force. */
 		layout_real(dash_metric_of(&m->snap, l->name, "bits_per_value"),
 		    2, "", buf, sizeof(buf));
 		col = layout_cell(c, row, col, 6, a, true, buf);
 	}
-	if (layout_have_bounds(m)) {
+	if (lc->bounds) {
 		if (isnan(l->error_bound) || l->error_bound <= 0.0)
 			snprintf(buf, sizeof(buf), "-");
 		else
 			snprintf(buf, sizeof(buf), "%.3g", l->error_bound);
 		col = layout_cell(c, row, col, 13, a, true, buf);
-	} else {
-		layout_real(r, 3, "", buf, sizeof(buf));
-		col = layout_cell(c, row, col, 6, a, true, buf);
-		if (isnan(r) || isnan(m->snap.acc_eta))
-			snprintf(buf, sizeof(buf), "-");
-		else
-			snprintf(buf, sizeof(buf), "%s%g",
-			    r < m->snap.acc_eta ? "<" : ">=", m->snap.acc_eta);
-		col = layout_cell(c, row, col, 6, a, false, buf);
+	} else if (lc->regime) {
+		double r = dash_layer_r(l);
+
+		layout_judged(l, buf, sizeof(buf));
+		col = layout_cell(c, row, col, LAYOUT_R_W, a, true, buf);
+		layout_vs_eta(l, buf, sizeof(buf));
+		col = layout_cell(c, row, col, 6,
+		    a |
+			(isnan(r) || isnan(l->r_eta) ? 0
+				: r < l->r_eta       ? DASH_ATTR_STABLE
+						     : DASH_ATTR_CRITICAL),
+		    false, buf);
+	}
+	if (lc->knob != NULL) {
+		layout_real(dash_metric_of(&m->snap, l->name, lc->knob), -1, "",
+		    buf, sizeof(buf));
+		col = layout_cell(c, row, col, LAYOUT_KNOB_W, a, true, buf);
 	}
 	if (spark_w > DASH_SPARK_MAX)
 		spark_w = DASH_SPARK_MAX;
@@ -595,37 +729,85 @@ layout_layer_cells(const dash_model *m, const dash_layer *l, dash_canvas *c,
 	}
 }
 
+/* Writes `text` at (row, col) with attribute attr; returns the next
+ * column. */
+static int
+layout_word(dash_canvas *c, int row, int col, int attr, const char *text)
+{
+	return col + dash_canvas_put(c, row, col, -1, attr, text);
+}
+
+/* The legend under the layers: what the colours and the columns mean
+ * (the words in their own colours, or styles without colour). */
+static void
+layout_legend(const layout_cols *lc, dash_canvas *c, int row)
+{
+	int col = 1;
+
+	if (lc->regime) {
+		col = layout_word(c, row, col, DASH_ATTR_CRITICAL, "critical");
+		col = layout_word(c, row, col, 0, " ");
+		col = layout_word(c, row, col, DASH_ATTR_STABLE, "stable");
+		col = layout_word(c, row, col, 0, " ");
+		col = layout_word(c, row, col, DASH_ATTR_RAW, "raw");
+	} else {
+		col = layout_word(c, row, col, DASH_ATTR_LEVEL, "level");
+		col = layout_word(c, row, col, 0, " ");
+		col = layout_word(c, row, col, DASH_ATTR_RAW, "raw");
+	}
+	col = layout_word(c, row, col, 0, " ");
+	col = layout_word(c, row, col, DASH_ATTR_CHANGED, "changed");
+	col = layout_word(c, row, col, 0, " ");
+	col = layout_word(c, row, col, DASH_ATTR_ALERT, "error");
+	layout_word(c, row, col, 0,
+	    lc->regime && !lc->bounds
+		? "  R: r of check @w  VS_ETA: vs eta  ? more"
+		: "  LEVEL: in force  ? more");
+}
+
 static void
 layout_layers(const dash_model *m, dash_canvas *c, int first, int visible)
 {
-	uint32_t top = layout_scroll(m->sel[DASH_VIEW_LAYERS], visible);
+	uint32_t top;
 	uint32_t *rows = NULL, n = 0;
-	/* name, then fixed columns of 6+5+8+6+6 and their gaps (6), then
-	 * the sparkline in what is left. */
-	int fixed = 1 + 6 + 5 + 8 + 6 + 6 + 6;
-	int name_w = c->cols - fixed - 12 > 40 ? 40 : c->cols - fixed - 12;
-	int spark_w, col = 1, h = first - 1;
+	layout_cols lc;
+	int col = 1, h = first - 1;
 
-	if (name_w < 8)
-		name_w = 8;
-	spark_w = c->cols - fixed - name_w - 1;
-	col = layout_cell(c, h, col, name_w, DASH_ATTR_BOLD, false, "LAYER");
+	layout_layer_cols(m, c->cols, &lc);
+	/* The legend takes the last line when the table keeps a few. */
+	if (visible > 4) {
+		visible--;
+		layout_legend(&lc, c, first + visible);
+	}
+	top = layout_scroll(m->sel[DASH_VIEW_LAYERS], visible);
+	col = layout_cell(c, h, col, lc.name_w, DASH_ATTR_BOLD, false, "LAYER");
 	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "SIZE");
 	col = layout_cell(c, h, col, 5, DASH_ATTR_BOLD, true, "LEVEL");
-	col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, false, "REGIME");
-	if (dash_have_layer_metric(&m->snap, "bits_per_value")) {
+	if (lc.regime)
+		col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, false,
+		    "REGIME");
+	if (lc.bits)
 		col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "BITS/V");
-		spark_w -= 7;
-	}
-	if (layout_have_bounds(m)) {
+	if (lc.bounds) {
 		col = layout_cell(c, h, col, 13, DASH_ATTR_BOLD, true,
 		    "ERROR_BOUND");
-	} else {
-		col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "R");
+	} else if (lc.regime) {
+		col = layout_cell(c, h, col, LAYOUT_R_W, DASH_ATTR_BOLD, true,
+		    "R");
 		col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, false,
 		    "VS_ETA");
 	}
-	layout_cell(c, h, col, spark_w, DASH_ATTR_BOLD, false, "NORM");
+	if (lc.knob != NULL) {
+		char up[32];
+		size_t i;
+
+		for (i = 0; lc.knob[i] != '\0' && i + 1 < sizeof(up); i++)
+			up[i] = (char)toupper((unsigned char)lc.knob[i]);
+		up[i] = '\0';
+		col = layout_cell(c, h, col, LAYOUT_KNOB_W, DASH_ATTR_BOLD,
+		    true, up);
+	}
+	layout_cell(c, h, col, lc.spark_w, DASH_ATTR_BOLD, false, "NORM");
 	if (m->snap.n_layers > 0)
 		rows = malloc(m->snap.n_layers * sizeof(*rows));
 	if (rows != NULL)
@@ -637,7 +819,7 @@ layout_layers(const dash_model *m, dash_canvas *c, int first, int visible)
 
 		if (sel)
 			layout_bar(c, first + r, a);
-		layout_layer_cells(m, l, c, first + r, a, name_w, spark_w);
+		layout_layer_cells(m, &lc, l, c, first + r, a);
 	}
 	if (n == 0)
 		dash_canvas_put(c, first, 1, -1, 0,
@@ -660,15 +842,20 @@ layout_decisions(const dash_model *m, dash_canvas *c, int first, int visible)
 	col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, false, "TIME");
 	col = layout_cell(c, h, col, 10, DASH_ATTR_BOLD, false, "POLICY");
 	layout_cell(c, h, col, c->cols - col, DASH_ATTR_BOLD, false, "REASON");
-	/* Newest first. */
-	for (int r = 0; r < visible && top + (uint32_t)r < n; r++) {
-		uint32_t i = n - 1 - (top + (uint32_t)r);
-		const dash_decision *d = &m->snap.decisions[i];
+	/* Newest first; what changed something stands out, "no change"
+	 * recedes. */
+	for (int r = 0; r < visible; r++) {
+		const dash_decision *d = dash_model_decision_row(m,
+		    top + (uint32_t)r);
 		bool sel = top + (uint32_t)r == m->sel[DASH_VIEW_DECISIONS];
-		int a = sel ? DASH_ATTR_REVERSE : 0;
+		int a = (sel ? DASH_ATTR_REVERSE : 0) |
+		    (d != NULL && dash_decision_changed(d) ? DASH_ATTR_CHANGED
+							   : DASH_ATTR_RAW);
 		char buf[32];
 		int row = first + r;
 
+		if (d == NULL)
+			break;
 		if (sel)
 			layout_bar(c, row, a);
 		snprintf(buf, sizeof(buf), "%" PRIu64, d->seq);
@@ -704,7 +891,9 @@ layout_events(const dash_model *m, dash_canvas *c, int first, int visible)
 		bool sel = top + (uint32_t)r == m->sel[DASH_VIEW_EVENTS];
 		bool bad = strstr(e->kind, "lost") != NULL ||
 		    strstr(e->kind, "degraded") != NULL ||
-		    strstr(e->kind, "refused") != NULL;
+		    strstr(e->kind, "refused") != NULL ||
+		    strstr(e->kind, "fail") != NULL ||
+		    strstr(e->kind, "error") != NULL;
 		int a = (sel ? DASH_ATTR_REVERSE : 0) |
 		    (bad ? DASH_ATTR_ALERT : 0);
 		int row = first + r;
@@ -721,12 +910,139 @@ layout_events(const dash_model *m, dash_canvas *c, int first, int visible)
 		dash_canvas_put(c, first, 1, -1, 0, "no events");
 }
 
+int
+dash_layout_wrap(const char *text, int width,
+    void (*line)(void *arg, int n, const char *text), void *arg)
+{
+	char buf[1024];
+	const char *p = text;
+	int n = 0;
+
+	if (width < 8)
+		width = 8;
+	if (width > (int)sizeof(buf) - 1)
+		width = (int)sizeof(buf) - 1;
+	while (*p != '\0') {
+		/* One clause: up to and with its ';'. */
+		const char *semi = strstr(p, "; ");
+		const char *end = semi != NULL ? semi + 1 : p + strlen(p);
+		int indent = 0;
+
+		for (const char *q = p; q < end; indent = 2) {
+			size_t room = (size_t)(width - indent), take;
+
+			while (q < end && *q == ' ')
+				q++;
+			if (q >= end)
+				break;
+			take = (size_t)(end - q);
+			if (take > room) {
+				/* Break at the last space that fits, else
+				 * inside the word. */
+				size_t k = room;
+
+				while (k > 0 && q[k] != ' ')
+					k--;
+				take = k > 0 ? k : room;
+			}
+			memset(buf, ' ', (size_t)indent);
+			memcpy(buf + indent, q, take);
+			buf[(size_t)indent + take] = '\0';
+			if (line != NULL)
+				line(arg, n, buf);
+			n++;
+			q += take;
+		}
+		p = semi != NULL ? semi + 2 : end;
+	}
+	return n;
+}
+
+/* A detail view's text, drawn line by line from row `row` up to `end`
+ * after skipping `skip` lines (the scroll); a dry pass only counts. */
+typedef struct layout_pane {
+	dash_canvas *c; /* drawn on */
+	bool dry;       /* count only */
+	int row;        /* next row */
+	int end;        /* first row past the pane */
+	uint32_t skip;  /* lines still to scroll past */
+	int lines;      /* lines so far, scrolled or not */
+	int col;        /* column of the wrapped text */
+	int attr;       /* its attribute */
+} layout_pane;
+
 static void
-layout_layer(const dash_model *m, dash_canvas *c, int first, int visible)
+layout_pane_line(layout_pane *p, int col, int attr, const char *text)
+{
+	p->lines++;
+	if (p->skip > 0) {
+		p->skip--;
+		return;
+	}
+	if (!p->dry && p->row < p->end)
+		dash_canvas_put(p->c, p->row, col, -1, attr, text);
+	p->row++;
+}
+
+static void
+layout_pane_wrapped(void *arg, int n, const char *text)
+{
+	layout_pane *p = arg;
+
+	(void)n;
+	layout_pane_line(p, p->col, p->attr, text);
+}
+
+/* Adds text wrapped to the screen's width from column col. */
+static void
+layout_pane_wrap(layout_pane *p, int col, int attr, const char *text)
+{
+	p->col = col;
+	p->attr = attr;
+	dash_layout_wrap(text, p->c->cols - col - 1, layout_pane_wrapped, p);
+}
+
+/* Draws a detail view with body(): a dry pass counts its lines, so that
+ * the scroll stops where the last line is at the bottom; a last line
+ * says how many more there are below. */
+static void
+layout_pane_draw(const dash_model *m, dash_canvas *c, int first, int visible,
+    void (*body)(const dash_model *, layout_pane *))
+{
+	layout_pane p = { .c = c, .dry = true, .row = first, .end = first };
+	uint32_t skip = m->scroll;
+	int below;
+
+	if (visible <= 0)
+		return;
+	body(m, &p);
+	if (p.lines <= visible)
+		skip = 0;
+	else if (skip > (uint32_t)(p.lines - visible))
+		skip = (uint32_t)(p.lines - visible);
+	memset(&p, 0, sizeof(p));
+	p.c = c;
+	p.row = first;
+	p.end = first + visible;
+	p.skip = skip;
+	body(m, &p);
+	below = p.row - p.end;
+	if (below > 0) {
+		char buf[96];
+
+		snprintf(buf, sizeof(buf), "-- %d more line%s: Down/PgDn --",
+		    below + 1, below == 0 ? "" : "s");
+		memset(c->text + (size_t)(p.end - 1) * (size_t)c->cols, ' ',
+		    (size_t)c->cols);
+		dash_canvas_put(c, p.end - 1, 1, -1, DASH_ATTR_BOLD, buf);
+	}
+}
+
+static void
+layout_layer_body(const dash_model *m, layout_pane *p)
 {
 	const dash_layer *l = NULL;
-	char buf[512], spark[DASH_SPARK_MAX + 1];
-	int row = first - 1;
+	char buf[512], spark[DASH_SPARK_MAX + 1], judged[48];
 	double r;
 
 	for (uint32_t i = 0; i < m->snap.n_layers; i++) {
@@ -736,31 +1052,54 @@ layout_layer(const dash_model *m, dash_canvas *c, int first, int visible)
 	if (l == NULL) {
 		snprintf(buf, sizeof(buf), "layer %s: not in this reading",
 		    m->layer);
-		dash_canvas_put(c, row, 1, -1, 0, buf);
+		layout_pane_line(p, 1, 0, buf);
 		return;
 	}
-	r = dash_layer_r(l, m->snap.acc_interval);
+	r = dash_layer_r(l);
 	snprintf(buf, sizeof(buf), "layer %s (#%u, %" PRIu64 " elements)",
 	    l->name, l->idx, l->numel);
-	dash_canvas_put(c, row++, 1, -1, DASH_ATTR_BOLD, buf);
-	snprintf(buf, sizeof(buf), "level %g, highest in the run %g: %s",
-	    l->level, l->level_max, layout_regime(l));
-	dash_canvas_put(c, row++, 3, -1, 0, buf);
-	if (isnan(r))
+	layout_pane_line(p, 1, DASH_ATTR_BOLD, buf);
+	if (dash_layer_changed(l))
+		snprintf(judged, sizeof(judged), " (changed from %g)",
+		    l->level_prev);
+	else
+		judged[0] = '\0';
+	if (dash_snapshot_regime(&m->snap))
 		snprintf(buf, sizeof(buf),
-		    "Accordion r: - (no accordion interval known or too few "
-		    "windows)");
+		    "level %g in force%s, highest in the run %g: %s", l->level,
+		    judged, l->level_max, layout_regime(l));
 	else
 		snprintf(buf, sizeof(buf),
-		    "Accordion r = %.4f against eta %g (interval %u): %s", r,
-		    m->snap.acc_eta, m->snap.acc_interval,
-		    r < m->snap.acc_eta ? "below eta" : "at or above eta");
-	dash_canvas_put(c, row++, 3, -1, 0, buf);
+		    "level %g in force%s, highest in the run %g", l->level,
+		    judged, l->level_max);
+	layout_pane_line(p, 3,
+	    layout_level_attr(l) |
+		(dash_snapshot_regime(&m->snap) ? layout_regime_attr(l) : 0),
+	    buf);
+	if (!dash_snapshot_regime(&m->snap)) {
+		/* No regime: nothing about Accordion's r. */
+	} else if (isnan(r)) {
+		layout_pane_line(p, 3, 0,
+		    "Accordion r: - (no check recorded for this layer yet)");
+	} else {
+		snprintf(buf, sizeof(buf),
+		    "Accordion r = %.4g judged at window %" PRId64
+		    " against eta %g: %s",
+		    r, l->r_window, l->r_eta,
+		    isnan(l->r_eta)    ? "eta not recorded"
+			: r < l->r_eta ? "below eta (stable)"
+				       : "at or above eta (critical)");
+		layout_pane_wrap(p, 3, 0, buf);
+		if (dash_layer_critical(l) && !isnan(l->r_eta) && r < l->r_eta)
+			layout_pane_wrap(p, 3, 0,
+			    "critical although r < eta: an LR drop makes "
+			    "every layer critical until the next check");
+	}
 	if (!isnan(l->error_bound) && l->error_bound > 0.0) {
 		snprintf(buf, sizeof(buf),
 		    "activation error bound %.4g (absolute, in force)",
 		    l->error_bound);
-		dash_canvas_put(c, row++, 3, -1, 0, buf);
+		layout_pane_line(p, 3, 0, buf);
 	}
 	for (uint32_t i = 0; i < m->snap.knobs.n_metrics; i++) {
 		const dash_metric *mt = &m->snap.knobs.metrics[i];
@@ -769,30 +1108,84 @@ layout_layer(const dash_model *m, dash_canvas *c, int first, int visible)
 			continue;
 		snprintf(buf, sizeof(buf), "%s %s %.6g (window %" PRId64 ")",
 		    mt->policy, mt->name, mt->value, m->snap.knobs.window);
-		dash_canvas_put(c, row++, 3, -1, 0, buf);
+		layout_pane_line(p, 3, 0, buf);
 	}
 	dash_sparkline(l->norms, l->n_norms, spark, sizeof(spark));
 	snprintf(buf, sizeof(buf), "norm, last %u windows: [%s]", l->n_norms,
 	    spark);
-	dash_canvas_put(c, row++, 3, -1, 0, buf);
+	layout_pane_line(p, 3, 0, buf);
 	if (l->n_norms > 0) {
 		snprintf(buf, sizeof(buf), "latest norm %.6g",
 		    l->norms[l->n_norms - 1]);
-		dash_canvas_put(c, row++, 3, -1, 0, buf);
+		layout_pane_line(p, 3, 0, buf);
 	}
-	row++;
-	dash_canvas_put(c, row++, 1, -1, DASH_ATTR_BOLD,
-	    "decisions naming it:");
-	for (uint32_t i = m->snap.n_decisions; i > 0 && row < first + visible;
-	     i--) {
+	layout_pane_line(p, 1, 0, "");
+	layout_pane_line(p, 1, DASH_ATTR_BOLD, "decisions naming it:");
+	for (uint32_t i = m->snap.n_decisions; i > 0; i--) {
 		const dash_decision *d = &m->snap.decisions[i - 1];
 
 		if (strstr(d->reason, l->name) == NULL)
 			continue;
-		snprintf(buf, sizeof(buf), "seq %" PRIu64 ": %s", d->seq,
-		    d->reason);
-		layout_cell(c, row++, 3, c->cols - 4, 0, false, buf);
+		snprintf(buf, sizeof(buf),
+		    "seq %" PRIu64 " (window %" PRId64 "):", d->seq, d->window);
+		layout_pane_line(p, 3, DASH_ATTR_CHANGED, buf);
+		layout_pane_wrap(p, 5, 0, d->reason);
 	}
+}
+
+static void
+layout_decision_body(const dash_model *m, layout_pane *p)
+{
+	const dash_decision *d = &m->decision;
+	char buf[256], win[32];
+
+	if (d->window == DASH_NONE)
+		snprintf(win, sizeof(win), "-");
+	else
+		snprintf(win, sizeof(win), "%" PRId64, d->window);
+	snprintf(buf, sizeof(buf),
+	    "decision seq %" PRIu64 ", in force from window %s, at %s", d->seq,
+	    win, d->time[0] != '\0' ? d->time : "-");
+	layout_pane_line(p, 1, DASH_ATTR_BOLD, buf);
+	snprintf(buf, sizeof(buf), "policies: %s%s",
+	    d->policy[0] != '\0' ? d->policy : "-",
+	    dash_decision_changed(d) ? "" : " (changed nothing)");
+	layout_pane_line(p, 3, dash_decision_changed(d) ? 0 : DASH_ATTR_RAW,
+	    buf);
+	layout_pane_line(p, 1, 0, "");
+	layout_pane_line(p, 1, DASH_ATTR_BOLD, "reason:");
+	layout_pane_wrap(p, 3, 0, d->reason);
+}
+
+static void
+layout_layer(const dash_model *m, dash_canvas *c, int first, int visible)
+{
+	/* The detail starts on the table heading's row. */
+	layout_pane_draw(m, c, first - 1, visible + 1, layout_layer_body);
+}
+
+static void
+layout_decision(const dash_model *m, dash_canvas *c, int first, int visible)
+{
+	layout_pane_draw(m, c, first - 1, visible + 1, layout_decision_body);
+}
+
+uint32_t
+dash_layout_scroll_max(const dash_model *m, int rows, int cols)
+{
+	/* The dry pass reads only the width: a canvas without cells. */
+	dash_canvas c = { .rows = rows, .cols = cols };
+	layout_pane p = { .c = &c, .dry = true };
+	int visible = rows - 1 - layout_top(m) + 1;
+
+	if (m->view == DASH_VIEW_LAYER)
+		layout_layer_body(m, &p);
+	else if (m->view == DASH_VIEW_DECISION)
+		layout_decision_body(m, &p);
+	else
+		return 0;
+	return visible > 0 && p.lines > visible ? (uint32_t)(p.lines - visible)
+						: 0;
 }
 
 static const char *const layout_help[] = {
@@ -800,15 +1193,26 @@ static const char *const layout_help[] = {
 	"  Up/Down, j/k     move the selection (PgUp/PgDn, g/G)",
 	"  Tab, Shift-Tab   next/previous view: Jobs Ranks Layers Decisions"
 	" Events",
-	"  Enter            open the selected job or layer",
-	"  Esc, Backspace   back",
+	"  Enter            open the selected job, layer or decision",
+	"  Esc, Backspace   back; Esc or Enter closes a layer or decision",
 	"  /                filter layers by name (Enter keeps, Esc drops)",
 	"  s                sort layers: index, name, level, size, r",
 	"  p                pause/resume updates",
 	"  Left/Right, [ ]  offline: previous/next window ({ } by 10)",
 	"  ?                this help (any key closes it)",
 	"  q                quit",
+	"legend (Layers view)",
+	"  REGIME  Accordion's: critical (r >= eta: light compression),",
+	"          stable (r < eta: heavy compression), raw (never compressed)",
+	"  R       r = |n[w-i] - n[w]| / n[w-i] of the gradient norms, as",
+	"          judged at check window w (@w), which decided the regime",
+	"  VS_ETA  that r against the eta of that check; crit(LR): critical",
+	"          although r < eta, after an LR drop until the next check",
+	"  colours critical stable raw changed level error",
 };
+
+/* The help line whose words are drawn in the colours they name. */
+#define LAYOUT_HELP_COLOURS "  colours "
 
 static void
 layout_help_box(dash_canvas *c)
@@ -826,6 +1230,29 @@ layout_help_box(dash_canvas *c)
 		if (i >= 0 && i < n)
 			layout_cell(c, top + i, 2, w, DASH_ATTR_REVERSE, false,
 			    layout_help[i]);
+		if (i >= 0 && i < n &&
+		    strncmp(layout_help[i], LAYOUT_HELP_COLOURS,
+			strlen(LAYOUT_HELP_COLOURS)) == 0) {
+			static const struct {
+				const char *word;
+				int attr;
+			} words[] = { { "critical", DASH_ATTR_CRITICAL },
+				{ "stable", DASH_ATTR_STABLE },
+				{ "raw", DASH_ATTR_RAW },
+				{ "changed", DASH_ATTR_CHANGED },
+				{ "level", DASH_ATTR_LEVEL },
+				{ "error", DASH_ATTR_ALERT } };
+			int col = 2 + (int)strlen(LAYOUT_HELP_COLOURS);
+
+			for (size_t k = 0; k < sizeof(words) / sizeof(words[0]);
+			     k++) {
+				col = layout_word(c, top + i, col,
+				    DASH_ATTR_REVERSE | words[k].attr,
+				    words[k].word);
+				col = layout_word(c, top + i, col,
+				    DASH_ATTR_REVERSE, " ");
+			}
+		}
 	}
 }
 
@@ -847,6 +1274,9 @@ layout_footer(const dash_model *m, dash_canvas *c)
 		layout_bar(c, row, DASH_ATTR_ALERT | DASH_ATTR_REVERSE);
 		dash_canvas_put(c, row, 0, -1,
 		    DASH_ATTR_ALERT | DASH_ATTR_REVERSE, buf);
+	} else if (m->view >= DASH_VIEW_LAYER) {
+		dash_canvas_put(c, row, 0, -1, 0,
+		    "Esc/Enter close  Up/Down scroll  ? help  q quit");
 	} else {
 		dash_canvas_put(c, row, 0, -1, 0,
 		    m->offline
@@ -883,6 +1313,9 @@ dash_layout_render(const dash_model *m, dash_canvas *c)
 		break;
 	case DASH_VIEW_EVENTS:
 		layout_events(m, c, top, visible);
+		break;
+	case DASH_VIEW_DECISION:
+		layout_decision(m, c, top, visible);
 		break;
 	default:
 		layout_layer(m, c, top, visible);

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MODEL_PAGE 10 /* rows PgUp/PgDn move */
+#define MODEL_PAGE       10   /* rows PgUp/PgDn move */
+#define MODEL_SCROLL_MAX 4096 /* lines a detail view scrolls, at most */
 
 void
 dash_snapshot_fini(dash_snapshot *s)
@@ -62,7 +63,7 @@ const char *
 dash_view_name(dash_view v)
 {
 	static const char *const names[DASH_VIEW_N] = { "Jobs", "Ranks",
-		"Layers", "Decisions", "Events", "Layer" };
+		"Layers", "Decisions", "Events", "Layer", "Decision" };
 
 	return (unsigned)v < DASH_VIEW_N ? names[v] : "?";
 }
@@ -99,17 +100,66 @@ dash_layer_critical(const dash_layer *l)
 }
 
 double
-dash_layer_r(const dash_layer *l, uint32_t interval)
+dash_layer_r(const dash_layer *l)
 {
-	double past, now;
+	return l->r_window == DASH_NONE ? NAN : l->r;
+}
 
-	if (interval == 0 || l->n_norms <= interval)
-		return NAN;
-	now = l->norms[l->n_norms - 1];
-	past = l->norms[l->n_norms - 1 - interval];
-	if (isnan(now) || isnan(past) || past == 0.0)
-		return NAN;
-	return fabs(past - now) / past;
+bool
+dash_layer_changed(const dash_layer *l)
+{
+	return !isnan(l->level) && !isnan(l->level_prev) &&
+	    l->level != l->level_prev;
+}
+
+/* True when the comma- or space-separated list names policy `name`
+ * (whole: "accordion" is not "accordion_batch"). */
+static bool
+model_names(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = strstr(list, name); p != NULL;
+	     p = strstr(p + 1, name)) {
+		char after = p[n];
+
+		if ((p == list || p[-1] == ',' || p[-1] == ' ') &&
+		    (after == '\0' || after == ',' || after == ' '))
+			return true;
+	}
+	return false;
+}
+
+bool
+dash_snapshot_regime(const dash_snapshot *s)
+{
+	if (s->acc_interval != 0)
+		return true;
+	for (uint32_t i = 0; i < s->n_layers; i++)
+		if (s->layers[i].r_window != DASH_NONE)
+			return true;
+	for (uint32_t i = 0; i < s->n_jobs; i++)
+		if (strcmp(s->jobs[i].name, s->job) == 0 &&
+		    model_names(s->jobs[i].policy, "accordion"))
+			return true;
+	for (uint32_t i = 0; i < s->n_decisions; i++)
+		if (model_names(s->decisions[i].policy, "accordion"))
+			return true;
+	return false;
+}
+
+bool
+dash_decision_changed(const dash_decision *d)
+{
+	return d->reason[0] != '\0' && strcmp(d->reason, "no change") != 0;
+}
+
+const dash_decision *
+dash_model_decision_row(const dash_model *m, uint32_t row)
+{
+	if (row >= m->snap.n_decisions)
+		return NULL;
+	return &m->snap.decisions[m->snap.n_decisions - 1 - row];
 }
 
 double
@@ -239,8 +289,7 @@ model_cmp(const void *pa, const void *pb)
 		c = (a->numel < b->numel) - (a->numel > b->numel);
 		break;
 	case DASH_SORT_R:
-		c = model_cmp_double_desc(dash_layer_r(a, m->snap.acc_interval),
-		    dash_layer_r(b, m->snap.acc_interval));
+		c = model_cmp_double_desc(dash_layer_r(a), dash_layer_r(b));
 		break;
 	default:
 		break;
@@ -313,12 +362,31 @@ dash_model_update(dash_model *m, dash_snapshot *s)
 	return DASH_ACT_REDRAW;
 }
 
+/* A detail view scrolls its text instead of moving a selection; the
+ * layout stops at the last line. */
+static int
+model_scroll(dash_model *m, int64_t delta)
+{
+	int64_t s = (int64_t)m->scroll + delta;
+
+	if (s < 0)
+		s = 0;
+	if (s > MODEL_SCROLL_MAX)
+		s = MODEL_SCROLL_MAX;
+	if ((uint32_t)s == m->scroll)
+		return DASH_ACT_NONE;
+	m->scroll = (uint32_t)s;
+	return DASH_ACT_REDRAW;
+}
+
 static int
 model_move(dash_model *m, int64_t delta)
 {
 	uint32_t n = dash_model_rows(m, m->view);
 	int64_t s = (int64_t)m->sel[m->view] + delta;
 
+	if (m->view == DASH_VIEW_LAYER || m->view == DASH_VIEW_DECISION)
+		return model_scroll(m, delta);
 	if (n == 0)
 		return DASH_ACT_NONE;
 	if (s < 0)
@@ -334,6 +402,7 @@ model_move(dash_model *m, int64_t delta)
 static int
 model_enter(dash_model *m)
 {
+	const dash_decision *d;
 	uint32_t *rows;
 	uint32_t n;
 
@@ -358,8 +427,25 @@ model_enter(dash_model *m)
 				.name);
 			m->back = m->view;
 			m->view = DASH_VIEW_LAYER;
+			m->scroll = 0;
 		}
 		free(rows);
+		return DASH_ACT_REDRAW;
+	case DASH_VIEW_DECISIONS:
+		d = dash_model_decision_row(m, m->sel[DASH_VIEW_DECISIONS]);
+		if (d == NULL)
+			return DASH_ACT_NONE;
+		/* A copy: live, the decision leaves the newest read while
+		 * it is open. */
+		m->decision = *d;
+		m->back = m->view;
+		m->view = DASH_VIEW_DECISION;
+		m->scroll = 0;
+		return DASH_ACT_REDRAW;
+	case DASH_VIEW_LAYER:
+	case DASH_VIEW_DECISION:
+		/* Enter closes a detail as Esc does. */
+		m->view = m->back;
 		return DASH_ACT_REDRAW;
 	default:
 		return DASH_ACT_NONE;
@@ -369,7 +455,7 @@ model_enter(dash_model *m)
 static int
 model_back(dash_model *m)
 {
-	if (m->view == DASH_VIEW_LAYER) {
+	if (m->view == DASH_VIEW_LAYER || m->view == DASH_VIEW_DECISION) {
 		m->view = m->back;
 		return DASH_ACT_REDRAW;
 	}
@@ -472,7 +558,7 @@ dash_model_key(dash_model *m, int key)
 		return model_slide(m, 10);
 	case DASH_KEY_TAB:
 	case DASH_KEY_BTAB: {
-		int v = m->view == DASH_VIEW_LAYER ? (int)m->back
+		int v = m->view >= DASH_VIEW_LAYER ? (int)m->back
 						   : (int)m->view;
 		int was_jobs = v == DASH_VIEW_JOBS;
 

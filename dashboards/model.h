@@ -19,7 +19,8 @@
 #include <stdint.h>
 
 #define DASH_NAME_MAX    64        /* bytes of a job, layer or policy name */
-#define DASH_TEXT_MAX    256       /* bytes of a reason or an event text */
+#define DASH_TEXT_MAX    256       /* bytes of an event text */
+#define DASH_REASON_MAX  1024      /* bytes of a decision's reason */
 #define DASH_SPARK_MAX   32        /* windows of norm history kept per layer */
 #define DASH_FILTER_MAX  48        /* bytes of the layer filter */
 #define DASH_NONE        INT64_MIN /* an unknown or unset number */
@@ -70,11 +71,18 @@ typedef struct dash_layer {
 	char name[DASH_NAME_MAX];     /* layer name */
 	uint64_t numel;               /* elements */
 	double level;                 /* level in force; NAN = - */
+	double level_prev;            /* level in force the window before;
+				       * NAN = - */
 	double level_max;             /* highest level of the run; NAN */
 	uint32_t n_norms;             /* entries used in norms */
 	double norms[DASH_SPARK_MAX]; /* norm per window, oldest first */
 	double error_bound;           /* activation error bound in force in
 				       * the last window; NAN = -, 0 = none */
+	double r;                     /* Accordion's r as judged at its last
+				       * check (policy metric "r"); NAN = -
+				       */
+	int64_t r_window;             /* window r was judged at; DASH_NONE */
+	double r_eta;                 /* eta r was compared with then; NAN */
 } dash_layer;
 
 /* A number a policy computed for a window (perfmodel's predicted times,
@@ -98,11 +106,11 @@ typedef struct dash_knobs {
 } dash_knobs;
 
 typedef struct dash_decision {
-	uint64_t seq;               /* decision seq */
-	int64_t window;             /* window it is in force for */
-	char time[16];              /* HH:MM:SS */
-	char policy[DASH_NAME_MAX]; /* policies that gave a reason */
-	char reason[DASH_TEXT_MAX]; /* why */
+	uint64_t seq;                 /* decision seq */
+	int64_t window;               /* window it is in force for */
+	char time[16];                /* HH:MM:SS */
+	char policy[DASH_NAME_MAX];   /* policies that gave a reason */
+	char reason[DASH_REASON_MAX]; /* why, whole */
 } dash_decision;
 
 typedef struct dash_event {
@@ -141,6 +149,7 @@ typedef enum dash_view {
 	DASH_VIEW_DECISIONS, /* the job's last decisions */
 	DASH_VIEW_EVENTS,    /* recent events */
 	DASH_VIEW_LAYER,     /* one layer in detail */
+	DASH_VIEW_DECISION,  /* one decision in detail */
 	DASH_VIEW_N,
 } dash_view;
 
@@ -182,10 +191,15 @@ typedef struct dash_model {
 	dash_snapshot snap;           /* latest reading, owned */
 	bool offline;                 /* browsing a file */
 	dash_view view;               /* shown */
-	dash_view back;               /* view before LAYER */
+	dash_view back;               /* view before LAYER or DECISION */
 	uint32_t sel[DASH_VIEW_N];    /* selected row per view */
 	char job[DASH_NAME_MAX];      /* job opened, "" = none yet */
 	char layer[DASH_NAME_MAX];    /* layer opened in DASH_VIEW_LAYER */
+	dash_decision decision;       /* copy of the decision opened in
+				       * DASH_VIEW_DECISION */
+	uint32_t scroll;              /* detail views: first line shown (the
+				       * caller clamps it to the layout's
+				       * dash_layout_scroll_max) */
 	char filter[DASH_FILTER_MAX]; /* layer name filter, "" = all */
 	bool filtering;               /* typing the filter */
 	dash_sort sort;               /* layer order */
@@ -228,9 +242,28 @@ uint32_t dash_model_rows(const dash_model *m, dash_view v);
  * highest level is 0 (never compressed) is not critical. */
 bool dash_layer_critical(const dash_layer *l);
 
-/* Accordion's r of the layer: |n[w-interval] - n[w]| / n[w-interval] for
- * its last norm w. NAN when interval is 0 or the history is too short. */
-double dash_layer_r(const dash_layer *l, uint32_t interval);
+/* Accordion's r of the layer as the policy judged it at its last check
+ * (|n[w-interval] - n[w]| / n[w-interval] at window l->r_window, the r
+ * that decided the regime in force), NAN when none was recorded. */
+double dash_layer_r(const dash_layer *l);
+
+/* True when the layer's level in force differs from the window
+ * before's. */
+bool dash_layer_changed(const dash_layer *l);
+
+/* True when the job shown has a policy with regimes (Accordion's
+ * critical and stable): an r was judged, an Accordion reason was read,
+ * or the job's policies are named accordion. Other jobs have no regime
+ * to show. */
+bool dash_snapshot_regime(const dash_snapshot *s);
+
+/* True when the decision changed something (its reason is not "no
+ * change"). */
+bool dash_decision_changed(const dash_decision *d);
+
+/* The decision on row `row` of the Decisions view (newest first), NULL
+ * past the last. */
+const dash_decision *dash_model_decision_row(const dash_model *m, uint32_t row);
 
 /* The value of the policy metric `name` of layer `layer` (a layer name,
  * "" for the job) in the snapshot's window, e.g. gcomp's

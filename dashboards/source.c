@@ -608,14 +608,19 @@ source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 			    source_text(&rows, r, "name"));
 			l->numel = numel >= 0 ? (uint64_t)numel : 0;
 			l->level = NAN;
+			l->level_prev = NAN;
 			l->level_max = NAN;
 			l->error_bound = NAN;
+			l->r = NAN;
+			l->r_window = DASH_NONE;
+			l->r_eta = NAN;
 		}
 		prev = idx;
 		l = &snap->layers[snap->n_layers - 1];
 		if (source_int(&rows, r, "window") == DASH_NONE)
 			continue;
 		/* Rows go by window: the last one is the one in force. */
+		l->level_prev = l->level;
 		l->level = source_real(&rows, r, "level");
 		l->error_bound = source_real(&rows, r, "error_bound");
 		v = source_real(&rows, r, "norm_mean");
@@ -637,6 +642,76 @@ source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 			l->level_max = levels[l->idx];
 	}
 	return 0;
+}
+
+#define SOURCE_JUDGED_SPAN 1024 /* windows searched for Accordion's r */
+
+/* Accordion's r of each layer as judged at its last check before window
+ * w (DASH_NONE: the newest), with that check's window and eta: the r
+ * that decided the level in force in w (a check's decision is in force
+ * from the window after it), not one of a later window. A check falls
+ * every acc_interval windows, so that many are read (at most
+ * SOURCE_JUDGED_SPAN; the last 32 when the interval is not known). */
+static void
+source_judged(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
+{
+	int64_t shown = w != DASH_NONE ? w : j->window;
+	int64_t hi = shown != DASH_NONE ? shown - 1 : -1;
+	int64_t span = snap->acc_interval != 0 ? snap->acc_interval
+					       : DASH_SPARK_MAX;
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+	uint32_t at = 0;
+
+	if (s->db == NULL || j->run == DASH_NONE || hi < 0 ||
+	    snap->n_layers == 0)
+		return;
+	if (span > SOURCE_JUDGED_SPAN)
+		span = SOURCE_JUDGED_SPAN;
+	source_filter(&f, j->run);
+	f.window_lo = hi >= span ? hi - span : 0;
+	f.window_hi = hi;
+	if (source_ask(s, TOOL_HDB_Q_METRICS, &f, &rows) != 0) {
+		tool_hdb_rows_fini(&rows);
+		return;
+	}
+	/* Rows go by window, then as the policy wrote them (layer order):
+	 * the search for a layer starts after the last one found. */
+	for (uint64_t i = 0; i < rows.n_rows; i++) {
+		const char *name = source_text(&rows, i, "name");
+		const char *layer = source_text(&rows, i, "layer");
+		int64_t win = source_int(&rows, i, "window");
+
+		if (strcmp(name, "r") != 0 || layer[0] == '\0')
+			continue;
+		for (uint32_t k = 0; k < snap->n_layers; k++) {
+			dash_layer
+			    *l = &snap->layers[(at + k) % snap->n_layers];
+
+			if (strcmp(l->name, layer) != 0)
+				continue;
+			l->r = source_real(&rows, i, "value");
+			l->r_window = win;
+			l->r_eta = NAN;
+			at = (at + k + 1) % snap->n_layers;
+			break;
+		}
+	}
+	/* The eta each r was compared with: the job's "eta" of its
+	 * window. */
+	for (uint64_t i = 0; i < rows.n_rows; i++) {
+		const char *layer = source_text(&rows, i, "layer");
+		int64_t win = source_int(&rows, i, "window");
+
+		if (strcmp(source_text(&rows, i, "name"), "eta") != 0 ||
+		    layer[0] != '\0')
+			continue;
+		for (uint32_t k = 0; k < snap->n_layers; k++)
+			if (snap->layers[k].r_window == win)
+				snap->layers[k].r_eta = source_real(&rows, i,
+				    "value");
+	}
+	tool_hdb_rows_fini(&rows);
 }
 
 /* The threshold, gate and calibration in force in the last window of run
@@ -1003,6 +1078,8 @@ dash_source_fetch(dash_source *s, const char *job, int64_t window,
 				source_knobs(s, &snap, j, DASH_NONE);
 			if (r == 0)
 				r = source_decisions(s, &snap, j, DASH_NONE);
+			if (r == 0)
+				source_judged(s, &snap, j, DASH_NONE);
 		} else {
 			source_offline_window(s, &snap, j, window);
 			if (snap.window_at != DASH_NONE)
@@ -1018,6 +1095,8 @@ dash_source_fetch(dash_source *s, const char *job, int64_t window,
 			if (r == 0)
 				r = source_decisions(s, &snap, j,
 				    snap.window_at);
+			if (r == 0)
+				source_judged(s, &snap, j, snap.window_at);
 		}
 	} else if (s->live && s->have_last) {
 		r = source_live_events(s, &snap, "");

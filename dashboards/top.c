@@ -37,6 +37,7 @@ typedef struct top_opts {
 	uint32_t cols;          /* same */
 	const char *server_key; /* --server-key, NULL: not given */
 	const char *client_key; /* --client-key, NULL: not given */
+	bool no_color;          /* --no-color */
 } top_opts;
 
 void
@@ -47,6 +48,7 @@ dash_top_usage(FILE *f)
 	    "                   [--offline] [--run ID] [--job NAME]\n"
 	    "                   [--once [--view V] [--size ROWSxCOLS]]\n"
 	    "                   [--server-key FILE --client-key FILE]\n"
+	    "                   [--no-color]\n"
 	    "\n"
 	    "  --control EP   bellowsd's control endpoint (default\n"
 	    "                 $BELLOWS_CONTROL, else %s)\n"
@@ -67,10 +69,14 @@ dash_top_usage(FILE *f)
 	    "                 $BELLOWS_SERVER_KEY)\n"
 	    "  --client-key FILE  this client's secret certificate (default\n"
 	    "                 $BELLOWS_CLIENT_KEY); with both, CURVE\n"
+	    "  --no-color     no colours (bold, underline and dim instead);\n"
+	    "                 also when $NO_COLOR is set or the terminal\n"
+	    "                 has none\n"
 	    "\n"
-	    "keys: arrows/j/k move, Tab view, Enter open, Esc back, / filter\n"
-	    "layers, s sort, p pause, Left/Right window (offline), ? help,\n"
-	    "q quit. docs/top.md describes the views.\n",
+	    "keys: arrows/j/k move, Tab view, Enter open (a job, layer or\n"
+	    "decision) and close, Esc back, / filter layers, s sort, p pause,\n"
+	    "Left/Right window (offline), ? help and legend, q quit.\n"
+	    "docs/top.md describes the views.\n",
 	    TOP_DEFAULT_CONTROL, TOP_DEFAULT_PUBLISH, TOP_DEFAULT_DB);
 }
 
@@ -89,6 +95,7 @@ top_parse(int argc, char **argv, top_opts *o)
 		{ "size", required_argument, NULL, 's' },
 		{ "server-key", required_argument, NULL, 'S' },
 		{ "client-key", required_argument, NULL, 'C' },
+		{ "no-color", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -113,6 +120,9 @@ top_parse(int argc, char **argv, top_opts *o)
 			break;
 		case 'C':
 			o->client_key = optarg;
+			break;
+		case 'N':
+			o->no_color = true;
 			break;
 		case 'c':
 			o->control = optarg;
@@ -241,15 +251,25 @@ top_once(dash_source *src, dash_model *m, const top_opts *o)
 	return r;
 }
 
+/* Colour unless --no-color or NO_COLOR (set and not empty, as
+ * no-color.org has it) says otherwise. */
+static bool
+top_colour(const top_opts *o)
+{
+	const char *no = getenv("NO_COLOR");
+
+	return !o->no_color && (no == NULL || no[0] == '\0');
+}
+
 static int
-top_loop(dash_source *src, dash_model *m)
+top_loop(dash_source *src, dash_model *m, bool colour)
 {
 	dash_canvas c = { 0 };
 	uint64_t last_fetch = com_clock_ms();
 	bool dirty = true;
 	int r;
 
-	if ((r = dash_screen_open()) != 0)
+	if ((r = dash_screen_open(colour)) != 0)
 		return r;
 	for (;;) {
 		uint64_t now = com_clock_ms();
@@ -287,6 +307,11 @@ top_loop(dash_source *src, dash_model *m)
 			act = dash_model_key(m, k);
 			if (act & DASH_ACT_QUIT)
 				goto done;
+			/* A detail scrolls no further than its last line,
+			 * so that Up moves it at once after End. */
+			if (m->scroll > dash_layout_scroll_max(m, rows, cols))
+				m->scroll = dash_layout_scroll_max(m, rows,
+				    cols);
 			if (act & DASH_ACT_REDRAW)
 				dirty = true;
 			if (act & DASH_ACT_REFETCH)
@@ -360,7 +385,7 @@ dash_top_main(int argc, char **argv)
 		r = top_once(src, &m, &o);
 	} else {
 		if ((r = top_fetch(src, &m)) >= 0)
-			r = top_loop(src, &m);
+			r = top_loop(src, &m, top_colour(&o));
 	}
 out:
 	dash_model_fini(&m);

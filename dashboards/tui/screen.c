@@ -15,6 +15,16 @@
 static volatile sig_atomic_t screen_on;   /* curses owns the terminal */
 static volatile sig_atomic_t screen_stop; /* a stop signal arrived */
 static bool screen_atexit;                /* the exit hook is installed */
+static bool screen_colour;                /* colour pairs are in use */
+
+/* Colour pairs of the cells' meanings. */
+enum {
+	SCREEN_PAIR_ALERT = 1,
+	SCREEN_PAIR_CRITICAL,
+	SCREEN_PAIR_STABLE,
+	SCREEN_PAIR_CHANGED,
+	SCREEN_PAIR_LEVEL,
+};
 
 void
 dash_screen_close(void)
@@ -54,7 +64,7 @@ dash_screen_stop_requested(void)
 }
 
 int
-dash_screen_open(void)
+dash_screen_open(bool colour)
 {
 	/* Every signal whose default would end the process with the
 	 * terminal still in curses' modes: a request to stop (Ctrl-C and
@@ -92,10 +102,14 @@ dash_screen_open(void)
 	/* Esc alone should not wait a second for an escape sequence. */
 	set_escdelay(25);
 	curs_set(0);
-	if (has_colors()) {
-		start_color();
+	screen_colour = colour && has_colors() && start_color() == OK;
+	if (screen_colour) {
 		use_default_colors();
-		init_pair(1, COLOR_RED, -1);
+		init_pair(SCREEN_PAIR_ALERT, COLOR_RED, -1);
+		init_pair(SCREEN_PAIR_CRITICAL, COLOR_MAGENTA, -1);
+		init_pair(SCREEN_PAIR_STABLE, COLOR_GREEN, -1);
+		init_pair(SCREEN_PAIR_CHANGED, COLOR_YELLOW, -1);
+		init_pair(SCREEN_PAIR_LEVEL, COLOR_CYAN, -1);
 	}
 	return 0;
 }
@@ -133,8 +147,31 @@ screen_attr(uint8_t a)
 		v |= A_BOLD;
 	if (a & DASH_ATTR_REVERSE)
 		v |= A_REVERSE;
+	if (!screen_colour) {
+		if (a & DASH_ATTR_ALERT)
+			v |= A_BOLD | A_UNDERLINE;
+		if (a & DASH_ATTR_CRITICAL)
+			v |= A_BOLD;
+		if (a & DASH_ATTR_CHANGED)
+			v |= A_UNDERLINE;
+		if (a & DASH_ATTR_RAW)
+			v |= A_DIM;
+		return v;
+	}
+	/* One colour a cell: an error before a change before a regime
+	 * before a level. */
 	if (a & DASH_ATTR_ALERT)
-		v |= has_colors() ? COLOR_PAIR(1) | A_BOLD : A_BOLD;
+		v |= COLOR_PAIR(SCREEN_PAIR_ALERT) | A_BOLD;
+	else if (a & DASH_ATTR_CHANGED)
+		v |= COLOR_PAIR(SCREEN_PAIR_CHANGED) | A_BOLD;
+	else if (a & DASH_ATTR_CRITICAL)
+		v |= COLOR_PAIR(SCREEN_PAIR_CRITICAL);
+	else if (a & DASH_ATTR_STABLE)
+		v |= COLOR_PAIR(SCREEN_PAIR_STABLE);
+	else if (a & DASH_ATTR_LEVEL)
+		v |= COLOR_PAIR(SCREEN_PAIR_LEVEL);
+	else if (a & DASH_ATTR_RAW)
+		v |= A_DIM;
 	return v;
 }
 

@@ -7,6 +7,10 @@
  * way out: dash_screen_close, exit() (atexit), SIGINT/SIGTERM/SIGHUP
  * (which only set a flag the main loop reads) and crashes (SIGSEGV,
  * SIGBUS, SIGFPE, SIGABRT restore it and die with the same signal).
+ * Cells' meanings (layout.h) become colours: errors red, critical
+ * magenta, stable green, changed yellow, levels cyan, raw dim; without
+ * colours (a terminal that has none, or the caller's choice) errors are
+ * bold and underlined, critical bold, changed underlined, raw dim.
  * One screen per process, used from the main thread.
  */
 #ifndef DASH_SCREEN_H
@@ -16,9 +20,10 @@
 
 #include <stdbool.h>
 
-/* Starts curses on the terminal. Returns 0, or BELLOWS_EINVAL when
- * standard input/output is not a terminal curses can drive. */
-int dash_screen_open(void);
+/* Starts curses on the terminal, in colour when `colour` is true and the
+ * terminal has colours, else in monochrome. Returns 0, or BELLOWS_EINVAL
+ * when standard input/output is not a terminal curses can drive. */
+int dash_screen_open(bool colour);
 
 /* Gives the terminal back. Safe to call more than once. */
 void dash_screen_close(void);

@@ -1,6 +1,8 @@
 /* fixture - a hand-built snapshot for the dashboard tests: two jobs, the
  * first with three ranks (rank 2 lost), three layers and two decisions,
- * one of them Accordion's comparison of windows 10 and 8 (eta 0.3).
+ * one of them Accordion's comparison of windows 10 and 8 (eta 0.3), with
+ * each layer's r as judged at window 10; conv1.weight's level changed in
+ * the last window.
  */
 #ifndef TEST_DASH_FIXTURE_H
 #define TEST_DASH_FIXTURE_H
@@ -19,7 +21,12 @@ fixture_layer(dash_layer *l, uint32_t idx, const char *name, uint64_t numel,
 	dash_copy(l->name, sizeof(l->name), name);
 	l->numel = numel;
 	l->level = level;
+	l->level_prev = level;
 	l->level_max = level_max;
+	l->error_bound = NAN;
+	l->r = NAN;
+	l->r_window = DASH_NONE;
+	l->r_eta = NAN;
 	l->n_norms = 5;
 	for (uint32_t i = 0; i < 5; i++)
 		l->norms[i] = n0 + step * i;
@@ -72,15 +79,25 @@ fixture_snapshot(dash_snapshot *s)
 	fixture_layer(&s->layers[0], 0, "conv1.weight", 2048, 2, 2, 10, 1);
 	fixture_layer(&s->layers[1], 1, "fc.weight", 8192, 1, 2, 5, 0);
 	fixture_layer(&s->layers[2], 2, "conv2.weight", 4096, 4, 4, 20, -2);
+	/* The r that decided each regime, at the check of window 10 (the
+	 * norms above are of later windows: r is not theirs). */
+	s->layers[0].r = 0.4;
+	s->layers[1].r = 0;
+	s->layers[2].r = 0.5;
+	for (uint32_t i = 0; i < 3; i++) {
+		s->layers[i].r_window = 10;
+		s->layers[i].r_eta = 0.3;
+	}
+	s->layers[0].level_prev = 1;
 	s->n_decisions = 2;
 	s->decisions = calloc(2, sizeof(*s->decisions));
 	s->decisions[0].seq = 11;
 	s->decisions[0].window = 10;
-	dash_copy(s->decisions[0].reason, DASH_TEXT_MAX, "no change");
+	dash_copy(s->decisions[0].reason, DASH_REASON_MAX, "no change");
 	s->decisions[1].seq = 12;
 	s->decisions[1].window = 11;
 	dash_copy(s->decisions[1].policy, DASH_NAME_MAX, "accordion");
-	dash_copy(s->decisions[1].reason, DASH_TEXT_MAX,
+	dash_copy(s->decisions[1].reason, DASH_REASON_MAX,
 	    "window 10 vs window 8 (eta 0.3): 2 critical (level 2), "
 	    "1 stable (level 1); stable: fc.weight r=0");
 	s->n_events = 1;

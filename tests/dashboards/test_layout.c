@@ -2,7 +2,10 @@
  * each view shows at 80x24, truncation of long names with the columns
  * after them kept under their headings (at 60, 80 and 120 columns), only
  * printable ASCII on screen, the disconnected footer, the help box, and
- * the plain-text output of --once.
+ * the plain-text output of --once; Accordion's r with the window that
+ * judged it, the regime columns only for jobs with regimes, the cells'
+ * meanings (critical, stable, changed...) and the legend, and the
+ * detail views wrapping whole reasons to the width.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -134,12 +137,129 @@ test_layout_layers_view_shows_level_regime_r_and_norms(void **state)
 	layout_line(fx, 5, line);
 	assert_non_null(strstr(line, "conv1.weight"));
 	assert_non_null(strstr(line, "critical"));
-	assert_non_null(strstr(line, "0.167"));
-	assert_non_null(strstr(line, "<0.3"));
+	/* The r that decided the regime, with its check's window and eta,
+	 * not the r of the newest norms (2/12). */
+	assert_non_null(strstr(line, "0.400 @w10 >=0.3"));
+	assert_null(strstr(line, "0.167"));
 	assert_non_null(strstr(line, "_-=*#"));
 	layout_line(fx, 6, line);
 	assert_non_null(strstr(line, "fc.weight"));
 	assert_non_null(strstr(line, "stable"));
+	assert_non_null(strstr(line, "0.000 @w10 <0.3"));
+	/* Critical although its r was below eta: an LR drop did it. */
+	fx->m.snap.layers[2].r = 0.1;
+	layout_render(fx);
+	layout_line(fx, 7, line);
+	assert_non_null(strstr(line, "conv2.weight"));
+	assert_non_null(strstr(line, "crit(LR)"));
+	assert_non_null(strstr(line, "0.100 @w10 <0.3"));
+	fx->m.view = DASH_VIEW_LAYER;
+	dash_copy(fx->m.layer, sizeof(fx->m.layer), "conv2.weight");
+	assert_non_null(
+	    strstr(layout_render(fx), "critical although r < eta: an LR drop"));
+}
+
+/* The attribute of the first cell of `needle` on row `row`. */
+static int
+layout_attr_of(layout_fx *fx, int row, const char *needle)
+{
+	char line[81];
+	const char *p;
+
+	layout_line(fx, row, line);
+	p = strstr(line, needle);
+	assert_non_null(p);
+	return fx->c.attr[row * 80 + (int)(p - line)];
+}
+
+static void
+test_layout_colours_regimes_levels_changes_with_a_legend(void **state)
+{
+	layout_fx *fx = *state;
+	char line[81];
+
+	fx->m.view = DASH_VIEW_LAYERS;
+	fx->m.sel[DASH_VIEW_LAYERS] = 2;
+	layout_render(fx);
+	/* conv1.weight's level changed: its name and level say so. */
+	assert_true(layout_attr_of(fx, 5, "conv1") & DASH_ATTR_CHANGED);
+	assert_true(layout_attr_of(fx, 5, "critical") & DASH_ATTR_CRITICAL);
+	assert_true(layout_attr_of(fx, 5, ">=0.3") & DASH_ATTR_CRITICAL);
+	assert_false(layout_attr_of(fx, 6, "fc.weight") & DASH_ATTR_CHANGED);
+	assert_true(layout_attr_of(fx, 6, "stable") & DASH_ATTR_STABLE);
+	assert_true(layout_attr_of(fx, 6, "<0.3") & DASH_ATTR_STABLE);
+	assert_true(fx->c.attr[6 * 80 + 37] & DASH_ATTR_LEVEL);
+	/* The selection stays reversed over the meanings. */
+	assert_true(layout_attr_of(fx, 7, "critical") & DASH_ATTR_REVERSE);
+	assert_true(layout_attr_of(fx, 7, "critical") & DASH_ATTR_CRITICAL);
+	/* The legend: the words in their own attributes, what R and
+	 * VS_ETA are, where to read more. */
+	layout_line(fx, 22, line);
+	assert_non_null(strstr(line, "critical stable raw changed error"));
+	assert_non_null(strstr(line, "R: r of check @w"));
+	assert_non_null(strstr(line, "VS_ETA: vs eta"));
+	assert_non_null(strstr(line, "? more"));
+	assert_int_equal(layout_attr_of(fx, 22, "critical"),
+	    DASH_ATTR_CRITICAL);
+	assert_int_equal(layout_attr_of(fx, 22, "stable"), DASH_ATTR_STABLE);
+	assert_int_equal(layout_attr_of(fx, 22, "raw"), DASH_ATTR_RAW);
+	assert_int_equal(layout_attr_of(fx, 22, "changed"), DASH_ATTR_CHANGED);
+	assert_int_equal(layout_attr_of(fx, 22, "error"), DASH_ATTR_ALERT);
+	/* Decisions: those that changed something stand out. */
+	fx->m.view = DASH_VIEW_DECISIONS;
+	layout_render(fx);
+	assert_true(layout_attr_of(fx, 5, "window 10") & DASH_ATTR_CHANGED);
+	assert_true(layout_attr_of(fx, 6, "no change") & DASH_ATTR_RAW);
+	assert_false(layout_attr_of(fx, 6, "no change") & DASH_ATTR_CHANGED);
+}
+
+static void
+test_layout_without_a_regime_shows_the_policys_own_knob(void **state)
+{
+	layout_fx *fx = *state;
+	dash_snapshot *s = &fx->m.snap;
+	const char *all;
+	char line[81];
+
+	/* A job of a schedule policy: no Accordion reason, r or name. */
+	s->acc_interval = 0;
+	s->acc_eta = NAN;
+	for (uint32_t i = 0; i < s->n_layers; i++)
+		s->layers[i].r_window = DASH_NONE;
+	dash_copy(s->jobs[0].policy, DASH_NAME_MAX, "levels");
+	dash_copy(s->decisions[1].policy, DASH_NAME_MAX, "levels");
+	fx->m.view = DASH_VIEW_LAYERS;
+	all = layout_render(fx);
+	layout_line(fx, 4, line);
+	assert_non_null(strstr(line, "LEVEL"));
+	assert_null(strstr(line, "REGIME"));
+	assert_null(strstr(line, " R "));
+	assert_null(strstr(line, "VS_ETA"));
+	assert_null(strstr(all, "critical"));
+	assert_null(strstr(all, "stable"));
+	layout_line(fx, 22, line);
+	assert_non_null(strstr(line, "level raw changed error"));
+	/* A policy's per-layer metric is its knob column. */
+	s->knobs.window = 11;
+	s->knobs.n_metrics = 1;
+	dash_copy(s->knobs.metrics[0].policy, DASH_NAME_MAX, "slimgc");
+	dash_copy(s->knobs.metrics[0].name, 32, "ratio");
+	dash_copy(s->knobs.metrics[0].layer, DASH_NAME_MAX, "fc.weight");
+	s->knobs.metrics[0].value = 3.25;
+	layout_render(fx);
+	layout_line(fx, 4, line);
+	assert_non_null(strstr(line, "RATIO"));
+	layout_line(fx, 6, line);
+	assert_non_null(strstr(line, "fc.weight"));
+	assert_non_null(strstr(line, " 3.25 "));
+	/* The layer's detail says nothing of Accordion either. */
+	fx->m.view = DASH_VIEW_LAYER;
+	dash_copy(fx->m.layer, sizeof(fx->m.layer), "fc.weight");
+	all = layout_render(fx);
+	assert_null(strstr(all, "Accordion"));
+	assert_non_null(
+	    strstr(all, "level 1 in force, highest in the run 2\n"));
+	assert_non_null(strstr(all, "slimgc ratio 3.25"));
 }
 
 static void
@@ -175,8 +295,127 @@ test_layout_events_and_layer_detail(void **state)
 	s = layout_render(fx);
 	assert_non_null(strstr(s, "layer fc.weight (#1, 8192 elements)"));
 	assert_non_null(strstr(s, "stable"));
-	assert_non_null(strstr(s, "against eta 0.3 (interval 2)"));
-	assert_non_null(strstr(s, "seq 12: window 10 vs window 8"));
+	assert_non_null(strstr(s, "r = 0 judged at window 10 against eta 0.3"));
+	assert_non_null(strstr(s, "seq 12 (window 11):"));
+	assert_non_null(strstr(s, "window 10 vs window 8"));
+	/* The reason whole, its clauses one a line. */
+	assert_non_null(strstr(s, "\n     stable: fc.weight r=0\n"));
+	assert_non_null(strstr(s, "Esc/Enter close"));
+	/* A changed level says from what. */
+	dash_copy(fx->m.layer, sizeof(fx->m.layer), "conv1.weight");
+	s = layout_render(fx);
+	assert_non_null(strstr(s, "level 2 in force (changed from 1)"));
+}
+
+static void layout_print(layout_fx *fx, dash_view v, int rows, int cols,
+    char *buf, size_t len);
+
+/* A reason as long as bellowsd writes: clauses of many layers each. */
+static void
+layout_long_reason(char *buf, size_t len)
+{
+	size_t at = (size_t)snprintf(buf, len,
+	    "window 20 vs window 18 (eta 0.3): 12 critical (level 2), 12 "
+	    "stable (level 1); critical: ");
+
+	for (int i = 0; i < 24 && at + 40 < len; i++)
+		at += (size_t)snprintf(buf + at, len - at,
+		    "%sblock%02d.w r=0.%03d",
+		    i == 0        ? ""
+			: i == 12 ? "; stable: "
+				  : ", ",
+		    i, 7 * i + 1);
+}
+
+/* True when every space-separated word of text is on the screen. */
+static bool
+layout_has_words(const char *screen, const char *text)
+{
+	char word[128];
+	int n = 0;
+
+	for (const char *p = text; sscanf(p, "%127s%n", word, &n) == 1; p += n)
+		if (strstr(screen, word) == NULL)
+			return false;
+	return true;
+}
+
+static void
+test_layout_decision_detail_wraps_the_whole_reason(void **state)
+{
+	layout_fx *fx = *state;
+	char reason[DASH_REASON_MAX], buf[8192], end[8192];
+
+	layout_long_reason(reason, sizeof(reason));
+	assert_true(strlen(reason) > 3 * 80);
+	fx->m.snap.decisions[1].seq = 99;
+	dash_copy(fx->m.snap.decisions[1].reason, DASH_REASON_MAX, reason);
+	fx->m.view = DASH_VIEW_DECISIONS;
+	assert_int_equal(dash_model_key(&fx->m, DASH_KEY_ENTER),
+	    DASH_ACT_REDRAW);
+	/* 80 columns: the whole reason, no word cut, no '~'. */
+	layout_print(fx, DASH_VIEW_DECISION, 24, 80, buf, sizeof(buf));
+	assert_non_null(
+	    strstr(buf, "decision seq 99, in force from window 11"));
+	assert_true(layout_has_words(buf, reason));
+	assert_null(strstr(buf, "~"));
+	assert_non_null(strstr(buf, "\n   stable: block12.w r=0.085,"));
+	/* 40 columns: longer than the screen; the last line says so, and
+	 * scrolling down shows the rest. */
+	layout_print(fx, DASH_VIEW_DECISION, 24, 40, buf, sizeof(buf));
+	assert_non_null(strstr(buf, "more lines: Down/PgDn"));
+	assert_null(strstr(buf, "block23.w"));
+	/* The scroll that shows the last line at the bottom: one less
+	 * still has lines below, one more shows the same. */
+	assert_int_equal(dash_layout_scroll_max(&fx->m, 24, 80), 0);
+	fx->m.scroll = dash_layout_scroll_max(&fx->m, 24, 40);
+	assert_true(fx->m.scroll > 0);
+	fx->m.scroll--;
+	layout_print(fx, DASH_VIEW_DECISION, 24, 40, end, sizeof(end));
+	assert_non_null(strstr(end, "-- 2 more lines"));
+	fx->m.scroll = 1000;
+	layout_print(fx, DASH_VIEW_DECISION, 24, 40, end, sizeof(end));
+	assert_null(strstr(end, "more lines"));
+	assert_null(strstr(end, "decision seq 99"));
+	assert_non_null(strstr(end, "block23.w r=0.162"));
+	strcat(buf, end);
+	assert_true(layout_has_words(buf, reason));
+	assert_null(strstr(buf, "~"));
+}
+
+/* Collects wrapped lines, joined by '|'. */
+static void
+layout_wrapped(void *arg, int n, const char *text)
+{
+	char *buf = arg;
+
+	if (n > 0)
+		strcat(buf, "|");
+	strcat(buf, text);
+}
+
+static void
+test_layout_wrap_breaks_at_words_and_clauses(void **state)
+{
+	char buf[512] = "";
+
+	(void)state;
+	assert_int_equal(dash_layout_wrap("one two three four five six", 10,
+			     layout_wrapped, buf),
+	    4);
+	assert_string_equal(buf, "one two|  three|  four|  five six");
+	buf[0] = '\0';
+	assert_int_equal(dash_layout_wrap("a b; c d;e; f", 20, layout_wrapped,
+			     buf),
+	    3);
+	assert_string_equal(buf, "a b;|c d;e;|f");
+	buf[0] = '\0';
+	assert_int_equal(dash_layout_wrap("abcdefghijklmnopqrstuvwxyz", 10,
+			     layout_wrapped, buf),
+	    3);
+	assert_string_equal(buf, "abcdefghij|  klmnopqr|  stuvwxyz");
+	assert_int_equal(dash_layout_wrap("", 10, layout_wrapped, buf), 0);
+	assert_int_equal(dash_layout_wrap("   ", 10, NULL, NULL), 0);
 }
 
 static void
@@ -375,6 +614,13 @@ test_layout_help_box_lists_the_keys(void **state)
 	assert_non_null(strstr(s, "filter layers by name"));
 	assert_non_null(strstr(s, "pause/resume"));
 	assert_non_null(strstr(s, "q                quit"));
+	assert_non_null(strstr(s, "Esc or Enter closes a layer or decision"));
+	/* The legend of the layers view. */
+	assert_non_null(strstr(s, "REGIME  Accordion's: critical (r >= eta"));
+	assert_non_null(strstr(s, "R       r = |n[w-i] - n[w]| / n[w-i]"));
+	assert_non_null(strstr(s, "VS_ETA  that r against the eta"));
+	assert_non_null(strstr(s, "crit(LR): critical"));
+	assert_non_null(strstr(s, "colours critical stable raw changed level"));
 }
 
 /* Where `needle` starts in `line`, -1 if absent. */
@@ -484,11 +730,11 @@ test_layout_cuts_long_names_and_keeps_every_column(void **state)
 		    layout_col(head, "LEVEL") + 4);
 		assert_int_equal(layout_col(row, "stable"),
 		    layout_col(head, "REGIME"));
-		assert_int_equal(layout_col(row, "0.000") + 4,
-		    layout_col(head, " R VS_ETA") + 1);
+		assert_int_equal(layout_col(row, "0.000 @w10") + 10,
+		    layout_col(head, " R VS_ETA") + 2);
 		assert_int_equal(layout_col(row, "<0.3"),
 		    layout_col(head, "VS_ETA"));
-		assert_int_equal(layout_col(row, "====="),
+		assert_int_equal(layout_col(row, "===="),
 		    layout_col(head, "NORM"));
 
 		/* Every other view with these names: no line wider. */
@@ -555,6 +801,16 @@ main(void)
 		cmocka_unit_test_setup_teardown(
 		    test_layout_decisions_view_shows_newest_reason_first,
 		    layout_setup, layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_colours_regimes_levels_changes_with_a_legend,
+		    layout_setup, layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_without_a_regime_shows_the_policys_own_knob,
+		    layout_setup, layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_decision_detail_wraps_the_whole_reason,
+		    layout_setup, layout_teardown),
+		cmocka_unit_test(test_layout_wrap_breaks_at_words_and_clauses),
 		cmocka_unit_test_setup_teardown(
 		    test_layout_events_and_layer_detail, layout_setup,
 		    layout_teardown),

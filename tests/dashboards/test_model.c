@@ -1,6 +1,7 @@
 /* test_model - the dashboard model: keys, selection, opening a job or a
- * layer, the layer filter and sorts, pause, the offline window slider,
- * Accordion's regime and r, and sparklines.
+ * layer or a decision in detail (Enter and Esc, scrolling), the layer
+ * filter and sorts, pause, the offline window slider, Accordion's regime
+ * and the r that decided it, which jobs have a regime, and sparklines.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -90,6 +91,11 @@ test_model_enter_on_a_layer_opens_it_and_esc_goes_back(void **state)
 	assert_int_equal(m->view, DASH_VIEW_LAYER);
 	assert_string_equal(m->layer, "fc.weight");
 	assert_int_equal(dash_model_key(m, DASH_KEY_ESC), DASH_ACT_REDRAW);
+	assert_int_equal(m->view, DASH_VIEW_LAYERS);
+	/* Enter closes it too. */
+	dash_model_key(m, DASH_KEY_ENTER);
+	assert_int_equal(m->view, DASH_VIEW_LAYER);
+	assert_int_equal(dash_model_key(m, DASH_KEY_ENTER), DASH_ACT_REDRAW);
 	assert_int_equal(m->view, DASH_VIEW_LAYERS);
 	model_free(m);
 }
@@ -249,17 +255,99 @@ test_layer_regime_and_r_follow_accordion(void **state)
 	assert_true(dash_layer_critical(&m->snap.layers[0]));
 	assert_false(dash_layer_critical(&m->snap.layers[1]));
 	assert_true(dash_layer_critical(&m->snap.layers[2]));
-	assert_near(dash_layer_r(&m->snap.layers[0], 2), 2.0 / 12.0, 1e-12);
-	assert_near(dash_layer_r(&m->snap.layers[1], 2), 0.0, 0);
-	assert_near(dash_layer_r(&m->snap.layers[2], 2), 0.25, 1e-12);
-	assert_true(isnan(dash_layer_r(&m->snap.layers[0], 0)));
-	short_l.n_norms = 2;
-	assert_true(isnan(dash_layer_r(&short_l, 2)));
+	/* The r judged at the check, not one of the newest norms. */
+	assert_near(dash_layer_r(&m->snap.layers[0]), 0.4, 0);
+	assert_near(dash_layer_r(&m->snap.layers[1]), 0.0, 0);
+	assert_near(dash_layer_r(&m->snap.layers[2]), 0.5, 0);
+	short_l.r_window = DASH_NONE;
+	assert_true(isnan(dash_layer_r(&short_l)));
 	short_l.level = 0;
 	short_l.level_max = 0;
 	assert_false(dash_layer_critical(&short_l));
 	short_l.level = NAN;
 	assert_false(dash_layer_critical(&short_l));
+	/* Changed: the level differs from the window before's. */
+	assert_true(dash_layer_changed(&m->snap.layers[0]));
+	assert_false(dash_layer_changed(&m->snap.layers[1]));
+	short_l = m->snap.layers[1];
+	short_l.level_prev = NAN;
+	assert_false(dash_layer_changed(&short_l));
+	model_free(m);
+}
+
+static void
+test_only_jobs_with_accordion_have_a_regime(void **state)
+{
+	dash_model *m = model_with_fixture();
+	dash_snapshot *s = &m->snap;
+
+	(void)state;
+	assert_true(dash_snapshot_regime(s));
+	/* Without Accordion's reason, r or name: no regime. */
+	s->acc_interval = 0;
+	for (uint32_t i = 0; i < s->n_layers; i++)
+		s->layers[i].r_window = DASH_NONE;
+	dash_copy(s->decisions[1].policy, DASH_NAME_MAX, "levels");
+	dash_copy(s->jobs[0].policy, DASH_NAME_MAX, "levels");
+	assert_false(dash_snapshot_regime(s));
+	dash_copy(s->jobs[0].policy, DASH_NAME_MAX, "accordion_batch");
+	assert_false(dash_snapshot_regime(s));
+	/* Named among others, before a check was recorded. */
+	dash_copy(s->jobs[0].policy, DASH_NAME_MAX, "slimgc,accordion");
+	assert_true(dash_snapshot_regime(s));
+	dash_copy(s->jobs[0].policy, DASH_NAME_MAX, "levels");
+	dash_copy(s->decisions[1].policy, DASH_NAME_MAX, "accordion");
+	assert_true(dash_snapshot_regime(s));
+	dash_copy(s->decisions[1].policy, DASH_NAME_MAX, "levels");
+	s->layers[2].r_window = 4;
+	assert_true(dash_snapshot_regime(s));
+	model_free(m);
+}
+
+static void
+test_model_enter_on_a_decision_opens_it_and_enter_closes(void **state)
+{
+	dash_model *m = model_with_fixture();
+	dash_snapshot s;
+
+	(void)state;
+	m->view = DASH_VIEW_DECISIONS;
+	/* Row 0 is the newest (seq 12), row 1 seq 11. */
+	assert_int_equal(dash_model_decision_row(m, 0)->seq, 12);
+	assert_int_equal(dash_model_decision_row(m, 1)->seq, 11);
+	assert_null(dash_model_decision_row(m, 2));
+	assert_int_equal(dash_model_key(m, 'j'), DASH_ACT_REDRAW);
+	assert_int_equal(dash_model_key(m, DASH_KEY_ENTER), DASH_ACT_REDRAW);
+	assert_int_equal(m->view, DASH_VIEW_DECISION);
+	assert_int_equal(m->decision.seq, 11);
+	/* Up/Down scroll the text, from the top and not above it. */
+	assert_int_equal(dash_model_key(m, DASH_KEY_UP), DASH_ACT_NONE);
+	assert_int_equal(dash_model_key(m, DASH_KEY_DOWN), DASH_ACT_REDRAW);
+	assert_int_equal(m->scroll, 1);
+	assert_int_equal(m->sel[DASH_VIEW_DECISIONS], 1);
+	/* A refresh without that decision keeps it open, as read. */
+	fixture_snapshot(&s);
+	s.n_decisions = 1;
+	dash_model_update(m, &s);
+	assert_int_equal(m->decision.seq, 11);
+	assert_string_equal(m->decision.reason, "no change");
+	/* Enter closes, as Esc does; Tab leaves for the next view. */
+	assert_int_equal(dash_model_key(m, DASH_KEY_ENTER), DASH_ACT_REDRAW);
+	assert_int_equal(m->view, DASH_VIEW_DECISIONS);
+	assert_int_equal(dash_model_key(m, DASH_KEY_ENTER), DASH_ACT_REDRAW);
+	assert_int_equal(m->view, DASH_VIEW_DECISION);
+	/* The selection was kept in range: the one decision left. */
+	assert_int_equal(m->decision.seq, 11);
+	assert_int_equal(m->scroll, 0);
+	assert_int_equal(dash_model_key(m, DASH_KEY_ESC), DASH_ACT_REDRAW);
+	assert_int_equal(m->view, DASH_VIEW_DECISIONS);
+	dash_model_key(m, DASH_KEY_ENTER);
+	assert_int_equal(dash_model_key(m, DASH_KEY_TAB), DASH_ACT_REDRAW);
+	assert_int_equal(m->view, DASH_VIEW_EVENTS);
+	/* No decisions: nothing to open. */
+	m->view = DASH_VIEW_DECISIONS;
+	m->snap.n_decisions = 0;
+	assert_int_equal(dash_model_key(m, DASH_KEY_ENTER), DASH_ACT_NONE);
 	model_free(m);
 }
 
@@ -338,6 +426,9 @@ main(void)
 		cmocka_unit_test(
 		    test_model_slider_moves_offline_within_the_run),
 		cmocka_unit_test(test_layer_regime_and_r_follow_accordion),
+		cmocka_unit_test(test_only_jobs_with_accordion_have_a_regime),
+		cmocka_unit_test(
+		    test_model_enter_on_a_decision_opens_it_and_enter_closes),
 		cmocka_unit_test(test_reason_gives_accordion_interval_and_eta),
 		cmocka_unit_test(test_sparkline_scales_from_lowest_to_highest),
 		cmocka_unit_test(test_copy_cuts_and_blanks_control_characters),

@@ -1,7 +1,9 @@
 /* test_source - `bellows top`'s offline data source over a real history
  * file (tests/tools/hdb_fixture.h): every view shows the run as it was at
- * the window the slider is on, the events too.
+ * the window the slider is on, the events too; Accordion's r paired with
+ * the window that judged it, and levels that changed.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -81,6 +83,65 @@ fetch(fixture *f, int64_t window)
 }
 
 static void
+test_source_pairs_accordion_r_with_the_window_that_judged_it(void **state)
+{
+	fixture *f = *state;
+	sqlite3 *db;
+
+	/* Checks at windows 1 (eta 0.3) and 2 (eta 0.5): conv.weight is
+	 * judged at both, fc.bias only at 1. */
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+			     "INSERT INTO policy_metrics VALUES"
+			     " (1, 1, 'acc', 'r', 0, 0.01),"
+			     " (1, 1, 'acc', 'r', 1, 0.6),"
+			     " (1, 1, 'acc', 'eta', NULL, 0.3),"
+			     " (1, 2, 'acc', 'r', 0, 0.75),"
+			     " (1, 2, 'acc', 'eta', NULL, 0.5)",
+			     NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+
+	/* Up to the first check's window, no r decided a level: a check's
+	 * decision is in force from the window after it. */
+	fetch(f, 0);
+	assert_true(isnan(f->snap.layers[0].r));
+	assert_true(f->snap.layers[0].r_window == DASH_NONE);
+	fetch(f, 1);
+	assert_true(f->snap.layers[0].r_window == DASH_NONE);
+	fetch(f, 2);
+	assert_true(f->snap.layers[0].r == 0.01);
+	assert_true(f->snap.layers[0].r_window == 1);
+	assert_true(f->snap.layers[0].r_eta == 0.3);
+	assert_true(f->snap.layers[1].r == 0.6);
+	/* At window 3 the check of window 2 decided, with its own eta;
+	 * fc.bias keeps the r of window 1, with window 1's. */
+	fetch(f, 3);
+	assert_true(f->snap.layers[0].r == 0.75);
+	assert_true(f->snap.layers[0].r_window == 2);
+	assert_true(f->snap.layers[0].r_eta == 0.5);
+	assert_true(f->snap.layers[1].r == 0.6);
+	assert_true(f->snap.layers[1].r_window == 1);
+	assert_true(f->snap.layers[1].r_eta == 0.3);
+	assert_true(dash_snapshot_regime(&f->snap));
+}
+
+static void
+test_source_marks_a_level_changed_in_the_window_shown(void **state)
+{
+	fixture *f = *state;
+
+	/* conv.weight: level 2 in windows 0..1, 1 from window 2. */
+	fetch(f, 1);
+	assert_false(dash_layer_changed(&f->snap.layers[0]));
+	fetch(f, 2);
+	assert_true(f->snap.layers[0].level_prev == 2);
+	assert_true(dash_layer_changed(&f->snap.layers[0]));
+	fetch(f, 3);
+	assert_false(dash_layer_changed(&f->snap.layers[0]));
+}
+
+static void
 test_source_offline_shows_the_events_up_to_the_window_on_the_slider(
     void **state)
 {
@@ -140,6 +201,8 @@ main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {
+		T(test_source_pairs_accordion_r_with_the_window_that_judged_it),
+		T(test_source_marks_a_level_changed_in_the_window_shown),
 		T(test_source_offline_shows_the_events_up_to_the_window_on_the_slider),
 		T(test_source_offline_shows_the_layers_and_decisions_up_to_that_window),
 	};

@@ -64,19 +64,24 @@ pane_has 'RANK +STATE' 10 || fail "Enter did not open the job's ranks"
 ok "Enter opens the job"
 
 tm send-keys -t top Tab
-pane_has 'layer0\.weight +[0-9.]+k? +[0-9]+ +(critical|stable|raw)' 20 ||
+pane_has 'layer0\.weight +[0-9.]+k? +[0-9]+ ' 20 ||
 	fail "the layers view does not show layer0.weight with a level"
 pane_has 'layer3\.bias' 5 || fail "the layers view lacks layer3.bias"
-ok "layers view shows layer names, levels and regimes"
+# A schedule has no regimes: no REGIME, R or VS_ETA, nor "critical".
+grep -Eq 'REGIME|VS_ETA|critical' "$TMP/pane.txt" &&
+	fail "the layers view of a schedule job shows Accordion's regime"
+ok "layers view shows layer names and levels, and no regime for a schedule"
 
 # A resize re-lays the screen out for the new size: at 60 columns the
-# layer names are cut (with ~), back at 100 they are whole again.
+# layer name column is narrower (40 at 100 columns), back at 100 it is
+# as wide as before.
 tm resize-window -t top -x 60 -y 20
-pane_has '^ layer0\.we~ ' 10 || fail "at 60 columns the layer names are not cut"
+pane_has '^ LAYER {20,34}SIZE' 10 || fail "at 60 columns the name column is as wide"
 [ "$(awk '{ if (length($0) > w) w = length($0) } END { print w + 0 }' "$TMP/pane.txt")" -le 60 ] ||
 	fail "a line is wider than the resized 60-column pane"
 tm resize-window -t top -x 100 -y 30
-pane_has '^ layer0\.weight +[0-9.]+k? ' 10 || fail "back at 100 columns the names are still cut"
+pane_has '^ LAYER {35,}SIZE' 10 || fail "back at 100 columns the name column is still narrow"
+pane_has '^ layer0\.weight +[0-9.]+k? ' 10 || fail "back at 100 columns the names are cut"
 ok "a resize re-lays the screen out"
 
 tm send-keys -t top Tab
