@@ -289,15 +289,15 @@ def train(rank: int, world: int, args) -> None:
                           weight_decay=args.weight_decay)
     # GComp: the weight matrices report their exponent histograms (the
     # gcomp policy's tables are built from them) and the optimizer sets
-    # each value's truncation level (the paper's delta).
+    # each value's truncation level (the paper's delta). With the
+    # optimizer, step_end() reads each step's LR and the next from it.
     gcomp = args.compressor == "gcomp"
     agent = bellows.torch.attach(
         ddp, args.job, compressor=args.compressor, seed=args.seed,
         quant_threshold=args.quant_threshold,
         layer_flags=bellows.LAYER_MOMENTUM if args.comet else 0,
         control=args.control, publish=args.publish, window_steps=0,
-        exp_hist=True if gcomp else None,
-        optimizer=opt if gcomp else None)
+        exp_hist=True if gcomp else None, optimizer=opt)
     comet = None
     if args.comet:
         try:
@@ -351,7 +351,12 @@ def train(rank: int, world: int, args) -> None:
             loss.backward()
             opt.step()
             last_of_epoch = pos >= shard
-            lr_next = lr_at(args, epoch + 1) if last_of_epoch else lr
+            if last_of_epoch:
+                # The next epoch's LR, set now (as a scheduler stepped
+                # here would): step_end() reads it as this step's
+                # lr_next, so the window announces the decay.
+                for group in opt.param_groups:
+                    group["lr"] = lr_at(args, epoch + 1) * agent.lr_scale()
             extra = {}
             if comet is not None:
                 # On CPU the host is the device (memory_fields).
@@ -365,8 +370,7 @@ def train(rank: int, world: int, args) -> None:
                                      extra.get("mem_host_used", 0))
             comm0, codec0 = agent.comm_ms, agent.codec_ms
             backward_ms = agent.backward_ms()
-            agent.step_end(lr=lr, lr_next=lr_next, batch_size=len(idx),
-                           epoch=epoch, **extra)
+            agent.step_end(batch_size=len(idx), epoch=epoch, **extra)
             times.steps += 1
             times.step_ms += (time.perf_counter() - t_step) * 1e3
             times.backward_ms += backward_ms
