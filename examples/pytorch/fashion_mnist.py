@@ -380,13 +380,18 @@ def train(rank: int, world: int, args) -> None:
             in_window += 1
             if in_window < window_steps and not last_of_epoch:
                 continue
+            evaluating = window % args.eval_every == 0
+            if evaluating:
+                acc, test_loss = evaluate(model, test, rank, world)
+                # Into the window that ends here: the history keeps it
+                # (window_info.eval_accuracy), `bellows report` shows it.
+                agent.evaluation(acc, test_loss)
             agent.window_end()
             in_window = 0
             window += 1
             wtimes, times = times.row(), WindowTimes()
-            if (window - 1) % args.eval_every:
+            if not evaluating:
                 continue
-            acc, test_loss = evaluate(model, test, rank, world)
             levels = agent.hook.levels
             d = agent.decision
             row = {"window": window - 1, "step": step + 1, "epoch": epoch,

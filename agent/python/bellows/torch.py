@@ -611,6 +611,11 @@ class TorchAgent:
         self.comm_ms += comm_ms
         self.codec_ms += hook.codec_ms
 
+    def evaluation(self, accuracy: float = 0.0, loss: float = 0.0) -> None:
+        """Records an evaluation (accuracy 0 to 1, loss) for the window in
+        progress (see Agent.evaluation): call it before window_end()."""
+        self.agent.evaluation(accuracy, loss)
+
     def window_end(self) -> None:
         """Ends the window now, between steps (see Agent.window_end)."""
         self.agent.window_end()
