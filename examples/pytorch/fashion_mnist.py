@@ -33,11 +33,14 @@ Two ways to start it:
 (the second as on several machines; torch 1.13's torch.distributed.run
 launcher does not work with Python 3.11 and is not needed). Every rank
 must be given the same options. Rank 0 prints the test accuracy at the end
-of every window and, at the end, what all ranks sent against raw.
+of every window and, at the end, what all ranks sent against raw; every
+rank reports that accuracy and loss to bellowsd (TorchAgent.evaluation),
+which keeps them in the history for `bellows report`.
 
 The learning rate follows a step decay (--lr, --lr-decay, --lr-decay-at
-epochs); the LR of each step and of the next one go to bellowsd, so
-Accordion sees the decays coming.
+epochs), set on the optimizer; step_end() reads the LR of each step and of
+the next one from it (the next epoch's is set before the last step of an
+epoch ends) and they go to bellowsd, so Accordion sees the decays coming.
 """
 
 from __future__ import annotations
