@@ -126,9 +126,17 @@ on_path() {
 	"$PY" -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "$1"
 }
 site=$(dirname "${pkgdir#"$DEST"}")
+# (-Dpython.purelibdir or -Dpython.install_env=system|venv: meson's
+# module chose, as told.)
+told=$(meson introspect --buildoptions "$BUILD" | "$PY" -c '
+import json, sys
+o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
+print(int(bool(o.get("python.purelibdir")) or
+          o.get("python.install_env") in ("system", "venv")))')
 want=$("$PY" "$SRC/agent/python/purelib.py" "$prefix") ||
     fail "purelib.py $prefix"
-[ "$site" = "$want" ] || fail "installed in $site, purelib.py says $want"
+[ "$told" = 1 ] || [ "$site" = "$want" ] ||
+    fail "installed in $site, purelib.py says $want"
 case "$prefix" in
 /usr | /usr/local)
 	on_path "$site" ||
