@@ -752,8 +752,9 @@ agent_magnitude(double v)
 }
 
 /* The check column of BELLOWS_STEP_INFO. */
-#define AGENT_CHECK_ANY(v) true
-#define AGENT_CHECK_MAG(v) agent_magnitude(v)
+#define AGENT_CHECK_ANY(v)  true
+#define AGENT_CHECK_MAG(v)  agent_magnitude(v)
+#define AGENT_CHECK_FRAC(v) (agent_magnitude(v) && (v) <= 1.0)
 #define AGENT_STEP_CHECK(name, type, fold, check, ...)                         \
 	&&AGENT_CHECK_##check(info->name)
 
@@ -811,6 +812,19 @@ bellows_agent_step_end(bellows_agent *agent, const bellows_step_info *info)
 	agent->step++;
 	if (agent->window_steps > 0 && t->steps >= agent->window_steps)
 		agent_close_window(agent);
+	return 0;
+}
+
+int
+bellows_agent_eval(bellows_agent *agent, double accuracy, double loss)
+{
+	if (agent == NULL || !AGENT_CHECK_FRAC(accuracy) ||
+	    !AGENT_CHECK_MAG(loss))
+		return BELLOWS_EINVAL;
+	if (accuracy > 0)
+		agent->timings.eval_accuracy = accuracy;
+	if (loss > 0)
+		agent->timings.eval_loss = loss;
 	return 0;
 }
 

@@ -919,6 +919,119 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 	free(v);
 }
 
+/* The trainer's evaluations (window_info.eval_accuracy, bellows_agent_eval)
+ * of the run: how many windows carry one (accuracy > 0), the row of the
+ * last and of the best; rows SIZE_MAX-free: 0 when n is 0. */
+typedef struct rep_evals {
+	uint64_t n;    /* windows with an evaluation */
+	uint64_t last; /* row of window_info of the last one */
+	uint64_t best; /* row of the highest accuracy (the first of equals) */
+} rep_evals;
+
+static bool
+rep_is_eval(const tool_hdb_rows *wi, uint64_t i)
+{
+	double acc = rep_d(wi, i, "eval_accuracy");
+
+	return isfinite(acc) && acc > 0;
+}
+
+static void
+rep_evals_of(const rep_run *rr, rep_evals *e)
+{
+	const tool_hdb_rows *wi = &rr->t[R_WINFO];
+
+	*e = (rep_evals){ 0 };
+	for (uint64_t i = 0; i < wi->n_rows; i++) {
+		if (!rep_is_eval(wi, i))
+			continue;
+		if (e->n == 0 ||
+		    rep_d(wi, i, "eval_accuracy") >
+			rep_d(wi, e->best, "eval_accuracy"))
+			e->best = i;
+		e->last = i;
+		e->n++;
+	}
+}
+
+/* The accuracy the trainer reported against the window it ended, in
+ * percent, as an HTML plot (evaluated windows only). */
+static void
+rep_plot_accuracy(FILE *f, const rep_run *rr, uint64_t n)
+{
+	const tool_hdb_rows *wi = &rr->t[R_WINFO];
+	double *v = calloc(2 * n + 1, sizeof(*v));
+	rep_series s = { .stride = 1 };
+	uint64_t k = 0;
+
+	if (v == NULL)
+		return;
+	for (uint64_t i = 0; i < wi->n_rows && k < n; i++) {
+		if (!rep_is_eval(wi, i))
+			continue;
+		v[k] = (double)rep_i(wi, i, "window", 0);
+		v[n + k] = 100.0 * rep_d(wi, i, "eval_accuracy");
+		k++;
+	}
+	snprintf(s.name, sizeof(s.name), "accuracy");
+	s.y = v + n;
+	tool_report_plot(f, "Accuracy the trainer evaluated, per window", "%",
+	    v, k, &s, 1);
+	free(v);
+}
+
+/* The Accuracy section: the last and best evaluation and a table of them
+ * (at most REP_WINDOWS_MAX rows, then every n-th and the last). */
+static void
+rep_write_accuracy(const rep_out *o, const rep_run *rr)
+{
+	const tool_hdb_rows *wi = &rr->t[R_WINFO];
+	rep_evals e;
+	uint64_t every, k = 0;
+	char a[64];
+
+	rep_section(o, "Accuracy (the trainer's evaluations)");
+	rep_evals_of(rr, &e);
+	if (e.n == 0) {
+		rep_p(o,
+		    "  not recorded: the trainer reported no evaluation "
+		    "(bellows_agent_eval,\n  Agent.evaluation in Python; "
+		    "see docs/report.md)\n");
+		return;
+	}
+	tool_report_num(rep_d(wi, e.last, "eval_loss"), a, sizeof(a));
+	rep_p(o,
+	    "  %" PRIu64 " evaluations; last %.2f%% (loss %s) after window "
+	    "%" PRId64 " (epoch %" PRId64 ", step %" PRId64 ")\n",
+	    e.n, 100.0 * rep_d(wi, e.last, "eval_accuracy"), a,
+	    rep_i(wi, e.last, "window", 0), rep_i(wi, e.last, "epoch", 0),
+	    rep_i(wi, e.last, "last_step", 0));
+	rep_p(o, "  best %.2f%% after window %" PRId64 " (epoch %" PRId64 ")\n",
+	    100.0 * rep_d(wi, e.best, "eval_accuracy"),
+	    rep_i(wi, e.best, "window", 0), rep_i(wi, e.best, "epoch", 0));
+	rep_p(o, "  %8s %6s %10s %9s %10s\n", "window", "epoch", "step",
+	    "accuracy", "loss");
+	every = (e.n + REP_WINDOWS_MAX - 1) / REP_WINDOWS_MAX;
+	for (uint64_t i = 0; i < wi->n_rows; i++) {
+		if (!rep_is_eval(wi, i))
+			continue;
+		k++;
+		if (every > 1 && (k - 1) % every != 0 && i != e.last)
+			continue;
+		tool_report_num(rep_d(wi, i, "eval_loss"), a, sizeof(a));
+		rep_p(o,
+		    "  %8" PRId64 " %6" PRId64 " %10" PRId64 " %8.2f%% %10s\n",
+		    rep_i(wi, i, "window", 0), rep_i(wi, i, "epoch", 0),
+		    rep_i(wi, i, "last_step", 0),
+		    100.0 * rep_d(wi, i, "eval_accuracy"), a);
+	}
+	if (o->html && e.n > 0) {
+		fputs("</pre>\n", o->f);
+		rep_plot_accuracy(o->f, rr, e.n);
+		fputs("<pre>", o->f);
+	}
+}
+
 static void
 rep_write(const rep_out *o, const rep_run *rr)
 {
@@ -1164,11 +1277,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 		    a);
 	}
 
-	rep_section(o, "Accuracy");
-	rep_p(o,
-	    "  not recorded: the history holds what the agents report "
-	    "(gradient statistics,\n  timings, memory), not the "
-	    "trainer's accuracy; see docs/report.md\n");
+	rep_write_accuracy(o, rr);
 	if (o->html)
 		fputs("</pre>\n</body></html>\n", o->f);
 	free(x);
@@ -1205,8 +1314,10 @@ static void
 rep_json(FILE *f, const rep_run *rr)
 {
 	const tool_hdb_rows *run = &rr->t[R_RUNS], *pf = &rr->t[R_FILES];
+	const tool_hdb_rows *wi = &rr->t[R_WINFO];
 	const char *hash = tool_report_s(run, 0, "config_hash");
 	rep_sums s;
+	rep_evals ev;
 
 	tool_report_sum(rr, &s);
 	fputs("{\n  \"db\": ", f);
@@ -1233,7 +1344,28 @@ rep_json(FILE *f, const rep_run *rr)
 	rep_jnum(f, "windows_wall_ms", s.wall_ms, true);
 	rep_jnum(f, "act_bytes_median", s.act_med, true);
 	rep_jnum(f, "act_raw_bytes_median", s.act_raw_med, true);
-	rep_jnum(f, "accuracy", NAN, true);
+	rep_evals_of(rr, &ev);
+	rep_jnum(f, "accuracy",
+	    ev.n > 0 ? rep_d(wi, ev.last, "eval_accuracy") : NAN, true);
+	rep_jnum(f, "accuracy_best",
+	    ev.n > 0 ? rep_d(wi, ev.best, "eval_accuracy") : NAN, true);
+	rep_jnum(f, "eval_loss",
+	    ev.n > 0 ? rep_d(wi, ev.last, "eval_loss") : NAN, true);
+	fputs("  \"evaluations\": [", f);
+	for (uint64_t i = 0, k = 0; i < wi->n_rows; i++) {
+		if (!rep_is_eval(wi, i))
+			continue;
+		fprintf(f,
+		    "%s\n    {\"window\": %" PRId64 ", \"epoch\": %" PRId64
+		    ", \"last_step\": %" PRId64 ", \"accuracy\": ",
+		    k++ > 0 ? "," : "", rep_i(wi, i, "window", 0),
+		    rep_i(wi, i, "epoch", 0), rep_i(wi, i, "last_step", 0));
+		rep_jval(f, rep_d(wi, i, "eval_accuracy"));
+		fputs(", \"loss\": ", f);
+		rep_jval(f, rep_d(wi, i, "eval_loss"));
+		fputs("}", f);
+	}
+	fputs(ev.n > 0 ? "\n  ],\n" : "],\n", f);
 	fputs("  \"config\": ", f);
 	for (uint64_t i = 0; i <= pf->n_rows; i++) {
 		if (i == pf->n_rows) {

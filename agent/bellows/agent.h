@@ -350,6 +350,23 @@ BELLOWS_EXPORT int bellows_agent_observe_device(bellows_agent *agent,
 BELLOWS_EXPORT int bellows_agent_step_end(bellows_agent *agent,
     const bellows_step_info *info);
 
+/* Records an evaluation the trainer ran (e.g. on its test split): its
+ * accuracy (0 to 1) and loss, either 0 for "not measured". Callable
+ * inside a step or between steps; the values go into the window in
+ * progress, whose REPORT carries the last non-zero ones
+ * (Timings.eval_accuracy, eval_loss) and bellowsd keeps them in the
+ * history (window_info). Call it before bellows_agent_window_end to
+ * attach it to the window that ends there; once a window has closed the
+ * values go into the next one. The same as the eval_accuracy and
+ * eval_loss fields of bellows_step_info, without a step. Every rank may
+ * call it (the window keeps the largest value over ranks: give the
+ * job's value, e.g. all-reduced, or call it on rank 0 only). Same thread
+ * as step_end. Returns 0, or BELLOWS_EINVAL for a NULL agent, an
+ * accuracy that is not finite or outside 0..1, or a loss that is negative
+ * or not finite (nothing recorded). */
+BELLOWS_EXPORT int bellows_agent_eval(bellows_agent *agent, double accuracy,
+    double loss);
+
 /* Ends the current window now (e.g. at an epoch end), between steps.
  * Every rank must end windows at the same steps. With device layers it
  * waits for their streams. Returns 0, BELLOWS_ESTATE inside a step, or

@@ -193,7 +193,15 @@ extern "C" {
 	    "host memory in use, largest seen in the window")                  \
 	X(saved_bytes, U64, 16, ANY, MAX, _, F64, saved_bytes,                 \
 	    NULL, "saved_bytes", NULL, ZERO, "bytes",                          \
-	    "bytes one step saved for backward (every activation), largest")
+	    "bytes one step saved for backward (every activation), largest")  \
+	X(eval_accuracy, F64, 17, FRAC, MAX, _, F64, eval_accuracy,            \
+	    NULL, "eval_accuracy", NULL, ZERO, "fraction",                     \
+	    "evaluation accuracy the trainer measured (e.g. on its test "      \
+	    "split), the window's last; largest over ranks")                   \
+	X(eval_loss, F64, 18, MAG, MAX, _, F64, eval_loss,                     \
+	    NULL, "eval_loss", NULL, ZERO, "loss",                             \
+	    "evaluation loss the trainer measured, the window's last; "        \
+	    "largest over ranks")
 
 /* Per step: bellows_step_info (bellows/agent.h), what a trainer hands to
  * bellows_agent_step_end(), in its field order (the struct's public
@@ -237,7 +245,12 @@ extern "C" {
 	X(saved_bytes, U64, MAX, ANY, "bytes",                                 \
 	    "bytes of every activation the step's forward saved for "          \
 	    "backward (storages counted once, parameters excluded, "           \
-	    "compressed ones at their stored size)")
+	    "compressed ones at their stored size)")                           \
+	X(eval_accuracy, F64, LAST_NZ, FRAC, "fraction",                       \
+	    "accuracy of an evaluation the trainer ran (0 to 1; 0: none), "    \
+	    "given with the step it follows; a window reports its last")      \
+	X(eval_loss, F64, LAST_NZ, MAG, "loss",                                \
+	    "loss of that evaluation (0: none); a window reports its last")
 
 /* Per layer, per rank, per window, fixed-size arrays of uint64_t:
  * LayerStats on the wire as packed repeated uint64 fields (each entry a

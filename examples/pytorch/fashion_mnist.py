@@ -33,11 +33,14 @@ Two ways to start it:
 (the second as on several machines; torch 1.13's torch.distributed.run
 launcher does not work with Python 3.11 and is not needed). Every rank
 must be given the same options. Rank 0 prints the test accuracy at the end
-of every window and, at the end, what all ranks sent against raw.
+of every window and, at the end, what all ranks sent against raw; every
+rank reports that accuracy and loss to bellowsd (TorchAgent.evaluation),
+which keeps them in the history for `bellows report`.
 
 The learning rate follows a step decay (--lr, --lr-decay, --lr-decay-at
-epochs); the LR of each step and of the next one go to bellowsd, so
-Accordion sees the decays coming.
+epochs), set on the optimizer; step_end() reads the LR of each step and of
+the next one from it (the next epoch's is set before the last step of an
+epoch ends) and they go to bellowsd, so Accordion sees the decays coming.
 """
 
 from __future__ import annotations
@@ -289,15 +292,15 @@ def train(rank: int, world: int, args) -> None:
                           weight_decay=args.weight_decay)
     # GComp: the weight matrices report their exponent histograms (the
     # gcomp policy's tables are built from them) and the optimizer sets
-    # each value's truncation level (the paper's delta).
+    # each value's truncation level (the paper's delta). With the
+    # optimizer, step_end() reads each step's LR and the next from it.
     gcomp = args.compressor == "gcomp"
     agent = bellows.torch.attach(
         ddp, args.job, compressor=args.compressor, seed=args.seed,
         quant_threshold=args.quant_threshold,
         layer_flags=bellows.LAYER_MOMENTUM if args.comet else 0,
         control=args.control, publish=args.publish, window_steps=0,
-        exp_hist=True if gcomp else None,
-        optimizer=opt if gcomp else None)
+        exp_hist=True if gcomp else None, optimizer=opt)
     comet = None
     if args.comet:
         try:
@@ -351,7 +354,12 @@ def train(rank: int, world: int, args) -> None:
             loss.backward()
             opt.step()
             last_of_epoch = pos >= shard
-            lr_next = lr_at(args, epoch + 1) if last_of_epoch else lr
+            if last_of_epoch:
+                # The next epoch's LR, set now (as a scheduler stepped
+                # here would): step_end() reads it as this step's
+                # lr_next, so the window announces the decay.
+                for group in opt.param_groups:
+                    group["lr"] = lr_at(args, epoch + 1) * agent.lr_scale()
             extra = {}
             if comet is not None:
                 # On CPU the host is the device (memory_fields).
@@ -365,8 +373,7 @@ def train(rank: int, world: int, args) -> None:
                                      extra.get("mem_host_used", 0))
             comm0, codec0 = agent.comm_ms, agent.codec_ms
             backward_ms = agent.backward_ms()
-            agent.step_end(lr=lr, lr_next=lr_next, batch_size=len(idx),
-                           epoch=epoch, **extra)
+            agent.step_end(batch_size=len(idx), epoch=epoch, **extra)
             times.steps += 1
             times.step_ms += (time.perf_counter() - t_step) * 1e3
             times.backward_ms += backward_ms
@@ -376,13 +383,18 @@ def train(rank: int, world: int, args) -> None:
             in_window += 1
             if in_window < window_steps and not last_of_epoch:
                 continue
+            evaluating = window % args.eval_every == 0
+            if evaluating:
+                acc, test_loss = evaluate(model, test, rank, world)
+                # Into the window that ends here: the history keeps it
+                # (window_info.eval_accuracy), `bellows report` shows it.
+                agent.evaluation(acc, test_loss)
             agent.window_end()
             in_window = 0
             window += 1
             wtimes, times = times.row(), WindowTimes()
-            if (window - 1) % args.eval_every:
+            if not evaluating:
                 continue
-            acc, test_loss = evaluate(model, test, rank, world)
             levels = agent.hook.levels
             d = agent.decision
             row = {"window": window - 1, "step": step + 1, "epoch": epoch,

@@ -224,6 +224,11 @@ typedef struct bellows_window {
 	double saved_bytes; /* bytes one step saved for backward (every
 			     * activation, compressed ones as stored), max
 			     * over ranks; 0: not reported */
+
+	/* Appended in 0.4. Zero: no rank reported an evaluation. */
+	double eval_accuracy; /* accuracy of the trainer's last evaluation
+			       * in the window (0 to 1), max over ranks */
+	double eval_loss;     /* its loss, max over ranks */
 } bellows_window;
 
 #define BELLOWS_METRICS_MAX     256 /* metrics one proposal may carry */

@@ -1123,6 +1123,61 @@ test_send_mode_follows_the_gate_the_level_the_threshold_and_calibration(
 	fake_stop(f);
 }
 
+/* The trainer's evaluations reach the report of the window they were
+ * given in: through bellows_step_info or bellows_agent_eval between
+ * steps, the last non-zero one of the window; bad values are refused and
+ * change nothing; the next window starts without one. */
+static void
+test_report_carries_the_trainers_last_evaluation_of_the_window(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_step_info with = { .eval_accuracy = 0.5, .eval_loss = 1.5 };
+	bellows_step_info bad = { .eval_accuracy = 1.25 };
+	bellows_agent *a;
+	com_report *r;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	config(&cfg, f);
+	cfg.window_steps = 0;
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+
+	assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+	assert_int_equal(bellows_agent_step_end(a, &with), 0);
+	assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+	assert_int_equal(bellows_agent_step_end(a, &bad), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	/* Between steps, before the window ends: the window's last. */
+	assert_int_equal(bellows_agent_eval(NULL, 0.5, 0.5), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_eval(a, 1.5, 0.5), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_eval(a, -0.1, 0.5), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_eval(a, NAN, 0.5), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_eval(a, 0.5, -1.0), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_eval(a, 0.5, INFINITY), BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_eval(a, 0.75, 0.25), 0);
+	assert_int_equal(bellows_agent_window_end(a), 0);
+	/* A window without an evaluation. */
+	assert_int_equal(bellows_agent_step_begin(a, NULL), 0);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	assert_int_equal(bellows_agent_window_end(a), 0);
+	FAKE_WAIT(f, f->n_reports == 2);
+
+	pthread_mutex_lock(&f->mu);
+	r = &f->reports[0].u.report;
+	assert_int_equal(r->timings.steps, 2);
+	assert_true(r->timings.eval_accuracy == 0.75);
+	assert_true(r->timings.eval_loss == 0.25);
+	r = &f->reports[1].u.report;
+	assert_true(r->timings.eval_accuracy == 0.0);
+	assert_true(r->timings.eval_loss == 0.0);
+	pthread_mutex_unlock(&f->mu);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
 static void
 test_report_carries_activations_send_quartiles_collectives_and_memory(
     void **state)
@@ -2681,6 +2736,8 @@ main(void)
 		    test_send_mode_follows_the_gate_the_level_the_threshold_and_calibration),
 		cmocka_unit_test(
 		    test_report_carries_activations_send_quartiles_collectives_and_memory),
+		cmocka_unit_test(
+		    test_report_carries_the_trainers_last_evaluation_of_the_window),
 		cmocka_unit_test(
 		    test_step_begin_waits_for_a_due_decision_until_it_is_published),
 		cmocka_unit_test(

@@ -179,6 +179,8 @@ make_report(com_msg *m, uint32_t n_layers)
 	r->timings.mem_device_total = (uint64_t)16 << 30;
 	r->timings.mem_host_used = (uint64_t)5 << 29;
 	r->timings.saved_bytes = (uint64_t)3 << 30;
+	r->timings.eval_accuracy = 0.8765;
+	r->timings.eval_loss = 0.375;
 	r->lr = 0.1;
 	r->batch_size = 32;
 	r->epoch = 3;
@@ -494,6 +496,8 @@ assert_report_equal(const com_report *a, const com_report *b)
 	    b->timings.mem_device_total);
 	assert_int_equal(a->timings.mem_host_used, b->timings.mem_host_used);
 	assert_int_equal(a->timings.saved_bytes, b->timings.saved_bytes);
+	assert_true(a->timings.eval_accuracy == b->timings.eval_accuracy);
+	assert_true(a->timings.eval_loss == b->timings.eval_loss);
 	assert_true(a->lr == b->lr);
 	assert_int_equal(a->batch_size, b->batch_size);
 	assert_int_equal(a->epoch, b->epoch);

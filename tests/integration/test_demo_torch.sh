@@ -2,7 +2,8 @@
 # scripts/demo.sh's real job, short: two PyTorch ranks for one epoch of
 # 512 Fashion-MNIST images under Accordion. The trainer's window lines
 # say what rank 0 sent against raw with units, its final line what all
-# ranks sent, and the demo ends with the summary read from the history.
+# ranks sent, and the demo ends with the summary read from the history,
+# which holds the trainer's test accuracies (bellows report lists them).
 # Skipped (77) without Debian's python3-torch or the data set.
 . "$(dirname "$0")/lib.sh"
 
@@ -33,4 +34,23 @@ while read -r line; do
 	    fail "pasted '$line' failed"
 done < <(sed -n '/^  more:$/,$p' "$f" | grep '^    ' | sed 's/^    //')
 ok "the PyTorch demo: sent of raw with units per window and at the end, and its summary"
+# The trainer reports the test accuracy of every window it prints to
+# bellowsd: the history holds one per window line, the last equal to the
+# last line's, and bellows report lists them.
+db=$TMP/out/demo-history.db
+lines=$(grep -cE '^window +[0-9]+ step .* test acc ' "$f")
+last=$(grep -E '^window +[0-9]+ step .* test acc ' "$f" | tail -n 1 |
+    sed -E 's/.* test acc +([0-9.]+)%.*/\1/')
+got=$(sqlite3 -readonly "$db" "SELECT count(*) FROM window_info WHERE run_id = 1 AND eval_accuracy > 0")
+[ "$got" = "$lines" ] ||
+    fail "the history holds $got evaluations, the trainer printed $lines"
+want=$(sqlite3 -readonly "$db" "SELECT printf('%.2f', 100 * eval_accuracy) FROM window_info WHERE run_id = 1 AND eval_accuracy > 0 ORDER BY window DESC LIMIT 1")
+[ "$want" = "$last" ] ||
+    fail "the last evaluation in the history is $want%, the trainer printed $last%"
+"$BELLOWS" report --db "$db" --run 1 >"$TMP/report.txt" 2>&1 ||
+    fail "bellows report of the demo's run"
+grep -qE "^  $lines evaluations; last $last% \(loss [0-9.]+\) after window " \
+    "$TMP/report.txt" ||
+    { sed -n '/^Accuracy/,$p' "$TMP/report.txt"; fail "the report does not show the trainer's accuracy"; }
+ok "the demo's $lines test accuracies are in the history and bellows report (last $last%)"
 exit 0

@@ -2,9 +2,10 @@
 # `meson install` into a staging directory installs bellowsd, bellows,
 # the plug-in worker, libbellows with its headers and pkg-config file, and the bellows Python
 # package; a trainer builds against the installed tree alone, the library
-# exports only bellows_* symbols, the installed Python package loads the
-# installed library without BELLOWS_LIB, and a source checkout's package
-# its build tree's.
+# exports only bellows_* symbols, the installed Python package lands where
+# /usr/bin/python3 looks (for /usr and /usr/local), every module of it
+# imports and loads the installed library without BELLOWS_LIB, and a
+# source checkout's package its build tree's.
 . "$(dirname "$0")/lib.sh"
 
 DEST="$TMP/stage"
@@ -118,6 +119,58 @@ esac
     fail "loaded $loaded, not the installed $lib"
 [ -n "$(echo "$got" | sed -n 2p)" ] || fail "no strerror from $loaded"
 ok "the installed package ($pkgdir) loads the installed $(basename "$loaded") without BELLOWS_LIB"
+# Where it landed, once DESTDIR is stripped, is a directory /usr/bin/python3
+# searches, for the prefixes it knows (/usr and /usr/local); for any
+# prefix, purelib.py's answer is what was installed.
+on_path() {
+	"$PY" -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "$1"
+}
+site=$(dirname "${pkgdir#"$DEST"}")
+# (-Dpython.purelibdir or -Dpython.install_env=system|venv: meson's
+# module chose, as told.)
+told=$(meson introspect --buildoptions "$BUILD" | "$PY" -c '
+import json, sys
+o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
+print(int(bool(o.get("python.purelibdir")) or
+          o.get("python.install_env") in ("system", "venv")))')
+want=$("$PY" "$SRC/agent/python/purelib.py" "$prefix") ||
+    fail "purelib.py $prefix"
+[ "$told" = 1 ] || [ "$site" = "$want" ] ||
+    fail "installed in $site, purelib.py says $want"
+case "$prefix" in
+/usr | /usr/local)
+	on_path "$site" ||
+	    fail "$site is not on $PY's sys.path: $("$PY" -c 'import sys; print(sys.path)')"
+	ok "prefix $prefix: the package is in $site, on $PY's sys.path"
+	;;
+*) ok "prefix $prefix: the package is in $site (PYTHONPATH names it)" ;;
+esac
+for p in /usr /usr/local; do
+	d=$("$PY" "$SRC/agent/python/purelib.py" "$p") || fail "purelib.py $p"
+	on_path "$d" || fail "prefix $p would install into $d, not on sys.path"
+done
+ok "prefixes /usr and /usr/local install into $("$PY" "$SRC/agent/python/purelib.py" /usr) and $("$PY" "$SRC/agent/python/purelib.py" /usr/local), both on sys.path"
+# Every module of the installed package imports (those needing torch when
+# python3-torch is there), the library found as above.
+mods=bellows.agent
+if "$PY" -c 'import torch' 2>/dev/null; then
+	mods="$mods bellows.resireduce bellows.compress bellows.activations bellows.torch"
+fi
+got=$(cd "$TMP" && env -u BELLOWS_LIB PYTHONPATH="$DEST$site" \
+    PYTHONDONTWRITEBYTECODE=1 "$PY" -c '
+import importlib, sys
+import bellows._lib as L
+print(L.library_path())
+for m in sys.argv[1:]:
+    print(importlib.import_module(m).__file__)' $mods 2>&1) ||
+    fail "importing the installed modules ($mods): $got"
+for f in $(echo "$got" | tail -n +2); do
+	case "$f" in
+	"$DEST$site"/bellows/*) ;;
+	*) fail "imported $f, not from $DEST$site" ;;
+	esac
+done
+ok "the installed $mods import with PYTHONPATH=$DEST$site, libbellows $(echo "$got" | head -n 1 | sed "s|$DEST||")"
 # From a source checkout: the build tree beside the package, build/ first,
 # else another build*/ (a copy of the package in a scratch tree, with the
 # library of this build linked in).

@@ -113,6 +113,10 @@ typedef struct frozen_window {
 	double saved_bytes; /* bytes one step saved for backward (every
 			     * activation, compressed ones as stored), max
 			     * over ranks; 0: not reported */
+
+	/* Appended in 0.4. */
+	double eval_accuracy; /* trainer's last evaluation, max over ranks */
+	double eval_loss;     /* its loss, max over ranks */
 } frozen_window;
 
 #define SAME(real, frozen, f)                                                  \
@@ -187,6 +191,8 @@ SAME_WINDOW(calibrate_until)
 SAME_WINDOW(n_comm)
 SAME_WINDOW(comm)
 SAME_WINDOW(saved_bytes)
+SAME_WINDOW(eval_accuracy)
+SAME_WINDOW(eval_loss)
 static_assert(sizeof(bellows_window_layer) == sizeof(frozen_window_layer),
     "bellows_window_layer keeps its ABI 3 size");
 /* bellows_window is handed by pointer: fields may be appended. */

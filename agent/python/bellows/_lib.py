@@ -427,6 +427,9 @@ class _Functions:
                                    ctypes.c_int, [vp, vp])
         self.window_end = _prototype(lib, "bellows_agent_window_end",
                                      ctypes.c_int, [vp])
+        self.eval = _prototype(lib, "bellows_agent_eval", ctypes.c_int,
+                               [vp, ctypes.c_double, ctypes.c_double],
+                               required=False)
         self.decision = _prototype(lib, "bellows_agent_decision",
                                    ctypes.c_int, [vp, vp])
         self.window_stats = _prototype(lib, "bellows_agent_window_stats",

@@ -557,6 +557,23 @@ class Agent:
         """True between step_begin and step_end."""
         return self._in_step
 
+    def evaluation(self, accuracy: float = 0.0, loss: float = 0.0) -> None:
+        """Records an evaluation the trainer ran (accuracy 0 to 1, loss;
+        0: not measured), inside or between steps: the window in progress
+        reports its last one and bellowsd keeps it in the history
+        (window_info.eval_accuracy, eval_loss), where ``bellows report``
+        shows it. Call it before window_end() to attach it to the window
+        that ends there. Every rank may give the job's value (e.g.
+        all-reduced): the window keeps the largest. Raises BellowsError:
+        EINVAL for an accuracy outside 0..1 or a negative or non-finite
+        value, ENOTSUP with a libbellows older than the function."""
+        if self._f.eval is None:
+            raise _lib.BellowsError("bellows_agent_eval", _lib.ENOTSUP,
+                                    "this libbellows has no "
+                                    "bellows_agent_eval")
+        _lib.check("bellows_agent_eval",
+                   self._f.eval(self._h(), float(accuracy), float(loss)))
+
     def window_end(self) -> None:
         """Ends the current window now, between steps (e.g. at an epoch
         end; every rank at the same step). Raises BellowsError: ESTATE

@@ -31,7 +31,10 @@ the gradient of the model's output to the last bucket, minus the time
 spent in the hook) and the step's encode + decode time.
 
 The training loop calls ``step_begin()`` before the forward pass and
-``step_end(lr=..., lr_next=...)`` after the optimizer step; the levels the
+``step_end()`` after the optimizer step (and after the LR scheduler's
+step, if any): with the optimizer given to ``attach``, step_end reads the
+step's LR and the next one from it (see TorchAgent.step_end;
+``step_end(lr=..., lr_next=...)`` says them explicitly); the levels the
 hook uses in a backward pass are those of the decision in force at that
 step, identical on every rank (bellows_agent_step_begin applies each
 decision at the same step everywhere), so the ranks' collectives always
@@ -352,10 +355,15 @@ class TorchAgent:
     """
 
     def __init__(self, model, agent: Agent, hook: CompressionHook,
-                 params: Sequence[torch.Tensor], time_every: int = 1):
+                 params: Sequence[torch.Tensor], time_every: int = 1,
+                 optimizer=None):
         if time_every < 0:
             raise ValueError(f"time_every must be >= 0, not {time_every}")
         self.model = model
+        self.optimizer = optimizer
+        # The optimizer's LR when this step's backward pass began (before
+        # the optimizer step and any scheduler step); None: not seen.
+        self._lr_used: float | None = None
         self.time_every = time_every
         self.timed = True
         self.agent = agent
@@ -408,6 +416,18 @@ class TorchAgent:
     def _backward_starts(self, grad):
         if not self._bwd_start:
             self._bwd_start = time.perf_counter()
+            self._lr_used = self._optimizer_lr()
+
+    def _optimizer_lr(self) -> float | None:
+        """The optimizer's LR now: its first parameter group's ``lr``,
+        divided by this step's lr_scale() (which the trainer applies to
+        the optimizer, as docs/pytorch.md shows); None without an
+        optimizer."""
+        if self.optimizer is None or not self.optimizer.param_groups:
+            return None
+        lr = float(self.optimizer.param_groups[0]["lr"])
+        scale = self.lr_scale()
+        return lr / scale if scale > 0 else lr
 
     def effective_levels(self, d: Decision) -> list[float]:
         """The level each layer is reduced at under decision ``d`` outside
@@ -466,6 +486,7 @@ class TorchAgent:
         self.hook.reset()
         self._comm0 = self.hook.comm.elapsed_ms
         self._bwd_start = 0.0
+        self._lr_used = None
         self._t0 = time.perf_counter()
         return step
 
@@ -524,7 +545,8 @@ class TorchAgent:
             self.hook.hook_ms
         return max(ms, 0.0)
 
-    def step_end(self, *, lr: float, lr_next: float | None = None,
+    def step_end(self, *, lr: float | None = None,
+                 lr_next: float | None = None,
                  batch_size: int = 0, epoch: int = 0,
                  compute_ms: float | None = None,
                  backward_ms: float | None = None, **fields) -> None:
@@ -532,13 +554,32 @@ class TorchAgent:
 
         ``lr`` is the schedule's LR of this step and ``lr_next`` that of
         the next one, both before bellows's lr_scale (the Accordion rule
-        looks for the schedule's decays). The floats sent and raw, bytes,
+        looks for the schedule's decays). Left out, they come from the
+        optimizer given to ``attach``, its first parameter group's
+        ``lr`` (``param_groups[0]``; with several groups, give the one
+        the schedule's decays show in first, or pass them explicitly),
+        divided by this step's ``lr_scale()``: ``lr`` is its value when
+        this step's backward pass began (the LR the optimizer step used),
+        ``lr_next`` its value now, so that a scheduler stepped (or a
+        new LR set) after the optimizer step and before step_end is the
+        next step's LR; stepped after step_end, the drop shows one step
+        later. An explicit ``lr`` without ``lr_next`` means lr_next =
+        lr, as before. Without an optimizer, ``lr`` is required
+        (TypeError). The floats sent and raw, bytes,
         communication and codec time the hook counted go to the agent;
         compute_ms defaults to the step's wall time minus communication,
         backward_ms to the backward pass's time outside the hook (see
         backward_ms()). Other keywords are StepInfo fields (e.g.
         mem_host_used=...).
         """
+        if lr is None:
+            now = self._optimizer_lr()
+            if now is None:
+                raise TypeError("step_end() needs lr=... when attach() "
+                                "was given no optimizer")
+            lr = now if self._lr_used is None else self._lr_used
+            if lr_next is None:
+                lr_next = now
         hook = self.hook
         counts = hook.counts
         comm_ms = hook.comm.elapsed_ms - self._comm0 + hook.direct_ms
@@ -569,6 +610,11 @@ class TorchAgent:
         self.bytes_sent += counts.bytes_sent
         self.comm_ms += comm_ms
         self.codec_ms += hook.codec_ms
+
+    def evaluation(self, accuracy: float = 0.0, loss: float = 0.0) -> None:
+        """Records an evaluation (accuracy 0 to 1, loss) for the window in
+        progress (see Agent.evaluation): call it before window_end()."""
+        self.agent.evaluation(accuracy, loss)
 
     def window_end(self) -> None:
         """Ends the window now, between steps (see Agent.window_end)."""
@@ -653,10 +699,13 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
     "exact" for gradient sums within 3e-14 instead of the default 1e-6,
     ...).
 
-    With "gcomp" (bellows.compress.GComp), the table in force comes from
-    the agent (``Agent.codec_table()``, what bellowsd's gcomp policy
-    proposed) and ``optimizer``, when given, sets each value's truncation
-    level from the paper's delta (SGD, momentum, Nesterov, Adam, AdamW);
+    ``optimizer``, the model's torch.optim optimizer, lets
+    ``step_end()`` read the step's LR and the next one from it (its
+    first parameter group; see TorchAgent.step_end). With "gcomp"
+    (bellows.compress.GComp), the table in force comes from the agent
+    (``Agent.codec_table()``, what bellowsd's gcomp policy proposed) and
+    ``optimizer``, when given, also sets each value's truncation level
+    from the paper's delta (SGD, momentum, Nesterov, Adam, AdamW);
     without it every value is sent losslessly.
 
     The launch's identity (``run_id``, see bellows.Agent) is, unless given,
@@ -709,7 +758,8 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
                                on_collective=agent.comm_bucket,
                                align=align)
         hook.register(model)
-        return TorchAgent(model, agent, hook, params, time_every)
+        return TorchAgent(model, agent, hook, params, time_every,
+                          optimizer=optimizer)
     except BaseException:
         agent.close()
         raise
