@@ -471,11 +471,45 @@ source_live_jobs(dash_source *s, dash_snapshot *snap)
 		    tool_hdb_run_find(s->db, TOOL_HDB_NONE, j->name, &run) ==
 			0) {
 			j->run = run.id;
+			/* Every rank left: bellowsd ended the run. */
+			j->ended = !run.live && j->alive == 0;
 			tool_hdb_run_fini(&run);
 			source_job_window(s, j, DASH_NONE);
 		}
 	}
 	return 0;
+}
+
+/* Live ranks STATUS says are not alive: those whose last rank event in
+ * the history is a goodbye left (a clean exit), the others are lost.
+ * Only the run's rank events and its last few windows are read. */
+static void
+source_live_ends(dash_source *s, dash_snapshot *snap, const dash_job *j)
+{
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+
+	if (s->db == NULL || j->run == DASH_NONE)
+		return;
+	source_filter(&f, j->run);
+	if (j->window != DASH_NONE)
+		f.window_lo = j->window > 4 ? j->window - 4 : 0;
+	if (source_ask(s, TOOL_HDB_Q_RANK_STATES, &f, &rows) == 0) {
+		for (uint64_t r = 0; r < rows.n_rows; r++) {
+			int64_t rank = source_int(&rows, r, "rank");
+
+			if (strcmp(source_text(&rows, r, "last_event"),
+				"left") != 0)
+				continue;
+			for (uint32_t i = 0; i < snap->n_ranks; i++) {
+				dash_rank *k = &snap->ranks[i];
+
+				if (!k->alive && (int64_t)k->rank == rank)
+					k->end = DASH_RANK_LEFT;
+			}
+		}
+	}
+	tool_hdb_rows_fini(&rows);
 }
 
 static int
@@ -485,6 +519,7 @@ source_live_ranks(dash_source *s, dash_snapshot *snap, const dash_job *j)
 	const com_job_status *js = NULL;
 	tool_hdb_filter f;
 	tool_hdb_rows rows = { 0 };
+	bool any_down = false;
 
 	for (uint32_t i = 0; i < st->n_jobs; i++) {
 		if (st->jobs[i].job != NULL &&
@@ -509,6 +544,8 @@ source_live_ranks(dash_source *s, dash_snapshot *snap, const dash_job *j)
 
 		k->rank = js->ranks[i].rank;
 		k->alive = js->ranks[i].alive;
+		if (!k->alive)
+			any_down = true;
 		k->step = js->ranks[i].step;
 		k->seen_ms = (int64_t)js->ranks[i].last_seen_ms;
 		k->step_ms = NAN;
@@ -524,6 +561,8 @@ source_live_ranks(dash_source *s, dash_snapshot *snap, const dash_job *j)
 		}
 	}
 	tool_hdb_rows_fini(&rows);
+	if (any_down)
+		source_live_ends(s, snap, j);
 	return 0;
 }
 

@@ -3,8 +3,9 @@
 # live without --db it finds bellowsd's history through STATUS (from a
 # directory holding no history) and says which file it reads; the
 # Decisions view shows the decisions that changed something and `c` shows
-# all of them; offline, a finished run's ranks show their last step and
-# window and that they left, not step 0 and alive.
+# all of them; a finished job's ranks show that they left, live and
+# offline, with their last step and window offline, not step 0 and
+# alive.
 . "$(dirname "$0")/lib.sh"
 
 command -v tmux >/dev/null 2>&1 || { echo "SKIP: tmux is not installed"; exit 77; }
@@ -76,6 +77,17 @@ pane_has 'no change' 20 || fail "with all decisions, 'no change' is not listed"
 tm send-keys -t top c
 pane_has 'changed only \(c: all\)' 10 || fail "c again did not go back"
 ok "decisions view shows changed decisions only, c toggles all"
+
+# Live, the finished job: its ranks left (the history says so), the job
+# ended; none is shown alive or lost.
+(cd "$TMP/elsewhere" && "$BELLOWS" top --control "$CTL" --publish "$PUB" \
+    --job endjob --once --view ranks --size 24x100) >"$TMP/once.txt" ||
+	fail "bellows top --once failed"
+grep -q 'job endjob  ended, 3 ranks' "$TMP/once.txt" ||
+	{ cat "$TMP/once.txt"; fail "live, the finished job is not shown ended"; }
+[ "$(grep -Ec '^ +[0-2] left +99 ' "$TMP/once.txt")" = 3 ] ||
+	{ cat "$TMP/once.txt"; fail "live, the ranks that left are not shown left"; }
+ok "live, a finished job is ended and its ranks left at step 99"
 
 tm send-keys -t top q
 kill -TERM "$SIM_PID" 2>/dev/null
