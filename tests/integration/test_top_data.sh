@@ -42,6 +42,18 @@ pane_has() {
 DB="$TMP/history.db"
 start_daemon
 
+# STATUS names the history file, as bellows status shows.
+"$BELLOWS" status --control "$CTL" >"$TMP/status.txt" ||
+	fail "bellows status failed"
+grep -qx "  history file: $DB" "$TMP/status.txt" ||
+	{ cat "$TMP/status.txt"; fail "bellows status does not name the history file"; }
+"$BELLOWS" status --control "$CTL" --format json |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["store"]["path"])' \
+    >"$TMP/status.path" || fail "bellows status --format json is not JSON"
+[ "$(cat "$TMP/status.path")" = "$DB" ] ||
+	fail "the JSON status names '$(cat "$TMP/status.path")', not $DB"
+ok "bellows status names the history file, in text and JSON"
+
 # A run that finishes: 3 ranks, 20 windows of 5 steps (steps 0..99), each
 # rank says goodbye at the end.
 run_sim --job endjob --ranks 3 --layers 2 --windows 20 --steps-per-window 5 \
