@@ -1051,11 +1051,13 @@ ctl_store_status(const ctl_store *s, com_status_reply *st)
 	st->store_dropped = s->dropped_total;
 	free(st->store_error);
 	st->store_error = strdup(s->error);
-	if (st->store_error == NULL)
-		return BELLOWS_ENOMEM;
-	free(st->store_path);
-	st->store_path = strdup(s->abs_path != NULL ? s->abs_path : "");
-	return st->store_path != NULL ? 0 : BELLOWS_ENOMEM;
+	return st->store_error != NULL ? 0 : BELLOWS_ENOMEM;
+}
+
+const char *
+ctl_store_path(const ctl_store *s)
+{
+	return s != NULL && s->abs_path != NULL ? s->abs_path : "";
 }
 
 void

@@ -194,12 +194,16 @@ int ctl_store_wait(ctl_store *s, uint64_t ticket, uint32_t timeout_ms);
 void ctl_store_tick(ctl_store *s, uint64_t now_ms);
 
 /* Fills the store fields of a STATUS reply (store_degraded,
- * store_pending, store_dropped, store_error, store_path: the file made
- * absolute against bellowsd's working directory when it was opened, ""
- * when that could not be read). Returns 0 or
+ * store_pending, store_dropped, store_error). Returns 0 or
  * BELLOWS_ENOMEM. A NULL store (no history, --no-db) is not degraded
  * and says so in store_error. */
 int ctl_store_status(const ctl_store *s, com_status_reply *st);
+
+/* The history file for STATUS's store_path: made absolute against
+ * bellowsd's working directory when it was opened; "" for a NULL store
+ * (--no-db) or when that directory could not be read. Valid until
+ * ctl_store_close. Loop thread. */
+const char *ctl_store_path(const ctl_store *s);
 
 /*
  * Recovery: reading back the live runs, before ctl_store_start.

@@ -513,17 +513,13 @@ test_store_creates_the_current_schema_in_an_empty_file(void **state)
 /* STATUS names the file by an absolute path, also when bellowsd was
  * given a relative one: a tool on the machine opens it from anywhere. */
 static void
-test_store_status_names_the_file_by_its_absolute_path(void **state)
+test_store_path_for_status_is_absolute(void **state)
 {
 	fixture *f = *state;
 	char cwd[4096], want[sizeof(f->db)];
-	com_status_reply st;
 
 	open_store(f);
-	st = store_status(f);
-	assert_string_equal(st.store_path, f->db);
-	free(st.store_error);
-	free(st.store_path);
+	assert_string_equal(ctl_store_path(f->store), f->db);
 	ctl_store_close(&f->store, 2000);
 
 	/* Relative to the working directory it was opened in. */
@@ -534,10 +530,9 @@ test_store_status_names_the_file_by_its_absolute_path(void **state)
 	open_store(f);
 	assert_int_equal(chdir(cwd), 0);
 	snprintf(f->db, sizeof(f->db), "%s", want);
-	st = store_status(f);
-	assert_string_equal(st.store_path, want);
-	free(st.store_error);
-	free(st.store_path);
+	assert_string_equal(ctl_store_path(f->store), want);
+	/* No history, no file. */
+	assert_string_equal(ctl_store_path(NULL), "");
 }
 
 /* The mode of `path` (its permission bits), -1 if it does not exist. */
@@ -2707,7 +2702,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_store_creates_the_current_schema_in_an_empty_file),
-		T(test_store_status_names_the_file_by_its_absolute_path),
+		T(test_store_path_for_status_is_absolute),
 		T(test_store_creates_the_file_and_its_wal_with_store_mode),
 		T(test_store_migrates_a_version_1_file_keeping_its_rows),
 		T(test_store_migrates_a_version_2_file_keeping_its_rows),
