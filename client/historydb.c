@@ -311,11 +311,47 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	 * after the limit: a long run costs no more than a short one. */
 	[TOOL_HDB_Q_DECISIONS_LAST] =
 	    "SELECT * FROM (SELECT d.seq, d.window, d.apply_step,"
-	    " bellows_time(d.wall_ms) AS time, d.source, d.policy, d.reason"
+	    " bellows_time(d.wall_ms) AS time, d.source, d.policy, d.reason,"
+	    " (SELECT count(*) FROM decision_changes c"
+	    "  WHERE c.run_id = d.run_id AND c.seq = d.seq) AS n_changes"
 	    " FROM decisions d"
 	    " WHERE d.run_id = :run AND d.window BETWEEN :wlo AND :whi"
 	    " ORDER BY d.seq DESC"
 	    " LIMIT " HDB_STR(TOOL_HDB_DECISIONS_LAST) ") ORDER BY seq",
+
+	/* Driven by the changes (a run's decisions that change nothing may
+	 * be many more): each changed seq is looked up by its key. */
+	[TOOL_HDB_Q_DECISIONS_CHANGED_LAST] =
+	    "SELECT * FROM (SELECT d.seq, d.window, d.apply_step,"
+	    " bellows_time(d.wall_ms) AS time, d.source, d.policy, d.reason,"
+	    " (SELECT count(*) FROM decision_changes c"
+	    "  WHERE c.run_id = d.run_id AND c.seq = d.seq) AS n_changes"
+	    " FROM decisions d"
+	    " WHERE d.run_id = :run AND d.window BETWEEN :wlo AND :whi"
+	    " AND d.seq IN (SELECT c.seq FROM decision_changes c"
+	    "  WHERE c.run_id = :run)"
+	    " ORDER BY d.seq DESC"
+	    " LIMIT " HDB_STR(TOOL_HDB_DECISIONS_LAST) ") ORDER BY seq",
+
+	/* Every rank that reported or joined: its newest timings row in
+	 * the windows and its newest rank event in the time range. */
+	[TOOL_HDB_Q_RANK_STATES] =
+	    "WITH t AS (SELECT rank, max(window) AS window FROM timings"
+	    "  WHERE run_id = :run AND window BETWEEN :wlo AND :whi"
+	    "  GROUP BY rank),"
+	    " e AS (SELECT rank, kind, step, wall_ms FROM (SELECT rank, kind,"
+	    "  step, wall_ms, row_number() OVER (PARTITION BY rank"
+	    "  ORDER BY wall_ms DESC, rowid DESC) AS k FROM rank_events"
+	    "  WHERE run_id = :run AND wall_ms BETWEEN :tlo AND :thi)"
+	    "  WHERE k = 1),"
+	    " r AS (SELECT rank FROM t UNION SELECT rank FROM e)"
+	    " SELECT r.rank, t.window AS last_window,"
+	    " i.last_step AS window_step, e.kind AS last_event,"
+	    " e.step AS event_step, bellows_time(e.wall_ms) AS event_time"
+	    " FROM r LEFT JOIN t ON t.rank = r.rank"
+	    " LEFT JOIN window_info i ON i.run_id = :run AND i.window = t.window"
+	    " LEFT JOIN e ON e.rank = r.rank"
+	    " ORDER BY r.rank",
 };
 
 /* Views the questions read instead of the tables that changed: the

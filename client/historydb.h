@@ -107,12 +107,21 @@ typedef enum tool_hdb_question {
 				     * within the range */
 	TOOL_HDB_Q_DECISIONS_LAST,  /* the newest TOOL_HDB_DECISIONS_LAST
 				     * decisions within the range, oldest
-				     * first, without their changes */
+				     * first, with how many changes each
+				     * made (n_changes), not which */
 	TOOL_HDB_Q_RESIDUALS,       /* per window: residual floats kept
 				     * under the residual plan against one
 				     * per parameter, groups, reductions */
 	TOOL_HDB_Q_LAYER_RESIDUALS, /* one layer's (filter.layer) residual
 				     * statistics per window */
+	TOOL_HDB_Q_DECISIONS_CHANGED_LAST, /* as DECISIONS_LAST, of the
+					    * decisions that changed a knob
+					    * only */
+	TOOL_HDB_Q_RANK_STATES,            /* per rank of a run: the last window
+					    * it reported within the window range
+					    * and that window's last step, and its
+					    * last join/loss/exit within the time
+					    * range (kind, step) */
 	TOOL_HDB_Q_N,
 } tool_hdb_question;
 

@@ -466,6 +466,7 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 	ps->latency_max_ms = r->latency_max_ms;
 	ps->latency_samples = r->latency_samples;
 	ps->reports_duplicate = r->reports_duplicate;
+	ps->store_path = codec_out_str(r->store_path);
 	o->env.body_case = BELLOWS__ENVELOPE__BODY_STATUS_REPLY;
 	o->env.status_reply = ps;
 	return 0;

@@ -792,6 +792,9 @@ codec_in_status_reply(const Bellows__StatusReply *ps, const com_limits *lim,
 	r->latency_max_ms = ps->latency_max_ms;
 	r->latency_samples = ps->latency_samples;
 	r->reports_duplicate = ps->reports_duplicate;
+	if ((rc = codec_in_text(ps->store_path, lim->max_text_len,
+		 &r->store_path)) != 0)
+		return rc;
 	return codec_in_text(ps->store_error, lim->max_text_len,
 	    &r->store_error);
 }

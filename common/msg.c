@@ -323,6 +323,7 @@ msg_status_reply_fini(com_status_reply *r)
 		}
 	}
 	free(r->store_error);
+	free(r->store_path);
 	free(r->events);
 }
 

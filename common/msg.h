@@ -236,6 +236,9 @@ typedef struct com_status_reply {
 	double latency_max_ms;      /* largest of them */
 	uint32_t latency_samples;   /* decisions measured, 0: none yet */
 	uint64_t reports_duplicate; /* minor 2: repeated reports ignored */
+	char *store_path;           /* minor 2: the history file, absolute
+				     * on bellowsd's machine; "" or NULL =
+				     * none */
 } com_status_reply;
 
 typedef struct com_snapshot_request {

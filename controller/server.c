@@ -647,7 +647,8 @@ server_status(ctl_server *s, const char *client, const com_status_request *req,
 		if (ctl_jobs_status(s->jobs, client, req, now, st) != 0)
 			return BELLOWS_ENOMEM;
 	}
-	if (ctl_store_status(s->store, st) != 0)
+	if (ctl_store_status(s->store, st) != 0 ||
+	    (st->store_path = strdup(ctl_store_path(s->store))) == NULL)
 		return BELLOWS_ENOMEM;
 	st->peers = calloc(s->n_peers ? s->n_peers : 1, sizeof(*st->peers));
 	if (st->peers == NULL)

@@ -49,6 +49,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -249,6 +250,26 @@ store_close_sockets(ctl_store *s)
 	}
 }
 
+/* `path` made absolute against the working directory of the moment (a
+ * tool on the same machine opens the file by it). NULL when out of
+ * memory or when the working directory cannot be read. */
+static char *
+store_abs_path(const char *path)
+{
+	char cwd[PATH_MAX], *p;
+	size_t n;
+
+	if (path[0] == '/')
+		return strdup(path);
+	if (getcwd(cwd, sizeof(cwd)) == NULL)
+		return NULL;
+	n = strlen(cwd) + 1 + strlen(path) + 1;
+	if ((p = malloc(n)) != NULL)
+		snprintf(p, n, "%s%s%s", cwd,
+		    cwd[strlen(cwd) - 1] == '/' ? "" : "/", path);
+	return p;
+}
+
 int
 ctl_store_open(const char *path, void *zctx, const ctl_store_conf *conf,
     uint64_t instance, ctl_events *events, ctl_store **ret_store)
@@ -268,8 +289,11 @@ ctl_store_open(const char *path, void *zctx, const ctl_store_conf *conf,
 		free(s);
 		return BELLOWS_ENOMEM;
 	}
+	/* Without it STATUS names no file: nothing else depends on it. */
+	s->abs_path = store_abs_path(path);
 	if ((r = store_sockets(s, zctx)) != 0) {
 		store_close_sockets(s);
+		free(s->abs_path);
 		free(s->w.path);
 		free(s);
 		return r;
@@ -1030,6 +1054,12 @@ ctl_store_status(const ctl_store *s, com_status_reply *st)
 	return st->store_error != NULL ? 0 : BELLOWS_ENOMEM;
 }
 
+const char *
+ctl_store_path(const ctl_store *s)
+{
+	return s != NULL && s->abs_path != NULL ? s->abs_path : "";
+}
+
 void
 ctl_store_close(ctl_store **sp, uint32_t drain_ms)
 {
@@ -1059,6 +1089,7 @@ ctl_store_close(ctl_store **sp, uint32_t drain_ms)
 	free(s->wait_ms.v);
 	free(s->w.thin.v);
 	free(s->w.path);
+	free(s->abs_path);
 	free(s);
 	*sp = NULL;
 }

@@ -199,6 +199,12 @@ void ctl_store_tick(ctl_store *s, uint64_t now_ms);
  * and says so in store_error. */
 int ctl_store_status(const ctl_store *s, com_status_reply *st);
 
+/* The history file for STATUS's store_path: made absolute against
+ * bellowsd's working directory when it was opened; "" for a NULL store
+ * (--no-db) or when that directory could not be read. Valid until
+ * ctl_store_close. Loop thread. */
+const char *ctl_store_path(const ctl_store *s);
+
 /*
  * Recovery: reading back the live runs, before ctl_store_start.
  */

@@ -346,6 +346,8 @@ struct ctl_store {
 	char hash[CTL_STORE_HASH_LEN]; /* configuration in force */
 	uint64_t events_seen;          /* ring events already copied */
 	bool attached;                 /* registered with a loop */
+	char *abs_path;                /* the file as an absolute path, for
+					* STATUS; NULL = not known */
 };
 
 /* ---- the connection (store_schema.c) ------------------------------------

@@ -189,9 +189,12 @@ layout_header(const dash_model *m, dash_canvas *c)
 	layout_bar(c, 0, DASH_ATTR_REVERSE);
 	if (h->live) {
 		layout_duration(h->uptime_ms, up, sizeof(up));
-		snprintf(buf, sizeof(buf), " bellows top  live %s  %s%s",
-		    h->where, h->connected ? "up " : "NOT CONNECTED",
-		    h->connected ? up : "");
+		snprintf(buf, sizeof(buf),
+		    " bellows top  live %s  %s%s%s%s%s%s", h->where,
+		    h->connected ? "up " : "NOT CONNECTED",
+		    h->connected ? up : "",
+		    h->db[0] != '\0' ? "  history " : "", h->db,
+		    h->db_from[0] != '\0' ? " from " : "", h->db_from);
 	} else if (m->snap.window_hi != DASH_NONE) {
 		snprintf(buf, sizeof(buf),
 		    " bellows top  offline %s  window %" PRId64 " of %" PRId64
@@ -251,13 +254,17 @@ layout_tabs(const dash_model *m, dash_canvas *c)
 		    m->filter);
 		dash_canvas_put(c, 2, col, -1, 0, buf);
 	}
+	if (m->view == DASH_VIEW_DECISIONS)
+		dash_canvas_put(c, 2, col, -1, 0,
+		    m->all_decisions ? " all (c: changed only)"
+				     : " changed only (c: all)");
 }
 
 static void
 layout_job_line(const dash_model *m, dash_canvas *c)
 {
 	const dash_job *j = layout_job(m);
-	char buf[512], st[32], sent[32], raw[32], win[32];
+	char buf[512], st[32], sent[32], raw[32], win[32], alive[48];
 
 	if (j == NULL) {
 		dash_canvas_put(c, 3, 1, -1, 0,
@@ -271,15 +278,22 @@ layout_job_line(const dash_model *m, dash_canvas *c)
 		snprintf(win, sizeof(win), "-");
 	else
 		snprintf(win, sizeof(win), "%" PRId64, j->window);
+	if (j->ended)
+		snprintf(alive, sizeof(alive), "ended, %u ranks", j->world);
+	else
+		snprintf(alive, sizeof(alive), "%u/%u alive", j->alive,
+		    j->world);
 	/* What matters most first: an 80-column screen cuts the end. */
 	snprintf(buf, sizeof(buf),
-	    "job %s  %u/%u alive  step %" PRIu64
+	    "job %s  %s  step %" PRIu64
 	    "  win %s  %s/step  policy %s (%s)  sent %s of %s",
-	    j->name, j->alive, j->world, j->step, win, st,
+	    j->name, alive, j->step, win, st,
 	    j->policy[0] != '\0' ? j->policy : "-",
 	    j->reloaded[0] != '\0' ? j->reloaded : "-", sent, raw);
 	dash_canvas_put(c, 3, 1, -1,
-	    DASH_ATTR_BOLD | (j->alive < j->world ? DASH_ATTR_ALERT : 0), buf);
+	    DASH_ATTR_BOLD |
+		(!j->ended && j->alive < j->world ? DASH_ATTR_ALERT : 0),
+	    buf);
 }
 
 /* Whether the knob line shows metric `name` before the others. */
@@ -458,14 +472,17 @@ layout_jobs(const dash_model *m, dash_canvas *c, int first, int visible)
 		const dash_job *j = &m->snap.jobs[top + (uint32_t)r];
 		bool sel = top + (uint32_t)r == m->sel[DASH_VIEW_JOBS];
 		int a = (sel ? DASH_ATTR_REVERSE : 0) |
-		    (j->alive < j->world ? DASH_ATTR_ALERT : 0);
+		    (!j->ended && j->alive < j->world ? DASH_ATTR_ALERT : 0);
 		char buf[64], x[32], y[32];
 		int row = first + r;
 
 		if (sel)
 			layout_bar(c, row, a);
 		col = layout_cell(c, row, 1, 16, a, false, j->name);
-		snprintf(buf, sizeof(buf), "%u/%u", j->alive, j->world);
+		if (j->ended)
+			snprintf(buf, sizeof(buf), "ended");
+		else
+			snprintf(buf, sizeof(buf), "%u/%u", j->alive, j->world);
 		col = layout_cell(c, row, col, 7, a, true, buf);
 		snprintf(buf, sizeof(buf), "%" PRIu64, j->step);
 		col = layout_cell(c, row, col, 7, a, true, buf);
@@ -496,6 +513,7 @@ layout_ranks(const dash_model *m, dash_canvas *c, int first, int visible)
 	col = layout_cell(c, h, col, 5, DASH_ATTR_BOLD, true, "RANK");
 	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, false, "STATE");
 	col = layout_cell(c, h, col, 9, DASH_ATTR_BOLD, true, "STEP");
+	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "WIN");
 	col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, true, "STEP_MS");
 	col = layout_cell(c, h, col, 9, DASH_ATTR_BOLD, true, "SEEN_AGO");
 	layout_cell(c, h, col, 7, DASH_ATTR_BOLD, true, "DROPS");
@@ -504,7 +522,7 @@ layout_ranks(const dash_model *m, dash_canvas *c, int first, int visible)
 		const dash_rank *k = &m->snap.ranks[top + (uint32_t)r];
 		bool sel = top + (uint32_t)r == m->sel[DASH_VIEW_RANKS];
 		int a = (sel ? DASH_ATTR_REVERSE : 0) |
-		    (k->alive ? 0 : DASH_ATTR_ALERT);
+		    (dash_rank_lost(k) ? DASH_ATTR_ALERT : 0);
 		char buf[64];
 		int row = first + r;
 
@@ -512,10 +530,14 @@ layout_ranks(const dash_model *m, dash_canvas *c, int first, int visible)
 			layout_bar(c, row, a);
 		snprintf(buf, sizeof(buf), "%u", k->rank);
 		col = layout_cell(c, row, 1, 5, a, true, buf);
-		col = layout_cell(c, row, col, 6, a, false,
-		    k->alive ? "alive" : "LOST");
+		col = layout_cell(c, row, col, 6, a, false, dash_rank_state(k));
 		snprintf(buf, sizeof(buf), "%" PRIu64, k->step);
 		col = layout_cell(c, row, col, 9, a, true, buf);
+		if (k->window == DASH_NONE)
+			snprintf(buf, sizeof(buf), "-");
+		else
+			snprintf(buf, sizeof(buf), "%" PRId64, k->window);
+		col = layout_cell(c, row, col, 6, a, true, buf);
 		layout_real(k->step_ms, 2, "", buf, sizeof(buf));
 		col = layout_cell(c, row, col, 8, a, true, buf);
 		if (k->seen_ms == DASH_NONE)
@@ -871,7 +893,10 @@ layout_decisions(const dash_model *m, dash_canvas *c, int first, int visible)
 		layout_cell(c, row, col, c->cols - col, a, false, d->reason);
 	}
 	if (n == 0)
-		dash_canvas_put(c, first, 1, -1, 0, "no decisions recorded");
+		dash_canvas_put(c, first, 1, -1, 0,
+		    m->all_decisions
+			? "no decisions recorded"
+			: "no decision changed anything yet (c shows all)");
 }
 
 static void
@@ -1197,10 +1222,10 @@ static const char *const layout_help[] = {
 	"  Esc, Backspace   back; Esc or Enter closes a layer or decision",
 	"  /                filter layers by name (Enter keeps, Esc drops)",
 	"  s                sort layers: index, name, level, size, r",
+	"  c                decisions: changed only (default) or all",
 	"  p                pause/resume updates",
 	"  Left/Right, [ ]  offline: previous/next window ({ } by 10)",
-	"  ?                this help (any key closes it)",
-	"  q                quit",
+	"  ?, q             this help (any key closes it); quit",
 	"legend (Layers view)",
 	"  REGIME  Accordion's: critical (r >= eta: light compression),",
 	"          stable (r < eta: heavy compression), raw (never compressed)",

@@ -90,6 +90,27 @@ dash_model_job(const dash_model *m)
 	return "";
 }
 
+const char *
+dash_rank_state(const dash_rank *k)
+{
+	if (k->alive)
+		return "alive";
+	switch (k->end) {
+	case DASH_RANK_LEFT:
+		return "left";
+	case DASH_RANK_ENDED:
+		return "ended";
+	default:
+		return "LOST";
+	}
+}
+
+bool
+dash_rank_lost(const dash_rank *k)
+{
+	return !k->alive && k->end == DASH_RANK_RUNNING;
+}
+
 bool
 dash_layer_critical(const dash_layer *l)
 {
@@ -151,7 +172,7 @@ dash_snapshot_regime(const dash_snapshot *s)
 bool
 dash_decision_changed(const dash_decision *d)
 {
-	return d->reason[0] != '\0' && strcmp(d->reason, "no change") != 0;
+	return d->n_changes > 0;
 }
 
 const dash_decision *
@@ -590,6 +611,11 @@ dash_model_key(dash_model *m, int key)
 	case 'p':
 		m->paused = !m->paused;
 		return DASH_ACT_REDRAW | (m->paused ? 0 : DASH_ACT_REFETCH);
+	case 'c':
+		/* The source reads the decisions asked for: fetch again. */
+		m->all_decisions = !m->all_decisions;
+		m->sel[DASH_VIEW_DECISIONS] = 0;
+		return DASH_ACT_REDRAW | DASH_ACT_REFETCH;
 	default:
 		return DASH_ACT_NONE;
 	}

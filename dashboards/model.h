@@ -31,6 +31,9 @@ typedef struct dash_health {
 	bool live;              /* from a running daemon, not a file */
 	bool connected;         /* the last STATUS was answered */
 	char where[128];        /* control endpoint or history file */
+	char db[256];           /* live: the history file read, "" = none */
+	char db_from[16];       /* how it was found: "--db", "bellowsd"
+				 * (its STATUS) or "default" */
 	char note[128];         /* why not connected, or what is shown */
 	uint64_t uptime_ms;     /* daemon's uptime */
 	double reports_per_s;   /* reports accepted per second; NAN = - */
@@ -55,15 +58,27 @@ typedef struct dash_job {
 	int64_t bytes_raw;          /* uncompressed; DASH_NONE = - */
 	char policy[DASH_NAME_MAX]; /* policies configured */
 	char reloaded[16];          /* HH:MM:SS of the last (re)load */
+	bool ended;                 /* offline: the run had ended by the
+				     * window shown (none of its ranks is
+				     * alive: they left or ended with it) */
 } dash_job;
 
+/* How a rank that is not alive stopped. */
+typedef enum dash_rank_end {
+	DASH_RANK_RUNNING = 0, /* alive or lost, as its `alive` says */
+	DASH_RANK_LEFT,        /* said goodbye: a clean exit */
+	DASH_RANK_ENDED,       /* its run ended with it still in */
+} dash_rank_end;
+
 typedef struct dash_rank {
-	uint32_t rank;   /* rank number */
-	bool alive;      /* alive, else lost */
-	uint64_t step;   /* last step heard */
-	double step_ms;  /* mean step time of its last window; NAN = - */
-	int64_t seen_ms; /* ms since heard; DASH_NONE = - */
-	uint64_t drops;  /* reports its agent dropped */
+	uint32_t rank;     /* rank number */
+	bool alive;        /* alive, else lost (or `end` says) */
+	dash_rank_end end; /* how it stopped, when not alive */
+	int64_t window;    /* last window it reported, DASH_NONE = - */
+	uint64_t step;     /* last step heard */
+	double step_ms;    /* mean step time of its last window; NAN = - */
+	int64_t seen_ms;   /* ms since heard; DASH_NONE = - */
+	uint64_t drops;    /* reports its agent dropped */
 } dash_rank;
 
 typedef struct dash_layer {
@@ -107,6 +122,7 @@ typedef struct dash_knobs {
 
 typedef struct dash_decision {
 	uint64_t seq;                 /* decision seq */
+	uint32_t n_changes;           /* knobs it changed, 0 = none */
 	int64_t window;               /* window it is in force for */
 	char time[16];                /* HH:MM:SS */
 	char policy[DASH_NAME_MAX];   /* policies that gave a reason */
@@ -205,6 +221,8 @@ typedef struct dash_model {
 	dash_sort sort;               /* layer order */
 	bool paused;                  /* keep the snapshot shown */
 	bool help;                    /* the key help is shown */
+	bool all_decisions;           /* also decisions that change
+				       * nothing (`c`); else changed only */
 	int64_t window;               /* offline: window asked; DASH_NONE =
 				       * the latest */
 } dash_model;
@@ -237,6 +255,13 @@ uint32_t dash_model_layer_rows(const dash_model *m, uint32_t *out);
 /* Rows in view v (for selection bounds). */
 uint32_t dash_model_rows(const dash_model *m, dash_view v);
 
+/* What a rank's STATE column says: "alive", "LOST", "left" or
+ * "ended". */
+const char *dash_rank_state(const dash_rank *k);
+
+/* True for a rank lost (not alive, neither left nor ended). */
+bool dash_rank_lost(const dash_rank *k);
+
 /* True when the layer is critical: its level is the highest it had in
  * the run (Accordion's critical regime), else it is stable; a layer whose
  * highest level is 0 (never compressed) is not critical. */
@@ -257,8 +282,8 @@ bool dash_layer_changed(const dash_layer *l);
  * to show. */
 bool dash_snapshot_regime(const dash_snapshot *s);
 
-/* True when the decision changed something (its reason is not "no
- * change"). */
+/* True when the decision changed a knob (it has rows in the history's
+ * decision_changes: n_changes > 0). */
 bool dash_decision_changed(const dash_decision *d);
 
 /* The decision on row `row` of the Decisions view (newest first), NULL

@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "client/historydb.h"
 #include "common/msg.h"
+#include "rate.h"
 
 #include <bellows/error.h>
 
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define SOURCE_STATUS_MS  1000 /* wait for a STATUS reply */
 #define SOURCE_DECISIONS  64   /* last decisions shown */
@@ -21,11 +23,15 @@
 #define SOURCE_MAX_LAYERS 4096 /* layers read per fetch */
 #define SOURCE_MAX_JOBS   64   /* jobs whose rows are read */
 #define SOURCE_SUB_HWM    8    /* telemetry queued while the screen waits */
+#define SOURCE_DEFAULT_DB "bellows.db" /* no --db, nothing from STATUS */
 
 struct dash_source {
 	bool live;                     /* a daemon, not only a file */
 	char *control;                 /* control endpoint, owned */
 	char *db_path;                 /* history file, owned; NULL = none */
+	bool db_given;                 /* --db: never replaced by STATUS's */
+	const char *db_from;           /* "--db", "bellowsd" or "default" */
+	bool all_decisions;            /* also those that change nothing */
 	tool_client *client;           /* STATUS requests; NULL after failure */
 	tool_keys keys;                /* CURVE keys of both sockets */
 	tool_telemetry *tel;           /* telemetry; NULL offline */
@@ -34,10 +40,9 @@ struct dash_source {
 	com_msg last;                  /* last STATUS reply answered */
 	bool have_last;                /* last is valid */
 	uint64_t last_ms;              /* when it arrived */
-	uint64_t prev_reports;         /* counters of the one before */
-	uint64_t prev_decisions;       /* same */
-	uint64_t prev_ms;              /* when that one arrived, 0 = none */
-	uint64_t prev_instance;        /* daemon instance of the counters */
+	uint64_t rate_instance;        /* daemon instance of the rates */
+	dash_rate reports;             /* reports accepted, by uptime */
+	dash_rate decisions;           /* decisions published, same */
 	int64_t lv_run;                /* run whose maxima lv_max holds */
 	int64_t lv_upto;               /* last window read into lv_max */
 	double *lv_max;                /* highest level per layer index
@@ -191,13 +196,16 @@ dash_source_open(const dash_source_opts *o, dash_source **ret, char *errbuf,
 	s->lv_run = DASH_NONE;
 	s->lv_upto = DASH_NONE;
 	s->acc_run = DASH_NONE;
+	dash_rate_init(&s->reports, DASH_RATE_SPAN_MS);
+	dash_rate_init(&s->decisions, DASH_RATE_SPAN_MS);
 	s->live = o->control != NULL;
-	if (o->db != NULL && (s->db_path = strdup(o->db)) == NULL)
+	s->db_given = o->db != NULL;
+	s->db_from = s->db_given ? "--db" : "default";
+	if ((s->db_path = strdup(o->db != NULL ? o->db : SOURCE_DEFAULT_DB)) ==
+	    NULL)
 		goto fail;
 	if (!s->live) {
-		r = tool_hdb_open(s->db_path != NULL ? s->db_path
-						     : "bellows.db",
-		    &s->db, errbuf, errlen);
+		r = tool_hdb_open(s->db_path, &s->db, errbuf, errlen);
 		if (r != 0)
 			goto fail;
 		*ret = s;
@@ -254,6 +262,12 @@ dash_source_close(dash_source **sp)
 	*sp = NULL;
 }
 
+void
+dash_source_all_decisions(dash_source *s, bool all)
+{
+	s->all_decisions = all;
+}
+
 /* Telemetry arrived: only "something closed" matters, not what. */
 static void
 source_telemetry(void *arg, const com_msg *msg)
@@ -271,6 +285,48 @@ dash_source_wait(dash_source *s, int fd, int timeout_ms, bool *ret_fd,
 }
 
 /* ---- reading ------------------------------------------------------------ */
+
+/* Feeds the counters of the last STATUS to the rates, on bellowsd's own
+ * clock (its uptime: when it read them, not when the reply came). */
+static void
+source_rates(dash_source *s)
+{
+	const com_status_reply *st = &s->last.u.status_reply;
+
+	if (st->instance != s->rate_instance) {
+		dash_rate_init(&s->reports, DASH_RATE_SPAN_MS);
+		dash_rate_init(&s->decisions, DASH_RATE_SPAN_MS);
+		s->rate_instance = st->instance;
+	}
+	dash_rate_add(&s->reports, st->uptime_ms, st->reports);
+	dash_rate_add(&s->decisions, st->uptime_ms, st->decisions);
+}
+
+/* Without --db, the history bellowsd says it writes, when this machine
+ * can read that file (the same machine, or a shared path); else the
+ * default file in the working directory, as before STATUS named one. */
+static void
+source_db_follow(dash_source *s)
+{
+	const char *path = s->last.u.status_reply.store_path;
+	char *p;
+
+	if (s->db_given || path == NULL || path[0] == '\0' ||
+	    strcmp(path, s->db_path) == 0 || access(path, R_OK) != 0)
+		return;
+	if ((p = strdup(path)) == NULL)
+		return;
+	free(s->db_path);
+	s->db_path = p;
+	s->db_from = "bellowsd";
+	tool_hdb_close(&s->db);
+	s->db_err[0] = '\0';
+	/* Run ids of another file are other runs. */
+	s->lv_run = DASH_NONE;
+	s->lv_upto = DASH_NONE;
+	s->acc_run = DASH_NONE;
+	source_db_open(s);
+}
 
 /* Asks bellowsd for STATUS; keeps the reply in s->last. */
 static void
@@ -304,18 +360,15 @@ source_status(dash_source *s, dash_snapshot *snap)
 		tool_client_close(&s->client);
 		return;
 	}
-	if (s->have_last) {
-		s->prev_reports = s->last.u.status_reply.reports;
-		s->prev_decisions = s->last.u.status_reply.decisions;
-		s->prev_ms = s->last_ms;
-		s->prev_instance = s->last.u.status_reply.instance;
+	if (s->have_last)
 		com_msg_fini(&s->last);
-	}
 	s->last = reply;
 	s->have_last = true;
 	source_subscribe(s);
 	s->last_ms = com_clock_ms();
 	snap->health.connected = true;
+	source_rates(s);
+	source_db_follow(s);
 }
 
 static void
@@ -338,17 +391,8 @@ source_health(dash_source *s, dash_snapshot *snap)
 	h->store_pending = st->store_pending;
 	h->store_degraded = st->store_degraded;
 	h->dropped = st->dropped;
-	if (s->prev_ms != 0 && s->last_ms > s->prev_ms &&
-	    s->prev_instance == st->instance &&
-	    st->reports >= s->prev_reports &&
-	    st->decisions >= s->prev_decisions) {
-		double dt = (double)(s->last_ms - s->prev_ms) / 1000.0;
-
-		h->reports_per_s = (double)(st->reports - s->prev_reports) / dt;
-		h->decisions_per_s = (double)(st->decisions -
-					 s->prev_decisions) /
-		    dt;
-	}
+	h->reports_per_s = dash_rate_get(&s->reports);
+	h->decisions_per_s = dash_rate_get(&s->decisions);
 }
 
 /* Fills step time and bytes of the job's window `w` (DASH_NONE: latest)
@@ -427,11 +471,45 @@ source_live_jobs(dash_source *s, dash_snapshot *snap)
 		    tool_hdb_run_find(s->db, TOOL_HDB_NONE, j->name, &run) ==
 			0) {
 			j->run = run.id;
+			/* Every rank left: bellowsd ended the run. */
+			j->ended = !run.live && j->alive == 0;
 			tool_hdb_run_fini(&run);
 			source_job_window(s, j, DASH_NONE);
 		}
 	}
 	return 0;
+}
+
+/* Live ranks STATUS says are not alive: those whose last rank event in
+ * the history is a goodbye left (a clean exit), the others are lost.
+ * Only the run's rank events and its last few windows are read. */
+static void
+source_live_ends(dash_source *s, dash_snapshot *snap, const dash_job *j)
+{
+	tool_hdb_filter f;
+	tool_hdb_rows rows;
+
+	if (s->db == NULL || j->run == DASH_NONE)
+		return;
+	source_filter(&f, j->run);
+	if (j->window != DASH_NONE)
+		f.window_lo = j->window > 4 ? j->window - 4 : 0;
+	if (source_ask(s, TOOL_HDB_Q_RANK_STATES, &f, &rows) == 0) {
+		for (uint64_t r = 0; r < rows.n_rows; r++) {
+			int64_t rank = source_int(&rows, r, "rank");
+
+			if (strcmp(source_text(&rows, r, "last_event"),
+				"left") != 0)
+				continue;
+			for (uint32_t i = 0; i < snap->n_ranks; i++) {
+				dash_rank *k = &snap->ranks[i];
+
+				if (!k->alive && (int64_t)k->rank == rank)
+					k->end = DASH_RANK_LEFT;
+			}
+		}
+	}
+	tool_hdb_rows_fini(&rows);
 }
 
 static int
@@ -441,6 +519,7 @@ source_live_ranks(dash_source *s, dash_snapshot *snap, const dash_job *j)
 	const com_job_status *js = NULL;
 	tool_hdb_filter f;
 	tool_hdb_rows rows = { 0 };
+	bool any_down = false;
 
 	for (uint32_t i = 0; i < st->n_jobs; i++) {
 		if (st->jobs[i].job != NULL &&
@@ -465,19 +544,25 @@ source_live_ranks(dash_source *s, dash_snapshot *snap, const dash_job *j)
 
 		k->rank = js->ranks[i].rank;
 		k->alive = js->ranks[i].alive;
+		if (!k->alive)
+			any_down = true;
 		k->step = js->ranks[i].step;
 		k->seen_ms = (int64_t)js->ranks[i].last_seen_ms;
 		k->step_ms = NAN;
+		k->window = DASH_NONE;
 		/* Its latest window's row (rows are by window, rank). */
 		for (uint64_t r = 0; r < rows.n_rows; r++) {
 			if (source_int(&rows, r, "rank") != (int64_t)k->rank)
 				continue;
+			k->window = source_int(&rows, r, "window");
 			k->step_ms = source_real(&rows, r, "step_ms_mean");
 			k->drops = (uint64_t)source_int(&rows, r,
 			    "reports_dropped");
 		}
 	}
 	tool_hdb_rows_fini(&rows);
+	if (any_down)
+		source_live_ends(s, snap, j);
 	return 0;
 }
 
@@ -769,13 +854,22 @@ source_knobs(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 	tool_hdb_rows_fini(&rows);
 }
 
+/* Whether decision row r is shown: every one when all are asked for,
+ * else those that changed a knob. */
+static bool
+source_decision_shown(const dash_source *s, const tool_hdb_rows *rows,
+    uint64_t r)
+{
+	return s->all_decisions || source_int(rows, r, "n_changes") > 0;
+}
+
 static int
 source_decisions(dash_source *s, dash_snapshot *snap, const dash_job *j,
     int64_t w)
 {
 	tool_hdb_filter f;
 	tool_hdb_rows rows;
-	uint64_t first, n;
+	uint64_t first = 0, n = 0;
 
 	if (s->db == NULL || j->run == DASH_NONE)
 		return 0;
@@ -783,37 +877,46 @@ source_decisions(dash_source *s, dash_snapshot *snap, const dash_job *j,
 	/* A decision's window is the one it is in force for: w + 1. */
 	if (w != DASH_NONE)
 		f.window_hi = w + 1;
-	/* Live, only the newest decisions are read (a refresh must not
-	 * grow with the run); offline, all up to w, for Accordion's
-	 * configuration below. */
+	/* Live, only the newest decisions (that changed something, unless
+	 * all are asked for) are read: a refresh must not grow with the
+	 * run. Offline, all up to w, for Accordion's configuration below,
+	 * the newest of those asked for kept. */
 	if (source_ask(s,
-		s->live ? TOOL_HDB_Q_DECISIONS_LAST : TOOL_HDB_Q_DECISIONS, &f,
-		&rows) != 0 ||
+		!s->live               ? TOOL_HDB_Q_DECISIONS
+		    : s->all_decisions ? TOOL_HDB_Q_DECISIONS_LAST
+				       : TOOL_HDB_Q_DECISIONS_CHANGED_LAST,
+		&f, &rows) != 0 ||
 	    rows.n_rows == 0) {
 		tool_hdb_rows_fini(&rows);
 		return 0;
 	}
-	first = rows.n_rows > SOURCE_DECISIONS ? rows.n_rows - SOURCE_DECISIONS
-					       : 0;
-	n = rows.n_rows - first;
-	snap->decisions = calloc(n, sizeof(*snap->decisions));
-	if (snap->decisions == NULL) {
+	/* The first row of the newest SOURCE_DECISIONS shown. */
+	for (first = rows.n_rows; first > 0 && n < SOURCE_DECISIONS; first--)
+		n += source_decision_shown(s, &rows, first - 1);
+	snap->decisions = n > 0 ? calloc(n, sizeof(*snap->decisions)) : NULL;
+	if (n > 0 && snap->decisions == NULL) {
 		tool_hdb_rows_fini(&rows);
 		return BELLOWS_ENOMEM;
 	}
-	snap->n_decisions = (uint32_t)n;
-	for (uint64_t i = 0; i < n; i++) {
-		dash_decision *d = &snap->decisions[i];
-		int64_t seq = source_int(&rows, first + i, "seq");
+	for (uint64_t r = first; r < rows.n_rows; r++) {
+		dash_decision *d;
+		int64_t seq = source_int(&rows, r, "seq");
+		int64_t changes = source_int(&rows, r, "n_changes");
 
+		if (!source_decision_shown(s, &rows, r))
+			continue;
+		d = &snap->decisions[snap->n_decisions++];
 		d->seq = seq >= 0 ? (uint64_t)seq : 0;
-		d->window = source_int(&rows, first + i, "window");
-		source_hms(source_text(&rows, first + i, "time"), d->time,
+		d->n_changes = changes > 0 && changes <= UINT32_MAX
+		    ? (uint32_t)changes
+		    : 0;
+		d->window = source_int(&rows, r, "window");
+		source_hms(source_text(&rows, r, "time"), d->time,
 		    sizeof(d->time));
 		dash_copy(d->policy, sizeof(d->policy),
-		    source_text(&rows, first + i, "policy"));
+		    source_text(&rows, r, "policy"));
 		dash_copy(d->reason, sizeof(d->reason),
-		    source_text(&rows, first + i, "reason"));
+		    source_text(&rows, r, "reason"));
 	}
 	/* Accordion names its interval and eta when it compares windows;
 	 * the newest such reason is the configuration in force. */
@@ -883,18 +986,52 @@ source_offline_jobs(dash_source *s, dash_snapshot *snap)
 		j->step_ms = NAN;
 		j->bytes_sent = DASH_NONE;
 		j->bytes_raw = DASH_NONE;
+		j->ended = strcmp(source_text(&rows, i, "state"), "live") != 0;
 		dash_copy(j->policy, sizeof(j->policy),
-		    strcmp(source_text(&rows, i, "state"), "live") == 0
-			? "(live)"
-			: "(ended)");
+		    j->ended ? "(ended)" : "(live)");
 		snap->n_jobs++;
 	}
 	tool_hdb_rows_fini(&rows);
 	return 0;
 }
 
-/* Offline ranks at window w: a rank whose latest report is older than w
- * is shown lost. */
+/* Offline: how rank d stood at window w from its row of RANK_STATES
+ * (row r): its last step is the later of its last window's last step and
+ * the step its last event recorded; the event says whether it was alive,
+ * lost or had left; a rank still in when its run ended (`ended`) ended
+ * with it. A file without rank events: alive when it reported window
+ * w. */
+static void
+source_rank_state(const tool_hdb_rows *rows, uint64_t r, int64_t w, bool ended,
+    dash_rank *d)
+{
+	const char *ev = source_text(rows, r, "last_event");
+	int64_t ws = source_int(rows, r, "window_step");
+	int64_t es = source_int(rows, r, "event_step");
+
+	d->window = source_int(rows, r, "last_window");
+	if (ws >= 0)
+		d->step = (uint64_t)ws;
+	if (es >= 0 && (uint64_t)es > d->step)
+		d->step = (uint64_t)es;
+	if (strcmp(ev, "lost") == 0) {
+		d->alive = false;
+	} else if (strcmp(ev, "left") == 0) {
+		d->alive = false;
+		d->end = DASH_RANK_LEFT;
+	} else {
+		d->alive = ev[0] != '\0' || d->window == w;
+	}
+	if (d->alive && ended) {
+		d->alive = false;
+		d->end = DASH_RANK_ENDED;
+	}
+}
+
+/* Offline ranks at window w (the history up to the time w closed; at the
+ * run's last window, everything it recorded): each rank's last window
+ * and step, alive, lost, left, or ended with the run; then its step time
+ * and drops from its latest of the last few windows. */
 static int
 source_offline_ranks(dash_source *s, dash_snapshot *snap, dash_job *j,
     int64_t w)
@@ -902,6 +1039,7 @@ source_offline_ranks(dash_source *s, dash_snapshot *snap, dash_job *j,
 	tool_hdb_filter f;
 	tool_hdb_rows rows;
 	uint32_t alive = 0;
+	int64_t closed = TOOL_HDB_NONE;
 
 	if (j->world == 0 || j->world > 65536)
 		return 0;
@@ -911,22 +1049,37 @@ source_offline_ranks(dash_source *s, dash_snapshot *snap, dash_job *j,
 	snap->n_ranks = j->world;
 	for (uint32_t i = 0; i < j->world; i++) {
 		snap->ranks[i].rank = i;
+		snap->ranks[i].window = DASH_NONE;
 		snap->ranks[i].step_ms = NAN;
 		snap->ranks[i].seen_ms = DASH_NONE;
 	}
+	source_filter(&f, j->run);
+	f.window_hi = w;
+	if (w < snap->window_hi &&
+	    tool_hdb_window_closed(s->db, j->run, w, &closed) == 0 &&
+	    closed != TOOL_HDB_NONE)
+		f.time_hi = closed;
+	if (source_ask(s, TOOL_HDB_Q_RANK_STATES, &f, &rows) == 0) {
+		for (uint64_t r = 0; r < rows.n_rows; r++) {
+			int64_t k = source_int(&rows, r, "rank");
+
+			if (k >= 0 && k < (int64_t)j->world)
+				source_rank_state(&rows, r, w, j->ended,
+				    &snap->ranks[k]);
+		}
+	}
+	tool_hdb_rows_fini(&rows);
 	source_filter(&f, j->run);
 	f.window_lo = w > 4 ? w - 4 : 0;
 	f.window_hi = w;
 	if (source_ask(s, TOOL_HDB_Q_TIMINGS_ALL, &f, &rows) == 0) {
 		for (uint64_t r = 0; r < rows.n_rows; r++) {
 			int64_t k = source_int(&rows, r, "rank");
-			int64_t win = source_int(&rows, r, "window");
 			dash_rank *d;
 
 			if (k < 0 || k >= (int64_t)j->world)
 				continue;
 			d = &snap->ranks[k];
-			d->alive = win == w;
 			d->step_ms = source_real(&rows, r, "step_ms_mean");
 			d->drops = (uint64_t)source_int(&rows, r,
 			    "reports_dropped");
@@ -1012,6 +1165,9 @@ source_offline_window(dash_source *s, dash_snapshot *snap, dash_job *j,
 	if (w < snap->window_lo)
 		w = snap->window_lo;
 	snap->window_at = w;
+	/* Before its last window closed, an ended run still ran. */
+	if (w < snap->window_hi)
+		j->ended = false;
 	source_job_window(s, j, w);
 }
 
@@ -1049,6 +1205,9 @@ dash_source_fetch(dash_source *s, const char *job, int64_t window,
 		source_db_open(s);
 		source_status(s, &snap);
 		source_health(s, &snap);
+		dash_copy(snap.health.db, sizeof(snap.health.db), s->db_path);
+		dash_copy(snap.health.db_from, sizeof(snap.health.db_from),
+		    s->db_from);
 	} else {
 		dash_copy(snap.health.where, sizeof(snap.health.where),
 		    s->db_path != NULL ? s->db_path : "bellows.db");

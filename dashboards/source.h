@@ -4,7 +4,10 @@
  * health, events, the store's state), subscribes to every job's telemetry
  * on the publish socket (a window closed: time to look again) and reads
  * the per-layer rows (levels, norms, decisions) from the history database
- * bellowsd writes, read-only through client/historydb. A daemon that stops
+ * bellowsd writes, read-only through client/historydb: the file given,
+ * else the one STATUS names when this machine can read it. The rates
+ * (reports/s, decisions/s) are over the last DASH_RATE_SPAN_MS of
+ * STATUS replies (rate.h). A daemon that stops
  * answering is reported in the snapshot and asked again on the next fetch
  * with a fresh socket, so it is picked up again when it comes back.
  * Offline, a source reads a recorded history only, at any window of a
@@ -25,7 +28,10 @@ typedef struct dash_source dash_source;
 typedef struct dash_source_opts {
 	const char *control;   /* bellowsd's ROUTER; NULL = offline */
 	const char *publish;   /* bellowsd's PUB (live only) */
-	const char *db;        /* history database; NULL = none */
+	const char *db;        /* history database; NULL: offline
+				* "bellows.db", live the file bellowsd's
+				* STATUS names when readable here, else
+				* "bellows.db" */
 	const tool_keys *keys; /* CURVE keys of both sockets; NULL: none */
 } dash_source_opts;
 
@@ -48,6 +54,10 @@ void dash_source_close(dash_source **s);
  * snapshot says so. Returns 0 or BELLOWS_ENOMEM. */
 int dash_source_fetch(dash_source *s, const char *job, int64_t window,
     dash_snapshot *ret);
+
+/* Whether fetches read every decision (true) or only those that changed
+ * a knob (false, the default). */
+void dash_source_all_decisions(dash_source *s, bool all);
 
 /* Waits up to timeout_ms for telemetry or for `fd` (-1: none) to be
  * readable. Sets *ret_fd when fd is readable and *ret_telemetry when a

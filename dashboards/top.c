@@ -28,10 +28,11 @@
 typedef struct top_opts {
 	const char *control;    /* NULL = offline */
 	const char *publish;    /* bellowsd's PUB */
-	const char *db;         /* history file */
+	const char *db;         /* history file; NULL = not given */
 	const char *job;        /* job to open, NULL = none */
 	int64_t run;            /* offline: run to open */
 	bool once;              /* print one screen and leave */
+	bool all_decisions;     /* also decisions that change nothing */
 	dash_view view;         /* --once: view printed */
 	uint32_t rows;          /* --once: screen size */
 	uint32_t cols;          /* same */
@@ -46,6 +47,7 @@ dash_top_usage(FILE *f)
 	fprintf(f,
 	    "usage: bellows top [--control EP] [--publish EP] [--db FILE]\n"
 	    "                   [--offline] [--run ID] [--job NAME]\n"
+	    "                   [--all-decisions]\n"
 	    "                   [--once [--view V] [--size ROWSxCOLS]]\n"
 	    "                   [--server-key FILE --client-key FILE]\n"
 	    "                   [--no-color]\n"
@@ -54,12 +56,16 @@ dash_top_usage(FILE *f)
 	    "                 $BELLOWS_CONTROL, else %s)\n"
 	    "  --publish EP   bellowsd's publish endpoint (default\n"
 	    "                 $BELLOWS_PUBLISH, else %s)\n"
-	    "  --db FILE      the history bellowsd writes (default %s);\n"
-	    "                 live, per-layer rows come from it\n"
+	    "  --db FILE      the history bellowsd writes; live, per-layer\n"
+	    "                 rows come from it (default: the file\n"
+	    "                 bellowsd's STATUS names when readable here,\n"
+	    "                 else %s)\n"
 	    "  --offline      browse --db without a daemon (the default\n"
 	    "                 when --db or --run is given without --control)\n"
 	    "  --run ID       offline: open this run (default the latest)\n"
 	    "  --job NAME     open this job (default $BELLOWS_JOB)\n"
+	    "  --all-decisions  show every decision, also those that\n"
+	    "                 change nothing (key c toggles)\n"
 	    "  --once         print one screen as text and exit (also\n"
 	    "                 what happens when not on a terminal)\n"
 	    "  --view V       --once: jobs, ranks, layers (default),\n"
@@ -74,9 +80,9 @@ dash_top_usage(FILE *f)
 	    "                 has none\n"
 	    "\n"
 	    "keys: arrows/j/k move, Tab view, Enter open (a job, layer or\n"
-	    "decision) and close, Esc back, / filter layers, s sort, p pause,\n"
-	    "Left/Right window (offline), ? help and legend, q quit.\n"
-	    "docs/top.md describes the views.\n",
+	    "decision) and close, Esc back, / filter layers, s sort, c changed\n"
+	    "decisions only/all, p pause, Left/Right window (offline), ? help\n"
+	    "and legend, q quit. docs/top.md describes the views.\n",
 	    TOP_DEFAULT_CONTROL, TOP_DEFAULT_PUBLISH, TOP_DEFAULT_DB);
 }
 
@@ -90,6 +96,7 @@ top_parse(int argc, char **argv, top_opts *o)
 		{ "offline", no_argument, NULL, 'o' },
 		{ "run", required_argument, NULL, 'r' },
 		{ "job", required_argument, NULL, 'j' },
+		{ "all-decisions", no_argument, NULL, 'a' },
 		{ "once", no_argument, NULL, '1' },
 		{ "view", required_argument, NULL, 'v' },
 		{ "size", required_argument, NULL, 's' },
@@ -107,7 +114,7 @@ top_parse(int argc, char **argv, top_opts *o)
 	o->control = tool_client_env("BELLOWS_CONTROL", TOP_DEFAULT_CONTROL);
 	o->publish = tool_client_env("BELLOWS_PUBLISH", TOP_DEFAULT_PUBLISH);
 	o->job = tool_client_env("BELLOWS_JOB", NULL);
-	o->db = TOP_DEFAULT_DB;
+	o->db = NULL;
 	o->run = DASH_NONE;
 	o->view = DASH_VIEW_LAYERS;
 	o->rows = 24;
@@ -146,6 +153,9 @@ top_parse(int argc, char **argv, top_opts *o)
 			break;
 		case 'j':
 			o->job = optarg;
+			break;
+		case 'a':
+			o->all_decisions = true;
 			break;
 		case '1':
 			o->once = true;
@@ -224,7 +234,10 @@ static int
 top_fetch(dash_source *src, dash_model *m)
 {
 	dash_snapshot s;
-	int r = dash_source_fetch(src, dash_model_job(m), m->window, &s);
+	int r;
+
+	dash_source_all_decisions(src, m->all_decisions);
+	r = dash_source_fetch(src, dash_model_job(m), m->window, &s);
 
 	if (r != 0)
 		return r;
@@ -365,6 +378,7 @@ dash_top_main(int argc, char **argv)
 		return 1;
 	}
 	dash_model_init(&m, o.control == NULL);
+	m.all_decisions = o.all_decisions;
 	if (o.job != NULL) {
 		dash_copy(m.job, sizeof(m.job), o.job);
 		m.view = DASH_VIEW_LAYERS;
@@ -375,7 +389,8 @@ dash_top_main(int argc, char **argv)
 		top_open_run(&m, o.run);
 		if (m.job[0] == '\0') {
 			fprintf(stderr, "bellows top: no run %lld in %s\n",
-			    (long long)o.run, o.db);
+			    (long long)o.run,
+			    o.db != NULL ? o.db : TOP_DEFAULT_DB);
 			r = BELLOWS_ENOTFOUND;
 			goto out;
 		}

@@ -111,6 +111,8 @@ status_print_table(FILE *f, const com_status_reply *st)
 		    "  history store ok (%" PRIu64 " rows pending, %" PRIu64
 		    " metric rows not written)\n",
 		    st->store_pending, st->store_dropped);
+	if (st->store_path != NULL && st->store_path[0] != '\0')
+		fprintf(f, "  history file: %s\n", st->store_path);
 	if (st->n_jobs == 0)
 		fprintf(f, "\nno jobs\n");
 	for (uint32_t i = 0; i < st->n_jobs; i++) {
@@ -210,6 +212,8 @@ status_print_json(FILE *f, const com_status_reply *st)
 	    st->store_degraded ? "true" : "false", st->store_pending,
 	    st->store_dropped);
 	status_json_str(f, st->store_error);
+	fprintf(f, ", \"path\": ");
+	status_json_str(f, st->store_path);
 	fprintf(f, "},\n \"events\": [");
 	for (uint32_t i = 0; i < st->n_events; i++) {
 		const com_event *e = &st->events[i];

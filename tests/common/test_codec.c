@@ -258,6 +258,7 @@ make_status_reply(com_msg *m)
 	r->store_dropped = 4096;
 	r->store_error = xstrdup("'bellows.db': cannot commit: database or "
 				 "disk is full");
+	r->store_path = xstrdup("/var/lib/bellows/bellows.db");
 }
 
 /* A message of the given type with every field set to something other
@@ -567,6 +568,7 @@ assert_status_reply_equal(const com_status_reply *a, const com_status_reply *b)
 	assert_int_equal(a->store_pending, b->store_pending);
 	assert_int_equal(a->store_dropped, b->store_dropped);
 	assert_str_equal(a->store_error, b->store_error);
+	assert_str_equal(a->store_path, b->store_path);
 }
 
 static void

@@ -510,6 +510,31 @@ test_store_creates_the_current_schema_in_an_empty_file(void **state)
 	assert_string_equal(mode, "wal");
 }
 
+/* STATUS names the file by an absolute path, also when bellowsd was
+ * given a relative one: a tool on the machine opens it from anywhere. */
+static void
+test_store_path_for_status_is_absolute(void **state)
+{
+	fixture *f = *state;
+	char cwd[4096], want[sizeof(f->db)];
+
+	open_store(f);
+	assert_string_equal(ctl_store_path(f->store), f->db);
+	ctl_store_close(&f->store, 2000);
+
+	/* Relative to the working directory it was opened in. */
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	snprintf(want, sizeof(want), "%s", f->db);
+	assert_int_equal(chdir(f->dir), 0);
+	snprintf(f->db, sizeof(f->db), "%s", "history.db");
+	open_store(f);
+	assert_int_equal(chdir(cwd), 0);
+	snprintf(f->db, sizeof(f->db), "%s", want);
+	assert_string_equal(ctl_store_path(f->store), want);
+	/* No history, no file. */
+	assert_string_equal(ctl_store_path(NULL), "");
+}
+
 /* The mode of `path` (its permission bits), -1 if it does not exist. */
 static int
 file_mode(const char *path)
@@ -2677,6 +2702,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 		T(test_store_creates_the_current_schema_in_an_empty_file),
+		T(test_store_path_for_status_is_absolute),
 		T(test_store_creates_the_file_and_its_wal_with_store_mode),
 		T(test_store_migrates_a_version_1_file_keeping_its_rows),
 		T(test_store_migrates_a_version_2_file_keeping_its_rows),

@@ -96,6 +96,7 @@ fixture_snapshot(dash_snapshot *s)
 	dash_copy(s->decisions[0].reason, DASH_REASON_MAX, "no change");
 	s->decisions[1].seq = 12;
 	s->decisions[1].window = 11;
+	s->decisions[1].n_changes = 3;
 	dash_copy(s->decisions[1].policy, DASH_NAME_MAX, "accordion");
 	dash_copy(s->decisions[1].reason, DASH_REASON_MAX,
 	    "window 10 vs window 8 (eta 0.3): 2 critical (level 2), "

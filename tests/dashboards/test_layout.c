@@ -613,7 +613,7 @@ test_layout_help_box_lists_the_keys(void **state)
 	s = layout_render(fx);
 	assert_non_null(strstr(s, "filter layers by name"));
 	assert_non_null(strstr(s, "pause/resume"));
-	assert_non_null(strstr(s, "q                quit"));
+	assert_non_null(strstr(s, "?, q             this help"));
 	assert_non_null(strstr(s, "Esc or Enter closes a layer or decision"));
 	/* The legend of the layers view. */
 	assert_non_null(strstr(s, "REGIME  Accordion's: critical (r >= eta"));

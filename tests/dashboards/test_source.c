@@ -1,7 +1,8 @@
 /* test_source - `bellows top`'s offline data source over a real history
  * file (tests/tools/hdb_fixture.h): every view shows the run as it was at
- * the window the slider is on, the events too; Accordion's r paired with
- * the window that judged it, and levels that changed.
+ * the window the slider is on, the events and the ranks' steps and states
+ * too; the decisions that change nothing only when asked for; Accordion's
+ * r paired with the window that judged it, and levels that changed.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -43,12 +44,16 @@ setup(void **state)
 		return -1;
 	/* Run 1 (resnet) has windows 0..3, closed 1, 2, 3 and 4 s after it
 	 * started, and events at 1.5 s (a reload) and 3.5 s (rank 1 lost);
-	 * one more after its last window closed. */
+	 * one more after its last window closed. Rank 2 said goodbye at
+	 * step 19 after the last window closed; rank 0 was still in when
+	 * the run ended (5 s). */
 	if (sqlite3_open(f->path, &db) != SQLITE_OK ||
 	    sqlite3_exec(db,
 		"INSERT INTO events (id, wall_ms, run_id, job, kind, text)"
 		" VALUES (9, 1795305604500, 1, 'resnet', 'rank_lost',"
-		" 'rank 2 lost')",
+		" 'rank 2 lost');"
+		"INSERT INTO rank_events VALUES"
+		" (1, 2, 1795305604600, 'left', 19, NULL)",
 		NULL, NULL, NULL) != SQLITE_OK)
 		return -1;
 	sqlite3_close(db);
@@ -184,8 +189,19 @@ test_source_offline_shows_the_layers_and_decisions_up_to_that_window(
 	assert_true(f->snap.layers[0].level == 2);
 	assert_true(f->snap.layers[0].level_max == 2);
 	assert_int_equal(f->snap.layers[0].n_norms, 2);
-	/* Decisions in force up to window 2: seq 1 (window 0) to 3. */
+	/* Decisions in force up to window 2: seq 1 (window 0) to 3, of
+	 * which seq 2 changed nothing: shown only when all are asked for. */
+	assert_int_equal(f->snap.n_decisions, 2);
+	assert_int_equal(f->snap.decisions[0].seq, 1);
+	assert_int_equal(f->snap.decisions[0].n_changes, 1);
+	assert_int_equal(f->snap.decisions[1].seq, 3);
+	assert_int_equal(f->snap.decisions[1].n_changes, 2);
+	dash_source_all_decisions(f->src, true);
+	fetch(f, 1);
 	assert_int_equal(f->snap.n_decisions, 3);
+	assert_int_equal(f->snap.decisions[1].seq, 2);
+	assert_int_equal(f->snap.decisions[1].n_changes, 0);
+	assert_string_equal(f->snap.decisions[1].reason, "no change");
 	assert_int_equal(f->snap.decisions[2].seq, 3);
 	fetch(f, 3);
 	assert_true(f->snap.layers[0].level == 1);
@@ -194,6 +210,67 @@ test_source_offline_shows_the_layers_and_decisions_up_to_that_window(
 	/* fc.bias has no window 2: three norms, level 0 (raw). */
 	assert_int_equal(f->snap.layers[1].n_norms, 3);
 	assert_true(f->snap.layers[1].level_max == 0);
+}
+
+/* The job the fetch opened (the runs are listed newest first). */
+static const dash_job *
+job_of(const fixture *f)
+{
+	for (uint32_t i = 0; i < f->snap.n_jobs; i++) {
+		if (strcmp(f->snap.jobs[i].name, f->snap.job) == 0)
+			return &f->snap.jobs[i];
+	}
+	fail();
+	return NULL;
+}
+
+static void
+test_source_offline_ranks_show_their_last_step_window_and_how_they_ended(
+    void **state)
+{
+	fixture *f = *state;
+	const dash_rank *k;
+
+	/* Window 1 (2 s): every rank alive at step 9 (windows of 5 steps),
+	 * the run not ended yet. */
+	fetch(f, 1);
+	assert_int_equal(f->snap.n_ranks, 3);
+	for (uint32_t i = 0; i < 3; i++) {
+		k = &f->snap.ranks[i];
+		assert_true(k->alive);
+		assert_int_equal(k->step, 9);
+		assert_int_equal(k->window, 1);
+		assert_string_equal(dash_rank_state(k), "alive");
+	}
+	assert_false(job_of(f)->ended);
+	assert_int_equal(job_of(f)->alive, 3);
+
+	/* Window 2 closed at 3 s: rank 1 was lost only at 3.5 s. */
+	fetch(f, 2);
+	assert_true(f->snap.ranks[1].alive);
+	assert_int_equal(f->snap.ranks[1].step, 14);
+
+	/* The last window: the run ended. Rank 0 was still in (ended with
+	 * it, step 19), rank 1 lost at step 15 after window 2, rank 2 left
+	 * at step 19; none of them alive. */
+	fetch(f, 3);
+	k = &f->snap.ranks[0];
+	assert_false(k->alive);
+	assert_string_equal(dash_rank_state(k), "ended");
+	assert_int_equal(k->step, 19);
+	assert_int_equal(k->window, 3);
+	k = &f->snap.ranks[1];
+	assert_string_equal(dash_rank_state(k), "LOST");
+	assert_true(dash_rank_lost(k));
+	assert_int_equal(k->step, 15);
+	assert_int_equal(k->window, 2);
+	k = &f->snap.ranks[2];
+	assert_string_equal(dash_rank_state(k), "left");
+	assert_false(dash_rank_lost(k));
+	assert_int_equal(k->step, 19);
+	assert_true(job_of(f)->ended);
+	assert_int_equal(job_of(f)->alive, 0);
+	assert_int_equal(job_of(f)->step, 19);
 }
 
 int
@@ -205,6 +282,7 @@ main(void)
 		T(test_source_marks_a_level_changed_in_the_window_shown),
 		T(test_source_offline_shows_the_events_up_to_the_window_on_the_slider),
 		T(test_source_offline_shows_the_layers_and_decisions_up_to_that_window),
+		T(test_source_offline_ranks_show_their_last_step_window_and_how_they_ended),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -471,6 +471,22 @@ test_historydb_answers_tops_questions_from_the_windows_asked_only(void **state)
 	assert_int_equal(int_at(f, 3, "seq"), 4);
 	assert_string_equal(text_at(f, 2, "reason"),
 	    "window 1: conv.weight stable, r=0.01");
+	/* With how many knobs each changed. */
+	assert_int_equal(int_at(f, 0, "n_changes"), 1);
+	assert_int_equal(int_at(f, 1, "n_changes"), 0);
+	assert_int_equal(int_at(f, 2, "n_changes"), 2);
+	assert_int_equal(int_at(f, 3, "n_changes"), 0);
+
+	/* Only those that changed something: seq 1 and 3. */
+	ask(f, TOOL_HDB_Q_DECISIONS_CHANGED_LAST, &flt);
+	assert_int_equal(f->rows.n_rows, 2);
+	assert_int_equal(int_at(f, 0, "seq"), 1);
+	assert_int_equal(int_at(f, 1, "seq"), 3);
+	assert_int_equal(int_at(f, 1, "n_changes"), 2);
+	flt.window_hi = 1;
+	ask(f, TOOL_HDB_Q_DECISIONS_CHANGED_LAST, &flt);
+	assert_int_equal(f->rows.n_rows, 1);
+	flt.window_hi = TOOL_HDB_NONE;
 
 	/* 70 more: only the newest TOOL_HDB_DECISIONS_LAST, in order. */
 	{
@@ -495,6 +511,30 @@ test_historydb_answers_tops_questions_from_the_windows_asked_only(void **state)
 	assert_int_equal(f->rows.n_rows, TOOL_HDB_DECISIONS_LAST);
 	assert_int_equal(int_at(f, 0, "seq"), 74 - TOOL_HDB_DECISIONS_LAST + 1);
 	assert_int_equal(int_at(f, TOOL_HDB_DECISIONS_LAST - 1, "seq"), 74);
+	/* None of the 70 changed anything: the changed ones are still
+	 * the two of the run. */
+	ask(f, TOOL_HDB_Q_DECISIONS_CHANGED_LAST, &flt);
+	assert_int_equal(f->rows.n_rows, 2);
+	assert_int_equal(int_at(f, 1, "seq"), 3);
+
+	/* The ranks: the last window each reported and its last step, and
+	 * the last rank event (rank 1 lost at step 15 at 3.5 s). */
+	ask(f, TOOL_HDB_Q_RANK_STATES, &flt);
+	assert_int_equal(f->rows.n_rows, 3);
+	assert_int_equal(int_at(f, 0, "last_window"), 3);
+	assert_int_equal(int_at(f, 0, "window_step"), 19);
+	assert_string_equal(text_at(f, 0, "last_event"), "joined");
+	assert_int_equal(int_at(f, 1, "last_window"), 2);
+	assert_int_equal(int_at(f, 1, "window_step"), 14);
+	assert_string_equal(text_at(f, 1, "last_event"), "lost");
+	assert_int_equal(int_at(f, 1, "event_step"), 15);
+	/* As of window 1 and the time it closed (2 s): before the loss. */
+	flt.window_hi = 1;
+	flt.time_hi = FIXTURE_START + 2000;
+	ask(f, TOOL_HDB_Q_RANK_STATES, &flt);
+	assert_int_equal(int_at(f, 1, "last_window"), 1);
+	assert_int_equal(int_at(f, 1, "window_step"), 9);
+	assert_string_equal(text_at(f, 1, "last_event"), "joined");
 }
 
 /* ---- windows, decisions, events, timings ------------------------------- */
