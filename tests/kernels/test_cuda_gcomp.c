@@ -88,7 +88,7 @@ main(void)
 	CHECK(cudaMemcpy(lvg, dlv, n, cudaMemcpyDeviceToHost) == cudaSuccess);
 	CHECK(memcmp(lv, lvg, n) == 0);
 	CHECK(kern_cuda_gcomp_encode_block(t, dt, KERN_F32, dx, n, 0, dlv, dout,
-		  cap, &lg, NULL) == 0);
+		  cap, &lg, NULL, NULL) == 0);
 	CHECK(lg == lc);
 	CHECK(cudaMemcpy(bg, dout, lg, cudaMemcpyDeviceToHost) == cudaSuccess);
 	CHECK(memcmp(bc, bg, lc) == 0);
