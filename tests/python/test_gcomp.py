@@ -234,18 +234,21 @@ class GCompCudaTest(unittest.TestCase):
         dtypes = (torch.float32, torch.float16, torch.bfloat16)
 
         def worker(rank, comm, dev, momentum):
-            # Momentum SGD after one step, so the delta levels read the
-            # optimizer's buffer on the gradients' device.
+            # SGD with a momentum buffer, so the delta levels read the
+            # optimizer's state on the gradients' device. The state and
+            # gradients are made on the CPU and copied, the same bits on
+            # both devices.
             param = torch.nn.Parameter(torch.linspace(-1, 1, n).to(dev))
             opt = torch.optim.SGD([param], lr=0.1, momentum=momentum)
-            param.grad = torch.full((n,), 1e-3, device=dev)
-            opt.step()
+            if momentum:
+                opt.state[param]["momentum_buffer"] = \
+                    torch.linspace(-1e-3, 2e-3, n).to(dev)
             q = compress.GComp()
             q.optimizer, q.params = opt, [param]
             outs = []
             for k, dt in enumerate(dtypes):
-                mine = [grads[rank].to(dev, dt) * (k + 1),
-                        grads[1 - rank].to(dev, dt)]
+                mine = [(grads[rank] * (k + 1)).to(dt).to(dev),
+                        grads[1 - rank].to(dt).to(dev)]
                 q.reduce([compress.Item(0, mine[0], 1.0),
                           compress.Item(1, mine[1], 1.0)], comm)
                 outs.append([t.cpu() for t in mine])
