@@ -1,7 +1,9 @@
 /* gcomp - the GComp half of bellows/codec.h on top of the table module
  * (common/huffman.h) and the codec kernels (kernels/cpu/gcomp.h): argument
  * checks and the table object (the canonical code plus the decoder's LUT,
- * one allocation). */
+ * one allocation); and the CUDA twin's entry points (bellows_gcomp_*_cuda),
+ * the same checks in front of kernels/cuda/gcomp_launch.h when built with
+ * CUDA, its context a host copy of the table beside a device copy. */
 #include <bellows/codec.h>
 
 #include <stdatomic.h>
@@ -12,6 +14,10 @@
 #include "kernels/kernels.h"
 #include "kernels/cpu/gcomp.h"
 #include "kernels/cpu/histogram.h"
+#ifdef KERN_HAVE_CUDA
+#include "kernels/cuda/codec.h"
+#include "kernels/cuda/gcomp_launch.h"
+#endif
 
 struct bellows_gcomp_table {
 	kern_gcomp_table k; /* code, encoder table and LUT */
@@ -140,15 +146,11 @@ bellows_gcomp_bound(int dtype, uint64_t n)
 	return b > SIZE_MAX ? 0 : (size_t)b;
 }
 
-int
-bellows_gcomp_levels(const bellows_gcomp_optimizer *opt, int dtype,
-    const void *grad, uint64_t n, int max_level, uint8_t *levels)
+/* The kernels' view of a public optimizer. */
+static kern_gcomp_opt
+gcomp_opt(const bellows_gcomp_optimizer *opt)
 {
-	kern_gcomp_opt o;
-
-	if (opt == NULL)
-		return BELLOWS_EINVAL;
-	o = (kern_gcomp_opt){
+	return (kern_gcomp_opt){
 		.kind = opt->kind,
 		.lr = opt->lr,
 		.weight_decay = opt->weight_decay,
@@ -164,7 +166,32 @@ bellows_gcomp_levels(const bellows_gcomp_optimizer *opt, int dtype,
 		.exp_avg = opt->exp_avg,
 		.exp_avg_sq = opt->exp_avg_sq,
 	};
+}
+
+int
+bellows_gcomp_levels(const bellows_gcomp_optimizer *opt, int dtype,
+    const void *grad, uint64_t n, int max_level, uint8_t *levels)
+{
+	kern_gcomp_opt o;
+
+	if (opt == NULL)
+		return BELLOWS_EINVAL;
+	o = gcomp_opt(opt);
 	return kern_gcomp_levels(&o, dtype, grad, n, max_level, levels);
+}
+
+/* Copies the kernels' counts to the public structure. */
+static void
+gcomp_stats_out(const kern_gcomp_stats *st, bellows_gcomp_stats *out)
+{
+	out->values = st->values;
+	out->zeros = st->zeros;
+	out->escaped = st->escaped;
+	memcpy(out->levels, st->levels, sizeof(st->levels));
+	out->exp_bits = st->exp_bits;
+	out->level_bits = st->level_bits;
+	out->mant_bits = st->mant_bits;
+	out->bytes = st->bytes;
 }
 
 int
@@ -185,16 +212,8 @@ bellows_gcomp_encode(const bellows_gcomp_table *table, int dtype, const void *x,
 		return rc;
 	if (ret_bytes != NULL)
 		*ret_bytes = len;
-	if (ret_stats != NULL) {
-		ret_stats->values = st.values;
-		ret_stats->zeros = st.zeros;
-		ret_stats->escaped = st.escaped;
-		memcpy(ret_stats->levels, st.levels, sizeof(st.levels));
-		ret_stats->exp_bits = st.exp_bits;
-		ret_stats->level_bits = st.level_bits;
-		ret_stats->mant_bits = st.mant_bits;
-		ret_stats->bytes = st.bytes;
-	}
+	if (ret_stats != NULL)
+		gcomp_stats_out(&st, ret_stats);
 	return 0;
 }
 
@@ -237,4 +256,162 @@ bellows_gcomp_decode(const bellows_gcomp_table *table, const void *in,
 		return BELLOWS_EINVAL;
 	return kern_gcomp_decode_path(gcomp_path_now(), &table->k, in, bytes,
 	    dtype, out, n, add, errbuf, errlen);
+}
+
+/* ---- The CUDA twin --------------------------------------------------- */
+
+struct bellows_gcomp_cuda {
+	kern_gcomp_table t;    /* the table, host copy (headers, version) */
+	kern_gcomp_table *dev; /* its device copy */
+	void *stream;          /* cudaStream_t of every call */
+};
+
+int
+bellows_gcomp_cuda_available(void)
+{
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_codec_available();
+#else
+	return 0;
+#endif
+}
+
+int
+bellows_gcomp_cuda_open(const bellows_gcomp_table *table, void *stream,
+    bellows_gcomp_cuda **ret_ctx)
+{
+	if (table == NULL || ret_ctx == NULL)
+		return BELLOWS_EINVAL;
+#ifdef KERN_HAVE_CUDA
+	{
+		bellows_gcomp_cuda *c;
+		int rc;
+
+		if (!kern_cuda_codec_available())
+			return BELLOWS_ENOTSUP;
+		if ((c = malloc(sizeof(*c))) == NULL)
+			return BELLOWS_ENOMEM;
+		c->t = table->k;
+		c->stream = stream;
+		if ((rc = kern_cuda_gcomp_table_upload(&c->t, &c->dev)) < 0) {
+			free(c);
+			return rc;
+		}
+		*ret_ctx = c;
+		return 0;
+	}
+#else
+	(void)stream;
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+void
+bellows_gcomp_cuda_close(bellows_gcomp_cuda **ctx)
+{
+	if (ctx == NULL || *ctx == NULL)
+		return;
+#ifdef KERN_HAVE_CUDA
+	kern_cuda_gcomp_table_free((*ctx)->dev);
+#endif
+	free(*ctx);
+	*ctx = NULL;
+}
+
+uint32_t
+bellows_gcomp_cuda_table_version(const bellows_gcomp_cuda *ctx)
+{
+	return ctx != NULL ? ctx->t.h.version : 0;
+}
+
+int
+bellows_gcomp_levels_cuda(const bellows_gcomp_optimizer *opt, int dtype,
+    const void *grad, uint64_t n, int max_level, uint8_t *levels, void *stream)
+{
+	kern_gcomp_opt o;
+
+	/* kern_gcomp_levels' checks, which the device launch does not make. */
+	if (opt == NULL ||
+	    (n > 0 && (grad == NULL || levels == NULL || opt->param == NULL)))
+		return BELLOWS_EINVAL;
+	if (opt->kind < BELLOWS_GCOMP_SGD || opt->kind > BELLOWS_GCOMP_ADAMW ||
+	    max_level < 0 || max_level > 3 || !gcomp_dtype_ok(dtype))
+		return BELLOWS_EINVAL;
+	if ((opt->kind == BELLOWS_GCOMP_ADAM ||
+		opt->kind == BELLOWS_GCOMP_ADAMW) &&
+	    opt->step < 1)
+		return BELLOWS_EINVAL;
+	o = gcomp_opt(opt);
+#ifdef KERN_HAVE_CUDA
+	if (n == 0)
+		return 0;
+	return kern_cuda_codec_rc(kern_cuda_gcomp_levels(&o, dtype, grad, n,
+	    max_level, levels, stream));
+#else
+	(void)o;
+	(void)stream;
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+int
+bellows_gcomp_encode_cuda(bellows_gcomp_cuda *ctx, int dtype, const void *x,
+    uint64_t n, int level, const uint8_t *levels, void *out, size_t cap,
+    size_t *ret_bytes, bellows_gcomp_stats *ret_stats)
+{
+	if (ctx == NULL || out == NULL || (n > 0 && x == NULL) ||
+	    !gcomp_dtype_ok(dtype) || level < 0 || level > 3 ||
+	    n > BELLOWS_GCOMP_CUDA_MAX_VALUES)
+		return BELLOWS_EINVAL;
+#ifdef KERN_HAVE_CUDA
+	{
+		uint64_t bits[3];
+		size_t len;
+		int rc = kern_cuda_gcomp_encode_block(&ctx->t, ctx->dev, dtype,
+		    x, n, level, levels, out, cap, &len, bits, ctx->stream);
+
+		if (rc < 0)
+			return rc;
+		if (ret_bytes != NULL)
+			*ret_bytes = len;
+		if (ret_stats != NULL) {
+			memset(ret_stats, 0, sizeof(*ret_stats));
+			ret_stats->values = n;
+			ret_stats->zeros = n - bits[1] / 2; /* 2 per non-zero */
+			ret_stats->exp_bits = bits[0];
+			ret_stats->level_bits = bits[1];
+			ret_stats->mant_bits = bits[2];
+			ret_stats->bytes = len;
+		}
+		return 0;
+	}
+#else
+	(void)levels;
+	(void)cap;
+	(void)ret_bytes;
+	(void)ret_stats;
+	return BELLOWS_ENOTSUP;
+#endif
+}
+
+int
+bellows_gcomp_decode_cuda(bellows_gcomp_cuda *ctx, const void *in, size_t bytes,
+    int dtype, void *out, uint64_t n, int flags, char *errbuf, size_t errlen)
+{
+	int add = (flags & BELLOWS_CODEC_ADD) != 0;
+
+	if (ctx == NULL || in == NULL || (n > 0 && out == NULL) ||
+	    !gcomp_dtype_ok(dtype) || (flags & ~BELLOWS_CODEC_ADD) != 0 ||
+	    (add && dtype != BELLOWS_GCOMP_F32) ||
+	    n > BELLOWS_GCOMP_CUDA_MAX_VALUES)
+		return BELLOWS_EINVAL;
+#ifdef KERN_HAVE_CUDA
+	return kern_cuda_gcomp_decode_block(&ctx->t, ctx->dev, in, bytes, dtype,
+	    out, n, add, errbuf, errlen, ctx->stream);
+#else
+	(void)bytes;
+	(void)errbuf;
+	(void)errlen;
+	return BELLOWS_ENOTSUP;
+#endif
 }

@@ -881,6 +881,96 @@ BELLOWS_EXPORT int bellows_gcomp_decode(const bellows_gcomp_table *table,
  * Returns 0. */
 BELLOWS_EXPORT int bellows_gcomp_force_reference(int on);
 
+/* ---- GComp's CUDA twin -----------------------------------------------
+ *
+ * bellows_gcomp_levels, _encode and _decode on device memory (grad,
+ * levels, x, out, in and the optimizer's arrays on the current device):
+ * the same levels, the same blocks byte for byte and the same values bit
+ * for bit as the CPU functions, so that a block encoded on either decodes
+ * on the other. Encode and decode go through a context holding a copy of
+ * one table in device memory, bound to a CUDA stream (a cudaStream_t as
+ * void *; NULL: the legacy default stream) and the device current at
+ * open (make it current for every call). Unlike the codecs' twins, encode
+ * and decode wait for the stream before returning: the encoder sizes its
+ * chunks on the host to place them, the decoder checks the headers on
+ * the host and reads every chunk's status back. They allocate a few
+ * device and host buffers per call (cudaMalloc: not a tuned path). The
+ * levels only enqueue. A context: one thread at a time; levels: any
+ * thread. Built when libbellows is built with CUDA; otherwise every
+ * function returns BELLOWS_ENOTSUP after its argument checks
+ * (bellows_gcomp_cuda_open; encode and decode then have no context and
+ * refuse). Errors from the device: BELLOWS_ENOTSUP without a device or
+ * without code for it, BELLOWS_EINVAL for a pointer or stream the runtime
+ * refuses, BELLOWS_ENOMEM, BELLOWS_EIO for another failure. */
+
+/* A GComp table on a device, bound to a stream. */
+typedef struct bellows_gcomp_cuda bellows_gcomp_cuda;
+
+/* Most values the CUDA twin encodes or decodes in one block (2^44 - 2^13:
+ * one device block per chunk). */
+#define BELLOWS_GCOMP_CUDA_MAX_VALUES (UINT64_C(0x7fffffff) * 8192)
+
+/* Returns 1 if this libbellows has GComp's CUDA twin and a CUDA device is
+ * present, else 0. Any thread. */
+BELLOWS_EXPORT int bellows_gcomp_cuda_available(void);
+
+/* Copies table (the caller keeps it; the context does not refer to it
+ * afterwards) to the current device for `stream`, waiting for the copy.
+ * On success *ret_ctx is the caller's, to close. Returns 0;
+ * BELLOWS_EINVAL for a NULL table or ret_ctx; BELLOWS_ENOTSUP without the
+ * twin or a usable device; BELLOWS_ENOMEM; the device errors above.
+ * *ret_ctx is untouched on failure. */
+BELLOWS_EXPORT int bellows_gcomp_cuda_open(const bellows_gcomp_table *table,
+    void *stream, bellows_gcomp_cuda **ret_ctx);
+
+/* Frees *ctx (its device table once the stream's work is done) and sets
+ * it to NULL; NULL-safe. */
+BELLOWS_EXPORT void bellows_gcomp_cuda_close(bellows_gcomp_cuda **ctx);
+
+/* Returns the version of the context's table (0 for NULL). */
+BELLOWS_EXPORT uint32_t bellows_gcomp_cuda_table_version(
+    const bellows_gcomp_cuda *ctx);
+
+/* bellows_gcomp_levels on device memory (opt itself in host memory, its
+ * param, buf, exp_avg and exp_avg_sq device arrays), enqueued on stream
+ * without waiting. Returns 0; BELLOWS_EINVAL as bellows_gcomp_levels;
+ * BELLOWS_ENOTSUP; the device errors above (a bad pointer may surface
+ * only at the caller's next synchronisation). levels is untouched on a
+ * refused call. */
+BELLOWS_EXPORT int bellows_gcomp_levels_cuda(const bellows_gcomp_optimizer *opt,
+    int dtype, const void *grad, uint64_t n, int max_level, uint8_t *levels,
+    void *stream);
+
+/* bellows_gcomp_encode with ctx's table on device memory (x, levels, out
+ * on ctx's device; out of cap bytes), waiting for ctx's stream. A level
+ * above 3 in levels encodes as level 0 (the device does not refuse it as
+ * the CPU does). *ret_bytes (may be NULL) gets the block's length;
+ * *ret_stats (may be NULL) its values, zeros, exp_bits, level_bits,
+ * mant_bits and bytes as the CPU counts them, with escaped and levels[]
+ * 0 (not counted on the device). Returns 0; BELLOWS_EINVAL for a NULL
+ * ctx or as bellows_gcomp_encode, or n above
+ * BELLOWS_GCOMP_CUDA_MAX_VALUES; BELLOWS_EMSGSIZE when cap is too small
+ * (out then holds garbage); the device errors above. ret_bytes and
+ * ret_stats are untouched on failure. */
+BELLOWS_EXPORT int bellows_gcomp_encode_cuda(bellows_gcomp_cuda *ctx, int dtype,
+    const void *x, uint64_t n, int level, const uint8_t *levels, void *out,
+    size_t cap, size_t *ret_bytes, bellows_gcomp_stats *ret_stats);
+
+/* bellows_gcomp_decode with ctx's table on device memory (in, bytes of
+ * them, and out on ctx's device), waiting for ctx's stream: the block's
+ * headers are checked on the host first, each chunk's codes on the
+ * device. Returns 0; BELLOWS_EINVAL for a NULL ctx or as
+ * bellows_gcomp_decode, or n above BELLOWS_GCOMP_CUDA_MAX_VALUES;
+ * BELLOWS_EPROTO, BELLOWS_EVERSION, BELLOWS_EMISMATCH as
+ * bellows_gcomp_decode (also for a block whose chunks but the last do
+ * not hold 8,192 values, which this encoder and the CPU's never write),
+ * errbuf (may be NULL) saying which at which byte; the device errors
+ * above. On failure out may be partly written (untouched when the
+ * headers are refused). */
+BELLOWS_EXPORT int bellows_gcomp_decode_cuda(bellows_gcomp_cuda *ctx,
+    const void *in, size_t bytes, int dtype, void *out, uint64_t n, int flags,
+    char *errbuf, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

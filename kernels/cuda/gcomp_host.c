@@ -2,7 +2,9 @@
  * gcomp.cu, copies the chunk sizes and headers the host needs, and checks
  * a block's headers as the CPU decoder does before any chunk is decoded.
  * Allocates its scratch with cudaMalloc per call (a twin for tests and
- * experiments, not a tuned path).
+ * experiments, not a tuned path); reads and waits on the caller's stream,
+ * so a block written there just before is complete when its headers are
+ * read. Also uploads a table for libbellows' public twin (agent/gcomp.c).
  */
 #include "gcomp_launch.h"
 
@@ -14,6 +16,8 @@
 #include <cuda_runtime_api.h>
 
 #include <bellows/error.h>
+
+#include "codec.h"
 
 static void
 gh_err(char *errbuf, size_t errlen, const char *fmt, ...)
@@ -27,12 +31,13 @@ gh_err(char *errbuf, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The codecs' mapping: BELLOWS_ENOTSUP without a device or code for it,
+ * BELLOWS_ENOMEM, BELLOWS_EINVAL for a pointer the runtime refuses,
+ * BELLOWS_EIO otherwise. */
 static int
 gh_rc(cudaError_t e)
 {
-	if (e == cudaSuccess)
-		return 0;
-	return e == cudaErrorMemoryAllocation ? BELLOWS_ENOMEM : BELLOWS_EIO;
+	return kern_cuda_codec_rc((int)e);
 }
 
 static uint32_t
@@ -52,7 +57,7 @@ int
 kern_cuda_gcomp_encode_block(const kern_gcomp_table *t,
     const kern_gcomp_table *t_dev, int dtype, const void *x, uint64_t n,
     int level, const uint8_t *levels, uint8_t *out, size_t cap,
-    size_t *ret_bytes, void *stream)
+    size_t *ret_bytes, uint64_t *ret_bits, void *stream)
 {
 	uint64_t chunks = (n + KERN_GCOMP_CHUNK - 1) / KERN_GCOMP_CHUNK;
 	uint64_t off = KERN_GCOMP_HEADER + chunks * KERN_GCOMP_CHUNK_HEADER;
@@ -88,8 +93,12 @@ kern_cuda_gcomp_encode_block(const kern_gcomp_table *t,
 		    (rc = gh_rc(cudaStreamSynchronize(s))) < 0)
 			goto fail;
 	}
+	if (ret_bits != NULL)
+		ret_bits[0] = ret_bits[1] = ret_bits[2] = 0;
 	for (uint64_t c = 0; c < chunks; c++) {
 		h_off[c] = off;
+		for (int k = 0; ret_bits != NULL && k < 3; k++)
+			ret_bits[k] += h_sizes[3 * c + k];
 		off += ((uint64_t)h_sizes[3 * c] + 7) / 8 +
 		    ((uint64_t)h_sizes[3 * c + 1] + 7) / 8 +
 		    ((uint64_t)h_sizes[3 * c + 2] + 7) / 8;
@@ -150,8 +159,10 @@ kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
 		    bytes);
 		return BELLOWS_EPROTO;
 	}
-	if ((rc = gh_rc(cudaMemcpy(head, in, sizeof(head),
-		 cudaMemcpyDeviceToHost))) < 0)
+	/* On the stream, so that the block's writers come first. */
+	if ((rc = gh_rc(cudaMemcpyAsync(head, in, sizeof(head),
+		 cudaMemcpyDeviceToHost, s))) < 0 ||
+	    (rc = gh_rc(cudaStreamSynchronize(s))) < 0)
 		return rc;
 	if (memcmp(head, "BGCB", 4) != 0) {
 		gh_err(errbuf, errlen,
@@ -194,9 +205,10 @@ kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
 		goto fail;
 	}
 	if (chunks > 0 &&
-	    (rc = gh_rc(cudaMemcpy(ch, in + KERN_GCOMP_HEADER,
-		 chunks * KERN_GCOMP_CHUNK_HEADER, cudaMemcpyDeviceToHost))) <
-		0)
+	    ((rc = gh_rc(cudaMemcpyAsync(ch, in + KERN_GCOMP_HEADER,
+		  chunks * KERN_GCOMP_CHUNK_HEADER, cudaMemcpyDeviceToHost,
+		  s))) < 0 ||
+		(rc = gh_rc(cudaStreamSynchronize(s))) < 0))
 		goto fail;
 	expect = KERN_GCOMP_HEADER + chunks * KERN_GCOMP_CHUNK_HEADER;
 	for (uint64_t c = 0; c < chunks; c++) {
@@ -254,4 +266,29 @@ fail:
 	free(ch);
 	free(h_status);
 	return rc;
+}
+
+int
+kern_cuda_gcomp_table_upload(const kern_gcomp_table *t,
+    kern_gcomp_table **ret_dev)
+{
+	kern_gcomp_table *dev = NULL;
+	int rc = gh_rc(cudaMalloc((void **)&dev, sizeof(*dev)));
+
+	if (rc < 0)
+		return rc;
+	if ((rc = gh_rc(
+		 cudaMemcpy(dev, t, sizeof(*t), cudaMemcpyHostToDevice))) < 0) {
+		cudaFree(dev);
+		return rc;
+	}
+	*ret_dev = dev;
+	return 0;
+}
+
+void
+kern_cuda_gcomp_table_free(kern_gcomp_table *dev)
+{
+	if (dev != NULL)
+		cudaFree(dev);
 }

@@ -48,17 +48,27 @@ int kern_cuda_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in,
 /* The host side (gcomp_host.c): a whole block on the device. t_dev is a
  * copy of t in device memory, x, levels (may be NULL), out and in are
  * device memory. Encode writes the CPU encoder's bytes; *ret_bytes gets
- * the block's length. Return 0 or a BELLOWS_E* as kern_gcomp_encode and
- * kern_gcomp_decode (decode also refuses, BELLOWS_EPROTO, a block whose
- * chunks other than the last do not hold KERN_GCOMP_CHUNK values); both
- * wait for the stream. */
+ * the block's length, ret_bits (3 words, may be NULL) the bits of its
+ * exponent, level and mantissa segments. Return 0 or a BELLOWS_E* as
+ * kern_gcomp_encode and kern_gcomp_decode (decode also refuses, BELLOWS_EPROTO,
+ * a block whose chunks other than the last do not hold KERN_GCOMP_CHUNK
+ * values); both wait for the stream. */
 int kern_cuda_gcomp_encode_block(const kern_gcomp_table *t,
     const kern_gcomp_table *t_dev, int dtype, const void *x, uint64_t n,
     int level, const uint8_t *levels, uint8_t *out, size_t cap,
-    size_t *ret_bytes, void *stream);
+    size_t *ret_bytes, uint64_t *ret_bits, void *stream);
 int kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
     const kern_gcomp_table *t_dev, const uint8_t *in, size_t bytes, int dtype,
     void *out, uint64_t n, int add, char *errbuf, size_t errlen, void *stream);
+
+/* Copies t to a new device allocation on the current device and waits:
+ * *ret_dev gets it, for kern_cuda_gcomp_table_free. Returns 0 or a
+ * BELLOWS_E* (kern_cuda_codec_rc's). */
+int kern_cuda_gcomp_table_upload(const kern_gcomp_table *t,
+    kern_gcomp_table **ret_dev);
+
+/* Frees a table kern_cuda_gcomp_table_upload made; NULL-safe. */
+void kern_cuda_gcomp_table_free(kern_gcomp_table *dev);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,10 @@ GComp table falls back with the reason kept; SGD's delta truncates each
 value by the level it gives. Then two gloo ranks in processes: a DDP
 model trained three steps with GComp and momentum SGD (delta levels) ends
 with the same parameters bit for bit on both ranks, close to the
-uncompressed run.
+uncompressed run. GComp's CUDA twin: used only where libbellows has it
+and sees a device (here its open and levels say ENOTSUP and the CPU codec
+runs); on a device, CUDA gradients give the CPU run's bits, counts and
+levels (skipped without one).
 """
 
 from __future__ import annotations
@@ -173,6 +176,98 @@ class GCompThreadsTest(unittest.TestCase):
         for g in run_workers(2, worker):
             self.assertTrue(torch.equal(g, want))
         print("\n  SGD delta: levels 3, 2 and 0 truncate 18, 12 and 0 bits")
+
+
+class GCompCudaTest(unittest.TestCase):
+    def test_cuda_gradients_use_the_twin_only_with_a_device(self):
+        lib = lib_or_skip(self)
+        self.assertIsNotNone(lib.gcomp_cuda_open, "no bellows_gcomp_cuda_*")
+        has = lib.gcomp_cuda_available() == 1
+        self.assertEqual(compress._gcomp_cuda(lib), has)
+        table = ctypes.c_void_p()
+        hist = torch.zeros(256, dtype=torch.int64)
+        hist[120:130] = 10
+        self.assertEqual(lib.gcomp_table_build(hist.data_ptr(), 8, 4,
+                                               ctypes.byref(table)), 0)
+        ctx = ctypes.c_void_p()
+        rc = lib.gcomp_cuda_open(table, None, ctypes.byref(ctx))
+        if has:
+            self.assertEqual(rc, 0)
+            lib.gcomp_cuda_close(ctypes.byref(ctx))
+        else:
+            # Without the twin or a device: ENOTSUP, nothing opened, and
+            # the levels are not written.
+            self.assertEqual(rc, -18)
+            g = torch.full((64,), 1e-3)
+            theta = torch.ones(64)
+            levels = torch.full((64,), 9, dtype=torch.uint8)
+            o = compress._GCompOptimizer(kind=compress._GCOMP_SGD, lr=0.1,
+                                         param=theta.data_ptr())
+            self.assertEqual(lib.gcomp_levels_cuda(
+                ctypes.byref(o), 0, g.data_ptr(), 64, 3, levels.data_ptr(),
+                None), -18)
+            self.assertTrue(bool((levels == 9).all()))
+        self.assertFalse(ctx)
+        lib.gcomp_table_destroy(ctypes.byref(table))
+        # CPU gradients (and CUDA ones without the twin) take the C codec.
+        grads = grads_of(2, n=300)
+
+        def worker(rank, comm):
+            q = compress.GComp()
+            q.reduce([compress.Item(0, grads[rank].clone(), 1.0)], comm)
+            return q
+
+        for q in run_workers(2, worker):
+            self.assertEqual(q.last_path, "c")
+            self.assertEqual(q.cuda_layers, 0)
+        self.assertIsNone(compress.GComp()._cuda_device(
+            lib, [compress.Item(0, torch.zeros(4, device="meta"), 1.0)]))
+        print(f"\n  libbellows GComp CUDA twin: device {has}")
+
+    @unittest.skipUnless(torch.cuda.is_available(), "no CUDA device here")
+    def test_cuda_gradients_run_the_twin_as_the_cpu_codec(self):
+        lib = lib_or_skip(self)
+        if not compress._gcomp_cuda(lib):
+            self.skipTest("libbellows built without GComp's CUDA twin")
+        n = 3 * 8192 + 77
+        grads = grads_of(2, n=n, seed=31)
+        dtypes = (torch.float32, torch.float16, torch.bfloat16)
+
+        def worker(rank, comm, dev, momentum):
+            # SGD with a momentum buffer, so the delta levels read the
+            # optimizer's state on the gradients' device. The state and
+            # gradients are made on the CPU and copied, the same bits on
+            # both devices.
+            param = torch.nn.Parameter(torch.linspace(-1, 1, n).to(dev))
+            opt = torch.optim.SGD([param], lr=0.1, momentum=momentum)
+            if momentum:
+                opt.state[param]["momentum_buffer"] = \
+                    torch.linspace(-1e-3, 2e-3, n).to(dev)
+            q = compress.GComp()
+            q.optimizer, q.params = opt, [param]
+            outs = []
+            for k, dt in enumerate(dtypes):
+                mine = [(grads[rank] * (k + 1)).to(dt).to(dev),
+                        grads[1 - rank].to(dt).to(dev)]
+                q.reduce([compress.Item(0, mine[0], 1.0),
+                          compress.Item(1, mine[1], 1.0)], comm)
+                outs.append([t.cpu() for t in mine])
+            return outs, q.last_path, q.cuda_layers, q.bytes, q.exp_bits
+
+        for momentum in (0.0, 0.9):
+            gpu = run_workers(2, lambda r, c: worker(r, c, "cuda", momentum))
+            cpu = run_workers(2, lambda r, c: worker(r, c, "cpu", momentum))
+            for rank in range(2):
+                og, path, layers, nbytes, ebits = gpu[rank]
+                oc, cpath, clayers, cbytes, cebits = cpu[rank]
+                self.assertEqual((path, layers), ("cuda", 6))
+                self.assertEqual((cpath, clayers), ("c", 0))
+                self.assertEqual((nbytes, ebits), (cbytes, cebits))
+                for k in range(len(dtypes)):
+                    for a, b in zip(og[k], oc[k]):
+                        self.assertTrue(torch.equal(a, b),
+                                        f"{dtypes[k]} momentum {momentum}")
+        print("\n  CUDA twin: the CPU codec's bits, bytes and exponent bits")
 
 
 WORLD = 2

@@ -627,6 +627,25 @@ class _Functions:
         self.gcomp_decode = _prototype(
             lib, "bellows_gcomp_decode", cint,
             [vp, vp, sz, cint, vp, u64, cint, cp, sz], required=False)
+        # GComp's CUDA twin: a context per table, device and stream.
+        self.gcomp_cuda_available = _prototype(
+            lib, "bellows_gcomp_cuda_available", cint, [], required=False)
+        self.gcomp_cuda_open = _prototype(
+            lib, "bellows_gcomp_cuda_open", cint,
+            [vp, vp, ctypes.POINTER(vp)], required=False)
+        self.gcomp_cuda_close = _prototype(
+            lib, "bellows_gcomp_cuda_close", None, [ctypes.POINTER(vp)],
+            required=False)
+        self.gcomp_levels_cuda = _prototype(
+            lib, "bellows_gcomp_levels_cuda", cint,
+            [vp, cint, vp, u64, cint, vp, vp], required=False)
+        self.gcomp_encode_cuda = _prototype(
+            lib, "bellows_gcomp_encode_cuda", cint,
+            [vp, cint, vp, u64, cint, vp, vp, sz, ctypes.POINTER(sz), vp],
+            required=False)
+        self.gcomp_decode_cuda = _prototype(
+            lib, "bellows_gcomp_decode_cuda", cint,
+            [vp, vp, sz, cint, vp, u64, cint, cp, sz], required=False)
         self.config_size = self._config_size()
 
     def _config_size(self) -> int:

@@ -1033,6 +1033,56 @@ _GCOMP_ADAM, _GCOMP_ADAMW = 4, 5
 _CODEC_ADD = 1
 
 
+def _dev32(t: torch.Tensor | None,
+           device: torch.device) -> torch.Tensor | None:
+    """``t`` flattened as a contiguous float32 tensor on ``device`` (no
+    copy when it is one already)."""
+    if t is None:
+        return None
+    t = t.detach().reshape(-1)
+    if t.dtype != torch.float32 or t.device != device:
+        t = t.to(device=device, dtype=torch.float32)
+    return t.contiguous()
+
+
+_gcomp_cuda_ok = None  # True if libbellows has GComp's CUDA twin
+
+
+def _gcomp_cuda(lib) -> bool:
+    """True if ``lib`` has GComp's CUDA twin and sees a device."""
+    global _gcomp_cuda_ok
+    if _gcomp_cuda_ok is None:
+        _gcomp_cuda_ok = bool(
+            lib.gcomp_cuda_available is not None
+            and lib.gcomp_encode_cuda is not None
+            and lib.gcomp_cuda_available() == 1)
+    return _gcomp_cuda_ok
+
+
+class _GCompCudaContext:
+    """libbellows' GComp context (bellows_gcomp_cuda): a copy of one table
+    on one device for one stream, closed when the object goes."""
+
+    def __init__(self, lib, table: ctypes.c_void_p, device: torch.device,
+                 stream: int):
+        self.lib = lib
+        self.ptr = ctypes.c_void_p()
+        with torch.cuda.device(device):
+            rc = lib.gcomp_cuda_open(table, stream, ctypes.byref(self.ptr))
+        if rc != 0:
+            raise RuntimeError(f"bellows_gcomp_cuda_open: {rc}")
+
+    def close(self) -> None:
+        if self.ptr:
+            self.lib.gcomp_cuda_close(ctypes.byref(self.ptr))
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
 def _cpu32(t: torch.Tensor | None) -> torch.Tensor | None:
     """``t`` flattened as a contiguous CPU float32 tensor (no copy when it
     is one already)."""
@@ -1053,7 +1103,15 @@ class GComp(_Base):
     encodes and decodes, on the tensors' memory through ctypes (no copy
     for contiguous CPU float32, float16 or bfloat16 gradients; others are
     copied to the CPU first). There is no torch fallback: without the
-    library's GComp functions ``reduce`` raises RuntimeError.
+    library's GComp functions ``reduce`` raises RuntimeError. When every
+    compressed gradient of a call is a contiguous float32, float16 or
+    bfloat16 tensor on one CUDA device and libbellows has GComp's CUDA
+    twin (bellows_gcomp_*_cuda) and sees a device, the levels, encodes,
+    all-gathers and decodes stay on that device (the same blocks byte for
+    byte, the same values bit for bit, through one context per table,
+    device and stream); otherwise CUDA gradients take the CPU codec as
+    before. ``cuda_layers`` counts the layer encodes the twin ran,
+    ``last_path`` says which codec the last call used ("c" or "cuda").
 
     A layer whose decision level is > 0 goes through GComp; level 0 is
     sent raw. Each value's truncation level is, with ``optimizer`` set
@@ -1106,6 +1164,10 @@ class GComp(_Base):
         self._table = ctypes.c_void_p()  # bellows_gcomp_table *
         self._table_bytes: bytes | None = None
         self._local = False
+        self.cuda_layers = 0  # layer encodes run by the CUDA twin
+        self.last_path: str | None = None  # "c" or "cuda", last reduce
+        # (device index, stream) -> the table on that device.
+        self._cuda_ctxs: dict[tuple[int, int], _GCompCudaContext] = {}
 
     def level_floats(self, shape: Sequence[int], level: float) -> int:
         """Raw size: what GComp sends depends on the data."""
@@ -1120,7 +1182,13 @@ class GComp(_Base):
         return lib
 
     def close(self) -> None:
-        """Frees the table (also done when the object is collected)."""
+        """Frees the table and its device copies (also done when the
+        object is collected)."""
+        ctxs = getattr(self, "_cuda_ctxs", None)
+        if ctxs:
+            for ctx in ctxs.values():
+                ctx.close()
+            ctxs.clear()
         destroy = getattr(self, "_destroy", None)
         if destroy is not None and self._table:
             destroy(ctypes.byref(self._table))
@@ -1163,11 +1231,14 @@ class GComp(_Base):
         lib = self._lib()
         hist = torch.zeros(256, dtype=torch.int64)
         for g in grads:
+            g = g.cpu()  # once per table: the histogram runs on the CPU
             lib.gcomp_histogram(_GCOMP_DTYPES[g.dtype], g.data_ptr(),
                                 g.numel(), hist.data_ptr())
-        total = hist.to(torch.float64)  # exact below 2^53 values
+        # Exact below 2^53 values; on the gradients' device when they
+        # stay there (the CUDA twin), as the collective backend expects.
+        total = hist.to(torch.float64).to(grads[0].device)
         comm.all_reduce(total)
-        hist = total.to(torch.int64).contiguous()
+        hist = total.to(device="cpu", dtype=torch.int64).contiguous()
         handle = ctypes.c_void_p()
         from bellows import _lib
         _lib.check("bellows_gcomp_table_build",
@@ -1200,7 +1271,9 @@ class GComp(_Base):
 
     def _levels(self, layer: int, g: torch.Tensor) -> torch.Tensor | None:
         """Per-value levels of layer's gradient from the optimizer's delta,
-        or None (then self.level for the whole tensor)."""
+        or None (then self.level for the whole tensor). For a CUDA ``g``
+        (the twin's path) the levels are computed on its device, the
+        optimizer's state as float32 there, on the current stream."""
         opt, params = self.optimizer, self.params
         if opt is None or params is None or layer >= len(params):
             return None
@@ -1210,6 +1283,11 @@ class GComp(_Base):
         if group is None:
             return None
         state = opt.state.get(p, {})
+        dev = g.device if g.device.type == "cuda" else None
+
+        def as32(t):
+            return _cpu32(t) if dev is None else _dev32(t, dev)
+
         o = _GCompOptimizer(lr=float(group["lr"]),
                             weight_decay=float(group.get("weight_decay",
                                                          0.0)))
@@ -1222,7 +1300,7 @@ class GComp(_Base):
             o.step = int(state.get("step", 0)) + 1
             for key, field in (("exp_avg", "exp_avg"),
                                ("exp_avg_sq", "exp_avg_sq")):
-                t = _cpu32(state.get(key))
+                t = as32(state.get(key))
                 if t is not None:
                     keep.append(t)
                     setattr(o, field, t.data_ptr())
@@ -1232,28 +1310,69 @@ class GComp(_Base):
             o.dampening = float(group.get("dampening", 0.0))
             o.kind = _GCOMP_SGD if mu == 0 else \
                 _GCOMP_NESTEROV if group.get("nesterov") else _GCOMP_MOMENTUM
-            buf = _cpu32(state.get("momentum_buffer"))
+            buf = as32(state.get("momentum_buffer"))
             if buf is not None:
                 keep.append(buf)
                 o.buf = buf.data_ptr()
         else:
             return None
-        theta = _cpu32(p)
+        theta = as32(p)
         keep.append(theta)
         o.param = theta.data_ptr()
-        levels = torch.empty(g.numel(), dtype=torch.uint8)
-        rc = self._lib().gcomp_levels(ctypes.byref(o), _GCOMP_DTYPES[g.dtype],
-                                      g.data_ptr(), g.numel(),
-                                      self.max_level, levels.data_ptr())
+        levels = torch.empty(g.numel(), dtype=torch.uint8, device=g.device)
+        lib = self._lib()
+        if dev is None:
+            rc = lib.gcomp_levels(ctypes.byref(o), _GCOMP_DTYPES[g.dtype],
+                                  g.data_ptr(), g.numel(), self.max_level,
+                                  levels.data_ptr())
+        else:
+            # Enqueued on the current stream; the copies in ``keep`` go
+            # back to torch's allocator on that stream, so no later
+            # allocation overwrites them before the kernel has read them.
+            with torch.cuda.device(dev):
+                rc = lib.gcomp_levels_cuda(
+                    ctypes.byref(o), _GCOMP_DTYPES[g.dtype], g.data_ptr(),
+                    g.numel(), self.max_level, levels.data_ptr(),
+                    _stream(g))
         return levels if rc == 0 else None
 
-    def _grad(self, grad: torch.Tensor) -> torch.Tensor:
+    def _grad(self, grad: torch.Tensor, cuda: bool = False) -> torch.Tensor:
+        """``grad`` flat and contiguous in a GComp dtype, on the CPU (or,
+        with ``cuda``, where it is: then it is one already, no copy)."""
         g = grad.detach().reshape(-1)
         if g.dtype not in _GCOMP_DTYPES:
             g = g.float()
-        if g.device.type != "cpu":
+        if g.device.type != "cpu" and not cuda:
             g = g.cpu()
         return g.contiguous()
+
+    def _cuda_device(self, lib, comp: Sequence[Item]) -> torch.device | None:
+        """The CUDA device of every gradient of ``comp`` if the twin takes
+        them all (contiguous, a GComp dtype, one device), else None."""
+        dev = comp[0].grad.device
+        if dev.type != "cuda" or not _gcomp_cuda(lib):
+            return None
+        for it in comp:
+            g = it.grad
+            if (g.device != dev or g.dtype not in _GCOMP_DTYPES
+                    or not g.is_contiguous()):
+                return None
+        return dev
+
+    def _cuda_context(self, lib, like: torch.Tensor):
+        """The table's context on ``like``'s device and current stream
+        (opened once per table), or None if it does not open."""
+        key = (like.device.index if like.device.index is not None
+               else torch.cuda.current_device(), _stream(like))
+        ctx = self._cuda_ctxs.get(key)  # emptied when the table changes
+        if ctx is None:
+            try:
+                ctx = _GCompCudaContext(lib, self._table, like.device,
+                                        key[1])
+            except RuntimeError:
+                return None
+            self._cuda_ctxs[key] = ctx
+        return ctx
 
     def reduce(self, items: Sequence[Item], comm: Communicator) -> Counts:
         """Reduces ``items`` across the ranks; returns what was sent."""
@@ -1270,31 +1389,49 @@ class GComp(_Base):
         if not comp:
             return counts
         lib = self._lib()
-        grads = [self._grad(it.grad) for it in comp]
+        dev = self._cuda_device(lib, comp)
+        grads = [self._grad(it.grad, dev is not None) for it in comp]
         self._ensure_table(grads, comm)
+        ctx = self._cuda_context(lib, grads[0]) if dev is not None else None
+        if ctx is None and dev is not None:  # no context: the CPU codec
+            dev = None
+            grads = [self._grad(it.grad) for it in comp]
+        self.last_path = "c" if ctx is None else "cuda"
+        where = dev if dev is not None else torch.device("cpu")
+
+        def call(name, *args):
+            """bellows_gcomp_<name> on the CPU, or its CUDA twin on the
+            context's table, device and stream."""
+            if ctx is None:
+                return getattr(lib, "gcomp_" + name)(self._table, *args)
+            with torch.cuda.device(dev):
+                return getattr(lib, f"gcomp_{name}_cuda")(ctx.ptr, *args)
+
+        twin = "" if ctx is None else "_cuda"
         blocks, lens = [], []
         for it, g in zip(comp, grads):
             self.errors.pop(it.layer, None)  # GComp keeps no residual
             dt = _GCOMP_DTYPES[g.dtype]
             levels = self._levels(it.layer, g)
             cap = lib.gcomp_bound(dt, g.numel())
-            buf = torch.empty(cap, dtype=torch.uint8)
+            buf = torch.empty(cap, dtype=torch.uint8, device=where)
             n_out = ctypes.c_size_t()
             st = (ctypes.c_uint64 * 11)()
-            rc = lib.gcomp_encode(self._table, dt, g.data_ptr(), g.numel(),
-                                  self.level, None if levels is None
-                                  else levels.data_ptr(), buf.data_ptr(),
-                                  cap, ctypes.byref(n_out), st)
-            _lib.check("bellows_gcomp_encode", rc)
+            rc = call("encode", dt, g.data_ptr(), g.numel(), self.level,
+                      None if levels is None else levels.data_ptr(),
+                      buf.data_ptr(), cap, ctypes.byref(n_out), st)
+            _lib.check(f"bellows_gcomp_encode{twin}", rc)
             blocks.append(buf[:n_out.value])
             lens.append(n_out.value)
             self.values += st[0]
             self.exp_bits += st[7]
             self.bytes += st[10]
-        lens_t = torch.tensor(lens, dtype=torch.int64)
-        all_lens = comm.all_gather(lens_t)
+            if ctx is not None:
+                self.cuda_layers += 1
+        lens_t = torch.tensor(lens, dtype=torch.int64, device=where)
+        all_lens = [x.cpu() for x in comm.all_gather(lens_t)]
         longest = max(int(x.sum()) for x in all_lens)
-        payload = torch.zeros(longest, dtype=torch.uint8)
+        payload = torch.zeros(longest, dtype=torch.uint8, device=where)
         mine = torch.cat(blocks) if len(blocks) > 1 else blocks[0]
         payload[:mine.numel()] = mine
         counts.bytes_sent += mine.numel()
@@ -1304,24 +1441,21 @@ class GComp(_Base):
         err = ctypes.create_string_buffer(256)
         for k, (it, g) in enumerate(zip(comp, grads)):
             n = g.numel()
-            total = torch.zeros(n, dtype=torch.float32)
+            total = torch.zeros(n, dtype=torch.float32, device=where)
             tmp = None if g.dtype == torch.float32 else \
-                torch.empty(n, dtype=g.dtype)
+                torch.empty(n, dtype=g.dtype, device=where)
             for r, data in enumerate(gathered):
                 size = int(all_lens[r][k])
                 ptr = data.data_ptr() + offs[r]
                 if tmp is None:
-                    rc = lib.gcomp_decode(self._table, ptr, size, 0,
-                                          total.data_ptr(), n, _CODEC_ADD,
-                                          err, len(err))
+                    rc = call("decode", ptr, size, 0, total.data_ptr(), n,
+                              _CODEC_ADD, err, len(err))
                 else:
-                    rc = lib.gcomp_decode(self._table, ptr, size,
-                                          _GCOMP_DTYPES[g.dtype],
-                                          tmp.data_ptr(), n, 0, err,
-                                          len(err))
+                    rc = call("decode", ptr, size, _GCOMP_DTYPES[g.dtype],
+                              tmp.data_ptr(), n, 0, err, len(err))
                     if rc == 0:
                         total += tmp.float()
-                _lib.check("bellows_gcomp_decode", rc,
+                _lib.check(f"bellows_gcomp_decode{twin}", rc,
                            f"rank {r} layer {it.layer}: "
                            f"{err.value.decode()}")
                 offs[r] += size
