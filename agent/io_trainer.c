@@ -142,6 +142,23 @@ agent_io_submit_report(agent_io *io, com_report *r)
 }
 
 void
+agent_io_skip_report(agent_io *io, const com_report *r)
+{
+	int rc = 0;
+
+	agent_io_lock(io);
+	io->windows++;
+	if (io->welcomed)
+		rc = agent_decisions_expect(&io->table, r->window,
+		    r->last_step + 1 + io->apply_lag);
+	agent_io_unlock(io);
+	if (rc != 0)
+		agent_io_log(io, BELLOWS_LOG_WARN,
+		    "will not wait for the decision of window %llu: %s",
+		    (unsigned long long)r->window, bellows_strerror(rc));
+}
+
+void
 agent_io_stats(agent_io *io, bellows_agent_stats *ret)
 {
 	agent_io_lock(io);
