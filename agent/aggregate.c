@@ -259,12 +259,38 @@ agent_aggregate_fold(agent_aggregate *a, double *const x[3])
 			a->buf[AGG_MIN][i] = x[AGG_MIN][i];
 }
 
-static int
-aggregate_cmp(const void *x, const void *y)
+/* The k-th smallest of v[0..n) (k < n, no NaN), moving the k smallest
+ * before it: Hoare's selection, linear on average, where a sort of a
+ * 10,000-rank group's times was the reporting rank's largest cost. */
+static double
+aggregate_select(double *v, int64_t n, int64_t k)
 {
-	double u = *(const double *)x, v = *(const double *)y;
+	int64_t lo = 0, hi = n - 1;
 
-	return (u > v) - (u < v);
+	while (lo < hi) {
+		double pivot = v[lo + (hi - lo) / 2];
+		int64_t i = lo, j = hi;
+
+		while (i <= j) {
+			while (v[i] < pivot)
+				i++;
+			while (v[j] > pivot)
+				j--;
+			if (i <= j) {
+				double t = v[i];
+
+				v[i++] = v[j];
+				v[j--] = t;
+			}
+		}
+		if (k <= j)
+			hi = j;
+		else if (k >= i)
+			lo = i;
+		else
+			return v[k];
+	}
+	return v[k];
 }
 
 /* The median of the gathered per-step values of one STEP_* entry (-1:
@@ -273,19 +299,29 @@ static double
 aggregate_median(agent_aggregate *a, const double *slots, double spread[2])
 {
 	uint32_t n = 0;
+	double hi, lo;
 
-	for (uint32_t r = 0; r < a->group; r++)
-		if (slots[r] >= 0)
-			a->scratch[n++] = slots[r];
-	if (n == 0) {
-		spread[0] = spread[1] = NAN;
-		return NAN;
+	spread[0] = spread[1] = NAN;
+	for (uint32_t r = 0; r < a->group; r++) {
+		if (slots[r] < 0)
+			continue;
+		if (n == 0 || slots[r] < spread[0])
+			spread[0] = slots[r];
+		if (n == 0 || slots[r] > spread[1])
+			spread[1] = slots[r];
+		a->scratch[n++] = slots[r];
 	}
-	qsort(a->scratch, n, sizeof(double), aggregate_cmp);
-	spread[0] = a->scratch[0];
-	spread[1] = a->scratch[n - 1];
-	return n % 2 ? a->scratch[n / 2]
-		     : (a->scratch[n / 2 - 1] + a->scratch[n / 2]) / 2;
+	if (n == 0)
+		return NAN;
+	hi = aggregate_select(a->scratch, n, n / 2);
+	if (n % 2)
+		return hi;
+	/* The lower middle value: the largest of those moved before. */
+	lo = a->scratch[0];
+	for (uint32_t i = 1; i < n / 2; i++)
+		if (a->scratch[i] > lo)
+			lo = a->scratch[i];
+	return (lo + hi) / 2;
 }
 
 /* One table's entries from the reduced buffers b into the struct at out

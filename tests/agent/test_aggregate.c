@@ -324,6 +324,62 @@ test_aggregate_refuses_covers_beyond_world_and_over_reported_ranks(void **state)
 	assert_false(ctl_window_has(f->reduced, 0));
 }
 
+static int
+cmp_double(const void *x, const void *y)
+{
+	double u = *(const double *)x, v = *(const double *)y;
+
+	return (u > v) - (u < v);
+}
+
+static void
+test_aggregate_step_medians_match_a_sort_for_odd_and_even_groups(void **state)
+{
+	static const uint32_t sizes[] = { 1, 2, 3, 4, 100, 101, 1000 };
+	fixture *f = *state;
+	double *per_step = malloc(1000 * sizeof(double));
+	uint64_t x = 12345;
+
+	assert_non_null(per_step);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		uint32_t n = sizes[i];
+		agent_aggregate lead, o;
+		com_report c;
+		double want;
+
+		assert_int_equal(agent_aggregate_init(&lead, N_LAYERS, arrays,
+				     n, 0),
+		    0);
+		assert_int_equal(agent_aggregate_init(&o, N_LAYERS, arrays, n,
+				     0),
+		    0);
+		for (uint32_t r = 0; r < n; r++) {
+			/* Ties on purpose: values in 0..63 ms per step. */
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			per_step[r] = (double)(x >> 58);
+			f->p[0].r.timings.step_ms = 8 * per_step[r];
+			o.slot = r;
+			agent_aggregate_pack(r == 0 ? &lead : &o, &f->p[0].r);
+			if (r > 0)
+				agent_aggregate_fold(&lead, o.buf);
+		}
+		f->p[0].r.timings.step_ms = 8 * per_step[0];
+		agent_aggregate_unpack(&lead, &f->p[0].r, &c);
+		qsort(per_step, n, sizeof(double), cmp_double);
+		want = n % 2 ? per_step[n / 2]
+			     : (per_step[n / 2 - 1] + per_step[n / 2]) / 2;
+		if (c.timings.step_ms != 8 * want)
+			fail_msg("group of %u: median %g, sorted %g", n,
+			    c.timings.step_ms / 8, want);
+		assert_true(lead.spread[COM_TSTAT_step_ms][0] == per_step[0]);
+		assert_true(
+		    lead.spread[COM_TSTAT_step_ms][1] == per_step[n - 1]);
+		agent_aggregate_fini(&o);
+		agent_aggregate_fini(&lead);
+	}
+	free(per_step);
+}
+
 static void
 test_aggregate_init_refuses_bad_groups_and_fini_is_idempotent(void **state)
 {
@@ -349,6 +405,7 @@ main(void)
 		T(test_aggregate_job_report_gives_the_policies_the_same_window),
 		T(test_aggregate_node_reports_give_the_same_sums_maxes_and_means),
 		T(test_aggregate_refuses_covers_beyond_world_and_over_reported_ranks),
+		T(test_aggregate_step_medians_match_a_sort_for_odd_and_even_groups),
 		T(test_aggregate_init_refuses_bad_groups_and_fini_is_idempotent),
 #undef T
 	};
