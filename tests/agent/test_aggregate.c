@@ -397,6 +397,59 @@ test_aggregate_init_refuses_bad_groups_and_fini_is_idempotent(void **state)
 	agent_aggregate_fini(&a);
 }
 
+static int
+never_called(void *arg, double *values, size_t n, int op)
+{
+	(void)arg;
+	(void)values;
+	(void)n;
+	(void)op;
+	return -1;
+}
+
+/* Opens an agent of rank 1 of 4 with the given aggregation; no bellowsd
+ * is needed to open one. */
+static int
+open_with(uint32_t aggregate, uint32_t ranks, bellows_allreduce_fn *fn)
+{
+	static const bellows_layer table[1] = { { .name = "w", .numel = 4 } };
+	bellows_agent_config cfg;
+	bellows_agent *a = NULL;
+	int rc;
+
+	bellows_agent_config_init(&cfg);
+	cfg.control = "ipc:///nonexistent/bellows-test-control";
+	cfg.publish = "ipc:///nonexistent/bellows-test-publish";
+	cfg.job = "job";
+	cfg.rank = 1;
+	cfg.world = 4;
+	cfg.layers = table;
+	cfg.n_layers = 1;
+	cfg.aggregate = aggregate;
+	cfg.aggregate_ranks = ranks;
+	cfg.allreduce = fn;
+	rc = bellows_agent_open(&cfg, &a);
+	bellows_agent_close(&a);
+	return rc;
+}
+
+static void
+test_aggregate_open_refuses_an_unknown_mode_or_a_missing_collective(
+    void **state)
+{
+	(void)state;
+	assert_int_equal(open_with(BELLOWS_AGGREGATE_RANK, 0, NULL), 0);
+	assert_int_equal(open_with(BELLOWS_AGGREGATE_JOB, 0, never_called), 0);
+	assert_int_equal(open_with(BELLOWS_AGGREGATE_NODE, 2, never_called), 0);
+	assert_int_equal(open_with(3, 0, never_called), BELLOWS_EINVAL);
+	assert_int_equal(open_with(BELLOWS_AGGREGATE_JOB, 0, NULL),
+	    BELLOWS_EINVAL);
+	assert_int_equal(open_with(BELLOWS_AGGREGATE_NODE, 0, never_called),
+	    BELLOWS_EINVAL);
+	assert_int_equal(open_with(BELLOWS_AGGREGATE_NODE, 5, never_called),
+	    BELLOWS_EINVAL);
+}
+
 int
 main(void)
 {
@@ -407,6 +460,7 @@ main(void)
 		T(test_aggregate_refuses_covers_beyond_world_and_over_reported_ranks),
 		T(test_aggregate_step_medians_match_a_sort_for_odd_and_even_groups),
 		T(test_aggregate_init_refuses_bad_groups_and_fini_is_idempotent),
+		T(test_aggregate_open_refuses_an_unknown_mode_or_a_missing_collective),
 #undef T
 	};
 
