@@ -203,20 +203,36 @@ aggregate_pack_one(const agent_aggregate *a, const com_stat *table, size_t n,
 	}
 }
 
+/* Where layer l's part of each buffer starts (l = n_layers: the timings'
+ * part, after every layer's). */
+static void
+aggregate_part(const agent_aggregate *a, uint32_t l, double *b[3])
+{
+	for (int op = 0; op < 3; op++)
+		b[op] = a->buf[op] + (size_t)l * a->lstride[op];
+}
+
+/* Where the array statistics start in the sum buffer: after the
+ * timings. */
+static double *
+aggregate_arrays(const agent_aggregate *a)
+{
+	return a->buf[AGG_SUM] + (size_t)a->n_layers * a->lstride[AGG_SUM] +
+	    a->tlen[AGG_SUM];
+}
+
 void
 agent_aggregate_pack(agent_aggregate *a, const com_report *own)
 {
-	double *arr = a->buf[AGG_SUM] + (size_t)a->n_layers * a->lstride[0] +
-	    a->tlen[0];
+	double *arr = aggregate_arrays(a);
 	double steps = own->timings.steps > 0 ? own->timings.steps : 1.0;
+	double *b[3];
 
 	for (uint32_t l = 0; l < a->n_layers; l++) {
 		const com_layer_stats *s = l < own->n_layers ? &own->layers[l]
 							     : NULL;
-		double *b[3];
 
-		for (int op = 0; op < 3; op++)
-			b[op] = a->buf[op] + (size_t)l * a->lstride[op];
+		aggregate_part(a, l, b);
 		if (s == NULL) {
 			static const com_layer_stats none;
 
@@ -235,15 +251,9 @@ agent_aggregate_pack(agent_aggregate *a, const com_report *own)
 			arr += ar->len;
 		}
 	}
-	{
-		double *b[3];
-
-		for (int op = 0; op < 3; op++)
-			b[op] = a->buf[op] +
-			    (size_t)a->n_layers * a->lstride[op];
-		aggregate_pack_one(a, com_timing_stat_table, COM_N_TSTATS,
-		    a->tat, &own->timings, steps, b);
-	}
+	aggregate_part(a, a->n_layers, b);
+	aggregate_pack_one(a, com_timing_stat_table, COM_N_TSTATS, a->tat,
+	    &own->timings, steps, b);
 }
 
 void
@@ -374,15 +384,14 @@ void
 agent_aggregate_unpack(agent_aggregate *a, const com_report *own,
     com_report *ret)
 {
-	double *arr = a->buf[AGG_SUM] + (size_t)a->n_layers * a->lstride[0] +
-	    a->tlen[0];
+	double *arr = aggregate_arrays(a);
 	uint64_t *out_arr = a->out_arrays;
 	double steps = own->timings.steps > 0 ? own->timings.steps : 1.0;
 	com_report r = *own;
+	double *b[3];
 
 	for (uint32_t l = 0; l < a->n_layers; l++) {
 		com_layer_stats *s = &a->out[l];
-		double *b[3];
 
 		if (l < own->n_layers)
 			*s = own->layers[l];
@@ -390,8 +399,7 @@ agent_aggregate_unpack(agent_aggregate *a, const com_report *own,
 			*s = (com_layer_stats){ 0 };
 		s->layer = l;
 		s->acc_norm_mean = 0;
-		for (int op = 0; op < 3; op++)
-			b[op] = a->buf[op] + (size_t)l * a->lstride[op];
+		aggregate_part(a, l, b);
 		aggregate_unpack_one(a, com_layer_stat_table, COM_N_LSTATS,
 		    a->lat, s, steps, b, false);
 		if (!a->arrays[l])
@@ -412,15 +420,9 @@ agent_aggregate_unpack(agent_aggregate *a, const com_report *own,
 			out_arr += ar->len;
 		}
 	}
-	{
-		double *b[3];
-
-		for (int op = 0; op < 3; op++)
-			b[op] = a->buf[op] +
-			    (size_t)a->n_layers * a->lstride[op];
-		aggregate_unpack_one(a, com_timing_stat_table, COM_N_TSTATS,
-		    a->tat, &r.timings, steps, b, true);
-	}
+	aggregate_part(a, a->n_layers, b);
+	aggregate_unpack_one(a, com_timing_stat_table, COM_N_TSTATS, a->tat,
+	    &r.timings, steps, b, true);
 	r.n_layers = a->n_layers;
 	r.layers = a->out;
 	r.ranks = a->group;
