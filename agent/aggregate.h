@@ -26,7 +26,8 @@
  *                   observed_steps) or the sum (byte and miss counters).
  * The window's LR, epoch, batch size, steps and collectives are the
  * reporting rank's own. The per-step timings' minimum and maximum over
- * the group are kept beside (agent_aggregate_spread) for the trainer.
+ * the group are kept in `spread` (the report has no field for them: the
+ * group's slowest step travels as step_ms_max).
  *
  * The vectors' layout depends only on the layer table and the group, so
  * it is the same on every rank of the group, as a collective requires.
