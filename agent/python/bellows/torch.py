@@ -72,7 +72,7 @@ from bellows.compress import (
 from bellows.resireduce import Plan
 
 __all__ = ["CompressionHook", "LevelChange", "PlanChange", "TorchAgent",
-           "attach", "layer_table"]
+           "attach", "group_allreduce", "layer_table"]
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
