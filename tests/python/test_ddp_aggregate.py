@@ -2,7 +2,8 @@
 
 A real bellowsd runs Accordion; two gloo ranks train a small MLP through
 bellows.torch.attach(..., aggregate="job"), and then the same job again
-with aggregate="rank". With "job" the ranks reduce each window's
+with aggregate="rank" and with aggregate="node" on nodes of one rank
+(each rank its own torch.distributed subgroup). With "job" the ranks reduce each window's
 statistics over their process group with torch.distributed and only rank
 0 reports. Checked:
 
@@ -11,7 +12,7 @@ statistics over their process group with torch.distributed and only rank
 - both ranks apply the same decision at every step and miss none, though
   rank 1 never reports;
 - the levels each rank applied at every step, and the decisions, are the
-  same as with aggregate="rank" (where both ranks report);
+  same as with aggregate="rank" (where both ranks report) and "node";
 - the time one window's reduction costs (three all-reduces of float64
   over gloo) is printed, per window and per step.
 """
@@ -32,6 +33,7 @@ import torch.distributed as dist
 import support
 
 WORLD = 2
+MODES = ("job", "rank", "node")
 STEPS = 80
 WINDOW = 10
 POLICY = """\
@@ -82,6 +84,8 @@ def rank_main(rank, port, control, publish, out_dir, job, aggregate):
     agent = bellows.torch.attach(ddp, job, compressor="powersgd", seed=1,
                                  control=control, publish=publish,
                                  window_steps=WINDOW, aggregate=aggregate,
+                                 node_ranks=1 if aggregate == "node"
+                                 else None,
                                  decision_timeout_ms=10000)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
     g = torch.Generator().manual_seed(1000 + rank)
@@ -114,7 +118,7 @@ class AggregateDDPTest(unittest.TestCase):
         out = tempfile.mkdtemp(prefix="bellows-agg.")
         cls.ranks, cls.rows = {}, {}
         with support.Daemon(POLICY, db=True) as daemon:
-            for aggregate in ("job", "rank"):
+            for aggregate in MODES:
                 try:
                     support.spawn(rank_main, (support.free_port(),
                                               daemon.control,
@@ -127,7 +131,7 @@ class AggregateDDPTest(unittest.TestCase):
             cls.daemon_rc = daemon.stop()
             con = sqlite3.connect(f"file:{daemon.db}?mode=ro", uri=True)
             try:
-                for aggregate in ("job", "rank"):
+                for aggregate in MODES:
                     run = con.execute("SELECT max(id) FROM runs WHERE "
                                       "job = ?", (f"py-agg-{aggregate}",)
                                       ).fetchone()[0]
@@ -147,7 +151,7 @@ class AggregateDDPTest(unittest.TestCase):
                     }
             finally:
                 con.close()
-        for aggregate in ("job", "rank"):
+        for aggregate in MODES:
             cls.ranks[aggregate] = []
             for r in range(WORLD):
                 p = pathlib.Path(out, f"{aggregate}{r}.json")
@@ -183,6 +187,9 @@ class AggregateDDPTest(unittest.TestCase):
     def test_decisions_are_those_of_every_rank_reporting(self):
         job, rank = self.rows["job"], self.rows["rank"]
         self.assertEqual(job["decisions"], rank["decisions"])
+        self.assertEqual(self.rows["node"]["decisions"], rank["decisions"])
+        # Nodes of one rank: each rank reports for itself.
+        self.assertEqual(self.rows["node"]["timings"], rank["timings"])
         self.assertTrue(any(p == "accordion" for _, _, p, _, _ in
                             job["decisions"]),
                         "accordion never changed a level")

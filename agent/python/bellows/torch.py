@@ -644,8 +644,8 @@ def _aggregate_options(aggregate: str, node_ranks: int | None,
     """Fills the Agent options of ``aggregate`` ("rank", "node", "job"):
     the group's all-reduce from torch.distributed. With "node", the
     nodes are groups of node_ranks consecutive ranks (None:
-    $LOCAL_WORLD_SIZE, as torchrun sets it), each a subgroup made here
-    by every rank (dist.new_subgroups)."""
+    $LOCAL_WORLD_SIZE, as torchrun sets it), each a group made here by
+    every rank (dist.new_group)."""
     options["aggregate"] = aggregate
     if aggregate == "rank":
         return
@@ -665,9 +665,13 @@ def _aggregate_options(aggregate: str, node_ranks: int | None,
         raise ValueError(f"aggregate='node' needs node_ranks dividing the "
                          f"world of {world} (got {node_ranks}; set "
                          "LOCAL_WORLD_SIZE or pass node_ranks)")
-    sub, _ = dist.new_subgroups(group_size=node_ranks)
+    # Every rank makes every node's group, in the same order, as
+    # dist.new_group requires (dist.new_subgroups wants CUDA).
+    groups = [dist.new_group(list(range(first, first + node_ranks)))
+              for first in range(0, world, node_ranks)]
     options["aggregate_ranks"] = node_ranks
-    options["allreduce"] = group_allreduce(sub)
+    options["allreduce"] = group_allreduce(
+        groups[dist.get_rank() // node_ranks])
 
 
 def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 0,
