@@ -34,6 +34,22 @@ q() {
 	    fail "sqlite3 cannot read $DB: $1"
 }
 
+# A killed rank would leave its group's all-reduce waiting: refused.
+run_sim --job agg-kill --ranks 4 --layers 2 --windows 4 \
+    --steps-per-window 2 --aggregate job --kill 1:2
+rc=$?
+[ "$rc" -eq 2 ] || fail "--aggregate job --kill exited with $rc, not 2"
+grep -q "does not take --kill" "$TMP/sim.err" ||
+    fail "--aggregate job --kill did not say why: $(cat "$TMP/sim.err")"
+ok "--aggregate with --kill is refused as a usage error"
+run_sim --job agg-bad --ranks 2 --layers 2 --windows 2 \
+    --steps-per-window 2 --aggregate rack
+rc=$?
+[ "$rc" -eq 2 ] || fail "--aggregate rack exited with $rc, not 2"
+grep -q "must be rank, node or job" "$TMP/sim.err" ||
+    fail "--aggregate rack did not say why: $(cat "$TMP/sim.err")"
+ok "--aggregate rack is refused naming rank, node and job"
+
 start_daemon
 for mode in rank node job; do
 	run_sim --job "agg-$mode" --ranks 4 --layers 6 --windows $WINDOWS \
