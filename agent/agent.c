@@ -25,6 +25,7 @@
 #include "common/msg.h"
 #include "common/stat_table.h"
 #include "timing.h"
+#include "aggregate.h"
 #include "agent_window.h"
 
 #define AGENT_MAX_NAME   255        /* bytes in a job or layer name */
@@ -74,6 +75,11 @@ struct bellows_agent {
 	size_t table_cur_len;         /* its bytes; 0: none */
 	uint8_t *table_prev;          /* the distinct table before it */
 	size_t table_prev_len;        /* its bytes; 0: none */
+	bool agg_on;                  /* aggregate: node or job */
+	bool agg_leader;              /* it sends its group's report */
+	bellows_allreduce_fn *allreduce; /* the group's collective */
+	void *allreduce_arg;             /* passed to it */
+	agent_aggregate agg;             /* the reduction's buffers */
 };
 
 __attribute__((format(printf, 5, 6))) static void
@@ -367,6 +373,15 @@ agent_validate(const bellows_agent_config *cfg)
 		problem = "momentum_beta is not within [0, 1)";
 	else if (cfg->stats_threads > KERN_MAX_THREADS)
 		problem = "stats_threads is larger than 64";
+	else if (cfg->aggregate > BELLOWS_AGGREGATE_JOB)
+		problem = "aggregate is not rank, node or job";
+	else if (cfg->aggregate != BELLOWS_AGGREGATE_RANK &&
+	    cfg->allreduce == NULL)
+		problem = "aggregate node or job needs an allreduce callback";
+	else if (cfg->aggregate == BELLOWS_AGGREGATE_NODE &&
+	    (cfg->aggregate_ranks == 0 || cfg->aggregate_ranks > cfg->world))
+		problem = "aggregate node needs aggregate_ranks within "
+			  "1..world";
 	else if (cfg->resume && cfg->start_step == 0 && cfg->start_window == 0)
 		problem = "resume is set but start_step and start_window are "
 			  "0 (resume continues a run from a checkpoint)";
@@ -486,6 +501,37 @@ bellows_agent_config_init(bellows_agent_config *cfg)
 	cfg->log_level = BELLOWS_LOG_WARN;
 }
 
+/* Lays out the reduction of the rank's group (aggregate node or job):
+ * the job, or aggregate_ranks consecutive ranks, whose lowest reports.
+ * Returns 0 or BELLOWS_ENOMEM. */
+static int
+agent_open_aggregate(bellows_agent *a, const bellows_agent_config *cfg)
+{
+	uint32_t per = cfg->aggregate == BELLOWS_AGGREGATE_JOB
+	    ? cfg->world
+	    : cfg->aggregate_ranks;
+	uint32_t base = cfg->rank - cfg->rank % per;
+	uint32_t group = cfg->world - base < per ? cfg->world - base : per;
+	bool *arrays = calloc(cfg->n_layers, sizeof(bool));
+	int rc;
+
+	if (arrays == NULL)
+		return BELLOWS_ENOMEM;
+	for (uint32_t l = 0; l < cfg->n_layers; l++)
+		arrays[l] = (cfg->layers[l].flags & BELLOWS_LAYER_EXP_HIST) !=
+		    0;
+	rc = agent_aggregate_init(&a->agg, cfg->n_layers, arrays, group,
+	    cfg->rank - base);
+	free(arrays);
+	if (rc != 0)
+		return rc;
+	a->agg_on = true;
+	a->agg_leader = cfg->rank == base;
+	a->allreduce = cfg->allreduce;
+	a->allreduce_arg = cfg->allreduce_arg;
+	return 0;
+}
+
 int
 bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 {
@@ -517,6 +563,9 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 	a->step = cfg->start_step;
 	a->first_step = cfg->start_step;
 	a->window = cfg->start_window;
+	if (cfg->aggregate != BELLOWS_AGGREGATE_RANK &&
+	    (rc = agent_open_aggregate(a, cfg)) != 0)
+		goto fail;
 	rc = BELLOWS_ENOMEM;
 	if ((a->job = strdup(cfg->job)) == NULL ||
 	    (a->stats = calloc(cfg->n_layers, sizeof(*a->stats))) == NULL ||
@@ -595,6 +644,7 @@ bellows_agent_close(bellows_agent **agent)
 	agent_io_close(&a->io);
 	agent_window_fini(&a->win);
 	agent_timing_fini(&a->timing);
+	agent_aggregate_fini(&a->agg);
 	com_decision_fini(&a->resid_default);
 	free(a->stats);
 	free(a->table_cur);
@@ -703,6 +753,38 @@ bellows_agent_observe_device(bellows_agent *agent, uint32_t layer,
 	    cuda_stream);
 }
 
+/* Reduces report r over the rank's group through the caller's
+ * all-reduce; the group's lowest rank queues the report covering the
+ * group, the others only expect its decision. If the collective fails
+ * the rank reports alone. */
+static void
+agent_submit_aggregate(bellows_agent *a, com_report *r)
+{
+	static const int ops[3] = { BELLOWS_REDUCE_SUM, BELLOWS_REDUCE_MAX,
+		BELLOWS_REDUCE_MIN };
+	com_report cover;
+	int rc = 0;
+
+	agent_aggregate_pack(&a->agg, r);
+	for (int i = 0; i < 3 && rc == 0; i++)
+		rc = a->allreduce(a->allreduce_arg, a->agg.buf[ops[i]],
+		    a->agg.len[ops[i]], ops[i]);
+	if (rc != 0) {
+		agent_log(a->log, a->log_arg, a->log_level, BELLOWS_LOG_WARN,
+		    "window %llu: the all-reduce of the statistics failed "
+		    "(%d); this rank reports alone",
+		    (unsigned long long)r->window, rc);
+		agent_io_submit_report(a->io, r);
+		return;
+	}
+	if (!a->agg_leader) {
+		agent_io_skip_report(a->io, r);
+		return;
+	}
+	agent_aggregate_unpack(&a->agg, r, &cover);
+	agent_io_submit_report(a->io, &cover);
+}
+
 /* Finalises the open window, queues its report and opens the next. */
 static void
 agent_close_window(bellows_agent *a)
@@ -737,7 +819,10 @@ agent_close_window(bellows_agent *a)
 	r.batch_size = a->batch_size;
 	r.epoch = a->epoch;
 	r.seq_in_force = a->in_force->seq;
-	agent_io_submit_report(a->io, &r);
+	if (a->agg_on)
+		agent_submit_aggregate(a, &r);
+	else
+		agent_io_submit_report(a->io, &r);
 	a->closed_window = a->window + 1;
 	a->window++;
 	a->first_step = a->step;

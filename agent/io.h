@@ -92,6 +92,14 @@ void agent_io_step_begin(agent_io *io, uint64_t step, uint32_t timeout_ms,
  * an encoding failure is logged and counted as a dropped report. */
 void agent_io_submit_report(agent_io *io, com_report *r);
 
+/* A finished window whose statistics another rank reports (aggregation
+ * inside the job): counts the window and, if the rank is welcomed now,
+ * makes its decision due at r->last_step + 1 + apply_lag exactly as
+ * agent_io_submit_report does, so that this rank waits for and applies
+ * it at the same step as the reporting one. Sends nothing. Never
+ * fails. */
+void agent_io_skip_report(agent_io *io, const com_report *r);
+
 /* Copies the counters of *io into the matching fields of *ret: connected,
  * step (the next step to begin), window, reports_sent, reports_dropped,
  * decisions, decision_misses, snapshots, reconnects, seq_in_force,

@@ -91,6 +91,29 @@ agent_io_step_begin(agent_io *io, uint64_t step, uint32_t timeout_ms,
 	*ret_misses = missed;
 }
 
+/* Makes the decision of report r's window due, called with the lock
+ * held: only a daemon that hears of the window owes a decision for it.
+ * Returns 0 or agent_decisions_expect's error, for io_trainer_expect_said
+ * once the lock is released. */
+static int
+io_trainer_expect(agent_io *io, const com_report *r)
+{
+	if (!io->welcomed)
+		return 0;
+	return agent_decisions_expect(&io->table, r->window,
+	    r->last_step + 1 + io->apply_lag);
+}
+
+/* Logs a failure of io_trainer_expect, outside the lock. */
+static void
+io_trainer_expect_said(agent_io *io, const com_report *r, int rc)
+{
+	if (rc != 0)
+		agent_io_log(io, BELLOWS_LOG_WARN,
+		    "will not wait for the decision of window %llu: %s",
+		    (unsigned long long)r->window, bellows_strerror(rc));
+}
+
 void
 agent_io_submit_report(agent_io *io, com_report *r)
 {
@@ -129,16 +152,22 @@ agent_io_submit_report(agent_io *io, com_report *r)
 	io->queue[(io->q_head + io->q_len) % io->q_cap].len = len;
 	io->queue[(io->q_head + io->q_len) % io->q_cap].window = r->window;
 	io->q_len++;
-	/* Only a daemon that hears the report owes a decision for it. */
-	if (io->welcomed)
-		rc = agent_decisions_expect(&io->table, r->window,
-		    r->last_step + 1 + io->apply_lag);
+	rc = io_trainer_expect(io, r);
 	agent_io_unlock(io);
-	if (rc != 0)
-		agent_io_log(io, BELLOWS_LOG_WARN,
-		    "will not wait for the decision of window %llu: %s",
-		    (unsigned long long)r->window, bellows_strerror(rc));
+	io_trainer_expect_said(io, r, rc);
 	agent_io_wake(io);
+}
+
+void
+agent_io_skip_report(agent_io *io, const com_report *r)
+{
+	int rc;
+
+	agent_io_lock(io);
+	io->windows++;
+	rc = io_trainer_expect(io, r);
+	agent_io_unlock(io);
+	io_trainer_expect_said(io, r, rc);
 }
 
 void

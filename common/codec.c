@@ -280,6 +280,7 @@ codec_out_layer_stats(const com_layer_stats *s, Bellows__LayerStats *p)
 	p->layer = s->layer;
 	BELLOWS_LAYER_STATS(CODEC_OUT_STAT)
 	BELLOWS_LAYER_ARRAYS(CODEC_OUT_ARRAY)
+	p->acc_norm_mean = s->acc_norm_mean;
 }
 
 static void
@@ -351,6 +352,7 @@ codec_out_report(codec_out *o, const com_report *r)
 	pr->epoch = r->epoch;
 	pr->seq_in_force = r->seq_in_force;
 	pr->lr_next = r->lr_next;
+	pr->ranks = r->ranks;
 	o->env.body_case = BELLOWS__ENVELOPE__BODY_REPORT;
 	o->env.report = pr;
 	return 0;

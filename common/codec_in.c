@@ -602,6 +602,9 @@ codec_in_layer_stats(const Bellows__LayerStats *p, const com_limits *lim,
 	s->layer = p->layer;
 	BELLOWS_LAYER_STATS(CODEC_IN_STAT)
 	BELLOWS_LAYER_ARRAYS(CODEC_IN_ARRAY)
+	if (!codec_in_magnitude(p->acc_norm_mean))
+		return BELLOWS_EPROTO;
+	s->acc_norm_mean = p->acc_norm_mean;
 	return 0;
 }
 
@@ -642,6 +645,7 @@ codec_in_report(const Bellows__Report *pr, const com_limits *lim, com_report *r)
 	int rc;
 
 	if (pr->rank >= lim->max_world || pr->n_layers > lim->max_layers ||
+	    pr->ranks > lim->max_world - pr->rank ||
 	    !codec_in_magnitude(pr->lr) || !codec_in_magnitude(pr->lr_next))
 		return BELLOWS_EPROTO;
 	if ((rc = codec_in_name(pr->job, lim, false, &r->job)) != 0)
@@ -671,6 +675,7 @@ codec_in_report(const Bellows__Report *pr, const com_limits *lim, com_report *r)
 	r->epoch = pr->epoch;
 	r->seq_in_force = pr->seq_in_force;
 	r->lr_next = pr->lr_next;
+	r->ranks = pr->ranks;
 	return 0;
 }
 

@@ -19,7 +19,7 @@
 
 /* Values go on the wire inside the Envelope: never change, only append. */
 #define BELLOWS_PROTO_MAJOR 1
-#define BELLOWS_PROTO_MINOR 2
+#define BELLOWS_PROTO_MINOR 3
 
 #define COM_MAX_NDIM 8 /* most dimensions a layer shape may have */
 
@@ -117,6 +117,9 @@ typedef struct com_layer_stats {
 							* (com_msg_fini), the
 							* producer's in one
 							* being built */
+	double acc_norm_mean; /* minor 3: in a report covering several ranks,
+			       * the mean of acc_norm over them (acc_norm
+			       * is the reporting rank's own); else 0 */
 } com_layer_stats;
 
 /* One rank's timings of a window: the fields of BELLOWS_RANK_TIMINGS
@@ -149,6 +152,9 @@ typedef struct com_report {
 	double lr_next;          /* LR the next window starts with; 0 = lr */
 	uint32_t n_comm;         /* entries in comm (minor 1) */
 	com_comm_sample *comm;   /* collective timings by size and kind */
+	uint32_t ranks;          /* minor 3: ranks covered, rank .. rank +
+				  * ranks - 1 (reduced inside the job); 0
+				  * or 1: the rank alone */
 } com_report;
 
 typedef struct com_heartbeat {

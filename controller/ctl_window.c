@@ -124,7 +124,8 @@ struct ctl_window {
 	uint64_t opened_ms;            /* first report */
 	uint32_t world;                /* ranks in the job */
 	uint32_t n_layers;             /* layers in the job */
-	uint32_t n_reported;           /* ranks folded in */
+	uint32_t n_reported;           /* ranks folded in (a report
+					* covering several counts each) */
 	uint8_t *reported;             /* world flags */
 	uint64_t first_step;           /* min over ranks */
 	uint64_t last_step;            /* max over ranks */
@@ -285,11 +286,15 @@ window_vals_reserve(window_vals *v)
 	    (WINDOW_NUM_##type(acc[k]) == 0 ||                                 \
 		(s)->f < WINDOW_NUM_##type(acc[k])))                           \
 		WINDOW_NUM_##type(acc[k]) = (s)->f;
-#define WINDOW_ADD_MEAN(s, f, type, gate, wtype, acc, k) acc[k].d += (s)->f;
+/* A report covering several ranks carries their means, weighted here by
+ * the ranks covered (`cover`), so that a mean over reports is the mean
+ * over ranks. */
+#define WINDOW_ADD_MEAN(s, f, type, gate, wtype, acc, k)                       \
+	acc[k].d += (s)->f * (double)cover;
 #define WINDOW_ADD_GATED_MEAN(s, f, type, gate, wtype, acc, k)                 \
 	if ((s)->gate > 0) {                                                   \
-		acc[k].d += (s)->f;                                            \
-		a->gated[k]++;                                                 \
+		acc[k].d += (s)->f * (double)cover;                            \
+		a->gated[k] += cover;                                          \
 	}
 #define WINDOW_ADD_GATED_MEDIAN(s, f, type, gate, wtype, acc, k)               \
 	if ((s)->gate > 0) {                                                   \
@@ -300,7 +305,7 @@ window_vals_reserve(window_vals *v)
 #define WINDOW_ADD_NORM(s, f, type, gate, wtype, acc, k)                       \
 	if (rank == 0)                                                         \
 		a->norm_rank0 = (s)->f;                                        \
-	acc[k].d += (s)->f;
+	acc[k].d += cover > 1 ? (s)->acc_norm_mean * (double)cover : (s)->f;
 /* The per-step medians keep one value per rank (ctl_window_add). */
 #define WINDOW_ADD_STEP_MEDIAN(s, f, type, gate, wtype, acc, k)
 #define WINDOW_ADD_STEP_MEDIAN_NZ(s, f, type, gate, wtype, acc, k)
@@ -392,16 +397,17 @@ window_reserve(ctl_window *w, const com_report *rep)
 	return 0;
 }
 
-/* Folds in the statistics of one layer of rank `rank`'s report, entry by
- * entry of the layer table. */
+/* Folds in the statistics of one layer of rank `rank`'s report, covering
+ * `cover` ranks, entry by entry of the layer table. */
 static void
-window_add_layer(ctl_window *w, uint32_t rank, const com_layer_stats *s)
+window_add_layer(ctl_window *w, uint32_t rank, uint32_t cover,
+    const com_layer_stats *s)
 {
 	window_layer_agg *a = &w->agg[s->layer];
 	window_vals *v;
 	uint32_t m = 0;
 
-	a->ranks++;
+	a->ranks += cover;
 	BELLOWS_LAYER_STATS(WINDOW_ADD_LAYER)
 	(void)v;
 	(void)m;
@@ -428,19 +434,24 @@ int
 ctl_window_add(ctl_window *w, const com_report *rep)
 {
 	const com_timings *t = &rep->timings;
+	uint32_t cover = rep->ranks > 1 ? rep->ranks : 1;
+	bool first = w->n_reported == 0;
 	double steps;
 
-	if (w->reported[rep->rank])
-		return BELLOWS_EBUSY;
+	if (rep->rank >= w->world || cover > w->world - rep->rank)
+		return BELLOWS_EINVAL;
+	for (uint32_t r = rep->rank; r < rep->rank + cover; r++)
+		if (w->reported[r])
+			return BELLOWS_EBUSY;
 	if (window_reserve(w, rep) != 0)
 		return BELLOWS_ENOMEM;
-	w->reported[rep->rank] = 1;
-	w->n_reported++;
+	memset(w->reported + rep->rank, 1, cover);
+	w->n_reported += cover;
 	if (rep->first_step < w->first_step)
 		w->first_step = rep->first_step;
 	if (rep->last_step > w->last_step)
 		w->last_step = rep->last_step;
-	if (rep->rank == 0 || w->n_reported == 1) {
+	if (rep->rank == 0 || first) {
 		w->epoch = rep->epoch;
 		w->lr = rep->lr;
 		w->lr_next = rep->lr_next > 0 ? rep->lr_next : rep->lr;
@@ -463,7 +474,7 @@ ctl_window_add(ctl_window *w, const com_report *rep)
 	/* The timings' kinds (sums, max, min) need no list. */
 	BELLOWS_RANK_TIMINGS(WINDOW_ADD_TIMING)
 	for (uint32_t i = 0; i < rep->n_layers; i++)
-		window_add_layer(w, rep->rank, &rep->layers[i]);
+		window_add_layer(w, rep->rank, cover, &rep->layers[i]);
 	for (uint32_t i = 0; i < rep->n_comm; i++) {
 		const com_comm_sample *c = &rep->comm[i];
 

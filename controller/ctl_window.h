@@ -45,12 +45,16 @@ size_t ctl_window_layer_col(uint32_t i, int col);
  * none. */
 size_t ctl_window_timing_col(uint32_t i);
 
-/* Folds in one rank's report (already checked against the job: rank <
- * world, layer indices < n_layers), its per-tensor timings and its
- * collectives (CommSamples, which the window copies). Returns 0,
- * BELLOWS_EBUSY if that rank already reported this window (the duplicate
- * is ignored), or BELLOWS_ENOMEM (nothing of the report is folded in and
- * the rank may report again). */
+/* Folds in one rank's report (already checked against the job: layer
+ * indices < n_layers), its per-tensor timings and its collectives
+ * (CommSamples, which the window copies). A report whose `ranks` is above
+ * 1 covers ranks rank .. rank + ranks - 1, reduced inside the job: each
+ * of them counts as reported, its means weigh as many ranks, and its
+ * per-step timings and per-tensor medians count once. Returns 0,
+ * BELLOWS_EINVAL if the ranks covered are not all below world,
+ * BELLOWS_EBUSY if one of them already reported this window (the
+ * duplicate is ignored), or BELLOWS_ENOMEM (nothing of the report is
+ * folded in and the rank may report again). */
 int ctl_window_add(ctl_window *window, const com_report *report);
 
 /* Array statistics (BELLOWS_LAYER_ARRAYS) left out of this window's sums

@@ -40,7 +40,9 @@
  *   rank is expected (join, rejoin, loss, leave, resume) takes the rank
  *   out of the counts before and puts it back after (job_count_rank), so
  *   a report costs O(1), not a walk over the job's ranks, and opening a
- *   window counts its ranks once.
+ *   window counts its ranks once. A report covering several ranks (their
+ *   statistics reduced inside the job, com_report.ranks) holds a report
+ *   of each of them and adds each expected one to have[i].
  */
 #include "jobs_int.h"
 
@@ -1146,6 +1148,12 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 			return BELLOWS_EPROTO;
 		}
 	}
+	if (rep->ranks > 1 && rep->ranks > j->world - rep->rank) {
+		ctl_jobs_why(why, why_len,
+		    "report of rank %u covers %u ranks of a %u-rank job",
+		    rep->rank, rep->ranks, j->world);
+		return BELLOWS_EPROTO;
+	}
 	rank_seen(jobs, j, rk, now_ms);
 	if (rep->last_step < rep->first_step) {
 		ctl_jobs_why(why, why_len, "report steps %" PRIu64 "..%" PRIu64,
@@ -1200,8 +1208,12 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		jobs->counters.duplicates++;
 		return 0;
 	}
-	if (rank_expected(rk, rep->window))
-		j->have[slot]++;
+	/* A report covering several ranks (aggregated inside the job)
+	 * completes each of them: O(ranks covered), once per report. */
+	for (uint32_t c = rep->rank;
+	     c < rep->rank + (rep->ranks > 1 ? rep->ranks : 1); c++)
+		if (rank_expected(&j->ranks[c], rep->window))
+			j->have[slot]++;
 	rank_taken_mark(rk, rep->window);
 	rk->reports++;
 	j->reports++;

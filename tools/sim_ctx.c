@@ -1,6 +1,7 @@
 /* sim_ctx - the shared mapping of `bellows sim`, see sim_ctx.h.
  */
 #include "sim_ctx.h"
+#include "sim_reduce.h"
 
 #include <bellows/error.h>
 
@@ -15,7 +16,11 @@ tool_sim_ctx_map(sim_ctx *cx)
 	size_t records = (size_t)o->ranks * cx->total_steps * sizeof(uint64_t);
 	void *map;
 
-	cx->map_len = head + slots + 2 * records;
+	size_t reduce;
+
+	cx->reduce_len = o->aggregate != 0 ? tool_sim_reduce_len(o) : 0;
+	reduce = (size_t)o->ranks * 2 * cx->reduce_len * sizeof(double);
+	cx->map_len = head + slots + 2 * records + reduce;
 	map = mmap(NULL, cx->map_len, PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (map == MAP_FAILED)
@@ -25,6 +30,9 @@ tool_sim_ctx_map(sim_ctx *cx)
 	cx->slots = (sim_slot *)((char *)map + head);
 	cx->seq = (uint64_t *)((char *)map + head + slots);
 	cx->tables = (uint64_t *)((char *)map + head + slots + records);
+	cx->reduce = reduce > 0
+	    ? (double *)((char *)map + head + slots + 2 * records)
+	    : NULL;
 	atomic_init(&cx->sh->stop, 0);
 	atomic_init(&cx->sh->levels_next, 0);
 	for (uint32_t r = 0; r < o->ranks; r++) {
@@ -36,6 +44,7 @@ tool_sim_ctx_map(sim_ctx *cx)
 		atomic_init(&cx->slots[r].at_kill, 0);
 		atomic_init(&cx->slots[r].welcomed_end, 0);
 		atomic_init(&cx->slots[r].lost, 0);
+		atomic_init(&cx->slots[r].reduce_gen, 0);
 	}
 	memset(cx->seq, 0xff, records);
 	memset(cx->tables, 0, records);
@@ -52,4 +61,5 @@ tool_sim_ctx_unmap(sim_ctx *cx)
 	cx->slots = NULL;
 	cx->seq = NULL;
 	cx->tables = NULL;
+	cx->reduce = NULL;
 }

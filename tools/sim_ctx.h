@@ -52,6 +52,9 @@ typedef struct sim_slot {
 					   * none; written before the process
 					   * exits, read after it is reaped */
 	char last_error_text[256];        /* its message */
+	_Atomic uint64_t reduce_gen;      /* --aggregate: the last all-reduce
+					   * call whose values are in its
+					   * rows (sim_reduce.h) */
 } sim_slot;
 
 typedef struct sim_shared {
@@ -74,6 +77,9 @@ typedef struct sim_ctx {
 	sim_slot *slots;      /* ranks entries in map */
 	uint64_t *seq;        /* ranks x total_steps records in map */
 	uint64_t *tables;     /* ranks x total_steps table hashes in map */
+	double *reduce;       /* --aggregate: ranks x 2 rows of reduce_len
+			       * doubles in map, NULL without */
+	size_t reduce_len;    /* doubles in a row */
 } sim_ctx;
 
 /* Maps the shared records for cx->o->ranks ranks and cx->total_steps

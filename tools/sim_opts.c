@@ -211,6 +211,25 @@ sim_parse_backward(const char *cmd, const char *opt, const char *text,
 	    &((sim_opts *)opts)->backward_ms);
 }
 
+static int
+sim_parse_aggregate(const char *cmd, const char *opt, const char *text,
+    void *opts)
+{
+	static const char *const names[] = { "rank", "node", "job" };
+	sim_opts *o = opts;
+
+	(void)cmd;
+	for (uint32_t i = 0; i < 3; i++) {
+		if (strcmp(text, names[i]) == 0) {
+			o->aggregate = i;
+			return 0;
+		}
+	}
+	fprintf(stderr, "bellows sim: %s must be rank, node or job, not '%s'\n",
+	    opt, text);
+	return BELLOWS_EINVAL;
+}
+
 #define SIM_STR_(x) #x
 #define SIM_STR(x)  SIM_STR_(x)
 
@@ -219,6 +238,7 @@ static const sim_opts sim_defaults = {
 	.decision_timeout_ms = 5000,
 	.down_ms = 3000,
 	.comm_noise = 0.02,
+	.node_ranks = 2,
 };
 
 /* Each row as `bellows sim --help` lists it; the limits are those of
@@ -357,6 +377,22 @@ static const tool_opt sim_opt_rows[] = {
 		    "$BELLOWS_CLIENT_KEY); with both, CURVE",
 	    .kind = TOOL_OPT_TEXT,
 	    .at = offsetof(sim_opts, client_key) },
+	{ .name = "aggregate",
+	    .arg = "rank|node|job",
+	    .help = "where a window's statistics are reduced: each rank "
+		    "reports its own (rank, the default), or the ranks of a "
+		    "node (--node-ranks) or of the job reduce them through a "
+		    "simulated all-reduce over shared memory and the lowest "
+		    "rank reports for them",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = sim_parse_aggregate },
+	{ .name = "node-ranks",
+	    .arg = "N",
+	    .help = "ranks per node with --aggregate node (default 2)",
+	    .kind = TOOL_OPT_U32,
+	    .at = offsetof(sim_opts, node_ranks),
+	    .min = 1,
+	    .max = SIM_MAX_RANKS },
 	/* Modelled statistics: each rank reports them through its agent. */
 	{ .name = "comm-model",
 	    .arg = "A,G,R,C[,M]",
@@ -434,6 +470,7 @@ tool_sim_opts_usage(FILE *f)
 	    "                   [--act LBAR,R,RATIO] [--mem TOTAL_MB,USED_MB]\n"
 	    "                   [--run-id ID] [--start-window N [--resume]]\n"
 	    "                   [--server-key FILE --client-key FILE]\n"
+	    "                   [--aggregate rank|node|job [--node-ranks N]]\n"
 	    "\n"
 	    "  --control, --publish and --job default to $BELLOWS_CONTROL,\n"
 	    "  $BELLOWS_PUBLISH and $BELLOWS_JOB when set.\n"
@@ -552,6 +589,13 @@ tool_sim_opts_parse(int argc, char **argv, sim_opts *o)
 		return 2;
 	if (o->buckets > 0 && !o->comm_model) {
 		fprintf(stderr, "bellows sim: --buckets needs --comm-model\n");
+		return 2;
+	}
+	if (o->aggregate != 0 && o->kill) {
+		fprintf(stderr,
+		    "bellows sim: --aggregate node or job does not "
+		    "take --kill (the group's all-reduce would wait "
+		    "for the killed rank)\n");
 		return 2;
 	}
 	if (o->buckets > o->layers) {

@@ -67,6 +67,8 @@ typedef struct sim_opts {
 	const char *client_key; /* --client-key, NULL: not given */
 	tool_keys keys;         /* the CURVE keys found (options, else
 				 * the environment) */
+	uint32_t aggregate;     /* bellows_aggregate: --aggregate */
+	uint32_t node_ranks;    /* ranks per node with --aggregate node */
 } sim_opts;
 
 /* Parses the arguments of `bellows sim` (argv[0] is "sim") into *o,

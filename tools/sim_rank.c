@@ -6,6 +6,7 @@
 #include "sim_comm.h"
 #include "sim_model.h"
 #include "sim_record.h"
+#include "sim_reduce.h"
 
 #include <bellows/agent.h>
 #include <bellows/error.h>
@@ -408,6 +409,13 @@ tool_sim_rank_main(const sim_ctx *cx, uint32_t rank, uint64_t start_step)
 	cfg.log = sim_log;
 	cfg.log_arg = &rk;
 	cfg.log_level = BELLOWS_LOG_WARN;
+	cfg.aggregate = o->aggregate;
+	cfg.aggregate_ranks = o->node_ranks < o->ranks ? o->node_ranks
+						       : o->ranks;
+	if (o->aggregate != BELLOWS_AGGREGATE_RANK) {
+		cfg.allreduce = tool_sim_allreduce;
+		cfg.allreduce_arg = &rk;
+	}
 	if ((r = sim_rank_patterns(&rk)) != 0) {
 		fprintf(stderr, "rank %u: %s\n", rank, bellows_strerror(r));
 		goto out;

@@ -38,6 +38,7 @@ typedef struct sim_rank {
 	uint64_t applied;      /* distinct decisions it applied */
 	uint64_t lag;          /* steps from a window's end to its decision,
 				* least seen; UINT64_MAX: none seen yet */
+	uint64_t reduce_calls; /* --aggregate: all-reduces it made */
 } sim_rank;
 
 /* The body of the process of rank `rank`, starting at `start_step` (a

@@ -84,6 +84,39 @@ typedef struct bellows_layer {
 	uint32_t flags;        /* bellows_layer_flags */
 } bellows_layer;
 
+/* Where a window's statistics are reduced (bellows_agent_config.aggregate):
+ * each rank reports its own to bellowsd (RANK), or the ranks of a node
+ * (NODE) or of the whole job (JOB) reduce theirs inside the job through
+ * the caller's all-reduce and the group's lowest rank sends one report
+ * covering the group. Policies see the same window either way; every
+ * rank still joins, heartbeats and applies each decision at its step
+ * (docs/agent.md, "Aggregation inside the job"). */
+enum bellows_aggregate {
+	BELLOWS_AGGREGATE_RANK = 0, /* one report per rank (the default) */
+	BELLOWS_AGGREGATE_NODE = 1, /* one per group of aggregate_ranks
+				     * consecutive ranks */
+	BELLOWS_AGGREGATE_JOB = 2,  /* one for the job, from rank 0 */
+};
+
+/* The element-wise operators a bellows_allreduce_fn is asked for. */
+enum bellows_reduce_op {
+	BELLOWS_REDUCE_SUM = 0, /* sum */
+	BELLOWS_REDUCE_MAX = 1, /* largest */
+	BELLOWS_REDUCE_MIN = 2, /* smallest */
+};
+
+/* The caller's collective: replaces values[0..n) on every rank of the
+ * group (the job's process group with BELLOWS_AGGREGATE_JOB, the rank's
+ * node group with NODE) with their element-wise `op` (bellows_reduce_op)
+ * over the group, like MPI_Allreduce or torch.distributed.all_reduce on
+ * float64. Called on the training thread, inside
+ * bellows_agent_step_end()/bellows_agent_window_end() at a window's end,
+ * three times (SUM, MAX, MIN) on every rank of the group in the same
+ * order with the same n. Values are finite. Returns 0, or non-zero on
+ * failure: every rank whose call failed then reports its own statistics
+ * for that window (the caller should fail on every rank alike). */
+typedef int bellows_allreduce_fn(void *arg, double *values, size_t n, int op);
+
 typedef struct bellows_agent_config {
 	uint32_t size;       /* sizeof(bellows_agent_config); set by _init */
 	const char *control; /* bellowsd ROUTER endpoint */
@@ -131,6 +164,19 @@ typedef struct bellows_agent_config {
 				      * NULL: the environment's
 				      * BELLOWS_STATS_PRECISION, else
 				      * "relaxed" */
+
+	/* Aggregation inside the job (appended). */
+	uint32_t aggregate;       /* bellows_aggregate; 0: RANK. NODE and
+				   * JOB need allreduce and a bellowsd of
+				   * protocol minor 3 or later */
+	uint32_t aggregate_ranks; /* NODE: ranks per node, the groups being
+				   * ranks k*aggregate_ranks ..
+				   * (k+1)*aggregate_ranks - 1 (the last
+				   * may be smaller); 1..world. Ignored
+				   * otherwise */
+	bellows_allreduce_fn *allreduce; /* the group's all-reduce; NULL
+					  * with RANK */
+	void *allreduce_arg;             /* passed to allreduce */
 } bellows_agent_config;
 
 /* Timings and counters of one step, given to bellows_agent_step_end():

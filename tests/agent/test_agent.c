@@ -1293,6 +1293,101 @@ test_report_carries_activations_send_quartiles_collectives_and_memory(
 	fake_stop(f);
 }
 
+/* The other rank of a 2-rank group, simulated: it holds the same values,
+ * so a sum doubles them; `fail` makes the collective fail. */
+typedef struct twin {
+	int calls; /* collectives made */
+	bool fail; /* fail them */
+} twin;
+
+static int
+twin_allreduce(void *arg, double *values, size_t n, int op)
+{
+	twin *t = arg;
+
+	t->calls++;
+	if (t->fail)
+		return -5;
+	if (op == BELLOWS_REDUCE_SUM)
+		for (size_t i = 0; i < n; i++)
+			values[i] *= 2;
+	return 0;
+}
+
+static void
+test_aggregate_sends_the_groups_report_from_its_lowest_rank_only(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_layer_stats own;
+	bellows_agent *a, *b;
+	twin ta = { 0 }, tb = { 0 };
+	com_report *r;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	config(&cfg, f);
+	cfg.window_steps = 2;
+	cfg.aggregate = BELLOWS_AGGREGATE_JOB;
+	cfg.allreduce = twin_allreduce;
+	cfg.rank = 0;
+	cfg.allreduce_arg = &ta;
+	a = open_agent(&cfg);
+	cfg.rank = 1;
+	cfg.allreduce_arg = &tb;
+	b = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected);
+	STATS_WAIT(b, s, s.connected);
+
+	/* Window 0: rank 0 reports for both, rank 1 sends nothing. */
+	for (int i = 0; i < 2; i++) {
+		run_step(a, NULL);
+		run_step(b, NULL);
+	}
+	assert_int_equal(ta.calls, 3);
+	assert_int_equal(tb.calls, 3);
+	FAKE_WAIT(f, f->n_reports == 1);
+	assert_int_equal(bellows_agent_window_stats(a, 0, &own), 0);
+	pthread_mutex_lock(&f->mu);
+	r = &f->reports[0].u.report;
+	assert_int_equal(r->rank, 0);
+	assert_int_equal(r->window, 0);
+	assert_int_equal(r->ranks, 2);
+	assert_int_equal(r->layers[0].count, 2 * own.count);
+	assert_true(r->layers[0].sum_sq == 2 * own.sum_sq);
+	assert_true(r->layers[0].max_abs == own.max_abs);
+	assert_true(r->layers[0].acc_norm == own.acc_norm);
+	assert_true(r->layers[0].acc_norm_mean == own.acc_norm);
+	assert_int_equal(r->timings.steps, 2);
+	pthread_mutex_unlock(&f->mu);
+	/* The agent's own statistics stay its own. */
+	assert_int_equal(own.count, 2 * test_layers[0].numel);
+
+	/* Window 1: the collective fails on both; each reports alone. */
+	ta.fail = tb.fail = true;
+	for (int i = 0; i < 2; i++) {
+		run_step(a, NULL);
+		run_step(b, NULL);
+	}
+	FAKE_WAIT(f, f->n_reports == 3);
+	pthread_mutex_lock(&f->mu);
+	for (uint32_t i = 1; i < 3; i++) {
+		r = &f->reports[i].u.report;
+		assert_int_equal(r->window, 1);
+		assert_int_equal(r->ranks, 0);
+		assert_int_equal(r->layers[0].count, own.count);
+		assert_true(r->layers[0].acc_norm_mean == 0);
+	}
+	assert_int_not_equal(f->reports[1].u.report.rank,
+	    f->reports[2].u.report.rank);
+	pthread_mutex_unlock(&f->mu);
+	assert_true(log_contains("the all-reduce of the statistics failed"));
+	bellows_agent_close(&a);
+	bellows_agent_close(&b);
+	fake_stop(f);
+}
+
 static void
 test_window_stats_expose_the_activation_and_send_fields(void **state)
 {
@@ -2775,6 +2870,8 @@ main(void)
 		    test_curve_keys_come_from_the_environment_and_come_in_pairs),
 		cmocka_unit_test(
 		    test_curve_agent_against_a_plain_daemon_says_so),
+		cmocka_unit_test(
+		    test_aggregate_sends_the_groups_report_from_its_lowest_rank_only),
 	};
 
 	return cmocka_run_group_tests_name("agent", tests, NULL, NULL);

@@ -142,6 +142,7 @@ make_report(com_msg *m, uint32_t n_layers)
 		s->abs_sum = 2.5 + i;
 		s->max_abs = 0.75;
 		s->acc_norm = 3.25 * i;
+		s->acc_norm_mean = 3.5 * i;
 		s->momentum_abs_mean = 1e-4;
 		s->observed_steps = 50;
 		s->act_steps = 40 + i;
@@ -186,6 +187,7 @@ make_report(com_msg *m, uint32_t n_layers)
 	r->epoch = 3;
 	r->seq_in_force = 4;
 	r->lr_next = 0.0125;
+	r->ranks = 3;
 }
 
 static void
@@ -447,6 +449,7 @@ assert_report_equal(const com_report *a, const com_report *b)
 		assert_true(x->abs_sum == y->abs_sum);
 		assert_true(x->max_abs == y->max_abs);
 		assert_true(x->acc_norm == y->acc_norm);
+		assert_true(x->acc_norm_mean == y->acc_norm_mean);
 		assert_true(x->momentum_abs_mean == y->momentum_abs_mean);
 		assert_int_equal(x->observed_steps, y->observed_steps);
 		assert_int_equal(x->act_steps, y->act_steps);
@@ -504,6 +507,7 @@ assert_report_equal(const com_report *a, const com_report *b)
 	assert_int_equal(a->epoch, b->epoch);
 	assert_int_equal(a->seq_in_force, b->seq_in_force);
 	assert_true(a->lr_next == b->lr_next);
+	assert_int_equal(a->ranks, b->ranks);
 }
 
 static void
@@ -1738,6 +1742,31 @@ test_codec_rejects_duplicate_report_indices(void **state)
 	m.u.report.layers[0].layer = 100;
 	m.u.report.layers[4].layer = 0;
 	assert_int_equal(round_trip_rc(&m, &lim), 0);
+}
+
+static void
+test_codec_refuses_a_report_covering_ranks_past_the_world_limit(void **state)
+{
+	com_limits lim = limits();
+	com_msg m;
+
+	(void)state;
+	lim.max_world = 8;
+	make_report(&m, 2); /* rank 2 */
+	m.u.report.ranks = 6;
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_report(&m, 2);
+	m.u.report.ranks = 7;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_report(&m, 2);
+	m.u.report.ranks = UINT32_MAX;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_report(&m, 2);
+	m.u.report.layers[1].acc_norm_mean = NAN;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_report(&m, 2);
+	m.u.report.layers[0].acc_norm_mean = -1;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
 }
 
 static void
@@ -3018,6 +3047,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_codec_rejects_duplicate_report_indices),
 		cmocka_unit_test(
 		    test_codec_round_trips_each_array_statistic_and_refuses_other_lengths),
+		cmocka_unit_test(
+		    test_codec_refuses_a_report_covering_ranks_past_the_world_limit),
 		cmocka_unit_test(test_codec_rejects_mismatched_decision_arrays),
 		cmocka_unit_test(
 		    test_codec_refuses_residual_plans_that_break_the_rules),

@@ -59,11 +59,11 @@ check_against_proto(const ProtobufCMessageDescriptor *d, const com_stat *table,
 static void
 test_stat_table_names_the_proto_fields_with_their_tags_and_types(void **st)
 {
-	static const char *const layer_keys[] = { "layer" };
+	static const char *const layer_keys[] = { "layer", "acc_norm_mean" };
 
 	(void)st;
 	check_against_proto(&bellows__layer_stats__descriptor,
-	    com_layer_stat_table, COM_N_LSTATS, layer_keys, 1, COM_N_LARRAYS);
+	    com_layer_stat_table, COM_N_LSTATS, layer_keys, 2, COM_N_LARRAYS);
 	for (size_t i = 0; i < COM_N_LARRAYS; i++) {
 		const com_stat_array *a = &com_layer_array_table[i];
 		const ProtobufCFieldDescriptor

@@ -773,6 +773,71 @@ test_jobs_completeness_counts_follow_loss_leave_rejoin_and_duplicates(
 }
 
 static void
+test_jobs_a_report_covering_ranks_completes_them_through_loss_and_rejoin(
+    void **state)
+{
+	fixture *f = *state;
+	com_report rep;
+
+	for (uint32_t r = 0; r < 4; r++) {
+		char peer[2] = { (char)('A' + r), '\0' };
+
+		assert_int_equal(join(f, peer, "job", r, 4, 0, 11 + r, 0), 0);
+	}
+	/* Rank 0's report covers the job: the window closes at once, with
+	 * every rank reported. */
+	rep = report_of("job", 0, 0, 0, 9, 1);
+	rep.ranks = 4;
+	assert_int_equal(send_report(f, "A", &rep, 100), 0);
+	assert_int_equal(counters(f).windows, 1);
+	assert_int_equal(telemetry(f)->ranks_reported, 4);
+	assert_int_equal(telemetry(f)->ranks_expected, 4);
+	/* Nodes of two: ranks 2..3 first, then 0..1 closes window 1. */
+	rep = report_of("job", 2, 1, 10, 19, 1);
+	rep.ranks = 2;
+	assert_int_equal(send_report(f, "C", &rep, 200), 0);
+	assert_int_equal(counters(f).windows, 1);
+	rep = report_of("job", 0, 1, 10, 19, 1);
+	rep.ranks = 2;
+	assert_int_equal(send_report(f, "A", &rep, 210), 0);
+	assert_int_equal(counters(f).windows, 2);
+	/* A cover past the job's ranks is refused and counts nothing. */
+	rep = report_of("job", 2, 2, 20, 29, 1);
+	rep.ranks = 3;
+	assert_int_equal(send_report(f, "C", &rep, 300), BELLOWS_EPROTO);
+	/* Rank 3 is lost (it alone does not beat): the node report of 2..3
+	 * still counts rank 2, and the window completes without 3. */
+	assert_int_equal(beat(f, "A", "job", 0, 20, 1, 4000), 0);
+	assert_int_equal(beat(f, "B", "job", 1, 20, 1, 4000), 0);
+	assert_int_equal(beat(f, "C", "job", 2, 20, 1, 4000), 0);
+	ctl_jobs_tick(f->jobs, 5100);
+	assert_int_equal(counters(f).ranks_lost, 1);
+	rep.ranks = 2;
+	assert_int_equal(send_report(f, "C", &rep, 5110), 0);
+	assert_int_equal(counters(f).windows, 2);
+	rep = report_of("job", 0, 2, 20, 29, 1);
+	rep.ranks = 2;
+	assert_int_equal(send_report(f, "A", &rep, 5120), 0);
+	assert_int_equal(counters(f).windows, 3);
+	assert_int_equal(telemetry(f)->ranks_expected, 3);
+	/* Rank 3 rejoins: window 3 waits for it again, and a report of
+	 * rank 1 alone there is a duplicate of the one covering it. */
+	assert_int_equal(join(f, "D2", "job", 3, 4, 30, 99, 5200), 0);
+	rep = report_of("job", 0, 3, 30, 39, 1);
+	rep.ranks = 2;
+	assert_int_equal(send_report(f, "A", &rep, 5300), 0);
+	rep = report_of("job", 1, 3, 30, 39, 1);
+	assert_int_equal(send_report(f, "B", &rep, 5310), 0);
+	assert_int_equal(counters(f).duplicates, 1);
+	assert_int_equal(counters(f).windows, 3);
+	rep = report_of("job", 2, 3, 30, 39, 1);
+	rep.ranks = 2;
+	assert_int_equal(send_report(f, "C", &rep, 5320), 0);
+	assert_int_equal(counters(f).windows, 4);
+	assert_int_equal(counters(f).incomplete, 0);
+}
+
+static void
 test_jobs_bye_removes_a_rank_at_once(void **state)
 {
 	fixture *f = *state;
@@ -2022,6 +2087,7 @@ main(void)
 		T(test_jobs_window_timeout_closes_an_incomplete_window),
 		T(test_jobs_lost_rank_is_not_waited_for_and_can_rejoin),
 		T(test_jobs_completeness_counts_follow_loss_leave_rejoin_and_duplicates),
+		T(test_jobs_a_report_covering_ranks_completes_them_through_loss_and_rejoin),
 		T(test_jobs_bye_removes_a_rank_at_once),
 		T(test_jobs_bye_is_an_event_rank_left_not_rank_lost),
 		T(test_jobs_refuses_a_duplicate_rank_held_by_a_live_agent),

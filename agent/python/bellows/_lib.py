@@ -141,6 +141,15 @@ class Layer(ctypes.Structure):
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int,
                           ctypes.c_char_p)
 
+# bellows_allreduce_fn: (arg, values, n, op) -> 0 or non-zero.
+ALLREDUCE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p,
+                                ctypes.POINTER(ctypes.c_double),
+                                ctypes.c_size_t, ctypes.c_int)
+
+# enum bellows_aggregate and enum bellows_reduce_op.
+AGGREGATE = {"rank": 0, "node": 1, "job": 2}
+REDUCE_SUM, REDUCE_MAX, REDUCE_MIN = 0, 1, 2
+
 
 class AgentConfig(ctypes.Structure):
     """struct bellows_agent_config, as far as this binding knows it."""
@@ -170,6 +179,10 @@ class AgentConfig(ctypes.Structure):
         ("server_key", ctypes.c_char_p),
         ("client_key", ctypes.c_char_p),
         ("stats_precision", ctypes.c_char_p),
+        ("aggregate", ctypes.c_uint32),
+        ("aggregate_ranks", ctypes.c_uint32),
+        ("allreduce", ALLREDUCE_FN),
+        ("allreduce_arg", ctypes.c_void_p),
     ]
 
 

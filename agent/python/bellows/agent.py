@@ -302,6 +302,30 @@ def _tensor_args(grad):
     return a.ctypes.data, a.size, code, None, a
 
 
+_REDUCE_NAMES = {_lib.REDUCE_SUM: "sum", _lib.REDUCE_MAX: "max",
+                 _lib.REDUCE_MIN: "min"}
+
+
+def _allreduce_callback(fn, sink):
+    """The C all-reduce callback around fn(values, op): values is a float64
+    numpy view of the library's buffer, op "sum", "max" or "min". An
+    exception is logged and returned as a failure (the rank then reports
+    alone), never raised through C."""
+
+    def call(_arg, values, n, op):
+        try:
+            import numpy as np
+
+            fn(np.ctypeslib.as_array(values, shape=(n,)), _REDUCE_NAMES[op])
+            return 0
+        except BaseException as e:  # noqa: BLE001 - never unwind into C
+            _log.warning("%saggregate: the all-reduce failed (%r); this "
+                         "rank reports alone", sink.prefix, e)
+            return -1
+
+    return _lib.ALLREDUCE_FN(call)
+
+
 class Agent:
     """One rank's bellows agent (bellows_agent_open ... _close).
 
@@ -324,7 +348,9 @@ class Agent:
                  run_id: str | None = None, resume: bool = False,
                  server_key: str | os.PathLike | None = None,
                  client_key: str | os.PathLike | None = None,
-                 stats_precision: str | None = None):
+                 stats_precision: str | None = None,
+                 aggregate: str = "rank", aggregate_ranks: int = 0,
+                 allreduce=None):
         """Opens the agent (bellows_agent_open).
 
         ``layers`` is a sequence of bellows.Layer, the same on every rank.
@@ -342,6 +368,16 @@ class Agent:
         ``stats_precision`` is "relaxed" (gradient sums within 1e-6
         relative, at memory speed) or "exact" (within 3e-14); None:
         $BELLOWS_STATS_PRECISION, else "relaxed". Another value is EINVAL.
+        ``aggregate`` is "rank" (every rank reports its own statistics),
+        "node" (the ranks of each group of ``aggregate_ranks`` consecutive
+        ranks reduce theirs and the group's lowest rank reports) or "job"
+        (rank 0 reports for the job); the reduction is ``allreduce``, a
+        callable (values, op) that replaces the float64 numpy array
+        ``values`` in place with its element-wise op ("sum", "max",
+        "min") over the group, called by every rank of the group at each
+        window's end (bellows.torch.attach makes one from
+        torch.distributed). Every rank still applies each decision at its
+        step (docs/agent.md, "Aggregation inside the job").
         Options left None keep the library's defaults (docs/agent.md):
         ``control`` and ``publish`` come from $BELLOWS_CONTROL and
         $BELLOWS_PUBLISH when set, and a ``job`` of None from $BELLOWS_JOB
@@ -433,6 +469,19 @@ class Agent:
                     b = os.fsencode(path)
                     self._keep.append(b)
                     setattr(cfg, name, b)
+        if aggregate not in _lib.AGGREGATE:
+            raise ValueError("aggregate must be 'rank', 'node' or 'job', "
+                             f"not {aggregate!r}")
+        if aggregate != "rank":
+            if not _lib.config_has("allreduce"):
+                raise BellowsError("bellows_agent_open", _lib.ENOTSUP,
+                                   "this libbellows has no aggregate")
+            if allreduce is None:
+                raise ValueError(f"aggregate={aggregate!r} needs allreduce")
+            cfg.aggregate = _lib.AGGREGATE[aggregate]
+            cfg.aggregate_ranks = aggregate_ranks
+            self._allreduce = _allreduce_callback(allreduce, self._sink)
+            cfg.allreduce = self._allreduce
         self._sink.capture = []
         self._sink.capture_thread = threading.get_ident()
         try:

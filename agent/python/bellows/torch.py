@@ -75,7 +75,7 @@ from bellows.compress import (
 from bellows.resireduce import Plan
 
 __all__ = ["CompressionHook", "LevelChange", "PlanChange", "TorchAgent",
-           "attach", "layer_table"]
+           "attach", "group_allreduce", "layer_table"]
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -661,12 +661,72 @@ def _group_rank0(process_group) -> int:
     return dist.get_global_rank(process_group, 0)
 
 
+_TORCH_OPS = {"sum": "SUM", "max": "MAX", "min": "MIN"}
+
+
+def group_allreduce(process_group=None):
+    """An all-reduce for bellows.Agent's ``allreduce`` over the process
+    group (None: the default group): reduces the float64 values in place
+    with torch.distributed.all_reduce, through the group's device when its
+    backend is NCCL."""
+    device = None
+    if dist.get_backend(process_group) == "nccl":
+        device = torch.device("cuda", torch.cuda.current_device())
+
+    def allreduce(values, op: str) -> None:
+        t = torch.from_numpy(values)
+        if device is not None:
+            t = t.to(device)
+        dist.all_reduce(t, op=getattr(dist.ReduceOp, _TORCH_OPS[op]),
+                        group=process_group)
+        if device is not None:
+            values[:] = t.cpu().numpy()
+
+    return allreduce
+
+
+def _aggregate_options(aggregate: str, node_ranks: int | None,
+                       process_group, options: dict) -> None:
+    """Fills the Agent options of ``aggregate`` ("rank", "node", "job"):
+    the group's all-reduce from torch.distributed. With "node", the
+    nodes are groups of node_ranks consecutive ranks (None:
+    $LOCAL_WORLD_SIZE, as torchrun sets it), each a group made here by
+    every rank (dist.new_group)."""
+    options["aggregate"] = aggregate
+    if aggregate == "rank":
+        return
+    if aggregate == "job":
+        options["allreduce"] = group_allreduce(process_group)
+        return
+    if aggregate != "node":
+        raise ValueError("aggregate must be 'rank', 'node' or 'job', not "
+                         f"{aggregate!r}")
+    if process_group is not None:
+        raise ValueError("aggregate='node' works on the default process "
+                         "group only")
+    if node_ranks is None:
+        node_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "0"))
+    world = dist.get_world_size()
+    if node_ranks <= 0 or world % node_ranks != 0:
+        raise ValueError(f"aggregate='node' needs node_ranks dividing the "
+                         f"world of {world} (got {node_ranks}; set "
+                         "LOCAL_WORLD_SIZE or pass node_ranks)")
+    # Every rank makes every node's group, in the same order, as
+    # dist.new_group requires (dist.new_subgroups wants CUDA).
+    groups = [dist.new_group(list(range(first, first + node_ranks)))
+              for first in range(0, world, node_ranks)]
+    options["aggregate_ranks"] = node_ranks
+    options["allreduce"] = group_allreduce(
+        groups[dist.get_rank() // node_ranks])
+
+
 def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 0,
            quant_threshold: float = 0.5, per_layer: bool = True,
            align: bool = True, time_every: int = 16,
            control: str | None = None, publish: str | None = None,
            window_steps: int = 0, layer_flags: int = 0,
            exp_hist=None, process_group=None, optimizer=None,
+           aggregate: str = "rank", node_ranks: int | None = None,
            **agent_options) -> TorchAgent:
     """Attaches a DistributedDataParallel model to a new bellows agent.
 
@@ -713,6 +773,14 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
     broadcasts over the process group, so that every rank of this launch
     sends the same one and a relaunch a new one.
 
+    ``aggregate`` "job" reduces each window's statistics over the process
+    group with torch.distributed before rank 0 alone reports them; "node"
+    does so within each node (groups of ``node_ranks`` consecutive ranks,
+    None: $LOCAL_WORLD_SIZE), one report per node; "rank" (default) sends
+    every rank's own. Every rank still applies each decision at its step;
+    the reduction costs three small all-reduces per window (docs/agent.md,
+    "Aggregation inside the job").
+
     Rank and world come from the process group. Raises BellowsError if the
     agent cannot open, ValueError for an unknown compressor or a bad
     threshold or a negative time_every. Returns the TorchAgent the
@@ -733,6 +801,7 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
     table = layer_table(model, layer_flags, exp_hist)
     if agent_options.get("run_id") is None:
         agent_options["run_id"] = launch_id(process_group)
+    _aggregate_options(aggregate, node_ranks, process_group, agent_options)
     agent = Agent(job, dist.get_rank(process_group),
                   dist.get_world_size(process_group), table,
                   control=control, publish=publish,
