@@ -10,6 +10,8 @@
  */
 #include "args.h"
 
+#include "common/suggest.h"
+
 #include <bellows/error.h>
 
 #include <assert.h>
@@ -147,10 +149,10 @@ args_store(const tool_args_cmd *cmd, const args_rows *r, size_t i,
 
 /* Says what is wrong with `arg`, which getopt_long did not take: a
  * value given to a flag, an abbreviation of more than one option, or
- * an option the subcommand does not have. */
+ * an option the subcommand does not have (and the nearest it has). */
 static void
-args_unknown(const tool_args_cmd *cmd, const args_rows *r, const char *arg,
-    int optopt_val)
+args_unknown(const tool_args_cmd *cmd, const args_rows *r,
+    const struct option *lo, const char *arg, int optopt_val)
 {
 	const char *name;
 	size_t len, hits = 0;
@@ -176,8 +178,13 @@ args_unknown(const tool_args_cmd *cmd, const args_rows *r, const char *arg,
 	for (size_t i = 0; i < r->n; i++)
 		hits += len > 0 && strncmp(r->row[i]->name, name, len) == 0;
 	if (hits < 2) {
-		fprintf(stderr, "bellows %s: unknown option '%.*s'\n",
-		    cmd->name, (int)(len + 2), arg);
+		const char *near = com_suggest_option(arg, lo);
+
+		fprintf(stderr, "bellows %s: unknown option '%.*s'", cmd->name,
+		    (int)(len + 2), arg);
+		if (near != NULL)
+			fprintf(stderr, "; did you mean '--%s'?", near);
+		fputc('\n', stderr);
 		return;
 	}
 	fprintf(stderr, "bellows %s: ambiguous option '%.*s' (", cmd->name,
@@ -229,7 +236,7 @@ tool_args_parse(const tool_args_cmd *cmd, int argc, char **argv, void *opts,
 			return 2;
 		}
 		if (c < ARGS_VAL0 || i >= r.n) {
-			args_unknown(cmd, &r,
+			args_unknown(cmd, &r, lo,
 			    optind > 0 && optind <= argc ? argv[optind - 1]
 							 : NULL,
 			    optopt);

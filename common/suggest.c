@@ -83,3 +83,25 @@ com_suggest(const char *given, const char *const *names, size_t n)
 	}
 	return best;
 }
+
+const char *
+com_suggest_option(const char *arg, const struct option *opts)
+{
+	const char *names[COM_SUGGEST_OPTIONS_MAX];
+	char given[SUGGEST_MAX + 1];
+	size_t n = 0, len;
+
+	if (arg == NULL || opts == NULL || strncmp(arg, "--", 2) != 0)
+		return NULL;
+	len = strcspn(arg + 2, "=");
+	if (len == 0 || len > SUGGEST_MAX)
+		return NULL;
+	memcpy(given, arg + 2, len);
+	given[len] = '\0';
+	for (; opts[n].name != NULL && n < COM_SUGGEST_OPTIONS_MAX; n++) {
+		if (strcmp(opts[n].name, given) == 0)
+			return NULL; /* known: refused for its value */
+		names[n] = opts[n].name;
+	}
+	return com_suggest(given, names, n);
+}

@@ -18,6 +18,7 @@
  */
 #include "common/clock.h"
 #include "common/codec.h"
+#include "common/suggest.h"
 #include "config.h"
 #include "jobs.h"
 #include "log.h"
@@ -360,9 +361,16 @@ main(int argc, char **argv)
 		case 'V':
 			printf("bellowsd %s\n", BELLOWS_VERSION);
 			return 0;
-		default:
+		default: {
+			const char *near = com_suggest_option(argv[optind - 1],
+			    opts);
+
+			if (near != NULL)
+				fprintf(stderr,
+				    "bellowsd: did you mean '--%s'?\n", near);
 			main_usage(stderr);
 			return 2;
+		}
 		}
 	}
 	if (optind < argc || d.policy_path == NULL) {

@@ -5,6 +5,7 @@
 #include "client/args.h"
 #include "client/client.h"
 #include "common/clock.h"
+#include "common/suggest.h"
 #include "layout.h"
 #include "model.h"
 #include "source.h"
@@ -197,9 +198,17 @@ top_parse(int argc, char **argv, top_opts *o)
 		case 'h':
 			dash_top_usage(stdout);
 			return -1;
-		default:
+		default: {
+			const char *near = com_suggest_option(argv[optind - 1],
+			    longopts);
+
+			if (near != NULL)
+				fprintf(stderr,
+				    "bellows top: did you mean '--%s'?\n",
+				    near);
 			dash_top_usage(stderr);
 			return 2;
+		}
 		}
 	}
 	if (optind < argc) {

@@ -5,6 +5,7 @@
 #include "client/args.h"
 #include "client/client.h"
 #include "common/msg.h"
+#include "common/suggest.h"
 
 #include <bellows/error.h>
 
@@ -333,9 +334,17 @@ status_parse(int argc, char **argv, status_opts *o)
 		case 'h':
 			tool_status_usage(stdout);
 			return 0;
-		default:
+		default: {
+			const char *near = com_suggest_option(argv[optind - 1],
+			    opts);
+
+			if (near != NULL)
+				fprintf(stderr,
+				    "bellows status: did you mean '--%s'?\n",
+				    near);
 			tool_status_usage(stderr);
 			return 2;
+		}
 		}
 	}
 	if (optind < argc) {

@@ -67,6 +67,33 @@ test_suggest_prefers_the_nearest_and_skips_null_entries(void **state)
 	assert_null(com_suggest(longname, views, 11));
 }
 
+static void
+test_suggest_option_names_the_long_option_meant(void **state)
+{
+	static const struct option opts[] = {
+		{ "policy", required_argument, NULL, 'p' },
+		{ "control", required_argument, NULL, 'c' },
+		{ "db", required_argument, NULL, 'd' },
+		{ "no-db", no_argument, NULL, 'n' },
+		{ NULL, 0, NULL, 0 },
+	};
+
+	(void)state;
+	assert_string_equal(com_suggest_option("--polcy", opts), "policy");
+	assert_string_equal(com_suggest_option("--contrl=tcp://x:1", opts),
+	    "control");
+	assert_string_equal(com_suggest_option("--nodb", opts), "no-db");
+	/* Known (refused for its value), short, distant or not long. */
+	assert_null(com_suggest_option("--policy", opts));
+	assert_null(com_suggest_option("--policy=", opts));
+	assert_null(com_suggest_option("--frobnicate", opts));
+	assert_null(com_suggest_option("-p", opts));
+	assert_null(com_suggest_option("--", opts));
+	assert_null(com_suggest_option("--=x", opts));
+	assert_null(com_suggest_option(NULL, opts));
+	assert_null(com_suggest_option("--polcy", NULL));
+}
+
 int
 main(void)
 {
@@ -75,6 +102,8 @@ main(void)
 		cmocka_unit_test(test_suggest_names_nothing_for_a_distant_name),
 		cmocka_unit_test(
 		    test_suggest_prefers_the_nearest_and_skips_null_entries),
+		cmocka_unit_test(
+		    test_suggest_option_names_the_long_option_meant),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The names a newcomer types: `bellows help` and `bellows history --help`
-# list every subcommand and history view; a mistyped command, history
-# view or policy type is refused with "did you mean" the nearest one
+# list every subcommand and history view; a mistyped command, option,
+# history view or policy type is refused with "did you mean" the nearest one
 # (and without a guess when none is near); and against a real bellowsd,
 # ranks that end cleanly (a Bye) are recorded as rank_left, not
 # rank_lost, in bellows status and bellows history events.
@@ -72,7 +72,14 @@ grep -qF "typo.yaml:4:15: unknown policy type 'slimgcc'; did you mean 'slimgc'?"
     --no-db >"$TMP/typo.log" 2>&1 && fail "bellowsd ran with type slimgcc"
 grep -qF "did you mean 'slimgc'?" "$TMP/typo.log" ||
     fail "bellowsd said: $(cat "$TMP/typo.log")"
-ok "mistyped commands, views and policy types get the nearest name"
+refused "unknown option '--dbb'; did you mean '--db'?" \
+    "$BELLOWS" history runs --dbb "$TMP/none.db"
+refused "did you mean '--job'?" "$BELLOWS" status --jbo x
+refused "did you mean '--control'?" "$BELLOWS" top --contrl x
+refused "bellowsd: did you mean '--policy'?" "$BELLOWSD" --polcy x.yaml
+"$BELLOWSD" --policy >"$TMP/out.txt" 2>&1
+grep -q "did you mean" "$TMP/out.txt" && fail "a guess for a missing value"
+ok "mistyped commands, options, views and policy types get the nearest name"
 
 # A clean end: every rank says Bye.
 DB=$TMP/history.db
