@@ -43,6 +43,16 @@
 
 /* ---- rows ------------------------------------------------------------ */
 
+/* The parts of a batch's rest (its metric rows and decision changes), in
+ * the order they are written. */
+enum store_rest_part {
+	STORE_REST_TIMINGS,
+	STORE_REST_COMMS,
+	STORE_REST_METRICS,
+	STORE_REST_CHANGES,
+	STORE_REST_PARTS
+};
+
 typedef struct store_run_row {
 	int64_t id;                    /* runs.id */
 	char *job;                     /* owned */
@@ -197,6 +207,12 @@ typedef struct store_batch {
 	uint32_t metric_rows;                    /* timings + comms +
 						  * metrics */
 	bool firm_done;                          /* firm rows committed */
+	uint32_t rest_at[STORE_REST_PARTS];      /* rest rows committed so
+						  * far, per part: a
+						  * transaction that gave
+						  * way to a decision */
+	uint32_t rest_try[STORE_REST_PARTS];     /* the same inside the
+						  * transaction under way */
 	struct store_batch *next;                /* the writer's queue */
 	STORE_VEC(store_file_row) files;         /* policy_files */
 	STORE_VEC(store_run_row) runs;           /* runs */
@@ -307,6 +323,10 @@ typedef struct store_writer {
 	uint64_t next_age_ms;       /* next age retention pass */
 	bool age_due;               /* windows written since the last one */
 	bool wal_full;              /* the WAL outgrew STORE_WAL_MAX_FRAMES */
+	bool decision_queued;       /* a batch with a decision arrived since
+				     * the firm rows were last written */
+	bool gave_way;              /* the metric transaction under way
+				     * stopped early for it */
 } store_writer;
 
 struct ctl_store {

@@ -4,7 +4,8 @@
  * The writer owns its connection (store_writer) and every batch the loop
  * hands it. It writes the firm rows of everything queued in one
  * transaction and tells the loop at once (DURABLE), then the metric rows
- * a transaction of at most batch_rows rows at a time (ACK each); thins
+ * a transaction of at most batch_rows rows at a time (ACK each), which
+ * stops early, committing what it wrote, when a decision arrives; thins
  * and ages windows out by the retention settings; and on an error of the
  * environment rolls back, closes, says so (DEGRADED) and retries with
  * backoff, the batches kept in order. The checkpointer, poked by the
@@ -79,6 +80,8 @@ store_rank_kind_name(uint32_t kind)
 }
 
 /* ---- the writer: rows -------------------------------------------------- */
+
+static void store_writer_read(store_writer *w);
 
 static void
 store_bind_real(sqlite3_stmt *st, int i, double v)
@@ -325,27 +328,42 @@ store_write_stats(store_writer *w, const store_batch *b)
 	return rc;
 }
 
-/* Same for timings. */
-static int
-store_write_timings(store_writer *w, const store_batch *b)
+/* Whether the metric transaction under way should stop and commit what
+ * it has: a batch with a decision arrived, and it would otherwise wait
+ * for the rest of the transaction. Reads the socket. */
+static bool
+store_writer_give_way(store_writer *w)
 {
-	uint32_t i = 0;
+	if (!w->decision_queued)
+		store_writer_read(w);
+	w->gave_way = w->decision_queued;
+	return w->gave_way;
+}
+
+/* Same for timings, from where the batch's last transaction stopped;
+ * gives way to a decision between statements. */
+static int
+store_write_timings(store_writer *w, store_batch *b)
+{
+	uint32_t i = b->rest_at[STORE_REST_TIMINGS];
 	int rc = SQLITE_OK;
 
 	uint32_t n;
 	int cols = STORE_TIMING_FIXED + (int)(hist_cols(HIST_TIMINGS, &n), n);
 
-	for (; rc == SQLITE_OK && i + STORE_MULTI <= b->timings.n;
+	for (; rc == SQLITE_OK && i + STORE_MULTI <= b->timings.n &&
+	     !store_writer_give_way(w);
 	     i += STORE_MULTI) {
 		for (int k = 0; k < STORE_MULTI; k++)
 			store_bind_timing(w->st[ST_TIMING_N], k * cols,
 			    &b->timings.v[i + k]);
 		rc = store_step(w->st[ST_TIMING_N]);
 	}
-	for (; rc == SQLITE_OK && i < b->timings.n; i++) {
+	for (; rc == SQLITE_OK && i < b->timings.n && !w->gave_way; i++) {
 		store_bind_timing(w->st[ST_TIMING], 0, &b->timings.v[i]);
 		rc = store_step(w->st[ST_TIMING]);
 	}
+	b->rest_try[STORE_REST_TIMINGS] = i;
 	return rc;
 }
 
@@ -546,7 +564,10 @@ store_batch_firm(const store_batch *b)
 static bool
 store_batch_rest(const store_batch *b)
 {
-	return (b->timings.n | b->comms.n | b->metrics.n | b->changes.n) != 0;
+	return b->timings.n > b->rest_at[STORE_REST_TIMINGS] ||
+	    b->comms.n > b->rest_at[STORE_REST_COMMS] ||
+	    b->metrics.n > b->rest_at[STORE_REST_METRICS] ||
+	    b->changes.n > b->rest_at[STORE_REST_CHANGES];
 }
 
 #define STORE_WRITE_ALL(vec, fn)                                               \
@@ -555,7 +576,7 @@ store_batch_rest(const store_batch *b)
 
 /* Writes b's firm rows inside the caller's transaction. */
 static int
-store_write_firm(store_writer *w, const store_batch *b)
+store_write_firm(store_writer *w, store_batch *b)
 {
 	int rc = SQLITE_OK;
 
@@ -574,36 +595,53 @@ store_write_firm(store_writer *w, const store_batch *b)
 	return rc;
 }
 
+/* Rows [rest_at, n) of one part of the rest, a decision given way to
+ * every STORE_MULTI rows. */
+#define STORE_WRITE_REST(vec, fn, part)                                        \
+	for (i = b->rest_at[part];                                             \
+	     rc == SQLITE_OK && i < b->vec.n && !w->gave_way; i++) {           \
+		if ((i - b->rest_at[part]) % STORE_MULTI == STORE_MULTI - 1 && \
+		    store_writer_give_way(w))                                  \
+			break;                                                 \
+		rc = fn(w, &b->vec.v[i]);                                      \
+	}                                                                      \
+	b->rest_try[part] = i;
+
 /* Writes b's metric rows (per rank and per policy) and decision changes
- * inside the caller's transaction. */
+ * inside the caller's transaction, from where its last transaction
+ * stopped; stops early (w->gave_way) when a decision arrives. */
 static int
-store_write_rest(store_writer *w, const store_batch *b)
+store_write_rest(store_writer *w, store_batch *b)
 {
 	int rc = store_write_timings(w, b);
+	uint32_t i;
 
-	STORE_WRITE_ALL(comms, store_write_comm)
-	STORE_WRITE_ALL(metrics, store_write_metric)
-	STORE_WRITE_ALL(changes, store_write_change)
+	STORE_WRITE_REST(comms, store_write_comm, STORE_REST_COMMS)
+	STORE_WRITE_REST(metrics, store_write_metric, STORE_REST_METRICS)
+	STORE_WRITE_REST(changes, store_write_change, STORE_REST_CHANGES)
 	return rc;
 }
+#undef STORE_WRITE_REST
 #undef STORE_WRITE_ALL
 
 /* One transaction over n batches from `first`, writing one part of
  * each. */
 static int
-store_write_txn(store_writer *w, const store_batch *first, uint32_t n,
-    int (*part)(store_writer *, const store_batch *))
+store_write_txn(store_writer *w, store_batch *first, uint32_t n,
+    int (*part)(store_writer *, store_batch *))
 {
-	const store_batch *b = first;
+	store_batch *b = first;
 	uint32_t times;
 	int rc;
 
+	w->gave_way = false;
 	rc = store_step(w->st[ST_BEGIN]);
 	if (rc != SQLITE_OK) {
 		store_set_error(w, rc, "cannot begin a transaction");
 		return rc;
 	}
-	for (uint32_t i = 0; i < n && rc == SQLITE_OK; i++, b = b->next)
+	for (uint32_t i = 0; i < n && rc == SQLITE_OK && !w->gave_way;
+	     i++, b = b->next)
 		rc = part(w, b);
 	if (rc != SQLITE_OK) {
 		store_set_error(w, rc, "cannot write");
@@ -644,6 +682,8 @@ store_write_firm_all(store_writer *w)
 		return SQLITE_OK;
 	if ((rc = store_write_txn(w, w->head, n, store_write_firm)) != 0)
 		return rc;
+	/* Every decision queued is in. */
+	w->decision_queued = false;
 	b = w->head;
 	for (i = 0; i < n; i++, b = b->next) {
 		if (!b->firm_done) {
@@ -660,19 +700,34 @@ store_write_firm_all(store_writer *w)
 }
 
 /* Writes the rest (metric rows, decision changes) of the first n batches,
- * whose firm rows are in, in one transaction. */
+ * whose firm rows are in, in one transaction; it stops early, committing
+ * what it wrote, when a decision arrives (store_writer_give_way), so
+ * that a decision waits for STORE_MULTI rows of statistics, not for a
+ * transaction of batch_rows. *ret_done: the batches now wholly written,
+ * from the head (all n unless it stopped early); untouched on failure,
+ * which leaves every batch's rest where its last commit left it. */
 static int
-store_write_rest_n(store_writer *w, uint32_t n)
+store_write_rest_n(store_writer *w, uint32_t n, uint32_t *ret_done)
 {
 	bool rest = false;
 	store_batch *b = w->head;
+	uint32_t done = 0;
 	int rc;
 
-	for (uint32_t i = 0; i < n; i++, b = b->next)
+	for (uint32_t i = 0; i < n; i++, b = b->next) {
 		rest = rest || store_batch_rest(b);
+		memcpy(b->rest_try, b->rest_at, sizeof(b->rest_at));
+	}
 	if (rest &&
 	    (rc = store_write_txn(w, w->head, n, store_write_rest)) != 0)
 		return rc;
+	b = w->head;
+	for (uint32_t i = 0; i < n; i++, b = b->next) {
+		memcpy(b->rest_at, b->rest_try, sizeof(b->rest_at));
+		if (done == i && !store_batch_rest(b))
+			done++;
+	}
+	*ret_done = done;
 	return SQLITE_OK;
 }
 
@@ -852,6 +907,8 @@ store_writer_read(store_writer *w)
 		switch (m.type) {
 		case STORE_MSG_BATCH:
 			m.batch->next = NULL;
+			if (m.batch->decisions.n > 0)
+				w->decision_queued = true;
 			if (w->tail != NULL)
 				w->tail->next = m.batch;
 			else
@@ -877,6 +934,8 @@ store_writer_done(store_writer *w, uint32_t n)
 {
 	store_msg m = { .type = STORE_MSG_ACK };
 
+	if (n == 0)
+		return;
 	for (uint32_t i = 0; i < n; i++) {
 		store_batch *b = w->head;
 
@@ -905,10 +964,11 @@ store_writer_work(store_writer *w, uint64_t now)
 	}
 	/* Firm rows (decisions) of everything queued go first, then the
 	 * rest a transaction of at most batch_rows rows at a time, looking
-	 * for new decisions in between: a decision waits for at most one
-	 * such transaction, never for a backlog of statistics. */
+	 * for new decisions every STORE_MULTI rows and committing early
+	 * when one came: a decision waits for STORE_MULTI rows of
+	 * statistics at most, never for a backlog of them. */
 	for (;;) {
-		uint32_t n = 0, rows = 0;
+		uint32_t n = 0, rows = 0, done = 0;
 		store_batch *b;
 
 		store_writer_read(w);
@@ -936,10 +996,10 @@ store_writer_work(store_writer *w, uint64_t now)
 				rows += b->rows;
 				n++;
 			}
-			rc = store_write_rest_n(w, n);
+			rc = store_write_rest_n(w, n, &done);
 		}
 		if (rc == SQLITE_OK) {
-			store_writer_done(w, n);
+			store_writer_done(w, done);
 			if (w->failing)
 				store_writer_recovered(w, com_clock_ms());
 			continue;

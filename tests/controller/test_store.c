@@ -1341,6 +1341,82 @@ test_store_stops_holding_decisions_when_commits_lag(void **state)
 	    1);
 }
 
+/* Reads the writer's messages until it has said ticket's decisions are
+ * committed. */
+static void
+wait_durable(fixture *f, uint64_t ticket)
+{
+	uint64_t deadline = com_clock_ms() + WAIT_MS;
+
+	while (f->durable < ticket) {
+		ctl_store_wait(f->store, UINT64_MAX, 5);
+		if (com_clock_ms() > deadline)
+			fail_msg("ticket %llu not durable within %d ms",
+			    (unsigned long long)ticket, WAIT_MS);
+	}
+}
+
+/* A decision made while the writer is in a long transaction of
+ * statistics (timings, then policy metrics, more than batch_rows would
+ * usually allow) is committed before that transaction's end: the
+ * transaction stops, commits what it wrote, and resumes after the
+ * decision, every row written once. */
+static void
+test_store_a_decision_cuts_a_long_transaction_of_statistics_short(void **state)
+{
+	enum {
+		N_TIMINGS = 60000,
+		N_METRICS = 30000
+	};
+	fixture *f = *state;
+	ctl_store_conf conf = f->cfg->store;
+	com_timings tm = { .steps = 10, .step_ms = 100 };
+	int64_t run, rows = 0;
+	uint64_t t1, seq = 2;
+
+	conf.batch_rows = 1000000;
+	conf.queue_rows = 10000000;
+	open_store(f);
+	ctl_store_set_conf(f->store, &conf);
+	start_store(f);
+	run = run_begin(f, "job", N_TIMINGS);
+	wait_committed(f, put_decision(f, run, 1, NULL));
+	/* One batch: window 0 as the policies saw it (firm), then its
+	 * statistics. */
+	put_window(f, run, 0, 1, com_clock_wall_ms());
+	for (uint32_t r = 0; r < N_TIMINGS; r++)
+		ctl_store_timing(f->store, run, 0, r, &tm);
+	put_metrics(f, run, 0, N_METRICS);
+	t1 = ctl_store_flush(f->store);
+	/* Its window is committed: the writer is on its statistics now. */
+	wait_durable(f, t1);
+	/* Decisions, one at a time, each committed while part of the
+	 * statistics is not (without giving way, the first would wait for
+	 * all of them); the statistics get on between them. */
+	do {
+		uint64_t t = put_decision(f, run, seq++, NULL);
+
+		wait_durable(f, t);
+		rows = db_int(f->db, "SELECT count(*) FROM timings") +
+		    db_int(f->db, "SELECT count(*) FROM policy_metrics");
+		if (seq == 3)
+			assert_true(rows < N_TIMINGS + N_METRICS);
+	} while (rows < N_TIMINGS + N_METRICS && seq < 1000);
+	wait_committed(f, ctl_store_flush(f->store));
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM timings"),
+	    N_TIMINGS);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(DISTINCT rank) FROM timings"),
+	    N_TIMINGS);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM policy_metrics"),
+	    N_METRICS);
+	assert_int_equal(
+	    db_int(f->db, "SELECT count(DISTINCT layer) FROM policy_metrics"),
+	    N_METRICS);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM decisions"),
+	    (int64_t)seq - 1);
+}
+
 static void
 test_store_survives_an_injected_full_disk(void **state)
 {
@@ -2695,6 +2771,7 @@ main(void)
 		T(test_store_survives_a_real_full_disk_and_catches_up),
 		T(test_store_waits_out_a_read_only_directory),
 		T(test_store_downsamples_metrics_when_behind_and_counts_them),
+		T(test_store_a_decision_cuts_a_long_transaction_of_statistics_short),
 		T(test_store_thins_old_windows_past_the_per_run_limit),
 		T(test_store_thins_windows_older_than_the_age_limit),
 		T(test_store_recovers_live_runs_with_their_tail_and_windows),
