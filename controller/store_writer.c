@@ -1078,7 +1078,12 @@ store_writer_main(void *arg)
 }
 
 /* The checkpointer: one PASSIVE checkpoint per poke, on its own
- * connection, so that syncing the disk never delays a commit. */
+ * connection, so that syncing the disk never delays a commit. A new
+ * connection learns that the file is in WAL mode only when it first
+ * reads it; a checkpoint before that does nothing (and says so with -1
+ * frames), and the WAL would then only ever be copied back by the
+ * writer's RESTART at STORE_WAL_MAX_FRAMES, a stop of tens of
+ * milliseconds in the commit path of decisions. Hence the read. */
 void *
 store_checkpointer_main(void *arg)
 {
@@ -1097,6 +1102,8 @@ store_checkpointer_main(void *arg)
 			SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
 			NULL) == SQLITE_OK) {
 			sqlite3_busy_timeout(db, STORE_BUSY_MS);
+			sqlite3_exec(db, "SELECT 1 FROM sqlite_master LIMIT 1",
+			    NULL, NULL, NULL);
 			sqlite3_wal_checkpoint_v2(db, NULL,
 			    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 		}
