@@ -670,6 +670,7 @@ store_write_firm_all(store_writer *w)
 {
 	store_msg m = { .type = STORE_MSG_DURABLE };
 	uint32_t n = 0, i = 0;
+	bool decided = false;
 	store_batch *b;
 	int rc;
 
@@ -693,9 +694,17 @@ store_write_firm_all(store_writer *w)
 			w->age_due = w->age_due || b->infos.n > 0;
 		}
 		b->firm_done = true;
+		decided = decided || b->decisions.n > 0;
 		m.ticket = b->ticket;
 	}
 	store_writer_send(w, &m);
+	/* A checkpoint copies and syncs the WAL, and a commit that overlaps
+	 * it takes milliseconds longer: start it when the next decision is
+	 * furthest away, right after one (a job's decisions come once a
+	 * window). */
+	if (decided && w->wal_frames >= STORE_CHECKPOINT_FRAMES &&
+	    w->poke != NULL)
+		zmq_send(w->poke, "c", 1, ZMQ_DONTWAIT);
 	return SQLITE_OK;
 }
 

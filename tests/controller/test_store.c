@@ -1437,10 +1437,11 @@ wal_size(const fixture *f)
 }
 
 /* The checkpointer copies the WAL back into the database once it has
- * grown past STORE_CHECKPOINT_FRAMES (1,000 pages), long before the
- * writer would have to stop and do it itself (STORE_WAL_MAX_FRAMES,
- * 16,384): in WAL mode only a checkpoint writes pages into the database
- * file, so the file grows while the WAL holds ~ 2,000 pages. */
+ * grown past STORE_CHECKPOINT_FRAMES (1,000 pages) and a decision was
+ * committed, long before the writer would have to stop and do it itself
+ * (STORE_WAL_MAX_FRAMES, 16,384): in WAL mode only a checkpoint writes
+ * pages into the database file, so the file grows while the WAL holds
+ * ~ 2,000 pages. */
 static void
 test_store_checkpoints_the_wal_in_the_background(void **state)
 {
@@ -1469,6 +1470,8 @@ test_store_checkpoints_the_wal_in_the_background(void **state)
 	}
 	assert_int_equal(db_int(f->db, "SELECT count(*) FROM timings"),
 	    N_WINDOWS * N_TIMINGS);
+	/* The checkpoint starts right after a decision's commit. */
+	wait_committed(f, put_decision(f, run, 2, NULL));
 	deadline = com_clock_ms() + WAIT_MS;
 	while (file_size(f->db) < size0 + 2 * 1024 * 1024) {
 		if (com_clock_ms() > deadline)
