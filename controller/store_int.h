@@ -30,6 +30,7 @@
 #define STORE_THIN_EVERY        8      /* windows kept under pressure */
 #define STORE_CHECKPOINT_FRAMES 1000   /* WAL pages: one after a decision */
 #define STORE_CHECKPOINT_ANY    4000   /* WAL pages: one at once */
+#define STORE_CHECKPOINT_DELAY  3      /* ms after the decision */
 #define STORE_WAL_MAX_FRAMES    16384  /* WAL pages: the writer checkpoints */
 #define STORE_RESTART_WAIT_MS   5000   /* its wait for the checkpointer */
 #define STORE_NOTE_MS           1000   /* one metrics_dropped event/second */
@@ -325,6 +326,7 @@ typedef struct store_writer {
 	bool age_due;               /* windows written since the last one */
 	bool wal_full;              /* the WAL outgrew STORE_WAL_MAX_FRAMES */
 	uint32_t wal_frames;        /* WAL pages after the last commit */
+	uint64_t ckpt_due_ms;       /* poke the checkpointer then, 0: no */
 	bool decision_queued;       /* a batch with a decision arrived since
 				     * the firm rows were last written */
 	bool gave_way;              /* the metric transaction under way

@@ -698,13 +698,12 @@ store_write_firm_all(store_writer *w)
 		m.ticket = b->ticket;
 	}
 	store_writer_send(w, &m);
-	/* A checkpoint copies and syncs the WAL, and a commit that overlaps
-	 * it takes milliseconds longer: start it when the next decision is
-	 * furthest away, right after one (a job's decisions come once a
-	 * window). */
-	if (decided && w->wal_frames >= STORE_CHECKPOINT_FRAMES &&
-	    w->poke != NULL)
-		zmq_send(w->poke, "c", 1, ZMQ_DONTWAIT);
+	/* A checkpoint copies and syncs the WAL, and a commit or a publish
+	 * that overlaps it takes milliseconds longer: start it when the next
+	 * decision is furthest away, shortly after one (a job's decisions
+	 * come once a window), once that one is on its way to the ranks. */
+	if (decided && w->wal_frames >= STORE_CHECKPOINT_FRAMES)
+		w->ckpt_due_ms = com_clock_ms() + STORE_CHECKPOINT_DELAY;
 	return SQLITE_OK;
 }
 
@@ -1041,6 +1040,14 @@ store_writer_timeout(const store_writer *w, uint64_t now)
 		t = 0;
 	else if (w->conf.max_age_days > 0 && w->age_due)
 		t = w->next_age_ms > now ? (int64_t)(w->next_age_ms - now) : 0;
+	if (w->ckpt_due_ms != 0) {
+		int64_t c = w->ckpt_due_ms > now
+		    ? (int64_t)(w->ckpt_due_ms - now)
+		    : 0;
+
+		if (t < 0 || c < t)
+			t = c;
+	}
 	if (w->stopping) {
 		int64_t s = w->stop_at_ms > now ? (int64_t)(w->stop_at_ms - now)
 						: 0;
@@ -1067,6 +1074,11 @@ store_writer_main(void *arg)
 		store_writer_read(w);
 		now = com_clock_ms();
 		store_writer_work(w, now);
+		if (w->ckpt_due_ms != 0 && now >= w->ckpt_due_ms) {
+			if (w->poke != NULL)
+				zmq_send(w->poke, "c", 1, ZMQ_DONTWAIT);
+			w->ckpt_due_ms = 0;
+		}
 		if (w->stopping && (w->head == NULL || now >= w->stop_at_ms))
 			break;
 	}
