@@ -9,8 +9,10 @@
  * and ages windows out by the retention settings; and on an error of the
  * environment rolls back, closes, says so (DEGRADED) and retries with
  * backoff, the batches kept in order. The checkpointer, poked by the
- * writer's WAL hook, copies the WAL back into the file on a short-lived
- * connection of its own, out of the commit path of decisions.
+ * writer STORE_CHECKPOINT_DELAY ms after a decision's commit (or by its
+ * WAL hook when the WAL is large), copies the WAL back into the file on
+ * a short-lived connection of its own, out of the commit path of
+ * decisions.
  */
 #include "store_int.h"
 
