@@ -521,15 +521,99 @@ window_cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Median of v's n values (sorted in place); NAN if there are none. */
+static void
+window_swap(double *v, int64_t i, int64_t j)
+{
+	double t = v[i];
+
+	v[i] = v[j];
+	v[j] = t;
+}
+
+/* The middle one of a, b and c. */
+static double
+window_mid3(double a, double b, double c)
+{
+	if (a < b)
+		return b < c ? b : (a < c ? c : a);
+	return a < c ? a : (b < c ? c : b);
+}
+
+/*
+ * Moves the k-th smallest of v's n values (0-based) to v[k], every value
+ * before it <= it and every one after it >= it: the order sorting would
+ * put there, without sorting. A window's medians are taken over up to
+ * `world` values (one per rank) when it closes, in the decision's path;
+ * a sort costs O(n log n) comparisons through a function pointer, this
+ * expected O(n) inline ones. Quickselect with a median-of-three pivot
+ * and a three-way partition (ties, common in timings, end it at once);
+ * past 2 log2(n) + 8 rounds, which only crafted values reach, what is
+ * left is sorted, so the worst case stays O(n log n).
+ */
+static void
+window_select(double *v, uint32_t n, uint32_t k)
+{
+	int64_t lo = 0, hi = (int64_t)n - 1, key = k;
+	uint32_t rounds = 8;
+
+	for (uint32_t m = n; m > 1; m >>= 1)
+		rounds += 2;
+	while (lo < hi) {
+		double p = window_mid3(v[lo], v[lo + (hi - lo) / 2], v[hi]);
+		int64_t lt = lo, i = lo, gt = hi;
+
+		if (rounds-- == 0) {
+			qsort(v + lo, (size_t)(hi - lo + 1), sizeof(double),
+			    window_cmp_double);
+			return;
+		}
+		/* [lo, lt) < p, [lt, i) == p, (gt, hi] > p. p is one of
+		 * the values, so the middle part is never empty and every
+		 * round narrows [lo, hi]. */
+		while (i <= gt) {
+			if (v[i] < p)
+				window_swap(v, lt++, i++);
+			else if (v[i] > p)
+				window_swap(v, i, gt--);
+			else
+				i++;
+		}
+		if (key < lt)
+			hi = lt - 1;
+		else if (key > gt)
+			lo = gt + 1;
+		else
+			return;
+	}
+}
+
+/* Median of v's n values, as a sort would give it (v is reordered);
+ * NAN if there are none. */
+static double
+window_median_of(double *v, uint32_t n)
+{
+	double below;
+
+	if (n == 0)
+		return NAN;
+	window_select(v, n, n / 2);
+	if (n % 2)
+		return v[n / 2];
+	/* The value just below the middle is the largest of those
+	 * before it. */
+	below = v[0];
+	for (uint32_t i = 1; i < n / 2; i++) {
+		if (v[i] > below)
+			below = v[i];
+	}
+	return (below + v[n / 2]) / 2;
+}
+
+/* Median of v's values (reordered in place); NAN if there are none. */
 static double
 window_vals_median(window_vals *v)
 {
-	if (v->n == 0)
-		return NAN;
-	qsort(v->v, v->n, sizeof(double), window_cmp_double);
-	return v->n % 2 ? v->v[v->n / 2]
-			: (v->v[v->n / 2 - 1] + v->v[v->n / 2]) / 2;
+	return window_median_of(v->v, v->n);
 }
 
 /* Median of the non-NAN entries of v (world of them); NAN if none. */
@@ -542,11 +626,7 @@ window_median(ctl_window *w, const double *v)
 		if (!isnan(v[r]))
 			w->scratch[n++] = v[r];
 	}
-	if (n == 0)
-		return NAN;
-	qsort(w->scratch, n, sizeof(double), window_cmp_double);
-	return n % 2 ? w->scratch[n / 2]
-		     : (w->scratch[n / 2 - 1] + w->scratch[n / 2]) / 2;
+	return window_median_of(w->scratch, n);
 }
 
 uint64_t

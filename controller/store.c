@@ -9,10 +9,12 @@
  * (DURABLE); then the metric rows, a transaction of at most batch_rows
  * rows at a time, acknowledging each (ACK: the highest ticket done and the
  * rows it covered, so the loop knows how much is in flight), and looking
- * for new decisions between them. A decision thus waits for one
- * transaction of statistics at most, never for a backlog of them. A
- * checkpointer thread, poked by the writer's WAL hook, copies the WAL
- * back into the database with its own short-lived connection: a
+ * for new decisions every STORE_MULTI rows: a transaction under way
+ * commits early when one arrives. A decision thus waits for STORE_MULTI
+ * rows of statistics at most, never for a backlog of them. A
+ * checkpointer thread, poked by the writer shortly after a decision (or
+ * by its WAL hook when the WAL is large), copies the WAL back into the
+ * database with its own short-lived connection: a
  * checkpoint syncs the disk, and doing it beside the writer keeps that
  * out of the commit path of decisions.
  *

@@ -28,7 +28,9 @@
 #define STORE_RETRY_MIN_MS      100    /* first retry after a failure */
 #define STORE_RETRY_MAX_MS      5000   /* backoff cap */
 #define STORE_THIN_EVERY        8      /* windows kept under pressure */
-#define STORE_CHECKPOINT_FRAMES 1000   /* WAL pages before a checkpoint */
+#define STORE_CHECKPOINT_FRAMES 1000   /* WAL pages: one after a decision */
+#define STORE_CHECKPOINT_ANY    4000   /* WAL pages: one at once */
+#define STORE_CHECKPOINT_DELAY  3      /* ms after the decision */
 #define STORE_WAL_MAX_FRAMES    16384  /* WAL pages: the writer checkpoints */
 #define STORE_RESTART_WAIT_MS   5000   /* its wait for the checkpointer */
 #define STORE_NOTE_MS           1000   /* one metrics_dropped event/second */
@@ -42,6 +44,16 @@
 	    * makes bulk inserts fast */
 
 /* ---- rows ------------------------------------------------------------ */
+
+/* The parts of a batch's rest (its metric rows and decision changes), in
+ * the order they are written. */
+enum store_rest_part {
+	STORE_REST_TIMINGS,
+	STORE_REST_COMMS,
+	STORE_REST_METRICS,
+	STORE_REST_CHANGES,
+	STORE_REST_PARTS
+};
 
 typedef struct store_run_row {
 	int64_t id;                    /* runs.id */
@@ -197,6 +209,12 @@ typedef struct store_batch {
 	uint32_t metric_rows;                    /* timings + comms +
 						  * metrics */
 	bool firm_done;                          /* firm rows committed */
+	uint32_t rest_at[STORE_REST_PARTS];      /* rest rows committed so
+						  * far, per part: a
+						  * transaction that gave
+						  * way to a decision */
+	uint32_t rest_try[STORE_REST_PARTS];     /* the same inside the
+						  * transaction under way */
 	struct store_batch *next;                /* the writer's queue */
 	STORE_VEC(store_file_row) files;         /* policy_files */
 	STORE_VEC(store_run_row) runs;           /* runs */
@@ -307,6 +325,12 @@ typedef struct store_writer {
 	uint64_t next_age_ms;       /* next age retention pass */
 	bool age_due;               /* windows written since the last one */
 	bool wal_full;              /* the WAL outgrew STORE_WAL_MAX_FRAMES */
+	uint32_t wal_frames;        /* WAL pages after the last commit */
+	uint64_t ckpt_due_ms;       /* poke the checkpointer then, 0: no */
+	bool decision_queued;       /* a batch with a decision arrived since
+				     * the firm rows were last written */
+	bool gave_way;              /* the metric transaction under way
+				     * stopped early for it */
 } store_writer;
 
 struct ctl_store {

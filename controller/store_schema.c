@@ -577,7 +577,9 @@ ctl_store_schema_make(sqlite3 *db, int version, char *err, size_t errlen)
 }
 
 /* sqlite3_wal_hook: replaces auto-checkpointing with a poke to the
- * checkpointer once the WAL has grown. */
+ * checkpointer once the WAL has grown by STORE_CHECKPOINT_ANY pages;
+ * from STORE_CHECKPOINT_FRAMES, the writer pokes it right after a
+ * decision's commit (store_write_firm_all). */
 static int
 store_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 {
@@ -585,7 +587,8 @@ store_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
 
 	(void)db;
 	(void)name;
-	if (frames >= STORE_CHECKPOINT_FRAMES && w->poke != NULL)
+	w->wal_frames = (uint32_t)frames;
+	if (frames >= STORE_CHECKPOINT_ANY && w->poke != NULL)
 		zmq_send(w->poke, "c", 1, ZMQ_DONTWAIT);
 	w->wal_full = frames >= STORE_WAL_MAX_FRAMES;
 	return SQLITE_OK;

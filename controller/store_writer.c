@@ -4,12 +4,15 @@
  * The writer owns its connection (store_writer) and every batch the loop
  * hands it. It writes the firm rows of everything queued in one
  * transaction and tells the loop at once (DURABLE), then the metric rows
- * a transaction of at most batch_rows rows at a time (ACK each); thins
+ * a transaction of at most batch_rows rows at a time (ACK each), which
+ * stops early, committing what it wrote, when a decision arrives; thins
  * and ages windows out by the retention settings; and on an error of the
  * environment rolls back, closes, says so (DEGRADED) and retries with
  * backoff, the batches kept in order. The checkpointer, poked by the
- * writer's WAL hook, copies the WAL back into the file on a short-lived
- * connection of its own, out of the commit path of decisions.
+ * writer STORE_CHECKPOINT_DELAY ms after a decision's commit (or by its
+ * WAL hook when the WAL is large), copies the WAL back into the file on
+ * a short-lived connection of its own, out of the commit path of
+ * decisions.
  */
 #include "store_int.h"
 
@@ -79,6 +82,8 @@ store_rank_kind_name(uint32_t kind)
 }
 
 /* ---- the writer: rows -------------------------------------------------- */
+
+static void store_writer_read(store_writer *w);
 
 static void
 store_bind_real(sqlite3_stmt *st, int i, double v)
@@ -325,27 +330,42 @@ store_write_stats(store_writer *w, const store_batch *b)
 	return rc;
 }
 
-/* Same for timings. */
-static int
-store_write_timings(store_writer *w, const store_batch *b)
+/* Whether the metric transaction under way should stop and commit what
+ * it has: a batch with a decision arrived, and it would otherwise wait
+ * for the rest of the transaction. Reads the socket. */
+static bool
+store_writer_give_way(store_writer *w)
 {
-	uint32_t i = 0;
+	if (!w->decision_queued)
+		store_writer_read(w);
+	w->gave_way = w->decision_queued;
+	return w->gave_way;
+}
+
+/* Same for timings, from where the batch's last transaction stopped;
+ * gives way to a decision between statements. */
+static int
+store_write_timings(store_writer *w, store_batch *b)
+{
+	uint32_t i = b->rest_at[STORE_REST_TIMINGS];
 	int rc = SQLITE_OK;
 
 	uint32_t n;
 	int cols = STORE_TIMING_FIXED + (int)(hist_cols(HIST_TIMINGS, &n), n);
 
-	for (; rc == SQLITE_OK && i + STORE_MULTI <= b->timings.n;
+	for (; rc == SQLITE_OK && i + STORE_MULTI <= b->timings.n &&
+	     !store_writer_give_way(w);
 	     i += STORE_MULTI) {
 		for (int k = 0; k < STORE_MULTI; k++)
 			store_bind_timing(w->st[ST_TIMING_N], k * cols,
 			    &b->timings.v[i + k]);
 		rc = store_step(w->st[ST_TIMING_N]);
 	}
-	for (; rc == SQLITE_OK && i < b->timings.n; i++) {
+	for (; rc == SQLITE_OK && i < b->timings.n && !w->gave_way; i++) {
 		store_bind_timing(w->st[ST_TIMING], 0, &b->timings.v[i]);
 		rc = store_step(w->st[ST_TIMING]);
 	}
+	b->rest_try[STORE_REST_TIMINGS] = i;
 	return rc;
 }
 
@@ -546,7 +566,10 @@ store_batch_firm(const store_batch *b)
 static bool
 store_batch_rest(const store_batch *b)
 {
-	return (b->timings.n | b->comms.n | b->metrics.n | b->changes.n) != 0;
+	return b->timings.n > b->rest_at[STORE_REST_TIMINGS] ||
+	    b->comms.n > b->rest_at[STORE_REST_COMMS] ||
+	    b->metrics.n > b->rest_at[STORE_REST_METRICS] ||
+	    b->changes.n > b->rest_at[STORE_REST_CHANGES];
 }
 
 #define STORE_WRITE_ALL(vec, fn)                                               \
@@ -555,7 +578,7 @@ store_batch_rest(const store_batch *b)
 
 /* Writes b's firm rows inside the caller's transaction. */
 static int
-store_write_firm(store_writer *w, const store_batch *b)
+store_write_firm(store_writer *w, store_batch *b)
 {
 	int rc = SQLITE_OK;
 
@@ -574,36 +597,53 @@ store_write_firm(store_writer *w, const store_batch *b)
 	return rc;
 }
 
+/* Rows [rest_at, n) of one part of the rest, a decision given way to
+ * every STORE_MULTI rows. */
+#define STORE_WRITE_REST(vec, fn, part)                                        \
+	for (i = b->rest_at[part];                                             \
+	     rc == SQLITE_OK && i < b->vec.n && !w->gave_way; i++) {           \
+		if ((i - b->rest_at[part]) % STORE_MULTI == STORE_MULTI - 1 && \
+		    store_writer_give_way(w))                                  \
+			break;                                                 \
+		rc = fn(w, &b->vec.v[i]);                                      \
+	}                                                                      \
+	b->rest_try[part] = i;
+
 /* Writes b's metric rows (per rank and per policy) and decision changes
- * inside the caller's transaction. */
+ * inside the caller's transaction, from where its last transaction
+ * stopped; stops early (w->gave_way) when a decision arrives. */
 static int
-store_write_rest(store_writer *w, const store_batch *b)
+store_write_rest(store_writer *w, store_batch *b)
 {
 	int rc = store_write_timings(w, b);
+	uint32_t i;
 
-	STORE_WRITE_ALL(comms, store_write_comm)
-	STORE_WRITE_ALL(metrics, store_write_metric)
-	STORE_WRITE_ALL(changes, store_write_change)
+	STORE_WRITE_REST(comms, store_write_comm, STORE_REST_COMMS)
+	STORE_WRITE_REST(metrics, store_write_metric, STORE_REST_METRICS)
+	STORE_WRITE_REST(changes, store_write_change, STORE_REST_CHANGES)
 	return rc;
 }
+#undef STORE_WRITE_REST
 #undef STORE_WRITE_ALL
 
 /* One transaction over n batches from `first`, writing one part of
  * each. */
 static int
-store_write_txn(store_writer *w, const store_batch *first, uint32_t n,
-    int (*part)(store_writer *, const store_batch *))
+store_write_txn(store_writer *w, store_batch *first, uint32_t n,
+    int (*part)(store_writer *, store_batch *))
 {
-	const store_batch *b = first;
+	store_batch *b = first;
 	uint32_t times;
 	int rc;
 
+	w->gave_way = false;
 	rc = store_step(w->st[ST_BEGIN]);
 	if (rc != SQLITE_OK) {
 		store_set_error(w, rc, "cannot begin a transaction");
 		return rc;
 	}
-	for (uint32_t i = 0; i < n && rc == SQLITE_OK; i++, b = b->next)
+	for (uint32_t i = 0; i < n && rc == SQLITE_OK && !w->gave_way;
+	     i++, b = b->next)
 		rc = part(w, b);
 	if (rc != SQLITE_OK) {
 		store_set_error(w, rc, "cannot write");
@@ -632,6 +672,7 @@ store_write_firm_all(store_writer *w)
 {
 	store_msg m = { .type = STORE_MSG_DURABLE };
 	uint32_t n = 0, i = 0;
+	bool decided = false;
 	store_batch *b;
 	int rc;
 
@@ -644,6 +685,8 @@ store_write_firm_all(store_writer *w)
 		return SQLITE_OK;
 	if ((rc = store_write_txn(w, w->head, n, store_write_firm)) != 0)
 		return rc;
+	/* Every decision queued is in. */
+	w->decision_queued = false;
 	b = w->head;
 	for (i = 0; i < n; i++, b = b->next) {
 		if (!b->firm_done) {
@@ -653,26 +696,48 @@ store_write_firm_all(store_writer *w)
 			w->age_due = w->age_due || b->infos.n > 0;
 		}
 		b->firm_done = true;
+		decided = decided || b->decisions.n > 0;
 		m.ticket = b->ticket;
 	}
 	store_writer_send(w, &m);
+	/* A checkpoint copies and syncs the WAL, and a commit or a publish
+	 * that overlaps it takes milliseconds longer: start it when the next
+	 * decision is furthest away, shortly after one (a job's decisions
+	 * come once a window), once that one is on its way to the ranks. */
+	if (decided && w->wal_frames >= STORE_CHECKPOINT_FRAMES)
+		w->ckpt_due_ms = com_clock_ms() + STORE_CHECKPOINT_DELAY;
 	return SQLITE_OK;
 }
 
 /* Writes the rest (metric rows, decision changes) of the first n batches,
- * whose firm rows are in, in one transaction. */
+ * whose firm rows are in, in one transaction; it stops early, committing
+ * what it wrote, when a decision arrives (store_writer_give_way), so
+ * that a decision waits for STORE_MULTI rows of statistics, not for a
+ * transaction of batch_rows. *ret_done: the batches now wholly written,
+ * from the head (all n unless it stopped early); untouched on failure,
+ * which leaves every batch's rest where its last commit left it. */
 static int
-store_write_rest_n(store_writer *w, uint32_t n)
+store_write_rest_n(store_writer *w, uint32_t n, uint32_t *ret_done)
 {
 	bool rest = false;
 	store_batch *b = w->head;
+	uint32_t done = 0;
 	int rc;
 
-	for (uint32_t i = 0; i < n; i++, b = b->next)
+	for (uint32_t i = 0; i < n; i++, b = b->next) {
 		rest = rest || store_batch_rest(b);
+		memcpy(b->rest_try, b->rest_at, sizeof(b->rest_at));
+	}
 	if (rest &&
 	    (rc = store_write_txn(w, w->head, n, store_write_rest)) != 0)
 		return rc;
+	b = w->head;
+	for (uint32_t i = 0; i < n; i++, b = b->next) {
+		memcpy(b->rest_at, b->rest_try, sizeof(b->rest_at));
+		if (done == i && !store_batch_rest(b))
+			done++;
+	}
+	*ret_done = done;
 	return SQLITE_OK;
 }
 
@@ -852,6 +917,8 @@ store_writer_read(store_writer *w)
 		switch (m.type) {
 		case STORE_MSG_BATCH:
 			m.batch->next = NULL;
+			if (m.batch->decisions.n > 0)
+				w->decision_queued = true;
 			if (w->tail != NULL)
 				w->tail->next = m.batch;
 			else
@@ -877,6 +944,8 @@ store_writer_done(store_writer *w, uint32_t n)
 {
 	store_msg m = { .type = STORE_MSG_ACK };
 
+	if (n == 0)
+		return;
 	for (uint32_t i = 0; i < n; i++) {
 		store_batch *b = w->head;
 
@@ -905,10 +974,11 @@ store_writer_work(store_writer *w, uint64_t now)
 	}
 	/* Firm rows (decisions) of everything queued go first, then the
 	 * rest a transaction of at most batch_rows rows at a time, looking
-	 * for new decisions in between: a decision waits for at most one
-	 * such transaction, never for a backlog of statistics. */
+	 * for new decisions every STORE_MULTI rows and committing early
+	 * when one came: a decision waits for STORE_MULTI rows of
+	 * statistics at most, never for a backlog of them. */
 	for (;;) {
-		uint32_t n = 0, rows = 0;
+		uint32_t n = 0, rows = 0, done = 0;
 		store_batch *b;
 
 		store_writer_read(w);
@@ -936,10 +1006,10 @@ store_writer_work(store_writer *w, uint64_t now)
 				rows += b->rows;
 				n++;
 			}
-			rc = store_write_rest_n(w, n);
+			rc = store_write_rest_n(w, n, &done);
 		}
 		if (rc == SQLITE_OK) {
-			store_writer_done(w, n);
+			store_writer_done(w, done);
 			if (w->failing)
 				store_writer_recovered(w, com_clock_ms());
 			continue;
@@ -972,6 +1042,14 @@ store_writer_timeout(const store_writer *w, uint64_t now)
 		t = 0;
 	else if (w->conf.max_age_days > 0 && w->age_due)
 		t = w->next_age_ms > now ? (int64_t)(w->next_age_ms - now) : 0;
+	if (w->ckpt_due_ms != 0) {
+		int64_t c = w->ckpt_due_ms > now
+		    ? (int64_t)(w->ckpt_due_ms - now)
+		    : 0;
+
+		if (t < 0 || c < t)
+			t = c;
+	}
 	if (w->stopping) {
 		int64_t s = w->stop_at_ms > now ? (int64_t)(w->stop_at_ms - now)
 						: 0;
@@ -998,6 +1076,11 @@ store_writer_main(void *arg)
 		store_writer_read(w);
 		now = com_clock_ms();
 		store_writer_work(w, now);
+		if (w->ckpt_due_ms != 0 && now >= w->ckpt_due_ms) {
+			if (w->poke != NULL)
+				zmq_send(w->poke, "c", 1, ZMQ_DONTWAIT);
+			w->ckpt_due_ms = 0;
+		}
 		if (w->stopping && (w->head == NULL || now >= w->stop_at_ms))
 			break;
 	}
@@ -1018,7 +1101,12 @@ store_writer_main(void *arg)
 }
 
 /* The checkpointer: one PASSIVE checkpoint per poke, on its own
- * connection, so that syncing the disk never delays a commit. */
+ * connection, so that syncing the disk never delays a commit. A new
+ * connection learns that the file is in WAL mode only when it first
+ * reads it; a checkpoint before that does nothing (and says so with -1
+ * frames), and the WAL would then only ever be copied back by the
+ * writer's RESTART at STORE_WAL_MAX_FRAMES, a stop of tens of
+ * milliseconds in the commit path of decisions. Hence the read. */
 void *
 store_checkpointer_main(void *arg)
 {
@@ -1037,6 +1125,8 @@ store_checkpointer_main(void *arg)
 			SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
 			NULL) == SQLITE_OK) {
 			sqlite3_busy_timeout(db, STORE_BUSY_MS);
+			sqlite3_exec(db, "SELECT 1 FROM sqlite_master LIMIT 1",
+			    NULL, NULL, NULL);
 			sqlite3_wal_checkpoint_v2(db, NULL,
 			    SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
 		}

@@ -1366,6 +1366,148 @@ test_store_stops_holding_decisions_when_commits_lag(void **state)
 	    1);
 }
 
+/* Reads the writer's messages until it has said ticket's decisions are
+ * committed. */
+static void
+wait_durable(fixture *f, uint64_t ticket)
+{
+	uint64_t deadline = com_clock_ms() + WAIT_MS;
+
+	while (f->durable < ticket) {
+		ctl_store_wait(f->store, UINT64_MAX, 5);
+		if (com_clock_ms() > deadline)
+			fail_msg("ticket %llu not durable within %d ms",
+			    (unsigned long long)ticket, WAIT_MS);
+	}
+}
+
+/* A decision made while the writer is in a long transaction of
+ * statistics (timings, then policy metrics, more than batch_rows would
+ * usually allow) is committed before that transaction's end: the
+ * transaction stops, commits what it wrote, and resumes after the
+ * decision, every row written once. */
+static void
+test_store_a_decision_cuts_a_long_transaction_of_statistics_short(void **state)
+{
+	enum {
+		N_TIMINGS = 60000,
+		N_METRICS = 30000
+	};
+	fixture *f = *state;
+	ctl_store_conf conf = f->cfg->store;
+	com_timings tm = { .steps = 10, .step_ms = 100 };
+	int64_t run, rows = 0;
+	uint64_t t1, seq = 2;
+
+	conf.batch_rows = 1000000;
+	conf.queue_rows = 10000000;
+	open_store(f);
+	ctl_store_set_conf(f->store, &conf);
+	start_store(f);
+	run = run_begin(f, "job", N_TIMINGS);
+	wait_committed(f, put_decision(f, run, 1, NULL));
+	/* One batch: window 0 as the policies saw it (firm), then its
+	 * statistics. */
+	put_window(f, run, 0, 1, com_clock_wall_ms());
+	for (uint32_t r = 0; r < N_TIMINGS; r++)
+		ctl_store_timing(f->store, run, 0, r, &tm);
+	put_metrics(f, run, 0, N_METRICS);
+	t1 = ctl_store_flush(f->store);
+	/* Its window is committed: the writer is on its statistics now. */
+	wait_durable(f, t1);
+	/* Decisions, one at a time, each committed while part of the
+	 * statistics is not (without giving way, the first would wait for
+	 * all of them); the statistics get on between them. */
+	do {
+		uint64_t t = put_decision(f, run, seq++, NULL);
+
+		wait_durable(f, t);
+		rows = db_int(f->db, "SELECT count(*) FROM timings") +
+		    db_int(f->db, "SELECT count(*) FROM policy_metrics");
+		if (seq == 3)
+			assert_true(rows < N_TIMINGS + N_METRICS);
+	} while (rows < N_TIMINGS + N_METRICS && seq < 1000);
+	wait_committed(f, ctl_store_flush(f->store));
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM timings"),
+	    N_TIMINGS);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(DISTINCT rank) FROM timings"),
+	    N_TIMINGS);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM policy_metrics"),
+	    N_METRICS);
+	assert_int_equal(
+	    db_int(f->db, "SELECT count(DISTINCT layer) FROM policy_metrics"),
+	    N_METRICS);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM decisions"),
+	    (int64_t)seq - 1);
+}
+
+/* Size of the file at path in bytes (0 if it cannot be read). */
+static int64_t
+file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (int64_t)st.st_size : 0;
+}
+
+/* Size of the store's WAL in bytes. */
+static int64_t
+wal_size(const fixture *f)
+{
+	char path[200];
+
+	snprintf(path, sizeof(path), "%s-wal", f->db);
+	return file_size(path);
+}
+
+/* The checkpointer copies the WAL back into the database once it has
+ * grown past STORE_CHECKPOINT_FRAMES (1,000 pages) and a decision was
+ * committed, long before the writer would have to stop and do it itself
+ * (STORE_WAL_MAX_FRAMES, 16,384): in WAL mode only a checkpoint writes
+ * pages into the database file, so the file grows while the WAL holds
+ * ~ 2,000 pages. */
+static void
+test_store_checkpoints_the_wal_in_the_background(void **state)
+{
+	enum {
+		N_TIMINGS = 50000,
+		N_WINDOWS = 4
+	};
+	fixture *f = *state;
+	ctl_store_conf conf = f->cfg->store;
+	com_timings tm = { .steps = 10, .step_ms = 100, .compute_ms = 70 };
+	uint64_t deadline;
+	int64_t run, size0;
+
+	conf.batch_rows = 4096;
+	conf.queue_rows = 10000000;
+	open_store(f);
+	ctl_store_set_conf(f->store, &conf);
+	start_store(f);
+	run = run_begin(f, "job", N_TIMINGS);
+	wait_committed(f, put_decision(f, run, 1, NULL));
+	size0 = file_size(f->db);
+	for (uint64_t w = 0; w < N_WINDOWS; w++) {
+		for (uint32_t r = 0; r < N_TIMINGS; r++)
+			ctl_store_timing(f->store, run, w, r, &tm);
+		wait_committed(f, ctl_store_flush(f->store));
+	}
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM timings"),
+	    N_WINDOWS * N_TIMINGS);
+	/* The checkpoint starts right after a decision's commit. */
+	wait_committed(f, put_decision(f, run, 2, NULL));
+	deadline = com_clock_ms() + WAIT_MS;
+	while (file_size(f->db) < size0 + 2 * 1024 * 1024) {
+		if (com_clock_ms() > deadline)
+			fail_msg("the database file stayed at %lld bytes (was "
+				 "%lld) with a WAL of %lld: not checkpointed",
+			    (long long)file_size(f->db), (long long)size0,
+			    (long long)wal_size(f));
+		sleep_ms(10);
+	}
+}
+
 static void
 test_store_survives_an_injected_full_disk(void **state)
 {
@@ -2721,6 +2863,8 @@ main(void)
 		T(test_store_survives_a_real_full_disk_and_catches_up),
 		T(test_store_waits_out_a_read_only_directory),
 		T(test_store_downsamples_metrics_when_behind_and_counts_them),
+		T(test_store_a_decision_cuts_a_long_transaction_of_statistics_short),
+		T(test_store_checkpoints_the_wal_in_the_background),
 		T(test_store_thins_old_windows_past_the_per_run_limit),
 		T(test_store_thins_windows_older_than_the_age_limit),
 		T(test_store_recovers_live_runs_with_their_tail_and_windows),

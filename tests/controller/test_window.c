@@ -245,6 +245,106 @@ test_window_medians_odd_and_even_counts(void **state)
 	assert_true(v.step_ms_median == 20);
 }
 
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of n values by sorting a copy: the reference. */
+static double
+sorted_median(const double *v, uint32_t n)
+{
+	double *s = malloc(sizeof(double) * n), m;
+
+	assert_non_null(s);
+	memcpy(s, v, sizeof(double) * n);
+	qsort(s, n, sizeof(double), cmp_double);
+	m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+	free(s);
+	return m;
+}
+
+/* Value i of n in one of the orders a window's medians must not care
+ * about: random, all equal, few distinct, ascending, descending, organ
+ * pipe, sawtooth. */
+static double
+pattern_value(int pattern, uint32_t i, uint32_t n, uint64_t *rng)
+{
+	*rng = *rng * 6364136223846793005u + 1442695040888963407u;
+	switch (pattern) {
+	case 0:
+		return (double)(*rng >> 11) / 9007199254740992.0 * 1000.0;
+	case 1:
+		return 42.5;
+	case 2:
+		return (double)((*rng >> 33) % 3);
+	case 3:
+		return i * 0.5;
+	case 4:
+		return (n - i) * 0.25;
+	case 5:
+		return i < n / 2 ? i : n - i;
+	default:
+		return i % 7 + 0.125 * (i % 3);
+	}
+}
+
+/* The per-step timings' medians and the per-tensor ones (GATED_MEDIAN)
+ * are what a sort of the ranks' values gives, whatever their order and
+ * count: small and large worlds, odd and even, ties. */
+static void
+test_window_medians_match_a_sort_over_many_ranks(void **state)
+{
+	static const uint32_t worlds[] = { 1, 2, 3, 4, 5, 7, 8, 31, 64, 1000,
+		1001, 10000 };
+	fixture *f = *state;
+	uint64_t rng = 12345;
+
+	for (size_t wi = 0; wi < sizeof(worlds) / sizeof(worlds[0]); wi++) {
+		uint32_t n = worlds[wi];
+		double *step = malloc(sizeof(double) * n);
+		double *raw = malloc(sizeof(double) * n);
+
+		assert_non_null(step);
+		assert_non_null(raw);
+		for (int p = 0; p < 7; p++) {
+			bellows_window v;
+
+			assert_int_equal(ctl_window_new(5, n, N_LAYERS, 0,
+					     &f->win),
+			    0);
+			for (uint32_t r = 0; r < n; r++) {
+				com_report rep;
+
+				step[r] = pattern_value(p, r, n, &rng);
+				raw[r] = pattern_value(p, n - 1 - r, n, &rng);
+				rep = report(f, r, 1, 1, step[r]);
+				f->st[1].comm_raw_n = 1;
+				f->st[1].comm_raw_ms = raw[r];
+				assert_int_equal(ctl_window_add(f->win, &rep),
+				    0);
+			}
+			ctl_window_view(f->win, "job", n, layers, &f->in_force,
+			    &v);
+			assert_true(v.step_ms_median == sorted_median(step, n));
+			assert_true(
+			    v.layers[1].comm_raw_ms == sorted_median(raw, n));
+			/* Taking them reorders the values kept: a second
+			 * view reads the same. */
+			ctl_window_view(f->win, "job", n, layers, &f->in_force,
+			    &v);
+			assert_true(
+			    v.layers[1].comm_raw_ms == sorted_median(raw, n));
+			ctl_window_destroy(&f->win);
+		}
+		free(step);
+		free(raw);
+	}
+}
+
 static void
 test_window_refuses_a_duplicate_report(void **state)
 {
@@ -622,6 +722,7 @@ main(void)
 		T(test_window_sums_maxes_and_means_three_ranks),
 		T(test_window_uses_the_mean_norm_without_rank_zero),
 		T(test_window_medians_odd_and_even_counts),
+		T(test_window_medians_match_a_sort_over_many_ranks),
 		T(test_window_refuses_a_duplicate_report),
 		T(test_window_counts_layers_missing_from_a_report),
 		T(test_window_means_activations_over_the_ranks_that_measured),
