@@ -6,24 +6,9 @@
 # --no-color or a terminal without colours), Enter on a decision opening its whole reason wrapped to a
 # narrow pane, Enter and Esc closing it, and a layer's detail.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/top_lib.sh"
 
-command -v tmux >/dev/null 2>&1 || { echo "SKIP: tmux is not installed"; exit 77; }
-"$BELLOWS" help 2>&1 | awk '{ print $1 }' | grep -qx top ||
-	{ echo "SKIP: this build has no bellows top (no ncurses)"; exit 77; }
 PY=/usr/bin/python3
-
-TMUX_SOCK="$TMP/tmux.sock"
-SIM_PID=""
-tm() { tmux -S "$TMUX_SOCK" "$@"; }
-top_cleanup() {
-	tm kill-server 2>/dev/null
-	if [ -n "$SIM_PID" ]; then
-		kill -TERM "$SIM_PID" 2>/dev/null
-		wait "$SIM_PID" 2>/dev/null
-	fi
-	cleanup
-}
-trap top_cleanup EXIT
 
 cat >"$TMP/policy.yaml" <<YAML
 daemon:
@@ -50,20 +35,6 @@ start_daemon
     --ranks 2 --layers 6 --windows 1000 --steps-per-window 4 --step-ms 20 \
     >"$TMP/sim.out" 2>"$TMP/sim.err" &
 SIM_PID=$!
-
-# pane_has PATTERN SECONDS: waits until the pane shows PATTERN (ERE).
-pane_has() {
-	for _ in $(seq 1 $(($2 * 5))); do
-		if tm capture-pane -p -t top >"$TMP/pane.txt" 2>/dev/null &&
-		    grep -Eq -- "$1" "$TMP/pane.txt"; then
-			return 0
-		fi
-		sleep 0.2
-	done
-	echo "---- pane ----"
-	cat "$TMP/pane.txt"
-	return 1
-}
 
 TOP="$BELLOWS top --control $CTL --publish $PUB --db $DB --job accjob"
 tm new-session -d -s top -x 100 -y 30 "$TOP; sleep 120"
