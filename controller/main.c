@@ -3,12 +3,13 @@
  * that exits.
  *
  * Signals arrive through a signalfd polled by the loop, so handlers never
- * run inside library code: SIGTERM and SIGINT stop the loop cleanly,
- * SIGHUP reloads the configuration (validated completely first; on error
- * the old one stays in force). The file is also watched: a change on disk
- * reloads it the same way once the writer is done. The file is read and
- * validated on reload's reader thread; the loop only swaps the result in,
- * so a reload never holds up decisions or STATUS.
+ * run inside library code: SIGTERM and SIGINT stop the loop cleanly
+ * (what clients sent before the stop is still read, within bounds:
+ * ctl_server_drain), SIGHUP reloads the configuration (validated completely
+ * first; on error the old one stays in force). The file is also watched: a
+ * change on disk reloads it the same way once the writer is done. The file is
+ * read and validated on reload's reader thread; the loop only swaps the result
+ * in, so a reload never holds up decisions or STATUS.
  *
  * With a history database (the default), the live jobs it holds are
  * rebuilt before the sockets are read, so ranks that outlived a previous
@@ -48,7 +49,12 @@
 #define MAIN_CRON_MS   100  /* liveness and window timeouts resolution */
 #define MAIN_SETTLE_MS 100  /* quiet after a file change before reloading */
 #define MAIN_DRAIN_MS  5000 /* longest wait for the store at exit */
-#define MAIN_DB        "bellows.db" /* --db default, in the working dir */
+/* At a stop, what clients already sent is read until this long passes
+ * without a message, within a total and a count: */
+#define MAIN_DRAIN_QUIET_MS 20
+#define MAIN_DRAIN_MAX_MS   500
+#define MAIN_DRAIN_MSGS     4096
+#define MAIN_DB             "bellows.db" /* --db default, in the working dir */
 
 typedef struct daemon_state {
 	const char *policy_path; /* --policy */
@@ -320,6 +326,7 @@ main(int argc, char **argv)
 	uint64_t instance = 0;
 	sigset_t mask;
 	void *zctx = NULL;
+	uint32_t drained;
 	int c, rc = 1;
 
 	while (
@@ -528,6 +535,12 @@ main(int argc, char **argv)
 		ctl_log(CTL_LOG_ERROR, "main", "event loop failed");
 		goto out;
 	}
+	drained = ctl_server_drain(d.server, MAIN_DRAIN_QUIET_MS,
+	    MAIN_DRAIN_MAX_MS, MAIN_DRAIN_MSGS);
+	if (drained > 0)
+		ctl_log(CTL_LOG_INFO, "main",
+		    "read %" PRIu32 " message(s) sent before the stop",
+		    drained);
 	ctl_log(CTL_LOG_INFO, "main", "stopped");
 	rc = 0;
 out:

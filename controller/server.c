@@ -840,6 +840,31 @@ server_on_router(ctl_loop *loop, void *arg)
 	}
 }
 
+uint32_t
+ctl_server_drain(ctl_server *s, uint32_t quiet_ms, uint32_t max_ms,
+    uint32_t max_msgs)
+{
+	uint64_t end = com_clock_ms() + max_ms;
+	uint32_t n = 0;
+
+	while (s != NULL && n < max_msgs) {
+		zmq_pollitem_t it = { s->router, 0, ZMQ_POLLIN, 0 };
+		uint64_t now;
+
+		if (server_read_one(s)) {
+			n++;
+			continue;
+		}
+		if ((now = com_clock_ms()) >= end)
+			break;
+		if (zmq_poll(&it, 1,
+			(long)(end - now < quiet_ms ? end - now : quiet_ms)) <=
+		    0)
+			break;
+	}
+	return n;
+}
+
 int
 ctl_server_attach(ctl_server *s, ctl_loop *loop)
 {

@@ -99,6 +99,16 @@ void ctl_server_set_jobs(ctl_server *server, ctl_jobs *jobs);
  * none). */
 void ctl_server_set_store(ctl_server *server, ctl_store *store);
 
+/* Once the loop has stopped (SIGTERM), reads and handles what clients
+ * had already sent, as the loop would: the last reports and Byes of a
+ * job that ended just before the stop. Stops when quiet_ms pass without
+ * a message, after max_ms in all, or after max_msgs messages, so a flood
+ * cannot hold the stop. Connections that are not yet authenticated (ZAP)
+ * are not served. Loop thread only; NULL-safe. Returns the messages read,
+ * dropped ones included. */
+uint32_t ctl_server_drain(ctl_server *server, uint32_t quiet_ms,
+    uint32_t max_ms, uint32_t max_msgs);
+
 /* Registers the ROUTER (and the ZAP handler) with the loop. Returns
  * ctl_loop_add_socket's result. */
 int ctl_server_attach(ctl_server *server, ctl_loop *loop);
