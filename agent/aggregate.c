@@ -37,6 +37,15 @@ aggregate_is_gated(const com_stat *st)
 	    st->agg == BELLOWS_STAT_AGG_GATED_MEDIAN;
 }
 
+/* The entries set from step_ms's gathered values rather than reduced:
+ * the fastest and the slowest rank's mean step time. */
+static bool
+aggregate_is_rank_spread(const com_stat *st)
+{
+	return strcmp(st->name, "step_ms_rank_min") == 0 ||
+	    strcmp(st->name, "step_ms_rank_max") == 0;
+}
+
 /* Places the entries of one table: at[k] gets its operator and offset,
  * len[op] counts each buffer's doubles, `slots` doubles per STEP_*
  * entry (the gathered values). */
@@ -59,7 +68,8 @@ aggregate_place(const com_stat *table, size_t n, agent_aggregate_at *at,
 			/* The window's steps are the reporting rank's; other
 			 * history-only entries are the largest time or the
 			 * summed count. */
-			if (strcmp(st->name, "steps") == 0)
+			if (strcmp(st->name, "steps") == 0 ||
+			    aggregate_is_rank_spread(st))
 				op = -1;
 			else
 				op = st->type == BELLOWS_STAT_TYPE_F64
@@ -423,6 +433,17 @@ agent_aggregate_unpack(agent_aggregate *a, const com_report *own,
 	aggregate_part(a, a->n_layers, b);
 	aggregate_unpack_one(a, com_timing_stat_table, COM_N_TSTATS, a->tat,
 	    &r.timings, steps, b, true);
+	for (uint32_t k = 0; k < COM_N_TSTATS; k++) {
+		if (strcmp(com_timing_stat_table[k].name, "step_ms") != 0)
+			continue;
+		/* NAN (no rank measured) stays 0: none. */
+		r.timings.step_ms_rank_min = a->spread[k][0] >= 0
+		    ? a->spread[k][0]
+		    : 0;
+		r.timings.step_ms_rank_max = a->spread[k][1] >= 0
+		    ? a->spread[k][1]
+		    : 0;
+	}
 	r.n_layers = a->n_layers;
 	r.layers = a->out;
 	r.ranks = a->group;

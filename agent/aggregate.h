@@ -23,11 +23,15 @@
  *                   slot of a group-long vector (a sum where the others
  *                   put 0), scaled back by the reporting rank's steps;
  *   NONE            a rank's own (steps), the largest (step_ms_max,
- *                   observed_steps) or the sum (byte and miss counters).
+ *                   observed_steps) or the sum (byte and miss counters);
+ *                   step_ms_rank_min/max are not reduced but set from
+ *                   the gathered step times (below).
  * The window's LR, epoch, batch size, steps and collectives are the
  * reporting rank's own. The per-step timings' minimum and maximum over
- * the group are kept in `spread` (the report has no field for them: the
- * group's slowest step travels as step_ms_max).
+ * the group are kept in `spread`; those of step_ms, the fastest and the
+ * slowest rank's mean step time, travel as step_ms_rank_min and
+ * step_ms_rank_max beside the median (step_ms) and the group's slowest
+ * single step (step_ms_max).
  *
  * The vectors' layout depends only on the layer table and the group, so
  * it is the same on every rank of the group, as a collective requires.

@@ -201,7 +201,15 @@ extern "C" {
 	X(eval_loss, F64, 18, MAG, MAX, _, F64, eval_loss,                     \
 	    NULL, "eval_loss", NULL, ZERO, "loss",                             \
 	    "evaluation loss the trainer measured, the window's last; "        \
-	    "largest over ranks")
+	    "largest over ranks")                                              \
+	X(step_ms_rank_min, F64, 19, MAG, NONE, _, NONE, _,                    \
+	    "step_ms_rank_min", NULL, NULL, ZERO, "ms",                        \
+	    "a report covering several ranks (aggregation in the job): the "   \
+	    "smallest of their mean step times; 0 in a rank's own report")     \
+	X(step_ms_rank_max, F64, 20, MAG, NONE, _, NONE, _,                    \
+	    "step_ms_rank_max", NULL, NULL, ZERO, "ms",                        \
+	    "a report covering several ranks: the largest of their mean step " \
+	    "times; 0 in a rank's own report")
 
 /* Per step: bellows_step_info (bellows/agent.h), what a trainer hands to
  * bellows_agent_step_end(), in its field order (the struct's public

@@ -282,6 +282,9 @@ test_aggregate_job_report_gives_the_policies_the_same_window(void **state)
 	/* The spread of the per-step times is kept beside. */
 	assert_true(f->lead[0].spread[COM_TSTAT_step_ms][0] == 10);
 	assert_true(f->lead[0].spread[COM_TSTAT_step_ms][1] == 26);
+	/* ... and the fastest and slowest rank travel in the report. */
+	assert_true(c.timings.step_ms_rank_min == 10);
+	assert_true(c.timings.step_ms_rank_max == 26);
 }
 
 static void
@@ -374,6 +377,8 @@ test_aggregate_step_medians_match_a_sort_for_odd_and_even_groups(void **state)
 		assert_true(lead.spread[COM_TSTAT_step_ms][0] == per_step[0]);
 		assert_true(
 		    lead.spread[COM_TSTAT_step_ms][1] == per_step[n - 1]);
+		assert_true(c.timings.step_ms_rank_min == per_step[0]);
+		assert_true(c.timings.step_ms_rank_max == per_step[n - 1]);
 		agent_aggregate_fini(&o);
 		agent_aggregate_fini(&lead);
 	}

@@ -74,6 +74,18 @@ for pair in rank:4 node:2 job:1; do
 	ok "--aggregate $mode: $want report(s) per window reached bellowsd, every window complete with 4 ranks"
 done
 
+# A covering report carries its fastest and slowest rank's mean step time
+# (min <= median <= max); a rank's own report none.
+bad=$(q "SELECT count(*) FROM timings t JOIN runs r ON r.id = t.run_id
+    WHERE r.job IN ('agg-node', 'agg-job') AND NOT (t.step_ms_rank_min > 0
+    AND t.step_ms_rank_min <= t.step_ms / t.steps + 1e-9
+    AND t.step_ms / t.steps <= t.step_ms_rank_max + 1e-9)")
+[ "$bad" = 0 ] || fail "$bad covering reports without min <= median <= max"
+own=$(q "SELECT count(*) FROM timings t JOIN runs r ON r.id = t.run_id
+    WHERE r.job = 'agg-rank' AND t.step_ms_rank_min != 0")
+[ "$own" = 0 ] || fail "$own rank reports carry a group's spread"
+ok "covering reports carry the fastest and slowest rank beside the median"
+
 # The windows as the policies saw them: per layer the counts, sums,
 # largest value and both norms (sums to 10 digits: the reduction adds in
 # another order).
