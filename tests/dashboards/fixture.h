@@ -2,11 +2,12 @@
  * first with three ranks (rank 2 lost), three layers and two decisions,
  * one of them Accordion's comparison of windows 10 and 8 (eta 0.3), with
  * each layer's r as judged at window 10; conv1.weight's level changed in
- * the last window.
+ * the last window; and a model showing it on a canvas of a given size.
  */
 #ifndef TEST_DASH_FIXTURE_H
 #define TEST_DASH_FIXTURE_H
 
+#include "dashboards/layout.h"
 #include "dashboards/model.h"
 
 #include <math.h>
@@ -112,6 +113,27 @@ fixture_snapshot(dash_snapshot *s)
 	s->window_lo = DASH_NONE;
 	s->window_hi = DASH_NONE;
 	s->window_at = DASH_NONE;
+}
+
+/* A model holding the fixture snapshot, and a rows x cols canvas: a
+ * cmocka setup's work. Returns 0, or -1 when the canvas cannot be made. */
+static inline int
+fixture_screen_open(dash_model *m, dash_canvas *c, int rows, int cols)
+{
+	dash_snapshot s;
+
+	dash_model_init(m, false);
+	fixture_snapshot(&s);
+	dash_model_update(m, &s);
+	return dash_canvas_init(c, rows, cols) != 0 ? -1 : 0;
+}
+
+/* Frees what fixture_screen_open made. */
+static inline void
+fixture_screen_close(dash_model *m, dash_canvas *c)
+{
+	dash_canvas_fini(c);
+	dash_model_fini(m);
 }
 
 #endif /* TEST_DASH_FIXTURE_H */

@@ -31,14 +31,8 @@ static int
 layout_setup(void **state)
 {
 	layout_fx *fx = calloc(1, sizeof(*fx));
-	dash_snapshot s;
 
-	if (fx == NULL)
-		return -1;
-	dash_model_init(&fx->m, false);
-	fixture_snapshot(&s);
-	dash_model_update(&fx->m, &s);
-	if (dash_canvas_init(&fx->c, 24, 80) != 0)
+	if (fx == NULL || fixture_screen_open(&fx->m, &fx->c, 24, 80) != 0)
 		return -1;
 	*state = fx;
 	return 0;
@@ -49,8 +43,7 @@ layout_teardown(void **state)
 {
 	layout_fx *fx = *state;
 
-	dash_canvas_fini(&fx->c);
-	dash_model_fini(&fx->m);
+	fixture_screen_close(&fx->m, &fx->c);
 	free(fx);
 	return 0;
 }
