@@ -37,13 +37,15 @@ aggregate_is_gated(const com_stat *st)
 	    st->agg == BELLOWS_STAT_AGG_GATED_MEDIAN;
 }
 
-/* The entries set from step_ms's gathered values rather than reduced:
- * the fastest and the slowest rank's mean step time. */
+/* The timing entries that are not reduced: the window's steps are the
+ * reporting rank's; the fastest and the slowest rank's mean step time are
+ * set from step_ms's gathered values. */
 static bool
-aggregate_is_rank_spread(const com_stat *st)
+aggregate_is_own(const com_stat *st)
 {
-	return strcmp(st->name, "step_ms_rank_min") == 0 ||
-	    strcmp(st->name, "step_ms_rank_max") == 0;
+	return st == &com_timing_stat_table[COM_TSTAT_steps] ||
+	    st == &com_timing_stat_table[COM_TSTAT_step_ms_rank_min] ||
+	    st == &com_timing_stat_table[COM_TSTAT_step_ms_rank_max];
 }
 
 /* Places the entries of one table: at[k] gets its operator and offset,
@@ -65,11 +67,9 @@ aggregate_place(const com_stat *table, size_t n, agent_aggregate_at *at,
 			op = AGG_MIN;
 			break;
 		case BELLOWS_STAT_AGG_NONE:
-			/* The window's steps are the reporting rank's; other
-			 * history-only entries are the largest time or the
-			 * summed count. */
-			if (strcmp(st->name, "steps") == 0 ||
-			    aggregate_is_rank_spread(st))
+			/* Other history-only entries are the largest time
+			 * or the summed count. */
+			if (aggregate_is_own(st))
 				op = -1;
 			else
 				op = st->type == BELLOWS_STAT_TYPE_F64
@@ -398,6 +398,7 @@ agent_aggregate_unpack(agent_aggregate *a, const com_report *own,
 	uint64_t *out_arr = a->out_arrays;
 	double steps = own->timings.steps > 0 ? own->timings.steps : 1.0;
 	com_report r = *own;
+	const double *sp;
 	double *b[3];
 
 	for (uint32_t l = 0; l < a->n_layers; l++) {
@@ -433,17 +434,10 @@ agent_aggregate_unpack(agent_aggregate *a, const com_report *own,
 	aggregate_part(a, a->n_layers, b);
 	aggregate_unpack_one(a, com_timing_stat_table, COM_N_TSTATS, a->tat,
 	    &r.timings, steps, b, true);
-	for (uint32_t k = 0; k < COM_N_TSTATS; k++) {
-		if (strcmp(com_timing_stat_table[k].name, "step_ms") != 0)
-			continue;
-		/* NAN (no rank measured) stays 0: none. */
-		r.timings.step_ms_rank_min = a->spread[k][0] >= 0
-		    ? a->spread[k][0]
-		    : 0;
-		r.timings.step_ms_rank_max = a->spread[k][1] >= 0
-		    ? a->spread[k][1]
-		    : 0;
-	}
+	/* NAN (no rank measured) stays 0: none. */
+	sp = a->spread[COM_TSTAT_step_ms];
+	r.timings.step_ms_rank_min = sp[0] >= 0 ? sp[0] : 0;
+	r.timings.step_ms_rank_max = sp[1] >= 0 ? sp[1] : 0;
 	r.n_layers = a->n_layers;
 	r.layers = a->out;
 	r.ranks = a->group;
