@@ -243,6 +243,15 @@ class _Base:
             counts.bytes_sent += g.numel() * g.element_size()
         return torch.cat(parts) if len(parts) > 1 else parts[0].clone()
 
+    def _send_raw(self, raw: list[Item], counts: Counts,
+                  comm: Communicator) -> None:
+        """All-reduces the raw tensors in one buffer and writes them back,
+        averaged."""
+        flat_raw = self._raw(raw, counts)
+        if flat_raw is not None:
+            comm.all_reduce(flat_raw)
+            self._unflatten(raw, flat_raw, comm.world)
+
     @staticmethod
     def _unflatten(raw: list[Item], flat: torch.Tensor, world: int) -> None:
         """Copies the summed raw tensors back, averaged."""
@@ -624,10 +633,7 @@ class TopK(_Base):
             k = self.k_of(it.grad.numel(), it.level)
             (sparse if k else raw).append((it, k))
         raw = [it for it, _ in raw]
-        flat_raw = self._raw(raw, counts)
-        if flat_raw is not None:
-            comm.all_reduce(flat_raw)
-            self._unflatten(raw, flat_raw, comm.world)
+        self._send_raw(raw, counts, comm)
         if not sparse:
             return counts
         payload = []
@@ -933,10 +939,7 @@ class _Quantizer(_Base):
         for it in items:
             counts.floats_raw += it.grad.numel()
             (quant if it.level > 0 else raw).append(it)
-        flat_raw = self._raw(raw, counts)
-        if flat_raw is not None:
-            comm.all_reduce(flat_raw)
-            self._unflatten(raw, flat_raw, comm.world)
+        self._send_raw(raw, counts, comm)
         if not quant:
             return counts
         payload = [self.encode(it.layer, it.grad) for it in quant]
@@ -1382,10 +1385,7 @@ class GComp(_Base):
         for it in items:
             counts.floats_raw += it.grad.numel()
             (comp if it.level > 0 else raw).append(it)
-        flat_raw = self._raw(raw, counts)
-        if flat_raw is not None:
-            comm.all_reduce(flat_raw)
-            self._unflatten(raw, flat_raw, comm.world)
+        self._send_raw(raw, counts, comm)
         if not comp:
             return counts
         lib = self._lib()
