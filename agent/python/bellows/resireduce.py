@@ -168,6 +168,13 @@ class Residuals:
         # False: plans are ignored (every layer its own residual), for
         # compressors that cannot share (the quantisers).
         self.planned = True
+        # The default plan (every layer its own residual), built once per
+        # number of layers: the hook asks for the plan per layer and step.
+        self._default: Plan | None = None
+        # With no plan in force only own residuals exist and nothing is
+        # shared, so the peak is the total after the step's last end():
+        # counted once then (peak_floats), not after every end().
+        self._peak_due = False
 
     # -- plan ------------------------------------------------------------
 
@@ -178,7 +185,11 @@ class Residuals:
     def _plan(self, n: int | None = None) -> Plan:
         if self.plan is not None:
             return self.plan
-        return Plan.default(n if n is not None else len(self.shapes))
+        n = n if n is not None else len(self.shapes)
+        d = self._default
+        if d is None or len(d.group) != n:
+            d = self._default = Plan.default(n)
+        return d
 
     def _numel(self, i: int) -> int:
         m, n = _matrix(self.shapes.get(i, ()))
@@ -277,6 +288,12 @@ class Residuals:
         reduced in the last step, with the members that were."""
         for g in list(self.acc):
             self._finalise(g)
+        self.count_peak()
+
+    def any_held(self) -> bool:
+        """True if some layer holds a residual (O(1)): when False no
+        layer's raw send has anything to flush."""
+        return bool(self.own or self.war or self.blocks or self.acc)
 
     def holds(self, layer: int) -> bool:
         """True if ``layer`` would be compensated by a non-zero residual
@@ -334,7 +351,10 @@ class Residuals:
             m, n = _matrix(self.shapes[layer])
             self.blocks[layer] = kept_block(r, m, n, p.rows[layer],
                                             p.cols[layer])
-        self._count_peak()
+        if self.plan is None:
+            self._peak_due = True
+        else:
+            self._count_peak()
 
     def raw(self, layer: int) -> torch.Tensor | None:
         """The compensation of a layer sent raw this step (None: none);
@@ -400,6 +420,7 @@ class Residuals:
 
     def take_stats(self) -> dict[int, tuple[float, ...]]:
         """The step's (l1, l2, q50, q90, q99) per layer; clears them."""
+        self.count_peak()
         out, self.stats = self.stats, {}
         return out
 
@@ -419,9 +440,13 @@ class Residuals:
     def memory(self) -> tuple[int, int]:
         """(floats kept under the plan, floats of one whole residual per
         layer) over the layers with error feedback."""
-        kept = sum(self.floats(i) for i in self.ef)
-        full = sum(self._numel(i) for i in self.ef)
-        return kept, full
+        # Asked every step: it changes only with the plan or the layers.
+        key = (id(self.plan), self.plan, len(self.ef), len(self.shapes))
+        if getattr(self, "_memory_key", None) != key:
+            kept = sum(self.floats(i) for i in self.ef)
+            full = sum(self._numel(i) for i in self.ef)
+            self._memory_key, self._memory = key, (kept, full)
+        return self._memory
 
     def held(self) -> int:
         """Floats the buffers hold right now (accumulators included)."""
@@ -431,6 +456,13 @@ class Residuals:
         n += sum(a.numel() + b.numel() + v.numel()
                  for a, b, v in self.blocks.values())
         return n
+
+    def count_peak(self) -> None:
+        """Brings peak_floats up to date (O(layers held)): after the last
+        end() of a step when no plan is in force."""
+        if self._peak_due:
+            self._peak_due = False
+            self._count_peak()
 
     def _count_peak(self) -> None:
         self.peak_floats = max(self.peak_floats, self.held())
