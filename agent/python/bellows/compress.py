@@ -75,6 +75,7 @@ __all__ = [
     "COMPRESSORS",
     "Communicator",
     "Counts",
+    "Flight",
     "GComp",
     "Item",
     "OneBit",
@@ -117,6 +118,122 @@ class Counts:
         return self
 
 
+class Flight:
+    """One group's reduce in flight: what a compressor's ``start``
+    returns, for the overlapped path of a DDP hook.
+
+    ``start`` runs on the thread that runs backward (the hook's): it
+    encodes, sends the compressed bytes and the raw tensors with
+    asynchronous collectives and returns at once. ``counts`` is what this
+    rank sends (known when it returns); ``codec_ms`` the encode time
+    spent there. The decode runs in the collectives' callbacks, on the
+    backend's thread, and adds to ``decode_ms``; ``future`` completes
+    once every item's gradient holds the average (its value means
+    nothing; a failing stage makes it an error).
+
+    A compressor whose second collective needs the first one's result
+    (PowerSGD's Q after P) leaves that stage to ``advance()``: the owner
+    calls it on the same thread before it starts any other collective
+    (at the next bucket), so that every rank starts its collectives in
+    the same order; after the last one it calls it in the first stage's
+    callback instead (``then_advance``), where nothing else starts.
+    ``finish()``, on the owner's thread once ``future`` is done, hands
+    back what only that thread may touch (the residual plan's state).
+    """
+
+    def __init__(self, counts: "Counts | None" = None, device=None):
+        self.counts = counts if counts is not None else Counts()
+        self.codec_ms = 0.0
+        self.decode_ms = 0.0
+        self._parts: list[torch.futures.Future] = []
+        self._stage = None  # callable: the next stage, run by advance()
+        self._gate: torch.futures.Future | None = None  # what it needs
+        self._done: torch.futures.Future | None = None  # set by a stage
+        self._finish: list = []
+        self._device = device
+        self.future: torch.futures.Future | None = None
+
+    def part(self, fut: torch.futures.Future) -> None:
+        """Adds a future the flight's completion waits for."""
+        self._parts.append(fut)
+
+    def stage(self, gate: torch.futures.Future, fn) -> None:
+        """Leaves ``fn()`` to advance(), once ``gate`` is done; fn starts
+        the next collectives and completes the flight through
+        ``complete``/``fail``."""
+        self._gate, self._stage = gate, fn
+        self._done = _future(self._device)
+        self._parts.append(self._done)
+
+    def complete(self) -> None:
+        self._done.set_result(None)
+
+    def fail(self, e: BaseException) -> None:
+        self._done.set_exception(e)
+
+    def on_finish(self, fn) -> None:
+        """Runs ``fn()`` in finish()."""
+        self._finish.append(fn)
+
+    def seal(self) -> "Flight":
+        """Builds ``future`` from the parts; returns self."""
+        parts = self._parts
+        if not parts:
+            self.future = _future(self._device)
+            self.future.set_result(None)
+        elif len(parts) == 1:
+            self.future = parts[0]
+        else:
+            def check(fut):
+                for f in fut.value():
+                    f.wait()  # done: raises a part's error
+                return None
+
+            self.future = torch.futures.collect_all(parts).then(check)
+        return self
+
+    @property
+    def pending(self) -> bool:
+        """True while a stage waits for advance()."""
+        return self._stage is not None
+
+    def advance(self) -> None:
+        """Runs the stage left for later, waiting for its gate first (on
+        the owner's thread it may block; in the gate's callback it does
+        not). A failure completes the flight with it."""
+        fn, self._stage = self._stage, None
+        if fn is None:
+            return
+        try:
+            self._gate.wait()
+            fn()
+        except BaseException as e:  # noqa: BLE001 - to the future
+            if not self._done.done():
+                self.fail(e)
+
+    def then_advance(self) -> None:
+        """Runs advance() in the gate's callback (the last bucket)."""
+        if self._stage is None:
+            return
+
+        def go(_fut):
+            self.advance()
+
+        self._gate.then(go)
+
+    def finish(self) -> None:
+        fns, self._finish = self._finish, []
+        for fn in fns:
+            fn()
+
+
+def _future(device=None) -> torch.futures.Future:
+    """An empty future, on ``device``'s streams when it is a CUDA one."""
+    if device is not None and device.type == "cuda":
+        return torch.futures.Future(devices=[device])
+    return torch.futures.Future()
+
+
 class Communicator:
     """Collectives over the ranks of one job, synchronous.
 
@@ -152,6 +269,7 @@ class ProcessGroupComm(Communicator):
         self.elapsed_ms = 0.0
         self.record = False
         self.samples: list[tuple[int, float]] = []
+        self.spans: list[tuple[float, float]] = []
 
     def _done(self, tensor: torch.Tensor, t0: float) -> None:
         ms = (time.perf_counter() - t0) * 1e3
@@ -171,6 +289,50 @@ class ProcessGroupComm(Communicator):
         dist.all_gather(out, tensor, group=self.group)
         self._done(tensor, t0)
         return out
+
+    # The asynchronous forms, for the overlapped path of a DDP hook: the
+    # collective is started and its future returned, nothing waits. Every
+    # rank must start the same collectives in the same order, from one
+    # thread (the one running backward), as for the synchronous ones.
+    # ``spans`` gets (start, end) of each, perf_counter() seconds, for the
+    # owner to take: the collectives' busy time, not time anyone waited.
+
+    def all_reduce_async(self, tensor: torch.Tensor) -> torch.futures.Future:
+        """Starts the sum all-reduce of ``tensor`` in place; returns a
+        future completed once the sum is in ``tensor``."""
+        t0 = time.perf_counter()
+        work = dist.all_reduce(tensor, group=self.group, async_op=True)
+        return work.get_future().then(self._span(t0))
+
+    def all_gather_async(self, tensor: torch.Tensor
+                         ) -> tuple[list[torch.Tensor], torch.futures.Future]:
+        """Starts the all-gather of ``tensor``; returns every rank's
+        (rank order; filled once the future completes) and the future."""
+        out = [torch.empty_like(tensor) for _ in range(self.world)]
+        t0 = time.perf_counter()
+        work = dist.all_gather(out, tensor, group=self.group, async_op=True)
+        return out, work.get_future().then(self._span(t0))
+
+    def _span(self, t0: float):
+        spans = self.spans
+
+        def done(fut):
+            # On the backend's thread: a list append is atomic.
+            spans.append((t0, time.perf_counter()))
+            return fut.value()
+
+        return done
+
+    def take_busy_ms(self) -> float:
+        """The union of the asynchronous collectives' spans since the last
+        call, in ms (overlapping spans count once); clears them."""
+        spans, self.spans = self.spans, []
+        total, end = 0.0, 0.0
+        for a, b in sorted(spans):
+            if b > end:
+                total += b - max(a, end)
+                end = b
+        return total * 1e3
 
 
 def orthogonalize(matrix: torch.Tensor, eps: float = 1e-8) -> None:
@@ -252,6 +414,21 @@ class _Base:
             comm.all_reduce(flat_raw)
             self._unflatten(raw, flat_raw, comm.world)
 
+    def _start_raw(self, raw: list[Item], counts: Counts,
+                   comm: "ProcessGroupComm", fl: Flight) -> None:
+        """Starts the all-reduce of the raw tensors in one buffer; their
+        averages are written back in its callback."""
+        flat = self._raw(raw, counts)
+        if flat is None:
+            return
+        world = comm.world
+
+        def back(fut):
+            fut.value()
+            self._unflatten(raw, flat, world)
+
+        fl.part(comm.all_reduce_async(flat).then(back))
+
     @staticmethod
     def _unflatten(raw: list[Item], flat: torch.Tensor, world: int) -> None:
         """Copies the summed raw tensors back, averaged."""
@@ -271,6 +448,92 @@ class _Base:
             self.residuals.planned = old.planned
         else:
             self.errors.pop(layer, None)
+
+
+class _Gathered(_Base):
+    """A compressor whose codes are all-gathered (they cannot be summed):
+    top-k and the quantisers. Subclasses split a group into raw and
+    compressed items (``_split``, counting every item's raw floats),
+    encode the compressed ones into one payload (``_encode_all``,
+    counting what is sent, residuals updated) and decode every rank's
+    payload into the items' gradients, averaged (``_decode_all``)."""
+
+    def reduce(self, items: Sequence[Item], comm: Communicator) -> Counts:
+        """Reduces ``items`` across the ranks; returns what was sent."""
+        counts = Counts()
+        raw, comp = self._split(items, counts)
+        self._send_raw(raw, counts, comm)
+        if comp:
+            gathered = comm.all_gather(self._encode_all(comp, counts))
+            self._decode_all(comp, gathered, comm.world)
+        return counts
+
+    def start(self, items: Sequence[Item], comm: ProcessGroupComm) -> Flight:
+        """Starts reducing ``items`` with asynchronous collectives (see
+        Flight): the raw tensors' all-reduce, then, once encoded here,
+        one all-gather of every compressed item's codes, decoded in its
+        callback. The same arithmetic as reduce()."""
+        counts = Counts()
+        fl = Flight(counts, items[0].grad.device if items else None)
+        raw, comp = self._split(items, counts)
+        self._start_raw(raw, counts, comm, fl)
+        if comp:
+            t1 = time.perf_counter()
+            payload = self._encode_all(comp, counts)
+            fl.codec_ms += (time.perf_counter() - t1) * 1e3
+            gathered, fut = comm.all_gather_async(payload)
+            world = comm.world
+
+            def decode(f):
+                f.value()
+                t = time.perf_counter()
+                self._decode_all(comp, gathered, world)
+                fl.decode_ms += (time.perf_counter() - t) * 1e3
+
+            fl.part(fut.then(decode))
+        return fl.seal()
+
+    def _split(self, items, counts):
+        raise NotImplementedError
+
+    def _encode_all(self, comp, counts) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _decode_all(self, comp, gathered, world: int) -> None:
+        raise NotImplementedError
+
+
+class _PsgdStep:
+    """One PowerSGD reduce between its stages (PowerSGD._project, _power,
+    _decode, _end)."""
+
+    def __init__(self):
+        self.counts = Counts()
+        self.raw: list[Item] = []
+        self.low: list[tuple[Item, int]] = []
+        self.flat_raw: torch.Tensor | None = None
+        self.nraw = 0
+        self.ms: list[torch.Tensor] = []  # M, then the residual
+        self.qs: list[torch.Tensor] = []
+        self.poff: list[int] = []
+        self.qoff: list[int] = []
+        self.nat: list[bool] = []
+        self.buf: torch.Tensor | None = None  # raw values, then every P
+        self.qbuf: torch.Tensor | None = None  # every Q
+        self.groups: dict = {}
+        self.lib = None
+        self.ctx = None
+        self.like: torch.Tensor | None = None
+
+    def pview(self, i: int) -> torch.Tensor:
+        m, n = self.ms[i].shape
+        r = self.low[i][1]
+        return self.buf[self.poff[i]:self.poff[i] + m * r].view(m, r)
+
+    def qview(self, i: int) -> torch.Tensor:
+        m, n = self.ms[i].shape
+        r = self.low[i][1]
+        return self.qbuf[self.qoff[i]:self.qoff[i] + n * r].view(n, r)
 
 
 class PowerSGD(_Base):
@@ -401,8 +664,70 @@ class PowerSGD(_Base):
 
     def reduce(self, items: Sequence[Item], comm: Communicator) -> Counts:
         """Reduces ``items`` across the ranks; returns what was sent."""
-        counts = Counts()
-        raw, low = [], []
+        st = self._project(items)
+        if st.low:
+            comm.all_reduce(st.buf)
+            self._power(st, comm.world)
+            comm.all_reduce(st.qbuf)
+            self._decode(st, comm.world)
+            self._end(st)
+        elif st.flat_raw is not None:
+            comm.all_reduce(st.flat_raw)
+            self._unflatten(st.raw, st.flat_raw, comm.world)
+        return st.counts
+
+    def start(self, items: Sequence[Item], comm: ProcessGroupComm) -> Flight:
+        """Starts reducing ``items`` with asynchronous collectives (see
+        Flight): P (with the raw tensors) now; orthogonalisation, Q and
+        its all-reduce in advance(); the decode in Q's callback; the
+        residuals handed back in finish(). The same arithmetic as
+        reduce()."""
+        t0 = time.perf_counter()
+        st = self._project(items)
+        like = items[0].grad if items else None
+        fl = Flight(st.counts, None if like is None else like.device)
+        world = comm.world
+        if not st.low:
+            if st.flat_raw is not None:
+                raw, flat = st.raw, st.flat_raw
+
+                def back(fut):
+                    fut.value()
+                    self._unflatten(raw, flat, world)
+
+                fl.part(comm.all_reduce_async(flat).then(back))
+            return fl.seal()
+        fl.codec_ms += (time.perf_counter() - t0) * 1e3
+        gate = comm.all_reduce_async(st.buf)
+
+        def decode(fut):
+            try:
+                fut.value()
+                t = time.perf_counter()
+                self._decode(st, world)
+                fl.decode_ms += (time.perf_counter() - t) * 1e3
+                fl.complete()
+            except BaseException as e:  # noqa: BLE001 - to the future
+                fl.fail(e)
+
+        def second():
+            t = time.perf_counter()
+            self._power(st, world)
+            fl.decode_ms += (time.perf_counter() - t) * 1e3
+            comm.all_reduce_async(st.qbuf).then(decode)
+
+        fl.stage(gate, second)
+        fl.on_finish(lambda: self._end(st))
+        return fl.seal()
+
+    def _project(self, items: Sequence[Item]) -> "_PsgdStep":
+        """The first stage: splits raw and low-rank items, flattens the
+        raw ones (grad + residual), builds M = grad + residual in the
+        residual's memory and P = M Q into one buffer after the raw
+        values."""
+        st = _PsgdStep()
+        counts = st.counts
+        raw, low = st.raw, st.low
         for it in items:
             counts.floats_raw += it.grad.numel()
             r = self.rank_of(it.grad.shape, it.level)
@@ -412,17 +737,14 @@ class PowerSGD(_Base):
                 self.queries.pop(it.layer, None)
             else:
                 low.append((it, r))
-        flat_raw = self._raw(raw, counts)
-        nraw = 0 if flat_raw is None else flat_raw.numel()
+        st.flat_raw = flat_raw = self._raw(raw, counts)
+        nraw = st.nraw = 0 if flat_raw is None else flat_raw.numel()
         if not low:
-            if flat_raw is not None:
-                comm.all_reduce(flat_raw)
-                self._unflatten(raw, flat_raw, comm.world)
-            return counts
+            return st
         # One buffer for the raw tensors and every P (the first
         # all-reduce), one for every Q (the second); P and Q are written
         # in place, by torch or by the C stages.
-        ms, qs, poff, qoff, nat = [], [], [], [], []
+        ms, qs, poff, qoff, nat = st.ms, st.qs, st.poff, st.qoff, st.nat
         np_total = nq_total = 0
         for it, r in low:
             m, n = _matrix_shape(it.grad.shape)
@@ -441,98 +763,105 @@ class PowerSGD(_Base):
             counts.floats_sent += r * (m + n)
             counts.bytes_sent += r * (m + n) * err.element_size()
         like = low[0][0].grad
-        buf = torch.empty(nraw + np_total, dtype=like.dtype,
-                          device=like.device)
-        qbuf = torch.empty(nq_total, dtype=like.dtype, device=like.device)
+        st.buf = buf = torch.empty(nraw + np_total, dtype=like.dtype,
+                                   device=like.device)
+        st.qbuf = torch.empty(nq_total, dtype=like.dtype,
+                              device=like.device)
         if flat_raw is not None:
             buf[:nraw].copy_(flat_raw)
-        groups = self._batches(low, nat)
-        lib = _codec_lib() if groups else None
-        ctx = None
+        st.groups = groups = self._batches(low, nat)
+        st.lib = _codec_lib() if groups else None
         if groups and like.device.type == "cuda":
-            ctx = self._cuda_context(lib, like)
-            if ctx is None:  # no context: the torch code for all
-                nat = [False] * len(nat)
-                groups = {}
-        esz = buf.element_size()
-
-        def stage(name, *args):
-            """bellows_psgd_<name> on the CPU, or its CUDA twin."""
-            if ctx is None:
-                rc = getattr(lib, "psgd_" + name)(*args)
-            else:
-                with torch.cuda.device(like.device):
-                    rc = getattr(lib, f"psgd_{name}_cuda")(ctx.ptr, *args)
-            if rc != 0:
-                twin = "" if ctx is None else "_cuda"
-                raise RuntimeError(f"bellows_psgd_{name}{twin}: {rc}")
-
-        def pview(i):
-            m, n = ms[i].shape
-            r = low[i][1]
-            return buf[poff[i]:poff[i] + m * r].view(m, r)
-
-        def qview(i):
-            m, n = ms[i].shape
-            r = low[i][1]
-            return qbuf[qoff[i]:qoff[i] + n * r].view(n, r)
-
+            st.ctx = self._cuda_context(st.lib, like)
+            if st.ctx is None:  # no context: the torch code for all
+                nat[:] = [False] * len(nat)
+                st.groups = groups = {}
+        st.like = like
         # M = grad + error, in the error's memory (then error = M - approx
         # is one subtraction); P = M Q.
         for i, (it, r) in enumerate(low):
             if not nat[i]:
                 m, n = ms[i].shape
                 mat = ms[i].add_(it.grad.reshape(m, n))
-                torch.matmul(mat, qs[i], out=pview(i))
+                torch.matmul(mat, qs[i], out=st.pview(i))
+        esz = buf.element_size()
         for (m, n, r), idx in groups.items():
-            stage("project",
-                  m, n, r, len(idx),
-                  self._ptrs([ms[i].data_ptr() for i in idx]),
-                  self._ptrs([low[i][0].grad.data_ptr() for i in idx]),
-                  self._ptrs([qs[i].data_ptr() for i in idx]),
-                  self._ptrs([buf.data_ptr() + poff[i] * esz for i in idx]))
-        comm.all_reduce(buf)
-        if flat_raw is not None:
-            self._unflatten(raw, buf[:nraw], comm.world)
-        # Orthogonalise P; Q = M^T P.
-        for i in range(len(low)):
-            if not nat[i]:
-                p = pview(i)
+            self._stage(st, "project",
+                        m, n, r, len(idx),
+                        self._ptrs([ms[i].data_ptr() for i in idx]),
+                        self._ptrs([low[i][0].grad.data_ptr()
+                                    for i in idx]),
+                        self._ptrs([qs[i].data_ptr() for i in idx]),
+                        self._ptrs([buf.data_ptr() + poff[i] * esz
+                                    for i in idx]))
+        return st
+
+    @staticmethod
+    def _stage(st: "_PsgdStep", name: str, *args) -> None:
+        """bellows_psgd_<name> on the CPU, or its CUDA twin."""
+        lib, ctx = st.lib, st.ctx
+        if ctx is None:
+            rc = getattr(lib, "psgd_" + name)(*args)
+        else:
+            with torch.cuda.device(st.like.device):
+                rc = getattr(lib, f"psgd_{name}_cuda")(ctx.ptr, *args)
+        if rc != 0:
+            twin = "" if ctx is None else "_cuda"
+            raise RuntimeError(f"bellows_psgd_{name}{twin}: {rc}")
+
+    def _power(self, st: "_PsgdStep", world: int) -> None:
+        """The second stage, once P is summed: the raw tensors written
+        back, P orthogonalised, Q = M^T P."""
+        buf, qbuf, ms = st.buf, st.qbuf, st.ms
+        if st.flat_raw is not None:
+            self._unflatten(st.raw, buf[:st.nraw], world)
+        for i in range(len(st.low)):
+            if not st.nat[i]:
+                p = st.pview(i)
                 orthogonalize(p)
-                torch.matmul(ms[i].t(), p, out=qview(i))
-        for (m, n, r), idx in groups.items():
-            stage("power",
-                  m, n, r, len(idx),
-                  self._ptrs([ms[i].data_ptr() for i in idx]),
-                  self._ptrs([buf.data_ptr() + poff[i] * esz for i in idx]),
-                  self._ptrs([qbuf.data_ptr() + qoff[i] * esz
-                              for i in idx]))
-        comm.all_reduce(qbuf)
-        qbuf.div_(comm.world)
-        # grad <- P Q^T; error = M - P Q^T.
+                torch.matmul(ms[i].t(), p, out=st.qview(i))
+        esz = buf.element_size()
+        for (m, n, r), idx in st.groups.items():
+            self._stage(st, "power",
+                        m, n, r, len(idx),
+                        self._ptrs([ms[i].data_ptr() for i in idx]),
+                        self._ptrs([buf.data_ptr() + st.poff[i] * esz
+                                    for i in idx]),
+                        self._ptrs([qbuf.data_ptr() + st.qoff[i] * esz
+                                    for i in idx]))
+
+    def _decode(self, st: "_PsgdStep", world: int) -> None:
+        """The last stage, once Q is summed: grad <- P Q^T and error =
+        M - P Q^T; Q kept as the next step's warm start."""
+        buf, qbuf, ms, low = st.buf, st.qbuf, st.ms, st.low
+        qbuf.div_(world)
         for i, (it, r) in enumerate(low):
-            q = qview(i)
+            q = st.qview(i)
             self.queries[it.layer] = q.clone()  # the next step's warm start
-            if not nat[i]:
-                approx = pview(i) @ q.t()
+            if not st.nat[i]:
+                approx = st.pview(i) @ q.t()
                 it.grad.copy_(approx.view_as(it.grad))
                 ms[i].sub_(approx)
-        for (m, n, r), idx in groups.items():
-            stage("decode",
-                  m, n, r, len(idx),
-                  self._ptrs([ms[i].data_ptr() for i in idx]),
-                  self._ptrs([buf.data_ptr() + poff[i] * esz for i in idx]),
-                  self._ptrs([qbuf.data_ptr() + qoff[i] * esz
-                              for i in idx]),
-                  self._ptrs([low[i][0].grad.data_ptr() for i in idx]))
+        esz = buf.element_size()
+        for (m, n, r), idx in st.groups.items():
+            self._stage(st, "decode",
+                        m, n, r, len(idx),
+                        self._ptrs([ms[i].data_ptr() for i in idx]),
+                        self._ptrs([buf.data_ptr() + st.poff[i] * esz
+                                    for i in idx]),
+                        self._ptrs([qbuf.data_ptr() + st.qoff[i] * esz
+                                    for i in idx]),
+                        self._ptrs([low[i][0].grad.data_ptr()
+                                    for i in idx]))
             self.native_layers += len(idx)
-            if ctx is not None:
+            if st.ctx is not None:
                 self.cuda_layers += len(idx)
-        # The residuals are final (error = M - P Q^T): hand them back to
-        # the plan, in the items' (backward) order.
-        for i, (it, r) in enumerate(low):
-            self.residuals.end(it.layer, ms[i])
-        return counts
+
+    def _end(self, st: "_PsgdStep") -> None:
+        """The residuals are final (error = M - P Q^T): hands them back to
+        the plan, in the items' (backward) order."""
+        for i, (it, r) in enumerate(st.low):
+            self.residuals.end(it.layer, st.ms[i])
 
     def reset(self, layer: int | None = None) -> None:
         super().reset(layer)
@@ -542,7 +871,7 @@ class PowerSGD(_Base):
             self.queries.pop(layer, None)
 
 
-class TopK(_Base):
+class TopK(_Gathered):
     """top-k per tensor, keep fraction = level, error feedback, all-gather.
 
     Indices travel as int32 bit patterns inside the float32 payload, so
@@ -624,18 +953,19 @@ class TopK(_Base):
         k = self.k_of(numel, level)
         return numel if k == 0 else 2 * k
 
-    def reduce(self, items: Sequence[Item], comm: Communicator) -> Counts:
-        """Reduces ``items`` across the ranks; returns what was sent."""
-        counts = Counts()
+    def _split(self, items: Sequence[Item], counts: Counts
+               ) -> tuple[list[Item], list]:
         raw, sparse = [], []
         for it in items:
             counts.floats_raw += it.grad.numel()
             k = self.k_of(it.grad.numel(), it.level)
-            (sparse if k else raw).append((it, k))
-        raw = [it for it, _ in raw]
-        self._send_raw(raw, counts, comm)
-        if not sparse:
-            return counts
+            if k:
+                sparse.append((it, k))
+            else:
+                raw.append(it)
+        return raw, sparse
+
+    def _encode_all(self, sparse: list, counts: Counts) -> torch.Tensor:
         payload = []
         for it, k in sparse:
             numel = it.grad.numel()
@@ -649,7 +979,10 @@ class TopK(_Base):
             payload.append(idx.view(torch.float32))
             counts.floats_sent += 2 * k
             counts.bytes_sent += 2 * k * 4
-        gathered = comm.all_gather(torch.cat(payload))
+        return torch.cat(payload)
+
+    def _decode_all(self, sparse: list, gathered: list[torch.Tensor],
+                    world: int) -> None:
         off = 0
         for it, k in sparse:
             out = torch.zeros(it.grad.numel(), dtype=torch.float32,
@@ -659,9 +992,8 @@ class TopK(_Base):
                 idx = g[off + k:off + 2 * k].view(torch.int32).long()
                 out.index_add_(0, idx, vals)
             off += 2 * k
-            out.div_(comm.world)
+            out.div_(world)
             it.grad.copy_(out.view_as(it.grad))
-        return counts
 
 
 _native_codec = None  # libbellows' functions, False if unavailable
@@ -771,7 +1103,7 @@ def _codec_lib():
     return _native_codec or None
 
 
-class _Quantizer(_Base):
+class _Quantizer(_Gathered):
     """Shared part of the 1-bit and 2-bit quantisers (MXNet semantics).
 
     Every value of M = grad + residual becomes a code of ``bits`` bits;
@@ -932,31 +1264,33 @@ class _Quantizer(_Base):
     def _dequantise(self, codes: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def reduce(self, items: Sequence[Item], comm: Communicator) -> Counts:
-        """Reduces ``items`` across the ranks; returns what was sent."""
-        counts = Counts()
+    def _split(self, items: Sequence[Item], counts: Counts
+               ) -> tuple[list[Item], list[Item]]:
         raw, quant = [], []
         for it in items:
             counts.floats_raw += it.grad.numel()
             (quant if it.level > 0 else raw).append(it)
-        self._send_raw(raw, counts, comm)
-        if not quant:
-            return counts
+        return raw, quant
+
+    def _encode_all(self, quant: list[Item], counts: Counts) -> torch.Tensor:
         payload = [self.encode(it.layer, it.grad) for it in quant]
         words = torch.cat(payload) if len(payload) > 1 else payload[0]
         counts.floats_sent += words.numel()
         counts.bytes_sent += words.numel() * 4
-        gathered = comm.all_gather(words)
+        return words
+
+    def _decode_all(self, quant: list[Item], gathered: list[torch.Tensor],
+                    world: int) -> None:
         off = 0
-        for it, p in zip(quant, payload):
+        for it in quant:
             n = it.grad.numel()
-            total = self.decode(gathered[0][off:off + p.numel()], n)
+            w = self.words(n)
+            total = self.decode(gathered[0][off:off + w], n)
             for g in gathered[1:]:
-                self.decode(g[off:off + p.numel()], n, add_to=total)
-            off += p.numel()
-            total.div_(comm.world)
+                self.decode(g[off:off + w], n, add_to=total)
+            off += w
+            total.div_(world)
             it.grad.copy_(total.view_as(it.grad))
-        return counts
 
 
 class TwoBit(_Quantizer):
