@@ -58,10 +58,14 @@ SCHEDULES = {
              [1, 1, 1, 0, 0, 1]],
     "1bit": [[1, 0, 1, 0, 1, 0], [0, 0, 1, 0, 1, 0], [1, 0, 1, 0, 1, 0]],
     # Untimed 2-bit: all raw (direct), compressed, raw again (conv.w and
-    # fc2.w flush their residuals through the timed path), all raw.
+    # fc2.w flush their residuals through the overlapped path), all raw.
     "2bit-untimed": [[0] * 6, [0] * 6, [1, 0, 0, 0, 1, 0], [0] * 6,
                      [0] * 6],
 }
+# Untimed, every compressor on the overlapped path, with the schedules
+# of the timed runs.
+for _kind in ("powersgd", "topk", "1bit"):
+    SCHEDULES[f"{_kind}-untimed"] = SCHEDULES[_kind]
 
 # 1bit / 2bit value threshold of these runs (gradients here are ~0.01-0.3).
 QUANT_THRESHOLD = 0.05
@@ -120,7 +124,8 @@ def rank_main(rank, port, kind, out_dir):
                                                     bucket_cap_mb=1e-6)
     params = list(model.parameters())
     untimed = kind.endswith("-untimed")
-    comp = compress.make_compressor(kind.split("-")[0], seed=5,
+    base = kind.split("-")[0]
+    comp = compress.make_compressor(base, seed=5,
                                     threshold=QUANT_THRESHOLD)
     sends, collectives = [], []
     hook = CompressionHook(
@@ -129,12 +134,12 @@ def rank_main(rank, port, kind, out_dir):
         on_collective=lambda *a: collectives.append(a))
     hook.register(ddp)
     hook.timed = not untimed
-    if kind == "powersgd":
+    if base == "powersgd":
         ref = RefPowerSGD(WORLD, seed=5)
-    elif kind == "topk":
+    elif base == "topk":
         ref = RefTopK(WORLD)
     else:
-        ref = RefQuant(kind.split("-")[0], WORLD)
+        ref = RefQuant(base, WORLD)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.1)
     report = {"steps": [], "buckets": 0}
@@ -173,6 +178,7 @@ def rank_main(rank, port, kind, out_dir):
                                 "collectives": list(collectives),
                                 "codec_ms": hook.codec_ms,
                                 "direct": hook.direct,
+                                "overlapped": hook.overlapped,
                                 "hook_ms": hook.hook_ms})
     del ddp, hook, opt
     dist.destroy_process_group()
@@ -208,19 +214,26 @@ class HookTest(unittest.TestCase):
         Untimed, the raw tensors without a residual are not timed (their
         buckets went directly), the others are."""
         held = set()
+        base = kind.split("-")[0]
         for s, (st, levels) in enumerate(zip(rep["steps"],
                                              SCHEDULES[kind])):
             layers = [x[0] for x in st["sends"]]
             if kind.endswith("-untimed"):
-                want = sorted(i for i, lv in enumerate(levels)
-                              if lv > 0 or i in held)
-                held = {i for i, lv in enumerate(levels) if lv > 0}
-                self.assertEqual(layers, want, f"step {s}")
+                # Nothing timed: a raw tensor without a residual went to
+                # gloo directly, the others on the overlapped path.
+                comp = {i for i, lv in enumerate(levels)
+                        if lv > 0 and (base != "powersgd" or i % 2 == 0)}
+                self.assertEqual(layers, [], f"step {s}")
+                self.assertEqual(st["collectives"], [], f"step {s}")
                 if s > 0:  # one bucket per tensor from the second step
-                    self.assertEqual(st["direct"], 6 - len(want))
-            else:
-                self.assertEqual(layers, list(range(6)), f"step {s}")
-                self.assertEqual(st["direct"], 0)
+                    self.assertEqual(st["overlapped"], len(comp | held),
+                                     f"step {s}")
+                    self.assertEqual(st["direct"], 6 - len(comp | held))
+                held = comp
+                continue
+            self.assertEqual(layers, list(range(6)), f"step {s}")
+            self.assertEqual(st["direct"], 0)
+            self.assertEqual(st["overlapped"], 0)
             for layer, compressed, comm_ms, codec_ms in st["sends"]:
                 want = levels[layer] > 0 and (kind != "powersgd"
                                               or layer % 2 == 0)
@@ -252,6 +265,15 @@ class HookTest(unittest.TestCase):
 
     def test_untimed_raw_buckets_go_to_gloo_directly_and_match(self):
         self.run_kind("2bit-untimed")
+
+    def test_overlapped_powersgd_matches_the_reference(self):
+        self.run_kind("powersgd-untimed")
+
+    def test_overlapped_topk_matches_the_reference(self):
+        self.run_kind("topk-untimed")
+
+    def test_overlapped_one_bit_matches_the_reference(self):
+        self.run_kind("1bit-untimed")
 
 
 if __name__ == "__main__":

@@ -165,13 +165,11 @@ def rank_main(rank, port, control, publish, kind, steps, out_dir):
         opt.zero_grad()
         x, y = batch(step, rank)
         torch.nn.functional.cross_entropy(ddp(x), y).backward()
-        modes = [None] * len(params)
+        # How the hook sent each layer; the gradients below prove it.
+        modes = list(agent.hook.compressed)
+        sent = [None] * len(params)
         for layer, compressed, comm_ms, codec_ms in sends:
-            modes[layer] = bool(compressed)
-        if not agent.timed:
-            # Untimed: the buckets not sent through the timed path were
-            # handed to gloo directly, raw.
-            modes = [False if m is None else m for m in modes]
+            sent[layer] = bool(compressed)
         # The reference: every rank's local gradient, each layer as sent.
         local = []
         for w in range(WORLD):
@@ -205,7 +203,8 @@ def rank_main(rank, port, control, publish, kind, steps, out_dir):
             "compression_off": d.compression_off,
             "reason": d.reason, "grad_diff": diff,
             "timed": agent.timed, "direct": agent.hook.direct,
-            "timed_sends": len(sends),
+            "overlapped": agent.hook.overlapped,
+            "timed_sends": len(sends), "sent": sent,
             "backward_ms": agent.backward_ms(),
             "codec_ms": agent.hook.codec_ms,
             "send_times": [[c, ms, cod] for _, c, ms, cod in sends]})
@@ -276,23 +275,31 @@ class HookModesTest(unittest.TestCase):
         for a, b in zip(reps[0]["steps"], reps[1]["steps"]):
             self.assertEqual((a["step"], a["seq"], a["modes"]),
                              (b["step"], b["seq"], b["modes"]))
-        # A step is timed in a calibration, when it compresses, and
-        # every 16th step (attach's default); the others hand every
-        # bucket (one per tensor here, after the first step) that holds
-        # no residual to gloo directly, and the gradients above still
-        # equal the reference's.
+        # A step is timed in a calibration and every 16th step (attach's
+        # default), each layer reduced and timed on its own; every other
+        # step, compressed or not, goes on the overlapped path: a bucket
+        # (one per tensor here, after the first step) of a raw layer that
+        # holds no residual to gloo directly, the others through the
+        # compressor's asynchronous collectives, and the gradients above
+        # still equal the reference's.
         for rank, rep in enumerate(reps):
             for st in rep["steps"]:
-                want = (st["calibrating"] or any(st["modes"])
-                        or st["step"] % 16 == 0)
+                want = st["calibrating"] or st["step"] % 16 == 0
                 self.assertEqual(st["timed"], want,
                                  f"rank {rank} step {st['step']}")
                 if st["timed"]:
                     self.assertEqual(st["direct"], 0)
+                    self.assertEqual(st["overlapped"], 0)
                     self.assertEqual(st["timed_sends"], 7)
-                elif st["step"] > 0:
-                    self.assertEqual(st["direct"] + st["timed_sends"], 7)
-                    self.assertGreater(st["direct"], 0)
+                    self.assertEqual(st["sent"], st["modes"])
+                else:
+                    self.assertEqual(st["timed_sends"], 0)
+                    if st["step"] > 0:
+                        self.assertEqual(st["direct"] + st["overlapped"],
+                                         7)
+                        self.assertGreaterEqual(st["overlapped"],
+                                                sum(st["modes"]))
+                        self.assertGreater(st["direct"], 0)
         # Biases (and the 1-D vector) are never compressed; raw, and
         # timed in every timed step of the window.
         vectors = [i for i, s in enumerate(reps[0]["shapes"]) if len(s) < 2]

@@ -54,6 +54,7 @@ default) make ``import torch`` below the real one.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import secrets
 import time
@@ -66,12 +67,14 @@ from bellows import _lib
 from bellows.agent import Agent, Decision, Layer
 from bellows.compress import (
     Counts,
+    Flight,
     Item,
     PowerSGD,
     ProcessGroupComm,
     TopK,
     make_compressor,
 )
+from bellows.compress import _future as compress_future
 from bellows.resireduce import Plan
 
 __all__ = ["CompressionHook", "LevelChange", "PlanChange", "TorchAgent",
@@ -113,49 +116,79 @@ def layer_table(model: torch.nn.Module, flags: int = 0,
     return table
 
 
+class _Bucket:
+    """What the hook knows of one DDP bucket, built on its first call and
+    reused while DDP keeps the bucket: its layers in bucket order, and
+    where each gradient lies in the bucket's buffer (element offsets;
+    None when a gradient is no contiguous view of it)."""
+
+    __slots__ = ("layers", "offsets", "numels")
+
+    def __init__(self, layers, offsets, numels):
+        self.layers = layers
+        self.offsets = offsets
+        self.numels = numels
+
+
 class CompressionHook:
     """The DDP communication hook: every tensor at its own level.
 
     ``params`` are the model's trainable parameters in layer order;
-    ``levels`` holds the level in force for each layer and is set by the
-    owner before each backward pass (TorchAgent does it in step_begin,
-    with 0 for every layer that must go raw). ``observe(layer, grad)``,
-    if given, sees each local gradient first.
+    ``set_levels(levels)`` gives the level in force for each layer (0 for
+    every layer that must go raw) before each backward pass (TorchAgent
+    does it in step_begin); what follows from them for a step, which
+    layers are compressed, is computed there, once per distinct set of
+    levels, not per bucket. ``observe(layer, grad)``, if given, sees
+    each local gradient first; ``observe_at(layer, address, n, dtype)``
+    (Agent.observer), if given, is used instead for gradients that lie
+    in the bucket's CPU buffer, without building a tensor per gradient.
 
-    With ``per_layer`` (the default) each tensor of a bucket is reduced
-    on its own, so that its collectives and codec time are its own and
-    ``on_send(layer, compressed, comm_ms, codec_ms)`` gets them (codec_ms
-    is the reduce's wall time minus its collectives, 0 for a raw send).
-    Without, a bucket goes to the compressor in one call (fewer, larger
-    collectives; no per-layer times). ``on_collective(nbytes, compressed,
-    ms)`` gets every collective this rank made, with the bytes it put in.
+    Each bucket takes one of three paths:
 
-    With ``align``, the first bucket after each reset() starts with a
-    one-float all-reduce that is timed into ``comm.elapsed_ms`` but not
-    reported: the ranks arrive at their first collective of a step at
-    different times (their forward and backward passes do not take
-    equally long), and without it that wait would be counted as the
-    first layer's communication time.
+    - **direct**: every layer raw, none holding an error-feedback
+      residual, and the step not timed. One asynchronous sum all-reduce
+      of DDP's bucket buffer, in place, divided by the world in its
+      callback, as DDP's own hook does; ``direct`` counts these buckets.
+    - **overlapped**: some layer compressed (or flushing a residual),
+      the step not timed, and a compressor with ``start`` (every one of
+      bellows.compress but GComp). The compressor encodes here and
+      starts asynchronous collectives, one per codec per bucket (the raw
+      layers in one all-reduce, the compressed ones packed in one
+      all-gather or, for PowerSGD, one all-reduce of every P and one of
+      every Q); the hook returns a future that completes when the
+      callbacks have decoded, so backward goes on overlapping
+      communication; ``overlapped`` counts these buckets. Every collective starts on the thread that runs
+      backward, in bucket order, the same on every rank: a stage that
+      needs a collective's result (PowerSGD's Q) runs at the next
+      bucket's call, or, for the last bucket, in that collective's
+      callback, after which nothing else starts (compress.Flight).
+    - **timed**: ``timed`` set (a calibration, a sampled step), or a
+      compressor without ``start``. The bucket is reduced synchronously
+      inside the hook and a completed future returned. With
+      ``per_layer`` (the default) each tensor is reduced on its own,
+      so that its collectives and codec time are its own and
+      ``on_send(layer, compressed, comm_ms, codec_ms)`` gets them
+      (codec_ms is the reduce's wall time minus its collectives, 0 for
+      a raw send); without, a bucket goes to the compressor in one call.
+      ``on_collective(nbytes, compressed, ms)`` gets every collective of
+      this path, with the bytes this rank put in. With ``align``, the
+      first timed bucket after each reset() starts with a one-float
+      all-reduce that is timed into ``comm.elapsed_ms`` but not
+      reported: the ranks arrive at their first collective at different
+      times, and that wait is no layer's communication time.
 
-    ``timed`` (True unless the owner clears it, per step) selects the
-    path above for every bucket. With ``timed`` False, a bucket whose
-    layers are all raw (level 0, or not compressed at their level) and
-    hold no residual in ``compressor.errors`` goes to the process group
-    directly: ``observe`` still sees every gradient, then one
-    asynchronous sum all-reduce of DDP's bucket buffer is started and its
-    future returned, divided by the world in its callback, as DDP's
-    default hook does (no copy, no wait, no per-layer times, no
-    ``on_send`` or ``on_collective``). A compressor without ``errors``
-    (a user's) always takes the timed path. ``direct`` counts those
-    buckets and ``direct_ms`` their collectives' busy time: from the
-    later of the all-reduce's start and the previous direct one's end,
-    to its end (the collectives overlap backward, so this is not time
-    the step waited).
-
-    ``counts``, ``codec_ms`` (encode + decode), ``hook_ms`` (wall time
-    inside the hook) and ``last_end`` (perf_counter() when the hook last
-    returned) accumulate until the owner reads and resets them.
-    ``register(ddp_model)`` installs it.
+    Only the timed path calls on_send and on_collective: the policies'
+    per-layer times come from sampled steps, never from slowing every
+    step. ``counts`` (what this rank sent), ``codec_ms`` (encode +
+    decode; the overlapped path's decode is added by finish()),
+    ``hook_ms`` (wall time inside the hook), ``direct_ms`` (the busy
+    time of the asynchronous collectives, overlapping ones counted once:
+    communication that overlapped backward, not time the step waited;
+    added by finish()) and ``last_end`` (perf_counter() when the hook
+    last returned) accumulate until the owner calls reset().
+    ``finish()``, once the step's backward pass is over (DDP has waited
+    for every future), hands back the compressors' deferred state;
+    reset() calls it. ``register(ddp_model)`` installs the hook.
     """
 
     def __init__(self, params: Sequence[torch.Tensor], compressor,
@@ -165,14 +198,18 @@ class CompressionHook:
                  on_send: Callable[[int, bool, float, float], None]
                  | None = None,
                  on_collective: Callable[[int, bool, float], None]
-                 | None = None, align: bool = False):
+                 | None = None, align: bool = False,
+                 observe_at: Callable[[int, int, int, int], None]
+                 | None = None):
         # Parameters are recognised by their storage: bucket.parameters()
         # returns the model's own parameter tensors.
         self.layer_of = {p.data_ptr(): i for i, p in enumerate(params)}
-        self.levels = [0.0] * len(params)
+        self._shapes = [tuple(p.shape) for p in params]
+        self._buckets: dict[tuple, _Bucket] = {}
         self.compressor = compressor
         self.comm = comm
         self.observe = observe
+        self.observe_at = observe_at
         self.per_layer = per_layer
         self.on_send = on_send
         self.on_collective = on_collective
@@ -181,9 +218,17 @@ class CompressionHook:
         self.align = align
         self._aligned = False
         self.timed = True
+        self._level_cache: dict[tuple, tuple[list, list, bool]] = {}
+        self._levels: list[float] = []
+        self._comp: list[bool] = []
+        self._any_comp = False
+        self.set_levels([0.0] * len(params))
+        self._start = getattr(compressor, "start", None)
+        self._flights: list[Flight] = []
+        self._pending: list[Flight] = []
         self.direct = 0
         self.direct_ms = 0.0
-        self._direct_end = 0.0
+        self.overlapped = 0
         self.counts = Counts()
         self.calls = 0
         self.codec_ms = 0.0
@@ -201,15 +246,59 @@ class CompressionHook:
 
         model.register_comm_hook(None, bellows_comm_hook)
 
+    def set_levels(self, levels: Sequence[float]) -> None:
+        """Puts ``levels`` (one per layer) in force for the next backward
+        passes. Which layers they compress is worked out here, once per
+        distinct set of levels (a calibration alternates two)."""
+        key = tuple(levels)
+        hit = self._level_cache.get(key)
+        if hit is None:
+            test = getattr(self.compressor, "compresses", None)
+            if test is None:
+                comp = [lv > 0 for lv in key]
+            else:
+                comp = [lv > 0 and bool(test(shape, lv))
+                        for shape, lv in zip(self._shapes, key)]
+            if len(self._level_cache) >= 8:
+                self._level_cache.clear()
+            hit = self._level_cache[key] = (list(key), comp, any(comp))
+        self._levels, self._comp, self._any_comp = hit
+
+    @property
+    def levels(self) -> list[float]:
+        """The levels in force (set_levels)."""
+        return self._levels
+
+    @levels.setter
+    def levels(self, levels: Sequence[float]) -> None:
+        self.set_levels(levels)
+
+    @property
+    def compressed(self) -> tuple[bool, ...]:
+        """Per layer, whether the levels in force send it compressed."""
+        return tuple(self._comp)
+
+    def finish(self) -> None:
+        """Once backward is over: hands back the overlapped reduces'
+        deferred state (in the order they started) and adds their decode
+        time to codec_ms and their busy time to direct_ms."""
+        flights, self._flights = self._flights, []
+        self._pending = []
+        for fl in flights:
+            fl.finish()
+            self.codec_ms += fl.decode_ms
+        self.direct_ms += self.comm.take_busy_ms()
+
     def reset(self) -> None:
-        """Zeroes the counters (counts, codec_ms, hook_ms, direct,
-        direct_ms)."""
+        """Finishes the last step (finish()) and zeroes the counters
+        (counts, codec_ms, hook_ms, direct, direct_ms, overlapped)."""
+        self.finish()
         self.counts = Counts()
         self.codec_ms = 0.0
         self.hook_ms = 0.0
         self.direct = 0
         self.direct_ms = 0.0
-        self._direct_end = 0.0
+        self.overlapped = 0
         self._aligned = False
 
     def _align(self, device) -> None:
@@ -221,49 +310,121 @@ class CompressionHook:
         if self.on_collective is not None:
             del comm.samples[n0:]
 
-    def _compressed(self, it: Item) -> bool:
-        test = getattr(self.compressor, "compresses", None)
-        if test is None:
-            return it.level > 0
-        return test(tuple(it.grad.shape), it.level)
+    def _bucket(self, bucket, buf: torch.Tensor) -> _Bucket:
+        """The bucket's layers and offsets, from the cache while DDP keeps
+        the bucket (same index, same first and last parameter, same
+        count: DDP rebuilds its buckets once, after the first step)."""
+        params = bucket.parameters()
+        key = (bucket.index(), len(params),
+               params[0].data_ptr() if params else 0,
+               params[-1].data_ptr() if params else 0)
+        b = self._buckets.get(key)
+        if b is not None:
+            return b
+        layers = []
+        for p in params:
+            layer = self.layer_of.get(p.data_ptr())
+            if layer is None:
+                raise RuntimeError("bellows: a DDP bucket holds a parameter "
+                                   "that is not in the layer table (was the "
+                                   "model changed after attach?)")
+            layers.append(layer)
+        offsets: list[int] | None = []
+        base, esz = buf.data_ptr(), buf.element_size()
+        for g in bucket.gradients():
+            off, rem = divmod(g.data_ptr() - base, esz)
+            if (rem or not g.is_contiguous() or g.dtype != buf.dtype
+                    or off < 0 or off + g.numel() > buf.numel()):
+                offsets = None
+                break
+            offsets.append(off)
+        numels = [math.prod(self._shapes[i]) for i in layers]
+        b = self._buckets[key] = _Bucket(tuple(layers), offsets, numels)
+        return b
 
-    def _raw_only(self, items: list[Item]) -> bool:
-        """True if every item goes raw and holds no residual to flush."""
-        errors = getattr(self.compressor, "errors", None)
-        if errors is None:
+    def _observe(self, b: _Bucket, buf: torch.Tensor, bucket) -> list | None:
+        """Hands every gradient of the bucket to the observer; returns the
+        bucket's gradient tensors if it had to build them."""
+        at = self.observe_at
+        if (at is not None and b.offsets is not None
+                and buf.device.type == "cpu"
+                and buf.dtype in _OBSERVE_DTYPES):
+            base, esz = buf.data_ptr(), buf.element_size()
+            dtype = _OBSERVE_DTYPES[buf.dtype]
+            for layer, off, n in zip(b.layers, b.offsets, b.numels):
+                at(layer, base + off * esz, n, dtype)
+            return None
+        grads = bucket.gradients()
+        if self.observe is not None:
+            for layer, g in zip(b.layers, grads):
+                self.observe(layer, g)
+        return grads
+
+    def _raw_only(self, b: _Bucket) -> bool:
+        """True if every layer of ``b`` goes raw and holds no residual to
+        flush (a compressor without ``errors``, a user's: never)."""
+        if getattr(self.compressor, "errors", None) is None:
+            return False
+        comp = self._comp
+        if self._any_comp and any(comp[i] for i in b.layers):
             return False
         residuals = getattr(self.compressor, "residuals", None)
-        for it in items:
-            held = (residuals.holds(it.layer) if residuals is not None
-                    else it.layer in errors)
-            if held or self._compressed(it):
-                return False
-        return True
+        if residuals is not None:
+            return not residuals.any_held() or \
+                not any(residuals.holds(i) for i in b.layers)
+        errors = self.compressor.errors
+        return not errors or not any(i in errors for i in b.layers)
 
-    def _direct(self, buf: torch.Tensor, items: list[Item]):
+    def _direct(self, buf: torch.Tensor, b: _Bucket):
         """Starts the sum all-reduce of DDP's bucket ``buf``; returns its
         future, whose value is divided by the world in the callback."""
-        n = sum(it.grad.numel() for it in items)
+        n = buf.numel()
         self.counts += Counts(floats_sent=n, floats_raw=n,
                               bytes_sent=n * buf.element_size())
         self.direct += 1
         world = self.comm.world
+        spans = self.comm.spans
         t0 = time.perf_counter()
         work = dist.all_reduce(buf, group=self.comm.group, async_op=True)
 
         def divide(fut):
             # On the backend's thread, once the sum is in buf: no wait.
-            end = time.perf_counter()
-            self.direct_ms += (end - max(t0, self._direct_end)) * 1e3
-            self._direct_end = end
+            spans.append((t0, time.perf_counter()))
             return fut.value()[0].div_(world)
 
         return work.get_future().then(divide)
 
+    def _overlapped(self, buf: torch.Tensor, items: list[Item], last: bool):
+        """Starts the compressor's reduce of ``items``; returns a future
+        of ``buf`` completed once every gradient holds the average."""
+        fl = self._start(items, self.comm)
+        self.overlapped += 1
+        self._flights.append(fl)
+        self.counts += fl.counts
+        self.codec_ms += fl.codec_ms
+        if fl.pending:
+            if last:
+                fl.then_advance()
+            else:
+                self._pending.append(fl)
+
+        def result(fut):
+            fut.value()  # raises a stage's error
+            return buf
+
+        return fl.future.then(result)
+
+    def _advance(self) -> None:
+        """Runs the stages earlier buckets left (see compress.Flight),
+        before this bucket starts any collective."""
+        pending, self._pending = self._pending, []
+        for fl in pending:
+            fl.advance()
+
     def _reduce(self, group: list[Item]) -> None:
         """Reduces ``group`` in one compressor call, timed."""
         comm = self.comm
-        compressed = any(self._compressed(it) for it in group)
+        compressed = any(self._comp[it.layer] for it in group)
         c0 = comm.elapsed_ms
         n0 = len(comm.samples) if self.on_collective is not None else 0
         t0 = time.perf_counter()
@@ -285,22 +446,35 @@ class CompressionHook:
         on the timed path)."""
         t_in = time.perf_counter()
         buf = bucket.buffer()
-        items = []
-        for p, g in zip(bucket.parameters(), bucket.gradients()):
-            layer = self.layer_of.get(p.data_ptr())
-            if layer is None:
-                raise RuntimeError("bellows: a DDP bucket holds a parameter "
-                                   "that is not in the layer table (was the "
-                                   "model changed after attach?)")
-            if self.observe is not None:
-                self.observe(layer, g)
-            items.append(Item(layer, g, self.levels[layer]))
-        if not self.timed and self._raw_only(items):
-            fut = self._direct(buf, items)
-            self.calls += 1
-            self.last_end = time.perf_counter()
-            self.hook_ms += (self.last_end - t_in) * 1e3
-            return fut
+        b = self._bucket(bucket, buf)
+        grads = self._observe(b, buf, bucket)
+        fut = None
+        if not self.timed:
+            self._advance()
+            if self._raw_only(b):
+                fut = self._direct(buf, b)
+            elif self._start is not None:
+                if grads is None:
+                    grads = bucket.gradients()
+                levels = self.levels
+                items = [Item(i, g, levels[i])
+                         for i, g in zip(b.layers, grads)]
+                fut = self._overlapped(buf, items, bucket.is_last())
+        if fut is None:
+            fut = self._timed(bucket, buf, b, grads)
+        self.calls += 1
+        self.last_end = time.perf_counter()
+        self.hook_ms += (self.last_end - t_in) * 1e3
+        return fut
+
+    def _timed(self, bucket, buf: torch.Tensor, b: _Bucket, grads):
+        """The timed path: the bucket reduced synchronously, a completed
+        future returned."""
+        self._advance()
+        if grads is None:
+            grads = bucket.gradients()
+        levels = self.levels
+        items = [Item(i, g, levels[i]) for i, g in zip(b.layers, grads)]
         if self.align and not self._aligned:
             self._align(buf.device)
         if self.per_layer:
@@ -308,15 +482,15 @@ class CompressionHook:
                 self._reduce([it])
         elif items:
             self._reduce(items)
-        self.calls += 1
-        if buf.is_cuda:
-            fut = torch.futures.Future(devices=[buf.device])
-        else:
-            fut = torch.futures.Future()
+        fut = compress_future(buf.device)
         fut.set_result(buf)
-        self.last_end = time.perf_counter()
-        self.hook_ms += (self.last_end - t_in) * 1e3
         return fut
+
+
+# bellows_dtype codes of the gradient types Agent.observer takes.
+_OBSERVE_DTYPES = {torch.float32: _lib.DTYPE_F32,
+                   torch.float16: _lib.DTYPE_F16,
+                   torch.bfloat16: _lib.DTYPE_BF16}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -373,6 +547,7 @@ class TorchAgent:
         self._bytes = [p.numel() * p.element_size() for p in self._params]
         self._ndim = [p.dim() for p in self._params]
         self._base: list[float] = []
+        self._levels: list[float] = [0.0] * len(self._params)
         self.decision: Decision | None = None
         self.step: int | None = None
         self.calibrating = False
@@ -463,22 +638,25 @@ class TorchAgent:
             self._base = [0.0 if self._ndim[i] < 2 else lv
                           for i, lv in enumerate(d.levels)]
             levels = self.effective_levels(d)
+            self._levels = levels
             if not self.changes or tuple(levels) != self.changes[-1].levels:
                 self.changes.append(LevelChange(step, d.seq, d.window,
                                                 tuple(levels), d.reason))
             self._apply_plan(step, d)
         elif self.residuals is not None:
             self.residuals.new_step()
-        # The library decides each layer's mode per step, from the
-        # decision in force: the same on every rank.
-        levels = self._step_levels()
-        self.hook.levels = levels
         self.calibrating = self.agent.calibrating()
+        # Outside a calibration a layer's mode follows from the decision
+        # alone (computed once per decision above); in one the library
+        # alternates it per step, the same on every rank.
+        self.hook.set_levels(self._step_levels() if self.calibrating
+                             else self._levels)
         # Per-layer times are what slimgc (calibrations, drift) and
-        # perfmodel (raw collectives) fit: every compressing step, and a
-        # sample of the others; the rest go at DDP's own speed.
+        # perfmodel (raw collectives) fit: every calibration step, and a
+        # sample of the others; every other step, compressed or not,
+        # goes on the overlapped path at DDP's own pace.
         every = self.time_every
-        self.timed = (self.calibrating or any(lv > 0 for lv in levels)
+        self.timed = (self.calibrating
                       or (every > 0 and step % every == 0))
         self.hook.timed = self.timed
         self.decision = d
@@ -581,6 +759,7 @@ class TorchAgent:
             if lr_next is None:
                 lr_next = now
         hook = self.hook
+        hook.finish()
         counts = hook.counts
         comm_ms = hook.comm.elapsed_ms - self._comm0 + hook.direct_ms
         wall_ms = (time.perf_counter() - self._t0) * 1e3
@@ -825,7 +1004,7 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
                                observe=observe, per_layer=per_layer,
                                on_send=agent.comm_layer,
                                on_collective=agent.comm_bucket,
-                               align=align)
+                               align=align, observe_at=agent.observer())
         hook.register(model)
         return TorchAgent(model, agent, hook, params, time_every,
                           optimizer=optimizer)
