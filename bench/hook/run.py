@@ -44,8 +44,25 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import benchkit  # noqa: E402
 
 CONFIGS = ("plain", "bellows", "timed", "nostats")
+# Compressing configurations, chosen with --compressed.
+COMPRESSED = {
+    # bellows, every matrix 2-bit (fixed level 1), overlapped.
+    "2bit": ("2bit", 1),
+    # bellows PowerSGD at rank 4, overlapped.
+    "psgd": ("powersgd", 4),
+}
 POLICY = """\
 jobs:
+  - match: "hookbench-2bit"
+    policies:
+      - type: fixed
+        layers: {min_ndim: 2}
+        params: {level: 1}
+  - match: "hookbench-psgd"
+    policies:
+      - type: fixed
+        layers: {min_ndim: 2}
+        params: {level: 4}
   - match: "*"
     policies:
       - type: fixed
@@ -53,12 +70,13 @@ jobs:
 """
 
 
-def make_model(torch):
+def make_model(torch, n: int, width: int):
+    """n Linear(width, width), a ReLU between each two."""
     torch.manual_seed(0)
     layers = []
-    for i in range(4):
-        layers.append(torch.nn.Linear(1024, 1024))
-        if i < 3:
+    for i in range(n):
+        layers.append(torch.nn.Linear(width, width))
+        if i < n - 1:
             layers.append(torch.nn.ReLU())
     return torch.nn.Sequential(*layers)
 
@@ -76,37 +94,56 @@ def rank_main(rank, port, control, publish, args, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=2)
+    configs = args.configs
     models, agents = {}, {}
-    stats_ms = {c: 0.0 for c in CONFIGS}
-    parts = {c: [] for c in CONFIGS}
+    stats_ms = {c: 0.0 for c in configs}
+    parts = {c: [] for c in configs}
 
     def timed_observe(observe, c):
-        def wrapped(layer, grad):
+        if observe is None:
+            return None
+
+        def wrapped(*a):
             t = time.perf_counter()
-            observe(layer, grad)
+            observe(*a)
             stats_ms[c] += (time.perf_counter() - t) * 1e3
         return wrapped
 
-    for c in CONFIGS:
-        ddp = torch.nn.parallel.DistributedDataParallel(make_model(torch))
+    for c in configs:
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            make_model(torch, args.layers, args.width))
         models[c] = ddp
-        if c != "plain":
+        if c == "torch-psgd":
+            from torch.distributed.algorithms.ddp_comm_hooks import \
+                powerSGD_hook as P
+            state = P.PowerSGDState(process_group=None,
+                                    matrix_approximation_rank=4,
+                                    start_powerSGD_iter=2,
+                                    use_error_feedback=True,
+                                    warm_start=True)
+            ddp.register_comm_hook(state, P.powerSGD_hook)
+        elif c != "plain":
+            compressor = COMPRESSED.get(c, ("powersgd", 0))[0]
             a = bt.attach(ddp, f"hookbench-{c}", run_id="hookbench",
                           control=control, publish=publish,
-                          window_steps=10,
+                          window_steps=10, compressor=compressor,
                           **({"time_every": every["timed" if c == "timed"
                                                   else "time_every"]}
                              if every else {}))
             if c == "nostats":
                 a.hook.observe = None
+                if hasattr(a.hook, "observe_at"):
+                    a.hook.observe_at = None
             else:
                 a.hook.observe = timed_observe(a.hook.observe, c)
+                if hasattr(a.hook, "observe_at"):
+                    a.hook.observe_at = timed_observe(a.hook.observe_at, c)
             agents[c] = a
     opts = {c: torch.optim.SGD(m.parameters(), lr=0.01)
             for c, m in models.items()}
     g = torch.Generator().manual_seed(rank)
-    x = torch.randn(64, 1024, generator=g)
-    y = torch.randn(64, 1024, generator=g)
+    x = torch.randn(args.batch, args.width, generator=g)
+    y = torch.randn(args.batch, args.width, generator=g)
 
     def step(c):
         a = agents.get(c)
@@ -126,15 +163,15 @@ def rank_main(rank, port, control, publish, args, out):
                              getattr(a.hook, "direct", 0)])
         return (time.perf_counter() - t0) * 1e3
 
-    times = {c: [] for c in CONFIGS}
-    for c in CONFIGS:
+    times = {c: [] for c in configs}
+    for c in configs:
         for _ in range(args.warmup):
             step(c)
         parts[c].clear()
     for r in range(args.rounds):
         # Each config first in as many rounds as the others.
-        k = r % len(CONFIGS)
-        for c in CONFIGS[k:] + CONFIGS[:k]:
+        k = r % len(configs)
+        for c in configs[k:] + configs[:k]:
             times[c].append([step(c) for _ in range(args.steps)])
     for a in agents.values():
         a.close()
@@ -147,6 +184,7 @@ def rank_main(rank, port, control, publish, args, out):
 
 def report(res, command):
     times, parts = res["times"], res["parts"]
+    CONFIGS = tuple(times)
     lines = [benchkit.machine_line(), "", f"    {command}", ""]
     med = {c: statistics.median(t for r in times[c] for t in r)
            for c in CONFIGS}
@@ -166,9 +204,15 @@ def report(res, command):
         lines.append(f"{c}/plain per round: "
                      + " ".join(f"{r:.3f}" for r in ratios)
                      + f" (median {statistics.median(ratios):.3f})")
-    ratios = [b / n for b, n in zip(rmed["bellows"], rmed["nostats"])]
-    lines.append(f"statistics pass, bellows/nostats per round median: "
-                 f"{statistics.median(ratios):.3f}")
+    if "bellows" in rmed and "nostats" in rmed:
+        ratios = [b / n for b, n in zip(rmed["bellows"], rmed["nostats"])]
+        lines.append(f"statistics pass, bellows/nostats per round median: "
+                     f"{statistics.median(ratios):.3f}")
+    if "torch-psgd" in rmed and "psgd" in rmed:
+        ratios = [t / b for t, b in zip(rmed["torch-psgd"], rmed["psgd"])]
+        lines.append(f"PyTorch's powerSGD_hook / bellows PowerSGD per "
+                     f"round: " + " ".join(f"{r:.3f}" for r in ratios)
+                     + f" (median {statistics.median(ratios):.3f})")
     # On a loaded machine whole rounds run at half speed (a rank waiting
     # for a CPU), and the per-round ratios swing by tens of per cent. The
     # fast steps are the ones no config had to wait in: their low
@@ -202,7 +246,7 @@ def report(res, command):
                              "comm ms", "backward ms", "direct buckets",
                              "observe / step"])
     for c in CONFIGS[1:]:
-        ps = parts[c]
+        ps = parts.get(c)
         if not ps:
             continue
         col = [statistics.median(p[i] for p in ps) for i in range(5)]
@@ -218,6 +262,19 @@ def main():
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--layers", type=int, default=4,
+                   help="Linear layers in the model (default 4)")
+    p.add_argument("--width", type=int, default=1024,
+                   help="their width: Linear(W, W) (default 1024)")
+    p.add_argument("--batch", type=int, default=64,
+                   help="samples per rank and step (default 64)")
+    p.add_argument("--compressed", default="",
+                   help="comma-separated compressing configs to add: "
+                        "2bit, psgd (bellows), torch-psgd (PyTorch's "
+                        "powerSGD_hook, rank 4)")
+    p.add_argument("--only", default="",
+                   help="comma-separated configs to run instead of "
+                        "plain,bellows,timed,nostats")
     p.add_argument("--build", default=str(benchkit.SRC / "build"))
     p.add_argument("--python", default=str(benchkit.SRC / "agent" /
                                            "python"),
@@ -226,6 +283,15 @@ def main():
     p.add_argument("--out", default=None,
                    help="directory for report.md (default: print only)")
     args = p.parse_args()
+    args.configs = tuple(c for c in (args.only.split(",") if args.only
+                                     else CONFIGS) if c)
+    args.configs += tuple(c for c in args.compressed.split(",") if c)
+    for c in args.configs:
+        if c not in CONFIGS + tuple(COMPRESSED) + ("torch-psgd",):
+            p.error(f"unknown config {c!r}")
+    # plain first: the ratios' base.
+    args.configs = ("plain",) + tuple(c for c in args.configs
+                                      if c != "plain")
     os.environ.update(benchkit.lib_env(pathlib.Path(args.build)))
     os.environ["BELLOWS_BUILD_ROOT"] = str(pathlib.Path(args.build).resolve())
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -239,7 +305,7 @@ def main():
         mp.spawn(rank_main, (support.free_port(), daemon.control,
                              daemon.publish, args, tmp), nprocs=2)
         res = json.loads(pathlib.Path(tmp, "times.json").read_text())
-    command = "/usr/bin/python3 bench/hook/run.py " + " ".join(
+    command = sys.executable + " bench/hook/run.py " + " ".join(
         sys.argv[1:])
     text = report(res, command.strip())
     print(text, end="")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import pathlib
 import tempfile
+import time
 import unittest
 
 import torch
@@ -186,6 +187,84 @@ def rank_main(rank, port, kind, out_dir):
         json.dumps(report))
 
 
+# Collectives a compressed bucket starts on the overlapped path: raw
+# layers (the biases) in one all-reduce, the compressed ones packed:
+# PowerSGD's P rides with the raw values, then one Q.
+PER_BUCKET = {"powersgd": {"all_reduce": 2, "all_gather": 0},
+              "topk": {"all_reduce": 1, "all_gather": 1},
+              "2bit": {"all_reduce": 1, "all_gather": 1}}
+PACKED_LEVELS = {"powersgd": 2, "topk": 0.25, "2bit": 1}
+
+
+def packed_main(rank, port, kind, out_dir):
+    """Three Linear layers in one DDP bucket, untimed: counts the
+    collectives each step starts and whether the hook's future was
+    already complete when the hook returned. Rank 1 starts its backward
+    0.3 s late, so rank 0's collectives cannot have finished by then."""
+    import bellows.compress as compress
+    from bellows.torch import CompressionHook
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=WORLD)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 4))
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    params = list(model.parameters())
+    comp = compress.make_compressor(kind, seed=5,
+                                    threshold=QUANT_THRESHOLD)
+    hook = CompressionHook(params, comp, compress.ProcessGroupComm())
+    counted = {"all_reduce": 0, "all_gather": 0}
+    originals = {}
+    for name in counted:
+        originals[name] = getattr(dist, name)
+
+        def wrap(*a, _name=name, **k):
+            counted[_name] += 1
+            return originals[_name](*a, **k)
+
+        setattr(dist, name, wrap)
+    done_at_return = []
+
+    def bellows_comm_hook(state, bucket):
+        fut = hook(state, bucket)
+        done_at_return.append(fut.done())
+        return fut
+
+    ddp.register_comm_hook(None, bellows_comm_hook)
+    hook.timed = False
+    hook.set_levels([PACKED_LEVELS[kind] if p.dim() >= 2 else 0
+                     for p in params])
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    report = []
+    for step in range(4):
+        hook.reset()
+        calls = hook.calls
+        for name in counted:
+            counted[name] = 0
+        del done_at_return[:]
+        opt.zero_grad()
+        g = torch.Generator().manual_seed(10 * step + rank)
+        x = torch.randn(8, 16, generator=g)
+        loss = ddp(x).square().mean()
+        if rank == 1:
+            time.sleep(0.3)
+        loss.backward()
+        opt.step()
+        report.append({"buckets": hook.calls - calls,
+                       "overlapped": hook.overlapped,
+                       "counted": dict(counted),
+                       "done_at_return": list(done_at_return)})
+    for name, fn in originals.items():
+        setattr(dist, name, fn)
+    del ddp, hook, opt
+    dist.destroy_process_group()
+    pathlib.Path(out_dir, f"packed-{kind}.{rank}.json").write_text(
+        json.dumps(report))
+
+
 class HookTest(unittest.TestCase):
     def run_kind(self, kind):
         with tempfile.TemporaryDirectory() as out:
@@ -274,6 +353,36 @@ class HookTest(unittest.TestCase):
 
     def test_overlapped_one_bit_matches_the_reference(self):
         self.run_kind("1bit-untimed")
+
+    def run_packed(self, kind):
+        with tempfile.TemporaryDirectory() as out:
+            support.spawn(packed_main, (support.free_port(), kind, out),
+                          WORLD, timeout=120)
+            reports = [json.loads(pathlib.Path(
+                out, f"packed-{kind}.{r}.json").read_text())
+                for r in range(WORLD)]
+        for rank, rep in enumerate(reports):
+            for s, st in enumerate(rep):
+                print(f"\n  {kind} rank {rank} step {s}: {st['buckets']} "
+                      f"bucket(s), collectives {st['counted']}, future "
+                      f"done at return {st['done_at_return']}", end="")
+                self.assertEqual(st["buckets"], 1)
+                self.assertEqual(st["overlapped"], 1)
+                self.assertEqual(st["counted"], PER_BUCKET[kind],
+                                 f"rank {rank} step {s}")
+                if rank == 0:
+                    self.assertEqual(st["done_at_return"], [False],
+                                     f"step {s}: the hook waited")
+        print()
+
+    def test_an_overlapped_powersgd_bucket_makes_two_collectives(self):
+        self.run_packed("powersgd")
+
+    def test_an_overlapped_topk_bucket_makes_one_collective_per_codec(self):
+        self.run_packed("topk")
+
+    def test_an_overlapped_two_bit_bucket_makes_one_per_codec(self):
+        self.run_packed("2bit")
 
 
 if __name__ == "__main__":

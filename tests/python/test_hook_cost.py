@@ -1,0 +1,120 @@
+"""test_hook_cost - the hook's per-step work grows with the parameters,
+not faster.
+
+One gloo rank (a world of one) trains an MLP of N and of 4N Linear(8, 8)
+layers under bellows.torch.attach against a real bellowsd, at level 0
+(every bucket handed to gloo directly) and with every matrix 2-bit
+quantised (the overlapped path), with no timed step (time_every=0). The
+Python and C function calls made in each step, from step_begin through
+the forward and backward passes to step_end, are counted with
+sys.setprofile (counts, not time: the same on any machine). Everything
+per step is O(parameters): 4x the layers may cost at most 4x the calls
+(plus a margin for the per-step constant being smaller than the
+per-layer part's share). The cost that doubled a 200-layer step (a plan
+rebuilt per call, n entries each) grew quadratically and fails this.
+"""
+
+from __future__ import annotations
+
+import sys
+import unittest
+
+import torch
+import torch.distributed as dist
+
+import support
+
+POLICY = """\
+jobs:
+  - match: "cost-2bit-*"
+    policies:
+      - type: fixed
+        layers: {min_ndim: 2}
+        params: {level: 1}
+  - match: "*"
+    policies:
+      - type: fixed
+        params: {level: 0}
+"""
+
+
+def count_calls(control, publish, job, layers, steps=6):
+    """Median calls per step of an MLP of ``layers`` Linear(8, 8)."""
+    import bellows.torch as bt
+
+    torch.manual_seed(0)
+    mods = []
+    for _ in range(layers):
+        mods += [torch.nn.Linear(8, 8), torch.nn.ReLU()]
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Sequential(*mods))
+    agent = bt.attach(ddp, job, control=control, publish=publish,
+                      compressor="2bit", quant_threshold=0.01,
+                      time_every=0, window_steps=4, run_id=job)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    x = torch.randn(4, 8)
+    counts = []
+    calls = [0]
+
+    def profile(frame, event, arg):
+        if event in ("call", "c_call"):
+            calls[0] += 1
+
+    try:
+        for s in range(steps + 2):
+            calls[0] = 0
+            sys.setprofile(profile)
+            agent.step_begin()
+            opt.zero_grad()
+            ddp(x).sum().backward()
+            opt.step()
+            agent.step_end(lr=0.01)
+            sys.setprofile(None)
+            if s >= 2:  # after DDP's bucket rebuild
+                counts.append(calls[0])
+        overlapped = agent.hook.overlapped
+    finally:
+        sys.setprofile(None)
+        agent.close()
+    del ddp, agent, opt
+    counts.sort()
+    return counts[len(counts) // 2], overlapped
+
+
+class HookCostTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = support.Daemon(POLICY).__enter__()
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{support.free_port()}",
+            rank=0, world_size=1)
+
+    @classmethod
+    def tearDownClass(cls):
+        dist.destroy_process_group()
+        cls.daemon.__exit__(None, None, None)
+
+    def scaling(self, prefix):
+        d = self.daemon
+        small, ov_small = count_calls(d.control, d.publish,
+                                      f"{prefix}-small", 25)
+        large, ov_large = count_calls(d.control, d.publish,
+                                      f"{prefix}-large", 100)
+        print(f"\n  {prefix}: {small} calls per step with 50 parameters, "
+              f"{large} with 200 (x{large / small:.2f})", end="")
+        self.assertLessEqual(large, 4.0 * small,
+                             "per-step work grows faster than the "
+                             "parameters")
+        return ov_small, ov_large
+
+    def test_level_zero_work_per_step_is_linear_in_the_parameters(self):
+        ov = self.scaling("cost-raw")
+        self.assertEqual(ov, (0, 0))  # every bucket went to gloo directly
+
+    def test_overlapped_work_per_step_is_linear_in_the_parameters(self):
+        ov = self.scaling("cost-2bit")
+        self.assertGreater(min(ov), 0)  # the buckets took the compressor
+
+
+if __name__ == "__main__":
+    unittest.main()
