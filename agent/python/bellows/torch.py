@@ -5,26 +5,28 @@ model's parameters as layers (names and shapes) and installs a DDP
 communication hook that, for every bucket:
 
 1. hands each local gradient, before any communication or error feedback,
-   to the agent (the statistics Accordion's rule needs);
-2. reduces the bucket tensor by tensor, each at the level in force for the
-   current step (bellows.compress: PowerSGD rank, top-k keep fraction, or
-   1-bit / 2-bit quantisation at any level > 0); a layer goes raw when
-   ``Agent.send_mode`` says so for this step (level 0, under the
-   decision's size threshold, compression gate off; during a calibration
-   the compressible layers alternate, compressed on even steps and raw on
-   odd ones), and 1-D tensors always do;
-3. times each tensor's send (collectives, and encode + decode for a
-   compressed one) and reports it with ``Agent.comm_layer``, and every
-   collective (bytes, time) with ``Agent.comm_bucket``;
-4. counts the floats this rank sent and what raw would have sent.
+   to the agent (the statistics Accordion's rule needs), read in place in
+   DDP's bucket buffer;
+2. reduces the bucket, each tensor at the level in force for the current
+   step (bellows.compress: PowerSGD rank, top-k keep fraction, or 1-bit /
+   2-bit quantisation at any level > 0); a layer goes raw when the
+   decision says so for this step (level 0, under the decision's size
+   threshold, compression gate off; during a calibration the compressible
+   layers alternate, compressed on even steps and raw on odd ones, as
+   ``Agent.send_mode`` says), and 1-D tensors always do;
+3. counts the floats this rank sent and what raw would have sent.
 
-Steps 2 and 3 run only in a *timed* step: a calibration, a step that
-compresses a layer, and one step in ``time_every`` (``attach``). In the
-other steps a bucket whose layers all go raw (and hold no error-feedback
-residual) is handed to the process group as DDP's own hook does: one
-asynchronous all-reduce of the bucket, whose future the hook returns, so
-that communication overlaps the rest of backward and nothing is copied
-or timed per layer.
+A bucket takes one of three paths (CompressionHook): *direct* (all raw,
+no residual: DDP's own asynchronous all-reduce of the bucket),
+*overlapped* (the compressor's asynchronous collectives, one per codec
+per bucket, decoded in their callbacks: backward keeps overlapping
+communication) or *timed* (a calibration step, one step in
+``time_every``: each tensor reduced and timed on its own, synchronously,
+and reported with ``Agent.comm_layer`` and ``Agent.comm_bucket``, what
+the policies fit). No future is waited on inside another's callback
+(what makes torch 1.13's powerSGD_hook deadlock on gloo with several
+buckets), and every collective starts on the thread that runs backward,
+in bucket order, the same on every rank.
 
 Per step, ``step_end`` also reports the backward pass's own time (from
 the gradient of the model's output to the last bucket, minus the time
@@ -40,12 +42,6 @@ step, identical on every rank (bellows_agent_step_begin applies each
 decision at the same step everywhere), so the ranks' collectives always
 match. Batch-size and LR-scale decisions are read with ``batch_size()``
 and ``lr_scale()``; docs/pytorch.md shows the pattern.
-
-In a timed step the hook runs its collectives synchronously and returns
-a completed future: waiting on a future inside another future's callback,
-as torch 1.13's powerSGD_hook does, deadlocks on gloo with several
-buckets. A bucket handed over directly waits on nothing: its future's
-only callback divides the sum by the world.
 
 This module is named after torch and imports it; absolute imports (the
 default) make ``import torch`` below the real one.
@@ -524,8 +520,9 @@ class TorchAgent:
     Counts of the last ended step); ``changes`` lists every LevelChange;
     ``calibrating`` says whether the current step is in a calibration,
     ``timed`` whether the hook times its sends in it: in a calibration,
-    when a layer is compressed, and at every step that is a multiple of
-    ``time_every`` (0: never otherwise; 1: every step).
+    and at every step that is a multiple of ``time_every`` (0: never
+    otherwise; 1: every step); the other steps, compressed or not, take
+    the overlapped path (CompressionHook).
     """
 
     def __init__(self, model, agent: Agent, hook: CompressionHook,
@@ -919,10 +916,10 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
     seeds PowerSGD's random Q and must be the same on every rank.
     ``per_layer`` reduces and times every tensor on its own, ``align``
     makes the ranks meet before the first one is timed (see
-    CompressionHook). Steps that compress nothing and are not in a
-    calibration are timed only when their number is a multiple of
-    ``time_every`` (1: every step, as before; 0: never); the others hand
-    DDP's buckets to the process group as DDP does (see TorchAgent and
+    CompressionHook). Steps outside a calibration are timed only when
+    their number is a multiple of ``time_every`` (1: every step; 0:
+    never); the others, compressed or not, send DDP's buckets
+    asynchronously, overlapped with backward (see TorchAgent and
     CompressionHook). ``window_steps`` closes a window every N steps (0:
     only at window_end()). ``layer_flags`` are added to every layer (e.g.
     bellows.LAYER_MOMENTUM). ``exp_hist`` selects the layers that report
