@@ -5,7 +5,18 @@
 #   scripts/setup.sh full    build + PyTorch, Fashion-MNIST, python3-yaml,
 #                            python3-zmq, chromium (renders the HTML report
 #                            in its test), prometheus (promtool and the
-#                            server the metrics tests scrape with)
+#                            server the metrics tests scrape with), and
+#                            the torch 2.x venv (below)
+#   scripts/setup.sh torch2  the torch 2.x venv alone
+#
+# Debian's python3-torch is 1.13; our users train on PyPI's torch 2.x, so
+# the Python tests run under both. `full` (as root) also makes a venv of
+# Debian's python3 with PyPI's current torch 2.x, numpy, PyYAML and pyzmq
+# at $BELLOWS_TORCH2_VENV (default /var/cache/bellows/torch2), once: a
+# venv whose torch imports is kept. PyPI's Linux wheel brings NVIDIA's
+# CUDA libraries (several GB; the first install takes minutes). The
+# tests find it through meson's -Dtorch2_python (scripts/test.sh).
+# BELLOWS_NO_TORCH2=1 skips it.
 #
 # This file holds the one list of packages; scripts/test.sh and
 # scripts/demo.sh call it with `full`. Only the missing packages are
@@ -41,13 +52,14 @@ FULL_PACKAGES=(
 	dataset-fashion-mnist
 	python3-yaml
 	python3-zmq
+	python3-venv
 	chromium
 	prometheus
 )
 
 usage()
 {
-	echo "usage: $0 build|full" >&2
+	echo "usage: $0 build|full|torch2" >&2
 	exit 2
 }
 
@@ -59,6 +71,7 @@ fi
 case "$1" in
 build) wanted=("${BUILD_PACKAGES[@]}") ;;
 full) wanted=("${BUILD_PACKAGES[@]}" "${FULL_PACKAGES[@]}") ;;
+torch2) wanted=() ;;
 *) usage ;;
 esac
 
@@ -77,7 +90,38 @@ for pkg in "${wanted[@]}"; do
 	fi
 done
 
+# The torch 2.x venv (see the top): made once, as root, kept while its
+# torch imports.
+torch2_venv()
+{
+	local venv=${BELLOWS_TORCH2_VENV:-/var/cache/bellows/torch2}
+	if [ "${BELLOWS_NO_TORCH2:-0}" = 1 ]; then
+		return 0
+	fi
+	if "$venv/bin/python" -c 'import torch, numpy, yaml, zmq' \
+		>/dev/null 2>&1; then
+		return 0
+	fi
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "setup: no torch 2.x venv at $venv; as root this script" \
+			"makes it (or set BELLOWS_NO_TORCH2=1)" >&2
+		return 0
+	fi
+	echo "setup: making the torch 2.x venv at $venv (PyPI's torch with" \
+		"its CUDA libraries: several GB, minutes)" >&2
+	rm -rf "$venv"
+	mkdir -p "$(dirname "$venv")"
+	/usr/bin/python3 -m venv "$venv"
+	"$venv/bin/pip" install -q --disable-pip-version-check \
+		'torch>=2,<3' numpy pyyaml pyzmq
+	"$venv/bin/python" -c 'import torch; print("setup: torch",
+		torch.__version__, "in", __import__("sys").prefix)' >&2
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+	if [ "$1" != build ]; then
+		torch2_venv
+	fi
 	exit 0
 fi
 
@@ -92,3 +136,6 @@ echo "setup: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends -o Dpkg::Use-Pty=0 "${missing[@]}"
+if [ "$1" != build ]; then
+	torch2_venv
+fi

@@ -31,6 +31,13 @@ setup_args=(-Dwerror=true)
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
 	setup_args+=(-Dcuda=enabled)
 fi
+# The Python tests run under PyPI's torch 2.x too, from the venv
+# setup.sh made (a venv that is not there leaves them to Debian's torch,
+# with a warning from meson).
+torch2_venv=${BELLOWS_TORCH2_VENV:-/var/cache/bellows/torch2}
+if [ "${BELLOWS_NO_TORCH2:-0}" != 1 ]; then
+	setup_args+=("-Dtorch2_python=$torch2_venv/bin/python")
+fi
 setup_args+=("${extra[@]}")
 
 # A log from an earlier run must not pass for this run's results (.ci/run
