@@ -300,7 +300,8 @@ def train(rank: int, world: int, args) -> None:
         quant_threshold=args.quant_threshold,
         layer_flags=bellows.LAYER_MOMENTUM if args.comet else 0,
         control=args.control, publish=args.publish, window_steps=0,
-        exp_hist=True if gcomp else None, optimizer=opt)
+        exp_hist=True if gcomp else None, optimizer=opt,
+        raw_windows=args.raw_windows)
     comet = None
     if args.comet:
         try:
@@ -566,6 +567,11 @@ def parse(argv):
     p.add_argument("--mem-capacity", type=int, default=0,
                    help="with --comet: memory (MiB) a rank may use, "
                    "reported as mem_device_total (0: unknown)")
+    p.add_argument("--raw-windows", type=int, default=0,
+                   help="send every gradient raw in the first N windows, "
+                        "whatever bellowsd decides: the run's own raw "
+                        "step time, which bellows report and the demo's "
+                        "summary compare the compressed windows with")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads per rank")

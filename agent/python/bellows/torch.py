@@ -522,12 +522,21 @@ class TorchAgent:
     ``timed`` whether the hook times its sends in it: in a calibration,
     and at every step that is a multiple of ``time_every`` (0: never
     otherwise; 1: every step); the other steps, compressed or not, take
-    the overlapped path (CompressionHook).
+    the overlapped path (CompressionHook). ``baseline`` is True while the
+    first ``raw_windows`` windows run: every layer is then sent raw,
+    whatever the decisions say (a calibration included), so that the
+    run measures its own raw step time (``attach``).
     """
 
     def __init__(self, model, agent: Agent, hook: CompressionHook,
                  params: Sequence[torch.Tensor], time_every: int = 1,
-                 optimizer=None):
+                 optimizer=None, raw_windows: int = 0):
+        if raw_windows < 0:
+            raise ValueError(f"raw_windows must be >= 0, not {raw_windows}")
+        # The run's own raw baseline: every layer raw until this many
+        # windows have closed, whatever the decisions say.
+        self.raw_windows = raw_windows
+        self.baseline = raw_windows > 0
         if time_every < 0:
             raise ValueError(f"time_every must be >= 0, not {time_every}")
         self.model = model
@@ -631,10 +640,15 @@ class TorchAgent:
         """
         step = self.agent.step_begin()
         d = self.agent.decision()
-        if self.decision is None or d.seq != self.decision.seq:
-            self._base = [0.0 if self._ndim[i] < 2 else lv
+        baseline = self.baseline and \
+            self.agent.stats().window < self.raw_windows
+        if (self.decision is None or d.seq != self.decision.seq
+                or baseline != self.baseline):
+            self.baseline = baseline
+            self._base = [0.0 if self._ndim[i] < 2 or baseline else lv
                           for i, lv in enumerate(d.levels)]
-            levels = self.effective_levels(d)
+            levels = ([0.0] * len(self._base) if baseline
+                      else self.effective_levels(d))
             self._levels = levels
             if not self.changes or tuple(levels) != self.changes[-1].levels:
                 self.changes.append(LevelChange(step, d.seq, d.window,
@@ -645,15 +659,17 @@ class TorchAgent:
         self.calibrating = self.agent.calibrating()
         # Outside a calibration a layer's mode follows from the decision
         # alone (computed once per decision above); in one the library
-        # alternates it per step, the same on every rank.
-        self.hook.set_levels(self._step_levels() if self.calibrating
+        # alternates it per step, the same on every rank. The raw
+        # baseline sends everything raw, a calibration included.
+        calibrating = self.calibrating and not baseline
+        self.hook.set_levels(self._step_levels() if calibrating
                              else self._levels)
         # Per-layer times are what slimgc (calibrations, drift) and
         # perfmodel (raw collectives) fit: every calibration step, and a
         # sample of the others; every other step, compressed or not,
         # goes on the overlapped path at DDP's own pace.
         every = self.time_every
-        self.timed = (self.calibrating
+        self.timed = (calibrating
                       or (every > 0 and step % every == 0))
         self.hook.timed = self.timed
         self.decision = d
@@ -898,7 +914,7 @@ def _aggregate_options(aggregate: str, node_ranks: int | None,
 
 def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 0,
            quant_threshold: float = 0.5, per_layer: bool = True,
-           align: bool = True, time_every: int = 16,
+           align: bool = True, time_every: int = 16, raw_windows: int = 0,
            control: str | None = None, publish: str | None = None,
            window_steps: int = 0, layer_flags: int = 0,
            exp_hist=None, process_group=None, optimizer=None,
@@ -920,7 +936,11 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
     their number is a multiple of ``time_every`` (1: every step; 0:
     never); the others, compressed or not, send DDP's buckets
     asynchronously, overlapped with backward (see TorchAgent and
-    CompressionHook). ``window_steps`` closes a window every N steps (0:
+    CompressionHook). ``raw_windows`` sends every layer raw until that
+    many windows have closed, whatever the decisions say: the run's own
+    raw baseline, which the history then shows as windows sent raw
+    (applied level 0) and `bellows report` and the demo's summary compare
+    the compressed windows' step time with. ``window_steps`` closes a window every N steps (0:
     only at window_end()). ``layer_flags`` are added to every layer (e.g.
     bellows.LAYER_MOMENTUM). ``exp_hist`` selects the layers that report
     the 256-bin histogram of their gradients' float32 exponents each
@@ -967,6 +987,8 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
                         "DistributedDataParallel model")
     if time_every < 0:
         raise ValueError(f"time_every must be >= 0, not {time_every}")
+    if raw_windows < 0:
+        raise ValueError(f"raw_windows must be >= 0, not {raw_windows}")
     if isinstance(compressor, str):
         compressor = make_compressor(compressor, seed, quant_threshold)
     elif not isinstance(compressor, (PowerSGD, TopK)) and \
@@ -1004,7 +1026,7 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
                                align=align, observe_at=agent.observer())
         hook.register(model)
         return TorchAgent(model, agent, hook, params, time_every,
-                          optimizer=optimizer)
+                          optimizer=optimizer, raw_windows=raw_windows)
     except BaseException:
         agent.close()
         raise
