@@ -166,6 +166,12 @@ else
 	perfmodel) policy=examples/policies/perfmodel.yaml ;;
 	esac
 fi
+# The trainer's first window sends every gradient raw, whatever bellowsd
+# decides: the run's own raw step time, which the summary compares the
+# compressed windows with (same run, same machine, same link).
+if [ "$mode" != sim ]; then
+	trainer_args+=(--raw-windows 1)
+fi
 # --sim --with POLICY: the simulated ranks also report what the policy
 # measures (tools/sim.c): per-tensor and bucket send times of a modelled
 # ring all-reduce at the link's rate (10 Gbit/s, or --link's), codec,

@@ -12,7 +12,11 @@ and prints, for one run (default: the latest):
 - what they saved, in the words of docs/history.md#sent-raw-and-saved:
   gradient bytes and floats sent against raw (float32, 4 bytes a float);
   for COMET, the activation bytes held for backward against uncompressed;
-  the median step time, against a raw run's when --raw-db names one;
+  the median step time of the windows that compressed against that of
+  the run's own windows sent raw (the trainer's --raw-windows, the gate
+  off, every tensor under the threshold), or against a raw run's when
+  --raw-db names one and the run has no raw window; the final test
+  accuracy and loss;
 - where a policy chose not to compress, why, in its own measurements:
   SlimGC's per-tensor raw send time against compressed send plus
   encode+decode, perfmodel's predicted step times raw and compressed;
@@ -106,6 +110,45 @@ def totals(db: sqlite3.Connection, run: int) -> dict:
     return {"floats_sent": f[0], "floats_raw": f[1], "windows": f[2],
             "bytes_sent": b[0], "bytes_raw": 4 * f[1],
             "step_ms": steps[len(steps) // 2] if steps else None}
+
+
+def _median(xs: list[float]) -> float | None:
+    xs = sorted(xs)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def step_split(db: sqlite3.Connection, run: int) -> dict:
+    """The median step time of the windows sent raw (every float sent as
+    raw: level 0, under the size threshold, the gate off, the raw
+    baseline) and of those that compressed, with their counts."""
+    raw, comp = [], []
+    for sent, full, ms_ in db.execute(
+            "SELECT floats_sent, floats_raw, step_ms_median FROM window_info"
+            " WHERE run_id = ? AND step_ms_median > 0", (run,)):
+        if full and sent is not None and sent < full:
+            comp.append(ms_)
+        else:
+            raw.append(ms_)
+    return {"raw_ms": _median(raw), "raw_n": len(raw),
+            "comp_ms": _median(comp), "comp_n": len(comp)}
+
+
+def final_eval(db: sqlite3.Connection, run: int):
+    """(accuracy 0..1, loss) of the run's last evaluated window, or None."""
+    try:
+        row = one(db, "SELECT eval_accuracy, eval_loss FROM window_info"
+                  " WHERE run_id = ? AND eval_accuracy > 0"
+                  " ORDER BY window DESC LIMIT 1", run)
+    except sqlite3.Error:  # a history from before evaluations
+        return None
+    return row
+
+
+def windows_word(n: int) -> str:
+    return f"{n} window" + ("" if n == 1 else "s")
 
 
 def decisions(db: sqlite3.Connection, run: int, started: int):
@@ -294,7 +337,21 @@ def main(argv: list[str]) -> int:
         held = say_comet(db, run, p)
         say_slimgc(db, run, p)
         say_perfmodel(db, run, p)
-        if t["step_ms"] is not None:
+        split = step_split(db, run)
+        if split["comp_ms"] is not None and split["raw_ms"] is not None:
+            # The run's own raw windows: the same machine, link and job.
+            r = split["raw_ms"] / split["comp_ms"]
+            p(f"  step time: {ms(split['comp_ms'])} compressing (median "
+              f"of {windows_word(split['comp_n'])}) against "
+              f"{ms(split['raw_ms'])} raw (median of "
+              f"{windows_word(split['raw_n'])} of this run sent raw): "
+              + (f"{r:.2f}x faster" if r >= 1 else f"{1 / r:.2f}x slower"))
+        elif split["raw_ms"] is not None and split["comp_n"] == 0 \
+                and t["floats_raw"] > 0:
+            p(f"  step time: {ms(split['raw_ms'])} (median of "
+              f"{windows_word(split['raw_n'])}); every window was sent "
+              f"raw: bellows chose not to compress")
+        elif t["step_ms"] is not None:
             line = f"  step time: {ms(t['step_ms'])} (median over windows)"
             if args.raw_db:
                 rdb = open_db(args.raw_db)
@@ -306,8 +363,15 @@ def main(argv: list[str]) -> int:
                              + (f"({r:.2f}x faster)" if r >= 1
                                 else f"({1 / r:.2f}x slower)"))
             else:
-                line += "; no raw run was made to compare with"
+                line += ("; no window was sent raw to compare with "
+                         "(the trainer's --raw-windows 1 measures one)")
             p(line)
+        ev = final_eval(db, run)
+        if ev is not None:
+            acc, loss = ev
+            p(f"  final test accuracy {100 * acc:.2f}%"
+              + (f", loss {loss:.3f}" if loss else "")
+              + " (the last window evaluated)")
         if not args.link and not held:
             p("  on loopback, sending is nearly free, so compression "
               "mostly costs time; `scripts/demo.sh --link 100mbit` runs "
