@@ -89,7 +89,8 @@ def rank_main(rank, port, control, publish, args, out):
     import bellows.torch as bt
     # A bellows.torch older than time_every times every step.
     every = ({} if "time_every" not in inspect.signature(bt.attach)
-             .parameters else {"time_every": 16, "timed": 1})
+             .parameters else {"time_every": 16, "timed": 1,
+                               "untimed": 0})
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
@@ -124,12 +125,12 @@ def rank_main(rank, port, control, publish, args, out):
             ddp.register_comm_hook(state, P.powerSGD_hook)
         elif c != "plain":
             compressor = COMPRESSED.get(c, ("powersgd", 0))[0]
+            te = {"timed": "timed", "untimed": "untimed"}.get(
+                c, "time_every")
             a = bt.attach(ddp, f"hookbench-{c}", run_id="hookbench",
                           control=control, publish=publish,
                           window_steps=10, compressor=compressor,
-                          **({"time_every": every["timed" if c == "timed"
-                                                  else "time_every"]}
-                             if every else {}))
+                          **({"time_every": every[te]} if every else {}))
             if c == "nostats":
                 a.hook.observe = None
                 if hasattr(a.hook, "observe_at"):
@@ -274,7 +275,8 @@ def main():
                         "powerSGD_hook, rank 4)")
     p.add_argument("--only", default="",
                    help="comma-separated configs to run instead of "
-                        "plain,bellows,timed,nostats")
+                        "plain,bellows,timed,nostats (also: untimed, "
+                        "bellows with time_every=0)")
     p.add_argument("--build", default=str(benchkit.SRC / "build"))
     p.add_argument("--python", default=str(benchkit.SRC / "agent" /
                                            "python"),
@@ -287,7 +289,8 @@ def main():
                                      else CONFIGS) if c)
     args.configs += tuple(c for c in args.compressed.split(",") if c)
     for c in args.configs:
-        if c not in CONFIGS + tuple(COMPRESSED) + ("torch-psgd",):
+        if c not in CONFIGS + tuple(COMPRESSED) + ("torch-psgd",
+                                                   "untimed"):
             p.error(f"unknown config {c!r}")
     # plain first: the ratios' base.
     args.configs = ("plain",) + tuple(c for c in args.configs
