@@ -178,4 +178,9 @@ usage --act 1,1.5,2
 grep -q "R in \[0, 1\]" "$TMP/usage.err" || fail "R > 1 accepted"
 usage --mem 100,200
 grep -q "USED_MB <= TOTAL_MB" "$TMP/usage.err" || fail "used > total accepted"
+usage --step-model sync
+grep -q "needs --comm-model" "$TMP/usage.err" || fail "--step-model alone accepted"
+usage --comm-model 0.1,1,2,0 --step-model fast
+grep -q "must be wall, sync or overlap" "$TMP/usage.err" ||
+    fail "--step-model fast accepted"
 ok "bad model options are usage errors"
