@@ -100,6 +100,18 @@ hist_u64(sqlite3_stmt *st, int i)
 	return v < 0 ? 0 : (uint64_t)v;
 }
 
+/* A size threshold: the store clamps a value past INT64_MAX to it
+ * (store_bind_u64), and the one such value bellowsd decides is
+ * UINT64_MAX, every tensor raw, which a replay must compare and hand to
+ * policies as bellowsd had it. */
+static uint64_t
+hist_threshold(sqlite3_stmt *st, int i)
+{
+	uint64_t v = hist_u64(st, i);
+
+	return v == INT64_MAX ? UINT64_MAX : v;
+}
+
 /* A REAL column: NaN for NULL (or a column the file lacks). */
 static double
 hist_real(sqlite3_stmt *st, int i)
@@ -540,7 +552,7 @@ hist_windows_next(hist_windows *c, bellows_window *w, hist_state *st,
 		hist_col_read(wi, c->wi_stat[i], &hc[i], &v);
 	s = (hist_state){
 		.batch_size = (uint32_t)hist_u64(wi, k[WI_STATE_BATCH_SIZE]),
-		.size_threshold = hist_u64(wi, k[WI_STATE_THRESHOLD]),
+		.size_threshold = hist_threshold(wi, k[WI_STATE_THRESHOLD]),
 		.compression_off = hist_u64(wi, k[WI_STATE_OFF]) != 0,
 		.apply_step = hist_u64(wi, k[WI_STATE_APPLY]),
 		.calibrate_steps = hist_u64(wi, k[WI_STATE_CALIBRATE]),

@@ -17,8 +17,17 @@
  * only when its ratio leaves a band of +-hysteresis around 1 (another
  * deviation: ratios near 1 would otherwise move the threshold on noise).
  * Optionally the policy recalibrates when the tensors still measured
- * drift from the calibration's times. The paper's text,
- * its open points and what bellows chose are in docs/policies/slimgc.md.
+ * drift from the calibration's times.
+ *
+ * The table's sends are per-tensor synchronous ones, which a real raw
+ * step (a DDP bucket all-reduce overlapped with the backward pass) does
+ * not make: the table ranks the sizes and proposes a threshold, but by
+ * default (`verify`, a deviation from the paper) a threshold that
+ * compresses anything is kept only if whole steps under it are faster, by
+ * more than `verify_margin`, than whole steps with every tensor raw,
+ * measured on the path the job runs (the windows' step_ms medians,
+ * `verify_windows` windows of each, alternated). The paper's text, its
+ * open points and what bellows chose are in docs/policies/slimgc.md.
  */
 #include "metric.h"
 #include "policies.h"
@@ -39,12 +48,16 @@
 #define SLIMGC_SAMPLES_MAX ((uint64_t)1 << 21)
 #define SLIMGC_WINDOWS_MAX 64 /* calibration windows kept at most */
 
+#define SLIMGC_VERIFY_MAX 32 /* verify_windows at most */
+
 #define SLIMGC_INFINITY UINT64_MAX /* threshold: everything raw */
 #define SLIMGC_NONE     UINT32_MAX /* no row */
 
 /* Metrics besides the per-row ratios: threshold_bytes, calib_rows,
- * raw_drift. */
-#define SLIMGC_JOB_METRICS 3
+ * raw_drift; once a verification is over, also verify_comp_ms,
+ * verify_raw_ms and verify_kept. */
+#define SLIMGC_JOB_METRICS    3
+#define SLIMGC_VERIFY_METRICS 3
 
 /* ---- configuration ------------------------------------------------------ */
 
@@ -68,6 +81,14 @@ typedef struct slimgc_config {
 	double hysteresis;        /* after the first calibration, a size
 				   * switches to compressed above 1 + this
 				   * ratio, to raw below 1 - this */
+	bool verify;              /* a threshold that compresses something
+				   * must beat every tensor raw in whole
+				   * steps; false: the paper's table alone */
+	int64_t verify_windows;   /* windows of each kind a verification
+				   * measures */
+	double verify_margin;     /* the compressed steps' median must be
+				   * below the raw steps' by more than this
+				   * fraction */
 } slimgc_config;
 
 static const char *const slimgc_rules[] = { "robust", "paper", NULL };
@@ -135,6 +156,29 @@ static const bellows_param slimgc_params[] = {
 	    .help = "after the first calibration, a size changes side only "
 		    "if its ratio passes 1 by this fraction: above 1 + h to "
 		    "be compressed, below 1 - h to go raw" },
+	{ .name = "verify",
+	    .type = BELLOWS_PARAM_BOOL,
+	    .offset = offsetof(slimgc_config, verify),
+	    .def = 1,
+	    .help = "keep a threshold only if whole steps under it beat "
+		    "whole steps with every tensor raw; false: the paper's "
+		    "per-tensor table alone" },
+	{ .name = "verify_windows",
+	    .type = BELLOWS_PARAM_INT,
+	    .offset = offsetof(slimgc_config, verify_windows),
+	    .min = 1,
+	    .max = SLIMGC_VERIFY_MAX,
+	    .def = 1,
+	    .help = "windows a verification measures with the threshold, "
+		    "and as many with every tensor raw" },
+	{ .name = "verify_margin",
+	    .type = BELLOWS_PARAM_DOUBLE,
+	    .offset = offsetof(slimgc_config, verify_margin),
+	    .min = 0,
+	    .max = 0.5,
+	    .def = 0.03,
+	    .help = "the threshold is kept only if its median step is below "
+		    "the raw one by more than this fraction" },
 	{ .name = NULL },
 };
 
@@ -151,7 +195,10 @@ slimgc_config_check(const slimgc_config *cfg, slimgc_rule *ret_rule)
 	    cfg->drift_windows < 1 || cfg->drift_windows > 1000000 ||
 	    cfg->retries < 0 || cfg->retries > 1000 || cfg->start_timeout < 1 ||
 	    cfg->start_timeout > 1000000 ||
-	    !(cfg->hysteresis >= 0 && cfg->hysteresis <= 0.9))
+	    !(cfg->hysteresis >= 0 && cfg->hysteresis <= 0.9) ||
+	    cfg->verify_windows < 1 ||
+	    cfg->verify_windows > SLIMGC_VERIFY_MAX ||
+	    !(cfg->verify_margin >= 0 && cfg->verify_margin <= 0.5))
 		return BELLOWS_EINVAL;
 	memcpy(rule, cfg->rule, sizeof(rule));
 	rule[sizeof(rule) - 1] = '\0';
@@ -194,6 +241,26 @@ typedef struct slimgc_row {
 	uint64_t n_comp; /* compressed sends behind t_cq */
 } slimgc_row;
 
+/* A verification of the table's threshold: windows with it (compressed)
+ * and with every tensor raw, in the order slimgc_verify_compressed gives,
+ * each entirely under its setting, compared by their step times. */
+typedef struct slimgc_verify {
+	bool running;                   /* windows are being measured */
+	uint64_t threshold;             /* the threshold verified */
+	uint32_t index;                 /* windows measured so far */
+	uint64_t from;                  /* first step entirely under the
+					 * current setting */
+	uint32_t n_comp;                /* entries in comp */
+	uint32_t n_raw;                 /* entries in raw */
+	double comp[SLIMGC_VERIFY_MAX]; /* step_ms of compressed windows */
+	double raw[SLIMGC_VERIFY_MAX];  /* step_ms of raw windows */
+	bool judged;                    /* a verification is over */
+	bool kept;                      /* ... it kept its threshold */
+	uint64_t judged_threshold;      /* ... the threshold it verified */
+	double comp_ms;                 /* ... its compressed median */
+	double raw_ms;                  /* ... its raw median */
+} slimgc_verify;
+
 typedef struct slimgc_state {
 	uint32_t n_layers;      /* tensors of the job */
 	uint64_t *bytes;        /* per tensor: numel * 4 */
@@ -225,8 +292,10 @@ typedef struct slimgc_state {
 	slimgc_row *alt;        /* scratch: the table under the other rule */
 	uint32_t missing;       /* selected sizes lacking samples */
 	uint32_t pick;          /* row that set the threshold, or NONE */
-	uint64_t threshold;     /* threshold decided */
-	uint64_t prev;          /* threshold in force before the table's
+	uint64_t proposed;      /* threshold the table gives */
+	uint64_t threshold;     /* threshold decided: the table's, or
+				 * the one a verification runs or gave */
+	uint64_t prev;          /* the table's threshold before its latest
 				 * calibration (its hysteresis centre) */
 	double *calib_raw;      /* per tensor: its t_c in the calibration */
 	double *calib_comp;     /* per tensor: its t_cq in the calibration */
@@ -234,6 +303,7 @@ typedef struct slimgc_state {
 	double drift;           /* last window's drift, NAN if unjudged */
 	bool drift_comp;        /* ... judged on compressed times */
 	bool repick;            /* reloaded: pick again from the table */
+	slimgc_verify verify;   /* the proposed threshold on the real path */
 } slimgc_state;
 
 static void
@@ -345,6 +415,7 @@ slimgc_init(void *state, const void *config, const bellows_job_info *job,
 	for (uint32_t l = 0; l < job->n_layers; l++)
 		st->order[l] = keys[l].layer;
 	st->pick = SLIMGC_NONE;
+	st->proposed = initial->size_threshold;
 	st->threshold = initial->size_threshold;
 	st->drift = NAN;
 	snprintf(initial->reason, sizeof(initial->reason),
@@ -602,7 +673,7 @@ slimgc_threshold_of(const slimgc_row *rows, uint32_t pick)
 	return pick == 0 ? 0 : rows[pick].bytes;
 }
 
-/* Writes why the table gives `threshold`. */
+/* Writes why the table gives its threshold, st->proposed. */
 static void
 slimgc_explain_table(slimgc_state *st, const slimgc_config *cfg,
     const bellows_window *w, slimgc_rule rule, const char *why, pol_text *t)
@@ -613,7 +684,7 @@ slimgc_explain_table(slimgc_state *st, const slimgc_config *cfg,
 	uint64_t alt;
 	char size[64];
 
-	slimgc_size_text(st->threshold, size, sizeof(size));
+	slimgc_size_text(st->proposed, size, sizeof(size));
 	pol_text_add(t, "%s: threshold %s", why, size);
 	if (st->pick == SLIMGC_NONE &&
 	    (rule == SLIMGC_PAPER || st->n_rows == 0)) {
@@ -664,7 +735,7 @@ slimgc_explain_table(slimgc_state *st, const slimgc_config *cfg,
 		uint64_t bare = slimgc_threshold_of(st->rows,
 		    slimgc_pick(st->rows, st->n_rows, rule, 0, 0));
 
-		if (bare != st->threshold) {
+		if (bare != st->proposed) {
 			char prev[64];
 
 			slimgc_size_text(st->prev, prev, sizeof(prev));
@@ -679,15 +750,189 @@ slimgc_explain_table(slimgc_state *st, const slimgc_config *cfg,
 	/* Flag the deviation when the rules disagree on these samples. */
 	n_alt = slimgc_build(st, other, (uint64_t)cfg->min_samples, st->alt,
 	    &alt_missing, false);
-	alt = n_alt == 0 ? st->threshold
+	alt = n_alt == 0 ? st->proposed
 			 : slimgc_threshold_of(st->alt,
 			       slimgc_pick(st->alt, n_alt, other,
 				   slimgc_hysteresis(st, cfg), st->prev));
-	if (alt != st->threshold) {
+	if (alt != st->proposed) {
 		slimgc_size_text(alt, size, sizeof(size));
 		pol_text_add(t, "; the %s rule would give %s",
 		    other == SLIMGC_PAPER ? "paper" : "robust", size);
 	}
+}
+
+/* ---- verification ------------------------------------------------------- */
+
+/* Whether window i of a verification runs with the threshold (else with
+ * every tensor raw). Pairs of windows alternate which kind goes first
+ * (compressed, raw, raw, compressed, compressed, raw...), so a trend in
+ * the step times (warm-up, a neighbour's load) favours neither kind. */
+static bool
+slimgc_verify_compressed(uint32_t i)
+{
+	return (i % 2 == 0) != (i / 2 % 2 == 1);
+}
+
+/* Windows of window i's kind from i on before the kind changes, within
+ * `total`. */
+static uint32_t
+slimgc_verify_run(uint32_t i, uint32_t total)
+{
+	uint32_t n = 0;
+
+	while (i + n < total &&
+	    slimgc_verify_compressed(i + n) == slimgc_verify_compressed(i))
+		n++;
+	return n;
+}
+
+/* Whether window w measures the verification's setting `comp`: no
+ * calibration step in it, every step of it after the decision that set
+ * the setting applied, a step time, and, compressed, something sent
+ * compressed (the gate not off and, when the trainer reports floats,
+ * fewer sent than raw: a window that sent as many was raw whatever the
+ * threshold), raw, nothing. */
+static bool
+slimgc_verify_counts(const slimgc_verify *v, const bellows_window *w, bool comp)
+{
+	if (w->calibrate_until > w->first_step || w->first_step < v->from)
+		return false;
+	if (!(w->step_ms_median > 0 && isfinite(w->step_ms_median)))
+		return false;
+	if (comp)
+		return !w->compression_off &&
+		    (w->floats_raw == 0 || w->floats_sent < w->floats_raw);
+	return w->floats_sent >= w->floats_raw;
+}
+
+/* Starts verifying st->proposed with its own windows first, counted from
+ * where the decision of window w applies. */
+static void
+slimgc_verify_start(slimgc_state *st, const slimgc_config *cfg,
+    const bellows_window *w, pol_text *t)
+{
+	slimgc_verify *v = &st->verify;
+
+	v->running = true;
+	v->threshold = st->proposed;
+	v->index = 0;
+	v->n_comp = 0;
+	v->n_raw = 0;
+	v->from = w->last_step + 1 + st->lag;
+	st->threshold = v->threshold;
+	pol_text_add(t,
+	    "; verifying it on the real path: whole steps of %lld window%s "
+	    "with it against as many with every tensor raw",
+	    (long long)cfg->verify_windows,
+	    cfg->verify_windows == 1 ? "" : "s");
+}
+
+/* Ends the running verification: keeps its threshold when the
+ * compressed windows' median step is below the raw ones' by more than
+ * verify_margin, else sends every tensor raw. A tie goes raw. */
+static void
+slimgc_verify_judge(slimgc_state *st, const slimgc_config *cfg, pol_text *t)
+{
+	slimgc_verify *v = &st->verify;
+	uint32_t n = v->n_comp < v->n_raw ? v->n_comp : v->n_raw;
+	char size[64];
+
+	v->running = false;
+	v->judged = true;
+	v->judged_threshold = v->threshold;
+	v->comp_ms = slimgc_median(v->comp, v->n_comp);
+	v->raw_ms = slimgc_median(v->raw, v->n_raw);
+	v->kept = v->comp_ms < v->raw_ms * (1 - cfg->verify_margin);
+	st->threshold = v->kept ? v->threshold : SLIMGC_INFINITY;
+	slimgc_size_text(v->threshold, size, sizeof(size));
+	pol_text_sep(t);
+	pol_text_add(t,
+	    "verified on the real path: compressed %.3g ms vs raw %.3g ms "
+	    "per step (x%.3g): ",
+	    v->comp_ms, v->raw_ms, v->comp_ms / v->raw_ms);
+	if (v->kept)
+		pol_text_add(t, "threshold %s kept, faster by more than %g%%",
+		    size, 100 * cfg->verify_margin);
+	else
+		pol_text_add(t,
+		    "every tensor raw; threshold %s not faster by more than "
+		    "%g%%",
+		    size, 100 * cfg->verify_margin);
+	pol_text_add(t, ", median of %u window%s each", n, n == 1 ? "" : "s");
+}
+
+/* Measures window w for the running verification when it ran entirely
+ * under the setting in force, then switches the setting or judges. */
+static void
+slimgc_verify_window(slimgc_state *st, const slimgc_config *cfg,
+    const bellows_window *w, pol_text *t)
+{
+	slimgc_verify *v = &st->verify;
+	uint32_t total = 2 * (uint32_t)cfg->verify_windows, run;
+	char size[64];
+	bool comp;
+
+	/* A reload may have lowered verify_windows below what is done. */
+	if (v->index >= total) {
+		slimgc_verify_judge(st, cfg, t);
+		return;
+	}
+	comp = slimgc_verify_compressed(v->index);
+	if (!slimgc_verify_counts(v, w, comp))
+		return;
+	if (comp && v->n_comp < SLIMGC_VERIFY_MAX)
+		v->comp[v->n_comp++] = w->step_ms_median;
+	else if (!comp && v->n_raw < SLIMGC_VERIFY_MAX)
+		v->raw[v->n_raw++] = w->step_ms_median;
+	v->index++;
+	if (v->index >= total) {
+		slimgc_verify_judge(st, cfg, t);
+		return;
+	}
+	if (slimgc_verify_compressed(v->index) == comp)
+		return;
+	v->from = w->last_step + 1 + st->lag;
+	st->threshold = comp ? SLIMGC_INFINITY : v->threshold;
+	run = slimgc_verify_run(v->index, total);
+	slimgc_size_text(v->threshold, size, sizeof(size));
+	pol_text_sep(t);
+	pol_text_add(t,
+	    "verification of threshold %s: window %llu ran %s at %.3g ms per "
+	    "step; now %s for %u window%s",
+	    size, (unsigned long long)w->window,
+	    comp ? "it" : "every tensor raw", w->step_ms_median,
+	    comp ? "every tensor raw" : "the threshold", run,
+	    run == 1 ? "" : "s");
+}
+
+/* Puts the table's threshold st->proposed in force: as it is with
+ * verify off or when it sends every tensor raw; otherwise through a
+ * verification, started anew when `again` (a new calibration), else only
+ * when none of this very threshold runs or is over (whose verdict then
+ * stands). */
+static void
+slimgc_settle(slimgc_state *st, const slimgc_config *cfg,
+    const bellows_window *w, bool again, pol_text *t)
+{
+	slimgc_verify *v = &st->verify;
+
+	if (!cfg->verify || st->proposed == SLIMGC_INFINITY) {
+		v->running = false;
+		st->threshold = st->proposed;
+		return;
+	}
+	if (!again && v->running && v->threshold == st->proposed)
+		return;
+	if (!again && !v->running && v->judged &&
+	    v->judged_threshold == st->proposed) {
+		st->threshold = v->kept ? st->proposed : SLIMGC_INFINITY;
+		if (!v->kept)
+			pol_text_add(t,
+			    "; verified on the real path before: every "
+			    "tensor raw");
+		return;
+	}
+	slimgc_verify_start(st, cfg, w, t);
 }
 
 /* Finishes the running calibration: builds the table and sets the
@@ -731,14 +976,15 @@ slimgc_finish(slimgc_state *st, const slimgc_config *cfg, slimgc_rule rule,
 	st->have_table = true;
 	st->table_window = w->window;
 	st->calibrations++;
-	st->prev = st->threshold;
+	st->prev = st->proposed;
 	st->pick = slimgc_pick(st->rows, st->n_rows, rule,
 	    slimgc_hysteresis(st, cfg), st->prev);
-	st->threshold = slimgc_threshold_of(st->rows, st->pick);
-	out->size_threshold = st->threshold;
+	st->proposed = slimgc_threshold_of(st->rows, st->pick);
 	pol_text_add(t, "calibration %u over at window %llu", st->calibrations,
 	    (unsigned long long)w->window);
 	slimgc_explain_table(st, cfg, w, rule, "", t);
+	slimgc_settle(st, cfg, w, true, t);
+	out->size_threshold = st->threshold;
 }
 
 static void
@@ -879,8 +1125,11 @@ slimgc_check_drift(slimgc_state *st, const slimgc_config *cfg,
 
 /* ---- the policy --------------------------------------------------------- */
 
-/* Adds the metrics: the threshold, the table's size, the drift and the
- * ratios of the rows nearest the one that set the threshold. */
+/* Adds the metrics: the threshold, the table's size, the drift, the
+ * last verification's step times and verdict, and the ratios of the rows
+ * nearest the one that set the threshold, in the room the job's metrics
+ * leave (reserved whether they come or not, so that the rows shown do
+ * not move when the drift does). */
 static void
 slimgc_metrics(const slimgc_state *st, bellows_proposal *out)
 {
@@ -893,6 +1142,12 @@ slimgc_metrics(const slimgc_state *st, bellows_proposal *out)
 	pol_metric_add(out, "calib_rows", -1, (double)st->n_rows);
 	if (!isnan(st->drift))
 		pol_metric_add(out, "raw_drift", -1, st->drift);
+	if (st->verify.judged) {
+		room -= SLIMGC_VERIFY_METRICS;
+		pol_metric_add(out, "verify_comp_ms", -1, st->verify.comp_ms);
+		pol_metric_add(out, "verify_raw_ms", -1, st->verify.raw_ms);
+		pol_metric_add(out, "verify_kept", -1, st->verify.kept ? 1 : 0);
+	}
 	if (!st->have_table)
 		return;
 	centre = st->pick != SLIMGC_NONE ? st->pick : st->n_rows;
@@ -904,6 +1159,43 @@ slimgc_metrics(const slimgc_state *st, bellows_proposal *out)
 	for (uint32_t i = from; i < st->n_rows && i < from + room; i++)
 		pol_metric_add(out, "ratio", (int32_t)st->rows[i].layer,
 		    st->rows[i].ratio);
+}
+
+/* After a reload: picks the threshold again from the table kept, under
+ * the new rule and min_samples, and puts it in force (through a
+ * verification unless one of it runs or is over, or verify is off). */
+static void
+slimgc_repick(slimgc_state *st, const slimgc_config *cfg, slimgc_rule rule,
+    const bellows_window *w, bellows_proposal *out, pol_text *t)
+{
+	uint64_t old = st->threshold, old_proposed = st->proposed;
+	char verify[BELLOWS_REASON_MAX];
+	pol_text vt;
+
+	st->n_rows = slimgc_build(st, rule, (uint64_t)cfg->min_samples,
+	    st->rows, &st->missing, true);
+	st->pick = slimgc_pick(st->rows, st->n_rows, rule,
+	    slimgc_hysteresis(st, cfg), st->prev);
+	if (st->n_rows == 0) {
+		/* min_samples rose above every size's sends. */
+		st->have_table = false;
+		pol_text_add(t,
+		    "reloaded: no size of calibration %u has %lld raw and "
+		    "compressed sends: threshold kept at %llu B",
+		    st->calibrations, (long long)cfg->min_samples,
+		    (unsigned long long)old);
+		return;
+	}
+	st->proposed = slimgc_threshold_of(st->rows, st->pick);
+	pol_text_init(&vt, verify, sizeof(verify));
+	slimgc_settle(st, cfg, w, false, &vt);
+	if (st->threshold == old && out->size_threshold == old &&
+	    st->proposed == old_proposed && vt.used == 0)
+		return;
+	out->size_threshold = st->threshold;
+	slimgc_explain_table(st, cfg, w, rule,
+	    "reloaded: calibration table picked again", t);
+	pol_text_add(t, "%s", verify);
 }
 
 static int
@@ -927,30 +1219,8 @@ slimgc_on_window(void *state, const void *config, const bellows_window *w,
 	first = !st->started;
 	st->started = true;
 
-	if (st->repick && st->have_table && st->phase == SLIMGC_IDLE) {
-		uint64_t old = st->threshold;
-
-		st->n_rows = slimgc_build(st, rule, (uint64_t)cfg->min_samples,
-		    st->rows, &st->missing, true);
-		st->pick = slimgc_pick(st->rows, st->n_rows, rule,
-		    slimgc_hysteresis(st, cfg), st->prev);
-		st->threshold = slimgc_threshold_of(st->rows, st->pick);
-		if (st->n_rows == 0) {
-			/* min_samples rose above every size's sends. */
-			st->have_table = false;
-			st->threshold = old;
-			pol_text_add(&t,
-			    "reloaded: no size of calibration %u has %lld "
-			    "raw and compressed sends: threshold kept at "
-			    "%llu B",
-			    st->calibrations, (long long)cfg->min_samples,
-			    (unsigned long long)old);
-		} else if (st->threshold != old || out->size_threshold != old) {
-			out->size_threshold = st->threshold;
-			slimgc_explain_table(st, cfg, w, rule,
-			    "reloaded: calibration table picked again", &t);
-		}
-	}
+	if (st->repick && st->have_table && st->phase == SLIMGC_IDLE)
+		slimgc_repick(st, cfg, rule, w, out, &t);
 	st->repick = false;
 
 	calibrating = slimgc_calibrating(st, w);
@@ -990,6 +1260,8 @@ slimgc_on_window(void *state, const void *config, const bellows_window *w,
 		st->n_windows = 0;
 		slimgc_ask(st, cfg, w, out, &t, why);
 	} else if (st->phase == SLIMGC_IDLE) {
+		if (st->verify.running)
+			slimgc_verify_window(st, cfg, w, &t);
 		slimgc_check_drift(st, cfg, w, out, &t);
 	}
 	/* Keep the threshold decided, whatever the state in force says

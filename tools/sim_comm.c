@@ -165,6 +165,10 @@ tool_sim_comm_send(sim_rank *rk, uint32_t l, uint64_t step,
 	if ((r = bellows_agent_comm_layer(rk->agent, l, comp, ms, codec)) != 0)
 		return r;
 	sum->codec_ms += codec;
+	if (comp)
+		sum->comp_ms += ms;
+	else
+		sum->raw_ms += ms;
 	if (o->buckets == 0) {
 		sum->comm_ms += ms;
 		return 0;
@@ -176,4 +180,14 @@ tool_sim_comm_send(sim_rank *rk, uint32_t l, uint64_t step,
 	    (uint64_t)(l + 1) * o->buckets / o->layers != sum->bucket)
 		return sim_comm_bucket(rk, step, sum);
 	return 0;
+}
+
+double
+tool_sim_step_ms(const sim_opts *o, const sim_step_sums *sum,
+    double backward_ms)
+{
+	if (o->step_model == SIM_STEP_OVERLAP)
+		return fmax(backward_ms, sum->raw_ms) + sum->comp_ms +
+		    sum->codec_ms;
+	return backward_ms + sum->raw_ms + sum->comp_ms + sum->codec_ms;
 }

@@ -10,7 +10,9 @@
  * the compression gate) get numbers whose right answer is known: the
  * threshold the model implies is printed at the start. A rank's sends
  * follow its agent's send mode (level, size threshold, compression gate,
- * calibration), so the floats it reports sent are the decision's.
+ * calibration), so the floats it reports sent are the decision's. With
+ * --step-model, the step time a rank reports is made of them too, so
+ * that whole steps compare raw and compressed on the modelled path.
  */
 #ifndef TOOL_SIM_COMM_H
 #define TOOL_SIM_COMM_H
@@ -47,6 +49,8 @@ double tool_sim_noise(const sim_opts *o, uint32_t rank, uint64_t step,
 typedef struct sim_step_sums {
 	double comm_ms;       /* layer sends, or buckets with --buckets */
 	double codec_ms;      /* codec time of the compressed sends */
+	double raw_ms;        /* layer sends that went raw */
+	double comp_ms;       /* layer sends that went compressed */
 	uint64_t floats_sent; /* floats sent */
 	uint64_t act_stored;  /* activation bytes kept for backward */
 	double bucket_bytes;  /* bytes of the bucket being filled */
@@ -61,5 +65,10 @@ typedef struct sim_step_sums {
  * Returns 0 or the agent's error (the caller says it). */
 int tool_sim_comm_send(sim_rank *rk, uint32_t l, uint64_t step,
     const bellows_decision *d, sim_step_sums *sum);
+
+/* The step time rank reports under o->step_model (not SIM_STEP_WALL)
+ * from the step's sums and its backward time (ms). Pure. */
+double tool_sim_step_ms(const sim_opts *o, const sim_step_sums *sum,
+    double backward_ms);
 
 #endif /* TOOL_SIM_COMM_H */

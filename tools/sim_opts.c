@@ -212,6 +212,26 @@ sim_parse_backward(const char *cmd, const char *opt, const char *text,
 }
 
 static int
+sim_parse_step_model(const char *cmd, const char *opt, const char *text,
+    void *opts)
+{
+	static const char *const names[] = { "wall", "sync", "overlap" };
+	sim_opts *o = opts;
+
+	(void)cmd;
+	for (uint32_t i = 0; i < 3; i++) {
+		if (strcmp(text, names[i]) == 0) {
+			o->step_model = i;
+			return 0;
+		}
+	}
+	fprintf(stderr,
+	    "bellows sim: %s must be wall, sync or overlap, not '%s'\n", opt,
+	    text);
+	return BELLOWS_EINVAL;
+}
+
+static int
 sim_parse_aggregate(const char *cmd, const char *opt, const char *text,
     void *opts)
 {
@@ -427,6 +447,18 @@ static const tool_opt sim_opt_rows[] = {
 	    .help = "report this backward time per step",
 	    .kind = TOOL_OPT_PARSE,
 	    .parse = sim_parse_backward },
+	{ .name = "step-model",
+	    .arg = "wall|sync|overlap",
+	    .help = "the step time the ranks report: the wall clock (wall, "
+		    "the default), or modelled from the backward time B "
+		    "(--backward-ms, else 0) and the step's modelled sends: "
+		    "B + every send + codec (sync, a synchronous hook), or "
+		    "max(B, raw sends) + compressed sends + codec (overlap: "
+		    "raw sends hide behind the backward pass as DDP's "
+		    "buckets do, compressed ones follow it); needs "
+		    "--comm-model",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = sim_parse_step_model },
 	{ .name = "act",
 	    .arg = "LBAR,R,RATIO",
 	    .help = "report activation statistics of every 2-D layer: L-bar, "
@@ -589,6 +621,11 @@ tool_sim_opts_parse(int argc, char **argv, sim_opts *o)
 		return 2;
 	if (o->buckets > 0 && !o->comm_model) {
 		fprintf(stderr, "bellows sim: --buckets needs --comm-model\n");
+		return 2;
+	}
+	if (o->step_model != SIM_STEP_WALL && !o->comm_model) {
+		fprintf(stderr,
+		    "bellows sim: --step-model needs --comm-model\n");
 		return 2;
 	}
 	if (o->aggregate != 0 && o->kill) {

@@ -51,6 +51,7 @@ typedef struct sim_opts {
 	double comm_noise;      /* relative noise of the modelled times */
 	uint32_t buckets;       /* collectives per step (comm_bucket) */
 	double backward_ms;     /* backward time per step, 0: not reported */
+	uint32_t step_model;    /* sim_step_model: what a step's time is */
 	bool act;               /* --act given */
 	double act_lbar;        /* L-bar of every activation */
 	double act_nonzero;     /* R of every activation */
@@ -70,6 +71,16 @@ typedef struct sim_opts {
 	uint32_t aggregate;     /* bellows_aggregate: --aggregate */
 	uint32_t node_ranks;    /* ranks per node with --aggregate node */
 } sim_opts;
+
+/* What a rank reports as a step's time (--step-model). */
+typedef enum sim_step_model {
+	SIM_STEP_WALL = 0,    /* the wall clock, the agent's own timing */
+	SIM_STEP_SYNC = 1,    /* the backward time, then every send and
+			       * codec time one after the other */
+	SIM_STEP_OVERLAP = 2, /* raw sends overlapped with the backward
+			       * time (DDP's buckets), then the compressed
+			       * sends and codec times after it */
+} sim_step_model;
 
 /* Parses the arguments of `bellows sim` (argv[0] is "sim") into *o,
  * which it fills with the defaults first, and checks them together

@@ -324,6 +324,9 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 		if (o->backward_ms > 0)
 			info.backward_ms = o->backward_ms *
 			    tool_sim_noise(o, rk->rank, s, 0x500000u);
+		if (o->step_model != SIM_STEP_WALL)
+			info.step_ms = tool_sim_step_ms(o, &sum,
+			    info.backward_ms);
 		if (o->mem_total > 0) {
 			info.mem_device_total = o->mem_total;
 			info.mem_device_used = o->mem_used + sum.act_stored;

@@ -7,7 +7,12 @@
 # reason) is the one the model implies, computed here independently; after
 # it, layers below the threshold go raw and the others compressed. A
 # second job whose model makes compression never pay gets "everything
-# raw" (threshold infinity).
+# raw" (threshold infinity). These jobs test the calibration's table
+# alone (verify: false): the sim's steps are timed by the wall clock,
+# which knows nothing of the modelled sends. Two more jobs report modelled
+# step times (--step-model) and let slimgc verify the table's threshold
+# with whole steps: kept when the sends are synchronous, as the table's
+# are; every tensor raw when raw sends hide behind the backward pass.
 . "$(dirname "$0")/lib.sh"
 
 command -v sqlite3 >/dev/null || { echo "sqlite3 not installed"; exit 77; }
@@ -23,7 +28,7 @@ daemon:
   rank_timeout_ms: ${RANK_TIMEOUT_MS:-1500}
   heartbeat_ms: 200
 jobs:
-  - match: "*"
+  - match: "verify-*"
     policies:
       - type: fixed
         name: levels
@@ -31,6 +36,14 @@ jobs:
       - type: slimgc
         name: cttab
         params: {calibration_steps: 20}
+  - match: "*"
+    policies:
+      - type: fixed
+        name: levels
+        params: {level: 1}
+      - type: slimgc
+        name: cttab
+        params: {calibration_steps: 20, verify: false}
 YAML
 
 q() { sqlite3 -batch -noheader "$DB" "$1"; }
@@ -136,6 +149,62 @@ wrong=$(q "SELECT count(*) FROM windows WHERE run_id = $run AND window = 5
 [ "$wrong" = 0 ] || fail "window 5: $wrong layers were still compressed"
 ok "afterwards nothing was compressed"
 
+# ---- the verification with whole steps ---------------------------------
+# The calibration over at window 3 proposes 12288 B; its decision applies
+# at step 41, so window 5 is the first one entirely under it; the switch
+# to every tensor raw applies at step 61: window 7 runs raw, and the
+# verdict of window 7 is in force in windows 9 and later.
+# verify MODE BACKWARD_MS: runs job verify-MODE for 11 windows with
+# --step-model MODE; sets $run and $reason (the verdict).
+verify() {
+	run_sim --job "verify-$1" --ranks $RANKS --layers $LAYERS --windows 11 \
+	    --steps-per-window 10 --comm-model "$MODEL" --backward-ms "$2" \
+	    --step-model "$1" || fail "sim --step-model $1 exited with $?"
+	expect_agreed $RANKS 11
+	run=$(q "SELECT id FROM runs WHERE job = 'verify-$1'")
+	reason=$(q "SELECT reason FROM decisions WHERE run_id = $run
+	    AND reason LIKE '%verified on the real path%'")
+	[ -n "$reason" ] || fail "verify-$1: no decision gave a verdict"
+	grep -q "calibration 1 over at window 3: threshold 12288 B" \
+	    <<<"$(q "SELECT reason FROM decisions WHERE run_id = $run")" ||
+	    fail "verify-$1: the table did not propose 12288 B"
+}
+
+# sync, no backward time: a step is every send one after the other, as
+# the table measured them: the threshold saves about a sixth of it.
+verify sync 0
+case "$reason" in
+*"verified on the real path: compressed "*" ms per step (x0."*"): threshold 12288 B (12 KiB) kept"*)
+	ok "synchronous sends: ${reason%%;*}" ;;
+*) fail "sync: the threshold was not kept: '$reason'" ;;
+esac
+wrong=$(q "SELECT count(*) FROM windows w WHERE run_id = $run
+    AND window = 10 AND level > 0 AND
+    ((256 * (32 + 8 * layer) < 12288 AND comm_comp_n > 0) OR
+     (256 * (32 + 8 * layer) >= 12288 AND comm_raw_n > 0))")
+[ "$wrong" = 0 ] || fail "sync, window 10: $wrong layers were sent the wrong way"
+kept=$(q "SELECT value FROM policy_metrics WHERE run_id = $run
+    AND name = 'verify_kept' ORDER BY window DESC LIMIT 1")
+[ "$kept" = 1.0 ] || fail "sync: metric verify_kept is '$kept', not 1"
+ok "after it, layers below 12288 B went raw and the others compressed"
+
+# overlap: raw sends (about 1.5 ms) hide behind a 5 ms backward pass, the
+# compressed ones and the codec (about 0.8 ms) come after it.
+verify overlap 5
+case "$reason" in
+*"verified on the real path: compressed "*" ms per step (x1."*"): every tensor raw"*)
+	ok "raw sends overlapped with the backward pass: ${reason%%;*}" ;;
+*) fail "overlap: the threshold was kept: '$reason'" ;;
+esac
+wrong=$(q "SELECT count(*) FROM windows WHERE run_id = $run AND window = 10
+    AND comm_comp_n > 0")
+[ "$wrong" = 0 ] || fail "overlap, window 10: $wrong layers were still compressed"
+metric=$(q "SELECT value FROM policy_metrics WHERE run_id = $run
+    AND name = 'threshold_bytes' ORDER BY window DESC LIMIT 1")
+[ "$metric" = "1.84467440737096e+19" ] ||
+    fail "overlap: metric threshold_bytes is $metric, not 2^64 - 1"
+ok "afterwards nothing was compressed"
+
 # ---- the sim's other modelled statistics reach the history -------------
 run_sim --job sg3 --ranks $RANKS --layers $LAYERS --windows 4 \
     --steps-per-window 10 --comm-model "$MODEL" --buckets 2 \
@@ -176,4 +245,9 @@ usage --act 1,1.5,2
 grep -q "R in \[0, 1\]" "$TMP/usage.err" || fail "R > 1 accepted"
 usage --mem 100,200
 grep -q "USED_MB <= TOTAL_MB" "$TMP/usage.err" || fail "used > total accepted"
+usage --step-model sync
+grep -q "needs --comm-model" "$TMP/usage.err" || fail "--step-model alone accepted"
+usage --comm-model 0.1,1,2,0 --step-model fast
+grep -q "must be wall, sync or overlap" "$TMP/usage.err" ||
+    fail "--step-model fast accepted"
 ok "bad model options are usage errors"

@@ -1,6 +1,6 @@
 /* test_slimgc - the slimgc policy: calibrations, the table, both rules,
- * recalibration on drift, reloads, and its configuration through the
- * host.
+ * recalibration on drift, the verification of a threshold with whole
+ * steps, reloads, and its configuration through the host.
  *
  * The model has the paper's Fig. 6 sizes (1, 1.6, 2.2 and 4 MB, the
  * 2.2 MB size twice) and a bias. Windows have 10 steps; a calibration
@@ -87,6 +87,12 @@ typedef struct fixture {
 	sup_host h;         /* files, host and direct driving */
 	timing t[N_LAYERS]; /* next window's timings */
 	uint64_t until;     /* next window's calibrate_until */
+	double step_ms;     /* next window's step_ms_median; 0: none */
+	bool gate_off;      /* next window's compression_off */
+	bool sent_raw;      /* next window sent as many floats as raw
+			     * whatever the threshold and the gate */
+	bool sent_comp;     /* next window sent a tenth of them whatever
+			     * the threshold and the gate */
 } fixture;
 
 static int
@@ -169,6 +175,15 @@ window(fixture *f, uint64_t index, uint64_t threshold, const bool *sel)
 	w.last_step = index * STEPS + STEPS - 1;
 	w.size_threshold = threshold;
 	w.calibrate_until = f->until;
+	/* Whole steps: a tenth of the floats go when anything is
+	 * compressed, all of them when nothing is. */
+	w.step_ms_median = f->step_ms;
+	w.compression_off = f->gate_off;
+	w.floats_raw = 1000000;
+	w.floats_sent = !f->sent_comp &&
+		(threshold == UINT64_MAX || f->gate_off || f->sent_raw)
+	    ? w.floats_raw
+	    : w.floats_raw / 10;
 	return w;
 }
 
@@ -323,7 +338,7 @@ test_fig6_gives_2_2_mb_under_the_robust_rule(void **state)
 {
 	fixture *f = *state;
 
-	CALIBRATED(f, "");
+	CALIBRATED(f, "verify: false");
 	assert_int_equal(f->h.prop.calibrate_steps, 0);
 	assert_string_equal(f->h.prop.reason,
 	    "calibration 1 over at window 3: threshold 2306864 B (2.2 MiB), "
@@ -880,6 +895,337 @@ test_without_hysteresis_ratios_near_1_flip_the_threshold(void **state)
 		    near_one[i] < 1 ? MB4 : MB2_2);
 }
 
+/* ---- verification on the real path ---------------------------------------
+ *
+ * After calibrate() (over at window 3, apply lag 1) the threshold's
+ * verification counts from step 41: window 4 began under the decision
+ * before and does not count, window 5 runs compressed; the switch to
+ * every tensor raw applies at step 61, so window 6 does not count either
+ * and window 7 runs raw.
+ */
+
+/* Runs window `index` with whole steps of `comp_ms` when the threshold
+ * in force compresses something and `raw_ms` when it is infinity: the
+ * path the job runs. */
+static void
+real_path(fixture *f, uint64_t index, double comp_ms, double raw_ms)
+{
+	f->step_ms = f->h.prop.size_threshold == UINT64_MAX ? raw_ms : comp_ms;
+	direct_ok(f, index);
+}
+
+static void
+test_raw_steps_faster_than_compressed_ones_send_every_tensor_raw(void **state)
+{
+	fixture *f = *state;
+
+	/* Per tensor, 2.2 MB and up pay for compression... */
+	CALIBRATED(f, "");
+	sup_assert_contains(f->h.prop.reason,
+	    "; 4 rows from 2 windows; verifying it on the real path: whole "
+	    "steps of 1 window with it against as many with every tensor "
+	    "raw");
+	/* ... but whole steps are slower with it. */
+	f->step_ms = 30;
+	direct_ok(f, 4);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_string_equal(f->h.prop.reason, "");
+	f->step_ms = 18.3;
+	direct_ok(f, 5);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	assert_string_equal(f->h.prop.reason,
+	    "verification of threshold 2306864 B (2.2 MiB): window 5 ran it "
+	    "at 18.3 ms per step; now every tensor raw for 1 window");
+	/* Window 6 began under the threshold: not a raw window (counted,
+	 * its 30 ms would keep the threshold). */
+	f->step_ms = 30;
+	direct_ok(f, 6);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	assert_string_equal(f->h.prop.reason, "");
+	assert_false(has_metric(f, "verify_kept"));
+	f->step_ms = 11.2;
+	direct_ok(f, 7);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	assert_string_equal(f->h.prop.reason,
+	    "verified on the real path: compressed 18.3 ms vs raw 11.2 ms per "
+	    "step (x1.63): every tensor raw; threshold 2306864 B (2.2 MiB) "
+	    "not faster by more than 3%, median of 1 window each");
+	assert_float_equal(sup_metric(&f->h.prop, "verify_comp_ms", -1), 18.3,
+	    1e-12);
+	assert_float_equal(sup_metric(&f->h.prop, "verify_raw_ms", -1), 11.2,
+	    1e-12);
+	assert_true(sup_metric(&f->h.prop, "verify_kept", -1) == 0);
+	assert_true(sup_metric(&f->h.prop, "threshold_bytes", -1) ==
+	    (double)UINT64_MAX);
+	/* It stays so, without a word. */
+	for (uint64_t w = 8; w < 12; w++) {
+		real_path(f, w, 18.3, 11.2);
+		assert_true(f->h.prop.size_threshold == UINT64_MAX);
+		assert_string_equal(f->h.prop.reason, "");
+		assert_true(sup_metric(&f->h.prop, "verify_kept", -1) == 0);
+	}
+}
+
+static void
+test_compressed_steps_faster_by_more_than_the_margin_keep_it(void **state)
+{
+	fixture *f = *state;
+
+	CALIBRATED(f, "");
+	for (uint64_t w = 4; w < 7; w++)
+		real_path(f, w, 9, 12);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	real_path(f, 7, 9, 12);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_string_equal(f->h.prop.reason,
+	    "verified on the real path: compressed 9 ms vs raw 12 ms per step "
+	    "(x0.75): threshold 2306864 B (2.2 MiB) kept, faster by more than "
+	    "3%, median of 1 window each");
+	assert_true(sup_metric(&f->h.prop, "verify_kept", -1) == 1);
+	assert_true(sup_metric(&f->h.prop, "threshold_bytes", -1) == MB2_2);
+	real_path(f, 8, 9, 12);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_string_equal(f->h.prop.reason, "");
+}
+
+static void
+test_a_tie_within_the_margin_goes_raw(void **state)
+{
+	fixture *f = *state;
+
+	/* 2.7 % faster: within the default margin of 3 %. */
+	CALIBRATED(f, "");
+	for (uint64_t w = 4; w < 8; w++)
+		real_path(f, w, 10.9, 11.2);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	sup_assert_contains(f->h.prop.reason,
+	    "compressed 10.9 ms vs raw 11.2 ms per step (x0.973): every "
+	    "tensor raw; threshold 2306864 B (2.2 MiB) not faster by more "
+	    "than 3%");
+
+	/* Without a margin, equal steps still go raw. */
+	sup_direct_stop(&f->h);
+	ctl_config_destroy(&f->h.cfg);
+	CALIBRATED(f, "verify_margin: 0");
+	for (uint64_t w = 4; w < 8; w++)
+		real_path(f, w, 11.2, 11.2);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	sup_assert_contains(f->h.prop.reason,
+	    "compressed 11.2 ms vs raw 11.2 ms per step (x1): every tensor "
+	    "raw; threshold 2306864 B (2.2 MiB) not faster by more than 0%");
+}
+
+static void
+test_gate_off_and_calibration_windows_are_not_verification_windows(void **state)
+{
+	fixture *f = *state;
+
+	CALIBRATED(f, "");
+	f->step_ms = 30;
+	direct_ok(f, 4);
+	/* Window 5: perfmodel's gate off, a raw window whatever the
+	 * threshold. */
+	f->gate_off = true;
+	f->step_ms = 11;
+	direct_ok(f, 5);
+	/* Window 6: the gate on, but it sent as many floats as raw (the
+	 * gate's decision applied late): raw too. */
+	f->gate_off = false;
+	f->sent_raw = true;
+	direct_ok(f, 6);
+	/* Window 7: a late decision of the calibration alternated its
+	 * steps. */
+	f->sent_raw = false;
+	f->until = 75;
+	direct_ok(f, 7);
+	f->until = 0;
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_string_equal(f->h.prop.reason, "");
+	/* Window 8 is the first compressed one. */
+	f->step_ms = 18;
+	direct_ok(f, 8);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	assert_string_equal(f->h.prop.reason,
+	    "verification of threshold 2306864 B (2.2 MiB): window 8 ran it "
+	    "at 18 ms per step; now every tensor raw for 1 window");
+	f->step_ms = 30;
+	direct_ok(f, 9);
+	/* Window 10 still compressed something: not a raw window. */
+	f->sent_comp = true;
+	direct_ok(f, 10);
+	f->sent_comp = false;
+	assert_string_equal(f->h.prop.reason, "");
+	/* Raw windows may have the gate off: they are raw all the same. */
+	f->gate_off = true;
+	f->step_ms = 12;
+	direct_ok(f, 11);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	sup_assert_contains(f->h.prop.reason,
+	    "verified on the real path: compressed 18 ms vs raw 12 ms per step "
+	    "(x1.5): every tensor raw");
+	assert_true(sup_metric(&f->h.prop, "verify_comp_ms", -1) == 18);
+}
+
+static void
+test_more_verification_windows_alternate_which_kind_goes_first(void **state)
+{
+	fixture *f = *state;
+
+	/* Compressed, raw, raw, compressed. */
+	CALIBRATED(f, "verify_windows: 2");
+	sup_assert_contains(f->h.prop.reason,
+	    "verifying it on the real path: whole steps of 2 windows with it "
+	    "against as many with every tensor raw");
+	real_path(f, 4, 30, 30);
+	real_path(f, 5, 9, 0);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	assert_string_equal(f->h.prop.reason,
+	    "verification of threshold 2306864 B (2.2 MiB): window 5 ran it "
+	    "at 9 ms per step; now every tensor raw for 2 windows");
+	real_path(f, 6, 30, 30);
+	real_path(f, 7, 0, 12);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	assert_string_equal(f->h.prop.reason, "");
+	real_path(f, 8, 0, 13);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_string_equal(f->h.prop.reason,
+	    "verification of threshold 2306864 B (2.2 MiB): window 8 ran every "
+	    "tensor raw at 13 ms per step; now the threshold for 1 window");
+	real_path(f, 9, 30, 30);
+	real_path(f, 10, 10, 0);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_string_equal(f->h.prop.reason,
+	    "verified on the real path: compressed 9.5 ms vs raw 12.5 ms per "
+	    "step (x0.76): threshold 2306864 B (2.2 MiB) kept, faster by more "
+	    "than 3%, median of 2 windows each");
+}
+
+static void
+test_a_recalibration_is_verified_again(void **state)
+{
+	fixture *f = *state;
+
+	CALIBRATED(f, "recalibrate_drift: 0.25, drift_windows: 2");
+	for (uint64_t w = 4; w < 8; w++)
+		real_path(f, w, 18.3, 11.2);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	/* The network changed: a new calibration gives 2.2 MB again, and
+	 * whole steps are measured again, now in compression's favour. */
+	f->step_ms = 0;
+	assert_int_equal(recalibrate(f, 8, 40.2), MB2_2);
+	sup_assert_contains(f->h.prop.reason,
+	    "calibration 2 over at window 12: threshold 2306864 B (2.2 MiB)");
+	sup_assert_contains(f->h.prop.reason,
+	    "; verifying it on the real path");
+	for (uint64_t w = 13; w < 17; w++)
+		real_path(f, w, 9, 12);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	sup_assert_contains(f->h.prop.reason,
+	    "verified on the real path: compressed 9 ms vs raw 12 ms per step "
+	    "(x0.75): threshold 2306864 B (2.2 MiB) kept");
+}
+
+static void
+test_verify_false_keeps_the_table_threshold_whatever_the_steps(void **state)
+{
+	fixture *f = *state;
+
+	CALIBRATED(f, "verify: false");
+	assert_null(strstr(f->h.prop.reason, "verifying"));
+	for (uint64_t w = 4; w < 12; w++) {
+		real_path(f, w, 18.3, 11.2);
+		assert_int_equal(f->h.prop.size_threshold, MB2_2);
+		assert_string_equal(f->h.prop.reason, "");
+		assert_false(has_metric(f, "verify_kept"));
+	}
+}
+
+static void
+test_a_threshold_that_sends_everything_raw_is_not_verified(void **state)
+{
+	fixture *f = *state;
+
+	direct(f, SLIMGC_YAML(""));
+	fig6(f);
+	set_timing(f, 0, 45, 37.3, 8.5);
+	set_timing(f, 3, 35, 28.3, 6.8);
+	set_timing(f, 5, 35, 28.3, 6.8);
+	calibrate(f);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	assert_null(strstr(f->h.prop.reason, "verifying"));
+	for (uint64_t w = 4; w < 8; w++) {
+		real_path(f, w, 1, 11.2);
+		assert_true(f->h.prop.size_threshold == UINT64_MAX);
+		assert_string_equal(f->h.prop.reason, "");
+	}
+}
+
+static void
+test_a_reload_that_turns_verify_off_puts_the_table_threshold_back(void **state)
+{
+	fixture *f = *state;
+
+	CALIBRATED(f, "");
+	real_path(f, 4, 18.3, 11.2);
+	real_path(f, 5, 18.3, 11.2);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	RELOAD_CONFIG(f, "verify: false");
+	assert_int_equal(sup_direct_reload(&f->h, 6), 0);
+	real_path(f, 6, 18.3, 11.2);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	sup_assert_contains(f->h.prop.reason,
+	    "reloaded: calibration table picked again: threshold 2306864 B "
+	    "(2.2 MiB)");
+	real_path(f, 7, 18.3, 11.2);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_string_equal(f->h.prop.reason, "");
+}
+
+static void
+test_a_reload_that_turns_verify_on_verifies_the_table_threshold(void **state)
+{
+	fixture *f = *state;
+
+	CALIBRATED(f, "verify: false");
+	RELOAD_CONFIG(f, "");
+	assert_int_equal(sup_direct_reload(&f->h, 4), 0);
+	real_path(f, 4, 18.3, 11.2);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	sup_assert_contains(f->h.prop.reason,
+	    "reloaded: calibration table picked again: threshold 2306864 B "
+	    "(2.2 MiB)");
+	sup_assert_contains(f->h.prop.reason,
+	    "; verifying it on the real path");
+	/* From step 51: window 6 compressed, window 8 raw. */
+	for (uint64_t w = 5; w < 9; w++)
+		real_path(f, w, 18.3, 11.2);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	sup_assert_contains(f->h.prop.reason,
+	    "verified on the real path: compressed 18.3 ms vs raw 11.2 ms");
+}
+
+static void
+test_the_config_refuses_bad_verification_parameters(void **state)
+{
+	fixture *f = *state;
+
+	sup_load_refused(&f->h, SLIMGC_YAML("verify_windows: 0"),
+	    "verify_windows must be in [1, 32], not 0");
+	sup_load_refused(&f->h, SLIMGC_YAML("verify_windows: 33"),
+	    "verify_windows must be in [1, 32], not 33");
+	sup_load_refused(&f->h, SLIMGC_YAML("verify_margin: -0.01"),
+	    "verify_margin must be in [0, 0.5], not -0.01");
+	sup_load_refused(&f->h, SLIMGC_YAML("verify_margin: 0.6"),
+	    "verify_margin must be in [0, 0.5], not 0.6");
+	sup_load_refused(&f->h, SLIMGC_YAML("verify: sometimes"),
+	    "verify must be true or false");
+	/* A host handing over a config by other means is refused too. */
+	sup_load(&f->h, SLIMGC_YAML(""));
+	sup_patch_double(&pol_slimgc_ops, f->h.cfg->jobs[0].policies[0].config,
+	    "verify_margin", NAN);
+	assert_int_equal(sup_direct_start(&f->h, f->h.cfg), BELLOWS_EINVAL);
+}
+
 /* ---- reloads --------------------------------------------------------------
  */
 
@@ -1182,6 +1528,17 @@ main(void)
 		T(test_the_same_series_of_medians_would_recalibrate),
 		T(test_ratios_near_1_do_not_flip_the_threshold_between_calibrations),
 		T(test_without_hysteresis_ratios_near_1_flip_the_threshold),
+		T(test_raw_steps_faster_than_compressed_ones_send_every_tensor_raw),
+		T(test_compressed_steps_faster_by_more_than_the_margin_keep_it),
+		T(test_a_tie_within_the_margin_goes_raw),
+		T(test_gate_off_and_calibration_windows_are_not_verification_windows),
+		T(test_more_verification_windows_alternate_which_kind_goes_first),
+		T(test_a_recalibration_is_verified_again),
+		T(test_verify_false_keeps_the_table_threshold_whatever_the_steps),
+		T(test_a_threshold_that_sends_everything_raw_is_not_verified),
+		T(test_a_reload_that_turns_verify_off_puts_the_table_threshold_back),
+		T(test_a_reload_that_turns_verify_on_verifies_the_table_threshold),
+		T(test_the_config_refuses_bad_verification_parameters),
 		T(test_a_reload_keeps_the_threshold_and_the_table),
 		T(test_a_reload_of_the_rule_picks_again_from_the_table),
 		T(test_a_reload_that_leaves_no_row_keeps_the_threshold),

@@ -747,6 +747,39 @@ test_replay_hands_a_recorded_window_whole_under_its_own_state(void **state)
 	rmdir(dir);
 }
 
+static void
+test_replay_reads_an_infinite_threshold_back_as_every_tensor_raw(void **state)
+{
+	char dir[] = "/tmp/bellows-replay.XXXXXX", path[64], err[512];
+	tool_hdb_replay *rec = NULL;
+	tool_hdb *db = NULL;
+	sqlite3 *raw = NULL;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/h.db", dir);
+	assert_int_equal(fixture_db_create(path, 3, 1), SQLITE_OK);
+	/* What the store writes for UINT64_MAX (clamped to INT64_MAX). */
+	assert_int_equal(sqlite3_open(path, &raw), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(raw,
+			     "UPDATE window_info SET state_size_threshold = "
+			     "9223372036854775807 WHERE run_id = 1 AND "
+			     "window = 3",
+			     NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(raw);
+	assert_int_equal(tool_hdb_open(path, &db, err, sizeof(err)), 0);
+	assert_int_equal(tool_hdb_replay_load(db, 1, &rec), 0);
+	tool_hdb_close(&db);
+	assert_int_equal(rec->window[2], 3);
+	assert_true(rec->size_threshold[2] == UINT64_MAX);
+	assert_true(rec->win[2].size_threshold == UINT64_MAX);
+	assert_int_equal(rec->size_threshold[1], 0);
+	tool_hdb_replay_destroy(&rec);
+	fixture_db_remove(path);
+	rmdir(dir);
+}
+
 /* Runs `bellows replay ARGS...` and returns its exit code. */
 static int
 replay_cmd(const char *first, ...)
@@ -807,6 +840,7 @@ main(void)
 		T(test_replay_compare_prints_differing_rows_and_counts_changes),
 		T(test_replay_compare_of_batch_policies_sees_batch_and_scale),
 		T(test_replay_hands_a_recorded_window_whole_under_its_own_state),
+		T(test_replay_reads_an_infinite_threshold_back_as_every_tensor_raw),
 		T(test_replay_refuses_mixed_or_incomplete_inputs),
 	};
 #undef T
