@@ -111,6 +111,47 @@ class HookCostTest(unittest.TestCase):
         ov = self.scaling("cost-raw")
         self.assertEqual(ov, (0, 0))  # every bucket went to gloo directly
 
+    def test_a_sampled_step_times_32_layers_alone_then_the_next_32(self):
+        import bellows.torch as bt
+
+        torch.manual_seed(0)
+        mods = []
+        for _ in range(50):
+            mods += [torch.nn.Linear(8, 8), torch.nn.ReLU()]
+        ddp = torch.nn.parallel.DistributedDataParallel(
+            torch.nn.Sequential(*mods))
+        d = self.daemon
+        agent = bt.attach(ddp, "cost-sampled", control=d.control,
+                          publish=d.publish, time_every=2, window_steps=4,
+                          run_id="cost-sampled")
+        sends = []
+        inner = agent.hook.on_send
+        agent.hook.on_send = lambda *a: (sends.append(a[0]), inner(*a))
+        x = torch.randn(4, 8)
+        per_step = []
+        try:
+            for _ in range(6):
+                del sends[:]
+                step = agent.step_begin()
+                ddp(x).sum().backward()
+                agent.step_end(lr=0.01)
+                per_step.append((step, agent.timed, sorted(sends)))
+        finally:
+            agent.close()
+        del ddp, agent
+        sampled = [(s, layers) for s, timed, layers in per_step if timed]
+        self.assertEqual([s for s, _ in sampled], [0, 2, 4])
+        # 100 parameters, 32 at a time, in turn: 0-31, 32-63, 64-95 (the
+        # rest of a bucket goes together, unreported unless alone).
+        for k, (s, layers) in enumerate(sampled):
+            want = list(range(32 * k, 32 * k + 32))
+            self.assertEqual([i for i in layers if i in want], want,
+                             f"step {s}")
+            self.assertLessEqual(len(layers), 34, f"step {s}")
+        for s, timed, layers in per_step:
+            if not timed:
+                self.assertEqual(layers, [], f"step {s}")
+
     def test_overlapped_work_per_step_is_linear_in_the_parameters(self):
         ov = self.scaling("cost-2bit")
         self.assertGreater(min(ov), 0)  # the buckets took the compressor

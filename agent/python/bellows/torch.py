@@ -166,6 +166,9 @@ class CompressionHook:
       ``on_send(layer, compressed, comm_ms, codec_ms)`` gets them
       (codec_ms is the reduce's wall time minus its collectives, 0 for
       a raw send); without, a bucket goes to the compressor in one call.
+      With ``time_only`` a set of layers (a sampled step of a model with
+      many layers), only those are reduced on their own, and the rest of
+      the bucket in one call after them.
       ``on_collective(nbytes, compressed, ms)`` gets every collective of
       this path, with the bytes this rank put in. With ``align``, the
       first timed bucket after each reset() starts with a one-float
@@ -214,6 +217,9 @@ class CompressionHook:
         self.align = align
         self._aligned = False
         self.timed = True
+        # On the timed path with per_layer: None times every layer on its
+        # own; a set, only those (the rest of a bucket goes together).
+        self.time_only: frozenset[int] | None = None
         self._level_cache: dict[tuple, tuple[list, list, bool]] = {}
         self._levels: list[float] = []
         self._comp: list[bool] = []
@@ -473,7 +479,18 @@ class CompressionHook:
         items = [Item(i, g, levels[i]) for i, g in zip(b.layers, grads)]
         if self.align and not self._aligned:
             self._align(buf.device)
-        if self.per_layer:
+        only = self.time_only
+        if self.per_layer and only is not None:
+            # A sampled step of a model with many layers: the layers
+            # picked this step each on their own, the rest of the bucket
+            # together (one reduce, its collectives still sampled).
+            rest = [it for it in items if it.layer not in only]
+            for it in items:
+                if it.layer in only:
+                    self._reduce([it])
+            if rest:
+                self._reduce(rest)
+        elif self.per_layer:
             for it in items:
                 self._reduce([it])
         elif items:
@@ -530,7 +547,13 @@ class TorchAgent:
 
     def __init__(self, model, agent: Agent, hook: CompressionHook,
                  params: Sequence[torch.Tensor], time_every: int = 1,
-                 optimizer=None, raw_windows: int = 0):
+                 optimizer=None, raw_windows: int = 0,
+                 time_layers: int = 0):
+        if time_layers < 0:
+            raise ValueError(f"time_layers must be >= 0, not {time_layers}")
+        # A sampled step times at most this many layers on their own
+        # (0: all), the next ones in layer order at each sampled step.
+        self.time_layers = time_layers
         if raw_windows < 0:
             raise ValueError(f"raw_windows must be >= 0, not {raw_windows}")
         # The run's own raw baseline: every layer raw until this many
@@ -672,6 +695,16 @@ class TorchAgent:
         self.timed = (calibrating
                       or (every > 0 and step % every == 0))
         self.hook.timed = self.timed
+        self.hook.time_only = None
+        n = len(self._params)
+        k = self.time_layers
+        if self.timed and not calibrating and 0 < k < n:
+            # A sample of the layers, in turn: a model of 400 tensors
+            # would otherwise make 400 synchronous collectives in the
+            # step. The same layers on every rank: the step decides.
+            first = (step // every if every > 0 else 0) * k % n
+            self.hook.time_only = frozenset((first + i) % n
+                                            for i in range(k))
         self.decision = d
         self.step = step
         self.hook.reset()
@@ -915,6 +948,7 @@ def _aggregate_options(aggregate: str, node_ranks: int | None,
 def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 0,
            quant_threshold: float = 0.5, per_layer: bool = True,
            align: bool = True, time_every: int = 16, raw_windows: int = 0,
+           time_layers: int = 32,
            control: str | None = None, publish: str | None = None,
            window_steps: int = 0, layer_flags: int = 0,
            exp_hist=None, process_group=None, optimizer=None,
@@ -936,7 +970,12 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
     their number is a multiple of ``time_every`` (1: every step; 0:
     never); the others, compressed or not, send DDP's buckets
     asynchronously, overlapped with backward (see TorchAgent and
-    CompressionHook). ``raw_windows`` sends every layer raw until that
+    CompressionHook). In such a sampled step (not in a calibration, which
+    times every layer) at most ``time_layers`` layers are timed on their
+    own (default 32; 0: all), the next ones in layer order at each
+    sampled step, the rest of each bucket in one reduce: a model of
+    hundreds of tensors would otherwise make that many synchronous
+    collectives in the step. ``raw_windows`` sends every layer raw until that
     many windows have closed, whatever the decisions say: the run's own
     raw baseline, which the history then shows as windows sent raw
     (applied level 0) and `bellows report` and the demo's summary compare
@@ -989,6 +1028,8 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
         raise ValueError(f"time_every must be >= 0, not {time_every}")
     if raw_windows < 0:
         raise ValueError(f"raw_windows must be >= 0, not {raw_windows}")
+    if time_layers < 0:
+        raise ValueError(f"time_layers must be >= 0, not {time_layers}")
     if isinstance(compressor, str):
         compressor = make_compressor(compressor, seed, quant_threshold)
     elif not isinstance(compressor, (PowerSGD, TopK)) and \
@@ -1026,7 +1067,8 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
                                align=align, observe_at=agent.observer())
         hook.register(model)
         return TorchAgent(model, agent, hook, params, time_every,
-                          optimizer=optimizer, raw_windows=raw_windows)
+                          optimizer=optimizer, raw_windows=raw_windows,
+                          time_layers=time_layers)
     except BaseException:
         agent.close()
         raise
