@@ -111,8 +111,21 @@ def rank_main(rank, port, control, publish, args, out):
         return wrapped
 
     for c in configs:
-        ddp = torch.nn.parallel.DistributedDataParallel(
-            make_model(torch, args.layers, args.width))
+        if c == "torch-psgd":
+            # PyTorch's powerSGD_hook starts collectives inside futures'
+            # callbacks: with several buckets on gloo the ranks start them
+            # in different orders (torch 1.13 deadlocks; torch 2.15
+            # aborts: "Received data size doesn't match expected size").
+            # One bucket, for it alone.
+            first = dist._DEFAULT_FIRST_BUCKET_BYTES
+            dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 40
+            ddp = torch.nn.parallel.DistributedDataParallel(
+                make_model(torch, args.layers, args.width),
+                bucket_cap_mb=1 << 20)
+            dist._DEFAULT_FIRST_BUCKET_BYTES = first
+        else:
+            ddp = torch.nn.parallel.DistributedDataParallel(
+                make_model(torch, args.layers, args.width))
         models[c] = ddp
         if c == "torch-psgd":
             from torch.distributed.algorithms.ddp_comm_hooks import \
