@@ -342,6 +342,11 @@ typedef enum bellows_stat_agg {
 					    * steps (NaN: none) */
 	BELLOWS_STAT_AGG_STEP_MEDIAN_NZ = 10, /* same over the ranks whose
 					       * value is > 0 (0: none) */
+	BELLOWS_STAT_AGG_GATED_MAX = 11,      /* largest over the ranks whose
+					       * gate is non-zero (NaN: none):
+					       * a value where 0 means
+					       * something, from ranks that
+					       * may not send it */
 } bellows_stat_agg;
 
 /* An array statistic described at run time (bellows_layer_arrays_schema

@@ -96,7 +96,8 @@ check_table(const com_stat *t, size_t n, size_t struct_size, bool layer)
 	for (size_t i = 0; i < n; i++) {
 		const com_stat *s = &t[i];
 		bool gated = s->agg == BELLOWS_STAT_AGG_GATED_MEAN ||
-		    s->agg == BELLOWS_STAT_AGG_GATED_MEDIAN;
+		    s->agg == BELLOWS_STAT_AGG_GATED_MEDIAN ||
+		    s->agg == BELLOWS_STAT_AGG_GATED_MAX;
 
 		assert_ptr_equal(com_stat_find(t, n, s->name), s);
 		if (i > 0) {
