@@ -156,6 +156,12 @@ test_stat_table_columns_agree_with_each_other(void **st)
 	    COM_LSTAT_act_steps);
 	assert_int_equal(com_layer_stat_table[COM_LSTAT_codec_ms].gate,
 	    COM_LSTAT_comm_comp_n);
+	/* A level of 0 is a value: "not reported" needs the gate and a
+	 * NULL in the history. */
+	assert_int_equal(com_layer_stat_table[COM_LSTAT_level_applied].gate,
+	    COM_LSTAT_level_applied_n);
+	assert_int_equal(com_layer_stat_table[COM_LSTAT_level_applied].hist,
+	    BELLOWS_STAT_HIST_NULLABLE);
 }
 
 static void
