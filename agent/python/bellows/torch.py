@@ -467,6 +467,7 @@ class TorchAgent:
                 self.changes.append(LevelChange(step, d.seq, d.window,
                                                 tuple(levels), d.reason))
             self._apply_plan(step, d)
+            self.agent.applied_levels(levels)
         elif self.residuals is not None:
             self.residuals.new_step()
         # The library decides each layer's mode per step, from the
