@@ -4,9 +4,10 @@
  * keeps the step and window bookkeeping, feeds gradients and activation
  * statistics to the window statistics (window.c) and timed sends to the
  * window's timings (timing.c), answers how a layer is sent under the
- * decision in force, and hands finished windows and step boundaries to
- * the I/O module (io.c), which owns the sockets, the decision table and
- * the only wait the trainer ever does.
+ * decision in force (and reports the level each layer was applied at),
+ * and hands finished windows and step boundaries to the I/O module
+ * (io.c), which owns the sockets, the decision table and the only wait
+ * the trainer ever does.
  */
 #include <bellows/agent.h>
 
@@ -80,6 +81,13 @@ struct bellows_agent {
 	bellows_allreduce_fn *allreduce; /* the group's collective */
 	void *allreduce_arg;             /* passed to it */
 	agent_aggregate agg;             /* the reduction's buffers */
+	double *applied;                 /* n_layers: the levels the trainer
+					  * said it applies
+					  * (bellows_agent_applied_levels) */
+	bool applied_given;              /* applied holds a call's levels */
+	uint64_t applied_seq;            /* seq of the decision in force at
+					  * that call: a later decision
+					  * makes them stale */
 };
 
 __attribute__((format(printf, 5, 6))) static void
@@ -569,6 +577,7 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 	rc = BELLOWS_ENOMEM;
 	if ((a->job = strdup(cfg->job)) == NULL ||
 	    (a->stats = calloc(cfg->n_layers, sizeof(*a->stats))) == NULL ||
+	    (a->applied = calloc(cfg->n_layers, sizeof(*a->applied))) == NULL ||
 	    (a->resid_default.n_layers = cfg->n_layers,
 		com_resid_plan_alloc(&a->resid_default)) != 0 ||
 	    agent_timing_init(&a->timing, cfg->n_layers) != 0)
@@ -647,6 +656,7 @@ bellows_agent_close(bellows_agent **agent)
 	agent_aggregate_fini(&a->agg);
 	com_decision_fini(&a->resid_default);
 	free(a->stats);
+	free(a->applied);
 	free(a->table_cur);
 	free(a->table_prev);
 	free(a->job);
@@ -785,6 +795,8 @@ agent_submit_aggregate(bellows_agent *a, com_report *r)
 	agent_io_submit_report(a->io, &cover);
 }
 
+static double agent_applied_level(const bellows_agent *a, uint32_t layer);
+
 /* Finalises the open window, queues its report and opens the next. */
 static void
 agent_close_window(bellows_agent *a)
@@ -798,6 +810,12 @@ agent_close_window(bellows_agent *a)
 		    "window %llu: the statistics of device layers were lost "
 		    "(%s); they are reported as empty",
 		    (unsigned long long)a->window, bellows_strerror(rc));
+	/* The level in force at the window's last step: the decision of
+	 * the last step begun is still in force between steps. */
+	for (uint32_t l = 0; l < a->n_layers; l++) {
+		a->stats[l].level_applied_n = 1;
+		a->stats[l].level_applied = agent_applied_level(a, l);
+	}
 	memset(&r, 0, sizeof(r));
 	agent_timing_finish(&a->timing, a->stats, &r.comm, &r.n_comm, &dropped);
 	if (dropped > 0)
@@ -1060,29 +1078,81 @@ agent_in_calibration(const com_decision *d, uint64_t step)
 	    step - d->apply_step < d->calibrate_steps;
 }
 
+/* True when decision d sends `layer` raw whatever the step: the gate is
+ * off or the layer has no level. */
+static bool
+agent_raw_always(const com_decision *d, uint32_t layer)
+{
+	return d->compression_off || layer >= d->n_layers ||
+	    !(d->level[layer] > 0.0);
+}
+
+/* True when `layer`'s float32 size is below d's size threshold: raw
+ * outside a calibration. */
+static bool
+agent_below_threshold(const bellows_agent *a, const com_decision *d,
+    uint32_t layer)
+{
+	/* float32 bytes, saturated: no threshold exceeds UINT64_MAX. */
+	uint64_t bytes = a->win.layers[layer].numel > UINT64_MAX / 4
+	    ? UINT64_MAX
+	    : a->win.layers[layer].numel * 4;
+
+	return bytes < d->size_threshold;
+}
+
+/* The level `layer` is applied at under the decision in force: the
+ * trainer's (bellows_agent_applied_levels) while that decision is the
+ * one it was given under, else the send mode's rules outside a
+ * calibration. A calibration alternates raw and compressed sends to
+ * measure them: it is not the level in force. */
+static double
+agent_applied_level(const bellows_agent *a, uint32_t layer)
+{
+	const com_decision *d = a->in_force;
+
+	if (a->applied_given && a->applied_seq == d->seq)
+		return a->applied[layer];
+	if (agent_raw_always(d, layer) || agent_below_threshold(a, d, layer))
+		return 0.0;
+	return d->level[layer];
+}
+
 int
 bellows_agent_send_mode(const bellows_agent *agent, uint32_t layer)
 {
 	const com_decision *d;
-	uint64_t bytes;
 
 	if (agent == NULL || layer >= agent->n_layers)
 		return BELLOWS_EINVAL;
 	if (!agent->in_step)
 		return BELLOWS_ESTATE;
 	d = agent->in_force;
-	if (d->compression_off || layer >= d->n_layers ||
-	    !(d->level[layer] > 0.0))
+	if (agent_raw_always(d, layer))
 		return BELLOWS_SEND_RAW;
 	if (agent_in_calibration(d, agent->step))
 		return agent->step % 2 == 0 ? BELLOWS_SEND_COMPRESSED
 					    : BELLOWS_SEND_RAW;
-	/* float32 bytes, saturated: no threshold exceeds UINT64_MAX. */
-	bytes = agent->win.layers[layer].numel > UINT64_MAX / 4
-	    ? UINT64_MAX
-	    : agent->win.layers[layer].numel * 4;
-	return bytes < d->size_threshold ? BELLOWS_SEND_RAW
-					 : BELLOWS_SEND_COMPRESSED;
+	return agent_below_threshold(agent, d, layer) ? BELLOWS_SEND_RAW
+						      : BELLOWS_SEND_COMPRESSED;
+}
+
+int
+bellows_agent_applied_levels(bellows_agent *agent, const double *levels,
+    uint32_t n)
+{
+	if (agent == NULL || levels == NULL || n != agent->n_layers)
+		return BELLOWS_EINVAL;
+	/* Checked whole before anything changes. */
+	for (uint32_t l = 0; l < n; l++)
+		if (!agent_magnitude(levels[l]))
+			return BELLOWS_EINVAL;
+	if (!agent->in_step)
+		return BELLOWS_ESTATE;
+	memcpy(agent->applied, levels, sizeof(double) * n);
+	agent->applied_given = true;
+	agent->applied_seq = agent->in_force->seq;
+	return 0;
 }
 
 int

@@ -61,6 +61,7 @@ aggregate_place(const com_stat *table, size_t n, agent_aggregate_at *at,
 
 		switch (st->agg) {
 		case BELLOWS_STAT_AGG_MAX:
+		case BELLOWS_STAT_AGG_GATED_MAX:
 			op = AGG_MAX;
 			break;
 		case BELLOWS_STAT_AGG_MIN_NZ:
@@ -205,6 +206,14 @@ aggregate_pack_one(const agent_aggregate *a, const com_stat *table, size_t n,
 
 			b[AGG_SUM][at[k].off] = gated ? v : 0;
 			b[AGG_SUM][at[k].cnt] = gated ? 1 : 0;
+		} else if (st->agg == BELLOWS_STAT_AGG_GATED_MAX) {
+			bool gated = com_stat_get_double(&table[st->gate],
+					 base) > 0;
+
+			/* Values are not negative (MAG): 0 from a rank
+			 * without it leaves the largest alone; the gate,
+			 * summed, says whether any rank had it. */
+			b[AGG_MAX][at[k].off] = gated ? v : 0;
 		} else if (st->agg == BELLOWS_STAT_AGG_MIN_NZ) {
 			b[AGG_MIN][at[k].off] = v > 0 ? v : DBL_MAX;
 		} else {

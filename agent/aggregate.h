@@ -15,6 +15,8 @@
  *   GATED_MEAN      the mean over the ranks whose gate is non-zero;
  *   GATED_MEDIAN    approximated by the same mean: a median over ranks
  *                   would need every rank's value per layer;
+ *   GATED_MAX       the largest over the ranks whose gate is non-zero
+ *                   (the gate itself, NONE, is summed);
  *   NORM            the reporting rank's own value (rank 0's with `job`)
  *                   and, beside it, the mean over the group
  *                   (com_layer_stats.acc_norm_mean);

@@ -72,18 +72,23 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    " AND coalesce(r.ended_wall_ms, " HDB_MAX_MS ") >= :tlo"
 	    " ORDER BY r.id",
 
-	/* `w` is read four times: SQLite materialises it once. */
+	/* `w` is read four times: SQLite materialises it once. The
+	 * applied level is the decided one in rows that lack it (written
+	 * before it was recorded): TOOL_HDB_Q_APPLIED_MISSING counts
+	 * them, for the tools to say so. */
 	[TOOL_HDB_Q_LAYERS] =
-	    "WITH w AS (SELECT layer, window, level FROM windows"
+	    "WITH w AS (SELECT layer, window, level,"
+	    "  coalesce(level_applied, level) AS applied FROM hdb_windows"
 	    "  WHERE run_id = :run AND window BETWEEN :wlo AND :whi),"
-	    " agg AS (SELECT layer, count(*) AS n, min(level) AS lmin,"
-	    "  max(level) AS lmax, max(window) AS wmax FROM w GROUP BY layer),"
-	    " last AS (SELECT w.layer, w.level FROM w JOIN agg"
+	    " agg AS (SELECT layer, count(*) AS n, min(applied) AS amin,"
+	    "  max(applied) AS amax, max(level) AS dmax,"
+	    "  max(window) AS wmax FROM w GROUP BY layer),"
+	    " last AS (SELECT w.layer, w.applied, w.level FROM w JOIN agg"
 	    "  ON agg.layer = w.layer AND agg.wmax = w.window),"
-	    " per AS (SELECT layer, level, count(*) AS n FROM w"
-	    "  GROUP BY layer, level ORDER BY layer, level),"
+	    " per AS (SELECT layer, applied, count(*) AS n FROM w"
+	    "  GROUP BY layer, applied ORDER BY layer, applied),"
 	    " hist AS (SELECT layer,"
-	    "  group_concat(bellows_num(level) || ':' || n, ' ') AS at"
+	    "  group_concat(bellows_num(applied) || ':' || n, ' ') AS at"
 	    "  FROM per GROUP BY layer),"
 	    " chg AS (SELECT c.layer, count(*) AS n FROM decision_changes c"
 	    "  JOIN decisions d ON d.run_id = c.run_id AND d.seq = c.seq"
@@ -91,10 +96,11 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    "  AND c.old IS NOT NULL AND d.window BETWEEN :wlo AND :whi"
 	    "  GROUP BY c.layer)"
 	    " SELECT l.idx AS layer, l.name, l.shape, l.numel,"
-	    " coalesce(agg.n, 0) AS windows, agg.lmin AS level_min,"
-	    " agg.lmax AS level_max, last.level AS level_last,"
-	    " hist.at AS windows_at_level,"
-	    " coalesce(chg.n, 0) AS level_changes"
+	    " coalesce(agg.n, 0) AS windows, agg.amin AS applied_min,"
+	    " agg.amax AS applied_max, last.applied AS applied_last,"
+	    " hist.at AS windows_at_applied, agg.dmax AS decided_max,"
+	    " last.level AS decided_last,"
+	    " coalesce(chg.n, 0) AS decided_changes"
 	    " FROM layers l"
 	    " LEFT JOIN agg ON agg.layer = l.idx"
 	    " LEFT JOIN last ON last.layer = l.idx"
@@ -102,24 +108,36 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    " LEFT JOIN chg ON chg.layer = l.idx"
 	    " WHERE l.run_id = :run ORDER BY l.idx",
 
+	/* The layers compressed, as applied (the decided level where a
+	 * row lacks it) and as decided, counted per window in one pass
+	 * over the range's rows rather than once per window. */
 	[TOOL_HDB_Q_WINDOWS] =
-	    "SELECT i.window, i.first_step, i.last_step, i.lr,"
+	    "WITH c AS (SELECT window,"
+	    "  sum(coalesce(level_applied, level) > 0) AS applied,"
+	    "  sum(level > 0) AS decided FROM hdb_windows"
+	    "  WHERE run_id = :run AND window BETWEEN :wlo AND :whi"
+	    "  GROUP BY window)"
+	    " SELECT i.window, i.first_step, i.last_step, i.lr,"
 	    " i.lr_next, i.ranks_reported AS reported,"
 	    " i.ranks_expected AS expected, i.complete,"
 	    " i.step_ms_median, i.floats_sent, i.floats_raw,"
 	    " round(100.0 * i.floats_sent / nullif(i.floats_raw, 0), 1)"
 	    "  AS sent_pct,"
 	    " (i.floats_raw - i.floats_sent) * 4 AS bytes_saved,"
+	    " c.applied AS compressed_applied,"
+	    " c.decided AS compressed_decided,"
 	    " bellows_time(i.closed_wall_ms) AS closed"
 	    " FROM window_info i"
+	    " LEFT JOIN c ON c.window = i.window"
 	    " WHERE i.run_id = :run AND i.window BETWEEN :wlo AND :whi"
 	    " ORDER BY i.window",
 
 	[TOOL_HDB_Q_LAYER_WINDOWS] =
 	    "SELECT w.window, l.name AS layer,"
 	    " w.grad_norm_rank0 AS norm_rank0, w.grad_norm_mean AS norm_mean,"
-	    " w.level, w.error_bound, i.lr"
-	    " FROM windows w"
+	    " coalesce(w.level_applied, w.level) AS level_applied,"
+	    " w.level AS level_decided, w.error_bound, i.lr"
+	    " FROM hdb_windows w"
 	    " JOIN layers l ON l.run_id = w.run_id AND l.idx = w.layer"
 	    " LEFT JOIN window_info i"
 	    "  ON i.run_id = w.run_id AND i.window = w.window"
@@ -292,12 +310,13 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	 * would scan the range once per layer. */
 	[TOOL_HDB_Q_LAYERS_RECENT] =
 	    "WITH w AS MATERIALIZED (SELECT layer, window, level,"
-	    "  grad_norm_mean, error_bound FROM windows"
+	    "  level_applied, grad_norm_mean, error_bound FROM hdb_windows"
 	    "  WHERE run_id = :run AND window BETWEEN :wlo AND :whi)"
 	    " SELECT w.layer, l.name, l.numel, w.window, w.level,"
-	    " w.grad_norm_mean AS norm_mean, w.error_bound"
+	    " w.level_applied, w.grad_norm_mean AS norm_mean, w.error_bound"
 	    " FROM w JOIN layers l ON l.run_id = :run AND l.idx = w.layer"
-	    " UNION ALL SELECT l.idx, l.name, l.numel, NULL, NULL, NULL, NULL"
+	    " UNION ALL SELECT l.idx, l.name, l.numel, NULL, NULL, NULL, NULL,"
+	    " NULL"
 	    " FROM layers l WHERE l.run_id = :run"
 	    " AND l.idx NOT IN (SELECT layer FROM w)"
 	    " ORDER BY 1, 4",
@@ -352,6 +371,16 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    " LEFT JOIN window_info i ON i.run_id = :run AND i.window = t.window"
 	    " LEFT JOIN e ON e.rank = r.rank"
 	    " ORDER BY r.rank",
+
+	/* Rows of the range (of filter.layer only, when given) and those
+	 * without an applied level, which the questions above show at
+	 * the decided one. */
+	[TOOL_HDB_Q_APPLIED_MISSING] =
+	    "SELECT count(*) AS rows,"
+	    " coalesce(sum(level_applied IS NULL), 0) AS missing"
+	    " FROM hdb_windows"
+	    " WHERE run_id = :run AND window BETWEEN :wlo AND :whi"
+	    " AND (:layer IS NULL OR layer = :layer)",
 };
 
 /* Views the questions read instead of the tables that changed: the

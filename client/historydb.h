@@ -82,7 +82,8 @@ typedef struct tool_hdb_rows {
  * history with bellows", lists their columns. */
 typedef enum tool_hdb_question {
 	TOOL_HDB_Q_RUNS,          /* runs (filter: run, job, time) */
-	TOOL_HDB_Q_LAYERS,        /* a run's layers and their levels */
+	TOOL_HDB_Q_LAYERS,        /* a run's layers and their levels,
+				   * applied and decided */
 	TOOL_HDB_Q_WINDOWS,       /* a run's windows as a whole */
 	TOOL_HDB_Q_LAYER_WINDOWS, /* one layer (filter.layer) per window */
 	TOOL_HDB_Q_DECISIONS,     /* a run's decisions and their changes
@@ -122,6 +123,13 @@ typedef enum tool_hdb_question {
 					    * and that window's last step, and its
 					    * last join/loss/exit within the time
 					    * range (kind, step) */
+	TOOL_HDB_Q_APPLIED_MISSING,        /* windows rows of the range
+					    * (filter.layer: its own) and how
+					    * many lack an applied level (a
+					    * history or an agent older than
+					    * it): LAYERS, WINDOWS and
+					    * LAYER_WINDOWS show the decided
+					    * level there */
 	TOOL_HDB_Q_N,
 } tool_hdb_question;
 

@@ -19,7 +19,7 @@
 
 /* Values go on the wire inside the Envelope: never change, only append. */
 #define BELLOWS_PROTO_MAJOR 1
-#define BELLOWS_PROTO_MINOR 3
+#define BELLOWS_PROTO_MINOR 4
 
 #define COM_MAX_NDIM 8 /* most dimensions a layer shape may have */
 

@@ -128,6 +128,10 @@ doc_agg(doc_buf *b, const com_stat *table, const com_stat *s)
 		doc_cat(b, "median over the ranks with `", gate,
 		    "` > 0; NaN: none", NULL);
 		break;
+	case BELLOWS_STAT_AGG_GATED_MAX:
+		doc_cat(b, "max over the ranks with `", gate,
+		    "` > 0; NaN: none", NULL);
+		break;
 	case BELLOWS_STAT_AGG_NORM:
 		doc_put(b,
 		    "rank 0's and the mean over ranks (NaN: none); "

@@ -184,6 +184,7 @@ com_stat_agg_name(bellows_stat_agg agg)
 		[BELLOWS_STAT_AGG_NORM] = "NORM",
 		[BELLOWS_STAT_AGG_STEP_MEDIAN] = "STEP_MEDIAN",
 		[BELLOWS_STAT_AGG_STEP_MEDIAN_NZ] = "STEP_MEDIAN_NZ",
+		[BELLOWS_STAT_AGG_GATED_MAX] = "GATED_MAX",
 	};
 
 	if ((unsigned)agg >= sizeof(names) / sizeof(names[0]))

@@ -305,6 +305,12 @@ layer_level(const ctl_jobs_job_view *j)
 }
 
 static const double *
+layer_level_applied(const ctl_jobs_job_view *j)
+{
+	return j->level_applied;
+}
+
+static const double *
 layer_norm(const ctl_jobs_job_view *j)
 {
 	return j->grad_norm;
@@ -338,7 +344,14 @@ ctl_metrics_format(const ctl_metrics_snapshot *s, char **ret_text,
 	    "Raw minus sent bytes: what compression saved on the wire.",
 	    job_saved);
 	omitted = metrics_per_layer(&b, s, "bellows_layer_level",
-	    "Compression level in force for the layer (0: raw).", layer_level);
+	    "Compression level decided for the layer, in force from the "
+	    "newest decision (0: raw).",
+	    layer_level);
+	metrics_per_layer(&b, s, "bellows_layer_level_applied",
+	    "Compression level the layer was sent at in the last window "
+	    "closed, as applied (0: raw, e.g. below the size threshold or "
+	    "with compression off; NaN: not reported).",
+	    layer_level_applied);
 	metrics_per_layer(&b, s, "bellows_layer_grad_norm",
 	    "L2 norm of the layer's window-summed gradient in the last "
 	    "window closed.",

@@ -53,8 +53,8 @@ typedef struct window_layer_agg {
 	double norm_rank0;                  /* NORM: rank 0's, NAN until it
 					     * reports */
 	window_num acc[COM_N_LSTATS];       /* sum, max or min so far */
-	uint32_t gated[COM_N_LSTATS];       /* GATED_MEAN: ranks whose gate
-					     * was non-zero */
+	uint32_t gated[COM_N_LSTATS];       /* GATED_MEAN, GATED_MAX: ranks
+					     * whose gate was non-zero */
 	window_vals vals[WINDOW_N_MEDIANS]; /* GATED_MEDIAN, in table order:
 					     * one value per gated rank */
 	uint64_t *arr[COM_N_LARRAYS];       /* array statistics: per-value
@@ -296,6 +296,14 @@ window_vals_reserve(window_vals *v)
 		acc[k].d += (s)->f * (double)cover;                            \
 		a->gated[k] += cover;                                          \
 	}
+/* The first gated rank's value is taken whatever it is: 0 is a value
+ * here (a level of 0), not "none". */
+#define WINDOW_ADD_GATED_MAX(s, f, type, gate, wtype, acc, k)                  \
+	if ((s)->gate > 0) {                                                   \
+		if (a->gated[k] == 0 || (s)->f > WINDOW_NUM_##type(acc[k]))    \
+			WINDOW_NUM_##type(acc[k]) = (s)->f;                    \
+		a->gated[k] += cover;                                          \
+	}
 #define WINDOW_ADD_GATED_MEDIAN(s, f, type, gate, wtype, acc, k)               \
 	if ((s)->gate > 0) {                                                   \
 		v = &a->vals[m];                                               \
@@ -331,6 +339,7 @@ window_vals_reserve(window_vals *v)
 #define WINDOW_GATE_MIN_NZ(s, gate)       0
 #define WINDOW_GATE_MEAN(s, gate)         0
 #define WINDOW_GATE_GATED_MEAN(s, gate)   0
+#define WINDOW_GATE_GATED_MAX(s, gate)    0
 #define WINDOW_GATE_NORM(s, gate)         0
 
 /* True when layer aggregate a holds an array statistic. */
@@ -724,6 +733,13 @@ window_view_layer(window_layer_agg *a, bellows_window_layer *v)
 			break;
 		case BELLOWS_STAT_AGG_GATED_MEDIAN:
 			d = window_vals_median(&a->vals[m++]);
+			break;
+		case BELLOWS_STAT_AGG_GATED_MAX:
+			if (a->gated[k] > 0) {
+				window_put_acc(v, off, st, a->acc[k]);
+				continue;
+			}
+			d = NAN;
 			break;
 		case BELLOWS_STAT_AGG_NORM:
 			/* The configured source picks rank 0's or the mean;

@@ -111,6 +111,7 @@ ctl_jobs_job_destroy(job **jp)
 	ctl_policy_set_destroy(&j->policies);
 	free(j->layers);
 	free(j->grad_norm);
+	free(j->level_applied);
 	for (uint32_t r = 0; j->ranks != NULL && r < j->world; r++)
 		free(j->ranks[r].client);
 	free(j->ranks);
@@ -315,7 +316,7 @@ ctl_jobs_job_bytes(const ctl_job_conf *jc, const char *name, uint32_t world,
 	for (uint32_t l = 0; l < n_layers; l++)
 		names += strlen(layers[l].name) + 1;
 	n = sizeof(job) + names + (uint64_t)world * sizeof(job_rank) +
-	    (uint64_t)n_layers * (sizeof(com_layer_info) + sizeof(double));
+	    (uint64_t)n_layers * (sizeof(com_layer_info) + 2 * sizeof(double));
 	n += JOBS_LOG *
 	    ((uint64_t)n_layers * 2 * sizeof(double) + lim.max_codec_table +
 		2 * (uint64_t)lim.max_text_len + strlen(name) + 1);
@@ -378,11 +379,15 @@ ctl_jobs_job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
 	j->layers = calloc(n_layers ? n_layers : 1, sizeof(*j->layers));
 	j->ranks = calloc(world ? world : 1, sizeof(*j->ranks));
 	j->grad_norm = malloc((n_layers ? n_layers : 1) * sizeof(double));
+	j->level_applied = malloc((n_layers ? n_layers : 1) * sizeof(double));
 	if (j->name == NULL || j->run_key == NULL || j->layers == NULL ||
-	    j->ranks == NULL || j->grad_norm == NULL)
+	    j->ranks == NULL || j->grad_norm == NULL ||
+	    j->level_applied == NULL)
 		goto fail;
-	for (uint32_t l = 0; l < n_layers; l++)
+	for (uint32_t l = 0; l < n_layers; l++) {
 		j->grad_norm[l] = NAN;
+		j->level_applied[l] = NAN;
+	}
 	for (uint32_t l = 0; l < n_layers; l++) {
 		j->layers[l] = layers[l];
 		j->layers[l].name = com_strdup(layers[l].name);
@@ -1070,8 +1075,10 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 	j->windows++;
 	j->floats_sent += view.floats_sent;
 	j->floats_raw += view.floats_raw;
-	for (uint32_t l = 0; l < j->n_layers && l < view.n_layers; l++)
+	for (uint32_t l = 0; l < j->n_layers && l < view.n_layers; l++) {
 		j->grad_norm[l] = view.layers[l].grad_norm;
+		j->level_applied[l] = view.layers[l].level_applied;
+	}
 	jobs_publish_telemetry(jobs, j, &view);
 	/* The window as the policies saw it, with `last`, the state in
 	 * force during it: what a recovered job's policies are shown

@@ -203,10 +203,14 @@ typedef struct ctl_jobs_job_view {
 	uint64_t windows;             /* windows closed by this daemon */
 	uint64_t floats_sent;         /* summed over ranks and windows */
 	uint64_t floats_raw;          /* the same, uncompressed */
-	uint32_t n_layers;            /* entries in layers, level, norm */
+	uint32_t n_layers;            /* entries in layers, level,
+				       * level_applied, norm */
 	const com_layer_info *layers; /* the layer table */
 	const double *level;          /* level in force (newest decision
 				       * published), NULL: none yet */
+	const double *level_applied;  /* each layer's level as the agents
+				       * sent it in the last window closed
+				       * (NAN: none, or not reported) */
 	const double *grad_norm;      /* each layer's gradient norm in the
 				       * last window closed (NAN: none) */
 } ctl_jobs_job_view;

@@ -98,6 +98,10 @@ typedef struct job {
 				      * it was admitted (ctl_jobs_job_bytes) */
 	double *grad_norm;           /* n_layers: each layer's gradient norm
 				      * in the last window closed, NAN before */
+	double *level_applied;       /* n_layers: the level each layer was
+				      * sent at in the last window closed,
+				      * NAN before or when its agents did not
+				      * say */
 	uint64_t windows;            /* windows closed by this daemon */
 	uint64_t floats_sent;        /* summed over those windows */
 	uint64_t floats_raw;         /* the same, uncompressed */

@@ -109,6 +109,7 @@ ctl_jobs_views(ctl_jobs *jobs, ctl_jobs_job_view *ret, uint32_t max)
 				in_force->n_layers == j->n_layers
 			    ? in_force->level
 			    : NULL,
+			.level_applied = j->level_applied,
 			.grad_norm = j->grad_norm,
 		};
 	}

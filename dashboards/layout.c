@@ -593,6 +593,30 @@ layout_level_attr(const dash_layer *l)
 	return l->level > 0.0 ? DASH_ATTR_LEVEL : DASH_ATTR_RAW;
 }
 
+/* The level a layer was sent at, "1" or "0"; the decided level marked
+ * "1*" when the history did not record it (older history or agents);
+ * "-" when neither is known. */
+static void
+layout_applied(const dash_layer *l, char *buf, size_t len)
+{
+	if (!isnan(l->level_applied))
+		snprintf(buf, len, "%g", l->level_applied);
+	else if (!isnan(l->level))
+		snprintf(buf, len, "%g*", l->level);
+	else
+		snprintf(buf, len, "-");
+}
+
+/* The attribute of an applied level: raw or compressed; none when not
+ * recorded. */
+static int
+layout_applied_attr(const dash_layer *l)
+{
+	if (isnan(l->level_applied))
+		return 0;
+	return l->level_applied > 0.0 ? DASH_ATTR_LEVEL : DASH_ATTR_RAW;
+}
+
 /* The r that decided a layer's regime, with the window of the check
  * that judged it: "0.051 @w12", "-" when none was judged. */
 static void
@@ -654,6 +678,7 @@ layout_knob_metric(const dash_model *m)
 
 /* The layers view's columns after LEVEL, decided once per screen. */
 typedef struct layout_cols {
+	bool applied;     /* APPLIED, unless the screen is too narrow */
 	bool regime;      /* REGIME, and R and VS_ETA unless bounds */
 	bool bits;        /* BITS/V (gcomp) */
 	bool bounds;      /* ERROR_BOUND (comet) */
@@ -668,7 +693,8 @@ typedef struct layout_cols {
 static void
 layout_layer_cols(const dash_model *m, int cols, layout_cols *lc)
 {
-	/* The margin, the name's gap, then each column and its gap. */
+	/* The margin, the name's gap, then each column and its gap: SIZE,
+	 * LEVEL. */
 	int fixed = 2 + 7 + 6;
 
 	memset(lc, 0, sizeof(*lc));
@@ -685,6 +711,10 @@ layout_layer_cols(const dash_model *m, int cols, layout_cols *lc)
 		fixed += LAYOUT_R_W + 1 + 7;
 	if (lc->knob != NULL)
 		fixed += LAYOUT_KNOB_W + 1;
+	/* APPLIED only where the name keeps 14 columns and the sparkline
+	 * 4 beside it: on a narrow screen the name matters more. */
+	lc->applied = cols - fixed - 8 - 4 >= 14;
+	fixed += lc->applied ? 8 : 0;
 	/* The name up to 40 and the sparkline at least 12; on a narrow
 	 * screen the name keeps 14 before the sparkline shrinks to 4. */
 	lc->name_w = cols - fixed - 12 > 40 ? 40 : cols - fixed - 12;
@@ -709,6 +739,11 @@ layout_layer_cells(const dash_model *m, const layout_cols *lc,
 	col = layout_cell(c, row, col, 6, a, true, buf);
 	layout_real(l->level, -1, "", buf, sizeof(buf));
 	col = layout_cell(c, row, col, 5, a | layout_level_attr(l), true, buf);
+	if (lc->applied) {
+		layout_applied(l, buf, sizeof(buf));
+		col = layout_cell(c, row, col, 7, a | layout_applied_attr(l),
+		    true, buf);
+	}
 	if (lc->regime)
 		col = layout_cell(c, row, col, 8, a | layout_regime_attr(l),
 		    false, layout_regime(l));
@@ -784,7 +819,8 @@ layout_legend(const layout_cols *lc, dash_canvas *c, int row)
 	layout_word(c, row, col, 0,
 	    lc->regime && !lc->bounds
 		? "  R: r of check @w  VS_ETA: vs eta  ? more"
-		: "  LEVEL: in force  ? more");
+		: lc->applied ? "  LEVEL: decided  APPLIED: as sent  ? more"
+			      : "  LEVEL: decided  ? more");
 }
 
 static void
@@ -805,6 +841,9 @@ layout_layers(const dash_model *m, dash_canvas *c, int first, int visible)
 	col = layout_cell(c, h, col, lc.name_w, DASH_ATTR_BOLD, false, "LAYER");
 	col = layout_cell(c, h, col, 6, DASH_ATTR_BOLD, true, "SIZE");
 	col = layout_cell(c, h, col, 5, DASH_ATTR_BOLD, true, "LEVEL");
+	if (lc.applied)
+		col = layout_cell(c, h, col, 7, DASH_ATTR_BOLD, true,
+		    "APPLIED");
 	if (lc.regime)
 		col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, false,
 		    "REGIME");
@@ -1101,6 +1140,19 @@ layout_layer_body(const dash_model *m, layout_pane *p)
 	    layout_level_attr(l) |
 		(dash_snapshot_regime(&m->snap) ? layout_regime_attr(l) : 0),
 	    buf);
+	if (!isnan(l->level_applied))
+		snprintf(buf, sizeof(buf),
+		    "applied: sent at level %g in the last window%s",
+		    l->level_applied,
+		    l->level_applied == 0.0 && l->level > 0.0
+			? " (raw: below the size threshold, gate off or a "
+			  "raw-only tensor)"
+			: "");
+	else
+		snprintf(buf, sizeof(buf),
+		    "applied: not recorded (a history or agents older than "
+		    "it); APPLIED shows the level decided, marked *");
+	layout_pane_line(p, 3, layout_applied_attr(l), buf);
 	if (!dash_snapshot_regime(&m->snap)) {
 		/* No regime: nothing about Accordion's r. */
 	} else if (isnan(r)) {
@@ -1227,6 +1279,7 @@ static const char *const layout_help[] = {
 	"  Left/Right, [ ]  offline: previous/next window ({ } by 10)",
 	"  ?, q             this help (any key closes it); quit",
 	"legend (Layers view)",
+	"  APPLIED level sent at (LEVEL: decided); 1*: not recorded, decided",
 	"  REGIME  Accordion's: critical (r >= eta: light compression),",
 	"          stable (r < eta: heavy compression), raw (never compressed)",
 	"  R       r = |n[w-i] - n[w]| / n[w-i] of the gradient norms, as",
@@ -1245,6 +1298,11 @@ layout_help_box(dash_canvas *c)
 	int n = (int)(sizeof(layout_help) / sizeof(layout_help[0]));
 	int top = c->rows > n + 4 ? (c->rows - n) / 2 - 1 : LAYOUT_TOP;
 	int w = c->cols - 4;
+
+	/* On a short screen the box covers the header rather than losing
+	 * its last lines. */
+	if (top + n >= c->rows - 1 && c->rows - 2 - n >= 1)
+		top = c->rows - 2 - n;
 
 	for (int i = -1; i <= n && top + i < c->rows - 1; i++) {
 		if (top + i < 1)

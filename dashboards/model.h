@@ -85,7 +85,11 @@ typedef struct dash_layer {
 	uint32_t idx;                 /* index in the layer table */
 	char name[DASH_NAME_MAX];     /* layer name */
 	uint64_t numel;               /* elements */
-	double level;                 /* level in force; NAN = - */
+	double level;                 /* level in force (decided); NAN = - */
+	double level_applied;         /* level it was sent at in the last
+				       * window (applied: 0 below the size
+				       * threshold, gate off, raw-only
+				       * tensors); NAN = not recorded */
 	double level_prev;            /* level in force the window before;
 				       * NAN = - */
 	double level_max;             /* highest level of the run; NAN */

@@ -693,6 +693,7 @@ source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 			    source_text(&rows, r, "name"));
 			l->numel = numel >= 0 ? (uint64_t)numel : 0;
 			l->level = NAN;
+			l->level_applied = NAN;
 			l->level_prev = NAN;
 			l->level_max = NAN;
 			l->error_bound = NAN;
@@ -707,6 +708,7 @@ source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 		/* Rows go by window: the last one is the one in force. */
 		l->level_prev = l->level;
 		l->level = source_real(&rows, r, "level");
+		l->level_applied = source_real(&rows, r, "level_applied");
 		l->error_bound = source_real(&rows, r, "error_bound");
 		v = source_real(&rows, r, "norm_mean");
 		if (l->n_norms == DASH_SPARK_MAX) {

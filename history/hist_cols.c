@@ -31,6 +31,7 @@
 #define HIST_F1_MEAN(f)           f
 #define HIST_F1_GATED_MEAN(f)     f
 #define HIST_F1_GATED_MEDIAN(f)   f
+#define HIST_F1_GATED_MAX(f)      f
 #define HIST_F1_NORM(f)           f##_rank0
 #define HIST_F1_STEP_MEDIAN(f)    f
 #define HIST_F1_STEP_MEDIAN_NZ(f) f
@@ -42,6 +43,7 @@
 #define HIST_F2_MEAN(f)           f
 #define HIST_F2_GATED_MEAN(f)     f
 #define HIST_F2_GATED_MEDIAN(f)   f
+#define HIST_F2_GATED_MAX(f)      f
 #define HIST_F2_NORM(f)           f##_mean
 #define HIST_F2_STEP_MEDIAN(f)    f
 #define HIST_F2_STEP_MEDIAN_NZ(f) f

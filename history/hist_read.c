@@ -132,7 +132,7 @@ hist_calibrate_until(uint64_t apply_step, uint64_t calibrate_steps)
 }
 
 /* The value of a statistic no rank reported (see bellows_stat_agg):
- * NaN for the medians and the norm, else 0. */
+ * NaN for the medians, the gated maximum and the norm, else 0. */
 static void
 hist_none(const hist_col *c, void *base)
 {
@@ -143,6 +143,7 @@ hist_none(const hist_col *c, void *base)
 
 	switch (c->stat->agg) {
 	case BELLOWS_STAT_AGG_GATED_MEDIAN:
+	case BELLOWS_STAT_AGG_GATED_MAX:
 	case BELLOWS_STAT_AGG_NORM:
 	case BELLOWS_STAT_AGG_STEP_MEDIAN:
 		d = NAN;

@@ -64,13 +64,15 @@ static const history_sub history_subs[SUB_N] = {
 	    "every run: job, ranks, layers, start and end," MORE
 	    "windows, decisions, bytes saved" },
 	[SUB_LAYERS] = { "layers", TOOL_HDB_Q_LAYERS, BY_WINDOW | NEEDS_RUN,
-	    "per layer: shape, the levels it had, how often" MORE
-	    "its level changed" },
+	    "per layer: shape, the levels it was sent at" MORE
+	    "(applied) and the level decided, how often" MORE
+	    "decisions changed it" },
 	[SUB_WINDOWS] = { "windows", TOOL_HDB_Q_WINDOWS,
 	    BY_WINDOW | NEEDS_RUN | HAS_LAYER,
 	    "per window: steps, LR, ranks, step time, floats" MORE
-	    "sent, bytes saved; with --layer, that layer's" MORE
-	    "norms and level" },
+	    "sent, bytes saved, layers compressed as applied" MORE
+	    "and as decided; with --layer, that layer's" MORE
+	    "norms and level applied and decided" },
 	[SUB_DECISIONS] = { "decisions", TOOL_HDB_Q_DECISIONS,
 	    BY_WINDOW | BY_TIME | NEEDS_RUN | HAS_LAYER,
 	    "every decision: when, which policy, why, what" MORE "changed" },
@@ -985,6 +987,34 @@ history_bound(tool_hdb *db, const history_opts *o, int64_t run, bool until,
 	return 0;
 }
 
+/* Says on stderr how many windows rows within filter f have no applied
+ * level (a history, or agents, older than it), which the questions show
+ * at the decided level. Returns 0 or as tool_hdb_query. */
+static int
+history_note_applied(tool_hdb *db, const tool_hdb_filter *f)
+{
+	tool_hdb_rows rows = { 0 };
+	tool_hdb_sink sink;
+	int r;
+
+	tool_hdb_rows_sink(&rows, &sink);
+	r = tool_hdb_query(db, TOOL_HDB_Q_APPLIED_MISSING, f, &sink);
+	if (r == 0 && rows.n_rows == 1 && rows.n_cols == 2) {
+		const tool_hdb_cell *all = tool_hdb_rows_cell(&rows, 0, 0);
+		const tool_hdb_cell *missing = tool_hdb_rows_cell(&rows, 0, 1);
+
+		if (missing->type == TOOL_HDB_INT && missing->i > 0)
+			fprintf(stderr,
+			    "bellows history: %" PRId64 " of %" PRId64
+			    " layer windows recorded no applied level (a "
+			    "history or agents older than it): the applied "
+			    "columns show the decided level there\n",
+			    missing->i, all->i);
+	}
+	tool_hdb_rows_fini(&rows);
+	return r;
+}
+
 /* Picks the run, builds the filter and asks; the rows go to `sink`.
  * Returns 0 or an error with tool_hdb_error saying why. */
 static int
@@ -1036,6 +1066,10 @@ history_ask(tool_hdb *db, const history_opts *o, const tool_hdb_sink *sink)
 	    (r = history_bound(db, o, f.run, true, &f)) != 0)
 		goto out;
 	r = tool_hdb_query(db, q, &f, sink);
+	if (r == 0 &&
+	    (o->sub == &history_subs[SUB_LAYERS] ||
+		o->sub == &history_subs[SUB_WINDOWS]))
+		r = history_note_applied(db, &f);
 out:
 	tool_hdb_run_fini(&run);
 	return r;

@@ -3,9 +3,11 @@
  * A run is read into memory (rep_run) in one snapshot: the exported
  * tables it needs as tool_hdb_rows, except the windows table (a row per
  * layer per window), which streams into arrays of level, error bound,
- * norm and activation bytes indexed by window position. Levels are
- * weighted by the steps of each window ("time-weighted": a window of
- * twice the steps counts twice). The text report and the HTML page are
+ * norm and activation bytes indexed by window position. The level is
+ * the one applied (what the agents sent at), the decided one in rows
+ * that lack it, which the report counts and says. Levels are weighted
+ * by the steps of each window ("time-weighted": a window of twice the
+ * steps counts twice). The text report and the HTML page are
  * written by one function (rep_write), the HTML escaping the text and
  * adding the SVG plots, so that the two never disagree. policy_metrics
  * is kept as rows: a run whose policies return many metrics per window
@@ -195,6 +197,7 @@ tool_report_run_fini(rep_run *rr)
 	free(rr->win);
 	free(rr->steps);
 	free(rr->level);
+	free(rr->decided);
 	free(rr->eb);
 	free(rr->norm);
 	free(rr->act);
@@ -218,11 +221,12 @@ rep_run_index(rep_run *rr)
 	rr->act = calloc(rr->n_win + 1, sizeof(*rr->act));
 	rr->act_raw = calloc(rr->n_win + 1, sizeof(*rr->act_raw));
 	rr->level = calloc(cells, sizeof(*rr->level));
+	rr->decided = calloc(cells, sizeof(*rr->decided));
 	rr->eb = calloc(cells, sizeof(*rr->eb));
 	rr->norm = calloc(cells, sizeof(*rr->norm));
 	if (rr->win == NULL || rr->steps == NULL || rr->act == NULL ||
-	    rr->act_raw == NULL || rr->level == NULL || rr->eb == NULL ||
-	    rr->norm == NULL)
+	    rr->act_raw == NULL || rr->level == NULL || rr->decided == NULL ||
+	    rr->eb == NULL || rr->norm == NULL)
 		return BELLOWS_ENOMEM;
 	if ((rr->chg = calloc(rr->t[R_CHG].n_rows + 1, sizeof(*rr->chg))) ==
 	    NULL)
@@ -246,6 +250,7 @@ rep_run_index(rep_run *rr)
 	}
 	for (size_t i = 0; i + 1 < cells; i++) {
 		rr->level[i] = NAN;
+		rr->decided[i] = NAN;
 		rr->eb[i] = NAN;
 		rr->norm[i] = NAN;
 	}
@@ -254,14 +259,18 @@ rep_run_index(rep_run *rr)
 
 /* The windows table streams into the per-window arrays: a run of many
  * windows and layers would not fit in memory as rows. */
+#define REP_WCOLS 9 /* columns of windows a report reads */
+
 typedef struct rep_wsink {
-	rep_run *rr; /* being filled */
-	int col[8];  /* indices of rep_wcols, -1: missing */
+	rep_run *rr;        /* being filled */
+	int col[REP_WCOLS]; /* indices of rep_wcols, -1: missing */
 } rep_wsink;
 
-static const char *const rep_wcols[8] = { "window", "layer", "level",
+/* level_applied is missing from a file older than it (and NULL in rows
+ * of agents older than it). */
+static const char *const rep_wcols[REP_WCOLS] = { "window", "layer", "level",
 	"error_bound", "grad_norm_mean", "act_steps", "act_bytes",
-	"act_raw_bytes" };
+	"act_raw_bytes", "level_applied" };
 
 static double
 rep_cell_d(const tool_hdb_cell *cells, int col)
@@ -280,7 +289,7 @@ rep_wsink_columns(void *arg, uint32_t n, const char *const *names)
 {
 	rep_wsink *ws = arg;
 
-	for (int k = 0; k < 8; k++) {
+	for (int k = 0; k < REP_WCOLS; k++) {
 		ws->col[k] = -1;
 		for (uint32_t c = 0; c < n; c++) {
 			if (strcmp(names[c], rep_wcols[k]) == 0)
@@ -305,7 +314,13 @@ rep_wsink_row(void *arg, const tool_hdb_cell *cells)
 	if ((p = rep_win_pos(rr, (int64_t)w)) < 0)
 		return 0;
 	at = (size_t)p * rr->n_layers + (size_t)l;
-	rr->level[at] = rep_cell_d(cells, ws->col[2]);
+	rr->decided[at] = rep_cell_d(cells, ws->col[2]);
+	rr->level[at] = rep_cell_d(cells, ws->col[8]);
+	rr->level_rows++;
+	if (!isfinite(rr->level[at])) {
+		rr->level[at] = rr->decided[at];
+		rr->applied_missing++;
+	}
 	rr->eb[at] = rep_cell_d(cells, ws->col[3]);
 	rr->norm[at] = rep_cell_d(cells, ws->col[4]);
 	if (rep_cell_d(cells, ws->col[5]) > 0) {
@@ -569,6 +584,7 @@ tool_report_layer(const rep_run *rr, uint32_t l, rep_layer_sum *ls)
 
 	memset(ls, 0, sizeof(*ls));
 	ls->level_last = NAN;
+	ls->decided_last = NAN;
 	for (uint64_t i = 0; i < rr->n_win; i++) {
 		double v = rr->level[(size_t)i * rr->n_layers + l];
 		double e = rr->eb[(size_t)i * rr->n_layers + l];
@@ -583,6 +599,7 @@ tool_report_layer(const rep_run *rr, uint32_t l, rep_layer_sum *ls)
 			ls->changes++;
 		prev = v;
 		ls->level_last = v;
+		ls->decided_last = rr->decided[(size_t)i * rr->n_layers + l];
 	}
 	ls->level_tw = w > 0 ? lv / w : NAN;
 	ls->eb_tw = w > 0 ? eb / w : NAN;
@@ -742,11 +759,18 @@ rep_plots_levels(FILE *f, const rep_run *rr, const double *x)
 		    rep_layer_name(rr, l));
 		s[l].y = rr->level + l;
 		s[l].stride = rr->n_layers;
+		s[l].steps = true;
 	}
-	tool_report_plot(f, "Compression level per layer", "level", x,
-	    rr->n_win, s, rr->n_layers);
-	for (uint32_t l = 0; l < rr->n_layers; l++)
+	tool_report_plot(f,
+	    rr->applied_missing > 0
+		? "Compression level applied per layer (as sent; the level "
+		  "decided where none was recorded)"
+		: "Compression level applied per layer (as sent)",
+	    "level applied", x, rr->n_win, s, rr->n_layers);
+	for (uint32_t l = 0; l < rr->n_layers; l++) {
 		s[l].y = rr->norm + l;
+		s[l].steps = false;
+	}
 	tool_report_plot(f, "Gradient norm per layer (mean over ranks)", "norm",
 	    x, rr->n_win, s, rr->n_layers);
 	free(s);
@@ -1092,25 +1116,35 @@ rep_write(const rep_out *o, const rep_run *rr)
 		    "policy file hash %s: its text is not in the history\n",
 		    hash);
 
-	rep_section(o, "Layers (levels weighted by the steps of each window)");
-	rep_p(o, "%-24s %10s %10s %8s %8s %12s %12s %8s\n", "layer", "shape",
-	    "numel", "level", "last", "error_bound", "norm_median", "changes");
+	rep_section(o,
+	    "Layers (levels applied, as sent, weighted by the steps of each "
+	    "window)");
+	rep_p(o, "%-24s %10s %10s %8s %8s %8s %12s %12s %8s\n", "layer",
+	    "shape", "numel", "applied", "last", "decided", "error_bound",
+	    "norm_median", "changes");
 	for (uint32_t l = 0; l < rr->n_layers; l++) {
 		rep_layer_sum ls;
-		char e[32], n[32], lv[32], ll[32];
+		char e[32], n[32], lv[32], ll[32], dl[32];
 
 		tool_report_layer(rr, l, &ls);
 		tool_report_num(ls.eb_tw, e, sizeof(e));
 		tool_report_num(ls.norm_med, n, sizeof(n));
 		tool_report_num(ls.level_tw, lv, sizeof(lv));
 		tool_report_num(ls.level_last, ll, sizeof(ll));
+		tool_report_num(ls.decided_last, dl, sizeof(dl));
 		tool_report_count(rep_d(&rr->t[R_LAYERS], l, "numel"), a,
 		    sizeof(a));
-		rep_p(o, "%-24s %10s %10s %8s %8s %12s %12s %8" PRIu64 "\n",
+		rep_p(o, "%-24s %10s %10s %8s %8s %8s %12s %12s %8" PRIu64 "\n",
 		    tool_report_s(&rr->t[R_LAYERS], l, "name"),
-		    tool_report_s(&rr->t[R_LAYERS], l, "shape"), a, lv, ll, e,
-		    n, ls.changes);
+		    tool_report_s(&rr->t[R_LAYERS], l, "shape"), a, lv, ll, dl,
+		    e, n, ls.changes);
 	}
+	if (rr->applied_missing > 0)
+		rep_p(o,
+		    "note: %" PRIu64 " of %" PRIu64 " layer windows recorded "
+		    "no applied level (a history or agents older than it): "
+		    "the level decided stands in for them\n",
+		    rr->applied_missing, rr->level_rows);
 	if (o->html) {
 		/* Plots go between the text blocks, not inside one. */
 		fputs("</pre>\n", o->f);
@@ -1383,6 +1417,7 @@ rep_json(FILE *f, const rep_run *rr)
 		fputs("}", f);
 		break;
 	}
+	fprintf(f, ",\n  \"applied_missing\": %" PRIu64, rr->applied_missing);
 	fputs(",\n  \"layer_summary\": [", f);
 	for (uint32_t l = 0; l < rr->n_layers; l++) {
 		const tool_hdb_rows *ly = &rr->t[R_LAYERS];
@@ -1395,12 +1430,14 @@ rep_json(FILE *f, const rep_run *rr)
 		rep_jstr(f, tool_report_s(ly, l, "shape"));
 		fprintf(f,
 		    ", \"numel\": %" PRId64 ", \"windows\": %" PRIu64
-		    ", \"level_changes\": %" PRIu64,
+		    ", \"applied_changes\": %" PRIu64,
 		    rep_i(ly, l, "numel", 0), ls.windows, ls.changes);
-		fputs(", \"level_weighted\": ", f);
+		fputs(", \"applied_weighted\": ", f);
 		rep_jval(f, ls.level_tw);
-		fputs(", \"level_last\": ", f);
+		fputs(", \"applied_last\": ", f);
 		rep_jval(f, ls.level_last);
+		fputs(", \"decided_last\": ", f);
+		rep_jval(f, ls.decided_last);
 		fputs(", \"error_bound_weighted\": ", f);
 		rep_jval(f, ls.eb_tw);
 		fputs(", \"norm_median\": ", f);

@@ -102,9 +102,9 @@ tool_report_compare_usage(FILE *f)
 	      "       bellows history compare --run A.db:ID --run B.db:ID\n"
 	      "\n"
 	      "  Two runs side by side, per layer and overall: levels\n"
-	      "  weighted by steps, floats and bytes sent, savings, step\n"
-	      "  time, windows, decisions. Lines that differ are marked "
-	      "'*'.\n"
+	      "  applied (as sent) weighted by steps, floats and bytes sent,\n"
+	      "  savings, step time, windows, decisions. Lines that differ\n"
+	      "  are marked '*'.\n"
 	      "  Without --run, each database's latest run (of --job).\n"
 	      "\n",
 	    f);
@@ -226,8 +226,8 @@ compare_print(const rep_run *r)
 	    tool_report_size);
 
 	printf("\n  %-26s %9s %9s %7s %7s %9s %9s %9s %9s\n",
-	    "layer (level weighted)", "level A", "level B", "last A", "last B",
-	    "changes A", "changes B", "windows A", "windows B");
+	    "layer (applied, weighted)", "applied A", "applied B", "last A",
+	    "last B", "changes A", "changes B", "windows A", "windows B");
 	for (int side = 0; side < 2; side++) {
 		for (uint32_t l = 0; l < r[side].n_layers; l++) {
 			const char *nm = tool_report_s(&r[side].t[R_LAYERS], l,
@@ -273,6 +273,14 @@ compare_print(const rep_run *r)
 			    wb);
 		}
 	}
+	for (int side = 0; side < 2; side++)
+		if (r[side].applied_missing > 0)
+			printf("note: %c: %" PRIu64 " of %" PRIu64
+			       " layer windows recorded no applied level (a "
+			       "history or agents older than it): the level "
+			       "decided stands in for them\n",
+			    side == 0 ? 'A' : 'B', r[side].applied_missing,
+			    r[side].level_rows);
 }
 
 int

@@ -95,6 +95,7 @@ tool_report_plot(FILE *f, const char *title, const char *ylabel,
 	fputs("</text>\n", f);
 	for (size_t k = 0, shown = 0; k < ns; k++) {
 		const char *col = rep_colors[shown % 10];
+		double held = NAN;
 		uint64_t pts = 0;
 
 		/* A series recorded only in some windows (a check every
@@ -110,11 +111,19 @@ tool_report_plot(FILE *f, const char *title, const char *ylabel,
 		    col, s[k].dashed ? " stroke-dasharray=\"6 4\"" : "");
 		for (uint64_t i = 0; i < n; i++) {
 			double v = s[k].y[i * s[k].stride];
+			double px = L + (W - R - L) * (x[i] - x0) / (x1 - x0);
 
-			if (isfinite(v))
-				fprintf(f, "%.1f,%.1f ",
-				    L + (W - R - L) * (x[i] - x0) / (x1 - x0),
-				    H - B - (H - B - T) * (v - y0) / (y1 - y0));
+			if (!isfinite(v))
+				continue;
+			/* A level holds until the next point: across to
+			 * it at the old value, then up or down. */
+			if (s[k].steps && isfinite(held) && held != v)
+				fprintf(f, "%.1f,%.1f ", px,
+				    H - B -
+					(H - B - T) * (held - y0) / (y1 - y0));
+			fprintf(f, "%.1f,%.1f ", px,
+			    H - B - (H - B - T) * (v - y0) / (y1 - y0));
+			held = v;
 		}
 		fputs("\"/>\n", f);
 		for (uint64_t i = 0; i < n && pts <= 200; i++) {

@@ -37,7 +37,15 @@ typedef struct rep_run {
 	uint64_t n_win;                /* rows of window_info */
 	int64_t *win;                  /* n_win window indices */
 	double *steps;                 /* n_win steps per window */
-	double *level;                 /* n_win x n_layers, NAN: no row */
+	double *level;                 /* n_win x n_layers: the level
+					* applied, the decided one where the
+					* row has none; NAN: no row */
+	double *decided;               /* same, the level decided */
+	uint64_t level_rows;           /* cells of level with a row */
+	uint64_t applied_missing;      /* of those, rows without an applied
+					* level (a history or agents older
+					* than it): the decided one stands
+					* in */
 	double *eb;                    /* same, error bound */
 	double *norm;                  /* same, grad_norm_mean */
 	double *act;                   /* n_win: activation bytes per step,
@@ -74,15 +82,19 @@ typedef struct rep_sums {
 	uint64_t incomplete;       /* windows closed by timeout */
 } rep_sums;
 
-/* Per layer: the level weighted by steps, the last level, the windows
- * with a row, the changes of level. */
+/* Per layer: the level applied weighted by steps, the last level
+ * applied and decided, the windows with a row, the changes of the level
+ * applied. */
 typedef struct rep_layer_sum {
-	double level_tw;   /* time-weighted level */
-	double level_last; /* level of its last window with a row */
-	double eb_tw;      /* time-weighted error bound */
-	double norm_med;   /* median grad_norm_mean */
-	uint64_t windows;  /* windows with a row */
-	uint64_t changes;  /* times the level changed between windows */
+	double level_tw;     /* time-weighted level applied */
+	double level_last;   /* level applied in its last window with a
+			      * row */
+	double decided_last; /* level decided in that window */
+	double eb_tw;        /* time-weighted error bound */
+	double norm_med;     /* median grad_norm_mean */
+	uint64_t windows;    /* windows with a row */
+	uint64_t changes;    /* times the level applied changed between
+			      * windows */
 } rep_layer_sum;
 
 typedef struct rep_series {
@@ -90,6 +102,8 @@ typedef struct rep_series {
 	const double *y; /* y[i * stride] */
 	size_t stride;   /* step between points */
 	bool dashed;     /* a reference line */
+	bool steps;      /* a value held until the next point (a level in
+			  * force), drawn as steps rather than slopes */
 } rep_series;
 
 /* Loads run `id` (TOOL_HDB_NONE: the latest, of `job` when not NULL)
@@ -128,8 +142,9 @@ void tool_report_num(double v, char *buf, size_t len);
 void tool_report_esc(FILE *f, const char *s);
 
 /* Writes one inline SVG figure to f: n points of each of the ns series
- * over x, titled, with a legend of at most REP_LEGEND series; a line
- * breaks at NAN. Borrows everything; write errors show in ferror(f). */
+ * over x, titled, with a legend of at most REP_LEGEND series; a series
+ * is joined across its NAN points, by steps when it asks for them.
+ * Borrows everything; write errors show in ferror(f). */
 void tool_report_plot(FILE *f, const char *title, const char *ylabel,
     const double *x, uint64_t n, const rep_series *s, size_t ns);
 

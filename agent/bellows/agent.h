@@ -482,6 +482,27 @@ BELLOWS_EXPORT double bellows_agent_level(const bellows_agent *agent,
 BELLOWS_EXPORT int bellows_agent_send_mode(const bellows_agent *agent,
     uint32_t layer);
 
+/* Tells the agent the level at which the trainer sends each layer from
+ * the current step on: levels[0 .. n-1], n the number of layers, 0 for
+ * raw, e.g. 0 for a tensor its compressor cannot compress whatever its
+ * level. Copied; kept until the next call. Each window's report carries,
+ * per layer, the level applied in its last step (level_applied), which
+ * bellowsd keeps in the history beside the level decided. Without a
+ * call the agent derives it from the decision in force as
+ * bellows_agent_send_mode does outside a calibration: the layer's level,
+ * or 0 when compression is off or its float32 size is below
+ * size_threshold; a calibration's alternation is a measurement, never
+ * the level in force. A call holds only under the decision in force when
+ * it was made: once a decision with another seq is in force the agent
+ * derives the level again, so a trainer that applies levels of its own
+ * calls again at each step where bellows_agent_decision's seq changes
+ * (a stale array is never reported). Returns 0; BELLOWS_EINVAL for a
+ * NULL agent or levels, an n other than the number of layers, or a
+ * level that is negative or not finite (nothing is kept then);
+ * BELLOWS_ESTATE outside a step. */
+BELLOWS_EXPORT int bellows_agent_applied_levels(bellows_agent *agent,
+    const double *levels, uint32_t n);
+
 /* Returns 1 when the current step (between steps: the last step begun)
  * lies inside a calibration of the decision in force, 0 when not or
  * before the first step, BELLOWS_EINVAL for a NULL agent. */

@@ -141,7 +141,15 @@ extern "C" {
 	    "99th percentile of |r| / rms(r) (sampled)")                       \
 	X(resid_floats, F64, 36, MAG, GATED_MEAN, resid_steps, F64,            \
 	    resid_floats, NULL, "resid_floats", NULL, ZERO, "floats",          \
-	    "residual floats the layer holds under the plan in force")
+	    "residual floats the layer holds under the plan in force")       \
+	X(level_applied_n, U32, 37, ANY, NONE, _, NONE, _,                     \
+	    NULL, NULL, NULL, ZERO, "ranks",                                   \
+	    "ranks whose report carries level_applied (1 in a rank's own "   \
+	    "report; 0: an agent older than the statistic)")                 \
+	X(level_applied, F64, 38, MAG, GATED_MAX, level_applied_n, F64,        \
+	    level_applied, NULL, "level_applied", NULL, NULLABLE, "level",     \
+	    "level the layer was sent at in the window's last step (0: raw; " \
+	    "after the size threshold, the gate and raw-only tensors)")
 
 /* Per rank, per window: Timings on the wire, in its tag order. The
  * STEP_MEDIAN kinds divide a rank's value by its `steps` (1 if 0). */
@@ -342,6 +350,11 @@ typedef enum bellows_stat_agg {
 					    * steps (NaN: none) */
 	BELLOWS_STAT_AGG_STEP_MEDIAN_NZ = 10, /* same over the ranks whose
 					       * value is > 0 (0: none) */
+	BELLOWS_STAT_AGG_GATED_MAX = 11,      /* largest over the ranks whose
+					       * gate is non-zero (NaN: none):
+					       * a value where 0 means
+					       * something, from ranks that
+					       * may not send it */
 } bellows_stat_agg;
 
 /* An array statistic described at run time (bellows_layer_arrays_schema

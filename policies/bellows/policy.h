@@ -31,10 +31,11 @@ extern "C" {
  * statistics and the array statistics' pointers and lengths appended to
  * bellows_window_layer (its size, the stride of the layers array,
  * changed), BELLOWS_KNOB_RESIDUAL_PLAN and the proposal's residual plan.
- * bellowsd loads only policies of its own version: an ABI 2 plug-in is
+ * 4: the level applied (level_applied) appended to bellows_window_layer.
+ * bellowsd loads only policies of its own version: an older plug-in is
  * refused with a message asking for a rebuild (it would step through the
  * layers array by the old size). */
-#define BELLOWS_POLICY_ABI 3
+#define BELLOWS_POLICY_ABI 4
 
 #define BELLOWS_REASON_MAX 512 /* bytes of a proposal's reason, with NUL */
 
@@ -171,6 +172,16 @@ typedef struct bellows_window_layer {
 				   * 0: zeros and denormals, 255: Inf and
 				   * NaN) */
 	uint32_t exp_hist_len;    /* 256, or 0 */
+
+	/* Appended in ABI 4: the level the layer was sent at in the
+	 * window's last step, as the ranks applied it (0: raw), where
+	 * `level` is the one decided: 0 below the size threshold, while
+	 * the gate is off, and for tensors the trainer sends raw whatever
+	 * their level (bellows.torch's 1-D ones); a calibration's
+	 * alternation does not count. The largest over the ranks that
+	 * reported it; NAN when none did (agents older than protocol
+	 * minor 4). */
+	double level_applied;
 } bellows_window_layer;
 
 /* One measured collective of a rank (perfmodel's fit), as reported: the

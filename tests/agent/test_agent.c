@@ -1123,6 +1123,162 @@ test_send_mode_follows_the_gate_the_level_the_threshold_and_calibration(
 	fake_stop(f);
 }
 
+/* Checks the level_applied window `window`, just closed, reported for
+ * each layer, as bellows_agent_window_stats and the fake bellowsd saw
+ * it. */
+static void
+check_applied_window(bellows_agent *a, fake *f, uint32_t window,
+    const double *want)
+{
+	bellows_layer_stats ls;
+	const com_report *r;
+
+	FAKE_WAIT(f, f->n_reports == window + 1);
+	pthread_mutex_lock(&f->mu);
+	r = &f->reports[window].u.report;
+	assert_int_equal(r->window, window);
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		assert_int_equal(bellows_agent_window_stats(a, l, &ls), 0);
+		assert_int_equal(ls.level_applied_n, 1);
+		if (ls.level_applied != want[l] ||
+		    r->layers[l].level_applied != want[l] ||
+		    r->layers[l].level_applied_n != 1)
+			fail_msg("window %u layer %u: applied %g (on the "
+				 "wire %g), not %g",
+			    window, l, ls.level_applied,
+			    r->layers[l].level_applied, want[l]);
+	}
+	pthread_mutex_unlock(&f->mu);
+}
+
+/* Without bellows_agent_applied_levels the agent reports, per layer, the
+ * level of the decision in force at the window's last step, 0 below the
+ * size threshold and while compression is off; a calibration's
+ * compressed steps do not count. */
+static void
+test_applied_level_is_the_decided_one_raw_under_the_threshold_or_the_gate(
+    void **state)
+{
+	/* Layers are 72, 28 and 60 bytes of float32. */
+	static const double some[N_LAYERS] = { 2.0, 0.0, 2.0 };
+	static const double all[N_LAYERS] = { 1.0, 1.0, 1.0 };
+	static const double odd[N_LAYERS] = { 3.0, 1.0, 0.5 };
+	static const double want[4][N_LAYERS] = {
+		{ 2.0, 0.0, 0.0 }, /* threshold 64: layer 2 is below */
+		{ 0.0, 0.0, 0.0 }, /* compression off */
+		{ 0.0, 0.0, 0.0 }, /* calibrating, threshold 1000 */
+		{ 3.0, 1.0, 0.5 }, /* no threshold */
+	};
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	fake_decide_knobs(f, 0, some, 64, 0, false);
+	fake_decide_knobs(f, 2, some, 64, 0, true);
+	fake_decide_knobs(f, 4, all, 1000, 2, false);
+	fake_decide_knobs(f, 6, odd, 0, 0, false);
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	cfg.window_steps = 2;
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected && s.decisions == 4);
+	for (uint32_t w = 0; w < 4; w++) {
+		run_step(a, NULL);
+		if (w == 2)
+			/* Step 5, odd: raw; step 4 was compressed. */
+			assert_int_equal(bellows_agent_calibrating(a), 1);
+		run_step(a, NULL);
+		check_applied_window(a, f, w, want[w]);
+	}
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+/* The trainer's levels win over the agent's own until a decision of
+ * another seq is in force; bad arguments are refused and change
+ * nothing. */
+static void
+test_applied_levels_given_by_the_trainer_hold_until_the_decision_changes(
+    void **state)
+{
+	static const double two[N_LAYERS] = { 2.0, 2.0, 2.0 };
+	static const double one[N_LAYERS] = { 1.0, 1.0, 1.0 };
+	static const double bias_raw[N_LAYERS] = { 2.0, 0.0, 2.0 };
+	static const double bias_raw1[N_LAYERS] = { 1.0, 0.0, 1.0 };
+	double bad[N_LAYERS] = { 1.0, 1.0, 1.0 };
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	uint64_t step;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	pthread_mutex_lock(&f->mu);
+	fake_decide_knobs(f, 0, two, 0, 0, false);
+	fake_decide_knobs(f, 4, one, 0, 0, false);
+	pthread_mutex_unlock(&f->mu);
+	config(&cfg, f);
+	cfg.window_steps = 2;
+	a = open_agent(&cfg);
+	STATS_WAIT(a, s, s.connected && s.decisions == 2);
+	/* Outside a step. */
+	assert_int_equal(bellows_agent_applied_levels(a, bias_raw, N_LAYERS),
+	    BELLOWS_ESTATE);
+
+	/* Window 0: given at step 0, the bias raw. */
+	assert_int_equal(bellows_agent_step_begin(a, &step), 0);
+	assert_int_equal(bellows_agent_applied_levels(a, bias_raw, N_LAYERS),
+	    0);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	run_step(a, NULL);
+	check_applied_window(a, f, 0, bias_raw);
+
+	/* Window 1: kept without a call; bad calls change nothing. */
+	assert_int_equal(bellows_agent_step_begin(a, &step), 0);
+	assert_int_equal(bellows_agent_applied_levels(NULL, one, N_LAYERS),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_applied_levels(a, NULL, N_LAYERS),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_applied_levels(a, one, N_LAYERS - 1),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_applied_levels(a, one, N_LAYERS + 1),
+	    BELLOWS_EINVAL);
+	bad[2] = -1.0;
+	assert_int_equal(bellows_agent_applied_levels(a, bad, N_LAYERS),
+	    BELLOWS_EINVAL);
+	bad[2] = NAN;
+	assert_int_equal(bellows_agent_applied_levels(a, bad, N_LAYERS),
+	    BELLOWS_EINVAL);
+	bad[2] = INFINITY;
+	assert_int_equal(bellows_agent_applied_levels(a, bad, N_LAYERS),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	run_step(a, NULL);
+	check_applied_window(a, f, 1, bias_raw);
+
+	/* Window 2: seq 2 in force from step 4 and no call: the stale
+	 * levels give way to the decision's. */
+	run_step(a, NULL);
+	run_step(a, NULL);
+	check_applied_window(a, f, 2, one);
+
+	/* Window 3: given again under seq 2. */
+	assert_int_equal(bellows_agent_step_begin(a, &step), 0);
+	assert_int_equal(step, 6);
+	assert_int_equal(bellows_agent_applied_levels(a, bias_raw1, N_LAYERS),
+	    0);
+	assert_int_equal(bellows_agent_step_end(a, NULL), 0);
+	run_step(a, NULL);
+	check_applied_window(a, f, 3, bias_raw1);
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
 /* The trainer's evaluations reach the report of the window they were
  * given in: through bellows_step_info or bellows_agent_eval between
  * steps, the last non-zero one of the window; bad values are refused and
@@ -2829,6 +2985,10 @@ main(void)
 		    test_report_per_window_carries_correct_statistics_and_timings),
 		cmocka_unit_test(
 		    test_send_mode_follows_the_gate_the_level_the_threshold_and_calibration),
+		cmocka_unit_test(
+		    test_applied_level_is_the_decided_one_raw_under_the_threshold_or_the_gate),
+		cmocka_unit_test(
+		    test_applied_levels_given_by_the_trainer_hold_until_the_decision_changes),
 		cmocka_unit_test(
 		    test_report_carries_activations_send_quartiles_collectives_and_memory),
 		cmocka_unit_test(

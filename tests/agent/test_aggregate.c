@@ -73,6 +73,10 @@ make(rank_report *p, uint32_t rank)
 			.resid_steps = rank == 3 ? 8 : 0,
 			.resid_l1 = rank == 3 ? 9.0 : 0,
 			.resid_l2 = rank == 3 ? 3.0 : 0,
+			/* Rank 0's agent predates the applied level; nobody
+			 * sends one for layer 1. */
+			.level_applied_n = rank == 0 || l == 1 ? 0 : 1,
+			.level_applied = rank == 0 ? 9 : (rank % 3) * 0.5,
 		};
 	}
 	for (uint32_t j = 0; j < 256; j++)

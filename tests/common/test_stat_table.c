@@ -96,7 +96,8 @@ check_table(const com_stat *t, size_t n, size_t struct_size, bool layer)
 	for (size_t i = 0; i < n; i++) {
 		const com_stat *s = &t[i];
 		bool gated = s->agg == BELLOWS_STAT_AGG_GATED_MEAN ||
-		    s->agg == BELLOWS_STAT_AGG_GATED_MEDIAN;
+		    s->agg == BELLOWS_STAT_AGG_GATED_MEDIAN ||
+		    s->agg == BELLOWS_STAT_AGG_GATED_MAX;
 
 		assert_ptr_equal(com_stat_find(t, n, s->name), s);
 		if (i > 0) {
@@ -155,6 +156,12 @@ test_stat_table_columns_agree_with_each_other(void **st)
 	    COM_LSTAT_act_steps);
 	assert_int_equal(com_layer_stat_table[COM_LSTAT_codec_ms].gate,
 	    COM_LSTAT_comm_comp_n);
+	/* A level of 0 is a value: "not reported" needs the gate and a
+	 * NULL in the history. */
+	assert_int_equal(com_layer_stat_table[COM_LSTAT_level_applied].gate,
+	    COM_LSTAT_level_applied_n);
+	assert_int_equal(com_layer_stat_table[COM_LSTAT_level_applied].hist,
+	    BELLOWS_STAT_HIST_NULLABLE);
 }
 
 static void

@@ -226,6 +226,38 @@ a_job_without_a_decision_has_no_level_series(void **state)
 	free(text);
 }
 
+/* fc1.weight decided 0 and sent raw; odd"name\x decided 2 and sent raw
+ * (below the size threshold); fc2 not reported by its agents. */
+static void
+the_applied_level_is_a_gauge_of_its_own_beside_the_decided_one(void **state)
+{
+	static double applied[3] = { 0, 0, NAN };
+	ctl_jobs_job_view job;
+	ctl_metrics_snapshot s = snapshot(&job, CTL_METRICS_LAYER_SERIES);
+	char *text;
+
+	(void)state;
+	job.level_applied = applied;
+	text = format(&s);
+	assert_non_null(strstr(text,
+	    "# HELP bellows_layer_level Compression level decided"));
+	assert_non_null(strstr(text,
+	    "# HELP bellows_layer_level_applied Compression level the layer "
+	    "was sent at in the last window closed, as applied"));
+	assert_non_null(
+	    strstr(text, "# TYPE bellows_layer_level_applied gauge\n"));
+	assert_non_null(strstr(text,
+	    "bellows_layer_level{bellows_job=\"a\\\"b\\\\c\\nd\","
+	    "layer=\"odd\\\"name\\\\x\"} 2\n"));
+	assert_non_null(strstr(text,
+	    "bellows_layer_level_applied{bellows_job=\"a\\\"b\\\\c\\nd\","
+	    "layer=\"odd\\\"name\\\\x\"} 0\n"));
+	assert_non_null(strstr(text,
+	    "bellows_layer_level_applied{bellows_job=\"a\\\"b\\\\c\\nd\","
+	    "layer=\"fc2\"} NaN\n"));
+	free(text);
+}
+
 static void
 listen_addresses_parse_or_say_why(void **state)
 {
@@ -284,6 +316,8 @@ main(void)
 		cmocka_unit_test(
 		    layer_series_stop_at_the_cap_and_the_rest_are_counted),
 		cmocka_unit_test(a_job_without_a_decision_has_no_level_series),
+		cmocka_unit_test(
+		    the_applied_level_is_a_gauge_of_its_own_beside_the_decided_one),
 		cmocka_unit_test(listen_addresses_parse_or_say_why),
 	};
 

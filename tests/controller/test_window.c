@@ -506,6 +506,50 @@ test_window_medians_backward_and_codec_and_bounds_memory(void **state)
 	assert_true(v.saved_bytes == 6000); /* the largest rank */
 }
 
+/* Ranks 0 and 1 sent fc1.weight at levels 1 and 2 (0 and 0 for the
+ * bias); rank 2's agent predates the statistic: its gate is 0 and its
+ * value, whatever it says, counts for nothing. */
+static void
+test_window_takes_the_largest_applied_level_of_the_ranks_that_sent_one(
+    void **state)
+{
+	fixture *f = *state;
+	static const double sent[3][N_LAYERS] = { { 1, 0 }, { 2, 0 },
+		{ 7, 7 } };
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 3, N_LAYERS, 0, &f->win), 0);
+	for (uint32_t r = 0; r < 3; r++) {
+		com_report rep = report(f, r, 1, 10, 20);
+
+		for (uint32_t l = 0; l < N_LAYERS; l++) {
+			f->st[l].level_applied_n = r < 2 ? 1 : 0;
+			f->st[l].level_applied = sent[r][l];
+		}
+		assert_int_equal(ctl_window_add(f->win, &rep), 0);
+	}
+	ctl_window_view(f->win, "job", 3, layers, &f->in_force, &v);
+	assert_true(v.layers[0].level_applied == 2);
+	/* 0 is a level: sent raw, not "not reported". */
+	assert_true(v.layers[1].level_applied == 0);
+	/* The decided level stays beside it. */
+	assert_true(v.layers[0].level == 2 && v.layers[1].level == 0);
+}
+
+static void
+test_window_reads_an_applied_level_no_rank_sent_as_nan(void **state)
+{
+	fixture *f = *state;
+	bellows_window v;
+
+	assert_int_equal(ctl_window_new(5, 2, N_LAYERS, 0, &f->win), 0);
+	add(f, 0, 1, 10, 20);
+	add(f, 1, 1, 10, 20);
+	ctl_window_view(f->win, "job", 2, layers, &f->in_force, &v);
+	assert_true(isnan(v.layers[0].level_applied));
+	assert_true(isnan(v.layers[1].level_applied));
+}
+
 static void
 test_window_keeps_every_ranks_collectives_with_its_rank(void **state)
 {
@@ -728,6 +772,8 @@ main(void)
 		T(test_window_means_activations_over_the_ranks_that_measured),
 		T(test_window_medians_per_tensor_times_and_nan_when_unmeasured),
 		T(test_window_medians_backward_and_codec_and_bounds_memory),
+		T(test_window_takes_the_largest_applied_level_of_the_ranks_that_sent_one),
+		T(test_window_reads_an_applied_level_no_rank_sent_as_nan),
 		T(test_window_keeps_every_ranks_collectives_with_its_rank),
 		T(test_window_reads_nothing_measured_as_zero),
 		T(test_window_shows_the_gate_threshold_and_calibration_in_force),

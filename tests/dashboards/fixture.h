@@ -22,6 +22,7 @@ fixture_layer(dash_layer *l, uint32_t idx, const char *name, uint64_t numel,
 	dash_copy(l->name, sizeof(l->name), name);
 	l->numel = numel;
 	l->level = level;
+	l->level_applied = level;
 	l->level_prev = level;
 	l->level_max = level_max;
 	l->error_bound = NAN;

@@ -614,6 +614,7 @@ test_layout_help_box_lists_the_keys(void **state)
 	assert_non_null(strstr(s, "VS_ETA  that r against the eta"));
 	assert_non_null(strstr(s, "crit(LR): critical"));
 	assert_non_null(strstr(s, "colours critical stable raw changed level"));
+	assert_non_null(strstr(s, "APPLIED level sent at (LEVEL: decided)"));
 }
 
 /* Where `needle` starts in `line`, -1 if absent. */
@@ -656,6 +657,50 @@ layout_print(layout_fx *fx, dash_view v, int rows, int cols, char *buf,
 			width++;
 		}
 	}
+}
+
+/* fc.weight was decided level 1 but sent raw (under a size threshold);
+ * conv2.weight's applied level was not recorded (an older history): the
+ * decided one, marked. */
+static void
+test_layout_shows_the_level_applied_beside_the_decided_one(void **state)
+{
+	layout_fx *fx = *state;
+	dash_snapshot *s = &fx->m.snap;
+	char head[81], line[81];
+	const char *all;
+	int at;
+
+	s->layers[1].level_applied = 0;
+	s->layers[2].level_applied = NAN;
+	fx->m.view = DASH_VIEW_LAYERS;
+	layout_render(fx);
+	layout_line(fx, 4, head);
+	at = layout_col(head, "APPLIED");
+	assert_true(at > layout_col(head, "LEVEL"));
+	for (int row = 5; row < 8; row++) {
+		layout_line(fx, row, line);
+		if (strstr(line, "conv1.weight") != NULL) {
+			assert_int_equal(line[at + 6], '2');
+		} else if (strstr(line, "fc.weight") != NULL) {
+			assert_int_equal(line[at + 6], '0');
+			assert_true(
+			    fx->c.attr[row * 80 + at + 6] & DASH_ATTR_RAW);
+		} else {
+			assert_non_null(strstr(line, "conv2.weight"));
+			assert_int_equal(line[at + 5], '4');
+			assert_int_equal(line[at + 6], '*');
+		}
+	}
+	fx->m.view = DASH_VIEW_LAYER;
+	dash_copy(fx->m.layer, sizeof(fx->m.layer), "fc.weight");
+	all = layout_render(fx);
+	assert_non_null(strstr(all,
+	    "applied: sent at level 0 in the last "
+	    "window (raw: below the size threshold"));
+	dash_copy(fx->m.layer, sizeof(fx->m.layer), "conv2.weight");
+	all = layout_render(fx);
+	assert_non_null(strstr(all, "applied: not recorded"));
 }
 
 /* Names as long as a snapshot holds, with a tab, a newline and UTF-8 in
@@ -719,8 +764,14 @@ test_layout_cuts_long_names_and_keeps_every_column(void **state)
 		assert_true(
 		    sscanf(strstr(buf, " encoder."), "%255[^\n]", row) == 1);
 		assert_non_null(strstr(row, "~ "));
-		assert_int_equal(layout_col(row, " 1 stable") + 1,
-		    layout_col(head, "LEVEL") + 4);
+		assert_int_equal(row[layout_col(head, "LEVEL") + 4], '1');
+		/* The level applied beside the level decided, but on a
+		 * screen too narrow for both and the name. */
+		if (cols >= 80)
+			assert_int_equal(layout_col(row, " 1 stable") + 1,
+			    layout_col(head, "APPLIED") + 6);
+		else
+			assert_int_equal(layout_col(head, "APPLIED"), -1);
 		assert_int_equal(layout_col(row, "stable"),
 		    layout_col(head, "REGIME"));
 		assert_int_equal(layout_col(row, "0.000 @w10") + 10,
@@ -790,6 +841,9 @@ main(void)
 		    layout_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_layout_layers_view_shows_level_regime_r_and_norms,
+		    layout_setup, layout_teardown),
+		cmocka_unit_test_setup_teardown(
+		    test_layout_shows_the_level_applied_beside_the_decided_one,
 		    layout_setup, layout_teardown),
 		cmocka_unit_test_setup_teardown(
 		    test_layout_decisions_view_shows_newest_reason_first,

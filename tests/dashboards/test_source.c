@@ -189,6 +189,8 @@ test_source_offline_shows_the_layers_and_decisions_up_to_that_window(
 	assert_true(f->snap.layers[0].level == 2);
 	assert_true(f->snap.layers[0].level_max == 2);
 	assert_int_equal(f->snap.layers[0].n_norms, 2);
+	/* A version 3 file recorded no applied level. */
+	assert_true(isnan(f->snap.layers[0].level_applied));
 	/* Decisions in force up to window 2: seq 1 (window 0) to 3, of
 	 * which seq 2 changed nothing: shown only when all are asked for. */
 	assert_int_equal(f->snap.n_decisions, 2);

@@ -152,6 +152,42 @@ n_svg=$(grep -c '<svg ' "$TMP/r1.html")
 grep -qF "r layer0.weight" "$TMP/r1.html" || fail "no plot of r against eta"
 ok "the HTML report is one file with $n_svg inline SVG plots and no URL"
 
+# The level plotted is the level applied, held from window to window:
+# every segment of its lines is flat or upright, and some are upright
+# (accordion changed levels).
+grep -qF "Compression level applied per layer (as sent)</text>" "$TMP/r1.html" ||
+    fail "the level plot does not say it plots the level applied"
+$PY - "$TMP/r1.html" <<'PY' || fail "the level plot draws slopes, not steps"
+import re, sys
+html = open(sys.argv[1]).read()
+fig = html[html.index("Compression level applied per layer"):]
+fig = fig[:fig.index("</svg>")]
+upright = 0
+for line in re.findall(r'<polyline[^>]* points="([^"]*)"', fig):
+    pts = [tuple(map(float, p.split(","))) for p in line.split()]
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+        assert x0 == x1 or y0 == y1, ((x0, y0), (x1, y1))
+        upright += x0 == x1
+assert upright > 0, "no level changed in the plot"
+PY
+# The text and JSON reports take the level applied, the decided beside.
+grep -qF "Layers (levels applied, as sent, weighted by the steps of each window)" \
+    "$TMP/r1.txt" || fail "the text report does not say its levels are applied"
+grep -q "recorded no applied level" "$TMP/r1.txt" &&
+    fail "the report says a run of this build lacks applied levels"
+LAST=$(sq "SELECT group_concat(level_applied, ' ') FROM (SELECT level_applied
+    FROM windows WHERE run_id = 1 AND window = 11 ORDER BY layer)")
+"$BELLOWS" report --db "$DB" --run 1 --json >"$TMP/r1a.json" 2>/dev/null ||
+    fail "report --json"
+$PY - "$TMP/r1a.json" "$LAST" <<'PY' || fail "report --json's applied_last is not the history's"
+import json, sys
+d = json.load(open(sys.argv[1]))
+want = [float(v) for v in sys.argv[2].split()]
+assert [l["applied_last"] for l in d["layer_summary"]] == want, d["layer_summary"]
+assert d["applied_missing"] == 0, d["applied_missing"]
+PY
+ok "the report plots the level applied as steps and says so"
+
 CHROMIUM=$(command -v chromium || true)
 if [ -z "$CHROMIUM" ]; then
 	echo "skip: chromium is not installed (scripts/setup.sh full installs it)"

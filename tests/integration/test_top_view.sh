@@ -39,11 +39,12 @@ SIM_PID=$!
 TOP="$BELLOWS top --control $CTL --publish $PUB --db $DB --job accjob"
 tm new-session -d -s top -x 100 -y 30 "$TOP; sleep 120"
 
-# A layer row: name, size, level, regime, r @window, r against eta.
-ROW='^ layer[0-9]\.[a-z]+ +[0-9.]+k? +[0-9]+ +(critical|stable) +[0-9.e+-]+ @w[0-9]+ +(<|>=)0\.3'
+# A layer row: name, size, level decided and applied, regime, r @window,
+# r against eta.
+ROW='^ layer[0-9]\.[a-z]+ +[0-9.]+k? +[0-9]+ +[0-9]+ +(critical|stable) +[0-9.e+-]+ @w[0-9]+ +(<|>=)0\.3'
 pane_has "$ROW" 30 || fail "the layers view shows no r with its check's window"
-grep -Eq 'LAYER +SIZE +LEVEL +REGIME +R +VS_ETA +NORM' "$TMP/pane.txt" ||
-	fail "the layers view lacks the REGIME, R and VS_ETA headings"
+grep -Eq 'LAYER +SIZE +LEVEL +APPLIED +REGIME +R +VS_ETA +NORM' "$TMP/pane.txt" ||
+	fail "the layers view lacks the APPLIED, REGIME, R and VS_ETA headings"
 # The r shown is the one that decided: stable below eta, critical at or
 # above it (an LR drop would make all critical; bellows sim has none).
 bad=$(grep -E "$ROW" "$TMP/pane.txt" |

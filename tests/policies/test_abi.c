@@ -1,14 +1,14 @@
 /* test_abi - the policy ABI's window structs keep their layout.
  *
  * bellows_window_layer and bellows_window are what out-of-tree policies
- * (BELLOWS_POLICY_ABI 3) read by offset. They stay written out by hand in
+ * (BELLOWS_POLICY_ABI 4) read by offset. They stay written out by hand in
  * policies/bellows/policy.h; the controller fills their statistics from
  * the statistics table (bellows/stats.h) by offsetof. Moving a field
  * breaks every compiled plug-in, and this test. bellows_window may grow
  * (appended fields); bellows_window_layer may not within one ABI, since
  * plug-ins step through the layers array by its size: ABI 3 appended the
  * residual statistics and the array statistics to it, keeping every ABI 2
- * offset.
+ * offset, and ABI 4 the level applied, keeping every ABI 3 one.
  */
 #include <assert.h>
 #include <setjmp.h>
@@ -21,8 +21,9 @@
 
 #include <bellows/policy.h>
 
-/* As policy.h wrote them for ABI 3: ABI 2's (0.4), with the residual
- * statistics and the array statistics appended to the layer. */
+/* As policy.h wrote them for ABI 4: ABI 2's (0.4), with the residual
+ * statistics and the array statistics appended to the layer (ABI 3),
+ * then the level applied (ABI 4). */
 typedef struct frozen_window_layer {
 	const char *name;         /* layer name */
 	uint64_t numel;           /* elements */
@@ -71,6 +72,7 @@ typedef struct frozen_window_layer {
 	double resid_floats;  /* ABI 3 */
 	const uint64_t *exp_hist; /* ABI 3 */
 	uint32_t exp_hist_len;    /* ABI 3 */
+	double level_applied;     /* ABI 4 */
 } frozen_window_layer;
 
 typedef struct frozen_window {
@@ -162,6 +164,7 @@ SAME_LAYER(resid_q99)
 SAME_LAYER(resid_floats)
 SAME_LAYER(exp_hist)
 SAME_LAYER(exp_hist_len)
+SAME_LAYER(level_applied)
 SAME_WINDOW(job)
 SAME_WINDOW(window)
 SAME_WINDOW(first_step)
@@ -194,27 +197,27 @@ SAME_WINDOW(saved_bytes)
 SAME_WINDOW(eval_accuracy)
 SAME_WINDOW(eval_loss)
 static_assert(sizeof(bellows_window_layer) == sizeof(frozen_window_layer),
-    "bellows_window_layer keeps its ABI 3 size");
+    "bellows_window_layer keeps its ABI 4 size");
 /* bellows_window is handed by pointer: fields may be appended. */
 static_assert(sizeof(bellows_window) >= sizeof(frozen_window),
     "bellows_window keeps its fields");
 
 static void
-test_window_structs_keep_the_abi_3_layout(void **state)
+test_window_structs_keep_the_abi_4_layout(void **state)
 {
 	(void)state;
 	/* The static assertions above are the test; these show in the log. */
 	assert_int_equal(sizeof(bellows_window_layer),
 	    sizeof(frozen_window_layer));
 	assert_true(sizeof(bellows_window) >= sizeof(frozen_window));
-	assert_int_equal(BELLOWS_POLICY_ABI, 3);
+	assert_int_equal(BELLOWS_POLICY_ABI, 4);
 }
 
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_window_structs_keep_the_abi_3_layout),
+		cmocka_unit_test(test_window_structs_keep_the_abi_4_layout),
 	};
 
 	return cmocka_run_group_tests_name("abi", tests, NULL, NULL);

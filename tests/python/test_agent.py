@@ -304,7 +304,8 @@ class TimingTest(unittest.TestCase):
             calls = [lambda: a.send_mode(0),
                      lambda: a.comm_layer(0, True, 1.0, 0.5),
                      lambda: a.comm_bucket(4096, False, 1.0),
-                     lambda: a.observe_activation(0, 0.5, 0.5, 10, 40)]
+                     lambda: a.observe_activation(0, 0.5, 0.5, 10, 40),
+                     lambda: a.applied_levels([1.0, 0.0])]
             for call in calls:
                 with self.assertRaises(bellows.BellowsError) as cm:
                     call()
@@ -337,6 +338,12 @@ class TimingTest(unittest.TestCase):
                  lambda: a.observe_activation(0, 1.0, 0.5, -8, 1)),
                 ("bellows_agent_observe_activation",
                  lambda: a.observe_activation(9, 1.0, 0.5, 1, 1)),
+                ("bellows_agent_applied_levels",
+                 lambda: a.applied_levels([1.0])),
+                ("bellows_agent_applied_levels",
+                 lambda: a.applied_levels([1.0, -2.0])),
+                ("bellows_agent_applied_levels",
+                 lambda: a.applied_levels([nan, 0.0])),
                 ("bellows_agent_step_end",
                  lambda: a.step_end(backward_ms=nan)),
                 ("bellows_agent_step_end",
@@ -361,6 +368,25 @@ class TimingTest(unittest.TestCase):
             self.assertFalse(a.calibrating())
             self.assertEqual(a.decision().calibrate_steps, 0)
             a.step_end()
+
+    def test_the_applied_levels_given_are_what_the_window_reports(self):
+        with offline_agent(window_steps=2) as a:
+            a.step_begin()
+            self.assertTrue(a.applied_levels([2.5, 0.0]))
+            a.step_end()
+            a.step_begin()
+            a.step_end()
+            w, b = a.window_stats(0), a.window_stats(1)
+            # No call in the next window: kept while the decision in
+            # force (none here: the defaults) stays.
+            for _ in range(2):
+                a.step_begin()
+                a.step_end()
+            later = a.window_stats(0)
+        self.assertEqual((w.level_applied, w.level_applied_n), (2.5, 1))
+        self.assertEqual((b.level_applied, b.level_applied_n), (0.0, 1))
+        self.assertEqual((later.level_applied, later.level_applied_n),
+                         (2.5, 1))
 
     def test_the_window_reports_quartiles_and_means_of_what_was_timed(self):
         with offline_agent(window_steps=3) as a:

@@ -400,21 +400,89 @@ test_historydb_summarises_each_layers_levels(void **state)
 	assert_string_equal(text_at(f, 0, "shape"), "64x3x3x3");
 	assert_int_equal(int_at(f, 0, "numel"), 1728);
 	assert_int_equal(int_at(f, 0, "windows"), 4);
-	assert_true(real_at(f, 0, "level_min") == 1);
-	assert_true(real_at(f, 0, "level_max") == 2);
-	assert_true(real_at(f, 0, "level_last") == 1);
-	assert_string_equal(text_at(f, 0, "windows_at_level"), "1:2 2:2");
-	assert_int_equal(int_at(f, 0, "level_changes"), 1);
+	/* A version 2 file has no applied level: the decided one. */
+	assert_true(real_at(f, 0, "applied_min") == 1);
+	assert_true(real_at(f, 0, "applied_max") == 2);
+	assert_true(real_at(f, 0, "applied_last") == 1);
+	assert_string_equal(text_at(f, 0, "windows_at_applied"), "1:2 2:2");
+	assert_true(real_at(f, 0, "decided_max") == 2);
+	assert_true(real_at(f, 0, "decided_last") == 1);
+	assert_int_equal(int_at(f, 0, "decided_changes"), 1);
 	assert_int_equal(int_at(f, 1, "windows"), 3); /* window 2 lacks it */
-	assert_string_equal(text_at(f, 1, "windows_at_level"), "0:3");
-	assert_int_equal(int_at(f, 1, "level_changes"), 0);
+	assert_string_equal(text_at(f, 1, "windows_at_applied"), "0:3");
+	assert_int_equal(int_at(f, 1, "decided_changes"), 0);
+	ask(f, TOOL_HDB_Q_APPLIED_MISSING, &flt);
+	assert_int_equal(int_at(f, 0, "rows"), 7);
+	assert_int_equal(int_at(f, 0, "missing"), 7);
 
 	/* Windows 0 and 1 only: level 2 throughout, no change. */
 	flt.window_hi = 1;
 	ask(f, TOOL_HDB_Q_LAYERS, &flt);
-	assert_true(real_at(f, 0, "level_min") == 2);
-	assert_string_equal(text_at(f, 0, "windows_at_level"), "2:2");
-	assert_int_equal(int_at(f, 0, "level_changes"), 0);
+	assert_true(real_at(f, 0, "applied_min") == 2);
+	assert_string_equal(text_at(f, 0, "windows_at_applied"), "2:2");
+	assert_int_equal(int_at(f, 0, "decided_changes"), 0);
+}
+
+/* conv.weight was decided 2, 2, 1, 1 and sent at 2, 2, 1 and then raw
+ * (level_applied 0, e.g. under a size threshold) in window 3; fc.bias
+ * (decided 0) has no applied level in window 0: a row of an agent
+ * older than it, shown at the decided level and counted. */
+static void
+test_historydb_shows_the_applied_level_beside_the_decided_one(void **state)
+{
+	fixture *f = *state;
+	tool_hdb_filter flt = no_filter();
+	sqlite3 *db = NULL;
+
+	assert_int_equal(fixture_db_create(f->path, CTL_STORE_SCHEMA_VERSION,
+			     1),
+	    SQLITE_OK);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+			     "UPDATE windows SET level_applied = level;"
+			     "UPDATE windows SET level_applied = 0"
+			     " WHERE window = 3 AND layer = 0;"
+			     "UPDATE windows SET level_applied = NULL"
+			     " WHERE window = 0 AND layer = 1;",
+			     NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
+	    0);
+	flt.run = 1;
+	ask(f, TOOL_HDB_Q_LAYERS, &flt);
+	assert_true(real_at(f, 0, "applied_min") == 0);
+	assert_true(real_at(f, 0, "applied_max") == 2);
+	assert_true(real_at(f, 0, "applied_last") == 0);
+	assert_string_equal(text_at(f, 0, "windows_at_applied"), "0:1 1:1 2:2");
+	assert_true(real_at(f, 0, "decided_max") == 2);
+	assert_true(real_at(f, 0, "decided_last") == 1);
+	assert_int_equal(int_at(f, 0, "decided_changes"), 1);
+	assert_string_equal(text_at(f, 1, "windows_at_applied"), "0:3");
+
+	/* Per window: layers compressed as applied and as decided. */
+	ask(f, TOOL_HDB_Q_WINDOWS, &flt);
+	assert_int_equal(f->rows.n_rows, 4);
+	assert_int_equal(int_at(f, 0, "compressed_applied"), 1);
+	assert_int_equal(int_at(f, 0, "compressed_decided"), 1);
+	assert_int_equal(int_at(f, 3, "compressed_applied"), 0);
+	assert_int_equal(int_at(f, 3, "compressed_decided"), 1);
+
+	/* One layer per window. */
+	flt.layer = 0;
+	ask(f, TOOL_HDB_Q_LAYER_WINDOWS, &flt);
+	assert_true(real_at(f, 2, "level_applied") == 1);
+	assert_true(real_at(f, 3, "level_applied") == 0);
+	assert_true(real_at(f, 3, "level_decided") == 1);
+
+	/* The row without one, counted for the tools' note. */
+	ask(f, TOOL_HDB_Q_APPLIED_MISSING, &flt);
+	assert_int_equal(int_at(f, 0, "rows"), 4);
+	assert_int_equal(int_at(f, 0, "missing"), 0);
+	flt.layer = TOOL_HDB_NONE;
+	ask(f, TOOL_HDB_Q_APPLIED_MISSING, &flt);
+	assert_int_equal(int_at(f, 0, "rows"), 7);
+	assert_int_equal(int_at(f, 0, "missing"), 1);
 }
 
 static void
@@ -437,6 +505,8 @@ test_historydb_answers_tops_questions_from_the_windows_asked_only(void **state)
 	assert_int_equal(int_at(f, 0, "window"), 2);
 	assert_true(real_at(f, 0, "norm_mean") == 3.5);
 	assert_true(real_at(f, 0, "level") == 1);
+	/* Not recorded in a version 2 file. */
+	assert_int_equal(cell(f, 0, "level_applied")->type, TOOL_HDB_NULL);
 	assert_int_equal(int_at(f, 1, "window"), 3);
 	assert_int_equal(int_at(f, 2, "layer"), 1);
 	assert_int_equal(int_at(f, 2, "window"), 3);
@@ -569,7 +639,8 @@ test_historydb_lists_windows_in_the_range_asked(void **state)
 	assert_true(real_at(f, 0, "norm_rank0") == 10);
 	assert_int_equal(cell(f, 1, "norm_rank0")->type, TOOL_HDB_NULL);
 	assert_true(real_at(f, 1, "norm_mean") == 4);
-	assert_true(real_at(f, 2, "level") == 1);
+	assert_true(real_at(f, 2, "level_applied") == 1);
+	assert_true(real_at(f, 2, "level_decided") == 1);
 }
 
 static void
@@ -1031,6 +1102,7 @@ main(void)
 		T(test_historydb_lists_runs_with_their_windows_and_savings),
 		T(test_historydb_lists_a_runs_launch_and_resumes),
 		T(test_historydb_summarises_each_layers_levels),
+		T(test_historydb_shows_the_applied_level_beside_the_decided_one),
 		T(test_historydb_answers_tops_questions_from_the_windows_asked_only),
 		T(test_historydb_lists_windows_in_the_range_asked),
 		T(test_historydb_finds_windows_by_the_time_they_closed),

@@ -492,6 +492,11 @@ class _Functions:
         self.observe_residual = _prototype(
             lib, "bellows_agent_observe_residual", cint, [vp, u32, vp],
             required=False)
+        # Protocol minor 4: without it the library reports no applied
+        # level, and Agent.applied_levels has nothing to tell.
+        self.applied_levels = _prototype(
+            lib, "bellows_agent_applied_levels", cint,
+            [vp, ctypes.POINTER(dbl), u32], required=False)
         # Newer than bellows_decision's codec_table: without it,
         # Agent.codec_table reads the decision.
         self.codec_table = _prototype(

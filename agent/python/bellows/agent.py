@@ -702,6 +702,32 @@ class Agent:
             _lib.check("bellows_agent_send_mode", rc)
         return rc == _lib.SEND_COMPRESSED
 
+    def applied_levels(self, levels) -> bool:
+        """Tells the library the level at which each layer is sent from
+        the current step on (one per layer, 0 for raw), e.g. 0 for a
+        tensor the compressor cannot compress whatever its level
+        (bellows_agent_applied_levels). Each window reports, per layer,
+        the level applied in its last step, which bellowsd keeps in the
+        history beside the level decided. Kept until the next call, and
+        only while the decision in force is the one it was given under:
+        call it again whenever the decision's seq changes (the library
+        otherwise derives the level from that decision, 0 below its size
+        threshold and while compression is off).
+
+        Returns True, or False with a libbellows older than the call
+        (which reports no applied level: nothing to tell). Raises
+        BellowsError: EINVAL for a count other than the number of
+        layers or a negative or non-finite level, ESTATE outside a step.
+        """
+        fn = self._f.applied_levels
+        if fn is None:
+            return False
+        values = [float(v) for v in levels]
+        buf = (ctypes.c_double * max(len(values), 1))(*values)
+        _lib.check("bellows_agent_applied_levels",
+                   fn(self._h(), buf, len(values)))
+        return True
+
     def calibrating(self) -> bool:
         """True when the current step (between steps: the last one begun)
         is inside a calibration of the decision in force."""

@@ -677,6 +677,7 @@ class TorchAgent:
                 self.changes.append(LevelChange(step, d.seq, d.window,
                                                 tuple(levels), d.reason))
             self._apply_plan(step, d)
+            self.agent.applied_levels(levels)
         elif self.residuals is not None:
             self.residuals.new_step()
         self.calibrating = self.agent.calibrating()
