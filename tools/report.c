@@ -532,18 +532,38 @@ void
 tool_report_sum(const rep_run *rr, rep_sums *s)
 {
 	const tool_hdb_rows *wi = &rr->t[R_WINFO];
-	double *st = calloc(rr->n_win + 1, sizeof(*st));
+	double *st = calloc(3 * (rr->n_win + 1), sizeof(*st));
+	double *raw = st != NULL ? st + rr->n_win + 1 : NULL;
+	double *comp = raw != NULL ? raw + rr->n_win + 1 : NULL;
 	double lo = INFINITY, hi = -INFINITY, t0 = INFINITY, t1 = -INFINITY;
 
 	memset(s, 0, sizeof(*s));
+	s->accuracy = s->eval_loss = NAN;
 	for (uint64_t i = 0; i < wi->n_rows; i++) {
 		double v = rep_d(wi, i, "step_ms_median");
-		double t = rep_d(wi, i, "closed_wall_ms");
+		double acc = rep_d(wi, i, "eval_accuracy");
 
-		s->floats_sent += rep_d(wi, i, "floats_sent");
-		s->floats_raw += rep_d(wi, i, "floats_raw");
+		if (isfinite(acc) && acc > 0) { /* the last evaluation */
+			s->accuracy = acc;
+			s->eval_loss = rep_d(wi, i, "eval_loss");
+		}
+		double t = rep_d(wi, i, "closed_wall_ms");
+		double sent = rep_d(wi, i, "floats_sent");
+		double full = rep_d(wi, i, "floats_raw");
+
+		s->floats_sent += sent;
+		s->floats_raw += full;
 		if (st != NULL)
 			st[i] = v;
+		/* A window that sent fewer floats than raw compressed; the
+		 * others (level 0, the threshold, the gate off, a trainer's
+		 * raw baseline) are the run's own raw steps. */
+		if (st != NULL && isfinite(v) && v > 0) {
+			if (full > 0 && sent < full)
+				comp[s->comp_windows++] = v;
+			else
+				raw[s->raw_windows++] = v;
+		}
 		if (isfinite(v)) {
 			lo = fmin(lo, v);
 			hi = fmax(hi, v);
@@ -561,6 +581,12 @@ tool_report_sum(const rep_run *rr, rep_sums *s)
 					com_timing_stat_table[k].wcol, 0));
 	}
 	s->step_med = st != NULL ? rep_median(st, wi->n_rows, 1) : NAN;
+	s->step_raw_med = s->raw_windows > 0
+	    ? rep_median(raw, s->raw_windows, 1)
+	    : NAN;
+	s->step_comp_med = s->comp_windows > 0
+	    ? rep_median(comp, s->comp_windows, 1)
+	    : NAN;
 	s->step_min = isfinite(lo) ? lo : NAN;
 	s->step_max = isfinite(hi) ? hi : NAN;
 	s->wall_ms = isfinite(t0) ? t1 - t0 : NAN;
@@ -943,6 +969,38 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 	free(v);
 }
 
+/* Did training get faster: the median step of the windows that
+ * compressed against that of this run's windows sent raw (same machine,
+ * link and job), or that every window went raw. */
+static void
+rep_speed(const rep_out *o, const rep_sums *s)
+{
+	char a[32], b[32];
+
+	if (s->comp_windows > 0 && s->raw_windows > 0) {
+		double r = s->step_raw_med / s->step_comp_med;
+
+		tool_report_dur(s->step_comp_med, a, sizeof(a));
+		tool_report_dur(s->step_raw_med, b, sizeof(b));
+		rep_p(o,
+		    "  compressing %s (median of %" PRIu64 " window%s) against "
+		    "raw %s (median of %" PRIu64 " window%s of this run sent "
+		    "raw): %.2fx %s\n",
+		    a, s->comp_windows, s->comp_windows == 1 ? "" : "s", b,
+		    s->raw_windows, s->raw_windows == 1 ? "" : "s",
+		    r >= 1 ? r : 1 / r, r >= 1 ? "faster" : "slower");
+	} else if (s->raw_windows > 0 && s->floats_raw > 0) {
+		rep_p(o,
+		    "  every window was sent raw: nothing compressed to "
+		    "compare with\n");
+	} else if (s->comp_windows > 0) {
+		rep_p(o,
+		    "  no window of this run was sent raw to compare with "
+		    "(bellows.torch's attach(raw_windows=1) measures "
+		    "one)\n");
+	}
+}
+
 /* The trainer's evaluations (window_info.eval_accuracy, bellows_agent_eval)
  * of the run: how many windows carry one (accuracy > 0), the row of the
  * last and of the best; rows SIZE_MAX-free: 0 when n is 0. */
@@ -1261,6 +1319,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 	tool_report_dur(s.step_max, c, sizeof(c));
 	rep_p(o, "  median %s, fastest window %s, slowest window %s\n", a, b,
 	    c);
+	rep_speed(o, &s);
 	rep_p(o, "  %8s %10s %12s %12s %10s\n", "window", "step", "sent", "raw",
 	    "lr");
 	every = (wi->n_rows + REP_WINDOWS_MAX - 1) / REP_WINDOWS_MAX;
@@ -1374,6 +1433,12 @@ rep_json(FILE *f, const rep_run *rr)
 	rep_jnum(f, "bytes_saved", (s.floats_raw - s.floats_sent) * 4, true);
 	rep_jnum(f, "step_ms_median", s.step_med, true);
 	rep_jnum(f, "step_ms_fastest_window", s.step_min, true);
+	rep_jnum(f, "step_ms_raw_windows", s.step_raw_med, true);
+	rep_jnum(f, "raw_windows", (double)s.raw_windows, true);
+	rep_jnum(f, "step_ms_compressed_windows", s.step_comp_med, true);
+	rep_jnum(f, "compressed_windows", (double)s.comp_windows, true);
+	rep_jnum(f, "speedup_vs_raw",
+	    s.step_comp_med > 0 ? s.step_raw_med / s.step_comp_med : NAN, true);
 	rep_jnum(f, "step_ms_slowest_window", s.step_max, true);
 	rep_jnum(f, "windows_wall_ms", s.wall_ms, true);
 	rep_jnum(f, "act_bytes_median", s.act_med, true);

@@ -222,8 +222,30 @@ compare_print(const rep_run *r)
 	    tool_report_dur);
 	compare_num("step time, slowest window", s[0].step_max, s[1].step_max,
 	    tool_report_dur);
+	compare_num("step, windows sent raw", s[0].step_raw_med,
+	    s[1].step_raw_med, tool_report_dur);
+	compare_num("step, windows compressing", s[0].step_comp_med,
+	    s[1].step_comp_med, tool_report_dur);
 	compare_num("activations held/step", s[0].act_med, s[1].act_med,
 	    tool_report_size);
+	{
+		double p[2] = { 100 * s[0].accuracy, 100 * s[1].accuracy };
+
+		for (int i = 0; i < 2; i++)
+			if (isfinite(p[i]))
+				snprintf(i ? tb : ta, sizeof(ta), "%.2f%%",
+				    p[i]);
+			else
+				snprintf(i ? tb : ta, sizeof(ta), "-");
+		/* A difference of percentages is in points, not per cent. */
+		printf("%s %-26s %18s %18s", compare_mark(p[0], p[1]),
+		    "final test accuracy", ta, tb);
+		if (isfinite(p[0]) && isfinite(p[1]) && p[0] != p[1])
+			printf("  %+.2f pp", p[1] - p[0]);
+		putchar('\n');
+	}
+	compare_num("final test loss", s[0].eval_loss, s[1].eval_loss,
+	    tool_report_num);
 
 	printf("\n  %-26s %9s %9s %7s %7s %9s %9s %9s %9s\n",
 	    "layer (applied, weighted)", "applied A", "applied B", "last A",

@@ -68,6 +68,16 @@ typedef struct rep_sums {
 	double floats_sent;        /* summed over windows and ranks */
 	double floats_raw;         /* same, uncompressed */
 	double step_med;           /* median over windows of step_ms_median */
+	double step_raw_med;       /* the same over the windows sent raw
+				    * (floats_sent >= floats_raw): the
+				    * run's own raw step; NAN: none */
+	double step_comp_med;      /* ... over the windows that compressed;
+				    * NAN: none */
+	double accuracy;           /* the last evaluation's (0..1); NAN:
+				    * none */
+	double eval_loss;          /* its loss; NAN: none */
+	uint64_t raw_windows;      /* windows behind step_raw_med */
+	uint64_t comp_windows;     /* windows behind step_comp_med */
 	double step_min;           /* fastest window */
 	double step_max;           /* slowest window */
 	double wall_ms;            /* first window closed to last */

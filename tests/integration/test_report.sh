@@ -118,6 +118,29 @@ assert d["config"]["hash"] == sys.argv[3], d["config"]
 assert d["accuracy"] is None and d["evaluations"] == [], d["evaluations"]
 assert [l["name"] for l in d["layer_summary"]] == ["layer0.weight", "layer1.weight", "layer2.weight", "layer3.bias"]
 PY
+# Did it get faster: the median step of the windows that compressed
+# against that of the windows sent raw, from the same rows.
+sq "SELECT floats_sent < floats_raw, step_ms_median FROM window_info WHERE run_id = 1 AND step_ms_median > 0" >"$TMP/split.rows"
+$PY - "$TMP/r1.json" "$TMP/split.rows" "$TMP/r1.txt" <<'PY' || fail "the report's raw and compressed step times are not the database's"
+import json, statistics, sys
+d = json.load(open(sys.argv[1]))
+comp, raw = [], []
+for line in open(sys.argv[2]):
+    c, ms = line.strip().split("|")
+    (comp if c == "1" else raw).append(float(ms))
+assert d["compressed_windows"] == len(comp) and d["raw_windows"] == len(raw), d
+for key, xs in (("step_ms_compressed_windows", comp), ("step_ms_raw_windows", raw)):
+    if xs:
+        assert abs(d[key] - statistics.median(xs)) <= 1e-9 * statistics.median(xs), (key, d[key], xs)
+    else:
+        assert d[key] is None, (key, d[key])
+text = open(sys.argv[3]).read()
+if comp and raw:
+    assert "of this run sent raw): " in text, text
+    assert abs(d["speedup_vs_raw"] - statistics.median(raw) / statistics.median(comp)) < 1e-9
+elif comp:
+    assert "no window of this run was sent raw to compare with" in text, text
+PY
 grep -qF "  not measured (no layer reported activation statistics)" "$TMP/r1.txt" ||
     fail "run 1 measured no activations, the report does not say so"
 # Run 3 (comet, activations of 4x their stored size): held vs raw.
