@@ -756,6 +756,35 @@ bellows_agent_observe_typed(bellows_agent *agent, uint32_t layer,
 }
 
 int
+bellows_agent_observe_many(bellows_agent *agent, uint32_t n,
+    const uint32_t *layers, const void *base, const uint64_t *offsets,
+    int dtype)
+{
+	size_t esz = kern_dtype_size(dtype);
+
+	if (agent == NULL || esz == 0 ||
+	    (n > 0 && (layers == NULL || base == NULL || offsets == NULL)))
+		return BELLOWS_EINVAL;
+	for (uint32_t i = 0; i < n; i++)
+		if (layers[i] >= agent->n_layers ||
+		    agent->win.layers[layers[i]].where != KERN_HOST)
+			return BELLOWS_EINVAL;
+	if (!agent->in_step)
+		return BELLOWS_ESTATE;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t l = layers[i];
+		int rc = agent_window_observe_as(&agent->win, l,
+		    (const char *)base + offsets[i] * esz,
+		    agent->win.layers[l].numel, dtype, KERN_HOST, NULL,
+		    agent->step);
+
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+int
 bellows_agent_observe_device(bellows_agent *agent, uint32_t layer,
     const void *grad, uint64_t n, int dtype, void *cuda_stream)
 {

@@ -370,6 +370,20 @@ BELLOWS_EXPORT int bellows_agent_observe(bellows_agent *agent, uint32_t layer,
 BELLOWS_EXPORT int bellows_agent_observe_typed(bellows_agent *agent,
     uint32_t layer, const void *grad, uint64_t n, int dtype);
 
+/* Adds n gradients of CPU memory at once, as n calls of
+ * bellows_agent_observe_typed would: gradient i is of layer layers[i] and
+ * is that layer's numel elements of `dtype` starting offsets[i] elements
+ * after base (a DDP bucket's buffer and where each gradient lies in it).
+ * What a hook calls once per bucket instead of once per gradient. Every
+ * argument is checked before anything is added: on an error nothing is.
+ * Returns 0; BELLOWS_EINVAL for a NULL agent, a NULL layers, base or
+ * offsets with n > 0, a bad layer index, a layer flagged
+ * BELLOWS_LAYER_DEVICE or an unknown dtype; BELLOWS_ESTATE outside a
+ * step. */
+BELLOWS_EXPORT int bellows_agent_observe_many(bellows_agent *agent, uint32_t n,
+    const uint32_t *layers, const void *base, const uint64_t *offsets,
+    int dtype);
+
 /* Adds one gradient of a layer flagged BELLOWS_LAYER_DEVICE: n elements of
  * `dtype` at grad, in the memory of the layer's CUDA device. The
  * statistics kernel is enqueued on cuda_stream (a cudaStream_t; NULL: the

@@ -920,6 +920,80 @@ test_calls_out_of_order_or_with_bad_arguments_are_refused(void **state)
 	bellows_agent_close(NULL);
 }
 
+/* A DDP bucket observed in one call gives every layer the statistics of
+ * observing its gradients one by one; bad arguments change nothing. */
+static void
+test_a_bucket_observed_at_once_equals_its_gradients_one_by_one(void **state)
+{
+	bellows_agent_config cfg;
+	bellows_agent *many, *one;
+	bellows_layer_stats a, b;
+	/* Layers 2, 0 and 1 in the bucket, as backward fills them. */
+	uint32_t order[N_LAYERS] = { 2, 0, 1 };
+	uint32_t bad[N_LAYERS] = { 2, 0, N_LAYERS };
+	uint64_t offsets[N_LAYERS];
+	float buf[18 + 7 + 15];
+	uint64_t off = 0;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(buf) / sizeof(buf[0]); i++)
+		buf[i] = (float)((int)(i * 7 % 11) - 5) * 0.25f;
+	for (int i = 0; i < N_LAYERS; i++) {
+		offsets[i] = off;
+		off += test_layers[order[i]].numel;
+	}
+	config(&cfg, NULL);
+	cfg.control = "tcp://127.0.0.1:1";
+	cfg.publish = "tcp://127.0.0.1:1";
+	many = open_agent(&cfg);
+	one = open_agent(&cfg);
+	assert_int_equal(bellows_agent_observe_many(many, N_LAYERS, order, buf,
+			     offsets, BELLOWS_DTYPE_F32),
+	    BELLOWS_ESTATE);
+	assert_int_equal(bellows_agent_step_begin(many, NULL), 0);
+	assert_int_equal(bellows_agent_step_begin(one, NULL), 0);
+	/* Refused whole: nothing of the good layers before the bad one. */
+	assert_int_equal(bellows_agent_observe_many(many, N_LAYERS, bad, buf,
+			     offsets, BELLOWS_DTYPE_F32),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_observe_many(many, N_LAYERS, order, NULL,
+			     offsets, BELLOWS_DTYPE_F32),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_observe_many(many, N_LAYERS, order, buf,
+			     offsets, 99),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_observe_many(NULL, N_LAYERS, order, buf,
+			     offsets, BELLOWS_DTYPE_F32),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_agent_observe_many(many, 0, NULL, NULL, NULL,
+			     BELLOWS_DTYPE_F32),
+	    0);
+	assert_int_equal(bellows_agent_observe_many(many, N_LAYERS, order, buf,
+			     offsets, BELLOWS_DTYPE_F32),
+	    0);
+	for (int i = 0; i < N_LAYERS; i++)
+		assert_int_equal(bellows_agent_observe(one, order[i],
+				     buf + offsets[i],
+				     test_layers[order[i]].numel),
+		    0);
+	assert_int_equal(bellows_agent_step_end(many, NULL), 0);
+	assert_int_equal(bellows_agent_step_end(one, NULL), 0);
+	assert_int_equal(bellows_agent_window_end(many), 0);
+	assert_int_equal(bellows_agent_window_end(one), 0);
+	for (uint32_t l = 0; l < N_LAYERS; l++) {
+		assert_int_equal(bellows_agent_window_stats(many, l, &a), 0);
+		assert_int_equal(bellows_agent_window_stats(one, l, &b), 0);
+		assert_int_equal(a.count, test_layers[l].numel);
+		assert_int_equal(a.count, b.count);
+		assert_int_equal(a.nonzero, b.nonzero);
+		assert_true(a.sum_sq == b.sum_sq);
+		assert_true(a.abs_sum == b.abs_sum);
+		assert_true(a.max_abs == b.max_abs);
+	}
+	bellows_agent_close(&many);
+	bellows_agent_close(&one);
+}
+
 static void
 test_timing_and_activation_calls_refuse_bad_arguments(void **state)
 {
@@ -2965,6 +3039,8 @@ main(void)
 		    test_open_rejects_each_invalid_field_with_einval),
 		cmocka_unit_test(
 		    test_calls_out_of_order_or_with_bad_arguments_are_refused),
+		cmocka_unit_test(
+		    test_a_bucket_observed_at_once_equals_its_gradients_one_by_one),
 		cmocka_unit_test(
 		    test_timing_and_activation_calls_refuse_bad_arguments),
 		cmocka_unit_test(

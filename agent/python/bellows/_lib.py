@@ -432,6 +432,10 @@ class _Functions:
                                         ctypes.c_int,
                                         [vp, u32, vp, u64, ctypes.c_int],
                                         required=False)
+        self.observe_many = _prototype(lib, "bellows_agent_observe_many",
+                                       ctypes.c_int,
+                                       [vp, u32, vp, vp, vp, ctypes.c_int],
+                                       required=False)
         self.observe_device = _prototype(lib, "bellows_agent_observe_device",
                                          ctypes.c_int,
                                          [vp, u32, vp, u64, ctypes.c_int, vp],

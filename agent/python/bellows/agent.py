@@ -607,6 +607,28 @@ class Agent:
 
         return observe
 
+    def bucket_observer(self):
+        """A function ``observe(n, layers, address, offsets, dtype)`` that
+        adds n gradients at once (bellows_agent_observe_many): gradient i
+        of layer ``layers[i]`` lies ``offsets[i]`` elements of ``dtype``
+        after the CPU ``address``; ``layers`` and ``offsets`` are the
+        addresses of n uint32 and n uint64 values. What a DDP hook calls
+        once per bucket. None when the loaded libbellows predates the
+        call (then observer() serves). Raises BellowsError as observe()."""
+        fn = self._f.observe_many
+        if fn is None:
+            return None
+        h = self._h()
+        check = _lib.check
+
+        def observe(n: int, layers: int, address: int, offsets: int,
+                    dtype: int) -> None:
+            rc = fn(h, n, layers, address, offsets, dtype)
+            if rc:
+                check("bellows_agent_observe_many", rc)
+
+        return observe
+
     def step_end(self, info: StepInfo | None = None, **fields) -> None:
         """Ends the step with its timings and counters.
 

@@ -49,6 +49,7 @@ default) make ``import torch`` below the real one.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import math
 import os
@@ -118,12 +119,22 @@ class _Bucket:
     where each gradient lies in the bucket's buffer (element offsets;
     None when a gradient is no contiguous view of it)."""
 
-    __slots__ = ("layers", "offsets", "numels")
+    __slots__ = ("layers", "offsets", "numels", "c_arrays", "c_layers",
+                 "c_offsets")
 
     def __init__(self, layers, offsets, numels):
         self.layers = layers
         self.offsets = offsets
         self.numels = numels
+        # The same as C arrays, for one observe call per bucket.
+        self.c_arrays = None
+        self.c_layers = self.c_offsets = 0
+        if offsets is not None:
+            la = (ctypes.c_uint32 * len(layers))(*layers)
+            oa = (ctypes.c_uint64 * len(offsets))(*offsets)
+            self.c_arrays = (la, oa)  # kept alive with the bucket
+            self.c_layers = ctypes.addressof(la)
+            self.c_offsets = ctypes.addressof(oa)
 
 
 class CompressionHook:
@@ -137,7 +148,9 @@ class CompressionHook:
     levels, not per bucket. ``observe(layer, grad)``, if given, sees
     each local gradient first; ``observe_at(layer, address, n, dtype)``
     (Agent.observer), if given, is used instead for gradients that lie
-    in the bucket's CPU buffer, without building a tensor per gradient.
+    in the bucket's CPU buffer, without building a tensor per gradient,
+    and with ``observe_many(n, layers, address, offsets, dtype)``
+    (Agent.bucket_observer) all of a bucket's gradients in one call.
 
     Each bucket takes one of three paths:
 
@@ -199,6 +212,8 @@ class CompressionHook:
                  on_collective: Callable[[int, bool, float], None]
                  | None = None, align: bool = False,
                  observe_at: Callable[[int, int, int, int], None]
+                 | None = None,
+                 observe_many: Callable[[int, int, int, int, int], None]
                  | None = None):
         # Parameters are recognised by their storage: bucket.parameters()
         # returns the model's own parameter tensors.
@@ -209,6 +224,8 @@ class CompressionHook:
         self.comm = comm
         self.observe = observe
         self.observe_at = observe_at
+        # With observe_at, one call per bucket (Agent.bucket_observer).
+        self.observe_many = observe_many if observe_at is not None else None
         self.per_layer = per_layer
         self.on_send = on_send
         self.on_collective = on_collective
@@ -351,8 +368,13 @@ class CompressionHook:
         if (at is not None and b.offsets is not None
                 and buf.device.type == "cpu"
                 and buf.dtype in _OBSERVE_DTYPES):
-            base, esz = buf.data_ptr(), buf.element_size()
             dtype = _OBSERVE_DTYPES[buf.dtype]
+            many = self.observe_many
+            if many is not None:
+                many(len(b.layers), b.c_layers, buf.data_ptr(),
+                     b.c_offsets, dtype)
+                return None
+            base, esz = buf.data_ptr(), buf.element_size()
             for layer, off, n in zip(b.layers, b.offsets, b.numels):
                 at(layer, base + off * esz, n, dtype)
             return None
@@ -1065,7 +1087,8 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
                                observe=observe, per_layer=per_layer,
                                on_send=agent.comm_layer,
                                on_collective=agent.comm_bucket,
-                               align=align, observe_at=agent.observer())
+                               align=align, observe_at=agent.observer(),
+                               observe_many=agent.bucket_observer())
         hook.register(model)
         return TorchAgent(model, agent, hook, params, time_every,
                           optimizer=optimizer, raw_windows=raw_windows,
