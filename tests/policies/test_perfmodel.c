@@ -393,6 +393,42 @@ test_compressed_prediction_adds_codec_and_the_smaller_collectives(void **state)
 	sup_assert_near(pol_perfmodel_compressed(&m), 61.4, 1e-12);
 }
 
+/* Compressed buckets sent while backward runs, as raw DDP buckets are:
+ * only the last compressed bucket and the codec follow the backward
+ * pass. */
+static void
+test_compressed_prediction_with_overlap_hides_all_but_the_last_bucket(
+    void **state)
+{
+	pol_perfmodel_model m = header_model();
+
+	(void)state;
+	m.comp_overlap = true;
+	/* Overlapped: (k - 1) L + ((M - b_last) / CR) s = 6 + 1.2e6 *
+	 * 1.5e-6 = 7.8 < gamma T_comp 42.8; the tail L + (b_last / CR) s +
+	 * T_ed = 3 + 0.6 + 10 = 13.6: 42.8 + 13.6 = 56.4, against the
+	 * serial 61.4. */
+	sup_assert_near(pol_perfmodel_overlapped_compressed(&m), 7.8, 1e-12);
+	sup_assert_near(pol_perfmodel_tail_compressed(&m), 13.6, 1e-12);
+	sup_assert_near(pol_perfmodel_compressed(&m), 56.4, 1e-12);
+	/* Bound by the collectives: s = 6e-6, CR 2, T_comp 20: 6 + 6e6 *
+	 * 6e-6 = 42 > 1.07 * 20 = 21.4; tail 3 + 2e6 * 6e-6 + 10 = 25:
+	 * 67, against the serial 20 + 10 + 9 + 8e6 * 6e-6 = 87. */
+	m.slope = 6e-6;
+	m.cr = 2;
+	m.t_comp = 20;
+	sup_assert_near(pol_perfmodel_compressed(&m), 67, 1e-12);
+	/* Without overlap the flag changes nothing: 87. */
+	m.overlap = false;
+	sup_assert_near(pol_perfmodel_compressed(&m), 87, 1e-12);
+	/* No gradient, no collective: T_comp + T_ed. */
+	m.overlap = true;
+	m.model = 0;
+	m.k = 0;
+	m.last = 0;
+	sup_assert_near(pol_perfmodel_compressed(&m), 30, 1e-12);
+}
+
 static void
 test_breakeven_bisects_to_the_hand_solved_bandwidth(void **state)
 {
@@ -447,6 +483,49 @@ test_breakeven_bisects_to_the_hand_solved_bandwidth(void **state)
 	m.codec_ms = 5;
 	assert_int_equal(pol_perfmodel_breakeven(&m, 2, lo, hi, &bw), 2);
 	assert_true(bw == -1);
+}
+
+/* With compressed buckets overlapped too, the gap is split at two
+ * kinks, the raw and the compressed collectives each meeting gamma
+ * T_comp; the crossing may lie in any of the three pieces. */
+static void
+test_breakeven_with_compressed_overlap_searches_between_both_kinks(void **state)
+{
+	pol_perfmodel_model m = header_model();
+	double lo = 1e-4 * POL_PERFMODEL_GBPS, hi = 1e5 * POL_PERFMODEL_GBPS;
+	double bw = 0;
+
+	(void)state;
+	m.comp_overlap = true;
+	/* p = 4, s = 1.5 / BW. Raw kink: 6 + 12e6 s = 42.8 at s =
+	 * 3.0667e-6; compressed kink: 6 + 1.2e6 s = 42.8 at s = 3.0667e-5.
+	 * Above both (compute-bound): compressed 42.8 + 3 + 4e5 s + 10,
+	 * sync 42.8 + 3 + 4e6 s: equal at 3.6e6 s = 10, s = 2.7778e-6, BW
+	 * = 540000 bytes/ms = 4.32 Gbit/s. */
+	assert_int_equal(pol_perfmodel_breakeven(&m, 4, lo, hi, &bw), 0);
+	sup_assert_near(bw / POL_PERFMODEL_GBPS, 4.32, 1e-9);
+	/* Codec 20: that piece has no crossing (20 - 3.6e6 s > 0 down to
+	 * the raw kink); between the kinks compressed 42.8 + 3 + 4e5 s +
+	 * 20, sync 9 + 16e6 s: equal at 15.6e6 s = 56.8, BW = 1.5 * 15.6e6
+	 * / 56.8 = 411971.8 bytes/ms = 3.2958 Gbit/s. */
+	m.codec_ms = 20;
+	assert_int_equal(pol_perfmodel_breakeven(&m, 4, lo, hi, &bw), 0);
+	sup_assert_near(bw, 1.5 * 15.6e6 / 56.8, 1e-6);
+	/* One bucket (no kink), p = 2 (s = 1 / BW): compressed 110 + 1 +
+	 * 1e6 s + 30, sync 110 + 1 + 4e6 s: equal at s = 1e-5, BW = 1e5
+	 * bytes/ms = 0.8 Gbit/s (serially compressed: 1.2). */
+	m = (pol_perfmodel_model){ .latency = 1,
+		.t_comp = 100,
+		.gamma = 1.1,
+		.model = 4e6,
+		.k = 1,
+		.last = 4e6,
+		.overlap = true,
+		.comp_overlap = true,
+		.codec_ms = 30,
+		.cr = 4 };
+	assert_int_equal(pol_perfmodel_breakeven(&m, 2, lo, hi, &bw), 0);
+	sup_assert_near(bw / POL_PERFMODEL_GBPS, 0.8, 1e-9);
 }
 
 static void
@@ -1624,7 +1703,11 @@ main(void)
 		cmocka_unit_test(
 		    test_compressed_prediction_adds_codec_and_the_smaller_collectives),
 		cmocka_unit_test(
+		    test_compressed_prediction_with_overlap_hides_all_but_the_last_bucket),
+		cmocka_unit_test(
 		    test_breakeven_bisects_to_the_hand_solved_bandwidth),
+		cmocka_unit_test(
+		    test_breakeven_with_compressed_overlap_searches_between_both_kinks),
 		cmocka_unit_test(
 		    test_cr_needed_hides_the_collectives_behind_backward),
 		cmocka_unit_test(
