@@ -4,7 +4,7 @@
  * from a handful of measured numbers. This policy fits the latency α and
  * bandwidth BW of the job's collectives by least squares to every raw
  * collective the ranks timed over the last `fit_windows` windows, measures
- * the backward compute time, the overlap slowdown γ (from raw steps whose
+ * the backward compute time, the overlap slowdown γ (from steps whose
  * compute term dominates), and, while compression runs, its encode+decode
  * time and ratio, per set of levels seen in force; it then predicts the
  * step without compression and at every level measured, and turns
@@ -65,15 +65,18 @@
 		: PERFMODEL_LEVEL_SAMPLES)
 
 typedef struct perfmodel_config {
-	int64_t bucket_bytes;  /* b; 0: one collective per layer */
-	bool overlap;          /* collectives overlap the backward pass */
-	int64_t fit_windows;   /* windows of samples in the running fit */
-	double gamma;          /* γ when it cannot be measured */
-	double margin;         /* relative gap that moves the gate */
-	int64_t hold_windows;  /* consecutive windows past the margin */
-	int64_t raw_windows;   /* first windows sent raw, for the fit */
-	int64_t probe_windows; /* gate off: compression on for one window
-				* every this many, 0 = never */
+	int64_t bucket_bytes;    /* b; 0: one collective per layer */
+	bool overlap;            /* collectives overlap the backward pass */
+	bool compressed_overlap; /* with overlap: so do the compressed
+				  * ones (an asynchronous compressing
+				  * hook, bellows.torch's) */
+	int64_t fit_windows;     /* windows of samples in the running fit */
+	double gamma;            /* γ when it cannot be measured */
+	double margin;           /* relative gap that moves the gate */
+	int64_t hold_windows;    /* consecutive windows past the margin */
+	int64_t raw_windows;     /* first windows sent raw, for the fit */
+	int64_t probe_windows;   /* gate off: compression on for one window
+				  * every this many, 0 = never */
 } perfmodel_config;
 
 static const bellows_param perfmodel_params[] = {
@@ -91,6 +94,13 @@ static const bellows_param perfmodel_params[] = {
 	    .def = 1,
 	    .help = "buckets are reduced while backward runs (DDP); false: "
 		    "after it (a synchronous hook)" },
+	{ .name = "compressed_overlap",
+	    .type = BELLOWS_PARAM_BOOL,
+	    .offset = offsetof(perfmodel_config, compressed_overlap),
+	    .def = 1,
+	    .help = "with overlap: compressed buckets are reduced while "
+		    "backward runs too (bellows.torch); false: after it, as "
+		    "the thesis models compression" },
 	{ .name = "fit_windows",
 	    .type = BELLOWS_PARAM_INT,
 	    .offset = offsetof(perfmodel_config, fit_windows),
@@ -179,8 +189,8 @@ typedef struct perfmodel_state {
 	uint32_t rest_n;                         /* samples in rest_s */
 	uint32_t rest_next;                      /* ring slot of the next one */
 	double rest_s[PERFMODEL_GAMMA_SAMPLES];  /* T_other of the last
-						  * windows without
-						  * overlapped collectives */
+						  * windows that gave it
+						  * apart from γ */
 	bool have_comp;                          /* t_comp is known */
 	double t_comp;        /* T_comp: backward compute, ms */
 	bool have_other;      /* t_other is known */
@@ -588,6 +598,95 @@ perfmodel_refit(perfmodel_state *st, const perfmodel_config *cfg,
 		    (unsigned long long)st->fit_window);
 }
 
+/* A window's times as the policy reads them: 0 where not reported or
+ * broken. */
+typedef struct perfmodel_times {
+	double step;  /* step_ms_median */
+	double bwd;   /* backward_ms_median: T_comp */
+	double comm;  /* comm_ms_median */
+	double codec; /* codec_ms_median: T_ed */
+} perfmodel_times;
+
+/* The rest of the step, and γ, when compressed collectives overlap the
+ * backward pass as raw ones do (overlap and compressed_overlap). No
+ * window of a world above 1 then keeps its collectives apart from the
+ * backward pass, so the rest is what the model of the window's own mode
+ * (raw, or compressed at the window's codec time and ratio), with γ as
+ * it stands, leaves of its step: while a mode runs, its prediction is
+ * its measured step. A calibration mixes both modes: it sets the rest
+ * only while none is known.
+ *
+ * γ needs a rest that does not depend on γ: that of a world of one (no
+ * collective), or of a window whose overlapped collectives exceed the
+ * compute term for every γ the model admits (above 1.05 x 2 x T_comp),
+ * kept as the median of the last 16. With one, a window of either mode
+ * whose compute term dominates gives γ = (step − rest − tail) / T_comp,
+ * the tail being what follows the backward pass in that mode. Where both
+ * modes are compute-bound γ cancels out of their comparison. */
+static void
+perfmodel_rest_overlapped(perfmodel_state *st, const perfmodel_config *cfg,
+    const bellows_window *w, const perfmodel_times *tm, bool raw,
+    bool calibrating, char *gnote, size_t len)
+{
+	pol_perfmodel_model m = perfmodel_model(st, cfg);
+	bool shrunk = w->floats_sent > 0 && w->floats_sent < w->floats_raw;
+	bool modelled = w->world > 1 && st->have_fit && st->model > 0;
+	double over, tail, x;
+
+	if (!(tm->step > 0 && tm->bwd > 0))
+		return;
+	m.overlap = true;
+	m.comp_overlap = true;
+	m.t_comp = tm->bwd;
+	m.codec_ms = tm->codec;
+	m.cr = shrunk       ? (double)w->floats_raw / (double)w->floats_sent
+	    : st->have_meas ? st->cr
+			    : 1;
+	if (raw) {
+		over = pol_perfmodel_overlapped(&m);
+		tail = tm->codec + pol_perfmodel_comm(&m, m.last);
+	} else {
+		over = pol_perfmodel_overlapped_compressed(&m);
+		tail = pol_perfmodel_tail_compressed(&m);
+	}
+	if (calibrating) {
+		/* no γ, no rest apart from it */
+	} else if (w->world == 1) {
+		perfmodel_ring_add(st->rest_s, &st->rest_n, &st->rest_next,
+		    PERFMODEL_GAMMA_SAMPLES,
+		    fmax(0, tm->step - tm->bwd - tm->comm - tm->codec));
+	} else if (!modelled || (!raw && !(shrunk && tm->codec > 0))) {
+		/* no model, or a compression not measured */
+	} else if (over >
+	    PERFMODEL_GAMMA_IDENT * PERFMODEL_GAMMA_MAX * tm->bwd) {
+		perfmodel_ring_add(st->rest_s, &st->rest_n, &st->rest_next,
+		    PERFMODEL_GAMMA_SAMPLES, fmax(0, tm->step - over - tail));
+	} else if (st->rest_n == 0) {
+		snprintf(gnote, len,
+		    "; not measured: no window yet gave the rest of the step "
+		    "apart from gamma");
+	} else if ((x = tm->step - perfmodel_median(st->rest_s, st->rest_n) -
+			   tail) > PERFMODEL_GAMMA_IDENT * over) {
+		perfmodel_ring_add(st->gamma_s, &st->gamma_n, &st->gamma_next,
+		    PERFMODEL_GAMMA_SAMPLES, x / tm->bwd);
+		st->have_gamma = true;
+		st->gamma_raw = perfmodel_median(st->gamma_s, st->gamma_n);
+	} else {
+		snprintf(gnote, len,
+		    "; not identifiable here: compute term %.4g ms <= %.3g x "
+		    "overlapped collectives %.4g ms",
+		    x, PERFMODEL_GAMMA_IDENT, over);
+	}
+	if (calibrating && st->have_other)
+		return;
+	m.gamma = perfmodel_gamma(st, cfg);
+	st->have_other = true;
+	st->t_other = fmax(0,
+	    tm->step -
+		(raw ? pol_perfmodel_sync(&m) + tm->codec
+		     : pol_perfmodel_compressed(&m)));
+}
+
 /* ---- the decision ------------------------------------------------------ */
 
 /* What one window's numbers predict. */
@@ -617,6 +716,7 @@ perfmodel_predict(const perfmodel_state *st, const perfmodel_config *cfg,
 	 * changes): with p == 1 latency and slope stay 0. */
 	v->m = perfmodel_model(st, cfg);
 	v->m.overlap = cfg->overlap;
+	v->m.comp_overlap = cfg->compressed_overlap;
 	v->m.gamma = cfg->overlap ? gamma : 1;
 	v->m.t_comp = st->t_comp;
 	v->m.codec_ms = st->codec_ms;
@@ -879,7 +979,7 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	char notes[BELLOWS_REASON_MAX];
 	pol_text t, nt;
 	perfmodel_view v;
-	bool compressing, calibrating, raw, moved, probe, warmup;
+	bool compressing, calibrating, raw, moved, probe, warmup, co;
 	double gamma;
 	char gnote[160] = "";
 	uint64_t sig;
@@ -924,13 +1024,25 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	/* The rest of the step (forward, optimizer, data) is what the step
 	 * leaves beside backward, communication and codec only when no
 	 * collective overlaps backward: without overlap, in a world of one,
-	 * and in compressed windows (the model's compressed path runs after
-	 * backward). With overlap, the median of those windows' rests is
-	 * used: a raw window's comm_ms holds hidden collectives too. Until
-	 * one is measured, a raw window's rest is what the model of its
-	 * backward and collectives (γ as it stands) leaves of the step. */
+	 * and, without compressed_overlap, in compressed windows (the
+	 * model's compressed path then runs after backward). With overlap,
+	 * the median of those windows' rests is used: a raw window's comm_ms
+	 * holds hidden collectives too. Until one is measured, a raw
+	 * window's rest is what the model of its backward and collectives
+	 * (γ as it stands) leaves of the step. With compressed_overlap no
+	 * window above a world of one is serial: see
+	 * perfmodel_rest_overlapped. */
+	co = cfg->overlap && cfg->compressed_overlap;
 	gamma = perfmodel_gamma(st, cfg);
-	if (step > 0 && bwd > 0) {
+	if (co) {
+		perfmodel_times tm = { .step = step,
+			.bwd = bwd,
+			.comm = comm,
+			.codec = codec };
+
+		perfmodel_rest_overlapped(st, cfg, w, &tm, raw, calibrating,
+		    gnote, sizeof(gnote));
+	} else if (step > 0 && bwd > 0) {
 		double rest = fmax(0, step - bwd - comm - codec);
 		bool serial = p == 1 || !raw;
 
@@ -988,7 +1100,7 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	 * says is max(γ T_comp, overlapped) + T_comm(b_last). Where the
 	 * compute term dominates, γ = (T_obs - T_comm(b_last)) / T_comp;
 	 * where the collectives do, T_obs does not depend on γ. */
-	if (cfg->overlap && raw && !calibrating && bwd > 0 && step > 0 &&
+	if (cfg->overlap && !co && raw && !calibrating && bwd > 0 && step > 0 &&
 	    p > 1 && st->have_fit && st->model > 0) {
 		pol_perfmodel_model m = perfmodel_model(st, cfg);
 		double over = pol_perfmodel_overlapped(&m);

@@ -151,8 +151,29 @@ pol_perfmodel_sync(const pol_perfmodel_model *m)
 }
 
 double
+pol_perfmodel_overlapped_compressed(const pol_perfmodel_model *m)
+{
+	if (m->k < 1)
+		return 0;
+	return (m->k - 1) * m->latency +
+	    (m->model - m->last) / m->cr * m->slope;
+}
+
+double
+pol_perfmodel_tail_compressed(const pol_perfmodel_model *m)
+{
+	return m->latency + m->last / m->cr * m->slope + m->codec_ms;
+}
+
+double
 pol_perfmodel_compressed(const pol_perfmodel_model *m)
 {
+	if (m->k < 1)
+		return m->t_comp + m->codec_ms;
+	if (m->overlap && m->comp_overlap)
+		return fmax(m->gamma * m->t_comp,
+			   pol_perfmodel_overlapped_compressed(m)) +
+		    pol_perfmodel_tail_compressed(m);
 	return m->t_comp + m->codec_ms + m->k * m->latency +
 	    m->model / m->cr * m->slope;
 }
@@ -173,28 +194,49 @@ fit_gap(const pol_perfmodel_model *m, uint32_t p, double bw)
 	return pol_perfmodel_compressed(&at) - pol_perfmodel_sync(&at);
 }
 
+/* Inserts, in increasing order after pt[0] = lo, the bandwidth at which
+ * γ·T_comp equals (k−1)·L + bytes·s, when it lies inside (lo, hi). */
+static void
+fit_kink(const pol_perfmodel_model *m, uint32_t p, double lo, double hi,
+    double bytes, double *pt, size_t *n)
+{
+	double s = (m->gamma * m->t_comp - (m->k - 1) * m->latency) / bytes;
+	double bw;
+	size_t i;
+
+	if (!(s > 0))
+		return;
+	bw = pol_perfmodel_bw(s, p);
+	if (!(bw > lo && bw < hi))
+		return;
+	for (i = 0; i < *n; i++) {
+		if (pt[i] == bw)
+			return; /* the same kink twice */
+	}
+	/* pt[0] = lo < bw: the loop stops at 1 at the latest. */
+	for (i = *n; pt[i - 1] > bw; i--)
+		pt[i] = pt[i - 1];
+	pt[i] = bw;
+	(*n)++;
+}
+
 int
 pol_perfmodel_breakeven(const pol_perfmodel_model *m, uint32_t p, double lo,
     double hi, double *ret_bw)
 {
-	double pt[3], gap[3];
+	double pt[4], gap[4];
 	size_t n = 0;
 	bool faster = true, slower = true;
 
 	/* In s = 1/BW-proportional units both predictions are linear but
-	 * for the max() of the overlapped one: split the range at its kink
+	 * for the max() of an overlapped one: split the range at the kinks
 	 * so that each piece holds at most one crossing. */
 	pt[n++] = lo;
 	if (m->overlap && m->k >= 1 && m->model > m->last) {
-		double s = (m->gamma * m->t_comp - (m->k - 1) * m->latency) /
-		    (m->model - m->last);
-
-		if (s > 0) {
-			double bw = pol_perfmodel_bw(s, p);
-
-			if (bw > lo && bw < hi)
-				pt[n++] = bw;
-		}
+		fit_kink(m, p, lo, hi, m->model - m->last, pt, &n);
+		if (m->comp_overlap)
+			fit_kink(m, p, lo, hi, (m->model - m->last) / m->cr, pt,
+			    &n);
 	}
 	pt[n++] = hi;
 	for (size_t i = 0; i < n; i++) {

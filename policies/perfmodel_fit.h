@@ -78,16 +78,18 @@ double pol_perfmodel_slope(double bw, uint32_t p);
 
 /* Everything a prediction needs. */
 typedef struct pol_perfmodel_model {
-	double latency;  /* L: ms per collective, 2α(p−1) */
-	double slope;    /* s: ms per byte, 2(p−1)/(p·BW) */
-	double t_comp;   /* backward compute, ms */
-	double gamma;    /* slowdown of backward under overlap */
-	double model;    /* M: gradient bytes */
-	double k;        /* collectives per step (buckets or layers) */
-	double last;     /* bytes of the collective that cannot overlap */
-	bool overlap;    /* collectives overlap the backward pass */
-	double codec_ms; /* T_ed: encode + decode per step */
-	double cr;       /* compression ratio, raw / sent, > 0 */
+	double latency;    /* L: ms per collective, 2α(p−1) */
+	double slope;      /* s: ms per byte, 2(p−1)/(p·BW) */
+	double t_comp;     /* backward compute, ms */
+	double gamma;      /* slowdown of backward under overlap */
+	double model;      /* M: gradient bytes */
+	double k;          /* collectives per step (buckets or layers) */
+	double last;       /* bytes of the collective that cannot overlap */
+	bool overlap;      /* collectives overlap the backward pass */
+	bool comp_overlap; /* with overlap: compressed collectives overlap
+			    * it too (an asynchronous compressing hook) */
+	double codec_ms;   /* T_ed: encode + decode per step */
+	double cr;         /* compression ratio, raw / sent, > 0 */
 } pol_perfmodel_model;
 
 /* k and b_last for a model of `model` bytes in buckets of `bucket`
@@ -108,8 +110,23 @@ double pol_perfmodel_overlapped(const pol_perfmodel_model *m);
  * T_comm(b_last); without overlap: T_comp + k·L + M·s. */
 double pol_perfmodel_sync(const pol_perfmodel_model *m);
 
-/* Backward plus synchronisation with compression, not overlapped:
- * T_comp + T_ed + k·L + (M / CR)·s. */
+/* The compressed collectives that overlap the backward pass, all but the
+ * last: (k−1)·L + ((M − b_last) / CR)·s, 0 for k < 1. Each of the k
+ * collectives carries its share of the M / CR bytes sent. */
+double pol_perfmodel_overlapped_compressed(const pol_perfmodel_model *m);
+
+/* What follows the backward pass of a compressed step whose collectives
+ * overlap it: the last collective, L + (b_last / CR)·s, and the whole
+ * encode + decode T_ed. Only the sum T_ed is measured; counting all of
+ * it after the backward pass bounds every split of it into an encode
+ * inside the backward pass and a decode after it from above. */
+double pol_perfmodel_tail_compressed(const pol_perfmodel_model *m);
+
+/* Backward plus synchronisation with compression. Not overlapped (no
+ * overlap, or comp_overlap false; thesis §4.2.1): T_comp + T_ed + k·L +
+ * (M / CR)·s. Overlapped (overlap and comp_overlap): max(γ·T_comp,
+ * pol_perfmodel_overlapped_compressed) + pol_perfmodel_tail_compressed.
+ * T_comp + T_ed for k < 1. */
 double pol_perfmodel_compressed(const pol_perfmodel_model *m);
 
 /* The communication-bound test: (k−1)·L + (M − b_last)·s > γ·T_comp. */
@@ -117,8 +134,8 @@ bool pol_perfmodel_comm_bound(const pol_perfmodel_model *m);
 
 /* The bandwidth (bytes/ms) at which pol_perfmodel_compressed equals
  * pol_perfmodel_sync over p > 1 ranks, everything but BW as in m, found
- * by bisection between lo and hi (bytes/ms, 0 < lo < hi). With two
- * crossings the higher one is returned: above it compression loses.
+ * by bisection between lo and hi (bytes/ms, 0 < lo < hi). With several
+ * crossings the highest is returned: above it compression loses.
  * Returns 0 and sets *ret_bw, or 1 when compression is faster over the
  * whole range, or 2 when it is slower over the whole range. */
 int pol_perfmodel_breakeven(const pol_perfmodel_model *m, uint32_t p, double lo,

@@ -13,6 +13,11 @@
  * 1e6 bytes/ms = 8 Gbit/s: L = 2 * 0.5 * 3 = 3 ms, s = 2 * 3 / (4 * 1e6) =
  * 1.5e-6 ms/byte, so T_comm(1e6) = 4.5, T_comm(4e6) = 9, T_comm(6e6) = 12.
  * The decision that closes window w is in force during window w + 1.
+ *
+ * The fixture's compressed window is a synchronous step (rest + backward
+ * + collectives + codec), so the tests written for it name
+ * `compressed_overlap: false`; those of compressed buckets overlapped
+ * with backward (the default) set their own profiles.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -256,13 +261,15 @@ static const char *const job_yaml = "jobs:\n"
 				    "      - type: fixed\n"
 				    "        params: {level: 4}\n"
 				    "      - type: perfmodel\n"
-				    "        params: {bucket_bytes: 6000000}\n";
+				    "        params: {bucket_bytes: 6000000, "
+				    "compressed_overlap: false}\n";
 
 static const char
     *const direct_yaml = "jobs:\n"
 			 "  - policies:\n"
 			 "      - type: perfmodel\n"
-			 "        params: {bucket_bytes: 6000000}\n";
+			 "        params: {bucket_bytes: 6000000, "
+			 "compressed_overlap: false}\n";
 
 /* Starts job_yaml through the host with `extra` ("hold_windows: 1")
  * added to perfmodel's parameters. */
@@ -277,7 +284,8 @@ start_gated(fixture *f, const char *extra)
 	    "      - type: fixed\n"
 	    "        params: {level: 4}\n"
 	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 6000000, %s}\n",
+	    "        params: {bucket_bytes: 6000000, compressed_overlap: "
+	    "false, %s}\n",
 	    extra);
 	start_ok(f, yaml);
 }
@@ -292,7 +300,8 @@ direct_start_with(fixture *f, const char *extra)
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 6000000, %s}\n",
+	    "        params: {bucket_bytes: 6000000, compressed_overlap: "
+	    "false, %s}\n",
 	    extra);
 	direct_start_ok(f, yaml);
 }
@@ -393,6 +402,42 @@ test_compressed_prediction_adds_codec_and_the_smaller_collectives(void **state)
 	sup_assert_near(pol_perfmodel_compressed(&m), 61.4, 1e-12);
 }
 
+/* Compressed buckets sent while backward runs, as raw DDP buckets are:
+ * only the last compressed bucket and the codec follow the backward
+ * pass. */
+static void
+test_compressed_prediction_with_overlap_hides_all_but_the_last_bucket(
+    void **state)
+{
+	pol_perfmodel_model m = header_model();
+
+	(void)state;
+	m.comp_overlap = true;
+	/* Overlapped: (k - 1) L + ((M - b_last) / CR) s = 6 + 1.2e6 *
+	 * 1.5e-6 = 7.8 < gamma T_comp 42.8; the tail L + (b_last / CR) s +
+	 * T_ed = 3 + 0.6 + 10 = 13.6: 42.8 + 13.6 = 56.4, against the
+	 * serial 61.4. */
+	sup_assert_near(pol_perfmodel_overlapped_compressed(&m), 7.8, 1e-12);
+	sup_assert_near(pol_perfmodel_tail_compressed(&m), 13.6, 1e-12);
+	sup_assert_near(pol_perfmodel_compressed(&m), 56.4, 1e-12);
+	/* Bound by the collectives: s = 6e-6, CR 2, T_comp 20: 6 + 6e6 *
+	 * 6e-6 = 42 > 1.07 * 20 = 21.4; tail 3 + 2e6 * 6e-6 + 10 = 25:
+	 * 67, against the serial 20 + 10 + 9 + 8e6 * 6e-6 = 87. */
+	m.slope = 6e-6;
+	m.cr = 2;
+	m.t_comp = 20;
+	sup_assert_near(pol_perfmodel_compressed(&m), 67, 1e-12);
+	/* Without overlap the flag changes nothing: 87. */
+	m.overlap = false;
+	sup_assert_near(pol_perfmodel_compressed(&m), 87, 1e-12);
+	/* No gradient, no collective: T_comp + T_ed. */
+	m.overlap = true;
+	m.model = 0;
+	m.k = 0;
+	m.last = 0;
+	sup_assert_near(pol_perfmodel_compressed(&m), 30, 1e-12);
+}
+
 static void
 test_breakeven_bisects_to_the_hand_solved_bandwidth(void **state)
 {
@@ -447,6 +492,49 @@ test_breakeven_bisects_to_the_hand_solved_bandwidth(void **state)
 	m.codec_ms = 5;
 	assert_int_equal(pol_perfmodel_breakeven(&m, 2, lo, hi, &bw), 2);
 	assert_true(bw == -1);
+}
+
+/* With compressed buckets overlapped too, the gap is split at two
+ * kinks, the raw and the compressed collectives each meeting gamma
+ * T_comp; the crossing may lie in any of the three pieces. */
+static void
+test_breakeven_with_compressed_overlap_searches_between_both_kinks(void **state)
+{
+	pol_perfmodel_model m = header_model();
+	double lo = 1e-4 * POL_PERFMODEL_GBPS, hi = 1e5 * POL_PERFMODEL_GBPS;
+	double bw = 0;
+
+	(void)state;
+	m.comp_overlap = true;
+	/* p = 4, s = 1.5 / BW. Raw kink: 6 + 12e6 s = 42.8 at s =
+	 * 3.0667e-6; compressed kink: 6 + 1.2e6 s = 42.8 at s = 3.0667e-5.
+	 * Above both (compute-bound): compressed 42.8 + 3 + 4e5 s + 10,
+	 * sync 42.8 + 3 + 4e6 s: equal at 3.6e6 s = 10, s = 2.7778e-6, BW
+	 * = 540000 bytes/ms = 4.32 Gbit/s. */
+	assert_int_equal(pol_perfmodel_breakeven(&m, 4, lo, hi, &bw), 0);
+	sup_assert_near(bw / POL_PERFMODEL_GBPS, 4.32, 1e-9);
+	/* Codec 20: that piece has no crossing (20 - 3.6e6 s > 0 down to
+	 * the raw kink); between the kinks compressed 42.8 + 3 + 4e5 s +
+	 * 20, sync 9 + 16e6 s: equal at 15.6e6 s = 56.8, BW = 1.5 * 15.6e6
+	 * / 56.8 = 411971.8 bytes/ms = 3.2958 Gbit/s. */
+	m.codec_ms = 20;
+	assert_int_equal(pol_perfmodel_breakeven(&m, 4, lo, hi, &bw), 0);
+	sup_assert_near(bw, 1.5 * 15.6e6 / 56.8, 1e-6);
+	/* One bucket (no kink), p = 2 (s = 1 / BW): compressed 110 + 1 +
+	 * 1e6 s + 30, sync 110 + 1 + 4e6 s: equal at s = 1e-5, BW = 1e5
+	 * bytes/ms = 0.8 Gbit/s (serially compressed: 1.2). */
+	m = (pol_perfmodel_model){ .latency = 1,
+		.t_comp = 100,
+		.gamma = 1.1,
+		.model = 4e6,
+		.k = 1,
+		.last = 4e6,
+		.overlap = true,
+		.comp_overlap = true,
+		.codec_ms = 30,
+		.cr = 4 };
+	assert_int_equal(pol_perfmodel_breakeven(&m, 2, lo, hi, &bw), 0);
+	sup_assert_near(bw / POL_PERFMODEL_GBPS, 0.8, 1e-9);
 }
 
 static void
@@ -998,7 +1086,8 @@ test_perfmodel_runs_beside_accordion_on_other_knobs(void **state)
 	    "      - type: accordion\n"
 	    "        params: {interval: 1}\n"
 	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 6000000, hold_windows: 1}\n");
+	    "        params: {bucket_bytes: 6000000, hold_windows: 1, "
+	    "compressed_overlap: false}\n");
 	/* Accordion's critical level 2 on the three 2-D layers. */
 	assert_true(f->h.state.level[0] == 2 && f->h.state.level[2] == 0);
 	run(f, 0);
@@ -1026,6 +1115,253 @@ test_perfmodel_world_one_predicts_without_collectives(void **state)
 	assert_true(isnan(metric(f, "breakeven_gbps")));
 	direct_run_ok(f, 1);
 	assert_true(f->h.prop.compression_off);
+}
+
+/* ---- compressed buckets overlapped with backward (the default) ------- */
+
+/* Starts perfmodel through the host beside `fixed` (level 4), with the
+ * default compressed_overlap and `extra` added to its parameters. */
+static void
+start_overlapped(fixture *f, const char *extra)
+{
+	char yaml[512];
+
+	snprintf(yaml, sizeof(yaml),
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n"
+	    "        params: {level: 4}\n"
+	    "      - type: perfmodel\n"
+	    "        params: {bucket_bytes: 6000000, %s}\n",
+	    extra);
+	start_ok(f, yaml);
+}
+
+/* perfmodel alone, compressed_overlap as by default. */
+static const char
+    *const overlapped_yaml = "jobs:\n"
+			     "  - policies:\n"
+			     "      - type: perfmodel\n"
+			     "        params: {bucket_bytes: 6000000}\n";
+
+/* A job on the slow network (s = 6e-6) whose compressed buckets overlap
+ * backward: T_comp 60 ms, gamma the default 1.07 (64.2 ms), the rest 10
+ * ms, CR 2 (8e6 of 16e6 bytes sent), codec 5 ms. Raw: the overlapped
+ * collectives 6 + 12e6 * 6e-6 = 78 ms exceed 64.2: the step is 10 + 78 +
+ * T_comm(4e6) 27 = 115 ms, its collectives busy 9 + 96 = 105 ms.
+ * Compressed: overlapped 6 + 6e6 * 6e-6 = 42 < 64.2, then the last
+ * bucket 3 + 2e6 * 6e-6 = 15 and the codec 5: 10 + 64.2 + 20 = 94.2 ms,
+ * its collectives busy 9 + 48 = 57 ms. Backward, codec and collectives
+ * add up to 60 + 5 + 57 = 122 ms, more than the whole step. */
+static void
+overlapped_job(fixture *f)
+{
+	slow_network(f);
+	f->on = (profile){ .step = 94.2,
+		.bwd = 60,
+		.comm = 57,
+		.codec = 5,
+		.floats_sent = 8000000,
+		.floats_raw = 16000000 };
+	f->off = (profile){ .step = 115,
+		.bwd = 60,
+		.comm = 105,
+		.floats_sent = 16000000,
+		.floats_raw = 16000000 };
+}
+
+static void
+test_perfmodel_predicts_an_overlapped_compressed_step_and_keeps_it_on(
+    void **state)
+{
+	fixture *f = *state;
+
+	overlapped_job(f);
+	start_overlapped(f, "margin: 0.1");
+	/* The rest is what the model leaves of the compressed step, 94.2 -
+	 * 64.2 - 20 = 10: compressed 94.2 (the step, not the serial 122)
+	 * against sync 10 + 78 + 27 = 115, -18.1 %. */
+	for (uint64_t w = 0; w < 4; w++) {
+		run(f, w);
+		assert_false(f->h.state.compression_off);
+	}
+	sup_assert_contains(f->h.why,
+	    "compression stays on: compressed 94.2 ms vs sync 115 ms "
+	    "(-18.1%, margin 10%, 0/2)");
+	sup_assert_contains(f->h.why,
+	    "T_comp 60 ms, rest 10 ms; codec 5 ms, CR 2");
+	sup_assert_contains(f->h.why,
+	    "; per level (ms): none 115, 4* 94.2: best 4");
+	sup_assert_near(host_metric(f, "t_comp_ms"), 94.2, 1e-9);
+	sup_assert_near(host_metric(f, "t_step_ms"), 94.2, 1e-9);
+	sup_assert_near(host_metric(f, "t_sync_ms"), 115, 1e-9);
+	sup_assert_near(host_metric(f, "t_other_ms"), 10, 1e-9);
+}
+
+/* The same windows read as synchronous compressed steps: the rest comes
+ * out at 94.2 - 60 - 57 - 5 < 0, so 0; compressed 60 + 5 + 9 + 48 = 122
+ * against sync 78 + 27 = 105, +16.2 %: compression goes off, though it
+ * saves a sixth of the step. */
+static void
+test_perfmodel_without_compressed_overlap_turns_the_same_job_off(void **state)
+{
+	fixture *f = *state;
+
+	overlapped_job(f);
+	start_gated(f, "margin: 0.1");
+	run(f, 0);
+	run(f, 1);
+	assert_true(f->h.state.compression_off);
+	sup_assert_contains(f->h.why,
+	    "compression off from window 2: compressed 122 ms vs sync 105 ms "
+	    "(+16.2%, margin 10%, 2/2)");
+}
+
+/* A raw window predicts the compressed step from its own rest, 115 - 78
+ * - 27 = 10: 10 + 64.2 + 20 = 94.2, what the compressed window measured
+ * (the serial model: 10 + 122 = 132). */
+static void
+test_perfmodel_predicts_the_overlapped_compressed_step_in_raw_windows(
+    void **state)
+{
+	fixture *f = *state;
+
+	overlapped_job(f);
+	direct_start_ok(f, overlapped_yaml);
+	levels(f, 4, 4, 0, 4);
+	direct_run_ok(f, 0);
+	sup_assert_near(metric(f, "t_comp_ms"), 94.2, 1e-9);
+	/* Directly driven, the gate stays on: the raw profile is f->on. */
+	levels(f, 0, 0, 0, 0);
+	f->on = f->off;
+	direct_run_ok(f, 1);
+	sup_assert_near(metric(f, "t_sync_ms"), 115, 1e-9);
+	sup_assert_near(metric(f, "t_other_ms"), 10, 1e-9);
+	sup_assert_near(metric(f, "t_comp_ms"), 94.2, 1e-9);
+}
+
+/* A calibration alternates raw and compressed steps: with compressed
+ * buckets overlapped, it sets the rest of the step only while none is
+ * known. */
+static void
+test_perfmodel_with_compressed_overlap_a_calibration_keeps_the_rest(
+    void **state)
+{
+	fixture *f = *state;
+
+	overlapped_job(f);
+	direct_start_ok(f, overlapped_yaml);
+	levels(f, 4, 4, 0, 4);
+	f->calibrate_until = 1000;
+	/* None known: 94.2 - 64.2 - 20 = 10. */
+	direct_run_ok(f, 0);
+	sup_assert_near(metric(f, "t_other_ms"), 10, 1e-9);
+	f->on.step = 150;
+	direct_run_ok(f, 1);
+	sup_assert_near(metric(f, "t_other_ms"), 10, 1e-9);
+	/* Past the calibration: 150 - 84.2 = 65.8. */
+	f->calibrate_until = 0;
+	direct_run_ok(f, 11);
+	sup_assert_near(metric(f, "t_other_ms"), 65.8, 1e-9);
+}
+
+/* Overlap does not hide a slow codec: fast network, T_comp 40, CR 10,
+ * codec 20 ms. Compressed: 10 + 42.8 + 3 + 4e5 * 1.5e-6 + 20 = 76.4 ms;
+ * raw: 10 + 42.8 + 9 = 61.8 ms. */
+static void
+test_perfmodel_turns_overlapped_compression_off_when_its_codec_is_slow(
+    void **state)
+{
+	fixture *f = *state;
+
+	f->on = (profile){ .step = 76.4,
+		.bwd = 40,
+		.comm = 11.4,
+		.codec = 20,
+		.floats_sent = 1600000,
+		.floats_raw = 16000000 };
+	f->off.step = 61.8;
+	start_overlapped(f, "margin: 0.1");
+	/* Rest 76.4 - 42.8 - 3.6 - 20 = 10: compressed 76.4 vs sync 10 +
+	 * 42.8 + 9 = 61.8, +23.6 %, twice. */
+	run(f, 0);
+	assert_false(f->h.state.compression_off);
+	run(f, 1);
+	assert_true(f->h.state.compression_off);
+	sup_assert_contains(f->h.why,
+	    "compression off from window 2: compressed 76.4 ms vs sync 61.8 "
+	    "ms (+23.6%, margin 10%, 2/2)");
+	/* Raw now: rest 61.8 - 51.8 = 10, the same predictions. */
+	run(f, 2);
+	assert_true(f->h.state.compression_off);
+	sup_assert_contains(f->h.why,
+	    "compression stays off: compressed 76.4 ms vs sync 61.8 ms "
+	    "(+23.6%, margin 10%, 0/2)");
+	sup_assert_near(host_metric(f, "t_sync_ms"), 61.8, 1e-9);
+}
+
+/* Raw collectives far above the compute term give the rest apart from
+ * gamma (slow network, T_comp 20: 78 > 1.05 x 2 x 20), and the
+ * compressed steps, bound by compute, then give gamma: here 1.3, CR 10,
+ * codec 5. Raw: 10 + 78 + 27 = 115; compressed: overlapped 6 + 1.2e6 *
+ * 6e-6 = 13.2 < 26, tail 3 + 4e5 * 6e-6 + 5 = 10.4: 10 + 26 + 10.4 =
+ * 46.4. */
+static void
+test_perfmodel_measures_gamma_from_overlapped_compressed_steps(void **state)
+{
+	fixture *f = *state;
+
+	const profile comp = { .step = 46.4,
+		.bwd = 20,
+		.comm = 18.6,
+		.codec = 5,
+		.floats_sent = 1600000,
+		.floats_raw = 16000000 };
+	const profile raw = { .step = 115,
+		.bwd = 20,
+		.comm = 105,
+		.floats_sent = 16000000,
+		.floats_raw = 16000000 };
+
+	slow_network(f);
+	direct_start_ok(f,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: perfmodel\n"
+	    "        params: {bucket_bytes: 6000000, margin: 10}\n");
+	/* Compressed first: no rest apart from gamma yet. With the default
+	 * 1.07 the rest is 46.4 - 21.4 - 10.4 = 14.6 and sync 14.6 + 105 =
+	 * 119.6. */
+	levels(f, 4, 4, 0, 4);
+	f->on = comp;
+	direct_run_ok(f, 0);
+	sup_assert_contains(f->h.prop.reason,
+	    "gamma 1.07 (default); not measured: no window yet gave the rest "
+	    "of the step apart from gamma");
+	sup_assert_near(metric(f, "t_sync_ms"), 119.6, 1e-9);
+	/* Raw, bound by its collectives: the rest 115 - 78 - 27 = 10. */
+	levels(f, 0, 0, 0, 0);
+	f->on = raw;
+	direct_run_ok(f, 1);
+	sup_assert_near(metric(f, "t_other_ms"), 10, 1e-9);
+	sup_assert_near(metric(f, "gamma"), 1.07, 1e-12);
+	/* Compressed: (46.4 - 10 - 10.4) / 20 = 1.3 (26 > 1.05 x 13.2);
+	 * the rest 46.4 - 26 - 10.4 = 10 and sync 10 + 105 = 115, the raw
+	 * step. */
+	levels(f, 4, 4, 0, 4);
+	f->on = comp;
+	direct_run_ok(f, 2);
+	sup_assert_contains(f->h.prop.reason,
+	    "gamma 1.3 (measured 1.3, 1 window)");
+	sup_assert_near(metric(f, "gamma"), 1.3, 1e-12);
+	sup_assert_near(metric(f, "t_sync_ms"), 115, 1e-9);
+	sup_assert_near(metric(f, "t_comp_ms"), 46.4, 1e-9);
+	/* Raw again: compressed predicted 10 + 26 + 10.4 = 46.4. */
+	levels(f, 0, 0, 0, 0);
+	f->on = raw;
+	direct_run_ok(f, 3);
+	sup_assert_near(metric(f, "t_comp_ms"), 46.4, 1e-9);
+	sup_assert_near(metric(f, "gamma"), 1.3, 1e-12);
 }
 
 /* ---- direct driving: metrics, reloads, corners ------------------------ */
@@ -1178,6 +1514,7 @@ test_perfmodel_predicts_every_level_measured_from_its_medians(void **state)
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
 	    "        params: {bucket_bytes: 6000000, fit_windows: 1, "
+	    "compressed_overlap: false, "
 	    "margin: 9}\n",
 	    &f->h.cfg2);
 	/* Level 4: codec 10, 12 and 20 ms, CR 16e6 / 1.6e6 = 10; level 1:
@@ -1319,7 +1656,7 @@ test_perfmodel_per_layer_collectives_leave_layer_0_last(void **state)
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 0}\n");
+	    "        params: {bucket_bytes: 0, compressed_overlap: false}\n");
 	sup_assert_contains(f->h.prop.reason,
 	    "(M 15.26 MiB, 4 per-layer collectives, last 3.81 MiB)");
 	levels(f, 4, 4, 0, 4);
@@ -1342,7 +1679,8 @@ test_perfmodel_reload_keeps_the_fit_measurement_and_gate(void **state)
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 6000000, margin: 0.5}\n",
+	    "        params: {bucket_bytes: 6000000, margin: 0.5, "
+	    "compressed_overlap: false}\n",
 	    &f->h.cfg2);
 	levels(f, 4, 4, 0, 4);
 	direct_run_ok(f, 0);
@@ -1374,7 +1712,8 @@ test_perfmodel_reload_through_the_host_keeps_the_gate(void **state)
 	    "      - type: fixed\n"
 	    "        params: {level: 4}\n"
 	    "      - type: perfmodel\n"
-	    "        params: {bucket_bytes: 6000000, hold_windows: 3}\n",
+	    "        params: {bucket_bytes: 6000000, hold_windows: 3, "
+	    "compressed_overlap: false}\n",
 	    &f->h.cfg2);
 	run(f, 0);
 	run(f, 1);
@@ -1593,6 +1932,26 @@ test_perfmodel_config_refuses_parameters_out_of_range(void **state)
 }
 
 static void
+test_perfmodel_config_refuses_a_compressed_overlap_not_true_or_false(
+    void **state)
+{
+	fixture *f = *state;
+
+	sup_load_refused(&f->h,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: perfmodel\n"
+	    "        params: {compressed_overlap: sometimes}\n",
+	    "compressed_overlap must be true or false");
+	sup_load_refused(&f->h,
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: perfmodel\n"
+	    "        params: {compressed_overlap: 1}\n",
+	    "compressed_overlap must be true or false");
+}
+
+static void
 test_perfmodel_refuses_a_config_the_parser_did_not_check(void **state)
 {
 	fixture *f = *state;
@@ -1624,7 +1983,11 @@ main(void)
 		cmocka_unit_test(
 		    test_compressed_prediction_adds_codec_and_the_smaller_collectives),
 		cmocka_unit_test(
+		    test_compressed_prediction_with_overlap_hides_all_but_the_last_bucket),
+		cmocka_unit_test(
 		    test_breakeven_bisects_to_the_hand_solved_bandwidth),
+		cmocka_unit_test(
+		    test_breakeven_with_compressed_overlap_searches_between_both_kinks),
 		cmocka_unit_test(
 		    test_cr_needed_hides_the_collectives_behind_backward),
 		cmocka_unit_test(
@@ -1649,6 +2012,12 @@ main(void)
 		T(test_perfmodel_rejects_a_falling_line_with_its_slope),
 		T(test_perfmodel_runs_beside_accordion_on_other_knobs),
 		T(test_perfmodel_world_one_predicts_without_collectives),
+		T(test_perfmodel_predicts_an_overlapped_compressed_step_and_keeps_it_on),
+		T(test_perfmodel_without_compressed_overlap_turns_the_same_job_off),
+		T(test_perfmodel_predicts_the_overlapped_compressed_step_in_raw_windows),
+		T(test_perfmodel_with_compressed_overlap_a_calibration_keeps_the_rest),
+		T(test_perfmodel_turns_overlapped_compression_off_when_its_codec_is_slow),
+		T(test_perfmodel_measures_gamma_from_overlapped_compressed_steps),
 		T(test_perfmodel_measures_gamma_from_compute_bound_raw_steps),
 		T(test_perfmodel_recovers_gamma_from_noisy_overlapped_steps),
 		T(test_perfmodel_gamma_param_stands_in_until_measured),
@@ -1666,6 +2035,7 @@ main(void)
 		T(test_perfmodel_refuses_a_window_of_another_layer_table),
 		T(test_perfmodel_example_file_loads_and_its_torch_entry_runs),
 		T(test_perfmodel_config_refuses_parameters_out_of_range),
+		T(test_perfmodel_config_refuses_a_compressed_overlap_not_true_or_false),
 		T(test_perfmodel_refuses_a_config_the_parser_did_not_check),
 #undef T
 	};
