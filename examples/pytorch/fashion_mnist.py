@@ -28,7 +28,9 @@ ends with the residual memory the plan kept.
 plain DDP, without bellows: no hook, no bellowsd, every gradient in DDP's
 own bucket all-reduce. It is the reference a benchmark measures bellows
 against (bench/tta); it prints and writes the same per-window accuracy
-and step times, and no bellows counts.
+and step times, and no bellows counts. --torch-powersgd RANK is --plain
+with PyTorch's own PowerSGD comm hook (powerSGD_hook: rank RANK, error
+feedback, warm start, compressing from the second step on).
 
 Two ways to start it:
 
@@ -340,7 +342,23 @@ def train(rank: int, world: int, args) -> None:
     window_steps = args.window_steps or max(
         1, math.ceil(shard / args.batch_size / 2))
     model = MODELS[args.model]()  # same seed, same weights on every rank
-    ddp = nn.parallel.DistributedDataParallel(model)
+    if args.one_bucket:
+        # DDP's first bucket has its own cap (1 MiB), read when the
+        # buckets are rebuilt after the first step.
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 62
+    ddp = nn.parallel.DistributedDataParallel(
+        model, bucket_cap_mb=(1 << 42) if args.one_bucket else 25)
+    if args.torch_powersgd:
+        from torch.distributed.algorithms.ddp_comm_hooks import \
+            powerSGD_hook as psgd
+        # start_powerSGD_iter 2 is the smallest torch allows with error
+        # feedback or warm start: the first step is a plain all-reduce.
+        state = psgd.PowerSGDState(
+            process_group=None,
+            matrix_approximation_rank=args.torch_powersgd,
+            start_powerSGD_iter=2, use_error_feedback=True,
+            warm_start=True, random_seed=args.seed)
+        ddp.register_comm_hook(state, psgd.powerSGD_hook)
     # Windows are closed here rather than by the agent (window_steps 0):
     # every N steps and at every epoch end, so that an LR drop, which
     # comes at an epoch boundary, is announced by a window's last step
@@ -355,7 +373,7 @@ def train(rank: int, world: int, args) -> None:
     # optimizer, step_end() reads each step's LR and the next from it.
     gcomp = args.compressor == "gcomp"
     agent = None
-    if not args.plain:
+    if not args.plain and not args.torch_powersgd:
         agent = bellows.torch.attach(
             ddp, args.job, compressor=args.compressor, seed=args.seed,
             quant_threshold=args.quant_threshold,
@@ -384,6 +402,9 @@ def train(rank: int, world: int, args) -> None:
            f"bellowsd {args.control}")
     if agent is None:
         how = "plain DDP, without bellows"
+        if args.torch_powersgd:
+            how += (f", PyTorch's powerSGD_hook rank "
+                    f"{args.torch_powersgd}")
     if log:
         print(f"fashion_mnist: {world} ranks, {shard} images per rank, "
               f"batch {args.batch_size} per rank, windows of "
@@ -616,6 +637,13 @@ def parse(argv):
     p.add_argument("--plain", action="store_true",
                    help="plain DDP without bellows (no hook, no bellowsd): "
                    "the reference to measure bellows against")
+    p.add_argument("--torch-powersgd", type=int, default=0,
+                   metavar="RANK",
+                   help="as --plain, with PyTorch's powerSGD_hook at this "
+                   "rank (error feedback, warm start)")
+    p.add_argument("--one-bucket", action="store_true",
+                   help="every gradient in one DDP bucket (else DDP's "
+                   "default: 1 MiB first, then 25 MiB)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads per rank")
@@ -633,9 +661,12 @@ def parse(argv):
         args.lr_decay_at = [max(1, (3 * args.epochs) // 4)]
     if args.eval_every < 1:
         p.error("--eval-every must be at least 1")
-    if args.plain and (args.comet or args.static_resireduce):
-        p.error("--plain runs without bellows: no --comet or "
-                "--static-resireduce")
+    if args.torch_powersgd < 0:
+        p.error("--torch-powersgd must be a rank of at least 1")
+    if (args.plain or args.torch_powersgd) and (args.comet or
+                                                args.static_resireduce):
+        p.error("--plain and --torch-powersgd run without bellows: no "
+                "--comet or --static-resireduce")
     return args
 
 
