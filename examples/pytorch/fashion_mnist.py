@@ -416,6 +416,8 @@ def train(rank: int, world: int, args) -> None:
     in_window = 0
     step = -1  # this step's index (bellowsd's, with bellows)
     times = WindowTimes()
+    step_times = []  # every step's wall time, ms
+    eval_s = 0.0  # time spent evaluating so far, inside the wall time
     t_start = time.perf_counter()
     for epoch in range(args.epochs):
         # The same permutation on every rank; each takes its own slice.
@@ -470,14 +472,17 @@ def train(rank: int, world: int, args) -> None:
                 times.comm_ms += agent.comm_ms - comm0
                 times.codec_ms += agent.codec_ms - codec0
                 times.calibrating += int(agent.calibrating)
+            step_times.append((time.perf_counter() - t_step) * 1e3)
             times.steps += 1
-            times.step_ms += (time.perf_counter() - t_step) * 1e3
+            times.step_ms += step_times[-1]
             in_window += 1
             if in_window < window_steps and not last_of_epoch:
                 continue
             evaluating = window % args.eval_every == 0
             if evaluating:
+                t_eval = time.perf_counter()
                 acc, test_loss = evaluate(model, test, rank, world)
+                eval_s += time.perf_counter() - t_eval
                 # Into the window that ends here: the history keeps it
                 # (window_info.eval_accuracy), `bellows report` shows it.
                 if agent is not None:
@@ -493,7 +498,8 @@ def train(rank: int, world: int, args) -> None:
                    "lr": lr, "batch_size": bs, "train_loss": loss.item(),
                    "test_acc": acc, "test_loss": test_loss,
                    "times": wtimes,
-                   "wall_s": time.perf_counter() - t_start}
+                   "wall_s": time.perf_counter() - t_start,
+                   "eval_s": eval_s}
             if agent is not None:
                 d = agent.decision
                 row.update({"floats_sent": agent.floats_sent,
@@ -544,7 +550,8 @@ def train(rank: int, world: int, args) -> None:
                           for name, q in model.named_parameters()
                           if q.requires_grad],
                "windows": windows, "final_acc": acc,
-               "final_loss": test_loss, "wall_s": wall}
+               "final_loss": test_loss, "wall_s": wall, "eval_s": eval_s,
+               "step_times_ms": step_times}
     if rank == 0 and not args.quiet:
         print(f"fashion_mnist: final test accuracy {100 * acc:.2f}% "
               f"(loss {test_loss:.3f}) after {args.epochs} epochs, "
