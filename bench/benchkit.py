@@ -11,6 +11,8 @@ report. The pieces of that they have in common live here:
                                      --report-only; checking --configs
     Daemon, has_history              bellowsd on ipc endpoints in a private
                                      directory, waited for until it answers
+    link, link_bps                   a network namespace whose loopback a
+                                     token bucket limits (root only)
     job_name, run_jobs               the trainer's jobs under one bellowsd
     write_command, read_command      command.txt in the output directory
     load_runs                        the trainer's JSON summaries
@@ -33,6 +35,7 @@ import json
 import os
 import pathlib
 import platform
+import re
 import shutil
 import sqlite3
 import statistics
@@ -80,17 +83,74 @@ def has_history(build: pathlib.Path) -> bool:
                for line in (r.stdout + r.stderr).splitlines())
 
 
+def link_bps(rate: str) -> int | None:
+    """A token-bucket rate as tc writes it (100mbit, 1gbit, 500kbit,
+    8000bit) in bits per second; None for anything else or below 8,000
+    bit/s (scripts/demo.sh's link_bps, for the same rates)."""
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(bit|kbit|mbit|gbit)",
+                     rate.lower())
+    if m is None:
+        return None
+    bps = float(m[1]) * {"bit": 1, "kbit": 1e3, "mbit": 1e6,
+                         "gbit": 1e9}[m[2]]
+    return round(bps) if bps >= 8000 else None
+
+
+@contextlib.contextmanager
+def link(rate: str | None) -> Iterator[list[str]]:
+    """A network namespace of its own whose loopback sends at most
+    ``rate`` (a tc rate, see link_bps), with scripts/demo.sh's token
+    bucket: `tc qdisc add dev lo root tbf rate RATE burst B latency
+    100ms`, B 256kb, or 2mb from 500 Mbit/s (the bucket must hold a
+    timer tick's worth at the rate), loopback up with MTU 9000. Yields
+    the command prefix that runs a program in it (`ip netns exec NAME`):
+    the trainer's ranks, gloo between them and bellowsd all talk over
+    that loopback; nothing else on the machine is slowed. The namespace
+    is deleted on leaving. ``rate`` None yields [] (the machine's own
+    loopback). Needs root and iproute2: RuntimeError, with nothing left
+    behind, when the namespace cannot be made; ValueError for a rate
+    link_bps does not read."""
+    if rate is None:
+        yield []
+        return
+    bps = link_bps(rate)
+    if bps is None:
+        raise ValueError(f"{rate!r} is not a tc rate (e.g. 100mbit)")
+    if os.geteuid() != 0:
+        raise RuntimeError(f"a {rate} link needs root (a network "
+                           "namespace with a token-bucket qdisc)")
+    name = f"bellows-bench-{os.getpid()}-{rate.lower()}"
+    burst = "2mb" if bps >= 500_000_000 else "256kb"
+    steps = [["ip", "netns", "add", name],
+             ["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up",
+              "mtu", "9000"],
+             ["ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", "lo",
+              "root", "tbf", "rate", rate.lower(), "burst", burst,
+              "latency", "100ms"]]
+    try:
+        for cmd in steps:
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)}: "
+                                   f"{(r.stderr or r.stdout).strip()}")
+        yield ["ip", "netns", "exec", name]
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
 class Daemon:
     """bellowsd of ``build`` with ``policy`` on ipc endpoints in a private
     temporary directory (its working directory, removed at stop), its
     output appended to ``log`` (or written over with append=False). With
     ``db`` it records its history there; a relative path is taken in the
-    private directory and goes with it. ``extra`` are further arguments.
-    Use as a context manager or call start() and stop()."""
+    private directory and goes with it. ``extra`` are further arguments;
+    ``wrap`` a command prefix bellowsd and `bellows status` run under
+    (link()'s). Use as a context manager or call start() and stop()."""
 
     def __init__(self, build: pathlib.Path, policy: pathlib.Path,
                  log: pathlib.Path, db: pathlib.Path | str | None = None,
-                 extra: Sequence[str] = (), append: bool = True):
+                 extra: Sequence[str] = (), append: bool = True,
+                 wrap: Sequence[str] = ()):
         build = pathlib.Path(build).resolve()  # bellowsd runs in tmp
         self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="bellows-bench."))
         self.control = f"ipc://{self.tmp}/control"
@@ -102,13 +162,14 @@ class Daemon:
         self.db = self.tmp / db if db is not None else None
         self.extra = list(extra)
         self.append = append
+        self.wrap = list(wrap)
         self.proc = None
 
     def start(self) -> None:
         """Starts bellowsd and waits (10 s at the most) until it answers
         STATUS; RuntimeError, with everything cleaned up, if it exits or
         does not answer."""
-        args = [str(self.bellowsd), "--policy", str(self.policy),
+        args = [*self.wrap, str(self.bellowsd), "--policy", str(self.policy),
                 "--control", self.control, "--publish", self.publish]
         if self.db is not None:
             args += ["--db", str(self.db)]
@@ -122,7 +183,8 @@ class Daemon:
             if self.proc.poll() is not None:
                 self.stop()
                 raise RuntimeError(f"bellowsd exited; see {self.log}")
-            r = subprocess.run([str(self.bellows), "status", "--control",
+            r = subprocess.run([*self.wrap, str(self.bellows), "status",
+                                "--control",
                                 self.control, "--timeout-ms", "200"],
                                capture_output=True)
             if r.returncode == 0:
@@ -169,18 +231,21 @@ def run_jobs(build: str | pathlib.Path, policy: pathlib.Path,
              out: pathlib.Path,
              jobs: Sequence[tuple[str, Sequence[str]]],
              train_limit: int = 0, db: pathlib.Path | str | None = None,
-             summary: Callable[[dict], str] | None = None) -> None:
+             summary: Callable[[dict], str] | None = None,
+             wrap: Sequence[str] = ()) -> None:
     """Runs examples/pytorch/fashion_mnist.py, 2 ranks, once per (job,
     trainer options) of ``jobs`` in order, under one Daemon(build,
-    policy, out/bellowsd.log, db), each writing out/JOB.json. Prints a
-    progress line per job: its time and, with ``summary``, what
-    summary(the job's JSON) says. A failed trainer raises
-    CalledProcessError; bellowsd is stopped in every case."""
+    policy, out/bellowsd.log, db, wrap=wrap), each
+    writing out/JOB.json; the trainers run under ``wrap`` too (link()'s
+    prefix). Prints a progress line per job: its time and, with
+    ``summary``, what summary(the job's JSON) says. A failed trainer
+    raises CalledProcessError; bellowsd is stopped in every case."""
     build = pathlib.Path(build).resolve()
     env = lib_env(build)
-    with Daemon(build, policy, out / "bellowsd.log", db=db) as daemon:
+    with Daemon(build, policy, out / "bellowsd.log", db=db,
+                wrap=wrap) as daemon:
         for n, (job, opts) in enumerate(jobs, 1):
-            cmd = [PYTHON, str(TRAINER), "--nproc", "2", "--job", job,
+            cmd = [*wrap, PYTHON, str(TRAINER), "--nproc", "2", "--job", job,
                    *opts, "--control", daemon.control,
                    "--publish", daemon.publish,
                    "--json", str(out / f"{job}.json"), "--quiet"]

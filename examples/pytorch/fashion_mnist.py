@@ -24,6 +24,14 @@ ends with the residual memory the plan kept.
 `gcomp` (the exponent tables; examples/policies/gcomp.yaml) with
 --compressor gcomp.
 
+--plain trains the same model with the same data, seed and LR schedule as
+plain DDP, without bellows: no hook, no bellowsd, every gradient in DDP's
+own bucket all-reduce. It is the reference a benchmark measures bellows
+against (bench/tta); it prints and writes the same per-window accuracy
+and step times, and no bellows counts. --torch-powersgd RANK is --plain
+with PyTorch's own PowerSGD comm hook (powerSGD_hook: rank RANK, error
+feedback, warm start, compressing from the second step on).
+
 Two ways to start it:
 
     fashion_mnist.py --nproc 2 [options]          # spawns the ranks itself
@@ -125,7 +133,57 @@ class ResNet(nn.Module):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
-MODELS = {"net": Net, "resnet": ResNet}
+class Block(nn.Module):
+    """ResNet's basic block: two 3x3 convolutions, each followed by batch
+    norm, added to the input (through a 1x1 convolution and batch norm
+    where the shape changes)."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.short = None
+        if stride != 1 or cin != cout:
+            self.short = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False),
+                nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + (x if self.short is None else self.short(x)))
+
+
+class ResNet20(nn.Module):
+    """ResNet-20 (He et al.'s CIFAR network) for Fashion-MNIST, a deeper
+    model with many small tensors: a 3x3 stem convolution of stride 2
+    (1 -> 16 channels, 28x28 -> 14x14, to keep the CPU's compute
+    modest), three stages of three basic blocks at 16, 32 and 64
+    channels (14x14, 7x7, 4x4), global average pooling, fc 64 -> 10:
+    20 weighted layers plus two 1x1 projections, batch norm after every
+    convolution, no convolution bias. 65 parameter tensors (22 of them
+    matrices), 272k parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(1, 16, 3, 2, 1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        blocks, cin = [], 16
+        for cout, stride in ((16, 1), (32, 2), (64, 2)):
+            for i in range(3):
+                blocks.append(Block(cin, cout, stride if i == 0 else 1))
+                cin = cout
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = self.blocks(F.relu(self.bn(self.stem(x))))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+MODELS = {"net": Net, "resnet": ResNet, "resnet20": ResNet20}
 
 
 def static_plan(model: nn.Module, max_group: int = 4,
@@ -268,8 +326,61 @@ def evaluate(model, test, rank: int, world: int):
         correct[1].item() / correct[2].item()
 
 
+def sent_summary(agent, log: bool) -> dict:
+    """What bellows sent and decided over the run, for the JSON summary:
+    floats and bytes of all ranks (an all-reduce: every rank calls it),
+    decisions, the level timeline, the residual memory and plan changes.
+    With ``log`` it also prints what all ranks sent and the residual
+    memory."""
+    # Bytes: what the compressor put on the wire, against 4 bytes per
+    # float of an uncompressed reduce (the model is float32).
+    totals = torch.tensor([agent.floats_sent, agent.floats_raw,
+                           agent.bytes_sent], dtype=torch.float64)
+    dist.all_reduce(totals)
+    sent, raw = int(totals[0]), int(totals[1])
+    bytes_sent, bytes_raw = int(totals[2]), 4 * raw
+    stats = agent.agent.stats()
+    if log:
+        print(f"fashion_mnist: all ranks {sent_of_raw(sent, raw)}; "
+              f"{sent / 1e6:.2f}M of {raw / 1e6:.2f}M floats; "
+              f"{stats.decisions} decisions, "
+              f"{stats.decision_misses} misses", flush=True)
+        kept, full = agent.residual_memory()
+        mkept, mfull = agent.residual_memory_mean()
+        print(f"residual memory: {kept} of {full} floats "
+              f"({100 * (1 - kept / full) if full else 0:.1f}% saved) "
+              f"under the last plan; mean over steps {mkept:.0f} "
+              f"({100 * (1 - mkept / mfull) if mfull else 0:.1f}% "
+              f"saved)", flush=True)
+    return {
+        "layers": [{"name": layer.name, "shape": list(layer.shape)}
+                   for layer in agent.layers],
+        "floats_sent": sent, "floats_raw": raw, "bytes_sent": bytes_sent,
+        "bytes_raw": bytes_raw,
+        "comm_ms": agent.comm_ms, "codec_ms": agent.codec_ms,
+        "decisions": stats.decisions,
+        "decision_misses": stats.decision_misses,
+        "timeline": [{"step": c.step, "seq": c.seq,
+                      "window": c.window, "levels": list(c.levels),
+                      "reason": c.reason} for c in agent.changes],
+        "residual_memory": dict(zip(("kept", "full"),
+                                    agent.residual_memory())),
+        "residual_memory_mean": dict(zip(
+            ("kept", "full"), agent.residual_memory_mean())),
+        "residual_peak_floats": (agent.residuals.peak_floats
+                                 if agent.residuals else 0),
+        "plan_changes": [{"step": c.step, "seq": c.seq,
+                          "group": list(c.plan.group),
+                          "rows": list(c.plan.rows),
+                          "cols": list(c.plan.cols),
+                          "reason": c.reason}
+                         for c in agent.plan_changes],
+    }
+
+
 def train(rank: int, world: int, args) -> None:
-    """One rank: init the process group, attach to bellows, train."""
+    """One rank: init the process group, attach to bellows (unless
+    --plain), train."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -281,7 +392,23 @@ def train(rank: int, world: int, args) -> None:
     window_steps = args.window_steps or max(
         1, math.ceil(shard / args.batch_size / 2))
     model = MODELS[args.model]()  # same seed, same weights on every rank
-    ddp = nn.parallel.DistributedDataParallel(model)
+    if args.one_bucket:
+        # DDP's first bucket has its own cap (1 MiB), read when the
+        # buckets are rebuilt after the first step.
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 62
+    ddp = nn.parallel.DistributedDataParallel(
+        model, bucket_cap_mb=(1 << 42) if args.one_bucket else 25)
+    if args.torch_powersgd:
+        from torch.distributed.algorithms.ddp_comm_hooks import \
+            powerSGD_hook as psgd
+        # start_powerSGD_iter 2 is the smallest torch allows with error
+        # feedback or warm start: the first step is a plain all-reduce.
+        state = psgd.PowerSGDState(
+            process_group=None,
+            matrix_approximation_rank=args.torch_powersgd,
+            start_powerSGD_iter=2, use_error_feedback=True,
+            warm_start=True, random_seed=args.seed)
+        ddp.register_comm_hook(state, psgd.powerSGD_hook)
     # Windows are closed here rather than by the agent (window_steps 0):
     # every N steps and at every epoch end, so that an LR drop, which
     # comes at an epoch boundary, is announced by a window's last step
@@ -295,13 +422,15 @@ def train(rank: int, world: int, args) -> None:
     # each value's truncation level (the paper's delta). With the
     # optimizer, step_end() reads each step's LR and the next from it.
     gcomp = args.compressor == "gcomp"
-    agent = bellows.torch.attach(
-        ddp, args.job, compressor=args.compressor, seed=args.seed,
-        quant_threshold=args.quant_threshold,
-        layer_flags=bellows.LAYER_MOMENTUM if args.comet else 0,
-        control=args.control, publish=args.publish, window_steps=0,
-        exp_hist=True if gcomp else None, optimizer=opt,
-        raw_windows=args.raw_windows)
+    agent = None
+    if not args.plain and not args.torch_powersgd:
+        agent = bellows.torch.attach(
+            ddp, args.job, compressor=args.compressor, seed=args.seed,
+            quant_threshold=args.quant_threshold,
+            layer_flags=bellows.LAYER_MOMENTUM if args.comet else 0,
+            control=args.control, publish=args.publish, window_steps=0,
+            exp_hist=True if gcomp else None, optimizer=opt,
+            raw_windows=args.raw_windows)
     comet = None
     if args.comet:
         try:
@@ -311,26 +440,34 @@ def train(rank: int, world: int, args) -> None:
                              f"bellows.activations ({e})")
         comet = activations.attach(model, agent)
     if args.static_resireduce:
-        if agent.residuals is None:
+        if agent is None or agent.residuals is None:
             raise SystemExit("fashion_mnist: --static-resireduce needs a "
                              "compressor with error feedback")
         agent.static_plan = static_plan(model)
     log = rank == 0 and not args.quiet
     quant = (f" (threshold {args.quant_threshold:g})"
              if args.compressor in ("1bit", "2bit") else "")
+    how = (f"compressor {args.compressor}{quant}"
+           f"{', COMET activations' if comet is not None else ''}, "
+           f"bellowsd {args.control}")
+    if agent is None:
+        how = "plain DDP, without bellows"
+        if args.torch_powersgd:
+            how += (f", PyTorch's powerSGD_hook rank "
+                    f"{args.torch_powersgd}")
     if log:
         print(f"fashion_mnist: {world} ranks, {shard} images per rank, "
               f"batch {args.batch_size} per rank, windows of "
               f"{window_steps} steps and at epoch ends, {args.epochs} "
               f"epochs, LR {args.lr:g} x{args.lr_decay:g} at epochs "
-              f"{args.lr_decay_at}, compressor {args.compressor}"
-              f"{quant}"
-              f"{', COMET activations' if comet is not None else ''}, "
-              f"bellowsd {args.control}", flush=True)
+              f"{args.lr_decay_at}, {how}", flush=True)
     windows = []
     window = 0
     in_window = 0
+    step = -1  # this step's index (bellowsd's, with bellows)
     times = WindowTimes()
+    step_times = []  # every step's wall time, ms
+    eval_s = 0.0  # time spent evaluating so far, inside the wall time
     t_start = time.perf_counter()
     for epoch in range(args.epochs):
         # The same permutation on every rank; each takes its own slice.
@@ -341,12 +478,17 @@ def train(rank: int, world: int, args) -> None:
         lr = lr_at(args, epoch)
         while pos < shard:
             t_step = time.perf_counter()
-            step = agent.step_begin()
-            # bellowsd's batch size and LR scale, in force for this step
-            # on every rank alike.
-            bs = agent.batch_size(args.batch_size)
+            bs, lr_scale = args.batch_size, 1.0
+            if agent is not None:
+                step = agent.step_begin()
+                # bellowsd's batch size and LR scale, in force for this
+                # step on every rank alike.
+                bs = agent.batch_size(args.batch_size)
+                lr_scale = agent.lr_scale()
+            else:
+                step += 1
             for group in opt.param_groups:
-                group["lr"] = lr * agent.lr_scale()
+                group["lr"] = lr * lr_scale
             idx = mine[pos:pos + bs]
             pos += bs
             x, y = normalise(train_x[idx]), train_y[idx]
@@ -360,7 +502,7 @@ def train(rank: int, world: int, args) -> None:
                 # here would): step_end() reads it as this step's
                 # lr_next, so the window announces the decay.
                 for group in opt.param_groups:
-                    group["lr"] = lr_at(args, epoch + 1) * agent.lr_scale()
+                    group["lr"] = lr_at(args, epoch + 1) * lr_scale
             extra = {}
             if comet is not None:
                 # On CPU the host is the device (memory_fields).
@@ -372,44 +514,52 @@ def train(rank: int, world: int, args) -> None:
                 extra["mem_host_used"] = host_rss()
             times.mem_host_max = max(times.mem_host_max,
                                      extra.get("mem_host_used", 0))
-            comm0, codec0 = agent.comm_ms, agent.codec_ms
-            backward_ms = agent.backward_ms()
-            agent.step_end(batch_size=len(idx), epoch=epoch, **extra)
+            if agent is not None:
+                comm0, codec0 = agent.comm_ms, agent.codec_ms
+                backward_ms = agent.backward_ms()
+                agent.step_end(batch_size=len(idx), epoch=epoch, **extra)
+                times.backward_ms += backward_ms
+                times.comm_ms += agent.comm_ms - comm0
+                times.codec_ms += agent.codec_ms - codec0
+                times.calibrating += int(agent.calibrating)
+            step_times.append((time.perf_counter() - t_step) * 1e3)
             times.steps += 1
-            times.step_ms += (time.perf_counter() - t_step) * 1e3
-            times.backward_ms += backward_ms
-            times.comm_ms += agent.comm_ms - comm0
-            times.codec_ms += agent.codec_ms - codec0
-            times.calibrating += int(agent.calibrating)
+            times.step_ms += step_times[-1]
             in_window += 1
             if in_window < window_steps and not last_of_epoch:
                 continue
             evaluating = window % args.eval_every == 0
             if evaluating:
+                t_eval = time.perf_counter()
                 acc, test_loss = evaluate(model, test, rank, world)
+                eval_s += time.perf_counter() - t_eval
                 # Into the window that ends here: the history keeps it
                 # (window_info.eval_accuracy), `bellows report` shows it.
-                agent.evaluation(acc, test_loss)
-            agent.window_end()
+                if agent is not None:
+                    agent.evaluation(acc, test_loss)
+            if agent is not None:
+                agent.window_end()
             in_window = 0
             window += 1
             wtimes, times = times.row(), WindowTimes()
             if not evaluating:
                 continue
-            levels = agent.hook.levels
-            d = agent.decision
             row = {"window": window - 1, "step": step + 1, "epoch": epoch,
                    "lr": lr, "batch_size": bs, "train_loss": loss.item(),
                    "test_acc": acc, "test_loss": test_loss,
-                   "floats_sent": agent.floats_sent,
-                   "floats_raw": agent.floats_raw,
-                   "seq": agent.seq, "levels": list(levels),
-                   "size_threshold": d.size_threshold,
-                   "compression_off": d.compression_off,
-                   "error_bounds": list(d.error_bounds),
-                   "reason": d.reason,
                    "times": wtimes,
-                   "wall_s": time.perf_counter() - t_start}
+                   "wall_s": time.perf_counter() - t_start,
+                   "eval_s": eval_s}
+            if agent is not None:
+                d = agent.decision
+                row.update({"floats_sent": agent.floats_sent,
+                            "floats_raw": agent.floats_raw,
+                            "seq": agent.seq,
+                            "levels": list(agent.hook.levels),
+                            "size_threshold": d.size_threshold,
+                            "compression_off": d.compression_off,
+                            "error_bounds": list(d.error_bounds),
+                            "reason": d.reason})
             if comet is not None:
                 # Bytes held for backward at peak in the window, and per
                 # layer its last measured pass (bound, stored vs raw).
@@ -419,8 +569,13 @@ def train(rank: int, world: int, args) -> None:
                                for k, v in comet.last.items()}}
                 comet.reset_peak()
             windows.append(row)
-            if log:
-                shown = " ".join(f"{v:g}" for v in levels)
+            if log and agent is None:
+                print(f"window {window - 1:3d} step {step + 1:5d} epoch "
+                      f"{epoch} lr {lr:g} batch {bs} test acc "
+                      f"{100 * acc:5.2f}% loss {test_loss:.3f}, step "
+                      f"{wtimes['step_ms']:.1f} ms", flush=True)
+            elif log:
+                shown = " ".join(f"{v:g}" for v in row["levels"])
                 extra = ""
                 if d.size_threshold:
                     extra += (" threshold all raw"
@@ -439,62 +594,26 @@ def train(rank: int, world: int, args) -> None:
                       f"{wtimes['step_ms']:.1f} ms", flush=True)
     wall = time.perf_counter() - t_start
     acc, test_loss = evaluate(model, test, rank, world)
-    # Bytes: what the compressor put on the wire, against 4 bytes per
-    # float of an uncompressed reduce (the model is float32).
-    totals = torch.tensor([agent.floats_sent, agent.floats_raw,
-                           agent.bytes_sent], dtype=torch.float64)
-    dist.all_reduce(totals)
-    sent, raw = int(totals[0]), int(totals[1])
-    bytes_sent, bytes_raw = int(totals[2]), 4 * raw
-    stats = agent.agent.stats()
-    if rank == 0:
-        if not args.quiet:
-            print(f"fashion_mnist: final test accuracy {100 * acc:.2f}% "
-                  f"(loss {test_loss:.3f}) after {args.epochs} epochs, "
-                  f"{wall:.1f} s", flush=True)
-            print(f"fashion_mnist: all ranks {sent_of_raw(sent, raw)}; "
-                  f"{sent / 1e6:.2f}M of {raw / 1e6:.2f}M floats; "
-                  f"{stats.decisions} decisions, "
-                  f"{stats.decision_misses} misses", flush=True)
-            kept, full = agent.residual_memory()
-            mkept, mfull = agent.residual_memory_mean()
-            print(f"residual memory: {kept} of {full} floats "
-                  f"({100 * (1 - kept / full) if full else 0:.1f}% saved) "
-                  f"under the last plan; mean over steps {mkept:.0f} "
-                  f"({100 * (1 - mkept / mfull) if mfull else 0:.1f}% "
-                  f"saved)", flush=True)
-        if args.json:
-            pathlib.Path(args.json).write_text(json.dumps({
-                "args": {k: v for k, v in vars(args).items()},
-                "world": world, "window_steps": window_steps,
-                "layers": [{"name": layer.name, "shape": list(layer.shape)}
-                           for layer in agent.layers],
-                "windows": windows, "final_acc": acc,
-                "final_loss": test_loss, "floats_sent": sent,
-                "floats_raw": raw, "bytes_sent": bytes_sent,
-                "bytes_raw": bytes_raw, "wall_s": wall,
-                "comm_ms": agent.comm_ms, "codec_ms": agent.codec_ms,
-                "decisions": stats.decisions,
-                "decision_misses": stats.decision_misses,
-                "timeline": [{"step": c.step, "seq": c.seq,
-                              "window": c.window, "levels": list(c.levels),
-                              "reason": c.reason} for c in agent.changes],
-                "residual_memory": dict(zip(("kept", "full"),
-                                            agent.residual_memory())),
-                "residual_memory_mean": dict(zip(
-                    ("kept", "full"), agent.residual_memory_mean())),
-                "residual_peak_floats": (agent.residuals.peak_floats
-                                         if agent.residuals else 0),
-                "plan_changes": [{"step": c.step, "seq": c.seq,
-                                  "group": list(c.plan.group),
-                                  "rows": list(c.plan.rows),
-                                  "cols": list(c.plan.cols),
-                                  "reason": c.reason}
-                                 for c in agent.plan_changes],
-            }, indent=1))
+    summary = {"args": {k: v for k, v in vars(args).items()},
+               "world": world, "window_steps": window_steps,
+               "layers": [{"name": name, "shape": list(q.shape)}
+                          for name, q in model.named_parameters()
+                          if q.requires_grad],
+               "windows": windows, "final_acc": acc,
+               "final_loss": test_loss, "wall_s": wall, "eval_s": eval_s,
+               "step_times_ms": step_times}
+    if rank == 0 and not args.quiet:
+        print(f"fashion_mnist: final test accuracy {100 * acc:.2f}% "
+              f"(loss {test_loss:.3f}) after {args.epochs} epochs, "
+              f"{wall:.1f} s", flush=True)
+    if agent is not None:
+        summary.update(sent_summary(agent, log=rank == 0 and not args.quiet))
+    if rank == 0 and args.json:
+        pathlib.Path(args.json).write_text(json.dumps(summary, indent=1))
     if comet is not None:
         comet.detach()
-    agent.close()
+    if agent is not None:
+        agent.close()
     # The DDP model goes before the process group: tearing down gloo
     # under a live DDP reducer can hang in torch 1.13.
     del ddp, opt, agent
@@ -551,7 +670,8 @@ def parse(argv):
     p.add_argument("--model", choices=tuple(MODELS), default="net",
                    help="net: two convolutions, two fc layers; resnet: a "
                    "small ResNet-style CNN with runs of same-shape "
-                   "convolutions (for ResiReduce's grouping)")
+                   "convolutions (for ResiReduce's grouping); resnet20: "
+                   "ResNet-20 with batch norm, 65 parameter tensors")
     p.add_argument("--static-resireduce", action="store_true",
                    help="keep the error-feedback residuals per the paper's "
                    "static ResiReduce plan (adjacent same-shape weights "
@@ -572,6 +692,16 @@ def parse(argv):
                         "whatever bellowsd decides: the run's own raw "
                         "step time, which bellows report and the demo's "
                         "summary compare the compressed windows with")
+    p.add_argument("--plain", action="store_true",
+                   help="plain DDP without bellows (no hook, no bellowsd): "
+                   "the reference to measure bellows against")
+    p.add_argument("--torch-powersgd", type=int, default=0,
+                   metavar="RANK",
+                   help="as --plain, with PyTorch's powerSGD_hook at this "
+                   "rank (error feedback, warm start)")
+    p.add_argument("--one-bucket", action="store_true",
+                   help="every gradient in one DDP bucket (else DDP's "
+                   "default: 1 MiB first, then 25 MiB)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads per rank")
@@ -589,6 +719,12 @@ def parse(argv):
         args.lr_decay_at = [max(1, (3 * args.epochs) // 4)]
     if args.eval_every < 1:
         p.error("--eval-every must be at least 1")
+    if args.torch_powersgd < 0:
+        p.error("--torch-powersgd must be a rank of at least 1")
+    if (args.plain or args.torch_powersgd) and (args.comet or
+                                                args.static_resireduce):
+        p.error("--plain and --torch-powersgd run without bellows: no "
+                "--comet or --static-resireduce")
     return args
 
 
