@@ -14,9 +14,9 @@ and prints, for one run (default: the latest):
   for COMET, the activation bytes held for backward against uncompressed;
   the median step time of the windows that compressed against that of
   the run's own windows sent raw (the trainer's --raw-windows, the gate
-  off, every tensor under the threshold), or against a raw run's when
-  --raw-db names one and the run has no raw window; the final test
-  accuracy and loss;
+  off, every tensor under the threshold), or, when --raw-db names one,
+  the run's median step against that raw run's; the final test accuracy
+  and loss;
 - where a policy chose not to compress, why, in its own measurements:
   SlimGC's per-tensor raw send time against compressed send plus
   encode+decode, perfmodel's predicted step times raw and compressed;
@@ -338,7 +338,21 @@ def main(argv: list[str]) -> int:
         say_slimgc(db, run, p)
         say_perfmodel(db, run, p)
         split = step_split(db, run)
-        if split["comp_ms"] is not None and split["raw_ms"] is not None:
+        if args.raw_db and t["step_ms"] is not None:
+            # Against another run, as asked.
+            line = f"  step time: {ms(t['step_ms'])} (median over windows)"
+            rdb = open_db(args.raw_db)
+            rrun = args.raw_run or latest_run(rdb)
+            rt = totals(rdb, rrun) if rrun else None
+            if rt and rt["step_ms"]:
+                r = rt["step_ms"] / t["step_ms"]
+                line += (f" against {ms(rt['step_ms'])} raw "
+                         + (f"({r:.2f}x faster)" if r >= 1
+                            else f"({1 / r:.2f}x slower)"))
+            p(line)
+        if args.raw_db:
+            pass  # said above
+        elif split["comp_ms"] is not None and split["raw_ms"] is not None:
             # The run's own raw windows: the same machine, link and job.
             r = split["raw_ms"] / split["comp_ms"]
             p(f"  step time: {ms(split['comp_ms'])} compressing (median "
@@ -352,20 +366,9 @@ def main(argv: list[str]) -> int:
               f"{windows_word(split['raw_n'])}); every window was sent "
               f"raw: bellows chose not to compress")
         elif t["step_ms"] is not None:
-            line = f"  step time: {ms(t['step_ms'])} (median over windows)"
-            if args.raw_db:
-                rdb = open_db(args.raw_db)
-                rrun = args.raw_run or latest_run(rdb)
-                rt = totals(rdb, rrun) if rrun else None
-                if rt and rt["step_ms"]:
-                    r = rt["step_ms"] / t["step_ms"]
-                    line += (f" against {ms(rt['step_ms'])} raw "
-                             + (f"({r:.2f}x faster)" if r >= 1
-                                else f"({1 / r:.2f}x slower)"))
-            else:
-                line += ("; no window was sent raw to compare with "
-                         "(the trainer's --raw-windows 1 measures one)")
-            p(line)
+            p(f"  step time: {ms(t['step_ms'])} (median over windows); no "
+              f"window was sent raw to compare with (the trainer's "
+              f"--raw-windows 1 measures one)")
         ev = final_eval(db, run)
         if ev is not None:
             acc, loss = ev

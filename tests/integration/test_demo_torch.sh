@@ -28,7 +28,12 @@ has "^summary of run 1 \(job fashion-mnist, 2 ranks, [0-9]+ windows, on plain lo
 has "^  decided: [0-9]+ decisions by accordion, [0-9]+ of them changed something:"
 has "^    window 0 \(step 0, [0-9.]+ s in\), accordion: conv1.weight level 2"
 has "^  saved: sent $S of $S raw \([0-9.]+x less\), [0-9.]+[kM] of [0-9.]+[kM] floats, all ranks; $S saved"
-has "^  step time: [0-9.]+ ms \(median over windows\)"
+# The trainer's first window went raw (--raw-windows 1): the summary
+# sets the compressed windows' step against it.
+has "^  step time: [0-9.]+ ms compressing \(median of [0-9]+ windows?\) against [0-9.]+ ms raw \(median of 1 window of this run sent raw\): [0-9.]+x (faster|slower)$"
+has "^  final test accuracy [0-9.]+%, loss [0-9.]+ \(the last window evaluated\)$"
+[ "$(sqlite3 -readonly "$TMP/out/demo-history.db" "SELECT floats_sent = floats_raw FROM window_info WHERE run_id = 1 AND window = 0")" = 1 ] ||
+    fail "window 0 of the demo was not sent raw"
 while read -r line; do
 	(cd "$SRC" && eval "$line") >/dev/null 2>&1 ||
 	    fail "pasted '$line' failed"
