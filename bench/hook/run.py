@@ -140,18 +140,21 @@ def rank_main(rank, port, control, publish, args, out):
             compressor = COMPRESSED.get(c, ("powersgd", 0))[0]
             te = {"timed": "timed", "untimed": "untimed"}.get(
                 c, "time_every")
+            # noacc: the window sum Accordion's acc_norm needs left out.
+            flags = ({"layer_flags": bt._lib.LAYER_NO_ACCUMULATOR}
+                     if c == "noacc" else {})
             a = bt.attach(ddp, f"hookbench-{c}", run_id="hookbench",
                           control=control, publish=publish,
                           window_steps=10, compressor=compressor,
+                          **flags,
                           **({"time_every": every[te]} if every else {}))
-            if c == "nostats":
-                a.hook.observe = None
-                if hasattr(a.hook, "observe_at"):
-                    a.hook.observe_at = None
-            else:
-                a.hook.observe = timed_observe(a.hook.observe, c)
-                if hasattr(a.hook, "observe_at"):
-                    a.hook.observe_at = timed_observe(a.hook.observe_at, c)
+            # Every way the hook observes: per tensor, per address, per
+            # bucket (the newest).
+            ways = [w for w in ("observe", "observe_at", "observe_many")
+                    if hasattr(a.hook, w)]
+            for w in ways:
+                setattr(a.hook, w, None if c == "nostats" else
+                        timed_observe(getattr(a.hook, w), c))
             agents[c] = a
     opts = {c: torch.optim.SGD(m.parameters(), lr=0.01)
             for c, m in models.items()}
@@ -199,7 +202,10 @@ def rank_main(rank, port, control, publish, args, out):
 def report(res, command):
     times, parts = res["times"], res["parts"]
     CONFIGS = tuple(times)
-    lines = [benchkit.machine_line(), "", f"    {command}", ""]
+    lines = [benchkit.machine_line(),
+             f"Link: {os.environ.get('BELLOWS_HOOK_LINK') or 'loopback'}; "
+             f"load average before: {res.get('load', '?')}", "",
+             f"    {command}", ""]
     med = {c: statistics.median(t for r in times[c] for t in r)
            for c in CONFIGS}
     rmed = {c: [statistics.median(r) for r in times[c]] for c in CONFIGS}
@@ -286,10 +292,15 @@ def main():
                    help="comma-separated compressing configs to add: "
                         "2bit, psgd (bellows), torch-psgd (PyTorch's "
                         "powerSGD_hook, rank 4)")
+    p.add_argument("--link", default=None,
+                   help="run the ranks over a loopback limited to this "
+                        "tc rate (100mbit, 1gbit; a network namespace "
+                        "with a token bucket, benchkit.link; needs root)")
     p.add_argument("--only", default="",
                    help="comma-separated configs to run instead of "
                         "plain,bellows,timed,nostats (also: untimed, "
-                        "bellows with time_every=0)")
+                        "bellows with time_every=0; noacc, bellows with "
+                        "LAYER_NO_ACCUMULATOR)")
     p.add_argument("--build", default=str(benchkit.SRC / "build"))
     p.add_argument("--python", default=str(benchkit.SRC / "agent" /
                                            "python"),
@@ -303,11 +314,20 @@ def main():
     args.configs += tuple(c for c in args.compressed.split(",") if c)
     for c in args.configs:
         if c not in CONFIGS + tuple(COMPRESSED) + ("torch-psgd",
-                                                   "untimed"):
+                                                   "untimed", "noacc"):
             p.error(f"unknown config {c!r}")
     # plain first: the ratios' base.
     args.configs = ("plain",) + tuple(c for c in args.configs
                                       if c != "plain")
+    if args.link and os.environ.get("BELLOWS_HOOK_LINK") != args.link:
+        # The whole bench again, inside the namespace: gloo's TCP between
+        # the ranks goes through the token bucket (bellowsd's ipc does
+        # not).
+        import subprocess
+        with benchkit.link(args.link) as prefix:
+            env = dict(os.environ, BELLOWS_HOOK_LINK=args.link)
+            return subprocess.run(prefix + [sys.executable] + sys.argv,
+                                  env=env).returncode
     os.environ.update(benchkit.lib_env(pathlib.Path(args.build)))
     os.environ["BELLOWS_BUILD_ROOT"] = str(pathlib.Path(args.build).resolve())
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -316,11 +336,13 @@ def main():
     sys.path.insert(0, str(benchkit.SRC / "tests" / "python"))
     import support
 
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     with support.Daemon(POLICY) as daemon, \
             tempfile.TemporaryDirectory() as tmp:
         mp.spawn(rank_main, (support.free_port(), daemon.control,
                              daemon.publish, args, tmp), nprocs=2)
         res = json.loads(pathlib.Path(tmp, "times.json").read_text())
+        res["load"] = load
     command = sys.executable + " bench/hook/run.py " + " ".join(
         sys.argv[1:])
     text = report(res, command.strip())
@@ -333,4 +355,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
