@@ -205,8 +205,11 @@ agent_check_layer(const bellows_agent_config *cfg, uint32_t i)
 }
 
 /* The run identity the agent sends: cfg->run_id, else the launcher's
- * (BELLOWS_RUN_ID, then TORCHELASTIC_RUN_ID), else "". *ret_from names
- * where it came from, for messages. Borrowed from cfg or the
+ * (BELLOWS_RUN_ID, then TORCHELASTIC_RUN_ID), else "". torchrun sets
+ * TORCHELASTIC_RUN_ID to "none" when it was given no --rdzv-id: the same
+ * word in every launch, so no identity (taken as one, a relaunch would
+ * rejoin the ended run and its reports be dropped as stale). *ret_from
+ * names where it came from, for messages. Borrowed from cfg or the
  * environment. */
 static const char *
 agent_run_id(const bellows_agent_config *cfg, const char **ret_from)
@@ -219,10 +222,12 @@ agent_run_id(const bellows_agent_config *cfg, const char **ret_from)
 	if (cfg->run_id != NULL)
 		return cfg->run_id;
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-		if ((v = getenv(vars[i])) != NULL && v[0] != '\0') {
-			*ret_from = vars[i];
-			return v;
-		}
+		v = getenv(vars[i]);
+		if (v == NULL || v[0] == '\0' ||
+		    (i == 1 && strcmp(v, "none") == 0))
+			continue;
+		*ret_from = vars[i];
+		return v;
 	}
 	return "";
 }

@@ -142,8 +142,10 @@ typedef struct bellows_agent_config {
 	const char *run_id; /* this launch of the job, 0..255 bytes, the same
 			     * on every rank of the launch; NULL: the
 			     * environment's BELLOWS_RUN_ID, else
-			     * TORCHELASTIC_RUN_ID, else none ("": bellowsd
-			     * tells runs apart by their steps) */
+			     * TORCHELASTIC_RUN_ID unless it is "none"
+			     * (torchrun's word for no --rdzv-id), else none
+			     * ("": bellowsd tells runs apart by their
+			     * steps) */
 	uint32_t resume;    /* non-zero: the trainer restarts from a
 			     * checkpoint at start_step / start_window and
 			     * continues the job's recorded run there,

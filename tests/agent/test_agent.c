@@ -2631,6 +2631,15 @@ test_launch_identity_comes_from_the_environment_and_is_checked(void **state)
 	last_hello(f, id, sizeof(id), &resume);
 	assert_string_equal(id, "mine");
 	bellows_agent_close(&a);
+	/* torchrun's "none" (no --rdzv-id) is the same in every launch:
+	 * no identity. */
+	unsetenv("BELLOWS_RUN_ID");
+	setenv("TORCHELASTIC_RUN_ID", "none", 1);
+	a = open_agent(&cfg);
+	FAKE_WAIT(f, f->hellos >= 3);
+	last_hello(f, id, sizeof(id), &resume);
+	assert_string_equal(id, "");
+	bellows_agent_close(&a);
 	/* A control character in it is refused, naming where it came
 	 * from; so is a resume without a start. */
 	setenv("BELLOWS_RUN_ID", "bad\nid", 1);

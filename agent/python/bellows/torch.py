@@ -891,10 +891,15 @@ def launch_id(process_group=None) -> str:
 
     $BELLOWS_RUN_ID, else $TORCHELASTIC_RUN_ID, else a random one rank 0
     draws and broadcasts (a collective: every rank must call it).
+    torchrun sets TORCHELASTIC_RUN_ID to "none" when given no
+    --rdzv-id: the same in every launch, so it is no identity (a plain
+    relaunch would otherwise rejoin the ended run, its reports dropped
+    as stale).
     """
     for var in ("BELLOWS_RUN_ID", "TORCHELASTIC_RUN_ID"):
-        if os.environ.get(var):
-            return os.environ[var]
+        value = os.environ.get(var)
+        if value and not (var == "TORCHELASTIC_RUN_ID" and value == "none"):
+            return value
     token = [secrets.token_hex(8) if dist.get_rank(process_group) == 0
              else None]
     dist.broadcast_object_list(token, src=_group_rank0(process_group),
