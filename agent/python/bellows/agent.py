@@ -183,6 +183,18 @@ def _step_info() -> type:
     return _dataclass("StepInfo")
 
 
+_step_fields: frozenset[str] | None = None
+
+
+def _step_info_names() -> frozenset[str]:
+    """The StepInfo field names, read once."""
+    global _step_fields
+    if _step_fields is None:
+        _step_fields = frozenset(f.name for f in
+                                 dataclasses.fields(_step_info()))
+    return _step_fields
+
+
 def __getattr__(name: str):
     # LayerStats and StepInfo need the library: made on first use, not at
     # import.
@@ -637,13 +649,21 @@ class Agent:
         queued (never sent from this thread). Raises BellowsError(ESTATE)
         if no step was begun.
         """
-        if info is None:
-            info = _step_info()(**fields)
-        elif fields:
-            info = dataclasses.replace(info, **fields)
         c = _lib.padded(_lib.step_info_type())
-        for name, value in dataclasses.asdict(info).items():
-            setattr(c, name, value)
+        if info is None:
+            # Every step: the fields straight into the zeroed struct (a
+            # StepInfo's defaults are 0), without a dataclass per step.
+            names = _step_info_names()
+            for name, value in fields.items():
+                if name not in names:
+                    raise TypeError(f"step_end() got an unexpected keyword "
+                                    f"argument {name!r}")
+                setattr(c, name, value)
+        else:
+            if fields:
+                info = dataclasses.replace(info, **fields)
+            for name, value in dataclasses.asdict(info).items():
+                setattr(c, name, value)
         rc = self._f.step_end(self._h(), ctypes.addressof(c))
         _lib.check("bellows_agent_step_end", rc)
         self._in_step = False
