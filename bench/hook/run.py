@@ -70,9 +70,18 @@ jobs:
 """
 
 
-def make_model(torch, n: int, width: int):
-    """n Linear(width, width), a ReLU between each two."""
+def make_model(torch, n: int, width: int, kind: str = "mlp"):
+    """n Linear(width, width), a ReLU between each two; or, for "cnn",
+    the Fashion-MNIST example's CNN (8 tensors, 80k parameters)."""
     torch.manual_seed(0)
+    if kind == "cnn":
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(
+            "fashion_mnist", benchkit.SRC / "examples" / "pytorch" /
+            "fashion_mnist.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod.Net()
     layers = []
     for i in range(n):
         layers.append(torch.nn.Linear(width, width))
@@ -120,12 +129,12 @@ def rank_main(rank, port, control, publish, args, out):
             first = dist._DEFAULT_FIRST_BUCKET_BYTES
             dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 40
             ddp = torch.nn.parallel.DistributedDataParallel(
-                make_model(torch, args.layers, args.width),
+                make_model(torch, args.layers, args.width, args.model),
                 bucket_cap_mb=1 << 20)
             dist._DEFAULT_FIRST_BUCKET_BYTES = first
         else:
             ddp = torch.nn.parallel.DistributedDataParallel(
-                make_model(torch, args.layers, args.width))
+                make_model(torch, args.layers, args.width, args.model))
         models[c] = ddp
         if c == "torch-psgd":
             from torch.distributed.algorithms.ddp_comm_hooks import \
@@ -159,8 +168,12 @@ def rank_main(rank, port, control, publish, args, out):
     opts = {c: torch.optim.SGD(m.parameters(), lr=0.01)
             for c, m in models.items()}
     g = torch.Generator().manual_seed(rank)
-    x = torch.randn(args.batch, args.width, generator=g)
-    y = torch.randn(args.batch, args.width, generator=g)
+    if args.model == "cnn":
+        x = torch.randn(args.batch, 1, 28, 28, generator=g)
+        y = torch.randn(args.batch, 10, generator=g)
+    else:
+        x = torch.randn(args.batch, args.width, generator=g)
+        y = torch.randn(args.batch, args.width, generator=g)
 
     def step(c):
         a = agents.get(c)
@@ -282,6 +295,9 @@ def main():
     p.add_argument("--rounds", type=int, default=12)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--model", choices=("mlp", "cnn"), default="mlp",
+                   help="mlp: --layers x Linear(--width); cnn: the "
+                        "Fashion-MNIST example's CNN")
     p.add_argument("--layers", type=int, default=4,
                    help="Linear layers in the model (default 4)")
     p.add_argument("--width", type=int, default=1024,
