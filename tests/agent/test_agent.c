@@ -945,6 +945,7 @@ test_a_bucket_observed_at_once_equals_its_gradients_one_by_one(void **state)
 	config(&cfg, NULL);
 	cfg.control = "tcp://127.0.0.1:1";
 	cfg.publish = "tcp://127.0.0.1:1";
+	cfg.decision_timeout_ms = 50; /* no daemon: no Welcome to wait for */
 	many = open_agent(&cfg);
 	one = open_agent(&cfg);
 	assert_int_equal(bellows_agent_observe_many(many, N_LAYERS, order, buf,

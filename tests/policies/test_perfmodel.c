@@ -1837,9 +1837,11 @@ test_perfmodel_example_file_loads_and_its_torch_entry_runs(void **state)
 	assert_int_equal(f->h.cfg->n_jobs, 2);
 	assert_string_equal(f->h.cfg->jobs[0].policies[0].name, "accordion");
 	assert_string_equal(f->h.cfg->jobs[0].policies[1].name, "perfmodel");
-	/* The second entry: fixed rank 4, per-layer collectives without
-	 * overlap, three raw windows first. Sync 10 + 40 + 4 * 3 + 24 = 86;
-	 * then compressed 10 + 40 + 10 + 12 + 2.4 = 74.4: -13.5 %. */
+	/* The second entry (bellows.torch): fixed rank 4, DDP's buckets
+	 * overlapping backward, raw and compressed alike, three raw windows
+	 * first. While raw the prediction is the measured step (80 ms);
+	 * compressed, the measured 65 ms against a raw step the model puts
+	 * at 76.6 ms. */
 	assert_int_equal(com_decision_init(&f->h.state, "job", N_LAYERS), 0);
 	assert_int_equal(ctl_policy_set_new(&f->h.cfg->jobs[1], "job",
 			     f->h.world, layers, N_LAYERS, &f->h.state,
@@ -1851,14 +1853,14 @@ test_perfmodel_example_file_loads_and_its_torch_entry_runs(void **state)
 	run(f, 1);
 	assert_true(f->h.state.compression_off);
 	sup_assert_contains(f->h.why,
-	    "compression off until window 3 (raw_windows): sync 86 ms");
+	    "compression off until window 3 (raw_windows): sync 80 ms");
 	run(f, 2);
 	assert_false(f->h.state.compression_off);
 	run(f, 3);
 	assert_false(f->h.state.compression_off);
 	assert_true(f->h.state.level[0] == 4);
 	sup_assert_contains(f->h.why,
-	    "compression stays on: compressed 74.4 ms vs sync 86 ms (-13.5%, "
+	    "compression stays on: compressed 65 ms vs sync 76.6 ms (-15.1%, "
 	    "margin 10%, 0/2)");
 }
 

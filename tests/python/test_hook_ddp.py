@@ -181,6 +181,7 @@ def rank_main(rank, port, kind, out_dir):
                                 "direct": hook.direct,
                                 "overlapped": hook.overlapped,
                                 "hook_ms": hook.hook_ms})
+    hook.finish()  # the last step's callbacks, before the group goes
     del ddp, hook, opt
     dist.destroy_process_group()
     pathlib.Path(out_dir, f"{kind}.{rank}.json").write_text(
@@ -257,6 +258,7 @@ def packed_main(rank, port, kind, out_dir):
                        "overlapped": hook.overlapped,
                        "counted": dict(counted),
                        "done_at_return": list(done_at_return)})
+    hook.finish()  # the last step's callbacks, before the group goes
     for name, fn in originals.items():
         setattr(dist, name, fn)
     del ddp, hook, opt

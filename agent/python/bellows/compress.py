@@ -137,8 +137,10 @@ class Flight:
     (at the next bucket), so that every rank starts its collectives in
     the same order; after the last one it calls it in the first stage's
     callback instead (``then_advance``), where nothing else starts.
-    ``finish()``, on the owner's thread once ``future`` is done, hands
-    back what only that thread may touch (the residual plan's state).
+    ``finish()``, on the owner's thread once ``future`` is done, waits
+    for the callbacks still unwinding on the backend's thread (``tails``)
+    and hands back what only that thread may touch (the residual plan's
+    state).
     """
 
     def __init__(self, counts: "Counts | None" = None, device=None):
@@ -152,6 +154,12 @@ class Flight:
         self._finish: list = []
         self._device = device
         self.future: torch.futures.Future | None = None
+        # Futures of callbacks that run after the flight's future is set
+        # (a stage started in a callback, the decode that completes the
+        # flight): finish() waits for them, so that no callback of the
+        # step is still running on the backend's thread when the owner
+        # goes on (and, say, destroys the process group).
+        self.tails: list[torch.futures.Future] = []
 
     def part(self, fut: torch.futures.Future) -> None:
         """Adds a future the flight's completion waits for."""
@@ -219,9 +227,15 @@ class Flight:
         def go(_fut):
             self.advance()
 
-        self._gate.then(go)
+        self.tails.append(self._gate.then(go))
 
     def finish(self) -> None:
+        tails, self.tails = self.tails, []
+        for t in tails:
+            try:
+                t.wait()
+            except Exception:  # noqa: BLE001 - the flight's future has it
+                pass
         fns, self._finish = self._finish, []
         for fn in fns:
             fn()
@@ -714,7 +728,7 @@ class PowerSGD(_Base):
             t = time.perf_counter()
             self._power(st, world)
             fl.decode_ms += (time.perf_counter() - t) * 1e3
-            comm.all_reduce_async(st.qbuf).then(decode)
+            fl.tails.append(comm.all_reduce_async(st.qbuf).then(decode))
 
         fl.stage(gate, second)
         fl.on_finish(lambda: self._end(st))

@@ -876,6 +876,7 @@ class TorchAgent:
         process group is destroyed (gloo's teardown can hang when the
         model outlives the group and is freed at interpreter exit)."""
         self._handle.remove()
+        self.hook.finish()
         self.model = None
         self.agent.close()
 
