@@ -157,8 +157,7 @@ def rank_main(rank, port, control, publish, args, out):
                           window_steps=10, compressor=compressor,
                           **flags,
                           **({"time_every": every[te]} if every else {}))
-            # Every way the hook observes: per tensor, per address, per
-            # bucket (the newest).
+            # Every way the hook observes: per tensor, per bucket.
             ways = [w for w in ("observe", "observe_at", "observe_many")
                     if hasattr(a.hook, w)]
             for w in ways:

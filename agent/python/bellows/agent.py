@@ -594,31 +594,6 @@ class Agent:
             self.observe(layer, wide)
         del keep
 
-    def observer(self):
-        """A function ``observe(layer, address, n, dtype)`` that adds n
-        values of ``dtype`` (DTYPE_F32, DTYPE_F16, DTYPE_BF16) at the CPU
-        ``address`` to ``layer``'s statistics, as observe() does for a
-        contiguous CPU tensor: what a DDP hook calls per gradient when it
-        knows where each gradient lies in a bucket, without building a
-        tensor for it. The memory must stay valid for the call. Raises
-        BellowsError as observe()."""
-        typed = self._f.observe_typed
-        plain = self._f.observe
-        h = self._h()
-        check = _lib.check
-
-        def observe(layer: int, address: int, n: int, dtype: int) -> None:
-            if dtype == _lib.DTYPE_F32 or typed is None:
-                rc = plain(h, layer, address, n)
-                if rc:
-                    check("bellows_agent_observe", rc)
-            else:
-                rc = typed(h, layer, address, n, dtype)
-                if rc:
-                    check("bellows_agent_observe_typed", rc)
-
-        return observe
-
     def bucket_observer(self):
         """A function ``observe(n, layers, address, offsets, dtype)`` that
         adds n gradients at once (bellows_agent_observe_many): gradient i
@@ -626,7 +601,8 @@ class Agent:
         after the CPU ``address``; ``layers`` and ``offsets`` are the
         addresses of n uint32 and n uint64 values. What a DDP hook calls
         once per bucket. None when the loaded libbellows predates the
-        call (then observer() serves). Raises BellowsError as observe()."""
+        call (then observe() per tensor serves). Raises BellowsError as
+        observe()."""
         fn = self._f.observe_many
         if fn is None:
             return None

@@ -311,29 +311,35 @@ class ProcessGroupComm(Communicator):
     # ``spans`` gets (start, end) of each, perf_counter() seconds, for the
     # owner to take: the collectives' busy time, not time anyone waited.
 
-    def all_reduce_async(self, tensor: torch.Tensor) -> torch.futures.Future:
+    def all_reduce_async(self, tensor: torch.Tensor, after=None
+                         ) -> torch.futures.Future:
         """Starts the sum all-reduce of ``tensor`` in place; returns a
-        future completed once the sum is in ``tensor``."""
+        future completed once the sum is in ``tensor`` and ``after(fut)``
+        (if given, on the backend's thread) has returned its value."""
         t0 = time.perf_counter()
         work = dist.all_reduce(tensor, group=self.group, async_op=True)
-        return work.get_future().then(self._span(t0))
+        return work.get_future().then(self._span(t0, after))
 
-    def all_gather_async(self, tensor: torch.Tensor
+    def all_gather_async(self, tensor: torch.Tensor, after=None
                          ) -> tuple[list[torch.Tensor], torch.futures.Future]:
         """Starts the all-gather of ``tensor``; returns every rank's
-        (rank order; filled once the future completes) and the future."""
+        (rank order; filled once the future completes) and the future,
+        completed once ``after(fut, gathered)`` (if given) has returned."""
         out = [torch.empty_like(tensor) for _ in range(self.world)]
         t0 = time.perf_counter()
         work = dist.all_gather(out, tensor, group=self.group, async_op=True)
-        return out, work.get_future().then(self._span(t0))
+        then = None if after is None else (lambda fut: after(fut, out))
+        return out, work.get_future().then(self._span(t0, then))
 
-    def _span(self, t0: float):
+    def _span(self, t0: float, after):
+        """The one callback of an asynchronous collective: records its
+        span, then runs the caller's continuation."""
         spans = self.spans
 
         def done(fut):
             # On the backend's thread: a list append is atomic.
             spans.append((t0, time.perf_counter()))
-            return fut.value()
+            return fut.value() if after is None else after(fut)
 
         return done
 
@@ -429,10 +435,13 @@ class _Base:
             self._unflatten(raw, flat_raw, comm.world)
 
     def _start_raw(self, raw: list[Item], counts: Counts,
-                   comm: "ProcessGroupComm", fl: Flight) -> None:
-        """Starts the all-reduce of the raw tensors in one buffer; their
-        averages are written back in its callback."""
-        flat = self._raw(raw, counts)
+                   comm: "ProcessGroupComm", fl: Flight,
+                   flat: torch.Tensor | None = None) -> None:
+        """Starts the all-reduce of the raw tensors in one buffer (``flat``
+        when _raw() already made it); their averages are written back in
+        its callback."""
+        if flat is None:
+            flat = self._raw(raw, counts)
         if flat is None:
             return
         world = comm.world
@@ -441,7 +450,7 @@ class _Base:
             fut.value()
             self._unflatten(raw, flat, world)
 
-        fl.part(comm.all_reduce_async(flat).then(back))
+        fl.part(comm.all_reduce_async(flat, back))
 
     @staticmethod
     def _unflatten(raw: list[Item], flat: torch.Tensor, world: int) -> None:
@@ -495,16 +504,15 @@ class _Gathered(_Base):
             t1 = time.perf_counter()
             payload = self._encode_all(comp, counts)
             fl.codec_ms += (time.perf_counter() - t1) * 1e3
-            gathered, fut = comm.all_gather_async(payload)
             world = comm.world
 
-            def decode(f):
+            def decode(f, gathered):
                 f.value()
                 t = time.perf_counter()
                 self._decode_all(comp, gathered, world)
                 fl.decode_ms += (time.perf_counter() - t) * 1e3
 
-            fl.part(fut.then(decode))
+            fl.part(comm.all_gather_async(payload, decode)[1])
         return fl.seal()
 
     def _split(self, items, counts):
@@ -703,13 +711,7 @@ class PowerSGD(_Base):
         world = comm.world
         if not st.low:
             if st.flat_raw is not None:
-                raw, flat = st.raw, st.flat_raw
-
-                def back(fut):
-                    fut.value()
-                    self._unflatten(raw, flat, world)
-
-                fl.part(comm.all_reduce_async(flat).then(back))
+                self._start_raw(st.raw, st.counts, comm, fl, st.flat_raw)
             return fl.seal()
         fl.codec_ms += (time.perf_counter() - t0) * 1e3
         gate = comm.all_reduce_async(st.buf)
@@ -728,7 +730,7 @@ class PowerSGD(_Base):
             t = time.perf_counter()
             self._power(st, world)
             fl.decode_ms += (time.perf_counter() - t) * 1e3
-            fl.tails.append(comm.all_reduce_async(st.qbuf).then(decode))
+            fl.tails.append(comm.all_reduce_async(st.qbuf, decode))
 
         fl.stage(gate, second)
         fl.on_finish(lambda: self._end(st))

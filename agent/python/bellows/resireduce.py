@@ -441,7 +441,7 @@ class Residuals:
         """(floats kept under the plan, floats of one whole residual per
         layer) over the layers with error feedback."""
         # Asked every step: it changes only with the plan or the layers.
-        key = (id(self.plan), self.plan, len(self.ef), len(self.shapes))
+        key = (self.plan, len(self.ef), len(self.shapes))
         if getattr(self, "_memory_key", None) != key:
             kept = sum(self.floats(i) for i in self.ef)
             full = sum(self._numel(i) for i in self.ef)

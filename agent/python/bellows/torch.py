@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import math
 import os
 import secrets
 import time
@@ -119,13 +118,11 @@ class _Bucket:
     where each gradient lies in the bucket's buffer (element offsets;
     None when a gradient is no contiguous view of it)."""
 
-    __slots__ = ("layers", "offsets", "numels", "c_arrays", "c_layers",
-                 "c_offsets")
+    __slots__ = ("layers", "offsets", "c_arrays", "c_layers", "c_offsets")
 
-    def __init__(self, layers, offsets, numels):
+    def __init__(self, layers, offsets):
         self.layers = layers
         self.offsets = offsets
-        self.numels = numels
         # The same as C arrays, for one observe call per bucket.
         self.c_arrays = None
         self.c_layers = self.c_offsets = 0
@@ -146,11 +143,10 @@ class CompressionHook:
     does it in step_begin); what follows from them for a step, which
     layers are compressed, is computed there, once per distinct set of
     levels, not per bucket. ``observe(layer, grad)``, if given, sees
-    each local gradient first; ``observe_at(layer, address, n, dtype)``
-    (Agent.observer), if given, is used instead for gradients that lie
-    in the bucket's CPU buffer, without building a tensor per gradient,
-    and with ``observe_many(n, layers, address, offsets, dtype)``
-    (Agent.bucket_observer) all of a bucket's gradients in one call.
+    each local gradient first; ``observe_many(n, layers, address,
+    offsets, dtype)`` (Agent.bucket_observer), if given, is used instead
+    for a bucket whose gradients lie in its CPU buffer: all of them in
+    one call, without building a tensor per gradient.
 
     Each bucket takes one of three paths:
 
@@ -211,8 +207,6 @@ class CompressionHook:
                  | None = None,
                  on_collective: Callable[[int, bool, float], None]
                  | None = None, align: bool = False,
-                 observe_at: Callable[[int, int, int, int], None]
-                 | None = None,
                  observe_many: Callable[[int, int, int, int, int], None]
                  | None = None):
         # Parameters are recognised by their storage: bucket.parameters()
@@ -223,9 +217,7 @@ class CompressionHook:
         self.compressor = compressor
         self.comm = comm
         self.observe = observe
-        self.observe_at = observe_at
-        # With observe_at, one call per bucket (Agent.bucket_observer).
-        self.observe_many = observe_many if observe_at is not None else None
+        self.observe_many = observe_many
         self.per_layer = per_layer
         self.on_send = on_send
         self.on_collective = on_collective
@@ -357,26 +349,18 @@ class CompressionHook:
                 offsets = None
                 break
             offsets.append(off)
-        numels = [math.prod(self._shapes[i]) for i in layers]
-        b = self._buckets[key] = _Bucket(tuple(layers), offsets, numels)
+        b = self._buckets[key] = _Bucket(tuple(layers), offsets)
         return b
 
     def _observe(self, b: _Bucket, buf: torch.Tensor, bucket) -> list | None:
         """Hands every gradient of the bucket to the observer; returns the
         bucket's gradient tensors if it had to build them."""
-        at = self.observe_at
-        if (at is not None and b.offsets is not None
+        many = self.observe_many
+        if (many is not None and b.offsets is not None
                 and buf.device.type == "cpu"
                 and buf.dtype in _OBSERVE_DTYPES):
-            dtype = _OBSERVE_DTYPES[buf.dtype]
-            many = self.observe_many
-            if many is not None:
-                many(len(b.layers), b.c_layers, buf.data_ptr(),
-                     b.c_offsets, dtype)
-                return None
-            base, esz = buf.data_ptr(), buf.element_size()
-            for layer, off, n in zip(b.layers, b.offsets, b.numels):
-                at(layer, base + off * esz, n, dtype)
+            many(len(b.layers), b.c_layers, buf.data_ptr(), b.c_offsets,
+                 _OBSERVE_DTYPES[buf.dtype])
             return None
         grads = bucket.gradients()
         if self.observe is not None:
@@ -407,16 +391,12 @@ class CompressionHook:
                               bytes_sent=n * buf.element_size())
         self.direct += 1
         world = self.comm.world
-        spans = self.comm.spans
-        t0 = time.perf_counter()
-        work = dist.all_reduce(buf, group=self.comm.group, async_op=True)
 
         def divide(fut):
             # On the backend's thread, once the sum is in buf: no wait.
-            spans.append((t0, time.perf_counter()))
             return fut.value()[0].div_(world)
 
-        return work.get_future().then(divide)
+        return self.comm.all_reduce_async(buf, divide)
 
     def _overlapped(self, buf: torch.Tensor, items: list[Item], last: bool):
         """Starts the compressor's reduce of ``items``; returns a future
@@ -522,7 +502,7 @@ class CompressionHook:
         return fut
 
 
-# bellows_dtype codes of the gradient types Agent.observer takes.
+# bellows_dtype codes of the gradient types Agent.bucket_observer takes.
 _OBSERVE_DTYPES = {torch.float32: _lib.DTYPE_F32,
                    torch.float16: _lib.DTYPE_F16,
                    torch.bfloat16: _lib.DTYPE_BF16}
@@ -1093,7 +1073,7 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
                                observe=observe, per_layer=per_layer,
                                on_send=agent.comm_layer,
                                on_collective=agent.comm_bucket,
-                               align=align, observe_at=agent.observer(),
+                               align=align,
                                observe_many=agent.bucket_observer())
         hook.register(model)
         return TorchAgent(model, agent, hook, params, time_every,
