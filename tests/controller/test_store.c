@@ -392,9 +392,11 @@ put_decision(fixture *f, int64_t run, uint64_t seq, const com_decision *prev)
 }
 
 /* Window w of a run as the policies saw it, with `n` layers (n >
- * N_LAYERS repeats the table's names, which the store does not check). */
+ * N_LAYERS repeats the table's names, which the store does not check),
+ * closed as `closed` says (CTL_STORE_CLOSED_*). */
 static void
-put_window(fixture *f, int64_t run, uint64_t w, uint32_t n, uint64_t wall)
+put_window_closed(fixture *f, int64_t run, uint64_t w, uint32_t n,
+    uint64_t wall, uint32_t closed)
 {
 	bellows_window_layer *layers = calloc(n, sizeof(*layers));
 	com_decision in_force;
@@ -438,9 +440,16 @@ put_window(fixture *f, int64_t run, uint64_t w, uint32_t n, uint64_t wall)
 		};
 		in_force.level[l] = (double)l;
 	}
-	ctl_store_window(f->store, run, &v, 2, true, &in_force, wall);
+	ctl_store_window(f->store, run, &v, 2, closed, &in_force, wall);
 	com_decision_fini(&in_force);
 	free(layers);
+}
+
+/* Window w, complete and on time. */
+static void
+put_window(fixture *f, int64_t run, uint64_t w, uint32_t n, uint64_t wall)
+{
+	put_window_closed(f, run, w, n, wall, CTL_STORE_CLOSED_COMPLETE);
 }
 
 /* n policy metrics of window w (metric rows, kept or dropped together). */
@@ -493,6 +502,10 @@ assert_current_schema(const char *path)
 	assert_int_equal(db_int(path,
 			     "SELECT count(*) FROM pragma_table_info('runs') "
 			     "WHERE name = 'recoveries'"),
+	    1);
+	assert_int_equal(db_int(path,
+			     "SELECT count(*) FROM pragma_table_info("
+			     "'window_info') WHERE name = 'late'"),
 	    1);
 	db_text(path, (char[16]){ 0 }, 16, "PRAGMA journal_mode");
 }
@@ -669,6 +682,39 @@ test_store_migrates_a_version_1_file_keeping_its_rows(void **state)
 	/* New runs continue after the ids the file holds. */
 	start_store(f);
 	assert_int_equal(run_begin(f, "job", 2), 8);
+}
+
+/* A window recorded late (after a restart of bellowsd) is marked so, apart
+ * from whether it was complete, and keeps its mark when a resume moves it
+ * to superseded_window_info (same columns, same order). */
+static void
+test_store_marks_a_window_recorded_late(void **state)
+{
+	fixture *f = *state;
+	char rows[64];
+	int64_t run;
+
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	put_window(f, run, 0, N_LAYERS, 10);
+	put_window_closed(f, run, 1, N_LAYERS, 11,
+	    CTL_STORE_CLOSED_COMPLETE | CTL_STORE_CLOSED_LATE);
+	put_window_closed(f, run, 2, N_LAYERS, 12, CTL_STORE_CLOSED_LATE);
+	wait_committed(f, ctl_store_flush(f->store));
+	assert_false(store_degraded(f, NULL, 0));
+	/* window:complete:late */
+	db_text(f->db, rows, sizeof(rows),
+	    "SELECT group_concat(window || ':' || complete || ':' || late, "
+	    "' ') FROM (SELECT * FROM window_info ORDER BY window)");
+	assert_string_equal(rows, "0:1:0 1:1:1 2:0:1");
+	ctl_store_run_resumed(f->store, run, 1, "again");
+	wait_committed(f, ctl_store_flush(f->store));
+	db_text(f->db, rows, sizeof(rows),
+	    "SELECT group_concat(window || ':' || complete || ':' || late, "
+	    "' ') FROM (SELECT * FROM superseded_window_info ORDER BY "
+	    "window)");
+	assert_string_equal(rows, "1:1:1 2:0:1");
 }
 
 /* A file written before some statistics were in the statistics table:
@@ -859,7 +905,8 @@ test_store_round_trips_every_statistic_of_the_table_by_name(void **state)
 	open_store(f);
 	start_store(f);
 	run = run_begin(f, "job", 2);
-	ctl_store_window(f->store, run, &v, 2, true, &in_force, 1);
+	ctl_store_window(f->store, run, &v, 2, CTL_STORE_CLOSED_COMPLETE,
+	    &in_force, 1);
 	/* The store keeps its own copy: the window's arrays may go. */
 	for (uint32_t k = 0; k < n_arr; k++) {
 		memset(arrays[k], 0xee, ha[k].arr->len * sizeof(uint64_t));
@@ -2114,7 +2161,8 @@ test_store_round_trips_new_statistics_collectives_metrics_calibration(
 	in_force.size_threshold = 2200000;
 	ctl_store_decision(f->store, run, &in_force, NULL, CTL_STORE_INITIAL,
 	    1);
-	ctl_store_window(f->store, run, &v, 2, true, &in_force, 2);
+	ctl_store_window(f->store, run, &v, 2, CTL_STORE_CLOSED_COMPLETE,
+	    &in_force, 2);
 	ctl_store_policy_metrics(f->store, run, 0, metrics, 2);
 	make_decision(&d, 2, 1, 1, 1);
 	d.compression_off = true;
@@ -2849,6 +2897,7 @@ main(void)
 		T(test_store_migrates_a_version_1_file_keeping_its_rows),
 		T(test_store_migrates_a_version_2_file_keeping_its_rows),
 		T(test_store_adds_the_columns_of_new_statistics_to_an_old_file),
+		T(test_store_marks_a_window_recorded_late),
 		T(test_store_round_trips_every_statistic_of_the_table_by_name),
 		T(test_store_history_columns_are_where_the_window_puts_them),
 		T(test_store_refuses_a_newer_schema_with_a_clear_message),
