@@ -115,6 +115,8 @@ typedef struct job {
 	uint64_t late_end;           /* late windows are below this */
 	bool late_refused;           /* a late report beyond the slots was
 				      * refused (logged once) */
+	uint64_t late_heard_ms;      /* when the last late report came (or
+				      * the late range began) */
 	uint64_t windows_late;       /* windows recorded late */
 } job;
 

@@ -10,9 +10,10 @@
  * windows, and each late window is closed in index order and recorded in
  * the history marked late, with its ranks' timings; no policy is run on
  * it and no decision answers it (the ranks are past its apply step). A
- * late window closes once every live rank has reported it, or once every
- * live rank has joined again and it has been open window_timeout_ms
- * (a rank that rejoined and did not send it has none to send).
+ * late window closes once every live rank has reported it or a later
+ * window (an agent sends what it kept in window order, so it has no more
+ * of it to send), or once every live rank has joined again and no late
+ * report came for window_timeout_ms; a window no rank sent is skipped.
  *
  * What a job may hold of late windows at once is bounded by
  * JOBS_LATE_BYTES: the slots cover the lowest late windows not closed,
@@ -68,6 +69,7 @@ ctl_jobs_late_begin(ctl_jobs *jobs, job *j, uint64_t from, uint64_t to)
 	j->late_next = from;
 	j->late_end = to;
 	j->late_refused = false;
+	j->late_heard_ms = jobs->now_ms;
 	ctl_log(CTL_LOG_INFO, "jobs",
 	    "job '%s': windows %" PRIu64 "..%" PRIu64
 	    " were not closed before the restart: recording them late, as "
@@ -98,6 +100,7 @@ ctl_jobs_late_add(job *j, const com_report *rep, uint64_t now_ms, char *why,
 	ctl_window **slot;
 	int r;
 
+	j->late_heard_ms = now_ms;
 	if (rep->window - j->late_next >= j->late_cap) {
 		if (!j->late_refused)
 			ctl_log(CTL_LOG_WARN, "jobs",
@@ -139,8 +142,9 @@ late_rank_past(const job_rank *rk, uint64_t w)
 
 /* True when late window w (win, NULL when no rank sent it) may close or
  * be skipped now: each live rank reported it (*complete) or is past it;
- * or, for an open one, every live rank has joined this daemon again and
- * it has been open window_timeout_ms. */
+ * or every live rank has joined this daemon again and no late report came
+ * for window_timeout_ms (a rank covered by another's report sends none of
+ * its own, and what no rank kept never comes). */
 static bool
 late_closable(ctl_jobs *jobs, job *j, uint64_t w, ctl_window *win,
     uint64_t now_ms, bool *complete)
@@ -159,8 +163,8 @@ late_closable(ctl_jobs *jobs, job *j, uint64_t w, ctl_window *win,
 	*complete = all;
 	if (past)
 		return true;
-	return win != NULL && joined &&
-	    now_ms - ctl_window_opened_ms(win) >= jobs->cfg->window_timeout_ms;
+	return joined &&
+	    now_ms - j->late_heard_ms >= jobs->cfg->window_timeout_ms;
 }
 
 /* Records late window `win` in the history, marked late, with the
