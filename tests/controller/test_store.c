@@ -2632,6 +2632,114 @@ test_store_rebuilds_a_job_and_its_policy_history_after_a_restart(void **state)
 	assert_string_equal(text, "job");
 }
 
+/* Rank r's report of window w from its peer; returns ctl_jobs_report's
+ * answer (0, or the refusal's code). */
+static int
+report_rc(fixture *f, uint32_t r, uint64_t w, uint64_t now)
+{
+	static const char *const peers[] = { "A", "B" };
+	com_layer_stats ls[N_LAYERS];
+	char why[256] = "";
+	com_msg reply;
+	int rc;
+	com_report rep = {
+		.job = (char *)"job",
+		.rank = r,
+		.window = w,
+		.first_step = 10 * w,
+		.last_step = 10 * w + 9,
+		.n_layers = N_LAYERS,
+		.layers = ls,
+		.timings = { .steps = 10, .step_ms = 100 },
+		.lr = 0.1,
+		.lr_next = 0.1,
+	};
+
+	for (uint32_t l = 0; l < N_LAYERS; l++)
+		ls[l] = (com_layer_stats){ .layer = l,
+			.count = 32,
+			.sum_sq = 1,
+			.acc_norm = 1 };
+	com_msg_init(&reply, COM_MSG_NONE);
+	rc = ctl_jobs_report(f->jobs, (const uint8_t *)peers[r], 1, NULL, &rep,
+	    now, &reply, why, sizeof(why));
+	com_msg_fini(&reply);
+	return rc;
+}
+
+/* bellowsd restarted after the ranks had gone 15 windows on: the windows
+ * it had not closed are taken from the reports the agents send again,
+ * closed in order and recorded late, with no decision; one no rank kept
+ * is skipped, one only a rank kept is recorded with it alone, a repeat
+ * is ignored, and the agents are told to keep their reports until the
+ * late windows are in. */
+static void
+test_store_windows_a_restart_had_not_closed_are_recorded_late(void **state)
+{
+	fixture *f = *state;
+	char text[128];
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	for (uint64_t w = 0; w < 5; w++) {
+		report_window(f, w, 1.0, 1100 + w);
+		settle(f);
+	}
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+
+	f->n_pub = 0;
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
+	start_store(f);
+	/* The ranks are at window 20: windows 5..19 are late, and the
+	 * agents are told to send them again. */
+	assert_int_equal(hello(f, "A", 0, 200, 20, 6, 5000), 5);
+	assert_int_equal(hello(f, "B", 1, 200, 20, 6, 5000), 5);
+	/* Rank 0 kept 5..19 but 9; rank 1 5..19 but 9 and 12. */
+	for (uint64_t w = 5; w < 20; w++)
+		if (w != 9)
+			assert_int_equal(report_rc(f, 0, w, 5100), 0);
+	assert_int_equal(beat_closed(f, 200, 5100), 5);
+	assert_int_equal(report_rc(f, 0, 6, 5100), 0); /* a repeat */
+	for (uint64_t w = 5; w < 20; w++)
+		if (w != 9 && w != 12)
+			assert_int_equal(report_rc(f, 1, w, 5200), 0);
+	/* Windows below the late ones are stale. */
+	assert_int_equal(report_rc(f, 1, 4, 5200), BELLOWS_ESTATE);
+	report_window(f, 20, 1.0, 5300);
+	settle(f);
+	assert_int_equal(beat_closed(f, 210, 5300), 21);
+	/* Only window 20 was decided. */
+	assert_int_equal(f->n_pub, 1);
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(window, ' ') FROM (SELECT window FROM "
+	    "window_info WHERE late ORDER BY window)");
+	assert_string_equal(text, "5 6 7 8 10 11 12 13 14 15 16 17 18 19");
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(window || ':' || ranks_reported || ':' || "
+	    "complete, ' ') FROM window_info WHERE late AND (window = 12 OR "
+	    "window = 13)");
+	assert_string_equal(text, "12:1:0 13:2:1");
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM window_info WHERE NOT late "
+			     "AND window >= 5"),
+	    1);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM decisions WHERE window > 5 "
+			     "AND window <= 20 AND source = 'window'"),
+	    0);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM timings WHERE window >= 5 "
+			     "AND window < 20"),
+	    14 + 13);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM windows WHERE window = 19"),
+	    N_LAYERS);
+}
+
 static void
 test_store_windows_count_as_closed_once_their_close_is_committed(void **state)
 {
@@ -2924,6 +3032,7 @@ main(void)
 		T(test_store_records_a_jobs_collectives_and_policy_metrics),
 		T(test_store_degraded_store_does_not_hold_up_decisions),
 		T(test_store_rebuilds_a_job_and_its_policy_history_after_a_restart),
+		T(test_store_windows_a_restart_had_not_closed_are_recorded_late),
 		T(test_store_windows_count_as_closed_once_their_close_is_committed),
 		T(test_store_resent_reports_close_the_window_a_crash_left_open),
 		T(test_store_rebuilds_accordion_from_windows_recorded_while_behind),
