@@ -29,10 +29,16 @@
 #include "aggregate.h"
 #include "agent_window.h"
 
-#define AGENT_MAX_NAME   255        /* bytes in a job or layer name */
-#define AGENT_MAX_LAYERS 65536      /* layers in the table */
-#define AGENT_MAX_WORLD  65536      /* ranks in a job (com_limits) */
-#define AGENT_MAX_QUEUE  (1u << 20) /* largest report queue */
+#define AGENT_MAX_NAME    255        /* bytes in a job or layer name */
+#define AGENT_MAX_LAYERS  65536      /* layers in the table */
+#define AGENT_MAX_WORLD   65536      /* ranks in a job (com_limits) */
+#define AGENT_MAX_QUEUE   (1u << 20) /* largest report queue */
+#define AGENT_MAX_KEEP_MB 65536      /* largest keep_reports_mb */
+/* Reports held by default: a day of windows, one a minute, of a 1,000-layer
+ * model (222 KiB a report with every statistic measured, 1,440 of them
+ * 312 MiB; docs/operations.md). Held only while bellowsd has not recorded
+ * them. */
+#define AGENT_KEEP_MB 320
 #define AGENT_KNOWN_FLAGS                                                      \
 	(BELLOWS_LAYER_NO_ACCUMULATOR | BELLOWS_LAYER_MOMENTUM |               \
 	    BELLOWS_LAYER_DEVICE | BELLOWS_LAYER_EXP_HIST)
@@ -382,6 +388,9 @@ agent_validate(const bellows_agent_config *cfg)
 	else if (cfg->queue_capacity == 0 ||
 	    cfg->queue_capacity > AGENT_MAX_QUEUE)
 		problem = "queue_capacity is not within 1..1048576";
+	else if (cfg->keep_reports_mb == 0 ||
+	    cfg->keep_reports_mb > AGENT_MAX_KEEP_MB)
+		problem = "keep_reports_mb is not within 1..65536";
 	else if (!(cfg->momentum_beta >= 0.0 && cfg->momentum_beta < 1.0))
 		problem = "momentum_beta is not within [0, 1)";
 	else if (cfg->stats_threads > KERN_MAX_THREADS)
@@ -509,7 +518,8 @@ bellows_agent_config_init(bellows_agent_config *cfg)
 	cfg->job = agent_env("BELLOWS_JOB", NULL);
 	cfg->decision_timeout_ms = 5000;
 	cfg->heartbeat_ms = 1000;
-	cfg->queue_capacity = 64;
+	cfg->queue_capacity = AGENT_MAX_QUEUE;
+	cfg->keep_reports_mb = AGENT_KEEP_MB;
 	cfg->momentum_beta = 0.9;
 	cfg->log_level = BELLOWS_LOG_WARN;
 }
@@ -624,6 +634,7 @@ bellows_agent_open(const bellows_agent_config *cfg, bellows_agent **ret_agent)
 	io_cfg.resume = cfg->resume != 0;
 	io_cfg.heartbeat_ms = cfg->heartbeat_ms;
 	io_cfg.queue_capacity = cfg->queue_capacity;
+	io_cfg.keep_bytes = (size_t)cfg->keep_reports_mb << 20;
 	io_cfg.log = cfg->log;
 	io_cfg.log_arg = cfg->log_arg;
 	io_cfg.log_level = cfg->log_level;

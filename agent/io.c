@@ -279,14 +279,14 @@ io_send_reports(agent_io *io)
 
 	agent_io_lock(io);
 	while (io->welcomed) {
-		bool again = io->k_sent < io->k_len;
-		io_report *r;
+		bool again = io->k_sent < io->kept.len;
+		io_report *r, sent;
 		int rc;
 
 		if (again)
-			r = &io->kept[(io->k_head + io->k_sent) % IO_KEEP];
-		else if (io->q_len > 0)
-			r = &io->queue[io->q_head];
+			r = agent_io_ring_at(&io->kept, io->k_sent);
+		else if (io->queue.len > 0)
+			r = agent_io_ring_at(&io->queue, 0);
 		else
 			break;
 		rc = io_send_buf(io, r->buf, r->len);
@@ -299,16 +299,15 @@ io_send_reports(agent_io *io)
 			io->k_sent++;
 			continue;
 		}
+		agent_io_ring_pop(&io->queue, &sent);
 		if (rc == 0) {
 			io->reports_sent++;
-			agent_io_kept_push(io, r);
+			agent_io_kept_push(io, &sent);
 		} else {
 			io->reports_dropped++;
-			free(r->buf);
-			r->buf = NULL;
+			io->held_bytes -= sent.len;
+			free(sent.buf);
 		}
-		io->q_head = (io->q_head + 1) % io->q_cap;
-		io->q_len--;
 	}
 	agent_io_unlock(io);
 	if (err != 0)
@@ -343,7 +342,7 @@ io_pending(agent_io *io, uint64_t now)
 	    now >= io->last_snapshot_ms + IO_SNAPSHOT_GAP_MS)
 		return true;
 	agent_io_lock(io);
-	reports = io->q_len > 0 || io->k_sent < io->k_len;
+	reports = io->queue.len > 0 || io->k_sent < io->kept.len;
 	agent_io_unlock(io);
 	return reports;
 }
@@ -486,7 +485,7 @@ io_on_welcome(agent_io *io, com_welcome *w, uint32_t minor, uint64_t now)
 	gap = agent_decisions_gap(&io->table);
 	resend = agent_io_kept_welcome(io, minor, w->windows_closed, rejoined);
 	if (resend > 0)
-		first = io->kept[io->k_head].window;
+		first = agent_io_ring_at(&io->kept, 0)->window;
 	pthread_cond_broadcast(&io->cond);
 	agent_io_unlock(io);
 
@@ -934,10 +933,8 @@ agent_io_open(const agent_io_config *cfg, agent_io **ret_io)
 	memcpy(io->topic + 2, cfg->job, job_len + 1);
 	if ((rc = io_copy_layers(io, cfg->layers, cfg->n_layers)) != 0)
 		goto fail;
-	io->q_cap = cfg->queue_capacity > 0 ? cfg->queue_capacity : 1;
-	rc = BELLOWS_ENOMEM;
-	if ((io->queue = calloc(io->q_cap, sizeof(*io->queue))) == NULL)
-		goto fail;
+	io->q_max = cfg->queue_capacity > 0 ? cfg->queue_capacity : 1;
+	io->keep_bytes = cfg->keep_bytes;
 	if ((rc = agent_decisions_init(&io->table, cfg->job, cfg->n_layers)) !=
 	    0)
 		goto fail;
@@ -1018,12 +1015,8 @@ agent_io_close(agent_io **iop)
 			;
 	if (io->wake_fd >= 0)
 		close(io->wake_fd);
-	if (io->queue != NULL)
-		for (uint32_t i = 0; i < io->q_cap; i++)
-			free(io->queue[i].buf);
-	for (uint32_t i = 0; i < IO_KEEP; i++)
-		free(io->kept[i].buf);
-	free(io->queue);
+	agent_io_ring_free(&io->queue);
+	agent_io_ring_free(&io->kept);
 	agent_decisions_fini(&io->table);
 	if (io->cond_ready)
 		pthread_cond_destroy(&io->cond);

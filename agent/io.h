@@ -43,7 +43,9 @@ typedef struct agent_io_config {
 	bool resume;                 /* continue the recorded run at
 				      * start_step / start_window */
 	uint32_t heartbeat_ms;       /* heartbeat period until welcomed */
-	uint32_t queue_capacity;     /* reports held before dropping */
+	uint32_t queue_capacity;     /* reports queued before dropping */
+	size_t keep_bytes;           /* bytes of reports held, queued or
+				      * sent and not yet recorded */
 	bellows_log_fn *log;         /* log sink, may be NULL */
 	void *log_arg;               /* passed to log */
 	int log_level;               /* highest level passed to log */
@@ -86,10 +88,12 @@ void agent_io_step_begin(agent_io *io, uint64_t step, uint32_t timeout_ms,
 
 /* Queues the report of a finished window for the I/O thread: fills in
  * r->timings.reports_dropped (the agent's running total) and encodes it;
- * r stays the caller's. When the queue is full the oldest report is
- * dropped and counted. If the rank is welcomed now, the window's decision
- * becomes due at r->last_step + 1 + apply_lag. Never waits on the network;
- * an encoding failure is logged and counted as a dropped report. */
+ * r stays the caller's. When queue_capacity reports are queued, or the
+ * reports held would exceed keep_bytes, the oldest sent ones are let go
+ * and then the oldest queued ones dropped and counted. If the rank is welcomed
+ * now, the window's decision becomes due at r->last_step + 1 + apply_lag. Never
+ * waits on the network; an encoding failure is logged and counted as a dropped
+ * report. */
 void agent_io_submit_report(agent_io *io, com_report *r);
 
 /* A finished window whose statistics another rank reports (aggregation

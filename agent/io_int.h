@@ -34,16 +34,7 @@
 #define IO_QUIET_MS          10000  /* a repetitive message, once per this */
 #define IO_HEARTBEAT_MIN_MS  10     /* shortest heartbeat period taken */
 #define IO_HEARTBEAT_MAX_MS  600000 /* longest heartbeat period taken */
-/* Reports kept after sending until acknowledged. A report is acknowledged
- * by the decision answering its window, which the agent waits for at
- * last_step + 1 + apply_lag: normally one or two are unacknowledged at a
- * time. Eight is as many windows as bellowsd aggregates at once (JOBS_OPEN
- * in controller/jobs_int.h): it refuses a report further ahead of the lowest
- * window it has not closed, so an older one could never be taken with
- * the newest. Older ones are let go (they were sent, and are lost only if
- * the daemon dies before recording them). */
-#define IO_KEEP          8
-#define IO_MIN_ACK_MINOR 2 /* protocol minor whose daemons acknowledge */
+#define IO_MIN_ACK_MINOR     2 /* protocol minor whose daemons acknowledge */
 
 #define NS_PER_MS 1000000ull
 
@@ -62,6 +53,14 @@ typedef struct io_report {
 	size_t len;      /* bytes in buf */
 	uint64_t window; /* the window it reports */
 } io_report;
+
+/* A ring of reports in ascending windows, grown on demand (io_keep.c). */
+typedef struct io_ring {
+	io_report *e;  /* cap entries */
+	uint32_t cap;  /* entries allocated */
+	uint32_t head; /* oldest report */
+	uint32_t len;  /* reports held */
+} io_ring;
 
 struct agent_io {
 	/* Fixed at open. */
@@ -100,14 +99,14 @@ struct agent_io {
 	pthread_mutex_t mu;        /* guards this part */
 	pthread_cond_t cond;       /* decisions arrived, or waits are void */
 	agent_decisions table;     /* received decisions, due windows */
-	io_report *queue;          /* ring of reports waiting to be sent */
-	uint32_t q_cap;            /* entries in queue */
-	uint32_t q_head;           /* oldest report */
-	uint32_t q_len;            /* reports queued */
-	io_report kept[IO_KEEP];   /* ring of reports sent and not yet
+	io_ring queue;             /* reports waiting to be sent */
+	uint32_t q_max;            /* most reports queued (queue_capacity) */
+	io_ring kept;              /* reports sent and not yet
 				    * acknowledged, ascending windows */
-	uint32_t k_head;           /* oldest kept report */
-	uint32_t k_len;            /* reports kept */
+	size_t held_bytes;         /* bytes of the reports in both rings */
+	size_t keep_bytes;         /* most bytes held (keep_reports_mb); the
+				    * newest report is held whatever its
+				    * size */
 	uint32_t k_sent;           /* the first k_sent kept reports reached
 				    * the current session; the rest are
 				    * sent again before the queue */
@@ -172,13 +171,35 @@ void agent_io_wake(agent_io *io);
 
 /* ---- io_keep.c: reports kept until acknowledged ------------------- */
 
+/* Entry i of the ring, from its oldest (i < ring->len). */
+io_report *agent_io_ring_at(io_ring *ring, uint32_t i);
+
+/* Appends *r (the ring takes its buffer, r->buf becomes NULL), growing
+ * the ring when full. Returns 0 or BELLOWS_ENOMEM (*r is left as it
+ * was). */
+int agent_io_ring_push(io_ring *ring, io_report *r);
+
+/* Moves the oldest report out into *ret (the caller owns its buffer).
+ * The ring must not be empty. */
+void agent_io_ring_pop(io_ring *ring, io_report *ret);
+
+/* Frees every report held and the ring's storage. */
+void agent_io_ring_free(io_ring *ring);
+
+/* Makes room for a report of `len` bytes about to be queued, and counts
+ * them held: while keep_bytes would be exceeded, lets the oldest kept
+ * reports go (they reached bellowsd once), then drops the oldest queued
+ * ones (counted in reports_dropped), as it does when queue_capacity
+ * reports are queued. The caller holds mu. */
+void agent_io_hold(agent_io *io, size_t len);
+
 /* The daemon says windows below `closed` are durably closed: the kept
  * reports of those are let go. The caller holds mu. */
 void agent_io_kept_ack(agent_io *io, uint64_t closed);
 
 /* Keeps the report *r just sent to the current session (takes its
- * buffer), letting the oldest go when IO_KEEP are kept; frees it instead
- * when the daemon does not acknowledge or its window is closed already.
+ * buffer); frees it instead when the daemon does not acknowledge, its
+ * window is closed already or there is no memory to keep it.
  * Only called once every kept report was sent again (k_sent == k_len), so
  * the ring stays: sent ones first, then those to send again. The caller
  * holds mu. */

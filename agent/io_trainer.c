@@ -118,6 +118,7 @@ void
 agent_io_submit_report(agent_io *io, com_report *r)
 {
 	com_msg m;
+	io_report q;
 	uint8_t *buf = NULL;
 	size_t len = 0;
 	int rc;
@@ -141,17 +142,15 @@ agent_io_submit_report(agent_io *io, com_report *r)
 		    (unsigned long long)r->window, bellows_strerror(rc));
 		return;
 	}
-	if (io->q_len == io->q_cap) {
-		free(io->queue[io->q_head].buf);
-		io->queue[io->q_head].buf = NULL;
-		io->q_head = (io->q_head + 1) % io->q_cap;
-		io->q_len--;
+	agent_io_hold(io, len);
+	q.buf = buf;
+	q.len = len;
+	q.window = r->window;
+	if (agent_io_ring_push(&io->queue, &q) != 0) {
+		io->held_bytes -= len;
 		io->reports_dropped++;
+		free(buf);
 	}
-	io->queue[(io->q_head + io->q_len) % io->q_cap].buf = buf;
-	io->queue[(io->q_head + io->q_len) % io->q_cap].len = len;
-	io->queue[(io->q_head + io->q_len) % io->q_cap].window = r->window;
-	io->q_len++;
 	rc = io_trainer_expect(io, r);
 	agent_io_unlock(io);
 	io_trainer_expect_said(io, r, rc);

@@ -244,8 +244,8 @@ run_mode(const bench_opts *o, uint32_t batch_rows, uint32_t windows, bool acks,
 
 			ctl_store_timing(s, run, w, r, &t);
 		}
-		ctl_store_window(s, run, &v, o->ranks, true, prev,
-		    com_clock_wall_ms());
+		ctl_store_window(s, run, &v, o->ranks,
+		    CTL_STORE_CLOSED_COMPLETE, prev, com_clock_wall_ms());
 		tickets[w] = ctl_store_decision(s, run, now, prev,
 		    CTL_STORE_WINDOW, com_clock_wall_ms());
 		put_ns += com_clock_ns() - a;
@@ -269,8 +269,8 @@ run_mode(const bench_opts *o, uint32_t batch_rows, uint32_t windows, bool acks,
 		now->seq = w + 2;
 		now->window = w + 1;
 		now->level[0] = (double)(w % 3);
-		ctl_store_window(s, run, &v, o->ranks, true, prev,
-		    com_clock_wall_ms());
+		ctl_store_window(s, run, &v, o->ranks,
+		    CTL_STORE_CLOSED_COMPLETE, prev, com_clock_wall_ms());
 		t = ctl_store_decision(s, run, now, prev, CTL_STORE_WINDOW,
 		    com_clock_wall_ms());
 		if (ctl_store_wait(s, t, WAIT_MS) != 0 || seen[0] < t)

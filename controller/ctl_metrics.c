@@ -145,6 +145,10 @@ metrics_daemon(metrics_buf *b, const ctl_metrics_snapshot *s)
 	    c->windows);
 	metrics_u64(b, "bellows_windows_incomplete_total", "counter",
 	    "Windows closed by timeout with ranks missing.", c->incomplete);
+	metrics_u64(b, "bellows_windows_late_total", "counter",
+	    "Windows recorded late: not closed before a restart, their "
+	    "reports sent again by the agents.",
+	    c->windows_late);
 	metrics_u64(b, "bellows_decisions_total", "counter",
 	    "Decisions published.", c->decisions);
 	metrics_u64(b, "bellows_repairs_total", "counter",

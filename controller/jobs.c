@@ -21,7 +21,15 @@
  * - a (rank, window) report is taken once: a repeat of one taken (in an
  *   open window, or among the rank's last JOBS_TAKEN windows once closed)
  *   is ignored and counted, as agents resend what was not acknowledged;
- *   a report of a closed window the rank had not reported is stale;
+ *   a report of a closed window the rank had not reported is stale,
+ *   unless the window is late;
+ * - late windows (jobs_late.c) are the windows a restarted daemon had not
+ *   closed when the first Hello moved the job to where its ranks are:
+ *   [late_next, late_end), all below next_window. Their reports, which
+ *   the agents kept and send again, are aggregated apart from the open
+ *   windows and recorded late, in index order; no policy sees them and
+ *   no decision answers them. ctl_jobs_windows_closed() stays at or
+ *   below late_next while any is open, so agents keep their reports;
  * - a rank is held by one routing id and one incarnation at a time, and,
  *   with security, by the authenticated client that opened its session:
  *   while it is alive no other client takes it, whatever incarnation it
@@ -104,6 +112,7 @@ ctl_jobs_job_destroy(job **jp)
 		return;
 	for (uint32_t i = 0; i < JOBS_OPEN; i++)
 		ctl_window_destroy(&j->open[i]);
+	ctl_jobs_late_free(j);
 	for (uint32_t i = 0; i < j->log_n; i++)
 		com_decision_fini(ctl_jobs_log_at(j, i));
 	for (uint32_t l = 0; l < j->n_layers; l++)
@@ -876,6 +885,12 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 			    ctl_window_index(j->open[i]) < h->last_window)
 				ctl_window_destroy(&j->open[i]);
 		}
+		/* Rebuilt from the store, the job knows which windows it
+		 * had not closed: the reports the agents kept of those
+		 * are still taken, and recorded late. */
+		if (j->recovering)
+			ctl_jobs_late_begin(jobs, j, j->next_window,
+			    h->last_window);
 		j->next_window = h->last_window;
 	}
 	if (h->in_force.seq > j->last_seq &&
@@ -1084,8 +1099,9 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 	 * force during it: what a recovered job's policies are shown
 	 * again. Recorded before the decision answering it, it is never
 	 * dropped and commits no later than that decision. */
-	ctl_store_window(jobs->store, j->run_id, &view, j->alive, complete,
-	    last, com_clock_wall_ms());
+	ctl_store_window(jobs->store, j->run_id, &view, j->alive,
+	    complete ? CTL_STORE_CLOSED_COMPLETE : 0, last,
+	    com_clock_wall_ms());
 	metrics = ctl_policy_set_metrics(j->policies, &n_metrics);
 	ctl_store_policy_metrics(jobs->store, j->run_id, view.window, metrics,
 	    n_metrics);
@@ -1101,6 +1117,7 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 static void
 job_try_close(ctl_jobs *jobs, job *j, uint64_t now_ms)
 {
+	ctl_jobs_late_close(jobs, j, now_ms);
 	for (;;) {
 		int slot = -1;
 		uint64_t lowest = UINT64_MAX;
@@ -1130,6 +1147,31 @@ job_try_close(ctl_jobs *jobs, job *j, uint64_t now_ms)
 		}
 		job_close_window(jobs, j, (uint32_t)slot, complete);
 	}
+}
+
+/* Takes a report of a late window (jobs_late.c): folded in, its timings
+ * recorded, the late windows that may close closed. */
+static int
+job_report_late(ctl_jobs *jobs, job *j, job_rank *rk, const com_report *rep,
+    uint64_t now_ms, char *why, size_t why_len)
+{
+	int r = ctl_jobs_late_add(j, rep, now_ms, why, why_len);
+
+	if (r == BELLOWS_EBUSY) {
+		jobs->counters.duplicates++;
+		return 0;
+	}
+	if (r != 0)
+		return r;
+	rank_taken_mark(rk, rep->window);
+	rk->reports++;
+	j->reports++;
+	jobs->counters.reports++;
+	jobs->counters.layer_stats += rep->n_layers;
+	ctl_store_timing(jobs->store, j->run_id, rep->window, rep->rank,
+	    &rep->timings);
+	job_try_close(jobs, j, now_ms);
+	return 0;
 }
 
 int
@@ -1172,6 +1214,8 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		jobs->counters.duplicates++;
 		return 0;
 	}
+	if (ctl_jobs_late_has(j, rep->window))
+		return job_report_late(jobs, j, rk, rep, now_ms, why, why_len);
 	if (rep->window < j->next_window) {
 		ctl_jobs_why(why, why_len,
 		    "stale report of window %" PRIu64 " (next is %" PRIu64 ")",

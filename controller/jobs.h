@@ -47,6 +47,9 @@ typedef struct ctl_jobs_counters {
 	uint64_t policy_errors; /* on_window and on_event calls that failed */
 	uint64_t duplicates;    /* reports of a (rank, window) already
 				 * taken, ignored (agents resend) */
+	uint64_t windows_late;  /* windows recorded late: not closed
+				 * before a restart, their reports sent
+				 * again (jobs_late.c) */
 } ctl_jobs_counters;
 
 /* Creates the job table. `cfg` is borrowed and must stay alive until

@@ -23,6 +23,9 @@
 #define JOBS_WELCOME_MAX       64 /* decisions sent in a welcome or snapshot */
 #define JOBS_KEY_SHOWN         64 /* bytes of a launch identity in events */
 #define JOBS_TAKEN             64 /* last windows a rank's reports are known */
+#define JOBS_LATE_BYTES                                                        \
+	(64u << 20) /* late windows a job holds at                             \
+		     * once, at their largest */
 #define JOBS_FRESH_MS                                                          \
 	1000 /* a rank welcomed this recently also gets                        \
 	      * decisions sent directly */
@@ -105,6 +108,16 @@ typedef struct job {
 	uint64_t windows;            /* windows closed by this daemon */
 	uint64_t floats_sent;        /* summed over those windows */
 	uint64_t floats_raw;         /* the same, uncompressed */
+	ctl_window **late;           /* late windows being aggregated, slot
+				      * window % late_cap; NULL: none */
+	uint32_t late_cap;           /* slots in late, 0: no late range */
+	uint64_t late_next;          /* lowest late window not closed */
+	uint64_t late_end;           /* late windows are below this */
+	bool late_refused;           /* a late report beyond the slots was
+				      * refused (logged once) */
+	uint64_t late_heard_ms;      /* when the last late report came (or
+				      * the late range began) */
+	uint64_t windows_late;       /* windows recorded late */
 } job;
 
 struct ctl_jobs {
@@ -187,6 +200,34 @@ void ctl_jobs_remove(ctl_jobs *jobs, uint32_t i);
 /* True when Hello h's layer table is job j's, layer for layer (names,
  * sizes, shapes). */
 bool ctl_jobs_same_table(const job *j, const com_hello *h);
+
+/* ---- jobs_late.c: windows recorded late, after a restart ------------ */
+
+/* Makes windows [from, to) of j late: their reports, sent again by the
+ * agents, are aggregated apart and recorded late (in at most
+ * JOBS_LATE_BYTES of slots). Does nothing while a late range is open or
+ * when it would be empty; out of memory, logs and records none. */
+void ctl_jobs_late_begin(ctl_jobs *jobs, job *j, uint64_t from, uint64_t to);
+
+/* True when `window` is one of j's late windows not yet closed. */
+bool ctl_jobs_late_has(const job *j, uint64_t window);
+
+/* `closed` (the lowest window not durably closed among the live ones)
+ * lowered to the lowest late window not closed, if any. */
+uint64_t ctl_jobs_late_closed(const job *j, uint64_t closed);
+
+/* Folds a report of a late window (ctl_jobs_late_has) into it. Returns
+ * 0, BELLOWS_EBUSY for a (rank, window) taken already, BELLOWS_ESTATE
+ * (beyond the slots held) or BELLOWS_ENOMEM, with why filled. */
+int ctl_jobs_late_add(job *j, const com_report *rep, uint64_t now_ms, char *why,
+    size_t why_len);
+
+/* Records, in window order, every late window that may close, skipping
+ * those no rank will send; frees the late range when it is done. */
+void ctl_jobs_late_close(ctl_jobs *jobs, job *j, uint64_t now_ms);
+
+/* Frees j's late windows and ends its late range. */
+void ctl_jobs_late_free(job *j);
 
 /* ---- jobs_log.c: each job's decision log ---------------------------- */
 

@@ -47,7 +47,7 @@ ctl_jobs_windows_closed(job *j)
 		    d->window - 1 < w)
 			w = d->window - 1;
 	}
-	return w;
+	return ctl_jobs_late_closed(j, w);
 }
 
 /* Records the latency of a decision published now whose window closed at

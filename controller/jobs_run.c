@@ -170,6 +170,8 @@ job_resumed(ctl_jobs *jobs, job *j, const com_hello *h, uint64_t now_ms,
 
 	for (uint32_t i = 0; i < JOBS_OPEN; i++)
 		ctl_window_destroy(&j->open[i]);
+	/* Late windows of the launch that ran are not taken any more. */
+	ctl_jobs_late_free(j);
 	for (uint32_t r = 0; r < j->world; r++)
 		free(j->ranks[r].client);
 	memset(j->ranks, 0, j->world * sizeof(*j->ranks));

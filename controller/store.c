@@ -598,7 +598,7 @@ ctl_store_timing(ctl_store *s, int64_t run, uint64_t window, uint32_t rank,
 
 void
 ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
-    uint32_t ranks_expected, bool complete, const com_decision *in_force,
+    uint32_t ranks_expected, uint32_t closed, const com_decision *in_force,
     uint64_t wall_ms)
 {
 	store_batch *b;
@@ -618,7 +618,8 @@ ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
 		.run = run,
 		.v = *w,
 		.ranks_expected = ranks_expected,
-		.complete = complete,
+		.complete = (closed & CTL_STORE_CLOSED_COMPLETE) != 0,
+		.late = (closed & CTL_STORE_CLOSED_LATE) != 0,
 		.wall_ms = wall_ms,
 		.state_batch_size = in_force->batch_size,
 		.state_threshold = in_force->size_threshold,

@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_STORE_SCHEMA_VERSION 6  /* PRAGMA user_version written */
+#define CTL_STORE_SCHEMA_VERSION 7  /* PRAGMA user_version written */
 #define CTL_STORE_HASH_LEN       17 /* hex FNV-1a 64 of a file, with NUL */
 
 /* Event kinds recorded by the store and around it (see events.h). */
@@ -144,6 +144,14 @@ void ctl_store_rank_event(ctl_store *s, int64_t run, uint32_t rank,
 void ctl_store_timing(ctl_store *s, int64_t run, uint64_t window, uint32_t rank,
     const com_timings *t);
 
+/* How a window closed (ctl_store_window's `closed`, or'ed). */
+#define CTL_STORE_CLOSED_COMPLETE 1u /* every expected rank reported */
+#define CTL_STORE_CLOSED_LATE                                                  \
+	2u /* recorded late: not closed before a                               \
+	    * restart of bellowsd, its reports                                 \
+	    * sent again after; no decision                                    \
+	    * answers it (window_info.late) */
+
 /* Records a closed window as the policies saw it, with `in_force` the
  * knob state in force during it (its apply step and calibration too):
  * window_info and one windows row per layer, firm rows that recovery
@@ -151,7 +159,7 @@ void ctl_store_timing(ctl_store *s, int64_t run, uint64_t window, uint32_t rank,
  * decision recorded after them), and one comm_samples row per collective
  * in w->comm (metric rows, downsampled under pressure). */
 void ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
-    uint32_t ranks_expected, bool complete, const com_decision *in_force,
+    uint32_t ranks_expected, uint32_t closed, const com_decision *in_force,
     uint64_t wall_ms);
 
 /* Records what the policies computed on `window` (policy_metrics rows:

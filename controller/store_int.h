@@ -93,6 +93,7 @@ typedef struct store_info_row {
 	bellows_window v;          /* the window, job, layers and comm NULL */
 	uint32_t ranks_expected;   /* live at close */
 	bool complete;             /* every expected rank reported */
+	bool late;                 /* recorded late (CTL_STORE_CLOSED_LATE) */
 	uint64_t wall_ms;          /* closed */
 	uint32_t state_batch_size; /* knob in force */
 	uint64_t state_threshold;  /* knob in force */
@@ -290,8 +291,9 @@ enum store_stmt {
 	"run_id, window, first_step, last_step, epoch, lr, lr_next, "          \
 	"batch_size, lr_scale, world, ranks_reported, ranks_expected, "        \
 	"complete, closed_wall_ms, state_batch_size, state_size_threshold, "   \
-	"state_compression_off, state_apply_step, state_calibrate_steps"
-#define STORE_INFO_FIXED   19
+	"state_compression_off, state_apply_step, state_calibrate_steps, "     \
+	"late"
+#define STORE_INFO_FIXED   20
 #define STORE_TIMING_KEYS  "run_id, window, rank"
 #define STORE_TIMING_FIXED 3
 

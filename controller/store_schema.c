@@ -312,6 +312,13 @@ static const char *const store_migrations[] = {
 	"ALTER TABLE superseded_decisions ADD COLUMN resid_phi BLOB;"
 	"ALTER TABLE superseded_decisions ADD COLUMN resid_rows BLOB;"
 	"ALTER TABLE superseded_decisions ADD COLUMN resid_cols BLOB;",
+	/* 6 -> 7 (0.6): a window recorded late (1): bellowsd restarted
+	 * before closing it and its ranks' reports, kept by the agents,
+	 * came after the job had moved on; no decision answers it. 0 in
+	 * rows written before. */
+	"ALTER TABLE window_info ADD COLUMN late INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE superseded_window_info ADD COLUMN late INTEGER NOT NULL "
+	"DEFAULT 0;",
 };
 
 _Static_assert(sizeof(store_migrations) / sizeof(store_migrations[0]) ==

@@ -228,6 +228,7 @@ store_write_info(store_writer *w, const store_info_row *r)
 	sqlite3_bind_int(st, 17, r->state_off);
 	store_bind_u64(st, 18, r->state_apply);
 	store_bind_u64(st, 19, r->state_calibrate);
+	sqlite3_bind_int(st, 20, r->late);
 	for (uint32_t c = 0; c < n; c++)
 		hist_col_bind(st, STORE_INFO_FIXED + 1 + (int)c, &hc[c], v);
 	return store_step(st);

@@ -16,8 +16,9 @@
  * to bellowsd, which re-issues the state so every rank converges again).
  *
  * If bellowsd is down or restarts, training goes on with the last decision;
- * reports wait in a bounded queue (oldest dropped and counted when full) and
- * the agent reconnects and resynchronises by itself.
+ * reports wait, and those sent are kept until bellowsd has recorded them,
+ * within keep_reports_mb (the oldest dropped and counted beyond it); the
+ * agent reconnects, sends them again and resynchronises by itself.
  *
  * Threading: one training thread calls every function except
  * bellows_agent_stats_get(), which any thread may call. The agent never
@@ -131,7 +132,9 @@ typedef struct bellows_agent_config {
 	uint64_t start_window; /* index of its first window (resume) */
 	uint32_t decision_timeout_ms; /* longest wait at an apply step */
 	uint32_t heartbeat_ms;        /* heartbeat period */
-	uint32_t queue_capacity;      /* reports held while disconnected */
+	uint32_t queue_capacity;      /* most reports queued while
+				       * disconnected (keep_reports_mb
+				       * bounds their bytes) */
 	double momentum_beta;         /* beta of the momentum average */
 	bellows_log_fn *log;          /* NULL: no logging */
 	void *log_arg;                /* passed to log */
@@ -179,6 +182,13 @@ typedef struct bellows_agent_config {
 	bellows_allreduce_fn *allreduce; /* the group's all-reduce; NULL
 					  * with RANK */
 	void *allreduce_arg;             /* passed to allreduce */
+
+	/* Outages of bellowsd (appended). */
+	uint32_t keep_reports_mb; /* MiB of reports held, 1..65536: those
+				   * waiting to be sent and those sent and
+				   * not yet recorded by bellowsd, sent
+				   * again to a restarted one; beyond it the
+				   * oldest go (see docs/operations.md) */
 } bellows_agent_config;
 
 /* Timings and counters of one step, given to bellows_agent_step_end():
@@ -312,12 +322,12 @@ BELLOWS_EXPORT const bellows_stat_field *bellows_step_info_schema(void);
 /* Fills *cfg with defaults: control $BELLOWS_CONTROL, else
  * tcp://127.0.0.1:5555; publish $BELLOWS_PUBLISH, else
  * tcp://127.0.0.1:5556; job $BELLOWS_JOB, else NULL; window_steps 0,
- * decision_timeout_ms 5000, heartbeat_ms 1000, queue_capacity 64,
- * momentum_beta 0.9, no logger, log_level BELLOWS_LOG_WARN (unset or
- * empty variables count as absent). A field set after this call wins
- * over the environment; the strings from it are the environment's, valid
- * until it changes. layers, rank and world must be set, and job unless
- * $BELLOWS_JOB gave it. */
+ * decision_timeout_ms 5000, heartbeat_ms 1000, queue_capacity 1048576,
+ * keep_reports_mb 320, momentum_beta 0.9, no logger, log_level
+ * BELLOWS_LOG_WARN (unset or empty variables count as absent). A field set
+ * after this call wins over the environment; the strings from it are the
+ * environment's, valid until it changes. layers, rank and world must be set,
+ * and job unless $BELLOWS_JOB gave it. */
 BELLOWS_EXPORT void bellows_agent_config_init(bellows_agent_config *cfg);
 
 /* Opens an agent: validates *cfg (BELLOWS_EINVAL with the reason logged on

@@ -2419,10 +2419,10 @@ assert_report_windows(fake *f, uint32_t from, const uint64_t *windows,
 }
 
 static void
-test_unacknowledged_reports_are_sent_again_to_a_new_instance_eight_at_most(
+test_unacknowledged_reports_are_sent_again_to_a_new_instance_all_of_them(
     void **state)
 {
-	static const uint64_t again[] = { 2, 3, 4, 5, 6, 7, 8, 9, 10 };
+	static const uint64_t again[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 };
 	bellows_agent_config cfg;
 	bellows_agent_stats s;
 	bellows_agent *a;
@@ -2436,13 +2436,14 @@ test_unacknowledged_reports_are_sent_again_to_a_new_instance_eight_at_most(
 		run_step(a, NULL);
 	FAKE_WAIT(f, f->n_reports == 10);
 
-	/* Nothing was acknowledged: the last eight sent come again, oldest
-	 * first, before the next window's report. */
+	/* Nothing was acknowledged: every report sent comes again (they are
+	 * kept by bytes, keep_reports_mb, not by count), oldest first,
+	 * before the next window's report. */
 	fake_restart(f, a, 0x2222, 0, 1);
 	run_step(a, NULL);
-	FAKE_WAIT(f, f->n_reports == 19);
-	assert_report_windows(f, 10, again, 9);
-	assert_true(log_contains("sending again 8 report(s) from window 2"));
+	FAKE_WAIT(f, f->n_reports == 21);
+	assert_report_windows(f, 10, again, 11);
+	assert_true(log_contains("sending again 10 report(s) from window 0"));
 	STATS_WAIT(a, s, s.reports_sent == 11);
 	bellows_agent_close(&a);
 	fake_stop(f);
@@ -3088,7 +3089,7 @@ main(void)
 		cmocka_unit_test(
 		    test_new_daemon_instance_in_heartbeat_ack_makes_the_agent_join_again),
 		cmocka_unit_test(
-		    test_unacknowledged_reports_are_sent_again_to_a_new_instance_eight_at_most),
+		    test_unacknowledged_reports_are_sent_again_to_a_new_instance_all_of_them),
 		cmocka_unit_test(
 		    test_reports_are_sent_again_after_rejoining_the_same_instance),
 		cmocka_unit_test(test_acknowledged_reports_are_not_sent_again),

@@ -392,9 +392,11 @@ put_decision(fixture *f, int64_t run, uint64_t seq, const com_decision *prev)
 }
 
 /* Window w of a run as the policies saw it, with `n` layers (n >
- * N_LAYERS repeats the table's names, which the store does not check). */
+ * N_LAYERS repeats the table's names, which the store does not check),
+ * closed as `closed` says (CTL_STORE_CLOSED_*). */
 static void
-put_window(fixture *f, int64_t run, uint64_t w, uint32_t n, uint64_t wall)
+put_window_closed(fixture *f, int64_t run, uint64_t w, uint32_t n,
+    uint64_t wall, uint32_t closed)
 {
 	bellows_window_layer *layers = calloc(n, sizeof(*layers));
 	com_decision in_force;
@@ -438,9 +440,16 @@ put_window(fixture *f, int64_t run, uint64_t w, uint32_t n, uint64_t wall)
 		};
 		in_force.level[l] = (double)l;
 	}
-	ctl_store_window(f->store, run, &v, 2, true, &in_force, wall);
+	ctl_store_window(f->store, run, &v, 2, closed, &in_force, wall);
 	com_decision_fini(&in_force);
 	free(layers);
+}
+
+/* Window w, complete and on time. */
+static void
+put_window(fixture *f, int64_t run, uint64_t w, uint32_t n, uint64_t wall)
+{
+	put_window_closed(f, run, w, n, wall, CTL_STORE_CLOSED_COMPLETE);
 }
 
 /* n policy metrics of window w (metric rows, kept or dropped together). */
@@ -493,6 +502,10 @@ assert_current_schema(const char *path)
 	assert_int_equal(db_int(path,
 			     "SELECT count(*) FROM pragma_table_info('runs') "
 			     "WHERE name = 'recoveries'"),
+	    1);
+	assert_int_equal(db_int(path,
+			     "SELECT count(*) FROM pragma_table_info("
+			     "'window_info') WHERE name = 'late'"),
 	    1);
 	db_text(path, (char[16]){ 0 }, 16, "PRAGMA journal_mode");
 }
@@ -669,6 +682,39 @@ test_store_migrates_a_version_1_file_keeping_its_rows(void **state)
 	/* New runs continue after the ids the file holds. */
 	start_store(f);
 	assert_int_equal(run_begin(f, "job", 2), 8);
+}
+
+/* A window recorded late (after a restart of bellowsd) is marked so, apart
+ * from whether it was complete, and keeps its mark when a resume moves it
+ * to superseded_window_info (same columns, same order). */
+static void
+test_store_marks_a_window_recorded_late(void **state)
+{
+	fixture *f = *state;
+	char rows[64];
+	int64_t run;
+
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", 2);
+	put_window(f, run, 0, N_LAYERS, 10);
+	put_window_closed(f, run, 1, N_LAYERS, 11,
+	    CTL_STORE_CLOSED_COMPLETE | CTL_STORE_CLOSED_LATE);
+	put_window_closed(f, run, 2, N_LAYERS, 12, CTL_STORE_CLOSED_LATE);
+	wait_committed(f, ctl_store_flush(f->store));
+	assert_false(store_degraded(f, NULL, 0));
+	/* window:complete:late */
+	db_text(f->db, rows, sizeof(rows),
+	    "SELECT group_concat(window || ':' || complete || ':' || late, "
+	    "' ') FROM (SELECT * FROM window_info ORDER BY window)");
+	assert_string_equal(rows, "0:1:0 1:1:1 2:0:1");
+	ctl_store_run_resumed(f->store, run, 1, "again");
+	wait_committed(f, ctl_store_flush(f->store));
+	db_text(f->db, rows, sizeof(rows),
+	    "SELECT group_concat(window || ':' || complete || ':' || late, "
+	    "' ') FROM (SELECT * FROM superseded_window_info ORDER BY "
+	    "window)");
+	assert_string_equal(rows, "1:1:1 2:0:1");
 }
 
 /* A file written before some statistics were in the statistics table:
@@ -859,7 +905,8 @@ test_store_round_trips_every_statistic_of_the_table_by_name(void **state)
 	open_store(f);
 	start_store(f);
 	run = run_begin(f, "job", 2);
-	ctl_store_window(f->store, run, &v, 2, true, &in_force, 1);
+	ctl_store_window(f->store, run, &v, 2, CTL_STORE_CLOSED_COMPLETE,
+	    &in_force, 1);
 	/* The store keeps its own copy: the window's arrays may go. */
 	for (uint32_t k = 0; k < n_arr; k++) {
 		memset(arrays[k], 0xee, ha[k].arr->len * sizeof(uint64_t));
@@ -2114,7 +2161,8 @@ test_store_round_trips_new_statistics_collectives_metrics_calibration(
 	in_force.size_threshold = 2200000;
 	ctl_store_decision(f->store, run, &in_force, NULL, CTL_STORE_INITIAL,
 	    1);
-	ctl_store_window(f->store, run, &v, 2, true, &in_force, 2);
+	ctl_store_window(f->store, run, &v, 2, CTL_STORE_CLOSED_COMPLETE,
+	    &in_force, 2);
 	ctl_store_policy_metrics(f->store, run, 0, metrics, 2);
 	make_decision(&d, 2, 1, 1, 1);
 	d.compression_off = true;
@@ -2584,6 +2632,114 @@ test_store_rebuilds_a_job_and_its_policy_history_after_a_restart(void **state)
 	assert_string_equal(text, "job");
 }
 
+/* Rank r's report of window w from its peer; returns ctl_jobs_report's
+ * answer (0, or the refusal's code). */
+static int
+report_rc(fixture *f, uint32_t r, uint64_t w, uint64_t now)
+{
+	static const char *const peers[] = { "A", "B" };
+	com_layer_stats ls[N_LAYERS];
+	char why[256] = "";
+	com_msg reply;
+	int rc;
+	com_report rep = {
+		.job = (char *)"job",
+		.rank = r,
+		.window = w,
+		.first_step = 10 * w,
+		.last_step = 10 * w + 9,
+		.n_layers = N_LAYERS,
+		.layers = ls,
+		.timings = { .steps = 10, .step_ms = 100 },
+		.lr = 0.1,
+		.lr_next = 0.1,
+	};
+
+	for (uint32_t l = 0; l < N_LAYERS; l++)
+		ls[l] = (com_layer_stats){ .layer = l,
+			.count = 32,
+			.sum_sq = 1,
+			.acc_norm = 1 };
+	com_msg_init(&reply, COM_MSG_NONE);
+	rc = ctl_jobs_report(f->jobs, (const uint8_t *)peers[r], 1, NULL, &rep,
+	    now, &reply, why, sizeof(why));
+	com_msg_fini(&reply);
+	return rc;
+}
+
+/* bellowsd restarted after the ranks had gone 15 windows on: the windows
+ * it had not closed are taken from the reports the agents send again,
+ * closed in order and recorded late, with no decision; one no rank kept
+ * is skipped, one only a rank kept is recorded with it alone, a repeat
+ * is ignored, and the agents are told to keep their reports until the
+ * late windows are in. */
+static void
+test_store_windows_a_restart_had_not_closed_are_recorded_late(void **state)
+{
+	fixture *f = *state;
+	char text[128];
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	for (uint64_t w = 0; w < 5; w++) {
+		report_window(f, w, 1.0, 1100 + w);
+		settle(f);
+	}
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+
+	f->n_pub = 0;
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
+	start_store(f);
+	/* The ranks are at window 20: windows 5..19 are late, and the
+	 * agents are told to send them again. */
+	assert_int_equal(hello(f, "A", 0, 200, 20, 6, 5000), 5);
+	assert_int_equal(hello(f, "B", 1, 200, 20, 6, 5000), 5);
+	/* Rank 0 kept 5..19 but 9; rank 1 5..19 but 9 and 12. */
+	for (uint64_t w = 5; w < 20; w++)
+		if (w != 9)
+			assert_int_equal(report_rc(f, 0, w, 5100), 0);
+	assert_int_equal(beat_closed(f, 200, 5100), 5);
+	assert_int_equal(report_rc(f, 0, 6, 5100), 0); /* a repeat */
+	for (uint64_t w = 5; w < 20; w++)
+		if (w != 9 && w != 12)
+			assert_int_equal(report_rc(f, 1, w, 5200), 0);
+	/* Windows below the late ones are stale. */
+	assert_int_equal(report_rc(f, 1, 4, 5200), BELLOWS_ESTATE);
+	report_window(f, 20, 1.0, 5300);
+	settle(f);
+	assert_int_equal(beat_closed(f, 210, 5300), 21);
+	/* Only window 20 was decided. */
+	assert_int_equal(f->n_pub, 1);
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(window, ' ') FROM (SELECT window FROM "
+	    "window_info WHERE late ORDER BY window)");
+	assert_string_equal(text, "5 6 7 8 10 11 12 13 14 15 16 17 18 19");
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(window || ':' || ranks_reported || ':' || "
+	    "complete, ' ') FROM window_info WHERE late AND (window = 12 OR "
+	    "window = 13)");
+	assert_string_equal(text, "12:1:0 13:2:1");
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM window_info WHERE NOT late "
+			     "AND window >= 5"),
+	    1);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM decisions WHERE window > 5 "
+			     "AND window <= 20 AND source = 'window'"),
+	    0);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM timings WHERE window >= 5 "
+			     "AND window < 20"),
+	    14 + 13);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM windows WHERE window = 19"),
+	    N_LAYERS);
+}
+
 static void
 test_store_windows_count_as_closed_once_their_close_is_committed(void **state)
 {
@@ -2849,6 +3005,7 @@ main(void)
 		T(test_store_migrates_a_version_1_file_keeping_its_rows),
 		T(test_store_migrates_a_version_2_file_keeping_its_rows),
 		T(test_store_adds_the_columns_of_new_statistics_to_an_old_file),
+		T(test_store_marks_a_window_recorded_late),
 		T(test_store_round_trips_every_statistic_of_the_table_by_name),
 		T(test_store_history_columns_are_where_the_window_puts_them),
 		T(test_store_refuses_a_newer_schema_with_a_clear_message),
@@ -2875,6 +3032,7 @@ main(void)
 		T(test_store_records_a_jobs_collectives_and_policy_metrics),
 		T(test_store_degraded_store_does_not_hold_up_decisions),
 		T(test_store_rebuilds_a_job_and_its_policy_history_after_a_restart),
+		T(test_store_windows_a_restart_had_not_closed_are_recorded_late),
 		T(test_store_windows_count_as_closed_once_their_close_is_committed),
 		T(test_store_resent_reports_close_the_window_a_crash_left_open),
 		T(test_store_rebuilds_accordion_from_windows_recorded_while_behind),

@@ -178,6 +178,20 @@ class ErrorTest(unittest.TestCase):
         self.assertIn("invalid argument", str(e))
         print(f"\n  {e}")
 
+    def test_keep_reports_mb_is_taken_within_its_range(self):
+        for bad in (0, 65537):
+            with self.assertRaises(bellows.BellowsError) as cm:
+                bellows.Agent("py", 0, 1, LAYERS, keep_reports_mb=bad,
+                              control="ipc:///nonexistent/c",
+                              publish="ipc:///nonexistent/p")
+            self.assertEqual(cm.exception.code, _lib.EINVAL)
+            self.assertIn("keep_reports_mb is not within 1..65536",
+                          str(cm.exception))
+        with bellows.Agent("py", 0, 1, LAYERS, keep_reports_mb=1,
+                           control="ipc:///nonexistent/c",
+                           publish="ipc:///nonexistent/p") as agent:
+            self.assertFalse(agent.stats().connected)
+
     def test_duplicate_layer_names_are_refused(self):
         with self.assertRaises(bellows.BellowsError) as cm:
             bellows.Agent("py", 0, 1, [bellows.Layer("x", (2,)),

@@ -183,6 +183,7 @@ class AgentConfig(ctypes.Structure):
         ("aggregate_ranks", ctypes.c_uint32),
         ("allreduce", ALLREDUCE_FN),
         ("allreduce_arg", ctypes.c_void_p),
+        ("keep_reports_mb", ctypes.c_uint32),
     ]
 
 

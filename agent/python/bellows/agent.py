@@ -354,6 +354,7 @@ class Agent:
                  decision_timeout_ms: int | None = None,
                  heartbeat_ms: int | None = None,
                  queue_capacity: int | None = None,
+                 keep_reports_mb: int | None = None,
                  momentum_beta: float | None = None,
                  log_level: int = _lib.LOG_WARN,
                  stats_threads: int = 0,
@@ -448,6 +449,11 @@ class Agent:
             cfg.heartbeat_ms = heartbeat_ms
         if queue_capacity is not None:
             cfg.queue_capacity = queue_capacity
+        if keep_reports_mb is not None:
+            if not _lib.config_has("keep_reports_mb"):
+                raise BellowsError("bellows_agent_open", _lib.ENOTSUP,
+                                   "this libbellows has no keep_reports_mb")
+            cfg.keep_reports_mb = keep_reports_mb
         if momentum_beta is not None:
             cfg.momentum_beta = momentum_beta
         cfg.log = self._sink.c_fn

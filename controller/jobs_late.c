@@ -1,0 +1,226 @@
+/* jobs_late - windows recorded late, after an outage of bellowsd, see
+ * jobs_int.h.
+ *
+ * A daemon that restarts knows from the store the lowest window its run
+ * has not closed; its ranks, which trained on while it was down, are
+ * further on. When the first Hello moves the job to where they are
+ * (jobs.c), the windows in between are late: the agents kept their
+ * reports and send them again, oldest first, as soon as they are
+ * welcomed. Those reports are aggregated here, apart from the live
+ * windows, and each late window is closed in index order and recorded in
+ * the history marked late, with its ranks' timings; no policy is run on
+ * it and no decision answers it (the ranks are past its apply step). A
+ * late window closes once every live rank has reported it or a later
+ * window (an agent sends what it kept in window order, so it has no more
+ * of it to send), or once every live rank has joined again and no late
+ * report came for window_timeout_ms; a window no rank sent is skipped.
+ *
+ * What a job may hold of late windows at once is bounded by
+ * JOBS_LATE_BYTES: the slots cover the lowest late windows not closed,
+ * and a report beyond them is refused (ESTATE, logged once per range).
+ */
+#include "jobs_int.h"
+
+#include "common/clock.h"
+#include "common/codec.h"
+#include "log.h"
+#include "store.h"
+
+#include <bellows/error.h>
+
+#include <inttypes.h>
+#include <stdlib.h>
+
+void
+ctl_jobs_late_free(job *j)
+{
+	for (uint32_t i = 0; i < j->late_cap; i++)
+		ctl_window_destroy(&j->late[i]);
+	free(j->late);
+	j->late = NULL;
+	j->late_cap = 0;
+	j->late_next = j->late_end = 0;
+}
+
+void
+ctl_jobs_late_begin(ctl_jobs *jobs, job *j, uint64_t from, uint64_t to)
+{
+	com_limits lim;
+	size_t one;
+	uint64_t cap;
+
+	if (to <= from || j->late_cap > 0)
+		return;
+	com_limits_default(&lim);
+	one = ctl_window_bytes_max(j->world, j->n_layers, lim.max_comm);
+	cap = JOBS_LATE_BYTES / (one > 0 ? one : 1);
+	if (cap < 1)
+		cap = 1;
+	if (cap > to - from)
+		cap = to - from;
+	if ((j->late = calloc((size_t)cap, sizeof(*j->late))) == NULL) {
+		ctl_log(CTL_LOG_ERROR, "jobs",
+		    "job '%s': no memory to record windows %" PRIu64
+		    "..%" PRIu64 " late",
+		    j->name, from, to - 1);
+		return;
+	}
+	j->late_cap = (uint32_t)cap;
+	j->late_next = from;
+	j->late_end = to;
+	j->late_refused = false;
+	j->late_heard_ms = jobs->now_ms;
+	ctl_log(CTL_LOG_INFO, "jobs",
+	    "job '%s': windows %" PRIu64 "..%" PRIu64
+	    " were not closed before the restart: recording them late, as "
+	    "the ranks send their reports again",
+	    j->name, from, to - 1);
+	ctl_events_add(jobs->events, CTL_EVENT_JOB_RECOVERED, j->name,
+	    "windows %" PRIu64 "..%" PRIu64 " to be recorded late", from,
+	    to - 1);
+}
+
+bool
+ctl_jobs_late_has(const job *j, uint64_t window)
+{
+	return j->late_cap > 0 && window >= j->late_next &&
+	    window < j->late_end;
+}
+
+uint64_t
+ctl_jobs_late_closed(const job *j, uint64_t closed)
+{
+	return j->late_cap > 0 && j->late_next < closed ? j->late_next : closed;
+}
+
+int
+ctl_jobs_late_add(job *j, const com_report *rep, uint64_t now_ms, char *why,
+    size_t why_len)
+{
+	ctl_window **slot;
+	int r;
+
+	j->late_heard_ms = now_ms;
+	if (rep->window - j->late_next >= j->late_cap) {
+		if (!j->late_refused)
+			ctl_log(CTL_LOG_WARN, "jobs",
+			    "job '%s': late report of window %" PRIu64
+			    " refused: %u late windows from %" PRIu64
+			    " are held at most",
+			    j->name, rep->window, j->late_cap, j->late_next);
+		j->late_refused = true;
+		ctl_jobs_why(why, why_len,
+		    "late report of window %" PRIu64
+		    " is too far ahead of late window %" PRIu64,
+		    rep->window, j->late_next);
+		return BELLOWS_ESTATE;
+	}
+	slot = &j->late[rep->window % j->late_cap];
+	if (*slot == NULL &&
+	    ctl_window_new(rep->window, j->world, j->n_layers, now_ms, slot) !=
+		0) {
+		ctl_jobs_why(why, why_len, "cannot open late window %" PRIu64,
+		    rep->window);
+		return BELLOWS_ENOMEM;
+	}
+	r = ctl_window_add(*slot, rep);
+	if (r == BELLOWS_ENOMEM)
+		ctl_jobs_why(why, why_len,
+		    "no memory for the late report of window %" PRIu64,
+		    rep->window);
+	return r;
+}
+
+/* True when rank r has sent all it will of window w: it has rejoined and
+ * a report of a later window was taken from it (an agent sends what it
+ * kept in window order, before anything new). */
+static bool
+late_rank_past(const job_rank *rk, uint64_t w)
+{
+	return rk->joined && rk->taken_top > w + 1;
+}
+
+/* True when late window w (win, NULL when no rank sent it) may close or
+ * be skipped now: each live rank reported it (*complete) or is past it;
+ * or every live rank has joined this daemon again and no late report came
+ * for window_timeout_ms (a rank covered by another's report sends none of
+ * its own, and what no rank kept never comes). */
+static bool
+late_closable(ctl_jobs *jobs, job *j, uint64_t w, ctl_window *win,
+    uint64_t now_ms, bool *complete)
+{
+	bool all = true, past = true, joined = true;
+
+	for (uint32_t r = 0; r < j->world; r++) {
+		const job_rank *rk = &j->ranks[r];
+
+		if (!rk->alive || (win != NULL && ctl_window_has(win, r)))
+			continue;
+		all = false;
+		past = past && late_rank_past(rk, w);
+		joined = joined && rk->joined;
+	}
+	*complete = all;
+	if (past)
+		return true;
+	return joined &&
+	    now_ms - j->late_heard_ms >= jobs->cfg->window_timeout_ms;
+}
+
+/* Records late window `win` in the history, marked late, with the
+ * decision in force at its first step (the newest of the log when that
+ * is older than the log). */
+static void
+late_record(ctl_jobs *jobs, job *j, ctl_window *win, bool complete)
+{
+	const com_decision *in_force = ctl_jobs_log_last(j);
+	bellows_window view;
+	uint32_t alive = 0;
+	int at;
+
+	if (in_force == NULL)
+		return;
+	ctl_window_view(win, j->name, j->world, j->layers, in_force, &view);
+	at = ctl_jobs_log_in_force(j, view.first_step);
+	if (at >= 0) {
+		in_force = ctl_jobs_log_at(j, (uint32_t)at);
+		ctl_window_view(win, j->name, j->world, j->layers, in_force,
+		    &view);
+	}
+	for (uint32_t r = 0; r < j->world; r++)
+		alive += j->ranks[r].alive;
+	ctl_store_window(jobs->store, j->run_id, &view, alive,
+	    (complete ? CTL_STORE_CLOSED_COMPLETE : 0) | CTL_STORE_CLOSED_LATE,
+	    in_force, com_clock_wall_ms());
+	j->windows_late++;
+	jobs->counters.windows_late++;
+	if (!complete)
+		ctl_log(CTL_LOG_WARN, "jobs",
+		    "job '%s' late window %" PRIu64
+		    " recorded with %u of %u ranks",
+		    j->name, view.window, view.ranks_reported, alive);
+}
+
+void
+ctl_jobs_late_close(ctl_jobs *jobs, job *j, uint64_t now_ms)
+{
+	while (j->late_cap > 0 && j->late_next < j->late_end) {
+		ctl_window **slot = &j->late[j->late_next % j->late_cap];
+		bool complete;
+
+		if (!late_closable(jobs, j, j->late_next, *slot, now_ms,
+			&complete))
+			return;
+		if (*slot != NULL)
+			late_record(jobs, j, *slot, complete);
+		ctl_window_destroy(slot);
+		j->late_next++;
+	}
+	if (j->late_cap > 0) {
+		ctl_log(CTL_LOG_INFO, "jobs",
+		    "job '%s': late windows done, %" PRIu64
+		    " recorded late in all",
+		    j->name, j->windows_late);
+		ctl_jobs_late_free(j);
+	}
+}

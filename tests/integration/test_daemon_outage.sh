@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# test_daemon_outage.sh OUTAGE_S KILLS: bellowsd killed with SIGKILL KILLS
+# times in one run and kept down OUTAGE_S seconds each time, many windows
+# long, then restarted on the same database and endpoints. The ranks train
+# on; their agents keep every report bellowsd has not recorded (within
+# keep_reports_mb) and send them again to the new instance, which records
+# the windows it had not closed late, in order, without deciding on them:
+# every window of the run, 0..N-1, is in the history with every layer and
+# the report of every rank, the late ones marked late and answered by no
+# decision, every other one by its decision. Cost: KILLS * (OUTAGE_S + 3)
+# seconds and some.
+. "$(dirname "$0")/lib.sh"
+
+command -v sqlite3 >/dev/null || { echo "sqlite3 not installed"; exit 77; }
+
+OUTAGE_S=${1:-2}
+KILLS=${2:-5}
+DB="$TMP/history.db"
+# Ranks must be back after each restart before bellowsd gives up on them:
+# ZeroMQ reconnects within 2 s, the Hello is retried every second.
+RANK_TIMEOUT_MS=8000
+RANKS=4
+LAYERS=4
+STEPS=5
+# Windows of a tenth of the outage (at most a second): each outage spans
+# more windows than bellowsd aggregates at once (8), so a restarted one
+# finds the ranks past the windows it had not closed. The run outlasts
+# the kills: each takes the outage, the ranks' return and two windows.
+WINDOW_MS=$((OUTAGE_S * 100))
+[ "$WINDOW_MS" -le 1000 ] || WINDOW_MS=1000
+STEP_MS=$((WINDOW_MS / STEPS))
+WINDOWS=$((KILLS * ((OUTAGE_S + 3) * 1000 / WINDOW_MS) + 12))
+
+q() { sqlite3 -batch -noheader "$DB" "$1"; }
+
+# closed: windows recorded so far (0 while the file is being created).
+closed() {
+	q "SELECT count(*) FROM window_info" 2>/dev/null || echo 0
+}
+
+start_daemon
+"$BELLOWS" sim --control "$CTL" --publish "$PUB" --quiet --job outage \
+    --ranks "$RANKS" --layers "$LAYERS" --windows "$WINDOWS" \
+    --steps-per-window "$STEPS" --step-ms "$STEP_MS" \
+    --decision-timeout-ms 1000 >"$TMP/sim.out" 2>"$TMP/sim.err" &
+SIM=$!
+ok "$RANKS ranks, $WINDOWS windows of about $WINDOW_MS ms"
+
+# Each kill comes once two more windows are recorded than at the one
+# before (after a restart: once the late ones and two live ones are).
+n=0
+for k in $(seq 1 "$KILLS"); do
+	target=$((n + 2))
+	for _ in $(seq 1 3000); do
+		n=$(closed)
+		[ "${n:-0}" -ge "$target" ] && break
+		sleep 0.02
+	done
+	[ "${n:-0}" -ge "$target" ] ||
+	    fail "kill $k: only ${n:-0} windows recorded within 60 s"
+	[ "$n" -lt "$WINDOWS" ] ||
+	    fail "kill $k: the run ended before it ($n windows recorded)"
+	kill_daemon KILL
+	sleep "$OUTAGE_S"
+	ok "kill $k: bellowsd killed after $n windows were recorded, down $OUTAGE_S s"
+	start_daemon
+done
+wait "$SIM"
+rc=$?
+# The ranks gave up the decisions of the windows bellowsd was down for:
+# the sim says so, and exits 1, but trained on through every outage.
+[ "$rc" -le 1 ] || fail "sim exited with $rc"
+"$BELLOWS" status --control "$CTL" >"$TMP/status.out" || fail "status failed"
+kill_daemon TERM
+
+[ "$(q "SELECT count(*) || ':' || max(recoveries) FROM runs")" = "1:$KILLS" ] ||
+    fail "not one run recovered $KILLS times: $(q "SELECT id, recoveries FROM runs")"
+ok "one run, recovered from the database after each of the $KILLS kills"
+
+# Every window, once, with its layers and every rank's report.
+read -r n lo hi distinct <<<"$(q "SELECT count(*), min(window), max(window),
+    count(DISTINCT window) FROM window_info" | tr '|' ' ')"
+[ "$n:$lo:$hi:$distinct" = "$WINDOWS:0:$((WINDOWS - 1)):$WINDOWS" ] ||
+    fail "window_info holds $n rows of windows $lo..$hi ($distinct distinct), expected 0..$((WINDOWS - 1)): missing $(q "WITH RECURSIVE w(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM w WHERE i < $((WINDOWS - 1))) SELECT group_concat(i, ' ') FROM w WHERE i NOT IN (SELECT window FROM window_info)")"
+ok "$WINDOWS of $WINDOWS windows recorded"
+full=$(q "SELECT count(*) FROM (SELECT window FROM windows GROUP BY window
+    HAVING count(*) = $LAYERS AND count(DISTINCT layer) = $LAYERS)")
+[ "$full" = "$WINDOWS" ] ||
+    fail "only $full of $WINDOWS windows have their $LAYERS layers recorded"
+missing=$(q "SELECT group_concat(window || ':' || ranks_reported, ' ') FROM
+    window_info WHERE ranks_reported <> $RANKS")
+[ -z "$missing" ] ||
+    fail "windows recorded without every rank's report (window:ranks): $missing"
+timings=$(q "SELECT count(*) FROM (SELECT DISTINCT window, rank FROM timings)")
+[ "$timings" = "$((WINDOWS * RANKS))" ] ||
+    fail "$timings of $((WINDOWS * RANKS)) (window, rank) timings recorded"
+ok "every window holds its $LAYERS layers and the reports and timings of all $RANKS ranks"
+
+# The outages' windows are late, with no decision; the others decided.
+late=$(q "SELECT count(*) FROM window_info WHERE late = 1")
+[ "$late" -ge "$KILLS" ] ||
+    fail "only $late windows recorded late over $KILLS outages of $OUTAGE_S s"
+decided_late=$(q "SELECT count(*) FROM decisions d JOIN window_info w ON
+    w.run_id = d.run_id AND d.window = w.window + 1 WHERE w.late = 1 AND
+    d.source = 'window'")
+[ "$decided_late" = 0 ] ||
+    fail "$decided_late late windows are answered by a decision"
+undecided=$(q "SELECT group_concat(window, ' ') FROM window_info w WHERE
+    late = 0 AND NOT EXISTS (SELECT 1 FROM decisions d WHERE d.run_id =
+    w.run_id AND d.source = 'window' AND d.window = w.window + 1)")
+[ -z "$undecided" ] ||
+    fail "windows recorded on time without their decision: $undecided"
+ok "$late windows recorded late, none decided; the $((WINDOWS - late)) others each with its decision"
+grep -q "windows .* to be recorded late\|recording them late" "$TMP/bellowsd.log" ||
+    fail "bellowsd did not say it records windows late"
+
+# bellows history shows every window, and which were late.
+"$BELLOWS" history windows --db "$DB" --job outage --format csv \
+    >"$TMP/windows.csv" 2>"$TMP/history.err" ||
+    fail "bellows history windows failed: $(cat "$TMP/history.err")"
+listed=$(tail -n +2 "$TMP/windows.csv" | cut -d, -f1 | tr '\n' ' ')
+expected=$(seq 0 $((WINDOWS - 1)) | tr '\n' ' ')
+[ "$listed" = "$expected" ] ||
+    fail "bellows history lists windows '$listed', expected '$expected'"
+ok "bellows history windows lists every window 0..$((WINDOWS - 1))"
