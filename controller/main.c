@@ -144,6 +144,7 @@ main_metrics(ctl_loop *loop, uint64_t now_ms, void *arg)
 		d->n_views = cfg->max_jobs;
 	}
 	s.uptime_ms = now_ms - d->started_ms;
+	ctl_metrics_read_process(&s.process); /* left out if it fails */
 	ctl_jobs_get_counters(d->jobs, &s.jobs);
 	ctl_jobs_latency_histogram(d->jobs, &s.latency);
 	ctl_server_counts(d->server, &s.messages, &s.dropped, &s.pub_dropped);
