@@ -4,7 +4,7 @@
 # answered in full and promtool accepts them, and malformed requests
 # (NUL bytes in the request line, a header line without a colon) get their answer at once instead of waiting behind the
 # slow ones. The slow clients are then cut at their deadline. The time
-# each scrape took is printed, not asserted (bench/metrics_slow_clients.sh
+# each scrape took is printed, not asserted (bench/metrics/slow_clients.py
 # measures it).
 . "$(dirname "$0")/lib.sh"
 
