@@ -2,10 +2,10 @@
 # /metrics is served concurrently: while 50 clients hold connections (25
 # silent, 25 sending a byte of a request every 2 s), curl's scrapes are
 # answered in full and promtool accepts them, and malformed requests
-# (NUL bytes in the request line, a header line without a colon) get their answer at once instead of waiting behind the
-# slow ones. The slow clients are then cut at their deadline. The time
-# each scrape took is printed, not asserted (bench/metrics/slow_clients.py
-# measures it).
+# (NUL bytes in the request line, a header line without a colon) get
+# their answer at once instead of waiting behind the slow ones. The slow
+# clients are then cut at their deadline. The time each scrape took is
+# printed, not asserted (bench/metrics/slow_clients.py measures it).
 . "$(dirname "$0")/lib.sh"
 
 command -v curl >/dev/null || { echo "SKIP: curl not installed"; exit 77; }
