@@ -197,7 +197,8 @@ metrics_daemon(metrics_buf *b, const ctl_metrics_snapshot *s)
 	metrics_u64(b, "bellows_rank_losses_total", "counter",
 	    "Ranks declared lost (silent past rank_timeout_ms).",
 	    c->ranks_lost);
-	metrics_u64(b, "bellows_jobs", "gauge", "Jobs held.", s->n_jobs);
+	metrics_u64(b, "bellows_jobs", "gauge",
+	    "Jobs held (with security, those /metrics may show).", s->n_jobs);
 }
 
 static void
