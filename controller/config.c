@@ -473,6 +473,12 @@ ctl_config_destroy(ctl_config **cfg)
 	free(c->control);
 	free(c->publish);
 	free(c->metrics_listen);
+	free(c->metrics.token_file);
+	if (c->metrics.token != NULL) {
+		explicit_bzero(c->metrics.token, strlen(c->metrics.token));
+		free(c->metrics.token);
+	}
+	free(c->metrics.client);
 	free(c->path);
 	free(c->text);
 	free(c);
@@ -512,6 +518,15 @@ ctl_config_client_allowed(const ctl_config *cfg, const char *job,
 			return true;
 	}
 	return false;
+}
+
+bool
+ctl_config_metrics_shows(const ctl_config *cfg, const char *job)
+{
+	if (!cfg->security.enabled)
+		return true;
+	return cfg->metrics.token != NULL &&
+	    ctl_config_client_allowed(cfg, job, cfg->metrics.client);
 }
 
 bool

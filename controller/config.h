@@ -120,6 +120,18 @@ typedef struct ctl_security_conf {
 	ctl_client_key *keys; /* the directory's certificates, by name */
 } ctl_security_conf;
 
+#define CTL_CONFIG_TOKEN_MIN 16   /* bytes of a /metrics bearer token */
+#define CTL_CONFIG_TOKEN_MAX 4096 /* at most */
+
+/* `daemon.metrics`: who may read /metrics, see docs/metrics.md#access. */
+typedef struct ctl_metrics_conf {
+	char *token_file; /* path of the bearer token, NULL: none needed */
+	char *token;      /* its text, surrounding white space left out;
+			   * read when the file was loaded */
+	char *client;     /* with security: the client whose jobs /metrics
+			   * shows (the jobs' `clients` lists), NULL: none */
+} ctl_metrics_conf;
+
 typedef struct ctl_config {
 	char *path;                 /* file it came from ("<string>") */
 	char *text;                 /* the whole YAML text */
@@ -149,7 +161,9 @@ typedef struct ctl_config {
 	bool allow_insecure;        /* bind non-loopback endpoints without
 				     * security (warned) */
 	char *metrics_listen;       /* ADDR:PORT serving /metrics, NULL:
-				     * none (docs/metrics.md) */
+				     * none (docs/metrics.md); from
+				     * metrics_listen or metrics.listen */
+	ctl_metrics_conf metrics;   /* who may read /metrics */
 	uint32_t n_jobs;            /* entries in jobs */
 	ctl_job_conf *jobs;         /* first match wins */
 } ctl_config;
@@ -227,6 +241,11 @@ const char *ctl_config_client_by_key(const ctl_config *cfg, const char *z85);
  * is not allowed). */
 bool ctl_config_client_allowed(const ctl_config *cfg, const char *job,
     const char *client);
+
+/* True when /metrics may show job `job`: always without security; with
+ * it, only with a token, and when daemon.metrics.client may read the job
+ * (ctl_config_client_allowed). */
+bool ctl_config_metrics_shows(const ctl_config *cfg, const char *job);
 
 /* True when client `client` may read every job whatever its name: no
  * job entry leaves it out (always without security). */

@@ -216,21 +216,138 @@ config_security(config_ctx *cx, yaml_node_t *node, ctl_security_conf *sec)
 	return 0;
 }
 
-/* `daemon.metrics_listen`: checked now, so that a bad address is an
- * error of the file, with its position. */
+/* `daemon.metrics_listen` or `daemon.metrics.listen` (`what`): checked
+ * now, so that a bad address is an error of the file, with its position;
+ * given twice, refused. */
 static int
-config_metrics_listen(config_ctx *cx, const yaml_node_t *node, char **ret)
+config_metrics_listen(config_ctx *cx, const yaml_node_t *node, const char *what,
+    char **ret)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
 	char err[CTL_CONFIG_ERR_MAX];
-	int r = ctl_config_string(cx, node, "metrics_listen", ret);
+	int r;
 
-	if (r != 0)
+	if (*ret != NULL)
+		return ctl_config_fail(cx, node,
+		    "%s: the address is given twice (daemon.metrics_listen "
+		    "and daemon.metrics.listen); keep one",
+		    what);
+	if ((r = ctl_config_string(cx, node, what, ret)) != 0)
 		return r;
 	if (ctl_metrics_parse_listen(*ret, &ss, &len, err, sizeof(err)) != 0)
-		return ctl_config_fail(cx, node, "daemon.metrics_listen: %s",
-		    err);
+		return ctl_config_fail(cx, node, "%s: %s", what, err);
+	return 0;
+}
+
+/* Reads the bearer token of daemon.metrics.token_file: the file's text
+ * less the white space around it (a trailing line end), of
+ * CTL_CONFIG_TOKEN_MIN to CTL_CONFIG_TOKEN_MAX visible ASCII characters,
+ * as an HTTP header carries it. */
+static int
+config_metrics_token(config_ctx *cx, const yaml_node_t *node,
+    ctl_metrics_conf *mc)
+{
+	char buf[CTL_CONFIG_TOKEN_MAX + 2], *t;
+	FILE *f = fopen(mc->token_file, "re");
+	size_t n, len;
+	bool whole;
+	int r = 0;
+
+	if (f == NULL)
+		return ctl_config_fail(cx, node,
+		    "daemon.metrics.token_file '%s': %s", mc->token_file,
+		    strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	/* Not cut at the buffer's end, no NUL inside. */
+	whole = n < sizeof(buf) - 1 && memchr(buf, '\0', n) == NULL;
+	buf[n] = '\0';
+	for (t = buf; *t != '\0' && strchr(" \t\r\n", *t) != NULL;)
+		t++;
+	len = strlen(t);
+	while (len > 0 && strchr(" \t\r\n", t[len - 1]) != NULL)
+		t[--len] = '\0';
+	for (size_t i = 0; i < len && r == 0; i++) {
+		if (t[i] < 0x21 || t[i] > 0x7e)
+			r = ctl_config_fail(cx, node,
+			    "daemon.metrics.token_file '%s': byte %zu of the "
+			    "token (0x%02x) is not a visible ASCII character",
+			    mc->token_file, i + 1, (unsigned char)t[i]);
+	}
+	if (r == 0 && (!whole || len < CTL_CONFIG_TOKEN_MIN))
+		r = ctl_config_fail(cx, node,
+		    "daemon.metrics.token_file '%s' must hold one token of "
+		    "%u to %u visible ASCII characters (it holds %zu bytes)",
+		    mc->token_file, CTL_CONFIG_TOKEN_MIN, CTL_CONFIG_TOKEN_MAX,
+		    n);
+	if (r == 0 && (mc->token = strdup(t)) == NULL)
+		r = BELLOWS_ENOMEM;
+	explicit_bzero(buf, sizeof(buf));
+	return r;
+}
+
+/* `daemon.metrics`: listen, token_file, client. */
+static int
+config_metrics(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
+{
+	yaml_node_t *key, *val, *token = NULL;
+	const char *kname;
+	int r = 0;
+
+	if ((r = ctl_config_expect(cx, node, YAML_MAPPING_NODE,
+		 "daemon.metrics")) != 0 ||
+	    (r = ctl_config_check_duplicates(cx, node)) != 0)
+		return r;
+	CONFIG_FOREACH_PAIR(cx, node, kname, key, val)
+	{
+		if (kname == NULL)
+			r = ctl_config_fail(cx, key, "keys must be scalars");
+		else if (strcmp(kname, "listen") == 0)
+			r = config_metrics_listen(cx, val,
+			    "daemon.metrics.listen", &cfg->metrics_listen);
+		else if (strcmp(kname, "token_file") == 0) {
+			token = val;
+			r = config_path(cx, val, "daemon.metrics.token_file",
+			    &cfg->metrics.token_file);
+		} else if (strcmp(kname, "client") == 0) {
+			r = ctl_config_string(cx, val, kname,
+			    &cfg->metrics.client);
+			if (r == 0 && !com_cert_name_ok(cfg->metrics.client))
+				r = ctl_config_fail(cx, val,
+				    "daemon.metrics.client '%s' is not a "
+				    "client name (a NAME.pub of the clients "
+				    "directory)",
+				    cfg->metrics.client);
+		} else
+			r = ctl_config_fail(cx, key,
+			    "unknown key '%s' in daemon.metrics (expected "
+			    "listen, token_file, client)",
+			    kname);
+		if (r != 0 && !ctl_config_go_on(cx, r))
+			return r;
+	}
+	if (token != NULL && cfg->metrics.token_file != NULL &&
+	    (r = config_metrics_token(cx, token, &cfg->metrics)) != 0)
+		return r;
+	if (cfg->metrics.client != NULL && token == NULL)
+		return ctl_config_fail(cx, node,
+		    "daemon.metrics.client needs token_file: without a token "
+		    "whoever reaches /metrics would read that client's jobs");
+	return 0;
+}
+
+/* What holds only with the whole `daemon:` section read: with security
+ * a token must say whose jobs it shows. */
+static int
+config_daemon_check(config_ctx *cx, yaml_node_t *node, const ctl_config *cfg)
+{
+	if (cfg->security.enabled && cfg->metrics.token_file != NULL &&
+	    cfg->metrics.client == NULL)
+		return ctl_config_fail(cx, node,
+		    "daemon.metrics.token_file needs daemon.metrics.client "
+		    "with daemon.security: it names the client whose jobs "
+		    "/metrics shows");
 	return 0;
 }
 
@@ -343,14 +460,16 @@ ctl_config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 			r = config_security(cx, val, &cfg->security);
 		else if (strcmp(kname, "metrics_listen") == 0)
 			r = config_metrics_listen(cx, val,
-			    &cfg->metrics_listen);
+			    "daemon.metrics_listen", &cfg->metrics_listen);
+		else if (strcmp(kname, "metrics") == 0)
+			r = config_metrics(cx, val, cfg);
 		else
 			r = ctl_config_fail(cx, key,
 			    "unknown key '%s' in daemon", kname);
 		if (r != 0 && !ctl_config_go_on(cx, r))
 			return r;
 	}
-	return 0;
+	return config_daemon_check(cx, node, cfg);
 }
 
 int

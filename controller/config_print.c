@@ -99,6 +99,31 @@ config_print_policy(FILE *f, const ctl_policy_conf *pc)
 		config_print_param(f, p, pc->config);
 }
 
+/* `daemon.metrics` when it has a token (the token itself is not
+ * printed, its file is). */
+static void
+config_print_metrics(FILE *f, const ctl_config *cfg)
+{
+	const ctl_metrics_conf *mc = &cfg->metrics;
+
+	if (mc->token_file == NULL)
+		return;
+	fprintf(f, "  metrics:\n");
+	if (cfg->metrics_listen != NULL) {
+		fprintf(f, "    listen: ");
+		config_print_quoted(f, cfg->metrics_listen);
+		fprintf(f, "\n");
+	}
+	fprintf(f, "    token_file: ");
+	config_print_quoted(f, mc->token_file);
+	fprintf(f, "\n");
+	if (mc->client != NULL) {
+		fprintf(f, "    client: ");
+		config_print_quoted(f, mc->client);
+		fprintf(f, "\n");
+	}
+}
+
 int
 ctl_config_print(const ctl_config *cfg, void *out)
 {
@@ -116,11 +141,12 @@ ctl_config_print(const ctl_config *cfg, void *out)
 		config_print_quoted(f, cfg->publish);
 		fprintf(f, "\n");
 	}
-	if (cfg->metrics_listen != NULL) {
+	if (cfg->metrics_listen != NULL && cfg->metrics.token_file == NULL) {
 		fprintf(f, "  metrics_listen: ");
 		config_print_quoted(f, cfg->metrics_listen);
 		fprintf(f, "\n");
 	}
+	config_print_metrics(f, cfg);
 	fprintf(f, "  apply_lag: %u\n", cfg->apply_lag);
 	fprintf(f, "  window_timeout_ms: %u\n", cfg->window_timeout_ms);
 	fprintf(f, "  rank_timeout_ms: %u\n", cfg->rank_timeout_ms);

@@ -8,9 +8,12 @@
  */
 #include "ctl_metrics.h"
 
+#include "bellows_config.h"
+
 #include <bellows/error.h>
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -18,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 typedef struct metrics_buf {
 	char *text;  /* NUL-terminated, NULL after a failure */
@@ -121,14 +126,40 @@ metrics_u64(metrics_buf *b, const char *name, const char *type,
 	metrics_printf(b, "%s %" PRIu64 "\n", name, v);
 }
 
+/* The version's info metric, then the process' figures. */
+static void
+metrics_process(metrics_buf *b, const ctl_metrics_process *p)
+{
+	metrics_family(b, "bellows_build_info", "gauge",
+	    "1, labelled with the version of the bellowsd serving.");
+	metrics_printf(b, "bellows_build_info{version=\"");
+	metrics_label(b, BELLOWS_VERSION);
+	metrics_printf(b, "\"} 1\n");
+	if (!p->known)
+		return;
+	metrics_family(b, "process_cpu_seconds_total", "counter",
+	    "User and system CPU time spent in seconds.");
+	metrics_printf(b, "process_cpu_seconds_total");
+	metrics_value(b, p->cpu_seconds);
+	metrics_u64(b, "process_resident_memory_bytes", "gauge",
+	    "Resident memory size in bytes.", p->rss_bytes);
+	metrics_u64(b, "process_virtual_memory_bytes", "gauge",
+	    "Virtual memory size in bytes.", p->vm_bytes);
+	metrics_u64(b, "process_open_fds", "gauge",
+	    "Number of open file descriptors.", p->open_fds);
+	metrics_u64(b, "process_max_fds", "gauge",
+	    "Maximum number of open file descriptors.", p->max_fds);
+	metrics_family(b, "process_start_time_seconds", "gauge",
+	    "Start time of the process since unix epoch in seconds.");
+	metrics_printf(b, "process_start_time_seconds");
+	metrics_value(b, p->start_seconds);
+}
+
 static void
 metrics_daemon(metrics_buf *b, const ctl_metrics_snapshot *s)
 {
 	const ctl_jobs_counters *c = &s->jobs;
 
-	metrics_family(b, "bellows_up", "gauge",
-	    "1 while bellowsd serves (always 1 when scraped).");
-	metrics_printf(b, "bellows_up 1\n");
 	metrics_family(b, "bellows_uptime_seconds", "gauge",
 	    "Seconds since bellowsd started.");
 	metrics_printf(b, "bellows_uptime_seconds");
@@ -170,7 +201,8 @@ metrics_daemon(metrics_buf *b, const ctl_metrics_snapshot *s)
 	metrics_u64(b, "bellows_rank_losses_total", "counter",
 	    "Ranks declared lost (silent past rank_timeout_ms).",
 	    c->ranks_lost);
-	metrics_u64(b, "bellows_jobs", "gauge", "Jobs held.", s->n_jobs);
+	metrics_u64(b, "bellows_jobs", "gauge",
+	    "Jobs held (with security, those /metrics may show).", s->n_jobs);
 }
 
 static void
@@ -327,6 +359,7 @@ ctl_metrics_format(const ctl_metrics_snapshot *s, char **ret_text,
 	metrics_buf b = { 0 };
 	uint64_t omitted;
 
+	metrics_process(&b, &s->process);
 	metrics_daemon(&b, s);
 	metrics_latency(&b, &s->latency);
 	metrics_store(&b, s);
@@ -370,5 +403,87 @@ ctl_metrics_format(const ctl_metrics_snapshot *s, char **ret_text,
 	}
 	*ret_text = b.text;
 	*ret_len = b.len;
+	return 0;
+}
+
+/* Reads a small text file whole into buf (NUL-terminated). */
+static bool
+process_read(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (f == NULL)
+		return false;
+	n = fread(buf, 1, cap - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return n > 0;
+}
+
+/* Seconds since the epoch the machine booted at, from /proc/stat. */
+static bool
+process_boot_time(double *ret)
+{
+	char buf[16384];
+	const char *line;
+	unsigned long long btime;
+
+	if (!process_read("/proc/stat", buf, sizeof(buf)) ||
+	    (line = strstr(buf, "\nbtime ")) == NULL ||
+	    sscanf(line + 7, "%llu", &btime) != 1)
+		return false;
+	*ret = (double)btime;
+	return true;
+}
+
+static uint64_t
+process_count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	uint64_t n = 0;
+
+	if (d == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL)
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n > 0 ? n - 1 : 0; /* less the one opendir holds */
+}
+
+int
+ctl_metrics_read_process(ctl_metrics_process *p)
+{
+	char buf[1024];
+	const char *rest;
+	unsigned long long utime, stime, start, vsize;
+	long long rss;
+	long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	struct rlimit rl;
+	double boot;
+
+	memset(p, 0, sizeof(*p));
+	/* After the command's ")" (it may hold spaces and parentheses):
+	 * fields 3 (state) on; utime and stime are 14 and 15, starttime
+	 * 22, vsize 23, rss 24 (proc(5)). */
+	if (ticks <= 0 || page <= 0 ||
+	    !process_read("/proc/self/stat", buf, sizeof(buf)) ||
+	    (rest = strrchr(buf, ')')) == NULL ||
+	    sscanf(rest + 1,
+		" %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d "
+		"%*d %*d %*d %*d %*d %llu %llu %lld",
+		&utime, &stime, &start, &vsize, &rss) != 5 ||
+	    !process_boot_time(&boot))
+		return BELLOWS_EIO;
+	p->cpu_seconds = (double)(utime + stime) / (double)ticks;
+	p->start_seconds = boot + (double)start / (double)ticks;
+	p->vm_bytes = vsize;
+	p->rss_bytes = rss > 0 ? (uint64_t)rss * (uint64_t)page : 0;
+	p->open_fds = process_count_fds();
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		p->max_fds = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX
+							  : rl.rlim_cur;
+	p->known = true;
 	return 0;
 }

@@ -27,9 +27,22 @@
 #define CTL_METRICS_LAYER_SERIES 4096 /* (job, layer) pairs exported */
 #define CTL_METRICS_PERIOD_MS    1000 /* the loop publishes this often */
 
+/* The process' own figures, the `process_*` families client libraries
+ * export (read from /proc by ctl_metrics_read_process). */
+typedef struct ctl_metrics_process {
+	bool known;           /* read; false: the families are left out */
+	double cpu_seconds;   /* user and system CPU time */
+	uint64_t rss_bytes;   /* resident memory */
+	uint64_t vm_bytes;    /* virtual memory */
+	uint64_t open_fds;    /* descriptors open */
+	uint64_t max_fds;     /* RLIMIT_NOFILE's soft limit */
+	double start_seconds; /* start time, seconds since the epoch */
+} ctl_metrics_process;
+
 /* What one publication says; everything borrowed for the call. */
 typedef struct ctl_metrics_snapshot {
 	uint64_t uptime_ms;            /* since bellowsd started */
+	ctl_metrics_process process;   /* the process' figures */
 	ctl_jobs_counters jobs;        /* the job table's totals */
 	ctl_jobs_latency_hist latency; /* decision latency */
 	uint64_t messages;             /* control messages received */
@@ -46,6 +59,12 @@ typedef struct ctl_metrics_snapshot {
 	uint32_t layer_series;         /* most (job, layer) pairs, normally
 					* CTL_METRICS_LAYER_SERIES */
 } ctl_metrics_snapshot;
+
+/* Fills *p with this process' figures from /proc/self/stat,
+ * /proc/self/fd, /proc/stat (boot time) and getrlimit. Returns 0 (and
+ * p->known true) or BELLOWS_EIO when /proc cannot be read or parsed
+ * (p->known false). A few file reads: loop thread, once a publication. */
+int ctl_metrics_read_process(ctl_metrics_process *p);
 
 /* Formats `s` into a fresh NUL-terminated text (the caller's, free())
  * of *ret_len bytes. Returns 0 or BELLOWS_ENOMEM (*ret_text untouched).

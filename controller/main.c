@@ -119,6 +119,20 @@ main_cron(ctl_loop *loop, uint64_t now_ms, void *arg)
 	ctl_store_tick(d->store, now_ms);
 }
 
+/* Keeps the first n views the ones /metrics may show
+ * (ctl_config_metrics_shows), in their order; returns how many. */
+static uint32_t
+main_metrics_visible(const ctl_config *cfg, ctl_jobs_job_view *v, uint32_t n)
+{
+	uint32_t kept = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (ctl_config_metrics_shows(cfg, v[i].name))
+			v[kept++] = v[i];
+	}
+	return kept;
+}
+
 /* Every CTL_METRICS_PERIOD_MS: a snapshot of the daemon's state,
  * formatted here and handed to the /metrics actor, which serves it until
  * the next one. */
@@ -144,6 +158,7 @@ main_metrics(ctl_loop *loop, uint64_t now_ms, void *arg)
 		d->n_views = cfg->max_jobs;
 	}
 	s.uptime_ms = now_ms - d->started_ms;
+	ctl_metrics_read_process(&s.process); /* left out if it fails */
 	ctl_jobs_get_counters(d->jobs, &s.jobs);
 	ctl_jobs_latency_histogram(d->jobs, &s.latency);
 	ctl_server_counts(d->server, &s.messages, &s.dropped, &s.pub_dropped);
@@ -157,10 +172,48 @@ main_metrics(ctl_loop *loop, uint64_t now_ms, void *arg)
 		s.store_dropped = st.store_dropped;
 	}
 	free(st.store_error);
-	s.n_jobs = ctl_jobs_views(d->jobs, d->views, d->n_views);
+	s.n_jobs = main_metrics_visible(cfg, d->views,
+	    ctl_jobs_views(d->jobs, d->views, d->n_views));
 	s.job = d->views;
 	if (ctl_metrics_format(&s, &text, &len) == 0)
 		ctl_metrics_http_publish(d->metrics, text, len);
+}
+
+/* Starts the /metrics actor on `listen_at` with the file's token, warns
+ * about who can read it, and publishes a first snapshot and one every
+ * CTL_METRICS_PERIOD_MS. Returns 0 or -1 (said on stderr or logged). */
+static int
+main_metrics_start(daemon_state *d, const char *listen_at)
+{
+	const ctl_config *cfg = ctl_reload_config(d->reload);
+	char err[256];
+
+	if (ctl_metrics_http_open(listen_at, &d->metrics, err, sizeof(err)) !=
+	    0) {
+		fprintf(stderr, "bellowsd: %s\n", err);
+		return -1;
+	}
+	if (ctl_metrics_http_set_token(d->metrics, cfg->metrics.token) != 0)
+		return ctl_log_fail(-1, CTL_LOG_ERROR, "main",
+		    "out of memory for the metrics token");
+	if (cfg->security.enabled && cfg->metrics.token == NULL)
+		ctl_log(CTL_LOG_WARN, "main",
+		    "/metrics shows no job or layer series: daemon.security "
+		    "is on and daemon.metrics has no token_file "
+		    "(docs/metrics.md#access)");
+	else if (!ctl_metrics_listen_local(listen_at))
+		ctl_log(CTL_LOG_WARN, "main",
+		    "metrics on '%s' are readable by %s who reaches it "
+		    "(job and layer names included)",
+		    listen_at,
+		    cfg->metrics.token != NULL ? "anyone with the token"
+					       : "anyone");
+	d->started_ms = com_clock_ms();
+	main_metrics(d->loop, d->started_ms, d);
+	return ctl_loop_add_timer(d->loop, CTL_METRICS_PERIOD_MS, main_metrics,
+		   d) != 0
+	    ? -1
+	    : 0;
 }
 
 /* Once per loop turn: what the turn recorded goes to the store's writer
@@ -208,6 +261,11 @@ main_before_sleep(ctl_loop *loop, void *arg)
 			    cfg->metrics_listen != NULL ? cfg->metrics_listen
 							: "(none)",
 			    d->metrics_file);
+		if (ctl_metrics_http_set_token(d->metrics,
+			cfg->metrics.token) != 0)
+			ctl_log(CTL_LOG_ERROR, "main",
+			    "out of memory: the metrics token was not "
+			    "replaced");
 		ctl_store_config(d->store, cfg);
 		ctl_store_set_conf(d->store, &cfg->store);
 	}
@@ -502,23 +560,8 @@ main(int argc, char **argv)
 	    ctl_loop_add_fd(d.loop, d.sigfd, main_on_signal, &d) != 0 ||
 	    ctl_loop_add_timer(d.loop, MAIN_CRON_MS, main_cron, &d) != 0)
 		goto out;
-	if (metrics != NULL) {
-		if (ctl_metrics_http_open(metrics, &d.metrics, err,
-			sizeof(err)) != 0) {
-			fprintf(stderr, "bellowsd: %s\n", err);
-			goto out;
-		}
-		if (!ctl_metrics_listen_local(metrics))
-			ctl_log(CTL_LOG_WARN, "main",
-			    "metrics on '%s' are readable by anyone who "
-			    "reaches it (job and layer names included)",
-			    metrics);
-		d.started_ms = com_clock_ms();
-		main_metrics(d.loop, d.started_ms, &d);
-		if (ctl_loop_add_timer(d.loop, CTL_METRICS_PERIOD_MS,
-			main_metrics, &d) != 0)
-			goto out;
-	}
+	if (metrics != NULL && main_metrics_start(&d, metrics) != 0)
+		goto out;
 	ctl_loop_set_before_sleep(d.loop, main_before_sleep, &d);
 	ctl_log(CTL_LOG_INFO, "main",
 	    "bellowsd %s: control %s, publish %s, policy '%s', history '%s', "

@@ -1,16 +1,26 @@
-/* metrics_http - the /metrics actor's thread, see metrics_http.h. */
+/* metrics_http - the /metrics actor on libmicrohttpd, see metrics_http.h.
+ *
+ * libmicrohttpd's own thread (epoll) reads every connection as its bytes
+ * come, so a slow client holds its socket and nothing else. What the
+ * library does not bound is a client that keeps sending a byte now and
+ * then: its idle timeout restarts at each. The connections are therefore
+ * kept in a table of their own (from libmicrohttpd's notifications), and
+ * each publication cuts, by shutdown(2), those open longer than
+ * METRICS_HTTP_DEADLINE_MS; libmicrohttpd then sees the end of the stream
+ * and closes them itself.
+ */
 #include "metrics_http.h"
 
 #include "common/clock.h"
-#include "log.h"
 #include "ctl_metrics.h"
+#include "log.h"
 
 #include <bellows/error.h>
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
+#include <microhttpd.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,9 +29,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define METRICS_HTTP_DRAIN_MS    500   /* reading what a client still sends */
-#define METRICS_HTTP_DRAIN_BYTES 65536 /* at most this much of it */
-
 /* A published text, shared by the slot and the responses writing it. */
 typedef struct metrics_text {
 	atomic_uint refs; /* holders: the slot and responses in flight */
@@ -29,249 +36,235 @@ typedef struct metrics_text {
 	char *text;       /* the exposition (owned) */
 } metrics_text;
 
+/* One open connection, for the deadline. */
+typedef struct http_conn {
+	int fd;         /* its socket, -1: the slot is free */
+	uint64_t since; /* accepted at (com_clock_ms) */
+} http_conn;
+
 struct ctl_metrics_http {
-	int lfd;            /* listening socket, non-blocking */
-	int wake[2];        /* pipe: a byte on wake[0] stops the thread */
-	pthread_t thread;   /* the actor */
-	bool started;       /* thread running */
-	pthread_mutex_t mu; /* guards cur, for a pointer swap only */
-	metrics_text *cur;  /* what /metrics serves, NULL: nothing yet */
-	atomic_uint_fast64_t served; /* requests answered */
+	struct MHD_Daemon *mhd; /* the server, NULL: not started */
+	pthread_mutex_t mu;     /* guards cur, token, conn */
+	metrics_text *cur;      /* what /metrics serves, NULL: nothing yet */
+	char *token;            /* bearer token required, NULL: none */
+	http_conn conn[METRICS_HTTP_CONNECTIONS]; /* open connections */
+	atomic_uint_fast64_t served;              /* requests answered */
 };
 
 static void
-metrics_text_unref(metrics_text *t)
+metrics_text_unref(void *arg)
 {
+	metrics_text *t = arg;
+
 	if (t != NULL && atomic_fetch_sub(&t->refs, 1) == 1) {
 		free(t->text);
 		free(t);
 	}
 }
 
-/* Milliseconds left before `deadline` (monotonic), 0 when past. */
-static int
-http_left(uint64_t deadline)
+/* libmicrohttpd's messages (a refused connection, a socket error) go to
+ * our log at debug level: they are the clients' doing. */
+static void
+http_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[256];
+
+	(void)cls;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	line[strcspn(line, "\n")] = '\0';
+	ctl_log(CTL_LOG_DEBUG, "metrics", "%s", line);
+}
+
+/* Enters a connection in the table when libmicrohttpd takes it, and
+ * takes it out when libmicrohttpd is done with it (before its socket is
+ * closed, so the table never holds a descriptor reused elsewhere). */
+static void
+http_notify(void *cls, struct MHD_Connection *c, void **socket_ctx,
+    enum MHD_ConnectionNotificationCode code)
+{
+	ctl_metrics_http *h = cls;
+	http_conn *slot = *socket_ctx;
+
+	pthread_mutex_lock(&h->mu);
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c,
+		    MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		for (uint32_t i = 0; ci != NULL && i < METRICS_HTTP_CONNECTIONS;
+		     i++) {
+			if (h->conn[i].fd < 0) {
+				h->conn[i].fd = ci->connect_fd;
+				h->conn[i].since = com_clock_ms();
+				*socket_ctx = &h->conn[i];
+				break;
+			}
+		}
+	} else if (slot != NULL) {
+		slot->fd = -1;
+		*socket_ctx = NULL;
+	}
+	pthread_mutex_unlock(&h->mu);
+}
+
+/* Cuts the connections open past their deadline. */
+static void
+http_reap(ctl_metrics_http *h)
 {
 	uint64_t now = com_clock_ms();
 
-	return now >= deadline ? 0 : (int)(deadline - now);
-}
-
-/* Waits for `events` on fd (or a stop on wake) until the deadline.
- * Returns 1 ready, 0 timed out or stopped, -1 error. */
-static int
-http_wait(ctl_metrics_http *h, int fd, short events, uint64_t deadline)
-{
-	for (;;) {
-		struct pollfd p[2] = {
-			{ .fd = fd, .events = events },
-			{ .fd = h->wake[0], .events = POLLIN },
-		};
-		int left = http_left(deadline), n;
-
-		if (left == 0)
-			return 0;
-		n = poll(p, 2, left);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (p[1].revents != 0)
-			return 0;
-		if (p[0].revents != 0)
-			return 1;
-	}
-}
-
-/* Writes all of buf before the deadline; false if it could not. */
-static bool
-http_write(ctl_metrics_http *h, int fd, const char *buf, size_t len,
-    uint64_t deadline)
-{
-	while (len > 0) {
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-
-		if (n > 0) {
-			buf += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (http_wait(h, fd, POLLOUT, deadline) != 1)
-				return false;
-			continue;
-		}
-		return false;
-	}
-	return true;
-}
-
-static void
-http_status(ctl_metrics_http *h, int fd, const char *status, const char *extra,
-    uint64_t deadline)
-{
-	char head[512];
-	int n = snprintf(head, sizeof(head),
-	    "HTTP/1.1 %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-	    "%sContent-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
-	    status, extra, strlen(status) + 1, status);
-
-	if (n > 0 && (size_t)n < sizeof(head))
-		http_write(h, fd, head, (size_t)n, deadline);
-}
-
-/* Reads the request head (up to the blank line) into buf. Returns its
- * length, 0 when the client went away or was too slow, -1 when it is
- * longer than the buffer. */
-static ssize_t
-http_read_head(ctl_metrics_http *h, int fd, char *buf, size_t cap,
-    uint64_t deadline)
-{
-	size_t len = 0;
-
-	while (len < cap - 1) {
-		ssize_t n = recv(fd, buf + len, cap - 1 - len, MSG_DONTWAIT);
-
-		if (n > 0) {
-			len += (size_t)n;
-			buf[len] = '\0';
-			if (strstr(buf, "\r\n\r\n") != NULL ||
-			    strstr(buf, "\n\n") != NULL)
-				return (ssize_t)len;
-			continue;
-		}
-		if (n == 0)
-			return 0;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return 0;
-		if (http_wait(h, fd, POLLIN, deadline) != 1)
-			return 0;
-	}
-	return -1;
-}
-
-/* Serves one connection, start to end, within the deadline. */
-static void
-http_serve(ctl_metrics_http *h, int fd)
-{
-	uint64_t deadline = com_clock_ms() + METRICS_HTTP_DEADLINE_MS;
-	char buf[METRICS_HTTP_REQUEST_MAX + 1];
-	char *method, *target, *version, *save = NULL, *q;
-	ssize_t len = http_read_head(h, fd, buf, sizeof(buf), deadline);
-	metrics_text *t;
-
-	if (len == 0)
-		return;
-	atomic_fetch_add(&h->served, 1);
-	if (len < 0) {
-		http_status(h, fd, "431 Request Header Fields Too Large", "",
-		    deadline);
-		return;
-	}
-	buf[strcspn(buf, "\r\n")] = '\0';
-	method = strtok_r(buf, " ", &save);
-	target = strtok_r(NULL, " ", &save);
-	version = strtok_r(NULL, " ", &save);
-	if (method == NULL || target == NULL || version == NULL ||
-	    strtok_r(NULL, " ", &save) != NULL ||
-	    strncmp(version, "HTTP/", 5) != 0) {
-		http_status(h, fd, "400 Bad Request", "", deadline);
-		return;
-	}
-	if ((q = strchr(target, '?')) != NULL)
-		*q = '\0';
-	if (strcmp(target, "/metrics") != 0) {
-		http_status(h, fd, "404 Not Found", "", deadline);
-		return;
-	}
-	if (strcmp(method, "GET") != 0) {
-		http_status(h, fd, "405 Method Not Allowed", "Allow: GET\r\n",
-		    deadline);
-		return;
-	}
 	pthread_mutex_lock(&h->mu);
-	t = h->cur;
-	if (t != NULL)
+	for (uint32_t i = 0; i < METRICS_HTTP_CONNECTIONS; i++) {
+		if (h->conn[i].fd >= 0 &&
+		    now - h->conn[i].since >= METRICS_HTTP_DEADLINE_MS)
+			shutdown(h->conn[i].fd, SHUT_RDWR);
+	}
+	pthread_mutex_unlock(&h->mu);
+}
+
+/* Queues a short text answer (`status` with its reason phrase as the
+ * body), closing the connection after it; `header`/`value` one more
+ * header or NULL. */
+static enum MHD_Result
+http_answer(struct MHD_Connection *c, unsigned int status, const char *body,
+    const char *header, const char *value)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body),
+	    (void *)body, MHD_RESPMEM_PERSISTENT);
+	enum MHD_Result ok;
+
+	if (r == NULL)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+	MHD_add_response_header(r, "Connection", "close");
+	if (header != NULL)
+		MHD_add_response_header(r, header, value);
+	ok = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ok;
+}
+
+/* True when `given` (NUL-terminated) equals `want`, in a time that
+ * depends on want's length alone. */
+static bool
+http_token_equal(const char *given, const char *want)
+{
+	size_t glen = strlen(given), wlen = strlen(want);
+	unsigned char diff = glen != wlen;
+
+	for (size_t i = 0; i < wlen; i++)
+		diff |= (unsigned char)want[i] ^
+		    (unsigned char)(i < glen ? given[i] : 0);
+	return diff == 0;
+}
+
+/* The request's Authorization is "Bearer <the token>" (scheme in any
+ * case); always true when no token is required. Called with h->mu held. */
+static bool
+http_authorized(const ctl_metrics_http *h, struct MHD_Connection *c)
+{
+	const char *auth;
+
+	if (h->token == NULL)
+		return true;
+	auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+	    MHD_HTTP_HEADER_AUTHORIZATION);
+	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
+		return false;
+	auth += 7;
+	while (*auth == ' ')
+		auth++;
+	return http_token_equal(auth, h->token);
+}
+
+/* Takes a reference to the text served now, or NULL with *authorized
+ * false when the request lacks the token. */
+static metrics_text *
+http_take(ctl_metrics_http *h, struct MHD_Connection *c, bool *authorized)
+{
+	metrics_text *t = NULL;
+
+	pthread_mutex_lock(&h->mu);
+	*authorized = http_authorized(h, c);
+	if (*authorized && (t = h->cur) != NULL)
 		atomic_fetch_add(&t->refs, 1);
 	pthread_mutex_unlock(&h->mu);
-	if (t == NULL) {
-		http_status(h, fd, "503 Service Unavailable", "", deadline);
-		return;
-	}
-	{
-		char head[256];
-		int n = snprintf(head, sizeof(head),
-		    "HTTP/1.1 200 OK\r\n"
-		    "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-		    "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-		    t->len);
-
-		if (n > 0 && (size_t)n < sizeof(head) &&
-		    http_write(h, fd, head, (size_t)n, deadline))
-			http_write(h, fd, t->text, t->len, deadline);
-	}
-	metrics_text_unref(t);
+	return t;
 }
 
-/* Ends the response (FIN) and reads what the client still sends, at
- * most METRICS_HTTP_DRAIN_BYTES for METRICS_HTTP_DRAIN_MS: closing with
- * unread input would reset the connection, and a reset can destroy the
- * response (a 431) before the client reads it. */
-static void
-http_drain(ctl_metrics_http *h, int fd)
+/* The text as a response; it holds its reference until written. */
+static enum MHD_Result
+http_send_text(struct MHD_Connection *c, metrics_text *t)
 {
-	uint64_t deadline = com_clock_ms() + METRICS_HTTP_DRAIN_MS;
-	size_t total = 0;
-	char buf[4096];
+	struct MHD_Response
+	    *r = MHD_create_response_from_buffer_with_free_callback_cls(t->len,
+		t->text, metrics_text_unref, t);
+	enum MHD_Result ok;
 
-	shutdown(fd, SHUT_WR);
-	while (total < METRICS_HTTP_DRAIN_BYTES) {
-		ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-
-		if (n > 0) {
-			total += (size_t)n;
-			continue;
-		}
-		if (n == 0 ||
-		    (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-			return;
-		if (errno != EINTR && http_wait(h, fd, POLLIN, deadline) != 1)
-			return;
+	if (r == NULL) {
+		metrics_text_unref(t);
+		return MHD_NO;
 	}
+	MHD_add_response_header(r, "Content-Type",
+	    "text/plain; version=0.0.4; charset=utf-8");
+	MHD_add_response_header(r, "Connection", "close");
+	ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ok;
 }
 
-static void *
-http_main(void *arg)
+/* Every request, answered at its first call (a body is not read). */
+static enum MHD_Result
+http_handle(void *cls, struct MHD_Connection *c, const char *url,
+    const char *method, const char *version, const char *upload_data,
+    size_t *upload_data_size, void **req_cls)
 {
-	ctl_metrics_http *h = arg;
+	ctl_metrics_http *h = cls;
+	metrics_text *t;
+	bool authorized;
 
-	for (;;) {
-		struct pollfd p[2] = {
-			{ .fd = h->lfd, .events = POLLIN },
-			{ .fd = h->wake[0], .events = POLLIN },
-		};
-		int fd;
+	(void)version;
+	(void)upload_data;
+	(void)upload_data_size;
+	(void)req_cls;
+	atomic_fetch_add(&h->served, 1);
+	if (strcmp(url, "/metrics") != 0)
+		return http_answer(c, MHD_HTTP_NOT_FOUND, "404 Not Found\n",
+		    NULL, NULL);
+	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+		return http_answer(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+		    "405 Method Not Allowed\n", "Allow", "GET, HEAD");
+	t = http_take(h, c, &authorized);
+	if (!authorized)
+		return http_answer(c, MHD_HTTP_UNAUTHORIZED,
+		    "401 Unauthorized\n", MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+		    "Bearer realm=\"bellowsd\"");
+	if (t == NULL)
+		return http_answer(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+		    "503 Service Unavailable\n", NULL, NULL);
+	return http_send_text(c, t);
+}
 
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			ctl_log(CTL_LOG_ERROR, "metrics", "poll: %s",
-			    strerror(errno));
-			return NULL;
-		}
-		if (p[1].revents != 0)
-			return NULL;
-		fd = accept4(h->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			continue; /* gone before accepted, or EMFILE: retry */
-		http_serve(h, fd);
-		http_drain(h, fd);
-		close(fd);
+/* A listening socket on `listen_at`, or -1 with the reason in errbuf. */
+static int
+http_listen(const char *listen_at, const struct sockaddr_storage *ss,
+    socklen_t len, char *errbuf, size_t errlen)
+{
+	int one = 1;
+	int fd = socket(ss->ss_family,
+	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(fd, (const struct sockaddr *)ss, len) != 0 ||
+	    listen(fd, METRICS_HTTP_CONNECTIONS) != 0) {
+		snprintf(errbuf, errlen,
+		    "cannot listen on '%s' for metrics: %s", listen_at,
+		    strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
 	}
+	return fd;
 }
 
 int
@@ -281,45 +274,58 @@ ctl_metrics_http_open(const char *listen_at, ctl_metrics_http **ret_http,
 	struct sockaddr_storage ss;
 	socklen_t len;
 	ctl_metrics_http *h;
-	int one = 1, r;
+	int r, fd;
 
 	if ((r = ctl_metrics_parse_listen(listen_at, &ss, &len, errbuf,
 		 errlen)) != 0)
 		return r;
-	h = calloc(1, sizeof(*h));
-	if (h == NULL)
+	if ((h = calloc(1, sizeof(*h))) == NULL)
 		return BELLOWS_ENOMEM;
-	h->lfd = h->wake[0] = h->wake[1] = -1;
 	pthread_mutex_init(&h->mu, NULL);
-	h->lfd = socket(ss.ss_family,
-	    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (h->lfd < 0 ||
-	    setsockopt(h->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) !=
-		0 ||
-	    bind(h->lfd, (struct sockaddr *)&ss, len) != 0 ||
-	    listen(h->lfd, 16) != 0) {
-		snprintf(errbuf, errlen,
-		    "cannot listen on '%s' for metrics: %s", listen_at,
-		    strerror(errno));
-		r = BELLOWS_EIO;
-		goto fail;
+	for (uint32_t i = 0; i < METRICS_HTTP_CONNECTIONS; i++)
+		h->conn[i].fd = -1;
+	if ((fd = http_listen(listen_at, &ss, len, errbuf, errlen)) < 0) {
+		ctl_metrics_http_close(&h);
+		return BELLOWS_EIO;
 	}
-	if (pipe2(h->wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-		snprintf(errbuf, errlen, "pipe: %s", strerror(errno));
-		r = BELLOWS_ESYS;
-		goto fail;
+	/* On success the daemon owns fd and closes it when stopped. */
+	h->mhd = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD |
+		MHD_USE_ERROR_LOG,
+	    0, NULL, NULL, http_handle, h, MHD_OPTION_EXTERNAL_LOGGER, http_log,
+	    h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned int)METRICS_HTTP_CONNECTIONS,
+	    MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned int)(METRICS_HTTP_DEADLINE_MS / 1000),
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+	    (size_t)METRICS_HTTP_MEMORY_LIMIT, MHD_OPTION_NOTIFY_CONNECTION,
+	    http_notify, h, MHD_OPTION_END);
+	if (h->mhd == NULL) {
+		/* fd is left open: whether the library closed it on this
+		 * failure is not said, and a second close could hit a
+		 * descriptor another thread just opened. */
+		snprintf(errbuf, errlen, "cannot start the metrics server");
+		ctl_metrics_http_close(&h);
+		return BELLOWS_ESYS;
 	}
-	if (pthread_create(&h->thread, NULL, http_main, h) != 0) {
-		snprintf(errbuf, errlen, "cannot start the metrics thread");
-		r = BELLOWS_ESYS;
-		goto fail;
-	}
-	h->started = true;
 	*ret_http = h;
 	return 0;
-fail:
-	ctl_metrics_http_close(&h);
-	return r;
+}
+
+int
+ctl_metrics_http_set_token(ctl_metrics_http *h, const char *token)
+{
+	char *copy = NULL, *old;
+
+	if (h == NULL)
+		return 0;
+	if (token != NULL && (copy = strdup(token)) == NULL)
+		return BELLOWS_ENOMEM;
+	pthread_mutex_lock(&h->mu);
+	old = h->token;
+	h->token = copy;
+	pthread_mutex_unlock(&h->mu);
+	free(old);
+	return 0;
 }
 
 void
@@ -331,6 +337,7 @@ ctl_metrics_http_publish(ctl_metrics_http *h, char *text, size_t len)
 		free(text);
 		return;
 	}
+	http_reap(h);
 	t = malloc(sizeof(*t));
 	if (t == NULL) {
 		free(text); /* the previous text stays served */
@@ -360,18 +367,10 @@ ctl_metrics_http_close(ctl_metrics_http **hp)
 	if (hp == NULL || *hp == NULL)
 		return;
 	h = *hp;
-	if (h->started) {
-		while (write(h->wake[1], "s", 1) < 0 && errno == EINTR)
-			;
-		pthread_join(h->thread, NULL);
-	}
-	if (h->lfd >= 0)
-		close(h->lfd);
-	if (h->wake[0] >= 0)
-		close(h->wake[0]);
-	if (h->wake[1] >= 0)
-		close(h->wake[1]);
+	if (h->mhd != NULL)
+		MHD_stop_daemon(h->mhd);
 	metrics_text_unref(h->cur);
+	free(h->token);
 	pthread_mutex_destroy(&h->mu);
 	free(h);
 	*hp = NULL;

@@ -1,19 +1,22 @@
 /* metrics_http - the actor serving GET /metrics over HTTP.
  *
- * One thread of its own owns the listening socket and every connection;
+ * libmicrohttpd's thread owns the listening socket and every connection;
  * it never touches the loop's state. The loop hands it a finished text
  * (ctl_metrics_format) with ctl_metrics_http_publish, which swaps one
  * pointer under a mutex held for that swap only: the loop never waits
  * for a client. Each text is reference-counted, so a response being
  * written keeps the text it started with while a newer one is published.
  *
- * A client cannot stall it for long, nor the daemon at all: one
- * connection is served at a time (others wait in the listen backlog),
- * each within METRICS_HTTP_DEADLINE_MS from accept to the last byte
- * written, the request head at most METRICS_HTTP_REQUEST_MAX bytes (431
- * past that). GET /metrics (any query string) gets the text as
- * "text/plain; version=0.0.4"; another path gets 404, another method 405,
- * a malformed request line 400. Every response closes the connection.
+ * A client cannot stall it, nor the daemon: connections are served
+ * concurrently (one event-driven thread), at most METRICS_HTTP_CONNECTIONS
+ * at once (more are refused at accept), each cut once it has been open
+ * METRICS_HTTP_DEADLINE_MS (checked at each publication, so up to one
+ * CTL_METRICS_PERIOD_MS later) or idle that long, its request head held
+ * in METRICS_HTTP_MEMORY_LIMIT bytes (431 past that). GET or HEAD of
+ * /metrics (any query string) gets the text as "text/plain;
+ * version=0.0.4"; another path gets 404, another method 405, a request
+ * that is not HTTP 400, a request without the bearer token (when one is
+ * set) 401. Every response closes the connection.
  */
 #ifndef CTL_METRICS_HTTP_H
 #define CTL_METRICS_HTTP_H
@@ -22,7 +25,10 @@
 #include <stdint.h>
 
 #define METRICS_HTTP_DEADLINE_MS 5000 /* one connection, accept to close */
-#define METRICS_HTTP_REQUEST_MAX 8192 /* bytes of a request head */
+#define METRICS_HTTP_CONNECTIONS 128  /* connections open at once */
+#define METRICS_HTTP_MEMORY_LIMIT                                              \
+	16384 /* bytes per connection: request                                 \
+	       * head and response head */
 
 typedef struct ctl_metrics_http ctl_metrics_http;
 
@@ -34,14 +40,20 @@ int ctl_metrics_http_open(const char *listen, ctl_metrics_http **ret_http,
     char *errbuf, size_t errlen);
 
 /* Makes `text` (len bytes, malloc'd; ownership passes here, also on
- * failure) what /metrics serves from now on. Never blocks on a client:
- * the mutex guards a pointer swap. Loop thread only. */
+ * failure) what /metrics serves from now on, and cuts the connections
+ * open past METRICS_HTTP_DEADLINE_MS. Never blocks on a client: the mutex
+ * guards a pointer swap and the connection table. Loop thread only. */
 void ctl_metrics_http_publish(ctl_metrics_http *http, char *text, size_t len);
+
+/* Makes every request need "Authorization: Bearer <token>" (compared in
+ * constant time; 401 without it), or none with token NULL. Copies token.
+ * Any thread. Returns 0 or BELLOWS_ENOMEM (the old token stays). */
+int ctl_metrics_http_set_token(ctl_metrics_http *http, const char *token);
 
 /* Requests served since open (any status), read by the loop thread. */
 uint64_t ctl_metrics_http_served(const ctl_metrics_http *http);
 
-/* Stops the thread (a connection being served is cut), closes the
+/* Stops the server (connections being served are cut), closes the
  * socket and frees everything. NULL-safe. */
 void ctl_metrics_http_close(ctl_metrics_http **http);
 

@@ -35,6 +35,7 @@ BUILD_PACKAGES=(
 	protobuf-c-compiler
 	libsqlite3-dev
 	sqlite3
+	libmicrohttpd-dev
 	libyaml-dev
 	libcmocka-dev
 	libzstd-dev

@@ -1360,6 +1360,74 @@ test_config_reads_the_server_key_and_the_clients_directory(void **state)
 	remove_keys(f);
 }
 
+/* daemon.metrics with a token for alice: the token read from its file
+ * (white space around it left out), /metrics showing alice's jobs only,
+ * none without the token, every job without security; the section
+ * prints and loads back. */
+static void
+test_config_metrics_token_shows_its_clients_jobs(void **state)
+{
+	fixture *f = *state;
+	char keys[160], clients[160], token[160], text[1024];
+	com_cert server, alice;
+	ctl_config *again;
+	char *body;
+
+	snprintf(keys, sizeof(keys), "%s/keys", f->dir);
+	snprintf(clients, sizeof(clients), "%s/clients", f->dir);
+	snprintf(token, sizeof(token), "%s/keys/metrics.token", f->dir);
+	keygen(keys, "server", &server);
+	keygen(clients, "alice", &alice);
+	write_file(token, "  0123456789abcdef-token\n\n");
+	body = strstr(secure_file, "store:");
+	snprintf(text, sizeof(text),
+	    "daemon:\n"
+	    "  security:\n"
+	    "    server_key: keys/server.key\n"
+	    "    clients: clients\n"
+	    "  metrics:\n"
+	    "    listen: \"127.0.0.1:9464\"\n"
+	    "    token_file: keys/metrics.token\n"
+	    "    client: alice\n"
+	    "%s",
+	    body);
+	if (load(f, text) != 0)
+		fail_msg("%s", f->err);
+	assert_string_equal(f->cfg->metrics_listen, "127.0.0.1:9464");
+	assert_string_equal(f->cfg->metrics.token, "0123456789abcdef-token");
+	assert_string_equal(f->cfg->metrics.token_file, token);
+	assert_string_equal(f->cfg->metrics.client, "alice");
+	assert_true(ctl_config_metrics_shows(f->cfg, "train-1"));
+	assert_true(ctl_config_metrics_shows(f->cfg, "eval"));
+	again = print_and_reload(f, f->cfg);
+	assert_string_equal(again->metrics.token, "0123456789abcdef-token");
+	assert_string_equal(again->metrics.client, "alice");
+	assert_string_equal(again->metrics_listen, "127.0.0.1:9464");
+	ctl_config_destroy(&again);
+	/* Another client: train-* lists alice only. */
+	free(f->cfg->metrics.client);
+	f->cfg->metrics.client = strdup("bob");
+	assert_false(ctl_config_metrics_shows(f->cfg, "train-1"));
+	assert_true(ctl_config_metrics_shows(f->cfg, "eval"));
+	/* Security without a token: no job. */
+	if (load(f, secure_file) != 0)
+		fail_msg("%s", f->err);
+	assert_false(ctl_config_metrics_shows(f->cfg, "eval"));
+	/* No security: every job, with the old key. */
+	assert_int_equal(load(f,
+			     "daemon:\n"
+			     "  metrics_listen: \"9464\"\n"
+			     "jobs:\n"
+			     "  - clients: [alice]\n"
+			     "    policies:\n"
+			     "      - type: fixed\n"),
+	    0);
+	assert_string_equal(f->cfg->metrics_listen, "9464");
+	assert_true(ctl_config_metrics_shows(f->cfg, "job"));
+	unlink(token);
+	remove_keys(f);
+}
+
 static void
 test_config_allows_every_client_without_security(void **state)
 {
@@ -1506,6 +1574,7 @@ main(void)
 		T(test_config_stops_reading_when_cancelled),
 		T(test_config_reads_the_server_key_and_the_clients_directory),
 		T(test_config_allows_every_client_without_security),
+		T(test_config_metrics_token_shows_its_clients_jobs),
 		T(test_config_refuses_broken_security_settings),
 #undef T
 	};

@@ -1,7 +1,9 @@
 /* test_metrics - the Prometheus text bellowsd serves: every family has
  * its HELP and TYPE, label values are escaped, the latency histogram is
  * cumulative up to +Inf, per-layer series stop at the cap and the rest
- * are counted, special values are spelled as Prometheus reads them; and
+ * are counted, special values are spelled as Prometheus reads them, the
+ * process_* families and bellows_build_info are served (bellows_up is
+ * not) with what /proc says of this process; and
  * listen addresses are parsed or refused with a reason.
  */
 #include <setjmp.h>
@@ -302,6 +304,71 @@ listen_addresses_parse_or_say_why(void **state)
 	}
 }
 
+static void
+process_families_and_build_info_are_served_and_bellows_up_is_not(void **state)
+{
+	ctl_jobs_job_view job;
+	ctl_metrics_snapshot s = snapshot(&job, CTL_METRICS_LAYER_SERIES);
+	char *text;
+
+	(void)state;
+	s.process = (ctl_metrics_process){
+		.known = true,
+		.cpu_seconds = 1.25,
+		.rss_bytes = 9224192,
+		.vm_bytes = 189607936,
+		.open_fds = 20,
+		.max_fds = 1024,
+		.start_seconds = 1796617266.5,
+	};
+	text = format(&s);
+	assert_non_null(strstr(text, "\nbellows_build_info{version=\""));
+	assert_non_null(strstr(text, "\"} 1\n"));
+	assert_non_null(strstr(text, "\nprocess_cpu_seconds_total 1.25\n"));
+	assert_non_null(
+	    strstr(text, "# TYPE process_cpu_seconds_total counter\n"));
+	assert_non_null(
+	    strstr(text, "\nprocess_resident_memory_bytes 9224192\n"));
+	assert_non_null(
+	    strstr(text, "\nprocess_virtual_memory_bytes 189607936\n"));
+	assert_non_null(strstr(text, "\nprocess_open_fds 20\n"));
+	assert_non_null(strstr(text, "\nprocess_max_fds 1024\n"));
+	assert_non_null(
+	    strstr(text, "\nprocess_start_time_seconds 1796617266.5\n"));
+	assert_null(strstr(text, "bellows_up "));
+	assert_null(strstr(text, "TYPE bellows_up gauge"));
+	free(text);
+	/* Figures not read: the process families are left out. */
+	s.process.known = false;
+	text = format(&s);
+	assert_null(strstr(text, "process_"));
+	assert_non_null(strstr(text, "bellows_build_info{"));
+	free(text);
+}
+
+static void
+the_process_figures_read_from_proc_are_this_processes(void **state)
+{
+	ctl_metrics_process p;
+	FILE *f = tmpfile(); /* one descriptor more, counted */
+	uint64_t fds;
+
+	(void)state;
+	assert_non_null(f);
+	assert_int_equal(ctl_metrics_read_process(&p), 0);
+	assert_true(p.known);
+	assert_true(p.rss_bytes > 0);
+	assert_true(p.vm_bytes >= p.rss_bytes);
+	assert_true(p.open_fds >= 4); /* stdin, stdout, stderr, f */
+	assert_true(p.max_fds >= p.open_fds);
+	assert_true(p.cpu_seconds >= 0);
+	assert_true(p.start_seconds > 1.6e9); /* after 2020 */
+	fds = p.open_fds;
+	fclose(f);
+	assert_int_equal(ctl_metrics_read_process(&p), 0);
+	assert_int_equal(p.open_fds, fds - 1);
+}
+
 int
 main(void)
 {
@@ -319,6 +386,10 @@ main(void)
 		cmocka_unit_test(
 		    the_applied_level_is_a_gauge_of_its_own_beside_the_decided_one),
 		cmocka_unit_test(listen_addresses_parse_or_say_why),
+		cmocka_unit_test(
+		    process_families_and_build_info_are_served_and_bellows_up_is_not),
+		cmocka_unit_test(
+		    the_process_figures_read_from_proc_are_this_processes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -72,4 +72,10 @@ up=$(query 'up{job="bellowsd"}')
 lvl=$(query 'bellows_layer_level{bellows_job="scraped"}')
 [ -n "$lvl" ] || fail "no bellows_layer_level of job 'scraped' in Prometheus"
 ok "up = 1, bellows_layer_level{bellows_job=\"scraped\"} = $lvl"
+info=$(query 'bellows_build_info{job="bellowsd"}')
+[ "$info" = 1 ] || fail "bellows_build_info is '$info' in Prometheus"
+rss=$(query 'process_resident_memory_bytes{job="bellowsd"}')
+python3 -c "import sys; sys.exit(0 if float('${rss:-0}') > 0 else 1)" ||
+    fail "process_resident_memory_bytes is '$rss' in Prometheus"
+ok "bellows_build_info = 1, process_resident_memory_bytes = $rss"
 kill_daemon TERM
