@@ -3,6 +3,7 @@
 
     scripts/demo_summary.py --db FILE [--run ID] [--link RATE]
                             [--raw-db FILE [--raw-run ID]] [--bellows PATH]
+                            [--compare-db FILE]
 
 Reads bellowsd's SQLite history (read-only; the schema is docs/history.md)
 and prints, for one run (default: the latest):
@@ -20,7 +21,11 @@ and prints, for one run (default: the latest):
 - where a policy chose not to compress, why, in its own measurements:
   SlimGC's per-tensor raw send time against compressed send plus
   encode+decode, perfmodel's predicted step times raw and compressed;
-- the `bellows history` commands that show more, ready to paste.
+- the `bellows history` commands that show more, ready to paste, with
+  `bellows history compare` against --compare-db's latest run when given;
+- GComp's bits per value against float32's 32 and ResiReduce's residual
+  floats kept against one residual per tensor, from their policies'
+  metrics.
 
 Every number comes from the history; nothing is assumed about the policy
 but the table names. Exit status 0, 1 when the history cannot be read or
@@ -247,6 +252,40 @@ def say_slimgc(db, run, p) -> None:
           f"{comp + codec:.3f} ms: {verdict} (window {w})")
 
 
+def say_gcomp(db, run, p) -> None:
+    """GComp: the bits per value the table in force codes the compressed
+    layers' values in (numel-weighted), against float32's 32, and the
+    bits the ranks' sends took."""
+    w = last_metric_window(db, run, "bits_per_value")
+    if w is None:
+        return
+    row = one(db, "SELECT sum(m.value * l.numel), sum(l.numel), count(*)"
+              " FROM policy_metrics m JOIN layers l ON l.run_id = m.run_id"
+              " AND l.idx = m.layer WHERE m.run_id = ? AND m.window = ? AND"
+              " m.name = 'bits_per_value'", run, w)
+    if row is None or not row[1]:
+        return
+    bits = row[0] / row[1]
+    p(f"  GComp: {bits:.2f} bits per value against float32's 32 "
+      f"({32 / bits:.2f}x less) in the {row[2]} tensors it codes, "
+      f"by the table in force at window {w}")
+
+
+def say_resireduce(db, run, p) -> None:
+    """ResiReduce: the error-feedback residual floats kept under the plan
+    in force, against one full residual per compressed tensor."""
+    w = last_metric_window(db, run, "resid_floats_kept")
+    if w is None:
+        return
+    m = {n: v for (_, n), v in metrics(db, run, w).items()}
+    kept, full = m.get("resid_floats_kept"), m.get("resid_floats_full")
+    if kept is None or not full:
+        return
+    p(f"  residuals: error feedback keeps {size(4 * kept)} per rank "
+      f"against {size(4 * full)} with one residual per tensor "
+      f"({less(full, kept)}), by the plan in force at window {w}")
+
+
 def say_perfmodel(db, run, p) -> None:
     w = last_metric_window(db, run, "t_sync_ms")
     if w is None:
@@ -279,6 +318,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--raw-db", help="a raw run's history, to compare "
                     "step times with")
     ap.add_argument("--raw-run", type=int, help="its run (the latest)")
+    ap.add_argument("--compare-db", help="an earlier history (the "
+                    "previous demo's): the commands printed include "
+                    "`bellows history compare` of its latest run and "
+                    "this one")
     ap.add_argument("--bellows", default="build/tools/bellows",
                     help="the bellows tool the commands printed name")
     args = ap.parse_args(argv)
@@ -337,6 +380,8 @@ def main(argv: list[str]) -> int:
         held = say_comet(db, run, p)
         say_slimgc(db, run, p)
         say_perfmodel(db, run, p)
+        say_gcomp(db, run, p)
+        say_resireduce(db, run, p)
         split = step_split(db, run)
         if args.raw_db and t["step_ms"] is not None:
             # Against another run, as asked.
@@ -384,6 +429,12 @@ def main(argv: list[str]) -> int:
         p("  more:")
         for what in ("runs", "layers", "decisions --changed", "windows"):
             p(f"    {b} history {what} --db {dbq} --run {run}")
+        if args.compare_db and pathlib.Path(args.compare_db).is_file():
+            prev = latest_run(open_db(args.compare_db))
+            if prev is not None:
+                a = shlex.quote(f"{args.compare_db}:{prev}")
+                this = shlex.quote(f"{args.db}:{run}")
+                p(f"    {b} history compare --run {a} --run {this}")
     except sqlite3.Error as e:
         print(f"demo_summary: {args.db}: {e}", file=sys.stderr)
         return 1

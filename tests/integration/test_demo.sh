@@ -41,7 +41,20 @@ grep -q "'fast' is not a rate" <(check_args --link fast 2>&1) ||
     fail "--link fast does not say it is no rate"
 grep -q "unknown policy 'nope'" <(check_args --with nope 2>&1) ||
     fail "--with nope does not name the policy"
-ok "demo.sh reads --sim, --with and --link RATE, and refuses bad ones with exit 2"
+out=$(check_args --with gcomp --out "$TMP/o") || fail "--with gcomp refused"
+[ "$out" = "demo: mode torch, policy gcomp, link loopback, out $TMP/o" ] ||
+    fail "--with gcomp --out read as: $out"
+check_args --with resireduce >/dev/null || fail "--with resireduce refused"
+check_args --sim --with resireduce >"$TMP/args.out" 2>&1 &&
+    fail "--sim --with resireduce accepted"
+grep -q "no residual statistics" "$TMP/args.out" ||
+    fail "--sim --with resireduce without a reason: $(cat "$TMP/args.out")"
+bash "$SRC/scripts/demo.sh" --help >"$TMP/help.out" 2>"$TMP/help.err" ||
+    fail "demo.sh --help exits $?"
+grep -q "^usage: .*--with accordion|comet|slimgc|perfmodel|gcomp|resireduce" \
+    "$TMP/help.out" || fail "--help prints no usage on stdout"
+[ ! -s "$TMP/help.err" ] || fail "--help writes to stderr: $(cat "$TMP/help.err")"
+ok "demo.sh reads --sim, --with, --out and --link RATE, --help exits 0, and bad options exit 2"
 
 # summary FILE: the summary block of a demo's output.
 summary() {
@@ -75,7 +88,7 @@ has "$f" "^      why: schedule: level 2 from window 0" default
 has "$f" "^  saved: sent [0-9.]+ [kMG]?B of [0-9.]+ [kMG]?B raw \([0-9.]+x less\), [0-9.]+[kM]? of [0-9.]+[kM]? floats, all ranks; [0-9.]+ [kMG]?B saved" default
 has "$f" "^  step time: [0-9.]+ ms \(median over windows\)" default
 has "$f" "scripts/demo.sh --link 100mbit" default
-grep -q "^\\\$ .*/tools/bellows history runs --db .*/demo-history.db$" "$f" ||
+grep -q "^\\\$ .*/tools/bellows history runs --db .*/demo-sim-schedule-[0-9-]*\\.db$" "$f" ||
     fail "the history commands printed lack --db"
 n=$(pasted "$f")
 cp "$TMP/out/demo-history.db" "$TMP/first.db"
@@ -120,12 +133,31 @@ has "$f" "^  activations: held [0-9.]+ [kMG]?B per step for backward against [0-
 n=$(pasted "$f")
 ok "demo --sim --with comet: bounds and activation bytes held; $n pasted commands work"
 
+# GComp: the bits per value its tables code, against float32's 32.
+demo --sim --with gcomp >"$TMP/gcomp.out" 2>&1 ||
+    { tail -20 "$TMP/gcomp.out"; fail "demo --sim --with gcomp failed"; }
+f=$TMP/gcomp.out
+has "$f" "tables: codec_table 0 -> " gcomp
+has "$f" "^  GComp: [0-9.]+ bits per value against float32's 32 \([0-9.]+x less\) in the [0-9]+ tensors it codes" gcomp
+n=$(pasted "$f")
+ok "demo --sim --with gcomp: bits per value against 32; $n pasted commands work"
+
 # Accordion on the sim: its example file and summary.
 demo --sim --with accordion >"$TMP/accordion.out" 2>&1 ||
     { tail -20 "$TMP/accordion.out"; fail "demo --sim --with accordion failed"; }
 has "$TMP/accordion.out" "^  decided: [0-9]+ decisions by accordion" accordion
 has "$TMP/accordion.out" "^  saved: sent " accordion
 ok "demo --sim --with accordion ends with its summary"
+
+# Every demo keeps its own history; demo-history.db names the latest, and
+# the summary offers `history compare` against the previous demo (run by
+# pasted above, so it works).
+n=$(find "$TMP/out" -name 'demo-sim-*.db' | wc -l)
+[ "$n" -eq 6 ] || fail "$n history files kept after 6 demos"
+[ "$(readlink "$TMP/out/demo-history.db")" = "$(basename "$(ls -t "$TMP"/out/demo-sim-accordion-*.db | head -1)")" ] ||
+    fail "demo-history.db is not the latest demo's: $(readlink "$TMP/out/demo-history.db")"
+has "$TMP/accordion.out" "^    .*/tools/bellows history compare --run .*/demo-sim-gcomp-[0-9-]+\.db:1 --run .*/demo-sim-accordion-[0-9-]+\.db:1$" accordion
+ok "each demo keeps a history of its own, and its summary compares it with the previous one"
 
 # --link: as root, a rate-limited namespace; otherwise a note.
 if [ "$(id -u)" -ne 0 ]; then
