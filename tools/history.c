@@ -1047,8 +1047,13 @@ history_ask(tool_hdb *db, const history_opts *o, const tool_hdb_sink *sink)
 			    run.id, run.job, run.live ? "live" : "ended",
 			    o->sh.job != NULL ? " of the job" : "");
 	}
-	if (f.run == TOOL_HDB_NONE)
+	if (f.run == TOOL_HDB_NONE && o->sh.job != NULL) {
+		/* A job with no run is a name mistyped, not an empty view. */
+		if ((r = tool_hdb_run_find(db, TOOL_HDB_NONE, o->sh.job,
+			 &run)) != 0)
+			return r;
 		f.job = o->sh.job;
+	}
 	if (o->layer != NULL) {
 		if ((r = tool_hdb_layer_find(db, f.run, o->layer, &f.layer)) !=
 		    0)
