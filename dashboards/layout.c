@@ -254,6 +254,13 @@ layout_tabs(const dash_model *m, dash_canvas *c)
 		    m->filter);
 		dash_canvas_put(c, 2, col, -1, 0, buf);
 	}
+	if (m->view == DASH_VIEW_RANKS) {
+		char buf[32];
+
+		snprintf(buf, sizeof(buf), " sort:%s",
+		    dash_rank_sort_name(m->rank_sort));
+		dash_canvas_put(c, 2, col, -1, 0, buf);
+	}
 	if (m->view == DASH_VIEW_DECISIONS)
 		dash_canvas_put(c, 2, col, -1, 0,
 		    m->all_decisions ? " all (c: changed only)"
@@ -508,6 +515,7 @@ static void
 layout_ranks(const dash_model *m, dash_canvas *c, int first, int visible)
 {
 	uint32_t top = layout_scroll(m->sel[DASH_VIEW_RANKS], visible);
+	uint32_t *rows = NULL, n = 0;
 	int col = 1, h = first - 1;
 
 	col = layout_cell(c, h, col, 5, DASH_ATTR_BOLD, true, "RANK");
@@ -517,9 +525,12 @@ layout_ranks(const dash_model *m, dash_canvas *c, int first, int visible)
 	col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, true, "STEP_MS");
 	col = layout_cell(c, h, col, 9, DASH_ATTR_BOLD, true, "SEEN_AGO");
 	layout_cell(c, h, col, 7, DASH_ATTR_BOLD, true, "DROPS");
-	for (int r = 0; r < visible && top + (uint32_t)r < m->snap.n_ranks;
-	     r++) {
-		const dash_rank *k = &m->snap.ranks[top + (uint32_t)r];
+	if (m->snap.n_ranks > 0)
+		rows = malloc(m->snap.n_ranks * sizeof(*rows));
+	if (rows != NULL)
+		n = dash_model_rank_rows(m, rows);
+	for (int r = 0; r < visible && top + (uint32_t)r < n; r++) {
+		const dash_rank *k = &m->snap.ranks[rows[top + (uint32_t)r]];
 		bool sel = top + (uint32_t)r == m->sel[DASH_VIEW_RANKS];
 		int a = (sel ? DASH_ATTR_REVERSE : 0) |
 		    (dash_rank_lost(k) ? DASH_ATTR_ALERT : 0);
@@ -549,6 +560,7 @@ layout_ranks(const dash_model *m, dash_canvas *c, int first, int visible)
 		snprintf(buf, sizeof(buf), "%" PRIu64, k->drops);
 		layout_cell(c, row, col, 7, a, true, buf);
 	}
+	free(rows);
 }
 
 /* "critical", "stable", "raw" (never compressed) or "-"; "crit(LR)" for
@@ -1273,7 +1285,8 @@ static const char *const layout_help[] = {
 	"  Enter            open the selected job, layer or decision",
 	"  Esc, Backspace   back; Esc or Enter closes a layer or decision",
 	"  /                filter layers by name (Enter keeps, Esc drops)",
-	"  s                sort layers: index, name, level, size, r",
+	"  s                sort layers (index name level size r), ranks"
+	" (rank slow behind silent)",
 	"  c                decisions: changed only (default) or all",
 	"  p                pause/resume updates",
 	"  Left/Right, [ ]  offline: previous/next window ({ } by 10)",
