@@ -82,7 +82,7 @@ demo --sim >"$TMP/default.out" 2>&1 ||
     { tail -20 "$TMP/default.out"; fail "demo --sim failed"; }
 f=$TMP/default.out
 has "$f" "^summary of run 1 \(job demo, 4 ranks, 8 windows, on plain loopback\)" default
-has "$f" "^  decided: [0-9]+ decisions by levels, [0-9]+ of them changed something:" default
+has "$f" "^  decided: [0-9]+ decisions by levels \(schedule\), [0-9]+ of them changed something:" default
 has "$f" "^    window 0 \(step 0, 0.0 s in\), levels: layer0.weight level 2" default
 has "$f" "^      why: schedule: level 2 from window 0" default
 has "$f" "^  saved: sent [0-9.]+ [kMG]?B of [0-9.]+ [kMG]?B raw \([0-9.]+x less\), [0-9.]+[kM]? of [0-9.]+[kM]? floats, all ranks; [0-9.]+ [kMG]?B saved" default
@@ -100,8 +100,10 @@ demo --sim --with slimgc >"$TMP/slimgc.out" 2>&1 ||
 f=$TMP/slimgc.out
 has "$f" "cttab: calibrate_steps 0 -> 20" slimgc
 has "$f" "size_threshold 0 B -> all raw" slimgc
-has "$f" "^  size threshold: all raw \(every tensor sent uncompressed\): no tensor's compressed send plus encode\+decode was faster than its raw send" slimgc
-has "$f" "^    layer6.weight \(20.5 kB\): raw send [0-9.]+ ms, compressed send [0-9.]+ ms \+ encode\+decode [0-9.]+ ms = [0-9.]+ ms: compressing is slower" slimgc
+has "$f" "^  size threshold: all raw \(every tensor sent uncompressed\), from window [0-9]+: calibration 1 over at window [0-9]+: threshold infinity" slimgc
+has "$f" "^  decided: [0-9]+ decisions by cttab \(slimgc\), levels \(fixed\)," slimgc
+has "$f" "^    as the calibration measured it \(the sends up to window [0-9]+, after which the threshold was set" slimgc
+has "$f" "^    layer6.weight \(20.5 kB\): raw send [0-9.]+ ms \([0-9]+ sends\), compressed send [0-9.]+ ms \([0-9]+\) \+ encode\+decode [0-9.]+ ms = [0-9.]+ ms: compressing is slower$" slimgc
 grep -q "1.8446744073709552e+19" "$f" && fail "slimgc: a raw threshold number"
 n=$(pasted "$f")
 # Step time against another run's, when the summary is given one.
