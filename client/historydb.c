@@ -1000,8 +1000,8 @@ tool_hdb_export(tool_hdb *db, tool_hdb_table t, int64_t run,
  * to `given` by com_suggest's rule, else "". At most HDB_SUGGEST_NAMES
  * names are read; any failure only leaves the hint out. */
 static void
-hdb_did_you_mean(tool_hdb *db, const char *sql, int64_t run,
-    const char *given, char *buf, size_t size)
+hdb_did_you_mean(tool_hdb *db, const char *sql, int64_t run, const char *given,
+    char *buf, size_t size)
 {
 	sqlite3_stmt *st = NULL;
 	char **names = NULL;
@@ -1072,12 +1072,11 @@ tool_hdb_run_find(tool_hdb *db, int64_t id, const char *job, tool_hdb_run *ret)
 			char hint[160];
 
 			hdb_did_you_mean(db,
-			    "SELECT DISTINCT job FROM runs ORDER BY job", 0, job,
-			    hint, sizeof(hint));
+			    "SELECT DISTINCT job FROM runs ORDER BY job", 0,
+			    job, hint, sizeof(hint));
 			r = tool_hdb_fail(db, BELLOWS_ENOTFOUND,
 			    "job '%s' has no run%s", job, hint);
-		}
-		else
+		} else
 			r = tool_hdb_fail(db, BELLOWS_ENOTFOUND,
 			    "the database holds no run yet");
 		goto out;
@@ -1132,8 +1131,7 @@ tool_hdb_layer_find(tool_hdb *db, int64_t run, const char *name, int64_t *ret)
 		    run, name, hint, sizeof(hint));
 		r = tool_hdb_fail(db, BELLOWS_ENOTFOUND,
 		    "run %" PRId64 " has no layer '%s'%s", run, name, hint);
-	}
-	else
+	} else
 		r = tool_hdb_sqlite_fail(db, rc);
 	sqlite3_finalize(st);
 	return r;

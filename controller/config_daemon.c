@@ -278,11 +278,25 @@ config_mode(config_ctx *cx, const yaml_node_t *node, uint32_t *ret)
  * the function below (tests/controller/test_config.c loads a file with
  * every one of them). */
 static const char *const daemon_keys[] = {
-	"control", "publish", "apply_lag", "window_timeout_ms",
-	"rank_timeout_ms", "heartbeat_ms", "repair_margin", "max_jobs",
-	"max_world", "max_layers", "job_idle_ms", "reload_timeout_ms",
-	"plugin_timeout_ms", "plugin_memory_mb", "max_job_mb",
-	"max_total_job_mb", "peer_queue_mb", "allow_insecure", "security",
+	"control",
+	"publish",
+	"apply_lag",
+	"window_timeout_ms",
+	"rank_timeout_ms",
+	"heartbeat_ms",
+	"repair_margin",
+	"max_jobs",
+	"max_world",
+	"max_layers",
+	"job_idle_ms",
+	"reload_timeout_ms",
+	"plugin_timeout_ms",
+	"plugin_memory_mb",
+	"max_job_mb",
+	"max_total_job_mb",
+	"peer_queue_mb",
+	"allow_insecure",
+	"security",
 	"metrics_listen",
 };
 
@@ -309,8 +323,8 @@ config_daemon_unknown(config_ctx *cx, yaml_node_t *key, const char *kname)
 			break;
 		used += (size_t)w;
 	}
-	return ctl_config_fail(cx, key, "unknown key '%s' in daemon (expected %s)",
-	    kname, list);
+	return ctl_config_fail(cx, key,
+	    "unknown key '%s' in daemon (expected %s)", kname, list);
 }
 
 int

@@ -658,8 +658,8 @@ dash_model_key(dash_model *m, int key)
 		return DASH_ACT_REDRAW;
 	case 's':
 		if (m->view == DASH_VIEW_RANKS)
-			m->rank_sort =
-			    (dash_rank_sort)((m->rank_sort + 1) % DASH_RSORT_N);
+			m->rank_sort = (dash_rank_sort)((m->rank_sort + 1) %
+			    DASH_RSORT_N);
 		else
 			m->sort = (dash_sort)((m->sort + 1) % DASH_SORT_N);
 		return DASH_ACT_REDRAW;

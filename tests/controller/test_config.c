@@ -291,7 +291,8 @@ test_config_refuses_an_unknown_daemon_key(void **state)
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: fixed\n",
-	    3, 3, "unknown key 'window_timeout' in daemon (did you mean "
+	    3, 3,
+	    "unknown key 'window_timeout' in daemon (did you mean "
 	    "'window_timeout_ms'?)");
 }
 
