@@ -2,6 +2,8 @@
  */
 #include "layout.h"
 
+#include "common/units.h"
+
 #include <bellows/error.h>
 
 #include <ctype.h>
@@ -121,24 +123,14 @@ layout_cell(dash_canvas *c, int row, int col, int width, int attr, bool right,
 	return col + width + 1;
 }
 
-/* A byte count as "812", "99.8k", "1.2M", "3.4G". */
+/* A byte count as "812B", "99kB", "1.2MB", "3.4GB" (common/units.h). */
 static void
 layout_bytes(int64_t v, char *buf, size_t len)
 {
 	if (v == DASH_NONE)
 		snprintf(buf, len, "-");
-	else if (v < 1000)
-		snprintf(buf, len, "%" PRId64, v);
-	else if (v < 100000)
-		snprintf(buf, len, "%.1fk", (double)v / 1e3);
-	else if (v < 1000000)
-		snprintf(buf, len, "%.0fk", (double)v / 1e3);
-	else if (v < 100000000)
-		snprintf(buf, len, "%.1fM", (double)v / 1e6);
-	else if (v < 1000000000)
-		snprintf(buf, len, "%.0fM", (double)v / 1e6);
 	else
-		snprintf(buf, len, "%.1fG", (double)v / 1e9);
+		com_fmt_bytes_short((double)v, buf, len);
 }
 
 /* v with prec decimals (prec < 0: %g) and a unit, "-" for NAN. */
@@ -293,7 +285,7 @@ layout_job_line(const dash_model *m, dash_canvas *c)
 	/* What matters most first: an 80-column screen cuts the end. */
 	snprintf(buf, sizeof(buf),
 	    "job %s  %s  step %" PRIu64
-	    "  win %s  %s/step  policy %s (%s)  sent %s of %s",
+	    "  win %s  %s/step  policy %s (%s)  sent %s of %s last window",
 	    j->name, alive, j->step, win, st,
 	    j->policy[0] != '\0' ? j->policy : "-",
 	    j->reloaded[0] != '\0' ? j->reloaded : "-", sent, raw);
@@ -747,7 +739,7 @@ layout_layer_cells(const dash_model *m, const layout_cols *lc,
 	col = layout_cell(c, row, 1, lc->name_w,
 	    a | (dash_layer_changed(l) ? DASH_ATTR_CHANGED : 0), false,
 	    l->name);
-	layout_bytes((int64_t)l->numel, buf, sizeof(buf));
+	com_fmt_count((double)l->numel, buf, sizeof(buf));
 	col = layout_cell(c, row, col, 6, a, true, buf);
 	layout_real(l->level, -1, "", buf, sizeof(buf));
 	col = layout_cell(c, row, col, 5, a | layout_level_attr(l), true, buf);

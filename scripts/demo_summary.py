@@ -43,7 +43,8 @@ ALL_RAW = 9.2e18  # a size threshold past every tensor: nothing compressed
 
 
 def size(n: float) -> str:
-    """Bytes as people read them: 1.20 GB, 7.56 MB, 512 B."""
+    """Bytes as people read them, decimal as every bellows tool writes
+    them (common/units.h): 1.2 GB, 7.56 MB, 512 B."""
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if abs(n) < 999.5 or unit == "TB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
@@ -52,12 +53,13 @@ def size(n: float) -> str:
 
 
 def count(n: float) -> str:
-    """A count of floats: 300.92M, 8.49M, 512."""
+    """A count of floats: 301M, 8.49M, 512 (as common/units.h writes it
+    for every bellows tool)."""
     for unit in ("", "k", "M", "G", "T"):
         if abs(n) < 999.5 or unit == "T":
-            return f"{n:.0f}" if unit == "" else f"{n:.2f}{unit}"
+            return f"{n:.0f}" if unit == "" else f"{n:.3g}{unit}"
         n /= 1000.0
-    return f"{n:.2f}T"
+    return f"{n:.3g}T"
 
 
 def ms(v: float) -> str:

@@ -24,6 +24,7 @@
 #include "client/args.h"
 #include "history.h"
 #include "client/historydb.h"
+#include "common/units.h"
 #include "client/metrics.h"
 #include "common/stat_table.h"
 
@@ -409,43 +410,6 @@ out:
 
 /* ---- numbers for people ---------------------------------------------- */
 
-/* Bytes as "1.23 MiB". */
-void
-tool_report_size(double b, char *buf, size_t len)
-{
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB",
-		"PiB" };
-	int u = 0;
-
-	if (!isfinite(b)) {
-		snprintf(buf, len, "-");
-		return;
-	}
-	while (fabs(b) >= 1024 && u < 5) {
-		b /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u == 0 ? "%.0f %s" : "%.2f %s", b, unit[u]);
-}
-
-/* A count as "300.92M". */
-void
-tool_report_count(double n, char *buf, size_t len)
-{
-	static const char *const unit[] = { "", "k", "M", "G", "T" };
-	int u = 0;
-
-	if (!isfinite(n)) {
-		snprintf(buf, len, "-");
-		return;
-	}
-	while (fabs(n) >= 1000 && u < 4) {
-		n /= 1000;
-		u++;
-	}
-	snprintf(buf, len, u == 0 ? "%.0f%s" : "%.2f%s", n, unit[u]);
-}
-
 /* Milliseconds as "2.13 ms", "1.52 s", "3 min 05 s". */
 void
 tool_report_dur(double ms, char *buf, size_t len)
@@ -716,7 +680,7 @@ rep_knob(const char *knob, double v, char *buf, size_t len)
 		snprintf(buf, len, "all raw");
 	else if (strcmp(knob, "size_threshold") == 0 ||
 	    strcmp(knob, "codec_table") == 0)
-		tool_report_size(v, buf, len);
+		com_fmt_bytes(v, buf, len);
 	else
 		tool_report_num(v, buf, len);
 }
@@ -936,8 +900,8 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 		v[i * 4 + 1] += v[(i - 1) * 4 + 1];
 	}
 	for (uint64_t i = 0; i < rr->n_win; i++) {
-		v[i * 4] /= 1048576;
-		v[i * 4 + 1] /= 1048576;
+		v[i * 4] /= 1e6;
+		v[i * 4 + 1] /= 1e6;
 	}
 	snprintf(s[0].name, sizeof(s[0].name), "sent");
 	s[0].y = v;
@@ -947,7 +911,7 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 	s[1].stride = 4;
 	s[1].dashed = true;
 	tool_report_plot(f, "Gradient bytes sent vs raw, cumulative, all ranks",
-	    "MiB", x, rr->n_win, s, 2);
+	    "MB", x, rr->n_win, s, 2);
 	snprintf(s[0].name, sizeof(s[0].name), "step time");
 	s[0].y = v + 2;
 	tool_report_plot(f, "Step time (median over ranks)", "ms", x, rr->n_win,
@@ -1190,7 +1154,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 		tool_report_num(ls.level_tw, lv, sizeof(lv));
 		tool_report_num(ls.level_last, ll, sizeof(ll));
 		tool_report_num(ls.decided_last, dl, sizeof(dl));
-		tool_report_count(rep_d(&rr->t[R_LAYERS], l, "numel"), a,
+		com_fmt_count(rep_d(&rr->t[R_LAYERS], l, "numel"), a,
 		    sizeof(a));
 		rep_p(o, "%-24s %10s %10s %8s %8s %8s %12s %12s %8" PRIu64 "\n",
 		    tool_report_s(&rr->t[R_LAYERS], l, "name"),
@@ -1301,12 +1265,12 @@ rep_write(const rep_out *o, const rep_run *rr)
 	}
 
 	rep_section(o, "Gradient traffic (all ranks, 4-byte floats)");
-	tool_report_count(s.floats_sent, a, sizeof(a));
-	tool_report_count(s.floats_raw, b, sizeof(b));
-	tool_report_size(s.floats_sent * 4, c, sizeof(c));
-	tool_report_size(s.floats_raw * 4, d, sizeof(d));
+	com_fmt_count(s.floats_sent, a, sizeof(a));
+	com_fmt_count(s.floats_raw, b, sizeof(b));
+	com_fmt_bytes(s.floats_sent * 4, c, sizeof(c));
+	com_fmt_bytes(s.floats_raw * 4, d, sizeof(d));
 	rep_p(o, "  sent %s floats (%s) vs raw %s floats (%s)\n", a, c, b, d);
-	tool_report_size((s.floats_raw - s.floats_sent) * 4, a, sizeof(a));
+	com_fmt_bytes((s.floats_raw - s.floats_sent) * 4, a, sizeof(a));
 	rep_p(o, "  saved %s: %.1f%% of raw, %.2fx less sent\n", a,
 	    s.floats_raw > 0
 		? 100.0 * (s.floats_raw - s.floats_sent) / s.floats_raw
@@ -1335,8 +1299,8 @@ rep_write(const rep_out *o, const rep_run *rr)
 			continue;
 
 		tool_report_dur(rep_d(wi, i, "step_ms_median"), a, sizeof(a));
-		tool_report_size(rep_d(wi, i, "floats_sent") * 4, b, sizeof(b));
-		tool_report_size(rep_d(wi, i, "floats_raw") * 4, c, sizeof(c));
+		com_fmt_bytes(rep_d(wi, i, "floats_sent") * 4, b, sizeof(b));
+		com_fmt_bytes(rep_d(wi, i, "floats_raw") * 4, c, sizeof(c));
 		tool_report_num(rep_d(wi, i, "lr"), e, sizeof(e));
 		rep_p(o, "  %8" PRId64 " %10s %12s %12s %10s\n",
 		    rep_i(wi, i, "window", 0), a, b, c, e);
@@ -1350,8 +1314,8 @@ rep_write(const rep_out *o, const rep_run *rr)
 
 	rep_section(o, "Activation memory (COMET)");
 	if (isfinite(s.act_med)) {
-		tool_report_size(s.act_med, a, sizeof(a));
-		tool_report_size(s.act_raw_med, b, sizeof(b));
+		com_fmt_bytes(s.act_med, a, sizeof(a));
+		com_fmt_bytes(s.act_raw_med, b, sizeof(b));
 		rep_p(o,
 		    "  activations held for backward: %s per step (median "
 		    "over windows) vs %s uncompressed (%.2fx less)\n",
@@ -1364,7 +1328,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 	for (int k = 0; k < COM_N_TSTATS; k++) {
 		if (!rep_peak_stat(&com_timing_stat_table[k]) || s.peak[k] <= 0)
 			continue;
-		tool_report_size(s.peak[k], a, sizeof(a));
+		com_fmt_bytes(s.peak[k], a, sizeof(a));
 		rep_p(o, "  %s (%s), largest: %s\n",
 		    com_timing_stat_table[k].doc, com_timing_stat_table[k].name,
 		    a);

@@ -140,11 +140,9 @@ void tool_report_sum(const rep_run *rr, rep_sums *s);
 void tool_report_layer(const rep_run *rr, uint32_t l, rep_layer_sum *ls);
 
 /* Numbers for people, written into buf (len bytes, always terminated,
- * truncated if short): bytes as "1.23 MiB", a count as "300.92M",
- * milliseconds as "2.13 ms"/"1.52 s"/"3 min 05 s", any other number
- * to 4 significant digits ("-" when not finite: not measured). */
-void tool_report_size(double b, char *buf, size_t len);
-void tool_report_count(double n, char *buf, size_t len);
+ * truncated if short): milliseconds as "2.13 ms"/"1.52 s"/"3 min 05 s",
+ * any other number to 4 significant digits ("-" when not finite: not
+ * measured). Bytes and counts: common/units.h. */
 void tool_report_dur(double ms, char *buf, size_t len);
 void tool_report_num(double v, char *buf, size_t len);
 

@@ -94,7 +94,7 @@ grep -qE "^  r +$N_R values, min " "$TMP/r1.txt" ||
 PCT=$(sq "SELECT printf('%.1f', 100.0 * (sum(floats_raw) - sum(floats_sent)) / sum(floats_raw)) FROM window_info WHERE run_id = 1")
 grep -qE "^  saved .*: $PCT% of raw, " "$TMP/r1.txt" ||
     { grep saved "$TMP/r1.txt"; fail "the report's savings are not $PCT% of raw"; }
-grep -qE "^  sent [0-9.]+[kMG]? floats \([0-9.]+ (B|KiB|MiB)\) vs raw " "$TMP/r1.txt" ||
+grep -qE "^  sent [0-9.]+[kMG]? floats \([0-9.]+ (B|kB|MB)\) vs raw " "$TMP/r1.txt" ||
     fail "the traffic line has no units"
 grep -qF "  not recorded: the trainer reported no evaluation" "$TMP/r1.txt" ||
     fail "the report does not say that accuracy is not recorded"
@@ -156,7 +156,7 @@ assert d["act_bytes_median"] == statistics.median(r[0] for r in rows), (d["act_b
 assert d["act_raw_bytes_median"] == statistics.median(r[1] for r in rows), (d["act_raw_bytes_median"], rows)
 assert d["act_raw_bytes_median"] > d["act_bytes_median"] > 0
 PY
-grep -qE "^  activations held for backward: [0-9.]+ (B|KiB|MiB) per step \(median over windows\) vs [0-9.]+ (B|KiB|MiB) uncompressed" "$TMP/r3.txt" ||
+grep -qE "^  activations held for backward: [0-9.]+ (B|kB|MB) per step \(median over windows\) vs [0-9.]+ (B|kB|MB) uncompressed" "$TMP/r3.txt" ||
     { sed -n '/^Activation/,/^$/p' "$TMP/r3.txt"; fail "the report of a COMET run does not say what activations it held"; }
 ok "the text report says what the database holds, --json the exact numbers"
 
@@ -280,7 +280,7 @@ cmp_has '^\* ranks +3 +2 +-33\.3%$'
 cmp_has '^  layers +4 +4$'
 cmp_has '^\* windows +12 +8 +-33\.3%$'
 cmp_has "^[* ] decisions +$N_DEC +$(sq "SELECT count(*) FROM decisions WHERE run_id = 2")( |$)"
-cmp_has '^[* ] bytes saved +[0-9.]+ (B|KiB|MiB) +[0-9.]+ (B|KiB|MiB)'
+cmp_has '^[* ] bytes saved +[0-9.]+ (B|kB|MB) +[0-9.]+ (B|kB|MB)'
 cmp_has '^[* ] step time, median +[0-9.]+ (us|ms|s) +[0-9.]+ (us|ms|s)'
 for l in layer0.weight layer1.weight layer2.weight layer3.bias; do
 	cmp_has "^[* ] $l +[0-9.]+ +[0-9.]+"
