@@ -513,8 +513,8 @@ bellows_agent_config_init(bellows_agent_config *cfg)
 		return;
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->size = sizeof(*cfg);
-	cfg->control = agent_env("BELLOWS_CONTROL", "tcp://127.0.0.1:5555");
-	cfg->publish = agent_env("BELLOWS_PUBLISH", "tcp://127.0.0.1:5556");
+	cfg->control = agent_env("BELLOWS_CONTROL", COM_DEFAULT_CONTROL);
+	cfg->publish = agent_env("BELLOWS_PUBLISH", COM_DEFAULT_PUBLISH);
 	cfg->job = agent_env("BELLOWS_JOB", NULL);
 	cfg->decision_timeout_ms = 5000;
 	cfg->heartbeat_ms = 1000;

@@ -17,6 +17,7 @@
 #include "history/hist_cols.h"
 #include "history/hist_read.h"
 #include "metrics.h"
+#include "common/suggest.h"
 
 #include <bellows/error.h>
 #include <bellows/policy.h>
@@ -992,6 +993,46 @@ tool_hdb_export(tool_hdb *db, tool_hdb_table t, int64_t run,
 
 /* ---- runs and layers --------------------------------------------------- */
 
+#define HDB_SUGGEST_NAMES 4096 /* names read for a "did you mean" */
+
+/* Writes " (did you mean 'X'?)" to buf[size] when one of the names SQL
+ * returns (its first column; :run bound to run when SQL has it) is close
+ * to `given` by com_suggest's rule, else "". At most HDB_SUGGEST_NAMES
+ * names are read; any failure only leaves the hint out. */
+static void
+hdb_did_you_mean(tool_hdb *db, const char *sql, int64_t run, const char *given,
+    char *buf, size_t size)
+{
+	sqlite3_stmt *st = NULL;
+	char **names = NULL;
+	const char *near;
+	size_t n = 0;
+
+	buf[0] = '\0';
+	if (sqlite3_prepare_v2(db->db, sql, -1, &st, NULL) != SQLITE_OK)
+		goto out;
+	if (sqlite3_bind_parameter_index(st, ":run") > 0 &&
+	    hdb_bind_int(st, ":run", run) != SQLITE_OK)
+		goto out;
+	names = calloc(HDB_SUGGEST_NAMES, sizeof(*names));
+	if (names == NULL)
+		goto out;
+	while (n < HDB_SUGGEST_NAMES && sqlite3_step(st) == SQLITE_ROW) {
+		const char *t = (const char *)sqlite3_column_text(st, 0);
+
+		if (t != NULL && (names[n] = com_strdup(t)) != NULL)
+			n++;
+	}
+	near = com_suggest(given, (const char *const *)names, n);
+	if (near != NULL)
+		snprintf(buf, size, " (did you mean '%s'?)", near);
+out:
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	sqlite3_finalize(st);
+}
+
 void
 tool_hdb_run_fini(tool_hdb_run *run)
 {
@@ -1027,10 +1068,15 @@ tool_hdb_run_find(tool_hdb *db, int64_t id, const char *job, tool_hdb_run *ret)
 			    "there is no run %" PRId64 "%s%s%s", id,
 			    job != NULL ? " of job '" : "",
 			    job != NULL ? job : "", job != NULL ? "'" : "");
-		else if (job != NULL)
+		else if (job != NULL) {
+			char hint[160];
+
+			hdb_did_you_mean(db,
+			    "SELECT DISTINCT job FROM runs ORDER BY job", 0,
+			    job, hint, sizeof(hint));
 			r = tool_hdb_fail(db, BELLOWS_ENOTFOUND,
-			    "job '%s' has no run", job);
-		else
+			    "job '%s' has no run%s", job, hint);
+		} else
 			r = tool_hdb_fail(db, BELLOWS_ENOTFOUND,
 			    "the database holds no run yet");
 		goto out;
@@ -1077,10 +1123,15 @@ tool_hdb_layer_find(tool_hdb *db, int64_t run, const char *name, int64_t *ret)
 		rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		*ret = sqlite3_column_int64(st, 0);
-	else if (rc == SQLITE_DONE)
+	else if (rc == SQLITE_DONE) {
+		char hint[160];
+
+		hdb_did_you_mean(db,
+		    "SELECT name FROM layers WHERE run_id = :run ORDER BY idx",
+		    run, name, hint, sizeof(hint));
 		r = tool_hdb_fail(db, BELLOWS_ENOTFOUND,
-		    "run %" PRId64 " has no layer '%s'", run, name);
-	else
+		    "run %" PRId64 " has no layer '%s'%s", run, name, hint);
+	} else
 		r = tool_hdb_sqlite_fail(db, rc);
 	sqlite3_finalize(st);
 	return r;

@@ -23,6 +23,12 @@
 
 #define COM_MAX_NDIM 8 /* most dimensions a layer shape may have */
 
+/* bellowsd's endpoints when neither its configuration nor its options
+ * name others, and so every client's (agents, sim, status, top) when
+ * neither an option nor $BELLOWS_CONTROL / $BELLOWS_PUBLISH does. */
+#define COM_DEFAULT_CONTROL "tcp://127.0.0.1:5555"
+#define COM_DEFAULT_PUBLISH "tcp://127.0.0.1:5556"
+
 typedef enum com_msg_type {
 	COM_MSG_NONE = 0,
 	COM_MSG_HELLO,            /* agent -> ctl: join a job */

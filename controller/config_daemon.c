@@ -6,6 +6,7 @@
  * and clients directory are read while the file is, so that an error
  * names them at load time (and `bellows policy check` finds it too).
  */
+#include "common/suggest.h"
 #include "config_int.h"
 #include "config_listen.h"
 
@@ -389,6 +390,61 @@ config_mode(config_ctx *cx, const yaml_node_t *node, uint32_t *ret)
 	return 0;
 }
 
+/* The keys of `daemon:`, in the order docs/configuration.md lists them;
+ * config_daemon_unknown names them. Each has a branch in
+ * the function below (tests/controller/test_config.c loads a file with
+ * every one of them). */
+static const char *const daemon_keys[] = {
+	"control",
+	"publish",
+	"apply_lag",
+	"window_timeout_ms",
+	"rank_timeout_ms",
+	"heartbeat_ms",
+	"repair_margin",
+	"max_jobs",
+	"max_world",
+	"max_layers",
+	"job_idle_ms",
+	"reload_timeout_ms",
+	"plugin_timeout_ms",
+	"plugin_memory_mb",
+	"max_job_mb",
+	"max_total_job_mb",
+	"peer_queue_mb",
+	"allow_insecure",
+	"security",
+	"metrics_listen",
+	"metrics",
+};
+
+/* Refuses the unknown `daemon:` key kname at key, naming the nearest
+ * known key when one is close, else listing them all. */
+static int
+config_daemon_unknown(config_ctx *cx, yaml_node_t *key, const char *kname)
+{
+	size_t n = sizeof(daemon_keys) / sizeof(daemon_keys[0]);
+	const char *near = com_suggest(kname, daemon_keys, n);
+	char list[512];
+	size_t used = 0;
+
+	if (near != NULL)
+		return ctl_config_fail(cx, key,
+		    "unknown key '%s' in daemon (did you mean '%s'?)", kname,
+		    near);
+	list[0] = '\0';
+	for (size_t i = 0; i < n && used < sizeof(list); i++) {
+		int w = snprintf(list + used, sizeof(list) - used, "%s%s",
+		    i > 0 ? ", " : "", daemon_keys[i]);
+
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+	return ctl_config_fail(cx, key,
+	    "unknown key '%s' in daemon (expected %s)", kname, list);
+}
+
 int
 ctl_config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 {
@@ -464,8 +520,7 @@ ctl_config_daemon(config_ctx *cx, yaml_node_t *node, ctl_config *cfg)
 		else if (strcmp(kname, "metrics") == 0)
 			r = config_metrics(cx, val, cfg);
 		else
-			r = ctl_config_fail(cx, key,
-			    "unknown key '%s' in daemon", kname);
+			r = config_daemon_unknown(cx, key, kname);
 		if (r != 0 && !ctl_config_go_on(cx, r))
 			return r;
 	}

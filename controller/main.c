@@ -19,6 +19,7 @@
  */
 #include "common/clock.h"
 #include "common/codec.h"
+#include "common/msg.h"
 #include "common/suggest.h"
 #include "config.h"
 #include "jobs.h"
@@ -454,10 +455,10 @@ main(int argc, char **argv)
 		ctl_log(CTL_LOG_WARN, "main", "%s: %s", d.policy_path, err);
 	if (control == NULL)
 		control = d.cfg->control != NULL ? d.cfg->control
-						 : "tcp://127.0.0.1:5555";
+						 : COM_DEFAULT_CONTROL;
 	if (publish == NULL)
 		publish = d.cfg->publish != NULL ? d.cfg->publish
-						 : "tcp://127.0.0.1:5556";
+						 : COM_DEFAULT_PUBLISH;
 	if (main_check_endpoints(d.cfg, control, publish) != 0)
 		goto out;
 	if (metrics == NULL && d.cfg->metrics_listen != NULL) {

@@ -2,6 +2,8 @@
  */
 #include "layout.h"
 
+#include "common/units.h"
+
 #include <bellows/error.h>
 
 #include <ctype.h>
@@ -121,24 +123,14 @@ layout_cell(dash_canvas *c, int row, int col, int width, int attr, bool right,
 	return col + width + 1;
 }
 
-/* A byte count as "812", "99.8k", "1.2M", "3.4G". */
+/* A byte count as "812B", "99kB", "1.2MB", "3.4GB" (common/units.h). */
 static void
 layout_bytes(int64_t v, char *buf, size_t len)
 {
 	if (v == DASH_NONE)
 		snprintf(buf, len, "-");
-	else if (v < 1000)
-		snprintf(buf, len, "%" PRId64, v);
-	else if (v < 100000)
-		snprintf(buf, len, "%.1fk", (double)v / 1e3);
-	else if (v < 1000000)
-		snprintf(buf, len, "%.0fk", (double)v / 1e3);
-	else if (v < 100000000)
-		snprintf(buf, len, "%.1fM", (double)v / 1e6);
-	else if (v < 1000000000)
-		snprintf(buf, len, "%.0fM", (double)v / 1e6);
 	else
-		snprintf(buf, len, "%.1fG", (double)v / 1e9);
+		com_fmt_bytes_short((double)v, buf, len);
 }
 
 /* v with prec decimals (prec < 0: %g) and a unit, "-" for NAN. */
@@ -254,6 +246,13 @@ layout_tabs(const dash_model *m, dash_canvas *c)
 		    m->filter);
 		dash_canvas_put(c, 2, col, -1, 0, buf);
 	}
+	if (m->view == DASH_VIEW_RANKS) {
+		char buf[32];
+
+		snprintf(buf, sizeof(buf), " sort:%s",
+		    dash_rank_sort_name(m->rank_sort));
+		dash_canvas_put(c, 2, col, -1, 0, buf);
+	}
 	if (m->view == DASH_VIEW_DECISIONS)
 		dash_canvas_put(c, 2, col, -1, 0,
 		    m->all_decisions ? " all (c: changed only)"
@@ -286,7 +285,7 @@ layout_job_line(const dash_model *m, dash_canvas *c)
 	/* What matters most first: an 80-column screen cuts the end. */
 	snprintf(buf, sizeof(buf),
 	    "job %s  %s  step %" PRIu64
-	    "  win %s  %s/step  policy %s (%s)  sent %s of %s",
+	    "  win %s  %s/step  policy %s (%s)  sent %s of %s last window",
 	    j->name, alive, j->step, win, st,
 	    j->policy[0] != '\0' ? j->policy : "-",
 	    j->reloaded[0] != '\0' ? j->reloaded : "-", sent, raw);
@@ -508,6 +507,7 @@ static void
 layout_ranks(const dash_model *m, dash_canvas *c, int first, int visible)
 {
 	uint32_t top = layout_scroll(m->sel[DASH_VIEW_RANKS], visible);
+	uint32_t *rows = NULL, n = 0;
 	int col = 1, h = first - 1;
 
 	col = layout_cell(c, h, col, 5, DASH_ATTR_BOLD, true, "RANK");
@@ -517,9 +517,12 @@ layout_ranks(const dash_model *m, dash_canvas *c, int first, int visible)
 	col = layout_cell(c, h, col, 8, DASH_ATTR_BOLD, true, "STEP_MS");
 	col = layout_cell(c, h, col, 9, DASH_ATTR_BOLD, true, "SEEN_AGO");
 	layout_cell(c, h, col, 7, DASH_ATTR_BOLD, true, "DROPS");
-	for (int r = 0; r < visible && top + (uint32_t)r < m->snap.n_ranks;
-	     r++) {
-		const dash_rank *k = &m->snap.ranks[top + (uint32_t)r];
+	if (m->snap.n_ranks > 0)
+		rows = malloc(m->snap.n_ranks * sizeof(*rows));
+	if (rows != NULL)
+		n = dash_model_rank_rows(m, rows);
+	for (int r = 0; r < visible && top + (uint32_t)r < n; r++) {
+		const dash_rank *k = &m->snap.ranks[rows[top + (uint32_t)r]];
 		bool sel = top + (uint32_t)r == m->sel[DASH_VIEW_RANKS];
 		int a = (sel ? DASH_ATTR_REVERSE : 0) |
 		    (dash_rank_lost(k) ? DASH_ATTR_ALERT : 0);
@@ -549,6 +552,7 @@ layout_ranks(const dash_model *m, dash_canvas *c, int first, int visible)
 		snprintf(buf, sizeof(buf), "%" PRIu64, k->drops);
 		layout_cell(c, row, col, 7, a, true, buf);
 	}
+	free(rows);
 }
 
 /* "critical", "stable", "raw" (never compressed) or "-"; "crit(LR)" for
@@ -735,7 +739,7 @@ layout_layer_cells(const dash_model *m, const layout_cols *lc,
 	col = layout_cell(c, row, 1, lc->name_w,
 	    a | (dash_layer_changed(l) ? DASH_ATTR_CHANGED : 0), false,
 	    l->name);
-	layout_bytes((int64_t)l->numel, buf, sizeof(buf));
+	com_fmt_count((double)l->numel, buf, sizeof(buf));
 	col = layout_cell(c, row, col, 6, a, true, buf);
 	layout_real(l->level, -1, "", buf, sizeof(buf));
 	col = layout_cell(c, row, col, 5, a | layout_level_attr(l), true, buf);
@@ -1273,7 +1277,8 @@ static const char *const layout_help[] = {
 	"  Enter            open the selected job, layer or decision",
 	"  Esc, Backspace   back; Esc or Enter closes a layer or decision",
 	"  /                filter layers by name (Enter keeps, Esc drops)",
-	"  s                sort layers: index, name, level, size, r",
+	"  s                sort layers (index name level size r), ranks"
+	" (rank slow behind silent)",
 	"  c                decisions: changed only (default) or all",
 	"  p                pause/resume updates",
 	"  Left/Right, [ ]  offline: previous/next window ({ } by 10)",

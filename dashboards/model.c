@@ -69,6 +69,15 @@ dash_view_name(dash_view v)
 }
 
 const char *
+dash_rank_sort_name(dash_rank_sort s)
+{
+	static const char *const names[DASH_RSORT_N] = { "rank", "slow",
+		"behind", "silent" };
+
+	return (unsigned)s < DASH_RSORT_N ? names[s] : "?";
+}
+
+const char *
 dash_sort_name(dash_sort s)
 {
 	static const char *const names[DASH_SORT_N] = { "index", "name",
@@ -316,6 +325,48 @@ model_cmp(const void *pa, const void *pb)
 		break;
 	}
 	return c != 0 ? c : (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+/* Ranks in m->rank_sort's order; ties (and unknown values, last) by rank
+ * number. */
+static int
+model_rank_cmp(const void *pa, const void *pb)
+{
+	const dash_model *m = model_sorting;
+	const dash_rank *a = &m->snap.ranks[*(const uint32_t *)pa];
+	const dash_rank *b = &m->snap.ranks[*(const uint32_t *)pb];
+	int c = 0;
+
+	switch (m->rank_sort) {
+	case DASH_RSORT_SLOW:
+		c = model_cmp_double_desc(a->step_ms, b->step_ms);
+		break;
+	case DASH_RSORT_BEHIND:
+		c = (a->step > b->step) - (a->step < b->step);
+		break;
+	case DASH_RSORT_SILENT:
+		if (a->seen_ms == DASH_NONE || b->seen_ms == DASH_NONE)
+			c = (a->seen_ms == DASH_NONE) -
+			    (b->seen_ms == DASH_NONE);
+		else
+			c = (a->seen_ms < b->seen_ms) -
+			    (a->seen_ms > b->seen_ms);
+		break;
+	default:
+		break;
+	}
+	return c != 0 ? c : (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+uint32_t
+dash_model_rank_rows(const dash_model *m, uint32_t *out)
+{
+	for (uint32_t i = 0; i < m->snap.n_ranks; i++)
+		out[i] = i;
+	model_sorting = m;
+	qsort(out, m->snap.n_ranks, sizeof(*out), model_rank_cmp);
+	model_sorting = NULL;
+	return m->snap.n_ranks;
 }
 
 uint32_t
@@ -606,7 +657,11 @@ dash_model_key(dash_model *m, int key)
 			m->view = DASH_VIEW_LAYERS;
 		return DASH_ACT_REDRAW;
 	case 's':
-		m->sort = (dash_sort)((m->sort + 1) % DASH_SORT_N);
+		if (m->view == DASH_VIEW_RANKS)
+			m->rank_sort = (dash_rank_sort)((m->rank_sort + 1) %
+			    DASH_RSORT_N);
+		else
+			m->sort = (dash_sort)((m->sort + 1) % DASH_SORT_N);
 		return DASH_ACT_REDRAW;
 	case 'p':
 		m->paused = !m->paused;

@@ -182,6 +182,15 @@ typedef enum dash_sort {
 	DASH_SORT_N,
 } dash_sort;
 
+/* The order of the Ranks view: a straggler or a silent rank on top. */
+typedef enum dash_rank_sort {
+	DASH_RSORT_RANK = 0, /* by rank number */
+	DASH_RSORT_SLOW,     /* slowest step time first */
+	DASH_RSORT_BEHIND,   /* lowest step first */
+	DASH_RSORT_SILENT,   /* heard from longest ago first */
+	DASH_RSORT_N,
+} dash_rank_sort;
+
 /* Keys the model understands; printable characters are themselves. */
 enum {
 	DASH_KEY_UP = 0x100,
@@ -223,6 +232,7 @@ typedef struct dash_model {
 	char filter[DASH_FILTER_MAX]; /* layer name filter, "" = all */
 	bool filtering;               /* typing the filter */
 	dash_sort sort;               /* layer order */
+	dash_rank_sort rank_sort;     /* rank order */
 	bool paused;                  /* keep the snapshot shown */
 	bool help;                    /* the key help is shown */
 	bool all_decisions;           /* also decisions that change
@@ -255,6 +265,13 @@ const char *dash_model_job(const dash_model *m);
 /* The layers shown, filtered and sorted, as indices into snap.layers
  * written to `out` (room for snap.n_layers). Returns how many. */
 uint32_t dash_model_layer_rows(const dash_model *m, uint32_t *out);
+
+/* The ranks shown, in m->rank_sort's order, as indices into snap.ranks
+ * written to `out` (room for snap.n_ranks). Returns how many. */
+uint32_t dash_model_rank_rows(const dash_model *m, uint32_t *out);
+
+/* The rank sort's name ("rank", "slow", "behind", "silent"). */
+const char *dash_rank_sort_name(dash_rank_sort s);
 
 /* Rows in view v (for selection bounds). */
 uint32_t dash_model_rows(const dash_model *m, dash_view v);

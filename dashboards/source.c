@@ -989,8 +989,9 @@ source_offline_jobs(dash_source *s, dash_snapshot *snap)
 		j->bytes_sent = DASH_NONE;
 		j->bytes_raw = DASH_NONE;
 		j->ended = strcmp(source_text(&rows, i, "state"), "live") != 0;
-		dash_copy(j->policy, sizeof(j->policy),
-		    j->ended ? "(ended)" : "(live)");
+		/* The policies: those of its decisions, once the run is
+		 * opened (source_offline_policy). */
+		j->policy[0] = '\0';
 		snap->n_jobs++;
 	}
 	tool_hdb_rows_fini(&rows);
@@ -1173,6 +1174,21 @@ source_offline_window(dash_source *s, dash_snapshot *snap, dash_job *j,
 	source_job_window(s, j, w);
 }
 
+/* Offline: the policies of run j as its newest decision read names them
+ * (a decision that changed nothing names none). */
+static void
+source_offline_policy(const dash_snapshot *snap, dash_job *j)
+{
+	for (uint32_t i = snap->n_decisions; i > 0; i--) {
+		const char *p = snap->decisions[i - 1].policy;
+
+		if (p[0] != '\0') {
+			dash_copy(j->policy, sizeof(j->policy), p);
+			return;
+		}
+	}
+}
+
 static dash_job *
 source_pick(dash_snapshot *snap, const char *job)
 {
@@ -1256,6 +1272,8 @@ dash_source_fetch(dash_source *s, const char *job, int64_t window,
 			if (r == 0)
 				r = source_decisions(s, &snap, j,
 				    snap.window_at);
+			if (r == 0)
+				source_offline_policy(&snap, j);
 			if (r == 0)
 				source_judged(s, &snap, j, snap.window_at);
 		}

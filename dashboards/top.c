@@ -5,6 +5,7 @@
 #include "client/args.h"
 #include "client/client.h"
 #include "common/clock.h"
+#include "common/msg.h"
 #include "common/suggest.h"
 #include "layout.h"
 #include "model.h"
@@ -20,8 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define TOP_DEFAULT_CONTROL "tcp://127.0.0.1:5555"
-#define TOP_DEFAULT_PUBLISH "tcp://127.0.0.1:5556"
+#define TOP_DEFAULT_CONTROL COM_DEFAULT_CONTROL
+#define TOP_DEFAULT_PUBLISH COM_DEFAULT_PUBLISH
 #define TOP_DEFAULT_DB      "bellows.db"
 #define TOP_REFRESH_MS      1000 /* live: STATUS this often */
 #define TOP_MIN_FETCH_MS    250  /* telemetry: not more often than this */
@@ -67,7 +68,8 @@ dash_top_usage(FILE *f)
 	    "  --job NAME     open this job (default $BELLOWS_JOB)\n"
 	    "  --all-decisions  show every decision, also those that\n"
 	    "                 change nothing (key c toggles)\n"
-	    "  --once         print one screen as text and exit (also\n"
+	    "  --once         print one screen as text and exit, 1 when\n"
+	    "                 bellowsd did not answer (also\n"
 	    "                 what happens when not on a terminal)\n"
 	    "  --view V       --once: jobs, ranks, layers (default),\n"
 	    "                 decisions or events\n"
@@ -270,6 +272,14 @@ top_once(dash_source *src, dash_model *m, const top_opts *o)
 	dash_layout_render(m, &c);
 	r = dash_text_print(&c, stdout);
 	dash_canvas_fini(&c);
+	/* The screen shows why; the status says it to scripts too. */
+	if (r == 0 && m->snap.health.live && !m->snap.health.connected) {
+		fprintf(stderr, "bellows top: not connected to %s%s%s\n",
+		    m->snap.health.where,
+		    m->snap.health.note[0] != '\0' ? ": " : "",
+		    m->snap.health.note);
+		return BELLOWS_ENOTFOUND;
+	}
 	return r;
 }
 

@@ -29,6 +29,7 @@
  * `verify_windows` windows of each, alternated). The paper's text, its
  * open points and what bellows chose are in docs/policies/slimgc.md.
  */
+#include "common/units.h"
 #include "metric.h"
 #include "policies.h"
 #include "pol_text.h"
@@ -428,20 +429,22 @@ slimgc_init(void *state, const void *config, const bellows_job_info *job,
 
 /* ---- text --------------------------------------------------------------- */
 
-/* "2306864 B (2.2 MiB)", "infinity (everything raw)", "0 B". */
+/* "2306864 B (2.31 MB)", "infinity", "0 B": the exact count, then the
+ * size in the units of every tool (common/units.h). */
 static void
 slimgc_size_text(uint64_t bytes, char *buf, size_t len)
 {
-	if (bytes == SLIMGC_INFINITY)
+	char human[32];
+
+	if (bytes == SLIMGC_INFINITY) {
 		snprintf(buf, len, "infinity");
-	else if (bytes >= (1u << 20))
-		snprintf(buf, len, "%llu B (%.3g MiB)",
-		    (unsigned long long)bytes, (double)bytes / 1048576.0);
-	else if (bytes >= 1024)
-		snprintf(buf, len, "%llu B (%.3g KiB)",
-		    (unsigned long long)bytes, (double)bytes / 1024.0);
-	else
+	} else if (bytes >= 1000) {
+		com_fmt_bytes((double)bytes, human, sizeof(human));
+		snprintf(buf, len, "%llu B (%s)", (unsigned long long)bytes,
+		    human);
+	} else {
 		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+	}
 }
 
 /* ---- calibration -------------------------------------------------------- */

@@ -4,10 +4,13 @@
 #   scripts/demo.sh         a real job: two PyTorch ranks train a small CNN
 #                           on Fashion-MNIST (CPU, gloo) under Accordion
 #   scripts/demo.sh --sim   a simulated job (`bellows sim`), no PyTorch
-#   scripts/demo.sh --with comet|slimgc|perfmodel
+#   scripts/demo.sh --with comet|slimgc|perfmodel|gcomp|resireduce
 #                           the real job under another policy (its example
 #                           file in examples/policies/, and the trainer's
 #                           matching options)
+#   scripts/demo.sh ... --out DIR
+#                           where the log and the history go (default the
+#                           build directory)
 #   scripts/demo.sh ... --link RATE
 #                           the same on a slower link: bellowsd, the job
 #                           and the tools in a network namespace whose
@@ -30,8 +33,11 @@
 # examples/policies/demo.yaml instead: four simulated ranks of an
 # eight-layer model report 30 windows of statistics, and the sim prints
 # each decision bellowsd sends back. bellowsd is stopped with SIGTERM at the
-# end, and on any exit. Its log goes to <build dir>/demo-bellowsd.log, its
-# history to <build dir>/demo-history.db. Every mode ends with a summary
+# end, and on any exit. Its log goes to <out>/demo-bellowsd.log, its
+# history to a file of this demo's own, <out>/demo-MODE-POLICY-TIME.db
+# (earlier demos' files are kept, so `bellows history compare` can set two
+# demos side by side), and <out>/demo-history.db links to the latest.
+# Every mode ends with a summary
 # in plain words read back from that history (scripts/demo_summary.py):
 # what the policy decided and when, what it saved (sent against raw) and,
 # where it chose not to compress, why, in its own measurements.
@@ -46,13 +52,23 @@ mode=torch
 with=accordion
 with_given=
 link=
+policies="accordion|comet|slimgc|perfmodel|gcomp|resireduce"
+# usage [STATUS]: the synopsis, on stdout for --help (status 0), else on
+# stderr with status 2.
 usage()
 {
-	echo "usage: $0 [--sim | --with accordion|comet|slimgc|perfmodel]" \
-	    "[--link RATE]" >&2
-	echo "  RATE: a token-bucket rate as tc writes it, e.g. 100mbit," \
-	    "1gbit, 500kbit" >&2
-	exit 2
+	local rc=${1:-2}
+	{
+		echo "usage: $0 [--sim | --with $policies]" \
+		    "[--link RATE] [--out DIR]"
+		echo "  --sim         a simulated job (bellows sim), no PyTorch"
+		echo "  --with NAME   the PyTorch job under that policy's example"
+		echo "  --link RATE   a token-bucket rate as tc writes it, e.g." \
+		    "100mbit, 1gbit, 500kbit (root)"
+		echo "  --out DIR     where the log and the history go (default" \
+		    "the build directory); earlier histories are kept"
+	} >&"$((rc == 0 ? 1 : 2))"
+	exit "$rc"
 }
 # RATE in bits per second, or nothing when it is no rate tc takes in
 # the units this script offers (bit, kbit, mbit, gbit).
@@ -70,18 +86,18 @@ while [ $# -gt 0 ]; do
 	--sim) mode=sim ;;
 	--with)
 		case "${2:-}" in
-		accordion | comet | slimgc | perfmodel)
+		accordion | comet | slimgc | perfmodel | gcomp | resireduce)
 			with=$2
 			with_given=1
 			;;
 		"")
 			echo "demo: --with needs a policy: accordion, comet," \
-			    "slimgc or perfmodel" >&2
+			    "slimgc, perfmodel, gcomp or resireduce" >&2
 			usage
 			;;
 		*)
 			echo "demo: --with: unknown policy '$2' (accordion," \
-			    "comet, slimgc or perfmodel)" >&2
+			    "comet, slimgc, perfmodel, gcomp or resireduce)" >&2
 			usage
 			;;
 		esac
@@ -103,7 +119,16 @@ while [ $# -gt 0 ]; do
 		shift
 		;;
 	--link=*) set -- --link "${1#--link=}" "${@:2}"; continue ;;
-	-h | --help) usage ;;
+	--out)
+		if [ -z "${2:-}" ]; then
+			echo "demo: --out needs a directory" >&2
+			usage
+		fi
+		out_arg=$2
+		shift
+		;;
+	--out=*) set -- --out "${1#--out=}" "${@:2}"; continue ;;
+	-h | --help) usage 0 ;;
 	*)
 		echo "demo: unknown option '$1'" >&2
 		usage
@@ -111,11 +136,16 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
+if [ "$mode" = sim ] && [ "$with" = resireduce ]; then
+	echo "demo: --sim --with resireduce: the simulated ranks report no" \
+	    "residual statistics; run it without --sim (the PyTorch job)" >&2
+	exit 2
+fi
 # BELLOWS_DEMO_CHECK_ARGS=1: stop once the command line is read (tests).
 if [ -n "${BELLOWS_DEMO_CHECK_ARGS:-}" ]; then
 	shown=default
 	[ -z "$with_given" ] || shown=$with
-	echo "demo: mode $mode, policy $shown, link ${link:-loopback}"
+	echo "demo: mode $mode, policy $shown, link ${link:-loopback}${out_arg:+, out $out_arg}"
 	exit 0
 fi
 
@@ -123,8 +153,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
 builddir=${BELLOWS_BUILD_DIR:-build}
-# BELLOWS_DEMO_OUT: where the log and history go (default the build dir).
-out_dir=${BELLOWS_DEMO_OUT:-$builddir}
+# --out, else BELLOWS_DEMO_OUT: where the log and history go (default the
+# build dir).
+out_dir=${out_arg:-${BELLOWS_DEMO_OUT:-$builddir}}
 # BELLOWS_DEMO_NO_SETUP=1 (the tests): use the build as it is.
 if [ -z "${BELLOWS_DEMO_NO_SETUP:-}" ]; then
 	bash scripts/setup.sh full
@@ -164,6 +195,14 @@ else
 		trainer_args=(--compressor 2bit --quant-threshold 0.15)
 		;;
 	perfmodel) policy=examples/policies/perfmodel.yaml ;;
+	gcomp)
+		policy=examples/policies/gcomp.yaml
+		trainer_args=(--compressor gcomp)
+		;;
+	resireduce)
+		policy=examples/policies/resireduce.yaml
+		trainer_args=(--model resnet --compressor topk)
+		;;
 	esac
 fi
 # The trainer's first window sends every gradient raw, whatever bellowsd
@@ -184,6 +223,10 @@ if [ "$mode" = sim ] && [ -n "$with_given" ]; then
 	# shellcheck disable=SC2054 # the commas are the options' own
 	sim_args=(--comm-model "0.01,$gbps,32,0.13" --buckets 2
 		--backward-ms 5 --act 1e-3,0.5,8 --mem 16000,2000)
+	# GComp's tables are built from the exponent histograms.
+	if [ "$with" = gcomp ]; then
+		sim_args+=(--exp-hist)
+	fi
 	# The simulated layers are 2-D and its runs short: COMET's example
 	# file, with 2-D layers and 40-step updates.
 	if [ "$with" = comet ]; then
@@ -235,9 +278,28 @@ if [ -n "$link" ]; then
 fi
 
 daemon_log=$out_dir/demo-bellowsd.log
-history_db=$out_dir/demo-history.db
 mkdir -p "$out_dir"
-rm -f "$history_db" "$history_db-wal" "$history_db-shm"
+# A history file of this demo's own; demo-history.db names the latest.
+# The previous demo's file, if any, is what the summary offers to
+# compare with.
+previous_db=
+if [ -L "$out_dir/demo-history.db" ] && [ -f "$out_dir/demo-history.db" ]; then
+	previous_db=$out_dir/$(readlink "$out_dir/demo-history.db")
+fi
+shown_with=$with
+[ "$mode" != sim ] || [ -n "$with_given" ] || shown_with=schedule
+history_db=$out_dir/demo-$mode-$shown_with-$(date +%Y%m%d-%H%M%S).db
+n=1
+while [ -e "$history_db" ]; do
+	n=$((n + 1))
+	history_db=$out_dir/demo-$mode-$shown_with-$(date +%Y%m%d-%H%M%S)-$n.db
+done
+# An older demo's plain file (no link) is kept under a name of its own.
+if [ -f "$out_dir/demo-history.db" ] && [ ! -L "$out_dir/demo-history.db" ]; then
+	mv "$out_dir/demo-history.db" "$out_dir/demo-earlier-$(date +%Y%m%d-%H%M%S).db"
+	rm -f "$out_dir/demo-history.db-wal" "$out_dir/demo-history.db-shm"
+fi
+ln -sfn "$(basename "$history_db")" "$out_dir/demo-history.db"
 
 # Whether `bellows help` lists COMMAND (history and top are newer than the
 # rest of the tool).
@@ -482,6 +544,9 @@ fi
 summary_args=(--db "$history_db" --bellows "$bellows")
 if [ -n "$link" ]; then
 	summary_args+=(--link "$link")
+fi
+if [ -n "$previous_db" ] && [ -f "$previous_db" ]; then
+	summary_args+=(--compare-db "$previous_db")
 fi
 echo
 python3 scripts/demo_summary.py "${summary_args[@]}" ||

@@ -3,6 +3,7 @@
 
     scripts/demo_summary.py --db FILE [--run ID] [--link RATE]
                             [--raw-db FILE [--raw-run ID]] [--bellows PATH]
+                            [--compare-db FILE]
 
 Reads bellowsd's SQLite history (read-only; the schema is docs/history.md)
 and prints, for one run (default: the latest):
@@ -20,7 +21,11 @@ and prints, for one run (default: the latest):
 - where a policy chose not to compress, why, in its own measurements:
   SlimGC's per-tensor raw send time against compressed send plus
   encode+decode, perfmodel's predicted step times raw and compressed;
-- the `bellows history` commands that show more, ready to paste.
+- the `bellows history` commands that show more, ready to paste, with
+  `bellows history compare` against --compare-db's latest run when given;
+- GComp's bits per value against float32's 32 and ResiReduce's residual
+  floats kept against one residual per tensor, from their policies'
+  metrics.
 
 Every number comes from the history; nothing is assumed about the policy
 but the table names. Exit status 0, 1 when the history cannot be read or
@@ -38,7 +43,8 @@ ALL_RAW = 9.2e18  # a size threshold past every tensor: nothing compressed
 
 
 def size(n: float) -> str:
-    """Bytes as people read them: 1.20 GB, 7.56 MB, 512 B."""
+    """Bytes as people read them, decimal as every bellows tool writes
+    them (common/units.h): 1.2 GB, 7.56 MB, 512 B."""
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if abs(n) < 999.5 or unit == "TB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
@@ -47,12 +53,13 @@ def size(n: float) -> str:
 
 
 def count(n: float) -> str:
-    """A count of floats: 300.92M, 8.49M, 512."""
+    """A count of floats: 301M, 8.49M, 512 (as common/units.h writes it
+    for every bellows tool)."""
     for unit in ("", "k", "M", "G", "T"):
         if abs(n) < 999.5 or unit == "T":
-            return f"{n:.0f}" if unit == "" else f"{n:.2f}{unit}"
+            return f"{n:.0f}" if unit == "" else f"{n:.3g}{unit}"
         n /= 1000.0
-    return f"{n:.2f}T"
+    return f"{n:.3g}T"
 
 
 def ms(v: float) -> str:
@@ -209,6 +216,61 @@ def say_comet(db, run, p) -> None:
     return True
 
 
+def policy_types(db: sqlite3.Connection, run: int) -> dict:
+    """{instance name: policy type} from the policy file the run was
+    decided under (policy_files by the run's config_hash); {} when the
+    file is not recorded or not readable."""
+    row = one(db, "SELECT f.text FROM runs r JOIN policy_files f ON"
+              " f.hash = r.config_hash WHERE r.id = ?", run)
+    if row is None:
+        return {}
+    try:
+        import yaml
+        doc = yaml.safe_load(row[0]) or {}
+    except Exception:  # no PyYAML, or a file it cannot read: no names
+        return {}
+    out = {}
+    for job in doc.get("jobs") or []:
+        for pol in (job or {}).get("policies") or []:
+            if isinstance(pol, dict) and pol.get("type"):
+                out[str(pol.get("name") or pol["type"])] = str(pol["type"])
+    return out
+
+
+def named(policy: str, types: dict) -> str:
+    """An instance name with its type when they differ: "cttab (slimgc)"."""
+    t = types.get(policy)
+    return f"{policy} ({t})" if t and t != policy else policy
+
+
+def calibration(db, run):
+    """Per tensor, the sends SlimGC's last calibration measured: windows
+    before the one the decision that set the size threshold is in force
+    for (a decision's window is the one after the window it read) that had both
+    raw and compressed sends of the tensor, their medians weighted by
+    their sends. Returns (window, rows of (name, numel, raw ms, sends,
+    compressed ms, sends, codec ms)), largest tensor first, or None."""
+    d = one(db, "SELECT max(d.window) FROM decision_changes c JOIN"
+            " decisions d ON d.run_id = c.run_id AND d.seq = c.seq WHERE"
+            " c.run_id = ? AND c.knob = 'size_threshold'", run)
+    if d is None or d[0] is None:
+        return None
+    window = d[0]
+    rows = list(db.execute(
+        "SELECT l.name, l.numel,"
+        " sum(w.comm_raw_ms * w.comm_raw_n) / sum(w.comm_raw_n),"
+        " sum(w.comm_raw_n),"
+        " sum(w.comm_comp_ms * w.comm_comp_n) / sum(w.comm_comp_n),"
+        " sum(w.comm_comp_n),"
+        " sum(coalesce(w.codec_ms, 0) * w.comm_comp_n) / sum(w.comm_comp_n)"
+        " FROM windows w JOIN layers l ON l.run_id = w.run_id AND"
+        " l.idx = w.layer WHERE w.run_id = ? AND w.window < ? AND"
+        " w.comm_raw_n > 0 AND w.comm_comp_n > 0 AND w.comm_raw_ms IS NOT"
+        " NULL AND w.comm_comp_ms IS NOT NULL GROUP BY w.layer"
+        " ORDER BY l.numel DESC, l.idx", (run, window)))
+    return (window - 1, rows) if rows else None
+
+
 def say_slimgc(db, run, p) -> None:
     th = one(db, "SELECT state_size_threshold, window FROM window_info"
              " WHERE run_id = ? ORDER BY window DESC LIMIT 1", run)
@@ -217,34 +279,87 @@ def say_slimgc(db, run, p) -> None:
     threshold, window = th
     ever = one(db, "SELECT max(state_size_threshold) FROM window_info"
                " WHERE run_id = ?", run)[0]
-    rows = list(db.execute(
-        "SELECT l.name, l.numel, w.comm_raw_ms, w.comm_comp_ms, w.codec_ms,"
-        " w.window FROM windows w JOIN layers l ON l.run_id = w.run_id AND"
-        " l.idx = w.layer WHERE w.run_id = ? AND w.comm_raw_ms IS NOT NULL"
-        " AND w.comm_comp_ms IS NOT NULL AND w.window = (SELECT max(window)"
-        " FROM windows WHERE run_id = ? AND comm_raw_ms IS NOT NULL AND"
-        " comm_comp_ms IS NOT NULL) ORDER BY l.numel DESC", (run, run)))
     knobs = one(db, "SELECT count(*) FROM decision_changes WHERE"
                 " run_id = ? AND knob IN ('size_threshold',"
                 " 'calibrate_steps')", run)[0]
     if not ever and not knobs:
         return  # no size threshold in this run
     if threshold >= ALL_RAW:
-        p("  size threshold: all raw (every tensor sent uncompressed): no "
-          "tensor's compressed send plus encode+decode was faster than "
-          "its raw send")
+        line = "  size threshold: all raw (every tensor sent uncompressed)"
     elif threshold > 0:
-        p(f"  size threshold: {size(threshold)} (tensors smaller than "
-          f"this are sent raw, larger ones compressed)")
+        line = (f"  size threshold: {size(threshold)} (tensors smaller "
+                f"than this are sent raw, larger ones compressed)")
     else:
-        p("  size threshold: none (every tensor compressed)")
-    for name, numel, raw, comp, codec, w in rows[:6]:
+        line = "  size threshold: none (every tensor compressed)"
+    # Why it is what it is: the reason of the decision that set it (a
+    # calibration's verdict, or a verification in progress or over).
+    why = one(db, "SELECT d.window, d.reason FROM decision_changes c JOIN"
+              " decisions d ON d.run_id = c.run_id AND d.seq = c.seq WHERE"
+              " c.run_id = ? AND c.knob = 'size_threshold' ORDER BY c.seq"
+              " DESC LIMIT 1", run)
+    if why is not None and why[1]:
+        reason = why[1] if len(why[1]) <= 200 else why[1][:197] + "..."
+        line += f", from window {why[0]}: {reason}"
+    p(line)
+    vw = last_metric_window(db, run, "verify_kept")
+    if vw is not None:
+        m = {n: v for (_, n), v in metrics(db, run, vw).items()}
+        comp, raw = m.get("verify_comp_ms"), m.get("verify_raw_ms")
+        if comp is not None and raw is not None:
+            p(f"    verified by step time (window {vw}): {ms(comp)} per "
+              f"step under the calibrated threshold against {ms(raw)} "
+              f"with every tensor raw: "
+              + ("kept" if m.get("verify_kept") else
+                 "every tensor stays raw"))
+    cal = calibration(db, run)
+    if cal is None:
+        return
+    decided, rows = cal
+    p(f"    as the calibration measured it (the sends up to window "
+      f"{decided}, after which the threshold was set; medians weighted "
+      f"by sends):")
+    for name, numel, raw, n_raw, comp, n_comp, codec in rows[:6]:
         codec = codec or 0.0
         verdict = ("compressing is slower" if comp + codec >= raw
                    else "compressing is faster")
-        p(f"    {name} ({size(4 * numel)}): raw send {raw:.3f} ms, "
-          f"compressed send {comp:.3f} ms + encode+decode {codec:.3f} ms = "
-          f"{comp + codec:.3f} ms: {verdict} (window {w})")
+        p(f"    {name} ({size(4 * numel)}): raw send {raw:.3f} ms "
+          f"({n_raw} sends), compressed send {comp:.3f} ms ({n_comp}) + "
+          f"encode+decode {codec:.3f} ms = {comp + codec:.3f} ms: "
+          f"{verdict}")
+
+
+def say_gcomp(db, run, p) -> None:
+    """GComp: the bits per value the table in force codes the compressed
+    layers' values in (numel-weighted), against float32's 32, and the
+    bits the ranks' sends took."""
+    w = last_metric_window(db, run, "bits_per_value")
+    if w is None:
+        return
+    row = one(db, "SELECT sum(m.value * l.numel), sum(l.numel), count(*)"
+              " FROM policy_metrics m JOIN layers l ON l.run_id = m.run_id"
+              " AND l.idx = m.layer WHERE m.run_id = ? AND m.window = ? AND"
+              " m.name = 'bits_per_value'", run, w)
+    if row is None or not row[1]:
+        return
+    bits = row[0] / row[1]
+    p(f"  GComp: {bits:.2f} bits per value against float32's 32 "
+      f"({32 / bits:.2f}x less) in the {row[2]} tensors it codes, "
+      f"by the table in force at window {w}")
+
+
+def say_resireduce(db, run, p) -> None:
+    """ResiReduce: the error-feedback residual floats kept under the plan
+    in force, against one full residual per compressed tensor."""
+    w = last_metric_window(db, run, "resid_floats_kept")
+    if w is None:
+        return
+    m = {n: v for (_, n), v in metrics(db, run, w).items()}
+    kept, full = m.get("resid_floats_kept"), m.get("resid_floats_full")
+    if kept is None or not full:
+        return
+    p(f"  residuals: error feedback keeps {size(4 * kept)} per rank "
+      f"against {size(4 * full)} with one residual per tensor "
+      f"({less(full, kept)}), by the plan in force at window {w}")
 
 
 def say_perfmodel(db, run, p) -> None:
@@ -279,6 +394,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--raw-db", help="a raw run's history, to compare "
                     "step times with")
     ap.add_argument("--raw-run", type=int, help="its run (the latest)")
+    ap.add_argument("--compare-db", help="an earlier history (the "
+                    "previous demo's): the commands printed include "
+                    "`bellows history compare` of its latest run and "
+                    "this one")
     ap.add_argument("--bellows", default="build/tools/bellows",
                     help="the bellows tool the commands printed name")
     args = ap.parse_args(argv)
@@ -297,7 +416,8 @@ def main(argv: list[str]) -> int:
         out: list[str] = []
         p = out.append
         t = totals(db, run)
-        policies = sorted({name for row in db.execute(
+        types = policy_types(db, run)
+        policies = sorted({named(name, types) for row in db.execute(
             "SELECT DISTINCT policy FROM decisions WHERE run_id = ?",
             (run,)) if row[0] for name in row[0].split(",") if name})
         link = f"a {args.link} link" if args.link else "plain loopback"
@@ -337,6 +457,8 @@ def main(argv: list[str]) -> int:
         held = say_comet(db, run, p)
         say_slimgc(db, run, p)
         say_perfmodel(db, run, p)
+        say_gcomp(db, run, p)
+        say_resireduce(db, run, p)
         split = step_split(db, run)
         if args.raw_db and t["step_ms"] is not None:
             # Against another run, as asked.
@@ -384,6 +506,12 @@ def main(argv: list[str]) -> int:
         p("  more:")
         for what in ("runs", "layers", "decisions --changed", "windows"):
             p(f"    {b} history {what} --db {dbq} --run {run}")
+        if args.compare_db and pathlib.Path(args.compare_db).is_file():
+            prev = latest_run(open_db(args.compare_db))
+            if prev is not None:
+                a = shlex.quote(f"{args.compare_db}:{prev}")
+                this = shlex.quote(f"{args.db}:{run}")
+                p(f"    {b} history compare --run {a} --run {this}")
     except sqlite3.Error as e:
         print(f"demo_summary: {args.db}: {e}", file=sys.stderr)
         return 1

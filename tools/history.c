@@ -14,6 +14,7 @@
 #include "client/args.h"
 #include "client/metrics.h"
 #include "common/suggest.h"
+#include "common/units.h"
 
 #include <bellows/error.h>
 
@@ -448,14 +449,7 @@ history_unit_of(const char *name)
 static bool
 history_human(double v, history_unit unit, char *num, size_t len)
 {
-	static const char *const size_suffix[] = { "B", "kB", "MB", "GB", "TB",
-		"PB" };
-	static const char *const count_suffix[] = { "", "k", "M", "G", "T",
-		"P" };
-	const char *const *suffix = unit == UNIT_FLOATS ? count_suffix
-							: size_suffix;
 	double a = fabs(v);
-	int k = 0;
 
 	switch (unit) {
 	case UNIT_THRESHOLD:
@@ -465,18 +459,10 @@ history_human(double v, history_unit unit, char *num, size_t len)
 		}
 		/* FALLTHROUGH */
 	case UNIT_BYTES:
+		com_fmt_bytes(v, num, len);
+		return true;
 	case UNIT_FLOATS:
-		while (a >= 999.5 && k < 5) {
-			a /= 1000.0;
-			v /= 1000.0;
-			k++;
-		}
-		if (k == 0)
-			snprintf(num, len, "%.0f%s%s", v,
-			    unit == UNIT_FLOATS ? "" : " ", suffix[0]);
-		else
-			snprintf(num, len, "%.3g%s%s", v,
-			    unit == UNIT_FLOATS ? "" : " ", suffix[k]);
+		com_fmt_count(v, num, len);
 		return true;
 	case UNIT_MS:
 		if (a < 1000.0)
@@ -1047,8 +1033,13 @@ history_ask(tool_hdb *db, const history_opts *o, const tool_hdb_sink *sink)
 			    run.id, run.job, run.live ? "live" : "ended",
 			    o->sh.job != NULL ? " of the job" : "");
 	}
-	if (f.run == TOOL_HDB_NONE)
+	if (f.run == TOOL_HDB_NONE && o->sh.job != NULL) {
+		/* A job with no run is a name mistyped, not an empty view. */
+		if ((r = tool_hdb_run_find(db, TOOL_HDB_NONE, o->sh.job,
+			 &run)) != 0)
+			return r;
 		f.job = o->sh.job;
+	}
 	if (o->layer != NULL) {
 		if ((r = tool_hdb_layer_find(db, f.run, o->layer, &f.layer)) !=
 		    0)

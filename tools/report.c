@@ -24,6 +24,7 @@
 #include "client/args.h"
 #include "history.h"
 #include "client/historydb.h"
+#include "common/units.h"
 #include "client/metrics.h"
 #include "common/stat_table.h"
 
@@ -409,43 +410,6 @@ out:
 
 /* ---- numbers for people ---------------------------------------------- */
 
-/* Bytes as "1.23 MiB". */
-void
-tool_report_size(double b, char *buf, size_t len)
-{
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB",
-		"PiB" };
-	int u = 0;
-
-	if (!isfinite(b)) {
-		snprintf(buf, len, "-");
-		return;
-	}
-	while (fabs(b) >= 1024 && u < 5) {
-		b /= 1024;
-		u++;
-	}
-	snprintf(buf, len, u == 0 ? "%.0f %s" : "%.2f %s", b, unit[u]);
-}
-
-/* A count as "300.92M". */
-void
-tool_report_count(double n, char *buf, size_t len)
-{
-	static const char *const unit[] = { "", "k", "M", "G", "T" };
-	int u = 0;
-
-	if (!isfinite(n)) {
-		snprintf(buf, len, "-");
-		return;
-	}
-	while (fabs(n) >= 1000 && u < 4) {
-		n /= 1000;
-		u++;
-	}
-	snprintf(buf, len, u == 0 ? "%.0f%s" : "%.2f%s", n, unit[u]);
-}
-
 /* Milliseconds as "2.13 ms", "1.52 s", "3 min 05 s". */
 void
 tool_report_dur(double ms, char *buf, size_t len)
@@ -590,6 +554,16 @@ tool_report_sum(const rep_run *rr, rep_sums *s)
 	s->step_min = isfinite(lo) ? lo : NAN;
 	s->step_max = isfinite(hi) ? hi : NAN;
 	s->wall_ms = isfinite(t0) ? t1 - t0 : NAN;
+	{
+		const tool_hdb_rows *run = &rr->t[R_RUNS];
+		int64_t start = rep_i(run, 0, "started_wall_ms", -1);
+		int64_t end = rep_i(run, 0, "ended_wall_ms", -1);
+
+		if (end < 0 && isfinite(t1))
+			end = (int64_t)t1;
+		s->run_ms = start >= 0 && end >= start ? (double)(end - start)
+						       : NAN;
+	}
 	s->act_med = rep_median(rr->act, rr->n_win, 1);
 	s->act_raw_med = rep_median(rr->act_raw, rr->n_win, 1);
 	s->decisions = rr->t[R_DEC].n_rows;
@@ -716,7 +690,7 @@ rep_knob(const char *knob, double v, char *buf, size_t len)
 		snprintf(buf, len, "all raw");
 	else if (strcmp(knob, "size_threshold") == 0 ||
 	    strcmp(knob, "codec_table") == 0)
-		tool_report_size(v, buf, len);
+		com_fmt_bytes(v, buf, len);
 	else
 		tool_report_num(v, buf, len);
 }
@@ -788,16 +762,20 @@ rep_plots_levels(FILE *f, const rep_run *rr, const double *x)
 		s[l].steps = true;
 	}
 	tool_report_plot(f,
-	    rr->applied_missing > 0
-		? "Compression level applied per layer (as sent; the level "
-		  "decided where none was recorded)"
-		: "Compression level applied per layer (as sent)",
-	    "level applied", x, rr->n_win, s, rr->n_layers);
+	    &(rep_axes){ .title = rr->applied_missing > 0
+		    ? "Compression level applied per layer (as sent; the "
+		      "level decided where none was recorded)"
+		    : "Compression level applied per layer (as sent)",
+		.ylabel = "level applied",
+		.y_from_zero = true },
+	    x, rr->n_win, s, rr->n_layers);
 	for (uint32_t l = 0; l < rr->n_layers; l++) {
 		s[l].y = rr->norm + l;
 		s[l].steps = false;
 	}
-	tool_report_plot(f, "Gradient norm per layer (mean over ranks)", "norm",
+	tool_report_plot(f,
+	    &(rep_axes){ .title = "Gradient norm per layer (mean over ranks)",
+		.ylabel = "norm" },
 	    x, rr->n_win, s, rr->n_layers);
 	free(s);
 }
@@ -880,8 +858,11 @@ rep_plot_metrics(FILE *f, const rep_run *rr, const double *x)
 			s[ns].dashed = true;
 			ns++;
 		}
-		tool_report_plot(f, "Accordion: r against eta", "r", x,
-		    rr->n_win, s, ns);
+		tool_report_plot(f,
+		    &(rep_axes){ .title = "Accordion: r against eta",
+			.ylabel = "r",
+			.y_from_zero = true },
+		    x, rr->n_win, s, ns);
 	}
 	/* Every job-wide metric, one plot each (at most 8). */
 	for (size_t k = 0, shown = 0; k < nn && shown < 8; k++) {
@@ -899,8 +880,10 @@ rep_plot_metrics(FILE *f, const rep_run *rr, const double *x)
 		snprintf(title, sizeof(title), "Policy metric %s", names[k]);
 		for (uint64_t i = 0; i < rr->n_win; i++) {
 			if (isfinite(g[i * cols + rr->n_layers])) {
-				tool_report_plot(f, title, names[k], x,
-				    rr->n_win, s, 1);
+				tool_report_plot(f,
+				    &(rep_axes){ .title = title,
+					.ylabel = names[k] },
+				    x, rr->n_win, s, 1);
 				shown++;
 				break;
 			}
@@ -935,10 +918,6 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 		v[i * 4] += v[(i - 1) * 4];
 		v[i * 4 + 1] += v[(i - 1) * 4 + 1];
 	}
-	for (uint64_t i = 0; i < rr->n_win; i++) {
-		v[i * 4] /= 1048576;
-		v[i * 4 + 1] /= 1048576;
-	}
 	snprintf(s[0].name, sizeof(s[0].name), "sent");
 	s[0].y = v;
 	s[0].stride = 4;
@@ -946,12 +925,20 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 	s[1].y = v + 1;
 	s[1].stride = 4;
 	s[1].dashed = true;
-	tool_report_plot(f, "Gradient bytes sent vs raw, cumulative, all ranks",
-	    "MiB", x, rr->n_win, s, 2);
+	tool_report_plot(f,
+	    &(rep_axes){ .title = "Gradient bytes sent vs raw, cumulative, "
+				  "all ranks",
+		.ylabel = "bytes",
+		.y_from_zero = true,
+		.yfmt = com_fmt_bytes },
+	    x, rr->n_win, s, 2);
 	snprintf(s[0].name, sizeof(s[0].name), "step time");
 	s[0].y = v + 2;
-	tool_report_plot(f, "Step time (median over ranks)", "ms", x, rr->n_win,
-	    s, 1);
+	tool_report_plot(f,
+	    &(rep_axes){ .title = "Step time (median over ranks)",
+		.ylabel = "ms",
+		.y_from_zero = true },
+	    x, rr->n_win, s, 1);
 	for (uint64_t i = 0; i < rr->n_win; i++) {
 		v[i * 4] = rr->act[i];
 		v[i * 4 + 1] = rr->act_raw[i];
@@ -964,8 +951,12 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 		any = any || isfinite(rr->act[i]);
 	if (any)
 		tool_report_plot(f,
-		    "Activation bytes held for backward, per step", "bytes", x,
-		    rr->n_win, s, 2);
+		    &(rep_axes){ .title = "Activation bytes held for "
+					  "backward, per step",
+			.ylabel = "bytes",
+			.y_from_zero = true,
+			.yfmt = com_fmt_bytes },
+		    x, rr->n_win, s, 2);
 	free(v);
 }
 
@@ -1036,13 +1027,13 @@ rep_evals_of(const rep_run *rr, rep_evals *e)
 	}
 }
 
-/* The accuracy the trainer reported against the window it ended, in
- * percent, as an HTML plot (evaluated windows only). */
+/* The accuracy and the loss the trainer reported against the window
+ * they ended, as two HTML plots (evaluated windows only). */
 static void
 rep_plot_accuracy(FILE *f, const rep_run *rr, uint64_t n)
 {
 	const tool_hdb_rows *wi = &rr->t[R_WINFO];
-	double *v = calloc(2 * n + 1, sizeof(*v));
+	double *v = calloc(3 * n + 1, sizeof(*v));
 	rep_series s = { .stride = 1 };
 	uint64_t k = 0;
 
@@ -1053,11 +1044,21 @@ rep_plot_accuracy(FILE *f, const rep_run *rr, uint64_t n)
 			continue;
 		v[k] = (double)rep_i(wi, i, "window", 0);
 		v[n + k] = 100.0 * rep_d(wi, i, "eval_accuracy");
+		v[2 * n + k] = rep_d(wi, i, "eval_loss");
 		k++;
 	}
 	snprintf(s.name, sizeof(s.name), "accuracy");
 	s.y = v + n;
-	tool_report_plot(f, "Accuracy the trainer evaluated, per window", "%",
+	tool_report_plot(f,
+	    &(rep_axes){ .title = "Test accuracy the trainer evaluated",
+		.ylabel = "%" },
+	    v, k, &s, 1);
+	snprintf(s.name, sizeof(s.name), "loss");
+	s.y = v + 2 * n;
+	tool_report_plot(f,
+	    &(rep_axes){ .title = "Test loss the trainer evaluated",
+		.ylabel = "loss",
+		.y_from_zero = true },
 	    v, k, &s, 1);
 	free(v);
 }
@@ -1114,13 +1115,78 @@ rep_write_accuracy(const rep_out *o, const rep_run *rr)
 	}
 }
 
+/* The Configuration section, last: the policy file the run was decided
+ * under, as the history holds it. */
+static void
+rep_write_config(const rep_out *o, const rep_run *rr)
+{
+	const tool_hdb_rows *pf = &rr->t[R_FILES];
+	const char *hash = tool_report_s(&rr->t[R_RUNS], 0, "config_hash");
+
+	rep_section(o, "Configuration");
+	for (uint64_t i = 0; i < pf->n_rows; i++) {
+		if (strcmp(tool_report_s(pf, i, "hash"), hash) != 0)
+			continue;
+		rep_p(o, "policy file %s (hash %s):\n",
+		    tool_report_s(pf, i, "path"), hash);
+		rep_p(o, "%s", tool_report_s(pf, i, "text"));
+		hash = NULL;
+		break;
+	}
+	if (hash != NULL)
+		rep_p(o,
+		    "policy file hash %s: its text is not in the history\n",
+		    hash);
+}
+
+/* The Summary section, first: what the run bought, from the sections
+ * below: the last evaluation, the time, the step against raw where this
+ * run measured both, the bytes, the activation memory. */
+static void
+rep_write_summary(const rep_out *o, const rep_sums *s)
+{
+	char a[64], b[64], c[64];
+
+	rep_section(o, "Summary (what the run bought)");
+	if (isfinite(s->accuracy)) {
+		tool_report_num(s->eval_loss, a, sizeof(a));
+		rep_p(o, "  final test accuracy %.2f%% (loss %s)\n",
+		    100.0 * s->accuracy, a);
+	} else {
+		rep_p(o,
+		    "  final test accuracy: not reported by the trainer\n");
+	}
+	tool_report_dur(s->run_ms, a, sizeof(a));
+	rep_p(o, "  wall time %s (the run's start to its end)\n", a);
+	tool_report_dur(s->step_med, a, sizeof(a));
+	rep_p(o, "  step time %s (median over windows)\n", a);
+	rep_speed(o, s);
+	com_fmt_bytes(s->floats_sent * 4, a, sizeof(a));
+	com_fmt_bytes(s->floats_raw * 4, b, sizeof(b));
+	com_fmt_bytes((s->floats_raw - s->floats_sent) * 4, c, sizeof(c));
+	if (s->floats_raw > 0 && s->floats_sent < s->floats_raw)
+		rep_p(o,
+		    "  gradients: sent %s of %s raw (%.1fx less); %s "
+		    "saved\n",
+		    a, b, s->floats_raw / fmax(s->floats_sent, 1), c);
+	else
+		rep_p(o, "  gradients: sent %s, nothing compressed\n", a);
+	if (isfinite(s->act_med)) {
+		com_fmt_bytes(s->act_med, a, sizeof(a));
+		com_fmt_bytes(s->act_raw_med, b, sizeof(b));
+		rep_p(o,
+		    "  activations: held %s per step against %s "
+		    "uncompressed\n",
+		    a, b);
+	}
+}
+
 static void
 rep_write(const rep_out *o, const rep_run *rr)
 {
 	const tool_hdb_rows *run = &rr->t[R_RUNS], *wi = &rr->t[R_WINFO];
-	const tool_hdb_rows *dec = &rr->t[R_DEC], *pf = &rr->t[R_FILES];
+	const tool_hdb_rows *dec = &rr->t[R_DEC];
 	char a[64], b[64], c[64], d[64];
-	const char *hash = tool_report_s(run, 0, "config_hash");
 	rep_sums s;
 	uint64_t every;
 	double *x = calloc(rr->n_win + 1, sizeof(*x));
@@ -1159,20 +1225,8 @@ rep_write(const rep_out *o, const rep_run *rr)
 	    rr->n_win, s.incomplete, rr->run.live ? "live" : "ended");
 	rep_p(o, "started %s, windows closed over %s\n", a, b);
 
-	rep_section(o, "Configuration");
-	for (uint64_t i = 0; i < pf->n_rows; i++) {
-		if (strcmp(tool_report_s(pf, i, "hash"), hash) != 0)
-			continue;
-		rep_p(o, "policy file %s (hash %s):\n",
-		    tool_report_s(pf, i, "path"), hash);
-		rep_p(o, "%s", tool_report_s(pf, i, "text"));
-		hash = NULL;
-		break;
-	}
-	if (hash != NULL)
-		rep_p(o,
-		    "policy file hash %s: its text is not in the history\n",
-		    hash);
+	rep_write_summary(o, &s);
+	rep_write_accuracy(o, rr);
 
 	rep_section(o,
 	    "Layers (levels applied, as sent, weighted by the steps of each "
@@ -1190,7 +1244,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 		tool_report_num(ls.level_tw, lv, sizeof(lv));
 		tool_report_num(ls.level_last, ll, sizeof(ll));
 		tool_report_num(ls.decided_last, dl, sizeof(dl));
-		tool_report_count(rep_d(&rr->t[R_LAYERS], l, "numel"), a,
+		com_fmt_count(rep_d(&rr->t[R_LAYERS], l, "numel"), a,
 		    sizeof(a));
 		rep_p(o, "%-24s %10s %10s %8s %8s %8s %12s %12s %8" PRIu64 "\n",
 		    tool_report_s(&rr->t[R_LAYERS], l, "name"),
@@ -1301,12 +1355,12 @@ rep_write(const rep_out *o, const rep_run *rr)
 	}
 
 	rep_section(o, "Gradient traffic (all ranks, 4-byte floats)");
-	tool_report_count(s.floats_sent, a, sizeof(a));
-	tool_report_count(s.floats_raw, b, sizeof(b));
-	tool_report_size(s.floats_sent * 4, c, sizeof(c));
-	tool_report_size(s.floats_raw * 4, d, sizeof(d));
+	com_fmt_count(s.floats_sent, a, sizeof(a));
+	com_fmt_count(s.floats_raw, b, sizeof(b));
+	com_fmt_bytes(s.floats_sent * 4, c, sizeof(c));
+	com_fmt_bytes(s.floats_raw * 4, d, sizeof(d));
 	rep_p(o, "  sent %s floats (%s) vs raw %s floats (%s)\n", a, c, b, d);
-	tool_report_size((s.floats_raw - s.floats_sent) * 4, a, sizeof(a));
+	com_fmt_bytes((s.floats_raw - s.floats_sent) * 4, a, sizeof(a));
 	rep_p(o, "  saved %s: %.1f%% of raw, %.2fx less sent\n", a,
 	    s.floats_raw > 0
 		? 100.0 * (s.floats_raw - s.floats_sent) / s.floats_raw
@@ -1335,8 +1389,8 @@ rep_write(const rep_out *o, const rep_run *rr)
 			continue;
 
 		tool_report_dur(rep_d(wi, i, "step_ms_median"), a, sizeof(a));
-		tool_report_size(rep_d(wi, i, "floats_sent") * 4, b, sizeof(b));
-		tool_report_size(rep_d(wi, i, "floats_raw") * 4, c, sizeof(c));
+		com_fmt_bytes(rep_d(wi, i, "floats_sent") * 4, b, sizeof(b));
+		com_fmt_bytes(rep_d(wi, i, "floats_raw") * 4, c, sizeof(c));
 		tool_report_num(rep_d(wi, i, "lr"), e, sizeof(e));
 		rep_p(o, "  %8" PRId64 " %10s %12s %12s %10s\n",
 		    rep_i(wi, i, "window", 0), a, b, c, e);
@@ -1350,8 +1404,8 @@ rep_write(const rep_out *o, const rep_run *rr)
 
 	rep_section(o, "Activation memory (COMET)");
 	if (isfinite(s.act_med)) {
-		tool_report_size(s.act_med, a, sizeof(a));
-		tool_report_size(s.act_raw_med, b, sizeof(b));
+		com_fmt_bytes(s.act_med, a, sizeof(a));
+		com_fmt_bytes(s.act_raw_med, b, sizeof(b));
 		rep_p(o,
 		    "  activations held for backward: %s per step (median "
 		    "over windows) vs %s uncompressed (%.2fx less)\n",
@@ -1364,13 +1418,13 @@ rep_write(const rep_out *o, const rep_run *rr)
 	for (int k = 0; k < COM_N_TSTATS; k++) {
 		if (!rep_peak_stat(&com_timing_stat_table[k]) || s.peak[k] <= 0)
 			continue;
-		tool_report_size(s.peak[k], a, sizeof(a));
+		com_fmt_bytes(s.peak[k], a, sizeof(a));
 		rep_p(o, "  %s (%s), largest: %s\n",
 		    com_timing_stat_table[k].doc, com_timing_stat_table[k].name,
 		    a);
 	}
 
-	rep_write_accuracy(o, rr);
+	rep_write_config(o, rr);
 	if (o->html)
 		fputs("</pre>\n</body></html>\n", o->f);
 	free(x);
@@ -1527,7 +1581,7 @@ static const report_opts report_defaults = {
 static const tool_opt report_opt_rows[] = {
 	{ .name = "html",
 	    .arg = "FILE",
-	    .help = "also write the report as one self-contained HTML page "
+	    .help = "write the report as one self-contained HTML page "
 		    "with plots (inline SVG, no script, no network)",
 	    .kind = TOOL_OPT_TEXT,
 	    .at = offsetof(report_opts, html),
@@ -1587,15 +1641,9 @@ tool_report_main(int argc, char **argv)
 		&rr) != 0)
 		return 1;
 	rc = 0;
-	if (o.json)
-		rep_json(stdout, &rr);
-	else
-		rep_write(&(rep_out){ .f = stdout }, &rr);
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		fprintf(stderr, "bellows report: cannot write the output\n");
-		rc = 1;
-	}
 	if (o.html != NULL) {
+		/* The page only: a bad path fails before anything is
+		 * written, and stdout stays empty. */
 		if ((hf = fopen(o.html, "w")) == NULL) {
 			fprintf(stderr, "bellows report: %s: %s\n", o.html,
 			    strerror(errno));
@@ -1609,6 +1657,16 @@ tool_report_main(int argc, char **argv)
 				rc = 1;
 			}
 		}
+		tool_report_run_fini(&rr);
+		return rc;
+	}
+	if (o.json)
+		rep_json(stdout, &rr);
+	else
+		rep_write(&(rep_out){ .f = stdout }, &rr);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "bellows report: cannot write the output\n");
+		rc = 1;
 	}
 	tool_report_run_fini(&rr);
 	return rc;

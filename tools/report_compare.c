@@ -10,6 +10,7 @@
 
 #include "client/args.h"
 #include "client/historydb.h"
+#include "common/units.h"
 #include "history.h"
 
 #include <bellows/error.h>
@@ -199,13 +200,13 @@ compare_print(const rep_run *r)
 	compare_num("decisions with a change", (double)s[0].changed,
 	    (double)s[1].changed, tool_report_num);
 	compare_num("floats sent", s[0].floats_sent, s[1].floats_sent,
-	    tool_report_count);
+	    com_fmt_count);
 	compare_num("floats raw", s[0].floats_raw, s[1].floats_raw,
-	    tool_report_count);
+	    com_fmt_count);
 	compare_num("bytes sent", s[0].floats_sent * 4, s[1].floats_sent * 4,
-	    tool_report_size);
+	    com_fmt_bytes);
 	compare_num("bytes saved", (s[0].floats_raw - s[0].floats_sent) * 4,
-	    (s[1].floats_raw - s[1].floats_sent) * 4, tool_report_size);
+	    (s[1].floats_raw - s[1].floats_sent) * 4, com_fmt_bytes);
 	{
 		double p[2];
 
@@ -227,7 +228,7 @@ compare_print(const rep_run *r)
 	compare_num("step, windows compressing", s[0].step_comp_med,
 	    s[1].step_comp_med, tool_report_dur);
 	compare_num("activations held/step", s[0].act_med, s[1].act_med,
-	    tool_report_size);
+	    com_fmt_bytes);
 	{
 		double p[2] = { 100 * s[0].accuracy, 100 * s[1].accuracy };
 

@@ -81,6 +81,8 @@ typedef struct rep_sums {
 	double step_min;           /* fastest window */
 	double step_max;           /* slowest window */
 	double wall_ms;            /* first window closed to last */
+	double run_ms;             /* the run's start to its end, or to its
+				    * last window closed while live */
 	double act_med;            /* median activation bytes per step */
 	double act_raw_med;        /* same, uncompressed */
 	double peak[COM_N_TSTATS]; /* per-rank byte statistics the
@@ -114,7 +116,21 @@ typedef struct rep_series {
 	bool dashed;     /* a reference line */
 	bool steps;      /* a value held until the next point (a level in
 			  * force), drawn as steps rather than slopes */
+	const double *x; /* its own x[0..n), NULL: the plot's */
+	uint64_t n;      /* its points when x is its own */
 } rep_series;
+
+/* What a plot says around its lines. */
+typedef struct rep_axes {
+	const char *title;  /* above the plot */
+	const char *xlabel; /* NULL: "window" */
+	const char *ylabel; /* the y unit or quantity */
+	bool y_from_zero;   /* an amount (bytes, ms, a level): the y axis
+			     * starts at 0 (or ends there), else it spans
+			     * the data */
+	void (*yfmt)(double v, char *buf, size_t len); /* tick labels;
+							* NULL: %g */
+} rep_axes;
 
 /* Loads run `id` (TOOL_HDB_NONE: the latest, of `job` when not NULL)
  * of the database at `path` into *rr (the caller's), in one read
@@ -140,11 +156,9 @@ void tool_report_sum(const rep_run *rr, rep_sums *s);
 void tool_report_layer(const rep_run *rr, uint32_t l, rep_layer_sum *ls);
 
 /* Numbers for people, written into buf (len bytes, always terminated,
- * truncated if short): bytes as "1.23 MiB", a count as "300.92M",
- * milliseconds as "2.13 ms"/"1.52 s"/"3 min 05 s", any other number
- * to 4 significant digits ("-" when not finite: not measured). */
-void tool_report_size(double b, char *buf, size_t len);
-void tool_report_count(double n, char *buf, size_t len);
+ * truncated if short): milliseconds as "2.13 ms"/"1.52 s"/"3 min 05 s",
+ * any other number to 4 significant digits ("-" when not finite: not
+ * measured). Bytes and counts: common/units.h. */
 void tool_report_dur(double ms, char *buf, size_t len);
 void tool_report_num(double v, char *buf, size_t len);
 
@@ -152,10 +166,17 @@ void tool_report_num(double v, char *buf, size_t len);
 void tool_report_esc(FILE *f, const char *s);
 
 /* Writes one inline SVG figure to f: n points of each of the ns series
- * over x, titled, with a legend of at most REP_LEGEND series; a series
- * is joined across its NAN points, by steps when it asks for them.
- * Borrows everything; write errors show in ferror(f). */
-void tool_report_plot(FILE *f, const char *title, const char *ylabel,
-    const double *x, uint64_t n, const rep_series *s, size_t ns);
+ * over x (or a series' own x and n), as ax says, with ticks at round
+ * numbers (1, 2 or 5 times a power of ten) and a legend of at most
+ * REP_LEGEND series; a series is joined across its NAN points, by steps
+ * when it asks for them. Borrows everything; write errors show in
+ * ferror(f). */
+void tool_report_plot(FILE *f, const rep_axes *ax, const double *x, uint64_t n,
+    const rep_series *s, size_t ns);
+
+/* The tick step of an axis from lo to hi: 1, 2 or 5 times a power of
+ * ten, giving 3 to 6 ticks; 1 when hi <= lo or either is not finite.
+ * Pure. */
+double tool_report_tick_step(double lo, double hi);
 
 #endif

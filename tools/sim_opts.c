@@ -9,6 +9,7 @@
 #include "client/args.h"
 #include "client/client.h"
 #include "common/clock.h"
+#include "common/msg.h"
 
 #include <bellows/error.h>
 
@@ -490,7 +491,7 @@ void
 tool_sim_opts_usage(FILE *f)
 {
 	fputs(
-	    "usage: bellows sim --control EP --publish EP --job NAME\n"
+	    "usage: bellows sim [--control EP] [--publish EP] --job NAME\n"
 	    "                   --ranks N --layers L --windows W\n"
 	    "                   --steps-per-window S [--step-ms MS]\n"
 	    "                   [--seed X] [--decision-timeout-ms T]\n"
@@ -505,7 +506,9 @@ tool_sim_opts_usage(FILE *f)
 	    "                   [--aggregate rank|node|job [--node-ranks N]]\n"
 	    "\n"
 	    "  --control, --publish and --job default to $BELLOWS_CONTROL,\n"
-	    "  $BELLOWS_PUBLISH and $BELLOWS_JOB when set.\n"
+	    "  $BELLOWS_PUBLISH and $BELLOWS_JOB when set; the endpoints\n"
+	    "  then to " COM_DEFAULT_CONTROL " and " COM_DEFAULT_PUBLISH ",\n"
+	    "  as bellowsd's.\n"
 	    "\n"
 	    "  Runs N ranks (processes with a real agent each) of a simulated\n"
 	    "  data-parallel job for W windows of S steps against bellowsd,\n"
@@ -534,16 +537,12 @@ tool_sim_opts_parse(int argc, char **argv, sim_opts *o)
 	int next, rc;
 
 	*o = sim_defaults;
-	o->control = tool_client_env("BELLOWS_CONTROL", NULL);
-	o->publish = tool_client_env("BELLOWS_PUBLISH", NULL);
+	o->control = tool_client_env("BELLOWS_CONTROL", COM_DEFAULT_CONTROL);
+	o->publish = tool_client_env("BELLOWS_PUBLISH", COM_DEFAULT_PUBLISH);
 	o->sh.job = tool_client_env("BELLOWS_JOB", NULL);
 	if ((rc = tool_args_parse(&sim_cmd, argc, argv, o, &next)) >= 0)
 		return rc;
-	if (o->control == NULL)
-		missing = "--control";
-	else if (o->publish == NULL)
-		missing = "--publish";
-	else if (o->sh.job == NULL)
+	if (o->sh.job == NULL)
 		missing = "--job";
 	else if (o->ranks == 0)
 		missing = "--ranks";
@@ -554,8 +553,10 @@ tool_sim_opts_parse(int argc, char **argv, sim_opts *o)
 	else if (o->steps == 0)
 		missing = "--steps-per-window";
 	if (missing != NULL) {
-		fprintf(stderr, "bellows sim: %s is required\n", missing);
-		tool_sim_opts_usage(stderr);
+		fprintf(stderr,
+		    "bellows sim: %s is required (bellows sim --help lists "
+		    "every option)\n",
+		    missing);
 		return 2;
 	}
 	if ((uint64_t)o->ranks * o->windows * o->steps > SIM_MAX_RECORDS) {

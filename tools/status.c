@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#define STATUS_DEFAULT_CONTROL    "tcp://127.0.0.1:5555"
+#define STATUS_DEFAULT_CONTROL    COM_DEFAULT_CONTROL
 #define STATUS_DEFAULT_TIMEOUT_MS 2000
 
 typedef struct status_opts {

@@ -291,6 +291,16 @@ def size(n: float) -> str:
     return f"{n:.3g} TB"
 
 
+def count(n: float) -> str:
+    """A count as people read it, as every bellows tool writes it: 301M,
+    8.47M, 512."""
+    for unit in ("", "k", "M", "G", "T"):
+        if abs(n) < 999.5 or unit == "T":
+            return f"{n:.0f}" if unit == "" else f"{n:.3g}{unit}"
+        n /= 1000.0
+    return f"{n:.3g}T"
+
+
 def sent_of_raw(sent: int, raw: int) -> str:
     """Floats sent against raw in the words of docs/history.md (sent, raw,
     x less): "sent 7.56 MB of 226 MB raw (29.9x less)"; a float is 4
@@ -342,7 +352,7 @@ def sent_summary(agent, log: bool) -> dict:
     stats = agent.agent.stats()
     if log:
         print(f"fashion_mnist: all ranks {sent_of_raw(sent, raw)}; "
-              f"{sent / 1e6:.2f}M of {raw / 1e6:.2f}M floats; "
+              f"{count(sent)} of {count(raw)} floats; "
               f"{stats.decisions} decisions, "
               f"{stats.decision_misses} misses", flush=True)
         kept, full = agent.residual_memory()

@@ -291,7 +291,56 @@ test_config_refuses_an_unknown_daemon_key(void **state)
 	    "jobs:\n"
 	    "  - policies:\n"
 	    "      - type: fixed\n",
-	    3, 3, "unknown key 'window_timeout' in daemon");
+	    3, 3,
+	    "unknown key 'window_timeout' in daemon (did you mean "
+	    "'window_timeout_ms'?)");
+}
+
+static void
+test_config_lists_the_daemon_keys_when_none_is_near(void **state)
+{
+	assert_refused_at(*state,
+	    "daemon:\n"
+	    "  colour: 5\n"
+	    "jobs:\n"
+	    "  - policies:\n"
+	    "      - type: fixed\n",
+	    2, 3, "unknown key 'colour' in daemon (expected control, publish,");
+}
+
+static void
+test_config_accepts_every_daemon_key_it_lists(void **state)
+{
+	fixture *f = *state;
+
+	/* Every key the refusal above lists, with a valid value; security
+	 * needs key files and metrics (the section) names the address
+	 * metrics_listen gives: their own tests below cover them. */
+	if (load(f,
+		"daemon:\n"
+		"  control: tcp://127.0.0.1:5555\n"
+		"  publish: tcp://127.0.0.1:5556\n"
+		"  apply_lag: 1\n"
+		"  window_timeout_ms: 1000\n"
+		"  rank_timeout_ms: 1000\n"
+		"  heartbeat_ms: 100\n"
+		"  repair_margin: 1\n"
+		"  max_jobs: 4\n"
+		"  max_world: 8\n"
+		"  max_layers: 100\n"
+		"  job_idle_ms: 10000\n"
+		"  reload_timeout_ms: 1000\n"
+		"  plugin_timeout_ms: 100\n"
+		"  plugin_memory_mb: 128\n"
+		"  max_job_mb: 64\n"
+		"  max_total_job_mb: 128\n"
+		"  peer_queue_mb: 4\n"
+		"  allow_insecure: true\n"
+		"  metrics_listen: 127.0.0.1:9464\n"
+		"jobs:\n"
+		"  - policies:\n"
+		"      - type: fixed\n") != 0)
+		fail_msg("refused: %s", f->err);
 }
 
 static void
@@ -1536,6 +1585,8 @@ main(void)
 		T(test_config_reads_the_plugin_worker_settings),
 		T(test_config_refuses_an_unknown_top_level_key),
 		T(test_config_refuses_an_unknown_daemon_key),
+		T(test_config_lists_the_daemon_keys_when_none_is_near),
+		T(test_config_accepts_every_daemon_key_it_lists),
 		T(test_config_refuses_a_value_of_the_wrong_type),
 		T(test_config_refuses_an_out_of_range_value),
 		T(test_config_refuses_an_unknown_policy_type),

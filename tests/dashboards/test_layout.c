@@ -89,7 +89,7 @@ test_layout_jobs_view_shows_health_and_every_job(void **state)
 	layout_line(fx, 5, line);
 	assert_non_null(strstr(line, "resnet"));
 	assert_non_null(strstr(line, "2/3"));
-	assert_non_null(strstr(line, "99.8k/1.2M"));
+	assert_non_null(strstr(line, "100kB/1.2MB"));
 	assert_non_null(strstr(line, "03:00:34"));
 	assert_non_null(strstr(line, "accordion"));
 	/* The selection is drawn reversed across the row. */
@@ -456,7 +456,7 @@ test_layout_shows_bounds_threshold_and_policy_metrics(void **state)
 	layout_line(fx, 4, line);
 	/* At 80 columns the end is cut; the first metrics are there. */
 	assert_non_null(strstr(line,
-	    "threshold 12.3k  compression on  CALIBRATING  perfmodel: "
+	    "threshold 12kB  compression on  CALIBRATING  perfmodel: "
 	    "t_sync_ms 12.25"));
 	/* A layer's own metrics are not on the job's line. */
 	assert_null(strstr(line, "eb"));

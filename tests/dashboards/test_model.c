@@ -133,6 +133,38 @@ test_model_filter_keeps_matching_layers_case_insensitively(void **state)
 }
 
 static void
+test_model_sorts_ranks_so_a_straggler_is_on_top(void **state)
+{
+	dash_model *m = model_with_fixture();
+	uint32_t rows[3];
+
+	(void)state;
+	/* Rank 1 steps slowest, rank 2 is 10 steps behind and silent. */
+	m->snap.ranks[1].step_ms = 9.0;
+	m->snap.ranks[2].seen_ms = 5000;
+	m->view = DASH_VIEW_RANKS;
+	dash_model_rank_rows(m, rows);
+	assert_int_equal(rows[0], 0);
+	dash_model_key(m, 's');
+	assert_int_equal(m->rank_sort, DASH_RSORT_SLOW);
+	assert_int_equal(m->sort, DASH_SORT_INDEX); /* the layers' untouched */
+	dash_model_rank_rows(m, rows);
+	assert_int_equal(rows[0], 1);
+	assert_int_equal(rows[1], 0); /* ties by rank */
+	dash_model_key(m, 's');
+	dash_model_rank_rows(m, rows);
+	assert_int_equal(rows[0], 2);
+	dash_model_key(m, 's');
+	assert_string_equal(dash_rank_sort_name(m->rank_sort), "silent");
+	dash_model_rank_rows(m, rows);
+	assert_int_equal(rows[0], 2);
+	assert_int_equal(rows[1], 0);
+	dash_model_key(m, 's');
+	assert_int_equal(m->rank_sort, DASH_RSORT_RANK);
+	model_free(m);
+}
+
+static void
 test_model_sort_cycles_index_name_level_size_r(void **state)
 {
 	dash_model *m = model_with_fixture();
@@ -420,6 +452,8 @@ main(void)
 		    test_model_filter_keeps_matching_layers_case_insensitively),
 		cmocka_unit_test(
 		    test_model_sort_cycles_index_name_level_size_r),
+		cmocka_unit_test(
+		    test_model_sorts_ranks_so_a_straggler_is_on_top),
 		cmocka_unit_test(test_model_pause_keeps_the_snapshot_shown),
 		cmocka_unit_test(test_model_update_keeps_selections_in_range),
 		cmocka_unit_test(test_model_help_and_quit),

@@ -246,6 +246,8 @@ test_source_offline_ranks_show_their_last_step_window_and_how_they_ended(
 	}
 	assert_false(job_of(f)->ended);
 	assert_int_equal(job_of(f)->alive, 3);
+	/* The policy its decisions name, not the run's state at its end. */
+	assert_string_equal(job_of(f)->policy, "accordion");
 
 	/* Window 2 closed at 3 s: rank 1 was lost only at 3.5 s. */
 	fetch(f, 2);

@@ -41,7 +41,20 @@ grep -q "'fast' is not a rate" <(check_args --link fast 2>&1) ||
     fail "--link fast does not say it is no rate"
 grep -q "unknown policy 'nope'" <(check_args --with nope 2>&1) ||
     fail "--with nope does not name the policy"
-ok "demo.sh reads --sim, --with and --link RATE, and refuses bad ones with exit 2"
+out=$(check_args --with gcomp --out "$TMP/o") || fail "--with gcomp refused"
+[ "$out" = "demo: mode torch, policy gcomp, link loopback, out $TMP/o" ] ||
+    fail "--with gcomp --out read as: $out"
+check_args --with resireduce >/dev/null || fail "--with resireduce refused"
+check_args --sim --with resireduce >"$TMP/args.out" 2>&1 &&
+    fail "--sim --with resireduce accepted"
+grep -q "no residual statistics" "$TMP/args.out" ||
+    fail "--sim --with resireduce without a reason: $(cat "$TMP/args.out")"
+bash "$SRC/scripts/demo.sh" --help >"$TMP/help.out" 2>"$TMP/help.err" ||
+    fail "demo.sh --help exits $?"
+grep -q "^usage: .*--with accordion|comet|slimgc|perfmodel|gcomp|resireduce" \
+    "$TMP/help.out" || fail "--help prints no usage on stdout"
+[ ! -s "$TMP/help.err" ] || fail "--help writes to stderr: $(cat "$TMP/help.err")"
+ok "demo.sh reads --sim, --with, --out and --link RATE, --help exits 0, and bad options exit 2"
 
 # summary FILE: the summary block of a demo's output.
 summary() {
@@ -69,13 +82,13 @@ demo --sim >"$TMP/default.out" 2>&1 ||
     { tail -20 "$TMP/default.out"; fail "demo --sim failed"; }
 f=$TMP/default.out
 has "$f" "^summary of run 1 \(job demo, 4 ranks, 8 windows, on plain loopback\)" default
-has "$f" "^  decided: [0-9]+ decisions by levels, [0-9]+ of them changed something:" default
+has "$f" "^  decided: [0-9]+ decisions by levels \(schedule\), [0-9]+ of them changed something:" default
 has "$f" "^    window 0 \(step 0, 0.0 s in\), levels: layer0.weight level 2" default
 has "$f" "^      why: schedule: level 2 from window 0" default
 has "$f" "^  saved: sent [0-9.]+ [kMG]?B of [0-9.]+ [kMG]?B raw \([0-9.]+x less\), [0-9.]+[kM]? of [0-9.]+[kM]? floats, all ranks; [0-9.]+ [kMG]?B saved" default
 has "$f" "^  step time: [0-9.]+ ms \(median over windows\)" default
 has "$f" "scripts/demo.sh --link 100mbit" default
-grep -q "^\\\$ .*/tools/bellows history runs --db .*/demo-history.db$" "$f" ||
+grep -q "^\\\$ .*/tools/bellows history runs --db .*/demo-sim-schedule-[0-9-]*\\.db$" "$f" ||
     fail "the history commands printed lack --db"
 n=$(pasted "$f")
 cp "$TMP/out/demo-history.db" "$TMP/first.db"
@@ -87,8 +100,10 @@ demo --sim --with slimgc >"$TMP/slimgc.out" 2>&1 ||
 f=$TMP/slimgc.out
 has "$f" "cttab: calibrate_steps 0 -> 20" slimgc
 has "$f" "size_threshold 0 B -> all raw" slimgc
-has "$f" "^  size threshold: all raw \(every tensor sent uncompressed\): no tensor's compressed send plus encode\+decode was faster than its raw send" slimgc
-has "$f" "^    layer6.weight \(20.5 kB\): raw send [0-9.]+ ms, compressed send [0-9.]+ ms \+ encode\+decode [0-9.]+ ms = [0-9.]+ ms: compressing is slower" slimgc
+has "$f" "^  size threshold: all raw \(every tensor sent uncompressed\), from window [0-9]+: calibration 1 over at window [0-9]+: threshold infinity" slimgc
+has "$f" "^  decided: [0-9]+ decisions by cttab \(slimgc\), levels \(fixed\)," slimgc
+has "$f" "^    as the calibration measured it \(the sends up to window [0-9]+, after which the threshold was set" slimgc
+has "$f" "^    layer6.weight \(20.5 kB\): raw send [0-9.]+ ms \([0-9]+ sends\), compressed send [0-9.]+ ms \([0-9]+\) \+ encode\+decode [0-9.]+ ms = [0-9.]+ ms: compressing is slower$" slimgc
 grep -q "1.8446744073709552e+19" "$f" && fail "slimgc: a raw threshold number"
 n=$(pasted "$f")
 # Step time against another run's, when the summary is given one.
@@ -120,12 +135,31 @@ has "$f" "^  activations: held [0-9.]+ [kMG]?B per step for backward against [0-
 n=$(pasted "$f")
 ok "demo --sim --with comet: bounds and activation bytes held; $n pasted commands work"
 
+# GComp: the bits per value its tables code, against float32's 32.
+demo --sim --with gcomp >"$TMP/gcomp.out" 2>&1 ||
+    { tail -20 "$TMP/gcomp.out"; fail "demo --sim --with gcomp failed"; }
+f=$TMP/gcomp.out
+has "$f" "tables: codec_table 0 -> " gcomp
+has "$f" "^  GComp: [0-9.]+ bits per value against float32's 32 \([0-9.]+x less\) in the [0-9]+ tensors it codes" gcomp
+n=$(pasted "$f")
+ok "demo --sim --with gcomp: bits per value against 32; $n pasted commands work"
+
 # Accordion on the sim: its example file and summary.
 demo --sim --with accordion >"$TMP/accordion.out" 2>&1 ||
     { tail -20 "$TMP/accordion.out"; fail "demo --sim --with accordion failed"; }
 has "$TMP/accordion.out" "^  decided: [0-9]+ decisions by accordion" accordion
 has "$TMP/accordion.out" "^  saved: sent " accordion
 ok "demo --sim --with accordion ends with its summary"
+
+# Every demo keeps its own history; demo-history.db names the latest, and
+# the summary offers `history compare` against the previous demo (run by
+# pasted above, so it works).
+n=$(find "$TMP/out" -name 'demo-sim-*.db' | wc -l)
+[ "$n" -eq 6 ] || fail "$n history files kept after 6 demos"
+[ "$(readlink "$TMP/out/demo-history.db")" = "$(basename "$(ls -t "$TMP"/out/demo-sim-accordion-*.db | head -1)")" ] ||
+    fail "demo-history.db is not the latest demo's: $(readlink "$TMP/out/demo-history.db")"
+has "$TMP/accordion.out" "^    .*/tools/bellows history compare --run .*/demo-sim-gcomp-[0-9-]+\.db:1 --run .*/demo-sim-accordion-[0-9-]+\.db:1$" accordion
+ok "each demo keeps a history of its own, and its summary compares it with the previous one"
 
 # --link: as root, a rate-limited namespace; otherwise a note.
 if [ "$(id -u)" -ne 0 ]; then

@@ -49,3 +49,26 @@ if [ -x "$BELLOWS" ] && "$BELLOWS" help top >/dev/null 2>&1; then
 	    fail "top did not open job env-job: $(head -n 5 "$TMP/top.out")"
 	ok "top --once opened job 'env-job' from BELLOWS_JOB"
 fi
+
+# top --once with no bellowsd behind the endpoint: the screen, a line
+# saying why, and status 1 for scripts.
+if [ -x "$BELLOWS" ] && "$BELLOWS" help top >/dev/null 2>&1; then
+	"$BELLOWS" top --once --control ipc:///nonexistent/c \
+	    --publish ipc:///nonexistent/p >"$TMP/top.out" 2>"$TMP/top.err"
+	rc=$?
+	[ "$rc" -eq 1 ] || fail "top --once unconnected exited $rc, not 1"
+	grep -q "^bellows top: not connected to ipc:///nonexistent/c" \
+	    "$TMP/top.err" || fail "top --once unconnected said: $(cat "$TMP/top.err")"
+	[ -s "$TMP/top.out" ] || fail "top --once unconnected printed no screen"
+	ok "top --once exits 1 and says so when bellowsd does not answer"
+fi
+
+# sim without the job: one line naming what is missing, not the usage.
+"$BELLOWS" sim --ranks 2 >"$TMP/sim.out" 2>"$TMP/sim.err"
+rc=$?
+[ "$rc" -eq 2 ] || fail "sim without --job exited $rc, not 2"
+[ "$(wc -l <"$TMP/sim.err")" -eq 1 ] ||
+    fail "sim without --job wrote $(wc -l <"$TMP/sim.err") lines"
+grep -q "^bellows sim: --job is required" "$TMP/sim.err" ||
+    fail "sim without --job said: $(cat "$TMP/sim.err")"
+ok "sim without --job says so in one line; its endpoints default as bellowsd's"

@@ -214,7 +214,16 @@ ok "--layer, --since/--until (windows and times), --changed, --per-window"
 hist windows --layer nosuch >/dev/null 2>&1 && fail "an unknown layer was accepted"
 hist windows --run 99 >/dev/null 2>&1 && fail "an unknown run was accepted"
 hist events --since 3 >/dev/null 2>&1; [ $? -eq 2 ] || fail "events --since WINDOW was not a usage error"
-ok "unknown layers and runs fail; events refuse window bounds"
+hist windows --layer layer0.weigth >/dev/null 2>"$TMP/typo.err" &&
+    fail "a mistyped layer was accepted"
+grep -q "has no layer 'layer0.weigth' (did you mean 'layer0.weight'?)" \
+    "$TMP/typo.err" || fail "no suggestion for a layer: $(cat "$TMP/typo.err")"
+typo=${JOB%?}
+hist runs --job "$typo" >/dev/null 2>"$TMP/typo.err"
+[ $? -eq 1 ] || fail "runs --job $typo (a job with no run) did not exit 1"
+grep -q "job '$typo' has no run (did you mean '$JOB'?)" "$TMP/typo.err" ||
+    fail "no suggestion for a job: $(cat "$TMP/typo.err")"
+ok "unknown layers, jobs and runs fail, naming the nearest; events refuse window bounds"
 
 # ---- export ----------------------------------------------------------------
 "$BELLOWS" export --db "$DB" --run $RUN --out "$TMP/export" >"$TMP/export.out" 2>&1 ||

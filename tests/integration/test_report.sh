@@ -94,7 +94,7 @@ grep -qE "^  r +$N_R values, min " "$TMP/r1.txt" ||
 PCT=$(sq "SELECT printf('%.1f', 100.0 * (sum(floats_raw) - sum(floats_sent)) / sum(floats_raw)) FROM window_info WHERE run_id = 1")
 grep -qE "^  saved .*: $PCT% of raw, " "$TMP/r1.txt" ||
     { grep saved "$TMP/r1.txt"; fail "the report's savings are not $PCT% of raw"; }
-grep -qE "^  sent [0-9.]+[kMG]? floats \([0-9.]+ (B|KiB|MiB)\) vs raw " "$TMP/r1.txt" ||
+grep -qE "^  sent [0-9.]+[kMG]? floats \([0-9.]+ (B|kB|MB)\) vs raw " "$TMP/r1.txt" ||
     fail "the traffic line has no units"
 grep -qF "  not recorded: the trainer reported no evaluation" "$TMP/r1.txt" ||
     fail "the report does not say that accuracy is not recorded"
@@ -156,14 +156,19 @@ assert d["act_bytes_median"] == statistics.median(r[0] for r in rows), (d["act_b
 assert d["act_raw_bytes_median"] == statistics.median(r[1] for r in rows), (d["act_raw_bytes_median"], rows)
 assert d["act_raw_bytes_median"] > d["act_bytes_median"] > 0
 PY
-grep -qE "^  activations held for backward: [0-9.]+ (B|KiB|MiB) per step \(median over windows\) vs [0-9.]+ (B|KiB|MiB) uncompressed" "$TMP/r3.txt" ||
+grep -qE "^  activations held for backward: [0-9.]+ (B|kB|MB) per step \(median over windows\) vs [0-9.]+ (B|kB|MB) uncompressed" "$TMP/r3.txt" ||
     { sed -n '/^Activation/,/^$/p' "$TMP/r3.txt"; fail "the report of a COMET run does not say what activations it held"; }
 ok "the text report says what the database holds, --json the exact numbers"
 
 # ---- the HTML report -----------------------------------------------------
 "$BELLOWS" report --db "$DB" --run 1 --html "$TMP/r1.html" >"$TMP/r1b.txt" 2>/dev/null ||
     fail "report --html exited with $?"
-cmp -s "$TMP/r1.txt" "$TMP/r1b.txt" || fail "--html changed the text report"
+[ ! -s "$TMP/r1b.txt" ] || fail "--html FILE also printed on stdout: $(head -3 "$TMP/r1b.txt")"
+"$BELLOWS" report --db "$DB" --run 1 --html "$TMP/no/such/dir/r.html" \
+    >"$TMP/bad.txt" 2>"$TMP/bad.err" && fail "--html to a bad path succeeded"
+[ ! -s "$TMP/bad.txt" ] || fail "--html to a bad path printed the report first"
+grep -q "^bellows report: $TMP/no/such/dir/r.html: " "$TMP/bad.err" ||
+    fail "--html to a bad path said: $(cat "$TMP/bad.err")"
 if grep -qiE 'https?://' "$TMP/r1.html"; then
 	grep -oiE '.{20}https?://.{20}' "$TMP/r1.html" | head -3
 	fail "the HTML report references a URL"
@@ -210,6 +215,38 @@ assert [l["applied_last"] for l in d["layer_summary"]] == want, d["layer_summary
 assert d["applied_missing"] == 0, d["applied_missing"]
 PY
 ok "the report plots the level applied as steps and says so"
+
+# The outcome first, the configuration last; round ticks, amounts from 0.
+first=$(grep -m1 -n "^Summary (what the run bought)$" "$TMP/r1.txt" | cut -d: -f1)
+conf=$(grep -m1 -n "^Configuration$" "$TMP/r1.txt" | cut -d: -f1)
+[ "$first" = 4 ] || fail "the summary is not the report's first section (line $first)"
+[ -n "$conf" ] && [ "$conf" -gt "$(grep -n '^Accuracy' "$TMP/r1.txt" | cut -d: -f1)" ] ||
+    fail "the configuration is not after the other sections"
+grep -q "^  wall time .* (the run's start to its end)$" "$TMP/r1.txt" ||
+    fail "the summary has no wall time"
+$PY - "$TMP/r1.html" <<'PY' || fail "plot ticks are not round numbers"
+import math, re, sys
+html = open(sys.argv[1]).read()
+figs = re.findall(r"<figure>.*?</figure>", html, re.S)
+assert figs, "no figure"
+checked = 0
+for fig in figs:
+    title = re.search(r'font-weight="bold">([^<]*)<', fig).group(1)
+    ys = [t for t in re.findall(r'text-anchor="end">([^<]*)</text>', fig)]
+    nums = [float(t) for t in ys if re.fullmatch(r"-?[0-9.]+(e-?[0-9]+)?", t)]
+    if len(nums) < 2:
+        continue
+    step = nums[1] - nums[0]
+    mag = 10 ** math.floor(math.log10(step))
+    assert round(step / mag, 6) in (1, 2, 5, 10), (title, nums)
+    assert all(abs(v / step - round(v / step)) < 1e-6 for v in nums), (title, nums)
+    if title.startswith(("Step time", "Compression level")):
+        assert nums[0] == 0, (title, "does not start at 0", nums)
+    checked += 1
+assert checked >= 3, checked
+assert "Test loss the trainer evaluated" in html or "not reported" in html
+PY
+ok "the report leads with its summary, ends with the configuration, ticks at 1-2-5"
 
 CHROMIUM=$(command -v chromium || true)
 if [ -z "$CHROMIUM" ]; then
@@ -280,7 +317,7 @@ cmp_has '^\* ranks +3 +2 +-33\.3%$'
 cmp_has '^  layers +4 +4$'
 cmp_has '^\* windows +12 +8 +-33\.3%$'
 cmp_has "^[* ] decisions +$N_DEC +$(sq "SELECT count(*) FROM decisions WHERE run_id = 2")( |$)"
-cmp_has '^[* ] bytes saved +[0-9.]+ (B|KiB|MiB) +[0-9.]+ (B|KiB|MiB)'
+cmp_has '^[* ] bytes saved +[0-9.]+ (B|kB|MB) +[0-9.]+ (B|kB|MB)'
 cmp_has '^[* ] step time, median +[0-9.]+ (us|ms|s) +[0-9.]+ (us|ms|s)'
 for l in layer0.weight layer1.weight layer2.weight layer3.bias; do
 	cmp_has "^[* ] $l +[0-9.]+ +[0-9.]+"

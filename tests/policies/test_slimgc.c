@@ -341,7 +341,7 @@ test_fig6_gives_2_2_mb_under_the_robust_rule(void **state)
 	CALIBRATED(f, "verify: false");
 	assert_int_equal(f->h.prop.calibrate_steps, 0);
 	assert_string_equal(f->h.prop.reason,
-	    "calibration 1 over at window 3: threshold 2306864 B (2.2 MiB), "
+	    "calibration 1 over at window 3: threshold 2306864 B (2.31 MB), "
 	    "set by the row of conv2.weight etc. (2306864 B): ratio 1.15 = "
 	    "40.2/(28.3+6.8) ms; rule robust (medians, every "
 	    "larger size above 1; stricter than the paper); 4 rows from 2 "
@@ -374,7 +374,7 @@ test_fig6_gives_2_2_mb_under_the_paper_rule(void **state)
 
 	CALIBRATED(f, "rule: paper");
 	sup_assert_contains(f->h.prop.reason,
-	    "threshold 2306864 B (2.2 MiB), set by the row of conv2.weight "
+	    "threshold 2306864 B (2.31 MB), set by the row of conv2.weight "
 	    "etc. (2306864 B)");
 	sup_assert_contains(f->h.prop.reason,
 	    "; rule paper (means, first size above 1); 4 rows from 2 "
@@ -406,7 +406,7 @@ test_fig6_through_the_host_sets_the_job_threshold(void **state)
 	assert_int_equal(f->h.state.size_threshold, MB2_2);
 	sup_assert_contains(f->h.why,
 	    "calibration 1 over at window 3: threshold "
-	    "2306864 B (2.2 MiB)");
+	    "2306864 B (2.31 MB)");
 }
 
 static void
@@ -447,7 +447,7 @@ test_noisy_windows_split_the_rules(void **state)
 	    "set by the row of conv3.weight (1677720 B): ratio 1.28 = "
 	    "40.67/(25.3+6.5) ms");
 	sup_assert_contains(f->h.prop.reason,
-	    "; the robust rule would give 2306864 B (2.2 MiB)");
+	    "; the robust rule would give 2306864 B (2.31 MB)");
 }
 
 static void
@@ -475,7 +475,7 @@ test_a_non_monotone_table_splits_the_rules(void **state)
 	    "ratio 1.14 = 35/(24.3+6.3) ms, the smallest size: every "
 	    "tensor compressed");
 	sup_assert_contains(f->h.prop.reason,
-	    "; the robust rule would give 2306864 B (2.2 MiB)");
+	    "; the robust rule would give 2306864 B (2.31 MB)");
 }
 
 static void
@@ -728,7 +728,7 @@ test_a_raw_time_drift_starts_a_new_calibration(void **state)
 	assert_int_equal(f->h.prop.size_threshold, MB1_6);
 	sup_assert_contains(f->h.prop.reason,
 	    "calibration 2 over at window 11: "
-	    "threshold 1677720 B (1.6 MiB)");
+	    "threshold 1677720 B (1.68 MB)");
 }
 
 static void
@@ -871,8 +871,8 @@ test_ratios_near_1_do_not_flip_the_threshold_between_calibrations(void **state)
 		if (near_one[i] < 1)
 			sup_assert_contains(f->h.prop.reason,
 			    "hysteresis 0.1 around 1 kept sizes on their "
-			    "side of the previous threshold 2306864 B (2.2 "
-			    "MiB) (without it: 4194304 B (4 MiB))");
+			    "side of the previous threshold 2306864 B (2.31 "
+			    "MB) (without it: 4194304 B (4.19 MB))");
 	}
 	/* A clear change still moves it: 0.8 sends the size raw. */
 	assert_int_equal(recalibrate(f, 24, 0.8 * 35.1), MB4);
@@ -934,7 +934,7 @@ test_raw_steps_faster_than_compressed_ones_send_every_tensor_raw(void **state)
 	direct_ok(f, 5);
 	assert_true(f->h.prop.size_threshold == UINT64_MAX);
 	assert_string_equal(f->h.prop.reason,
-	    "verification of threshold 2306864 B (2.2 MiB): window 5 ran it "
+	    "verification of threshold 2306864 B (2.31 MB): window 5 ran it "
 	    "at 18.3 ms per step; now every tensor raw for 1 window");
 	/* Window 6 began under the threshold: not a raw window (counted,
 	 * its 30 ms would keep the threshold). */
@@ -948,7 +948,7 @@ test_raw_steps_faster_than_compressed_ones_send_every_tensor_raw(void **state)
 	assert_true(f->h.prop.size_threshold == UINT64_MAX);
 	assert_string_equal(f->h.prop.reason,
 	    "verified on the real path: compressed 18.3 ms vs raw 11.2 ms per "
-	    "step (x1.63): every tensor raw; threshold 2306864 B (2.2 MiB) "
+	    "step (x1.63): every tensor raw; threshold 2306864 B (2.31 MB) "
 	    "not faster by more than 3%, median of 1 window each");
 	assert_float_equal(sup_metric(&f->h.prop, "verify_comp_ms", -1), 18.3,
 	    1e-12);
@@ -979,7 +979,7 @@ test_compressed_steps_faster_by_more_than_the_margin_keep_it(void **state)
 	assert_int_equal(f->h.prop.size_threshold, MB2_2);
 	assert_string_equal(f->h.prop.reason,
 	    "verified on the real path: compressed 9 ms vs raw 12 ms per step "
-	    "(x0.75): threshold 2306864 B (2.2 MiB) kept, faster by more than "
+	    "(x0.75): threshold 2306864 B (2.31 MB) kept, faster by more than "
 	    "3%, median of 1 window each");
 	assert_true(sup_metric(&f->h.prop, "verify_kept", -1) == 1);
 	assert_true(sup_metric(&f->h.prop, "threshold_bytes", -1) == MB2_2);
@@ -1000,7 +1000,7 @@ test_a_tie_within_the_margin_goes_raw(void **state)
 	assert_true(f->h.prop.size_threshold == UINT64_MAX);
 	sup_assert_contains(f->h.prop.reason,
 	    "compressed 10.9 ms vs raw 11.2 ms per step (x0.973): every "
-	    "tensor raw; threshold 2306864 B (2.2 MiB) not faster by more "
+	    "tensor raw; threshold 2306864 B (2.31 MB) not faster by more "
 	    "than 3%");
 
 	/* Without a margin, equal steps still go raw. */
@@ -1012,7 +1012,7 @@ test_a_tie_within_the_margin_goes_raw(void **state)
 	assert_true(f->h.prop.size_threshold == UINT64_MAX);
 	sup_assert_contains(f->h.prop.reason,
 	    "compressed 11.2 ms vs raw 11.2 ms per step (x1): every tensor "
-	    "raw; threshold 2306864 B (2.2 MiB) not faster by more than 0%");
+	    "raw; threshold 2306864 B (2.31 MB) not faster by more than 0%");
 }
 
 static void
@@ -1046,7 +1046,7 @@ test_gate_off_and_calibration_windows_are_not_verification_windows(void **state)
 	direct_ok(f, 8);
 	assert_true(f->h.prop.size_threshold == UINT64_MAX);
 	assert_string_equal(f->h.prop.reason,
-	    "verification of threshold 2306864 B (2.2 MiB): window 8 ran it "
+	    "verification of threshold 2306864 B (2.31 MB): window 8 ran it "
 	    "at 18 ms per step; now every tensor raw for 1 window");
 	f->step_ms = 30;
 	direct_ok(f, 9);
@@ -1080,7 +1080,7 @@ test_more_verification_windows_alternate_which_kind_goes_first(void **state)
 	real_path(f, 5, 9, 0);
 	assert_true(f->h.prop.size_threshold == UINT64_MAX);
 	assert_string_equal(f->h.prop.reason,
-	    "verification of threshold 2306864 B (2.2 MiB): window 5 ran it "
+	    "verification of threshold 2306864 B (2.31 MB): window 5 ran it "
 	    "at 9 ms per step; now every tensor raw for 2 windows");
 	real_path(f, 6, 30, 30);
 	real_path(f, 7, 0, 12);
@@ -1089,14 +1089,14 @@ test_more_verification_windows_alternate_which_kind_goes_first(void **state)
 	real_path(f, 8, 0, 13);
 	assert_int_equal(f->h.prop.size_threshold, MB2_2);
 	assert_string_equal(f->h.prop.reason,
-	    "verification of threshold 2306864 B (2.2 MiB): window 8 ran every "
+	    "verification of threshold 2306864 B (2.31 MB): window 8 ran every "
 	    "tensor raw at 13 ms per step; now the threshold for 1 window");
 	real_path(f, 9, 30, 30);
 	real_path(f, 10, 10, 0);
 	assert_int_equal(f->h.prop.size_threshold, MB2_2);
 	assert_string_equal(f->h.prop.reason,
 	    "verified on the real path: compressed 9.5 ms vs raw 12.5 ms per "
-	    "step (x0.76): threshold 2306864 B (2.2 MiB) kept, faster by more "
+	    "step (x0.76): threshold 2306864 B (2.31 MB) kept, faster by more "
 	    "than 3%, median of 2 windows each");
 }
 
@@ -1114,7 +1114,7 @@ test_a_recalibration_is_verified_again(void **state)
 	f->step_ms = 0;
 	assert_int_equal(recalibrate(f, 8, 40.2), MB2_2);
 	sup_assert_contains(f->h.prop.reason,
-	    "calibration 2 over at window 12: threshold 2306864 B (2.2 MiB)");
+	    "calibration 2 over at window 12: threshold 2306864 B (2.31 MB)");
 	sup_assert_contains(f->h.prop.reason,
 	    "; verifying it on the real path");
 	for (uint64_t w = 13; w < 17; w++)
@@ -1122,7 +1122,7 @@ test_a_recalibration_is_verified_again(void **state)
 	assert_int_equal(f->h.prop.size_threshold, MB2_2);
 	sup_assert_contains(f->h.prop.reason,
 	    "verified on the real path: compressed 9 ms vs raw 12 ms per step "
-	    "(x0.75): threshold 2306864 B (2.2 MiB) kept");
+	    "(x0.75): threshold 2306864 B (2.31 MB) kept");
 }
 
 static void
@@ -1175,7 +1175,7 @@ test_a_reload_that_turns_verify_off_puts_the_table_threshold_back(void **state)
 	assert_int_equal(f->h.prop.size_threshold, MB2_2);
 	sup_assert_contains(f->h.prop.reason,
 	    "reloaded: calibration table picked again: threshold 2306864 B "
-	    "(2.2 MiB)");
+	    "(2.31 MB)");
 	real_path(f, 7, 18.3, 11.2);
 	assert_int_equal(f->h.prop.size_threshold, MB2_2);
 	assert_string_equal(f->h.prop.reason, "");
@@ -1193,7 +1193,7 @@ test_a_reload_that_turns_verify_on_verifies_the_table_threshold(void **state)
 	assert_int_equal(f->h.prop.size_threshold, MB2_2);
 	sup_assert_contains(f->h.prop.reason,
 	    "reloaded: calibration table picked again: threshold 2306864 B "
-	    "(2.2 MiB)");
+	    "(2.31 MB)");
 	sup_assert_contains(f->h.prop.reason,
 	    "; verifying it on the real path");
 	/* From step 51: window 6 compressed, window 8 raw. */
