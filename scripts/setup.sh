@@ -41,6 +41,7 @@ BUILD_PACKAGES=(
 	libzfp-dev
 	libopenblas-dev
 	libncurses-dev
+	libsystemd-dev
 	clang-format
 	tmux
 )
