@@ -27,6 +27,7 @@
 #include "loop.h"
 #include "ctl_metrics.h"
 #include "metrics_http.h"
+#include "notify.h"
 #include "reload.h"
 #include "server.h"
 #include "store.h"
@@ -575,10 +576,14 @@ main(int argc, char **argv)
 	    ", policy '%s', history '%s'",
 	    BELLOWS_VERSION, instance, d.policy_path,
 	    db != NULL ? db : "(none)");
+	/* Sockets bound, history recovered: the service manager may start
+	 * what depends on bellowsd. */
+	ctl_notify_ready(control);
 	if (ctl_loop_run(d.loop) != 0) {
 		ctl_log(CTL_LOG_ERROR, "main", "event loop failed");
 		goto out;
 	}
+	ctl_notify_stopping();
 	drained = ctl_server_drain(d.server, MAIN_DRAIN_QUIET_MS,
 	    MAIN_DRAIN_MAX_MS, MAIN_DRAIN_MSGS);
 	if (drained > 0)

@@ -431,9 +431,11 @@ store_has_column(store_writer *w, const char *table, const char *col,
  * `SELECT *`: the twins keep the same columns in the same order), all in
  * one transaction. A statistic added to the table thus gets its column
  * in every file, old or new, without a numbered migration; rows written
- * before read as "not measured". */
+ * before read as "not measured". Within a transaction of the caller's
+ * (`in_txn`: a file being created, store_create) it adds the columns
+ * quietly and leaves the transaction to the caller. */
 static int
-store_migrate_columns(store_writer *w)
+store_migrate_columns(store_writer *w, bool in_txn)
 {
 	static const char *const prefix[] = { "", "superseded_" };
 	bool begun = false;
@@ -465,16 +467,17 @@ store_migrate_columns(store_writer *w)
 					 &has)) != 0 ||
 				    has)
 					continue;
-				if (!begun &&
+				if (!begun && !in_txn &&
 				    (rc = store_exec(w, "BEGIN IMMEDIATE",
 					 "begin")) != 0)
 					return rc;
-				begun = true;
+				begun = !in_txn;
 				snprintf(sql, sizeof(sql),
 				    "ALTER TABLE %s ADD COLUMN %s %s", table,
 				    name, decl);
 				if ((rc = store_exec(w, sql,
-					 "adding a column")) == 0)
+					 "adding a column")) == 0 &&
+				    !in_txn)
 					ctl_log(CTL_LOG_INFO, "store",
 					    "'%s': added column %s.%s", w->path,
 					    table, name);
@@ -488,8 +491,39 @@ store_migrate_columns(store_writer *w)
 	return rc;
 }
 
-/* Brings the schema to CTL_STORE_SCHEMA_VERSION, one version per
- * transaction, then adds the statistic columns the file lacks
+/* Creates the schema at version `target` in an empty file, in one
+ * transaction: version 1, the numbered migrations up to `target` and, for
+ * the current version, the statistic columns (store_migrate_columns), so
+ * that a new file is exactly what an old one migrates to, with one log
+ * line. Returns 0 or the SQLite error (nothing written). */
+static int
+store_create(store_writer *w, int64_t target)
+{
+	char set[64];
+	int rc;
+
+	if ((rc = store_exec(w, "BEGIN IMMEDIATE", "begin")) != 0)
+		return rc;
+	rc = store_exec(w, store_schema_v1, "creating schema");
+	for (int64_t v = 1; rc == 0 && v < target; v++)
+		rc = store_exec(w, store_migrations[v - 1], "creating schema");
+	if (rc == 0 && target == CTL_STORE_SCHEMA_VERSION)
+		rc = store_migrate_columns(w, true);
+	snprintf(set, sizeof(set), "PRAGMA user_version = %" PRId64, target);
+	if (rc != 0 || (rc = store_exec(w, set, "setting the version")) != 0 ||
+	    (rc = store_exec(w, "COMMIT", "commit")) != 0) {
+		sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
+	ctl_log(CTL_LOG_INFO, "store", "'%s': created schema version %" PRId64,
+	    w->path, target);
+	return 0;
+}
+
+/* Brings the schema to `target` (CTL_STORE_SCHEMA_VERSION but in the
+ * tests' ctl_store_schema_make): an empty file is created at it in one
+ * step (store_create); an older file is migrated one version per
+ * transaction, then gets the statistic columns it lacks
  * (store_migrate_columns). */
 static int
 store_migrate_to(store_writer *w, int64_t target)
@@ -521,19 +555,7 @@ store_migrate_to(store_writer *w, int64_t target)
 			    w->path);
 			return SQLITE_ERROR;
 		}
-		if ((rc = store_exec(w, "BEGIN IMMEDIATE", "begin")) != 0)
-			return rc;
-		if ((rc = store_exec(w, store_schema_v1, "creating schema")) !=
-			0 ||
-		    (rc = store_exec(w, "PRAGMA user_version = 1",
-			 "setting the version")) != 0 ||
-		    (rc = store_exec(w, "COMMIT", "commit")) != 0) {
-			sqlite3_exec(w->db, "ROLLBACK", NULL, NULL, NULL);
-			return rc;
-		}
-		ctl_log(CTL_LOG_INFO, "store", "'%s': created schema version 1",
-		    w->path);
-		version = 1;
+		return store_create(w, target);
 	}
 	while (version < target) {
 		char set[64];
@@ -554,8 +576,9 @@ store_migrate_to(store_writer *w, int64_t target)
 		    w->path, version, version + 1);
 		version++;
 	}
-	return target == CTL_STORE_SCHEMA_VERSION ? store_migrate_columns(w)
-						  : 0;
+	return target == CTL_STORE_SCHEMA_VERSION
+	    ? store_migrate_columns(w, false)
+	    : 0;
 }
 
 static int

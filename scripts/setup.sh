@@ -3,17 +3,20 @@
 #
 #   scripts/setup.sh build   compiler, meson, the libraries, clang-format, tmux
 #   scripts/setup.sh full    build + PyTorch, Fashion-MNIST, python3-yaml,
-#                            python3-zmq, chromium (renders the HTML report
-#                            in its test), prometheus (promtool and the
-#                            server the metrics tests scrape with), and
-#                            the torch 2.x venv (below)
+#                            python3-zmq, python3-venv and python3-mesonpy
+#                            (the wheel's tests), chromium (renders the
+#                            HTML report in its test), prometheus (promtool
+#                            and the server the metrics tests scrape
+#                            with), and the torch 2.x venv (below)
 #   scripts/setup.sh torch2  the torch 2.x venv alone
 #
 # Debian's python3-torch is 1.13; our users train on PyPI's torch 2.x, so
 # the Python tests run under both. `full` (as root) also makes a venv of
 # Debian's python3 with PyPI's current torch 2.x, numpy, PyYAML and pyzmq
 # at $BELLOWS_TORCH2_VENV (default /var/cache/bellows/torch2), once: a
-# venv whose torch imports is kept. PyPI's Linux wheel brings NVIDIA's
+# venv whose torch imports is kept. The Python package's linter and type
+# checker (ruff, mypy: tests/python/check_package.sh) are installed there
+# too, into a kept venv that lacks them. PyPI's Linux wheel brings NVIDIA's
 # CUDA libraries (several GB; the first install takes minutes). The
 # tests find it through meson's -Dtorch2_python (scripts/test.sh).
 # BELLOWS_NO_TORCH2=1 skips it.
@@ -42,6 +45,7 @@ BUILD_PACKAGES=(
 	libzfp-dev
 	libopenblas-dev
 	libncurses-dev
+	libsystemd-dev
 	clang-format
 	tmux
 )
@@ -54,6 +58,7 @@ FULL_PACKAGES=(
 	python3-yaml
 	python3-zmq
 	python3-venv
+	python3-mesonpy
 	chromium
 	prometheus
 )
@@ -101,6 +106,11 @@ torch2_venv()
 	fi
 	if "$venv/bin/python" -c 'import torch, numpy, yaml, zmq' \
 		>/dev/null 2>&1; then
+		if ! "$venv/bin/python" -c 'import mypy, ruff' \
+			>/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+			"$venv/bin/pip" install -q --disable-pip-version-check \
+				mypy ruff
+		fi
 		return 0
 	fi
 	if [ "$(id -u)" -ne 0 ]; then
@@ -114,7 +124,7 @@ torch2_venv()
 	mkdir -p "$(dirname "$venv")"
 	/usr/bin/python3 -m venv "$venv"
 	"$venv/bin/pip" install -q --disable-pip-version-check \
-		'torch>=2,<3' numpy pyyaml pyzmq
+		'torch>=2,<3' numpy pyyaml pyzmq mypy ruff
 	"$venv/bin/python" -c 'import torch; print("setup: torch",
 		torch.__version__, "in", __import__("sys").prefix)' >&2
 }

@@ -26,7 +26,13 @@ import ctypes.util
 import os
 import pathlib
 import threading
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    # Built from the loaded library's schema on first use (module
+    # __getattr__ below): to a type checker, any attribute.
+    from typing import Any as LayerStats
+    from typing import Any as StepInfo
 
 __all__ = [
     "BellowsError",
@@ -322,7 +328,7 @@ class AgentStats(ctypes.Structure):
     ]
 
 
-def padded(struct_type: type) -> ctypes.Structure:
+def padded(struct_type: type[ctypes.Structure]) -> ctypes.Structure:
     """Returns a zeroed ``struct_type`` with room after it.
 
     For structs the library fills or reads by its own sizeof: a newer

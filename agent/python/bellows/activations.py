@@ -80,7 +80,8 @@ import dataclasses
 import math
 import threading
 import warnings
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -170,7 +171,8 @@ def _ptr(t: torch.Tensor | None) -> int | None:
 
 
 def _unwrap(model: nn.Module) -> nn.Module:
-    return model.module if hasattr(model, "module") else model
+    inner = getattr(model, "module", model)
+    return inner if isinstance(inner, nn.Module) else model
 
 
 def _packbits(mask: torch.Tensor) -> torch.Tensor:
@@ -231,8 +233,22 @@ class Packed:
 
     __slots__ = ("shape", "dtype", "mode", "eb", "step", "codes", "bits",
                  "raw", "nonzero", "stored_bytes", "raw_bytes", "_ledger")
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    mode: str
+    eb: float
+    step: float
+    # Tensors or None, as ``mode`` says: raw holds ``raw``, dense ``codes``,
+    # sparse ``codes`` and the bitmask ``bits``.
+    codes: Any
+    bits: Any
+    raw: Any
+    nonzero: float
+    stored_bytes: int
+    raw_bytes: int
+    _ledger: _Ledger | None
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._ledger = None
 
     @property
@@ -467,8 +483,8 @@ def pack(x: torch.Tensor, eb: float, count_nonzero: bool = True,
         if (xd - rec.to(torch.float64)).abs_().max().item() > eb or \
                 q.abs().max().item() > limit:
             return _raw(x, count_nonzero)  # pragma: no cover - the margin
-        nz += torch.count_nonzero(rec).item()
-        nzq += torch.count_nonzero(q).item()
+        nz += int(torch.count_nonzero(rec).item())
+        nzq += int(torch.count_nonzero(q).item())
         codes[lo:lo + _CHUNK] = q.to(code)
         del xd, q, rec
     dense = n * size
@@ -577,7 +593,7 @@ def _storage(t: torch.Tensor) -> tuple[int, int]:
 
 
 def memory_fields(capacity: int = 0, device=None,
-                  compressor: "ActivationCompressor | None" = None) -> dict:
+                  compressor: ActivationCompressor | None = None) -> dict:
     """The memory fields of Agent.step_end for this process.
 
     On a CUDA ``device``: the bytes torch allocated there at peak since the
@@ -609,7 +625,7 @@ class _Conv:
 
     def __init__(self, name: str, module: nn.Module, layer: int):
         self.name = name
-        self.module = module
+        self.module: Any = module  # a torch.nn.Conv1d, 2d or 3d
         self.layer = layer
         self.calls = 0
         self.eb = 0.0
@@ -647,7 +663,7 @@ class ActivationCompressor:
         self._ledger = _Ledger()
         self.last: dict[int, ActStats] = {}
         self.reported = 0
-        self._fixed = None
+        self._fixed: dict[int, float] | None = None
         self._seq = None
         self._convs: list[_Conv] = []
         index = self._layer_index()
@@ -815,7 +831,7 @@ class ActivationCompressor:
             c.prev = None
         self._installed = False
 
-    def __enter__(self) -> "ActivationCompressor":
+    def __enter__(self) -> ActivationCompressor:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -26,9 +26,16 @@ import math
 import os
 import threading
 import weakref
+from typing import TYPE_CHECKING
 
 from bellows import _lib
 from bellows._lib import BellowsError
+
+if TYPE_CHECKING:
+    # Built from the loaded library's schema on first use (module
+    # __getattr__ below): to a type checker, any attribute.
+    from typing import Any as LayerStats
+    from typing import Any as StepInfo
 
 __all__ = [
     "Agent",
@@ -251,7 +258,7 @@ def _table_version(table: bytes | None) -> int | None:
 
 
 def _struct_dict(obj: ctypes.Structure) -> dict:
-    return {name: getattr(obj, name) for name, _ in obj._fields_}
+    return {f[0]: getattr(obj, f[0]) for f in obj._fields_}
 
 
 class _LogSink:
@@ -265,7 +272,7 @@ class _LogSink:
     def __init__(self, prefix: str):
         self.prefix = prefix
         self.capture: list[str] | None = None
-        self.capture_thread = None
+        self.capture_thread: int | None = None
         self.c_fn = _lib.LOG_FN(self._call)
 
     def _call(self, arg, level, message):
@@ -408,7 +415,7 @@ class Agent:
         cfg = _lib.new_config()
         # The C strings and the layer table must outlive the open call
         # only (the library copies them), but are kept with the agent.
-        self._keep = []
+        self._keep: list[object] = []
 
         def cstr(s: str) -> bytes:
             b = s.encode()
@@ -532,7 +539,7 @@ class Agent:
         """True once close() ran."""
         return not self._handle.value
 
-    def __enter__(self) -> "Agent":
+    def __enter__(self) -> Agent:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -847,8 +854,9 @@ class Agent:
         ``comm_ms`` is the communication time, ``codec_ms`` the encode +
         decode time of a compressed send (ignored for a raw one). The
         window reports per layer the lower quartiles of its raw and
-        compressed sends and of their codec times (docs/agent.md). Raises BellowsError: EINVAL for a
-        bad index or a negative or non-finite time, ESTATE outside a step.
+        compressed sends and of their codec times (docs/agent.md). Raises
+        BellowsError: EINVAL for a bad index or a negative or non-finite
+        time, ESTATE outside a step.
         """
         fn = self._need("comm_layer", "bellows_agent_comm_layer")
         _lib.check("bellows_agent_comm_layer",

@@ -64,7 +64,8 @@ import dataclasses
 import math
 import os
 import time
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -111,7 +112,7 @@ class Counts:
     bytes_sent: int = 0  # their bytes
     floats_raw: int = 0  # elements an uncompressed reduce would send
 
-    def __iadd__(self, other: "Counts") -> "Counts":
+    def __iadd__(self, other: Counts) -> Counts:
         self.floats_sent += other.floats_sent
         self.bytes_sent += other.bytes_sent
         self.floats_raw += other.floats_raw
@@ -143,7 +144,7 @@ class Flight:
     state).
     """
 
-    def __init__(self, counts: "Counts | None" = None, device=None):
+    def __init__(self, counts: Counts | None = None, device=None):
         self.counts = counts if counts is not None else Counts()
         self.codec_ms = 0.0
         self.decode_ms = 0.0
@@ -174,16 +175,18 @@ class Flight:
         self._parts.append(self._done)
 
     def complete(self) -> None:
+        assert self._done is not None  # stage() made it
         self._done.set_result(None)
 
     def fail(self, e: BaseException) -> None:
+        assert self._done is not None
         self._done.set_exception(e)
 
     def on_finish(self, fn) -> None:
         """Runs ``fn()`` in finish()."""
         self._finish.append(fn)
 
-    def seal(self) -> "Flight":
+    def seal(self) -> Flight:
         """Builds ``future`` from the parts; returns self."""
         parts = self._parts
         if not parts:
@@ -435,7 +438,7 @@ class _Base:
             self._unflatten(raw, flat_raw, comm.world)
 
     def _start_raw(self, raw: list[Item], counts: Counts,
-                   comm: "ProcessGroupComm", fl: Flight,
+                   comm: ProcessGroupComm, fl: Flight,
                    flat: torch.Tensor | None = None) -> None:
         """Starts the all-reduce of the raw tensors in one buffer (``flat``
         when _raw() already made it); their averages are written back in
@@ -525,6 +528,10 @@ class _Gathered(_Base):
         raise NotImplementedError
 
 
+# The buffers of a _PsgdStep before _project sets them.
+_NO_TENSOR = torch.empty(0)
+
+
 class _PsgdStep:
     """One PowerSGD reduce between its stages (PowerSGD._project, _power,
     _decode, _end)."""
@@ -540,11 +547,12 @@ class _PsgdStep:
         self.poff: list[int] = []
         self.qoff: list[int] = []
         self.nat: list[bool] = []
-        self.buf: torch.Tensor | None = None  # raw values, then every P
-        self.qbuf: torch.Tensor | None = None  # every Q
+        # Set by _project before any use.
+        self.buf: torch.Tensor = _NO_TENSOR  # raw values, then every P
+        self.qbuf: torch.Tensor = _NO_TENSOR  # every Q
         self.groups: dict = {}
-        self.lib = None
-        self.ctx = None
+        self.lib: Any = None
+        self.ctx: Any = None
         self.like: torch.Tensor | None = None
 
     def pview(self, i: int) -> torch.Tensor:
@@ -736,7 +744,7 @@ class PowerSGD(_Base):
         fl.on_finish(lambda: self._end(st))
         return fl.seal()
 
-    def _project(self, items: Sequence[Item]) -> "_PsgdStep":
+    def _project(self, items: Sequence[Item]) -> _PsgdStep:
         """The first stage: splits raw and low-rank items, flattens the
         raw ones (grad + residual), builds M = grad + residual in the
         residual's memory and P = M Q into one buffer after the raw
@@ -795,7 +803,7 @@ class PowerSGD(_Base):
         st.like = like
         # M = grad + error, in the error's memory (then error = M - approx
         # is one subtraction); P = M Q.
-        for i, (it, r) in enumerate(low):
+        for i, (it, _r) in enumerate(low):
             if not nat[i]:
                 m, n = ms[i].shape
                 mat = ms[i].add_(it.grad.reshape(m, n))
@@ -813,19 +821,20 @@ class PowerSGD(_Base):
         return st
 
     @staticmethod
-    def _stage(st: "_PsgdStep", name: str, *args) -> None:
+    def _stage(st: _PsgdStep, name: str, *args) -> None:
         """bellows_psgd_<name> on the CPU, or its CUDA twin."""
         lib, ctx = st.lib, st.ctx
         if ctx is None:
             rc = getattr(lib, "psgd_" + name)(*args)
         else:
+            assert st.like is not None  # a CUDA context has its tensor
             with torch.cuda.device(st.like.device):
                 rc = getattr(lib, f"psgd_{name}_cuda")(ctx.ptr, *args)
         if rc != 0:
             twin = "" if ctx is None else "_cuda"
             raise RuntimeError(f"bellows_psgd_{name}{twin}: {rc}")
 
-    def _power(self, st: "_PsgdStep", world: int) -> None:
+    def _power(self, st: _PsgdStep, world: int) -> None:
         """The second stage, once P is summed: the raw tensors written
         back, P orthogonalised, Q = M^T P."""
         buf, qbuf, ms = st.buf, st.qbuf, st.ms
@@ -846,12 +855,12 @@ class PowerSGD(_Base):
                         self._ptrs([qbuf.data_ptr() + st.qoff[i] * esz
                                     for i in idx]))
 
-    def _decode(self, st: "_PsgdStep", world: int) -> None:
+    def _decode(self, st: _PsgdStep, world: int) -> None:
         """The last stage, once Q is summed: grad <- P Q^T and error =
         M - P Q^T; Q kept as the next step's warm start."""
         buf, qbuf, ms, low = st.buf, st.qbuf, st.ms, st.low
         qbuf.div_(world)
-        for i, (it, r) in enumerate(low):
+        for i, (it, _r) in enumerate(low):
             q = st.qview(i)
             self.queries[it.layer] = q.clone()  # the next step's warm start
             if not st.nat[i]:
@@ -873,10 +882,10 @@ class PowerSGD(_Base):
             if st.ctx is not None:
                 self.cuda_layers += len(idx)
 
-    def _end(self, st: "_PsgdStep") -> None:
+    def _end(self, st: _PsgdStep) -> None:
         """The residuals are final (error = M - P Q^T): hands them back to
         the plan, in the items' (backward) order."""
-        for i, (it, r) in enumerate(st.low):
+        for i, (it, _r) in enumerate(st.low):
             self.residuals.end(it.layer, st.ms[i])
 
     def reset(self, layer: int | None = None) -> None:
@@ -914,7 +923,8 @@ class TopK(_Gathered):
         of largest magnitude out of it (their residual becomes 0); returns
         their values (float32) and indices (int32)."""
         g = grad.reshape(-1)
-        lib = _codec_lib() if self.native else None
+        # _where() says "cpu" or "cuda" only with a library.
+        lib: Any = _codec_lib() if self.native else None
         where = _where(lib, g, err)
         code = _DTYPE_CODE.get(g.dtype)
         if where == "cpu" and lib.codec_topk_encode is not None:
@@ -1133,6 +1143,7 @@ class _Quantizer(_Gathered):
     """
 
     bits = 0  # bits per value (1 or 2)
+    name = ""  # the subclass's, for messages
 
     def __init__(self, threshold: float = 0.5, native: bool = True):
         """``native``: use libbellows' C codecs where they apply (CPU
@@ -1282,7 +1293,8 @@ class _Quantizer(_Gathered):
 
     def _split(self, items: Sequence[Item], counts: Counts
                ) -> tuple[list[Item], list[Item]]:
-        raw, quant = [], []
+        raw: list[Item] = []
+        quant: list[Item] = []
         for it in items:
             counts.floats_raw += it.grad.numel()
             (quant if it.level > 0 else raw).append(it)
@@ -1731,7 +1743,8 @@ class GComp(_Base):
         """Reduces ``items`` across the ranks; returns what was sent."""
         from bellows import _lib
         counts = Counts()
-        raw, comp = [], []
+        raw: list[Item] = []
+        comp: list[Item] = []
         for it in items:
             counts.floats_raw += it.grad.numel()
             (comp if it.level > 0 else raw).append(it)
@@ -1820,8 +1833,8 @@ COMPRESSORS = ("powersgd", "topk", "1bit", "2bit", "gcomp")
 def make_compressor(name: str, seed: int = 0, threshold: float = 0.5):
     """Returns the compressor called ``name`` (one of COMPRESSORS):
     PowerSGD (seeded with ``seed``), TopK, OneBit or TwoBit (quantiser
-    ``threshold``) or GComp (lossless unless given an optimizer). Raises ValueError for another name or a bad
-    threshold."""
+    ``threshold``) or GComp (lossless unless given an optimizer). Raises
+    ValueError for another name or a bad threshold."""
     if name == "powersgd":
         return PowerSGD(seed)
     if name == "topk":

@@ -48,7 +48,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -66,7 +66,7 @@ class Plan:
     cols: tuple[float, ...]
 
     @classmethod
-    def default(cls, n: int) -> "Plan":
+    def default(cls, n: int) -> Plan:
         return cls(tuple(range(n)), (0.5,) * n, (1.0,) * n, (1.0,) * n)
 
     @functools.cached_property
@@ -211,7 +211,7 @@ class Residuals:
         """A group whose members' sizes differ cannot share (a plan from
         another model): its members keep their own residuals."""
         group = list(p.group)
-        for g, members in p.groups().items():
+        for members in p.groups().values():
             sizes = {self._numel(i) for i in members}
             if len(sizes) > 1 or 0 in sizes:
                 for i in members:
@@ -267,18 +267,18 @@ class Residuals:
                 if g in done:
                     continue
                 done.add(g)
-                rs = [before[j] for j in members
-                      if j in before and before[j] is not None]
+                rs = [r for j in members
+                      if (r := before.get(j)) is not None]
                 if rs:
                     self.war[g] = weighted_average(rs, plan.phi[g])
-            elif before[i] is None:
+            elif (r := before[i]) is None:
                 continue
             elif role[0] == "reduced":
                 m, n = _matrix(self.shapes[i])
-                self.blocks[i] = kept_block(before[i], m, n, plan.rows[i],
+                self.blocks[i] = kept_block(r, m, n, plan.rows[i],
                                             plan.cols[i])
             else:
-                self.own[i] = before[i]  # flat: begin reshapes it
+                self.own[i] = r  # flat: begin reshapes it
         return changed
 
     # -- one step --------------------------------------------------------
@@ -404,10 +404,10 @@ class Residuals:
     def _observe(self, layer: int, r: torch.Tensor) -> None:
         f = r.detach().float()
         n = f.numel()
-        l1 = f.abs().sum().item()
-        l2 = f.norm().item()
+        l1 = float(f.abs().sum().item())
+        l2 = float(f.norm().item())
         rms = l2 / math.sqrt(n) if n else 0.0
-        q = (0.0, 0.0, 0.0)
+        q: tuple[float, ...] = (0.0, 0.0, 0.0)
         if rms > 0.0 and math.isfinite(rms):
             stride = max(1, n // self.sample)
             s = f[::stride].abs()
@@ -416,9 +416,9 @@ class Residuals:
             q = tuple(float(v) / rms for v in qs.tolist())
         if not all(math.isfinite(v) for v in (l1, l2) + q):
             return
-        self.stats[layer] = (l1, l2) + q
+        self.stats[layer] = (l1, l2, q[0], q[1], q[2])
 
-    def take_stats(self) -> dict[int, tuple[float, ...]]:
+    def take_stats(self) -> dict[int, tuple[float, float, float, float, float]]:
         """The step's (l1, l2, q50, q90, q99) per layer; clears them."""
         self.count_peak()
         out, self.stats = self.stats, {}

@@ -54,7 +54,8 @@ import dataclasses
 import os
 import secrets
 import time
-from typing import Callable, Sequence
+from collections.abc import Sequence
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -78,7 +79,8 @@ __all__ = ["CompressionHook", "LevelChange", "PlanChange", "TorchAgent",
 
 
 def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    return model.module if hasattr(model, "module") else model
+    inner = getattr(model, "module", model)
+    return inner if isinstance(inner, torch.nn.Module) else model
 
 
 def _wants_exp_hist(exp_hist, name: str, p: torch.Tensor) -> bool:
@@ -162,10 +164,10 @@ class CompressionHook:
       all-gather or, for PowerSGD, one all-reduce of every P and one of
       every Q); the hook returns a future that completes when the
       callbacks have decoded, so backward goes on overlapping
-      communication; ``overlapped`` counts these buckets. Every collective starts on the thread that runs
-      backward, in bucket order, the same on every rank: a stage that
-      needs a collective's result (PowerSGD's Q) runs at the next
-      bucket's call, or, for the last bucket, in that collective's
+      communication; ``overlapped`` counts these buckets. Every collective
+      starts on the thread that runs backward, in bucket order, the same
+      on every rank: a stage that needs a collective's result
+      (PowerSGD's Q) runs at the next bucket's call, or, for the last bucket, in that collective's
       callback, after which nothing else starts (compress.Flight).
     - **timed**: ``timed`` set (a calibration, a sampled step), or a
       compressor without ``start``. The bucket is reduced synchronously
@@ -234,7 +236,7 @@ class CompressionHook:
         self._comp: list[bool] = []
         self._any_comp = False
         self.set_levels([0.0] * len(params))
-        self._start = getattr(compressor, "start", None)
+        self._start: Callable | None = getattr(compressor, "start", None)
         self._flights: list[Flight] = []
         self._pending: list[Flight] = []
         self.direct = 0
@@ -348,7 +350,7 @@ class CompressionHook:
                     or off < 0 or off + g.numel() > buf.numel()):
                 offsets = None
                 break
-            offsets.append(off)
+            offsets.append(off)  # type: ignore[union-attr]  # None breaks
         b = self._buckets[key] = _Bucket(tuple(layers), offsets)
         return b
 
@@ -401,6 +403,7 @@ class CompressionHook:
     def _overlapped(self, buf: torch.Tensor, items: list[Item], last: bool):
         """Starts the compressor's reduce of ``items``; returns a future
         of ``buf`` completed once every gradient holds the average."""
+        assert self._start is not None  # only compressors with start()
         fl = self._start(items, self.comm)
         self.overlapped += 1
         self._flights.append(fl)
@@ -818,8 +821,10 @@ class TorchAgent:
             backward_ms = self.backward_ms()
         if self.residuals is not None:
             for layer, st in self.residuals.take_stats().items():
+                l1, l2, q50, q90, q99 = st
                 self.agent.observe_residual(
-                    layer, *st, floats=self.residuals.floats(layer))
+                    layer, l1, l2, q50, q90, q99,
+                    floats=self.residuals.floats(layer))
             kept, full = self.residuals.memory()
             self._resid_steps += 1
             self._resid_kept += kept
@@ -860,7 +865,7 @@ class TorchAgent:
         self.model = None
         self.agent.close()
 
-    def __enter__(self) -> "TorchAgent":
+    def __enter__(self) -> TorchAgent:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -988,10 +993,10 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
     many windows have closed, whatever the decisions say: the run's own
     raw baseline, which the history then shows as windows sent raw
     (applied level 0) and `bellows report` and the demo's summary compare
-    the compressed windows' step time with. ``window_steps`` closes a window every N steps (0:
-    only at window_end()). ``layer_flags`` are added to every layer (e.g.
-    bellows.LAYER_MOMENTUM). ``exp_hist`` selects the layers that report
-    the 256-bin histogram of their gradients' float32 exponents each
+    the compressed windows' step time with. ``window_steps`` closes a
+    window every N steps (0: only at window_end()). ``layer_flags`` are
+    added to every layer (e.g. bellows.LAYER_MOMENTUM). ``exp_hist``
+    selects the layers that report the 256-bin histogram of their gradients' float32 exponents each
     window (LAYER_EXP_HIST, what the gcomp policy builds its tables
     from; float16 and bfloat16 gradients count in the bins of their
     float32 widening): None (default, none: nothing is measured or sent),
