@@ -109,12 +109,12 @@ jobs:
 YAML
 mv "$P.new" "$P"
 wait_count "reload refused" 2 "refusal of two errors"
-grep -q "reload refused, the running configuration stays: $P:2:3: unknown key 'apply_lagg' in daemon (and 1 more)\$" \
+grep -q "reload refused, the running configuration stays: $P:2:3: unknown key 'apply_lagg' in daemon (did you mean 'apply_lag'?) (and 1 more)\$" \
     "$TMP/bellowsd.log" ||
     fail "the refusal does not name the first error and count the other"
 wait_count "reload: $P:10:11: policy type 'schedule' has no parameter 'bogus'\$" \
     1 "the second error"
-status_has "reload_refused .*$P:2:3: unknown key 'apply_lagg' in daemon (and 1 more)" \
+status_has "reload_refused .*$P:2:3: unknown key 'apply_lagg' in daemon (did you mean 'apply_lag'?) (and 1 more)" \
     "the reload_refused event does not say '(and 1 more)'"
 status_has "policies: after" "the refused file replaced policy 'after'"
 ok "two errors are refused once, both logged, '(and 1 more)' in STATUS"
