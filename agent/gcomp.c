@@ -264,6 +264,9 @@ struct bellows_gcomp_cuda {
 	kern_gcomp_table t;    /* the table, host copy (headers, version) */
 	kern_gcomp_table *dev; /* its device copy */
 	void *stream;          /* cudaStream_t of every call */
+#ifdef KERN_HAVE_CUDA
+	kern_cuda_gcomp_scratch w; /* per-chunk scratch, kept between calls */
+#endif
 };
 
 int
@@ -293,6 +296,7 @@ bellows_gcomp_cuda_open(const bellows_gcomp_table *table, void *stream,
 			return BELLOWS_ENOMEM;
 		c->t = table->k;
 		c->stream = stream;
+		c->w = (kern_cuda_gcomp_scratch){ NULL, 0 };
 		if ((rc = kern_cuda_gcomp_table_upload(&c->t, &c->dev)) < 0) {
 			free(c);
 			return rc;
@@ -313,6 +317,7 @@ bellows_gcomp_cuda_close(bellows_gcomp_cuda **ctx)
 		return;
 #ifdef KERN_HAVE_CUDA
 	kern_cuda_gcomp_table_free((*ctx)->dev);
+	kern_cuda_gcomp_scratch_free(&(*ctx)->w);
 #endif
 	free(*ctx);
 	*ctx = NULL;
@@ -368,7 +373,8 @@ bellows_gcomp_encode_cuda(bellows_gcomp_cuda *ctx, int dtype, const void *x,
 		uint64_t bits[3];
 		size_t len;
 		int rc = kern_cuda_gcomp_encode_block(&ctx->t, ctx->dev, dtype,
-		    x, n, level, levels, out, cap, &len, bits, ctx->stream);
+		    x, n, level, levels, out, cap, &len, bits, &ctx->w,
+		    ctx->stream);
 
 		if (rc < 0)
 			return rc;
@@ -407,7 +413,7 @@ bellows_gcomp_decode_cuda(bellows_gcomp_cuda *ctx, const void *in, size_t bytes,
 		return BELLOWS_EINVAL;
 #ifdef KERN_HAVE_CUDA
 	return kern_cuda_gcomp_decode_block(&ctx->t, ctx->dev, in, bytes, dtype,
-	    out, n, add, errbuf, errlen, ctx->stream);
+	    out, n, add, errbuf, errlen, &ctx->w, ctx->stream);
 #else
 	(void)bytes;
 	(void)errbuf;

@@ -903,7 +903,10 @@ BELLOWS_EXPORT int bellows_gcomp_force_reference(int on);
  * without code for it, BELLOWS_EINVAL for a pointer or stream the runtime
  * refuses, BELLOWS_ENOMEM, BELLOWS_EIO for another failure. */
 
-/* A GComp table on a device, bound to a stream. */
+/* A GComp table on a device, bound to a stream, with the per-chunk
+ * scratch its calls keep between them (grown when a block needs more, so
+ * a steady run allocates nothing per call): one call at a time on a
+ * context. */
 typedef struct bellows_gcomp_cuda bellows_gcomp_cuda;
 
 /* Most values the CUDA twin encodes or decodes in one block (2^44 - 2^13:

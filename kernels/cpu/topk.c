@@ -141,17 +141,8 @@ kern_topk_list_scalar(const float *g, float *res, uint64_t n, uint32_t L,
 	return m;
 }
 
-uint64_t
-kern_topk_put(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m, uint32_t i)
-{
-	if (m < k)
-		memcpy(idx + 4 * m, &i, 4);
-	else if (m < 2 * k)
-		memcpy(val + 4 * (m - k), &i, 4);
-	return m + 1;
-}
-
-#define SAMPLE KERN_TOPK_SAMPLE
+#define SAMPLE       KERN_TOPK_SAMPLE
+#define SAMPLE_AHEAD 16 /* sampled values fetched ahead */
 
 /* The r-th largest (from 0, r < m) of the m keys at a, by quickselect
  * with a three-way partition (equal keys cost nothing); reorders a. */
@@ -187,51 +178,149 @@ nth_largest(uint32_t *a, uint32_t m, uint32_t r)
 	return a[lo];
 }
 
+/* Moves h[p] of the min-heap h (w keys, the subtrees below p heaps) down
+ * to its place. */
+static void
+sift_down(uint32_t *h, uint32_t w, uint32_t p)
+{
+	uint32_t t = h[p];
+
+	for (;;) {
+		uint32_t c = 2 * p + 1;
+
+		if (c >= w)
+			break;
+		if (c + 1 < w && h[c + 1] < h[c])
+			c++;
+		if (h[c] >= t)
+			break;
+		h[p] = h[c];
+		p = c;
+	}
+	h[p] = t;
+}
+
+/* nth_largest for a small r (r < HEAP_MAX, r < m): a min-heap of the
+ * r + 1 largest keys seen, one comparison for most keys. The same key. */
+#define HEAP_MAX 256
+
+static uint32_t
+nth_largest_small(const uint32_t *a, uint32_t m, uint32_t r)
+{
+	uint32_t h[HEAP_MAX], w = r + 1;
+
+	memcpy(h, a, w * sizeof(h[0]));
+	for (uint32_t p = w / 2; p-- > 0;)
+		sift_down(h, w, p);
+	for (uint32_t i = w; i < m; i++)
+		if (a[i] > h[0]) {
+			h[0] = a[i];
+			sift_down(h, w, 0);
+		}
+	return h[0];
+}
+
+/* The r-th largest (from 0) of the m keys at a; may reorder a. */
+static uint32_t
+key_rank(uint32_t *a, uint32_t m, uint32_t r)
+{
+	return r < HEAP_MAX ? nth_largest_small(a, m, r) : nth_largest(a, m, r);
+}
+
 uint32_t
 kern_topk_sample_threshold(uint32_t *sample, uint64_t n, uint64_t k)
 {
 	uint64_t rank = (3 * k * SAMPLE) / (2 * n);
 
-	return nth_largest(sample, SAMPLE, (uint32_t)rank);
+	return key_rank(sample, SAMPLE, (uint32_t)rank);
 }
 
-void
-kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
-    uint8_t *val)
+/* The j-th listed index of kern_topk_resolve's list. */
+static inline uint32_t
+cand(const uint8_t *idx, const uint8_t *val, uint64_t k, uint64_t j)
 {
-	uint32_t hist[2048];
-	uint64_t need = k, eq = 0, kept = 0;
-	uint32_t prefix = 0, mask = 0;
+	return j < k ? get32(idx, j) : get32(val, j - k);
+}
+
+/* The k-th key of the m listed (m <= RESOLVE_SMALL), exactly: from a copy
+ * of their keys by quickselect. Sets *need to how many keys equal to it
+ * are taken. */
+#define RESOLVE_SMALL 1024
+
+static uint32_t
+kth_key_small(const float *res, uint64_t k, uint64_t m, const uint8_t *idx,
+    const uint8_t *val, uint64_t *need)
+{
+	uint32_t keys[RESOLVE_SMALL], t;
+	uint64_t above = 0;
+
+	for (uint64_t j = 0; j < m; j++)
+		keys[j] = key_of(res[cand(idx, val, k, j)]);
+	t = nth_largest(keys, (uint32_t)m, (uint32_t)(k - 1));
+	for (uint64_t j = 0; j < m; j++)
+		above += keys[j] > t;
+	*need = k - above;
+	return t;
+}
+
+/* The k-th key's digits over the m listed, by radix: up to three
+ * histograms of 11, 10 and 10 bits, stopping once the k-th key's bucket is
+ * taken whole. Sets *prefix and *mask to the digits found and *need to how
+ * many keys matching them are taken. */
+static void
+kth_key_radix(const float *res, uint64_t k, uint64_t m, const uint8_t *idx,
+    const uint8_t *val, uint32_t *prefix, uint32_t *mask, uint64_t *need)
+{
 	static const int shift[3] = { 20, 10, 0 };
 	static const uint32_t width[3] = { 2048, 1024, 1024 };
+	uint32_t hist[2048];
 
-#define CAND(j) ((j) < k ? get32(idx, (j)) : get32(val, (j)-k))
+	*need = k;
+	*prefix = 0;
+	*mask = 0;
 	for (int level = 0; level < 3; level++) {
 		uint64_t acc = 0, cnt;
 		uint32_t d = width[level] - 1;
 
 		memset(hist, 0, width[level] * sizeof(hist[0]));
 		for (uint64_t j = 0; j < m; j++) {
-			uint32_t key = key_of(res[CAND(j)]);
+			uint32_t key = key_of(res[cand(idx, val, k, j)]);
 
-			if ((key & mask) == prefix)
+			if ((key & *mask) == *prefix)
 				hist[(key >> shift[level]) &
 				    (width[level] - 1)]++;
 		}
 		for (;; d--) {
-			if (acc + hist[d] >= need || d == 0)
+			if (acc + hist[d] >= *need || d == 0)
 				break;
 			acc += hist[d];
 		}
-		need -= acc;
+		*need -= acc;
 		cnt = hist[d];
-		prefix |= d << shift[level];
-		mask |= (width[level] - 1) << shift[level];
-		if (cnt == need)
+		*prefix |= d << shift[level];
+		*mask |= (width[level] - 1) << shift[level];
+		if (cnt == *need)
 			break;
 	}
+}
+
+void
+kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
+    uint8_t *val)
+{
+	uint64_t need, eq = 0, kept = 0;
+	uint32_t prefix, mask;
+
+	if (m <= RESOLVE_SMALL) {
+		prefix = kth_key_small(res, k, m, idx, val, &need);
+		mask = 0xffffffffu;
+	} else {
+		kth_key_radix(res, k, m, idx, val, &prefix, &mask, &need);
+	}
+	/* Taken: the keys whose digits exceed prefix, and the first `need`
+	 * equal to it; kept <= j, so idx is rewritten behind the reads. */
 	for (uint64_t j = 0; j < m; j++) {
-		uint32_t ix = CAND(j);
+		uint32_t ix = cand(idx, val, k, j);
 		uint32_t hi = key_of(res[ix]) & mask;
 
 		if (hi > prefix || (hi == prefix && eq < need)) {
@@ -239,7 +328,6 @@ kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
 			put32(idx, kept++, ix);
 		}
 	}
-#undef CAND
 	for (uint64_t j = 0; j < k; j++) {
 		uint32_t ix = get32(idx, j);
 
@@ -277,14 +365,47 @@ topk_sparse(float *res, uint64_t n, uint64_t k, uint64_t a, uint8_t *idx,
 	}
 }
 
+/* The sampled path's second try, when the first list held m keys, fewer
+ * than k or more than 2 k: another key of the sample (reordered, the same
+ * keys), its rank scaled by 1.5 k / m, and one pass over res (r already)
+ * lists the keys reaching it. Returns the new count, or 0 (no second
+ * threshold: the rank would not move, or its key is 0). */
+static uint64_t
+topk_relist(const float *res, uint64_t n, uint64_t k, uint64_t m,
+    uint32_t *sample, uint8_t *idx, uint8_t *val)
+{
+	uint64_t rank = (3 * k * SAMPLE) / (2 * n), r2;
+	uint32_t L;
+
+	if (m > 2 * k) { /* below rank: 1.5 k / m < 0.75 */
+		if (rank == 0)
+			return 0;
+		r2 = rank * 3 * k / (2 * m);
+	} else { /* above rank: 1.5 k / m > 1.5 */
+		r2 = (rank + 1) * 3 * k / (2 * (m > 0 ? m : 1));
+		if (r2 >= SAMPLE)
+			r2 = SAMPLE - 1;
+		if (r2 <= rank)
+			return 0;
+	}
+	L = key_rank(sample, SAMPLE, (uint32_t)r2);
+	if (L == 0)
+		return 0;
+	m = 0;
+	for (uint64_t i = 0; i < n; i++)
+		if (key_of(res[i]) >= L)
+			m = kern_topk_put(idx, val, k, m, (uint32_t)i);
+	return m;
+}
+
 /* The sampled path: a threshold L from SAMPLE evenly spaced values, set so
  * that about 1.5 k keys reach it; one pass computes r and lists the
  * indices of keys >= L into idx and val (2 k slots). If between k and 2 k
  * were listed, the top k are among them: kern_topk_resolve finishes over
  * the list. A threshold of 0 (the sample is mostly zeros) lists the
  * non-zero keys instead (L = 1): if at most k are, topk_sparse finishes in
- * a short pass. Returns 0 (nothing selected, res holds r) if the list did
- * not fit or was short. */
+ * a short pass. A list out of bounds gets one more try (topk_relist).
+ * Returns 0 (nothing selected, res holds r) if that missed too. */
 static int
 topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
     uint64_t k, uint8_t *idx, uint8_t *val)
@@ -292,8 +413,14 @@ topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
 	uint32_t sample[SAMPLE], L;
 	uint64_t stride = n / SAMPLE, m;
 
-	for (uint64_t s = 0; s < SAMPLE; s++)
+	for (uint64_t s = 0; s < SAMPLE; s++) {
+		/* Far apart: fetch ahead, or each value waits for memory. */
+		if (s + SAMPLE_AHEAD < SAMPLE) {
+			__builtin_prefetch(&res[(s + SAMPLE_AHEAD) * stride]);
+			__builtin_prefetch(&g[(s + SAMPLE_AHEAD) * stride]);
+		}
 		sample[s] = key_of(res[s * stride] + g[s * stride]);
+	}
 	L = kern_topk_sample_threshold(sample, n, k);
 	if (L == 0) {
 		m = list(g, res, n, 1, idx, val, k);
@@ -305,6 +432,8 @@ topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
 		m = list(g, res, n, L, idx, val, k);
 	}
 	if (m < k || m > 2 * k)
+		m = topk_relist(res, n, k, m, sample, idx, val);
+	if (m < k || m > 2 * k)
 		return 0;
 	kern_topk_resolve(res, k, m, idx, val);
 	return 1;
@@ -315,6 +444,31 @@ kern_topk_encode(const float *g, float *res, uint64_t n, uint64_t k,
     uint8_t *idx, uint8_t *val)
 {
 	kern_topk_encode_isa(KERN_ISA_AUTO, g, res, n, k, idx, val);
+}
+
+/* The radix select's first pass: res[i] += g[i] (unless g is NULL), and
+ * hist (2048 buckets) counts the keys' top 11 bits. Four interleaved
+ * copies of the histogram, summed at the end, so that runs of keys with
+ * the same top bits (gradients share exponents) do not each wait on the
+ * last increment of one counter. Returns how many keys are 0. */
+static uint64_t
+add_hist_top(const float *g, float *res, uint64_t n, uint32_t *hist)
+{
+	uint32_t part[4][2048];
+	uint64_t zeros = 0, i = 0;
+
+	memset(part, 0, sizeof(part));
+	for (; i < n; i++) {
+		float r = g != NULL ? res[i] + g[i] : res[i];
+		uint32_t key = key_of(r);
+
+		res[i] = r;
+		part[i & 3][key >> 20]++;
+		zeros += key == 0;
+	}
+	for (int b = 0; b < 2048; b++)
+		hist[b] = part[0][b] + part[1][b] + part[2][b] + part[3][b];
+	return zeros;
 }
 
 /* The listing pass of `isa` (supported, or KERN_ISA_AUTO). */
@@ -359,21 +513,9 @@ kern_topk_encode_isa(int isa, const float *g, float *res, uint64_t n,
 	if (n >= KERN_TOPK_SAMPLED_MIN && k <= n / 4) {
 		if (topk_sampled(topk_list(isa), g, res, n, k, idx, val))
 			return;
-		memset(hist, 0, sizeof(hist));
-		for (uint64_t i = 0; i < n; i++)
-			hist[key_of(res[i]) >> 20]++;
+		add_hist_top(NULL, res, n, hist);
 	} else {
-		uint64_t zeros = 0;
-
-		memset(hist, 0, sizeof(hist));
-		for (uint64_t i = 0; i < n; i++) {
-			float r = res[i] + g[i];
-			uint32_t key = key_of(r);
-
-			res[i] = r;
-			hist[key >> 20]++;
-			zeros += key == 0;
-		}
+		uint64_t zeros = add_hist_top(g, res, n, hist);
 		/* At most k non-zero keys: list them, take the rest in
 		 * zeros of lowest index. */
 		if (n - zeros <= k) {

@@ -16,20 +16,27 @@
  * Selection, on 31-bit magnitude keys (float bits without the sign, NaN
  * clamped to one key above Inf); no sort and no memory beyond the stack
  * and the output, exact k:
- *  - sampled (n >= 32768, k <= n / 4): a threshold from 2048 evenly
- *    spaced values (quickselect), set for about 1.5 k keys above it; one
- *    pass adds the gradient and lists the indices at or above it into the
- *    output's 2 k slots; if k to 2 k were listed, the k-th key is resolved
- *    by radix over the list alone and the list compacted in place; a
- *    threshold of 0 (a mostly zero input) lists the non-zero keys
- *    instead, and when at most k are, they are taken with the zeros of
- *    lowest index (sparse finish, below);
- *  - otherwise (small n, ties, a sample that missed): a radix select, up
- *    to three histogram passes of 11, 10 and 10 bits over the values whose
- *    higher digits match the k-th key's (stopping once its bucket is taken
- *    whole, or, when that bucket holds at most k values, listing it and
- *    finishing over the list), then one compaction pass; when its first
- *    pass counts at most k non-zero keys, the sparse finish instead;
+ *  - sampled (n >= 4096, k <= n / 4): a threshold from 2048 evenly
+ *    spaced values (a heap or quickselect), set for about 1.5 k keys
+ *    above it; one pass adds the gradient and lists the indices at or
+ *    above it into the output's 2 k slots (a vector pass stores a
+ *    vector's hits at once, compressed in index order); if fewer than k
+ *    or more than 2 k were listed, one more pass lists against another
+ *    key of the sample, its rank scaled by what the first pass found; if
+ *    k to 2 k were listed, the k-th key is resolved over the list alone
+ *    (quickselect on a copy of the keys up to 1024 listed, else radix)
+ *    and the list compacted in place; a threshold of 0 (a mostly zero
+ *    input) lists the non-zero keys instead, and when at most k are,
+ *    they are taken with the zeros of lowest index (sparse finish,
+ *    below);
+ *  - otherwise (small n, ties, a sample that missed twice): a radix
+ *    select, up to three histogram passes of 11, 10 and 10 bits (the
+ *    first into four interleaved copies, so that equal keys do not wait
+ *    on one counter) over the values whose higher digits match the k-th
+ *    key's (stopping once its bucket is taken whole, or, when that bucket
+ *    holds at most k values, listing it and finishing over the list),
+ *    then one compaction pass; when its first pass counts at most k
+ *    non-zero keys, the sparse finish instead;
  *  - sparse finish: every non-zero key is taken, and the k - nnz zero
  *    keys (+-0) of lowest index, which is the tie rule at a k-th key of 0;
  *    one pass lists the non-zero indices, another, stopping once it has
@@ -56,16 +63,39 @@ void kern_topk_encode_isa(int isa, const float *g, float *res, uint64_t n,
     uint64_t k, uint8_t *idx, uint8_t *val);
 
 /* The sampled path's listing pass: for i < n, res[i] += g[i], and each i
- * whose key reaches L, in ascending order, is listed by kern_topk_put
- * (2 k slots: idx, then val); returns how many reached L (may exceed
- * 2 k). */
+ * whose key reaches L, in ascending order, is listed as by kern_topk_put
+ * (2 k slots: idx, then val; a vector pass may also write slots beyond
+ * its last hit, see kern_topk_slots); returns how many reached L (may
+ * exceed 2 k). */
 typedef uint64_t kern_topk_list_fn(const float *g, float *res, uint64_t n,
     uint32_t L, uint8_t *idx, uint8_t *val, uint64_t k);
 
 /* Lists index i as the m-th (slot m of idx's k, then val's k; dropped
  * beyond 2 k); returns m + 1. */
-uint64_t kern_topk_put(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m,
-    uint32_t i);
+static inline uint64_t
+kern_topk_put(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m, uint32_t i)
+{
+	if (m < k)
+		memcpy(idx + 4 * m, &i, 4);
+	else if (m < 2 * k)
+		memcpy(val + 4 * (m - k), &i, 4);
+	return m + 1;
+}
+
+/* Where a vector listing pass may store w indices from the m-th on in one
+ * store: slot m when slots m to m + w - 1 all lie in idx's k or all in
+ * val's k, else NULL (list them one by one with kern_topk_put). What the
+ * store leaves beyond its hits is overwritten by the next hits or never
+ * read. */
+static inline uint8_t *
+kern_topk_slots(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m, uint64_t w)
+{
+	if (m + w <= k)
+		return idx + 4 * m;
+	if (m >= k && m + w <= 2 * k)
+		return val + 4 * (m - k);
+	return NULL;
+}
 
 kern_topk_list_fn kern_topk_list_scalar;
 #ifdef KERN_HAVE_X86
@@ -76,7 +106,7 @@ kern_topk_list_fn kern_topk_list_avx512;
 /* Values sampled for the threshold, and the fewest values of the sampled
  * path. */
 #define KERN_TOPK_SAMPLE      2048
-#define KERN_TOPK_SAMPLED_MIN (1u << 15)
+#define KERN_TOPK_SAMPLED_MIN (2u * KERN_TOPK_SAMPLE)
 
 /* The magnitude key of v: its bits without the sign, NaNs clamped to one
  * above +-Inf's. Keys compare as the magnitudes do. */

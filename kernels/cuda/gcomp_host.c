@@ -1,8 +1,9 @@
 /* gcomp_host - the CUDA GComp codec's host side: orders the launches of
  * gcomp.cu, copies the chunk sizes and headers the host needs, and checks
  * a block's headers as the CPU decoder does before any chunk is decoded.
- * Allocates its scratch with cudaMalloc per call (a twin for tests and
- * experiments, not a tuned path); reads and waits on the caller's stream,
+ * Its per-chunk scratch is the caller's (kern_cuda_gcomp_scratch), grown
+ * when a block has more chunks than it holds, so that a steady run makes
+ * no allocation per call; reads and waits on the caller's stream,
  * so a block written there just before is complete when its headers are
  * read. Also uploads a table for libbellows' public twin (agent/gcomp.c).
  */
@@ -53,11 +54,56 @@ gh_le64(const uint8_t *p)
 	return (uint64_t)gh_le32(p) | (uint64_t)gh_le32(p + 4) << 32;
 }
 
+void
+kern_cuda_gcomp_scratch_free(kern_cuda_gcomp_scratch *w)
+{
+	if (w == NULL)
+		return;
+	if (w->dev != NULL)
+		(void)cudaFree(w->dev);
+	w->dev = NULL;
+	w->chunks = 0;
+}
+
+/* Makes w hold at least `chunks` chunks and points *offsets, *sizes and
+ * *status (each may be NULL) at their parts. The calls below wait for
+ * their stream before they return, so nothing queued still uses memory
+ * that is freed here. Returns 0 or a BELLOWS_E*. */
+static int
+gh_scratch(kern_cuda_gcomp_scratch *w, uint64_t chunks, uint64_t **offsets,
+    uint32_t **sizes, uint32_t **status)
+{
+	char *p;
+
+	if (w == NULL)
+		return BELLOWS_EINVAL;
+	if (w->chunks < chunks) {
+		uint64_t want = chunks * 2;
+		int rc;
+
+		kern_cuda_gcomp_scratch_free(w);
+		if ((rc = gh_rc(cudaMalloc(&w->dev, want * 24))) < 0) {
+			w->dev = NULL;
+			return rc;
+		}
+		w->chunks = want;
+	}
+	p = w->dev;
+	if (offsets != NULL)
+		*offsets = (uint64_t *)(void *)p;
+	if (sizes != NULL)
+		*sizes = (uint32_t *)(void *)(p + 8 * w->chunks);
+	if (status != NULL)
+		*status = (uint32_t *)(void *)(p + 20 * w->chunks);
+	return 0;
+}
+
 int
 kern_cuda_gcomp_encode_block(const kern_gcomp_table *t,
     const kern_gcomp_table *t_dev, int dtype, const void *x, uint64_t n,
     int level, const uint8_t *levels, uint8_t *out, size_t cap,
-    size_t *ret_bytes, uint64_t *ret_bits, void *stream)
+    size_t *ret_bytes, uint64_t *ret_bits, kern_cuda_gcomp_scratch *w,
+    void *stream)
 {
 	uint64_t chunks = (n + KERN_GCOMP_CHUNK - 1) / KERN_GCOMP_CHUNK;
 	uint64_t off = KERN_GCOMP_HEADER + chunks * KERN_GCOMP_CHUNK_HEADER;
@@ -80,10 +126,7 @@ kern_cuda_gcomp_encode_block(const kern_gcomp_table *t,
 		goto fail;
 	}
 	if (chunks > 0) {
-		if ((rc = gh_rc(cudaMalloc((void **)&sizes,
-			 chunks * 3 * sizeof(*sizes)))) < 0 ||
-		    (rc = gh_rc(cudaMalloc((void **)&offsets,
-			 chunks * sizeof(*offsets)))) < 0)
+		if ((rc = gh_scratch(w, chunks, &offsets, &sizes, NULL)) < 0)
 			goto fail;
 		if ((rc = gh_rc((cudaError_t)kern_cuda_gcomp_sizes(t_dev, dtype,
 			 x, n, level, levels, sizes, chunks, stream))) < 0 ||
@@ -134,8 +177,6 @@ kern_cuda_gcomp_encode_block(const kern_gcomp_table *t,
 	if (ret_bytes != NULL)
 		*ret_bytes = (size_t)off;
 fail:
-	cudaFree(sizes);
-	cudaFree(offsets);
 	free(h_sizes);
 	free(h_off);
 	return rc;
@@ -144,7 +185,8 @@ fail:
 int
 kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
     const kern_gcomp_table *t_dev, const uint8_t *in, size_t bytes, int dtype,
-    void *out, uint64_t n, int add, char *errbuf, size_t errlen, void *stream)
+    void *out, uint64_t n, int add, char *errbuf, size_t errlen,
+    kern_cuda_gcomp_scratch *w, void *stream)
 {
 	cudaStream_t s = (cudaStream_t)stream;
 	uint8_t head[KERN_GCOMP_HEADER];
@@ -239,8 +281,7 @@ kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
 	}
 	if (chunks == 0)
 		goto fail; /* rc is 0: nothing to decode */
-	if ((rc = gh_rc(
-		 cudaMalloc((void **)&status, chunks * sizeof(*status)))) < 0 ||
+	if ((rc = gh_scratch(w, chunks, NULL, NULL, &status)) < 0 ||
 	    (rc = gh_rc((cudaError_t)kern_cuda_gcomp_decode(t_dev, in, chunks,
 		 dtype, out, add, status, stream))) < 0 ||
 	    (rc = gh_rc(cudaMemcpyAsync(h_status, status,
@@ -262,7 +303,6 @@ kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
 		}
 	}
 fail:
-	cudaFree(status);
 	free(ch);
 	free(h_status);
 	return rc;

@@ -45,21 +45,37 @@ int kern_cuda_gcomp_decode(const kern_gcomp_table *t, const uint8_t *in,
     uint64_t chunks, int dtype, void *out, int add, uint32_t *status,
     void *stream);
 
+/* The per-chunk scratch of the block calls below, in device memory: 24
+ * bytes a chunk (offsets, three segment sizes, a decode status). Starts
+ * zeroed ({ NULL, 0 }); a call that needs more chunks than it holds
+ * frees it and allocates twice what it needs (a few times over a run,
+ * not once per call). One call at a time, on the device it was first
+ * used on; kern_cuda_gcomp_scratch_free releases it. */
+typedef struct kern_cuda_gcomp_scratch {
+	void *dev;       /* device memory, or NULL */
+	uint64_t chunks; /* chunks it holds */
+} kern_cuda_gcomp_scratch;
+
+/* Frees w's memory and zeroes it; NULL-safe. */
+void kern_cuda_gcomp_scratch_free(kern_cuda_gcomp_scratch *w);
+
 /* The host side (gcomp_host.c): a whole block on the device. t_dev is a
  * copy of t in device memory, x, levels (may be NULL), out and in are
- * device memory. Encode writes the CPU encoder's bytes; *ret_bytes gets
- * the block's length, ret_bits (3 words, may be NULL) the bits of its
- * exponent, level and mantissa segments. Return 0 or a BELLOWS_E* as
- * kern_gcomp_encode and kern_gcomp_decode (decode also refuses, BELLOWS_EPROTO,
- * a block whose chunks other than the last do not hold KERN_GCOMP_CHUNK
- * values); both wait for the stream. */
+ * device memory; w is the caller's scratch (above). Encode writes the CPU
+ * encoder's bytes; *ret_bytes gets the block's length, ret_bits (3 words, may
+ * be NULL) the bits of its exponent, level and mantissa segments. Return 0 or a
+ * BELLOWS_E* as kern_gcomp_encode and kern_gcomp_decode (decode also refuses,
+ * BELLOWS_EPROTO, a block whose chunks other than the last do not hold
+ * KERN_GCOMP_CHUNK values); both wait for the stream. */
 int kern_cuda_gcomp_encode_block(const kern_gcomp_table *t,
     const kern_gcomp_table *t_dev, int dtype, const void *x, uint64_t n,
     int level, const uint8_t *levels, uint8_t *out, size_t cap,
-    size_t *ret_bytes, uint64_t *ret_bits, void *stream);
+    size_t *ret_bytes, uint64_t *ret_bits, kern_cuda_gcomp_scratch *w,
+    void *stream);
 int kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
     const kern_gcomp_table *t_dev, const uint8_t *in, size_t bytes, int dtype,
-    void *out, uint64_t n, int add, char *errbuf, size_t errlen, void *stream);
+    void *out, uint64_t n, int add, char *errbuf, size_t errlen,
+    kern_cuda_gcomp_scratch *w, void *stream);
 
 /* Copies t to a new device allocation on the current device and waits:
  * *ret_dev gets it, for kern_cuda_gcomp_table_free. Returns 0 or a

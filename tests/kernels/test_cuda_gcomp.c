@@ -254,6 +254,8 @@ kernel_twin(void)
 	void *dx, *dtheta, *dout, *dy;
 	uint8_t *dlv;
 	kern_gcomp_opt o;
+	kern_cuda_gcomp_scratch w = { NULL, 0 };
+	void *kept;
 	char err[256];
 
 	x = malloc(n * 4);
@@ -301,21 +303,24 @@ kernel_twin(void)
 	CHECK(cudaMemcpy(lvg, dlv, n, cudaMemcpyDeviceToHost) == cudaSuccess);
 	CHECK(memcmp(lv, lvg, n) == 0);
 	CHECK(kern_cuda_gcomp_encode_block(t, dt, KERN_F32, dx, n, 0, dlv, dout,
-		  cap, &lg, NULL, NULL) == 0);
+		  cap, &lg, NULL, &w, NULL) == 0);
+	kept = w.dev;
 	CHECK(lg == lc);
 	CHECK(cudaMemcpy(bg, dout, lg, cudaMemcpyDeviceToHost) == cudaSuccess);
 	CHECK(memcmp(bc, bg, lc) == 0);
 	CHECK(kern_cuda_gcomp_decode_block(t, dt, dout, lg, KERN_F32, dy, n, 0,
-		  err, sizeof(err), NULL) == 0);
+		  err, sizeof(err), &w, NULL) == 0);
+	CHECK(w.dev == kept); /* the scratch is kept, not allocated again */
 	CHECK(cudaMemcpy(yg, dy, n * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
 	CHECK(memcmp(yc, yg, n * 4) == 0);
 	/* A corrupted exponent code, and a truncated block. */
 	bg[KERN_GCOMP_HEADER + 4 * KERN_GCOMP_CHUNK_HEADER + 3] ^= 0xff;
 	CHECK(cudaMemcpy(dout, bg, lg, cudaMemcpyHostToDevice) == cudaSuccess);
 	CHECK(kern_cuda_gcomp_decode_block(t, dt, dout, lg, KERN_F32, dy, n, 0,
-		  err, sizeof(err), NULL) == BELLOWS_EPROTO);
+		  err, sizeof(err), &w, NULL) == BELLOWS_EPROTO);
 	CHECK(kern_cuda_gcomp_decode_block(t, dt, dout, lg - 1, KERN_F32, dy, n,
-		  0, err, sizeof(err), NULL) == BELLOWS_EPROTO);
+		  0, err, sizeof(err), &w, NULL) == BELLOWS_EPROTO);
+	kern_cuda_gcomp_scratch_free(&w);
 	printf("CUDA GComp: %zu bytes, as the CPU's byte for byte\n", lg);
 	return 0;
 }

@@ -8,7 +8,10 @@
  * all values equal, few distinct magnitudes of both signs, zeros of both
  * signs, NaN and infinities, huge, tiny and subnormal values), and on
  * mostly zero inputs with 0, k - 1, k, k + 1, 2 k and 2 k + 1 non-zero
- * values (one a NaN, or none) on every ISA. Then the
+ * values (one a NaN, or none) on every ISA, and below 32 Ki values
+ * (1 to 32767, where the sampled path starts at 4096) with samples that
+ * miss both ways (too many or too few values reach the threshold) on
+ * every ISA. Then the
  * public API (bellows/codec.h): exactly k values sent, the residual is the
  * input minus the decoded value exactly, messages round-trip, and
  * corrupted or truncated messages are refused with an error, never read
@@ -235,6 +238,88 @@ test_topk_every_isa_matches_the_scalar_code_bit_for_bit(void **state)
 		}
 	}
 	print_message("top-k listing pass checked on %d vector ISA(s)\n", isas);
+}
+
+/* Fills g for the sampled path's misses: the values at the sampled places
+ * (every (n / KERN_TOPK_SAMPLE)-th, topk.h) near 0.001 and the others
+ * random (the sample's threshold lists far too many), or the other way
+ * round (far too few). */
+static void
+fill_off_sample(float *g, uint64_t n, int sampled_high)
+{
+	uint64_t stride = n / KERN_TOPK_SAMPLE;
+
+	for (uint64_t i = 0; i < n; i++) {
+		int in = stride > 0 && i % stride == 0 &&
+		    i / stride < KERN_TOPK_SAMPLE;
+		float small = 0.001f * (1.0f + unif() * 0.01f);
+
+		g[i] = in == sampled_high ? unif() : small;
+	}
+}
+
+/* Encodes g with every ISA from the residual rst and checks indices,
+ * values and residual against the reference's ridx, rval and rres. */
+static void
+assert_every_isa_matches(const float *g, const float *rst, uint64_t n,
+    uint64_t k, const uint32_t *ridx, const float *rval, const float *rres)
+{
+	size_t b = (n + 1) * sizeof(float);
+	float *res = malloc(b);
+	uint8_t *o = malloc(8 * k + 1);
+
+	for (int isa = KERN_ISA_SCALAR; isa <= KERN_ISA_LAST; isa++) {
+		if (!kern_cpu_isa_supported(isa))
+			continue;
+		memcpy(res, rst, b);
+		/* Unaligned: +1. */
+		kern_topk_encode_isa(isa, g, res, n, k, o + 1, o + 1 + 4 * k);
+		assert_memory_equal(o + 1, ridx, 4 * k);
+		assert_memory_equal(o + 1 + 4 * k, rval, 4 * k);
+		assert_memory_equal(res, rres, n * 4);
+	}
+	free(res);
+	free(o);
+}
+
+static void
+test_topk_below_32ki_values_matches_the_reference_on_every_isa(void **state)
+{
+	static const uint64_t sizes[] = { 1, 2, 100, 1000, 4095, 4096, 4097,
+		16384, 32767 };
+
+	(void)state;
+	for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		uint64_t n = sizes[si];
+		uint64_t ks[] = { 1, n / 100, n / 4 };
+		size_t b = (n + 1) * sizeof(float);
+
+		/* The sets, then the sample's misses both ways. */
+		for (int set = 0; set < SET_COUNT + 2; set++)
+			for (size_t ki = 0; ki < 3; ki++) {
+				uint64_t k = ks[ki];
+				float *g = malloc(b), *rres = calloc(1, b);
+				float *rst = malloc(b), *rval = malloc(b);
+				uint32_t *ridx = malloc(b);
+
+				for (int step = 0; step < 2; step++) {
+					if (set < SET_COUNT)
+						fill((enum set)set, g, n);
+					else
+						fill_off_sample(g, n,
+						    set == SET_COUNT);
+					memcpy(rst, rres, b);
+					ref_encode(g, rres, n, k, ridx, rval);
+					assert_every_isa_matches(g, rst, n, k,
+					    ridx, rval, rres);
+				}
+				free(g);
+				free(rres);
+				free(rst);
+				free(rval);
+				free(ridx);
+			}
+	}
 }
 
 /* Fills g with +-0 but for nnz values at distinct random places: random
@@ -506,6 +591,8 @@ main(void)
 		    test_topk_every_isa_matches_the_scalar_code_bit_for_bit),
 		cmocka_unit_test(
 		    test_topk_sparse_input_matches_the_reference_on_every_isa),
+		cmocka_unit_test(
+		    test_topk_below_32ki_values_matches_the_reference_on_every_isa),
 		cmocka_unit_test(
 		    test_topk_residual_is_input_minus_decoded_exactly),
 		cmocka_unit_test(test_topk_message_round_trips_and_adds),

@@ -436,6 +436,35 @@ class TopKTest(unittest.TestCase):
         self.assertEqual(runs[1][0]["calls"],
                          [("all_reduce", 10), ("all_gather", 2 * sum(k))])
 
+    def test_topk_decode_of_all_ranks_has_the_bits_of_a_sum_per_rank(self):
+        """One index_add_ over every rank's and tensor's pairs gives the
+        bits of a sum rank by rank, tensor by tensor, on indices that
+        collide across ranks."""
+        gen = torch.Generator().manual_seed(7)
+        shapes, ks, world = [(5, 7), (1,), (300,)], [4, 1, 60], 3
+        items = [compress.Item(j, torch.empty(sh), 0.1)
+                 for j, sh in enumerate(shapes)]
+        gathered = []
+        for _ in range(world):
+            parts = []
+            for it, k in zip(items, ks):
+                idx = torch.randperm(it.grad.numel(), generator=gen)[:k]
+                vals = torch.randn(k, generator=gen) * 1e3
+                parts += [vals, idx.sort().values.to(torch.int32)
+                          .view(torch.float32)]
+            gathered.append(torch.cat(parts))
+        compress.TopK()._decode_all(list(zip(items, ks)), gathered, world)
+        off = 0
+        for it, k in zip(items, ks):
+            want = torch.zeros(it.grad.numel())
+            for g in gathered:
+                want.index_add_(0, g[off + k:off + 2 * k].view(
+                    torch.int32).long(), g[off:off + k])
+            want.div_(world)
+            self.assertTrue(torch.equal(it.grad.reshape(-1).view(
+                torch.int32), want.view(torch.int32)), f"tensor {it.layer}")
+            off += 2 * k
+
     def test_topk_level_rounding(self):
         self.assertEqual(compress.TopK.k_of(400, 0.1), 40)
         self.assertEqual(compress.TopK.k_of(400, 0.001), 1)

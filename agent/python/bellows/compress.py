@@ -1009,17 +1009,41 @@ class TopK(_Gathered):
 
     def _decode_all(self, sparse: list, gathered: list[torch.Tensor],
                     world: int) -> None:
-        off = 0
-        for it, k in sparse:
-            out = torch.zeros(it.grad.numel(), dtype=torch.float32,
-                              device=it.grad.device)
+        """Sums every rank's (value, index) pairs of every tensor into one
+        flat buffer, the tensors end to end: the payload positions of all
+        values and of all indices are gathered at once, each index moved
+        by its tensor's place in the buffer, and one index_add_ adds
+        them. On the CPU that is one call over all ranks, rank after rank
+        (the sums in the same order as one call per rank); on a GPU one
+        call per rank, whose indices are distinct, so that no two atomic
+        adds meet and every rank gets the same bits."""
+        dev = gathered[0].device
+        ks = [k for _, k in sparse]
+        numels = [it.grad.numel() for it, _ in sparse]
+        k_all = torch.tensor(ks, dtype=torch.long, device=dev)
+        starts = torch.cumsum(k_all, 0) - k_all  # each tensor's first pair
+        base = torch.tensor([0] + numels[:-1], dtype=torch.long,
+                            device=dev).cumsum(0)
+        which = torch.repeat_interleave(
+            torch.arange(len(ks), device=dev), k_all)
+        pair = torch.arange(int(k_all.sum()), device=dev)
+        vpos = pair + starts[which]  # payload place of each value
+        ipos = vpos + k_all[which]  # and of its index
+        shift = base[which]
+        out = torch.zeros(sum(numels), dtype=torch.float32, device=dev)
+        if dev.type == "cpu":
+            g = torch.stack(gathered)
+            idx = g[:, ipos].view(torch.int32).long() + shift
+            out.index_add_(0, idx.reshape(-1), g[:, vpos].reshape(-1))
+        else:
             for g in gathered:
-                vals = g[off:off + k]
-                idx = g[off + k:off + 2 * k].view(torch.int32).long()
-                out.index_add_(0, idx, vals)
-            off += 2 * k
-            out.div_(world)
-            it.grad.copy_(out.view_as(it.grad))
+                idx = g[ipos].view(torch.int32).long() + shift
+                out.index_add_(0, idx, g[vpos])
+        out.div_(world)
+        at = 0
+        for (it, _), numel in zip(sparse, numels):
+            it.grad.copy_(out[at:at + numel].view_as(it.grad))
+            at += numel
 
 
 _native_codec = None  # libbellows' functions, False if unavailable
