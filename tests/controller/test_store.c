@@ -1051,7 +1051,7 @@ v2_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	return 0;
 }
 
-static void
+static bool
 v2_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
 {
 	v2_window *v = ctx;
@@ -1063,6 +1063,7 @@ v2_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
 	v->act = w->layers[0].act_steps;
 	v->threshold = w->size_threshold;
 	v->calibrate = in_force->calibrate_steps;
+	return true;
 }
 
 static void
@@ -1865,7 +1866,7 @@ rec_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	return 0;
 }
 
-static void
+static bool
 rec_window(void *arg, void *ctx, bellows_window *w,
     const com_decision *in_force)
 {
@@ -1880,6 +1881,7 @@ rec_window(void *arg, void *ctx, bellows_window *w,
 		r->level_l2 = in_force->level[2];
 		r->compute_median = w->compute_ms_median;
 	}
+	return true;
 }
 
 static void
@@ -2066,7 +2068,7 @@ rt_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	return 0;
 }
 
-static void
+static bool
 rt_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
 {
 	rt_window *r = ctx;
@@ -2080,6 +2082,7 @@ rt_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
 	r->n_comm = w->n_comm;
 	for (uint32_t i = 0; i < w->n_comm && i < 3; i++)
 		r->comm[i] = w->comm[i];
+	return true;
 }
 
 static void
@@ -2260,13 +2263,14 @@ rp_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	return 0;
 }
 
-static void
+static bool
 rp_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
 {
 	(void)arg;
 	(void)ctx;
 	(void)w;
 	(void)in_force;
+	return true;
 }
 
 static void
