@@ -587,8 +587,20 @@ jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
 	job_rank *rk;
 	int r;
 
+	const char *resumer;
+
 	if ((r = ctl_jobs_check_client(jobs, name, client, why, why_len)) != 0)
 		return r;
+	if ((resumer = ctl_jobs_resuming(jobs, name)) != NULL) {
+		/* Nothing of a job being resumed moves: a rank of the old
+		 * launch that was thought gone joins again, and is told to
+		 * wait there. */
+		ctl_jobs_why(why, why_len,
+		    "job '%s' is being resumed by launch '%s': rank %u is not "
+		    "joined",
+		    name, resumer, rank);
+		return BELLOWS_ENOTJOINED;
+	}
 	j = ctl_jobs_find(jobs, name);
 	if (j == NULL) {
 		ctl_jobs_why(why, why_len, "unknown job '%s'",

@@ -387,6 +387,10 @@ int ctl_jobs_resume(ctl_jobs *jobs, job **jp, const com_hello *h,
 
 typedef struct job_resume job_resume;
 
+/* The launch resuming job `name` while its run is read back, NULL when
+ * none is (or name is NULL); the table owns the text. */
+const char *ctl_jobs_resuming(const ctl_jobs *jobs, const char *name);
+
 /* Refuses a Hello of a job being resumed by another launch, or at
  * another window, than the Hello's: 0, or BELLOWS_EBUSY with why. */
 int ctl_jobs_resume_held(ctl_jobs *jobs, const com_hello *h, char *why,

@@ -137,6 +137,17 @@ resume_client_shown(const char *client)
 	return client[0] != '\0' ? client : "(local, no security)";
 }
 
+const char *
+ctl_jobs_resuming(const ctl_jobs *jobs, const char *name)
+{
+	const job_resume *rs;
+
+	if (jobs->resumes == NULL || name == NULL)
+		return NULL;
+	rs = resume_find(jobs, name);
+	return rs != NULL ? rs->run_key : NULL;
+}
+
 int
 ctl_jobs_resume_held(ctl_jobs *jobs, const com_hello *h, char *why,
     size_t why_len)
