@@ -12,6 +12,9 @@
  * made on the spot) and is welcomed; one nobody takes within
  * rank_timeout_ms is dropped.
  *
+ * The thread runs at a nice value JOBS_RESUME_NICE above the daemon's:
+ * on a loaded machine the loop gets the CPU first.
+ *
  * A client (the authenticated name; without security every local client
  * is one) has at most JOBS_RESUMES_PER_CLIENT read-backs in flight or
  * waiting, the daemon at most JOBS_RESUMES_MAX; a job is resumed at most
@@ -36,11 +39,19 @@
 
 #include <bellows/error.h>
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define JOBS_RESUME_NICE                                                       \
+	10 /* read-back threads' nice value, over the                          \
+	    * daemon's */
 
 struct job_resume {
 	job_resume *next;    /* list of the table's read-backs */
@@ -93,6 +104,23 @@ resume_unlink(ctl_jobs *jobs, job_resume *rs)
 	}
 }
 
+/* Lowers the calling thread's scheduling priority by
+ * JOBS_RESUME_NICE (Linux: a thread's nice value is its own), so that on
+ * a loaded machine the loop, not the read-back, gets the CPU first. */
+static void
+resume_lower_priority(void)
+{
+	id_t tid = (id_t)syscall(SYS_gettid);
+	int now;
+
+	errno = 0;
+	now = getpriority(PRIO_PROCESS, tid);
+	if (now == -1 && errno != 0)
+		return;
+	(void)setpriority(PRIO_PROCESS, tid,
+	    now + JOBS_RESUME_NICE > 19 ? 19 : now + JOBS_RESUME_NICE);
+}
+
 static void *
 resume_thread(void *arg)
 {
@@ -105,6 +133,7 @@ resume_thread(void *arg)
 
 	/* The fault callback keeps events, which are the loop's. */
 	ctl_worker_mute_faults(true);
+	resume_lower_priority();
 	rs->rc = ctl_store_load_run(rs->store, rs->run, rs->job, rs->below,
 	    JOBS_LOG, &ops, &rs->rec);
 	atomic_store(&rs->done, true);
