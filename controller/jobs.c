@@ -41,6 +41,11 @@
  * - a resume rewinds the job to the window it resumes at: the log is
  *   emptied and refilled with the decisions in force there, so apply
  *   steps again never decrease from there on;
+ * - while a job's run is read back for a resume (off the loop,
+ *   jobs_resume.c) the job is resuming: it is not touched (no rank is
+ *   joined, no window opens), every Hello of it but the resuming
+ *   launch's at its window is refused with BELLOWS_EBUSY, and the job
+ *   read replaces it only when that launch's next Hello takes it;
  * - for every open window i, expected[i] is the number of ranks it waits
  *   for (alive, and first_window <= its index) and have[i] how many of
  *   those it holds a report of; the window is complete when they are
@@ -200,6 +205,7 @@ ctl_jobs_destroy(ctl_jobs **jobs)
 {
 	if (jobs == NULL || *jobs == NULL)
 		return;
+	ctl_jobs_cancel_resumes(*jobs);
 	for (uint32_t i = 0; i < (*jobs)->n_jobs; i++)
 		ctl_jobs_job_destroy(&(*jobs)->jobs[i]);
 	free((*jobs)->jobs);
@@ -248,6 +254,9 @@ ctl_jobs_reload(ctl_jobs *jobs, const ctl_config *cfg, char *errbuf,
 	uint32_t n = jobs->n_jobs, i;
 	int r = BELLOWS_ENOMEM;
 
+	/* A run being read back starts its policies with the configuration
+	 * going away: it is read again under the new one. */
+	ctl_jobs_cancel_resumes(jobs);
 	/* Every job's new set is prepared before any is committed, so a
 	 * policy that cannot start for one job leaves all of them as they
 	 * were. Prepared sets borrow the state in force until the commit. */
@@ -364,11 +373,8 @@ ctl_jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
 }
 
 int
-ctl_jobs_job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
-    const com_layer_info *layers, uint32_t n_layers, job **ret)
+ctl_jobs_reserve(ctl_jobs *jobs)
 {
-	job *j;
-
 	if (jobs->n_jobs == jobs->cap_jobs) {
 		uint32_t cap = jobs->cap_jobs ? jobs->cap_jobs * 2 : 8;
 		job **grown = realloc(jobs->jobs, cap * sizeof(*grown));
@@ -378,6 +384,24 @@ ctl_jobs_job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
 		jobs->jobs = grown;
 		jobs->cap_jobs = cap;
 	}
+	return 0;
+}
+
+int
+ctl_jobs_job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
+    const com_layer_info *layers, uint32_t n_layers, job **ret)
+{
+	if (ctl_jobs_reserve(jobs) != 0)
+		return BELLOWS_ENOMEM;
+	return ctl_jobs_job_new(name, world, layers, n_layers, ret);
+}
+
+int
+ctl_jobs_job_new(const char *name, uint32_t world, const com_layer_info *layers,
+    uint32_t n_layers, job **ret)
+{
+	job *j;
+
 	j = calloc(1, sizeof(*j));
 	if (j == NULL)
 		return BELLOWS_ENOMEM;
@@ -563,8 +587,20 @@ jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
 	job_rank *rk;
 	int r;
 
+	const char *resumer;
+
 	if ((r = ctl_jobs_check_client(jobs, name, client, why, why_len)) != 0)
 		return r;
+	if ((resumer = ctl_jobs_resuming(jobs, name)) != NULL) {
+		/* Nothing of a job being resumed moves: a rank of the old
+		 * launch that was thought gone joins again, and is told to
+		 * wait there. */
+		ctl_jobs_why(why, why_len,
+		    "job '%s' is being resumed by launch '%s': rank %u is not "
+		    "joined",
+		    name, resumer, rank);
+		return BELLOWS_ENOTJOINED;
+	}
 	j = ctl_jobs_find(jobs, name);
 	if (j == NULL) {
 		ctl_jobs_why(why, why_len, "unknown job '%s'",
@@ -765,7 +801,8 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	/* Before anything is looked up: a client not allowed for the job
 	 * creates nothing, takes nothing over, resumes nothing. */
 	if ((r = ctl_jobs_check_client(jobs, h->job, client, why, why_len)) !=
-	    0)
+		0 ||
+	    (r = ctl_jobs_resume_held(jobs, h, why, why_len)) != 0)
 		return ctl_jobs_error_reply(reply, r, why);
 	j = ctl_jobs_find(jobs, h->job);
 	if (j != NULL && jobs->cfg->security.enabled && h->rank < j->world) {
@@ -791,7 +828,7 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 			snprintf(previous_key, sizeof(previous_key), "%s",
 			    j->run_key);
 			previous = j->run_id;
-			r = ctl_jobs_take_over(jobs, &j, h, now_ms, why,
+			r = ctl_jobs_take_over(jobs, &j, h, client, now_ms, why,
 			    why_len);
 			if (r != 0)
 				return ctl_jobs_error_reply(reply, r, why);
@@ -803,8 +840,8 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	} else if (h->resume && h->last_window > 0) {
 		/* A job this daemon forgot (or never ran): its recorded
 		 * run, if the history has one, continues. */
-		if ((r = ctl_jobs_resume(jobs, &j, h, now_ms, why, why_len)) !=
-		    0)
+		if ((r = ctl_jobs_resume(jobs, &j, h, client, now_ms, why,
+			 why_len)) != 0)
 			return ctl_jobs_error_reply(reply, r, why);
 	}
 	if (j == NULL) {
@@ -1352,6 +1389,7 @@ ctl_jobs_tick(ctl_jobs *jobs, uint64_t now_ms)
 
 	if (now_ms > jobs->now_ms)
 		jobs->now_ms = now_ms;
+	ctl_jobs_resume_tick(jobs, now_ms);
 	for (uint32_t i = 0; i < jobs->n_jobs;) {
 		job *j = jobs->jobs[i];
 

@@ -61,6 +61,12 @@ int ctl_jobs_new(const ctl_config *cfg, uint64_t instance,
 /* Frees every job. NULL-safe. */
 void ctl_jobs_destroy(ctl_jobs **jobs);
 
+/* Stops every resume whose run is being read back off the loop, waits
+ * for their threads and forgets them (their launches' next Hellos start
+ * them again). Called before the store closes; ctl_jobs_destroy and
+ * ctl_jobs_reload call it too. NULL-safe. */
+void ctl_jobs_cancel_resumes(ctl_jobs *jobs);
+
 /* Records everything in `store` (borrowed, must outlive the table; NULL:
  * no history) and publishes decisions only once it has committed them.
  * Call before the first message. */

@@ -12,17 +12,20 @@
 #include "policy_host.h"
 #include "controller/ctl_window.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define JOBS_LOG               32   /* decisions kept per job */
-#define JOBS_LATENCY_N         1024 /* decision latencies kept for STATUS */
-#define JOBS_TELEMETRY_METRICS 4096 /* metrics one Telemetry carries */
-#define JOBS_OPEN              8    /* windows aggregated at once per job */
-#define JOBS_WELCOME_MAX       64 /* decisions sent in a welcome or snapshot */
-#define JOBS_KEY_SHOWN         64 /* bytes of a launch identity in events */
-#define JOBS_TAKEN             64 /* last windows a rank's reports are known */
+#define JOBS_LOG                32   /* decisions kept per job */
+#define JOBS_LATENCY_N          1024 /* decision latencies kept for STATUS */
+#define JOBS_TELEMETRY_METRICS  4096 /* metrics one Telemetry carries */
+#define JOBS_OPEN               8    /* windows aggregated at once per job */
+#define JOBS_WELCOME_MAX        64 /* decisions sent in a welcome or snapshot */
+#define JOBS_KEY_SHOWN          64 /* bytes of a launch identity in events */
+#define JOBS_TAKEN              64 /* last windows a rank's reports are known */
+#define JOBS_RESUMES_PER_CLIENT 1  /* read-backs one client may have at once */
+#define JOBS_RESUMES_MAX        4  /* read-backs the daemon runs at once */
 #define JOBS_LATE_BYTES                                                        \
 	(64u << 20) /* late windows a job holds at                             \
 		     * once, at their largest */
@@ -91,8 +94,9 @@ typedef struct job {
 	uint64_t max_step;           /* highest step heard from a rank */
 	uint64_t idle_since_ms;      /* when the last rank went away */
 	uint64_t resumed_ms;         /* when a launch last resumed it, 0 =
-				      * never: resumes read the history on
-				      * the loop, so they are spaced */
+				      * never: reading a run back costs
+				      * seconds of a thread, so resumes of a
+				      * job are spaced */
 	uint64_t windows_incomplete; /* closed with ranks missing */
 	uint64_t reports;            /* reports accepted by this daemon */
 	ctl_policy_set *policies;    /* instances deciding for the job */
@@ -139,11 +143,14 @@ struct ctl_jobs {
 					      * the last decisions, a ring */
 	uint64_t latency_n;                  /* decisions measured, ever */
 	uint64_t latency_bucket[CTL_JOBS_LATENCY_BUCKETS +
-	    1];                /* of them,
-				* those in each bucket (not
-				* cumulative; the last: +Inf) */
-	double latency_sum_ms; /* their sum */
-	size_t bytes;          /* sum of the jobs' bytes */
+	    1];                     /* of them,
+				     * those in each bucket (not
+				     * cumulative; the last: +Inf) */
+	double latency_sum_ms;      /* their sum */
+	size_t bytes;               /* sum of the jobs' bytes */
+	struct job_resume *resumes; /* runs read back for resumes, off the
+				     * loop (jobs_resume.c) */
+	uint32_t n_resumes;         /* entries in that list */
 };
 
 /* ---- jobs.c: the table and the messages driving it ------------------ */
@@ -173,6 +180,15 @@ void ctl_jobs_job_destroy(job **jp);
  * name, rank slots and a copy of the layer table; the caller fills the
  * rest and appends it. Returns 0 or BELLOWS_ENOMEM (nothing allocated). */
 int ctl_jobs_job_alloc(ctl_jobs *jobs, const char *name, uint32_t world,
+    const com_layer_info *layers, uint32_t n_layers, job **ret);
+
+/* Makes room for one more job in the table. Returns 0 or
+ * BELLOWS_ENOMEM. */
+int ctl_jobs_reserve(ctl_jobs *jobs);
+
+/* Allocates a job as ctl_jobs_job_alloc does without touching any table
+ * (a resume builds one off the loop). Returns 0 or BELLOWS_ENOMEM. */
+int ctl_jobs_job_new(const char *name, uint32_t world,
     const com_layer_info *layers, uint32_t n_layers, job **ret);
 
 /* The most a job of `world` ranks and this layer table can come to hold
@@ -246,7 +262,9 @@ uint64_t ctl_jobs_windows_closed(job *j);
 
 /* Appends a decision, taking ownership of *d (zeroed on return); `ticket`
  * is the store's for it (0: nothing to wait for), `closed_ns` when the
- * window it answers closed (0: not a window's decision). */
+ * window it answers closed (0: not a window's decision). `jobs` may be
+ * NULL while the log has room and everything in it is published (a job
+ * being read back from the store). */
 void ctl_jobs_log_push(ctl_jobs *jobs, job *j, com_decision *d, uint64_t ticket,
     uint64_t closed_ns);
 
@@ -283,13 +301,19 @@ void ctl_jobs_adopt(ctl_jobs *jobs, job *j, const com_decision *in_force);
 /* The state of one ctl_store_recover or ctl_store_load_run call: the
  * argument of the callbacks below. */
 typedef struct jobs_recovery {
-	ctl_jobs *jobs;     /* the table being rebuilt */
-	uint64_t now_ms;    /* monotonic time of the rebuild */
-	uint32_t recovered; /* jobs rebuilt */
-	bool resuming;      /* one run read back for a resume: it is left
-			     * out of the table, in `loaded` */
-	job *loaded;        /* that run's job, NULL until read */
-	uint64_t replayed;  /* its windows replayed into the policies */
+	ctl_jobs *jobs;            /* the table being rebuilt; NULL when
+				    * resuming */
+	const ctl_config *cfg;     /* what the policies start from */
+	uint64_t now_ms;           /* monotonic time of the rebuild */
+	uint32_t recovered;        /* jobs rebuilt */
+	bool resuming;             /* one run read back for a resume, off
+				    * the loop: it is left out of the
+				    * table, in `loaded` */
+	const atomic_bool *cancel; /* set: stop reading (NULL: never) */
+	job *loaded;               /* that run's job, NULL until read */
+	uint64_t replayed;         /* its windows replayed into the
+				    * policies */
+	uint64_t policy_errors;    /* policy calls that failed meanwhile */
 } jobs_recovery;
 
 /* ctl_store_recover_ops.run: a live run becomes a job with no rank
@@ -299,7 +323,7 @@ int ctl_jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx);
 /* ctl_store_recover_ops.window: the policies see a recorded window again,
  * exactly as they saw it then; what they propose is dropped (the decision
  * answering it is in the log already). */
-void ctl_jobs_recover_window(void *arg, void *ctx, bellows_window *w,
+bool ctl_jobs_recover_window(void *arg, void *ctx, bellows_window *w,
     const com_decision *in_force);
 
 /* ctl_store_recover_ops.end: a run is read back, its `n_windows` windows
@@ -340,19 +364,55 @@ int ctl_jobs_refuse_launch(ctl_jobs *jobs, job *j, const com_hello *h,
  * ends and *jp becomes NULL, for the caller to start the new run.
  * Returns 0 or the error to answer the Hello with (why filled). */
 int ctl_jobs_take_over(ctl_jobs *jobs, job **jp, const com_hello *h,
-    uint64_t now_ms, char *why, size_t why_len);
+    const char *client, uint64_t now_ms, char *why, size_t why_len);
 
 /* A launch resumes job *jp (NULL: one not in the table) at window
  * h->last_window, step h->step: the run is read back from the history
- * up to there (the policies replay its windows), replaces *jp in the
- * table, and job_resumed sets it going. Without a history the job
- * rewinds in memory; with no job and no recorded run *jp stays NULL and
- * the caller starts a new run at that window. Returns 0,
- * BELLOWS_EMISMATCH when the run's layer table differs from the
- * Hello's, BELLOWS_EBUSY while the history still writes what the
- * resume must read (the rank retries), BELLOWS_ELIMIT when the table is
- * full. */
+ * up to there, the policies replaying its windows, off the loop
+ * (jobs_resume.c): the first Hello starts that and is answered
+ * BELLOWS_EBUSY, the launch's Hello after it is done takes the job read,
+ * which replaces *jp in the table, and job_resumed sets it going.
+ * Without a history the job rewinds in memory at once; with no job and
+ * no recorded run *jp stays NULL and the caller starts a new run at
+ * that window. Returns 0, BELLOWS_EMISMATCH when the run's layer table
+ * differs from the Hello's, BELLOWS_EBUSY while the run is read back,
+ * while the history still writes what the resume must read, or while
+ * `client` (the authenticated one, NULL or "" without security) has as
+ * many read-backs as it may (the rank retries), BELLOWS_ELIMIT when the
+ * table is full. */
 int ctl_jobs_resume(ctl_jobs *jobs, job **jp, const com_hello *h,
-    uint64_t now_ms, char *why, size_t why_len);
+    const char *client, uint64_t now_ms, char *why, size_t why_len);
+
+/* ---- jobs_resume.c: runs read back off the loop -------------------- */
+
+typedef struct job_resume job_resume;
+
+/* The launch resuming job `name` while its run is read back, NULL when
+ * none is (or name is NULL); the table owns the text. */
+const char *ctl_jobs_resuming(const ctl_jobs *jobs, const char *name);
+
+/* Refuses a Hello of a job being resumed by another launch, or at
+ * another window, than the Hello's: 0, or BELLOWS_EBUSY with why. */
+int ctl_jobs_resume_held(ctl_jobs *jobs, const com_hello *h, char *why,
+    size_t why_len);
+
+/* Starts reading job h->job's run back (that of `old` when it is in the
+ * table, else the job's newest) up to window h->last_window, on a thread
+ * of its own, for `client`. Returns BELLOWS_EBUSY with why (the Hello is
+ * refused while the run is read back; also when it already is, or when
+ * the client or the daemon has as many read-backs as it may), or
+ * BELLOWS_ENOMEM. */
+int ctl_jobs_resume_start(ctl_jobs *jobs, const job *old, const com_hello *h,
+    const char *client, uint64_t now_ms, char *why, size_t why_len);
+
+/* Takes the finished read-back for Hello h's launch and window: true,
+ * with the job read (outside the table, NULL when the run could not be
+ * read) in *ret_loaded and the windows replayed in *ret_replayed; false
+ * when there is none or it is not done. */
+bool ctl_jobs_resume_take(ctl_jobs *jobs, const com_hello *h, job **ret_loaded,
+    uint64_t *ret_replayed);
+
+/* Drops read-backs done and not taken for rank_timeout_ms. */
+void ctl_jobs_resume_tick(ctl_jobs *jobs, uint64_t now_ms);
 
 #endif

@@ -2,8 +2,9 @@
  *
  * At start (ctl_jobs_recover) every live run of the history becomes a
  * job again, its ranks that were there expected back, and its policies
- * are shown its recorded windows again; a resume (jobs_run.c) reads one
- * run back the same way, up to the window it resumes at.
+ * are shown its recorded windows again; a resume reads one run back the
+ * same way, up to the window it resumes at, on a thread of its own
+ * (jobs_resume.c): the callbacks then touch nothing of the table.
  */
 #include "jobs_int.h"
 
@@ -21,17 +22,17 @@
  * there expected back, and fresh policies (the caller replays the
  * windows into them). Returns 0 or BELLOWS_ENOMEM. */
 static int
-job_from_run(ctl_jobs *jobs, const ctl_store_run *run, uint64_t now_ms,
+job_from_run(const ctl_config *cfg, const ctl_store_run *run, uint64_t now_ms,
     job **ret)
 {
-	const ctl_job_conf *jc = ctl_config_match(jobs->cfg, run->job);
+	const ctl_job_conf *jc = ctl_config_match(cfg, run->job);
 	char reason[BELLOWS_REASON_MAX];
 	com_decision blank = { 0 };
 	job *j;
 	int r;
 
-	if (ctl_jobs_job_alloc(jobs, run->job, run->world, run->layers,
-		run->n_layers, &j) != 0)
+	if (ctl_jobs_job_new(run->job, run->world, run->layers, run->n_layers,
+		&j) != 0)
 		return BELLOWS_ENOMEM;
 	/* Every recorded decision was committed, so it may have been
 	 * published: none is published again. */
@@ -41,7 +42,7 @@ job_from_run(ctl_jobs *jobs, const ctl_store_run *run, uint64_t now_ms,
 
 		if (com_decision_copy(&d, &run->decisions[i]) != 0)
 			goto oom;
-		ctl_jobs_log_push(jobs, j, &d, 0, 0);
+		ctl_jobs_log_push(NULL, j, &d, 0, 0);
 	}
 	free(j->run_key);
 	if ((j->run_key = com_strdup(run->run_key)) == NULL)
@@ -89,20 +90,22 @@ ctl_jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 {
 	jobs_recovery *rec = arg;
 	ctl_jobs *jobs = rec->jobs;
-	const ctl_config *cfg = jobs->cfg;
-	const ctl_job_conf *jc = ctl_config_match(cfg, run->job);
+	const ctl_config *cfg = rec->cfg;
+	const ctl_job_conf *jc;
 	char why[256];
 	size_t bytes;
 	job *j;
 
 	if (rec->resuming) {
-		/* The job it continues may still be in the table. */
-		if (job_from_run(jobs, run, rec->now_ms, &j) != 0)
+		/* Off the loop (jobs_resume.c): the table is not touched;
+		 * the job it continues may still be in it. */
+		if (job_from_run(rec->cfg, run, rec->now_ms, &j) != 0)
 			return BELLOWS_ENOMEM;
 		rec->loaded = j;
 		*ret_ctx = j;
 		return 0;
 	}
+	jc = ctl_config_match(cfg, run->job);
 	if (ctl_jobs_find(jobs, run->job) != NULL) {
 		/* Runs come newest first: an older live run of the same job
 		 * was left behind by a daemon that could not read the file. */
@@ -128,7 +131,8 @@ ctl_jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 		    "run %" PRId64 " not recovered: %s", run->id, why);
 		return BELLOWS_ELIMIT;
 	}
-	if (job_from_run(jobs, run, rec->now_ms, &j) != 0)
+	if (ctl_jobs_reserve(jobs) != 0 ||
+	    job_from_run(cfg, run, rec->now_ms, &j) != 0)
 		return BELLOWS_ENOMEM;
 	j->bytes = bytes;
 	jobs->jobs[jobs->n_jobs++] = j;
@@ -137,7 +141,7 @@ ctl_jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	return 0;
 }
 
-void
+bool
 ctl_jobs_recover_window(void *arg, void *ctx, bellows_window *w,
     const com_decision *in_force)
 {
@@ -147,12 +151,15 @@ ctl_jobs_recover_window(void *arg, void *ctx, bellows_window *w,
 	com_decision state;
 	uint32_t failed = 0;
 
+	if (rec->cancel != NULL && atomic_load(rec->cancel))
+		return false;
 	if (j->policies == NULL || com_decision_copy(&state, in_force) != 0)
-		return;
+		return true;
 	ctl_policy_set_run(j->policies, w, &state, policies, sizeof(policies),
 	    reason, sizeof(reason), &failed);
-	rec->jobs->counters.policy_errors += failed;
+	rec->policy_errors += failed;
 	com_decision_fini(&state);
+	return true;
 }
 
 void
@@ -166,6 +173,8 @@ ctl_jobs_recover_end(void *arg, void *ctx, uint64_t n_windows)
 		rec->replayed = n_windows;
 		return;
 	}
+	rec->jobs->counters.policy_errors += rec->policy_errors;
+	rec->policy_errors = 0;
 	ctl_store_run_recovered(rec->jobs->store, j->run_id);
 	ctl_log(CTL_LOG_INFO, "jobs",
 	    "job '%s' recovered from the database: run %" PRId64
@@ -187,7 +196,9 @@ ctl_jobs_recover(ctl_jobs *jobs, uint64_t now_ms)
 		.window = ctl_jobs_recover_window,
 		.end = ctl_jobs_recover_end,
 	};
-	jobs_recovery rec = { .jobs = jobs, .now_ms = now_ms };
+	jobs_recovery rec = { .jobs = jobs,
+		.cfg = jobs->cfg,
+		.now_ms = now_ms };
 
 	ctl_store_recover(jobs->store, JOBS_LOG, &ops, &rec);
 	return rec.recovered;

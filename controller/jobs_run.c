@@ -4,7 +4,8 @@
  * is refused while a rank of the run is alive; once none is, it takes
  * the job over: the run ends and a new one starts, or, when the launch
  * resumes from a checkpoint, the recorded run is read back from the
- * history up to the window it resumes at and goes on from there.
+ * history up to the window it resumes at (off the loop, jobs_resume.c)
+ * and goes on from there.
  */
 #include "jobs_int.h"
 
@@ -95,12 +96,13 @@ jobs_drop(ctl_jobs *jobs, job *j)
 
 int
 ctl_jobs_take_over(ctl_jobs *jobs, job **jp, const com_hello *h,
-    uint64_t now_ms, char *why, size_t why_len)
+    const char *client, uint64_t now_ms, char *why, size_t why_len)
 {
 	job *j = *jp;
 
 	if (h->resume)
-		return ctl_jobs_resume(jobs, jp, h, now_ms, why, why_len);
+		return ctl_jobs_resume(jobs, jp, h, client, now_ms, why,
+		    why_len);
 	if (!j->ended)
 		ctl_store_run_end(jobs->store, j->run_id, com_clock_wall_ms());
 	ctl_log(CTL_LOG_INFO, "jobs",
@@ -242,24 +244,12 @@ jobs_resume_mismatch(const job *j, const com_hello *h, char *why,
 	    h->job, j->run_id, j->world, j->n_layers);
 }
 
-int
-ctl_jobs_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
-    char *why, size_t why_len)
+/* Checks a resume of job `old` (NULL: not in the table) by Hello h may
+ * go on: 0, or the error to answer with (why filled). */
+static int
+jobs_resume_check(ctl_jobs *jobs, const job *old, const com_hello *h,
+    uint64_t now_ms, char *why, size_t why_len)
 {
-	static const ctl_store_recover_ops ops = {
-		.run = ctl_jobs_recover_run,
-		.window = ctl_jobs_recover_window,
-		.end = ctl_jobs_recover_end,
-	};
-	jobs_recovery rec = {
-		.jobs = jobs,
-		.now_ms = now_ms,
-		.resuming = true,
-	};
-	job *old = *jp, *j;
-	size_t bytes;
-	int r;
-
 	if (old != NULL &&
 	    (old->world != h->world || !ctl_jobs_same_table(old, h))) {
 		jobs_resume_mismatch(old, h, why, why_len);
@@ -268,8 +258,8 @@ ctl_jobs_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 	if (old != NULL && old->resumed_ms != 0 &&
 	    now_ms - old->resumed_ms < jobs->cfg->rank_timeout_ms) {
 		/* Reading a run back costs what recovering it does: one a
-		 * job per rank_timeout_ms keeps Hellos from stalling the
-		 * loop with it. */
+		 * job per rank_timeout_ms keeps Hellos from keeping a
+		 * thread busy with it. */
 		ctl_jobs_why(why, why_len,
 		    "job '%s' was resumed %" PRIu64
 		    " ms ago; another resume is "
@@ -278,32 +268,65 @@ ctl_jobs_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 		    jobs->cfg->rank_timeout_ms);
 		return BELLOWS_EBUSY;
 	}
-	if (!ctl_store_settled(jobs->store)) {
-		ctl_jobs_why(why, why_len,
-		    "job '%s': the history is still being written; the resume "
-		    "is taken once it is",
-		    h->job);
-		return BELLOWS_EBUSY;
-	}
 	if (old == NULL && jobs->n_jobs >= jobs->cfg->max_jobs) {
 		ctl_jobs_why(why, why_len, "job table full (%u jobs)",
 		    jobs->cfg->max_jobs);
 		return BELLOWS_ELIMIT;
 	}
-	/* The run's table is the Hello's (checked below), so its budget
-	 * is the one the Hello implies; a job in the table holds it. */
-	bytes = old != NULL
+	return 0;
+}
+
+/* The budget of the job a resume puts in the table: the run's table is
+ * the Hello's (checked when it is read), so it is the one the Hello
+ * implies; a job in the table holds it. Admits it when old is NULL:
+ * returns 0 or BELLOWS_ELIMIT (why filled). */
+static int
+jobs_resume_bytes(ctl_jobs *jobs, const job *old, const com_hello *h,
+    size_t *bytes, char *why, size_t why_len)
+{
+	*bytes = old != NULL
 	    ? old->bytes
 	    : ctl_jobs_job_bytes(ctl_config_match(jobs->cfg, h->job), h->job,
 		  h->world, h->layers, h->n_layers);
-	if (old == NULL &&
-	    (r = ctl_jobs_admit(jobs, h->job, bytes, why, why_len)) != 0)
+	if (old == NULL)
+		return ctl_jobs_admit(jobs, h->job, *bytes, why, why_len);
+	return 0;
+}
+
+int
+ctl_jobs_resume(ctl_jobs *jobs, job **jp, const com_hello *h,
+    const char *client, uint64_t now_ms, char *why, size_t why_len)
+{
+	job *old = *jp, *j = NULL;
+	uint64_t replayed = 0;
+	size_t bytes;
+	int r;
+
+	if ((r = jobs_resume_check(jobs, old, h, now_ms, why, why_len)) != 0)
 		return r;
-	r = ctl_store_load_run(jobs->store, old != NULL ? old->run_id : 0,
-	    h->job, h->last_window, JOBS_LOG, &ops, &rec);
-	j = rec.loaded;
-	if (r != 0 || j == NULL) {
+	if (jobs->store != NULL &&
+	    !ctl_jobs_resume_take(jobs, h, &j, &replayed)) {
+		if (!ctl_store_settled(jobs->store)) {
+			ctl_jobs_why(why, why_len,
+			    "job '%s': the history is still being written; "
+			    "the resume is taken once it is",
+			    h->job);
+			return BELLOWS_EBUSY;
+		}
+		if ((r = jobs_resume_bytes(jobs, old, h, &bytes, why,
+			 why_len)) != 0)
+			return r;
+		return ctl_jobs_resume_start(jobs, old, h, client, now_ms, why,
+		    why_len);
+	}
+	if ((r = jobs_resume_bytes(jobs, old, h, &bytes, why, why_len)) != 0 ||
+	    (r = ctl_jobs_reserve(jobs)) != 0) {
 		ctl_jobs_job_destroy(&j);
+		return r;
+	}
+	if (j == NULL) {
+		/* Nothing read back (no history, no such run, or it cannot
+		 * be read). */
 		if (old == NULL)
 			return 0;
 		j = old;
@@ -322,7 +345,7 @@ ctl_jobs_resume(ctl_jobs *jobs, job **jp, const com_hello *h, uint64_t now_ms,
 		jobs->jobs[jobs->n_jobs++] = j;
 		jobs->bytes += j->bytes;
 	}
-	job_resumed(jobs, j, h, now_ms, rec.replayed);
+	job_resumed(jobs, j, h, now_ms, replayed);
 	*jp = j;
 	return 0;
 }

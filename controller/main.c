@@ -603,6 +603,8 @@ out:
 		ctl_store_sync_events(d.store, ctl_jobs_events(d.jobs));
 	/* The store borrows the job table's event ring, and the jobs the
 	 * store and the configuration: store first, then jobs. */
+	/* Resumes read the history on threads of their own. */
+	ctl_jobs_cancel_resumes(d.jobs);
 	ctl_store_close(&d.store, MAIN_DRAIN_MS);
 	ctl_jobs_destroy(&d.jobs);
 	ctl_reload_destroy(&d.reload);

@@ -54,6 +54,7 @@
 #define CTL_EVENT_JOB_RECOVERED   "job_recovered"
 #define CTL_EVENT_DAEMON_STARTED  "daemon_started"
 #define CTL_EVENT_RUN_STARTED     "run_started"
+#define CTL_EVENT_RUN_RESUMING    "run_resuming"
 #define CTL_EVENT_RUN_RESUMED     "run_resumed"
 #define CTL_EVENT_RUN_REFUSED     "run_refused"
 
@@ -246,8 +247,9 @@ typedef struct ctl_store_recover_ops {
 	int (*run)(void *arg, const ctl_store_run *run, void **ret_ctx);
 	/* Each recorded window of the run, in window order, as the policies
 	 * saw it (layers' `selected` unset), with the knob state in force
-	 * during it. */
-	void (*window)(void *arg, void *ctx, bellows_window *w,
+	 * during it. Returns false to stop reading (the run is then handed
+	 * to `end` with the windows read so far). */
+	bool (*window)(void *arg, void *ctx, bellows_window *w,
 	    const com_decision *in_force);
 	/* The run's windows are done: `n_windows` were replayed. */
 	void (*end)(void *arg, void *ctx, uint64_t n_windows);
@@ -270,10 +272,13 @@ uint32_t ctl_store_recover(ctl_store *s, uint32_t max_decisions,
  * max_decisions, the newest), its windows below `below` into the
  * callbacks as ctl_store_recover does, next_window at most `below`.
  * Reads on a connection of its own, on the caller's thread, what is
- * committed (see ctl_store_settled). Returns 0 when the run was handed
- * to ops->run and accepted, BELLOWS_ENOTFOUND when there is no such run
- * (or no store), BELLOWS_EIO when the database cannot be read or
- * ops->run refused the run. */
+ * committed (see ctl_store_settled). Unlike the rest of this header it
+ * may be called from any thread (bellowsd calls it from a resume's):
+ * it uses nothing of `s` but its path, which stays valid until
+ * ctl_store_close, and it must return before that. Returns 0 when the
+ * run was handed to ops->run and accepted, BELLOWS_ENOTFOUND when there
+ * is no such run (or no store), BELLOWS_EIO when the database cannot be
+ * read or ops->run refused the run. */
 int ctl_store_load_run(ctl_store *s, int64_t run, const char *job,
     uint64_t below, uint32_t max_decisions, const ctl_store_recover_ops *ops,
     void *arg);

@@ -2,9 +2,10 @@
  * when bellowsd starts (ctl_store_recover, on the loop's thread before
  * the writer starts, on the writer's connection) and one run when a
  * launch resumes it from a checkpoint (ctl_store_load_run, on a
- * connection of its own while the writer runs). Both hand the run, its
- * newest decisions and every recorded window, as the policies saw it, to
- * the job table's callbacks (store.h).
+ * connection of its own while the writer runs, on the resume's own
+ * thread). Both hand the run, its newest decisions and every recorded
+ * window, as the policies saw it, to the job table's callbacks
+ * (store.h).
  */
 #include "store_int.h"
 
@@ -317,7 +318,8 @@ store_load_windows(store_writer *w, store_loaded *ld,
 			in_force.level[l] = v.layers[l].level;
 			in_force.error_bound[l] = v.layers[l].error_bound;
 		}
-		ops->window(arg, ctx, &v, &in_force);
+		if (!ops->window(arg, ctx, &v, &in_force))
+			break;
 		count++;
 	}
 	hist_windows_close(&c);

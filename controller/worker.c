@@ -46,22 +46,24 @@
 extern char **environ;
 
 struct ctl_worker {
-	ctl_worker *next;    /* registry list */
-	unsigned refs;       /* holders; killed and freed at zero */
-	char *path;          /* canonical path of the plug-in */
-	int pid;             /* running process, 0 when none */
-	int fd;              /* our end of the socketpair, -1 when none */
-	int pidfd;           /* pidfd of pid, -1 when none or unsupported */
-	bool hello_due;      /* the process has not said hello yet */
-	uint64_t generation; /* processes started */
-	uint64_t failures;   /* calls failed in the worker, ever */
-	uint32_t in_a_row;   /* failures since the last good on_window */
-	uint64_t restart_at; /* down until this monotonic ms */
-	uint32_t next_id;    /* instance ids handed out, this generation */
-	ctl_pwire_buf out;   /* request being sent */
-	uint8_t *in;         /* reply payload */
-	size_t in_cap;       /* bytes allocated at in */
-	size_t in_len;       /* bytes of the last reply's payload */
+	ctl_worker *next;     /* registry list */
+	unsigned refs;        /* holders; killed and freed at zero */
+	char *path;           /* canonical path of the plug-in */
+	int pid;              /* running process, 0 when none */
+	int fd;               /* our end of the socketpair, -1 when none */
+	int pidfd;            /* pidfd of pid, -1 when none or unsupported */
+	bool hello_due;       /* the process has not said hello yet */
+	uint64_t generation;  /* processes started */
+	uint64_t failures;    /* calls failed in the worker, ever */
+	uint32_t in_a_row;    /* failures since the last good on_window */
+	uint64_t restart_at;  /* down until this monotonic ms */
+	uint32_t next_id;     /* instance ids handed out, this generation */
+	ctl_pwire_buf out;    /* request being sent */
+	uint8_t *in;          /* reply payload */
+	size_t in_cap;        /* bytes allocated at in */
+	size_t in_len;        /* bytes of the last reply's payload */
+	pthread_mutex_t lock; /* held through each call: the loop and a
+			       * resume's thread may call one worker */
 };
 
 static pthread_mutex_t worker_registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -70,6 +72,7 @@ static uint32_t worker_timeout_ms = CTL_WORKER_TIMEOUT_MS;
 static uint32_t worker_memory_mb = CTL_WORKER_MEMORY_MB;
 static ctl_worker_fault_fn *worker_fault_fn;
 static void *worker_fault_arg;
+static _Thread_local bool worker_faults_muted; /* this thread: log only */
 
 void
 ctl_worker_set_limits(uint32_t timeout_ms, uint32_t memory_mb)
@@ -83,6 +86,12 @@ ctl_worker_set_fault_fn(ctl_worker_fault_fn *fn, void *arg)
 {
 	worker_fault_fn = fn;
 	worker_fault_arg = arg;
+}
+
+void
+ctl_worker_mute_faults(bool mute)
+{
+	worker_faults_muted = mute;
 }
 
 void *
@@ -341,6 +350,7 @@ ctl_worker_get(const char *path, ctl_worker **ret_worker)
 	w->refs = 1;
 	w->fd = -1;
 	w->pidfd = -1;
+	pthread_mutex_init(&w->lock, NULL);
 	w->next = worker_registry;
 	worker_registry = w;
 	pthread_mutex_unlock(&worker_registry_lock);
@@ -389,6 +399,7 @@ ctl_worker_put(ctl_worker **w)
 	}
 	pthread_mutex_unlock(&worker_registry_lock);
 	worker_stop(wk, 0);
+	pthread_mutex_destroy(&wk->lock);
 	ctl_pwire_buf_fini(&wk->out);
 	free(wk->in);
 	free(wk->path);
@@ -426,7 +437,7 @@ ctl_worker_report(const char *kind, const char *job, const char *fmt, ...)
 							   : CTL_LOG_WARN,
 	    "plugin", "%s%s%s%s", job != NULL ? "job '" : "",
 	    job != NULL ? job : "", job != NULL ? "': " : "", text);
-	if (worker_fault_fn != NULL)
+	if (worker_fault_fn != NULL && !worker_faults_muted)
 		worker_fault_fn(worker_fault_arg, kind, job, text);
 }
 
@@ -680,8 +691,8 @@ worker_reply(ctl_worker *w, const char *job, const char *policy,
 	return 0;
 }
 
-int
-ctl_worker_init(ctl_worker *w, const char *policy, const void *config,
+static int
+worker_init_locked(ctl_worker *w, const char *policy, const void *config,
     size_t config_size, const bellows_job_info *info, bellows_proposal *io,
     uint32_t *ret_id, uint64_t *ret_gen)
 {
@@ -711,9 +722,9 @@ ctl_worker_init(ctl_worker *w, const char *policy, const void *config,
 	return 0;
 }
 
-int
-ctl_worker_window(ctl_worker *w, uint32_t id, uint64_t gen, const char *policy,
-    const bellows_window *win, bellows_proposal *io)
+static int
+worker_window_locked(ctl_worker *w, uint32_t id, uint64_t gen,
+    const char *policy, const bellows_window *win, bellows_proposal *io)
 {
 	int r, rc;
 
@@ -731,10 +742,10 @@ ctl_worker_window(ctl_worker *w, uint32_t id, uint64_t gen, const char *policy,
 	return rc;
 }
 
-int
-ctl_worker_event(ctl_worker *w, uint32_t id, uint64_t gen, const char *policy,
-    const char *job, const bellows_event *ev, const void *config,
-    size_t config_size)
+static int
+worker_event_locked(ctl_worker *w, uint32_t id, uint64_t gen,
+    const char *policy, const char *job, const bellows_event *ev,
+    const void *config, size_t config_size)
 {
 	uint32_t size = config != NULL ? (uint32_t)config_size : 0;
 	int r, rc;
@@ -754,13 +765,55 @@ ctl_worker_event(ctl_worker *w, uint32_t id, uint64_t gen, const char *policy,
 	return rc;
 }
 
+int
+ctl_worker_init(ctl_worker *w, const char *policy, const void *config,
+    size_t config_size, const bellows_job_info *info, bellows_proposal *io,
+    uint32_t *ret_id, uint64_t *ret_gen)
+{
+	int r;
+
+	pthread_mutex_lock(&w->lock);
+	r = worker_init_locked(w, policy, config, config_size, info, io, ret_id,
+	    ret_gen);
+	pthread_mutex_unlock(&w->lock);
+	return r;
+}
+
+int
+ctl_worker_window(ctl_worker *w, uint32_t id, uint64_t gen, const char *policy,
+    const bellows_window *win, bellows_proposal *io)
+{
+	int r;
+
+	pthread_mutex_lock(&w->lock);
+	r = worker_window_locked(w, id, gen, policy, win, io);
+	pthread_mutex_unlock(&w->lock);
+	return r;
+}
+
+int
+ctl_worker_event(ctl_worker *w, uint32_t id, uint64_t gen, const char *policy,
+    const char *job, const bellows_event *ev, const void *config,
+    size_t config_size)
+{
+	int r;
+
+	pthread_mutex_lock(&w->lock);
+	r = worker_event_locked(w, id, gen, policy, job, ev, config,
+	    config_size);
+	pthread_mutex_unlock(&w->lock);
+	return r;
+}
+
 void
 ctl_worker_fini(ctl_worker *w, uint32_t id, uint64_t gen)
 {
-	if (!ctl_worker_current(w, gen))
-		return;
-	ctl_pwire_begin(&w->out, CTL_PWIRE_FINI, id);
-	(void)worker_call(w, NULL, NULL, "fini", false);
+	pthread_mutex_lock(&w->lock);
+	if (ctl_worker_current(w, gen)) {
+		ctl_pwire_begin(&w->out, CTL_PWIRE_FINI, id);
+		(void)worker_call(w, NULL, NULL, "fini", false);
+	}
+	pthread_mutex_unlock(&w->lock);
 }
 
 int

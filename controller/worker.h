@@ -18,8 +18,11 @@
  *
  * The calls block the caller for at most plugin_timeout_ms each; that is
  * the price of keeping the policy host's ordered, synchronous flow (see
- * docs/policies/plugins.md). Not thread-safe, except ctl_worker_get and
- * ctl_worker_put, which configurations parsed on another thread may call.
+ * docs/policies/plugins.md). ctl_worker_get and ctl_worker_put may be
+ * called from any thread (configurations are parsed on another one), and
+ * so may the calls to a worker (init, window, event, fini): each holds
+ * the worker for its duration, so a resume's thread replaying a run and
+ * the loop take turns. The rest is the loop's.
  */
 #ifndef CTL_WORKER_H
 #define CTL_WORKER_H
@@ -65,6 +68,11 @@ void ctl_worker_set_limits(uint32_t timeout_ms, uint32_t memory_mb);
 
 /* Installs the fault callback (NULL: none). Process-wide. */
 void ctl_worker_set_fault_fn(ctl_worker_fault_fn *fn, void *arg);
+
+/* On the calling thread, faults are only logged (`mute` true), not
+ * handed to the fault callback, which runs on the loop's thread: set by
+ * the threads that read a run back for a resume. */
+void ctl_worker_mute_faults(bool mute);
 
 /* The current fault callback's argument (to uninstall only one's own). */
 void *ctl_worker_fault_arg(void);

@@ -254,6 +254,7 @@ teardown(void **state)
 	char cmd[300];
 
 	ctl_store_fault_arm(0, 0);
+	ctl_jobs_cancel_resumes(f->jobs);
 	ctl_store_close(&f->store, 2000);
 	ctl_jobs_destroy(&f->jobs);
 	ctl_events_destroy(&f->events);
@@ -1051,7 +1052,7 @@ v2_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	return 0;
 }
 
-static void
+static bool
 v2_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
 {
 	v2_window *v = ctx;
@@ -1063,6 +1064,7 @@ v2_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
 	v->act = w->layers[0].act_steps;
 	v->threshold = w->size_threshold;
 	v->calibrate = in_force->calibrate_steps;
+	return true;
 }
 
 static void
@@ -1865,7 +1867,7 @@ rec_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	return 0;
 }
 
-static void
+static bool
 rec_window(void *arg, void *ctx, bellows_window *w,
     const com_decision *in_force)
 {
@@ -1880,6 +1882,7 @@ rec_window(void *arg, void *ctx, bellows_window *w,
 		r->level_l2 = in_force->level[2];
 		r->compute_median = w->compute_ms_median;
 	}
+	return true;
 }
 
 static void
@@ -2066,7 +2069,7 @@ rt_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	return 0;
 }
 
-static void
+static bool
 rt_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
 {
 	rt_window *r = ctx;
@@ -2080,6 +2083,7 @@ rt_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
 	r->n_comm = w->n_comm;
 	for (uint32_t i = 0; i < w->n_comm && i < 3; i++)
 		r->comm[i] = w->comm[i];
+	return true;
 }
 
 static void
@@ -2260,13 +2264,14 @@ rp_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	return 0;
 }
 
-static void
+static bool
 rp_win(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
 {
 	(void)arg;
 	(void)ctx;
 	(void)w;
 	(void)in_force;
+	return true;
 }
 
 static void
@@ -2913,6 +2918,134 @@ test_store_ends_a_run_when_every_rank_leaves(void **state)
 	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 0);
 }
 
+/* A Hello of launch `key` (also its routing id) from `client` resuming
+ * rank 0 of `job` (world 2) at window w, step 10 w. Returns 0 when it
+ * is welcomed, else the error it is answered with (the reason in why). */
+static int
+resume_hello(fixture *f, const char *job, const char *client, const char *key,
+    uint64_t w, uint64_t now, char *why, size_t why_len)
+{
+	com_layer_info layers[N_LAYERS];
+	com_msg reply;
+	com_hello h = {
+		.job = (char *)job,
+		.world = 2,
+		.n_layers = N_LAYERS,
+		.layers = layers,
+		.agent_version = (char *)"test",
+		.step = 10 * w,
+		.incarnation = 7,
+		.last_window = w,
+		.run_id = (char *)key,
+		.resume = true,
+	};
+	int r;
+
+	memcpy(layers, table, sizeof(layers));
+	com_msg_init(&reply, COM_MSG_NONE);
+	r = ctl_jobs_hello(f->jobs, (const uint8_t *)key, strlen(key), client,
+	    &h, now, &reply, why, why_len);
+	if (r == 0 && reply.type != COM_MSG_WELCOME)
+		r = reply.type == COM_MSG_ERROR ? reply.u.error.code : -1;
+	com_msg_fini(&reply);
+	return r;
+}
+
+/* Repeats a resume Hello, as its agent would, until it is not told to
+ * retry (at most 10,000 times, a millisecond apart). */
+static int
+resume_until_answered(fixture *f, const char *job, const char *client,
+    const char *key, uint64_t w, char *why, size_t why_len)
+{
+	int r = BELLOWS_EBUSY;
+
+	for (int i = 0; i < 10000 && r == BELLOWS_EBUSY; i++) {
+		usleep(1000);
+		r = resume_hello(f, job, client, key, w, 200, why, why_len);
+	}
+	return r;
+}
+
+static void
+test_store_a_resume_reads_its_run_back_off_the_loop_one_per_client(void **state)
+{
+	fixture *f = *state;
+	char why[512];
+	com_msg rep;
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 0);
+	hello(f, "B", 1, 0, 0, 0, 0);
+	for (uint64_t w = 0; w < 6; w++)
+		report_window(f, w, 1.0 + (double)w, 10 + w);
+	for (uint32_t r = 0; r < 2; r++)
+		assert_int_equal(ctl_jobs_bye(f->jobs,
+				     (const uint8_t *)(r ? "B" : "A"), 1, NULL,
+				     &(com_bye){ .job = (char *)"job",
+					 .rank = r },
+				     50, why, sizeof(why)),
+		    0);
+	settle(f);
+
+	/* The first Hello starts the read-back and is told to retry. */
+	assert_int_equal(resume_hello(f, "job", "alice", "two", 3, 100, why,
+			     sizeof(why)),
+	    BELLOWS_EBUSY);
+	if (strstr(why, "read back for the resume, off the loop") == NULL)
+		fail_msg("%s", why);
+	/* Meanwhile alice may not resume another job; bob may. */
+	assert_int_equal(resume_hello(f, "other", "alice", "x", 3, 101, why,
+			     sizeof(why)),
+	    BELLOWS_EBUSY);
+	assert_string_equal(why,
+	    "client alice already has 1 resume(s) being read back (job "
+	    "'job'), the most one client may have; retry once it has joined");
+	assert_int_equal(resume_hello(f, "other", "bob", "y", 3, 102, why,
+			     sizeof(why)),
+	    BELLOWS_EBUSY);
+	assert_non_null(strstr(why, "read back for the resume, off the loop"));
+	/* Another launch of the job waits, and the old launch's ranks
+	 * (even one that was thought gone) move nothing of it. */
+	assert_int_equal(resume_hello(f, "job", "bob", "three", 3, 103, why,
+			     sizeof(why)),
+	    BELLOWS_EBUSY);
+	assert_non_null(strstr(why,
+	    "job 'job' is being resumed by launch 'two' at window 3"));
+	com_msg_init(&rep, COM_MSG_NONE);
+	assert_int_equal(ctl_jobs_heartbeat(f->jobs, (const uint8_t *)"A", 1,
+			     NULL,
+			     &(com_heartbeat){ .job = (char *)"job",
+				 .rank = 0,
+				 .step = 70,
+				 .incarnation = 100 },
+			     104, &rep, why, sizeof(why)),
+	    BELLOWS_ENOTJOINED);
+	assert_non_null(strstr(why,
+	    "job 'job' is being resumed by launch 'two': rank 0 is not "
+	    "joined"));
+	com_msg_fini(&rep);
+
+	/* Once read back, the launch's next Hello takes the run: run 1
+	 * resumed at window 3; bob's job without a history starts anew. */
+	assert_int_equal(resume_until_answered(f, "job", "alice", "two", 3, why,
+			     sizeof(why)),
+	    0);
+	assert_int_equal(resume_until_answered(f, "other", "bob", "y", 3, why,
+			     sizeof(why)),
+	    0);
+	settle(f);
+	assert_int_equal(db_int(f->db,
+			     "SELECT resumes FROM runs WHERE job = 'job'"),
+	    1);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM superseded_window_info"),
+	    3);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM runs WHERE job = 'other'"),
+	    1);
+}
+
 /* ---- configuration --------------------------------------------------------
  */
 
@@ -3037,6 +3170,7 @@ main(void)
 		T(test_store_resent_reports_close_the_window_a_crash_left_open),
 		T(test_store_rebuilds_accordion_from_windows_recorded_while_behind),
 		T(test_store_ends_a_run_when_every_rank_leaves),
+		T(test_store_a_resume_reads_its_run_back_off_the_loop_one_per_client),
 		T(test_store_settings_parse_with_defaults_and_refusals),
 		T(test_store_functions_are_no_ops_without_a_store),
 #undef T

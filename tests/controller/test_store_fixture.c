@@ -123,7 +123,7 @@ on_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	return 0;
 }
 
-static void
+static bool
 on_window(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
 {
 	fixture *f = ctx;
@@ -190,6 +190,7 @@ on_window(void *arg, void *ctx, bellows_window *w, const com_decision *in_force)
 		    (int)c->compressed);
 	}
 	out_decision(f, "  in_force", in_force);
+	return true;
 }
 
 static void
