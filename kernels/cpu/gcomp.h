@@ -146,6 +146,15 @@ int kern_gcomp_levels_isa(int isa, const kern_gcomp_opt *o, int dtype,
 void kern_gcomp_levels_avx2(const kern_gcomp_opt *o, int dtype,
     const void *grad, uint64_t n, int max_level, const double *lim,
     double scale, double c1, double c2, uint8_t *levels);
+
+/* The fast path's value pass of a format 2 float32 chunk in AVX2 (see
+ * gcomp.c, planes_values): writes (or, with add, adds to) out[i] from
+ * syms[i] and the packed signs and mantissas from mp, 8 values at a time
+ * while 8 values and 32 bytes before mend are left. Returns the values
+ * written; *ret_mp gets where the next value's bytes start. */
+uint64_t kern_gcomp_planes_f32_avx2(const uint8_t *syms, uint64_t m,
+    const uint8_t *mp, const uint8_t *mend, float *out, int add,
+    const uint8_t **ret_mp);
 #endif
 
 /* Fills t's encoder codes and LUT from t->h (a checked table). */
