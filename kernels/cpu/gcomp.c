@@ -35,6 +35,7 @@
 #include "../element.h"
 #include "../kernels.h"
 #include "gcomp_levels.h"
+#include "gcomp_planes.h"
 #include "stats.h"
 
 /* Per dtype: mantissa bits and the truncation of each level. */
@@ -114,6 +115,21 @@ kern_gcomp_prepare(kern_gcomp_table *t)
 			t->lut2[i] = 2u << 23 | s2 << 14 | s1 << 5 | (l1 + l2);
 		else
 			t->lut2[i] = 1u << 23 | s1 << 5 | l1;
+	}
+	for (unsigned i = 0; mb <= KERN_GCOMP_LUT2_BITS && i < (1u << mb);
+	     i++) {
+		unsigned s1 = t->lut[i] >> 4, l1 = t->lut[i] & 15u;
+		unsigned e2 = t->lut[(i << l1) & ((1u << mb) - 1)];
+		unsigned s2 = e2 >> 4, l2 = e2 & 15u;
+
+		if (s1 == KERN_GCOMP_BAD)
+			t->plut[i] = PLANES_LUT_BAD;
+		else if (s1 == KERN_GCOMP_ESC)
+			t->plut[i] = PLANES_LUT_ESC | l1 << 16;
+		else if (s2 < 256 && l1 + l2 <= mb)
+			t->plut[i] = 2u << 24 | (l1 + l2) << 16 | s2 << 8 | s1;
+		else
+			t->plut[i] = 1u << 24 | l1 << 16 | s1;
 	}
 	for (int s = 0; s < 256; s++) {
 		if (h->len[s] > 0) {
@@ -1031,79 +1047,6 @@ planes_chunk_read(const uint8_t *in, uint64_t block, int dtype, uint64_t c,
 	return 0;
 }
 
-/* One lookup of the fast stream decoder: one or two symbols into syms at
- * *pos (two bytes written either way). Returns 0, or -1 at an unused
- * code (nothing read). */
-static inline __attribute__((always_inline)) int
-planes_pair(const kern_gcomp_table *t, unsigned maxb, gcomp_br *r,
-    uint8_t *syms, uint64_t *pos)
-{
-	uint32_t e = t->lut2[r->bits >> (64 - maxb)];
-	unsigned s1 = (e >> 5) & 511u;
-
-	if (__builtin_expect(s1 >= KERN_GCOMP_ESC, 0)) {
-		if (s1 == KERN_GCOMP_BAD)
-			return -1;
-		(void)br_get(r, e & 31u);
-		syms[(*pos)++] = (uint8_t)br_get(r, 8);
-		return 0;
-	}
-	syms[*pos] = (uint8_t)s1;
-	syms[*pos + 1] = (uint8_t)(e >> 14);
-	(void)br_get(r, e & 31u);
-	*pos += e >> 23;
-	return 0;
-}
-
-/* Rounds of the fast stream decoder that need no check: each refills
- * every reader once (56 bits, an 8-byte load) and does two lookups per
- * stream (at most 2 x 23 bits, so a reader advances at most 6 bytes, and
- * 4 symbols). */
-static inline __attribute__((always_inline)) int64_t
-planes_safe_rounds(const gcomp_br *r, const uint64_t *pos, const uint64_t *end)
-{
-	int64_t n = INT64_MAX;
-
-	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
-		int64_t by = (int64_t)(r[k].end - r[k].p) - 8;
-		int64_t sy = (int64_t)(end[k] - pos[k]) / 4;
-		int64_t rk = by < 0 ? 0 : by / 6 + 1;
-
-		rk = rk < sy ? rk : sy;
-		n = rk < n ? rk : n;
-	}
-	return n;
-}
-
-/* The fast path's stream decoder: all streams side by side, two codes per
- * lookup, until a stream nears its end or meets an unused code; the
- * checked loop (planes_stream_checked) takes over from where each
- * stopped. */
-static inline __attribute__((always_inline)) void
-planes_streams_fast(const kern_gcomp_table *t, gcomp_br *r, uint64_t *pos,
-    const uint64_t *end, uint8_t *syms)
-{
-	unsigned maxb = t->h.max_bits;
-	int64_t rounds;
-
-	while ((rounds = planes_safe_rounds(r, pos, end)) > 0) {
-		for (int64_t j = 0; j < rounds; j++) {
-			int bad = 0;
-
-#pragma GCC unroll 4
-			for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
-				br_refill8(&r[k]);
-				bad |= planes_pair(t, maxb, &r[k], syms,
-				    &pos[k]);
-				bad |= planes_pair(t, maxb, &r[k], syms,
-				    &pos[k]);
-			}
-			if (bad)
-				return;
-		}
-	}
-}
-
 /* Decodes stream k's remaining symbols, pos to end, with checked refills.
  * Returns 0 or BELLOWS_EPROTO at an unused code. */
 static int
@@ -1138,31 +1081,52 @@ planes_stream_checked(const kern_gcomp_table *t, gcomp_br *r, uint64_t pos,
 }
 
 /* Decodes a planes chunk's exponent symbols into syms (pc->m of them) and
- * checks each stream's bits against its header. Returns 0 or
- * BELLOWS_EPROTO. */
+ * checks each stream's bits against its header. The fast path runs the
+ * streams side by side (gcomp_planes.h; simd: its AVX2 build) as far as
+ * they go without a check. Returns 0 or BELLOWS_EPROTO. */
 static int
 planes_syms(const kern_gcomp_table *t, const uint8_t *in,
-    const planes_chunk *pc, uint64_t done, int fast, uint8_t *syms,
+    const planes_chunk *pc, uint64_t done, int fast, int simd, uint8_t *syms,
     char *errbuf, size_t errlen)
 {
 	gcomp_br r[KERN_GCOMP_STREAMS];
-	uint64_t pos[KERN_GCOMP_STREAMS], end[KERN_GCOMP_STREAMS];
+	planes_streams s;
 	const uint8_t *p = in + pc->off;
 	int rc;
 
 	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
-		uint64_t cnt;
+		uint64_t a, cnt;
 
-		planes_stream_span(pc->m, k, &pos[k], &cnt);
-		end[k] = pos[k] + cnt;
-		br_init(&r[k], p, (pc->bits[k] + 7) / 8);
+		planes_stream_span(pc->m, k, &a, &cnt);
+		s.p[k] = p;
 		p += (pc->bits[k] + 7) / 8;
+		s.end[k] = p;
+		s.c[k] = 0;
+		s.o[k] = syms + a;
+		s.oend[k] = syms + a + cnt;
 	}
-	if (fast && t->h.max_bits <= KERN_GCOMP_LUT2_BITS)
-		planes_streams_fast(t, r, pos, end, syms);
+	if (fast && t->h.max_bits <= KERN_GCOMP_LUT2_BITS) {
+#ifdef KERN_HAVE_X86
+		if (simd)
+			kern_gcomp_planes_run_avx2(t->plut, t->h.max_bits, &s);
+		else
+#endif
+			planes_streams_run(t->plut, t->h.max_bits, &s);
+	}
+	(void)simd;
 	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
-		rc = planes_stream_checked(t, &r[k], pos[k], end[k], syms, pc,
-		    done, in, errbuf, errlen);
+		/* The checked reader from where the fast one stopped. */
+		const uint8_t *start = in + pc->off;
+
+		for (unsigned j = 0; j < k; j++)
+			start += (pc->bits[j] + 7) / 8;
+		r[k] = (gcomp_br){ .p = s.p[k] + (s.c[k] >> 3),
+			.start = start, .end = s.end[k] };
+		br_refill(&r[k]);
+		(void)br_get0(&r[k], s.c[k] & 7u);
+		rc = planes_stream_checked(t, &r[k],
+		    (uint64_t)(s.o[k] - syms), (uint64_t)(s.oend[k] - syms),
+		    syms, pc, done, in, errbuf, errlen);
 		if (rc < 0)
 			return rc;
 	}
@@ -1356,6 +1320,7 @@ planes_decode(const kern_gcomp_table *t, const uint8_t *in, uint64_t block,
 
 #ifdef KERN_HAVE_X86
 	simd = fast && kern_cpu_isa_supported(KERN_ISA_AVX2);
+	/* (BMI2 comes with every AVX2 processor.) */
 #endif
 	if (dtype == KERN_F16) {
 		gcomp_err(errbuf, errlen,
@@ -1373,8 +1338,8 @@ planes_decode(const kern_gcomp_table *t, const uint8_t *in, uint64_t block,
 			planes_raw_values(in + pc.off, pc.m, dtype, add, out,
 			    done);
 		} else {
-			rc = planes_syms(t, in, &pc, done, fast, syms, errbuf,
-			    errlen);
+			rc = planes_syms(t, in, &pc, done, fast, simd, syms,
+			    errbuf, errlen);
 			xoff = pc.off + pc.bytes - pc.mB - 8 * pc.nx;
 			if (rc == 0)
 				rc = planes_check(in, xoff, &pc, dtype, syms,

@@ -80,6 +80,10 @@ typedef struct kern_gcomp_table {
 	 * (count 2 when both are exponents and fit in max_bits, else 1 with
 	 * the first's LUT symbol and length). */
 	uint32_t lut2[1u << KERN_GCOMP_LUT2_BITS];
+	/* The same for format 2's decoder (gcomp_planes.h): first symbol |
+	 * second << 8 | bits << 16 | count << 24, escape and unused codes
+	 * flagged in bits 31 and 30. */
+	uint32_t plut[1u << KERN_GCOMP_LUT2_BITS];
 } kern_gcomp_table;
 
 /* Counts of one encode (all optional reading for stats and benchmarks). */

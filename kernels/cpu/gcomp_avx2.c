@@ -1,11 +1,14 @@
 /* gcomp_avx2 - the GComp delta levels compiled for AVX2, vectorised by the
  * compiler from the loop every path shares (gcomp_levels.h); the same
- * levels as the portable C bit for bit. And the planes decoder's value
- * pass for float32 (format 2) in AVX2 intrinsics: the values of the
- * portable loop, 8 at a time. */
+ * levels as the portable C bit for bit. And format 2's fast decoder: its
+ * exponent streams (gcomp_planes.h) built with BMI2's shifts, and its
+ * value pass for float32 in AVX2 intrinsics, the values of the portable
+ * loop 8 at a time. */
 #include "gcomp.h"
 
 #include <immintrin.h>
+
+#include "gcomp_planes.h"
 
 #include "gcomp_levels.h"
 
@@ -16,6 +19,13 @@ kern_gcomp_levels_avx2(const kern_gcomp_opt *o, int dtype, const void *grad,
 {
 	gcomp_levels_dispatch(o, dtype, grad, n, max_level, lim, scale, c1, c2,
 	    levels);
+}
+
+void
+kern_gcomp_planes_run_avx2(const uint32_t *plut, unsigned maxb,
+    planes_streams *s)
+{
+	planes_streams_run(plut, maxb, s);
 }
 
 /* For each 4-bit mask of non-zero values: the byte shuffle that spreads

@@ -1,0 +1,146 @@
+/* gcomp_planes - the fast exponent decoder of GComp's format 2 (the
+ * planes layout, see gcomp.h), shared by the portable build (gcomp.c) and
+ * the AVX2 build (gcomp_avx2.c, which adds BMI2's shifts): a chunk's
+ * KERN_GCOMP_STREAMS streams decoded side by side, two codes per lookup
+ * where they fit, so that the streams' dependency chains overlap.
+ *
+ * Each stream's state is a byte pointer and the bits of that byte already
+ * used; every lookup loads the 8 bytes at the pointer, so no bit buffer
+ * is carried from lookup to lookup. */
+#ifndef KERN_CPU_GCOMP_PLANES_H
+#define KERN_CPU_GCOMP_PLANES_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "gcomp.h"
+
+/* An entry of the planes LUT (kern_gcomp_table.plut): bits 0-7 the first
+ * symbol, 8-15 the second, 16-20 the bits of both (of the escape code
+ * alone for an escape), 24-25 how many symbols (1 or 2); bit 31 set for
+ * an escape, bits 31 and 30 for an unused code. */
+#define PLANES_LUT_ESC (1u << 31)
+#define PLANES_LUT_BAD (3u << 30)
+
+/* The streams of one chunk, between the decoders. */
+typedef struct planes_streams {
+	const uint8_t *p[KERN_GCOMP_STREAMS];   /* byte of the next bit */
+	const uint8_t *end[KERN_GCOMP_STREAMS]; /* the stream's end */
+	unsigned c[KERN_GCOMP_STREAMS];         /* bits of *p used */
+	uint8_t *o[KERN_GCOMP_STREAMS];         /* next symbol */
+	uint8_t *oend[KERN_GCOMP_STREAMS];      /* the stream's last + 1 */
+} planes_streams;
+
+static inline __attribute__((always_inline)) uint64_t
+planes_load_be64(const uint8_t *p)
+{
+	uint64_t w;
+
+	memcpy(&w, p, 8);
+	return __builtin_bswap64(w);
+}
+
+/* Rounds that need no check: a round moves each pointer on by at most
+ * 6 bytes (c <= 7 + 2 x 23 bits), loads 8 bytes there and writes at
+ * most 4 symbols. */
+static inline __attribute__((always_inline)) int64_t
+planes_rounds(const planes_streams *s)
+{
+	int64_t n = INT64_MAX;
+
+	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
+		int64_t by = (int64_t)(s->end[k] - s->p[k]) - 8;
+		int64_t sy = (int64_t)(s->oend[k] - s->o[k]) / 4;
+		int64_t rk = by < 6 ? 0 : by / 6;
+
+		rk = rk < sy ? rk : sy;
+		n = rk < n ? rk : n;
+	}
+	return n;
+}
+
+/* One lookup of stream (p, c, o). Returns 0, or -1 at an unused code
+ * (nothing consumed). */
+static inline __attribute__((always_inline)) int
+planes_look(const uint32_t *plut, unsigned shift, const uint8_t *p,
+    unsigned *c, uint8_t **o)
+{
+	uint64_t w = planes_load_be64(p) << *c;
+	uint32_t e = plut[w >> shift];
+
+	if (__builtin_expect(e >= PLANES_LUT_ESC, 0)) {
+		unsigned len = (e >> 16) & 31u;
+
+		if (e >= PLANES_LUT_BAD)
+			return -1;
+		**o = (uint8_t)(w << len >> 56);
+		*o += 1;
+		*c += len + 8;
+		return 0;
+	}
+	(*o)[0] = (uint8_t)e;
+	(*o)[1] = (uint8_t)(e >> 8);
+	*o += e >> 24;
+	*c += (e >> 16) & 31u;
+	return 0;
+}
+
+/* Decodes all streams side by side until one nears its end or meets an
+ * unused code; the caller's checked loop goes on from s. */
+static inline __attribute__((always_inline)) void
+planes_streams_run(const uint32_t *plut, unsigned maxb, planes_streams *s)
+{
+	unsigned shift = 64 - maxb;
+	int64_t rounds;
+
+	while ((rounds = planes_rounds(s)) > 0) {
+		const uint8_t *p0 = s->p[0], *p1 = s->p[1], *p2 = s->p[2],
+			      *p3 = s->p[3];
+		unsigned c0 = s->c[0], c1 = s->c[1], c2 = s->c[2],
+			 c3 = s->c[3];
+		uint8_t *o0 = s->o[0], *o1 = s->o[1], *o2 = s->o[2],
+			*o3 = s->o[3];
+		int bad = 0;
+
+		for (int64_t j = 0; j < rounds && !bad; j++) {
+			p0 += c0 >> 3;
+			c0 &= 7u;
+			p1 += c1 >> 3;
+			c1 &= 7u;
+			p2 += c2 >> 3;
+			c2 &= 7u;
+			p3 += c3 >> 3;
+			c3 &= 7u;
+			bad |= planes_look(plut, shift, p0, &c0, &o0);
+			bad |= planes_look(plut, shift, p1, &c1, &o1);
+			bad |= planes_look(plut, shift, p2, &c2, &o2);
+			bad |= planes_look(plut, shift, p3, &c3, &o3);
+			bad |= planes_look(plut, shift, p0, &c0, &o0);
+			bad |= planes_look(plut, shift, p1, &c1, &o1);
+			bad |= planes_look(plut, shift, p2, &c2, &o2);
+			bad |= planes_look(plut, shift, p3, &c3, &o3);
+		}
+		s->p[0] = p0;
+		s->p[1] = p1;
+		s->p[2] = p2;
+		s->p[3] = p3;
+		s->c[0] = c0;
+		s->c[1] = c1;
+		s->c[2] = c2;
+		s->c[3] = c3;
+		s->o[0] = o0;
+		s->o[1] = o1;
+		s->o[2] = o2;
+		s->o[3] = o3;
+		if (bad)
+			return;
+	}
+}
+
+#ifdef KERN_HAVE_X86
+/* planes_streams_run built for AVX2 processors (BMI2's shifts). */
+void kern_gcomp_planes_run_avx2(const uint32_t *plut, unsigned maxb,
+    planes_streams *s);
+#endif
+
+#endif /* KERN_CPU_GCOMP_PLANES_H */
