@@ -85,6 +85,38 @@ get_le64(const uint8_t *p)
 	return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
 }
 
+/* The planes LUT entry (gcomp_planes.h) of the KERN_GCOMP_PLUT_BITS bits
+ * i, from t's lut: the codes that fit in i, up to 4, ending before an
+ * escape or an unused code that is not the first. */
+static uint64_t
+planes_lut_entry(const kern_gcomp_table *t, unsigned i)
+{
+	unsigned mb = t->h.max_bits, used = 0, count = 0;
+	uint64_t syms = 0;
+
+	while (count < 4) {
+		unsigned rest = KERN_GCOMP_PLUT_BITS - used, e, sym, len;
+
+		if (rest == 0)
+			break;
+		/* the next max_bits bits, zeros past the end of i */
+		e = mb <= rest ? t->lut[(i >> (rest - mb)) & ((1u << mb) - 1)]
+			       : t->lut[(i << (mb - rest)) & ((1u << mb) - 1)];
+		sym = e >> 4;
+		len = e & 15u;
+		if (count == 0 && sym == KERN_GCOMP_BAD)
+			return PLANES_LUT_BAD;
+		if (count == 0 && sym == KERN_GCOMP_ESC)
+			return PLANES_LUT_ESC | (uint64_t)len << 32;
+		if (sym >= KERN_GCOMP_ESC || len > rest)
+			break;
+		syms |= (uint64_t)sym << (8 * count);
+		used += len;
+		count++;
+	}
+	return (uint64_t)count << 40 | (uint64_t)used << 32 | syms;
+}
+
 void
 kern_gcomp_prepare(kern_gcomp_table *t)
 {
@@ -116,21 +148,9 @@ kern_gcomp_prepare(kern_gcomp_table *t)
 		else
 			t->lut2[i] = 1u << 23 | s1 << 5 | l1;
 	}
-	for (unsigned i = 0; mb <= KERN_GCOMP_LUT2_BITS && i < (1u << mb);
-	     i++) {
-		unsigned s1 = t->lut[i] >> 4, l1 = t->lut[i] & 15u;
-		unsigned e2 = t->lut[(i << l1) & ((1u << mb) - 1)];
-		unsigned s2 = e2 >> 4, l2 = e2 & 15u;
-
-		if (s1 == KERN_GCOMP_BAD)
-			t->plut[i] = PLANES_LUT_BAD;
-		else if (s1 == KERN_GCOMP_ESC)
-			t->plut[i] = PLANES_LUT_ESC | l1 << 16;
-		else if (s2 < 256 && l1 + l2 <= mb)
-			t->plut[i] = 2u << 24 | (l1 + l2) << 16 | s2 << 8 | s1;
-		else
-			t->plut[i] = 1u << 24 | l1 << 16 | s1;
-	}
+	for (unsigned i = 0;
+	     mb <= KERN_GCOMP_LUT2_BITS && i < (1u << KERN_GCOMP_PLUT_BITS); i++)
+		t->plut[i] = planes_lut_entry(t, i);
 	for (int s = 0; s < 256; s++) {
 		if (h->len[s] > 0) {
 			t->enc_code[s] = h->code[s];
@@ -1108,10 +1128,10 @@ planes_syms(const kern_gcomp_table *t, const uint8_t *in,
 	if (fast && t->h.max_bits <= KERN_GCOMP_LUT2_BITS) {
 #ifdef KERN_HAVE_X86
 		if (simd)
-			kern_gcomp_planes_run_avx2(t->plut, t->h.max_bits, &s);
+			kern_gcomp_planes_run_avx2(t->plut, &s);
 		else
 #endif
-			planes_streams_run(t->plut, t->h.max_bits, &s);
+			planes_streams_run(t->plut, &s);
 	}
 	(void)simd;
 	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {

@@ -62,6 +62,7 @@
 #define KERN_GCOMP_ESC          256        /* LUT symbol of the escape */
 #define KERN_GCOMP_BAD          511        /* LUT symbol of an unused code */
 #define KERN_GCOMP_LUT2_BITS    11 /* longest max_bits with a pair LUT */
+#define KERN_GCOMP_PLUT_BITS    11 /* bits a format 2 lookup reads */
 
 /* The codec's two paths, the same blocks byte for byte (see gcomp.c). */
 enum kern_gcomp_path {
@@ -80,10 +81,10 @@ typedef struct kern_gcomp_table {
 	 * (count 2 when both are exponents and fit in max_bits, else 1 with
 	 * the first's LUT symbol and length). */
 	uint32_t lut2[1u << KERN_GCOMP_LUT2_BITS];
-	/* The same for format 2's decoder (gcomp_planes.h): first symbol |
-	 * second << 8 | bits << 16 | count << 24, escape and unused codes
-	 * flagged in bits 31 and 30. */
-	uint32_t plut[1u << KERN_GCOMP_LUT2_BITS];
+	/* Up to four codes per lookup of the next KERN_GCOMP_PLUT_BITS bits,
+	 * for format 2's decoder (gcomp_planes.h), for max_bits <=
+	 * KERN_GCOMP_LUT2_BITS. */
+	uint64_t plut[1u << KERN_GCOMP_PLUT_BITS];
 } kern_gcomp_table;
 
 /* Counts of one encode (all optional reading for stats and benchmarks). */

@@ -22,10 +22,9 @@ kern_gcomp_levels_avx2(const kern_gcomp_opt *o, int dtype, const void *grad,
 }
 
 void
-kern_gcomp_planes_run_avx2(const uint32_t *plut, unsigned maxb,
-    planes_streams *s)
+kern_gcomp_planes_run_avx2(const uint64_t *plut, planes_streams *s)
 {
-	planes_streams_run(plut, maxb, s);
+	planes_streams_run(plut, s);
 }
 
 /* For each 4-bit mask of non-zero values: the byte shuffle that spreads

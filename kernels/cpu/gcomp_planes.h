@@ -1,8 +1,8 @@
 /* gcomp_planes - the fast exponent decoder of GComp's format 2 (the
  * planes layout, see gcomp.h), shared by the portable build (gcomp.c) and
  * the AVX2 build (gcomp_avx2.c, which adds BMI2's shifts): a chunk's
- * KERN_GCOMP_STREAMS streams decoded side by side, two codes per lookup
- * where they fit, so that the streams' dependency chains overlap.
+ * KERN_GCOMP_STREAMS streams decoded side by side, up to four codes per
+ * lookup of 11 bits, so that the streams' dependency chains overlap.
  *
  * Each stream's state is a byte pointer and the bits of that byte already
  * used; every lookup loads the 8 bytes at the pointer, so no bit buffer
@@ -15,12 +15,13 @@
 
 #include "gcomp.h"
 
-/* An entry of the planes LUT (kern_gcomp_table.plut): bits 0-7 the first
- * symbol, 8-15 the second, 16-20 the bits of both (of the escape code
- * alone for an escape), 24-25 how many symbols (1 or 2); bit 31 set for
- * an escape, bits 31 and 30 for an unused code. */
-#define PLANES_LUT_ESC (1u << 31)
-#define PLANES_LUT_BAD (3u << 30)
+/* The planes LUT (kern_gcomp_table.plut) is indexed by the next
+ * KERN_GCOMP_PLUT_BITS bits. An entry: bits 0-31 up to 4 symbols, first
+ * in the low byte; 32-36 the bits of them all (of the escape code alone
+ * for an escape); 40-42 how many (1..4); bit 63 set for an escape, bits
+ * 63 and 62 for an unused code. */
+#define PLANES_LUT_ESC (UINT64_C(1) << 63)
+#define PLANES_LUT_BAD (UINT64_C(3) << 62)
 
 /* The streams of one chunk, between the decoders. */
 typedef struct planes_streams {
@@ -42,7 +43,7 @@ planes_load_be64(const uint8_t *p)
 
 /* Rounds that need no check: a round moves each pointer on by at most
  * 6 bytes (c <= 7 + 2 x 23 bits), loads 8 bytes there and writes at
- * most 4 symbols. */
+ * most 8 symbols (two 4-byte stores). */
 static inline __attribute__((always_inline)) int64_t
 planes_rounds(const planes_streams *s)
 {
@@ -50,7 +51,7 @@ planes_rounds(const planes_streams *s)
 
 	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
 		int64_t by = (int64_t)(s->end[k] - s->p[k]) - 8;
-		int64_t sy = (int64_t)(s->oend[k] - s->o[k]) / 4;
+		int64_t sy = (int64_t)(s->oend[k] - s->o[k]) / 8;
 		int64_t rk = by < 6 ? 0 : by / 6;
 
 		rk = rk < sy ? rk : sy;
@@ -59,17 +60,17 @@ planes_rounds(const planes_streams *s)
 	return n;
 }
 
-/* One lookup of stream (p, c, o). Returns 0, or -1 at an unused code
- * (nothing consumed). */
+/* One lookup of stream (p, c, o): up to 4 symbols. Returns 0, or -1 at
+ * an unused code (nothing consumed). */
 static inline __attribute__((always_inline)) int
-planes_look(const uint32_t *plut, unsigned shift, const uint8_t *p,
-    unsigned *c, uint8_t **o)
+planes_look(const uint64_t *plut, const uint8_t *p, unsigned *c,
+    uint8_t **o)
 {
 	uint64_t w = planes_load_be64(p) << *c;
-	uint32_t e = plut[w >> shift];
+	uint64_t e = plut[w >> (64 - KERN_GCOMP_PLUT_BITS)];
 
 	if (__builtin_expect(e >= PLANES_LUT_ESC, 0)) {
-		unsigned len = (e >> 16) & 31u;
+		unsigned len = (unsigned)(e >> 32) & 31u;
 
 		if (e >= PLANES_LUT_BAD)
 			return -1;
@@ -80,17 +81,18 @@ planes_look(const uint32_t *plut, unsigned shift, const uint8_t *p,
 	}
 	(*o)[0] = (uint8_t)e;
 	(*o)[1] = (uint8_t)(e >> 8);
-	*o += e >> 24;
-	*c += (e >> 16) & 31u;
+	(*o)[2] = (uint8_t)(e >> 16);
+	(*o)[3] = (uint8_t)(e >> 24);
+	*o += (e >> 40) & 7u;
+	*c += (unsigned)(e >> 32) & 31u;
 	return 0;
 }
 
 /* Decodes all streams side by side until one nears its end or meets an
  * unused code; the caller's checked loop goes on from s. */
 static inline __attribute__((always_inline)) void
-planes_streams_run(const uint32_t *plut, unsigned maxb, planes_streams *s)
+planes_streams_run(const uint64_t *plut, planes_streams *s)
 {
-	unsigned shift = 64 - maxb;
 	int64_t rounds;
 
 	while ((rounds = planes_rounds(s)) > 0) {
@@ -111,14 +113,14 @@ planes_streams_run(const uint32_t *plut, unsigned maxb, planes_streams *s)
 			c2 &= 7u;
 			p3 += c3 >> 3;
 			c3 &= 7u;
-			bad |= planes_look(plut, shift, p0, &c0, &o0);
-			bad |= planes_look(plut, shift, p1, &c1, &o1);
-			bad |= planes_look(plut, shift, p2, &c2, &o2);
-			bad |= planes_look(plut, shift, p3, &c3, &o3);
-			bad |= planes_look(plut, shift, p0, &c0, &o0);
-			bad |= planes_look(plut, shift, p1, &c1, &o1);
-			bad |= planes_look(plut, shift, p2, &c2, &o2);
-			bad |= planes_look(plut, shift, p3, &c3, &o3);
+			bad |= planes_look(plut, p0, &c0, &o0);
+			bad |= planes_look(plut, p1, &c1, &o1);
+			bad |= planes_look(plut, p2, &c2, &o2);
+			bad |= planes_look(plut, p3, &c3, &o3);
+			bad |= planes_look(plut, p0, &c0, &o0);
+			bad |= planes_look(plut, p1, &c1, &o1);
+			bad |= planes_look(plut, p2, &c2, &o2);
+			bad |= planes_look(plut, p3, &c3, &o3);
 		}
 		s->p[0] = p0;
 		s->p[1] = p1;
@@ -139,8 +141,7 @@ planes_streams_run(const uint32_t *plut, unsigned maxb, planes_streams *s)
 
 #ifdef KERN_HAVE_X86
 /* planes_streams_run built for AVX2 processors (BMI2's shifts). */
-void kern_gcomp_planes_run_avx2(const uint32_t *plut, unsigned maxb,
-    planes_streams *s);
+void kern_gcomp_planes_run_avx2(const uint64_t *plut, planes_streams *s);
 #endif
 
 #endif /* KERN_CPU_GCOMP_PLANES_H */
