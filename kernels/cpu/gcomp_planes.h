@@ -88,8 +88,62 @@ planes_look(const uint64_t *plut, const uint8_t *p, unsigned *c,
 	return 0;
 }
 
+/* Goes on with stream k alone while it has 14 bytes and 8 symbols left
+ * (the other streams may be far from their ends when the first nears
+ * its own). Returns 0, or -1 at an unused code. */
+static inline __attribute__((always_inline)) int
+planes_stream_alone(const uint64_t *plut, planes_streams *s, unsigned k)
+{
+	const uint8_t *p = s->p[k], *end = s->end[k];
+	unsigned c = s->c[k];
+	uint8_t *o = s->o[k], *oend = s->oend[k];
+	int rc = 0;
+
+	while (end - p >= 14 && oend - o >= 8 && rc == 0) {
+		p += c >> 3;
+		c &= 7u;
+		rc = planes_look(plut, p, &c, &o);
+		if (rc == 0)
+			rc = planes_look(plut, p, &c, &o);
+	}
+	s->p[k] = p;
+	s->c[k] = c;
+	s->o[k] = o;
+	return rc;
+}
+
+/* Goes on with stream k on a copy of its last bytes (at most 32) padded
+ * with zero bytes, which is what the checked reader sees past a
+ * segment's end, while 4 symbols are left: then only the last 3 symbols
+ * of a stream need the checked loop. */
+static inline __attribute__((always_inline)) void
+planes_stream_tail(const uint64_t *plut, planes_streams *s, unsigned k)
+{
+	uint8_t buf[72];
+	const uint8_t *p = s->p[k] + (s->c[k] >> 3), *q = buf;
+	unsigned c = s->c[k] & 7u;
+	uint8_t *o = s->o[k];
+	int64_t left = s->end[k] - p;
+
+	if (left < 0 || left > 32)
+		return;
+	memset(buf, 0, sizeof(buf));
+	memcpy(buf, p, (size_t)left);
+	while (s->oend[k] - o >= 4) {
+		q += c >> 3;
+		c &= 7u;
+		if (q + 8 > buf + sizeof(buf) ||
+		    planes_look(plut, q, &c, &o) < 0)
+			break;
+	}
+	s->p[k] = p + (q - buf);
+	s->c[k] = c;
+	s->o[k] = o;
+}
+
 /* Decodes all streams side by side until one nears its end or meets an
- * unused code; the caller's checked loop goes on from s. */
+ * unused code, then each alone to its last bytes; the caller's checked
+ * loop goes on from s. */
 static inline __attribute__((always_inline)) void
 planes_streams_run(const uint64_t *plut, planes_streams *s)
 {
@@ -137,6 +191,9 @@ planes_streams_run(const uint64_t *plut, planes_streams *s)
 		if (bad)
 			return;
 	}
+	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++)
+		if (planes_stream_alone(plut, s, k) == 0)
+			planes_stream_tail(plut, s, k);
 }
 
 #ifdef KERN_HAVE_X86
