@@ -1165,40 +1165,36 @@ planes_syms(const kern_gcomp_table *t, const uint8_t *in,
 	return 0;
 }
 
-/* Checks a planes chunk's sign and mantissa bytes against its non-zero
- * symbols, and its listed values (ascending indices of symbol-0 values,
- * each a subnormal or -0 of dtype). Returns 0 or BELLOWS_EPROTO. */
+/* Says that a planes chunk's sign and mantissa bytes do not match its
+ * non-zero symbols. Returns BELLOWS_EPROTO. */
+static int
+planes_mant_error(const planes_chunk *pc, const uint8_t *syms, char *errbuf,
+    size_t errlen)
+{
+	uint64_t nz = 0;
+
+	for (uint64_t i = 0; i < pc->m; i++)
+		nz += syms[i] != 0;
+	gcomp_err(errbuf, errlen,
+	    "byte %llu: chunk %llu: %llu mantissa bytes for %llu non-zero "
+	    "exponents",
+	    (unsigned long long)(pc->hoff + 36), (unsigned long long)pc->c,
+	    (unsigned long long)pc->mB, (unsigned long long)nz);
+	return BELLOWS_EPROTO;
+}
+
+/* Checks a planes chunk's listed values: ascending indices of symbol-0
+ * values, each a subnormal or -0 of dtype. Returns 0 or
+ * BELLOWS_EPROTO. */
 static int
 planes_check(const uint8_t *in, uint64_t xoff, const planes_chunk *pc,
     int dtype, const uint8_t *syms, char *errbuf, size_t errlen)
 {
 	const uint8_t *xp = in + xoff;
-	uint64_t nz = 0, prev = 0;
+	uint64_t prev = 0;
 	uint32_t emask = dtype == KERN_F32 ? 0x7f800000u : 0x7f80u;
 	uint32_t vmax = dtype == KERN_F32 ? UINT32_MAX : 0xffffu;
 
-	uint64_t i = 0;
-
-	/* 8 symbols a word: the top bit of each non-zero byte, counted. */
-	for (; i + 8 <= pc->m; i += 8) {
-		uint64_t w, hi = UINT64_C(0x8080808080808080);
-
-		memcpy(&w, syms + i, 8);
-		nz += (((((w & ~hi) + ~hi) | w) & hi) >> 7) *
-			UINT64_C(0x0101010101010101) >>
-		    56;
-	}
-	for (; i < pc->m; i++)
-		nz += syms[i] != 0;
-	if (nz * planes_mbytes(dtype) != pc->mB) {
-		gcomp_err(errbuf, errlen,
-		    "byte %llu: chunk %llu: %llu mantissa bytes for %llu "
-		    "non-zero exponents",
-		    (unsigned long long)(pc->hoff + 36),
-		    (unsigned long long)pc->c, (unsigned long long)pc->mB,
-		    (unsigned long long)nz);
-		return BELLOWS_EPROTO;
-	}
 	for (uint64_t j = 0; j < pc->nx; j++) {
 		uint64_t at = get_le32(xp + 8 * j);
 		uint32_t u = get_le32(xp + 8 * j + 4);
@@ -1248,12 +1244,14 @@ planes_put(void *out, uint64_t i, int dtype, int add, unsigned sym,
 	}
 }
 
-/* Writes a checked planes chunk's values to out from i0: symbols with
- * their signs and mantissas, then the listed values. The fast path takes
- * float32 values 8 at a time with simd (AVX2, gcomp_avx2.c), then loads
- * 4 bytes per value while 4 are left; the reference path reads each
- * value's own bytes. */
-static inline __attribute__((always_inline)) void
+/* Writes a planes chunk's values to out from i0: symbols with their signs
+ * and mantissas (the listed values come after, planes_list_put). The
+ * fast path takes float32 values 8 at a time with simd (AVX2,
+ * gcomp_avx2.c), then loads 4 bytes per value while 4 are left; the
+ * reference path reads each value's own bytes. Returns 0, or -1 when the
+ * non-zero symbols do not use the sign and mantissa bytes exactly (out
+ * then partly written). */
+static inline __attribute__((always_inline)) int
 planes_values(const uint8_t *in, uint64_t xoff, const planes_chunk *pc,
     int dtype, int add, int fast, int simd, const uint8_t *syms, void *out,
     uint64_t i0)
@@ -1281,11 +1279,21 @@ planes_values(const uint8_t *in, uint64_t xoff, const planes_chunk *pc,
 		unsigned sym = syms[i];
 		uint32_t v = 0;
 
+		if (sym != 0 && mend - mp < (ptrdiff_t)mbytes)
+			return -1;
 		for (unsigned b = 0; sym != 0 && b < mbytes; b++)
 			v |= (uint32_t)mp[b] << (8 * b);
 		planes_put(out, i0 + i, dtype, add, sym, v);
 		mp += mbytes * (sym != 0);
 	}
+	return mp == mend ? 0 : -1;
+}
+
+/* Writes a planes chunk's listed values (checked) over their zeros. */
+static void
+planes_list_put(const uint8_t *in, uint64_t xoff, const planes_chunk *pc,
+    int dtype, int add, void *out, uint64_t i0)
+{
 	for (uint64_t j = 0; j < pc->nx; j++) {
 		uint64_t k = i0 + get_le32(in + xoff + 8 * j);
 		uint32_t u = get_le32(in + xoff + 8 * j + 4);
@@ -1325,8 +1333,8 @@ planes_raw_values(const uint8_t *src, uint64_t m, int dtype, int add,
 }
 
 /* kern_gcomp_decode of a planes block (format 2) whose header, n, dtype
- * and table version the caller checked: every chunk is read and checked
- * whole before its values are written. */
+ * and table version the caller checked. A chunk's exponents are all
+ * decoded and checked before its values are written. */
 static inline __attribute__((always_inline)) int
 planes_decode(const kern_gcomp_table *t, const uint8_t *in, uint64_t block,
     int dtype, void *out, uint64_t n, int add, int fast, char *errbuf,
@@ -1361,13 +1369,17 @@ planes_decode(const kern_gcomp_table *t, const uint8_t *in, uint64_t block,
 			rc = planes_syms(t, in, &pc, done, fast, simd, syms,
 			    errbuf, errlen);
 			xoff = pc.off + pc.bytes - pc.mB - 8 * pc.nx;
-			if (rc == 0)
-				rc = planes_check(in, xoff, &pc, dtype, syms,
-				    errbuf, errlen);
 			if (rc < 0)
 				return rc;
-			planes_values(in, xoff, &pc, dtype, add, fast, simd,
-			    syms, out, done);
+			if (planes_values(in, xoff, &pc, dtype, add, fast,
+				simd, syms, out, done) < 0)
+				return planes_mant_error(&pc, syms, errbuf,
+				    errlen);
+			rc = planes_check(in, xoff, &pc, dtype, syms, errbuf,
+			    errlen);
+			if (rc < 0)
+				return rc;
+			planes_list_put(in, xoff, &pc, dtype, add, out, done);
 		}
 		done += pc.m;
 		expect = pc.off + pc.bytes;
