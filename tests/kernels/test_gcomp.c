@@ -1007,6 +1007,113 @@ test_format_1_blocks_still_decode_and_others_are_refused(void **state)
 	free(b2);
 }
 
+/* Decodes a copy of b (len bytes) with byte at set to v (at < len), on
+ * both paths: the same code and message, returned in err. */
+static int
+decode_poked(const bellows_gcomp_table *t, const uint8_t *b, size_t len,
+    size_t at, uint8_t v, float *y, size_t n, char *err, size_t errlen)
+{
+	uint8_t *c = malloc(len);
+	char err2[256];
+	int rc, rc2;
+
+	memcpy(c, b, len);
+	c[at] = v;
+	rc = bellows_gcomp_decode(t, c, len, BELLOWS_GCOMP_F32, y, n, 0, err,
+	    errlen);
+	bellows_gcomp_force_reference(1);
+	rc2 = bellows_gcomp_decode(t, c, len, BELLOWS_GCOMP_F32, y, n, 0, err2,
+	    sizeof(err2));
+	bellows_gcomp_force_reference(0);
+	assert_int_equal(rc2, rc);
+	assert_string_equal(err2, err);
+	free(c);
+	return rc;
+}
+
+/* A format 2 block with a bad chunk mode, a chunk of more values than the
+ * encoder writes, a listed value that is no subnormal or -0, or sign and
+ * mantissa bytes that its exponents do not use is refused with
+ * BELLOWS_EPROTO and the byte, alike on both paths. */
+static void
+test_bad_format_2_chunks_are_refused_with_their_offset(void **state)
+{
+	size_t n = 20000, cap = bellows_gcomp_bound(BELLOWS_GCOMP_F32, n), len;
+	float *x = malloc(n * 4), *y = malloc(n * 4);
+	uint8_t *b = malloc(cap);
+	bellows_gcomp_table *t;
+	size_t h0 = KERN_GCOMP_HEADER, xoff;
+	char err[256];
+	uint32_t bits;
+
+	(void)state;
+	fill_gradient(x, n, 1);
+	x[5] = -0.0f; /* chunk 0 lists one value */
+	t = table_of(BELLOWS_GCOMP_F32, x, n, 8, 3);
+	assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x, n, 0,
+			     NULL, b, cap, &len, NULL),
+	    0);
+	assert_int_equal(b[4], KERN_GCOMP_FORMAT_PLANES);
+	assert_int_equal(b[h0 + 16], 1); /* one listed value */
+	assert_int_equal(decode_poked(t, b, len, h0 + 12, 2, y, n, err,
+			     sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_string_equal(err, "byte 44: chunk 0: mode 2 with these fields "
+				 "is no chunk of format 2");
+	assert_int_equal(decode_poked(t, b, len, h0 + 9, 0x40, y, n, err,
+			     sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "byte 40: chunk 0 holds 16384 values"));
+	/* The listed value's bits (after the 4 streams): an exponent. */
+	xoff = (size_t)b[h0] | (size_t)b[h0 + 1] << 8; /* chunk 0's data */
+	for (int k = 0; k < KERN_GCOMP_STREAMS; k++) {
+		memcpy(&bits, b + h0 + 20 + 4 * k, 4);
+		xoff += (bits + 7) / 8;
+	}
+	assert_int_equal(b[xoff], 5); /* its index */
+	assert_int_equal(decode_poked(t, b, len, xoff + 6, 0x80, y, n, err,
+			     sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "listed value 0 (index 5, bits "
+				    "0x80800000) is no subnormal"));
+	/* Listed out of order: index 5 moved onto a non-zero exponent. */
+	assert_int_equal(decode_poked(t, b, len, xoff, 6, y, n, err,
+			     sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "listed value 0 (index 6"));
+	/* One mantissa byte fewer said in chunk 0's header, and the last
+	 * chunk's last byte cut: their values ask for bytes that are not
+	 * there (chunk 0 is decoded before chunk 1's offset is read). */
+	assert_int_equal(decode_poked(t, b, len, h0 + 36, (uint8_t)(b[h0 + 36] - 1),
+			     y, n, err, sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "byte 68: chunk 0: "));
+	assert_non_null(strstr(err, "mantissa bytes for"));
+	{
+		size_t last = h0 + 2 * KERN_GCOMP_CHUNK_HEADER2;
+		uint8_t *c = malloc(len);
+
+		memcpy(c, b, len);
+		c[last + 36]--; /* mantissa bytes */
+		c[24]--;        /* the block one byte shorter */
+		for (int p = 0; p < 2; p++) {
+			bellows_gcomp_force_reference(p);
+			assert_int_equal(bellows_gcomp_decode(t, c, len - 1,
+					     BELLOWS_GCOMP_F32, y, n, 0, err,
+					     sizeof(err)),
+			    BELLOWS_EPROTO);
+			assert_non_null(strstr(err, "byte 148: chunk 2: "));
+			assert_non_null(strstr(err, "mantissa bytes for"));
+		}
+		bellows_gcomp_force_reference(0);
+		free(c);
+	}
+	bellows_gcomp_table_destroy(&t);
+	free(x);
+	free(y);
+	free(b);
+}
+
 static void
 test_decoder_survives_fuzzed_blocks(void **state)
 {
@@ -1037,6 +1144,8 @@ main(int argc, char **argv)
 		    test_level_0_without_levels_is_format_2_and_bit_exact_for_every_value),
 		cmocka_unit_test(
 		    test_format_1_blocks_still_decode_and_others_are_refused),
+		cmocka_unit_test(
+		    test_bad_format_2_chunks_are_refused_with_their_offset),
 	};
 
 	if (argc == 3 && strcmp(argv[1], "fuzz") == 0) {
