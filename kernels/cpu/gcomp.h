@@ -40,6 +40,25 @@
  * Chunks (KERN_GCOMP_CHUNK values each, the last shorter) are independent
  * bitstreams, so decoding can be split across threads, and a truncated or
  * corrupted block is caught at its chunk.
+ *
+ * Format 2, the planes layout, is what level 0 without per-value levels
+ * writes for float32 and bfloat16 (format 1 stays for levels and float16;
+ * the decoder reads both). The block header is format 1's with byte 4 =
+ * 2; chunks hold 1..KERN_GCOMP_CHUNK values, with 40-byte headers:
+ *   bytes 0-7    offset             uint64, of the chunk's data
+ *   bytes 8-11   values m           uint32
+ *   byte  12     mode               0 planes, 1 raw; bytes 13-15 zero
+ *   bytes 16-19  listed values      uint32 (0 when raw)
+ *   bytes 20-35  stream bits        4 x uint32 (0 when raw)
+ *   bytes 36-39  mantissa bytes     uint32 (0 when raw)
+ * Planes data: the 4 exponent streams (stream k codes values k*q ..
+ * (k+1)*q - 1, q = ceil(m / 4), each padded to whole bytes), then the
+ * listed values (8 bytes each: uint32 index in the chunk, uint32 raw bits,
+ * ascending: the symbol-0 values that are not +0, i.e. subnormals and -0),
+ * then per non-zero symbol, in value order, the sign and mantissa as
+ * whole bytes: float32 3 bytes little-endian of sign << 23 | mantissa,
+ * bfloat16 1 byte sign << 7 | mantissa. Raw data: the m values as they
+ * are. So level 0 in format 2 gives back every value bit for bit.
  */
 #ifndef KERN_CPU_GCOMP_H
 #define KERN_CPU_GCOMP_H
