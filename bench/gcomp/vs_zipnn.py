@@ -13,9 +13,10 @@ over the dumps, with the number of dumps each codes larger than zstd -1.
 
 Speed is measured on the last dump in R rounds (default 9): each round
 times every coder's compression and decompression once in turn, in GB/s
-of float32 bytes per second of this thread's CPU time over a batch of at
-least MS ms (default 40), so that load from other work falls on all
-alike. The table gives the medians and the median of the same-round
+of float32 bytes per second of this process's CPU time (all its threads:
+ZipNN's C code runs threads of its own on large inputs even with
+threads=1) over a batch of at least MS ms (default 40), so that load from
+other work falls on all alike. The table gives the medians and the median of the same-round
 ratios to zstd -1. ZipNN's compression reorders its input in place, so
 it codes a fresh copy each time and the copy's time, measured in the
 same round, is taken off. ZipNN runs from Python (its compression and
@@ -151,12 +152,12 @@ def table_of(lib, x: torch.Tensor, version: int) -> vp:
 
 
 def gbps(fn, raw: int, ms: float) -> float:
-    t0 = time.thread_time()
+    t0 = time.process_time()
     reps = 0
     while True:
         fn()
         reps += 1
-        t1 = time.thread_time()
+        t1 = time.process_time()
         if t1 - t0 >= ms / 1000:
             return raw * reps / (t1 - t0) / 1e9
 

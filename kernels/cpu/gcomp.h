@@ -189,12 +189,14 @@ void kern_gcomp_prepare(kern_gcomp_table *t);
 uint64_t kern_gcomp_bound(int dtype, uint64_t n);
 
 /* Encodes n values of dtype at x into out (cap bytes). Each value's level
- * is levels[i] (NULL: `level` for all), 0..3, forced to 0 for symbol 255.
- * *ret_bytes gets the block's size; *stats (may be NULL) is filled.
- * Returns 0; BELLOWS_EINVAL for a bad dtype, level or levels[i] above 3;
- * BELLOWS_EMSGSIZE when cap is too small (out's contents then
- * unspecified). Allocates nothing; the fast path takes about 50 KB of
- * stack (a chunk's segments), the decoder about 8 KB. */
+ * is levels[i] (NULL: `level` for all), 0..3, forced to 0 for symbol 255;
+ * level 0 with levels NULL on float32 or bfloat16 writes format 2, all
+ * else format 1. *ret_bytes gets the block's size; *stats (may be NULL)
+ * is filled. Returns 0; BELLOWS_EINVAL for a bad dtype, level or
+ * levels[i] above 3; BELLOWS_EMSGSIZE when cap is too small (out's
+ * contents then unspecified). Allocates nothing; the format 1 fast path
+ * takes about 50 KB of stack (a chunk's segments), format 2 about 56 KB,
+ * the decoder about 9 KB. */
 int kern_gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x,
     uint64_t n, int level, const uint8_t *levels, uint8_t *out, size_t cap,
     size_t *ret_bytes, kern_gcomp_stats *stats);
