@@ -1347,8 +1347,8 @@ planes_decode(const kern_gcomp_table *t, const uint8_t *in, uint64_t block,
 	int rc, simd = 0;
 
 #ifdef KERN_HAVE_X86
-	simd = fast && kern_cpu_isa_supported(KERN_ISA_AVX2);
-	/* (BMI2 comes with every AVX2 processor.) */
+	simd = fast && kern_cpu_isa_supported(KERN_ISA_AVX2) &&
+	    __builtin_cpu_supports("bmi2");
 #endif
 	if (dtype == KERN_F16) {
 		gcomp_err(errbuf, errlen,

@@ -21,7 +21,8 @@ kern_gcomp_levels_avx2(const kern_gcomp_opt *o, int dtype, const void *grad,
 	    levels);
 }
 
-void
+/* BMI2 for its own shifts only: the delta levels above stay plain AVX2. */
+__attribute__((target("bmi2"))) void
 kern_gcomp_planes_run_avx2(const uint64_t *plut, planes_streams *s)
 {
 	planes_streams_run(plut, s);

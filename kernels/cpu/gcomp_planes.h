@@ -197,7 +197,7 @@ planes_streams_run(const uint64_t *plut, planes_streams *s)
 }
 
 #ifdef KERN_HAVE_X86
-/* planes_streams_run built for AVX2 processors (BMI2's shifts). */
+/* planes_streams_run built for AVX2 processors with BMI2 (its shifts). */
 void kern_gcomp_planes_run_avx2(const uint64_t *plut, planes_streams *s);
 #endif
 
