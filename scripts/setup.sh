@@ -96,6 +96,19 @@ for pkg in "${wanted[@]}"; do
 	fi
 done
 
+# ZipNN from PyPI in the torch 2.x venv at $1, for bench/gcomp/vs_zipnn.py
+# only: added as root when missing; a failure is said, not fatal.
+torch2_zipnn()
+{
+	if "$1/bin/python" -c 'import zipnn' >/dev/null 2>&1 ||
+		[ "$(id -u)" -ne 0 ]; then
+		return 0
+	fi
+	"$1/bin/pip" install -q --disable-pip-version-check zipnn ||
+		echo "setup: zipnn did not install (bench/gcomp/vs_zipnn.py" \
+			"needs it)" >&2
+}
+
 # The torch 2.x venv (see the top): made once, as root, kept while its
 # torch imports.
 torch2_venv()
@@ -111,6 +124,7 @@ torch2_venv()
 			"$venv/bin/pip" install -q --disable-pip-version-check \
 				mypy ruff
 		fi
+		torch2_zipnn "$venv"
 		return 0
 	fi
 	if [ "$(id -u)" -ne 0 ]; then
@@ -125,6 +139,7 @@ torch2_venv()
 	/usr/bin/python3 -m venv "$venv"
 	"$venv/bin/pip" install -q --disable-pip-version-check \
 		'torch>=2,<3' numpy pyyaml pyzmq mypy ruff
+	torch2_zipnn "$venv"
 	"$venv/bin/python" -c 'import torch; print("setup: torch",
 		torch.__version__, "in", __import__("sys").prefix)' >&2
 }

@@ -27,6 +27,13 @@
  *    with libzstd, zstd levels 1 and 3 on the same bytes. Each is
  *    repeated for at least --measure-ms (default 300) of CPU and the best
  *    of 5 rounds is shown.
+ * 4. Level 0 against zstd -1, interleaved: 15 rounds, each timing GComp's
+ *    fast encode, zstd -1's compression, GComp's fast and reference
+ *    decodes and zstd -1's decompression once in turn (--measure-ms / 15
+ *    each), so that load from other work falls on all alike; the medians,
+ *    and the median and the worst of the same-round ratios.
+ * With libzstd, step 2 also gives zstd -1's ratio on the same dumps and
+ * how many dumps GComp's level 0 codes larger than zstd -1.
  */
 #include <dirent.h>
 #include <getopt.h>
@@ -174,6 +181,37 @@ gbps(work_fn fn, void *ctx, double bytes, unsigned ms)
 	return best;
 }
 
+/* GB/s of fn over bytes, one batch of at least ms of CPU. */
+static double
+gbps_once(work_fn fn, void *ctx, double bytes, unsigned ms)
+{
+	uint64_t t0 = cpu_ns(), t1;
+	uint64_t reps = 0;
+
+	do {
+		fn(ctx);
+		reps++;
+		t1 = cpu_ns();
+	} while (t1 - t0 < (uint64_t)ms * 1000000ull);
+	return bytes * (double)reps / (double)(t1 - t0);
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorts v). */
+static double
+median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 typedef struct speed_ctx {
 	const bellows_gcomp_table *t; /* the table */
 	const dump *d;                /* the dump coded */
@@ -248,6 +286,59 @@ do_unzstd(void *p)
 }
 #endif
 
+#ifdef BENCH_HAVE_ZSTD
+#define PAIRED_ROUNDS 15
+
+/* Part 4: GComp level 0 (fast path) and zstd -1 in turn, c's block and
+ * zstd buffer set up by the caller. */
+static void
+paired(speed_ctx *c, double bytes, unsigned ms)
+{
+	enum { ENC, ZENC, DEC, REF, ZDEC, KINDS };
+	static const char *names[KINDS] = { "gcomp encode, fast",
+		"zstd -1 compress", "gcomp decode, fast",
+		"gcomp decode, reference", "zstd -1 decompress" };
+	double v[KINDS][PAIRED_ROUNDS], r[4][PAIRED_ROUNDS], worst[4];
+	unsigned each = ms / PAIRED_ROUNDS > 0 ? ms / PAIRED_ROUNDS : 1;
+
+	c->levels = NULL;
+	c->zlevel = 1;
+	for (int k = 0; k < PAIRED_ROUNDS; k++) {
+		v[ENC][k] = gbps_once(do_encode, c, bytes, each);
+		v[ZENC][k] = gbps_once(do_zstd, c, bytes, each);
+		v[DEC][k] = gbps_once(do_decode, c, bytes, each);
+		bellows_gcomp_force_reference(1);
+		v[REF][k] = gbps_once(do_decode, c, bytes, each);
+		bellows_gcomp_force_reference(0);
+		v[ZDEC][k] = gbps_once(do_unzstd, c, bytes, each);
+		r[0][k] = v[ENC][k] / v[ZENC][k];
+		r[1][k] = v[DEC][k] / v[ZDEC][k];
+		r[2][k] = v[DEC][k] / v[REF][k];
+		r[3][k] = (double)c->len / (double)c->zlen;
+	}
+	printf("\nLevel 0 and zstd -1 in turn, %d rounds of %u ms each, "
+	       "last dump (%zu against %zu bytes):\n\n"
+	       "| | median GB/s |\n|---|---|\n",
+	    PAIRED_ROUNDS, each, c->len, c->zlen);
+	for (int i = 0; i < KINDS; i++)
+		printf("| %s | %.3f |\n", names[i], median(v[i], PAIRED_ROUNDS));
+	for (int i = 0; i < 4; i++) {
+		worst[i] = r[i][0];
+		for (int k = 1; k < PAIRED_ROUNDS; k++)
+			worst[i] = r[i][k] < worst[i] ? r[i][k] : worst[i];
+	}
+	printf("\n| same-round ratio | median | worst round |\n|---|---|---|\n");
+	printf("| gcomp encode / zstd -1 compress | %.2f | %.2f |\n",
+	    median(r[0], PAIRED_ROUNDS), worst[0]);
+	printf("| gcomp decode / zstd -1 decompress | %.2f | %.2f |\n",
+	    median(r[1], PAIRED_ROUNDS), worst[1]);
+	printf("| gcomp decode, fast / reference | %.2f | %.2f |\n",
+	    median(r[2], PAIRED_ROUNDS), worst[2]);
+	printf("| gcomp bytes / zstd -1 bytes | %.4f | |\n",
+	    median(r[3], PAIRED_ROUNDS));
+}
+#endif
+
 static void
 run_dir(const char *dir, int window, unsigned ms)
 {
@@ -255,8 +346,8 @@ run_dir(const char *dir, int window, unsigned ms)
 	int n = load_dir(dir, d);
 	bellows_gcomp_table *stat, *dyn = NULL;
 	double b_stat = 0, b_dyn = 0, b_own = 0, ent = 0, vals = 0;
-	double by0 = 0, bylv = 0, by3 = 0, raw = 0;
-	int have_lv = 1;
+	double by0 = 0, bylv = 0, by3 = 0, raw = 0, byz = 0;
+	int have_lv = 1, larger = 0;
 
 	if (n == 0) {
 		fprintf(stderr, "gcomp_codec: no .f32 in %s\n", dir);
@@ -290,6 +381,19 @@ run_dir(const char *dir, int window, unsigned ms)
 		bellows_gcomp_encode(use, BELLOWS_GCOMP_F32, d[i].x, d[i].n, 0,
 		    NULL, buf, cap, &len, NULL);
 		by0 += (double)len;
+#ifdef BENCH_HAVE_ZSTD
+		{
+			size_t zc = ZSTD_compressBound(d[i].n * 4);
+			void *z = malloc(zc);
+			size_t zl = ZSTD_compress(z, zc, d[i].x, d[i].n * 4, 1);
+
+			if (ZSTD_isError(zl))
+				exit(1);
+			byz += (double)zl;
+			larger += len > zl;
+			free(z);
+		}
+#endif
 		bellows_gcomp_encode(use, BELLOWS_GCOMP_F32, d[i].x, d[i].n, 3,
 		    NULL, buf, cap, &len, NULL);
 		by3 += (double)len;
@@ -320,6 +424,12 @@ run_dir(const char *dir, int window, unsigned ms)
 	if (have_lv)
 		printf("| delta levels | %.4f |\n", bylv / raw);
 	printf("| 3 for every value | %.4f |\n", by3 / raw);
+#ifdef BENCH_HAVE_ZSTD
+	printf("| zstd -1, the same dumps | %.4f |\n", byz / raw);
+	printf("\nlevel 0 against zstd -1: %.4f of its bytes; larger on %d of "
+	       "%d dumps\n",
+	    by0 / byz, larger, n);
+#endif
 
 	{
 		const dump *last = &d[n - 1];
@@ -417,6 +527,7 @@ run_dir(const char *dir, int window, unsigned ms)
 			    zl, (double)c.zlen / bytes, e);
 			printf("| zstd -%d decompress | %.3f |\n", zl, dd);
 		}
+		paired(&c, bytes, ms);
 		free(c.z);
 #else
 		printf("| zstd | (not built: no libzstd) |\n");

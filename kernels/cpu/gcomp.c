@@ -35,6 +35,7 @@
 #include "../element.h"
 #include "../kernels.h"
 #include "gcomp_levels.h"
+#include "gcomp_planes.h"
 #include "stats.h"
 
 /* Per dtype: mantissa bits and the truncation of each level. */
@@ -84,6 +85,38 @@ get_le64(const uint8_t *p)
 	return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
 }
 
+/* The planes LUT entry (gcomp_planes.h) of the KERN_GCOMP_PLUT_BITS bits
+ * i, from t's lut: the codes that fit in i, up to 4, ending before an
+ * escape or an unused code that is not the first. */
+static uint64_t
+planes_lut_entry(const kern_gcomp_table *t, unsigned i)
+{
+	unsigned mb = t->h.max_bits, used = 0, count = 0;
+	uint64_t syms = 0;
+
+	while (count < 4) {
+		unsigned rest = KERN_GCOMP_PLUT_BITS - used, e, sym, len;
+
+		if (rest == 0)
+			break;
+		/* the next max_bits bits, zeros past the end of i */
+		e = mb <= rest ? t->lut[(i >> (rest - mb)) & ((1u << mb) - 1)]
+			       : t->lut[(i << (mb - rest)) & ((1u << mb) - 1)];
+		sym = e >> 4;
+		len = e & 15u;
+		if (count == 0 && sym == KERN_GCOMP_BAD)
+			return PLANES_LUT_BAD;
+		if (count == 0 && sym == KERN_GCOMP_ESC)
+			return PLANES_LUT_ESC | (uint64_t)len << 32;
+		if (sym >= KERN_GCOMP_ESC || len > rest)
+			break;
+		syms |= (uint64_t)sym << (8 * count);
+		used += len;
+		count++;
+	}
+	return (uint64_t)count << 40 | (uint64_t)used << 32 | syms;
+}
+
 void
 kern_gcomp_prepare(kern_gcomp_table *t)
 {
@@ -115,6 +148,9 @@ kern_gcomp_prepare(kern_gcomp_table *t)
 		else
 			t->lut2[i] = 1u << 23 | s1 << 5 | l1;
 	}
+	for (unsigned i = 0;
+	     mb <= KERN_GCOMP_LUT2_BITS && i < (1u << KERN_GCOMP_PLUT_BITS); i++)
+		t->plut[i] = planes_lut_entry(t, i);
 	for (int s = 0; s < 256; s++) {
 		if (h->len[s] > 0) {
 			t->enc_code[s] = h->code[s];
@@ -140,7 +176,7 @@ kern_gcomp_bound(int dtype, uint64_t n)
 	/* Per value: the longest exponent (15 + 8), level, sign, mantissa;
 	 * per chunk: its header and up to 3 bytes of padding. */
 	bits = COM_HUFF_MAX_BITS + 8 + 2 + 1 + gcomp_mbits[dtype];
-	return KERN_GCOMP_HEADER + chunks * (KERN_GCOMP_CHUNK_HEADER + 3) +
+	return KERN_GCOMP_HEADER + chunks * (KERN_GCOMP_CHUNK_HEADER2 + 3) +
 	    (n * bits + 7) / 8;
 }
 
@@ -485,6 +521,211 @@ gcomp_encode_fast(const kern_gcomp_table *t, int dtype, const void *x,
 	return 0;
 }
 
+/* Format 2, the planes layout (see gcomp.h): level 0 without per-value
+ * levels, float32 and bfloat16. A chunk's exponents are split into
+ * KERN_GCOMP_STREAMS bit streams over consecutive quarters of its values,
+ * so that the decoder can run their dependency chains side by side; each
+ * non-zero symbol's sign and mantissa follow as whole bytes (3 for
+ * float32, 1 for bfloat16), no level bits; the few symbol-0 values that
+ * are not +0 (subnormals, -0) are listed whole. A chunk whose planes
+ * would not be smaller than its values is stored raw. */
+
+/* Bytes of one value's sign and mantissa in the planes layout. */
+static inline __attribute__((always_inline)) unsigned
+planes_mbytes(int dtype)
+{
+	return dtype == KERN_F32 ? 3 : 1;
+}
+
+/* Bytes of one value of dtype. */
+static inline __attribute__((always_inline)) unsigned
+planes_esz(int dtype)
+{
+	return dtype == KERN_F32 ? 4 : 2;
+}
+
+/* The first value and the count of stream k of a chunk of m values. */
+static void
+planes_stream_span(uint64_t m, unsigned k, uint64_t *first, uint64_t *count)
+{
+	uint64_t q = (m + KERN_GCOMP_STREAMS - 1) / KERN_GCOMP_STREAMS;
+	uint64_t a = k * q < m ? k * q : m, b = a + q < m ? a + q : m;
+
+	*first = a;
+	*count = b - a;
+}
+
+/* A value's raw bits (float32, or bfloat16 in the low 16). */
+static inline __attribute__((always_inline)) uint32_t
+planes_raw(const void *x, uint64_t i, int dtype)
+{
+	if (dtype == KERN_F32) {
+		uint32_t u;
+
+		memcpy(&u, (const uint8_t *)x + 4 * i, 4);
+		return u;
+	}
+	{
+		uint16_t h;
+
+		memcpy(&h, (const uint8_t *)x + 2 * i, 2);
+		return h;
+	}
+}
+
+/* The most listed values a chunk of the encoder may have before it is
+ * stored raw (at 8 bytes each, more would rarely pay). */
+#define PLANES_EXC_MAX (KERN_GCOMP_CHUNK / 8)
+
+/* One chunk's planes, in the encoder's scratch. */
+typedef struct planes_scratch {
+	uint8_t se[GCOMP_SCR_EXP];  /* the exponent streams, back to back */
+	uint8_t sm[KERN_GCOMP_CHUNK * 3 + 16]; /* signs and mantissas */
+	uint8_t sx[PLANES_EXC_MAX * 8];        /* listed values */
+	uint64_t bits[KERN_GCOMP_STREAMS];     /* each stream's bits */
+	uint64_t eB;                           /* the streams' bytes */
+	uint64_t mB;                           /* sm's bytes */
+	uint64_t nx;                           /* listed values */
+	int raw;                               /* store the chunk raw */
+} planes_scratch;
+
+/* Codes values i0..i0+m of x into s (m <= KERN_GCOMP_CHUNK); adds to st's
+ * counts. */
+static inline __attribute__((always_inline)) void
+planes_encode_chunk(const kern_gcomp_table *t, int dtype, const void *x,
+    uint64_t i0, uint64_t m, planes_scratch *s, kern_gcomp_stats *st)
+{
+	const unsigned mbytes = planes_mbytes(dtype);
+	uint8_t *mp = s->sm, *sp = s->se;
+	uint64_t nz_all = 0, esc = 0;
+
+	s->nx = 0;
+	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
+		uint64_t a, cnt;
+		gcomp_fw w = { .p = sp };
+
+		planes_stream_span(m, k, &a, &cnt);
+		for (uint64_t i = i0 + a; i < i0 + a + cnt; i++) {
+			uint32_t u = planes_raw(x, i, dtype), v;
+			unsigned sym = dtype == KERN_F32 ? (u >> 23) & 0xffu
+							 : (u >> 7) & 0xffu;
+			unsigned nz = sym != 0;
+
+			fw_put(&w, t->enc_code[sym], t->enc_len[sym]);
+			fw_flush(&w);
+			if (dtype == KERN_F32)
+				v = (u >> 31) << 23 | (u & 0x7fffffu);
+			else
+				v = (u >> 15) << 7 | (u & 0x7fu);
+			put_le32(mp, v);
+			mp += mbytes * nz;
+			nz_all += nz;
+			esc += t->h.len[sym] == 0;
+			if (__builtin_expect(!nz && u != 0, 0)) {
+				if (s->nx < PLANES_EXC_MAX) {
+					put_le32(s->sx + 8 * s->nx,
+					    (uint32_t)(i - i0));
+					put_le32(s->sx + 8 * s->nx + 4, u);
+				}
+				s->nx++;
+			}
+		}
+		s->bits[k] = fw_end(&w, sp);
+		sp = w.p;
+	}
+	s->eB = (uint64_t)(sp - s->se);
+	s->mB = (uint64_t)(mp - s->sm);
+	s->raw = s->nx > PLANES_EXC_MAX ||
+	    s->eB + 8 * s->nx + s->mB >= m * planes_esz(dtype);
+	st->zeros += m - nz_all;
+	st->levels[0] += nz_all;
+	st->escaped += esc;
+}
+
+/* Writes chunk c's header and data at out + off from s; returns the data's
+ * bytes, or 0 when cap is too small. Adds the segments' bits to st. */
+static uint64_t
+planes_put_chunk(const planes_scratch *s, int dtype, const void *x,
+    uint64_t i0, uint64_t m, uint8_t *out, size_t cap, uint64_t c,
+    uint64_t off, kern_gcomp_stats *st)
+{
+	uint8_t *h = out + KERN_GCOMP_HEADER + c * KERN_GCOMP_CHUNK_HEADER2;
+	uint64_t xB = 8 * s->nx;
+	uint64_t bytes = s->raw ? m * planes_esz(dtype) : s->eB + xB + s->mB;
+
+	if (cap - off < bytes)
+		return 0;
+	memset(h, 0, KERN_GCOMP_CHUNK_HEADER2);
+	put_le64(h, off);
+	put_le32(h + 8, (uint32_t)m);
+	if (s->raw) {
+		h[12] = KERN_GCOMP_MODE_RAW;
+		memcpy(out + off, (const uint8_t *)x + i0 * planes_esz(dtype),
+		    bytes);
+		st->mant_bits += 8 * bytes;
+		return bytes;
+	}
+	put_le32(h + 16, (uint32_t)s->nx);
+	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
+		put_le32(h + 20 + 4 * k, (uint32_t)s->bits[k]);
+		st->exp_bits += s->bits[k];
+	}
+	put_le32(h + 36, (uint32_t)s->mB);
+	memcpy(out + off, s->se, s->eB);
+	memcpy(out + off + s->eB, s->sx, xB);
+	memcpy(out + off + s->eB + xB, s->sm, s->mB);
+	st->mant_bits += 8 * (xB + s->mB);
+	return bytes;
+}
+
+/* kern_gcomp_encode in the planes layout, for one dtype (float32 or
+ * bfloat16, level 0, no levels); arguments checked by the caller. Not
+ * inlined: its scratch stays out of the other encoders' frames. */
+static __attribute__((noinline)) int
+planes_encode(const kern_gcomp_table *t, int dtype, const void *x,
+    uint64_t n, uint8_t *out, size_t cap, size_t *ret_bytes,
+    kern_gcomp_stats *stats)
+{
+	planes_scratch s;
+	kern_gcomp_stats st;
+	uint64_t chunks = (n + KERN_GCOMP_CHUNK - 1) / KERN_GCOMP_CHUNK;
+	uint64_t off = KERN_GCOMP_HEADER + chunks * KERN_GCOMP_CHUNK_HEADER2;
+
+	if (cap < off)
+		return BELLOWS_EMSGSIZE;
+	memset(&st, 0, sizeof(st));
+	for (uint64_t c = 0; c < chunks; c++) {
+		uint64_t i0 = c * KERN_GCOMP_CHUNK, bytes;
+		uint64_t m = n - i0 < KERN_GCOMP_CHUNK ? n - i0
+						       : KERN_GCOMP_CHUNK;
+
+		if (dtype == KERN_F32)
+			planes_encode_chunk(t, KERN_F32, x, i0, m, &s, &st);
+		else
+			planes_encode_chunk(t, KERN_BF16, x, i0, m, &s, &st);
+		bytes = planes_put_chunk(&s, dtype, x, i0, m, out, cap, c, off,
+		    &st);
+		if (bytes == 0)
+			return BELLOWS_EMSGSIZE;
+		off += bytes;
+	}
+	memcpy(out, "BGCB", 4);
+	out[4] = KERN_GCOMP_FORMAT_PLANES;
+	out[5] = (uint8_t)dtype;
+	out[6] = out[7] = 0;
+	put_le32(out + 8, t->h.version);
+	put_le32(out + 12, (uint32_t)chunks);
+	put_le64(out + 16, n);
+	put_le64(out + 24, off);
+	st.values = n;
+	st.bytes = off;
+	if (ret_bytes != NULL)
+		*ret_bytes = (size_t)off;
+	if (stats != NULL)
+		*stats = st;
+	return 0;
+}
+
 int
 kern_gcomp_encode_path(int path, const kern_gcomp_table *t, int dtype,
     const void *x, uint64_t n, int level, const uint8_t *levels, uint8_t *out,
@@ -494,6 +735,12 @@ kern_gcomp_encode_path(int path, const kern_gcomp_table *t, int dtype,
 	fn(t, dt, x, n, level, levels, out, cap, ret_bytes, stats)
 	if (path != KERN_GCOMP_PATH_FAST && path != KERN_GCOMP_PATH_REF)
 		return BELLOWS_EINVAL;
+	/* Lossless without levels: the planes layout (format 2), one
+	 * encoder for both paths. */
+	if (level == 0 && levels == NULL && n <= (UINT64_C(1) << 48) &&
+	    (dtype == KERN_F32 || dtype == KERN_BF16))
+		return planes_encode(t, dtype, x, n, out, cap, ret_bytes,
+		    stats);
 	switch (dtype) {
 	case KERN_F32:
 		return path == KERN_GCOMP_PATH_REF
@@ -527,7 +774,7 @@ kern_gcomp_info(const uint8_t *in, size_t bytes, uint64_t *ret_n,
     int *ret_dtype, uint32_t *ret_version, uint64_t *ret_block_bytes,
     char *errbuf, size_t errlen)
 {
-	uint64_t n, block, chunks;
+	uint64_t n, block, chunks, chdr;
 
 	if (bytes < 4 || memcmp(in, "BGCB", 4) != 0) {
 		gcomp_err(errbuf, errlen,
@@ -540,12 +787,14 @@ kern_gcomp_info(const uint8_t *in, size_t bytes, uint64_t *ret_n,
 		    bytes, KERN_GCOMP_HEADER);
 		return BELLOWS_EPROTO;
 	}
-	if (in[4] != KERN_GCOMP_FORMAT) {
+	if (in[4] != KERN_GCOMP_FORMAT && in[4] != KERN_GCOMP_FORMAT_PLANES) {
 		gcomp_err(errbuf, errlen,
-		    "byte 4: block format %u, this build reads %d", in[4],
-		    KERN_GCOMP_FORMAT);
+		    "byte 4: block format %u, this build reads %d and %d",
+		    in[4], KERN_GCOMP_FORMAT, KERN_GCOMP_FORMAT_PLANES);
 		return BELLOWS_EVERSION;
 	}
+	chdr = in[4] == KERN_GCOMP_FORMAT ? KERN_GCOMP_CHUNK_HEADER
+					  : KERN_GCOMP_CHUNK_HEADER2;
 	if (in[5] != KERN_F32 && in[5] != KERN_F16 && in[5] != KERN_BF16) {
 		gcomp_err(errbuf, errlen, "byte 5: unknown dtype %u", in[5]);
 		return BELLOWS_EPROTO;
@@ -564,7 +813,7 @@ kern_gcomp_info(const uint8_t *in, size_t bytes, uint64_t *ret_n,
 		    (unsigned long long)chunks, (unsigned long long)n);
 		return BELLOWS_EPROTO;
 	}
-	if (block < KERN_GCOMP_HEADER + chunks * KERN_GCOMP_CHUNK_HEADER) {
+	if (block < KERN_GCOMP_HEADER + chunks * chdr) {
 		gcomp_err(errbuf, errlen,
 		    "byte 24: block length %llu is shorter than its headers",
 		    (unsigned long long)block);
@@ -747,6 +996,405 @@ gcomp_value_b(gcomp_br *rl, gcomp_br *rm, unsigned sym, unsigned mb,
 	}
 }
 
+/* A planes chunk's header, read and checked. */
+typedef struct planes_chunk {
+	uint64_t c;                        /* chunk index */
+	uint64_t hoff;                     /* its header's offset */
+	uint64_t off;                      /* its data's offset */
+	uint64_t m;                        /* values */
+	uint64_t nx;                       /* listed values */
+	uint64_t mB;                       /* sign and mantissa bytes */
+	uint64_t bits[KERN_GCOMP_STREAMS]; /* each stream's bits */
+	uint64_t bytes;                    /* the data's bytes */
+	int raw;                           /* stored raw */
+} planes_chunk;
+
+/* Reads chunk c's header into pc: its data must start at expect, hold 1
+ * to KERN_GCOMP_CHUNK values (at most left) and end inside the block.
+ * Returns 0 or BELLOWS_EPROTO with errbuf saying what. */
+static int
+planes_chunk_read(const uint8_t *in, uint64_t block, int dtype, uint64_t c,
+    uint64_t expect, uint64_t left, planes_chunk *pc, char *errbuf,
+    size_t errlen)
+{
+	const uint8_t *h = in + KERN_GCOMP_HEADER + c * KERN_GCOMP_CHUNK_HEADER2;
+	unsigned long long hoff = KERN_GCOMP_HEADER +
+	    c * KERN_GCOMP_CHUNK_HEADER2;
+	uint64_t sum = 0;
+
+	*pc = (planes_chunk){ .c = c, .hoff = hoff, .off = get_le64(h),
+		.m = get_le32(h + 8), .nx = get_le32(h + 16),
+		.mB = get_le32(h + 36), .raw = h[12] == KERN_GCOMP_MODE_RAW };
+	if (pc->off != expect) {
+		gcomp_err(errbuf, errlen,
+		    "byte %llu: chunk %llu starts at %llu, %llu expected", hoff,
+		    (unsigned long long)c, (unsigned long long)pc->off,
+		    (unsigned long long)expect);
+		return BELLOWS_EPROTO;
+	}
+	if (pc->m == 0 || pc->m > KERN_GCOMP_CHUNK || pc->m > left) {
+		gcomp_err(errbuf, errlen,
+		    "byte %llu: chunk %llu holds %llu values, %llu left (at "
+		    "most %d a chunk)",
+		    hoff + 8, (unsigned long long)c, (unsigned long long)pc->m,
+		    (unsigned long long)left, KERN_GCOMP_CHUNK);
+		return BELLOWS_EPROTO;
+	}
+	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
+		pc->bits[k] = get_le32(h + 20 + 4 * k);
+		sum += (pc->bits[k] + 7) / 8;
+	}
+	if (h[12] > KERN_GCOMP_MODE_RAW || h[13] != 0 || h[14] != 0 ||
+	    h[15] != 0 ||
+	    (pc->raw && (pc->nx != 0 || pc->mB != 0 || sum != 0))) {
+		gcomp_err(errbuf, errlen,
+		    "byte %llu: chunk %llu: mode %u with these fields is no "
+		    "chunk of format 2",
+		    hoff + 12, (unsigned long long)c, h[12]);
+		return BELLOWS_EPROTO;
+	}
+	pc->bytes = pc->raw ? pc->m * planes_esz(dtype)
+			    : sum + 8 * pc->nx + pc->mB;
+	if (pc->bytes > block - pc->off) {
+		gcomp_err(errbuf, errlen,
+		    "byte %llu: chunk %llu truncated (%llu bytes from byte "
+		    "%llu, the block ends at %llu)",
+		    (unsigned long long)block, (unsigned long long)c,
+		    (unsigned long long)pc->bytes,
+		    (unsigned long long)pc->off, (unsigned long long)block);
+		return BELLOWS_EPROTO;
+	}
+	return 0;
+}
+
+/* Decodes stream k's remaining symbols, pos to end, with checked refills.
+ * Returns 0 or BELLOWS_EPROTO at an unused code. */
+static int
+planes_stream_checked(const kern_gcomp_table *t, gcomp_br *r, uint64_t pos,
+    uint64_t end, uint8_t *syms, const planes_chunk *pc, uint64_t done,
+    const uint8_t *in, char *errbuf, size_t errlen)
+{
+	unsigned maxb = t->h.max_bits;
+
+	for (; pos < end; pos++) {
+		unsigned e, sym;
+
+		if (r->cnt < 24)
+			br_refill(r);
+		e = t->lut[r->bits >> (64 - maxb)];
+		sym = e >> 4;
+		if (sym == KERN_GCOMP_BAD) {
+			gcomp_err(errbuf, errlen,
+			    "byte %llu: chunk %llu value %llu: no exponent "
+			    "has this code",
+			    (unsigned long long)(r->start - in + br_used(r) / 8),
+			    (unsigned long long)pc->c,
+			    (unsigned long long)(done + pos));
+			return BELLOWS_EPROTO;
+		}
+		(void)br_get(r, e & 15u);
+		if (sym == KERN_GCOMP_ESC)
+			sym = br_get(r, 8);
+		syms[pos] = (uint8_t)sym;
+	}
+	return 0;
+}
+
+/* Decodes a planes chunk's exponent symbols into syms (pc->m of them) and
+ * checks each stream's bits against its header. The fast path runs the
+ * streams side by side (gcomp_planes.h; simd: its AVX2 build) as far as
+ * they go without a check. Returns 0 or BELLOWS_EPROTO. */
+static int
+planes_syms(const kern_gcomp_table *t, const uint8_t *in,
+    const planes_chunk *pc, uint64_t done, int fast, int simd, uint8_t *syms,
+    char *errbuf, size_t errlen)
+{
+	gcomp_br r[KERN_GCOMP_STREAMS];
+	planes_streams s;
+	const uint8_t *p = in + pc->off;
+	int rc;
+
+	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
+		uint64_t a, cnt;
+
+		planes_stream_span(pc->m, k, &a, &cnt);
+		s.p[k] = p;
+		p += (pc->bits[k] + 7) / 8;
+		s.end[k] = p;
+		s.c[k] = 0;
+		s.o[k] = syms + a;
+		s.oend[k] = syms + a + cnt;
+	}
+	if (fast && t->h.max_bits <= KERN_GCOMP_LUT2_BITS) {
+#ifdef KERN_HAVE_X86
+		if (simd)
+			kern_gcomp_planes_run_avx2(t->plut, &s);
+		else
+#endif
+			planes_streams_run(t->plut, &s);
+	}
+	(void)simd;
+	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
+		/* The checked reader from where the fast one stopped. */
+		const uint8_t *start = in + pc->off;
+
+		for (unsigned j = 0; j < k; j++)
+			start += (pc->bits[j] + 7) / 8;
+		r[k] = (gcomp_br){ .p = s.p[k] + (s.c[k] >> 3),
+			.start = start, .end = s.end[k] };
+		br_refill(&r[k]);
+		(void)br_get0(&r[k], s.c[k] & 7u);
+		rc = planes_stream_checked(t, &r[k],
+		    (uint64_t)(s.o[k] - syms), (uint64_t)(s.oend[k] - syms),
+		    syms, pc, done, in, errbuf, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
+		if (br_used(&r[k]) != pc->bits[k]) {
+			gcomp_err(errbuf, errlen,
+			    "byte %llu: chunk %llu: stream %u holds %llu bits, "
+			    "decoding used %llu",
+			    (unsigned long long)(pc->hoff + 20 + 4 * k),
+			    (unsigned long long)pc->c, k,
+			    (unsigned long long)pc->bits[k],
+			    (unsigned long long)br_used(&r[k]));
+			return BELLOWS_EPROTO;
+		}
+	}
+	return 0;
+}
+
+/* Says that a planes chunk's sign and mantissa bytes do not match its
+ * non-zero symbols. Returns BELLOWS_EPROTO. */
+static int
+planes_mant_error(const planes_chunk *pc, const uint8_t *syms, char *errbuf,
+    size_t errlen)
+{
+	uint64_t nz = 0;
+
+	for (uint64_t i = 0; i < pc->m; i++)
+		nz += syms[i] != 0;
+	gcomp_err(errbuf, errlen,
+	    "byte %llu: chunk %llu: %llu mantissa bytes for %llu non-zero "
+	    "exponents",
+	    (unsigned long long)(pc->hoff + 36), (unsigned long long)pc->c,
+	    (unsigned long long)pc->mB, (unsigned long long)nz);
+	return BELLOWS_EPROTO;
+}
+
+/* Checks a planes chunk's listed values: ascending indices of symbol-0
+ * values, each a subnormal or -0 of dtype. Returns 0 or
+ * BELLOWS_EPROTO. */
+static int
+planes_check(const uint8_t *in, uint64_t xoff, const planes_chunk *pc,
+    int dtype, const uint8_t *syms, char *errbuf, size_t errlen)
+{
+	const uint8_t *xp = in + xoff;
+	uint64_t prev = 0;
+	uint32_t emask = dtype == KERN_F32 ? 0x7f800000u : 0x7f80u;
+	uint32_t vmax = dtype == KERN_F32 ? UINT32_MAX : 0xffffu;
+
+	for (uint64_t j = 0; j < pc->nx; j++) {
+		uint64_t at = get_le32(xp + 8 * j);
+		uint32_t u = get_le32(xp + 8 * j + 4);
+
+		if (at >= pc->m || (j > 0 && at <= prev) || syms[at] != 0 ||
+		    u == 0 || u > vmax || (u & emask) != 0) {
+			gcomp_err(errbuf, errlen,
+			    "byte %llu: chunk %llu: listed value %llu (index "
+			    "%llu, bits 0x%x) is no subnormal or -0 of a zero "
+			    "exponent in order",
+			    (unsigned long long)(xoff + 8 * j),
+			    (unsigned long long)pc->c, (unsigned long long)j,
+			    (unsigned long long)at, u);
+			return BELLOWS_EPROTO;
+		}
+		prev = at;
+	}
+	return 0;
+}
+
+/* Writes value i (out index) from its symbol and sign-and-mantissa bits
+ * v (planes layout), for a symbol known to be a float32 or bfloat16
+ * exponent. */
+static inline __attribute__((always_inline)) void
+planes_put(void *out, uint64_t i, int dtype, int add, unsigned sym,
+    uint32_t v)
+{
+	uint32_t mask = 0u - (sym != 0);
+
+	if (dtype == KERN_F32) {
+		uint32_t u = ((v & 0x800000u) << 8 | sym << 23 |
+				 (v & 0x7fffffu)) &
+		    mask;
+		float f;
+
+		memcpy(&f, &u, 4);
+		if (add)
+			((float *)out)[i] += f;
+		else
+			((float *)out)[i] = f;
+	} else {
+		uint16_t h = (uint16_t)(((v & 0x80u) << 8 | sym << 7 |
+					    (v & 0x7fu)) &
+		    mask);
+
+		memcpy((uint8_t *)out + 2 * i, &h, 2);
+	}
+}
+
+/* Writes a planes chunk's values to out from i0: symbols with their signs
+ * and mantissas (the listed values come after, planes_list_put). The
+ * fast path takes float32 values 8 at a time with simd (AVX2,
+ * gcomp_avx2.c), then loads 4 bytes per value while 4 are left; the
+ * reference path reads each value's own bytes. Returns 0, or -1 when the
+ * non-zero symbols do not use the sign and mantissa bytes exactly (out
+ * then partly written). */
+static inline __attribute__((always_inline)) int
+planes_values(const uint8_t *in, uint64_t xoff, const planes_chunk *pc,
+    int dtype, int add, int fast, int simd, const uint8_t *syms, void *out,
+    uint64_t i0)
+{
+	const unsigned mbytes = planes_mbytes(dtype);
+	const uint8_t *mp = in + xoff + 8 * pc->nx, *mend = mp + pc->mB;
+	uint64_t i = 0;
+
+#ifdef KERN_HAVE_X86
+	if (fast && simd && dtype == KERN_F32)
+		i = kern_gcomp_planes_f32_avx2(syms, pc->m, mp, mend,
+		    (float *)out + i0, add, &mp);
+#else
+	(void)simd;
+#endif
+	if (fast) {
+		for (; i < pc->m && mend - mp >= 4; i++) {
+			unsigned sym = syms[i];
+
+			planes_put(out, i0 + i, dtype, add, sym, get_le32(mp));
+			mp += mbytes * (sym != 0);
+		}
+	}
+	for (; i < pc->m; i++) {
+		unsigned sym = syms[i];
+		uint32_t v = 0;
+
+		if (sym != 0 && mend - mp < (ptrdiff_t)mbytes)
+			return -1;
+		for (unsigned b = 0; sym != 0 && b < mbytes; b++)
+			v |= (uint32_t)mp[b] << (8 * b);
+		planes_put(out, i0 + i, dtype, add, sym, v);
+		mp += mbytes * (sym != 0);
+	}
+	return mp == mend ? 0 : -1;
+}
+
+/* Writes a planes chunk's listed values (checked) over their zeros. */
+static void
+planes_list_put(const uint8_t *in, uint64_t xoff, const planes_chunk *pc,
+    int dtype, int add, void *out, uint64_t i0)
+{
+	for (uint64_t j = 0; j < pc->nx; j++) {
+		uint64_t k = i0 + get_le32(in + xoff + 8 * j);
+		uint32_t u = get_le32(in + xoff + 8 * j + 4);
+
+		if (dtype == KERN_F32) {
+			float f;
+
+			memcpy(&f, &u, 4);
+			if (add)
+				((float *)out)[k] += f;
+			else
+				((float *)out)[k] = f;
+		} else {
+			uint16_t h = (uint16_t)u;
+
+			memcpy((uint8_t *)out + 2 * k, &h, 2);
+		}
+	}
+}
+
+/* Writes a raw chunk's values (add: float32 sums). */
+static void
+planes_raw_values(const uint8_t *src, uint64_t m, int dtype, int add,
+    void *out, uint64_t i0)
+{
+	if (dtype == KERN_F32 && add) {
+		for (uint64_t i = 0; i < m; i++) {
+			float f;
+
+			memcpy(&f, src + 4 * i, 4);
+			((float *)out)[i0 + i] += f;
+		}
+		return;
+	}
+	memcpy((uint8_t *)out + i0 * planes_esz(dtype), src,
+	    m * planes_esz(dtype));
+}
+
+/* kern_gcomp_decode of a planes block (format 2) whose header, n, dtype
+ * and table version the caller checked. A chunk's exponents are all
+ * decoded and checked before its values are written. */
+static inline __attribute__((always_inline)) int
+planes_decode(const kern_gcomp_table *t, const uint8_t *in, uint64_t block,
+    int dtype, void *out, uint64_t n, int add, int fast, char *errbuf,
+    size_t errlen)
+{
+	uint8_t syms[KERN_GCOMP_CHUNK + 2];
+	uint64_t chunks = get_le32(in + 12), done = 0;
+	uint64_t expect = KERN_GCOMP_HEADER + chunks * KERN_GCOMP_CHUNK_HEADER2;
+	planes_chunk pc;
+	int rc, simd = 0;
+
+#ifdef KERN_HAVE_X86
+	simd = fast && kern_cpu_isa_supported(KERN_ISA_AVX2) &&
+	    __builtin_cpu_supports("bmi2");
+#endif
+	if (dtype == KERN_F16) {
+		gcomp_err(errbuf, errlen,
+		    "byte 5: format 2 holds no float16 blocks");
+		return BELLOWS_EPROTO;
+	}
+	for (uint64_t c = 0; c < chunks; c++) {
+		uint64_t xoff;
+
+		rc = planes_chunk_read(in, block, dtype, c, expect, n - done,
+		    &pc, errbuf, errlen);
+		if (rc < 0)
+			return rc;
+		if (pc.raw) {
+			planes_raw_values(in + pc.off, pc.m, dtype, add, out,
+			    done);
+		} else {
+			rc = planes_syms(t, in, &pc, done, fast, simd, syms,
+			    errbuf, errlen);
+			xoff = pc.off + pc.bytes - pc.mB - 8 * pc.nx;
+			if (rc < 0)
+				return rc;
+			if (planes_values(in, xoff, &pc, dtype, add, fast,
+				simd, syms, out, done) < 0)
+				return planes_mant_error(&pc, syms, errbuf,
+				    errlen);
+			rc = planes_check(in, xoff, &pc, dtype, syms, errbuf,
+			    errlen);
+			if (rc < 0)
+				return rc;
+			planes_list_put(in, xoff, &pc, dtype, add, out, done);
+		}
+		done += pc.m;
+		expect = pc.off + pc.bytes;
+	}
+	if (done != n || expect != block) {
+		gcomp_err(errbuf, errlen,
+		    "byte 12: chunks hold %llu values in %llu bytes, the "
+		    "block %llu in %llu",
+		    (unsigned long long)done, (unsigned long long)expect,
+		    (unsigned long long)n, (unsigned long long)block);
+		return BELLOWS_EPROTO;
+	}
+	return 0;
+}
+
 /* kern_gcomp_decode for one dtype (see gcomp_encode_ref); with fast, each
  * chunk's values up to the last 8 bytes of a segment go through
  * unconditional refills. */
@@ -781,6 +1429,9 @@ gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 		    version, t->h.version);
 		return BELLOWS_EMISMATCH;
 	}
+	if (in[4] == KERN_GCOMP_FORMAT_PLANES)
+		return planes_decode(t, in, block, dtype, out, n, add, fast,
+		    errbuf, errlen);
 	mb = gcomp_mbits[dtype];
 	tr = gcomp_trunc[dtype];
 	chunks = get_le32(in + 12);
@@ -840,7 +1491,8 @@ gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 		 * the chunk's end so a pair never runs past it), then their
 		 * levels and mantissas (phase B: groups as below, then
 		 * checked refills). */
-		if (fast && dtype != KERN_F16 && maxb <= KERN_GCOMP_LUT2_BITS) {
+		if (fast && dtype != KERN_F16 && maxb <= KERN_GCOMP_LUT2_BITS &&
+		    m <= KERN_GCOMP_CHUNK) {
 			uint64_t ja = i;
 
 			while (ja + 2 <= done + m && re.end - re.p >= 8) {

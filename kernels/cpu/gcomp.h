@@ -40,6 +40,25 @@
  * Chunks (KERN_GCOMP_CHUNK values each, the last shorter) are independent
  * bitstreams, so decoding can be split across threads, and a truncated or
  * corrupted block is caught at its chunk.
+ *
+ * Format 2, the planes layout, is what level 0 without per-value levels
+ * writes for float32 and bfloat16 (format 1 stays for levels and float16;
+ * the decoder reads both). The block header is format 1's with byte 4 =
+ * 2; chunks hold 1..KERN_GCOMP_CHUNK values, with 40-byte headers:
+ *   bytes 0-7    offset             uint64, of the chunk's data
+ *   bytes 8-11   values m           uint32
+ *   byte  12     mode               0 planes, 1 raw; bytes 13-15 zero
+ *   bytes 16-19  listed values      uint32 (0 when raw)
+ *   bytes 20-35  stream bits        4 x uint32 (0 when raw)
+ *   bytes 36-39  mantissa bytes     uint32 (0 when raw)
+ * Planes data: the 4 exponent streams (stream k codes values k*q ..
+ * (k+1)*q - 1, q = ceil(m / 4), each padded to whole bytes), then the
+ * listed values (8 bytes each: uint32 index in the chunk, uint32 raw bits,
+ * ascending: the symbol-0 values that are not +0, i.e. subnormals and -0),
+ * then per non-zero symbol, in value order, the sign and mantissa as
+ * whole bytes: float32 3 bytes little-endian of sign << 23 | mantissa,
+ * bfloat16 1 byte sign << 7 | mantissa. Raw data: the m values as they
+ * are. So level 0 in format 2 gives back every value bit for bit.
  */
 #ifndef KERN_CPU_GCOMP_H
 #define KERN_CPU_GCOMP_H
@@ -49,14 +68,20 @@
 
 #include "common/huffman.h"
 
-#define KERN_GCOMP_FORMAT       1
-#define KERN_GCOMP_HEADER       32         /* block header bytes */
-#define KERN_GCOMP_CHUNK_HEADER 24         /* chunk header bytes */
+#define KERN_GCOMP_FORMAT        1  /* the levels layout */
+#define KERN_GCOMP_FORMAT_PLANES 2  /* the planes layout (level 0) */
+#define KERN_GCOMP_HEADER        32 /* block header bytes */
+#define KERN_GCOMP_CHUNK_HEADER  24 /* chunk header bytes, format 1 */
+#define KERN_GCOMP_CHUNK_HEADER2 40 /* chunk header bytes, format 2 */
+#define KERN_GCOMP_STREAMS       4  /* exponent streams a chunk, format 2 */
+#define KERN_GCOMP_MODE_PLANES   0  /* format 2 chunk: planes */
+#define KERN_GCOMP_MODE_RAW      1  /* format 2 chunk: the values raw */
 #define KERN_GCOMP_CHUNK        8192       /* values per chunk (encoder) */
 #define KERN_GCOMP_CHUNK_MAX    (1u << 24) /* most values a chunk may hold */
 #define KERN_GCOMP_ESC          256        /* LUT symbol of the escape */
 #define KERN_GCOMP_BAD          511        /* LUT symbol of an unused code */
 #define KERN_GCOMP_LUT2_BITS    11 /* longest max_bits with a pair LUT */
+#define KERN_GCOMP_PLUT_BITS    11 /* bits a format 2 lookup reads */
 
 /* The codec's two paths, the same blocks byte for byte (see gcomp.c). */
 enum kern_gcomp_path {
@@ -75,6 +100,10 @@ typedef struct kern_gcomp_table {
 	 * (count 2 when both are exponents and fit in max_bits, else 1 with
 	 * the first's LUT symbol and length). */
 	uint32_t lut2[1u << KERN_GCOMP_LUT2_BITS];
+	/* Up to four codes per lookup of the next KERN_GCOMP_PLUT_BITS bits,
+	 * for format 2's decoder (gcomp_planes.h), for max_bits <=
+	 * KERN_GCOMP_LUT2_BITS. */
+	uint64_t plut[1u << KERN_GCOMP_PLUT_BITS];
 } kern_gcomp_table;
 
 /* Counts of one encode (all optional reading for stats and benchmarks). */
@@ -141,6 +170,15 @@ int kern_gcomp_levels_isa(int isa, const kern_gcomp_opt *o, int dtype,
 void kern_gcomp_levels_avx2(const kern_gcomp_opt *o, int dtype,
     const void *grad, uint64_t n, int max_level, const double *lim,
     double scale, double c1, double c2, uint8_t *levels);
+
+/* The fast path's value pass of a format 2 float32 chunk in AVX2 (see
+ * gcomp.c, planes_values): writes (or, with add, adds to) out[i] from
+ * syms[i] and the packed signs and mantissas from mp, 8 values at a time
+ * while 8 values and 32 bytes before mend are left. Returns the values
+ * written; *ret_mp gets where the next value's bytes start. */
+uint64_t kern_gcomp_planes_f32_avx2(const uint8_t *syms, uint64_t m,
+    const uint8_t *mp, const uint8_t *mend, float *out, int add,
+    const uint8_t **ret_mp);
 #endif
 
 /* Fills t's encoder codes and LUT from t->h (a checked table). */
@@ -151,12 +189,14 @@ void kern_gcomp_prepare(kern_gcomp_table *t);
 uint64_t kern_gcomp_bound(int dtype, uint64_t n);
 
 /* Encodes n values of dtype at x into out (cap bytes). Each value's level
- * is levels[i] (NULL: `level` for all), 0..3, forced to 0 for symbol 255.
- * *ret_bytes gets the block's size; *stats (may be NULL) is filled.
- * Returns 0; BELLOWS_EINVAL for a bad dtype, level or levels[i] above 3;
- * BELLOWS_EMSGSIZE when cap is too small (out's contents then
- * unspecified). Allocates nothing; the fast path takes about 50 KB of
- * stack (a chunk's segments), the decoder about 8 KB. */
+ * is levels[i] (NULL: `level` for all), 0..3, forced to 0 for symbol 255;
+ * level 0 with levels NULL on float32 or bfloat16 writes format 2, all
+ * else format 1. *ret_bytes gets the block's size; *stats (may be NULL)
+ * is filled. Returns 0; BELLOWS_EINVAL for a bad dtype, level or
+ * levels[i] above 3; BELLOWS_EMSGSIZE when cap is too small (out's
+ * contents then unspecified). Allocates nothing; the format 1 fast path
+ * takes about 50 KB of stack (a chunk's segments), format 2 about 56 KB,
+ * the decoder about 9 KB. */
 int kern_gcomp_encode(const kern_gcomp_table *t, int dtype, const void *x,
     uint64_t n, int level, const uint8_t *levels, uint8_t *out, size_t cap,
     size_t *ret_bytes, kern_gcomp_stats *stats);

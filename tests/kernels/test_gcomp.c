@@ -229,7 +229,8 @@ test_each_value_is_truncated_by_its_own_level_only(void **state)
 }
 
 /* bfloat16 and float16: all 65,536 bit patterns. Level 0 returns each
- * (bfloat16 subnormals: +0; float16 subnormals exactly); level 3 clears
+ * (bfloat16 subnormals and -0 too, in format 2; float16 subnormals
+ * exactly, its -0 as +0); level 3 clears
  * the 6 (bfloat16) or 9 (float16) low mantissa bits. */
 static void
 test_bf16_and_f16_map_to_their_own_exponent_ranges(void **state)
@@ -261,7 +262,7 @@ test_bf16_and_f16_map_to_their_own_exponent_ranges(void **state)
 					unsigned e = (h >> 7) & 0xffu;
 
 					if (e == 0)
-						want = 0;
+						want = level == 0 ? h : 0;
 					else if (e != 255 && level == 3)
 						want = h & ~0x3fu;
 				} else {
@@ -747,6 +748,8 @@ fuzz_for(double seconds, uint64_t min_rounds)
 	char err[256];
 
 	fill_gradient(x, n, 0);
+	for (size_t i = 0; i < n; i += 97) /* listed values in format 2 */
+		x[i] = i % 2 ? -0.0f : 1e-40f;
 	for (int k = 0; k < 3; k++) {
 		good[k] = malloc(cap);
 		t[k] = table_of(BELLOWS_GCOMP_F32, x + k * 100, n / 4,
@@ -818,6 +821,299 @@ fuzz_for(double seconds, uint64_t min_rounds)
 	free(y2);
 }
 
+/* Encodes x (n values of dtype) at level 0 without levels on both paths,
+ * checks that the blocks are the same format 2 block, and that both paths
+ * decode it to x bit for bit; returns the block's bytes. */
+static size_t
+planes_round_trip(const bellows_gcomp_table *t, int dtype, const void *x,
+    size_t n)
+{
+	size_t esz = dtype == BELLOWS_GCOMP_F32 ? 4 : 2;
+	size_t cap = bellows_gcomp_bound(dtype, n), len[2];
+	uint8_t *b[2] = { malloc(cap), malloc(cap) };
+	uint8_t *y = malloc(n * esz + 4);
+	char err[256];
+
+	for (int p = 0; p < 2; p++) {
+		bellows_gcomp_force_reference(p);
+		assert_int_equal(bellows_gcomp_encode(t, dtype, x, n, 0, NULL,
+				     b[p], cap, &len[p], NULL),
+		    0);
+		assert_true(len[p] <= cap);
+		memset(y, 0x5a, n * esz + 4);
+		err[0] = '\0';
+		assert_int_equal(bellows_gcomp_decode(t, b[p], len[p], dtype, y,
+				     n, 0, err, sizeof(err)),
+		    0);
+		assert_memory_equal(y, x, n * esz);
+		assert_int_equal(y[n * esz + 3], 0x5a);
+	}
+	bellows_gcomp_force_reference(0);
+	assert_int_equal(len[1], len[0]);
+	assert_memory_equal(b[1], b[0], len[0]);
+	assert_int_equal(b[0][4], KERN_GCOMP_FORMAT_PLANES);
+	free(b[0]);
+	free(b[1]);
+	free(y);
+	return len[0];
+}
+
+/* The mode byte of chunk c of a format 2 block. */
+static unsigned
+planes_mode(const uint8_t *b, size_t c)
+{
+	return b[KERN_GCOMP_HEADER + c * KERN_GCOMP_CHUNK_HEADER2 + 12];
+}
+
+/* Level 0 without per-value levels writes format 2, which gives back
+ * every float32 and bfloat16 bit for bit on both paths: empty, 1 value,
+ * odd lengths around the chunk size, all zeros, -0, subnormals, Inf and
+ * NaN payloads, and gradient-like data; a chunk of random bits is stored
+ * raw, so a block is never much larger than its values. */
+static void
+test_level_0_without_levels_is_format_2_and_bit_exact_for_every_value(
+    void **state)
+{
+	size_t sizes[] = { 0, 1, 2, 3, 5, 4095, 8191, 8192, 8193,
+		3 * 8192 + 5 };
+	size_t nmax = 3 * 8192 + 5;
+	float *x = malloc(nmax * 4);
+	uint16_t *h = malloc(nmax * 2);
+	uint32_t special[] = { 0x80000000u, 0x00000001u, 0x807fffffu,
+		0x7f800000u, 0xff800000u, 0x7fc00001u, 0xffbfffffu,
+		0x00400000u, 0x3f800000u };
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		size_t n = sizes[k], len;
+		bellows_gcomp_table *t;
+
+		for (int kind = 0; kind < 3; kind++) {
+			if (kind == 0)
+				fill_gradient(x, n, 0);
+			for (size_t i = 0; i < n; i++) {
+				uint32_t u = special[rng() % 9];
+
+				if (kind == 1)
+					x[i] = 0.0f; /* all zeros */
+				else if (kind == 2 || rng() % 50 == 0)
+					memcpy(&x[i], &u, 4);
+			}
+			for (size_t i = 0; i < n; i++)
+				h[i] = (uint16_t)(f32_bits(x[i]) >> 16);
+			t = table_of(BELLOWS_GCOMP_F32, x, n, 8, 7);
+			len = planes_round_trip(t, BELLOWS_GCOMP_F32, x, n);
+			if (kind == 1) /* the codes of the zeros alone */
+				assert_true(len <= KERN_GCOMP_HEADER +
+					((n + 8191) / 8192) *
+					    KERN_GCOMP_CHUNK_HEADER2 +
+					(n + 7) / 8 + 4);
+			(void)planes_round_trip(t, BELLOWS_GCOMP_BF16, h, n);
+			bellows_gcomp_table_destroy(&t);
+		}
+	}
+	/* Random bits: each chunk raw, the block its values and headers. */
+	{
+		size_t n = 3 * 8192 + 5, cap, len;
+		uint8_t *b;
+		bellows_gcomp_table *t;
+
+		for (size_t i = 0; i < n; i++) {
+			uint32_t u = (uint32_t)rng();
+
+			memcpy(&x[i], &u, 4);
+		}
+		t = table_of(BELLOWS_GCOMP_F32, x, n, 8, 7);
+		len = planes_round_trip(t, BELLOWS_GCOMP_F32, x, n);
+		assert_int_equal(len, KERN_GCOMP_HEADER +
+			4 * KERN_GCOMP_CHUNK_HEADER2 + 4 * n);
+		cap = bellows_gcomp_bound(BELLOWS_GCOMP_F32, n);
+		b = malloc(cap);
+		assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x,
+				     n, 0, NULL, b, cap, &len, NULL),
+		    0);
+		for (size_t c = 0; c < 4; c++)
+			assert_int_equal(planes_mode(b, c),
+			    KERN_GCOMP_MODE_RAW);
+		/* Too small a buffer: refused. */
+		assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x,
+				     n, 0, NULL, b, len - 1, &len, NULL),
+		    BELLOWS_EMSGSIZE);
+		free(b);
+		bellows_gcomp_table_destroy(&t);
+	}
+	free(x);
+	free(h);
+}
+
+/* Format 1 (the levels layout) still decodes: level 0 given as a levels
+ * array writes it, as every encoder before format 2 did at level 0, and
+ * the decoder reads it next to format 2; another format is refused with
+ * BELLOWS_EVERSION and a message naming both formats it reads. */
+static void
+test_format_1_blocks_still_decode_and_others_are_refused(void **state)
+{
+	size_t n = 20000, cap = bellows_gcomp_bound(BELLOWS_GCOMP_F32, n);
+	size_t len1, len2;
+	float *x = malloc(n * 4), *y = malloc(n * 4);
+	uint8_t *lv = calloc(n, 1), *b1 = malloc(cap), *b2 = malloc(cap);
+	bellows_gcomp_stats st1, st2;
+	bellows_gcomp_table *t;
+	char err[256];
+
+	(void)state;
+	fill_gradient(x, n, 1);
+	t = table_of(BELLOWS_GCOMP_F32, x, n, 8, 3);
+	assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x, n, 0,
+			     lv, b1, cap, &len1, &st1),
+	    0);
+	assert_int_equal(b1[4], KERN_GCOMP_FORMAT);
+	assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x, n, 0,
+			     NULL, b2, cap, &len2, &st2),
+	    0);
+	assert_int_equal(b2[4], KERN_GCOMP_FORMAT_PLANES);
+	/* The planes drop the 2 level bits of every non-zero value. */
+	assert_int_equal(st2.level_bits, 0);
+	assert_int_equal(st1.exp_bits, st2.exp_bits);
+	assert_true(len2 < len1);
+	assert_true(8 * (len1 - len2) >= st1.level_bits - 8 * 4 * 24);
+	for (int p = 0; p < 2; p++) {
+		bellows_gcomp_force_reference(p);
+		memset(y, 0, n * 4);
+		assert_int_equal(bellows_gcomp_decode(t, b1, len1,
+				     BELLOWS_GCOMP_F32, y, n, 0, NULL, 0),
+		    0);
+		assert_memory_equal(y, x, n * 4);
+	}
+	bellows_gcomp_force_reference(0);
+	b2[4] = 3;
+	assert_int_equal(bellows_gcomp_decode(t, b2, len2, BELLOWS_GCOMP_F32, y,
+			     n, 0, err, sizeof(err)),
+	    BELLOWS_EVERSION);
+	assert_string_equal(err, "byte 4: block format 3, this build reads 1 "
+				 "and 2");
+	/* A format 2 block that says float16 is refused. */
+	b2[4] = KERN_GCOMP_FORMAT_PLANES;
+	b2[5] = BELLOWS_GCOMP_F16;
+	assert_int_equal(bellows_gcomp_decode(t, b2, len2, BELLOWS_GCOMP_F16, y,
+			     n, 0, err, sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "format 2 holds no float16"));
+	bellows_gcomp_table_destroy(&t);
+	free(x);
+	free(y);
+	free(lv);
+	free(b1);
+	free(b2);
+}
+
+/* Decodes a copy of b (len bytes) with byte at set to v (at < len), on
+ * both paths: the same code and message, returned in err. */
+static int
+decode_poked(const bellows_gcomp_table *t, const uint8_t *b, size_t len,
+    size_t at, uint8_t v, float *y, size_t n, char *err, size_t errlen)
+{
+	uint8_t *c = malloc(len);
+	char err2[256];
+	int rc, rc2;
+
+	memcpy(c, b, len);
+	c[at] = v;
+	rc = bellows_gcomp_decode(t, c, len, BELLOWS_GCOMP_F32, y, n, 0, err,
+	    errlen);
+	bellows_gcomp_force_reference(1);
+	rc2 = bellows_gcomp_decode(t, c, len, BELLOWS_GCOMP_F32, y, n, 0, err2,
+	    sizeof(err2));
+	bellows_gcomp_force_reference(0);
+	assert_int_equal(rc2, rc);
+	assert_string_equal(err2, err);
+	free(c);
+	return rc;
+}
+
+/* A format 2 block with a bad chunk mode, a chunk of more values than the
+ * encoder writes, a listed value that is no subnormal or -0, or sign and
+ * mantissa bytes that its exponents do not use is refused with
+ * BELLOWS_EPROTO and the byte, alike on both paths. */
+static void
+test_bad_format_2_chunks_are_refused_with_their_offset(void **state)
+{
+	size_t n = 20000, cap = bellows_gcomp_bound(BELLOWS_GCOMP_F32, n), len;
+	float *x = malloc(n * 4), *y = malloc(n * 4);
+	uint8_t *b = malloc(cap);
+	bellows_gcomp_table *t;
+	size_t h0 = KERN_GCOMP_HEADER, xoff;
+	char err[256];
+	uint32_t bits;
+
+	(void)state;
+	fill_gradient(x, n, 1);
+	x[5] = -0.0f; /* chunk 0 lists one value */
+	t = table_of(BELLOWS_GCOMP_F32, x, n, 8, 3);
+	assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x, n, 0,
+			     NULL, b, cap, &len, NULL),
+	    0);
+	assert_int_equal(b[4], KERN_GCOMP_FORMAT_PLANES);
+	assert_int_equal(b[h0 + 16], 1); /* one listed value */
+	assert_int_equal(decode_poked(t, b, len, h0 + 12, 2, y, n, err,
+			     sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_string_equal(err, "byte 44: chunk 0: mode 2 with these fields "
+				 "is no chunk of format 2");
+	assert_int_equal(decode_poked(t, b, len, h0 + 9, 0x40, y, n, err,
+			     sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "byte 40: chunk 0 holds 16384 values"));
+	/* The listed value's bits (after the 4 streams): an exponent. */
+	xoff = (size_t)b[h0] | (size_t)b[h0 + 1] << 8; /* chunk 0's data */
+	for (int k = 0; k < KERN_GCOMP_STREAMS; k++) {
+		memcpy(&bits, b + h0 + 20 + 4 * k, 4);
+		xoff += (bits + 7) / 8;
+	}
+	assert_int_equal(b[xoff], 5); /* its index */
+	assert_int_equal(decode_poked(t, b, len, xoff + 6, 0x80, y, n, err,
+			     sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "listed value 0 (index 5, bits "
+				    "0x80800000) is no subnormal"));
+	/* Listed out of order: index 5 moved onto a non-zero exponent. */
+	assert_int_equal(decode_poked(t, b, len, xoff, 6, y, n, err,
+			     sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "listed value 0 (index 6"));
+	/* One mantissa byte fewer said in chunk 0's header, and the last
+	 * chunk's last byte cut: their values ask for bytes that are not
+	 * there (chunk 0 is decoded before chunk 1's offset is read). */
+	assert_int_equal(decode_poked(t, b, len, h0 + 36, (uint8_t)(b[h0 + 36] - 1),
+			     y, n, err, sizeof(err)),
+	    BELLOWS_EPROTO);
+	assert_non_null(strstr(err, "byte 68: chunk 0: "));
+	assert_non_null(strstr(err, "mantissa bytes for"));
+	{
+		size_t last = h0 + 2 * KERN_GCOMP_CHUNK_HEADER2;
+		uint8_t *c = malloc(len);
+
+		memcpy(c, b, len);
+		c[last + 36]--; /* mantissa bytes */
+		c[24]--;        /* the block one byte shorter */
+		for (int p = 0; p < 2; p++) {
+			bellows_gcomp_force_reference(p);
+			assert_int_equal(bellows_gcomp_decode(t, c, len - 1,
+					     BELLOWS_GCOMP_F32, y, n, 0, err,
+					     sizeof(err)),
+			    BELLOWS_EPROTO);
+			assert_non_null(strstr(err, "byte 148: chunk 2: "));
+			assert_non_null(strstr(err, "mantissa bytes for"));
+		}
+		bellows_gcomp_force_reference(0);
+		free(c);
+	}
+	bellows_gcomp_table_destroy(&t);
+	free(x);
+	free(y);
+	free(b);
+}
+
 static void
 test_decoder_survives_fuzzed_blocks(void **state)
 {
@@ -844,6 +1140,12 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_decoder_survives_fuzzed_blocks),
 		cmocka_unit_test(
 		    test_fast_path_writes_and_reads_the_reference_blocks),
+		cmocka_unit_test(
+		    test_level_0_without_levels_is_format_2_and_bit_exact_for_every_value),
+		cmocka_unit_test(
+		    test_format_1_blocks_still_decode_and_others_are_refused),
+		cmocka_unit_test(
+		    test_bad_format_2_chunks_are_refused_with_their_offset),
 	};
 
 	if (argc == 3 && strcmp(argv[1], "fuzz") == 0) {
