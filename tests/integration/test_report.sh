@@ -365,7 +365,11 @@ expect_err 2 "give both runs as FILE:ID" "$BELLOWS" history compare --run "$DB:1
 expect_err 2 "--run given more than twice" "$BELLOWS" history compare --run 1 --run 2 --run 3
 expect_err 1 "there is no run 9" "$BELLOWS" history compare --db "$DB" --run 1 --run 9
 expect_err 1 "$TMP/missing.db: No such file" "$BELLOWS" history compare --run "$TMP/missing.db:1" --run "$DB:1"
-ok "unknown runs, missing files, runs of another job and ambiguous runs are refused"
+expect_err 2 "--eval must be above 0, not 0" "$BELLOWS" sim --job "$JOB" --ranks 1 \
+    --layers 1 --windows 1 --steps-per-window 1 --eval 0
+expect_err 2 "--eval must be at most 1, not 1.5" "$BELLOWS" sim --job "$JOB" --ranks 1 \
+    --layers 1 --windows 1 --steps-per-window 1 --eval 1.5
+ok "unknown runs, missing files, runs of another job and ambiguous runs and evaluations out of 0..1 are refused"
 
 "$BELLOWS" help | grep -qE '^  report +' || fail "bellows help does not list report"
 "$BELLOWS" history --help | grep -qE '^  compare +' || fail "bellows history --help does not list compare"
