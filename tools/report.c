@@ -70,10 +70,8 @@ rep_col(const tool_hdb_rows *r, const char *name)
 	return -1;
 }
 
-/* Cell (row, column `name`) as a double: NAN when the column is missing,
- * NULL or not a number. */
-static double
-rep_d(const tool_hdb_rows *r, uint64_t row, const char *name)
+double
+tool_report_d(const tool_hdb_rows *r, uint64_t row, const char *name)
 {
 	int c = rep_col(r, name);
 	const tool_hdb_cell *cell;
@@ -242,8 +240,8 @@ rep_run_index(rep_run *rr)
 	qsort(rr->win, rr->n_win, sizeof(*rr->win), rep_win_cmp);
 	for (uint64_t i = 0; i < rr->n_win; i++) {
 		int64_t p = rep_win_pos(rr, rep_i(wi, i, "window", 0));
-		double s = rep_d(wi, i, "last_step") -
-		    rep_d(wi, i, "first_step");
+		double s = tool_report_d(wi, i, "last_step") -
+		    tool_report_d(wi, i, "first_step");
 
 		rr->steps[p] = isfinite(s) && s >= 0 ? s + 1 : 1;
 		rr->act[p] = NAN;
@@ -504,16 +502,16 @@ tool_report_sum(const rep_run *rr, rep_sums *s)
 	memset(s, 0, sizeof(*s));
 	s->accuracy = s->eval_loss = NAN;
 	for (uint64_t i = 0; i < wi->n_rows; i++) {
-		double v = rep_d(wi, i, "step_ms_median");
-		double acc = rep_d(wi, i, "eval_accuracy");
+		double v = tool_report_d(wi, i, "step_ms_median");
+		double acc = tool_report_d(wi, i, "eval_accuracy");
 
 		if (isfinite(acc) && acc > 0) { /* the last evaluation */
 			s->accuracy = acc;
-			s->eval_loss = rep_d(wi, i, "eval_loss");
+			s->eval_loss = tool_report_d(wi, i, "eval_loss");
 		}
-		double t = rep_d(wi, i, "closed_wall_ms");
-		double sent = rep_d(wi, i, "floats_sent");
-		double full = rep_d(wi, i, "floats_raw");
+		double t = tool_report_d(wi, i, "closed_wall_ms");
+		double sent = tool_report_d(wi, i, "floats_sent");
+		double full = tool_report_d(wi, i, "floats_raw");
 
 		s->floats_sent += sent;
 		s->floats_raw += full;
@@ -707,7 +705,8 @@ rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 	for (uint64_t i = lo; i < hi; i++) {
 		uint64_t ri = rr->chg[i].row;
 		const char *knob = tool_report_s(c, ri, "knob");
-		double old = rep_d(c, ri, "old"), now = rep_d(c, ri, "new");
+		double old = tool_report_d(c, ri, "old"),
+		       now = tool_report_d(c, ri, "new");
 		char a[32], b[32];
 		unsigned named = 0, more = 0;
 
@@ -721,8 +720,8 @@ rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 			rep_p(o, "      %s %s -> %s", knob, a, b);
 		for (uint64_t j = i; j < hi; j++) {
 			uint64_t rj = rr->chg[j].row;
-			double o2 = rep_d(c, rj, "old"),
-			       n2 = rep_d(c, rj, "new");
+			double o2 = tool_report_d(c, rj, "old"),
+			       n2 = tool_report_d(c, rj, "new");
 			int64_t l = rep_i(c, rj, "layer", -1);
 
 			if (done[j - lo] ||
@@ -807,7 +806,8 @@ rep_metric_grid(const rep_run *rr, const char *name)
 				g[k] = NAN;
 		}
 		g[(size_t)p * cols +
-		    (l < 0 ? rr->n_layers : (size_t)l)] = rep_d(m, i, "value");
+		    (l < 0 ? rr->n_layers : (size_t)l)] = tool_report_d(m, i,
+		    "value");
 	}
 	return g;
 }
@@ -910,9 +910,9 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 
 		if (p < 0)
 			continue;
-		v[p * 4] = rep_d(wi, i, "floats_sent") * 4;
-		v[p * 4 + 1] = rep_d(wi, i, "floats_raw") * 4;
-		v[p * 4 + 2] = rep_d(wi, i, "step_ms_median");
+		v[p * 4] = tool_report_d(wi, i, "floats_sent") * 4;
+		v[p * 4 + 1] = tool_report_d(wi, i, "floats_raw") * 4;
+		v[p * 4 + 2] = tool_report_d(wi, i, "step_ms_median");
 	}
 	for (uint64_t i = 1; i < rr->n_win; i++) {
 		v[i * 4] += v[(i - 1) * 4];
@@ -992,35 +992,26 @@ rep_speed(const rep_out *o, const rep_sums *s)
 	}
 }
 
-/* The trainer's evaluations (window_info.eval_accuracy, bellows_agent_eval)
- * of the run: how many windows carry one (accuracy > 0), the row of the
- * last and of the best; rows SIZE_MAX-free: 0 when n is 0. */
-typedef struct rep_evals {
-	uint64_t n;    /* windows with an evaluation */
-	uint64_t last; /* row of window_info of the last one */
-	uint64_t best; /* row of the highest accuracy (the first of equals) */
-} rep_evals;
-
-static bool
-rep_is_eval(const tool_hdb_rows *wi, uint64_t i)
+bool
+tool_report_is_eval(const tool_hdb_rows *wi, uint64_t i)
 {
-	double acc = rep_d(wi, i, "eval_accuracy");
+	double acc = tool_report_d(wi, i, "eval_accuracy");
 
 	return isfinite(acc) && acc > 0;
 }
 
-static void
-rep_evals_of(const rep_run *rr, rep_evals *e)
+void
+tool_report_evals(const rep_run *rr, rep_evals *e)
 {
 	const tool_hdb_rows *wi = &rr->t[R_WINFO];
 
 	*e = (rep_evals){ 0 };
 	for (uint64_t i = 0; i < wi->n_rows; i++) {
-		if (!rep_is_eval(wi, i))
+		if (!tool_report_is_eval(wi, i))
 			continue;
 		if (e->n == 0 ||
-		    rep_d(wi, i, "eval_accuracy") >
-			rep_d(wi, e->best, "eval_accuracy"))
+		    tool_report_d(wi, i, "eval_accuracy") >
+			tool_report_d(wi, e->best, "eval_accuracy"))
 			e->best = i;
 		e->last = i;
 		e->n++;
@@ -1040,11 +1031,11 @@ rep_plot_accuracy(FILE *f, const rep_run *rr, uint64_t n)
 	if (v == NULL)
 		return;
 	for (uint64_t i = 0; i < wi->n_rows && k < n; i++) {
-		if (!rep_is_eval(wi, i))
+		if (!tool_report_is_eval(wi, i))
 			continue;
 		v[k] = (double)rep_i(wi, i, "window", 0);
-		v[n + k] = 100.0 * rep_d(wi, i, "eval_accuracy");
-		v[2 * n + k] = rep_d(wi, i, "eval_loss");
+		v[n + k] = 100.0 * tool_report_d(wi, i, "eval_accuracy");
+		v[2 * n + k] = tool_report_d(wi, i, "eval_loss");
 		k++;
 	}
 	snprintf(s.name, sizeof(s.name), "accuracy");
@@ -1074,7 +1065,7 @@ rep_write_accuracy(const rep_out *o, const rep_run *rr)
 	char a[64];
 
 	rep_section(o, "Accuracy (the trainer's evaluations)");
-	rep_evals_of(rr, &e);
+	tool_report_evals(rr, &e);
 	if (e.n == 0) {
 		rep_p(o,
 		    "  not recorded: the trainer reported no evaluation "
@@ -1082,31 +1073,32 @@ rep_write_accuracy(const rep_out *o, const rep_run *rr)
 		    "see docs/report.md)\n");
 		return;
 	}
-	tool_report_num(rep_d(wi, e.last, "eval_loss"), a, sizeof(a));
+	tool_report_num(tool_report_d(wi, e.last, "eval_loss"), a, sizeof(a));
 	rep_p(o,
 	    "  %" PRIu64 " evaluations; last %.2f%% (loss %s) after window "
 	    "%" PRId64 " (epoch %" PRId64 ", step %" PRId64 ")\n",
-	    e.n, 100.0 * rep_d(wi, e.last, "eval_accuracy"), a,
+	    e.n, 100.0 * tool_report_d(wi, e.last, "eval_accuracy"), a,
 	    rep_i(wi, e.last, "window", 0), rep_i(wi, e.last, "epoch", 0),
 	    rep_i(wi, e.last, "last_step", 0));
 	rep_p(o, "  best %.2f%% after window %" PRId64 " (epoch %" PRId64 ")\n",
-	    100.0 * rep_d(wi, e.best, "eval_accuracy"),
+	    100.0 * tool_report_d(wi, e.best, "eval_accuracy"),
 	    rep_i(wi, e.best, "window", 0), rep_i(wi, e.best, "epoch", 0));
 	rep_p(o, "  %8s %6s %10s %9s %10s\n", "window", "epoch", "step",
 	    "accuracy", "loss");
 	every = (e.n + REP_WINDOWS_MAX - 1) / REP_WINDOWS_MAX;
 	for (uint64_t i = 0; i < wi->n_rows; i++) {
-		if (!rep_is_eval(wi, i))
+		if (!tool_report_is_eval(wi, i))
 			continue;
 		k++;
 		if (every > 1 && (k - 1) % every != 0 && i != e.last)
 			continue;
-		tool_report_num(rep_d(wi, i, "eval_loss"), a, sizeof(a));
+		tool_report_num(tool_report_d(wi, i, "eval_loss"), a,
+		    sizeof(a));
 		rep_p(o,
 		    "  %8" PRId64 " %6" PRId64 " %10" PRId64 " %8.2f%% %10s\n",
 		    rep_i(wi, i, "window", 0), rep_i(wi, i, "epoch", 0),
 		    rep_i(wi, i, "last_step", 0),
-		    100.0 * rep_d(wi, i, "eval_accuracy"), a);
+		    100.0 * tool_report_d(wi, i, "eval_accuracy"), a);
 	}
 	if (o->html && e.n > 0) {
 		fputs("</pre>\n", o->f);
@@ -1244,7 +1236,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 		tool_report_num(ls.level_tw, lv, sizeof(lv));
 		tool_report_num(ls.level_last, ll, sizeof(ll));
 		tool_report_num(ls.decided_last, dl, sizeof(dl));
-		com_fmt_count(rep_d(&rr->t[R_LAYERS], l, "numel"), a,
+		com_fmt_count(tool_report_d(&rr->t[R_LAYERS], l, "numel"), a,
 		    sizeof(a));
 		rep_p(o, "%-24s %10s %10s %8s %8s %8s %12s %12s %8" PRIu64 "\n",
 		    tool_report_s(&rr->t[R_LAYERS], l, "name"),
@@ -1300,7 +1292,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 		double prev = NAN;
 
 		for (uint64_t i = 0; i < wi->n_rows; i++) {
-			double lr = rep_d(wi, i, "lr");
+			double lr = tool_report_d(wi, i, "lr");
 
 			if (i > 0 && (lr == prev || (isnan(lr) && isnan(prev))))
 				continue;
@@ -1328,7 +1320,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 			uint64_t cnt = 0;
 
 			for (uint64_t i = 0; i < m->n_rows; i++) {
-				double v = rep_d(m, i, "value");
+				double v = tool_report_d(m, i, "value");
 
 				if (strcmp(tool_report_s(m, i, "name"),
 					names[k]) != 0)
@@ -1388,10 +1380,13 @@ rep_write(const rep_out *o, const rep_run *rr)
 		if (every > 1 && i % every != 0 && i + 1 != wi->n_rows)
 			continue;
 
-		tool_report_dur(rep_d(wi, i, "step_ms_median"), a, sizeof(a));
-		com_fmt_bytes(rep_d(wi, i, "floats_sent") * 4, b, sizeof(b));
-		com_fmt_bytes(rep_d(wi, i, "floats_raw") * 4, c, sizeof(c));
-		tool_report_num(rep_d(wi, i, "lr"), e, sizeof(e));
+		tool_report_dur(tool_report_d(wi, i, "step_ms_median"), a,
+		    sizeof(a));
+		com_fmt_bytes(tool_report_d(wi, i, "floats_sent") * 4, b,
+		    sizeof(b));
+		com_fmt_bytes(tool_report_d(wi, i, "floats_raw") * 4, c,
+		    sizeof(c));
+		tool_report_num(tool_report_d(wi, i, "lr"), e, sizeof(e));
 		rep_p(o, "  %8" PRId64 " %10s %12s %12s %10s\n",
 		    rep_i(wi, i, "window", 0), a, b, c, e);
 	}
@@ -1497,25 +1492,25 @@ rep_json(FILE *f, const rep_run *rr)
 	rep_jnum(f, "windows_wall_ms", s.wall_ms, true);
 	rep_jnum(f, "act_bytes_median", s.act_med, true);
 	rep_jnum(f, "act_raw_bytes_median", s.act_raw_med, true);
-	rep_evals_of(rr, &ev);
+	tool_report_evals(rr, &ev);
 	rep_jnum(f, "accuracy",
-	    ev.n > 0 ? rep_d(wi, ev.last, "eval_accuracy") : NAN, true);
+	    ev.n > 0 ? tool_report_d(wi, ev.last, "eval_accuracy") : NAN, true);
 	rep_jnum(f, "accuracy_best",
-	    ev.n > 0 ? rep_d(wi, ev.best, "eval_accuracy") : NAN, true);
+	    ev.n > 0 ? tool_report_d(wi, ev.best, "eval_accuracy") : NAN, true);
 	rep_jnum(f, "eval_loss",
-	    ev.n > 0 ? rep_d(wi, ev.last, "eval_loss") : NAN, true);
+	    ev.n > 0 ? tool_report_d(wi, ev.last, "eval_loss") : NAN, true);
 	fputs("  \"evaluations\": [", f);
 	for (uint64_t i = 0, k = 0; i < wi->n_rows; i++) {
-		if (!rep_is_eval(wi, i))
+		if (!tool_report_is_eval(wi, i))
 			continue;
 		fprintf(f,
 		    "%s\n    {\"window\": %" PRId64 ", \"epoch\": %" PRId64
 		    ", \"last_step\": %" PRId64 ", \"accuracy\": ",
 		    k++ > 0 ? "," : "", rep_i(wi, i, "window", 0),
 		    rep_i(wi, i, "epoch", 0), rep_i(wi, i, "last_step", 0));
-		rep_jval(f, rep_d(wi, i, "eval_accuracy"));
+		rep_jval(f, tool_report_d(wi, i, "eval_accuracy"));
 		fputs(", \"loss\": ", f);
-		rep_jval(f, rep_d(wi, i, "eval_loss"));
+		rep_jval(f, tool_report_d(wi, i, "eval_loss"));
 		fputs("}", f);
 	}
 	fputs(ev.n > 0 ? "\n  ],\n" : "],\n", f);

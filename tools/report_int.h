@@ -149,6 +149,25 @@ void tool_report_run_fini(rep_run *rr);
 const char *tool_report_s(const tool_hdb_rows *r, uint64_t row,
     const char *name);
 
+/* Cell (row, column `name`) of r as a double: NAN when the column or
+ * row is missing, or the cell is NULL or not a number. */
+double tool_report_d(const tool_hdb_rows *r, uint64_t row, const char *name);
+
+/* The trainer's evaluations (window_info.eval_accuracy, bellows_agent_eval)
+ * of a run: how many windows carry one (accuracy > 0), the row of the
+ * last and of the best; the rows are 0 when n is 0. */
+typedef struct rep_evals {
+	uint64_t n;    /* windows with an evaluation */
+	uint64_t last; /* row of window_info of the last one */
+	uint64_t best; /* row of the highest accuracy (the first of equals) */
+} rep_evals;
+
+/* True when row i of window_info `wi` carries an evaluation. */
+bool tool_report_is_eval(const tool_hdb_rows *wi, uint64_t i);
+
+/* The evaluations of rr into *e (the caller's). */
+void tool_report_evals(const rep_run *rr, rep_evals *e);
+
 /* What the whole run adds up to, into *s (the caller's). */
 void tool_report_sum(const rep_run *rr, rep_sums *s);
 

@@ -64,6 +64,17 @@ tool_sim_lr(const sim_opts *o, uint64_t window)
 	return lr;
 }
 
+void
+tool_sim_eval(const sim_opts *o, uint64_t window, double *ret_acc,
+    double *ret_loss)
+{
+	double t = (double)(window + 1) / o->windows;
+	double acc = o->eval_final * (1 - exp(-3 * t)) / (1 - exp(-3));
+
+	*ret_acc = fmin(fmax(acc, 1e-6), 1);
+	*ret_loss = -log(*ret_acc);
+}
+
 double
 tool_sim_norm_course(const sim_ctx *cx, uint64_t step)
 {

@@ -31,6 +31,12 @@ uint64_t tool_sim_hash(uint64_t seed, uint64_t a, uint64_t b, uint64_t c);
  * o->windows windows has passed. Pure. */
 double tool_sim_lr(const sim_opts *o, uint64_t window);
 
+/* The synthetic evaluation after `window` (--eval): an accuracy rising
+ * as 1 - e^(-3t) (t the share of windows run) to o->eval_final at the
+ * last window, and its loss -ln(accuracy). Pure. */
+void tool_sim_eval(const sim_opts *o, uint64_t window, double *ret_acc,
+    double *ret_loss);
+
 /* A gradient norm at `step` relative to its layer's base: decays fast
  * early (tau = 15 % of the run), jumps about threefold right after each
  * learning-rate decay and decays again. Pure. */

@@ -213,6 +213,22 @@ sim_parse_backward(const char *cmd, const char *opt, const char *text,
 }
 
 static int
+sim_parse_eval(const char *cmd, const char *opt, const char *text, void *opts)
+{
+	sim_opts *o = opts;
+
+	(void)cmd;
+	if (sim_parse_double(opt, text, 1, &o->eval_final) != 0)
+		return BELLOWS_EINVAL;
+	if (!(o->eval_final > 0)) {
+		fprintf(stderr, "bellows sim: %s must be above 0, not %g\n",
+		    opt, o->eval_final);
+		return BELLOWS_EINVAL;
+	}
+	return 0;
+}
+
+static int
 sim_parse_step_model(const char *cmd, const char *opt, const char *text,
     void *opts)
 {
@@ -448,6 +464,14 @@ static const tool_opt sim_opt_rows[] = {
 	    .help = "report this backward time per step",
 	    .kind = TOOL_OPT_PARSE,
 	    .parse = sim_parse_backward },
+	{ .name = "eval",
+	    .arg = "ACC",
+	    .help = "rank 0 reports a synthetic test evaluation at every "
+		    "window's end (bellows_agent_eval): an accuracy rising "
+		    "to ACC (0 < ACC <= 1) at the last window, loss "
+		    "-ln(accuracy)",
+	    .kind = TOOL_OPT_PARSE,
+	    .parse = sim_parse_eval },
 	{ .name = "step-model",
 	    .arg = "wall|sync|overlap",
 	    .help = "the step time the ranks report: the wall clock (wall, "
@@ -499,7 +523,7 @@ tool_sim_opts_usage(FILE *f)
 	    "                   [--exp-hist]\n"
 	    "                   [--record-metrics FILE] [--record-levels FILE]\n"
 	    "                   [--comm-model A,G,R,C[,M]] [--comm-noise F]\n"
-	    "                   [--buckets N] [--backward-ms MS]\n"
+	    "                   [--buckets N] [--backward-ms MS] [--eval ACC]\n"
 	    "                   [--act LBAR,R,RATIO] [--mem TOTAL_MB,USED_MB]\n"
 	    "                   [--run-id ID] [--start-window N [--resume]]\n"
 	    "                   [--server-key FILE --client-key FILE]\n"
@@ -524,7 +548,7 @@ tool_sim_opts_usage(FILE *f)
 	    "  or refusing the job) or bellowsd unreachable at the start\n"
 	    "  (no last line); 2 for bad arguments. --comm-model, --buckets,\n"
 	    "  --backward-ms, --act and --mem model statistics each rank\n"
-	    "  reports through its agent.\n"
+	    "  reports through its agent; --eval a trainer's evaluations.\n"
 	    "\n",
 	    f);
 	tool_args_help(f, &sim_cmd, &sim_defaults);

@@ -51,6 +51,8 @@ typedef struct sim_opts {
 	double comm_noise;      /* relative noise of the modelled times */
 	uint32_t buckets;       /* collectives per step (comm_bucket) */
 	double backward_ms;     /* backward time per step, 0: not reported */
+	double eval_final;      /* --eval: the accuracy rank 0 reports after
+				 * the last window, 0: no evaluations */
 	uint32_t step_model;    /* sim_step_model: what a step's time is */
 	bool act;               /* --act given */
 	double act_lbar;        /* L-bar of every activation */

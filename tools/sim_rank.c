@@ -230,6 +230,24 @@ sim_print_decision(uint64_t step, const bellows_decision *d)
 	fflush(stdout);
 }
 
+/* With --eval, rank 0 reports the window's evaluation before the step
+ * that ends it, so that it lands in that window. */
+static int
+sim_rank_eval(sim_rank *rk, uint64_t s)
+{
+	const sim_opts *o = rk->cx->o;
+	double acc, loss;
+	int r;
+
+	if (o->eval_final <= 0 || rk->rank != 0 || (s + 1) % o->steps != 0)
+		return 0;
+	tool_sim_eval(o, s / o->steps, &acc, &loss);
+	if ((r = bellows_agent_eval(rk->agent, acc, loss)) != 0)
+		fprintf(stderr, "rank %u: eval at step %" PRIu64 ": %s\n",
+		    rk->rank, s, bellows_strerror(r));
+	return r;
+}
+
 static int
 sim_rank_steps(sim_rank *rk, uint64_t start_step)
 {
@@ -339,6 +357,8 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 		    : info.lr;
 		info.batch_size = d.batch_size > 0 ? d.batch_size : 128;
 		info.epoch = s / o->steps;
+		if ((r = sim_rank_eval(rk, s)) != 0)
+			return r;
 		if ((r = bellows_agent_step_end(rk->agent, &info)) != 0) {
 			fprintf(stderr,
 			    "rank %u: step_end at step %" PRIu64 ": %s\n",

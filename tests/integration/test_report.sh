@@ -8,7 +8,13 @@
 # the HTML report must reference no http(s) URL, carry no script, and
 # render in headless Chromium to a screenshot that is not blank; compare
 # must put the two runs side by side within one file and across two,
-# marking what differs; bad input must get a clear error and exit 1
+# marking what differs, give percentages' differences in points and the
+# policies; for two runs of `bellows sim --eval` in a history of their
+# own it must give the history's final accuracy and loss, the time and
+# step to the accuracy both reached and the wall times, warn about runs
+# of two jobs, and --html must write one page (nothing on stdout) with
+# both runs on the same axes that Chromium renders; bad input must get a
+# clear error and exit 1
 # (nothing to read) or 2 (misuse).
 . "$(dirname "$0")/lib.sh"
 
@@ -249,17 +255,19 @@ PY
 ok "the report leads with its summary, ends with the configuration, ticks at 1-2-5"
 
 CHROMIUM=$(command -v chromium || true)
-if [ -z "$CHROMIUM" ]; then
-	echo "skip: chromium is not installed (scripts/setup.sh full installs it)"
-	exit 77
-fi
-(cd "$TMP" && HOME="$TMP" timeout 60 "$CHROMIUM" --headless --no-sandbox \
-    --disable-gpu --screenshot="$TMP/r1.png" --window-size=1200,2000 \
-    "file://$TMP/r1.html" >"$TMP/chromium.log" 2>&1) ||
-    { tail -5 "$TMP/chromium.log"; fail "chromium could not render the report"; }
+# render HTML PNG: a screenshot of the page by headless Chromium, checked
+# by png_ink below; false without Chromium.
+render() {
+	[ -n "$CHROMIUM" ] || return 1
+	(cd "$TMP" && HOME="$TMP" timeout 60 "$CHROMIUM" --headless --no-sandbox \
+	    --disable-gpu --screenshot="$2" --window-size=1200,2000 \
+	    "file://$1" >"$TMP/chromium.log" 2>&1) ||
+	    { tail -5 "$TMP/chromium.log"; fail "chromium could not render $1"; }
+}
 # Decodes the PNG (8-bit RGB or RGBA, any filter) with zlib and counts
 # the pixels that are not near-white.
-$PY - "$TMP/r1.png" <<'PY' >"$TMP/png.out" || { cat "$TMP/png.out"; fail "the screenshot is blank or unreadable"; }
+png_ink() {
+$PY - "$1" <<'PY' >"$TMP/png.out" || { cat "$TMP/png.out"; fail "the screenshot $1 is blank or unreadable"; }
 import struct, sys, zlib
 data = open(sys.argv[1], "rb").read()
 assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
@@ -302,7 +310,11 @@ print("%dx%d: %d dark pixels, %d coloured" % (w, h, ink, colour))
 assert ink > w * h // 100, "fewer than 1% dark pixels"
 assert colour > 1000, "no coloured plot lines"
 PY
-ok "chromium renders the HTML report: $(cat "$TMP/png.out")"
+}
+if render "$TMP/r1.html" "$TMP/r1.png"; then
+	png_ink "$TMP/r1.png"
+	ok "chromium renders the HTML report: $(cat "$TMP/png.out")"
+fi
 
 # ---- compare -------------------------------------------------------------
 "$BELLOWS" history compare --db "$DB" --run 1 --run 2 >"$TMP/cmp.txt" 2>"$TMP/cmp.err" ||
@@ -336,6 +348,139 @@ grep -qF "B: run 2 of job 'rep' in $TMP/copy.db" "$TMP/two.txt" ||
     fail "with two --db the second run is not read from the second"
 ok "compare puts two runs side by side, in one file and across two, marking differences"
 
+# Percentages differ in points: the share saved of raw, as shown.
+$PY - "$TMP/cmp.txt" <<'PY' || fail "compare gives a percentage's difference as a per cent"
+import re, sys
+line = [l for l in open(sys.argv[1]) if " saved of raw " in l][0]
+m = re.fullmatch(r"[* ] saved of raw +([0-9.]+)% +([0-9.]+)%(?:  ([+-][0-9.]+) pp)?\n", line)
+assert m, line
+a, b, d = m.groups()
+if a == b:
+    assert d is None, line
+else:
+    assert abs(float(d) - (float(b) - float(a))) < 1e-9, line
+PY
+cmp_has '^  policies A: accordion \(accordion\)$'
+cmp_has '^  policies B: accordion \(accordion\)$'
+cmp_has '^  time to the same accuracy: not comparable \(neither run reported an evaluation\)$'
+grep -q "different jobs" "$TMP/cmp.txt" "$TMP/cmp.err" &&
+    fail "compare warns about two runs of one job"
+ok "compare gives percentages in points, the policies, and no warning within a job"
+
+# Two runs of one job whose trainer evaluated (bellows sim --eval), in a
+# history of their own: which was better.
+DB_REP=$DB
+DB="$TMP/eval.db"
+start_daemon
+run_sim --job "$JOB" --ranks 2 --layers 4 --windows 10 \
+    --steps-per-window 4 --step-ms 1 --eval 0.9 || fail "sim --eval 0.9 exited with $?"
+expect_agreed 2 10
+run_sim --job "$JOB" --ranks 2 --layers 4 --windows 8 \
+    --steps-per-window 4 --step-ms 2 --eval 0.8 --seed 3 ||
+    fail "sim --eval 0.8 exited with $?"
+expect_agreed 2 8
+for _ in $(seq 1 50); do
+	[ "$(sq "SELECT count(*) FROM runs WHERE ended_wall_ms IS NOT NULL")" = 2 ] && break
+	sleep 0.1
+done
+kill_daemon TERM
+EDB=$DB
+DB=$DB_REP
+[ "$(sqlite3 -readonly "$EDB" "SELECT count(*) FROM window_info WHERE run_id = 1 AND eval_accuracy > 0")" = 10 ] ||
+    fail "sim --eval did not report an evaluation per window"
+"$BELLOWS" history compare --db "$EDB" --run 1 --run 2 >"$TMP/ecmp.txt" 2>"$TMP/ecmp.err" ||
+    { cat "$TMP/ecmp.err"; fail "history compare of evaluated runs exited with $?"; }
+sqlite3 -readonly "$EDB" "SELECT w.run_id, w.eval_accuracy, w.eval_loss, w.last_step,
+    w.closed_wall_ms - r.started_wall_ms, r.ended_wall_ms - r.started_wall_ms
+    FROM window_info w JOIN runs r ON r.id = w.run_id
+    WHERE w.eval_accuracy > 0 ORDER BY w.run_id, w.window" >"$TMP/evals.rows"
+$PY - "$TMP/ecmp.txt" "$TMP/evals.rows" <<'PY' || { cat "$TMP/ecmp.txt"; fail "compare's accuracy, loss and time to accuracy are not the history's"; }
+import re, sys
+text = open(sys.argv[1]).read()
+runs = {1: [], 2: []}
+for l in open(sys.argv[2]):
+    r, acc, loss, step, ms, wall = l.strip().split("|")
+    runs[int(r)].append((float(acc), float(loss), int(step), float(ms), float(wall)))
+def line(what):
+    m = re.search(r"^[* ] %s +(\S+(?: \S+)?) +(\S+(?: \S+)?)(?:  (.*))?$" % re.escape(what), text, re.M)
+    assert m, what
+    return m.groups()
+a, b, d = line("final test accuracy")
+fa, fb = 100 * runs[1][-1][0], 100 * runs[2][-1][0]
+assert (a, b) == ("%.2f%%" % fa, "%.2f%%" % fb), (a, b)
+assert d == "%+.2f pp" % (round(fb, 2) - round(fa, 2)), d
+a, b, _ = line("final test loss")
+assert abs(float(a) - runs[1][-1][1]) < 1e-3 * runs[1][-1][1], a
+assert abs(float(b) - runs[2][-1][1]) < 1e-3 * runs[2][-1][1], b
+target = min(max(e[0] for e in runs[1]), max(e[0] for e in runs[2]))
+assert "  target accuracy %.2f%%: the lower of the two best, reached by both\n" % (100 * target) in text, text
+first = {r: next(e for e in runs[r] if e[0] >= target) for r in (1, 2)}
+a, b, _ = line("step reaching %.2f%%" % (100 * target))
+assert (a, b) == (str(first[1][2]), str(first[2][2])), (a, b, first)
+a, b, _ = line("time to %.2f%%" % (100 * target))
+def ms(t):
+    v, u = t.split()
+    return float(v) * {"us": 1e-3, "ms": 1, "s": 1000}[u]
+for got, want in ((a, first[1][3]), (b, first[2][3])):
+    assert abs(ms(got) - want) <= 0.01 * want + 0.01, (got, want)
+a, b, _ = line("wall time")
+for got, want in ((a, runs[1][0][4]), (b, runs[2][0][4])):
+    assert abs(ms(got) - want) <= 0.01 * want + 0.01, (got, want)
+assert re.search(r"^[* ] step, windows compressing +\S+ (us|ms|s) ", text, re.M), text
+PY
+ok "compare says which evaluated run was better: accuracy and loss, time and step to the same accuracy, wall time"
+
+# Runs of two jobs: a warning on standard error and in the output.
+"$BELLOWS" history compare --run "$EDB:1" --run "$DB:3" >"$TMP/jcmp.txt" 2>"$TMP/jcmp.err" ||
+    fail "compare across jobs exited with $?"
+W="warning: A and B are runs of different jobs ('rep' and 'other')"
+grep -qF "bellows history compare: $W" "$TMP/jcmp.err" ||
+    fail "compare across jobs did not warn on standard error: $(cat "$TMP/jcmp.err")"
+sed -n 3p "$TMP/jcmp.txt" | grep -qF "$W" ||
+    { head -4 "$TMP/jcmp.txt"; fail "compare across jobs has no warning under the runs"; }
+grep -qE '^\* policies B: comet \(comet\)$' "$TMP/jcmp.txt" ||
+    fail "compare does not name run 3's policy: $(grep policies "$TMP/jcmp.txt")"
+grep -qF "  time to the same accuracy: not comparable (B reported no evaluation)" "$TMP/jcmp.txt" ||
+    fail "compare does not say that B reported no evaluation"
+ok "compare warns about runs of two jobs"
+
+# --html: one page, nothing on stdout; both runs on the same axes.
+"$BELLOWS" history compare --db "$EDB" --run 1 --run 2 --html "$TMP/cmp.html" \
+    >"$TMP/hcmp.txt" 2>/dev/null || fail "compare --html exited with $?"
+[ ! -s "$TMP/hcmp.txt" ] || fail "compare --html FILE also printed on stdout"
+grep -qiE 'https?://|<script|<link|<img|@import|url\(' "$TMP/cmp.html" &&
+    fail "the compare page references a URL or runs a script"
+"$BELLOWS" history compare --db "$EDB" --run 1 --run 2 \
+    --html "$TMP/no/such/dir/c.html" >"$TMP/bad.txt" 2>"$TMP/bad.err" &&
+    fail "compare --html to a bad path succeeded"
+[ ! -s "$TMP/bad.txt" ] && grep -qF "$TMP/no/such/dir/c.html: No such file" "$TMP/bad.err" ||
+    fail "compare --html to a bad path: $(cat "$TMP/bad.err")"
+$PY - "$TMP/cmp.html" "$TMP/ecmp.txt" "$TMP/evals.rows" <<'PY' || fail "the compare page does not overlay both runs"
+import html, re, sys
+page = open(sys.argv[1]).read()
+text = open(sys.argv[2]).read()
+assert html.escape(text, quote=False).replace('"', "&quot;") in page, "the page lacks the text"
+want = {"Test accuracy against step": 0, "Test accuracy against wall time": 0,
+        "Test loss against step": 0, "Test loss against wall time": 0,
+        "Step time per window (median over ranks)": 0,
+        "Gradient bytes sent, cumulative, all ranks": 0}
+n_eval = {1: 0, 2: 0}
+for l in open(sys.argv[3]):
+    n_eval[int(l.split("|")[0])] += 1
+for fig in re.findall(r"<figure>.*?</figure>", page, re.S):
+    title = html.unescape(re.search(r'font-weight="bold">([^<]*)<', fig).group(1))
+    if title not in want:
+        continue
+    lines = re.findall(r'<polyline[^>]* points="([^"]*)"', fig)
+    assert len(lines) == 2, (title, len(lines))
+    assert "A: run 1" in fig and "B: run 2" in fig, title
+    if title.startswith("Test"):
+        assert [len(p.split()) for p in lines] == [n_eval[1], n_eval[2]], (title, lines)
+    want[title] += 1
+assert all(v == 1 for v in want.values()), want
+PY
+ok "compare --html writes one page with both runs on the same axes"
+
 # ---- bad input -----------------------------------------------------------
 # expect_err STATUS TEXT CMD...: CMD exits with STATUS and says TEXT.
 expect_err() {
@@ -365,8 +510,20 @@ expect_err 2 "give both runs as FILE:ID" "$BELLOWS" history compare --run "$DB:1
 expect_err 2 "--run given more than twice" "$BELLOWS" history compare --run 1 --run 2 --run 3
 expect_err 1 "there is no run 9" "$BELLOWS" history compare --db "$DB" --run 1 --run 9
 expect_err 1 "$TMP/missing.db: No such file" "$BELLOWS" history compare --run "$TMP/missing.db:1" --run "$DB:1"
-ok "unknown runs, missing files, runs of another job and ambiguous runs are refused"
+expect_err 2 "--eval must be above 0, not 0" "$BELLOWS" sim --job "$JOB" --ranks 1 \
+    --layers 1 --windows 1 --steps-per-window 1 --eval 0
+expect_err 2 "--eval must be at most 1, not 1.5" "$BELLOWS" sim --job "$JOB" --ranks 1 \
+    --layers 1 --windows 1 --steps-per-window 1 --eval 1.5
+ok "unknown runs, missing files, runs of another job and ambiguous runs and evaluations out of 0..1 are refused"
 
 "$BELLOWS" help | grep -qE '^  report +' || fail "bellows help does not list report"
 "$BELLOWS" history --help | grep -qE '^  compare +' || fail "bellows history --help does not list compare"
 ok "bellows help lists report, bellows history --help compare"
+
+if render "$TMP/cmp.html" "$TMP/cmp.png"; then
+	png_ink "$TMP/cmp.png"
+	ok "chromium renders the compare page: $(cat "$TMP/png.out")"
+else
+	echo "skip: chromium is not installed (scripts/setup.sh full installs it)"
+	exit 77
+fi
