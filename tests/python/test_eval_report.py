@@ -107,7 +107,7 @@ class EvalReport(unittest.TestCase):
              for w, (acc, loss, _) in EVALS.items()])
 
         self.assertEqual(as_html.returncode, 0, as_html.stderr)
-        self.assertIn("Accuracy the trainer evaluated, per window", page)
+        self.assertIn("Test accuracy the trainer evaluated", page)
 
 
 if __name__ == "__main__":
