@@ -20,7 +20,8 @@
  *   (CC_LAYERS=N: Hello with N layers; CC_LINGER_MS=MS: go on reporting
  *   MS after the first decision; CC_TOPIC=PREFIX: SUBs subscribe to that
  *   prefix, not "d:JOB" and its NUL; CC_AFTER=FILE: `listen` counts
- *   only the decisions that arrive once FILE exists, and `status` asks
+ *   the decisions that arrive once FILE exists ("decisions N") apart
+ *   from those before ("before N"), and `status` asks
  *   a second time on the same connection once it does, at most 20 s
  *   later.)
  *   curve_client cover CONTROL JOB WORLD RANK COVER MS SERVER_PUB CLIENT_KEY
@@ -370,16 +371,23 @@ cc_listen(void *ctx, int argc, char **argv)
 {
 	void *sub = cc_socket(ctx, ZMQ_SUB, argv[2], argc, argv, 5);
 	uint64_t until = com_clock_ms() + (uint64_t)atol(argv[4]);
-	uint32_t n = 0;
+	uint32_t n = 0, before = 0;
 	com_msg m;
 
 	while (com_clock_ms() < until) {
 		if (cc_recv(sub, 50, &m) != 0)
 			continue;
-		n += cc_after() && m.type == COM_MSG_DECISION && m.u.decision.job != NULL &&
-		    strcmp(m.u.decision.job, argv[3]) == 0;
+		if (m.type == COM_MSG_DECISION && m.u.decision.job != NULL &&
+		    strcmp(m.u.decision.job, argv[3]) == 0) {
+			if (cc_after())
+				n++;
+			else
+				before++;
+		}
 		com_msg_fini(&m);
 	}
+	if (getenv("CC_AFTER") != NULL)
+		printf("before %u\n", before);
 	printf("decisions %u\n", n);
 	zmq_close(sub);
 	return 0;
