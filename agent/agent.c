@@ -666,8 +666,7 @@ agent_close_summary(bellows_agent *a)
 	    "closing job '%s' rank %u: %llu windows, %llu decisions "
 	    "received, %llu windows without a decision",
 	    a->job, a->rank, (unsigned long long)st.window,
-	    (unsigned long long)st.decisions,
-	    (unsigned long long)undecided);
+	    (unsigned long long)st.decisions, (unsigned long long)undecided);
 }
 
 void

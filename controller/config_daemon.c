@@ -127,8 +127,7 @@ config_drop_shared_keys(const char *dir, ctl_client_key *keys, uint32_t *n,
 		return BELLOWS_ENOMEM;
 	for (uint32_t i = 0; i < *n; i++) {
 		for (uint32_t j = i + 1; j < *n; j++) {
-			if (strcmp(keys[i].public_key, keys[j].public_key) ==
-			    0)
+			if (strcmp(keys[i].public_key, keys[j].public_key) == 0)
 				shared[i] = shared[j] = true;
 		}
 	}

@@ -926,8 +926,7 @@ server_untrusted(ctl_server *s, const uint8_t *id, size_t len,
 	com_msg reply;
 
 	s->refused_uid++;
-	snprintf(why, sizeof(why), "client '%s' is no longer trusted",
-	    client);
+	snprintf(why, sizeof(why), "client '%s' is no longer trusted", client);
 	server_drop(s, id, len, BELLOWS_EPERM, why);
 	com_msg_init(&reply, COM_MSG_ERROR);
 	reply.u.error.code = BELLOWS_EPERM;

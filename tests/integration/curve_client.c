@@ -287,7 +287,8 @@ static int
 cc_cover(void *ctx, int argc, char **argv)
 {
 	const char *job = argv[3];
-	uint32_t world = (uint32_t)atoi(argv[4]), rank = (uint32_t)atoi(argv[5]),
+	uint32_t world = (uint32_t)atoi(argv[4]),
+		 rank = (uint32_t)atoi(argv[5]),
 		 cover = (uint32_t)atoi(argv[6]);
 	uint64_t until = com_clock_ms() + (uint64_t)atol(argv[7]);
 	void *ctl = cc_socket(ctx, ZMQ_DEALER, argv[2], argc, argv, 8);

@@ -102,7 +102,8 @@ fuzz_mutate(uint8_t *buf, size_t *len)
 	switch (fuzz_next() % 5) {
 	case 0: /* flip bits */
 		for (int i = 0; i < 1 + (int)(fuzz_next() % 4) && n > 0; i++)
-			buf[fuzz_next() % n] ^= (uint8_t)(1u << (fuzz_next() % 8));
+			buf[fuzz_next() % n] ^= (uint8_t)(1u
+			    << (fuzz_next() % 8));
 		break;
 	case 1: /* overwrite a byte */
 		if (n > 0)
@@ -213,8 +214,9 @@ main(int argc, char **argv)
 		zmq_send(sock, buf, n, 0);
 		if ((i + 1) % FUZZ_BATCH == 0 &&
 		    fuzz_pace(sock, status, status_len) != 0) {
-			fprintf(stderr, "frame_fuzz: no StatusReply after %ld "
-					"frames\n",
+			fprintf(stderr,
+			    "frame_fuzz: no StatusReply after %ld "
+			    "frames\n",
 			    i + 1);
 			rc = 1;
 		}
