@@ -86,7 +86,6 @@ struct ctl_server {
 	uint32_t n_grants;     /* entries used */
 	bool grants_lost;      /* a grant could not be kept: the next reload
 				* resets every subscriber */
-	uint64_t refused_uid;  /* messages of a no longer trusted client */
 };
 
 /* The high-water mark that keeps `budget` bytes of `frame`-byte messages:
@@ -925,7 +924,6 @@ server_untrusted(ctl_server *s, const uint8_t *id, size_t len,
 	char why[SERVER_CLIENT_MAX + 64];
 	com_msg reply;
 
-	s->refused_uid++;
 	snprintf(why, sizeof(why), "client '%s' is no longer trusted", client);
 	server_drop(s, id, len, BELLOWS_EPERM, why);
 	com_msg_init(&reply, COM_MSG_ERROR);
