@@ -30,7 +30,8 @@
 #define SERVER_ZAP_LOG_MS  10000     /* one refusal line per this long */
 #define SERVER_CLIENT_MAX  256       /* bytes of a client name and its NUL */
 #define SERVER_PUBMON_EP   "inproc://bellows.pubmon" /* XPUB's monitor */
-#define SERVER_SUBCONN_MAX 65536 /* subscriber connections tracked */
+#define SERVER_KEY_PROP    "X-Bellows-Key" /* ZAP metadata: the key, Z85 */
+#define SERVER_SUBCONN_MAX 65536           /* subscriber connections tracked */
 #define SERVER_GRANTS_MAX  65536 /* (client, topic) subscriptions kept */
 
 #define SERVER_HWM_MIN 8      /* messages queued per connection */
@@ -482,7 +483,22 @@ server_zap_one(ctl_server *s)
 	zmq_send(s->zap, text, strlen(text), ZMQ_SNDMORE | ZMQ_DONTWAIT);
 	zmq_send(s->zap, client != NULL ? client : "",
 	    client != NULL ? strlen(client) : 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-	zmq_send(s->zap, "", 0, ZMQ_DONTWAIT);
+	/* Metadata (ZMTP properties): the key the connection proved, so
+	 * that each message tells which key of its name it came with. */
+	if (client != NULL) {
+		uint8_t meta[1 + sizeof(SERVER_KEY_PROP) - 1 + 4 + 40];
+		size_t np = sizeof(SERVER_KEY_PROP) - 1;
+		char z85[COM_CERT_Z85];
+
+		zmq_z85_encode(z85, zmq_msg_data(&f[6]), 32);
+		meta[0] = (uint8_t)np;
+		memcpy(meta + 1, SERVER_KEY_PROP, np);
+		memcpy(meta + 1 + np, "\0\0\0\x28", 4); /* 40, big-endian */
+		memcpy(meta + 5 + np, z85, 40);
+		zmq_send(s->zap, meta, sizeof(meta), ZMQ_DONTWAIT);
+	} else {
+		zmq_send(s->zap, "", 0, ZMQ_DONTWAIT);
+	}
 out:
 	for (int i = 0; i < n; i++)
 		zmq_msg_close(&f[i]);
@@ -532,10 +548,11 @@ server_topic_allowed(const ctl_server *s, const uint8_t *topic, size_t len,
 }
 
 /* True when `name` is still the name of a trusted key (the keys are
- * sorted by name): a connection keeps the name the ZAP handler gave it
- * when its key is removed, so every message is checked again. */
+ * sorted by name), and when `key` (Z85, NULL: not checked) is still its
+ * key: a connection keeps the name the ZAP handler gave it when its key
+ * is removed or replaced, so every message is checked again. */
 static bool
-server_name_trusted(const ctl_server *s, const char *name)
+server_name_trusted(const ctl_server *s, const char *name, const char *key)
 {
 	uint32_t lo = 0, hi = s->n_keys;
 
@@ -544,7 +561,8 @@ server_name_trusted(const ctl_server *s, const char *name)
 		int c = strcmp(s->keys[mid].name, name);
 
 		if (c == 0)
-			return true;
+			return key == NULL ||
+			    strcmp(s->keys[mid].public_key, key) == 0;
 		if (c < 0)
 			lo = mid + 1;
 		else
@@ -613,36 +631,41 @@ server_subscribers_reset(ctl_server *s)
 	return n;
 }
 
-/* Remembers that `client` was granted subscription `topic` (len bytes),
- * once per distinct pair, so that a reload can tell whether a grant was
+/* Remembers that `client`, connected with `key` (Z85, NULL: unknown), was
+ * granted subscription `topic` (len bytes), once per distinct triple, as
+ * "CLIENT\0KEY\0TOPIC", so that a reload can tell whether a grant was
  * withdrawn. */
 static void
-server_grant_keep(ctl_server *s, const char *client, const uint8_t *topic,
-    size_t len)
+server_grant_keep(ctl_server *s, const char *client, const char *key,
+    const uint8_t *topic, size_t len)
 {
-	size_t cl = strlen(client), total = cl + 1 + len;
+	const char *k = key != NULL ? key : "";
+	size_t cl = strlen(client), kl = strlen(k);
+	size_t total = cl + 1 + kl + 1 + len;
 	char *g;
 
 	for (uint32_t i = 0; i < s->n_grants; i++) {
 		if (s->grant_len[i] == total &&
 		    memcmp(s->grants[i], client, cl + 1) == 0 &&
-		    memcmp(s->grants[i] + cl + 1, topic, len) == 0)
+		    memcmp(s->grants[i] + cl + 1, k, kl + 1) == 0 &&
+		    memcmp(s->grants[i] + cl + kl + 2, topic, len) == 0)
 			return;
 	}
-	if (s->n_grants == SERVER_GRANTS_MAX ||
-	    (g = malloc(total > 0 ? total : 1)) == NULL) {
+	if (s->n_grants == SERVER_GRANTS_MAX || (g = malloc(total)) == NULL) {
 		s->grants_lost = true;
 		return;
 	}
 	memcpy(g, client, cl + 1);
-	memcpy(g + cl + 1, topic, len);
+	memcpy(g + cl + 1, k, kl + 1);
+	memcpy(g + cl + kl + 2, topic, len);
 	s->grants[s->n_grants] = g;
 	s->grant_len[s->n_grants++] = (uint32_t)total;
 }
 
 /* After a reload: when a subscription granted before is no longer
- * allowed (its client's key removed, or the client taken off the job),
- * every subscriber connection is reset (server_subscribers_reset). */
+ * allowed (its client's key removed or replaced, or the client taken off
+ * the job), every subscriber connection is reset
+ * (server_subscribers_reset). */
 static void
 server_grants_recheck(ctl_server *s)
 {
@@ -651,11 +674,13 @@ server_grants_recheck(ctl_server *s)
 
 	for (uint32_t i = 0; i < s->n_grants && !withdrawn; i++) {
 		const char *client = s->grants[i];
-		size_t cl = strlen(client);
+		const char *key = client + strlen(client) + 1;
+		size_t head = strlen(client) + strlen(key) + 2;
 
-		withdrawn = !server_name_trusted(s, client) ||
-		    !server_topic_allowed(s, (uint8_t *)s->grants[i] + cl + 1,
-			s->grant_len[i] - cl - 1, client);
+		withdrawn = !server_name_trusted(s, client,
+				key[0] != '\0' ? key : NULL) ||
+		    !server_topic_allowed(s, (uint8_t *)s->grants[i] + head,
+			s->grant_len[i] - head, client);
 	}
 	if (!withdrawn)
 		return;
@@ -679,7 +704,7 @@ server_on_subscription(ctl_loop *loop, void *arg)
 	for (int i = 0; i < SERVER_BATCH; i++) {
 		zmq_msg_t m;
 		const uint8_t *d;
-		const char *uid;
+		const char *uid, *key;
 		size_t n;
 
 		zmq_msg_init(&m);
@@ -690,14 +715,15 @@ server_on_subscription(ctl_loop *loop, void *arg)
 		d = zmq_msg_data(&m);
 		n = zmq_msg_size(&m);
 		uid = zmq_msg_gets(&m, "User-Id");
+		key = zmq_msg_gets(&m, SERVER_KEY_PROP);
 		if (n >= 1 && d[0] == 0) {
 			zmq_setsockopt(s->pub, ZMQ_UNSUBSCRIBE, d + 1, n - 1);
 		} else if (n >= 1 && d[0] == 1) {
-			if (uid != NULL && server_name_trusted(s, uid) &&
+			if (uid != NULL && server_name_trusted(s, uid, key) &&
 			    server_topic_allowed(s, d + 1, n - 1, uid)) {
 				zmq_setsockopt(s->pub, ZMQ_SUBSCRIBE, d + 1,
 				    n - 1);
-				server_grant_keep(s, uid, d + 1, n - 1);
+				server_grant_keep(s, uid, key, d + 1, n - 1);
 			} else
 				server_sub_refused(s, uid, d + 1, n - 1);
 		}
@@ -991,7 +1017,9 @@ server_read_one(ctl_server *s)
 		zmq_msg_close(&body);
 		return true;
 	}
-	if (s->secure && !server_name_trusted(s, client)) {
+	if (s->secure &&
+	    !server_name_trusted(s, client,
+		zmq_msg_gets(&body, SERVER_KEY_PROP))) {
 		zmq_msg_close(&body);
 		server_untrusted(s, id, id_len, client);
 		return true;

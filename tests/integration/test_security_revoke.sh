@@ -5,7 +5,8 @@
 # is no longer trusted. That client's connections made before the
 # removal are refused at their next message (EPERM), and its
 # subscription stops delivering decisions, while a client still trusted
-# keeps getting them.
+# keeps getting them. A key replaced under the same name refuses the
+# connections made with the old one.
 . "$(dirname "$0")/lib.sh"
 
 CC="$BUILD/tests/integration/curve_client"
@@ -106,3 +107,44 @@ grep -q "^decisions [1-9]" "$TMP/l-keeper.out" ||
 grep -q "closed [1-9][0-9]* subscriber connections" "$TMP/bellowsd.log" ||
     fail "the subscribers' reset is not logged"
 ok "the removed key's subscription stops; a trusted one goes on"
+
+# A replaced key: the name stays, the old key's connection is refused.
+"$CC" keygen "$K" keeper2 || fail "keygen keeper2"
+CC_AFTER="$TMP/replaced" "$CC" status "$CTL" $(as keeper) >"$TMP/rk.out" 2>&1 &
+RK=$!
+CC_AFTER="$TMP/replaced" "$CC" listen "$PUB" train-m 9000 $(as keeper) \
+    >"$TMP/lm-old.out" 2>&1 &
+LO=$!
+sleep 0.3
+CC_LINGER_MS=500 "$CC" run "$CTL" "$PUB" train-m 1 0 $(as keeper) \
+    >"$TMP/m1.out" 2>&1 || { cat "$TMP/m1.out"; fail "train-m did not run with keeper's first key"; }
+grep -q "status ok" "$TMP/rk.out" || { cat "$TMP/rk.out"; fail "no STATUS with keeper's first key"; }
+before=$(grep -c "trusted client keys from" "$TMP/bellowsd.log")
+cp "$K/keeper2.pub" "$C/keeper.pub.tmp" && mv "$C/keeper.pub.tmp" "$C/keeper.pub"
+kill -HUP "$DAEMON_PID"
+for _ in $(seq 1 200); do
+	[ "$(grep -c "trusted client keys from" "$TMP/bellowsd.log")" -gt "$before" ] && break
+	sleep 0.05
+done
+sleep 0.3
+touch "$TMP/replaced"
+wait "$RK"
+"$CC" listen "$PUB" train-m 3000 "$K/server.pub" "$K/keeper2.key" \
+    >"$TMP/lm-new.out" 2>&1 &
+LN=$!
+sleep 0.3
+CC_LINGER_MS=2000 "$CC" run "$CTL" "$PUB" train-m 1 0 "$K/server.pub" \
+    "$K/keeper2.key" >"$TMP/m2.out" 2>&1 ||
+    { cat "$TMP/m2.out"; fail "train-m did not run with keeper's new key"; }
+wait "$LO" "$LN"
+grep -q "^before [1-9]" "$TMP/lm-old.out" ||
+    { cat "$TMP/lm-old.out"; fail "the old key's subscriber heard nothing before"; }
+grep -q "^decisions 0$" "$TMP/lm-old.out" ||
+    { cat "$TMP/lm-old.out"; fail "a replaced key's subscription still delivers"; }
+grep -q "^decisions [1-9]" "$TMP/lm-new.out" ||
+    { cat "$TMP/lm-new.out"; fail "the new key's subscriber heard nothing"; }
+grep -q "error -19: client 'keeper' is no longer trusted" "$TMP/rk.out" ||
+    { cat "$TMP/rk.out"; fail "a connection made with a replaced key is still answered"; }
+"$CC" status "$CTL" "$K/server.pub" "$K/keeper2.key" >/dev/null ||
+    fail "the new key of keeper is refused"
+ok "a replaced key's connection and subscription are cut; the new key is let in"
