@@ -658,6 +658,28 @@ fail:
 	return rc;
 }
 
+/* The summary said at close: windows reported, decisions received, and
+ * the windows that got no decision (a warning when there are any: a
+ * launch that was not steered must not end silently). */
+static void
+agent_close_summary(bellows_agent *a)
+{
+	bellows_agent_stats st;
+	uint64_t undecided;
+
+	if (a->io == NULL || !a->stepped)
+		return;
+	memset(&st, 0, sizeof(st));
+	agent_io_stats(a->io, &st);
+	undecided = agent_io_undecided(a->io);
+	agent_log(a->log, a->log_arg, a->log_level,
+	    undecided > 0 ? BELLOWS_LOG_WARN : BELLOWS_LOG_INFO,
+	    "closing job '%s' rank %u: %llu windows, %llu decisions "
+	    "received, %llu windows without a decision",
+	    a->job, a->rank, (unsigned long long)st.window,
+	    (unsigned long long)st.decisions, (unsigned long long)undecided);
+}
+
 void
 bellows_agent_close(bellows_agent **agent)
 {
@@ -666,6 +688,7 @@ bellows_agent_close(bellows_agent **agent)
 	if (agent == NULL || (a = *agent) == NULL)
 		return;
 	*agent = NULL;
+	agent_close_summary(a);
 	agent_io_close(&a->io);
 	agent_window_fini(&a->win);
 	agent_timing_fini(&a->timing);

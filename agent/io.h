@@ -110,4 +110,9 @@ void agent_io_skip_report(agent_io *io, const com_report *r);
  * last_error and last_error_text. Any thread. */
 void agent_io_stats(agent_io *io, bellows_agent_stats *ret);
 
+/* Windows of this rank that got no decision: given up at their apply
+ * step (decision_misses), or reported after bellowsd had decided them
+ * without this rank (its report then dropped as stale). Any thread. */
+uint64_t agent_io_undecided(agent_io *io);
+
 #endif /* AGENT_IO_H */

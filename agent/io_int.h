@@ -126,6 +126,9 @@ struct agent_io {
 	uint64_t reports_dropped;  /* reports dropped (queue full, encoding) */
 	uint64_t snapshots;        /* snapshot requests sent */
 	uint64_t misses;           /* windows given up at apply steps */
+	uint64_t undecided;        /* windows reported while welcomed whose
+				    * decision had come already: bellowsd
+				    * closed them without this report */
 	int last_error;            /* last Error code from the daemon */
 	char last_error_text[256]; /* and its message */
 

@@ -104,6 +104,18 @@ io_trainer_expect(agent_io *io, const com_report *r)
 	    r->last_step + 1 + io->apply_lag);
 }
 
+/* Counts a window of this rank's own report that was decided before the
+ * report (called with the lock held): bellowsd closed it without this
+ * rank and drops the report as stale, so no decision answers it. True
+ * for the first such window, which is said. */
+static bool
+io_trainer_undecided(agent_io *io, const com_report *r)
+{
+	if (!io->welcomed || r->window >= io->table.answered)
+		return false;
+	return io->undecided++ == 0;
+}
+
 /* Logs a failure of io_trainer_expect, outside the lock. */
 static void
 io_trainer_expect_said(agent_io *io, const com_report *r, int rc)
@@ -121,6 +133,7 @@ agent_io_submit_report(agent_io *io, com_report *r)
 	io_report q;
 	uint8_t *buf = NULL;
 	size_t len = 0;
+	bool first;
 	int rc;
 
 	agent_io_lock(io);
@@ -151,9 +164,18 @@ agent_io_submit_report(agent_io *io, com_report *r)
 		io->reports_dropped++;
 		free(buf);
 	}
+	first = io_trainer_undecided(io, r);
 	rc = io_trainer_expect(io, r);
 	agent_io_unlock(io);
 	io_trainer_expect_said(io, r, rc);
+	if (first)
+		agent_io_log(io, BELLOWS_LOG_WARN,
+		    "window %llu was decided before this rank reported it: "
+		    "bellowsd will not take its report, and no decision "
+		    "answers it (did this launch join an ended run? give "
+		    "each launch its own run_id); counted as a window "
+		    "without decision",
+		    (unsigned long long)r->window);
 	agent_io_wake(io);
 }
 
@@ -167,6 +189,17 @@ agent_io_skip_report(agent_io *io, const com_report *r)
 	rc = io_trainer_expect(io, r);
 	agent_io_unlock(io);
 	io_trainer_expect_said(io, r, rc);
+}
+
+uint64_t
+agent_io_undecided(agent_io *io)
+{
+	uint64_t n;
+
+	agent_io_lock(io);
+	n = io->undecided + io->misses;
+	agent_io_unlock(io);
+	return n;
 }
 
 void

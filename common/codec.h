@@ -20,6 +20,10 @@
  * largest tables stays well within a frame. */
 #define COM_CODEC_TABLE_MAX 65536
 
+/* Bytes of a Hello's run_id (docs/protocol.md): a fixed part of the
+ * protocol, not one of the configurable limits. */
+#define COM_RUN_ID_MAX 255
+
 typedef struct com_limits {
 	size_t max_msg_bytes;   /* largest frame decoded (bellowsd reads 2x) */
 	uint32_t max_layers;    /* layers in a table, report or decision */

@@ -478,7 +478,9 @@ codec_in_hello(const Bellows__Hello *ph, const com_limits *lim, com_hello *h)
 	int rc;
 
 	if (ph->world == 0 || ph->world > lim->max_world ||
-	    ph->rank >= ph->world || ph->n_layers > lim->max_layers)
+	    ph->rank >= ph->world || ph->n_layers > lim->max_layers ||
+	    (ph->run_id != NULL &&
+		strnlen(ph->run_id, COM_RUN_ID_MAX + 1) > COM_RUN_ID_MAX))
 		return BELLOWS_EPROTO;
 	if ((rc = codec_in_name(ph->job, lim, false, &h->job)) != 0 ||
 	    (rc = codec_in_text(ph->agent_version, lim->max_text_len,

@@ -469,6 +469,7 @@ ctl_config_destroy(ctl_config **cfg)
 	free(c->security.server_key);
 	free(c->security.clients);
 	ctl_config_keys_free(c->security.keys, c->security.n_clients);
+	free(c->security.skipped);
 	memset(&c->security.server_cert, 0, sizeof(c->security.server_cert));
 	free(c->control);
 	free(c->publish);

@@ -118,6 +118,8 @@ typedef struct ctl_security_conf {
 	com_cert server_cert; /* its keys, read when the file was loaded */
 	uint32_t n_clients;   /* entries in keys */
 	ctl_client_key *keys; /* the directory's certificates, by name */
+	char *skipped;        /* the .pub files not trusted, one line
+			       * "DIR/FILE: why" each, or NULL */
 } ctl_security_conf;
 
 #define CTL_CONFIG_TOKEN_MIN 16   /* bytes of a /metrics bearer token */
@@ -253,12 +255,15 @@ bool ctl_config_client_allowed_all(const ctl_config *cfg, const char *client);
 
 /* Reads a clients directory: every NAME.pub in it (other files are
  * ignored) into *ret_keys (sorted by name, the caller's: free with
- * ctl_config_keys_free). Returns 0, BELLOWS_EIO (the directory cannot be
- * read), BELLOWS_EINVAL (a certificate that does not load, more than
- * CTL_CONFIG_CLIENTS_MAX of them, two names with one key) with errbuf
- * naming the file, or BELLOWS_ENOMEM. */
+ * ctl_config_keys_free). A file that cannot be trusted (an invalid name,
+ * a certificate that does not load, a key another .pub holds too) is
+ * skipped, and the rest is read: *ret_skipped is NULL, or one line
+ * "DIR/FILE: why" per skipped file (the caller's, free()). Returns 0,
+ * BELLOWS_EIO (the directory cannot be read), BELLOWS_EINVAL (more than
+ * CTL_CONFIG_CLIENTS_MAX certificates) with errbuf saying why, or
+ * BELLOWS_ENOMEM. */
 int ctl_config_read_clients(const char *dir, ctl_client_key **ret_keys,
-    uint32_t *ret_n, char *errbuf, size_t errlen);
+    uint32_t *ret_n, char **ret_skipped, char *errbuf, size_t errlen);
 
 /* Frees what ctl_config_read_clients returned. NULL-safe. */
 void ctl_config_keys_free(ctl_client_key *keys, uint32_t n);

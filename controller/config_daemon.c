@@ -63,12 +63,100 @@ ctl_config_keys_free(ctl_client_key *keys, uint32_t n)
 	free(keys);
 }
 
+/* Appends "PATH: why" (or `why` alone when it starts with PATH) as a
+ * line of *skipped. */
+static int
+config_skip(char **skipped, const char *path, const char *why)
+{
+	size_t old = *skipped != NULL ? strlen(*skipped) : 0;
+	size_t add = strlen(path) + strlen(why) + 4;
+	bool named = strncmp(why, path, strlen(path)) == 0;
+	char *grown = realloc(*skipped, old + add);
+
+	if (grown == NULL)
+		return BELLOWS_ENOMEM;
+	snprintf(grown + old, add, "%s%s%s%s", old > 0 ? "\n" : "",
+	    named ? "" : path, named ? "" : ": ", why);
+	*skipped = grown;
+	return 0;
+}
+
+/* Loads DIR/FILE (FILE a NAME.pub) into keys[*n]: 0 when loaded, 1 when
+ * skipped (noted in *skipped), or BELLOWS_ENOMEM. */
+static int
+config_read_client(const char *dir, const char *file, ctl_client_key *key,
+    char **skipped)
+{
+	size_t len = strlen(file);
+	char path[PATH_MAX], name[COM_CERT_NAME_MAX + 1], err[512];
+	com_cert c;
+	int r;
+
+	snprintf(name, sizeof(name), "%.*s", (int)(len - 4), file);
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	if (!com_cert_name_ok(name)) {
+		r = config_skip(skipped, path, "not a valid client name");
+		return r != 0 ? r : 1;
+	}
+	r = com_cert_load(path, &c, err, sizeof(err));
+	if (r == BELLOWS_ENOMEM)
+		return r;
+	if (r == BELLOWS_ENOTFOUND)
+		return 1; /* removed while we read */
+	if (r != 0) {
+		r = config_skip(skipped, path, err);
+		return r != 0 ? r : 1;
+	}
+	if ((key->name = strdup(name)) == NULL)
+		return BELLOWS_ENOMEM;
+	memcpy(key->public_key, c.public_key, COM_CERT_Z85);
+	return 0;
+}
+
+/* One key, one name: else the name a connection gets would depend on the
+ * order the directory was read in. Every file of a key held twice is
+ * dropped from keys (sorted by name) and noted in *skipped. */
+static int
+config_drop_shared_keys(const char *dir, ctl_client_key *keys, uint32_t *n,
+    char **skipped)
+{
+	bool *shared = calloc(*n > 0 ? *n : 1, sizeof(*shared));
+	uint32_t kept = 0;
+	int r = 0;
+
+	if (shared == NULL)
+		return BELLOWS_ENOMEM;
+	for (uint32_t i = 0; i < *n; i++) {
+		for (uint32_t j = i + 1; j < *n; j++) {
+			if (strcmp(keys[i].public_key, keys[j].public_key) == 0)
+				shared[i] = shared[j] = true;
+		}
+	}
+	for (uint32_t i = 0; i < *n; i++) {
+		char path[PATH_MAX];
+
+		if (!shared[i]) {
+			keys[kept++] = keys[i];
+			continue;
+		}
+		snprintf(path, sizeof(path), "%s/%s.pub", dir, keys[i].name);
+		if (r == 0)
+			r = config_skip(skipped, path,
+			    "holds the same public key as another .pub");
+		free(keys[i].name);
+	}
+	*n = kept;
+	free(shared);
+	return r;
+}
+
 int
 ctl_config_read_clients(const char *dir, ctl_client_key **ret_keys,
-    uint32_t *ret_n, char *errbuf, size_t errlen)
+    uint32_t *ret_n, char **ret_skipped, char *errbuf, size_t errlen)
 {
 	ctl_client_key *keys = NULL;
 	uint32_t n = 0, cap = 0;
+	char *skipped = NULL;
 	struct dirent *de;
 	DIR *d = opendir(dir);
 	int r = 0;
@@ -80,20 +168,10 @@ ctl_config_read_clients(const char *dir, ctl_client_key **ret_keys,
 	}
 	while ((de = readdir(d)) != NULL) {
 		size_t len = strlen(de->d_name);
-		char path[PATH_MAX], name[COM_CERT_NAME_MAX + 1];
-		com_cert c;
 
 		if (len <= 4 || strcmp(de->d_name + len - 4, ".pub") != 0 ||
 		    de->d_name[0] == '.')
 			continue;
-		snprintf(name, sizeof(name), "%.*s", (int)(len - 4),
-		    de->d_name);
-		if (!com_cert_name_ok(name)) {
-			snprintf(errbuf, errlen,
-			    "%s/%s: not a valid client name", dir, de->d_name);
-			r = BELLOWS_EINVAL;
-			goto out;
-		}
 		if (n == CTL_CONFIG_CLIENTS_MAX) {
 			snprintf(errbuf, errlen,
 			    "clients directory '%s' holds more than %u "
@@ -101,17 +179,6 @@ ctl_config_read_clients(const char *dir, ctl_client_key **ret_keys,
 			    dir, CTL_CONFIG_CLIENTS_MAX);
 			r = BELLOWS_EINVAL;
 			goto out;
-		}
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		r = com_cert_load(path, &c, errbuf, errlen);
-		if (r != 0) {
-			if (r == BELLOWS_ENOTFOUND)
-				r = 0; /* removed while we read */
-			else if (r != BELLOWS_ENOMEM)
-				r = BELLOWS_EINVAL;
-			if (r != 0)
-				goto out;
-			continue;
 		}
 		if (n == cap) {
 			uint32_t ncap = cap ? cap * 2 : 16;
@@ -125,37 +192,26 @@ ctl_config_read_clients(const char *dir, ctl_client_key **ret_keys,
 			keys = grown;
 			cap = ncap;
 		}
-		if ((keys[n].name = strdup(name)) == NULL) {
-			r = BELLOWS_ENOMEM;
+		r = config_read_client(dir, de->d_name, &keys[n], &skipped);
+		if (r < 0 || r > 1)
 			goto out;
-		}
-		memcpy(keys[n].public_key, c.public_key, COM_CERT_Z85);
-		n++;
+		n += r == 0;
+		r = 0;
 	}
 	qsort(keys, n, sizeof(*keys), config_key_name_cmp);
-	/* One key, one name: else the name a connection gets would depend
-	 * on the order the directory was read in. */
-	for (uint32_t i = 0; i < n; i++) {
-		for (uint32_t j = i + 1; j < n; j++) {
-			if (strcmp(keys[i].public_key, keys[j].public_key) ==
-			    0) {
-				snprintf(errbuf, errlen,
-				    "%s/%s.pub and %s/%s.pub hold the same "
-				    "public key",
-				    dir, keys[i].name, dir, keys[j].name);
-				r = BELLOWS_EINVAL;
-				goto out;
-			}
-		}
-	}
+	r = config_drop_shared_keys(dir, keys, &n, &skipped);
 out:
 	closedir(d);
 	if (r != 0) {
+		if (r == BELLOWS_ENOMEM)
+			snprintf(errbuf, errlen, "%s", bellows_strerror(r));
 		ctl_config_keys_free(keys, n);
+		free(skipped);
 		return r;
 	}
 	*ret_keys = keys;
 	*ret_n = n;
+	*ret_skipped = skipped;
 	return 0;
 }
 
@@ -209,7 +265,7 @@ config_security(config_ctx *cx, yaml_node_t *node, ctl_security_conf *sec)
 	if (r != 0)
 		return ctl_config_fail(cx, key_node, "server_key: %s", err);
 	r = ctl_config_read_clients(sec->clients, &sec->keys, &sec->n_clients,
-	    err, sizeof(err));
+	    &sec->skipped, err, sizeof(err));
 	if (r == BELLOWS_ENOMEM)
 		return r;
 	if (r != 0)

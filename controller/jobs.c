@@ -625,6 +625,28 @@ jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
 	return 0;
 }
 
+/* With security, refuses a report that covers a rank another client
+ * holds (or one no client has held): a covering report completes the
+ * ranks it covers, so it could silence ranks of another client. Every
+ * covered rank must have been taken by a Hello of the reporter's own
+ * client. */
+static int
+jobs_cover_allowed(const ctl_jobs *jobs, const job *j, const com_report *rep,
+    const char *client, char *why, size_t why_len)
+{
+	for (uint32_t c = rep->rank + 1;
+	     rep->ranks > 1 && c < rep->rank + rep->ranks; c++) {
+		if (rank_client_is(jobs, &j->ranks[c], client))
+			continue;
+		ctl_jobs_why(why, why_len,
+		    "report of rank %u covers rank %u of job '%s', which "
+		    "client '%s' does not hold",
+		    rep->rank, c, j->name, client != NULL ? client : "");
+		return BELLOWS_EPERM;
+	}
+	return 0;
+}
+
 /* Remembers that the rank's report of window w was taken. */
 static void
 rank_taken_mark(job_rank *rk, uint64_t w)
@@ -1240,6 +1262,8 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		    rep->rank, rep->ranks, j->world);
 		return BELLOWS_EPROTO;
 	}
+	if ((r = jobs_cover_allowed(jobs, j, rep, client, why, why_len)) != 0)
+		return ctl_jobs_error_reply(reply, r, why);
 	rank_seen(jobs, j, rk, now_ms);
 	if (rep->last_step < rep->first_step) {
 		ctl_jobs_why(why, why_len, "report steps %" PRIu64 "..%" PRIu64,

@@ -218,6 +218,34 @@ main_metrics_start(daemon_state *d, const char *listen_at)
 	    : 0;
 }
 
+/* Logs each .pub of the clients directory that was not trusted: the
+ * others apply (a key removed beside a broken file is still removed). */
+static void
+main_log_skipped(const ctl_security_conf *sec)
+{
+	const char *line = sec->enabled ? sec->skipped : NULL;
+
+	while (line != NULL && *line != '\0') {
+		const char *end = strchr(line, '\n');
+		int len = end != NULL ? (int)(end - line) : (int)strlen(line);
+
+		ctl_log(CTL_LOG_ERROR, "main",
+		    "%.*s: skipped, that client is not trusted", len, line);
+		line = end != NULL ? end + 1 : NULL;
+	}
+}
+
+/* Says at start which keys are trusted, and which files were not. */
+static void
+main_log_security(const ctl_security_conf *sec)
+{
+	main_log_skipped(sec);
+	ctl_log(CTL_LOG_INFO, "main",
+	    "security: CURVE on both endpoints, %u trusted client keys from "
+	    "'%s'",
+	    sec->n_clients, sec->clients);
+}
+
 /* Once per loop turn: what the turn recorded goes to the store's writer
  * (a reload's configuration first, so its events name it). */
 static void
@@ -249,10 +277,12 @@ main_before_sleep(ctl_loop *loop, void *arg)
 			ctl_log(CTL_LOG_ERROR, "main",
 			    "out of memory: the trusted keys were not "
 			    "replaced");
-		else if (cfg->security.enabled && d->secure)
+		else if (cfg->security.enabled && d->secure) {
+			main_log_skipped(&cfg->security);
 			ctl_log(CTL_LOG_INFO, "main",
 			    "%u trusted client keys from '%s'",
 			    cfg->security.n_clients, cfg->security.clients);
+		}
 		if (d->metrics_file != NULL &&
 		    (cfg->metrics_listen == NULL ||
 			strcmp(cfg->metrics_listen, d->metrics_file) != 0))
@@ -503,10 +533,7 @@ main(int argc, char **argv)
 		d.cfg->max_layers, instance, &d.cfg->security, &d.server) != 0)
 		goto out;
 	if (d.secure)
-		ctl_log(CTL_LOG_INFO, "main",
-		    "security: CURVE on both endpoints, %u trusted client "
-		    "keys from '%s'",
-		    d.cfg->security.n_clients, d.cfg->security.clients);
+		main_log_security(&d.cfg->security);
 	if (ctl_jobs_new(d.cfg, instance, ctl_server_publish, d.server,
 		&d.jobs) != 0 ||
 	    ctl_loop_new(&d.loop) != 0) {

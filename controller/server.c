@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <sys/socket.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -28,6 +29,10 @@
 #define SERVER_ZAP_FRAMES  8         /* frames of a ZAP request read at most */
 #define SERVER_ZAP_LOG_MS  10000     /* one refusal line per this long */
 #define SERVER_CLIENT_MAX  256       /* bytes of a client name and its NUL */
+#define SERVER_PUBMON_EP   "inproc://bellows.pubmon" /* XPUB's monitor */
+#define SERVER_KEY_PROP    "X-Bellows-Key" /* ZAP metadata: the key, Z85 */
+#define SERVER_SUBCONN_MAX 65536           /* subscriber connections tracked */
+#define SERVER_GRANTS_MAX  65536 /* (client, topic) subscriptions kept */
 
 #define SERVER_HWM_MIN 8      /* messages queued per connection */
 #define SERVER_HWM_MAX 100000 /* ... at most */
@@ -73,6 +78,15 @@ struct ctl_server {
 	uint64_t zap_unlogged; /* refusals not logged since */
 	uint64_t subs_refused; /* subscriptions not applied */
 	uint64_t sub_log_ms;   /* when one was last logged */
+	void *pubmon;          /* PAIR reading the XPUB's connection events */
+	int *subconn;          /* descriptors of the XPUB's connections */
+	uint32_t n_subconn;    /* entries used */
+	char **grants;         /* "CLIENT\0TOPIC" of each subscription applied
+				* since the connections were last reset */
+	uint32_t *grant_len;   /* bytes of each */
+	uint32_t n_grants;     /* entries used */
+	bool grants_lost;      /* a grant could not be kept: the next reload
+				* resets every subscriber */
 };
 
 /* The high-water mark that keeps `budget` bytes of `frame`-byte messages:
@@ -131,6 +145,33 @@ server_curve(void *sock, const ctl_security_conf *sec)
 		return ctl_log_fail(BELLOWS_ENOTSUP, CTL_LOG_ERROR, "server",
 		    "cannot make a CURVE server: %s (is libzmq built with "
 		    "CURVE?)",
+		    zmq_strerror(zmq_errno()));
+	return 0;
+}
+
+/* Watches the XPUB's connections (server_pubmon_drain): with security a
+ * reload that withdraws a subscription closes them. */
+static int
+server_pubmon_open(ctl_server *s, void *zctx)
+{
+	char ep[64];
+	int linger = 0;
+
+	snprintf(ep, sizeof(ep), "%s.%p", SERVER_PUBMON_EP, (void *)s);
+	s->subconn = calloc(SERVER_SUBCONN_MAX, sizeof(*s->subconn));
+	s->grants = calloc(SERVER_GRANTS_MAX, sizeof(*s->grants));
+	s->grant_len = calloc(SERVER_GRANTS_MAX, sizeof(*s->grant_len));
+	if (s->subconn == NULL || s->grants == NULL || s->grant_len == NULL)
+		return BELLOWS_ENOMEM;
+	if (zmq_socket_monitor(s->pub, ep,
+		ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+		    ZMQ_EVENT_CLOSED) != 0 ||
+	    (s->pubmon = zmq_socket(zctx, ZMQ_PAIR)) == NULL ||
+	    zmq_setsockopt(s->pubmon, ZMQ_LINGER, &linger, sizeof(linger)) !=
+		0 ||
+	    zmq_connect(s->pubmon, ep) != 0)
+		return ctl_log_fail(BELLOWS_ESYS, CTL_LOG_ERROR, "server",
+		    "cannot watch the publish socket: %s",
 		    zmq_strerror(zmq_errno()));
 	return 0;
 }
@@ -209,6 +250,7 @@ ctl_server_open(void *zctx, const char *control, const char *publish,
 		    sizeof(int));
 		if ((r = server_bind(s->zap, SERVER_ZAP_EP, "ZAP")) != 0 ||
 		    (r = ctl_server_set_clients(s, security)) != 0 ||
+		    (r = server_pubmon_open(s, zctx)) != 0 ||
 		    (r = server_curve(s->router, security)) != 0 ||
 		    (r = server_curve(s->pub, security)) != 0)
 			goto fail;
@@ -243,6 +285,13 @@ ctl_server_close(ctl_server **server)
 		zmq_close(s->pub);
 	if (s->zap != NULL)
 		zmq_close(s->zap);
+	if (s->pubmon != NULL)
+		zmq_close(s->pubmon);
+	for (uint32_t i = 0; i < s->n_grants; i++)
+		free(s->grants[i]);
+	free(s->grants);
+	free(s->grant_len);
+	free(s->subconn);
 	ctl_config_keys_free(s->keys, s->n_keys);
 	free(s->peers);
 	free(s);
@@ -273,6 +322,8 @@ ctl_server_set_store(ctl_server *s, ctl_store *store)
 	s->store = store;
 }
 
+static void server_grants_recheck(ctl_server *s);
+
 int
 ctl_server_set_clients(ctl_server *s, const ctl_security_conf *sec)
 {
@@ -297,6 +348,8 @@ ctl_server_set_clients(ctl_server *s, const ctl_security_conf *sec)
 	ctl_config_keys_free(s->keys, s->n_keys);
 	s->keys = keys;
 	s->n_keys = n;
+	if (s->pubmon != NULL)
+		server_grants_recheck(s);
 	return 0;
 }
 
@@ -430,7 +483,22 @@ server_zap_one(ctl_server *s)
 	zmq_send(s->zap, text, strlen(text), ZMQ_SNDMORE | ZMQ_DONTWAIT);
 	zmq_send(s->zap, client != NULL ? client : "",
 	    client != NULL ? strlen(client) : 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-	zmq_send(s->zap, "", 0, ZMQ_DONTWAIT);
+	/* Metadata (ZMTP properties): the key the connection proved, so
+	 * that each message tells which key of its name it came with. */
+	if (client != NULL) {
+		uint8_t meta[1 + sizeof(SERVER_KEY_PROP) - 1 + 4 + 40];
+		size_t np = sizeof(SERVER_KEY_PROP) - 1;
+		char z85[COM_CERT_Z85];
+
+		zmq_z85_encode(z85, zmq_msg_data(&f[6]), 32);
+		meta[0] = (uint8_t)np;
+		memcpy(meta + 1, SERVER_KEY_PROP, np);
+		memcpy(meta + 1 + np, "\0\0\0\x28", 4); /* 40, big-endian */
+		memcpy(meta + 5 + np, z85, 40);
+		zmq_send(s->zap, meta, sizeof(meta), ZMQ_DONTWAIT);
+	} else {
+		zmq_send(s->zap, "", 0, ZMQ_DONTWAIT);
+	}
 out:
 	for (int i = 0; i < n; i++)
 		zmq_msg_close(&f[i]);
@@ -479,6 +547,150 @@ server_topic_allowed(const ctl_server *s, const uint8_t *topic, size_t len,
 	return ctl_jobs_client_may_read(s->jobs, NULL, client);
 }
 
+/* True when `name` is still the name of a trusted key (the keys are
+ * sorted by name), and when `key` (Z85, NULL: not checked) is still its
+ * key: a connection keeps the name the ZAP handler gave it when its key
+ * is removed or replaced, so every message is checked again. */
+static bool
+server_name_trusted(const ctl_server *s, const char *name, const char *key)
+{
+	uint32_t lo = 0, hi = s->n_keys;
+
+	while (name != NULL && lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(s->keys[mid].name, name);
+
+		if (c == 0)
+			return key == NULL ||
+			    strcmp(s->keys[mid].public_key, key) == 0;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/* Reads the XPUB's connection events: the descriptors of its live
+ * connections, which server_subscribers_reset shuts down. */
+static void
+server_pubmon_drain(ctl_server *s)
+{
+	for (;;) {
+		zmq_msg_t ev, ep;
+		uint16_t event = 0;
+		int32_t fd = -1;
+
+		zmq_msg_init(&ev);
+		if (zmq_msg_recv(&ev, s->pubmon, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&ev);
+			return;
+		}
+		if (zmq_msg_size(&ev) >= 6) {
+			memcpy(&event, zmq_msg_data(&ev), 2);
+			memcpy(&fd, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
+		}
+		zmq_msg_close(&ev);
+		zmq_msg_init(&ep); /* the endpoint, always a second frame */
+		zmq_msg_recv(&ep, s->pubmon, 0);
+		zmq_msg_close(&ep);
+		for (uint32_t i = 0; i < s->n_subconn; i++) {
+			if (s->subconn[i] == fd)
+				s->subconn[i--] = s->subconn[--s->n_subconn];
+		}
+		if (event == ZMQ_EVENT_ACCEPTED && fd >= 0 &&
+		    s->n_subconn < SERVER_SUBCONN_MAX)
+			s->subconn[s->n_subconn++] = fd;
+	}
+}
+
+static void
+server_on_pubmon(ctl_loop *loop, void *arg)
+{
+	(void)loop;
+	server_pubmon_drain(arg);
+}
+
+/* Closes every connection of the XPUB, which drops their subscriptions:
+ * libzmq cannot drop one connection's, and does not say which
+ * connection a subscription came from. Subscribers reconnect on their
+ * own and subscribe again, decided by the rules in force; a client no
+ * longer trusted fails the handshake. Returns the connections closed. */
+static uint32_t
+server_subscribers_reset(ctl_server *s)
+{
+	uint32_t n = 0;
+
+	server_pubmon_drain(s);
+	for (uint32_t i = 0; i < s->n_subconn; i++)
+		n += shutdown(s->subconn[i], SHUT_RDWR) == 0;
+	for (uint32_t i = 0; i < s->n_grants; i++)
+		free(s->grants[i]);
+	s->n_grants = 0;
+	s->grants_lost = false;
+	return n;
+}
+
+/* Remembers that `client`, connected with `key` (Z85, NULL: unknown), was
+ * granted subscription `topic` (len bytes), once per distinct triple, as
+ * "CLIENT\0KEY\0TOPIC", so that a reload can tell whether a grant was
+ * withdrawn. */
+static void
+server_grant_keep(ctl_server *s, const char *client, const char *key,
+    const uint8_t *topic, size_t len)
+{
+	const char *k = key != NULL ? key : "";
+	size_t cl = strlen(client), kl = strlen(k);
+	size_t total = cl + 1 + kl + 1 + len;
+	char *g;
+
+	for (uint32_t i = 0; i < s->n_grants; i++) {
+		if (s->grant_len[i] == total &&
+		    memcmp(s->grants[i], client, cl + 1) == 0 &&
+		    memcmp(s->grants[i] + cl + 1, k, kl + 1) == 0 &&
+		    memcmp(s->grants[i] + cl + kl + 2, topic, len) == 0)
+			return;
+	}
+	if (s->n_grants == SERVER_GRANTS_MAX || (g = malloc(total)) == NULL) {
+		s->grants_lost = true;
+		return;
+	}
+	memcpy(g, client, cl + 1);
+	memcpy(g + cl + 1, k, kl + 1);
+	memcpy(g + cl + kl + 2, topic, len);
+	s->grants[s->n_grants] = g;
+	s->grant_len[s->n_grants++] = (uint32_t)total;
+}
+
+/* After a reload: when a subscription granted before is no longer
+ * allowed (its client's key removed or replaced, or the client taken off
+ * the job), every subscriber connection is reset
+ * (server_subscribers_reset). */
+static void
+server_grants_recheck(ctl_server *s)
+{
+	bool withdrawn = s->grants_lost;
+	uint32_t n;
+
+	for (uint32_t i = 0; i < s->n_grants && !withdrawn; i++) {
+		const char *client = s->grants[i];
+		const char *key = client + strlen(client) + 1;
+		size_t head = strlen(client) + strlen(key) + 2;
+
+		withdrawn = !server_name_trusted(s, client,
+				key[0] != '\0' ? key : NULL) ||
+		    !server_topic_allowed(s, (uint8_t *)s->grants[i] + head,
+			s->grant_len[i] - head, client);
+	}
+	if (!withdrawn)
+		return;
+	n = server_subscribers_reset(s);
+	ctl_log(CTL_LOG_WARN, "server",
+	    "a subscriber's key or job was withdrawn: closed %u subscriber "
+	    "connections; they subscribe again under the new rules",
+	    n);
+}
+
 /* Reads the subscriptions the XPUB received and applies those allowed:
  * in manual mode libzmq applies a ZMQ_SUBSCRIBE to the connection whose
  * subscription message was read last, so each is decided as it is
@@ -492,7 +704,7 @@ server_on_subscription(ctl_loop *loop, void *arg)
 	for (int i = 0; i < SERVER_BATCH; i++) {
 		zmq_msg_t m;
 		const uint8_t *d;
-		const char *uid;
+		const char *uid, *key;
 		size_t n;
 
 		zmq_msg_init(&m);
@@ -503,14 +715,16 @@ server_on_subscription(ctl_loop *loop, void *arg)
 		d = zmq_msg_data(&m);
 		n = zmq_msg_size(&m);
 		uid = zmq_msg_gets(&m, "User-Id");
+		key = zmq_msg_gets(&m, SERVER_KEY_PROP);
 		if (n >= 1 && d[0] == 0) {
 			zmq_setsockopt(s->pub, ZMQ_UNSUBSCRIBE, d + 1, n - 1);
 		} else if (n >= 1 && d[0] == 1) {
-			if (uid != NULL &&
-			    server_topic_allowed(s, d + 1, n - 1, uid))
+			if (uid != NULL && server_name_trusted(s, uid, key) &&
+			    server_topic_allowed(s, d + 1, n - 1, uid)) {
 				zmq_setsockopt(s->pub, ZMQ_SUBSCRIBE, d + 1,
 				    n - 1);
-			else
+				server_grant_keep(s, uid, key, d + 1, n - 1);
+			} else
 				server_sub_refused(s, uid, d + 1, n - 1);
 		}
 		zmq_msg_close(&m);
@@ -727,6 +941,24 @@ server_dispatch(ctl_server *s, const uint8_t *id, size_t len,
 	com_msg_fini(&reply);
 }
 
+/* Refuses a message of a connection whose client's key was removed since
+ * it connected: an Error reply, and nothing else. */
+static void
+server_untrusted(ctl_server *s, const uint8_t *id, size_t len,
+    const char *client)
+{
+	char why[SERVER_CLIENT_MAX + 64];
+	com_msg reply;
+
+	snprintf(why, sizeof(why), "client '%s' is no longer trusted", client);
+	server_drop(s, id, len, BELLOWS_EPERM, why);
+	com_msg_init(&reply, COM_MSG_ERROR);
+	reply.u.error.code = BELLOWS_EPERM;
+	reply.u.error.message = com_strdup(why);
+	server_reply(s, id, len, &reply);
+	com_msg_fini(&reply);
+}
+
 /* Reads and handles one message if there is one; false when the socket
  * is drained. */
 static bool
@@ -767,6 +999,7 @@ server_read_one(ctl_server *s)
 	uid = s->secure ? zmq_msg_gets(&body, "User-Id") : NULL;
 	if (uid != NULL)
 		snprintf(client, sizeof(client), "%s", uid);
+
 	/* Drain any further frames: a request is exactly one frame. */
 	zmq_getsockopt(s->router, ZMQ_RCVMORE, &more, &more_len);
 	while (more) {
@@ -782,6 +1015,13 @@ server_read_one(ctl_server *s)
 		server_drop(s, id, id_len, BELLOWS_EPROTO,
 		    "more than one frame");
 		zmq_msg_close(&body);
+		return true;
+	}
+	if (s->secure &&
+	    !server_name_trusted(s, client,
+		zmq_msg_gets(&body, SERVER_KEY_PROP))) {
+		zmq_msg_close(&body);
+		server_untrusted(s, id, id_len, client);
 		return true;
 	}
 	/* Tested here rather than taken from the decoder, whose
@@ -873,6 +1113,8 @@ ctl_server_attach(ctl_server *s, ctl_loop *loop)
 	if (s->zap != NULL &&
 	    ((r = ctl_loop_add_socket(loop, s->zap, server_on_zap, s)) != 0 ||
 		(r = ctl_loop_add_socket(loop, s->pub, server_on_subscription,
+		     s)) != 0 ||
+		(r = ctl_loop_add_socket(loop, s->pubmon, server_on_pubmon,
 		     s)) != 0))
 		return r;
 	return ctl_loop_add_socket(loop, s->router, server_on_router, s);

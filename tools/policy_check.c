@@ -92,6 +92,20 @@ tool_policy_check_main(int argc, char **argv)
 	if (ctl_config_timing_warning(cfg, warn, sizeof(warn)))
 		fprintf(stderr, "bellows policy check: %s: warning: %s\n",
 		    argv[2], warn);
+	/* A .pub bellowsd would skip: the file is valid, that client is not
+	 * trusted. */
+	for (const char *l = cfg->security.enabled ? cfg->security.skipped
+						   : NULL;
+	     l != NULL && *l != '\0';) {
+		const char *end = strchr(l, '\n');
+		int len = end != NULL ? (int)(end - l) : (int)strlen(l);
+
+		fprintf(stderr,
+		    "bellows policy check: warning: %.*s: skipped, that "
+		    "client is not trusted\n",
+		    len, l);
+		l = end != NULL ? end + 1 : NULL;
+	}
 	rc = ctl_config_print(cfg, stdout) == 0 && fflush(stdout) == 0 ? 0 : 1;
 	ctl_config_destroy(&cfg);
 	return rc;

@@ -355,7 +355,10 @@ BELLOWS_EXPORT int bellows_agent_open(const bellows_agent_config *cfg,
 
 /* Hands over the reports still queued and sends BYE (best effort, within
  * 100 ms, and only while bellowsd is reachable), stops the I/O thread, frees
- * everything and sets *agent to NULL. NULL-safe and idempotent. */
+ * everything and sets *agent to NULL. An agent that stepped first logs a
+ * summary: windows, decisions received and windows without a decision (a
+ * warning when there are any, see docs/protocol.md). NULL-safe and
+ * idempotent. */
 BELLOWS_EXPORT void bellows_agent_close(bellows_agent **agent);
 
 /* Begins the next step and makes the decision in force for it current.

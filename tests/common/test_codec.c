@@ -1531,6 +1531,36 @@ test_codec_rejects_bad_names(void **state)
 }
 
 static void
+test_codec_refuses_a_run_id_over_255_bytes(void **state)
+{
+	com_limits lim = limits();
+	char id[257];
+	com_msg m;
+
+	memset(id, 'r', sizeof(id));
+	id[255] = '\0';
+	make_msg(&m, COM_MSG_HELLO);
+	free(m.u.hello.run_id);
+	m.u.hello.run_id = xstrdup(id);
+	assert_int_equal(round_trip_rc(&m, &lim), 0);
+
+	/* 256 bytes: refused although job names may have 256. */
+	id[255] = 'r';
+	id[256] = '\0';
+	make_msg(&m, COM_MSG_HELLO);
+	free(m.u.hello.run_id);
+	m.u.hello.run_id = xstrdup(id);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+
+	/* A larger name limit does not widen it. */
+	lim.max_name_len = 1024;
+	make_msg(&m, COM_MSG_HELLO);
+	free(m.u.hello.run_id);
+	m.u.hello.run_id = xstrdup(id);
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+}
+
+static void
 test_codec_rejects_names_with_embedded_nul(void **state)
 {
 	com_limits lim = limits();
@@ -3036,6 +3066,7 @@ main(int argc, char **argv)
 		    test_codec_rejects_empty_frame_and_missing_body),
 		cmocka_unit_test(test_codec_rejects_broken_wire_format),
 		cmocka_unit_test(test_codec_rejects_bad_names),
+		cmocka_unit_test(test_codec_refuses_a_run_id_over_255_bytes),
 		cmocka_unit_test(test_codec_rejects_names_with_embedded_nul),
 		cmocka_unit_test(test_codec_rejects_long_texts),
 		cmocka_unit_test(test_codec_rejects_too_many_layers),

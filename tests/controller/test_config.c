@@ -1501,7 +1501,7 @@ static void
 test_config_refuses_broken_security_settings(void **state)
 {
 	fixture *f = *state;
-	char keys[160], clients[160], path[200];
+	char keys[160], clients[160];
 	com_cert server, alice;
 
 	snprintf(keys, sizeof(keys), "%s/keys", f->dir);
@@ -1568,10 +1568,38 @@ test_config_refuses_broken_security_settings(void **state)
 	    "  - policies:\n"
 	    "      - type: fixed\n",
 	    2, 9, "store.mode must be permission bits");
-	/* A broken certificate in the directory: the error names it. */
+	remove_keys(f);
+}
+
+static void
+test_config_skips_untrusted_pub_files_and_reads_the_rest(void **state)
+{
+	fixture *f = *state;
+	char keys[160], clients[160], path[200], err[256];
+	com_cert server, alice, bob;
+
+	snprintf(keys, sizeof(keys), "%s/keys", f->dir);
+	snprintf(clients, sizeof(clients), "%s/clients", f->dir);
+	keygen(keys, "server", &server);
+	keygen(clients, "alice", &alice);
+	keygen(clients, "bob", &bob);
+	/* A broken certificate, and bob's key under a second name. */
 	snprintf(path, sizeof(path), "%s/mallory.pub", clients);
 	write_file(path, "curve\n    public-key = \"tooshort\"\n");
-	assert_refused_at(f, secure_file, 4, 14, "mallory.pub");
+	assert_int_equal(com_cert_save(&bob, clients, "twin", true, err,
+			     sizeof(err)),
+	    0);
+	assert_int_equal(load(f, secure_file), 0);
+	assert_int_equal(f->cfg->security.n_clients, 1);
+	assert_string_equal(f->cfg->security.keys[0].name, "alice");
+	assert_non_null(f->cfg->security.skipped);
+	snprintf(path, sizeof(path), "%s/mallory.pub:", clients);
+	assert_non_null(strstr(f->cfg->security.skipped, path));
+	snprintf(path, sizeof(path), "%s/bob.pub: holds the same", clients);
+	assert_non_null(strstr(f->cfg->security.skipped, path));
+	snprintf(path, sizeof(path), "%s/twin.pub: holds the same", clients);
+	assert_non_null(strstr(f->cfg->security.skipped, path));
+	assert_true(ctl_config_client_allowed(f->cfg, "train-a", "alice"));
 	remove_keys(f);
 }
 
@@ -1627,6 +1655,7 @@ main(void)
 		T(test_config_allows_every_client_without_security),
 		T(test_config_metrics_token_shows_its_clients_jobs),
 		T(test_config_refuses_broken_security_settings),
+		T(test_config_skips_untrusted_pub_files_and_reads_the_rest),
 #undef T
 	};
 

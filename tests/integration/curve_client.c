@@ -19,7 +19,15 @@
  *       "decisions N".
  *   (CC_LAYERS=N: Hello with N layers; CC_LINGER_MS=MS: go on reporting
  *   MS after the first decision; CC_TOPIC=PREFIX: SUBs subscribe to that
- *   prefix, not "d:JOB" and its NUL.)
+ *   prefix, not "d:JOB" and its NUL; CC_AFTER=FILE: `listen` counts
+ *   the decisions that arrive once FILE exists ("decisions N") apart
+ *   from those before ("before N"), and `status` asks
+ *   a second time on the same connection once it does, at most 20 s
+ *   later.)
+ *   curve_client cover CONTROL JOB WORLD RANK COVER MS SERVER_PUB CLIENT_KEY
+ *       Hello as RANK, then for MS milliseconds a report every 50 ms
+ *       that covers COVER ranks from RANK. Prints "welcome", each
+ *       distinct Error reply as "error CODE: MESSAGE", then "errors N".
  *   curve_client garbage CONTROL N
  *       a plain ZeroMQ DEALER (no CURVE) sending N random frames and N
  *       Hellos; never waits for answers.
@@ -152,13 +160,15 @@ cc_hello(com_msg *m, const char *job, uint32_t world, uint32_t rank)
 }
 
 static void
-cc_report(void *sock, const char *job, uint32_t rank, uint64_t window)
+cc_report_cover(void *sock, const char *job, uint32_t rank, uint32_t cover,
+    uint64_t window)
 {
 	com_msg m;
 
 	com_msg_init(&m, COM_MSG_REPORT);
 	m.u.report.job = com_strdup(job);
 	m.u.report.rank = rank;
+	m.u.report.ranks = cover;
 	m.u.report.window = window;
 	m.u.report.first_step = window * 4;
 	m.u.report.last_step = window * 4 + 3;
@@ -171,6 +181,27 @@ cc_report(void *sock, const char *job, uint32_t rank, uint64_t window)
 	m.u.report.timings.step_ms = 40.0;
 	m.u.report.lr = 0.1;
 	cc_send(sock, &m);
+}
+
+static void
+cc_report(void *sock, const char *job, uint32_t rank, uint64_t window)
+{
+	cc_report_cover(sock, job, rank, 1, window);
+}
+
+/* True once the file CC_AFTER names exists (at once without CC_AFTER). */
+static int
+cc_after(void)
+{
+	const char *f = getenv("CC_AFTER");
+	FILE *fp;
+
+	if (f == NULL)
+		return 1;
+	if ((fp = fopen(f, "r")) == NULL)
+		return 0;
+	fclose(fp);
+	return 1;
 }
 
 /* Prints an Error reply or "no answer"; returns the exit code. */
@@ -253,9 +284,53 @@ out:
 }
 
 static int
-cc_status(void *ctx, int argc, char **argv)
+cc_cover(void *ctx, int argc, char **argv)
 {
-	void *ctl = cc_socket(ctx, ZMQ_DEALER, argv[2], argc, argv, 3);
+	const char *job = argv[3];
+	uint32_t world = (uint32_t)atoi(argv[4]),
+		 rank = (uint32_t)atoi(argv[5]),
+		 cover = (uint32_t)atoi(argv[6]);
+	uint64_t until = com_clock_ms() + (uint64_t)atol(argv[7]);
+	void *ctl = cc_socket(ctx, ZMQ_DEALER, argv[2], argc, argv, 8);
+	int32_t last = 0;
+	uint32_t errors = 0;
+	com_msg m;
+	int got, rc = 0;
+
+	cc_hello(&m, job, world, rank);
+	cc_send(ctl, &m);
+	got = cc_recv(ctl, CC_WAIT_MS, &m);
+	if (got != 0 || m.type != COM_MSG_WELCOME) {
+		rc = cc_not_ok(got, &m);
+		if (got == 0)
+			com_msg_fini(&m);
+		goto out;
+	}
+	com_msg_fini(&m);
+	printf("welcome\n");
+	for (uint64_t w = 0; com_clock_ms() < until; w++) {
+		cc_report_cover(ctl, job, rank, cover, w);
+		while (cc_recv(ctl, 50, &m) == 0) {
+			if (m.type == COM_MSG_ERROR) {
+				errors++;
+				if (m.u.error.code != last)
+					cc_not_ok(0, &m);
+				last = m.u.error.code;
+			}
+			com_msg_fini(&m);
+		}
+	}
+	printf("errors %u\n", errors);
+out:
+	zmq_close(ctl);
+	return rc;
+}
+
+/* One STATUS request on ctl: prints the jobs and "status ok", or what
+ * came instead; returns the exit code. */
+static int
+cc_status_once(void *ctl)
+{
 	com_msg m;
 	int got, rc = 0;
 
@@ -271,6 +346,23 @@ cc_status(void *ctx, int argc, char **argv)
 	}
 	if (got == 0)
 		com_msg_fini(&m);
+	fflush(stdout);
+	return rc;
+}
+
+static int
+cc_status(void *ctx, int argc, char **argv)
+{
+	void *ctl = cc_socket(ctx, ZMQ_DEALER, argv[2], argc, argv, 3);
+	uint64_t until = com_clock_ms() + 20000;
+	int rc = cc_status_once(ctl);
+
+	if (rc == 0 && getenv("CC_AFTER") != NULL) {
+		while (!cc_after() && com_clock_ms() < until)
+			zmq_poll(NULL, 0, 20);
+		printf("again\n");
+		rc = cc_status_once(ctl);
+	}
 	zmq_close(ctl);
 	return rc;
 }
@@ -280,16 +372,23 @@ cc_listen(void *ctx, int argc, char **argv)
 {
 	void *sub = cc_socket(ctx, ZMQ_SUB, argv[2], argc, argv, 5);
 	uint64_t until = com_clock_ms() + (uint64_t)atol(argv[4]);
-	uint32_t n = 0;
+	uint32_t n = 0, before = 0;
 	com_msg m;
 
 	while (com_clock_ms() < until) {
 		if (cc_recv(sub, 50, &m) != 0)
 			continue;
-		n += m.type == COM_MSG_DECISION && m.u.decision.job != NULL &&
-		    strcmp(m.u.decision.job, argv[3]) == 0;
+		if (m.type == COM_MSG_DECISION && m.u.decision.job != NULL &&
+		    strcmp(m.u.decision.job, argv[3]) == 0) {
+			if (cc_after())
+				n++;
+			else
+				before++;
+		}
 		com_msg_fini(&m);
 	}
+	if (getenv("CC_AFTER") != NULL)
+		printf("before %u\n", before);
 	printf("decisions %u\n", n);
 	zmq_close(sub);
 	return 0;
@@ -362,6 +461,8 @@ main(int argc, char **argv)
 	}
 	if (argc >= 7 && strcmp(argv[1], "run") == 0)
 		rc = cc_run(ctx, argc, argv);
+	else if (argc >= 8 && strcmp(argv[1], "cover") == 0)
+		rc = cc_cover(ctx, argc, argv);
 	else if (argc >= 3 && strcmp(argv[1], "status") == 0)
 		rc = cc_status(ctx, argc, argv);
 	else if (argc >= 5 && strcmp(argv[1], "listen") == 0)

@@ -531,7 +531,9 @@ class Agent:
 
     def close(self) -> None:
         """Sends the queued reports and BYE (best effort, within 100 ms),
-        stops the I/O thread and frees the agent. Idempotent."""
+        stops the I/O thread and frees the agent. Idempotent. Logs a
+        summary to the "bellows" logger: windows, decisions received and
+        windows without a decision (a warning when there are any)."""
         self._finalizer()
 
     @property
