@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_STORE_SCHEMA_VERSION 7  /* PRAGMA user_version written */
+#define CTL_STORE_SCHEMA_VERSION 8  /* PRAGMA user_version written */
 #define CTL_STORE_HASH_LEN       17 /* hex FNV-1a 64 of a file, with NUL */
 
 /* Event kinds recorded by the store and around it (see events.h). */

@@ -319,6 +319,20 @@ static const char *const store_migrations[] = {
 	"ALTER TABLE window_info ADD COLUMN late INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE superseded_window_info ADD COLUMN late INTEGER NOT NULL "
 	"DEFAULT 0;",
+	/* 7 -> 8 (0.7): names that say what they hold. saved_bytes held
+	 * the activation bytes one step saved for backward (COMET's memory
+	 * model), 0 in every gradient-compression run, while "saved"
+	 * means gradient bytes everywhere else: it becomes act_saved_bytes,
+	 * and the gradient bytes saved in the window, all ranks, (floats_raw
+	 * - floats_sent) * 4, are a column of their own, computed from the
+	 * row so that no writer can disagree with it. */
+	"ALTER TABLE window_info RENAME COLUMN saved_bytes TO act_saved_bytes;"
+	"ALTER TABLE superseded_window_info RENAME COLUMN saved_bytes TO "
+	"act_saved_bytes;"
+	"ALTER TABLE window_info ADD COLUMN grad_bytes_saved INTEGER "
+	"GENERATED ALWAYS AS (4 * (floats_raw - floats_sent)) VIRTUAL;"
+	"ALTER TABLE superseded_window_info ADD COLUMN grad_bytes_saved "
+	"INTEGER;",
 };
 
 _Static_assert(sizeof(store_migrations) / sizeof(store_migrations[0]) ==

@@ -277,6 +277,11 @@ hist_array_read(sqlite3_stmt *st, int i, const hist_array *a, uint64_t *buf)
 int
 hist_col_index(sqlite3_stmt *st, const char *name)
 {
+	/* Columns a migration renamed: a file older than it has the former
+	 * name (schema 8: window_info.saved_bytes became act_saved_bytes). */
+	static const struct {
+		const char *name, *former;
+	} renamed[] = { { "act_saved_bytes", "saved_bytes" } };
 	int n = sqlite3_column_count(st);
 
 	for (int i = 0; i < n; i++) {
@@ -284,6 +289,10 @@ hist_col_index(sqlite3_stmt *st, const char *name)
 
 		if (c != NULL && strcmp(c, name) == 0)
 			return i;
+	}
+	for (size_t k = 0; k < sizeof(renamed) / sizeof(renamed[0]); k++) {
+		if (strcmp(name, renamed[k].name) == 0)
+			return hist_col_index(st, renamed[k].former);
 	}
 	return -1;
 }

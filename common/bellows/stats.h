@@ -200,7 +200,7 @@ extern "C" {
 	    "mem_host_used", "mem_host_used", NULL, ZERO, "bytes",             \
 	    "host memory in use, largest seen in the window")                  \
 	X(saved_bytes, U64, 16, ANY, MAX, _, F64, saved_bytes,                 \
-	    NULL, "saved_bytes", NULL, ZERO, "bytes",                          \
+	    NULL, "act_saved_bytes", NULL, ZERO, "bytes",                      \
 	    "bytes one step saved for backward (every activation), largest")  \
 	X(eval_accuracy, F64, 17, FRAC, MAX, _, F64, eval_accuracy,            \
 	    NULL, "eval_accuracy", NULL, ZERO, "fraction",                     \

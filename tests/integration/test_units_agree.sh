@@ -47,7 +47,12 @@ print(int(find(d)))' "$TMP/r.json") || fail "no bytes_saved in the report's JSON
 [ "$json" -gt 0 ] || fail "the run saved nothing: $json bytes"
 python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(a != b)' \
     "$prom" "$json" || fail "Prometheus says $prom bytes saved, the report's JSON $json"
-ok "Prometheus and the report's JSON: $json bytes saved"
+col=$(sqlite3 -readonly "$DB" "SELECT sum(grad_bytes_saved) FROM window_info WHERE run_id = 1")
+[ "$col" = "$json" ] ||
+    fail "window_info.grad_bytes_saved sums to $col, the report's JSON says $json"
+[ "$(sqlite3 -readonly "$DB" "SELECT count(*) FROM pragma_table_info('window_info') WHERE name = 'saved_bytes'")" = 0 ] ||
+    fail "window_info still has a column named saved_bytes"
+ok "Prometheus, the report's JSON and window_info.grad_bytes_saved: $json bytes saved"
 
 # The words: each view prints the number as people read it, decimal, 3
 # significant digits.

@@ -531,7 +531,7 @@ class DaemonTest(unittest.TestCase):
             if daemon.db is not None:
                 with sqlite3.connect(daemon.db) as db:
                     saved = [r[0] for r in db.execute(
-                        "SELECT saved_bytes FROM window_info ORDER BY "
+                        "SELECT act_saved_bytes FROM window_info ORDER BY "
                         "window")]
         print(f"\n  (w compressed, b compressed) per step: {modes}")
         self.assertEqual(rc, 0)
@@ -544,7 +544,8 @@ class DaemonTest(unittest.TestCase):
         self.assertEqual(modes[-1], (True, False))
         self.assertTrue(all(not b for _, b in modes))
         self.assertNotIn("malformed", log)
-        # The history has each window's largest saved_bytes: its last
+        # The history has each window's largest saved_bytes (its column
+        # act_saved_bytes, activation bytes saved for backward): its last
         # step's (windows of 2 steps: 5001, 5003, ...).
         self.assertGreaterEqual(len(saved), 3, log)
         self.assertEqual(saved, [5001 + 2 * w for w in range(len(saved))])
