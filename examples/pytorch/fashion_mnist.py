@@ -648,11 +648,20 @@ def parse(argv):
     p.add_argument("--nproc", type=int, default=0,
                    help="spawn this many ranks on this machine (else one "
                    "rank from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT)")
-    p.add_argument("--control", default="tcp://127.0.0.1:5555",
-                   help="bellowsd's control endpoint")
-    p.add_argument("--publish", default="tcp://127.0.0.1:5556",
-                   help="bellowsd's publish endpoint")
-    p.add_argument("--job", default="fashion-mnist", help="job name")
+    p.add_argument("--control",
+                   default=os.environ.get("BELLOWS_CONTROL",
+                                          "tcp://127.0.0.1:5555"),
+                   help="bellowsd's control endpoint (default "
+                   "$BELLOWS_CONTROL, else bellowsd's own)")
+    p.add_argument("--publish",
+                   default=os.environ.get("BELLOWS_PUBLISH",
+                                          "tcp://127.0.0.1:5556"),
+                   help="bellowsd's publish endpoint (default "
+                   "$BELLOWS_PUBLISH, else bellowsd's own)")
+    p.add_argument("--job", default=os.environ.get("BELLOWS_JOB",
+                                                   "fashion-mnist"),
+                   help="job name (default $BELLOWS_JOB, else "
+                   "fashion-mnist)")
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=64,
                    help="per-rank batch size (bellowsd may override it)")
