@@ -64,7 +64,8 @@ com_codec_scan_limit(const ProtobufCMessageDescriptor *desc,
  * sub-message however small on the wire (a LayerStats, the largest, and
  * its com_layer_stats); the allowance per layer admits
  * any layer table or report within the limits. A frame needing more (the
- * ranks of thousands of jobs, floods of unknown fields) is refused rather
+ * ranks of thousands of jobs; unknown fields are skipped, they take
+ * nothing) is refused rather
  * than allowed memory in proportion to its nesting. */
 static size_t
 codec_budget(size_t len, const com_limits *lim)
