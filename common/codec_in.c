@@ -34,7 +34,7 @@ com_codec_scan_limit(const ProtobufCMessageDescriptor *desc,
     const ProtobufCFieldDescriptor *f, const com_limits *lim)
 {
 	if (desc == &bellows__layer_info__descriptor)
-		return COM_MAX_NDIM;
+		return lim->max_ndim;
 	if (desc == &bellows__welcome__descriptor ||
 	    desc == &bellows__snapshot__descriptor)
 		return lim->max_decisions;

@@ -28,6 +28,7 @@ conform_limits(com_limits *lim)
 	lim->max_peers = UINT32_MAX;
 	lim->max_comm = UINT32_MAX;
 	lim->max_metrics = UINT32_MAX;
+	lim->max_ndim = UINT32_MAX;
 }
 
 /* Drops the unknown fields protobuf-c kept, in m and every sub-message,
