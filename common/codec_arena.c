@@ -17,7 +17,7 @@
 
 #include "codec_int.h"
 
-#define ARENA_ALIGN ((size_t)16)
+#define ARENA_ALIGN    ((size_t)16)
 #define ARENA_ROUND(n) (((n) + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1))
 
 /* A chunk beyond the block: its bytes follow the header. */

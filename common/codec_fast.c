@@ -202,22 +202,34 @@ fast_packed_count(ProtobufCType t, const uint8_t *v, size_t vlen)
 	return n;
 }
 
-/* Skips the value of an unknown field of wire type wire at p[*off]. */
+/* Skips the value of an unknown field of wire type wire at p[*off]. Its
+ * varints are read as protobuf-c reads them (at most 10 bytes, lengths
+ * at most 5, any form): protobuf-c keeps unknown fields and writes them
+ * back byte for byte, so their form is the writer's business. */
 static int
 fast_skip(const uint8_t *p, size_t len, size_t *off, unsigned wire)
 {
-	uint64_t v;
+	unsigned max = wire == 0 ? 10 : 5;
+	uint64_t v = 0;
+	bool ended = false;
 
 	switch (wire) {
 	case 0:
-		return fast_varint(p, len, off, 10, &v);
+	case 2:
+		for (unsigned i = 0; i < max && *off < len && !ended; i++) {
+			uint8_t b = p[(*off)++];
+
+			v |= (uint64_t)(b & 0x7f) << (7 * i);
+			ended = (b & 0x80) == 0;
+		}
+		if (!ended)
+			return -1; /* too long, or cut off */
+		if (wire == 0)
+			return 0;
+		break;
 	case 1:
 	case 5:
 		v = wire == 1 ? 8 : 4;
-		break;
-	case 2:
-		if (fast_varint(p, len, off, 5, &v) != 0)
-			return -1;
 		break;
 	default: /* groups and reserved wire types */
 		return -1;
@@ -232,8 +244,8 @@ fast_skip(const uint8_t *p, size_t len, size_t *off, unsigned wire)
  * the field's entries into count[] and notes a oneof member. 0, or
  * BELLOWS_EPROTO. */
 static int
-fast_check(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
-    size_t len, size_t *off, uint64_t *count, bool *oneof)
+fast_check(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
+    size_t *off, uint64_t *count, bool *oneof)
 {
 	const ProtobufCFieldDescriptor *f;
 	uint64_t key, v = 0;
@@ -310,8 +322,8 @@ fast_arrays(const ProtobufCMessageDescriptor *desc, const uint64_t *count,
 		if ((arr = com_arena_alloc(arena,
 			 (size_t)count[i] * fast_size(f->type))) == NULL)
 			return com_arena_error(arena);
-		*(size_t *)((char *)msg + f->quantifier_offset) =
-		    (size_t)count[i];
+		*(size_t *)((char *)msg +
+		    f->quantifier_offset) = (size_t)count[i];
 		memcpy((char *)msg + f->offset, &arr, sizeof(arr));
 	}
 	return 0;
@@ -340,9 +352,9 @@ fast_store_packed(ProtobufCType t, const uint8_t *v, size_t vlen, char *dst)
 /* Walk 2 over one field at p[*off] (walk 1 checked it) into msg; filled[]
  * counts the entries stored of each repeated field. */
 static int
-fast_store(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
-    size_t len, size_t *off, const com_limits *lim, com_arena *arena,
-    unsigned depth, size_t *filled, void *msg)
+fast_store(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
+    size_t *off, const com_limits *lim, com_arena *arena, unsigned depth,
+    size_t *filled, void *msg)
 {
 	const ProtobufCFieldDescriptor *f;
 	uint64_t key = 0, v = 0;

@@ -50,8 +50,7 @@ codec_scan_field(const ProtobufCMessageDescriptor *desc, uint64_t tag)
  * BELLOWS_EMSGSIZE when it would take more than the arena's budget,
  * BELLOWS_ENOMEM; *ret untouched on failure. Everything returned lives in
  * the arena: nothing is to be freed. */
-int codec_fast_unpack(const ProtobufCMessageDescriptor *desc,
-    const uint8_t *p, size_t len, const com_limits *lim, com_arena *arena,
-    void **ret);
+int codec_fast_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+    size_t len, const com_limits *lim, com_arena *arena, void **ret);
 
 #endif /* COM_CODEC_FAST_H */

@@ -50,7 +50,8 @@ conform_strip(ProtobufCMessage *m)
 		if (f->type != PROTOBUF_C_TYPE_MESSAGE)
 			continue;
 		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-			size_t n = *(size_t *)((char *)m + f->quantifier_offset);
+			size_t n = *(
+			    size_t *)((char *)m + f->quantifier_offset);
 			ProtobufCMessage **arr;
 
 			memcpy(&arr, at, sizeof(arr));
@@ -87,8 +88,7 @@ conform_pack(const ProtobufCMessage *m, size_t *len)
 /* The reader's result for the frame at p, written back by protobuf-c
  * (NULL: refused); *rc set. */
 static uint8_t *
-conform_read(const uint8_t *p, size_t n, com_arena *arena, int *rc,
-    size_t *len)
+conform_read(const uint8_t *p, size_t n, com_arena *arena, int *rc, size_t *len)
 {
 	com_limits lim;
 	void *env = NULL;
@@ -156,7 +156,8 @@ conform_wire(const uint8_t *data, size_t size, com_arena *arena)
 		if (rc2 != 0)
 			why = "the reader refuses protobuf-c's own writing";
 		else if (!conform_same(again, la, want, lw))
-			why = "protobuf-c's writing reads back different values";
+			why =
+			    "protobuf-c's writing reads back different values";
 	}
 	free(mine);
 	free(canon);
