@@ -2904,9 +2904,10 @@ write_seeds(const char *dir)
 		FILE *f;
 
 		snprintf(path, sizeof(path), "%s/seed-%02u", dir, i);
-		if (i + 1 < n && ((f = fopen(path, "wb")) == NULL ||
-				     fwrite(frames[i], 1, lens[i], f) != lens[i] ||
-				     fclose(f) != 0)) {
+		if (i + 1 < n &&
+		    ((f = fopen(path, "wb")) == NULL ||
+			fwrite(frames[i], 1, lens[i], f) != lens[i] ||
+			fclose(f) != 0)) {
 			perror(path);
 			rc = 1;
 		}
