@@ -1,12 +1,13 @@
 /* codec_fast - the wire reader: frames into protobuf-c's structs, see
  * codec_fast.h.
  *
- * Two walks over each message's own bytes: the first checks every key,
- * varint, length and wire type, refuses what the acceptance rules refuse
- * and counts the entries of every field; the second, with the repeated
- * fields' arrays sized, stores the values and recurses into sub-messages.
- * A nested message's bytes are read once by each walk of its parent and
- * twice by its own.
+ * One walk over each message's bytes: every key, varint, length and wire
+ * type is checked as it is read and the value stored at once, a
+ * sub-message read by recursion where it stands. A repeated field's array
+ * is allocated when its first entry comes (a packed array: all its
+ * entries) and doubles when a further entry finds it full, so a frame as
+ * bellows writes it allocates each array once, or log2(n) times for n
+ * sub-messages. Everything comes from the frame's arena.
  */
 #include "codec_fast.h"
 
@@ -240,97 +241,8 @@ fast_skip(const uint8_t *p, size_t len, size_t *off, unsigned wire)
 	return 0;
 }
 
-/* Walk 1 over one field's key and value at p[*off]: checks them, counts
- * the field's entries into count[] and notes a oneof member. 0, or
- * BELLOWS_EPROTO. */
-static int
-fast_check(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
-    size_t *off, uint64_t *count, bool *oneof)
-{
-	const ProtobufCFieldDescriptor *f;
-	uint64_t key, v = 0;
-	size_t i;
-	unsigned wire;
-	int want;
-
-	/* A key of at most 5 bytes: field numbers up to 2^32 - 1, as
-	 * protobuf-c reads them (protobuf's own stop at 2^29 - 1). */
-	if (fast_varint(p, len, off, 5, &key) != 0 || (key >> 3) == 0)
-		return BELLOWS_EPROTO;
-	wire = key & 7;
-	if ((f = codec_scan_field(desc, key >> 3)) == NULL)
-		return fast_skip(p, len, off, wire) == 0 ? 0 : BELLOWS_EPROTO;
-	if ((want = fast_wire(f->type)) < 0)
-		return BELLOWS_EPROTO;
-	i = (size_t)(f - desc->fields);
-	if (f->label == PROTOBUF_C_LABEL_REPEATED && want != 2 && wire == 2) {
-		int64_t n; /* packed: many entries in one value */
-
-		if (fast_varint(p, len, off, 5, &v) != 0 || v > len - *off ||
-		    (n = fast_packed_count(f->type, p + *off, v)) < 0)
-			return BELLOWS_EPROTO;
-		*off += (size_t)v;
-		count[i] += (uint64_t)n;
-		return 0;
-	}
-	if ((int)wire != want)
-		return BELLOWS_EPROTO;
-	if (wire == 0) {
-		if (fast_varint(p, len, off, 10, &v) != 0)
-			return BELLOWS_EPROTO;
-	} else if (wire == 1) {
-		if (len - *off < 8)
-			return BELLOWS_EPROTO;
-		*off += 8;
-	} else {
-		if (fast_varint(p, len, off, 5, &v) != 0 || v > len - *off)
-			return BELLOWS_EPROTO;
-		/* A C string ends at its first NUL: refuse what would be
-		 * silently cut there. */
-		if (f->type == PROTOBUF_C_TYPE_STRING &&
-		    memchr(p + *off, 0, (size_t)v) != NULL)
-			return BELLOWS_EPROTO;
-		*off += (size_t)v;
-	}
-	if (f->label != PROTOBUF_C_LABEL_REPEATED) {
-		if (count[i] > 0)
-			return BELLOWS_EPROTO; /* a field written twice */
-		if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0) {
-			if (*oneof)
-				return BELLOWS_EPROTO;
-			*oneof = true;
-		}
-	}
-	count[i]++;
-	return 0;
-}
-
-/* Sizes the arrays of msg's repeated fields from count[], each within its
- * limit. */
-static int
-fast_arrays(const ProtobufCMessageDescriptor *desc, const uint64_t *count,
-    const com_limits *lim, com_arena *arena, void *msg)
-{
-	for (size_t i = 0; i < desc->n_fields; i++) {
-		const ProtobufCFieldDescriptor *f = &desc->fields[i];
-		void *arr;
-
-		if (f->label != PROTOBUF_C_LABEL_REPEATED || count[i] == 0)
-			continue;
-		if (count[i] > com_codec_scan_limit(desc, f, lim))
-			return BELLOWS_EPROTO;
-		if ((arr = com_arena_alloc(arena,
-			 (size_t)count[i] * fast_size(f->type))) == NULL)
-			return com_arena_error(arena);
-		*(size_t *)((char *)msg +
-		    f->quantifier_offset) = (size_t)count[i];
-		memcpy((char *)msg + f->offset, &arr, sizeof(arr));
-	}
-	return 0;
-}
-
-/* Walk 2 over one packed array of vlen bytes at v into dst; the number
- * of entries stored. */
+/* Stores a packed array of vlen bytes at v (fast_packed_count checked
+ * it) into dst; the number of entries stored. */
 static size_t
 fast_store_packed(ProtobufCType t, const uint8_t *v, size_t vlen, char *dst)
 {
@@ -349,57 +261,167 @@ fast_store_packed(ProtobufCType t, const uint8_t *v, size_t vlen, char *dst)
 	return k;
 }
 
-/* Walk 2 over one field at p[*off] (walk 1 checked it) into msg; filled[]
- * counts the entries stored of each repeated field. */
-static int
-fast_store(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
-    size_t *off, const com_limits *lim, com_arena *arena, unsigned depth,
-    size_t *filled, void *msg)
-{
-	const ProtobufCFieldDescriptor *f;
-	uint64_t key = 0, v = 0;
-	size_t i;
-	char *dst;
+/* One message being read: its struct, and per repeated field how many
+ * entries its array has room for. */
+typedef struct fast_msg {
+	const ProtobufCMessageDescriptor *desc;
+	char *msg;
+	uint32_t seen;               /* bit i: non-repeated field i was read */
+	bool oneof;                  /* a member of the oneof was read */
+	size_t cap[FAST_MAX_FIELDS]; /* entries allocated, repeated fields */
+} fast_msg;
 
-	(void)fast_varint(p, len, off, 5, &key);
-	if ((f = codec_scan_field(desc, key >> 3)) == NULL)
-		return fast_skip(p, len, off, key & 7);
-	i = (size_t)(f - desc->fields);
-	dst = (char *)msg + f->offset;
-	if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-		memcpy(&dst, dst, sizeof(dst)); /* the array */
-		if (dst != NULL)
-			dst += filled[i] * fast_size(f->type);
-	} else if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0) {
-		*(uint32_t *)((char *)msg + f->quantifier_offset) = f->id;
-	} else if (f->quantifier_offset != 0) {
-		*(protobuf_c_boolean *)((char *)msg + f->quantifier_offset) = 1;
+/* Room in repeated field f (index i) of m for n more entries, within the
+ * field's limit; *at is where they go. The array doubles as it grows
+ * (one allocation for a field written packed once). */
+static int
+fast_room(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i, uint64_t n,
+    const com_limits *lim, com_arena *arena, char **at)
+{
+	size_t *count = (size_t *)(m->msg + f->quantifier_offset);
+	size_t size = fast_size(f->type);
+	char *arr;
+
+	memcpy(&arr, m->msg + f->offset, sizeof(arr));
+	if (n > com_codec_scan_limit(m->desc, f, lim) - *count)
+		return BELLOWS_EPROTO;
+	if (*count + n > m->cap[i]) {
+		size_t want = m->cap[i] * 2;
+		char *grown;
+
+		if (want < *count + n)
+			want = *count + (size_t)n;
+		if (want < 8 && f->type == PROTOBUF_C_TYPE_MESSAGE)
+			want = 8;
+		if ((grown = com_arena_alloc(arena, want * size)) == NULL)
+			return com_arena_error(arena);
+		if (*count > 0)
+			memcpy(grown, arr, *count * size);
+		arr = grown;
+		memcpy(m->msg + f->offset, &arr, sizeof(arr));
+		m->cap[i] = want;
 	}
-	switch (key & 7) {
-	case 0:
-		(void)fast_varint(p, len, off, 10, &v);
+	*at = arr + *count * size;
+	*count += (size_t)n;
+	return 0;
+}
+
+/* Reads a packed array of field f (index i) at p[*off] into m. */
+static int
+fast_packed(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i,
+    const uint8_t *p, size_t len, size_t *off, const com_limits *lim,
+    com_arena *arena)
+{
+	uint64_t v;
+	int64_t n;
+	char *dst;
+	int rc;
+
+	if (fast_varint(p, len, off, 5, &v) != 0 || v > len - *off ||
+	    (n = fast_packed_count(f->type, p + *off, (size_t)v)) < 0)
+		return BELLOWS_EPROTO;
+	if (n > 0) {
+		if ((rc = fast_room(m, f, i, (uint64_t)n, lim, arena, &dst)) !=
+		    0)
+			return rc;
+		fast_store_packed(f->type, p + *off, (size_t)v, dst);
+	}
+	*off += (size_t)v;
+	return 0;
+}
+
+/* Where the value of field f (index i) goes in m: a new entry of a
+ * repeated field, or the field itself, marked present (a field or a
+ * oneof member read twice is refused). */
+static int
+fast_slot(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i,
+    const com_limits *lim, com_arena *arena, char **dst)
+{
+	if (f->label == PROTOBUF_C_LABEL_REPEATED)
+		return fast_room(m, f, i, 1, lim, arena, dst);
+	if ((m->seen & (1u << i)) != 0)
+		return BELLOWS_EPROTO;
+	m->seen |= 1u << i;
+	if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) != 0) {
+		if (m->oneof)
+			return BELLOWS_EPROTO;
+		m->oneof = true;
+		*(uint32_t *)(m->msg + f->quantifier_offset) = f->id;
+	} else if (f->quantifier_offset != 0) {
+		*(protobuf_c_boolean *)(m->msg + f->quantifier_offset) = 1;
+	}
+	*dst = m->msg + f->offset;
+	return 0;
+}
+
+/* Reads the value of field f (index i) of the given wire type at
+ * p[*off] into m. */
+static int
+fast_value(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i,
+    unsigned wire, const uint8_t *p, size_t len, size_t *off,
+    const com_limits *lim, com_arena *arena, unsigned depth)
+{
+	uint64_t v;
+	char *dst;
+	int rc;
+
+	if (wire == 0) {
+		if (fast_varint(p, len, off, 10, &v) != 0)
+			return BELLOWS_EPROTO;
+		if ((rc = fast_slot(m, f, i, lim, arena, &dst)) != 0)
+			return rc;
 		fast_store_varint(f->type, v, dst);
-		filled[i]++;
 		return 0;
-	case 1:
+	}
+	if (wire == 1) {
+		if (len - *off < 8)
+			return BELLOWS_EPROTO;
+		if ((rc = fast_slot(m, f, i, lim, arena, &dst)) != 0)
+			return rc;
 		memcpy(dst, p + *off, 8);
 		*off += 8;
-		filled[i]++;
 		return 0;
-	default:
-		(void)fast_varint(p, len, off, 5, &v);
-		*off += (size_t)v;
-		if (f->label == PROTOBUF_C_LABEL_REPEATED &&
-		    fast_wire(f->type) != 2) {
-			if (v > 0) /* empty: no entries, maybe no array */
-				filled[i] += fast_store_packed(f->type,
-				    p + *off - v, (size_t)v, dst);
-			return 0;
-		}
-		filled[i]++;
-		return fast_store_delimited(f, p + *off - v, (size_t)v, lim,
-		    arena, depth, dst);
 	}
+	if (fast_varint(p, len, off, 5, &v) != 0 || v > len - *off)
+		return BELLOWS_EPROTO;
+	/* A C string ends at its first NUL: refuse what would be silently
+	 * cut there. */
+	if (f->type == PROTOBUF_C_TYPE_STRING &&
+	    memchr(p + *off, 0, (size_t)v) != NULL)
+		return BELLOWS_EPROTO;
+	if ((rc = fast_slot(m, f, i, lim, arena, &dst)) != 0)
+		return rc;
+	*off += (size_t)v;
+	return fast_store_delimited(f, p + *off - v, (size_t)v, lim, arena,
+	    depth, dst);
+}
+
+/* Reads one field, key and value, at p[*off] into m. */
+static int
+fast_field(fast_msg *m, const uint8_t *p, size_t len, size_t *off,
+    const com_limits *lim, com_arena *arena, unsigned depth)
+{
+	const ProtobufCFieldDescriptor *f;
+	uint64_t key;
+	unsigned wire;
+	size_t i;
+	int want;
+
+	/* A key of at most 5 bytes: field numbers up to 2^32 - 1, as
+	 * protobuf-c reads them (protobuf's own stop at 2^29 - 1). */
+	if (fast_varint(p, len, off, 5, &key) != 0 || (key >> 3) == 0)
+		return BELLOWS_EPROTO;
+	wire = key & 7;
+	if ((f = codec_scan_field(m->desc, key >> 3)) == NULL)
+		return fast_skip(p, len, off, wire) == 0 ? 0 : BELLOWS_EPROTO;
+	if ((want = fast_wire(f->type)) < 0)
+		return BELLOWS_EPROTO;
+	i = (size_t)(f - m->desc->fields);
+	if (f->label == PROTOBUF_C_LABEL_REPEATED && want != 2 && wire == 2)
+		return fast_packed(m, f, i, p, len, off, lim, arena);
+	if ((int)wire != want)
+		return BELLOWS_EPROTO;
+	return fast_value(m, f, i, wire, p, len, off, lim, arena, depth);
 }
 
 static int
@@ -407,29 +429,23 @@ fast_message(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
     size_t len, const com_limits *lim, com_arena *arena, unsigned depth,
     void **ret)
 {
-	uint64_t count[FAST_MAX_FIELDS] = { 0 };
-	size_t filled[FAST_MAX_FIELDS] = { 0 };
-	bool oneof = false;
+	fast_msg m;
 	size_t off = 0;
-	void *msg;
 	int rc;
 
 	if (depth > FAST_MAX_DEPTH || desc->n_fields > FAST_MAX_FIELDS)
 		return BELLOWS_EPROTO;
-	while (off < len)
-		if ((rc = fast_check(desc, p, len, &off, count, &oneof)) != 0)
-			return rc;
-	if ((msg = com_arena_alloc(arena, desc->sizeof_message)) == NULL)
+	if ((m.msg = com_arena_alloc(arena, desc->sizeof_message)) == NULL)
 		return com_arena_error(arena);
-	desc->message_init(msg);
-	if ((rc = fast_arrays(desc, count, lim, arena, msg)) != 0)
-		return rc;
-	off = 0;
+	desc->message_init((ProtobufCMessage *)(void *)m.msg);
+	m.desc = desc;
+	m.seen = 0;
+	m.oneof = false;
+	memset(m.cap, 0, desc->n_fields * sizeof(m.cap[0]));
 	while (off < len)
-		if ((rc = fast_store(desc, p, len, &off, lim, arena, depth,
-			 filled, msg)) != 0)
+		if ((rc = fast_field(&m, p, len, &off, lim, arena, depth)) != 0)
 			return rc;
-	*ret = msg;
+	*ret = m.msg;
 	return 0;
 }
 
