@@ -8,8 +8,10 @@
  * bit-flipped and random frames and fails each of its allocations in turn:
  * it must answer every one with an error or a valid message, never crash
  * and never leak (the sanitizer run checks the leaks). The decode through
- * an arena (codec_arena.h) must give the malloc decode's result or error
- * code for every frame: the corpus, its truncations and bit flips, and a
+ * an arena reused from frame to frame (codec_arena.h, as bellowsd's loop
+ * does) must give the result or error code of a fresh one
+ * (com_codec_decode) for every frame: the corpus, its truncations and bit
+ * flips, and a
  * bounded fuzz of corrupted frames (3 s in the fault suite;
  * `test_codec fuzz SECONDS` runs only that fuzz, for that long).
  */
@@ -2833,8 +2835,8 @@ test_codec_skips_unknown_field_floods_without_memory(void **state)
 }
 
 /*
- * The arena decode against the malloc decode: the same result or the same
- * error code for every frame.
+ * A reused arena against a fresh one (com_codec_decode): the same result
+ * or the same error code for every frame.
  */
 
 /* Decodes buf both ways (the arena's block is reused from frame to frame)
@@ -2849,8 +2851,8 @@ assert_arena_agrees(const uint8_t *buf, size_t len, const com_limits *lim,
 	ra = com_codec_decode(buf, len, lim, &a);
 	rb = com_codec_decode_arena(buf, len, lim, arena, &b);
 	if (ra != rb)
-		fail_msg("malloc decode %d, arena decode %d (%zu bytes)", ra,
-		    rb, len);
+		fail_msg("fresh arena %d, reused arena %d (%zu bytes)", ra, rb,
+		    len);
 	if (ra == 0) {
 		assert_msg_equal(&a, &b);
 	} else if (ra == BELLOWS_EVERSION) {
@@ -2864,7 +2866,7 @@ assert_arena_agrees(const uint8_t *buf, size_t len, const com_limits *lim,
 }
 
 /* Frames of every type, a 100-layer report and one too large for the
- * default block (so the fallback to malloc is exercised); *ret_n set. */
+ * default block (so the arena takes chunks and grows); *ret_n set. */
 static void
 arena_corpus(uint8_t **frames, size_t *lens, unsigned *ret_n)
 {
@@ -3009,7 +3011,7 @@ test_codec_arena_decodes_every_corrupted_frame_as_malloc_does(void **state)
 
 /* The corpus itself, every truncation of it and every bit flip of the
  * 100-layer report give the same results both ways; the report's
- * protobuf-c structs all come from the block, with nothing malloc'd. */
+ * protobuf-c structs all come from the block, with no chunk. */
 static void
 test_codec_arena_agrees_on_the_corpus_and_takes_no_malloc(void **state)
 {
