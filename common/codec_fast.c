@@ -424,6 +424,8 @@ fast_field(fast_msg *m, const uint8_t *p, size_t len, size_t *off,
 	return fast_value(m, f, i, wire, p, len, off, lim, arena, depth);
 }
 
+/* Reads one message of type desc from the len bytes at p into a struct
+ * from arena, *ret; depth counts the messages it is nested in. */
 static int
 fast_message(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
     size_t len, const com_limits *lim, com_arena *arena, unsigned depth,
