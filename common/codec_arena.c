@@ -132,7 +132,7 @@ com_arena_alloc(com_arena *arena, size_t size)
 
 	if (size == 0)
 		size = 1;
-	if (size > arena->budget - arena->frame ||
+	if (size > SIZE_MAX - ARENA_ALIGN ||
 	    ARENA_ROUND(size) > arena->budget - arena->frame) {
 		arena->err = BELLOWS_EMSGSIZE;
 		return NULL;

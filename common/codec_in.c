@@ -821,8 +821,8 @@ com_codec_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
 		return BELLOWS_EMSGSIZE;
 	if (arena == NULL) {
 		/* Sized from the frame: most frames then take one block. */
-		size_t bytes = len < COM_ARENA_KEEP_MAX / 2
-		    ? len * 2 + 1024
+		size_t bytes = len < COM_ARENA_KEEP_MAX / 4
+		    ? len * 4 + 1024
 		    : COM_ARENA_KEEP_MAX;
 
 		if (com_arena_new(bytes, &own) != 0)
@@ -847,7 +847,9 @@ com_codec_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
 		else
 			com_msg_fini(&m);
 	}
-	com_arena_reset(arena);
-	com_arena_destroy(&own);
+	if (own != NULL)
+		com_arena_destroy(&own); /* its chunks with it */
+	else
+		com_arena_reset(arena);
 	return rc;
 }
