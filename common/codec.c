@@ -43,6 +43,7 @@ com_limits_default(com_limits *lim)
 	lim->max_peers = 4096;
 	lim->max_comm = 256;
 	lim->max_metrics = 4096;
+	lim->max_ndim = COM_MAX_NDIM;
 }
 
 void

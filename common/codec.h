@@ -36,11 +36,15 @@ typedef struct com_limits {
 	uint32_t max_peers;       /* peers in a status reply */
 	uint32_t max_comm;        /* comm samples in a report */
 	uint32_t max_metrics;     /* metrics in a telemetry */
+	uint32_t max_ndim;        /* dimensions the wire reader takes in a
+				   * layer's shape; the conversion refuses
+				   * more than COM_MAX_NDIM whatever this is */
 } com_limits;
 
 /* Fills *lim with the defaults: 16 MiB frames, 65536 layers, 65536 ranks,
  * 256-byte names, 4096-byte texts, 64 decisions, 64 KiB codec table, 4096
- * jobs, 4096 peers, 256 comm samples, 4096 metrics. */
+ * jobs, 4096 peers, 256 comm samples, 4096 metrics, COM_MAX_NDIM
+ * dimensions. */
 void com_limits_default(com_limits *lim);
 
 /* Encodes *m (any type) as one Envelope carrying m->major/minor (as set by

@@ -1,15 +1,16 @@
-/* codec_fast - one-pass unpacking of canonical frames into an arena.
+/* codec_fast - the wire reader: the one place bytes become structs.
  *
- * For codec_in.c only (it sees protobuf-c's types). codec_fast_unpack builds
- * the same protobuf-c structs bellows__envelope__unpack would, straight
- * from the wire into an arena, and checks as it goes what codec_in.c's scan
- * checks (repeated fields within their limits, no NUL inside a string).
- * It only takes frames as bellows' encoder writes them: every field known,
- * a non-repeated field at most once, repeated scalars packed, at most one
- * member of a oneof. Anything else, malformed or merely unusual, makes it
- * give up (NULL) without an error: codec_in.c then decodes the frame the
- * general way, scan and protobuf-c, which decides what the frame is. So
- * for every frame the result is protobuf-c's.
+ * For codec_in.c only (it sees protobuf-c's types). codec_fast_unpack
+ * builds the protobuf-c structs of a frame straight from the wire into an
+ * arena, in two walks over each message, checking as it goes the
+ * acceptance rules of docs/protocol.md ("What a frame may be"): it accepts
+ * only what protobuf-c's unpack accepts and decodes it to the same values,
+ * and refuses, besides, what bellows' encoder never writes (a varint that
+ * is not minimal or holds more than 64 bits, a non-repeated field written
+ * twice, two members of a oneof, a NUL inside a string, a repeated field
+ * past its limit). Repeated scalars may come packed or one by one.
+ * Unknown fields are skipped. tests/common/conform.c holds it to that
+ * against protobuf-c's unpack.
  */
 #ifndef COM_CODEC_FAST_H
 #define COM_CODEC_FAST_H
@@ -44,10 +45,12 @@ codec_scan_field(const ProtobufCMessageDescriptor *desc, uint64_t tag)
 	return NULL;
 }
 
-/* A message of type desc unpacked from the len bytes at p into arena, or
- * NULL when the frame is not one this path takes (see above). Everything
- * returned lives in the arena: nothing is to be freed. */
-void *codec_fast_unpack(const ProtobufCMessageDescriptor *desc,
-    const uint8_t *p, size_t len, const com_limits *lim, com_arena *arena);
+/* Unpacks a message of type desc from the len bytes at p into arena and
+ * sets *ret to it. Returns BELLOWS_EPROTO for a frame the rules refuse,
+ * BELLOWS_EMSGSIZE when it would take more than the arena's budget,
+ * BELLOWS_ENOMEM; *ret untouched on failure. Everything returned lives in
+ * the arena: nothing is to be freed. */
+int codec_fast_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+    size_t len, const com_limits *lim, com_arena *arena, void **ret);
 
 #endif /* COM_CODEC_FAST_H */

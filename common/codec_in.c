@@ -5,20 +5,14 @@
  * through com_codec_malloc (codec.c, declared in codec_int.h), so the
  * failures tests inject reach it too.
  *
- * Decoding takes three passes over an untrusted frame. A scan of the wire
- * format counts every repeated field of every sub-message against its limit
- * before protobuf-c allocates anything for it. protobuf-c then unpacks
- * through an allocator with a byte budget, which bounds what no single
- * limit does (repeats nested in repeats, unknown fields, sub-messages the
- * parser merges). Last, the conversion to com_* structs checks every field.
- * Decoded strings are never NULL (an absent string is ""); an absent
- * sub-message decodes as zeroes. com_codec_decode_arena runs the same
- * passes with protobuf-c's structs taken from a reused block
- * (codec_arena.c) instead of malloc: the budget is counted the same way,
- * and when every struct came from the block nothing is walked to free.
- * With an arena, a frame as bellows writes it skips the first two passes:
- * codec_fast.c unpacks it in one, with the scan's checks, and gives any
- * other frame back to them.
+ * Decoding takes two steps over an untrusted frame, one path for every
+ * frame. codec_fast.c unpacks the wire into protobuf-c's structs in an
+ * arena (codec_arena.c), refusing what the acceptance rules refuse and
+ * counting every repeated field against its limit before sizing its
+ * array; the arena holds the frame to a byte budget, which bounds what no
+ * single limit does (repeats nested in repeats). Then the conversion to
+ * com_* structs checks every field. Decoded strings are never NULL (an
+ * absent string is ""); an absent sub-message decodes as zeroes.
  */
 #include "codec.h"
 
@@ -34,37 +28,13 @@
 #include "codec_fast.h"
 #include "codec_int.h"
 
-#define CODEC_MAX_FIELDS 32 /* more fields than any message has */
-
-/*
- * Decoding, pass 1: the scan of the wire format.
- */
-
-/* Reads a base-128 varint at p[*off], advancing *off. */
-static int
-codec_scan_varint(const uint8_t *p, size_t len, size_t *off, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	for (unsigned shift = 0; shift < 64 && *off < len; shift += 7) {
-		uint8_t b = p[(*off)++];
-
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if ((b & 0x80) == 0) {
-			*ret = v;
-			return 0;
-		}
-	}
-	return BELLOWS_EPROTO;
-}
-
 /* The limit on the number of entries of a repeated field. */
 uint64_t
 com_codec_scan_limit(const ProtobufCMessageDescriptor *desc,
     const ProtobufCFieldDescriptor *f, const com_limits *lim)
 {
 	if (desc == &bellows__layer_info__descriptor)
-		return COM_MAX_NDIM;
+		return lim->max_ndim;
 	if (desc == &bellows__welcome__descriptor ||
 	    desc == &bellows__snapshot__descriptor)
 		return lim->max_decisions;
@@ -84,158 +54,18 @@ com_codec_scan_limit(const ProtobufCMessageDescriptor *desc,
 	return lim->max_layers;
 }
 
-/* Entries one occurrence of a repeated field adds: packed scalars carry
- * many in one length-delimited value. */
-static uint64_t
-codec_scan_entries(const ProtobufCFieldDescriptor *f, unsigned wire,
-    const uint8_t *v, size_t vlen)
-{
-	uint64_t n = 0;
-
-	if (wire != 2 || f->type == PROTOBUF_C_TYPE_MESSAGE ||
-	    f->type == PROTOBUF_C_TYPE_STRING ||
-	    f->type == PROTOBUF_C_TYPE_BYTES)
-		return 1;
-	switch (f->type) {
-	case PROTOBUF_C_TYPE_DOUBLE:
-	case PROTOBUF_C_TYPE_FIXED64:
-	case PROTOBUF_C_TYPE_SFIXED64:
-		return vlen / 8;
-	case PROTOBUF_C_TYPE_FLOAT:
-	case PROTOBUF_C_TYPE_FIXED32:
-	case PROTOBUF_C_TYPE_SFIXED32:
-		return vlen / 4;
-	default:
-		for (size_t i = 0; i < vlen; i++)
-			n += (v[i] & 0x80) == 0;
-		return n;
-	}
-}
-
-/* Walks one message of type desc, recursing into known sub-messages.
- * Unknown fields are skipped; the heap budget bounds them. */
-static int
-codec_scan(const ProtobufCMessageDescriptor *desc, const uint8_t *p, size_t len,
-    const com_limits *lim)
-{
-	uint64_t count[CODEC_MAX_FIELDS] = { 0 };
-	size_t off = 0;
-
-	assert(desc->n_fields <= CODEC_MAX_FIELDS);
-	while (off < len) {
-		const ProtobufCFieldDescriptor *f = NULL;
-		uint64_t key, vlen = 0;
-		unsigned wire;
-		size_t start;
-		int rc;
-
-		if (codec_scan_varint(p, len, &off, &key) != 0)
-			return BELLOWS_EPROTO;
-		wire = key & 7;
-		switch (wire) {
-		case 0:
-			if (codec_scan_varint(p, len, &off, &vlen) != 0)
-				return BELLOWS_EPROTO;
-			vlen = 0;
-			break;
-		case 1:
-			vlen = 8;
-			break;
-		case 2:
-			if (codec_scan_varint(p, len, &off, &vlen) != 0)
-				return BELLOWS_EPROTO;
-			break;
-		case 5:
-			vlen = 4;
-			break;
-		default: /* groups (unsupported) and reserved wire types */
-			return BELLOWS_EPROTO;
-		}
-		if (vlen > len - off)
-			return BELLOWS_EPROTO;
-		start = off;
-		off += vlen;
-		if (wire == 1 || wire == 5)
-			vlen = 0;
-		if ((key >> 3) <= 0x1fffffff)
-			f = codec_scan_field(desc, key >> 3);
-		if (f == NULL)
-			continue;
-		if (wire == 2 && f->type == PROTOBUF_C_TYPE_MESSAGE &&
-		    (rc = codec_scan(f->descriptor, p + start, vlen, lim)) != 0)
-			return rc;
-		/* A C string ends at its first NUL: refuse what would be
-		 * silently cut there. */
-		if (wire == 2 && f->type == PROTOBUF_C_TYPE_STRING &&
-		    memchr(p + start, 0, vlen) != NULL)
-			return BELLOWS_EPROTO;
-		if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-			size_t i = (size_t)(f - desc->fields);
-
-			count[i] += codec_scan_entries(f, wire, p + start,
-			    vlen);
-			if (count[i] > com_codec_scan_limit(desc, f, lim))
-				return BELLOWS_EPROTO;
-		}
-	}
-	return 0;
-}
-
 /*
- * Decoding, pass 2: protobuf-c's unpack, within a budget.
+ * Decoding, step 1: the wire into protobuf-c's structs (codec_fast.c),
+ * within a budget.
  */
 
-/* The allocator state of one unpack. */
-typedef struct codec_heap {
-	size_t used;       /* bytes handed out so far; frees are not deducted */
-	size_t budget;     /* most bytes the frame may cost */
-	int err;           /* why the first refused allocation was refused */
-	com_arena *arena;  /* where allocations come from first, NULL: malloc */
-	uint64_t fellback; /* allocations malloc'd although arena was set */
-} codec_heap;
-
-static void *
-codec_heap_alloc(void *arg, size_t size)
-{
-	codec_heap *h = arg;
-	void *p;
-
-	if (size > h->budget - h->used) {
-		if (h->err == 0)
-			h->err = BELLOWS_EMSGSIZE;
-		return NULL;
-	}
-	if (h->arena != NULL && (p = com_arena_alloc(h->arena, size)) != NULL) {
-		h->used += size;
-		return p;
-	}
-	if ((p = com_codec_malloc(size)) == NULL) {
-		if (h->err == 0)
-			h->err = BELLOWS_ENOMEM;
-		return NULL;
-	}
-	if (h->arena != NULL)
-		h->fellback++;
-	h->used += size;
-	return p;
-}
-
-static void
-codec_heap_free(void *arg, void *p)
-{
-	codec_heap *h = arg;
-
-	if (h->arena != NULL && com_arena_owns(h->arena, p))
-		return; /* the block is given back whole, after the frame */
-	free(p);
-}
-
-/* What unpacking a frame of len bytes may allocate. protobuf-c's form of a
- * frame takes a few times its size, plus up to ~250 bytes for each repeated
+/* What unpacking a frame of len bytes may allocate. The structs of a
+ * frame take a few times its size, plus up to ~250 bytes for each repeated
  * sub-message however small on the wire (a LayerStats, the largest, and
  * its com_layer_stats); the allowance per layer admits
  * any layer table or report within the limits. A frame needing more (the
- * ranks of thousands of jobs, floods of unknown fields) is refused rather
+ * ranks of thousands of jobs; unknown fields are skipped, they take
+ * nothing) is refused rather
  * than allowed memory in proportion to its nesting. */
 static size_t
 codec_budget(size_t len, const com_limits *lim)
@@ -249,7 +79,7 @@ codec_budget(size_t len, const com_limits *lim)
 }
 
 /*
- * Decoding, pass 3: conversion to com_* structs, checking every field.
+ * Decoding, step 2: conversion to com_* structs, checking every field.
  */
 
 static int
@@ -982,14 +812,8 @@ int
 com_codec_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
     com_arena *arena, com_msg *ret_msg)
 {
-	codec_heap heap = { .arena = arena };
-	ProtobufCAllocator alloc = {
-		.alloc = codec_heap_alloc,
-		.free = codec_heap_free,
-		.allocator_data = &heap,
-	};
-	Bellows__Envelope *env;
-	bool fast = false; /* env came from codec_fast_unpack */
+	com_arena *own = NULL;
+	Bellows__Envelope *env = NULL;
 	com_msg m;
 	int rc;
 
@@ -997,45 +821,37 @@ com_codec_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
 	memset(ret_msg, 0, sizeof(*ret_msg));
 	if (len > lim->max_msg_bytes)
 		return BELLOWS_EMSGSIZE;
-	/* A frame as bellows writes them: one pass, everything in the
-	 * arena. Any other: the scan and protobuf-c judge it. */
-	if (arena != NULL &&
-	    (env = codec_fast_unpack(&bellows__envelope__descriptor, buf, len,
-		 lim, arena)) != NULL) {
-		fast = true;
-		goto unpacked;
+	if (arena == NULL) {
+		/* Sized from the frame: most frames then take one block. */
+		size_t bytes = len < COM_ARENA_KEEP_MAX / 4
+		    ? len * 4 + 1024
+		    : COM_ARENA_KEEP_MAX;
+
+		if (com_arena_new(bytes, &own) != 0)
+			return BELLOWS_ENOMEM;
+		arena = own;
 	}
-	if (arena != NULL)
-		com_arena_rewind(arena);
-	rc = codec_scan(&bellows__envelope__descriptor, buf, len, lim);
-	if (rc != 0)
-		return rc;
-	heap.budget = codec_budget(len, lim);
-	env = bellows__envelope__unpack(&alloc, len, buf);
-	if (env == NULL) {
-		/* protobuf-c has freed what it unpacked, the fallback's too. */
-		if (arena != NULL)
-			com_arena_reset(arena, heap.fellback);
-		return heap.err != 0 ? heap.err : BELLOWS_EPROTO;
+	com_arena_begin(arena, codec_budget(len, lim));
+	rc = codec_fast_unpack(&bellows__envelope__descriptor, buf, len, lim,
+	    arena, (void **)&env);
+	if (rc == 0) {
+		com_msg_init(&m, codec_in_type(env->body_case));
+		m.major = env->major;
+		m.minor = env->minor;
+		if (m.type == COM_MSG_NONE)
+			rc = BELLOWS_EPROTO;
+		else if (m.major != BELLOWS_PROTO_MAJOR)
+			rc = BELLOWS_EVERSION;
+		else
+			rc = codec_in_body(env, lim, &m);
+		if (rc == 0 || rc == BELLOWS_EVERSION)
+			*ret_msg = m;
+		else
+			com_msg_fini(&m);
 	}
-unpacked:
-	com_msg_init(&m, codec_in_type(env->body_case));
-	m.major = env->major;
-	m.minor = env->minor;
-	if (m.type == COM_MSG_NONE)
-		rc = BELLOWS_EPROTO;
-	else if (m.major != BELLOWS_PROTO_MAJOR)
-		rc = BELLOWS_EVERSION;
+	if (own != NULL)
+		com_arena_destroy(&own); /* its chunks with it */
 	else
-		rc = codec_in_body(env, lim, &m);
-	if (rc == 0 || rc == BELLOWS_EVERSION)
-		*ret_msg = m;
-	else
-		com_msg_fini(&m);
-	/* With everything in the arena there is nothing to walk and free. */
-	if (!fast && (arena == NULL || heap.fellback > 0))
-		bellows__envelope__free_unpacked(env, &alloc);
-	if (arena != NULL)
-		com_arena_reset(arena, heap.fellback);
+		com_arena_reset(arena);
 	return rc;
 }

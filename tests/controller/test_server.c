@@ -643,6 +643,31 @@ test_server_drops_hostile_frames_and_counts_them_per_peer(void **state)
 	zmq_close(hostile);
 }
 
+/* A StatusRequest whose length is written in 6 bytes (82 80 80 80 80 00,
+ * the shortest form being 02) is malformed for protobuf-c and for
+ * bellowsd alike: not answered, counted against its peer, and the peer's
+ * next, well-formed request is answered as the first. */
+static void
+test_server_refuses_a_status_request_with_a_six_byte_length(void **state)
+{
+	static const uint8_t frame[] = { 0x08, BELLOWS_PROTO_MAJOR, 0x8a, 0x01,
+		0x82, 0x80, 0x80, 0x80, 0x80, 0x00, 0x0a, 0x00 };
+	fixture *f = *state;
+	void *peer = dealer_new(f, "long-length");
+	const com_peer_status *ps;
+	com_msg m;
+
+	send_bytes(peer, frame, sizeof(frame), 0);
+	status_of(f, peer, &m);
+	assert_int_equal(m.type, COM_MSG_STATUS_REPLY);
+	assert_int_equal(m.u.status_reply.dropped, 1);
+	ps = peer_named(&m.u.status_reply, "long-length");
+	assert_non_null(ps);
+	assert_int_equal(ps->dropped, 1);
+	com_msg_fini(&m);
+	zmq_close(peer);
+}
+
 /* A frame just above the codec's limit reaches bellowsd (the transport
  * lets through up to twice the limit), is refused as oversized and counted
  * against its peer, while a job on another connection keeps getting its
@@ -838,6 +863,7 @@ main(int argc, char **argv)
 		T(test_server_answers_heartbeats_and_asks_strangers_to_hello),
 		T(test_server_drain_reads_what_was_sent_before_the_stop),
 		T(test_server_drops_hostile_frames_and_counts_them_per_peer),
+		T(test_server_refuses_a_status_request_with_a_six_byte_length),
 		T(test_server_counts_a_frame_just_over_the_limit_against_its_peer),
 		cmocka_unit_test(
 		    test_server_tells_local_endpoints_from_network_ones),
