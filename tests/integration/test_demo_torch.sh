@@ -22,7 +22,7 @@ has() {
 }
 S='[0-9.]+ [kMG]?B'
 has "^window +0 step +[0-9]+ epoch 0 .* rank 0 sent $S of $S raw \(([0-9.]+x|no) less\), step [0-9.]+ ms$"
-has "^fashion_mnist: all ranks sent $S of $S raw \(([0-9.]+x|no) less\); [0-9.]+M of [0-9.]+M floats; [0-9]+ decisions, 0 misses$"
+has "^fashion_mnist: all ranks sent $S of $S raw \(([0-9.]+x|no) less\); [0-9.]+[kMG]? of [0-9.]+[kMG]? floats; [0-9]+ decisions, 0 misses$"
 grep -q "floats sent\|uncompressed (" "$f" && fail "the old words are back"
 has "^summary of run 1 \(job fashion-mnist, 2 ranks, [0-9]+ windows, on plain loopback\)"
 has "^  decided: [0-9]+ decisions by accordion, [0-9]+ of them changed something:"
