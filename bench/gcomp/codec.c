@@ -294,7 +294,14 @@ do_unzstd(void *p)
 static void
 paired(speed_ctx *c, double bytes, unsigned ms)
 {
-	enum { ENC, ZENC, DEC, REF, ZDEC, KINDS };
+	enum {
+		ENC,
+		ZENC,
+		DEC,
+		REF,
+		ZDEC,
+		KINDS
+	};
 	static const char *names[KINDS] = { "gcomp encode, fast",
 		"zstd -1 compress", "gcomp decode, fast",
 		"gcomp decode, reference", "zstd -1 decompress" };
@@ -321,13 +328,15 @@ paired(speed_ctx *c, double bytes, unsigned ms)
 	       "| | median GB/s |\n|---|---|\n",
 	    PAIRED_ROUNDS, each, c->len, c->zlen);
 	for (int i = 0; i < KINDS; i++)
-		printf("| %s | %.3f |\n", names[i], median(v[i], PAIRED_ROUNDS));
+		printf("| %s | %.3f |\n", names[i],
+		    median(v[i], PAIRED_ROUNDS));
 	for (int i = 0; i < 4; i++) {
 		worst[i] = r[i][0];
 		for (int k = 1; k < PAIRED_ROUNDS; k++)
 			worst[i] = r[i][k] < worst[i] ? r[i][k] : worst[i];
 	}
-	printf("\n| same-round ratio | median | worst round |\n|---|---|---|\n");
+	printf(
+	    "\n| same-round ratio | median | worst round |\n|---|---|---|\n");
 	printf("| gcomp encode / zstd -1 compress | %.2f | %.2f |\n",
 	    median(r[0], PAIRED_ROUNDS), worst[0]);
 	printf("| gcomp decode / zstd -1 decompress | %.2f | %.2f |\n",

@@ -149,7 +149,8 @@ kern_gcomp_prepare(kern_gcomp_table *t)
 			t->lut2[i] = 1u << 23 | s1 << 5 | l1;
 	}
 	for (unsigned i = 0;
-	     mb <= KERN_GCOMP_LUT2_BITS && i < (1u << KERN_GCOMP_PLUT_BITS); i++)
+	     mb <= KERN_GCOMP_LUT2_BITS && i < (1u << KERN_GCOMP_PLUT_BITS);
+	     i++)
 		t->plut[i] = planes_lut_entry(t, i);
 	for (int s = 0; s < 256; s++) {
 		if (h->len[s] > 0) {
@@ -579,7 +580,7 @@ planes_raw(const void *x, uint64_t i, int dtype)
 
 /* One chunk's planes, in the encoder's scratch. */
 typedef struct planes_scratch {
-	uint8_t se[GCOMP_SCR_EXP];  /* the exponent streams, back to back */
+	uint8_t se[GCOMP_SCR_EXP]; /* the exponent streams, back to back */
 	uint8_t sm[KERN_GCOMP_CHUNK * 3 + 16]; /* signs and mantissas */
 	uint8_t sx[PLANES_EXC_MAX * 8];        /* listed values */
 	uint64_t bits[KERN_GCOMP_STREAMS];     /* each stream's bits */
@@ -645,9 +646,9 @@ planes_encode_chunk(const kern_gcomp_table *t, int dtype, const void *x,
 /* Writes chunk c's header and data at out + off from s; returns the data's
  * bytes, or 0 when cap is too small. Adds the segments' bits to st. */
 static uint64_t
-planes_put_chunk(const planes_scratch *s, int dtype, const void *x,
-    uint64_t i0, uint64_t m, uint8_t *out, size_t cap, uint64_t c,
-    uint64_t off, kern_gcomp_stats *st)
+planes_put_chunk(const planes_scratch *s, int dtype, const void *x, uint64_t i0,
+    uint64_t m, uint8_t *out, size_t cap, uint64_t c, uint64_t off,
+    kern_gcomp_stats *st)
 {
 	uint8_t *h = out + KERN_GCOMP_HEADER + c * KERN_GCOMP_CHUNK_HEADER2;
 	uint64_t xB = 8 * s->nx;
@@ -682,9 +683,8 @@ planes_put_chunk(const planes_scratch *s, int dtype, const void *x,
  * bfloat16, level 0, no levels); arguments checked by the caller. Not
  * inlined: its scratch stays out of the other encoders' frames. */
 static __attribute__((noinline)) int
-planes_encode(const kern_gcomp_table *t, int dtype, const void *x,
-    uint64_t n, uint8_t *out, size_t cap, size_t *ret_bytes,
-    kern_gcomp_stats *stats)
+planes_encode(const kern_gcomp_table *t, int dtype, const void *x, uint64_t n,
+    uint8_t *out, size_t cap, size_t *ret_bytes, kern_gcomp_stats *stats)
 {
 	planes_scratch s;
 	kern_gcomp_stats st;
@@ -1017,14 +1017,19 @@ planes_chunk_read(const uint8_t *in, uint64_t block, int dtype, uint64_t c,
     uint64_t expect, uint64_t left, planes_chunk *pc, char *errbuf,
     size_t errlen)
 {
-	const uint8_t *h = in + KERN_GCOMP_HEADER + c * KERN_GCOMP_CHUNK_HEADER2;
+	const uint8_t *h = in + KERN_GCOMP_HEADER +
+	    c * KERN_GCOMP_CHUNK_HEADER2;
 	unsigned long long hoff = KERN_GCOMP_HEADER +
 	    c * KERN_GCOMP_CHUNK_HEADER2;
 	uint64_t sum = 0;
 
-	*pc = (planes_chunk){ .c = c, .hoff = hoff, .off = get_le64(h),
-		.m = get_le32(h + 8), .nx = get_le32(h + 16),
-		.mB = get_le32(h + 36), .raw = h[12] == KERN_GCOMP_MODE_RAW };
+	*pc = (planes_chunk){ .c = c,
+		.hoff = hoff,
+		.off = get_le64(h),
+		.m = get_le32(h + 8),
+		.nx = get_le32(h + 16),
+		.mB = get_le32(h + 36),
+		.raw = h[12] == KERN_GCOMP_MODE_RAW };
 	if (pc->off != expect) {
 		gcomp_err(errbuf, errlen,
 		    "byte %llu: chunk %llu starts at %llu, %llu expected", hoff,
@@ -1060,8 +1065,8 @@ planes_chunk_read(const uint8_t *in, uint64_t block, int dtype, uint64_t c,
 		    "byte %llu: chunk %llu truncated (%llu bytes from byte "
 		    "%llu, the block ends at %llu)",
 		    (unsigned long long)block, (unsigned long long)c,
-		    (unsigned long long)pc->bytes,
-		    (unsigned long long)pc->off, (unsigned long long)block);
+		    (unsigned long long)pc->bytes, (unsigned long long)pc->off,
+		    (unsigned long long)block);
 		return BELLOWS_EPROTO;
 	}
 	return 0;
@@ -1087,7 +1092,8 @@ planes_stream_checked(const kern_gcomp_table *t, gcomp_br *r, uint64_t pos,
 			gcomp_err(errbuf, errlen,
 			    "byte %llu: chunk %llu value %llu: no exponent "
 			    "has this code",
-			    (unsigned long long)(r->start - in + br_used(r) / 8),
+			    (unsigned long long)(r->start - in +
+				br_used(r) / 8),
 			    (unsigned long long)pc->c,
 			    (unsigned long long)(done + pos));
 			return BELLOWS_EPROTO;
@@ -1141,12 +1147,13 @@ planes_syms(const kern_gcomp_table *t, const uint8_t *in,
 		for (unsigned j = 0; j < k; j++)
 			start += (pc->bits[j] + 7) / 8;
 		r[k] = (gcomp_br){ .p = s.p[k] + (s.c[k] >> 3),
-			.start = start, .end = s.end[k] };
+			.start = start,
+			.end = s.end[k] };
 		br_refill(&r[k]);
 		(void)br_get0(&r[k], s.c[k] & 7u);
-		rc = planes_stream_checked(t, &r[k],
-		    (uint64_t)(s.o[k] - syms), (uint64_t)(s.oend[k] - syms),
-		    syms, pc, done, in, errbuf, errlen);
+		rc = planes_stream_checked(t, &r[k], (uint64_t)(s.o[k] - syms),
+		    (uint64_t)(s.oend[k] - syms), syms, pc, done, in, errbuf,
+		    errlen);
 		if (rc < 0)
 			return rc;
 	}
@@ -1219,8 +1226,7 @@ planes_check(const uint8_t *in, uint64_t xoff, const planes_chunk *pc,
  * v (planes layout), for a symbol known to be a float32 or bfloat16
  * exponent. */
 static inline __attribute__((always_inline)) void
-planes_put(void *out, uint64_t i, int dtype, int add, unsigned sym,
-    uint32_t v)
+planes_put(void *out, uint64_t i, int dtype, int add, unsigned sym, uint32_t v)
 {
 	uint32_t mask = 0u - (sym != 0);
 
@@ -1316,8 +1322,8 @@ planes_list_put(const uint8_t *in, uint64_t xoff, const planes_chunk *pc,
 
 /* Writes a raw chunk's values (add: float32 sums). */
 static void
-planes_raw_values(const uint8_t *src, uint64_t m, int dtype, int add,
-    void *out, uint64_t i0)
+planes_raw_values(const uint8_t *src, uint64_t m, int dtype, int add, void *out,
+    uint64_t i0)
 {
 	if (dtype == KERN_F32 && add) {
 		for (uint64_t i = 0; i < m; i++) {
@@ -1371,8 +1377,8 @@ planes_decode(const kern_gcomp_table *t, const uint8_t *in, uint64_t block,
 			xoff = pc.off + pc.bytes - pc.mB - 8 * pc.nx;
 			if (rc < 0)
 				return rc;
-			if (planes_values(in, xoff, &pc, dtype, add, fast,
-				simd, syms, out, done) < 0)
+			if (planes_values(in, xoff, &pc, dtype, add, fast, simd,
+				syms, out, done) < 0)
 				return planes_mant_error(&pc, syms, errbuf,
 				    errlen);
 			rc = planes_check(in, xoff, &pc, dtype, syms, errbuf,

@@ -68,20 +68,20 @@
 
 #include "common/huffman.h"
 
-#define KERN_GCOMP_FORMAT        1  /* the levels layout */
-#define KERN_GCOMP_FORMAT_PLANES 2  /* the planes layout (level 0) */
-#define KERN_GCOMP_HEADER        32 /* block header bytes */
-#define KERN_GCOMP_CHUNK_HEADER  24 /* chunk header bytes, format 1 */
-#define KERN_GCOMP_CHUNK_HEADER2 40 /* chunk header bytes, format 2 */
-#define KERN_GCOMP_STREAMS       4  /* exponent streams a chunk, format 2 */
-#define KERN_GCOMP_MODE_PLANES   0  /* format 2 chunk: planes */
-#define KERN_GCOMP_MODE_RAW      1  /* format 2 chunk: the values raw */
-#define KERN_GCOMP_CHUNK        8192       /* values per chunk (encoder) */
-#define KERN_GCOMP_CHUNK_MAX    (1u << 24) /* most values a chunk may hold */
-#define KERN_GCOMP_ESC          256        /* LUT symbol of the escape */
-#define KERN_GCOMP_BAD          511        /* LUT symbol of an unused code */
-#define KERN_GCOMP_LUT2_BITS    11 /* longest max_bits with a pair LUT */
-#define KERN_GCOMP_PLUT_BITS    11 /* bits a format 2 lookup reads */
+#define KERN_GCOMP_FORMAT        1    /* the levels layout */
+#define KERN_GCOMP_FORMAT_PLANES 2    /* the planes layout (level 0) */
+#define KERN_GCOMP_HEADER        32   /* block header bytes */
+#define KERN_GCOMP_CHUNK_HEADER  24   /* chunk header bytes, format 1 */
+#define KERN_GCOMP_CHUNK_HEADER2 40   /* chunk header bytes, format 2 */
+#define KERN_GCOMP_STREAMS       4    /* exponent streams a chunk, format 2 */
+#define KERN_GCOMP_MODE_PLANES   0    /* format 2 chunk: planes */
+#define KERN_GCOMP_MODE_RAW      1    /* format 2 chunk: the values raw */
+#define KERN_GCOMP_CHUNK         8192 /* values per chunk (encoder) */
+#define KERN_GCOMP_CHUNK_MAX     (1u << 24) /* most values a chunk may hold */
+#define KERN_GCOMP_ESC           256        /* LUT symbol of the escape */
+#define KERN_GCOMP_BAD           511        /* LUT symbol of an unused code */
+#define KERN_GCOMP_LUT2_BITS     11 /* longest max_bits with a pair LUT */
+#define KERN_GCOMP_PLUT_BITS     11 /* bits a format 2 lookup reads */
 
 /* The codec's two paths, the same blocks byte for byte (see gcomp.c). */
 enum kern_gcomp_path {

@@ -63,8 +63,7 @@ planes_rounds(const planes_streams *s)
 /* One lookup of stream (p, c, o): up to 4 symbols. Returns 0, or -1 at
  * an unused code (nothing consumed). */
 static inline __attribute__((always_inline)) int
-planes_look(const uint64_t *plut, const uint8_t *p, unsigned *c,
-    uint8_t **o)
+planes_look(const uint64_t *plut, const uint8_t *p, unsigned *c, uint8_t **o)
 {
 	uint64_t w = planes_load_be64(p) << *c;
 	uint64_t e = plut[w >> (64 - KERN_GCOMP_PLUT_BITS)];
@@ -152,8 +151,7 @@ planes_streams_run(const uint64_t *plut, planes_streams *s)
 	while ((rounds = planes_rounds(s)) > 0) {
 		const uint8_t *p0 = s->p[0], *p1 = s->p[1], *p2 = s->p[2],
 			      *p3 = s->p[3];
-		unsigned c0 = s->c[0], c1 = s->c[1], c2 = s->c[2],
-			 c3 = s->c[3];
+		unsigned c0 = s->c[0], c1 = s->c[1], c2 = s->c[2], c3 = s->c[3];
 		uint8_t *o0 = s->o[0], *o1 = s->o[1], *o2 = s->o[2],
 			*o3 = s->o[3];
 		int bad = 0;

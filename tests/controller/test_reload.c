@@ -648,7 +648,8 @@ test_reload_refuses_a_file_with_two_errors_in_one_event(void **state)
 	assert_int_equal(counters(f).refused, 1);
 	assert_int_equal(counters(f).done, 0);
 	snprintf(where, sizeof(where),
-	    "%s:2:3: unknown key 'apply_lagg' in daemon (did you mean 'apply_lag'?) (and 1 more)", f->path);
+	    "%s:2:3: unknown key 'apply_lagg' in daemon (did you mean 'apply_lag'?) (and 1 more)",
+	    f->path);
 	assert_event_is(f, "reload_refused", where);
 	window(f, 2.0);
 	assert_reason(f,

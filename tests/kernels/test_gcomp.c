@@ -880,8 +880,8 @@ test_level_0_without_levels_is_format_2_and_bit_exact_for_every_value(
 	float *x = malloc(nmax * 4);
 	uint16_t *h = malloc(nmax * 2);
 	uint32_t special[] = { 0x80000000u, 0x00000001u, 0x807fffffu,
-		0x7f800000u, 0xff800000u, 0x7fc00001u, 0xffbfffffu,
-		0x00400000u, 0x3f800000u };
+		0x7f800000u, 0xff800000u, 0x7fc00001u, 0xffbfffffu, 0x00400000u,
+		0x3f800000u };
 
 	(void)state;
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
@@ -925,8 +925,8 @@ test_level_0_without_levels_is_format_2_and_bit_exact_for_every_value(
 		}
 		t = table_of(BELLOWS_GCOMP_F32, x, n, 8, 7);
 		len = planes_round_trip(t, BELLOWS_GCOMP_F32, x, n);
-		assert_int_equal(len, KERN_GCOMP_HEADER +
-			4 * KERN_GCOMP_CHUNK_HEADER2 + 4 * n);
+		assert_int_equal(len,
+		    KERN_GCOMP_HEADER + 4 * KERN_GCOMP_CHUNK_HEADER2 + 4 * n);
 		cap = bellows_gcomp_bound(BELLOWS_GCOMP_F32, n);
 		b = malloc(cap);
 		assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x,
@@ -964,8 +964,8 @@ test_format_1_blocks_still_decode_and_others_are_refused(void **state)
 	(void)state;
 	fill_gradient(x, n, 1);
 	t = table_of(BELLOWS_GCOMP_F32, x, n, 8, 3);
-	assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x, n, 0,
-			     lv, b1, cap, &len1, &st1),
+	assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x, n, 0, lv,
+			     b1, cap, &len1, &st1),
 	    0);
 	assert_int_equal(b1[4], KERN_GCOMP_FORMAT);
 	assert_int_equal(bellows_gcomp_encode(t, BELLOWS_GCOMP_F32, x, n, 0,
@@ -990,8 +990,9 @@ test_format_1_blocks_still_decode_and_others_are_refused(void **state)
 	assert_int_equal(bellows_gcomp_decode(t, b2, len2, BELLOWS_GCOMP_F32, y,
 			     n, 0, err, sizeof(err)),
 	    BELLOWS_EVERSION);
-	assert_string_equal(err, "byte 4: block format 3, this build reads 1 "
-				 "and 2");
+	assert_string_equal(err,
+	    "byte 4: block format 3, this build reads 1 "
+	    "and 2");
 	/* A format 2 block that says float16 is refused. */
 	b2[4] = KERN_GCOMP_FORMAT_PLANES;
 	b2[5] = BELLOWS_GCOMP_F16;
@@ -1058,8 +1059,9 @@ test_bad_format_2_chunks_are_refused_with_their_offset(void **state)
 	assert_int_equal(decode_poked(t, b, len, h0 + 12, 2, y, n, err,
 			     sizeof(err)),
 	    BELLOWS_EPROTO);
-	assert_string_equal(err, "byte 44: chunk 0: mode 2 with these fields "
-				 "is no chunk of format 2");
+	assert_string_equal(err,
+	    "byte 44: chunk 0: mode 2 with these fields "
+	    "is no chunk of format 2");
 	assert_int_equal(decode_poked(t, b, len, h0 + 9, 0x40, y, n, err,
 			     sizeof(err)),
 	    BELLOWS_EPROTO);
@@ -1074,8 +1076,9 @@ test_bad_format_2_chunks_are_refused_with_their_offset(void **state)
 	assert_int_equal(decode_poked(t, b, len, xoff + 6, 0x80, y, n, err,
 			     sizeof(err)),
 	    BELLOWS_EPROTO);
-	assert_non_null(strstr(err, "listed value 0 (index 5, bits "
-				    "0x80800000) is no subnormal"));
+	assert_non_null(strstr(err,
+	    "listed value 0 (index 5, bits "
+	    "0x80800000) is no subnormal"));
 	/* Listed out of order: index 5 moved onto a non-zero exponent. */
 	assert_int_equal(decode_poked(t, b, len, xoff, 6, y, n, err,
 			     sizeof(err)),
@@ -1084,8 +1087,8 @@ test_bad_format_2_chunks_are_refused_with_their_offset(void **state)
 	/* One mantissa byte fewer said in chunk 0's header, and the last
 	 * chunk's last byte cut: their values ask for bytes that are not
 	 * there (chunk 0 is decoded before chunk 1's offset is read). */
-	assert_int_equal(decode_poked(t, b, len, h0 + 36, (uint8_t)(b[h0 + 36] - 1),
-			     y, n, err, sizeof(err)),
+	assert_int_equal(decode_poked(t, b, len, h0 + 36,
+			     (uint8_t)(b[h0 + 36] - 1), y, n, err, sizeof(err)),
 	    BELLOWS_EPROTO);
 	assert_non_null(strstr(err, "byte 68: chunk 0: "));
 	assert_non_null(strstr(err, "mantissa bytes for"));
