@@ -782,6 +782,26 @@ ctl_policy_set_metrics(const ctl_policy_set *set, uint32_t *ret_n)
 	return set != NULL ? set->metric_view : NULL;
 }
 
+uint64_t
+ctl_policy_set_stats_skip(const ctl_policy_set *set)
+{
+	const uint64_t all = (UINT64_C(1) << BELLOWS_STAT_INDEX_N_) - 1;
+	uint64_t read = 0;
+
+	_Static_assert(BELLOWS_STAT_INDEX_N_ < 63,
+	    "the layer statistics outgrow stats_read's bits");
+	for (uint32_t i = 0; set != NULL && i < set->n; i++) {
+		const bellows_policy_ops *ops = set->inst[i].conf->ops;
+		/* ABI 4 ops end before stats_read. */
+		uint64_t r = ops->abi_version >= 5 ? ops->stats_read : 0;
+
+		if (!(r & BELLOWS_STATS_DECLARED))
+			return 0;
+		read |= r;
+	}
+	return all & ~read;
+}
+
 void
 ctl_policy_set_names(const ctl_policy_set *set, char *buf, size_t len)
 {
