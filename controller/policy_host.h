@@ -113,7 +113,7 @@ uint32_t ctl_policy_set_event(ctl_policy_set *set, const bellows_event *ev);
  * BELLOWS_STATS_DECLARED) reads every statistic, so the result is 0; a
  * NULL set (a job without policies) reads none. Instances that are off
  * (their init failed) count too: a reload or restart may bring them
- * back. */
+ * back. A set of a job entry with `all_stats: true` skips nothing. */
 uint64_t ctl_policy_set_stats_skip(const ctl_policy_set *set);
 
 /* Names of the configured instances, comma-separated, into buf. */

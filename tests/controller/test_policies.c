@@ -652,6 +652,13 @@ test_host_skips_the_statistics_no_policy_of_the_set_reads(void **state)
 			"      - type: slimgc\n") == (all & ~(acc | sends)));
 	/* A job without policies reads nothing. */
 	assert_true(ctl_policy_set_stats_skip(NULL) == all);
+	/* all_stats: true keeps every statistic for the history. */
+	assert_true(skip_of(f,
+			"jobs:\n"
+			"  - all_stats: true\n"
+			"    policies:\n"
+			"      - type: fixed\n"
+			"        params: {level: 3}\n") == 0);
 
 	/* A policy that declares nothing reads everything: ABI 4 ops end
 	 * before stats_read, an ABI 5 one may leave it 0. */

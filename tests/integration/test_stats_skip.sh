@@ -10,6 +10,8 @@
 #   (count, sum_sq) as before;
 # - under `accordion` (reads acc_norm) every layer keeps its accumulator
 #   and every window's acc_norm is the sum of its two gradients;
+# - under `fixed` with the job entry's `all_stats: true` every layer keeps
+#   its accumulator too;
 # - a reload from `fixed` to `accordion` turns the accumulators back on at
 #   one window start, the same step on both ranks, and acc_norm is right
 #   from that window on.
@@ -22,8 +24,9 @@ LAG="$BUILD/tests/integration/lag_agent"
 DB="$TMP/history.db"
 P="$TMP/policy.yaml"
 
-# config RL_POLICY: job "fx" under fixed, "acc" under accordion, "rl"
-# under RL_POLICY (fixed or accordion).
+# config RL_POLICY: job "fx" under fixed, "keep" under fixed with
+# all_stats, "acc" under accordion, "rl" under RL_POLICY (fixed or
+# accordion).
 config() {
 	local rl
 	if [ "$1" = fixed ]; then
@@ -41,6 +44,11 @@ daemon:
   heartbeat_ms: 200
 jobs:
   - match: "fx"
+    policies:
+      - type: fixed
+        params: {level: 1}
+  - match: "keep"
+    all_stats: true
     policies:
       - type: fixed
         params: {level: 1}
@@ -143,19 +151,24 @@ start_daemon
 ranks fx 60
 FX0=$R0 FX1=$R1
 ranks acc 60
+ACC0=$R0 ACC1=$R1
+ranks keep 60
 R0=$FX0 R1=$FX1 finish fx
-finish acc
+R0=$ACC0 R1=$ACC1 finish acc
+finish keep
 # The reports of the last windows reach the history before the ranks'
 # BYE is answered; give the store a moment to commit them.
 for _ in $(seq 1 100); do
 	n=$(sqlite3 -batch -noheader "$DB" "SELECT count(*) FROM window_info" 2>/dev/null)
-	[ "${n:-0}" -ge 60 ] && break
+	[ "${n:-0}" -ge 90 ] && break
 	sleep 0.05
 done
 out=$(check fx off) || fail "fixed: $out"
 ok "fixed: $out"
 out=$(check acc on) || fail "accordion: $out"
 ok "accordion: $out"
+out=$(check keep on) || fail "fixed with all_stats: $out"
+ok "fixed with all_stats: $out"
 
 # ---- reload from fixed to accordion -----------------------------------
 ranks rl 160
