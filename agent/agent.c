@@ -734,6 +734,24 @@ agent_track_table(bellows_agent *a)
 	a->table_cur_len = d->codec_table_len;
 }
 
+/* At a window's first step: accumulates the gradients over the window
+ * unless the decision in force says no policy reads acc_norm. Every rank
+ * has the same decision in force at the same step, and windows start at
+ * the same steps, so all turn the accumulators on and off together. */
+static void
+agent_window_start(bellows_agent *a)
+{
+	const uint64_t acc = UINT64_C(1) << BELLOWS_STAT_INDEX_acc_norm;
+	int rc = agent_window_accumulate(&a->win,
+	    !(a->in_force->stats_skip & acc));
+
+	if (rc != 0)
+		agent_log(a->log, a->log_arg, a->log_level, BELLOWS_LOG_WARN,
+		    "window %llu: some layers have no window accumulator "
+		    "(%s): their acc_norm is reported as 0",
+		    (unsigned long long)a->window, bellows_strerror(rc));
+}
+
 int
 bellows_agent_step_begin(bellows_agent *agent, uint64_t *ret_step)
 {
@@ -757,6 +775,8 @@ bellows_agent_step_begin(bellows_agent *agent, uint64_t *ret_step)
 		    (unsigned long long)agent->in_force->seq);
 	}
 	agent_track_table(agent);
+	if (agent->timings.steps == 0)
+		agent_window_start(agent);
 	agent->in_step = true;
 	agent->stepped = true;
 	if (ret_step != NULL)
@@ -1086,6 +1106,12 @@ bellows_agent_level(const bellows_agent *agent, uint32_t layer)
 	if (agent == NULL || layer >= agent->in_force->n_layers)
 		return 0.0;
 	return agent->in_force->level[layer];
+}
+
+uint32_t
+bellows_agent_accumulators(const bellows_agent *agent)
+{
+	return agent == NULL ? 0 : agent_window_accumulators(&agent->win);
 }
 
 int

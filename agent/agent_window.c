@@ -56,7 +56,8 @@ window_layer_init(agent_window *w, agent_window_layer *l,
 	l->numel = desc->numel;
 	l->where = (desc->flags & BELLOWS_LAYER_DEVICE) ? KERN_CUDA : KERN_HOST;
 	b = window_backend(w, l);
-	if (!(desc->flags & BELLOWS_LAYER_NO_ACCUMULATOR)) {
+	l->acc_wanted = !(desc->flags & BELLOWS_LAYER_NO_ACCUMULATOR);
+	if (l->acc_wanted) {
 		if ((rc = window_alloc(b, l->numel, sizeof(float), &p)) != 0)
 			return rc;
 		l->acc = p;
@@ -137,6 +138,42 @@ agent_window_init_with(agent_window *w, const bellows_layer *layers, uint32_t n,
 fail:
 	agent_window_fini(w);
 	return rc;
+}
+
+int
+agent_window_accumulate(agent_window *w, bool on)
+{
+	int rc = 0;
+
+	for (uint32_t i = 0; i < w->n_layers; i++) {
+		agent_window_layer *l = &w->layers[i];
+		kern_backend *b = window_backend(w, l);
+		void *p;
+		int r;
+
+		if (!on && l->acc != NULL) {
+			b->ops->mem_free(b->ctx, l->acc);
+			l->acc = NULL;
+		} else if (on && l->acc_wanted && l->acc == NULL) {
+			/* mem_alloc zeroes: the window sum starts at 0. */
+			if ((r = window_alloc(b, l->numel, sizeof(float),
+				 &p)) != 0)
+				rc = rc != 0 ? rc : r;
+			else
+				l->acc = p;
+		}
+	}
+	return rc;
+}
+
+uint32_t
+agent_window_accumulators(const agent_window *w)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < w->n_layers; i++)
+		n += w->layers[i].acc != NULL;
+	return n;
 }
 
 void

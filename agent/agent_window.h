@@ -40,6 +40,8 @@ typedef struct agent_window_layer {
 	uint64_t numel;          /* elements per observation */
 	int where;               /* kern_where of acc, momentum, st */
 	float *acc;              /* window sum of g; NULL: no accumulator */
+	bool acc_wanted;         /* not BELLOWS_LAYER_NO_ACCUMULATOR: has an
+				  * accumulator unless the window's are off */
 	float *momentum;         /* m = beta m + (1-beta) g; NULL: off */
 	kern_stats *st;          /* running statistics: &host_st, or on the
 				  * device 3 of them (gradient, and scratch
@@ -130,6 +132,19 @@ int agent_window_activation(agent_window *w, uint32_t layer, double lbar,
  * them: finite, >= 0). Returns 0 or BELLOWS_EINVAL for a bad layer index. */
 int agent_window_residual(agent_window *w, uint32_t layer,
     const bellows_resid_stats *s);
+
+/* Turns the window accumulators of the layers that want one (those not
+ * flagged BELLOWS_LAYER_NO_ACCUMULATOR) on (allocated, zeroed) or off
+ * (freed: their acc_norm is reported as 0 and observations skip the
+ * accumulation). Call it only at a window's start, after init or
+ * agent_window_finish and before the window's first observation, so that
+ * a window's acc_norm is of all of its steps or 0. Returns 0, or
+ * BELLOWS_ENOMEM (or a CUDA error) when turning on: the layers it could
+ * not give one stay without (acc_norm 0) and the call may be repeated. */
+int agent_window_accumulate(agent_window *w, bool on);
+
+/* The number of layers whose window accumulator is allocated now. */
+uint32_t agent_window_accumulators(const agent_window *w);
 
 /* Writes the window's statistics of every layer into ret[0..n_layers-1]
  * (layer index, counts, sums, the accumulated norm, the momentum's mean

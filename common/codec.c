@@ -157,6 +157,7 @@ codec_out_decision(const com_decision *d, Bellows__Decision *pd)
 	pd->policy = codec_out_str(d->policy);
 	pd->reason = codec_out_str(d->reason);
 	pd->calibrate_steps = d->calibrate_steps;
+	pd->stats_skip = d->stats_skip;
 	/* The default plan goes out as none: older peers see no change. */
 	if (!com_resid_plan_is_default(d)) {
 		pd->n_resid_group = d->n_layers;

@@ -227,6 +227,8 @@ codec_in_decision(const Bellows__Decision *pd, const com_limits *lim,
 	d->size_threshold = pd->size_threshold;
 	d->compression_off = pd->compression_off;
 	d->calibrate_steps = pd->calibrate_steps;
+	/* Any bits: an agent acts only on those it knows. */
+	d->stats_skip = pd->stats_skip;
 	return codec_in_resid_plan(pd, d);
 }
 

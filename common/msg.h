@@ -19,7 +19,7 @@
 
 /* Values go on the wire inside the Envelope: never change, only append. */
 #define BELLOWS_PROTO_MAJOR 1
-#define BELLOWS_PROTO_MINOR 4
+#define BELLOWS_PROTO_MINOR 5
 
 #define COM_MAX_NDIM 8 /* most dimensions a layer shape may have */
 
@@ -81,6 +81,10 @@ typedef struct com_decision {
 	double *resid_phi;     /* per layer: the group's phi, at leaders */
 	double *resid_rows;    /* per layer: kept row fraction, (0, 1] */
 	double *resid_cols;    /* per layer: kept column fraction, (0, 1] */
+	uint64_t stats_skip;   /* minor 5: layer statistics no policy of the
+				* job reads (bit i: BELLOWS_LAYER_STATS entry
+				* i); 0 = compute everything. Not part of
+				* the knob state (com_decision_same_state) */
 } com_decision;
 
 typedef struct com_hello {

@@ -88,6 +88,9 @@ typedef struct ctl_job_conf {
 				    * NULL: every authenticated client */
 	uint32_t n_policies;       /* entries in policies */
 	ctl_policy_conf *policies; /* in the order they run */
+	bool all_stats;            /* `all_stats: true`: the agents compute
+				    * every statistic, also those no policy
+				    * reads (for the history and replay) */
 } ctl_job_conf;
 
 /* The history database's settings (`store:`), see docs/history.md. */

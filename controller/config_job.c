@@ -509,6 +509,9 @@ ctl_config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 				r = ctl_config_glob_check(cx, val, jc->match);
 		} else if (kname != NULL && strcmp(kname, "clients") == 0) {
 			r = config_job_clients(cx, val, jc);
+		} else if (kname != NULL && strcmp(kname, "all_stats") == 0) {
+			r = ctl_config_bool(cx, val, "all_stats",
+			    &jc->all_stats);
 		} else if (kname != NULL && strcmp(kname, "policies") == 0) {
 			has_list = true;
 			if ((r = ctl_config_expect(cx, val, YAML_SEQUENCE_NODE,
@@ -517,7 +520,7 @@ ctl_config_job(config_ctx *cx, yaml_node_t *node, ctl_job_conf *jc)
 		} else {
 			r = ctl_config_fail(cx, key,
 			    "unknown key '%s' in a job entry (expected match, "
-			    "clients, policies)",
+			    "clients, all_stats, policies)",
 			    kname != NULL ? kname : "?");
 		}
 		if (r != 0 && !ctl_config_go_on(cx, r))

@@ -193,6 +193,8 @@ ctl_config_print(const ctl_config *cfg, void *out)
 			}
 			fprintf(f, "]");
 		}
+		if (jc->all_stats)
+			fprintf(f, "\n    all_stats: true");
 		fprintf(f, "\n    policies:\n");
 		for (uint32_t j = 0; j < jc->n_policies; j++)
 			config_print_policy(f, &jc->policies[j]);

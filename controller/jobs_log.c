@@ -224,6 +224,9 @@ ctl_jobs_decide(ctl_jobs *jobs, job *j, com_decision *state,
 	state->seq = j->last_seq + 1;
 	state->apply_step = apply_step;
 	state->window = window;
+	/* What no policy reads is recomputed for every decision: a reload
+	 * takes effect with the first decision of the new policies. */
+	state->stats_skip = ctl_policy_set_stats_skip(j->policies);
 	ticket = ctl_store_decision(jobs->store, j->run_id, state, prev, source,
 	    com_clock_wall_ms());
 	ctl_jobs_log_push(jobs, j, state, ticket, closed_ns);

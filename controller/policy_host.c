@@ -65,6 +65,7 @@ struct ctl_policy_set {
 	bool lr_known;             /* a window with a finite LR ran */
 	double lr_last;            /* that window's LR: LR_CHANGE's lr_old */
 	char *job;                 /* job name, for plug-in workers' faults */
+	bool all_stats;            /* the job entry's all_stats */
 };
 
 static void
@@ -379,6 +380,7 @@ host_build(const ctl_policy_set *old, const ctl_job_conf *jc, const char *job,
 	if (set == NULL)
 		return BELLOWS_ENOMEM;
 	set->n_layers = n_layers;
+	set->all_stats = jc->all_stats;
 	set->proposal.n_layers = n_layers;
 	set->proposal.level = calloc(n_layers ? n_layers : 1, sizeof(double));
 	set->proposal.error_bound = calloc(n_layers ? n_layers : 1,
@@ -780,6 +782,28 @@ ctl_policy_set_metrics(const ctl_policy_set *set, uint32_t *ret_n)
 {
 	*ret_n = set != NULL ? set->n_metrics : 0;
 	return set != NULL ? set->metric_view : NULL;
+}
+
+uint64_t
+ctl_policy_set_stats_skip(const ctl_policy_set *set)
+{
+	const uint64_t all = (UINT64_C(1) << BELLOWS_STAT_INDEX_N_) - 1;
+	uint64_t read = 0;
+
+	_Static_assert(BELLOWS_STAT_INDEX_N_ < 63,
+	    "the layer statistics outgrow stats_read's bits");
+	if (set != NULL && set->all_stats)
+		return 0;
+	for (uint32_t i = 0; set != NULL && i < set->n; i++) {
+		const bellows_policy_ops *ops = set->inst[i].conf->ops;
+		/* ABI 4 ops end before stats_read. */
+		uint64_t r = ops->abi_version >= 5 ? ops->stats_read : 0;
+
+		if (!(r & BELLOWS_STATS_DECLARED))
+			return 0;
+		read |= r;
+	}
+	return all & ~read;
 }
 
 void

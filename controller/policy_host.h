@@ -106,6 +106,16 @@ const com_metric *ctl_policy_set_metrics(const ctl_policy_set *set,
  * number of instances that returned an error; nothing else follows from one. */
 uint32_t ctl_policy_set_event(ctl_policy_set *set, const bellows_event *ev);
 
+/* The layer statistics none of the set's instances reads, for the
+ * decisions' stats_skip: the bits (bellows_stat_index order) of
+ * BELLOWS_LAYER_STATS outside the union of the instances' stats_read. An
+ * instance whose ops declare nothing (stats_read without
+ * BELLOWS_STATS_DECLARED) reads every statistic, so the result is 0; a
+ * NULL set (a job without policies) reads none. Instances that are off
+ * (their init failed) count too: a reload or restart may bring them
+ * back. A set of a job entry with `all_stats: true` skips nothing. */
+uint64_t ctl_policy_set_stats_skip(const ctl_policy_set *set);
+
 /* Names of the configured instances, comma-separated, into buf. */
 void ctl_policy_set_names(const ctl_policy_set *set, char *buf, size_t len);
 

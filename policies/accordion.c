@@ -587,6 +587,7 @@ accordion_on_event(void *state, const void *config, const bellows_event *ev)
 const bellows_policy_ops pol_accordion_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "accordion",
+	.stats_read = BELLOWS_STAT_READ(acc_norm) | BELLOWS_STATS_DECLARED,
 	.summary = "per-layer levels: light compression in critical regimes "
 		   "(Accordion)",
 	.knobs = BELLOWS_KNOB_LEVEL,
@@ -900,6 +901,7 @@ accordion_batch_on_event(void *state, const void *config,
 const bellows_policy_ops pol_accordion_batch_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "accordion_batch",
+	.stats_read = BELLOWS_STAT_READ(acc_norm) | BELLOWS_STATS_DECLARED,
 	.summary = "small batches in critical regimes, large ones otherwise, "
 		   "LR scaled along (Accordion)",
 	.knobs = BELLOWS_KNOB_BATCH_SIZE | BELLOWS_KNOB_LR_SCALE,

@@ -232,6 +232,9 @@ adaqs_check(const void *config, char *err, size_t errlen)
 const bellows_policy_ops pol_adaqs_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "adaqs",
+	.stats_read = BELLOWS_STAT_READ(count) | BELLOWS_STAT_READ(nonfinite) |
+	    BELLOWS_STAT_READ(sum_sq) | BELLOWS_STAT_READ(abs_sum) |
+	    BELLOWS_STATS_DECLARED,
 	.summary = "raises the level each time the gradient's MSDR falls "
 		   "(AdaQS baseline)",
 	.knobs = BELLOWS_KNOB_LEVEL,

@@ -897,6 +897,10 @@ comet_on_event(void *state, const void *config, const bellows_event *ev)
 const bellows_policy_ops pol_comet_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "comet",
+	.stats_read = BELLOWS_STAT_READ(momentum_abs_mean) |
+	    BELLOWS_STAT_READ(act_steps) | BELLOWS_STAT_READ(act_lbar) |
+	    BELLOWS_STAT_READ(act_nonzero) | BELLOWS_STAT_READ(act_bytes) |
+	    BELLOWS_STAT_READ(act_raw_bytes) | BELLOWS_STATS_DECLARED,
 	.summary = "per-layer error bounds for activation compression from "
 		   "momentum, loss gradient and density (COMET)",
 	.knobs = BELLOWS_KNOB_ERROR_BOUND,
@@ -1018,6 +1022,10 @@ comet_batch_on_event(void *state, const void *config, const bellows_event *ev)
 const bellows_policy_ops pol_comet_batch_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "comet_batch",
+	.stats_read = BELLOWS_STAT_READ(momentum_abs_mean) |
+	    BELLOWS_STAT_READ(act_steps) | BELLOWS_STAT_READ(act_lbar) |
+	    BELLOWS_STAT_READ(act_nonzero) | BELLOWS_STAT_READ(act_bytes) |
+	    BELLOWS_STAT_READ(act_raw_bytes) | BELLOWS_STATS_DECLARED,
 	.summary = "COMET's error bounds, and the largest power-of-two batch "
 		   "the compressed activations fit into memory",
 	.knobs = BELLOWS_KNOB_ERROR_BOUND | BELLOWS_KNOB_BATCH_SIZE |

@@ -54,6 +54,7 @@ fixed_on_window(void *state, const void *config, const bellows_window *w,
 const bellows_policy_ops pol_fixed_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "fixed",
+	.stats_read = BELLOWS_STATS_DECLARED,
 	.summary = "the same level for every selected layer, always",
 	.knobs = BELLOWS_KNOB_LEVEL,
 	.config_size = sizeof(fixed_config),

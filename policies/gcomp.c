@@ -296,6 +296,7 @@ gcomp_on_window(void *state, const void *config, const bellows_window *w,
 const bellows_policy_ops pol_gcomp_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "gcomp",
+	.stats_read = BELLOWS_STATS_DECLARED,
 	.summary = "GComp's Huffman table of gradient exponents, rebuilt from "
 		   "the ranks' summed exponent histograms",
 	.knobs = BELLOWS_KNOB_CODEC_TABLE,

@@ -1195,6 +1195,9 @@ perfmodel_on_event(void *state, const void *config, const bellows_event *ev)
 const bellows_policy_ops pol_perfmodel_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "perfmodel",
+	.stats_read = BELLOWS_STAT_READ(count) |
+	    BELLOWS_STAT_READ(comm_raw_ms) | BELLOWS_STAT_READ(comm_raw_n) |
+	    BELLOWS_STAT_READ(codec_ms) | BELLOWS_STATS_DECLARED,
 	.summary = "turns compression off while the performance model "
 		   "predicts it slower than plain all-reduce (Agarwal ch. 4)",
 	.knobs = BELLOWS_KNOB_COMPRESSION,

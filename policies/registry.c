@@ -80,10 +80,12 @@ pol_registry_check(const bellows_policy_ops *ops, char *errbuf, size_t errlen)
 		snprintf(errbuf, errlen, "no ops");
 		return BELLOWS_EINVAL;
 	}
-	if (ops->abi_version != BELLOWS_POLICY_ABI) {
+	if (ops->abi_version < BELLOWS_POLICY_ABI_OLDEST ||
+	    ops->abi_version > BELLOWS_POLICY_ABI) {
 		/* An older policy was built against a smaller ops struct and
 		 * event: reading its check or an event's LRs would read past
-		 * what it knows. It must be rebuilt, not adapted. */
+		 * what it knows. It must be rebuilt, not adapted. ABI 4 ops
+		 * lack only stats_read, which nothing reads from them. */
 		snprintf(errbuf, errlen,
 		    "policy ABI version %u, this bellowsd speaks %u%s",
 		    ops->abi_version, BELLOWS_POLICY_ABI,

@@ -567,6 +567,10 @@ resi_on_event(void *state, const void *config, const bellows_event *ev)
 const bellows_policy_ops pol_resireduce_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "resireduce",
+	.stats_read = BELLOWS_STAT_READ(resid_steps) |
+	    BELLOWS_STAT_READ(resid_l2) | BELLOWS_STAT_READ(resid_q50) |
+	    BELLOWS_STAT_READ(resid_q90) | BELLOWS_STAT_READ(resid_q99) |
+	    BELLOWS_STATS_DECLARED,
 	.summary = "residual plan: adjacent same-shape layers share a "
 		   "weighted-average residual while their residuals agree; "
 		   "2-D reduction of large ungrouped layers (ResiReduce)",

@@ -70,6 +70,7 @@ schedule_on_window(void *state, const void *config, const bellows_window *w,
 const bellows_policy_ops pol_schedule_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "schedule",
+	.stats_read = BELLOWS_STATS_DECLARED,
 	.summary = "levels by window ranges given in advance",
 	.knobs = BELLOWS_KNOB_LEVEL,
 	.config_size = sizeof(schedule_config),

@@ -1301,6 +1301,10 @@ slimgc_on_event(void *state, const void *config, const bellows_event *ev)
 const bellows_policy_ops pol_slimgc_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "slimgc",
+	.stats_read = BELLOWS_STAT_READ(comm_raw_ms) |
+	    BELLOWS_STAT_READ(comm_raw_n) | BELLOWS_STAT_READ(comm_comp_ms) |
+	    BELLOWS_STAT_READ(comm_comp_n) | BELLOWS_STAT_READ(codec_ms) |
+	    BELLOWS_STATS_DECLARED,
 	.summary = "tensors below a measured size go raw, larger ones "
 		   "compressed (SlimGC)",
 	.knobs = BELLOWS_KNOB_SIZE_THRESHOLD,

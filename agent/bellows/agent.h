@@ -494,6 +494,14 @@ BELLOWS_EXPORT int bellows_agent_codec_table(const bellows_agent *agent,
 BELLOWS_EXPORT int bellows_agent_codec_table_prev(const bellows_agent *agent,
     const uint8_t **ret_table, size_t *ret_len);
 
+/* The number of layers whose window accumulator (the gradient summed over
+ * the window, behind acc_norm) is allocated and updated in the current
+ * window: every layer not flagged BELLOWS_LAYER_NO_ACCUMULATOR, except
+ * while bellowsd says no policy of the job reads acc_norm (the decision
+ * in force at the window's first step; docs/statistics.md, "Statistics no
+ * policy reads"); 0 for a NULL agent. */
+BELLOWS_EXPORT uint32_t bellows_agent_accumulators(const bellows_agent *agent);
+
 /* Level in force for `layer` in the current step; 0 for a bad index. */
 BELLOWS_EXPORT double bellows_agent_level(const bellows_agent *agent,
     uint32_t layer);

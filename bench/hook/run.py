@@ -14,6 +14,10 @@ own DistributedDataParallel copy of the same model:
              reduced and timed on its own, synchronously (what every
              step cost before untimed steps went to gloo directly)
     nostats  as bellows, with the statistics pass left out of the hook
+    acc      as bellows under an `accordion` policy held at level 0: a
+             policy reads acc_norm, so the agents keep their window
+             accumulators (under `fixed` no policy reads it and they
+             skip them)
 
 Rounds are interleaved (plain, bellows, timed, nostats; the next round
 starts one config later, so each is first equally often), each
@@ -63,6 +67,10 @@ jobs:
       - type: fixed
         layers: {min_ndim: 2}
         params: {level: 4}
+  - match: "hookbench-acc"
+    policies:
+      - type: accordion
+        params: {critical_level: 0, stable_level: 0}
   - match: "*"
     policies:
       - type: fixed
@@ -202,13 +210,17 @@ def rank_main(rank, port, control, publish, args, out):
         k = r % len(configs)
         for c in configs[k:] + configs[:k]:
             times[c].append([step(c) for _ in range(args.steps)])
+    # Layers with a window accumulator at the end (None: a library
+    # without bellows_agent_accumulators).
+    accs = {c: getattr(a.agent, "accumulators", lambda: None)()
+            for c, a in agents.items()}
     for a in agents.values():
         a.close()
     del models, agents, opts
     dist.destroy_process_group()
     if rank == 0:
         pathlib.Path(out, "times.json").write_text(json.dumps(
-            {"times": times, "parts": parts}))
+            {"times": times, "parts": parts, "accumulators": accs}))
 
 
 def report(res, command):
@@ -236,6 +248,10 @@ def report(res, command):
         lines.append(f"{c}/plain per round: "
                      + " ".join(f"{r:.3f}" for r in ratios)
                      + f" (median {statistics.median(ratios):.3f})")
+    accs = res.get("accumulators") or {}
+    if any(v is not None for v in accs.values()):
+        lines.append("window accumulators on rank 0 at the end: " +
+                     ", ".join(f"{c} {v}" for c, v in accs.items()))
     if "bellows" in rmed and "nostats" in rmed:
         ratios = [b / n for b, n in zip(rmed["bellows"], rmed["nostats"])]
         lines.append(f"statistics pass, bellows/nostats per round median: "
@@ -315,7 +331,8 @@ def main():
                    help="comma-separated configs to run instead of "
                         "plain,bellows,timed,nostats (also: untimed, "
                         "bellows with time_every=0; noacc, bellows with "
-                        "LAYER_NO_ACCUMULATOR)")
+                        "LAYER_NO_ACCUMULATOR; acc, bellows under "
+                        "accordion at level 0, accumulators kept)")
     p.add_argument("--build", default=str(benchkit.SRC / "build"))
     p.add_argument("--python", default=str(benchkit.SRC / "agent" /
                                            "python"),
@@ -329,7 +346,8 @@ def main():
     args.configs += tuple(c for c in args.compressed.split(",") if c)
     for c in args.configs:
         if c not in CONFIGS + tuple(COMPRESSED) + ("torch-psgd",
-                                                   "untimed", "noacc"):
+                                                   "untimed", "noacc",
+                                                   "acc"):
             p.error(f"unknown config {c!r}")
     # plain first: the ratios' base.
     args.configs = ("plain",) + tuple(c for c in args.configs

@@ -151,6 +151,19 @@ extern "C" {
 	    "level the layer was sent at in the window's last step (0: raw; " \
 	    "after the size threshold, the gate and raw-only tensors)")
 
+/* clang-format on */
+
+/* Each layer statistic's position in BELLOWS_LAYER_STATS, which never
+ * changes: bit i of a set of layer statistics (the policies' stats_read,
+ * the decisions' stats_skip) is entry i. */
+#define BELLOWS_STAT_INDEX_(name, ...) BELLOWS_STAT_INDEX_##name,
+enum bellows_stat_index {
+	BELLOWS_LAYER_STATS(BELLOWS_STAT_INDEX_) BELLOWS_STAT_INDEX_N_
+};
+#undef BELLOWS_STAT_INDEX_
+
+/* clang-format off */
+
 /* Per rank, per window: Timings on the wire, in its tag order. The
  * STEP_MEDIAN kinds divide a rank's value by its `steps` (1 if 0). */
 #define BELLOWS_RANK_TIMINGS(X)                                                \

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include <bellows/export.h>
+#include <bellows/stats.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,10 +33,16 @@ extern "C" {
  * bellows_window_layer (its size, the stride of the layers array,
  * changed), BELLOWS_KNOB_RESIDUAL_PLAN and the proposal's residual plan.
  * 4: the level applied (level_applied) appended to bellows_window_layer.
- * bellowsd loads only policies of its own version: an older plug-in is
- * refused with a message asking for a rebuild (it would step through the
- * layers array by the old size). */
-#define BELLOWS_POLICY_ABI 4
+ * 5: the ops' `stats_read` (the statistics a policy reads, as data).
+ * bellowsd loads policies from BELLOWS_POLICY_ABI_OLDEST to its own
+ * version: an older plug-in is refused with a message asking for a rebuild (it
+ * would step through the layers array by the old size). */
+#define BELLOWS_POLICY_ABI 5
+
+/* The oldest ABI bellowsd still loads: ABI 5 only appended `stats_read`
+ * to the ops, which bellowsd reads from ABI 5 ops only (an ABI 4 policy
+ * reads every statistic). */
+#define BELLOWS_POLICY_ABI_OLDEST 4
 
 #define BELLOWS_REASON_MAX 512 /* bytes of a proposal's reason, with NUL */
 
@@ -56,6 +63,17 @@ enum bellows_knob {
 						* sharing and 2-D reduction
 						* (ABI 3) */
 };
+
+/* The statistics a policy reads (the ops' `stats_read`, ABI 5): bit
+ * BELLOWS_STAT_READ(name) for each entry of BELLOWS_LAYER_STATS
+ * (bellows/stats.h) it looks at, by that table's order, which never
+ * changes, and BELLOWS_STATS_DECLARED. A stats_read without
+ * BELLOWS_STATS_DECLARED (0, an ops struct that does not set it) reads
+ * every statistic. bellowsd tells a job's agents which statistics none of
+ * its policies reads, and the agents skip the per-step work that only
+ * those need (docs/statistics.md, "Statistics no policy reads"). */
+#define BELLOWS_STAT_READ(name) (UINT64_C(1) << BELLOWS_STAT_INDEX_##name)
+#define BELLOWS_STATS_DECLARED  (UINT64_C(1) << 63)
 
 /* The residual plan's defaults: every layer its own residual, kept whole. */
 #define BELLOWS_RESID_PHI_DEFAULT 0.5 /* ResiReduce's significance phi */
@@ -384,6 +402,12 @@ typedef struct bellows_policy_ops {
 	 * and norms stay raw); true, every layer (min_ndim 0), for a policy
 	 * whose statistic is of the whole model. */
 	bool select_every_layer;
+
+	/* ABI 5: the layer statistics the policy reads: BELLOWS_STAT_READ
+	 * bits and BELLOWS_STATS_DECLARED; 0 (not declared) reads every
+	 * one. A policy that declares a set must not read a statistic
+	 * outside it: the agents may report it as 0. */
+	uint64_t stats_read;
 } bellows_policy_ops;
 
 /* Out-of-tree policies export this symbol (a function returning the ops). */

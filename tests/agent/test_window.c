@@ -216,6 +216,49 @@ test_window_of_zeros_has_no_nonzero_and_zero_norms(void **state)
 }
 
 static void
+test_window_accumulators_turn_off_and_on_at_window_starts(void **state)
+{
+	bellows_layer layers[2] = {
+		{ .name = "a", .numel = 3, .flags = BELLOWS_LAYER_MOMENTUM },
+		{ .name = "b",
+		    .numel = 3,
+		    .flags = BELLOWS_LAYER_NO_ACCUMULATOR },
+	};
+	float g[3] = { 1.0f, -1.0f, 2.0f };
+	com_layer_stats s[2];
+	agent_window w;
+
+	(void)state;
+	assert_int_equal(agent_window_init(&w, layers, 2, 0.5), 0);
+	assert_int_equal(agent_window_accumulators(&w), 1);
+
+	/* Off: no accumulator, acc_norm 0, the other statistics and the
+	 * momentum as before. */
+	assert_int_equal(agent_window_accumulate(&w, false), 0);
+	assert_int_equal(agent_window_accumulators(&w), 0);
+	assert_int_equal(agent_window_observe(&w, 0, g, 3, 0), 0);
+	assert_int_equal(agent_window_observe(&w, 0, g, 3, 1), 0);
+	agent_window_finish(&w, s);
+	assert_int_equal(s[0].count, 6);
+	assert_true(s[0].sum_sq == 12.0);
+	assert_true(s[0].acc_norm == 0.0);
+	assert_close(s[0].momentum_abs_mean, 0.75 * 4.0 / 3.0, 1e-7);
+
+	/* On again (twice is once): a zeroed sum of this window's steps;
+	 * a layer flagged NO_ACCUMULATOR stays without. */
+	assert_int_equal(agent_window_accumulate(&w, true), 0);
+	assert_int_equal(agent_window_accumulate(&w, true), 0);
+	assert_int_equal(agent_window_accumulators(&w), 1);
+	assert_int_equal(agent_window_observe(&w, 0, g, 3, 2), 0);
+	assert_int_equal(agent_window_observe(&w, 1, g, 3, 2), 0);
+	agent_window_finish(&w, s);
+	assert_close(s[0].acc_norm, sqrt(6.0), 1e-12);
+	assert_true(s[1].acc_norm == 0.0);
+	assert_true(s[1].sum_sq == 6.0);
+	agent_window_fini(&w);
+}
+
+static void
 test_window_accumulator_resets_but_momentum_persists(void **state)
 {
 	bellows_layer layer = { .name = "a",
@@ -436,6 +479,8 @@ main(void)
 		    test_window_of_zeros_has_no_nonzero_and_zero_norms),
 		cmocka_unit_test(
 		    test_window_accumulator_resets_but_momentum_persists),
+		cmocka_unit_test(
+		    test_window_accumulators_turn_off_and_on_at_window_starts),
 		cmocka_unit_test(
 		    test_window_counts_a_step_once_when_a_layer_is_observed_twice),
 		cmocka_unit_test(

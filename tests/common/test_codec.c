@@ -78,6 +78,7 @@ make_decision(com_decision *d, const char *job, uint32_t n, uint64_t seq)
 	d->policy = xstrdup("accordion,comet");
 	d->reason = xstrdup("critical regime ended");
 	d->calibrate_steps = 500 + seq;
+	d->stats_skip = UINT64_C(1) << 6 | seq;
 	/* A residual plan: layers 0 and 1 share layer 0's residual (phi
 	 * 0.25), the last keeps 0.5 x 0.75 of its own. */
 	if (n >= 3) {
@@ -399,6 +400,7 @@ assert_decision_equal(const com_decision *a, const com_decision *b)
 	assert_str_equal(a->policy, b->policy);
 	assert_str_equal(a->reason, b->reason);
 	assert_int_equal(a->calibrate_steps, b->calibrate_steps);
+	assert_true(a->stats_skip == b->stats_skip);
 	assert_int_equal(a->resid_group == NULL, b->resid_group == NULL);
 	if (a->resid_group != NULL) {
 		assert_memory_equal(a->resid_group, b->resid_group,
@@ -1160,6 +1162,9 @@ test_codec_round_trips_each_new_field_alone(void **state)
 	assert_int_equal(com_decision_init(&m.u.decision, "job", 2), 0);
 	m.u.decision.seq = 1;
 	m.u.decision.calibrate_steps = UINT64_MAX;
+	/* Any bits of stats_skip go through: agents act on those they
+	 * know. */
+	m.u.decision.stats_skip = UINT64_MAX;
 	assert_round_trip(&m);
 }
 
@@ -1359,6 +1364,8 @@ test_codec_decodes_minor_0_messages_with_the_new_fields_zero(void **state)
 	assert_int_equal(out.u.decision.seq, 9);
 	assert_int_equal(out.u.decision.size_threshold, 4096);
 	assert_int_equal(out.u.decision.calibrate_steps, 0);
+	/* A daemon before minor 5 sends no stats_skip: compute everything. */
+	assert_true(out.u.decision.stats_skip == 0);
 	com_msg_fini(&out);
 	free(env.b);
 

@@ -161,7 +161,8 @@ static const char full_file[] = "# every section of a bellowsd configuration\n"
 				"  - policies:\n"
 				"      - type: fixed\n"
 				"        params:\n"
-				"          level: 2\n";
+				"          level: 2\n"
+				"    all_stats: true\n";
 
 static void
 test_config_loads_a_full_valid_file(void **state)
@@ -194,6 +195,7 @@ test_config_loads_a_full_valid_file(void **state)
 
 	jc = &f->cfg->jobs[0];
 	assert_string_equal(jc->match, "resnet*");
+	assert_false(jc->all_stats);
 	assert_int_equal(jc->n_policies, 1);
 	pc = &jc->policies[0];
 	assert_string_equal(pc->name, "warmup");
@@ -216,6 +218,7 @@ test_config_loads_a_full_valid_file(void **state)
 	 * name is named after its type; selectors default to 2-D and up. */
 	jc = &f->cfg->jobs[1];
 	assert_string_equal(jc->match, "*");
+	assert_true(jc->all_stats);
 	assert_int_equal(jc->n_policies, 1);
 	pc = &jc->policies[0];
 	assert_string_equal(pc->name, "fixed");
@@ -705,6 +708,7 @@ assert_same_config(const ctl_config *a, const ctl_config *b)
 		const ctl_job_conf *ja = &a->jobs[i], *jb = &b->jobs[i];
 
 		assert_string_equal(ja->match, jb->match);
+		assert_int_equal(ja->all_stats, jb->all_stats);
 		assert_int_equal(ja->n_policies, jb->n_policies);
 		for (uint32_t k = 0; k < ja->n_policies; k++) {
 			const ctl_policy_conf *pa = &ja->policies[k];

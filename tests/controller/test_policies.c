@@ -273,19 +273,22 @@ test_registry_check_refuses_another_abi_version(void **state)
 	(void)state;
 	assert_int_equal(pol_registry_check(&ops, err, sizeof(err)), 0);
 	ops.abi_version = BELLOWS_POLICY_ABI + 1;
-	assert_check_fails(&ops, "ABI version 5, this bellowsd speaks 4");
+	assert_check_fails(&ops, "ABI version 6, this bellowsd speaks 5");
+	/* ABI 4 lacks only stats_read: it loads, reading every statistic. */
+	ops.abi_version = 4;
+	assert_int_equal(pol_registry_check(&ops, err, sizeof(err)), 0);
 	/* ABI 2 and 3 plug-ins step through the layers by an old size. */
 	ops.abi_version = 3;
 	assert_check_fails(&ops,
-	    "ABI version 3, this bellowsd speaks 4: "
+	    "ABI version 3, this bellowsd speaks 5: "
 	    "rebuild the policy");
 	ops.abi_version = 2;
 	assert_check_fails(&ops,
-	    "ABI version 2, this bellowsd speaks 4: "
+	    "ABI version 2, this bellowsd speaks 5: "
 	    "rebuild the policy");
 	ops.abi_version = 1;
 	assert_check_fails(&ops,
-	    "ABI version 1, this bellowsd speaks 4: "
+	    "ABI version 1, this bellowsd speaks 5: "
 	    "rebuild the policy");
 	ops.abi_version = 0;
 	assert_check_fails(&ops, "ABI version 0");
@@ -604,6 +607,76 @@ test_host_merges_owned_knobs_and_counts_failures(void **state)
 	ctl_policy_set_destroy(&f->set);
 	assert_null(f->set);
 	assert_int_equal(probe_fini_calls, 1);
+}
+
+/* The set of the loaded configuration's first job: its stats_skip. */
+static uint64_t
+skip_of(fixture *f, const char *text)
+{
+	uint64_t skip;
+
+	load(f, text);
+	assert_int_equal(start(f), 0);
+	skip = ctl_policy_set_stats_skip(f->set);
+	ctl_policy_set_destroy(&f->set);
+	com_decision_fini(&f->state);
+	ctl_config_destroy(&f->cfg);
+	return skip;
+}
+
+static void
+test_host_skips_the_statistics_no_policy_of_the_set_reads(void **state)
+{
+	fixture *f = *state;
+	const uint64_t all = (UINT64_C(1) << BELLOWS_STAT_INDEX_N_) - 1;
+	const uint64_t acc = BELLOWS_STAT_READ(acc_norm);
+	const uint64_t sends = BELLOWS_STAT_READ(comm_raw_ms) |
+	    BELLOWS_STAT_READ(comm_raw_n) | BELLOWS_STAT_READ(comm_comp_ms) |
+	    BELLOWS_STAT_READ(comm_comp_n) | BELLOWS_STAT_READ(codec_ms);
+	bellows_policy_ops ops = probe_ops;
+	probe_config pcfg = { .gain = 1, .span = 16 };
+	ctl_policy_conf pc;
+	ctl_job_conf jc;
+
+	/* fixed reads nothing: every layer statistic may be skipped. */
+	assert_true(skip_of(f,
+			"jobs:\n"
+			"  - policies:\n"
+			"      - type: fixed\n"
+			"        params: {level: 3}\n") == all);
+	/* accordion reads acc_norm, slimgc its timed sends. */
+	assert_true(skip_of(f,
+			"jobs:\n"
+			"  - policies:\n"
+			"      - type: accordion\n"
+			"      - type: slimgc\n") == (all & ~(acc | sends)));
+	/* A job without policies reads nothing. */
+	assert_true(ctl_policy_set_stats_skip(NULL) == all);
+	/* all_stats: true keeps every statistic for the history. */
+	assert_true(skip_of(f,
+			"jobs:\n"
+			"  - all_stats: true\n"
+			"    policies:\n"
+			"      - type: fixed\n"
+			"        params: {level: 3}\n") == 0);
+
+	/* A policy that declares nothing reads everything: ABI 4 ops end
+	 * before stats_read, an ABI 5 one may leave it 0. */
+	ops.stats_read = BELLOWS_STATS_DECLARED;
+	pc = (ctl_policy_conf){ .name = "probe",
+		.ops = &ops,
+		.config = &pcfg,
+		.selector = { .min_ndim = 2 } };
+	jc = (ctl_job_conf){ .match = "*", .n_policies = 1, .policies = &pc };
+	assert_int_equal(start_with(f, &jc), 0);
+	assert_true(ctl_policy_set_stats_skip(f->set) == all);
+	ops.abi_version = 4;
+	assert_true(ctl_policy_set_stats_skip(f->set) == 0);
+	ops.abi_version = BELLOWS_POLICY_ABI;
+	ops.stats_read = 0;
+	assert_true(ctl_policy_set_stats_skip(f->set) == 0);
+	/* Before pc and ops go out of scope. */
+	ctl_policy_set_destroy(&f->set);
 }
 
 static void
@@ -1007,6 +1080,7 @@ main(void)
 		T(test_schedule_closing_window_w_decides_level_of_w_plus_1),
 		T(test_schedule_starts_raw_before_its_first_piece),
 		T(test_host_merges_owned_knobs_and_counts_failures),
+		T(test_host_skips_the_statistics_no_policy_of_the_set_reads),
 		T(test_host_refuses_a_set_whose_init_fails_and_names_it),
 		T(test_host_takes_calibration_from_the_threshold_owner_only),
 		T(test_host_takes_a_bounded_codec_table_from_its_owner_only),

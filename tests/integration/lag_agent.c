@@ -3,8 +3,9 @@
  * subscriber falls behind, and the rank that goes on meanwhile.
  *
  * Runs STEPS steps of STEP_MS each with windows of 2 steps over LAYERS
- * 1x1 layers, and writes the decision seq it applied at each step
- * to OUT ("step seq" lines). At the end it prints
+ * 1x1 layers, and writes the decision seq it applied at each step and
+ * the number of layers with a window accumulator in that step to OUT
+ * ("step seq accumulators" lines). At the end it prints
  *   lag_agent: rank R decisions D snapshots N misses M
  * (the agent's counters) and exits 0, or 1 on an error of the agent. The
  * agent's log, from info up, goes to stderr.
@@ -91,7 +92,8 @@ main(int argc, char **argv)
 		if ((r = bellows_agent_step_begin(agent, NULL)) != 0 ||
 		    (r = bellows_agent_decision(agent, &d)) != 0)
 			break;
-		fprintf(out, "%" PRIu64 " %" PRIu64 "\n", s, d.seq);
+		fprintf(out, "%" PRIu64 " %" PRIu64 " %" PRIu32 "\n", s, d.seq,
+		    bellows_agent_accumulators(agent));
 		for (uint32_t l = 0; l < n_layers && r == 0; l++)
 			r = bellows_agent_observe(agent, l, &g, 1);
 		if (r == 0)

@@ -304,6 +304,8 @@ class ObserveTest(unittest.TestCase):
             self.assertEqual(d.seq, 0)
             self.assertEqual(d.levels, (0.0, 0.0))
             self.assertEqual(d.lr_scale, 1.0)
+            # Nobody said a statistic is unread: every layer accumulates.
+            self.assertEqual(a.accumulators(), 2)
             self.assertEqual(a.batch_size(64), 64)
             self.assertEqual(a.lr_scale(), 1.0)
             a.step_end()
@@ -444,12 +446,12 @@ class DaemonTest(unittest.TestCase):
                     a.observe(0, torch.ones(32))
                     a.observe(1, torch.ones(4))
                     levels.append((step, a.level(0), a.level(1),
-                                   a.decision().seq))
+                                   a.decision().seq, a.accumulators()))
                     a.step_end(lr=0.1)
                 st = a.stats()
                 d = a.decision()
             rc = daemon.stop()
-        print(f"\n  (step, level w, level b, seq): {levels}")
+        print(f"\n  (step, level w, level b, seq, accumulators): {levels}")
         self.assertEqual(rc, 0)
         self.assertTrue(st.connected)
         self.assertGreaterEqual(st.decisions, 1)
@@ -457,6 +459,9 @@ class DaemonTest(unittest.TestCase):
         # The fixed policy selects 2-D tensors: w at 3, the bias raw.
         self.assertEqual(levels[-1][1:3], (3.0, 0.0))
         self.assertEqual(d.levels, (3.0, 0.0))
+        # No policy of the job reads acc_norm: from a window start on,
+        # neither layer keeps a window accumulator.
+        self.assertEqual(levels[-1][4], 0)
         self.assertGreater(d.seq, 0)
 
     def test_launches_are_runs_and_a_resume_continues_the_recorded_one(

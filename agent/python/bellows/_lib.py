@@ -508,6 +508,10 @@ class _Functions:
         self.applied_levels = _prototype(
             lib, "bellows_agent_applied_levels", cint,
             [vp, ctypes.POINTER(dbl), u32], required=False)
+        # Protocol minor 5: layers with a window accumulator (None
+        # without it: Agent.accumulators then returns None).
+        self.accumulators = _prototype(
+            lib, "bellows_agent_accumulators", u32, [vp], required=False)
         # Newer than bellows_decision's codec_table: without it,
         # Agent.codec_table reads the decision.
         self.codec_table = _prototype(

@@ -775,6 +775,16 @@ class Agent:
         index, as the C function)."""
         return self._f.level(self._h(), layer)
 
+    def accumulators(self) -> int | None:
+        """Layers whose window accumulator (behind acc_norm) is kept in
+        the current window: all but those flagged LAYER_NO_ACCUMULATOR,
+        or none while bellowsd says no policy of the job reads acc_norm
+        (bellows_agent_accumulators). None with a library older than
+        the function."""
+        if self._f.accumulators is None:
+            return None
+        return self._f.accumulators(self._h())
+
     def codec_table(self, version: int | None = None) -> bytes | None:
         """The codec table in force in the current step (the opaque
         bytes the job's codec_table policy proposed, at most 64 KiB), or

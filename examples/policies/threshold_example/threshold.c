@@ -147,6 +147,9 @@ threshold_on_event(void *state, const void *config, const bellows_event *ev)
 static const bellows_policy_ops threshold_ops = {
 	.abi_version = BELLOWS_POLICY_ABI,
 	.name = "threshold",
+	/* It reads only acc_norm (grad_norm in the window): the agents may
+	 * skip what no policy of the job reads. */
+	.stats_read = BELLOWS_STAT_READ(acc_norm) | BELLOWS_STATS_DECLARED,
 	.summary = "level high above a gradient-norm threshold, else low",
 	.knobs = BELLOWS_KNOB_LEVEL,
 	.config_size = sizeof(threshold_config),
