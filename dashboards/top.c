@@ -2,7 +2,7 @@
  */
 #include "top.h"
 
-#include "client/args.h"
+#include "common/args.h"
 #include "client/client.h"
 #include "common/clock.h"
 #include "common/msg.h"
@@ -149,7 +149,7 @@ top_parse(int argc, char **argv, top_opts *o)
 			offline = true;
 			break;
 		case 'r':
-			if (tool_args_u64("bellows top", "--run", optarg, 0,
+			if (com_args_u64("bellows top", "--run", optarg, 0,
 				INT64_MAX, &run) != 0)
 				return 2;
 			o->run = (int64_t)run;

@@ -2,7 +2,7 @@
  */
 #include "status.h"
 
-#include "client/args.h"
+#include "common/args.h"
 #include "client/client.h"
 #include "common/msg.h"
 #include "common/suggest.h"
@@ -321,7 +321,7 @@ status_parse(int argc, char **argv, status_opts *o)
 			}
 			break;
 		case 't':
-			if (tool_args_u32("status", "--timeout-ms", optarg, 1,
+			if (com_args_u32("status", "--timeout-ms", optarg, 1,
 				3600000, &o->timeout_ms) != 0)
 				return 2;
 			break;

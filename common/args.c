@@ -29,59 +29,59 @@
 #define ARGS_WIDTH   78  /* help lines are wrapped to this */
 #define ARGS_COL_MAX 22  /* a wider "--name ARG" has its help below */
 
-const tool_opt tool_args_shared_opts[TOOL_ARGS_N] = {
-	[TOOL_ARGS_DB] = {
+const com_opt com_args_shared_opts[COM_ARGS_N] = {
+	[COM_ARGS_DB] = {
 		.name = "db",
 		.arg = "FILE",
 		.help = "bellowsd's history database, read-only, also while "
 			"bellowsd writes it",
-		.kind = TOOL_OPT_TEXT,
-		.at = offsetof(tool_args_shared, db),
+		.kind = COM_OPT_TEXT,
+		.at = offsetof(com_args_shared, db),
 		.min = 1,
 	},
-	[TOOL_ARGS_RUN] = {
+	[COM_ARGS_RUN] = {
 		.name = "run",
 		.arg = "ID",
 		.help = "the run of the history (default: the latest)",
-		.kind = TOOL_OPT_I64,
-		.at = offsetof(tool_args_shared, run),
+		.kind = COM_OPT_I64,
+		.at = offsetof(com_args_shared, run),
 		.min = 1,
 		.max = INT64_MAX,
 	},
-	[TOOL_ARGS_JOB] = {
+	[COM_ARGS_JOB] = {
 		.name = "job",
 		.arg = "NAME",
 		.help = "a job name",
-		.kind = TOOL_OPT_NAME,
-		.at = offsetof(tool_args_shared, job),
+		.kind = COM_OPT_NAME,
+		.at = offsetof(com_args_shared, job),
 		.min = 1,
 		.max = 255,
 	},
 };
 
-static const tool_opt args_help_row = {
+static const com_opt args_help_row = {
 	.name = "help",
 	.help = "print this help and exit",
-	.kind = TOOL_OPT_FLAG,
+	.kind = COM_OPT_FLAG,
 };
 
 /* The rows of one subcommand: the shared ones it takes, its own, then
  * --help. */
 typedef struct args_rows {
-	const tool_opt *row[ARGS_MAX]; /* the options */
-	bool shared[ARGS_MAX];         /* stored in the tool_args_shared */
-	const char *note[ARGS_MAX];    /* the subcommand's note, or NULL */
-	size_t n;                      /* rows */
+	const com_opt *row[ARGS_MAX]; /* the options */
+	bool shared[ARGS_MAX];        /* stored in the com_args_shared */
+	const char *note[ARGS_MAX];   /* the subcommand's note, or NULL */
+	size_t n;                     /* rows */
 } args_rows;
 
 static void
-args_rows_of(const tool_args_cmd *cmd, args_rows *r)
+args_rows_of(const com_args_cmd *cmd, args_rows *r)
 {
 	r->n = 0;
-	for (int i = 0; i < TOOL_ARGS_N; i++) {
-		if (!(cmd->shared & TOOL_ARGS_TAKES(i)))
+	for (int i = 0; i < COM_ARGS_N; i++) {
+		if (!(cmd->shared & COM_ARGS_TAKES(i)))
 			continue;
-		r->row[r->n] = &tool_args_shared_opts[i];
+		r->row[r->n] = &com_args_shared_opts[i];
 		r->shared[r->n] = true;
 		r->note[r->n] = cmd->notes[i];
 		r->n++;
@@ -101,7 +101,7 @@ args_rows_of(const tool_args_cmd *cmd, args_rows *r)
 }
 
 static void *
-args_where(const tool_args_cmd *cmd, const args_rows *r, size_t i, void *opts)
+args_where(const com_args_cmd *cmd, const args_rows *r, size_t i, void *opts)
 {
 	return (char *)opts + (r->shared[i] ? cmd->shared_at : 0) +
 	    r->row[i]->at;
@@ -110,38 +110,38 @@ args_where(const tool_args_cmd *cmd, const args_rows *r, size_t i, void *opts)
 /* Checks row i's value `text` and stores it. Returns 0 or
  * BELLOWS_EINVAL (said). */
 static int
-args_store(const tool_args_cmd *cmd, const args_rows *r, size_t i,
+args_store(const com_args_cmd *cmd, const args_rows *r, size_t i,
     const char *text, void *opts)
 {
-	const tool_opt *o = r->row[i];
+	const com_opt *o = r->row[i];
 	void *p = args_where(cmd, r, i, opts);
 	char opt[80];
 	uint64_t v;
 
 	snprintf(opt, sizeof(opt), "--%s", o->name);
 	switch (o->kind) {
-	case TOOL_OPT_FLAG:
+	case COM_OPT_FLAG:
 		*(bool *)p = true;
 		return 0;
-	case TOOL_OPT_TEXT:
-	case TOOL_OPT_NAME:
-		if (tool_args_text(cmd->name, opt, text, o->min, o->max,
-			o->kind == TOOL_OPT_NAME) != 0)
+	case COM_OPT_TEXT:
+	case COM_OPT_NAME:
+		if (com_args_text(cmd->name, opt, text, o->min, o->max,
+			o->kind == COM_OPT_NAME) != 0)
 			return BELLOWS_EINVAL;
 		*(const char **)p = text;
 		return 0;
-	case TOOL_OPT_U32:
-		return tool_args_u32(cmd->name, opt, text, (uint32_t)o->min,
+	case COM_OPT_U32:
+		return com_args_u32(cmd->name, opt, text, (uint32_t)o->min,
 		    (uint32_t)o->max, p);
-	case TOOL_OPT_U64:
-		return tool_args_u64(cmd->name, opt, text, o->min, o->max, p);
-	case TOOL_OPT_I64:
-		if (tool_args_u64(cmd->name, opt, text, o->min,
+	case COM_OPT_U64:
+		return com_args_u64(cmd->name, opt, text, o->min, o->max, p);
+	case COM_OPT_I64:
+		if (com_args_u64(cmd->name, opt, text, o->min,
 			o->max <= INT64_MAX ? o->max : INT64_MAX, &v) != 0)
 			return BELLOWS_EINVAL;
 		*(int64_t *)p = (int64_t)v;
 		return 0;
-	case TOOL_OPT_PARSE:
+	case COM_OPT_PARSE:
 		return o->parse(cmd->name, opt, text, opts);
 	}
 	return BELLOWS_EINVAL;
@@ -151,7 +151,7 @@ args_store(const tool_args_cmd *cmd, const args_rows *r, size_t i,
  * value given to a flag, an abbreviation of more than one option, or
  * an option the subcommand does not have (and the nearest it has). */
 static void
-args_unknown(const tool_args_cmd *cmd, const args_rows *r,
+args_unknown(const com_args_cmd *cmd, const args_rows *r,
     const struct option *lo, const char *arg, int optopt_val)
 {
 	const char *name;
@@ -198,7 +198,7 @@ args_unknown(const tool_args_cmd *cmd, const args_rows *r,
 }
 
 int
-tool_args_parse(const tool_args_cmd *cmd, int argc, char **argv, void *opts,
+com_args_parse(const com_args_cmd *cmd, int argc, char **argv, void *opts,
     int *ret_next)
 {
 	struct option lo[ARGS_MAX + 1];
@@ -211,7 +211,7 @@ tool_args_parse(const tool_args_cmd *cmd, int argc, char **argv, void *opts,
 	for (size_t i = 0; i < r.n; i++)
 		lo[i] = (struct option){
 			.name = r.row[i]->name,
-			.has_arg = r.row[i]->kind == TOOL_OPT_FLAG
+			.has_arg = r.row[i]->kind == COM_OPT_FLAG
 			    ? no_argument
 			    : required_argument,
 			.flag = NULL,
@@ -282,14 +282,14 @@ args_wrap(FILE *f, const char *s, size_t col, size_t *pos)
 }
 
 void
-tool_args_help(FILE *f, const tool_args_cmd *cmd, const void *defaults)
+com_args_help(FILE *f, const com_args_cmd *cmd, const void *defaults)
 {
 	size_t width = 0, col;
 	args_rows r;
 
 	args_rows_of(cmd, &r);
 	for (size_t i = 0; i < r.n; i++) {
-		const tool_opt *o = r.row[i];
+		const com_opt *o = r.row[i];
 		size_t w = 2 + strlen(o->name) +
 		    (o->arg ? 1 + strlen(o->arg) : 0);
 
@@ -298,7 +298,7 @@ tool_args_help(FILE *f, const tool_args_cmd *cmd, const void *defaults)
 	}
 	col = 2 + width + 2;
 	for (size_t i = 0; i < r.n; i++) {
-		const tool_opt *o = r.row[i];
+		const com_opt *o = r.row[i];
 		size_t pos;
 		int n;
 
@@ -318,7 +318,7 @@ tool_args_help(FILE *f, const tool_args_cmd *cmd, const void *defaults)
 			args_wrap(f, r.note[i], col, &pos);
 		}
 		if (r.shared[i] && defaults != NULL &&
-		    (o->kind == TOOL_OPT_TEXT || o->kind == TOOL_OPT_NAME)) {
+		    (o->kind == COM_OPT_TEXT || o->kind == COM_OPT_NAME)) {
 			const char *d = *(
 			    const char *const *)((const char *)defaults +
 			    cmd->shared_at + o->at);
@@ -334,7 +334,7 @@ tool_args_help(FILE *f, const tool_args_cmd *cmd, const void *defaults)
 }
 
 int
-tool_args_u64(const char *cmd, const char *opt, const char *text, uint64_t min,
+com_args_u64(const char *cmd, const char *opt, const char *text, uint64_t min,
     uint64_t max, uint64_t *ret)
 {
 	unsigned long long v;
@@ -358,20 +358,20 @@ fail:
 }
 
 int
-tool_args_u32(const char *cmd, const char *opt, const char *text, uint32_t min,
+com_args_u32(const char *cmd, const char *opt, const char *text, uint32_t min,
     uint32_t max, uint32_t *ret)
 {
 	uint64_t v;
 	int r;
 
-	if ((r = tool_args_u64(cmd, opt, text, min, max, &v)) != 0)
+	if ((r = com_args_u64(cmd, opt, text, min, max, &v)) != 0)
 		return r;
 	*ret = (uint32_t)v;
 	return 0;
 }
 
 int
-tool_args_text(const char *cmd, const char *opt, const char *text, uint64_t min,
+com_args_text(const char *cmd, const char *opt, const char *text, uint64_t min,
     uint64_t max, bool plain)
 {
 	size_t n = strlen(text);
