@@ -28,6 +28,7 @@
 #define ARGS_VAL0    256 /* getopt_long's val of the first row */
 #define ARGS_WIDTH   78  /* help lines are wrapped to this */
 #define ARGS_COL_MAX 22  /* a wider "--name ARG" has its help below */
+#define ARGS_WHO_MAX 64  /* "bellows SUBCOMMAND" or a program's name */
 
 const com_opt com_args_shared_opts[COM_ARGS_N] = {
 	[COM_ARGS_DB] = {
@@ -107,11 +108,81 @@ args_where(const com_args_cmd *cmd, const args_rows *r, size_t i, void *opts)
 	    r->row[i]->at;
 }
 
+/* Who speaks in the messages of command `name`: "bellows export" for a
+ * subcommand, the name itself ("bellowsd") for a program of its own. */
+static const char *
+args_who(const char *name, bool program, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s%s", program ? "" : "bellows ", name);
+	return buf;
+}
+
+/* Parses `text`, the value of option `opt`, as a decimal integer in
+ * [min, max] into *ret. Returns 0, or BELLOWS_EINVAL after saying why
+ * on stderr as "WHO: ..." (*ret untouched). */
+static int
+args_u64(const char *who, const char *opt, const char *text, uint64_t min,
+    uint64_t max, uint64_t *ret)
+{
+	unsigned long long v;
+	char *end = NULL;
+
+	/* strtoull accepts a sign and leading blanks; a count does not. */
+	if (text == NULL || !isdigit((unsigned char)text[0]))
+		goto fail;
+	errno = 0;
+	v = strtoull(text, &end, 10);
+	if (errno != 0 || end == text || *end != '\0' || v < min || v > max)
+		goto fail;
+	*ret = (uint64_t)v;
+	return 0;
+fail:
+	fprintf(stderr,
+	    "%s: %s must be an integer in [%" PRIu64 ", %" PRIu64
+	    "], not '%s'\n",
+	    who, opt, min, max, text != NULL ? text : "");
+	return BELLOWS_EINVAL;
+}
+
+/* Checks `text`, the value of option `opt`: min..max bytes (max 0: no
+ * upper bound), no control characters when `plain`. Returns 0, or
+ * BELLOWS_EINVAL after saying why on stderr as "WHO: ...". */
+static int
+args_text(const char *who, const char *opt, const char *text, uint64_t min,
+    uint64_t max, bool plain)
+{
+	size_t n = strlen(text);
+
+	if (n < min || (max > 0 && n > max)) {
+		if (n == 0 && min == 1)
+			fprintf(stderr, "%s: %s must not be empty\n", who, opt);
+		else if (max > 0)
+			fprintf(stderr,
+			    "%s: %s must have %" PRIu64 "..%" PRIu64
+			    " bytes, not %zu\n",
+			    who, opt, min, max, n);
+		else
+			fprintf(stderr,
+			    "%s: %s must have at least %" PRIu64 " bytes\n",
+			    who, opt, min);
+		return BELLOWS_EINVAL;
+	}
+	for (size_t i = 0; plain && i < n; i++) {
+		if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f) {
+			fprintf(stderr,
+			    "%s: %s must not contain control characters\n", who,
+			    opt);
+			return BELLOWS_EINVAL;
+		}
+	}
+	return 0;
+}
+
 /* Checks row i's value `text` and stores it. Returns 0 or
  * BELLOWS_EINVAL (said). */
 static int
-args_store(const com_args_cmd *cmd, const args_rows *r, size_t i,
-    const char *text, void *opts)
+args_store(const com_args_cmd *cmd, const char *who, const args_rows *r,
+    size_t i, const char *text, void *opts)
 {
 	const com_opt *o = r->row[i];
 	void *p = args_where(cmd, r, i, opts);
@@ -125,18 +196,20 @@ args_store(const com_args_cmd *cmd, const args_rows *r, size_t i,
 		return 0;
 	case COM_OPT_TEXT:
 	case COM_OPT_NAME:
-		if (com_args_text(cmd->name, opt, text, o->min, o->max,
+		if (args_text(who, opt, text, o->min, o->max,
 			o->kind == COM_OPT_NAME) != 0)
 			return BELLOWS_EINVAL;
 		*(const char **)p = text;
 		return 0;
 	case COM_OPT_U32:
-		return com_args_u32(cmd->name, opt, text, (uint32_t)o->min,
-		    (uint32_t)o->max, p);
+		if (args_u64(who, opt, text, o->min, o->max, &v) != 0)
+			return BELLOWS_EINVAL;
+		*(uint32_t *)p = (uint32_t)v;
+		return 0;
 	case COM_OPT_U64:
-		return com_args_u64(cmd->name, opt, text, o->min, o->max, p);
+		return args_u64(who, opt, text, o->min, o->max, p);
 	case COM_OPT_I64:
-		if (com_args_u64(cmd->name, opt, text, o->min,
+		if (args_u64(who, opt, text, o->min,
 			o->max <= INT64_MAX ? o->max : INT64_MAX, &v) != 0)
 			return BELLOWS_EINVAL;
 		*(int64_t *)p = (int64_t)v;
@@ -151,25 +224,24 @@ args_store(const com_args_cmd *cmd, const args_rows *r, size_t i,
  * value given to a flag, an abbreviation of more than one option, or
  * an option the subcommand does not have (and the nearest it has). */
 static void
-args_unknown(const com_args_cmd *cmd, const args_rows *r,
-    const struct option *lo, const char *arg, int optopt_val)
+args_unknown(const char *who, const args_rows *r, const struct option *lo,
+    const char *arg, int optopt_val)
 {
 	const char *name;
 	size_t len, hits = 0;
 
 	if (optopt_val >= ARGS_VAL0 &&
 	    (size_t)(optopt_val - ARGS_VAL0) < r->n) {
-		fprintf(stderr, "bellows %s: --%s takes no value\n", cmd->name,
+		fprintf(stderr, "%s: --%s takes no value\n", who,
 		    r->row[optopt_val - ARGS_VAL0]->name);
 		return;
 	}
-	if (optopt_val > 0 && optopt_val < 256) {
-		fprintf(stderr, "bellows %s: unknown option '-%c'\n", cmd->name,
-		    optopt_val);
+	if (optopt_val > 0 && optopt_val < ARGS_VAL0) {
+		fprintf(stderr, "%s: unknown option '-%c'\n", who, optopt_val);
 		return;
 	}
 	if (arg == NULL || strncmp(arg, "--", 2) != 0) {
-		fprintf(stderr, "bellows %s: unknown option '%s'\n", cmd->name,
+		fprintf(stderr, "%s: unknown option '%s'\n", who,
 		    arg != NULL ? arg : "");
 		return;
 	}
@@ -180,15 +252,15 @@ args_unknown(const com_args_cmd *cmd, const args_rows *r,
 	if (hits < 2) {
 		const char *near = com_suggest_option(arg, lo);
 
-		fprintf(stderr, "bellows %s: unknown option '%.*s'", cmd->name,
+		fprintf(stderr, "%s: unknown option '%.*s'", who,
 		    (int)(len + 2), arg);
 		if (near != NULL)
 			fprintf(stderr, "; did you mean '--%s'?", near);
 		fputc('\n', stderr);
 		return;
 	}
-	fprintf(stderr, "bellows %s: ambiguous option '%.*s' (", cmd->name,
-	    (int)(len + 2), arg);
+	fprintf(stderr, "%s: ambiguous option '%.*s' (", who, (int)(len + 2),
+	    arg);
 	for (size_t i = 0, k = 0; i < r->n; i++) {
 		if (strncmp(r->row[i]->name, name, len) == 0)
 			fprintf(stderr, "%s--%s", k++ ? ", " : "",
@@ -197,58 +269,95 @@ args_unknown(const com_args_cmd *cmd, const args_rows *r,
 	fputs(")\n", stderr);
 }
 
+/* The row of short option `c` (a letter of a row's `letter`), or r->n. */
+static size_t
+args_letter_row(const args_rows *r, int c)
+{
+	size_t i;
+
+	for (i = 0; i < r->n; i++) {
+		if (r->row[i]->letter != '\0' && r->row[i]->letter == c)
+			break;
+	}
+	return i;
+}
+
+/* Fills getopt_long's long options (lo, r->n + 1 entries) and short
+ * ones (`shorts`, ":h" and each row's letter) for the rows r. */
+static void
+args_getopt_of(const args_rows *r, struct option *lo, char *shorts)
+{
+	size_t k = 0;
+
+	shorts[k++] = ':';
+	shorts[k++] = 'h';
+	for (size_t i = 0; i < r->n; i++) {
+		bool value = r->row[i]->kind != COM_OPT_FLAG;
+
+		lo[i] = (struct option){
+			.name = r->row[i]->name,
+			.has_arg = value ? required_argument : no_argument,
+			.flag = NULL,
+			.val = ARGS_VAL0 + (int)i,
+		};
+		if (r->row[i]->letter == '\0')
+			continue;
+		shorts[k++] = r->row[i]->letter;
+		if (value)
+			shorts[k++] = ':';
+	}
+	shorts[k] = '\0';
+	lo[r->n] = (struct option){ 0 };
+}
+
 int
 com_args_parse(const com_args_cmd *cmd, int argc, char **argv, void *opts,
     int *ret_next)
 {
 	struct option lo[ARGS_MAX + 1];
+	char shorts[2 * ARGS_MAX + 3];
+	char who[ARGS_WHO_MAX];
 	args_rows r;
 	size_t help;
 	int c;
 
+	args_who(cmd->name, cmd->program, who, sizeof(who));
 	args_rows_of(cmd, &r);
 	help = r.n - 1;
-	for (size_t i = 0; i < r.n; i++)
-		lo[i] = (struct option){
-			.name = r.row[i]->name,
-			.has_arg = r.row[i]->kind == COM_OPT_FLAG
-			    ? no_argument
-			    : required_argument,
-			.flag = NULL,
-			.val = ARGS_VAL0 + (int)i,
-		};
-	lo[r.n] = (struct option){ 0 };
+	args_getopt_of(&r, lo, shorts);
 	opterr = 0;
 	optind = 0; /* glibc: start afresh, also on a second call */
-	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-		size_t i = (size_t)(c - ARGS_VAL0);
+	while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+		size_t i = c >= ARGS_VAL0 ? (size_t)(c - ARGS_VAL0)
+					  : args_letter_row(&r, c);
 
-		if (c == 'h' || (c >= ARGS_VAL0 && i == help)) {
+		if (c == 'h' || i == help) {
 			cmd->usage(stdout);
 			return 0;
 		}
 		if (c == ':') {
-			i = (size_t)(optopt - ARGS_VAL0);
-			fprintf(stderr, "bellows %s: --%s needs a value (%s)\n",
-			    cmd->name, i < r.n ? r.row[i]->name : "?",
+			i = optopt >= ARGS_VAL0 ? (size_t)(optopt - ARGS_VAL0)
+						: args_letter_row(&r, optopt);
+			fprintf(stderr, "%s: --%s needs a value (%s)\n", who,
+			    i < r.n ? r.row[i]->name : "?",
 			    i < r.n && r.row[i]->arg ? r.row[i]->arg : "?");
 			cmd->usage(stderr);
 			return 2;
 		}
-		if (c < ARGS_VAL0 || i >= r.n) {
-			args_unknown(cmd, &r, lo,
+		if (i >= r.n) {
+			args_unknown(who, &r, lo,
 			    optind > 0 && optind <= argc ? argv[optind - 1]
 							 : NULL,
 			    optopt);
 			cmd->usage(stderr);
 			return 2;
 		}
-		if (args_store(cmd, &r, i, optarg, opts) != 0)
+		if (args_store(cmd, who, &r, i, optarg, opts) != 0)
 			return 2;
 	}
 	if (argc - optind > cmd->operands) {
-		fprintf(stderr, "bellows %s: unexpected argument '%s'\n",
-		    cmd->name, argv[optind + cmd->operands]);
+		fprintf(stderr, "%s: unexpected argument '%s'\n", who,
+		    argv[optind + cmd->operands]);
 		return 2;
 	}
 	*ret_next = optind;
@@ -337,24 +446,10 @@ int
 com_args_u64(const char *cmd, const char *opt, const char *text, uint64_t min,
     uint64_t max, uint64_t *ret)
 {
-	unsigned long long v;
-	char *end = NULL;
+	char who[ARGS_WHO_MAX];
 
-	/* strtoull accepts a sign and leading blanks; a count does not. */
-	if (text == NULL || !isdigit((unsigned char)text[0]))
-		goto fail;
-	errno = 0;
-	v = strtoull(text, &end, 10);
-	if (errno != 0 || end == text || *end != '\0' || v < min || v > max)
-		goto fail;
-	*ret = (uint64_t)v;
-	return 0;
-fail:
-	fprintf(stderr,
-	    "bellows %s: %s must be an integer in [%" PRIu64 ", %" PRIu64
-	    "], not '%s'\n",
-	    cmd, opt, min, max, text != NULL ? text : "");
-	return BELLOWS_EINVAL;
+	return args_u64(args_who(cmd, false, who, sizeof(who)), opt, text, min,
+	    max, ret);
 }
 
 int
@@ -374,32 +469,8 @@ int
 com_args_text(const char *cmd, const char *opt, const char *text, uint64_t min,
     uint64_t max, bool plain)
 {
-	size_t n = strlen(text);
+	char who[ARGS_WHO_MAX];
 
-	if (n < min || (max > 0 && n > max)) {
-		if (n == 0 && min == 1)
-			fprintf(stderr, "bellows %s: %s must not be empty\n",
-			    cmd, opt);
-		else if (max > 0)
-			fprintf(stderr,
-			    "bellows %s: %s must have %" PRIu64 "..%" PRIu64
-			    " bytes, not %zu\n",
-			    cmd, opt, min, max, n);
-		else
-			fprintf(stderr,
-			    "bellows %s: %s must have at least %" PRIu64
-			    " bytes\n",
-			    cmd, opt, min);
-		return BELLOWS_EINVAL;
-	}
-	for (size_t i = 0; plain && i < n; i++) {
-		if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f) {
-			fprintf(stderr,
-			    "bellows %s: %s must not contain control "
-			    "characters\n",
-			    cmd, opt);
-			return BELLOWS_EINVAL;
-		}
-	}
-	return 0;
+	return args_text(args_who(cmd, false, who, sizeof(who)), opt, text, min,
+	    max, plain);
 }

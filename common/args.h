@@ -1,10 +1,13 @@
 /* args - the command line's options: one table, one parser, one help.
  *
- * A subcommand describes each of its options as a row of a table
- * (com_opt): its name, the name of its value, its help, how the value
- * is checked and where it is stored. The options several subcommands
- * take (--db, --run, --job) are rows of one shared table, declared once
- * in args.c and stored in a com_args_shared inside each subcommand's
+ * Every program parses its command line here: each subcommand of
+ * `bellows` and bellowsd, which is why this lives in common/ (bellowsd
+ * may not link the client library); it holds no socket and no state.
+ * A subcommand (or a program: com_args_cmd.program) describes each of its
+ * options as a row of a table (com_opt): its name, the name of its value, its
+ * help, how the value is checked and where it is stored. The options several
+ * subcommands take (--db, --run, --job) are rows of one shared table, declared
+ * once in args.c and stored in a com_args_shared inside each subcommand's
  * options; a subcommand only names the ones it takes. com_args_parse
  * runs getopt_long over the shared rows, the subcommand's own and
  * --help, and com_args_help writes them in one layout, so that an
@@ -40,7 +43,8 @@ typedef enum com_opt_kind {
 
 /* Checks the value `text` of option `opt` (e.g. "--kill") of subcommand
  * `cmd` and stores it in the subcommand's options `opts`. Returns 0, or
- * BELLOWS_EINVAL after saying why on stderr ("bellows CMD: ..."). */
+ * BELLOWS_EINVAL after saying why on stderr ("bellows CMD: ...", or
+ * "CMD: ..." for a program of its own, com_args_cmd.program). */
 typedef int (*com_opt_parse_fn)(const char *cmd, const char *opt,
     const char *text, void *opts);
 
@@ -58,6 +62,8 @@ typedef struct com_opt {
 	uint64_t min;           /* numbers: the least; text: fewest bytes */
 	uint64_t max;           /* numbers: the most; text: most bytes */
 	com_opt_parse_fn parse; /* COM_OPT_PARSE: checks and stores */
+	char letter;            /* its short name ('p' for -p), '\0':
+				 * none; never 'h' (-h is --help) */
 } com_opt;
 
 /* The options more than one subcommand takes, in the order their help
@@ -84,12 +90,14 @@ extern const com_opt com_args_shared_opts[COM_ARGS_N];
 
 /* A subcommand's options. */
 typedef struct com_args_cmd {
-	const char *name;              /* the subcommand ("export"), for
-					* its messages */
-	unsigned shared;               /* COM_ARGS_TAKES of each shared
-					* option it takes */
-	size_t shared_at;              /* offset of its com_args_shared
-					* in its options */
+	const char *name; /* the subcommand ("export"), for
+			   * its messages */
+	bool program;     /* name is a program of its own ("bellowsd"):
+			   * messages say "NAME: ", not "bellows NAME: " */
+	unsigned shared;  /* COM_ARGS_TAKES of each shared
+			   * option it takes */
+	size_t shared_at; /* offset of its com_args_shared
+			   * in its options */
 	const char *notes[COM_ARGS_N]; /* per shared option: what it means
 					* here, added to its help; NULL:
 					* nothing to add */
@@ -104,11 +112,14 @@ typedef struct com_args_cmd {
  * `opts`, the subcommand's options, which the caller has filled with
  * the defaults. Options may come in any order, before or after the
  * operands; a long name may be abbreviated while it is unambiguous.
+ * A row with a letter is also taken as -LETTER (-p FILE).
  * Returns -1 to go on, with *ret_next the index in argv of the first
  * operand (operands are moved behind the options, as getopt_long does;
  * there are at most cmd->operands); 0 after --help or -h (cmd->usage
  * written to stdout); 2 on a usage error, said on stderr as
- * "bellows CMD: ..." naming the option or the operand too many: an
+ * "bellows CMD: ..." ("CMD: ..." for a program) naming the option or
+ * the operand too many, with the nearest option's name after an
+ * unknown one ("did you mean '--db'?"): an
  * unknown or ambiguous option and a missing value also write
  * cmd->usage to stderr. On a usage error, options before the bad one
  * may have been stored; *ret_next is set only when -1 is returned. */

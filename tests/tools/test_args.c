@@ -108,11 +108,13 @@ static const com_opt t_rows[] = {
 	    .kind = COM_OPT_U32,
 	    .at = offsetof(t_opts, count),
 	    .min = 1,
-	    .max = 10 },
+	    .max = 10,
+	    .letter = 'c' },
 	{ .name = "force",
 	    .help = "overwrite",
 	    .kind = COM_OPT_FLAG,
-	    .at = offsetof(t_opts, force) },
+	    .at = offsetof(t_opts, force),
+	    .letter = 'f' },
 	{ .name = "out",
 	    .arg = "DIR",
 	    .help = "where the words of a long help go, wrapped at the "
@@ -449,6 +451,71 @@ test_args_print_the_usage_on_help_and_stop(void **state)
 	assert_int_equal(next, -1);
 }
 
+static void
+test_args_take_a_row_by_its_letter_and_refuse_other_letters(void **state)
+{
+	capture err;
+	t_opts o;
+	int next;
+
+	(void)state;
+	assert_int_equal(t_parse(&o, &err, &next, "-c", "3", "-f", NULL), -1);
+	assert_int_equal(o.count, 3);
+	assert_true(o.force);
+	assert_int_equal(t_parse(&o, &err, &next, "-c4", NULL), -1);
+	assert_int_equal(o.count, 4);
+	assert_int_equal(t_parse(&o, &err, &next, "-c", "0", NULL), 2);
+	assert_string_equal(err.text,
+	    "bellows t: --count must be an integer in [1, 10], not '0'\n");
+	assert_int_equal(t_parse(&o, &err, &next, "-c", NULL), 2);
+	assert_string_equal(err.text,
+	    "bellows t: --count needs a value (N)\n"
+	    "usage: bellows t\n");
+	assert_int_equal(t_parse(&o, &err, &next, "-x", NULL), 2);
+	assert_string_equal(err.text,
+	    "bellows t: unknown option '-x'\n"
+	    "usage: bellows t\n");
+}
+
+static const com_args_cmd t_program = {
+	.name = "tprog",
+	.program = true,
+	.shared = COM_ARGS_TAKES(COM_ARGS_DB),
+	.shared_at = offsetof(t_opts, sh),
+	.opts = t_rows,
+	.n_opts = sizeof(t_rows) / sizeof(t_rows[0]),
+	.usage = t_usage,
+};
+
+static void
+test_args_name_a_program_of_its_own_without_bellows(void **state)
+{
+	char *unknown[] = { "tprog", "--fprce", NULL };
+	char *bad[] = { "tprog", "--count", "x", NULL };
+	char *extra[] = { "tprog", "x", NULL };
+	capture err;
+	t_opts o = { 0 };
+	int next = -1;
+
+	(void)state;
+	capture_begin(&err, 2);
+	assert_int_equal(com_args_parse(&t_program, 2, unknown, &o, &next), 2);
+	capture_end(&err);
+	assert_string_equal(err.text,
+	    "tprog: unknown option '--fprce'; did you mean '--force'?\n"
+	    "usage: bellows t\n");
+	capture_begin(&err, 2);
+	assert_int_equal(com_args_parse(&t_program, 3, bad, &o, &next), 2);
+	capture_end(&err);
+	assert_string_equal(err.text,
+	    "tprog: --count must be an integer in [1, 10], not 'x'\n");
+	capture_begin(&err, 2);
+	assert_int_equal(com_args_parse(&t_program, 2, extra, &o, &next), 2);
+	capture_end(&err);
+	assert_string_equal(err.text, "tprog: unexpected argument 'x'\n");
+	assert_int_equal(next, -1);
+}
+
 /* ---- help -------------------------------------------------------------- */
 
 static void
@@ -639,6 +706,10 @@ main(void)
 		    test_args_name_the_candidates_of_an_ambiguous_option),
 		cmocka_unit_test(test_args_say_which_value_is_missing),
 		cmocka_unit_test(test_args_print_the_usage_on_help_and_stop),
+		cmocka_unit_test(
+		    test_args_take_a_row_by_its_letter_and_refuse_other_letters),
+		cmocka_unit_test(
+		    test_args_name_a_program_of_its_own_without_bellows),
 		cmocka_unit_test(
 		    test_args_help_lists_shared_options_first_then_own_then_help),
 		cmocka_unit_test(test_args_help_without_defaults_says_none),
