@@ -72,6 +72,7 @@ typedef struct args_rows {
 	const com_opt *row[ARGS_MAX]; /* the options */
 	bool shared[ARGS_MAX];        /* stored in the com_args_shared */
 	const char *note[ARGS_MAX];   /* the subcommand's note, or NULL */
+	char letter[ARGS_MAX];        /* its short name, '\0': none */
 	size_t n;                     /* rows */
 } args_rows;
 
@@ -85,6 +86,7 @@ args_rows_of(const com_args_cmd *cmd, args_rows *r)
 		r->row[r->n] = &com_args_shared_opts[i];
 		r->shared[r->n] = true;
 		r->note[r->n] = cmd->notes[i];
+		r->letter[r->n] = cmd->letters[i];
 		r->n++;
 	}
 	/* A subcommand with more options than the table holds is a bug. */
@@ -93,11 +95,13 @@ args_rows_of(const com_args_cmd *cmd, args_rows *r)
 		r->row[r->n] = &cmd->opts[i];
 		r->shared[r->n] = false;
 		r->note[r->n] = NULL;
+		r->letter[r->n] = cmd->opts[i].letter;
 		r->n++;
 	}
 	r->row[r->n] = &args_help_row;
 	r->shared[r->n] = false;
 	r->note[r->n] = NULL;
+	r->letter[r->n] = '\0';
 	r->n++;
 }
 
@@ -269,14 +273,14 @@ args_unknown(const char *who, const args_rows *r, const struct option *lo,
 	fputs(")\n", stderr);
 }
 
-/* The row of short option `c` (a letter of a row's `letter`), or r->n. */
+/* The row whose short name is `c`, or r->n. */
 static size_t
 args_letter_row(const args_rows *r, int c)
 {
 	size_t i;
 
 	for (i = 0; i < r->n; i++) {
-		if (r->row[i]->letter != '\0' && r->row[i]->letter == c)
+		if (r->letter[i] != '\0' && r->letter[i] == c)
 			break;
 	}
 	return i;
@@ -300,9 +304,9 @@ args_getopt_of(const args_rows *r, struct option *lo, char *shorts)
 			.flag = NULL,
 			.val = ARGS_VAL0 + (int)i,
 		};
-		if (r->row[i]->letter == '\0')
+		if (r->letter[i] == '\0')
 			continue;
-		shorts[k++] = r->row[i]->letter;
+		shorts[k++] = r->letter[i];
 		if (value)
 			shorts[k++] = ':';
 	}

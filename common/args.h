@@ -101,6 +101,8 @@ typedef struct com_args_cmd {
 	const char *notes[COM_ARGS_N]; /* per shared option: what it means
 					* here, added to its help; NULL:
 					* nothing to add */
+	char letters[COM_ARGS_N];      /* per shared option: its short name here
+					* ('j' for -j), '\0': none */
 	int operands;                  /* operands it takes at most */
 	const com_opt *opts;           /* its own options */
 	size_t n_opts;                 /* their number */
@@ -112,7 +114,8 @@ typedef struct com_args_cmd {
  * `opts`, the subcommand's options, which the caller has filled with
  * the defaults. Options may come in any order, before or after the
  * operands; a long name may be abbreviated while it is unambiguous.
- * A row with a letter is also taken as -LETTER (-p FILE).
+ * A row with a letter (a shared one: with a letter in cmd->letters) is
+ * also taken as -LETTER (-p FILE).
  * Returns -1 to go on, with *ret_next the index in argv of the first
  * operand (operands are moved behind the options, as getopt_long does;
  * there are at most cmd->operands); 0 after --help or -h (cmd->usage
