@@ -20,7 +20,7 @@
 #include "common/clock.h"
 #include "common/codec.h"
 #include "common/msg.h"
-#include "common/suggest.h"
+#include "cmdline.h"
 #include "config.h"
 #include "jobs.h"
 #include "log.h"
@@ -37,7 +37,6 @@
 
 #include <bellows/error.h>
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -56,10 +55,16 @@
 #define MAIN_DRAIN_QUIET_MS 20
 #define MAIN_DRAIN_MAX_MS   500
 #define MAIN_DRAIN_MSGS     4096
-#define MAIN_DB             "bellows.db" /* --db default, in the working dir */
 
 typedef struct daemon_state {
+	ctl_cmdline cl;          /* what the command line asks */
 	const char *policy_path; /* --policy */
+	const char *control;     /* ROUTER endpoint bound */
+	const char *publish;     /* PUB endpoint bound */
+	const char *db;          /* history file, NULL with --no-db */
+	const char *metrics_at;  /* /metrics address, NULL: not served */
+	void *zctx;              /* ZeroMQ context */
+	uint64_t instance;       /* this run's instance id, odd */
 	ctl_config *cfg;         /* first configuration, until reload owns it */
 	ctl_reload *reload;      /* configuration in force and its reloads */
 	ctl_watch *watch;        /* the file on disk, NULL if not watched */
@@ -80,33 +85,6 @@ typedef struct daemon_state {
 	uint32_t queue_mb; /* peer_queue_mb the sockets were bound with */
 	int sigfd;         /* signalfd */
 } daemon_state;
-
-static void
-main_usage(FILE *f)
-{
-	fprintf(f,
-	    "usage: bellowsd --policy FILE [--control EP] [--publish EP]\n"
-	    "                [--db FILE | --no-db]\n"
-	    "                [--metrics-listen ADDR:PORT]\n"
-	    "                [--log-level error|warn|info|debug]\n"
-	    "\n"
-	    "  --policy FILE    YAML configuration (policies, timeouts)\n"
-	    "  --control EP     ROUTER endpoint (default: the file's, else\n"
-	    "                   tcp://127.0.0.1:5555)\n"
-	    "  --publish EP     PUB endpoint (default: the file's, else\n"
-	    "                   tcp://127.0.0.1:5556)\n"
-	    "  --db FILE        history database (SQLite), default " MAIN_DB
-	    "\n"
-	    "                   in the working directory\n"
-	    "  --no-db          keep no history (jobs are not recovered\n"
-	    "                   after a restart)\n"
-	    "  --metrics-listen ADDR:PORT\n"
-	    "                   serve Prometheus metrics on GET /metrics\n"
-	    "                   (default: the file's daemon.metrics_listen,\n"
-	    "                   else none; PORT alone: 127.0.0.1)\n"
-	    "  --log-level L    default info\n"
-	    "  --version        print the version\n");
-}
 
 /* Cron: every duty that depends on time passing.
  * - ranks silent for rank_timeout_ms are declared lost;
@@ -393,253 +371,247 @@ main_load_config(daemon_state *d)
 	return r;
 }
 
-int
-main(int argc, char **argv)
+/* Settles what the command line left to the loaded configuration: the endpoints
+ * (checked for exposure) and the /metrics address (checked). Returns 0 or -1
+ * (said on stderr). */
+static int
+main_configure(daemon_state *d)
 {
-	static const struct option opts[] = {
-		{ "policy", required_argument, NULL, 'p' },
-		{ "control", required_argument, NULL, 'c' },
-		{ "publish", required_argument, NULL, 'u' },
-		{ "db", required_argument, NULL, 'd' },
-		{ "no-db", no_argument, NULL, 'n' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "metrics-listen", required_argument, NULL, 'm' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
-	};
-	daemon_state d = { .sigfd = -1 };
-	const char *control = NULL, *publish = NULL, *db = MAIN_DB;
-	const char *metrics = NULL;
 	char err[CTL_CONFIG_ERR_MAX];
-	com_limits limits;
-	uint64_t instance = 0;
-	sigset_t mask;
-	void *zctx = NULL;
-	uint32_t drained;
-	int c, rc = 1;
+	struct sockaddr_storage ss;
+	socklen_t sslen;
 
-	while (
-	    (c = getopt_long(argc, argv, "p:c:u:d:nl:hV", opts, NULL)) != -1) {
-		ctl_log_level level;
-
-		switch (c) {
-		case 'p':
-			d.policy_path = optarg;
-			break;
-		case 'c':
-			control = optarg;
-			break;
-		case 'u':
-			publish = optarg;
-			break;
-		case 'd':
-			db = optarg;
-			break;
-		case 'n':
-			db = NULL;
-			break;
-		case 'm':
-			metrics = optarg;
-			break;
-		case 'l':
-			if (ctl_log_parse_level(optarg, &level) != 0) {
-				fprintf(stderr,
-				    "bellowsd: --log-level must be error, "
-				    "warn, info or debug, not '%s'\n",
-				    optarg);
-				return 2;
-			}
-			ctl_log_set_level(level);
-			break;
-		case 'h':
-			main_usage(stdout);
-			return 0;
-		case 'V':
-			printf("bellowsd %s\n", BELLOWS_VERSION);
-			return 0;
-		default: {
-			const char *near = com_suggest_option(argv[optind - 1],
-			    opts);
-
-			if (near != NULL)
-				fprintf(stderr,
-				    "bellowsd: did you mean '--%s'?\n", near);
-			main_usage(stderr);
-			return 2;
-		}
-		}
-	}
-	if (optind < argc || d.policy_path == NULL) {
-		if (d.policy_path == NULL)
-			fprintf(stderr,
-			    "bellowsd: --policy FILE is required\n");
-		else
-			fprintf(stderr, "bellowsd: unexpected argument '%s'\n",
-			    argv[optind]);
-		main_usage(stderr);
-		return 2;
-	}
-	if (main_load_config(&d) != 0)
-		return 1;
-	if (ctl_config_timing_warning(d.cfg, err, sizeof(err)))
-		ctl_log(CTL_LOG_WARN, "main", "%s: %s", d.policy_path, err);
-	if (control == NULL)
-		control = d.cfg->control != NULL ? d.cfg->control
-						 : COM_DEFAULT_CONTROL;
-	if (publish == NULL)
-		publish = d.cfg->publish != NULL ? d.cfg->publish
-						 : COM_DEFAULT_PUBLISH;
-	if (main_check_endpoints(d.cfg, control, publish) != 0)
-		goto out;
-	if (metrics == NULL && d.cfg->metrics_listen != NULL) {
-		metrics = d.cfg->metrics_listen;
-		if ((d.metrics_file = strdup(metrics)) == NULL) {
+	if (ctl_config_timing_warning(d->cfg, err, sizeof(err)))
+		ctl_log(CTL_LOG_WARN, "main", "%s: %s", d->policy_path, err);
+	d->control = d->cl.control;
+	if (d->control == NULL)
+		d->control = d->cfg->control != NULL ? d->cfg->control
+						     : COM_DEFAULT_CONTROL;
+	d->publish = d->cl.publish;
+	if (d->publish == NULL)
+		d->publish = d->cfg->publish != NULL ? d->cfg->publish
+						     : COM_DEFAULT_PUBLISH;
+	if (main_check_endpoints(d->cfg, d->control, d->publish) != 0)
+		return -1;
+	d->metrics_at = d->cl.metrics;
+	if (d->metrics_at == NULL && d->cfg->metrics_listen != NULL) {
+		d->metrics_at = d->cfg->metrics_listen;
+		if ((d->metrics_file = strdup(d->metrics_at)) == NULL) {
 			fprintf(stderr, "bellowsd: out of memory\n");
-			goto out;
+			return -1;
 		}
 	}
-	if (metrics != NULL) {
-		struct sockaddr_storage ss;
-		socklen_t sslen;
+	if (d->metrics_at != NULL &&
+	    ctl_metrics_parse_listen(d->metrics_at, &ss, &sslen, err,
+		sizeof(err)) != 0) {
+		fprintf(stderr, "bellowsd: --metrics-listen: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
 
-		if (ctl_metrics_parse_listen(metrics, &ss, &sslen, err,
-			sizeof(err)) != 0) {
-			fprintf(stderr, "bellowsd: --metrics-listen: %s\n",
-			    err);
-			goto out;
-		}
-	}
+/* Blocks the signals the loop reads from d->sigfd and picks this run's
+ * instance id. */
+static void
+main_signals(daemon_state *d)
+{
+	sigset_t mask;
+
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	d.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (getrandom(&instance, sizeof(instance), 0) != sizeof(instance))
-		instance = com_clock_wall_ms() ^ ((uint64_t)getpid() << 32);
-	instance |= 1; /* 0 means "unknown" to agents */
+	d->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (getrandom(&d->instance, sizeof(d->instance), 0) !=
+	    sizeof(d->instance))
+		d->instance = com_clock_wall_ms() ^ ((uint64_t)getpid() << 32);
+	d->instance |= 1; /* 0 means "unknown" to agents */
+}
 
-	com_limits_default(&limits);
-	zctx = zmq_ctx_new();
-	if (d.sigfd < 0 || zctx == NULL) {
-		fprintf(stderr, "bellowsd: cannot set up signals or ZeroMQ\n");
-		goto out;
-	}
-	d.queue_mb = d.cfg->peer_queue_mb;
-	d.secure = d.cfg->security.enabled;
-	if (ctl_server_open(zctx, control, publish, &limits, d.queue_mb,
-		d.cfg->max_layers, instance, &d.cfg->security, &d.server) != 0)
-		goto out;
-	if (d.secure)
-		main_log_security(&d.cfg->security);
-	if (ctl_jobs_new(d.cfg, instance, ctl_server_publish, d.server,
-		&d.jobs) != 0 ||
-	    ctl_loop_new(&d.loop) != 0) {
-		fprintf(stderr, "bellowsd: out of memory\n");
-		goto out;
-	}
-	ctl_jobs_set_sender(d.jobs, ctl_server_send, d.server);
-	if (db != NULL) {
-		/* Problems with the file itself leave the store degraded,
-		 * not the daemon stopped. */
-		if (ctl_store_open(db, zctx, &d.cfg->store, instance,
-			ctl_jobs_events(d.jobs), &d.store) != 0) {
-			fprintf(stderr, "bellowsd: cannot set up the store\n");
-			goto out;
-		}
-		ctl_store_config(d.store, d.cfg);
-		ctl_jobs_set_store(d.jobs, d.store);
-		ctl_server_set_store(d.server, d.store);
-		ctl_jobs_recover(d.jobs, com_clock_ms());
-		if (ctl_store_start(d.store) != 0) {
-			fprintf(stderr, "bellowsd: cannot start the store\n");
-			goto out;
-		}
-	} else {
+/* Opens the history store on d->db and recovers the live jobs it holds.
+ * Returns 0 or -1 (said on stderr). */
+static int
+main_open_store(daemon_state *d)
+{
+	if (d->db == NULL) {
 		ctl_log(CTL_LOG_WARN, "main",
 		    "--no-db: no history is kept and jobs are not recovered "
 		    "after a restart");
+		return 0;
 	}
-	if (ctl_reload_new(d.policy_path, &d.cfg, d.jobs, &d.reload) != 0) {
+	/* Problems with the file itself leave the store degraded, not the
+	 * daemon stopped. */
+	if (ctl_store_open(d->db, d->zctx, &d->cfg->store, d->instance,
+		ctl_jobs_events(d->jobs), &d->store) != 0) {
+		fprintf(stderr, "bellowsd: cannot set up the store\n");
+		return -1;
+	}
+	ctl_store_config(d->store, d->cfg);
+	ctl_jobs_set_store(d->jobs, d->store);
+	ctl_server_set_store(d->server, d->store);
+	ctl_jobs_recover(d->jobs, com_clock_ms());
+	if (ctl_store_start(d->store) != 0) {
+		fprintf(stderr, "bellowsd: cannot start the store\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* Opens the sockets, the job table, the loop and the store. Returns 0
+ * or -1 (said on stderr). */
+static int
+main_open(daemon_state *d)
+{
+	com_limits limits;
+
+	main_signals(d);
+	com_limits_default(&limits);
+	d->zctx = zmq_ctx_new();
+	if (d->sigfd < 0 || d->zctx == NULL) {
+		fprintf(stderr, "bellowsd: cannot set up signals or ZeroMQ\n");
+		return -1;
+	}
+	d->queue_mb = d->cfg->peer_queue_mb;
+	d->secure = d->cfg->security.enabled;
+	if (ctl_server_open(d->zctx, d->control, d->publish, &limits,
+		d->queue_mb, d->cfg->max_layers, d->instance, &d->cfg->security,
+		&d->server) != 0)
+		return -1;
+	if (d->secure)
+		main_log_security(&d->cfg->security);
+	if (ctl_jobs_new(d->cfg, d->instance, ctl_server_publish, d->server,
+		&d->jobs) != 0 ||
+	    ctl_loop_new(&d->loop) != 0) {
 		fprintf(stderr, "bellowsd: out of memory\n");
-		goto out;
+		return -1;
+	}
+	ctl_jobs_set_sender(d->jobs, ctl_server_send, d->server);
+	return main_open_store(d);
+}
+
+/* Hands the configuration to its reloader, watches the file and the
+ * clients directory, and puts every source on the loop. Returns 0 or
+ * -1. */
+static int
+main_attach(daemon_state *d)
+{
+	if (ctl_reload_new(d->policy_path, &d->cfg, d->jobs, &d->reload) != 0) {
+		fprintf(stderr, "bellowsd: out of memory\n");
+		return -1;
 	}
 	/* Without inotify the daemon still reloads on SIGHUP. */
-	if (ctl_watch_open(d.policy_path, MAIN_SETTLE_MS, ctl_reload_on_change,
-		d.reload, &d.watch) != 0)
+	if (ctl_watch_open(d->policy_path, MAIN_SETTLE_MS, ctl_reload_on_change,
+		d->reload, &d->watch) != 0)
 		ctl_log(CTL_LOG_WARN, "main",
 		    "'%s' is not watched for changes; send SIGHUP to reload",
-		    d.policy_path);
+		    d->policy_path);
 	/* A .pub added to or removed from the clients directory reloads
 	 * the whole file, which reads the directory again. */
-	if (d.secure &&
-	    ctl_watch_open_dir(ctl_reload_config(d.reload)->security.clients,
-		MAIN_SETTLE_MS, main_on_clients, &d, &d.clients) != 0)
+	if (d->secure &&
+	    ctl_watch_open_dir(ctl_reload_config(d->reload)->security.clients,
+		MAIN_SETTLE_MS, main_on_clients, d, &d->clients) != 0)
 		ctl_log(CTL_LOG_WARN, "main",
 		    "the clients directory is not watched for changes; send "
 		    "SIGHUP after adding or removing a certificate");
-	ctl_server_set_jobs(d.server, d.jobs);
-	if ((d.watch != NULL && ctl_watch_attach(d.watch, d.loop) != 0) ||
-	    (d.clients != NULL && ctl_watch_attach(d.clients, d.loop) != 0) ||
-	    ctl_reload_attach(d.reload, zctx, d.loop) != 0 ||
-	    ctl_server_attach(d.server, d.loop) != 0 ||
-	    (d.store != NULL && ctl_store_attach(d.store, d.loop) != 0) ||
-	    ctl_loop_add_fd(d.loop, d.sigfd, main_on_signal, &d) != 0 ||
-	    ctl_loop_add_timer(d.loop, MAIN_CRON_MS, main_cron, &d) != 0)
-		goto out;
-	if (metrics != NULL && main_metrics_start(&d, metrics) != 0)
-		goto out;
-	ctl_loop_set_before_sleep(d.loop, main_before_sleep, &d);
+	ctl_server_set_jobs(d->server, d->jobs);
+	if ((d->watch != NULL && ctl_watch_attach(d->watch, d->loop) != 0) ||
+	    (d->clients != NULL &&
+		ctl_watch_attach(d->clients, d->loop) != 0) ||
+	    ctl_reload_attach(d->reload, d->zctx, d->loop) != 0 ||
+	    ctl_server_attach(d->server, d->loop) != 0 ||
+	    (d->store != NULL && ctl_store_attach(d->store, d->loop) != 0) ||
+	    ctl_loop_add_fd(d->loop, d->sigfd, main_on_signal, d) != 0 ||
+	    ctl_loop_add_timer(d->loop, MAIN_CRON_MS, main_cron, d) != 0)
+		return -1;
+	if (d->metrics_at != NULL && main_metrics_start(d, d->metrics_at) != 0)
+		return -1;
+	ctl_loop_set_before_sleep(d->loop, main_before_sleep, d);
+	return 0;
+}
+
+/* Says bellowsd started, runs the loop until a signal stops it, then
+ * reads what clients sent before the stop. Returns 0 or -1. */
+static int
+main_serve(daemon_state *d)
+{
+	const char *db = d->db != NULL ? d->db : "(none)";
+	uint32_t drained;
+
 	ctl_log(CTL_LOG_INFO, "main",
 	    "bellowsd %s: control %s, publish %s, policy '%s', history '%s', "
 	    "metrics %s, instance %016" PRIx64,
-	    BELLOWS_VERSION, control, publish, d.policy_path,
-	    db != NULL ? db : "(none)", metrics != NULL ? metrics : "(none)",
-	    instance);
-	ctl_events_add(ctl_jobs_events(d.jobs), CTL_EVENT_DAEMON_STARTED, NULL,
+	    BELLOWS_VERSION, d->control, d->publish, d->policy_path, db,
+	    d->metrics_at != NULL ? d->metrics_at : "(none)", d->instance);
+	ctl_events_add(ctl_jobs_events(d->jobs), CTL_EVENT_DAEMON_STARTED, NULL,
 	    "bellowsd %s started: instance %016" PRIx64
 	    ", policy '%s', history '%s'",
-	    BELLOWS_VERSION, instance, d.policy_path,
-	    db != NULL ? db : "(none)");
+	    BELLOWS_VERSION, d->instance, d->policy_path, db);
 	/* Sockets bound, history recovered: the service manager may start
 	 * what depends on bellowsd. */
-	ctl_notify_ready(control);
-	if (ctl_loop_run(d.loop) != 0) {
+	ctl_notify_ready(d->control);
+	if (ctl_loop_run(d->loop) != 0) {
 		ctl_log(CTL_LOG_ERROR, "main", "event loop failed");
-		goto out;
+		return -1;
 	}
 	ctl_notify_stopping();
-	drained = ctl_server_drain(d.server, MAIN_DRAIN_QUIET_MS,
+	drained = ctl_server_drain(d->server, MAIN_DRAIN_QUIET_MS,
 	    MAIN_DRAIN_MAX_MS, MAIN_DRAIN_MSGS);
 	if (drained > 0)
 		ctl_log(CTL_LOG_INFO, "main",
 		    "read %" PRIu32 " message(s) sent before the stop",
 		    drained);
 	ctl_log(CTL_LOG_INFO, "main", "stopped");
-	rc = 0;
-out:
-	ctl_loop_destroy(&d.loop);
-	ctl_metrics_http_close(&d.metrics);
-	free(d.views);
-	free(d.metrics_file);
-	ctl_watch_close(&d.watch);
-	ctl_watch_close(&d.clients);
-	if (d.store != NULL && d.jobs != NULL)
-		ctl_store_sync_events(d.store, ctl_jobs_events(d.jobs));
+	return 0;
+}
+
+/* Closes whatever d holds, in the order the parts borrow from each
+ * other; d may be half built. */
+static void
+main_close(daemon_state *d)
+{
+	ctl_loop_destroy(&d->loop);
+	ctl_metrics_http_close(&d->metrics);
+	free(d->views);
+	free(d->metrics_file);
+	ctl_watch_close(&d->watch);
+	ctl_watch_close(&d->clients);
+	if (d->store != NULL && d->jobs != NULL)
+		ctl_store_sync_events(d->store, ctl_jobs_events(d->jobs));
 	/* The store borrows the job table's event ring, and the jobs the
 	 * store and the configuration: store first, then jobs. */
 	/* Resumes read the history on threads of their own. */
-	ctl_jobs_cancel_resumes(d.jobs);
-	ctl_store_close(&d.store, MAIN_DRAIN_MS);
-	ctl_jobs_destroy(&d.jobs);
-	ctl_reload_destroy(&d.reload);
-	ctl_server_close(&d.server);
-	if (zctx != NULL)
-		zmq_ctx_term(zctx);
-	if (d.sigfd >= 0)
-		close(d.sigfd);
-	ctl_config_destroy(&d.cfg);
+	ctl_jobs_cancel_resumes(d->jobs);
+	ctl_store_close(&d->store, MAIN_DRAIN_MS);
+	ctl_jobs_destroy(&d->jobs);
+	ctl_reload_destroy(&d->reload);
+	ctl_server_close(&d->server);
+	if (d->zctx != NULL)
+		zmq_ctx_term(d->zctx);
+	if (d->sigfd >= 0)
+		close(d->sigfd);
+	ctl_config_destroy(&d->cfg);
+}
+
+int
+main(int argc, char **argv)
+{
+	daemon_state d = { .sigfd = -1 };
+	int rc;
+
+	if ((rc = ctl_cmdline_parse(argc, argv, &d.cl)) >= 0)
+		return rc;
+	if (d.cl.level_given)
+		ctl_log_set_level(d.cl.level);
+	d.policy_path = d.cl.policy;
+	d.db = d.cl.db;
+	if (main_load_config(&d) != 0)
+		return 1;
+	rc = main_configure(&d) == 0 && main_open(&d) == 0 &&
+		main_attach(&d) == 0 && main_serve(&d) == 0
+	    ? 0
+	    : 1;
+	main_close(&d);
 	return rc;
 }

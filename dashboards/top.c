@@ -2,11 +2,10 @@
  */
 #include "top.h"
 
-#include "client/args.h"
+#include "common/args.h"
 #include "client/client.h"
 #include "common/clock.h"
 #include "common/msg.h"
-#include "common/suggest.h"
 #include "layout.h"
 #include "model.h"
 #include "source.h"
@@ -15,7 +14,7 @@
 
 #include <bellows/error.h>
 
-#include <getopt.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,206 +26,189 @@
 #define TOP_REFRESH_MS      1000 /* live: STATUS this often */
 #define TOP_MIN_FETCH_MS    250  /* telemetry: not more often than this */
 
-typedef struct top_opts {
-	const char *control;    /* NULL = offline */
-	const char *publish;    /* bellowsd's PUB */
-	const char *db;         /* history file; NULL = not given */
-	const char *job;        /* job to open, NULL = none */
-	int64_t run;            /* offline: run to open */
-	bool once;              /* print one screen and leave */
-	bool all_decisions;     /* also decisions that change nothing */
-	dash_view view;         /* --once: view printed */
-	uint32_t rows;          /* --once: screen size */
-	uint32_t cols;          /* same */
-	const char *server_key; /* --server-key, NULL: not given */
-	const char *client_key; /* --client-key, NULL: not given */
-	bool no_color;          /* --no-color */
-} top_opts;
+/* --control EP: an endpoint given, which also means live. */
+static int
+top_control(const char *cmd, const char *opt, const char *text, void *opts)
+{
+	dash_top_opts *o = opts;
+
+	if (com_args_text(cmd, opt, text, 1, 0, false) != 0)
+		return BELLOWS_EINVAL;
+	o->control = text;
+	o->control_given = true;
+	return 0;
+}
+
+static int
+top_view(const char *cmd, const char *opt, const char *text, void *opts)
+{
+	dash_top_opts *o = opts;
+	int v;
+
+	for (v = 0; v < DASH_VIEW_LAYER; v++) {
+		if (strcasecmp(text, dash_view_name((dash_view)v)) == 0)
+			break;
+	}
+	if (v == DASH_VIEW_LAYER) {
+		fprintf(stderr,
+		    "bellows %s: %s must be jobs, ranks, layers, decisions or "
+		    "events, not '%s'\n",
+		    cmd, opt, text);
+		return BELLOWS_EINVAL;
+	}
+	o->view = (dash_view)v;
+	return 0;
+}
+
+static int
+top_size(const char *cmd, const char *opt, const char *text, void *opts)
+{
+	dash_top_opts *o = opts;
+	unsigned r = 0, k = 0;
+	char end = 0;
+
+	if (sscanf(text, "%ux%u%c", &r, &k, &end) != 2 || r < 8 || r > 1000 ||
+	    k < 40 || k > 1000) {
+		fprintf(stderr,
+		    "bellows %s: %s must be ROWSxCOLS, 8..1000 x 40..1000, "
+		    "not '%s'\n",
+		    cmd, opt, text);
+		return BELLOWS_EINVAL;
+	}
+	o->rows = r;
+	o->cols = k;
+	return 0;
+}
+
+static const com_opt top_rows[] = {
+	{ .name = "control",
+	    .arg = "EP",
+	    .help = "bellowsd's control endpoint (default $BELLOWS_CONTROL, "
+		    "else " TOP_DEFAULT_CONTROL ")",
+	    .kind = COM_OPT_PARSE,
+	    .parse = top_control },
+	{ .name = "publish",
+	    .arg = "EP",
+	    .help = "bellowsd's publish endpoint (default $BELLOWS_PUBLISH, "
+		    "else " TOP_DEFAULT_PUBLISH ")",
+	    .kind = COM_OPT_TEXT,
+	    .at = offsetof(dash_top_opts, publish),
+	    .min = 1 },
+	{ .name = "offline",
+	    .help = "browse --db without a daemon (the default when --db or "
+		    "--run is given without --control)",
+	    .kind = COM_OPT_FLAG,
+	    .at = offsetof(dash_top_opts, offline) },
+	{ .name = "all-decisions",
+	    .help = "show every decision, also those that change nothing "
+		    "(key c toggles)",
+	    .kind = COM_OPT_FLAG,
+	    .at = offsetof(dash_top_opts, all_decisions) },
+	{ .name = "once",
+	    .help = "print one screen as text and exit, 1 when bellowsd did "
+		    "not answer (also what happens when not on a terminal)",
+	    .kind = COM_OPT_FLAG,
+	    .at = offsetof(dash_top_opts, once) },
+	{ .name = "view",
+	    .arg = "V",
+	    .help = "--once: jobs, ranks, layers (default), decisions or "
+		    "events",
+	    .kind = COM_OPT_PARSE,
+	    .parse = top_view },
+	{ .name = "size",
+	    .arg = "RxC",
+	    .help = "--once: screen size (default 24x80)",
+	    .kind = COM_OPT_PARSE,
+	    .parse = top_size },
+	{ .name = "server-key",
+	    .arg = "FILE",
+	    .help = "bellowsd's public certificate (default "
+		    "$BELLOWS_SERVER_KEY)",
+	    .kind = COM_OPT_TEXT,
+	    .at = offsetof(dash_top_opts, server_key) },
+	{ .name = "client-key",
+	    .arg = "FILE",
+	    .help = "this client's secret certificate (default "
+		    "$BELLOWS_CLIENT_KEY); with both, CURVE",
+	    .kind = COM_OPT_TEXT,
+	    .at = offsetof(dash_top_opts, client_key) },
+	{ .name = "no-color",
+	    .help = "no colours (bold, underline and dim instead); also when "
+		    "$NO_COLOR is set or the terminal has none",
+	    .kind = COM_OPT_FLAG,
+	    .at = offsetof(dash_top_opts, no_color) },
+};
+
+static const com_args_cmd top_cmd = {
+	.name = "top",
+	.shared = COM_ARGS_TAKES(COM_ARGS_DB) | COM_ARGS_TAKES(COM_ARGS_RUN) |
+	    COM_ARGS_TAKES(COM_ARGS_JOB),
+	.shared_at = offsetof(dash_top_opts, sh),
+	.notes = {
+		[COM_ARGS_DB] = "live, per-layer rows come from it (default: "
+				"the file bellowsd's STATUS names when "
+				"readable here, else " TOP_DEFAULT_DB ")",
+		[COM_ARGS_RUN] = "offline: open this run",
+		[COM_ARGS_JOB] = "open this job (default $BELLOWS_JOB)",
+	},
+	.opts = top_rows,
+	.n_opts = sizeof(top_rows) / sizeof(top_rows[0]),
+	.usage = dash_top_usage,
+};
 
 void
 dash_top_usage(FILE *f)
 {
-	fprintf(f,
-	    "usage: bellows top [--control EP] [--publish EP] [--db FILE]\n"
-	    "                   [--offline] [--run ID] [--job NAME]\n"
-	    "                   [--all-decisions]\n"
-	    "                   [--once [--view V] [--size ROWSxCOLS]]\n"
-	    "                   [--server-key FILE --client-key FILE]\n"
-	    "                   [--no-color]\n"
-	    "\n"
-	    "  --control EP   bellowsd's control endpoint (default\n"
-	    "                 $BELLOWS_CONTROL, else %s)\n"
-	    "  --publish EP   bellowsd's publish endpoint (default\n"
-	    "                 $BELLOWS_PUBLISH, else %s)\n"
-	    "  --db FILE      the history bellowsd writes; live, per-layer\n"
-	    "                 rows come from it (default: the file\n"
-	    "                 bellowsd's STATUS names when readable here,\n"
-	    "                 else %s)\n"
-	    "  --offline      browse --db without a daemon (the default\n"
-	    "                 when --db or --run is given without --control)\n"
-	    "  --run ID       offline: open this run (default the latest)\n"
-	    "  --job NAME     open this job (default $BELLOWS_JOB)\n"
-	    "  --all-decisions  show every decision, also those that\n"
-	    "                 change nothing (key c toggles)\n"
-	    "  --once         print one screen as text and exit, 1 when\n"
-	    "                 bellowsd did not answer (also\n"
-	    "                 what happens when not on a terminal)\n"
-	    "  --view V       --once: jobs, ranks, layers (default),\n"
-	    "                 decisions or events\n"
-	    "  --size RxC     --once: screen size (default 24x80)\n"
-	    "  --server-key FILE  bellowsd's public certificate (default\n"
-	    "                 $BELLOWS_SERVER_KEY)\n"
-	    "  --client-key FILE  this client's secret certificate (default\n"
-	    "                 $BELLOWS_CLIENT_KEY); with both, CURVE\n"
-	    "  --no-color     no colours (bold, underline and dim instead);\n"
-	    "                 also when $NO_COLOR is set or the terminal\n"
-	    "                 has none\n"
-	    "\n"
-	    "keys: arrows/j/k move, Tab view, Enter open (a job, layer or\n"
-	    "decision) and close, Esc back, / filter layers, s sort, c changed\n"
-	    "decisions only/all, p pause, Left/Right window (offline), ? help\n"
-	    "and legend, q quit. docs/top.md describes the views.\n",
-	    TOP_DEFAULT_CONTROL, TOP_DEFAULT_PUBLISH, TOP_DEFAULT_DB);
+	fputs("usage: bellows top [--control EP] [--publish EP] [--db FILE]\n"
+	      "                   [--offline] [--run ID] [--job NAME]\n"
+	      "                   [--all-decisions]\n"
+	      "                   [--once [--view V] [--size ROWSxCOLS]]\n"
+	      "                   [--server-key FILE --client-key FILE]\n"
+	      "                   [--no-color]\n"
+	      "\n",
+	    f);
+	com_args_help(f, &top_cmd, NULL);
+	fputs("\n"
+	      "keys: arrows/j/k move, Tab view, Enter open (a job, layer or\n"
+	      "decision) and close, Esc back, / filter layers, s sort, c "
+	      "changed\n"
+	      "decisions only/all, p pause, Left/Right window (offline), ? "
+	      "help\n"
+	      "and legend, q quit. docs/top.md describes the views.\n",
+	    f);
 }
 
-static int
-top_parse(int argc, char **argv, top_opts *o)
+int
+dash_top_parse(int argc, char **argv, dash_top_opts *ret)
 {
-	static const struct option longopts[] = {
-		{ "control", required_argument, NULL, 'c' },
-		{ "publish", required_argument, NULL, 'P' },
-		{ "db", required_argument, NULL, 'd' },
-		{ "offline", no_argument, NULL, 'o' },
-		{ "run", required_argument, NULL, 'r' },
-		{ "job", required_argument, NULL, 'j' },
-		{ "all-decisions", no_argument, NULL, 'a' },
-		{ "once", no_argument, NULL, '1' },
-		{ "view", required_argument, NULL, 'v' },
-		{ "size", required_argument, NULL, 's' },
-		{ "server-key", required_argument, NULL, 'S' },
-		{ "client-key", required_argument, NULL, 'C' },
-		{ "no-color", no_argument, NULL, 'N' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	int next, r;
+
+	*ret = (dash_top_opts){
+		.control = tool_client_env("BELLOWS_CONTROL",
+		    TOP_DEFAULT_CONTROL),
+		.publish = tool_client_env("BELLOWS_PUBLISH",
+		    TOP_DEFAULT_PUBLISH),
+		.sh = { .job = tool_client_env("BELLOWS_JOB", NULL) },
+		.run = DASH_NONE,
+		.view = DASH_VIEW_LAYERS,
+		.rows = 24,
+		.cols = 80,
 	};
-	bool offline = false, control = false, db = false;
-	uint64_t run;
-	int c;
-
-	memset(o, 0, sizeof(*o));
-	o->control = tool_client_env("BELLOWS_CONTROL", TOP_DEFAULT_CONTROL);
-	o->publish = tool_client_env("BELLOWS_PUBLISH", TOP_DEFAULT_PUBLISH);
-	o->job = tool_client_env("BELLOWS_JOB", NULL);
-	o->db = NULL;
-	o->run = DASH_NONE;
-	o->view = DASH_VIEW_LAYERS;
-	o->rows = 24;
-	o->cols = 80;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'S':
-			o->server_key = optarg;
-			break;
-		case 'C':
-			o->client_key = optarg;
-			break;
-		case 'N':
-			o->no_color = true;
-			break;
-		case 'c':
-			o->control = optarg;
-			control = true;
-			break;
-		case 'P':
-			o->publish = optarg;
-			break;
-		case 'd':
-			o->db = optarg;
-			db = true;
-			break;
-		case 'o':
-			offline = true;
-			break;
-		case 'r':
-			if (tool_args_u64("bellows top", "--run", optarg, 0,
-				INT64_MAX, &run) != 0)
-				return 2;
-			o->run = (int64_t)run;
-			break;
-		case 'j':
-			o->job = optarg;
-			break;
-		case 'a':
-			o->all_decisions = true;
-			break;
-		case '1':
-			o->once = true;
-			break;
-		case 'v': {
-			int v;
-
-			for (v = 0; v < DASH_VIEW_LAYER; v++) {
-				if (strcasecmp(optarg,
-					dash_view_name((dash_view)v)) == 0)
-					break;
-			}
-			if (v == DASH_VIEW_LAYER) {
-				fprintf(stderr,
-				    "bellows top: --view must be jobs, ranks, "
-				    "layers, decisions or events, not '%s'\n",
-				    optarg);
-				return 2;
-			}
-			o->view = (dash_view)v;
-			break;
-		}
-		case 's': {
-			unsigned r = 0, k = 0;
-			char end = 0;
-
-			if (sscanf(optarg, "%ux%u%c", &r, &k, &end) != 2 ||
-			    r < 8 || r > 1000 || k < 40 || k > 1000) {
-				fprintf(stderr,
-				    "bellows top: --size must be ROWSxCOLS, "
-				    "8..1000 x 40..1000, not '%s'\n",
-				    optarg);
-				return 2;
-			}
-			o->rows = r;
-			o->cols = k;
-			break;
-		}
-		case 'h':
-			dash_top_usage(stdout);
-			return -1;
-		default: {
-			const char *near = com_suggest_option(argv[optind - 1],
-			    longopts);
-
-			if (near != NULL)
-				fprintf(stderr,
-				    "bellows top: did you mean '--%s'?\n",
-				    near);
-			dash_top_usage(stderr);
-			return 2;
-		}
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "bellows top: unexpected argument '%s'\n",
-		    argv[optind]);
-		return 2;
-	}
-	if (offline && control) {
+	if ((r = com_args_parse(&top_cmd, argc, argv, ret, &next)) >= 0)
+		return r;
+	if (ret->sh.run != 0)
+		ret->run = ret->sh.run;
+	if (ret->offline && ret->control_given) {
 		fprintf(stderr,
 		    "bellows top: --offline and --control exclude each "
 		    "other\n");
 		return 2;
 	}
-	if (offline || (!control && (db || o->run != DASH_NONE)))
-		o->control = NULL;
-	return 0;
+	if (ret->offline ||
+	    (!ret->control_given &&
+		(ret->sh.db != NULL || ret->run != DASH_NONE)))
+		ret->control = NULL;
+	return -1;
 }
 
 /* Offline --run ID: the job name the source gives that run. */
@@ -256,7 +238,7 @@ top_fetch(dash_source *src, dash_model *m)
 }
 
 static int
-top_once(dash_source *src, dash_model *m, const top_opts *o)
+top_once(dash_source *src, dash_model *m, const dash_top_opts *o)
 {
 	dash_canvas c;
 	int r;
@@ -286,7 +268,7 @@ top_once(dash_source *src, dash_model *m, const top_opts *o)
 /* Colour unless --no-color or NO_COLOR (set and not empty, as
  * no-color.org has it) says otherwise. */
 static bool
-top_colour(const top_opts *o)
+top_colour(const dash_top_opts *o)
 {
 	const char *no = getenv("NO_COLOR");
 
@@ -374,12 +356,12 @@ dash_top_main(int argc, char **argv)
 	tool_keys keys;
 	dash_source *src = NULL;
 	dash_model m;
-	top_opts o;
+	dash_top_opts o;
 	char err[512] = "";
 	int r;
 
-	if ((r = top_parse(argc, argv, &o)) != 0)
-		return r < 0 ? 0 : r;
+	if ((r = dash_top_parse(argc, argv, &o)) >= 0)
+		return r;
 	if (!o.once && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)))
 		o.once = true;
 	if (o.control != NULL &&
@@ -387,7 +369,7 @@ dash_top_main(int argc, char **argv)
 		return 2;
 	so.control = o.control;
 	so.publish = o.publish;
-	so.db = o.db;
+	so.db = o.sh.db;
 	so.keys = o.control != NULL ? &keys : NULL;
 	r = dash_source_open(&so, &src, err, sizeof(err));
 	explicit_bzero(&keys, sizeof(keys));
@@ -398,8 +380,8 @@ dash_top_main(int argc, char **argv)
 	}
 	dash_model_init(&m, o.control == NULL);
 	m.all_decisions = o.all_decisions;
-	if (o.job != NULL) {
-		dash_copy(m.job, sizeof(m.job), o.job);
+	if (o.sh.job != NULL) {
+		dash_copy(m.job, sizeof(m.job), o.sh.job);
 		m.view = DASH_VIEW_LAYERS;
 	}
 	if (o.run != DASH_NONE) {
@@ -409,7 +391,7 @@ dash_top_main(int argc, char **argv)
 		if (m.job[0] == '\0') {
 			fprintf(stderr, "bellows top: no run %lld in %s\n",
 			    (long long)o.run,
-			    o.db != NULL ? o.db : TOP_DEFAULT_DB);
+			    o.sh.db != NULL ? o.sh.db : TOP_DEFAULT_DB);
 			r = BELLOWS_ENOTFOUND;
 			goto out;
 		}

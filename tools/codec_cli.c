@@ -7,7 +7,7 @@
  */
 #include "codec_cli.h"
 
-#include "client/args.h"
+#include "common/args.h"
 #include "common/suggest.h"
 
 #include <bellows/codec.h>
@@ -42,7 +42,7 @@ static const codec_opts codec_defaults = {
 	{                                                                      \
 		.name = "codec", .arg = "NAME",                                \
 		.help = "the codec: gcomp (the only one so far)",              \
-		.kind = TOOL_OPT_NAME, .at = offsetof(codec_opts, codec),      \
+		.kind = COM_OPT_NAME, .at = offsetof(codec_opts, codec),       \
 		.min = 1, .max = 64                                            \
 	}
 #define CODEC_OPT_TABLE                                                        \
@@ -50,42 +50,42 @@ static const codec_opts codec_defaults = {
 		.name = "table", .arg = "FILE",                                \
 		.help = "the exponent table, as `bellows codec table` "        \
 			"writes it",                                           \
-		.kind = TOOL_OPT_TEXT, .at = offsetof(codec_opts, table),      \
+		.kind = COM_OPT_TEXT, .at = offsetof(codec_opts, table),       \
 		.min = 1                                                       \
 	}
 
-static const tool_opt codec_table_rows[] = {
+static const com_opt codec_table_rows[] = {
 	CODEC_OPT_CODEC,
 	{ .name = "max-code-bits",
 	    .arg = "N",
 	    .help = "longest code; longer ones are escaped (default 8)",
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(codec_opts, max_bits),
 	    .min = 1,
 	    .max = BELLOWS_GCOMP_MAX_BITS },
 	{ .name = "table-version",
 	    .arg = "N",
 	    .help = "the version written in the table (default 1)",
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(codec_opts, version),
 	    .min = 0,
 	    .max = UINT32_MAX },
 };
 
-static const tool_opt codec_encode_rows[] = {
+static const com_opt codec_encode_rows[] = {
 	CODEC_OPT_CODEC,
 	CODEC_OPT_TABLE,
 	{ .name = "level",
 	    .arg = "L",
 	    .help = "truncation level of every value: 0 (lossless), 1, 2 "
 		    "or 3 (6, 12, 18 mantissa bits dropped; default 0)",
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(codec_opts, level),
 	    .min = 0,
 	    .max = 3 },
 };
 
-static const tool_opt codec_decode_rows[] = {
+static const com_opt codec_decode_rows[] = {
 	CODEC_OPT_CODEC,
 	CODEC_OPT_TABLE,
 };
@@ -97,13 +97,13 @@ static const tool_opt codec_decode_rows[] = {
 		.usage = tool_codec_usage                                      \
 	}
 
-static const tool_args_cmd codec_cmd_table = CODEC_CMD("codec table",
+static const com_args_cmd codec_cmd_table = CODEC_CMD("codec table",
     codec_table_rows, 4096);
-static const tool_args_cmd codec_cmd_encode = CODEC_CMD("codec encode",
+static const com_args_cmd codec_cmd_encode = CODEC_CMD("codec encode",
     codec_encode_rows, 2);
-static const tool_args_cmd codec_cmd_decode = CODEC_CMD("codec decode",
+static const com_args_cmd codec_cmd_decode = CODEC_CMD("codec decode",
     codec_decode_rows, 2);
-static const tool_args_cmd codec_cmd_stats = CODEC_CMD("codec stats",
+static const com_args_cmd codec_cmd_stats = CODEC_CMD("codec stats",
     codec_encode_rows, 1);
 
 void
@@ -128,8 +128,8 @@ tool_codec_usage(FILE *f)
 	      "  with its byte offset), 2 on a usage error.\n"
 	      "\n",
 	    f);
-	tool_args_help(f, &codec_cmd_table, NULL);
-	tool_args_help(f, &codec_cmd_encode, NULL);
+	com_args_help(f, &codec_cmd_table, NULL);
+	com_args_help(f, &codec_cmd_encode, NULL);
 }
 
 /* Reads the whole file at path into a malloc'd *ret_buf. Returns 0, or 1
@@ -263,13 +263,13 @@ codec_write(const char *cmd, const char *path, const void *buf, size_t len)
  * `want` of them (at least 1 when want < 0). Returns -1 to go on, else the
  * exit code. */
 static int
-codec_parse(const tool_args_cmd *cmd, int argc, char **argv, codec_opts *o,
+codec_parse(const com_args_cmd *cmd, int argc, char **argv, codec_opts *o,
     int want, int *ret_next)
 {
 	int next, rc, have;
 
 	*o = codec_defaults;
-	if ((rc = tool_args_parse(cmd, argc, argv, o, &next)) >= 0)
+	if ((rc = com_args_parse(cmd, argc, argv, o, &next)) >= 0)
 		return rc;
 	if (strcmp(o->codec, "gcomp") != 0) {
 		fprintf(stderr, "bellows %s: --codec must be gcomp, not '%s'\n",

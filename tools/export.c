@@ -8,7 +8,7 @@
  */
 #include "export.h"
 
-#include "client/args.h"
+#include "common/args.h"
 #include "history.h"
 #include "client/metrics.h"
 
@@ -28,32 +28,31 @@
 /* ---- options ----------------------------------------------------------- */
 
 typedef struct export_opts {
-	tool_args_shared sh; /* --db, --run */
-	const char *out;     /* --out */
-	bool force;          /* --force */
+	com_args_shared sh; /* --db, --run */
+	const char *out;    /* --out */
+	bool force;         /* --force */
 } export_opts;
 
 static const export_opts export_defaults = {
 	.sh = { .db = TOOL_HISTORY_DEFAULT_DB },
 };
 
-static const tool_opt export_opt_rows[] = {
+static const com_opt export_opt_rows[] = {
 	{ .name = "out",
 	    .arg = "DIR",
 	    .help = "where to write; created if missing",
-	    .kind = TOOL_OPT_TEXT,
+	    .kind = COM_OPT_TEXT,
 	    .at = offsetof(export_opts, out),
 	    .min = 1 },
 	{ .name = "force",
 	    .help = "overwrite existing files",
-	    .kind = TOOL_OPT_FLAG,
+	    .kind = COM_OPT_FLAG,
 	    .at = offsetof(export_opts, force) },
 };
 
-static const tool_args_cmd export_cmd = {
+static const com_args_cmd export_cmd = {
 	.name = "export",
-	.shared = TOOL_ARGS_TAKES(TOOL_ARGS_DB) |
-	    TOOL_ARGS_TAKES(TOOL_ARGS_RUN),
+	.shared = COM_ARGS_TAKES(COM_ARGS_DB) | COM_ARGS_TAKES(COM_ARGS_RUN),
 	.shared_at = offsetof(export_opts, sh),
 	.opts = export_opt_rows,
 	.n_opts = sizeof(export_opt_rows) / sizeof(export_opt_rows[0]),
@@ -77,7 +76,7 @@ tool_export_usage(FILE *f)
 	      "  with a header and no rows. See docs/history.md.\n"
 	      "\n",
 	    f);
-	tool_args_help(f, &export_cmd, &export_defaults);
+	com_args_help(f, &export_cmd, &export_defaults);
 }
 
 /* ---- cells ------------------------------------------------------------- */
@@ -195,7 +194,7 @@ export_parse(int argc, char **argv, export_opts *o)
 	int next, rc;
 
 	*o = export_defaults;
-	if ((rc = tool_args_parse(&export_cmd, argc, argv, o, &next)) >= 0)
+	if ((rc = com_args_parse(&export_cmd, argc, argv, o, &next)) >= 0)
 		return rc;
 	if (o->out == NULL) {
 		fprintf(stderr, "bellows export: --out DIR is required\n");

@@ -11,7 +11,7 @@
 #include "history.h"
 #include "report.h"
 
-#include "client/args.h"
+#include "common/args.h"
 #include "client/metrics.h"
 #include "common/suggest.h"
 #include "common/units.h"
@@ -723,7 +723,7 @@ tool_history_print(FILE *f, const tool_hdb_rows *rows, tool_history_format fmt,
 /* ---- the subcommand ---------------------------------------------------- */
 
 typedef struct history_opts {
-	tool_args_shared sh;      /* --db, --run, --job */
+	com_args_shared sh;       /* --db, --run, --job */
 	const history_sub *sub;   /* the question */
 	const char *layer;        /* --layer */
 	tool_history_bound since; /* --since */
@@ -765,56 +765,56 @@ static const history_opts history_defaults = {
 	.sh = { .db = TOOL_HISTORY_DEFAULT_DB },
 };
 
-static const tool_opt history_opt_rows[] = {
+static const com_opt history_opt_rows[] = {
 	{ .name = "layer",
 	    .arg = "NAME",
 	    .help = "windows: this layer per window; decisions: those that "
 		    "changed it; stats: its activations and send times; "
 		    "metrics: its own",
-	    .kind = TOOL_OPT_TEXT,
+	    .kind = COM_OPT_TEXT,
 	    .at = offsetof(history_opts, layer) },
 	{ .name = "since",
 	    .arg = "W|TIME",
 	    .help = "from this window number (\"12\") or UTC time "
 		    "(\"2026-11-22T10:00\", to the ms), inclusive; runs and "
 		    "events take times only",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = history_opt_since },
 	{ .name = "until",
 	    .arg = "W|TIME",
 	    .help = "to this window number or UTC time, inclusive; a time "
 		    "covers all of what it names (\"10:05\" up to "
 		    "10:05:59.999); runs and events take times only",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = history_opt_until },
 	{ .name = "format",
 	    .arg = "F",
 	    .help = "table (default), csv or json",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = history_opt_format },
 	{ .name = "wide",
 	    .help = "tables: do not cut long text",
-	    .kind = TOOL_OPT_FLAG,
+	    .kind = COM_OPT_FLAG,
 	    .at = offsetof(history_opts, wide) },
 	{ .name = "changed",
 	    .help = "decisions: only those that changed a knob",
-	    .kind = TOOL_OPT_FLAG,
+	    .kind = COM_OPT_FLAG,
 	    .at = offsetof(history_opts, changed) },
 	{ .name = "per-window",
 	    .help = "timings: a row per rank and window",
-	    .kind = TOOL_OPT_FLAG,
+	    .kind = COM_OPT_FLAG,
 	    .at = offsetof(history_opts, per_window) },
 };
 
-static const tool_args_cmd history_cmd = {
+static const com_args_cmd history_cmd = {
 	.name = HISTORY_CMD,
-	.shared = TOOL_ARGS_TAKES(TOOL_ARGS_DB) |
-	    TOOL_ARGS_TAKES(TOOL_ARGS_RUN) | TOOL_ARGS_TAKES(TOOL_ARGS_JOB),
+	.shared = COM_ARGS_TAKES(COM_ARGS_DB) |
+	    COM_ARGS_TAKES(COM_ARGS_RUN) | COM_ARGS_TAKES(COM_ARGS_JOB),
 	.shared_at = offsetof(history_opts, sh),
 	.notes = {
-		[TOOL_ARGS_RUN] = "with --job, its latest; runs and events "
+		[COM_ARGS_RUN] = "with --job, its latest; runs and events "
 				  "show every run without it",
-		[TOOL_ARGS_JOB] = "only this job's runs and events, and its "
+		[COM_ARGS_JOB] = "only this job's runs and events, and its "
 				  "latest run",
 	},
 	.operands = 1, /* the question */
@@ -842,7 +842,7 @@ tool_history_usage(FILE *f)
 	fprintf(f, "  %-10s %s\n", "compare",
 	    "two runs side by side (bellows history compare --help)");
 	fputc('\n', f);
-	tool_args_help(f, &history_cmd, &history_defaults);
+	com_args_help(f, &history_cmd, &history_defaults);
 	fputs("\n  See docs/history.md.\n", f);
 }
 
@@ -922,7 +922,7 @@ history_parse(int argc, char **argv, history_opts *o)
 	int next, rc;
 
 	*o = history_defaults;
-	if ((rc = tool_args_parse(&history_cmd, argc, argv, o, &next)) >= 0)
+	if ((rc = com_args_parse(&history_cmd, argc, argv, o, &next)) >= 0)
 		return rc;
 	/* argv[0] is "history"; the one word left is the question. */
 	if (next >= argc) {

@@ -8,7 +8,7 @@
  */
 #include "replay.h"
 
-#include "client/args.h"
+#include "common/args.h"
 #include "common/msg.h"
 #include "controller/plugin.h"
 #include "controller/policy_host.h"
@@ -452,7 +452,7 @@ tool_replay_compare(const tool_replay *rp, const tool_hdb_replay *rec, bool all,
 /* ---- the subcommand ---------------------------------------------------- */
 
 typedef struct replay_opts {
-	tool_args_shared sh; /* --db, --run, --job (NULL: the default) */
+	com_args_shared sh;  /* --db, --run, --job (NULL: the default) */
 	const char *policy;  /* --policy */
 	const char *metrics; /* --metrics */
 	bool all;            /* --all */
@@ -460,35 +460,35 @@ typedef struct replay_opts {
 
 static const replay_opts replay_defaults = { .sh = { .db = NULL } };
 
-static const tool_opt replay_opt_rows[] = {
+static const com_opt replay_opt_rows[] = {
 	{ .name = "policy",
 	    .arg = "FILE",
 	    .help = "bellowsd's configuration (YAML)",
-	    .kind = TOOL_OPT_TEXT,
+	    .kind = COM_OPT_TEXT,
 	    .at = offsetof(replay_opts, policy),
 	    .min = 1 },
 	{ .name = "metrics",
 	    .arg = "FILE",
 	    .help = "recorded metrics: CSV with columns window, layer, "
 		    "grad_norm, lr [, numel, shape]; - reads standard input",
-	    .kind = TOOL_OPT_TEXT,
+	    .kind = COM_OPT_TEXT,
 	    .at = offsetof(replay_opts, metrics),
 	    .min = 1 },
 	{ .name = "all",
 	    .help = "with --db: every row, not only differences",
-	    .kind = TOOL_OPT_FLAG,
+	    .kind = COM_OPT_FLAG,
 	    .at = offsetof(replay_opts, all) },
 };
 
-static const tool_args_cmd replay_cmd = {
+static const com_args_cmd replay_cmd = {
 	.name = "replay",
-	.shared = TOOL_ARGS_TAKES(TOOL_ARGS_DB) |
-	    TOOL_ARGS_TAKES(TOOL_ARGS_RUN) | TOOL_ARGS_TAKES(TOOL_ARGS_JOB),
+	.shared = COM_ARGS_TAKES(COM_ARGS_DB) |
+	    COM_ARGS_TAKES(COM_ARGS_RUN) | COM_ARGS_TAKES(COM_ARGS_JOB),
 	.shared_at = offsetof(replay_opts, sh),
 	.notes = {
-		[TOOL_ARGS_DB] = "the input instead of --metrics",
-		[TOOL_ARGS_RUN] = "with --db only",
-		[TOOL_ARGS_JOB] = "matched against the configuration (default: "
+		[COM_ARGS_DB] = "the input instead of --metrics",
+		[COM_ARGS_RUN] = "with --db only",
+		[COM_ARGS_JOB] = "matched against the configuration (default: "
 				  "the run's job with --db, else "
 				  REPLAY_DEFAULT_JOB ")",
 	},
@@ -519,7 +519,7 @@ tool_replay_usage(FILE *f)
 	    "  compression gate). See docs/replay.md.\n"
 	    "\n",
 	    f);
-	tool_args_help(f, &replay_cmd, &replay_defaults);
+	com_args_help(f, &replay_cmd, &replay_defaults);
 }
 
 /* Returns -1 to go on, else the exit code. */
@@ -529,7 +529,7 @@ replay_parse(int argc, char **argv, replay_opts *o)
 	int next, rc;
 
 	*o = replay_defaults;
-	if ((rc = tool_args_parse(&replay_cmd, argc, argv, o, &next)) >= 0)
+	if ((rc = com_args_parse(&replay_cmd, argc, argv, o, &next)) >= 0)
 		return rc;
 	if (o->sh.db != NULL && o->metrics != NULL) {
 		fprintf(stderr,

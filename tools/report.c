@@ -21,7 +21,7 @@
 #include "report.h"
 #include "report_int.h"
 
-#include "client/args.h"
+#include "common/args.h"
 #include "history.h"
 #include "client/historydb.h"
 #include "common/units.h"
@@ -1564,39 +1564,39 @@ rep_json(FILE *f, const rep_run *rr)
 /* ---- bellows report --------------------------------------------------- */
 
 typedef struct report_opts {
-	tool_args_shared sh; /* --db, --run, --job */
-	const char *html;    /* --html FILE */
-	bool json;           /* --json */
+	com_args_shared sh; /* --db, --run, --job */
+	const char *html;   /* --html FILE */
+	bool json;          /* --json */
 } report_opts;
 
 static const report_opts report_defaults = {
 	.sh = { .db = TOOL_HISTORY_DEFAULT_DB },
 };
 
-static const tool_opt report_opt_rows[] = {
+static const com_opt report_opt_rows[] = {
 	{ .name = "html",
 	    .arg = "FILE",
 	    .help = "write the report as one self-contained HTML page "
 		    "with plots (inline SVG, no script, no network)",
-	    .kind = TOOL_OPT_TEXT,
+	    .kind = COM_OPT_TEXT,
 	    .at = offsetof(report_opts, html),
 	    .min = 1 },
 	{ .name = "json",
 	    .help = "print the report's numbers, exact, as one JSON object "
 		    "instead of the text",
-	    .kind = TOOL_OPT_FLAG,
+	    .kind = COM_OPT_FLAG,
 	    .at = offsetof(report_opts, json) },
 };
 
-static const tool_args_cmd report_cmd = {
+static const com_args_cmd report_cmd = {
 	.name = "report",
-	.shared = TOOL_ARGS_TAKES(TOOL_ARGS_DB) |
-	    TOOL_ARGS_TAKES(TOOL_ARGS_RUN) | TOOL_ARGS_TAKES(TOOL_ARGS_JOB),
+	.shared = COM_ARGS_TAKES(COM_ARGS_DB) |
+	    COM_ARGS_TAKES(COM_ARGS_RUN) | COM_ARGS_TAKES(COM_ARGS_JOB),
 	.shared_at = offsetof(report_opts, sh),
 	.notes = {
-		[TOOL_ARGS_RUN] = "with --job, its latest; a run of another "
+		[COM_ARGS_RUN] = "with --job, its latest; a run of another "
 				  "job is refused",
-		[TOOL_ARGS_JOB] = "the job whose run it is",
+		[COM_ARGS_JOB] = "the job whose run it is",
 	},
 	.opts = report_opt_rows,
 	.n_opts = sizeof(report_opt_rows) / sizeof(report_opt_rows[0]),
@@ -1617,7 +1617,7 @@ tool_report_usage(FILE *f)
 	      "  numbers. See docs/report.md.\n"
 	      "\n",
 	    f);
-	tool_args_help(f, &report_cmd, &report_defaults);
+	com_args_help(f, &report_cmd, &report_defaults);
 }
 
 int
@@ -1629,7 +1629,7 @@ tool_report_main(int argc, char **argv)
 	FILE *hf;
 
 	o = report_defaults;
-	if ((rc = tool_args_parse(&report_cmd, argc, argv, &o, &next)) >= 0)
+	if ((rc = com_args_parse(&report_cmd, argc, argv, &o, &next)) >= 0)
 		return rc;
 	if (tool_report_run_load("report", o.sh.db,
 		o.sh.run != 0 ? o.sh.run : TOOL_HDB_NONE, o.sh.job, true,

@@ -12,7 +12,7 @@
 #include "report.h"
 #include "report_int.h"
 
-#include "client/args.h"
+#include "common/args.h"
 #include "client/historydb.h"
 #include "common/units.h"
 #include "controller/config.h"
@@ -43,7 +43,7 @@ compare_opt_db(const char *cmd, const char *opt, const char *text, void *opts)
 {
 	compare_opts *o = opts;
 
-	if (tool_args_text(cmd, opt, text, 1, 0, false) != 0)
+	if (com_args_text(cmd, opt, text, 1, 0, false) != 0)
 		return BELLOWS_EINVAL;
 	if (o->n_db == 2) {
 		fprintf(stderr, "bellows %s: --db given more than twice\n",
@@ -59,7 +59,7 @@ compare_opt_run(const char *cmd, const char *opt, const char *text, void *opts)
 {
 	compare_opts *o = opts;
 
-	if (tool_args_text(cmd, opt, text, 1, 0, false) != 0)
+	if (com_args_text(cmd, opt, text, 1, 0, false) != 0)
 		return BELLOWS_EINVAL;
 	if (o->n_run == 2) {
 		fprintf(stderr, "bellows %s: --run given more than twice\n",
@@ -70,23 +70,23 @@ compare_opt_run(const char *cmd, const char *opt, const char *text, void *opts)
 	return 0;
 }
 
-static const tool_opt compare_opt_rows[] = {
+static const com_opt compare_opt_rows[] = {
 	{ .name = "db",
 	    .arg = "FILE",
 	    .help = "a history database (default bellows.db); twice: the "
 		    "first run from the first, the second from the second",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = compare_opt_db },
 	{ .name = "run",
 	    .arg = "[FILE:]ID",
 	    .help = "a run, twice; FILE:ID names its database too (then "
 		    "without --db)",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = compare_opt_run },
 	{ .name = "job",
 	    .arg = "NAME",
 	    .help = "a run not named by --run is this job's latest",
-	    .kind = TOOL_OPT_NAME,
+	    .kind = COM_OPT_NAME,
 	    .at = offsetof(compare_opts, job),
 	    .min = 1,
 	    .max = 255 },
@@ -95,12 +95,12 @@ static const tool_opt compare_opt_rows[] = {
 	    .help = "write the comparison as one self-contained HTML page, "
 		    "the runs on the same axes (inline SVG, no script, no "
 		    "network), instead of printing it",
-	    .kind = TOOL_OPT_TEXT,
+	    .kind = COM_OPT_TEXT,
 	    .at = offsetof(compare_opts, html),
 	    .min = 1 },
 };
 
-static const tool_args_cmd compare_cmd = {
+static const com_args_cmd compare_cmd = {
 	.name = "history compare",
 	.opts = compare_opt_rows,
 	.n_opts = sizeof(compare_opt_rows) / sizeof(compare_opt_rows[0]),
@@ -127,7 +127,7 @@ tool_report_compare_usage(FILE *f)
 	      "  Without --run, each database's latest run (of --job).\n"
 	      "\n",
 	    f);
-	tool_args_help(f, &compare_cmd, NULL);
+	com_args_help(f, &compare_cmd, NULL);
 }
 
 /* Splits "FILE:ID" or "ID". Returns 0, or 2 after saying why. */
@@ -152,7 +152,7 @@ compare_split(const char *text, const char **ret_file, char *fbuf, size_t flen,
 		fbuf[n] = '\0';
 		*ret_file = fbuf;
 	}
-	if (tool_args_u64("history compare", "--run", num, 1, INT64_MAX, &v) !=
+	if (com_args_u64("history compare", "--run", num, 1, INT64_MAX, &v) !=
 	    0)
 		return 2;
 	*ret_id = (int64_t)v;
@@ -688,7 +688,7 @@ tool_report_compare_main(int argc, char **argv)
 	rep_run r[2];
 	int next, rc;
 
-	if ((rc = tool_args_parse(&compare_cmd, argc, argv, &o, &next)) >= 0)
+	if ((rc = com_args_parse(&compare_cmd, argc, argv, &o, &next)) >= 0)
 		return rc;
 	for (int i = 0; i < o.n_run; i++) {
 		file[i] = NULL;

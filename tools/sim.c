@@ -19,7 +19,7 @@
 #include "client/client.h"
 #include "common/clock.h"
 #include "common/msg.h"
-#include "client/args.h"
+#include "common/args.h"
 #include "client/metrics.h"
 
 #include <bellows/error.h>

@@ -6,7 +6,7 @@
  */
 #include "sim_opts.h"
 
-#include "client/args.h"
+#include "common/args.h"
 #include "client/client.h"
 #include "common/clock.h"
 #include "common/msg.h"
@@ -42,9 +42,9 @@ sim_parse_kill(const char *cmd, const char *opt, const char *text, void *opts)
 	}
 	memcpy(rank, text, (size_t)(colon - text));
 	rank[colon - text] = '\0';
-	if (tool_args_u32("sim", "the RANK of --kill", rank, 0,
+	if (com_args_u32("sim", "the RANK of --kill", rank, 0,
 		SIM_MAX_RANKS - 1, &o->kill_rank) != 0 ||
-	    tool_args_u32("sim", "the WINDOW of --kill", colon + 1, 1,
+	    com_args_u32("sim", "the WINDOW of --kill", colon + 1, 1,
 		UINT32_MAX, &o->kill_window) != 0)
 		return BELLOWS_EINVAL;
 	o->kill = true;
@@ -189,7 +189,7 @@ sim_parse_down(const char *cmd, const char *opt, const char *text, void *opts)
 {
 	sim_opts *o = opts;
 
-	if (tool_args_u32(cmd, opt, text, 0, 600000, &o->down_ms) != 0)
+	if (com_args_u32(cmd, opt, text, 0, 600000, &o->down_ms) != 0)
 		return BELLOWS_EINVAL;
 	o->down_given = true;
 	return 0;
@@ -280,65 +280,65 @@ static const sim_opts sim_defaults = {
 
 /* Each row as `bellows sim --help` lists it; the limits are those of
  * SIM_MAX_*. */
-static const tool_opt sim_opt_rows[] = {
+static const com_opt sim_opt_rows[] = {
 	{ .name = "control",
 	    .arg = "EP",
 	    .help = "bellowsd's control endpoint",
-	    .kind = TOOL_OPT_NAME,
+	    .kind = COM_OPT_NAME,
 	    .at = offsetof(sim_opts, control),
 	    .min = 1,
 	    .max = 1024 },
 	{ .name = "publish",
 	    .arg = "EP",
 	    .help = "bellowsd's publish endpoint",
-	    .kind = TOOL_OPT_NAME,
+	    .kind = COM_OPT_NAME,
 	    .at = offsetof(sim_opts, publish),
 	    .min = 1,
 	    .max = 1024 },
 	{ .name = "ranks",
 	    .arg = "N",
 	    .help = "ranks, 1.." SIM_STR(SIM_MAX_RANKS),
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(sim_opts, ranks),
 	    .min = 1,
 	    .max = SIM_MAX_RANKS },
 	{ .name = "layers",
 	    .arg = "L",
 	    .help = "layers in the model, 1.." SIM_STR(SIM_MAX_LAYERS),
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(sim_opts, layers),
 	    .min = 1,
 	    .max = SIM_MAX_LAYERS },
 	{ .name = "windows",
 	    .arg = "W",
 	    .help = "windows to run",
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(sim_opts, windows),
 	    .min = 1,
 	    .max = SIM_MAX_RECORDS },
 	{ .name = "steps-per-window",
 	    .arg = "S",
 	    .help = "steps in a window",
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(sim_opts, steps),
 	    .min = 1,
 	    .max = SIM_MAX_RECORDS },
 	{ .name = "step-ms",
 	    .arg = "MS",
 	    .help = "extra time per step (default 0)",
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(sim_opts, step_ms),
 	    .max = 60000 },
 	{ .name = "seed",
 	    .arg = "X",
 	    .help = "gradient noise seed (default 1)",
-	    .kind = TOOL_OPT_U64,
+	    .kind = COM_OPT_U64,
 	    .at = offsetof(sim_opts, seed),
 	    .max = UINT64_MAX },
 	{ .name = "decision-timeout-ms",
 	    .arg = "T",
 	    .help = "agents' longest wait for a decision (default 5000)",
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(sim_opts, decision_timeout_ms),
 	    .min = 1,
 	    .max = 600000 },
@@ -346,30 +346,30 @@ static const tool_opt sim_opt_rows[] = {
 	    .arg = "RANK:WINDOW",
 	    .help = "SIGKILL RANK at the start of WINDOW and start it again "
 		    "as a new process",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = sim_parse_kill },
 	{ .name = "down-ms",
 	    .arg = "MS",
 	    .help = "how long it stays down (default 3000)",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = sim_parse_down },
 	{ .name = "quiet",
 	    .help = "rank 0 does not print each decision",
-	    .kind = TOOL_OPT_FLAG,
+	    .kind = COM_OPT_FLAG,
 	    .at = offsetof(sim_opts, quiet) },
 	{ .name = "exp-hist",
 	    .help = "the 2-D layers report their gradients' exponent "
 		    "histograms (BELLOWS_LAYER_EXP_HIST, what the gcomp "
 		    "policy builds its tables from); every rank's codec table "
 		    "is checked at every step like its decision",
-	    .kind = TOOL_OPT_FLAG,
+	    .kind = COM_OPT_FLAG,
 	    .at = offsetof(sim_opts, exp_hist) },
 	{ .name = "record-metrics",
 	    .arg = "FILE",
 	    .help = "rank 0 writes each closed window's gradient norms and "
 		    "LR, the input of bellows replay (window,layer,grad_norm,"
 		    "lr,numel,shape)",
-	    .kind = TOOL_OPT_NAME,
+	    .kind = COM_OPT_NAME,
 	    .at = offsetof(sim_opts, record_metrics),
 	    .min = 1,
 	    .max = 4096 },
@@ -377,7 +377,7 @@ static const tool_opt sim_opt_rows[] = {
 	    .arg = "FILE",
 	    .help = "rank 0 writes the levels bellowsd decided for each "
 		    "window whose decision it applied (window,layer,level)",
-	    .kind = TOOL_OPT_NAME,
+	    .kind = COM_OPT_NAME,
 	    .at = offsetof(sim_opts, record_levels),
 	    .min = 1,
 	    .max = 4096 },
@@ -385,7 +385,7 @@ static const tool_opt sim_opt_rows[] = {
 	    .arg = "ID",
 	    .help = "this launch's identity, the same for every rank "
 		    "(default: one drawn at random, so each sim is a new run)",
-	    .kind = TOOL_OPT_NAME,
+	    .kind = COM_OPT_NAME,
 	    .at = offsetof(sim_opts, run_id),
 	    .min = 1,
 	    .max = 255 },
@@ -393,26 +393,26 @@ static const tool_opt sim_opt_rows[] = {
 	    .arg = "N",
 	    .help = "the ranks start at window N (step N x S) instead of 0, "
 		    "as from a checkpoint",
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(sim_opts, start_window),
 	    .max = UINT32_MAX },
 	{ .name = "resume",
 	    .help = "with --start-window: continue the job's recorded run "
 		    "there (its later windows are superseded) instead of a "
 		    "new run",
-	    .kind = TOOL_OPT_FLAG,
+	    .kind = COM_OPT_FLAG,
 	    .at = offsetof(sim_opts, resume) },
 	{ .name = "server-key",
 	    .arg = "FILE",
 	    .help = "bellowsd's public certificate (default "
 		    "$BELLOWS_SERVER_KEY)",
-	    .kind = TOOL_OPT_TEXT,
+	    .kind = COM_OPT_TEXT,
 	    .at = offsetof(sim_opts, server_key) },
 	{ .name = "client-key",
 	    .arg = "FILE",
 	    .help = "the ranks' secret certificate (default "
 		    "$BELLOWS_CLIENT_KEY); with both, CURVE",
-	    .kind = TOOL_OPT_TEXT,
+	    .kind = COM_OPT_TEXT,
 	    .at = offsetof(sim_opts, client_key) },
 	{ .name = "aggregate",
 	    .arg = "rank|node|job",
@@ -421,12 +421,12 @@ static const tool_opt sim_opt_rows[] = {
 		    "node (--node-ranks) or of the job reduce them through a "
 		    "simulated all-reduce over shared memory and the lowest "
 		    "rank reports for them",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = sim_parse_aggregate },
 	{ .name = "node-ranks",
 	    .arg = "N",
 	    .help = "ranks per node with --aggregate node (default 2)",
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(sim_opts, node_ranks),
 	    .min = 1,
 	    .max = SIM_MAX_RANKS },
@@ -442,27 +442,27 @@ static const tool_opt sim_opt_rows[] = {
 		    "threshold, compression gate and calibration (even steps "
 		    "compressed, odd raw). Prints the size threshold the "
 		    "model implies (robust rule over the 2-D layers)",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = sim_parse_comm },
 	{ .name = "comm-noise",
 	    .arg = "F",
 	    .help = "relative noise of modelled times, from the seed "
 		    "(default 0.02)",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = sim_parse_noise },
 	{ .name = "buckets",
 	    .arg = "N",
 	    .help = "also time N collectives per step over contiguous layer "
 		    "groups (DDP buckets; comm_ms is then their sum); needs "
 		    "--comm-model",
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(sim_opts, buckets),
 	    .min = 1,
 	    .max = SIM_MAX_LAYERS },
 	{ .name = "backward-ms",
 	    .arg = "MS",
 	    .help = "report this backward time per step",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = sim_parse_backward },
 	{ .name = "eval",
 	    .arg = "ACC",
@@ -470,7 +470,7 @@ static const tool_opt sim_opt_rows[] = {
 		    "window's end (bellows_agent_eval): an accuracy rising "
 		    "to ACC (0 < ACC <= 1) at the last window, loss "
 		    "-ln(accuracy)",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = sim_parse_eval },
 	{ .name = "step-model",
 	    .arg = "wall|sync|overlap",
@@ -482,7 +482,7 @@ static const tool_opt sim_opt_rows[] = {
 		    "raw sends hide behind the backward pass as DDP's "
 		    "buckets do, compressed ones follow it); needs "
 		    "--comm-model",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = sim_parse_step_model },
 	{ .name = "act",
 	    .arg = "LBAR,R,RATIO",
@@ -491,21 +491,21 @@ static const tool_opt sim_opt_rows[] = {
 		    "layer's error bound is set (raw bytes: numel x batch / "
 		    "2), and keep the 2-D layers' momentum average (COMET's "
 		    "M_avg)",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = sim_parse_act },
 	{ .name = "mem",
 	    .arg = "TOTAL_MB,USED_MB",
 	    .help = "report device memory: TOTAL_MB, and USED_MB plus the "
 		    "stored activations",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = sim_parse_mem },
 };
 
-static const tool_args_cmd sim_cmd = {
+static const com_args_cmd sim_cmd = {
 	.name = "sim",
-	.shared = TOOL_ARGS_TAKES(TOOL_ARGS_JOB),
+	.shared = COM_ARGS_TAKES(COM_ARGS_JOB),
 	.shared_at = offsetof(sim_opts, sh),
-	.notes = { [TOOL_ARGS_JOB] = "the ranks join this job" },
+	.notes = { [COM_ARGS_JOB] = "the ranks join this job" },
 	.opts = sim_opt_rows,
 	.n_opts = sizeof(sim_opt_rows) / sizeof(sim_opt_rows[0]),
 	.usage = tool_sim_opts_usage,
@@ -551,7 +551,7 @@ tool_sim_opts_usage(FILE *f)
 	    "  reports through its agent; --eval a trainer's evaluations.\n"
 	    "\n",
 	    f);
-	tool_args_help(f, &sim_cmd, &sim_defaults);
+	com_args_help(f, &sim_cmd, &sim_defaults);
 }
 
 int
@@ -564,7 +564,7 @@ tool_sim_opts_parse(int argc, char **argv, sim_opts *o)
 	o->control = tool_client_env("BELLOWS_CONTROL", COM_DEFAULT_CONTROL);
 	o->publish = tool_client_env("BELLOWS_PUBLISH", COM_DEFAULT_PUBLISH);
 	o->sh.job = tool_client_env("BELLOWS_JOB", NULL);
-	if ((rc = tool_args_parse(&sim_cmd, argc, argv, o, &next)) >= 0)
+	if ((rc = com_args_parse(&sim_cmd, argc, argv, o, &next)) >= 0)
 		return rc;
 	if (o->sh.job == NULL)
 		missing = "--job";

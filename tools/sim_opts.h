@@ -8,7 +8,7 @@
 #ifndef TOOL_SIM_OPTS_H
 #define TOOL_SIM_OPTS_H
 
-#include "client/args.h"
+#include "common/args.h"
 #include "client/client.h"
 
 #include <stdbool.h>
@@ -20,7 +20,7 @@
 #define SIM_MAX_RECORDS (1u << 24) /* ranks x steps recorded */
 
 typedef struct sim_opts {
-	tool_args_shared sh;          /* --job (the shared options) */
+	com_args_shared sh;           /* --job (the shared options) */
 	const char *control;          /* bellowsd ROUTER endpoint */
 	const char *publish;          /* bellowsd PUB endpoint */
 	uint32_t ranks;               /* world size */

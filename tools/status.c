@@ -2,14 +2,13 @@
  */
 #include "status.h"
 
-#include "client/args.h"
+#include "common/args.h"
 #include "client/client.h"
 #include "common/msg.h"
-#include "common/suggest.h"
 
 #include <bellows/error.h>
 
-#include <getopt.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,39 +18,90 @@
 #define STATUS_DEFAULT_CONTROL    COM_DEFAULT_CONTROL
 #define STATUS_DEFAULT_TIMEOUT_MS 2000
 
-typedef struct status_opts {
-	const char *control;    /* daemon's ROUTER endpoint */
-	const char *job;        /* only this job; NULL = all */
-	bool json;              /* --format json */
-	uint32_t timeout_ms;    /* how long to wait for the reply */
-	const char *server_key; /* --server-key, NULL: not given */
-	const char *client_key; /* --client-key, NULL: not given */
-} status_opts;
+/* The default in the help, from the same number. */
+#define STATUS_STR2(x) #x
+#define STATUS_STR(x)  STATUS_STR2(x)
+
+static int
+status_format(const char *cmd, const char *opt, const char *text, void *opts)
+{
+	tool_status_opts *o = opts;
+
+	if (strcmp(text, "json") != 0 && strcmp(text, "table") != 0) {
+		fprintf(stderr,
+		    "bellows %s: %s must be table or json, not '%s'\n", cmd,
+		    opt, text);
+		return BELLOWS_EINVAL;
+	}
+	o->json = strcmp(text, "json") == 0;
+	return 0;
+}
+
+static const com_opt status_rows[] = {
+	{ .name = "control",
+	    .arg = "EP",
+	    .help = "bellowsd's control endpoint (default $BELLOWS_CONTROL, "
+		    "else " STATUS_DEFAULT_CONTROL ")",
+	    .kind = COM_OPT_TEXT,
+	    .at = offsetof(tool_status_opts, control),
+	    .min = 1,
+	    .letter = 'c' },
+	{ .name = "format",
+	    .arg = "F",
+	    .help = "table (default) or json",
+	    .kind = COM_OPT_PARSE,
+	    .parse = status_format,
+	    .letter = 'f' },
+	{ .name = "timeout-ms",
+	    .arg = "N",
+	    .help = "wait this long for the answer (default " STATUS_STR(
+		STATUS_DEFAULT_TIMEOUT_MS) ")",
+	    .kind = COM_OPT_U32,
+	    .at = offsetof(tool_status_opts, timeout_ms),
+	    .min = 1,
+	    .max = 3600000,
+	    .letter = 't' },
+	{ .name = "server-key",
+	    .arg = "FILE",
+	    .help = "bellowsd's public certificate (default "
+		    "$BELLOWS_SERVER_KEY)",
+	    .kind = COM_OPT_TEXT,
+	    .at = offsetof(tool_status_opts, server_key) },
+	{ .name = "client-key",
+	    .arg = "FILE",
+	    .help = "this client's secret certificate (default "
+		    "$BELLOWS_CLIENT_KEY); with both, CURVE",
+	    .kind = COM_OPT_TEXT,
+	    .at = offsetof(tool_status_opts, client_key) },
+};
+
+static const com_args_cmd status_cmd = {
+	.name = "status",
+	.shared = COM_ARGS_TAKES(COM_ARGS_JOB),
+	.shared_at = offsetof(tool_status_opts, sh),
+	.notes = { [COM_ARGS_JOB] = "only this one (default $BELLOWS_JOB, "
+				    "else every job)" },
+	.letters = { [COM_ARGS_JOB] = 'j' },
+	.opts = status_rows,
+	.n_opts = sizeof(status_rows) / sizeof(status_rows[0]),
+	.usage = tool_status_usage,
+};
 
 void
 tool_status_usage(FILE *f)
 {
-	fprintf(f,
-	    "usage: bellows status [--control EP] [--job NAME]\n"
-	    "                      [--format table|json] [--timeout-ms N]\n"
-	    "                      [--server-key FILE --client-key FILE]\n"
-	    "\n"
-	    "  --control EP        bellowsd's control endpoint (default\n"
-	    "                      $BELLOWS_CONTROL, else %s)\n"
-	    "  --job NAME          only this job (default $BELLOWS_JOB, else\n"
-	    "                      every job)\n"
-	    "  --format F          table (default) or json\n"
-	    "  --timeout-ms N      wait this long for the answer (default "
-	    "%d)\n"
-	    "  --server-key FILE   bellowsd's public certificate (default\n"
-	    "                      $BELLOWS_SERVER_KEY)\n"
-	    "  --client-key FILE   this client's secret certificate (default\n"
-	    "                      $BELLOWS_CLIENT_KEY); with both, CURVE\n"
+	fputs("usage: bellows status [--control EP] [--job NAME]\n"
+	      "                      [--format table|json] [--timeout-ms N]\n"
+	      "                      [--server-key FILE --client-key FILE]\n"
+	      "\n",
+	    f);
+	com_args_help(f, &status_cmd, NULL);
+	fputs(
 	    "\n"
 	    "  Exits 0 with the answer, 1 when there is none (bellowsd down,\n"
 	    "  refused this client's key, or the server key is wrong), 2 on\n"
 	    "  a usage error or a bad key file.\n",
-	    STATUS_DEFAULT_CONTROL, STATUS_DEFAULT_TIMEOUT_MS);
+	    f);
 }
 
 static void
@@ -273,87 +323,18 @@ status_print_json(FILE *f, const com_status_reply *st)
 	fprintf(f, "%s]}\n", st->n_peers ? "\n " : "");
 }
 
-static int
-status_parse(int argc, char **argv, status_opts *o)
+int
+tool_status_parse(int argc, char **argv, tool_status_opts *ret)
 {
-	static const struct option opts[] = {
-		{ "control", required_argument, NULL, 'c' },
-		{ "job", required_argument, NULL, 'j' },
-		{ "format", required_argument, NULL, 'f' },
-		{ "timeout-ms", required_argument, NULL, 't' },
-		{ "server-key", required_argument, NULL, 'S' },
-		{ "client-key", required_argument, NULL, 'C' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
+	int next;
 
-	*o = (status_opts){
+	*ret = (tool_status_opts){
 		.control = tool_client_env("BELLOWS_CONTROL",
 		    STATUS_DEFAULT_CONTROL),
-		.job = tool_client_env("BELLOWS_JOB", NULL),
+		.sh = { .job = tool_client_env("BELLOWS_JOB", NULL) },
 		.timeout_ms = STATUS_DEFAULT_TIMEOUT_MS,
 	};
-	while ((c = getopt_long(argc, argv, "c:j:f:t:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'c':
-			o->control = optarg;
-			break;
-		case 'j':
-			if (optarg[0] == '\0') {
-				fprintf(stderr,
-				    "bellows status: --job needs a name\n");
-				return 2;
-			}
-			o->job = optarg;
-			break;
-		case 'f':
-			if (strcmp(optarg, "json") == 0) {
-				o->json = true;
-			} else if (strcmp(optarg, "table") == 0) {
-				o->json = false;
-			} else {
-				fprintf(stderr,
-				    "bellows status: --format must be table "
-				    "or json, not '%s'\n",
-				    optarg);
-				return 2;
-			}
-			break;
-		case 't':
-			if (tool_args_u32("status", "--timeout-ms", optarg, 1,
-				3600000, &o->timeout_ms) != 0)
-				return 2;
-			break;
-		case 'S':
-			o->server_key = optarg;
-			break;
-		case 'C':
-			o->client_key = optarg;
-			break;
-		case 'h':
-			tool_status_usage(stdout);
-			return 0;
-		default: {
-			const char *near = com_suggest_option(argv[optind - 1],
-			    opts);
-
-			if (near != NULL)
-				fprintf(stderr,
-				    "bellows status: did you mean '--%s'?\n",
-				    near);
-			tool_status_usage(stderr);
-			return 2;
-		}
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "bellows status: unexpected argument '%s'\n",
-		    argv[optind]);
-		tool_status_usage(stderr);
-		return 2;
-	}
-	return -1;
+	return com_args_parse(&status_cmd, argc, argv, ret, &next);
 }
 
 int
@@ -361,18 +342,18 @@ tool_status_main(int argc, char **argv)
 {
 	tool_client *client = NULL;
 	com_msg req, reply;
-	status_opts o;
+	tool_status_opts o;
 	tool_keys keys;
 	int r, rc = 1;
 
-	if ((rc = status_parse(argc, argv, &o)) >= 0)
+	if ((rc = tool_status_parse(argc, argv, &o)) >= 0)
 		return rc;
 	if (tool_client_keys("status", o.server_key, o.client_key, &keys) != 0)
 		return 2;
 	rc = 1;
 	com_msg_init(&req, COM_MSG_STATUS_REQUEST);
 	com_msg_init(&reply, COM_MSG_NONE);
-	req.u.status_request.job = (char *)o.job; /* borrowed, not freed */
+	req.u.status_request.job = (char *)o.sh.job; /* borrowed, not freed */
 	r = tool_client_open(o.control, &keys, &client);
 	explicit_bzero(&keys.client, sizeof(keys.client));
 	if (r != 0) {
@@ -417,10 +398,10 @@ tool_status_main(int argc, char **argv)
 		status_print_json(stdout, &reply.u.status_reply);
 	else
 		status_print_table(stdout, &reply.u.status_reply);
-	if (o.job != NULL && reply.u.status_reply.n_jobs == 0) {
+	if (o.sh.job != NULL && reply.u.status_reply.n_jobs == 0) {
 		fprintf(stderr,
 		    "bellows status: bellowsd at %s has no job '%s'\n",
-		    o.control, o.job);
+		    o.control, o.sh.job);
 		goto out;
 	}
 	rc = fflush(stdout) == 0 ? 0 : 1;

@@ -74,9 +74,12 @@ grep -qF "did you mean 'slimgc'?" "$TMP/typo.log" ||
     fail "bellowsd said: $(cat "$TMP/typo.log")"
 refused "unknown option '--dbb'; did you mean '--db'?" \
     "$BELLOWS" history runs --dbb "$TMP/none.db"
-refused "did you mean '--job'?" "$BELLOWS" status --jbo x
-refused "did you mean '--control'?" "$BELLOWS" top --contrl x
-refused "bellowsd: did you mean '--policy'?" "$BELLOWSD" --polcy x.yaml
+refused "bellows status: unknown option '--jbo'; did you mean '--job'?" \
+    "$BELLOWS" status --jbo x
+refused "bellows top: unknown option '--contrl'; did you mean '--control'?" \
+    "$BELLOWS" top --contrl x
+refused "bellowsd: unknown option '--polcy'; did you mean '--policy'?" \
+    "$BELLOWSD" --polcy x.yaml
 "$BELLOWSD" --policy >"$TMP/out.txt" 2>&1
 grep -q "did you mean" "$TMP/out.txt" && fail "a guess for a missing value"
 ok "mistyped commands, options, views and policy types get the nearest name"

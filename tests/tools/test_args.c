@@ -2,7 +2,7 @@
  * subcommand, the shared options declared once.
  *
  * A test subcommand ("t") takes the shared options and one option of
- * each kind; what tool_args_parse stores, returns and says on stderr is
+ * each kind; what com_args_parse stores, returns and says on stderr is
  * compared whole (stderr and stdout are redirected to temporary files).
  * The real subcommands (export, history, replay) are then run with the
  * same bad shared options and must refuse them with the same words.
@@ -21,7 +21,7 @@
 
 #include <bellows/error.h>
 
-#include "client/args.h"
+#include "common/args.h"
 #include "tools/export.h"
 #include "tools/history.h"
 #include "tools/replay.h"
@@ -65,16 +65,16 @@ capture_end(capture *c)
 /* ---- a subcommand of every kind of option ------------------------------ */
 
 typedef struct t_opts {
-	uint32_t count;      /* --count */
-	tool_args_shared sh; /* --db, --run, --job */
-	bool force;          /* --force */
-	bool only;           /* --only */
-	const char *out;     /* --out */
-	const char *label;   /* --label */
-	uint64_t big;        /* --big */
-	int64_t id;          /* --id */
-	int pairs;           /* --pair: how often given */
-	char pair[16];       /* its last value */
+	uint32_t count;     /* --count */
+	com_args_shared sh; /* --db, --run, --job */
+	bool force;         /* --force */
+	bool only;          /* --only */
+	const char *out;    /* --out */
+	const char *label;  /* --label */
+	uint64_t big;       /* --big */
+	int64_t id;         /* --id */
+	int pairs;          /* --pair: how often given */
+	char pair[16];      /* its last value */
 } t_opts;
 
 static int usage_calls; /* t_usage calls since the test began */
@@ -101,67 +101,69 @@ t_pair(const char *cmd, const char *opt, const char *text, void *opts)
 	return 0;
 }
 
-static const tool_opt t_rows[] = {
+static const com_opt t_rows[] = {
 	{ .name = "count",
 	    .arg = "N",
 	    .help = "how many",
-	    .kind = TOOL_OPT_U32,
+	    .kind = COM_OPT_U32,
 	    .at = offsetof(t_opts, count),
 	    .min = 1,
-	    .max = 10 },
+	    .max = 10,
+	    .letter = 'c' },
 	{ .name = "force",
 	    .help = "overwrite",
-	    .kind = TOOL_OPT_FLAG,
-	    .at = offsetof(t_opts, force) },
+	    .kind = COM_OPT_FLAG,
+	    .at = offsetof(t_opts, force),
+	    .letter = 'f' },
 	{ .name = "out",
 	    .arg = "DIR",
 	    .help = "where the words of a long help go, wrapped at the "
 		    "seventy-eighth column under the column of the help text",
-	    .kind = TOOL_OPT_TEXT,
+	    .kind = COM_OPT_TEXT,
 	    .at = offsetof(t_opts, out),
 	    .min = 1 },
 	{ .name = "only",
 	    .help = "a flag",
-	    .kind = TOOL_OPT_FLAG,
+	    .kind = COM_OPT_FLAG,
 	    .at = offsetof(t_opts, only) },
 	{ .name = "label",
 	    .arg = "TEXT",
 	    .help = "a name",
-	    .kind = TOOL_OPT_NAME,
+	    .kind = COM_OPT_NAME,
 	    .at = offsetof(t_opts, label),
 	    .min = 1,
 	    .max = 4 },
 	{ .name = "big",
 	    .arg = "N",
 	    .help = "a large count",
-	    .kind = TOOL_OPT_U64,
+	    .kind = COM_OPT_U64,
 	    .at = offsetof(t_opts, big),
 	    .max = UINT64_MAX },
 	{ .name = "id",
 	    .arg = "ID",
 	    .help = "a signed id",
-	    .kind = TOOL_OPT_I64,
+	    .kind = COM_OPT_I64,
 	    .at = offsetof(t_opts, id),
 	    .min = 5,
 	    .max = 9 },
 	{ .name = "pair",
 	    .arg = "A:B",
 	    .help = "a pair",
-	    .kind = TOOL_OPT_PARSE,
+	    .kind = COM_OPT_PARSE,
 	    .parse = t_pair },
 	{ .name = "a-very-long-option",
 	    .arg = "VALUE",
 	    .help = "its help goes below",
-	    .kind = TOOL_OPT_TEXT,
+	    .kind = COM_OPT_TEXT,
 	    .at = offsetof(t_opts, label) },
 };
 
-static const tool_args_cmd t_cmd = {
+static const com_args_cmd t_cmd = {
 	.name = "t",
-	.shared = TOOL_ARGS_TAKES(TOOL_ARGS_DB) |
-	    TOOL_ARGS_TAKES(TOOL_ARGS_RUN) | TOOL_ARGS_TAKES(TOOL_ARGS_JOB),
+	.shared = COM_ARGS_TAKES(COM_ARGS_DB) | COM_ARGS_TAKES(COM_ARGS_RUN) |
+	    COM_ARGS_TAKES(COM_ARGS_JOB),
 	.shared_at = offsetof(t_opts, sh),
-	.notes = { [TOOL_ARGS_JOB] = "only this one" },
+	.notes = { [COM_ARGS_JOB] = "only this one" },
 	.operands = 2,
 	.opts = t_rows,
 	.n_opts = sizeof(t_rows) / sizeof(t_rows[0]),
@@ -170,7 +172,7 @@ static const tool_args_cmd t_cmd = {
 
 /* Parses `t ARGS...` into *o (zeroed first, db defaulting to
  * "default.db") with stderr captured into *err. Returns what
- * tool_args_parse returned; *ret_next is -1 unless it went on. */
+ * com_args_parse returned; *ret_next is -1 unless it went on. */
 static int
 t_parse(t_opts *o, capture *err, int *ret_next, const char *first, ...)
 {
@@ -188,7 +190,7 @@ t_parse(t_opts *o, capture *err, int *ret_next, const char *first, ...)
 	*ret_next = -1;
 	usage_calls = 0;
 	capture_begin(err, 2);
-	rc = tool_args_parse(&t_cmd, argc, argv, o, ret_next);
+	rc = com_args_parse(&t_cmd, argc, argv, o, ret_next);
 	capture_end(err);
 	if (rc < 0)
 		assert_string_equal(err->text, "");
@@ -251,7 +253,7 @@ test_args_put_operands_after_the_options(void **state)
 	int next = -1;
 
 	(void)state;
-	assert_int_equal(tool_args_parse(&t_cmd, 6, argv, &o, &next), -1);
+	assert_int_equal(com_args_parse(&t_cmd, 6, argv, &o, &next), -1);
 	assert_int_equal(next, 4);
 	assert_string_equal(argv[4], "first");
 	assert_string_equal(argv[5], "second");
@@ -441,11 +443,76 @@ test_args_print_the_usage_on_help_and_stop(void **state)
 	usage_calls = 0;
 	capture_begin(&out, 1);
 	/* --help is read after the bad --count: the first error wins. */
-	assert_int_equal(tool_args_parse(&t_cmd, 4, argv, &o, &next), 2);
-	assert_int_equal(tool_args_parse(&t_cmd, 2, argv_h, &o, &next), 0);
+	assert_int_equal(com_args_parse(&t_cmd, 4, argv, &o, &next), 2);
+	assert_int_equal(com_args_parse(&t_cmd, 2, argv_h, &o, &next), 0);
 	capture_end(&out);
 	assert_string_equal(out.text, "usage: bellows t\n");
 	assert_int_equal(usage_calls, 1);
+	assert_int_equal(next, -1);
+}
+
+static void
+test_args_take_a_row_by_its_letter_and_refuse_other_letters(void **state)
+{
+	capture err;
+	t_opts o;
+	int next;
+
+	(void)state;
+	assert_int_equal(t_parse(&o, &err, &next, "-c", "3", "-f", NULL), -1);
+	assert_int_equal(o.count, 3);
+	assert_true(o.force);
+	assert_int_equal(t_parse(&o, &err, &next, "-c4", NULL), -1);
+	assert_int_equal(o.count, 4);
+	assert_int_equal(t_parse(&o, &err, &next, "-c", "0", NULL), 2);
+	assert_string_equal(err.text,
+	    "bellows t: --count must be an integer in [1, 10], not '0'\n");
+	assert_int_equal(t_parse(&o, &err, &next, "-c", NULL), 2);
+	assert_string_equal(err.text,
+	    "bellows t: --count needs a value (N)\n"
+	    "usage: bellows t\n");
+	assert_int_equal(t_parse(&o, &err, &next, "-x", NULL), 2);
+	assert_string_equal(err.text,
+	    "bellows t: unknown option '-x'\n"
+	    "usage: bellows t\n");
+}
+
+static const com_args_cmd t_program = {
+	.name = "tprog",
+	.program = true,
+	.shared = COM_ARGS_TAKES(COM_ARGS_DB),
+	.shared_at = offsetof(t_opts, sh),
+	.opts = t_rows,
+	.n_opts = sizeof(t_rows) / sizeof(t_rows[0]),
+	.usage = t_usage,
+};
+
+static void
+test_args_name_a_program_of_its_own_without_bellows(void **state)
+{
+	char *unknown[] = { "tprog", "--fprce", NULL };
+	char *bad[] = { "tprog", "--count", "x", NULL };
+	char *extra[] = { "tprog", "x", NULL };
+	capture err;
+	t_opts o = { 0 };
+	int next = -1;
+
+	(void)state;
+	capture_begin(&err, 2);
+	assert_int_equal(com_args_parse(&t_program, 2, unknown, &o, &next), 2);
+	capture_end(&err);
+	assert_string_equal(err.text,
+	    "tprog: unknown option '--fprce'; did you mean '--force'?\n"
+	    "usage: bellows t\n");
+	capture_begin(&err, 2);
+	assert_int_equal(com_args_parse(&t_program, 3, bad, &o, &next), 2);
+	capture_end(&err);
+	assert_string_equal(err.text,
+	    "tprog: --count must be an integer in [1, 10], not 'x'\n");
+	capture_begin(&err, 2);
+	assert_int_equal(com_args_parse(&t_program, 2, extra, &o, &next), 2);
+	capture_end(&err);
+	assert_string_equal(err.text, "tprog: unexpected argument 'x'\n");
 	assert_int_equal(next, -1);
 }
 
@@ -461,7 +528,7 @@ test_args_help_lists_shared_options_first_then_own_then_help(void **state)
 
 	(void)state;
 	assert_non_null(f);
-	tool_args_help(f, &t_cmd, &defaults);
+	com_args_help(f, &t_cmd, &defaults);
 	fclose(f);
 	assert_string_equal(text,
 	    "  --db FILE     bellowsd's history database, read-only, also "
@@ -494,7 +561,7 @@ test_args_help_without_defaults_says_none(void **state)
 
 	(void)state;
 	assert_non_null(f);
-	tool_args_help(f, &t_cmd, NULL);
+	com_args_help(f, &t_cmd, NULL);
 	fclose(f);
 	assert_null(strstr(text, "(default bellows.db)"));
 	assert_non_null(strstr(text, "  --db FILE     bellowsd's history"));
@@ -512,13 +579,13 @@ static const struct {
 	unsigned takes;
 } subs[] = {
 	{ "export", tool_export_main, tool_export_usage,
-	    TOOL_ARGS_TAKES(TOOL_ARGS_DB) | TOOL_ARGS_TAKES(TOOL_ARGS_RUN) },
+	    COM_ARGS_TAKES(COM_ARGS_DB) | COM_ARGS_TAKES(COM_ARGS_RUN) },
 	{ "history", tool_history_main, tool_history_usage,
-	    TOOL_ARGS_TAKES(TOOL_ARGS_DB) | TOOL_ARGS_TAKES(TOOL_ARGS_RUN) |
-		TOOL_ARGS_TAKES(TOOL_ARGS_JOB) },
+	    COM_ARGS_TAKES(COM_ARGS_DB) | COM_ARGS_TAKES(COM_ARGS_RUN) |
+		COM_ARGS_TAKES(COM_ARGS_JOB) },
 	{ "replay", tool_replay_main, tool_replay_usage,
-	    TOOL_ARGS_TAKES(TOOL_ARGS_DB) | TOOL_ARGS_TAKES(TOOL_ARGS_RUN) |
-		TOOL_ARGS_TAKES(TOOL_ARGS_JOB) },
+	    COM_ARGS_TAKES(COM_ARGS_DB) | COM_ARGS_TAKES(COM_ARGS_RUN) |
+		COM_ARGS_TAKES(COM_ARGS_JOB) },
 };
 
 /* Runs subcommand `s` with `opt value` and returns its exit code, its
@@ -543,14 +610,14 @@ test_args_every_subcommand_refuses_a_bad_shared_option_alike(void **state)
 		unsigned id;
 		const char *opt, *value, *says;
 	} bad[] = {
-		{ TOOL_ARGS_RUN, "--run", "0",
+		{ COM_ARGS_RUN, "--run", "0",
 		    ": --run must be an integer in [1, 9223372036854775807], "
 		    "not '0'\n" },
-		{ TOOL_ARGS_RUN, "--run", "1x",
+		{ COM_ARGS_RUN, "--run", "1x",
 		    ": --run must be an integer in [1, 9223372036854775807], "
 		    "not '1x'\n" },
-		{ TOOL_ARGS_DB, "--db", "", ": --db must not be empty\n" },
-		{ TOOL_ARGS_JOB, "--job", "", ": --job must not be empty\n" },
+		{ COM_ARGS_DB, "--db", "", ": --db must not be empty\n" },
+		{ COM_ARGS_JOB, "--job", "", ": --job must not be empty\n" },
 	};
 
 	(void)state;
@@ -559,7 +626,7 @@ test_args_every_subcommand_refuses_a_bad_shared_option_alike(void **state)
 			char want[160];
 			capture err;
 
-			if (!(subs[s].takes & TOOL_ARGS_TAKES(bad[i].id)))
+			if (!(subs[s].takes & COM_ARGS_TAKES(bad[i].id)))
 				continue;
 			snprintf(want, sizeof(want), "bellows %s%s",
 			    subs[s].name, bad[i].says);
@@ -639,6 +706,10 @@ main(void)
 		    test_args_name_the_candidates_of_an_ambiguous_option),
 		cmocka_unit_test(test_args_say_which_value_is_missing),
 		cmocka_unit_test(test_args_print_the_usage_on_help_and_stop),
+		cmocka_unit_test(
+		    test_args_take_a_row_by_its_letter_and_refuse_other_letters),
+		cmocka_unit_test(
+		    test_args_name_a_program_of_its_own_without_bellows),
 		cmocka_unit_test(
 		    test_args_help_lists_shared_options_first_then_own_then_help),
 		cmocka_unit_test(test_args_help_without_defaults_says_none),
