@@ -17,6 +17,7 @@
 #include "history/hist_cols.h"
 #include "history/hist_read.h"
 #include "metrics.h"
+#include "common/errbuf.h"
 #include "common/suggest.h"
 
 #include <bellows/error.h>
@@ -468,7 +469,7 @@ tool_hdb_fail(tool_hdb *db, int code, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(db->err, sizeof(db->err), fmt, ap);
+	com_verrf(db->err, sizeof(db->err), fmt, ap);
 	va_end(ap);
 	return code;
 }

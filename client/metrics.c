@@ -8,6 +8,8 @@
  */
 #include "metrics.h"
 
+#include "common/errbuf.h"
+
 #include <bellows/error.h>
 
 #include <errno.h>
@@ -83,7 +85,7 @@ metrics_fail(metrics_parse *p, int code, uint64_t line, const char *fmt, ...)
 	n = snprintf(p->errbuf, p->errlen, "%s:%" PRIu64 ": ", p->name, line);
 	if (n >= 0 && (size_t)n < p->errlen) {
 		va_start(ap, fmt);
-		vsnprintf(p->errbuf + n, p->errlen - (size_t)n, fmt, ap);
+		com_verrf(p->errbuf + n, p->errlen - (size_t)n, fmt, ap);
 		va_end(ap);
 	}
 	return code;

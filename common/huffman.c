@@ -7,26 +7,14 @@
 #include "huffman.h"
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <bellows/error.h>
 
+#include "errbuf.h"
+
 #define HUFF_ESC   256 /* the escape, as a symbol sorting after 255 */
 #define HUFF_ITEMS 257 /* exponents and the escape */
-
-static void
-huff_err(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errbuf == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(errbuf, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* Native (unlimited) Huffman lengths of the symbols with a non-zero count;
  * the others get 0. Ties: the node whose lowest symbol is lower first.
@@ -256,12 +244,12 @@ com_huff_from_lengths(const uint8_t *lengths, unsigned esc_len,
 	if (lengths == NULL || ret == NULL)
 		return BELLOWS_EINVAL;
 	if (max_bits < 1 || max_bits > COM_HUFF_MAX_BITS) {
-		huff_err(errbuf, errlen, "max_code_bits %u is outside 1..%d",
+		com_errf(errbuf, errlen, "max_code_bits %u is outside 1..%d",
 		    max_bits, COM_HUFF_MAX_BITS);
 		return BELLOWS_EPROTO;
 	}
 	if (esc_len < 1 || esc_len > max_bits) {
-		huff_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "escape length %u is outside 1..%u (max_code_bits)",
 		    esc_len, max_bits);
 		return BELLOWS_EPROTO;
@@ -269,7 +257,7 @@ com_huff_from_lengths(const uint8_t *lengths, unsigned esc_len,
 	kraft = UINT64_C(1) << (max_bits - esc_len);
 	for (int s = 0; s < COM_HUFF_SYMBOLS; s++) {
 		if (lengths[s] > max_bits) {
-			huff_err(errbuf, errlen,
+			com_errf(errbuf, errlen,
 			    "code length %u of exponent %d is above "
 			    "max_code_bits %u",
 			    lengths[s], s, max_bits);
@@ -279,7 +267,7 @@ com_huff_from_lengths(const uint8_t *lengths, unsigned esc_len,
 			kraft += UINT64_C(1) << (max_bits - lengths[s]);
 	}
 	if (kraft > (UINT64_C(1) << max_bits)) {
-		huff_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "not a prefix code: Kraft sum %.6f is above 1",
 		    ldexp((double)kraft, -(int)max_bits));
 		return BELLOWS_EPROTO;
@@ -326,38 +314,38 @@ com_huff_read(const uint8_t *buf, size_t len, com_huff_table *ret,
 	if (buf == NULL || ret == NULL)
 		return BELLOWS_EINVAL;
 	if (len < 4 || memcmp(buf, "BGHT", 4) != 0) {
-		huff_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 0: not a GComp table (magic 'BGHT' expected)");
 		return BELLOWS_EPROTO;
 	}
 	if (len < COM_HUFF_TABLE_BYTES) {
-		huff_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte %zu: table truncated (%d bytes expected)", len,
 		    COM_HUFF_TABLE_BYTES);
 		return BELLOWS_EPROTO;
 	}
 	if (buf[4] != COM_HUFF_FORMAT) {
-		huff_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 4: table format %u, this build reads %d", buf[4],
 		    COM_HUFF_FORMAT);
 		return BELLOWS_EVERSION;
 	}
 	if (buf[7] != 0) {
-		huff_err(errbuf, errlen, "byte 7: reserved byte is %u, not 0",
+		com_errf(errbuf, errlen, "byte 7: reserved byte is %u, not 0",
 		    buf[7]);
 		return BELLOWS_EPROTO;
 	}
 	for (int i = 0; i < 4; i++)
 		version |= (uint32_t)buf[8 + i] << (8 * i);
 	if (buf[5] < 1 || buf[5] > COM_HUFF_MAX_BITS) {
-		huff_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 5: max_code_bits %u is outside "
 		    "1..%d",
 		    buf[5], COM_HUFF_MAX_BITS);
 		return BELLOWS_EPROTO;
 	}
 	if (buf[6] < 1 || buf[6] > buf[5]) {
-		huff_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 6: escape length %u is outside "
 		    "1..%u (max_code_bits)",
 		    buf[6], buf[5]);
@@ -365,7 +353,7 @@ com_huff_read(const uint8_t *buf, size_t len, com_huff_table *ret,
 	}
 	for (int s = 0; s < COM_HUFF_SYMBOLS; s++) {
 		if (buf[12 + s] > buf[5]) {
-			huff_err(errbuf, errlen,
+			com_errf(errbuf, errlen,
 			    "byte %d: code length %u of exponent %d is above "
 			    "max_code_bits %u",
 			    12 + s, buf[12 + s], s, buf[5]);
@@ -375,7 +363,7 @@ com_huff_read(const uint8_t *buf, size_t len, com_huff_table *ret,
 	rc = com_huff_from_lengths(buf + 12, buf[6], buf[5], version, ret, why,
 	    sizeof(why));
 	if (rc < 0) {
-		huff_err(errbuf, errlen, "bytes 12-267: %s", why);
+		com_errf(errbuf, errlen, "bytes 12-267: %s", why);
 		return rc;
 	}
 	if (ret_used != NULL)

@@ -7,6 +7,8 @@
  */
 #include "config_int.h"
 
+#include "common/errbuf.h"
+
 #include <bellows/error.h>
 
 #include <errno.h>
@@ -48,7 +50,7 @@ ctl_config_fail(config_ctx *cx, const yaml_node_t *node, const char *fmt, ...)
 	    node != NULL ? node->start_mark.column + 1 : 1);
 	if (n > 0 && (size_t)n < sizeof(msg)) {
 		va_start(ap, fmt);
-		vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+		com_verrf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
 		va_end(ap);
 	}
 	ctl_config_record(cx, msg);

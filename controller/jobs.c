@@ -61,6 +61,7 @@
 
 #include "common/clock.h"
 #include "common/codec.h"
+#include "common/errbuf.h"
 #include "log.h"
 #include "policy_host.h"
 #include "store.h"
@@ -71,25 +72,12 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void job_count_window(job *j, uint32_t i);
-
-void
-ctl_jobs_why(char *why, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (why == NULL || len == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(why, len, fmt, ap);
-	va_end(ap);
-}
 
 const char *
 ctl_jobs_run_id(const com_hello *h)
@@ -353,7 +341,7 @@ ctl_jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
 	uint64_t total = (uint64_t)cfg->max_total_job_mb << 20;
 
 	if (bytes > (uint64_t)cfg->max_job_mb << 20) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "job '%s' could hold up to %" PRIu64
 		    " MiB, more than max_job_mb (%u)",
 		    name, mib, cfg->max_job_mb);
@@ -361,7 +349,7 @@ ctl_jobs_admit(ctl_jobs *jobs, const char *name, size_t bytes, char *why,
 	}
 	/* The held jobs may exceed a total lowered by a reload. */
 	if (jobs->bytes > total || bytes > total - jobs->bytes) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "job '%s' could hold up to %" PRIu64
 		    " MiB, and the %u jobs held may hold %zu MiB: more than "
 		    "max_total_job_mb (%u)",
@@ -450,7 +438,7 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 	int r = BELLOWS_ENOMEM;
 
 	if (jobs->n_jobs >= jobs->cfg->max_jobs) {
-		ctl_jobs_why(why, why_len, "job table full (%u jobs)",
+		com_errf(why, why_len, "job table full (%u jobs)",
 		    jobs->cfg->max_jobs);
 		return BELLOWS_ELIMIT;
 	}
@@ -473,7 +461,7 @@ jobs_create(ctl_jobs *jobs, const com_hello *h, job **ret, char *why,
 		r = ctl_policy_set_new(jc, h->job, h->world, j->layers,
 		    j->n_layers, &state, reason, sizeof(reason), &j->policies);
 		if (r != 0) {
-			ctl_jobs_why(why, why_len, "%s", reason);
+			com_errf(why, why_len, "%s", reason);
 			goto fail;
 		}
 		ctl_policy_set_names(j->policies, j->policy_names,
@@ -572,7 +560,7 @@ ctl_jobs_check_client(const ctl_jobs *jobs, const char *name,
 {
 	if (ctl_config_client_allowed(jobs->cfg, name, client))
 		return 0;
-	ctl_jobs_why(why, why_len, "client '%s' is not allowed for job '%s'",
+	com_errf(why, why_len, "client '%s' is not allowed for job '%s'",
 	    client != NULL ? client : "(unauthenticated)",
 	    name != NULL ? name : "");
 	return BELLOWS_EPERM;
@@ -595,7 +583,7 @@ jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
 		/* Nothing of a job being resumed moves: a rank of the old
 		 * launch that was thought gone joins again, and is told to
 		 * wait there. */
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "job '%s' is being resumed by launch '%s': rank %u is not "
 		    "joined",
 		    name, resumer, rank);
@@ -603,20 +591,19 @@ jobs_rank_of(ctl_jobs *jobs, const char *name, uint32_t rank,
 	}
 	j = ctl_jobs_find(jobs, name);
 	if (j == NULL) {
-		ctl_jobs_why(why, why_len, "unknown job '%s'",
+		com_errf(why, why_len, "unknown job '%s'",
 		    name != NULL ? name : "");
 		return BELLOWS_ENOTJOINED;
 	}
 	if (rank >= j->world) {
-		ctl_jobs_why(why, why_len,
-		    "rank %u outside world %u of job '%s'", rank, j->world,
-		    name);
+		com_errf(why, why_len, "rank %u outside world %u of job '%s'",
+		    rank, j->world, name);
 		return BELLOWS_EPROTO;
 	}
 	rk = &j->ranks[rank];
 	if (!rk->joined || !rank_peer_is(rk, peer, peer_len) ||
 	    !rank_client_is(jobs, rk, client)) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "rank %u of job '%s' is not held by this peer", rank, name);
 		return BELLOWS_ENOTJOINED;
 	}
@@ -638,7 +625,7 @@ jobs_cover_allowed(const ctl_jobs *jobs, const job *j, const com_report *rep,
 	     rep->ranks > 1 && c < rep->rank + rep->ranks; c++) {
 		if (rank_client_is(jobs, &j->ranks[c], client))
 			continue;
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "report of rank %u covers rank %u of job '%s', which "
 		    "client '%s' does not hold",
 		    rep->rank, c, j->name, client != NULL ? client : "");
@@ -791,20 +778,20 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	int r;
 
 	if (peer_len == 0 || peer_len > CTL_PEER_MAX) {
-		ctl_jobs_why(why, why_len, "routing id of %zu bytes", peer_len);
+		com_errf(why, why_len, "routing id of %zu bytes", peer_len);
 		return BELLOWS_EPROTO;
 	}
 	/* The codec checks these too; the rank indexes j->ranks below, so
 	 * the table does not rely on it. */
 	if (h->job == NULL || h->job[0] == '\0' || h->rank >= h->world) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "hello for '%s' with rank %u of world %u",
 		    h->job != NULL ? h->job : "", h->rank, h->world);
 		return ctl_jobs_error_reply(reply, BELLOWS_EPROTO, why);
 	}
 	if (h->world > cfg->max_world || h->n_layers > cfg->max_layers ||
 	    h->n_layers == 0) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "hello for '%s' with world %u and %u layers exceeds this "
 		    "daemon's limits (world <= %u, 1..%u layers)",
 		    h->job, h->world, h->n_layers, cfg->max_world,
@@ -814,7 +801,7 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	for (uint32_t l = 0; l < h->n_layers; l++) {
 		if (h->layers[l].name == NULL ||
 		    h->layers[l].ndim > COM_MAX_NDIM) {
-			ctl_jobs_why(why, why_len,
+			com_errf(why, why_len,
 			    "hello for '%s' has a malformed layer %u", h->job,
 			    l);
 			return ctl_jobs_error_reply(reply, BELLOWS_EPROTO, why);
@@ -835,7 +822,7 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		 * another process, not this one reconnecting. */
 		if (held->joined && held->alive &&
 		    !rank_client_is(jobs, held, client)) {
-			ctl_jobs_why(why, why_len,
+			com_errf(why, why_len,
 			    "rank %u of job '%s' is held by another client",
 			    h->rank, h->job);
 			return ctl_jobs_error_reply(reply, BELLOWS_EBUSY, why);
@@ -882,7 +869,7 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 			    j->run_key, h->step, previous_key, previous);
 		}
 	} else if (j->world != h->world || !ctl_jobs_same_table(j, h)) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "hello for job '%s' rank %u does not match the job "
 		    "(world %u, %u layers)",
 		    h->job, h->rank, j->world, j->n_layers);
@@ -891,7 +878,7 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	rk = &j->ranks[h->rank];
 	if (rk->joined && rk->alive && rk->incarnation != h->incarnation &&
 	    !rank_peer_is(rk, peer, peer_len)) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "rank %u of job '%s' is held by a live agent", h->rank,
 		    h->job);
 		return ctl_jobs_error_reply(reply, BELLOWS_EBUSY, why);
@@ -1250,14 +1237,14 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		return r;
 	for (uint32_t i = 0; i < rep->n_layers; i++) {
 		if (rep->layers[i].layer >= j->n_layers) {
-			ctl_jobs_why(why, why_len,
+			com_errf(why, why_len,
 			    "report names layer %u of a %u-layer job",
 			    rep->layers[i].layer, j->n_layers);
 			return BELLOWS_EPROTO;
 		}
 	}
 	if (rep->ranks > 1 && rep->ranks > j->world - rep->rank) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "report of rank %u covers %u ranks of a %u-rank job",
 		    rep->rank, rep->ranks, j->world);
 		return BELLOWS_EPROTO;
@@ -1266,7 +1253,7 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		return ctl_jobs_error_reply(reply, r, why);
 	rank_seen(jobs, j, rk, now_ms);
 	if (rep->last_step < rep->first_step) {
-		ctl_jobs_why(why, why_len, "report steps %" PRIu64 "..%" PRIu64,
+		com_errf(why, why_len, "report steps %" PRIu64 "..%" PRIu64,
 		    rep->first_step, rep->last_step);
 		return BELLOWS_EPROTO;
 	}
@@ -1278,13 +1265,13 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	if (ctl_jobs_late_has(j, rep->window))
 		return job_report_late(jobs, j, rk, rep, now_ms, why, why_len);
 	if (rep->window < j->next_window) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "stale report of window %" PRIu64 " (next is %" PRIu64 ")",
 		    rep->window, j->next_window);
 		return BELLOWS_ESTATE;
 	}
 	if (rep->window >= j->next_window + JOBS_OPEN) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "report of window %" PRIu64 " is too far ahead of %" PRIu64,
 		    rep->window, j->next_window);
 		return BELLOWS_ESTATE;
@@ -1302,15 +1289,15 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		if (slot < 0 ||
 		    ctl_window_new(rep->window, j->world, j->n_layers, now_ms,
 			&j->open[slot]) != 0) {
-			ctl_jobs_why(why, why_len,
-			    "cannot open window %" PRIu64, rep->window);
+			com_errf(why, why_len, "cannot open window %" PRIu64,
+			    rep->window);
 			return BELLOWS_ENOMEM;
 		}
 		job_count_window(j, (uint32_t)slot);
 	}
 	if ((r = ctl_window_add(j->open[slot], rep)) != 0) {
 		if (r == BELLOWS_ENOMEM) {
-			ctl_jobs_why(why, why_len,
+			com_errf(why, why_len,
 			    "no memory for the report of window %" PRIu64,
 			    rep->window);
 			return r;

@@ -155,10 +155,6 @@ struct ctl_jobs {
 
 /* ---- jobs.c: the table and the messages driving it ------------------ */
 
-/* Formats the reason of a refusal into why (NULL or len 0: none wanted). */
-void ctl_jobs_why(char *why, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* Makes *reply an Error of `code` with `text` (copied; out of memory
  * leaves the message out) and returns code. */
 int ctl_jobs_error_reply(com_msg *reply, int code, const char *text);

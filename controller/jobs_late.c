@@ -23,6 +23,7 @@
 
 #include "common/clock.h"
 #include "common/codec.h"
+#include "common/errbuf.h"
 #include "log.h"
 #include "store.h"
 
@@ -109,7 +110,7 @@ ctl_jobs_late_add(job *j, const com_report *rep, uint64_t now_ms, char *why,
 			    " are held at most",
 			    j->name, rep->window, j->late_cap, j->late_next);
 		j->late_refused = true;
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "late report of window %" PRIu64
 		    " is too far ahead of late window %" PRIu64,
 		    rep->window, j->late_next);
@@ -119,13 +120,13 @@ ctl_jobs_late_add(job *j, const com_report *rep, uint64_t now_ms, char *why,
 	if (*slot == NULL &&
 	    ctl_window_new(rep->window, j->world, j->n_layers, now_ms, slot) !=
 		0) {
-		ctl_jobs_why(why, why_len, "cannot open late window %" PRIu64,
+		com_errf(why, why_len, "cannot open late window %" PRIu64,
 		    rep->window);
 		return BELLOWS_ENOMEM;
 	}
 	r = ctl_window_add(*slot, rep);
 	if (r == BELLOWS_ENOMEM)
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "no memory for the late report of window %" PRIu64,
 		    rep->window);
 	return r;

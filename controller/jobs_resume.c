@@ -33,6 +33,7 @@
 #include "jobs_int.h"
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 #include "log.h"
 #include "store.h"
 #include "worker.h"
@@ -185,7 +186,7 @@ ctl_jobs_resume_held(ctl_jobs *jobs, const com_hello *h, char *why,
 
 	if (rs == NULL || resume_is_for(rs, h))
 		return 0;
-	ctl_jobs_why(why, why_len,
+	com_errf(why, why_len,
 	    "job '%s' is being resumed by launch '%s' at window %" PRIu64
 	    " (its run is read back); retry once it has joined",
 	    h->job, rs->run_key, rs->below);
@@ -207,7 +208,7 @@ resume_limits(ctl_jobs *jobs, const char *client, char *why, size_t why_len)
 		}
 	}
 	if (mine >= JOBS_RESUMES_PER_CLIENT) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "client %s already has %u resume(s) being read back "
 		    "(job '%s'), the most one client may have; retry once "
 		    "it has joined",
@@ -215,7 +216,7 @@ resume_limits(ctl_jobs *jobs, const char *client, char *why, size_t why_len)
 		return BELLOWS_EBUSY;
 	}
 	if (jobs->n_resumes >= JOBS_RESUMES_MAX) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "%u resumes are being read back, the most this daemon "
 		    "runs at once; retry later",
 		    jobs->n_resumes);
@@ -232,7 +233,7 @@ ctl_jobs_resume_start(ctl_jobs *jobs, const job *old, const com_hello *h,
 	int r;
 
 	if (rs != NULL) {
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "job '%s': run being read back for launch '%s' (%" PRIu64
 		    " ms so far), off the loop; retry",
 		    h->job, rs->run_key, now_ms - rs->started_ms);
@@ -260,7 +261,7 @@ ctl_jobs_resume_start(ctl_jobs *jobs, const job *old, const com_hello *h,
 	atomic_init(&rs->done, false);
 	if (pthread_create(&rs->thread, NULL, resume_thread, rs) != 0) {
 		resume_free(rs);
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "job '%s': no thread to read its run back; retry", h->job);
 		return BELLOWS_EBUSY;
 	}
@@ -275,7 +276,7 @@ ctl_jobs_resume_start(ctl_jobs *jobs, const job *old, const com_hello *h,
 	    "launch '%s' resumes at window %" PRIu64 " (client %s): its run "
 	    "is read back",
 	    rs->run_key, rs->below, resume_client_shown(rs->client));
-	ctl_jobs_why(why, why_len,
+	com_errf(why, why_len,
 	    "job '%s': its run is read back for the resume, off the loop; "
 	    "retry",
 	    h->job);

@@ -10,6 +10,7 @@
 #include "jobs_int.h"
 
 #include "common/clock.h"
+#include "common/errbuf.h"
 #include "log.h"
 #include "store.h"
 
@@ -61,7 +62,7 @@ int
 ctl_jobs_refuse_launch(ctl_jobs *jobs, job *j, const com_hello *h,
     com_msg *reply, char *why, size_t why_len)
 {
-	ctl_jobs_why(why, why_len,
+	com_errf(why, why_len,
 	    "job '%s' is still running as launch '%s' (run %" PRId64
 	    ", %u of %u ranks alive): launch '%s' is admitted once they have "
 	    "left or been silent for rank_timeout_ms (%u ms)",
@@ -237,7 +238,7 @@ static void
 jobs_resume_mismatch(const job *j, const com_hello *h, char *why,
     size_t why_len)
 {
-	ctl_jobs_why(why, why_len,
+	com_errf(why, why_len,
 	    "resume of job '%s' run %" PRId64
 	    " with another world or layer table than the run's (world %u, "
 	    "%u layers)",
@@ -260,7 +261,7 @@ jobs_resume_check(ctl_jobs *jobs, const job *old, const com_hello *h,
 		/* Reading a run back costs what recovering it does: one a
 		 * job per rank_timeout_ms keeps Hellos from keeping a
 		 * thread busy with it. */
-		ctl_jobs_why(why, why_len,
+		com_errf(why, why_len,
 		    "job '%s' was resumed %" PRIu64
 		    " ms ago; another resume is "
 		    "taken %u ms after the last",
@@ -269,7 +270,7 @@ jobs_resume_check(ctl_jobs *jobs, const job *old, const com_hello *h,
 		return BELLOWS_EBUSY;
 	}
 	if (old == NULL && jobs->n_jobs >= jobs->cfg->max_jobs) {
-		ctl_jobs_why(why, why_len, "job table full (%u jobs)",
+		com_errf(why, why_len, "job table full (%u jobs)",
 		    jobs->cfg->max_jobs);
 		return BELLOWS_ELIMIT;
 	}
@@ -307,7 +308,7 @@ ctl_jobs_resume(ctl_jobs *jobs, job **jp, const com_hello *h,
 	if (jobs->store != NULL &&
 	    !ctl_jobs_resume_take(jobs, h, &j, &replayed)) {
 		if (!ctl_store_settled(jobs->store)) {
-			ctl_jobs_why(why, why_len,
+			com_errf(why, why_len,
 			    "job '%s': the history is still being written; "
 			    "the resume is taken once it is",
 			    h->job);

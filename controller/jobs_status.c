@@ -6,6 +6,8 @@
  */
 #include "jobs_int.h"
 
+#include "common/errbuf.h"
+
 #include <bellows/error.h>
 
 #include <stdlib.h>
@@ -129,7 +131,7 @@ ctl_jobs_snapshot(ctl_jobs *jobs, const char *client,
 		return ctl_jobs_error_reply(reply, r, why);
 	j = ctl_jobs_find(jobs, req->job);
 	if (j == NULL) {
-		ctl_jobs_why(why, why_len, "snapshot of unknown job '%s'",
+		com_errf(why, why_len, "snapshot of unknown job '%s'",
 		    req->job != NULL ? req->job : "");
 		return ctl_jobs_error_reply(reply, BELLOWS_ENOTJOINED, why);
 	}

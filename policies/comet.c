@@ -18,6 +18,7 @@
 #include "metric.h"
 #include "policies.h"
 #include "pol_text.h"
+#include "common/errbuf.h"
 
 #include <bellows/error.h>
 
@@ -96,11 +97,9 @@ comet_refuse(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	com_verrf(err, errlen, fmt, ap);
+	va_end(ap);
 	return BELLOWS_EINVAL;
 }
 

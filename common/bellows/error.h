@@ -2,8 +2,11 @@
  *
  * Every fallible function in bellows returns int: 0 on success, a negative
  * BELLOWS_E* on failure. The table below is the only place codes are
- * defined; it also generates bellows_strerror(). Codes are part of the ABI
- * and travel on the wire inside Error replies: never renumber, only append.
+ * defined; it also generates bellows_strerror() and bellows_error_name(),
+ * which bindings read instead of keeping a copy (agent/python). Codes are
+ * part of the ABI and travel on the wire inside Error replies: never
+ * renumber, only append, at the next value down (they run from -1 without
+ * a gap, so a binding can list them by asking until the first unknown).
  */
 #ifndef BELLOWS_ERROR_H
 #define BELLOWS_ERROR_H
@@ -47,6 +50,13 @@ enum bellows_error {
  * "success" for 0, "unknown error" for anything not in the table). Never
  * returns NULL; safe from any thread. */
 BELLOWS_EXPORT const char *bellows_strerror(int code);
+
+/* Returns the static name of a bellows error code as the C source spells
+ * it: "BELLOWS_ETIMEDOUT" for BELLOWS_ETIMEDOUT, "BELLOWS_OK" for 0, or
+ * NULL for a code that is not in the table (a binding older or newer than
+ * this library; codes run from -1 down without a gap, so the first NULL
+ * ends them). Safe from any thread. */
+BELLOWS_EXPORT const char *bellows_error_name(int code);
 
 #ifdef __cplusplus
 }

@@ -26,14 +26,13 @@
 #include "gcomp.h"
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include <bellows/error.h>
 
 #include "../element.h"
 #include "../kernels.h"
+#include "common/errbuf.h"
 #include "gcomp_levels.h"
 #include "gcomp_planes.h"
 #include "stats.h"
@@ -45,18 +44,6 @@ static const unsigned gcomp_trunc[3][4] = {
 	{ 0, 3, 6, 9 },   /* KERN_F16 */
 	{ 0, 2, 4, 6 },   /* KERN_BF16 */
 };
-
-static void
-gcomp_err(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errbuf == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(errbuf, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static void
 put_le32(uint8_t *p, uint32_t v)
@@ -777,18 +764,18 @@ kern_gcomp_info(const uint8_t *in, size_t bytes, uint64_t *ret_n,
 	uint64_t n, block, chunks, chdr;
 
 	if (bytes < 4 || memcmp(in, "BGCB", 4) != 0) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 0: not a GComp block (magic 'BGCB' expected)");
 		return BELLOWS_EPROTO;
 	}
 	if (bytes < KERN_GCOMP_HEADER) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte %zu: block header truncated (%d bytes expected)",
 		    bytes, KERN_GCOMP_HEADER);
 		return BELLOWS_EPROTO;
 	}
 	if (in[4] != KERN_GCOMP_FORMAT && in[4] != KERN_GCOMP_FORMAT_PLANES) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 4: block format %u, this build reads %d and %d",
 		    in[4], KERN_GCOMP_FORMAT, KERN_GCOMP_FORMAT_PLANES);
 		return BELLOWS_EVERSION;
@@ -796,11 +783,11 @@ kern_gcomp_info(const uint8_t *in, size_t bytes, uint64_t *ret_n,
 	chdr = in[4] == KERN_GCOMP_FORMAT ? KERN_GCOMP_CHUNK_HEADER
 					  : KERN_GCOMP_CHUNK_HEADER2;
 	if (in[5] != KERN_F32 && in[5] != KERN_F16 && in[5] != KERN_BF16) {
-		gcomp_err(errbuf, errlen, "byte 5: unknown dtype %u", in[5]);
+		com_errf(errbuf, errlen, "byte 5: unknown dtype %u", in[5]);
 		return BELLOWS_EPROTO;
 	}
 	if (in[6] != 0 || in[7] != 0) {
-		gcomp_err(errbuf, errlen, "byte 6: reserved bytes not 0");
+		com_errf(errbuf, errlen, "byte 6: reserved bytes not 0");
 		return BELLOWS_EPROTO;
 	}
 	chunks = get_le32(in + 12);
@@ -808,19 +795,19 @@ kern_gcomp_info(const uint8_t *in, size_t bytes, uint64_t *ret_n,
 	block = get_le64(in + 24);
 	if (n > (UINT64_C(1) << 48) || chunks > n || (n > 0 && chunks == 0) ||
 	    (chunks > 0 && (n - 1) / chunks >= KERN_GCOMP_CHUNK_MAX)) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 12: %llu chunks cannot hold %llu values",
 		    (unsigned long long)chunks, (unsigned long long)n);
 		return BELLOWS_EPROTO;
 	}
 	if (block < KERN_GCOMP_HEADER + chunks * chdr) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 24: block length %llu is shorter than its headers",
 		    (unsigned long long)block);
 		return BELLOWS_EPROTO;
 	}
 	if (block > bytes) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte %zu: block truncated (%llu bytes expected)", bytes,
 		    (unsigned long long)block);
 		return BELLOWS_EPROTO;
@@ -1031,14 +1018,14 @@ planes_chunk_read(const uint8_t *in, uint64_t block, int dtype, uint64_t c,
 		.mB = get_le32(h + 36),
 		.raw = h[12] == KERN_GCOMP_MODE_RAW };
 	if (pc->off != expect) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte %llu: chunk %llu starts at %llu, %llu expected", hoff,
 		    (unsigned long long)c, (unsigned long long)pc->off,
 		    (unsigned long long)expect);
 		return BELLOWS_EPROTO;
 	}
 	if (pc->m == 0 || pc->m > KERN_GCOMP_CHUNK || pc->m > left) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte %llu: chunk %llu holds %llu values, %llu left (at "
 		    "most %d a chunk)",
 		    hoff + 8, (unsigned long long)c, (unsigned long long)pc->m,
@@ -1052,7 +1039,7 @@ planes_chunk_read(const uint8_t *in, uint64_t block, int dtype, uint64_t c,
 	if (h[12] > KERN_GCOMP_MODE_RAW || h[13] != 0 || h[14] != 0 ||
 	    h[15] != 0 ||
 	    (pc->raw && (pc->nx != 0 || pc->mB != 0 || sum != 0))) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte %llu: chunk %llu: mode %u with these fields is no "
 		    "chunk of format 2",
 		    hoff + 12, (unsigned long long)c, h[12]);
@@ -1061,7 +1048,7 @@ planes_chunk_read(const uint8_t *in, uint64_t block, int dtype, uint64_t c,
 	pc->bytes = pc->raw ? pc->m * planes_esz(dtype)
 			    : sum + 8 * pc->nx + pc->mB;
 	if (pc->bytes > block - pc->off) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte %llu: chunk %llu truncated (%llu bytes from byte "
 		    "%llu, the block ends at %llu)",
 		    (unsigned long long)block, (unsigned long long)c,
@@ -1089,7 +1076,7 @@ planes_stream_checked(const kern_gcomp_table *t, gcomp_br *r, uint64_t pos,
 		e = t->lut[r->bits >> (64 - maxb)];
 		sym = e >> 4;
 		if (sym == KERN_GCOMP_BAD) {
-			gcomp_err(errbuf, errlen,
+			com_errf(errbuf, errlen,
 			    "byte %llu: chunk %llu value %llu: no exponent "
 			    "has this code",
 			    (unsigned long long)(r->start - in +
@@ -1159,7 +1146,7 @@ planes_syms(const kern_gcomp_table *t, const uint8_t *in,
 	}
 	for (unsigned k = 0; k < KERN_GCOMP_STREAMS; k++) {
 		if (br_used(&r[k]) != pc->bits[k]) {
-			gcomp_err(errbuf, errlen,
+			com_errf(errbuf, errlen,
 			    "byte %llu: chunk %llu: stream %u holds %llu bits, "
 			    "decoding used %llu",
 			    (unsigned long long)(pc->hoff + 20 + 4 * k),
@@ -1182,7 +1169,7 @@ planes_mant_error(const planes_chunk *pc, const uint8_t *syms, char *errbuf,
 
 	for (uint64_t i = 0; i < pc->m; i++)
 		nz += syms[i] != 0;
-	gcomp_err(errbuf, errlen,
+	com_errf(errbuf, errlen,
 	    "byte %llu: chunk %llu: %llu mantissa bytes for %llu non-zero "
 	    "exponents",
 	    (unsigned long long)(pc->hoff + 36), (unsigned long long)pc->c,
@@ -1208,7 +1195,7 @@ planes_check(const uint8_t *in, uint64_t xoff, const planes_chunk *pc,
 
 		if (at >= pc->m || (j > 0 && at <= prev) || syms[at] != 0 ||
 		    u == 0 || u > vmax || (u & emask) != 0) {
-			gcomp_err(errbuf, errlen,
+			com_errf(errbuf, errlen,
 			    "byte %llu: chunk %llu: listed value %llu (index "
 			    "%llu, bits 0x%x) is no subnormal or -0 of a zero "
 			    "exponent in order",
@@ -1357,7 +1344,7 @@ planes_decode(const kern_gcomp_table *t, const uint8_t *in, uint64_t block,
 	    __builtin_cpu_supports("bmi2");
 #endif
 	if (dtype == KERN_F16) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 5: format 2 holds no float16 blocks");
 		return BELLOWS_EPROTO;
 	}
@@ -1391,7 +1378,7 @@ planes_decode(const kern_gcomp_table *t, const uint8_t *in, uint64_t block,
 		expect = pc.off + pc.bytes;
 	}
 	if (done != n || expect != block) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 12: chunks hold %llu values in %llu bytes, the "
 		    "block %llu in %llu",
 		    (unsigned long long)done, (unsigned long long)expect,
@@ -1421,7 +1408,7 @@ gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 	if (rc < 0)
 		return rc;
 	if (bdtype != dtype || bn != n) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 5: block of %llu values of dtype %d, %llu of dtype "
 		    "%d expected",
 		    (unsigned long long)bn, bdtype, (unsigned long long)n,
@@ -1429,7 +1416,7 @@ gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 		return BELLOWS_EMISMATCH;
 	}
 	if (version != t->h.version) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 8: block encoded with table version %u, the table "
 		    "is version %u",
 		    version, t->h.version);
@@ -1455,7 +1442,7 @@ gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 		uint64_t i;
 
 		if (off != expect) {
-			gcomp_err(errbuf, errlen,
+			com_errf(errbuf, errlen,
 			    "byte %llu: chunk %llu starts at %llu, %llu expected",
 			    (unsigned long long)hoff, (unsigned long long)c,
 			    (unsigned long long)off,
@@ -1463,7 +1450,7 @@ gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 			return BELLOWS_EPROTO;
 		}
 		if (m == 0 || m > KERN_GCOMP_CHUNK_MAX || m > n - done) {
-			gcomp_err(errbuf, errlen,
+			com_errf(errbuf, errlen,
 			    "byte %llu: chunk %llu holds %llu values, %llu left",
 			    (unsigned long long)(hoff + 8),
 			    (unsigned long long)c, (unsigned long long)m,
@@ -1471,7 +1458,7 @@ gcomp_decode(const kern_gcomp_table *t, const uint8_t *in, size_t bytes,
 			return BELLOWS_EPROTO;
 		}
 		if (eB + lB + mB > block - off) {
-			gcomp_err(errbuf, errlen,
+			com_errf(errbuf, errlen,
 			    "byte %llu: chunk %llu truncated (%llu bytes from "
 			    "byte %llu, the block ends at %llu)",
 			    (unsigned long long)block, (unsigned long long)c,
@@ -1593,7 +1580,7 @@ checked:
 			sym = e >> 4;
 			len = e & 15u;
 			if (sym == KERN_GCOMP_BAD) {
-				gcomp_err(errbuf, errlen,
+				com_errf(errbuf, errlen,
 				    "byte %llu: chunk %llu value %llu: no "
 				    "exponent has this code",
 				    (unsigned long long)(off +
@@ -1619,7 +1606,7 @@ checked:
 			v = br_get0(&rm, nz * (1 + keep));
 			if (gcomp_store(out, i, dtype, add, sym, v >> keep,
 				(v & ((1u << keep) - 1)) << tr[l]) < 0) {
-				gcomp_err(errbuf, errlen,
+				com_errf(errbuf, errlen,
 				    "byte %llu: chunk %llu value %llu: "
 				    "exponent %u is no float16's",
 				    (unsigned long long)(off +
@@ -1631,7 +1618,7 @@ checked:
 		}
 		if (br_used(&re) != eb || br_used(&rl) != lb ||
 		    br_used(&rm) != mbits) {
-			gcomp_err(errbuf, errlen,
+			com_errf(errbuf, errlen,
 			    "byte %llu: chunk %llu: its segments hold %llu, "
 			    "%llu and %llu bits, decoding used %llu, %llu and "
 			    "%llu",
@@ -1647,7 +1634,7 @@ checked:
 		expect = off + eB + lB + mB;
 	}
 	if (done != n || expect != block) {
-		gcomp_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 12: chunks hold %llu values in %llu bytes, the "
 		    "block %llu in %llu",
 		    (unsigned long long)done, (unsigned long long)expect,

@@ -9,8 +9,6 @@
  */
 #include "gcomp_launch.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,18 +17,7 @@
 #include <bellows/error.h>
 
 #include "codec.h"
-
-static void
-gh_err(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errbuf == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(errbuf, errlen, fmt, ap);
-	va_end(ap);
-}
+#include "common/errbuf.h"
 
 /* The codecs' mapping: BELLOWS_ENOTSUP without a device or code for it,
  * BELLOWS_ENOMEM, BELLOWS_EINVAL for a pointer the runtime refuses,
@@ -197,7 +184,7 @@ kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
 	int bdtype, rc;
 
 	if (bytes < sizeof(head)) {
-		gh_err(errbuf, errlen, "byte %zu: block header truncated",
+		com_errf(errbuf, errlen, "byte %zu: block header truncated",
 		    bytes);
 		return BELLOWS_EPROTO;
 	}
@@ -207,12 +194,12 @@ kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
 	    (rc = gh_rc(cudaStreamSynchronize(s))) < 0)
 		return rc;
 	if (memcmp(head, "BGCB", 4) != 0) {
-		gh_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 0: not a GComp block (magic 'BGCB' expected)");
 		return BELLOWS_EPROTO;
 	}
 	if (head[4] != KERN_GCOMP_FORMAT) {
-		gh_err(errbuf, errlen, "byte 4: block format %u", head[4]);
+		com_errf(errbuf, errlen, "byte 4: block format %u", head[4]);
 		return BELLOWS_EVERSION;
 	}
 	bn = gh_le64(head + 16);
@@ -221,7 +208,7 @@ kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
 	block = gh_le64(head + 24);
 	chunks = gh_le32(head + 12);
 	if (block > bytes) {
-		gh_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte %zu: block truncated (%llu bytes "
 		    "expected)",
 		    bytes, (unsigned long long)block);
@@ -229,11 +216,11 @@ kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
 	}
 	if (chunks > n ||
 	    block < KERN_GCOMP_HEADER + chunks * KERN_GCOMP_CHUNK_HEADER) {
-		gh_err(errbuf, errlen, "byte 12: bad chunk count or length");
+		com_errf(errbuf, errlen, "byte 12: bad chunk count or length");
 		return BELLOWS_EPROTO;
 	}
 	if (bdtype != dtype || bn != n || version != t->h.version) {
-		gh_err(errbuf, errlen,
+		com_errf(errbuf, errlen,
 		    "byte 5: block of %llu values, dtype %d, table version %u "
 		    "where %llu, %d, %u are expected",
 		    (unsigned long long)bn, bdtype, version,
@@ -263,7 +250,7 @@ kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
 		if (gh_le64(h) != expect || m == 0 || m > n - done ||
 		    (c + 1 < chunks && m != KERN_GCOMP_CHUNK) ||
 		    len > block - expect) {
-			gh_err(errbuf, errlen,
+			com_errf(errbuf, errlen,
 			    "byte %llu: chunk %llu does not tile the block",
 			    (unsigned long long)(KERN_GCOMP_HEADER +
 				c * KERN_GCOMP_CHUNK_HEADER),
@@ -275,7 +262,8 @@ kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
 		expect += len;
 	}
 	if (done != n || expect != block) {
-		gh_err(errbuf, errlen, "byte 12: chunks do not hold the block");
+		com_errf(errbuf, errlen,
+		    "byte 12: chunks do not hold the block");
 		rc = BELLOWS_EPROTO;
 		goto fail;
 	}
@@ -290,7 +278,7 @@ kern_cuda_gcomp_decode_block(const kern_gcomp_table *t,
 		goto fail;
 	for (uint64_t c = 0; c < chunks; c++) {
 		if (h_status[c] != 0) {
-			gh_err(errbuf, errlen, "byte %llu: chunk %llu: %s",
+			com_errf(errbuf, errlen, "byte %llu: chunk %llu: %s",
 			    (unsigned long long)gh_le64(
 				ch + c * KERN_GCOMP_CHUNK_HEADER),
 			    (unsigned long long)c,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import sqlite3
 import subprocess
 import sys
@@ -166,7 +167,42 @@ class KeysTest(unittest.TestCase):
             ctx.term()
 
 
+SOURCE = pathlib.Path(os.environ.get(
+    "BELLOWS_SOURCE_ROOT", pathlib.Path(__file__).resolve().parents[2]))
+
+
+def c_error_table() -> dict[int, tuple[str, str]]:
+    """BELLOWS_ERROR_MAP as the header spells it: code -> (name, text)."""
+    text = (SOURCE / "common" / "bellows" / "error.h").read_text()
+    start = text.index("#define BELLOWS_ERROR_MAP(X)")
+    end = text.index("enum bellows_error", start)
+    return {int(code): (name, msg) for name, code, msg in re.findall(
+        r'\bX\((\w+), (-\d+), "([^"]*)"\)', text[start:end])}
+
+
 class ErrorTest(unittest.TestCase):
+    def test_every_c_error_code_raises_bellows_error_with_its_name(self):
+        table = c_error_table()
+        self.assertGreaterEqual(len(table), 19)
+        # Read from the library, not a copy: the same codes and names.
+        self.assertEqual(dict(bellows.ERRORS),
+                         {code: name for code, (name, _) in table.items()})
+        for code, (name, msg) in table.items():
+            self.assertEqual(getattr(bellows, name), code, name)
+            self.assertEqual(getattr(_lib, name), code, name)
+            e = bellows.BellowsError("bellows_x", code)
+            # The class users catch, with its built-in base, unchanged.
+            self.assertIs(type(e), bellows.BellowsError)
+            self.assertEqual(bellows.BellowsError.__bases__, (Exception,))
+            self.assertEqual((e.code, e.name, e.function),
+                             (code, name, "bellows_x"))
+            self.assertEqual(str(e), f"bellows_x: {msg} ({name})")
+        self.assertEqual(bellows.ETIMEDOUT, -8)
+        self.assertEqual(bellows.BellowsError("f", -1000).name, "E?")
+        for missing in ("ENOSUCHCODE", "EOK", "Einval"):
+            self.assertFalse(hasattr(bellows, missing), missing)
+            self.assertFalse(hasattr(_lib, missing), missing)
+
     def test_a_bad_configuration_raises_einval_with_the_reason(self):
         with self.assertRaises(bellows.BellowsError) as cm:
             bellows.Agent("py", 2, 2, LAYERS)

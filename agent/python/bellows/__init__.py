@@ -17,11 +17,13 @@ the first use does.
 
 Errors from the library raise bellows.BellowsError with its message; its
 ``code`` compares with the constants bellows.EINVAL, bellows.ESTATE, ...
-(bellows/error.h). See docs/pytorch.md.
+(bellows/error.h), which, like bellows.ERRORS, are read from the library
+on first use (bellows_error_name). See docs/pytorch.md.
 """
 
 from __future__ import annotations
 
+from bellows import _lib
 from bellows._lib import (
     DTYPE_BF16,
     DTYPE_F16,
@@ -70,16 +72,16 @@ __all__ = [
     "version",
 ]
 
-# The error codes, as module constants (bellows.EINVAL == -2, ...).
-globals().update({_name: _code for _code, _name in ERRORS.items()})
-__all__ += list(ERRORS.values())
-
 
 def __getattr__(name: str):
     # bellows.LayerStats and bellows.StepInfo are made from the loaded
     # library's description of their structs (bellows.agent): on first
     # use, so that importing bellows does not load libbellows.
+    # The error codes (bellows.EINVAL == -2, ...) are the library's
+    # (bellows._lib.ERRORS), read from it on first use.
     if name in ("LayerStats", "StepInfo"):
         from bellows import agent
         return getattr(agent, name)
+    if _lib._ERROR_NAME.fullmatch(name):
+        return getattr(_lib, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

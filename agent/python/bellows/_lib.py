@@ -3,8 +3,9 @@ bellows/error.h).
 
 This module owns everything that knows the C side: where the shared
 library is found, the structs' layouts, the functions' prototypes and the
-error table. Nothing here allocates agents or holds state beyond the loaded
-library; agent.py builds the Python API on top of it.
+error table (read from the library: ``ERRORS``). Nothing here allocates
+agents or holds state beyond the loaded library; agent.py builds the
+Python API on top of it.
 
 The structs mirror bellows/agent.h field for field, but for
 ``LayerStats`` and ``StepInfo`` (structs bellows_layer_stats and
@@ -25,7 +26,9 @@ import ctypes
 import ctypes.util
 import os
 import pathlib
+import re
 import threading
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -60,31 +63,55 @@ __all__ = [
     "step_info_type",
 ]
 
-# bellows/error.h, BELLOWS_ERROR_MAP: codes are ABI and never renumbered.
-ERRORS = {
-    -1: "ENOMEM",
-    -2: "EINVAL",
-    -3: "EPROTO",
-    -4: "EMSGSIZE",
-    -5: "EVERSION",
-    -6: "ENOTFOUND",
-    -7: "EBUSY",
-    -8: "ETIMEDOUT",
-    -9: "ECLOSED",
-    -10: "ECONFIG",
-    -11: "EIO",
-    -12: "ENOTJOINED",
-    -13: "ESTATE",
-    -14: "ELIMIT",
-    -15: "EAGAIN",
-    -16: "ESYS",
-    -17: "EMISMATCH",
-    -18: "ENOTSUP",
-    -19: "EPERM",
-}
-for _code, _name in ERRORS.items():
-    globals()[_name] = _code
-    __all__.append(_name)
+
+class _ErrorNames(Mapping[int, str]):
+    """The error table, code -> name without the prefix (-2 -> "EINVAL"),
+    read from the loaded library (bellows_error_name, generated from
+    BELLOWS_ERROR_MAP in bellows/error.h) on first use, which loads it.
+
+    Codes run from -1 down without a gap, so the first code the library
+    does not name ends the table. A read-only mapping: the library is its
+    one owner.
+    """
+
+    def __init__(self) -> None:
+        self._names: dict[int, str] | None = None
+        self._codes: dict[str, int] = {}
+
+    def _table(self) -> dict[int, str]:
+        if self._names is None:
+            name_of = library().error_name
+            names, codes = {}, {}
+            code = -1
+            while (raw := name_of(code)) is not None:
+                name = raw.decode().removeprefix("BELLOWS_")
+                names[code], codes[name] = name, code
+                code -= 1
+            self._codes = codes
+            self._names = names  # last: another thread may be reading
+        return self._names
+
+    def code(self, name: str) -> int | None:
+        """The code called ``name`` ("EINVAL"), None for none."""
+        self._table()
+        return self._codes.get(name)
+
+    def __getitem__(self, code: int) -> str:
+        return self._table()[code]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+    def __repr__(self) -> str:
+        return f"ERRORS({self._table()!r})"
+
+
+# The error codes: ERRORS[-2] == "EINVAL"; as module attributes
+# (_lib.EINVAL == -2, bellows.EINVAL) through __getattr__ below.
+ERRORS = _ErrorNames()
 
 # enum bellows_layer_flags
 LAYER_NO_ACCUMULATOR = 1 << 0
@@ -423,6 +450,8 @@ class _Functions:
         self.version = _prototype(lib, "bellows_version", ctypes.c_char_p, [])
         self.strerror = _prototype(lib, "bellows_strerror",
                                    ctypes.c_char_p, [ctypes.c_int])
+        self.error_name = _prototype(lib, "bellows_error_name",
+                                     ctypes.c_char_p, [ctypes.c_int])
         self.config_init = _prototype(lib, "bellows_agent_config_init",
                                       None, [vp])
         self.open = _prototype(lib, "bellows_agent_open", ctypes.c_int,
@@ -858,9 +887,19 @@ def step_info_type() -> type:
     return _struct_type("StepInfo")
 
 
+# What may name an error code: only these attribute names load the
+# library to look one up.
+_ERROR_NAME = re.compile(r"E[A-Z0-9]+")
+
+
 def __getattr__(name: str):
-    # LayerStats and StepInfo are built from the library on first use, so
-    # that importing this module does not load it.
+    # LayerStats and StepInfo are built from the library on first use, and
+    # the error codes (EINVAL, ...) read from it then, so that importing
+    # this module does not load it.
     if name in _SCHEMAS:
         return _struct_type(name)
+    if _ERROR_NAME.fullmatch(name):
+        code = ERRORS.code(name)
+        if code is not None:
+            return code
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
