@@ -34,13 +34,39 @@
 #include <zmq.h>
 
 static atomic_int store_fault_code;
-static atomic_uint store_fault_times;
+static atomic_uint store_fault_pass;  /* transactions let commit first */
+static atomic_uint store_fault_times; /* then failed */
+
+void
+ctl_store_fault_arm_after(int code, uint32_t pass, uint32_t times)
+{
+	atomic_store(&store_fault_times, 0);
+	atomic_store(&store_fault_code, code);
+	atomic_store(&store_fault_pass, times > 0 ? pass : 0);
+	atomic_store(&store_fault_times, times);
+}
 
 void
 ctl_store_fault_arm(int code, uint32_t times)
 {
-	atomic_store(&store_fault_code, code);
-	atomic_store(&store_fault_times, times);
+	ctl_store_fault_arm_after(code, 0, times);
+}
+
+/* Whether the transaction about to commit must fail instead (armed by a
+ * test); counts it. Only the writer thread calls it. */
+static bool
+store_fault_due(void)
+{
+	uint32_t pass, times = atomic_load(&store_fault_times);
+
+	if (times == 0)
+		return false;
+	if ((pass = atomic_load(&store_fault_pass)) > 0) {
+		atomic_store(&store_fault_pass, pass - 1);
+		return false;
+	}
+	atomic_store(&store_fault_times, times - 1);
+	return true;
 }
 
 static void
@@ -634,7 +660,6 @@ store_write_txn(store_writer *w, store_batch *first, uint32_t n,
     int (*part)(store_writer *, store_batch *))
 {
 	store_batch *b = first;
-	uint32_t times;
 	int rc;
 
 	w->gave_way = false;
@@ -648,8 +673,7 @@ store_write_txn(store_writer *w, store_batch *first, uint32_t n,
 		rc = part(w, b);
 	if (rc != SQLITE_OK) {
 		store_set_error(w, rc, "cannot write");
-	} else if ((times = atomic_load(&store_fault_times)) > 0) {
-		atomic_store(&store_fault_times, times - 1);
+	} else if (store_fault_due()) {
 		rc = atomic_load(&store_fault_code);
 		snprintf(w->error, sizeof(w->error), "'%s': %s (injected)",
 		    w->path, sqlite3_errstr(rc));
