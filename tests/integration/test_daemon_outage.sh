@@ -92,17 +92,10 @@ missing=$(q "SELECT group_concat(window || ':' || ranks_reported, ' ') FROM
 [ -z "$missing" ] ||
     fail "windows recorded without every rank's report (window:ranks): $missing"
 timings=$(q "SELECT count(*) FROM (SELECT DISTINCT window, rank FROM timings)")
-# Known gap: a rank's timings row is committed apart from its window's
-# row, so a SIGKILL between the two commits loses that one row (the
-# window keeps every rank's report in its aggregate). Seen once in
-# three ASan runs: 547 of 548. At most one row per kill is let pass,
-# and said.
-lost=$((WINDOWS * RANKS - timings))
-[ "$lost" -le "$KILLS" ] ||
+# A window's timings rows commit with it: a kill loses none of them.
+[ "$timings" = "$((WINDOWS * RANKS))" ] ||
     fail "$timings of $((WINDOWS * RANKS)) (window, rank) timings recorded"
-[ "$lost" -eq 0 ] ||
-    echo "note: $lost of $((WINDOWS * RANKS)) per-rank timings rows lost to a kill between commits (known gap)"
-ok "every window holds its $LAYERS layers and the reports of all $RANKS ranks; $timings of $((WINDOWS * RANKS)) timings rows"
+ok "every window holds its $LAYERS layers and the reports and timings of all $RANKS ranks"
 
 # The outages' windows are late, with no decision; the others decided.
 late=$(q "SELECT count(*) FROM window_info WHERE late = 1")
