@@ -124,3 +124,19 @@ expected=$(seq 0 $((WINDOWS - 1)) | tr '\n' ' ')
 [ "$listed" = "$expected" ] ||
     fail "bellows history lists windows '$listed', expected '$expected'"
 ok "bellows history windows lists every window 0..$((WINDOWS - 1))"
+# ... and which of them were late, as window_info says, in CSV and JSON.
+want_late=$(q "SELECT group_concat(window, ' ') FROM (SELECT window FROM
+    window_info WHERE late = 1 ORDER BY window)")
+csv_late=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "late") c = i; next }
+    c && $c == 1 { printf "%s%s", s, $1; s = " " }' "$TMP/windows.csv")
+[ "$csv_late" = "$want_late" ] ||
+    fail "bellows history windows (CSV) lists late windows '$csv_late', window_info '$want_late'"
+"$BELLOWS" history windows --db "$DB" --job outage --format json \
+    >"$TMP/windows.json" 2>"$TMP/history.err" ||
+    fail "bellows history windows --format json failed: $(cat "$TMP/history.err")"
+json_late=$(python3 -c 'import json, sys
+print(" ".join(str(w["window"]) for w in json.load(open(sys.argv[1])) if w["late"] == 1))' \
+    "$TMP/windows.json") || fail "bellows history windows printed no valid JSON"
+[ "$json_late" = "$want_late" ] ||
+    fail "bellows history windows (JSON) lists late windows '$json_late', window_info '$want_late'"
+ok "bellows history windows marks the $late late windows late, in CSV and JSON"
