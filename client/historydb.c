@@ -121,7 +121,7 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    "  GROUP BY window)"
 	    " SELECT i.window, i.first_step, i.last_step, i.lr,"
 	    " i.lr_next, i.ranks_reported AS reported,"
-	    " i.ranks_expected AS expected, i.complete,"
+	    " i.ranks_expected AS expected, i.complete, i.late,"
 	    " i.step_ms_median, i.floats_sent, i.floats_raw,"
 	    " round(100.0 * i.floats_sent / nullif(i.floats_raw, 0), 1)"
 	    "  AS sent_pct,"
@@ -129,7 +129,7 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    " c.applied AS compressed_applied,"
 	    " c.decided AS compressed_decided,"
 	    " bellows_time(i.closed_wall_ms) AS closed"
-	    " FROM window_info i"
+	    " FROM hdb_window_info i"
 	    " LEFT JOIN c ON c.window = i.window"
 	    " WHERE i.run_id = :run AND i.window BETWEEN :wlo AND :whi"
 	    " ORDER BY i.window",
@@ -411,6 +411,7 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 /* Columns older versions lack that are not statistics. */
 #define HDB_RUNS_V4        ", '' AS run_key, 0 AS resumes"
 #define HDB_WINDOW_INFO_V2 ", 0 AS state_apply_step, 0 AS state_calibrate_steps"
+#define HDB_WINDOW_INFO_V6 ", 0 AS late"
 #define HDB_DECISIONS_V2   ", 0 AS calibrate_steps"
 #define HDB_DECISIONS_V5                                                       \
 	", NULL AS resid_group, NULL AS resid_phi, NULL AS resid_rows,"        \
@@ -641,8 +642,10 @@ hdb_views(tool_hdb *db, int version)
 		const hist_col *hc = hist_cols((hist_table)t, &n);
 
 		ok = hdb_cat(sql, &used,
-		    "CREATE TEMP VIEW hdb_%s AS SELECT *%s", name,
+		    "CREATE TEMP VIEW hdb_%s AS SELECT *%s%s", name,
 		    t == HIST_WINDOW_INFO && version < 3 ? HDB_WINDOW_INFO_V2
+							 : "",
+		    t == HIST_WINDOW_INFO && version < 7 ? HDB_WINDOW_INFO_V6
 							 : "");
 		for (uint32_t c = 0; ok && c < n; c++) {
 			bool nullable = hc[c].stat->hist ==

@@ -4,14 +4,18 @@
  * arrays, owned by the batch) and hands it to the writer by sending its
  * pointer over an inproc PAIR socket; from then on the writer owns it.
  * The writer appends batches to its queue and writes, first, the firm
- * rows (decisions, events, runs...) of everything queued in one
- * transaction, telling the loop at once that those decisions are durable
- * (DURABLE); then the metric rows, a transaction of at most batch_rows
+ * rows (decisions, events, runs, windows...) of everything queued in one
+ * transaction, with the timings rows queued up to them (a window's
+ * timings commit with the window: a kill between two commits must not
+ * leave a closed window without a rank's timings), telling the loop at
+ * once that those decisions are durable (DURABLE); then the other metric
+ * rows, a transaction of at most batch_rows
  * rows at a time, acknowledging each (ACK: the highest ticket done and the
  * rows it covered, so the loop knows how much is in flight), and looking
  * for new decisions every STORE_MULTI rows: a transaction under way
  * commits early when one arrives. A decision thus waits for STORE_MULTI
- * rows of statistics at most, never for a backlog of them. A
+ * rows of statistics at most, and for the timings of its window not yet
+ * written, never for a backlog of other statistics. A
  * checkpointer thread, poked by the writer shortly after a decision (or
  * by its WAL hook when the WAL is large), copies the WAL back into the
  * database with its own short-lived connection: a

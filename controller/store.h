@@ -141,7 +141,9 @@ void ctl_store_rank_event(ctl_store *s, int64_t run, uint32_t rank,
     ctl_store_rank_kind kind, uint64_t step, uint64_t incarnation,
     uint64_t wall_ms);
 
-/* Records one rank's timings of `window` (a metric row). */
+/* Records one rank's timings of `window` (a metric row: downsampled
+ * under pressure; once kept, committed no later than the window's own
+ * rows, ctl_store_window, so no later than the decision answering it). */
 void ctl_store_timing(ctl_store *s, int64_t run, uint64_t window, uint32_t rank,
     const com_timings *t);
 

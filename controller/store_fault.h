@@ -17,4 +17,10 @@
  * Thread-safe; never fails. */
 void ctl_store_fault_arm(int code, uint32_t times);
 
+/* The same after letting the writer's next `pass` transactions commit:
+ * a test can thus fail the transaction after a given one (the metric
+ * rows after a window's, say) and see what the first one made
+ * durable. times 0 disarms. Thread-safe; never fails. */
+void ctl_store_fault_arm_after(int code, uint32_t pass, uint32_t times);
+
 #endif /* CTL_STORE_FAULT_H */

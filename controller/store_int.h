@@ -198,12 +198,16 @@ typedef struct store_update_row {
 /* What the loop hands over in one go. Its firm rows (everything but the
  * metric rows and decision_changes) are written in one transaction, and
  * then the rest in another, so that a decision's commit never waits for
- * the per-rank statistics of the window it answers. The window as the
- * policies saw it (window_info and its windows rows) is firm: recovery
- * replays it into the policies, so it is never dropped and it commits
- * no later than the decision answering it. Tables are written in the
- * order of the fields, so a run's row precedes its updates and a
- * window precedes its decision. */
+ * the collectives and policy metrics of the window it answers. The
+ * window as the policies saw it (window_info and its windows rows) is
+ * firm: recovery replays it into the policies, so it is never dropped
+ * and it commits no later than the decision answering it. Its ranks'
+ * timings, put with their reports in its batch or an earlier one, are
+ * written in the firm transaction too when not written before: a
+ * window and its timings are durable together (no rank sends a closed
+ * window's report again). Tables are written in the order of the
+ * fields, so a run's row precedes its updates and a window precedes
+ * its decision. */
 typedef struct store_batch {
 	uint64_t ticket;                         /* numbered by the loop */
 	uint32_t rows;                           /* all rows */

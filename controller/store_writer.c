@@ -2,8 +2,9 @@
  * store.c for the protocol between them and the loop.
  *
  * The writer owns its connection (store_writer) and every batch the loop
- * hands it. It writes the firm rows of everything queued in one
- * transaction and tells the loop at once (DURABLE), then the metric rows
+ * hands it. It writes the firm rows of everything queued, with the
+ * timings rows queued up to them, in one transaction and tells the loop
+ * at once (DURABLE), then the other metric rows
  * a transaction of at most batch_rows rows at a time (ACK each), which
  * stops early, committing what it wrote, when a decision arrives; thins
  * and ages windows out by the retention settings; and on an error of the
@@ -34,13 +35,39 @@
 #include <zmq.h>
 
 static atomic_int store_fault_code;
-static atomic_uint store_fault_times;
+static atomic_uint store_fault_pass;  /* transactions let commit first */
+static atomic_uint store_fault_times; /* then failed */
+
+void
+ctl_store_fault_arm_after(int code, uint32_t pass, uint32_t times)
+{
+	atomic_store(&store_fault_times, 0);
+	atomic_store(&store_fault_code, code);
+	atomic_store(&store_fault_pass, times > 0 ? pass : 0);
+	atomic_store(&store_fault_times, times);
+}
 
 void
 ctl_store_fault_arm(int code, uint32_t times)
 {
-	atomic_store(&store_fault_code, code);
-	atomic_store(&store_fault_times, times);
+	ctl_store_fault_arm_after(code, 0, times);
+}
+
+/* Whether the transaction about to commit must fail instead (armed by a
+ * test); counts it. Only the writer thread calls it. */
+static bool
+store_fault_due(void)
+{
+	uint32_t pass, times = atomic_load(&store_fault_times);
+
+	if (times == 0)
+		return false;
+	if ((pass = atomic_load(&store_fault_pass)) > 0) {
+		atomic_store(&store_fault_pass, pass - 1);
+		return false;
+	}
+	atomic_store(&store_fault_times, times - 1);
+	return true;
 }
 
 static void
@@ -344,9 +371,10 @@ store_writer_give_way(store_writer *w)
 }
 
 /* Same for timings, from where the batch's last transaction stopped;
- * gives way to a decision between statements. */
+ * in a transaction of metric rows (`yield`), gives way to a decision
+ * between statements. */
 static int
-store_write_timings(store_writer *w, store_batch *b)
+store_write_timings(store_writer *w, store_batch *b, bool yield)
 {
 	uint32_t i = b->rest_at[STORE_REST_TIMINGS];
 	int rc = SQLITE_OK;
@@ -355,7 +383,7 @@ store_write_timings(store_writer *w, store_batch *b)
 	int cols = STORE_TIMING_FIXED + (int)(hist_cols(HIST_TIMINGS, &n), n);
 
 	for (; rc == SQLITE_OK && i + STORE_MULTI <= b->timings.n &&
-	     !store_writer_give_way(w);
+	     !(yield && store_writer_give_way(w));
 	     i += STORE_MULTI) {
 		for (int k = 0; k < STORE_MULTI; k++)
 			store_bind_timing(w->st[ST_TIMING_N], k * cols,
@@ -577,24 +605,33 @@ store_batch_rest(const store_batch *b)
 	for (uint32_t i = 0; rc == SQLITE_OK && i < b->vec.n; i++)             \
 		rc = fn(w, &b->vec.v[i]);
 
-/* Writes b's firm rows inside the caller's transaction. */
+/* Writes b's firm rows inside the caller's transaction, and the timings
+ * rows it holds not yet written: a window's timings are put with its
+ * ranks' reports, in its batch or an earlier one, and commit with the
+ * window (and so before the decision answering it is published), or a
+ * kill between two commits would leave a window without a rank's
+ * timings, which no agent sends again once the window is closed. */
 static int
 store_write_firm(store_writer *w, store_batch *b)
 {
 	int rc = SQLITE_OK;
 
-	if (b->firm_done)
-		return rc;
-	STORE_WRITE_ALL(files, store_write_file)
-	STORE_WRITE_ALL(runs, store_write_run)
-	STORE_WRITE_ALL(layers, store_write_layer)
-	STORE_WRITE_ALL(ranks, store_write_rank)
-	STORE_WRITE_ALL(infos, store_write_info)
+	if (!b->firm_done) {
+		STORE_WRITE_ALL(files, store_write_file)
+		STORE_WRITE_ALL(runs, store_write_run)
+		STORE_WRITE_ALL(layers, store_write_layer)
+		STORE_WRITE_ALL(ranks, store_write_rank)
+		STORE_WRITE_ALL(infos, store_write_info)
+		if (rc == SQLITE_OK)
+			rc = store_write_stats(w, b);
+	}
 	if (rc == SQLITE_OK)
-		rc = store_write_stats(w, b);
-	STORE_WRITE_ALL(decisions, store_write_decision)
-	STORE_WRITE_ALL(events, store_write_event)
-	STORE_WRITE_ALL(updates, store_write_update)
+		rc = store_write_timings(w, b, false);
+	if (!b->firm_done) {
+		STORE_WRITE_ALL(decisions, store_write_decision)
+		STORE_WRITE_ALL(events, store_write_event)
+		STORE_WRITE_ALL(updates, store_write_update)
+	}
 	return rc;
 }
 
@@ -616,7 +653,7 @@ store_write_firm(store_writer *w, store_batch *b)
 static int
 store_write_rest(store_writer *w, store_batch *b)
 {
-	int rc = store_write_timings(w, b);
+	int rc = store_write_timings(w, b, true);
 	uint32_t i;
 
 	STORE_WRITE_REST(comms, store_write_comm, STORE_REST_COMMS)
@@ -634,7 +671,6 @@ store_write_txn(store_writer *w, store_batch *first, uint32_t n,
     int (*part)(store_writer *, store_batch *))
 {
 	store_batch *b = first;
-	uint32_t times;
 	int rc;
 
 	w->gave_way = false;
@@ -648,8 +684,7 @@ store_write_txn(store_writer *w, store_batch *first, uint32_t n,
 		rc = part(w, b);
 	if (rc != SQLITE_OK) {
 		store_set_error(w, rc, "cannot write");
-	} else if ((times = atomic_load(&store_fault_times)) > 0) {
-		atomic_store(&store_fault_times, times - 1);
+	} else if (store_fault_due()) {
 		rc = atomic_load(&store_fault_code);
 		snprintf(w->error, sizeof(w->error), "'%s': %s (injected)",
 		    w->path, sqlite3_errstr(rc));
@@ -697,6 +732,7 @@ store_write_firm_all(store_writer *w)
 			w->age_due = w->age_due || b->infos.n > 0;
 		}
 		b->firm_done = true;
+		b->rest_at[STORE_REST_TIMINGS] = b->timings.n;
 		decided = decided || b->decisions.n > 0;
 		m.ticket = b->ticket;
 	}
@@ -973,11 +1009,13 @@ store_writer_work(store_writer *w, uint64_t now)
 		store_writer_fail(w, rc, now);
 		return;
 	}
-	/* Firm rows (decisions) of everything queued go first, then the
-	 * rest a transaction of at most batch_rows rows at a time, looking
-	 * for new decisions every STORE_MULTI rows and committing early
-	 * when one came: a decision waits for STORE_MULTI rows of
-	 * statistics at most, never for a backlog of them. */
+	/* Firm rows (decisions, windows and the timings queued up to
+	 * them) of everything queued go first, then the rest a
+	 * transaction of at most batch_rows rows at a time, looking for
+	 * new decisions every STORE_MULTI rows and committing early when
+	 * one came: a decision waits for STORE_MULTI rows of statistics at
+	 * most besides its window's timings, never for a backlog of
+	 * them. */
 	for (;;) {
 		uint32_t n = 0, rows = 0, done = 0;
 		store_batch *b;

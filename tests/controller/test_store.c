@@ -1433,16 +1433,17 @@ wait_durable(fixture *f, uint64_t ticket)
 }
 
 /* A decision made while the writer is in a long transaction of
- * statistics (timings, then policy metrics, more than batch_rows would
- * usually allow) is committed before that transaction's end: the
- * transaction stops, commits what it wrote, and resumes after the
- * decision, every row written once. */
+ * statistics (policy metrics, more than batch_rows would usually allow)
+ * is committed before that transaction's end: the transaction stops,
+ * commits what it wrote, and resumes after the decision, every row
+ * written once. The window's timings are not among them: they commit
+ * with the window. */
 static void
 test_store_a_decision_cuts_a_long_transaction_of_statistics_short(void **state)
 {
 	enum {
-		N_TIMINGS = 60000,
-		N_METRICS = 30000
+		N_TIMINGS = 20000,
+		N_METRICS = 60000
 	};
 	fixture *f = *state;
 	ctl_store_conf conf = f->cfg->store;
@@ -1457,27 +1458,29 @@ test_store_a_decision_cuts_a_long_transaction_of_statistics_short(void **state)
 	start_store(f);
 	run = run_begin(f, "job", N_TIMINGS);
 	wait_committed(f, put_decision(f, run, 1, NULL));
-	/* One batch: window 0 as the policies saw it (firm), then its
-	 * statistics. */
-	put_window(f, run, 0, 1, com_clock_wall_ms());
+	/* One batch: the ranks' timings and window 0 as the policies saw
+	 * it (firm), then its policy metrics. */
 	for (uint32_t r = 0; r < N_TIMINGS; r++)
 		ctl_store_timing(f->store, run, 0, r, &tm);
+	put_window(f, run, 0, 1, com_clock_wall_ms());
 	put_metrics(f, run, 0, N_METRICS);
 	t1 = ctl_store_flush(f->store);
-	/* Its window is committed: the writer is on its statistics now. */
+	/* Its window is committed, with its timings: the writer is on its
+	 * metrics now. */
 	wait_durable(f, t1);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM timings"),
+	    N_TIMINGS);
 	/* Decisions, one at a time, each committed while part of the
-	 * statistics is not (without giving way, the first would wait for
-	 * all of them); the statistics get on between them. */
+	 * metrics is not (without giving way, the first would wait for
+	 * all of them); the metrics get on between them. */
 	do {
 		uint64_t t = put_decision(f, run, seq++, NULL);
 
 		wait_durable(f, t);
-		rows = db_int(f->db, "SELECT count(*) FROM timings") +
-		    db_int(f->db, "SELECT count(*) FROM policy_metrics");
+		rows = db_int(f->db, "SELECT count(*) FROM policy_metrics");
 		if (seq == 3)
-			assert_true(rows < N_TIMINGS + N_METRICS);
-	} while (rows < N_TIMINGS + N_METRICS && seq < 1000);
+			assert_true(rows < N_METRICS);
+	} while (rows < N_METRICS && seq < 1000);
 	wait_committed(f, ctl_store_flush(f->store));
 	assert_int_equal(db_int(f->db, "SELECT count(*) FROM timings"),
 	    N_TIMINGS);
@@ -1580,6 +1583,74 @@ test_store_survives_an_injected_full_disk(void **state)
 	wait_committed(f, t);
 	assert_false(store_degraded(f, NULL, 0));
 	assert_int_equal(db_int(f->db, "SELECT max(seq) FROM decisions"), 2);
+}
+
+/* Rows of window w in table `name`. */
+static int64_t
+window_rows(const fixture *f, const char *name, uint64_t w)
+{
+	return db_int(f->db, "SELECT count(*) FROM %s WHERE window = %llu",
+	    name, (unsigned long long)w);
+}
+
+/* A window's per-rank timings rows commit in the transaction of its
+ * window row, never in a later one (which a kill could cut off after
+ * the decision answering the window was published, and no rank sends a
+ * closed window's report again): with the transaction after the
+ * window's failing, the window is there with every rank's timings; with
+ * the window's own failing, neither is, until it commits. */
+static void
+test_store_a_windows_timings_land_with_its_window_or_not_at_all(void **state)
+{
+	enum {
+		RANKS = 40
+	};
+	fixture *f = *state;
+	com_timings tm = { .steps = 10, .step_ms = 100 };
+	int64_t run;
+	uint64_t t;
+
+	open_store(f);
+	start_store(f);
+	run = run_begin(f, "job", RANKS);
+	wait_committed(f, put_decision(f, run, 1, NULL));
+
+	/* The ranks' reports, the window they close, a policy metric and
+	 * the decision, in one batch; every transaction after the first
+	 * fails. */
+	ctl_store_fault_arm_after(13 /* SQLITE_FULL */, 1, 1000);
+	for (uint32_t r = 0; r < RANKS; r++)
+		ctl_store_timing(f->store, run, 0, r, &tm);
+	put_window(f, run, 0, N_LAYERS, com_clock_wall_ms());
+	put_metrics(f, run, 0, 1);
+	t = put_decision(f, run, 2, NULL);
+	wait_durable(f, t);
+	assert_int_equal(window_rows(f, "window_info", 0), 1);
+	assert_int_equal(window_rows(f, "timings", 0), RANKS);
+	/* The metric row's transaction came next, and failed. */
+	wait_degraded(f);
+	assert_int_equal(window_rows(f, "policy_metrics", 0), 0);
+	assert_int_equal(window_rows(f, "timings", 0), RANKS);
+	ctl_store_fault_arm(0, 0);
+	wait_committed(f, t);
+	assert_int_equal(window_rows(f, "policy_metrics", 0), 1);
+
+	/* The window's own transaction fails: nothing of it is written,
+	 * then all of it. */
+	ctl_store_fault_arm(13 /* SQLITE_FULL */, 1000);
+	for (uint32_t r = 0; r < RANKS; r++)
+		ctl_store_timing(f->store, run, 1, r, &tm);
+	put_window(f, run, 1, N_LAYERS, com_clock_wall_ms());
+	t = put_decision(f, run, 3, NULL);
+	wait_degraded(f);
+	assert_int_equal(window_rows(f, "window_info", 1), 0);
+	assert_int_equal(window_rows(f, "timings", 1), 0);
+	ctl_store_fault_arm(0, 0);
+	wait_committed(f, t);
+	assert_int_equal(window_rows(f, "window_info", 1), 1);
+	assert_int_equal(window_rows(f, "timings", 1), RANKS);
+	assert_int_equal(db_int(f->db, "SELECT count(*) FROM timings"),
+	    2 * RANKS);
 }
 
 /* Mounts a tmpfs of `size` on f->mnt; false when that is not allowed. */
@@ -3152,6 +3223,7 @@ main(void)
 		T(test_store_degrades_on_a_locked_file_and_writes_everything_after),
 		T(test_store_stops_holding_decisions_when_commits_lag),
 		T(test_store_survives_an_injected_full_disk),
+		T(test_store_a_windows_timings_land_with_its_window_or_not_at_all),
 		T(test_store_survives_a_real_full_disk_and_catches_up),
 		T(test_store_waits_out_a_read_only_directory),
 		T(test_store_downsamples_metrics_when_behind_and_counts_them),

@@ -153,7 +153,7 @@ for sub in runs layers windows decisions events timings; do
 	    fail "history $sub: $n table rows, the database has ${want[$sub]}"
 	ok "history $sub: ${want[$sub]} rows as JSON, CSV and a table"
 done
-head -1 "$TMP/windows.csv" | grep -q '^window,first_step,last_step,lr,lr_next,reported,expected,complete,step_ms_median,floats_sent,floats_raw,sent_pct,bytes_saved,compressed_applied,compressed_decided,closed$' ||
+head -1 "$TMP/windows.csv" | grep -q '^window,first_step,last_step,lr,lr_next,reported,expected,complete,late,step_ms_median,floats_sent,floats_raw,sent_pct,bytes_saved,compressed_applied,compressed_decided,closed$' ||
     fail "windows CSV header: $(head -1 "$TMP/windows.csv")"
 head -1 "$TMP/decisions.csv" | grep -q '^seq,window,apply_step,time,source,policy,reason,n_changes,changes$' ||
     fail "decisions CSV header: $(head -1 "$TMP/decisions.csv")"

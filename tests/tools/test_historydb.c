@@ -643,6 +643,42 @@ test_historydb_lists_windows_in_the_range_asked(void **state)
 	assert_true(real_at(f, 2, "level_decided") == 1);
 }
 
+/* The windows list says which windows were recorded late (schema 7,
+ * window_info.late); a file older than the flag lists every window as
+ * not late. */
+static void
+test_historydb_lists_which_windows_were_recorded_late(void **state)
+{
+	fixture *f = *state;
+	tool_hdb_filter flt = no_filter();
+	sqlite3 *db = NULL;
+
+	assert_int_equal(fixture_db_create(f->path, CTL_STORE_SCHEMA_VERSION,
+			     1),
+	    SQLITE_OK);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+			     "UPDATE window_info SET late = 1"
+			     " WHERE run_id = 1 AND window IN (1, 2)",
+			     NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
+	    0);
+	flt.run = 1;
+	ask(f, TOOL_HDB_Q_WINDOWS, &flt);
+	assert_int_equal(f->rows.n_rows, 4);
+	for (uint64_t r = 0; r < 4; r++)
+		assert_int_equal(int_at(f, r, "late"), r == 1 || r == 2);
+	tool_hdb_close(&f->db);
+
+	open_fixture(f, 6);
+	ask(f, TOOL_HDB_Q_WINDOWS, &flt);
+	assert_int_equal(f->rows.n_rows, 4);
+	for (uint64_t r = 0; r < 4; r++)
+		assert_int_equal(int_at(f, r, "late"), 0);
+}
+
 static void
 test_historydb_finds_windows_by_the_time_they_closed(void **state)
 {
@@ -1105,6 +1141,7 @@ main(void)
 		T(test_historydb_shows_the_applied_level_beside_the_decided_one),
 		T(test_historydb_answers_tops_questions_from_the_windows_asked_only),
 		T(test_historydb_lists_windows_in_the_range_asked),
+		T(test_historydb_lists_which_windows_were_recorded_late),
 		T(test_historydb_finds_windows_by_the_time_they_closed),
 		T(test_historydb_lists_decisions_with_changes_by_layer_name),
 		T(test_historydb_lists_a_runs_events_and_the_daemons_then),
