@@ -455,7 +455,7 @@ def train(rank: int, world: int, args) -> None:
                              "compressor with error feedback")
         agent.static_plan = static_plan(model)
     log = rank == 0 and not args.quiet
-    quant = (f" (threshold {args.quant_threshold:g})"
+    quant = (f" (threshold {args.quant_threshold})"
              if args.compressor in ("1bit", "2bit") else "")
     how = (f"compressor {args.compressor}{quant}"
            f"{', COMET activations' if comet is not None else ''}, "
@@ -641,6 +641,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _threshold(text: str):
+    """--quant-threshold: a number, or 'auto'."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a number or 'auto', not {text!r}") from None
+
+
 def parse(argv):
     p = argparse.ArgumentParser(
         description="A small CNN on Fashion-MNIST, data-parallel on CPU "
@@ -696,9 +707,11 @@ def parse(argv):
                    "static ResiReduce plan (adjacent same-shape weights "
                    "share, large ungrouped fc 0.5x0.5) instead of "
                    "bellowsd's residual plan")
-    p.add_argument("--quant-threshold", type=float, default=0.5,
+    p.add_argument("--quant-threshold", type=_threshold, default=0.5,
                    help="1bit/2bit value threshold (MXNet's 0.5; MXNet's "
-                   "gradients are batch sums, these are batch means)")
+                   "gradients are batch sums, these are batch means); "
+                   "'auto' (2bit): per tensor and step, the mean "
+                   "magnitude of gradient + residual, sent with the codes")
     p.add_argument("--comet", action="store_true",
                    help="compress the convolutions' saved inputs at "
                    "bellowsd's error bounds (bellows.activations; run "

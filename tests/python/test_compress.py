@@ -636,7 +636,81 @@ class QuantiserTest(unittest.TestCase):
         print("\n  2 workers, 3 steps, 1bit and 2bit with raw layers: "
               "results, floats and collectives as the reference")
 
+    @staticmethod
+    def ref_auto(residual, grad):
+        """2bit "auto" on one tensor: (codes, decoded values, new
+        residual, v). Values with |r| >= mean |r| (r = residual + grad)
+        are sent as +-v, v their mean magnitude (float32)."""
+        r = residual + grad
+        mag = r.abs()
+        t = float(mag.mean())
+        sel = mag >= t
+        v = float(np.float32(float(mag[sel].mean()))) if sel.any() else t
+        codes = [3 if x >= t else 2 if x <= -t else 0 for x in r.tolist()]
+        dec = torch.sign(r) * sel * v
+        return codes, dec, r - dec, v
+
+    def test_two_bit_auto_sends_each_tensor_at_its_own_scale(self):
+        # Per tensor and step: values of |r| >= mean |r| go as +-v, v
+        # their mean magnitude, sent as the word after the codes; the C
+        # codec and the torch code agree with the reference.
+        for native in (True, False):
+            q = compress.TwoBit("auto", native=native)
+            residual = torch.zeros(37)
+            for s, grad in enumerate(self.steps(37, 4, scale=0.01, seed=3)):
+                codes, dec, residual, v = self.ref_auto(residual, grad)
+                words = q.encode(0, grad.clone())
+                w = compress.TwoBit.words(37)
+                self.assertEqual(words.numel(), w + 1)
+                self.assertEqual(q.level_floats((37,), 1), w + 1)
+                self.assertEqual(float(words[w]), v, f"step {s}: scale")
+                self.assertEqual(bytes(words[:w].view(torch.uint8).tolist()),
+                                 ref_pack(codes, 2), f"step {s}: codes")
+                self.assertTrue(torch.equal(
+                    q.decode(words[:w], 37, threshold=v), dec))
+                self.assertTrue(torch.allclose(q.errors[0], residual,
+                                               rtol=0, atol=1e-8),
+                                f"native={native} step {s}: residual")
+        print("\n  2bit auto, 37 values at scale 0.01, 4 steps, C and torch:"
+              " scale word, codes and residuals as the reference")
+
+    def test_two_workers_with_auto_thresholds_decode_each_at_its_own(self):
+        # Rank 1's gradients are 100x rank 0's: each rank's codes decode
+        # at the scale it sent, so neither scale drowns the other.
+        shapes = {0: (10, 8), 1: (10,)}
+        grads = [{k: torch.randn(*s, generator=torch.Generator()
+                                 .manual_seed(10 * w + k)) * (0.01, 1.0)[w]
+                  for k, s in shapes.items()} for w in range(2)]
+
+        def worker(rank, comm):
+            q = compress.TwoBit("auto")
+            mine = {k: v.clone() for k, v in grads[rank].items()}
+            counts = q.reduce([compress.Item(0, mine[0], 1),
+                               compress.Item(1, mine[1], 0)], comm)
+            return mine, counts
+
+        runs = run_workers(2, worker)
+        total = torch.zeros(80)
+        for w in range(2):
+            total += self.ref_auto(torch.zeros(80),
+                                   grads[w][0].reshape(-1))[1]
+        raw = (grads[0][1] + grads[1][1]) / 2
+        for w in range(2):
+            mine, counts = runs[w]
+            self.assertTrue(torch.allclose(mine[0].reshape(-1), total / 2,
+                                           atol=1e-7))
+            self.assertTrue(torch.allclose(mine[1], raw, atol=1e-7))
+            self.assertEqual(counts.floats_sent,
+                             compress.TwoBit.words(80) + 1 + 10)
+        print("\n  2 workers, scales 0.01 and 1: each rank's codes decoded "
+              "at its own scale")
+
     def test_bad_thresholds_are_refused(self):
+        with self.assertRaises(ValueError):
+            compress.OneBit("auto")  # 1bit's threshold is a boundary only
+        with self.assertRaises(ValueError):
+            compress.TwoBit("mean")
+        self.assertTrue(compress.TwoBit("auto").auto)
         for bad in (float("nan"), float("inf"), -0.1):
             with self.assertRaises(ValueError):
                 compress.TwoBit(bad)
@@ -771,7 +845,7 @@ class NativeCodecTest(unittest.TestCase):
         tiny = compress.TwoBit(math.ulp(0.0))  # 0 as a float32: torch only
         ref = compress.TwoBit(math.ulp(0.0), native=False)
         x = torch.randn(40, generator=torch.Generator().manual_seed(3))
-        self.assertIsNone(tiny._encode_native(torch.zeros(40), x))
+        self.assertIsNone(tiny._encode_native(torch.zeros(40), x, tiny.threshold))
         self.assertTrue(torch.equal(
             tiny.encode(0, x.clone()).view(torch.uint8),
             ref.encode(0, x.clone()).view(torch.uint8)))

@@ -960,7 +960,7 @@ def _aggregate_options(aggregate: str, node_ranks: int | None,
 
 
 def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 0,
-           quant_threshold: float = 0.5, per_layer: bool = True,
+           quant_threshold: float | str = 0.5, per_layer: bool = True,
            align: bool = True, time_every: int = 16, raw_windows: int = 0,
            time_layers: int = 32,
            control: str | None = None, publish: str | None = None,
@@ -976,7 +976,8 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
     (see Agent). ``compressor`` is "powersgd" (level = rank),
     "topk" (level = keep fraction), "1bit" or "2bit" (any level > 0
     quantises, with the value threshold ``quant_threshold``, MXNet's 0.5
-    by default) or an object with the PowerSGD/TopK interface; ``seed``
+    by default; "auto" for 2bit: each tensor scaled per step) or an
+    object with the PowerSGD/TopK interface; ``seed``
     seeds PowerSGD's random Q and must be the same on every rank.
     ``per_layer`` reduces and times every tensor on its own, ``align``
     makes the ranks meet before the first one is timed (see
