@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "tests/common/argv_capture.h"
+
 #include "controller/cmdline.h"
 
 /* Parses `bellowsd ARGS...` into *o with stderr captured into err
@@ -24,31 +26,15 @@
 static int
 parse(ctl_cmdline *o, char *err, const char *first, ...)
 {
-	static char *argv[32];
-	FILE *tmp = tmpfile();
-	int argc = 0, rc, saved;
+	argv_capture c;
 	va_list ap;
-	size_t n;
+	int rc;
 
-	assert_non_null(tmp);
-	argv[argc++] = (char *)"bellowsd";
 	va_start(ap, first);
-	for (const char *a = first; a != NULL; a = va_arg(ap, const char *))
-		argv[argc++] = (char *)a;
+	argv_capture_begin(&c, "bellowsd", first, ap);
 	va_end(ap);
-	argv[argc] = NULL;
-	fflush(stderr);
-	saved = dup(2);
-	assert_true(saved >= 0);
-	assert_true(dup2(fileno(tmp), 2) >= 0);
-	rc = ctl_cmdline_parse(argc, argv, o);
-	fflush(stderr);
-	assert_true(dup2(saved, 2) >= 0);
-	close(saved);
-	rewind(tmp);
-	n = fread(err, 1, 4095, tmp);
-	err[n] = '\0';
-	fclose(tmp);
+	rc = ctl_cmdline_parse(c.argc, c.argv, o);
+	argv_capture_end(&c, err, 4096);
 	return rc;
 }
 
