@@ -1246,16 +1246,16 @@ class _Quantizer(_Gathered):
 
         t is clamped to float32's [smallest normal, largest finite]: a
         non-finite mean (a NaN or infinite gradient) would send no code
-        and keep the residual growing. Both go through float32, as sent.
+        and keep the residual growing. t and v are means of float32
+        values, so float32 already, as sent.
         """
         r = torch.add(err, grad.reshape(-1).float())
         mag = r.abs()
         t = float(mag.mean().clamp_(_F32_TINY, _F32_MAX).nan_to_num_(
             _F32_MAX))
-        t = float(torch.tensor(t, dtype=torch.float32))
         sel = mag >= t
-        v = float(mag[sel].mean()) if bool(sel.any()) else t
-        v = float(torch.tensor(v, dtype=torch.float32))
+        chosen = mag[sel]
+        v = float(chosen.mean()) if chosen.numel() else t
         packed = self._encode_native(err, grad, t)
         if packed is None:
             packed = self._encode_torch(err, grad, t)
