@@ -56,4 +56,24 @@ argv_capture_end(argv_capture *c, char *err, size_t len)
 	fclose(c->tmp);
 }
 
+/* Defines `static int NAME(T *o, char *err, const char *first, ...)`:
+ * runs `FN(argc, argv, o)` on PROG and the NULL-terminated arguments,
+ * its stderr captured into err (ARGV_CAPTURE_ERR bytes); returns what
+ * FN returned. */
+#define ARGV_CAPTURE_ERR 4096
+#define ARGV_CAPTURE_PARSER(NAME, T, PROG, FN)                                 \
+	static int NAME(T *o, char *err, const char *first, ...)               \
+	{                                                                      \
+		argv_capture c;                                                \
+		va_list ap;                                                    \
+		int rc;                                                        \
+                                                                               \
+		va_start(ap, first);                                           \
+		argv_capture_begin(&c, PROG, first, ap);                       \
+		va_end(ap);                                                    \
+		rc = FN(c.argc, c.argv, o);                                    \
+		argv_capture_end(&c, err, ARGV_CAPTURE_ERR);                   \
+		return rc;                                                     \
+	}
+
 #endif

@@ -23,20 +23,7 @@
 
 /* Parses `bellowsd ARGS...` into *o with stderr captured into err
  * (size 4096). Returns what ctl_cmdline_parse returned. */
-static int
-parse(ctl_cmdline *o, char *err, const char *first, ...)
-{
-	argv_capture c;
-	va_list ap;
-	int rc;
-
-	va_start(ap, first);
-	argv_capture_begin(&c, "bellowsd", first, ap);
-	va_end(ap);
-	rc = ctl_cmdline_parse(c.argc, c.argv, o);
-	argv_capture_end(&c, err, 4096);
-	return rc;
-}
+ARGV_CAPTURE_PARSER(parse, ctl_cmdline, "bellowsd", ctl_cmdline_parse)
 
 static void
 test_cmdline_takes_the_defaults_with_only_a_policy(void **state)

@@ -23,20 +23,7 @@
 
 /* Parses `top ARGS...` into *o with stderr (and stdout) captured
  * into err (size 4096). Returns what dash_top_parse returned. */
-static int
-parse(dash_top_opts *o, char *err, const char *first, ...)
-{
-	argv_capture c;
-	va_list ap;
-	int rc;
-
-	va_start(ap, first);
-	argv_capture_begin(&c, "top", first, ap);
-	va_end(ap);
-	rc = dash_top_parse(c.argc, c.argv, o);
-	argv_capture_end(&c, err, 4096);
-	return rc;
-}
+ARGV_CAPTURE_PARSER(parse, dash_top_opts, "top", dash_top_parse)
 
 static int
 setup(void **state)

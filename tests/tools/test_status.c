@@ -22,20 +22,7 @@
 
 /* Parses `status ARGS...` into *o with stderr (and stdout) captured
  * into err (size 4096). Returns what tool_status_parse returned. */
-static int
-parse(tool_status_opts *o, char *err, const char *first, ...)
-{
-	argv_capture c;
-	va_list ap;
-	int rc;
-
-	va_start(ap, first);
-	argv_capture_begin(&c, "status", first, ap);
-	va_end(ap);
-	rc = tool_status_parse(c.argc, c.argv, o);
-	argv_capture_end(&c, err, 4096);
-	return rc;
-}
+ARGV_CAPTURE_PARSER(parse, tool_status_opts, "status", tool_status_parse)
 
 static int
 setup(void **state)
