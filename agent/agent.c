@@ -1065,6 +1065,7 @@ bellows_agent_decision(const bellows_agent *agent, bellows_decision *ret)
 	ret->policy = d->policy != NULL ? d->policy : "";
 	ret->reason = d->reason != NULL ? d->reason : "";
 	ret->calibrate_steps = d->calibrate_steps;
+	ret->stats_skip = d->stats_skip;
 	if (com_resid_plan_is_default(d)) {
 		ret->resid_group = agent->resid_default.resid_group;
 		ret->resid_phi = agent->resid_default.resid_phi;

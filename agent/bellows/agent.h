@@ -236,6 +236,13 @@ typedef struct bellows_decision {
 	const double *resid_rows;    /* per layer: kept row fraction of the
 				      * 2-D reduction, (0, 1]; 1: whole */
 	const double *resid_cols;    /* per layer: kept column fraction */
+	/* Appended: the layer statistics no policy in force reads, bit i
+	 * entry i of BELLOWS_LAYER_STATS (bellows/stats.h); 0: every one is
+	 * read (no decision yet, or a bellowsd before protocol minor 5). A
+	 * trainer may skip measuring what is skipped: bellows.torch times
+	 * no sampled step when comm_raw_ms, comm_comp_ms and codec_ms all
+	 * are. */
+	uint64_t stats_skip;
 } bellows_decision;
 
 /* Statistics of one layer over the last closed window, as reported: the

@@ -499,6 +499,13 @@ class DaemonTest(unittest.TestCase):
         # neither layer keeps a window accumulator.
         self.assertEqual(levels[-1][4], 0)
         self.assertGreater(d.seq, 0)
+        # The decision says so: fixed reads no statistic, so every one
+        # is skipped, acc_norm and the per-layer times included.
+        self.assertTrue(d.skips("acc_norm", "comm_raw_ms", "codec_ms"))
+        self.assertEqual(d.stats_skip >> bellows.stat_bit("acc_norm") & 1,
+                         1)
+        with self.assertRaises(KeyError):
+            d.skips("no_such_statistic")
 
     def test_launches_are_runs_and_a_resume_continues_the_recorded_one(
             self):

@@ -45,6 +45,7 @@ from bellows.agent import (
     AgentStats,
     Decision,
     Layer,
+    stat_bit,
     version,
 )
 
@@ -69,6 +70,7 @@ __all__ = [
     "LayerStats",
     "StepInfo",
     "library_path",
+    "stat_bit",
     "version",
 ]
 

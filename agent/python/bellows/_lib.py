@@ -243,6 +243,7 @@ class Decision(ctypes.Structure):
         ("resid_phi", ctypes.POINTER(ctypes.c_double)),
         ("resid_rows", ctypes.POINTER(ctypes.c_double)),
         ("resid_cols", ctypes.POINTER(ctypes.c_double)),
+        ("stats_skip", ctypes.c_uint64),
     ]
 
 

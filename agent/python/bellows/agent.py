@@ -133,6 +133,16 @@ class Decision:
     resid_phi: tuple[float, ...] = ()
     resid_rows: tuple[float, ...] = ()
     resid_cols: tuple[float, ...] = ()
+    # The layer statistics no policy in force reads: bit i is the i-th
+    # statistic of the table (bellows.stat_bit gives a name's bit); 0:
+    # every one is read (no decision yet, or an older bellowsd).
+    stats_skip: int = 0
+
+    def skips(self, *names: str) -> bool:
+        """True when no policy in force reads any of the layer statistics
+        ``names`` (e.g. "comm_raw_ms"): the trainer may leave them
+        unmeasured. Raises KeyError for a name the library lacks."""
+        return all(self.stats_skip >> stat_bit(n) & 1 for n in names)
 
     def resid_plan(self) -> tuple[tuple[int, ...], tuple[float, ...],
                                   tuple[float, ...], tuple[float, ...]]:
@@ -247,6 +257,22 @@ def layer_arrays() -> dict[str, tuple[int, int]]:
                 i += 1
         _arrays = found
     return _arrays
+
+
+_stat_bits: dict[str, int] | None = None
+
+
+def stat_bit(name: str) -> int:
+    """The bit of layer statistic ``name`` in a decision's ``stats_skip``
+    (and a policy's ``stats_read``): its position in the library's table
+    (bellows_stats_schema, after ``window``), which never changes.
+    Raises KeyError for a name the loaded library does not have."""
+    global _stat_bits
+    if _stat_bits is None:
+        fields, _ = _lib.stats_schema()
+        names = [f.name for f in fields if f.name != "window"]
+        _stat_bits = {n: i for i, n in enumerate(names)}
+    return _stat_bits[name]
 
 
 def _table_version(table: bytes | None) -> int | None:
@@ -716,7 +742,8 @@ class Agent:
             compression_off=bool(d.compression_off), codec_table=table,
             policy=(d.policy or b"").decode(errors="replace"),
             reason=(d.reason or b"").decode(errors="replace"),
-            calibrate_steps=d.calibrate_steps, **plan)
+            calibrate_steps=d.calibrate_steps, stats_skip=d.stats_skip,
+            **plan)
 
     def send_mode(self, layer: int) -> bool:
         """True when ``layer`` is sent compressed in the current step,

@@ -574,6 +574,9 @@ class TorchAgent:
         self._lr_used: float | None = None
         self.time_every = time_every
         self.timed = True
+        # Whether a policy in force reads per-layer times (sampled steps
+        # then run one in time_every); set from each new decision.
+        self._sample = True
         self.agent = agent
         self.hook = hook
         self.layers = agent.layers
@@ -658,6 +661,22 @@ class TorchAgent:
         return [lv if lv > 0 and send_mode(i) else 0.0
                 for i, lv in enumerate(self._base)]
 
+    # The layer statistics that sampled steps measure.
+    _TIMES = ("comm_raw_ms", "comm_raw_n", "comm_comp_ms", "comm_comp_n",
+              "codec_ms")
+
+    def _times_read(self, d: Decision) -> bool:
+        """True when a policy in force reads per-layer times, so that one
+        step in time_every is sampled: not when the decision skips every
+        time statistic (under fixed or accordion alone), nor with a
+        libbellows older than them."""
+        if d.stats_skip == 0:
+            return True
+        try:
+            return not d.skips(*self._TIMES)
+        except KeyError:
+            return True
+
     def step_begin(self) -> int:
         """Begins a step (before the forward pass); returns its number.
 
@@ -683,6 +702,7 @@ class TorchAgent:
                                                 tuple(levels), d.reason))
             self._apply_plan(step, d)
             self.agent.applied_levels(levels)
+            self._sample = self._times_read(d)
         elif self.residuals is not None:
             self.residuals.new_step()
         self.calibrating = self.agent.calibrating()
@@ -695,9 +715,10 @@ class TorchAgent:
                              else self._levels)
         # Per-layer times are what slimgc (calibrations, drift) and
         # perfmodel (raw collectives) fit: every calibration step, and a
-        # sample of the others; every other step, compressed or not,
+        # sample of the others while a policy in force reads them (the
+        # decision's stats_skip); every other step, compressed or not,
         # goes on the overlapped path at DDP's own pace.
-        every = self.time_every
+        every = self.time_every if self._sample else 0
         self.timed = (calibrating
                       or (every > 0 and step % every == 0))
         self.hook.timed = self.timed
