@@ -54,6 +54,8 @@ COMPRESSED = {
     "2bit": ("2bit", 1),
     # bellows PowerSGD at rank 4, overlapped.
     "psgd": ("powersgd", 4),
+    # bellows top-k, 1 % of every matrix, overlapped (issue 28's step).
+    "topk": ("topk", 0.01),
 }
 POLICY = """\
 jobs:
@@ -67,6 +69,11 @@ jobs:
       - type: fixed
         layers: {min_ndim: 2}
         params: {level: 4}
+  - match: "hookbench-topk"
+    policies:
+      - type: fixed
+        layers: {min_ndim: 2}
+        params: {level: 0.01}
   - match: "hookbench-acc"
     policies:
       - type: accordion
@@ -321,8 +328,8 @@ def main():
                    help="samples per rank and step (default 64)")
     p.add_argument("--compressed", default="",
                    help="comma-separated compressing configs to add: "
-                        "2bit, psgd (bellows), torch-psgd (PyTorch's "
-                        "powerSGD_hook, rank 4)")
+                        "2bit, psgd, topk (bellows; topk keeps 1 %%), "
+                        "torch-psgd (PyTorch's powerSGD_hook, rank 4)")
     p.add_argument("--link", default=None,
                    help="run the ranks over a loopback limited to this "
                         "tc rate (100mbit, 1gbit; a network namespace "
