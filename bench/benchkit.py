@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import importlib.util
 import json
 import os
 import pathlib
@@ -40,13 +41,20 @@ import shutil
 import sqlite3
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Callable, Iterator, Sequence
 
 SRC = pathlib.Path(__file__).resolve().parents[1]
 TRAINER = SRC / "examples" / "pytorch" / "fashion_mnist.py"
-PYTHON = "/usr/bin/python3"
+# The trainers run under the interpreter that runs the bench when it has
+# torch: run it with the torch to measure (/var/cache/bellows/torch2/bin/
+# python for PyPI's torch 2.x, /usr/bin/python3 for Debian's 1.13), as
+# bench/hook does; else under Debian's.
+PYTHON = (sys.executable if sys.executable and
+          importlib.util.find_spec("torch") is not None
+          else "/usr/bin/python3")
 
 
 def add_run_options(p: argparse.ArgumentParser,
@@ -355,6 +363,15 @@ def row(cells: Sequence[object]) -> str:
 
 
 def machine_line() -> str:
-    """"Machine: host, N CPUs, platform" for a report."""
+    """"Machine: host, N CPUs, platform; Python and torch" for a
+    report: the trainers' interpreter and its torch (PYTHON)."""
+    try:
+        r = subprocess.run([PYTHON, "-c", "import torch; "
+                            "print(torch.__version__)"],
+                           capture_output=True, text=True, timeout=120)
+        torch_version = r.stdout.strip() or "none"
+    except (OSError, subprocess.SubprocessError):
+        torch_version = "unknown"
     return (f"Machine: {platform.node()}, {os.cpu_count()} CPUs, "
-            f"{platform.platform()}")
+            f"{platform.platform()}; trainers: {PYTHON}, torch "
+            f"{torch_version}")
