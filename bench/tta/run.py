@@ -14,6 +14,10 @@ configurations:
     adaptive        bellows, PowerSGD rank 8 where SlimGC's threshold
                     and perfmodel's gate say it pays
 
+and, asked for by name, level0: bellows attached with every tensor raw
+(fixed level 0), what the agent and hook cost a step that compresses
+nothing.
+
 per model (--models net,resnet20), link (--links loopback,1gbit,100mbit:
 a link other than loopback is a network namespace whose loopback a token
 bucket limits, in which bellowsd and both ranks run; root only) and seed,
@@ -66,7 +70,11 @@ CONFIGS = {
     "2bit": ["--compressor", "2bit", "--quant-threshold", "auto"],
     "accordion-psgd": ["--compressor", "powersgd"],
     "adaptive": ["--compressor", "powersgd"],
+    "level0": ["--compressor", "powersgd"],
 }
+# What a run without --configs runs (level0 only when named).
+DEFAULT_CONFIGS = ("plain", "torch-psgd", "2bit", "accordion-psgd",
+                   "adaptive")
 # Steps per window (and evaluation), the same in every configuration: a
 # fifth of an epoch of 469 steps, so that the policies of a run of a few
 # epochs settle after a few windows, and the time to target has a
@@ -82,7 +90,8 @@ def parse(argv):
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--links", default=",".join(LINKS),
                    help="loopback, or a tc rate (1gbit, 100mbit, ...)")
-    p.add_argument("--configs", default=",".join(CONFIGS))
+    p.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
+                   help="also: level0 (bellows, every tensor raw)")
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--lr-decay-at", default=None,
