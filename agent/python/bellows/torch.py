@@ -543,7 +543,9 @@ class TorchAgent:
     ``calibrating`` says whether the current step is in a calibration,
     ``timed`` whether the hook times its sends in it: in a calibration,
     and at every step that is a multiple of ``time_every`` (0: never
-    otherwise; 1: every step); the other steps, compressed or not, take
+    otherwise; 1: every step) while a policy in force reads per-layer
+    times (the decision's ``stats_skip``); the other steps, compressed or
+    not, take
     the overlapped path (CompressionHook). ``baseline`` is True while the
     first ``raw_windows`` windows run: every layer is then sent raw,
     whatever the decisions say (a calibration included), so that the
@@ -1004,7 +1006,9 @@ def attach(model, job: str | None = None, *, compressor="powersgd", seed: int = 
     makes the ranks meet before the first one is timed (see
     CompressionHook). Steps outside a calibration are timed only when
     their number is a multiple of ``time_every`` (1: every step; 0:
-    never); the others, compressed or not, send DDP's buckets
+    never) and some policy in force reads per-layer times (slimgc,
+    perfmodel; not fixed or accordion alone); the others, compressed or
+    not, send DDP's buckets
     asynchronously, overlapped with backward (see TorchAgent and
     CompressionHook). In such a sampled step (not in a calibration, which
     times every layer) at most ``time_layers`` layers are timed on their
