@@ -15,9 +15,11 @@
  *   closed, and reports for lower indices are stale;
  * - a window is durably closed once the decision answering it is
  *   published (which waits for the store's commit of the window and the
- *   decision): ctl_jobs_windows_closed() is the lowest window not durably
+ *   decision), a late window (below) once the store has committed its
+ *   rows: ctl_jobs_windows_closed() is the lowest window not durably
  *   closed, never above next_window, and what agents are told they may
- *   stop keeping reports below;
+ *   stop keeping reports below (without a store, or while it is
+ *   degraded, nothing waits for a commit);
  * - a (rank, window) report is taken once: a repeat of one taken (in an
  *   open window, or among the rank's last JOBS_TAKEN windows once closed)
  *   is ignored and counted, as agents resend what was not acknowledged;
@@ -29,7 +31,10 @@
  *   the agents kept and send again, are aggregated apart from the open
  *   windows and recorded late, in index order; no policy sees them and
  *   no decision answers them. ctl_jobs_windows_closed() stays at or
- *   below late_next while any is open, so agents keep their reports;
+ *   below late_next while any is open, and at or below the lowest late
+ *   window recorded whose batch the store has not acknowledged as
+ *   committed (late_wait_*, kept after the late range is done), so
+ *   agents keep their reports until they are on disk;
  * - a rank is held by one routing id and one incarnation at a time, and,
  *   with security, by the authenticated client that opened its session:
  *   while it is alive no other client takes it, whatever incarnation it

@@ -122,7 +122,8 @@ ctl_events *ctl_jobs_events(ctl_jobs *jobs);
  *
  * Welcome and HeartbeatAck carry windows_closed: the lowest window whose
  * close is not durable yet, i.e. whose decision is not yet published
- * (which with a working store waits for its commit).
+ * (which with a working store waits for its commit), or, for a window
+ * recorded late (no decision answers it), whose rows are not committed.
  */
 int ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
     const char *client, const com_hello *hello, uint64_t now_ms, com_msg *reply,

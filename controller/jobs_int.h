@@ -26,6 +26,7 @@
 #define JOBS_TAKEN              64 /* last windows a rank's reports are known */
 #define JOBS_RESUMES_PER_CLIENT 1  /* read-backs one client may have at once */
 #define JOBS_RESUMES_MAX        4  /* read-backs the daemon runs at once */
+#define JOBS_LATE_WAITS         8  /* batches of late windows awaited */
 #define JOBS_LATE_BYTES                                                        \
 	(64u << 20) /* late windows a job holds at                             \
 		     * once, at their largest */
@@ -122,6 +123,16 @@ typedef struct job {
 	uint64_t late_heard_ms;      /* when the last late report came (or
 				      * the late range began) */
 	uint64_t windows_late;       /* windows recorded late */
+	uint64_t late_wait_window[JOBS_LATE_WAITS]; /* the lowest late window
+						     * recorded in each batch
+						     * not known committed,
+						     * oldest first */
+	uint64_t late_wait_ticket[JOBS_LATE_WAITS]; /* that batch's ticket
+						     * (the last entry's: the
+						     * newest merged in) */
+	uint32_t late_waits;                        /* entries used; they
+						     * outlive the late
+						     * range */
 } job;
 
 struct ctl_jobs {
@@ -225,8 +236,14 @@ void ctl_jobs_late_begin(ctl_jobs *jobs, job *j, uint64_t from, uint64_t to);
 bool ctl_jobs_late_has(const job *j, uint64_t window);
 
 /* `closed` (the lowest window not durably closed among the live ones)
- * lowered to the lowest late window not closed, if any. */
+ * lowered to the lowest late window not closed, or recorded and not
+ * known committed, if any. */
 uint64_t ctl_jobs_late_closed(const job *j, uint64_t closed);
+
+/* The store committed every batch up to `ticket` (UINT64_MAX: it
+ * degraded, nothing waits): the late windows recorded in them are
+ * durably closed. */
+void ctl_jobs_late_durable(job *j, uint64_t ticket);
 
 /* Folds a report of a late window (ctl_jobs_late_has) into it. Returns
  * 0, BELLOWS_EBUSY for a (rank, window) taken already, BELLOWS_ESTATE
@@ -238,7 +255,8 @@ int ctl_jobs_late_add(job *j, const com_report *rep, uint64_t now_ms, char *why,
  * those no rank will send; frees the late range when it is done. */
 void ctl_jobs_late_close(ctl_jobs *jobs, job *j, uint64_t now_ms);
 
-/* Frees j's late windows and ends its late range. */
+/* Frees j's late windows and ends its late range; the commits of those
+ * recorded are still awaited. */
 void ctl_jobs_late_free(job *j);
 
 /* ---- jobs_log.c: each job's decision log ---------------------------- */
@@ -251,9 +269,10 @@ com_decision *ctl_jobs_log_at(job *j, uint32_t i);
 const com_decision *ctl_jobs_log_last(job *j);
 
 /* The lowest window of j whose close is not durable yet: next_window,
- * or lower while a decision answering a closed window waits for its
- * commit. A repair waiting for its commit names a window already durable;
- * it only makes the answer lower than it could be, never wrong. */
+ * or lower while a decision answering a closed window, or the rows of a
+ * late window, wait for their commit. A repair waiting for its commit names a
+ * window already durable; it only makes the answer lower than it could be,
+ * never wrong. */
 uint64_t ctl_jobs_windows_closed(job *j);
 
 /* Appends a decision, taking ownership of *d (zeroed on return); `ticket`

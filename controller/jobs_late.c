@@ -15,6 +15,13 @@
  * of it to send), or once every live rank has joined again and no late
  * report came for window_timeout_ms; a window no rank sent is skipped.
  *
+ * No decision answers a late window, so nothing published tells the
+ * agents it is in: windows_closed (ctl_jobs_windows_closed) stays at the
+ * lowest late window whose rows the store has not committed yet, as it
+ * does for a window whose decision waits for its commit. The batches
+ * awaited are JOBS_LATE_WAITS at most; past that the newest entry takes
+ * the later ticket, which only holds its windows a little longer.
+ *
  * What a job may hold of late windows at once is bounded by
  * JOBS_LATE_BYTES: the slots cover the lowest late windows not closed,
  * and a report beyond them is refused (ESTATE, logged once per range).
@@ -31,6 +38,7 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 void
 ctl_jobs_late_free(job *j)
@@ -91,7 +99,46 @@ ctl_jobs_late_has(const job *j, uint64_t window)
 uint64_t
 ctl_jobs_late_closed(const job *j, uint64_t closed)
 {
-	return j->late_cap > 0 && j->late_next < closed ? j->late_next : closed;
+	if (j->late_cap > 0 && j->late_next < closed)
+		closed = j->late_next;
+	if (j->late_waits > 0 && j->late_wait_window[0] < closed)
+		closed = j->late_wait_window[0];
+	return closed;
+}
+
+/* Late window w's rows are in the store's batch `ticket`: w counts as
+ * closed once that batch is committed. Windows are recorded in order
+ * and tickets never decrease, so the entries stay sorted by both. */
+static void
+late_wait(job *j, uint64_t w, uint64_t ticket)
+{
+	uint32_t n = j->late_waits;
+
+	if (n > 0 && j->late_wait_ticket[n - 1] >= ticket)
+		return; /* the same batch as the window before */
+	if (n == JOBS_LATE_WAITS) {
+		j->late_wait_ticket[n - 1] = ticket;
+		return;
+	}
+	j->late_wait_window[n] = w;
+	j->late_wait_ticket[n] = ticket;
+	j->late_waits++;
+}
+
+void
+ctl_jobs_late_durable(job *j, uint64_t ticket)
+{
+	uint32_t done = 0;
+
+	while (done < j->late_waits && j->late_wait_ticket[done] <= ticket)
+		done++;
+	if (done == 0)
+		return;
+	j->late_waits -= done;
+	memmove(j->late_wait_window, j->late_wait_window + done,
+	    j->late_waits * sizeof(j->late_wait_window[0]));
+	memmove(j->late_wait_ticket, j->late_wait_ticket + done,
+	    j->late_waits * sizeof(j->late_wait_ticket[0]));
 }
 
 int
@@ -177,6 +224,7 @@ late_record(ctl_jobs *jobs, job *j, ctl_window *win, bool complete)
 	const com_decision *in_force = ctl_jobs_log_last(j);
 	bellows_window view;
 	uint32_t alive = 0;
+	uint64_t ticket;
 	int at;
 
 	if (in_force == NULL)
@@ -190,9 +238,13 @@ late_record(ctl_jobs *jobs, job *j, ctl_window *win, bool complete)
 	}
 	for (uint32_t r = 0; r < j->world; r++)
 		alive += j->ranks[r].alive;
-	ctl_store_window(jobs->store, j->run_id, &view, alive,
+	ticket = ctl_store_window(jobs->store, j->run_id, &view, alive,
 	    (complete ? CTL_STORE_CLOSED_COMPLETE : 0) | CTL_STORE_CLOSED_LATE,
 	    in_force, com_clock_wall_ms());
+	/* The agents keep its reports until its rows are committed (a
+	 * degraded store, like a decision's, keeps nobody waiting). */
+	if (ticket != 0 && ctl_store_waits(jobs->store))
+		late_wait(j, view.window, ticket);
 	j->windows_late++;
 	jobs->counters.windows_late++;
 	if (!complete)

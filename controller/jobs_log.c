@@ -207,8 +207,10 @@ ctl_jobs_on_durable(void *arg, uint64_t ticket)
 {
 	ctl_jobs *jobs = arg;
 
-	for (uint32_t i = 0; i < jobs->n_jobs; i++)
+	for (uint32_t i = 0; i < jobs->n_jobs; i++) {
 		jobs_publish_ready(jobs, jobs->jobs[i], ticket);
+		ctl_jobs_late_durable(jobs->jobs[i], ticket);
+	}
 }
 
 void

@@ -600,16 +600,17 @@ ctl_store_timing(ctl_store *s, int64_t run, uint64_t window, uint32_t rank,
 	store_added(s, 1, 1);
 }
 
-void
+uint64_t
 ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
     uint32_t ranks_expected, uint32_t closed, const com_decision *in_force,
     uint64_t wall_ms)
 {
 	store_batch *b;
 	uint32_t n_comm;
+	uint64_t ticket;
 
 	if (s == NULL || run == 0)
-		return;
+		return 0;
 	/* window_info and the per-layer rows are what recovery replays into
 	 * the policies: firm rows, never dropped, handed over ahead of the
 	 * decision answering the window, so committed no later than it. The
@@ -618,6 +619,7 @@ ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
 	    ? w->n_comm
 	    : 0;
 	b = store_cur(s);
+	ticket = b->ticket;
 	*STORE_PUSH(b->infos) = (store_info_row){
 		.run = run,
 		.v = *w,
@@ -663,6 +665,7 @@ ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
 	}
 	/* The window's rows stay in one batch. */
 	store_added(s, 1 + w->n_layers + n_comm, n_comm);
+	return ticket;
 }
 
 void

@@ -160,8 +160,11 @@ void ctl_store_timing(ctl_store *s, int64_t run, uint64_t window, uint32_t rank,
  * window_info and one windows row per layer, firm rows that recovery
  * replays into the policies (never dropped; committed no later than a
  * decision recorded after them), and one comm_samples row per collective
- * in w->comm (metric rows, downsampled under pressure). */
-void ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
+ * in w->comm (metric rows, downsampled under pressure). Returns the
+ * ticket of the batch holding the firm rows: the durable callback
+ * reports it (or a later one) once they are committed (0 for a NULL
+ * store or run 0: nothing to wait for). */
+uint64_t ctl_store_window(ctl_store *s, int64_t run, const bellows_window *w,
     uint32_t ranks_expected, uint32_t closed, const com_decision *in_force,
     uint64_t wall_ms);
 

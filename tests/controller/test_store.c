@@ -2818,6 +2818,60 @@ test_store_windows_a_restart_had_not_closed_are_recorded_late(void **state)
 	    N_LAYERS);
 }
 
+/* A late window has no decision to wait for, but the agents are told
+ * they may drop its reports only once its rows are committed: until the
+ * store acknowledges them, a daemon killed would lose it for good. The
+ * acknowledgements are read only by settle(), so here the commits are
+ * "delayed" until then. */
+static void
+test_store_late_windows_count_as_closed_once_their_rows_are_committed(
+    void **state)
+{
+	fixture *f = *state;
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	for (uint64_t w = 0; w < 5; w++) {
+		report_window(f, w, 1.0, 1100 + w);
+		settle(f);
+	}
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
+	start_store(f);
+	/* The ranks are at window 20: windows 5..19 are late. */
+	assert_int_equal(hello(f, "A", 0, 200, 20, 6, 5000), 5);
+	assert_int_equal(hello(f, "B", 1, 200, 20, 6, 5000), 5);
+	settle(f);
+	for (uint64_t w = 5; w < 20; w++)
+		assert_int_equal(report_rc(f, 0, w, 5100), 0);
+	/* Rank 1's reports close late windows 5..9, not yet committed. */
+	for (uint64_t w = 5; w < 10; w++)
+		assert_int_equal(report_rc(f, 1, w, 5200), 0);
+	assert_int_equal(beat_closed(f, 200, 5200), 5);
+	settle(f);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM window_info WHERE late"),
+	    5);
+	assert_int_equal(beat_closed(f, 200, 5201), 10);
+	/* The rest, each in a batch of its own (more batches than a job
+	 * tracks): the late range is done, its last rows still in flight. */
+	for (uint64_t w = 10; w < 20; w++) {
+		assert_int_equal(report_rc(f, 1, w, 5300), 0);
+		ctl_store_flush(f->store);
+	}
+	assert_int_equal(beat_closed(f, 200, 5300), 10);
+	settle(f);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM window_info WHERE late"),
+	    15);
+	assert_int_equal(beat_closed(f, 200, 5301), 20);
+}
+
 static void
 test_store_windows_count_as_closed_once_their_close_is_committed(void **state)
 {
@@ -3240,6 +3294,7 @@ main(void)
 		T(test_store_degraded_store_does_not_hold_up_decisions),
 		T(test_store_rebuilds_a_job_and_its_policy_history_after_a_restart),
 		T(test_store_windows_a_restart_had_not_closed_are_recorded_late),
+		T(test_store_late_windows_count_as_closed_once_their_rows_are_committed),
 		T(test_store_windows_count_as_closed_once_their_close_is_committed),
 		T(test_store_resent_reports_close_the_window_a_crash_left_open),
 		T(test_store_rebuilds_accordion_from_windows_recorded_while_behind),
