@@ -52,7 +52,7 @@
 
 #include "bellows_config.h"
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "decisions.h"
 
 static char io_version[] = BELLOWS_VERSION;

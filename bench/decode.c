@@ -21,8 +21,8 @@
 #include <bellows/error.h>
 
 #include "common/clock.h"
-#include "common/codec.h"
-#include "common/codec_arena.h"
+#include "common/wire.h"
+#include "common/wire_arena.h"
 
 /* Fills *m with a Report of n layers, as a trainer's agent sends one. */
 static void

@@ -35,7 +35,7 @@
  */
 #include "common/cert.h"
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #include <bellows/error.h>

@@ -3,7 +3,7 @@
 #include "client.h"
 
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 
 #include <bellows/error.h>
 

@@ -60,7 +60,7 @@
 #include "jobs_int.h"
 
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/errbuf.h"
 #include "log.h"
 #include "policy_host.h"

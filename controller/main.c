@@ -18,7 +18,7 @@
  * history (degraded, retried).
  */
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 #include "cmdline.h"
 #include "config.h"

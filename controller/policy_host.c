@@ -12,7 +12,7 @@
 
 #include "plugin.h"
 
-#include "common/codec.h"
+#include "common/wire.h"
 
 #include "log.h"
 

@@ -3,7 +3,7 @@
 #include "server.h"
 
 #include "common/clock.h"
-#include "common/codec_arena.h"
+#include "common/wire_arena.h"
 #include "log.h"
 
 #include <bellows/error.h>

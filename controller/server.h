@@ -38,7 +38,7 @@
 #ifndef CTL_SERVER_H
 #define CTL_SERVER_H
 
-#include "common/codec.h"
+#include "common/wire.h"
 #include "config.h"
 #include "jobs.h"
 #include "loop.h"

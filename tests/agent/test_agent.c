@@ -33,7 +33,7 @@
 #include <bellows/agent.h>
 
 #include "common/cert.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #define N_LAYERS 3

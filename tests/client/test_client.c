@@ -24,7 +24,7 @@
 
 #include "common/cert.h"
 #include "client/client.h"
-#include "common/codec.h"
+#include "common/wire.h"
 
 #define RECV_MS 10000 /* a subscription or message that never comes */
 

@@ -8,9 +8,9 @@
 #include <bellows/error.h>
 
 #include "common/bellows.pb-c.h"
-#include "common/codec.h"
-#include "common/codec_arena.h"
-#include "common/codec_fast.h"
+#include "common/wire.h"
+#include "common/wire_arena.h"
+#include "common/wire_fast.h"
 
 /* Limits that refuse nothing: the reader's own limits are a documented
  * strictness, not a disagreement. */

@@ -3,7 +3,7 @@
  * Shared by the libFuzzer target (fuzz_codec.c) and the replay of the
  * committed corpus (test_conform.c). protobuf-c stays the reference for
  * what a frame means; bellows decodes with its own reader
- * (common/codec_fast.c), whose acceptance is protobuf-c's or stricter
+ * (common/wire_fast.c), whose acceptance is protobuf-c's or stricter
  * (docs/protocol.md).
  */
 #ifndef TEST_CONFORM_H

@@ -8,7 +8,7 @@
  * bit-flipped and random frames and fails each of its allocations in turn:
  * it must answer every one with an error or a valid message, never crash
  * and never leak (the sanitizer run checks the leaks). The decode through
- * an arena reused from frame to frame (codec_arena.h, as bellowsd's loop
+ * an arena reused from frame to frame (common/wire_arena.h, as bellowsd's loop
  * does) must give the result or error code of a fresh one
  * (com_codec_decode) for every frame: the corpus, its truncations and bit
  * flips, and a
@@ -29,11 +29,11 @@
 #include <bellows/error.h>
 
 #include "common/clock.h"
-#include "common/codec.h"
-#include "common/codec_fault.h"
+#include "common/wire.h"
+#include "common/wire_fault.h"
 #include "common/msg.h"
 #include "common/stat_table.h"
-#include "common/codec_arena.h"
+#include "common/wire_arena.h"
 
 /*
  * Building messages.

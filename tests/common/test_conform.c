@@ -19,7 +19,7 @@
 #include <bellows/error.h>
 
 #include "common/bellows.pb-c.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "conform.h"
 
 static const char *corpus_dir;

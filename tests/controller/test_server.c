@@ -33,7 +33,7 @@
 #include <bellows/error.h>
 
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "controller/config.h"
 #include "controller/jobs.h"
 #include "controller/log.h"

@@ -13,7 +13,7 @@
  *   prints "sent N" at the end; exit 1 when a StatusReply did not come
  *   within 30 s (bellowsd stalled or died).
  */
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #include <stdint.h>

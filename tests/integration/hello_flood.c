@@ -11,7 +11,7 @@
  *
  * usage: hello_flood CONTROL JOBS LAYERS WORLD NAME_LEN [PREFIX]
  */
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #include <bellows/error.h>

@@ -10,7 +10,7 @@
  *
  * usage: hostile ENDPOINT JOB_TO_ATTACK ROUNDS
  */
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #include <stdint.h>

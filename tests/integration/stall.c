@@ -17,7 +17,7 @@
  * usage: stall CONTROL PUBLISH JOB READY_FILE
  * READY_FILE is created once the first decision was read.
  */
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #include <inttypes.h>

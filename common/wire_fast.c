@@ -1,5 +1,5 @@
-/* codec_fast - the wire reader: frames into protobuf-c's structs, see
- * codec_fast.h.
+/* wire_fast - the wire reader: frames into protobuf-c's structs, see
+ * wire_fast.h.
  *
  * One walk over each message's bytes: every key, varint, length and wire
  * type is checked as it is read and the value stored at once, a
@@ -9,7 +9,7 @@
  * bellows writes it allocates each array once, or log2(n) times for n
  * sub-messages. Everything comes from the frame's arena.
  */
-#include "codec_fast.h"
+#include "wire_fast.h"
 
 #include <stdbool.h>
 #include <string.h>

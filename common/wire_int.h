@@ -1,10 +1,10 @@
-/* codec_int - what the encoder (codec.c) and the decoder (codec_in.c)
+/* wire_int - what the encoder (wire.c) and the decoder (wire_in.c)
  * share: the codec's allocator, through which every allocation of either
- * goes so that tests can fail any one of them (codec_fault.h). Private to
+ * goes so that tests can fail any one of them (wire_fault.h). Private to
  * common/; nothing outside the codec includes it.
  */
-#ifndef COM_CODEC_INT_H
-#define COM_CODEC_INT_H
+#ifndef COM_WIRE_INT_H
+#define COM_WIRE_INT_H
 
 #include <stddef.h>
 
@@ -19,4 +19,4 @@ void *com_codec_malloc(size_t size);
  * com_codec_malloc. */
 void *com_codec_calloc(size_t n, size_t size);
 
-#endif /* COM_CODEC_INT_H */
+#endif /* COM_WIRE_INT_H */

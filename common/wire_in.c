@@ -1,20 +1,20 @@
-/* codec_in - protobuf frames to bellows messages, see codec.h.
+/* wire_in - protobuf frames to bellows messages, see wire.h.
  *
  * This file owns the decoder: com_codec_decode, com_codec_decode_arena and
- * com_codec_scan_limit (which codec_fast.c shares). Its allocations go
- * through com_codec_malloc (codec.c, declared in codec_int.h), so the
+ * com_codec_scan_limit (which wire_fast.c shares). Its allocations go
+ * through com_codec_malloc (wire.c, declared in wire_int.h), so the
  * failures tests inject reach it too.
  *
  * Decoding takes two steps over an untrusted frame, one path for every
- * frame. codec_fast.c unpacks the wire into protobuf-c's structs in an
- * arena (codec_arena.c), refusing what the acceptance rules refuse and
+ * frame. wire_fast.c unpacks the wire into protobuf-c's structs in an
+ * arena (wire_arena.c), refusing what the acceptance rules refuse and
  * counting every repeated field against its limit before sizing its
  * array; the arena holds the frame to a byte budget, which bounds what no
  * single limit does (repeats nested in repeats). Then the conversion to
  * com_* structs checks every field. Decoded strings are never NULL (an
  * absent string is ""); an absent sub-message decodes as zeroes.
  */
-#include "codec.h"
+#include "wire.h"
 
 #include <assert.h>
 #include <math.h>
@@ -24,9 +24,9 @@
 #include <bellows/error.h>
 
 #include "common/bellows.pb-c.h"
-#include "codec_arena.h"
-#include "codec_fast.h"
-#include "codec_int.h"
+#include "wire_arena.h"
+#include "wire_fast.h"
+#include "wire_int.h"
 
 /* The limit on the number of entries of a repeated field. */
 uint64_t
@@ -55,7 +55,7 @@ com_codec_scan_limit(const ProtobufCMessageDescriptor *desc,
 }
 
 /*
- * Decoding, step 1: the wire into protobuf-c's structs (codec_fast.c),
+ * Decoding, step 1: the wire into protobuf-c's structs (wire_fast.c),
  * within a budget.
  */
 

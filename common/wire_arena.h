@@ -1,6 +1,6 @@
-/* codec_arena - the memory one frame decodes into, reused between frames.
+/* wire_arena - the memory one frame decodes into, reused between frames.
  *
- * The decoder (codec_in.c, codec_fast.c) unpacks a frame into protobuf-c's
+ * The decoder (wire_in.c, wire_fast.c) unpacks a frame into protobuf-c's
  * structs (one per sub-message, one array per repeated field: ~100 for a
  * Report of 100 layers) before it checks and converts them to com_*
  * structs. All of them come from a com_arena: one block and a bump offset,
@@ -15,13 +15,13 @@
  *
  * An arena is not thread-safe: one thread decodes with it at a time.
  */
-#ifndef COM_CODEC_ARENA_H
-#define COM_CODEC_ARENA_H
+#ifndef COM_WIRE_ARENA_H
+#define COM_WIRE_ARENA_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "codec.h"
+#include "wire.h"
 
 /* The block's size by default: a 100-layer Report unpacks into ~40 KiB. */
 #define COM_ARENA_DEFAULT_BYTES ((size_t)256 << 10)
@@ -76,4 +76,4 @@ int com_arena_error(const com_arena *arena);
 /* For the decoder: ends the frame, giving back everything it took. */
 void com_arena_reset(com_arena *arena);
 
-#endif /* COM_CODEC_ARENA_H */
+#endif /* COM_WIRE_ARENA_H */

@@ -1,4 +1,4 @@
-/* codec_arena - the memory one frame decodes into, see codec_arena.h.
+/* wire_arena - the memory one frame decodes into, see wire_arena.h.
  *
  * One block and a bump offset, then a list of chunks for a frame that
  * outgrows the block: each chunk at least twice the one before, so a
@@ -9,13 +9,13 @@
  * that would have held it. The block and the chunks come from
  * com_codec_malloc, so injected allocation failures reach them.
  */
-#include "codec_arena.h"
+#include "wire_arena.h"
 
 #include <stdlib.h>
 
 #include <bellows/error.h>
 
-#include "codec_int.h"
+#include "wire_int.h"
 
 #define ARENA_ALIGN    ((size_t)16)
 #define ARENA_ROUND(n) (((n) + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1))

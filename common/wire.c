@@ -1,8 +1,8 @@
-/* codec - bellows messages to protobuf frames and back, see codec.h.
+/* wire - bellows messages to protobuf frames and back, see wire.h.
  *
- * This file owns the limits' defaults, the codec's allocator (where tests
- * inject failures, codec_fault.h) and the encoder; the decoder is in
- * codec_in.c, and what the two share is declared in codec_int.h.
+ * This file owns the limits' defaults, the wire module's allocator (where tests
+ * inject failures, wire_fault.h) and the encoder; the decoder is in
+ * wire_in.c, and what the two share is declared in wire_int.h.
  *
  * Encoding points the generated structs at the com_* data wherever the
  * types agree (strings, shapes, double arrays, byte strings); the only
@@ -12,7 +12,7 @@
  * make sense is for the decoder to judge, so tests of other modules can
  * build hostile frames with it.
  */
-#include "codec.h"
+#include "wire.h"
 
 #include <assert.h>
 #include <math.h>
@@ -22,8 +22,8 @@
 #include <bellows/error.h>
 
 #include "common/bellows.pb-c.h"
-#include "codec_fault.h"
-#include "codec_int.h"
+#include "wire_fault.h"
+#include "wire_int.h"
 
 /* Allocations before the injected failure, or -1 when none is armed. */
 static _Thread_local long codec_fault_countdown = -1;
@@ -59,8 +59,8 @@ com_codec_fault_fired(void)
 	return codec_fault_hit;
 }
 
-/* Every allocation of the codec, protobuf-c's included, comes here so that
- * a test can fail any one of them. See codec_int.h. */
+/* Every allocation of the wire module, protobuf-c's included, comes here so
+ * that a test can fail any one of them. See wire_int.h. */
 void *
 com_codec_malloc(size_t size)
 {
@@ -72,7 +72,7 @@ com_codec_malloc(size_t size)
 }
 
 /* Zeroed n * size bytes; NULL also when the product overflows. See
- * codec_int.h. */
+ * wire_int.h. */
 void *
 com_codec_calloc(size_t n, size_t size)
 {

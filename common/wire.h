@@ -1,14 +1,14 @@
-/* codec - the one module that turns bellows messages into bytes and back.
+/* wire - the one module that turns bellows messages into bytes and back.
  *
- * Only codec*.c see the protobuf-c generated types. Decoding trusts nothing:
+ * Only wire*.c see the protobuf-c generated types. Decoding trusts nothing:
  * every length is checked against com_limits before anything is allocated
  * from it, and anything malformed is an error, never an assert. Checks that
  * need a job's context (a report's layer indices against that job's layer
  * table) are the controller's; everything a message can be checked for on
  * its own is done here.
  */
-#ifndef COM_CODEC_H
-#define COM_CODEC_H
+#ifndef COM_WIRE_H
+#define COM_WIRE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -73,4 +73,4 @@ int com_codec_encode(const com_msg *m, uint8_t **ret_buf, size_t *ret_len);
 int com_codec_decode(const uint8_t *buf, size_t len, const com_limits *lim,
     com_msg *ret_msg);
 
-#endif /* COM_CODEC_H */
+#endif /* COM_WIRE_H */

@@ -1,6 +1,6 @@
-/* codec_fast - the wire reader: the one place bytes become structs.
+/* wire_fast - the wire reader: the one place bytes become structs.
  *
- * For codec_in.c only (it sees protobuf-c's types). codec_fast_unpack
+ * For wire_in.c only (it sees protobuf-c's types). codec_fast_unpack
  * builds the protobuf-c structs of a frame straight from the wire into an
  * arena, in two walks over each message, checking as it goes the
  * acceptance rules of docs/protocol.md ("What a frame may be"): it accepts
@@ -12,17 +12,17 @@
  * Unknown fields are skipped. tests/common/conform.c holds it to that
  * against protobuf-c's unpack.
  */
-#ifndef COM_CODEC_FAST_H
-#define COM_CODEC_FAST_H
+#ifndef COM_WIRE_FAST_H
+#define COM_WIRE_FAST_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/bellows.pb-c.h"
-#include "codec.h"
-#include "codec_arena.h"
+#include "wire.h"
+#include "wire_arena.h"
 
-/* The limit on the entries of repeated field f of desc (codec_in.c). */
+/* The limit on the entries of repeated field f of desc (wire_in.c). */
 uint64_t com_codec_scan_limit(const ProtobufCMessageDescriptor *desc,
     const ProtobufCFieldDescriptor *f, const com_limits *lim);
 
@@ -53,4 +53,4 @@ codec_scan_field(const ProtobufCMessageDescriptor *desc, uint64_t tag)
 int codec_fast_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
     size_t len, const com_limits *lim, com_arena *arena, void **ret);
 
-#endif /* COM_CODEC_FAST_H */
+#endif /* COM_WIRE_FAST_H */
