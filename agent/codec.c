@@ -1,10 +1,11 @@
 /* codec - bellows/codec.h on top of the CPU codec kernels
- * (kernels/cpu/codec.h) and their CUDA twins (kernels/cuda/codec.h):
- * argument checks, the message header, a layer's residual, and the
- * process's codec threads. The kernels of the best instruction set this
- * processor runs are picked once per call (a few cached CPUID bits).
+ * (kernels/cpu/kern_codec.h) and their CUDA twins
+ * (kernels/cuda/kern_cuda_codec.h): argument checks, the message header, a
+ * layer's residual, and the process's codec threads. The kernels of the best
+ * instruction set this processor runs are picked once per call (a few cached
+ * CPUID bits).
  *
- * The codec threads (kernels/cpu/codec_par.h) are one context for the
+ * The codec threads (kernels/cpu/kern_codec_par.h) are one context for the
  * process, started at the first call large enough to split, guarded by
  * par_lock: a call takes it with trylock and runs on its own thread alone
  * when another call has it, which gives the same results. */
@@ -17,12 +18,12 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
-#include "kernels/cpu/codec.h"
-#include "kernels/cpu/codec_par.h"
-#include "kernels/cpu/stats.h"
-#include "kernels/cpu/topk.h"
+#include "kernels/cpu/kern_codec.h"
+#include "kernels/cpu/kern_codec_par.h"
+#include "kernels/cpu/kern_stats.h"
+#include "kernels/cpu/kern_topk.h"
 #ifdef KERN_HAVE_CUDA
-#include "kernels/cuda/codec.h"
+#include "kernels/cuda/kern_cuda_codec.h"
 #endif
 
 static pthread_mutex_t par_lock = PTHREAD_MUTEX_INITIALIZER; /* guards: */

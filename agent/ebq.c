@@ -1,5 +1,5 @@
 /* ebq - the error-bounded quantiser of bellows/codec.h on top of its
- * kernels (kernels/cpu/ebq.h): the step and code width, the choice of
+ * kernels (kernels/cpu/kern_ebq.h): the step and code width, the choice of
  * layout, the message header and its checks, and the optional zstd pass.
  *
  * Encoding reads the input three times: its largest magnitude (the step
@@ -10,7 +10,7 @@
  *
  * The CUDA twin (bellows_ebq_*_cuda, built with KERN_HAVE_CUDA) plans with
  * the same code: the largest magnitude and the counts come from the device
- * kernels (kernels/cuda/ebq.h) through a few words at the end of the
+ * kernels (kernels/cuda/kern_cuda_ebq.h) through a few words at the end of the
  * caller's scratch, fetched synchronously; the arithmetic on the host is
  * the CPU plan's. */
 #include <bellows/codec.h>
@@ -26,11 +26,11 @@
 #endif
 
 #include "kernels/kernels.h"
-#include "kernels/cpu/ebq.h"
-#include "kernels/cpu/stats.h"
+#include "kernels/cpu/kern_ebq.h"
+#include "kernels/cpu/kern_stats.h"
 #ifdef KERN_HAVE_CUDA
-#include "kernels/cuda/codec.h"
-#include "kernels/cuda/ebq.h"
+#include "kernels/cuda/kern_cuda_codec.h"
+#include "kernels/cuda/kern_cuda_ebq.h"
 #endif
 
 /* Values per block of codes on the stack (16 KiB of int32). */

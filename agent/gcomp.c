@@ -1,9 +1,9 @@
 /* gcomp - the GComp half of bellows/codec.h on top of the table module
- * (common/huffman.h) and the codec kernels (kernels/cpu/gcomp.h): argument
+ * (common/huffman.h) and the codec kernels (kernels/cpu/kern_gcomp.h): argument
  * checks and the table object (the canonical code plus the decoder's LUT,
  * one allocation); and the CUDA twin's entry points (bellows_gcomp_*_cuda),
- * the same checks in front of kernels/cuda/gcomp_launch.h when built with
- * CUDA, its context a host copy of the table beside a device copy. */
+ * the same checks in front of kernels/cuda/kern_cuda_gcomp_launch.h when built
+ * with CUDA, its context a host copy of the table beside a device copy. */
 #include <bellows/codec.h>
 
 #include <stdatomic.h>
@@ -12,11 +12,11 @@
 
 #include "common/huffman.h"
 #include "kernels/kernels.h"
-#include "kernels/cpu/gcomp.h"
-#include "kernels/cpu/histogram.h"
+#include "kernels/cpu/kern_gcomp.h"
+#include "kernels/cpu/kern_histogram.h"
 #ifdef KERN_HAVE_CUDA
-#include "kernels/cuda/codec.h"
-#include "kernels/cuda/gcomp_launch.h"
+#include "kernels/cuda/kern_cuda_codec.h"
+#include "kernels/cuda/kern_cuda_gcomp_launch.h"
 #endif
 
 struct bellows_gcomp_table {

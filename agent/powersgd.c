@@ -1,19 +1,20 @@
 /* powersgd - bellows/codec.h's PowerSGD building blocks on top of the CPU
- * kernels (kernels/cpu/powersgd.h): argument checks, the batched stages
+ * kernels (kernels/cpu/kern_powersgd.h): argument checks, the batched stages
  * over arrays of same-shape matrices, and the group state of
  * bellows_psgd (P, Q and residuals of count layers, allocated once); and
  * the cuBLAS twin's public entry points (bellows_psgd_*_cuda), the same
- * checks in front of kernels/cuda/powersgd.h when built with cuBLAS. */
+ * checks in front of kernels/cuda/kern_cuda_powersgd.h when built with cuBLAS.
+ */
 #include <bellows/codec.h>
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/powersgd.h"
+#include "kernels/cpu/kern_powersgd.h"
 #ifdef KERN_HAVE_CUBLAS
-#include "kernels/cuda/codec.h"
-#include "kernels/cuda/powersgd.h"
+#include "kernels/cuda/kern_cuda_codec.h"
+#include "kernels/cuda/kern_cuda_powersgd.h"
 #endif
 
 struct bellows_psgd {
