@@ -9,8 +9,8 @@
  * the current device. Gradients may be float32, float16 or bfloat16
  * (kern_dtype), widened exactly to float first (element.h) as on the CPU.
  *
- * Plain C types only, so that agent/codec.c stays C. Arguments are
- * checked by the caller (agent/codec.c); these functions only enqueue and
+ * Plain C types only, so that agent/agent_codec.c stays C. Arguments are
+ * checked by the caller (agent/agent_codec.c); these functions only enqueue and
  * return 0 or a negative BELLOWS_E*: BELLOWS_ENOTSUP without a device or
  * without code for it, BELLOWS_EINVAL for a pointer or stream the runtime
  * refuses, BELLOWS_EIO for another launch failure.

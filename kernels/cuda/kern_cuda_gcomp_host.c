@@ -5,7 +5,7 @@
  * when a block has more chunks than it holds, so that a steady run makes
  * no allocation per call; reads and waits on the caller's stream,
  * so a block written there just before is complete when its headers are
- * read. Also uploads a table for libbellows' public twin (agent/gcomp.c).
+ * read. Also uploads a table for libbellows' public twin (agent/agent_gcomp.c).
  */
 #include "kern_cuda_gcomp_launch.h"
 

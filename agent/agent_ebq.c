@@ -1,4 +1,4 @@
-/* ebq - the error-bounded quantiser of bellows/codec.h on top of its
+/* agent_ebq - the error-bounded quantiser of bellows/codec.h on top of its
  * kernels (kernels/cpu/kern_ebq.h): the step and code width, the choice of
  * layout, the message header and its checks, and the optional zstd pass.
  *

@@ -1,4 +1,4 @@
-/* codec - bellows/codec.h on top of the CPU codec kernels
+/* agent_codec - bellows/codec.h on top of the CPU codec kernels
  * (kernels/cpu/kern_codec.h) and their CUDA twins
  * (kernels/cuda/kern_cuda_codec.h): argument checks, the message header, a
  * layer's residual, and the process's codec threads. The kernels of the best

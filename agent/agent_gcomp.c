@@ -1,4 +1,4 @@
-/* gcomp - the GComp half of bellows/codec.h on top of the table module
+/* agent_gcomp - the GComp half of bellows/codec.h on top of the table module
  * (common/huffman.h) and the codec kernels (kernels/cpu/kern_gcomp.h): argument
  * checks and the table object (the canonical code plus the decoder's LUT,
  * one allocation); and the CUDA twin's entry points (bellows_gcomp_*_cuda),

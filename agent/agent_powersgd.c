@@ -1,4 +1,4 @@
-/* powersgd - bellows/codec.h's PowerSGD building blocks on top of the CPU
+/* agent_powersgd - bellows/codec.h's PowerSGD building blocks on top of the CPU
  * kernels (kernels/cpu/kern_powersgd.h): argument checks, the batched stages
  * over arrays of same-shape matrices, and the group state of
  * bellows_psgd (P, Q and residuals of count layers, allocated once); and
