@@ -1,4 +1,4 @@
-/* export - `bellows export`, see export.h.
+/* export_cli - `bellows export`, see export_cli.h.
  *
  * All files are checked before the first is written, so that a refusal
  * to overwrite leaves the directory as it was; without --force each file
@@ -6,7 +6,7 @@
  * not clobbered either. Rows stream from SQLite to the file: a run's
  * windows table may not fit in memory.
  */
-#include "export.h"
+#include "export_cli.h"
 
 #include "common/args.h"
 #include "history.h"

@@ -1,4 +1,4 @@
-/* export - `bellows export`: one run of the history database as a
+/* export_cli - `bellows export`: one run of the history database as a
  * directory of CSV files, one per table.
  *
  * Every table's rows of the run (runs, layers, rank_events, window_info,
@@ -9,8 +9,8 @@
  * written as their doubles separated by spaces, other BLOBs as hex.
  * Existing files are not overwritten unless asked to.
  */
-#ifndef TOOL_EXPORT_H
-#define TOOL_EXPORT_H
+#ifndef TOOL_EXPORT_CLI_H
+#define TOOL_EXPORT_CLI_H
 
 #include "client/historydb.h"
 
@@ -31,4 +31,4 @@ int tool_export_main(int argc, char **argv);
 /* Writes the subcommand's usage text to f. */
 void tool_export_usage(FILE *f);
 
-#endif /* TOOL_EXPORT_H */
+#endif /* TOOL_EXPORT_CLI_H */
