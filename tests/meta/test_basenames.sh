@@ -10,10 +10,6 @@
 # file's basename is unique in the tree"; test_doc_paths.sh relies on it).
 # Prints each basename held by more than one file with its paths, then
 # their count; exits 1 if there is one.
-#
-# The tree has such duplicates today (four codec.h among them); renaming
-# them is issue 26 item 5, and until then tests/meta/meson.build registers
-# this check as an expected failure.
 set -euo pipefail
 
 root=${1:-${BELLOWS_SOURCE_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}}
