@@ -24,7 +24,7 @@
 #include "common/clock.h"
 #include "common/wire.h"
 #include "common/errbuf.h"
-#include "log.h"
+#include "policyhost/log.h"
 #include "store.h"
 
 #include <bellows/error.h>

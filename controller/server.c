@@ -4,7 +4,7 @@
 
 #include "common/clock.h"
 #include "common/wire_arena.h"
-#include "log.h"
+#include "policyhost/log.h"
 
 #include <bellows/error.h>
 #include <bellows/policy.h>

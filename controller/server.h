@@ -39,7 +39,7 @@
 #define CTL_SERVER_H
 
 #include "common/wire.h"
-#include "config.h"
+#include "policyhost/config.h"
 #include "jobs.h"
 #include "loop.h"
 #include "store.h"

@@ -34,9 +34,9 @@
 
 #include "common/clock.h"
 #include "common/wire.h"
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "controller/jobs.h"
-#include "controller/log.h"
+#include "policyhost/log.h"
 #include "controller/loop.h"
 #include "controller/server.h"
 
