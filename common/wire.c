@@ -26,8 +26,8 @@
 #include "wire_int.h"
 
 /* Allocations before the injected failure, or -1 when none is armed. */
-static _Thread_local long codec_fault_countdown = -1;
-static _Thread_local bool codec_fault_hit; /* the armed failure happened */
+static _Thread_local long wire_fault_countdown = -1;
+static _Thread_local bool wire_fault_hit; /* the armed failure happened */
 
 void
 com_limits_default(com_limits *lim)
@@ -47,25 +47,25 @@ com_limits_default(com_limits *lim)
 }
 
 void
-com_codec_fault_arm(long n)
+com_wire_fault_arm(long n)
 {
-	codec_fault_countdown = n < 0 ? -1 : n;
-	codec_fault_hit = false;
+	wire_fault_countdown = n < 0 ? -1 : n;
+	wire_fault_hit = false;
 }
 
 bool
-com_codec_fault_fired(void)
+com_wire_fault_fired(void)
 {
-	return codec_fault_hit;
+	return wire_fault_hit;
 }
 
 /* Every allocation of the wire module, protobuf-c's included, comes here so
  * that a test can fail any one of them. See wire_int.h. */
 void *
-com_codec_malloc(size_t size)
+com_wire_malloc(size_t size)
 {
-	if (codec_fault_countdown >= 0 && codec_fault_countdown-- == 0) {
-		codec_fault_hit = true;
+	if (wire_fault_countdown >= 0 && wire_fault_countdown-- == 0) {
+		wire_fault_hit = true;
 		return NULL;
 	}
 	return malloc(size > 0 ? size : 1);
@@ -74,13 +74,13 @@ com_codec_malloc(size_t size)
 /* Zeroed n * size bytes; NULL also when the product overflows. See
  * wire_int.h. */
 void *
-com_codec_calloc(size_t n, size_t size)
+com_wire_calloc(size_t n, size_t size)
 {
 	void *p;
 
 	if (size != 0 && n > SIZE_MAX / size)
 		return NULL;
-	if ((p = com_codec_malloc(n * size)) != NULL)
+	if ((p = com_wire_malloc(n * size)) != NULL)
 		memset(p, 0, n * size);
 	return p;
 }
@@ -91,7 +91,7 @@ com_codec_calloc(size_t n, size_t size)
 
 /* The generated structs of one message being encoded. They point into the
  * com_msg and into `block`, which holds the repeated sub-messages. */
-typedef struct codec_out {
+typedef struct wire_out {
 	Bellows__Envelope env; /* what gets packed */
 	union {
 		Bellows__Hello hello;
@@ -112,11 +112,11 @@ typedef struct codec_out {
 	Bellows__Timings timings;   /* a report's embedded timings */
 	void *block[4];   /* sub-message arrays, freed after packing */
 	unsigned n_block; /* entries used in block */
-} codec_out;
+} wire_out;
 
 /* protobuf-c only reads strings while packing; NULL goes out as "". */
 static char *
-codec_out_str(char *s)
+wire_out_str(char *s)
 {
 	return s != NULL ? s : (char *)protobuf_c_empty_string;
 }
@@ -126,21 +126,21 @@ codec_out_str(char *s)
  * wants after them: a struct's size is a multiple of a pointer's
  * alignment, so the pointers are aligned. */
 static void *
-codec_out_block(codec_out *o, size_t n, size_t size)
+wire_out_block(wire_out *o, size_t n, size_t size)
 {
 	assert(o->n_block < sizeof(o->block) / sizeof(o->block[0]));
-	return o->block[o->n_block++] = com_codec_calloc(n, size);
+	return o->block[o->n_block++] = com_wire_calloc(n, size);
 }
 
 static int
-codec_out_decision(const com_decision *d, Bellows__Decision *pd)
+wire_out_decision(const com_decision *d, Bellows__Decision *pd)
 {
 	bellows__decision__init(pd);
 	if (d->n_layers > 0 && (d->level == NULL || d->error_bound == NULL))
 		return BELLOWS_EINVAL;
 	if (d->codec_table_len > 0 && d->codec_table == NULL)
 		return BELLOWS_EINVAL;
-	pd->job = codec_out_str(d->job);
+	pd->job = wire_out_str(d->job);
 	pd->seq = d->seq;
 	pd->apply_step = d->apply_step;
 	pd->window = d->window;
@@ -154,8 +154,8 @@ codec_out_decision(const com_decision *d, Bellows__Decision *pd)
 	pd->compression_off = d->compression_off;
 	pd->codec_table.len = d->codec_table_len;
 	pd->codec_table.data = d->codec_table;
-	pd->policy = codec_out_str(d->policy);
-	pd->reason = codec_out_str(d->reason);
+	pd->policy = wire_out_str(d->policy);
+	pd->reason = wire_out_str(d->reason);
 	pd->calibrate_steps = d->calibrate_steps;
 	pd->stats_skip = d->stats_skip;
 	/* The default plan goes out as none: older peers see no change. */
@@ -173,7 +173,7 @@ codec_out_decision(const com_decision *d, Bellows__Decision *pd)
 }
 
 static int
-codec_out_decisions(codec_out *o, const com_decision *d, uint32_t n,
+wire_out_decisions(wire_out *o, const com_decision *d, uint32_t n,
     size_t *ret_n, Bellows__Decision ***ret)
 {
 	Bellows__Decision *pd;
@@ -183,12 +183,12 @@ codec_out_decisions(codec_out *o, const com_decision *d, uint32_t n,
 		return 0;
 	if (d == NULL)
 		return BELLOWS_EINVAL;
-	pd = codec_out_block(o, n, sizeof(*pd) + sizeof(*ret));
+	pd = wire_out_block(o, n, sizeof(*pd) + sizeof(*ret));
 	if (pd == NULL)
 		return BELLOWS_ENOMEM;
 	*ret = (Bellows__Decision **)(pd + n);
 	for (uint32_t i = 0; i < n; i++) {
-		if ((rc = codec_out_decision(&d[i], &pd[i])) != 0)
+		if ((rc = wire_out_decision(&d[i], &pd[i])) != 0)
 			return rc;
 		(*ret)[i] = &pd[i];
 	}
@@ -197,7 +197,7 @@ codec_out_decisions(codec_out *o, const com_decision *d, uint32_t n,
 }
 
 static int
-codec_out_hello(codec_out *o, const com_hello *h)
+wire_out_hello(wire_out *o, const com_hello *h)
 {
 	Bellows__Hello *ph = &o->body.hello;
 	Bellows__LayerInfo *pl;
@@ -209,17 +209,17 @@ codec_out_hello(codec_out *o, const com_hello *h)
 	for (uint32_t i = 0; i < h->n_layers; i++)
 		if (h->layers[i].ndim > COM_MAX_NDIM)
 			return BELLOWS_EINVAL;
-	if ((rc = codec_out_decision(&h->in_force, &o->in_force)) != 0)
+	if ((rc = wire_out_decision(&h->in_force, &o->in_force)) != 0)
 		return rc;
 	if (h->n_layers > 0) {
-		pl = codec_out_block(o, h->n_layers,
+		pl = wire_out_block(o, h->n_layers,
 		    sizeof(*pl) + sizeof(*ph->layers));
 		if (pl == NULL)
 			return BELLOWS_ENOMEM;
 		ph->layers = (Bellows__LayerInfo **)(pl + h->n_layers);
 		for (uint32_t i = 0; i < h->n_layers; i++) {
 			bellows__layer_info__init(&pl[i]);
-			pl[i].name = codec_out_str(h->layers[i].name);
+			pl[i].name = wire_out_str(h->layers[i].name);
 			pl[i].numel = h->layers[i].numel;
 			pl[i].n_shape = h->layers[i].ndim;
 			pl[i].shape = h->layers[i].shape;
@@ -227,14 +227,14 @@ codec_out_hello(codec_out *o, const com_hello *h)
 		}
 		ph->n_layers = h->n_layers;
 	}
-	ph->job = codec_out_str(h->job);
+	ph->job = wire_out_str(h->job);
 	ph->rank = h->rank;
 	ph->world = h->world;
-	ph->agent_version = codec_out_str(h->agent_version);
+	ph->agent_version = wire_out_str(h->agent_version);
 	ph->step = h->step;
 	ph->incarnation = h->incarnation;
 	ph->last_window = h->last_window;
-	ph->run_id = codec_out_str(h->run_id);
+	ph->run_id = wire_out_str(h->run_id);
 	ph->resume = h->resume;
 	/* A decision that packs to nothing stays off the wire and so decodes
 	 * as the zeroed struct it was. */
@@ -246,12 +246,12 @@ codec_out_hello(codec_out *o, const com_hello *h)
 }
 
 static int
-codec_out_welcome(codec_out *o, const com_welcome *w)
+wire_out_welcome(wire_out *o, const com_welcome *w)
 {
 	Bellows__Welcome *pw = &o->body.welcome;
 
 	bellows__welcome__init(pw);
-	pw->job = codec_out_str(w->job);
+	pw->job = wire_out_str(w->job);
 	pw->rank = w->rank;
 	pw->apply_lag = w->apply_lag;
 	pw->heartbeat_ms = w->heartbeat_ms;
@@ -259,41 +259,41 @@ codec_out_welcome(codec_out *o, const com_welcome *w)
 	pw->windows_closed = w->windows_closed;
 	o->env.body_case = BELLOWS__ENVELOPE__BODY_WELCOME;
 	o->env.welcome = pw;
-	return codec_out_decisions(o, w->decisions, w->n_decisions,
+	return wire_out_decisions(o, w->decisions, w->n_decisions,
 	    &pw->n_decisions, &pw->decisions);
 }
 
 /* One statistic onto the wire: protobuf-c's structs have the table's
  * field names (test_stat_table checks their tags and types). */
-#define CODEC_OUT_STAT(name, ...) p->name = s->name;
+#define WIRE_OUT_STAT(name, ...) p->name = s->name;
 
 /* An array statistic: its len values, or absent (protobuf-c only reads
  * them). */
-#define CODEC_OUT_ARRAY(name, len, ...)                                        \
+#define WIRE_OUT_ARRAY(name, len, ...)                                         \
 	if (s->name != NULL) {                                                 \
 		p->n_##name = len;                                             \
 		p->name = s->name;                                             \
 	}
 
 static void
-codec_out_layer_stats(const com_layer_stats *s, Bellows__LayerStats *p)
+wire_out_layer_stats(const com_layer_stats *s, Bellows__LayerStats *p)
 {
 	bellows__layer_stats__init(p);
 	p->layer = s->layer;
-	BELLOWS_LAYER_STATS(CODEC_OUT_STAT)
-	BELLOWS_LAYER_ARRAYS(CODEC_OUT_ARRAY)
+	BELLOWS_LAYER_STATS(WIRE_OUT_STAT)
+	BELLOWS_LAYER_ARRAYS(WIRE_OUT_ARRAY)
 	p->acc_norm_mean = s->acc_norm_mean;
 }
 
 static void
-codec_out_timings(const com_timings *s, Bellows__Timings *p)
+wire_out_timings(const com_timings *s, Bellows__Timings *p)
 {
 	bellows__timings__init(p);
-	BELLOWS_RANK_TIMINGS(CODEC_OUT_STAT)
+	BELLOWS_RANK_TIMINGS(WIRE_OUT_STAT)
 }
 
 static int
-codec_out_comm(codec_out *o, const com_report *r, Bellows__Report *pr)
+wire_out_comm(wire_out *o, const com_report *r, Bellows__Report *pr)
 {
 	Bellows__CommSample *pc;
 
@@ -301,7 +301,7 @@ codec_out_comm(codec_out *o, const com_report *r, Bellows__Report *pr)
 		return 0;
 	if (r->comm == NULL)
 		return BELLOWS_EINVAL;
-	pc = codec_out_block(o, r->n_comm, sizeof(*pc) + sizeof(*pr->comm));
+	pc = wire_out_block(o, r->n_comm, sizeof(*pc) + sizeof(*pr->comm));
 	if (pc == NULL)
 		return BELLOWS_ENOMEM;
 	pr->comm = (Bellows__CommSample **)(pc + r->n_comm);
@@ -318,7 +318,7 @@ codec_out_comm(codec_out *o, const com_report *r, Bellows__Report *pr)
 }
 
 static int
-codec_out_report(codec_out *o, const com_report *r)
+wire_out_report(wire_out *o, const com_report *r)
 {
 	Bellows__Report *pr = &o->body.report;
 	Bellows__Timings *pt = &o->timings;
@@ -329,22 +329,22 @@ codec_out_report(codec_out *o, const com_report *r)
 	if (r->n_layers > 0) {
 		if (r->layers == NULL)
 			return BELLOWS_EINVAL;
-		ps = codec_out_block(o, r->n_layers,
+		ps = wire_out_block(o, r->n_layers,
 		    sizeof(*ps) + sizeof(*pr->layers));
 		if (ps == NULL)
 			return BELLOWS_ENOMEM;
 		pr->layers = (Bellows__LayerStats **)(ps + r->n_layers);
 		for (uint32_t i = 0; i < r->n_layers; i++) {
-			codec_out_layer_stats(&r->layers[i], &ps[i]);
+			wire_out_layer_stats(&r->layers[i], &ps[i]);
 			pr->layers[i] = &ps[i];
 		}
 		pr->n_layers = r->n_layers;
 	}
-	if ((rc = codec_out_comm(o, r, pr)) != 0)
+	if ((rc = wire_out_comm(o, r, pr)) != 0)
 		return rc;
-	codec_out_timings(&r->timings, pt);
+	wire_out_timings(&r->timings, pt);
 	pr->timings = pt;
-	pr->job = codec_out_str(r->job);
+	pr->job = wire_out_str(r->job);
 	pr->rank = r->rank;
 	pr->window = r->window;
 	pr->first_step = r->first_step;
@@ -361,7 +361,7 @@ codec_out_report(codec_out *o, const com_report *r)
 }
 
 static int
-codec_out_status_reply(codec_out *o, const com_status_reply *r)
+wire_out_status_reply(wire_out *o, const com_status_reply *r)
 {
 	Bellows__StatusReply *ps = &o->body.status_reply;
 	Bellows__JobStatus *pj = NULL;
@@ -384,16 +384,16 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 		if (r->peers[i].peer_len > 0 && r->peers[i].peer == NULL)
 			return BELLOWS_EINVAL;
 	if ((r->n_jobs > 0 &&
-		(pj = codec_out_block(o, r->n_jobs,
+		(pj = wire_out_block(o, r->n_jobs,
 		     sizeof(*pj) + sizeof(*ps->jobs))) == NULL) ||
 	    (n_ranks > 0 &&
-		(pk = codec_out_block(o, n_ranks,
+		(pk = wire_out_block(o, n_ranks,
 		     sizeof(*pk) + sizeof(*pk_ptrs))) == NULL) ||
 	    (r->n_peers > 0 &&
-		(pp = codec_out_block(o, r->n_peers,
+		(pp = wire_out_block(o, r->n_peers,
 		     sizeof(*pp) + sizeof(*ps->peers))) == NULL) ||
 	    (r->n_events > 0 &&
-		(pe = codec_out_block(o, r->n_events,
+		(pe = wire_out_block(o, r->n_events,
 		     sizeof(*pe) + sizeof(*ps->events))) == NULL))
 		return BELLOWS_ENOMEM;
 	if (r->n_jobs > 0)
@@ -404,7 +404,7 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 		const com_job_status *j = &r->jobs[i];
 
 		bellows__job_status__init(&pj[i]);
-		pj[i].job = codec_out_str(j->job);
+		pj[i].job = wire_out_str(j->job);
 		pj[i].world = j->world;
 		pj[i].ranks_alive = j->ranks_alive;
 		pj[i].window = j->window;
@@ -412,7 +412,7 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 		pj[i].step = j->step;
 		pj[i].n_layers = j->n_layers;
 		pj[i].windows_incomplete = j->windows_incomplete;
-		pj[i].policy = codec_out_str(j->policy);
+		pj[i].policy = wire_out_str(j->policy);
 		pj[i].n_ranks = j->n_ranks;
 		pj[i].ranks = j->n_ranks > 0 ? pk_ptrs + next : NULL;
 		for (uint32_t k = 0; k < j->n_ranks; k++, next++) {
@@ -438,7 +438,7 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 		pp[i].peer.len = r->peers[i].peer_len;
 		pp[i].peer.data = r->peers[i].peer;
 		pp[i].dropped = r->peers[i].dropped;
-		pp[i].last_error = codec_out_str(r->peers[i].last_error);
+		pp[i].last_error = wire_out_str(r->peers[i].last_error);
 		ps->peers[i] = &pp[i];
 	}
 	if (r->n_events > 0)
@@ -446,9 +446,9 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 	for (uint32_t i = 0; i < r->n_events; i++) {
 		bellows__event__init(&pe[i]);
 		pe[i].wall_ms = r->events[i].wall_ms;
-		pe[i].kind = codec_out_str(r->events[i].kind);
-		pe[i].job = codec_out_str(r->events[i].job);
-		pe[i].text = codec_out_str(r->events[i].text);
+		pe[i].kind = wire_out_str(r->events[i].kind);
+		pe[i].job = wire_out_str(r->events[i].job);
+		pe[i].text = wire_out_str(r->events[i].text);
 		ps->events[i] = &pe[i];
 	}
 	ps->n_jobs = r->n_jobs;
@@ -464,39 +464,39 @@ codec_out_status_reply(codec_out *o, const com_status_reply *r)
 	ps->store_degraded = r->store_degraded;
 	ps->store_pending = r->store_pending;
 	ps->store_dropped = r->store_dropped;
-	ps->store_error = codec_out_str(r->store_error);
+	ps->store_error = wire_out_str(r->store_error);
 	ps->latency_p50_ms = r->latency_p50_ms;
 	ps->latency_p99_ms = r->latency_p99_ms;
 	ps->latency_max_ms = r->latency_max_ms;
 	ps->latency_samples = r->latency_samples;
 	ps->reports_duplicate = r->reports_duplicate;
-	ps->store_path = codec_out_str(r->store_path);
+	ps->store_path = wire_out_str(r->store_path);
 	o->env.body_case = BELLOWS__ENVELOPE__BODY_STATUS_REPLY;
 	o->env.status_reply = ps;
 	return 0;
 }
 
 static int
-codec_out_snapshot(codec_out *o, const com_snapshot *s)
+wire_out_snapshot(wire_out *o, const com_snapshot *s)
 {
 	Bellows__Snapshot *ps = &o->body.snapshot;
 
 	bellows__snapshot__init(ps);
-	ps->job = codec_out_str(s->job);
+	ps->job = wire_out_str(s->job);
 	o->env.body_case = BELLOWS__ENVELOPE__BODY_SNAPSHOT;
 	o->env.snapshot = ps;
-	return codec_out_decisions(o, s->decisions, s->n_decisions,
+	return wire_out_decisions(o, s->decisions, s->n_decisions,
 	    &ps->n_decisions, &ps->decisions);
 }
 
 static int
-codec_out_telemetry(codec_out *o, const com_telemetry *t)
+wire_out_telemetry(wire_out *o, const com_telemetry *t)
 {
 	Bellows__Telemetry *p = &o->body.telemetry;
 	Bellows__Metric *pm;
 
 	bellows__telemetry__init(p);
-	p->job = codec_out_str(t->job);
+	p->job = wire_out_str(t->job);
 	p->window = t->window;
 	p->ranks_reported = t->ranks_reported;
 	p->ranks_expected = t->ranks_expected;
@@ -507,15 +507,14 @@ codec_out_telemetry(codec_out *o, const com_telemetry *t)
 		return 0;
 	if (t->metrics == NULL)
 		return BELLOWS_EINVAL;
-	pm = codec_out_block(o, t->n_metrics,
-	    sizeof(*pm) + sizeof(*p->metrics));
+	pm = wire_out_block(o, t->n_metrics, sizeof(*pm) + sizeof(*p->metrics));
 	if (pm == NULL)
 		return BELLOWS_ENOMEM;
 	p->metrics = (Bellows__Metric **)(pm + t->n_metrics);
 	for (uint32_t i = 0; i < t->n_metrics; i++) {
 		bellows__metric__init(&pm[i]);
-		pm[i].policy = codec_out_str(t->metrics[i].policy);
-		pm[i].name = codec_out_str(t->metrics[i].name);
+		pm[i].policy = wire_out_str(t->metrics[i].policy);
+		pm[i].name = wire_out_str(t->metrics[i].name);
 		pm[i].layer = t->metrics[i].layer;
 		pm[i].value = t->metrics[i].value;
 		p->metrics[i] = &pm[i];
@@ -526,14 +525,14 @@ codec_out_telemetry(codec_out *o, const com_telemetry *t)
 
 /* The message types whose bodies are flat: scalars and strings only. */
 static int
-codec_out_flat(codec_out *o, const com_msg *m)
+wire_out_flat(wire_out *o, const com_msg *m)
 {
 	switch (m->type) {
 	case COM_MSG_HEARTBEAT: {
 		Bellows__Heartbeat *p = &o->body.heartbeat;
 
 		bellows__heartbeat__init(p);
-		p->job = codec_out_str(m->u.heartbeat.job);
+		p->job = wire_out_str(m->u.heartbeat.job);
 		p->rank = m->u.heartbeat.rank;
 		p->step = m->u.heartbeat.step;
 		p->seq_in_force = m->u.heartbeat.seq_in_force;
@@ -557,7 +556,7 @@ codec_out_flat(codec_out *o, const com_msg *m)
 		Bellows__Bye *p = &o->body.bye;
 
 		bellows__bye__init(p);
-		p->job = codec_out_str(m->u.bye.job);
+		p->job = wire_out_str(m->u.bye.job);
 		p->rank = m->u.bye.rank;
 		o->env.body_case = BELLOWS__ENVELOPE__BODY_BYE;
 		o->env.bye = p;
@@ -567,7 +566,7 @@ codec_out_flat(codec_out *o, const com_msg *m)
 		Bellows__StatusRequest *p = &o->body.status_request;
 
 		bellows__status_request__init(p);
-		p->job = codec_out_str(m->u.status_request.job);
+		p->job = wire_out_str(m->u.status_request.job);
 		o->env.body_case = BELLOWS__ENVELOPE__BODY_STATUS_REQUEST;
 		o->env.status_request = p;
 		return 0;
@@ -576,7 +575,7 @@ codec_out_flat(codec_out *o, const com_msg *m)
 		Bellows__SnapshotRequest *p = &o->body.snapshot_request;
 
 		bellows__snapshot_request__init(p);
-		p->job = codec_out_str(m->u.snapshot_request.job);
+		p->job = wire_out_str(m->u.snapshot_request.job);
 		p->rank = m->u.snapshot_request.rank;
 		o->env.body_case = BELLOWS__ENVELOPE__BODY_SNAPSHOT_REQUEST;
 		o->env.snapshot_request = p;
@@ -587,7 +586,7 @@ codec_out_flat(codec_out *o, const com_msg *m)
 
 		bellows__error__init(p);
 		p->code = m->u.error.code;
-		p->message = codec_out_str(m->u.error.message);
+		p->message = wire_out_str(m->u.error.message);
 		o->env.body_case = BELLOWS__ENVELOPE__BODY_ERROR;
 		o->env.error = p;
 		return 0;
@@ -598,9 +597,9 @@ codec_out_flat(codec_out *o, const com_msg *m)
 }
 
 int
-com_codec_encode(const com_msg *m, uint8_t **ret_buf, size_t *ret_len)
+com_wire_encode(const com_msg *m, uint8_t **ret_buf, size_t *ret_len)
 {
-	codec_out o;
+	wire_out o;
 	uint8_t *buf;
 	size_t len, packed;
 	int rc;
@@ -612,36 +611,36 @@ com_codec_encode(const com_msg *m, uint8_t **ret_buf, size_t *ret_len)
 	o.env.minor = m->minor;
 	switch (m->type) {
 	case COM_MSG_HELLO:
-		rc = codec_out_hello(&o, &m->u.hello);
+		rc = wire_out_hello(&o, &m->u.hello);
 		break;
 	case COM_MSG_WELCOME:
-		rc = codec_out_welcome(&o, &m->u.welcome);
+		rc = wire_out_welcome(&o, &m->u.welcome);
 		break;
 	case COM_MSG_REPORT:
-		rc = codec_out_report(&o, &m->u.report);
+		rc = wire_out_report(&o, &m->u.report);
 		break;
 	case COM_MSG_DECISION:
-		rc = codec_out_decision(&m->u.decision, &o.body.decision);
+		rc = wire_out_decision(&m->u.decision, &o.body.decision);
 		o.env.body_case = BELLOWS__ENVELOPE__BODY_DECISION;
 		o.env.decision = &o.body.decision;
 		break;
 	case COM_MSG_STATUS_REPLY:
-		rc = codec_out_status_reply(&o, &m->u.status_reply);
+		rc = wire_out_status_reply(&o, &m->u.status_reply);
 		break;
 	case COM_MSG_SNAPSHOT:
-		rc = codec_out_snapshot(&o, &m->u.snapshot);
+		rc = wire_out_snapshot(&o, &m->u.snapshot);
 		break;
 	case COM_MSG_TELEMETRY:
-		rc = codec_out_telemetry(&o, &m->u.telemetry);
+		rc = wire_out_telemetry(&o, &m->u.telemetry);
 		break;
 	default:
-		rc = codec_out_flat(&o, m);
+		rc = wire_out_flat(&o, m);
 		break;
 	}
 	if (rc != 0)
 		goto done;
 	len = protobuf_c_message_get_packed_size(&o.env.base);
-	if ((buf = com_codec_malloc(len)) == NULL) {
+	if ((buf = com_wire_malloc(len)) == NULL) {
 		rc = BELLOWS_ENOMEM;
 		goto done;
 	}

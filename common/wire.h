@@ -52,7 +52,7 @@ void com_limits_default(com_limits *lim);
  * owned by the caller (free()). Returns BELLOWS_EINVAL for a message that
  * violates its own invariants (e.g. a decision whose arrays are missing),
  * BELLOWS_ENOMEM on allocation failure; outputs are untouched on failure. */
-int com_codec_encode(const com_msg *m, uint8_t **ret_buf, size_t *ret_len);
+int com_wire_encode(const com_msg *m, uint8_t **ret_buf, size_t *ret_len);
 
 /* Decodes one frame into *ret_msg (which must not own anything). Returns:
  *   BELLOWS_EMSGSIZE  frame longer than lim->max_msg_bytes;
@@ -70,7 +70,7 @@ int com_codec_encode(const com_msg *m, uint8_t **ret_buf, size_t *ret_len);
  *   BELLOWS_ENOMEM.
  * On any failure but EVERSION *ret_msg is left zeroed; with EVERSION only
  * type/major/minor are set. */
-int com_codec_decode(const uint8_t *buf, size_t len, const com_limits *lim,
+int com_wire_decode(const uint8_t *buf, size_t len, const com_limits *lim,
     com_msg *ret_msg);
 
 #endif /* COM_WIRE_H */

@@ -7,7 +7,7 @@
  * malloc's blocks are 16-aligned). com_arena_reset frees the chunks and,
  * when the frame took more than the block, replaces the block with one
  * that would have held it. The block and the chunks come from
- * com_codec_malloc, so injected allocation failures reach them.
+ * com_wire_malloc, so injected allocation failures reach them.
  */
 #include "wire_arena.h"
 
@@ -50,9 +50,9 @@ com_arena_new(size_t bytes, com_arena **ret_arena)
 	if (bytes > SIZE_MAX / 2)
 		return BELLOWS_ENOMEM;
 	bytes = ARENA_ROUND(bytes);
-	if ((a = com_codec_calloc(1, sizeof(*a))) == NULL)
+	if ((a = com_wire_calloc(1, sizeof(*a))) == NULL)
 		return BELLOWS_ENOMEM;
-	if ((a->block = com_codec_malloc(bytes)) == NULL) {
+	if ((a->block = com_wire_malloc(bytes)) == NULL) {
 		free(a);
 		return BELLOWS_ENOMEM;
 	}
@@ -113,7 +113,7 @@ arena_grow(com_arena *a, size_t size)
 	if (want < size)
 		want = size;
 	if (want > SIZE_MAX - sizeof(*c) ||
-	    (c = com_codec_malloc(sizeof(*c) + want)) == NULL)
+	    (c = com_wire_malloc(sizeof(*c) + want)) == NULL)
 		return BELLOWS_ENOMEM;
 	c->next = a->chunks;
 	c->size = want;

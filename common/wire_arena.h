@@ -54,12 +54,12 @@ void com_arena_destroy(com_arena **arena);
 /* Copies the arena's counters into *ret_stats. Never fails. */
 void com_arena_stats_get(const com_arena *arena, com_arena_stats *ret_stats);
 
-/* Decodes one frame as com_codec_decode does, with the same results and
+/* Decodes one frame as com_wire_decode does, with the same results and
  * return codes for every input, the intermediate structs taken from arena
  * (NULL: from an arena made for this frame and sized from it). *ret_msg
  * owns nothing of the arena; the arena is free again when this returns. */
-int com_codec_decode_arena(const uint8_t *buf, size_t len,
-    const com_limits *lim, com_arena *arena, com_msg *ret_msg);
+int com_wire_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
+    com_arena *arena, com_msg *ret_msg);
 
 /* For the decoder: starts a frame that may take at most budget bytes. */
 void com_arena_begin(com_arena *arena, size_t budget);

@@ -283,7 +283,7 @@ fast_room(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i, uint64_t n,
 	char *arr;
 
 	memcpy(&arr, m->msg + f->offset, sizeof(arr));
-	if (n > com_codec_scan_limit(m->desc, f, lim) - *count)
+	if (n > com_wire_scan_limit(m->desc, f, lim) - *count)
 		return BELLOWS_EPROTO;
 	if (*count + n > m->cap[i]) {
 		size_t want = m->cap[i] * 2;
@@ -412,7 +412,7 @@ fast_field(fast_msg *m, const uint8_t *p, size_t len, size_t *off,
 	if (fast_varint(p, len, off, 5, &key) != 0 || (key >> 3) == 0)
 		return BELLOWS_EPROTO;
 	wire = key & 7;
-	if ((f = codec_scan_field(m->desc, key >> 3)) == NULL)
+	if ((f = wire_scan_field(m->desc, key >> 3)) == NULL)
 		return fast_skip(p, len, off, wire) == 0 ? 0 : BELLOWS_EPROTO;
 	if ((want = fast_wire(f->type)) < 0)
 		return BELLOWS_EPROTO;
@@ -452,7 +452,7 @@ fast_message(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
 }
 
 int
-codec_fast_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+wire_fast_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
     size_t len, const com_limits *lim, com_arena *arena, void **ret)
 {
 	return fast_message(desc, p, len, lim, arena, 0, ret);

@@ -1,6 +1,6 @@
 /* wire_fast - the wire reader: the one place bytes become structs.
  *
- * For wire_in.c only (it sees protobuf-c's types). codec_fast_unpack
+ * For wire_in.c only (it sees protobuf-c's types). wire_fast_unpack
  * builds the protobuf-c structs of a frame straight from the wire into an
  * arena, in two walks over each message, checking as it goes the
  * acceptance rules of docs/protocol.md ("What a frame may be"): it accepts
@@ -23,7 +23,7 @@
 #include "wire_arena.h"
 
 /* The limit on the entries of repeated field f of desc (wire_in.c). */
-uint64_t com_codec_scan_limit(const ProtobufCMessageDescriptor *desc,
+uint64_t com_wire_scan_limit(const ProtobufCMessageDescriptor *desc,
     const ProtobufCFieldDescriptor *f, const com_limits *lim);
 
 /* The field of desc with the given tag, or NULL: what
@@ -31,7 +31,7 @@ uint64_t com_codec_scan_limit(const ProtobufCMessageDescriptor *desc,
  * descriptor's few ranges of consecutive tags (ranges[i] starts at tag
  * start_value with field orig_index; the last entry holds n_fields). */
 static inline const ProtobufCFieldDescriptor *
-codec_scan_field(const ProtobufCMessageDescriptor *desc, uint64_t tag)
+wire_scan_field(const ProtobufCMessageDescriptor *desc, uint64_t tag)
 {
 	const ProtobufCIntRange *r = desc->field_ranges;
 
@@ -50,7 +50,7 @@ codec_scan_field(const ProtobufCMessageDescriptor *desc, uint64_t tag)
  * BELLOWS_EMSGSIZE when it would take more than the arena's budget,
  * BELLOWS_ENOMEM; *ret untouched on failure. Everything returned lives in
  * the arena: nothing is to be freed. */
-int codec_fast_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+int wire_fast_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
     size_t len, const com_limits *lim, com_arena *arena, void **ret);
 
 #endif /* COM_WIRE_FAST_H */

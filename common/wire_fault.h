@@ -13,9 +13,9 @@
 
 /* Makes the calling thread's n-th wire allocation from now fail, once
  * (n = 0: the next one); n < 0 disarms. Never fails. */
-void com_codec_fault_arm(long n);
+void com_wire_fault_arm(long n);
 
 /* True when the failure armed last has happened. */
-bool com_codec_fault_fired(void);
+bool com_wire_fault_fired(void);
 
 #endif /* COM_WIRE_FAULT_H */

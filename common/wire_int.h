@@ -9,14 +9,14 @@
 #include <stddef.h>
 
 /* size bytes (at least 1) from malloc, or NULL when malloc fails or when
- * the calling thread's armed fault (com_codec_fault_arm) falls on this
+ * the calling thread's armed fault (com_wire_fault_arm) falls on this
  * allocation. The caller owns the block and frees it with free(). Thread
  * safe: the fault countdown is per thread. */
-void *com_codec_malloc(size_t size);
+void *com_wire_malloc(size_t size);
 
-/* n * size zeroed bytes from com_codec_malloc, or NULL when it fails or
+/* n * size zeroed bytes from com_wire_malloc, or NULL when it fails or
  * when the product overflows size_t. Ownership and threading as
- * com_codec_malloc. */
-void *com_codec_calloc(size_t n, size_t size);
+ * com_wire_malloc. */
+void *com_wire_calloc(size_t n, size_t size);
 
 #endif /* COM_WIRE_INT_H */
