@@ -52,7 +52,7 @@
 
 #include "bellows_config.h"
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "decisions.h"
 
 static char io_version[] = BELLOWS_VERSION;
@@ -163,7 +163,7 @@ io_send(agent_io *io, const com_msg *m)
 	size_t len;
 	int rc;
 
-	if ((rc = com_codec_encode(m, &buf, &len)) != 0) {
+	if ((rc = com_wire_encode(m, &buf, &len)) != 0) {
 		agent_io_log_quiet(io, IO_QUIET_SEND, BELLOWS_LOG_ERROR,
 		    "cannot encode %s: %s", com_msg_type_name(m->type),
 		    bellows_strerror(rc));
@@ -201,7 +201,7 @@ io_send_hello(agent_io *io)
 	h->step = io->next_step;
 	h->in_force = io->table.in_force;
 	h->last_window = io->windows;
-	rc = com_codec_encode(&m, &buf, &len);
+	rc = com_wire_encode(&m, &buf, &len);
 	agent_io_unlock(io);
 	if (rc == 0)
 		rc = io_send_buf(io, buf, len);
@@ -641,8 +641,8 @@ io_recv_control(agent_io *io)
 			    "dropped a multi-part message from bellowsd");
 			continue;
 		}
-		rc = com_codec_decode(zmq_msg_data(&frame),
-		    zmq_msg_size(&frame), &io->limits, &m);
+		rc = com_wire_decode(zmq_msg_data(&frame), zmq_msg_size(&frame),
+		    &io->limits, &m);
 		zmq_msg_close(&frame);
 		now = com_clock_ms();
 		if (rc == BELLOWS_EVERSION && m.type == COM_MSG_ERROR) {
@@ -739,7 +739,7 @@ io_recv_publish(agent_io *io)
 			    "dropped a malformed publication");
 			continue;
 		}
-		rc = com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body),
+		rc = com_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body),
 		    &io->limits, &m);
 		zmq_msg_close(&body);
 		if (rc == 0 && m.type == COM_MSG_DECISION)

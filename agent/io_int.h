@@ -10,7 +10,7 @@
 
 #include "io.h"
 
-#include "common/codec.h"
+#include "common/wire.h"
 #include "decisions.h"
 
 #include <pthread.h>

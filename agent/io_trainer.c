@@ -143,7 +143,7 @@ agent_io_submit_report(agent_io *io, com_report *r)
 	/* Borrowed: encoded, never finalised. */
 	com_msg_init(&m, COM_MSG_REPORT);
 	m.u.report = *r;
-	rc = com_codec_encode(&m, &buf, &len);
+	rc = com_wire_encode(&m, &buf, &len);
 
 	agent_io_lock(io);
 	io->windows++;

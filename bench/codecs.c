@@ -5,7 +5,7 @@
  * gradient's bytes, and for each of 1-bit and 2-bit the encode with error
  * feedback (reads g and the residual, writes the residual and the codes)
  * and the decode (reads the codes, writes the values). The kernels are the
- * ones libbellows runs (kernels/cpu/codec.h). Each measurement repeats the
+ * ones libbellows runs (kernels/cpu/kern_codec.h). Each measurement repeats the
  * call on the same buffers for at least 20 ms; variants are interleaved
  * within each of --reps rounds, and the table shows medians. Throughput is
  * gradient (or decoded) float32 bytes per second; "e/c" is memcpy time over
@@ -14,7 +14,7 @@
  * The encode's traffic is 3 B for B gradient bytes plus the codes (the
  * traffic of a 1.5 B memcpy): its bound is about 0.65 of memcpy.
  *
- * Top-k at 1 % (k = n / 100, kernels/cpu/topk.h, one scalar kernel for
+ * Top-k at 1 % (k = n / 100, kernels/cpu/kern_topk.h, one scalar kernel for
  * every ISA): the encode with error feedback and the decode (zeroes the
  * n values, writes the k), in GB/s of gradient values as the others. The
  * line before the last reads
@@ -48,10 +48,10 @@
 #include <unistd.h>
 
 #include "benchutil.h"
-#include "kernels/cpu/codec.h"
-#include "kernels/cpu/codec_par.h"
-#include "kernels/cpu/stats.h"
-#include "kernels/cpu/topk.h"
+#include "kernels/cpu/kern_codec.h"
+#include "kernels/cpu/kern_codec_par.h"
+#include "kernels/cpu/kern_stats.h"
+#include "kernels/cpu/kern_topk.h"
 #include "kernels/kernels.h"
 
 #define MIN_BYTES  (64ull << 10)  /* smallest gradient */

@@ -41,7 +41,7 @@
 #include <bellows/codec.h>
 
 #include "benchutil.h"
-#include "kernels/cpu/stats.h"
+#include "kernels/cpu/kern_stats.h"
 #include "kernels/kernels.h"
 
 #ifdef BENCH_HAVE_ZSTD

@@ -6,7 +6,7 @@
  * instruction set this processor runs: milliseconds per call, medians of
  * the rounds. With more than n - k zeros every zero ties at the k-th
  * magnitude; the kernel then takes every non-zero value and the zeros of
- * lowest index (kernels/cpu/topk.h, "sparse finish"). The line
+ * lowest index (kernels/cpu/kern_topk.h, "sparse finish"). The line
  *   codecs: topk 1% encode ms at 99.5% zeros (1 Mi values, 1 thread,
  *   median): X.XX
  * is the best ISA's time at 99.5 % zeros.
@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "benchutil.h"
-#include "kernels/cpu/stats.h"
-#include "kernels/cpu/topk.h"
+#include "kernels/cpu/kern_stats.h"
+#include "kernels/cpu/kern_topk.h"
 #include "kernels/kernels.h"
 
 #define SPARSE_N    (1u << 20)  /* values per gradient */

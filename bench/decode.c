@@ -3,7 +3,7 @@
  * Encodes one Report of L layers (the statistics a trainer sends for a
  * layer every window, a few comm samples, the timings) with the codec and
  * decodes it N times through one arena, as bellowsd's event loop does
- * (com_codec_decode_arena: the wire reader and the conversion to
+ * (com_wire_decode_arena: the wire reader and the conversion to
  * com_report, then com_msg_fini). Prints the frame's size and the time
  * per decode for each L given. Timings move with the machine's load; for
  * numbers that do not, count instructions:
@@ -21,8 +21,8 @@
 #include <bellows/error.h>
 
 #include "common/clock.h"
-#include "common/codec.h"
-#include "common/codec_arena.h"
+#include "common/wire.h"
+#include "common/wire_arena.h"
 
 /* Fills *m with a Report of n layers, as a trainer's agent sends one. */
 static void
@@ -85,7 +85,7 @@ bench_layers(uint32_t layers, unsigned n, com_arena *arena)
 
 	com_limits_default(&lim);
 	bench_report(&m, layers);
-	rc = com_codec_encode(&m, &buf, &len);
+	rc = com_wire_encode(&m, &buf, &len);
 	com_msg_fini(&m);
 	if (rc != 0) {
 		fprintf(stderr, "decode: encode: %s\n", bellows_strerror(rc));
@@ -95,8 +95,8 @@ bench_layers(uint32_t layers, unsigned n, com_arena *arena)
 	for (unsigned k = 0; k < n && rc == 0; k++) {
 		com_msg out;
 
-		if ((rc = com_codec_decode_arena(buf, len, &lim, arena,
-			 &out)) == 0)
+		if ((rc = com_wire_decode_arena(buf, len, &lim, arena, &out)) ==
+		    0)
 			com_msg_fini(&out);
 	}
 	free(buf);

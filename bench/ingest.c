@@ -35,7 +35,7 @@
  */
 #include "common/cert.h"
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #include <bellows/error.h>
@@ -310,7 +310,7 @@ send_msg(void *sock, const com_msg *m)
 	size_t len;
 	int r;
 
-	if (com_codec_encode(m, &buf, &len) != 0)
+	if (com_wire_encode(m, &buf, &len) != 0)
 		return -1;
 	r = zmq_send(sock, buf, len, 0);
 	free(buf);
@@ -332,7 +332,7 @@ recv_msg(bench_run *b, void *sock, int timeout_ms, com_msg *ret)
 		zmq_msg_close(&frame);
 		return -1;
 	}
-	r = com_codec_decode(zmq_msg_data(&frame), zmq_msg_size(&frame),
+	r = com_wire_decode(zmq_msg_data(&frame), zmq_msg_size(&frame),
 	    &b->limits, ret);
 	zmq_msg_close(&frame);
 	if (r != 0) {
@@ -394,7 +394,7 @@ read_decisions(bench_run *b, int timeout_ms)
 			zmq_msg_close(&body);
 			continue;
 		}
-		if (com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body),
+		if (com_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body),
 			&b->limits, &m) == 0 &&
 		    m.type == COM_MSG_DECISION &&
 		    m.u.decision.window > b->answered) {
@@ -481,7 +481,7 @@ encode_report(const bench_run *b, com_layer_stats *ls, uint32_t r, uint64_t w,
 	rep->batch_size = 128;
 	rep->epoch = w;
 	rep->seq_in_force = 1;
-	return com_codec_encode(&m, ret_buf, ret_len);
+	return com_wire_encode(&m, ret_buf, ret_len);
 }
 
 static int

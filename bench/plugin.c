@@ -4,7 +4,7 @@
  * bellowsd does, through a YAML configuration, and runs it on the same
  * windows twice: in this process (as `bellows replay` runs plug-ins) and
  * in its worker process (as bellowsd runs them: the window and proposal
- * framed over a socketpair, see controller/worker.h). A window is a job of
+ * framed over a socketpair, see policyhost/worker.h). A window is a job of
  * 8 ranks with L layers named like a transformer's ("blocks.N.attn.qkv.
  * weight", 2-D shapes), every statistic filled, one comm sample per rank;
  * the threshold policy reads each layer's norm and writes each level.
@@ -18,10 +18,10 @@
  *   plugin: layers=L in_process_us=A worker_us=B boundary_us=C
  */
 #include "common/clock.h"
-#include "controller/config.h"
-#include "controller/log.h"
-#include "controller/plugin.h"
-#include "controller/policy_host.h"
+#include "policyhost/config.h"
+#include "policyhost/log.h"
+#include "policyhost/plugin.h"
+#include "policyhost/policy_host.h"
 
 #include <bellows/error.h>
 

@@ -29,10 +29,10 @@
  *   status_max_ms=M busy_pct=P resumes=N refused=R (windows=W layers=L)
  */
 #include "common/clock.h"
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "controller/events.h"
 #include "controller/jobs.h"
-#include "controller/log.h"
+#include "policyhost/log.h"
 #include "controller/store.h"
 
 #include <bellows/error.h>

@@ -51,8 +51,8 @@
 #include <unistd.h>
 
 #include "benchutil.h"
-#include "kernels/cpu/pool.h"
-#include "kernels/cpu/stats.h"
+#include "kernels/cpu/kern_pool.h"
+#include "kernels/cpu/kern_stats.h"
 #include "kernels/kernels.h"
 
 #define MIN_BYTES    (4ull << 10) /* smallest gradient */

@@ -29,9 +29,9 @@
  *   (ranks=R layers=L)
  */
 #include "common/clock.h"
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "controller/events.h"
-#include "controller/log.h"
+#include "policyhost/log.h"
 #include "controller/store.h"
 
 #include <bellows/error.h>

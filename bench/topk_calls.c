@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "benchutil.h"
-#include "kernels/cpu/topk.h"
+#include "kernels/cpu/kern_topk.h"
 
 #define MAX_N      (4u << 20) /* values: 16 MiB */
 #define MAX_ROUNDS 64

@@ -3,7 +3,7 @@
 #include "client.h"
 
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 
 #include <bellows/error.h>
 
@@ -306,7 +306,7 @@ tool_client_request(tool_client *c, const com_msg *req, uint32_t timeout_ms,
 	int r;
 
 	c->why = "";
-	if ((r = com_codec_encode(req, &buf, &len)) != 0)
+	if ((r = com_wire_encode(req, &buf, &len)) != 0)
 		return r;
 	/* The DEALER queues the request until the connection is up, so a
 	 * daemon that is still starting gets it; a blocked send would mean
@@ -323,7 +323,7 @@ tool_client_request(tool_client *c, const com_msg *req, uint32_t timeout_ms,
 		zmq_msg_close(&frame);
 		return BELLOWS_EIO;
 	}
-	r = com_codec_decode(zmq_msg_data(&frame), zmq_msg_size(&frame),
+	r = com_wire_decode(zmq_msg_data(&frame), zmq_msg_size(&frame),
 	    &c->limits, &reply);
 	zmq_msg_close(&frame);
 	if (r != 0) {
@@ -468,7 +468,7 @@ tool_telemetry_wait(tool_telemetry *t, int fd, int timeout_ms,
 		if (!more) {
 			com_msg m;
 
-			if (com_codec_decode(zmq_msg_data(&part),
+			if (com_wire_decode(zmq_msg_data(&part),
 				zmq_msg_size(&part), &t->limits, &m) == 0 &&
 			    m.type == COM_MSG_TELEMETRY && fn != NULL)
 				fn(arg, &m);

@@ -2,7 +2,7 @@
  *
  * A com_msg owns every string and array it points to. Releasing follows the
  * counts (n_layers, n_decisions, ...) so that a message half-built by the
- * codec, with a counted array allocated but only partly filled, is freed
+ * wire decoder, with a counted array allocated but only partly filled, is freed
  * exactly like a complete one: unfilled entries are zero and free(NULL) is a
  * no-op.
  */

@@ -1,7 +1,7 @@
 /* msg - bellows protocol messages as plain C structs.
  *
  * These structs are what the controller, the agent and the tools work with;
- * only the codec (codec.c) converts them to and from the wire. They mirror
+ * only the wire module (wire.c) converts them to and from the wire. They mirror
  * common/bellows.proto field for field. A com_msg owns everything it points
  * to: strings and arrays are heap-allocated and released by com_msg_fini().
  *

@@ -2,7 +2,7 @@
  *
  * One descriptor per entry of BELLOWS_LAYER_STATS and BELLOWS_RANK_TIMINGS,
  * in table order, for code that walks the statistics instead of naming
- * them: the codec's wire mapping and checks, the controller's aggregation,
+ * them: the wire module's mapping and checks, the controller's aggregation,
  * the history's columns, binds and readers, the generated documentation.
  * Offsets are into the message structs of msg.h (com_layer_stats,
  * com_timings); a consumer with a struct of its own (the policy window,

@@ -9,7 +9,7 @@
 #ifndef CTL_CMDLINE_H
 #define CTL_CMDLINE_H
 
-#include "log.h"
+#include "policyhost/log.h"
 
 #include <stdbool.h>
 #include <stdio.h>

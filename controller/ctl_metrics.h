@@ -16,7 +16,7 @@
 #ifndef CTL_CTL_METRICS_H
 #define CTL_CTL_METRICS_H
 
-#include "config_listen.h"
+#include "policyhost/config_listen.h"
 #include "jobs.h"
 
 #include <stdbool.h>

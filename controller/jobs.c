@@ -65,13 +65,13 @@
 #include "jobs_int.h"
 
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/errbuf.h"
-#include "log.h"
-#include "policy_host.h"
+#include "policyhost/log.h"
+#include "policyhost/policy_host.h"
 #include "store.h"
 #include "ctl_window.h"
-#include "worker.h"
+#include "policyhost/worker.h"
 
 #include <bellows/error.h>
 

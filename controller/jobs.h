@@ -14,7 +14,7 @@
 #ifndef CTL_JOBS_H
 #define CTL_JOBS_H
 
-#include "config.h"
+#include "policyhost/config.h"
 #include "events.h"
 #include "common/msg.h"
 #include "store.h"

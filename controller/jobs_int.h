@@ -9,7 +9,7 @@
 #define CTL_JOBS_INT_H
 
 #include "jobs.h"
-#include "policy_host.h"
+#include "policyhost/policy_host.h"
 #include "controller/ctl_window.h"
 
 #include <stdatomic.h>

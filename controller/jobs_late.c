@@ -29,9 +29,9 @@
 #include "jobs_int.h"
 
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/errbuf.h"
-#include "log.h"
+#include "policyhost/log.h"
 #include "store.h"
 
 #include <bellows/error.h>

@@ -9,7 +9,7 @@
 #include "jobs_int.h"
 
 #include "common/clock.h"
-#include "log.h"
+#include "policyhost/log.h"
 #include "store.h"
 
 #include <bellows/error.h>

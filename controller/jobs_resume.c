@@ -34,9 +34,9 @@
 
 #include "common/clock.h"
 #include "common/errbuf.h"
-#include "log.h"
+#include "policyhost/log.h"
 #include "store.h"
-#include "worker.h"
+#include "policyhost/worker.h"
 
 #include <bellows/error.h>
 

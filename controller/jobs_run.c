@@ -11,7 +11,7 @@
 
 #include "common/clock.h"
 #include "common/errbuf.h"
-#include "log.h"
+#include "policyhost/log.h"
 #include "store.h"
 
 #include <bellows/error.h>

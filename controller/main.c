@@ -18,12 +18,12 @@
  * history (degraded, retried).
  */
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 #include "cmdline.h"
-#include "config.h"
+#include "policyhost/config.h"
 #include "jobs.h"
-#include "log.h"
+#include "policyhost/log.h"
 #include "loop.h"
 #include "ctl_metrics.h"
 #include "metrics_http.h"

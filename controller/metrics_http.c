@@ -13,7 +13,7 @@
 
 #include "common/clock.h"
 #include "ctl_metrics.h"
-#include "log.h"
+#include "policyhost/log.h"
 
 #include <bellows/error.h>
 

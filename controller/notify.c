@@ -2,7 +2,7 @@
  * See notify.h. */
 #include "notify.h"
 
-#include "log.h"
+#include "policyhost/log.h"
 
 #include <stdio.h>
 #include <string.h>

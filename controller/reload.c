@@ -12,7 +12,7 @@
 
 #include "common/clock.h"
 #include "events.h"
-#include "log.h"
+#include "policyhost/log.h"
 
 #include <bellows/error.h>
 

@@ -15,7 +15,7 @@
 #ifndef CTL_RELOAD_H
 #define CTL_RELOAD_H
 
-#include "config.h"
+#include "policyhost/config.h"
 #include "jobs.h"
 #include "loop.h"
 

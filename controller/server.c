@@ -3,8 +3,8 @@
 #include "server.h"
 
 #include "common/clock.h"
-#include "common/codec_arena.h"
-#include "log.h"
+#include "common/wire_arena.h"
+#include "policyhost/log.h"
 
 #include <bellows/error.h>
 #include <bellows/policy.h>
@@ -817,7 +817,7 @@ server_reply(ctl_server *s, const uint8_t *id, size_t len, const com_msg *m)
 	uint8_t *buf;
 	size_t n;
 
-	if (com_codec_encode(m, &buf, &n) != 0) {
+	if (com_wire_encode(m, &buf, &n) != 0) {
 		ctl_log(CTL_LOG_ERROR, "server", "cannot encode a %s reply",
 		    com_msg_type_name(m->type));
 		return;
@@ -1038,7 +1038,7 @@ server_read_one(ctl_server *s)
 		server_drop(s, id, id_len, BELLOWS_EMSGSIZE, text);
 		return true;
 	}
-	r = com_codec_decode_arena(zmq_msg_data(&body), size, &s->limits,
+	r = com_wire_decode_arena(zmq_msg_data(&body), size, &s->limits,
 	    s->arena, &m);
 	zmq_msg_close(&body);
 	if (r == BELLOWS_EVERSION) {
@@ -1147,7 +1147,7 @@ ctl_server_publish(void *arg, const com_msg *m)
 	    m->type == COM_MSG_DECISION ? 'd' : 't', job != NULL ? job : "");
 	if (tlen < 0 || (size_t)tlen >= sizeof(topic))
 		return;
-	if (com_codec_encode(m, &buf, &n) != 0) {
+	if (com_wire_encode(m, &buf, &n) != 0) {
 		s->pub_dropped++;
 		ctl_log(CTL_LOG_ERROR, "server", "cannot encode a %s",
 		    com_msg_type_name(m->type));

@@ -38,8 +38,8 @@
 #ifndef CTL_SERVER_H
 #define CTL_SERVER_H
 
-#include "common/codec.h"
-#include "config.h"
+#include "common/wire.h"
+#include "policyhost/config.h"
 #include "jobs.h"
 #include "loop.h"
 #include "store.h"

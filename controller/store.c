@@ -44,7 +44,7 @@
 #include "store_int.h"
 
 #include "common/clock.h"
-#include "log.h"
+#include "policyhost/log.h"
 #include "controller/ctl_window.h"
 #include "store_fault.h"
 #include "ctl_window.h"

@@ -32,7 +32,7 @@
 #ifndef CTL_STORE_H
 #define CTL_STORE_H
 
-#include "config.h"
+#include "policyhost/config.h"
 #include "events.h"
 #include "loop.h"
 #include "common/msg.h"

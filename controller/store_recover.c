@@ -10,7 +10,7 @@
 #include "store_int.h"
 
 #include "history/hist_read.h"
-#include "log.h"
+#include "policyhost/log.h"
 
 #include <bellows/error.h>
 

@@ -12,7 +12,7 @@
 #include "store_int.h"
 #include "store_schema.h"
 
-#include "log.h"
+#include "policyhost/log.h"
 
 #include <bellows/error.h>
 

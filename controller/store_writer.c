@@ -18,7 +18,7 @@
 #include "store_int.h"
 
 #include "common/clock.h"
-#include "log.h"
+#include "policyhost/log.h"
 #include "store_fault.h"
 
 #include <bellows/error.h>

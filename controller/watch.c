@@ -7,7 +7,7 @@
 #include "watch.h"
 
 #include "common/clock.h"
-#include "log.h"
+#include "policyhost/log.h"
 
 #include <bellows/error.h>
 

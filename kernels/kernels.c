@@ -5,10 +5,10 @@
 
 #include <bellows/error.h>
 
-#include "cpu/stats.h"
+#include "cpu/kern_stats.h"
 #include "element.h"
 #ifdef KERN_HAVE_CUDA
-#include "cuda/backend.h"
+#include "cuda/kern_cuda_backend.h"
 #endif
 
 void

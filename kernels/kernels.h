@@ -68,7 +68,8 @@ enum kern_precision {
 	KERN_PRECISION_RELAXED = 0, /* within KERN_RELAXED_BOUND relative:
 				     * float32 partial sums over blocks of 16
 				     * terms per lane, folded into double
-				     * (the default; see kernels/cpu/stats.h) */
+				     * (the default; see
+				     * kernels/cpu/kern_stats.h) */
 	KERN_PRECISION_EXACT = 1,   /* compensated double, within about 3e-14
 				     * relative whatever the length */
 };

@@ -25,8 +25,8 @@ if [ ! -f .clang-format ]; then
 fi
 
 dirs=()
-for d in common agent controller policies kernels client dashboards tools tests \
-    bench examples; do
+for d in common agent policyhost controller policies kernels client dashboards \
+    tools tests bench examples; do
 	[ -d "$d" ] && dirs+=("$d")
 done
 if [ ${#dirs[@]} -eq 0 ]; then

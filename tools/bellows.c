@@ -5,7 +5,7 @@
  * codes: 0 success, 1 the command failed, 2 it was used wrongly.
  */
 #include "codec_cli.h"
-#include "export.h"
+#include "export_cli.h"
 #include "history.h"
 #include "keygen.h"
 #include "policy_check.h"

@@ -2,7 +2,7 @@
  */
 #include "policy_check.h"
 
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "common/suggest.h"
 
 #include <bellows/error.h>

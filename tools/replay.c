@@ -10,8 +10,8 @@
 
 #include "common/args.h"
 #include "common/msg.h"
-#include "controller/plugin.h"
-#include "controller/policy_host.h"
+#include "policyhost/plugin.h"
+#include "policyhost/policy_host.h"
 
 #include <bellows/error.h>
 #include <bellows/policy.h>

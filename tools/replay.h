@@ -27,7 +27,7 @@
 #ifndef TOOL_REPLAY_H
 #define TOOL_REPLAY_H
 
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "client/historydb.h"
 #include "client/metrics.h"
 

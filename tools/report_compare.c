@@ -15,7 +15,7 @@
 #include "common/args.h"
 #include "client/historydb.h"
 #include "common/units.h"
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "history.h"
 
 #include <bellows/error.h>

@@ -3,12 +3,12 @@
  * Every statistic an agent reports is declared once, here, as an entry of
  * an X-macro table; the structs that carry it (bellows_layer_stats,
  * bellows_step_info, com_layer_stats, com_timings), the wire mapping and its
- * checks (codec.c), the aggregation across ranks (controller/window.c), the
- * history columns (the store), the Python mirror and docs/statistics.md are
- * made from it. Adding a statistic is adding an entry (docs/architecture.md,
- * "Adding a statistic"); entries are never renamed, reordered or removed: the
- * order is the layout of the public struct bellows_layer_stats and the tags are
- * the wire's.
+ * checks (common/wire.c), the aggregation across ranks
+ * (controller/ctl_window.c), the history columns (the store), the Python mirror
+ * and docs/statistics.md are made from it. Adding a statistic is adding an
+ * entry (docs/architecture.md, "Adding a statistic"); entries are never
+ * renamed, reordered or removed: the order is the layout of the public struct
+ * bellows_layer_stats and the tags are the wire's.
  *
  * An entry is X(name, type, tag, check, agg, gate, wtype, wfield, rcol,
  * wcol, wcol2, hist, unit, doc):

@@ -33,7 +33,7 @@
 #include <bellows/agent.h>
 
 #include "common/cert.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #define N_LAYERS 3
@@ -149,7 +149,7 @@ fake_reply(fake *f, const zmq_msg_t *id, const com_msg *m)
 
 	if (f->minor != 0)
 		v.minor = f->minor;
-	assert_int_equal(com_codec_encode(&v, &buf, &len), 0);
+	assert_int_equal(com_wire_encode(&v, &buf, &len), 0);
 	zmq_send(f->router, zmq_msg_data((zmq_msg_t *)id),
 	    zmq_msg_size((zmq_msg_t *)id), ZMQ_SNDMORE);
 	zmq_send(f->router, buf, len, 0);
@@ -201,7 +201,7 @@ fake_publish(fake *f, uint32_t i)
 
 	com_msg_init(&m, COM_MSG_DECISION);
 	m.u.decision = f->decisions[i];
-	assert_int_equal(com_codec_encode(&m, &buf, &len), 0);
+	assert_int_equal(com_wire_encode(&m, &buf, &len), 0);
 	zmq_send(f->pub, topic, sizeof(topic), ZMQ_SNDMORE);
 	zmq_send(f->pub, buf, len, 0);
 	free(buf);
@@ -329,7 +329,7 @@ fake_recv(fake *f)
 	}
 	com_limits_default(&lim);
 	pthread_mutex_lock(&f->mu);
-	if (com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body), &lim,
+	if (com_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), &lim,
 		&m) != 0)
 		f->bad++;
 	else

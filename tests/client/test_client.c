@@ -24,7 +24,7 @@
 
 #include "common/cert.h"
 #include "client/client.h"
-#include "common/codec.h"
+#include "common/wire.h"
 
 #define RECV_MS 10000 /* a subscription or message that never comes */
 
@@ -166,7 +166,7 @@ publish_telemetry(fixture *f, const char *job, uint64_t window)
 	m.u.telemetry.window = window;
 	m.u.telemetry.ranks_reported = 2;
 	m.u.telemetry.ranks_expected = 2;
-	assert_int_equal(com_codec_encode(&m, &buf, &len), 0);
+	assert_int_equal(com_wire_encode(&m, &buf, &len), 0);
 	com_msg_fini(&m);
 	snprintf(topic, sizeof(topic), "t:%s", job);
 	assert_int_equal(zmq_send(f->xpub, topic, strlen(topic) + 1,
@@ -217,7 +217,7 @@ test_client_telemetry_without_keys_hears_every_job_and_only_telemetry(
 	assert_int_equal(zmq_send(f->xpub, garbage, sizeof(garbage), 0),
 	    (int)sizeof(garbage));
 	com_msg_init(&status, COM_MSG_STATUS_REQUEST);
-	assert_int_equal(com_codec_encode(&status, &buf, &len), 0);
+	assert_int_equal(com_wire_encode(&status, &buf, &len), 0);
 	com_msg_fini(&status);
 	assert_int_equal(zmq_send(f->xpub, "t:b", 4, ZMQ_SNDMORE), 4);
 	assert_int_equal(zmq_send(f->xpub, buf, len, 0), (int)len);

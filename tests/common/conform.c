@@ -8,9 +8,9 @@
 #include <bellows/error.h>
 
 #include "common/bellows.pb-c.h"
-#include "common/codec.h"
-#include "common/codec_arena.h"
-#include "common/codec_fast.h"
+#include "common/wire.h"
+#include "common/wire_arena.h"
+#include "common/wire_fast.h"
 
 /* Limits that refuse nothing: the reader's own limits are a documented
  * strictness, not a disagreement. */
@@ -96,7 +96,7 @@ conform_read(const uint8_t *p, size_t n, com_arena *arena, int *rc, size_t *len)
 
 	conform_limits(&lim);
 	com_arena_begin(arena, SIZE_MAX);
-	*rc = codec_fast_unpack(&bellows__envelope__descriptor, p, n, &lim,
+	*rc = wire_fast_unpack(&bellows__envelope__descriptor, p, n, &lim,
 	    arena, &env);
 	if (*rc == 0)
 		out = conform_pack(env, len);
@@ -166,7 +166,7 @@ conform_wire(const uint8_t *data, size_t size, com_arena *arena)
 	return why;
 }
 
-/* com_codec_decode with a fresh arena against one reused (bellowsd's). */
+/* com_wire_decode with a fresh arena against one reused (bellowsd's). */
 static const char *
 conform_arena(const uint8_t *data, size_t size, com_arena *arena)
 {
@@ -179,13 +179,13 @@ conform_arena(const uint8_t *data, size_t size, com_arena *arena)
 
 	com_limits_default(&lim);
 	lim.max_msg_bytes = 1 << 20;
-	ra = com_codec_decode(data, size, &lim, &a);
-	rb = com_codec_decode_arena(data, size, &lim, arena, &b);
+	ra = com_wire_decode(data, size, &lim, &a);
+	rb = com_wire_decode_arena(data, size, &lim, arena, &b);
 	if (ra != rb)
 		return "a fresh arena and a reused one decode differently";
 	if (ra == 0) {
-		int ca = com_codec_encode(&a, &ea, &la);
-		int cb = com_codec_encode(&b, &eb, &lb);
+		int ca = com_wire_encode(&a, &ea, &la);
+		int cb = com_wire_encode(&b, &eb, &lb);
 
 		if (ca != cb || (ca == 0 && !conform_same(ea, la, eb, lb)))
 			why = "a fresh arena and a reused one decode "

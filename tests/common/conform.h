@@ -3,7 +3,7 @@
  * Shared by the libFuzzer target (fuzz_codec.c) and the replay of the
  * committed corpus (test_conform.c). protobuf-c stays the reference for
  * what a frame means; bellows decodes with its own reader
- * (common/codec_fast.c), whose acceptance is protobuf-c's or stricter
+ * (common/wire_fast.c), whose acceptance is protobuf-c's or stricter
  * (docs/protocol.md).
  */
 #ifndef TEST_CONFORM_H
@@ -18,7 +18,7 @@
  *     form, unknown fields kept), the reader accepts, to the same values;
  *   - what protobuf-c accepts and the reader refuses is not canonical:
  *     protobuf-c does not write it back byte for byte;
- *   - com_codec_decode gives the same code and message with a fresh arena
+ *   - com_wire_decode gives the same code and message with a fresh arena
  *     as with one reused across inputs (bellowsd's loop).
  * Never fails otherwise; aborts only when memory runs out. */
 const char *conform_check(const uint8_t *data, size_t size);

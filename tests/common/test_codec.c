@@ -8,9 +8,9 @@
  * bit-flipped and random frames and fails each of its allocations in turn:
  * it must answer every one with an error or a valid message, never crash
  * and never leak (the sanitizer run checks the leaks). The decode through
- * an arena reused from frame to frame (codec_arena.h, as bellowsd's loop
+ * an arena reused from frame to frame (common/wire_arena.h, as bellowsd's loop
  * does) must give the result or error code of a fresh one
- * (com_codec_decode) for every frame: the corpus, its truncations and bit
+ * (com_wire_decode) for every frame: the corpus, its truncations and bit
  * flips, and a
  * bounded fuzz of corrupted frames (3 s in the fault suite;
  * `test_codec fuzz SECONDS` runs only that fuzz, for that long).
@@ -29,11 +29,11 @@
 #include <bellows/error.h>
 
 #include "common/clock.h"
-#include "common/codec.h"
-#include "common/codec_fault.h"
+#include "common/wire.h"
+#include "common/wire_fault.h"
 #include "common/msg.h"
 #include "common/stat_table.h"
-#include "common/codec_arena.h"
+#include "common/wire_arena.h"
 
 /*
  * Building messages.
@@ -709,7 +709,7 @@ assert_zeroed(const com_msg *m)
 static void
 encode(const com_msg *m, uint8_t **buf, size_t *len)
 {
-	assert_int_equal(com_codec_encode(m, buf, len), 0);
+	assert_int_equal(com_wire_encode(m, buf, len), 0);
 	assert_non_null(*buf);
 }
 
@@ -720,7 +720,7 @@ decode(const uint8_t *buf, size_t len, const com_limits *lim, com_msg *out)
 	int rc;
 
 	memset(out, 0x5a, sizeof(*out)); /* must not be read */
-	rc = com_codec_decode(buf, len, lim, out);
+	rc = com_wire_decode(buf, len, lim, out);
 	if (rc != 0 && rc != BELLOWS_EVERSION)
 		assert_zeroed(out);
 	return rc;
@@ -2467,9 +2467,9 @@ test_codec_encode_rejects_broken_invariants(void **state)
 	size_t len = 12345;
 
 	com_msg_init(&m, COM_MSG_NONE);
-	assert_int_equal(com_codec_encode(&m, &buf, &len), BELLOWS_EINVAL);
+	assert_int_equal(com_wire_encode(&m, &buf, &len), BELLOWS_EINVAL);
 	m.type = COM_MSG_TYPE_MAX;
-	assert_int_equal(com_codec_encode(&m, &buf, &len), BELLOWS_EINVAL);
+	assert_int_equal(com_wire_encode(&m, &buf, &len), BELLOWS_EINVAL);
 
 	for (int c = 0; c < 11; c++) {
 		void *keep = NULL;
@@ -2532,7 +2532,7 @@ test_codec_encode_rejects_broken_invariants(void **state)
 			m.u.hello.layers = NULL;
 			break;
 		}
-		assert_int_equal(com_codec_encode(&m, &buf, &len),
+		assert_int_equal(com_wire_encode(&m, &buf, &len),
 		    BELLOWS_EINVAL);
 		/* Outputs untouched on failure. */
 		assert_ptr_equal(buf, (uint8_t *)&m);
@@ -2611,7 +2611,7 @@ assert_survives(const uint8_t *buf, size_t len, const com_limits *lim)
 
 	switch (rc) {
 	case 0:
-		assert_int_equal(com_codec_encode(&out, &again, &again_len), 0);
+		assert_int_equal(com_wire_encode(&out, &again, &again_len), 0);
 		free(again);
 		break;
 	case BELLOWS_EVERSION:
@@ -2753,10 +2753,10 @@ assert_decode_reports_every_failed_allocation(const uint8_t *buf, size_t len,
 		bool fired;
 		int rc;
 
-		com_codec_fault_arm(n);
+		com_wire_fault_arm(n);
 		rc = decode(buf, len, lim, &out);
-		fired = com_codec_fault_fired();
-		com_codec_fault_arm(-1);
+		fired = com_wire_fault_fired();
+		com_wire_fault_arm(-1);
 		com_msg_fini(&out);
 		if (!fired) {
 			assert_int_equal(rc, 0);
@@ -2803,10 +2803,10 @@ test_codec_reports_every_failed_allocation_in_encode(void **state)
 			bool fired;
 			int rc;
 
-			com_codec_fault_arm(n);
-			rc = com_codec_encode(&in, &buf, &len);
-			fired = com_codec_fault_fired();
-			com_codec_fault_arm(-1);
+			com_wire_fault_arm(n);
+			rc = com_wire_encode(&in, &buf, &len);
+			fired = com_wire_fault_fired();
+			com_wire_fault_arm(-1);
 			if (!fired) {
 				assert_int_equal(rc, 0);
 				free(buf);
@@ -2859,8 +2859,7 @@ test_codec_skips_unknown_field_floods_without_memory(void **state)
 		w_uint(&bye, 50, 0);
 	env = w_envelope(F_BYE, &bye);
 	assert_int_equal(com_arena_new(0, &arena), 0);
-	assert_int_equal(com_codec_decode_arena(env.b, env.n, &lim, arena,
-			     &out),
+	assert_int_equal(com_wire_decode_arena(env.b, env.n, &lim, arena, &out),
 	    0);
 	assert_string_equal(out.u.bye.job, "job");
 	com_msg_fini(&out);
@@ -2872,7 +2871,7 @@ test_codec_skips_unknown_field_floods_without_memory(void **state)
 }
 
 /*
- * A reused arena against a fresh one (com_codec_decode): the same result
+ * A reused arena against a fresh one (com_wire_decode): the same result
  * or the same error code for every frame.
  */
 
@@ -2885,8 +2884,8 @@ assert_arena_agrees(const uint8_t *buf, size_t len, const com_limits *lim,
 	com_msg a, b;
 	int ra, rb;
 
-	ra = com_codec_decode(buf, len, lim, &a);
-	rb = com_codec_decode_arena(buf, len, lim, arena, &b);
+	ra = com_wire_decode(buf, len, lim, &a);
+	rb = com_wire_decode_arena(buf, len, lim, arena, &b);
 	if (ra != rb)
 		fail_msg("fresh arena %d, reused arena %d (%zu bytes)", ra, rb,
 		    len);

@@ -19,7 +19,7 @@
 #include <bellows/error.h>
 
 #include "common/bellows.pb-c.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "conform.h"
 
 static const char *corpus_dir;
@@ -43,7 +43,7 @@ slurp(const char *path, size_t *len)
 	return buf;
 }
 
-/* com_codec_decode's code for the frame, the message freed. */
+/* com_wire_decode's code for the frame, the message freed. */
 static int
 decode_rc(const uint8_t *p, size_t n)
 {
@@ -52,7 +52,7 @@ decode_rc(const uint8_t *p, size_t n)
 	int rc;
 
 	com_limits_default(&lim);
-	rc = com_codec_decode(p, n, &lim, &m);
+	rc = com_wire_decode(p, n, &lim, &m);
 	if (rc == 0 || rc == BELLOWS_EVERSION)
 		com_msg_fini(&m);
 	return rc;

@@ -23,7 +23,7 @@
 #include <bellows/agent.h>
 #include <bellows/error.h>
 
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "policies/registry.h"
 
 typedef struct fixture {

@@ -28,9 +28,9 @@
 #include <bellows/policy.h>
 
 #include "common/cert.h"
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "controller/jobs.h"
-#include "controller/log.h"
+#include "policyhost/log.h"
 #include "plugin_paths.h"
 
 #define N_LAYERS 3

@@ -37,12 +37,12 @@
 
 #include <bellows/error.h>
 
-#include "controller/config.h"
-#include "controller/plugin.h"
+#include "policyhost/config.h"
+#include "policyhost/plugin.h"
 #include "plugin_paths.h"
-#include "controller/plugin_wire.h"
-#include "controller/policy_host.h"
-#include "controller/worker.h"
+#include "policyhost/plugin_wire.h"
+#include "policyhost/policy_host.h"
+#include "policyhost/worker.h"
 
 #define N_LAYERS 3
 

@@ -28,9 +28,9 @@
 #include <bellows/error.h>
 
 #include "common/clock.h"
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "controller/jobs.h"
-#include "controller/log.h"
+#include "policyhost/log.h"
 #include "controller/loop.h"
 #include "plugin_paths.h"
 #include "controller/reload.h"

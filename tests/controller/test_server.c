@@ -33,10 +33,10 @@
 #include <bellows/error.h>
 
 #include "common/clock.h"
-#include "common/codec.h"
-#include "controller/config.h"
+#include "common/wire.h"
+#include "policyhost/config.h"
 #include "controller/jobs.h"
-#include "controller/log.h"
+#include "policyhost/log.h"
 #include "controller/loop.h"
 #include "controller/server.h"
 
@@ -234,7 +234,7 @@ send_msg(void *s, com_msg *m)
 	uint8_t *buf;
 	size_t n;
 
-	assert_int_equal(com_codec_encode(m, &buf, &n), 0);
+	assert_int_equal(com_wire_encode(m, &buf, &n), 0);
 	send_bytes(s, buf, n, 0);
 	free(buf);
 	com_msg_fini(m);
@@ -253,7 +253,7 @@ recv_reply(fixture *f, void *dealer, com_msg *m)
 	zmq_msg_init(&body);
 	assert_true(zmq_msg_recv(&body, dealer, ZMQ_DONTWAIT) >= 0);
 	assert_false(zmq_msg_more(&body));
-	r = com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body),
+	r = com_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body),
 	    &f->limits, m);
 	zmq_msg_close(&body);
 	assert_int_equal(r, 0);
@@ -279,7 +279,7 @@ recv_pub(fixture *f, void *sub, char *topic, size_t topic_len, com_msg *m)
 	zmq_msg_close(&t);
 	zmq_msg_init(&body);
 	assert_true(zmq_msg_recv(&body, sub, 0) >= 0);
-	r = com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body),
+	r = com_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body),
 	    &f->limits, m);
 	zmq_msg_close(&body);
 	assert_int_equal(r, 0);

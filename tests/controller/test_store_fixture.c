@@ -23,9 +23,9 @@
 
 #include <bellows/error.h>
 
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "controller/events.h"
-#include "controller/log.h"
+#include "policyhost/log.h"
 #include "controller/store.h"
 
 #define FIXTURE  "tests/fixtures/history-v5.db"

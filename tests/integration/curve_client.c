@@ -34,7 +34,7 @@
  */
 #include "common/cert.h"
 #include "common/clock.h"
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #include <bellows/error.h>
@@ -95,7 +95,7 @@ cc_send(void *sock, com_msg *m)
 	uint8_t *buf;
 	size_t n;
 
-	if (com_codec_encode(m, &buf, &n) == 0) {
+	if (com_wire_encode(m, &buf, &n) == 0) {
 		zmq_send(sock, buf, n, ZMQ_DONTWAIT);
 		free(buf);
 	}
@@ -123,7 +123,7 @@ cc_recv(void *sock, uint32_t ms, com_msg *m)
 		zmq_msg_init(&f);
 		zmq_msg_recv(&f, sock, 0);
 	}
-	r = com_codec_decode(zmq_msg_data(&f), zmq_msg_size(&f), &lim, m);
+	r = com_wire_decode(zmq_msg_data(&f), zmq_msg_size(&f), &lim, m);
 	zmq_msg_close(&f);
 	return r == 0 ? 0 : -1;
 }

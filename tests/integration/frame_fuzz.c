@@ -13,7 +13,7 @@
  *   prints "sent N" at the end; exit 1 when a StatusReply did not come
  *   within 30 s (bellowsd stalled or died).
  */
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #include <stdint.h>
@@ -155,7 +155,7 @@ fuzz_pace(void *sock, const uint8_t *status, size_t status_len)
 		}
 		zmq_msg_init(&f);
 		zmq_msg_recv(&f, sock, 0);
-		r = com_codec_decode(zmq_msg_data(&f), zmq_msg_size(&f), &lim,
+		r = com_wire_decode(zmq_msg_data(&f), zmq_msg_size(&f), &lim,
 		    &m);
 		zmq_msg_close(&f);
 		if (r != 0)
@@ -185,7 +185,7 @@ main(int argc, char **argv)
 	frames = strtol(argv[2], NULL, 10);
 	fuzz_rng = strtoull(argv[3], NULL, 10) * 2654435761u + 1;
 	com_msg_init(&m, COM_MSG_STATUS_REQUEST);
-	if (com_codec_encode(&m, &status, &status_len) != 0)
+	if (com_wire_encode(&m, &status, &status_len) != 0)
 		return 2;
 	com_msg_fini(&m);
 	ctx = zmq_ctx_new();
@@ -201,7 +201,7 @@ main(int argc, char **argv)
 		uint8_t *enc;
 
 		fuzz_message(&m, k);
-		if (com_codec_encode(&m, &enc, &n) != 0)
+		if (com_wire_encode(&m, &enc, &n) != 0)
 			n = 0;
 		com_msg_fini(&m);
 		if (n > FUZZ_MAX)

@@ -11,7 +11,7 @@
  *
  * usage: hello_flood CONTROL JOBS LAYERS WORLD NAME_LEN [PREFIX]
  */
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #include <bellows/error.h>
@@ -66,7 +66,7 @@ flood_hello(void *sock, const char *prefix, uint32_t k, uint32_t n_layers,
 		m.u.hello.layers[l].shape[1] = 8;
 	}
 	free(name);
-	r = com_codec_encode(&m, &buf, &n);
+	r = com_wire_encode(&m, &buf, &n);
 	com_msg_fini(&m);
 	if (r != 0)
 		return -1;
@@ -117,7 +117,7 @@ main(int argc, char **argv)
 		}
 		zmq_msg_init(&body);
 		if (zmq_msg_recv(&body, sock, 0) < 0 ||
-		    com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body),
+		    com_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body),
 			&lim, &m) != 0) {
 			zmq_msg_close(&body);
 			rc = 1;

@@ -10,7 +10,7 @@
  *
  * usage: hostile ENDPOINT JOB_TO_ATTACK ROUNDS
  */
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #include <stdint.h>
@@ -37,7 +37,7 @@ hostile_send_msg(void *sock, com_msg *m)
 	uint8_t *buf;
 	size_t n;
 
-	if (com_codec_encode(m, &buf, &n) == 0) {
+	if (com_wire_encode(m, &buf, &n) == 0) {
 		zmq_send(sock, buf, n, ZMQ_DONTWAIT);
 		free(buf);
 	}
@@ -111,7 +111,7 @@ main(int argc, char **argv)
 
 		com_msg_init(&m, COM_MSG_HEARTBEAT);
 		m.u.heartbeat.job = com_strdup(argv[2]);
-		if (com_codec_encode(&m, &buf, &n) == 0 && n < sizeof(valid)) {
+		if (com_wire_encode(&m, &buf, &n) == 0 && n < sizeof(valid)) {
 			memcpy(valid, buf, n);
 			valid_len = n;
 			free(buf);

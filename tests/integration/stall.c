@@ -17,7 +17,7 @@
  * usage: stall CONTROL PUBLISH JOB READY_FILE
  * READY_FILE is created once the first decision was read.
  */
-#include "common/codec.h"
+#include "common/wire.h"
 #include "common/msg.h"
 
 #include <inttypes.h>
@@ -58,7 +58,7 @@ stall_read(void *sub, const com_limits *lim, int timeout_ms, stall_seen *seen)
 		zmq_msg_close(&body);
 		return 0;
 	}
-	if (com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body), lim,
+	if (com_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body), lim,
 		&m) == 0) {
 		if (m.type == COM_MSG_DECISION) {
 			uint64_t s = m.u.decision.seq;
@@ -98,7 +98,7 @@ stall_snapshot(void *ctx, const char *control, const char *job,
 	com_msg_init(&m, COM_MSG_SNAPSHOT_REQUEST);
 	m.u.snapshot_request.job = com_strdup(job);
 	m.u.snapshot_request.rank = 0;
-	if (com_codec_encode(&m, &buf, &n) != 0) {
+	if (com_wire_encode(&m, &buf, &n) != 0) {
 		com_msg_fini(&m);
 		goto out;
 	}
@@ -110,7 +110,7 @@ stall_snapshot(void *ctx, const char *control, const char *job,
 
 		zmq_msg_init(&body);
 		if (zmq_msg_recv(&body, dealer, 0) >= 0 &&
-		    com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body),
+		    com_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body),
 			lim, &m) == 0) {
 			if (m.type == COM_MSG_SNAPSHOT) {
 				for (uint32_t i = 0;

@@ -1,7 +1,7 @@
 /* test_codec - the 1-bit and 2-bit quantisers with error feedback.
  *
  * Every instruction set this processor runs is checked against a reference
- * written here from the semantics of kernels/cpu/codec.h (one value at a
+ * written here from the semantics of kernels/cpu/kern_codec.h (one value at a
  * time, codes packed afterwards): same bytes, padding included, and same
  * residual bit for bit, over several error-feedback steps, on random and
  * adversarial data (sizes 0, 1, odd, 2^k +- 1, unaligned pointers, zeros,
@@ -26,8 +26,8 @@
 #include <bellows/error.h>
 
 #include "codec_check.h"
-#include "kernels/cpu/codec.h"
-#include "kernels/cpu/stats.h"
+#include "kernels/cpu/kern_codec.h"
+#include "kernels/cpu/kern_stats.h"
 #include "kernels/kernels.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;

@@ -29,10 +29,10 @@
 #include <bellows/codec.h>
 #include <bellows/error.h>
 
-#include "kernels/cpu/codec.h"
-#include "kernels/cpu/codec_par.h"
-#include "kernels/cpu/stats.h"
-#include "kernels/cpu/topk.h"
+#include "kernels/cpu/kern_codec.h"
+#include "kernels/cpu/kern_codec_par.h"
+#include "kernels/cpu/kern_stats.h"
+#include "kernels/cpu/kern_topk.h"
 #include "kernels/element.h"
 #include "kernels/kernels.h"
 

@@ -1,7 +1,7 @@
 /* test_cuda_gcomp - the CUDA GComp twin gives the CPU codec's blocks byte
  * for byte (levels from delta included) and decodes them to the CPU's
  * values; a corrupted block is refused. First the kernels' host side
- * (kernels/cuda/gcomp_launch.h), then libbellows' public twin
+ * (kernels/cuda/kern_cuda_gcomp_launch.h), then libbellows' public twin
  * (bellows_gcomp_*_cuda) against bellows_gcomp_* on float32, float16 and
  * bfloat16, sizes 0, 1, a chunk +- 1 and several chunks: the same levels
  * (SGD with momentum, Adam), blocks, counts and values, blocks of either
@@ -20,8 +20,8 @@
 #include <bellows/codec.h>
 #include <bellows/error.h>
 
-#include "kernels/cpu/gcomp.h"
-#include "kernels/cuda/gcomp_launch.h"
+#include "kernels/cpu/kern_gcomp.h"
+#include "kernels/cuda/kern_cuda_gcomp_launch.h"
 
 #define CHECK(c)                                                               \
 	do {                                                                   \

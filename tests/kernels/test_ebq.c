@@ -27,7 +27,7 @@
 #include <bellows/codec.h>
 #include <bellows/error.h>
 
-#include "kernels/cpu/stats.h"
+#include "kernels/cpu/kern_stats.h"
 #include "kernels/kernels.h"
 
 #define HDR BELLOWS_EBQ_HEADER_BYTES

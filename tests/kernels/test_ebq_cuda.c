@@ -30,7 +30,7 @@
 #include "kernels/kernels.h"
 
 #ifdef KERN_HAVE_CUDA
-#include "kernels/cuda/ebq.h"
+#include "kernels/cuda/kern_cuda_ebq.h"
 
 static kern_backend cuda; /* the backend giving device memory */
 

@@ -23,7 +23,7 @@
 
 #include <bellows/codec.h>
 
-#include "kernels/cpu/gcomp.h"
+#include "kernels/cpu/kern_gcomp.h"
 #include "kernels/kernels.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;

@@ -19,7 +19,7 @@
 
 #include <bellows/error.h>
 
-#include "kernels/cpu/pool.h"
+#include "kernels/cpu/kern_pool.h"
 #include "kernels/kernels.h"
 
 typedef struct tally {

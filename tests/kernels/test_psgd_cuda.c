@@ -1,5 +1,5 @@
 /* test_psgd_cuda - PowerSGD's cuBLAS twin (bellows_psgd_*_cuda, on
- * kernels/cuda/powersgd.h) against the CPU stages of bellows/codec.h.
+ * kernels/cuda/kern_cuda_powersgd.h) against the CPU stages of bellows/codec.h.
  *
  * On the same inputs, stage by stage: the error-feedback addition and the
  * residual's subtraction bit for bit (one float operation each), the

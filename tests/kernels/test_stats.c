@@ -22,7 +22,7 @@
 
 #include <bellows/error.h>
 
-#include "kernels/cpu/stats.h"
+#include "kernels/cpu/kern_stats.h"
 #include "reference.h"
 
 #define REL 1e-12 /* the accuracy the exact kernels are held to */

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/stats.h"
+#include "kernels/cpu/kern_stats.h"
 #include "reference.h"
 
 #define N   100000000ull

@@ -1,7 +1,7 @@
 /* test_topk - top-k selection with error feedback.
  *
  * The kernel against a reference written here from the rule of
- * kernels/cpu/topk.h (a full sort by magnitude, NaN highest and all NaNs
+ * kernels/cpu/kern_topk.h (a full sort by magnitude, NaN highest and all NaNs
  * equal, ties to the lower index): same indices, same values and same
  * residual bit for bit, over several error-feedback steps, on random and
  * adversarial data (sizes 0, 1, odd, 2^k +- 1; k = 0, 1, 1 %, n - 1, n;
@@ -32,8 +32,8 @@
 #include <bellows/error.h>
 
 #include "codec_check.h"
-#include "kernels/cpu/stats.h"
-#include "kernels/cpu/topk.h"
+#include "kernels/cpu/kern_stats.h"
+#include "kernels/cpu/kern_topk.h"
 #include "kernels/kernels.h"
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
@@ -241,7 +241,7 @@ test_topk_every_isa_matches_the_scalar_code_bit_for_bit(void **state)
 }
 
 /* Fills g for the sampled path's misses: the values at the sampled places
- * (every (n / KERN_TOPK_SAMPLE)-th, topk.h) near 0.001 and the others
+ * (every (n / KERN_TOPK_SAMPLE)-th, kern_topk.h) near 0.001 and the others
  * random (the sample's threshold lists far too many), or the other way
  * round (far too few). */
 static void

@@ -3,17 +3,13 @@
 #
 #   tests/meta/test_basenames.sh [SOURCE_ROOT]
 #
-# The .c, .h and .cu files under the modules (agent, common, controller,
-# policies, tools, dashboards, kernels, history, client) are the
+# The .c, .h and .cu files under the modules (agent, common, policyhost,
+# controller, policies, tools, dashboards, kernels, history, client) are the
 # production sources: a basename names one of them, so that a bare name in
 # a document, a log line or a backtrace is unambiguous (the style's "a
 # file's basename is unique in the tree"; test_doc_paths.sh relies on it).
 # Prints each basename held by more than one file with its paths, then
 # their count; exits 1 if there is one.
-#
-# The tree has such duplicates today (four codec.h among them); renaming
-# them is issue 26 item 5, and until then tests/meta/meson.build registers
-# this check as an expected failure.
 set -euo pipefail
 
 root=${1:-${BELLOWS_SOURCE_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}}
@@ -26,8 +22,8 @@ while IFS= read -r -d '' file; do
 	name=${file##*/}
 	paths[$name]+="${paths[$name]:+ }$file"
 	n_files=$((n_files + 1))
-done < <(find agent common controller policies tools dashboards kernels \
-    history client -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
+done < <(find agent common policyhost controller policies tools dashboards \
+    kernels history client -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
     -print0 | sort -z)
 
 n_dups=0

@@ -20,24 +20,22 @@ cd "$root"
 
 # module       what it may include besides itself
 #
-# controller:host is the policy host's part of controller/ (the library
-# bellows_policy_host): what the command line may use of bellowsd.
+# policyhost is the policy host (the library bellows_policy_host), below
+# bellowsd's own modules: what the command line may use of bellowsd.
 declare -A allowed=(
 	[common]=""
 	[kernels]="common"
 	[agent]="common kernels"
 	[policies]="common"
 	[history]="common policies"
-	[controller]="common policies history"
+	[policyhost]="common policies"
+	[controller]="common policies history policyhost"
 	[client]="common policies history"
 	[dashboards]="common client"
-	[tools]="common agent policies history controller:host client dashboards"
+	[tools]="common agent policies history policyhost client dashboards"
 )
-modules="common kernels agent policies history controller client dashboards tools"
-
-# The policy host's files: included by tools/, and including nothing of
-# the rest of controller/ (they are a library below it).
-host_re='^controller/(log|plugin[a-z_]*|worker[a-z_]*|config[a-z_]*|policy_host[a-z_]*)\.(c|h)$'
+modules="common kernels agent policies history policyhost controller client
+    dashboards tools"
 
 # Headers generated into the build tree, and whose they are.
 declare -A generated=(
@@ -54,23 +52,14 @@ module_of() {
 	printf '%s\n' "${1%%/*}"
 }
 
-# Whether module $1 (file $3) may include file $2 of module $4.
+# Whether module $1 may include a file of module $2.
 may_include() {
-	local from=$1 target=$2 file=$3 to=$4 a
+	local from=$1 to=$2 a
 	if [ "$from" = "$to" ]; then
-		# Within controller/: the policy host stays below the rest.
-		if [ "$from" = controller ] && [[ $file =~ $host_re ]] &&
-		    [[ $target == controller/* ]] &&
-		    ! [[ $target =~ $host_re ]]; then
-			return 1
-		fi
 		return 0
 	fi
 	for a in ${allowed[$from]}; do
 		if [ "$a" = "$to" ]; then
-			return 0
-		fi
-		if [ "$a" = "$to:host" ] && [[ $target =~ $host_re ]]; then
 			return 0
 		fi
 	done
@@ -124,21 +113,17 @@ check_file() {
 		else
 			continue
 		fi
-		if may_include "$from" "$target" "$file" "$to"; then
+		if may_include "$from" "$to"; then
 			continue
 		fi
-		if [ "$from" = "$to" ]; then
-			complain "$file:$lineno: the policy host may not include $target: it is a library below the rest of controller/ (see docs/architecture.md)"
-		else
-			complain "$file:$lineno: $from may not include $target (it may include: ${allowed[$from]:-nothing}; see docs/architecture.md)"
-		fi
+		complain "$file:$lineno: $from may not include $target (it may include: ${allowed[$from]:-nothing}; see docs/architecture.md)"
 	done < <(grep -nE '^[[:space:]]*#[[:space:]]*include' "$file" || true)
 }
 
 while IFS= read -r -d '' file; do
 	check_file "${file#./}"
-done < <(find common kernels agent policies history controller client dashboards \
-    tools examples -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
+done < <(find common kernels agent policies history policyhost controller \
+    client dashboards tools examples -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
     -print0 | sort -z)
 
 if [ "$fail" != 0 ]; then

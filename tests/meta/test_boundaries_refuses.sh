@@ -17,8 +17,8 @@ fail=0
 tree() {
 	local d=$1 m
 	rm -rf "$d"
-	for m in common kernels agent policies controller client dashboards \
-	    tools examples; do
+	for m in common kernels agent policies policyhost controller client \
+	    dashboards tools examples; do
 		mkdir -p "$d/$m"
 		echo "/* $m */" >"$d/$m/$m.h"
 	done
@@ -26,7 +26,10 @@ tree() {
 	echo '/* error */' >"$d/common/bellows/error.h"
 	echo '/* agent */' >"$d/agent/bellows/agent.h"
 	echo '/* policy */' >"$d/policies/bellows/policy.h"
-	for m in config policy_host jobs store; do
+	for m in config policy_host; do
+		echo "/* $m */" >"$d/policyhost/$m.h"
+	done
+	for m in jobs store; do
 		echo "/* $m */" >"$d/controller/$m.h"
 	done
 	echo '/* msg */' >"$d/common/msg.h"
@@ -52,8 +55,8 @@ refused() {
 tree "$tmp/t"
 cat >"$tmp/t/tools/ok.c" <<'X'
 #include "tools.h"
-#include "controller/config.h"
-#include "controller/policy_host.h"
+#include "policyhost/config.h"
+#include "policyhost/policy_host.h"
 #include "client/client.h"
 #include "dashboards/dashboards.h"
 #include "common/msg.h"
@@ -65,6 +68,9 @@ printf '#include "client/client.h"\n#include <bellows/error.h>\n' \
     >"$tmp/t/dashboards/ok.c"
 printf '#include "store.h"\n#include "common/msg.h"\n' \
     >"$tmp/t/controller/jobs.c"
+printf '#include "policyhost/config.h"\n' >"$tmp/t/controller/server.c"
+printf '#include "config.h"\n#include <bellows/policy.h>\n' \
+    >"$tmp/t/policyhost/policy_host.c"
 printf '#include <bellows/policy.h>\n' >"$tmp/t/examples/ok.c"
 if out=$(bash "$check" "$tmp/t" 2>&1); then
 	echo "ok: a tree that keeps the rules passes"
@@ -78,9 +84,9 @@ refused "dashboards -> tools" dashboards/d.c '#include "tools/tools.h"' \
     "dashboards may not include tools/tools.h"
 refused "dashboards -> tools by a relative path" dashboards/d.c \
     '#include "../tools/tools.h"' "dashboards may not include tools/tools.h"
-refused "policies -> controller" policies/p.c \
-    '#include "controller/config.h"' \
-    "policies may not include controller/config.h"
+refused "policies -> the policy host" policies/p.c \
+    '#include "policyhost/config.h"' \
+    "policies may not include policyhost/config.h"
 refused "common -> anything" common/c.c '#include "kernels/kernels.h"' \
     "common may not include kernels/kernels.h"
 refused "agent -> controller" agent/a.c '#include "controller/jobs.h"' \
@@ -91,8 +97,14 @@ refused "client -> tools" client/c.c '#include "tools/tools.h"' \
     "client may not include tools/tools.h"
 refused "tools -> bellowsd's store" tools/t.c '#include "controller/store.h"' \
     "tools may not include controller/store.h"
-refused "the policy host -> the rest of controller" controller/config.c \
-    '#include "jobs.h"' "the policy host may not include controller/jobs.h"
+refused "the policy host -> controller" policyhost/p.c \
+    '#include "controller/jobs.h"' \
+    "policyhost may not include controller/jobs.h"
+refused "the policy host -> controller by a relative path" policyhost/p.c \
+    '#include "../controller/jobs.h"' \
+    "policyhost may not include controller/jobs.h"
+refused "tools -> controller" tools/t.c '#include "controller/jobs.h"' \
+    "tools may not include controller/jobs.h"
 refused "a bare name from another module" tools/t.c '#include "msg.h"' \
     '"msg.h" is not beside tools/t.c nor a path from the source root'
 refused "an example -> a module's header" examples/e.c \

@@ -72,7 +72,7 @@ if [ -f "$build/build.ninja" ]; then
 	    'libbellows_controller\.a'
 fi
 
-host=$(nm -u "$build/controller/libbellows_policy_host.a")
+host=$(nm -u "$build/policyhost/libbellows_policy_host.a")
 none "the policy-host library refers to no SQLite" "$host" ' sqlite3_'
 none "the policy-host library refers to no module above it" "$host" \
     " $daemon_modules"

@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "controller/config.h"
-#include "controller/policy_host.h"
+#include "policyhost/config.h"
+#include "policyhost/policy_host.h"
 
 #define SUP_LAYERS_MAX  8 /* layers a test's job may have */
 #define SUP_CONV_LAYERS 4 /* entries in sup_conv_layers */

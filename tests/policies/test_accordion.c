@@ -22,9 +22,9 @@
 
 #include <bellows/error.h>
 
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "policies/policies.h"
-#include "controller/policy_host.h"
+#include "policyhost/policy_host.h"
 #include "policies/registry.h"
 #include "support.h"
 

@@ -23,10 +23,10 @@
 
 #include <bellows/error.h>
 
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "common/huffman.h"
 #include "policies/policies.h"
-#include "controller/policy_host.h"
+#include "policyhost/policy_host.h"
 #include "policies/registry.h"
 #include "support.h"
 

@@ -22,7 +22,7 @@
 #include <bellows/error.h>
 
 #include "common/args.h"
-#include "tools/export.h"
+#include "tools/export_cli.h"
 #include "tools/history.h"
 #include "tools/replay.h"
 

@@ -15,7 +15,7 @@
 
 #include <bellows/error.h>
 
-#include "tools/export.h"
+#include "tools/export_cli.h"
 #include "hdb_fixture.h"
 
 typedef struct fixture {

@@ -19,7 +19,7 @@
 
 #include <bellows/error.h>
 
-#include "controller/config.h"
+#include "policyhost/config.h"
 #include "hdb_fixture.h"
 #include "client/metrics.h"
 #include "tools/replay.h"

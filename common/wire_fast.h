@@ -1,0 +1,56 @@
+/* wire_fast - the wire reader: the one place bytes become structs.
+ *
+ * For wire_in.c only (it sees protobuf-c's types). wire_fast_unpack
+ * builds the protobuf-c structs of a frame straight from the wire into an
+ * arena, in two walks over each message, checking as it goes the
+ * acceptance rules of docs/protocol.md ("What a frame may be"): it accepts
+ * only what protobuf-c's unpack accepts and decodes it to the same values,
+ * and refuses, besides, what bellows' encoder never writes (a varint that
+ * is not minimal or holds more than 64 bits, a non-repeated field written
+ * twice, two members of a oneof, a NUL inside a string, a repeated field
+ * past its limit). Repeated scalars may come packed or one by one.
+ * Unknown fields are skipped. tests/common/conform.c holds it to that
+ * against protobuf-c's unpack.
+ */
+#ifndef COM_WIRE_FAST_H
+#define COM_WIRE_FAST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/bellows.pb-c.h"
+#include "wire.h"
+#include "wire_arena.h"
+
+/* The limit on the entries of repeated field f of desc (wire_in.c). */
+uint64_t com_wire_scan_limit(const ProtobufCMessageDescriptor *desc,
+    const ProtobufCFieldDescriptor *f, const com_limits *lim);
+
+/* The field of desc with the given tag, or NULL: what
+ * protobuf_c_message_descriptor_get_field answers, by a walk over the
+ * descriptor's few ranges of consecutive tags (ranges[i] starts at tag
+ * start_value with field orig_index; the last entry holds n_fields). */
+static inline const ProtobufCFieldDescriptor *
+wire_scan_field(const ProtobufCMessageDescriptor *desc, uint64_t tag)
+{
+	const ProtobufCIntRange *r = desc->field_ranges;
+
+	for (unsigned i = 0; i < desc->n_field_ranges; i++) {
+		uint64_t start = (uint64_t)r[i].start_value;
+		uint64_t n = (uint64_t)(r[i + 1].orig_index - r[i].orig_index);
+
+		if (tag >= start && tag - start < n)
+			return &desc->fields[r[i].orig_index + (tag - start)];
+	}
+	return NULL;
+}
+
+/* Unpacks a message of type desc from the len bytes at p into arena and
+ * sets *ret to it. Returns BELLOWS_EPROTO for a frame the rules refuse,
+ * BELLOWS_EMSGSIZE when it would take more than the arena's budget,
+ * BELLOWS_ENOMEM; *ret untouched on failure. Everything returned lives in
+ * the arena: nothing is to be freed. */
+int wire_fast_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
+    size_t len, const com_limits *lim, com_arena *arena, void **ret);
+
+#endif /* COM_WIRE_FAST_H */
