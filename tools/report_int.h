@@ -9,6 +9,7 @@
 #define BELLOWS_TOOLS_REPORT_INT_H
 
 #include "client/historydb.h"
+#include "client/historyrows.h"
 #include "common/stat_table.h"
 
 #include <stdbool.h>
@@ -26,31 +27,70 @@ typedef struct rep_chg {
 	uint64_t row; /* row of decision_changes */
 } rep_chg;
 
+/* The columns of the tables a report reads (tool_report_cols), read
+ * by name once per table: a file older than a column reads it as NULL. */
+enum {
+	RC_APPLY_STEP,
+	RC_CLOSED_WALL_MS,
+	RC_COMPLETE,
+	RC_CONFIG_HASH,
+	RC_ENDED_WALL_MS,
+	RC_EPOCH,
+	RC_EVAL_ACCURACY,
+	RC_EVAL_LOSS,
+	RC_FIRST_STEP,
+	RC_FLOATS_RAW,
+	RC_FLOATS_SENT,
+	RC_HASH,
+	RC_IDX,
+	RC_KNOB,
+	RC_LAST_STEP,
+	RC_LAYER,
+	RC_LR,
+	RC_NAME,
+	RC_NEW,
+	RC_NUMEL,
+	RC_OLD,
+	RC_PATH,
+	RC_POLICY,
+	RC_REASON,
+	RC_SEQ,
+	RC_SHAPE,
+	RC_SOURCE,
+	RC_STARTED_WALL_MS,
+	RC_STEP_MS_MEDIAN,
+	RC_TEXT,
+	RC_VALUE,
+	RC_WALL_MS,
+	RC_WINDOW,
+	RC_N,
+};
+
 typedef struct rep_run {
-	const char *path;              /* the database file (borrowed) */
-	tool_hdb_run run;              /* which run */
-	tool_hdb_rows t[REP_N_TABLES]; /* its tables, as rep_tables;
-					* windows stays empty: it is
-					* streamed into the arrays below */
-	struct rep_chg *chg;           /* decision_changes' rows by seq */
-	uint32_t n_layers;             /* rows of layers */
-	uint64_t n_win;                /* rows of window_info */
-	int64_t *win;                  /* n_win window indices */
-	double *steps;                 /* n_win steps per window */
-	double *level;                 /* n_win x n_layers: the level
-					* applied, the decided one where the
-					* row has none; NAN: no row */
-	double *decided;               /* same, the level decided */
-	uint64_t level_rows;           /* cells of level with a row */
-	uint64_t applied_missing;      /* of those, rows without an applied
-					* level (a history or agents older
-					* than it): the decided one stands
-					* in */
-	double *eb;                    /* same, error bound */
-	double *norm;                  /* same, grad_norm_mean */
-	double *act;                   /* n_win: activation bytes per step,
-					* summed over layers; NAN: none */
-	double *act_raw;               /* n_win: same, uncompressed */
+	const char *path;                /* the database file (borrowed) */
+	tool_hdb_run run;                /* which run */
+	tool_hdb_result t[REP_N_TABLES]; /* its tables, as rep_tables;
+					  * windows stays empty: it is
+					  * streamed into the arrays below */
+	struct rep_chg *chg;             /* decision_changes' rows by seq */
+	uint32_t n_layers;               /* rows of layers */
+	uint64_t n_win;                  /* rows of window_info */
+	int64_t *win;                    /* n_win window indices */
+	double *steps;                   /* n_win steps per window */
+	double *level;                   /* n_win x n_layers: the level
+					  * applied, the decided one where the
+					  * row has none; NAN: no row */
+	double *decided;                 /* same, the level decided */
+	uint64_t level_rows;             /* cells of level with a row */
+	uint64_t applied_missing;        /* of those, rows without an applied
+					  * level (a history or agents older
+					  * than it): the decided one stands
+					  * in */
+	double *eb;                      /* same, error bound */
+	double *norm;                    /* same, grad_norm_mean */
+	double *act;                     /* n_win: activation bytes per step,
+					  * summed over layers; NAN: none */
+	double *act_raw;                 /* n_win: same, uncompressed */
 } rep_run;
 
 enum {
@@ -144,14 +184,10 @@ int tool_report_run_load(const char *cmd, const char *path, int64_t id,
 /* Frees what tool_report_run_load put in rr (not rr itself). */
 void tool_report_run_fini(rep_run *rr);
 
-/* Cell (row, column `name`) of r as text; "" when the column or row is
- * missing or the cell is not text. The string is borrowed from r. */
-const char *tool_report_s(const tool_hdb_rows *r, uint64_t row,
-    const char *name);
-
-/* Cell (row, column `name`) of r as a double: NAN when the column or
- * row is missing, or the cell is NULL or not a number. */
-double tool_report_d(const tool_hdb_rows *r, uint64_t row, const char *name);
+/* Every column of the exported tables a report reads, RC_* by name;
+ * the tables are read through client/historyrows with these, none
+ * needed (an older file's missing column reads as NULL). */
+extern const char *const tool_report_cols[RC_N];
 
 /* The trainer's evaluations (window_info.eval_accuracy, bellows_agent_eval)
  * of a run: how many windows carry one (accuracy > 0), the row of the
@@ -163,7 +199,7 @@ typedef struct rep_evals {
 } rep_evals;
 
 /* True when row i of window_info `wi` carries an evaluation. */
-bool tool_report_is_eval(const tool_hdb_rows *wi, uint64_t i);
+bool tool_report_is_eval(const tool_hdb_result *wi, uint64_t i);
 
 /* The evaluations of rr into *e (the caller's). */
 void tool_report_evals(const rep_run *rr, rep_evals *e);
