@@ -23,7 +23,7 @@
 #include "report_int.h"
 
 #include "common/args.h"
-#include "history.h"
+#include "client/cellfmt.h"
 #include "client/historydb.h"
 #include "client/historyrows.h"
 #include "common/units.h"
@@ -1474,7 +1474,7 @@ rep_jnum(FILE *f, const char *name, double v, bool more)
 static void
 rep_jstr(FILE *f, const char *s)
 {
-	(void)tool_history_json_string(f, s, strlen(s));
+	(void)tool_cellfmt_json_string(f, s, strlen(s));
 }
 
 /* The report's numbers, exact, as one JSON object. */
@@ -1599,7 +1599,7 @@ typedef struct report_opts {
 } report_opts;
 
 static const report_opts report_defaults = {
-	.sh = { .db = TOOL_HISTORY_DEFAULT_DB },
+	.sh = { .db = TOOL_HDB_DEFAULT_PATH },
 };
 
 static const com_opt report_opt_rows[] = {

@@ -16,7 +16,6 @@
 #include "client/historydb.h"
 #include "common/units.h"
 #include "controller/config.h"
-#include "history.h"
 
 #include <bellows/error.h>
 
@@ -734,7 +733,7 @@ tool_report_compare_main(int argc, char **argv)
 			return 2;
 		}
 		file[0] = file[1] = o.n_db == 1 ? o.db[0]
-						: TOOL_HISTORY_DEFAULT_DB;
+						: TOOL_HDB_DEFAULT_PATH;
 	}
 	if (tool_report_run_load("history compare", file[0], id[0], o.job, true,
 		&r[0]) != 0)
