@@ -9,7 +9,6 @@
  * times.
  */
 #include "history.h"
-#include "report.h"
 
 #include "client/cellfmt.h"
 
@@ -976,9 +975,6 @@ tool_history_main(int argc, char **argv)
 	};
 	int rc, r;
 
-	/* compare takes two runs, and options of its own. */
-	if (argc >= 2 && strcmp(argv[1], "compare") == 0)
-		return tool_report_compare_main(argc - 1, argv + 1);
 	if ((rc = history_parse(argc, argv, &o)) >= 0)
 		return rc;
 	rc = 1;
