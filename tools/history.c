@@ -11,6 +11,7 @@
 #include "history.h"
 
 #include "client/cellfmt.h"
+#include "client/historyrows.h"
 
 #include "common/args.h"
 #include "client/metrics.h"
@@ -856,25 +857,29 @@ history_bound(tool_hdb *db, const history_opts *o, int64_t run, bool until,
 static int
 history_note_applied(tool_hdb *db, const tool_hdb_filter *f)
 {
-	tool_hdb_rows rows = { 0 };
+	enum {
+		A_ROWS,
+		A_MISSING,
+		A_N
+	};
+	static const char *const want[A_N] = { "rows", "missing" };
+	tool_hdb_result res;
 	tool_hdb_sink sink;
+	int64_t missing;
 	int r;
 
-	tool_hdb_rows_sink(&rows, &sink);
+	tool_hdb_result_sink(&res, want, A_N,
+	    TOOL_HDB_COL(A_ROWS) | TOOL_HDB_COL(A_MISSING), &sink);
 	r = tool_hdb_query(db, TOOL_HDB_Q_APPLIED_MISSING, f, &sink);
-	if (r == 0 && rows.n_rows == 1 && rows.n_cols == 2) {
-		const tool_hdb_cell *all = tool_hdb_rows_cell(&rows, 0, 0);
-		const tool_hdb_cell *missing = tool_hdb_rows_cell(&rows, 0, 1);
-
-		if (missing->type == TOOL_HDB_INT && missing->i > 0)
-			fprintf(stderr,
-			    "bellows history: %" PRId64 " of %" PRId64
-			    " layer windows recorded no applied level (a "
-			    "history or agents older than it): the applied "
-			    "columns show the decided level there\n",
-			    missing->i, all->i);
-	}
-	tool_hdb_rows_fini(&rows);
+	missing = tool_hdb_int(&res, 0, A_MISSING, 0);
+	if (r == 0 && missing > 0)
+		fprintf(stderr,
+		    "bellows history: %" PRId64 " of %" PRId64
+		    " layer windows recorded no applied level (a "
+		    "history or agents older than it): the applied "
+		    "columns show the decided level there\n",
+		    missing, tool_hdb_int(&res, 0, A_ROWS, 0));
+	tool_hdb_result_fini(&res);
 	return r;
 }
 
