@@ -9,8 +9,9 @@
  * that lack it, which the report counts and says. Levels are weighted
  * by the steps of each window ("time-weighted": a window of twice the
  * steps counts twice). The text report and the HTML page are
- * written by one function (rep_write), the HTML escaping the text and
- * adding the SVG plots, so that the two never disagree. policy_metrics
+ * written by one function (rep_write) through an emitter
+ * (report_emit.c) that escapes the text and draws the SVG plots in
+ * HTML, so that the two never disagree. policy_metrics
  * is kept as rows: a run whose policies return many metrics per window
  * takes memory in proportion.
  *
@@ -626,13 +627,9 @@ tool_report_layer(const rep_run *rr, uint32_t l, rep_layer_sum *ls)
 
 /* ---- text and HTML output ----------------------------------------------
  *
- * The report is written once, as text; the HTML page holds the same text
- * sections (escaped) between its plots. rep_out says which. */
-
-typedef struct rep_out {
-	FILE *f;   /* where */
-	bool html; /* escape text, write plots */
-} rep_out;
+ * The report is written once, through an emitter (report_emit.c): as
+ * text, or as an HTML page holding the same text sections (escaped)
+ * between its plots. */
 
 void
 tool_report_esc(FILE *f, const char *s)
@@ -648,47 +645,6 @@ tool_report_esc(FILE *f, const char *s)
 			fputs("&quot;", f);
 		else
 			fputc(*s, f);
-	}
-}
-
-/* printf that escapes for HTML. */
-__attribute__((format(printf, 2, 3))) static void
-rep_p(const rep_out *o, const char *fmt, ...)
-{
-	char buf[1024], *p = buf;
-	va_list ap;
-	int n;
-
-	/* A policy file or a reason may be longer than buf. */
-	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n >= sizeof(buf)) {
-		if ((p = malloc((size_t)n + 1)) == NULL)
-			return;
-		va_start(ap, fmt);
-		vsnprintf(p, (size_t)n + 1, fmt, ap);
-		va_end(ap);
-	}
-	if (o->html)
-		tool_report_esc(o->f, p);
-	else
-		fputs(p, o->f);
-	if (p != buf)
-		free(p);
-}
-
-static void
-rep_section(const rep_out *o, const char *title)
-{
-	if (o->html) {
-		fputs("</pre>\n<h2>", o->f);
-		tool_report_esc(o->f, title);
-		fputs("</h2>\n<pre>", o->f);
-	} else {
-		fprintf(o->f, "\n%s\n", title);
 	}
 }
 
@@ -714,7 +670,7 @@ rep_knob(const char *knob, double v, char *buf, size_t len)
 }
 
 static void
-rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
+rep_changes(const rep_emit *o, const rep_run *rr, int64_t seq)
 {
 	const tool_hdb_result *c = &rr->t[R_CHG];
 	uint64_t lo, hi = rep_chg_range(rr, seq, &lo);
@@ -735,9 +691,9 @@ rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 		rep_knob(knob, old, a, sizeof(a));
 		rep_knob(knob, now, b, sizeof(b));
 		if (isnan(old))
-			rep_p(o, "      %s -> %s", knob, b);
+			tool_report_printf(o, "      %s -> %s", knob, b);
 		else
-			rep_p(o, "      %s %s -> %s", knob, a, b);
+			tool_report_printf(o, "      %s %s -> %s", knob, a, b);
 		for (uint64_t j = i; j < hi; j++) {
 			uint64_t rj = rr->chg[j].row;
 			double o2 = tool_hdb_real(c, rj, RC_OLD),
@@ -753,21 +709,22 @@ rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 			if (l < 0)
 				continue;
 			if (named < REP_NAMES_MAX)
-				rep_p(o, "%s%s", named == 0 ? ": " : ", ",
+				tool_report_printf(o, "%s%s",
+				    named == 0 ? ": " : ", ",
 				    rep_layer_name(rr, l));
 			else
 				more++;
 			named++;
 		}
 		if (more > 0)
-			rep_p(o, " and %u more", more);
-		rep_p(o, "\n");
+			tool_report_printf(o, " and %u more", more);
+		tool_report_printf(o, "\n");
 	}
 	free(done);
 }
 
 static void
-rep_plots_levels(FILE *f, const rep_run *rr, const double *x)
+rep_plots_levels(const rep_emit *e, const rep_run *rr, const double *x)
 {
 	rep_series *s = calloc(rr->n_layers + 1, sizeof(*s));
 
@@ -780,7 +737,7 @@ rep_plots_levels(FILE *f, const rep_run *rr, const double *x)
 		s[l].stride = rr->n_layers;
 		s[l].steps = true;
 	}
-	tool_report_plot(f,
+	tool_report_draw(e,
 	    &(rep_axes){ .title = rr->applied_missing > 0
 		    ? "Compression level applied per layer (as sent; the "
 		      "level decided where none was recorded)"
@@ -792,7 +749,7 @@ rep_plots_levels(FILE *f, const rep_run *rr, const double *x)
 		s[l].y = rr->norm + l;
 		s[l].steps = false;
 	}
-	tool_report_plot(f,
+	tool_report_draw(e,
 	    &(rep_axes){ .title = "Gradient norm per layer (mean over ranks)",
 		.ylabel = "norm" },
 	    x, rr->n_win, s, rr->n_layers);
@@ -853,7 +810,7 @@ rep_metric_names(const rep_run *rr, const char **names, size_t max)
 }
 
 static void
-rep_plot_metrics(FILE *f, const rep_run *rr, const double *x)
+rep_plot_metrics(const rep_emit *e, const rep_run *rr, const double *x)
 {
 	const char *names[16];
 	size_t nn = rep_metric_names(rr, names, 16);
@@ -879,7 +836,7 @@ rep_plot_metrics(FILE *f, const rep_run *rr, const double *x)
 			s[ns].dashed = true;
 			ns++;
 		}
-		tool_report_plot(f,
+		tool_report_draw(e,
 		    &(rep_axes){ .title = "Accordion: r against eta",
 			.ylabel = "r",
 			.y_from_zero = true },
@@ -901,7 +858,7 @@ rep_plot_metrics(FILE *f, const rep_run *rr, const double *x)
 		snprintf(title, sizeof(title), "Policy metric %s", names[k]);
 		for (uint64_t i = 0; i < rr->n_win; i++) {
 			if (isfinite(g[i * cols + rr->n_layers])) {
-				tool_report_plot(f,
+				tool_report_draw(e,
 				    &(rep_axes){ .title = title,
 					.ylabel = names[k] },
 				    x, rr->n_win, s, 1);
@@ -918,7 +875,7 @@ out:
 }
 
 static void
-rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
+rep_plot_traffic(const rep_emit *e, const rep_run *rr, const double *x)
 {
 	const tool_hdb_result *wi = &rr->t[R_WINFO];
 	double *v = calloc(4 * (rr->n_win + 1), sizeof(*v));
@@ -946,7 +903,7 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 	s[1].y = v + 1;
 	s[1].stride = 4;
 	s[1].dashed = true;
-	tool_report_plot(f,
+	tool_report_draw(e,
 	    &(rep_axes){ .title = "Gradient bytes sent vs raw, cumulative, "
 				  "all ranks",
 		.ylabel = "bytes",
@@ -955,7 +912,7 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 	    x, rr->n_win, s, 2);
 	snprintf(s[0].name, sizeof(s[0].name), "step time");
 	s[0].y = v + 2;
-	tool_report_plot(f,
+	tool_report_draw(e,
 	    &(rep_axes){ .title = "Step time (median over ranks)",
 		.ylabel = "ms",
 		.y_from_zero = true },
@@ -971,7 +928,7 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 	for (uint64_t i = 0; i < rr->n_win; i++)
 		any = any || isfinite(rr->act[i]);
 	if (any)
-		tool_report_plot(f,
+		tool_report_draw(e,
 		    &(rep_axes){ .title = "Activation bytes held for "
 					  "backward, per step",
 			.ylabel = "bytes",
@@ -985,7 +942,7 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
  * compressed against that of this run's windows sent raw (same machine,
  * link and job), or that every window went raw. */
 static void
-rep_speed(const rep_out *o, const rep_sums *s)
+rep_speed(const rep_emit *o, const rep_sums *s)
 {
 	char a[32], b[32];
 
@@ -994,7 +951,7 @@ rep_speed(const rep_out *o, const rep_sums *s)
 
 		tool_report_dur(s->step_comp_med, a, sizeof(a));
 		tool_report_dur(s->step_raw_med, b, sizeof(b));
-		rep_p(o,
+		tool_report_printf(o,
 		    "  compressing %s (median of %" PRIu64 " window%s) against "
 		    "raw %s (median of %" PRIu64 " window%s of this run sent "
 		    "raw): %.2fx %s\n",
@@ -1002,11 +959,11 @@ rep_speed(const rep_out *o, const rep_sums *s)
 		    s->raw_windows, s->raw_windows == 1 ? "" : "s",
 		    r >= 1 ? r : 1 / r, r >= 1 ? "faster" : "slower");
 	} else if (s->raw_windows > 0 && s->floats_raw > 0) {
-		rep_p(o,
+		tool_report_printf(o,
 		    "  every window was sent raw: nothing compressed to "
 		    "compare with\n");
 	} else if (s->comp_windows > 0) {
-		rep_p(o,
+		tool_report_printf(o,
 		    "  no window of this run was sent raw to compare with "
 		    "(bellows.torch's attach(raw_windows=1) measures "
 		    "one)\n");
@@ -1042,7 +999,7 @@ tool_report_evals(const rep_run *rr, rep_evals *e)
 /* The accuracy and the loss the trainer reported against the window
  * they ended, as two HTML plots (evaluated windows only). */
 static void
-rep_plot_accuracy(FILE *f, const rep_run *rr, uint64_t n)
+rep_plot_accuracy(const rep_emit *e, const rep_run *rr, uint64_t n)
 {
 	const tool_hdb_result *wi = &rr->t[R_WINFO];
 	double *v = calloc(3 * n + 1, sizeof(*v));
@@ -1061,13 +1018,13 @@ rep_plot_accuracy(FILE *f, const rep_run *rr, uint64_t n)
 	}
 	snprintf(s.name, sizeof(s.name), "accuracy");
 	s.y = v + n;
-	tool_report_plot(f,
+	tool_report_draw(e,
 	    &(rep_axes){ .title = "Test accuracy the trainer evaluated",
 		.ylabel = "%" },
 	    v, k, &s, 1);
 	snprintf(s.name, sizeof(s.name), "loss");
 	s.y = v + 2 * n;
-	tool_report_plot(f,
+	tool_report_draw(e,
 	    &(rep_axes){ .title = "Test loss the trainer evaluated",
 		.ylabel = "loss",
 		.y_from_zero = true },
@@ -1078,36 +1035,37 @@ rep_plot_accuracy(FILE *f, const rep_run *rr, uint64_t n)
 /* The Accuracy section: the last and best evaluation and a table of them
  * (at most REP_WINDOWS_MAX rows, then every n-th and the last). */
 static void
-rep_write_accuracy(const rep_out *o, const rep_run *rr)
+rep_write_accuracy(const rep_emit *o, const rep_run *rr)
 {
 	const tool_hdb_result *wi = &rr->t[R_WINFO];
 	rep_evals e;
 	uint64_t every, k = 0;
 	char a[64];
 
-	rep_section(o, "Accuracy (the trainer's evaluations)");
+	tool_report_section(o, "Accuracy (the trainer's evaluations)");
 	tool_report_evals(rr, &e);
 	if (e.n == 0) {
-		rep_p(o,
+		tool_report_printf(o,
 		    "  not recorded: the trainer reported no evaluation "
 		    "(bellows_agent_eval,\n  Agent.evaluation in Python; "
 		    "see docs/report.md)\n");
 		return;
 	}
 	tool_report_num(tool_hdb_real(wi, e.last, RC_EVAL_LOSS), a, sizeof(a));
-	rep_p(o,
+	tool_report_printf(o,
 	    "  %" PRIu64 " evaluations; last %.2f%% (loss %s) after window "
 	    "%" PRId64 " (epoch %" PRId64 ", step %" PRId64 ")\n",
 	    e.n, 100.0 * tool_hdb_real(wi, e.last, RC_EVAL_ACCURACY), a,
 	    tool_hdb_int(wi, e.last, RC_WINDOW, 0),
 	    tool_hdb_int(wi, e.last, RC_EPOCH, 0),
 	    tool_hdb_int(wi, e.last, RC_LAST_STEP, 0));
-	rep_p(o, "  best %.2f%% after window %" PRId64 " (epoch %" PRId64 ")\n",
+	tool_report_printf(o,
+	    "  best %.2f%% after window %" PRId64 " (epoch %" PRId64 ")\n",
 	    100.0 * tool_hdb_real(wi, e.best, RC_EVAL_ACCURACY),
 	    tool_hdb_int(wi, e.best, RC_WINDOW, 0),
 	    tool_hdb_int(wi, e.best, RC_EPOCH, 0));
-	rep_p(o, "  %8s %6s %10s %9s %10s\n", "window", "epoch", "step",
-	    "accuracy", "loss");
+	tool_report_printf(o, "  %8s %6s %10s %9s %10s\n", "window", "epoch",
+	    "step", "accuracy", "loss");
 	every = (e.n + REP_WINDOWS_MAX - 1) / REP_WINDOWS_MAX;
 	for (uint64_t i = 0; i < wi->rows.n_rows; i++) {
 		if (!tool_report_is_eval(wi, i))
@@ -1117,40 +1075,38 @@ rep_write_accuracy(const rep_out *o, const rep_run *rr)
 			continue;
 		tool_report_num(tool_hdb_real(wi, i, RC_EVAL_LOSS), a,
 		    sizeof(a));
-		rep_p(o,
+		tool_report_printf(o,
 		    "  %8" PRId64 " %6" PRId64 " %10" PRId64 " %8.2f%% %10s\n",
 		    tool_hdb_int(wi, i, RC_WINDOW, 0),
 		    tool_hdb_int(wi, i, RC_EPOCH, 0),
 		    tool_hdb_int(wi, i, RC_LAST_STEP, 0),
 		    100.0 * tool_hdb_real(wi, i, RC_EVAL_ACCURACY), a);
 	}
-	if (o->html && e.n > 0) {
-		fputs("</pre>\n", o->f);
-		rep_plot_accuracy(o->f, rr, e.n);
-		fputs("<pre>", o->f);
-	}
+	tool_report_figures(o, true);
+	rep_plot_accuracy(o, rr, e.n);
+	tool_report_figures(o, false);
 }
 
 /* The Configuration section, last: the policy file the run was decided
  * under, as the history holds it. */
 static void
-rep_write_config(const rep_out *o, const rep_run *rr)
+rep_write_config(const rep_emit *o, const rep_run *rr)
 {
 	const tool_hdb_result *pf = &rr->t[R_FILES];
 	const char *hash = tool_hdb_text(&rr->t[R_RUNS], 0, RC_CONFIG_HASH);
 
-	rep_section(o, "Configuration");
+	tool_report_section(o, "Configuration");
 	for (uint64_t i = 0; i < pf->rows.n_rows; i++) {
 		if (strcmp(tool_hdb_text(pf, i, RC_HASH), hash) != 0)
 			continue;
-		rep_p(o, "policy file %s (hash %s):\n",
+		tool_report_printf(o, "policy file %s (hash %s):\n",
 		    tool_hdb_text(pf, i, RC_PATH), hash);
-		rep_p(o, "%s", tool_hdb_text(pf, i, RC_TEXT));
+		tool_report_printf(o, "%s", tool_hdb_text(pf, i, RC_TEXT));
 		hash = NULL;
 		break;
 	}
 	if (hash != NULL)
-		rep_p(o,
+		tool_report_printf(o,
 		    "policy file hash %s: its text is not in the history\n",
 		    hash);
 }
@@ -1159,38 +1115,41 @@ rep_write_config(const rep_out *o, const rep_run *rr)
  * below: the last evaluation, the time, the step against raw where this
  * run measured both, the bytes, the activation memory. */
 static void
-rep_write_summary(const rep_out *o, const rep_sums *s)
+rep_write_summary(const rep_emit *o, const rep_sums *s)
 {
 	char a[64], b[64], c[64];
 
-	rep_section(o, "Summary (what the run bought)");
+	tool_report_section(o, "Summary (what the run bought)");
 	if (isfinite(s->accuracy)) {
 		tool_report_num(s->eval_loss, a, sizeof(a));
-		rep_p(o, "  final test accuracy %.2f%% (loss %s)\n",
+		tool_report_printf(o,
+		    "  final test accuracy %.2f%% (loss %s)\n",
 		    100.0 * s->accuracy, a);
 	} else {
-		rep_p(o,
+		tool_report_printf(o,
 		    "  final test accuracy: not reported by the trainer\n");
 	}
 	tool_report_dur(s->run_ms, a, sizeof(a));
-	rep_p(o, "  wall time %s (the run's start to its end)\n", a);
+	tool_report_printf(o, "  wall time %s (the run's start to its end)\n",
+	    a);
 	tool_report_dur(s->step_med, a, sizeof(a));
-	rep_p(o, "  step time %s (median over windows)\n", a);
+	tool_report_printf(o, "  step time %s (median over windows)\n", a);
 	rep_speed(o, s);
 	com_fmt_bytes(s->floats_sent * 4, a, sizeof(a));
 	com_fmt_bytes(s->floats_raw * 4, b, sizeof(b));
 	com_fmt_bytes((s->floats_raw - s->floats_sent) * 4, c, sizeof(c));
 	if (s->floats_raw > 0 && s->floats_sent < s->floats_raw)
-		rep_p(o,
+		tool_report_printf(o,
 		    "  gradients: sent %s of %s raw (%.1fx less); %s "
 		    "saved\n",
 		    a, b, s->floats_raw / fmax(s->floats_sent, 1), c);
 	else
-		rep_p(o, "  gradients: sent %s, nothing compressed\n", a);
+		tool_report_printf(o,
+		    "  gradients: sent %s, nothing compressed\n", a);
 	if (isfinite(s->act_med)) {
 		com_fmt_bytes(s->act_med, a, sizeof(a));
 		com_fmt_bytes(s->act_raw_med, b, sizeof(b));
-		rep_p(o,
+		tool_report_printf(o,
 		    "  activations: held %s per step against %s "
 		    "uncompressed\n",
 		    a, b);
@@ -1198,7 +1157,7 @@ rep_write_summary(const rep_out *o, const rep_sums *s)
 }
 
 static void
-rep_write(const rep_out *o, const rep_run *rr)
+rep_write(const rep_emit *o, const rep_run *rr)
 {
 	const tool_hdb_result *run = &rr->t[R_RUNS], *wi = &rr->t[R_WINFO];
 	const tool_hdb_result *dec = &rr->t[R_DEC];
@@ -1207,49 +1166,39 @@ rep_write(const rep_out *o, const rep_run *rr)
 	uint64_t every;
 	double *x = calloc(rr->n_win + 1, sizeof(*x));
 	int64_t t0 = tool_hdb_int(run, 0, RC_STARTED_WALL_MS, 0);
+	char *title = NULL, *heading = NULL;
 
 	if (x == NULL)
 		return;
 	for (uint64_t i = 0; i < rr->n_win; i++)
 		x[i] = (double)rr->win[i];
 	tool_report_sum(rr, &s);
-	if (o->html) {
-		fprintf(o->f,
-		    "<!DOCTYPE html>\n<html lang=\"en\"><head>"
-		    "<meta charset=\"utf-8\"><title>");
-		rep_p(o, "bellows report: run %" PRId64 " of %s", rr->run.id,
-		    rr->run.job);
-		fputs(
-		    "</title><style>body{font-family:sans-serif;margin:2em;"
-		    "max-width:1000px;color:#222;background:#fff}"
-		    "pre{background:#f4f4f4;padding:0.6em;white-space:pre-wrap}"
-		    "pre:empty{display:none}"
-		    "figure{margin:1em 0}h1{font-size:1.5em}"
-		    "h2{font-size:1.2em;border-bottom:1px solid #ccc}"
-		    "</style></head><body>\n<h1>",
-		    o->f);
-		rep_p(o, "Run %" PRId64 " of job %s", rr->run.id, rr->run.job);
-		fputs("</h1>\n<pre>", o->f);
-	}
+	title = tool_report_format("bellows report: run %" PRId64 " of %s",
+	    rr->run.id, rr->run.job);
+	heading = tool_report_format("Run %" PRId64 " of job %s", rr->run.id,
+	    rr->run.job);
+	if (title == NULL || heading == NULL)
+		goto out;
+	tool_report_open(o, title, heading);
 	rep_time(t0, a, sizeof(a));
 	tool_report_dur(s.wall_ms, b, sizeof(b));
-	rep_p(o,
+	tool_report_printf(o,
 	    "run %" PRId64 " of job '%s' in %s: %" PRId64 " ranks, %" PRIu32
 	    " layers, %" PRIu64 " windows (%" PRIu64
 	    " closed incomplete), %s\n",
 	    rr->run.id, rr->run.job, rr->path, rr->run.world, rr->n_layers,
 	    rr->n_win, s.incomplete, rr->run.live ? "live" : "ended");
-	rep_p(o, "started %s, windows closed over %s\n", a, b);
+	tool_report_printf(o, "started %s, windows closed over %s\n", a, b);
 
 	rep_write_summary(o, &s);
 	rep_write_accuracy(o, rr);
 
-	rep_section(o,
+	tool_report_section(o,
 	    "Layers (levels applied, as sent, weighted by the steps of each "
 	    "window)");
-	rep_p(o, "%-24s %10s %10s %8s %8s %8s %12s %12s %8s\n", "layer",
-	    "shape", "numel", "applied", "last", "decided", "error_bound",
-	    "norm_median", "changes");
+	tool_report_printf(o, "%-24s %10s %10s %8s %8s %8s %12s %12s %8s\n",
+	    "layer", "shape", "numel", "applied", "last", "decided",
+	    "error_bound", "norm_median", "changes");
 	for (uint32_t l = 0; l < rr->n_layers; l++) {
 		rep_layer_sum ls;
 		char e[32], n[32], lv[32], ll[32], dl[32];
@@ -1262,27 +1211,26 @@ rep_write(const rep_out *o, const rep_run *rr)
 		tool_report_num(ls.decided_last, dl, sizeof(dl));
 		com_fmt_count(tool_hdb_real(&rr->t[R_LAYERS], l, RC_NUMEL), a,
 		    sizeof(a));
-		rep_p(o, "%-24s %10s %10s %8s %8s %8s %12s %12s %8" PRIu64 "\n",
+		tool_report_printf(o,
+		    "%-24s %10s %10s %8s %8s %8s %12s %12s %8" PRIu64 "\n",
 		    tool_hdb_text(&rr->t[R_LAYERS], l, RC_NAME),
 		    tool_hdb_text(&rr->t[R_LAYERS], l, RC_SHAPE), a, lv, ll, dl,
 		    e, n, ls.changes);
 	}
 	if (rr->applied_missing > 0)
-		rep_p(o,
+		tool_report_printf(o,
 		    "note: %" PRIu64 " of %" PRIu64 " layer windows recorded "
 		    "no applied level (a history or agents older than it): "
 		    "the level decided stands in for them\n",
 		    rr->applied_missing, rr->level_rows);
-	if (o->html) {
-		/* Plots go between the text blocks, not inside one. */
-		fputs("</pre>\n", o->f);
-		rep_plots_levels(o->f, rr, x);
-		fputs("<pre>", o->f);
-	}
+	tool_report_figures(o, true);
+	rep_plots_levels(o, rr, x);
+	tool_report_figures(o, false);
 
-	rep_section(o, "Decisions that changed a knob (changes only)");
-	rep_p(o, "%" PRIu64 " decisions, %" PRIu64 " changed a knob\n",
-	    s.decisions, s.changed);
+	tool_report_section(o, "Decisions that changed a knob (changes only)");
+	tool_report_printf(o,
+	    "%" PRIu64 " decisions, %" PRIu64 " changed a knob\n", s.decisions,
+	    s.changed);
 	for (uint64_t i = 0, listed = 0; i < dec->rows.n_rows; i++) {
 		int64_t seq = tool_hdb_int(dec, i, RC_SEQ, -1);
 		uint64_t lo;
@@ -1290,7 +1238,7 @@ rep_write(const rep_out *o, const rep_run *rr)
 		if (rep_chg_range(rr, seq, &lo) == lo)
 			continue;
 		if (listed++ == REP_DECISIONS_MAX) {
-			rep_p(o,
+			tool_report_printf(o,
 			    "  ... and %" PRIu64 " more (bellows history "
 			    "decisions --changed --run %" PRId64 " lists "
 			    "all)\n",
@@ -1300,20 +1248,20 @@ rep_write(const rep_out *o, const rep_run *rr)
 		tool_report_dur((double)(tool_hdb_int(dec, i, RC_WALL_MS, t0) -
 				    t0),
 		    a, sizeof(a));
-		rep_p(o,
+		tool_report_printf(o,
 		    "  decision %" PRId64 ", for window %" PRId64
 		    " from step %" PRId64 " (+%s, %s):\n",
 		    seq, tool_hdb_int(dec, i, RC_WINDOW, 0),
 		    tool_hdb_int(dec, i, RC_APPLY_STEP, 0), a,
 		    tool_hdb_text(dec, i, RC_SOURCE));
 		rep_changes(o, rr, seq);
-		rep_p(o, "      why: %s%s%s\n",
+		tool_report_printf(o, "      why: %s%s%s\n",
 		    tool_hdb_text(dec, i, RC_POLICY),
 		    tool_hdb_text(dec, i, RC_POLICY)[0] != '\0' ? ": " : "",
 		    tool_hdb_text(dec, i, RC_REASON));
 	}
 
-	rep_section(o, "Learning rate (changes only)");
+	tool_report_section(o, "Learning rate (changes only)");
 	{
 		double prev = NAN;
 
@@ -1323,21 +1271,22 @@ rep_write(const rep_out *o, const rep_run *rr)
 			if (i > 0 && (lr == prev || (isnan(lr) && isnan(prev))))
 				continue;
 			tool_report_num(lr, a, sizeof(a));
-			rep_p(o, "  from window %" PRId64 ": lr %s\n",
+			tool_report_printf(o,
+			    "  from window %" PRId64 ": lr %s\n",
 			    tool_hdb_int(wi, i, RC_WINDOW, 0), a);
 			prev = lr;
 		}
 		if (wi->rows.n_rows == 0)
-			rep_p(o, "  no window recorded\n");
+			tool_report_printf(o, "  no window recorded\n");
 	}
 
-	rep_section(o, "Policy metrics (what the policies computed)");
+	tool_report_section(o, "Policy metrics (what the policies computed)");
 	{
 		const char *names[64];
 		size_t nn = rep_metric_names(rr, names, 64);
 
 		if (nn == 0)
-			rep_p(o,
+			tool_report_printf(o,
 			    "  none recorded (this run's policies "
 			    "report no metrics)\n");
 		for (size_t k = 0; k < nn; k++) {
@@ -1359,44 +1308,42 @@ rep_write(const rep_out *o, const rep_run *rr)
 			tool_report_num(lo, a, sizeof(a));
 			tool_report_num(hi, b, sizeof(b));
 			tool_report_num(last, c, sizeof(c));
-			rep_p(o,
+			tool_report_printf(o,
 			    "  %-20s %6" PRIu64 " values, min %s, max %s, "
 			    "last %s\n",
 			    names[k], cnt, a, b, c);
 		}
 	}
-	if (o->html) {
-		/* Plots go between the text blocks, not inside one. */
-		fputs("</pre>\n", o->f);
-		rep_plot_metrics(o->f, rr, x);
-		fputs("<pre>", o->f);
-	}
+	tool_report_figures(o, true);
+	rep_plot_metrics(o, rr, x);
+	tool_report_figures(o, false);
 
-	rep_section(o, "Gradient traffic (all ranks, 4-byte floats)");
+	tool_report_section(o, "Gradient traffic (all ranks, 4-byte floats)");
 	com_fmt_count(s.floats_sent, a, sizeof(a));
 	com_fmt_count(s.floats_raw, b, sizeof(b));
 	com_fmt_bytes(s.floats_sent * 4, c, sizeof(c));
 	com_fmt_bytes(s.floats_raw * 4, d, sizeof(d));
-	rep_p(o, "  sent %s floats (%s) vs raw %s floats (%s)\n", a, c, b, d);
+	tool_report_printf(o, "  sent %s floats (%s) vs raw %s floats (%s)\n",
+	    a, c, b, d);
 	com_fmt_bytes((s.floats_raw - s.floats_sent) * 4, a, sizeof(a));
-	rep_p(o, "  saved %s: %.1f%% of raw, %.2fx less sent\n", a,
+	tool_report_printf(o, "  saved %s: %.1f%% of raw, %.2fx less sent\n", a,
 	    s.floats_raw > 0
 		? 100.0 * (s.floats_raw - s.floats_sent) / s.floats_raw
 		: 0.0,
 	    s.floats_sent > 0 ? s.floats_raw / s.floats_sent : 1.0);
 
-	rep_section(o, "Step time (median over ranks, per window)");
+	tool_report_section(o, "Step time (median over ranks, per window)");
 	tool_report_dur(s.step_med, a, sizeof(a));
 	tool_report_dur(s.step_min, b, sizeof(b));
 	tool_report_dur(s.step_max, c, sizeof(c));
-	rep_p(o, "  median %s, fastest window %s, slowest window %s\n", a, b,
-	    c);
+	tool_report_printf(o,
+	    "  median %s, fastest window %s, slowest window %s\n", a, b, c);
 	rep_speed(o, &s);
-	rep_p(o, "  %8s %10s %12s %12s %10s\n", "window", "step", "sent", "raw",
-	    "lr");
+	tool_report_printf(o, "  %8s %10s %12s %12s %10s\n", "window", "step",
+	    "sent", "raw", "lr");
 	every = (wi->rows.n_rows + REP_WINDOWS_MAX - 1) / REP_WINDOWS_MAX;
 	if (every > 1)
-		rep_p(o,
+		tool_report_printf(o,
 		    "  (every %" PRIu64 "th window and the last; bellows "
 		    "history windows --run %" PRId64 " lists all)\n",
 		    every, rr->run.id);
@@ -1413,26 +1360,23 @@ rep_write(const rep_out *o, const rep_run *rr)
 		com_fmt_bytes(tool_hdb_real(wi, i, RC_FLOATS_RAW) * 4, c,
 		    sizeof(c));
 		tool_report_num(tool_hdb_real(wi, i, RC_LR), e, sizeof(e));
-		rep_p(o, "  %8" PRId64 " %10s %12s %12s %10s\n",
+		tool_report_printf(o, "  %8" PRId64 " %10s %12s %12s %10s\n",
 		    tool_hdb_int(wi, i, RC_WINDOW, 0), a, b, c, e);
 	}
-	if (o->html) {
-		/* Plots go between the text blocks, not inside one. */
-		fputs("</pre>\n", o->f);
-		rep_plot_traffic(o->f, rr, x);
-		fputs("<pre>", o->f);
-	}
+	tool_report_figures(o, true);
+	rep_plot_traffic(o, rr, x);
+	tool_report_figures(o, false);
 
-	rep_section(o, "Activation memory (COMET)");
+	tool_report_section(o, "Activation memory (COMET)");
 	if (isfinite(s.act_med)) {
 		com_fmt_bytes(s.act_med, a, sizeof(a));
 		com_fmt_bytes(s.act_raw_med, b, sizeof(b));
-		rep_p(o,
+		tool_report_printf(o,
 		    "  activations held for backward: %s per step (median "
 		    "over windows) vs %s uncompressed (%.2fx less)\n",
 		    a, b, s.act_med > 0 ? s.act_raw_med / s.act_med : 1.0);
 	} else {
-		rep_p(o,
+		tool_report_printf(o,
 		    "  not measured (no layer reported activation "
 		    "statistics)\n");
 	}
@@ -1440,14 +1384,16 @@ rep_write(const rep_out *o, const rep_run *rr)
 		if (!rep_peak_stat(&com_timing_stat_table[k]) || s.peak[k] <= 0)
 			continue;
 		com_fmt_bytes(s.peak[k], a, sizeof(a));
-		rep_p(o, "  %s (%s), largest: %s\n",
+		tool_report_printf(o, "  %s (%s), largest: %s\n",
 		    com_timing_stat_table[k].doc, com_timing_stat_table[k].name,
 		    a);
 	}
 
 	rep_write_config(o, rr);
-	if (o->html)
-		fputs("</pre>\n</body></html>\n", o->f);
+	tool_report_close(o);
+out:
+	free(title);
+	free(heading);
 	free(x);
 }
 
@@ -1673,7 +1619,9 @@ tool_report_main(int argc, char **argv)
 			    strerror(errno));
 			rc = 1;
 		} else {
-			rep_write(&(rep_out){ .f = hf, .html = true }, &rr);
+			rep_write(&(rep_emit){ .ops = &tool_report_html_ops,
+				      .f = hf },
+			    &rr);
 			if (ferror(hf) | (fclose(hf) != 0)) {
 				fprintf(stderr,
 				    "bellows report: %s: write error\n",
@@ -1687,7 +1635,9 @@ tool_report_main(int argc, char **argv)
 	if (o.json)
 		rep_json(stdout, &rr);
 	else
-		rep_write(&(rep_out){ .f = stdout }, &rr);
+		rep_write(&(rep_emit){ .ops = &tool_report_text_ops,
+			      .f = stdout },
+		    &rr);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		fprintf(stderr, "bellows report: cannot write the output\n");
 		rc = 1;

@@ -1,7 +1,9 @@
 /* report_int - what the files of `bellows report` share, private to
  * tools/: a run in memory (rep_run) and its sums, the numbers formatted
- * for people, HTML escaping and the SVG plot. report.c owns loading a
- * run, the text, HTML and JSON report; report_html.c owns the SVG plot;
+ * for people, HTML escaping, the SVG plot and the emitter a report is
+ * written through. report.c owns loading a run, the sections of the
+ * report and its JSON; report_emit.c owns the two forms (text, HTML) the
+ * sections are written in; report_html.c owns the SVG plot;
  * report_compare.c owns `bellows history compare`. Nothing here is
  * thread-safe or needs to be: each command runs on the main thread.
  */
@@ -12,6 +14,7 @@
 #include "client/historyrows.h"
 #include "common/stat_table.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -233,5 +236,71 @@ void tool_report_plot(FILE *f, const rep_axes *ax, const double *x, uint64_t n,
  * ten, giving 3 to 6 ticks; 1 when hi <= lo or either is not finite.
  * Pure. */
 double tool_report_tick_step(double lo, double hi);
+
+/* ---- the two forms of the report (report_emit.c) ---------------------- */
+
+typedef struct rep_emit rep_emit;
+
+/* How one form writes: a document around the sections (optional), a
+ * section's heading, its text, and the plots between text blocks
+ * (optional: a form without them draws none). Every operation writes
+ * to e->f and never fails: write errors show in ferror(e->f). */
+typedef struct rep_emit_ops {
+	void (*open)(const rep_emit *e, const char *title,
+	    const char *heading);                              /* (optional)
+								* before all */
+	void (*close)(const rep_emit *e);                      /* (optional)
+								* after all */
+	void (*section)(const rep_emit *e, const char *title); /* a new
+								* section */
+	void (*put)(const rep_emit *e, const char *s); /* a section's text,
+							* as it is */
+	void (*figures)(const rep_emit *e,
+	    bool begin); /* (optional) around a group of plots */
+	void (*plot)(const rep_emit *e, const rep_axes *ax, const double *x,
+	    uint64_t n, const rep_series *s,
+	    size_t ns); /* (optional) as tool_report_plot */
+} rep_emit_ops;
+
+/* A report being written: a form and where. Borrowed by every writer. */
+struct rep_emit {
+	const rep_emit_ops *ops; /* tool_report_text_ops or _html_ops */
+	FILE *f;                 /* where */
+};
+
+/* Plain text; one self-contained HTML page (inline SVG plots). */
+extern const rep_emit_ops tool_report_text_ops;
+extern const rep_emit_ops tool_report_html_ops;
+
+/* Starts the document: the page's title and its first heading (both
+ * borrowed); nothing in text. */
+void tool_report_open(const rep_emit *e, const char *title,
+    const char *heading);
+
+/* Ends the document (nothing in text). */
+void tool_report_close(const rep_emit *e);
+
+/* Starts a section under `title`. */
+void tool_report_section(const rep_emit *e, const char *title);
+
+/* printf into the current section's text, of any length (escaped in
+ * HTML); a line that cannot be formatted (out of memory) is left out. */
+__attribute__((format(printf, 2, 3))) void tool_report_printf(const rep_emit *e,
+    const char *fmt, ...);
+
+/* Begins (begin true) or ends a group of plots drawn between a
+ * section's text blocks; nothing in text. */
+void tool_report_figures(const rep_emit *e, bool begin);
+
+/* Draws a plot as tool_report_plot does, inside a group of figures;
+ * nothing in text. Borrows everything. */
+void tool_report_draw(const rep_emit *e, const rep_axes *ax, const double *x,
+    uint64_t n, const rep_series *s, size_t ns);
+
+/* fmt formatted into a new string (the caller's, free()), NULL when
+ * out of memory. */
+__attribute__((format(printf, 1, 2))) char *tool_report_format(const char *fmt,
+    ...);
+char *tool_report_vformat(const char *fmt, va_list ap);
 
 #endif
