@@ -1156,42 +1156,13 @@ rep_write_summary(const rep_emit *o, const rep_sums *s)
 	}
 }
 
+/* The Layers section: per layer its shape, the levels applied (weighted
+ * by steps, the last) and decided, error bound, norm and changes; in
+ * HTML the level and norm plots. */
 static void
-rep_write(const rep_emit *o, const rep_run *rr)
+rep_write_layers(const rep_emit *o, const rep_run *rr, const double *x)
 {
-	const tool_hdb_result *run = &rr->t[R_RUNS], *wi = &rr->t[R_WINFO];
-	const tool_hdb_result *dec = &rr->t[R_DEC];
-	char a[64], b[64], c[64], d[64];
-	rep_sums s;
-	uint64_t every;
-	double *x = calloc(rr->n_win + 1, sizeof(*x));
-	int64_t t0 = tool_hdb_int(run, 0, RC_STARTED_WALL_MS, 0);
-	char *title = NULL, *heading = NULL;
-
-	if (x == NULL)
-		return;
-	for (uint64_t i = 0; i < rr->n_win; i++)
-		x[i] = (double)rr->win[i];
-	tool_report_sum(rr, &s);
-	title = tool_report_format("bellows report: run %" PRId64 " of %s",
-	    rr->run.id, rr->run.job);
-	heading = tool_report_format("Run %" PRId64 " of job %s", rr->run.id,
-	    rr->run.job);
-	if (title == NULL || heading == NULL)
-		goto out;
-	tool_report_open(o, title, heading);
-	rep_time(t0, a, sizeof(a));
-	tool_report_dur(s.wall_ms, b, sizeof(b));
-	tool_report_printf(o,
-	    "run %" PRId64 " of job '%s' in %s: %" PRId64 " ranks, %" PRIu32
-	    " layers, %" PRIu64 " windows (%" PRIu64
-	    " closed incomplete), %s\n",
-	    rr->run.id, rr->run.job, rr->path, rr->run.world, rr->n_layers,
-	    rr->n_win, s.incomplete, rr->run.live ? "live" : "ended");
-	tool_report_printf(o, "started %s, windows closed over %s\n", a, b);
-
-	rep_write_summary(o, &s);
-	rep_write_accuracy(o, rr);
+	char a[64];
 
 	tool_report_section(o,
 	    "Layers (levels applied, as sent, weighted by the steps of each "
@@ -1226,11 +1197,21 @@ rep_write(const rep_emit *o, const rep_run *rr)
 	tool_report_figures(o, true);
 	rep_plots_levels(o, rr, x);
 	tool_report_figures(o, false);
+}
+
+/* The Decisions section: every decision that changed a knob (at most
+ * REP_DECISIONS_MAX), its changes and why. */
+static void
+rep_write_decisions(const rep_emit *o, const rep_run *rr, const rep_sums *s)
+{
+	const tool_hdb_result *dec = &rr->t[R_DEC];
+	int64_t t0 = tool_hdb_int(&rr->t[R_RUNS], 0, RC_STARTED_WALL_MS, 0);
+	char a[64];
 
 	tool_report_section(o, "Decisions that changed a knob (changes only)");
 	tool_report_printf(o,
-	    "%" PRIu64 " decisions, %" PRIu64 " changed a knob\n", s.decisions,
-	    s.changed);
+	    "%" PRIu64 " decisions, %" PRIu64 " changed a knob\n", s->decisions,
+	    s->changed);
 	for (uint64_t i = 0, listed = 0; i < dec->rows.n_rows; i++) {
 		int64_t seq = tool_hdb_int(dec, i, RC_SEQ, -1);
 		uint64_t lo;
@@ -1242,7 +1223,7 @@ rep_write(const rep_emit *o, const rep_run *rr)
 			    "  ... and %" PRIu64 " more (bellows history "
 			    "decisions --changed --run %" PRId64 " lists "
 			    "all)\n",
-			    s.changed - REP_DECISIONS_MAX, rr->run.id);
+			    s->changed - REP_DECISIONS_MAX, rr->run.id);
 			break;
 		}
 		tool_report_dur((double)(tool_hdb_int(dec, i, RC_WALL_MS, t0) -
@@ -1260,25 +1241,72 @@ rep_write(const rep_emit *o, const rep_run *rr)
 		    tool_hdb_text(dec, i, RC_POLICY)[0] != '\0' ? ": " : "",
 		    tool_hdb_text(dec, i, RC_REASON));
 	}
+}
+
+/* The Learning rate section: the windows the LR changed in. */
+static void
+rep_write_lr(const rep_emit *o, const rep_run *rr)
+{
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
+	double prev = NAN;
+	char a[64];
 
 	tool_report_section(o, "Learning rate (changes only)");
-	{
-		double prev = NAN;
+	for (uint64_t i = 0; i < wi->rows.n_rows; i++) {
+		double lr = tool_hdb_real(wi, i, RC_LR);
 
-		for (uint64_t i = 0; i < wi->rows.n_rows; i++) {
-			double lr = tool_hdb_real(wi, i, RC_LR);
-
-			if (i > 0 && (lr == prev || (isnan(lr) && isnan(prev))))
-				continue;
-			tool_report_num(lr, a, sizeof(a));
-			tool_report_printf(o,
-			    "  from window %" PRId64 ": lr %s\n",
-			    tool_hdb_int(wi, i, RC_WINDOW, 0), a);
-			prev = lr;
-		}
-		if (wi->rows.n_rows == 0)
-			tool_report_printf(o, "  no window recorded\n");
+		if (i > 0 && (lr == prev || (isnan(lr) && isnan(prev))))
+			continue;
+		tool_report_num(lr, a, sizeof(a));
+		tool_report_printf(o, "  from window %" PRId64 ": lr %s\n",
+		    tool_hdb_int(wi, i, RC_WINDOW, 0), a);
+		prev = lr;
 	}
+	if (wi->rows.n_rows == 0)
+		tool_report_printf(o, "  no window recorded\n");
+}
+
+static void
+rep_write(const rep_emit *o, const rep_run *rr)
+{
+	const tool_hdb_result *run = &rr->t[R_RUNS], *wi = &rr->t[R_WINFO];
+	char a[64], b[64], c[64], d[64];
+	rep_sums s;
+	uint64_t every;
+	double *x = calloc(rr->n_win + 1, sizeof(*x));
+	int64_t t0 = tool_hdb_int(run, 0, RC_STARTED_WALL_MS, 0);
+	char *title = NULL, *heading = NULL;
+
+	if (x == NULL)
+		return;
+	for (uint64_t i = 0; i < rr->n_win; i++)
+		x[i] = (double)rr->win[i];
+	tool_report_sum(rr, &s);
+	title = tool_report_format("bellows report: run %" PRId64 " of %s",
+	    rr->run.id, rr->run.job);
+	heading = tool_report_format("Run %" PRId64 " of job %s", rr->run.id,
+	    rr->run.job);
+	if (title == NULL || heading == NULL)
+		goto out;
+	tool_report_open(o, title, heading);
+	rep_time(t0, a, sizeof(a));
+	tool_report_dur(s.wall_ms, b, sizeof(b));
+	tool_report_printf(o,
+	    "run %" PRId64 " of job '%s' in %s: %" PRId64 " ranks, %" PRIu32
+	    " layers, %" PRIu64 " windows (%" PRIu64
+	    " closed incomplete), %s\n",
+	    rr->run.id, rr->run.job, rr->path, rr->run.world, rr->n_layers,
+	    rr->n_win, s.incomplete, rr->run.live ? "live" : "ended");
+	tool_report_printf(o, "started %s, windows closed over %s\n", a, b);
+
+	rep_write_summary(o, &s);
+	rep_write_accuracy(o, rr);
+
+	rep_write_layers(o, rr, x);
+
+	rep_write_decisions(o, rr, &s);
+
+	rep_write_lr(o, rr);
 
 	tool_report_section(o, "Policy metrics (what the policies computed)");
 	{
