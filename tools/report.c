@@ -9,9 +9,9 @@
  * that lack it, which the report counts and says. Levels are weighted
  * by the steps of each window ("time-weighted": a window of twice the
  * steps counts twice). The text report and the HTML page are
- * written by one function (rep_write) through an emitter
- * (report_emit.c) that escapes the text and draws the SVG plots in
- * HTML, so that the two never disagree. policy_metrics
+ * written by the same functions, one per section (rep_write_*), through
+ * an emitter (report_emit.c) that escapes the text and draws the SVG
+ * plots in HTML, so that the two never disagree. policy_metrics
  * is kept as rows: a run whose policies return many metrics per window
  * takes memory in proportion.
  *
@@ -1266,107 +1266,121 @@ rep_write_lr(const rep_emit *o, const rep_run *rr)
 		tool_report_printf(o, "  no window recorded\n");
 }
 
-static void
-rep_write(const rep_emit *o, const rep_run *rr)
+/* The first lines: the page around the report, which run of which
+ * job in which file, how big, when it started. Returns 0, or
+ * BELLOWS_ENOMEM with nothing written. */
+static int
+rep_write_head(const rep_emit *o, const rep_run *rr, const rep_sums *s)
 {
-	const tool_hdb_result *run = &rr->t[R_RUNS], *wi = &rr->t[R_WINFO];
-	char a[64], b[64], c[64], d[64];
-	rep_sums s;
-	uint64_t every;
-	double *x = calloc(rr->n_win + 1, sizeof(*x));
-	int64_t t0 = tool_hdb_int(run, 0, RC_STARTED_WALL_MS, 0);
-	char *title = NULL, *heading = NULL;
+	int64_t t0 = tool_hdb_int(&rr->t[R_RUNS], 0, RC_STARTED_WALL_MS, 0);
+	char *title, *heading, a[64], b[64];
 
-	if (x == NULL)
-		return;
-	for (uint64_t i = 0; i < rr->n_win; i++)
-		x[i] = (double)rr->win[i];
-	tool_report_sum(rr, &s);
 	title = tool_report_format("bellows report: run %" PRId64 " of %s",
 	    rr->run.id, rr->run.job);
 	heading = tool_report_format("Run %" PRId64 " of job %s", rr->run.id,
 	    rr->run.job);
-	if (title == NULL || heading == NULL)
-		goto out;
+	if (title == NULL || heading == NULL) {
+		free(title);
+		free(heading);
+		return BELLOWS_ENOMEM;
+	}
 	tool_report_open(o, title, heading);
+	free(title);
+	free(heading);
 	rep_time(t0, a, sizeof(a));
-	tool_report_dur(s.wall_ms, b, sizeof(b));
+	tool_report_dur(s->wall_ms, b, sizeof(b));
 	tool_report_printf(o,
 	    "run %" PRId64 " of job '%s' in %s: %" PRId64 " ranks, %" PRIu32
 	    " layers, %" PRIu64 " windows (%" PRIu64
 	    " closed incomplete), %s\n",
 	    rr->run.id, rr->run.job, rr->path, rr->run.world, rr->n_layers,
-	    rr->n_win, s.incomplete, rr->run.live ? "live" : "ended");
+	    rr->n_win, s->incomplete, rr->run.live ? "live" : "ended");
 	tool_report_printf(o, "started %s, windows closed over %s\n", a, b);
+	return 0;
+}
 
-	rep_write_summary(o, &s);
-	rep_write_accuracy(o, rr);
-
-	rep_write_layers(o, rr, x);
-
-	rep_write_decisions(o, rr, &s);
-
-	rep_write_lr(o, rr);
+/* The Policy metrics section: per metric its count, range and last
+ * value; in HTML Accordion's r against eta and the job-wide metrics. */
+static void
+rep_write_metrics(const rep_emit *o, const rep_run *rr, const double *x)
+{
+	char a[64], b[64], c[64];
 
 	tool_report_section(o, "Policy metrics (what the policies computed)");
-	{
-		const char *names[64];
-		size_t nn = rep_metric_names(rr, names, 64);
+	const char *names[64];
+	size_t nn = rep_metric_names(rr, names, 64);
 
-		if (nn == 0)
-			tool_report_printf(o,
-			    "  none recorded (this run's policies "
-			    "report no metrics)\n");
-		for (size_t k = 0; k < nn; k++) {
-			const tool_hdb_result *m = &rr->t[R_METRICS];
-			double lo = INFINITY, hi = -INFINITY, last = NAN;
-			uint64_t cnt = 0;
+	if (nn == 0)
+		tool_report_printf(o,
+		    "  none recorded (this run's policies "
+		    "report no metrics)\n");
+	for (size_t k = 0; k < nn; k++) {
+		const tool_hdb_result *m = &rr->t[R_METRICS];
+		double lo = INFINITY, hi = -INFINITY, last = NAN;
+		uint64_t cnt = 0;
 
-			for (uint64_t i = 0; i < m->rows.n_rows; i++) {
-				double v = tool_hdb_real(m, i, RC_VALUE);
+		for (uint64_t i = 0; i < m->rows.n_rows; i++) {
+			double v = tool_hdb_real(m, i, RC_VALUE);
 
-				if (strcmp(tool_hdb_text(m, i, RC_NAME),
-					names[k]) != 0)
-					continue;
-				lo = fmin(lo, v);
-				hi = fmax(hi, v);
-				last = v;
-				cnt++;
-			}
-			tool_report_num(lo, a, sizeof(a));
-			tool_report_num(hi, b, sizeof(b));
-			tool_report_num(last, c, sizeof(c));
-			tool_report_printf(o,
-			    "  %-20s %6" PRIu64 " values, min %s, max %s, "
-			    "last %s\n",
-			    names[k], cnt, a, b, c);
+			if (strcmp(tool_hdb_text(m, i, RC_NAME), names[k]) != 0)
+				continue;
+			lo = fmin(lo, v);
+			hi = fmax(hi, v);
+			last = v;
+			cnt++;
 		}
+		tool_report_num(lo, a, sizeof(a));
+		tool_report_num(hi, b, sizeof(b));
+		tool_report_num(last, c, sizeof(c));
+		tool_report_printf(o,
+		    "  %-20s %6" PRIu64 " values, min %s, max %s, "
+		    "last %s\n",
+		    names[k], cnt, a, b, c);
 	}
 	tool_report_figures(o, true);
 	rep_plot_metrics(o, rr, x);
 	tool_report_figures(o, false);
+}
+
+/* The Gradient traffic section: floats and bytes sent against raw. */
+static void
+rep_write_traffic(const rep_emit *o, const rep_sums *s)
+{
+	char a[64], b[64], c[64], d[64];
 
 	tool_report_section(o, "Gradient traffic (all ranks, 4-byte floats)");
-	com_fmt_count(s.floats_sent, a, sizeof(a));
-	com_fmt_count(s.floats_raw, b, sizeof(b));
-	com_fmt_bytes(s.floats_sent * 4, c, sizeof(c));
-	com_fmt_bytes(s.floats_raw * 4, d, sizeof(d));
+	com_fmt_count(s->floats_sent, a, sizeof(a));
+	com_fmt_count(s->floats_raw, b, sizeof(b));
+	com_fmt_bytes(s->floats_sent * 4, c, sizeof(c));
+	com_fmt_bytes(s->floats_raw * 4, d, sizeof(d));
 	tool_report_printf(o, "  sent %s floats (%s) vs raw %s floats (%s)\n",
 	    a, c, b, d);
-	com_fmt_bytes((s.floats_raw - s.floats_sent) * 4, a, sizeof(a));
+	com_fmt_bytes((s->floats_raw - s->floats_sent) * 4, a, sizeof(a));
 	tool_report_printf(o, "  saved %s: %.1f%% of raw, %.2fx less sent\n", a,
-	    s.floats_raw > 0
-		? 100.0 * (s.floats_raw - s.floats_sent) / s.floats_raw
+	    s->floats_raw > 0
+		? 100.0 * (s->floats_raw - s->floats_sent) / s->floats_raw
 		: 0.0,
-	    s.floats_sent > 0 ? s.floats_raw / s.floats_sent : 1.0);
+	    s->floats_sent > 0 ? s->floats_raw / s->floats_sent : 1.0);
+}
+
+/* The Step time section: the run's steps against its raw windows and a
+ * table of windows (at most REP_WINDOWS_MAX rows, then every n-th and
+ * the last); in HTML the traffic, step and activation plots. */
+static void
+rep_write_steps(const rep_emit *o, const rep_run *rr, const rep_sums *s,
+    const double *x)
+{
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
+	uint64_t every;
+	char a[64], b[64], c[64];
 
 	tool_report_section(o, "Step time (median over ranks, per window)");
-	tool_report_dur(s.step_med, a, sizeof(a));
-	tool_report_dur(s.step_min, b, sizeof(b));
-	tool_report_dur(s.step_max, c, sizeof(c));
+	tool_report_dur(s->step_med, a, sizeof(a));
+	tool_report_dur(s->step_min, b, sizeof(b));
+	tool_report_dur(s->step_max, c, sizeof(c));
 	tool_report_printf(o,
 	    "  median %s, fastest window %s, slowest window %s\n", a, b, c);
-	rep_speed(o, &s);
+	rep_speed(o, s);
 	tool_report_printf(o, "  %8s %10s %12s %12s %10s\n", "window", "step",
 	    "sent", "raw", "lr");
 	every = (wi->rows.n_rows + REP_WINDOWS_MAX - 1) / REP_WINDOWS_MAX;
@@ -1394,34 +1408,64 @@ rep_write(const rep_emit *o, const rep_run *rr)
 	tool_report_figures(o, true);
 	rep_plot_traffic(o, rr, x);
 	tool_report_figures(o, false);
+}
+
+/* The Activation memory section: what COMET held against uncompressed,
+ * and the largest per-rank byte statistics. */
+static void
+rep_write_activations(const rep_emit *o, const rep_sums *s)
+{
+	char a[64], b[64];
 
 	tool_report_section(o, "Activation memory (COMET)");
-	if (isfinite(s.act_med)) {
-		com_fmt_bytes(s.act_med, a, sizeof(a));
-		com_fmt_bytes(s.act_raw_med, b, sizeof(b));
+	if (isfinite(s->act_med)) {
+		com_fmt_bytes(s->act_med, a, sizeof(a));
+		com_fmt_bytes(s->act_raw_med, b, sizeof(b));
 		tool_report_printf(o,
 		    "  activations held for backward: %s per step (median "
 		    "over windows) vs %s uncompressed (%.2fx less)\n",
-		    a, b, s.act_med > 0 ? s.act_raw_med / s.act_med : 1.0);
+		    a, b, s->act_med > 0 ? s->act_raw_med / s->act_med : 1.0);
 	} else {
 		tool_report_printf(o,
 		    "  not measured (no layer reported activation "
 		    "statistics)\n");
 	}
 	for (int k = 0; k < COM_N_TSTATS; k++) {
-		if (!rep_peak_stat(&com_timing_stat_table[k]) || s.peak[k] <= 0)
+		if (!rep_peak_stat(&com_timing_stat_table[k]) ||
+		    s->peak[k] <= 0)
 			continue;
-		com_fmt_bytes(s.peak[k], a, sizeof(a));
+		com_fmt_bytes(s->peak[k], a, sizeof(a));
 		tool_report_printf(o, "  %s (%s), largest: %s\n",
 		    com_timing_stat_table[k].doc, com_timing_stat_table[k].name,
 		    a);
 	}
+}
 
-	rep_write_config(o, rr);
-	tool_report_close(o);
-out:
-	free(title);
-	free(heading);
+/* The whole report, section by section, through o. */
+static void
+rep_write(const rep_emit *o, const rep_run *rr)
+{
+	double *x = calloc(rr->n_win + 1, sizeof(*x));
+	rep_sums s;
+
+	if (x == NULL)
+		return;
+	for (uint64_t i = 0; i < rr->n_win; i++)
+		x[i] = (double)rr->win[i];
+	tool_report_sum(rr, &s);
+	if (rep_write_head(o, rr, &s) == 0) {
+		rep_write_summary(o, &s);
+		rep_write_accuracy(o, rr);
+		rep_write_layers(o, rr, x);
+		rep_write_decisions(o, rr, &s);
+		rep_write_lr(o, rr);
+		rep_write_metrics(o, rr, x);
+		rep_write_traffic(o, &s);
+		rep_write_steps(o, rr, &s, x);
+		rep_write_activations(o, &s);
+		rep_write_config(o, rr);
+		tool_report_close(o);
+	}
 	free(x);
 }
 
