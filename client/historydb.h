@@ -38,6 +38,9 @@ struct bellows_comm_sample;
 #define TOOL_HDB_NONE           INT64_MIN /* an unset run or bound */
 #define TOOL_HDB_DECISIONS_LAST 64        /* rows of Q_DECISIONS_LAST */
 
+/* The file the tools read without --db: bellowsd's --db default. */
+#define TOOL_HDB_DEFAULT_PATH "bellows.db"
+
 typedef struct tool_hdb tool_hdb;
 
 typedef enum tool_hdb_type {

@@ -5,6 +5,7 @@
 #include "client/client.h"
 #include "common/clock.h"
 #include "client/historydb.h"
+#include "client/historyrows.h"
 #include "common/msg.h"
 #include "rate.h"
 
@@ -72,58 +73,131 @@ source_subscribe(dash_source *s)
 	}
 }
 
-static int
-source_col(const tool_hdb_rows *rows, const char *name)
-{
-	for (uint32_t i = 0; i < rows->n_cols; i++) {
-		if (strcmp(rows->names[i], name) == 0)
-			return (int)i;
-	}
-	return -1;
-}
+/* The columns the dashboard reads, by name once per question
+ * (client/historyrows.h), and those each question it asks must have. */
+enum {
+	SC_CALIBRATE_UNTIL,
+	SC_COMPRESSION_OFF,
+	SC_ERROR_BOUND,
+	SC_EVENT_STEP,
+	SC_FLOATS_RAW,
+	SC_FLOATS_SENT,
+	SC_ID,
+	SC_JOB,
+	SC_KIND,
+	SC_LAST_EVENT,
+	SC_LAST_STEP,
+	SC_LAST_WINDOW,
+	SC_LAYER,
+	SC_LEVEL,
+	SC_LEVEL_APPLIED,
+	SC_LEVEL_MAX,
+	SC_N_CHANGES,
+	SC_NAME,
+	SC_NORM_MEAN,
+	SC_NUMEL,
+	SC_POLICY,
+	SC_RANK,
+	SC_REASON,
+	SC_REPORTS_DROPPED,
+	SC_SEQ,
+	SC_STATE,
+	SC_STEP_MS_MEAN,
+	SC_STEP_MS_MEDIAN,
+	SC_TEXT,
+	SC_THRESHOLD,
+	SC_TIME,
+	SC_VALUE,
+	SC_WINDOW,
+	SC_WINDOW_STEP,
+	SC_WORLD,
+	SC_N,
+};
 
-static double
-source_real(const tool_hdb_rows *rows, uint64_t r, const char *name)
-{
-	int c = source_col(rows, name);
-	const tool_hdb_cell *cell;
+static const char *const source_cols[SC_N] = {
+	[SC_CALIBRATE_UNTIL] = "calibrate_until",
+	[SC_COMPRESSION_OFF] = "compression_off",
+	[SC_ERROR_BOUND] = "error_bound",
+	[SC_EVENT_STEP] = "event_step",
+	[SC_FLOATS_RAW] = "floats_raw",
+	[SC_FLOATS_SENT] = "floats_sent",
+	[SC_ID] = "id",
+	[SC_JOB] = "job",
+	[SC_KIND] = "kind",
+	[SC_LAST_EVENT] = "last_event",
+	[SC_LAST_STEP] = "last_step",
+	[SC_LAST_WINDOW] = "last_window",
+	[SC_LAYER] = "layer",
+	[SC_LEVEL] = "level",
+	[SC_LEVEL_APPLIED] = "level_applied",
+	[SC_LEVEL_MAX] = "level_max",
+	[SC_N_CHANGES] = "n_changes",
+	[SC_NAME] = "name",
+	[SC_NORM_MEAN] = "norm_mean",
+	[SC_NUMEL] = "numel",
+	[SC_POLICY] = "policy",
+	[SC_RANK] = "rank",
+	[SC_REASON] = "reason",
+	[SC_REPORTS_DROPPED] = "reports_dropped",
+	[SC_SEQ] = "seq",
+	[SC_STATE] = "state",
+	[SC_STEP_MS_MEAN] = "step_ms_mean",
+	[SC_STEP_MS_MEDIAN] = "step_ms_median",
+	[SC_TEXT] = "text",
+	[SC_THRESHOLD] = "threshold",
+	[SC_TIME] = "time",
+	[SC_VALUE] = "value",
+	[SC_WINDOW] = "window",
+	[SC_WINDOW_STEP] = "window_step",
+	[SC_WORLD] = "world",
+};
 
-	if (c < 0)
-		return NAN;
-	cell = tool_hdb_rows_cell(rows, r, (uint32_t)c);
-	if (cell->type == TOOL_HDB_INT)
-		return (double)cell->i;
-	if (cell->type == TOOL_HDB_REAL)
-		return cell->d;
-	return NAN;
-}
+static const uint64_t source_need[TOOL_HDB_Q_N] = {
+	[TOOL_HDB_Q_WINDOWS] = TOOL_HDB_COL(SC_FLOATS_RAW) |
+	    TOOL_HDB_COL(SC_FLOATS_SENT) | TOOL_HDB_COL(SC_LAST_STEP) |
+	    TOOL_HDB_COL(SC_STEP_MS_MEDIAN) | TOOL_HDB_COL(SC_WINDOW),
+	[TOOL_HDB_Q_RANK_STATES] = TOOL_HDB_COL(SC_LAST_EVENT) |
+	    TOOL_HDB_COL(SC_RANK) | TOOL_HDB_COL(SC_WINDOW_STEP) |
+	    TOOL_HDB_COL(SC_EVENT_STEP) | TOOL_HDB_COL(SC_LAST_WINDOW),
+	[TOOL_HDB_Q_TIMINGS_ALL] = TOOL_HDB_COL(SC_RANK) |
+	    TOOL_HDB_COL(SC_REPORTS_DROPPED) | TOOL_HDB_COL(SC_STEP_MS_MEAN) |
+	    TOOL_HDB_COL(SC_WINDOW),
+	[TOOL_HDB_Q_LAYER_LEVELS] = TOOL_HDB_COL(SC_LAYER) |
+	    TOOL_HDB_COL(SC_LEVEL_MAX) | TOOL_HDB_COL(SC_WINDOW),
+	[TOOL_HDB_Q_LAYERS_RECENT] = TOOL_HDB_COL(SC_ERROR_BOUND) |
+	    TOOL_HDB_COL(SC_LAYER) | TOOL_HDB_COL(SC_LEVEL) |
+	    TOOL_HDB_COL(SC_LEVEL_APPLIED) | TOOL_HDB_COL(SC_NAME) |
+	    TOOL_HDB_COL(SC_NORM_MEAN) | TOOL_HDB_COL(SC_NUMEL) |
+	    TOOL_HDB_COL(SC_WINDOW),
+	[TOOL_HDB_Q_METRICS] = TOOL_HDB_COL(SC_LAYER) | TOOL_HDB_COL(SC_NAME) |
+	    TOOL_HDB_COL(SC_VALUE) | TOOL_HDB_COL(SC_WINDOW) |
+	    TOOL_HDB_COL(SC_POLICY),
+	[TOOL_HDB_Q_STATS] = TOOL_HDB_COL(SC_WINDOW) |
+	    TOOL_HDB_COL(SC_THRESHOLD) | TOOL_HDB_COL(SC_COMPRESSION_OFF) |
+	    TOOL_HDB_COL(SC_CALIBRATE_UNTIL),
+	[TOOL_HDB_Q_DECISIONS] = TOOL_HDB_COL(SC_N_CHANGES) |
+	    TOOL_HDB_COL(SC_POLICY) | TOOL_HDB_COL(SC_REASON) |
+	    TOOL_HDB_COL(SC_SEQ) | TOOL_HDB_COL(SC_TIME) |
+	    TOOL_HDB_COL(SC_WINDOW),
+	[TOOL_HDB_Q_DECISIONS_LAST] = TOOL_HDB_COL(SC_N_CHANGES) |
+	    TOOL_HDB_COL(SC_POLICY) | TOOL_HDB_COL(SC_REASON) |
+	    TOOL_HDB_COL(SC_SEQ) | TOOL_HDB_COL(SC_TIME) |
+	    TOOL_HDB_COL(SC_WINDOW),
+	[TOOL_HDB_Q_DECISIONS_CHANGED_LAST] = TOOL_HDB_COL(SC_N_CHANGES) |
+	    TOOL_HDB_COL(SC_POLICY) | TOOL_HDB_COL(SC_REASON) |
+	    TOOL_HDB_COL(SC_SEQ) | TOOL_HDB_COL(SC_TIME) |
+	    TOOL_HDB_COL(SC_WINDOW),
+	[TOOL_HDB_Q_RUNS] = TOOL_HDB_COL(SC_ID) | TOOL_HDB_COL(SC_JOB) |
+	    TOOL_HDB_COL(SC_STATE) | TOOL_HDB_COL(SC_WORLD),
+	[TOOL_HDB_Q_EVENTS] = TOOL_HDB_COL(SC_JOB) | TOOL_HDB_COL(SC_KIND) |
+	    TOOL_HDB_COL(SC_TEXT) | TOOL_HDB_COL(SC_TIME),
+};
 
+/* Column col of row r as an integer, DASH_NONE when not available. */
 static int64_t
-source_int(const tool_hdb_rows *rows, uint64_t r, const char *name)
+source_int(const tool_hdb_result *rows, uint64_t r, uint32_t col)
 {
-	int c = source_col(rows, name);
-	const tool_hdb_cell *cell;
-
-	if (c < 0)
-		return DASH_NONE;
-	cell = tool_hdb_rows_cell(rows, r, (uint32_t)c);
-	if (cell->type == TOOL_HDB_INT)
-		return cell->i;
-	if (cell->type == TOOL_HDB_REAL && isfinite(cell->d))
-		return (int64_t)cell->d;
-	return DASH_NONE;
-}
-
-static const char *
-source_text(const tool_hdb_rows *rows, uint64_t r, const char *name)
-{
-	int c = source_col(rows, name);
-	const tool_hdb_cell *cell;
-
-	if (c < 0)
-		return "";
-	cell = tool_hdb_rows_cell(rows, r, (uint32_t)c);
-	return cell->type == TOOL_HDB_TEXT ? cell->s : "";
+	return tool_hdb_int(rows, r, col, DASH_NONE);
 }
 
 /* "2026-11-22T03:00:34.703Z" -> "03:00:34". */
@@ -150,12 +224,11 @@ source_wall_hms(uint64_t wall_ms, char *buf, size_t len)
  * error. */
 static int
 source_ask(dash_source *s, tool_hdb_question q, const tool_hdb_filter *f,
-    tool_hdb_rows *rows)
+    tool_hdb_result *rows)
 {
 	tool_hdb_sink sink;
 
-	memset(rows, 0, sizeof(*rows));
-	tool_hdb_rows_sink(rows, &sink);
+	tool_hdb_result_sink(rows, source_cols, SC_N, source_need[q], &sink);
 	return tool_hdb_query(s->db, q, f, &sink);
 }
 
@@ -401,7 +474,7 @@ static void
 source_job_window(dash_source *s, dash_job *j, int64_t w)
 {
 	tool_hdb_filter f;
-	tool_hdb_rows rows;
+	tool_hdb_result rows;
 
 	if (s->db == NULL || j->run == DASH_NONE)
 		return;
@@ -412,22 +485,22 @@ source_job_window(dash_source *s, dash_job *j, int64_t w)
 	else if (j->window != DASH_NONE)
 		f.window_lo = j->window > 2 ? j->window - 2 : 0;
 	if (source_ask(s, TOOL_HDB_Q_WINDOWS, &f, &rows) == 0 &&
-	    rows.n_rows > 0) {
-		uint64_t r = rows.n_rows - 1;
-		int64_t sent = source_int(&rows, r, "floats_sent");
-		int64_t raw = source_int(&rows, r, "floats_raw");
+	    rows.rows.n_rows > 0) {
+		uint64_t r = rows.rows.n_rows - 1;
+		int64_t sent = source_int(&rows, r, SC_FLOATS_SENT);
+		int64_t raw = source_int(&rows, r, SC_FLOATS_RAW);
 
-		int64_t last = source_int(&rows, r, "last_step");
+		int64_t last = source_int(&rows, r, SC_LAST_STEP);
 
-		j->window = source_int(&rows, r, "window");
+		j->window = source_int(&rows, r, SC_WINDOW);
 		if (last >= 0 && (uint64_t)last > j->step)
 			j->step = (uint64_t)last;
 		if (isnan(j->step_ms))
-			j->step_ms = source_real(&rows, r, "step_ms_median");
+			j->step_ms = tool_hdb_real(&rows, r, SC_STEP_MS_MEDIAN);
 		j->bytes_sent = sent == DASH_NONE ? DASH_NONE : sent * 4;
 		j->bytes_raw = raw == DASH_NONE ? DASH_NONE : raw * 4;
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 }
 
 static int
@@ -487,7 +560,7 @@ static void
 source_live_ends(dash_source *s, dash_snapshot *snap, const dash_job *j)
 {
 	tool_hdb_filter f;
-	tool_hdb_rows rows;
+	tool_hdb_result rows;
 
 	if (s->db == NULL || j->run == DASH_NONE)
 		return;
@@ -495,10 +568,10 @@ source_live_ends(dash_source *s, dash_snapshot *snap, const dash_job *j)
 	if (j->window != DASH_NONE)
 		f.window_lo = j->window > 4 ? j->window - 4 : 0;
 	if (source_ask(s, TOOL_HDB_Q_RANK_STATES, &f, &rows) == 0) {
-		for (uint64_t r = 0; r < rows.n_rows; r++) {
-			int64_t rank = source_int(&rows, r, "rank");
+		for (uint64_t r = 0; r < rows.rows.n_rows; r++) {
+			int64_t rank = source_int(&rows, r, SC_RANK);
 
-			if (strcmp(source_text(&rows, r, "last_event"),
+			if (strcmp(tool_hdb_text(&rows, r, SC_LAST_EVENT),
 				"left") != 0)
 				continue;
 			for (uint32_t i = 0; i < snap->n_ranks; i++) {
@@ -509,7 +582,7 @@ source_live_ends(dash_source *s, dash_snapshot *snap, const dash_job *j)
 			}
 		}
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 }
 
 static int
@@ -518,7 +591,7 @@ source_live_ranks(dash_source *s, dash_snapshot *snap, const dash_job *j)
 	const com_status_reply *st = &s->last.u.status_reply;
 	const com_job_status *js = NULL;
 	tool_hdb_filter f;
-	tool_hdb_rows rows = { 0 };
+	tool_hdb_result rows = { 0 };
 	bool any_down = false;
 
 	for (uint32_t i = 0; i < st->n_jobs; i++) {
@@ -537,7 +610,7 @@ source_live_ranks(dash_source *s, dash_snapshot *snap, const dash_job *j)
 		f.window_lo = j->window > 4 ? j->window - 4 : 0;
 		f.window_hi = j->window;
 		if (source_ask(s, TOOL_HDB_Q_TIMINGS_ALL, &f, &rows) != 0)
-			tool_hdb_rows_fini(&rows);
+			tool_hdb_result_fini(&rows);
 	}
 	for (uint32_t i = 0; i < js->n_ranks; i++) {
 		dash_rank *k = &snap->ranks[i];
@@ -551,16 +624,16 @@ source_live_ranks(dash_source *s, dash_snapshot *snap, const dash_job *j)
 		k->step_ms = NAN;
 		k->window = DASH_NONE;
 		/* Its latest window's row (rows are by window, rank). */
-		for (uint64_t r = 0; r < rows.n_rows; r++) {
-			if (source_int(&rows, r, "rank") != (int64_t)k->rank)
+		for (uint64_t r = 0; r < rows.rows.n_rows; r++) {
+			if (source_int(&rows, r, SC_RANK) != (int64_t)k->rank)
 				continue;
-			k->window = source_int(&rows, r, "window");
-			k->step_ms = source_real(&rows, r, "step_ms_mean");
+			k->window = source_int(&rows, r, SC_WINDOW);
+			k->step_ms = tool_hdb_real(&rows, r, SC_STEP_MS_MEAN);
 			k->drops = (uint64_t)source_int(&rows, r,
-			    "reports_dropped");
+			    SC_REPORTS_DROPPED);
 		}
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 	if (any_down)
 		source_live_ends(s, snap, j);
 	return 0;
@@ -605,7 +678,7 @@ static const double *
 source_levels(dash_source *s, int64_t run, int64_t hi)
 {
 	tool_hdb_filter f;
-	tool_hdb_rows rows;
+	tool_hdb_result rows;
 
 	if (s->lv_max == NULL &&
 	    (s->lv_max = malloc(SOURCE_MAX_LAYERS * sizeof(double))) == NULL)
@@ -620,10 +693,10 @@ source_levels(dash_source *s, int64_t run, int64_t hi)
 	f.window_lo = s->lv_upto == DASH_NONE ? DASH_NONE : s->lv_upto + 1;
 	f.window_hi = hi;
 	if (source_ask(s, TOOL_HDB_Q_LAYER_LEVELS, &f, &rows) == 0) {
-		for (uint64_t r = 0; r < rows.n_rows; r++) {
-			int64_t idx = source_int(&rows, r, "layer");
-			int64_t win = source_int(&rows, r, "window");
-			double v = source_real(&rows, r, "level_max");
+		for (uint64_t r = 0; r < rows.rows.n_rows; r++) {
+			int64_t idx = source_int(&rows, r, SC_LAYER);
+			int64_t win = source_int(&rows, r, SC_WINDOW);
+			double v = tool_hdb_real(&rows, r, SC_LEVEL_MAX);
 
 			if (idx < 0 || idx >= SOURCE_MAX_LAYERS)
 				continue;
@@ -634,7 +707,7 @@ source_levels(dash_source *s, int64_t run, int64_t hi)
 				s->lv_upto = win;
 		}
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 	return s->lv_max;
 }
 
@@ -645,7 +718,7 @@ static int
 source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 {
 	tool_hdb_filter f;
-	tool_hdb_rows rows;
+	tool_hdb_result rows;
 	const double *levels;
 	int64_t hi = w != DASH_NONE ? w : j->window;
 	int64_t prev = DASH_NONE;
@@ -659,12 +732,12 @@ source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 		f.window_lo = hi >= DASH_SPARK_MAX ? hi - DASH_SPARK_MAX + 1
 						   : 0;
 	if (source_ask(s, TOOL_HDB_Q_LAYERS_RECENT, &f, &rows) != 0 ||
-	    rows.n_rows == 0) {
-		tool_hdb_rows_fini(&rows);
+	    rows.rows.n_rows == 0) {
+		tool_hdb_result_fini(&rows);
 		return 0;
 	}
-	for (uint64_t r = 0; r < rows.n_rows; r++) {
-		int64_t idx = source_int(&rows, r, "layer");
+	for (uint64_t r = 0; r < rows.rows.n_rows; r++) {
+		int64_t idx = source_int(&rows, r, SC_LAYER);
 
 		if (r == 0 || idx != prev)
 			n++;
@@ -674,23 +747,23 @@ source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 		n = SOURCE_MAX_LAYERS;
 	snap->layers = calloc(n, sizeof(*snap->layers));
 	if (snap->layers == NULL) {
-		tool_hdb_rows_fini(&rows);
+		tool_hdb_result_fini(&rows);
 		return BELLOWS_ENOMEM;
 	}
-	for (uint64_t r = 0; r < rows.n_rows; r++) {
-		int64_t idx = source_int(&rows, r, "layer");
+	for (uint64_t r = 0; r < rows.rows.n_rows; r++) {
+		int64_t idx = source_int(&rows, r, SC_LAYER);
 		dash_layer *l;
 		double v;
 
 		if (snap->n_layers == 0 || idx != prev) {
-			int64_t numel = source_int(&rows, r, "numel");
+			int64_t numel = source_int(&rows, r, SC_NUMEL);
 
 			if (snap->n_layers == n)
 				break;
 			l = &snap->layers[snap->n_layers++];
 			l->idx = idx >= 0 ? (uint32_t)idx : 0;
 			dash_copy(l->name, sizeof(l->name),
-			    source_text(&rows, r, "name"));
+			    tool_hdb_text(&rows, r, SC_NAME));
 			l->numel = numel >= 0 ? (uint64_t)numel : 0;
 			l->level = NAN;
 			l->level_applied = NAN;
@@ -703,14 +776,14 @@ source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 		}
 		prev = idx;
 		l = &snap->layers[snap->n_layers - 1];
-		if (source_int(&rows, r, "window") == DASH_NONE)
+		if (source_int(&rows, r, SC_WINDOW) == DASH_NONE)
 			continue;
 		/* Rows go by window: the last one is the one in force. */
 		l->level_prev = l->level;
-		l->level = source_real(&rows, r, "level");
-		l->level_applied = source_real(&rows, r, "level_applied");
-		l->error_bound = source_real(&rows, r, "error_bound");
-		v = source_real(&rows, r, "norm_mean");
+		l->level = tool_hdb_real(&rows, r, SC_LEVEL);
+		l->level_applied = tool_hdb_real(&rows, r, SC_LEVEL_APPLIED);
+		l->error_bound = tool_hdb_real(&rows, r, SC_ERROR_BOUND);
+		v = tool_hdb_real(&rows, r, SC_NORM_MEAN);
 		if (l->n_norms == DASH_SPARK_MAX) {
 			memmove(l->norms, l->norms + 1,
 			    (DASH_SPARK_MAX - 1) * sizeof(*l->norms));
@@ -718,7 +791,7 @@ source_layers(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 		}
 		l->norms[l->n_norms++] = v;
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 	levels = source_levels(s, j->run, hi);
 	if (levels == NULL)
 		return BELLOWS_ENOMEM;
@@ -747,7 +820,7 @@ source_judged(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 	int64_t span = snap->acc_interval != 0 ? snap->acc_interval
 					       : DASH_SPARK_MAX;
 	tool_hdb_filter f;
-	tool_hdb_rows rows;
+	tool_hdb_result rows;
 	uint32_t at = 0;
 
 	if (s->db == NULL || j->run == DASH_NONE || hi < 0 ||
@@ -759,15 +832,15 @@ source_judged(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 	f.window_lo = hi >= span ? hi - span : 0;
 	f.window_hi = hi;
 	if (source_ask(s, TOOL_HDB_Q_METRICS, &f, &rows) != 0) {
-		tool_hdb_rows_fini(&rows);
+		tool_hdb_result_fini(&rows);
 		return;
 	}
 	/* Rows go by window, then as the policy wrote them (layer order):
 	 * the search for a layer starts after the last one found. */
-	for (uint64_t i = 0; i < rows.n_rows; i++) {
-		const char *name = source_text(&rows, i, "name");
-		const char *layer = source_text(&rows, i, "layer");
-		int64_t win = source_int(&rows, i, "window");
+	for (uint64_t i = 0; i < rows.rows.n_rows; i++) {
+		const char *name = tool_hdb_text(&rows, i, SC_NAME);
+		const char *layer = tool_hdb_text(&rows, i, SC_LAYER);
+		int64_t win = source_int(&rows, i, SC_WINDOW);
 
 		if (strcmp(name, "r") != 0 || layer[0] == '\0')
 			continue;
@@ -777,7 +850,7 @@ source_judged(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 
 			if (strcmp(l->name, layer) != 0)
 				continue;
-			l->r = source_real(&rows, i, "value");
+			l->r = tool_hdb_real(&rows, i, SC_VALUE);
 			l->r_window = win;
 			l->r_eta = NAN;
 			at = (at + k + 1) % snap->n_layers;
@@ -786,19 +859,19 @@ source_judged(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 	}
 	/* The eta each r was compared with: the job's "eta" of its
 	 * window. */
-	for (uint64_t i = 0; i < rows.n_rows; i++) {
-		const char *layer = source_text(&rows, i, "layer");
-		int64_t win = source_int(&rows, i, "window");
+	for (uint64_t i = 0; i < rows.rows.n_rows; i++) {
+		const char *layer = tool_hdb_text(&rows, i, SC_LAYER);
+		int64_t win = source_int(&rows, i, SC_WINDOW);
 
-		if (strcmp(source_text(&rows, i, "name"), "eta") != 0 ||
+		if (strcmp(tool_hdb_text(&rows, i, SC_NAME), "eta") != 0 ||
 		    layer[0] != '\0')
 			continue;
 		for (uint32_t k = 0; k < snap->n_layers; k++)
 			if (snap->layers[k].r_window == win)
-				snap->layers[k].r_eta = source_real(&rows, i,
-				    "value");
+				snap->layers[k].r_eta = tool_hdb_real(&rows, i,
+				    SC_VALUE);
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 }
 
 /* The threshold, gate and calibration in force in the last window of run
@@ -808,7 +881,7 @@ source_knobs(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 {
 	dash_knobs *k = &snap->knobs;
 	tool_hdb_filter f;
-	tool_hdb_rows rows;
+	tool_hdb_result rows;
 	int64_t until;
 	uint64_t last;
 
@@ -821,19 +894,19 @@ source_knobs(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 	if (w == DASH_NONE && j->window != DASH_NONE)
 		f.window_lo = j->window > 8 ? j->window - 8 : 0;
 	if (source_ask(s, TOOL_HDB_Q_STATS, &f, &rows) != 0 ||
-	    rows.n_rows == 0) {
-		tool_hdb_rows_fini(&rows);
+	    rows.rows.n_rows == 0) {
+		tool_hdb_result_fini(&rows);
 		return;
 	}
-	last = rows.n_rows - 1;
-	k->window = source_int(&rows, last, "window");
-	k->threshold = source_int(&rows, last, "threshold");
+	last = rows.rows.n_rows - 1;
+	k->window = source_int(&rows, last, SC_WINDOW);
+	k->threshold = source_int(&rows, last, SC_THRESHOLD);
 	if (k->threshold == DASH_NONE || k->threshold < 0)
 		k->threshold = 0;
-	k->gate_off = source_int(&rows, last, "compression_off") > 0;
-	until = source_int(&rows, last, "calibrate_until");
+	k->gate_off = source_int(&rows, last, SC_COMPRESSION_OFF) > 0;
+	until = source_int(&rows, last, SC_CALIBRATE_UNTIL);
 	k->calibrating = until != DASH_NONE && (uint64_t)until > j->step;
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 	if (k->window == DASH_NONE)
 		return;
 	source_filter(&f, j->run);
@@ -841,28 +914,29 @@ source_knobs(dash_source *s, dash_snapshot *snap, const dash_job *j, int64_t w)
 	f.window_hi = k->window;
 	if (source_ask(s, TOOL_HDB_Q_METRICS, &f, &rows) == 0) {
 		for (uint64_t i = 0;
-		     i < rows.n_rows && k->n_metrics < DASH_METRICS_MAX; i++) {
+		     i < rows.rows.n_rows && k->n_metrics < DASH_METRICS_MAX;
+		     i++) {
 			dash_metric *mt = &k->metrics[k->n_metrics++];
 
 			dash_copy(mt->policy, sizeof(mt->policy),
-			    source_text(&rows, i, "policy"));
+			    tool_hdb_text(&rows, i, SC_POLICY));
 			dash_copy(mt->name, sizeof(mt->name),
-			    source_text(&rows, i, "name"));
+			    tool_hdb_text(&rows, i, SC_NAME));
 			dash_copy(mt->layer, sizeof(mt->layer),
-			    source_text(&rows, i, "layer"));
-			mt->value = source_real(&rows, i, "value");
+			    tool_hdb_text(&rows, i, SC_LAYER));
+			mt->value = tool_hdb_real(&rows, i, SC_VALUE);
 		}
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 }
 
 /* Whether decision row r is shown: every one when all are asked for,
  * else those that changed a knob. */
 static bool
-source_decision_shown(const dash_source *s, const tool_hdb_rows *rows,
+source_decision_shown(const dash_source *s, const tool_hdb_result *rows,
     uint64_t r)
 {
-	return s->all_decisions || source_int(rows, r, "n_changes") > 0;
+	return s->all_decisions || source_int(rows, r, SC_N_CHANGES) > 0;
 }
 
 static int
@@ -870,7 +944,7 @@ source_decisions(dash_source *s, dash_snapshot *snap, const dash_job *j,
     int64_t w)
 {
 	tool_hdb_filter f;
-	tool_hdb_rows rows;
+	tool_hdb_result rows;
 	uint64_t first = 0, n = 0;
 
 	if (s->db == NULL || j->run == DASH_NONE)
@@ -888,22 +962,23 @@ source_decisions(dash_source *s, dash_snapshot *snap, const dash_job *j,
 		    : s->all_decisions ? TOOL_HDB_Q_DECISIONS_LAST
 				       : TOOL_HDB_Q_DECISIONS_CHANGED_LAST,
 		&f, &rows) != 0 ||
-	    rows.n_rows == 0) {
-		tool_hdb_rows_fini(&rows);
+	    rows.rows.n_rows == 0) {
+		tool_hdb_result_fini(&rows);
 		return 0;
 	}
 	/* The first row of the newest SOURCE_DECISIONS shown. */
-	for (first = rows.n_rows; first > 0 && n < SOURCE_DECISIONS; first--)
+	for (first = rows.rows.n_rows; first > 0 && n < SOURCE_DECISIONS;
+	     first--)
 		n += source_decision_shown(s, &rows, first - 1);
 	snap->decisions = n > 0 ? calloc(n, sizeof(*snap->decisions)) : NULL;
 	if (n > 0 && snap->decisions == NULL) {
-		tool_hdb_rows_fini(&rows);
+		tool_hdb_result_fini(&rows);
 		return BELLOWS_ENOMEM;
 	}
-	for (uint64_t r = first; r < rows.n_rows; r++) {
+	for (uint64_t r = first; r < rows.rows.n_rows; r++) {
 		dash_decision *d;
-		int64_t seq = source_int(&rows, r, "seq");
-		int64_t changes = source_int(&rows, r, "n_changes");
+		int64_t seq = source_int(&rows, r, SC_SEQ);
+		int64_t changes = source_int(&rows, r, SC_N_CHANGES);
 
 		if (!source_decision_shown(s, &rows, r))
 			continue;
@@ -912,18 +987,19 @@ source_decisions(dash_source *s, dash_snapshot *snap, const dash_job *j,
 		d->n_changes = changes > 0 && changes <= UINT32_MAX
 		    ? (uint32_t)changes
 		    : 0;
-		d->window = source_int(&rows, r, "window");
-		source_hms(source_text(&rows, r, "time"), d->time,
+		d->window = source_int(&rows, r, SC_WINDOW);
+		source_hms(tool_hdb_text(&rows, r, SC_TIME), d->time,
 		    sizeof(d->time));
 		dash_copy(d->policy, sizeof(d->policy),
-		    source_text(&rows, r, "policy"));
+		    tool_hdb_text(&rows, r, SC_POLICY));
 		dash_copy(d->reason, sizeof(d->reason),
-		    source_text(&rows, r, "reason"));
+		    tool_hdb_text(&rows, r, SC_REASON));
 	}
 	/* Accordion names its interval and eta when it compares windows;
 	 * the newest such reason is the configuration in force. */
-	for (uint64_t i = rows.n_rows; i > 0; i--) {
-		if (dash_reason_accordion(source_text(&rows, i - 1, "reason"),
+	for (uint64_t i = rows.rows.n_rows; i > 0; i--) {
+		if (dash_reason_accordion(tool_hdb_text(&rows, i - 1,
+					      SC_REASON),
 			&snap->acc_interval, &snap->acc_eta))
 			break;
 	}
@@ -937,7 +1013,7 @@ source_decisions(dash_source *s, dash_snapshot *snap, const dash_job *j,
 		snap->acc_interval = s->acc_interval;
 		snap->acc_eta = s->acc_eta;
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 	return 0;
 }
 
@@ -947,33 +1023,33 @@ static int
 source_offline_jobs(dash_source *s, dash_snapshot *snap)
 {
 	tool_hdb_filter f;
-	tool_hdb_rows rows;
+	tool_hdb_result rows;
 
 	source_filter(&f, TOOL_HDB_NONE);
 	if (source_ask(s, TOOL_HDB_Q_RUNS, &f, &rows) != 0 ||
-	    rows.n_rows == 0) {
-		tool_hdb_rows_fini(&rows);
+	    rows.rows.n_rows == 0) {
+		tool_hdb_result_fini(&rows);
 		return 0;
 	}
-	snap->jobs = calloc(rows.n_rows, sizeof(*snap->jobs));
+	snap->jobs = calloc(rows.rows.n_rows, sizeof(*snap->jobs));
 	if (snap->jobs == NULL) {
-		tool_hdb_rows_fini(&rows);
+		tool_hdb_result_fini(&rows);
 		return BELLOWS_ENOMEM;
 	}
 	/* Newest run first. */
-	for (uint64_t k = rows.n_rows; k > 0; k--) {
+	for (uint64_t k = rows.rows.n_rows; k > 0; k--) {
 		uint64_t i = k - 1;
 		dash_job *j = &snap->jobs[snap->n_jobs];
-		const char *name = source_text(&rows, i, "job");
+		const char *name = tool_hdb_text(&rows, i, SC_JOB);
 		bool older = false;
-		int64_t world = source_int(&rows, i, "world");
+		int64_t world = source_int(&rows, i, SC_WORLD);
 
 		for (uint32_t p = 0; p < snap->n_jobs; p++) {
 			if (strncmp(snap->jobs[p].name, name,
 				sizeof(j->name) - 1) == 0)
 				older = true;
 		}
-		j->run = source_int(&rows, i, "id");
+		j->run = source_int(&rows, i, SC_ID);
 		if (older) {
 			char buf[DASH_NAME_MAX + 24];
 
@@ -988,13 +1064,14 @@ source_offline_jobs(dash_source *s, dash_snapshot *snap)
 		j->step_ms = NAN;
 		j->bytes_sent = DASH_NONE;
 		j->bytes_raw = DASH_NONE;
-		j->ended = strcmp(source_text(&rows, i, "state"), "live") != 0;
+		j->ended = strcmp(tool_hdb_text(&rows, i, SC_STATE), "live") !=
+		    0;
 		/* The policies: those of its decisions, once the run is
 		 * opened (source_offline_policy). */
 		j->policy[0] = '\0';
 		snap->n_jobs++;
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 	return 0;
 }
 
@@ -1005,14 +1082,14 @@ source_offline_jobs(dash_source *s, dash_snapshot *snap)
  * with it. A file without rank events: alive when it reported window
  * w. */
 static void
-source_rank_state(const tool_hdb_rows *rows, uint64_t r, int64_t w, bool ended,
-    dash_rank *d)
+source_rank_state(const tool_hdb_result *rows, uint64_t r, int64_t w,
+    bool ended, dash_rank *d)
 {
-	const char *ev = source_text(rows, r, "last_event");
-	int64_t ws = source_int(rows, r, "window_step");
-	int64_t es = source_int(rows, r, "event_step");
+	const char *ev = tool_hdb_text(rows, r, SC_LAST_EVENT);
+	int64_t ws = source_int(rows, r, SC_WINDOW_STEP);
+	int64_t es = source_int(rows, r, SC_EVENT_STEP);
 
-	d->window = source_int(rows, r, "last_window");
+	d->window = source_int(rows, r, SC_LAST_WINDOW);
 	if (ws >= 0)
 		d->step = (uint64_t)ws;
 	if (es >= 0 && (uint64_t)es > d->step)
@@ -1040,7 +1117,7 @@ source_offline_ranks(dash_source *s, dash_snapshot *snap, dash_job *j,
     int64_t w)
 {
 	tool_hdb_filter f;
-	tool_hdb_rows rows;
+	tool_hdb_result rows;
 	uint32_t alive = 0;
 	int64_t closed = TOOL_HDB_NONE;
 
@@ -1063,32 +1140,32 @@ source_offline_ranks(dash_source *s, dash_snapshot *snap, dash_job *j,
 	    closed != TOOL_HDB_NONE)
 		f.time_hi = closed;
 	if (source_ask(s, TOOL_HDB_Q_RANK_STATES, &f, &rows) == 0) {
-		for (uint64_t r = 0; r < rows.n_rows; r++) {
-			int64_t k = source_int(&rows, r, "rank");
+		for (uint64_t r = 0; r < rows.rows.n_rows; r++) {
+			int64_t k = source_int(&rows, r, SC_RANK);
 
 			if (k >= 0 && k < (int64_t)j->world)
 				source_rank_state(&rows, r, w, j->ended,
 				    &snap->ranks[k]);
 		}
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 	source_filter(&f, j->run);
 	f.window_lo = w > 4 ? w - 4 : 0;
 	f.window_hi = w;
 	if (source_ask(s, TOOL_HDB_Q_TIMINGS_ALL, &f, &rows) == 0) {
-		for (uint64_t r = 0; r < rows.n_rows; r++) {
-			int64_t k = source_int(&rows, r, "rank");
+		for (uint64_t r = 0; r < rows.rows.n_rows; r++) {
+			int64_t k = source_int(&rows, r, SC_RANK);
 			dash_rank *d;
 
 			if (k < 0 || k >= (int64_t)j->world)
 				continue;
 			d = &snap->ranks[k];
-			d->step_ms = source_real(&rows, r, "step_ms_mean");
+			d->step_ms = tool_hdb_real(&rows, r, SC_STEP_MS_MEAN);
 			d->drops = (uint64_t)source_int(&rows, r,
-			    "reports_dropped");
+			    SC_REPORTS_DROPPED);
 		}
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 	for (uint32_t i = 0; i < j->world; i++)
 		alive += snap->ranks[i].alive;
 	j->alive = alive;
@@ -1104,7 +1181,7 @@ source_offline_events(dash_source *s, dash_snapshot *snap, const dash_job *j,
     int64_t w)
 {
 	tool_hdb_filter f;
-	tool_hdb_rows rows;
+	tool_hdb_result rows;
 	uint64_t first, n;
 	int64_t closed = TOOL_HDB_NONE;
 
@@ -1118,31 +1195,33 @@ source_offline_events(dash_source *s, dash_snapshot *snap, const dash_job *j,
 		f.time_hi = closed;
 	}
 	if (source_ask(s, TOOL_HDB_Q_EVENTS, &f, &rows) != 0 ||
-	    rows.n_rows == 0) {
-		tool_hdb_rows_fini(&rows);
+	    rows.rows.n_rows == 0) {
+		tool_hdb_result_fini(&rows);
 		return 0;
 	}
-	first = rows.n_rows > SOURCE_EVENTS ? rows.n_rows - SOURCE_EVENTS : 0;
-	n = rows.n_rows - first;
+	first = rows.rows.n_rows > SOURCE_EVENTS
+	    ? rows.rows.n_rows - SOURCE_EVENTS
+	    : 0;
+	n = rows.rows.n_rows - first;
 	snap->events = calloc(n, sizeof(*snap->events));
 	if (snap->events == NULL) {
-		tool_hdb_rows_fini(&rows);
+		tool_hdb_result_fini(&rows);
 		return BELLOWS_ENOMEM;
 	}
 	snap->n_events = (uint32_t)n;
 	for (uint64_t i = 0; i < n; i++) {
 		dash_event *e = &snap->events[i];
 
-		source_hms(source_text(&rows, first + i, "time"), e->time,
+		source_hms(tool_hdb_text(&rows, first + i, SC_TIME), e->time,
 		    sizeof(e->time));
 		dash_copy(e->kind, sizeof(e->kind),
-		    source_text(&rows, first + i, "kind"));
+		    tool_hdb_text(&rows, first + i, SC_KIND));
 		dash_copy(e->job, sizeof(e->job),
-		    source_text(&rows, first + i, "job"));
+		    tool_hdb_text(&rows, first + i, SC_JOB));
 		dash_copy(e->text, sizeof(e->text),
-		    source_text(&rows, first + i, "text"));
+		    tool_hdb_text(&rows, first + i, SC_TEXT));
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 	return 0;
 }
 
@@ -1152,15 +1231,16 @@ source_offline_window(dash_source *s, dash_snapshot *snap, dash_job *j,
     int64_t w)
 {
 	tool_hdb_filter f;
-	tool_hdb_rows rows;
+	tool_hdb_result rows;
 
 	source_filter(&f, j->run);
 	if (source_ask(s, TOOL_HDB_Q_WINDOWS, &f, &rows) == 0 &&
-	    rows.n_rows > 0) {
-		snap->window_lo = source_int(&rows, 0, "window");
-		snap->window_hi = source_int(&rows, rows.n_rows - 1, "window");
+	    rows.rows.n_rows > 0) {
+		snap->window_lo = source_int(&rows, 0, SC_WINDOW);
+		snap->window_hi = source_int(&rows, rows.rows.n_rows - 1,
+		    SC_WINDOW);
 	}
-	tool_hdb_rows_fini(&rows);
+	tool_hdb_result_fini(&rows);
 	if (snap->window_hi == DASH_NONE)
 		return;
 	if (w == DASH_NONE || w > snap->window_hi)

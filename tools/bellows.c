@@ -33,6 +33,17 @@ typedef struct bellows_command {
 	const char *summary;               /* one line for `bellows help` */
 } bellows_command;
 
+/* `bellows history`: compare takes two runs and options of its own and
+ * is report_compare.c's, the other questions history.c's; the two share
+ * what they read with (client/), not each other. */
+static int
+bellows_history(int argc, char **argv)
+{
+	if (argc >= 2 && strcmp(argv[1], "compare") == 0)
+		return tool_report_compare_main(argc - 1, argv + 1);
+	return tool_history_main(argc, argv);
+}
+
 static const bellows_command commands[] = {
 	{ "status", tool_status_main, tool_status_usage,
 	    "show what bellowsd is doing: jobs, ranks, drops" },
@@ -42,7 +53,7 @@ static const bellows_command commands[] = {
 	    "run a simulated data-parallel job against bellowsd" },
 	{ "replay", tool_replay_main, tool_replay_usage,
 	    "run policies over recorded metrics or a recorded run" },
-	{ "history", tool_history_main, tool_history_usage,
+	{ "history", bellows_history, tool_history_usage,
 	    "what happened: runs, layers, windows, decisions, events, "
 	    "timings, stats, metrics, comm, residuals, compare" },
 	{ "report", tool_report_main, tool_report_usage,

@@ -10,6 +10,7 @@
 
 #include "common/args.h"
 #include "history.h"
+#include "client/cellfmt.h"
 #include "client/metrics.h"
 
 #include <bellows/error.h>
@@ -94,7 +95,7 @@ tool_export_put_cell(FILE *f, const char *name, const tool_hdb_cell *c)
 
 	if (c->type != TOOL_HDB_BLOB || !export_is_doubles(name) ||
 	    c->len % 8 != 0)
-		return tool_history_put_cell(f, TOOL_HISTORY_CSV, c);
+		return tool_cellfmt_put(f, false, c);
 	for (size_t i = 0; i < c->len; i += 8) {
 		uint64_t bits = 0;
 		double v;
@@ -125,7 +126,7 @@ export_columns(void *arg, uint32_t n, const char *const *names)
 
 	ef->n_cols = n;
 	ef->names = names;
-	return tool_history_put_header(ef->f, n, names);
+	return tool_cellfmt_header(ef->f, n, names);
 }
 
 static int

@@ -17,7 +17,7 @@
 #include <stdio.h>
 
 /* Writes cell `c` of column `name` as a CSV field: as
- * tool_history_put_cell does, except that a BLOB in a column named
+ * tool_cellfmt_put does, except that a BLOB in a column named
  * `levels` or `error_bounds` is decoded as little-endian doubles
  * ("2 1 0"). Returns 0 or BELLOWS_EIO. */
 int tool_export_put_cell(FILE *f, const char *name, const tool_hdb_cell *c);

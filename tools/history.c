@@ -9,7 +9,9 @@
  * times.
  */
 #include "history.h"
-#include "report.h"
+
+#include "client/cellfmt.h"
+#include "client/historyrows.h"
 
 #include "common/args.h"
 #include "client/metrics.h"
@@ -251,131 +253,6 @@ tool_history_parse_format(const char *cmd, const char *text,
 }
 
 /* ---- cells ------------------------------------------------------------- */
-
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if none. */
-static size_t
-history_utf8_len(const unsigned char *s, size_t n)
-{
-	size_t len;
-	uint32_t cp, min;
-
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0) {
-		len = 2;
-		cp = s[0] & 0x1f;
-		min = 0x80;
-	} else if ((s[0] & 0xf0) == 0xe0) {
-		len = 3;
-		cp = s[0] & 0x0f;
-		min = 0x800;
-	} else if ((s[0] & 0xf8) == 0xf0) {
-		len = 4;
-		cp = s[0] & 0x07;
-		min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
-int
-tool_history_json_string(FILE *f, const char *s, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)s;
-
-	fputc('"', f);
-	for (size_t i = 0; i < len;) {
-		unsigned char c = p[i];
-		size_t n;
-
-		if (c == '"' || c == '\\') {
-			fputc('\\', f);
-			fputc(c, f);
-		} else if (c == '\n') {
-			fputs("\\n", f);
-		} else if (c == '\r') {
-			fputs("\\r", f);
-		} else if (c == '\t') {
-			fputs("\\t", f);
-		} else if (c < 0x20 || c == 0x7f) {
-			fprintf(f, "\\u%04x", c);
-		} else if ((n = history_utf8_len(p + i, len - i)) == 0) {
-			fputs("\\ufffd", f);
-		} else {
-			fwrite(p + i, 1, n, f);
-			i += n;
-			continue;
-		}
-		i++;
-	}
-	fputc('"', f);
-	return ferror(f) ? BELLOWS_EIO : 0;
-}
-
-static void
-history_hex(FILE *f, const char *s, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		fprintf(f, "%02x", (unsigned char)s[i]);
-}
-
-int
-tool_history_put_cell(FILE *f, tool_history_format fmt, const tool_hdb_cell *c)
-{
-	bool json = fmt == TOOL_HISTORY_JSON;
-
-	switch (c->type) {
-	case TOOL_HDB_INT:
-		fprintf(f, "%" PRId64, c->i);
-		break;
-	case TOOL_HDB_REAL:
-		if (!isfinite(c->d)) {
-			if (json)
-				fputs("null", f);
-			break;
-		}
-		tool_metrics_put_number(f, c->d);
-		break;
-	case TOOL_HDB_TEXT:
-		if (json)
-			return tool_history_json_string(f, c->s, c->len);
-		return tool_metrics_put_field(f, c->s);
-	case TOOL_HDB_BLOB:
-		if (json)
-			fputc('"', f);
-		history_hex(f, c->s, c->len);
-		if (json)
-			fputc('"', f);
-		break;
-	case TOOL_HDB_NULL:
-	default:
-		if (json)
-			fputs("null", f);
-		break;
-	}
-	return ferror(f) ? BELLOWS_EIO : 0;
-}
-
-int
-tool_history_put_header(FILE *f, uint32_t n, const char *const *names)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		if ((i > 0 && fputc(',', f) == EOF) ||
-		    tool_metrics_put_field(f, names[i]) != 0)
-			return BELLOWS_EIO;
-	}
-	return fputc('\n', f) == EOF ? BELLOWS_EIO : 0;
-}
 
 /* ---- tables ------------------------------------------------------------ */
 
@@ -663,7 +540,7 @@ history_out_columns(void *arg, uint32_t n, const char *const *names)
 	o->n_cols = n;
 	o->names = names;
 	if (o->fmt == TOOL_HISTORY_CSV)
-		return tool_history_put_header(o->f, n, names);
+		return tool_cellfmt_header(o->f, n, names);
 	return fputc('[', o->f) == EOF ? BELLOWS_EIO : 0;
 }
 
@@ -679,12 +556,13 @@ history_out_row(void *arg, const tool_hdb_cell *cells)
 		if (c > 0)
 			fputs(json ? ", " : ",", o->f);
 		if (json) {
-			if (tool_history_json_string(o->f, o->names[c],
+			if (tool_cellfmt_json_string(o->f, o->names[c],
 				strlen(o->names[c])) != 0)
 				return BELLOWS_EIO;
 			fputs(": ", o->f);
 		}
-		if (tool_history_put_cell(o->f, o->fmt, &cells[c]) != 0)
+		if (tool_cellfmt_put(o->f, o->fmt == TOOL_HISTORY_JSON,
+			&cells[c]) != 0)
 			return BELLOWS_EIO;
 	}
 	fputc(json ? '}' : '\n', o->f);
@@ -979,25 +857,29 @@ history_bound(tool_hdb *db, const history_opts *o, int64_t run, bool until,
 static int
 history_note_applied(tool_hdb *db, const tool_hdb_filter *f)
 {
-	tool_hdb_rows rows = { 0 };
+	enum {
+		A_ROWS,
+		A_MISSING,
+		A_N
+	};
+	static const char *const want[A_N] = { "rows", "missing" };
+	tool_hdb_result res;
 	tool_hdb_sink sink;
+	int64_t missing;
 	int r;
 
-	tool_hdb_rows_sink(&rows, &sink);
+	tool_hdb_result_sink(&res, want, A_N,
+	    TOOL_HDB_COL(A_ROWS) | TOOL_HDB_COL(A_MISSING), &sink);
 	r = tool_hdb_query(db, TOOL_HDB_Q_APPLIED_MISSING, f, &sink);
-	if (r == 0 && rows.n_rows == 1 && rows.n_cols == 2) {
-		const tool_hdb_cell *all = tool_hdb_rows_cell(&rows, 0, 0);
-		const tool_hdb_cell *missing = tool_hdb_rows_cell(&rows, 0, 1);
-
-		if (missing->type == TOOL_HDB_INT && missing->i > 0)
-			fprintf(stderr,
-			    "bellows history: %" PRId64 " of %" PRId64
-			    " layer windows recorded no applied level (a "
-			    "history or agents older than it): the applied "
-			    "columns show the decided level there\n",
-			    missing->i, all->i);
-	}
-	tool_hdb_rows_fini(&rows);
+	missing = tool_hdb_int(&res, 0, A_MISSING, 0);
+	if (r == 0 && missing > 0)
+		fprintf(stderr,
+		    "bellows history: %" PRId64 " of %" PRId64
+		    " layer windows recorded no applied level (a "
+		    "history or agents older than it): the applied "
+		    "columns show the decided level there\n",
+		    missing, tool_hdb_int(&res, 0, A_ROWS, 0));
+	tool_hdb_result_fini(&res);
 	return r;
 }
 
@@ -1098,9 +980,6 @@ tool_history_main(int argc, char **argv)
 	};
 	int rc, r;
 
-	/* compare takes two runs, and options of its own. */
-	if (argc >= 2 && strcmp(argv[1], "compare") == 0)
-		return tool_report_compare_main(argc - 1, argv + 1);
 	if ((rc = history_parse(argc, argv, &o)) >= 0)
 		return rc;
 	rc = 1;

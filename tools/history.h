@@ -4,10 +4,11 @@
  * Each subcommand (runs, layers, windows, decisions, events, timings) is
  * one question of historydb; this module picks the run (the latest unless
  * --run names one), turns --since/--until into the question's bounds and
- * prints the rows. The three output forms are here too, because `bellows
- * export` writes its CSV through them: tables are aligned and truncate
- * long text (unless --wide), CSV quotes as RFC 4180, JSON is an array of
- * objects with numbers as numbers and NULL as null.
+ * prints the rows: tables aligned, truncating long text (unless --wide),
+ * CSV quoted as RFC 4180, JSON an array of objects with numbers as
+ * numbers and NULL as null; a cell's CSV and JSON forms are
+ * client/cellfmt.c's. `bellows history compare` is report_compare.c's,
+ * which tools/bellows.c calls directly.
  */
 #ifndef TOOL_HISTORY_H
 #define TOOL_HISTORY_H
@@ -21,7 +22,7 @@
 #define TOOL_HISTORY_CELL_MAX                                                  \
 	60 /* characters of a text cell in a table                             \
 	    * without --wide */
-#define TOOL_HISTORY_DEFAULT_DB "bellows.db" /* as bellowsd's --db */
+#define TOOL_HISTORY_DEFAULT_DB TOOL_HDB_DEFAULT_PATH /* as bellowsd's --db */
 
 typedef enum tool_history_format {
 	TOOL_HISTORY_TABLE = 0, /* aligned columns for people */
@@ -50,24 +51,6 @@ int tool_history_parse_bound(const char *cmd, const char *opt, const char *text,
  * stderr as for tool_history_parse_bound). */
 int tool_history_parse_format(const char *cmd, const char *text,
     tool_history_format *ret);
-
-/* Writes s (len bytes) as a JSON string: quoted, with quotes,
- * backslashes and control characters escaped and bytes that are not
- * UTF-8 replaced by U+FFFD, so that any text gives valid JSON. Returns 0
- * or BELLOWS_EIO. */
-int tool_history_json_string(FILE *f, const char *s, size_t len);
-
-/* Writes one cell as a CSV field (`fmt` CSV) or a JSON value (`fmt`
- * JSON): integers as they are, reals as the shortest text that reads
- * back exactly (non-finite: empty / null), text quoted as needed, BLOBs
- * as lower-case hex, NULL as an empty field / null. Returns 0 or
- * BELLOWS_EIO. */
-int tool_history_put_cell(FILE *f, tool_history_format fmt,
-    const tool_hdb_cell *c);
-
-/* Writes a CSV header line of `n` column names. Returns 0 or
- * BELLOWS_EIO. */
-int tool_history_put_header(FILE *f, uint32_t n, const char *const *names);
 
 /* Writes `rows` in format `fmt`. A table aligns its columns (numbers to
  * the right), shows NULL as "-", replaces control characters by spaces

@@ -1,15 +1,17 @@
 /* report - `bellows report` and `bellows history compare`, see report.h.
  *
  * A run is read into memory (rep_run) in one snapshot: the exported
- * tables it needs as tool_hdb_rows, except the windows table (a row per
- * layer per window), which streams into arrays of level, error bound,
+ * tables it needs as rows whose columns client/historyrows resolved
+ * once (tool_report_cols), except the windows table (a row per layer
+ * per window), which streams into arrays of level, error bound,
  * norm and activation bytes indexed by window position. The level is
  * the one applied (what the agents sent at), the decided one in rows
  * that lack it, which the report counts and says. Levels are weighted
  * by the steps of each window ("time-weighted": a window of twice the
  * steps counts twice). The text report and the HTML page are
- * written by one function (rep_write), the HTML escaping the text and
- * adding the SVG plots, so that the two never disagree. policy_metrics
+ * written by the same functions, one per section (rep_write_*), through
+ * an emitter (report_emit.c) that escapes the text and draws the SVG
+ * plots in HTML, so that the two never disagree. policy_metrics
  * is kept as rows: a run whose policies return many metrics per window
  * takes memory in proportion.
  *
@@ -22,8 +24,9 @@
 #include "report_int.h"
 
 #include "common/args.h"
-#include "history.h"
+#include "client/cellfmt.h"
 #include "client/historydb.h"
+#include "client/historyrows.h"
 #include "common/units.h"
 #include "client/metrics.h"
 #include "common/stat_table.h"
@@ -60,72 +63,54 @@ static const tool_hdb_table rep_tables[] = {
 _Static_assert(sizeof(rep_tables) / sizeof(rep_tables[0]) == REP_N_TABLES,
     "rep_tables and REP_N_TABLES disagree");
 
-static int
-rep_col(const tool_hdb_rows *r, const char *name)
-{
-	for (uint32_t c = 0; c < r->n_cols; c++) {
-		if (strcmp(r->names[c], name) == 0)
-			return (int)c;
-	}
-	return -1;
-}
-
-double
-tool_report_d(const tool_hdb_rows *r, uint64_t row, const char *name)
-{
-	int c = rep_col(r, name);
-	const tool_hdb_cell *cell;
-
-	if (c < 0 || row >= r->n_rows)
-		return NAN;
-	cell = tool_hdb_rows_cell(r, row, (uint32_t)c);
-	if (cell->type == TOOL_HDB_INT)
-		return (double)cell->i;
-	if (cell->type == TOOL_HDB_REAL)
-		return cell->d;
-	return NAN;
-}
-
-static int64_t
-rep_i(const tool_hdb_rows *r, uint64_t row, const char *name, int64_t dflt)
-{
-	int c = rep_col(r, name);
-	const tool_hdb_cell *cell;
-
-	if (c < 0 || row >= r->n_rows)
-		return dflt;
-	cell = tool_hdb_rows_cell(r, row, (uint32_t)c);
-	if (cell->type == TOOL_HDB_INT)
-		return cell->i;
-	if (cell->type == TOOL_HDB_REAL)
-		return (int64_t)cell->d;
-	return dflt;
-}
-
-const char *
-tool_report_s(const tool_hdb_rows *r, uint64_t row, const char *name)
-{
-	int c = rep_col(r, name);
-	const tool_hdb_cell *cell;
-
-	if (c < 0 || row >= r->n_rows)
-		return "";
-	cell = tool_hdb_rows_cell(r, row, (uint32_t)c);
-	return cell->type == TOOL_HDB_TEXT ? cell->s : "";
-}
+const char *const tool_report_cols[RC_N] = {
+	[RC_APPLY_STEP] = "apply_step",
+	[RC_CLOSED_WALL_MS] = "closed_wall_ms",
+	[RC_COMPLETE] = "complete",
+	[RC_CONFIG_HASH] = "config_hash",
+	[RC_ENDED_WALL_MS] = "ended_wall_ms",
+	[RC_EPOCH] = "epoch",
+	[RC_EVAL_ACCURACY] = "eval_accuracy",
+	[RC_EVAL_LOSS] = "eval_loss",
+	[RC_FIRST_STEP] = "first_step",
+	[RC_FLOATS_RAW] = "floats_raw",
+	[RC_FLOATS_SENT] = "floats_sent",
+	[RC_HASH] = "hash",
+	[RC_IDX] = "idx",
+	[RC_KNOB] = "knob",
+	[RC_LAST_STEP] = "last_step",
+	[RC_LAYER] = "layer",
+	[RC_LR] = "lr",
+	[RC_NAME] = "name",
+	[RC_NEW] = "new",
+	[RC_NUMEL] = "numel",
+	[RC_OLD] = "old",
+	[RC_PATH] = "path",
+	[RC_POLICY] = "policy",
+	[RC_REASON] = "reason",
+	[RC_SEQ] = "seq",
+	[RC_SHAPE] = "shape",
+	[RC_SOURCE] = "source",
+	[RC_STARTED_WALL_MS] = "started_wall_ms",
+	[RC_STEP_MS_MEDIAN] = "step_ms_median",
+	[RC_TEXT] = "text",
+	[RC_VALUE] = "value",
+	[RC_WALL_MS] = "wall_ms",
+	[RC_WINDOW] = "window",
+};
 
 static const char *
 rep_layer_name(const rep_run *rr, int64_t idx)
 {
-	const tool_hdb_rows *l = &rr->t[R_LAYERS];
+	const tool_hdb_result *l = &rr->t[R_LAYERS];
 
 	/* Rows are in idx order: 0, 1, ... */
-	if (idx >= 0 && (uint64_t)idx < l->n_rows &&
-	    rep_i(l, (uint64_t)idx, "idx", -1) == idx)
-		return tool_report_s(l, (uint64_t)idx, "name");
-	for (uint64_t i = 0; i < l->n_rows; i++) {
-		if (rep_i(l, i, "idx", -1) == idx)
-			return tool_report_s(l, i, "name");
+	if (idx >= 0 && (uint64_t)idx < l->rows.n_rows &&
+	    tool_hdb_int(l, (uint64_t)idx, RC_IDX, -1) == idx)
+		return tool_hdb_text(l, (uint64_t)idx, RC_NAME);
+	for (uint64_t i = 0; i < l->rows.n_rows; i++) {
+		if (tool_hdb_int(l, i, RC_IDX, -1) == idx)
+			return tool_hdb_text(l, i, RC_NAME);
 	}
 	return "?";
 }
@@ -169,7 +154,7 @@ rep_chg_cmp(const void *a, const void *b)
 static uint64_t
 rep_chg_range(const rep_run *rr, int64_t seq, uint64_t *ret_lo)
 {
-	uint64_t lo = 0, hi = rr->t[R_CHG].n_rows, end;
+	uint64_t lo = 0, hi = rr->t[R_CHG].rows.n_rows, end;
 
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
@@ -179,8 +164,8 @@ rep_chg_range(const rep_run *rr, int64_t seq, uint64_t *ret_lo)
 		else
 			hi = mid;
 	}
-	for (end = lo; end < rr->t[R_CHG].n_rows && rr->chg[end].seq == seq;
-	     end++)
+	for (end = lo;
+	     end < rr->t[R_CHG].rows.n_rows && rr->chg[end].seq == seq; end++)
 		;
 	*ret_lo = lo;
 	return end;
@@ -191,7 +176,7 @@ tool_report_run_fini(rep_run *rr)
 {
 	tool_hdb_run_fini(&rr->run);
 	for (size_t i = 0; i < REP_N_TABLES; i++)
-		tool_hdb_rows_fini(&rr->t[i]);
+		tool_hdb_result_fini(&rr->t[i]);
 	free(rr->chg);
 	free(rr->win);
 	free(rr->steps);
@@ -209,11 +194,11 @@ tool_report_run_fini(rep_run *rr)
 static int
 rep_run_index(rep_run *rr)
 {
-	const tool_hdb_rows *wi = &rr->t[R_WINFO];
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
 	size_t cells;
 
-	rr->n_layers = (uint32_t)rr->t[R_LAYERS].n_rows;
-	rr->n_win = wi->n_rows;
+	rr->n_layers = (uint32_t)rr->t[R_LAYERS].rows.n_rows;
+	rr->n_win = wi->rows.n_rows;
 	cells = (size_t)rr->n_win * (rr->n_layers > 0 ? rr->n_layers : 1) + 1;
 	rr->win = calloc(rr->n_win + 1, sizeof(*rr->win));
 	rr->steps = calloc(rr->n_win + 1, sizeof(*rr->steps));
@@ -227,21 +212,21 @@ rep_run_index(rep_run *rr)
 	    rr->act_raw == NULL || rr->level == NULL || rr->decided == NULL ||
 	    rr->eb == NULL || rr->norm == NULL)
 		return BELLOWS_ENOMEM;
-	if ((rr->chg = calloc(rr->t[R_CHG].n_rows + 1, sizeof(*rr->chg))) ==
-	    NULL)
+	if ((rr->chg = calloc(rr->t[R_CHG].rows.n_rows + 1,
+		 sizeof(*rr->chg))) == NULL)
 		return BELLOWS_ENOMEM;
-	for (uint64_t i = 0; i < rr->t[R_CHG].n_rows; i++) {
-		rr->chg[i].seq = rep_i(&rr->t[R_CHG], i, "seq", -1);
+	for (uint64_t i = 0; i < rr->t[R_CHG].rows.n_rows; i++) {
+		rr->chg[i].seq = tool_hdb_int(&rr->t[R_CHG], i, RC_SEQ, -1);
 		rr->chg[i].row = i;
 	}
-	qsort(rr->chg, rr->t[R_CHG].n_rows, sizeof(*rr->chg), rep_chg_cmp);
+	qsort(rr->chg, rr->t[R_CHG].rows.n_rows, sizeof(*rr->chg), rep_chg_cmp);
 	for (uint64_t i = 0; i < rr->n_win; i++)
-		rr->win[i] = rep_i(wi, i, "window", 0);
+		rr->win[i] = tool_hdb_int(wi, i, RC_WINDOW, 0);
 	qsort(rr->win, rr->n_win, sizeof(*rr->win), rep_win_cmp);
 	for (uint64_t i = 0; i < rr->n_win; i++) {
-		int64_t p = rep_win_pos(rr, rep_i(wi, i, "window", 0));
-		double s = tool_report_d(wi, i, "last_step") -
-		    tool_report_d(wi, i, "first_step");
+		int64_t p = rep_win_pos(rr, tool_hdb_int(wi, i, RC_WINDOW, 0));
+		double s = tool_hdb_real(wi, i, RC_LAST_STEP) -
+		    tool_hdb_real(wi, i, RC_FIRST_STEP);
 
 		rr->steps[p] = isfinite(s) && s >= 0 ? s + 1 : 1;
 		rr->act[p] = NAN;
@@ -262,40 +247,48 @@ rep_run_index(rep_run *rr)
 
 typedef struct rep_wsink {
 	rep_run *rr;        /* being filled */
-	int col[REP_WCOLS]; /* indices of rep_wcols, -1: missing */
+	tool_hdb_cols cols; /* rep_wcols in the table's columns */
 } rep_wsink;
 
 /* level_applied is missing from a file older than it (and NULL in rows
  * of agents older than it). */
-static const char *const rep_wcols[REP_WCOLS] = { "window", "layer", "level",
-	"error_bound", "grad_norm_mean", "act_steps", "act_bytes",
-	"act_raw_bytes", "level_applied" };
+enum {
+	W_WINDOW,
+	W_LAYER,
+	W_LEVEL,
+	W_ERROR_BOUND,
+	W_NORM,
+	W_ACT_STEPS,
+	W_ACT_BYTES,
+	W_ACT_RAW_BYTES,
+	W_LEVEL_APPLIED,
+	W_N,
+};
 
-static double
-rep_cell_d(const tool_hdb_cell *cells, int col)
-{
-	if (col < 0)
-		return NAN;
-	if (cells[col].type == TOOL_HDB_INT)
-		return (double)cells[col].i;
-	if (cells[col].type == TOOL_HDB_REAL)
-		return cells[col].d;
-	return NAN;
-}
+static const char *const rep_wcols[W_N] = {
+	[W_WINDOW] = "window",
+	[W_LAYER] = "layer",
+	[W_LEVEL] = "level",
+	[W_ERROR_BOUND] = "error_bound",
+	[W_NORM] = "grad_norm_mean",
+	[W_ACT_STEPS] = "act_steps",
+	[W_ACT_BYTES] = "act_bytes",
+	[W_ACT_RAW_BYTES] = "act_raw_bytes",
+	[W_LEVEL_APPLIED] = "level_applied",
+};
 
 static int
 rep_wsink_columns(void *arg, uint32_t n, const char *const *names)
 {
 	rep_wsink *ws = arg;
 
-	for (int k = 0; k < REP_WCOLS; k++) {
-		ws->col[k] = -1;
-		for (uint32_t c = 0; c < n; c++) {
-			if (strcmp(names[c], rep_wcols[k]) == 0)
-				ws->col[k] = (int)c;
-		}
-	}
-	return 0;
+	return tool_hdb_cols_resolve(&ws->cols, n, names);
+}
+
+static double
+rep_wcell(const rep_wsink *ws, const tool_hdb_cell *cells, uint32_t k)
+{
+	return tool_hdb_cell_real(tool_hdb_cols_cell(&ws->cols, cells, k));
 }
 
 static int
@@ -303,8 +296,8 @@ rep_wsink_row(void *arg, const tool_hdb_cell *cells)
 {
 	rep_wsink *ws = arg;
 	rep_run *rr = ws->rr;
-	double w = rep_cell_d(cells, ws->col[0]);
-	double l = rep_cell_d(cells, ws->col[1]);
+	double w = rep_wcell(ws, cells, W_WINDOW);
+	double l = rep_wcell(ws, cells, W_LAYER);
 	int64_t p;
 	size_t at;
 
@@ -313,22 +306,22 @@ rep_wsink_row(void *arg, const tool_hdb_cell *cells)
 	if ((p = rep_win_pos(rr, (int64_t)w)) < 0)
 		return 0;
 	at = (size_t)p * rr->n_layers + (size_t)l;
-	rr->decided[at] = rep_cell_d(cells, ws->col[2]);
-	rr->level[at] = rep_cell_d(cells, ws->col[8]);
+	rr->decided[at] = rep_wcell(ws, cells, W_LEVEL);
+	rr->level[at] = rep_wcell(ws, cells, W_LEVEL_APPLIED);
 	rr->level_rows++;
 	if (!isfinite(rr->level[at])) {
 		rr->level[at] = rr->decided[at];
 		rr->applied_missing++;
 	}
-	rr->eb[at] = rep_cell_d(cells, ws->col[3]);
-	rr->norm[at] = rep_cell_d(cells, ws->col[4]);
-	if (rep_cell_d(cells, ws->col[5]) > 0) {
+	rr->eb[at] = rep_wcell(ws, cells, W_ERROR_BOUND);
+	rr->norm[at] = rep_wcell(ws, cells, W_NORM);
+	if (rep_wcell(ws, cells, W_ACT_STEPS) > 0) {
 		if (isnan(rr->act[p])) {
 			rr->act[p] = 0;
 			rr->act_raw[p] = 0;
 		}
-		rr->act[p] += rep_cell_d(cells, ws->col[6]);
-		rr->act_raw[p] += rep_cell_d(cells, ws->col[7]);
+		rr->act[p] += rep_wcell(ws, cells, W_ACT_BYTES);
+		rr->act_raw[p] += rep_wcell(ws, cells, W_ACT_RAW_BYTES);
 	}
 	return 0;
 }
@@ -387,8 +380,10 @@ tool_report_run_load(const char *cmd, const char *path, int64_t id,
 			    bellows_strerror(BELLOWS_ENOMEM));
 			goto end;
 		}
+		tool_hdb_cols_init(&ws.cols, rep_wcols, W_N, 0);
 		if (i < REP_N_TABLES)
-			tool_hdb_rows_sink(&rr->t[i], &sink);
+			tool_hdb_result_sink(&rr->t[i], tool_report_cols, RC_N,
+			    0, &sink);
 		if ((r = tool_hdb_export(db, t, rr->run.id, &sink)) != 0) {
 			fprintf(stderr, "bellows %s: %s: %s\n", cmd, path,
 			    r == BELLOWS_ENOMEM ? bellows_strerror(r)
@@ -490,10 +485,39 @@ rep_peak_stat(const com_stat *st)
 	    strcmp(st->unit, "bytes") == 0;
 }
 
+/* The largest over the windows of window_info `wi` of each statistic
+ * rep_peak_stat picks, into s->peak; the columns resolved once. */
+static void
+rep_sum_peaks(const tool_hdb_result *wi, rep_sums *s)
+{
+	const char *want[COM_N_TSTATS];
+	tool_hdb_cols cols;
+
+	for (int k = 0; k < COM_N_TSTATS; k++)
+		want[k] = rep_peak_stat(&com_timing_stat_table[k])
+		    ? com_timing_stat_table[k].wcol
+		    : "";
+	tool_hdb_cols_init(&cols, want, COM_N_TSTATS, 0);
+	(void)tool_hdb_cols_resolve(&cols, wi->rows.n_cols,
+	    (const char *const *)wi->rows.names);
+	for (uint64_t i = 0; i < wi->rows.n_rows; i++) {
+		const tool_hdb_cell *row = tool_hdb_rows_cell(&wi->rows, i, 0);
+
+		for (uint32_t k = 0; k < COM_N_TSTATS; k++) {
+			const tool_hdb_cell *c = tool_hdb_cols_cell(&cols, row,
+			    k);
+
+			if (c != NULL && want[k][0] != '\0')
+				s->peak[k] = fmax(s->peak[k],
+				    (double)tool_hdb_cell_int(c, 0));
+		}
+	}
+}
+
 void
 tool_report_sum(const rep_run *rr, rep_sums *s)
 {
-	const tool_hdb_rows *wi = &rr->t[R_WINFO];
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
 	double *st = calloc(3 * (rr->n_win + 1), sizeof(*st));
 	double *raw = st != NULL ? st + rr->n_win + 1 : NULL;
 	double *comp = raw != NULL ? raw + rr->n_win + 1 : NULL;
@@ -501,17 +525,17 @@ tool_report_sum(const rep_run *rr, rep_sums *s)
 
 	memset(s, 0, sizeof(*s));
 	s->accuracy = s->eval_loss = NAN;
-	for (uint64_t i = 0; i < wi->n_rows; i++) {
-		double v = tool_report_d(wi, i, "step_ms_median");
-		double acc = tool_report_d(wi, i, "eval_accuracy");
+	for (uint64_t i = 0; i < wi->rows.n_rows; i++) {
+		double v = tool_hdb_real(wi, i, RC_STEP_MS_MEDIAN);
+		double acc = tool_hdb_real(wi, i, RC_EVAL_ACCURACY);
 
 		if (isfinite(acc) && acc > 0) { /* the last evaluation */
 			s->accuracy = acc;
-			s->eval_loss = tool_report_d(wi, i, "eval_loss");
+			s->eval_loss = tool_hdb_real(wi, i, RC_EVAL_LOSS);
 		}
-		double t = tool_report_d(wi, i, "closed_wall_ms");
-		double sent = tool_report_d(wi, i, "floats_sent");
-		double full = tool_report_d(wi, i, "floats_raw");
+		double t = tool_hdb_real(wi, i, RC_CLOSED_WALL_MS);
+		double sent = tool_hdb_real(wi, i, RC_FLOATS_SENT);
+		double full = tool_hdb_real(wi, i, RC_FLOATS_RAW);
 
 		s->floats_sent += sent;
 		s->floats_raw += full;
@@ -534,15 +558,11 @@ tool_report_sum(const rep_run *rr, rep_sums *s)
 			t0 = fmin(t0, t);
 			t1 = fmax(t1, t);
 		}
-		if (rep_i(wi, i, "complete", 1) == 0)
+		if (tool_hdb_int(wi, i, RC_COMPLETE, 1) == 0)
 			s->incomplete++;
-		for (int k = 0; k < COM_N_TSTATS; k++)
-			if (rep_peak_stat(&com_timing_stat_table[k]))
-				s->peak[k] = fmax(s->peak[k],
-				    (double)rep_i(wi, i,
-					com_timing_stat_table[k].wcol, 0));
 	}
-	s->step_med = st != NULL ? rep_median(st, wi->n_rows, 1) : NAN;
+	rep_sum_peaks(wi, s);
+	s->step_med = st != NULL ? rep_median(st, wi->rows.n_rows, 1) : NAN;
 	s->step_raw_med = s->raw_windows > 0
 	    ? rep_median(raw, s->raw_windows, 1)
 	    : NAN;
@@ -553,9 +573,9 @@ tool_report_sum(const rep_run *rr, rep_sums *s)
 	s->step_max = isfinite(hi) ? hi : NAN;
 	s->wall_ms = isfinite(t0) ? t1 - t0 : NAN;
 	{
-		const tool_hdb_rows *run = &rr->t[R_RUNS];
-		int64_t start = rep_i(run, 0, "started_wall_ms", -1);
-		int64_t end = rep_i(run, 0, "ended_wall_ms", -1);
+		const tool_hdb_result *run = &rr->t[R_RUNS];
+		int64_t start = tool_hdb_int(run, 0, RC_STARTED_WALL_MS, -1);
+		int64_t end = tool_hdb_int(run, 0, RC_ENDED_WALL_MS, -1);
 
 		if (end < 0 && isfinite(t1))
 			end = (int64_t)t1;
@@ -564,11 +584,12 @@ tool_report_sum(const rep_run *rr, rep_sums *s)
 	}
 	s->act_med = rep_median(rr->act, rr->n_win, 1);
 	s->act_raw_med = rep_median(rr->act_raw, rr->n_win, 1);
-	s->decisions = rr->t[R_DEC].n_rows;
-	for (uint64_t d = 0; d < rr->t[R_DEC].n_rows; d++) {
+	s->decisions = rr->t[R_DEC].rows.n_rows;
+	for (uint64_t d = 0; d < rr->t[R_DEC].rows.n_rows; d++) {
 		uint64_t first;
 
-		if (rep_chg_range(rr, rep_i(&rr->t[R_DEC], d, "seq", -1),
+		if (rep_chg_range(rr,
+			tool_hdb_int(&rr->t[R_DEC], d, RC_SEQ, -1),
 			&first) > first)
 			s->changed++;
 	}
@@ -606,13 +627,9 @@ tool_report_layer(const rep_run *rr, uint32_t l, rep_layer_sum *ls)
 
 /* ---- text and HTML output ----------------------------------------------
  *
- * The report is written once, as text; the HTML page holds the same text
- * sections (escaped) between its plots. rep_out says which. */
-
-typedef struct rep_out {
-	FILE *f;   /* where */
-	bool html; /* escape text, write plots */
-} rep_out;
+ * The report is written once, through an emitter (report_emit.c): as
+ * text, or as an HTML page holding the same text sections (escaped)
+ * between its plots. */
 
 void
 tool_report_esc(FILE *f, const char *s)
@@ -628,47 +645,6 @@ tool_report_esc(FILE *f, const char *s)
 			fputs("&quot;", f);
 		else
 			fputc(*s, f);
-	}
-}
-
-/* printf that escapes for HTML. */
-__attribute__((format(printf, 2, 3))) static void
-rep_p(const rep_out *o, const char *fmt, ...)
-{
-	char buf[1024], *p = buf;
-	va_list ap;
-	int n;
-
-	/* A policy file or a reason may be longer than buf. */
-	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n >= sizeof(buf)) {
-		if ((p = malloc((size_t)n + 1)) == NULL)
-			return;
-		va_start(ap, fmt);
-		vsnprintf(p, (size_t)n + 1, fmt, ap);
-		va_end(ap);
-	}
-	if (o->html)
-		tool_report_esc(o->f, p);
-	else
-		fputs(p, o->f);
-	if (p != buf)
-		free(p);
-}
-
-static void
-rep_section(const rep_out *o, const char *title)
-{
-	if (o->html) {
-		fputs("</pre>\n<h2>", o->f);
-		tool_report_esc(o->f, title);
-		fputs("</h2>\n<pre>", o->f);
-	} else {
-		fprintf(o->f, "\n%s\n", title);
 	}
 }
 
@@ -694,9 +670,9 @@ rep_knob(const char *knob, double v, char *buf, size_t len)
 }
 
 static void
-rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
+rep_changes(const rep_emit *o, const rep_run *rr, int64_t seq)
 {
-	const tool_hdb_rows *c = &rr->t[R_CHG];
+	const tool_hdb_result *c = &rr->t[R_CHG];
 	uint64_t lo, hi = rep_chg_range(rr, seq, &lo);
 	bool *done = calloc(hi - lo + 1, sizeof(*done));
 
@@ -704,9 +680,9 @@ rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 		return;
 	for (uint64_t i = lo; i < hi; i++) {
 		uint64_t ri = rr->chg[i].row;
-		const char *knob = tool_report_s(c, ri, "knob");
-		double old = tool_report_d(c, ri, "old"),
-		       now = tool_report_d(c, ri, "new");
+		const char *knob = tool_hdb_text(c, ri, RC_KNOB);
+		double old = tool_hdb_real(c, ri, RC_OLD),
+		       now = tool_hdb_real(c, ri, RC_NEW);
 		char a[32], b[32];
 		unsigned named = 0, more = 0;
 
@@ -715,17 +691,17 @@ rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 		rep_knob(knob, old, a, sizeof(a));
 		rep_knob(knob, now, b, sizeof(b));
 		if (isnan(old))
-			rep_p(o, "      %s -> %s", knob, b);
+			tool_report_printf(o, "      %s -> %s", knob, b);
 		else
-			rep_p(o, "      %s %s -> %s", knob, a, b);
+			tool_report_printf(o, "      %s %s -> %s", knob, a, b);
 		for (uint64_t j = i; j < hi; j++) {
 			uint64_t rj = rr->chg[j].row;
-			double o2 = tool_report_d(c, rj, "old"),
-			       n2 = tool_report_d(c, rj, "new");
-			int64_t l = rep_i(c, rj, "layer", -1);
+			double o2 = tool_hdb_real(c, rj, RC_OLD),
+			       n2 = tool_hdb_real(c, rj, RC_NEW);
+			int64_t l = tool_hdb_int(c, rj, RC_LAYER, -1);
 
 			if (done[j - lo] ||
-			    strcmp(tool_report_s(c, rj, "knob"), knob) != 0 ||
+			    strcmp(tool_hdb_text(c, rj, RC_KNOB), knob) != 0 ||
 			    !((o2 == old) || (isnan(o2) && isnan(old))) ||
 			    !((n2 == now) || (isnan(n2) && isnan(now))))
 				continue;
@@ -733,21 +709,22 @@ rep_changes(const rep_out *o, const rep_run *rr, int64_t seq)
 			if (l < 0)
 				continue;
 			if (named < REP_NAMES_MAX)
-				rep_p(o, "%s%s", named == 0 ? ": " : ", ",
+				tool_report_printf(o, "%s%s",
+				    named == 0 ? ": " : ", ",
 				    rep_layer_name(rr, l));
 			else
 				more++;
 			named++;
 		}
 		if (more > 0)
-			rep_p(o, " and %u more", more);
-		rep_p(o, "\n");
+			tool_report_printf(o, " and %u more", more);
+		tool_report_printf(o, "\n");
 	}
 	free(done);
 }
 
 static void
-rep_plots_levels(FILE *f, const rep_run *rr, const double *x)
+rep_plots_levels(const rep_emit *e, const rep_run *rr, const double *x)
 {
 	rep_series *s = calloc(rr->n_layers + 1, sizeof(*s));
 
@@ -760,7 +737,7 @@ rep_plots_levels(FILE *f, const rep_run *rr, const double *x)
 		s[l].stride = rr->n_layers;
 		s[l].steps = true;
 	}
-	tool_report_plot(f,
+	tool_report_draw(e,
 	    &(rep_axes){ .title = rr->applied_missing > 0
 		    ? "Compression level applied per layer (as sent; the "
 		      "level decided where none was recorded)"
@@ -772,7 +749,7 @@ rep_plots_levels(FILE *f, const rep_run *rr, const double *x)
 		s[l].y = rr->norm + l;
 		s[l].steps = false;
 	}
-	tool_report_plot(f,
+	tool_report_draw(e,
 	    &(rep_axes){ .title = "Gradient norm per layer (mean over ranks)",
 		.ylabel = "norm" },
 	    x, rr->n_win, s, rr->n_layers);
@@ -784,18 +761,19 @@ rep_plots_levels(FILE *f, const rep_run *rr, const double *x)
 static double *
 rep_metric_grid(const rep_run *rr, const char *name)
 {
-	const tool_hdb_rows *m = &rr->t[R_METRICS];
+	const tool_hdb_result *m = &rr->t[R_METRICS];
 	size_t cols = (size_t)rr->n_layers + 1;
 	double *g = NULL;
 
-	for (uint64_t i = 0; i < m->n_rows; i++) {
+	for (uint64_t i = 0; i < m->rows.n_rows; i++) {
 		int64_t p, l;
 
-		if (strcmp(tool_report_s(m, i, "name"), name) != 0)
+		if (strcmp(tool_hdb_text(m, i, RC_NAME), name) != 0)
 			continue;
-		if ((p = rep_win_pos(rr, rep_i(m, i, "window", -1))) < 0)
+		if ((p = rep_win_pos(rr, tool_hdb_int(m, i, RC_WINDOW, -1))) <
+		    0)
 			continue;
-		l = rep_i(m, i, "layer", -1);
+		l = tool_hdb_int(m, i, RC_LAYER, -1);
 		if (l >= (int64_t)rr->n_layers)
 			continue;
 		if (g == NULL) {
@@ -806,8 +784,8 @@ rep_metric_grid(const rep_run *rr, const char *name)
 				g[k] = NAN;
 		}
 		g[(size_t)p * cols +
-		    (l < 0 ? rr->n_layers : (size_t)l)] = tool_report_d(m, i,
-		    "value");
+		    (l < 0 ? rr->n_layers : (size_t)l)] = tool_hdb_real(m, i,
+		    RC_VALUE);
 	}
 	return g;
 }
@@ -816,11 +794,11 @@ rep_metric_grid(const rep_run *rr, const char *name)
 static size_t
 rep_metric_names(const rep_run *rr, const char **names, size_t max)
 {
-	const tool_hdb_rows *m = &rr->t[R_METRICS];
+	const tool_hdb_result *m = &rr->t[R_METRICS];
 	size_t n = 0;
 
-	for (uint64_t i = 0; i < m->n_rows; i++) {
-		const char *nm = tool_report_s(m, i, "name");
+	for (uint64_t i = 0; i < m->rows.n_rows; i++) {
+		const char *nm = tool_hdb_text(m, i, RC_NAME);
 		size_t k;
 
 		for (k = 0; k < n && strcmp(names[k], nm) != 0; k++)
@@ -832,7 +810,7 @@ rep_metric_names(const rep_run *rr, const char **names, size_t max)
 }
 
 static void
-rep_plot_metrics(FILE *f, const rep_run *rr, const double *x)
+rep_plot_metrics(const rep_emit *e, const rep_run *rr, const double *x)
 {
 	const char *names[16];
 	size_t nn = rep_metric_names(rr, names, 16);
@@ -858,7 +836,7 @@ rep_plot_metrics(FILE *f, const rep_run *rr, const double *x)
 			s[ns].dashed = true;
 			ns++;
 		}
-		tool_report_plot(f,
+		tool_report_draw(e,
 		    &(rep_axes){ .title = "Accordion: r against eta",
 			.ylabel = "r",
 			.y_from_zero = true },
@@ -880,7 +858,7 @@ rep_plot_metrics(FILE *f, const rep_run *rr, const double *x)
 		snprintf(title, sizeof(title), "Policy metric %s", names[k]);
 		for (uint64_t i = 0; i < rr->n_win; i++) {
 			if (isfinite(g[i * cols + rr->n_layers])) {
-				tool_report_plot(f,
+				tool_report_draw(e,
 				    &(rep_axes){ .title = title,
 					.ylabel = names[k] },
 				    x, rr->n_win, s, 1);
@@ -897,22 +875,22 @@ out:
 }
 
 static void
-rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
+rep_plot_traffic(const rep_emit *e, const rep_run *rr, const double *x)
 {
-	const tool_hdb_rows *wi = &rr->t[R_WINFO];
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
 	double *v = calloc(4 * (rr->n_win + 1), sizeof(*v));
 	rep_series s[3] = { 0 };
 
 	if (v == NULL)
 		return;
-	for (uint64_t i = 0; i < wi->n_rows; i++) {
-		int64_t p = rep_win_pos(rr, rep_i(wi, i, "window", -1));
+	for (uint64_t i = 0; i < wi->rows.n_rows; i++) {
+		int64_t p = rep_win_pos(rr, tool_hdb_int(wi, i, RC_WINDOW, -1));
 
 		if (p < 0)
 			continue;
-		v[p * 4] = tool_report_d(wi, i, "floats_sent") * 4;
-		v[p * 4 + 1] = tool_report_d(wi, i, "floats_raw") * 4;
-		v[p * 4 + 2] = tool_report_d(wi, i, "step_ms_median");
+		v[p * 4] = tool_hdb_real(wi, i, RC_FLOATS_SENT) * 4;
+		v[p * 4 + 1] = tool_hdb_real(wi, i, RC_FLOATS_RAW) * 4;
+		v[p * 4 + 2] = tool_hdb_real(wi, i, RC_STEP_MS_MEDIAN);
 	}
 	for (uint64_t i = 1; i < rr->n_win; i++) {
 		v[i * 4] += v[(i - 1) * 4];
@@ -925,7 +903,7 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 	s[1].y = v + 1;
 	s[1].stride = 4;
 	s[1].dashed = true;
-	tool_report_plot(f,
+	tool_report_draw(e,
 	    &(rep_axes){ .title = "Gradient bytes sent vs raw, cumulative, "
 				  "all ranks",
 		.ylabel = "bytes",
@@ -934,7 +912,7 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 	    x, rr->n_win, s, 2);
 	snprintf(s[0].name, sizeof(s[0].name), "step time");
 	s[0].y = v + 2;
-	tool_report_plot(f,
+	tool_report_draw(e,
 	    &(rep_axes){ .title = "Step time (median over ranks)",
 		.ylabel = "ms",
 		.y_from_zero = true },
@@ -950,7 +928,7 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
 	for (uint64_t i = 0; i < rr->n_win; i++)
 		any = any || isfinite(rr->act[i]);
 	if (any)
-		tool_report_plot(f,
+		tool_report_draw(e,
 		    &(rep_axes){ .title = "Activation bytes held for "
 					  "backward, per step",
 			.ylabel = "bytes",
@@ -964,7 +942,7 @@ rep_plot_traffic(FILE *f, const rep_run *rr, const double *x)
  * compressed against that of this run's windows sent raw (same machine,
  * link and job), or that every window went raw. */
 static void
-rep_speed(const rep_out *o, const rep_sums *s)
+rep_speed(const rep_emit *o, const rep_sums *s)
 {
 	char a[32], b[32];
 
@@ -973,7 +951,7 @@ rep_speed(const rep_out *o, const rep_sums *s)
 
 		tool_report_dur(s->step_comp_med, a, sizeof(a));
 		tool_report_dur(s->step_raw_med, b, sizeof(b));
-		rep_p(o,
+		tool_report_printf(o,
 		    "  compressing %s (median of %" PRIu64 " window%s) against "
 		    "raw %s (median of %" PRIu64 " window%s of this run sent "
 		    "raw): %.2fx %s\n",
@@ -981,11 +959,11 @@ rep_speed(const rep_out *o, const rep_sums *s)
 		    s->raw_windows, s->raw_windows == 1 ? "" : "s",
 		    r >= 1 ? r : 1 / r, r >= 1 ? "faster" : "slower");
 	} else if (s->raw_windows > 0 && s->floats_raw > 0) {
-		rep_p(o,
+		tool_report_printf(o,
 		    "  every window was sent raw: nothing compressed to "
 		    "compare with\n");
 	} else if (s->comp_windows > 0) {
-		rep_p(o,
+		tool_report_printf(o,
 		    "  no window of this run was sent raw to compare with "
 		    "(bellows.torch's attach(raw_windows=1) measures "
 		    "one)\n");
@@ -993,9 +971,9 @@ rep_speed(const rep_out *o, const rep_sums *s)
 }
 
 bool
-tool_report_is_eval(const tool_hdb_rows *wi, uint64_t i)
+tool_report_is_eval(const tool_hdb_result *wi, uint64_t i)
 {
-	double acc = tool_report_d(wi, i, "eval_accuracy");
+	double acc = tool_hdb_real(wi, i, RC_EVAL_ACCURACY);
 
 	return isfinite(acc) && acc > 0;
 }
@@ -1003,15 +981,15 @@ tool_report_is_eval(const tool_hdb_rows *wi, uint64_t i)
 void
 tool_report_evals(const rep_run *rr, rep_evals *e)
 {
-	const tool_hdb_rows *wi = &rr->t[R_WINFO];
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
 
 	*e = (rep_evals){ 0 };
-	for (uint64_t i = 0; i < wi->n_rows; i++) {
+	for (uint64_t i = 0; i < wi->rows.n_rows; i++) {
 		if (!tool_report_is_eval(wi, i))
 			continue;
 		if (e->n == 0 ||
-		    tool_report_d(wi, i, "eval_accuracy") >
-			tool_report_d(wi, e->best, "eval_accuracy"))
+		    tool_hdb_real(wi, i, RC_EVAL_ACCURACY) >
+			tool_hdb_real(wi, e->best, RC_EVAL_ACCURACY))
 			e->best = i;
 		e->last = i;
 		e->n++;
@@ -1021,32 +999,32 @@ tool_report_evals(const rep_run *rr, rep_evals *e)
 /* The accuracy and the loss the trainer reported against the window
  * they ended, as two HTML plots (evaluated windows only). */
 static void
-rep_plot_accuracy(FILE *f, const rep_run *rr, uint64_t n)
+rep_plot_accuracy(const rep_emit *e, const rep_run *rr, uint64_t n)
 {
-	const tool_hdb_rows *wi = &rr->t[R_WINFO];
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
 	double *v = calloc(3 * n + 1, sizeof(*v));
 	rep_series s = { .stride = 1 };
 	uint64_t k = 0;
 
 	if (v == NULL)
 		return;
-	for (uint64_t i = 0; i < wi->n_rows && k < n; i++) {
+	for (uint64_t i = 0; i < wi->rows.n_rows && k < n; i++) {
 		if (!tool_report_is_eval(wi, i))
 			continue;
-		v[k] = (double)rep_i(wi, i, "window", 0);
-		v[n + k] = 100.0 * tool_report_d(wi, i, "eval_accuracy");
-		v[2 * n + k] = tool_report_d(wi, i, "eval_loss");
+		v[k] = (double)tool_hdb_int(wi, i, RC_WINDOW, 0);
+		v[n + k] = 100.0 * tool_hdb_real(wi, i, RC_EVAL_ACCURACY);
+		v[2 * n + k] = tool_hdb_real(wi, i, RC_EVAL_LOSS);
 		k++;
 	}
 	snprintf(s.name, sizeof(s.name), "accuracy");
 	s.y = v + n;
-	tool_report_plot(f,
+	tool_report_draw(e,
 	    &(rep_axes){ .title = "Test accuracy the trainer evaluated",
 		.ylabel = "%" },
 	    v, k, &s, 1);
 	snprintf(s.name, sizeof(s.name), "loss");
 	s.y = v + 2 * n;
-	tool_report_plot(f,
+	tool_report_draw(e,
 	    &(rep_axes){ .title = "Test loss the trainer evaluated",
 		.ylabel = "loss",
 		.y_from_zero = true },
@@ -1057,76 +1035,78 @@ rep_plot_accuracy(FILE *f, const rep_run *rr, uint64_t n)
 /* The Accuracy section: the last and best evaluation and a table of them
  * (at most REP_WINDOWS_MAX rows, then every n-th and the last). */
 static void
-rep_write_accuracy(const rep_out *o, const rep_run *rr)
+rep_write_accuracy(const rep_emit *o, const rep_run *rr)
 {
-	const tool_hdb_rows *wi = &rr->t[R_WINFO];
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
 	rep_evals e;
 	uint64_t every, k = 0;
 	char a[64];
 
-	rep_section(o, "Accuracy (the trainer's evaluations)");
+	tool_report_section(o, "Accuracy (the trainer's evaluations)");
 	tool_report_evals(rr, &e);
 	if (e.n == 0) {
-		rep_p(o,
+		tool_report_printf(o,
 		    "  not recorded: the trainer reported no evaluation "
 		    "(bellows_agent_eval,\n  Agent.evaluation in Python; "
 		    "see docs/report.md)\n");
 		return;
 	}
-	tool_report_num(tool_report_d(wi, e.last, "eval_loss"), a, sizeof(a));
-	rep_p(o,
+	tool_report_num(tool_hdb_real(wi, e.last, RC_EVAL_LOSS), a, sizeof(a));
+	tool_report_printf(o,
 	    "  %" PRIu64 " evaluations; last %.2f%% (loss %s) after window "
 	    "%" PRId64 " (epoch %" PRId64 ", step %" PRId64 ")\n",
-	    e.n, 100.0 * tool_report_d(wi, e.last, "eval_accuracy"), a,
-	    rep_i(wi, e.last, "window", 0), rep_i(wi, e.last, "epoch", 0),
-	    rep_i(wi, e.last, "last_step", 0));
-	rep_p(o, "  best %.2f%% after window %" PRId64 " (epoch %" PRId64 ")\n",
-	    100.0 * tool_report_d(wi, e.best, "eval_accuracy"),
-	    rep_i(wi, e.best, "window", 0), rep_i(wi, e.best, "epoch", 0));
-	rep_p(o, "  %8s %6s %10s %9s %10s\n", "window", "epoch", "step",
-	    "accuracy", "loss");
+	    e.n, 100.0 * tool_hdb_real(wi, e.last, RC_EVAL_ACCURACY), a,
+	    tool_hdb_int(wi, e.last, RC_WINDOW, 0),
+	    tool_hdb_int(wi, e.last, RC_EPOCH, 0),
+	    tool_hdb_int(wi, e.last, RC_LAST_STEP, 0));
+	tool_report_printf(o,
+	    "  best %.2f%% after window %" PRId64 " (epoch %" PRId64 ")\n",
+	    100.0 * tool_hdb_real(wi, e.best, RC_EVAL_ACCURACY),
+	    tool_hdb_int(wi, e.best, RC_WINDOW, 0),
+	    tool_hdb_int(wi, e.best, RC_EPOCH, 0));
+	tool_report_printf(o, "  %8s %6s %10s %9s %10s\n", "window", "epoch",
+	    "step", "accuracy", "loss");
 	every = (e.n + REP_WINDOWS_MAX - 1) / REP_WINDOWS_MAX;
-	for (uint64_t i = 0; i < wi->n_rows; i++) {
+	for (uint64_t i = 0; i < wi->rows.n_rows; i++) {
 		if (!tool_report_is_eval(wi, i))
 			continue;
 		k++;
 		if (every > 1 && (k - 1) % every != 0 && i != e.last)
 			continue;
-		tool_report_num(tool_report_d(wi, i, "eval_loss"), a,
+		tool_report_num(tool_hdb_real(wi, i, RC_EVAL_LOSS), a,
 		    sizeof(a));
-		rep_p(o,
+		tool_report_printf(o,
 		    "  %8" PRId64 " %6" PRId64 " %10" PRId64 " %8.2f%% %10s\n",
-		    rep_i(wi, i, "window", 0), rep_i(wi, i, "epoch", 0),
-		    rep_i(wi, i, "last_step", 0),
-		    100.0 * tool_report_d(wi, i, "eval_accuracy"), a);
+		    tool_hdb_int(wi, i, RC_WINDOW, 0),
+		    tool_hdb_int(wi, i, RC_EPOCH, 0),
+		    tool_hdb_int(wi, i, RC_LAST_STEP, 0),
+		    100.0 * tool_hdb_real(wi, i, RC_EVAL_ACCURACY), a);
 	}
-	if (o->html && e.n > 0) {
-		fputs("</pre>\n", o->f);
-		rep_plot_accuracy(o->f, rr, e.n);
-		fputs("<pre>", o->f);
-	}
+	tool_report_figures(o, true);
+	rep_plot_accuracy(o, rr, e.n);
+	tool_report_figures(o, false);
 }
 
 /* The Configuration section, last: the policy file the run was decided
  * under, as the history holds it. */
 static void
-rep_write_config(const rep_out *o, const rep_run *rr)
+rep_write_config(const rep_emit *o, const rep_run *rr)
 {
-	const tool_hdb_rows *pf = &rr->t[R_FILES];
-	const char *hash = tool_report_s(&rr->t[R_RUNS], 0, "config_hash");
+	const tool_hdb_result *pf = &rr->t[R_FILES];
+	const char *hash = tool_hdb_text(&rr->t[R_RUNS], 0, RC_CONFIG_HASH);
 
-	rep_section(o, "Configuration");
-	for (uint64_t i = 0; i < pf->n_rows; i++) {
-		if (strcmp(tool_report_s(pf, i, "hash"), hash) != 0)
+	tool_report_section(o, "Configuration");
+	for (uint64_t i = 0; i < pf->rows.n_rows; i++) {
+		if (strcmp(tool_hdb_text(pf, i, RC_HASH), hash) != 0)
 			continue;
-		rep_p(o, "policy file %s (hash %s):\n",
-		    tool_report_s(pf, i, "path"), hash);
-		rep_p(o, "%s", tool_report_s(pf, i, "text"));
+		tool_report_printf(o, "policy file %s (hash %s):\n",
+		    tool_hdb_text(pf, i, RC_PATH), hash);
+		tool_report_printf(o, "%s", tool_hdb_text(pf, i, RC_TEXT));
 		hash = NULL;
 		break;
 	}
 	if (hash != NULL)
-		rep_p(o,
+		tool_report_printf(o,
 		    "policy file hash %s: its text is not in the history\n",
 		    hash);
 }
@@ -1135,97 +1115,61 @@ rep_write_config(const rep_out *o, const rep_run *rr)
  * below: the last evaluation, the time, the step against raw where this
  * run measured both, the bytes, the activation memory. */
 static void
-rep_write_summary(const rep_out *o, const rep_sums *s)
+rep_write_summary(const rep_emit *o, const rep_sums *s)
 {
 	char a[64], b[64], c[64];
 
-	rep_section(o, "Summary (what the run bought)");
+	tool_report_section(o, "Summary (what the run bought)");
 	if (isfinite(s->accuracy)) {
 		tool_report_num(s->eval_loss, a, sizeof(a));
-		rep_p(o, "  final test accuracy %.2f%% (loss %s)\n",
+		tool_report_printf(o,
+		    "  final test accuracy %.2f%% (loss %s)\n",
 		    100.0 * s->accuracy, a);
 	} else {
-		rep_p(o,
+		tool_report_printf(o,
 		    "  final test accuracy: not reported by the trainer\n");
 	}
 	tool_report_dur(s->run_ms, a, sizeof(a));
-	rep_p(o, "  wall time %s (the run's start to its end)\n", a);
+	tool_report_printf(o, "  wall time %s (the run's start to its end)\n",
+	    a);
 	tool_report_dur(s->step_med, a, sizeof(a));
-	rep_p(o, "  step time %s (median over windows)\n", a);
+	tool_report_printf(o, "  step time %s (median over windows)\n", a);
 	rep_speed(o, s);
 	com_fmt_bytes(s->floats_sent * 4, a, sizeof(a));
 	com_fmt_bytes(s->floats_raw * 4, b, sizeof(b));
 	com_fmt_bytes((s->floats_raw - s->floats_sent) * 4, c, sizeof(c));
 	if (s->floats_raw > 0 && s->floats_sent < s->floats_raw)
-		rep_p(o,
+		tool_report_printf(o,
 		    "  gradients: sent %s of %s raw (%.1fx less); %s "
 		    "saved\n",
 		    a, b, s->floats_raw / fmax(s->floats_sent, 1), c);
 	else
-		rep_p(o, "  gradients: sent %s, nothing compressed\n", a);
+		tool_report_printf(o,
+		    "  gradients: sent %s, nothing compressed\n", a);
 	if (isfinite(s->act_med)) {
 		com_fmt_bytes(s->act_med, a, sizeof(a));
 		com_fmt_bytes(s->act_raw_med, b, sizeof(b));
-		rep_p(o,
+		tool_report_printf(o,
 		    "  activations: held %s per step against %s "
 		    "uncompressed\n",
 		    a, b);
 	}
 }
 
+/* The Layers section: per layer its shape, the levels applied (weighted
+ * by steps, the last) and decided, error bound, norm and changes; in
+ * HTML the level and norm plots. */
 static void
-rep_write(const rep_out *o, const rep_run *rr)
+rep_write_layers(const rep_emit *o, const rep_run *rr, const double *x)
 {
-	const tool_hdb_rows *run = &rr->t[R_RUNS], *wi = &rr->t[R_WINFO];
-	const tool_hdb_rows *dec = &rr->t[R_DEC];
-	char a[64], b[64], c[64], d[64];
-	rep_sums s;
-	uint64_t every;
-	double *x = calloc(rr->n_win + 1, sizeof(*x));
-	int64_t t0 = rep_i(run, 0, "started_wall_ms", 0);
+	char a[64];
 
-	if (x == NULL)
-		return;
-	for (uint64_t i = 0; i < rr->n_win; i++)
-		x[i] = (double)rr->win[i];
-	tool_report_sum(rr, &s);
-	if (o->html) {
-		fprintf(o->f,
-		    "<!DOCTYPE html>\n<html lang=\"en\"><head>"
-		    "<meta charset=\"utf-8\"><title>");
-		rep_p(o, "bellows report: run %" PRId64 " of %s", rr->run.id,
-		    rr->run.job);
-		fputs(
-		    "</title><style>body{font-family:sans-serif;margin:2em;"
-		    "max-width:1000px;color:#222;background:#fff}"
-		    "pre{background:#f4f4f4;padding:0.6em;white-space:pre-wrap}"
-		    "pre:empty{display:none}"
-		    "figure{margin:1em 0}h1{font-size:1.5em}"
-		    "h2{font-size:1.2em;border-bottom:1px solid #ccc}"
-		    "</style></head><body>\n<h1>",
-		    o->f);
-		rep_p(o, "Run %" PRId64 " of job %s", rr->run.id, rr->run.job);
-		fputs("</h1>\n<pre>", o->f);
-	}
-	rep_time(t0, a, sizeof(a));
-	tool_report_dur(s.wall_ms, b, sizeof(b));
-	rep_p(o,
-	    "run %" PRId64 " of job '%s' in %s: %" PRId64 " ranks, %" PRIu32
-	    " layers, %" PRIu64 " windows (%" PRIu64
-	    " closed incomplete), %s\n",
-	    rr->run.id, rr->run.job, rr->path, rr->run.world, rr->n_layers,
-	    rr->n_win, s.incomplete, rr->run.live ? "live" : "ended");
-	rep_p(o, "started %s, windows closed over %s\n", a, b);
-
-	rep_write_summary(o, &s);
-	rep_write_accuracy(o, rr);
-
-	rep_section(o,
+	tool_report_section(o,
 	    "Layers (levels applied, as sent, weighted by the steps of each "
 	    "window)");
-	rep_p(o, "%-24s %10s %10s %8s %8s %8s %12s %12s %8s\n", "layer",
-	    "shape", "numel", "applied", "last", "decided", "error_bound",
-	    "norm_median", "changes");
+	tool_report_printf(o, "%-24s %10s %10s %8s %8s %8s %12s %12s %8s\n",
+	    "layer", "shape", "numel", "applied", "last", "decided",
+	    "error_bound", "norm_median", "changes");
 	for (uint32_t l = 0; l < rr->n_layers; l++) {
 		rep_layer_sum ls;
 		char e[32], n[32], lv[32], ll[32], dl[32];
@@ -1236,192 +1180,292 @@ rep_write(const rep_out *o, const rep_run *rr)
 		tool_report_num(ls.level_tw, lv, sizeof(lv));
 		tool_report_num(ls.level_last, ll, sizeof(ll));
 		tool_report_num(ls.decided_last, dl, sizeof(dl));
-		com_fmt_count(tool_report_d(&rr->t[R_LAYERS], l, "numel"), a,
+		com_fmt_count(tool_hdb_real(&rr->t[R_LAYERS], l, RC_NUMEL), a,
 		    sizeof(a));
-		rep_p(o, "%-24s %10s %10s %8s %8s %8s %12s %12s %8" PRIu64 "\n",
-		    tool_report_s(&rr->t[R_LAYERS], l, "name"),
-		    tool_report_s(&rr->t[R_LAYERS], l, "shape"), a, lv, ll, dl,
+		tool_report_printf(o,
+		    "%-24s %10s %10s %8s %8s %8s %12s %12s %8" PRIu64 "\n",
+		    tool_hdb_text(&rr->t[R_LAYERS], l, RC_NAME),
+		    tool_hdb_text(&rr->t[R_LAYERS], l, RC_SHAPE), a, lv, ll, dl,
 		    e, n, ls.changes);
 	}
 	if (rr->applied_missing > 0)
-		rep_p(o,
+		tool_report_printf(o,
 		    "note: %" PRIu64 " of %" PRIu64 " layer windows recorded "
 		    "no applied level (a history or agents older than it): "
 		    "the level decided stands in for them\n",
 		    rr->applied_missing, rr->level_rows);
-	if (o->html) {
-		/* Plots go between the text blocks, not inside one. */
-		fputs("</pre>\n", o->f);
-		rep_plots_levels(o->f, rr, x);
-		fputs("<pre>", o->f);
-	}
+	tool_report_figures(o, true);
+	rep_plots_levels(o, rr, x);
+	tool_report_figures(o, false);
+}
 
-	rep_section(o, "Decisions that changed a knob (changes only)");
-	rep_p(o, "%" PRIu64 " decisions, %" PRIu64 " changed a knob\n",
-	    s.decisions, s.changed);
-	for (uint64_t i = 0, listed = 0; i < dec->n_rows; i++) {
-		int64_t seq = rep_i(dec, i, "seq", -1);
+/* The Decisions section: every decision that changed a knob (at most
+ * REP_DECISIONS_MAX), its changes and why. */
+static void
+rep_write_decisions(const rep_emit *o, const rep_run *rr, const rep_sums *s)
+{
+	const tool_hdb_result *dec = &rr->t[R_DEC];
+	int64_t t0 = tool_hdb_int(&rr->t[R_RUNS], 0, RC_STARTED_WALL_MS, 0);
+	char a[64];
+
+	tool_report_section(o, "Decisions that changed a knob (changes only)");
+	tool_report_printf(o,
+	    "%" PRIu64 " decisions, %" PRIu64 " changed a knob\n", s->decisions,
+	    s->changed);
+	for (uint64_t i = 0, listed = 0; i < dec->rows.n_rows; i++) {
+		int64_t seq = tool_hdb_int(dec, i, RC_SEQ, -1);
 		uint64_t lo;
 
 		if (rep_chg_range(rr, seq, &lo) == lo)
 			continue;
 		if (listed++ == REP_DECISIONS_MAX) {
-			rep_p(o,
+			tool_report_printf(o,
 			    "  ... and %" PRIu64 " more (bellows history "
 			    "decisions --changed --run %" PRId64 " lists "
 			    "all)\n",
-			    s.changed - REP_DECISIONS_MAX, rr->run.id);
+			    s->changed - REP_DECISIONS_MAX, rr->run.id);
 			break;
 		}
-		tool_report_dur((double)(rep_i(dec, i, "wall_ms", t0) - t0), a,
-		    sizeof(a));
-		rep_p(o,
+		tool_report_dur((double)(tool_hdb_int(dec, i, RC_WALL_MS, t0) -
+				    t0),
+		    a, sizeof(a));
+		tool_report_printf(o,
 		    "  decision %" PRId64 ", for window %" PRId64
 		    " from step %" PRId64 " (+%s, %s):\n",
-		    seq, rep_i(dec, i, "window", 0),
-		    rep_i(dec, i, "apply_step", 0), a,
-		    tool_report_s(dec, i, "source"));
+		    seq, tool_hdb_int(dec, i, RC_WINDOW, 0),
+		    tool_hdb_int(dec, i, RC_APPLY_STEP, 0), a,
+		    tool_hdb_text(dec, i, RC_SOURCE));
 		rep_changes(o, rr, seq);
-		rep_p(o, "      why: %s%s%s\n", tool_report_s(dec, i, "policy"),
-		    tool_report_s(dec, i, "policy")[0] != '\0' ? ": " : "",
-		    tool_report_s(dec, i, "reason"));
+		tool_report_printf(o, "      why: %s%s%s\n",
+		    tool_hdb_text(dec, i, RC_POLICY),
+		    tool_hdb_text(dec, i, RC_POLICY)[0] != '\0' ? ": " : "",
+		    tool_hdb_text(dec, i, RC_REASON));
 	}
+}
 
-	rep_section(o, "Learning rate (changes only)");
-	{
-		double prev = NAN;
+/* The Learning rate section: the windows the LR changed in. */
+static void
+rep_write_lr(const rep_emit *o, const rep_run *rr)
+{
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
+	double prev = NAN;
+	char a[64];
 
-		for (uint64_t i = 0; i < wi->n_rows; i++) {
-			double lr = tool_report_d(wi, i, "lr");
+	tool_report_section(o, "Learning rate (changes only)");
+	for (uint64_t i = 0; i < wi->rows.n_rows; i++) {
+		double lr = tool_hdb_real(wi, i, RC_LR);
 
-			if (i > 0 && (lr == prev || (isnan(lr) && isnan(prev))))
+		if (i > 0 && (lr == prev || (isnan(lr) && isnan(prev))))
+			continue;
+		tool_report_num(lr, a, sizeof(a));
+		tool_report_printf(o, "  from window %" PRId64 ": lr %s\n",
+		    tool_hdb_int(wi, i, RC_WINDOW, 0), a);
+		prev = lr;
+	}
+	if (wi->rows.n_rows == 0)
+		tool_report_printf(o, "  no window recorded\n");
+}
+
+/* The first lines: the page around the report, which run of which
+ * job in which file, how big, when it started. Returns 0, or
+ * BELLOWS_ENOMEM with nothing written. */
+static int
+rep_write_head(const rep_emit *o, const rep_run *rr, const rep_sums *s)
+{
+	int64_t t0 = tool_hdb_int(&rr->t[R_RUNS], 0, RC_STARTED_WALL_MS, 0);
+	char *title, *heading, a[64], b[64];
+
+	title = tool_report_format("bellows report: run %" PRId64 " of %s",
+	    rr->run.id, rr->run.job);
+	heading = tool_report_format("Run %" PRId64 " of job %s", rr->run.id,
+	    rr->run.job);
+	if (title == NULL || heading == NULL) {
+		free(title);
+		free(heading);
+		return BELLOWS_ENOMEM;
+	}
+	tool_report_open(o, title, heading);
+	free(title);
+	free(heading);
+	rep_time(t0, a, sizeof(a));
+	tool_report_dur(s->wall_ms, b, sizeof(b));
+	tool_report_printf(o,
+	    "run %" PRId64 " of job '%s' in %s: %" PRId64 " ranks, %" PRIu32
+	    " layers, %" PRIu64 " windows (%" PRIu64
+	    " closed incomplete), %s\n",
+	    rr->run.id, rr->run.job, rr->path, rr->run.world, rr->n_layers,
+	    rr->n_win, s->incomplete, rr->run.live ? "live" : "ended");
+	tool_report_printf(o, "started %s, windows closed over %s\n", a, b);
+	return 0;
+}
+
+/* The Policy metrics section: per metric its count, range and last
+ * value; in HTML Accordion's r against eta and the job-wide metrics. */
+static void
+rep_write_metrics(const rep_emit *o, const rep_run *rr, const double *x)
+{
+	char a[64], b[64], c[64];
+
+	tool_report_section(o, "Policy metrics (what the policies computed)");
+	const char *names[64];
+	size_t nn = rep_metric_names(rr, names, 64);
+
+	if (nn == 0)
+		tool_report_printf(o,
+		    "  none recorded (this run's policies "
+		    "report no metrics)\n");
+	for (size_t k = 0; k < nn; k++) {
+		const tool_hdb_result *m = &rr->t[R_METRICS];
+		double lo = INFINITY, hi = -INFINITY, last = NAN;
+		uint64_t cnt = 0;
+
+		for (uint64_t i = 0; i < m->rows.n_rows; i++) {
+			double v = tool_hdb_real(m, i, RC_VALUE);
+
+			if (strcmp(tool_hdb_text(m, i, RC_NAME), names[k]) != 0)
 				continue;
-			tool_report_num(lr, a, sizeof(a));
-			rep_p(o, "  from window %" PRId64 ": lr %s\n",
-			    rep_i(wi, i, "window", 0), a);
-			prev = lr;
+			lo = fmin(lo, v);
+			hi = fmax(hi, v);
+			last = v;
+			cnt++;
 		}
-		if (wi->n_rows == 0)
-			rep_p(o, "  no window recorded\n");
+		tool_report_num(lo, a, sizeof(a));
+		tool_report_num(hi, b, sizeof(b));
+		tool_report_num(last, c, sizeof(c));
+		tool_report_printf(o,
+		    "  %-20s %6" PRIu64 " values, min %s, max %s, "
+		    "last %s\n",
+		    names[k], cnt, a, b, c);
 	}
+	tool_report_figures(o, true);
+	rep_plot_metrics(o, rr, x);
+	tool_report_figures(o, false);
+}
 
-	rep_section(o, "Policy metrics (what the policies computed)");
-	{
-		const char *names[64];
-		size_t nn = rep_metric_names(rr, names, 64);
+/* The Gradient traffic section: floats and bytes sent against raw. */
+static void
+rep_write_traffic(const rep_emit *o, const rep_sums *s)
+{
+	char a[64], b[64], c[64], d[64];
 
-		if (nn == 0)
-			rep_p(o,
-			    "  none recorded (this run's policies "
-			    "report no metrics)\n");
-		for (size_t k = 0; k < nn; k++) {
-			const tool_hdb_rows *m = &rr->t[R_METRICS];
-			double lo = INFINITY, hi = -INFINITY, last = NAN;
-			uint64_t cnt = 0;
-
-			for (uint64_t i = 0; i < m->n_rows; i++) {
-				double v = tool_report_d(m, i, "value");
-
-				if (strcmp(tool_report_s(m, i, "name"),
-					names[k]) != 0)
-					continue;
-				lo = fmin(lo, v);
-				hi = fmax(hi, v);
-				last = v;
-				cnt++;
-			}
-			tool_report_num(lo, a, sizeof(a));
-			tool_report_num(hi, b, sizeof(b));
-			tool_report_num(last, c, sizeof(c));
-			rep_p(o,
-			    "  %-20s %6" PRIu64 " values, min %s, max %s, "
-			    "last %s\n",
-			    names[k], cnt, a, b, c);
-		}
-	}
-	if (o->html) {
-		/* Plots go between the text blocks, not inside one. */
-		fputs("</pre>\n", o->f);
-		rep_plot_metrics(o->f, rr, x);
-		fputs("<pre>", o->f);
-	}
-
-	rep_section(o, "Gradient traffic (all ranks, 4-byte floats)");
-	com_fmt_count(s.floats_sent, a, sizeof(a));
-	com_fmt_count(s.floats_raw, b, sizeof(b));
-	com_fmt_bytes(s.floats_sent * 4, c, sizeof(c));
-	com_fmt_bytes(s.floats_raw * 4, d, sizeof(d));
-	rep_p(o, "  sent %s floats (%s) vs raw %s floats (%s)\n", a, c, b, d);
-	com_fmt_bytes((s.floats_raw - s.floats_sent) * 4, a, sizeof(a));
-	rep_p(o, "  saved %s: %.1f%% of raw, %.2fx less sent\n", a,
-	    s.floats_raw > 0
-		? 100.0 * (s.floats_raw - s.floats_sent) / s.floats_raw
+	tool_report_section(o, "Gradient traffic (all ranks, 4-byte floats)");
+	com_fmt_count(s->floats_sent, a, sizeof(a));
+	com_fmt_count(s->floats_raw, b, sizeof(b));
+	com_fmt_bytes(s->floats_sent * 4, c, sizeof(c));
+	com_fmt_bytes(s->floats_raw * 4, d, sizeof(d));
+	tool_report_printf(o, "  sent %s floats (%s) vs raw %s floats (%s)\n",
+	    a, c, b, d);
+	com_fmt_bytes((s->floats_raw - s->floats_sent) * 4, a, sizeof(a));
+	tool_report_printf(o, "  saved %s: %.1f%% of raw, %.2fx less sent\n", a,
+	    s->floats_raw > 0
+		? 100.0 * (s->floats_raw - s->floats_sent) / s->floats_raw
 		: 0.0,
-	    s.floats_sent > 0 ? s.floats_raw / s.floats_sent : 1.0);
+	    s->floats_sent > 0 ? s->floats_raw / s->floats_sent : 1.0);
+}
 
-	rep_section(o, "Step time (median over ranks, per window)");
-	tool_report_dur(s.step_med, a, sizeof(a));
-	tool_report_dur(s.step_min, b, sizeof(b));
-	tool_report_dur(s.step_max, c, sizeof(c));
-	rep_p(o, "  median %s, fastest window %s, slowest window %s\n", a, b,
-	    c);
-	rep_speed(o, &s);
-	rep_p(o, "  %8s %10s %12s %12s %10s\n", "window", "step", "sent", "raw",
-	    "lr");
-	every = (wi->n_rows + REP_WINDOWS_MAX - 1) / REP_WINDOWS_MAX;
+/* The Step time section: the run's steps against its raw windows and a
+ * table of windows (at most REP_WINDOWS_MAX rows, then every n-th and
+ * the last); in HTML the traffic, step and activation plots. */
+static void
+rep_write_steps(const rep_emit *o, const rep_run *rr, const rep_sums *s,
+    const double *x)
+{
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
+	uint64_t every;
+	char a[64], b[64], c[64];
+
+	tool_report_section(o, "Step time (median over ranks, per window)");
+	tool_report_dur(s->step_med, a, sizeof(a));
+	tool_report_dur(s->step_min, b, sizeof(b));
+	tool_report_dur(s->step_max, c, sizeof(c));
+	tool_report_printf(o,
+	    "  median %s, fastest window %s, slowest window %s\n", a, b, c);
+	rep_speed(o, s);
+	tool_report_printf(o, "  %8s %10s %12s %12s %10s\n", "window", "step",
+	    "sent", "raw", "lr");
+	every = (wi->rows.n_rows + REP_WINDOWS_MAX - 1) / REP_WINDOWS_MAX;
 	if (every > 1)
-		rep_p(o,
+		tool_report_printf(o,
 		    "  (every %" PRIu64 "th window and the last; bellows "
 		    "history windows --run %" PRId64 " lists all)\n",
 		    every, rr->run.id);
-	for (uint64_t i = 0; i < wi->n_rows; i++) {
+	for (uint64_t i = 0; i < wi->rows.n_rows; i++) {
 		char e[32];
 
-		if (every > 1 && i % every != 0 && i + 1 != wi->n_rows)
+		if (every > 1 && i % every != 0 && i + 1 != wi->rows.n_rows)
 			continue;
 
-		tool_report_dur(tool_report_d(wi, i, "step_ms_median"), a,
+		tool_report_dur(tool_hdb_real(wi, i, RC_STEP_MS_MEDIAN), a,
 		    sizeof(a));
-		com_fmt_bytes(tool_report_d(wi, i, "floats_sent") * 4, b,
+		com_fmt_bytes(tool_hdb_real(wi, i, RC_FLOATS_SENT) * 4, b,
 		    sizeof(b));
-		com_fmt_bytes(tool_report_d(wi, i, "floats_raw") * 4, c,
+		com_fmt_bytes(tool_hdb_real(wi, i, RC_FLOATS_RAW) * 4, c,
 		    sizeof(c));
-		tool_report_num(tool_report_d(wi, i, "lr"), e, sizeof(e));
-		rep_p(o, "  %8" PRId64 " %10s %12s %12s %10s\n",
-		    rep_i(wi, i, "window", 0), a, b, c, e);
+		tool_report_num(tool_hdb_real(wi, i, RC_LR), e, sizeof(e));
+		tool_report_printf(o, "  %8" PRId64 " %10s %12s %12s %10s\n",
+		    tool_hdb_int(wi, i, RC_WINDOW, 0), a, b, c, e);
 	}
-	if (o->html) {
-		/* Plots go between the text blocks, not inside one. */
-		fputs("</pre>\n", o->f);
-		rep_plot_traffic(o->f, rr, x);
-		fputs("<pre>", o->f);
-	}
+	tool_report_figures(o, true);
+	rep_plot_traffic(o, rr, x);
+	tool_report_figures(o, false);
+}
 
-	rep_section(o, "Activation memory (COMET)");
-	if (isfinite(s.act_med)) {
-		com_fmt_bytes(s.act_med, a, sizeof(a));
-		com_fmt_bytes(s.act_raw_med, b, sizeof(b));
-		rep_p(o,
+/* The Activation memory section: what COMET held against uncompressed,
+ * and the largest per-rank byte statistics. */
+static void
+rep_write_activations(const rep_emit *o, const rep_sums *s)
+{
+	char a[64], b[64];
+
+	tool_report_section(o, "Activation memory (COMET)");
+	if (isfinite(s->act_med)) {
+		com_fmt_bytes(s->act_med, a, sizeof(a));
+		com_fmt_bytes(s->act_raw_med, b, sizeof(b));
+		tool_report_printf(o,
 		    "  activations held for backward: %s per step (median "
 		    "over windows) vs %s uncompressed (%.2fx less)\n",
-		    a, b, s.act_med > 0 ? s.act_raw_med / s.act_med : 1.0);
+		    a, b, s->act_med > 0 ? s->act_raw_med / s->act_med : 1.0);
 	} else {
-		rep_p(o,
+		tool_report_printf(o,
 		    "  not measured (no layer reported activation "
 		    "statistics)\n");
 	}
 	for (int k = 0; k < COM_N_TSTATS; k++) {
-		if (!rep_peak_stat(&com_timing_stat_table[k]) || s.peak[k] <= 0)
+		if (!rep_peak_stat(&com_timing_stat_table[k]) ||
+		    s->peak[k] <= 0)
 			continue;
-		com_fmt_bytes(s.peak[k], a, sizeof(a));
-		rep_p(o, "  %s (%s), largest: %s\n",
+		com_fmt_bytes(s->peak[k], a, sizeof(a));
+		tool_report_printf(o, "  %s (%s), largest: %s\n",
 		    com_timing_stat_table[k].doc, com_timing_stat_table[k].name,
 		    a);
 	}
+}
 
-	rep_write_config(o, rr);
-	if (o->html)
-		fputs("</pre>\n</body></html>\n", o->f);
+/* The whole report, section by section, through o. */
+static void
+rep_write(const rep_emit *o, const rep_run *rr)
+{
+	double *x = calloc(rr->n_win + 1, sizeof(*x));
+	rep_sums s;
+
+	if (x == NULL)
+		return;
+	for (uint64_t i = 0; i < rr->n_win; i++)
+		x[i] = (double)rr->win[i];
+	tool_report_sum(rr, &s);
+	if (rep_write_head(o, rr, &s) == 0) {
+		rep_write_summary(o, &s);
+		rep_write_accuracy(o, rr);
+		rep_write_layers(o, rr, x);
+		rep_write_decisions(o, rr, &s);
+		rep_write_lr(o, rr);
+		rep_write_metrics(o, rr, x);
+		rep_write_traffic(o, &s);
+		rep_write_steps(o, rr, &s, x);
+		rep_write_activations(o, &s);
+		rep_write_config(o, rr);
+		tool_report_close(o);
+	}
 	free(x);
 }
 
@@ -1448,16 +1492,16 @@ rep_jnum(FILE *f, const char *name, double v, bool more)
 static void
 rep_jstr(FILE *f, const char *s)
 {
-	(void)tool_history_json_string(f, s, strlen(s));
+	(void)tool_cellfmt_json_string(f, s, strlen(s));
 }
 
 /* The report's numbers, exact, as one JSON object. */
 static void
 rep_json(FILE *f, const rep_run *rr)
 {
-	const tool_hdb_rows *run = &rr->t[R_RUNS], *pf = &rr->t[R_FILES];
-	const tool_hdb_rows *wi = &rr->t[R_WINFO];
-	const char *hash = tool_report_s(run, 0, "config_hash");
+	const tool_hdb_result *run = &rr->t[R_RUNS], *pf = &rr->t[R_FILES];
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
+	const char *hash = tool_hdb_text(run, 0, RC_CONFIG_HASH);
 	rep_sums s;
 	rep_evals ev;
 
@@ -1494,58 +1538,61 @@ rep_json(FILE *f, const rep_run *rr)
 	rep_jnum(f, "act_raw_bytes_median", s.act_raw_med, true);
 	tool_report_evals(rr, &ev);
 	rep_jnum(f, "accuracy",
-	    ev.n > 0 ? tool_report_d(wi, ev.last, "eval_accuracy") : NAN, true);
+	    ev.n > 0 ? tool_hdb_real(wi, ev.last, RC_EVAL_ACCURACY) : NAN,
+	    true);
 	rep_jnum(f, "accuracy_best",
-	    ev.n > 0 ? tool_report_d(wi, ev.best, "eval_accuracy") : NAN, true);
+	    ev.n > 0 ? tool_hdb_real(wi, ev.best, RC_EVAL_ACCURACY) : NAN,
+	    true);
 	rep_jnum(f, "eval_loss",
-	    ev.n > 0 ? tool_report_d(wi, ev.last, "eval_loss") : NAN, true);
+	    ev.n > 0 ? tool_hdb_real(wi, ev.last, RC_EVAL_LOSS) : NAN, true);
 	fputs("  \"evaluations\": [", f);
-	for (uint64_t i = 0, k = 0; i < wi->n_rows; i++) {
+	for (uint64_t i = 0, k = 0; i < wi->rows.n_rows; i++) {
 		if (!tool_report_is_eval(wi, i))
 			continue;
 		fprintf(f,
 		    "%s\n    {\"window\": %" PRId64 ", \"epoch\": %" PRId64
 		    ", \"last_step\": %" PRId64 ", \"accuracy\": ",
-		    k++ > 0 ? "," : "", rep_i(wi, i, "window", 0),
-		    rep_i(wi, i, "epoch", 0), rep_i(wi, i, "last_step", 0));
-		rep_jval(f, tool_report_d(wi, i, "eval_accuracy"));
+		    k++ > 0 ? "," : "", tool_hdb_int(wi, i, RC_WINDOW, 0),
+		    tool_hdb_int(wi, i, RC_EPOCH, 0),
+		    tool_hdb_int(wi, i, RC_LAST_STEP, 0));
+		rep_jval(f, tool_hdb_real(wi, i, RC_EVAL_ACCURACY));
 		fputs(", \"loss\": ", f);
-		rep_jval(f, tool_report_d(wi, i, "eval_loss"));
+		rep_jval(f, tool_hdb_real(wi, i, RC_EVAL_LOSS));
 		fputs("}", f);
 	}
 	fputs(ev.n > 0 ? "\n  ],\n" : "],\n", f);
 	fputs("  \"config\": ", f);
-	for (uint64_t i = 0; i <= pf->n_rows; i++) {
-		if (i == pf->n_rows) {
+	for (uint64_t i = 0; i <= pf->rows.n_rows; i++) {
+		if (i == pf->rows.n_rows) {
 			fputs("null", f);
 			break;
 		}
-		if (strcmp(tool_report_s(pf, i, "hash"), hash) != 0)
+		if (strcmp(tool_hdb_text(pf, i, RC_HASH), hash) != 0)
 			continue;
 		fputs("{\"hash\": ", f);
 		rep_jstr(f, hash);
 		fputs(", \"path\": ", f);
-		rep_jstr(f, tool_report_s(pf, i, "path"));
+		rep_jstr(f, tool_hdb_text(pf, i, RC_PATH));
 		fputs(", \"text\": ", f);
-		rep_jstr(f, tool_report_s(pf, i, "text"));
+		rep_jstr(f, tool_hdb_text(pf, i, RC_TEXT));
 		fputs("}", f);
 		break;
 	}
 	fprintf(f, ",\n  \"applied_missing\": %" PRIu64, rr->applied_missing);
 	fputs(",\n  \"layer_summary\": [", f);
 	for (uint32_t l = 0; l < rr->n_layers; l++) {
-		const tool_hdb_rows *ly = &rr->t[R_LAYERS];
+		const tool_hdb_result *ly = &rr->t[R_LAYERS];
 		rep_layer_sum ls;
 
 		tool_report_layer(rr, l, &ls);
 		fputs(l > 0 ? ",\n    {\"name\": " : "\n    {\"name\": ", f);
-		rep_jstr(f, tool_report_s(ly, l, "name"));
+		rep_jstr(f, tool_hdb_text(ly, l, RC_NAME));
 		fputs(", \"shape\": ", f);
-		rep_jstr(f, tool_report_s(ly, l, "shape"));
+		rep_jstr(f, tool_hdb_text(ly, l, RC_SHAPE));
 		fprintf(f,
 		    ", \"numel\": %" PRId64 ", \"windows\": %" PRIu64
 		    ", \"applied_changes\": %" PRIu64,
-		    rep_i(ly, l, "numel", 0), ls.windows, ls.changes);
+		    tool_hdb_int(ly, l, RC_NUMEL, 0), ls.windows, ls.changes);
 		fputs(", \"applied_weighted\": ", f);
 		rep_jval(f, ls.level_tw);
 		fputs(", \"applied_last\": ", f);
@@ -1570,7 +1617,7 @@ typedef struct report_opts {
 } report_opts;
 
 static const report_opts report_defaults = {
-	.sh = { .db = TOOL_HISTORY_DEFAULT_DB },
+	.sh = { .db = TOOL_HDB_DEFAULT_PATH },
 };
 
 static const com_opt report_opt_rows[] = {
@@ -1644,7 +1691,9 @@ tool_report_main(int argc, char **argv)
 			    strerror(errno));
 			rc = 1;
 		} else {
-			rep_write(&(rep_out){ .f = hf, .html = true }, &rr);
+			rep_write(&(rep_emit){ .ops = &tool_report_html_ops,
+				      .f = hf },
+			    &rr);
 			if (ferror(hf) | (fclose(hf) != 0)) {
 				fprintf(stderr,
 				    "bellows report: %s: write error\n",
@@ -1658,7 +1707,9 @@ tool_report_main(int argc, char **argv)
 	if (o.json)
 		rep_json(stdout, &rr);
 	else
-		rep_write(&(rep_out){ .f = stdout }, &rr);
+		rep_write(&(rep_emit){ .ops = &tool_report_text_ops,
+			      .f = stdout },
+		    &rr);
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		fprintf(stderr, "bellows report: cannot write the output\n");
 		rc = 1;

@@ -16,7 +16,6 @@
 #include "client/historydb.h"
 #include "common/units.h"
 #include "policyhost/config.h"
-#include "history.h"
 
 #include <bellows/error.h>
 
@@ -223,16 +222,16 @@ static void
 compare_reach(const rep_run *rr, double target, double *ret_ms,
     double *ret_step)
 {
-	const tool_hdb_rows *wi = &rr->t[R_WINFO];
-	double t0 = tool_report_d(&rr->t[R_RUNS], 0, "started_wall_ms");
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
+	double t0 = tool_hdb_real(&rr->t[R_RUNS], 0, RC_STARTED_WALL_MS);
 
 	*ret_ms = *ret_step = NAN;
-	for (uint64_t i = 0; i < wi->n_rows; i++) {
+	for (uint64_t i = 0; i < wi->rows.n_rows; i++) {
 		if (!tool_report_is_eval(wi, i) ||
-		    tool_report_d(wi, i, "eval_accuracy") < target)
+		    tool_hdb_real(wi, i, RC_EVAL_ACCURACY) < target)
 			continue;
-		*ret_ms = tool_report_d(wi, i, "closed_wall_ms") - t0;
-		*ret_step = tool_report_d(wi, i, "last_step");
+		*ret_ms = tool_hdb_real(wi, i, RC_CLOSED_WALL_MS) - t0;
+		*ret_step = tool_hdb_real(wi, i, RC_LAST_STEP);
 		return;
 	}
 }
@@ -248,8 +247,8 @@ compare_time_to(FILE *f, const rep_run *r)
 
 	for (int i = 0; i < 2; i++) {
 		tool_report_evals(&r[i], &e[i]);
-		best[i] = e[i].n > 0 ? tool_report_d(&r[i].t[R_WINFO],
-					   e[i].best, "eval_accuracy")
+		best[i] = e[i].n > 0 ? tool_hdb_real(&r[i].t[R_WINFO],
+					   e[i].best, RC_EVAL_ACCURACY)
 				     : NAN;
 	}
 	compare_pct(f, "best test accuracy", 100 * best[0], 100 * best[1], 2);
@@ -317,8 +316,8 @@ compare_outcome(FILE *f, const rep_run *r, const rep_sums *s)
 static void
 compare_policies_of(const rep_run *rr, char *buf, size_t len)
 {
-	const tool_hdb_rows *pf = &rr->t[R_FILES], *dec = &rr->t[R_DEC];
-	const char *hash = tool_report_s(&rr->t[R_RUNS], 0, "config_hash");
+	const tool_hdb_result *pf = &rr->t[R_FILES], *dec = &rr->t[R_DEC];
+	const char *hash = tool_hdb_text(&rr->t[R_RUNS], 0, RC_CONFIG_HASH);
 	const char *text = NULL, *path = "policy.yaml";
 	const ctl_job_conf *jc;
 	ctl_config *cfg = NULL;
@@ -326,10 +325,10 @@ compare_policies_of(const rep_run *rr, char *buf, size_t len)
 	size_t at = 0;
 
 	buf[0] = '\0';
-	for (uint64_t i = 0; i < pf->n_rows && text == NULL; i++)
-		if (strcmp(tool_report_s(pf, i, "hash"), hash) == 0) {
-			text = tool_report_s(pf, i, "text");
-			path = tool_report_s(pf, i, "path");
+	for (uint64_t i = 0; i < pf->rows.n_rows && text == NULL; i++)
+		if (strcmp(tool_hdb_text(pf, i, RC_HASH), hash) == 0) {
+			text = tool_hdb_text(pf, i, RC_TEXT);
+			path = tool_hdb_text(pf, i, RC_PATH);
 		}
 	if (text != NULL && strstr(text, "plugin") == NULL &&
 	    ctl_config_parse(text, strlen(text), path, &cfg, err,
@@ -345,8 +344,8 @@ compare_policies_of(const rep_run *rr, char *buf, size_t len)
 		return;
 	}
 	ctl_config_destroy(&cfg);
-	for (uint64_t d = 0; d < dec->n_rows && at < len; d++) {
-		const char *nm = tool_report_s(dec, d, "policy");
+	for (uint64_t d = 0; d < dec->rows.n_rows && at < len; d++) {
+		const char *nm = tool_hdb_text(dec, d, RC_POLICY);
 
 		if (nm[0] == '\0' || (strstr(buf, nm) != NULL))
 			continue;
@@ -403,7 +402,7 @@ compare_overall(FILE *f, const rep_run *r, const rep_sums *s)
 static void
 compare_layer(FILE *f, const rep_run *r, int side, uint32_t l, int64_t other)
 {
-	const char *nm = tool_report_s(&r[side].t[R_LAYERS], l, "name");
+	const char *nm = tool_hdb_text(&r[side].t[R_LAYERS], l, RC_NAME);
 	rep_layer_sum ls[2];
 	char ta[32], tb[32], la[32], lb[32];
 	bool diff;
@@ -436,14 +435,14 @@ compare_layers(FILE *f, const rep_run *r)
 	    "last B", "changes A", "changes B", "windows A", "windows B");
 	for (int side = 0; side < 2; side++) {
 		for (uint32_t l = 0; l < r[side].n_layers; l++) {
-			const char *nm = tool_report_s(&r[side].t[R_LAYERS], l,
-			    "name");
+			const char *nm = tool_hdb_text(&r[side].t[R_LAYERS], l,
+			    RC_NAME);
 			int64_t other = -1;
 
 			for (uint32_t k = 0; k < r[!side].n_layers; k++)
 				if (strcmp(nm,
-					tool_report_s(&r[!side].t[R_LAYERS], k,
-					    "name")) == 0)
+					tool_hdb_text(&r[!side].t[R_LAYERS], k,
+					    RC_NAME)) == 0)
 					other = k;
 			/* Layers of both are listed from A's side. */
 			if (side == 0 || other < 0)
@@ -509,9 +508,9 @@ typedef struct compare_curves {
 static int
 compare_curves_of(const rep_run *rr, compare_curves *c)
 {
-	const tool_hdb_rows *wi = &rr->t[R_WINFO];
-	double t0 = tool_report_d(&rr->t[R_RUNS], 0, "started_wall_ms");
-	uint64_t n = wi->n_rows, sum = 0;
+	const tool_hdb_result *wi = &rr->t[R_WINFO];
+	double t0 = tool_hdb_real(&rr->t[R_RUNS], 0, RC_STARTED_WALL_MS);
+	uint64_t n = wi->rows.n_rows, sum = 0;
 
 	memset(c, 0, sizeof(*c));
 	if ((c->buf = calloc(7 * n + 1, sizeof(double))) == NULL)
@@ -524,21 +523,23 @@ compare_curves_of(const rep_run *rr, compare_curves *c)
 	c->step_ms = c->w_step + n;
 	c->bytes = c->step_ms + n;
 	for (uint64_t i = 0; i < n; i++) {
-		double step = tool_report_d(wi, i, "last_step");
-		double sent = tool_report_d(wi, i, "floats_sent");
+		double step = tool_hdb_real(wi, i, RC_LAST_STEP);
+		double sent = tool_hdb_real(wi, i, RC_FLOATS_SENT);
 
 		c->w_step[c->n_win] = step;
-		c->step_ms[c->n_win] = tool_report_d(wi, i, "step_ms_median");
+		c->step_ms[c->n_win] = tool_hdb_real(wi, i, RC_STEP_MS_MEDIAN);
 		sum += isfinite(sent) ? (uint64_t)sent : 0;
 		c->bytes[c->n_win++] = 4.0 * (double)sum;
 		if (!tool_report_is_eval(wi, i))
 			continue;
 		c->e_step[c->n_eval] = step;
-		c->e_wall[c->n_eval] = (tool_report_d(wi, i, "closed_wall_ms") -
+		c->e_wall[c->n_eval] = (tool_hdb_real(wi, i,
+					    RC_CLOSED_WALL_MS) -
 					   t0) /
 		    1000;
-		c->acc[c->n_eval] = 100 * tool_report_d(wi, i, "eval_accuracy");
-		c->loss[c->n_eval++] = tool_report_d(wi, i, "eval_loss");
+		c->acc[c->n_eval] = 100 *
+		    tool_hdb_real(wi, i, RC_EVAL_ACCURACY);
+		c->loss[c->n_eval++] = tool_hdb_real(wi, i, RC_EVAL_LOSS);
 	}
 	return 0;
 }
@@ -732,7 +733,7 @@ tool_report_compare_main(int argc, char **argv)
 			return 2;
 		}
 		file[0] = file[1] = o.n_db == 1 ? o.db[0]
-						: TOOL_HISTORY_DEFAULT_DB;
+						: TOOL_HDB_DEFAULT_PATH;
 	}
 	if (tool_report_run_load("history compare", file[0], id[0], o.job, true,
 		&r[0]) != 0)

@@ -1,7 +1,9 @@
 /* report_int - what the files of `bellows report` share, private to
  * tools/: a run in memory (rep_run) and its sums, the numbers formatted
- * for people, HTML escaping and the SVG plot. report.c owns loading a
- * run, the text, HTML and JSON report; report_html.c owns the SVG plot;
+ * for people, HTML escaping, the SVG plot and the emitter a report is
+ * written through. report.c owns loading a run, the sections of the
+ * report and its JSON; report_emit.c owns the two forms (text, HTML) the
+ * sections are written in; report_html.c owns the SVG plot;
  * report_compare.c owns `bellows history compare`. Nothing here is
  * thread-safe or needs to be: each command runs on the main thread.
  */
@@ -9,8 +11,10 @@
 #define BELLOWS_TOOLS_REPORT_INT_H
 
 #include "client/historydb.h"
+#include "client/historyrows.h"
 #include "common/stat_table.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,31 +30,70 @@ typedef struct rep_chg {
 	uint64_t row; /* row of decision_changes */
 } rep_chg;
 
+/* The columns of the tables a report reads (tool_report_cols), read
+ * by name once per table: a file older than a column reads it as NULL. */
+enum {
+	RC_APPLY_STEP,
+	RC_CLOSED_WALL_MS,
+	RC_COMPLETE,
+	RC_CONFIG_HASH,
+	RC_ENDED_WALL_MS,
+	RC_EPOCH,
+	RC_EVAL_ACCURACY,
+	RC_EVAL_LOSS,
+	RC_FIRST_STEP,
+	RC_FLOATS_RAW,
+	RC_FLOATS_SENT,
+	RC_HASH,
+	RC_IDX,
+	RC_KNOB,
+	RC_LAST_STEP,
+	RC_LAYER,
+	RC_LR,
+	RC_NAME,
+	RC_NEW,
+	RC_NUMEL,
+	RC_OLD,
+	RC_PATH,
+	RC_POLICY,
+	RC_REASON,
+	RC_SEQ,
+	RC_SHAPE,
+	RC_SOURCE,
+	RC_STARTED_WALL_MS,
+	RC_STEP_MS_MEDIAN,
+	RC_TEXT,
+	RC_VALUE,
+	RC_WALL_MS,
+	RC_WINDOW,
+	RC_N,
+};
+
 typedef struct rep_run {
-	const char *path;              /* the database file (borrowed) */
-	tool_hdb_run run;              /* which run */
-	tool_hdb_rows t[REP_N_TABLES]; /* its tables, as rep_tables;
-					* windows stays empty: it is
-					* streamed into the arrays below */
-	struct rep_chg *chg;           /* decision_changes' rows by seq */
-	uint32_t n_layers;             /* rows of layers */
-	uint64_t n_win;                /* rows of window_info */
-	int64_t *win;                  /* n_win window indices */
-	double *steps;                 /* n_win steps per window */
-	double *level;                 /* n_win x n_layers: the level
-					* applied, the decided one where the
-					* row has none; NAN: no row */
-	double *decided;               /* same, the level decided */
-	uint64_t level_rows;           /* cells of level with a row */
-	uint64_t applied_missing;      /* of those, rows without an applied
-					* level (a history or agents older
-					* than it): the decided one stands
-					* in */
-	double *eb;                    /* same, error bound */
-	double *norm;                  /* same, grad_norm_mean */
-	double *act;                   /* n_win: activation bytes per step,
-					* summed over layers; NAN: none */
-	double *act_raw;               /* n_win: same, uncompressed */
+	const char *path;                /* the database file (borrowed) */
+	tool_hdb_run run;                /* which run */
+	tool_hdb_result t[REP_N_TABLES]; /* its tables, as rep_tables;
+					  * windows stays empty: it is
+					  * streamed into the arrays below */
+	struct rep_chg *chg;             /* decision_changes' rows by seq */
+	uint32_t n_layers;               /* rows of layers */
+	uint64_t n_win;                  /* rows of window_info */
+	int64_t *win;                    /* n_win window indices */
+	double *steps;                   /* n_win steps per window */
+	double *level;                   /* n_win x n_layers: the level
+					  * applied, the decided one where the
+					  * row has none; NAN: no row */
+	double *decided;                 /* same, the level decided */
+	uint64_t level_rows;             /* cells of level with a row */
+	uint64_t applied_missing;        /* of those, rows without an applied
+					  * level (a history or agents older
+					  * than it): the decided one stands
+					  * in */
+	double *eb;                      /* same, error bound */
+	double *norm;                    /* same, grad_norm_mean */
+	double *act;                     /* n_win: activation bytes per step,
+					  * summed over layers; NAN: none */
+	double *act_raw;                 /* n_win: same, uncompressed */
 } rep_run;
 
 enum {
@@ -144,14 +187,10 @@ int tool_report_run_load(const char *cmd, const char *path, int64_t id,
 /* Frees what tool_report_run_load put in rr (not rr itself). */
 void tool_report_run_fini(rep_run *rr);
 
-/* Cell (row, column `name`) of r as text; "" when the column or row is
- * missing or the cell is not text. The string is borrowed from r. */
-const char *tool_report_s(const tool_hdb_rows *r, uint64_t row,
-    const char *name);
-
-/* Cell (row, column `name`) of r as a double: NAN when the column or
- * row is missing, or the cell is NULL or not a number. */
-double tool_report_d(const tool_hdb_rows *r, uint64_t row, const char *name);
+/* Every column of the exported tables a report reads, RC_* by name;
+ * the tables are read through client/historyrows with these, none
+ * needed (an older file's missing column reads as NULL). */
+extern const char *const tool_report_cols[RC_N];
 
 /* The trainer's evaluations (window_info.eval_accuracy, bellows_agent_eval)
  * of a run: how many windows carry one (accuracy > 0), the row of the
@@ -163,7 +202,7 @@ typedef struct rep_evals {
 } rep_evals;
 
 /* True when row i of window_info `wi` carries an evaluation. */
-bool tool_report_is_eval(const tool_hdb_rows *wi, uint64_t i);
+bool tool_report_is_eval(const tool_hdb_result *wi, uint64_t i);
 
 /* The evaluations of rr into *e (the caller's). */
 void tool_report_evals(const rep_run *rr, rep_evals *e);
@@ -197,5 +236,71 @@ void tool_report_plot(FILE *f, const rep_axes *ax, const double *x, uint64_t n,
  * ten, giving 3 to 6 ticks; 1 when hi <= lo or either is not finite.
  * Pure. */
 double tool_report_tick_step(double lo, double hi);
+
+/* ---- the two forms of the report (report_emit.c) ---------------------- */
+
+typedef struct rep_emit rep_emit;
+
+/* How one form writes: a document around the sections (optional), a
+ * section's heading, its text, and the plots between text blocks
+ * (optional: a form without them draws none). Every operation writes
+ * to e->f and never fails: write errors show in ferror(e->f). */
+typedef struct rep_emit_ops {
+	void (*open)(const rep_emit *e, const char *title,
+	    const char *heading);                              /* (optional)
+								* before all */
+	void (*close)(const rep_emit *e);                      /* (optional)
+								* after all */
+	void (*section)(const rep_emit *e, const char *title); /* a new
+								* section */
+	void (*put)(const rep_emit *e, const char *s); /* a section's text,
+							* as it is */
+	void (*figures)(const rep_emit *e,
+	    bool begin); /* (optional) around a group of plots */
+	void (*plot)(const rep_emit *e, const rep_axes *ax, const double *x,
+	    uint64_t n, const rep_series *s,
+	    size_t ns); /* (optional) as tool_report_plot */
+} rep_emit_ops;
+
+/* A report being written: a form and where. Borrowed by every writer. */
+struct rep_emit {
+	const rep_emit_ops *ops; /* tool_report_text_ops or _html_ops */
+	FILE *f;                 /* where */
+};
+
+/* Plain text; one self-contained HTML page (inline SVG plots). */
+extern const rep_emit_ops tool_report_text_ops;
+extern const rep_emit_ops tool_report_html_ops;
+
+/* Starts the document: the page's title and its first heading (both
+ * borrowed); nothing in text. */
+void tool_report_open(const rep_emit *e, const char *title,
+    const char *heading);
+
+/* Ends the document (nothing in text). */
+void tool_report_close(const rep_emit *e);
+
+/* Starts a section under `title`. */
+void tool_report_section(const rep_emit *e, const char *title);
+
+/* printf into the current section's text, of any length (escaped in
+ * HTML); a line that cannot be formatted (out of memory) is left out. */
+__attribute__((format(printf, 2, 3))) void tool_report_printf(const rep_emit *e,
+    const char *fmt, ...);
+
+/* Begins (begin true) or ends a group of plots drawn between a
+ * section's text blocks; nothing in text. */
+void tool_report_figures(const rep_emit *e, bool begin);
+
+/* Draws a plot as tool_report_plot does, inside a group of figures;
+ * nothing in text. Borrows everything. */
+void tool_report_draw(const rep_emit *e, const rep_axes *ax, const double *x,
+    uint64_t n, const rep_series *s, size_t ns);
+
+/* fmt formatted into a new string (the caller's, free()), NULL when
+ * out of memory. */
+__attribute__((format(printf, 1, 2))) char *tool_report_format(const char *fmt,
+    ...);
+char *tool_report_vformat(const char *fmt, va_list ap);
 
 #endif

@@ -19,6 +19,7 @@
 #include <bellows/error.h>
 
 #include "hdb_fixture.h"
+#include "client/cellfmt.h"
 #include "tools/history.h"
 
 #include <math.h>
@@ -81,7 +82,7 @@ cell_text(tool_history_format fmt, const tool_hdb_cell *c)
 	FILE *out = open_memstream(&buf, &len);
 
 	assert_non_null(out);
-	assert_int_equal(tool_history_put_cell(out, fmt, c), 0);
+	assert_int_equal(tool_cellfmt_put(out, fmt == TOOL_HISTORY_JSON, c), 0);
 	fclose(out);
 	return buf;
 }
