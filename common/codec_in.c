@@ -436,9 +436,6 @@ codec_in_layer_stats(const Bellows__LayerStats *p, const com_limits *lim,
 	s->layer = p->layer;
 	BELLOWS_LAYER_STATS(CODEC_IN_STAT)
 	BELLOWS_LAYER_ARRAYS(CODEC_IN_ARRAY)
-	if (!codec_in_magnitude(p->acc_norm_mean))
-		return BELLOWS_EPROTO;
-	s->acc_norm_mean = p->acc_norm_mean;
 	return 0;
 }
 

@@ -29,7 +29,9 @@
  *   agg(K)      how bellowsd aggregates it across the ranks of a window
  *               (bellows_stat_agg below); default NONE: not aggregated;
  *   gate(E)     for GATED_*: the row of the same table whose non-zero value
- *               says the rank measured this one; default none;
+ *               says the rank measured this one; for NORM: the row that
+ *               carries the mean over the ranks a report covers; default
+ *               none;
  *   view(T)     its type in the policy's window (bellows_window_layer for
  *               the layer table, bellows_window for the timings): U32, U64
  *               or F64; default: not in the window. Every aggregated row is
@@ -67,9 +69,8 @@
  * stat_table.c refuses at compile time a tag out of range or taken twice
  * within a message; tests/common/test_stat_table.c checks them against the
  * .proto. LayerStats has at most 32 fields while common/codec_fast.c
- * decodes it (one bit each in its `seen` mask): `layer`, 28 rows, 1
- * array and acc_norm_mean today, so one more statistic fits before that
- * decoder is widened
+ * decodes it (one bit each in its `seen` mask): `layer`, 29 rows and 1
+ * array today, so one more statistic fits before that decoder is widened
  * (the test says so when it does not).
  *
  * A third table, BELLOWS_STEP_INFO, lists the fields of the per-step input
@@ -228,7 +229,7 @@ extern "C" {
 	BELLOWS_LAYER_STAT(X, max_abs, F64, 7, MAG, agg(MAX), view(F64),       \
 	    hist(NULLABLE), unit("grad"), doc("largest |g|"))                  \
 	BELLOWS_LAYER_STAT(X, acc_norm, F64, 8, MAG, agg(NORM),                \
-	    view(F64), field(grad_norm),                                       \
+	    gate(acc_norm_mean), view(F64), field(grad_norm),                  \
 	    wcol("grad_norm_rank0"), wcol2("grad_norm_mean"), hist(NULLABLE),  \
 	    unit("grad"),                                                      \
 	    doc("L2 norm of the gradient summed over the window"))             \
@@ -295,7 +296,12 @@ extern "C" {
 	    gate(level_applied_n), view(F64), hist(NULLABLE), unit("level"),   \
 	    doc("level the layer was sent at in the window's last step (0: "   \
 		"raw; after the size threshold, the gate and raw-only "        \
-		"tensors)"))
+		"tensors)"))                                                   \
+	BELLOWS_LAYER_STAT(X, acc_norm_mean, F64, 40, MAG, unit("grad"),       \
+	    doc("in a report covering several ranks, the mean of acc_norm "    \
+		"over them (acc_norm is then the reporting rank's own); 0 in " \
+		"a rank's own report. bellowsd folds it into acc_norm's mean "  \
+		"(acc_norm's gate)"))
 
 /* clang-format on */
 
