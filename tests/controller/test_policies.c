@@ -303,6 +303,50 @@ test_registry_check_refuses_another_abi_version(void **state)
 	assert_check_fails(NULL, "no ops");
 }
 
+/* Layers as a host whose bellows_window_layer has grown by 16 bytes would
+ * lay them out: an ABI 6 policy steps by layer_size and gets them as they
+ * are; an ABI 5 one gets a copy at its own stride with the same prefix. */
+static void
+test_registry_window_hands_old_policies_layers_at_their_stride(void **state)
+{
+	enum {
+		N = 3,
+		GROWN = sizeof(bellows_window_layer) + 16
+	};
+	_Alignas(bellows_window_layer) char big[N * GROWN] = { 0 };
+	bellows_window w = { .n_layers = N, .layer_size = GROWN };
+	bellows_policy_ops ops = probe_ops;
+	bellows_window tmp;
+	const bellows_window *got;
+	void *buf = NULL;
+	size_t cap = 0;
+
+	(void)state;
+	for (uint32_t i = 0; i < N; i++) {
+		bellows_window_layer *l = (void *)(big + i * GROWN);
+
+		l->numel = 100 + i;
+		l->level_applied = i + 0.5;
+	}
+	w.layers = (const void *)big;
+	assert_ptr_equal(pol_registry_window(&ops, &w, &tmp, &buf, &cap), &w);
+	for (uint32_t i = 0; i < N; i++)
+		assert_int_equal(bellows_window_layer_at(&w, i)->numel,
+		    100 + i);
+	ops.abi_version = 5;
+	got = pol_registry_window(&ops, &w, &tmp, &buf, &cap);
+	assert_ptr_equal(got, &tmp);
+	assert_int_equal(got->layer_size, BELLOWS_WINDOW_LAYER_SIZE_5);
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(got->layers[i].numel, 100 + i);
+		assert_true(got->layers[i].level_applied == i + 0.5);
+	}
+	/* At the old stride already, nothing is copied. */
+	w.layer_size = BELLOWS_WINDOW_LAYER_SIZE_5;
+	assert_ptr_equal(pol_registry_window(&ops, &w, &tmp, &buf, &cap), &w);
+	free(buf);
+}
+
 static void
 test_registry_check_refuses_a_bad_name(void **state)
 {
@@ -1077,6 +1121,8 @@ main(void)
 		cmocka_unit_test(test_registry_accepts_every_builtin),
 		cmocka_unit_test(
 		    test_registry_check_refuses_another_abi_version),
+		cmocka_unit_test(
+		    test_registry_window_hands_old_policies_layers_at_their_stride),
 		cmocka_unit_test(test_registry_check_refuses_a_bad_name),
 		cmocka_unit_test(test_registry_check_refuses_missing_functions),
 		cmocka_unit_test(
