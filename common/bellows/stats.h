@@ -61,7 +61,9 @@
  *
  * Tag rules. LayerStats: tag 1 is `layer`; the scalar rows and the arrays
  * (BELLOWS_LAYER_ARRAYS) share tags 2 to BELLOWS_STAT_TAG_MAX. Taken: 2-21,
- * 30-38, 40. Free: 22-29, 39, 41-127. Timings: tags 1 to
+ * 30-38, 40. Tags increase along each table (tests/common/test_stat_table.c),
+ * so a new scalar row takes the last row's tag + 1 (41-127 are free for
+ * them) and 22-29 and 39 are left to new arrays. Timings: tags 1 to
  * BELLOWS_STAT_TAG_MAX, taken 1-20, free 21-127. A tag once used is never
  * given to another statistic, even after a row is retired. Tags up to 15
  * take one byte of key on the wire, up to 2047 two: 127 keeps every key
