@@ -48,6 +48,18 @@ aggregate_is_own(const com_stat *st)
 	    st == &com_timing_stat_table[COM_TSTAT_step_ms_rank_max];
 }
 
+/* The entry a NORM entry of the table writes its group mean into (its
+ * gate, acc_norm_mean): reduced with the NORM entry, not on its own. */
+static bool
+aggregate_is_norm_mean(const com_stat *table, size_t n, size_t k)
+{
+	for (size_t i = 0; i < n; i++)
+		if (table[i].agg == BELLOWS_STAT_AGG_NORM &&
+		    table[i].gate == (int)k)
+			return true;
+	return false;
+}
+
 /* Places the entries of one table: at[k] gets its operator and offset,
  * len[op] counts each buffer's doubles, `slots` doubles per STEP_*
  * entry (the gathered values). */
@@ -70,7 +82,8 @@ aggregate_place(const com_stat *table, size_t n, agent_aggregate_at *at,
 		case BELLOWS_STAT_AGG_NONE:
 			/* Other history-only entries are the largest time
 			 * or the summed count. */
-			if (aggregate_is_own(st))
+			if (aggregate_is_own(st) ||
+			    aggregate_is_norm_mean(table, n, k))
 				op = -1;
 			else
 				op = st->type == BELLOWS_STAT_TYPE_F64
@@ -386,8 +399,9 @@ aggregate_unpack_one(agent_aggregate *a, const com_stat *table, size_t n,
 			aggregate_put(st, out, v / a->group);
 			break;
 		case BELLOWS_STAT_AGG_NORM:
-			/* The rank's own value stays; the mean beside it. */
-			((com_layer_stats *)out)->acc_norm_mean = v / a->group;
+			/* The rank's own value stays; the mean beside it,
+			 * in its gate (acc_norm_mean). */
+			aggregate_put(&table[st->gate], out, v / a->group);
 			break;
 		case BELLOWS_STAT_AGG_MIN_NZ:
 			aggregate_put(st, out, v >= DBL_MAX ? 0 : v);
@@ -418,7 +432,6 @@ agent_aggregate_unpack(agent_aggregate *a, const com_report *own,
 		else
 			*s = (com_layer_stats){ 0 };
 		s->layer = l;
-		s->acc_norm_mean = 0;
 		aggregate_part(a, l, b);
 		aggregate_unpack_one(a, com_layer_stat_table, COM_N_LSTATS,
 		    a->lat, s, steps, b, false);

@@ -127,9 +127,6 @@ typedef struct com_layer_stats {
 							* (com_msg_fini), the
 							* producer's in one
 							* being built */
-	double acc_norm_mean; /* minor 3: in a report covering several ranks,
-			       * the mean of acc_norm over them (acc_norm
-			       * is the reporting rank's own); else 0 */
 } com_layer_stats;
 
 /* One rank's timings of a window: the fields of BELLOWS_RANK_TIMINGS

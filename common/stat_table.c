@@ -62,6 +62,53 @@ const com_stat com_timing_stat_table[] = { BELLOWS_RANK_TIMINGS(STAT_TIMING) };
 const com_stat_array com_layer_array_table[] = { BELLOWS_LAYER_ARRAYS(
     STAT_ARRAY) };
 
+/* Tags: within 1..BELLOWS_STAT_TAG_MAX (LayerStats' 1 is `layer`), and
+ * each taken once within its message (a tag taken twice is a duplicate
+ * case value, which does not compile). The function is never called. */
+#define STAT_TAG_RANGE(min, name, type, tag, ...)                              \
+	static_assert((tag) >= (min) && (tag) <= BELLOWS_STAT_TAG_MAX,         \
+	    #name "'s tag is within its message's range (bellows/stats.h)");
+#define STAT_TAG_RANGE_LAYER(...)  STAT_TAG_RANGE(2, __VA_ARGS__)
+#define STAT_TAG_RANGE_TIMING(...) STAT_TAG_RANGE(1, __VA_ARGS__)
+BELLOWS_LAYER_STATS(STAT_TAG_RANGE_LAYER)
+BELLOWS_LAYER_ARRAYS(STAT_TAG_RANGE_LAYER)
+BELLOWS_RANK_TIMINGS(STAT_TAG_RANGE_TIMING)
+#define STAT_TAG_CASE(name, type, tag, ...) case tag:
+static inline void
+stat_tags_unique(int layer_tag, int timing_tag)
+{
+	switch (layer_tag) {
+	case 1: /* layer */
+		BELLOWS_LAYER_STATS(STAT_TAG_CASE)
+		BELLOWS_LAYER_ARRAYS(STAT_TAG_CASE)
+		break;
+	default:
+		break;
+	}
+	switch (timing_tag) {
+		BELLOWS_RANK_TIMINGS(STAT_TAG_CASE)
+		break;
+	default:
+		break;
+	}
+}
+
+/* Every row has a one-line doc (a missing one is NULL, which does not
+ * concatenate with ""). */
+#define STAT_HAS_DOC(name, type, tag, check, agg, gate, wtype, wfield, rcol,   \
+    wcol, wcol2, hist, unit, doc)                                              \
+	static_assert(sizeof("" doc) > 1, #name " has a doc");
+#define STAT_ARRAY_HAS_DOC(name, len, tag, check, agg, wfield, wcol, unit,     \
+    doc)                                                                       \
+	static_assert(sizeof("" doc) > 1, #name " has a doc");
+BELLOWS_LAYER_STATS(STAT_HAS_DOC)
+BELLOWS_RANK_TIMINGS(STAT_HAS_DOC)
+BELLOWS_LAYER_ARRAYS(STAT_ARRAY_HAS_DOC)
+
+/* Bit i of a stats_read or stats_skip set is layer statistic i; bit 63 is
+ * BELLOWS_STATS_DECLARED (bellows/policy.h). */
+static_assert(COM_N_LSTATS <= 63, "a layer statistic per bit of stats_read");
+
 static_assert(sizeof(com_layer_stat_table) / sizeof(com_stat) == COM_N_LSTATS,
     "one descriptor per layer statistic");
 static_assert(sizeof(com_timing_stat_table) / sizeof(com_stat) == COM_N_TSTATS,

@@ -282,7 +282,6 @@ wire_out_layer_stats(const com_layer_stats *s, Bellows__LayerStats *p)
 	p->layer = s->layer;
 	BELLOWS_LAYER_STATS(WIRE_OUT_STAT)
 	BELLOWS_LAYER_ARRAYS(WIRE_OUT_ARRAY)
-	p->acc_norm_mean = s->acc_norm_mean;
 }
 
 static void

@@ -436,9 +436,6 @@ wire_in_layer_stats(const Bellows__LayerStats *p, const com_limits *lim,
 	s->layer = p->layer;
 	BELLOWS_LAYER_STATS(WIRE_IN_STAT)
 	BELLOWS_LAYER_ARRAYS(WIRE_IN_ARRAY)
-	if (!wire_in_magnitude(p->acc_norm_mean))
-		return BELLOWS_EPROTO;
-	s->acc_norm_mean = p->acc_norm_mean;
 	return 0;
 }
 

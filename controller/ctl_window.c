@@ -313,7 +313,7 @@ window_vals_reserve(window_vals *v)
 #define WINDOW_ADD_NORM(s, f, type, gate, wtype, acc, k)                       \
 	if (rank == 0)                                                         \
 		a->norm_rank0 = (s)->f;                                        \
-	acc[k].d += cover > 1 ? (s)->acc_norm_mean * (double)cover : (s)->f;
+	acc[k].d += cover > 1 ? (s)->gate * (double)cover : (s)->f;
 /* The per-step medians keep one value per rank (ctl_window_add). */
 #define WINDOW_ADD_STEP_MEDIAN(s, f, type, gate, wtype, acc, k)
 #define WINDOW_ADD_STEP_MEDIAN_NZ(s, f, type, gate, wtype, acc, k)

@@ -6,6 +6,7 @@
 #include <bellows/error.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const bellows_policy_ops *const registry_builtins[] = {
@@ -132,6 +133,50 @@ pol_registry_check(const bellows_policy_ops *ops, char *errbuf, size_t errlen)
 		}
 	}
 	return 0;
+}
+
+const bellows_window_layer *
+pol_registry_layers(const bellows_policy_ops *ops,
+    const bellows_window_layer *layers, uint32_t n, size_t layer_size,
+    size_t *ret_size, void **buf, size_t *cap)
+{
+	const size_t old = BELLOWS_WINDOW_LAYER_SIZE_5;
+	size_t need = old * n;
+
+	*ret_size = layer_size;
+	if (ops->abi_version >= 6 || layer_size == old || n == 0)
+		return layers;
+	if (need > *cap) {
+		void *grown = realloc(*buf, need);
+
+		if (grown == NULL)
+			return NULL;
+		*buf = grown;
+		*cap = need;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		memcpy((char *)*buf + i * old,
+		    (const char *)layers + i * layer_size, old);
+	*ret_size = old;
+	return *buf;
+}
+
+const bellows_window *
+pol_registry_window(const bellows_policy_ops *ops, const bellows_window *w,
+    bellows_window *tmp, void **buf, size_t *cap)
+{
+	size_t size;
+	const bellows_window_layer *l = pol_registry_layers(ops, w->layers,
+	    w->n_layers, w->layer_size, &size, buf, cap);
+
+	if (l == NULL)
+		return NULL;
+	if (l == w->layers)
+		return w;
+	*tmp = *w;
+	tmp->layers = l;
+	tmp->layer_size = size;
+	return tmp;
 }
 
 double

@@ -15,6 +15,7 @@
 #include "common/wire.h"
 
 #include "log.h"
+#include "policies/registry.h"
 
 #include <bellows/error.h>
 
@@ -65,6 +66,9 @@ struct ctl_policy_set {
 	bool lr_known;             /* a window with a finite LR ran */
 	double lr_last;            /* that window's LR: LR_CHANGE's lr_old */
 	char *job;                 /* job name, for plug-in workers' faults */
+	void *old_layers;          /* layers at an older policy ABI's stride
+				    * (pol_registry_window), old_cap bytes */
+	size_t old_cap;            /* bytes allocated at old_layers */
 	bool all_stats;            /* the job entry's all_stats */
 };
 
@@ -251,6 +255,7 @@ ctl_policy_set_destroy(ctl_policy_set **set)
 		free(in->selected);
 	}
 	free(s->inst);
+	free(s->old_layers);
 	free(s->proposal.level);
 	free(s->proposal.error_bound);
 	free(s->proposal.codec_table);
@@ -330,6 +335,7 @@ host_start(ctl_policy_set *set, host_instance *in, const char *job,
 		.world = world,
 		.n_layers = set->n_layers,
 		.layers = wl,
+		.layer_size = sizeof(*wl),
 	};
 	int r;
 
@@ -341,6 +347,10 @@ host_start(ctl_policy_set *set, host_instance *in, const char *job,
 		if (in->state == NULL)
 			return BELLOWS_ENOMEM;
 	}
+	info.layers = pol_registry_layers(ops, wl, info.n_layers,
+	    info.layer_size, &info.layer_size, &set->old_layers, &set->old_cap);
+	if (info.layers == NULL)
+		return BELLOWS_ENOMEM;
 	r = ops->init(in->state, in->conf->config, &info, &set->proposal);
 	if (r != 0)
 		return r;
@@ -668,6 +678,7 @@ host_restart_remote(ctl_policy_set *set, host_instance *in,
 		.world = w->world,
 		.n_layers = w->n_layers,
 		.layers = w->layers,
+		.layer_size = w->layer_size,
 	};
 	bool had_state = in->remote_gen != 0;
 	int r;
@@ -696,6 +707,8 @@ ctl_policy_set_run(ctl_policy_set *set, bellows_window *w, com_decision *state,
 	policies[0] = '\0';
 	reason[0] = '\0';
 	set->n_metrics = 0;
+	/* Every caller's layers are an array of this build's struct. */
+	w->layer_size = sizeof(bellows_window_layer);
 	/* A calibration is asked for anew by every decision. */
 	state->calibrate_steps = 0;
 	if (isfinite(w->lr)) {
@@ -732,9 +745,16 @@ ctl_policy_set_run(ctl_policy_set *set, bellows_window *w, com_decision *state,
 		if (in->worker != NULL)
 			r = ctl_worker_window(in->worker, in->remote_id,
 			    in->remote_gen, in->conf->name, w, &set->proposal);
-		else
-			r = ops->on_window(in->state, in->conf->config, w,
-			    &set->proposal);
+		else {
+			bellows_window tmp;
+			const bellows_window *pw = pol_registry_window(ops, w,
+			    &tmp, &set->old_layers, &set->old_cap);
+
+			r = pw == NULL
+			    ? BELLOWS_ENOMEM
+			    : ops->on_window(in->state, in->conf->config, pw,
+				  &set->proposal);
+		}
 		if (r != 0) {
 			failed++;
 			continue;

@@ -78,7 +78,9 @@ uint32_t ctl_policy_set_commit(ctl_policy_set *set, ctl_policy_set **old,
  * on_event is first told BELLOWS_EVENT_LR_CHANGE (lr_old, lr_new, window
  * w->window); an instance refusing it counts as a failure in *ret_failed
  * and still runs on the window. `w->layers` is
- * borrowed and its `selected` flags are rewritten per instance. `state`
+ * borrowed and its `selected` flags are rewritten per instance; its
+ * layer_size is set to this build's bellows_window_layer (policies of ABI
+ * 4 and 5 get a copy at their stride, pol_registry_window). `state`
  * holds the state in force and receives the merged new state; its
  * calibrate_steps is the SIZE_THRESHOLD owner's request of this window
  * (0 when none asks, or the owner failed). Each instance's proposal

@@ -61,6 +61,9 @@ typedef struct worker {
 	size_t shapes_cap;             /* entries at shapes */
 	uint64_t *arrays;              /* decoded array statistics */
 	size_t arrays_cap;             /* values at arrays */
+	void *old_layers;              /* layers at an older policy ABI's
+					* stride (pol_registry_window) */
+	size_t old_cap;                /* bytes allocated at old_layers */
 	bellows_proposal prop;         /* decoded proposal */
 	size_t prop_cap;               /* layers allocated in prop */
 } worker;
@@ -276,7 +279,11 @@ worker_init(worker *wk, uint32_t id, ctl_pwire_reader *r)
 	    ctl_pwire_get(r, &info.n_layers, sizeof(info.n_layers)) != 0)
 		exit(CTL_PWIRE_EXIT_PROTO);
 	worker_layers(wk, r, info.n_layers);
-	info.layers = wk->layers;
+	info.layers = pol_registry_layers(wk->ops, wk->layers, info.n_layers,
+	    sizeof(*wk->layers), &info.layer_size, &wk->old_layers,
+	    &wk->old_cap);
+	if (info.layers == NULL)
+		exit(CTL_PWIRE_EXIT_NOMEM);
 	worker_proposal(wk, r, info.n_layers);
 	rc = wk->ops->init(in->state, in->config, &info, &wk->prop);
 	if (rc == 0)
@@ -291,7 +298,8 @@ worker_window(worker *wk, uint32_t id, ctl_pwire_reader *r)
 {
 	instance *in = worker_find(wk, id);
 	bellows_comm_sample *samples = NULL;
-	bellows_window w;
+	bellows_window w, tmp;
+	const bellows_window *pw;
 	const uint8_t *comm;
 	int rc;
 
@@ -300,6 +308,7 @@ worker_window(worker *wk, uint32_t id, ctl_pwire_reader *r)
 		exit(CTL_PWIRE_EXIT_PROTO);
 	worker_layers(wk, r, w.n_layers);
 	w.layers = wk->layers;
+	w.layer_size = sizeof(bellows_window_layer);
 	/* The samples are read in place: copy them to aligned memory. */
 	if (ctl_pwire_view(r, sizeof(bellows_comm_sample) * w.n_comm, &comm) !=
 	    0)
@@ -312,7 +321,11 @@ worker_window(worker *wk, uint32_t id, ctl_pwire_reader *r)
 	}
 	w.comm = samples;
 	worker_proposal(wk, r, w.n_layers);
-	rc = wk->ops->on_window(in->state, in->config, &w, &wk->prop);
+	pw = pol_registry_window(wk->ops, &w, &tmp, &wk->old_layers,
+	    &wk->old_cap);
+	if (pw == NULL)
+		exit(CTL_PWIRE_EXIT_NOMEM);
+	rc = wk->ops->on_window(in->state, in->config, pw, &wk->prop);
 	free(samples);
 	worker_reply(wk, rc, true);
 }

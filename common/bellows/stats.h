@@ -1,44 +1,73 @@
 /* stats - the one table of bellows statistics.
  *
- * Every statistic an agent reports is declared once, here, as an entry of
- * an X-macro table; the structs that carry it (bellows_layer_stats,
- * bellows_step_info, com_layer_stats, com_timings), the wire mapping and its
- * checks (common/wire.c), the aggregation across ranks
- * (controller/ctl_window.c), the history columns (the store), the Python mirror
- * and docs/statistics.md are made from it. Adding a statistic is adding an
- * entry (docs/architecture.md, "Adding a statistic"); entries are never
- * renamed, reordered or removed: the order is the layout of the public struct
- * bellows_layer_stats and the tags are the wire's.
+ * Every statistic an agent reports is declared once, here, as a row of a
+ * table; the structs that carry it (bellows_layer_stats, bellows_step_info,
+ * com_layer_stats, com_timings), the wire mapping and its checks
+ * (common/wire.c, common/wire_in.c), the aggregation across ranks
+ * (controller/ctl_window.c, agent/aggregate.c), the policies' window, the
+ * history columns (history/hist_cols.c), the Python mirror and
+ * docs/statistics.md are made from it. Adding a statistic is adding a row
+ * (docs/architecture.md, "Adding a statistic"); rows are never renamed,
+ * reordered or removed: the order is the layout of the public struct
+ * bellows_layer_stats and the tags are the wire's. A new row goes at the
+ * end of its table.
  *
- * An entry is X(name, type, tag, check, agg, gate, wtype, wfield, rcol,
- * wcol, wcol2, hist, unit, doc):
  *   name   the field in the C structs, the .proto and Python (identifier);
  *   type   its C type as one rank reports it: U32, U64 or F64;
- *   tag    the field number in common/bellows.proto (LayerStats, Timings);
+ *   tag    the field number in common/bellows.proto (LayerStats, Timings;
+ *          the tag rules are below);
  *   check  what a received value must pass, else the frame is refused:
  *          ANY (any value of the type), MAG (finite and not negative),
  *          FRAC (MAG and at most 1);
- *   agg    how bellowsd aggregates it across the ranks of a window
- *          (bellows_stat_agg below);
- *   gate   for GATED_*: the entry of the same table whose non-zero value
- *          says the rank measured this one; `_` for none;
- *   wtype  its type in the policy's window (bellows_window_layer for the
- *          layer table, bellows_window for the timings): U32, U64, F64,
- *          or NONE when it is not aggregated;
- *   wfield the field of that struct, `_` when wtype is NONE;
- *   rcol   the history column of the per-rank value (table `timings`),
- *          NULL when the history keeps no per-rank value;
- *   wcol   the history column of the aggregated value (table `windows`
- *          for the layer table, `window_info` for the timings), NULL for
- *          none; wcol2 a second one or NULL (NORM: wcol holds rank 0's
- *          value, wcol2 the mean);
- *   hist   how "not measured" is kept in those columns: NULLABLE (NULL
- *          for a NaN value, read back as NaN) or ZERO (0, and a NULL
- *          reads back as 0). A column is INTEGER NOT NULL for a U32/U64
- *          `type` (a view double, such as a byte count, is written as an
- *          integer), REAL for F64;
- *   unit   for people ("ms", "bytes", ...);
- *   doc    one line.
+ * and the options:
+ *   agg(K)      how bellowsd aggregates it across the ranks of a window
+ *               (bellows_stat_agg below); default NONE: not aggregated;
+ *   gate(E)     for GATED_*: the row of the same table whose non-zero value
+ *               says the rank measured this one; for NORM: the row that
+ *               carries the mean over the ranks a report covers; default
+ *               none;
+ *   view(T)     its type in the policy's window (bellows_window_layer for
+ *               the layer table, bellows_window for the timings): U32, U64
+ *               or F64; default: not in the window. Every aggregated row is
+ *               in the window;
+ *   field(F)    the window's field when not `name`;
+ *   wcol("c")   the history column of the aggregated value (table
+ *               `windows` for the layer table, `window_info` for the
+ *               timings); default: the window field's name for a row in
+ *               the window, none otherwise;
+ *   wcol2("c")  a second one (NORM: wcol holds rank 0's value, wcol2 the
+ *               mean); default none;
+ *   rcol("c")   the history column of the per-rank value (table
+ *               `timings`); default: the timings keep `name`, the layer
+ *               table none; rcol(NULL): none;
+ *   hist(H)     how "not measured" is kept in those columns: ZERO (the
+ *               default: 0, and a NULL reads back as 0) or NULLABLE (NULL
+ *               for a NaN value, read back as NaN). A column is INTEGER
+ *               NOT NULL for a U32/U64 `type` (a view double, such as a
+ *               byte count, is written as an integer), REAL for F64;
+ *   unit("u")   for people ("ms", "bytes", ...);
+ *   doc("...")  one line; required.
+ * A misspelt option does not compile (BELLOWS_STAT_OPT_ below); a row
+ * takes at most 11 options. The tables are then read as
+ * X(name, type, tag, check, agg, gate, wtype, wfield, rcol, wcol, wcol2,
+ * hist, unit, doc), every column filled (wtype NONE, gate and wfield `_`
+ * or NULL for none), by consumers that need not know the defaults.
+ *
+ * Tag rules. LayerStats: tag 1 is `layer`; the scalar rows and the arrays
+ * (BELLOWS_LAYER_ARRAYS) share tags 2 to BELLOWS_STAT_TAG_MAX. Taken: 2-21,
+ * 30-38, 40. Tags increase along each table (tests/common/test_stat_table.c),
+ * so a new scalar row takes the last row's tag + 1 (41-127 are free for
+ * them) and 22-29 and 39 are left to new arrays. Timings: tags 1 to
+ * BELLOWS_STAT_TAG_MAX, taken 1-20, free 21-127. A tag once used is never
+ * given to another statistic, even after a row is retired. Tags up to 15
+ * take one byte of key on the wire, up to 2047 two: 127 keeps every key
+ * within two bytes and the free list short enough to read. common/
+ * stat_table.c refuses at compile time a tag out of range or taken twice
+ * within a message; tests/common/test_stat_table.c checks them against the
+ * .proto. LayerStats has at most 32 fields while common/wire_fast.c
+ * decodes it (one bit each in its `seen` mask): `layer`, 29 rows and 1
+ * array today, so one more statistic fits before that decoder is widened
+ * (the test says so when it does not).
  *
  * A third table, BELLOWS_STEP_INFO, lists the fields of the per-step input
  * bellows_step_info and how the agent folds each into the window's
@@ -61,95 +90,214 @@ extern "C" {
 
 /* clang-format off */
 
-/* Per layer, per rank, per window: LayerStats on the wire, in its tag
- * order (the order of bellows_layer_stats). */
+/* The largest tag a statistic may take, in either message (tag rules
+ * above). */
+#define BELLOWS_STAT_TAG_MAX 127
+
+/* How a row becomes the full column list. BELLOWS_STAT_OPT_(key, def,
+ * options...) is the value of the option key(v) among the options, else
+ * def: each option is split into `key, v` by BELLOWS_STAT_KV_<key> (one
+ * per option; a misspelt key is not split, and BELLOWS_STAT_STEP_ then
+ * lacks an argument, which does not compile) and compared with the key
+ * wanted by pasting them (BELLOWS_STAT_EQ_<key>_<key> is the only match).
+ * The chain reads 11 options, then sentinels end(). Every column is
+ * expanded (BELLOWS_STAT_APPLY_) before X sees it, so that X may paste
+ * them. */
+#define BELLOWS_STAT_CAT_(a, b)       BELLOWS_STAT_CAT2_(a, b)
+#define BELLOWS_STAT_CAT2_(a, b)      a##b
+#define BELLOWS_STAT_SECOND_(a, b, ...) b
+#define BELLOWS_STAT_PROBE_(...)      BELLOWS_STAT_SECOND_(__VA_ARGS__, 0, ~)
+#define BELLOWS_STAT_IF_0(t, f)       f
+#define BELLOWS_STAT_IF_1(t, f)       t
+#define BELLOWS_STAT_IF_(c, t, f)     BELLOWS_STAT_CAT_(BELLOWS_STAT_IF_, c)(t, f)
+#define BELLOWS_STAT_EQ_(a, b)        BELLOWS_STAT_PROBE_(BELLOWS_STAT_EQ_##a##_##b)
+#define BELLOWS_STAT_KV_agg(v)        agg, v
+#define BELLOWS_STAT_KV_gate(v)       gate, v
+#define BELLOWS_STAT_KV_view(v)       view, v
+#define BELLOWS_STAT_KV_field(v)      field, v
+#define BELLOWS_STAT_KV_wcol(v)       wcol, v
+#define BELLOWS_STAT_KV_wcol2(v)      wcol2, v
+#define BELLOWS_STAT_KV_rcol(v)       rcol, v
+#define BELLOWS_STAT_KV_hist(v)       hist, v
+#define BELLOWS_STAT_KV_unit(v)       unit, v
+#define BELLOWS_STAT_KV_doc(v)        doc, v
+#define BELLOWS_STAT_KV_end()         end, ~
+#define BELLOWS_STAT_EQ_agg_agg       ~, 1
+#define BELLOWS_STAT_EQ_gate_gate     ~, 1
+#define BELLOWS_STAT_EQ_view_view     ~, 1
+#define BELLOWS_STAT_EQ_field_field   ~, 1
+#define BELLOWS_STAT_EQ_wcol_wcol     ~, 1
+#define BELLOWS_STAT_EQ_wcol2_wcol2   ~, 1
+#define BELLOWS_STAT_EQ_rcol_rcol     ~, 1
+#define BELLOWS_STAT_EQ_hist_hist     ~, 1
+#define BELLOWS_STAT_EQ_unit_unit     ~, 1
+#define BELLOWS_STAT_EQ_doc_doc       ~, 1
+#define BELLOWS_STAT_STEP_(key, kv, rest) BELLOWS_STAT_STEP2_(key, kv, rest)
+#define BELLOWS_STAT_STEP2_(key, k, v, rest)                                   \
+	BELLOWS_STAT_IF_(BELLOWS_STAT_EQ_(key, k), v, rest)
+#define BELLOWS_STAT_OPT_(key, def, ...)                                       \
+	BELLOWS_STAT_O1_(key, def, __VA_ARGS__, end(), end(), end(), end(),    \
+	    end(), end(), end(), end(), end(), end(), end(), end())
+#define BELLOWS_STAT_O1_(k, d, o, ...)                                         \
+	BELLOWS_STAT_STEP_(k, BELLOWS_STAT_KV_##o, BELLOWS_STAT_O2_(k, d, __VA_ARGS__))
+#define BELLOWS_STAT_O2_(k, d, o, ...)                                         \
+	BELLOWS_STAT_STEP_(k, BELLOWS_STAT_KV_##o, BELLOWS_STAT_O3_(k, d, __VA_ARGS__))
+#define BELLOWS_STAT_O3_(k, d, o, ...)                                         \
+	BELLOWS_STAT_STEP_(k, BELLOWS_STAT_KV_##o, BELLOWS_STAT_O4_(k, d, __VA_ARGS__))
+#define BELLOWS_STAT_O4_(k, d, o, ...)                                         \
+	BELLOWS_STAT_STEP_(k, BELLOWS_STAT_KV_##o, BELLOWS_STAT_O5_(k, d, __VA_ARGS__))
+#define BELLOWS_STAT_O5_(k, d, o, ...)                                         \
+	BELLOWS_STAT_STEP_(k, BELLOWS_STAT_KV_##o, BELLOWS_STAT_O6_(k, d, __VA_ARGS__))
+#define BELLOWS_STAT_O6_(k, d, o, ...)                                         \
+	BELLOWS_STAT_STEP_(k, BELLOWS_STAT_KV_##o, BELLOWS_STAT_O7_(k, d, __VA_ARGS__))
+#define BELLOWS_STAT_O7_(k, d, o, ...)                                         \
+	BELLOWS_STAT_STEP_(k, BELLOWS_STAT_KV_##o, BELLOWS_STAT_O8_(k, d, __VA_ARGS__))
+#define BELLOWS_STAT_O8_(k, d, o, ...)                                         \
+	BELLOWS_STAT_STEP_(k, BELLOWS_STAT_KV_##o, BELLOWS_STAT_O9_(k, d, __VA_ARGS__))
+#define BELLOWS_STAT_O9_(k, d, o, ...)                                         \
+	BELLOWS_STAT_STEP_(k, BELLOWS_STAT_KV_##o, BELLOWS_STAT_O10_(k, d, __VA_ARGS__))
+#define BELLOWS_STAT_O10_(k, d, o, ...)                                        \
+	BELLOWS_STAT_STEP_(k, BELLOWS_STAT_KV_##o, BELLOWS_STAT_O11_(k, d, __VA_ARGS__))
+#define BELLOWS_STAT_O11_(k, d, o, ...)                                        \
+	BELLOWS_STAT_STEP_(k, BELLOWS_STAT_KV_##o, d)
+#define BELLOWS_STAT_APPLY_(X, ...) X(__VA_ARGS__)
+
+/* The default history column of a row: its window field's name when it is
+ * in the window. */
+#define BELLOWS_STAT_WCOL_NONE(f) NULL
+#define BELLOWS_STAT_WCOL_U32(f)  #f
+#define BELLOWS_STAT_WCOL_U64(f)  #f
+#define BELLOWS_STAT_WCOL_F64(f)  #f
+
+/* A row of BELLOWS_LAYER_STATS or BELLOWS_RANK_TIMINGS, as X of the full
+ * column list (above). */
+#define BELLOWS_LAYER_STAT(X, name, type, tag, check, ...)                     \
+	BELLOWS_STAT_ROW_(X, NULL, name, type, tag, check, __VA_ARGS__)
+#define BELLOWS_RANK_TIMING(X, name, type, tag, check, ...)                    \
+	BELLOWS_STAT_ROW_(X, #name, name, type, tag, check, __VA_ARGS__)
+#define BELLOWS_STAT_ROW_(X, rdef, name, type, tag, check, ...)                \
+	BELLOWS_STAT_ROW2_(X, name, type, tag, check,                          \
+	    BELLOWS_STAT_OPT_(agg, NONE, __VA_ARGS__),                         \
+	    BELLOWS_STAT_OPT_(gate, _, __VA_ARGS__),                           \
+	    BELLOWS_STAT_OPT_(view, NONE, __VA_ARGS__),                        \
+	    BELLOWS_STAT_OPT_(field, name, __VA_ARGS__),                       \
+	    BELLOWS_STAT_OPT_(rcol, rdef, __VA_ARGS__), __VA_ARGS__)
+#define BELLOWS_STAT_ROW2_(X, name, type, tag, check, agg, gate, wtype,        \
+    wfield, rcol, ...)                                                         \
+	BELLOWS_STAT_APPLY_(X, name, type, tag, check, agg, gate, wtype,       \
+	    wfield, rcol,                                                      \
+	    BELLOWS_STAT_OPT_(wcol,                                            \
+		BELLOWS_STAT_CAT_(BELLOWS_STAT_WCOL_, wtype)(wfield),          \
+		__VA_ARGS__),                                                  \
+	    BELLOWS_STAT_OPT_(wcol2, NULL, __VA_ARGS__),                       \
+	    BELLOWS_STAT_OPT_(hist, ZERO, __VA_ARGS__),                        \
+	    BELLOWS_STAT_OPT_(unit, "", __VA_ARGS__),                          \
+	    BELLOWS_STAT_OPT_(doc, NULL, __VA_ARGS__))
+
+/* A row of BELLOWS_LAYER_ARRAYS, as X(name, len, tag, check, agg, wfield,
+ * wcol, unit, doc) (columns there). */
+#define BELLOWS_LAYER_ARRAY(X, name, len, tag, check, ...)                     \
+	BELLOWS_STAT_APPLY_(X, name, len, tag, check,                          \
+	    BELLOWS_STAT_OPT_(agg, SUM, __VA_ARGS__),                          \
+	    BELLOWS_STAT_OPT_(field, name, __VA_ARGS__),                       \
+	    BELLOWS_STAT_OPT_(wcol, #name, __VA_ARGS__),                       \
+	    BELLOWS_STAT_OPT_(unit, "", __VA_ARGS__),                          \
+	    BELLOWS_STAT_OPT_(doc, NULL, __VA_ARGS__))
+/* clang-format off */
+
+/* Per layer, per rank, per window: LayerStats on the wire (the order of
+ * bellows_layer_stats). */
 #define BELLOWS_LAYER_STATS(X)                                                 \
-	X(count, U64, 2, ANY, SUM, _, U64, count,                              \
-	    NULL, "count", NULL, ZERO, "elements",                             \
-	    "gradient elements observed in the window")                        \
-	X(nonzero, U64, 3, ANY, SUM, _, U64, nonzero,                          \
-	    NULL, "nonzero", NULL, ZERO, "elements",                           \
-	    "finite elements that are not 0")                                  \
-	X(nonfinite, U64, 4, ANY, SUM, _, U64, nonfinite,                      \
-	    NULL, "nonfinite", NULL, ZERO, "elements",                         \
-	    "NaN or Inf elements, left out of the sums")                       \
-	X(sum_sq, F64, 5, MAG, SUM, _, F64, sum_sq,                            \
-	    NULL, "sum_sq", NULL, NULLABLE, "grad^2",                          \
-	    "sum of g^2 over the observed elements")                           \
-	X(abs_sum, F64, 6, MAG, SUM, _, F64, abs_sum,                          \
-	    NULL, "abs_sum", NULL, NULLABLE, "grad",                           \
-	    "sum of |g| over the observed elements")                           \
-	X(max_abs, F64, 7, MAG, MAX, _, F64, max_abs,                          \
-	    NULL, "max_abs", NULL, NULLABLE, "grad",                           \
-	    "largest |g|")                                                     \
-	X(acc_norm, F64, 8, MAG, NORM, _, F64, grad_norm,                      \
-	    NULL, "grad_norm_rank0", "grad_norm_mean", NULLABLE, "grad",       \
-	    "L2 norm of the gradient summed over the window")                  \
-	X(momentum_abs_mean, F64, 9, MAG, MEAN, _, F64, momentum_abs_mean,     \
-	    NULL, "momentum_abs_mean", NULL, NULLABLE, "grad",                 \
-	    "mean |m| at window end, m = beta m + (1 - beta) g; 0 if off")     \
-	X(observed_steps, U32, 10, ANY, NONE, _, NONE, _,                      \
-	    NULL, NULL, NULL, ZERO, "steps",                                   \
-	    "steps in which the layer was observed")                           \
-	X(act_steps, U32, 11, ANY, SUM, _, U64, act_steps,                     \
-	    NULL, "act_steps", NULL, ZERO, "steps",                            \
-	    "steps with activation statistics; 0: not measured")               \
-	X(act_lbar, F64, 12, MAG, GATED_MEAN, act_steps, F64, act_lbar,        \
-	    NULL, "act_lbar", NULL, ZERO, "grad",                              \
-	    "L-bar: mean over samples of max |dLoss/dOutput|")                 \
-	X(act_nonzero, F64, 13, FRAC, GATED_MEAN, act_steps, F64, act_nonzero, \
-	    NULL, "act_nonzero", NULL, ZERO, "fraction",                       \
-	    "R: non-zero fraction of the stored activation")                   \
-	X(act_bytes, F64, 14, MAG, GATED_MEAN, act_steps, F64, act_bytes,      \
-	    NULL, "act_bytes", NULL, ZERO, "bytes",                            \
-	    "activation bytes stored for backward per step")                   \
-	X(act_raw_bytes, F64, 15, MAG, GATED_MEAN, act_steps, F64,             \
-	    act_raw_bytes, NULL, "act_raw_bytes", NULL, ZERO, "bytes",         \
-	    "the same activation uncompressed, per step")                      \
-	X(comm_raw_ms, F64, 16, MAG, GATED_MEDIAN, comm_raw_n, F64,            \
-	    comm_raw_ms, NULL, "comm_raw_ms", NULL, NULLABLE, "ms",            \
-	    "lower quartile of timed raw sends; comp and codec alike")         \
-	X(comm_raw_n, U32, 17, ANY, SUM_SAT, _, U32, comm_raw_n,               \
-	    NULL, "comm_raw_n", NULL, ZERO, "sends",                           \
-	    "raw sends timed; 0: none")                                        \
-	X(comm_comp_ms, F64, 18, MAG, GATED_MEDIAN, comm_comp_n, F64,          \
-	    comm_comp_ms, NULL, "comm_comp_ms", NULL, NULLABLE, "ms",          \
-	    "median of the layer's timed compressed sends, codec excluded")    \
-	X(comm_comp_n, U32, 19, ANY, SUM_SAT, _, U32, comm_comp_n,             \
-	    NULL, "comm_comp_n", NULL, ZERO, "sends",                          \
-	    "compressed sends timed; 0: none")                                 \
-	X(codec_ms, F64, 20, MAG, GATED_MEDIAN, comm_comp_n, F64, codec_ms,    \
-	    NULL, "codec_ms", NULL, NULLABLE, "ms",                            \
-	    "median encode + decode time of those compressed sends")          \
-	X(resid_steps, U32, 30, ANY, SUM, _, U64, resid_steps,                 \
-	    NULL, "resid_steps", NULL, ZERO, "steps",                          \
-	    "steps with residual statistics (error feedback); 0: none")       \
-	X(resid_l1, F64, 31, MAG, GATED_MEAN, resid_steps, F64, resid_l1,      \
-	    NULL, "resid_l1", NULL, ZERO, "grad",                              \
-	    "L1 norm of the layer's fresh residual G~ - Q(G~), step mean")     \
-	X(resid_l2, F64, 32, MAG, GATED_MEAN, resid_steps, F64, resid_l2,      \
-	    NULL, "resid_l2", NULL, ZERO, "grad",                              \
-	    "L2 norm of the same residual, step mean")                         \
-	X(resid_q50, F64, 33, MAG, GATED_MEAN, resid_steps, F64, resid_q50,    \
-	    NULL, "resid_q50", NULL, ZERO, "rms",                              \
-	    "median of |r| / rms(r), rms = L2 / sqrt(numel) (sampled)")        \
-	X(resid_q90, F64, 34, MAG, GATED_MEAN, resid_steps, F64, resid_q90,    \
-	    NULL, "resid_q90", NULL, ZERO, "rms",                              \
-	    "90th percentile of |r| / rms(r) (sampled)")                       \
-	X(resid_q99, F64, 35, MAG, GATED_MEAN, resid_steps, F64, resid_q99,    \
-	    NULL, "resid_q99", NULL, ZERO, "rms",                              \
-	    "99th percentile of |r| / rms(r) (sampled)")                       \
-	X(resid_floats, F64, 36, MAG, GATED_MEAN, resid_steps, F64,            \
-	    resid_floats, NULL, "resid_floats", NULL, ZERO, "floats",          \
-	    "residual floats the layer holds under the plan in force")       \
-	X(level_applied_n, U32, 37, ANY, NONE, _, NONE, _,                     \
-	    NULL, NULL, NULL, ZERO, "ranks",                                   \
-	    "ranks whose report carries level_applied (1 in a rank's own "   \
-	    "report; 0: an agent older than the statistic)")                 \
-	X(level_applied, F64, 38, MAG, GATED_MAX, level_applied_n, F64,        \
-	    level_applied, NULL, "level_applied", NULL, NULLABLE, "level",     \
-	    "level the layer was sent at in the window's last step (0: raw; " \
-	    "after the size threshold, the gate and raw-only tensors)")
+	BELLOWS_LAYER_STAT(X, count, U64, 2, ANY, agg(SUM), view(U64),         \
+	    unit("elements"),                                                  \
+	    doc("gradient elements observed in the window"))                   \
+	BELLOWS_LAYER_STAT(X, nonzero, U64, 3, ANY, agg(SUM), view(U64),       \
+	    unit("elements"), doc("finite elements that are not 0"))           \
+	BELLOWS_LAYER_STAT(X, nonfinite, U64, 4, ANY, agg(SUM), view(U64),     \
+	    unit("elements"),                                                  \
+	    doc("NaN or Inf elements, left out of the sums"))                  \
+	BELLOWS_LAYER_STAT(X, sum_sq, F64, 5, MAG, agg(SUM), view(F64),        \
+	    hist(NULLABLE), unit("grad^2"),                                    \
+	    doc("sum of g^2 over the observed elements"))                      \
+	BELLOWS_LAYER_STAT(X, abs_sum, F64, 6, MAG, agg(SUM), view(F64),       \
+	    hist(NULLABLE), unit("grad"),                                      \
+	    doc("sum of |g| over the observed elements"))                      \
+	BELLOWS_LAYER_STAT(X, max_abs, F64, 7, MAG, agg(MAX), view(F64),       \
+	    hist(NULLABLE), unit("grad"), doc("largest |g|"))                  \
+	BELLOWS_LAYER_STAT(X, acc_norm, F64, 8, MAG, agg(NORM),                \
+	    gate(acc_norm_mean), view(F64), field(grad_norm),                  \
+	    wcol("grad_norm_rank0"), wcol2("grad_norm_mean"), hist(NULLABLE),  \
+	    unit("grad"),                                                      \
+	    doc("L2 norm of the gradient summed over the window"))             \
+	BELLOWS_LAYER_STAT(X, momentum_abs_mean, F64, 9, MAG, agg(MEAN),       \
+	    view(F64), hist(NULLABLE), unit("grad"),                           \
+	    doc("mean |m| at window end, m = beta m + (1 - beta) g; 0 if off")) \
+	BELLOWS_LAYER_STAT(X, observed_steps, U32, 10, ANY, unit("steps"),     \
+	    doc("steps in which the layer was observed"))                      \
+	BELLOWS_LAYER_STAT(X, act_steps, U32, 11, ANY, agg(SUM), view(U64),    \
+	    unit("steps"),                                                     \
+	    doc("steps with activation statistics; 0: not measured"))          \
+	BELLOWS_LAYER_STAT(X, act_lbar, F64, 12, MAG, agg(GATED_MEAN),         \
+	    gate(act_steps), view(F64), unit("grad"),                          \
+	    doc("L-bar: mean over samples of max |dLoss/dOutput|"))            \
+	BELLOWS_LAYER_STAT(X, act_nonzero, F64, 13, FRAC, agg(GATED_MEAN),     \
+	    gate(act_steps), view(F64), unit("fraction"),                      \
+	    doc("R: non-zero fraction of the stored activation"))              \
+	BELLOWS_LAYER_STAT(X, act_bytes, F64, 14, MAG, agg(GATED_MEAN),        \
+	    gate(act_steps), view(F64), unit("bytes"),                         \
+	    doc("activation bytes stored for backward per step"))              \
+	BELLOWS_LAYER_STAT(X, act_raw_bytes, F64, 15, MAG, agg(GATED_MEAN),    \
+	    gate(act_steps), view(F64), unit("bytes"),                         \
+	    doc("the same activation uncompressed, per step"))                 \
+	BELLOWS_LAYER_STAT(X, comm_raw_ms, F64, 16, MAG, agg(GATED_MEDIAN),    \
+	    gate(comm_raw_n), view(F64), hist(NULLABLE), unit("ms"),           \
+	    doc("lower quartile of timed raw sends; comp and codec alike"))    \
+	BELLOWS_LAYER_STAT(X, comm_raw_n, U32, 17, ANY, agg(SUM_SAT),          \
+	    view(U32), unit("sends"), doc("raw sends timed; 0: none"))         \
+	BELLOWS_LAYER_STAT(X, comm_comp_ms, F64, 18, MAG, agg(GATED_MEDIAN),   \
+	    gate(comm_comp_n), view(F64), hist(NULLABLE), unit("ms"),          \
+	    doc("median of the layer's timed compressed sends, codec "         \
+		"excluded"))                                                   \
+	BELLOWS_LAYER_STAT(X, comm_comp_n, U32, 19, ANY, agg(SUM_SAT),         \
+	    view(U32), unit("sends"), doc("compressed sends timed; 0: none"))  \
+	BELLOWS_LAYER_STAT(X, codec_ms, F64, 20, MAG, agg(GATED_MEDIAN),       \
+	    gate(comm_comp_n), view(F64), hist(NULLABLE), unit("ms"),          \
+	    doc("median encode + decode time of those compressed sends"))      \
+	BELLOWS_LAYER_STAT(X, resid_steps, U32, 30, ANY, agg(SUM), view(U64),  \
+	    unit("steps"),                                                     \
+	    doc("steps with residual statistics (error feedback); 0: none"))   \
+	BELLOWS_LAYER_STAT(X, resid_l1, F64, 31, MAG, agg(GATED_MEAN),         \
+	    gate(resid_steps), view(F64), unit("grad"),                        \
+	    doc("L1 norm of the layer's fresh residual G~ - Q(G~), step "      \
+		"mean"))                                                       \
+	BELLOWS_LAYER_STAT(X, resid_l2, F64, 32, MAG, agg(GATED_MEAN),         \
+	    gate(resid_steps), view(F64), unit("grad"),                        \
+	    doc("L2 norm of the same residual, step mean"))                    \
+	BELLOWS_LAYER_STAT(X, resid_q50, F64, 33, MAG, agg(GATED_MEAN),        \
+	    gate(resid_steps), view(F64), unit("rms"),                         \
+	    doc("median of |r| / rms(r), rms = L2 / sqrt(numel) (sampled)"))   \
+	BELLOWS_LAYER_STAT(X, resid_q90, F64, 34, MAG, agg(GATED_MEAN),        \
+	    gate(resid_steps), view(F64), unit("rms"),                         \
+	    doc("90th percentile of |r| / rms(r) (sampled)"))                  \
+	BELLOWS_LAYER_STAT(X, resid_q99, F64, 35, MAG, agg(GATED_MEAN),        \
+	    gate(resid_steps), view(F64), unit("rms"),                         \
+	    doc("99th percentile of |r| / rms(r) (sampled)"))                  \
+	BELLOWS_LAYER_STAT(X, resid_floats, F64, 36, MAG, agg(GATED_MEAN),     \
+	    gate(resid_steps), view(F64), unit("floats"),                      \
+	    doc("residual floats the layer holds under the plan in force"))    \
+	BELLOWS_LAYER_STAT(X, level_applied_n, U32, 37, ANY, unit("ranks"),    \
+	    doc("ranks whose report carries level_applied (1 in a rank's "     \
+		"own report; 0: an agent older than the statistic)"))          \
+	BELLOWS_LAYER_STAT(X, level_applied, F64, 38, MAG, agg(GATED_MAX),     \
+	    gate(level_applied_n), view(F64), hist(NULLABLE), unit("level"),   \
+	    doc("level the layer was sent at in the window's last step (0: "   \
+		"raw; after the size threshold, the gate and raw-only "        \
+		"tensors)"))                                                   \
+	BELLOWS_LAYER_STAT(X, acc_norm_mean, F64, 40, MAG, unit("grad"),       \
+	    doc("in a report covering several ranks, the mean of acc_norm "    \
+		"over them (acc_norm is then the reporting rank's own); 0 in " \
+		"a rank's own report. bellowsd folds it into acc_norm's mean "  \
+		"(acc_norm's gate)"))
 
 /* clang-format on */
 
@@ -167,70 +315,64 @@ enum bellows_stat_index {
 /* Per rank, per window: Timings on the wire, in its tag order. The
  * STEP_MEDIAN kinds divide a rank's value by its `steps` (1 if 0). */
 #define BELLOWS_RANK_TIMINGS(X)                                                \
-	X(steps, U32, 1, ANY, NONE, _, NONE, _,                                \
-	    "steps", NULL, NULL, ZERO, "steps",                                \
-	    "steps in the window")                                             \
-	X(step_ms, F64, 2, MAG, STEP_MEDIAN, _, F64, step_ms_median,           \
-	    "step_ms", "step_ms_median", NULL, NULLABLE, "ms",                 \
-	    "sum of the window's step times")                                  \
-	X(compute_ms, F64, 3, MAG, STEP_MEDIAN, _, F64, compute_ms_median,     \
-	    "compute_ms", "compute_ms_median", NULL, NULLABLE, "ms",           \
-	    "sum of compute (forward + backward) times")                       \
-	X(comm_ms, F64, 4, MAG, STEP_MEDIAN, _, F64, comm_ms_median,           \
-	    "comm_ms", "comm_ms_median", NULL, NULLABLE, "ms",                 \
-	    "sum of gradient communication times")                             \
-	X(step_ms_max, F64, 5, MAG, NONE, _, NONE, _,                          \
-	    "step_ms_max", NULL, NULL, NULLABLE, "ms",                         \
-	    "slowest step of the window")                                      \
-	X(bytes_sent, U64, 6, ANY, NONE, _, NONE, _,                           \
-	    "bytes_sent", NULL, NULL, ZERO, "bytes",                           \
-	    "gradient bytes the rank sent")                                    \
-	X(floats_sent, U64, 7, ANY, SUM, _, U64, floats_sent,                  \
-	    "floats_sent", "floats_sent", NULL, ZERO, "floats",                \
-	    "floats the rank sent")                                            \
-	X(floats_raw, U64, 8, ANY, SUM, _, U64, floats_raw,                    \
-	    "floats_raw", "floats_raw", NULL, ZERO, "floats",                  \
-	    "floats the same steps would send uncompressed")                   \
-	X(decision_misses, U32, 9, ANY, NONE, _, NONE, _,                      \
-	    "decision_misses", NULL, NULL, ZERO, "steps",                      \
-	    "apply steps reached without the decision")                        \
-	X(reports_dropped, U64, 10, ANY, NONE, _, NONE, _,                     \
-	    "reports_dropped", NULL, NULL, ZERO, "reports",                    \
-	    "reports the agent's queue had to drop")                           \
-	X(backward_ms, F64, 11, MAG, STEP_MEDIAN_NZ, _, F64,                   \
-	    backward_ms_median, "backward_ms", "backward_ms_median", NULL,     \
-	    ZERO, "ms", "sum of backward compute times, communication excluded") \
-	X(codec_ms, F64, 12, MAG, STEP_MEDIAN_NZ, _, F64, codec_ms_median,     \
-	    "codec_ms", "codec_ms_median", NULL, ZERO, "ms",                   \
-	    "sum of encode + decode times")                                    \
-	X(mem_device_used, U64, 13, ANY, MAX, _, F64, mem_device_used,         \
-	    "mem_device_used", "mem_device_used", NULL, ZERO, "bytes",         \
-	    "device memory in use, largest seen in the window")                \
-	X(mem_device_total, U64, 14, ANY, MIN_NZ, _, F64, mem_device_total,    \
-	    "mem_device_total", "mem_device_total", NULL, ZERO, "bytes",       \
-	    "device memory the device has")                                    \
-	X(mem_host_used, U64, 15, ANY, MAX, _, F64, mem_host_used,             \
-	    "mem_host_used", "mem_host_used", NULL, ZERO, "bytes",             \
-	    "host memory in use, largest seen in the window")                  \
-	X(saved_bytes, U64, 16, ANY, MAX, _, F64, saved_bytes,                 \
-	    NULL, "act_saved_bytes", NULL, ZERO, "bytes",                      \
-	    "bytes one step saved for backward (every activation), largest")  \
-	X(eval_accuracy, F64, 17, FRAC, MAX, _, F64, eval_accuracy,            \
-	    NULL, "eval_accuracy", NULL, ZERO, "fraction",                     \
-	    "evaluation accuracy the trainer measured (e.g. on its test "      \
-	    "split), the window's last; largest over ranks")                   \
-	X(eval_loss, F64, 18, MAG, MAX, _, F64, eval_loss,                     \
-	    NULL, "eval_loss", NULL, ZERO, "loss",                             \
-	    "evaluation loss the trainer measured, the window's last; "        \
-	    "largest over ranks")                                              \
-	X(step_ms_rank_min, F64, 19, MAG, NONE, _, NONE, _,                    \
-	    "step_ms_rank_min", NULL, NULL, ZERO, "ms",                        \
-	    "a report covering several ranks (aggregation in the job): the "   \
-	    "smallest of their mean step times; 0 in a rank's own report")     \
-	X(step_ms_rank_max, F64, 20, MAG, NONE, _, NONE, _,                    \
-	    "step_ms_rank_max", NULL, NULL, ZERO, "ms",                        \
-	    "a report covering several ranks: the largest of their mean step " \
-	    "times; 0 in a rank's own report")
+	BELLOWS_RANK_TIMING(X, steps, U32, 1, ANY, unit("steps"),              \
+	    doc("steps in the window"))                                        \
+	BELLOWS_RANK_TIMING(X, step_ms, F64, 2, MAG, agg(STEP_MEDIAN),         \
+	    view(F64), field(step_ms_median), hist(NULLABLE), unit("ms"),      \
+	    doc("sum of the window's step times"))                             \
+	BELLOWS_RANK_TIMING(X, compute_ms, F64, 3, MAG, agg(STEP_MEDIAN),      \
+	    view(F64), field(compute_ms_median), hist(NULLABLE), unit("ms"),   \
+	    doc("sum of compute (forward + backward) times"))                  \
+	BELLOWS_RANK_TIMING(X, comm_ms, F64, 4, MAG, agg(STEP_MEDIAN),         \
+	    view(F64), field(comm_ms_median), hist(NULLABLE), unit("ms"),      \
+	    doc("sum of gradient communication times"))                        \
+	BELLOWS_RANK_TIMING(X, step_ms_max, F64, 5, MAG, hist(NULLABLE),       \
+	    unit("ms"), doc("slowest step of the window"))                     \
+	BELLOWS_RANK_TIMING(X, bytes_sent, U64, 6, ANY, unit("bytes"),         \
+	    doc("gradient bytes the rank sent"))                               \
+	BELLOWS_RANK_TIMING(X, floats_sent, U64, 7, ANY, agg(SUM), view(U64),  \
+	    unit("floats"), doc("floats the rank sent"))                       \
+	BELLOWS_RANK_TIMING(X, floats_raw, U64, 8, ANY, agg(SUM), view(U64),   \
+	    unit("floats"),                                                    \
+	    doc("floats the same steps would send uncompressed"))              \
+	BELLOWS_RANK_TIMING(X, decision_misses, U32, 9, ANY, unit("steps"),    \
+	    doc("apply steps reached without the decision"))                   \
+	BELLOWS_RANK_TIMING(X, reports_dropped, U64, 10, ANY,                  \
+	    unit("reports"), doc("reports the agent's queue had to drop"))     \
+	BELLOWS_RANK_TIMING(X, backward_ms, F64, 11, MAG,                      \
+	    agg(STEP_MEDIAN_NZ), view(F64), field(backward_ms_median),         \
+	    unit("ms"),                                                        \
+	    doc("sum of backward compute times, communication excluded"))      \
+	BELLOWS_RANK_TIMING(X, codec_ms, F64, 12, MAG, agg(STEP_MEDIAN_NZ),    \
+	    view(F64), field(codec_ms_median), unit("ms"),                     \
+	    doc("sum of encode + decode times"))                               \
+	BELLOWS_RANK_TIMING(X, mem_device_used, U64, 13, ANY, agg(MAX),        \
+	    view(F64), unit("bytes"),                                          \
+	    doc("device memory in use, largest seen in the window"))           \
+	BELLOWS_RANK_TIMING(X, mem_device_total, U64, 14, ANY, agg(MIN_NZ),    \
+	    view(F64), unit("bytes"), doc("device memory the device has"))     \
+	BELLOWS_RANK_TIMING(X, mem_host_used, U64, 15, ANY, agg(MAX),          \
+	    view(F64), unit("bytes"),                                          \
+	    doc("host memory in use, largest seen in the window"))             \
+	BELLOWS_RANK_TIMING(X, saved_bytes, U64, 16, ANY, agg(MAX), view(F64), \
+	    rcol(NULL), wcol("act_saved_bytes"), unit("bytes"),                \
+	    doc("bytes one step saved for backward (every activation), "       \
+		"largest"))                                                    \
+	BELLOWS_RANK_TIMING(X, eval_accuracy, F64, 17, FRAC, agg(MAX),         \
+	    view(F64), rcol(NULL), unit("fraction"),                           \
+	    doc("evaluation accuracy the trainer measured (e.g. on its test "  \
+		"split), the window's last; largest over ranks"))              \
+	BELLOWS_RANK_TIMING(X, eval_loss, F64, 18, MAG, agg(MAX), view(F64),   \
+	    rcol(NULL), unit("loss"),                                          \
+	    doc("evaluation loss the trainer measured, the window's last; "    \
+		"largest over ranks"))                                         \
+	BELLOWS_RANK_TIMING(X, step_ms_rank_min, F64, 19, MAG, unit("ms"),     \
+	    doc("a report covering several ranks (aggregation in the job): "   \
+		"the smallest of their mean step times; 0 in a rank's own "    \
+		"report"))                                                     \
+	BELLOWS_RANK_TIMING(X, step_ms_rank_max, F64, 20, MAG, unit("ms"),     \
+	    doc("a report covering several ranks: the largest of their mean "  \
+		"step times; 0 in a rank's own report"))
 
 /* Per step: bellows_step_info (bellows/agent.h), what a trainer hands to
  * bellows_agent_step_end(), in its field order (the struct's public
@@ -282,29 +424,34 @@ enum bellows_stat_index {
 	    "loss of that evaluation (0: none); a window reports its last")
 
 /* Per layer, per rank, per window, fixed-size arrays of uint64_t:
- * LayerStats on the wire as packed repeated uint64 fields (each entry a
- * field of its own, tags after the scalars'), in the C structs a pointer
- * to `len` values, NULL when the rank did not measure it. Only the layers
- * the trainer asks for carry one (e.g. BELLOWS_LAYER_EXP_HIST), so other
- * layers and jobs pay nothing. An entry gives (name, len, tag, check, agg,
- * wfield, wcol, unit, doc):
+ * LayerStats on the wire as packed repeated uint64 fields (each row a
+ * field of its own, sharing the scalars' tag space), in the C structs a
+ * pointer to `len` values, NULL when the rank did not measure it. Only the
+ * layers the trainer asks for carry one (e.g. BELLOWS_LAYER_EXP_HIST), so
+ * other layers and jobs pay nothing. A row is
+ * BELLOWS_LAYER_ARRAY(X, name, len, tag, check, options...):
  *   name   the field in the C structs, the .proto and Python;
  *   len    the array's length (a received one of another length, but for
  *          an absent one, is refused);
  *   tag    its field number in LayerStats;
  *   check  LEN: exactly len values or none;
- *   agg    SUM: per element over the ranks that reported it, saturating
- *          at UINT64_MAX;
- *   wfield the policy window's pointer field (bellows_window_layer), with
- *          wfield##_len beside it (0 and NULL: no rank reported it);
- *   wcol   the history column of the sum (table `windows`): a BLOB of
- *          len little-endian uint64, NULL when no rank reported it;
- *   unit, doc as above. */
+ * options (see the top of the file):
+ *   agg(SUM)   per element over the ranks that reported it, saturating at
+ *              UINT64_MAX (the default and only kind);
+ *   field(F)   the policy window's pointer field (bellows_window_layer)
+ *              when not `name`, with F##_len beside it (0 and NULL: no
+ *              rank reported it);
+ *   wcol("c")  the history column of the sum (table `windows`), default
+ *              `name`: a BLOB of len little-endian uint64, NULL when no
+ *              rank reported it;
+ *   unit, doc  as above.
+ * They are read as X(name, len, tag, check, agg, wfield, wcol, unit,
+ * doc). */
 #define BELLOWS_LAYER_ARRAYS(X)                                                \
-	X(exp_hist, 256, 21, LEN, SUM, exp_hist, "exp_hist", "values",        \
-	    "gradient values per float32 biased exponent (bin 0: zeros and "  \
-	    "denormals, 255: Inf and NaN; float16 and bfloat16 values in "   \
-	    "the bin of their exact float32 widening)")
+	BELLOWS_LAYER_ARRAY(X, exp_hist, 256, 21, LEN, unit("values"),         \
+	    doc("gradient values per float32 biased exponent (bin 0: zeros "   \
+		"and denormals, 255: Inf and NaN; float16 and bfloat16 "       \
+		"values in the bin of their exact float32 widening)"))
 
 /* clang-format on */
 

@@ -34,14 +34,20 @@ extern "C" {
  * changed), BELLOWS_KNOB_RESIDUAL_PLAN and the proposal's residual plan.
  * 4: the level applied (level_applied) appended to bellows_window_layer.
  * 5: the ops' `stats_read` (the statistics a policy reads, as data).
+ * 6: bellows_window's `layer_size`, the stride of its layers array, which
+ * ABI 6 policies step by (bellows_window_layer_at): from ABI 6 on, a field
+ * appended to bellows_window_layer needs no bump, and the bump is the last
+ * one a per-layer statistic costs.
  * bellowsd loads policies from BELLOWS_POLICY_ABI_OLDEST to its own
  * version: an older plug-in is refused with a message asking for a rebuild (it
  * would step through the layers array by the old size). */
-#define BELLOWS_POLICY_ABI 5
+#define BELLOWS_POLICY_ABI 6
 
 /* The oldest ABI bellowsd still loads: ABI 5 only appended `stats_read`
  * to the ops, which bellowsd reads from ABI 5 ops only (an ABI 4 policy
- * reads every statistic). */
+ * reads every statistic); ABI 4 and 5 policies step through the layers
+ * by BELLOWS_WINDOW_LAYER_SIZE_5, and the host hands them layers at that
+ * stride (a copy, once bellows_window_layer has grown past it). */
 #define BELLOWS_POLICY_ABI_OLDEST 4
 
 #define BELLOWS_REASON_MAX 512 /* bytes of a proposal's reason, with NUL */
@@ -115,17 +121,23 @@ typedef struct bellows_param {
 /* One layer of the job as a policy sees it in a window.
  *
  * The statistics below are aggregated across ranks as the statistics
- * table says (bellows/stats.h: each entry's `agg`, `wtype` and `wfield`),
- * and the controller writes them by offsetof with a static assertion of
- * each field's type. The struct itself stays written out by hand rather
- * than generated from the table: its ABI 2 layout predates the table and
- * orders fields its own way (sum_sq before count, the grad_norm triple,
- * level and error_bound among them), and policies index the layers array
- * by this struct's size, so a field appended here changes every compiled
- * plug-in's stride and needs BELLOWS_POLICY_ABI bumped. A statistic the
- * policies need not see takes wtype NONE instead. bellows_window, handed
- * by pointer, takes appended fields within the same ABI ("Appended in
- * 0.3" below). tests/policies/test_abi.c holds both layouts. */
+ * table says (bellows/stats.h: each row's `agg`, `view` and `field`), and
+ * the controller writes them by offsetof with a static assertion of each
+ * field's type. The struct itself stays written out by hand rather than
+ * generated from the table: its ABI 2 layout predates the table and orders
+ * fields its own way (sum_sq before count, the grad_norm triple, level and
+ * error_bound among them).
+ *
+ * The contract on its size: a policy steps through bellows_window.layers
+ * by the window's `layer_size`, never by sizeof (bellows_window_layer_at
+ * does it). So a statistic is appended at the end of this struct within
+ * the same ABI: a plug-in built against an older header reads the prefix
+ * it knows; one built against a newer header than the host's checks a
+ * field appended after ABI 6 with BELLOWS_WINDOW_LAYER_HAS before reading
+ * it. Fields are never removed, reordered or resized.
+ * Policies of ABI 4 and 5 index by their own sizeof, which is
+ * BELLOWS_WINDOW_LAYER_SIZE_5: the host hands them a copy at that stride.
+ * tests/policies/test_abi.c holds the frozen layouts. */
 typedef struct bellows_window_layer {
 	const char *name;         /* layer name */
 	uint64_t numel;           /* elements */
@@ -202,6 +214,11 @@ typedef struct bellows_window_layer {
 	double level_applied;
 } bellows_window_layer;
 
+/* The size of bellows_window_layer in ABI 4 and 5: the stride those
+ * policies step by. */
+#define BELLOWS_WINDOW_LAYER_SIZE_5                                            \
+	(offsetof(bellows_window_layer, level_applied) + sizeof(double))
+
 /* One measured collective of a rank (perfmodel's fit), as reported: the
  * rank's median time over the window's collectives of that size. */
 typedef struct bellows_comm_sample {
@@ -258,7 +275,29 @@ typedef struct bellows_window {
 	double eval_accuracy; /* accuracy of the trainer's last evaluation
 			       * in the window (0 to 1), max over ranks */
 	double eval_loss;     /* its loss, max over ranks */
+
+	/* Appended in ABI 6. */
+	size_t layer_size; /* bytes from one entry of `layers` to the next:
+			    * a policy steps by it (bellows_window_layer_at),
+			    * so fields appended to bellows_window_layer
+			    * need no new ABI */
 } bellows_window;
+
+/* Layer i of window w (i < n_layers), by the stride the host gave. */
+static inline const bellows_window_layer *
+bellows_window_layer_at(const bellows_window *w, uint32_t i)
+{
+	const char *base = (const char *)w->layers;
+
+	return (const bellows_window_layer *)(const void *)(base +
+	    (size_t)i * w->layer_size);
+}
+
+/* True when the host's layers carry `field` of bellows_window_layer (a
+ * field appended after ABI 6, which an older host lacks). */
+#define BELLOWS_WINDOW_LAYER_HAS(w, field)                                     \
+	((w)->layer_size >= offsetof(bellows_window_layer, field) +            \
+		sizeof(((bellows_window_layer *)0)->field))
 
 #define BELLOWS_METRICS_MAX     256 /* metrics one proposal may carry */
 #define BELLOWS_METRIC_NAME_MAX 32  /* bytes of a metric name, with NUL */
@@ -354,7 +393,21 @@ typedef struct bellows_job_info {
 	uint32_t world;                     /* ranks */
 	uint32_t n_layers;                  /* entries in layers */
 	const bellows_window_layer *layers; /* names, sizes, selection */
+
+	/* Appended in ABI 6. */
+	size_t layer_size; /* bytes from one entry of `layers` to the next,
+			    * as bellows_window's */
 } bellows_job_info;
+
+/* Layer i of job (i < n_layers), by the stride the host gave. */
+static inline const bellows_window_layer *
+bellows_job_layer_at(const bellows_job_info *job, uint32_t i)
+{
+	const char *base = (const char *)job->layers;
+
+	return (const bellows_window_layer *)(const void *)(base +
+	    (size_t)i * job->layer_size);
+}
 
 typedef struct bellows_policy_ops {
 	uint32_t abi_version; /* BELLOWS_POLICY_ABI */

@@ -264,6 +264,22 @@ assert_check_fails(const bellows_policy_ops *ops, const char *what)
 		fail_msg("expected '%s' in '%s'", what, err);
 }
 
+/* The refusal of ABI version `abi`, as pol_registry_check words it for
+ * this bellowsd's BELLOWS_POLICY_ABI, with the rebuild hint for an older
+ * one. */
+static void
+assert_abi_refused(bellows_policy_ops *ops, uint32_t abi)
+{
+	char what[160];
+
+	ops->abi_version = abi;
+	snprintf(what, sizeof(what),
+	    "ABI version %u, this bellowsd speaks %u%s", abi,
+	    (unsigned)BELLOWS_POLICY_ABI,
+	    abi < BELLOWS_POLICY_ABI ? ": rebuild the policy" : "");
+	assert_check_fails(ops, what);
+}
+
 static void
 test_registry_check_refuses_another_abi_version(void **state)
 {
@@ -272,27 +288,63 @@ test_registry_check_refuses_another_abi_version(void **state)
 
 	(void)state;
 	assert_int_equal(pol_registry_check(&ops, err, sizeof(err)), 0);
-	ops.abi_version = BELLOWS_POLICY_ABI + 1;
-	assert_check_fails(&ops, "ABI version 6, this bellowsd speaks 5");
-	/* ABI 4 lacks only stats_read: it loads, reading every statistic. */
-	ops.abi_version = 4;
-	assert_int_equal(pol_registry_check(&ops, err, sizeof(err)), 0);
-	/* ABI 2 and 3 plug-ins step through the layers by an old size. */
-	ops.abi_version = 3;
-	assert_check_fails(&ops,
-	    "ABI version 3, this bellowsd speaks 5: "
-	    "rebuild the policy");
-	ops.abi_version = 2;
-	assert_check_fails(&ops,
-	    "ABI version 2, this bellowsd speaks 5: "
-	    "rebuild the policy");
-	ops.abi_version = 1;
-	assert_check_fails(&ops,
-	    "ABI version 1, this bellowsd speaks 5: "
-	    "rebuild the policy");
-	ops.abi_version = 0;
-	assert_check_fails(&ops, "ABI version 0");
+	assert_abi_refused(&ops, BELLOWS_POLICY_ABI + 1);
+	/* From the oldest ABI still loaded to this one, a policy loads (ABI
+	 * 4 lacks only stats_read: it reads every statistic). */
+	for (uint32_t abi = BELLOWS_POLICY_ABI_OLDEST;
+	     abi <= BELLOWS_POLICY_ABI; abi++) {
+		ops.abi_version = abi;
+		assert_int_equal(pol_registry_check(&ops, err, sizeof(err)), 0);
+	}
+	/* Older plug-ins step through the layers by an old size. */
+	for (uint32_t abi = 1; abi < BELLOWS_POLICY_ABI_OLDEST; abi++)
+		assert_abi_refused(&ops, abi);
+	assert_abi_refused(&ops, 0);
 	assert_check_fails(NULL, "no ops");
+}
+
+/* Layers as a host whose bellows_window_layer has grown by 16 bytes would
+ * lay them out: an ABI 6 policy steps by layer_size and gets them as they
+ * are; an ABI 5 one gets a copy at its own stride with the same prefix. */
+static void
+test_registry_window_hands_old_policies_layers_at_their_stride(void **state)
+{
+	enum {
+		N = 3,
+		GROWN = sizeof(bellows_window_layer) + 16
+	};
+	_Alignas(bellows_window_layer) char big[N * GROWN] = { 0 };
+	bellows_window w = { .n_layers = N, .layer_size = GROWN };
+	bellows_policy_ops ops = probe_ops;
+	bellows_window tmp;
+	const bellows_window *got;
+	void *buf = NULL;
+	size_t cap = 0;
+
+	(void)state;
+	for (uint32_t i = 0; i < N; i++) {
+		bellows_window_layer *l = (void *)(big + i * GROWN);
+
+		l->numel = 100 + i;
+		l->level_applied = i + 0.5;
+	}
+	w.layers = (const void *)big;
+	assert_ptr_equal(pol_registry_window(&ops, &w, &tmp, &buf, &cap), &w);
+	for (uint32_t i = 0; i < N; i++)
+		assert_int_equal(bellows_window_layer_at(&w, i)->numel,
+		    100 + i);
+	ops.abi_version = 5;
+	got = pol_registry_window(&ops, &w, &tmp, &buf, &cap);
+	assert_ptr_equal(got, &tmp);
+	assert_int_equal(got->layer_size, BELLOWS_WINDOW_LAYER_SIZE_5);
+	for (uint32_t i = 0; i < N; i++) {
+		assert_int_equal(got->layers[i].numel, 100 + i);
+		assert_true(got->layers[i].level_applied == i + 0.5);
+	}
+	/* At the old stride already, nothing is copied. */
+	w.layer_size = BELLOWS_WINDOW_LAYER_SIZE_5;
+	assert_ptr_equal(pol_registry_window(&ops, &w, &tmp, &buf, &cap), &w);
+	free(buf);
 }
 
 static void
@@ -1069,6 +1121,8 @@ main(void)
 		cmocka_unit_test(test_registry_accepts_every_builtin),
 		cmocka_unit_test(
 		    test_registry_check_refuses_another_abi_version),
+		cmocka_unit_test(
+		    test_registry_window_hands_old_policies_layers_at_their_stride),
 		cmocka_unit_test(test_registry_check_refuses_a_bad_name),
 		cmocka_unit_test(test_registry_check_refuses_missing_functions),
 		cmocka_unit_test(

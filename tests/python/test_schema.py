@@ -28,11 +28,13 @@ SOURCE = pathlib.Path(os.environ.get(
 
 
 def table_names(table: str = "BELLOWS_LAYER_STATS") -> list[str]:
-    """The entry names of an X-macro table of the header, in order."""
+    """The row names of a table of the header, in order: a row is
+    BELLOWS_<KIND>(X, name, ...) or, in BELLOWS_STEP_INFO, X(name, ...)."""
     text = (SOURCE / "common" / "bellows" / "stats.h").read_text()
     start = text.index(f"#define {table}(X)")
-    end = text.index("#define", start + 1)
-    return re.findall(r"\bX\((\w+),", text[start:end])
+    end = text.index("\n\n", start)
+    return re.findall(r"(?:\bBELLOWS_[A-Z_]+\(X, |\bX\()(\w+),",
+                      text[start:end])
 
 
 class SchemaTest(unittest.TestCase):

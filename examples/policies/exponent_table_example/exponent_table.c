@@ -89,8 +89,8 @@ xt_on_window(void *state, const void *config, const bellows_window *w,
 	t[12] = (uint8_t)n;
 	t[13] = (uint8_t)(n >> 8);
 	for (uint32_t l = 0; l < n; l++)
-		t[XT_HEADER + l] = w->layers[l].selected
-		    ? xt_exponent(w->layers[l].grad_norm)
+		t[XT_HEADER + l] = bellows_window_layer_at(w, l)->selected
+		    ? xt_exponent(bellows_window_layer_at(w, l)->grad_norm)
 		    : 0;
 	out->codec_table_len = XT_HEADER + n;
 	snprintf(out->reason, sizeof(out->reason),

@@ -75,7 +75,7 @@ threshold_init(void *state, const void *config, const bellows_job_info *job,
 
 	(void)state; /* zeroed by the host: nothing seen yet */
 	for (uint32_t i = 0; i < initial->n_layers; i++) {
-		if (job->layers[i].selected)
+		if (bellows_job_layer_at(job, i)->selected)
 			initial->level[i] = cfg->low;
 	}
 	snprintf(initial->reason, sizeof(initial->reason),
@@ -93,7 +93,7 @@ threshold_on_window(void *state, const void *config, const bellows_window *w,
 
 	st->windows++;
 	for (uint32_t i = 0; i < w->n_layers && i < out->n_layers; i++) {
-		const bellows_window_layer *l = &w->layers[i];
+		const bellows_window_layer *l = bellows_window_layer_at(w, i);
 
 		if (!l->selected)
 			continue;
