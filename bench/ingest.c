@@ -996,8 +996,25 @@ parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *ret)
 	return 0;
 }
 
-int
-main(int argc, char **argv)
+/* The value of a `--store` or `--curve` MODE: on, off or both. Returns 0,
+ * or -1 for anything else (*ret_on, *ret_off untouched). */
+static int
+parse_mode(const char *text, bool *ret_on, bool *ret_off)
+{
+	bool both = strcmp(text, "both") == 0;
+
+	if (!both && strcmp(text, "on") != 0 && strcmp(text, "off") != 0)
+		return -1;
+	*ret_on = both || strcmp(text, "on") == 0;
+	*ret_off = both || strcmp(text, "off") == 0;
+	return 0;
+}
+
+/* Parses the command line into *o. Returns 0 to run, 1 when --help was
+ * printed, or 2 (usage printed to stderr) on an unknown option, a value
+ * out of range or an extra argument: main's exit status. */
+static int
+parse_args(int argc, char **argv, bench_opts *o)
 {
 	static const struct option opts[] = {
 		{ "bellowsd", required_argument, NULL, 'b' },
@@ -1012,20 +1029,6 @@ main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bench_opts o = { .bellowsd = BENCH_BELLOWSD,
-		.ranks = { 10, 100, 1000 },
-		.n_ranks = 3,
-		.layers = 100,
-		.windows = 50,
-		.pipe_reports = 30000,
-		.sockets = 8,
-		.store_on = true,
-		.store_off = true,
-		.curve_off = true };
-	bench_result res[4 * MAX_RANK_COUNTS];
-	const bench_result *last;
-	uint32_t n_res = 0;
-	bool ok = true;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -1033,43 +1036,35 @@ main(int argc, char **argv)
 
 		switch (c) {
 		case 'b':
-			o.bellowsd = optarg;
+			o->bellowsd = optarg;
 			break;
 		case 'r':
-			bad = parse_ranks(optarg, &o);
+			bad = parse_ranks(optarg, o);
 			break;
 		case 'l':
-			bad = parse_u32(optarg, 1, 65536, &o.layers);
+			bad = parse_u32(optarg, 1, 65536, &o->layers);
 			break;
 		case 'w':
-			bad = parse_u32(optarg, 1, 100000, &o.windows);
+			bad = parse_u32(optarg, 1, 100000, &o->windows);
 			break;
 		case 'p':
-			bad = parse_u32(optarg, 1, 10000000, &o.pipe_reports);
+			bad = parse_u32(optarg, 1, 10000000, &o->pipe_reports);
 			break;
 		case 's':
-			bad = parse_u32(optarg, 1, MAX_SOCKETS, &o.sockets);
+			bad = parse_u32(optarg, 1, MAX_SOCKETS, &o->sockets);
 			break;
 		case 'P':
-			o.perf_out = optarg;
+			o->perf_out = optarg;
 			break;
 		case 'S':
-			o.store_on = strcmp(optarg, "off") != 0;
-			o.store_off = strcmp(optarg, "on") != 0;
-			bad = strcmp(optarg, "on") != 0 &&
-			    strcmp(optarg, "off") != 0 &&
-			    strcmp(optarg, "both") != 0;
+			bad = parse_mode(optarg, &o->store_on, &o->store_off);
 			break;
 		case 'C':
-			o.curve_on = strcmp(optarg, "off") != 0;
-			o.curve_off = strcmp(optarg, "on") != 0;
-			bad = strcmp(optarg, "on") != 0 &&
-			    strcmp(optarg, "off") != 0 &&
-			    strcmp(optarg, "both") != 0;
+			bad = parse_mode(optarg, &o->curve_on, &o->curve_off);
 			break;
 		case 'h':
 			usage(stdout);
-			return 0;
+			return 1;
 		default:
 			usage(stderr);
 			return 2;
@@ -1081,9 +1076,74 @@ main(int argc, char **argv)
 		}
 	}
 	if (optind < argc) {
+		fprintf(stderr, "ingest: unexpected argument '%s'\n",
+		    argv[optind]);
 		usage(stderr);
 		return 2;
 	}
+	return 0;
+}
+
+/* One line of the results table, as the run ends. */
+static void
+print_result(const bench_result *r)
+{
+	printf("%6u %5s %5s %10.0f %9.0f %6.1f %7.2f %4.0f%% %4.0f%% %8.3f "
+	       "%8.3f %7.3f %7.3f\n",
+	    r->world, r->store ? "on" : "off", r->curve ? "on" : "off",
+	    r->stats_per_s, r->reports_per_s, r->mb_per_s, r->us_per_report,
+	    100.0 * r->loop_cpu, 100.0 * r->io_cpu, r->burst_p50, r->burst_p99,
+	    r->last_p50, r->last_p99);
+	fflush(stdout);
+}
+
+/* STATUS's counters of every run, then the summary line of each run at
+ * the largest rank count. */
+static void
+print_totals(const bench_opts *o, const bench_result *res, uint32_t n_res)
+{
+	printf("\n%7s %5s %12s %12s %9s %9s %9s %s\n", "ranks", "store",
+	    "reports", "layer_stats", "dropped", "decisions", "rows_lost",
+	    "(bellowsd STATUS at the end)");
+	for (uint32_t i = 0; i < n_res; i++)
+		printf("%7u %5s %12" PRIu64 " %12" PRIu64 " %9" PRIu64
+		       " %9" PRIu64 " %9" PRIu64 " %s\n",
+		    res[i].world, res[i].store ? "on" : "off", res[i].reports,
+		    res[i].layer_stats, res[i].dropped, res[i].decisions,
+		    res[i].store_dropped, res[i].ok ? "ok" : "MISMATCH");
+	for (uint32_t i = 0; i < n_res; i++) {
+		const bench_result *last = &res[i];
+
+		if (last->world != o->ranks[o->n_ranks - 1])
+			continue;
+		printf("ingest: layer_stats/s=%.0f p50_ms=%.3f p99_ms=%.3f "
+		       "(ranks=%u, store %s%s)\n",
+		    last->stats_per_s, last->last_p50, last->last_p99,
+		    last->world, last->store ? "on" : "off",
+		    last->curve ? ", curve on" : "");
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	bench_opts o = { .bellowsd = BENCH_BELLOWSD,
+		.ranks = { 10, 100, 1000 },
+		.n_ranks = 3,
+		.layers = 100,
+		.windows = 50,
+		.pipe_reports = 30000,
+		.sockets = 8,
+		.store_on = true,
+		.store_off = true,
+		.curve_off = true };
+	bench_result res[4 * MAX_RANK_COUNTS];
+	uint32_t n_res = 0;
+	bool ok = true;
+	int rc;
+
+	if ((rc = parse_args(argc, argv, &o)) != 0)
+		return rc == 1 ? 0 : rc;
 	signal(SIGPIPE, SIG_IGN);
 	printf("ingest: bellowsd %s, %u layers per report, %u sockets, "
 	       "%u windows per latency phase, %u reports pipelined\n",
@@ -1096,14 +1156,13 @@ main(int argc, char **argv)
 		for (int m = 0; m < 4; m++) {
 			bool store = (m & 1) == 0, curve = (m & 2) != 0;
 			bool perf = o.perf_out != NULL && i + 1 == o.n_ranks &&
-			    store;
+			    store && !curve;
 			bench_result *r = &res[n_res];
 
 			if ((store && !o.store_on) ||
 			    (!store && !o.store_off) ||
 			    (curve && !o.curve_on) || (!curve && !o.curve_off))
 				continue;
-			perf = perf && !curve;
 			if (run_one(&o, o.ranks[i], store, curve, perf, r) !=
 			    0) {
 				fprintf(stderr,
@@ -1114,36 +1173,10 @@ main(int argc, char **argv)
 				return 1;
 			}
 			n_res++;
-			printf("%6u %5s %5s %10.0f %9.0f %6.1f %7.2f %4.0f%% "
-			       "%4.0f%% %8.3f %8.3f %7.3f %7.3f\n",
-			    r->world, store ? "on" : "off",
-			    curve ? "on" : "off", r->stats_per_s,
-			    r->reports_per_s, r->mb_per_s, r->us_per_report,
-			    100.0 * r->loop_cpu, 100.0 * r->io_cpu,
-			    r->burst_p50, r->burst_p99, r->last_p50,
-			    r->last_p99);
-			fflush(stdout);
+			print_result(r);
 			ok = ok && r->ok;
 		}
 	}
-	printf("\n%7s %5s %12s %12s %9s %9s %9s %s\n", "ranks", "store",
-	    "reports", "layer_stats", "dropped", "decisions", "rows_lost",
-	    "(bellowsd STATUS at the end)");
-	for (uint32_t i = 0; i < n_res; i++)
-		printf("%7u %5s %12" PRIu64 " %12" PRIu64 " %9" PRIu64
-		       " %9" PRIu64 " %9" PRIu64 " %s\n",
-		    res[i].world, res[i].store ? "on" : "off", res[i].reports,
-		    res[i].layer_stats, res[i].dropped, res[i].decisions,
-		    res[i].store_dropped, res[i].ok ? "ok" : "MISMATCH");
-	for (uint32_t i = 0; i < n_res; i++) {
-		last = &res[i];
-		if (last->world != o.ranks[o.n_ranks - 1])
-			continue;
-		printf("ingest: layer_stats/s=%.0f p50_ms=%.3f p99_ms=%.3f "
-		       "(ranks=%u, store %s%s)\n",
-		    last->stats_per_s, last->last_p50, last->last_p99,
-		    last->world, last->store ? "on" : "off",
-		    last->curve ? ", curve on" : "");
-	}
+	print_totals(&o, res, n_res);
 	return ok ? 0 : 1;
 }
