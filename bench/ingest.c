@@ -4,8 +4,11 @@
  * endpoints and plays R simulated ranks x L layers against it without
  * agents: a few DEALER sockets, each holding many ranks (a rank belongs to
  * the routing id that said Hello), send pre-encoded Reports as fast as
- * ZeroMQ takes them, and a SUB receives the decisions. Three phases per
- * rank count:
+ * ZeroMQ takes them, and a SUB receives the decisions. With --jobs N the
+ * R ranks are spread over N jobs named ingest-0 .. ingest-(N-1) (rank g
+ * is job g % N's rank g / N), each with its own windows and decisions;
+ * a window counts as answered once every job's decision for it came.
+ * Three phases per rank count:
  *
  *   burst      windows one at a time: all R reports of window w at once,
  *              then wait for the decision answering it (window w + 1);
@@ -61,11 +64,13 @@
 #define BENCH_BELLOWSD "bellowsd"
 #endif
 
-#define BENCH_JOB       "bench"
 #define BENCH_STEPS     10    /* steps per window, for the step fields */
 #define PIPE_DEPTH      4     /* windows in flight (bellowsd holds 8) */
 #define MAX_SOCKETS     64    /* DEALERs sharing the ranks */
 #define MAX_RANK_COUNTS 8     /* entries in --ranks */
+#define MAX_JOBS        4096  /* --jobs */
+#define JOB_NAME_MAX    64    /* a job's name, with its NUL */
+#define JOB_PREFIX_MAX  40    /* --job-prefix, so that PREFIX-N fits */
 #define WAIT_MS         20000 /* longest wait for any answer */
 
 typedef struct bench_opts {
@@ -73,44 +78,49 @@ typedef struct bench_opts {
 	uint32_t ranks[MAX_RANK_COUNTS]; /* rank counts to run */
 	uint32_t n_ranks;                /* entries in ranks */
 	uint32_t layers;                 /* layers per report */
-	uint32_t windows;      /* windows of the burst and last phases */
-	uint32_t pipe_reports; /* reports in the pipelined phase */
-	uint32_t sockets;      /* DEALERs (capped by the rank count) */
-	const char *perf_out;  /* perf record output, NULL = none */
-	bool store_on;         /* run with the history store */
-	bool store_off;        /* run without it */
-	bool curve_on;         /* run with daemon.security (CURVE) */
-	bool curve_off;        /* run without it */
+	uint32_t windows;       /* windows of the burst and last phases */
+	uint32_t pipe_reports;  /* reports in the pipelined phase */
+	uint32_t sockets;       /* DEALERs (capped by the rank count) */
+	const char *perf_out;   /* perf record output, NULL = none */
+	bool store_on;          /* run with the history store */
+	bool store_off;         /* run without it */
+	bool curve_on;          /* run with daemon.security (CURVE) */
+	bool curve_off;         /* run without it */
+	uint32_t jobs;          /* jobs the ranks of a run are spread over */
+	const char *job_prefix; /* jobs are named PREFIX-0 .. PREFIX-(N-1) */
 } bench_opts;
 
 typedef struct bench_run {
-	const bench_opts *o;        /* options */
-	uint32_t world;             /* ranks in this run */
-	uint32_t nsock;             /* DEALERs in use */
-	char dir[64];               /* private temp directory */
-	char ctl[128];              /* control endpoint */
-	char pub[128];              /* publish endpoint */
-	char cfg[128];              /* YAML file */
-	char log[128];              /* bellowsd's stderr */
-	bool store;                 /* bellowsd keeps history (--db) */
-	bool curve;                 /* daemon.security: CURVE everywhere */
-	com_cert server;            /* bellowsd's keys, with curve */
-	com_cert client;            /* the bench's keys, with curve */
-	char db[128];               /* its database */
-	pid_t daemon;               /* bellowsd's pid */
-	void *zctx;                 /* ZeroMQ context */
-	void *status;               /* DEALER for STATUS */
-	void *sub;                  /* decisions */
-	void *dealers[MAX_SOCKETS]; /* ranks' DEALERs */
-	com_limits limits;          /* decoding limits */
-	uint64_t answered;          /* highest decision window seen */
-	uint64_t answered_ns;       /* when it was seen */
-	uint64_t reports_sent;      /* reports handed to ZeroMQ */
-	uint64_t bytes_sent;        /* their bytes */
+	const bench_opts *o;         /* options */
+	uint32_t world;              /* ranks in this run, all jobs */
+	uint32_t nsock;              /* DEALERs in use */
+	uint32_t n_jobs;             /* jobs; rank g is job g % n_jobs's */
+	char (*names)[JOB_NAME_MAX]; /* each job's name, n_jobs */
+	char dir[64];                /* private temp directory */
+	char ctl[128];               /* control endpoint */
+	char pub[128];               /* publish endpoint */
+	char cfg[128];               /* YAML file */
+	char log[128];               /* bellowsd's stderr */
+	bool store;                  /* bellowsd keeps history (--db) */
+	bool curve;                  /* daemon.security: CURVE everywhere */
+	com_cert server;             /* bellowsd's keys, with curve */
+	com_cert client;             /* the bench's keys, with curve */
+	char db[128];                /* its database */
+	pid_t daemon;                /* bellowsd's pid */
+	void *zctx;                  /* ZeroMQ context */
+	void *status;                /* DEALER for STATUS */
+	void *sub;                   /* decisions */
+	void *dealers[MAX_SOCKETS];  /* ranks' DEALERs */
+	com_limits limits;           /* decoding limits */
+	uint64_t *answered;          /* per job: highest decision window seen */
+	uint64_t answered_ns;        /* when any job's last rose */
+	uint64_t reports_sent;       /* reports handed to ZeroMQ */
+	uint64_t bytes_sent;         /* their bytes */
 } bench_run;
 
 typedef struct bench_result {
-	uint32_t world;         /* ranks */
+	uint32_t world;         /* ranks, all jobs */
+	uint32_t jobs;          /* jobs they were spread over */
 	bool store;             /* with the history store */
 	bool curve;             /* with CURVE */
 	double burst_p50;       /* ms */
@@ -139,7 +149,7 @@ usage(FILE *f)
 	    "usage: ingest [--bellowsd PATH] [--ranks N,N,...] [--layers L]\n"
 	    "              [--windows K] [--pipe-reports N] [--sockets S]\n"
 	    "              [--perf-record FILE] [--store on|off|both]\n"
-	    "              [--curve on|off|both]\n"
+	    "              [--curve on|off|both] [--jobs N] [--job-prefix P]\n"
 	    "\n"
 	    "  --bellowsd PATH      daemon to start (default %s)\n"
 	    "  --ranks LIST         rank counts (default 10,100,1000)\n"
@@ -154,7 +164,12 @@ usage(FILE *f)
 	    "  --store MODE         on (--db), off (--no-db) or both\n"
 	    "                       (default both)\n"
 	    "  --curve MODE         with daemon.security (on), without\n"
-	    "                       (off, the default) or both\n",
+	    "                       (off, the default) or both\n"
+	    "  --jobs N             spread each run's ranks over N jobs\n"
+	    "                       (default 1; at most the smallest rank\n"
+	    "                       count); rank g is job g %% N's\n"
+	    "  --job-prefix P       the jobs are named P-0 .. P-(N-1)\n"
+	    "                       (default ingest)\n",
 	    BENCH_BELLOWSD);
 }
 
@@ -195,8 +210,10 @@ percentile(double *v, size_t n, double p)
 
 /* ---- the daemon -------------------------------------------------------- */
 
+/* Writes bellowsd's configuration for a run of n_jobs jobs to `path`.
+ * Returns 0, or -1 with errno set. */
 static int
-write_config(const char *path, bool curve)
+write_config(const char *path, bool curve, uint32_t n_jobs)
 {
 	FILE *f = fopen(path, "w");
 
@@ -221,13 +238,14 @@ write_config(const char *path, bool curve)
 	    "  window_timeout_ms: 600000\n"
 	    "  rank_timeout_ms: 600000\n"
 	    "  heartbeat_ms: 60000\n"
+	    "  max_jobs: %u\n"
 	    "jobs:\n"
 	    "  - match: \"*\"\n"
 	    "    policies:\n"
 	    "      - type: fixed\n"
 	    "        params:\n"
 	    "          level: 2\n",
-	    curve ? "" : "daemon:\n");
+	    curve ? "" : "daemon:\n", n_jobs > 256 ? n_jobs : 256);
 	return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -370,8 +388,33 @@ status(bench_run *b, int timeout_ms, com_status_reply *ret)
 	return 0;
 }
 
+/* Ranks of job j: rank g of the run is job g % n_jobs's rank
+ * g / n_jobs. */
+static uint32_t
+job_world(const bench_run *b, uint32_t j)
+{
+	return b->world / b->n_jobs + (j < b->world % b->n_jobs ? 1 : 0);
+}
+
+/* The index of the job called `name` (PREFIX-j), or -1 for a name the
+ * bench did not give. */
+static int
+job_index(const bench_run *b, const char *name)
+{
+	size_t n = strlen(b->o->job_prefix);
+	unsigned long j;
+	char *end;
+
+	if (name == NULL || strncmp(name, b->o->job_prefix, n) != 0 ||
+	    name[n] != '-' || name[n + 1] < '0' || name[n + 1] > '9')
+		return -1;
+	j = strtoul(name + n + 1, &end, 10);
+	return *end == '\0' && j < b->n_jobs ? (int)j : -1;
+}
+
 /* Reads the decisions that arrived; waits up to timeout_ms for the
- * first. Tracks the highest window answered and when. */
+ * first. Tracks each job's highest window answered, and when the last
+ * of those rose. */
 static void
 read_decisions(bench_run *b, int timeout_ms)
 {
@@ -396,10 +439,13 @@ read_decisions(bench_run *b, int timeout_ms)
 		}
 		if (com_codec_decode(zmq_msg_data(&body), zmq_msg_size(&body),
 			&b->limits, &m) == 0 &&
-		    m.type == COM_MSG_DECISION &&
-		    m.u.decision.window > b->answered) {
-			b->answered = m.u.decision.window;
-			b->answered_ns = t;
+		    m.type == COM_MSG_DECISION) {
+			int j = job_index(b, m.u.decision.job);
+
+			if (j >= 0 && m.u.decision.window > b->answered[j]) {
+				b->answered[j] = m.u.decision.window;
+				b->answered_ns = t;
+			}
 		}
 		com_msg_fini(&m);
 		zmq_msg_close(&topic);
@@ -407,26 +453,34 @@ read_decisions(bench_run *b, int timeout_ms)
 	}
 }
 
-/* Waits until the decision answering window w (window field w + 1) was
- * received. Returns 0, or -1 on timeout. */
+/* Waits until every job's decision answering window w (window field
+ * w + 1) was received; b->answered_ns is then when the last of them
+ * came. Returns 0, or -1 (said on stderr) when a job has none within
+ * WAIT_MS: bellowsd answers every window it closes, whatever its
+ * policies decide, so a missing decision means a lost report or a
+ * stalled daemon, never a quiet policy. */
 static int
 wait_answered(bench_run *b, uint64_t w)
 {
 	uint64_t deadline = com_clock_ms() + WAIT_MS;
+	uint32_t j = 0;
 
-	while (b->answered < w + 1) {
+	for (;;) {
 		uint64_t now = com_clock_ms();
 
+		while (j < b->n_jobs && b->answered[j] >= w + 1)
+			j++;
+		if (j == b->n_jobs)
+			return 0;
 		if (now >= deadline) {
 			fprintf(stderr,
-			    "ingest: no decision for window %" PRIu64
+			    "ingest: no decision for job '%s' window %" PRIu64
 			    " within %d ms (last answered %" PRIu64 ")\n",
-			    w, WAIT_MS, b->answered);
+			    b->names[j], w, WAIT_MS, b->answered[j]);
 			return -1;
 		}
 		read_decisions(b, (int)(deadline - now));
 	}
-	return 0;
 }
 
 static void
@@ -441,7 +495,8 @@ layer_table(const bench_opts *o, com_layer_info *layers, char (*names)[24])
 	}
 }
 
-/* Encodes rank r's report of window w. */
+/* Encodes rank r's report of window w (r counts the ranks of all jobs;
+ * the report is its job's rank r / n_jobs). */
 static int
 encode_report(const bench_run *b, com_layer_stats *ls, uint32_t r, uint64_t w,
     uint8_t **ret_buf, size_t *ret_len)
@@ -462,8 +517,8 @@ encode_report(const bench_run *b, com_layer_stats *ls, uint32_t r, uint64_t w,
 			.observed_steps = BENCH_STEPS };
 	}
 	com_msg_init(&m, COM_MSG_REPORT);
-	rep->job = (char *)BENCH_JOB;
-	rep->rank = r;
+	rep->job = b->names[r % b->n_jobs];
+	rep->rank = r / b->n_jobs;
 	rep->window = w;
 	rep->first_step = w * BENCH_STEPS;
 	rep->last_step = w * BENCH_STEPS + BENCH_STEPS - 1;
@@ -524,14 +579,28 @@ curve_client(const bench_run *b, void *sock)
 	zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, b->client.secret_key, 40);
 }
 
+/* Names the run's jobs and makes their decision counters. Returns 0, or
+ * -1 out of memory. */
 static int
-run_open(bench_run *b)
+run_jobs(bench_run *b)
 {
-	const char *argv[14];
-	com_status_reply st;
-	uint64_t deadline;
-	int zero = 0, hwm = 100000;
+	b->n_jobs = b->o->jobs;
+	b->names = calloc(b->n_jobs, sizeof(*b->names));
+	b->answered = calloc(b->n_jobs, sizeof(*b->answered));
+	if (b->names == NULL || b->answered == NULL)
+		return -1;
+	for (uint32_t j = 0; j < b->n_jobs; j++)
+		snprintf(b->names[j], sizeof(b->names[j]), "%s-%u",
+		    b->o->job_prefix, j);
+	return 0;
+}
 
+/* Makes the private directory, the endpoints' and files' names, the
+ * keys (with curve) and bellowsd's configuration. Returns 0, or -1 said
+ * on stderr. */
+static int
+run_files(bench_run *b)
+{
 	snprintf(b->dir, sizeof(b->dir), "/tmp/bellows-ingest.XXXXXX");
 	if (mkdtemp(b->dir) == NULL) {
 		perror("ingest: mkdtemp");
@@ -557,10 +626,19 @@ run_open(bench_run *b)
 			return -1;
 		}
 	}
-	if (write_config(b->cfg, b->curve) != 0) {
+	if (write_config(b->cfg, b->curve, b->n_jobs) != 0) {
 		perror("ingest: writing the configuration");
 		return -1;
 	}
+	return 0;
+}
+
+/* Starts bellowsd on the run's files. Returns 0, or -1 said on stderr. */
+static int
+run_daemon(bench_run *b)
+{
+	const char *argv[14];
+
 	argv[0] = b->o->bellowsd;
 	argv[1] = "--policy";
 	argv[2] = b->cfg;
@@ -584,6 +662,21 @@ run_open(bench_run *b)
 		perror("ingest: fork");
 		return -1;
 	}
+	return 0;
+}
+
+/* Starts bellowsd, waits for its STATUS answer and connects the bench's
+ * sockets: the SUB subscribed to every job's decisions. Returns 0, or -1
+ * said on stderr; run_close undoes a half-done open. */
+static int
+run_open(bench_run *b)
+{
+	com_status_reply st;
+	uint64_t deadline;
+	int zero = 0, hwm = 100000;
+
+	if (run_jobs(b) != 0 || run_files(b) != 0 || run_daemon(b) != 0)
+		return -1;
 	com_limits_default(&b->limits);
 	b->zctx = zmq_ctx_new();
 	b->status = zmq_socket(b->zctx, ZMQ_DEALER);
@@ -591,8 +684,14 @@ run_open(bench_run *b)
 	zmq_setsockopt(b->status, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_setsockopt(b->sub, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_setsockopt(b->sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
-	zmq_setsockopt(b->sub, ZMQ_SUBSCRIBE, "d:" BENCH_JOB,
-	    sizeof("d:" BENCH_JOB));
+	for (uint32_t j = 0; j < b->n_jobs; j++) {
+		char topic[JOB_NAME_MAX + 2];
+		int n = snprintf(topic, sizeof(topic), "d:%s", b->names[j]);
+
+		/* With its NUL: exactly this job (bellowsd's topics end in
+		 * one), which CURVE's per-job read rights also accept. */
+		zmq_setsockopt(b->sub, ZMQ_SUBSCRIBE, topic, (size_t)n + 1);
+	}
 	curve_client(b, b->status);
 	curve_client(b, b->sub);
 	if (zmq_connect(b->status, b->ctl) != 0 ||
@@ -619,7 +718,7 @@ run_open(bench_run *b)
 		if (zmq_connect(b->dealers[i], b->ctl) != 0)
 			return -1;
 	}
-	/* The SUB's subscription travels asynchronously: give it time to
+	/* The SUB's subscriptions travel asynchronously: give them time to
 	 * reach the PUB before the first decision is published. */
 	sleep_ms(200);
 	return 0;
@@ -656,6 +755,8 @@ run_close(bench_run *b)
 		snprintf(path, sizeof(path), "%s/clients", b->dir);
 		rmdir(path);
 	}
+	free(b->names);
+	free(b->answered);
 	if (b->store) {
 		static const char *const ext[] = { "", "-wal", "-shm" };
 
@@ -684,9 +785,9 @@ run_join(bench_run *b)
 		com_msg m;
 
 		com_msg_init(&m, COM_MSG_HELLO);
-		m.u.hello.job = (char *)BENCH_JOB;
-		m.u.hello.rank = r;
-		m.u.hello.world = b->world;
+		m.u.hello.job = b->names[r % b->n_jobs];
+		m.u.hello.rank = r / b->n_jobs;
+		m.u.hello.world = job_world(b, r % b->n_jobs);
 		m.u.hello.n_layers = b->o->layers;
 		m.u.hello.layers = layers;
 		m.u.hello.agent_version = (char *)"bench";
@@ -915,6 +1016,7 @@ run_one(const bench_opts *o, uint32_t world, bool store, bool curve, bool perf,
 	res->world = world;
 	res->store = store;
 	res->curve = curve;
+	res->jobs = o->jobs;
 	b.store = store;
 	b.curve = curve;
 	if (lat == NULL || run_open(&b) != 0 || run_join(&b) != 0)
@@ -996,6 +1098,26 @@ parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *ret)
 	return 0;
 }
 
+/* True when `prefix` may start the jobs' names: 1 to JOB_PREFIX_MAX
+ * letters, digits, '.', '_' or '-', so that a name is a plain word in
+ * bellowsd's log, STATUS and a configuration's `match:` glob. */
+static bool
+prefix_valid(const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	if (n == 0 || n > JOB_PREFIX_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = prefix[i];
+
+		if (!(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') &&
+		    !(c >= '0' && c <= '9') && c != '.' && c != '_' && c != '-')
+			return false;
+	}
+	return true;
+}
+
 /* The value of a `--store` or `--curve` MODE: on, off or both. Returns 0,
  * or -1 for anything else (*ret_on, *ret_off untouched). */
 static int
@@ -1026,12 +1148,14 @@ parse_args(int argc, char **argv, bench_opts *o)
 		{ "perf-record", required_argument, NULL, 'P' },
 		{ "store", required_argument, NULL, 'S' },
 		{ "curve", required_argument, NULL, 'C' },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "job-prefix", required_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	int c, at = 0;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", opts, &at)) != -1) {
 		int bad = 0;
 
 		switch (c) {
@@ -1062,6 +1186,13 @@ parse_args(int argc, char **argv, bench_opts *o)
 		case 'C':
 			bad = parse_mode(optarg, &o->curve_on, &o->curve_off);
 			break;
+		case 'j':
+			bad = parse_u32(optarg, 1, MAX_JOBS, &o->jobs);
+			break;
+		case 'J':
+			o->job_prefix = optarg;
+			bad = prefix_valid(optarg) ? 0 : -1;
+			break;
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -1070,7 +1201,8 @@ parse_args(int argc, char **argv, bench_opts *o)
 			return 2;
 		}
 		if (bad != 0) {
-			fprintf(stderr, "ingest: bad value '%s'\n", optarg);
+			fprintf(stderr, "ingest: --%s: bad value '%s'\n",
+			    opts[at].name, optarg);
 			usage(stderr);
 			return 2;
 		}
@@ -1081,6 +1213,15 @@ parse_args(int argc, char **argv, bench_opts *o)
 		usage(stderr);
 		return 2;
 	}
+	for (uint32_t i = 0; i < o->n_ranks; i++) {
+		if (o->ranks[i] < o->jobs) {
+			fprintf(stderr,
+			    "ingest: --jobs %u: more jobs than the %u ranks "
+			    "of a run\n",
+			    o->jobs, o->ranks[i]);
+			return 2;
+		}
+	}
 	return 0;
 }
 
@@ -1088,9 +1229,9 @@ parse_args(int argc, char **argv, bench_opts *o)
 static void
 print_result(const bench_result *r)
 {
-	printf("%6u %5s %5s %10.0f %9.0f %6.1f %7.2f %4.0f%% %4.0f%% %8.3f "
-	       "%8.3f %7.3f %7.3f\n",
-	    r->world, r->store ? "on" : "off", r->curve ? "on" : "off",
+	printf("%6u %5u %5s %5s %10.0f %9.0f %6.1f %7.2f %4.0f%% %4.0f%% "
+	       "%8.3f %8.3f %7.3f %7.3f\n",
+	    r->world, r->jobs, r->store ? "on" : "off", r->curve ? "on" : "off",
 	    r->stats_per_s, r->reports_per_s, r->mb_per_s, r->us_per_report,
 	    100.0 * r->loop_cpu, 100.0 * r->io_cpu, r->burst_p50, r->burst_p99,
 	    r->last_p50, r->last_p99);
@@ -1102,24 +1243,25 @@ print_result(const bench_result *r)
 static void
 print_totals(const bench_opts *o, const bench_result *res, uint32_t n_res)
 {
-	printf("\n%7s %5s %12s %12s %9s %9s %9s %s\n", "ranks", "store",
-	    "reports", "layer_stats", "dropped", "decisions", "rows_lost",
-	    "(bellowsd STATUS at the end)");
+	printf("\n%7s %5s %5s %12s %12s %9s %9s %9s %s\n", "ranks", "jobs",
+	    "store", "reports", "layer_stats", "dropped", "decisions",
+	    "rows_lost", "(bellowsd STATUS at the end, all jobs)");
 	for (uint32_t i = 0; i < n_res; i++)
-		printf("%7u %5s %12" PRIu64 " %12" PRIu64 " %9" PRIu64
+		printf("%7u %5u %5s %12" PRIu64 " %12" PRIu64 " %9" PRIu64
 		       " %9" PRIu64 " %9" PRIu64 " %s\n",
-		    res[i].world, res[i].store ? "on" : "off", res[i].reports,
-		    res[i].layer_stats, res[i].dropped, res[i].decisions,
-		    res[i].store_dropped, res[i].ok ? "ok" : "MISMATCH");
+		    res[i].world, res[i].jobs, res[i].store ? "on" : "off",
+		    res[i].reports, res[i].layer_stats, res[i].dropped,
+		    res[i].decisions, res[i].store_dropped,
+		    res[i].ok ? "ok" : "MISMATCH");
 	for (uint32_t i = 0; i < n_res; i++) {
 		const bench_result *last = &res[i];
 
 		if (last->world != o->ranks[o->n_ranks - 1])
 			continue;
 		printf("ingest: layer_stats/s=%.0f p50_ms=%.3f p99_ms=%.3f "
-		       "(ranks=%u, store %s%s)\n",
+		       "(ranks=%u, jobs=%u, store %s%s)\n",
 		    last->stats_per_s, last->last_p50, last->last_p99,
-		    last->world, last->store ? "on" : "off",
+		    last->world, last->jobs, last->store ? "on" : "off",
 		    last->curve ? ", curve on" : "");
 	}
 }
@@ -1136,7 +1278,9 @@ main(int argc, char **argv)
 		.sockets = 8,
 		.store_on = true,
 		.store_off = true,
-		.curve_off = true };
+		.curve_off = true,
+		.jobs = 1,
+		.job_prefix = "ingest" };
 	bench_result res[4 * MAX_RANK_COUNTS];
 	uint32_t n_res = 0;
 	bool ok = true;
@@ -1146,11 +1290,13 @@ main(int argc, char **argv)
 		return rc == 1 ? 0 : rc;
 	signal(SIGPIPE, SIG_IGN);
 	printf("ingest: bellowsd %s, %u layers per report, %u sockets, "
-	       "%u windows per latency phase, %u reports pipelined\n",
-	    o.bellowsd, o.layers, o.sockets, o.windows, o.pipe_reports);
-	printf("%6s %5s %5s %10s %9s %6s %7s %5s %5s %8s %8s %7s %7s\n",
-	    "ranks", "store", "curve", "stats/s", "reports/s", "MB/s", "us/rep",
-	    "loop", "zmq", "burst50", "burst99", "last50", "last99");
+	       "%u windows per latency phase, %u reports pipelined, "
+	       "%u jobs (%s-0..)\n",
+	    o.bellowsd, o.layers, o.sockets, o.windows, o.pipe_reports, o.jobs,
+	    o.job_prefix);
+	printf("%6s %5s %5s %5s %10s %9s %6s %7s %5s %5s %8s %8s %7s %7s\n",
+	    "ranks", "jobs", "store", "curve", "stats/s", "reports/s", "MB/s",
+	    "us/rep", "loop", "zmq", "burst50", "burst99", "last50", "last99");
 	fflush(stdout);
 	for (uint32_t i = 0; i < o.n_ranks; i++) {
 		for (int m = 0; m < 4; m++) {
