@@ -88,6 +88,8 @@ typedef struct bench_opts {
 	bool curve_off;         /* run without it */
 	uint32_t jobs;          /* jobs the ranks of a run are spread over */
 	const char *job_prefix; /* jobs are named PREFIX-0 .. PREFIX-(N-1) */
+	const char *policy;     /* --policy FILE, NULL: fixed level 2 */
+	char *policy_text;      /* its `jobs:` section, read once, or NULL */
 } bench_opts;
 
 typedef struct bench_run {
@@ -114,8 +116,9 @@ typedef struct bench_run {
 	com_limits limits;           /* decoding limits */
 	uint64_t *answered;          /* per job: highest decision window seen */
 	uint64_t answered_ns;        /* when any job's last rose */
-	uint64_t reports_sent;       /* reports handed to ZeroMQ */
-	uint64_t bytes_sent;         /* their bytes */
+	uint64_t changed;      /* decisions a policy changed something in */
+	uint64_t reports_sent; /* reports handed to ZeroMQ */
+	uint64_t bytes_sent;   /* their bytes */
 } bench_run;
 
 typedef struct bench_result {
@@ -139,6 +142,8 @@ typedef struct bench_result {
 	uint64_t decisions;     /* STATUS: decisions published */
 	uint64_t store_dropped; /* STATUS: metric rows not written */
 	bool store_degraded;    /* STATUS: the store was degraded */
+	char policy[128];       /* STATUS: the policies job 0 runs */
+	uint64_t changed;       /* decisions received that a policy changed */
 	bool ok;                /* counters as expected */
 } bench_result;
 
@@ -150,6 +155,7 @@ usage(FILE *f)
 	    "              [--windows K] [--pipe-reports N] [--sockets S]\n"
 	    "              [--perf-record FILE] [--store on|off|both]\n"
 	    "              [--curve on|off|both] [--jobs N] [--job-prefix P]\n"
+	    "              [--policy FILE]\n"
 	    "\n"
 	    "  --bellowsd PATH      daemon to start (default %s)\n"
 	    "  --ranks LIST         rank counts (default 10,100,1000)\n"
@@ -169,7 +175,10 @@ usage(FILE *f)
 	    "                       (default 1; at most the smallest rank\n"
 	    "                       count); rank g is job g %% N's\n"
 	    "  --job-prefix P       the jobs are named P-0 .. P-(N-1)\n"
-	    "                       (default ingest)\n",
+	    "                       (default ingest)\n"
+	    "  --policy FILE        bellowsd runs FILE's `jobs:` (its\n"
+	    "                       entries must match those names; no\n"
+	    "                       `daemon:`) instead of fixed level 2\n",
 	    BENCH_BELLOWSD);
 }
 
@@ -210,15 +219,29 @@ percentile(double *v, size_t n, double p)
 
 /* ---- the daemon -------------------------------------------------------- */
 
-/* Writes bellowsd's configuration for a run of n_jobs jobs to `path`.
+/* Writes bellowsd's configuration for a run of n_jobs jobs to `path`:
+ * `jobs` (a policy file's text, whose entries must match the bench's job
+ * names) or, when NULL, one entry of every job running fixed level 2;
+ * then the bench's daemon section. The policy file comes first so that
+ * the line numbers of bellowsd's complaints about it are its own.
  * Returns 0, or -1 with errno set. */
 static int
-write_config(const char *path, bool curve, uint32_t n_jobs)
+write_config(const char *path, bool curve, uint32_t n_jobs, const char *jobs)
 {
 	FILE *f = fopen(path, "w");
 
 	if (f == NULL)
 		return -1;
+	fputs(jobs != NULL ? jobs
+			   : "jobs:\n"
+			     "  - match: \"*\"\n"
+			     "    policies:\n"
+			     "      - type: fixed\n"
+			     "        params:\n"
+			     "          level: 2\n",
+	    f);
+	if (jobs != NULL && jobs[0] != '\0' && jobs[strlen(jobs) - 1] != '\n')
+		fputc('\n', f);
 	if (curve)
 		fprintf(f,
 		    "daemon:\n"
@@ -238,13 +261,7 @@ write_config(const char *path, bool curve, uint32_t n_jobs)
 	    "  window_timeout_ms: 600000\n"
 	    "  rank_timeout_ms: 600000\n"
 	    "  heartbeat_ms: 60000\n"
-	    "  max_jobs: %u\n"
-	    "jobs:\n"
-	    "  - match: \"*\"\n"
-	    "    policies:\n"
-	    "      - type: fixed\n"
-	    "        params:\n"
-	    "          level: 2\n",
+	    "  max_jobs: %u\n",
 	    curve ? "" : "daemon:\n", n_jobs > 256 ? n_jobs : 256);
 	return fclose(f) == 0 ? 0 : -1;
 }
@@ -360,14 +377,18 @@ recv_msg(bench_run *b, void *sock, int timeout_ms, com_msg *ret)
 	return 0;
 }
 
-/* Asks STATUS (of no job, so the reply stays small) for the counters. */
+/* Asks STATUS of `job` for the daemon's counters (*ret, its pointers
+ * NULL) and, with ret_policy, the policies bellowsd configured for the
+ * job ("" when no entry matches it, or it is unknown). Returns 0, or -1
+ * with no answer within timeout_ms. */
 static int
-status(bench_run *b, int timeout_ms, com_status_reply *ret)
+status_of(bench_run *b, const char *job, int timeout_ms, com_status_reply *ret,
+    char *ret_policy, size_t policy_len)
 {
 	com_msg req, reply;
 
 	com_msg_init(&req, COM_MSG_STATUS_REQUEST);
-	req.u.status_request.job = (char *)"-"; /* no such job */
+	req.u.status_request.job = (char *)job;
 	if (send_msg(b->status, &req) != 0)
 		return -1;
 	if (recv_msg(b, b->status, timeout_ms, &reply) != 0)
@@ -375,6 +396,14 @@ status(bench_run *b, int timeout_ms, com_status_reply *ret)
 	if (reply.type != COM_MSG_STATUS_REPLY) {
 		com_msg_fini(&reply);
 		return -1;
+	}
+	if (ret_policy != NULL) {
+		const com_status_reply *st = &reply.u.status_reply;
+
+		snprintf(ret_policy, policy_len, "%s",
+		    st->n_jobs > 0 && st->jobs[0].policy != NULL
+			? st->jobs[0].policy
+			: "");
 	}
 	*ret = reply.u.status_reply;
 	ret->jobs = NULL;
@@ -384,8 +413,16 @@ status(bench_run *b, int timeout_ms, com_status_reply *ret)
 	ret->events = NULL;
 	ret->n_events = 0;
 	ret->store_error = NULL;
+	ret->store_path = NULL;
 	com_msg_fini(&reply);
 	return 0;
+}
+
+/* Asks STATUS (of no job, so the reply stays small) for the counters. */
+static int
+status(bench_run *b, int timeout_ms, com_status_reply *ret)
+{
+	return status_of(b, "-", timeout_ms, ret, NULL, 0); /* no such job */
 }
 
 /* Ranks of job j: rank g of the run is job g % n_jobs's rank
@@ -446,6 +483,9 @@ read_decisions(bench_run *b, int timeout_ms)
 				b->answered[j] = m.u.decision.window;
 				b->answered_ns = t;
 			}
+			if (m.u.decision.policy != NULL &&
+			    m.u.decision.policy[0] != '\0')
+				b->changed++;
 		}
 		com_msg_fini(&m);
 		zmq_msg_close(&topic);
@@ -626,7 +666,7 @@ run_files(bench_run *b)
 			return -1;
 		}
 	}
-	if (write_config(b->cfg, b->curve, b->n_jobs) != 0) {
+	if (write_config(b->cfg, b->curve, b->n_jobs, b->o->policy_text) != 0) {
 		perror("ingest: writing the configuration");
 		return -1;
 	}
@@ -702,6 +742,12 @@ run_open(bench_run *b)
 		if (com_clock_ms() >= deadline) {
 			fprintf(stderr, "ingest: %s did not answer at %s\n",
 			    b->o->bellowsd, b->ctl);
+			if (b->o->policy != NULL)
+				fprintf(stderr,
+				    "ingest: its configuration is %s, line "
+				    "for line, then the bench's daemon "
+				    "section\n",
+				    b->o->policy);
 			print_log_tail(b->log);
 			return -1;
 		}
@@ -826,6 +872,39 @@ out:
 	free(layers);
 	free(names);
 	return rc;
+}
+
+/* Asks STATUS which policies each job runs: a job that matches no
+ * entry of the configuration would run none, and the run would measure
+ * bellowsd without them, so that is an error. Job 0's go to
+ * res->policy. Returns 0, or -1 said on stderr. */
+static int
+run_policies(bench_run *b, bench_result *res)
+{
+	for (uint32_t j = 0; j < b->n_jobs; j++) {
+		char policy[sizeof(res->policy)];
+		com_status_reply st;
+
+		if (status_of(b, b->names[j], WAIT_MS, &st, policy,
+			sizeof(policy)) != 0) {
+			fprintf(stderr, "ingest: no STATUS of job '%s'\n",
+			    b->names[j]);
+			return -1;
+		}
+		if (policy[0] == '\0') {
+			fprintf(stderr,
+			    "ingest: job '%s' matches no `match:` of %s: it "
+			    "would run without policies (name the jobs with "
+			    "--job-prefix)\n",
+			    b->names[j],
+			    b->o->policy != NULL ? b->o->policy
+						 : "the configuration");
+			return -1;
+		}
+		if (j == 0)
+			memcpy(res->policy, policy, sizeof(policy));
+	}
+	return 0;
 }
 
 /* ---- phases ------------------------------------------------------------ */
@@ -1019,7 +1098,8 @@ run_one(const bench_opts *o, uint32_t world, bool store, bool curve, bool perf,
 	res->jobs = o->jobs;
 	b.store = store;
 	b.curve = curve;
-	if (lat == NULL || run_open(&b) != 0 || run_join(&b) != 0)
+	if (lat == NULL || run_open(&b) != 0 || run_join(&b) != 0 ||
+	    run_policies(&b, res) != 0)
 		goto out;
 	if (phase_sequential(&b, w, o->windows, false, lat, &n) != 0)
 		goto out;
@@ -1040,6 +1120,7 @@ run_one(const bench_opts *o, uint32_t world, bool store, bool curve, bool perf,
 	res->layer_stats = st.layer_stats;
 	res->dropped = st.dropped;
 	res->decisions = st.decisions;
+	res->changed = b.changed;
 	res->store_dropped = st.store_dropped;
 	res->store_degraded = st.store_degraded;
 	res->ok = st.reports == b.reports_sent &&
@@ -1098,6 +1179,55 @@ parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *ret)
 	return 0;
 }
 
+/* Reads the policy file `path` into *ret_text (the caller's), for
+ * write_config to put after the bench's own daemon section: so it may
+ * hold no `daemon:` key and no document marker (one document, jobs
+ * only). Returns 0, or -1 said on stderr. */
+static int
+read_policy(const char *path, char **ret_text)
+{
+	FILE *f = fopen(path, "r");
+	char *text = NULL, line[1024];
+	size_t len = 0;
+
+	if (f == NULL) {
+		fprintf(stderr, "ingest: --policy: cannot read '%s': %s\n",
+		    path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		size_t n = strlen(line);
+		char *grown;
+
+		if (strncmp(line, "daemon", 6) == 0 ||
+		    strncmp(line, "---", 3) == 0 || line[0] == '%') {
+			fprintf(stderr,
+			    "ingest: --policy: '%s': the bench writes the "
+			    "daemon section itself; give only `jobs:` (one "
+			    "document, no `daemon:`)\n",
+			    path);
+			goto fail;
+		}
+		if ((grown = realloc(text, len + n + 1)) == NULL)
+			goto fail;
+		text = grown;
+		memcpy(text + len, line, n + 1);
+		len += n;
+	}
+	if (ferror(f) || text == NULL) {
+		fprintf(stderr, "ingest: --policy: cannot read '%s'%s\n", path,
+		    text == NULL ? ": empty" : "");
+		goto fail;
+	}
+	fclose(f);
+	*ret_text = text;
+	return 0;
+fail:
+	fclose(f);
+	free(text);
+	return -1;
+}
+
 /* True when `prefix` may start the jobs' names: 1 to JOB_PREFIX_MAX
  * letters, digits, '.', '_' or '-', so that a name is a plain word in
  * bellowsd's log, STATUS and a configuration's `match:` glob. */
@@ -1150,6 +1280,7 @@ parse_args(int argc, char **argv, bench_opts *o)
 		{ "curve", required_argument, NULL, 'C' },
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "job-prefix", required_argument, NULL, 'J' },
+		{ "policy", required_argument, NULL, 'F' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1192,6 +1323,13 @@ parse_args(int argc, char **argv, bench_opts *o)
 		case 'J':
 			o->job_prefix = optarg;
 			bad = prefix_valid(optarg) ? 0 : -1;
+			break;
+		case 'F':
+			o->policy = optarg;
+			free(o->policy_text);
+			o->policy_text = NULL;
+			if (read_policy(optarg, &o->policy_text) != 0)
+				return 2;
 			break;
 		case 'h':
 			usage(stdout);
@@ -1243,15 +1381,17 @@ print_result(const bench_result *r)
 static void
 print_totals(const bench_opts *o, const bench_result *res, uint32_t n_res)
 {
-	printf("\n%7s %5s %5s %12s %12s %9s %9s %9s %s\n", "ranks", "jobs",
+	printf("\n%7s %5s %5s %12s %12s %9s %9s %9s %9s %s\n", "ranks", "jobs",
 	    "store", "reports", "layer_stats", "dropped", "decisions",
-	    "rows_lost", "(bellowsd STATUS at the end, all jobs)");
+	    "changed", "rows_lost",
+	    "(bellowsd STATUS at the end, all jobs; changed: decisions "
+	    "received that a policy changed something in)");
 	for (uint32_t i = 0; i < n_res; i++)
 		printf("%7u %5u %5s %12" PRIu64 " %12" PRIu64 " %9" PRIu64
-		       " %9" PRIu64 " %9" PRIu64 " %s\n",
+		       " %9" PRIu64 " %9" PRIu64 " %9" PRIu64 " %s\n",
 		    res[i].world, res[i].jobs, res[i].store ? "on" : "off",
 		    res[i].reports, res[i].layer_stats, res[i].dropped,
-		    res[i].decisions, res[i].store_dropped,
+		    res[i].decisions, res[i].changed, res[i].store_dropped,
 		    res[i].ok ? "ok" : "MISMATCH");
 	for (uint32_t i = 0; i < n_res; i++) {
 		const bench_result *last = &res[i];
@@ -1259,10 +1399,10 @@ print_totals(const bench_opts *o, const bench_result *res, uint32_t n_res)
 		if (last->world != o->ranks[o->n_ranks - 1])
 			continue;
 		printf("ingest: layer_stats/s=%.0f p50_ms=%.3f p99_ms=%.3f "
-		       "(ranks=%u, jobs=%u, store %s%s)\n",
+		       "(ranks=%u, jobs=%u, store %s%s, policy %s)\n",
 		    last->stats_per_s, last->last_p50, last->last_p99,
 		    last->world, last->jobs, last->store ? "on" : "off",
-		    last->curve ? ", curve on" : "");
+		    last->curve ? ", curve on" : "", last->policy);
 	}
 }
 
@@ -1291,9 +1431,10 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	printf("ingest: bellowsd %s, %u layers per report, %u sockets, "
 	       "%u windows per latency phase, %u reports pipelined, "
-	       "%u jobs (%s-0..)\n",
+	       "%u jobs (%s-0..), policies %s\n",
 	    o.bellowsd, o.layers, o.sockets, o.windows, o.pipe_reports, o.jobs,
-	    o.job_prefix);
+	    o.job_prefix,
+	    o.policy != NULL ? o.policy : "fixed level 2 (built in)");
 	printf("%6s %5s %5s %5s %10s %9s %6s %7s %5s %5s %8s %8s %7s %7s\n",
 	    "ranks", "jobs", "store", "curve", "stats/s", "reports/s", "MB/s",
 	    "us/rep", "loop", "zmq", "burst50", "burst99", "last50", "last99");
@@ -1316,6 +1457,7 @@ main(int argc, char **argv)
 				    "failed\n",
 				    o.ranks[i], store ? "on" : "off",
 				    curve ? "on" : "off");
+				free(o.policy_text);
 				return 1;
 			}
 			n_res++;
@@ -1324,5 +1466,6 @@ main(int argc, char **argv)
 		}
 	}
 	print_totals(&o, res, n_res);
+	free(o.policy_text);
 	return ok ? 0 : 1;
 }
