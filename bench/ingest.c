@@ -1,14 +1,14 @@
 /* ingest - how fast bellowsd ingests reports and answers windows.
  *
- * Starts a real bellowsd (fixed policy, generous timeouts) on ipc://
- * endpoints and plays R simulated ranks x L layers against it without
- * agents: a few DEALER sockets, each holding many ranks (a rank belongs to
- * the routing id that said Hello), send pre-encoded Reports as fast as
- * ZeroMQ takes them, and a SUB receives the decisions. With --jobs N the
- * R ranks are spread over N jobs named ingest-0 .. ingest-(N-1) (rank g
- * is job g % N's rank g / N), each with its own windows and decisions;
- * a window counts as answered once every job's decision for it came.
- * Three phases per rank count:
+ * Starts a real bellowsd (fixed policy or --policy FILE's, generous
+ * timeouts) on ipc:// endpoints (--tcp: tcp://127.0.0.1) and plays R simulated
+ * ranks x L layers against it without agents: a few DEALER sockets, each
+ * holding many ranks (a rank belongs to the routing id that said Hello), send
+ * pre-encoded Reports as fast as ZeroMQ takes them, and a SUB receives the
+ * decisions. With --jobs N the R ranks are spread over N jobs named ingest-0 ..
+ * ingest-(N-1) (rank g is job g % N's rank g / N), each with its own windows
+ * and decisions; a window counts as answered once every job's decision for it
+ * came. Three phases per rank count:
  *
  *   burst      windows one at a time: all R reports of window w at once,
  *              then wait for the decision answering it (window w + 1);
@@ -54,6 +54,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -90,6 +93,7 @@ typedef struct bench_opts {
 	const char *job_prefix; /* jobs are named PREFIX-0 .. PREFIX-(N-1) */
 	const char *policy;     /* --policy FILE, NULL: fixed level 2 */
 	char *policy_text;      /* its `jobs:` section, read once, or NULL */
+	bool tcp;               /* endpoints on tcp://127.0.0.1, not ipc:// */
 } bench_opts;
 
 typedef struct bench_run {
@@ -155,7 +159,7 @@ usage(FILE *f)
 	    "              [--windows K] [--pipe-reports N] [--sockets S]\n"
 	    "              [--perf-record FILE] [--store on|off|both]\n"
 	    "              [--curve on|off|both] [--jobs N] [--job-prefix P]\n"
-	    "              [--policy FILE]\n"
+	    "              [--policy FILE] [--tcp]\n"
 	    "\n"
 	    "  --bellowsd PATH      daemon to start (default %s)\n"
 	    "  --ranks LIST         rank counts (default 10,100,1000)\n"
@@ -178,7 +182,9 @@ usage(FILE *f)
 	    "                       (default ingest)\n"
 	    "  --policy FILE        bellowsd runs FILE's `jobs:` (its\n"
 	    "                       entries must match those names; no\n"
-	    "                       `daemon:`) instead of fixed level 2\n",
+	    "                       `daemon:`) instead of fixed level 2\n"
+	    "  --tcp                endpoints on tcp://127.0.0.1:PORT (free\n"
+	    "                       ports) instead of ipc://\n",
 	    BENCH_BELLOWSD);
 }
 
@@ -635,6 +641,26 @@ run_jobs(bench_run *b)
 	return 0;
 }
 
+/* A TCP port on 127.0.0.1 that was free a moment ago (the kernel's
+ * choice for port 0), for bellowsd to bind; or -1. Another process may
+ * take it before bellowsd does: the run then fails at the start, said. */
+static int
+free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd < 0)
+		return -1;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
 /* Makes the private directory, the endpoints' and files' names, the
  * keys (with curve) and bellowsd's configuration. Returns 0, or -1 said
  * on stderr. */
@@ -646,8 +672,20 @@ run_files(bench_run *b)
 		perror("ingest: mkdtemp");
 		return -1;
 	}
-	snprintf(b->ctl, sizeof(b->ctl), "ipc://%s/control", b->dir);
-	snprintf(b->pub, sizeof(b->pub), "ipc://%s/publish", b->dir);
+	if (b->o->tcp) {
+		int ctl = free_port(), pub = free_port();
+
+		if (ctl < 0 || pub < 0 || ctl == pub) {
+			fprintf(stderr,
+			    "ingest: no free TCP port on 127.0.0.1\n");
+			return -1;
+		}
+		snprintf(b->ctl, sizeof(b->ctl), "tcp://127.0.0.1:%d", ctl);
+		snprintf(b->pub, sizeof(b->pub), "tcp://127.0.0.1:%d", pub);
+	} else {
+		snprintf(b->ctl, sizeof(b->ctl), "ipc://%s/control", b->dir);
+		snprintf(b->pub, sizeof(b->pub), "ipc://%s/publish", b->dir);
+	}
 	snprintf(b->cfg, sizeof(b->cfg), "%s/bench.yaml", b->dir);
 	snprintf(b->log, sizeof(b->log), "%s/bellowsd.log", b->dir);
 	snprintf(b->db, sizeof(b->db), "%s/history.db", b->dir);
@@ -1281,6 +1319,7 @@ parse_args(int argc, char **argv, bench_opts *o)
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "job-prefix", required_argument, NULL, 'J' },
 		{ "policy", required_argument, NULL, 'F' },
+		{ "tcp", no_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1323,6 +1362,9 @@ parse_args(int argc, char **argv, bench_opts *o)
 		case 'J':
 			o->job_prefix = optarg;
 			bad = prefix_valid(optarg) ? 0 : -1;
+			break;
+		case 'T':
+			o->tcp = true;
 			break;
 		case 'F':
 			o->policy = optarg;
@@ -1399,10 +1441,11 @@ print_totals(const bench_opts *o, const bench_result *res, uint32_t n_res)
 		if (last->world != o->ranks[o->n_ranks - 1])
 			continue;
 		printf("ingest: layer_stats/s=%.0f p50_ms=%.3f p99_ms=%.3f "
-		       "(ranks=%u, jobs=%u, store %s%s, policy %s)\n",
+		       "(ranks=%u, jobs=%u, store %s%s%s, policy %s)\n",
 		    last->stats_per_s, last->last_p50, last->last_p99,
 		    last->world, last->jobs, last->store ? "on" : "off",
-		    last->curve ? ", curve on" : "", last->policy);
+		    last->curve ? ", curve on" : "", o->tcp ? ", tcp" : "",
+		    last->policy);
 	}
 }
 
@@ -1431,10 +1474,11 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	printf("ingest: bellowsd %s, %u layers per report, %u sockets, "
 	       "%u windows per latency phase, %u reports pipelined, "
-	       "%u jobs (%s-0..), policies %s\n",
+	       "%u jobs (%s-0..), policies %s, %s endpoints\n",
 	    o.bellowsd, o.layers, o.sockets, o.windows, o.pipe_reports, o.jobs,
 	    o.job_prefix,
-	    o.policy != NULL ? o.policy : "fixed level 2 (built in)");
+	    o.policy != NULL ? o.policy : "fixed level 2 (built in)",
+	    o.tcp ? "tcp://127.0.0.1" : "ipc://");
 	printf("%6s %5s %5s %5s %10s %9s %6s %7s %5s %5s %8s %8s %7s %7s\n",
 	    "ranks", "jobs", "store", "curve", "stats/s", "reports/s", "MB/s",
 	    "us/rep", "loop", "zmq", "burst50", "burst99", "last50", "last99");
