@@ -1,14 +1,18 @@
 /* ingest - how fast bellowsd ingests reports and answers windows.
  *
- * Starts a real bellowsd (fixed policy or --policy FILE's, generous
- * timeouts) on ipc:// endpoints (--tcp: tcp://127.0.0.1) and plays R simulated
- * ranks x L layers against it without agents: a few DEALER sockets, each
- * holding many ranks (a rank belongs to the routing id that said Hello), send
- * pre-encoded Reports as fast as ZeroMQ takes them, and a SUB receives the
- * decisions. With --jobs N the R ranks are spread over N jobs named ingest-0 ..
- * ingest-(N-1) (rank g is job g % N's rank g / N), each with its own windows
- * and decisions; a window counts as answered once every job's decision for it
- * came. Three phases per rank count:
+ * Starts a real bellowsd (fixed level 2, or --policy FILE's jobs
+ * section; generous timeouts) on ipc:// endpoints (--tcp: on
+ * tcp://127.0.0.1) and plays R simulated ranks x L layers against it
+ * without agents: a few DEALER sockets, each holding many ranks (a rank
+ * belongs to the routing id that said Hello), send pre-encoded Reports
+ * as fast as ZeroMQ takes them, and a SUB receives the decisions. The
+ * ranks are spread over N jobs (--jobs, default 1) named ingest-0 ..
+ * ingest-(N-1) (--job-prefix): rank g is job g % N's rank g / N, each
+ * job with its own windows and decisions, and a window counts as
+ * answered once every job's decision for it came. bellowsd answers
+ * every window it closes whatever its policies decide, so every wait
+ * has a time limit (WAIT_MS) and a missing answer is an error. Three
+ * phases per rank count:
  *
  *   burst      windows one at a time: all R reports of window w at once,
  *              then wait for the decision answering it (window w + 1);
@@ -21,7 +25,10 @@
  *   pipelined  up to PIPE_DEPTH windows in flight, for throughput:
  *              layer statistics per second = reports x L / (first send ->
  *              last decision received), and bellowsd's CPU time per
- *              report from /proc.
+ *              report from /proc. It begins once every job has closed
+ *              (with the store: committed) `hist` windows: the 2 x K of
+ *              the latency phases, or --history H when more, the windows
+ *              between played untimed.
  *
  * Each rank count runs twice by default: with bellowsd's history store
  * on (--db in the private directory; a decision is then published only
@@ -31,9 +38,10 @@
  * trusted client), so the cost of encryption shows the same way.
  *
  * At the end STATUS must show every report ingested and nothing dropped
- * (no message, and with the store no metric row either). The last line
- * reads
- *   ingest: layer_stats/s=X p50_ms=Y p99_ms=Z (ranks=R, store on)
+ * (no message, and with the store no metric row either). The last lines
+ * read
+ *   ingest: layer_stats/s=X p50_ms=Y p99_ms=Z (ranks=R, jobs=N,
+ *       store on, policy P, after H windows)
  * for the largest R, with the "last" latencies.
  */
 #include "common/cert.h"
@@ -94,6 +102,9 @@ typedef struct bench_opts {
 	const char *policy;     /* --policy FILE, NULL: fixed level 2 */
 	char *policy_text;      /* its `jobs:` section, read once, or NULL */
 	bool tcp;               /* endpoints on tcp://127.0.0.1, not ipc:// */
+	uint32_t history;       /* windows closed before the pipelined phase,
+				 * at least (more when the latency phases
+				 * closed more) */
 } bench_opts;
 
 typedef struct bench_run {
@@ -128,6 +139,9 @@ typedef struct bench_run {
 typedef struct bench_result {
 	uint32_t world;         /* ranks, all jobs */
 	uint32_t jobs;          /* jobs they were spread over */
+	uint64_t history;       /* windows every job had closed (with the
+				 * store: committed) when the pipelined
+				 * phase began */
 	bool store;             /* with the history store */
 	bool curve;             /* with CURVE */
 	double burst_p50;       /* ms */
@@ -159,7 +173,7 @@ usage(FILE *f)
 	    "              [--windows K] [--pipe-reports N] [--sockets S]\n"
 	    "              [--perf-record FILE] [--store on|off|both]\n"
 	    "              [--curve on|off|both] [--jobs N] [--job-prefix P]\n"
-	    "              [--policy FILE] [--tcp]\n"
+	    "              [--policy FILE] [--tcp] [--history H]\n"
 	    "\n"
 	    "  --bellowsd PATH      daemon to start (default %s)\n"
 	    "  --ranks LIST         rank counts (default 10,100,1000)\n"
@@ -184,7 +198,13 @@ usage(FILE *f)
 	    "                       entries must match those names; no\n"
 	    "                       `daemon:`) instead of fixed level 2\n"
 	    "  --tcp                endpoints on tcp://127.0.0.1:PORT (free\n"
-	    "                       ports) instead of ipc://\n",
+	    "                       ports) instead of ipc://\n"
+	    "  --history H          measure the pipelined rate once every\n"
+	    "                       job has closed H windows (default 0:\n"
+	    "                       after the latency phases' 2 x K);\n"
+	    "                       the windows short of H are played\n"
+	    "                       untimed first; the table's `hist`\n"
+	    "                       says how many there were\n",
 	    BENCH_BELLOWSD);
 }
 
@@ -1038,6 +1058,44 @@ out:
 	return rc;
 }
 
+/* Windows [w0, w0 + n), untimed, up to PIPE_DEPTH in flight: history
+ * for the pipelined phase to be measured after (--history). Each window
+ * is encoded as it is sent, so n is bounded by time, not memory.
+ * Returns 0 once every job's decision for the last came, or -1 said on
+ * stderr. */
+static int
+phase_fill(bench_run *b, uint64_t w0, uint32_t n)
+{
+	uint8_t **bufs = calloc(b->world, sizeof(*bufs));
+	size_t *lens = calloc(b->world, sizeof(*lens));
+	com_layer_stats *ls = calloc(b->o->layers, sizeof(*ls));
+	int rc = -1;
+
+	if (bufs == NULL || lens == NULL || ls == NULL)
+		goto out;
+	for (uint64_t w = w0; w < w0 + n; w++) {
+		if (w >= w0 + PIPE_DEPTH &&
+		    wait_answered(b, w - PIPE_DEPTH) != 0)
+			goto out;
+		if (encode_window(b, ls, w, bufs, lens) != 0)
+			goto out;
+		for (uint32_t r = 0; r < b->world; r++) {
+			if (send_report(b, r, bufs[r], lens[r]) != 0)
+				goto out;
+		}
+		free_window(b, bufs);
+		read_decisions(b, 0);
+	}
+	rc = n > 0 ? wait_answered(b, w0 + n - 1) : 0;
+out:
+	if (bufs != NULL)
+		free_window(b, bufs);
+	free(bufs);
+	free(lens);
+	free(ls);
+	return rc;
+}
+
 static pid_t
 perf_start(const bench_run *b)
 {
@@ -1149,6 +1207,10 @@ run_one(const bench_opts *o, uint32_t world, bool store, bool curve, bool perf,
 	res->last_p50 = percentile(lat, n, 0.50);
 	res->last_p99 = percentile(lat, n, 0.99);
 	w += o->windows;
+	if (o->history > w && phase_fill(&b, w, o->history - w) != 0)
+		goto out;
+	w = o->history > w ? o->history : w;
+	res->history = w;
 	if (phase_pipelined(&b, w, pipe_windows, perf, res) != 0)
 		goto out;
 	if (wait_ingested(&b, b.reports_sent) != 0 ||
@@ -1320,6 +1382,7 @@ parse_args(int argc, char **argv, bench_opts *o)
 		{ "job-prefix", required_argument, NULL, 'J' },
 		{ "policy", required_argument, NULL, 'F' },
 		{ "tcp", no_argument, NULL, 'T' },
+		{ "history", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1366,6 +1429,9 @@ parse_args(int argc, char **argv, bench_opts *o)
 		case 'T':
 			o->tcp = true;
 			break;
+		case 'H':
+			bad = parse_u32(optarg, 0, 10000000, &o->history);
+			break;
 		case 'F':
 			o->policy = optarg;
 			free(o->policy_text);
@@ -1409,12 +1475,13 @@ parse_args(int argc, char **argv, bench_opts *o)
 static void
 print_result(const bench_result *r)
 {
-	printf("%6u %5u %5s %5s %10.0f %9.0f %6.1f %7.2f %4.0f%% %4.0f%% "
+	printf("%6u %5u %5s %5s %6" PRIu64
+	       " %10.0f %9.0f %6.1f %7.2f %4.0f%% %4.0f%% "
 	       "%8.3f %8.3f %7.3f %7.3f\n",
 	    r->world, r->jobs, r->store ? "on" : "off", r->curve ? "on" : "off",
-	    r->stats_per_s, r->reports_per_s, r->mb_per_s, r->us_per_report,
-	    100.0 * r->loop_cpu, 100.0 * r->io_cpu, r->burst_p50, r->burst_p99,
-	    r->last_p50, r->last_p99);
+	    r->history, r->stats_per_s, r->reports_per_s, r->mb_per_s,
+	    r->us_per_report, 100.0 * r->loop_cpu, 100.0 * r->io_cpu,
+	    r->burst_p50, r->burst_p99, r->last_p50, r->last_p99);
 	fflush(stdout);
 }
 
@@ -1441,11 +1508,12 @@ print_totals(const bench_opts *o, const bench_result *res, uint32_t n_res)
 		if (last->world != o->ranks[o->n_ranks - 1])
 			continue;
 		printf("ingest: layer_stats/s=%.0f p50_ms=%.3f p99_ms=%.3f "
-		       "(ranks=%u, jobs=%u, store %s%s%s, policy %s)\n",
+		       "(ranks=%u, jobs=%u, store %s%s%s, policy %s, after "
+		       "%" PRIu64 " windows)\n",
 		    last->stats_per_s, last->last_p50, last->last_p99,
 		    last->world, last->jobs, last->store ? "on" : "off",
 		    last->curve ? ", curve on" : "", o->tcp ? ", tcp" : "",
-		    last->policy);
+		    last->policy, last->history);
 	}
 }
 
@@ -1479,9 +1547,11 @@ main(int argc, char **argv)
 	    o.job_prefix,
 	    o.policy != NULL ? o.policy : "fixed level 2 (built in)",
 	    o.tcp ? "tcp://127.0.0.1" : "ipc://");
-	printf("%6s %5s %5s %5s %10s %9s %6s %7s %5s %5s %8s %8s %7s %7s\n",
-	    "ranks", "jobs", "store", "curve", "stats/s", "reports/s", "MB/s",
-	    "us/rep", "loop", "zmq", "burst50", "burst99", "last50", "last99");
+	printf("%6s %5s %5s %5s %6s %10s %9s %6s %7s %5s %5s %8s %8s %7s "
+	       "%7s\n",
+	    "ranks", "jobs", "store", "curve", "hist", "stats/s", "reports/s",
+	    "MB/s", "us/rep", "loop", "zmq", "burst50", "burst99", "last50",
+	    "last99");
 	fflush(stdout);
 	for (uint32_t i = 0; i < o.n_ranks; i++) {
 		for (int m = 0; m < 4; m++) {
