@@ -403,34 +403,58 @@ recv_msg(bench_run *b, void *sock, int timeout_ms, com_msg *ret)
 	return 0;
 }
 
+/* True when `m` is the STATUS reply to a request of `job`: one naming
+ * it, or for "-" (no such job) one of no job. A reply to an earlier
+ * request that timed out is not: bellowsd answers every request the
+ * DEALER queued while it started, so more replies than the first may
+ * come. */
+static bool
+status_answers(const com_msg *m, const char *job)
+{
+	const com_status_reply *st = &m->u.status_reply;
+
+	if (m->type != COM_MSG_STATUS_REPLY)
+		return false;
+	if (strcmp(job, "-") == 0)
+		return st->n_jobs == 0;
+	return st->n_jobs > 0 && st->jobs[0].job != NULL &&
+	    strcmp(st->jobs[0].job, job) == 0;
+}
+
 /* Asks STATUS of `job` for the daemon's counters (*ret, its pointers
  * NULL) and, with ret_policy, the policies bellowsd configured for the
- * job ("" when no entry matches it, or it is unknown). Returns 0, or -1
- * with no answer within timeout_ms. */
+ * job ("" when no entry matches it). Replies left from earlier requests
+ * are dropped. Returns 0, or -1 with no answer within timeout_ms (for a
+ * job bellowsd does not know, always). */
 static int
 status_of(bench_run *b, const char *job, int timeout_ms, com_status_reply *ret,
     char *ret_policy, size_t policy_len)
 {
+	uint64_t deadline = com_clock_ms() + (uint64_t)timeout_ms;
 	com_msg req, reply;
 
+	while (recv_msg(b, b->status, 0, &reply) == 0)
+		com_msg_fini(&reply);
 	com_msg_init(&req, COM_MSG_STATUS_REQUEST);
 	req.u.status_request.job = (char *)job;
 	if (send_msg(b->status, &req) != 0)
 		return -1;
-	if (recv_msg(b, b->status, timeout_ms, &reply) != 0)
-		return -1;
-	if (reply.type != COM_MSG_STATUS_REPLY) {
-		com_msg_fini(&reply);
-		return -1;
-	}
-	if (ret_policy != NULL) {
-		const com_status_reply *st = &reply.u.status_reply;
+	for (;;) {
+		uint64_t now = com_clock_ms();
 
-		snprintf(ret_policy, policy_len, "%s",
-		    st->n_jobs > 0 && st->jobs[0].policy != NULL
-			? st->jobs[0].policy
-			: "");
+		if (now >= deadline ||
+		    recv_msg(b, b->status, (int)(deadline - now), &reply) != 0)
+			return -1;
+		if (status_answers(&reply, job))
+			break;
+		com_msg_fini(&reply);
 	}
+	if (ret_policy != NULL)
+		snprintf(ret_policy, policy_len, "%s",
+		    reply.u.status_reply.n_jobs > 0 &&
+			    reply.u.status_reply.jobs[0].policy != NULL
+			? reply.u.status_reply.jobs[0].policy
+			: "");
 	*ret = reply.u.status_reply;
 	ret->jobs = NULL;
 	ret->n_jobs = 0;
