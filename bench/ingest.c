@@ -1,11 +1,18 @@
 /* ingest - how fast bellowsd ingests reports and answers windows.
  *
- * Starts a real bellowsd (fixed policy, generous timeouts) on ipc://
- * endpoints and plays R simulated ranks x L layers against it without
- * agents: a few DEALER sockets, each holding many ranks (a rank belongs to
- * the routing id that said Hello), send pre-encoded Reports as fast as
- * ZeroMQ takes them, and a SUB receives the decisions. Three phases per
- * rank count:
+ * Starts a real bellowsd (fixed level 2, or --policy FILE's jobs
+ * section; generous timeouts) on ipc:// endpoints (--tcp: on
+ * tcp://127.0.0.1) and plays R simulated ranks x L layers against it
+ * without agents: a few DEALER sockets, each holding many ranks (a rank
+ * belongs to the routing id that said Hello), send pre-encoded Reports
+ * as fast as ZeroMQ takes them, and a SUB receives the decisions. The
+ * ranks are spread over N jobs (--jobs, default 1) named ingest-0 ..
+ * ingest-(N-1) (--job-prefix): rank g is job g % N's rank g / N, each
+ * job with its own windows and decisions, and a window counts as
+ * answered once every job's decision for it came. bellowsd answers
+ * every window it closes whatever its policies decide, so every wait
+ * has a time limit (WAIT_MS) and a missing answer is an error. Three
+ * phases per rank count:
  *
  *   burst      windows one at a time: all R reports of window w at once,
  *              then wait for the decision answering it (window w + 1);
@@ -18,7 +25,10 @@
  *   pipelined  up to PIPE_DEPTH windows in flight, for throughput:
  *              layer statistics per second = reports x L / (first send ->
  *              last decision received), and bellowsd's CPU time per
- *              report from /proc.
+ *              report from /proc. It begins once every job has closed
+ *              (with the store: committed) `hist` windows: the 2 x K of
+ *              the latency phases, or --history H when more, the windows
+ *              between played untimed.
  *
  * Each rank count runs twice by default: with bellowsd's history store
  * on (--db in the private directory; a decision is then published only
@@ -28,9 +38,10 @@
  * trusted client), so the cost of encryption shows the same way.
  *
  * At the end STATUS must show every report ingested and nothing dropped
- * (no message, and with the store no metric row either). The last line
- * reads
- *   ingest: layer_stats/s=X p50_ms=Y p99_ms=Z (ranks=R, store on)
+ * (no message, and with the store no metric row either). The last lines
+ * read
+ *   ingest: layer_stats/s=X p50_ms=Y p99_ms=Z (ranks=R, jobs=N,
+ *       store on, policy P, after H windows)
  * for the largest R, with the "last" latencies.
  */
 #include "common/cert.h"
@@ -51,6 +62,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -61,11 +75,13 @@
 #define BENCH_BELLOWSD "bellowsd"
 #endif
 
-#define BENCH_JOB       "bench"
 #define BENCH_STEPS     10    /* steps per window, for the step fields */
 #define PIPE_DEPTH      4     /* windows in flight (bellowsd holds 8) */
 #define MAX_SOCKETS     64    /* DEALERs sharing the ranks */
 #define MAX_RANK_COUNTS 8     /* entries in --ranks */
+#define MAX_JOBS        4096  /* --jobs */
+#define JOB_NAME_MAX    64    /* a job's name, with its NUL */
+#define JOB_PREFIX_MAX  40    /* --job-prefix, so that PREFIX-N fits */
 #define WAIT_MS         20000 /* longest wait for any answer */
 
 typedef struct bench_opts {
@@ -73,44 +89,59 @@ typedef struct bench_opts {
 	uint32_t ranks[MAX_RANK_COUNTS]; /* rank counts to run */
 	uint32_t n_ranks;                /* entries in ranks */
 	uint32_t layers;                 /* layers per report */
-	uint32_t windows;      /* windows of the burst and last phases */
-	uint32_t pipe_reports; /* reports in the pipelined phase */
-	uint32_t sockets;      /* DEALERs (capped by the rank count) */
-	const char *perf_out;  /* perf record output, NULL = none */
-	bool store_on;         /* run with the history store */
-	bool store_off;        /* run without it */
-	bool curve_on;         /* run with daemon.security (CURVE) */
-	bool curve_off;        /* run without it */
+	uint32_t windows;       /* windows of the burst and last phases */
+	uint32_t pipe_reports;  /* reports in the pipelined phase */
+	uint32_t sockets;       /* DEALERs (capped by the rank count) */
+	const char *perf_out;   /* perf record output, NULL = none */
+	bool store_on;          /* run with the history store */
+	bool store_off;         /* run without it */
+	bool curve_on;          /* run with daemon.security (CURVE) */
+	bool curve_off;         /* run without it */
+	uint32_t jobs;          /* jobs the ranks of a run are spread over */
+	const char *job_prefix; /* jobs are named PREFIX-0 .. PREFIX-(N-1) */
+	const char *policy;     /* --policy FILE, NULL: fixed level 2 */
+	char *policy_text;      /* its `jobs:` section, read once, or NULL */
+	bool tcp;               /* endpoints on tcp://127.0.0.1, not ipc:// */
+	uint32_t history;       /* windows closed before the pipelined phase,
+				 * at least (more when the latency phases
+				 * closed more) */
 } bench_opts;
 
 typedef struct bench_run {
-	const bench_opts *o;        /* options */
-	uint32_t world;             /* ranks in this run */
-	uint32_t nsock;             /* DEALERs in use */
-	char dir[64];               /* private temp directory */
-	char ctl[128];              /* control endpoint */
-	char pub[128];              /* publish endpoint */
-	char cfg[128];              /* YAML file */
-	char log[128];              /* bellowsd's stderr */
-	bool store;                 /* bellowsd keeps history (--db) */
-	bool curve;                 /* daemon.security: CURVE everywhere */
-	com_cert server;            /* bellowsd's keys, with curve */
-	com_cert client;            /* the bench's keys, with curve */
-	char db[128];               /* its database */
-	pid_t daemon;               /* bellowsd's pid */
-	void *zctx;                 /* ZeroMQ context */
-	void *status;               /* DEALER for STATUS */
-	void *sub;                  /* decisions */
-	void *dealers[MAX_SOCKETS]; /* ranks' DEALERs */
-	com_limits limits;          /* decoding limits */
-	uint64_t answered;          /* highest decision window seen */
-	uint64_t answered_ns;       /* when it was seen */
-	uint64_t reports_sent;      /* reports handed to ZeroMQ */
-	uint64_t bytes_sent;        /* their bytes */
+	const bench_opts *o;         /* options */
+	uint32_t world;              /* ranks in this run, all jobs */
+	uint32_t nsock;              /* DEALERs in use */
+	uint32_t n_jobs;             /* jobs; rank g is job g % n_jobs's */
+	char (*names)[JOB_NAME_MAX]; /* each job's name, n_jobs */
+	char dir[64];                /* private temp directory */
+	char ctl[128];               /* control endpoint */
+	char pub[128];               /* publish endpoint */
+	char cfg[128];               /* YAML file */
+	char log[128];               /* bellowsd's stderr */
+	bool store;                  /* bellowsd keeps history (--db) */
+	bool curve;                  /* daemon.security: CURVE everywhere */
+	com_cert server;             /* bellowsd's keys, with curve */
+	com_cert client;             /* the bench's keys, with curve */
+	char db[128];                /* its database */
+	pid_t daemon;                /* bellowsd's pid */
+	void *zctx;                  /* ZeroMQ context */
+	void *status;                /* DEALER for STATUS */
+	void *sub;                   /* decisions */
+	void *dealers[MAX_SOCKETS];  /* ranks' DEALERs */
+	com_limits limits;           /* decoding limits */
+	uint64_t *answered;          /* per job: highest decision window seen */
+	uint64_t answered_ns;        /* when any job's last rose */
+	uint64_t changed;      /* decisions a policy changed something in */
+	uint64_t reports_sent; /* reports handed to ZeroMQ */
+	uint64_t bytes_sent;   /* their bytes */
 } bench_run;
 
 typedef struct bench_result {
-	uint32_t world;         /* ranks */
+	uint32_t world;         /* ranks, all jobs */
+	uint32_t jobs;          /* jobs they were spread over */
+	uint64_t history;       /* windows every job had closed (with the
+				 * store: committed) when the pipelined
+				 * phase began */
 	bool store;             /* with the history store */
 	bool curve;             /* with CURVE */
 	double burst_p50;       /* ms */
@@ -129,6 +160,8 @@ typedef struct bench_result {
 	uint64_t decisions;     /* STATUS: decisions published */
 	uint64_t store_dropped; /* STATUS: metric rows not written */
 	bool store_degraded;    /* STATUS: the store was degraded */
+	char policy[128];       /* STATUS: the policies job 0 runs */
+	uint64_t changed;       /* decisions received that a policy changed */
 	bool ok;                /* counters as expected */
 } bench_result;
 
@@ -139,7 +172,8 @@ usage(FILE *f)
 	    "usage: ingest [--bellowsd PATH] [--ranks N,N,...] [--layers L]\n"
 	    "              [--windows K] [--pipe-reports N] [--sockets S]\n"
 	    "              [--perf-record FILE] [--store on|off|both]\n"
-	    "              [--curve on|off|both]\n"
+	    "              [--curve on|off|both] [--jobs N] [--job-prefix P]\n"
+	    "              [--policy FILE] [--tcp] [--history H]\n"
 	    "\n"
 	    "  --bellowsd PATH      daemon to start (default %s)\n"
 	    "  --ranks LIST         rank counts (default 10,100,1000)\n"
@@ -154,7 +188,23 @@ usage(FILE *f)
 	    "  --store MODE         on (--db), off (--no-db) or both\n"
 	    "                       (default both)\n"
 	    "  --curve MODE         with daemon.security (on), without\n"
-	    "                       (off, the default) or both\n",
+	    "                       (off, the default) or both\n"
+	    "  --jobs N             spread each run's ranks over N jobs\n"
+	    "                       (default 1; at most the smallest rank\n"
+	    "                       count); rank g is job g %% N's\n"
+	    "  --job-prefix P       the jobs are named P-0 .. P-(N-1)\n"
+	    "                       (default ingest)\n"
+	    "  --policy FILE        bellowsd runs FILE's `jobs:` (its\n"
+	    "                       entries must match those names; no\n"
+	    "                       `daemon:`) instead of fixed level 2\n"
+	    "  --tcp                endpoints on tcp://127.0.0.1:PORT (free\n"
+	    "                       ports) instead of ipc://\n"
+	    "  --history H          measure the pipelined rate once every\n"
+	    "                       job has closed H windows (default 0:\n"
+	    "                       after the latency phases' 2 x K);\n"
+	    "                       the windows short of H are played\n"
+	    "                       untimed first; the table's `hist`\n"
+	    "                       says how many there were\n",
 	    BENCH_BELLOWSD);
 }
 
@@ -195,13 +245,29 @@ percentile(double *v, size_t n, double p)
 
 /* ---- the daemon -------------------------------------------------------- */
 
+/* Writes bellowsd's configuration for a run of n_jobs jobs to `path`:
+ * `jobs` (a policy file's text, whose entries must match the bench's job
+ * names) or, when NULL, one entry of every job running fixed level 2;
+ * then the bench's daemon section. The policy file comes first so that
+ * the line numbers of bellowsd's complaints about it are its own.
+ * Returns 0, or -1 with errno set. */
 static int
-write_config(const char *path, bool curve)
+write_config(const char *path, bool curve, uint32_t n_jobs, const char *jobs)
 {
 	FILE *f = fopen(path, "w");
 
 	if (f == NULL)
 		return -1;
+	fputs(jobs != NULL ? jobs
+			   : "jobs:\n"
+			     "  - match: \"*\"\n"
+			     "    policies:\n"
+			     "      - type: fixed\n"
+			     "        params:\n"
+			     "          level: 2\n",
+	    f);
+	if (jobs != NULL && jobs[0] != '\0' && jobs[strlen(jobs) - 1] != '\n')
+		fputc('\n', f);
 	if (curve)
 		fprintf(f,
 		    "daemon:\n"
@@ -221,13 +287,8 @@ write_config(const char *path, bool curve)
 	    "  window_timeout_ms: 600000\n"
 	    "  rank_timeout_ms: 600000\n"
 	    "  heartbeat_ms: 60000\n"
-	    "jobs:\n"
-	    "  - match: \"*\"\n"
-	    "    policies:\n"
-	    "      - type: fixed\n"
-	    "        params:\n"
-	    "          level: 2\n",
-	    curve ? "" : "daemon:\n");
+	    "  max_jobs: %u\n",
+	    curve ? "" : "daemon:\n", n_jobs > 256 ? n_jobs : 256);
 	return fclose(f) == 0 ? 0 : -1;
 }
 
@@ -342,22 +403,58 @@ recv_msg(bench_run *b, void *sock, int timeout_ms, com_msg *ret)
 	return 0;
 }
 
-/* Asks STATUS (of no job, so the reply stays small) for the counters. */
-static int
-status(bench_run *b, int timeout_ms, com_status_reply *ret)
+/* True when `m` is the STATUS reply to a request of `job`: one naming
+ * it, or for "-" (no such job) one of no job. A reply to an earlier
+ * request that timed out is not: bellowsd answers every request the
+ * DEALER queued while it started, so more replies than the first may
+ * come. */
+static bool
+status_answers(const com_msg *m, const char *job)
 {
+	const com_status_reply *st = &m->u.status_reply;
+
+	if (m->type != COM_MSG_STATUS_REPLY)
+		return false;
+	if (strcmp(job, "-") == 0)
+		return st->n_jobs == 0;
+	return st->n_jobs > 0 && st->jobs[0].job != NULL &&
+	    strcmp(st->jobs[0].job, job) == 0;
+}
+
+/* Asks STATUS of `job` for the daemon's counters (*ret, its pointers
+ * NULL) and, with ret_policy, the policies bellowsd configured for the
+ * job ("" when no entry matches it). Replies left from earlier requests
+ * are dropped. Returns 0, or -1 with no answer within timeout_ms (for a
+ * job bellowsd does not know, always). */
+static int
+status_of(bench_run *b, const char *job, int timeout_ms, com_status_reply *ret,
+    char *ret_policy, size_t policy_len)
+{
+	uint64_t deadline = com_clock_ms() + (uint64_t)timeout_ms;
 	com_msg req, reply;
 
+	while (recv_msg(b, b->status, 0, &reply) == 0)
+		com_msg_fini(&reply);
 	com_msg_init(&req, COM_MSG_STATUS_REQUEST);
-	req.u.status_request.job = (char *)"-"; /* no such job */
+	req.u.status_request.job = (char *)job;
 	if (send_msg(b->status, &req) != 0)
 		return -1;
-	if (recv_msg(b, b->status, timeout_ms, &reply) != 0)
-		return -1;
-	if (reply.type != COM_MSG_STATUS_REPLY) {
+	for (;;) {
+		uint64_t now = com_clock_ms();
+
+		if (now >= deadline ||
+		    recv_msg(b, b->status, (int)(deadline - now), &reply) != 0)
+			return -1;
+		if (status_answers(&reply, job))
+			break;
 		com_msg_fini(&reply);
-		return -1;
 	}
+	if (ret_policy != NULL)
+		snprintf(ret_policy, policy_len, "%s",
+		    reply.u.status_reply.n_jobs > 0 &&
+			    reply.u.status_reply.jobs[0].policy != NULL
+			? reply.u.status_reply.jobs[0].policy
+			: "");
 	*ret = reply.u.status_reply;
 	ret->jobs = NULL;
 	ret->n_jobs = 0;
@@ -366,12 +463,45 @@ status(bench_run *b, int timeout_ms, com_status_reply *ret)
 	ret->events = NULL;
 	ret->n_events = 0;
 	ret->store_error = NULL;
+	ret->store_path = NULL;
 	com_msg_fini(&reply);
 	return 0;
 }
 
+/* Asks STATUS (of no job, so the reply stays small) for the counters. */
+static int
+status(bench_run *b, int timeout_ms, com_status_reply *ret)
+{
+	return status_of(b, "-", timeout_ms, ret, NULL, 0); /* no such job */
+}
+
+/* Ranks of job j: rank g of the run is job g % n_jobs's rank
+ * g / n_jobs. */
+static uint32_t
+job_world(const bench_run *b, uint32_t j)
+{
+	return b->world / b->n_jobs + (j < b->world % b->n_jobs ? 1 : 0);
+}
+
+/* The index of the job called `name` (PREFIX-j), or -1 for a name the
+ * bench did not give. */
+static int
+job_index(const bench_run *b, const char *name)
+{
+	size_t n = strlen(b->o->job_prefix);
+	unsigned long j;
+	char *end;
+
+	if (name == NULL || strncmp(name, b->o->job_prefix, n) != 0 ||
+	    name[n] != '-' || name[n + 1] < '0' || name[n + 1] > '9')
+		return -1;
+	j = strtoul(name + n + 1, &end, 10);
+	return *end == '\0' && j < b->n_jobs ? (int)j : -1;
+}
+
 /* Reads the decisions that arrived; waits up to timeout_ms for the
- * first. Tracks the highest window answered and when. */
+ * first. Tracks each job's highest window answered, and when the last
+ * of those rose. */
 static void
 read_decisions(bench_run *b, int timeout_ms)
 {
@@ -396,10 +526,16 @@ read_decisions(bench_run *b, int timeout_ms)
 		}
 		if (com_wire_decode(zmq_msg_data(&body), zmq_msg_size(&body),
 			&b->limits, &m) == 0 &&
-		    m.type == COM_MSG_DECISION &&
-		    m.u.decision.window > b->answered) {
-			b->answered = m.u.decision.window;
-			b->answered_ns = t;
+		    m.type == COM_MSG_DECISION) {
+			int j = job_index(b, m.u.decision.job);
+
+			if (j >= 0 && m.u.decision.window > b->answered[j]) {
+				b->answered[j] = m.u.decision.window;
+				b->answered_ns = t;
+			}
+			if (m.u.decision.policy != NULL &&
+			    m.u.decision.policy[0] != '\0')
+				b->changed++;
 		}
 		com_msg_fini(&m);
 		zmq_msg_close(&topic);
@@ -407,26 +543,34 @@ read_decisions(bench_run *b, int timeout_ms)
 	}
 }
 
-/* Waits until the decision answering window w (window field w + 1) was
- * received. Returns 0, or -1 on timeout. */
+/* Waits until every job's decision answering window w (window field
+ * w + 1) was received; b->answered_ns is then when the last of them
+ * came. Returns 0, or -1 (said on stderr) when a job has none within
+ * WAIT_MS: bellowsd answers every window it closes, whatever its
+ * policies decide, so a missing decision means a lost report or a
+ * stalled daemon, never a quiet policy. */
 static int
 wait_answered(bench_run *b, uint64_t w)
 {
 	uint64_t deadline = com_clock_ms() + WAIT_MS;
+	uint32_t j = 0;
 
-	while (b->answered < w + 1) {
+	for (;;) {
 		uint64_t now = com_clock_ms();
 
+		while (j < b->n_jobs && b->answered[j] >= w + 1)
+			j++;
+		if (j == b->n_jobs)
+			return 0;
 		if (now >= deadline) {
 			fprintf(stderr,
-			    "ingest: no decision for window %" PRIu64
+			    "ingest: no decision for job '%s' window %" PRIu64
 			    " within %d ms (last answered %" PRIu64 ")\n",
-			    w, WAIT_MS, b->answered);
+			    b->names[j], w, WAIT_MS, b->answered[j]);
 			return -1;
 		}
 		read_decisions(b, (int)(deadline - now));
 	}
-	return 0;
 }
 
 static void
@@ -441,7 +585,8 @@ layer_table(const bench_opts *o, com_layer_info *layers, char (*names)[24])
 	}
 }
 
-/* Encodes rank r's report of window w. */
+/* Encodes rank r's report of window w (r counts the ranks of all jobs;
+ * the report is its job's rank r / n_jobs). */
 static int
 encode_report(const bench_run *b, com_layer_stats *ls, uint32_t r, uint64_t w,
     uint8_t **ret_buf, size_t *ret_len)
@@ -462,8 +607,8 @@ encode_report(const bench_run *b, com_layer_stats *ls, uint32_t r, uint64_t w,
 			.observed_steps = BENCH_STEPS };
 	}
 	com_msg_init(&m, COM_MSG_REPORT);
-	rep->job = (char *)BENCH_JOB;
-	rep->rank = r;
+	rep->job = b->names[r % b->n_jobs];
+	rep->rank = r / b->n_jobs;
 	rep->window = w;
 	rep->first_step = w * BENCH_STEPS;
 	rep->last_step = w * BENCH_STEPS + BENCH_STEPS - 1;
@@ -524,21 +669,67 @@ curve_client(const bench_run *b, void *sock)
 	zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, b->client.secret_key, 40);
 }
 
+/* Names the run's jobs and makes their decision counters. Returns 0, or
+ * -1 out of memory. */
 static int
-run_open(bench_run *b)
+run_jobs(bench_run *b)
 {
-	const char *argv[14];
-	com_status_reply st;
-	uint64_t deadline;
-	int zero = 0, hwm = 100000;
+	b->n_jobs = b->o->jobs;
+	b->names = calloc(b->n_jobs, sizeof(*b->names));
+	b->answered = calloc(b->n_jobs, sizeof(*b->answered));
+	if (b->names == NULL || b->answered == NULL)
+		return -1;
+	for (uint32_t j = 0; j < b->n_jobs; j++)
+		snprintf(b->names[j], sizeof(b->names[j]), "%s-%u",
+		    b->o->job_prefix, j);
+	return 0;
+}
 
+/* A TCP port on 127.0.0.1 that was free a moment ago (the kernel's
+ * choice for port 0), for bellowsd to bind; or -1. Another process may
+ * take it before bellowsd does: the run then fails at the start, said. */
+static int
+free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd < 0)
+		return -1;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+/* Makes the private directory, the endpoints' and files' names, the
+ * keys (with curve) and bellowsd's configuration. Returns 0, or -1 said
+ * on stderr. */
+static int
+run_files(bench_run *b)
+{
 	snprintf(b->dir, sizeof(b->dir), "/tmp/bellows-ingest.XXXXXX");
 	if (mkdtemp(b->dir) == NULL) {
 		perror("ingest: mkdtemp");
 		return -1;
 	}
-	snprintf(b->ctl, sizeof(b->ctl), "ipc://%s/control", b->dir);
-	snprintf(b->pub, sizeof(b->pub), "ipc://%s/publish", b->dir);
+	if (b->o->tcp) {
+		int ctl = free_port(), pub = free_port();
+
+		if (ctl < 0 || pub < 0 || ctl == pub) {
+			fprintf(stderr,
+			    "ingest: no free TCP port on 127.0.0.1\n");
+			return -1;
+		}
+		snprintf(b->ctl, sizeof(b->ctl), "tcp://127.0.0.1:%d", ctl);
+		snprintf(b->pub, sizeof(b->pub), "tcp://127.0.0.1:%d", pub);
+	} else {
+		snprintf(b->ctl, sizeof(b->ctl), "ipc://%s/control", b->dir);
+		snprintf(b->pub, sizeof(b->pub), "ipc://%s/publish", b->dir);
+	}
 	snprintf(b->cfg, sizeof(b->cfg), "%s/bench.yaml", b->dir);
 	snprintf(b->log, sizeof(b->log), "%s/bellowsd.log", b->dir);
 	snprintf(b->db, sizeof(b->db), "%s/history.db", b->dir);
@@ -557,10 +748,19 @@ run_open(bench_run *b)
 			return -1;
 		}
 	}
-	if (write_config(b->cfg, b->curve) != 0) {
+	if (write_config(b->cfg, b->curve, b->n_jobs, b->o->policy_text) != 0) {
 		perror("ingest: writing the configuration");
 		return -1;
 	}
+	return 0;
+}
+
+/* Starts bellowsd on the run's files. Returns 0, or -1 said on stderr. */
+static int
+run_daemon(bench_run *b)
+{
+	const char *argv[14];
+
 	argv[0] = b->o->bellowsd;
 	argv[1] = "--policy";
 	argv[2] = b->cfg;
@@ -584,6 +784,21 @@ run_open(bench_run *b)
 		perror("ingest: fork");
 		return -1;
 	}
+	return 0;
+}
+
+/* Starts bellowsd, waits for its STATUS answer and connects the bench's
+ * sockets: the SUB subscribed to every job's decisions. Returns 0, or -1
+ * said on stderr; run_close undoes a half-done open. */
+static int
+run_open(bench_run *b)
+{
+	com_status_reply st;
+	uint64_t deadline;
+	int zero = 0, hwm = 100000;
+
+	if (run_jobs(b) != 0 || run_files(b) != 0 || run_daemon(b) != 0)
+		return -1;
 	com_limits_default(&b->limits);
 	b->zctx = zmq_ctx_new();
 	b->status = zmq_socket(b->zctx, ZMQ_DEALER);
@@ -591,8 +806,14 @@ run_open(bench_run *b)
 	zmq_setsockopt(b->status, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_setsockopt(b->sub, ZMQ_LINGER, &zero, sizeof(zero));
 	zmq_setsockopt(b->sub, ZMQ_RCVHWM, &hwm, sizeof(hwm));
-	zmq_setsockopt(b->sub, ZMQ_SUBSCRIBE, "d:" BENCH_JOB,
-	    sizeof("d:" BENCH_JOB));
+	for (uint32_t j = 0; j < b->n_jobs; j++) {
+		char topic[JOB_NAME_MAX + 2];
+		int n = snprintf(topic, sizeof(topic), "d:%s", b->names[j]);
+
+		/* With its NUL: exactly this job (bellowsd's topics end in
+		 * one), which CURVE's per-job read rights also accept. */
+		zmq_setsockopt(b->sub, ZMQ_SUBSCRIBE, topic, (size_t)n + 1);
+	}
 	curve_client(b, b->status);
 	curve_client(b, b->sub);
 	if (zmq_connect(b->status, b->ctl) != 0 ||
@@ -603,6 +824,12 @@ run_open(bench_run *b)
 		if (com_clock_ms() >= deadline) {
 			fprintf(stderr, "ingest: %s did not answer at %s\n",
 			    b->o->bellowsd, b->ctl);
+			if (b->o->policy != NULL)
+				fprintf(stderr,
+				    "ingest: its configuration is %s, line "
+				    "for line, then the bench's daemon "
+				    "section\n",
+				    b->o->policy);
 			print_log_tail(b->log);
 			return -1;
 		}
@@ -619,7 +846,7 @@ run_open(bench_run *b)
 		if (zmq_connect(b->dealers[i], b->ctl) != 0)
 			return -1;
 	}
-	/* The SUB's subscription travels asynchronously: give it time to
+	/* The SUB's subscriptions travel asynchronously: give them time to
 	 * reach the PUB before the first decision is published. */
 	sleep_ms(200);
 	return 0;
@@ -656,6 +883,8 @@ run_close(bench_run *b)
 		snprintf(path, sizeof(path), "%s/clients", b->dir);
 		rmdir(path);
 	}
+	free(b->names);
+	free(b->answered);
 	if (b->store) {
 		static const char *const ext[] = { "", "-wal", "-shm" };
 
@@ -684,9 +913,9 @@ run_join(bench_run *b)
 		com_msg m;
 
 		com_msg_init(&m, COM_MSG_HELLO);
-		m.u.hello.job = (char *)BENCH_JOB;
-		m.u.hello.rank = r;
-		m.u.hello.world = b->world;
+		m.u.hello.job = b->names[r % b->n_jobs];
+		m.u.hello.rank = r / b->n_jobs;
+		m.u.hello.world = job_world(b, r % b->n_jobs);
 		m.u.hello.n_layers = b->o->layers;
 		m.u.hello.layers = layers;
 		m.u.hello.agent_version = (char *)"bench";
@@ -725,6 +954,39 @@ out:
 	free(layers);
 	free(names);
 	return rc;
+}
+
+/* Asks STATUS which policies each job runs: a job that matches no
+ * entry of the configuration would run none, and the run would measure
+ * bellowsd without them, so that is an error. Job 0's go to
+ * res->policy. Returns 0, or -1 said on stderr. */
+static int
+run_policies(bench_run *b, bench_result *res)
+{
+	for (uint32_t j = 0; j < b->n_jobs; j++) {
+		char policy[sizeof(res->policy)];
+		com_status_reply st;
+
+		if (status_of(b, b->names[j], WAIT_MS, &st, policy,
+			sizeof(policy)) != 0) {
+			fprintf(stderr, "ingest: no STATUS of job '%s'\n",
+			    b->names[j]);
+			return -1;
+		}
+		if (policy[0] == '\0') {
+			fprintf(stderr,
+			    "ingest: job '%s' matches no `match:` of %s: it "
+			    "would run without policies (name the jobs with "
+			    "--job-prefix)\n",
+			    b->names[j],
+			    b->o->policy != NULL ? b->o->policy
+						 : "the configuration");
+			return -1;
+		}
+		if (j == 0)
+			memcpy(res->policy, policy, sizeof(policy));
+	}
+	return 0;
 }
 
 /* ---- phases ------------------------------------------------------------ */
@@ -811,6 +1073,44 @@ phase_sequential(bench_run *b, uint64_t w0, uint32_t n, bool isolated,
 	}
 	*ret_n = k;
 	rc = 0;
+out:
+	if (bufs != NULL)
+		free_window(b, bufs);
+	free(bufs);
+	free(lens);
+	free(ls);
+	return rc;
+}
+
+/* Windows [w0, w0 + n), untimed, up to PIPE_DEPTH in flight: history
+ * for the pipelined phase to be measured after (--history). Each window
+ * is encoded as it is sent, so n is bounded by time, not memory.
+ * Returns 0 once every job's decision for the last came, or -1 said on
+ * stderr. */
+static int
+phase_fill(bench_run *b, uint64_t w0, uint32_t n)
+{
+	uint8_t **bufs = calloc(b->world, sizeof(*bufs));
+	size_t *lens = calloc(b->world, sizeof(*lens));
+	com_layer_stats *ls = calloc(b->o->layers, sizeof(*ls));
+	int rc = -1;
+
+	if (bufs == NULL || lens == NULL || ls == NULL)
+		goto out;
+	for (uint64_t w = w0; w < w0 + n; w++) {
+		if (w >= w0 + PIPE_DEPTH &&
+		    wait_answered(b, w - PIPE_DEPTH) != 0)
+			goto out;
+		if (encode_window(b, ls, w, bufs, lens) != 0)
+			goto out;
+		for (uint32_t r = 0; r < b->world; r++) {
+			if (send_report(b, r, bufs[r], lens[r]) != 0)
+				goto out;
+		}
+		free_window(b, bufs);
+		read_decisions(b, 0);
+	}
+	rc = n > 0 ? wait_answered(b, w0 + n - 1) : 0;
 out:
 	if (bufs != NULL)
 		free_window(b, bufs);
@@ -915,9 +1215,11 @@ run_one(const bench_opts *o, uint32_t world, bool store, bool curve, bool perf,
 	res->world = world;
 	res->store = store;
 	res->curve = curve;
+	res->jobs = o->jobs;
 	b.store = store;
 	b.curve = curve;
-	if (lat == NULL || run_open(&b) != 0 || run_join(&b) != 0)
+	if (lat == NULL || run_open(&b) != 0 || run_join(&b) != 0 ||
+	    run_policies(&b, res) != 0)
 		goto out;
 	if (phase_sequential(&b, w, o->windows, false, lat, &n) != 0)
 		goto out;
@@ -929,6 +1231,10 @@ run_one(const bench_opts *o, uint32_t world, bool store, bool curve, bool perf,
 	res->last_p50 = percentile(lat, n, 0.50);
 	res->last_p99 = percentile(lat, n, 0.99);
 	w += o->windows;
+	if (o->history > w && phase_fill(&b, w, o->history - w) != 0)
+		goto out;
+	w = o->history > w ? o->history : w;
+	res->history = w;
 	if (phase_pipelined(&b, w, pipe_windows, perf, res) != 0)
 		goto out;
 	if (wait_ingested(&b, b.reports_sent) != 0 ||
@@ -938,6 +1244,7 @@ run_one(const bench_opts *o, uint32_t world, bool store, bool curve, bool perf,
 	res->layer_stats = st.layer_stats;
 	res->dropped = st.dropped;
 	res->decisions = st.decisions;
+	res->changed = b.changed;
 	res->store_dropped = st.store_dropped;
 	res->store_degraded = st.store_degraded;
 	res->ok = st.reports == b.reports_sent &&
@@ -996,8 +1303,94 @@ parse_u32(const char *text, uint32_t min, uint32_t max, uint32_t *ret)
 	return 0;
 }
 
-int
-main(int argc, char **argv)
+/* Reads the policy file `path` into *ret_text (the caller's), for
+ * write_config to put after the bench's own daemon section: so it may
+ * hold no `daemon:` key and no document marker (one document, jobs
+ * only). Returns 0, or -1 said on stderr. */
+static int
+read_policy(const char *path, char **ret_text)
+{
+	FILE *f = fopen(path, "r");
+	char *text = NULL, line[1024];
+	size_t len = 0;
+
+	if (f == NULL) {
+		fprintf(stderr, "ingest: --policy: cannot read '%s': %s\n",
+		    path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		size_t n = strlen(line);
+		char *grown;
+
+		if (strncmp(line, "daemon", 6) == 0 ||
+		    strncmp(line, "---", 3) == 0 || line[0] == '%') {
+			fprintf(stderr,
+			    "ingest: --policy: '%s': the bench writes the "
+			    "daemon section itself; give only `jobs:` (one "
+			    "document, no `daemon:`)\n",
+			    path);
+			goto fail;
+		}
+		if ((grown = realloc(text, len + n + 1)) == NULL)
+			goto fail;
+		text = grown;
+		memcpy(text + len, line, n + 1);
+		len += n;
+	}
+	if (ferror(f) || text == NULL) {
+		fprintf(stderr, "ingest: --policy: cannot read '%s'%s\n", path,
+		    text == NULL ? ": empty" : "");
+		goto fail;
+	}
+	fclose(f);
+	*ret_text = text;
+	return 0;
+fail:
+	fclose(f);
+	free(text);
+	return -1;
+}
+
+/* True when `prefix` may start the jobs' names: 1 to JOB_PREFIX_MAX
+ * letters, digits, '.', '_' or '-', so that a name is a plain word in
+ * bellowsd's log, STATUS and a configuration's `match:` glob. */
+static bool
+prefix_valid(const char *prefix)
+{
+	size_t n = strlen(prefix);
+
+	if (n == 0 || n > JOB_PREFIX_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = prefix[i];
+
+		if (!(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') &&
+		    !(c >= '0' && c <= '9') && c != '.' && c != '_' && c != '-')
+			return false;
+	}
+	return true;
+}
+
+/* The value of a `--store` or `--curve` MODE: on, off or both. Returns 0,
+ * or -1 for anything else (*ret_on, *ret_off untouched). */
+static int
+parse_mode(const char *text, bool *ret_on, bool *ret_off)
+{
+	bool both = strcmp(text, "both") == 0;
+
+	if (!both && strcmp(text, "on") != 0 && strcmp(text, "off") != 0)
+		return -1;
+	*ret_on = both || strcmp(text, "on") == 0;
+	*ret_off = both || strcmp(text, "off") == 0;
+	return 0;
+}
+
+/* Parses the command line into *o. Returns 0 to run, 1 when --help was
+ * printed, or 2 (usage printed to stderr) on an unknown option, a value
+ * out of range or an extra argument: main's exit status. */
+static int
+parse_args(int argc, char **argv, bench_opts *o)
 {
 	static const struct option opts[] = {
 		{ "bellowsd", required_argument, NULL, 'b' },
@@ -1009,9 +1402,148 @@ main(int argc, char **argv)
 		{ "perf-record", required_argument, NULL, 'P' },
 		{ "store", required_argument, NULL, 'S' },
 		{ "curve", required_argument, NULL, 'C' },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "job-prefix", required_argument, NULL, 'J' },
+		{ "policy", required_argument, NULL, 'F' },
+		{ "tcp", no_argument, NULL, 'T' },
+		{ "history", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	int c, at = 0;
+
+	while ((c = getopt_long(argc, argv, "h", opts, &at)) != -1) {
+		int bad = 0;
+
+		switch (c) {
+		case 'b':
+			o->bellowsd = optarg;
+			break;
+		case 'r':
+			bad = parse_ranks(optarg, o);
+			break;
+		case 'l':
+			bad = parse_u32(optarg, 1, 65536, &o->layers);
+			break;
+		case 'w':
+			bad = parse_u32(optarg, 1, 100000, &o->windows);
+			break;
+		case 'p':
+			bad = parse_u32(optarg, 1, 10000000, &o->pipe_reports);
+			break;
+		case 's':
+			bad = parse_u32(optarg, 1, MAX_SOCKETS, &o->sockets);
+			break;
+		case 'P':
+			o->perf_out = optarg;
+			break;
+		case 'S':
+			bad = parse_mode(optarg, &o->store_on, &o->store_off);
+			break;
+		case 'C':
+			bad = parse_mode(optarg, &o->curve_on, &o->curve_off);
+			break;
+		case 'j':
+			bad = parse_u32(optarg, 1, MAX_JOBS, &o->jobs);
+			break;
+		case 'J':
+			o->job_prefix = optarg;
+			bad = prefix_valid(optarg) ? 0 : -1;
+			break;
+		case 'T':
+			o->tcp = true;
+			break;
+		case 'H':
+			bad = parse_u32(optarg, 0, 10000000, &o->history);
+			break;
+		case 'F':
+			o->policy = optarg;
+			free(o->policy_text);
+			o->policy_text = NULL;
+			if (read_policy(optarg, &o->policy_text) != 0)
+				return 2;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		default:
+			usage(stderr);
+			return 2;
+		}
+		if (bad != 0) {
+			fprintf(stderr, "ingest: --%s: bad value '%s'\n",
+			    opts[at].name, optarg);
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "ingest: unexpected argument '%s'\n",
+		    argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	for (uint32_t i = 0; i < o->n_ranks; i++) {
+		if (o->ranks[i] < o->jobs) {
+			fprintf(stderr,
+			    "ingest: --jobs %u: more jobs than the %u ranks "
+			    "of a run\n",
+			    o->jobs, o->ranks[i]);
+			return 2;
+		}
+	}
+	return 0;
+}
+
+/* One line of the results table, as the run ends. */
+static void
+print_result(const bench_result *r)
+{
+	printf("%6u %5u %5s %5s %6" PRIu64
+	       " %10.0f %9.0f %6.1f %7.2f %4.0f%% %4.0f%% "
+	       "%8.3f %8.3f %7.3f %7.3f\n",
+	    r->world, r->jobs, r->store ? "on" : "off", r->curve ? "on" : "off",
+	    r->history, r->stats_per_s, r->reports_per_s, r->mb_per_s,
+	    r->us_per_report, 100.0 * r->loop_cpu, 100.0 * r->io_cpu,
+	    r->burst_p50, r->burst_p99, r->last_p50, r->last_p99);
+	fflush(stdout);
+}
+
+/* STATUS's counters of every run, then the summary line of each run at
+ * the largest rank count. */
+static void
+print_totals(const bench_opts *o, const bench_result *res, uint32_t n_res)
+{
+	printf("\n%7s %5s %5s %12s %12s %9s %9s %9s %9s %s\n", "ranks", "jobs",
+	    "store", "reports", "layer_stats", "dropped", "decisions",
+	    "changed", "rows_lost",
+	    "(bellowsd STATUS at the end, all jobs; changed: decisions "
+	    "received that a policy changed something in)");
+	for (uint32_t i = 0; i < n_res; i++)
+		printf("%7u %5u %5s %12" PRIu64 " %12" PRIu64 " %9" PRIu64
+		       " %9" PRIu64 " %9" PRIu64 " %9" PRIu64 " %s\n",
+		    res[i].world, res[i].jobs, res[i].store ? "on" : "off",
+		    res[i].reports, res[i].layer_stats, res[i].dropped,
+		    res[i].decisions, res[i].changed, res[i].store_dropped,
+		    res[i].ok ? "ok" : "MISMATCH");
+	for (uint32_t i = 0; i < n_res; i++) {
+		const bench_result *last = &res[i];
+
+		if (last->world != o->ranks[o->n_ranks - 1])
+			continue;
+		printf("ingest: layer_stats/s=%.0f p50_ms=%.3f p99_ms=%.3f "
+		       "(ranks=%u, jobs=%u, store %s%s%s, policy %s, after "
+		       "%" PRIu64 " windows)\n",
+		    last->stats_per_s, last->last_p50, last->last_p99,
+		    last->world, last->jobs, last->store ? "on" : "off",
+		    last->curve ? ", curve on" : "", o->tcp ? ", tcp" : "",
+		    last->policy, last->history);
+	}
+}
+
+int
+main(int argc, char **argv)
+{
 	bench_opts o = { .bellowsd = BENCH_BELLOWSD,
 		.ranks = { 10, 100, 1000 },
 		.n_ranks = 3,
@@ -1021,89 +1553,41 @@ main(int argc, char **argv)
 		.sockets = 8,
 		.store_on = true,
 		.store_off = true,
-		.curve_off = true };
+		.curve_off = true,
+		.jobs = 1,
+		.job_prefix = "ingest" };
 	bench_result res[4 * MAX_RANK_COUNTS];
-	const bench_result *last;
 	uint32_t n_res = 0;
 	bool ok = true;
-	int c;
+	int rc;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		int bad = 0;
-
-		switch (c) {
-		case 'b':
-			o.bellowsd = optarg;
-			break;
-		case 'r':
-			bad = parse_ranks(optarg, &o);
-			break;
-		case 'l':
-			bad = parse_u32(optarg, 1, 65536, &o.layers);
-			break;
-		case 'w':
-			bad = parse_u32(optarg, 1, 100000, &o.windows);
-			break;
-		case 'p':
-			bad = parse_u32(optarg, 1, 10000000, &o.pipe_reports);
-			break;
-		case 's':
-			bad = parse_u32(optarg, 1, MAX_SOCKETS, &o.sockets);
-			break;
-		case 'P':
-			o.perf_out = optarg;
-			break;
-		case 'S':
-			o.store_on = strcmp(optarg, "off") != 0;
-			o.store_off = strcmp(optarg, "on") != 0;
-			bad = strcmp(optarg, "on") != 0 &&
-			    strcmp(optarg, "off") != 0 &&
-			    strcmp(optarg, "both") != 0;
-			break;
-		case 'C':
-			o.curve_on = strcmp(optarg, "off") != 0;
-			o.curve_off = strcmp(optarg, "on") != 0;
-			bad = strcmp(optarg, "on") != 0 &&
-			    strcmp(optarg, "off") != 0 &&
-			    strcmp(optarg, "both") != 0;
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-		if (bad != 0) {
-			fprintf(stderr, "ingest: bad value '%s'\n", optarg);
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind < argc) {
-		usage(stderr);
-		return 2;
-	}
+	if ((rc = parse_args(argc, argv, &o)) != 0)
+		return rc == 1 ? 0 : rc;
 	signal(SIGPIPE, SIG_IGN);
 	printf("ingest: bellowsd %s, %u layers per report, %u sockets, "
-	       "%u windows per latency phase, %u reports pipelined\n",
-	    o.bellowsd, o.layers, o.sockets, o.windows, o.pipe_reports);
-	printf("%6s %5s %5s %10s %9s %6s %7s %5s %5s %8s %8s %7s %7s\n",
-	    "ranks", "store", "curve", "stats/s", "reports/s", "MB/s", "us/rep",
-	    "loop", "zmq", "burst50", "burst99", "last50", "last99");
+	       "%u windows per latency phase, %u reports pipelined, "
+	       "%u jobs (%s-0..), policies %s, %s endpoints\n",
+	    o.bellowsd, o.layers, o.sockets, o.windows, o.pipe_reports, o.jobs,
+	    o.job_prefix,
+	    o.policy != NULL ? o.policy : "fixed level 2 (built in)",
+	    o.tcp ? "tcp://127.0.0.1" : "ipc://");
+	printf("%6s %5s %5s %5s %6s %10s %9s %6s %7s %5s %5s %8s %8s %7s "
+	       "%7s\n",
+	    "ranks", "jobs", "store", "curve", "hist", "stats/s", "reports/s",
+	    "MB/s", "us/rep", "loop", "zmq", "burst50", "burst99", "last50",
+	    "last99");
 	fflush(stdout);
 	for (uint32_t i = 0; i < o.n_ranks; i++) {
 		for (int m = 0; m < 4; m++) {
 			bool store = (m & 1) == 0, curve = (m & 2) != 0;
 			bool perf = o.perf_out != NULL && i + 1 == o.n_ranks &&
-			    store;
+			    store && !curve;
 			bench_result *r = &res[n_res];
 
 			if ((store && !o.store_on) ||
 			    (!store && !o.store_off) ||
 			    (curve && !o.curve_on) || (!curve && !o.curve_off))
 				continue;
-			perf = perf && !curve;
 			if (run_one(&o, o.ranks[i], store, curve, perf, r) !=
 			    0) {
 				fprintf(stderr,
@@ -1111,39 +1595,15 @@ main(int argc, char **argv)
 				    "failed\n",
 				    o.ranks[i], store ? "on" : "off",
 				    curve ? "on" : "off");
+				free(o.policy_text);
 				return 1;
 			}
 			n_res++;
-			printf("%6u %5s %5s %10.0f %9.0f %6.1f %7.2f %4.0f%% "
-			       "%4.0f%% %8.3f %8.3f %7.3f %7.3f\n",
-			    r->world, store ? "on" : "off",
-			    curve ? "on" : "off", r->stats_per_s,
-			    r->reports_per_s, r->mb_per_s, r->us_per_report,
-			    100.0 * r->loop_cpu, 100.0 * r->io_cpu,
-			    r->burst_p50, r->burst_p99, r->last_p50,
-			    r->last_p99);
-			fflush(stdout);
+			print_result(r);
 			ok = ok && r->ok;
 		}
 	}
-	printf("\n%7s %5s %12s %12s %9s %9s %9s %s\n", "ranks", "store",
-	    "reports", "layer_stats", "dropped", "decisions", "rows_lost",
-	    "(bellowsd STATUS at the end)");
-	for (uint32_t i = 0; i < n_res; i++)
-		printf("%7u %5s %12" PRIu64 " %12" PRIu64 " %9" PRIu64
-		       " %9" PRIu64 " %9" PRIu64 " %s\n",
-		    res[i].world, res[i].store ? "on" : "off", res[i].reports,
-		    res[i].layer_stats, res[i].dropped, res[i].decisions,
-		    res[i].store_dropped, res[i].ok ? "ok" : "MISMATCH");
-	for (uint32_t i = 0; i < n_res; i++) {
-		last = &res[i];
-		if (last->world != o.ranks[o.n_ranks - 1])
-			continue;
-		printf("ingest: layer_stats/s=%.0f p50_ms=%.3f p99_ms=%.3f "
-		       "(ranks=%u, store %s%s)\n",
-		    last->stats_per_s, last->last_p50, last->last_p99,
-		    last->world, last->store ? "on" : "off",
-		    last->curve ? ", curve on" : "");
-	}
+	print_totals(&o, res, n_res);
+	free(o.policy_text);
 	return ok ? 0 : 1;
 }
