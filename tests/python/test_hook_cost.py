@@ -31,6 +31,18 @@ jobs:
       - type: fixed
         layers: {min_ndim: 2}
         params: {level: 1}
+  - match: "cost-resid-read*"     # resireduce reads residual statistics
+    policies:
+      - type: fixed
+        layers: {min_ndim: 2}
+        params: {level: 0.1}
+      - type: resireduce
+        layers: {min_ndim: 2}
+  - match: "cost-resid-*"          # fixed reads none
+    policies:
+      - type: fixed
+        layers: {min_ndim: 2}
+        params: {level: 0.1}
   - match: "cost-sampled*"        # perfmodel reads per-layer raw times
     policies:
       - type: fixed
@@ -204,6 +216,43 @@ class HookCostTest(unittest.TestCase):
         # perfmodel reads comm_raw_ms: one step in 2 sampled.
         self.assertEqual([(s, False, s % 2 == 0) for s, _, _ in times],
                          times)
+
+    def test_residual_statistics_are_measured_only_while_a_policy_reads_them(
+            self):
+        import bellows.torch as bt
+
+        d = self.daemon
+        x = torch.randn(4, 8)
+        seen = {}
+        for job in ("cost-resid-fixed", "cost-resid-read"):
+            torch.manual_seed(0)
+            ddp = torch.nn.parallel.DistributedDataParallel(
+                torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(),
+                                    torch.nn.Linear(64, 8)))
+            agent = bt.attach(ddp, job, control=d.control,
+                              publish=d.publish, compressor="topk",
+                              time_every=0, window_steps=4, run_id=job)
+            res = agent.hook.compressor.residuals
+            measured = []
+            try:
+                for _ in range(12):
+                    agent.step_begin()
+                    ddp(x).sum().backward()
+                    seq = agent.decision.seq
+                    if seq > 0:
+                        measured.append((res.observing, len(res.stats)))
+                    agent.step_end(lr=0.01)
+            finally:
+                agent.close()
+                del agent, ddp
+            seen[job] = measured
+        fixed, read = seen["cost-resid-fixed"], seen["cost-resid-read"]
+        print(f"\n  (observing, layers measured) per step: {seen}", end="")
+        self.assertTrue(fixed and read, seen)
+        # Both matrices top-k with error feedback in every step; their
+        # residuals measured only where resireduce is in force.
+        self.assertEqual(fixed, [(False, 0)] * len(fixed))
+        self.assertEqual(read, [(True, 2)] * len(read))
 
     def test_overlapped_work_per_step_is_linear_in_the_parameters(self):
         ov = self.scaling("cost-2bit")

@@ -472,6 +472,7 @@ class _Base:
             self.residuals = Residuals(self.errors)
             self.residuals.plan, self.residuals.shapes = old.plan, old.shapes
             self.residuals.planned = old.planned
+            self.residuals.observing = old.observing
         else:
             self.errors.pop(layer, None)
 

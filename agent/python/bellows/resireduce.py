@@ -163,6 +163,10 @@ class Residuals:
                                      torch.Tensor]] = {}
         self.ef: set[int] = set()  # layers that ever had a residual
         self.sample = sample
+        # False: end() leaves the residual statistics out (no policy in
+        # force reads them: the decision's stats_skip); they cost two
+        # passes over every compressed tensor and a sort of a sample.
+        self.observing = True
         self.stats: dict[int, tuple[float, float, float, float, float]] = {}
         self.peak_floats = 0  # most floats held at once (with accumulators)
         # False: plans are ignored (every layer its own residual), for
@@ -402,6 +406,8 @@ class Residuals:
     # -- statistics and memory -------------------------------------------
 
     def _observe(self, layer: int, r: torch.Tensor) -> None:
+        if not self.observing:
+            return
         f = r.detach().float()
         n = f.numel()
         l1 = float(f.abs().sum().item())

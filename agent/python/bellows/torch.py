@@ -667,6 +667,21 @@ class TorchAgent:
     _TIMES = ("comm_raw_ms", "comm_raw_n", "comm_comp_ms", "comm_comp_n",
               "codec_ms")
 
+    # The residual statistics (error feedback, ResiReduce's policy).
+    _RESID = ("resid_steps", "resid_l1", "resid_l2", "resid_q50",
+              "resid_q90", "resid_q99", "resid_floats")
+
+    def _resid_read(self, d: Decision) -> bool:
+        """True when a policy in force reads the residual statistics (or
+        the decision does not say): Residuals then measures them at every
+        compressed tensor; under fixed or accordion alone it does not."""
+        if d.stats_skip == 0:
+            return True
+        try:
+            return not d.skips(*self._RESID)
+        except KeyError:
+            return True
+
     def _times_read(self, d: Decision) -> bool:
         """True when a policy in force reads per-layer times, so that one
         step in time_every is sampled: not when the decision skips every
@@ -705,6 +720,9 @@ class TorchAgent:
             self._apply_plan(step, d)
             self.agent.applied_levels(levels)
             self._sample = self._times_read(d)
+            residuals = getattr(self.hook.compressor, "residuals", None)
+            if residuals is not None:
+                residuals.observing = self._resid_read(d)
         elif self.residuals is not None:
             self.residuals.new_step()
         self.calibrating = self.agent.calibrating()
