@@ -1040,10 +1040,12 @@ class TopK(_Gathered):
             for g in gathered:
                 idx = g[ipos].view(torch.int32).long() + shift
                 out.index_add_(0, idx, g[vpos])
-        out.div_(world)
+        # The average written straight into each gradient: one pass over
+        # the sums instead of a division in place and then a copy.
         at = 0
         for (it, _), numel in zip(sparse, numels):
-            it.grad.copy_(out[at:at + numel].view_as(it.grad))
+            torch.div(out[at:at + numel].view_as(it.grad), world,
+                      out=it.grad)
             at += numel
 
 
