@@ -28,11 +28,8 @@
 #include "client/historyrows.h"
 
 typedef struct fixture {
-	char dir[64];               /* temporary directory */
-	char path[128];             /* the database in it */
-	char err[TOOL_HDB_ERR_MAX]; /* tool_hdb_open's message */
-	tool_hdb *db;               /* the opened database */
-	tool_hdb_result res;        /* the last answer */
+	hdb_tmp t;           /* the database, its directory and handle */
+	tool_hdb_result res; /* the last answer */
 } fixture;
 
 static int
@@ -40,12 +37,10 @@ setup(void **state)
 {
 	fixture *f = calloc(1, sizeof(*f));
 
-	if (f == NULL)
+	if (f == NULL || hdb_tmp_make(&f->t, "rows") != 0) {
+		free(f);
 		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-rows.XXXXXX");
-	if (mkdtemp(f->dir) == NULL)
-		return -1;
-	snprintf(f->path, sizeof(f->path), "%s/h.db", f->dir);
+	}
 	*state = f;
 	return 0;
 }
@@ -56,9 +51,7 @@ teardown(void **state)
 	fixture *f = *state;
 
 	tool_hdb_result_fini(&f->res);
-	tool_hdb_close(&f->db);
-	fixture_db_remove(f->path);
-	rmdir(f->dir);
+	hdb_tmp_done(&f->t);
 	free(f);
 	return 0;
 }
@@ -67,9 +60,7 @@ teardown(void **state)
 static void
 open_fixture(fixture *f, int version)
 {
-	assert_int_equal(fixture_db_create(f->path, version, 1), SQLITE_OK);
-	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
-	    0);
+	assert_int_equal(hdb_tmp_open(&f->t, version), 0);
 }
 
 /* Exports table t of run `run` into f->res, read as want[0..n) with the
@@ -81,7 +72,7 @@ static int export(fixture *f, tool_hdb_table t, int64_t run,
 
 	tool_hdb_result_fini(&f->res);
 	tool_hdb_result_sink(&f->res, want, n, need, &sink);
-	return tool_hdb_export(f->db, t, run, &sink);
+	return tool_hdb_export(f->t.db, t, run, &sink);
 }
 
 /* The runs table as a reader of it names its columns. */
@@ -154,7 +145,7 @@ test_historyrows_reads_an_older_files_later_column_as_empty(void **state)
 	assert_int_equal(f->res.cols.at[R_RUN_KEY], -1);
 	assert_string_equal(tool_hdb_text(&f->res, 0, R_RUN_KEY), "");
 
-	tool_hdb_close(&f->db);
+	tool_hdb_close(&f->t.db);
 	open_fixture(f, CTL_STORE_SCHEMA_VERSION);
 	assert_int_equal(export(f, TOOL_HDB_T_RUNS, 1, runs_cols, R_N,
 			     TOOL_HDB_COL(R_ID) | TOOL_HDB_COL(R_JOB)),

@@ -27,6 +27,7 @@
 #ifndef HDB_FIXTURE_H
 #define HDB_FIXTURE_H
 
+#include "client/historydb.h"
 #include "controller/store.h"
 #include "controller/store_schema.h"
 
@@ -34,7 +35,9 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define FIXTURE_START 1795305600000LL /* 2026-11-22T00:00:00.000Z */
 
@@ -205,6 +208,49 @@ fixture_db_create(const char *path, int version, int rows)
 		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
 	sqlite3_close(db);
 	return rc;
+}
+
+/* A fixture database in a temporary directory of its own, opened
+ * read-only through tool_hdb_open: what the history readers' tests
+ * share. */
+typedef struct hdb_tmp {
+	char dir[64];               /* temporary directory */
+	char path[128];             /* the database in it */
+	char err[TOOL_HDB_ERR_MAX]; /* tool_hdb_open's message */
+	tool_hdb *db;               /* the opened database, NULL before */
+} hdb_tmp;
+
+/* Makes t's directory, /tmp/bellows-TAG.XXXXXX, and names the database
+ * in it; opens nothing. Returns 0, or -1 when mkdtemp fails. */
+static inline int
+hdb_tmp_make(hdb_tmp *t, const char *tag)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(t->dir, sizeof(t->dir), "/tmp/bellows-%s.XXXXXX", tag);
+	if (mkdtemp(t->dir) == NULL)
+		return -1;
+	snprintf(t->path, sizeof(t->path), "%s/h.db", t->dir);
+	return 0;
+}
+
+/* Creates the fixture's database at schema `version` (one set of rows)
+ * and opens it into t->db. Returns 0, or -1 (t->err may say why). */
+static inline int
+hdb_tmp_open(hdb_tmp *t, int version)
+{
+	if (fixture_db_create(t->path, version, 1) != SQLITE_OK)
+		return -1;
+	return tool_hdb_open(t->path, &t->db, t->err, sizeof(t->err)) == 0 ? 0
+									   : -1;
+}
+
+/* Closes t's database and removes it and its directory. */
+static inline void
+hdb_tmp_done(hdb_tmp *t)
+{
+	tool_hdb_close(&t->db);
+	fixture_db_remove(t->path);
+	rmdir(t->dir);
 }
 
 #endif /* HDB_FIXTURE_H */

@@ -26,11 +26,8 @@
 #include <math.h>
 
 typedef struct fixture {
-	char dir[64];               /* temporary directory */
-	char path[128];             /* the database in it */
-	char err[TOOL_HDB_ERR_MAX]; /* tool_hdb_open's message */
-	tool_hdb *db;               /* the opened database */
-	tool_hdb_rows rows;         /* the last answer */
+	hdb_tmp t;          /* the database, its directory and handle */
+	tool_hdb_rows rows; /* the last answer */
 } fixture;
 
 static int
@@ -38,12 +35,10 @@ setup(void **state)
 {
 	fixture *f = calloc(1, sizeof(*f));
 
-	if (f == NULL)
+	if (f == NULL || hdb_tmp_make(&f->t, "hdb") != 0) {
+		free(f);
 		return -1;
-	snprintf(f->dir, sizeof(f->dir), "/tmp/bellows-hdb.XXXXXX");
-	if (mkdtemp(f->dir) == NULL)
-		return -1;
-	snprintf(f->path, sizeof(f->path), "%s/h.db", f->dir);
+	}
 	*state = f;
 	return 0;
 }
@@ -54,20 +49,16 @@ teardown(void **state)
 	fixture *f = *state;
 
 	tool_hdb_rows_fini(&f->rows);
-	tool_hdb_close(&f->db);
-	fixture_db_remove(f->path);
-	rmdir(f->dir);
+	hdb_tmp_done(&f->t);
 	free(f);
 	return 0;
 }
 
-/* Creates the fixture's database and opens it. */
+/* Creates the fixture's database at schema `version` and opens it. */
 static void
 open_fixture(fixture *f, int version)
 {
-	assert_int_equal(fixture_db_create(f->path, version, 1), SQLITE_OK);
-	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
-	    0);
+	assert_int_equal(hdb_tmp_open(&f->t, version), 0);
 }
 
 static tool_hdb_filter
@@ -90,7 +81,7 @@ ask(fixture *f, tool_hdb_question q, const tool_hdb_filter *flt)
 
 	tool_hdb_rows_fini(&f->rows);
 	tool_hdb_rows_sink(&f->rows, &sink);
-	assert_int_equal(tool_hdb_query(f->db, q, flt, &sink), 0);
+	assert_int_equal(tool_hdb_query(f->t.db, q, flt, &sink), 0);
 }
 
 static uint32_t
@@ -147,12 +138,13 @@ test_historydb_refuses_a_missing_file(void **state)
 {
 	fixture *f = *state;
 
-	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
+	assert_int_equal(tool_hdb_open(f->t.path, &f->t.db, f->t.err,
+			     sizeof(f->t.err)),
 	    BELLOWS_ENOTFOUND);
-	assert_null(f->db);
-	assert_non_null(strstr(f->err, "No such file"));
+	assert_null(f->t.db);
+	assert_non_null(strstr(f->t.err, "No such file"));
 	/* Read-only: opening did not create it. */
-	assert_int_not_equal(access(f->path, F_OK), 0);
+	assert_int_not_equal(access(f->t.path, F_OK), 0);
 }
 
 static void
@@ -161,16 +153,18 @@ test_historydb_refuses_a_newer_schema_with_a_clear_message(void **state)
 	fixture *f = *state;
 	char want[300];
 
-	assert_int_equal(fixture_db_create(f->path, TOOL_HDB_SCHEMA_MAX + 1, 1),
+	assert_int_equal(fixture_db_create(f->t.path, TOOL_HDB_SCHEMA_MAX + 1,
+			     1),
 	    SQLITE_OK);
-	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
+	assert_int_equal(tool_hdb_open(f->t.path, &f->t.db, f->t.err,
+			     sizeof(f->t.err)),
 	    BELLOWS_EVERSION);
-	assert_null(f->db);
+	assert_null(f->t.db);
 	snprintf(want, sizeof(want),
 	    "%s has schema version %d; this bellows reads up to %d (use a "
 	    "newer bellows)",
-	    f->path, TOOL_HDB_SCHEMA_MAX + 1, TOOL_HDB_SCHEMA_MAX);
-	assert_string_equal(f->err, want);
+	    f->t.path, TOOL_HDB_SCHEMA_MAX + 1, TOOL_HDB_SCHEMA_MAX);
+	assert_string_equal(f->t.err, want);
 }
 
 static void
@@ -180,22 +174,24 @@ test_historydb_refuses_a_database_that_is_no_history(void **state)
 	sqlite3 *db;
 	FILE *fp;
 
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_open(f->t.path, &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db, "CREATE TABLE t (x)", NULL, NULL,
 			     NULL),
 	    SQLITE_OK);
 	sqlite3_close(db);
-	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
+	assert_int_equal(tool_hdb_open(f->t.path, &f->t.db, f->t.err,
+			     sizeof(f->t.err)),
 	    BELLOWS_EVERSION);
-	assert_non_null(strstr(f->err, "is not a bellows history database"));
+	assert_non_null(strstr(f->t.err, "is not a bellows history database"));
 
-	fp = fopen(f->path, "w");
+	fp = fopen(f->t.path, "w");
 	assert_non_null(fp);
 	fputs("window,layer\n0,a\nthis is a CSV file, not SQLite\n", fp);
 	fclose(fp);
-	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
+	assert_int_equal(tool_hdb_open(f->t.path, &f->t.db, f->t.err,
+			     sizeof(f->t.err)),
 	    BELLOWS_EIO);
-	assert_non_null(strstr(f->err, "not a readable SQLite database"));
+	assert_non_null(strstr(f->t.err, "not a readable SQLite database"));
 }
 
 static void
@@ -205,7 +201,7 @@ test_historydb_reads_a_version_1_schema(void **state)
 	tool_hdb_filter flt = no_filter();
 
 	open_fixture(f, 1);
-	assert_int_equal(tool_hdb_schema_version(f->db), 1);
+	assert_int_equal(tool_hdb_schema_version(f->t.db), 1);
 	ask(f, TOOL_HDB_Q_RUNS, &flt);
 	assert_int_equal(f->rows.n_rows, 2);
 	for (tool_hdb_table t = 0; t < TOOL_HDB_T_N; t++) {
@@ -213,7 +209,7 @@ test_historydb_reads_a_version_1_schema(void **state)
 		tool_hdb_sink sink;
 
 		tool_hdb_rows_sink(&rows, &sink);
-		assert_int_equal(tool_hdb_export(f->db, t, 1, &sink), 0);
+		assert_int_equal(tool_hdb_export(f->t.db, t, 1, &sink), 0);
 		tool_hdb_rows_fini(&rows);
 	}
 }
@@ -224,14 +220,16 @@ test_historydb_opens_a_name_with_uri_characters(void **state)
 	fixture *f = *state;
 	char odd[160];
 
-	snprintf(odd, sizeof(odd), "%s/a?b#c%%20 d.db", f->dir);
+	snprintf(odd, sizeof(odd), "%s/a?b#c%%20 d.db", f->t.dir);
 	assert_int_equal(fixture_db_create(odd, 2, 1), SQLITE_OK);
-	assert_int_equal(tool_hdb_open(odd, &f->db, f->err, sizeof(f->err)), 0);
-	tool_hdb_close(&f->db);
+	assert_int_equal(tool_hdb_open(odd, &f->t.db, f->t.err,
+			     sizeof(f->t.err)),
+	    0);
+	tool_hdb_close(&f->t.db);
 	remove(odd);
-	snprintf(odd, sizeof(odd), "%s/a?b#c%%20 d.db-wal", f->dir);
+	snprintf(odd, sizeof(odd), "%s/a?b#c%%20 d.db-wal", f->t.dir);
 	remove(odd);
-	snprintf(odd, sizeof(odd), "%s/a?b#c%%20 d.db-shm", f->dir);
+	snprintf(odd, sizeof(odd), "%s/a?b#c%%20 d.db-shm", f->t.dir);
 	remove(odd);
 }
 
@@ -242,9 +240,9 @@ test_historydb_reads_past_a_writers_open_transaction(void **state)
 	tool_hdb_run run = { 0 };
 	sqlite3 *w;
 
-	assert_int_equal(fixture_db_create(f->path, 2, 1), SQLITE_OK);
+	assert_int_equal(fixture_db_create(f->t.path, 2, 1), SQLITE_OK);
 	/* bellowsd's place: a writer in WAL mode in the middle of a batch. */
-	assert_int_equal(sqlite3_open(f->path, &w), SQLITE_OK);
+	assert_int_equal(sqlite3_open(f->t.path, &w), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(w,
 			     "BEGIN IMMEDIATE;"
 			     "INSERT INTO runs (id, job, world, n_layers,"
@@ -253,22 +251,23 @@ test_historydb_reads_past_a_writers_open_transaction(void **state)
 			     " 1795305620000, 'x', 'a', 1);",
 			     NULL, NULL, NULL),
 	    SQLITE_OK);
-	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
+	assert_int_equal(tool_hdb_open(f->t.path, &f->t.db, f->t.err,
+			     sizeof(f->t.err)),
 	    0);
-	assert_int_equal(tool_hdb_begin(f->db), 0);
-	assert_int_equal(tool_hdb_run_find(f->db, TOOL_HDB_NONE, NULL, &run),
+	assert_int_equal(tool_hdb_begin(f->t.db), 0);
+	assert_int_equal(tool_hdb_run_find(f->t.db, TOOL_HDB_NONE, NULL, &run),
 	    0);
 	assert_int_equal(run.id, 2); /* not the uncommitted run 3 */
 	tool_hdb_run_fini(&run);
 	/* The snapshot holds while the writer commits. */
 	assert_int_equal(sqlite3_exec(w, "COMMIT", NULL, NULL, NULL),
 	    SQLITE_OK);
-	assert_int_equal(tool_hdb_run_find(f->db, TOOL_HDB_NONE, NULL, &run),
+	assert_int_equal(tool_hdb_run_find(f->t.db, TOOL_HDB_NONE, NULL, &run),
 	    0);
 	assert_int_equal(run.id, 2);
 	tool_hdb_run_fini(&run);
-	assert_int_equal(tool_hdb_end(f->db), 0);
-	assert_int_equal(tool_hdb_run_find(f->db, TOOL_HDB_NONE, NULL, &run),
+	assert_int_equal(tool_hdb_end(f->t.db), 0);
+	assert_int_equal(tool_hdb_run_find(f->t.db, TOOL_HDB_NONE, NULL, &run),
 	    0);
 	assert_int_equal(run.id, 3);
 	assert_string_equal(run.job, "gpt");
@@ -285,12 +284,12 @@ test_historydb_finds_the_latest_run_of_a_job(void **state)
 	tool_hdb_run run = { 0 };
 
 	open_fixture(f, 2);
-	assert_int_equal(tool_hdb_run_find(f->db, TOOL_HDB_NONE, NULL, &run),
+	assert_int_equal(tool_hdb_run_find(f->t.db, TOOL_HDB_NONE, NULL, &run),
 	    0);
 	assert_int_equal(run.id, 2);
 	assert_true(run.live);
 	tool_hdb_run_fini(&run);
-	assert_int_equal(tool_hdb_run_find(f->db, TOOL_HDB_NONE, "resnet",
+	assert_int_equal(tool_hdb_run_find(f->t.db, TOOL_HDB_NONE, "resnet",
 			     &run),
 	    0);
 	assert_int_equal(run.id, 1);
@@ -300,15 +299,15 @@ test_historydb_finds_the_latest_run_of_a_job(void **state)
 	assert_int_equal(run.started_wall_ms, FIXTURE_START);
 	assert_false(run.live);
 	tool_hdb_run_fini(&run);
-	assert_int_equal(tool_hdb_run_find(f->db, 9, NULL, &run),
+	assert_int_equal(tool_hdb_run_find(f->t.db, 9, NULL, &run),
 	    BELLOWS_ENOTFOUND);
-	assert_string_equal(tool_hdb_error(f->db), "there is no run 9");
-	assert_int_equal(tool_hdb_run_find(f->db, 1, "bert", &run),
+	assert_string_equal(tool_hdb_error(f->t.db), "there is no run 9");
+	assert_int_equal(tool_hdb_run_find(f->t.db, 1, "bert", &run),
 	    BELLOWS_ENOTFOUND);
-	assert_int_equal(tool_hdb_run_find(f->db, TOOL_HDB_NONE,
+	assert_int_equal(tool_hdb_run_find(f->t.db, TOOL_HDB_NONE,
 			     "resnet' OR '1'='1", &run),
 	    BELLOWS_ENOTFOUND);
-	assert_string_equal(tool_hdb_error(f->db),
+	assert_string_equal(tool_hdb_error(f->t.db),
 	    "job 'resnet' OR '1'='1' has no run");
 	assert_null(run.job);
 }
@@ -320,16 +319,16 @@ test_historydb_binds_layer_names_rather_than_pasting_them(void **state)
 	int64_t idx = -5;
 
 	open_fixture(f, 2);
-	assert_int_equal(tool_hdb_layer_find(f->db, 1, "fc.bias", &idx), 0);
+	assert_int_equal(tool_hdb_layer_find(f->t.db, 1, "fc.bias", &idx), 0);
 	assert_int_equal(idx, 1);
 	idx = -5;
-	assert_int_equal(tool_hdb_layer_find(f->db, 1, "x' OR name LIKE '%",
+	assert_int_equal(tool_hdb_layer_find(f->t.db, 1, "x' OR name LIKE '%",
 			     &idx),
 	    BELLOWS_ENOTFOUND);
 	assert_int_equal(idx, -5);
-	assert_string_equal(tool_hdb_error(f->db),
+	assert_string_equal(tool_hdb_error(f->t.db),
 	    "run 1 has no layer 'x' OR name LIKE '%'");
-	assert_int_equal(tool_hdb_layer_find(f->db, 2, "fc.bias", &idx),
+	assert_int_equal(tool_hdb_layer_find(f->t.db, 2, "fc.bias", &idx),
 	    BELLOWS_ENOTFOUND);
 }
 
@@ -434,10 +433,10 @@ test_historydb_shows_the_applied_level_beside_the_decided_one(void **state)
 	tool_hdb_filter flt = no_filter();
 	sqlite3 *db = NULL;
 
-	assert_int_equal(fixture_db_create(f->path, CTL_STORE_SCHEMA_VERSION,
+	assert_int_equal(fixture_db_create(f->t.path, CTL_STORE_SCHEMA_VERSION,
 			     1),
 	    SQLITE_OK);
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_open(f->t.path, &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db,
 			     "UPDATE windows SET level_applied = level;"
 			     "UPDATE windows SET level_applied = 0"
@@ -447,7 +446,8 @@ test_historydb_shows_the_applied_level_beside_the_decided_one(void **state)
 			     NULL, NULL, NULL),
 	    SQLITE_OK);
 	sqlite3_close(db);
-	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
+	assert_int_equal(tool_hdb_open(f->t.path, &f->t.db, f->t.err,
+			     sizeof(f->t.err)),
 	    0);
 	flt.run = 1;
 	ask(f, TOOL_HDB_Q_LAYERS, &flt);
@@ -562,7 +562,7 @@ test_historydb_answers_tops_questions_from_the_windows_asked_only(void **state)
 	{
 		sqlite3 *w;
 
-		assert_int_equal(sqlite3_open(f->path, &w), SQLITE_OK);
+		assert_int_equal(sqlite3_open(f->t.path, &w), SQLITE_OK);
 		assert_int_equal(sqlite3_exec(w,
 				     "CREATE TEMP TABLE t AS SELECT * FROM"
 				     " decisions WHERE seq = 4",
@@ -653,24 +653,25 @@ test_historydb_lists_which_windows_were_recorded_late(void **state)
 	tool_hdb_filter flt = no_filter();
 	sqlite3 *db = NULL;
 
-	assert_int_equal(fixture_db_create(f->path, CTL_STORE_SCHEMA_VERSION,
+	assert_int_equal(fixture_db_create(f->t.path, CTL_STORE_SCHEMA_VERSION,
 			     1),
 	    SQLITE_OK);
-	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_open(f->t.path, &db), SQLITE_OK);
 	assert_int_equal(sqlite3_exec(db,
 			     "UPDATE window_info SET late = 1"
 			     " WHERE run_id = 1 AND window IN (1, 2)",
 			     NULL, NULL, NULL),
 	    SQLITE_OK);
 	sqlite3_close(db);
-	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
+	assert_int_equal(tool_hdb_open(f->t.path, &f->t.db, f->t.err,
+			     sizeof(f->t.err)),
 	    0);
 	flt.run = 1;
 	ask(f, TOOL_HDB_Q_WINDOWS, &flt);
 	assert_int_equal(f->rows.n_rows, 4);
 	for (uint64_t r = 0; r < 4; r++)
 		assert_int_equal(int_at(f, r, "late"), r == 1 || r == 2);
-	tool_hdb_close(&f->db);
+	tool_hdb_close(&f->t.db);
 
 	open_fixture(f, 6);
 	ask(f, TOOL_HDB_Q_WINDOWS, &flt);
@@ -686,27 +687,27 @@ test_historydb_finds_windows_by_the_time_they_closed(void **state)
 	int64_t w = -5;
 
 	open_fixture(f, 2);
-	assert_int_equal(tool_hdb_window_at(f->db, 1, FIXTURE_START + 1500,
+	assert_int_equal(tool_hdb_window_at(f->t.db, 1, FIXTURE_START + 1500,
 			     true, &w),
 	    0);
 	assert_int_equal(w, 1);
-	assert_int_equal(tool_hdb_window_at(f->db, 1, FIXTURE_START + 1500,
+	assert_int_equal(tool_hdb_window_at(f->t.db, 1, FIXTURE_START + 1500,
 			     false, &w),
 	    0);
 	assert_int_equal(w, 0);
-	assert_int_equal(tool_hdb_window_at(f->db, 1, FIXTURE_START + 2000,
+	assert_int_equal(tool_hdb_window_at(f->t.db, 1, FIXTURE_START + 2000,
 			     true, &w),
 	    0);
 	assert_int_equal(w, 1); /* inclusive */
-	assert_int_equal(tool_hdb_window_at(f->db, 1, FIXTURE_START + 9000,
+	assert_int_equal(tool_hdb_window_at(f->t.db, 1, FIXTURE_START + 9000,
 			     true, &w),
 	    0);
 	assert_int_equal(w, TOOL_HDB_NONE);
 
 	/* And back: when a window closed. */
-	assert_int_equal(tool_hdb_window_closed(f->db, 1, 1, &w), 0);
+	assert_int_equal(tool_hdb_window_closed(f->t.db, 1, 1, &w), 0);
 	assert_int_equal(w, FIXTURE_START + 2000);
-	assert_int_equal(tool_hdb_window_closed(f->db, 1, 4, &w), 0);
+	assert_int_equal(tool_hdb_window_closed(f->t.db, 1, 4, &w), 0);
 	assert_int_equal(w, TOOL_HDB_NONE);
 }
 
@@ -847,7 +848,7 @@ test_historydb_exports_a_runs_rows_with_blobs_as_they_are(void **state)
 	for (tool_hdb_table t = 0; t < TOOL_HDB_T_N; t++) {
 		tool_hdb_rows_fini(&f->rows);
 		tool_hdb_rows_sink(&f->rows, &sink);
-		assert_int_equal(tool_hdb_export(f->db, t, 1, &sink), 0);
+		assert_int_equal(tool_hdb_export(f->t.db, t, 1, &sink), 0);
 		assert_int_equal(f->rows.n_rows, want[t]);
 	}
 	/* policy_files: the run's configuration and the reload's. */
@@ -856,7 +857,8 @@ test_historydb_exports_a_runs_rows_with_blobs_as_they_are(void **state)
 
 	tool_hdb_rows_fini(&f->rows);
 	tool_hdb_rows_sink(&f->rows, &sink);
-	assert_int_equal(tool_hdb_export(f->db, TOOL_HDB_T_DECISIONS, 1, &sink),
+	assert_int_equal(tool_hdb_export(f->t.db, TOOL_HDB_T_DECISIONS, 1,
+			     &sink),
 	    0);
 	assert_string_equal(tool_hdb_table_name(TOOL_HDB_T_DECISIONS),
 	    "decisions");
@@ -866,7 +868,8 @@ test_historydb_exports_a_runs_rows_with_blobs_as_they_are(void **state)
 	assert_int_equal(cell(f, 0, "codec_table")->type, TOOL_HDB_NULL);
 	tool_hdb_rows_fini(&f->rows);
 	tool_hdb_rows_sink(&f->rows, &sink);
-	assert_int_equal(tool_hdb_export(f->db, TOOL_HDB_T_RUNS, 1, &sink), 0);
+	assert_int_equal(tool_hdb_export(f->t.db, TOOL_HDB_T_RUNS, 1, &sink),
+	    0);
 	assert_int_equal(int_at(f, 0, "recoveries"), 0);
 }
 
@@ -877,7 +880,7 @@ test_historydb_loads_a_replay_skipping_incomplete_windows(void **state)
 	tool_hdb_replay *rp = NULL;
 
 	open_fixture(f, 2);
-	assert_int_equal(tool_hdb_replay_load(f->db, 1, &rp), 0);
+	assert_int_equal(tool_hdb_replay_load(f->t.db, 1, &rp), 0);
 	assert_int_equal(rp->n_layers, 2);
 	assert_string_equal(rp->layers[0].name, "conv.weight");
 	assert_int_equal(rp->layers[0].ndim, 4);
@@ -903,11 +906,11 @@ test_historydb_loads_a_replay_skipping_incomplete_windows(void **state)
 	assert_null(rp);
 
 	/* A run whose layer table the tools cannot use. */
-	tool_hdb_close(&f->db);
+	tool_hdb_close(&f->t.db);
 	{
 		sqlite3 *db;
 
-		assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+		assert_int_equal(sqlite3_open(f->t.path, &db), SQLITE_OK);
 		assert_int_equal(sqlite3_exec(db,
 				     "UPDATE layers SET shape = '2x' WHERE "
 				     "run_id = 2",
@@ -915,11 +918,12 @@ test_historydb_loads_a_replay_skipping_incomplete_windows(void **state)
 		    SQLITE_OK);
 		sqlite3_close(db);
 	}
-	assert_int_equal(tool_hdb_open(f->path, &f->db, f->err, sizeof(f->err)),
+	assert_int_equal(tool_hdb_open(f->t.path, &f->t.db, f->t.err,
+			     sizeof(f->t.err)),
 	    0);
-	assert_int_equal(tool_hdb_replay_load(f->db, 2, &rp), BELLOWS_EINVAL);
+	assert_int_equal(tool_hdb_replay_load(f->t.db, 2, &rp), BELLOWS_EINVAL);
 	assert_null(rp);
-	assert_string_equal(tool_hdb_error(f->db),
+	assert_string_equal(tool_hdb_error(f->t.db),
 	    "run 2: layer 'emb' has shape '2x' and ndim 2, which do not "
 	    "agree");
 }
@@ -931,8 +935,8 @@ test_historydb_loads_the_saved_bytes_of_a_version_4_replay(void **state)
 	tool_hdb_replay *rp = NULL;
 
 	open_fixture(f, 4);
-	assert_int_equal(tool_hdb_schema_version(f->db), 4);
-	assert_int_equal(tool_hdb_replay_load(f->db, 1, &rp), 0);
+	assert_int_equal(tool_hdb_schema_version(f->t.db), 4);
+	assert_int_equal(tool_hdb_replay_load(f->t.db, 1, &rp), 0);
 	assert_int_equal(rp->n_windows, 3);
 	assert_true(rp->win[0].saved_bytes == 0);
 	assert_int_equal(rp->win[2].window, 3);
@@ -949,8 +953,8 @@ test_historydb_loads_a_version_3_replay_with_every_field(void **state)
 	const bellows_window *w;
 
 	open_fixture(f, 3);
-	assert_int_equal(tool_hdb_schema_version(f->db), 3);
-	assert_int_equal(tool_hdb_replay_load(f->db, 1, &rp), 0);
+	assert_int_equal(tool_hdb_schema_version(f->t.db), 3);
+	assert_int_equal(tool_hdb_replay_load(f->t.db, 1, &rp), 0);
 	assert_int_equal(rp->n_windows, 3);
 	/* Window 1 (slot 1): conv.weight's activations. */
 	w = &rp->win[1];
@@ -1009,7 +1013,7 @@ test_historydb_reads_a_version_2_file_as_not_measured(void **state)
 	tool_hdb_replay *rp = NULL;
 
 	open_fixture(f, 2);
-	assert_int_equal(tool_hdb_replay_load(f->db, 1, &rp), 0);
+	assert_int_equal(tool_hdb_replay_load(f->t.db, 1, &rp), 0);
 	assert_int_equal(rp->n_windows, 3);
 	assert_int_equal(rp->win[2].layers[0].act_steps, 0);
 	assert_true(isnan(rp->win[2].layers[0].comm_raw_ms));
@@ -1117,7 +1121,8 @@ test_historydb_stops_when_the_sink_fails(void **state)
 
 	open_fixture(f, 2);
 	flt.run = 1;
-	assert_int_equal(tool_hdb_query(f->db, TOOL_HDB_Q_WINDOWS, &flt, &sink),
+	assert_int_equal(tool_hdb_query(f->t.db, TOOL_HDB_Q_WINDOWS, &flt,
+			     &sink),
 	    BELLOWS_EIO);
 	assert_int_equal(rows, 2);
 }
