@@ -663,34 +663,24 @@ class TorchAgent:
         return [lv if lv > 0 and send_mode(i) else 0.0
                 for i, lv in enumerate(self._base)]
 
-    # The layer statistics that sampled steps measure.
+    # The layer statistics that sampled steps measure, and the residual
+    # statistics (error feedback; ResiReduce's policy reads them).
     _TIMES = ("comm_raw_ms", "comm_raw_n", "comm_comp_ms", "comm_comp_n",
               "codec_ms")
-
-    # The residual statistics (error feedback, ResiReduce's policy).
     _RESID = ("resid_steps", "resid_l1", "resid_l2", "resid_q50",
               "resid_q90", "resid_q99", "resid_floats")
 
-    def _resid_read(self, d: Decision) -> bool:
-        """True when a policy in force reads the residual statistics (or
-        the decision does not say): Residuals then measures them at every
-        compressed tensor; under fixed or accordion alone it does not."""
+    @staticmethod
+    def _read(d: Decision, names: tuple[str, ...]) -> bool:
+        """True when a policy in force reads any of the statistics
+        ``names``, so that the trainer measures them: not when the
+        decision skips them all (under fixed or accordion alone); also
+        True when it does not say (no decision yet, an older bellowsd, a
+        libbellows without them)."""
         if d.stats_skip == 0:
             return True
         try:
-            return not d.skips(*self._RESID)
-        except KeyError:
-            return True
-
-    def _times_read(self, d: Decision) -> bool:
-        """True when a policy in force reads per-layer times, so that one
-        step in time_every is sampled: not when the decision skips every
-        time statistic (under fixed or accordion alone), nor with a
-        libbellows older than them."""
-        if d.stats_skip == 0:
-            return True
-        try:
-            return not d.skips(*self._TIMES)
+            return not d.skips(*names)
         except KeyError:
             return True
 
@@ -719,10 +709,10 @@ class TorchAgent:
                                                 tuple(levels), d.reason))
             self._apply_plan(step, d)
             self.agent.applied_levels(levels)
-            self._sample = self._times_read(d)
+            self._sample = self._read(d, self._TIMES)
             residuals = getattr(self.hook.compressor, "residuals", None)
             if residuals is not None:
-                residuals.observing = self._resid_read(d)
+                residuals.observing = self._read(d, self._RESID)
         elif self.residuals is not None:
             self.residuals.new_step()
         self.calibrating = self.agent.calibrating()
