@@ -25,6 +25,7 @@
 #include "kernels/kernels.h"
 #include "common/msg.h"
 #include "common/stat_table.h"
+#include "common/utf8.h"
 #include "timing.h"
 #include "aggregate.h"
 #include "agent_window.h"
@@ -111,7 +112,8 @@ agent_log(bellows_log_fn *log, void *arg, int max_level, int level,
 	log(arg, level, line);
 }
 
-/* Checks a job or layer name: 1..255 bytes without control characters. */
+/* Checks a job or layer name: 1..255 bytes of UTF-8 without control
+ * characters (what bellowsd accepts, common/wire_in.c). */
 static const char *
 agent_name_problem(const char *name)
 {
@@ -130,6 +132,8 @@ agent_name_problem(const char *name)
 		if (c < 0x20 || c == 0x7f)
 			return "contains a control character";
 	}
+	if (!com_utf8_valid(name, len))
+		return "is not UTF-8";
 	return NULL;
 }
 

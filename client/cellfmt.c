@@ -10,46 +10,12 @@
 
 #include <bellows/error.h>
 
+#include "common/utf8.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
-
-/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if none. */
-static size_t
-cellfmt_utf8_len(const unsigned char *s, size_t n)
-{
-	size_t len;
-	uint32_t cp, min;
-
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0) {
-		len = 2;
-		cp = s[0] & 0x1f;
-		min = 0x80;
-	} else if ((s[0] & 0xf0) == 0xe0) {
-		len = 3;
-		cp = s[0] & 0x0f;
-		min = 0x800;
-	} else if ((s[0] & 0xf8) == 0xf0) {
-		len = 4;
-		cp = s[0] & 0x07;
-		min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
 
 int
 tool_cellfmt_json_string(FILE *f, const char *s, size_t len)
@@ -72,7 +38,7 @@ tool_cellfmt_json_string(FILE *f, const char *s, size_t len)
 			fputs("\\t", f);
 		} else if (c < 0x20 || c == 0x7f) {
 			fprintf(f, "\\u%04x", c);
-		} else if ((n = cellfmt_utf8_len(p + i, len - i)) == 0) {
+		} else if ((n = com_utf8_len(p + i, len - i)) == 0) {
 			fputs("\\ufffd", f);
 		} else {
 			fwrite(p + i, 1, n, f);

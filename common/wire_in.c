@@ -24,6 +24,7 @@
 #include <bellows/error.h>
 
 #include "common/bellows.pb-c.h"
+#include "common/utf8.h"
 #include "wire_arena.h"
 #include "wire_fast.h"
 #include "wire_int.h"
@@ -95,8 +96,9 @@ wire_in_strn(const char *s, size_t n, char **ret)
 	return 0;
 }
 
-/* A job or layer name: 1..max_name_len bytes (0.. when optional) and no
- * control bytes, so it is safe in logs, topics and SQL text. */
+/* A job or layer name: 1..max_name_len bytes (0.. when optional) of
+ * UTF-8 without control bytes, so it is safe in logs, topics, SQL text,
+ * JSON and Prometheus labels. */
 static int
 wire_in_name(const char *s, const com_limits *lim, bool optional, char **ret)
 {
@@ -110,6 +112,8 @@ wire_in_name(const char *s, const com_limits *lim, bool optional, char **ret)
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
 			return BELLOWS_EPROTO;
+	if (!com_utf8_valid(s, n))
+		return BELLOWS_EPROTO;
 	return wire_in_strn(s, n, ret);
 }
 

@@ -2649,6 +2649,11 @@ test_launch_identity_comes_from_the_environment_and_is_checked(void **state)
 	assert_int_equal(bellows_agent_open(&cfg, &a), BELLOWS_EINVAL);
 	assert_true(log_contains("run identity (BELLOWS_RUN_ID) contains a "
 				 "control character"));
+	/* So is one that is not UTF-8 (bellowsd would refuse its Hello). */
+	setenv("BELLOWS_RUN_ID", "bad\xe9id", 1);
+	log_reset();
+	assert_int_equal(bellows_agent_open(&cfg, &a), BELLOWS_EINVAL);
+	assert_true(log_contains("run identity (BELLOWS_RUN_ID) is not UTF-8"));
 	unsetenv("BELLOWS_RUN_ID");
 	unsetenv("TORCHELASTIC_RUN_ID");
 	cfg.resume = 1;

@@ -1525,10 +1525,31 @@ test_codec_rejects_bad_names(void **state)
 	m.u.hello.layers[2].name = xstrdup("");
 	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
 
-	/* Bytes >= 0x80 are fine: names are not checked for UTF-8. */
+	/* Names are UTF-8 (protobuf strings): a well-formed multi-byte
+	 * character is fine; a stray byte, a sequence cut short, an overlong
+	 * form or a surrogate is refused, in a job name as in a layer's. */
 	make_msg(&m, COM_MSG_HELLO);
 	m.u.hello.layers[4].name[0] = (char)0xc3;
+	m.u.hello.layers[4].name[1] = (char)0xa9;
 	assert_int_equal(round_trip_rc(&m, &lim), 0);
+	make_msg(&m, COM_MSG_HELLO);
+	m.u.hello.layers[4].name[0] = (char)0xc3;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_HELLO);
+	m.u.hello.layers[4].name[0] = (char)0xa9;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_HELLO);
+	m.u.hello.layers[4].name[0] = (char)0xc0; /* overlong '/' */
+	m.u.hello.layers[4].name[1] = (char)0xaf;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_HELLO);
+	m.u.hello.layers[4].name[0] = (char)0xed; /* U+D800 */
+	m.u.hello.layers[4].name[1] = (char)0xa0;
+	m.u.hello.layers[4].name[2] = (char)0x80;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
+	make_msg(&m, COM_MSG_REPORT);
+	m.u.report.job[1] = (char)0xd4;
+	assert_int_equal(round_trip_rc(&m, &lim), BELLOWS_EPROTO);
 
 	/* A smaller configured limit is honoured exactly. */
 	lim.max_name_len = 8;
