@@ -161,6 +161,24 @@ label_values_escape_quote_backslash_and_line_feed(void **state)
 	free(text);
 }
 
+/* A label is UTF-8 even when a name is not: a stray byte becomes U+FFFD,
+ * a well-formed multi-byte character stays as it is. */
+static void
+label_values_replace_bytes_that_are_not_utf8(void **state)
+{
+	ctl_jobs_job_view job;
+	ctl_metrics_snapshot s = snapshot(&job, CTL_METRICS_LAYER_SERIES);
+	char *text;
+
+	(void)state;
+	job.name = "f\xd4zz-\xc3\xa9t\xe9";
+	text = format(&s);
+	assert_non_null(strstr(text,
+	    "bellows_job_bytes_saved_total{bellows_job=\"f\xef\xbf\xbdzz-"
+	    "\xc3\xa9t\xef\xbf\xbd\"} 1200\n"));
+	free(text);
+}
+
 static void
 latency_histogram_is_cumulative_up_to_inf(void **state)
 {
@@ -316,6 +334,7 @@ process_families_and_build_info_are_served_and_bellows_up_is_not(void **state)
 		.known = true,
 		.cpu_seconds = 1.25,
 		.rss_bytes = 9224192,
+		.heap_bytes = 4194304,
 		.vm_bytes = 189607936,
 		.open_fds = 20,
 		.max_fds = 1024,
@@ -331,6 +350,8 @@ process_families_and_build_info_are_served_and_bellows_up_is_not(void **state)
 	    strstr(text, "\nprocess_resident_memory_bytes 9224192\n"));
 	assert_non_null(
 	    strstr(text, "\nprocess_virtual_memory_bytes 189607936\n"));
+	assert_non_null(
+	    strstr(text, "\nbellows_heap_allocated_bytes 4194304\n"));
 	assert_non_null(strstr(text, "\nprocess_open_fds 20\n"));
 	assert_non_null(strstr(text, "\nprocess_max_fds 1024\n"));
 	assert_non_null(
@@ -369,15 +390,42 @@ the_process_figures_read_from_proc_are_this_processes(void **state)
 	assert_int_equal(p.open_fds, fds - 1);
 }
 
+/* The heap figure counts what is allocated, not what is resident: 8 MiB
+ * more while a block is held, back down once it is freed. */
+static void
+the_heap_figure_rises_by_a_held_block_and_falls_when_it_is_freed(
+    void **state)
+{
+	enum { BLOCK = 8 << 20 };
+	ctl_metrics_process before, held, after;
+	char *volatile block;
+
+	(void)state;
+	assert_int_equal(ctl_metrics_read_process(&before), 0);
+	if (before.heap_bytes == 0)
+		skip(); /* an allocator that reports nothing (ASan's) */
+	block = malloc(BLOCK);
+	assert_non_null(block);
+	memset(block, 1, BLOCK);
+	assert_int_equal(ctl_metrics_read_process(&held), 0);
+	free(block);
+	assert_int_equal(ctl_metrics_read_process(&after), 0);
+	assert_true(held.heap_bytes >= before.heap_bytes + BLOCK);
+	assert_true(after.heap_bytes + BLOCK <= held.heap_bytes);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(every_sample_has_its_help_and_type_first),
 		cmocka_unit_test(
+		    the_heap_figure_rises_by_a_held_block_and_falls_when_it_is_freed),
+		cmocka_unit_test(
 		    counters_and_store_lag_carry_the_snapshot_values),
 		cmocka_unit_test(
 		    label_values_escape_quote_backslash_and_line_feed),
+		cmocka_unit_test(label_values_replace_bytes_that_are_not_utf8),
 		cmocka_unit_test(latency_histogram_is_cumulative_up_to_inf),
 		cmocka_unit_test(special_values_are_nan_and_plus_inf),
 		cmocka_unit_test(

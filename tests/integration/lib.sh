@@ -148,6 +148,11 @@ expect_not_agreed() {
 	ok "$last (exit 1)"
 }
 
+# free_port: a TCP port on 127.0.0.1 that nothing listens on now.
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
 # daemon_kb FIELD: bellowsd's FIELD (VmRSS, VmHWM) from /proc, in kB.
 daemon_kb() {
 	awk -v f="$1:" '$1 == f { print $2 }' "/proc/$DAEMON_PID/status"

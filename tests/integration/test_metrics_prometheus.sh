@@ -10,9 +10,6 @@ command -v prometheus >/dev/null || {
 	exit 77
 }
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 MPORT=$(free_port)
 PPORT=$(free_port)
 PROM_PID=""
