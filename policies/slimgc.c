@@ -50,6 +50,8 @@
 #define SLIMGC_WINDOWS_MAX 64 /* calibration windows kept at most */
 
 #define SLIMGC_VERIFY_MAX 32 /* verify_windows at most */
+#define SLIMGC_SEEN_RAW   4  /* raw windows remembered for the shortcut */
+#define SLIMGC_RAW_AGE    8  /* ... when at most this many windows old */
 
 #define SLIMGC_INFINITY UINT64_MAX /* threshold: everything raw */
 #define SLIMGC_NONE     UINT32_MAX /* no row */
@@ -90,6 +92,10 @@ typedef struct slimgc_config {
 	double verify_margin;     /* the compressed steps' median must be
 				   * below the raw steps' by more than this
 				   * fraction */
+	double verify_decisive;   /* a first compressed window faster than
+				   * the raw windows seen just before by
+				   * more than this fraction is verdict
+				   * enough; 1: never */
 } slimgc_config;
 
 static const char *const slimgc_rules[] = { "robust", "paper", NULL };
@@ -180,6 +186,16 @@ static const bellows_param slimgc_params[] = {
 	    .def = 0.03,
 	    .help = "the threshold is kept only if its median step is below "
 		    "the raw one by more than this fraction" },
+	{ .name = "verify_decisive",
+	    .type = BELLOWS_PARAM_DOUBLE,
+	    .offset = offsetof(slimgc_config, verify_decisive),
+	    .min = 0,
+	    .max = 1,
+	    .def = 0.25,
+	    .help = "a verification's first compressed window faster by more "
+		    "than this fraction than the raw windows the job ran "
+		    "just before keeps the threshold without raw windows of "
+		    "its own; 1: always run them" },
 	{ .name = NULL },
 };
 
@@ -199,7 +215,8 @@ slimgc_config_check(const slimgc_config *cfg, slimgc_rule *ret_rule)
 	    !(cfg->hysteresis >= 0 && cfg->hysteresis <= 0.9) ||
 	    cfg->verify_windows < 1 ||
 	    cfg->verify_windows > SLIMGC_VERIFY_MAX ||
-	    !(cfg->verify_margin >= 0 && cfg->verify_margin <= 0.5))
+	    !(cfg->verify_margin >= 0 && cfg->verify_margin <= 0.5) ||
+	    !(cfg->verify_decisive >= 0 && cfg->verify_decisive <= 1))
 		return BELLOWS_EINVAL;
 	memcpy(rule, cfg->rule, sizeof(rule));
 	rule[sizeof(rule) - 1] = '\0';
@@ -248,6 +265,7 @@ typedef struct slimgc_row {
 typedef struct slimgc_verify {
 	bool running;                   /* windows are being measured */
 	uint64_t threshold;             /* the threshold verified */
+	uint64_t started;               /* window whose decision started it */
 	uint32_t index;                 /* windows measured so far */
 	uint64_t from;                  /* first step entirely under the
 					 * current setting */
@@ -260,7 +278,18 @@ typedef struct slimgc_verify {
 	uint64_t judged_threshold;      /* ... the threshold it verified */
 	double comp_ms;                 /* ... its compressed median */
 	double raw_ms;                  /* ... its raw median */
+	uint32_t n_before;              /* ... raw windows from before it
+					 * (the shortcut), 0: its own */
 } slimgc_verify;
+
+/* Windows the job ran with every tensor raw, whatever set it (perfmodel's
+ * gate, a verification, a threshold of infinity), newest last: what the
+ * verification's shortcut compares a first compressed window with. */
+typedef struct slimgc_seen_raw {
+	uint32_t n;                        /* entries, at most SLIMGC_SEEN_RAW */
+	uint64_t window[SLIMGC_SEEN_RAW];  /* their indices */
+	double step_ms[SLIMGC_SEEN_RAW];   /* their step_ms_median */
+} slimgc_seen_raw;
 
 typedef struct slimgc_state {
 	uint32_t n_layers;      /* tensors of the job */
@@ -305,6 +334,7 @@ typedef struct slimgc_state {
 	bool drift_comp;        /* ... judged on compressed times */
 	bool repick;            /* reloaded: pick again from the table */
 	slimgc_verify verify;   /* the proposed threshold on the real path */
+	slimgc_seen_raw seen;   /* recent raw windows */
 } slimgc_state;
 
 static void
@@ -818,6 +848,7 @@ slimgc_verify_start(slimgc_state *st, const slimgc_config *cfg,
 
 	v->running = true;
 	v->threshold = st->proposed;
+	v->started = w->window;
 	v->index = 0;
 	v->n_comp = 0;
 	v->n_raw = 0;
@@ -843,6 +874,7 @@ slimgc_verify_judge(slimgc_state *st, const slimgc_config *cfg, pol_text *t)
 	v->running = false;
 	v->judged = true;
 	v->judged_threshold = v->threshold;
+	v->n_before = 0;
 	v->comp_ms = slimgc_median(v->comp, v->n_comp);
 	v->raw_ms = slimgc_median(v->raw, v->n_raw);
 	v->kept = v->comp_ms < v->raw_ms * (1 - cfg->verify_margin);
@@ -862,6 +894,76 @@ slimgc_verify_judge(slimgc_state *st, const slimgc_config *cfg, pol_text *t)
 		    "%g%%",
 		    size, 100 * cfg->verify_margin);
 	pol_text_add(t, ", median of %u window%s each", n, n == 1 ? "" : "s");
+}
+
+/* Remembers window w when every tensor of it went raw, as the floats
+ * the trainer reports show (a trainer that reports none gives no such
+ * evidence), with no calibration step in it and a step time. */
+static void
+slimgc_seen_note(slimgc_seen_raw *s, const bellows_window *w)
+{
+	if (w->calibrate_until > w->first_step ||
+	    !(w->step_ms_median > 0 && isfinite(w->step_ms_median)) ||
+	    w->floats_raw == 0 || w->floats_sent < w->floats_raw)
+		return;
+	if (s->n == SLIMGC_SEEN_RAW) {
+		memmove(s->window, s->window + 1,
+		    (SLIMGC_SEEN_RAW - 1) * sizeof(s->window[0]));
+		memmove(s->step_ms, s->step_ms + 1,
+		    (SLIMGC_SEEN_RAW - 1) * sizeof(s->step_ms[0]));
+		s->n--;
+	}
+	s->window[s->n] = w->window;
+	s->step_ms[s->n] = w->step_ms_median;
+	s->n++;
+}
+
+/* The shortcut: after the verification's first compressed window, when
+ * the job ran raw windows at most SLIMGC_RAW_AGE windows before the
+ * verification started and that window beat their median by more than
+ * verify_decisive, judges at once (kept) without raw windows of its own.
+ * Returns whether it judged. A window from before is no alternated
+ * measure (warm-up favours compression), hence a margin far wider than
+ * verify_margin: it settles only what one window plainly shows. */
+static bool
+slimgc_verify_decisive(slimgc_state *st, const slimgc_config *cfg,
+    pol_text *t)
+{
+	slimgc_verify *v = &st->verify;
+	double raw[SLIMGC_SEEN_RAW], comp, before;
+	uint32_t n = 0;
+	char size[64];
+
+	if (cfg->verify_decisive >= 1 || v->n_comp != 1 || v->n_raw != 0)
+		return false;
+	for (uint32_t i = 0; i < st->seen.n; i++)
+		if (st->seen.window[i] <= v->started &&
+		    st->seen.window[i] + SLIMGC_RAW_AGE >= v->started)
+			raw[n++] = st->seen.step_ms[i];
+	if (n == 0)
+		return false;
+	comp = v->comp[0];
+	before = slimgc_median(raw, n);
+	if (!(comp < before * (1 - cfg->verify_decisive)))
+		return false;
+	v->running = false;
+	v->judged = true;
+	v->judged_threshold = v->threshold;
+	v->comp_ms = comp;
+	v->raw_ms = before;
+	v->kept = true;
+	v->n_before = n;
+	st->threshold = v->threshold;
+	slimgc_size_text(v->threshold, size, sizeof(size));
+	pol_text_sep(t);
+	pol_text_add(t,
+	    "verified on the real path: compressed %.3g ms vs raw %.3g ms "
+	    "per step (x%.3g) in the %u raw window%s just before: threshold "
+	    "%s kept, faster by more than %g%% (verify_decisive), no raw "
+	    "window of its own",
+	    comp, before, comp / before, n, n == 1 ? "" : "s", size,
+	    100 * cfg->verify_decisive);
+	return true;
 }
 
 /* Measures window w for the running verification when it ran entirely
@@ -893,6 +995,8 @@ slimgc_verify_window(slimgc_state *st, const slimgc_config *cfg,
 		return;
 	}
 	if (slimgc_verify_compressed(v->index) == comp)
+		return;
+	if (comp && slimgc_verify_decisive(st, cfg, t))
 		return;
 	v->from = w->last_step + 1 + st->lag;
 	st->threshold = comp ? SLIMGC_INFINITY : v->threshold;
@@ -1221,6 +1325,7 @@ slimgc_on_window(void *state, const void *config, const bellows_window *w,
 		st->selected[l] = w->layers[l].selected;
 	first = !st->started;
 	st->started = true;
+	slimgc_seen_note(&st->seen, w);
 
 	if (st->repick && st->have_table && st->phase == SLIMGC_IDLE)
 		slimgc_repick(st, cfg, rule, w, out, &t);

@@ -988,6 +988,75 @@ test_compressed_steps_faster_by_more_than_the_margin_keep_it(void **state)
 	assert_string_equal(f->h.prop.reason, "");
 }
 
+/* The job ran raw windows at 52 ms before (windows 0 and 3, perfmodel's
+ * gate off: every tensor raw); the first compressed window steps at 21 ms,
+ * faster by more than verify_decisive (25 %): kept at once, no raw
+ * window of its own. */
+static void
+test_a_first_compressed_window_far_faster_than_the_raw_ones_before_keeps_it(
+    void **state)
+{
+	fixture *f = *state;
+
+	f->step_ms = 52;
+	f->gate_off = true;
+	CALIBRATED(f, "");
+	f->gate_off = false;
+	real_path(f, 4, 21, 52);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	real_path(f, 5, 21, 52);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	assert_string_equal(f->h.prop.reason,
+	    "verified on the real path: compressed 21 ms vs raw 52 ms per step "
+	    "(x0.404) in the 2 raw windows just before: threshold 2306864 B "
+	    "(2.31 MB) kept, faster by more than 25% (verify_decisive), no "
+	    "raw window of its own");
+	assert_true(sup_metric(&f->h.prop, "verify_kept", -1) == 1);
+	assert_float_equal(sup_metric(&f->h.prop, "verify_raw_ms", -1), 52,
+	    1e-12);
+	for (uint64_t w = 6; w < 9; w++) {
+		real_path(f, w, 21, 52);
+		assert_int_equal(f->h.prop.size_threshold, MB2_2);
+		assert_string_equal(f->h.prop.reason, "");
+	}
+}
+
+/* Raw windows before at 12 ms and a compressed one at 10 ms: faster, but
+ * not plainly enough to skip the alternated measure, which then runs its
+ * raw window; verify_decisive: 1 never takes the shortcut. */
+static void
+test_a_close_or_disabled_shortcut_still_runs_the_raw_windows(void **state)
+{
+	fixture *f = *state;
+
+	f->step_ms = 12;
+	f->gate_off = true;
+	CALIBRATED(f, "");
+	f->gate_off = false;
+	real_path(f, 4, 10, 12);
+	real_path(f, 5, 10, 12);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	sup_assert_contains(f->h.prop.reason,
+	    "now every tensor raw for 1 window");
+
+	sup_direct_stop(&f->h);
+	ctl_config_destroy(&f->h.cfg);
+	f->step_ms = 52;
+	f->gate_off = true;
+	CALIBRATED(f, "verify_decisive: 1");
+	f->gate_off = false;
+	real_path(f, 4, 21, 52);
+	real_path(f, 5, 21, 52);
+	assert_true(f->h.prop.size_threshold == UINT64_MAX);
+	sup_assert_contains(f->h.prop.reason,
+	    "now every tensor raw for 1 window");
+	real_path(f, 6, 21, 52);
+	real_path(f, 7, 21, 52);
+	assert_int_equal(f->h.prop.size_threshold, MB2_2);
+	sup_assert_contains(f->h.prop.reason,
+	    "compressed 21 ms vs raw 52 ms per step (x0.404): threshold");
+}
+
 static void
 test_a_tie_within_the_margin_goes_raw(void **state)
 {
@@ -1530,6 +1599,8 @@ main(void)
 		T(test_without_hysteresis_ratios_near_1_flip_the_threshold),
 		T(test_raw_steps_faster_than_compressed_ones_send_every_tensor_raw),
 		T(test_compressed_steps_faster_by_more_than_the_margin_keep_it),
+		T(test_a_first_compressed_window_far_faster_than_the_raw_ones_before_keeps_it),
+		T(test_a_close_or_disabled_shortcut_still_runs_the_raw_windows),
 		T(test_a_tie_within_the_margin_goes_raw),
 		T(test_gate_off_and_calibration_windows_are_not_verification_windows),
 		T(test_more_verification_windows_alternate_which_kind_goes_first),
