@@ -141,6 +141,25 @@ kern_topk_list_scalar(const float *g, float *res, uint64_t n, uint32_t L,
 	return m;
 }
 
+/* Lists i with key_of(res[i]) >= L: see kern_topk_relist_fn. */
+uint64_t
+kern_topk_relist_scalar(const float *res, uint64_t n, uint32_t L,
+    uint8_t *idx, uint8_t *val, uint64_t k)
+{
+	uint64_t m = 0;
+
+	for (uint64_t i = 0; i < n; i++)
+		if (key_of(res[i]) >= L)
+			m = kern_topk_put(idx, val, k, m, (uint32_t)i);
+	return m;
+}
+
+/* The sampled path's vector passes, of one ISA. */
+struct topk_passes {
+	kern_topk_list_fn *list;     /* adds the gradient and lists */
+	kern_topk_relist_fn *relist; /* lists again, at another threshold */
+};
+
 #define SAMPLE       KERN_TOPK_SAMPLE
 #define SAMPLE_AHEAD 16 /* sampled values fetched ahead */
 
@@ -371,8 +390,8 @@ topk_sparse(float *res, uint64_t n, uint64_t k, uint64_t a, uint8_t *idx,
  * lists the keys reaching it. Returns the new count, or 0 (no second
  * threshold: the rank would not move, or its key is 0). */
 static uint64_t
-topk_relist(const float *res, uint64_t n, uint64_t k, uint64_t m,
-    uint32_t *sample, uint8_t *idx, uint8_t *val)
+topk_relist(kern_topk_relist_fn *relist, const float *res, uint64_t n,
+    uint64_t k, uint64_t m, uint32_t *sample, uint8_t *idx, uint8_t *val)
 {
 	uint64_t rank = (3 * k * SAMPLE) / (2 * n), r2;
 	uint32_t L;
@@ -391,11 +410,7 @@ topk_relist(const float *res, uint64_t n, uint64_t k, uint64_t m,
 	L = key_rank(sample, SAMPLE, (uint32_t)r2);
 	if (L == 0)
 		return 0;
-	m = 0;
-	for (uint64_t i = 0; i < n; i++)
-		if (key_of(res[i]) >= L)
-			m = kern_topk_put(idx, val, k, m, (uint32_t)i);
-	return m;
+	return relist(res, n, L, idx, val, k);
 }
 
 /* The sampled path: a threshold L from SAMPLE evenly spaced values, set so
@@ -407,8 +422,8 @@ topk_relist(const float *res, uint64_t n, uint64_t k, uint64_t m,
  * a short pass. A list out of bounds gets one more try (topk_relist).
  * Returns 0 (nothing selected, res holds r) if that missed too. */
 static int
-topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
-    uint64_t k, uint8_t *idx, uint8_t *val)
+topk_sampled(const struct topk_passes *pass, const float *g, float *res,
+    uint64_t n, uint64_t k, uint8_t *idx, uint8_t *val)
 {
 	uint32_t sample[SAMPLE], L;
 	uint64_t stride = n / SAMPLE, m;
@@ -423,16 +438,16 @@ topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
 	}
 	L = kern_topk_sample_threshold(sample, n, k);
 	if (L == 0) {
-		m = list(g, res, n, 1, idx, val, k);
+		m = pass->list(g, res, n, 1, idx, val, k);
 		if (m <= k) {
 			topk_sparse(res, n, k, m, idx, val);
 			return 1;
 		}
 	} else {
-		m = list(g, res, n, L, idx, val, k);
+		m = pass->list(g, res, n, L, idx, val, k);
 	}
 	if (m < k || m > 2 * k)
-		m = topk_relist(res, n, k, m, sample, idx, val);
+		m = topk_relist(pass->relist, res, n, k, m, sample, idx, val);
 	if (m < k || m > 2 * k)
 		return 0;
 	kern_topk_resolve(res, k, m, idx, val);
@@ -471,19 +486,24 @@ add_hist_top(const float *g, float *res, uint64_t n, uint32_t *hist)
 	return zeros;
 }
 
-/* The listing pass of `isa` (supported, or KERN_ISA_AUTO). */
-static kern_topk_list_fn *
-topk_list(int isa)
+/* The sampled path's passes for `isa` (supported, or KERN_ISA_AUTO). */
+static struct topk_passes
+topk_passes_of(int isa)
 {
+	struct topk_passes p = { kern_topk_list_scalar,
+		kern_topk_relist_scalar };
+
 	if (isa == KERN_ISA_AUTO)
 		isa = kern_cpu_isa_best();
 #ifdef KERN_HAVE_X86
 	if (isa == KERN_ISA_AVX512)
-		return kern_topk_list_avx512;
-	if (isa == KERN_ISA_AVX2)
-		return kern_topk_list_avx2;
+		p = (struct topk_passes) { kern_topk_list_avx512,
+			kern_topk_relist_avx2 };
+	else if (isa == KERN_ISA_AVX2)
+		p = (struct topk_passes) { kern_topk_list_avx2,
+			kern_topk_relist_avx2 };
 #endif
-	return kern_topk_list_scalar;
+	return p;
 }
 
 void
@@ -511,7 +531,9 @@ kern_topk_encode_isa(int isa, const float *g, float *res, uint64_t n,
 		return;
 	}
 	if (n >= KERN_TOPK_SAMPLED_MIN && k <= n / 4) {
-		if (topk_sampled(topk_list(isa), g, res, n, k, idx, val))
+		struct topk_passes pass = topk_passes_of(isa);
+
+		if (topk_sampled(&pass, g, res, n, k, idx, val))
 			return;
 		add_hist_top(NULL, res, n, hist);
 	} else {

@@ -97,10 +97,19 @@ kern_topk_slots(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m, uint64_t w)
 	return NULL;
 }
 
+/* The sampled path's second listing pass, when the first listed too few
+ * or too many: each i < n whose key (res[i] as it is) reaches L, in
+ * ascending order, listed as by kern_topk_list_fn; returns how many
+ * reached L. */
+typedef uint64_t kern_topk_relist_fn(const float *res, uint64_t n, uint32_t L,
+    uint8_t *idx, uint8_t *val, uint64_t k);
+
 kern_topk_list_fn kern_topk_list_scalar;
+kern_topk_relist_fn kern_topk_relist_scalar;
 #ifdef KERN_HAVE_X86
 kern_topk_list_fn kern_topk_list_avx2;
 kern_topk_list_fn kern_topk_list_avx512;
+kern_topk_relist_fn kern_topk_relist_avx2; /* also on AVX-512 processors */
 #endif
 
 /* Values sampled for the threshold, and the fewest values of the sampled
