@@ -224,7 +224,7 @@ sift_down(uint32_t *h, uint32_t w, uint32_t p)
 #define HEAP_MAX 256
 
 static uint32_t
-nth_largest_small(const uint32_t *a, uint32_t m, uint32_t r)
+nth_largest_heap(const uint32_t *a, uint32_t m, uint32_t r)
 {
 	uint32_t h[HEAP_MAX], w = r + 1;
 
@@ -237,6 +237,39 @@ nth_largest_small(const uint32_t *a, uint32_t m, uint32_t r)
 			sift_down(h, w, 0);
 		}
 	return h[0];
+}
+
+/* nth_largest_heap, mostly over a few keys: a pivot p, the key of rank
+ * 4 (r + 1) / PICK_STEP among every PICK_STEP-th key, so that about
+ * 4 (r + 1) keys reach it; one branch-free pass copies the keys >= p,
+ * and if more than r did, the r-th largest is among them (the heap, over
+ * them alone); else, or when the pivot's rank is out of reach, the heap
+ * over all m. The heap's insertions, not its comparisons, dominated:
+ * over the few they are few. The same key. */
+#define PICK_STEP 16
+#define PICK_MAX  2048 /* the most keys prefiltered */
+
+static uint32_t
+nth_largest_small(const uint32_t *a, uint32_t m, uint32_t r)
+{
+	uint32_t sub[PICK_MAX / PICK_STEP], top[PICK_MAX], ns = 0, c = 0, p;
+	uint64_t q;
+
+	if (m > PICK_MAX)
+		return nth_largest_heap(a, m, r);
+	for (uint32_t i = 0; i < m; i += PICK_STEP)
+		sub[ns++] = a[i];
+	q = 4 * (uint64_t)(r + 1) * ns / m;
+	if (q >= ns)
+		return nth_largest_heap(a, m, r);
+	p = nth_largest_heap(sub, ns, (uint32_t)q);
+	for (uint32_t i = 0; i < m; i++) {
+		top[c] = a[i];
+		c += a[i] >= p;
+	}
+	if (c <= r)
+		return nth_largest_heap(a, m, r);
+	return nth_largest_heap(top, c, r);
 }
 
 /* The r-th largest (from 0) of the m keys at a; may reorder a. */
