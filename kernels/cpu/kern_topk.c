@@ -156,12 +156,30 @@ kern_topk_relist_scalar(const float *res, uint64_t n, uint32_t L,
 
 /* The sampled path's vector passes, of one ISA. */
 struct topk_passes {
+	kern_topk_sample_fn *sample; /* the sample's keys */
 	kern_topk_list_fn *list;     /* adds the gradient and lists */
 	kern_topk_relist_fn *relist; /* lists again, at another threshold */
 };
 
 #define SAMPLE       KERN_TOPK_SAMPLE
 #define SAMPLE_AHEAD 16 /* sampled values fetched ahead */
+
+/* The keys of the sample: see kern_topk_sample_fn. */
+void
+kern_topk_sample_scalar(const float *g, const float *res, uint64_t n,
+    uint32_t *sample)
+{
+	uint64_t stride = n / SAMPLE;
+
+	for (uint64_t s = 0; s < SAMPLE; s++) {
+		/* Far apart: fetch ahead, or each value waits for memory. */
+		if (s + SAMPLE_AHEAD < SAMPLE) {
+			__builtin_prefetch(&res[(s + SAMPLE_AHEAD) * stride]);
+			__builtin_prefetch(&g[(s + SAMPLE_AHEAD) * stride]);
+		}
+		sample[s] = key_of(res[s * stride] + g[s * stride]);
+	}
+}
 
 /* The r-th largest (from 0, r < m) of the m keys at a, by quickselect
  * with a three-way partition (equal keys cost nothing); reorders a. */
@@ -459,16 +477,9 @@ topk_sampled(const struct topk_passes *pass, const float *g, float *res,
     uint64_t n, uint64_t k, uint8_t *idx, uint8_t *val)
 {
 	uint32_t sample[SAMPLE], L;
-	uint64_t stride = n / SAMPLE, m;
+	uint64_t m;
 
-	for (uint64_t s = 0; s < SAMPLE; s++) {
-		/* Far apart: fetch ahead, or each value waits for memory. */
-		if (s + SAMPLE_AHEAD < SAMPLE) {
-			__builtin_prefetch(&res[(s + SAMPLE_AHEAD) * stride]);
-			__builtin_prefetch(&g[(s + SAMPLE_AHEAD) * stride]);
-		}
-		sample[s] = key_of(res[s * stride] + g[s * stride]);
-	}
+	pass->sample(g, res, n, sample);
 	L = kern_topk_sample_threshold(sample, n, k);
 	if (L == 0) {
 		m = pass->list(g, res, n, 1, idx, val, k);
@@ -523,18 +534,18 @@ add_hist_top(const float *g, float *res, uint64_t n, uint32_t *hist)
 static struct topk_passes
 topk_passes_of(int isa)
 {
-	struct topk_passes p = { kern_topk_list_scalar,
-		kern_topk_relist_scalar };
+	struct topk_passes p = { kern_topk_sample_scalar,
+		kern_topk_list_scalar, kern_topk_relist_scalar };
 
 	if (isa == KERN_ISA_AUTO)
 		isa = kern_cpu_isa_best();
 #ifdef KERN_HAVE_X86
 	if (isa == KERN_ISA_AVX512)
-		p = (struct topk_passes) { kern_topk_list_avx512,
-			kern_topk_relist_avx2 };
+		p = (struct topk_passes) { kern_topk_sample_avx2,
+			kern_topk_list_avx512, kern_topk_relist_avx2 };
 	else if (isa == KERN_ISA_AVX2)
-		p = (struct topk_passes) { kern_topk_list_avx2,
-			kern_topk_relist_avx2 };
+		p = (struct topk_passes) { kern_topk_sample_avx2,
+			kern_topk_list_avx2, kern_topk_relist_avx2 };
 #endif
 	return p;
 }

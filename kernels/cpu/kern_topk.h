@@ -104,12 +104,20 @@ kern_topk_slots(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m, uint64_t w)
 typedef uint64_t kern_topk_relist_fn(const float *res, uint64_t n, uint32_t L,
     uint8_t *idx, uint8_t *val, uint64_t k);
 
+/* The sampled path's sample: the keys of res[i] + g[i] (as the listing
+ * pass adds them) for the KERN_TOPK_SAMPLE values i = s (n /
+ * KERN_TOPK_SAMPLE), into sample; res and g unchanged. */
+typedef void kern_topk_sample_fn(const float *g, const float *res, uint64_t n,
+    uint32_t *sample);
+
 kern_topk_list_fn kern_topk_list_scalar;
 kern_topk_relist_fn kern_topk_relist_scalar;
+kern_topk_sample_fn kern_topk_sample_scalar;
 #ifdef KERN_HAVE_X86
 kern_topk_list_fn kern_topk_list_avx2;
 kern_topk_list_fn kern_topk_list_avx512;
 kern_topk_relist_fn kern_topk_relist_avx2; /* also on AVX-512 processors */
+kern_topk_sample_fn kern_topk_sample_avx2; /* also on AVX-512 processors */
 #endif
 
 /* Values sampled for the threshold, and the fewest values of the sampled

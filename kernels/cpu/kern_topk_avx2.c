@@ -195,3 +195,30 @@ kern_topk_relist_avx2(const float *res, uint64_t n, uint32_t L, uint8_t *idx,
 {
 	return list_pass(NULL, res, NULL, n, L, idx, val, k, 0);
 }
+
+/* Eight sampled values a turn, gathered: their indices from base are
+ * 0, stride, ..., 7 stride, which fit in 32 bits (stride <= 2^32 /
+ * KERN_TOPK_SAMPLE). The sum res + g and the key as key_of's; both
+ * gathers of a turn are issued before either is used, so that the far
+ * apart values of a large tensor are fetched together. */
+void
+kern_topk_sample_avx2(const float *g, const float *res, uint64_t n,
+    uint32_t *sample)
+{
+	const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+	const __m256i knan = _mm256_set1_epi32(0x7f800001);
+	uint64_t stride = n / KERN_TOPK_SAMPLE;
+	__m256i at = _mm256_mullo_epi32(_mm256_set1_epi32((int)stride),
+	    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+
+	for (uint64_t s = 0; s < KERN_TOPK_SAMPLE; s += 8) {
+		__m256 vr = _mm256_i32gather_ps(res + s * stride, at, 4);
+		__m256 vg = _mm256_i32gather_ps(g + s * stride, at, 4);
+		__m256i key = _mm256_and_si256(_mm256_castps_si256(
+						   add_res_g(vr, vg)),
+		    abs);
+
+		_mm256_storeu_si256((__m256i *)(void *)(sample + s),
+		    _mm256_min_epu32(key, knan));
+	}
+}
