@@ -1,6 +1,7 @@
 /* kern_topk - top-k selection with error feedback (scalar; the sampled path's
  * listing pass also in AVX2 and AVX-512, kern_topk_avx2.c and
- * kern_topk_avx512.c, the same bit for bit).
+ * kern_topk_avx512.c, its sample and relisting pass in AVX2, the same bit
+ * for bit).
  *
  * The kernels behind bellows/codec.h's top-k codec. Per value i,
  * r = res[i] + g[i] (float addition); the k values of largest |r| are
@@ -17,7 +18,8 @@
  * clamped to one key above Inf); no sort and no memory beyond the stack
  * and the output, exact k:
  *  - sampled (n >= 4096, k <= n / 4): a threshold from 2048 evenly
- *    spaced values (a heap or quickselect), set for about 1.5 k keys
+ *    spaced values (gathered in AVX2; a heap over those above a pivot,
+ *    or quickselect), set for about 1.5 k keys
  *    above it; one pass adds the gradient and lists the indices at or
  *    above it into the output's 2 k slots (a vector pass stores a
  *    vector's hits at once, compressed in index order); if fewer than k
