@@ -143,8 +143,8 @@ kern_topk_list_scalar(const float *g, float *res, uint64_t n, uint32_t L,
 
 /* Lists i with key_of(res[i]) >= L: see kern_topk_relist_fn. */
 uint64_t
-kern_topk_relist_scalar(const float *res, uint64_t n, uint32_t L,
-    uint8_t *idx, uint8_t *val, uint64_t k)
+kern_topk_relist_scalar(const float *res, uint64_t n, uint32_t L, uint8_t *idx,
+    uint8_t *val, uint64_t k)
 {
 	uint64_t m = 0;
 
@@ -534,17 +534,17 @@ add_hist_top(const float *g, float *res, uint64_t n, uint32_t *hist)
 static struct topk_passes
 topk_passes_of(int isa)
 {
-	struct topk_passes p = { kern_topk_sample_scalar,
-		kern_topk_list_scalar, kern_topk_relist_scalar };
+	struct topk_passes p = { kern_topk_sample_scalar, kern_topk_list_scalar,
+		kern_topk_relist_scalar };
 
 	if (isa == KERN_ISA_AUTO)
 		isa = kern_cpu_isa_best();
 #ifdef KERN_HAVE_X86
 	if (isa == KERN_ISA_AVX512)
-		p = (struct topk_passes) { kern_topk_sample_avx2,
+		p = (struct topk_passes){ kern_topk_sample_avx2,
 			kern_topk_list_avx512, kern_topk_relist_avx2 };
 	else if (isa == KERN_ISA_AVX2)
-		p = (struct topk_passes) { kern_topk_sample_avx2,
+		p = (struct topk_passes){ kern_topk_sample_avx2,
 			kern_topk_list_avx2, kern_topk_relist_avx2 };
 #endif
 	return p;

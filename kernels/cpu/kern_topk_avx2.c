@@ -120,8 +120,8 @@ hits8(__m256 r, __m256i below, __m256i live)
  * turn, their four hit masks packed into one 32-bit mask (bit b: value
  * i + b), so that a turn without hits (most of them) costs one test. */
 static inline __attribute__((always_inline)) uint64_t
-list_pass(const float *g, const float *res, float *out, uint64_t n,
-    uint32_t L, uint8_t *idx, uint8_t *val, uint64_t k, int add)
+list_pass(const float *g, const float *res, float *out, uint64_t n, uint32_t L,
+    uint8_t *idx, uint8_t *val, uint64_t k, int add)
 {
 	const __m256i below = _mm256_set1_epi32((int)(L - 1));
 	const __m256i all = _mm256_set1_epi32(-1);
@@ -152,8 +152,9 @@ list_pass(const float *g, const float *res, float *out, uint64_t n,
 		    hits8(r1, below, all));
 		c23 = _mm256_packs_epi32(hits8(r2, below, all),
 		    hits8(r3, below, all));
-		hit = (uint32_t)_mm256_movemask_epi8(_mm256_permutevar8x32_epi32(
-		    _mm256_packs_epi16(c01, c23), order));
+		hit = (uint32_t)_mm256_movemask_epi8(
+		    _mm256_permutevar8x32_epi32(_mm256_packs_epi16(c01, c23),
+			order));
 		if (hit == 0)
 			continue;
 		for (unsigned v = 0; v < 4; v++) {
@@ -165,7 +166,8 @@ list_pass(const float *g, const float *res, float *out, uint64_t n,
 	}
 	for (; i < n; i += 8) {
 		__m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(
-						      (int)(n - i < 8 ? n - i : 8)),
+						      (int)(n - i < 8 ? n - i
+								      : 8)),
 		    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 		__m256 r = _mm256_maskload_ps(res + i, live);
 		unsigned hit;
