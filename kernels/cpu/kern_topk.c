@@ -141,8 +141,45 @@ kern_topk_list_scalar(const float *g, float *res, uint64_t n, uint32_t L,
 	return m;
 }
 
+/* Lists i with key_of(res[i]) >= L: see kern_topk_relist_fn. */
+uint64_t
+kern_topk_relist_scalar(const float *res, uint64_t n, uint32_t L, uint8_t *idx,
+    uint8_t *val, uint64_t k)
+{
+	uint64_t m = 0;
+
+	for (uint64_t i = 0; i < n; i++)
+		if (key_of(res[i]) >= L)
+			m = kern_topk_put(idx, val, k, m, (uint32_t)i);
+	return m;
+}
+
+/* The sampled path's vector passes, of one ISA. */
+struct topk_passes {
+	kern_topk_sample_fn *sample; /* the sample's keys */
+	kern_topk_list_fn *list;     /* adds the gradient and lists */
+	kern_topk_relist_fn *relist; /* lists again, at another threshold */
+};
+
 #define SAMPLE       KERN_TOPK_SAMPLE
 #define SAMPLE_AHEAD 16 /* sampled values fetched ahead */
+
+/* The keys of the sample: see kern_topk_sample_fn. */
+void
+kern_topk_sample_scalar(const float *g, const float *res, uint64_t n,
+    uint32_t *sample)
+{
+	uint64_t stride = n / SAMPLE;
+
+	for (uint64_t s = 0; s < SAMPLE; s++) {
+		/* Far apart: fetch ahead, or each value waits for memory. */
+		if (s + SAMPLE_AHEAD < SAMPLE) {
+			__builtin_prefetch(&res[(s + SAMPLE_AHEAD) * stride]);
+			__builtin_prefetch(&g[(s + SAMPLE_AHEAD) * stride]);
+		}
+		sample[s] = key_of(res[s * stride] + g[s * stride]);
+	}
+}
 
 /* The r-th largest (from 0, r < m) of the m keys at a, by quickselect
  * with a three-way partition (equal keys cost nothing); reorders a. */
@@ -205,7 +242,7 @@ sift_down(uint32_t *h, uint32_t w, uint32_t p)
 #define HEAP_MAX 256
 
 static uint32_t
-nth_largest_small(const uint32_t *a, uint32_t m, uint32_t r)
+nth_largest_heap(const uint32_t *a, uint32_t m, uint32_t r)
 {
 	uint32_t h[HEAP_MAX], w = r + 1;
 
@@ -218,6 +255,39 @@ nth_largest_small(const uint32_t *a, uint32_t m, uint32_t r)
 			sift_down(h, w, 0);
 		}
 	return h[0];
+}
+
+/* nth_largest_heap, mostly over a few keys: a pivot p, the key of rank
+ * 4 (r + 1) / PICK_STEP among every PICK_STEP-th key, so that about
+ * 4 (r + 1) keys reach it; one branch-free pass copies the keys >= p,
+ * and if more than r did, the r-th largest is among them (the heap, over
+ * them alone); else, or when the pivot's rank is out of reach, the heap
+ * over all m. The heap's insertions, not its comparisons, dominated:
+ * over the few they are few. The same key. */
+#define PICK_STEP 16
+#define PICK_MAX  2048 /* the most keys prefiltered */
+
+static uint32_t
+nth_largest_small(const uint32_t *a, uint32_t m, uint32_t r)
+{
+	uint32_t sub[PICK_MAX / PICK_STEP], top[PICK_MAX], ns = 0, c = 0, p;
+	uint64_t q;
+
+	if (m > PICK_MAX)
+		return nth_largest_heap(a, m, r);
+	for (uint32_t i = 0; i < m; i += PICK_STEP)
+		sub[ns++] = a[i];
+	q = 4 * (uint64_t)(r + 1) * ns / m;
+	if (q >= ns)
+		return nth_largest_heap(a, m, r);
+	p = nth_largest_heap(sub, ns, (uint32_t)q);
+	for (uint32_t i = 0; i < m; i++) {
+		top[c] = a[i];
+		c += a[i] >= p;
+	}
+	if (c <= r)
+		return nth_largest_heap(a, m, r);
+	return nth_largest_heap(top, c, r);
 }
 
 /* The r-th largest (from 0) of the m keys at a; may reorder a. */
@@ -371,8 +441,8 @@ topk_sparse(float *res, uint64_t n, uint64_t k, uint64_t a, uint8_t *idx,
  * lists the keys reaching it. Returns the new count, or 0 (no second
  * threshold: the rank would not move, or its key is 0). */
 static uint64_t
-topk_relist(const float *res, uint64_t n, uint64_t k, uint64_t m,
-    uint32_t *sample, uint8_t *idx, uint8_t *val)
+topk_relist(kern_topk_relist_fn *relist, const float *res, uint64_t n,
+    uint64_t k, uint64_t m, uint32_t *sample, uint8_t *idx, uint8_t *val)
 {
 	uint64_t rank = (3 * k * SAMPLE) / (2 * n), r2;
 	uint32_t L;
@@ -391,11 +461,7 @@ topk_relist(const float *res, uint64_t n, uint64_t k, uint64_t m,
 	L = key_rank(sample, SAMPLE, (uint32_t)r2);
 	if (L == 0)
 		return 0;
-	m = 0;
-	for (uint64_t i = 0; i < n; i++)
-		if (key_of(res[i]) >= L)
-			m = kern_topk_put(idx, val, k, m, (uint32_t)i);
-	return m;
+	return relist(res, n, L, idx, val, k);
 }
 
 /* The sampled path: a threshold L from SAMPLE evenly spaced values, set so
@@ -407,32 +473,25 @@ topk_relist(const float *res, uint64_t n, uint64_t k, uint64_t m,
  * a short pass. A list out of bounds gets one more try (topk_relist).
  * Returns 0 (nothing selected, res holds r) if that missed too. */
 static int
-topk_sampled(kern_topk_list_fn *list, const float *g, float *res, uint64_t n,
-    uint64_t k, uint8_t *idx, uint8_t *val)
+topk_sampled(const struct topk_passes *pass, const float *g, float *res,
+    uint64_t n, uint64_t k, uint8_t *idx, uint8_t *val)
 {
 	uint32_t sample[SAMPLE], L;
-	uint64_t stride = n / SAMPLE, m;
+	uint64_t m;
 
-	for (uint64_t s = 0; s < SAMPLE; s++) {
-		/* Far apart: fetch ahead, or each value waits for memory. */
-		if (s + SAMPLE_AHEAD < SAMPLE) {
-			__builtin_prefetch(&res[(s + SAMPLE_AHEAD) * stride]);
-			__builtin_prefetch(&g[(s + SAMPLE_AHEAD) * stride]);
-		}
-		sample[s] = key_of(res[s * stride] + g[s * stride]);
-	}
+	pass->sample(g, res, n, sample);
 	L = kern_topk_sample_threshold(sample, n, k);
 	if (L == 0) {
-		m = list(g, res, n, 1, idx, val, k);
+		m = pass->list(g, res, n, 1, idx, val, k);
 		if (m <= k) {
 			topk_sparse(res, n, k, m, idx, val);
 			return 1;
 		}
 	} else {
-		m = list(g, res, n, L, idx, val, k);
+		m = pass->list(g, res, n, L, idx, val, k);
 	}
 	if (m < k || m > 2 * k)
-		m = topk_relist(res, n, k, m, sample, idx, val);
+		m = topk_relist(pass->relist, res, n, k, m, sample, idx, val);
 	if (m < k || m > 2 * k)
 		return 0;
 	kern_topk_resolve(res, k, m, idx, val);
@@ -471,19 +530,24 @@ add_hist_top(const float *g, float *res, uint64_t n, uint32_t *hist)
 	return zeros;
 }
 
-/* The listing pass of `isa` (supported, or KERN_ISA_AUTO). */
-static kern_topk_list_fn *
-topk_list(int isa)
+/* The sampled path's passes for `isa` (supported, or KERN_ISA_AUTO). */
+static struct topk_passes
+topk_passes_of(int isa)
 {
+	struct topk_passes p = { kern_topk_sample_scalar, kern_topk_list_scalar,
+		kern_topk_relist_scalar };
+
 	if (isa == KERN_ISA_AUTO)
 		isa = kern_cpu_isa_best();
 #ifdef KERN_HAVE_X86
 	if (isa == KERN_ISA_AVX512)
-		return kern_topk_list_avx512;
-	if (isa == KERN_ISA_AVX2)
-		return kern_topk_list_avx2;
+		p = (struct topk_passes){ kern_topk_sample_avx2,
+			kern_topk_list_avx512, kern_topk_relist_avx2 };
+	else if (isa == KERN_ISA_AVX2)
+		p = (struct topk_passes){ kern_topk_sample_avx2,
+			kern_topk_list_avx2, kern_topk_relist_avx2 };
 #endif
-	return kern_topk_list_scalar;
+	return p;
 }
 
 void
@@ -511,7 +575,9 @@ kern_topk_encode_isa(int isa, const float *g, float *res, uint64_t n,
 		return;
 	}
 	if (n >= KERN_TOPK_SAMPLED_MIN && k <= n / 4) {
-		if (topk_sampled(topk_list(isa), g, res, n, k, idx, val))
+		struct topk_passes pass = topk_passes_of(isa);
+
+		if (topk_sampled(&pass, g, res, n, k, idx, val))
 			return;
 		add_hist_top(NULL, res, n, hist);
 	} else {

@@ -1,6 +1,7 @@
 /* kern_topk - top-k selection with error feedback (scalar; the sampled path's
  * listing pass also in AVX2 and AVX-512, kern_topk_avx2.c and
- * kern_topk_avx512.c, the same bit for bit).
+ * kern_topk_avx512.c, its sample and relisting pass in AVX2, the same bit
+ * for bit).
  *
  * The kernels behind bellows/codec.h's top-k codec. Per value i,
  * r = res[i] + g[i] (float addition); the k values of largest |r| are
@@ -17,7 +18,8 @@
  * clamped to one key above Inf); no sort and no memory beyond the stack
  * and the output, exact k:
  *  - sampled (n >= 4096, k <= n / 4): a threshold from 2048 evenly
- *    spaced values (a heap or quickselect), set for about 1.5 k keys
+ *    spaced values (gathered in AVX2; a heap over those above a pivot,
+ *    or quickselect), set for about 1.5 k keys
  *    above it; one pass adds the gradient and lists the indices at or
  *    above it into the output's 2 k slots (a vector pass stores a
  *    vector's hits at once, compressed in index order); if fewer than k
@@ -97,10 +99,27 @@ kern_topk_slots(uint8_t *idx, uint8_t *val, uint64_t k, uint64_t m, uint64_t w)
 	return NULL;
 }
 
+/* The sampled path's second listing pass, when the first listed too few
+ * or too many: each i < n whose key (res[i] as it is) reaches L, in
+ * ascending order, listed as by kern_topk_list_fn; returns how many
+ * reached L. */
+typedef uint64_t kern_topk_relist_fn(const float *res, uint64_t n, uint32_t L,
+    uint8_t *idx, uint8_t *val, uint64_t k);
+
+/* The sampled path's sample: the keys of res[i] + g[i] (as the listing
+ * pass adds them) for the KERN_TOPK_SAMPLE values i = s (n /
+ * KERN_TOPK_SAMPLE), into sample; res and g unchanged. */
+typedef void kern_topk_sample_fn(const float *g, const float *res, uint64_t n,
+    uint32_t *sample);
+
 kern_topk_list_fn kern_topk_list_scalar;
+kern_topk_relist_fn kern_topk_relist_scalar;
+kern_topk_sample_fn kern_topk_sample_scalar;
 #ifdef KERN_HAVE_X86
 kern_topk_list_fn kern_topk_list_avx2;
 kern_topk_list_fn kern_topk_list_avx512;
+kern_topk_relist_fn kern_topk_relist_avx2; /* also on AVX-512 processors */
+kern_topk_sample_fn kern_topk_sample_avx2; /* also on AVX-512 processors */
 #endif
 
 /* Values sampled for the threshold, and the fewest values of the sampled

@@ -5,9 +5,10 @@
  * is -1 when L is 0: every key). A vector's hits are stored at once: the
  * hit lanes' positions, in ascending order, come from a table of 8
  * nibbles per 8-bit mask, and one unaligned store writes the 8 indices
- * (kern_topk_slots). Whole vectors through plain loads and stores (masked
- * stores are slow on some processors); the last values through masked
- * ones. The same residual and list as the scalar code bit for bit.
+ * (kern_topk_slots). Four vectors a turn through plain loads and stores
+ * (masked stores are slow on some processors), the last fewer than 32
+ * values through masked ones. The same residual and list as the scalar
+ * code bit for bit; the relisting pass (no addition) is the same loop.
  */
 #include <immintrin.h>
 
@@ -102,48 +103,124 @@ add_res_g(__m256 res, __m256 g)
 	return r;
 }
 
-/* The hits of r's 8 keys (the live lanes only) against L - 1. */
-static inline unsigned
+/* The hits of r's 8 keys (the live lanes only) against L - 1. The key is
+ * not clamped at NaN's: the threshold is a key, at most NaN's, so an
+ * unclamped NaN (above it) reaches it as the clamped one does. */
+static inline __m256i
 hits8(__m256 r, __m256i below, __m256i live)
 {
 	const __m256i abs = _mm256_set1_epi32(0x7fffffff);
-	const __m256i knan = _mm256_set1_epi32(0x7f800001);
-	__m256i key = _mm256_min_epu32(_mm256_and_si256(_mm256_castps_si256(r),
-					   abs),
-	    knan);
+	__m256i key = _mm256_and_si256(_mm256_castps_si256(r), abs);
 
-	return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(
-	    _mm256_and_si256(live, _mm256_cmpgt_epi32(key, below))));
+	return _mm256_and_si256(live, _mm256_cmpgt_epi32(key, below));
+}
+
+/* The listing pass over res, adding g first and storing the sums to out
+ * when add is set (out is res then, or unused): 32 values a
+ * turn, their four hit masks packed into one 32-bit mask (bit b: value
+ * i + b), so that a turn without hits (most of them) costs one test. */
+static inline __attribute__((always_inline)) uint64_t
+list_pass(const float *g, const float *res, float *out, uint64_t n, uint32_t L,
+    uint8_t *idx, uint8_t *val, uint64_t k, int add)
+{
+	const __m256i below = _mm256_set1_epi32((int)(L - 1));
+	const __m256i all = _mm256_set1_epi32(-1);
+	const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+	uint64_t i = 0, m = 0;
+
+	for (; i + 32 <= n; i += 32) {
+		__m256 r0 = _mm256_loadu_ps(res + i);
+		__m256 r1 = _mm256_loadu_ps(res + i + 8);
+		__m256 r2 = _mm256_loadu_ps(res + i + 16);
+		__m256 r3 = _mm256_loadu_ps(res + i + 24);
+		__m256i c01, c23;
+		uint32_t hit;
+
+		if (add) {
+			r0 = add_res_g(r0, _mm256_loadu_ps(g + i));
+			r1 = add_res_g(r1, _mm256_loadu_ps(g + i + 8));
+			r2 = add_res_g(r2, _mm256_loadu_ps(g + i + 16));
+			r3 = add_res_g(r3, _mm256_loadu_ps(g + i + 24));
+			_mm256_storeu_ps(out + i, r0);
+			_mm256_storeu_ps(out + i + 8, r1);
+			_mm256_storeu_ps(out + i + 16, r2);
+			_mm256_storeu_ps(out + i + 24, r3);
+		}
+		/* Packing interleaves the four vectors' 4-lane halves;
+		 * `order` puts them back in index order. */
+		c01 = _mm256_packs_epi32(hits8(r0, below, all),
+		    hits8(r1, below, all));
+		c23 = _mm256_packs_epi32(hits8(r2, below, all),
+		    hits8(r3, below, all));
+		hit = (uint32_t)_mm256_movemask_epi8(
+		    _mm256_permutevar8x32_epi32(_mm256_packs_epi16(c01, c23),
+			order));
+		if (hit == 0)
+			continue;
+		for (unsigned v = 0; v < 4; v++) {
+			unsigned h8 = (hit >> (8 * v)) & 0xffu;
+
+			if (h8 != 0)
+				m = list8(idx, val, k, m, i + 8 * v, h8);
+		}
+	}
+	for (; i < n; i += 8) {
+		__m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(
+						      (int)(n - i < 8 ? n - i
+								      : 8)),
+		    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+		__m256 r = _mm256_maskload_ps(res + i, live);
+		unsigned hit;
+
+		if (add) {
+			r = add_res_g(r, _mm256_maskload_ps(g + i, live));
+			_mm256_maskstore_ps(out + i, live, r);
+		}
+		hit = (unsigned)_mm256_movemask_ps(
+		    _mm256_castsi256_ps(hits8(r, below, live)));
+		if (hit != 0)
+			m = list8(idx, val, k, m, i, hit);
+	}
+	return m;
 }
 
 uint64_t
 kern_topk_list_avx2(const float *g, float *res, uint64_t n, uint32_t L,
     uint8_t *idx, uint8_t *val, uint64_t k)
 {
-	const __m256i below = _mm256_set1_epi32((int)(L - 1));
-	const __m256i all = _mm256_set1_epi32(-1);
-	uint64_t i = 0, m = 0;
+	return list_pass(g, res, res, n, L, idx, val, k, 1);
+}
 
-	for (; i + 8 <= n; i += 8) {
-		__m256 r = add_res_g(_mm256_loadu_ps(res + i),
-		    _mm256_loadu_ps(g + i));
-		unsigned hit = hits8(r, below, all);
+uint64_t
+kern_topk_relist_avx2(const float *res, uint64_t n, uint32_t L, uint8_t *idx,
+    uint8_t *val, uint64_t k)
+{
+	return list_pass(NULL, res, NULL, n, L, idx, val, k, 0);
+}
 
-		_mm256_storeu_ps(res + i, r);
-		if (hit != 0)
-			m = list8(idx, val, k, m, i, hit);
+/* Eight sampled values a turn, gathered: their indices from base are
+ * 0, stride, ..., 7 stride, which fit in 32 bits (stride <= 2^32 /
+ * KERN_TOPK_SAMPLE). The sum res + g and the key as key_of's; both
+ * gathers of a turn are issued before either is used, so that the far
+ * apart values of a large tensor are fetched together. */
+void
+kern_topk_sample_avx2(const float *g, const float *res, uint64_t n,
+    uint32_t *sample)
+{
+	const __m256i abs = _mm256_set1_epi32(0x7fffffff);
+	const __m256i knan = _mm256_set1_epi32(0x7f800001);
+	uint64_t stride = n / KERN_TOPK_SAMPLE;
+	__m256i at = _mm256_mullo_epi32(_mm256_set1_epi32((int)stride),
+	    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+
+	for (uint64_t s = 0; s < KERN_TOPK_SAMPLE; s += 8) {
+		__m256 vr = _mm256_i32gather_ps(res + s * stride, at, 4);
+		__m256 vg = _mm256_i32gather_ps(g + s * stride, at, 4);
+		__m256i key = _mm256_and_si256(_mm256_castps_si256(
+						   add_res_g(vr, vg)),
+		    abs);
+
+		_mm256_storeu_si256((__m256i *)(void *)(sample + s),
+		    _mm256_min_epu32(key, knan));
 	}
-	if (i < n) {
-		__m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(
-						      (int)(n - i)),
-		    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-		__m256 r = add_res_g(_mm256_maskload_ps(res + i, live),
-		    _mm256_maskload_ps(g + i, live));
-		unsigned hit = hits8(r, below, live);
-
-		_mm256_maskstore_ps(res + i, live, r);
-		if (hit != 0)
-			m = list8(idx, val, k, m, i, hit);
-	}
-	return m;
 }
