@@ -322,7 +322,9 @@ extern "C" {
  * before reading it. tests/policies/test_abi.c proves at compile time
  * that every ABI 6 field keeps its offset and size and that these come
  * after them. A row is never inserted, reordered, retyped or removed,
- * and its view type never changes. Empty today. */
+ * and its view type never changes. Empty today. (An array row,
+ * BELLOWS_LAYER_ARRAYS, has no generated window field yet: a new one
+ * needs this tail extended to carry its pointer and count first.) */
 #define BELLOWS_LAYER_STATS_APPENDED(X)
 
 /* clang-format on */
