@@ -945,9 +945,9 @@ out:
 	"SELECT w.window, l.name AS layer, w.level, w.error_bound"
 #define HDB_LAYER_STATS_TAIL                                                   \
 	" FROM hdb_windows w"                                                  \
-	" JOIN layers l ON l.run_id = w.run_id AND l.idx = w.layer"           \
-	" WHERE w.run_id = :run AND w.layer = :layer"                         \
-	" AND w.window BETWEEN :wlo AND :whi"                                 \
+	" JOIN layers l ON l.run_id = w.run_id AND l.idx = w.layer"            \
+	" WHERE w.run_id = :run AND w.layer = :layer"                          \
+	" AND w.window BETWEEN :wlo AND :whi"                                  \
 	" ORDER BY w.window"
 
 /* The history column of the gate of `s`, a GATED_* entry of the layer
@@ -956,9 +956,10 @@ out:
 static const char *
 hdb_gate_col(const com_stat *s)
 {
-	if (s->gate < 0 || (s->agg != BELLOWS_STAT_AGG_GATED_MEAN &&
-				s->agg != BELLOWS_STAT_AGG_GATED_MEDIAN &&
-				s->agg != BELLOWS_STAT_AGG_GATED_MAX))
+	if (s->gate < 0 ||
+	    (s->agg != BELLOWS_STAT_AGG_GATED_MEAN &&
+		s->agg != BELLOWS_STAT_AGG_GATED_MEDIAN &&
+		s->agg != BELLOWS_STAT_AGG_GATED_MAX))
 		return NULL;
 	return com_layer_stat_table[s->gate].wcol;
 }

@@ -497,13 +497,13 @@ enum bellows_stat_index {
  * for each row in the window (none for a row without view), and for a
  * NORM row wfield##_rank0 and wfield##_mean after it (doubles, as
  * bellowsd fills them). */
-#define BELLOWS_WINDOW_LAYER_FIELD(name, type, tag, check, agg, gate, wtype,  \
+#define BELLOWS_WINDOW_LAYER_FIELD(name, type, tag, check, agg, gate, wtype,   \
     wfield, ...)                                                               \
 	BELLOWS_STAT_WFIELD_##wtype(wfield) BELLOWS_STAT_WNORM_##agg(wfield)
 #define BELLOWS_STAT_WFIELD_NONE(f)
-#define BELLOWS_STAT_WFIELD_U32(f)          uint32_t f;
-#define BELLOWS_STAT_WFIELD_U64(f)          uint64_t f;
-#define BELLOWS_STAT_WFIELD_F64(f)          double f;
+#define BELLOWS_STAT_WFIELD_U32(f) uint32_t f;
+#define BELLOWS_STAT_WFIELD_U64(f) uint64_t f;
+#define BELLOWS_STAT_WFIELD_F64(f) double f;
 #define BELLOWS_STAT_WNORM_NONE(f)
 #define BELLOWS_STAT_WNORM_SUM(f)
 #define BELLOWS_STAT_WNORM_SUM_SAT(f)
@@ -515,7 +515,9 @@ enum bellows_stat_index {
 #define BELLOWS_STAT_WNORM_GATED_MAX(f)
 #define BELLOWS_STAT_WNORM_STEP_MEDIAN(f)
 #define BELLOWS_STAT_WNORM_STEP_MEDIAN_NZ(f)
-#define BELLOWS_STAT_WNORM_NORM(f)          double f##_rank0; double f##_mean;
+#define BELLOWS_STAT_WNORM_NORM(f)                                             \
+	double f##_rank0;                                                      \
+	double f##_mean;
 
 /* One pointer field per array entry: `TABLE(BELLOWS_STAT_ARRAY_FIELD)`
  * inside a struct declares the arrays, NULL for an absent one. */

@@ -3,9 +3,9 @@
  * bellows_window_layer and bellows_window are what out-of-tree policies
  * (BELLOWS_POLICY_ABI 4 and 5) read by offset. Their fields up to ABI 6 stay
  * written out by hand in policies/bellows/policy.h, the layer's later
- * statistics are generated from the table; the controller fills their statistics from
- * the statistics table (bellows/stats.h) by offsetof. Moving a field
- * breaks every compiled plug-in, and this test. bellows_window may grow
+ * statistics are generated from the table; the controller fills their
+ * statistics from the statistics table (bellows/stats.h) by offsetof. Moving a
+ * field breaks every compiled plug-in, and this test. bellows_window may grow
  * (appended fields); so may bellows_window_layer since ABI 6, whose
  * policies step through the layers by the window's layer_size (before,
  * ABI 3 appended the residual and array statistics and ABI 4 the level
