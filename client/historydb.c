@@ -248,21 +248,8 @@ static const char *const hdb_questions[TOOL_HDB_Q_N] = {
 	    " WHERE i.run_id = :run AND i.window BETWEEN :wlo AND :whi"
 	    " ORDER BY i.window",
 
-	[TOOL_HDB_Q_LAYER_STATS] =
-	    "SELECT w.window, l.name AS layer, w.level, w.error_bound,"
-	    " CASE WHEN w.act_steps > 0 THEN w.act_steps END AS act_steps,"
-	    " CASE WHEN w.act_steps > 0 THEN w.act_lbar END AS act_lbar,"
-	    " CASE WHEN w.act_steps > 0 THEN w.act_nonzero END AS act_nonzero,"
-	    " CASE WHEN w.act_steps > 0 THEN w.act_bytes END AS act_bytes,"
-	    " CASE WHEN w.act_steps > 0 THEN w.act_raw_bytes END"
-	    "  AS act_raw_bytes,"
-	    " w.comm_raw_ms, w.comm_raw_n, w.comm_comp_ms, w.comm_comp_n,"
-	    " w.codec_ms"
-	    " FROM hdb_windows w"
-	    " JOIN layers l ON l.run_id = w.run_id AND l.idx = w.layer"
-	    " WHERE w.run_id = :run AND w.layer = :layer"
-	    " AND w.window BETWEEN :wlo AND :whi"
-	    " ORDER BY w.window",
+	/* TOOL_HDB_Q_LAYER_STATS is made from the statistics table:
+	 * hdb_layer_stats_sql. */
 
 	/* The residual plan's memory (ResiReduce) from the layers'
 	 * statistics: the floats the ranks held (mean over their steps) and
@@ -952,16 +939,85 @@ out:
 	return r;
 }
 
+/* The head and tail of TOOL_HDB_Q_LAYER_STATS; the statistic columns go
+ * between them. */
+#define HDB_LAYER_STATS_HEAD                                                   \
+	"SELECT w.window, l.name AS layer, w.level, w.error_bound"
+#define HDB_LAYER_STATS_TAIL                                                   \
+	" FROM hdb_windows w"                                                  \
+	" JOIN layers l ON l.run_id = w.run_id AND l.idx = w.layer"            \
+	" WHERE w.run_id = :run AND w.layer = :layer"                          \
+	" AND w.window BETWEEN :wlo AND :whi"                                  \
+	" ORDER BY w.window"
+
+/* The history column of the gate of `s`, a GATED_* entry of the layer
+ * table, when `windows` keeps it (NULL otherwise): its value 0 says no
+ * rank measured s. */
+static const char *
+hdb_gate_col(const com_stat *s)
+{
+	if (s->gate < 0 ||
+	    (s->agg != BELLOWS_STAT_AGG_GATED_MEAN &&
+		s->agg != BELLOWS_STAT_AGG_GATED_MEDIAN &&
+		s->agg != BELLOWS_STAT_AGG_GATED_MAX))
+		return NULL;
+	return com_layer_stat_table[s->gate].wcol;
+}
+
+/* Makes the statement of TOOL_HDB_Q_LAYER_STATS into buf
+ * (HDB_VIEWS_MAX bytes) from the statistics table, so that a statistic
+ * added to the table is a column of `bellows history stats --layer`
+ * without an edit here: one row per window of layer :layer, its level
+ * and error bound in force, then every statistic column of `windows`
+ * (hist_cols: an entry's wcol, then its wcol2) in the table's order,
+ * named as the column. A gated entry whose gate is 0 (no rank measured
+ * it) reads NULL. The columns come from the views (hdb_views), so a file
+ * older than a statistic reads it as not measured. Returns false when
+ * the statement does not fit. */
+static bool
+hdb_layer_stats_sql(char *buf)
+{
+	uint32_t n;
+	const hist_col *hc = hist_cols(HIST_WINDOWS, &n);
+	size_t used = 0;
+	bool ok = hdb_cat(buf, &used, "%s", HDB_LAYER_STATS_HEAD);
+
+	for (uint32_t c = 0; ok && c < n; c++) {
+		const char *gate = hdb_gate_col(hc[c].stat);
+
+		if (gate != NULL)
+			ok = hdb_cat(buf, &used,
+			    ", CASE WHEN w.%s > 0 THEN w.%s END AS %s", gate,
+			    hc[c].name, hc[c].name);
+		else
+			ok = hdb_cat(buf, &used, ", w.%s", hc[c].name);
+	}
+	return ok && hdb_cat(buf, &used, "%s", HDB_LAYER_STATS_TAIL);
+}
+
 int
 tool_hdb_query(tool_hdb *db, tool_hdb_question q, const tool_hdb_filter *f,
     const tool_hdb_sink *sink)
 {
 	sqlite3_stmt *st = NULL;
+	char *sql = NULL;
 	int r;
 
 	if ((unsigned)q >= TOOL_HDB_Q_N)
 		return tool_hdb_fail(db, BELLOWS_EINVAL, "no such question");
-	if ((r = hdb_prepare(db, hdb_questions[q], &st)) != 0)
+	if (q == TOOL_HDB_Q_LAYER_STATS) {
+		if ((sql = malloc(HDB_VIEWS_MAX)) == NULL)
+			return tool_hdb_fail(db, BELLOWS_ENOMEM,
+			    "out of memory");
+		if (!hdb_layer_stats_sql(sql)) {
+			free(sql);
+			return tool_hdb_fail(db, BELLOWS_ENOMEM,
+			    "the layer statistics do not fit");
+		}
+	}
+	r = hdb_prepare(db, sql != NULL ? sql : hdb_questions[q], &st);
+	free(sql);
+	if (r != 0)
 		return r;
 	if ((r = hdb_bind_filter(db, st, f)) != 0) {
 		sqlite3_finalize(st);

@@ -97,8 +97,10 @@ typedef enum tool_hdb_question {
 	TOOL_HDB_Q_STATS,         /* schema 3 statistics per window:
 				   * backward/codec times, memory, gate,
 				   * threshold, calibration */
-	TOOL_HDB_Q_LAYER_STATS,   /* those of one layer (filter.layer):
-				   * activations, per-tensor send times */
+	TOOL_HDB_Q_LAYER_STATS,   /* one layer (filter.layer) per window:
+				   * its level and error bound, then
+				   * every statistic column the table
+				   * gives `windows`, in its order */
 	TOOL_HDB_Q_METRICS,       /* what policies computed, per window
 				   * (filter.layer: that layer's only) */
 	TOOL_HDB_Q_COMM,          /* collectives per window and rank */

@@ -15,6 +15,7 @@
 
 #include "common/args.h"
 #include "client/metrics.h"
+#include "common/stat_table.h"
 #include "common/suggest.h"
 #include "common/units.h"
 
@@ -90,7 +91,8 @@ static const history_sub history_subs[SUB_N] = {
 	    "per window: backward, codec, compute and comm" MORE
 	    "time, memory, threshold, gate, calibration," MORE
 	    "collectives; with --layer, that layer's" MORE
-	    "activations and raw/compressed send times" },
+	    "level, error bound and every statistic the" MORE
+	    "history keeps of it, window by window" },
 	[SUB_METRICS] = { "metrics", TOOL_HDB_Q_METRICS,
 	    BY_WINDOW | NEEDS_RUN | HAS_LAYER,
 	    "what the policies computed per window (fitted" MORE
@@ -299,6 +301,41 @@ typedef enum history_unit {
 	UNIT_THRESHOLD, /* a size threshold: "all raw" past every tensor */
 } history_unit;
 
+/* The unit the statistics table gives the history column `name` (an
+ * entry's wcol, wcol2 or rcol) as a history_unit, UNIT_NONE when no
+ * entry names it or its unit is none of bytes and ms: a statistic added
+ * to the table is shown with its unit without an edit here. */
+static history_unit
+history_unit_of_stat(const char *name)
+{
+	static const struct {
+		const com_stat *table; /* the layer or the timings table */
+		size_t n;              /* its entries */
+	} tables[] = { { com_layer_stat_table, COM_N_LSTATS },
+		{ com_timing_stat_table, COM_N_TSTATS } };
+
+	for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++) {
+		for (size_t i = 0; i < tables[t].n; i++) {
+			const com_stat *s = &tables[t].table[i];
+			bool named = (s->wcol != NULL &&
+					 strcmp(s->wcol, name) == 0) ||
+			    (s->wcol2 != NULL && strcmp(s->wcol2, name) == 0) ||
+			    (s->rcol != NULL && strcmp(s->rcol, name) == 0);
+
+			if (!named)
+				continue;
+			if (strcmp(s->unit, "bytes") == 0)
+				return UNIT_BYTES;
+			if (strcmp(s->unit, "ms") == 0)
+				return UNIT_MS;
+			return UNIT_NONE;
+		}
+	}
+	return UNIT_NONE;
+}
+
+/* A column's unit: the statistics table's for a statistic column, else
+ * by the names the questions give their derived columns. */
 static history_unit
 history_unit_of(const char *name)
 {
@@ -306,7 +343,10 @@ history_unit_of(const char *name)
 		"bytes_raw", "bytes", "act_bytes", "act_raw_bytes",
 		"mem_device", "device", "mem_host", "resid_bytes" };
 	size_t n = strlen(name);
+	history_unit u = history_unit_of_stat(name);
 
+	if (u != UNIT_NONE)
+		return u;
 	if (strcmp(name, "threshold") == 0 ||
 	    strcmp(name, "size_threshold") == 0)
 		return UNIT_THRESHOLD;
@@ -647,7 +687,7 @@ static const com_opt history_opt_rows[] = {
 	{ .name = "layer",
 	    .arg = "NAME",
 	    .help = "windows: this layer per window; decisions: those that "
-		    "changed it; stats: its activations and send times; "
+		    "changed it; stats: every statistic kept of it; "
 		    "metrics: its own",
 	    .kind = COM_OPT_TEXT,
 	    .at = offsetof(history_opts, layer) },

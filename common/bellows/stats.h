@@ -10,7 +10,9 @@
  * (docs/architecture.md, "Adding a statistic"); rows are never renamed,
  * reordered or removed: the order is the layout of the public struct
  * bellows_layer_stats and the tags are the wire's. A new row goes at the
- * end of its table.
+ * end of its table (for the layer table, the end of
+ * BELLOWS_LAYER_STATS_APPENDED, whose rows are also the generated tail
+ * of the policies' bellows_window_layer).
  *
  *   name   the field in the C structs, the .proto and Python (identifier);
  *   type   its C type as one rank reports it: U32, U64 or F64;
@@ -206,8 +208,17 @@ extern "C" {
 /* clang-format off */
 
 /* Per layer, per rank, per window: LayerStats on the wire (the order of
- * bellows_layer_stats). */
+ * bellows_layer_stats): the rows of ABI 6, then those appended after it.
+ * A new row goes at the end of BELLOWS_LAYER_STATS_APPENDED, never here
+ * (see there). */
 #define BELLOWS_LAYER_STATS(X)                                                 \
+	BELLOWS_LAYER_STATS_ABI6(X) BELLOWS_LAYER_STATS_APPENDED(X)
+
+/* The rows of policy ABI 6, whose fields of the policies' window
+ * (bellows_window_layer in bellows/policy.h) are written out by hand in
+ * a layout older than this table (another order, with fields that are
+ * not statistics among them). Closed: no row is added here. */
+#define BELLOWS_LAYER_STATS_ABI6(X)                                            \
 	BELLOWS_LAYER_STAT(X, count, U64, 2, ANY, agg(SUM), view(U64),         \
 	    unit("elements"),                                                  \
 	    doc("gradient elements observed in the window"))                   \
@@ -298,6 +309,23 @@ extern "C" {
 		"over them (acc_norm is then the reporting rank's own); 0 in " \
 		"a rank's own report. bellowsd folds it into acc_norm's mean "  \
 		"(acc_norm's gate)"))
+
+/* The rows appended after policy ABI 6: a new per-layer statistic is a
+ * row at the end of this list, and nowhere else in this table. The
+ * policies' window is generated from it: each row in the window (view)
+ * becomes a field of bellows_window_layer after the ABI 6 fields, in the
+ * order of this list (BELLOWS_WINDOW_LAYER_FIELD, two more for a NORM
+ * row), so the rule that rows are only appended is the rule that keeps
+ * that public struct's layout: appended fields need no ABI bump (policies
+ * step through the layers by the window's layer_size), and a plug-in
+ * built against a newer header checks one with BELLOWS_WINDOW_LAYER_HAS
+ * before reading it. tests/policies/test_abi.c proves at compile time
+ * that every ABI 6 field keeps its offset and size and that these come
+ * after them. A row is never inserted, reordered, retyped or removed,
+ * and its view type never changes. Empty today. (An array row,
+ * BELLOWS_LAYER_ARRAYS, has no generated window field yet: a new one
+ * needs this tail extended to carry its pointer and count first.) */
+#define BELLOWS_LAYER_STATS_APPENDED(X)
 
 /* clang-format on */
 
@@ -463,6 +491,33 @@ enum bellows_stat_index {
 /* One struct field per entry: `TABLE(BELLOWS_STAT_FIELD)` inside a struct
  * declares the table's fields in order, with their reported types. */
 #define BELLOWS_STAT_FIELD(name, type, ...) BELLOWS_STAT_CTYPE_##type name;
+
+/* The policies' window field(s) of a row: `TABLE(BELLOWS_WINDOW_LAYER_FIELD)`
+ * inside bellows_window_layer declares wfield with the C type of wtype
+ * for each row in the window (none for a row without view), and for a
+ * NORM row wfield##_rank0 and wfield##_mean after it (doubles, as
+ * bellowsd fills them). */
+#define BELLOWS_WINDOW_LAYER_FIELD(name, type, tag, check, agg, gate, wtype,   \
+    wfield, ...)                                                               \
+	BELLOWS_STAT_WFIELD_##wtype(wfield) BELLOWS_STAT_WNORM_##agg(wfield)
+#define BELLOWS_STAT_WFIELD_NONE(f)
+#define BELLOWS_STAT_WFIELD_U32(f) uint32_t f;
+#define BELLOWS_STAT_WFIELD_U64(f) uint64_t f;
+#define BELLOWS_STAT_WFIELD_F64(f) double f;
+#define BELLOWS_STAT_WNORM_NONE(f)
+#define BELLOWS_STAT_WNORM_SUM(f)
+#define BELLOWS_STAT_WNORM_SUM_SAT(f)
+#define BELLOWS_STAT_WNORM_MAX(f)
+#define BELLOWS_STAT_WNORM_MIN_NZ(f)
+#define BELLOWS_STAT_WNORM_MEAN(f)
+#define BELLOWS_STAT_WNORM_GATED_MEAN(f)
+#define BELLOWS_STAT_WNORM_GATED_MEDIAN(f)
+#define BELLOWS_STAT_WNORM_GATED_MAX(f)
+#define BELLOWS_STAT_WNORM_STEP_MEDIAN(f)
+#define BELLOWS_STAT_WNORM_STEP_MEDIAN_NZ(f)
+#define BELLOWS_STAT_WNORM_NORM(f)                                             \
+	double f##_rank0;                                                      \
+	double f##_mean;
 
 /* One pointer field per array entry: `TABLE(BELLOWS_STAT_ARRAY_FIELD)`
  * inside a struct declares the arrays, NULL for an absent one. */

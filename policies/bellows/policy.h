@@ -123,10 +123,13 @@ typedef struct bellows_param {
  * The statistics below are aggregated across ranks as the statistics
  * table says (bellows/stats.h: each row's `agg`, `view` and `field`), and
  * the controller writes them by offsetof with a static assertion of each
- * field's type. The struct itself stays written out by hand rather than
- * generated from the table: its ABI 2 layout predates the table and orders
- * fields its own way (sum_sq before count, the grad_norm triple, level and
- * error_bound among them).
+ * field's type. The fields up to level_applied are written out by hand:
+ * that layout predates the table and orders fields its own way (sum_sq
+ * before count, the grad_norm triple, level and error_bound among them),
+ * and it is frozen. The statistics appended after ABI 6 are generated
+ * from the table (BELLOWS_LAYER_STATS_APPENDED, at the end of the
+ * struct): a new row of it is a new field here, with no edit to this
+ * header. Their meanings are the table's (docs/statistics.md).
  *
  * The contract on its size: a policy steps through bellows_window.layers
  * by the window's `layer_size`, never by sizeof (bellows_window_layer_at
@@ -212,6 +215,11 @@ typedef struct bellows_window_layer {
 	 * reported it; NAN when none did (agents older than protocol
 	 * minor 4). */
 	double level_applied;
+
+	/* Appended after ABI 6, generated from the statistics table: one
+	 * field per row of BELLOWS_LAYER_STATS_APPENDED in the window, in
+	 * its order (check with BELLOWS_WINDOW_LAYER_HAS before reading). */
+	BELLOWS_LAYER_STATS_APPENDED(BELLOWS_WINDOW_LAYER_FIELD)
 } bellows_window_layer;
 
 /* The size of bellows_window_layer in ABI 4 and 5: the stride those

@@ -1,10 +1,11 @@
 /* test_abi - the policy ABI's window structs keep their layout.
  *
  * bellows_window_layer and bellows_window are what out-of-tree policies
- * (BELLOWS_POLICY_ABI 4 and 5) read by offset. They stay written out by hand in
- * policies/bellows/policy.h; the controller fills their statistics from
- * the statistics table (bellows/stats.h) by offsetof. Moving a field
- * breaks every compiled plug-in, and this test. bellows_window may grow
+ * (BELLOWS_POLICY_ABI 4 and 5) read by offset. Their fields up to ABI 6 stay
+ * written out by hand in policies/bellows/policy.h, the layer's later
+ * statistics are generated from the table; the controller fills their
+ * statistics from the statistics table (bellows/stats.h) by offsetof. Moving a
+ * field breaks every compiled plug-in, and this test. bellows_window may grow
  * (appended fields); so may bellows_window_layer since ABI 6, whose
  * policies step through the layers by the window's layer_size (before,
  * ABI 3 appended the residual and array statistics and ABI 4 the level
@@ -204,6 +205,20 @@ static_assert(sizeof(bellows_window_layer) >= sizeof(frozen_window_layer),
     "bellows_window_layer keeps its fields");
 static_assert(BELLOWS_WINDOW_LAYER_SIZE_5 == sizeof(frozen_window_layer),
     "ABI 4 and 5 policies step by the frozen size");
+/* The generated tail: every field of a row appended to the layer table
+ * after ABI 6 (BELLOWS_LAYER_STATS_APPENDED) lies after the frozen
+ * fields, so a row added there moves none of them. */
+#define AFTER_ABI6(name, type, tag, check, agg, gate, wtype, wfield, ...)      \
+	AFTER_ABI6_##wtype(wfield)
+#define AFTER_ABI6_NONE(f)
+#define AFTER_ABI6_U32(f) AFTER_ABI6_FIELD(f)
+#define AFTER_ABI6_U64(f) AFTER_ABI6_FIELD(f)
+#define AFTER_ABI6_F64(f) AFTER_ABI6_FIELD(f)
+#define AFTER_ABI6_FIELD(f)                                                    \
+	static_assert(offsetof(bellows_window_layer, f) >=                     \
+		sizeof(frozen_window_layer),                                   \
+	    "bellows_window_layer." #f " is appended after the ABI 6 fields");
+BELLOWS_LAYER_STATS_APPENDED(AFTER_ABI6)
 /* bellows_window is handed by pointer: fields may be appended. */
 static_assert(sizeof(bellows_window) >= sizeof(frozen_window),
     "bellows_window keeps its fields");

@@ -31,6 +31,10 @@ def table_names(table: str = "BELLOWS_LAYER_STATS") -> list[str]:
     """The row names of a table of the header, in order: a row is
     BELLOWS_<KIND>(X, name, ...) or, in BELLOWS_STEP_INFO, X(name, ...)."""
     text = (SOURCE / "common" / "bellows" / "stats.h").read_text()
+    if table == "BELLOWS_LAYER_STATS":
+        # the rows of ABI 6, then those appended after it
+        return (table_names("BELLOWS_LAYER_STATS_ABI6")
+                + table_names("BELLOWS_LAYER_STATS_APPENDED"))
     start = text.index(f"#define {table}(X)")
     end = text.index("\n\n", start)
     return re.findall(r"(?:\bBELLOWS_[A-Z_]+\(X, |\bX\()(\w+),",

@@ -22,6 +22,7 @@
 
 #include "hdb_fixture.h"
 #include "client/historydb.h"
+#include "common/stat_table.h"
 
 #include <math.h>
 
@@ -1095,6 +1096,67 @@ test_historydb_answers_metrics_collectives_and_new_columns(void **state)
 	assert_true(real_at(f, 9, "backward_ms_mean") == 8);
 }
 
+/* Every history column the statistics table gives the per-layer table
+ * (an entry's wcol, then its wcol2), in the table's order, after the
+ * window, the layer and the knobs in force, whatever the file's version:
+ * `bellows history stats --layer` is the table, not a list of names. */
+static void
+assert_layer_stats_are_the_table(const fixture *f)
+{
+	uint32_t c = 4;
+
+	assert_string_equal(f->rows.names[0], "window");
+	assert_string_equal(f->rows.names[1], "layer");
+	assert_string_equal(f->rows.names[2], "level");
+	assert_string_equal(f->rows.names[3], "error_bound");
+	for (uint32_t i = 0; i < COM_N_LSTATS; i++) {
+		const com_stat *s = &com_layer_stat_table[i];
+
+		if (s->wcol != NULL) {
+			assert_true(c < f->rows.n_cols);
+			assert_string_equal(f->rows.names[c++], s->wcol);
+		}
+		if (s->wcol2 != NULL) {
+			assert_true(c < f->rows.n_cols);
+			assert_string_equal(f->rows.names[c++], s->wcol2);
+		}
+	}
+	assert_int_equal(f->rows.n_cols, c);
+}
+
+static void
+test_historydb_shows_a_layers_every_statistic_the_table_keeps(void **state)
+{
+	fixture *f = *state;
+	tool_hdb_filter flt = no_filter();
+
+	/* A version 1 file lacks most of the columns: they read as not
+	 * measured, NULL for a nullable one. */
+	open_fixture(f, 1);
+	flt.run = 1;
+	flt.layer = 0;
+	ask(f, TOOL_HDB_Q_LAYER_STATS, &flt);
+	assert_layer_stats_are_the_table(f);
+	assert_int_equal(f->rows.n_rows, 4);
+	assert_true(real_at(f, 0, "grad_norm_rank0") == 10);
+	assert_true(real_at(f, 0, "grad_norm_mean") == 11);
+	assert_int_equal(cell(f, 0, "level_applied")->type, TOOL_HDB_NULL);
+	assert_int_equal(int_at(f, 0, "resid_steps"), 0);
+	assert_int_equal(cell(f, 0, "resid_l1")->type, TOOL_HDB_NULL);
+	tool_hdb_close(&f->t.db);
+
+	open_fixture(f, CTL_STORE_SCHEMA_VERSION);
+	flt.window_lo = 2;
+	ask(f, TOOL_HDB_Q_LAYER_STATS, &flt);
+	assert_layer_stats_are_the_table(f);
+	assert_int_equal(f->rows.n_rows, 2);
+	assert_int_equal(int_at(f, 0, "window"), 2);
+	assert_string_equal(text_at(f, 0, "layer"), "conv.weight");
+	/* A gated statistic whose gate is 0 was not measured. */
+	assert_int_equal(int_at(f, 0, "resid_steps"), 0);
+	assert_int_equal(cell(f, 0, "resid_l1")->type, TOOL_HDB_NULL);
+}
+
 static int
 stop_at_row(void *arg, const tool_hdb_cell *cells)
 {
@@ -1157,6 +1219,7 @@ main(void)
 		T(test_historydb_loads_a_version_3_replay_with_every_field),
 		T(test_historydb_reads_a_version_2_file_as_not_measured),
 		T(test_historydb_answers_metrics_collectives_and_new_columns),
+		T(test_historydb_shows_a_layers_every_statistic_the_table_keeps),
 		T(test_historydb_stops_when_the_sink_fails),
 	};
 #undef T
