@@ -677,27 +677,33 @@ live_client(void *arg)
 	return NULL;
 }
 
-/* Runs `bellows status` n times, one after another with a pause of
- * STATUS_GAP_MS, and fills ms[] with each one's wall time. Returns the
- * number of runs that failed. */
-#define STATUS_GAP_MS 50
+/* Runs `bellows status` n times, one after another, the i-th due at
+ * i/n of the phase's --seconds (at once when the one before ended
+ * later), and fills ms[] with each one's wall time. Returns the number
+ * of runs that failed. */
 static uint32_t
 live_statuses(const live *lv, uint32_t n, double *ms)
 {
+	double t0 = now_ms_f(), every = lv->b->seconds * 1000 / n;
+
 	const char *argv[] = { lv->cli, "status", "--control", lv->ctl,
 		"--timeout-ms", "10000", NULL };
 	uint32_t failed = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
-		double a = now_ms_f();
-		pid_t pid = live_spawn(argv, "/dev/null");
+		double a;
+		pid_t pid;
 		int st = 1;
+
+		while (now_ms_f() < t0 + every * i)
+			usleep(1000);
+		a = now_ms_f();
+		pid = live_spawn(argv, "/dev/null");
 
 		if (pid < 0 || waitpid(pid, &st, 0) != pid ||
 		    !WIFEXITED(st) || WEXITSTATUS(st) != 0)
 			failed++;
 		ms[i] = now_ms_f() - a;
-		usleep(STATUS_GAP_MS * 1000);
 	}
 	return failed;
 }
@@ -996,6 +1002,7 @@ main(int argc, char **argv)
 	int rc = 1;
 
 	ctl_log_set_level(CTL_LOG_WARN);
+	setvbuf(stdout, NULL, _IOLBF, 0); /* a long run's progress shown */
 	if (parse(argc, argv, &b) != 0)
 		return 2;
 	if (setup(&b) != 0) {
