@@ -20,6 +20,15 @@
  *             latency is (answered - due). `busy` is the share of the
  *             time the loop spent in Hellos.
  *
+ * --live runs none of that, but starts a real bellowsd (--bellowsd, the
+ * one built beside the bench) on the history, a third job's ranks
+ * (`bellows sim`, --bellows), and measures two phases of --seconds,
+ * without and with a client resuming the jobs --rate times a second
+ * over ZeroMQ: --statuses runs of `bellows status` (wall time), a
+ * STATUS round trip every STATUS_EVERY_MS, and the third job's decision
+ * latency from /metrics. Its last lines read
+ *   resume: live quiet|resuming: status_p50_ms=A status_p99_ms=B ...
+ *
  * --db FILE keeps the history there, and a FILE that exists is taken as
  * written by an earlier run with the same --layers and --windows (the
  * runs resumed are then the ones earlier resumes left).
