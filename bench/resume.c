@@ -246,8 +246,7 @@ hello_build(const bench *b, const char *name, const char *key,
 	m->u.hello.incarnation = incarnation;
 	m->u.hello.n_layers = b->layers;
 	m->u.hello.layers = calloc(b->layers, sizeof(*m->u.hello.layers));
-	for (uint32_t l = 0; m->u.hello.layers != NULL && l < b->layers;
-	     l++) {
+	for (uint32_t l = 0; m->u.hello.layers != NULL && l < b->layers; l++) {
 		m->u.hello.layers[l] = b->table[l];
 		m->u.hello.layers[l].name = strdup(b->names[l]);
 	}
@@ -374,24 +373,24 @@ typedef struct live_phase {
 } live_phase;
 
 typedef struct live {
-	bench *b;                 /* the history's shape */
-	const char *bellowsd;     /* the daemon run */
-	const char *cli;          /* the `bellows` run for status and sim */
-	uint32_t statuses;        /* `bellows status` runs per phase */
-	char ctl[320];            /* control endpoint */
-	char pub[320];            /* publish endpoint */
-	char port[16];            /* /metrics on 127.0.0.1:port */
-	char log[300];            /* bellowsd's and sim's output */
-	pid_t daemon;             /* bellowsd, 0 before */
-	pid_t sim;                /* the third job's ranks, 0 before */
-	void *zctx;               /* the client thread's context */
-	pthread_t thread;         /* the resuming client */
-	bool thread_started;      /* thread is to be joined */
-	atomic_int phase;         /* index into phases, -1: none */
-	atomic_bool resuming;     /* the client sends resumes */
-	atomic_bool stop;         /* the client thread ends */
-	live_phase phases[2];     /* without and with resumes */
-	char why[512];            /* the last refusal's reason */
+	bench *b;             /* the history's shape */
+	const char *bellowsd; /* the daemon run */
+	const char *cli;      /* the `bellows` run for status and sim */
+	uint32_t statuses;    /* `bellows status` runs per phase */
+	char ctl[320];        /* control endpoint */
+	char pub[320];        /* publish endpoint */
+	char port[16];        /* /metrics on 127.0.0.1:port */
+	char log[300];        /* bellowsd's and sim's output */
+	pid_t daemon;         /* bellowsd, 0 before */
+	pid_t sim;            /* the third job's ranks, 0 before */
+	void *zctx;           /* the client thread's context */
+	pthread_t thread;     /* the resuming client */
+	bool thread_started;  /* thread is to be joined */
+	atomic_int phase;     /* index into phases, -1: none */
+	atomic_bool resuming; /* the client sends resumes */
+	atomic_bool stop;     /* the client thread ends */
+	live_phase phases[2]; /* without and with resumes */
+	char why[512];        /* the last refusal's reason */
 } live;
 
 /* A free TCP port on 127.0.0.1 into ret (a race with other programs
@@ -427,8 +426,7 @@ live_spawn(const char *const argv[], const char *out)
 	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out,
 	    O_WRONLY | O_CREAT | O_APPEND, 0644);
 	posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
-	r = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv,
-	    environ);
+	r = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	return r == 0 ? pid : -1;
 }
@@ -489,7 +487,8 @@ live_scrape(const live *lv, live_hist *ret)
 	for (line = strtok(text, "\n"); line != NULL;
 	     line = strtok(NULL, "\n")) {
 		if (strncmp(line, bucket, sizeof(bucket) - 1) == 0 &&
-		    i < CTL_JOBS_LATENCY_BUCKETS && strstr(line, "+Inf") == NULL)
+		    i < CTL_JOBS_LATENCY_BUCKETS &&
+		    strstr(line, "+Inf") == NULL)
 			h.le[i++] = strtoull(strchr(line, '}') + 1, NULL, 10);
 		else if (strncmp(line, count, sizeof(count) - 1) == 0)
 			h.count = strtoull(line + sizeof(count) - 1, NULL, 10);
@@ -627,9 +626,8 @@ live_client(void *arg)
 		    head - tail < LIVE_KEYS) {
 			snprintf(keys[head++ % LIVE_KEYS], 32, "%s", pending);
 			/* "live<k>": job1 for odd k. */
-			hello_build(b,
-			    atoi(pending + 4) % 2 ? "job1" : "job0", pending,
-			    pending_inc, &m);
+			hello_build(b, atoi(pending + 4) % 2 ? "job1" : "job0",
+			    pending, pending_inc, &m);
 			(void)live_send(hs, &m);
 			com_msg_fini(&m);
 			next_retry = now + HELLO_RETRY_MS;
@@ -661,8 +659,9 @@ live_client(void *arg)
 					p->welcomed++;
 				if (mine)
 					pending[0] = '\0';
-			} else if (strstr(text, "its run is read back for "
-						"the resume") != NULL) {
+			} else if (strstr(text,
+				       "its run is read back for "
+				       "the resume") != NULL) {
 				if (p != NULL)
 					p->started++;
 				snprintf(pending, sizeof(pending), "%s", key);
@@ -709,8 +708,8 @@ live_statuses(const live *lv, uint32_t n, double *ms)
 		a = now_ms_f();
 		pid = live_spawn(argv, "/dev/null");
 
-		if (pid < 0 || waitpid(pid, &st, 0) != pid ||
-		    !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+		    WEXITSTATUS(st) != 0)
 			failed++;
 		ms[i] = now_ms_f() - a;
 	}
@@ -747,10 +746,9 @@ live_phase_run(live *lv, int ph, bool resumes)
 	       "rtt_p99_ms=%.2f rtt_max_ms=%.1f hellos=%" PRIu64
 	       " started=%" PRIu64 " welcomed=%" PRIu64 " refused=%" PRIu64
 	       " seconds=%.1f\n",
-	    resumes ? "resuming" : "quiet", ms[n / 2],
-	    ms[(size_t)(n * 0.99)], ms[n - 1], failed, z.count - a.count,
-	    live_quantile(&a, &z, 0.5), live_quantile(&a, &z, 0.99),
-	    p->n_rtt ? p->rtt[p->n_rtt / 2] : 0.0,
+	    resumes ? "resuming" : "quiet", ms[n / 2], ms[(size_t)(n * 0.99)],
+	    ms[n - 1], failed, z.count - a.count, live_quantile(&a, &z, 0.5),
+	    live_quantile(&a, &z, 0.99), p->n_rtt ? p->rtt[p->n_rtt / 2] : 0.0,
 	    p->n_rtt ? p->rtt[(size_t)(p->n_rtt * 0.99)] : 0.0,
 	    p->n_rtt ? p->rtt[p->n_rtt - 1] : 0.0, p->hellos, p->started,
 	    p->welcomed, p->refused, wall);
@@ -839,8 +837,9 @@ live_run(bench *b)
 	}
 	if (live_sim(&lv) != 0 || (lv.zctx = zmq_ctx_new()) == NULL ||
 	    pthread_create(&lv.thread, NULL, live_client, &lv) != 0) {
-		fprintf(stderr, "resume: cannot start the third job's ranks "
-				"or the client\n");
+		fprintf(stderr,
+		    "resume: cannot start the third job's ranks "
+		    "or the client\n");
 		goto out;
 	}
 	lv.thread_started = true;
@@ -988,8 +987,7 @@ parse(int argc, char **argv, bench *b)
 			return -1;
 	}
 	if (b->layers == 0 || b->windows < DECIDE_EVERY || b->rate <= 0 ||
-	    b->seconds <= 0 || b->statuses == 0 ||
-	    b->statuses > MAX_STATUS) {
+	    b->seconds <= 0 || b->statuses == 0 || b->statuses > MAX_STATUS) {
 		fprintf(stderr,
 		    "usage: resume [--layers L] [--windows W>=%d] "
 		    "[--rate R] [--seconds S] [--db FILE]\n"
