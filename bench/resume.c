@@ -20,6 +20,15 @@
  *             latency is (answered - due). `busy` is the share of the
  *             time the loop spent in Hellos.
  *
+ * --live runs none of that, but starts a real bellowsd (--bellowsd, the
+ * one built beside the bench) on the history, a third job's ranks
+ * (`bellows sim`, --bellows), and measures two phases of --seconds,
+ * without and with a client resuming the jobs --rate times a second
+ * over ZeroMQ: --statuses runs of `bellows status` (wall time), a
+ * STATUS round trip every STATUS_EVERY_MS, and the third job's decision
+ * latency from /metrics. Its last lines read
+ *   resume: live quiet|resuming: status_p50_ms=A status_p99_ms=B ...
+ *
  * --db FILE keeps the history there, and a FILE that exists is taken as
  * written by an earlier run with the same --layers and --windows (the
  * runs resumed are then the ones earlier resumes left).
@@ -37,15 +46,29 @@
 
 #include <bellows/error.h>
 
+#include "common/wire.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
+
+extern char **environ;
 
 #define JOBS            2      /* jobs in the history */
 #define DECIDE_EVERY    100    /* windows per recorded decision */
@@ -86,6 +109,10 @@ typedef struct bench {
 	uint64_t refused;      /* Hellos refused (EBUSY, ELIMIT) */
 	char last_why[512];    /* the last refusal's reason */
 	char shown_why[512];   /* the last refusal of the load */
+	bool live;             /* --live: against a real bellowsd */
+	const char *bellowsd;  /* --bellowsd: the daemon --live runs */
+	const char *cli;       /* --bellows: the CLI --live runs */
+	uint32_t statuses;     /* --statuses: `bellows status` per phase */
 } bench;
 
 static void
@@ -201,6 +228,30 @@ cron(bench *b)
 	ctl_store_tick(b->store, com_clock_ms());
 }
 
+/* Fills m (initialised here; com_msg_fini frees it) with the Hello of
+ * launch `key` resuming job `name`'s rank 0 at its last window, as the
+ * agent of a restarted training job sends it. */
+static void
+hello_build(const bench *b, const char *name, const char *key,
+    uint64_t incarnation, com_msg *m)
+{
+	com_msg_init(m, COM_MSG_HELLO);
+	m->u.hello.job = strdup(name);
+	m->u.hello.agent_version = strdup("0.1.0");
+	m->u.hello.run_id = strdup(key);
+	m->u.hello.world = 1;
+	m->u.hello.step = 10ull * b->windows;
+	m->u.hello.last_window = b->windows;
+	m->u.hello.resume = true;
+	m->u.hello.incarnation = incarnation;
+	m->u.hello.n_layers = b->layers;
+	m->u.hello.layers = calloc(b->layers, sizeof(*m->u.hello.layers));
+	for (uint32_t l = 0; m->u.hello.layers != NULL && l < b->layers; l++) {
+		m->u.hello.layers[l] = b->table[l];
+		m->u.hello.layers[l].name = strdup(b->names[l]);
+	}
+}
+
 /* A Hello of launch `key` resuming job `name`'s rank 0 at its last
  * window. Returns what ctl_jobs_hello returns; the time it took is
  * added to b->hello_ms. */
@@ -212,22 +263,8 @@ resume_hello(bench *b, const char *name, const char *key, double *took)
 	double a;
 	int r;
 
-	com_msg_init(&m, COM_MSG_HELLO);
+	hello_build(b, name, key, com_clock_ns(), &m);
 	com_msg_init(&reply, COM_MSG_NONE);
-	m.u.hello.job = strdup(name);
-	m.u.hello.agent_version = strdup("0.1.0");
-	m.u.hello.run_id = strdup(key);
-	m.u.hello.world = 1;
-	m.u.hello.step = 10ull * b->windows;
-	m.u.hello.last_window = b->windows;
-	m.u.hello.resume = true;
-	m.u.hello.incarnation = com_clock_ns();
-	m.u.hello.n_layers = b->layers;
-	m.u.hello.layers = calloc(b->layers, sizeof(*m.u.hello.layers));
-	for (uint32_t l = 0; m.u.hello.layers != NULL && l < b->layers; l++) {
-		m.u.hello.layers[l] = b->table[l];
-		m.u.hello.layers[l].name = strdup(b->names[l]);
-	}
 	a = now_ms_f();
 	r = ctl_jobs_hello(b->jobs, (const uint8_t *)key, strlen(key), "",
 	    &m.u.hello, com_clock_ms(), &reply, why, sizeof(why));
@@ -323,6 +360,523 @@ load(bench *b, double *lat)
 	return n;
 }
 
+/* ---- --live: against a real bellowsd ---------------------------------- */
+
+/* What the client thread measures in one phase. */
+typedef struct live_phase {
+	double rtt[MAX_STATUS]; /* STATUS round trips over ZeroMQ, ms */
+	uint32_t n_rtt;         /* of them */
+	uint64_t hellos;        /* resume Hellos sent */
+	uint64_t started;       /* of them, read-backs started */
+	uint64_t welcomed;      /* launches welcomed after a read-back */
+	uint64_t refused;       /* Hellos refused otherwise */
+} live_phase;
+
+typedef struct live {
+	bench *b;             /* the history's shape */
+	const char *bellowsd; /* the daemon run */
+	const char *cli;      /* the `bellows` run for status and sim */
+	uint32_t statuses;    /* `bellows status` runs per phase */
+	char ctl[320];        /* control endpoint */
+	char pub[320];        /* publish endpoint */
+	char port[16];        /* /metrics on 127.0.0.1:port */
+	char log[300];        /* bellowsd's and sim's output */
+	pid_t daemon;         /* bellowsd, 0 before */
+	pid_t sim;            /* the third job's ranks, 0 before */
+	void *zctx;           /* the client thread's context */
+	pthread_t thread;     /* the resuming client */
+	bool thread_started;  /* thread is to be joined */
+	atomic_int phase;     /* index into phases, -1: none */
+	atomic_bool resuming; /* the client sends resumes */
+	atomic_bool stop;     /* the client thread ends */
+	live_phase phases[2]; /* without and with resumes */
+	char why[512];        /* the last refusal's reason */
+} live;
+
+/* A free TCP port on 127.0.0.1 into ret (a race with other programs
+ * is possible: bellowsd then fails to start, said). Returns 0 or -1. */
+static int
+live_free_port(char *ret, size_t len)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t alen = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), rc = -1;
+
+	if (fd < 0)
+		return -1;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &alen) == 0) {
+		snprintf(ret, len, "%u", (unsigned)ntohs(a.sin_port));
+		rc = 0;
+	}
+	close(fd);
+	return rc;
+}
+
+/* Runs argv with stdout and stderr to `out`; returns its pid or -1. */
+static pid_t
+live_spawn(const char *const argv[], const char *out)
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int r;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out,
+	    O_WRONLY | O_CREAT | O_APPEND, 0644);
+	posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+	r = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	return r == 0 ? pid : -1;
+}
+
+static void
+live_stop_process(pid_t *pid)
+{
+	int status;
+
+	if (*pid <= 0)
+		return;
+	kill(*pid, SIGTERM);
+	waitpid(*pid, &status, 0);
+	*pid = 0;
+}
+
+/* The histogram of decision latency from bellowsd's /metrics: le[i]
+ * cumulative counts at ctl_jobs_latency_bounds_ms[i], count all. */
+typedef struct live_hist {
+	uint64_t le[CTL_JOBS_LATENCY_BUCKETS]; /* cumulative */
+	uint64_t count;                        /* decisions */
+} live_hist;
+
+/* Scrapes /metrics into *ret. Returns 0, or -1 with no answer. */
+static int
+live_scrape(const live *lv, live_hist *ret)
+{
+	static const char get[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	static const char bucket[] = "bellows_decision_latency_seconds_bucket"
+				     "{le=\"";
+	static const char count[] = "bellows_decision_latency_seconds_count ";
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	size_t len = 0, cap = 1 << 16;
+	char *text = malloc(cap), *line;
+	live_hist h = { 0 };
+	uint32_t i = 0;
+	ssize_t n;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), rc = -1;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a.sin_port = htons((uint16_t)atoi(lv->port));
+	if (text == NULL || fd < 0 ||
+	    connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+	    write(fd, get, sizeof(get) - 1) != (ssize_t)(sizeof(get) - 1))
+		goto out;
+	while ((n = read(fd, text + len, cap - len - 1)) > 0) {
+		len += (size_t)n;
+		if (cap - len < 4096) {
+			char *t = realloc(text, cap * 2);
+
+			if (t == NULL)
+				goto out;
+			text = t;
+			cap *= 2;
+		}
+	}
+	text[len] = '\0';
+	for (line = strtok(text, "\n"); line != NULL;
+	     line = strtok(NULL, "\n")) {
+		if (strncmp(line, bucket, sizeof(bucket) - 1) == 0 &&
+		    i < CTL_JOBS_LATENCY_BUCKETS &&
+		    strstr(line, "+Inf") == NULL)
+			h.le[i++] = strtoull(strchr(line, '}') + 1, NULL, 10);
+		else if (strncmp(line, count, sizeof(count) - 1) == 0)
+			h.count = strtoull(line + sizeof(count) - 1, NULL, 10);
+	}
+	if (i == CTL_JOBS_LATENCY_BUCKETS) {
+		*ret = h;
+		rc = 0;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(text);
+	return rc;
+}
+
+/* The bound of the bucket holding the p-quantile of the decisions
+ * between scrapes a and z, in ms; INFINITY above the last bound, NAN
+ * with none. */
+static double
+live_quantile(const live_hist *a, const live_hist *z, double p)
+{
+	uint64_t n = z->count - a->count;
+
+	if (n == 0)
+		return NAN;
+	for (uint32_t i = 0; i < CTL_JOBS_LATENCY_BUCKETS; i++) {
+		if ((double)(z->le[i] - a->le[i]) >= p * (double)n)
+			return ctl_jobs_latency_bounds_ms[i];
+	}
+	return INFINITY;
+}
+
+/* Sends m on sock. Returns 0 or -1. */
+static int
+live_send(void *sock, const com_msg *m)
+{
+	uint8_t *buf;
+	size_t len;
+	int r;
+
+	if (com_wire_encode(m, &buf, &len) != 0)
+		return -1;
+	r = zmq_send(sock, buf, len, 0);
+	free(buf);
+	return r < 0 ? -1 : 0;
+}
+
+/* Receives one message from sock if one is there. Returns 0 or -1. */
+static int
+live_recv(void *sock, const com_limits *lim, com_msg *ret)
+{
+	zmq_msg_t frame;
+	int r;
+
+	zmq_msg_init(&frame);
+	if (zmq_msg_recv(&frame, sock, ZMQ_DONTWAIT) < 0) {
+		zmq_msg_close(&frame);
+		return -1;
+	}
+	r = com_wire_decode(zmq_msg_data(&frame), zmq_msg_size(&frame), lim,
+	    ret);
+	zmq_msg_close(&frame);
+	if (r != 0) {
+		com_msg_fini(ret);
+		return -1;
+	}
+	return 0;
+}
+
+/* A STATUS request of no job (the reply stays small) on sock. */
+static int
+live_ping(void *sock)
+{
+	com_msg req;
+
+	com_msg_init(&req, COM_MSG_STATUS_REQUEST);
+	req.u.status_request.job = (char *)"-";
+	return live_send(sock, &req);
+}
+
+#define LIVE_KEYS 256 /* Hellos awaiting their answer, at most */
+
+/* The resuming client: while lv->resuming, a resume Hello of a new
+ * launch every 1/rate s (job0 and job1 in turn); the launch whose run
+ * is then read back says Hello again every HELLO_RETRY_MS until
+ * welcomed, as its agent would. Always a STATUS round trip every
+ * STATUS_EVERY_MS (one at a time), for the loop's responsiveness
+ * without a process start. Replies come in the order the Hellos went,
+ * so a FIFO of launch keys tells which launch each answers. */
+static void *
+live_client(void *arg)
+{
+	live *lv = arg;
+	bench *b = lv->b;
+	com_limits lim;
+	void *hs = zmq_socket(lv->zctx, ZMQ_DEALER);
+	void *ps = zmq_socket(lv->zctx, ZMQ_DEALER);
+	char keys[LIVE_KEYS][32], pending[32] = "";
+	uint32_t head = 0, tail = 0, k = 0;
+	uint64_t pending_inc = 0;
+	double next_hello = now_ms_f(), next_retry = 0, next_ping = 0;
+	double ping_sent = -1;
+	int zero = 0;
+
+	com_limits_default(&lim);
+	lim.max_layers = 4096;
+	zmq_setsockopt(hs, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_setsockopt(ps, ZMQ_LINGER, &zero, sizeof(zero));
+	zmq_connect(hs, lv->ctl);
+	zmq_connect(ps, lv->ctl);
+	while (!atomic_load(&lv->stop)) {
+		int ph = atomic_load(&lv->phase);
+		live_phase *p = ph >= 0 ? &lv->phases[ph] : NULL;
+		zmq_pollitem_t items[2] = { { hs, 0, ZMQ_POLLIN, 0 },
+			{ ps, 0, ZMQ_POLLIN, 0 } };
+		double now = now_ms_f();
+		com_msg m;
+
+		if (atomic_load(&lv->resuming) && now >= next_hello &&
+		    head - tail < LIVE_KEYS) {
+			char *key = keys[head++ % LIVE_KEYS];
+
+			snprintf(key, 32, "live%u", k);
+			hello_build(b, k % 2 ? "job1" : "job0", key,
+			    com_clock_ns(), &m);
+			if (live_send(hs, &m) == 0 && p != NULL)
+				p->hellos++;
+			com_msg_fini(&m);
+			k++;
+			next_hello += 1000.0 / b->rate;
+		} else if (!atomic_load(&lv->resuming)) {
+			next_hello = now;
+		}
+		if (pending[0] != '\0' && now >= next_retry &&
+		    head - tail < LIVE_KEYS) {
+			snprintf(keys[head++ % LIVE_KEYS], 32, "%s", pending);
+			/* "live<k>": job1 for odd k. */
+			hello_build(b, atoi(pending + 4) % 2 ? "job1" : "job0",
+			    pending, pending_inc, &m);
+			(void)live_send(hs, &m);
+			com_msg_fini(&m);
+			next_retry = now + HELLO_RETRY_MS;
+		}
+		if (ping_sent < 0 && now >= next_ping && live_ping(ps) == 0) {
+			ping_sent = now;
+			next_ping = now + STATUS_EVERY_MS;
+		}
+		(void)zmq_poll(items, 2, 2);
+		while (live_recv(ps, &lim, &m) == 0) {
+			if (m.type == COM_MSG_STATUS_REPLY && ping_sent >= 0) {
+				if (p != NULL && p->n_rtt < MAX_STATUS)
+					p->rtt[p->n_rtt++] = now_ms_f() -
+					    ping_sent;
+				ping_sent = -1;
+			}
+			com_msg_fini(&m);
+		}
+		while (tail != head && live_recv(hs, &lim, &m) == 0) {
+			const char *key = keys[tail++ % LIVE_KEYS];
+			const char *text = m.type == COM_MSG_ERROR &&
+				m.u.error.message != NULL
+			    ? m.u.error.message
+			    : "";
+			bool mine = strcmp(key, pending) == 0;
+
+			if (m.type == COM_MSG_WELCOME) {
+				if (p != NULL)
+					p->welcomed++;
+				if (mine)
+					pending[0] = '\0';
+			} else if (strstr(text,
+				       "its run is read back for "
+				       "the resume") != NULL) {
+				if (p != NULL)
+					p->started++;
+				snprintf(pending, sizeof(pending), "%s", key);
+				pending_inc = com_clock_ns();
+				next_retry = now_ms_f() + HELLO_RETRY_MS;
+			} else if (mine && m.type == COM_MSG_ERROR &&
+			    m.u.error.code == BELLOWS_EBUSY) {
+				/* Still read back: retry. */
+			} else {
+				if (p != NULL)
+					p->refused++;
+				snprintf(lv->why, sizeof(lv->why), "%s", text);
+				if (mine)
+					pending[0] = '\0';
+			}
+			com_msg_fini(&m);
+		}
+	}
+	zmq_close(hs);
+	zmq_close(ps);
+	return NULL;
+}
+
+/* Runs `bellows status` n times, one after another, the i-th due at
+ * i/n of the phase's --seconds (at once when the one before ended
+ * later), and fills ms[] with each one's wall time. Returns the number
+ * of runs that failed. */
+static uint32_t
+live_statuses(const live *lv, uint32_t n, double *ms)
+{
+	double t0 = now_ms_f(), every = lv->b->seconds * 1000 / n;
+
+	const char *argv[] = { lv->cli, "status", "--control", lv->ctl,
+		"--timeout-ms", "10000", NULL };
+	uint32_t failed = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		double a;
+		pid_t pid;
+		int st = 1;
+
+		while (now_ms_f() < t0 + every * i)
+			usleep(1000);
+		a = now_ms_f();
+		pid = live_spawn(argv, "/dev/null");
+
+		if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+		    WEXITSTATUS(st) != 0)
+			failed++;
+		ms[i] = now_ms_f() - a;
+	}
+	return failed;
+}
+
+/* One phase: `bellows status` lv->statuses times, the client resuming
+ * or not; prints its line. Returns 0, or -1 when /metrics fails. */
+static int
+live_phase_run(live *lv, int ph, bool resumes)
+{
+	static double ms[MAX_STATUS];
+	live_phase *p = &lv->phases[ph];
+	live_hist a, z;
+	uint32_t failed, n = lv->statuses;
+	double t = now_ms_f(), wall;
+
+	if (live_scrape(lv, &a) != 0)
+		return -1;
+	atomic_store(&lv->phase, ph);
+	atomic_store(&lv->resuming, resumes);
+	failed = live_statuses(lv, n, ms);
+	atomic_store(&lv->resuming, false);
+	atomic_store(&lv->phase, -1);
+	wall = (now_ms_f() - t) / 1000;
+	usleep(100 * 1000); /* the thread leaves the phase's record */
+	if (live_scrape(lv, &z) != 0)
+		return -1;
+	qsort(ms, n, sizeof(*ms), cmp_double);
+	qsort(p->rtt, p->n_rtt, sizeof(*p->rtt), cmp_double);
+	printf("resume: live %s: status_p50_ms=%.1f status_p99_ms=%.1f "
+	       "status_max_ms=%.1f failed=%u decisions=%" PRIu64
+	       " decision_p50_ms<=%g decision_p99_ms<=%g rtt_p50_ms=%.2f "
+	       "rtt_p99_ms=%.2f rtt_max_ms=%.1f hellos=%" PRIu64
+	       " started=%" PRIu64 " welcomed=%" PRIu64 " refused=%" PRIu64
+	       " seconds=%.1f\n",
+	    resumes ? "resuming" : "quiet", ms[n / 2], ms[(size_t)(n * 0.99)],
+	    ms[n - 1], failed, z.count - a.count, live_quantile(&a, &z, 0.5),
+	    live_quantile(&a, &z, 0.99), p->n_rtt ? p->rtt[p->n_rtt / 2] : 0.0,
+	    p->n_rtt ? p->rtt[(size_t)(p->n_rtt * 0.99)] : 0.0,
+	    p->n_rtt ? p->rtt[p->n_rtt - 1] : 0.0, p->hellos, p->started,
+	    p->welcomed, p->refused, wall);
+	return 0;
+}
+
+/* Starts bellowsd on b's history and configuration, /metrics on a free
+ * port, and waits (up to WAIT_MS) until it answers STATUS. Returns 0,
+ * or -1 said. */
+static int
+live_daemon(live *lv)
+{
+	const char *argv[] = { lv->bellowsd, "--policy", lv->b->yaml,
+		"--control", lv->ctl, "--publish", lv->pub, "--db", lv->b->db,
+		"--metrics-listen", lv->port, "--log-level", "info", NULL };
+	const char *st[] = { lv->cli, "status", "--control", lv->ctl,
+		"--timeout-ms", "500", NULL };
+	double end = now_ms_f() + WAIT_MS;
+
+	if (live_free_port(lv->port, sizeof(lv->port)) != 0 ||
+	    (lv->daemon = live_spawn(argv, lv->log)) < 0) {
+		lv->daemon = 0;
+		return -1;
+	}
+	while (now_ms_f() < end) {
+		pid_t pid = live_spawn(st, "/dev/null");
+		int s = 1;
+
+		if (pid > 0 && waitpid(pid, &s, 0) == pid && WIFEXITED(s) &&
+		    WEXITSTATUS(s) == 0)
+			return 0;
+		if (waitpid(lv->daemon, &s, WNOHANG) == lv->daemon) {
+			lv->daemon = 0;
+			return -1;
+		}
+		usleep(100 * 1000);
+	}
+	return -1;
+}
+
+/* Starts the third job: 2 real agents (`bellows sim`) of the history's
+ * layers, closing a window every 5 steps of 10 ms, for far longer than
+ * the run. Returns 0 or -1. */
+static int
+live_sim(live *lv)
+{
+	char layers[16];
+	const char *argv[] = { lv->cli, "sim", "--control", lv->ctl,
+		"--publish", lv->pub, "--quiet", "--job", "third", "--ranks",
+		"2", "--layers", layers, "--windows", "1000000",
+		"--steps-per-window", "5", "--step-ms", "10",
+		"--decision-timeout-ms", "60000", NULL };
+
+	snprintf(layers, sizeof(layers), "%u", lv->b->layers);
+	lv->sim = live_spawn(argv, lv->log);
+	if (lv->sim < 0) {
+		lv->sim = 0;
+		return -1;
+	}
+	return 0;
+}
+
+/* The live run: bellowsd on the history, the third job's ranks, then a
+ * phase without resumes and one with. Returns 0, or -1 said. */
+static int
+live_run(bench *b)
+{
+	static live lv;
+	live_hist h = { 0 };
+	double end;
+	int rc = -1;
+
+	lv.b = b;
+	lv.bellowsd = b->bellowsd;
+	lv.statuses = b->statuses;
+	snprintf(lv.ctl, sizeof(lv.ctl), "ipc://%s/control", b->dir);
+	snprintf(lv.pub, sizeof(lv.pub), "ipc://%s/publish", b->dir);
+	snprintf(lv.log, sizeof(lv.log), "%s/bellowsd.log", b->dir);
+	atomic_init(&lv.phase, -1);
+	atomic_init(&lv.resuming, false);
+	atomic_init(&lv.stop, false);
+	lv.cli = b->cli;
+	if (live_daemon(&lv) != 0) {
+		fprintf(stderr, "resume: bellowsd did not start\n");
+		goto out;
+	}
+	if (live_sim(&lv) != 0 || (lv.zctx = zmq_ctx_new()) == NULL ||
+	    pthread_create(&lv.thread, NULL, live_client, &lv) != 0) {
+		fprintf(stderr,
+		    "resume: cannot start the third job's ranks "
+		    "or the client\n");
+		goto out;
+	}
+	lv.thread_started = true;
+	/* The third job's decisions flowing first. */
+	end = now_ms_f() + 60000;
+	while (now_ms_f() < end && (live_scrape(&lv, &h) != 0 || h.count < 20))
+		usleep(100 * 1000);
+	if (h.count < 20) {
+		fprintf(stderr, "resume: the third job has no decisions\n");
+		goto out;
+	}
+	if (live_phase_run(&lv, 0, false) != 0 ||
+	    live_phase_run(&lv, 1, true) != 0) {
+		fprintf(stderr, "resume: bellowsd's /metrics did not answer\n");
+		goto out;
+	}
+	if (lv.why[0] != '\0')
+		printf("resume: the last refusal: %s\n", lv.why);
+	rc = 0;
+out:
+	atomic_store(&lv.stop, true);
+	if (lv.thread_started)
+		pthread_join(lv.thread, NULL);
+	live_stop_process(&lv.sim);
+	live_stop_process(&lv.daemon);
+	if (lv.zctx != NULL)
+		zmq_ctx_term(lv.zctx);
+	if (rc != 0) {
+		char cmd[400];
+
+		snprintf(cmd, sizeof(cmd), "tail -n 30 '%s' >&2", lv.log);
+		if (system(cmd) != 0)
+			fprintf(stderr, "resume: no log in %s\n", lv.log);
+	}
+	return rc;
+}
+
 static int
 setup(bench *b)
 {
@@ -395,6 +949,10 @@ parse(int argc, char **argv, bench *b)
 		{ "rate", required_argument, NULL, 'r' },
 		{ "seconds", required_argument, NULL, 's' },
 		{ "db", required_argument, NULL, 'd' },
+		{ "live", no_argument, NULL, 'L' },
+		{ "bellowsd", required_argument, NULL, 'B' },
+		{ "bellows", required_argument, NULL, 'C' },
+		{ "statuses", required_argument, NULL, 'n' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -403,6 +961,9 @@ parse(int argc, char **argv, bench *b)
 	b->windows = 20000;
 	b->rate = 10;
 	b->seconds = 20;
+	b->bellowsd = BENCH_BELLOWSD;
+	b->cli = BENCH_BELLOWS;
+	b->statuses = 200;
 	while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
 		if (c == 'l')
 			b->layers = (uint32_t)strtoul(optarg, NULL, 10);
@@ -414,14 +975,24 @@ parse(int argc, char **argv, bench *b)
 			b->seconds = strtod(optarg, NULL);
 		else if (c == 'd')
 			snprintf(b->db, sizeof(b->db), "%s", optarg);
+		else if (c == 'L')
+			b->live = true;
+		else if (c == 'B')
+			b->bellowsd = optarg;
+		else if (c == 'C')
+			b->cli = optarg;
+		else if (c == 'n')
+			b->statuses = (uint32_t)strtoul(optarg, NULL, 10);
 		else
 			return -1;
 	}
 	if (b->layers == 0 || b->windows < DECIDE_EVERY || b->rate <= 0 ||
-	    b->seconds <= 0) {
+	    b->seconds <= 0 || b->statuses == 0 || b->statuses > MAX_STATUS) {
 		fprintf(stderr,
 		    "usage: resume [--layers L] [--windows W>=%d] "
-		    "[--rate R] [--seconds S]\n",
+		    "[--rate R] [--seconds S] [--db FILE]\n"
+		    "              [--live [--statuses N] [--bellowsd PATH] "
+		    "[--bellows PATH]]\n",
 		    DECIDE_EVERY);
 		return -1;
 	}
@@ -438,6 +1009,7 @@ main(int argc, char **argv)
 	int rc = 1;
 
 	ctl_log_set_level(CTL_LOG_WARN);
+	setvbuf(stdout, NULL, _IOLBF, 0); /* a long run's progress shown */
 	if (parse(argc, argv, &b) != 0)
 		return 2;
 	if (setup(&b) != 0) {
@@ -457,6 +1029,13 @@ main(int argc, char **argv)
 	printf("resume: history of %d jobs x %u windows x %u layers written "
 	       "in %.1f s\n",
 	    JOBS, b.windows, b.layers, (now_ms_f() - t) / 1000);
+	if (b.live) {
+		/* bellowsd opens the history itself. */
+		ctl_jobs_destroy(&b.jobs);
+		ctl_store_close(&b.store, 5000);
+		rc = live_run(&b) == 0 ? 0 : 1;
+		goto out;
+	}
 	cpu = cpu_ms();
 	if (one_resume(&b, &stall, &welcome) != 0) {
 		fprintf(stderr, "resume: the resume was not welcomed\n");
