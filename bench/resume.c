@@ -431,6 +431,33 @@ live_spawn(const char *const argv[], const char *out)
 	return r == 0 ? pid : -1;
 }
 
+/* bellowsd and the sim, for the signal handler: an interrupted bench
+ * stops them as a finished one does. */
+static volatile pid_t live_children[2];
+
+static void
+live_on_signal(int sig)
+{
+	for (size_t i = 0; i < 2; i++)
+		if (live_children[i] > 0)
+			kill(live_children[i], SIGTERM);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Stops the bellowsd and sim of lv (once spawned) when the bench is
+ * interrupted or terminated. */
+static void
+live_stop_on_signal(void)
+{
+	struct sigaction sa = { .sa_handler = live_on_signal };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
 static void
 live_stop_process(pid_t *pid)
 {
@@ -768,11 +795,13 @@ live_daemon(live *lv)
 		"--timeout-ms", "500", NULL };
 	double end = now_ms_f() + WAIT_MS;
 
+	live_stop_on_signal();
 	if (live_free_port(lv->port, sizeof(lv->port)) != 0 ||
 	    (lv->daemon = live_spawn(argv, lv->log)) < 0) {
 		lv->daemon = 0;
 		return -1;
 	}
+	live_children[0] = lv->daemon;
 	while (now_ms_f() < end) {
 		pid_t pid = live_spawn(st, "/dev/null");
 		int s = 1;
@@ -808,6 +837,7 @@ live_sim(live *lv)
 		lv->sim = 0;
 		return -1;
 	}
+	live_children[1] = lv->sim;
 	return 0;
 }
 
