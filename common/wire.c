@@ -11,6 +11,10 @@
  * it cannot read safely or what the wire cannot express; whether the values
  * make sense is for the decoder to judge, so tests of other modules can
  * build hostile frames with it.
+ *
+ * Each message's plain fields (names, texts, numbers, flags) go out by
+ * its table (wire_field.h) through wire_out_fields; a message's own code
+ * adds only its repeated sub-messages and arrays.
  */
 #include "wire.h"
 
@@ -23,6 +27,7 @@
 
 #include "common/bellows.pb-c.h"
 #include "wire_fault.h"
+#include "wire_field.h"
 #include "wire_int.h"
 
 /* Allocations before the injected failure, or -1 when none is armed. */
@@ -132,32 +137,106 @@ wire_out_block(wire_out *o, size_t n, size_t size)
 	return o->block[o->n_block++] = com_wire_calloc(n, size);
 }
 
+/* Every field of table t from the com_* struct com into protobuf-c's
+ * struct pb (initialised). Returns BELLOWS_EINVAL for a byte string with
+ * a length and no bytes, which it cannot read. */
 static int
-wire_out_decision(const com_decision *d, Bellows__Decision *pd)
+wire_out_fields(const com_wire_fields *t, const void *com, void *pb)
 {
-	bellows__decision__init(pd);
+	for (uint32_t i = 0; i < t->n; i++) {
+		const com_wire_field *f = &t->f[i];
+		const char *src = (const char *)com + f->com;
+		char *dst = (char *)pb + f->pb;
+
+		switch (f->kind) {
+		case COM_WIRE_NAME:
+		case COM_WIRE_NAME_OPT:
+		case COM_WIRE_TEXT:
+			*(char **)dst = wire_out_str(*(char *const *)src);
+			break;
+		case COM_WIRE_BYTES: {
+			ProtobufCBinaryData *b = (ProtobufCBinaryData *)dst;
+
+			b->data = *(uint8_t *const *)src;
+			b->len = *(const size_t *)((const char *)com +
+			    f->com_len);
+			if (b->len > 0 && b->data == NULL)
+				return BELLOWS_EINVAL;
+			break;
+		}
+		case COM_WIRE_BOOL:
+			*(protobuf_c_boolean *)dst = *(const bool *)src;
+			break;
+		case COM_WIRE_U32:
+		case COM_WIRE_INDEX:
+			*(uint32_t *)dst = *(const uint32_t *)src;
+			break;
+		case COM_WIRE_U64:
+			*(uint64_t *)dst = *(const uint64_t *)src;
+			break;
+		case COM_WIRE_I32:
+		case COM_WIRE_ERRCODE:
+			*(int32_t *)dst = *(const int32_t *)src;
+			break;
+		default: /* COM_WIRE_F64, COM_WIRE_MAG */
+			*(double *)dst = *(const double *)src;
+			break;
+		}
+	}
+	return 0;
+}
+
+/* n sub-messages of type desc at pb (room for n), from the n com_* structs
+ * of com_size bytes at com by table t, their addresses in ptrs[0..n-1]. */
+static int
+wire_out_rows(const com_wire_fields *t, const ProtobufCMessageDescriptor *desc,
+    const void *com, size_t com_size, uint32_t n, void *pb, void **ptrs)
+{
+	int rc;
+
+	for (uint32_t i = 0; i < n; i++) {
+		void *p = (char *)pb + i * desc->sizeof_message;
+
+		protobuf_c_message_init(desc, p);
+		rc = wire_out_fields(t, (const char *)com + i * com_size, p);
+		if (rc != 0)
+			return rc;
+		ptrs[i] = p;
+	}
+	return 0;
+}
+
+/* The n sub-messages of a repeated field from the com_* array com, in one
+ * block: *ret the pointer array protobuf-c wants (untouched when n is 0).
+ * BELLOWS_EINVAL when n > 0 and com is NULL. */
+static int
+wire_out_each(wire_out *o, const com_wire_fields *t,
+    const ProtobufCMessageDescriptor *desc, const void *com, size_t com_size,
+    uint32_t n, void ***ret)
+{
+	char *pb;
+
+	if (n == 0)
+		return 0;
+	if (com == NULL)
+		return BELLOWS_EINVAL;
+	pb = wire_out_block(o, n, desc->sizeof_message + sizeof(void *));
+	if (pb == NULL)
+		return BELLOWS_ENOMEM;
+	*ret = (void **)(pb + n * desc->sizeof_message);
+	return wire_out_rows(t, desc, com, com_size, n, pb, *ret);
+}
+
+/* A decision's arrays, its plain fields being out. */
+static int
+wire_out_decision_arrays(const com_decision *d, Bellows__Decision *pd)
+{
 	if (d->n_layers > 0 && (d->level == NULL || d->error_bound == NULL))
 		return BELLOWS_EINVAL;
-	if (d->codec_table_len > 0 && d->codec_table == NULL)
-		return BELLOWS_EINVAL;
-	pd->job = wire_out_str(d->job);
-	pd->seq = d->seq;
-	pd->apply_step = d->apply_step;
-	pd->window = d->window;
 	pd->n_level = d->n_layers;
 	pd->level = d->level;
 	pd->n_error_bound = d->n_layers;
 	pd->error_bound = d->error_bound;
-	pd->batch_size = d->batch_size;
-	pd->lr_scale = d->lr_scale;
-	pd->size_threshold = d->size_threshold;
-	pd->compression_off = d->compression_off;
-	pd->codec_table.len = d->codec_table_len;
-	pd->codec_table.data = d->codec_table;
-	pd->policy = wire_out_str(d->policy);
-	pd->reason = wire_out_str(d->reason);
-	pd->calibrate_steps = d->calibrate_steps;
-	pd->stats_skip = d->stats_skip;
 	/* The default plan goes out as none: older peers see no change. */
 	if (!com_resid_plan_is_default(d)) {
 		pd->n_resid_group = d->n_layers;
@@ -170,6 +249,17 @@ wire_out_decision(const com_decision *d, Bellows__Decision *pd)
 		pd->resid_cols = d->resid_cols;
 	}
 	return 0;
+}
+
+/* A decision inside another message. */
+static int
+wire_out_decision(const com_decision *d, Bellows__Decision *pd)
+{
+	int rc;
+
+	bellows__decision__init(pd);
+	rc = wire_out_fields(com_wire_bodies[COM_MSG_DECISION].fields, d, pd);
+	return rc != 0 ? rc : wire_out_decision_arrays(d, pd);
 }
 
 static int
@@ -196,71 +286,32 @@ wire_out_decisions(wire_out *o, const com_decision *d, uint32_t n,
 	return 0;
 }
 
+/* A hello's layer table and the state in force. */
 static int
-wire_out_hello(wire_out *o, const com_hello *h)
+wire_out_hello(wire_out *o, const com_hello *h, Bellows__Hello *ph)
 {
-	Bellows__Hello *ph = &o->body.hello;
-	Bellows__LayerInfo *pl;
+	void **ptrs = NULL;
 	int rc;
 
-	bellows__hello__init(ph);
-	if (h->n_layers > 0 && h->layers == NULL)
-		return BELLOWS_EINVAL;
-	for (uint32_t i = 0; i < h->n_layers; i++)
+	for (uint32_t i = 0; i < h->n_layers && h->layers != NULL; i++)
 		if (h->layers[i].ndim > COM_MAX_NDIM)
 			return BELLOWS_EINVAL;
-	if ((rc = wire_out_decision(&h->in_force, &o->in_force)) != 0)
+	if ((rc = wire_out_decision(&h->in_force, &o->in_force)) != 0 ||
+	    (rc = wire_out_each(o, &com_wire_layer_info,
+		 &bellows__layer_info__descriptor, h->layers,
+		 sizeof(*h->layers), h->n_layers, &ptrs)) != 0)
 		return rc;
-	if (h->n_layers > 0) {
-		pl = wire_out_block(o, h->n_layers,
-		    sizeof(*pl) + sizeof(*ph->layers));
-		if (pl == NULL)
-			return BELLOWS_ENOMEM;
-		ph->layers = (Bellows__LayerInfo **)(pl + h->n_layers);
-		for (uint32_t i = 0; i < h->n_layers; i++) {
-			bellows__layer_info__init(&pl[i]);
-			pl[i].name = wire_out_str(h->layers[i].name);
-			pl[i].numel = h->layers[i].numel;
-			pl[i].n_shape = h->layers[i].ndim;
-			pl[i].shape = h->layers[i].shape;
-			ph->layers[i] = &pl[i];
-		}
-		ph->n_layers = h->n_layers;
+	ph->layers = (Bellows__LayerInfo **)ptrs;
+	ph->n_layers = h->n_layers;
+	for (uint32_t i = 0; i < h->n_layers; i++) {
+		ph->layers[i]->n_shape = h->layers[i].ndim;
+		ph->layers[i]->shape = (uint32_t *)h->layers[i].shape;
 	}
-	ph->job = wire_out_str(h->job);
-	ph->rank = h->rank;
-	ph->world = h->world;
-	ph->agent_version = wire_out_str(h->agent_version);
-	ph->step = h->step;
-	ph->incarnation = h->incarnation;
-	ph->last_window = h->last_window;
-	ph->run_id = wire_out_str(h->run_id);
-	ph->resume = h->resume;
 	/* A decision that packs to nothing stays off the wire and so decodes
 	 * as the zeroed struct it was. */
 	if (protobuf_c_message_get_packed_size(&o->in_force.base) > 0)
 		ph->in_force = &o->in_force;
-	o->env.body_case = BELLOWS__ENVELOPE__BODY_HELLO;
-	o->env.hello = ph;
 	return 0;
-}
-
-static int
-wire_out_welcome(wire_out *o, const com_welcome *w)
-{
-	Bellows__Welcome *pw = &o->body.welcome;
-
-	bellows__welcome__init(pw);
-	pw->job = wire_out_str(w->job);
-	pw->rank = w->rank;
-	pw->apply_lag = w->apply_lag;
-	pw->heartbeat_ms = w->heartbeat_ms;
-	pw->instance = w->instance;
-	pw->windows_closed = w->windows_closed;
-	o->env.body_case = BELLOWS__ENVELOPE__BODY_WELCOME;
-	o->env.welcome = pw;
-	return wire_out_decisions(o, w->decisions, w->n_decisions,
-	    &pw->n_decisions, &pw->decisions);
 }
 
 /* One statistic onto the wire: protobuf-c's structs have the table's
@@ -291,40 +342,15 @@ wire_out_timings(const com_timings *s, Bellows__Timings *p)
 	BELLOWS_RANK_TIMINGS(WIRE_OUT_STAT)
 }
 
+/* A report's layers (statistics by the statistics table), timings and
+ * collectives. */
 static int
-wire_out_comm(wire_out *o, const com_report *r, Bellows__Report *pr)
+wire_out_report(wire_out *o, const com_report *r, Bellows__Report *pr)
 {
-	Bellows__CommSample *pc;
-
-	if (r->n_comm == 0)
-		return 0;
-	if (r->comm == NULL)
-		return BELLOWS_EINVAL;
-	pc = wire_out_block(o, r->n_comm, sizeof(*pc) + sizeof(*pr->comm));
-	if (pc == NULL)
-		return BELLOWS_ENOMEM;
-	pr->comm = (Bellows__CommSample **)(pc + r->n_comm);
-	for (uint32_t i = 0; i < r->n_comm; i++) {
-		bellows__comm_sample__init(&pc[i]);
-		pc[i].bytes = r->comm[i].bytes;
-		pc[i].ms = r->comm[i].ms;
-		pc[i].count = r->comm[i].count;
-		pc[i].compressed = r->comm[i].compressed;
-		pr->comm[i] = &pc[i];
-	}
-	pr->n_comm = r->n_comm;
-	return 0;
-}
-
-static int
-wire_out_report(wire_out *o, const com_report *r)
-{
-	Bellows__Report *pr = &o->body.report;
-	Bellows__Timings *pt = &o->timings;
 	Bellows__LayerStats *ps;
+	void **ptrs = NULL;
 	int rc;
 
-	bellows__report__init(pr);
 	if (r->n_layers > 0) {
 		if (r->layers == NULL)
 			return BELLOWS_EINVAL;
@@ -339,304 +365,140 @@ wire_out_report(wire_out *o, const com_report *r)
 		}
 		pr->n_layers = r->n_layers;
 	}
-	if ((rc = wire_out_comm(o, r, pr)) != 0)
+	if ((rc = wire_out_each(o, &com_wire_comm_sample,
+		 &bellows__comm_sample__descriptor, r->comm, sizeof(*r->comm),
+		 r->n_comm, &ptrs)) != 0)
 		return rc;
-	wire_out_timings(&r->timings, pt);
-	pr->timings = pt;
-	pr->job = wire_out_str(r->job);
-	pr->rank = r->rank;
-	pr->window = r->window;
-	pr->first_step = r->first_step;
-	pr->last_step = r->last_step;
-	pr->lr = r->lr;
-	pr->batch_size = r->batch_size;
-	pr->epoch = r->epoch;
-	pr->seq_in_force = r->seq_in_force;
-	pr->lr_next = r->lr_next;
-	pr->ranks = r->ranks;
-	o->env.body_case = BELLOWS__ENVELOPE__BODY_REPORT;
-	o->env.report = pr;
+	pr->comm = (Bellows__CommSample **)ptrs;
+	pr->n_comm = r->n_comm;
+	wire_out_timings(&r->timings, &o->timings);
+	pr->timings = &o->timings;
 	return 0;
 }
 
+/* A status reply's jobs, their ranks (one array, each job taking its
+ * n_ranks), peers and events. */
 static int
-wire_out_status_reply(wire_out *o, const com_status_reply *r)
+wire_out_status_reply(wire_out *o, const com_status_reply *r,
+    Bellows__StatusReply *ps)
 {
-	Bellows__StatusReply *ps = &o->body.status_reply;
-	Bellows__JobStatus *pj = NULL;
-	Bellows__RankStatus *pk = NULL, **pk_ptrs;
-	Bellows__PeerStatus *pp = NULL;
-	Bellows__Event *pe = NULL;
+	const ProtobufCMessageDescriptor *rank = &bellows__rank_status__descriptor;
+	void **jobs = NULL, **peers = NULL, **events = NULL, **ranks;
+	char *pk = NULL;
 	size_t n_ranks = 0, next = 0;
+	int rc;
 
-	bellows__status_reply__init(ps);
-	if ((r->n_jobs > 0 && r->jobs == NULL) ||
-	    (r->n_peers > 0 && r->peers == NULL) ||
-	    (r->n_events > 0 && r->events == NULL))
-		return BELLOWS_EINVAL;
-	for (uint32_t i = 0; i < r->n_jobs; i++) {
+	for (uint32_t i = 0; i < r->n_jobs && r->jobs != NULL; i++) {
 		if (r->jobs[i].n_ranks > 0 && r->jobs[i].ranks == NULL)
 			return BELLOWS_EINVAL;
 		n_ranks += r->jobs[i].n_ranks;
 	}
-	for (uint32_t i = 0; i < r->n_peers; i++)
-		if (r->peers[i].peer_len > 0 && r->peers[i].peer == NULL)
-			return BELLOWS_EINVAL;
-	if ((r->n_jobs > 0 &&
-		(pj = wire_out_block(o, r->n_jobs,
-		     sizeof(*pj) + sizeof(*ps->jobs))) == NULL) ||
-	    (n_ranks > 0 &&
-		(pk = wire_out_block(o, n_ranks,
-		     sizeof(*pk) + sizeof(*pk_ptrs))) == NULL) ||
-	    (r->n_peers > 0 &&
-		(pp = wire_out_block(o, r->n_peers,
-		     sizeof(*pp) + sizeof(*ps->peers))) == NULL) ||
-	    (r->n_events > 0 &&
-		(pe = wire_out_block(o, r->n_events,
-		     sizeof(*pe) + sizeof(*ps->events))) == NULL))
+	if ((rc = wire_out_each(o, &com_wire_job_status,
+		 &bellows__job_status__descriptor, r->jobs, sizeof(*r->jobs),
+		 r->n_jobs, &jobs)) != 0 ||
+	    (rc = wire_out_each(o, &com_wire_peer_status,
+		 &bellows__peer_status__descriptor, r->peers,
+		 sizeof(*r->peers), r->n_peers, &peers)) != 0 ||
+	    (rc = wire_out_each(o, &com_wire_event, &bellows__event__descriptor,
+		 r->events, sizeof(*r->events), r->n_events, &events)) != 0)
+		return rc;
+	if (n_ranks > 0 &&
+	    (pk = wire_out_block(o, n_ranks,
+		 rank->sizeof_message + sizeof(void *))) == NULL)
 		return BELLOWS_ENOMEM;
-	if (r->n_jobs > 0)
-		ps->jobs = (Bellows__JobStatus **)(pj + r->n_jobs);
-	/* The jobs share one array of ranks, each taking its n_ranks. */
-	pk_ptrs = n_ranks > 0 ? (Bellows__RankStatus **)(pk + n_ranks) : NULL;
+	ranks = n_ranks > 0 ? (void **)(pk + n_ranks * rank->sizeof_message)
+			    : NULL;
 	for (uint32_t i = 0; i < r->n_jobs; i++) {
 		const com_job_status *j = &r->jobs[i];
+		Bellows__JobStatus *pj = jobs[i];
 
-		bellows__job_status__init(&pj[i]);
-		pj[i].job = wire_out_str(j->job);
-		pj[i].world = j->world;
-		pj[i].ranks_alive = j->ranks_alive;
-		pj[i].window = j->window;
-		pj[i].seq = j->seq;
-		pj[i].step = j->step;
-		pj[i].n_layers = j->n_layers;
-		pj[i].windows_incomplete = j->windows_incomplete;
-		pj[i].policy = wire_out_str(j->policy);
-		pj[i].n_ranks = j->n_ranks;
-		pj[i].ranks = j->n_ranks > 0 ? pk_ptrs + next : NULL;
-		for (uint32_t k = 0; k < j->n_ranks; k++, next++) {
-			const com_rank_status *s = &j->ranks[k];
-			Bellows__RankStatus *p = &pk[next];
-
-			bellows__rank_status__init(p);
-			p->rank = s->rank;
-			p->alive = s->alive;
-			p->step = s->step;
-			p->last_seen_ms = s->last_seen_ms;
-			p->reports = s->reports;
-			p->seq_in_force = s->seq_in_force;
-			p->rejoins = s->rejoins;
-			pk_ptrs[next] = p;
-		}
-		ps->jobs[i] = &pj[i];
+		rc = wire_out_rows(&com_wire_rank_status, rank, j->ranks,
+		    sizeof(*j->ranks), j->n_ranks,
+		    pk + next * rank->sizeof_message, ranks + next);
+		if (rc != 0)
+			return rc;
+		pj->n_ranks = j->n_ranks;
+		pj->ranks = j->n_ranks > 0 ? (Bellows__RankStatus **)(ranks +
+						 next)
+					   : NULL;
+		next += j->n_ranks;
 	}
-	if (r->n_peers > 0)
-		ps->peers = (Bellows__PeerStatus **)(pp + r->n_peers);
-	for (uint32_t i = 0; i < r->n_peers; i++) {
-		bellows__peer_status__init(&pp[i]);
-		pp[i].peer.len = r->peers[i].peer_len;
-		pp[i].peer.data = r->peers[i].peer;
-		pp[i].dropped = r->peers[i].dropped;
-		pp[i].last_error = wire_out_str(r->peers[i].last_error);
-		ps->peers[i] = &pp[i];
-	}
-	if (r->n_events > 0)
-		ps->events = (Bellows__Event **)(pe + r->n_events);
-	for (uint32_t i = 0; i < r->n_events; i++) {
-		bellows__event__init(&pe[i]);
-		pe[i].wall_ms = r->events[i].wall_ms;
-		pe[i].kind = wire_out_str(r->events[i].kind);
-		pe[i].job = wire_out_str(r->events[i].job);
-		pe[i].text = wire_out_str(r->events[i].text);
-		ps->events[i] = &pe[i];
-	}
+	ps->jobs = (Bellows__JobStatus **)jobs;
 	ps->n_jobs = r->n_jobs;
+	ps->peers = (Bellows__PeerStatus **)peers;
 	ps->n_peers = r->n_peers;
+	ps->events = (Bellows__Event **)events;
 	ps->n_events = r->n_events;
-	ps->instance = r->instance;
-	ps->uptime_ms = r->uptime_ms;
-	ps->messages = r->messages;
-	ps->dropped = r->dropped;
-	ps->reports = r->reports;
-	ps->decisions = r->decisions;
-	ps->layer_stats = r->layer_stats;
-	ps->store_degraded = r->store_degraded;
-	ps->store_pending = r->store_pending;
-	ps->store_dropped = r->store_dropped;
-	ps->store_error = wire_out_str(r->store_error);
-	ps->latency_p50_ms = r->latency_p50_ms;
-	ps->latency_p99_ms = r->latency_p99_ms;
-	ps->latency_max_ms = r->latency_max_ms;
-	ps->latency_samples = r->latency_samples;
-	ps->reports_duplicate = r->reports_duplicate;
-	ps->store_path = wire_out_str(r->store_path);
-	o->env.body_case = BELLOWS__ENVELOPE__BODY_STATUS_REPLY;
-	o->env.status_reply = ps;
 	return 0;
 }
 
+/* What a body's table cannot say: its repeated sub-messages. */
 static int
-wire_out_snapshot(wire_out *o, const com_snapshot *s)
+wire_out_body(wire_out *o, const com_msg *m)
 {
-	Bellows__Snapshot *ps = &o->body.snapshot;
+	void **ptrs = NULL;
+	int rc;
 
-	bellows__snapshot__init(ps);
-	ps->job = wire_out_str(s->job);
-	o->env.body_case = BELLOWS__ENVELOPE__BODY_SNAPSHOT;
-	o->env.snapshot = ps;
-	return wire_out_decisions(o, s->decisions, s->n_decisions,
-	    &ps->n_decisions, &ps->decisions);
-}
-
-static int
-wire_out_telemetry(wire_out *o, const com_telemetry *t)
-{
-	Bellows__Telemetry *p = &o->body.telemetry;
-	Bellows__Metric *pm;
-
-	bellows__telemetry__init(p);
-	p->job = wire_out_str(t->job);
-	p->window = t->window;
-	p->ranks_reported = t->ranks_reported;
-	p->ranks_expected = t->ranks_expected;
-	p->step_ms_median = t->step_ms_median;
-	o->env.body_case = BELLOWS__ENVELOPE__BODY_TELEMETRY;
-	o->env.telemetry = p;
-	if (t->n_metrics == 0)
-		return 0;
-	if (t->metrics == NULL)
-		return BELLOWS_EINVAL;
-	pm = wire_out_block(o, t->n_metrics, sizeof(*pm) + sizeof(*p->metrics));
-	if (pm == NULL)
-		return BELLOWS_ENOMEM;
-	p->metrics = (Bellows__Metric **)(pm + t->n_metrics);
-	for (uint32_t i = 0; i < t->n_metrics; i++) {
-		bellows__metric__init(&pm[i]);
-		pm[i].policy = wire_out_str(t->metrics[i].policy);
-		pm[i].name = wire_out_str(t->metrics[i].name);
-		pm[i].layer = t->metrics[i].layer;
-		pm[i].value = t->metrics[i].value;
-		p->metrics[i] = &pm[i];
-	}
-	p->n_metrics = t->n_metrics;
-	return 0;
-}
-
-/* The message types whose bodies are flat: scalars and strings only. */
-static int
-wire_out_flat(wire_out *o, const com_msg *m)
-{
 	switch (m->type) {
-	case COM_MSG_HEARTBEAT: {
-		Bellows__Heartbeat *p = &o->body.heartbeat;
-
-		bellows__heartbeat__init(p);
-		p->job = wire_out_str(m->u.heartbeat.job);
-		p->rank = m->u.heartbeat.rank;
-		p->step = m->u.heartbeat.step;
-		p->seq_in_force = m->u.heartbeat.seq_in_force;
-		p->incarnation = m->u.heartbeat.incarnation;
-		o->env.body_case = BELLOWS__ENVELOPE__BODY_HEARTBEAT;
-		o->env.heartbeat = p;
+	case COM_MSG_HELLO:
+		return wire_out_hello(o, &m->u.hello, &o->body.hello);
+	case COM_MSG_WELCOME:
+		return wire_out_decisions(o, m->u.welcome.decisions,
+		    m->u.welcome.n_decisions, &o->body.welcome.n_decisions,
+		    &o->body.welcome.decisions);
+	case COM_MSG_REPORT:
+		return wire_out_report(o, &m->u.report, &o->body.report);
+	case COM_MSG_DECISION:
+		return wire_out_decision_arrays(&m->u.decision,
+		    &o->body.decision);
+	case COM_MSG_STATUS_REPLY:
+		return wire_out_status_reply(o, &m->u.status_reply,
+		    &o->body.status_reply);
+	case COM_MSG_SNAPSHOT:
+		return wire_out_decisions(o, m->u.snapshot.decisions,
+		    m->u.snapshot.n_decisions, &o->body.snapshot.n_decisions,
+		    &o->body.snapshot.decisions);
+	case COM_MSG_TELEMETRY:
+		rc = wire_out_each(o, &com_wire_metric,
+		    &bellows__metric__descriptor, m->u.telemetry.metrics,
+		    sizeof(*m->u.telemetry.metrics), m->u.telemetry.n_metrics,
+		    &ptrs);
+		o->body.telemetry.metrics = (Bellows__Metric **)ptrs;
+		o->body.telemetry.n_metrics = m->u.telemetry.n_metrics;
+		return rc;
+	default: /* flat: the table said it all */
 		return 0;
-	}
-	case COM_MSG_HEARTBEAT_ACK: {
-		Bellows__HeartbeatAck *p = &o->body.heartbeat_ack;
-
-		bellows__heartbeat_ack__init(p);
-		p->instance = m->u.heartbeat_ack.instance;
-		p->last_seq = m->u.heartbeat_ack.last_seq;
-		p->windows_closed = m->u.heartbeat_ack.windows_closed;
-		o->env.body_case = BELLOWS__ENVELOPE__BODY_HEARTBEAT_ACK;
-		o->env.heartbeat_ack = p;
-		return 0;
-	}
-	case COM_MSG_BYE: {
-		Bellows__Bye *p = &o->body.bye;
-
-		bellows__bye__init(p);
-		p->job = wire_out_str(m->u.bye.job);
-		p->rank = m->u.bye.rank;
-		o->env.body_case = BELLOWS__ENVELOPE__BODY_BYE;
-		o->env.bye = p;
-		return 0;
-	}
-	case COM_MSG_STATUS_REQUEST: {
-		Bellows__StatusRequest *p = &o->body.status_request;
-
-		bellows__status_request__init(p);
-		p->job = wire_out_str(m->u.status_request.job);
-		o->env.body_case = BELLOWS__ENVELOPE__BODY_STATUS_REQUEST;
-		o->env.status_request = p;
-		return 0;
-	}
-	case COM_MSG_SNAPSHOT_REQUEST: {
-		Bellows__SnapshotRequest *p = &o->body.snapshot_request;
-
-		bellows__snapshot_request__init(p);
-		p->job = wire_out_str(m->u.snapshot_request.job);
-		p->rank = m->u.snapshot_request.rank;
-		o->env.body_case = BELLOWS__ENVELOPE__BODY_SNAPSHOT_REQUEST;
-		o->env.snapshot_request = p;
-		return 0;
-	}
-	case COM_MSG_ERROR: {
-		Bellows__Error *p = &o->body.error;
-
-		bellows__error__init(p);
-		p->code = m->u.error.code;
-		p->message = wire_out_str(m->u.error.message);
-		o->env.body_case = BELLOWS__ENVELOPE__BODY_ERROR;
-		o->env.error = p;
-		return 0;
-	}
-	default:
-		return BELLOWS_EINVAL;
 	}
 }
 
 int
 com_wire_encode(const com_msg *m, uint8_t **ret_buf, size_t *ret_len)
 {
+	const ProtobufCFieldDescriptor *fd;
+	const com_wire_body *b;
 	wire_out o;
 	uint8_t *buf;
 	size_t len, packed;
 	int rc;
 
 	assert(m != NULL && ret_buf != NULL && ret_len != NULL);
+	if (m->type <= COM_MSG_NONE || m->type >= COM_MSG_TYPE_MAX)
+		return BELLOWS_EINVAL;
 	memset(&o, 0, sizeof(o));
 	bellows__envelope__init(&o.env);
 	o.env.major = m->major;
 	o.env.minor = m->minor;
-	switch (m->type) {
-	case COM_MSG_HELLO:
-		rc = wire_out_hello(&o, &m->u.hello);
-		break;
-	case COM_MSG_WELCOME:
-		rc = wire_out_welcome(&o, &m->u.welcome);
-		break;
-	case COM_MSG_REPORT:
-		rc = wire_out_report(&o, &m->u.report);
-		break;
-	case COM_MSG_DECISION:
-		rc = wire_out_decision(&m->u.decision, &o.body.decision);
-		o.env.body_case = BELLOWS__ENVELOPE__BODY_DECISION;
-		o.env.decision = &o.body.decision;
-		break;
-	case COM_MSG_STATUS_REPLY:
-		rc = wire_out_status_reply(&o, &m->u.status_reply);
-		break;
-	case COM_MSG_SNAPSHOT:
-		rc = wire_out_snapshot(&o, &m->u.snapshot);
-		break;
-	case COM_MSG_TELEMETRY:
-		rc = wire_out_telemetry(&o, &m->u.telemetry);
-		break;
-	default:
-		rc = wire_out_flat(&o, m);
-		break;
-	}
-	if (rc != 0)
+	/* The body is the Envelope's field of number type + BASE, a pointer
+	 * where its descriptor says. */
+	b = &com_wire_bodies[m->type];
+	o.env.body_case = (Bellows__Envelope__BodyCase)(m->type +
+	    COM_WIRE_BODY_BASE);
+	fd = protobuf_c_message_descriptor_get_field(
+	    &bellows__envelope__descriptor, o.env.body_case);
+	*(void **)((char *)&o.env + fd->offset) = &o.body;
+	protobuf_c_message_init(b->desc, &o.body);
+	if ((rc = wire_out_fields(b->fields, &m->u, &o.body)) != 0 ||
+	    (rc = wire_out_body(&o, m)) != 0)
 		goto done;
 	len = protobuf_c_message_get_packed_size(&o.env.base);
 	if ((buf = com_wire_malloc(len)) == NULL) {

@@ -11,8 +11,12 @@
  * counting every repeated field against its limit before sizing its
  * array; the arena holds the frame to a byte budget, which bounds what no
  * single limit does (repeats nested in repeats). Then the conversion to
- * com_* structs checks every field. Decoded strings are never NULL (an
- * absent string is ""); an absent sub-message decodes as zeroes.
+ * com_* structs checks every field: a message's plain fields by its table
+ * (wire_field.h) through wire_in_fields, the statistics by the statistics
+ * table's macros (the report's hot path, kept inline), and what no table
+ * can say (repeated sub-messages, checks across fields) by the message's
+ * own code. Decoded strings are never NULL (an absent string is ""); an
+ * absent sub-message decodes as zeroes.
  */
 #include "wire.h"
 
@@ -27,6 +31,7 @@
 #include "common/utf8.h"
 #include "wire_arena.h"
 #include "wire_fast.h"
+#include "wire_field.h"
 #include "wire_int.h"
 
 /* The limit on the number of entries of a repeated field. */
@@ -151,6 +156,98 @@ wire_in_magnitude(double v)
 	return isfinite(v) && v >= 0.0;
 }
 
+/* The bound a field's limit column names (wire_field.h). */
+static uint64_t
+wire_in_limit(const com_limits *lim, uint8_t limit)
+{
+	switch (limit) {
+	case COM_WIRE_WORLD:
+		return lim->max_world;
+	case COM_WIRE_LAYERS:
+		return lim->max_layers;
+	case COM_WIRE_NAME_LEN:
+		return lim->max_name_len;
+	case COM_WIRE_CODEC_TABLE:
+		return lim->max_codec_table;
+	default:
+		return UINT64_MAX;
+	}
+}
+
+/* One field of a table into the com_* struct at c, checked as its kind
+ * requires. */
+static inline int
+wire_in_field(const com_wire_field *f, const char *p, const com_limits *lim,
+    char *c)
+{
+	const void *src = p + f->pb;
+	void *dst = c + f->com;
+
+	switch (f->kind) {
+	case COM_WIRE_NAME:
+	case COM_WIRE_NAME_OPT:
+		return wire_in_name(*(char *const *)src, lim,
+		    f->kind == COM_WIRE_NAME_OPT, dst);
+	case COM_WIRE_TEXT:
+		return wire_in_text(*(char *const *)src, lim->max_text_len, dst);
+	case COM_WIRE_BYTES:
+		return wire_in_bytes(src, wire_in_limit(lim, f->limit), dst,
+		    (size_t *)(c + f->com_len));
+	case COM_WIRE_BOOL:
+		*(bool *)dst = *(const protobuf_c_boolean *)src != 0;
+		return 0;
+	case COM_WIRE_U32:
+	case COM_WIRE_INDEX: {
+		uint32_t v = *(const uint32_t *)src;
+		uint64_t max;
+
+		if (f->limit == COM_WIRE_NONE)
+			max = UINT64_MAX;
+		else
+			max = wire_in_limit(lim, f->limit);
+		if (v > max || (f->kind == COM_WIRE_INDEX && v == max))
+			return BELLOWS_EPROTO;
+		*(uint32_t *)dst = v;
+		return 0;
+	}
+	case COM_WIRE_U64:
+		*(uint64_t *)dst = *(const uint64_t *)src;
+		return 0;
+	case COM_WIRE_I32:
+	case COM_WIRE_ERRCODE:
+		if (f->kind == COM_WIRE_ERRCODE && *(const int32_t *)src >= 0)
+			return BELLOWS_EPROTO;
+		*(int32_t *)dst = *(const int32_t *)src;
+		return 0;
+	case COM_WIRE_F64:
+	case COM_WIRE_MAG: {
+		double v = *(const double *)src;
+
+		if (!isfinite(v) || (f->kind == COM_WIRE_MAG && v < 0.0))
+			return BELLOWS_EPROTO;
+		*(double *)dst = v;
+		return 0;
+	}
+	default:
+		assert(!"a kind wire_field.h does not have");
+		return BELLOWS_EPROTO;
+	}
+}
+
+/* Every field of table t from protobuf-c's struct pb into the com_* struct
+ * com. On failure what was copied stays for com_msg_fini to release. */
+static int
+wire_in_fields(const com_wire_fields *t, const void *pb, const com_limits *lim,
+    void *com)
+{
+	int rc;
+
+	for (uint32_t i = 0; i < t->n; i++)
+		if ((rc = wire_in_field(&t->f[i], pb, lim, com)) != 0)
+			return rc;
+	return 0;
+}
+
 /* A decision's residual plan: its four arrays all empty (the default
  * plan) or all of n_layers entries forming a valid plan
  * (com_resid_plan_valid), else BELLOWS_EPROTO. */
@@ -181,20 +278,18 @@ wire_in_resid_plan(const Bellows__Decision *pd, com_decision *d)
 	return 0;
 }
 
-/* A decision's level and error_bound arrays each hold n_layers values or
- * none at all (then zeroes); n_layers is the longer one. */
+/* A decision's arrays, its plain fields being in: level and error_bound
+ * each hold n_layers values or none at all (then zeroes), n_layers being
+ * the longer one, and the residual plan. An lr_scale of 0 reads as 1. */
 static int
-wire_in_decision(const Bellows__Decision *pd, const com_limits *lim,
-    bool job_optional, com_decision *d)
+wire_in_decision_arrays(const Bellows__Decision *pd, const com_limits *lim,
+    com_decision *d)
 {
 	size_t n = pd->n_level > pd->n_error_bound ? pd->n_level
 						   : pd->n_error_bound;
-	int rc;
 
 	if (n > lim->max_layers || (pd->n_level != 0 && pd->n_level != n) ||
 	    (pd->n_error_bound != 0 && pd->n_error_bound != n))
-		return BELLOWS_EPROTO;
-	if (!wire_in_magnitude(pd->lr_scale))
 		return BELLOWS_EPROTO;
 	for (size_t i = 0; i < pd->n_level; i++)
 		if (!wire_in_magnitude(pd->level[i]))
@@ -202,15 +297,6 @@ wire_in_decision(const Bellows__Decision *pd, const com_limits *lim,
 	for (size_t i = 0; i < pd->n_error_bound; i++)
 		if (!wire_in_magnitude(pd->error_bound[i]))
 			return BELLOWS_EPROTO;
-	rc = wire_in_name(pd->job, lim, job_optional, &d->job);
-	if (rc == 0)
-		rc = wire_in_text(pd->policy, lim->max_text_len, &d->policy);
-	if (rc == 0)
-		rc = wire_in_text(pd->reason, lim->max_text_len, &d->reason);
-	if (rc != 0 ||
-	    (rc = wire_in_bytes(&pd->codec_table, lim->max_codec_table,
-		 &d->codec_table, &d->codec_table_len)) != 0)
-		return rc;
 	if (n > 0) {
 		d->level = com_wire_calloc(n, sizeof(*d->level));
 		d->error_bound = com_wire_calloc(n, sizeof(*d->error_bound));
@@ -223,21 +309,26 @@ wire_in_decision(const Bellows__Decision *pd, const com_limits *lim,
 			    n * sizeof(*d->error_bound));
 	}
 	d->n_layers = (uint32_t)n;
-	d->seq = pd->seq;
-	d->apply_step = pd->apply_step;
-	d->window = pd->window;
-	d->batch_size = pd->batch_size;
-	d->lr_scale = pd->lr_scale == 0.0 ? 1.0 : pd->lr_scale;
-	d->size_threshold = pd->size_threshold;
-	d->compression_off = pd->compression_off;
-	d->calibrate_steps = pd->calibrate_steps;
-	/* Any bits: an agent acts only on those it knows. */
-	d->stats_skip = pd->stats_skip;
+	if (d->lr_scale == 0.0)
+		d->lr_scale = 1.0;
 	return wire_in_resid_plan(pd, d);
 }
 
+/* A decision inside a hello, welcome or snapshot: its job may be empty. */
+static int
+wire_in_decision(const Bellows__Decision *pd, const com_limits *lim,
+    com_decision *d)
+{
+	int rc;
+
+	if ((rc = wire_in_fields(com_wire_bodies[COM_MSG_DECISION].fields, pd,
+		 lim, d)) != 0)
+		return rc;
+	return wire_in_decision_arrays(pd, lim, d);
+}
+
 /* The decisions of a welcome or snapshot: in force and pending, by strictly
- * ascending seq. Their job may be left empty: the message names it. */
+ * ascending seq. */
 static int
 wire_in_decisions(Bellows__Decision *const *pd, size_t n, const com_limits *lim,
     com_decision **ret, uint32_t *ret_n)
@@ -254,9 +345,31 @@ wire_in_decisions(Bellows__Decision *const *pd, size_t n, const com_limits *lim,
 	for (size_t i = 0; i < n; i++) {
 		if (i > 0 && pd[i]->seq <= pd[i - 1]->seq)
 			return BELLOWS_EPROTO;
-		if ((rc = wire_in_decision(pd[i], lim, true, &(*ret)[i])) != 0)
+		if ((rc = wire_in_decision(pd[i], lim, &(*ret)[i])) != 0)
 			return rc;
 	}
+	return 0;
+}
+
+/* The n sub-messages at pb, each converted by table t, into a zeroed array
+ * of n com_* structs of `size` bytes at *ret (none: NULL), *ret_n set once
+ * it exists; n was checked against its limit. */
+static int
+wire_in_each(const com_wire_fields *t, void *const *pb, size_t n, size_t size,
+    const com_limits *lim, void **ret, uint32_t *ret_n)
+{
+	char *a;
+	int rc;
+
+	if (n == 0)
+		return 0;
+	if ((a = com_wire_calloc(n, size)) == NULL)
+		return BELLOWS_ENOMEM;
+	*ret = a;
+	*ret_n = (uint32_t)n;
+	for (size_t i = 0; i < n; i++)
+		if ((rc = wire_in_fields(t, pb[i], lim, a + i * size)) != 0)
+			return rc;
 	return 0;
 }
 
@@ -287,56 +400,53 @@ wire_in_unique_names(const com_hello *h)
 	return rc;
 }
 
-/* A shape, when given, multiplies to numel; none means 1-D [numel]. */
+/* A layer table: plain fields by table; a shape, when given, multiplies
+ * to numel (none means 1-D [numel]); names unique. */
 static int
-wire_in_layer(const Bellows__LayerInfo *pl, const com_limits *lim,
-    com_layer_info *l)
+wire_in_layers(const Bellows__Hello *ph, const com_limits *lim, com_hello *h)
 {
-	uint64_t product = 1;
+	int rc;
 
-	if (pl->n_shape > COM_MAX_NDIM)
+	if (ph->n_layers > lim->max_layers)
 		return BELLOWS_EPROTO;
-	for (size_t i = 0; i < pl->n_shape; i++)
-		if (__builtin_mul_overflow(product, pl->shape[i], &product))
+	if ((rc = wire_in_each(&com_wire_layer_info, (void *const *)ph->layers,
+		 ph->n_layers, sizeof(*h->layers), lim, (void **)&h->layers,
+		 &h->n_layers)) != 0)
+		return rc;
+	for (size_t i = 0; i < ph->n_layers; i++) {
+		const Bellows__LayerInfo *pl = ph->layers[i];
+		uint64_t product = 1;
+
+		if (pl->n_shape > COM_MAX_NDIM)
 			return BELLOWS_EPROTO;
-	if (pl->n_shape > 0 && product != pl->numel)
-		return BELLOWS_EPROTO;
-	l->numel = pl->numel;
-	l->ndim = (uint32_t)pl->n_shape;
-	if (pl->n_shape > 0)
-		memcpy(l->shape, pl->shape, pl->n_shape * sizeof(*l->shape));
-	return wire_in_name(pl->name, lim, false, &l->name);
+		for (size_t k = 0; k < pl->n_shape; k++)
+			if (__builtin_mul_overflow(product, pl->shape[k],
+				&product))
+				return BELLOWS_EPROTO;
+		if (pl->n_shape > 0 && product != pl->numel)
+			return BELLOWS_EPROTO;
+		h->layers[i].ndim = (uint32_t)pl->n_shape;
+		if (pl->n_shape > 0)
+			memcpy(h->layers[i].shape, pl->shape,
+			    pl->n_shape * sizeof(*pl->shape));
+	}
+	return wire_in_unique_names(h);
 }
 
+/* What a hello's table cannot say: rank < world, world > 0, the run id's
+ * fixed limit, the layer table and the state in force. */
 static int
 wire_in_hello(const Bellows__Hello *ph, const com_limits *lim, com_hello *h)
 {
 	int rc;
 
-	if (ph->world == 0 || ph->world > lim->max_world ||
-	    ph->rank >= ph->world || ph->n_layers > lim->max_layers ||
-	    (ph->run_id != NULL &&
-		strnlen(ph->run_id, COM_RUN_ID_MAX + 1) > COM_RUN_ID_MAX))
+	if (h->world == 0 || h->rank >= h->world ||
+	    strlen(h->run_id) > COM_RUN_ID_MAX)
 		return BELLOWS_EPROTO;
-	if ((rc = wire_in_name(ph->job, lim, false, &h->job)) != 0 ||
-	    (rc = wire_in_text(ph->agent_version, lim->max_text_len,
-		 &h->agent_version)) != 0 ||
-	    (rc = wire_in_name(ph->run_id, lim, true, &h->run_id)) != 0)
-		return rc;
-	if (ph->n_layers > 0) {
-		h->layers = com_wire_calloc(ph->n_layers, sizeof(*h->layers));
-		if (h->layers == NULL)
-			return BELLOWS_ENOMEM;
-		h->n_layers = (uint32_t)ph->n_layers;
-	}
-	for (size_t i = 0; i < ph->n_layers && rc == 0; i++)
-		rc = wire_in_layer(ph->layers[i], lim, &h->layers[i]);
-	if (rc == 0)
-		rc = wire_in_unique_names(h);
-	if (rc != 0)
+	if ((rc = wire_in_layers(ph, lim, h)) != 0)
 		return rc;
 	if (ph->in_force != NULL) {
-		rc = wire_in_decision(ph->in_force, lim, true, &h->in_force);
+		rc = wire_in_decision(ph->in_force, lim, &h->in_force);
 		if (rc != 0)
 			return rc;
 		/* The state a rank applies is for its layer table, or none. */
@@ -344,33 +454,6 @@ wire_in_hello(const Bellows__Hello *ph, const com_limits *lim, com_hello *h)
 		    h->in_force.n_layers != h->n_layers)
 			return BELLOWS_EPROTO;
 	}
-	h->rank = ph->rank;
-	h->world = ph->world;
-	h->step = ph->step;
-	h->incarnation = ph->incarnation;
-	h->last_window = ph->last_window;
-	h->resume = ph->resume;
-	return 0;
-}
-
-static int
-wire_in_welcome(const Bellows__Welcome *pw, const com_limits *lim,
-    com_welcome *w)
-{
-	int rc;
-
-	if (pw->rank >= lim->max_world)
-		return BELLOWS_EPROTO;
-	if ((rc = wire_in_name(pw->job, lim, false, &w->job)) != 0 ||
-	    (rc = wire_in_decisions(pw->decisions, pw->n_decisions, lim,
-		 &w->decisions, &w->n_decisions)) != 0)
-		return rc;
-	w->rank = pw->rank;
-	w->apply_lag = pw->apply_lag;
-	w->heartbeat_ms = pw->heartbeat_ms;
-	w->instance = pw->instance;
-	/* Any value: it can only make an agent let go of kept reports. */
-	w->windows_closed = pw->windows_closed;
 	return 0;
 }
 
@@ -450,41 +533,26 @@ wire_in_timings(const Bellows__Timings *p, com_timings *s)
 	return 0;
 }
 
-/* A report's collective timings: at most max_comm, durations finite and
- * not negative. */
+/* A report's collective timings: at most max_comm. */
 static int
 wire_in_comm(const Bellows__Report *pr, const com_limits *lim, com_report *r)
 {
 	if (pr->n_comm > lim->max_comm)
 		return BELLOWS_EPROTO;
-	for (size_t i = 0; i < pr->n_comm; i++)
-		if (!wire_in_magnitude(pr->comm[i]->ms))
-			return BELLOWS_EPROTO;
-	if (pr->n_comm == 0)
-		return 0;
-	if ((r->comm = com_wire_calloc(pr->n_comm, sizeof(*r->comm))) == NULL)
-		return BELLOWS_ENOMEM;
-	r->n_comm = (uint32_t)pr->n_comm;
-	for (size_t i = 0; i < pr->n_comm; i++) {
-		r->comm[i].bytes = pr->comm[i]->bytes;
-		r->comm[i].ms = pr->comm[i]->ms;
-		r->comm[i].count = pr->comm[i]->count;
-		r->comm[i].compressed = pr->comm[i]->compressed;
-	}
-	return 0;
+	return wire_in_each(&com_wire_comm_sample, (void *const *)pr->comm,
+	    pr->n_comm, sizeof(*r->comm), lim, (void **)&r->comm, &r->n_comm);
 }
 
+/* What a report's table cannot say: the ranks it covers end within
+ * max_world, its timings, layers and collectives. */
 static int
 wire_in_report(const Bellows__Report *pr, const com_limits *lim, com_report *r)
 {
 	int rc;
 
-	if (pr->rank >= lim->max_world || pr->n_layers > lim->max_layers ||
-	    pr->ranks > lim->max_world - pr->rank ||
-	    !wire_in_magnitude(pr->lr) || !wire_in_magnitude(pr->lr_next))
+	if (pr->n_layers > lim->max_layers ||
+	    r->ranks > lim->max_world - r->rank)
 		return BELLOWS_EPROTO;
-	if ((rc = wire_in_name(pr->job, lim, false, &r->job)) != 0)
-		return rc;
 	if (pr->timings != NULL &&
 	    (rc = wire_in_timings(pr->timings, &r->timings)) != 0)
 		return rc;
@@ -498,66 +566,13 @@ wire_in_report(const Bellows__Report *pr, const com_limits *lim, com_report *r)
 		if ((rc = wire_in_layer_stats(pr->layers[i], lim,
 			 &r->layers[i])) != 0)
 			return rc;
-	if ((rc = wire_in_unique_layers(r)) != 0 ||
-	    (rc = wire_in_comm(pr, lim, r)) != 0)
+	if ((rc = wire_in_unique_layers(r)) != 0)
 		return rc;
-	r->rank = pr->rank;
-	r->window = pr->window;
-	r->first_step = pr->first_step;
-	r->last_step = pr->last_step;
-	r->lr = pr->lr;
-	r->batch_size = pr->batch_size;
-	r->epoch = pr->epoch;
-	r->seq_in_force = pr->seq_in_force;
-	r->lr_next = pr->lr_next;
-	r->ranks = pr->ranks;
-	return 0;
+	return wire_in_comm(pr, lim, r);
 }
 
-static int
-wire_in_job_status(const Bellows__JobStatus *pj, const com_limits *lim,
-    com_job_status *j)
-{
-	int rc;
-
-	if (pj->world > lim->max_world || pj->ranks_alive > lim->max_world ||
-	    pj->n_ranks > lim->max_world || pj->n_layers > lim->max_layers)
-		return BELLOWS_EPROTO;
-	rc = wire_in_name(pj->job, lim, false, &j->job);
-	if (rc == 0)
-		rc = wire_in_text(pj->policy, lim->max_text_len, &j->policy);
-	if (rc != 0)
-		return rc;
-	if (pj->n_ranks > 0) {
-		j->ranks = com_wire_calloc(pj->n_ranks, sizeof(*j->ranks));
-		if (j->ranks == NULL)
-			return BELLOWS_ENOMEM;
-		j->n_ranks = (uint32_t)pj->n_ranks;
-	}
-	for (size_t i = 0; i < pj->n_ranks; i++) {
-		const Bellows__RankStatus *pk = pj->ranks[i];
-		com_rank_status *k = &j->ranks[i];
-
-		if (pk->rank >= lim->max_world)
-			return BELLOWS_EPROTO;
-		k->rank = pk->rank;
-		k->alive = pk->alive;
-		k->step = pk->step;
-		k->last_seen_ms = pk->last_seen_ms;
-		k->reports = pk->reports;
-		k->seq_in_force = pk->seq_in_force;
-		k->rejoins = pk->rejoins;
-	}
-	j->world = pj->world;
-	j->ranks_alive = pj->ranks_alive;
-	j->window = pj->window;
-	j->seq = pj->seq;
-	j->step = pj->step;
-	j->n_layers = pj->n_layers;
-	j->windows_incomplete = pj->windows_incomplete;
-	return 0;
-}
-
+/* A status reply's jobs, each with its ranks, its peers and its events,
+ * the plain fields of every one by its table. */
 static int
 wire_in_status_reply(const Bellows__StatusReply *ps, const com_limits *lim,
     com_status_reply *r)
@@ -567,240 +582,101 @@ wire_in_status_reply(const Bellows__StatusReply *ps, const com_limits *lim,
 	if (ps->n_jobs > lim->max_jobs || ps->n_peers > lim->max_peers ||
 	    ps->n_events > lim->max_peers)
 		return BELLOWS_EPROTO;
-	if (ps->n_jobs > 0) {
-		r->jobs = com_wire_calloc(ps->n_jobs, sizeof(*r->jobs));
-		if (r->jobs == NULL)
-			return BELLOWS_ENOMEM;
-		r->n_jobs = (uint32_t)ps->n_jobs;
-	}
-	for (size_t i = 0; i < ps->n_jobs; i++) {
-		rc = wire_in_job_status(ps->jobs[i], lim, &r->jobs[i]);
-		if (rc != 0)
-			return rc;
-	}
-	if (ps->n_peers > 0) {
-		r->peers = com_wire_calloc(ps->n_peers, sizeof(*r->peers));
-		if (r->peers == NULL)
-			return BELLOWS_ENOMEM;
-		r->n_peers = (uint32_t)ps->n_peers;
-	}
-	for (size_t i = 0; i < ps->n_peers; i++) {
-		const Bellows__PeerStatus *pp = ps->peers[i];
-		com_peer_status *p = &r->peers[i];
+	rc = wire_in_each(&com_wire_job_status, (void *const *)ps->jobs,
+	    ps->n_jobs, sizeof(*r->jobs), lim, (void **)&r->jobs, &r->n_jobs);
+	for (size_t i = 0; i < ps->n_jobs && rc == 0; i++) {
+		const Bellows__JobStatus *pj = ps->jobs[i];
 
-		/* Routing ids are at most 255 bytes, like names. */
-		if ((rc = wire_in_bytes(&pp->peer, lim->max_name_len, &p->peer,
-			 &p->peer_len)) != 0 ||
-		    (rc = wire_in_text(pp->last_error, lim->max_text_len,
-			 &p->last_error)) != 0)
-			return rc;
-		p->dropped = pp->dropped;
+		if (pj->n_ranks > lim->max_world)
+			return BELLOWS_EPROTO;
+		rc = wire_in_each(&com_wire_rank_status,
+		    (void *const *)pj->ranks, pj->n_ranks,
+		    sizeof(*r->jobs[i].ranks), lim, (void **)&r->jobs[i].ranks,
+		    &r->jobs[i].n_ranks);
 	}
-	if (ps->n_events > 0) {
-		r->events = com_wire_calloc(ps->n_events, sizeof(*r->events));
-		if (r->events == NULL)
-			return BELLOWS_ENOMEM;
-		r->n_events = (uint32_t)ps->n_events;
-	}
-	for (size_t i = 0; i < ps->n_events; i++) {
-		const Bellows__Event *pe = ps->events[i];
-		com_event *e = &r->events[i];
-
-		if ((rc = wire_in_name(pe->kind, lim, false, &e->kind)) != 0 ||
-		    (rc = wire_in_name(pe->job, lim, true, &e->job)) != 0 ||
-		    (rc = wire_in_text(pe->text, lim->max_text_len,
-			 &e->text)) != 0)
-			return rc;
-		e->wall_ms = pe->wall_ms;
-	}
-	r->instance = ps->instance;
-	r->uptime_ms = ps->uptime_ms;
-	r->messages = ps->messages;
-	r->dropped = ps->dropped;
-	r->reports = ps->reports;
-	r->decisions = ps->decisions;
-	r->layer_stats = ps->layer_stats;
-	r->store_degraded = ps->store_degraded;
-	r->store_pending = ps->store_pending;
-	r->store_dropped = ps->store_dropped;
-	if (!wire_in_magnitude(ps->latency_p50_ms) ||
-	    !wire_in_magnitude(ps->latency_p99_ms) ||
-	    !wire_in_magnitude(ps->latency_max_ms))
-		return BELLOWS_EPROTO;
-	r->latency_p50_ms = ps->latency_p50_ms;
-	r->latency_p99_ms = ps->latency_p99_ms;
-	r->latency_max_ms = ps->latency_max_ms;
-	r->latency_samples = ps->latency_samples;
-	r->reports_duplicate = ps->reports_duplicate;
-	if ((rc = wire_in_text(ps->store_path, lim->max_text_len,
-		 &r->store_path)) != 0)
-		return rc;
-	return wire_in_text(ps->store_error, lim->max_text_len,
-	    &r->store_error);
+	if (rc == 0)
+		rc = wire_in_each(&com_wire_peer_status,
+		    (void *const *)ps->peers, ps->n_peers, sizeof(*r->peers),
+		    lim, (void **)&r->peers, &r->n_peers);
+	if (rc == 0)
+		rc = wire_in_each(&com_wire_event, (void *const *)ps->events,
+		    ps->n_events, sizeof(*r->events), lim, (void **)&r->events,
+		    &r->n_events);
+	return rc;
 }
 
-/* A policy's metric: a name as for layers, the policy's instance name (may
- * be empty), a layer index or -1, a finite value of any sign. */
-static int
-wire_in_metric(const Bellows__Metric *pm, const com_limits *lim, com_metric *m)
-{
-	int rc;
-
-	if (pm->layer < -1 ||
-	    (pm->layer >= 0 && (uint32_t)pm->layer >= lim->max_layers) ||
-	    !isfinite(pm->value))
-		return BELLOWS_EPROTO;
-	if ((rc = wire_in_name(pm->policy, lim, true, &m->policy)) != 0 ||
-	    (rc = wire_in_name(pm->name, lim, false, &m->name)) != 0)
-		return rc;
-	m->layer = pm->layer;
-	m->value = pm->value;
-	return 0;
-}
-
+/* A telemetry's metrics: a layer index or -1 each. */
 static int
 wire_in_telemetry(const Bellows__Telemetry *p, const com_limits *lim,
     com_telemetry *t)
 {
 	int rc;
 
-	if (p->ranks_reported > lim->max_world ||
-	    p->ranks_expected > lim->max_world ||
-	    !wire_in_magnitude(p->step_ms_median) ||
-	    p->n_metrics > lim->max_metrics)
+	if (p->n_metrics > lim->max_metrics)
 		return BELLOWS_EPROTO;
-	if ((rc = wire_in_name(p->job, lim, false, &t->job)) != 0)
+	if ((rc = wire_in_each(&com_wire_metric, (void *const *)p->metrics,
+		 p->n_metrics, sizeof(*t->metrics), lim, (void **)&t->metrics,
+		 &t->n_metrics)) != 0)
 		return rc;
-	if (p->n_metrics > 0) {
-		t->metrics = com_wire_calloc(p->n_metrics, sizeof(*t->metrics));
-		if (t->metrics == NULL)
-			return BELLOWS_ENOMEM;
-		t->n_metrics = (uint32_t)p->n_metrics;
-	}
-	for (size_t i = 0; i < p->n_metrics; i++)
-		if ((rc = wire_in_metric(p->metrics[i], lim, &t->metrics[i])) !=
-		    0)
-			return rc;
-	t->window = p->window;
-	t->ranks_reported = p->ranks_reported;
-	t->ranks_expected = p->ranks_expected;
-	t->step_ms_median = p->step_ms_median;
+	for (uint32_t i = 0; i < t->n_metrics; i++)
+		if (t->metrics[i].layer < -1 ||
+		    (t->metrics[i].layer >= 0 &&
+			(uint32_t)t->metrics[i].layer >= lim->max_layers))
+			return BELLOWS_EPROTO;
 	return 0;
 }
 
-/* A job and a rank, the fields every flat request starts with. */
-static int
-wire_in_job_rank(const char *job, uint32_t rank, const com_limits *lim,
-    char **ret_job)
-{
-	if (rank >= lim->max_world)
-		return BELLOWS_EPROTO;
-	return wire_in_name(job, lim, false, ret_job);
-}
-
+/* The body of env, converted into m->u: its plain fields by its table,
+ * then what only its own code can check. */
 static int
 wire_in_body(const Bellows__Envelope *env, const com_limits *lim, com_msg *m)
 {
+	/* Every body is a pointer to a struct in one union, so any member
+	 * reads it (pointers to structs share one representation). */
+	const void *body = env->hello;
 	int rc;
 
-	switch (env->body_case) {
-	case BELLOWS__ENVELOPE__BODY_HELLO:
+	if ((rc = wire_in_fields(com_wire_bodies[m->type].fields, body, lim,
+		 &m->u)) != 0)
+		return rc;
+	switch (m->type) {
+	case COM_MSG_HELLO:
 		return wire_in_hello(env->hello, lim, &m->u.hello);
-	case BELLOWS__ENVELOPE__BODY_WELCOME:
-		return wire_in_welcome(env->welcome, lim, &m->u.welcome);
-	case BELLOWS__ENVELOPE__BODY_REPORT:
+	case COM_MSG_WELCOME:
+		return wire_in_decisions(env->welcome->decisions,
+		    env->welcome->n_decisions, lim, &m->u.welcome.decisions,
+		    &m->u.welcome.n_decisions);
+	case COM_MSG_REPORT:
 		return wire_in_report(env->report, lim, &m->u.report);
-	case BELLOWS__ENVELOPE__BODY_DECISION:
-		return wire_in_decision(env->decision, lim, false,
+	case COM_MSG_DECISION:
+		/* Only inside another message may the job be left empty. */
+		if (m->u.decision.job[0] == '\0')
+			return BELLOWS_EPROTO;
+		return wire_in_decision_arrays(env->decision, lim,
 		    &m->u.decision);
-	case BELLOWS__ENVELOPE__BODY_HEARTBEAT: {
-		const Bellows__Heartbeat *p = env->heartbeat;
-		com_heartbeat *h = &m->u.heartbeat;
-
-		h->rank = p->rank;
-		h->step = p->step;
-		h->seq_in_force = p->seq_in_force;
-		h->incarnation = p->incarnation;
-		return wire_in_job_rank(p->job, p->rank, lim, &h->job);
-	}
-	case BELLOWS__ENVELOPE__BODY_HEARTBEAT_ACK:
-		m->u.heartbeat_ack.instance = env->heartbeat_ack->instance;
-		m->u.heartbeat_ack.last_seq = env->heartbeat_ack->last_seq;
-		m->u.heartbeat_ack.windows_closed = env->heartbeat_ack
-							->windows_closed;
-		return 0;
-	case BELLOWS__ENVELOPE__BODY_BYE:
-		m->u.bye.rank = env->bye->rank;
-		return wire_in_job_rank(env->bye->job, env->bye->rank, lim,
-		    &m->u.bye.job);
-	case BELLOWS__ENVELOPE__BODY_STATUS_REQUEST:
-		return wire_in_name(env->status_request->job, lim, true,
-		    &m->u.status_request.job);
-	case BELLOWS__ENVELOPE__BODY_STATUS_REPLY:
+	case COM_MSG_STATUS_REPLY:
 		return wire_in_status_reply(env->status_reply, lim,
 		    &m->u.status_reply);
-	case BELLOWS__ENVELOPE__BODY_SNAPSHOT_REQUEST:
-		m->u.snapshot_request.rank = env->snapshot_request->rank;
-		return wire_in_job_rank(env->snapshot_request->job,
-		    env->snapshot_request->rank, lim,
-		    &m->u.snapshot_request.job);
-	case BELLOWS__ENVELOPE__BODY_SNAPSHOT:
-		if ((rc = wire_in_name(env->snapshot->job, lim, false,
-			 &m->u.snapshot.job)) != 0)
-			return rc;
+	case COM_MSG_SNAPSHOT:
 		return wire_in_decisions(env->snapshot->decisions,
 		    env->snapshot->n_decisions, lim, &m->u.snapshot.decisions,
 		    &m->u.snapshot.n_decisions);
-	case BELLOWS__ENVELOPE__BODY_ERROR:
-		/* Codes are negative BELLOWS_E* values, including ones
-		 * appended after this build. */
-		if (env->error->code >= 0)
-			return BELLOWS_EPROTO;
-		m->u.error.code = env->error->code;
-		return wire_in_text(env->error->message, lim->max_text_len,
-		    &m->u.error.message);
-	case BELLOWS__ENVELOPE__BODY_TELEMETRY:
+	case COM_MSG_TELEMETRY:
 		return wire_in_telemetry(env->telemetry, lim, &m->u.telemetry);
-	case BELLOWS__ENVELOPE__BODY__NOT_SET:
-	default:
-		return BELLOWS_EPROTO;
+	default: /* flat: the table said it all */
+		return 0;
 	}
 }
 
+/* The message type of an Envelope's body, COM_MSG_NONE for none or one
+ * this build does not know. */
 static com_msg_type
 wire_in_type(Bellows__Envelope__BodyCase body)
 {
-	switch (body) {
-	case BELLOWS__ENVELOPE__BODY_HELLO:
-		return COM_MSG_HELLO;
-	case BELLOWS__ENVELOPE__BODY_WELCOME:
-		return COM_MSG_WELCOME;
-	case BELLOWS__ENVELOPE__BODY_REPORT:
-		return COM_MSG_REPORT;
-	case BELLOWS__ENVELOPE__BODY_DECISION:
-		return COM_MSG_DECISION;
-	case BELLOWS__ENVELOPE__BODY_HEARTBEAT:
-		return COM_MSG_HEARTBEAT;
-	case BELLOWS__ENVELOPE__BODY_HEARTBEAT_ACK:
-		return COM_MSG_HEARTBEAT_ACK;
-	case BELLOWS__ENVELOPE__BODY_BYE:
-		return COM_MSG_BYE;
-	case BELLOWS__ENVELOPE__BODY_STATUS_REQUEST:
-		return COM_MSG_STATUS_REQUEST;
-	case BELLOWS__ENVELOPE__BODY_STATUS_REPLY:
-		return COM_MSG_STATUS_REPLY;
-	case BELLOWS__ENVELOPE__BODY_SNAPSHOT_REQUEST:
-		return COM_MSG_SNAPSHOT_REQUEST;
-	case BELLOWS__ENVELOPE__BODY_SNAPSHOT:
-		return COM_MSG_SNAPSHOT;
-	case BELLOWS__ENVELOPE__BODY_ERROR:
-		return COM_MSG_ERROR;
-	case BELLOWS__ENVELOPE__BODY_TELEMETRY:
-		return COM_MSG_TELEMETRY;
-	case BELLOWS__ENVELOPE__BODY__NOT_SET:
-	default:
+	if (body <= COM_WIRE_BODY_BASE ||
+	    body >= COM_MSG_TYPE_MAX + COM_WIRE_BODY_BASE)
 		return COM_MSG_NONE;
-	}
+	return (com_msg_type)(body - COM_WIRE_BODY_BASE);
 }
 
 int

@@ -1,7 +1,7 @@
 /* wire_int - what the encoder (wire.c) and the decoder (wire_in.c)
- * share: the codec's allocator, through which every allocation of either
- * goes so that tests can fail any one of them (wire_fault.h). Private to
- * common/; nothing outside the codec includes it.
+ * share: the wire module's allocator, through which every allocation of
+ * either goes so that tests can fail any one of them (wire_fault.h).
+ * Private to common/; nothing outside the wire module includes it.
  */
 #ifndef COM_WIRE_INT_H
 #define COM_WIRE_INT_H

@@ -1,7 +1,7 @@
 /* test_conform - the decoder accepts what protobuf-c's unpack accepts, to
  * the same values, and refuses besides only frames bellows never writes
  * (docs/protocol.md): on every frame of the committed fuzz corpus
- * (tests/fuzz/corpus/codec, the directory given as argv[1]), and on the
+ * (tests/fuzz/corpus/wire, the directory given as argv[1]), and on the
  * over-long varints the two once disagreed on.
  */
 #include <setjmp.h>

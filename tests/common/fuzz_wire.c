@@ -1,4 +1,4 @@
-/* fuzz_codec - libFuzzer target: the decoder conforms to protobuf-c.
+/* fuzz_wire - libFuzzer target: the decoder conforms to protobuf-c.
  *
  * Every input goes through conform_check (conform.h): the decoder's reader
  * against protobuf-c's unpack, and the arena reused against a fresh one.
@@ -22,7 +22,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *why = conform_check(data, size);
 
 	if (why != NULL) {
-		fprintf(stderr, "fuzz_codec: %s (%zu bytes)\n", why, size);
+		fprintf(stderr, "fuzz_wire: %s (%zu bytes)\n", why, size);
 		abort();
 	}
 	return 0;

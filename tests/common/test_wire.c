@@ -1,4 +1,4 @@
-/* test_codec - bellows messages through the real protobuf codec.
+/* test_wire - bellows messages through the real protobuf wire format.
  *
  * Every message type goes through encode and decode with every field set
  * and comes back equal, field by field. Malformed frames, built with the
@@ -13,7 +13,7 @@
  * (com_wire_decode) for every frame: the corpus, its truncations and bit
  * flips, and a
  * bounded fuzz of corrupted frames (3 s in the fault suite;
- * `test_codec fuzz SECONDS` runs only that fuzz, for that long).
+ * `test_wire fuzz SECONDS` runs only that fuzz, for that long).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -892,7 +892,7 @@ w_hello_with_shape(const uint32_t *shape, size_t ndim, uint64_t numel)
  */
 
 static void
-test_codec_round_trips_every_message_type(void **state)
+test_wire_round_trips_every_message_type(void **state)
 {
 	com_limits lim = limits();
 
@@ -912,7 +912,7 @@ test_codec_round_trips_every_message_type(void **state)
 }
 
 static void
-test_codec_decodes_absent_strings_as_empty(void **state)
+test_wire_decodes_absent_strings_as_empty(void **state)
 {
 	com_limits lim = limits();
 	com_msg in, out;
@@ -951,7 +951,7 @@ test_codec_decodes_absent_strings_as_empty(void **state)
 }
 
 static void
-test_codec_keeps_an_empty_in_force_off_the_wire(void **state)
+test_wire_keeps_an_empty_in_force_off_the_wire(void **state)
 {
 	com_limits lim = limits();
 	com_msg in, out;
@@ -983,7 +983,7 @@ test_codec_keeps_an_empty_in_force_off_the_wire(void **state)
 }
 
 static void
-test_codec_fills_an_absent_decision_array_with_zeros(void **state)
+test_wire_fills_an_absent_decision_array_with_zeros(void **state)
 {
 	com_limits lim = limits();
 	double bound[3] = { 0.1, 0.2, 0.3 };
@@ -1008,7 +1008,7 @@ test_codec_fills_an_absent_decision_array_with_zeros(void **state)
 }
 
 static void
-test_codec_accepts_newer_minor_and_unknown_fields(void **state)
+test_wire_accepts_newer_minor_and_unknown_fields(void **state)
 {
 	com_limits lim = limits();
 	wire hello, env = { 0 };
@@ -1032,7 +1032,7 @@ test_codec_accepts_newer_minor_and_unknown_fields(void **state)
 }
 
 static void
-test_codec_accepts_a_layer_without_shape(void **state)
+test_wire_accepts_a_layer_without_shape(void **state)
 {
 	com_msg m;
 
@@ -1097,7 +1097,7 @@ assert_round_trip(com_msg *m)
 }
 
 static void
-test_codec_round_trips_each_new_field_alone(void **state)
+test_wire_round_trips_each_new_field_alone(void **state)
 {
 	com_msg m;
 
@@ -1188,7 +1188,7 @@ set_stat(const com_stat *st, void *base, double v)
 }
 
 /* A report of one layer with entry st (of the layer table when `layer`,
- * else of the timings) set to v alone, through the codec: the decoder's
+ * else of the timings) set to v alone, through the wire module: the decoder's
  * code; on success the value must come back. */
 static int
 stat_round_trip(const com_stat *st, bool layer, double v)
@@ -1226,7 +1226,7 @@ stat_round_trip(const com_stat *st, bool layer, double v)
  * and a plain double come back; a double failing the table's check (NaN,
  * infinite, negative, a fraction above 1) is refused. */
 static void
-test_codec_checks_every_statistic_as_the_table_says(void **state)
+test_wire_checks_every_statistic_as_the_table_says(void **state)
 {
 	for (int t = 0; t < 2; t++) {
 		const com_stat *table = t == 0 ? com_layer_stat_table
@@ -1262,7 +1262,7 @@ test_codec_checks_every_statistic_as_the_table_says(void **state)
  * (the largest included), absent stays absent, and a layer carrying one
  * value fewer or more than its length is refused. */
 static void
-test_codec_round_trips_each_array_statistic_and_refuses_other_lengths(
+test_wire_round_trips_each_array_statistic_and_refuses_other_lengths(
     void **state)
 {
 	com_limits lim = limits();
@@ -1307,7 +1307,7 @@ test_codec_round_trips_each_array_statistic_and_refuses_other_lengths(
 }
 
 static void
-test_codec_decodes_minor_0_messages_with_the_new_fields_zero(void **state)
+test_wire_decodes_minor_0_messages_with_the_new_fields_zero(void **state)
 {
 	com_limits lim = limits();
 	wire stats = { 0 }, timings = { 0 }, report = { 0 }, body = { 0 };
@@ -1389,7 +1389,7 @@ test_codec_decodes_minor_0_messages_with_the_new_fields_zero(void **state)
  */
 
 static void
-test_codec_rejects_other_major_version_but_reports_type(void **state)
+test_wire_rejects_other_major_version_but_reports_type(void **state)
 {
 	com_limits lim = limits();
 	com_msg in, out;
@@ -1422,7 +1422,7 @@ test_codec_rejects_other_major_version_but_reports_type(void **state)
 }
 
 static void
-test_codec_rejects_oversize_frame(void **state)
+test_wire_rejects_oversize_frame(void **state)
 {
 	com_limits lim = limits();
 	com_msg in, out;
@@ -1441,7 +1441,7 @@ test_codec_rejects_oversize_frame(void **state)
 }
 
 static void
-test_codec_rejects_empty_frame_and_missing_body(void **state)
+test_wire_rejects_empty_frame_and_missing_body(void **state)
 {
 	com_limits lim = limits();
 	static const uint8_t version_only[] = { 0x08, 0x01, 0x10, 0x00 };
@@ -1457,7 +1457,7 @@ test_codec_rejects_empty_frame_and_missing_body(void **state)
 }
 
 static void
-test_codec_rejects_broken_wire_format(void **state)
+test_wire_rejects_broken_wire_format(void **state)
 {
 	com_limits lim = limits();
 	static const uint8_t *const frames[] = {
@@ -1481,7 +1481,7 @@ test_codec_rejects_broken_wire_format(void **state)
  */
 
 static void
-test_codec_rejects_bad_names(void **state)
+test_wire_rejects_bad_names(void **state)
 {
 	com_limits lim = limits();
 	char name[258];
@@ -1561,7 +1561,7 @@ test_codec_rejects_bad_names(void **state)
 }
 
 static void
-test_codec_refuses_a_run_id_over_255_bytes(void **state)
+test_wire_refuses_a_run_id_over_255_bytes(void **state)
 {
 	com_limits lim = limits();
 	char id[257];
@@ -1591,7 +1591,7 @@ test_codec_refuses_a_run_id_over_255_bytes(void **state)
 }
 
 static void
-test_codec_rejects_names_with_embedded_nul(void **state)
+test_wire_rejects_names_with_embedded_nul(void **state)
 {
 	com_limits lim = limits();
 	wire bye = { 0 }, env;
@@ -1602,7 +1602,7 @@ test_codec_rejects_names_with_embedded_nul(void **state)
 }
 
 static void
-test_codec_rejects_long_texts(void **state)
+test_wire_rejects_long_texts(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -1639,7 +1639,7 @@ test_codec_rejects_long_texts(void **state)
 }
 
 static void
-test_codec_rejects_too_many_layers(void **state)
+test_wire_rejects_too_many_layers(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -1673,7 +1673,7 @@ test_codec_rejects_too_many_layers(void **state)
 }
 
 static void
-test_codec_rejects_bad_world_and_rank(void **state)
+test_wire_rejects_bad_world_and_rank(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -1722,7 +1722,7 @@ test_codec_rejects_bad_world_and_rank(void **state)
 }
 
 static void
-test_codec_rejects_shape_that_does_not_multiply_to_numel(void **state)
+test_wire_rejects_shape_that_does_not_multiply_to_numel(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -1750,7 +1750,7 @@ test_codec_rejects_shape_that_does_not_multiply_to_numel(void **state)
 }
 
 static void
-test_codec_rejects_more_than_eight_dimensions(void **state)
+test_wire_rejects_more_than_eight_dimensions(void **state)
 {
 	com_limits lim = limits();
 	uint32_t shape[COM_MAX_NDIM + 1];
@@ -1767,7 +1767,7 @@ test_codec_rejects_more_than_eight_dimensions(void **state)
 }
 
 static void
-test_codec_rejects_duplicate_layer_names(void **state)
+test_wire_rejects_duplicate_layer_names(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -1784,7 +1784,7 @@ test_codec_rejects_duplicate_layer_names(void **state)
 }
 
 static void
-test_codec_rejects_duplicate_report_indices(void **state)
+test_wire_rejects_duplicate_report_indices(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -1805,7 +1805,7 @@ test_codec_rejects_duplicate_report_indices(void **state)
 }
 
 static void
-test_codec_refuses_a_report_covering_ranks_past_the_world_limit(void **state)
+test_wire_refuses_a_report_covering_ranks_past_the_world_limit(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -1830,7 +1830,7 @@ test_codec_refuses_a_report_covering_ranks_past_the_world_limit(void **state)
 }
 
 static void
-test_codec_rejects_mismatched_decision_arrays(void **state)
+test_wire_rejects_mismatched_decision_arrays(void **state)
 {
 	com_limits lim = limits();
 	double v[3] = { 1.0, 2.0, 3.0 };
@@ -1856,7 +1856,7 @@ test_codec_rejects_mismatched_decision_arrays(void **state)
 }
 
 static void
-test_codec_refuses_residual_plans_that_break_the_rules(void **state)
+test_wire_refuses_residual_plans_that_break_the_rules(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -1921,7 +1921,7 @@ test_codec_refuses_residual_plans_that_break_the_rules(void **state)
 }
 
 static void
-test_codec_rejects_non_finite_and_negative_values(void **state)
+test_wire_rejects_non_finite_and_negative_values(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -1984,7 +1984,7 @@ test_codec_rejects_non_finite_and_negative_values(void **state)
 }
 
 static void
-test_codec_rejects_bad_activation_timing_and_comm_values(void **state)
+test_wire_rejects_bad_activation_timing_and_comm_values(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -2051,7 +2051,7 @@ test_codec_rejects_bad_activation_timing_and_comm_values(void **state)
 }
 
 static void
-test_codec_rejects_bad_metrics(void **state)
+test_wire_rejects_bad_metrics(void **state)
 {
 	com_limits lim = limits();
 	char name[258];
@@ -2149,7 +2149,7 @@ make_many(com_msg *m, com_msg_type type, uint32_t n)
 }
 
 static void
-test_codec_limits_comm_samples_and_metrics(void **state)
+test_wire_limits_comm_samples_and_metrics(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -2196,7 +2196,7 @@ make_decisions(com_msg *m, com_msg_type type, uint32_t n)
 }
 
 static void
-test_codec_rejects_too_many_decisions(void **state)
+test_wire_rejects_too_many_decisions(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -2212,7 +2212,7 @@ test_codec_rejects_too_many_decisions(void **state)
 }
 
 static void
-test_codec_rejects_decisions_out_of_seq_order(void **state)
+test_wire_rejects_decisions_out_of_seq_order(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -2226,7 +2226,7 @@ test_codec_rejects_decisions_out_of_seq_order(void **state)
 }
 
 static void
-test_codec_rejects_oversize_codec_table(void **state)
+test_wire_rejects_oversize_codec_table(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -2240,7 +2240,7 @@ test_codec_rejects_oversize_codec_table(void **state)
 }
 
 static void
-test_codec_carries_a_64_kib_codec_table_by_default_and_no_more(void **state)
+test_wire_carries_a_64_kib_codec_table_by_default_and_no_more(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -2273,7 +2273,7 @@ test_codec_carries_a_64_kib_codec_table_by_default_and_no_more(void **state)
 }
 
 static void
-test_codec_rejects_in_force_for_another_layer_table(void **state)
+test_wire_rejects_in_force_for_another_layer_table(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -2288,7 +2288,7 @@ test_codec_rejects_in_force_for_another_layer_table(void **state)
 }
 
 static void
-test_codec_rejects_status_reply_over_limits(void **state)
+test_wire_rejects_status_reply_over_limits(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -2342,7 +2342,7 @@ test_codec_rejects_status_reply_over_limits(void **state)
 }
 
 static void
-test_codec_rejects_error_without_error_code(void **state)
+test_wire_rejects_error_without_error_code(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -2356,7 +2356,7 @@ test_codec_rejects_error_without_error_code(void **state)
 }
 
 static void
-test_codec_counts_merged_sub_messages(void **state)
+test_wire_counts_merged_sub_messages(void **state)
 {
 	com_limits lim = limits();
 	double v = 1.0;
@@ -2377,7 +2377,7 @@ test_codec_counts_merged_sub_messages(void **state)
 }
 
 static void
-test_codec_counts_unpacked_repeated_fields(void **state)
+test_wire_counts_unpacked_repeated_fields(void **state)
 {
 	com_limits lim = limits();
 	double v = 1.0;
@@ -2403,7 +2403,7 @@ test_codec_counts_unpacked_repeated_fields(void **state)
 }
 
 static void
-test_codec_accepts_65536_layers_and_refuses_65537(void **state)
+test_wire_accepts_65536_layers_and_refuses_65537(void **state)
 {
 	com_limits lim = limits();
 	com_msg in, out;
@@ -2437,7 +2437,7 @@ test_codec_accepts_65536_layers_and_refuses_65537(void **state)
 }
 
 static void
-test_codec_accepts_a_full_report_and_welcome(void **state)
+test_wire_accepts_a_full_report_and_welcome(void **state)
 {
 	com_limits lim = limits();
 	com_msg m;
@@ -2481,7 +2481,7 @@ test_codec_accepts_a_full_report_and_welcome(void **state)
 }
 
 static void
-test_codec_encode_rejects_broken_invariants(void **state)
+test_wire_encode_rejects_broken_invariants(void **state)
 {
 	com_msg m;
 	uint8_t *buf = (uint8_t *)&m;
@@ -2598,7 +2598,7 @@ test_codec_encode_rejects_broken_invariants(void **state)
 }
 
 static void
-test_codec_default_limits_match_the_contract(void **state)
+test_wire_default_limits_match_the_contract(void **state)
 {
 	com_limits lim;
 
@@ -2677,7 +2677,7 @@ assert_survives_every_truncation(com_msg *in)
 }
 
 static void
-test_codec_survives_every_truncation_of_every_message_type(void **state)
+test_wire_survives_every_truncation_of_every_message_type(void **state)
 {
 	com_msg in;
 
@@ -2690,7 +2690,7 @@ test_codec_survives_every_truncation_of_every_message_type(void **state)
 }
 
 static void
-test_codec_survives_bit_flips_of_every_message_type(void **state)
+test_wire_survives_bit_flips_of_every_message_type(void **state)
 {
 	com_limits lim = limits();
 	unsigned frames = 0, decoded = 0;
@@ -2724,7 +2724,7 @@ xorshift(uint64_t *s)
 }
 
 static void
-test_codec_survives_random_garbage(void **state)
+test_wire_survives_random_garbage(void **state)
 {
 	com_limits lim = limits();
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
@@ -2789,7 +2789,7 @@ assert_decode_reports_every_failed_allocation(const uint8_t *buf, size_t len,
 }
 
 static void
-test_codec_reports_every_failed_allocation_in_decode(void **state)
+test_wire_reports_every_failed_allocation_in_decode(void **state)
 {
 	com_limits lim = limits();
 
@@ -2812,7 +2812,7 @@ test_codec_reports_every_failed_allocation_in_decode(void **state)
 }
 
 static void
-test_codec_reports_every_failed_allocation_in_encode(void **state)
+test_wire_reports_every_failed_allocation_in_encode(void **state)
 {
 	for (int t = COM_MSG_HELLO; t < COM_MSG_TYPE_MAX; t++) {
 		com_msg in;
@@ -2842,7 +2842,7 @@ test_codec_reports_every_failed_allocation_in_encode(void **state)
 }
 
 static void
-test_codec_bounds_memory_of_nested_repeats(void **state)
+test_wire_bounds_memory_of_nested_repeats(void **state)
 {
 	com_limits lim = limits();
 	wire job = { 0 }, reply = { 0 }, env;
@@ -2867,7 +2867,7 @@ test_codec_bounds_memory_of_nested_repeats(void **state)
 /* Unknown fields are skipped, not kept: a frame of nothing else decodes
  * and takes no more memory than the message it carries. */
 static void
-test_codec_skips_unknown_field_floods_without_memory(void **state)
+test_wire_skips_unknown_field_floods_without_memory(void **state)
 {
 	com_limits lim = limits();
 	wire bye = { 0 }, env;
@@ -3061,7 +3061,7 @@ fuzz_arena_for(double seconds, uint64_t min_rounds)
 }
 
 static void
-test_codec_arena_decodes_every_corrupted_frame_as_malloc_does(void **state)
+test_wire_arena_decodes_every_corrupted_frame_as_malloc_does(void **state)
 {
 	fuzz_arena_for(3.0, 2000);
 }
@@ -3070,7 +3070,7 @@ test_codec_arena_decodes_every_corrupted_frame_as_malloc_does(void **state)
  * 100-layer report give the same results both ways; the report's
  * protobuf-c structs all come from the block, with no chunk. */
 static void
-test_codec_arena_agrees_on_the_corpus_and_takes_no_malloc(void **state)
+test_wire_arena_agrees_on_the_corpus_and_takes_no_malloc(void **state)
 {
 	com_limits lim = limits();
 	uint8_t *frames[COM_MSG_TYPE_MAX + 2];
@@ -3129,84 +3129,84 @@ int
 main(int argc, char **argv)
 {
 	const struct CMUnitTest unit[] = {
-		cmocka_unit_test(test_codec_round_trips_every_message_type),
-		cmocka_unit_test(test_codec_decodes_absent_strings_as_empty),
+		cmocka_unit_test(test_wire_round_trips_every_message_type),
+		cmocka_unit_test(test_wire_decodes_absent_strings_as_empty),
 		cmocka_unit_test(
-		    test_codec_keeps_an_empty_in_force_off_the_wire),
+		    test_wire_keeps_an_empty_in_force_off_the_wire),
 		cmocka_unit_test(
-		    test_codec_fills_an_absent_decision_array_with_zeros),
+		    test_wire_fills_an_absent_decision_array_with_zeros),
 		cmocka_unit_test(
-		    test_codec_accepts_newer_minor_and_unknown_fields),
-		cmocka_unit_test(test_codec_accepts_a_layer_without_shape),
-		cmocka_unit_test(test_codec_round_trips_each_new_field_alone),
+		    test_wire_accepts_newer_minor_and_unknown_fields),
+		cmocka_unit_test(test_wire_accepts_a_layer_without_shape),
+		cmocka_unit_test(test_wire_round_trips_each_new_field_alone),
 		cmocka_unit_test(
-		    test_codec_checks_every_statistic_as_the_table_says),
+		    test_wire_checks_every_statistic_as_the_table_says),
 		cmocka_unit_test(
-		    test_codec_decodes_minor_0_messages_with_the_new_fields_zero),
+		    test_wire_decodes_minor_0_messages_with_the_new_fields_zero),
 		cmocka_unit_test(
-		    test_codec_rejects_other_major_version_but_reports_type),
-		cmocka_unit_test(test_codec_rejects_oversize_frame),
+		    test_wire_rejects_other_major_version_but_reports_type),
+		cmocka_unit_test(test_wire_rejects_oversize_frame),
 		cmocka_unit_test(
-		    test_codec_rejects_empty_frame_and_missing_body),
-		cmocka_unit_test(test_codec_rejects_broken_wire_format),
-		cmocka_unit_test(test_codec_rejects_bad_names),
-		cmocka_unit_test(test_codec_refuses_a_run_id_over_255_bytes),
-		cmocka_unit_test(test_codec_rejects_names_with_embedded_nul),
-		cmocka_unit_test(test_codec_rejects_long_texts),
-		cmocka_unit_test(test_codec_rejects_too_many_layers),
-		cmocka_unit_test(test_codec_rejects_bad_world_and_rank),
+		    test_wire_rejects_empty_frame_and_missing_body),
+		cmocka_unit_test(test_wire_rejects_broken_wire_format),
+		cmocka_unit_test(test_wire_rejects_bad_names),
+		cmocka_unit_test(test_wire_refuses_a_run_id_over_255_bytes),
+		cmocka_unit_test(test_wire_rejects_names_with_embedded_nul),
+		cmocka_unit_test(test_wire_rejects_long_texts),
+		cmocka_unit_test(test_wire_rejects_too_many_layers),
+		cmocka_unit_test(test_wire_rejects_bad_world_and_rank),
 		cmocka_unit_test(
-		    test_codec_rejects_shape_that_does_not_multiply_to_numel),
-		cmocka_unit_test(test_codec_rejects_more_than_eight_dimensions),
-		cmocka_unit_test(test_codec_rejects_duplicate_layer_names),
-		cmocka_unit_test(test_codec_rejects_duplicate_report_indices),
+		    test_wire_rejects_shape_that_does_not_multiply_to_numel),
+		cmocka_unit_test(test_wire_rejects_more_than_eight_dimensions),
+		cmocka_unit_test(test_wire_rejects_duplicate_layer_names),
+		cmocka_unit_test(test_wire_rejects_duplicate_report_indices),
 		cmocka_unit_test(
-		    test_codec_round_trips_each_array_statistic_and_refuses_other_lengths),
+		    test_wire_round_trips_each_array_statistic_and_refuses_other_lengths),
 		cmocka_unit_test(
-		    test_codec_refuses_a_report_covering_ranks_past_the_world_limit),
-		cmocka_unit_test(test_codec_rejects_mismatched_decision_arrays),
+		    test_wire_refuses_a_report_covering_ranks_past_the_world_limit),
+		cmocka_unit_test(test_wire_rejects_mismatched_decision_arrays),
 		cmocka_unit_test(
-		    test_codec_refuses_residual_plans_that_break_the_rules),
+		    test_wire_refuses_residual_plans_that_break_the_rules),
 		cmocka_unit_test(
-		    test_codec_rejects_non_finite_and_negative_values),
+		    test_wire_rejects_non_finite_and_negative_values),
 		cmocka_unit_test(
-		    test_codec_rejects_bad_activation_timing_and_comm_values),
-		cmocka_unit_test(test_codec_rejects_bad_metrics),
-		cmocka_unit_test(test_codec_limits_comm_samples_and_metrics),
-		cmocka_unit_test(test_codec_rejects_too_many_decisions),
-		cmocka_unit_test(test_codec_rejects_decisions_out_of_seq_order),
-		cmocka_unit_test(test_codec_rejects_oversize_codec_table),
+		    test_wire_rejects_bad_activation_timing_and_comm_values),
+		cmocka_unit_test(test_wire_rejects_bad_metrics),
+		cmocka_unit_test(test_wire_limits_comm_samples_and_metrics),
+		cmocka_unit_test(test_wire_rejects_too_many_decisions),
+		cmocka_unit_test(test_wire_rejects_decisions_out_of_seq_order),
+		cmocka_unit_test(test_wire_rejects_oversize_codec_table),
 		cmocka_unit_test(
-		    test_codec_carries_a_64_kib_codec_table_by_default_and_no_more),
+		    test_wire_carries_a_64_kib_codec_table_by_default_and_no_more),
 		cmocka_unit_test(
-		    test_codec_rejects_in_force_for_another_layer_table),
-		cmocka_unit_test(test_codec_rejects_status_reply_over_limits),
-		cmocka_unit_test(test_codec_rejects_error_without_error_code),
-		cmocka_unit_test(test_codec_counts_merged_sub_messages),
-		cmocka_unit_test(test_codec_counts_unpacked_repeated_fields),
+		    test_wire_rejects_in_force_for_another_layer_table),
+		cmocka_unit_test(test_wire_rejects_status_reply_over_limits),
+		cmocka_unit_test(test_wire_rejects_error_without_error_code),
+		cmocka_unit_test(test_wire_counts_merged_sub_messages),
+		cmocka_unit_test(test_wire_counts_unpacked_repeated_fields),
 		cmocka_unit_test(
-		    test_codec_accepts_65536_layers_and_refuses_65537),
-		cmocka_unit_test(test_codec_accepts_a_full_report_and_welcome),
-		cmocka_unit_test(test_codec_encode_rejects_broken_invariants),
-		cmocka_unit_test(test_codec_default_limits_match_the_contract),
+		    test_wire_accepts_65536_layers_and_refuses_65537),
+		cmocka_unit_test(test_wire_accepts_a_full_report_and_welcome),
+		cmocka_unit_test(test_wire_encode_rejects_broken_invariants),
+		cmocka_unit_test(test_wire_default_limits_match_the_contract),
 		cmocka_unit_test(
-		    test_codec_arena_agrees_on_the_corpus_and_takes_no_malloc),
+		    test_wire_arena_agrees_on_the_corpus_and_takes_no_malloc),
 	};
 	const struct CMUnitTest fault[] = {
 		cmocka_unit_test(
-		    test_codec_survives_every_truncation_of_every_message_type),
+		    test_wire_survives_every_truncation_of_every_message_type),
 		cmocka_unit_test(
-		    test_codec_survives_bit_flips_of_every_message_type),
-		cmocka_unit_test(test_codec_survives_random_garbage),
+		    test_wire_survives_bit_flips_of_every_message_type),
+		cmocka_unit_test(test_wire_survives_random_garbage),
 		cmocka_unit_test(
-		    test_codec_reports_every_failed_allocation_in_decode),
+		    test_wire_reports_every_failed_allocation_in_decode),
 		cmocka_unit_test(
-		    test_codec_reports_every_failed_allocation_in_encode),
-		cmocka_unit_test(test_codec_bounds_memory_of_nested_repeats),
+		    test_wire_reports_every_failed_allocation_in_encode),
+		cmocka_unit_test(test_wire_bounds_memory_of_nested_repeats),
 		cmocka_unit_test(
-		    test_codec_skips_unknown_field_floods_without_memory),
+		    test_wire_skips_unknown_field_floods_without_memory),
 		cmocka_unit_test(
-		    test_codec_arena_decodes_every_corrupted_frame_as_malloc_does),
+		    test_wire_arena_decodes_every_corrupted_frame_as_malloc_does),
 	};
 
 	if (argc == 3 && strcmp(argv[1], "fuzz") == 0) {
