@@ -48,6 +48,7 @@
 #include "common/clock.h"
 #include "common/wire.h"
 #include "common/msg.h"
+#include "benchwire.h"
 
 #include <bellows/error.h>
 
@@ -364,20 +365,6 @@ process_cpu(pid_t pid, double *ret_main, double *ret_other)
 
 /* ---- messages ---------------------------------------------------------- */
 
-static int
-send_msg(void *sock, const com_msg *m)
-{
-	uint8_t *buf;
-	size_t len;
-	int r;
-
-	if (com_wire_encode(m, &buf, &len) != 0)
-		return -1;
-	r = zmq_send(sock, buf, len, 0);
-	free(buf);
-	return r < 0 ? -1 : 0;
-}
-
 /* Receives one Envelope from sock within timeout_ms. Returns 0, or -1. */
 static int
 recv_msg(bench_run *b, void *sock, int timeout_ms, com_msg *ret)
@@ -437,7 +424,7 @@ status_of(bench_run *b, const char *job, int timeout_ms, com_status_reply *ret,
 		com_msg_fini(&reply);
 	com_msg_init(&req, COM_MSG_STATUS_REQUEST);
 	req.u.status_request.job = (char *)job;
-	if (send_msg(b->status, &req) != 0)
+	if (bench_send_msg(b->status, &req) != 0)
 		return -1;
 	for (;;) {
 		uint64_t now = com_clock_ms();
@@ -920,7 +907,7 @@ run_join(bench_run *b)
 		m.u.hello.layers = layers;
 		m.u.hello.agent_version = (char *)"bench";
 		m.u.hello.incarnation = r + 1;
-		if (send_msg(b->dealers[r % b->nsock], &m) != 0)
+		if (bench_send_msg(b->dealers[r % b->nsock], &m) != 0)
 			goto out;
 	}
 	deadline = com_clock_ms() + WAIT_MS;

@@ -47,6 +47,7 @@
 #include <bellows/error.h>
 
 #include "common/wire.h"
+#include "benchwire.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -548,21 +549,6 @@ live_quantile(const live_hist *a, const live_hist *z, double p)
 	return INFINITY;
 }
 
-/* Sends m on sock. Returns 0 or -1. */
-static int
-live_send(void *sock, const com_msg *m)
-{
-	uint8_t *buf;
-	size_t len;
-	int r;
-
-	if (com_wire_encode(m, &buf, &len) != 0)
-		return -1;
-	r = zmq_send(sock, buf, len, 0);
-	free(buf);
-	return r < 0 ? -1 : 0;
-}
-
 /* Receives one message from sock if one is there. Returns 0 or -1. */
 static int
 live_recv(void *sock, const com_limits *lim, com_msg *ret)
@@ -593,7 +579,7 @@ live_ping(void *sock)
 
 	com_msg_init(&req, COM_MSG_STATUS_REQUEST);
 	req.u.status_request.job = (char *)"-";
-	return live_send(sock, &req);
+	return bench_send_msg(sock, &req);
 }
 
 #define LIVE_KEYS 256 /* Hellos awaiting their answer, at most */
@@ -641,7 +627,7 @@ live_client(void *arg)
 			snprintf(key, 32, "live%u", k);
 			hello_build(b, k % 2 ? "job1" : "job0", key,
 			    com_clock_ns(), &m);
-			if (live_send(hs, &m) == 0 && p != NULL)
+			if (bench_send_msg(hs, &m) == 0 && p != NULL)
 				p->hellos++;
 			com_msg_fini(&m);
 			k++;
@@ -655,7 +641,7 @@ live_client(void *arg)
 			/* "live<k>": job1 for odd k. */
 			hello_build(b, atoi(pending + 4) % 2 ? "job1" : "job0",
 			    pending, pending_inc, &m);
-			(void)live_send(hs, &m);
+			(void)bench_send_msg(hs, &m);
 			com_msg_fini(&m);
 			next_retry = now + HELLO_RETRY_MS;
 		}
