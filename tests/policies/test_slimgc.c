@@ -988,6 +988,16 @@ test_compressed_steps_faster_by_more_than_the_margin_keep_it(void **state)
 	assert_string_equal(f->h.prop.reason, "");
 }
 
+/* CALIBRATED(f, params) after windows that ran every tensor raw at
+ * raw_ms a step (perfmodel's gate off), as the shortcut's tests start. */
+#define CALIBRATED_AFTER_RAW(f, params, raw_ms)                                \
+	do {                                                                   \
+		(f)->step_ms = (raw_ms);                                       \
+		(f)->gate_off = true;                                          \
+		CALIBRATED((f), params);                                       \
+		(f)->gate_off = false;                                         \
+	} while (0)
+
 /* The job ran raw windows at 52 ms before (windows 0 and 3, perfmodel's
  * gate off: every tensor raw); the first compressed window steps at 21 ms,
  * faster by more than verify_decisive (25 %): kept at once, no raw
@@ -998,10 +1008,7 @@ test_a_first_compressed_window_far_faster_than_the_raw_ones_before_keeps_it(
 {
 	fixture *f = *state;
 
-	f->step_ms = 52;
-	f->gate_off = true;
-	CALIBRATED(f, "");
-	f->gate_off = false;
+	CALIBRATED_AFTER_RAW(f, "", 52);
 	real_path(f, 4, 21, 52);
 	assert_int_equal(f->h.prop.size_threshold, MB2_2);
 	real_path(f, 5, 21, 52);
@@ -1029,10 +1036,7 @@ test_a_close_or_disabled_shortcut_still_runs_the_raw_windows(void **state)
 {
 	fixture *f = *state;
 
-	f->step_ms = 12;
-	f->gate_off = true;
-	CALIBRATED(f, "");
-	f->gate_off = false;
+	CALIBRATED_AFTER_RAW(f, "", 12);
 	real_path(f, 4, 10, 12);
 	real_path(f, 5, 10, 12);
 	assert_true(f->h.prop.size_threshold == UINT64_MAX);
@@ -1041,10 +1045,7 @@ test_a_close_or_disabled_shortcut_still_runs_the_raw_windows(void **state)
 
 	sup_direct_stop(&f->h);
 	ctl_config_destroy(&f->h.cfg);
-	f->step_ms = 52;
-	f->gate_off = true;
-	CALIBRATED(f, "verify_decisive: 1");
-	f->gate_off = false;
+	CALIBRATED_AFTER_RAW(f, "verify_decisive: 1", 52);
 	real_path(f, 4, 21, 52);
 	real_path(f, 5, 21, 52);
 	assert_true(f->h.prop.size_threshold == UINT64_MAX);
