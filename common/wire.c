@@ -158,8 +158,8 @@ wire_out_fields(const com_wire_fields *t, const void *com, void *pb)
 			ProtobufCBinaryData *b = (ProtobufCBinaryData *)dst;
 
 			b->data = *(uint8_t *const *)src;
-			b->len = *(const size_t *)((const char *)com +
-			    f->com_len);
+			b->len = *(
+			    const size_t *)((const char *)com + f->com_len);
 			if (b->len > 0 && b->data == NULL)
 				return BELLOWS_EINVAL;
 			break;
@@ -382,7 +382,8 @@ static int
 wire_out_status_reply(wire_out *o, const com_status_reply *r,
     Bellows__StatusReply *ps)
 {
-	const ProtobufCMessageDescriptor *rank = &bellows__rank_status__descriptor;
+	const ProtobufCMessageDescriptor
+	    *rank = &bellows__rank_status__descriptor;
 	void **jobs = NULL, **peers = NULL, **events = NULL, **ranks;
 	char *pk = NULL;
 	size_t n_ranks = 0, next = 0;
@@ -397,8 +398,8 @@ wire_out_status_reply(wire_out *o, const com_status_reply *r,
 		 &bellows__job_status__descriptor, r->jobs, sizeof(*r->jobs),
 		 r->n_jobs, &jobs)) != 0 ||
 	    (rc = wire_out_each(o, &com_wire_peer_status,
-		 &bellows__peer_status__descriptor, r->peers,
-		 sizeof(*r->peers), r->n_peers, &peers)) != 0 ||
+		 &bellows__peer_status__descriptor, r->peers, sizeof(*r->peers),
+		 r->n_peers, &peers)) != 0 ||
 	    (rc = wire_out_each(o, &com_wire_event, &bellows__event__descriptor,
 		 r->events, sizeof(*r->events), r->n_events, &events)) != 0)
 		return rc;
@@ -418,9 +419,9 @@ wire_out_status_reply(wire_out *o, const com_status_reply *r,
 		if (rc != 0)
 			return rc;
 		pj->n_ranks = j->n_ranks;
-		pj->ranks = j->n_ranks > 0 ? (Bellows__RankStatus **)(ranks +
-						 next)
-					   : NULL;
+		pj->ranks = j->n_ranks > 0
+		    ? (Bellows__RankStatus **)(ranks + next)
+		    : NULL;
 		next += j->n_ranks;
 	}
 	ps->jobs = (Bellows__JobStatus **)jobs;

@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 /* 1 when the expression has type T. */
-#define WIRE_IS(e, T) _Generic((e), T: 1, default: 0)
+#define WIRE_IS(e, T) _Generic((e), T : 1, default : 0)
 
 /* The types a kind takes: p in protobuf-c's struct, c in the com_* one. */
 #define WIRE_TYPES_NAME(p, c)     (WIRE_IS(p, char *) && WIRE_IS(c, char *))
@@ -37,17 +37,17 @@
  * a byte string. */
 #define WIRE_ROW_(field, len, k, lim)                                          \
 	{ .pb = offsetof(WIRE_P, field),                                       \
-	    .com = offsetof(WIRE_C, field),                                    \
-	    .com_len = len,                                                    \
-	    .kind = COM_WIRE_##k +                                             \
-		WIRE_REQUIRE(WIRE_TYPES_##k(((WIRE_P *)0)->field,              \
-		    ((WIRE_C *)0)->field)),                                    \
-	    .limit = COM_WIRE_##lim },
+		.com = offsetof(WIRE_C, field),                                \
+		.com_len = len,                                                \
+		.kind = COM_WIRE_##k +                                         \
+		    WIRE_REQUIRE(WIRE_TYPES_##k(((WIRE_P *)0)->field,          \
+			((WIRE_C *)0)->field)),                                \
+		.limit = COM_WIRE_##lim },
 #define WIRE_F(field, k, lim) WIRE_ROW_(field, 0, k, lim)
 #define WIRE_BYTES(field, len, lim)                                            \
 	WIRE_ROW_(field,                                                       \
-	    offsetof(WIRE_C, len) + WIRE_REQUIRE(WIRE_IS(((WIRE_C *)0)->len,   \
-					size_t)),                              \
+	    offsetof(WIRE_C, len) +                                            \
+		WIRE_REQUIRE(WIRE_IS(((WIRE_C *)0)->len, size_t)),             \
 	    BYTES, lim)
 
 /* Defines the rows of a table and the com_wire_fields `name`. */

@@ -189,7 +189,8 @@ wire_in_field(const com_wire_field *f, const char *p, const com_limits *lim,
 		return wire_in_name(*(char *const *)src, lim,
 		    f->kind == COM_WIRE_NAME_OPT, dst);
 	case COM_WIRE_TEXT:
-		return wire_in_text(*(char *const *)src, lim->max_text_len, dst);
+		return wire_in_text(*(char *const *)src, lim->max_text_len,
+		    dst);
 	case COM_WIRE_BYTES:
 		return wire_in_bytes(src, wire_in_limit(lim, f->limit), dst,
 		    (size_t *)(c + f->com_len));

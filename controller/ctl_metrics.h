@@ -34,7 +34,7 @@ typedef struct ctl_metrics_process {
 	double cpu_seconds;   /* user and system CPU time */
 	uint64_t rss_bytes;   /* resident memory */
 	uint64_t heap_bytes;  /* handed out by malloc, not yet freed; 0:
-	                       * unknown (an allocator without mallinfo2) */
+			       * unknown (an allocator without mallinfo2) */
 	uint64_t vm_bytes;    /* virtual memory */
 	uint64_t open_fds;    /* descriptors open */
 	uint64_t max_fds;     /* RLIMIT_NOFILE's soft limit */

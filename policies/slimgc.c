@@ -286,9 +286,9 @@ typedef struct slimgc_verify {
  * gate, a verification, a threshold of infinity), newest last: what the
  * verification's shortcut compares a first compressed window with. */
 typedef struct slimgc_seen_raw {
-	uint32_t n;                        /* entries, at most SLIMGC_SEEN_RAW */
-	uint64_t window[SLIMGC_SEEN_RAW];  /* their indices */
-	double step_ms[SLIMGC_SEEN_RAW];   /* their step_ms_median */
+	uint32_t n;                       /* entries, at most SLIMGC_SEEN_RAW */
+	uint64_t window[SLIMGC_SEEN_RAW]; /* their indices */
+	double step_ms[SLIMGC_SEEN_RAW];  /* their step_ms_median */
 } slimgc_seen_raw;
 
 typedef struct slimgc_state {
@@ -926,8 +926,7 @@ slimgc_seen_note(slimgc_seen_raw *s, const bellows_window *w)
  * measure (warm-up favours compression), hence a margin far wider than
  * verify_margin: it settles only what one window plainly shows. */
 static bool
-slimgc_verify_decisive(slimgc_state *st, const slimgc_config *cfg,
-    pol_text *t)
+slimgc_verify_decisive(slimgc_state *st, const slimgc_config *cfg, pol_text *t)
 {
 	slimgc_verify *v = &st->verify;
 	double raw[SLIMGC_SEEN_RAW], comp, before;

@@ -393,10 +393,11 @@ the_process_figures_read_from_proc_are_this_processes(void **state)
 /* The heap figure counts what is allocated, not what is resident: 8 MiB
  * more while a block is held, back down once it is freed. */
 static void
-the_heap_figure_rises_by_a_held_block_and_falls_when_it_is_freed(
-    void **state)
+the_heap_figure_rises_by_a_held_block_and_falls_when_it_is_freed(void **state)
 {
-	enum { BLOCK = 8 << 20 };
+	enum {
+		BLOCK = 8 << 20
+	};
 	ctl_metrics_process before, held, after;
 	char *volatile block;
 
