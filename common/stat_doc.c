@@ -224,8 +224,9 @@ doc_step_table(doc_buf *b)
 	BELLOWS_STEP_INFO(DOC_STEP_ROW)
 }
 
+/* The page's heading and introduction, up to the per-layer table. */
 static void
-doc_page(doc_buf *b)
+doc_intro(doc_buf *b)
 {
 	doc_put(b,
 	    "# Statistics\n"
@@ -272,8 +273,13 @@ doc_page(doc_buf *b)
 	    "window index) in `bellows/agent.h`; `bellows.LayerStats` in "
 	    "Python.\n"
 	    "\n");
-	doc_table(b, com_layer_stat_table, COM_N_LSTATS, "bellows_window_layer",
-	    "windows", false);
+}
+
+/* Which layer statistics a decision lets the agents skip, and what that
+ * costs the history. */
+static void
+doc_skipped(doc_buf *b)
+{
 	doc_put(b,
 	    "\n"
 	    "### Statistics no policy reads\n"
@@ -333,7 +339,14 @@ doc_page(doc_buf *b)
 	    "policy's first\n"
 	    "window may still see 0. An agent computes everything until "
 	    "its first\n"
-	    "Welcome, and with a daemon older than minor 5.\n"
+	    "Welcome, and with a daemon older than minor 5.\n");
+}
+
+/* The per-layer arrays: what carries them, and their table. */
+static void
+doc_arrays(doc_buf *b)
+{
+	doc_put(b,
 	    "\n"
 	    "### Arrays per layer\n"
 	    "\n"
@@ -372,6 +385,19 @@ doc_page(doc_buf *b)
 		doc_cell(b, a->doc);
 		doc_put(b, " |\n");
 	}
+}
+
+/* The whole page docs/statistics.md, in order: the introduction, the
+ * per-layer statistics and arrays, the per-rank timings and the per-step
+ * input. */
+static void
+doc_page(doc_buf *b)
+{
+	doc_intro(b);
+	doc_table(b, com_layer_stat_table, COM_N_LSTATS, "bellows_window_layer",
+	    "windows", false);
+	doc_skipped(b);
+	doc_arrays(b);
 	doc_put(b,
 	    "\n"
 	    "## Per rank\n"

@@ -768,19 +768,17 @@ rank_lost(ctl_jobs *jobs, job *j, uint32_t rank, uint64_t now_ms,
 	job_tell_policies(jobs, j, BELLOWS_EVENT_RANK_LOST, rank);
 }
 
-int
-ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
-    const char *client, const com_hello *h, uint64_t now_ms, com_msg *reply,
-    char *why, size_t why_len)
+/* Checks what the table relies on in a Hello before it looks anything
+ * up: a routing id it can keep, a rank inside the world, a world and
+ * layer count within this daemon's limits, named layers of at most
+ * COM_MAX_NDIM dimensions. Returns 0, or BELLOWS_EPROTO or BELLOWS_ELIMIT
+ * with the reason in why (and, but for the routing id, an Error in
+ * *reply); changes nothing. */
+static int
+hello_check(const ctl_jobs *jobs, size_t peer_len, const com_hello *h,
+    com_msg *reply, char *why, size_t why_len)
 {
 	const ctl_config *cfg = jobs->cfg;
-	char previous_key[JOBS_KEY_SHOWN] = "";
-	int64_t previous = 0;
-	bool replaced = false;
-	job *j;
-	job_rank *rk;
-	bool resume;
-	int r;
 
 	if (peer_len == 0 || peer_len > CTL_PEER_MAX) {
 		com_errf(why, why_len, "routing id of %zu bytes", peer_len);
@@ -812,6 +810,42 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 			return ctl_jobs_error_reply(reply, BELLOWS_EPROTO, why);
 		}
 	}
+	return 0;
+}
+
+/* Says in the log and the events that launch j->run_key started run
+ * j->run_id in place of run `previous` of launch previous_key. */
+static void
+hello_run_started(ctl_jobs *jobs, const job *j, const com_hello *h,
+    const char *previous_key, int64_t previous)
+{
+	ctl_log(CTL_LOG_INFO, "jobs",
+	    "job '%s': launch '%s' started run %" PRId64 " after run %" PRId64,
+	    j->name, j->run_key, j->run_id, previous);
+	ctl_events_add(jobs->events, CTL_EVENT_RUN_STARTED, j->name,
+	    "launch '%s' started a new run at step %" PRIu64
+	    " after launch '%s' (run %" PRId64 ")",
+	    j->run_key, h->step, previous_key, previous);
+}
+
+/* The job a checked Hello joins: the table's, the run it replaces with
+ * another launch's, the recorded run it resumes, or a new one. Keeps the
+ * invariants on who may touch a job: a client not allowed for the job,
+ * a resuming job (but for its resuming launch), a live rank held by
+ * another client and a running launch refuse the Hello before anything
+ * changes, so one run and one client hold the job at a time. Returns 0
+ * with *ret_j set, or a negative BELLOWS_E* with an Error in *reply and
+ * the reason in why; *ret_j is then untouched. */
+static int
+hello_job(ctl_jobs *jobs, const com_hello *h, const char *client,
+    uint64_t now_ms, job **ret_j, com_msg *reply, char *why, size_t why_len)
+{
+	char previous_key[JOBS_KEY_SHOWN] = "";
+	int64_t previous = 0;
+	bool replaced = false;
+	job *j;
+	int r;
+
 	/* Before anything is looked up: a client not allowed for the job
 	 * creates nothing, takes nothing over, resumes nothing. */
 	if ((r = ctl_jobs_check_client(jobs, h->job, client, why, why_len)) !=
@@ -862,17 +896,8 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		r = jobs_create(jobs, h, &j, why, why_len);
 		if (r != 0)
 			return ctl_jobs_error_reply(reply, r, why);
-		if (replaced) {
-			ctl_log(CTL_LOG_INFO, "jobs",
-			    "job '%s': launch '%s' started run %" PRId64
-			    " after run %" PRId64,
-			    j->name, j->run_key, j->run_id, previous);
-			ctl_events_add(jobs->events, CTL_EVENT_RUN_STARTED,
-			    j->name,
-			    "launch '%s' started a new run at step %" PRIu64
-			    " after launch '%s' (run %" PRId64 ")",
-			    j->run_key, h->step, previous_key, previous);
-		}
+		if (replaced)
+			hello_run_started(jobs, j, h, previous_key, previous);
 	} else if (j->world != h->world || !ctl_jobs_same_table(j, h)) {
 		com_errf(why, why_len,
 		    "hello for job '%s' rank %u does not match the job "
@@ -880,7 +905,28 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		    h->job, h->rank, j->world, j->n_layers);
 		return ctl_jobs_error_reply(reply, BELLOWS_EMISMATCH, why);
 	}
-	rk = &j->ranks[h->rank];
+	*ret_j = j;
+	return 0;
+}
+
+/* Gives rank h->rank of j to the Hello's agent (peer, incarnation and,
+ * with security, client). Keeps "a rank is held by one routing id and one
+ * incarnation at a time": a live rank held by another agent process
+ * refuses it (BELLOWS_EBUSY, Error in *reply). Keeps the expected/have
+ * counts: the rank leaves them before its first window changes and comes
+ * back after (job_count_rank). A rank whose reports start at the window
+ * a job rebuilt from the store comes next (resume, set in *ret_resume)
+ * is first expected there. Returns 0; BELLOWS_EBUSY with the rank
+ * untouched; or BELLOWS_ENOMEM, the rank still held as before though its
+ * rejoin count and, for a new incarnation, its taken set have moved. */
+static int
+hello_take_rank(ctl_jobs *jobs, job *j, const uint8_t *peer, size_t peer_len,
+    const char *client, const com_hello *h, uint64_t now_ms, bool *ret_resume,
+    com_msg *reply, char *why, size_t why_len)
+{
+	job_rank *rk = &j->ranks[h->rank];
+	bool resume;
+
 	if (rk->joined && rk->alive && rk->incarnation != h->incarnation &&
 	    !rank_peer_is(rk, peer, peer_len)) {
 		com_errf(why, why_len,
@@ -918,12 +964,26 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	job_count_rank(j, h->rank, -1);
 	rk->first_window = resume ? j->next_window : h->last_window;
 	job_count_rank(j, h->rank, +1);
+	*ret_resume = resume;
+	return 0;
+}
+
+/* Moves job j to where the Hello's rank is, after the rank was taken. An
+ * ended job is taken up again. Keeps "windows close in index order": if
+ * the rank is past windows this daemon never saw close and the job has
+ * no report yet (and is not resuming), the open windows below the rank's
+ * are dropped and next_window moves up to it; a job rebuilt from the
+ * store takes the windows it skips as late ones (late_next..late_end,
+ * all below next_window). Keeps the decision log's order: a decision in
+ * force newer than the log's replaces it (ctl_jobs_adopt). */
+static void
+hello_move_job(ctl_jobs *jobs, job *j, const com_hello *h, bool resume)
+{
 	if (j->ended) {
 		/* Taken up again after every rank had left. */
 		j->ended = false;
 		ctl_store_run_end(jobs->store, j->run_id, 0);
 	}
-	rank_seen(jobs, j, rk, now_ms);
 	if (h->step > j->max_step)
 		j->max_step = h->step;
 	if (h->last_window > j->next_window && j->reports == 0 && !resume) {
@@ -952,25 +1012,41 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		    j->name, h->in_force.seq, h->rank, j->last_seq);
 		ctl_jobs_adopt(jobs, j, &h->in_force);
 	}
+}
+
+/* Records and tells that rank h->rank of j joined (or rejoined): the
+ * counter, the store's rank event, the log, the events and the job's
+ * policies. */
+static void
+hello_announce(ctl_jobs *jobs, job *j, const com_hello *h)
+{
+	const job_rank *rk = &j->ranks[h->rank];
+	const char *how = rk->rejoins > 0 ? "rejoined" : "joined";
+
 	jobs->counters.ranks_joined++;
 	ctl_store_rank_event(jobs->store, j->run_id, h->rank,
 	    rk->rejoins > 0 ? CTL_STORE_RANK_REJOINED : CTL_STORE_RANK_JOINED,
 	    h->step, h->incarnation, com_clock_wall_ms());
 	ctl_log(CTL_LOG_INFO, "jobs",
 	    "job '%s' rank %u %s at step %" PRIu64 " (%u/%u alive)", h->job,
-	    h->rank, rk->rejoins > 0 ? "rejoined" : "joined", h->step, j->alive,
-	    j->world);
+	    h->rank, how, h->step, j->alive, j->world);
 	ctl_events_add(jobs->events, CTL_EVENT_RANK_JOINED, j->name,
-	    "rank %u %s at step %" PRIu64 " (%u/%u alive)", h->rank,
-	    rk->rejoins > 0 ? "rejoined" : "joined", h->step, j->alive,
-	    j->world);
+	    "rank %u %s at step %" PRIu64 " (%u/%u alive)", h->rank, how,
+	    h->step, j->alive, j->world);
 	job_tell_policies(jobs, j, BELLOWS_EVENT_RANK_JOINED, h->rank);
+}
 
+/* Fills *reply with the Welcome to rank h->rank of j: the daemon's
+ * timing, windows_closed, and the decisions of the log in force from the
+ * rank's step on. Returns 0, or BELLOWS_ENOMEM with *reply finalised. */
+static int
+hello_welcome(const ctl_jobs *jobs, job *j, const com_hello *h, com_msg *reply)
+{
 	com_msg_init(reply, COM_MSG_WELCOME);
 	reply->u.welcome.job = com_strdup(h->job);
 	reply->u.welcome.rank = h->rank;
-	reply->u.welcome.apply_lag = cfg->apply_lag;
-	reply->u.welcome.heartbeat_ms = cfg->heartbeat_ms;
+	reply->u.welcome.apply_lag = jobs->cfg->apply_lag;
+	reply->u.welcome.heartbeat_ms = jobs->cfg->heartbeat_ms;
 	reply->u.welcome.instance = jobs->instance;
 	reply->u.welcome.windows_closed = ctl_jobs_windows_closed(j);
 	if (reply->u.welcome.job == NULL ||
@@ -980,6 +1056,29 @@ ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 		return BELLOWS_ENOMEM;
 	}
 	return 0;
+}
+
+int
+ctl_jobs_hello(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
+    const char *client, const com_hello *h, uint64_t now_ms, com_msg *reply,
+    char *why, size_t why_len)
+{
+	job *j = NULL;
+	bool resume = false;
+	int r;
+
+	r = hello_check(jobs, peer_len, h, reply, why, why_len);
+	if (r == 0)
+		r = hello_job(jobs, h, client, now_ms, &j, reply, why, why_len);
+	if (r == 0)
+		r = hello_take_rank(jobs, j, peer, peer_len, client, h, now_ms,
+		    &resume, reply, why, why_len);
+	if (r != 0)
+		return r;
+	rank_seen(jobs, j, &j->ranks[h->rank], now_ms);
+	hello_move_job(jobs, j, h, resume);
+	hello_announce(jobs, j, h);
+	return hello_welcome(jobs, j, h, reply);
 }
 
 /* Re-issues the job's current state under a new seq when a rank applies

@@ -583,20 +583,19 @@ comet_layer_explain(pol_text *t, const bellows_window_layer *wl,
 	    cl->r, note[cl->clamp]);
 }
 
-static int
-comet_update(comet_state *st, const comet_rule *rule,
-    const comet_batch_rule *br, comet_lr_mode mode, const bellows_window *w,
-    double lr_old, bellows_proposal *out)
+/* Each eligible layer's bound from its period's means at batch n = the
+ * window's: fresh when the period has statistics (counted in *ret_fresh),
+ * kept as it was otherwise (*ret_kept). *ret_change is the largest ratio
+ * between a fresh bound and the one of the last update, both at the
+ * batch of the last update; returns whether any layer had one to compare
+ * with. */
+static bool
+comet_bounds(comet_state *st, const comet_rule *rule, const bellows_window *w,
+    uint32_t *ret_fresh, uint32_t *ret_kept, double *ret_change)
 {
 	double n = (double)w->batch_size, change = 0;
-	uint64_t w_old = st->w_steps;
-	comet_batch_plan plan = { .verdict = COMET_BATCH_NONE };
-	uint32_t old_batch = out->batch_size > 0 ? out->batch_size
-						 : w->batch_size;
-	double lo = INFINITY, hi = 0;
 	uint32_t fresh = 0, kept = 0;
 	bool compared = false;
-	pol_text t;
 
 	for (uint32_t l = 0; l < st->n_layers; l++) {
 		comet_layer *cl = &st->layer[l];
@@ -630,8 +629,19 @@ comet_update(comet_state *st, const comet_rule *rule,
 		cl->eb_stat = cl->eb;
 		cl->n_stat = n;
 	}
+	*ret_fresh = fresh;
+	*ret_kept = kept;
+	*ret_change = change;
+	return compared;
+}
 
-	/* W: halve on a large change, restore once settled. */
+/* W: halved (not below min_interval_steps) on a change above
+ * change_factor, restored to its default after settle_updates calm
+ * updates; unchanged when nothing was compared. */
+static void
+comet_interval(comet_state *st, const comet_rule *rule, bool compared,
+    double change)
+{
 	if (compared && change > rule->change_factor) {
 		st->calm = 0;
 		st->w_steps = st->w_steps / 2;
@@ -642,61 +652,83 @@ comet_update(comet_state *st, const comet_rule *rule,
 		if (st->calm >= (uint64_t)rule->settle_updates)
 			st->w_steps = st->w_default;
 	}
+}
 
-	/* The batch, from the second update on: the first W ran at the
-	 * trainer's batch, and the ratio needs a bound in force. */
-	if (br != NULL && st->updates >= 1 && st->b0 > 0) {
-		comet_batch_plan_make(st, br, &plan);
-		if ((plan.verdict == COMET_BATCH_FITS ||
-			plan.verdict == COMET_BATCH_FORCED) &&
-		    plan.batch != old_batch) {
-			out->batch_size = plan.batch;
-			out->lr_scale = comet_lr_scale(mode, plan.batch,
-			    st->b0);
-			/* Re-derived for the batch the next period runs. */
-			for (uint32_t l = 0; l < st->n_layers; l++) {
-				comet_layer *cl = &st->layer[l];
+/* The batch, from the second update on: the first W ran at the trainer's
+ * batch, and the ratio needs a bound in force. *plan says what the rule
+ * found; a batch that fits (or is forced) and differs from old_batch goes
+ * into *out with its LR scale, and the fresh bounds are re-derived for
+ * it. */
+static void
+comet_batch(comet_state *st, const comet_rule *rule, const comet_batch_rule *br,
+    comet_lr_mode mode, uint32_t old_batch, comet_batch_plan *plan,
+    bellows_proposal *out)
+{
+	if (br == NULL || st->updates < 1 || st->b0 == 0)
+		return;
+	comet_batch_plan_make(st, br, plan);
+	if (!((plan->verdict == COMET_BATCH_FITS ||
+		  plan->verdict == COMET_BATCH_FORCED) &&
+		plan->batch != old_batch))
+		return;
+	out->batch_size = plan->batch;
+	out->lr_scale = comet_lr_scale(mode, plan->batch, st->b0);
+	/* Re-derived for the batch the next period runs. */
+	for (uint32_t l = 0; l < st->n_layers; l++) {
+		comet_layer *cl = &st->layer[l];
 
-				if (!cl->fresh)
-					continue;
-				cl->n_used = plan.batch;
-				cl->eb = comet_bound(rule, cl->m, cl->lbar,
-				    cl->r, plan.batch, &cl->clamp);
-			}
-		}
+		if (!cl->fresh)
+			continue;
+		cl->n_used = plan->batch;
+		cl->eb = comet_bound(rule, cl->m, cl->lbar, cl->r, plan->batch,
+		    &cl->clamp);
 	}
+}
 
-	pol_text_init(&t, out->reason, sizeof(out->reason));
-	pol_text_add(&t,
-	    "update %llu after step %llu (%u window%s, %llu steps)",
+/* The reason's head: which update this is, over which steps, and how W
+ * moved from w_old for the largest change. */
+static void
+comet_interval_explain(pol_text *t, const comet_state *st,
+    const comet_rule *rule, const bellows_window *w, uint64_t w_old,
+    bool compared, double change)
+{
+	pol_text_add(t, "update %llu after step %llu (%u window%s, %llu steps)",
 	    (unsigned long long)st->updates + 1,
 	    (unsigned long long)w->last_step, st->period_windows,
 	    st->period_windows == 1 ? "" : "s",
 	    (unsigned long long)(w->last_step + 1 - st->period_start));
 	if (!compared)
-		pol_text_add(&t, ": W %llu", (unsigned long long)w_old);
+		pol_text_add(t, ": W %llu", (unsigned long long)w_old);
 	else if (change > rule->change_factor && st->w_steps == w_old)
-		pol_text_add(&t,
-		    ": max change %.3gx > %g, W %llu (the minimum)", change,
-		    rule->change_factor, (unsigned long long)w_old);
+		pol_text_add(t, ": max change %.3gx > %g, W %llu (the minimum)",
+		    change, rule->change_factor, (unsigned long long)w_old);
 	else if (change > rule->change_factor)
-		pol_text_add(&t, ": max change %.3gx > %g, W %llu -> %llu",
+		pol_text_add(t, ": max change %.3gx > %g, W %llu -> %llu",
 		    change, rule->change_factor, (unsigned long long)w_old,
 		    (unsigned long long)st->w_steps);
 	else if (st->w_steps != w_old)
-		pol_text_add(&t,
+		pol_text_add(t,
 		    ": max change %.3gx, settled (%llu updates within %gx), W "
 		    "%llu -> %llu",
 		    change, (unsigned long long)st->calm, rule->change_factor,
 		    (unsigned long long)w_old, (unsigned long long)st->w_steps);
 	else
-		pol_text_add(&t, ": max change %.3gx, W %llu", change,
+		pol_text_add(t, ": max change %.3gx, W %llu", change,
 		    (unsigned long long)st->w_steps);
-	if (br != NULL)
-		comet_batch_explain(&t, &plan, old_batch, lr_old, out->lr_scale,
-		    comet_lr_modes[mode]);
+}
+
+/* The reason's tail: layers kept without statistics, the range of the
+ * fresh bounds (first: a long layer list is cut, the range is not), then
+ * each fresh layer's bound. */
+static void
+comet_layers_explain(pol_text *t, const comet_state *st,
+    const bellows_window *w, uint32_t fresh, uint32_t kept)
+{
+	double lo = INFINITY, hi = 0;
+	bool first = true;
+
 	if (kept > 0)
-		pol_text_add(&t, "; %u layer%s kept without statistics", kept,
+		pol_text_add(t, "; %u layer%s kept without statistics", kept,
 		    kept == 1 ? "" : "s");
 	for (uint32_t l = 0; l < st->n_layers; l++) {
 		if (!st->layer[l].fresh)
@@ -704,17 +736,20 @@ comet_update(comet_state *st, const comet_rule *rule,
 		lo = fmin(lo, st->layer[l].eb);
 		hi = fmax(hi, st->layer[l].eb);
 	}
-	/* The range first: a long layer list is cut, the range is not. */
 	if (fresh > 1)
-		pol_text_add(&t, "; %u bounds in [%.3g, %.3g]", fresh, lo, hi);
-	fresh = 0;
+		pol_text_add(t, "; %u bounds in [%.3g, %.3g]", fresh, lo, hi);
 	for (uint32_t l = 0; l < st->n_layers; l++) {
-		if (st->layer[l].fresh)
-			comet_layer_explain(&t, &w->layers[l], &st->layer[l],
-			    fresh++ == 0);
+		if (!st->layer[l].fresh)
+			continue;
+		comet_layer_explain(t, &w->layers[l], &st->layer[l], first);
+		first = false;
 	}
+}
 
-	/* A new period starts after this window. */
+/* A new period starts after window w: its sums are emptied. */
+static void
+comet_period_reset(comet_state *st, const bellows_window *w)
+{
 	st->updates++;
 	st->period_start = w->last_step + 1;
 	st->period_windows = 0;
@@ -727,6 +762,34 @@ comet_update(comet_state *st, const comet_rule *rule,
 		cl->mem_n = 0;
 	}
 	st->mem_used = st->mem_total = st->host_used = st->saved = 0;
+}
+
+/* One update at the end of a period: the bounds, W, the batch (br NULL:
+ * none), the reason in out->reason, then a new period. Returns 0. */
+static int
+comet_update(comet_state *st, const comet_rule *rule,
+    const comet_batch_rule *br, comet_lr_mode mode, const bellows_window *w,
+    double lr_old, bellows_proposal *out)
+{
+	uint64_t w_old = st->w_steps;
+	comet_batch_plan plan = { .verdict = COMET_BATCH_NONE };
+	uint32_t old_batch = out->batch_size > 0 ? out->batch_size
+						 : w->batch_size;
+	uint32_t fresh, kept;
+	double change;
+	bool compared;
+	pol_text t;
+
+	compared = comet_bounds(st, rule, w, &fresh, &kept, &change);
+	comet_interval(st, rule, compared, change);
+	comet_batch(st, rule, br, mode, old_batch, &plan, out);
+	pol_text_init(&t, out->reason, sizeof(out->reason));
+	comet_interval_explain(&t, st, rule, w, w_old, compared, change);
+	if (br != NULL)
+		comet_batch_explain(&t, &plan, old_batch, lr_old, out->lr_scale,
+		    comet_lr_modes[mode]);
+	comet_layers_explain(&t, st, w, fresh, kept);
+	comet_period_reset(st, w);
 	return 0;
 }
 

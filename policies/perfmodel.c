@@ -966,20 +966,210 @@ perfmodel_metrics(const perfmodel_state *st, uint32_t p, double gamma,
 	pol_metric_add(out, "gate_off", -1, out->compression_off ? 1 : 0);
 }
 
+/* The window's medians, each 0 where it is not a usable time. */
+static void
+perfmodel_times_read(const bellows_window *w, perfmodel_times *ret)
+{
+	ret->step = w->step_ms_median;
+	ret->bwd = w->backward_ms_median;
+	ret->comm = w->comm_ms_median;
+	ret->codec = w->codec_ms_median;
+	if (!perfmodel_time_ok(ret->step))
+		ret->step = 0;
+	if (!perfmodel_time_ok(ret->bwd))
+		ret->bwd = 0;
+	if (!perfmodel_time_ok(ret->comm))
+		ret->comm = 0;
+	if (!perfmodel_time_ok(ret->codec))
+		ret->codec = 0;
+}
+
+/* The rest of the step (forward, optimizer, data) when compressed
+ * collectives do not overlap backward. It is what the step leaves beside
+ * backward, communication and codec only when no collective overlaps
+ * backward: without overlap, in a world of one, and in compressed windows
+ * (the model's compressed path then runs after backward). With overlap,
+ * the median of those windows' rests is used: a raw window's comm_ms
+ * holds hidden collectives too. Until one is measured, a raw window's
+ * rest is what the model of its backward and collectives (gamma as it
+ * stands) leaves of the step. Sets st->t_other; needs step and backward
+ * times, and changes nothing without them. */
+static void
+perfmodel_rest_serial(perfmodel_state *st, const perfmodel_config *cfg,
+    const bellows_window *w, const perfmodel_times *tm, bool raw,
+    bool calibrating, double gamma)
+{
+	double rest;
+	bool serial = w->world == 1 || !raw;
+
+	if (!(tm->step > 0 && tm->bwd > 0))
+		return;
+	rest = fmax(0, tm->step - tm->bwd - tm->comm - tm->codec);
+	if (cfg->overlap && !calibrating && serial)
+		perfmodel_ring_add(st->rest_s, &st->rest_n, &st->rest_next,
+		    PERFMODEL_GAMMA_SAMPLES, rest);
+	if (cfg->overlap && st->rest_n == 0 && !serial && st->have_fit &&
+	    st->model > 0) {
+		pol_perfmodel_model m = perfmodel_model(st, cfg);
+
+		m.t_comp = tm->bwd;
+		m.gamma = gamma;
+		m.overlap = true;
+		rest = fmax(0, tm->step - tm->codec - pol_perfmodel_sync(&m));
+	}
+	st->have_other = true;
+	st->t_other = cfg->overlap && st->rest_n > 0
+	    ? perfmodel_median(st->rest_s, st->rest_n)
+	    : rest;
+}
+
+/* Compression measured: a window that really compressed something, with
+ * its codec time, not mixed with raw steps by a calibration. Keeps its
+ * codec time and ratio as the last measurement, and in the table of
+ * level sets under sig; any other window changes nothing. */
+static void
+perfmodel_codec_measure(perfmodel_state *st, const bellows_window *w,
+    const perfmodel_times *tm, bool raw, bool calibrating, uint64_t sig)
+{
+	if (!(!raw && !calibrating && tm->codec > 0 && w->floats_sent > 0 &&
+		w->floats_sent < w->floats_raw))
+		return;
+	st->have_meas = true;
+	st->codec_ms = tm->codec;
+	st->cr = (double)w->floats_raw / (double)w->floats_sent;
+	st->meas_window = w->window;
+	st->meas_sig = sig;
+	perfmodel_level_add(st, sig, perfmodel_levels_one(w), st->codec_ms,
+	    st->cr, w->window);
+}
+
+/* Without overlap, the step's communication that the fitted collectives
+ * leave unexplained, per mode: what the window measured minus what the
+ * line predicts for the bytes it sent. Sets u_raw or u_comp; changes
+ * nothing with overlap, without a fit, in a calibration, or in a
+ * compressed window this one did not measure. */
+static void
+perfmodel_unexplained(perfmodel_state *st, const perfmodel_config *cfg,
+    const bellows_window *w, const perfmodel_times *tm, bool raw,
+    bool calibrating)
+{
+	double k, last, model_ms;
+
+	if (!(!cfg->overlap && w->world > 1 && st->have_fit && !calibrating &&
+		tm->comm > 0 && st->model > 0))
+		return;
+	perfmodel_shape(st, cfg, &k, &last);
+	if (raw) {
+		model_ms = k * st->fit.intercept + st->model * st->fit.slope;
+		st->have_u_raw = true;
+		st->u_raw = fmax(0, tm->comm - model_ms);
+	} else if (st->have_meas && st->meas_window == w->window) {
+		model_ms = k * st->fit.intercept +
+		    st->model / st->cr * st->fit.slope;
+		st->have_u_comp = true;
+		st->u_comp = fmax(0, tm->comm - model_ms);
+	}
+}
+
+/* Gamma from a window sent raw with overlap (compressed collectives not
+ * overlapping): its backward and synchronisation took T_obs = step -
+ * rest - codec, which the model says is max(gamma T_comp, overlapped) +
+ * T_comm(b_last). Where the compute term dominates, gamma = (T_obs -
+ * T_comm(b_last)) / T_comp, added to the samples; where the collectives
+ * do, T_obs does not depend on gamma and gnote (len bytes) says why none
+ * was taken. Other windows change nothing. */
+static void
+perfmodel_gamma_measure(perfmodel_state *st, const perfmodel_config *cfg,
+    const bellows_window *w, const perfmodel_times *tm, bool raw,
+    bool calibrating, char *gnote, size_t len)
+{
+	pol_perfmodel_model m;
+	double over, x;
+
+	if (!(cfg->overlap && !cfg->compressed_overlap && raw && !calibrating &&
+		tm->bwd > 0 && tm->step > 0 && w->world > 1 && st->have_fit &&
+		st->model > 0))
+		return;
+	m = perfmodel_model(st, cfg);
+	over = pol_perfmodel_overlapped(&m);
+	x = tm->step - st->t_other - tm->codec - pol_perfmodel_comm(&m, m.last);
+	if (st->rest_n == 0) {
+		snprintf(gnote, len,
+		    "; not measured: no compressed window yet gave "
+		    "the rest of the step");
+	} else if (x > PERFMODEL_GAMMA_IDENT * over) {
+		perfmodel_ring_add(st->gamma_s, &st->gamma_n, &st->gamma_next,
+		    PERFMODEL_GAMMA_SAMPLES, x / tm->bwd);
+		st->have_gamma = true;
+		st->gamma_raw = perfmodel_median(st->gamma_s, st->gamma_n);
+	} else {
+		snprintf(gnote, len,
+		    "; not identifiable here: compute term %.4g ms <= "
+		    "%.3g x overlapped collectives %.4g ms",
+		    x, PERFMODEL_GAMMA_IDENT, over);
+	}
+}
+
+/* What the window decided, first in the reason: whether compression is
+ * on or off from the next window and why (warm-up, the gate moving, a
+ * probe), then the comparison of predictions it rests on. */
+static void
+perfmodel_decision_text(const perfmodel_state *st, const perfmodel_config *cfg,
+    const bellows_window *w, const perfmodel_view *v, bool compressing,
+    bool moved, bool probe, bool warmup, pol_text *t)
+{
+	unsigned long long now = (unsigned long long)w->window;
+
+	if (warmup)
+		pol_text_add(t,
+		    "compression off until window %lld (raw_windows)",
+		    (long long)cfg->raw_windows);
+	else if (w->window + 1 == (uint64_t)cfg->raw_windows && !st->off)
+		pol_text_add(t,
+		    "compression on from window %llu: raw_windows over",
+		    now + 1);
+	else if (moved)
+		pol_text_add(t, "compression %s from window %llu",
+		    st->off ? "off" : "on", now + 1);
+	else if (probe)
+		pol_text_add(t,
+		    "compression on for window %llu only, to re-measure it",
+		    now + 1);
+	else
+		pol_text_add(t, "compression stays %s", st->off ? "off" : "on");
+	if (!compressing)
+		pol_text_add(t, ": no layer compressed");
+	else if (v->both)
+		pol_text_add(t,
+		    ": compressed %.4g ms vs sync %.4g ms (%+.1f%%, margin "
+		    "%g%%, %u/%lld)",
+		    v->t_comp, v->t_sync, 100 * v->rel, 100 * cfg->margin,
+		    moved ? (unsigned)cfg->hold_windows : st->streak,
+		    (long long)cfg->hold_windows);
+	else if (v->predicted)
+		pol_text_add(t, ": sync %.4g ms, no compressed prediction",
+		    v->t_sync);
+	else
+		pol_text_add(t, ": no prediction");
+}
+
+/* One window: refits the collectives, takes what the window measured
+ * (backward time, rest of the step, codec time and ratio, unexplained
+ * communication, gamma), predicts both modes and runs the gate. Returns
+ * the config check's error or BELLOWS_EMISMATCH when the layer count
+ * changed, with st untouched; 0 with *out's gate and reason set. */
 static int
 perfmodel_on_window(void *state, const void *config, const bellows_window *w,
     bellows_proposal *out)
 {
 	perfmodel_state *st = state;
 	const perfmodel_config *cfg = config;
-	unsigned long long now = (unsigned long long)w->window;
 	uint32_t p = w->world;
-	double step = w->step_ms_median, bwd = w->backward_ms_median;
-	double comm = w->comm_ms_median, codec = w->codec_ms_median;
 	char notes[BELLOWS_REASON_MAX];
 	pol_text t, nt;
 	perfmodel_view v;
-	bool compressing, calibrating, raw, moved, probe, warmup, co;
+	perfmodel_times tm;
+	bool compressing, calibrating, raw, moved, probe, warmup;
 	double gamma;
 	char gnote[160] = "";
 	uint64_t sig;
@@ -991,14 +1181,7 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 		return BELLOWS_EMISMATCH;
 	pol_text_init(&t, out->reason, sizeof(out->reason));
 	pol_text_init(&nt, notes, sizeof(notes));
-	if (!perfmodel_time_ok(step))
-		step = 0;
-	if (!perfmodel_time_ok(bwd))
-		bwd = 0;
-	if (!perfmodel_time_ok(comm))
-		comm = 0;
-	if (!perfmodel_time_ok(codec))
-		codec = 0;
+	perfmodel_times_read(w, &tm);
 
 	/* The line depends on p: samples of another world do not mix. */
 	if (p != st->world) {
@@ -1017,113 +1200,22 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	calibrating = w->calibrate_until > w->first_step;
 	raw = w->compression_off || !compressing ||
 	    (w->floats_raw > 0 && w->floats_sent >= w->floats_raw);
-	if (bwd > 0) {
+	if (tm.bwd > 0) {
 		st->have_comp = true;
-		st->t_comp = bwd;
+		st->t_comp = tm.bwd;
 	}
-	/* The rest of the step (forward, optimizer, data) is what the step
-	 * leaves beside backward, communication and codec only when no
-	 * collective overlaps backward: without overlap, in a world of one,
-	 * and, without compressed_overlap, in compressed windows (the
-	 * model's compressed path then runs after backward). With overlap,
-	 * the median of those windows' rests is used: a raw window's comm_ms
-	 * holds hidden collectives too. Until one is measured, a raw
-	 * window's rest is what the model of its backward and collectives
-	 * (γ as it stands) leaves of the step. With compressed_overlap no
-	 * window above a world of one is serial: see
-	 * perfmodel_rest_overlapped. */
-	co = cfg->overlap && cfg->compressed_overlap;
+	/* With compressed_overlap no window above a world of one is serial:
+	 * see perfmodel_rest_overlapped; otherwise perfmodel_rest_serial. */
 	gamma = perfmodel_gamma(st, cfg);
-	if (co) {
-		perfmodel_times tm = { .step = step,
-			.bwd = bwd,
-			.comm = comm,
-			.codec = codec };
-
+	if (cfg->overlap && cfg->compressed_overlap)
 		perfmodel_rest_overlapped(st, cfg, w, &tm, raw, calibrating,
 		    gnote, sizeof(gnote));
-	} else if (step > 0 && bwd > 0) {
-		double rest = fmax(0, step - bwd - comm - codec);
-		bool serial = p == 1 || !raw;
-
-		if (cfg->overlap && !calibrating && serial)
-			perfmodel_ring_add(st->rest_s, &st->rest_n,
-			    &st->rest_next, PERFMODEL_GAMMA_SAMPLES, rest);
-		if (cfg->overlap && st->rest_n == 0 && !serial &&
-		    st->have_fit && st->model > 0) {
-			pol_perfmodel_model m = perfmodel_model(st, cfg);
-
-			m.t_comp = bwd;
-			m.gamma = gamma;
-			m.overlap = true;
-			rest = fmax(0, step - codec - pol_perfmodel_sync(&m));
-		}
-		st->have_other = true;
-		st->t_other = cfg->overlap && st->rest_n > 0
-		    ? perfmodel_median(st->rest_s, st->rest_n)
-		    : rest;
-	}
-	/* Compression measured: a window that really compressed something,
-	 * with its codec time, not mixed with raw steps by a calibration. */
-	if (!raw && !calibrating && codec > 0 && w->floats_sent > 0 &&
-	    w->floats_sent < w->floats_raw) {
-		st->have_meas = true;
-		st->codec_ms = codec;
-		st->cr = (double)w->floats_raw / (double)w->floats_sent;
-		st->meas_window = w->window;
-		st->meas_sig = sig;
-		perfmodel_level_add(st, sig, perfmodel_levels_one(w),
-		    st->codec_ms, st->cr, w->window);
-	}
-	/* Without overlap, the step's communication that the fitted
-	 * collectives leave unexplained, per mode: what the window measured
-	 * minus what the line predicts for the bytes it sent. */
-	if (!cfg->overlap && p > 1 && st->have_fit && !calibrating &&
-	    comm > 0 && st->model > 0) {
-		double k, last, model_ms;
-
-		perfmodel_shape(st, cfg, &k, &last);
-		if (raw) {
-			model_ms = k * st->fit.intercept +
-			    st->model * st->fit.slope;
-			st->have_u_raw = true;
-			st->u_raw = fmax(0, comm - model_ms);
-		} else if (st->have_meas && st->meas_window == w->window) {
-			model_ms = k * st->fit.intercept +
-			    st->model / st->cr * st->fit.slope;
-			st->have_u_comp = true;
-			st->u_comp = fmax(0, comm - model_ms);
-		}
-	}
-	/* γ from a window sent raw with overlap: its backward and
-	 * synchronisation took T_obs = step - rest - codec, which the model
-	 * says is max(γ T_comp, overlapped) + T_comm(b_last). Where the
-	 * compute term dominates, γ = (T_obs - T_comm(b_last)) / T_comp;
-	 * where the collectives do, T_obs does not depend on γ. */
-	if (cfg->overlap && !co && raw && !calibrating && bwd > 0 && step > 0 &&
-	    p > 1 && st->have_fit && st->model > 0) {
-		pol_perfmodel_model m = perfmodel_model(st, cfg);
-		double over = pol_perfmodel_overlapped(&m);
-		double x = step - st->t_other - codec -
-		    pol_perfmodel_comm(&m, m.last);
-
-		if (st->rest_n == 0) {
-			snprintf(gnote, sizeof(gnote),
-			    "; not measured: no compressed window yet gave "
-			    "the rest of the step");
-		} else if (x > PERFMODEL_GAMMA_IDENT * over) {
-			perfmodel_ring_add(st->gamma_s, &st->gamma_n,
-			    &st->gamma_next, PERFMODEL_GAMMA_SAMPLES, x / bwd);
-			st->have_gamma = true;
-			st->gamma_raw = perfmodel_median(st->gamma_s,
-			    st->gamma_n);
-		} else {
-			snprintf(gnote, sizeof(gnote),
-			    "; not identifiable here: compute term %.4g ms <= "
-			    "%.3g x overlapped collectives %.4g ms",
-			    x, PERFMODEL_GAMMA_IDENT, over);
-		}
-	}
+	else
+		perfmodel_rest_serial(st, cfg, w, &tm, raw, calibrating, gamma);
+	perfmodel_codec_measure(st, w, &tm, raw, calibrating, sig);
+	perfmodel_unexplained(st, cfg, w, &tm, raw, calibrating);
+	perfmodel_gamma_measure(st, cfg, w, &tm, raw, calibrating, gnote,
+	    sizeof(gnote));
 	gamma = perfmodel_gamma(st, cfg);
 
 	perfmodel_predict(st, cfg, p, gamma, &v);
@@ -1140,38 +1232,8 @@ perfmodel_on_window(void *state, const void *config, const bellows_window *w,
 	warmup = w->window + 1 < (uint64_t)cfg->raw_windows;
 	out->compression_off = warmup || (st->off && !probe);
 
-	if (warmup)
-		pol_text_add(&t,
-		    "compression off until window %lld (raw_windows)",
-		    (long long)cfg->raw_windows);
-	else if (w->window + 1 == (uint64_t)cfg->raw_windows && !st->off)
-		pol_text_add(&t,
-		    "compression on from window %llu: raw_windows over",
-		    now + 1);
-	else if (moved)
-		pol_text_add(&t, "compression %s from window %llu",
-		    st->off ? "off" : "on", now + 1);
-	else if (probe)
-		pol_text_add(&t,
-		    "compression on for window %llu only, to re-measure it",
-		    now + 1);
-	else
-		pol_text_add(&t, "compression stays %s",
-		    st->off ? "off" : "on");
-	if (!compressing)
-		pol_text_add(&t, ": no layer compressed");
-	else if (v.both)
-		pol_text_add(&t,
-		    ": compressed %.4g ms vs sync %.4g ms (%+.1f%%, margin "
-		    "%g%%, %u/%lld)",
-		    v.t_comp, v.t_sync, 100 * v.rel, 100 * cfg->margin,
-		    moved ? (unsigned)cfg->hold_windows : st->streak,
-		    (long long)cfg->hold_windows);
-	else if (v.predicted)
-		pol_text_add(&t, ": sync %.4g ms, no compressed prediction",
-		    v.t_sync);
-	else
-		pol_text_add(&t, ": no prediction");
+	perfmodel_decision_text(st, cfg, w, &v, compressing, moved, probe,
+	    warmup, &t);
 	pol_text_add(&t, "%s", notes);
 	if (calibrating)
 		pol_text_add(&t, "; calibration: not measured");

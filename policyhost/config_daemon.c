@@ -448,7 +448,7 @@ config_mode(config_ctx *cx, const yaml_node_t *node, uint32_t *ret)
 
 /* The keys of `daemon:`, in the order docs/configuration.md lists them;
  * config_daemon_unknown names them. Each has a branch in
- * the function below (tests/controller/test_config.c loads a file with
+ * the function below (tests/policyhost/test_config.c loads a file with
  * every one of them). */
 static const char *const daemon_keys[] = {
 	"control",

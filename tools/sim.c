@@ -344,17 +344,13 @@ typedef struct sim_seq_span {
 	uint64_t last;  /* last step any rank applied it */
 } sim_seq_span;
 
-/* Checks that all ranks that ran a step applied the same decision at it,
- * and prints the decisions applied. Returns true when they agreed; the
- * number of distinct decisions goes to *ret_n. */
-static bool
-sim_verify(const sim_ctx *cx, uint64_t *ret_n)
+/* Counts the steps at which two ranks that ran it held different codec
+ * tables or applied different decisions, and prints the first. */
+static uint64_t
+sim_disagreements(const sim_ctx *cx)
 {
 	const sim_opts *o = cx->o;
-	uint64_t disagree = 0, n_steps = cx->total_steps, n = 0;
-	sim_seq_span *spans = NULL;
-	uint64_t *seen = NULL;
-	size_t n_seen = 0, cap = 0;
+	uint64_t disagree = 0, n_steps = cx->total_steps;
 
 	for (uint64_t s = 0; s < n_steps; s++) {
 		uint64_t ref = SIM_NOT_RUN, tab = 0;
@@ -404,9 +400,22 @@ sim_verify(const sim_ctx *cx, uint64_t *ret_n)
 			break;
 		}
 	}
+	return disagree;
+}
+
+/* The distinct decisions (seq above 0) any rank applied, ascending, in a
+ * new array *ret (the caller's to free) of *ret_n. Returns 0, or -1 out
+ * of memory with *ret and *ret_n untouched. */
+static int
+sim_applied(const sim_ctx *cx, uint64_t **ret, uint64_t *ret_n)
+{
+	uint64_t n_steps = cx->total_steps, n = 0;
+	uint64_t *seen = NULL;
+	size_t n_seen = 0, cap = 0;
+
 	/* Each rank applies a decision for a run of steps: collect one
 	 * entry per run, then sort out the duplicates. */
-	for (uint32_t r = 0; r < o->ranks; r++) {
+	for (uint32_t r = 0; r < cx->o->ranks; r++) {
 		uint64_t prev = SIM_NOT_RUN;
 
 		for (uint64_t s = 0; s < n_steps; s++) {
@@ -419,8 +428,10 @@ sim_verify(const sim_ctx *cx, uint64_t *ret_n)
 				size_t nc = cap ? 2 * cap : 64;
 				uint64_t *g = realloc(seen, nc * sizeof(*g));
 
-				if (g == NULL)
-					goto oom;
+				if (g == NULL) {
+					free(seen);
+					return -1;
+				}
 				seen = g;
 				cap = nc;
 			}
@@ -433,12 +444,26 @@ sim_verify(const sim_ctx *cx, uint64_t *ret_n)
 		if (i == 0 || seen[i] != seen[i - 1])
 			seen[n++] = seen[i];
 	}
-	spans = calloc(n ? n : 1, sizeof(*spans));
+	*ret = seen;
+	*ret_n = n;
+	return 0;
+}
+
+/* The first and last step any rank applied each of the n decisions
+ * seen[] (ascending), in a new array *ret (the caller's to free).
+ * Returns 0, or -1 out of memory with *ret untouched. */
+static int
+sim_spans(const sim_ctx *cx, const uint64_t *seen, uint64_t n,
+    sim_seq_span **ret)
+{
+	uint64_t n_steps = cx->total_steps;
+	sim_seq_span *spans = calloc(n ? n : 1, sizeof(*spans));
+
 	if (spans == NULL)
-		goto oom;
+		return -1;
 	for (uint64_t i = 0; i < n; i++)
 		spans[i] = (sim_seq_span){ seen[i], UINT64_MAX, 0 };
-	for (uint32_t r = 0; r < o->ranks; r++) {
+	for (uint32_t r = 0; r < cx->o->ranks; r++) {
 		for (uint64_t s = 0; s < n_steps; s++) {
 			uint64_t v = cx->seq[(size_t)r * n_steps + s];
 			size_t lo = 0, hi = n;
@@ -461,6 +486,15 @@ sim_verify(const sim_ctx *cx, uint64_t *ret_n)
 			}
 		}
 	}
+	*ret = spans;
+	return 0;
+}
+
+/* Prints the n decisions applied with their steps and windows, the
+ * middle elided past 2 x SIM_SUMMARY_ROWS. */
+static void
+sim_spans_print(const sim_opts *o, const sim_seq_span *spans, uint64_t n)
+{
 	printf("sim: %" PRIu64 " decisions applied:\n", n);
 	for (uint64_t i = 0; i < n; i++) {
 		if (n > 2 * SIM_SUMMARY_ROWS && i == SIM_SUMMARY_ROWS) {
@@ -474,20 +508,34 @@ sim_verify(const sim_ctx *cx, uint64_t *ret_n)
 		    spans[i].seq, spans[i].first, spans[i].last,
 		    spans[i].first / o->steps, spans[i].last / o->steps);
 	}
+}
+
+/* Checks that all ranks that ran a step applied the same decision at it,
+ * and prints the decisions applied. Returns true when they agreed; the
+ * number of distinct decisions goes to *ret_n. */
+static bool
+sim_verify(const sim_ctx *cx, uint64_t *ret_n)
+{
+	uint64_t disagree = sim_disagreements(cx), n = 0;
+	sim_seq_span *spans = NULL;
+	uint64_t *seen = NULL;
+
+	if (sim_applied(cx, &seen, &n) != 0 ||
+	    sim_spans(cx, seen, n, &spans) != 0) {
+		printf("sim: out of memory while checking agreement\n");
+		free(seen);
+		*ret_n = 0;
+		return false;
+	}
+	sim_spans_print(cx->o, spans, n);
 	if (disagree > 0)
 		printf("sim: ranks disagreed at %" PRIu64 " of %" PRIu64
 		       " steps\n",
-		    disagree, n_steps);
+		    disagree, cx->total_steps);
 	free(spans);
 	free(seen);
 	*ret_n = n;
 	return disagree == 0;
-oom:
-	printf("sim: out of memory while checking agreement\n");
-	free(spans);
-	free(seen);
-	*ret_n = 0;
-	return false;
 }
 
 /* The decisions the ranks should have had and did not: for each rank,

@@ -248,13 +248,125 @@ sim_rank_eval(sim_rank *rk, uint64_t s)
 	return r;
 }
 
+/* Begins step s and takes the decision in force into *d: records its seq
+ * and codec table for the agreement check, the smallest lag seen between
+ * a window's end and its decision's apply step, the levels, and counts
+ * (and on rank 0 prints) a newly applied decision; *last_seq is the seq
+ * of the step before, then this one's. Returns 0, or the agent's error
+ * (BELLOWS_ESTATE when step_begin gave another step) said on stderr. */
+static int
+sim_rank_begin(sim_rank *rk, uint64_t s, uint64_t *last_seq,
+    bellows_decision *d)
+{
+	const sim_ctx *cx = rk->cx;
+	const sim_opts *o = cx->o;
+	uint64_t got = 0;
+	int r;
+
+	if ((r = bellows_agent_step_begin(rk->agent, &got)) != 0 || got != s) {
+		fprintf(stderr,
+		    "rank %u: step_begin at step %" PRIu64
+		    " returned %s (step %" PRIu64 ")\n",
+		    rk->rank, s, bellows_strerror(r), got);
+		return r != 0 ? r : BELLOWS_ESTATE;
+	}
+	if ((r = bellows_agent_decision(rk->agent, d)) != 0) {
+		fprintf(stderr, "rank %u: decision: %s\n", rk->rank,
+		    bellows_strerror(r));
+		return r;
+	}
+	cx->seq[(size_t)rk->rank * cx->total_steps + s] = d->seq;
+	cx->tables[(size_t)rk->rank * cx->total_steps +
+	    s] = sim_table_hash(d->codec_table, d->codec_table_len);
+	if (d->window > 0 && d->apply_step >= d->window * o->steps &&
+	    d->apply_step - d->window * o->steps < rk->lag)
+		rk->lag = d->apply_step - d->window * o->steps;
+	if ((r = tool_sim_record_levels(rk, d)) != 0)
+		return r;
+	if (d->seq != *last_seq && d->seq != 0)
+		rk->applied++;
+	if (rk->rank == 0 && !o->quiet && d->seq != *last_seq && d->seq != 0)
+		sim_print_decision(s, d);
+	*last_seq = d->seq;
+	return 0;
+}
+
+/* Observes every layer's gradient of step s and sends it as decision d
+ * says, adding the sends' times and sizes to *sum. Returns 0, or the
+ * first error, said on stderr. */
+static int
+sim_rank_layers(sim_rank *rk, uint64_t s, const bellows_decision *d,
+    sim_step_sums *sum)
+{
+	const sim_ctx *cx = rk->cx;
+	double course = tool_sim_norm_course(cx, s);
+	int r;
+
+	for (uint32_t l = 0; l < cx->o->layers; l++) {
+		const bellows_layer *t = &cx->table[l];
+
+		sim_rank_gradient(rk, l, s, course);
+		r = bellows_agent_observe(rk->agent, l, rk->grad, t->numel);
+		if (r == 0)
+			r = tool_sim_comm_send(rk, l, s, d, sum);
+		if (r != 0) {
+			fprintf(stderr,
+			    "rank %u: observe or send layer %u: %s\n", rk->rank,
+			    l, bellows_strerror(r));
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* What step s tells bellowsd in *info: the sends' sums, the compute time
+ * since t0 (ns), the modelled or measured communication, codec, backward
+ * and step times, memory, the LR schedule and the batch of decision d. */
+static void
+sim_rank_info(const sim_rank *rk, uint64_t s, const bellows_decision *d,
+    const sim_step_sums *sum, uint64_t t0, bellows_step_info *info)
+{
+	const sim_ctx *cx = rk->cx;
+	const sim_opts *o = cx->o;
+
+	info->floats_sent = sum->floats_sent;
+	info->floats_raw = cx->floats_raw;
+	info->bytes_sent = 4 * info->floats_sent;
+	info->compute_ms = (double)(com_clock_ns() - t0) / 1e6;
+	/* Without a model: a 10 Gbit/s link with 50 us of latency. */
+	info->comm_ms = o->comm_model
+	    ? sum->comm_ms
+	    : 0.05 + (double)info->bytes_sent / 1.25e6;
+	info->codec_ms = sum->codec_ms;
+	if (o->backward_ms > 0)
+		info->backward_ms = o->backward_ms *
+		    tool_sim_noise(o, rk->rank, s, 0x500000u);
+	if (o->step_model != SIM_STEP_WALL)
+		info->step_ms = tool_sim_step_ms(o, sum, info->backward_ms);
+	if (o->mem_total > 0) {
+		info->mem_device_total = o->mem_total;
+		info->mem_device_used = o->mem_used + sum->act_stored;
+	}
+	info->lr = tool_sim_lr(o, s / o->steps);
+	/* The LR decays at window boundaries: the last step of a window
+	 * tells bellowsd the LR the next one starts with. */
+	info->lr_next = s + 1 < cx->total_steps
+	    ? tool_sim_lr(o, (s + 1) / o->steps)
+	    : info->lr;
+	info->batch_size = d->batch_size > 0 ? d->batch_size : 128;
+	info->epoch = s / o->steps;
+}
+
+/* Runs rank rk's steps from start_step to the end, in lockstep with the
+ * others; the --kill victim stops at the start of its kill window and
+ * waits for the parent to end it. Returns 0, BELLOWS_ECLOSED for the
+ * victim, or the first error. */
 static int
 sim_rank_steps(sim_rank *rk, uint64_t start_step)
 {
 	const sim_ctx *cx = rk->cx;
 	const sim_opts *o = cx->o;
 	sim_slot *slot = &cx->slots[rk->rank];
-	uint64_t *record = cx->seq + (size_t)rk->rank * cx->total_steps;
 	uint64_t last_seq = 0;
 	bool victim = o->kill && o->kill_rank == rk->rank &&
 	    start_step == (uint64_t)o->start_window * o->steps;
@@ -264,8 +376,7 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 		bellows_step_info info = { 0 };
 		sim_step_sums sum = { .bucket_comp = true };
 		bellows_decision d;
-		uint64_t got = 0, t0;
-		double course;
+		uint64_t t0;
 
 		if (victim && s == (uint64_t)o->kill_window * o->steps) {
 			/* Die here, at the start of the window, as the parent
@@ -276,53 +387,12 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 				    NULL);
 			return BELLOWS_ECLOSED;
 		}
-		if ((r = sim_rank_lockstep(cx, s)) != 0)
+		if ((r = sim_rank_lockstep(cx, s)) != 0 ||
+		    (r = sim_rank_begin(rk, s, &last_seq, &d)) != 0)
 			return r;
-		if ((r = bellows_agent_step_begin(rk->agent, &got)) != 0 ||
-		    got != s) {
-			fprintf(stderr,
-			    "rank %u: step_begin at step %" PRIu64
-			    " returned %s (step %" PRIu64 ")\n",
-			    rk->rank, s, bellows_strerror(r), got);
-			return r != 0 ? r : BELLOWS_ESTATE;
-		}
-		if ((r = bellows_agent_decision(rk->agent, &d)) != 0) {
-			fprintf(stderr, "rank %u: decision: %s\n", rk->rank,
-			    bellows_strerror(r));
-			return r;
-		}
-		record[s] = d.seq;
-		cx->tables[(size_t)rk->rank * cx->total_steps +
-		    s] = sim_table_hash(d.codec_table, d.codec_table_len);
-		if (d.window > 0 && d.apply_step >= d.window * o->steps &&
-		    d.apply_step - d.window * o->steps < rk->lag)
-			rk->lag = d.apply_step - d.window * o->steps;
-		if ((r = tool_sim_record_levels(rk, &d)) != 0)
-			return r;
-		if (d.seq != last_seq && d.seq != 0)
-			rk->applied++;
-		if (rk->rank == 0 && !o->quiet && d.seq != last_seq &&
-		    d.seq != 0)
-			sim_print_decision(s, &d);
-		last_seq = d.seq;
-
 		t0 = com_clock_ns();
-		course = tool_sim_norm_course(cx, s);
-		for (uint32_t l = 0; l < o->layers; l++) {
-			const bellows_layer *t = &cx->table[l];
-
-			sim_rank_gradient(rk, l, s, course);
-			r = bellows_agent_observe(rk->agent, l, rk->grad,
-			    t->numel);
-			if (r == 0)
-				r = tool_sim_comm_send(rk, l, s, &d, &sum);
-			if (r != 0) {
-				fprintf(stderr,
-				    "rank %u: observe or send layer %u: %s\n",
-				    rk->rank, l, bellows_strerror(r));
-				return r;
-			}
-		}
+		if ((r = sim_rank_layers(rk, s, &d, &sum)) != 0)
+			return r;
 		if (o->step_ms > 0) {
 			struct timespec ts = { o->step_ms / 1000,
 				(long)(o->step_ms % 1000) * 1000000 };
@@ -330,33 +400,7 @@ sim_rank_steps(sim_rank *rk, uint64_t start_step)
 			while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
 				;
 		}
-		info.floats_sent = sum.floats_sent;
-		info.floats_raw = cx->floats_raw;
-		info.bytes_sent = 4 * info.floats_sent;
-		info.compute_ms = (double)(com_clock_ns() - t0) / 1e6;
-		/* Without a model: a 10 Gbit/s link with 50 us of latency. */
-		info.comm_ms = o->comm_model
-		    ? sum.comm_ms
-		    : 0.05 + (double)info.bytes_sent / 1.25e6;
-		info.codec_ms = sum.codec_ms;
-		if (o->backward_ms > 0)
-			info.backward_ms = o->backward_ms *
-			    tool_sim_noise(o, rk->rank, s, 0x500000u);
-		if (o->step_model != SIM_STEP_WALL)
-			info.step_ms = tool_sim_step_ms(o, &sum,
-			    info.backward_ms);
-		if (o->mem_total > 0) {
-			info.mem_device_total = o->mem_total;
-			info.mem_device_used = o->mem_used + sum.act_stored;
-		}
-		info.lr = tool_sim_lr(o, s / o->steps);
-		/* The LR decays at window boundaries: the last step of a
-		 * window tells bellowsd the LR the next one starts with. */
-		info.lr_next = s + 1 < cx->total_steps
-		    ? tool_sim_lr(o, (s + 1) / o->steps)
-		    : info.lr;
-		info.batch_size = d.batch_size > 0 ? d.batch_size : 128;
-		info.epoch = s / o->steps;
+		sim_rank_info(rk, s, &d, &sum, t0, &info);
 		if ((r = sim_rank_eval(rk, s)) != 0)
 			return r;
 		if ((r = bellows_agent_step_end(rk->agent, &info)) != 0) {

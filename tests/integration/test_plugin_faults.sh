@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Plug-ins that segfault, abort(), hang and eat memory (on windows 1, 9
-# and 17; tests/controller/broken_plugin.c) run beside the built-in
+# and 17; tests/policyhost/broken_plugin.c) run beside the built-in
 # schedule in one job, while a second job runs the built-in alone. For
 # each, through a real bellowsd and real sim ranks: both jobs get every
 # decision (agreed=yes), STATUS answers throughout, the fault is recorded
@@ -12,7 +12,7 @@
 . "$(dirname "$0")/lib.sh"
 
 TIMEOUT_MS=300
-plugin() { echo "$BUILD/tests/controller/libbroken_$1.so"; }
+plugin() { echo "$BUILD/tests/policyhost/libbroken_$1.so"; }
 
 cat >"$TMP/policy.yaml" <<YAML
 daemon:

@@ -286,7 +286,7 @@ start_faulty(fixture *f, const char *what)
 {
 	char so[PATH_MAX], rel[128], text[2 * PATH_MAX], reason[1024];
 
-	snprintf(rel, sizeof(rel), "tests/controller/libbroken_%s.so", what);
+	snprintf(rel, sizeof(rel), "tests/policyhost/libbroken_%s.so", what);
 	plugin_path(so, sizeof(so), rel);
 	snprintf(text, sizeof(text),
 	    "jobs:\n"

@@ -1,7 +1,8 @@
-/* plugin_paths - where the controller tests find the plug-ins the build
- * made: the threshold example under examples/ and the deliberately broken
- * ones built next to the tests (see meson.build), found from
- * BELLOWS_BUILD_ROOT, which `meson test` sets.
+/* plugin_paths - where the policy host and controller tests find the
+ * plug-ins the build made: the threshold example under examples/ and the
+ * deliberately broken ones built next to the policy host tests (see
+ * meson.build here), found from BELLOWS_BUILD_ROOT, which `meson test`
+ * sets.
  */
 #ifndef TEST_PLUGIN_PATHS_H
 #define TEST_PLUGIN_PATHS_H
@@ -11,7 +12,7 @@
 #include <unistd.h>
 
 #define THRESHOLD_SO    "examples/policies/threshold_example/libthreshold.so"
-#define BROKEN_SO(what) "tests/controller/libbroken_" what ".so"
+#define BROKEN_SO(what) "tests/policyhost/libbroken_" what ".so"
 
 /* Writes the absolute path of the built plug-in `rel` into buf; fails the
  * test when it is missing. */
