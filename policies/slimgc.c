@@ -278,8 +278,6 @@ typedef struct slimgc_verify {
 	uint64_t judged_threshold;      /* ... the threshold it verified */
 	double comp_ms;                 /* ... its compressed median */
 	double raw_ms;                  /* ... its raw median */
-	uint32_t n_before;              /* ... raw windows from before it
-					 * (the shortcut), 0: its own */
 } slimgc_verify;
 
 /* Windows the job ran with every tensor raw, whatever set it (perfmodel's
@@ -861,6 +859,23 @@ slimgc_verify_start(slimgc_state *st, const slimgc_config *cfg,
 	    cfg->verify_windows == 1 ? "" : "s");
 }
 
+/* Ends the running verification with its verdict: the medians it
+ * compared and whether the threshold stays (else every tensor raw). */
+static void
+slimgc_verify_verdict(slimgc_state *st, double comp_ms, double raw_ms,
+    bool kept)
+{
+	slimgc_verify *v = &st->verify;
+
+	v->running = false;
+	v->judged = true;
+	v->judged_threshold = v->threshold;
+	v->comp_ms = comp_ms;
+	v->raw_ms = raw_ms;
+	v->kept = kept;
+	st->threshold = kept ? v->threshold : SLIMGC_INFINITY;
+}
+
 /* Ends the running verification: keeps its threshold when the
  * compressed windows' median step is below the raw ones' by more than
  * verify_margin, else sends every tensor raw. A tie goes raw. */
@@ -869,16 +884,12 @@ slimgc_verify_judge(slimgc_state *st, const slimgc_config *cfg, pol_text *t)
 {
 	slimgc_verify *v = &st->verify;
 	uint32_t n = v->n_comp < v->n_raw ? v->n_comp : v->n_raw;
+	double comp = slimgc_median(v->comp, v->n_comp);
+	double raw = slimgc_median(v->raw, v->n_raw);
 	char size[64];
 
-	v->running = false;
-	v->judged = true;
-	v->judged_threshold = v->threshold;
-	v->n_before = 0;
-	v->comp_ms = slimgc_median(v->comp, v->n_comp);
-	v->raw_ms = slimgc_median(v->raw, v->n_raw);
-	v->kept = v->comp_ms < v->raw_ms * (1 - cfg->verify_margin);
-	st->threshold = v->kept ? v->threshold : SLIMGC_INFINITY;
+	slimgc_verify_verdict(st, comp, raw,
+	    comp < raw * (1 - cfg->verify_margin));
 	slimgc_size_text(v->threshold, size, sizeof(size));
 	pol_text_sep(t);
 	pol_text_add(t,
@@ -945,14 +956,7 @@ slimgc_verify_decisive(slimgc_state *st, const slimgc_config *cfg, pol_text *t)
 	before = slimgc_median(raw, n);
 	if (!(comp < before * (1 - cfg->verify_decisive)))
 		return false;
-	v->running = false;
-	v->judged = true;
-	v->judged_threshold = v->threshold;
-	v->comp_ms = comp;
-	v->raw_ms = before;
-	v->kept = true;
-	v->n_before = n;
-	st->threshold = v->threshold;
+	slimgc_verify_verdict(st, comp, before, true);
 	slimgc_size_text(v->threshold, size, sizeof(size));
 	pol_text_sep(t);
 	pol_text_add(t,
