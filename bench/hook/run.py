@@ -224,6 +224,7 @@ def rank_main(rank, port, control, publish, args, out):
     for a in agents.values():
         a.close()
     del models, agents, opts
+    dist.barrier()  # no rank closes its gloo pairs under a peer's last op
     dist.destroy_process_group()
     if rank == 0:
         pathlib.Path(out, "times.json").write_text(json.dumps(

@@ -625,8 +625,11 @@ def train(rank: int, world: int, args) -> None:
     if agent is not None:
         agent.close()
     # The DDP model goes before the process group: tearing down gloo
-    # under a live DDP reducer can hang in torch 1.13.
+    # under a live DDP reducer can hang in torch 1.13. The barrier keeps
+    # a rank that finished first from closing its gloo pairs while its
+    # peer still completes the last collective (torch 2.x then aborts).
     del ddp, opt, agent
+    dist.barrier()
     dist.destroy_process_group()
 
 

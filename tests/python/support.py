@@ -120,6 +120,20 @@ class Daemon:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def end_group() -> None:
+    """Ends a spawned rank's process group: a barrier, then the teardown.
+
+    Without the barrier, a rank that finishes first can close its gloo
+    pairs while its peer still completes the last collective, and torch
+    2.x aborts that peer ('terminate called without an active
+    exception', SIGABRT). Callers delete their DDP models first.
+    """
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def _rank_entry(rank, fn, *args) -> None:
     """A spawned rank: dumps every thread's Python stack on SIGUSR1 (to
     its stderr, the test's log), then runs fn(rank, *args)."""

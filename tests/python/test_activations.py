@@ -564,7 +564,7 @@ def ddp_rank(rank, port, out_dir):
     comp.detach()
     ta.close()
     del ddp, ta
-    dist.destroy_process_group()
+    support.end_group()
     pathlib.Path(out_dir, f"{rank}.json").write_text(json.dumps(report))
 
 

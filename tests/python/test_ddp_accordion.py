@@ -118,7 +118,7 @@ def rank_main(rank, port, control, publish, out_dir):
     # model freed only at interpreter exit, after the group, can hang
     # gloo's teardown.
     del ddp, opt, agent
-    dist.destroy_process_group()
+    support.end_group()
 
 
 def expected_floats(shapes, levels):

@@ -109,7 +109,7 @@ def rank_main(rank, port, control, publish, out_dir, job, aggregate):
         "misses": stats.decision_misses, "reports_sent": stats.reports_sent,
         "reduce_s": reduce_s}))
     del ddp, opt, agent
-    dist.destroy_process_group()
+    support.end_group()
 
 
 class AggregateDDPTest(unittest.TestCase):

@@ -127,7 +127,7 @@ def rank_main(rank, port, control, publish, out_dir):
         "steps": steps, "windows": windows, "names": names,
         "switches": prev_checks}))
     del ddp, opt, agent
-    dist.destroy_process_group()
+    support.end_group()
 
 
 class GCompDDPTest(unittest.TestCase):

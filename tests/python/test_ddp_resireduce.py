@@ -106,7 +106,7 @@ def rank_main(rank, port, control, publish, out_dir):
     pathlib.Path(out_dir, f"rank{rank}.json").write_text(json.dumps({
         "changes": changes, "memory": memory, "names": names}))
     del ddp, opt, agent
-    dist.destroy_process_group()
+    support.end_group()
 
 
 class ResiReduceDDPTest(unittest.TestCase):

@@ -327,7 +327,7 @@ def rank_main(rank, port, out_dir):
         "sent": sent, "raw": raw, "version": comp.table_version}))
     # DDP's reducer must go before its process group.
     del ddp, hook, opt, comp
-    dist.destroy_process_group()
+    support.end_group()
 
 
 class GCompGlooTest(unittest.TestCase):

@@ -95,7 +95,7 @@ def rank_main(rank, port, control, publish, out_dir):
               "name": type(comp).__name__}
     agent.close()
     del ddp, opt, agent, comp
-    dist.destroy_process_group()
+    support.end_group()
     pathlib.Path(out_dir, f"{rank}.json").write_text(json.dumps(report))
 
 

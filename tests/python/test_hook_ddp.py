@@ -182,9 +182,8 @@ def rank_main(rank, port, kind, out_dir):
                                 "overlapped": hook.overlapped,
                                 "hook_ms": hook.hook_ms})
     hook.finish()  # the last step's callbacks, before the group goes
-    dist.barrier()  # both ranks past their last collective (see below)
     del ddp, hook, opt
-    dist.destroy_process_group()
+    support.end_group()
     pathlib.Path(out_dir, f"{kind}.{rank}.json").write_text(
         json.dumps(report))
 
@@ -262,12 +261,8 @@ def packed_main(rank, port, kind, out_dir):
     hook.finish()  # the last step's callbacks, before the group goes
     for name, fn in originals.items():
         setattr(dist, name, fn)
-    # Both ranks past their last collective before either tears the
-    # group down: rank 0 runs 0.3 s ahead, and gloo aborts a rank whose
-    # peer closed the pair while it still finished the last all-gather.
-    dist.barrier()
     del ddp, hook, opt
-    dist.destroy_process_group()
+    support.end_group()
     pathlib.Path(out_dir, f"packed-{kind}.{rank}.json").write_text(
         json.dumps(report))
 

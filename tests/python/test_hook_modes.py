@@ -224,7 +224,7 @@ def rank_main(rank, port, control, publish, kind, steps, out_dir):
                 "codec_ms": [s.codec_ms for s in st]})
     agent.close()
     del ddp, opt, agent
-    dist.destroy_process_group()
+    support.end_group()
     pathlib.Path(out_dir, f"{rank}.json").write_text(json.dumps(report))
 
 

@@ -83,7 +83,7 @@ def rank_main(rank, port, control, publish, out_dir):
     shapes = [list(p.shape) for p in model.parameters()]
     agent.close()
     del ddp, opt, agent
-    dist.destroy_process_group()
+    support.end_group()
     pathlib.Path(out_dir, f"{rank}.json").write_text(
         json.dumps({"shapes": shapes, "windows": windows}))
 
