@@ -1004,12 +1004,16 @@ agent_io_close(agent_io **iop)
 		agent_io_wake(io);
 		pthread_join(io->thread, NULL);
 	}
+	/* The monitor stops before the DEALER closes: an event libzmq
+	 * sends while the monitor's pipe is torn down leaks its frame. */
+	if (io->monitor != NULL) {
+		zmq_socket_monitor(io->dealer, NULL, 0);
+		zmq_close(io->monitor);
+	}
 	if (io->dealer != NULL)
 		zmq_close(io->dealer);
 	if (io->sub != NULL)
 		zmq_close(io->sub);
-	if (io->monitor != NULL)
-		zmq_close(io->monitor);
 	if (io->ctx != NULL)
 		while (zmq_ctx_term(io->ctx) != 0 && errno == EINTR)
 			;

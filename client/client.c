@@ -194,10 +194,14 @@ tool_client_close(tool_client **client)
 	if (client == NULL || *client == NULL)
 		return;
 	c = *client;
+	/* The monitor stops before the DEALER closes: an event libzmq
+	 * sends while the monitor's pipe is torn down leaks its frame. */
+	if (c->monitor != NULL) {
+		zmq_socket_monitor(c->sock, NULL, 0);
+		zmq_close(c->monitor);
+	}
 	if (c->sock != NULL)
 		zmq_close(c->sock);
-	if (c->monitor != NULL)
-		zmq_close(c->monitor);
 	if (c->ctx != NULL)
 		zmq_ctx_term(c->ctx);
 	free(c);

@@ -279,14 +279,21 @@ ctl_server_close(ctl_server **server)
 		return;
 	s = *server;
 	com_arena_destroy(&s->arena);
+	/* The XPUB's monitor is stopped, and its reader closed, before the
+	 * XPUB: closing a monitored socket makes libzmq's I/O thread send
+	 * a last CLOSED event for its listener, and an event sent while the
+	 * monitor's pipe is torn down leaks its endpoint frame (seen under
+	 * LeakSanitizer in about one shutdown of three). */
+	if (s->pubmon != NULL) {
+		zmq_socket_monitor(s->pub, NULL, 0);
+		zmq_close(s->pubmon);
+	}
 	if (s->router != NULL)
 		zmq_close(s->router);
 	if (s->pub != NULL)
 		zmq_close(s->pub);
 	if (s->zap != NULL)
 		zmq_close(s->zap);
-	if (s->pubmon != NULL)
-		zmq_close(s->pubmon);
 	for (uint32_t i = 0; i < s->n_grants; i++)
 		free(s->grants[i]);
 	free(s->grants);
