@@ -29,12 +29,17 @@ uint64_t com_wire_scan_limit(const ProtobufCMessageDescriptor *desc,
 /* The field of desc with the given tag, or NULL: what
  * protobuf_c_message_descriptor_get_field answers, by a walk over the
  * descriptor's few ranges of consecutive tags (ranges[i] starts at tag
- * start_value with field orig_index; the last entry holds n_fields). */
+ * start_value with field orig_index; the last entry holds n_fields).
+ * The fields are in tag order and most messages number them from 1
+ * without gaps, so field tag - 1 is looked at first: one compare instead
+ * of the walk. */
 static inline const ProtobufCFieldDescriptor *
 wire_scan_field(const ProtobufCMessageDescriptor *desc, uint64_t tag)
 {
 	const ProtobufCIntRange *r = desc->field_ranges;
 
+	if (tag - 1 < desc->n_fields && desc->fields[tag - 1].id == tag)
+		return &desc->fields[tag - 1];
 	for (unsigned i = 0; i < desc->n_field_ranges; i++) {
 		uint64_t start = (uint64_t)r[i].start_value;
 		uint64_t n = (uint64_t)(r[i + 1].orig_index - r[i].orig_index);
