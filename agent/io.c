@@ -33,6 +33,8 @@
  */
 #include "io_int.h"
 
+#include "common/zmonitor.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -1004,12 +1006,7 @@ agent_io_close(agent_io **iop)
 		agent_io_wake(io);
 		pthread_join(io->thread, NULL);
 	}
-	/* The monitor stops before the DEALER closes: an event libzmq
-	 * sends while the monitor's pipe is torn down leaks its frame. */
-	if (io->monitor != NULL) {
-		zmq_socket_monitor(io->dealer, NULL, 0);
-		zmq_close(io->monitor);
-	}
+	com_monitor_close(io->dealer, &io->monitor); /* before the DEALER */
 	if (io->dealer != NULL)
 		zmq_close(io->dealer);
 	if (io->sub != NULL)

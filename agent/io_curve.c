@@ -12,6 +12,8 @@
  */
 #include "io_int.h"
 
+#include "common/zmonitor.h"
+
 #include <bellows/error.h>
 
 #include <errno.h>
@@ -119,18 +121,13 @@ agent_io_curve(agent_io *io, void *s, const com_cert *client)
 int
 agent_io_watch(agent_io *io)
 {
-	char endpoint[64];
 	int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
 	    ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
 	    ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
 	    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
 
-	snprintf(endpoint, sizeof(endpoint), "inproc://bellows-agent-%p",
-	    (void *)io);
-	if (zmq_socket_monitor(io->dealer, endpoint, events) != 0 ||
-	    (io->monitor = zmq_socket(io->ctx, ZMQ_PAIR)) == NULL ||
-	    agent_io_setopt(io->monitor, ZMQ_LINGER, 0) != 0 ||
-	    zmq_connect(io->monitor, endpoint) != 0) {
+	if (com_monitor_open(io->ctx, io->dealer, events, "agent",
+		&io->monitor) != 0) {
 		agent_io_log(io, BELLOWS_LOG_ERROR,
 		    "cannot watch the control socket: %s", zmq_strerror(errno));
 		return BELLOWS_ESYS;

@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/wire.h"
+#include "common/zmonitor.h"
 
 #include <bellows/error.h>
 
@@ -127,20 +128,13 @@ tool_client_curve(void *socket, const tool_keys *keys)
 static int
 client_watch(tool_client *c)
 {
-	char endpoint[64];
-
-	snprintf(endpoint, sizeof(endpoint), "inproc://bellows-client-%p",
-	    (void *)c);
-	if (zmq_socket_monitor(c->sock, endpoint,
-		ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
-		    ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-		    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-		    ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-		    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0 ||
-	    (c->monitor = zmq_socket(c->ctx, ZMQ_PAIR)) == NULL ||
-	    zmq_connect(c->monitor, endpoint) != 0)
-		return BELLOWS_ESYS;
-	return 0;
+	return com_monitor_open(c->ctx, c->sock,
+	    ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED |
+		ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+		ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+		ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+		ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL,
+	    "client", &c->monitor);
 }
 
 int
@@ -174,7 +168,6 @@ tool_client_open(const char *endpoint, const tool_keys *keys,
 	if ((r = tool_client_curve(c->sock, keys)) != 0 ||
 	    (r = client_watch(c)) != 0)
 		goto fail;
-	zmq_setsockopt(c->monitor, ZMQ_LINGER, &linger, sizeof(linger));
 	if (zmq_connect(c->sock, endpoint) != 0) {
 		r = BELLOWS_EINVAL;
 		goto fail;
@@ -194,12 +187,7 @@ tool_client_close(tool_client **client)
 	if (client == NULL || *client == NULL)
 		return;
 	c = *client;
-	/* The monitor stops before the DEALER closes: an event libzmq
-	 * sends while the monitor's pipe is torn down leaks its frame. */
-	if (c->monitor != NULL) {
-		zmq_socket_monitor(c->sock, NULL, 0);
-		zmq_close(c->monitor);
-	}
+	com_monitor_close(c->sock, &c->monitor); /* before the DEALER */
 	if (c->sock != NULL)
 		zmq_close(c->sock);
 	if (c->ctx != NULL)

@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/wire_arena.h"
+#include "common/zmonitor.h"
 #include "policyhost/log.h"
 
 #include <bellows/error.h>
@@ -29,7 +30,6 @@
 #define SERVER_ZAP_FRAMES  8         /* frames of a ZAP request read at most */
 #define SERVER_ZAP_LOG_MS  10000     /* one refusal line per this long */
 #define SERVER_CLIENT_MAX  256       /* bytes of a client name and its NUL */
-#define SERVER_PUBMON_EP   "inproc://bellows.pubmon" /* XPUB's monitor */
 #define SERVER_KEY_PROP    "X-Bellows-Key" /* ZAP metadata: the key, Z85 */
 #define SERVER_SUBCONN_MAX 65536           /* subscriber connections tracked */
 #define SERVER_GRANTS_MAX  65536 /* (client, topic) subscriptions kept */
@@ -154,22 +154,14 @@ server_curve(void *sock, const ctl_security_conf *sec)
 static int
 server_pubmon_open(ctl_server *s, void *zctx)
 {
-	char ep[64];
-	int linger = 0;
-
-	snprintf(ep, sizeof(ep), "%s.%p", SERVER_PUBMON_EP, (void *)s);
 	s->subconn = calloc(SERVER_SUBCONN_MAX, sizeof(*s->subconn));
 	s->grants = calloc(SERVER_GRANTS_MAX, sizeof(*s->grants));
 	s->grant_len = calloc(SERVER_GRANTS_MAX, sizeof(*s->grant_len));
 	if (s->subconn == NULL || s->grants == NULL || s->grant_len == NULL)
 		return BELLOWS_ENOMEM;
-	if (zmq_socket_monitor(s->pub, ep,
-		ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
-		    ZMQ_EVENT_CLOSED) != 0 ||
-	    (s->pubmon = zmq_socket(zctx, ZMQ_PAIR)) == NULL ||
-	    zmq_setsockopt(s->pubmon, ZMQ_LINGER, &linger, sizeof(linger)) !=
-		0 ||
-	    zmq_connect(s->pubmon, ep) != 0)
+	if (com_monitor_open(zctx, s->pub,
+		ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED,
+		"pubmon", &s->pubmon) != 0)
 		return ctl_log_fail(BELLOWS_ESYS, CTL_LOG_ERROR, "server",
 		    "cannot watch the publish socket: %s",
 		    zmq_strerror(zmq_errno()));
@@ -279,15 +271,7 @@ ctl_server_close(ctl_server **server)
 		return;
 	s = *server;
 	com_arena_destroy(&s->arena);
-	/* The XPUB's monitor is stopped, and its reader closed, before the
-	 * XPUB: closing a monitored socket makes libzmq's I/O thread send
-	 * a last CLOSED event for its listener, and an event sent while the
-	 * monitor's pipe is torn down leaks its endpoint frame (seen under
-	 * LeakSanitizer in about one shutdown of three). */
-	if (s->pubmon != NULL) {
-		zmq_socket_monitor(s->pub, NULL, 0);
-		zmq_close(s->pubmon);
-	}
+	com_monitor_close(s->pub, &s->pubmon); /* before the XPUB */
 	if (s->router != NULL)
 		zmq_close(s->router);
 	if (s->pub != NULL)
