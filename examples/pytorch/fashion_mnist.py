@@ -267,6 +267,9 @@ class WindowTimes:
     def __init__(self):
         self.steps = 0
         self.step_ms = 0.0
+        # The process's CPU time (every thread), less bent by the
+        # machine's load than the wall time: what a configuration adds.
+        self.cpu_ms = 0.0
         self.backward_ms = 0.0
         self.comm_ms = 0.0
         self.codec_ms = 0.0
@@ -276,6 +279,7 @@ class WindowTimes:
     def row(self) -> dict:
         n = max(self.steps, 1)
         return {"steps": self.steps, "step_ms": self.step_ms / n,
+                "cpu_ms": self.cpu_ms / n,
                 "backward_ms": self.backward_ms / n,
                 "comm_ms": self.comm_ms / n, "codec_ms": self.codec_ms / n,
                 "calibrating_steps": self.calibrating,
@@ -488,6 +492,7 @@ def train(rank: int, world: int, args) -> None:
         lr = lr_at(args, epoch)
         while pos < shard:
             t_step = time.perf_counter()
+            c_step = time.process_time()
             bs, lr_scale = args.batch_size, 1.0
             if agent is not None:
                 step = agent.step_begin()
@@ -533,6 +538,7 @@ def train(rank: int, world: int, args) -> None:
                 times.codec_ms += agent.codec_ms - codec0
                 times.calibrating += int(agent.calibrating)
             step_times.append((time.perf_counter() - t_step) * 1e3)
+            times.cpu_ms += (time.process_time() - c_step) * 1e3
             times.steps += 1
             times.step_ms += step_times[-1]
             in_window += 1
