@@ -122,7 +122,8 @@ def prefix(model: str, link: str) -> str:
 
 def run_all(args, out: pathlib.Path) -> None:
     """Every run, per model and link under one bellowsd (in the link's
-    namespace), the configurations in turn within each seed. A failed
+    namespace), the configurations in turn within each seed, each seed
+    starting one configuration later. A failed
     run is reported and left out; the others go on."""
     loads = {}
     loads_file = out / "loadavg.json"
@@ -136,8 +137,13 @@ def run_all(args, out: pathlib.Path) -> None:
         for link in args.links:
             rate = None if link == "loopback" else link
             with benchkit.link(rate) as wrap:
-                for seed in args.seeds:
-                    for config in args.configs:
+                for i, seed in enumerate(args.seeds):
+                    # Each seed starts one configuration later: no
+                    # configuration always runs first (after bellowsd's
+                    # start, a link's set-up) or always right after
+                    # another one.
+                    k = i % len(args.configs)
+                    for config in args.configs[k:] + args.configs[:k]:
                         job = benchkit.job_name(prefix(model, link), config,
                                                 seed)
                         opts = [*CONFIGS[config], "--model", model,
@@ -195,11 +201,32 @@ def time_to_target(windows: Sequence[Mapping], target: float
     return None
 
 
+def cpu_per_step(windows: Sequence[Mapping]) -> float | None:
+    """The trainer process's CPU time per step (ms, every thread), over
+    the evaluated windows' steps; None from a trainer that did not
+    record it. Less bent by the machine's load than the wall time: what
+    a configuration's own work adds.
+
+    >>> cpu_per_step([{"times": {"steps": 2, "cpu_ms": 10.0}},
+    ...               {"times": {"steps": 1, "cpu_ms": 40.0}}])
+    20.0
+    >>> cpu_per_step([{"times": {"steps": 2}}]) is None
+    True
+    """
+    n = sum(w["times"]["steps"] for w in windows
+            if "cpu_ms" in w.get("times", {}))
+    if n == 0:
+        return None
+    return sum(w["times"]["cpu_ms"] * w["times"]["steps"]
+               for w in windows if "cpu_ms" in w.get("times", {})) / n
+
+
 def run_summary(res: Mapping, target: float) -> dict:
-    """One run's numbers: median step (ms), time to ``target`` (s, None
-    if never), final accuracy, total training time (s), evaluation
-    time (s)."""
+    """One run's numbers: median step (ms), CPU per step (ms, None if
+    not recorded), time to ``target`` (s, None if never), final
+    accuracy, total training time (s), evaluation time (s)."""
     return {"step_ms": benchkit.median(res.get("step_times_ms", [])),
+            "cpu_ms": cpu_per_step(res["windows"]),
             "tt": time_to_target(res["windows"], target),
             "final": res["final_acc"],
             "train_s": res["wall_s"] - res.get("eval_s", 0.0),
@@ -267,6 +294,9 @@ def table(model: str, link: str, configs: Sequence[str],
         steps = [sums[s]["step_ms"] for s in seeds]
         step_r = [sums[s]["step_ms"] / base[s]["step_ms"]
                   for s in seeds if s in base]
+        cpu_r = [sums[s]["cpu_ms"] / base[s]["cpu_ms"]
+                 for s in seeds if s in base and sums[s]["cpu_ms"]
+                 and base[s]["cpu_ms"]]
         reached = [s for s in seeds if sums[s]["tt"] is not None]
         never = [s for s in seeds if s not in reached]
         tt = (statistics.fmean(sums[s]["tt"] for s in reached)
@@ -287,10 +317,11 @@ def table(model: str, link: str, configs: Sequence[str],
         d_acc = [100 * (sums[s]["final"] - base[s]["final"])
                  for s in seeds if s in base]
         rows.append([c, len(seeds), fmt(statistics.fmean(steps)),
-                     ratio(step_r), tt_cell, ratio(tt_r), acc_cell,
+                     ratio(step_r), ratio(cpu_r), tt_cell, ratio(tt_r), acc_cell,
                      (f"{statistics.fmean(d_acc):+.2f}" if d_acc else "-")])
     return benchkit.table(["config", "seeds", "median step (ms)",
-                           "step vs plain", "time to target (s)",
+                           "step vs plain", "CPU per step vs plain",
+                           "time to target (s)",
                            "vs plain", "final acc (%)",
                            "acc vs plain (pt)"], rows)
 

@@ -4,7 +4,8 @@ The time to a target accuracy is the training time (wall time less the
 evaluations so far) at the first evaluated window that reaches it; the
 target is plain DDP's final accuracy on the same model, link and seed
 less 0.5 point; ratios are per seed against plain; a run that never
-reaches the target is marked. No training runs here: the report builder
+reaches the target is marked; CPU per step is weighted by each window's
+steps. No training runs here: the report builder
 is fed the records the trainer's --json writes.
 """
 
@@ -28,11 +29,15 @@ def window(acc: float, wall: float, evals: float) -> dict:
 
 
 def summary(config: str, seed: int, accs: list[float],
-            step_ms: float, link: str = "loopback") -> dict:
+            step_ms: float, link: str = "loopback",
+            cpu_ms: list[float] | None = None) -> dict:
     """A trainer summary: evaluations every 10 s of training, each
-    taking 2 s; the final accuracy is the last evaluation's."""
+    taking 2 s; the final accuracy is the last evaluation's; cpu_ms,
+    the CPU per step of each window (of 10 steps, then 30, 10, ...)."""
     ws = [window(a, 12.0 * (i + 1), 2.0 * (i + 1))
           for i, a in enumerate(accs)]
+    for i, (w, c) in enumerate(zip(ws, cpu_ms or [])):
+        w["times"] = {"steps": 30 if i % 2 else 10, "cpu_ms": c}
     return {"args": {"job": f"bench-tta-net-{link}-{config}-s{seed}",
                      "model": "net", "seed": seed},
             "windows": ws, "final_acc": accs[-1],
@@ -74,10 +79,15 @@ class Table(unittest.TestCase):
         # 2nd (20 s) in seed 0 and never in seed 1; adaptive in both.
         self.runs = {}
         for seed in (0, 1):
+            # CPU per step: plain 20 ms; adaptive 22 ms in seed 0
+            # (windows of 10 and 30 steps: (10*34 + 30*18)/40) and
+            # 20 ms in seed 1.
             self.runs[("net", "loopback", "plain", seed)] = summary(
-                "plain", seed, [0.80, 0.85, 0.90], 50)
+                "plain", seed, [0.80, 0.85, 0.90], 50,
+                cpu_ms=[20.0, 20.0, 20.0])
             self.runs[("net", "loopback", "adaptive", seed)] = summary(
-                "adaptive", seed, [0.80, 0.90, 0.90], 25)
+                "adaptive", seed, [0.80, 0.90, 0.90], 25,
+                cpu_ms=[34.0, 18.0] if seed == 0 else [20.0, 20.0])
         self.runs[("net", "loopback", "2bit", 0)] = summary(
             "2bit", 0, [0.80, 0.896, 0.89], 20)
         self.runs[("net", "loopback", "2bit", 1)] = summary(
@@ -92,17 +102,26 @@ class Table(unittest.TestCase):
 
     def test_ratios_are_against_plain_on_the_same_seed(self):
         rows = self.rows()
-        self.assertEqual(rows["plain"][2:6], ["50.0", "×1.00", "30.0",
-                                              "×1.00"])
-        self.assertEqual(rows["adaptive"][2:6], ["25.0", "×0.50", "20.0",
-                                                 "×0.67"])
+        self.assertEqual(rows["plain"][2:7], ["50.0", "×1.00", "×1.00",
+                                              "30.0", "×1.00"])
+        self.assertEqual(rows["adaptive"][2:7], ["25.0", "×0.50",
+                                                 "×1.05 (1.00..1.10)",
+                                                 "20.0", "×0.67"])
+
+    def test_cpu_per_step_is_weighted_by_steps_and_absent_if_unrecorded(
+            self):
+        rows = self.rows()
+        # 2bit's summaries record no CPU time: no ratio, not a zero.
+        self.assertEqual(rows["2bit"][4], "-")
+        self.assertAlmostEqual(tta.cpu_per_step(
+            self.runs[("net", "loopback", "adaptive", 0)]["windows"]), 22.0)
 
     def test_a_run_that_never_reaches_the_target_is_marked(self):
         rows = self.rows()
         # Seed 0 reached it in 20 s; seed 1 never did.
-        self.assertEqual(rows["2bit"][4], "20.0 (**never: s1**)")
-        self.assertEqual(rows["2bit"][6], "89.00 (89.00..89.00)")
-        self.assertEqual(rows["2bit"][7], "-1.00")
+        self.assertEqual(rows["2bit"][5], "20.0 (**never: s1**)")
+        self.assertEqual(rows["2bit"][7], "89.00 (89.00..89.00)")
+        self.assertEqual(rows["2bit"][8], "-1.00")
 
     def test_no_row_for_a_configuration_without_runs(self):
         self.assertNotIn("torch-psgd", self.rows())
