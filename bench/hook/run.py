@@ -123,6 +123,9 @@ def rank_main(rank, port, control, publish, args, out):
     models, agents = {}, {}
     stats_ms = {c: 0.0 for c in configs}
     parts = {c: [] for c in configs}
+    # CPU time of the whole process (every thread: gloo's included) per
+    # step: less bent by the machine's load than the wall time.
+    cpu = {c: [] for c in configs}
 
     def timed_observe(observe, c):
         if observe is None:
@@ -151,7 +154,13 @@ def rank_main(rank, port, control, publish, args, out):
             ddp = torch.nn.parallel.DistributedDataParallel(
                 make_model(torch, args.layers, args.width, args.model))
         models[c] = ddp
-        if c == "torch-psgd":
+        if c == "torch-allreduce":
+            # PyTorch's own Python all-reduce hook: what any comm hook
+            # written in Python costs over DDP's built-in one.
+            from torch.distributed.algorithms.ddp_comm_hooks import \
+                default_hooks as D
+            ddp.register_comm_hook(None, D.allreduce_hook)
+        elif c == "torch-psgd":
             from torch.distributed.algorithms.ddp_comm_hooks import \
                 powerSGD_hook as P
             state = P.PowerSGDState(process_group=None,
@@ -193,6 +202,7 @@ def rank_main(rank, port, control, publish, args, out):
         a = agents.get(c)
         stats_ms[c] = 0.0
         comm0 = a.comm_ms if a is not None else 0.0
+        c0 = time.process_time()
         t0 = time.perf_counter()
         if a is not None:
             a.step_begin()
@@ -205,13 +215,16 @@ def rank_main(rank, port, control, publish, args, out):
             parts[c].append([a.hook.hook_ms, stats_ms[c], a.comm_ms - comm0,
                              a.backward_ms(),
                              getattr(a.hook, "direct", 0)])
-        return (time.perf_counter() - t0) * 1e3
+        wall = (time.perf_counter() - t0) * 1e3
+        cpu[c].append((time.process_time() - c0) * 1e3)
+        return wall
 
     times = {c: [] for c in configs}
     for c in configs:
         for _ in range(args.warmup):
             step(c)
         parts[c].clear()
+        cpu[c].clear()
     for r in range(args.rounds):
         # Each config first in as many rounds as the others.
         k = r % len(configs)
@@ -228,7 +241,8 @@ def rank_main(rank, port, control, publish, args, out):
     dist.destroy_process_group()
     if rank == 0:
         pathlib.Path(out, "times.json").write_text(json.dumps(
-            {"times": times, "parts": parts, "accumulators": accs}))
+            {"times": times, "parts": parts, "accumulators": accs,
+             "cpu": cpu}))
 
 
 def report(res, command):
@@ -290,6 +304,21 @@ def report(res, command):
             c, f"{q(low[c], .1):.1f}", f"{q(low[c], .25):.1f}",
             f"{q(low[c], .1) / q(low['plain'], .1):.3f}",
             f"{q(low[c], .25) / q(low['plain'], .25):.3f}"]))
+    cpu = res.get("cpu")
+    if cpu:
+        lines.append("")
+        lines.append("CPU time per step on rank 0 (the process, every "
+                     "thread; medians): the work each config adds, less "
+                     "bent by the load than the wall time.")
+        lines.append("")
+        lines += benchkit.table(["config", "CPU ms per step",
+                                 "minus plain ms", "ratio to plain"])
+        cmed = {c: statistics.median(cpu[c]) for c in CONFIGS if cpu[c]}
+        for c in CONFIGS:
+            if c in cmed:
+                lines.append(benchkit.row([
+                    c, f"{cmed[c]:.2f}", f"{cmed[c] - cmed['plain']:+.2f}",
+                    f"{cmed[c] / cmed['plain']:.3f}"]))
     lines.append("")
     lines.append("Per step on rank 0 (medians): time inside the hook, in "
                  "Agent.observe, in collectives (comm_ms: for direct "
@@ -340,7 +369,8 @@ def main():
                         "plain,bellows,timed,nostats (also: untimed, "
                         "bellows with time_every=0; noacc, bellows with "
                         "LAYER_NO_ACCUMULATOR; acc, bellows under "
-                        "accordion at level 0, accumulators kept)")
+                        "accordion at level 0, accumulators kept; "
+                        "torch-allreduce, PyTorch's Python allreduce_hook)")
     p.add_argument("--build", default=str(benchkit.SRC / "build"))
     p.add_argument("--python", default=str(benchkit.SRC / "agent" /
                                            "python"),
@@ -353,9 +383,9 @@ def main():
                                      else CONFIGS) if c)
     args.configs += tuple(c for c in args.compressed.split(",") if c)
     for c in args.configs:
-        if c not in CONFIGS + tuple(COMPRESSED) + ("torch-psgd",
-                                                   "untimed", "noacc",
-                                                   "acc"):
+        if c not in CONFIGS + tuple(COMPRESSED) + (
+                "torch-psgd", "torch-allreduce", "untimed", "noacc",
+                "acc"):
             p.error(f"unknown config {c!r}")
     # plain first: the ratios' base.
     args.configs = ("plain",) + tuple(c for c in args.configs
