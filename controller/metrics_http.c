@@ -4,10 +4,10 @@
  * come, so a slow client holds its socket and nothing else. What the
  * library does not bound is a client that keeps sending a byte now and
  * then: its idle timeout restarts at each. The connections are therefore
- * kept in a table of their own (from libmicrohttpd's notifications), and
- * each publication cuts, by shutdown(2), those open longer than
- * METRICS_HTTP_DEADLINE_MS; libmicrohttpd then sees the end of the stream
- * and closes them itself.
+ * kept in a table of our own (from libmicrohttpd's notifications), and
+ * each publication cuts, by shutdown(2), those past their deadline (a
+ * shorter one for a connection still waiting for its request head);
+ * libmicrohttpd then sees the end of the stream and closes them itself.
  */
 #include "metrics_http.h"
 
@@ -36,9 +36,11 @@ typedef struct metrics_text {
 	char *text;       /* the exposition (owned) */
 } metrics_text;
 
-/* One open connection, for the deadline. */
+/* One open connection, for its deadline. */
 typedef struct http_conn {
 	int fd;         /* its socket, -1: the slot is free */
+	bool answering; /* its request head is complete */
+	bool cut;       /* shut down already, closing */
 	uint64_t since; /* accepted at (com_clock_ms) */
 } http_conn;
 
@@ -75,6 +77,17 @@ http_log(void *cls, const char *fmt, va_list ap)
 	ctl_log(CTL_LOG_DEBUG, "metrics", "%s", line);
 }
 
+/* Shuts a connection down; libmicrohttpd closes it at its next turn.
+ * Called with h->mu held. */
+static void
+http_cut(http_conn *slot)
+{
+	if (!slot->cut) {
+		slot->cut = true;
+		shutdown(slot->fd, SHUT_RDWR);
+	}
+}
+
 /* Enters a connection in the table when libmicrohttpd takes it, and
  * takes it out when libmicrohttpd is done with it (before its socket is
  * closed, so the table never holds a descriptor reused elsewhere). */
@@ -93,8 +106,8 @@ http_notify(void *cls, struct MHD_Connection *c, void **socket_ctx,
 		for (uint32_t i = 0; ci != NULL && i < METRICS_HTTP_CONNECTIONS;
 		     i++) {
 			if (h->conn[i].fd < 0) {
-				h->conn[i].fd = ci->connect_fd;
-				h->conn[i].since = com_clock_ms();
+				h->conn[i] = (http_conn){ .fd = ci->connect_fd,
+					.since = com_clock_ms() };
 				*socket_ctx = &h->conn[i];
 				break;
 			}
@@ -106,7 +119,9 @@ http_notify(void *cls, struct MHD_Connection *c, void **socket_ctx,
 	pthread_mutex_unlock(&h->mu);
 }
 
-/* Cuts the connections open past their deadline. */
+/* Cuts the connections past their deadline: METRICS_HTTP_HEAD_MS after
+ * accept for one still waiting for its request head,
+ * METRICS_HTTP_DEADLINE_MS for one being answered. */
 static void
 http_reap(ctl_metrics_http *h)
 {
@@ -114,11 +129,31 @@ http_reap(ctl_metrics_http *h)
 
 	pthread_mutex_lock(&h->mu);
 	for (uint32_t i = 0; i < METRICS_HTTP_CONNECTIONS; i++) {
-		if (h->conn[i].fd >= 0 &&
-		    now - h->conn[i].since >= METRICS_HTTP_DEADLINE_MS)
-			shutdown(h->conn[i].fd, SHUT_RDWR);
+		http_conn *s = &h->conn[i];
+
+		if (s->fd >= 0 &&
+		    now - s->since >= (s->answering ? METRICS_HTTP_DEADLINE_MS
+						    : METRICS_HTTP_HEAD_MS))
+			http_cut(s);
 	}
 	pthread_mutex_unlock(&h->mu);
+}
+
+/* Marks c's request head complete: from now on it has the answer's
+ * deadline and idle timeout instead of the head's. */
+static void
+http_head_done(ctl_metrics_http *h, struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c,
+	    MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	if (ci != NULL && ci->socket_context != NULL) {
+		pthread_mutex_lock(&h->mu);
+		((http_conn *)ci->socket_context)->answering = true;
+		pthread_mutex_unlock(&h->mu);
+	}
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+	    (unsigned int)(METRICS_HTTP_DEADLINE_MS / 1000));
 }
 
 /* Queues a short text answer (`status` with its reason phrase as the
@@ -227,6 +262,7 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url,
 	(void)upload_data_size;
 	(void)req_cls;
 	atomic_fetch_add(&h->served, 1);
+	http_head_done(h, c);
 	if (strcmp(url, "/metrics") != 0)
 		return http_answer(c, MHD_HTTP_NOT_FOUND, "404 Not Found\n",
 		    NULL, NULL);
@@ -295,7 +331,7 @@ ctl_metrics_http_open(const char *listen_at, ctl_metrics_http **ret_http,
 	    h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
 	    (unsigned int)METRICS_HTTP_CONNECTIONS,
 	    MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned int)(METRICS_HTTP_DEADLINE_MS / 1000),
+	    (unsigned int)(METRICS_HTTP_HEAD_IDLE_MS / 1000),
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 	    (size_t)METRICS_HTTP_MEMORY_LIMIT, MHD_OPTION_NOTIFY_CONNECTION,
 	    http_notify, h, MHD_OPTION_END);
