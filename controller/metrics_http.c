@@ -3,11 +3,15 @@
  * libmicrohttpd's own thread (epoll) reads every connection as its bytes
  * come, so a slow client holds its socket and nothing else. What the
  * library does not bound is a client that keeps sending a byte now and
- * then: its idle timeout restarts at each. The connections are therefore
- * kept in a table of their own (from libmicrohttpd's notifications), and
- * each publication cuts, by shutdown(2), those open longer than
- * METRICS_HTTP_DEADLINE_MS; libmicrohttpd then sees the end of the stream
- * and closes them itself.
+ * then (its idle timeout restarts at each), nor a crowd of them: at its
+ * connection limit it stops accepting, and a scrape waits in the listen
+ * backlog until some deadline frees a slot. The connections are
+ * therefore kept in a table of our own (from libmicrohttpd's
+ * notifications), and cut by shutdown(2), after which libmicrohttpd sees
+ * the end of the stream and closes them itself: at each publication
+ * those past their deadline, and when a connection arrives at a nearly
+ * full table the oldest one still waiting for its request head, so that
+ * a new connection (a scrape) is always accepted at once.
  */
 #include "metrics_http.h"
 
@@ -26,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -36,17 +41,21 @@ typedef struct metrics_text {
 	char *text;       /* the exposition (owned) */
 } metrics_text;
 
-/* One open connection, for the deadline. */
+/* One open connection, for its deadline and for eviction. */
 typedef struct http_conn {
 	int fd;         /* its socket, -1: the slot is free */
+	bool answering; /* its request head is complete */
+	bool cut;       /* shut down already, closing */
 	uint64_t since; /* accepted at (com_clock_ms) */
 } http_conn;
 
 struct ctl_metrics_http {
 	struct MHD_Daemon *mhd; /* the server, NULL: not started */
-	pthread_mutex_t mu;     /* guards cur, token, conn */
+	pthread_mutex_t mu;     /* guards cur, token, conn, open */
 	metrics_text *cur;      /* what /metrics serves, NULL: nothing yet */
 	char *token;            /* bearer token required, NULL: none */
+	uint32_t limit;         /* connections at once, <= the table's size */
+	uint32_t open;          /* slots of conn in use */
 	http_conn conn[METRICS_HTTP_CONNECTIONS]; /* open connections */
 	atomic_uint_fast64_t served;              /* requests answered */
 };
@@ -75,9 +84,57 @@ http_log(void *cls, const char *fmt, va_list ap)
 	ctl_log(CTL_LOG_DEBUG, "metrics", "%s", line);
 }
 
-/* Enters a connection in the table when libmicrohttpd takes it, and
- * takes it out when libmicrohttpd is done with it (before its socket is
- * closed, so the table never holds a descriptor reused elsewhere). */
+/* Shuts a connection down; libmicrohttpd closes it at its next turn.
+ * Called with h->mu held. */
+static void
+http_cut(http_conn *slot)
+{
+	if (!slot->cut) {
+		slot->cut = true;
+		shutdown(slot->fd, SHUT_RDWR);
+	}
+}
+
+/* Makes room when the table is nearly full (7/8 of the limit: the
+ * library may accept a few more before the cut ones are closed, and at
+ * the limit it would refuse them): cuts the oldest connection still
+ * waiting for its request head, or, when all are being answered, the
+ * oldest one; never `keep` (the one just accepted). Called with h->mu
+ * held, from libmicrohttpd's thread. */
+static void
+http_evict(ctl_metrics_http *h, const http_conn *keep)
+{
+	uint32_t cutting = 0;
+	http_conn *oldest = NULL, *oldest_waiting = NULL;
+
+	for (uint32_t i = 0; i < h->limit; i++) {
+		http_conn *s = &h->conn[i];
+
+		if (s->fd < 0 || s == keep)
+			continue;
+		if (s->cut) {
+			cutting++;
+			continue;
+		}
+		if (oldest == NULL || s->since < oldest->since)
+			oldest = s;
+		if (!s->answering &&
+		    (oldest_waiting == NULL ||
+			s->since < oldest_waiting->since))
+			oldest_waiting = s;
+	}
+	if (h->open - cutting <= h->limit - h->limit / 8)
+		return;
+	if (oldest_waiting != NULL)
+		oldest = oldest_waiting;
+	if (oldest != NULL)
+		http_cut(oldest);
+}
+
+/* Enters a connection in the table when libmicrohttpd takes it (making
+ * room for the next one if need be), and takes it out when libmicrohttpd
+ * is done with it (before its socket is closed, so the table never holds
+ * a descriptor reused elsewhere). */
 static void
 http_notify(void *cls, struct MHD_Connection *c, void **socket_ctx,
     enum MHD_ConnectionNotificationCode code)
@@ -90,35 +147,60 @@ http_notify(void *cls, struct MHD_Connection *c, void **socket_ctx,
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c,
 		    MHD_CONNECTION_INFO_CONNECTION_FD);
 
-		for (uint32_t i = 0; ci != NULL && i < METRICS_HTTP_CONNECTIONS;
-		     i++) {
+		for (uint32_t i = 0; ci != NULL && i < h->limit; i++) {
 			if (h->conn[i].fd < 0) {
-				h->conn[i].fd = ci->connect_fd;
-				h->conn[i].since = com_clock_ms();
+				h->conn[i] = (http_conn){ .fd = ci->connect_fd,
+					.since = com_clock_ms() };
+				h->open++;
 				*socket_ctx = &h->conn[i];
 				break;
 			}
 		}
+		http_evict(h, *socket_ctx);
 	} else if (slot != NULL) {
 		slot->fd = -1;
+		h->open--;
 		*socket_ctx = NULL;
 	}
 	pthread_mutex_unlock(&h->mu);
 }
 
-/* Cuts the connections open past their deadline. */
+/* Cuts the connections past their deadline: METRICS_HTTP_HEAD_MS after
+ * accept for one still waiting for its request head,
+ * METRICS_HTTP_DEADLINE_MS for one being answered. */
 static void
 http_reap(ctl_metrics_http *h)
 {
 	uint64_t now = com_clock_ms();
 
 	pthread_mutex_lock(&h->mu);
-	for (uint32_t i = 0; i < METRICS_HTTP_CONNECTIONS; i++) {
-		if (h->conn[i].fd >= 0 &&
-		    now - h->conn[i].since >= METRICS_HTTP_DEADLINE_MS)
-			shutdown(h->conn[i].fd, SHUT_RDWR);
+	for (uint32_t i = 0; i < h->limit; i++) {
+		http_conn *s = &h->conn[i];
+
+		if (s->fd >= 0 &&
+		    now - s->since >= (s->answering ? METRICS_HTTP_DEADLINE_MS
+						    : METRICS_HTTP_HEAD_MS))
+			http_cut(s);
 	}
 	pthread_mutex_unlock(&h->mu);
+}
+
+/* Marks c's request head complete: from now on it is not evicted while
+ * one still waiting for its head is open, and it has the answer's idle
+ * timeout instead of the head's. */
+static void
+http_head_done(ctl_metrics_http *h, struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c,
+	    MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	if (ci != NULL && ci->socket_context != NULL) {
+		pthread_mutex_lock(&h->mu);
+		((http_conn *)ci->socket_context)->answering = true;
+		pthread_mutex_unlock(&h->mu);
+	}
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+	    (unsigned int)(METRICS_HTTP_DEADLINE_MS / 1000));
 }
 
 /* Queues a short text answer (`status` with its reason phrase as the
@@ -227,6 +309,7 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url,
 	(void)upload_data_size;
 	(void)req_cls;
 	atomic_fetch_add(&h->served, 1);
+	http_head_done(h, c);
 	if (strcmp(url, "/metrics") != 0)
 		return http_answer(c, MHD_HTTP_NOT_FOUND, "404 Not Found\n",
 		    NULL, NULL);
@@ -247,7 +330,7 @@ http_handle(void *cls, struct MHD_Connection *c, const char *url,
 /* A listening socket on `listen_at`, or -1 with the reason in errbuf. */
 static int
 http_listen(const char *listen_at, const struct sockaddr_storage *ss,
-    socklen_t len, char *errbuf, size_t errlen)
+    socklen_t len, int backlog, char *errbuf, size_t errlen)
 {
 	int one = 1;
 	int fd = socket(ss->ss_family,
@@ -256,7 +339,7 @@ http_listen(const char *listen_at, const struct sockaddr_storage *ss,
 	if (fd < 0 ||
 	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
 	    bind(fd, (const struct sockaddr *)ss, len) != 0 ||
-	    listen(fd, METRICS_HTTP_CONNECTIONS) != 0) {
+	    listen(fd, backlog) != 0) {
 		snprintf(errbuf, errlen,
 		    "cannot listen on '%s' for metrics: %s", listen_at,
 		    strerror(errno));
@@ -265,6 +348,21 @@ http_listen(const char *listen_at, const struct sockaddr_storage *ss,
 		return -1;
 	}
 	return fd;
+}
+
+/* How many connections to serve at once: METRICS_HTTP_CONNECTIONS, but
+ * no more than a quarter of the descriptors the process may open (the
+ * rest are the agents' and the store's), and at least 16. */
+static uint32_t
+http_limit(void)
+{
+	struct rlimit rl;
+	uint64_t limit = METRICS_HTTP_CONNECTIONS;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 4 < limit)
+		limit = rl.rlim_cur / 4;
+	return limit < 16 ? 16 : (uint32_t)limit;
 }
 
 int
@@ -284,7 +382,11 @@ ctl_metrics_http_open(const char *listen_at, ctl_metrics_http **ret_http,
 	pthread_mutex_init(&h->mu, NULL);
 	for (uint32_t i = 0; i < METRICS_HTTP_CONNECTIONS; i++)
 		h->conn[i].fd = -1;
-	if ((fd = http_listen(listen_at, &ss, len, errbuf, errlen)) < 0) {
+	h->limit = http_limit();
+	ctl_log(CTL_LOG_DEBUG, "metrics", "serving up to %u connections",
+	    (unsigned)h->limit);
+	if ((fd = http_listen(listen_at, &ss, len, (int)h->limit, errbuf,
+		 errlen)) < 0) {
 		ctl_metrics_http_close(&h);
 		return BELLOWS_EIO;
 	}
@@ -293,9 +395,8 @@ ctl_metrics_http_open(const char *listen_at, ctl_metrics_http **ret_http,
 		MHD_USE_ERROR_LOG,
 	    0, NULL, NULL, http_handle, h, MHD_OPTION_EXTERNAL_LOGGER, http_log,
 	    h, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-	    (unsigned int)METRICS_HTTP_CONNECTIONS,
-	    MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned int)(METRICS_HTTP_DEADLINE_MS / 1000),
+	    (unsigned int)h->limit, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned int)(METRICS_HTTP_HEAD_IDLE_MS / 1000),
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 	    (size_t)METRICS_HTTP_MEMORY_LIMIT, MHD_OPTION_NOTIFY_CONNECTION,
 	    http_notify, h, MHD_OPTION_END);

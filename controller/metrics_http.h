@@ -7,16 +7,24 @@
  * for a client. Each text is reference-counted, so a response being
  * written keeps the text it started with while a newer one is published.
  *
- * A client cannot stall it, nor the daemon: connections are served
- * concurrently (one event-driven thread), at most METRICS_HTTP_CONNECTIONS
- * at once (more are refused at accept), each cut once it has been open
- * METRICS_HTTP_DEADLINE_MS (checked at each publication, so up to one
- * CTL_METRICS_PERIOD_MS later) or idle that long, its request head held
- * in METRICS_HTTP_MEMORY_LIMIT bytes (431 past that). GET or HEAD of
- * /metrics (any query string) gets the text as "text/plain;
+ * A client cannot stall it, nor the daemon, nor crowd out a scrape:
+ * connections are served concurrently (one event-driven thread), at most
+ * METRICS_HTTP_CONNECTIONS at once (fewer when RLIMIT_NOFILE is low: a
+ * quarter of it). A connection still waiting for its request head is
+ * closed after METRICS_HTTP_HEAD_IDLE_MS without a byte, and cut
+ * METRICS_HTTP_HEAD_MS after it was accepted however it trickles; once
+ * the head is complete the answer has METRICS_HTTP_DEADLINE_MS from
+ * accept, and as long idle (the cuts are checked at each publication, so
+ * up to one CTL_METRICS_PERIOD_MS late). When a new connection finds the
+ * table 7/8 full, the oldest connection still waiting for its head is
+ * cut to make room, so a scrape that sends its request at once is
+ * answered however many slow connections are held. The request head is
+ * held in METRICS_HTTP_MEMORY_LIMIT bytes (431 past that). GET or HEAD
+ * of /metrics (any query string) gets the text as "text/plain;
  * version=0.0.4"; another path gets 404, another method 405, a request
- * that is not HTTP 400, a request without the bearer token (when one is
- * set) 401. Every response closes the connection.
+ * that is not HTTP 400 (or, for a few that libmicrohttpd decides, a
+ * close without an answer), a request without the bearer token (when
+ * one is set) 401. Every response closes the connection.
  */
 #ifndef CTL_METRICS_HTTP_H
 #define CTL_METRICS_HTTP_H
@@ -24,8 +32,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define METRICS_HTTP_DEADLINE_MS 5000 /* one connection, accept to close */
-#define METRICS_HTTP_CONNECTIONS 128  /* connections open at once */
+#define METRICS_HTTP_DEADLINE_MS  5000 /* one connection, accept to close */
+#define METRICS_HTTP_HEAD_MS      2000 /* accept to a complete request head */
+#define METRICS_HTTP_HEAD_IDLE_MS 1000 /* head: most silence (whole s) */
+#define METRICS_HTTP_CONNECTIONS  1024 /* connections open at once, at most */
 #define METRICS_HTTP_MEMORY_LIMIT                                              \
 	16384 /* bytes per connection: request                                 \
 	       * head and response head */
@@ -41,8 +51,8 @@ int ctl_metrics_http_open(const char *listen, ctl_metrics_http **ret_http,
 
 /* Makes `text` (len bytes, malloc'd; ownership passes here, also on
  * failure) what /metrics serves from now on, and cuts the connections
- * open past METRICS_HTTP_DEADLINE_MS. Never blocks on a client: the mutex
- * guards a pointer swap and the connection table. Loop thread only. */
+ * past their deadline. Never blocks on a client: the mutex guards a
+ * pointer swap and the connection table. Loop thread only. */
 void ctl_metrics_http_publish(ctl_metrics_http *http, char *text, size_t len);
 
 /* Makes every request need "Authorization: Bearer <token>" (compared in
