@@ -1915,6 +1915,9 @@ typedef struct recovered {
 	uint64_t ended;        /* end callbacks, windows counted */
 	uint64_t run_last_seq; /* the run's highest seq, also unread */
 	char run_key[32];      /* its launch */
+	uint64_t miss_from[4]; /* spans of windows it lacks from the mark */
+	uint64_t miss_to[4];   /* on, [miss_from, miss_to) */
+	uint32_t n_missing;    /* entries */
 } recovered;
 
 static int
@@ -1936,6 +1939,11 @@ rec_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	snprintf(r->run_key, sizeof(r->run_key), "%s", run->run_key);
 	for (uint32_t k = 0; k < 4 && k < run->world; k++)
 		r->alive[k] = run->alive[k];
+	r->n_missing = run->n_missing;
+	for (uint32_t i = 0; i < 4 && i < run->n_missing; i++) {
+		r->miss_from[i] = run->missing[i].from;
+		r->miss_to[i] = run->missing[i].to;
+	}
 	*ret_ctx = r;
 	return 0;
 }
@@ -2022,6 +2030,47 @@ test_store_recovers_live_runs_with_their_tail_and_windows(void **state)
 	assert_true(r.level_l2 == 2.0);
 	assert_true(isnan(r.compute_median));
 	assert_int_equal(r.ended, 3);
+	/* Written without a mark (as before schema 9): nothing below the
+	 * newest window is taken late again. */
+	assert_int_equal(r.n_missing, 0);
+}
+
+/* The windows a restarted daemon takes late again: those from the mark
+ * the agents were told (runs.windows_closed) up to the window it
+ * recovers at that the run lacks, in spans; none below the mark. */
+static void
+test_store_recovers_the_windows_missing_above_the_agents_mark(void **state)
+{
+	fixture *f = *state;
+	static const ctl_store_recover_ops ops = { rec_run, rec_window,
+		rec_end };
+	static const uint64_t held[] = { 0, 1, 3, 4, 8, 11 };
+	recovered r = { 0 };
+	int64_t run;
+
+	open_store(f);
+	start_store(f);
+	run = ctl_store_run_begin(f->store, "job", "", 2, table, N_LAYERS,
+	    f->cfg, 1, 1);
+	put_decision(f, run, 1, NULL);
+	for (size_t i = 0; i < sizeof(held) / sizeof(held[0]); i++) {
+		ctl_store_run_closed(f->store, run, held[i] < 3 ? 0 : 2);
+		put_window(f, run, held[i], N_LAYERS, 10);
+	}
+	wait_committed(f, ctl_store_flush(f->store));
+	ctl_store_close(&f->store, 2000);
+
+	open_store(f);
+	assert_int_equal(ctl_store_recover(f->store, 32, &ops, &r), 1);
+	assert_int_equal(r.next_window, 12);
+	assert_int_equal(r.n_missing, 3);
+	assert_int_equal(r.miss_from[0], 2);
+	assert_int_equal(r.miss_to[0], 3);
+	assert_int_equal(r.miss_from[1], 5);
+	assert_int_equal(r.miss_to[1], 8);
+	assert_int_equal(r.miss_from[2], 9);
+	assert_int_equal(r.miss_to[2], 11);
+	ctl_store_close(&f->store, 3000);
 }
 
 static void
@@ -3295,6 +3344,7 @@ main(void)
 		T(test_store_rebuilds_a_job_and_its_policy_history_after_a_restart),
 		T(test_store_windows_a_restart_had_not_closed_are_recorded_late),
 		T(test_store_late_windows_count_as_closed_once_their_rows_are_committed),
+		T(test_store_recovers_the_windows_missing_above_the_agents_mark),
 		T(test_store_windows_count_as_closed_once_their_close_is_committed),
 		T(test_store_resent_reports_close_the_window_a_crash_left_open),
 		T(test_store_rebuilds_accordion_from_windows_recorded_while_behind),
