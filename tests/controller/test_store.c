@@ -2921,6 +2921,92 @@ test_store_late_windows_count_as_closed_once_their_rows_are_committed(
 	assert_int_equal(beat_closed(f, 200, 5301), 20);
 }
 
+/* bellowsd is killed a second time while late windows are open: rank 1
+ * had not rejoined the second daemon when window 20 closed without it
+ * (window_timeout_ms) and was recorded, above late windows 5..19 that
+ * wait for its reports. The store's mark (runs.windows_closed) says the
+ * agents may still keep those: the third daemon takes them late again,
+ * with the windows the ranks moved past meanwhile, and records every
+ * window once; the repeats of window 20 are ignored. */
+static void
+test_store_late_windows_a_second_kill_left_open_are_taken_again(void **state)
+{
+	fixture *f = *state;
+	ctl_jobs_counters c;
+	char text[256];
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	for (uint64_t w = 0; w < 5; w++) {
+		report_window(f, w, 1.0, 1100 + w);
+		settle(f);
+	}
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+
+	/* The second daemon: rank 0 is back at window 20, 5..19 are late;
+	 * rank 1 is not back yet. */
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
+	start_store(f);
+	assert_int_equal(hello(f, "A", 0, 200, 20, 6, 5000), 5);
+	for (uint64_t w = 5; w < 21; w++)
+		assert_int_equal(report_rc(f, 0, w, 5100), 0);
+	ctl_jobs_tick(f->jobs, 6200);
+	settle(f);
+	assert_int_equal(beat_closed(f, 210, 6200), 5);
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(window, ' ') FROM (SELECT window FROM "
+	    "window_info ORDER BY window)");
+	assert_string_equal(text, "0 1 2 3 4 20");
+	ctl_store_close(&f->store, 7000);
+	ctl_jobs_destroy(&f->jobs);
+
+	/* The third daemon recovers after window 20 and finds 5..19
+	 * missing above the mark; the ranks are at window 30. */
+	f->n_pub = 0;
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 8000), 1);
+	start_store(f);
+	assert_int_equal(hello(f, "A", 0, 300, 30, 7, 8000), 5);
+	assert_int_equal(hello(f, "B", 1, 300, 30, 7, 8000), 5);
+	/* Below the mark is closed for good. */
+	assert_int_equal(report_rc(f, 1, 4, 8100), BELLOWS_ESTATE);
+	for (uint32_t r = 0; r < 2; r++)
+		for (uint64_t w = 5; w < 30; w++)
+			assert_int_equal(report_rc(f, r, w, 8100), 0);
+	report_window(f, 30, 1.0, 8200);
+	settle(f);
+	assert_int_equal(beat_closed(f, 310, 8300), 31);
+	ctl_jobs_get_counters(f->jobs, &c);
+	assert_int_equal(c.duplicates, 2);
+	assert_int_equal(c.windows_late, 24);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) = 31 AND count(DISTINCT window) "
+			     "= 31 AND max(window) = 30 FROM window_info"),
+	    1);
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(window, ' ') FROM (SELECT window FROM "
+	    "window_info WHERE late ORDER BY window)");
+	assert_string_equal(text,
+	    "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 21 22 23 24 25 26 27 "
+	    "28 29");
+	/* With both ranks' reports; window 20 as it closed. */
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM window_info WHERE late AND "
+			     "ranks_reported = 2 AND complete"),
+	    24);
+	assert_int_equal(db_int(f->db,
+			     "SELECT ranks_reported FROM window_info WHERE "
+			     "window = 20"),
+	    1);
+	/* The mark went with window 30's rows, when the late ones' commit
+	 * was not acknowledged yet: never above what the agents were told. */
+	assert_int_equal(db_int(f->db, "SELECT windows_closed FROM runs"), 5);
+}
+
 static void
 test_store_windows_count_as_closed_once_their_close_is_committed(void **state)
 {
@@ -3344,6 +3430,7 @@ main(void)
 		T(test_store_rebuilds_a_job_and_its_policy_history_after_a_restart),
 		T(test_store_windows_a_restart_had_not_closed_are_recorded_late),
 		T(test_store_late_windows_count_as_closed_once_their_rows_are_committed),
+		T(test_store_late_windows_a_second_kill_left_open_are_taken_again),
 		T(test_store_recovers_the_windows_missing_above_the_agents_mark),
 		T(test_store_windows_count_as_closed_once_their_close_is_committed),
 		T(test_store_resent_reports_close_the_window_a_crash_left_open),
