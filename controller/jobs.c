@@ -18,8 +18,8 @@
  *   decision), a late window (below) once the store has committed its
  *   rows: ctl_jobs_windows_closed() is the lowest window not durably
  *   closed, never above next_window, and what agents are told they may
- *   stop keeping reports below (without a store, or while it is
- *   degraded, nothing waits for a commit);
+ *   stop keeping reports below (without a store nothing waits for a
+ *   commit; while it is degraded decisions do not, late windows do);
  * - a (rank, window) report is taken once: a repeat of one taken (in an
  *   open window, or among the rank's last JOBS_TAKEN windows once closed)
  *   is ignored and counted, as agents resend what was not acknowledged;

@@ -256,9 +256,9 @@ bool ctl_jobs_late_recorded(const job *j, uint64_t window);
  * known committed, if any. */
 uint64_t ctl_jobs_late_closed(const job *j, uint64_t closed);
 
-/* The store committed every batch up to `ticket` (UINT64_MAX: it
- * degraded, nothing waits): the late windows recorded in them are
- * durably closed. */
+/* The store committed every batch up to `ticket`: the late windows
+ * recorded in them are durably closed. Not called when the store
+ * degrades (late windows wait for their commit even then). */
 void ctl_jobs_late_durable(job *j, uint64_t ticket);
 
 /* Folds a report of a late window (ctl_jobs_late_has) into it. Returns

@@ -23,7 +23,9 @@
  * No decision answers a late window, so nothing published tells the
  * agents it is in: windows_closed (ctl_jobs_windows_closed) stays at the
  * lowest late window whose rows the store has not committed yet, as it
- * does for a window whose decision waits for its commit. The batches
+ * does for a window whose decision waits for its commit, and also while
+ * the store is degraded (a decision is then published at once, as the
+ * ranks wait for it; nobody waits for a late window). The batches
  * awaited are JOBS_LATE_WAITS at most; past that the newest entry takes
  * the later ticket, which only holds its windows a little longer.
  *
@@ -309,9 +311,12 @@ late_record(ctl_jobs *jobs, job *j, ctl_window *win, bool complete)
 	ticket = ctl_store_window(jobs->store, j->run_id, &view, alive,
 	    (complete ? CTL_STORE_CLOSED_COMPLETE : 0) | CTL_STORE_CLOSED_LATE,
 	    in_force, com_clock_wall_ms());
-	/* The agents keep its reports until its rows are committed (a
-	 * degraded store, like a decision's, keeps nobody waiting). */
-	if (ticket != 0 && ctl_store_waits(jobs->store))
+	/* The agents keep its reports until its rows are committed, also
+	 * while the store is degraded: no decision answers a late window,
+	 * so unlike a live one nobody waits on it, and the agents' copy is
+	 * the only one outside this process until the store writes again
+	 * (they hold it within keep_reports_mb). */
+	if (ticket != 0)
 		late_wait(j, view.window, ticket);
 	j->windows_late++;
 	jobs->counters.windows_late++;

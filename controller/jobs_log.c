@@ -220,7 +220,10 @@ ctl_jobs_on_durable(void *arg, uint64_t ticket)
 
 	for (uint32_t i = 0; i < jobs->n_jobs; i++) {
 		jobs_publish_ready(jobs, jobs->jobs[i], ticket);
-		ctl_jobs_late_durable(jobs->jobs[i], ticket);
+		/* UINT64_MAX: the store degraded and decisions stop
+		 * waiting; late windows do not (jobs_late.c). */
+		if (ticket != UINT64_MAX)
+			ctl_jobs_late_durable(jobs->jobs[i], ticket);
 	}
 }
 

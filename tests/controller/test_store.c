@@ -3007,6 +3007,58 @@ test_store_late_windows_a_second_kill_left_open_are_taken_again(void **state)
 	assert_int_equal(db_int(f->db, "SELECT windows_closed FROM runs"), 5);
 }
 
+/* The store degrades while late windows are recorded: decisions stop
+ * waiting for commits, but the agents' reports of a late window are its
+ * only copy outside bellowsd, so windows_closed stays below the late
+ * windows until the store writes them again. */
+static void
+test_store_a_degraded_store_holds_the_mark_below_late_windows(void **state)
+{
+	fixture *f = *state;
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	for (uint64_t w = 0; w < 5; w++) {
+		report_window(f, w, 1.0, 1100 + w);
+		settle(f);
+	}
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
+	start_store(f);
+	assert_int_equal(hello(f, "A", 0, 200, 20, 6, 5000), 5);
+	assert_int_equal(hello(f, "B", 1, 200, 20, 6, 5000), 5);
+	for (uint64_t w = 5; w < 20; w++)
+		assert_int_equal(report_rc(f, 0, w, 5100), 0);
+	for (uint64_t w = 5; w < 10; w++)
+		assert_int_equal(report_rc(f, 1, w, 5100), 0);
+	settle(f);
+	assert_int_equal(beat_closed(f, 200, 5100), 10);
+	/* The store degrades; then windows 10..19 are recorded late. */
+	ctl_store_fault_arm(13 /* SQLITE_FULL */, 1000);
+	ctl_store_rank_event(f->store, 1, 1, CTL_STORE_RANK_REJOINED, 200, 101,
+	    5150);
+	ctl_store_flush(f->store);
+	wait_degraded(f);
+	for (uint64_t w = 10; w < 20; w++)
+		assert_int_equal(report_rc(f, 1, w, 5200), 0);
+	ctl_store_flush(f->store);
+	assert_int_equal(beat_closed(f, 200, 5200), 10);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM window_info WHERE late"),
+	    5);
+	ctl_store_fault_arm(0, 0);
+	settle(f);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM window_info WHERE late"),
+	    15);
+	assert_int_equal(beat_closed(f, 200, 5300), 20);
+}
+
 static void
 test_store_windows_count_as_closed_once_their_close_is_committed(void **state)
 {
@@ -3432,6 +3484,7 @@ main(void)
 		T(test_store_late_windows_count_as_closed_once_their_rows_are_committed),
 		T(test_store_late_windows_a_second_kill_left_open_are_taken_again),
 		T(test_store_recovers_the_windows_missing_above_the_agents_mark),
+		T(test_store_a_degraded_store_holds_the_mark_below_late_windows),
 		T(test_store_windows_count_as_closed_once_their_close_is_committed),
 		T(test_store_resent_reports_close_the_window_a_crash_left_open),
 		T(test_store_rebuilds_accordion_from_windows_recorded_while_behind),
