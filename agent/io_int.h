@@ -112,7 +112,8 @@ struct agent_io {
 				    * sent again before the queue */
 	uint64_t acked;            /* windows below this are durably closed */
 	uint64_t ack_hold;         /* after a rejoin, the window after the
-				    * last report sent again: decisions
+				    * last report sent again or queued:
+				    * decisions
 				    * acknowledge nothing until acked passes
 				    * it (late windows, which no decision
 				    * answers, may lie below a decision's

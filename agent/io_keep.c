@@ -146,6 +146,8 @@ uint32_t
 agent_io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed,
     bool rejoined)
 {
+	const io_report *r = NULL;
+
 	io->acks = minor >= IO_MIN_ACK_MINOR;
 	if (!io->acks) {
 		/* An older daemon says nothing of what it recorded. */
@@ -163,12 +165,15 @@ agent_io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed,
 	io->acked = closed;
 	io->ack_hold = 0;
 	agent_io_kept_ack(io, closed);
-	/* Those it sends again may be late windows there: only its
-	 * windows_closed says when they are in. */
-	if (io->kept.len > 0)
-		io->ack_hold = agent_io_ring_at(&io->kept, io->kept.len - 1)
-				   ->window +
-		    1;
+	/* Those it sends again, and those queued while it was away, may be
+	 * late windows there: only its windows_closed says when they are
+	 * in. */
+	if (io->queue.len > 0)
+		r = agent_io_ring_at(&io->queue, io->queue.len - 1);
+	else if (io->kept.len > 0)
+		r = agent_io_ring_at(&io->kept, io->kept.len - 1);
+	if (r != NULL)
+		io->ack_hold = r->window + 1;
 	io->k_sent = 0;
 	return io->kept.len;
 }
