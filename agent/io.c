@@ -21,7 +21,9 @@
  * lowest window not durably closed. After a Welcome that starts a new
  * session (a new daemon instance, or the same one after the agent lost
  * it) the kept reports at or above windows_closed are sent again, oldest
- * first, before anything queued.
+ * first, before anything queued; the daemon may record those late, after
+ * deciding on newer windows, so until windows_closed passes them no
+ * decision acknowledges anything.
  *
  * With CURVE keys the poll also reads a monitor of the DEALER's
  * connections and handshakes (io_curve.c). What the training thread
@@ -688,9 +690,10 @@ io_on_decision(agent_io *io, com_decision *d)
 		rc = agent_decisions_add(&io->table, d);
 		gap = agent_decisions_gap(&io->table);
 		/* Published only once committed, with the window it closed:
-		 * an acknowledgement of that window and every earlier one. */
+		 * an acknowledgement of that window and every earlier one
+		 * (but of late windows, agent_io_kept_decided). */
 		if (rc >= 0 && io->acks)
-			agent_io_kept_ack(io, window);
+			agent_io_kept_decided(io, window);
 		if (rc >= 0)
 			pthread_cond_broadcast(&io->cond);
 		agent_io_unlock(io);

@@ -111,6 +111,13 @@ struct agent_io {
 				    * the current session; the rest are
 				    * sent again before the queue */
 	uint64_t acked;            /* windows below this are durably closed */
+	uint64_t ack_hold;         /* after a rejoin, the window after the
+				    * last report sent again or queued:
+				    * decisions
+				    * acknowledge nothing until acked passes
+				    * it (late windows, which no decision
+				    * answers, may lie below a decision's
+				    * window); 0 = none */
 	bool acks;                 /* the daemon acknowledges: keep reports */
 	bool closing;              /* the thread must send Bye and exit */
 	bool snapshot_asked;       /* the trainer waits: ask for a snapshot */
@@ -199,6 +206,13 @@ void agent_io_hold(agent_io *io, size_t len);
 /* The daemon says windows below `closed` are durably closed: the kept
  * reports of those are let go. The caller holds mu. */
 void agent_io_kept_ack(agent_io *io, uint64_t closed);
+
+/* A published decision answering window `window` - 1 acknowledges the
+ * windows below `window`, unless the reports sent again after a rejoin
+ * are not all acknowledged yet (ack_hold): the daemon may be recording
+ * some of them late, below the windows it decides on. The caller holds
+ * mu. */
+void agent_io_kept_decided(agent_io *io, uint64_t window);
 
 /* Keeps the report *r just sent to the current session (takes its
  * buffer); frees it instead when the daemon does not acknowledge, its

@@ -98,9 +98,18 @@ agent_io_kept_ack(agent_io *io, uint64_t closed)
 {
 	if (closed > io->acked)
 		io->acked = closed;
+	if (io->acked >= io->ack_hold)
+		io->ack_hold = 0;
 	while (io->kept.len > 0 &&
 	    agent_io_ring_at(&io->kept, 0)->window < io->acked)
 		io_kept_pop(io);
+}
+
+void
+agent_io_kept_decided(agent_io *io, uint64_t window)
+{
+	if (io->ack_hold == 0)
+		agent_io_kept_ack(io, window);
 }
 
 void
@@ -137,6 +146,8 @@ uint32_t
 agent_io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed,
     bool rejoined)
 {
+	const io_report *r = NULL;
+
 	io->acks = minor >= IO_MIN_ACK_MINOR;
 	if (!io->acks) {
 		/* An older daemon says nothing of what it recorded. */
@@ -152,7 +163,17 @@ agent_io_kept_welcome(agent_io *io, uint32_t minor, uint64_t closed,
 	/* A new instance may know less than the old one told us: its word
 	 * is the one that counts now. */
 	io->acked = closed;
+	io->ack_hold = 0;
 	agent_io_kept_ack(io, closed);
+	/* Those it sends again, and those queued while it was away, may be
+	 * late windows there: only its windows_closed says when they are
+	 * in. */
+	if (io->queue.len > 0)
+		r = agent_io_ring_at(&io->queue, io->queue.len - 1);
+	else if (io->kept.len > 0)
+		r = agent_io_ring_at(&io->kept, io->kept.len - 1);
+	if (r != NULL)
+		io->ack_hold = r->window + 1;
 	io->k_sent = 0;
 	return io->kept.len;
 }

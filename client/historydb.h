@@ -32,7 +32,7 @@ struct bellows_window;
 struct bellows_window_layer;
 struct bellows_comm_sample;
 
-#define TOOL_HDB_SCHEMA_MAX     8         /* newest PRAGMA user_version read */
+#define TOOL_HDB_SCHEMA_MAX     9         /* newest PRAGMA user_version read */
 #define TOOL_HDB_ERR_MAX        512       /* bytes of an error message */
 #define TOOL_HDB_BUSY_MS        5000      /* wait this long on a locked file */
 #define TOOL_HDB_NONE           INT64_MIN /* an unset run or bound */

@@ -18,23 +18,33 @@
  *   decision), a late window (below) once the store has committed its
  *   rows: ctl_jobs_windows_closed() is the lowest window not durably
  *   closed, never above next_window, and what agents are told they may
- *   stop keeping reports below (without a store, or while it is
- *   degraded, nothing waits for a commit);
+ *   stop keeping reports below (without a store nothing waits for a
+ *   commit; while it is degraded decisions do not, late windows do);
  * - a (rank, window) report is taken once: a repeat of one taken (in an
  *   open window, or among the rank's last JOBS_TAKEN windows once closed)
  *   is ignored and counted, as agents resend what was not acknowledged;
  *   a report of a closed window the rank had not reported is stale,
  *   unless the window is late;
  * - late windows (jobs_late.c) are the windows a restarted daemon had not
- *   closed when the first Hello moved the job to where its ranks are:
- *   [late_next, late_end), all below next_window. Their reports, which
- *   the agents kept and send again, are aggregated apart from the open
- *   windows and recorded late, in index order; no policy sees them and
- *   no decision answers them. ctl_jobs_windows_closed() stays at or
- *   below late_next while any is open, and at or below the lowest late
- *   window recorded whose batch the store has not acknowledged as
- *   committed (late_wait_*, kept after the late range is done), so
- *   agents keep their reports until they are on disk;
+ *   closed: those from the run's recorded mark (runs.windows_closed) up
+ *   to the window it recovered at that the store does not hold (a kill
+ *   while windows were late, or while rows waited for their commit),
+ *   then those below the window the first Hello moved the job to. They
+ *   are ascending spans in [late_next, late_end), all below
+ *   next_window; a window between two spans is recorded, and a report
+ *   of it is ignored (counted as a duplicate). Their reports, which the agents
+ * kept and send again, are aggregated apart from the open windows and recorded
+ *   late, in index order; no policy sees them and no decision answers
+ *   them. ctl_jobs_windows_closed() stays at or below late_next while
+ *   any is open, and at or below the lowest late window recorded whose
+ *   batch the store has not acknowledged as committed (late_wait_*,
+ *   kept after the late range is done), so agents keep their reports
+ *   until they are on disk;
+ * - the store's mark (runs.windows_closed, ctl_jobs_closed_record) is
+ *   never above what ctl_jobs_windows_closed() told the agents: it is
+ *   handed over with each window's rows, so a restarted daemon that
+ *   takes the windows from it on that it lacks takes every one whose
+ *   reports an agent may still keep;
  * - a rank is held by one routing id and one incarnation at a time, and,
  *   with security, by the authenticated client that opened its session:
  *   while it is alive no other client takes it, whatever incarnation it
@@ -973,9 +983,9 @@ hello_take_rank(ctl_jobs *jobs, job *j, const uint8_t *peer, size_t peer_len,
  * the rank is past windows this daemon never saw close and the job has
  * no report yet (and is not resuming), the open windows below the rank's
  * are dropped and next_window moves up to it; a job rebuilt from the
- * store takes the windows it skips as late ones (late_next..late_end,
- * all below next_window). Keeps the decision log's order: a decision in
- * force newer than the log's replaces it (ctl_jobs_adopt). */
+ * store takes the windows it skips as late ones (a span after those it
+ * found missing, all below next_window). Keeps the decision log's order: a
+ * decision in force newer than the log's replaces it (ctl_jobs_adopt). */
 static void
 hello_move_job(ctl_jobs *jobs, job *j, const com_hello *h, bool resume)
 {
@@ -1249,6 +1259,7 @@ job_close_window(ctl_jobs *jobs, job *j, uint32_t slot, bool complete)
 	 * force during it: what a recovered job's policies are shown
 	 * again. Recorded before the decision answering it, it is never
 	 * dropped and commits no later than that decision. */
+	ctl_jobs_closed_record(jobs, j);
 	ctl_store_window(jobs->store, j->run_id, &view, j->alive,
 	    complete ? CTL_STORE_CLOSED_COMPLETE : 0, last,
 	    com_clock_wall_ms());
@@ -1368,6 +1379,14 @@ ctl_jobs_report(ctl_jobs *jobs, const uint8_t *peer, size_t peer_len,
 	}
 	if (ctl_jobs_late_has(j, rep->window))
 		return job_report_late(jobs, j, rk, rep, now_ms, why, why_len);
+	if (ctl_jobs_late_recorded(j, rep->window)) {
+		/* Recorded before the restart, between two late spans: the
+		 * agent kept it as the mark was below it. It has sent all it
+		 * will of the windows before (late_rank_past). */
+		rank_taken_mark(rk, rep->window);
+		jobs->counters.duplicates++;
+		return 0;
+	}
 	if (rep->window < j->next_window) {
 		com_errf(why, why_len,
 		    "stale report of window %" PRIu64 " (next is %" PRIu64 ")",

@@ -116,6 +116,14 @@ typedef struct job {
 	ctl_window **late;           /* late windows being aggregated, slot
 				      * window % late_cap; NULL: none */
 	uint32_t late_cap;           /* slots in late, 0: no late range */
+	ctl_store_span *late_spans;  /* the late windows not closed, in
+				      * ascending spans: those a restarted
+				      * daemon found missing below its next
+				      * window, then those the ranks had
+				      * moved past; windows between two
+				      * spans are recorded already */
+	uint32_t late_n_spans;       /* entries in late_spans */
+	uint32_t late_span_at;       /* the span late_next lies in */
 	uint64_t late_next;          /* lowest late window not closed */
 	uint64_t late_end;           /* late windows are below this */
 	bool late_refused;           /* a late report beyond the slots was
@@ -133,6 +141,8 @@ typedef struct job {
 	uint32_t late_waits;                        /* entries used; they
 						     * outlive the late
 						     * range */
+	uint64_t closed_recorded; /* windows_closed + 1 last handed to the
+				   * store (runs.windows_closed), 0: none */
 } job;
 
 struct ctl_jobs {
@@ -228,21 +238,27 @@ bool ctl_jobs_same_table(const job *j, const com_hello *h);
 
 /* Makes windows [from, to) of j late: their reports, sent again by the
  * agents, are aggregated apart and recorded late (in at most
- * JOBS_LATE_BYTES of slots). Does nothing while a late range is open or
- * when it would be empty; out of memory, logs and records none. */
+ * JOBS_LATE_BYTES of slots). The span goes after those already late:
+ * does nothing when it would be empty or begins below the last one's
+ * end; out of memory, logs and adds none. */
 void ctl_jobs_late_begin(ctl_jobs *jobs, job *j, uint64_t from, uint64_t to);
 
 /* True when `window` is one of j's late windows not yet closed. */
 bool ctl_jobs_late_has(const job *j, uint64_t window);
+
+/* True when `window` lies between two late spans of j: the store held
+ * it when the daemon restarted, so a report of it is ignored (the
+ * window is closed, with or without that rank). */
+bool ctl_jobs_late_recorded(const job *j, uint64_t window);
 
 /* `closed` (the lowest window not durably closed among the live ones)
  * lowered to the lowest late window not closed, or recorded and not
  * known committed, if any. */
 uint64_t ctl_jobs_late_closed(const job *j, uint64_t closed);
 
-/* The store committed every batch up to `ticket` (UINT64_MAX: it
- * degraded, nothing waits): the late windows recorded in them are
- * durably closed. */
+/* The store committed every batch up to `ticket`: the late windows
+ * recorded in them are durably closed. Not called when the store
+ * degrades (late windows wait for their commit even then). */
 void ctl_jobs_late_durable(job *j, uint64_t ticket);
 
 /* Folds a report of a late window (ctl_jobs_late_has) into it. Returns
@@ -274,6 +290,12 @@ const com_decision *ctl_jobs_log_last(job *j);
  * window already durable; it only makes the answer lower than it could be,
  * never wrong. */
 uint64_t ctl_jobs_windows_closed(job *j);
+
+/* Hands ctl_jobs_windows_closed(j) to the store (runs.windows_closed)
+ * when it moved since it last did: called as a window's rows are
+ * recorded, it rides in their transaction, and what the store holds is
+ * never above what the agents were told. */
+void ctl_jobs_closed_record(ctl_jobs *jobs, job *j);
 
 /* Appends a decision, taking ownership of *d (zeroed on return); `ticket`
  * is the store's for it (0: nothing to wait for), `closed_ns` when the

@@ -50,6 +50,17 @@ ctl_jobs_windows_closed(job *j)
 	return ctl_jobs_late_closed(j, w);
 }
 
+void
+ctl_jobs_closed_record(ctl_jobs *jobs, job *j)
+{
+	uint64_t w = ctl_jobs_windows_closed(j);
+
+	if (j->closed_recorded == w + 1)
+		return;
+	ctl_store_run_closed(jobs->store, j->run_id, w);
+	j->closed_recorded = w + 1;
+}
+
 /* Records the latency of a decision published now whose window closed at
  * `closed_ns` (0: not a window's decision, nothing to record). */
 static void
@@ -209,7 +220,10 @@ ctl_jobs_on_durable(void *arg, uint64_t ticket)
 
 	for (uint32_t i = 0; i < jobs->n_jobs; i++) {
 		jobs_publish_ready(jobs, jobs->jobs[i], ticket);
-		ctl_jobs_late_durable(jobs->jobs[i], ticket);
+		/* UINT64_MAX: the store degraded and decisions stop
+		 * waiting; late windows do not (jobs_late.c). */
+		if (ticket != UINT64_MAX)
+			ctl_jobs_late_durable(jobs->jobs[i], ticket);
 	}
 }
 

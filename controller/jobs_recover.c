@@ -137,6 +137,11 @@ ctl_jobs_recover_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	j->bytes = bytes;
 	jobs->jobs[jobs->n_jobs++] = j;
 	jobs->bytes += j->bytes;
+	/* Windows below the one it recovers at that the run lacks, from
+	 * the mark the agents were told on: they may keep their reports. */
+	for (uint32_t i = 0; i < run->n_missing; i++)
+		ctl_jobs_late_begin(jobs, j, run->missing[i].from,
+		    run->missing[i].to);
 	*ret_ctx = j;
 	return 0;
 }
@@ -200,6 +205,8 @@ ctl_jobs_recover(ctl_jobs *jobs, uint64_t now_ms)
 		.cfg = jobs->cfg,
 		.now_ms = now_ms };
 
+	if (now_ms > jobs->now_ms)
+		jobs->now_ms = now_ms;
 	ctl_store_recover(jobs->store, JOBS_LOG, &ops, &rec);
 	return rec.recovered;
 }

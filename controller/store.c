@@ -562,6 +562,22 @@ ctl_store_run_recovered(ctl_store *s, int64_t run)
 }
 
 void
+ctl_store_run_closed(ctl_store *s, int64_t run, uint64_t windows_closed)
+{
+	store_batch *b;
+
+	if (s == NULL || run == 0)
+		return;
+	b = store_cur(s);
+	*STORE_PUSH(b->updates) = (store_update_row){
+		.run = run,
+		.kind = STORE_UPDATE_CLOSED,
+		.window = windows_closed,
+	};
+	store_added(s, 1, 0);
+}
+
+void
 ctl_store_rank_event(ctl_store *s, int64_t run, uint32_t rank,
     ctl_store_rank_kind kind, uint64_t step, uint64_t incarnation,
     uint64_t wall_ms)

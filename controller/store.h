@@ -43,7 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_STORE_SCHEMA_VERSION 8  /* PRAGMA user_version written */
+#define CTL_STORE_SCHEMA_VERSION 9  /* PRAGMA user_version written */
 #define CTL_STORE_HASH_LEN       17 /* hex FNV-1a 64 of a file, with NUL */
 
 /* Event kinds recorded by the store and around it (see events.h). */
@@ -184,6 +184,13 @@ uint64_t ctl_store_decision(ctl_store *s, int64_t run, const com_decision *d,
 /* Records that a restarted daemon rebuilt `run` from the database. */
 void ctl_store_run_recovered(ctl_store *s, int64_t run);
 
+/* Records the lowest window whose reports the agents of `run` may still
+ * keep (runs.windows_closed): a lower bound of the windows_closed they
+ * were told, in the same transaction as the rows handed before it. A
+ * restarted daemon takes every window from there on that the run does
+ * not hold as a late one (ctl_store_run.missing). */
+void ctl_store_run_closed(ctl_store *s, int64_t run, uint64_t windows_closed);
+
 /* Records the configuration now in force (policy_files, once per text);
  * later events of kind reload_ok and daemon_started name its hash. */
 void ctl_store_config(ctl_store *s, const ctl_config *cfg);
@@ -226,6 +233,12 @@ const char *ctl_store_path(const ctl_store *s);
 /* A run as the database holds it (for recovery, a live one:
  * ended_wall_ms NULL); everything borrowed for the duration of the
  * callback. */
+/* Windows [from, to). */
+typedef struct ctl_store_span {
+	uint64_t from; /* first window */
+	uint64_t to;   /* after the last */
+} ctl_store_span;
+
 typedef struct ctl_store_run {
 	int64_t id;                           /* runs.id */
 	const char *job;                      /* job name */
@@ -242,6 +255,12 @@ typedef struct ctl_store_run {
 					       * unknown */
 	const bool *alive;                    /* world flags: the rank's last
 					       * recorded event was a join */
+	const ctl_store_span *missing;        /* windows from runs.
+					       * windows_closed up to
+					       * next_window the run does not
+					       * hold, ascending; at start
+					       * only (NULL for a resume) */
+	uint32_t n_missing;                   /* entries in missing */
 	char config_hash[CTL_STORE_HASH_LEN]; /* configuration it started
 					       * with */
 } ctl_store_run;

@@ -178,13 +178,15 @@ enum store_update_kind {
 	STORE_UPDATE_RECOVERED = 3, /* recoveries + 1 */
 	STORE_UPDATE_RESUMED = 4,   /* resumed at `window` by `run_key`:
 				     * later rows move to superseded_* */
+	STORE_UPDATE_CLOSED = 5,    /* windows_closed = window */
 };
 
 typedef struct store_update_row {
 	int64_t run;      /* runs.id */
 	uint32_t kind;    /* store_update_kind */
 	uint64_t wall_ms; /* for END */
-	uint64_t window;  /* for RESUMED: first window superseded */
+	uint64_t window;  /* for RESUMED: first window superseded; for
+			   * CLOSED: the agents' mark */
 	char *run_key;    /* for RESUMED: owned, the launch resuming */
 } store_update_row;
 
@@ -278,6 +280,7 @@ enum store_stmt {
 	ST_END,
 	ST_REOPEN,
 	ST_RECOVERED,
+	ST_CLOSED,
 	ST_BEGIN,
 	ST_COMMIT,
 	ST_ROLLBACK,

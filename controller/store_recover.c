@@ -101,6 +101,9 @@ store_col_strdup(sqlite3_stmt *st, int i)
 typedef struct store_loaded {
 	ctl_store_run run;       /* what the callback sees */
 	int64_t below;           /* windows read: those below this */
+	bool at_start;           /* read by a restarted daemon, whose
+				  * agents may still keep reports */
+	ctl_store_span *missing; /* owned, run.missing */
 	com_layer_info *layers;  /* owned */
 	com_decision *decisions; /* owned */
 	char *run_key;           /* owned, runs.run_key */
@@ -120,6 +123,7 @@ store_loaded_fini(store_loaded *ld)
 	free(ld->decisions);
 	free(ld->alive);
 	free(ld->run_key);
+	free(ld->missing);
 }
 
 /* Reads the run's layer table through the history reader (the checks
@@ -272,6 +276,59 @@ store_load_position(store_writer *w, store_loaded *ld)
 	sqlite3_finalize(st);
 }
 
+/* The windows from runs.windows_closed up to next_window the run does
+ * not hold, as spans: a daemon killed while windows were late, or while
+ * a window's rows waited for their commit, recorded newer windows than
+ * those, and the agents keep their reports until windows_closed passes
+ * them. A run written before the column (NULL) has none. */
+static void
+store_load_missing(store_writer *w, store_loaded *ld)
+{
+	sqlite3_stmt *st = store_select(w,
+	    "SELECT windows_closed FROM runs WHERE id = ?1", ld->run.id, 0);
+	uint64_t from = 0, to = ld->run.next_window;
+	uint32_t cap = 0;
+	bool known;
+
+	known = st != NULL && sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) != SQLITE_NULL;
+	if (known)
+		from = store_col_u64(st, 0);
+	sqlite3_finalize(st);
+	if (!known || from >= to)
+		return;
+	st = store_select(w,
+	    "SELECT window FROM window_info WHERE run_id = ?1 AND window >= "
+	    "?2 AND window < ?3 ORDER BY window",
+	    ld->run.id, 0);
+	if (st == NULL)
+		return;
+	sqlite3_bind_int64(st, 2, (int64_t)from);
+	sqlite3_bind_int64(st, 3, (int64_t)to);
+	while (from < to) {
+		uint64_t held = to;
+
+		if (sqlite3_step(st) == SQLITE_ROW)
+			held = store_col_u64(st, 0);
+		if (held > from) {
+			if (ld->run.n_missing == cap) {
+				cap = cap ? 2 * cap : 4;
+				ld->missing = realloc(ld->missing,
+				    cap * sizeof(*ld->missing));
+				if (ld->missing == NULL)
+					store_oom();
+			}
+			ld->missing[ld->run.n_missing++] = (ctl_store_span){
+				.from = from,
+				.to = held
+			};
+		}
+		from = held + 1;
+	}
+	sqlite3_finalize(st);
+	ld->run.missing = ld->missing;
+}
+
 /* Streams the run's windows into ops->window, as the history reader
  * (hist_read.h) rebuilds them, with the state in force during each. */
 static uint64_t
@@ -355,6 +412,8 @@ store_hand_run(store_writer *w, store_loaded *ld, uint32_t max_decisions,
 	store_load_ranks(w, ld);
 	if ((uint64_t)ld->below < ld->run.next_window)
 		ld->run.next_window = (uint64_t)ld->below;
+	if (ld->at_start)
+		store_load_missing(w, ld);
 	ld->run.alive = ld->alive;
 	ld->run.layers = ld->layers;
 	ld->run.decisions = ld->decisions;
@@ -397,7 +456,7 @@ ctl_store_recover(ctl_store *s, uint32_t max_decisions,
 	    "ended_wall_ms IS NULL ORDER BY id DESC",
 	    0, 0);
 	while (runs != NULL && sqlite3_step(runs) == SQLITE_ROW) {
-		store_loaded ld = { .below = INT64_MAX };
+		store_loaded ld = { .below = INT64_MAX, .at_start = true };
 
 		store_loaded_row(&ld, runs);
 		handed += store_hand_run(&s->w, &ld, max_decisions, ops, arg);

@@ -65,6 +65,7 @@ static const char *const store_sql[ST_MAX] = {
 	[ST_REOPEN] = "UPDATE runs SET ended_wall_ms = NULL WHERE id = ?1",
 	[ST_RECOVERED] = "UPDATE runs SET recoveries = recoveries + 1 WHERE "
 			 "id = ?1",
+	[ST_CLOSED] = "UPDATE runs SET windows_closed = ?2 WHERE id = ?1",
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
 	[ST_COMMIT] = "COMMIT",
 	[ST_ROLLBACK] = "ROLLBACK",
@@ -333,6 +334,12 @@ static const char *const store_migrations[] = {
 	"GENERATED ALWAYS AS (4 * (floats_raw - floats_sent)) VIRTUAL;"
 	"ALTER TABLE superseded_window_info ADD COLUMN grad_bytes_saved "
 	"INTEGER;",
+	/* 8 -> 9 (0.7): the lowest window whose reports the agents may
+	 * still keep (windows_closed, as bellowsd last told them or lower):
+	 * a restarted bellowsd takes the windows from there up that the
+	 * run does not hold as late ones again. NULL in runs written
+	 * before: nothing below the newest window recorded is taken. */
+	"ALTER TABLE runs ADD COLUMN windows_closed INTEGER;",
 };
 
 _Static_assert(sizeof(store_migrations) / sizeof(store_migrations[0]) ==

@@ -576,6 +576,11 @@ store_write_update(store_writer *w, const store_update_row *r)
 		break;
 	case STORE_UPDATE_RESUMED:
 		return store_write_resumed(w, r);
+	case STORE_UPDATE_CLOSED:
+		st = w->st[ST_CLOSED];
+		sqlite3_bind_int64(st, 1, r->run);
+		store_bind_u64(st, 2, r->window);
+		break;
 	default:
 		st = w->st[ST_RECOVERED];
 		sqlite3_bind_int64(st, 1, r->run);

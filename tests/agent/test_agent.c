@@ -2513,7 +2513,14 @@ test_acknowledged_reports_are_not_sent_again(void **state)
 	assert_report_windows(f, 3, after_ack, 2);
 
 	/* The decision answering window 3 is published: windows up to 3
-	 * are closed, nothing is left to send again. */
+	 * are closed, nothing is left to send again. Window 2, sent again,
+	 * might have been late there: it is let go once the heartbeat acks
+	 * say it is in, and from then on decisions acknowledge again. */
+	pthread_mutex_lock(&f->mu);
+	f->windows_closed = 3;
+	beats = f->heartbeats;
+	pthread_mutex_unlock(&f->mu);
+	FAKE_WAIT(f, f->heartbeats >= beats + 3);
 	pthread_mutex_lock(&f->mu);
 	fake_decide(f, 1000, 4, 2.0, now_ms());
 	pthread_mutex_unlock(&f->mu);
@@ -2525,6 +2532,42 @@ test_acknowledged_reports_are_not_sent_again(void **state)
 	assert_int_equal(f->reports[5].u.report.window, 4);
 	pthread_mutex_unlock(&f->mu);
 	assert_false(log_contains("sending again 2"));
+	bellows_agent_close(&a);
+	fake_stop(f);
+}
+
+/* A restarted daemon may record the reports sent again late, and decide
+ * on newer windows while it waits for them: its decisions acknowledge
+ * none of those until its windows_closed passes them. */
+static void
+test_reports_sent_again_outlive_a_decision_until_windows_closed_passes(
+    void **state)
+{
+	static const uint64_t again[] = { 0, 1, 2, 3 };
+	bellows_agent_config cfg;
+	bellows_agent_stats s;
+	bellows_agent *a;
+	fake *f;
+
+	(void)state;
+	f = fake_start(NULL, NULL);
+	a = open_resending_agent(&cfg, f);
+	STATS_WAIT(a, s, s.connected);
+	FAKE_WAIT(f, f->subscriptions >= 1);
+	for (int i = 0; i < 3; i++)
+		run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 3);
+	fake_restart(f, a, 0x2222, 0, 1);
+	run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == 7);
+	pthread_mutex_lock(&f->mu);
+	fake_decide(f, 1000, 4, 2.0, now_ms());
+	pthread_mutex_unlock(&f->mu);
+	STATS_WAIT(a, s, s.decisions == 1);
+	/* Killed again before windows 0..2 were in: all come again. */
+	fake_restart(f, a, 0x3333, 0, 2);
+	FAKE_WAIT(f, f->n_reports == 11);
+	assert_report_windows(f, 7, again, 4);
 	bellows_agent_close(&a);
 	fake_stop(f);
 }
@@ -3098,6 +3141,8 @@ main(void)
 		cmocka_unit_test(
 		    test_reports_are_sent_again_after_rejoining_the_same_instance),
 		cmocka_unit_test(test_acknowledged_reports_are_not_sent_again),
+		cmocka_unit_test(
+		    test_reports_sent_again_outlive_a_decision_until_windows_closed_passes),
 		cmocka_unit_test(test_a_daemon_of_minor_1_gets_no_report_twice),
 		cmocka_unit_test(
 		    test_hello_carries_the_launch_and_asks_to_resume_only_once),

@@ -1915,6 +1915,9 @@ typedef struct recovered {
 	uint64_t ended;        /* end callbacks, windows counted */
 	uint64_t run_last_seq; /* the run's highest seq, also unread */
 	char run_key[32];      /* its launch */
+	uint64_t miss_from[4]; /* spans of windows it lacks from the mark */
+	uint64_t miss_to[4];   /* on, [miss_from, miss_to) */
+	uint32_t n_missing;    /* entries */
 } recovered;
 
 static int
@@ -1936,6 +1939,11 @@ rec_run(void *arg, const ctl_store_run *run, void **ret_ctx)
 	snprintf(r->run_key, sizeof(r->run_key), "%s", run->run_key);
 	for (uint32_t k = 0; k < 4 && k < run->world; k++)
 		r->alive[k] = run->alive[k];
+	r->n_missing = run->n_missing;
+	for (uint32_t i = 0; i < 4 && i < run->n_missing; i++) {
+		r->miss_from[i] = run->missing[i].from;
+		r->miss_to[i] = run->missing[i].to;
+	}
 	*ret_ctx = r;
 	return 0;
 }
@@ -2022,6 +2030,47 @@ test_store_recovers_live_runs_with_their_tail_and_windows(void **state)
 	assert_true(r.level_l2 == 2.0);
 	assert_true(isnan(r.compute_median));
 	assert_int_equal(r.ended, 3);
+	/* Written without a mark (as before schema 9): nothing below the
+	 * newest window is taken late again. */
+	assert_int_equal(r.n_missing, 0);
+}
+
+/* The windows a restarted daemon takes late again: those from the mark
+ * the agents were told (runs.windows_closed) up to the window it
+ * recovers at that the run lacks, in spans; none below the mark. */
+static void
+test_store_recovers_the_windows_missing_above_the_agents_mark(void **state)
+{
+	fixture *f = *state;
+	static const ctl_store_recover_ops ops = { rec_run, rec_window,
+		rec_end };
+	static const uint64_t held[] = { 0, 1, 3, 4, 8, 11 };
+	recovered r = { 0 };
+	int64_t run;
+
+	open_store(f);
+	start_store(f);
+	run = ctl_store_run_begin(f->store, "job", "", 2, table, N_LAYERS,
+	    f->cfg, 1, 1);
+	put_decision(f, run, 1, NULL);
+	for (size_t i = 0; i < sizeof(held) / sizeof(held[0]); i++) {
+		ctl_store_run_closed(f->store, run, held[i] < 3 ? 0 : 2);
+		put_window(f, run, held[i], N_LAYERS, 10);
+	}
+	wait_committed(f, ctl_store_flush(f->store));
+	ctl_store_close(&f->store, 2000);
+
+	open_store(f);
+	assert_int_equal(ctl_store_recover(f->store, 32, &ops, &r), 1);
+	assert_int_equal(r.next_window, 12);
+	assert_int_equal(r.n_missing, 3);
+	assert_int_equal(r.miss_from[0], 2);
+	assert_int_equal(r.miss_to[0], 3);
+	assert_int_equal(r.miss_from[1], 5);
+	assert_int_equal(r.miss_to[1], 8);
+	assert_int_equal(r.miss_from[2], 9);
+	assert_int_equal(r.miss_to[2], 11);
+	ctl_store_close(&f->store, 3000);
 }
 
 static void
@@ -2872,6 +2921,144 @@ test_store_late_windows_count_as_closed_once_their_rows_are_committed(
 	assert_int_equal(beat_closed(f, 200, 5301), 20);
 }
 
+/* bellowsd is killed a second time while late windows are open: rank 1
+ * had not rejoined the second daemon when window 20 closed without it
+ * (window_timeout_ms) and was recorded, above late windows 5..19 that
+ * wait for its reports. The store's mark (runs.windows_closed) says the
+ * agents may still keep those: the third daemon takes them late again,
+ * with the windows the ranks moved past meanwhile, and records every
+ * window once; the repeats of window 20 are ignored. */
+static void
+test_store_late_windows_a_second_kill_left_open_are_taken_again(void **state)
+{
+	fixture *f = *state;
+	ctl_jobs_counters c;
+	char text[256];
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	for (uint64_t w = 0; w < 5; w++) {
+		report_window(f, w, 1.0, 1100 + w);
+		settle(f);
+	}
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+
+	/* The second daemon: rank 0 is back at window 20, 5..19 are late;
+	 * rank 1 is not back yet. */
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
+	start_store(f);
+	assert_int_equal(hello(f, "A", 0, 200, 20, 6, 5000), 5);
+	for (uint64_t w = 5; w < 21; w++)
+		assert_int_equal(report_rc(f, 0, w, 5100), 0);
+	ctl_jobs_tick(f->jobs, 6200);
+	settle(f);
+	assert_int_equal(beat_closed(f, 210, 6200), 5);
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(window, ' ') FROM (SELECT window FROM "
+	    "window_info ORDER BY window)");
+	assert_string_equal(text, "0 1 2 3 4 20");
+	ctl_store_close(&f->store, 7000);
+	ctl_jobs_destroy(&f->jobs);
+
+	/* The third daemon recovers after window 20 and finds 5..19
+	 * missing above the mark; the ranks are at window 30. */
+	f->n_pub = 0;
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 8000), 1);
+	start_store(f);
+	assert_int_equal(hello(f, "A", 0, 300, 30, 7, 8000), 5);
+	assert_int_equal(hello(f, "B", 1, 300, 30, 7, 8000), 5);
+	/* Below the mark is closed for good. */
+	assert_int_equal(report_rc(f, 1, 4, 8100), BELLOWS_ESTATE);
+	for (uint32_t r = 0; r < 2; r++)
+		for (uint64_t w = 5; w < 30; w++)
+			assert_int_equal(report_rc(f, r, w, 8100), 0);
+	report_window(f, 30, 1.0, 8200);
+	settle(f);
+	assert_int_equal(beat_closed(f, 310, 8300), 31);
+	ctl_jobs_get_counters(f->jobs, &c);
+	assert_int_equal(c.duplicates, 2);
+	assert_int_equal(c.windows_late, 24);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) = 31 AND count(DISTINCT window) "
+			     "= 31 AND max(window) = 30 FROM window_info"),
+	    1);
+	db_text(f->db, text, sizeof(text),
+	    "SELECT group_concat(window, ' ') FROM (SELECT window FROM "
+	    "window_info WHERE late ORDER BY window)");
+	assert_string_equal(text,
+	    "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 21 22 23 24 25 26 27 "
+	    "28 29");
+	/* With both ranks' reports; window 20 as it closed. */
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM window_info WHERE late AND "
+			     "ranks_reported = 2 AND complete"),
+	    24);
+	assert_int_equal(db_int(f->db,
+			     "SELECT ranks_reported FROM window_info WHERE "
+			     "window = 20"),
+	    1);
+	/* The mark went with window 30's rows, when the late ones' commit
+	 * was not acknowledged yet: never above what the agents were told. */
+	assert_int_equal(db_int(f->db, "SELECT windows_closed FROM runs"), 5);
+}
+
+/* The store degrades while late windows are recorded: decisions stop
+ * waiting for commits, but the agents' reports of a late window are its
+ * only copy outside bellowsd, so windows_closed stays below the late
+ * windows until the store writes them again. */
+static void
+test_store_a_degraded_store_holds_the_mark_below_late_windows(void **state)
+{
+	fixture *f = *state;
+
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	for (uint64_t w = 0; w < 5; w++) {
+		report_window(f, w, 1.0, 1100 + w);
+		settle(f);
+	}
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
+	start_store(f);
+	assert_int_equal(hello(f, "A", 0, 200, 20, 6, 5000), 5);
+	assert_int_equal(hello(f, "B", 1, 200, 20, 6, 5000), 5);
+	for (uint64_t w = 5; w < 20; w++)
+		assert_int_equal(report_rc(f, 0, w, 5100), 0);
+	for (uint64_t w = 5; w < 10; w++)
+		assert_int_equal(report_rc(f, 1, w, 5100), 0);
+	settle(f);
+	assert_int_equal(beat_closed(f, 200, 5100), 10);
+	/* The store degrades; then windows 10..19 are recorded late. */
+	ctl_store_fault_arm(13 /* SQLITE_FULL */, 1000);
+	ctl_store_rank_event(f->store, 1, 1, CTL_STORE_RANK_REJOINED, 200, 101,
+	    5150);
+	ctl_store_flush(f->store);
+	wait_degraded(f);
+	for (uint64_t w = 10; w < 20; w++)
+		assert_int_equal(report_rc(f, 1, w, 5200), 0);
+	ctl_store_flush(f->store);
+	assert_int_equal(beat_closed(f, 200, 5200), 10);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM window_info WHERE late"),
+	    5);
+	ctl_store_fault_arm(0, 0);
+	settle(f);
+	assert_int_equal(db_int(f->db,
+			     "SELECT count(*) FROM window_info WHERE late"),
+	    15);
+	assert_int_equal(beat_closed(f, 200, 5300), 20);
+}
+
 static void
 test_store_windows_count_as_closed_once_their_close_is_committed(void **state)
 {
@@ -3295,6 +3482,9 @@ main(void)
 		T(test_store_rebuilds_a_job_and_its_policy_history_after_a_restart),
 		T(test_store_windows_a_restart_had_not_closed_are_recorded_late),
 		T(test_store_late_windows_count_as_closed_once_their_rows_are_committed),
+		T(test_store_late_windows_a_second_kill_left_open_are_taken_again),
+		T(test_store_recovers_the_windows_missing_above_the_agents_mark),
+		T(test_store_a_degraded_store_holds_the_mark_below_late_windows),
 		T(test_store_windows_count_as_closed_once_their_close_is_committed),
 		T(test_store_resent_reports_close_the_window_a_crash_left_open),
 		T(test_store_rebuilds_accordion_from_windows_recorded_while_behind),
