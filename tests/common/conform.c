@@ -97,7 +97,7 @@ conform_read(const uint8_t *p, size_t n, com_arena *arena, int *rc, size_t *len)
 	conform_limits(&lim);
 	com_arena_begin(arena, SIZE_MAX);
 	*rc = wire_fast_unpack(&bellows__envelope__descriptor, p, n, &lim,
-	    arena, &env);
+	    arena, NULL, &env);
 	if (*rc == 0)
 		out = conform_pack(env, len);
 	com_arena_reset(arena);
