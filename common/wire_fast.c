@@ -18,7 +18,6 @@
  */
 #include "wire_fast.h"
 
-#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -469,21 +468,6 @@ static const fast_layer_field fast_layer_fields[BELLOWS_STAT_TAG_MAX + 1] = {
 _Static_assert(1 + COM_N_LSTATS <= 64, "LayerStats: widen the seen mask");
 _Static_assert(COM_N_LARRAYS <= 8, "LayerStats: more arrays than counted");
 
-/* True when v passes check (bellows/stats.h's check column), as
- * wire_in.c's WIRE_CHECK_* require of every statistic. */
-static inline bool
-fast_layer_check(uint8_t check, double v)
-{
-	switch (check) {
-	case BELLOWS_STAT_CHECK_MAG:
-		return isfinite(v) && v >= 0.0;
-	case BELLOWS_STAT_CHECK_FRAC:
-		return isfinite(v) && v >= 0.0 && v <= 1.0;
-	default:
-		return true;
-	}
-}
-
 /* Room for n more values of array field e in *s, of which *count are
  * there; *at is where they go. More values than the field's limit
  * (com_wire_scan_limit's for LayerStats: max_layers) are refused as the
@@ -566,7 +550,7 @@ fast_layer_scalar(const fast_layer_field *e, unsigned wire, const uint8_t *p,
 			return BELLOWS_EPROTO;
 		memcpy(&d, p + *off, 8);
 		if (e->check != BELLOWS_STAT_CHECK_ANY &&
-		    !fast_layer_check(e->check, d))
+		    !com_stat_check_passes(e->check, d))
 			return BELLOWS_EPROTO;
 		memcpy(dst, &d, 8);
 		*off += 8;
@@ -576,7 +560,7 @@ fast_layer_scalar(const fast_layer_field *e, unsigned wire, const uint8_t *p,
 		return BELLOWS_EPROTO;
 	if (e->kind == FAST_L_U64) {
 		if (e->check != BELLOWS_STAT_CHECK_ANY &&
-		    !fast_layer_check(e->check, (double)v))
+		    !com_stat_check_passes(e->check, (double)v))
 			return BELLOWS_EPROTO;
 		memcpy(dst, &v, 8);
 	} else {
@@ -584,7 +568,7 @@ fast_layer_scalar(const fast_layer_field *e, unsigned wire, const uint8_t *p,
 
 		if ((e->kind == FAST_L_LAYER && x >= lim->max_layers) ||
 		    (e->check != BELLOWS_STAT_CHECK_ANY &&
-			!fast_layer_check(e->check, (double)x)))
+			!com_stat_check_passes(e->check, (double)x)))
 			return BELLOWS_EPROTO;
 		memcpy(dst, &x, 4);
 	}

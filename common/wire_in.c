@@ -31,6 +31,7 @@
 
 #include "common/bellows.pb-c.h"
 #include "common/utf8.h"
+#include "stat_table.h"
 #include "wire_arena.h"
 #include "wire_fast.h"
 #include "wire_field.h"
@@ -494,14 +495,11 @@ wire_in_unique_layers(const com_report *r)
 	return rc;
 }
 
-/* The check column of the statistics table (bellows/stats.h). */
-#define WIRE_CHECK_ANY(v)  true
-#define WIRE_CHECK_MAG(v)  wire_in_magnitude(v)
-#define WIRE_CHECK_FRAC(v) (wire_in_magnitude(v) && (v) <= 1.0)
-
-/* One statistic off the wire: refused unless it passes its check. */
+/* One statistic off the wire: refused unless it passes its check
+ * (com_stat_check_passes). */
 #define WIRE_IN_STAT(name, type, tag, check, ...)                              \
-	if (!WIRE_CHECK_##check(p->name))                                      \
+	if (!com_stat_check_passes(BELLOWS_STAT_CHECK_##check,                 \
+		(double)p->name))                                              \
 		return BELLOWS_EPROTO;                                         \
 	s->name = p->name;
 

@@ -195,6 +195,9 @@ conform_pb_field(const char *name)
 	return conform_pb_field_of(&bellows__layer_stats__descriptor, name);
 }
 
+/* The check column as docs/protocol.md states it, written again rather
+ * than taken from common/ (com_stat_check_passes): the reference must not
+ * share the reader's mistakes. */
 static bool
 conform_check_value(bellows_stat_check check, double v)
 {
