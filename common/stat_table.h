@@ -12,6 +12,8 @@
 #ifndef COM_STAT_TABLE_H
 #define COM_STAT_TABLE_H
 
+#include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -107,6 +109,24 @@ uint64_t com_stat_get_u64(const com_stat *s, const void *base);
 
 /* "U32", "U64", "F64" or "NONE"; the C type's name with ctype. */
 const char *com_stat_type_name(bellows_stat_type type);
+
+/* True when a received value v (an integer statistic as a double) passes
+ * check, the table's check column: ANY any value, MAG finite and not
+ * negative (-0 passes), FRAC MAG and at most 1; a value out of the enum
+ * passes. The decoder refuses a frame carrying a value that does not.
+ * Inline: it runs for every statistic of every report. */
+static inline bool
+com_stat_check_passes(bellows_stat_check check, double v)
+{
+	switch (check) {
+	case BELLOWS_STAT_CHECK_MAG:
+		return isfinite(v) && v >= 0.0;
+	case BELLOWS_STAT_CHECK_FRAC:
+		return isfinite(v) && v >= 0.0 && v <= 1.0;
+	default:
+		return true;
+	}
+}
 
 /* "ANY", "MAG", "FRAC"; "?" for a value out of the enum. */
 const char *com_stat_check_name(bellows_stat_check check);

@@ -1,5 +1,5 @@
-/* wire_fast - the wire reader: frames into protobuf-c's structs, see
- * wire_fast.h.
+/* wire_fast - the wire reader: frames into protobuf-c's structs, and a
+ * report's layers into com_layer_stats, see wire_fast.h.
  *
  * One walk over each message's bytes: every key, varint, length and wire
  * type is checked as it is read and the value stored at once, a
@@ -7,17 +7,36 @@
  * is allocated when its first entry comes (a packed array: all its
  * entries) and doubles when a further entry finds it full, so a frame as
  * bellows writes it allocates each array once, or log2(n) times for n
- * sub-messages. Everything comes from the frame's arena.
+ * sub-messages. Everything comes from the frame's arena, but a report's
+ * layers when the caller asks for them apart: each LayerStats is then read
+ * by a walk of its own over a table made from the statistics table
+ * (fast_layer_fields), into the com_layer_stats the decoded report keeps,
+ * with the same rules as the walk over a descriptor and the checks
+ * wire_in.c makes of every other field, so that no protobuf-c struct is
+ * built, initialised and copied for the layers (a Report is almost all
+ * layers).
  */
 #include "wire_fast.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <bellows/error.h>
 
+#include "stat_table.h"
+#include "wire_int.h"
+
 #define FAST_MAX_FIELDS 32 /* more fields than any message has */
 #define FAST_MAX_DEPTH  8  /* deeper nesting than any message has */
+
+/* One unpack: what every level of the walk reads with. */
+typedef struct fast_ctx {
+	const com_limits *lim;    /* the frame's limits */
+	com_arena *arena;         /* the protobuf-c structs go there */
+	wire_fast_layers *layers; /* a Report's layers go there; NULL: into
+				   * protobuf-c structs like any message */
+} fast_ctx;
 
 /* Reads a varint of at most max bytes at p[*off], advancing *off. A varint
  * is refused when it runs past len or max bytes, is not minimal (a last
@@ -140,17 +159,17 @@ fast_store_varint(ProtobufCType t, uint64_t v, void *dst)
 	}
 }
 
-static int fast_message(const ProtobufCMessageDescriptor *desc,
-    const uint8_t *p, size_t len, const com_limits *lim, com_arena *arena,
-    unsigned depth, void **ret);
+static int fast_message(fast_ctx *ctx, const ProtobufCMessageDescriptor *desc,
+    const uint8_t *p, size_t len, unsigned depth, void **ret);
 
 /* Stores the length-delimited value v of vlen bytes as an element of
  * field f at dst: a string (walk 1 refused NULs), bytes or a message. */
 static int
-fast_store_delimited(const ProtobufCFieldDescriptor *f, const uint8_t *v,
-    size_t vlen, const com_limits *lim, com_arena *arena, unsigned depth,
-    void *dst)
+fast_store_delimited(fast_ctx *ctx, const ProtobufCFieldDescriptor *f,
+    const uint8_t *v, size_t vlen, unsigned depth, void *dst)
 {
+	com_arena *arena = ctx->arena;
+
 	switch (f->type) {
 	case PROTOBUF_C_TYPE_STRING: {
 		char *s;
@@ -175,8 +194,8 @@ fast_store_delimited(const ProtobufCFieldDescriptor *f, const uint8_t *v,
 	}
 	default: {
 		void *m;
-		int rc = fast_message(f->descriptor, v, vlen, lim, arena,
-		    depth + 1, &m);
+		int rc = fast_message(ctx, f->descriptor, v, vlen, depth + 1,
+		    &m);
 
 		if (rc == 0)
 			memcpy(dst, &m, sizeof(m));
@@ -277,15 +296,15 @@ typedef struct fast_msg {
  * field's limit; *at is where they go. The array doubles as it grows
  * (one allocation for a field written packed once). */
 static int
-fast_room(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i, uint64_t n,
-    const com_limits *lim, com_arena *arena, char **at)
+fast_room(fast_ctx *ctx, fast_msg *m, const ProtobufCFieldDescriptor *f,
+    size_t i, uint64_t n, char **at)
 {
 	size_t *count = (size_t *)(m->msg + f->quantifier_offset);
 	size_t size = fast_size(f->type);
 	char *arr;
 
 	memcpy(&arr, m->msg + f->offset, sizeof(arr));
-	if (n > com_wire_scan_limit(m->desc, f, lim) - *count)
+	if (n > com_wire_scan_limit(m->desc, f, ctx->lim) - *count)
 		return BELLOWS_EPROTO;
 	if (*count + n > m->cap[i]) {
 		size_t want = m->cap[i] * 2;
@@ -295,8 +314,8 @@ fast_room(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i, uint64_t n,
 			want = *count + (size_t)n;
 		if (want < 8 && f->type == PROTOBUF_C_TYPE_MESSAGE)
 			want = 8;
-		if ((grown = com_arena_alloc(arena, want * size)) == NULL)
-			return com_arena_error(arena);
+		if ((grown = com_arena_alloc(ctx->arena, want * size)) == NULL)
+			return com_arena_error(ctx->arena);
 		if (*count > 0)
 			memcpy(grown, arr, *count * size);
 		arr = grown;
@@ -310,9 +329,8 @@ fast_room(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i, uint64_t n,
 
 /* Reads a packed array of field f (index i) at p[*off] into m. */
 static int
-fast_packed(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i,
-    const uint8_t *p, size_t len, size_t *off, const com_limits *lim,
-    com_arena *arena)
+fast_packed(fast_ctx *ctx, fast_msg *m, const ProtobufCFieldDescriptor *f,
+    size_t i, const uint8_t *p, size_t len, size_t *off)
 {
 	uint64_t v;
 	int64_t n;
@@ -323,8 +341,7 @@ fast_packed(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i,
 	    (n = fast_packed_count(f->type, p + *off, (size_t)v)) < 0)
 		return BELLOWS_EPROTO;
 	if (n > 0) {
-		if ((rc = fast_room(m, f, i, (uint64_t)n, lim, arena, &dst)) !=
-		    0)
+		if ((rc = fast_room(ctx, m, f, i, (uint64_t)n, &dst)) != 0)
 			return rc;
 		fast_store_packed(f->type, p + *off, (size_t)v, dst);
 	}
@@ -336,11 +353,11 @@ fast_packed(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i,
  * repeated field, or the field itself, marked present (a field or a
  * oneof member read twice is refused). */
 static inline __attribute__((always_inline)) int
-fast_slot(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i,
-    const com_limits *lim, com_arena *arena, char **dst)
+fast_slot(fast_ctx *ctx, fast_msg *m, const ProtobufCFieldDescriptor *f,
+    size_t i, char **dst)
 {
 	if (f->label == PROTOBUF_C_LABEL_REPEATED)
-		return fast_room(m, f, i, 1, lim, arena, dst);
+		return fast_room(ctx, m, f, i, 1, dst);
 	if ((m->seen & (1u << i)) != 0)
 		return BELLOWS_EPROTO;
 	m->seen |= 1u << i;
@@ -359,9 +376,9 @@ fast_slot(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i,
 /* Reads the value of field f (index i) of the given wire type at
  * p[*off] into m. */
 static int
-fast_value(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i,
-    unsigned wire, const uint8_t *p, size_t len, size_t *off,
-    const com_limits *lim, com_arena *arena, unsigned depth)
+fast_value(fast_ctx *ctx, fast_msg *m, const ProtobufCFieldDescriptor *f,
+    size_t i, unsigned wire, const uint8_t *p, size_t len, size_t *off,
+    unsigned depth)
 {
 	uint64_t v;
 	char *dst;
@@ -370,7 +387,7 @@ fast_value(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i,
 	if (wire == 0) {
 		if (fast_varint(p, len, off, 10, &v) != 0)
 			return BELLOWS_EPROTO;
-		if ((rc = fast_slot(m, f, i, lim, arena, &dst)) != 0)
+		if ((rc = fast_slot(ctx, m, f, i, &dst)) != 0)
 			return rc;
 		fast_store_varint(f->type, v, dst);
 		return 0;
@@ -378,7 +395,7 @@ fast_value(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i,
 	if (wire == 1) {
 		if (len - *off < 8)
 			return BELLOWS_EPROTO;
-		if ((rc = fast_slot(m, f, i, lim, arena, &dst)) != 0)
+		if ((rc = fast_slot(ctx, m, f, i, &dst)) != 0)
 			return rc;
 		memcpy(dst, p + *off, 8);
 		*off += 8;
@@ -391,17 +408,330 @@ fast_value(fast_msg *m, const ProtobufCFieldDescriptor *f, size_t i,
 	if (f->type == PROTOBUF_C_TYPE_STRING &&
 	    memchr(p + *off, 0, (size_t)v) != NULL)
 		return BELLOWS_EPROTO;
-	if ((rc = fast_slot(m, f, i, lim, arena, &dst)) != 0)
+	if ((rc = fast_slot(ctx, m, f, i, &dst)) != 0)
 		return rc;
 	*off += (size_t)v;
-	return fast_store_delimited(f, p + *off - v, (size_t)v, lim, arena,
-	    depth, dst);
+	return fast_store_delimited(ctx, f, p + *off - v, (size_t)v, depth,
+	    dst);
+}
+
+/*
+ * A report's layers, straight into com_layer_stats.
+ */
+
+/* How fast_layer_stats reads a LayerStats field. */
+enum {
+	FAST_L_NONE = 0, /* no field: skipped as unknown */
+	FAST_L_LAYER,    /* `layer`: uint32, below max_layers */
+	FAST_L_U32,      /* a varint, its low 32 bits kept (as protobuf-c) */
+	FAST_L_U64,      /* a varint */
+	FAST_L_F64,      /* a double, 8 bytes */
+	FAST_L_ARRAY,    /* repeated uint64, packed or one by one, absent
+			  * or exactly len values */
+};
+
+/* One field of LayerStats, by tag (fast_layer_fields). */
+typedef struct fast_layer_field {
+	uint16_t offset; /* in com_layer_stats */
+	uint8_t kind;    /* FAST_L_* */
+	uint8_t check;   /* bellows_stat_check, for a scalar */
+	uint8_t bit;     /* of the `seen` mask (a scalar) or the array's
+			  * index in BELLOWS_LAYER_ARRAYS */
+	uint16_t len;    /* FAST_L_ARRAY: the values it holds */
+} fast_layer_field;
+
+#define FAST_L_CHECK(c) BELLOWS_STAT_CHECK_##c
+#define FAST_L_STAT(name, type, tag, chk, ...)                                 \
+	[tag] = { .offset = offsetof(com_layer_stats, name),                   \
+		.kind = FAST_L_##type,                                         \
+		.check = FAST_L_CHECK(chk),                                    \
+		.bit = 1 + COM_LSTAT_##name },
+#define FAST_L_ARRAY_ROW(name, len_, tag, ...)                                 \
+	[tag] = { .offset = offsetof(com_layer_stats, name),                   \
+		.kind = FAST_L_ARRAY,                                          \
+		.bit = COM_LARRAY_##name,                                      \
+		.len = (len_) },
+
+/* LayerStats by tag: tag 1 is the layer's index (bellows/stats.h's tag
+ * rules), the others the statistics table's rows; every other tag is an
+ * unknown field. stat_table.c refuses at compile time a tag out of range
+ * or taken twice, tests/common/test_stat_table.c holds the tags to the
+ * .proto. */
+static const fast_layer_field fast_layer_fields[BELLOWS_STAT_TAG_MAX + 1] = {
+	[1] = { .offset = offsetof(com_layer_stats, layer),
+	    .kind = FAST_L_LAYER,
+	    .check = BELLOWS_STAT_CHECK_ANY },
+	BELLOWS_LAYER_STATS(FAST_L_STAT) BELLOWS_LAYER_ARRAYS(FAST_L_ARRAY_ROW)
+};
+
+/* One bit per scalar field in fast_layer_stats's `seen`, `layer` first. */
+_Static_assert(1 + COM_N_LSTATS <= 64, "LayerStats: widen the seen mask");
+_Static_assert(COM_N_LARRAYS <= 8, "LayerStats: more arrays than counted");
+
+/* Room for n more values of array field e in *s, of which *count are
+ * there; *at is where they go. More values than the field's limit
+ * (com_wire_scan_limit's for LayerStats: max_layers) are refused as the
+ * walk over a descriptor refuses them, and more than the array holds
+ * because they could never make exactly len. The array is allocated at
+ * its first value, whole. */
+static int
+fast_layer_room(const fast_layer_field *e, uint64_t n, const com_limits *lim,
+    com_layer_stats *s, uint32_t *count, uint64_t **at)
+{
+	uint64_t *arr;
+
+	if (n > lim->max_layers - (uint64_t)*count || n > e->len - *count)
+		return BELLOWS_EPROTO;
+	memcpy(&arr, (char *)s + e->offset, sizeof(arr));
+	if (arr == NULL) {
+		if ((arr = com_wire_calloc(e->len, sizeof(*arr))) == NULL)
+			return BELLOWS_ENOMEM;
+		memcpy((char *)s + e->offset, &arr, sizeof(arr));
+	}
+	*at = arr + *count;
+	*count += (uint32_t)n;
+	return 0;
+}
+
+/* Reads the value of array field e, of wire type wire, at p[*off] into
+ * *s: one varint, or a packed run of them. */
+static int
+fast_layer_array(const fast_layer_field *e, unsigned wire, const uint8_t *p,
+    size_t len, size_t *off, const com_limits *lim, com_layer_stats *s,
+    uint32_t *count)
+{
+	uint64_t v, *at;
+	int64_t n;
+	int rc;
+
+	if (wire == 0) {
+		if (fast_varint(p, len, off, 10, &v) != 0)
+			return BELLOWS_EPROTO;
+		if ((rc = fast_layer_room(e, 1, lim, s, count, &at)) != 0)
+			return rc;
+		*at = v;
+		return 0;
+	}
+	if (wire != 2 || fast_varint(p, len, off, 5, &v) != 0 ||
+	    v > len - *off ||
+	    (n = fast_packed_count(PROTOBUF_C_TYPE_UINT64, p + *off,
+		 (size_t)v)) < 0)
+		return BELLOWS_EPROTO;
+	if (n > 0) {
+		if ((rc = fast_layer_room(e, (uint64_t)n, lim, s, count,
+			 &at)) != 0)
+			return rc;
+		fast_store_packed(PROTOBUF_C_TYPE_UINT64, p + *off, (size_t)v,
+		    (char *)at);
+	}
+	*off += (size_t)v;
+	return 0;
+}
+
+/* Reads one scalar field e, of wire type wire, at p[*off] into *s: the
+ * wire type its type is written with, once, a value its check passes.
+ * Inlined by force: it runs for every statistic of every layer. */
+static inline __attribute__((always_inline)) int
+fast_layer_scalar(const fast_layer_field *e, unsigned wire, const uint8_t *p,
+    size_t len, size_t *off, const com_limits *lim, uint64_t *seen,
+    com_layer_stats *s)
+{
+	char *dst = (char *)s + e->offset;
+	uint64_t bit = (uint64_t)1 << e->bit;
+	uint64_t v;
+
+	if ((*seen & bit) != 0)
+		return BELLOWS_EPROTO;
+	*seen |= bit;
+	if (e->kind == FAST_L_F64) {
+		double d;
+
+		if (wire != 1 || len - *off < 8)
+			return BELLOWS_EPROTO;
+		memcpy(&d, p + *off, 8);
+		if (e->check != BELLOWS_STAT_CHECK_ANY &&
+		    !com_stat_check_passes(e->check, d))
+			return BELLOWS_EPROTO;
+		memcpy(dst, &d, 8);
+		*off += 8;
+		return 0;
+	}
+	if (wire != 0 || fast_varint(p, len, off, 10, &v) != 0)
+		return BELLOWS_EPROTO;
+	if (e->kind == FAST_L_U64) {
+		if (e->check != BELLOWS_STAT_CHECK_ANY &&
+		    !com_stat_check_passes(e->check, (double)v))
+			return BELLOWS_EPROTO;
+		memcpy(dst, &v, 8);
+	} else {
+		uint32_t x = (uint32_t)v;
+
+		if ((e->kind == FAST_L_LAYER && x >= lim->max_layers) ||
+		    (e->check != BELLOWS_STAT_CHECK_ANY &&
+			!com_stat_check_passes(e->check, (double)x)))
+			return BELLOWS_EPROTO;
+		memcpy(dst, &x, 4);
+	}
+	return 0;
+}
+
+/* Frees the arrays of *s and clears their pointers. */
+static void
+fast_layer_arrays_free(com_layer_stats *s)
+{
+	for (size_t a = 0; a < COM_N_LARRAYS; a++) {
+		char *at = (char *)s + com_layer_array_table[a].offset;
+		uint64_t *arr;
+
+		memcpy(&arr, at, sizeof(arr));
+		free(arr);
+		arr = NULL;
+		memcpy(at, &arr, sizeof(arr));
+	}
+}
+
+int
+wire_fast_layer_stats(const uint8_t *p, size_t len, const com_limits *lim,
+    com_layer_stats *ret_stats)
+{
+	uint32_t count[COM_N_LARRAYS > 0 ? COM_N_LARRAYS : 1] = { 0 };
+	uint64_t seen = 0;
+	size_t off = 0;
+	int rc = 0;
+
+	while (off < len) {
+		const fast_layer_field *e;
+		uint64_t key, tag;
+		unsigned wire;
+
+		/* Keys as fast_field reads them. */
+		if (fast_varint(p, len, &off, 5, &key) != 0 ||
+		    (tag = key >> 3) == 0) {
+			rc = BELLOWS_EPROTO;
+			break;
+		}
+		wire = key & 7;
+		e = &fast_layer_fields[tag <= BELLOWS_STAT_TAG_MAX ? tag : 0];
+		if (e->kind == FAST_L_NONE)
+			rc = fast_skip(p, len, &off, wire) == 0
+			    ? 0
+			    : BELLOWS_EPROTO;
+		else if (e->kind == FAST_L_ARRAY)
+			rc = fast_layer_array(e, wire, p, len, &off, lim,
+			    ret_stats, &count[e->bit]);
+		else
+			rc = fast_layer_scalar(e, wire, p, len, &off, lim,
+			    &seen, ret_stats);
+		if (rc != 0)
+			break;
+	}
+	/* An array is absent or exactly its length (bellows/stats.h). */
+	for (size_t a = 0; a < COM_N_LARRAYS && rc == 0; a++)
+		if (count[a] != 0 && count[a] != com_layer_array_table[a].len)
+			rc = BELLOWS_EPROTO;
+	if (rc != 0)
+		fast_layer_arrays_free(ret_stats);
+	return rc;
+}
+
+/* Entries of field tag written length-delimited among the fields at
+ * p[off..len): how many layers a Report's walk will find from here. The
+ * count reads keys as fast_field does and skips every value as
+ * fast_skip does, which accepts whatever the walk accepts, so it stops no
+ * sooner than the walk: the count is never short of what the walk stores
+ * before it ends or refuses the frame. */
+static size_t
+fast_layer_count(const uint8_t *p, size_t len, size_t off, uint64_t tag)
+{
+	size_t n = 0;
+
+	while (off < len) {
+		uint64_t key;
+
+		if (fast_varint(p, len, &off, 5, &key) != 0)
+			break;
+		n += (key >> 3) == tag && (key & 7) == 2;
+		if (fast_skip(p, len, &off, key & 7) != 0)
+			break;
+	}
+	return n;
+}
+
+/* Room for one more layer in ctx->layers, within the field's limit. The
+ * first layer sizes the array from the count of those still to come
+ * (fast_layer_count), so a report takes one allocation; should a layer
+ * find it full all the same, it doubles. */
+static int
+fast_layer_room_entry(fast_ctx *ctx, const ProtobufCMessageDescriptor *desc,
+    const ProtobufCFieldDescriptor *f, const uint8_t *p, size_t len,
+    size_t next)
+{
+	wire_fast_layers *l = ctx->layers;
+	size_t want;
+	com_layer_stats *grown;
+
+	if (l->n < l->cap)
+		return 0; /* cap is within the limit */
+	if (l->cap == 0)
+		l->limit = com_wire_scan_limit(desc, f, ctx->lim);
+	if (l->n >= l->limit)
+		return BELLOWS_EPROTO;
+	if (l->cap == 0)
+		want = 1 + fast_layer_count(p, len, next, f->id);
+	else
+		want = l->cap * 2;
+	if (want > l->limit)
+		want = (size_t)l->limit;
+	if ((grown = com_wire_calloc(want, sizeof(*grown))) == NULL)
+		return BELLOWS_ENOMEM;
+	if (l->n > 0)
+		memcpy(grown, l->at, l->n * sizeof(*grown));
+	free(l->at);
+	l->at = grown;
+	l->cap = want;
+	return 0;
+}
+
+/* Reads one entry of the layers field f of a Report (desc), wire type 2,
+ * at p[*off] into ctx->layers, its length read and checked as
+ * fast_value reads any sub-message's. */
+static int
+fast_layer_entry(fast_ctx *ctx, const ProtobufCMessageDescriptor *desc,
+    const ProtobufCFieldDescriptor *f, const uint8_t *p, size_t len,
+    size_t *off)
+{
+	wire_fast_layers *l = ctx->layers;
+	uint64_t v;
+	int rc;
+
+	if (fast_varint(p, len, off, 5, &v) != 0 || v > len - *off)
+		return BELLOWS_EPROTO;
+	if ((rc = fast_layer_room_entry(ctx, desc, f, p, len,
+		 *off + (size_t)v)) != 0)
+		return rc;
+	if ((rc = wire_fast_layer_stats(p + *off, (size_t)v, ctx->lim,
+		 &l->at[l->n])) != 0)
+		return rc;
+	l->n++;
+	*off += (size_t)v;
+	return 0;
+}
+
+void
+wire_fast_layers_free(wire_fast_layers *layers)
+{
+	for (size_t i = 0; i < layers->n; i++)
+		fast_layer_arrays_free(&layers->at[i]);
+	free(layers->at);
+	layers->at = NULL;
+	layers->n = 0;
+	layers->cap = 0;
 }
 
 /* Reads one field, key and value, at p[*off] into m. */
 static int
-fast_field(fast_msg *m, const uint8_t *p, size_t len, size_t *off,
-    const com_limits *lim, com_arena *arena, unsigned depth)
+fast_field(fast_ctx *ctx, fast_msg *m, const uint8_t *p, size_t len,
+    size_t *off, unsigned depth)
 {
 	const ProtobufCFieldDescriptor *f;
 	uint64_t key;
@@ -420,18 +750,20 @@ fast_field(fast_msg *m, const uint8_t *p, size_t len, size_t *off,
 		return BELLOWS_EPROTO;
 	i = (size_t)(f - m->desc->fields);
 	if (f->label == PROTOBUF_C_LABEL_REPEATED && want != 2 && wire == 2)
-		return fast_packed(m, f, i, p, len, off, lim, arena);
+		return fast_packed(ctx, m, f, i, p, len, off);
 	if ((int)wire != want)
 		return BELLOWS_EPROTO;
-	return fast_value(m, f, i, wire, p, len, off, lim, arena, depth);
+	if (ctx->layers != NULL &&
+	    f->descriptor == &bellows__layer_stats__descriptor)
+		return fast_layer_entry(ctx, m->desc, f, p, len, off);
+	return fast_value(ctx, m, f, i, wire, p, len, off, depth);
 }
 
 /* Reads one message of type desc from the len bytes at p into a struct
  * from arena, *ret; depth counts the messages it is nested in. */
 static int
-fast_message(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
-    size_t len, const com_limits *lim, com_arena *arena, unsigned depth,
-    void **ret)
+fast_message(fast_ctx *ctx, const ProtobufCMessageDescriptor *desc,
+    const uint8_t *p, size_t len, unsigned depth, void **ret)
 {
 	fast_msg m;
 	size_t off = 0;
@@ -439,15 +771,15 @@ fast_message(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
 
 	if (depth > FAST_MAX_DEPTH || desc->n_fields > FAST_MAX_FIELDS)
 		return BELLOWS_EPROTO;
-	if ((m.msg = com_arena_alloc(arena, desc->sizeof_message)) == NULL)
-		return com_arena_error(arena);
+	if ((m.msg = com_arena_alloc(ctx->arena, desc->sizeof_message)) == NULL)
+		return com_arena_error(ctx->arena);
 	desc->message_init((ProtobufCMessage *)(void *)m.msg);
 	m.desc = desc;
 	m.seen = 0;
 	m.oneof = false;
 	memset(m.cap, 0, desc->n_fields * sizeof(m.cap[0]));
 	while (off < len)
-		if ((rc = fast_field(&m, p, len, &off, lim, arena, depth)) != 0)
+		if ((rc = fast_field(ctx, &m, p, len, &off, depth)) != 0)
 			return rc;
 	*ret = m.msg;
 	return 0;
@@ -455,7 +787,10 @@ fast_message(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
 
 int
 wire_fast_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
-    size_t len, const com_limits *lim, com_arena *arena, void **ret)
+    size_t len, const com_limits *lim, com_arena *arena,
+    wire_fast_layers *layers, void **ret)
 {
-	return fast_message(desc, p, len, lim, arena, 0, ret);
+	fast_ctx ctx = { .lim = lim, .arena = arena, .layers = layers };
+
+	return fast_message(&ctx, desc, p, len, 0, ret);
 }

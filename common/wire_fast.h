@@ -11,6 +11,13 @@
  * past its limit). Repeated scalars may come packed or one by one.
  * Unknown fields are skipped. tests/common/conform.c holds it to that
  * against protobuf-c's unpack.
+ *
+ * A Report's layers may be read apart, straight into the com_layer_stats
+ * of the decoded report (wire_fast_layers): by the same rules, with the
+ * checks of a statistic's value (its check column, `layer` below
+ * max_layers, an array absent or whole) made as each is read, and no
+ * protobuf-c struct built for them. tests/common/conform.c holds that
+ * reader to protobuf-c's unpack followed by those checks.
  */
 #ifndef COM_WIRE_FAST_H
 #define COM_WIRE_FAST_H
@@ -50,12 +57,47 @@ wire_scan_field(const ProtobufCMessageDescriptor *desc, uint64_t tag)
 	return NULL;
 }
 
+/* The layers of a Report, read apart from its struct (wire_fast_unpack).
+ * Zero it before the unpack; the caller owns what it holds afterwards,
+ * success or not, and either takes the array (at, with n entries, into a
+ * com_report, which then owns their arrays) and zeroes it, or frees it
+ * with wire_fast_layers_free. */
+typedef struct wire_fast_layers {
+	com_layer_stats *at; /* n entries read of cap allocated (heap, from
+			      * com_wire_calloc); NULL before the first */
+	size_t n;            /* entries read, each whole and checked */
+	size_t cap;          /* entries allocated, zeroed beyond n; at most
+			      * limit */
+	uint64_t limit;      /* the field's limit (com_wire_scan_limit),
+			      * set with the first entry */
+} wire_fast_layers;
+
 /* Unpacks a message of type desc from the len bytes at p into arena and
- * sets *ret to it. Returns BELLOWS_EPROTO for a frame the rules refuse,
- * BELLOWS_EMSGSIZE when it would take more than the arena's budget,
- * BELLOWS_ENOMEM; *ret untouched on failure. Everything returned lives in
- * the arena: nothing is to be freed. */
+ * sets *ret to it. When layers is not NULL, the layers of a Report
+ * (anywhere in the frame) go there instead of into the Report's struct,
+ * whose n_layers stays 0. Returns BELLOWS_EPROTO for a frame the rules
+ * refuse (with layers, also for a layer whose values their checks
+ * refuse), BELLOWS_EMSGSIZE when it would take more than the arena's
+ * budget, BELLOWS_ENOMEM; *ret untouched on failure, *layers holding
+ * what was read (see there). Everything returned in *ret lives in the
+ * arena: nothing of it is to be freed. */
 int wire_fast_unpack(const ProtobufCMessageDescriptor *desc, const uint8_t *p,
-    size_t len, const com_limits *lim, com_arena *arena, void **ret);
+    size_t len, const com_limits *lim, com_arena *arena,
+    wire_fast_layers *layers, void **ret);
+
+/* Reads one LayerStats from the len bytes at p into *ret_stats, which
+ * must be zeroed: by the rules of wire_fast_unpack, every value checked
+ * as the statistics table's check column says, `layer` below
+ * lim->max_layers, an array statistic absent or exactly its length (on
+ * the heap, owned by *ret_stats: com_msg_fini frees it in a report); a
+ * field not written stays 0. Returns BELLOWS_EPROTO for bytes the rules
+ * or the checks refuse, BELLOWS_ENOMEM; on failure *ret_stats holds no
+ * array, its other fields are unspecified. */
+int wire_fast_layer_stats(const uint8_t *p, size_t len, const com_limits *lim,
+    com_layer_stats *ret_stats);
+
+/* Frees every entry's arrays and the entries of *layers, and zeroes it.
+ * Never fails. */
+void wire_fast_layers_free(wire_fast_layers *layers);
 
 #endif /* COM_WIRE_FAST_H */

@@ -10,13 +10,15 @@
  * arena (wire_arena.c), refusing what the acceptance rules refuse and
  * counting every repeated field against its limit before sizing its
  * array; the arena holds the frame to a byte budget, which bounds what no
- * single limit does (repeats nested in repeats). Then the conversion to
- * com_* structs checks every field: a message's plain fields by its table
- * (wire_field.h) through wire_in_fields, the statistics by the statistics
- * table's macros (the report's hot path, kept inline), and what no table
- * can say (repeated sub-messages, checks across fields) by the message's
- * own code. Decoded strings are never NULL (an absent string is ""); an
- * absent sub-message decodes as zeroes.
+ * single limit does (repeats nested in repeats). A report's layers, the
+ * bulk of bellowsd's traffic, are the exception: the reader decodes and
+ * checks them straight into the com_layer_stats the report keeps, on the
+ * heap (wire_fast_layers). Then the conversion to com_* structs checks
+ * every other field: a message's plain fields by its table (wire_field.h)
+ * through wire_in_fields, the timings by the statistics table's macros,
+ * and what no table can say (repeated sub-messages, checks across fields)
+ * by the message's own code. Decoded strings are never NULL (an absent string
+ * is ""); an absent sub-message decodes as zeroes.
  */
 #include "wire.h"
 
@@ -29,6 +31,7 @@
 
 #include "common/bellows.pb-c.h"
 #include "common/utf8.h"
+#include "stat_table.h"
 #include "wire_arena.h"
 #include "wire_fast.h"
 #include "wire_field.h"
@@ -492,40 +495,13 @@ wire_in_unique_layers(const com_report *r)
 	return rc;
 }
 
-/* The check column of the statistics table (bellows/stats.h). */
-#define WIRE_CHECK_ANY(v)  true
-#define WIRE_CHECK_MAG(v)  wire_in_magnitude(v)
-#define WIRE_CHECK_FRAC(v) (wire_in_magnitude(v) && (v) <= 1.0)
-
-/* One statistic off the wire: refused unless it passes its check. */
+/* One statistic off the wire: refused unless it passes its check
+ * (com_stat_check_passes). */
 #define WIRE_IN_STAT(name, type, tag, check, ...)                              \
-	if (!WIRE_CHECK_##check(p->name))                                      \
+	if (!com_stat_check_passes(BELLOWS_STAT_CHECK_##check,                 \
+		(double)p->name))                                              \
 		return BELLOWS_EPROTO;                                         \
 	s->name = p->name;
-
-/* One array statistic off the wire: absent, or exactly its length
- * (check LEN), copied to the heap (com_msg_fini frees it). */
-#define WIRE_IN_ARRAY(name, len, tag, check, ...)                              \
-	if (p->n_##name != 0 && p->n_##name != (len))                          \
-		return BELLOWS_EPROTO;                                         \
-	if (p->n_##name != 0) {                                                \
-		if ((s->name = com_wire_calloc(len, sizeof(uint64_t))) ==      \
-		    NULL)                                                      \
-			return BELLOWS_ENOMEM;                                 \
-		memcpy(s->name, p->name, (len) * sizeof(uint64_t));            \
-	}
-
-static int
-wire_in_layer_stats(const Bellows__LayerStats *p, const com_limits *lim,
-    com_layer_stats *s)
-{
-	if (p->layer >= lim->max_layers)
-		return BELLOWS_EPROTO;
-	s->layer = p->layer;
-	BELLOWS_LAYER_STATS(WIRE_IN_STAT)
-	BELLOWS_LAYER_ARRAYS(WIRE_IN_ARRAY)
-	return 0;
-}
 
 static int
 wire_in_timings(const Bellows__Timings *p, com_timings *s)
@@ -545,28 +521,25 @@ wire_in_comm(const Bellows__Report *pr, const com_limits *lim, com_report *r)
 }
 
 /* What a report's table cannot say: the ranks it covers end within
- * max_world, its timings, layers and collectives. */
+ * max_world, its timings, layers and collectives. The layers were read
+ * and checked by the wire reader (wire_fast_layer_stats); the report
+ * takes them from *layers. */
 static int
-wire_in_report(const Bellows__Report *pr, const com_limits *lim, com_report *r)
+wire_in_report(const Bellows__Report *pr, wire_fast_layers *layers,
+    const com_limits *lim, com_report *r)
 {
 	int rc;
 
-	if (pr->n_layers > lim->max_layers ||
-	    r->ranks > lim->max_world - r->rank)
+	if (layers->n > lim->max_layers || r->ranks > lim->max_world - r->rank)
 		return BELLOWS_EPROTO;
 	if (pr->timings != NULL &&
 	    (rc = wire_in_timings(pr->timings, &r->timings)) != 0)
 		return rc;
-	if (pr->n_layers > 0) {
-		r->layers = com_wire_calloc(pr->n_layers, sizeof(*r->layers));
-		if (r->layers == NULL)
-			return BELLOWS_ENOMEM;
-		r->n_layers = (uint32_t)pr->n_layers;
+	if (layers->n > 0) {
+		r->layers = layers->at;
+		r->n_layers = (uint32_t)layers->n;
+		*layers = (wire_fast_layers){ 0 };
 	}
-	for (size_t i = 0; i < pr->n_layers; i++)
-		if ((rc = wire_in_layer_stats(pr->layers[i], lim,
-			 &r->layers[i])) != 0)
-			return rc;
 	if ((rc = wire_in_unique_layers(r)) != 0)
 		return rc;
 	return wire_in_comm(pr, lim, r);
@@ -628,9 +601,11 @@ wire_in_telemetry(const Bellows__Telemetry *p, const com_limits *lim,
 }
 
 /* The body of env, converted into m->u: its plain fields by its table,
- * then what only its own code can check. */
+ * then what only its own code can check; a report takes the layers read
+ * apart into *layers. */
 static int
-wire_in_body(const Bellows__Envelope *env, const com_limits *lim, com_msg *m)
+wire_in_body(const Bellows__Envelope *env, wire_fast_layers *layers,
+    const com_limits *lim, com_msg *m)
 {
 	/* Every body is a pointer to a struct in one union, so any member
 	 * reads it (pointers to structs share one representation). */
@@ -648,7 +623,7 @@ wire_in_body(const Bellows__Envelope *env, const com_limits *lim, com_msg *m)
 		    env->welcome->n_decisions, lim, &m->u.welcome.decisions,
 		    &m->u.welcome.n_decisions);
 	case COM_MSG_REPORT:
-		return wire_in_report(env->report, lim, &m->u.report);
+		return wire_in_report(env->report, layers, lim, &m->u.report);
 	case COM_MSG_DECISION:
 		/* Only inside another message may the job be left empty. */
 		if (m->u.decision.job[0] == '\0')
@@ -693,6 +668,7 @@ com_wire_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
 {
 	com_arena *own = NULL;
 	Bellows__Envelope *env = NULL;
+	wire_fast_layers layers = { 0 };
 	com_msg m;
 	int rc;
 
@@ -712,7 +688,7 @@ com_wire_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
 	}
 	com_arena_begin(arena, wire_budget(len, lim));
 	rc = wire_fast_unpack(&bellows__envelope__descriptor, buf, len, lim,
-	    arena, (void **)&env);
+	    arena, &layers, (void **)&env);
 	if (rc == 0) {
 		com_msg_init(&m, wire_in_type(env->body_case));
 		m.major = env->major;
@@ -722,12 +698,13 @@ com_wire_decode_arena(const uint8_t *buf, size_t len, const com_limits *lim,
 		else if (m.major != BELLOWS_PROTO_MAJOR)
 			rc = BELLOWS_EVERSION;
 		else
-			rc = wire_in_body(env, lim, &m);
+			rc = wire_in_body(env, &layers, lim, &m);
 		if (rc == 0 || rc == BELLOWS_EVERSION)
 			*ret_msg = m;
 		else
 			com_msg_fini(&m);
 	}
+	wire_fast_layers_free(&layers); /* what no report took */
 	if (own != NULL)
 		com_arena_destroy(&own); /* its chunks with it */
 	else

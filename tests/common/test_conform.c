@@ -2,7 +2,9 @@
  * the same values, and refuses besides only frames bellows never writes
  * (docs/protocol.md): on every frame of the committed fuzz corpus
  * (tests/fuzz/corpus/wire, the directory given as argv[1]), and on the
- * over-long varints the two once disagreed on.
+ * over-long varints the two once disagreed on. A report's layers, which
+ * the decoder reads straight into com_layer_stats, are held to protobuf-c
+ * and the statistics table's checks on generated layers as well.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +22,9 @@
 #include <bellows/error.h>
 
 #include "common/bellows.pb-c.h"
+#include "common/stat_table.h"
 #include "common/wire.h"
+#include "common/wire_fast.h"
 #include "conform.h"
 
 static const char *corpus_dir;
@@ -186,6 +191,225 @@ test_conform_an_over_long_key_is_refused(void **state)
 	assert_null(conform_check(key2, sizeof(key2)));
 }
 
+/*
+ * Generated layers: the layer reader against protobuf-c (conform.h).
+ */
+
+/* A LayerStats being written by hand. */
+typedef struct lbuf {
+	uint8_t b[8192]; /* the bytes */
+	size_t n;        /* bytes used */
+} lbuf;
+
+static uint64_t
+xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* v as a varint, with `pad` more bytes than it needs (0x80 ... 0x00:
+ * a form protobuf-c reads and bellows refuses) when pad > 0. */
+static void
+put_varint(lbuf *w, uint64_t v, unsigned pad)
+{
+	while (v >= 0x80 || pad > 0) {
+		if (v < 0x80 && pad > 0) {
+			w->b[w->n++] = (uint8_t)(v | 0x80);
+			v = 0;
+			while (--pad > 0)
+				w->b[w->n++] = 0x80;
+			w->b[w->n++] = 0x00;
+			return;
+		}
+		w->b[w->n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	w->b[w->n++] = (uint8_t)v;
+}
+
+/* A random varint value: small, 32-bit, or 64-bit. */
+static uint64_t
+rand_value(uint64_t *seed)
+{
+	switch (xorshift(seed) % 4) {
+	case 0:
+		return xorshift(seed) % 100;
+	case 1:
+		return xorshift(seed) % 70000;
+	case 2:
+		return xorshift(seed) & 0xffffffffu;
+	default:
+		return xorshift(seed);
+	}
+}
+
+/* A random double: in range for every check, out of some, or not a
+ * number. */
+static double
+rand_double(uint64_t *seed)
+{
+	static const double pick[] = { 0.0, 0.5, 1.0, 1.5, 1e300, -0.0, -1.0,
+		INFINITY, -INFINITY, NAN };
+	uint64_t r = xorshift(seed);
+
+	if (r % 5 == 0) {
+		double d;
+		uint64_t bits = xorshift(seed);
+
+		memcpy(&d, &bits, sizeof(d));
+		return d;
+	}
+	return pick[r % (sizeof(pick) / sizeof(pick[0]))];
+}
+
+/* A packed exp_hist of n values (tag 21), its length written with pad
+ * extra bytes. */
+static void
+put_packed(lbuf *w, uint32_t tag, unsigned n, unsigned pad, uint64_t *seed)
+{
+	lbuf v = { .n = 0 };
+
+	for (unsigned i = 0; i < n; i++)
+		put_varint(&v, rand_value(seed) % 5000, 0);
+	put_varint(w, (uint64_t)tag << 3 | 2, 0);
+	put_varint(w, v.n, pad);
+	memcpy(w->b + w->n, v.b, v.n);
+	w->n += v.n;
+}
+
+/* One field: mostly a known one with its own wire type, at times an
+ * unknown one, a wrong wire type, a padded varint or an array in pieces. */
+static void
+put_field(lbuf *w, uint64_t *seed)
+{
+	uint64_t r = xorshift(seed) % 100;
+	unsigned pad = xorshift(seed) % 12 == 0 ? 1 + xorshift(seed) % 5 : 0;
+	uint32_t tag, wire;
+	const com_stat_array *a = &com_layer_array_table[0];
+
+	if (r < 60) {
+		const com_stat
+		    *e = &com_layer_stat_table[xorshift(seed) % COM_N_LSTATS];
+
+		tag = e->tag;
+		wire = e->type == BELLOWS_STAT_TYPE_F64 ? 1 : 0;
+	} else if (r < 66) {
+		tag = 1;
+		wire = 0;
+	} else if (r < 76) {
+		/* The array: whole, short, in two pieces, or one by one. */
+		switch (xorshift(seed) % 4) {
+		case 0:
+			put_packed(w, a->tag, a->len, pad, seed);
+			return;
+		case 1:
+			put_packed(w, a->tag, xorshift(seed) % (a->len + 2), 0,
+			    seed);
+			return;
+		case 2:
+			put_packed(w, a->tag, a->len / 2, 0, seed);
+			put_packed(w, a->tag, a->len - a->len / 2, 0, seed);
+			return;
+		default:
+			for (unsigned i = 0; i < a->len; i++) {
+				put_varint(w, (uint64_t)a->tag << 3, 0);
+				put_varint(w, rand_value(seed), 0);
+			}
+			return;
+		}
+	} else if (r < 90) {
+		/* Unknown: a free tag, one past the table's range, a huge
+		 * one. */
+		static const uint32_t free_tags[] = { 22, 29, 39, 41, 127, 128,
+			1000, 536870911 };
+
+		tag = free_tags[xorshift(seed) % 8];
+		wire = (uint32_t)(xorshift(seed) % 3);
+	} else {
+		tag = (uint32_t)(xorshift(seed) % 45);
+		wire = (uint32_t)(xorshift(seed) % 8);
+	}
+	put_varint(w, (uint64_t)tag << 3 | wire, xorshift(seed) % 40 == 0);
+	switch (wire) {
+	case 0: {
+		uint64_t v = tag == 1 ? xorshift(seed) % 70000
+				      : rand_value(seed);
+
+		put_varint(w, v, pad);
+		break;
+	}
+	case 1: {
+		double d = rand_double(seed);
+
+		memcpy(w->b + w->n, &d, 8);
+		w->n += 8;
+		break;
+	}
+	case 2: {
+		unsigned n = (unsigned)(xorshift(seed) % 6);
+
+		put_varint(w, n, pad);
+		for (unsigned i = 0; i < n; i++)
+			w->b[w->n++] = (uint8_t)xorshift(seed);
+		break;
+	}
+	case 5:
+		for (unsigned i = 0; i < 4; i++)
+			w->b[w->n++] = (uint8_t)xorshift(seed);
+		break;
+	default: /* a group's or a reserved wire type: nothing after it */
+		break;
+	}
+}
+
+/* 20,000 generated layers: each is read by the layer reader as
+ * protobuf-c and the table's checks read it, under limits that refuse
+ * nothing and under the defaults, and enough of them are accepted and
+ * refused for that to say something. */
+static void
+test_conform_the_layer_reader_decodes_generated_layers_as_protobuf_c_does(
+    void **state)
+{
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	unsigned accepted = 0, total = 20000;
+
+	(void)state;
+	for (unsigned k = 0; k < total; k++) {
+		lbuf w = { .n = 0 };
+		unsigned fields = (unsigned)(xorshift(&seed) % 14);
+		com_limits lim;
+		com_layer_stats s;
+		const char *why;
+
+		for (unsigned i = 0; i < fields && w.n < 4096; i++)
+			put_field(&w, &seed);
+		if (xorshift(&seed) % 10 == 0 && w.n > 0)
+			w.n = xorshift(&seed) % w.n; /* cut short */
+		com_limits_default(&lim);
+		if ((why = conform_layer_check(w.b, w.n, &lim)) != NULL)
+			fail_msg("layer %u (%zu bytes): %s", k, w.n, why);
+		lim.max_layers = UINT32_MAX;
+		if ((why = conform_layer_check(w.b, w.n, &lim)) != NULL)
+			fail_msg("layer %u (%zu bytes), no limit: %s", k, w.n,
+			    why);
+		memset(&s, 0, sizeof(s));
+		if (wire_fast_layer_stats(w.b, w.n, &lim, &s) == 0) {
+			accepted++;
+			for (size_t a = 0; a < COM_N_LARRAYS; a++)
+				free((void *)com_stat_array_get(
+				    &com_layer_array_table[a], &s));
+		}
+	}
+	print_message("%u generated layers, %u accepted, every one as "
+		      "protobuf-c reads it\n",
+	    total, accepted);
+	assert_true(accepted > total / 20);
+	assert_true(accepted < total - total / 20);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -197,6 +421,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(
 		    test_conform_a_length_longer_than_its_shortest_form_is_refused),
 		cmocka_unit_test(test_conform_an_over_long_key_is_refused),
+		cmocka_unit_test(
+		    test_conform_the_layer_reader_decodes_generated_layers_as_protobuf_c_does),
 	};
 
 	if (argc != 2) {

@@ -2940,7 +2940,9 @@ arena_corpus(uint8_t **frames, size_t *lens, unsigned *ret_n)
 	encode(&in, &frames[n], &lens[n]);
 	com_msg_fini(&in);
 	n++;
-	make_report(&in, 3000);
+	/* Larger than the default block: a layer table's structs come from
+	 * the arena (a report's layers do not). */
+	make_hello(&in, 3000);
 	encode(&in, &frames[n], &lens[n]);
 	com_msg_fini(&in);
 	n++;
@@ -3068,7 +3070,8 @@ test_wire_arena_decodes_every_corrupted_frame_as_malloc_does(void **state)
 
 /* The corpus itself, every truncation of it and every bit flip of the
  * 100-layer report give the same results both ways; the report's
- * protobuf-c structs all come from the block, with no chunk. */
+ * protobuf-c structs all come from the block, with no chunk, and its
+ * layers take none of them (they are read straight into the report). */
 static void
 test_wire_arena_agrees_on_the_corpus_and_takes_no_malloc(void **state)
 {
@@ -3086,7 +3089,7 @@ test_wire_arena_agrees_on_the_corpus_and_takes_no_malloc(void **state)
 				     arena),
 		    0);
 	com_arena_stats_get(arena, &st);
-	/* The 3000-layer report did not fit the block: it took chunks, and
+	/* The 3000-layer hello did not fit the block: it took chunks, and
 	 * the block grew to hold it... */
 	assert_true(st.chunks > 0);
 	assert_true(st.block >= st.high_water);
@@ -3108,10 +3111,11 @@ test_wire_arena_agrees_on_the_corpus_and_takes_no_malloc(void **state)
 	com_arena_stats_get(arena, &st);
 	assert_int_equal(st.frames, 1);
 	assert_int_equal(st.chunks, 0);
-	/* The envelope, the report and one struct per layer, at least. */
-	assert_true(st.allocs >= 102);
+	/* The envelope, the report and its few other sub-messages and
+	 * strings: no struct per layer. */
+	assert_true(st.allocs >= 2 && st.allocs < 16);
 	print_message("100-layer report: %llu allocations from the block, "
-		      "%zu bytes, 0 malloc'd\n",
+		      "%zu bytes, 0 chunks\n",
 	    (unsigned long long)st.allocs, st.high_water);
 	for (size_t len = 0; len < lens[n - 2]; len++)
 		assert_arena_agrees(frames[n - 2], len, &lim, arena);
