@@ -20,12 +20,11 @@
  *
  * t and v themselves are the one place where the two paths differ. Both
  * sums are taken in double on the calling thread, in a fixed order (eight
- * accumulators by index modulo 8, combined pairwise; v's count is that of
- * the codes sent, the same values), so t and v depend neither on the
- * ISA, nor on the codec threads, nor on the dtype's width (a float16
- * gradient gives what its float32 widening gives). Up to 2^31 values a
- * double sum of non-negative terms is within 2^-25 (relative) of the
- * exact one, at most half a float step: t and v are the exact means
+ * accumulators by index modulo 8, combined pairwise), so t and v depend
+ * neither on the ISA, nor on the codec threads, nor on the dtype's width
+ * (a float16 gradient gives what its float32 widening gives). Up to 2^31
+ * values a double sum of non-negative terms is within 2^-25 (relative) of
+ * the exact one, at most half a float step: t and v are the exact means
  * rounded to a neighbouring float (within 1 ulp). torch's mean sums in
  * float32 in an order that depends on its vector width and thread count:
  * its t and v are a few ulp from the exact ones and from these, and a
