@@ -19,6 +19,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/cpu/kern_codec.h"
+#include "kernels/cpu/kern_codec_auto.h"
 #include "kernels/cpu/kern_codec_par.h"
 #include "kernels/cpu/kern_stats.h"
 #include "kernels/cpu/kern_topk.h"
@@ -245,6 +246,32 @@ bellows_codec_encode_codes_dtype(int kind, float threshold, int dtype,
 	if (cap < need)
 		return BELLOWS_EMSGSIZE;
 	codec_encode(kind, threshold, dtype, grad, residual, n, codes);
+	return 0;
+}
+
+int
+bellows_codec_encode_codes_auto(int kind, int dtype, const void *grad,
+    float *residual, uint64_t n, void *codes, size_t cap, float *ret_t,
+    float *ret_v)
+{
+	kern_codec_par *p;
+	float t, v;
+
+	if (kind != BELLOWS_CODEC_2BIT || !dtype_ok(dtype) ||
+	    n > BELLOWS_CODEC_MAX_VALUES)
+		return BELLOWS_EINVAL;
+	if (n > 0 && (grad == NULL || residual == NULL || codes == NULL))
+		return BELLOWS_EINVAL;
+	if (cap < (size_t)kern_codec_bytes(kind, n))
+		return BELLOWS_EMSGSIZE;
+	p = par_take(n);
+	kern_codec_auto_encode(p, codec_fns(), dtype, grad, residual, n, codes,
+	    &t, &v);
+	par_give(p);
+	if (ret_t != NULL)
+		*ret_t = t;
+	if (ret_v != NULL)
+		*ret_v = v;
 	return 0;
 }
 

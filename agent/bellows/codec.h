@@ -245,6 +245,28 @@ BELLOWS_EXPORT int bellows_codec_encode_codes_dtype(int kind, float threshold,
     int dtype, const void *grad, float *residual, uint64_t n, void *codes,
     size_t cap);
 
+/* bellows_codec_encode_codes_dtype at a scale the values choose
+ * (bellows.compress's TwoBit(threshold="auto")): with r = residual +
+ * grad, t = mean |r| (clamped to [FLT_MIN, FLT_MAX], FLT_MAX for a NaN
+ * mean) and v = mean |r| over the values with |r| >= t (t if none), the
+ * 2-bit codes are made at t, and the residual of each value sent is moved
+ * from r -+ t to r -+ v (the codes decode at v); an infinite |r| makes v
+ * infinite and the other residuals NaN, as the torch code does. The means
+ * are taken in double in a fixed order: t and v are within 1 ulp of the
+ * exact means, the same on every ISA and thread count (torch's float32
+ * means, the Python fallback, may differ by a few ulp); docs/codecs.md
+ * gives the arithmetic. *ret_t and *ret_v (either may be NULL; ret_v may
+ * point just past the codes, where bellows.compress sends v) get t and v,
+ * both FLT_MAX for n = 0. kind must be BELLOWS_CODEC_2BIT. The sums run
+ * on the calling thread, the encode on the codec threads. Allocates
+ * nothing. Returns 0; BELLOWS_EINVAL for another kind or dtype, a NULL
+ * pointer with n > 0 or n above BELLOWS_CODEC_MAX_VALUES;
+ * BELLOWS_EMSGSIZE when cap is below bellows_codec_codes_bytes(kind, n).
+ * Nothing is written on failure. */
+BELLOWS_EXPORT int bellows_codec_encode_codes_auto(int kind, int dtype,
+    const void *grad, float *residual, uint64_t n, void *codes, size_t cap,
+    float *ret_t, float *ret_v);
+
 /* bellows_codec_topk_encode on a gradient of `dtype` (as
  * bellows_codec_encode_codes_dtype): widened to float32, float32 residual
  * and values. Returns the same errors, and BELLOWS_EINVAL for another

@@ -148,18 +148,20 @@ load(const void *g, uint64_t i, int dtype)
 /* ---- 1-bit and 2-bit ---------------------------------------------- */
 
 typedef struct quant_job {
-	const kern_codec_fns *f; /* kernels */
-	int bits;                /* 1 or 2 */
-	float t;                 /* threshold */
-	int dtype;               /* encode: gradient type */
-	const void *g;           /* encode: gradient */
-	float *res;              /* encode: residual */
-	uint8_t *out;            /* encode: codes */
-	const uint8_t *in;       /* decode: codes */
-	float *dst;              /* decode: values */
-	int add;                 /* decode: add to dst */
-	uint64_t n;              /* values */
-	uint64_t len;            /* values per part */
+	const kern_codec_fns *f;  /* kernels */
+	int bits;                 /* 1 or 2 */
+	float t;                  /* threshold */
+	int dtype;                /* encode: gradient type */
+	const void *g;            /* encode: gradient */
+	float *res;               /* encode: residual */
+	uint8_t *out;             /* encode: codes */
+	const uint8_t *in;        /* decode: codes */
+	float *dst;               /* decode: values */
+	int add;                  /* decode: add to dst */
+	uint64_t n;               /* values */
+	uint64_t len;             /* values per part */
+	kern_codec_post_fn *post; /* encode: run on each chunk, or NULL */
+	void *post_arg;           /* its argument */
 } quant_job;
 
 static void
@@ -168,22 +170,28 @@ quant_enc_range(const quant_job *j, uint64_t b, uint64_t e)
 	kern_codec_enc_fn *enc = j->bits == 1 ? j->f->enc1 : j->f->enc2;
 	float tmp[KERN_CODEC_PAR_CHUNK];
 
-	if (j->dtype == KERN_F32) {
+	if (j->dtype == KERN_F32 && j->post == NULL) {
 		enc((const float *)j->g + b, j->res + b, e - b, j->t,
 		    j->out + b * (uint64_t)j->bits / 8);
 		return;
 	}
 	/* Chunks are multiples of 32 values: whole words, no padding but
-	 * after the last. */
+	 * after the last. post sees each chunk while it is in the cache. */
 	for (uint64_t c = b; c < e; c += KERN_CODEC_PAR_CHUNK) {
 		uint64_t m = e - c < KERN_CODEC_PAR_CHUNK
 		    ? e - c
 		    : KERN_CODEC_PAR_CHUNK;
+		const float *src = (const float *)j->g + c;
+		uint8_t *out = j->out + c * (uint64_t)j->bits / 8;
 
-		for (uint64_t i = 0; i < m; i++)
-			tmp[i] = kern_load(j->g, c + i, j->dtype);
-		enc(tmp, j->res + c, m, j->t,
-		    j->out + c * (uint64_t)j->bits / 8);
+		if (j->dtype != KERN_F32) {
+			for (uint64_t i = 0; i < m; i++)
+				tmp[i] = kern_load(j->g, c + i, j->dtype);
+			src = tmp;
+		}
+		enc(src, j->res + c, m, j->t, out);
+		if (j->post != NULL)
+			j->post(j->res + c, m, out, j->post_arg);
 	}
 }
 
@@ -218,6 +226,15 @@ void
 kern_codec_par_encode(kern_codec_par *par, const kern_codec_fns *f, int bits,
     float t, int dtype, const void *g, float *res, uint64_t n, uint8_t *out)
 {
+	kern_codec_par_encode_post(par, f, bits, t, dtype, g, res, n, out, NULL,
+	    NULL);
+}
+
+void
+kern_codec_par_encode_post(kern_codec_par *par, const kern_codec_fns *f,
+    int bits, float t, int dtype, const void *g, float *res, uint64_t n,
+    uint8_t *out, kern_codec_post_fn *post, void *post_arg)
+{
 	uint32_t parts = par_parts_for(par, n);
 	quant_job j = { .f = f,
 		.bits = bits,
@@ -226,7 +243,9 @@ kern_codec_par_encode(kern_codec_par *par, const kern_codec_fns *f, int bits,
 		.g = g,
 		.res = res,
 		.out = out,
-		.n = n };
+		.n = n,
+		.post = post,
+		.post_arg = post_arg };
 
 	j.len = par_len(n, parts);
 	if (parts == 1 || par_chunks(n, j.len) == 1) {

@@ -64,6 +64,21 @@ void kern_codec_par_encode(kern_codec_par *par, const kern_codec_fns *f,
     int bits, float t, int dtype, const void *g, float *res, uint64_t n,
     uint8_t *out);
 
+/* What kern_codec_par_encode_post runs on each chunk it encodes, right
+ * after the chunk's kernel, on the same thread: res and codes are the
+ * chunk's n values' residuals and packed codes (n a multiple of
+ * KERN_CODEC_PAR_ALIGN but for the tensor's last chunk). Chunks may run
+ * in any order and on several threads at once. */
+typedef void kern_codec_post_fn(float *res, uint64_t n, const uint8_t *codes,
+    void *arg);
+
+/* kern_codec_par_encode, then post(..., arg) on each chunk of at most
+ * KERN_CODEC_PAR_CHUNK values while it is in the cache (post NULL: none).
+ * The same codes and residual before post as kern_codec_par_encode. */
+void kern_codec_par_encode_post(kern_codec_par *par, const kern_codec_fns *f,
+    int bits, float t, int dtype, const void *g, float *res, uint64_t n,
+    uint8_t *out, kern_codec_post_fn *post, void *post_arg);
+
 /* Decodes n values as kern_codec_dec_fn, split across par's threads. */
 void kern_codec_par_decode(kern_codec_par *par, const kern_codec_fns *f,
     int bits, float t, const uint8_t *in, uint64_t n, float *out, int add);

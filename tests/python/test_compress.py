@@ -637,15 +637,25 @@ class QuantiserTest(unittest.TestCase):
               "results, floats and collectives as the reference")
 
     @staticmethod
-    def ref_auto(residual, grad):
+    def ref_auto(residual, grad, exact=False):
         """2bit "auto" on one tensor: (codes, decoded values, new
         residual, v). Values with |r| >= mean |r| (r = residual + grad)
-        are sent as +-v, v their mean magnitude (float32)."""
+        are sent as +-v, v their mean magnitude (float32). ``exact``: the
+        means of the C path, in float64 rounded once to float32, else
+        torch's float32 means (they may differ by an ulp)."""
         r = residual + grad
         mag = r.abs()
-        t = float(mag.mean())
-        sel = mag >= t
-        v = float(np.float32(float(mag[sel].mean()))) if sel.any() else t
+        if exact:
+            mag64 = mag.double()
+            t = float(np.float32(float(mag64.mean())))
+            sel = mag >= t
+            v = float(np.float32(float(mag64[sel].mean()))) \
+                if sel.any() else t
+        else:
+            t = float(mag.mean())
+            sel = mag >= t
+            v = float(np.float32(float(mag[sel].mean()))) \
+                if sel.any() else t
         codes = [3 if x >= t else 2 if x <= -t else 0 for x in r.tolist()]
         dec = torch.sign(r) * sel * v
         return codes, dec, r - dec, v
@@ -653,12 +663,14 @@ class QuantiserTest(unittest.TestCase):
     def test_two_bit_auto_sends_each_tensor_at_its_own_scale(self):
         # Per tensor and step: values of |r| >= mean |r| go as +-v, v
         # their mean magnitude, sent as the word after the codes; the C
-        # codec and the torch code agree with the reference.
+        # codec (float64 means) and the torch code (float32 means) agree
+        # with the reference taking its means the same way.
         for native in (True, False):
             q = compress.TwoBit("auto", native=native)
             residual = torch.zeros(37)
             for s, grad in enumerate(self.steps(37, 4, scale=0.01, seed=3)):
-                codes, dec, residual, v = self.ref_auto(residual, grad)
+                codes, dec, residual, v = self.ref_auto(residual, grad,
+                                                        exact=native)
                 words = q.encode(0, grad.clone())
                 w = compress.TwoBit.words(37)
                 self.assertEqual(words.numel(), w + 1)
@@ -850,6 +862,126 @@ class NativeCodecTest(unittest.TestCase):
             tiny.encode(0, x.clone()).view(torch.uint8),
             ref.encode(0, x.clone()).view(torch.uint8)))
         self.assertTrue(torch.equal(tiny.errors[0], ref.errors[0]))
+
+
+def _ulps(a: float, b: float) -> int:
+    """Float32 steps between a and b (positive floats)."""
+    return abs(int(np.float32(a).view(np.int32))
+               - int(np.float32(b).view(np.int32)))
+
+
+class NativeAutoTest(unittest.TestCase):
+    """2-bit threshold "auto" in one C call (bellows_codec_encode_codes_auto)
+    against the torch code: the C means define t and v (float64 sums,
+    within an ulp of exact), torch's float32 means are a few ulp away, and
+    given the C path's t and v the torch code gives its codes, v word and
+    residual bit for bit."""
+
+    SIZES = (1, 2, 15, 16, 17, 33, 1000, 4097, 65537)
+
+    def data(self, n, kind, seed, dtype=torch.float32):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(n, generator=g) * 0.03
+        if kind == 1:
+            x.zero_()
+        elif kind == 2:
+            x[::5] = float("nan")
+        elif kind == 3:
+            x[n // 2] = float("-inf")
+        elif kind == 4:
+            x[::9] *= 1e4  # a few large values: v far above t
+        return x.to(dtype)
+
+    def c_auto(self, err, x):
+        """The library call on float32 err and x: (words with v last,
+        t)."""
+        lib = compress._codec_lib()
+        n = x.numel()
+        w = compress.TwoBit.words(n)
+        out = torch.empty(w + 1)
+        t = ctypes.c_float()
+        rc = lib.codec_encode_codes_auto(
+            2, compress._DTYPE_CODE[x.dtype], x.data_ptr(), err.data_ptr(),
+            n, out.data_ptr(), 4 * w, ctypes.addressof(t),
+            out.data_ptr() + 4 * w)
+        self.assertEqual(rc, 0)
+        return out, t.value
+
+    def test_c_auto_gives_the_torch_codes_and_residual_at_its_scale(self):
+        lib = compress._codec_lib()
+        self.assertIsNotNone(lib, "libbellows has no C codecs")
+        self.assertIsNotNone(lib.codec_encode_codes_auto)
+        cases, worst = 0, 0
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            for n in self.SIZES:
+                for kind in range(5):
+                    q = compress.TwoBit("auto")
+                    ref = compress.TwoBit("auto", native=False)
+                    ec = torch.zeros(n)
+                    er = torch.zeros(n)
+                    for step in range(3):
+                        x = self.data(n, kind, 7 * n + step, dtype)
+                        what = f"{dtype} n={n} data {kind} step {step}"
+                        # torch's own means, before the residuals move.
+                        mag = (er + x.float()).abs()
+                        tt = float(mag.mean().clamp_(
+                            compress._F32_TINY, compress._F32_MAX)
+                            .nan_to_num_(compress._F32_MAX))
+                        sel = mag >= tt
+                        vt = float(mag[sel].mean()) if sel.any() else tt
+                        words, t = self.c_auto(ec, x)
+                        v = float(words[-1])
+                        # The compressor runs the same call.
+                        wq = q.encode(0, x)
+                        self.assertEqual(q.last_path, "c", what)
+                        self.assertTrue(_same_bits(wq, words), what)
+                        self.assertTrue(_same_bits(q.errors[0], ec), what)
+                        wr = ref._encode_auto_torch(er, x, scale=(t, v))
+                        self.assertTrue(torch.equal(
+                            words.view(torch.int32), wr.view(torch.int32)),
+                            what + ": codes and v word")
+                        self.assertTrue(_same_bits(ec, er),
+                                        what + ": residual")
+                        if math.isfinite(v):
+                            worst = max(worst, _ulps(t, tt), _ulps(v, vt))
+                            self.assertLessEqual(_ulps(t, tt), 4, what)
+                            self.assertLessEqual(_ulps(v, vt), 4, what)
+                        else:  # an infinite gradient: torch's v too
+                            self.assertEqual(v, vt, what)
+                        cases += 1
+        print(f"\n  C auto equal to torch at its t and v in {cases} steps;"
+              f" t and v at most {worst} ulp from torch's means")
+
+    def test_auto_clamps_t_for_zero_nan_and_infinite_gradients(self):
+        big, tiny = compress._F32_MAX, compress._F32_TINY
+        for x, t_want, v_want in (
+                (torch.zeros(5), tiny, tiny),
+                (torch.tensor([0.1, float("nan"), -0.2]), big, big),
+                (torch.tensor([0.1, float("-inf"), 0.2]), big,
+                 float("inf"))):
+            words, t = self.c_auto(torch.zeros(x.numel()), x)
+            self.assertEqual(t, t_want)
+            self.assertEqual(float(words[-1]), v_want)
+        words, t = self.c_auto(torch.zeros(0), torch.zeros(0))
+        self.assertEqual((t, float(words[-1])), (big, big))
+
+    def test_an_older_library_without_the_call_takes_the_torch_means(self):
+        lib = compress._codec_lib()
+        self.assertIsNotNone(lib, "libbellows has no C codecs")
+        saved = lib.codec_encode_codes_auto
+        x = self.data(1000, 0, 5)
+        ref = compress.TwoBit("auto", native=False)
+        want = ref.encode(0, x)
+        try:
+            lib.codec_encode_codes_auto = None
+            q = compress.TwoBit("auto")
+            got = q.encode(0, x)
+        finally:
+            lib.codec_encode_codes_auto = saved
+        self.assertTrue(torch.equal(got.view(torch.int32),
+                                    want.view(torch.int32)))
+        self.assertTrue(_same_bits(q.errors[0], ref.errors[0]))
+        self.assertEqual(q.last_path, "c")  # the fixed-threshold C encode
 
 
 def _distinct(n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:

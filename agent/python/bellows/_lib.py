@@ -571,6 +571,11 @@ class _Functions:
         self.codec_encode_codes_dtype = _prototype(
             lib, "bellows_codec_encode_codes_dtype", cint,
             [cint, flt, cint, vp, vp, u64, vp, sz], required=False)
+        # Threshold "auto" in one call (newer than the _dtype encode):
+        # without it, bellows.compress takes its means in torch.
+        self.codec_encode_codes_auto = _prototype(
+            lib, "bellows_codec_encode_codes_auto", cint,
+            [cint, cint, vp, vp, u64, vp, sz, vp, vp], required=False)
         self.codec_topk_encode_dtype = _prototype(
             lib, "bellows_codec_topk_encode_dtype", cint,
             [cint, vp, vp, u64, u64, vp, vp], required=False)

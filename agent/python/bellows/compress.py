@@ -1247,22 +1247,66 @@ class _Quantizer(_Gathered):
         threshold t = mean |r|, then the residual moved from +-t to +-v
         where a code was sent; returns the codes and v's word.
 
+        On CPU tensors libbellows does it in one call
+        (bellows_codec_encode_codes_auto), whose means, taken in double,
+        define t and v; elsewhere, or with an older library, the torch
+        code below, whose float32 means may differ from them by a few ulp.
+        """
+        packed = self._encode_auto_native(err, grad)
+        if packed is None:
+            packed = self._encode_auto_torch(err, grad)
+        return packed
+
+    def _encode_auto_native(self, err: torch.Tensor, grad: torch.Tensor
+                            ) -> torch.Tensor | None:
+        """_encode_auto by bellows_codec_encode_codes_auto, which writes
+        v's word after the codes itself; None where it does not apply
+        (not CPU, or the library lacks it: err is then untouched)."""
+        g = grad.reshape(-1)
+        lib, where = self._native(g, err)
+        if where != "cpu" or lib.codec_encode_codes_auto is None:
+            return None
+        numel = g.numel()
+        words = self.words(numel)
+        out = torch.empty(words + 1, dtype=torch.float32)
+        rc = lib.codec_encode_codes_auto(
+            self.bits, _DTYPE_CODE[g.dtype], g.data_ptr(), err.data_ptr(),
+            numel, out.data_ptr(), words * 4, None,
+            out.data_ptr() + 4 * words)
+        if rc != 0:
+            return None
+        self._used("c")
+        return out
+
+    def _encode_auto_torch(self, err: torch.Tensor, grad: torch.Tensor,
+                           scale: tuple[float, float] | None = None
+                           ) -> torch.Tensor:
+        """_encode_auto in torch around the fixed-threshold encode.
+
         t is clamped to float32's [smallest normal, largest finite]: a
         non-finite mean (a NaN or infinite gradient) would send no code
         and keep the residual growing. t and v are means of float32
-        values, so float32 already, as sent.
+        values, so float32 already, as sent. ``scale``: (t, v) to use
+        instead of these means (tests give the C path's, to compare the
+        rest bit for bit).
         """
         r = torch.add(err, grad.reshape(-1).float())
         mag = r.abs()
-        t = float(mag.mean().clamp_(_F32_TINY, _F32_MAX).nan_to_num_(
-            _F32_MAX))
-        sel = mag >= t
-        chosen = mag[sel]
-        v = float(chosen.mean()) if chosen.numel() else t
+        sel = None
+        if scale is None:
+            t = float(mag.mean().clamp_(_F32_TINY, _F32_MAX).nan_to_num_(
+                _F32_MAX))
+            sel = mag >= t
+            chosen = mag[sel]
+            v = float(chosen.mean()) if chosen.numel() else t
+        else:
+            t, v = scale
         packed = self._encode_native(err, grad, t)
         if packed is None:
             packed = self._encode_torch(err, grad, t)
         if v != t:
+            if sel is None:
+                sel = mag >= t
             err.sub_(torch.sign(r) * sel * (v - t))
         return torch.cat([packed, packed.new_full((1,), v)])
 
