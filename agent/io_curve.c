@@ -43,26 +43,13 @@ void
 agent_io_recv_monitor(agent_io *io, uint64_t now)
 {
 	for (int i = 0; i < IO_RECV_BATCH; i++) {
-		zmq_msg_t frame;
 		uint16_t event;
 		uint32_t value;
-		bool ok;
+		int r = com_monitor_recv(io->monitor, &event, &value);
 
-		zmq_msg_init(&frame);
-		if (zmq_msg_recv(&frame, io->monitor, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&frame);
+		if (r == BELLOWS_EAGAIN)
 			return;
-		}
-		/* First frame: the event (16 bits) and its value (32). */
-		ok = zmq_msg_size(&frame) == 6;
-		if (ok) {
-			memcpy(&event, zmq_msg_data(&frame), sizeof(event));
-			memcpy(&value, (uint8_t *)zmq_msg_data(&frame) + 2,
-			    sizeof(value));
-		}
-		agent_io_skip_parts(io->monitor, &frame);
-		zmq_msg_close(&frame);
-		if (!ok)
+		if (r != 0)
 			continue;
 		switch (event) {
 		case ZMQ_EVENT_CONNECTED:

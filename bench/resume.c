@@ -29,6 +29,19 @@
  * latency from /metrics. Its last lines read
  *   resume: live quiet|resuming: status_p50_ms=A status_p99_ms=B ...
  *
+ * --live --secure does the same with daemon.security on: CURVE keys
+ * made by `bellows keygen` (server, alice, bob, ops), a configuration
+ * whose `clients` lists allow job0 to alice, job1 to bob and every job
+ * to ops, and /metrics behind ops' bearer token. The resuming load then
+ * comes from two client threads of their own keys, alice resuming job0
+ * and bob job1, each --rate times a second, so two read-backs (one per
+ * client, the limit bellowsd keeps per authenticated name) may run at
+ * once; `bellows status`, the STATUS round trips and the third job's
+ * ranks are ops. A Hello refused by a limit (EBUSY) counts as refused;
+ * a failed CURVE handshake or an EPERM reply is an auth failure,
+ * counted apart (`auth_failed=`), and fails the bench. Its phase lines
+ * end in `clients=2 auth_failed=N`, each after a line per client.
+ *
  * --db FILE keeps the history there, and a FILE that exists is taken as
  * written by an earlier run with the same --layers and --windows (the
  * runs resumed are then the ones earlier resumes left).
@@ -46,7 +59,9 @@
 
 #include <bellows/error.h>
 
+#include "common/cert.h"
 #include "common/wire.h"
+#include "common/zmonitor.h"
 #include "benchwire.h"
 
 #include <arpa/inet.h>
@@ -64,6 +79,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -114,6 +130,7 @@ typedef struct bench {
 	const char *bellowsd;  /* --bellowsd: the daemon --live runs */
 	const char *cli;       /* --bellows: the CLI --live runs */
 	uint32_t statuses;     /* --statuses: `bellows status` per phase */
+	bool secure;           /* --secure: --live with daemon.security */
 } bench;
 
 static void
@@ -363,17 +380,42 @@ load(bench *b, double *lat)
 
 /* ---- --live: against a real bellowsd ---------------------------------- */
 
-/* What the client thread measures in one phase. */
+/* The STATUS round trips of one phase (the pinging client's). */
 typedef struct live_phase {
 	double rtt[MAX_STATUS]; /* STATUS round trips over ZeroMQ, ms */
 	uint32_t n_rtt;         /* of them */
-	uint64_t hellos;        /* resume Hellos sent */
-	uint64_t started;       /* of them, read-backs started */
-	uint64_t welcomed;      /* launches welcomed after a read-back */
-	uint64_t refused;       /* Hellos refused otherwise */
 } live_phase;
 
-typedef struct live {
+/* What one resuming client counts in one phase. */
+typedef struct live_count {
+	uint64_t hellos;      /* resume Hellos sent */
+	uint64_t started;     /* of them, read-backs started */
+	uint64_t welcomed;    /* launches welcomed after a read-back */
+	uint64_t refused;     /* Hellos refused otherwise (limits: EBUSY) */
+	uint64_t auth_failed; /* handshakes refused, EPERM replies */
+} live_count;
+
+#define LIVE_CLIENTS 2 /* resuming clients with --secure (one without) */
+
+typedef struct live live;
+
+/* A resuming client: its thread, its key, its job, its counts. */
+typedef struct live_client {
+	live *lv;             /* the run it belongs to */
+	const char *name;     /* its client name, the launch keys' prefix */
+	const char *job;      /* the job it resumes; NULL: job0, job1 in turn */
+	bool curve;           /* its sockets are CURVE clients */
+	com_cert key;         /* its keys, with curve */
+	bool ping;            /* it also sends the STATUS round trips */
+	pthread_t thread;     /* its thread */
+	bool started;         /* thread is to be joined */
+	live_count counts[2]; /* per phase */
+	uint64_t auth_failed; /* over the whole run */
+	char why[512];        /* the last refusal's reason */
+	char auth_why[512];   /* the last auth failure */
+} live_client;
+
+struct live {
 	bench *b;             /* the history's shape */
 	const char *bellowsd; /* the daemon run */
 	const char *cli;      /* the `bellows` run for status and sim */
@@ -384,15 +426,22 @@ typedef struct live {
 	char log[300];        /* bellowsd's and sim's output */
 	pid_t daemon;         /* bellowsd, 0 before */
 	pid_t sim;            /* the third job's ranks, 0 before */
-	void *zctx;           /* the client thread's context */
-	pthread_t thread;     /* the resuming client */
-	bool thread_started;  /* thread is to be joined */
-	atomic_int phase;     /* index into phases, -1: none */
-	atomic_bool resuming; /* the client sends resumes */
-	atomic_bool stop;     /* the client thread ends */
-	live_phase phases[2]; /* without and with resumes */
-	char why[512];        /* the last refusal's reason */
-} live;
+	void *zctx;           /* the client threads' context */
+	live_client clients[LIVE_CLIENTS]; /* the resuming clients */
+	uint32_t n_clients;    /* of them: 1, or LIVE_CLIENTS with secure */
+	atomic_int phase;      /* index into phases, -1: none */
+	atomic_bool resuming;  /* the clients send resumes */
+	atomic_bool stop;      /* the client threads end */
+	live_phase phases[2];  /* without and with resumes */
+	const char *yaml;      /* bellowsd's configuration */
+	bool secure;           /* daemon.security on, CURVE everywhere */
+	char secure_yaml[300]; /* dir/secure.yaml, with secure */
+	char server_pub[320];  /* dir/keys/server.pub, with secure */
+	char ops_key[320];     /* dir/keys/ops.key: status, sim, STATUS */
+	com_cert server;       /* bellowsd's public key, with secure */
+	com_cert ops;          /* the ops client's keys, with secure */
+	char token[64];        /* /metrics' bearer token, with secure */
+};
 
 /* A free TCP port on 127.0.0.1 into ret (a race with other programs
  * is possible: bellowsd then fails to start, said). Returns 0 or -1. */
@@ -478,11 +527,11 @@ typedef struct live_hist {
 	uint64_t count;                        /* decisions */
 } live_hist;
 
-/* Scrapes /metrics into *ret. Returns 0, or -1 with no answer. */
+/* Scrapes /metrics into *ret (with the bearer token, with secure).
+ * Returns 0, or -1 with no answer. */
 static int
 live_scrape(const live *lv, live_hist *ret)
 {
-	static const char get[] = "GET /metrics HTTP/1.0\r\n\r\n";
 	static const char bucket[] = "bellows_decision_latency_seconds_bucket"
 				     "{le=\"";
 	static const char count[] = "bellows_decision_latency_seconds_count ";
@@ -493,12 +542,17 @@ live_scrape(const live *lv, live_hist *ret)
 	uint32_t i = 0;
 	ssize_t n;
 	int fd = socket(AF_INET, SOCK_STREAM, 0), rc = -1;
+	char get[160];
+	int get_len = snprintf(get, sizeof(get),
+	    "GET /metrics HTTP/1.0\r\n%s%s%s\r\n",
+	    lv->secure ? "Authorization: Bearer " : "",
+	    lv->secure ? lv->token : "", lv->secure ? "\r\n" : "");
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	a.sin_port = htons((uint16_t)atoi(lv->port));
 	if (text == NULL || fd < 0 ||
 	    connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-	    write(fd, get, sizeof(get) - 1) != (ssize_t)(sizeof(get) - 1))
+	    write(fd, get, (size_t)get_len) != get_len)
 		goto out;
 	while ((n = read(fd, text + len, cap - len - 1)) > 0) {
 		len += (size_t)n;
@@ -584,22 +638,70 @@ live_ping(void *sock)
 
 #define LIVE_KEYS 256 /* Hellos awaiting their answer, at most */
 
-/* The resuming client: while lv->resuming, a resume Hello of a new
- * launch every 1/rate s (job0 and job1 in turn); the launch whose run
- * is then read back says Hello again every HELLO_RETRY_MS until
- * welcomed, as its agent would. Always a STATUS round trip every
- * STATUS_EVERY_MS (one at a time), for the loop's responsiveness
- * without a process start. Replies come in the order the Hellos went,
- * so a FIFO of launch keys tells which launch each answers. */
-static void *
-live_client(void *arg)
+/* Makes sock a CURVE client of bellowsd with `key`. Returns 0 or -1. */
+static int
+live_curve(const live *lv, void *sock, const com_cert *key)
 {
-	live *lv = arg;
+	return zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, lv->server.public_key,
+		   40) != 0 ||
+		zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, key->public_key,
+		    40) != 0 ||
+		zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, key->secret_key,
+		    40) != 0
+	    ? -1
+	    : 0;
+}
+
+/* Counts the handshakes the monitor `mon` (NULL: none) saw fail as
+ * auth failures of c (and of phase p, when in one). */
+static void
+live_handshakes(live_client *c, void *mon, live_count *p)
+{
+	uint16_t event = 0;
+	uint32_t value = 0;
+	int r;
+
+	while (mon != NULL &&
+	    (r = com_monitor_recv(mon, &event, &value)) != BELLOWS_EAGAIN) {
+		if (r != 0 ||
+		    (event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH &&
+			event != ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+			event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL))
+			continue;
+		c->auth_failed++;
+		if (p != NULL)
+			p->auth_failed++;
+		snprintf(c->auth_why, sizeof(c->auth_why),
+		    "a CURVE handshake failed (ZeroMQ event 0x%x, value %u)",
+		    event, value);
+	}
+}
+
+/* A resuming client: while lv->resuming, a resume Hello of a new
+ * launch every 1/rate s (of c->job, or job0 and job1 in turn); the
+ * launch whose run is then read back says Hello again every
+ * HELLO_RETRY_MS until welcomed, as its agent would. With c->ping,
+ * always a STATUS round trip every STATUS_EVERY_MS (one at a time), for
+ * the loop's responsiveness without a process start (with curve, as
+ * the ops client). Replies come in the order the Hellos went, so a FIFO
+ * of launch keys tells which launch each answers. With curve, a
+ * handshake that fails and an EPERM reply are auth failures, counted
+ * apart from the refusals of the limits. */
+static void *
+live_client_run(void *arg)
+{
+	live_client *c = arg;
+	live *lv = c->lv;
 	bench *b = lv->b;
 	com_limits lim;
 	void *hs = zmq_socket(lv->zctx, ZMQ_DEALER);
-	void *ps = zmq_socket(lv->zctx, ZMQ_DEALER);
+	void *ps = c->ping ? zmq_socket(lv->zctx, ZMQ_DEALER) : NULL;
+	void *hs_mon = NULL, *ps_mon = NULL;
+	int watch = ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+	    ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+	    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
 	char keys[LIVE_KEYS][32], pending[32] = "";
+	const char *jobs[LIVE_KEYS], *pending_job = NULL;
 	uint32_t head = 0, tail = 0, k = 0;
 	uint64_t pending_inc = 0;
 	double next_hello = now_ms_f(), next_retry = 0, next_ping = 0;
@@ -609,12 +711,38 @@ live_client(void *arg)
 	com_limits_default(&lim);
 	lim.max_layers = 4096;
 	zmq_setsockopt(hs, ZMQ_LINGER, &zero, sizeof(zero));
-	zmq_setsockopt(ps, ZMQ_LINGER, &zero, sizeof(zero));
+	if (ps != NULL)
+		zmq_setsockopt(ps, ZMQ_LINGER, &zero, sizeof(zero));
+	if (c->curve) {
+		/* A send waits for a connection whose handshake is done:
+		 * one that never is must not stop the thread. */
+		int wait_ms = 1000;
+
+		zmq_setsockopt(hs, ZMQ_SNDTIMEO, &wait_ms, sizeof(wait_ms));
+		if (ps != NULL)
+			zmq_setsockopt(ps, ZMQ_SNDTIMEO, &wait_ms,
+			    sizeof(wait_ms));
+		/* Watched before they connect: no failure goes unseen. */
+		if (live_curve(lv, hs, &c->key) != 0 ||
+		    (ps != NULL && live_curve(lv, ps, &lv->ops) != 0) ||
+		    com_monitor_open(lv->zctx, hs, watch, "bench-hs",
+			&hs_mon) != 0 ||
+		    (ps != NULL &&
+			com_monitor_open(lv->zctx, ps, watch, "bench-ps",
+			    &ps_mon) != 0)) {
+			c->auth_failed++;
+			snprintf(c->auth_why, sizeof(c->auth_why),
+			    "cannot make a CURVE client: %s",
+			    zmq_strerror(zmq_errno()));
+		}
+	}
 	zmq_connect(hs, lv->ctl);
-	zmq_connect(ps, lv->ctl);
+	if (ps != NULL)
+		zmq_connect(ps, lv->ctl);
 	while (!atomic_load(&lv->stop)) {
 		int ph = atomic_load(&lv->phase);
 		live_phase *p = ph >= 0 ? &lv->phases[ph] : NULL;
+		live_count *pc = ph >= 0 ? &c->counts[ph] : NULL;
 		zmq_pollitem_t items[2] = { { hs, 0, ZMQ_POLLIN, 0 },
 			{ ps, 0, ZMQ_POLLIN, 0 } };
 		double now = now_ms_f();
@@ -622,13 +750,20 @@ live_client(void *arg)
 
 		if (atomic_load(&lv->resuming) && now >= next_hello &&
 		    head - tail < LIVE_KEYS) {
-			char *key = keys[head++ % LIVE_KEYS];
+			const char *job = c->job != NULL ? c->job
+			    : k % 2                      ? "job1"
+							 : "job0";
+			char *key = keys[head % LIVE_KEYS];
 
-			snprintf(key, 32, "live%u", k);
-			hello_build(b, k % 2 ? "job1" : "job0", key,
-			    com_clock_ns(), &m);
-			if (bench_send_msg(hs, &m) == 0 && p != NULL)
-				p->hellos++;
+			/* Queued for its answer only once sent. */
+			jobs[head % LIVE_KEYS] = job;
+			snprintf(key, 32, "%s%u", c->name, k);
+			hello_build(b, job, key, com_clock_ns(), &m);
+			if (bench_send_msg(hs, &m) == 0) {
+				head++;
+				if (pc != NULL)
+					pc->hellos++;
+			}
 			com_msg_fini(&m);
 			k++;
 			next_hello += 1000.0 / b->rate;
@@ -637,29 +772,43 @@ live_client(void *arg)
 		}
 		if (pending[0] != '\0' && now >= next_retry &&
 		    head - tail < LIVE_KEYS) {
-			snprintf(keys[head++ % LIVE_KEYS], 32, "%s", pending);
-			/* "live<k>": job1 for odd k. */
-			hello_build(b, atoi(pending + 4) % 2 ? "job1" : "job0",
-			    pending, pending_inc, &m);
-			(void)bench_send_msg(hs, &m);
+			jobs[head % LIVE_KEYS] = pending_job;
+			snprintf(keys[head % LIVE_KEYS], 32, "%s", pending);
+			hello_build(b, pending_job, pending, pending_inc, &m);
+			if (bench_send_msg(hs, &m) == 0)
+				head++;
 			com_msg_fini(&m);
 			next_retry = now + HELLO_RETRY_MS;
 		}
-		if (ping_sent < 0 && now >= next_ping && live_ping(ps) == 0) {
+		if (ps != NULL && ping_sent < 0 && now >= next_ping &&
+		    live_ping(ps) == 0) {
 			ping_sent = now;
 			next_ping = now + STATUS_EVERY_MS;
 		}
-		(void)zmq_poll(items, 2, 2);
-		while (live_recv(ps, &lim, &m) == 0) {
+		(void)zmq_poll(items, ps != NULL ? 2 : 1, 2);
+		live_handshakes(c, hs_mon, pc);
+		live_handshakes(c, ps_mon, pc);
+		while (ps != NULL && live_recv(ps, &lim, &m) == 0) {
 			if (m.type == COM_MSG_STATUS_REPLY && ping_sent >= 0) {
 				if (p != NULL && p->n_rtt < MAX_STATUS)
 					p->rtt[p->n_rtt++] = now_ms_f() -
 					    ping_sent;
 				ping_sent = -1;
+			} else if (m.type == COM_MSG_ERROR &&
+			    m.u.error.code == BELLOWS_EPERM) {
+				c->auth_failed++;
+				if (pc != NULL)
+					pc->auth_failed++;
+				snprintf(c->auth_why, sizeof(c->auth_why),
+				    "STATUS: %s",
+				    m.u.error.message != NULL
+					? m.u.error.message
+					: "EPERM");
 			}
 			com_msg_fini(&m);
 		}
 		while (tail != head && live_recv(hs, &lim, &m) == 0) {
+			const char *job = jobs[tail % LIVE_KEYS];
 			const char *key = keys[tail++ % LIVE_KEYS];
 			const char *text = m.type == COM_MSG_ERROR &&
 				m.u.error.message != NULL
@@ -668,34 +817,62 @@ live_client(void *arg)
 			bool mine = strcmp(key, pending) == 0;
 
 			if (m.type == COM_MSG_WELCOME) {
-				if (p != NULL)
-					p->welcomed++;
+				if (pc != NULL)
+					pc->welcomed++;
 				if (mine)
 					pending[0] = '\0';
 			} else if (strstr(text,
 				       "its run is read back for "
 				       "the resume") != NULL) {
-				if (p != NULL)
-					p->started++;
+				if (pc != NULL)
+					pc->started++;
 				snprintf(pending, sizeof(pending), "%s", key);
+				pending_job = job;
 				pending_inc = com_clock_ns();
 				next_retry = now_ms_f() + HELLO_RETRY_MS;
 			} else if (mine && m.type == COM_MSG_ERROR &&
 			    m.u.error.code == BELLOWS_EBUSY) {
 				/* Still read back: retry. */
+			} else if (m.type == COM_MSG_ERROR &&
+			    m.u.error.code == BELLOWS_EPERM) {
+				/* Not a limit: this client was refused the
+				 * job it is allowed. */
+				c->auth_failed++;
+				if (pc != NULL)
+					pc->auth_failed++;
+				snprintf(c->auth_why, sizeof(c->auth_why), "%s",
+				    text);
+				if (mine)
+					pending[0] = '\0';
 			} else {
-				if (p != NULL)
-					p->refused++;
-				snprintf(lv->why, sizeof(lv->why), "%s", text);
+				if (pc != NULL)
+					pc->refused++;
+				snprintf(c->why, sizeof(c->why), "%s", text);
 				if (mine)
 					pending[0] = '\0';
 			}
 			com_msg_fini(&m);
 		}
 	}
+	com_monitor_close(hs, &hs_mon); /* before their sockets */
+	com_monitor_close(ps, &ps_mon);
 	zmq_close(hs);
-	zmq_close(ps);
+	if (ps != NULL)
+		zmq_close(ps);
 	return NULL;
+}
+
+/* With secure, writes the ops client's key options of `bellows status`
+ * and `bellows sim` to argv[0..3]; without, leaves argv alone. */
+static void
+live_key_args(const live *lv, const char **argv)
+{
+	if (!lv->secure)
+		return;
+	argv[0] = "--server-key";
+	argv[1] = lv->server_pub;
+	argv[2] = "--client-key";
+	argv[3] = lv->ops_key;
 }
 
 /* Runs `bellows status` n times, one after another, the i-th due at
@@ -707,10 +884,11 @@ live_statuses(const live *lv, uint32_t n, double *ms)
 {
 	double t0 = now_ms_f(), every = lv->b->seconds * 1000 / n;
 
-	const char *argv[] = { lv->cli, "status", "--control", lv->ctl,
+	const char *argv[11] = { lv->cli, "status", "--control", lv->ctl,
 		"--timeout-ms", "10000", NULL };
 	uint32_t failed = 0;
 
+	live_key_args(lv, argv + 6);
 	for (uint32_t i = 0; i < n; i++) {
 		double a;
 		pid_t pid;
@@ -736,6 +914,7 @@ live_phase_run(live *lv, int ph, bool resumes)
 {
 	static double ms[MAX_STATUS];
 	live_phase *p = &lv->phases[ph];
+	live_count sum = { 0 };
 	live_hist a, z;
 	uint32_t failed, n = lv->statuses;
 	double t = now_ms_f(), wall;
@@ -753,34 +932,57 @@ live_phase_run(live *lv, int ph, bool resumes)
 		return -1;
 	qsort(ms, n, sizeof(*ms), cmp_double);
 	qsort(p->rtt, p->n_rtt, sizeof(*p->rtt), cmp_double);
+	for (uint32_t i = 0; i < lv->n_clients; i++) {
+		const live_client *c = &lv->clients[i];
+		const live_count *k = &c->counts[ph];
+
+		sum.hellos += k->hellos;
+		sum.started += k->started;
+		sum.welcomed += k->welcomed;
+		sum.refused += k->refused;
+		sum.auth_failed += k->auth_failed;
+		if (lv->secure)
+			printf(
+			    "resume: live %s: client %s (%s): hellos=%" PRIu64
+			    " started=%" PRIu64 " welcomed=%" PRIu64
+			    " refused=%" PRIu64 " auth_failed=%" PRIu64 "\n",
+			    resumes ? "resuming" : "quiet", c->name, c->job,
+			    k->hellos, k->started, k->welcomed, k->refused,
+			    k->auth_failed);
+	}
 	printf("resume: live %s: status_p50_ms=%.1f status_p99_ms=%.1f "
 	       "status_max_ms=%.1f failed=%u decisions=%" PRIu64
 	       " decision_p50_ms<=%g decision_p99_ms<=%g rtt_p50_ms=%.2f "
 	       "rtt_p99_ms=%.2f rtt_max_ms=%.1f hellos=%" PRIu64
 	       " started=%" PRIu64 " welcomed=%" PRIu64 " refused=%" PRIu64
-	       " seconds=%.1f\n",
+	       " seconds=%.1f",
 	    resumes ? "resuming" : "quiet", ms[n / 2], ms[(size_t)(n * 0.99)],
 	    ms[n - 1], failed, z.count - a.count, live_quantile(&a, &z, 0.5),
 	    live_quantile(&a, &z, 0.99), p->n_rtt ? p->rtt[p->n_rtt / 2] : 0.0,
 	    p->n_rtt ? p->rtt[(size_t)(p->n_rtt * 0.99)] : 0.0,
-	    p->n_rtt ? p->rtt[p->n_rtt - 1] : 0.0, p->hellos, p->started,
-	    p->welcomed, p->refused, wall);
+	    p->n_rtt ? p->rtt[p->n_rtt - 1] : 0.0, sum.hellos, sum.started,
+	    sum.welcomed, sum.refused, wall);
+	if (lv->secure)
+		printf(" clients=%u auth_failed=%" PRIu64, lv->n_clients,
+		    sum.auth_failed);
+	printf("\n");
 	return 0;
 }
 
-/* Starts bellowsd on b's history and configuration, /metrics on a free
- * port, and waits (up to WAIT_MS) until it answers STATUS. Returns 0,
- * or -1 said. */
+/* Starts bellowsd on b's history and lv->yaml, /metrics on a free
+ * port, and waits (up to WAIT_MS) until it answers STATUS (with secure,
+ * asked as the ops client). Returns 0, or -1 said. */
 static int
 live_daemon(live *lv)
 {
-	const char *argv[] = { lv->bellowsd, "--policy", lv->b->yaml,
-		"--control", lv->ctl, "--publish", lv->pub, "--db", lv->b->db,
+	const char *argv[] = { lv->bellowsd, "--policy", lv->yaml, "--control",
+		lv->ctl, "--publish", lv->pub, "--db", lv->b->db,
 		"--metrics-listen", lv->port, "--log-level", "info", NULL };
-	const char *st[] = { lv->cli, "status", "--control", lv->ctl,
+	const char *st[11] = { lv->cli, "status", "--control", lv->ctl,
 		"--timeout-ms", "500", NULL };
 	double end = now_ms_f() + WAIT_MS;
 
+	live_key_args(lv, st + 6);
 	live_stop_on_signal();
 	if (live_free_port(lv->port, sizeof(lv->port)) != 0 ||
 	    (lv->daemon = live_spawn(argv, lv->log)) < 0) {
@@ -804,19 +1006,20 @@ live_daemon(live *lv)
 	return -1;
 }
 
-/* Starts the third job: 2 real agents (`bellows sim`) of the history's
- * layers, closing a window every 5 steps of 10 ms, for far longer than
- * the run. Returns 0 or -1. */
+/* Starts the third job: 2 real agents (`bellows sim`, with secure as
+ * the ops client) of the history's layers, closing a window every 5
+ * steps of 10 ms, for far longer than the run. Returns 0 or -1. */
 static int
 live_sim(live *lv)
 {
 	char layers[16];
-	const char *argv[] = { lv->cli, "sim", "--control", lv->ctl,
+	const char *argv[26] = { lv->cli, "sim", "--control", lv->ctl,
 		"--publish", lv->pub, "--quiet", "--job", "third", "--ranks",
 		"2", "--layers", layers, "--windows", "1000000",
 		"--steps-per-window", "5", "--step-ms", "10",
 		"--decision-timeout-ms", "60000", NULL };
 
+	live_key_args(lv, argv + 21);
 	snprintf(layers, sizeof(layers), "%u", lv->b->layers);
 	lv->sim = live_spawn(argv, lv->log);
 	if (lv->sim < 0) {
@@ -827,6 +1030,121 @@ live_sim(live *lv)
 	return 0;
 }
 
+/* bellowsd's configuration with --secure: the bench's, with
+ * daemon.security and /metrics' token, and each resumed job allowed to
+ * its own client and to `ops` (`bellows status`, the STATUS round
+ * trips, the third job's ranks and /metrics, who must read every job).
+ * Filled with the key directory, the clients directory and the token
+ * file. */
+static const char secure_config_fmt[] = "daemon:\n"
+					"  rank_timeout_ms: 3000\n"
+					"  max_layers: 4096\n"
+					"  security:\n"
+					"    server_key: %s/server.key\n"
+					"    clients: %s\n"
+					"  metrics:\n"
+					"    token_file: %s\n"
+					"    client: ops\n"
+					"jobs:\n"
+					"  - match: \"job0\"\n"
+					"    clients: [alice, ops]\n"
+					"    policies:\n"
+					"      - type: accordion\n"
+					"  - match: \"job1\"\n"
+					"    clients: [bob, ops]\n"
+					"    policies:\n"
+					"      - type: accordion\n"
+					"  - match: \"*\"\n"
+					"    clients: [ops]\n"
+					"    policies:\n"
+					"      - type: accordion\n";
+
+/* With --secure: CURVE keys made by `bellows keygen` in dir/keys
+ * (server, alice, bob, ops), the clients' .pub linked into dir/clients,
+ * a bearer token in dir/token (0600), and dir/secure.yaml; the keys the
+ * bench's own sockets need loaded into lv. Returns 0, or -1 said. */
+static int
+live_secure(live *lv)
+{
+	static const char *const names[] = { "server", "alice", "bob", "ops" };
+	const char *dir = lv->b->dir;
+	char keys[272], clients[272], token[272], a[400], z[400];
+	char err[512] = "";
+	unsigned char raw[24];
+	FILE *f = NULL;
+	int fd;
+
+	snprintf(keys, sizeof(keys), "%s/keys", dir);
+	snprintf(clients, sizeof(clients), "%s/clients", dir);
+	snprintf(token, sizeof(token), "%s/token", dir);
+	if (mkdir(keys, 0700) != 0 || mkdir(clients, 0700) != 0) {
+		snprintf(err, sizeof(err),
+		    "cannot make keys/ and clients/ in %s", dir);
+		goto fail;
+	}
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *argv[] = { lv->cli, "keygen", "--out", keys,
+			"--name", names[i], NULL };
+		pid_t pid = live_spawn(argv, lv->log);
+		int st = 1;
+
+		if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+		    WEXITSTATUS(st) != 0) {
+			snprintf(err, sizeof(err),
+			    "bellows keygen --name %s failed", names[i]);
+			goto fail;
+		}
+		snprintf(a, sizeof(a), "%s/%s.pub", keys, names[i]);
+		snprintf(z, sizeof(z), "%s/%s.pub", clients, names[i]);
+		if (i > 0 && link(a, z) != 0) {
+			snprintf(err, sizeof(err), "cannot link %s", z);
+			goto fail;
+		}
+	}
+	snprintf(lv->server_pub, sizeof(lv->server_pub), "%s/server.pub", keys);
+	snprintf(lv->ops_key, sizeof(lv->ops_key), "%s/ops.key", keys);
+	snprintf(a, sizeof(a), "%s/alice.key", keys);
+	snprintf(z, sizeof(z), "%s/bob.key", keys);
+	if (com_cert_load(lv->server_pub, &lv->server, err, sizeof(err)) != 0 ||
+	    com_cert_load(lv->ops_key, &lv->ops, err, sizeof(err)) != 0 ||
+	    com_cert_load(a, &lv->clients[0].key, err, sizeof(err)) != 0 ||
+	    com_cert_load(z, &lv->clients[1].key, err, sizeof(err)) != 0)
+		goto fail;
+	/* The token: 24 random bytes as hex, in a file only we read. */
+	fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, raw, sizeof(raw)) != (ssize_t)sizeof(raw)) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(err, sizeof(err), "cannot read /dev/urandom");
+		goto fail;
+	}
+	close(fd);
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(lv->token + 2 * i, 3, "%02x", raw[i]);
+	fd = open(token, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || (f = fdopen(fd, "w")) == NULL ||
+	    fprintf(f, "%s\n", lv->token) < 0 || fclose(f) != 0) {
+		if (f == NULL && fd >= 0)
+			close(fd);
+		snprintf(err, sizeof(err), "cannot write %s", token);
+		goto fail;
+	}
+	snprintf(lv->secure_yaml, sizeof(lv->secure_yaml), "%s/secure.yaml",
+	    dir);
+	f = fopen(lv->secure_yaml, "w");
+	if (f == NULL ||
+	    fprintf(f, secure_config_fmt, keys, clients, token) < 0 ||
+	    fclose(f) != 0) {
+		snprintf(err, sizeof(err), "cannot write %s", lv->secure_yaml);
+		goto fail;
+	}
+	lv->yaml = lv->secure_yaml;
+	return 0;
+fail:
+	fprintf(stderr, "resume: --secure: %s\n", err);
+	return -1;
+}
+
 /* The live run: bellowsd on the history, the third job's ranks, then a
  * phase without resumes and one with. Returns 0, or -1 said. */
 static int
@@ -834,12 +1152,15 @@ live_run(bench *b)
 {
 	static live lv;
 	live_hist h = { 0 };
+	uint64_t auth_failed = 0;
 	double end;
 	int rc = -1;
 
 	lv.b = b;
 	lv.bellowsd = b->bellowsd;
 	lv.statuses = b->statuses;
+	lv.yaml = b->yaml;
+	lv.secure = b->secure;
 	snprintf(lv.ctl, sizeof(lv.ctl), "ipc://%s/control", b->dir);
 	snprintf(lv.pub, sizeof(lv.pub), "ipc://%s/publish", b->dir);
 	snprintf(lv.log, sizeof(lv.log), "%s/bellowsd.log", b->dir);
@@ -847,18 +1168,39 @@ live_run(bench *b)
 	atomic_init(&lv.resuming, false);
 	atomic_init(&lv.stop, false);
 	lv.cli = b->cli;
+	/* Without security one client resumes both jobs (every local
+	 * client is one to bellowsd's limits); with it, two clients of
+	 * their own keys, one job each. */
+	lv.n_clients = lv.secure ? LIVE_CLIENTS : 1;
+	lv.clients[0] = (live_client){ .lv = &lv,
+		.name = lv.secure ? "alice" : "live",
+		.job = lv.secure ? "job0" : NULL,
+		.curve = lv.secure,
+		.ping = true };
+	lv.clients[1] = (live_client){ .lv = &lv,
+		.name = "bob",
+		.job = "job1",
+		.curve = true };
+	if (lv.secure && live_secure(&lv) != 0)
+		goto out;
 	if (live_daemon(&lv) != 0) {
 		fprintf(stderr, "resume: bellowsd did not start\n");
 		goto out;
 	}
-	if (live_sim(&lv) != 0 || (lv.zctx = zmq_ctx_new()) == NULL ||
-	    pthread_create(&lv.thread, NULL, live_client, &lv) != 0) {
+	if (live_sim(&lv) != 0 || (lv.zctx = zmq_ctx_new()) == NULL) {
 		fprintf(stderr,
 		    "resume: cannot start the third job's ranks "
 		    "or the client\n");
 		goto out;
 	}
-	lv.thread_started = true;
+	for (uint32_t i = 0; i < lv.n_clients; i++) {
+		if (pthread_create(&lv.clients[i].thread, NULL, live_client_run,
+			&lv.clients[i]) != 0) {
+			fprintf(stderr, "resume: cannot start the client\n");
+			goto out;
+		}
+		lv.clients[i].started = true;
+	}
 	/* The third job's decisions flowing first. */
 	end = now_ms_f() + 60000;
 	while (now_ms_f() < end && (live_scrape(&lv, &h) != 0 || h.count < 20))
@@ -872,13 +1214,28 @@ live_run(bench *b)
 		fprintf(stderr, "resume: bellowsd's /metrics did not answer\n");
 		goto out;
 	}
-	if (lv.why[0] != '\0')
-		printf("resume: the last refusal: %s\n", lv.why);
 	rc = 0;
 out:
 	atomic_store(&lv.stop, true);
-	if (lv.thread_started)
-		pthread_join(lv.thread, NULL);
+	for (uint32_t i = 0; i < lv.n_clients; i++) {
+		live_client *c = &lv.clients[i];
+
+		if (c->started)
+			pthread_join(c->thread, NULL);
+		if (c->why[0] != '\0' && lv.secure)
+			printf("resume: the last refusal of %s: %s\n", c->name,
+			    c->why);
+		else if (c->why[0] != '\0')
+			printf("resume: the last refusal: %s\n", c->why);
+		if (c->auth_failed > 0)
+			fprintf(stderr,
+			    "resume: %" PRIu64 " auth failure(s) of client "
+			    "%s, the last: %s\n",
+			    c->auth_failed, c->name, c->auth_why);
+		auth_failed += c->auth_failed;
+	}
+	if (auth_failed > 0)
+		rc = -1; /* a refusal by the limits is expected, not these */
 	live_stop_process(&lv.sim);
 	live_stop_process(&lv.daemon);
 	if (lv.zctx != NULL)
@@ -969,6 +1326,7 @@ parse(int argc, char **argv, bench *b)
 		{ "bellowsd", required_argument, NULL, 'B' },
 		{ "bellows", required_argument, NULL, 'C' },
 		{ "statuses", required_argument, NULL, 'n' },
+		{ "secure", no_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -999,16 +1357,19 @@ parse(int argc, char **argv, bench *b)
 			b->cli = optarg;
 		else if (c == 'n')
 			b->statuses = (uint32_t)strtoul(optarg, NULL, 10);
+		else if (c == 'S')
+			b->secure = true;
 		else
 			return -1;
 	}
 	if (b->layers == 0 || b->windows < DECIDE_EVERY || b->rate <= 0 ||
-	    b->seconds <= 0 || b->statuses == 0 || b->statuses > MAX_STATUS) {
+	    b->seconds <= 0 || b->statuses == 0 || b->statuses > MAX_STATUS ||
+	    (b->secure && !b->live)) {
 		fprintf(stderr,
 		    "usage: resume [--layers L] [--windows W>=%d] "
 		    "[--rate R] [--seconds S] [--db FILE]\n"
-		    "              [--live [--statuses N] [--bellowsd PATH] "
-		    "[--bellows PATH]]\n",
+		    "              [--live [--secure] [--statuses N] "
+		    "[--bellowsd PATH] [--bellows PATH]]\n",
 		    DECIDE_EVERY);
 		return -1;
 	}

@@ -208,23 +208,12 @@ static int
 client_events(tool_client *c)
 {
 	for (;;) {
-		zmq_msg_t frame;
 		uint16_t event = 0;
+		uint32_t value;
+		int r = com_monitor_recv(c->monitor, &event, &value);
 
-		zmq_msg_init(&frame);
-		if (zmq_msg_recv(&frame, c->monitor, ZMQ_DONTWAIT) < 0) {
-			zmq_msg_close(&frame);
+		if (r == BELLOWS_EAGAIN)
 			return 0;
-		}
-		if (zmq_msg_size(&frame) == 6)
-			memcpy(&event, zmq_msg_data(&frame), sizeof(event));
-		while (zmq_msg_more(&frame)) {
-			zmq_msg_close(&frame);
-			zmq_msg_init(&frame);
-			if (zmq_msg_recv(&frame, c->monitor, ZMQ_DONTWAIT) < 0)
-				break;
-		}
-		zmq_msg_close(&frame);
 		switch (event) {
 		case ZMQ_EVENT_CONNECTED:
 			c->connected = true;

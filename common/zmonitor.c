@@ -4,7 +4,9 @@
 #include <bellows/error.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <zmq.h>
 
 int
@@ -30,6 +32,41 @@ com_monitor_open(void *ctx, void *sock, int events, const char *tag,
 		return BELLOWS_ESYS;
 	}
 	*ret_pair = pair;
+	return 0;
+}
+
+int
+com_monitor_recv(void *pair, uint16_t *ret_event, uint32_t *ret_value)
+{
+	zmq_msg_t frame;
+	uint16_t event = 0;
+	uint32_t value = 0;
+	bool ok;
+
+	zmq_msg_init(&frame);
+	if (zmq_msg_recv(&frame, pair, ZMQ_DONTWAIT) < 0) {
+		zmq_msg_close(&frame);
+		return BELLOWS_EAGAIN;
+	}
+	/* First frame: the event (16 bits) and its value (32), in the
+	 * machine's order; then the endpoint's frame. */
+	ok = zmq_msg_size(&frame) == 6;
+	if (ok) {
+		memcpy(&event, zmq_msg_data(&frame), sizeof(event));
+		memcpy(&value, (const uint8_t *)zmq_msg_data(&frame) + 2,
+		    sizeof(value));
+	}
+	while (zmq_msg_more(&frame)) {
+		zmq_msg_close(&frame);
+		zmq_msg_init(&frame);
+		if (zmq_msg_recv(&frame, pair, ZMQ_DONTWAIT) < 0)
+			break;
+	}
+	zmq_msg_close(&frame);
+	if (!ok)
+		return BELLOWS_EPROTO;
+	*ret_event = event;
+	*ret_value = value;
 	return 0;
 }
 
