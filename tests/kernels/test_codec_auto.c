@@ -33,25 +33,10 @@
 #include "kernels/element.h"
 #include "kernels/kernels.h"
 
+#define TEST_RNG_SEED 0x2545f4914f6cdd1dull
+#include "rng.h"
+
 #define MAX_N 20000
-
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-
-static uint64_t
-rng(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-
-/* Uniform in [-1, 1). */
-static float
-unif(void)
-{
-	return (float)((double)(rng() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
 
 static const uint64_t sizes[] = { 1, 2, 3, 4, 5, 15, 16, 17, 31, 33, 255, 1000,
 	1023, 1025, 4097, 8193, MAX_N };

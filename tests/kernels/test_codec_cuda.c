@@ -30,24 +30,10 @@
 
 #include "kernels/kernels.h"
 
+#define TEST_RNG_SEED 0x0123456789abcdefull
+#include "rng.h"
+
 static kern_backend cuda; /* device memory and copies */
-
-static uint64_t rng_state = 0x0123456789abcdefull;
-
-static uint64_t
-rng(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-
-static float
-unif(void)
-{
-	return (float)((double)(rng() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
 
 static void *
 dev_alloc(size_t bytes)

@@ -36,24 +36,10 @@
 #include "kernels/element.h"
 #include "kernels/kernels.h"
 
+#define TEST_RNG_SEED 0x9e3779b97f4a7c15ull
+#include "rng.h"
+
 #define MAX_PARTS 8
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t
-rng(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-
-static float
-unif(void)
-{
-	return (float)((double)(rng() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
 
 enum set {
 	SET_RANDOM,  /* uniform in [-1, 1) */

@@ -29,23 +29,8 @@
 #include <bellows/codec.h>
 #include <bellows/error.h>
 
-static uint64_t rng_state = 0x13198a2e03707344ull;
-
-static uint64_t
-rng(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-
-/* Uniform in [-1, 1). */
-static float
-unif(void)
-{
-	return (float)((double)(rng() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+#define TEST_RNG_SEED 0x13198a2e03707344ull
+#include "rng.h"
 
 static float *
 randm(uint64_t n, float scale)

@@ -36,23 +36,8 @@
 #include "kernels/cpu/kern_topk.h"
 #include "kernels/kernels.h"
 
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
-
-static uint64_t
-rng(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
-}
-
-/* Uniform in [-1, 1). */
-static float
-unif(void)
-{
-	return (float)((double)(rng() >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+#define TEST_RNG_SEED 0x243f6a8885a308d3ull
+#include "rng.h"
 
 enum set {
 	SET_RANDOM,  /* uniform in [-1, 1) */
