@@ -2794,6 +2794,24 @@ report_rc(fixture *f, uint32_t r, uint64_t w, uint64_t now)
 	return rc;
 }
 
+/* The first daemon of a restart: ranks A and B (rank 0 and 1) record
+ * windows 0..4 at times 1100.., then the store closes and the job table
+ * goes, as a killed daemon's would. */
+static void
+record_five_windows_then_stop(fixture *f)
+{
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	for (uint64_t w = 0; w < 5; w++) {
+		report_window(f, w, 1.0, 1100 + w);
+		settle(f);
+	}
+	ctl_store_close(&f->store, 2000);
+	ctl_jobs_destroy(&f->jobs);
+}
+
 /* bellowsd restarted after the ranks had gone 15 windows on: the windows
  * it had not closed are taken from the reports the agents send again,
  * closed in order and recorded late, with no decision; one no rank kept
@@ -2806,16 +2824,7 @@ test_store_windows_a_restart_had_not_closed_are_recorded_late(void **state)
 	fixture *f = *state;
 	char text[128];
 
-	new_jobs(f);
-	start_store(f);
-	hello(f, "A", 0, 0, 0, 0, 1000);
-	hello(f, "B", 1, 0, 0, 0, 1000);
-	for (uint64_t w = 0; w < 5; w++) {
-		report_window(f, w, 1.0, 1100 + w);
-		settle(f);
-	}
-	ctl_store_close(&f->store, 2000);
-	ctl_jobs_destroy(&f->jobs);
+	record_five_windows_then_stop(f);
 
 	f->n_pub = 0;
 	new_jobs(f);
@@ -2878,16 +2887,7 @@ test_store_late_windows_count_as_closed_once_their_rows_are_committed(
 {
 	fixture *f = *state;
 
-	new_jobs(f);
-	start_store(f);
-	hello(f, "A", 0, 0, 0, 0, 1000);
-	hello(f, "B", 1, 0, 0, 0, 1000);
-	for (uint64_t w = 0; w < 5; w++) {
-		report_window(f, w, 1.0, 1100 + w);
-		settle(f);
-	}
-	ctl_store_close(&f->store, 2000);
-	ctl_jobs_destroy(&f->jobs);
+	record_five_windows_then_stop(f);
 
 	new_jobs(f);
 	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
@@ -2935,16 +2935,7 @@ test_store_late_windows_a_second_kill_left_open_are_taken_again(void **state)
 	ctl_jobs_counters c;
 	char text[256];
 
-	new_jobs(f);
-	start_store(f);
-	hello(f, "A", 0, 0, 0, 0, 1000);
-	hello(f, "B", 1, 0, 0, 0, 1000);
-	for (uint64_t w = 0; w < 5; w++) {
-		report_window(f, w, 1.0, 1100 + w);
-		settle(f);
-	}
-	ctl_store_close(&f->store, 2000);
-	ctl_jobs_destroy(&f->jobs);
+	record_five_windows_then_stop(f);
 
 	/* The second daemon: rank 0 is back at window 20, 5..19 are late;
 	 * rank 1 is not back yet. */
@@ -3016,16 +3007,7 @@ test_store_a_degraded_store_holds_the_mark_below_late_windows(void **state)
 {
 	fixture *f = *state;
 
-	new_jobs(f);
-	start_store(f);
-	hello(f, "A", 0, 0, 0, 0, 1000);
-	hello(f, "B", 1, 0, 0, 0, 1000);
-	for (uint64_t w = 0; w < 5; w++) {
-		report_window(f, w, 1.0, 1100 + w);
-		settle(f);
-	}
-	ctl_store_close(&f->store, 2000);
-	ctl_jobs_destroy(&f->jobs);
+	record_five_windows_then_stop(f);
 
 	new_jobs(f);
 	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
