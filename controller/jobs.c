@@ -32,14 +32,14 @@
  *   then those below the window the first Hello moved the job to. They
  *   are ascending spans in [late_next, late_end), all below
  *   next_window; a window between two spans is recorded, and a report
- *   of it is ignored (counted as a duplicate). Their reports, which the agents
- * kept and send again, are aggregated apart from the open windows and recorded
- *   late, in index order; no policy sees them and no decision answers
- *   them. ctl_jobs_windows_closed() stays at or below late_next while
- *   any is open, and at or below the lowest late window recorded whose
- *   batch the store has not acknowledged as committed (late_wait_*,
- *   kept after the late range is done), so agents keep their reports
- *   until they are on disk;
+ *   of it is ignored (counted as a duplicate). Their reports, which the
+ *   agents kept and send again, are aggregated apart from the open
+ *   windows and recorded late, in index order; no policy sees them and
+ *   no decision answers them. ctl_jobs_windows_closed() stays at or
+ *   below late_next while any is open, and at or below the lowest late
+ *   window recorded whose batch the store has not acknowledged as
+ *   committed (late_wait_*, kept after the late range is done), so
+ *   agents keep their reports until they are on disk;
  * - the store's mark (runs.windows_closed, ctl_jobs_closed_record) is
  *   never above what ctl_jobs_windows_closed() told the agents: it is
  *   handed over with each window's rows, so a restarted daemon that
