@@ -2709,6 +2709,36 @@ test_store_degraded_store_does_not_hold_up_decisions(void **state)
 	    33);
 }
 
+/* The first daemon of a restart: ranks A and B (rank 0 and 1) record
+ * windows 0..4 at times 1100... */
+static void
+record_five_windows(fixture *f)
+{
+	new_jobs(f);
+	start_store(f);
+	hello(f, "A", 0, 0, 0, 0, 1000);
+	hello(f, "B", 1, 0, 0, 0, 1000);
+	for (uint64_t w = 0; w < 5; w++) {
+		report_window(f, w, 1.0, 1100 + w);
+		settle(f);
+	}
+}
+
+/* A daemon killed at stop_ms and started again at now_ms: the store
+ * closes and the job table goes, as a killed daemon's would; a new
+ * table recovers the one run from the history, and the store starts
+ * again. The publications counted restart from 0. */
+static void
+restart_daemon(fixture *f, uint64_t stop_ms, uint64_t now_ms)
+{
+	ctl_store_close(&f->store, stop_ms);
+	ctl_jobs_destroy(&f->jobs);
+	f->n_pub = 0;
+	new_jobs(f);
+	assert_int_equal(ctl_jobs_recover(f->jobs, now_ms), 1);
+	start_store(f);
+}
+
 static void
 test_store_rebuilds_a_job_and_its_policy_history_after_a_restart(void **state)
 {
@@ -2725,13 +2755,7 @@ test_store_rebuilds_a_job_and_its_policy_history_after_a_restart(void **state)
 		settle(f);
 	}
 	assert_int_equal(f->n_pub, 6);
-	ctl_store_close(&f->store, 2000);
-	ctl_jobs_destroy(&f->jobs);
-
-	f->n_pub = 0;
-	new_jobs(f);
-	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
-	start_store(f);
+	restart_daemon(f, 2000, 5000);
 	/* Both ranks come back with reports of window 5 queued. */
 	hello(f, "A", 0, 50, 6, 6, 5000);
 	hello(f, "B", 1, 50, 6, 6, 5000);
@@ -2794,24 +2818,6 @@ report_rc(fixture *f, uint32_t r, uint64_t w, uint64_t now)
 	return rc;
 }
 
-/* The first daemon of a restart: ranks A and B (rank 0 and 1) record
- * windows 0..4 at times 1100.., then the store closes and the job table
- * goes, as a killed daemon's would. */
-static void
-record_five_windows_then_stop(fixture *f)
-{
-	new_jobs(f);
-	start_store(f);
-	hello(f, "A", 0, 0, 0, 0, 1000);
-	hello(f, "B", 1, 0, 0, 0, 1000);
-	for (uint64_t w = 0; w < 5; w++) {
-		report_window(f, w, 1.0, 1100 + w);
-		settle(f);
-	}
-	ctl_store_close(&f->store, 2000);
-	ctl_jobs_destroy(&f->jobs);
-}
-
 /* bellowsd restarted after the ranks had gone 15 windows on: the windows
  * it had not closed are taken from the reports the agents send again,
  * closed in order and recorded late, with no decision; one no rank kept
@@ -2824,12 +2830,8 @@ test_store_windows_a_restart_had_not_closed_are_recorded_late(void **state)
 	fixture *f = *state;
 	char text[128];
 
-	record_five_windows_then_stop(f);
-
-	f->n_pub = 0;
-	new_jobs(f);
-	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
-	start_store(f);
+	record_five_windows(f);
+	restart_daemon(f, 2000, 5000);
 	/* The ranks are at window 20: windows 5..19 are late, and the
 	 * agents are told to send them again. */
 	assert_int_equal(hello(f, "A", 0, 200, 20, 6, 5000), 5);
@@ -2887,11 +2889,8 @@ test_store_late_windows_count_as_closed_once_their_rows_are_committed(
 {
 	fixture *f = *state;
 
-	record_five_windows_then_stop(f);
-
-	new_jobs(f);
-	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
-	start_store(f);
+	record_five_windows(f);
+	restart_daemon(f, 2000, 5000);
 	/* The ranks are at window 20: windows 5..19 are late. */
 	assert_int_equal(hello(f, "A", 0, 200, 20, 6, 5000), 5);
 	assert_int_equal(hello(f, "B", 1, 200, 20, 6, 5000), 5);
@@ -2935,13 +2934,10 @@ test_store_late_windows_a_second_kill_left_open_are_taken_again(void **state)
 	ctl_jobs_counters c;
 	char text[256];
 
-	record_five_windows_then_stop(f);
-
+	record_five_windows(f);
 	/* The second daemon: rank 0 is back at window 20, 5..19 are late;
 	 * rank 1 is not back yet. */
-	new_jobs(f);
-	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
-	start_store(f);
+	restart_daemon(f, 2000, 5000);
 	assert_int_equal(hello(f, "A", 0, 200, 20, 6, 5000), 5);
 	for (uint64_t w = 5; w < 21; w++)
 		assert_int_equal(report_rc(f, 0, w, 5100), 0);
@@ -2952,15 +2948,9 @@ test_store_late_windows_a_second_kill_left_open_are_taken_again(void **state)
 	    "SELECT group_concat(window, ' ') FROM (SELECT window FROM "
 	    "window_info ORDER BY window)");
 	assert_string_equal(text, "0 1 2 3 4 20");
-	ctl_store_close(&f->store, 7000);
-	ctl_jobs_destroy(&f->jobs);
-
 	/* The third daemon recovers after window 20 and finds 5..19
 	 * missing above the mark; the ranks are at window 30. */
-	f->n_pub = 0;
-	new_jobs(f);
-	assert_int_equal(ctl_jobs_recover(f->jobs, 8000), 1);
-	start_store(f);
+	restart_daemon(f, 7000, 8000);
 	assert_int_equal(hello(f, "A", 0, 300, 30, 7, 8000), 5);
 	assert_int_equal(hello(f, "B", 1, 300, 30, 7, 8000), 5);
 	/* Below the mark is closed for good. */
@@ -3007,11 +2997,8 @@ test_store_a_degraded_store_holds_the_mark_below_late_windows(void **state)
 {
 	fixture *f = *state;
 
-	record_five_windows_then_stop(f);
-
-	new_jobs(f);
-	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
-	start_store(f);
+	record_five_windows(f);
+	restart_daemon(f, 2000, 5000);
 	assert_int_equal(hello(f, "A", 0, 200, 20, 6, 5000), 5);
 	assert_int_equal(hello(f, "B", 1, 200, 20, 6, 5000), 5);
 	for (uint64_t w = 5; w < 20; w++)
@@ -3084,13 +3071,7 @@ test_store_resent_reports_close_the_window_a_crash_left_open(void **state)
 	report_rank(f, 0, 3, 1.3, 1200);
 	settle(f);
 	assert_int_equal(f->n_pub, 4);
-	ctl_store_close(&f->store, 2000);
-	ctl_jobs_destroy(&f->jobs);
-
-	f->n_pub = 0;
-	new_jobs(f);
-	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
-	start_store(f);
+	restart_daemon(f, 2000, 5000);
 	/* Both ranks have reported window 3; it is the first the history
 	 * does not hold, so they send it (again). */
 	assert_int_equal(hello(f, "A", 0, 40, 4, 4, 5000), 3);
@@ -3150,13 +3131,7 @@ test_store_rebuilds_accordion_from_windows_recorded_while_behind(void **state)
 	assert_true(f->windows_checked > 0);
 	assert_int_equal(f->windows_missing, 0);
 	f->check_windows = false;
-	ctl_store_close(&f->store, 2000);
-	ctl_jobs_destroy(&f->jobs);
-
-	f->n_pub = 0;
-	new_jobs(f);
-	assert_int_equal(ctl_jobs_recover(f->jobs, 5000), 1);
-	start_store(f);
+	restart_daemon(f, 2000, 5000);
 	hello(f, "A", 0, 50, 6, 6, 5000);
 	hello(f, "B", 1, 50, 6, 6, 5000);
 	report_window(f, 5, 1.5, 5100);
