@@ -2380,6 +2380,24 @@ open_resending_agent(bellows_agent_config *cfg, const fake *f)
 	return open_agent(cfg);
 }
 
+/* open_resending_agent, connected (and subscribed, if `subscribed`),
+ * after `steps` steps whose reports the fake has received. */
+static bellows_agent *
+open_resending_agent_after(bellows_agent_config *cfg, fake *f, int steps,
+    bool subscribed)
+{
+	bellows_agent_stats s;
+	bellows_agent *a = open_resending_agent(cfg, f);
+
+	STATS_WAIT(a, s, s.connected);
+	if (subscribed)
+		FAKE_WAIT(f, f->subscriptions >= 1);
+	for (int i = 0; i < steps; i++)
+		run_step(a, NULL);
+	FAKE_WAIT(f, f->n_reports == (uint32_t)steps);
+	return a;
+}
+
 /* The fake restarts as instance `instance`, saying windows below
  * `closed` are closed; returns once the agent joined it again (the
  * reconnects-th time). */
@@ -2430,11 +2448,7 @@ test_unacknowledged_reports_are_sent_again_to_a_new_instance_all_of_them(
 
 	(void)state;
 	f = fake_start(NULL, NULL);
-	a = open_resending_agent(&cfg, f);
-	STATS_WAIT(a, s, s.connected);
-	for (int i = 0; i < 10; i++)
-		run_step(a, NULL);
-	FAKE_WAIT(f, f->n_reports == 10);
+	a = open_resending_agent_after(&cfg, f, 10, false);
 
 	/* Nothing was acknowledged: every report sent comes again (they are
 	 * kept by bytes, keep_reports_mb, not by count), oldest first,
@@ -2460,11 +2474,7 @@ test_reports_are_sent_again_after_rejoining_the_same_instance(void **state)
 
 	(void)state;
 	f = fake_start(NULL, NULL);
-	a = open_resending_agent(&cfg, f);
-	STATS_WAIT(a, s, s.connected);
-	for (int i = 0; i < 3; i++)
-		run_step(a, NULL);
-	FAKE_WAIT(f, f->n_reports == 3);
+	a = open_resending_agent_after(&cfg, f, 3, false);
 
 	/* The daemon forgot the rank (ENOTJOINED) but not the job: window
 	 * 0 is closed, 1 and 2 come again. */
@@ -2493,12 +2503,7 @@ test_acknowledged_reports_are_not_sent_again(void **state)
 
 	(void)state;
 	f = fake_start(NULL, NULL);
-	a = open_resending_agent(&cfg, f);
-	STATS_WAIT(a, s, s.connected);
-	FAKE_WAIT(f, f->subscriptions >= 1);
-	for (int i = 0; i < 3; i++)
-		run_step(a, NULL);
-	FAKE_WAIT(f, f->n_reports == 3);
+	a = open_resending_agent_after(&cfg, f, 3, true);
 
 	/* Heartbeat acks say windows 0 and 1 are closed. The new instance
 	 * knows less (a history-less restart): only window 2 comes again. */
@@ -2551,12 +2556,7 @@ test_reports_sent_again_outlive_a_decision_until_windows_closed_passes(
 
 	(void)state;
 	f = fake_start(NULL, NULL);
-	a = open_resending_agent(&cfg, f);
-	STATS_WAIT(a, s, s.connected);
-	FAKE_WAIT(f, f->subscriptions >= 1);
-	for (int i = 0; i < 3; i++)
-		run_step(a, NULL);
-	FAKE_WAIT(f, f->n_reports == 3);
+	a = open_resending_agent_after(&cfg, f, 3, true);
 	fake_restart(f, a, 0x2222, 0, 1);
 	run_step(a, NULL);
 	FAKE_WAIT(f, f->n_reports == 7);
@@ -2576,7 +2576,6 @@ static void
 test_a_daemon_of_minor_1_gets_no_report_twice(void **state)
 {
 	bellows_agent_config cfg;
-	bellows_agent_stats s;
 	bellows_agent *a;
 	fake *f;
 
@@ -2585,11 +2584,7 @@ test_a_daemon_of_minor_1_gets_no_report_twice(void **state)
 	pthread_mutex_lock(&f->mu);
 	f->minor = 1;
 	pthread_mutex_unlock(&f->mu);
-	a = open_resending_agent(&cfg, f);
-	STATS_WAIT(a, s, s.connected);
-	for (int i = 0; i < 3; i++)
-		run_step(a, NULL);
-	FAKE_WAIT(f, f->n_reports == 3);
+	a = open_resending_agent_after(&cfg, f, 3, false);
 	fake_restart(f, a, 0x2222, 0, 1);
 	run_step(a, NULL);
 	FAKE_WAIT(f, f->n_reports == 4);
