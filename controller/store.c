@@ -530,51 +530,50 @@ ctl_store_run_begin(ctl_store *s, const char *job, const char *run_key,
 	return id;
 }
 
-void
-ctl_store_run_end(ctl_store *s, int64_t run, uint64_t wall_ms)
+/* Queues one update of a run's row (row.run set) in the current batch;
+ * nothing without a store or for run 0. */
+static void
+store_push_update(ctl_store *s, store_update_row row)
 {
 	store_batch *b;
 
-	if (s == NULL || run == 0)
+	if (s == NULL || row.run == 0)
 		return;
 	b = store_cur(s);
-	*STORE_PUSH(b->updates) = (store_update_row){
+	*STORE_PUSH(b->updates) = row;
+	store_added(s, 1, 0);
+}
+
+void
+ctl_store_run_end(ctl_store *s, int64_t run, uint64_t wall_ms)
+{
+	store_push_update(s,
+	    (store_update_row){
 		.run = run,
 		.kind = wall_ms != 0 ? STORE_UPDATE_END : STORE_UPDATE_REOPEN,
 		.wall_ms = wall_ms,
-	};
-	store_added(s, 1, 0);
+	    });
 }
 
 void
 ctl_store_run_recovered(ctl_store *s, int64_t run)
 {
-	store_batch *b;
-
-	if (s == NULL || run == 0)
-		return;
-	b = store_cur(s);
-	*STORE_PUSH(b->updates) = (store_update_row){
+	store_push_update(s,
+	    (store_update_row){
 		.run = run,
 		.kind = STORE_UPDATE_RECOVERED,
-	};
-	store_added(s, 1, 0);
+	    });
 }
 
 void
 ctl_store_run_closed(ctl_store *s, int64_t run, uint64_t windows_closed)
 {
-	store_batch *b;
-
-	if (s == NULL || run == 0)
-		return;
-	b = store_cur(s);
-	*STORE_PUSH(b->updates) = (store_update_row){
+	store_push_update(s,
+	    (store_update_row){
 		.run = run,
 		.kind = STORE_UPDATE_CLOSED,
 		.window = windows_closed,
-	};
-	store_added(s, 1, 0);
+	    });
 }
 
 void
