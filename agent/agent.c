@@ -939,19 +939,19 @@ agent_close_window(bellows_agent *a)
 	memset(&a->timings, 0, sizeof(a->timings));
 }
 
-/* A time, size or rate a caller hands over: finite and not negative. */
+/* A time, size or rate a caller hands over: finite and not negative
+ * (the statistics table's MAG rule). */
 static bool
 agent_magnitude(double v)
 {
-	return isfinite(v) && v >= 0.0;
+	return com_stat_check_passes(BELLOWS_STAT_CHECK_MAG, v);
 }
 
-/* The check column of BELLOWS_STEP_INFO. */
-#define AGENT_CHECK_ANY(v)  true
-#define AGENT_CHECK_MAG(v)  agent_magnitude(v)
-#define AGENT_CHECK_FRAC(v) (agent_magnitude(v) && (v) <= 1.0)
+/* The check column of BELLOWS_STEP_INFO: the rule the decoder holds
+ * received values to (com_stat_check_passes), so a value the agent takes
+ * is one bellowsd accepts. */
 #define AGENT_STEP_CHECK(name, type, fold, check, ...)                         \
-	&&AGENT_CHECK_##check(info->name)
+	&&com_stat_check_passes(BELLOWS_STAT_CHECK_##check, (double)info->name)
 
 /* The fold column: a step's value into the window's timings. */
 #define AGENT_FOLD_OWN(f)
@@ -1013,8 +1013,9 @@ bellows_agent_step_end(bellows_agent *agent, const bellows_step_info *info)
 int
 bellows_agent_eval(bellows_agent *agent, double accuracy, double loss)
 {
-	if (agent == NULL || !AGENT_CHECK_FRAC(accuracy) ||
-	    !AGENT_CHECK_MAG(loss))
+	if (agent == NULL ||
+	    !com_stat_check_passes(BELLOWS_STAT_CHECK_FRAC, accuracy) ||
+	    !com_stat_check_passes(BELLOWS_STAT_CHECK_MAG, loss))
 		return BELLOWS_EINVAL;
 	if (accuracy > 0)
 		agent->timings.eval_accuracy = accuracy;
