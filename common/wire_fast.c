@@ -40,7 +40,8 @@ typedef struct fast_ctx {
 
 /* Reads a varint of at most max bytes at p[*off], advancing *off. A varint
  * is refused when it runs past len or max bytes, is not minimal (a last
- * byte of 0 after the first) or holds more than 64 bits. */
+ * byte of 0 after the first) or holds more than 64 bits. *off is at most
+ * len, as everywhere in this file (every advance is checked against it). */
 static inline int
 fast_varint(const uint8_t *p, size_t len, size_t *off, unsigned max,
     uint64_t *ret)
@@ -51,6 +52,13 @@ fast_varint(const uint8_t *p, size_t len, size_t *off, unsigned max,
 	if (o < len && p[o] < 0x80) {
 		*ret = p[o];
 		*off = o + 1;
+		return 0;
+	}
+	/* Two bytes, the second not 0 (minimal): tags 16 to 2047, values
+	 * up to 16383. */
+	if (len - o > 1 && p[o + 1] < 0x80 && p[o + 1] != 0) {
+		*ret = (uint64_t)(p[o] & 0x7f) | (uint64_t)p[o + 1] << 7;
+		*off = o + 2;
 		return 0;
 	}
 	for (unsigned i = 0; i < max && o < len; i++) {
