@@ -12,10 +12,10 @@
 #ifndef COM_STAT_TABLE_H
 #define COM_STAT_TABLE_H
 
-#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <bellows/stats.h>
 
@@ -110,22 +110,48 @@ uint64_t com_stat_get_u64(const com_stat *s, const void *base);
 /* "U32", "U64", "F64" or "NONE"; the C type's name with ctype. */
 const char *com_stat_type_name(bellows_stat_type type);
 
+/* The bits of -0.0 read as an unsigned integer: the one value with its
+ * sign bit set that MAG and FRAC let pass. */
+#define COM_STAT_NEG_ZERO_BITS ((uint64_t)1 << 63)
+
+/* The largest value passing each check, as the bits of an IEEE 754
+ * double read as an unsigned integer: positive doubles order as their
+ * bits do, and every NaN, infinity and negative number (-0 aside) lies
+ * above the largest finite one, so a value v passes when its bits are at
+ * most the bound or v is -0 (com_stat_check_passes). As constants for
+ * tables built at compile time (common/wire_fast.c's). */
+#define COM_STAT_CHECK_BOUND_ANY  UINT64_MAX
+#define COM_STAT_CHECK_BOUND_MAG  UINT64_C(0x7fefffffffffffff) /* DBL_MAX */
+#define COM_STAT_CHECK_BOUND_FRAC UINT64_C(0x3ff0000000000000) /* 1.0 */
+
+/* The bound of check (COM_STAT_CHECK_BOUND_*); a check out of the enum
+ * lets any value pass, as ANY does. */
+static inline uint64_t
+com_stat_check_bound(bellows_stat_check check)
+{
+	switch (check) {
+	case BELLOWS_STAT_CHECK_MAG:
+		return COM_STAT_CHECK_BOUND_MAG;
+	case BELLOWS_STAT_CHECK_FRAC:
+		return COM_STAT_CHECK_BOUND_FRAC;
+	default:
+		return COM_STAT_CHECK_BOUND_ANY;
+	}
+}
+
 /* True when a received value v (an integer statistic as a double) passes
  * check, the table's check column: ANY any value, MAG finite and not
  * negative (-0 passes), FRAC MAG and at most 1; a value out of the enum
  * passes. The decoder refuses a frame carrying a value that does not.
- * Inline: it runs for every statistic of every report. */
+ * Inline: it runs for every statistic of every report; the decoder's
+ * per-field table keeps com_stat_check_bound's answer instead. */
 static inline bool
 com_stat_check_passes(bellows_stat_check check, double v)
 {
-	switch (check) {
-	case BELLOWS_STAT_CHECK_MAG:
-		return isfinite(v) && v >= 0.0;
-	case BELLOWS_STAT_CHECK_FRAC:
-		return isfinite(v) && v >= 0.0 && v <= 1.0;
-	default:
-		return true;
-	}
+	uint64_t u;
+
+	memcpy(&u, &v, sizeof(u));
+	return u <= com_stat_check_bound(check) || u == COM_STAT_NEG_ZERO_BITS;
 }
 
 /* "ANY", "MAG", "FRAC"; "?" for a value out of the enum. */

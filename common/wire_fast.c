@@ -10,11 +10,11 @@
  * sub-messages. Everything comes from the frame's arena, but a report's
  * layers when the caller asks for them apart: each LayerStats is then read
  * by a walk of its own over a table made from the statistics table
- * (fast_layer_fields), into the com_layer_stats the decoded report keeps,
- * with the same rules as the walk over a descriptor and the checks
- * wire_in.c makes of every other field, so that no protobuf-c struct is
- * built, initialised and copied for the layers (a Report is almost all
- * layers).
+ * (fast_layer_keys, a row per key), into the com_layer_stats the decoded
+ * report keeps, with the same rules as the walk over a descriptor and the
+ * checks wire_in.c makes of every other field, so that no protobuf-c
+ * struct is built, initialised and copied for the layers (a Report is
+ * almost all layers).
  */
 #include "wire_fast.h"
 
@@ -40,7 +40,8 @@ typedef struct fast_ctx {
 
 /* Reads a varint of at most max bytes at p[*off], advancing *off. A varint
  * is refused when it runs past len or max bytes, is not minimal (a last
- * byte of 0 after the first) or holds more than 64 bits. */
+ * byte of 0 after the first) or holds more than 64 bits. *off is at most
+ * len, as everywhere in this file (every advance is checked against it). */
 static inline int
 fast_varint(const uint8_t *p, size_t len, size_t *off, unsigned max,
     uint64_t *ret)
@@ -51,6 +52,13 @@ fast_varint(const uint8_t *p, size_t len, size_t *off, unsigned max,
 	if (o < len && p[o] < 0x80) {
 		*ret = p[o];
 		*off = o + 1;
+		return 0;
+	}
+	/* Two bytes, the second not 0 (minimal): tags 16 to 2047, values
+	 * up to 16383. */
+	if (len - o > 1 && p[o + 1] < 0x80 && p[o + 1] != 0) {
+		*ret = (uint64_t)(p[o] & 0x7f) | (uint64_t)p[o + 1] << 7;
+		*off = o + 2;
 		return 0;
 	}
 	for (unsigned i = 0; i < max && o < len; i++) {
@@ -419,18 +427,22 @@ fast_value(fast_ctx *ctx, fast_msg *m, const ProtobufCFieldDescriptor *f,
  * A report's layers, straight into com_layer_stats.
  */
 
-/* How fast_layer_stats reads a LayerStats field. */
+/* How fast_layer_stats reads a LayerStats field, by key: the field's kind
+ * when the key's wire type is the one the field takes. */
 enum {
-	FAST_L_NONE = 0, /* no field: skipped as unknown */
-	FAST_L_LAYER,    /* `layer`: uint32, below max_layers */
+	FAST_L_NONE = 0, /* no field: skipped as unknown (fast_skip) */
+	FAST_L_BAD,      /* tag 0, or a field's key with a wire type it
+			  * never takes: refused */
+	FAST_L_ARRAY,    /* repeated uint64, packed or one by one, absent
+			  * or exactly len values */
+	FAST_L_LAYER,    /* `layer`: uint32, below max_layers; this and
+			  * the kinds below are the scalars */
 	FAST_L_U32,      /* a varint, its low 32 bits kept (as protobuf-c) */
 	FAST_L_U64,      /* a varint */
 	FAST_L_F64,      /* a double, 8 bytes */
-	FAST_L_ARRAY,    /* repeated uint64, packed or one by one, absent
-			  * or exactly len values */
 };
 
-/* One field of LayerStats, by tag (fast_layer_fields). */
+/* One key (tag << 3 | wire type) of LayerStats (fast_layer_keys). */
 typedef struct fast_layer_field {
 	uint16_t offset; /* in com_layer_stats */
 	uint8_t kind;    /* FAST_L_* */
@@ -440,33 +452,71 @@ typedef struct fast_layer_field {
 	uint16_t len;    /* FAST_L_ARRAY: the values it holds */
 } fast_layer_field;
 
-#define FAST_L_CHECK(c) BELLOWS_STAT_CHECK_##c
-#define FAST_L_STAT(name, type, tag, chk, ...)                                 \
-	[tag] = { .offset = offsetof(com_layer_stats, name),                   \
-		.kind = FAST_L_##type,                                         \
-		.check = FAST_L_CHECK(chk),                                    \
-		.bit = 1 + COM_LSTAT_##name },
-#define FAST_L_ARRAY_ROW(name, len_, tag, ...)                                 \
-	[tag] = { .offset = offsetof(com_layer_stats, name),                   \
-		.kind = FAST_L_ARRAY,                                          \
-		.bit = COM_LARRAY_##name,                                      \
-		.len = (len_) },
+/* Keys below this index fast_layer_keys: every tag up to
+ * BELLOWS_STAT_TAG_MAX, so a statistic's key, one or two bytes long, is
+ * found in one load. A larger key is an unknown field. */
+#define FAST_L_KEYS ((BELLOWS_STAT_TAG_MAX + 1) * 8)
 
-/* LayerStats by tag: tag 1 is the layer's index (bellows/stats.h's tag
- * rules), the others the statistics table's rows; every other tag is an
- * unknown field. stat_table.c refuses at compile time a tag out of range
- * or taken twice, tests/common/test_stat_table.c holds the tags to the
- * .proto. */
-static const fast_layer_field fast_layer_fields[BELLOWS_STAT_TAG_MAX + 1] = {
-	[1] = { .offset = offsetof(com_layer_stats, layer),
-	    .kind = FAST_L_LAYER,
-	    .check = BELLOWS_STAT_CHECK_ANY },
+/* The wire types each kind is read from: a scalar's type's own, an
+ * array's packed (2) or one value per key (0). */
+#define FAST_L_WIRE_OK_BAD(w)   0
+#define FAST_L_WIRE_OK_LAYER(w) ((w) == 0)
+#define FAST_L_WIRE_OK_U32(w)   ((w) == 0)
+#define FAST_L_WIRE_OK_U64(w)   ((w) == 0)
+#define FAST_L_WIRE_OK_F64(w)   ((w) == 1)
+#define FAST_L_WIRE_OK_ARRAY(w) ((w) == 0 || (w) == 2)
+
+/* The eight keys of tag `tag`, a field of kind k (the rest of the row
+ * in ...): the kind under the wire types it is read from, FAST_L_BAD
+ * under the others. */
+#define FAST_L_KEY(tag, w, k, ...)                                             \
+	[(tag)*8 + (w)] = { .kind = FAST_L_WIRE_OK_##k(w) ? FAST_L_##k         \
+							  : FAST_L_BAD,        \
+		__VA_ARGS__ },
+#define FAST_L_TAG(tag, k, ...)                                                \
+	FAST_L_KEY(tag, 0, k, __VA_ARGS__)                                     \
+	FAST_L_KEY(tag, 1, k, __VA_ARGS__)                                     \
+	FAST_L_KEY(tag, 2, k, __VA_ARGS__)                                     \
+	FAST_L_KEY(tag, 3, k, __VA_ARGS__)                                     \
+	FAST_L_KEY(tag, 4, k, __VA_ARGS__)                                     \
+	FAST_L_KEY(tag, 5, k, __VA_ARGS__)                                     \
+	FAST_L_KEY(tag, 6, k, __VA_ARGS__)                                     \
+	FAST_L_KEY(tag, 7, k, __VA_ARGS__)
+#define FAST_L_STAT(name, type, tag, chk, ...)                                 \
+	FAST_L_TAG(tag, type, .offset = offsetof(com_layer_stats, name),       \
+	    .check = BELLOWS_STAT_CHECK_##chk, .bit = 1 + COM_LSTAT_##name)
+#define FAST_L_ARRAY_ROW(name, len_, tag, ...)                                 \
+	FAST_L_TAG(tag, ARRAY, .offset = offsetof(com_layer_stats, name),      \
+	    .bit = COM_LARRAY_##name, .len = (len_))
+
+/* LayerStats by key: tag 0 refused, tag 1 the layer's index (bellows/
+ * stats.h's tag rules), the statistics table's rows; every other key up
+ * to BELLOWS_STAT_TAG_MAX an unknown field (FAST_L_NONE, zero). stat_
+ * table.c refuses at compile time a tag out of range or taken twice,
+ * tests/common/test_stat_table.c holds the tags to the .proto. */
+/* clang-format off */
+static const fast_layer_field fast_layer_keys[FAST_L_KEYS] = {
+	FAST_L_TAG(0, BAD, .check = BELLOWS_STAT_CHECK_ANY)
+	FAST_L_TAG(1, LAYER, .offset = offsetof(com_layer_stats, layer),
+	    .check = BELLOWS_STAT_CHECK_ANY)
 	BELLOWS_LAYER_STATS(FAST_L_STAT) BELLOWS_LAYER_ARRAYS(FAST_L_ARRAY_ROW)
+};
+/* clang-format on */
+
+/* The row of every key past fast_layer_keys: an unknown field. */
+static const fast_layer_field fast_layer_unknown = { .kind = FAST_L_NONE };
+
+/* com_stat_check_bound by check, for the doubles' check in the walk. */
+static const uint64_t fast_layer_bounds[] = {
+	[BELLOWS_STAT_CHECK_ANY] = COM_STAT_CHECK_BOUND_ANY,
+	[BELLOWS_STAT_CHECK_MAG] = COM_STAT_CHECK_BOUND_MAG,
+	[BELLOWS_STAT_CHECK_FRAC] = COM_STAT_CHECK_BOUND_FRAC,
 };
 
 /* One bit per scalar field in fast_layer_stats's `seen`, `layer` first. */
 _Static_assert(1 + COM_N_LSTATS <= 64, "LayerStats: widen the seen mask");
 _Static_assert(COM_N_LARRAYS <= 8, "LayerStats: more arrays than counted");
+_Static_assert(FAST_L_KEYS <= 0x4000, "LayerStats: a key past two bytes");
 
 /* Room for n more values of array field e in *s, of which *count are
  * there; *at is where they go. More values than the field's limit
@@ -528,36 +578,33 @@ fast_layer_array(const fast_layer_field *e, unsigned wire, const uint8_t *p,
 	return 0;
 }
 
-/* Reads one scalar field e, of wire type wire, at p[*off] into *s: the
- * wire type its type is written with, once, a value its check passes.
- * Inlined by force: it runs for every statistic of every layer. */
+/* Reads the field of key `key` (row e) at p[*off] that is not a scalar
+ * statistic into *s: an array (count: the arrays' values so far), an
+ * unknown field, skipped, or a refusal (FAST_L_BAD). Out of line: the
+ * scalars are the walk's path. */
+static int
+fast_layer_other(const fast_layer_field *e, uint64_t key, const uint8_t *p,
+    size_t len, size_t *off, const com_limits *lim, com_layer_stats *s,
+    uint32_t *count)
+{
+	unsigned wire = key & 7;
+
+	if (e->kind == FAST_L_ARRAY)
+		return fast_layer_array(e, wire, p, len, off, lim, s,
+		    &count[e->bit]);
+	if (e->kind == FAST_L_BAD)
+		return BELLOWS_EPROTO;
+	return fast_skip(p, len, off, wire) == 0 ? 0 : BELLOWS_EPROTO;
+}
+
+/* Stores the varint v of integer field e into *s: its low 32 bits for a
+ * uint32 (the layer's index below max_layers), if its check passes. */
 static inline __attribute__((always_inline)) int
-fast_layer_scalar(const fast_layer_field *e, unsigned wire, const uint8_t *p,
-    size_t len, size_t *off, const com_limits *lim, uint64_t *seen,
+fast_layer_varint(const fast_layer_field *e, uint64_t v, const com_limits *lim,
     com_layer_stats *s)
 {
 	char *dst = (char *)s + e->offset;
-	uint64_t bit = (uint64_t)1 << e->bit;
-	uint64_t v;
 
-	if ((*seen & bit) != 0)
-		return BELLOWS_EPROTO;
-	*seen |= bit;
-	if (e->kind == FAST_L_F64) {
-		double d;
-
-		if (wire != 1 || len - *off < 8)
-			return BELLOWS_EPROTO;
-		memcpy(&d, p + *off, 8);
-		if (e->check != BELLOWS_STAT_CHECK_ANY &&
-		    !com_stat_check_passes(e->check, d))
-			return BELLOWS_EPROTO;
-		memcpy(dst, &d, 8);
-		*off += 8;
-		return 0;
-	}
-	if (wire != 0 || fast_varint(p, len, off, 10, &v) != 0)
-		return BELLOWS_EPROTO;
 	if (e->kind == FAST_L_U64) {
 		if (e->check != BELLOWS_STAT_CHECK_ANY &&
 		    !com_stat_check_passes(e->check, (double)v))
@@ -590,6 +637,11 @@ fast_layer_arrays_free(com_layer_stats *s)
 	}
 }
 
+/* The walk reads every scalar in the loop, `off` in a register (the
+ * other fields' functions take a copy): the key's row found in one load
+ * (fast_layer_keys: the key's wire type already held to the field's), a
+ * repeat caught by the `seen` mask, a double's check a compare of its
+ * bits with its check's bound (com_stat_check_bound). */
 int
 wire_fast_layer_stats(const uint8_t *p, size_t len, const com_limits *lim,
     com_layer_stats *ret_stats)
@@ -601,29 +653,52 @@ wire_fast_layer_stats(const uint8_t *p, size_t len, const com_limits *lim,
 
 	while (off < len) {
 		const fast_layer_field *e;
-		uint64_t key, tag;
-		unsigned wire;
+		uint64_t key, bit, v;
 
-		/* Keys as fast_field reads them. */
-		if (fast_varint(p, len, &off, 5, &key) != 0 ||
-		    (tag = key >> 3) == 0) {
+		/* Keys as fast_field reads them (tag 0 is FAST_L_BAD). */
+		if (fast_varint(p, len, &off, 5, &key) != 0) {
 			rc = BELLOWS_EPROTO;
 			break;
 		}
-		wire = key & 7;
-		e = &fast_layer_fields[tag <= BELLOWS_STAT_TAG_MAX ? tag : 0];
-		if (e->kind == FAST_L_NONE)
-			rc = fast_skip(p, len, &off, wire) == 0
-			    ? 0
-			    : BELLOWS_EPROTO;
-		else if (e->kind == FAST_L_ARRAY)
-			rc = fast_layer_array(e, wire, p, len, &off, lim,
-			    ret_stats, &count[e->bit]);
-		else
-			rc = fast_layer_scalar(e, wire, p, len, &off, lim,
-			    &seen, ret_stats);
-		if (rc != 0)
+		e = key < FAST_L_KEYS ? &fast_layer_keys[key]
+				      : &fast_layer_unknown;
+		if (e->kind < FAST_L_LAYER) {
+			size_t at = off;
+
+			rc = fast_layer_other(e, key, p, len, &at, lim,
+			    ret_stats, count);
+			off = at;
+			if (rc != 0)
+				break;
+			continue;
+		}
+		/* A scalar, once. */
+		bit = (uint64_t)1 << e->bit;
+		if ((seen & bit) != 0) {
+			rc = BELLOWS_EPROTO;
 			break;
+		}
+		seen |= bit;
+		if (e->kind == FAST_L_F64) {
+			if (len - off < 8) {
+				rc = BELLOWS_EPROTO;
+				break;
+			}
+			memcpy(&v, p + off, 8);
+			if (v > fast_layer_bounds[e->check] &&
+			    v != COM_STAT_NEG_ZERO_BITS) {
+				rc = BELLOWS_EPROTO;
+				break;
+			}
+			memcpy((char *)ret_stats + e->offset, &v, 8);
+			off += 8;
+			continue;
+		}
+		if (fast_varint(p, len, &off, 10, &v) != 0 ||
+		    (rc = fast_layer_varint(e, v, lim, ret_stats)) != 0) {
+			rc = BELLOWS_EPROTO;
+			break;
+		}
 	}
 	/* An array is absent or exactly its length (bellows/stats.h). */
 	for (size_t a = 0; a < COM_N_LARRAYS && rc == 0; a++)
@@ -646,12 +721,20 @@ fast_layer_count(const uint8_t *p, size_t len, size_t off, uint64_t tag)
 	size_t n = 0;
 
 	while (off < len) {
-		uint64_t key;
+		uint64_t key, v;
+		size_t at;
 
 		if (fast_varint(p, len, &off, 5, &key) != 0)
 			break;
 		n += (key >> 3) == tag && (key & 7) == 2;
-		if (fast_skip(p, len, &off, key & 7) != 0)
+		/* A length as the walk reads a layer's, inline; any other
+		 * form as fast_skip reads it (the same length when both
+		 * read one). */
+		at = off;
+		if ((key & 7) == 2 && fast_varint(p, len, &at, 5, &v) == 0 &&
+		    v <= len - at)
+			off = at + (size_t)v;
+		else if (fast_skip(p, len, &off, key & 7) != 0)
 			break;
 	}
 	return n;
@@ -682,6 +765,9 @@ fast_layer_room_entry(fast_ctx *ctx, const ProtobufCMessageDescriptor *desc,
 		want = l->cap * 2;
 	if (want > l->limit)
 		want = (size_t)l->limit;
+	/* Zeroed whole, by one memset: zeroing each layer as it is read
+	 * is inlined as a `rep stos` per layer, whose start-up made it 15 %
+	 * of bellowsd's loop under bench/ingest (the memset was 4 %). */
 	if ((grown = com_wire_calloc(want, sizeof(*grown))) == NULL)
 		return BELLOWS_ENOMEM;
 	if (l->n > 0)

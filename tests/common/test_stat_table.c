@@ -6,8 +6,11 @@
  * checks the table's columns against each other: what the aggregation,
  * the history and the docs rely on.
  */
+#include <float.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -200,6 +203,45 @@ test_stat_table_norm_gate_is_the_group_mean(void **st)
 	assert_int_equal(com_layer_stat_table[s->gate].tag, 40);
 }
 
+/* The check column as docs/protocol.md states it, in floating point. */
+static bool
+check_by_definition(bellows_stat_check check, double v)
+{
+	if (check == BELLOWS_STAT_CHECK_ANY)
+		return true;
+	if (!isfinite(v) || !(v >= 0.0))
+		return false;
+	return check != BELLOWS_STAT_CHECK_FRAC || v <= 1.0;
+}
+
+/* com_stat_check_passes compares a value's bits with a bound
+ * (com_stat_check_bound): it must say what the floating-point definition
+ * says at every edge, signed zeros, denormals, the largest finite value,
+ * 1 and its neighbours, infinities and NaNs of either sign. */
+static void
+test_stat_table_checks_pass_by_bits_what_the_definition_passes(void **st)
+{
+	const double v[] = { 0.0, -0.0, DBL_TRUE_MIN, -DBL_TRUE_MIN, DBL_MIN,
+		0.5, 1.0, nextafter(1.0, 0.0), nextafter(1.0, 2.0), -1.0, 2.0,
+		DBL_MAX, -DBL_MAX, INFINITY, -INFINITY, NAN, -NAN, 1e300,
+		3.0e-310 };
+	const bellows_stat_check checks[] = { BELLOWS_STAT_CHECK_ANY,
+		BELLOWS_STAT_CHECK_MAG, BELLOWS_STAT_CHECK_FRAC };
+
+	(void)st;
+	for (size_t c = 0; c < sizeof(checks) / sizeof(checks[0]); c++)
+		for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+			if (com_stat_check_passes(checks[c], v[i]) !=
+			    check_by_definition(checks[c], v[i]))
+				fail_msg("check %s on %a: %d, the definition "
+					 "says %d",
+				    com_stat_check_name(checks[c]), v[i],
+				    com_stat_check_passes(checks[c], v[i]),
+				    check_by_definition(checks[c], v[i]));
+	/* A check out of the enum lets everything pass. */
+	assert_true(com_stat_check_passes((bellows_stat_check)7, -NAN));
+}
+
 static void
 test_stat_table_reads_values_by_descriptor(void **st)
 {
@@ -241,6 +283,8 @@ main(void)
 		cmocka_unit_test(
 		    test_stat_table_layer_stats_fit_the_one_pass_decoder),
 		cmocka_unit_test(test_stat_table_norm_gate_is_the_group_mean),
+		cmocka_unit_test(
+		    test_stat_table_checks_pass_by_bits_what_the_definition_passes),
 	};
 
 	return cmocka_run_group_tests_name("stat_table", tests, NULL, NULL);
