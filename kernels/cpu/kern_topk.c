@@ -661,3 +661,67 @@ kern_topk_decode(const uint8_t *idx, const uint8_t *val, uint64_t k, uint64_t n,
 		out[ix] = add ? out[ix] + v : v;
 	}
 }
+
+/* Restores the min-heap of m keys below slot j, the key at j moved down. */
+static void
+heap_down(uint64_t *heap, uint32_t m, uint32_t j)
+{
+	uint64_t key = heap[j];
+
+	for (;;) {
+		uint32_t c = 2 * j + 1;
+
+		if (c >= m)
+			break;
+		if (c + 1 < m && heap[c + 1] < heap[c])
+			c++;
+		if (heap[c] >= key)
+			break;
+		heap[j] = heap[c];
+		j = c;
+	}
+	heap[j] = key;
+}
+
+void
+kern_topk_average(const uint8_t *const *idx, const uint8_t *const *val,
+    uint32_t ranks, uint64_t k, uint64_t n, float *out)
+{
+	/* A heap of each rank's next index, rank in the low 32 bits: equal
+	 * indices leave it in rank order, so each sum adds as index_add_
+	 * over the ranks one after the other does. */
+	uint64_t heap[KERN_TOPK_MAX_RANKS];
+	uint64_t next[KERN_TOPK_MAX_RANKS]; /* each rank's next pair */
+	uint32_t m = 0;
+	float div = (float)ranks;
+
+	memset(out, 0, n * sizeof(float));
+	if (k == 0)
+		return;
+	for (uint32_t r = 0; r < ranks; r++) {
+		next[r] = 1;
+		heap[m++] = (uint64_t)get32(idx[r], 0) << 32 | r;
+	}
+	for (uint32_t j = m / 2; j-- > 0;)
+		heap_down(heap, m, j);
+	while (m > 0) {
+		uint32_t ix = (uint32_t)(heap[0] >> 32);
+		float sum = 0.0f;
+
+		while (m > 0 && (uint32_t)(heap[0] >> 32) == ix) {
+			uint32_t r = (uint32_t)heap[0];
+			float v;
+
+			memcpy(&v, val[r] + 4 * (next[r] - 1), 4);
+			sum += v;
+			if (next[r] < k)
+				heap[0] = (uint64_t)get32(idx[r], next[r]++)
+					<< 32 |
+				    r;
+			else
+				heap[0] = heap[--m];
+			heap_down(heap, m, 0);
+		}
+		out[ix] = sum / div;
+	}
+}

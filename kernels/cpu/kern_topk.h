@@ -162,4 +162,18 @@ int kern_topk_valid(const uint8_t *idx, uint64_t k, uint64_t n);
 void kern_topk_decode(const uint8_t *idx, const uint8_t *val, uint64_t k,
     uint64_t n, float *out, int add);
 
+/* The most ranks kern_topk_average merges (its heap is on the stack). */
+#define KERN_TOPK_MAX_RANKS 1024
+
+/* Averages the k (index, value) pairs of each of `ranks` ranks (1 <=
+ * ranks <= KERN_TOPK_MAX_RANKS; rank r's at idx[r] and val[r], each
+ * valid by kern_topk_valid) into out (n floats): out[i] = (((+0 + v_a) +
+ * v_b) + ...) / ranks over the ranks a < b < ... that list i, +0 where
+ * none does. These are the bits of zeroing out, adding each rank's pairs
+ * in rank order and dividing every value by ranks, in one write of out
+ * and one merge of the lists instead of a pass per rank and a dense
+ * division. */
+void kern_topk_average(const uint8_t *const *idx, const uint8_t *const *val,
+    uint32_t ranks, uint64_t k, uint64_t n, float *out);
+
 #endif /* KERN_CPU_TOPK_H */
