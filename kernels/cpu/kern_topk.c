@@ -374,9 +374,99 @@ kth_key_radix(const float *res, uint64_t k, uint64_t m, const uint8_t *idx,
 	}
 }
 
+/* resolve_window's histogram: WINDOW_BUCKETS buckets of 2^WINDOW_SHIFT
+ * keys from lo, i.e. the octave above lo (2^23 keys), where the k-th key
+ * of about 1.5 k listed keys at or above lo lies unless the tail is very
+ * heavy; keys below lo count in the first bucket, keys beyond the octave
+ * in the last. The most keys of the k-th key's bucket it finishes over. */
+#define WINDOW_SHIFT   12
+#define WINDOW_BUCKETS 2048
+#define WINDOW_MAX     1024
+
+/* The window bucket of key: monotone in key, so a bucket's keys all
+ * exceed those of the buckets below it. */
+static inline uint32_t
+window_of(uint32_t key, uint32_t lo)
+{
+	uint32_t d;
+
+	if (key < lo)
+		return 0;
+	d = (key - lo) >> WINDOW_SHIFT;
+	return d < WINDOW_BUCKETS - 1 ? d : WINDOW_BUCKETS - 1;
+}
+
+/* Writes the k selected values of kern_topk_resolve's idx (ascending) to
+ * val and takes them out of the residual. */
+static void
+resolve_take(float *res, uint64_t k, uint8_t *idx, uint8_t *val)
+{
+	for (uint64_t j = 0; j < k; j++) {
+		uint32_t ix = get32(idx, j);
+
+		memcpy(val + 4 * j, &res[ix], 4);
+		res[ix] = 0.0f;
+	}
+}
+
+/* kern_topk_resolve in two passes over the list where the window allows:
+ * one histogram (window_of); if the k-th key's bucket holds at most
+ * WINDOW_MAX keys, one pass compacts the keys of the buckets above into
+ * idx and copies the bucket's indices and keys to the stack; the bucket's
+ * share is selected there (keys above its need-th largest, then those
+ * equal to it by index), and both ascending lists are merged into idx
+ * from the back. Returns 0, with idx and val untouched, when the bucket
+ * holds more (the radix select then runs). */
+static int
+resolve_window(float *res, uint64_t k, uint64_t m, uint8_t *idx, uint8_t *val,
+    uint32_t lo)
+{
+	uint32_t hist[WINDOW_BUCKETS], bix[WINDOW_MAX], bkey[WINDOW_MAX];
+	uint32_t keys[WINDOW_MAX], b, t;
+	uint64_t need = k, cnt, a = 0, c = 0, above = 0, eq = 0, kept = 0;
+
+	memset(hist, 0, sizeof(hist));
+	for (uint64_t j = 0; j < m; j++)
+		hist[window_of(key_of(res[cand(idx, val, k, j)]), lo)]++;
+	b = pick(hist, WINDOW_BUCKETS, &need, &cnt);
+	if (cnt > WINDOW_MAX)
+		return 0;
+	/* a <= j: idx is rewritten behind the reads. */
+	for (uint64_t j = 0; j < m; j++) {
+		uint32_t ix = cand(idx, val, k, j), key = key_of(res[ix]);
+		uint32_t w = window_of(key, lo);
+
+		if (w > b) {
+			put32(idx, a++, ix);
+		} else if (w == b) {
+			bix[c] = ix;
+			bkey[c++] = key;
+		}
+	}
+	memcpy(keys, bkey, c * sizeof(keys[0]));
+	t = key_rank(keys, (uint32_t)c, (uint32_t)(need - 1));
+	for (uint64_t q = 0; q < c; q++)
+		above += bkey[q] > t;
+	for (uint64_t q = 0; q < c; q++) {
+		if (bkey[q] > t || (bkey[q] == t && eq < need - above)) {
+			eq += bkey[q] == t;
+			bix[kept++] = bix[q];
+		}
+	}
+	/* kept == need == k - a: merge idx[0, a) and bix into idx[0, k). */
+	for (uint64_t w = k, p = a, q = kept; q > 0;) {
+		if (p > 0 && get32(idx, p - 1) > bix[q - 1])
+			put32(idx, --w, get32(idx, --p));
+		else
+			put32(idx, --w, bix[--q]);
+	}
+	resolve_take(res, k, idx, val);
+	return 1;
+}
+
 void
 kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
-    uint8_t *val)
+    uint8_t *val, uint32_t lo)
 {
 	uint64_t need, eq = 0, kept = 0;
 	uint32_t prefix, mask;
@@ -384,6 +474,8 @@ kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
 	if (m <= RESOLVE_SMALL) {
 		prefix = kth_key_small(res, k, m, idx, val, &need);
 		mask = 0xffffffffu;
+	} else if (resolve_window(res, k, m, idx, val, lo)) {
+		return;
 	} else {
 		kth_key_radix(res, k, m, idx, val, &prefix, &mask, &need);
 	}
@@ -398,12 +490,7 @@ kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
 			put32(idx, kept++, ix);
 		}
 	}
-	for (uint64_t j = 0; j < k; j++) {
-		uint32_t ix = get32(idx, j);
-
-		memcpy(val + 4 * j, &res[ix], 4);
-		res[ix] = 0.0f;
-	}
+	resolve_take(res, k, idx, val);
 }
 
 /* The sparse finish, when at most k keys are non-zero: the a <= k indices
@@ -438,11 +525,13 @@ topk_sparse(float *res, uint64_t n, uint64_t k, uint64_t a, uint8_t *idx,
 /* The sampled path's second try, when the first list held m keys, fewer
  * than k or more than 2 k: another key of the sample (reordered, the same
  * keys), its rank scaled by 1.5 k / m, and one pass over res (r already)
- * lists the keys reaching it. Returns the new count, or 0 (no second
- * threshold: the rank would not move, or its key is 0). */
+ * lists the keys reaching it, that key in *ret_L. Returns the new count,
+ * or 0 (no second threshold: the rank would not move, or its key is 0;
+ * *ret_L unchanged). */
 static uint64_t
 topk_relist(kern_topk_relist_fn *relist, const float *res, uint64_t n,
-    uint64_t k, uint64_t m, uint32_t *sample, uint8_t *idx, uint8_t *val)
+    uint64_t k, uint64_t m, uint32_t *sample, uint8_t *idx, uint8_t *val,
+    uint32_t *ret_L)
 {
 	uint64_t rank = (3 * k * SAMPLE) / (2 * n), r2;
 	uint32_t L;
@@ -461,6 +550,7 @@ topk_relist(kern_topk_relist_fn *relist, const float *res, uint64_t n,
 	L = key_rank(sample, SAMPLE, (uint32_t)r2);
 	if (L == 0)
 		return 0;
+	*ret_L = L;
 	return relist(res, n, L, idx, val, k);
 }
 
@@ -491,10 +581,11 @@ topk_sampled(const struct topk_passes *pass, const float *g, float *res,
 		m = pass->list(g, res, n, L, idx, val, k);
 	}
 	if (m < k || m > 2 * k)
-		m = topk_relist(pass->relist, res, n, k, m, sample, idx, val);
+		m = topk_relist(pass->relist, res, n, k, m, sample, idx, val,
+		    &L);
 	if (m < k || m > 2 * k)
 		return 0;
-	kern_topk_resolve(res, k, m, idx, val);
+	kern_topk_resolve(res, k, m, idx, val, L);
 	return 1;
 }
 

@@ -147,9 +147,13 @@ uint32_t kern_topk_sample_threshold(uint32_t *sample, uint64_t n, uint64_t k);
 /* Finishes the sampled path: the m (k <= m <= 2 k) indices listed in
  * idx's k slots then val's hold the top k of res; selects them exactly
  * (the tie rule above), writes their indices ascending to idx and their
- * values to val, and sets their residuals to +0. */
+ * values to val, and sets their residuals to +0. lo is the key the list
+ * was made against, a hint only (any lo gives the same selection): with
+ * it, one histogram over the octave above lo usually narrows the k-th
+ * key to a bucket small enough to finish over alone, two passes over the
+ * list where the radix select takes four. */
 void kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
-    uint8_t *val);
+    uint8_t *val, uint32_t lo);
 
 /* Returns non-zero if the k indices at idx are strictly ascending and
  * below n (what kern_topk_decode needs). */
