@@ -198,7 +198,9 @@ BELLOWS_EXPORT int bellows_codec_topk_decode(const uint32_t *idx,
  * ...) / ranks over the ranks a < b < ... that list i, +0 where none
  * does: the bits of zeroing out, adding each rank's pairs in rank order
  * and dividing by ranks (bellows.compress's torch decode), in one write
- * of out and one merge of the lists. Allocates nothing; any thread.
+ * of out and one merge of the lists; where two NaNs (or infinities of
+ * both signs) meet, the NaN's sign and payload may differ, as they may
+ * between two builds of that torch code. Allocates nothing; any thread.
  * Returns 0; BELLOWS_EINVAL for ranks 0 or above BELLOWS_CODEC_MAX_RANKS,
  * k > n, n > UINT32_MAX, or a NULL pointer (idx, val or an entry of
  * theirs where k > 0, out where n > 0); BELLOWS_EPROTO when a rank's

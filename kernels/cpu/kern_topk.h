@@ -176,7 +176,8 @@ void kern_topk_decode(const uint8_t *idx, const uint8_t *val, uint64_t k,
  * none does. These are the bits of zeroing out, adding each rank's pairs
  * in rank order and dividing every value by ranks, in one write of out
  * and one merge of the lists instead of a pass per rank and a dense
- * division. */
+ * division (where two NaNs meet, which one a sum keeps is the compiler's
+ * choice: any NaN). */
 void kern_topk_average(const uint8_t *const *idx, const uint8_t *const *val,
     uint32_t ranks, uint64_t k, uint64_t n, float *out);
 

@@ -604,8 +604,8 @@ test_topk_average_has_the_bits_of_a_sum_rank_by_rank(void **state)
 			for (uint32_t r = 0; r < R; r++) {
 				idx[r] = malloc((k + 1) * 4);
 				val[r] = malloc((k + 1) * 4);
-				draw_pairs(r % 2 ? SET_SPECIAL : SET_FEW, n, k,
-				    idx[r], val[r]);
+				draw_pairs((r + b) % 2 ? SET_SPECIAL : SET_FEW,
+				    n, k, idx[r], val[r]);
 			}
 			/* The torch decode's arithmetic: zeros, each rank
 			 * added in turn, every value divided by R. */
@@ -621,7 +621,12 @@ test_topk_average_has_the_bits_of_a_sum_rank_by_rank(void **state)
 					     (const float *const *)val, R, k, n,
 					     out),
 			    0);
-			assert_memory_equal(out, want, n * 4);
+			/* Where two NaNs meet, which one a sum keeps is the
+			 * compiler's choice of operand order: any NaN. */
+			for (uint64_t i = 0; i < n; i++)
+				if (!(isnan(out[i]) && isnan(want[i])))
+					assert_memory_equal(&out[i], &want[i],
+					    4);
 			for (uint32_t r = 0; r < R; r++) {
 				free(idx[r]);
 				free(val[r]);
