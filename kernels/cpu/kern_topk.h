@@ -26,11 +26,13 @@
  *    or more than 2 k were listed, one more pass lists against another
  *    key of the sample, its rank scaled by what the first pass found; if
  *    k to 2 k were listed, the k-th key is resolved over the list alone
- *    (quickselect on a copy of the keys up to 1024 listed, else radix)
- *    and the list compacted in place; a threshold of 0 (a mostly zero
- *    input) lists the non-zero keys instead, and when at most k are,
- *    they are taken with the zeros of lowest index (sparse finish,
- *    below);
+ *    (quickselect on a copy of the keys up to 1024 listed; else one
+ *    histogram over the octave above the threshold and, when the k-th
+ *    key's bucket holds at most 1024 keys, quickselect over that bucket
+ *    on the stack; else radix) and the list compacted in place; a
+ *    threshold of 0 (a mostly zero input) lists the non-zero keys
+ *    instead, and when at most k are, they are taken with the zeros of
+ *    lowest index (sparse finish, below);
  *  - otherwise (small n, ties, a sample that missed twice): a radix
  *    select, up to three histogram passes of 11, 10 and 10 bits (the
  *    first into four interleaved copies, so that equal keys do not wait
