@@ -337,6 +337,30 @@ bellows_codec_topk_decode(const uint32_t *idx, const float *val, uint64_t k,
 	return 0;
 }
 
+_Static_assert(BELLOWS_CODEC_MAX_RANKS <= KERN_TOPK_MAX_RANKS,
+    "the kernel's heap holds every rank");
+
+int
+bellows_codec_topk_average(const uint32_t *const *idx, const float *const *val,
+    uint32_t ranks, uint64_t k, uint64_t n, float *out)
+{
+	if (ranks == 0 || ranks > BELLOWS_CODEC_MAX_RANKS || k > n ||
+	    n > UINT32_MAX || (n > 0 && out == NULL))
+		return BELLOWS_EINVAL;
+	if (k > 0 && (idx == NULL || val == NULL))
+		return BELLOWS_EINVAL;
+	for (uint32_t r = 0; k > 0 && r < ranks; r++)
+		if (idx[r] == NULL || val[r] == NULL)
+			return BELLOWS_EINVAL;
+	for (uint32_t r = 0; k > 0 && r < ranks; r++)
+		if (!kern_topk_valid((const uint8_t *)idx[r], k, n))
+			return BELLOWS_EPROTO;
+	if (n > 0)
+		kern_topk_average((const uint8_t *const *)idx,
+		    (const uint8_t *const *)val, ranks, k, n, out);
+	return 0;
+}
+
 /* Allocates a codec of n values with a zero residual. */
 static int
 codec_alloc(uint64_t n, bellows_codec **ret_codec)

@@ -189,6 +189,27 @@ BELLOWS_EXPORT int bellows_codec_topk_encode(const float *grad, float *residual,
 BELLOWS_EXPORT int bellows_codec_topk_decode(const uint32_t *idx,
     const float *val, uint64_t k, uint64_t n, float *out, int flags);
 
+/* The most ranks bellows_codec_topk_average takes. */
+#define BELLOWS_CODEC_MAX_RANKS 1024
+
+/* Averages `ranks` ranks' top-k of one tensor into out (n floats): rank
+ * r's k pairs are idx[r] and val[r] (as bellows_codec_topk_encode writes
+ * them, indices strictly ascending), and out[i] = (((+0 + v_a) + v_b) +
+ * ...) / ranks over the ranks a < b < ... that list i, +0 where none
+ * does: the bits of zeroing out, adding each rank's pairs in rank order
+ * and dividing by ranks (bellows.compress's torch decode), in one write
+ * of out and one merge of the lists; where two NaNs (or infinities of
+ * both signs) meet, the NaN's sign and payload may differ, as they may
+ * between two builds of that torch code. Allocates nothing; any thread.
+ * Returns 0; BELLOWS_EINVAL for ranks 0 or above BELLOWS_CODEC_MAX_RANKS,
+ * k > n, n > UINT32_MAX, or a NULL pointer (idx, val or an entry of
+ * theirs where k > 0, out where n > 0); BELLOWS_EPROTO when a rank's
+ * indices are not strictly ascending and below n. out is untouched on
+ * failure. */
+BELLOWS_EXPORT int bellows_codec_topk_average(const uint32_t *const *idx,
+    const float *const *val, uint32_t ranks, uint64_t k, uint64_t n,
+    float *out);
+
 /* Opens a top-k codec sending k of a layer's n values, with a zero
  * residual (the one allocation); used through bellows_codec_encode,
  * whose message is bellows_codec_topk_message_bytes(n, k) bytes. On

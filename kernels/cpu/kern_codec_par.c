@@ -490,7 +490,7 @@ topk_par_sampled(kern_codec_par *par, uint32_t parts, topk_job *j)
 	if (m < j->k || m > 2 * j->k)
 		return 0;
 	topk_run(par, parts, j, TK_LIST);
-	kern_topk_resolve(j->res, j->k, m, j->idx, j->val);
+	kern_topk_resolve(j->res, j->k, m, j->idx, j->val, j->L);
 	return 1;
 }
 

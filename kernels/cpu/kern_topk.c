@@ -374,9 +374,99 @@ kth_key_radix(const float *res, uint64_t k, uint64_t m, const uint8_t *idx,
 	}
 }
 
+/* resolve_window's histogram: WINDOW_BUCKETS buckets of 2^WINDOW_SHIFT
+ * keys from lo, i.e. the octave above lo (2^23 keys), where the k-th key
+ * of about 1.5 k listed keys at or above lo lies unless the tail is very
+ * heavy; keys below lo count in the first bucket, keys beyond the octave
+ * in the last. The most keys of the k-th key's bucket it finishes over. */
+#define WINDOW_SHIFT   12
+#define WINDOW_BUCKETS 2048
+#define WINDOW_MAX     1024
+
+/* The window bucket of key: monotone in key, so a bucket's keys all
+ * exceed those of the buckets below it. */
+static inline uint32_t
+window_of(uint32_t key, uint32_t lo)
+{
+	uint32_t d;
+
+	if (key < lo)
+		return 0;
+	d = (key - lo) >> WINDOW_SHIFT;
+	return d < WINDOW_BUCKETS - 1 ? d : WINDOW_BUCKETS - 1;
+}
+
+/* Writes the k selected values of kern_topk_resolve's idx (ascending) to
+ * val and takes them out of the residual. */
+static void
+resolve_take(float *res, uint64_t k, uint8_t *idx, uint8_t *val)
+{
+	for (uint64_t j = 0; j < k; j++) {
+		uint32_t ix = get32(idx, j);
+
+		memcpy(val + 4 * j, &res[ix], 4);
+		res[ix] = 0.0f;
+	}
+}
+
+/* kern_topk_resolve in two passes over the list where the window allows:
+ * one histogram (window_of); if the k-th key's bucket holds at most
+ * WINDOW_MAX keys, one pass compacts the keys of the buckets above into
+ * idx and copies the bucket's indices and keys to the stack; the bucket's
+ * share is selected there (keys above its need-th largest, then those
+ * equal to it by index), and both ascending lists are merged into idx
+ * from the back. Returns 0, with idx and val untouched, when the bucket
+ * holds more (the radix select then runs). */
+static int
+resolve_window(float *res, uint64_t k, uint64_t m, uint8_t *idx, uint8_t *val,
+    uint32_t lo)
+{
+	uint32_t hist[WINDOW_BUCKETS], bix[WINDOW_MAX], bkey[WINDOW_MAX];
+	uint32_t keys[WINDOW_MAX], b, t;
+	uint64_t need = k, cnt, a = 0, c = 0, above = 0, eq = 0, kept = 0;
+
+	memset(hist, 0, sizeof(hist));
+	for (uint64_t j = 0; j < m; j++)
+		hist[window_of(key_of(res[cand(idx, val, k, j)]), lo)]++;
+	b = pick(hist, WINDOW_BUCKETS, &need, &cnt);
+	if (cnt > WINDOW_MAX)
+		return 0;
+	/* a <= j: idx is rewritten behind the reads. */
+	for (uint64_t j = 0; j < m; j++) {
+		uint32_t ix = cand(idx, val, k, j), key = key_of(res[ix]);
+		uint32_t w = window_of(key, lo);
+
+		if (w > b) {
+			put32(idx, a++, ix);
+		} else if (w == b) {
+			bix[c] = ix;
+			bkey[c++] = key;
+		}
+	}
+	memcpy(keys, bkey, c * sizeof(keys[0]));
+	t = key_rank(keys, (uint32_t)c, (uint32_t)(need - 1));
+	for (uint64_t q = 0; q < c; q++)
+		above += bkey[q] > t;
+	for (uint64_t q = 0; q < c; q++) {
+		if (bkey[q] > t || (bkey[q] == t && eq < need - above)) {
+			eq += bkey[q] == t;
+			bix[kept++] = bix[q];
+		}
+	}
+	/* kept == need == k - a: merge idx[0, a) and bix into idx[0, k). */
+	for (uint64_t w = k, p = a, q = kept; q > 0;) {
+		if (p > 0 && get32(idx, p - 1) > bix[q - 1])
+			put32(idx, --w, get32(idx, --p));
+		else
+			put32(idx, --w, bix[--q]);
+	}
+	resolve_take(res, k, idx, val);
+	return 1;
+}
+
 void
 kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
-    uint8_t *val)
+    uint8_t *val, uint32_t lo)
 {
 	uint64_t need, eq = 0, kept = 0;
 	uint32_t prefix, mask;
@@ -384,6 +474,8 @@ kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
 	if (m <= RESOLVE_SMALL) {
 		prefix = kth_key_small(res, k, m, idx, val, &need);
 		mask = 0xffffffffu;
+	} else if (resolve_window(res, k, m, idx, val, lo)) {
+		return;
 	} else {
 		kth_key_radix(res, k, m, idx, val, &prefix, &mask, &need);
 	}
@@ -398,12 +490,7 @@ kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
 			put32(idx, kept++, ix);
 		}
 	}
-	for (uint64_t j = 0; j < k; j++) {
-		uint32_t ix = get32(idx, j);
-
-		memcpy(val + 4 * j, &res[ix], 4);
-		res[ix] = 0.0f;
-	}
+	resolve_take(res, k, idx, val);
 }
 
 /* The sparse finish, when at most k keys are non-zero: the a <= k indices
@@ -438,11 +525,13 @@ topk_sparse(float *res, uint64_t n, uint64_t k, uint64_t a, uint8_t *idx,
 /* The sampled path's second try, when the first list held m keys, fewer
  * than k or more than 2 k: another key of the sample (reordered, the same
  * keys), its rank scaled by 1.5 k / m, and one pass over res (r already)
- * lists the keys reaching it. Returns the new count, or 0 (no second
- * threshold: the rank would not move, or its key is 0). */
+ * lists the keys reaching it, that key in *ret_L. Returns the new count,
+ * or 0 (no second threshold: the rank would not move, or its key is 0;
+ * *ret_L unchanged). */
 static uint64_t
 topk_relist(kern_topk_relist_fn *relist, const float *res, uint64_t n,
-    uint64_t k, uint64_t m, uint32_t *sample, uint8_t *idx, uint8_t *val)
+    uint64_t k, uint64_t m, uint32_t *sample, uint8_t *idx, uint8_t *val,
+    uint32_t *ret_L)
 {
 	uint64_t rank = (3 * k * SAMPLE) / (2 * n), r2;
 	uint32_t L;
@@ -461,6 +550,7 @@ topk_relist(kern_topk_relist_fn *relist, const float *res, uint64_t n,
 	L = key_rank(sample, SAMPLE, (uint32_t)r2);
 	if (L == 0)
 		return 0;
+	*ret_L = L;
 	return relist(res, n, L, idx, val, k);
 }
 
@@ -491,10 +581,11 @@ topk_sampled(const struct topk_passes *pass, const float *g, float *res,
 		m = pass->list(g, res, n, L, idx, val, k);
 	}
 	if (m < k || m > 2 * k)
-		m = topk_relist(pass->relist, res, n, k, m, sample, idx, val);
+		m = topk_relist(pass->relist, res, n, k, m, sample, idx, val,
+		    &L);
 	if (m < k || m > 2 * k)
 		return 0;
-	kern_topk_resolve(res, k, m, idx, val);
+	kern_topk_resolve(res, k, m, idx, val, L);
 	return 1;
 }
 
@@ -659,5 +750,102 @@ kern_topk_decode(const uint8_t *idx, const uint8_t *val, uint64_t k, uint64_t n,
 		memcpy(&ix, idx + 4 * j, 4);
 		memcpy(&v, val + 4 * j, 4);
 		out[ix] = add ? out[ix] + v : v;
+	}
+}
+
+/* Restores the min-heap of m keys below slot j, the key at j moved down. */
+static void
+heap_down(uint64_t *heap, uint32_t m, uint32_t j)
+{
+	uint64_t key = heap[j];
+
+	for (;;) {
+		uint32_t c = 2 * j + 1;
+
+		if (c >= m)
+			break;
+		if (c + 1 < m && heap[c + 1] < heap[c])
+			c++;
+		if (heap[c] >= key)
+			break;
+		heap[j] = heap[c];
+		j = c;
+	}
+	heap[j] = key;
+}
+
+/* kern_topk_average for two ranks: a merge without branches on the data
+ * (which list holds the next index is random, so a branch on it would
+ * miss half the time). A value only one rank lists adds as +0 from the
+ * other, after it or before it: (+0 + v) + +0 and (+0 + +0) + v have the
+ * bits of +0 + v for every v (-0 and NaN included). */
+static void
+average_two(const uint8_t *idx0, const uint8_t *val0, const uint8_t *idx1,
+    const uint8_t *val1, uint64_t k, float *out)
+{
+	uint64_t i0 = 0, i1 = 0;
+
+	while (i0 < k || i1 < k) {
+		uint32_t a = i0 < k ? get32(idx0, i0) : UINT32_MAX;
+		uint32_t b = i1 < k ? get32(idx1, i1) : UINT32_MAX;
+		int take0 = i0 < k && a <= b, take1 = i1 < k && b <= a;
+		float v0 = 0.0f, v1 = 0.0f;
+
+		if (i0 < k)
+			memcpy(&v0, val0 + 4 * i0, 4);
+		if (i1 < k)
+			memcpy(&v1, val1 + 4 * i1, 4);
+		out[take0 ? a : b] = ((0.0f + (take0 ? v0 : 0.0f)) +
+					 (take1 ? v1 : 0.0f)) /
+		    2.0f;
+		i0 += (uint64_t)take0;
+		i1 += (uint64_t)take1;
+	}
+}
+
+void
+kern_topk_average(const uint8_t *const *idx, const uint8_t *const *val,
+    uint32_t ranks, uint64_t k, uint64_t n, float *out)
+{
+	/* A heap of each rank's next index, rank in the low 32 bits: equal
+	 * indices leave it in rank order, so each sum adds as index_add_
+	 * over the ranks one after the other does. */
+	uint64_t heap[KERN_TOPK_MAX_RANKS];
+	uint64_t next[KERN_TOPK_MAX_RANKS]; /* each rank's next pair */
+	uint32_t m = 0;
+	float div = (float)ranks;
+
+	memset(out, 0, n * sizeof(float));
+	if (k == 0)
+		return;
+	if (ranks == 2) {
+		average_two(idx[0], val[0], idx[1], val[1], k, out);
+		return;
+	}
+	for (uint32_t r = 0; r < ranks; r++) {
+		next[r] = 1;
+		heap[m++] = (uint64_t)get32(idx[r], 0) << 32 | r;
+	}
+	for (uint32_t j = m / 2; j-- > 0;)
+		heap_down(heap, m, j);
+	while (m > 0) {
+		uint32_t ix = (uint32_t)(heap[0] >> 32);
+		float sum = 0.0f;
+
+		while (m > 0 && (uint32_t)(heap[0] >> 32) == ix) {
+			uint32_t r = (uint32_t)heap[0];
+			float v;
+
+			memcpy(&v, val[r] + 4 * (next[r] - 1), 4);
+			sum += v;
+			if (next[r] < k)
+				heap[0] = (uint64_t)get32(idx[r], next[r]++)
+					<< 32 |
+				    r;
+			else
+				heap[0] = heap[--m];
+			heap_down(heap, m, 0);
+		}
+		out[ix] = sum / div;
 	}
 }

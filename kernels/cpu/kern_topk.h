@@ -26,11 +26,13 @@
  *    or more than 2 k were listed, one more pass lists against another
  *    key of the sample, its rank scaled by what the first pass found; if
  *    k to 2 k were listed, the k-th key is resolved over the list alone
- *    (quickselect on a copy of the keys up to 1024 listed, else radix)
- *    and the list compacted in place; a threshold of 0 (a mostly zero
- *    input) lists the non-zero keys instead, and when at most k are,
- *    they are taken with the zeros of lowest index (sparse finish,
- *    below);
+ *    (quickselect on a copy of the keys up to 1024 listed; else one
+ *    histogram over the octave above the threshold and, when the k-th
+ *    key's bucket holds at most 1024 keys, quickselect over that bucket
+ *    on the stack; else radix) and the list compacted in place; a
+ *    threshold of 0 (a mostly zero input) lists the non-zero keys
+ *    instead, and when at most k are, they are taken with the zeros of
+ *    lowest index (sparse finish, below);
  *  - otherwise (small n, ties, a sample that missed twice): a radix
  *    select, up to three histogram passes of 11, 10 and 10 bits (the
  *    first into four interleaved copies, so that equal keys do not wait
@@ -147,9 +149,13 @@ uint32_t kern_topk_sample_threshold(uint32_t *sample, uint64_t n, uint64_t k);
 /* Finishes the sampled path: the m (k <= m <= 2 k) indices listed in
  * idx's k slots then val's hold the top k of res; selects them exactly
  * (the tie rule above), writes their indices ascending to idx and their
- * values to val, and sets their residuals to +0. */
+ * values to val, and sets their residuals to +0. lo is the key the list
+ * was made against, a hint only (any lo gives the same selection): with
+ * it, one histogram over the octave above lo usually narrows the k-th
+ * key to a bucket small enough to finish over alone, two passes over the
+ * list where the radix select takes four. */
 void kern_topk_resolve(float *res, uint64_t k, uint64_t m, uint8_t *idx,
-    uint8_t *val);
+    uint8_t *val, uint32_t lo);
 
 /* Returns non-zero if the k indices at idx are strictly ascending and
  * below n (what kern_topk_decode needs). */
@@ -161,5 +167,20 @@ int kern_topk_valid(const uint8_t *idx, uint64_t k, uint64_t n);
  * (kern_topk_valid). */
 void kern_topk_decode(const uint8_t *idx, const uint8_t *val, uint64_t k,
     uint64_t n, float *out, int add);
+
+/* The most ranks kern_topk_average merges (its heap is on the stack). */
+#define KERN_TOPK_MAX_RANKS 1024
+
+/* Averages the k (index, value) pairs of each of `ranks` ranks (1 <=
+ * ranks <= KERN_TOPK_MAX_RANKS; rank r's at idx[r] and val[r], each
+ * valid by kern_topk_valid) into out (n floats): out[i] = (((+0 + v_a) +
+ * v_b) + ...) / ranks over the ranks a < b < ... that list i, +0 where
+ * none does. These are the bits of zeroing out, adding each rank's pairs
+ * in rank order and dividing every value by ranks, in one write of out
+ * and one merge of the lists instead of a pass per rank and a dense
+ * division (where two NaNs meet, which one a sum keeps is the compiler's
+ * choice: any NaN). */
+void kern_topk_average(const uint8_t *const *idx, const uint8_t *const *val,
+    uint32_t ranks, uint64_t k, uint64_t n, float *out);
 
 #endif /* KERN_CPU_TOPK_H */

@@ -15,7 +15,8 @@
  * public API (bellows/codec.h): exactly k values sent, the residual is the
  * input minus the decoded value exactly, messages round-trip, and
  * corrupted or truncated messages are refused with an error, never read
- * beyond their end (run under ASan).
+ * beyond their end (run under ASan). The average of several ranks'
+ * pairs has the bits of a sum rank by rank, divided once.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -567,6 +568,118 @@ test_topk_decode_refuses_corrupted_or_truncated_messages(void **state)
 	free(msg);
 }
 
+/* Draws k of n indices, ascending, each subset equally likely (selection
+ * sampling), with values from `s` (NaN, infinities and zeros of both
+ * signs among them for SET_SPECIAL). */
+static void
+draw_pairs(enum set s, uint64_t n, uint64_t k, uint32_t *idx, float *val)
+{
+	uint64_t j = 0;
+
+	for (uint64_t i = 0; i < n && j < k; i++)
+		if (rng() % (n - i) < k - j)
+			idx[j++] = (uint32_t)i;
+	fill(s, val, k);
+}
+
+static void
+test_topk_average_has_the_bits_of_a_sum_rank_by_rank(void **state)
+{
+	static const uint32_t ranks[] = { 1, 2, 3, 5, 8, 33 };
+	static const uint64_t sizes[][2] = { { 1, 1 }, { 7, 0 }, { 7, 3 },
+		{ 40, 40 }, { 300, 9 }, { 4099, 41 }, { 65536, 655 } };
+	enum {
+		MAXR = 33
+	};
+
+	(void)state;
+	for (size_t a = 0; a < sizeof(ranks) / sizeof(ranks[0]); a++) {
+		for (size_t b = 0; b < sizeof(sizes) / sizeof(sizes[0]); b++) {
+			uint32_t R = ranks[a];
+			uint64_t n = sizes[b][0], k = sizes[b][1];
+			uint32_t *idx[MAXR];
+			float *val[MAXR];
+			float *out = malloc(n * 4), *want = malloc(n * 4);
+
+			for (uint32_t r = 0; r < R; r++) {
+				idx[r] = malloc((k + 1) * 4);
+				val[r] = malloc((k + 1) * 4);
+				draw_pairs((r + b) % 2 ? SET_SPECIAL : SET_FEW,
+				    n, k, idx[r], val[r]);
+			}
+			/* The torch decode's arithmetic: zeros, each rank
+			 * added in turn, every value divided by R. */
+			memset(want, 0, n * 4);
+			for (uint32_t r = 0; r < R; r++)
+				kern_topk_decode((const uint8_t *)idx[r],
+				    (const uint8_t *)val[r], k, n, want, 1);
+			for (uint64_t i = 0; i < n; i++)
+				want[i] = want[i] / (float)R;
+			memset(out, 0x7f, n * 4);
+			assert_int_equal(bellows_codec_topk_average(
+					     (const uint32_t *const *)idx,
+					     (const float *const *)val, R, k, n,
+					     out),
+			    0);
+			/* Where two NaNs meet, which one a sum keeps is the
+			 * compiler's choice of operand order: any NaN. */
+			for (uint64_t i = 0; i < n; i++)
+				if (!(isnan(out[i]) && isnan(want[i])))
+					assert_memory_equal(&out[i], &want[i],
+					    4);
+			for (uint32_t r = 0; r < R; r++) {
+				free(idx[r]);
+				free(val[r]);
+			}
+			free(out);
+			free(want);
+		}
+	}
+}
+
+static void
+test_topk_average_refuses_bad_arguments(void **state)
+{
+	uint32_t i0[3] = { 0, 2, 3 }, i1[3] = { 1, 1, 3 };
+	float v0[3] = { 1, 2, 3 }, v1[3] = { 4, 5, 6 }, out[4] = { 7 };
+	const uint32_t *idx[2] = { i0, i1 };
+	const float *val[2] = { v0, v1 };
+
+	(void)state;
+	assert_int_equal(bellows_codec_topk_average(idx, val, 2, 3, 4, out),
+	    BELLOWS_EPROTO); /* rank 1 lists 1 twice */
+	i1[1] = 2;
+	i0[2] = 4;
+	assert_int_equal(bellows_codec_topk_average(idx, val, 2, 3, 4, out),
+	    BELLOWS_EPROTO); /* rank 0's last index beyond n */
+	i0[2] = 3;
+	assert_int_equal(bellows_codec_topk_average(idx, val, 0, 3, 4, out),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_codec_topk_average(idx, val,
+			     BELLOWS_CODEC_MAX_RANKS + 1, 3, 4, out),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_codec_topk_average(idx, val, 2, 5, 4, out),
+	    BELLOWS_EINVAL); /* k > n */
+	assert_int_equal(bellows_codec_topk_average(idx, val, 2, 3,
+			     (uint64_t)UINT32_MAX + 1, out),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_codec_topk_average(idx, val, 2, 3, 4, NULL),
+	    BELLOWS_EINVAL);
+	val[1] = NULL;
+	assert_int_equal(bellows_codec_topk_average(idx, val, 2, 3, 4, out),
+	    BELLOWS_EINVAL);
+	assert_int_equal(bellows_codec_topk_average(NULL, val, 2, 3, 4, out),
+	    BELLOWS_EINVAL);
+	assert_true(out[0] == 7.0f); /* out untouched on failure */
+	val[1] = v1;
+	assert_int_equal(bellows_codec_topk_average(idx, val, 2, 3, 4, out), 0);
+	/* 0: rank 0 alone; 1: rank 1; 2: both, in rank order; 3: both. */
+	assert_true(out[0] == 0.5f && out[1] == 2.0f);
+	assert_true(out[2] == (2.0f + 5.0f) / 2 && out[3] == 4.5f);
+	assert_int_equal(bellows_codec_topk_average(NULL, NULL, 2, 0, 0, NULL),
+	    0);
+}
+
 int
 main(void)
 {
@@ -584,6 +697,9 @@ main(void)
 		cmocka_unit_test(test_topk_refuses_bad_arguments),
 		cmocka_unit_test(
 		    test_topk_decode_refuses_corrupted_or_truncated_messages),
+		cmocka_unit_test(
+		    test_topk_average_has_the_bits_of_a_sum_rank_by_rank),
+		cmocka_unit_test(test_topk_average_refuses_bad_arguments),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

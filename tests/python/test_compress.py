@@ -436,10 +436,12 @@ class TopKTest(unittest.TestCase):
         self.assertEqual(runs[1][0]["calls"],
                          [("all_reduce", 10), ("all_gather", 2 * sum(k))])
 
-    def test_topk_decode_of_all_ranks_has_the_bits_of_a_sum_per_rank(self):
-        """One index_add_ over every rank's and tensor's pairs gives the
-        bits of a sum rank by rank, tensor by tensor, on indices that
-        collide across ranks."""
+    def _decode_case(self, ordered: bool, native: bool = True):
+        """Decodes 3 ranks' pairs of 3 tensors whose indices collide
+        across ranks (ascending, as the C encode sends them, or in
+        torch.topk's arbitrary order); checks every gradient against a
+        sum rank by rank, tensor by tensor, divided once, bit for bit;
+        returns the compressor."""
         gen = torch.Generator().manual_seed(7)
         shapes, ks, world = [(5, 7), (1,), (300,)], [4, 1, 60], 3
         items = [compress.Item(j, torch.empty(sh), 0.1)
@@ -449,11 +451,13 @@ class TopKTest(unittest.TestCase):
             parts = []
             for it, k in zip(items, ks):
                 idx = torch.randperm(it.grad.numel(), generator=gen)[:k]
+                if ordered:
+                    idx = idx.sort().values
                 vals = torch.randn(k, generator=gen) * 1e3
-                parts += [vals, idx.sort().values.to(torch.int32)
-                          .view(torch.float32)]
+                parts += [vals, idx.to(torch.int32).view(torch.float32)]
             gathered.append(torch.cat(parts))
-        compress.TopK()._decode_all(list(zip(items, ks)), gathered, world)
+        topk = compress.TopK(native=native)
+        topk._decode_all(list(zip(items, ks)), gathered, world)
         off = 0
         for it, k in zip(items, ks):
             want = torch.zeros(it.grad.numel())
@@ -464,6 +468,22 @@ class TopKTest(unittest.TestCase):
             self.assertTrue(torch.equal(it.grad.reshape(-1).view(
                 torch.int32), want.view(torch.int32)), f"tensor {it.layer}")
             off += 2 * k
+        return topk
+
+    def test_topk_decode_of_all_ranks_has_the_bits_of_a_sum_per_rank(self):
+        """The C decode (one call per tensor over all ranks) and the torch
+        one (one index_add_ over every rank's and tensor's pairs) both
+        give the bits of a sum rank by rank, divided once."""
+        self._decode_case(ordered=True, native=False)
+        topk = self._decode_case(ordered=True)
+        if compress._codec_lib() is not None:
+            self.assertEqual(topk.decodes, {"c": 1, "torch": 0})
+
+    def test_topk_decode_of_unordered_indices_falls_back_to_torch(self):
+        """A rank that ran torch.topk sends its indices in no order: the
+        C decode refuses them and the torch code gives the same bits."""
+        topk = self._decode_case(ordered=False)
+        self.assertEqual(topk.decodes, {"c": 0, "torch": 1})
 
     def test_topk_level_rounding(self):
         self.assertEqual(compress.TopK.k_of(400, 0.1), 40)

@@ -579,6 +579,11 @@ class _Functions:
         self.codec_topk_encode_dtype = _prototype(
             lib, "bellows_codec_topk_encode_dtype", cint,
             [cint, vp, vp, u64, u64, vp, vp], required=False)
+        # Every rank's top-k of a tensor averaged in one call (newer than
+        # the _dtype encode): without it, bellows.compress decodes in torch.
+        self.codec_topk_average = _prototype(
+            lib, "bellows_codec_topk_average", cint,
+            [vp, vp, u32, u64, u64, vp], required=False)
         self.codec_cuda_built = _prototype(
             lib, "bellows_codec_cuda_built", cint, [], required=False)
         self.codec_cuda_available = _prototype(

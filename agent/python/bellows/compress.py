@@ -917,20 +917,30 @@ class TopK(_Gathered):
         torch.topk's choice among ties is unspecified."""
         super().__init__()
         self.native = native
+        # Which code decoded each group ("c": bellows_codec_topk_average,
+        # "torch": index_add_).
+        self.decodes: dict[str, int] = {"c": 0, "torch": 0}
 
-    def select(self, err: torch.Tensor, grad: torch.Tensor,
-               k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def select(self, err: torch.Tensor, grad: torch.Tensor, k: int,
+               out: tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
         """Adds ``grad`` to the residual ``err``, takes the ``k`` entries
         of largest magnitude out of it (their residual becomes 0); returns
-        their values (float32) and indices (int32)."""
+        their values (float32) and indices (int32): ``out`` (k float32 and
+        k int32, contiguous, on grad's device) where given, which the C
+        code writes in place (the caller's payload, no copy), else new
+        tensors."""
         g = grad.reshape(-1)
         # _where() says "cpu" or "cuda" only with a library.
         lib: Any = _codec_lib() if self.native else None
         where = _where(lib, g, err)
         code = _DTYPE_CODE.get(g.dtype)
+        if out is None:
+            vals = torch.empty(k, dtype=torch.float32, device=g.device)
+            idx = torch.empty(k, dtype=torch.int32, device=g.device)
+        else:
+            vals, idx = out
         if where == "cpu" and lib.codec_topk_encode is not None:
-            vals = torch.empty(k, dtype=torch.float32)
-            idx = torch.empty(k, dtype=torch.int32)
             if code == 0:
                 rc = lib.codec_topk_encode(g.data_ptr(), err.data_ptr(),
                                            g.numel(), k, idx.data_ptr(),
@@ -945,8 +955,6 @@ class TopK(_Gathered):
                 self._used("c")
                 return vals, idx
         elif where == "cuda":
-            vals = torch.empty(k, dtype=torch.float32, device=g.device)
-            idx = torch.empty(k, dtype=torch.int32, device=g.device)
             work = torch.empty(
                 max(1, lib.codec_topk_cuda_work_bytes(g.numel())),
                 dtype=torch.uint8, device=g.device)
@@ -960,10 +968,11 @@ class TopK(_Gathered):
                 return vals, idx
         self._used("torch")
         mat = err.add_(g.float())
-        _, idx = torch.topk(mat.abs(), k, sorted=False)
-        vals = mat[idx]
-        mat[idx] = 0  # what is sent leaves the residual
-        return vals, idx.to(torch.int32)
+        _, top = torch.topk(mat.abs(), k, sorted=False)
+        vals.copy_(mat[top])
+        idx.copy_(top)
+        mat[top] = 0  # what is sent leaves the residual
+        return vals, idx
 
     @staticmethod
     def k_of(numel: int, level: float) -> int:
@@ -993,23 +1002,74 @@ class TopK(_Gathered):
         return raw, sparse
 
     def _encode_all(self, sparse: list, counts: Counts) -> torch.Tensor:
-        payload = []
+        """One payload for the group: per tensor its k values, then its
+        k indices (int32 bits), written in place by select()."""
+        total = 2 * sum(k for _, k in sparse)
+        payload = torch.empty(total, dtype=torch.float32,
+                              device=sparse[0][0].grad.device)
+        at = 0
         for it, k in sparse:
             numel = it.grad.numel()
             if numel >= 1 << 31:
                 raise ValueError(f"layer {it.layer}: top-k of {numel} "
                                  "elements needs 64-bit indices")
             err = self.residuals.begin(it.layer, (numel,), it.grad.device)
-            vals, idx = self.select(err, it.grad, k)
+            self.select(err, it.grad, k,
+                        out=(payload[at:at + k],
+                             payload[at + k:at + 2 * k].view(torch.int32)))
             self.residuals.end(it.layer, err)
-            payload.append(vals)
-            payload.append(idx.view(torch.float32))
+            at += 2 * k
             counts.floats_sent += 2 * k
             counts.bytes_sent += 2 * k * 4
-        return torch.cat(payload)
+        return payload
 
     def _decode_all(self, sparse: list, gathered: list[torch.Tensor],
                     world: int) -> None:
+        """Writes every tensor's average over the ranks into its gradient:
+        with libbellows, one C call per tensor over all ranks
+        (bellows_codec_topk_average: the average written straight into the
+        gradient, no dense temporary), else the torch code, which gives
+        the same bits (_decode_torch)."""
+        if self._decode_native(sparse, gathered, world):
+            self.decodes["c"] += 1
+            return
+        self.decodes["torch"] += 1
+        self._decode_torch(sparse, gathered, world)
+
+    def _decode_native(self, sparse: list, gathered: list[torch.Tensor],
+                       world: int) -> bool:
+        """The C decode; False (and the torch code to run) where it does
+        not apply: no library, CUDA tensors, a gradient that is not
+        contiguous float32, or a rank whose indices are not ascending (a
+        rank that ran torch.topk). A tensor written before a refusal is
+        written again by the torch code, from the same payloads."""
+        lib: Any = _codec_lib() if self.native else None
+        average = getattr(lib, "codec_topk_average", None)
+        if average is None or len(gathered) != world:
+            return False
+        for g in gathered:
+            if g.device.type != "cpu" or not g.is_contiguous() or \
+                    g.dtype != torch.float32:
+                return False
+        for it, _ in sparse:
+            g = it.grad
+            if g.device.type != "cpu" or not g.is_contiguous() or \
+                    g.dtype != torch.float32:
+                return False
+        bases = [g.data_ptr() for g in gathered]
+        ptrs = ctypes.c_void_p * world
+        at = 0
+        for it, k in sparse:
+            vals = ptrs(*[b + 4 * at for b in bases])
+            idx = ptrs(*[b + 4 * (at + k) for b in bases])
+            if average(idx, vals, world, k, it.grad.numel(),
+                       it.grad.data_ptr()) != 0:
+                return False
+            at += 2 * k
+        return True
+
+    def _decode_torch(self, sparse: list, gathered: list[torch.Tensor],
+                      world: int) -> None:
         """Sums every rank's (value, index) pairs of every tensor into one
         flat buffer, the tensors end to end: the payload positions of all
         values and of all indices are gathered at once, each index moved
