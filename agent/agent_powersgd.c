@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/cpu/kern_powersgd.h"
+#include "kernels/cpu/kern_stats.h"
 #ifdef KERN_HAVE_CUBLAS
 #include "kernels/cuda/kern_cuda_codec.h"
 #include "kernels/cuda/kern_cuda_powersgd.h"
@@ -132,11 +133,9 @@ bellows_psgd_project(uint64_t rows, uint64_t cols, uint32_t rank, size_t count,
 
 	if (!batch_ok(rows, cols, rank, count, a, may_null))
 		return BELLOWS_EINVAL;
-	for (size_t i = 0; i < count; i++) {
-		if (grad != NULL && grad[i] != NULL)
-			kern_psgd_ef_add(grad[i], m[i], rows * cols);
-		kern_psgd_mq(m[i], q[i], p[i], rows, cols, rank);
-	}
+	for (size_t i = 0; i < count; i++)
+		kern_psgd_ef_mq(KERN_ISA_AUTO, grad == NULL ? NULL : grad[i],
+		    m[i], q[i], p[i], rows, cols, rank);
 	return 0;
 }
 
@@ -152,7 +151,8 @@ bellows_psgd_power(uint64_t rows, uint64_t cols, uint32_t rank, size_t count,
 		return BELLOWS_EINVAL;
 	for (size_t i = 0; i < count; i++) {
 		kern_psgd_orth(p[i], rows, rank);
-		kern_psgd_mtp(m[i], p[i], q[i], rows, cols, rank);
+		kern_psgd_mtp1(KERN_ISA_AUTO, m[i], p[i], q[i], rows, cols,
+		    rank);
 	}
 	return 0;
 }
@@ -169,10 +169,9 @@ bellows_psgd_decode(uint64_t rows, uint64_t cols, uint32_t rank, size_t count,
 
 	if (!batch_ok(rows, cols, rank, count, a, may_null))
 		return BELLOWS_EINVAL;
-	for (size_t i = 0; i < count; i++) {
-		kern_psgd_pqt(p[i], q[i], out[i], rows, cols, rank);
-		kern_psgd_sub(out[i], m[i], rows * cols);
-	}
+	for (size_t i = 0; i < count; i++)
+		kern_psgd_pqt_sub(KERN_ISA_AUTO, p[i], q[i], out[i], m[i], rows,
+		    cols, rank);
 	return 0;
 }
 

@@ -601,11 +601,14 @@ BELLOWS_EXPORT int bellows_ebq_decode_parts_cuda(const bellows_ebq_info *info,
  * same-shape layers costs one call. The orthogonalisation is a blocked
  * two-pass Gram-Schmidt in double sums, stable up to BELLOWS_PSGD_MAX_RANK;
  * a column is divided by its norm + 1e-8 (an all-zero column stays zero), as
- * bellows.compress.orthogonalize. The products go through a BLAS
- * (bellows_psgd_blas()), so they agree with another BLAS or torch to
- * rounding, not bit for bit. NaN and infinities are not filtered: they make
- * their own matrix's P, Q, output and residual non-finite, no other matrix of
- * the batch; clearing a residual is the caller's choice.
+ * bellows.compress.orthogonalize. At ranks up to 8 each stage reads M once
+ * (the error feedback inside the first product, the residual inside the
+ * decode), in C loops whose sums have one order on every instruction set,
+ * using up to 32 KB of the caller's stack; above, the products go through a
+ * BLAS (bellows_psgd_blas()). Either way they agree with another BLAS or
+ * torch to rounding, not bit for bit. NaN and infinities are not filtered: they
+ * make their own matrix's P, Q, output and residual non-finite, no other matrix
+ * of the batch; clearing a residual is the caller's choice.
  *
  * Limits (else BELLOWS_EINVAL): 1 <= rank <= BELLOWS_PSGD_MAX_RANK,
  * rank <= rows, rank <= cols, rows and cols <= INT32_MAX, rows * cols <=

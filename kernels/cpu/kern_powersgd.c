@@ -1,7 +1,8 @@
 /* kern_powersgd - PowerSGD's building blocks on the CPU: the elementwise passes
  * (vectorised per ISA, bit for bit the same), the blocked two-pass
- * Gram-Schmidt, and the products through cblas or plain loops; see
- * kern_powersgd.h. */
+ * Gram-Schmidt, the one-pass stages of small ranks (their scalar row loops
+ * and the blocks of transposed Q), and the products of larger ranks through
+ * cblas or plain loops; see kern_powersgd.h. */
 #include "kern_powersgd.h"
 
 #include <math.h>
@@ -166,26 +167,246 @@ kern_psgd_orth(float *p, uint64_t rows, uint32_t rank)
 	}
 }
 
+/* The sum of 8 lanes in the order the AVX2 code adds them (a 256-bit
+ * register's halves, then the 128-bit halves, then the two left). */
+static float
+lanes_sum(const float l[8])
+{
+	float v0 = l[0] + l[4], v1 = l[1] + l[5];
+	float v2 = l[2] + l[6], v3 = l[3] + l[7];
+
+	return (v0 + v2) + (v1 + v3);
+}
+
+static void
+mq_block_scalar(const float *g, float *m, const float *qt, float *p,
+    uint64_t rows, uint64_t ld, uint64_t k0, uint32_t kb, uint32_t rank,
+    uint32_t c0)
+{
+	uint32_t k8 = kb & ~7u, nc = rank - c0 < 4 ? rank - c0 : 4;
+
+	for (uint64_t i = 0; i < rows; i++) {
+		float *mi = m + i * ld + k0, acc[4][8] = { { 0 } }, s[4];
+		const float *gi = g == NULL ? NULL : g + i * ld + k0;
+
+		for (uint32_t k = 0; k < k8; k += 8)
+			for (uint32_t l = 0; l < 8; l++) {
+				float x = mi[k + l];
+
+				if (gi != NULL)
+					mi[k + l] = x = x + gi[k + l];
+				for (uint32_t c = 0; c < 4; c++)
+					acc[c][l] = acc[c][l] +
+					    x *
+						qt[c * KERN_PSGD_COLS_BLOCK +
+						    k + l];
+			}
+		for (uint32_t c = 0; c < 4; c++)
+			s[c] = lanes_sum(acc[c]);
+		for (uint32_t k = k8; k < kb; k++) {
+			float x = mi[k];
+
+			if (gi != NULL)
+				mi[k] = x = x + gi[k];
+			for (uint32_t c = 0; c < 4; c++)
+				s[c] = s[c] +
+				    x * qt[c * KERN_PSGD_COLS_BLOCK + k];
+		}
+		for (uint32_t c = 0; c < nc; c++)
+			p[i * rank + c0 + c] = k0 == 0
+			    ? s[c]
+			    : p[i * rank + c0 + c] + s[c];
+	}
+}
+
+static void
+mtp_block_scalar(const float *m, const float *p, float *qt, uint64_t rows,
+    uint64_t ld, uint64_t k0, uint32_t kb, uint32_t rank)
+{
+	for (uint64_t i = 0; i < rows; i++) {
+		const float *mi = m + i * ld + k0;
+
+		for (uint32_t c = 0; c < rank; c++) {
+			float pc = p[i * rank + c];
+			float *t = qt + c * KERN_PSGD_COLS_BLOCK;
+
+			for (uint32_t k = 0; k < kb; k++)
+				t[k] = t[k] + mi[k] * pc;
+		}
+	}
+}
+
+static void
+pqt_block_scalar(const float *p, const float *qt, float *out, float *m,
+    uint64_t rows, uint64_t ld, uint64_t k0, uint32_t kb, uint32_t rank)
+{
+	for (uint64_t i = 0; i < rows; i++) {
+		const float *pi = p + i * rank;
+		float *oi = out + i * ld + k0, *mi = m + i * ld + k0;
+
+		for (uint32_t k = 0; k < kb; k++) {
+			float v = pi[0] * qt[k];
+
+			for (uint32_t c = 1; c < rank; c++)
+				v = v +
+				    pi[c] * qt[c * KERN_PSGD_COLS_BLOCK + k];
+			oi[k] = v;
+			mi[k] = mi[k] - v;
+		}
+	}
+}
+
+/* Non-zero when the one-pass stages of `isa` are the AVX2 ones (AVX-512
+ * processors run them too: the same bits, and the stages are
+ * memory-bound). */
+static int
+onepass_avx2(int isa)
+{
+#ifdef KERN_HAVE_X86
+	if (isa == KERN_ISA_AUTO)
+		isa = kern_cpu_isa_best();
+	return isa >= KERN_ISA_AVX2;
+#else
+	(void)isa;
+	return 0;
+#endif
+}
+
+/* The columns of the block that starts at column k0. */
+static uint32_t
+block_cols(uint64_t cols, uint64_t k0)
+{
+	return (uint32_t)(cols - k0 < KERN_PSGD_COLS_BLOCK
+		? cols - k0
+		: KERN_PSGD_COLS_BLOCK);
+}
+
+/* Copies columns c0 .. c0 + nt - 1 of rows [k0, k0 + kb) of q (rank
+ * columns) into the rows of qt, transposed; the rows from nc to nt - 1
+ * (past the rank) are zero. */
+static void
+qt_load(const float *q, uint32_t rank, uint64_t k0, uint32_t kb, uint32_t c0,
+    uint32_t nc, uint32_t nt, float *qt)
+{
+	for (uint32_t c = 0; c < nt; c++) {
+		float *t = qt + c * KERN_PSGD_COLS_BLOCK;
+
+		if (c >= nc) {
+			memset(t, 0, kb * sizeof(float));
+			continue;
+		}
+		for (uint32_t k = 0; k < kb; k++)
+			t[k] = q[(k0 + k) * rank + c0 + c];
+	}
+}
+
+void
+kern_psgd_ef_mq(int isa, const float *g, float *m, const float *q, float *p,
+    uint64_t rows, uint64_t cols, uint32_t rank)
+{
+	float qt[4 * KERN_PSGD_COLS_BLOCK];
+	int avx2 = onepass_avx2(isa);
+
+	if (rank > KERN_PSGD_ONEPASS_MAX) {
+		if (g != NULL)
+			kern_psgd_ef_add(g, m, rows * cols);
+		kern_psgd_mq(m, q, p, rows, cols, rank);
+		return;
+	}
+	for (uint32_t c0 = 0; c0 < rank; c0 += 4) {
+		uint32_t nc = rank - c0 < 4 ? rank - c0 : 4;
+		/* M holds G + E after the first pass over it. */
+		const float *gc = c0 == 0 ? g : NULL;
+
+		for (uint64_t k0 = 0; k0 < cols; k0 += KERN_PSGD_COLS_BLOCK) {
+			uint32_t kb = block_cols(cols, k0);
+
+			qt_load(q, rank, k0, kb, c0, nc, 4, qt);
+#ifdef KERN_HAVE_X86
+			if (avx2) {
+				kern_psgd_mq_block_avx2(gc, m, qt, p, rows,
+				    cols, k0, kb, rank, c0);
+				continue;
+			}
+#endif
+			(void)avx2;
+			mq_block_scalar(gc, m, qt, p, rows, cols, k0, kb, rank,
+			    c0);
+		}
+	}
+}
+
+void
+kern_psgd_mtp1(int isa, const float *m, const float *p, float *q, uint64_t rows,
+    uint64_t cols, uint32_t rank)
+{
+	float qt[KERN_PSGD_ONEPASS_MAX * KERN_PSGD_COLS_BLOCK];
+	int avx2 = onepass_avx2(isa);
+
+	if (rank > KERN_PSGD_ONEPASS_MAX) {
+		kern_psgd_mtp(m, p, q, rows, cols, rank);
+		return;
+	}
+	for (uint64_t k0 = 0; k0 < cols; k0 += KERN_PSGD_COLS_BLOCK) {
+		uint32_t kb = block_cols(cols, k0);
+
+		for (uint32_t c = 0; c < rank; c++)
+			memset(qt + c * KERN_PSGD_COLS_BLOCK, 0,
+			    kb * sizeof(float));
+#ifdef KERN_HAVE_X86
+		if (avx2)
+			kern_psgd_mtp_block_avx2(m, p, qt, rows, cols, k0, kb,
+			    rank);
+		else
+#endif
+			mtp_block_scalar(m, p, qt, rows, cols, k0, kb, rank);
+		(void)avx2;
+		for (uint32_t k = 0; k < kb; k++)
+			for (uint32_t c = 0; c < rank; c++)
+				q[(k0 + k) * rank +
+				    c] = qt[c * KERN_PSGD_COLS_BLOCK + k];
+	}
+}
+
+void
+kern_psgd_pqt_sub(int isa, const float *p, const float *q, float *out, float *m,
+    uint64_t rows, uint64_t cols, uint32_t rank)
+{
+	float qt[KERN_PSGD_ONEPASS_MAX * KERN_PSGD_COLS_BLOCK];
+	int avx2 = onepass_avx2(isa);
+
+	if (rank > KERN_PSGD_ONEPASS_MAX) {
+		kern_psgd_pqt(p, q, out, rows, cols, rank);
+		kern_psgd_sub(out, m, rows * cols);
+		return;
+	}
+	for (uint64_t k0 = 0; k0 < cols; k0 += KERN_PSGD_COLS_BLOCK) {
+		uint32_t kb = block_cols(cols, k0);
+
+		qt_load(q, rank, k0, kb, 0, rank, rank, qt);
+#ifdef KERN_HAVE_X86
+		if (avx2) {
+			kern_psgd_pqt_block_avx2(p, qt, out, m, rows, cols, k0,
+			    kb, rank);
+			continue;
+		}
+#endif
+		(void)avx2;
+		pqt_block_scalar(p, qt, out, m, rows, cols, k0, kb, rank);
+	}
+}
+
 #ifdef KERN_HAVE_CBLAS
 
-/* At ranks up to KERN_PSGD_GEMV_MAX, M Q and M^T P are rank matrix-vector
- * products (SGEMV on a column of Q or P, stride rank): OpenBLAS's SGEMM
- * packs M for so few columns, and SGEMV, one pass over M per column, took
- * a quarter of its time at rank 1 and half at rank 4 on this project's
- * machine (1024 x 1024). */
-#define KERN_PSGD_GEMV_MAX 4
+/* Ranks up to KERN_PSGD_ONEPASS_MAX take the one-pass stages above: SGEMV
+ * on each column (one pass over M per column, a quarter of OpenBLAS's
+ * SGEMM time at rank 1 and half at rank 4 on this project's machine) was
+ * what they replaced. */
 
 void
 kern_psgd_mq(const float *m, const float *q, float *p, uint64_t rows,
     uint64_t cols, uint32_t rank)
 {
-	if (rank <= KERN_PSGD_GEMV_MAX) {
-		for (uint32_t c = 0; c < rank; c++)
-			cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)rows,
-			    (int)cols, 1.0f, m, (int)cols, q + c, (int)rank,
-			    0.0f, p + c, (int)rank);
-		return;
-	}
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows,
 	    (int)rank, (int)cols, 1.0f, m, (int)cols, q, (int)rank, 0.0f, p,
 	    (int)rank);
@@ -195,13 +416,6 @@ void
 kern_psgd_mtp(const float *m, const float *p, float *q, uint64_t rows,
     uint64_t cols, uint32_t rank)
 {
-	if (rank <= KERN_PSGD_GEMV_MAX) {
-		for (uint32_t c = 0; c < rank; c++)
-			cblas_sgemv(CblasRowMajor, CblasTrans, (int)rows,
-			    (int)cols, 1.0f, m, (int)cols, p + c, (int)rank,
-			    0.0f, q + c, (int)rank);
-		return;
-	}
 	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cols,
 	    (int)rank, (int)rows, 1.0f, m, (int)cols, p, (int)rank, 0.0f, q,
 	    (int)rank);

@@ -74,6 +74,66 @@ void kern_psgd_mtp(const float *m, const float *p, float *q, uint64_t rows,
 void kern_psgd_pqt(const float *p, const float *q, float *out, uint64_t rows,
     uint64_t cols, uint32_t rank);
 
+/* One pass over M for each stage at ranks up to KERN_PSGD_ONEPASS_MAX:
+ * PowerSGD's products are memory-bound at small ranks (a 1024 x 1024 M is
+ * 4 MB, P and Q 16 KB at rank 4), and a BLAS reads M once per column of Q
+ * (SGEMV) or packs it (SGEMM), then the error feedback and the residual
+ * read it again. These read it once: the error-feedback addition inside
+ * the first product's pass, the residual inside the decode's. Q goes
+ * through a transposed block of KERN_PSGD_COLS_BLOCK columns on the stack
+ * (at most KERN_PSGD_ONEPASS_MAX x KERN_PSGD_COLS_BLOCK floats, 32 KB), so
+ * nothing allocates. A block's part of a row of M is 4 KB, a page: blocks
+ * of 512 columns, which hop to the next row every 2 KB, made the first
+ * stage 1.9x slower on a 1024 x 1024 M (the prefetcher restarts at every
+ * hop), while past a page it restarts anyway. Each sum has one fixed order
+ * (below), the same in the scalar and the AVX2 code (a product and a sum
+ * rounded on their own, no fused multiply-add), so every instruction set gives
+ * the same bits; above that rank the stages go through the BLAS as before.
+ * `isa` is a KERN_ISA_* (kern_stats.h): KERN_ISA_AUTO for the best this
+ * processor has, another (the tests) for that one, which must be supported. */
+#define KERN_PSGD_ONEPASS_MAX 8    /* largest rank of the one-pass stages */
+#define KERN_PSGD_COLS_BLOCK  1024 /* columns of Q transposed at a time */
+
+/* m += g when g is not NULL (float addition), then p = m q, in one pass
+ * over m at rank <= KERN_PSGD_ONEPASS_MAX. p[i][c] sums each block of
+ * KERN_PSGD_COLS_BLOCK columns in 8 lanes (lane l: columns = l mod 8 up to
+ * the block's last multiple of 8), the lanes as ((l0 + l4) + (l2 + l6)) +
+ * ((l1 + l5) + (l3 + l7)), then the block's last columns one by one, the
+ * blocks in order. Above that rank: kern_psgd_ef_add and kern_psgd_mq. */
+void kern_psgd_ef_mq(int isa, const float *g, float *m, const float *q,
+    float *p, uint64_t rows, uint64_t cols, uint32_t rank);
+
+/* q = m^T p as kern_psgd_mtp, in one pass over m at rank <=
+ * KERN_PSGD_ONEPASS_MAX: q[k][c] sums m[i][k] p[i][c] in the order of i. */
+void kern_psgd_mtp1(int isa, const float *m, const float *p, float *q,
+    uint64_t rows, uint64_t cols, uint32_t rank);
+
+/* out = p q^T, then m -= out (the residual M - out exactly), in one pass
+ * over m and out at rank <= KERN_PSGD_ONEPASS_MAX: out[i][k] sums
+ * p[i][c] q[k][c] in the order of c. Above that rank: kern_psgd_pqt and
+ * kern_psgd_sub. */
+void kern_psgd_pqt_sub(int isa, const float *p, const float *q, float *out,
+    float *m, uint64_t rows, uint64_t cols, uint32_t rank);
+
+#ifdef KERN_HAVE_X86
+/* The row loops of the one-pass stages with AVX2 (kern_powersgd_avx2.c),
+ * bit for bit the scalar ones of kern_powersgd.c, over one block of
+ * columns [k0, k0 + kb) of m (row stride ld), against qt: that block of Q
+ * transposed, row c holding Q[k0 .. k0 + kb)[c], KERN_PSGD_COLS_BLOCK
+ * floats a row. mq: columns c0 .. c0 + 3 of P (qt has 4 rows; those past
+ * the rank are zero and their sums dropped), adding g into m first when g
+ * is not NULL, and adding to P when k0 > 0. mtp: adds m^T p into qt's rank
+ * rows. pqt: out and m as kern_psgd_pqt_sub. */
+void kern_psgd_mq_block_avx2(const float *g, float *m, const float *qt,
+    float *p, uint64_t rows, uint64_t ld, uint64_t k0, uint32_t kb,
+    uint32_t rank, uint32_t c0);
+void kern_psgd_mtp_block_avx2(const float *m, const float *p, float *qt,
+    uint64_t rows, uint64_t ld, uint64_t k0, uint32_t kb, uint32_t rank);
+void kern_psgd_pqt_block_avx2(const float *p, const float *qt, float *out,
+    float *m, uint64_t rows, uint64_t ld, uint64_t k0, uint32_t kb,
+    uint32_t rank);
+#endif
+
 /* The BLAS the products use: "openblas", "cblas" or "loops". */
 const char *kern_psgd_blas(void);
 

@@ -29,6 +29,10 @@
 #include <bellows/codec.h>
 #include <bellows/error.h>
 
+#include "kernels/cpu/kern_powersgd.h"
+#include "kernels/cpu/kern_stats.h"
+#include "kernels/kernels.h"
+
 #define TEST_RNG_SEED 0x13198a2e03707344ull
 #include "rng.h"
 
@@ -178,7 +182,7 @@ check_step(uint64_t rows, uint64_t cols, uint32_t rank)
 	float *e = randm(mn, 0.5f), *g = randm(mn, 1.0f);
 	float *q = randm(cols * rank, 1.0f), *p = malloc(rows * rank * 4);
 	float *out = malloc(mn * 4), *m0, *p0, *m1;
-	double *c = malloc((mn + 64) * 8), *abs = malloc((mn + 64) * 8);
+	double *c = calloc(mn + 64, 8), *abs = calloc(mn + 64, 8);
 	double tol;
 	char what[96];
 
@@ -264,8 +268,88 @@ test_psgd_stages_match_the_reference(void **state)
 				steps++;
 			}
 		}
+	/* Rows wider than a block of the one-pass stages, ranks on both
+	 * sides of KERN_PSGD_ONEPASS_MAX. */
+	for (uint32_t r = 1; r <= 9; r++) {
+		check_step(9, 2 * KERN_PSGD_COLS_BLOCK + 9, r);
+		check_step(17, KERN_PSGD_COLS_BLOCK + 1, r);
+		steps += 2;
+	}
 	printf("  %d steps against the reference, BLAS %s\n", steps,
 	    bellows_psgd_blas());
+}
+
+/* The one-pass stages of `isa` on one matrix: M = E + G and P = M Q, then
+ * Q = M^T P, then out = P Q^T and M -= out, into fresh buffers. */
+static void
+onepass_run(int isa, const float *e, const float *g, const float *q,
+    uint64_t rows, uint64_t cols, uint32_t rank, float *m, float *p, float *q2,
+    float *out)
+{
+	memcpy(m, e, rows * cols * 4);
+	kern_psgd_ef_mq(isa, g, m, q, p, rows, cols, rank);
+	kern_psgd_mtp1(isa, m, p, q2, rows, cols, rank);
+	kern_psgd_pqt_sub(isa, p, q2, out, m, rows, cols, rank);
+}
+
+static void
+test_psgd_one_pass_stages_give_the_same_bits_on_every_isa(void **state)
+{
+	static const uint64_t shapes[][2] = { { 1, 1 }, { 9, 7 }, { 33, 8 },
+		{ 17, 31 }, { 64, 1024 }, { 5, KERN_PSGD_COLS_BLOCK + 3 },
+		{ 12, 2 * KERN_PSGD_COLS_BLOCK + 17 } };
+	int compared = 0;
+
+	(void)state;
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+		for (uint32_t r = 1; r <= KERN_PSGD_ONEPASS_MAX; r++) {
+			uint64_t rows = shapes[s][0], cols = shapes[s][1];
+			uint64_t mn = rows * cols;
+			float *e = randm(mn, 0.5f), *g = randm(mn, 1.0f);
+			float *q = randm(cols * r, 1.0f), *ref[4], *got[4];
+
+			if (r > rows || r > cols) {
+				free(e);
+				free(g);
+				free(q);
+				continue;
+			}
+			for (int k = 0; k < 4; k++) {
+				uint64_t n = k == 1 ? rows * r
+				    : k == 2        ? cols * r
+						    : mn;
+
+				ref[k] = malloc(n * 4);
+				got[k] = malloc(n * 4);
+				assert_non_null(ref[k]);
+				assert_non_null(got[k]);
+			}
+			onepass_run(KERN_ISA_SCALAR, e, g, q, rows, cols, r,
+			    ref[0], ref[1], ref[2], ref[3]);
+			for (int isa = KERN_ISA_AVX2; isa <= KERN_ISA_LAST;
+			     isa++) {
+				if (!kern_cpu_isa_supported(isa))
+					continue;
+				onepass_run(isa, e, g, q, rows, cols, r, got[0],
+				    got[1], got[2], got[3]);
+				assert_memory_equal(got[1], ref[1],
+				    rows * r * 4);
+				assert_memory_equal(got[2], ref[2],
+				    cols * r * 4);
+				assert_memory_equal(got[3], ref[3], mn * 4);
+				assert_memory_equal(got[0], ref[0], mn * 4);
+				compared++;
+			}
+			for (int k = 0; k < 4; k++) {
+				free(ref[k]);
+				free(got[k]);
+			}
+			free(e);
+			free(g);
+			free(q);
+		}
+	printf("  %d shape and rank pairs compared with the scalar code\n",
+	    compared);
 }
 
 /* Columns c_j = base + 10^-d noise_j at magnitude 10^s: cond ~ 10^d. */
@@ -590,6 +674,8 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_psgd_stages_match_the_reference),
+		cmocka_unit_test(
+		    test_psgd_one_pass_stages_give_the_same_bits_on_every_isa),
 		cmocka_unit_test(
 		    test_psgd_orthogonalisation_is_stable_when_ill_conditioned),
 		cmocka_unit_test(
