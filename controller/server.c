@@ -695,15 +695,64 @@ server_grant_withdrawn(const ctl_server *s, uint32_t i)
 		s->grant_len[i] - head, client);
 }
 
-/* True when fd is a live connection of the XPUB. */
-static bool
-server_subconn_open(const ctl_server *s, int fd)
+static int
+server_fd_cmp(const void *a, const void *b)
 {
-	for (uint32_t i = 0; i < s->n_subconn; i++) {
-		if (s->subconn[i] == fd)
-			return true;
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Sorts the n descriptors in fds and drops repeats; returns how many
+ * are left. */
+static uint32_t
+server_fds_unique(int *fds, uint32_t n)
+{
+	uint32_t u = 0;
+
+	qsort(fds, n, sizeof(*fds), server_fd_cmp);
+	for (uint32_t i = 0; i < n; i++) {
+		if (u == 0 || fds[i] != fds[u - 1])
+			fds[u++] = fds[i];
 	}
-	return false;
+	return u;
+}
+
+/* True when every one of the n sorted, distinct descriptors in fds is a
+ * live connection of the XPUB. */
+static bool
+server_fds_open(const ctl_server *s, const int *fds, uint32_t n)
+{
+	uint32_t found = 0;
+
+	for (uint32_t i = 0; i < s->n_subconn; i++)
+		found += bsearch(&s->subconn[i], fds, n, sizeof(*fds),
+			     server_fd_cmp) != NULL;
+	return found == n;
+}
+
+/* Shuts down the connections of the n sorted, distinct descriptors in
+ * fds and drops every grant of theirs. Returns the connections shut
+ * down. */
+static uint32_t
+server_grants_cut(ctl_server *s, const int *fds, uint32_t n)
+{
+	uint32_t cut = 0, kept = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		cut += shutdown(fds[i], SHUT_RDWR) == 0;
+	for (uint32_t i = 0; i < s->n_grants; i++) {
+		if (bsearch(&s->grant_fd[i], fds, n, sizeof(*fds),
+			server_fd_cmp) != NULL) {
+			free(s->grants[i]);
+			continue;
+		}
+		s->grants[kept] = s->grants[i];
+		s->grant_len[kept] = s->grant_len[i];
+		s->grant_fd[kept++] = s->grant_fd[i];
+	}
+	s->n_grants = kept;
+	return cut;
 }
 
 /* After a reload: closes the connections that hold a subscription
@@ -713,25 +762,31 @@ server_subconn_open(const ctl_server *s, int fd)
  * which descriptors are the XPUB's live connections; the subscriber of a
  * closed one reconnects and subscribes again under the new rules. When
  * a withdrawn grant's connection is not known (a grant not kept, no
- * descriptor, one the monitor does not list) every subscriber
- * connection is reset instead (server_subscribers_reset): failing
- * closed. */
+ * descriptor, one the monitor does not list) or memory runs out, every
+ * subscriber connection is reset instead (server_subscribers_reset):
+ * failing closed. */
 static void
 server_grants_recheck(ctl_server *s)
 {
-	bool all = s->grants_lost, any = false;
+	bool all = s->grants_lost;
 	uint32_t n = 0;
+	int *fds;
 
 	server_pubmon_drain(s);
-	for (uint32_t i = 0; i < s->n_grants; i++) {
+	if ((fds = malloc((s->n_grants + 1) * sizeof(*fds))) == NULL)
+		all = true;
+	for (uint32_t i = 0; i < s->n_grants && !all; i++) {
 		if (!server_grant_withdrawn(s, i))
 			continue;
-		any = true;
-		if (s->grant_fd[i] < 0 ||
-		    !server_subconn_open(s, s->grant_fd[i]))
-			all = true;
+		all = s->grant_fd[i] < 0;
+		fds[n++] = s->grant_fd[i];
+	}
+	if (!all && n > 0) {
+		n = server_fds_unique(fds, n);
+		all = !server_fds_open(s, fds, n);
 	}
 	if (all) {
+		free(fds);
 		n = server_subscribers_reset(s);
 		ctl_log(CTL_LOG_WARN, "server",
 		    "a subscriber's key or job was withdrawn: closed all %u "
@@ -740,24 +795,15 @@ server_grants_recheck(ctl_server *s)
 		    n);
 		return;
 	}
-	if (!any)
-		return;
-	for (uint32_t i = 0; i < s->n_grants;) {
-		int fd = s->grant_fd[i];
-
-		if (!server_grant_withdrawn(s, i)) {
-			i++;
-			continue;
-		}
-		n += shutdown(fd, SHUT_RDWR) == 0;
-		server_grants_forget(s, fd);
-		i = 0; /* forgetting reorders the table */
+	if (n > 0) {
+		n = server_grants_cut(s, fds, n);
+		ctl_log(CTL_LOG_WARN, "server",
+		    "a subscriber's key or job was withdrawn: closed %u of %u "
+		    "subscriber connections, those holding it; they subscribe "
+		    "again under the new rules",
+		    n, s->n_subconn);
 	}
-	ctl_log(CTL_LOG_WARN, "server",
-	    "a subscriber's key or job was withdrawn: closed %u of %u "
-	    "subscriber connections, those holding it; they subscribe again "
-	    "under the new rules",
-	    n, s->n_subconn);
+	free(fds);
 }
 
 /* Reads the subscriptions the XPUB received and applies those allowed:
