@@ -390,7 +390,11 @@ ctl_metrics_http_open(const char *listen_at, ctl_metrics_http **ret_http,
 		ctl_metrics_http_close(&h);
 		return BELLOWS_EIO;
 	}
-	/* On success the daemon owns fd and closes it when stopped. */
+	/* On success the daemon owns fd and closes it when stopped.
+	 * MHD_OPTION_STRICT_FOR_CLIENT stays at 0: in 0.9.75 its 1 adds a
+	 * 400 for HTTP/1.1 without Host and closes, unanswered, a path with
+	 * a space, and neither it nor -1 answers a one-word request line or
+	 * sees a NUL in the path (docs/metrics.md, How it is served). */
 	h->mhd = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD |
 		MHD_USE_ERROR_LOG,
 	    0, NULL, NULL, http_handle, h, MHD_OPTION_EXTERNAL_LOGGER, http_log,

@@ -32,7 +32,7 @@
 #define SERVER_CLIENT_MAX  256       /* bytes of a client name and its NUL */
 #define SERVER_KEY_PROP    "X-Bellows-Key" /* ZAP metadata: the key, Z85 */
 #define SERVER_SUBCONN_MAX 65536           /* subscriber connections tracked */
-#define SERVER_GRANTS_MAX  65536 /* (client, topic) subscriptions kept */
+#define SERVER_GRANTS_MAX  65536 /* (connection, client, topic) kept */
 
 #define SERVER_HWM_MIN 8      /* messages queued per connection */
 #define SERVER_HWM_MAX 100000 /* ... at most */
@@ -81,9 +81,11 @@ struct ctl_server {
 	void *pubmon;          /* PAIR reading the XPUB's connection events */
 	int *subconn;          /* descriptors of the XPUB's connections */
 	uint32_t n_subconn;    /* entries used */
-	char **grants;         /* "CLIENT\0TOPIC" of each subscription applied
-				* since the connections were last reset */
+	char **grants;         /* "CLIENT\0KEY\0TOPIC" of each subscription
+				* applied and its connection still open */
 	uint32_t *grant_len;   /* bytes of each */
+	int *grant_fd;         /* the descriptor of each one's connection
+				* (ZMQ_SRCFD), -1: not known */
 	uint32_t n_grants;     /* entries used */
 	bool grants_lost;      /* a grant could not be kept: the next reload
 				* resets every subscriber */
@@ -157,7 +159,9 @@ server_pubmon_open(ctl_server *s, void *zctx)
 	s->subconn = calloc(SERVER_SUBCONN_MAX, sizeof(*s->subconn));
 	s->grants = calloc(SERVER_GRANTS_MAX, sizeof(*s->grants));
 	s->grant_len = calloc(SERVER_GRANTS_MAX, sizeof(*s->grant_len));
-	if (s->subconn == NULL || s->grants == NULL || s->grant_len == NULL)
+	s->grant_fd = calloc(SERVER_GRANTS_MAX, sizeof(*s->grant_fd));
+	if (s->subconn == NULL || s->grants == NULL || s->grant_len == NULL ||
+	    s->grant_fd == NULL)
 		return BELLOWS_ENOMEM;
 	if (com_monitor_open(zctx, s->pub,
 		ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CLOSED,
@@ -282,6 +286,7 @@ ctl_server_close(ctl_server **server)
 		free(s->grants[i]);
 	free(s->grants);
 	free(s->grant_len);
+	free(s->grant_fd);
 	free(s->subconn);
 	ctl_config_keys_free(s->keys, s->n_keys);
 	free(s->peers);
@@ -562,8 +567,26 @@ server_name_trusted(const ctl_server *s, const char *name, const char *key)
 	return false;
 }
 
+/* Forgets the grants of the connection on descriptor fd, which closed:
+ * its subscriptions went with it. */
+static void
+server_grants_forget(ctl_server *s, int fd)
+{
+	for (uint32_t i = 0; i < s->n_grants; i++) {
+		if (s->grant_fd[i] != fd)
+			continue;
+		free(s->grants[i]);
+		s->n_grants--;
+		s->grants[i] = s->grants[s->n_grants];
+		s->grant_len[i] = s->grant_len[s->n_grants];
+		s->grant_fd[i] = s->grant_fd[s->n_grants];
+		i--;
+	}
+}
+
 /* Reads the XPUB's connection events: the descriptors of its live
- * connections, which server_subscribers_reset shuts down. */
+ * connections, which server_subscribers_reset shuts down, and the grants
+ * of those that closed, forgotten. */
 static void
 server_pubmon_drain(ctl_server *s)
 {
@@ -589,6 +612,8 @@ server_pubmon_drain(ctl_server *s)
 			if (s->subconn[i] == fd)
 				s->subconn[i--] = s->subconn[--s->n_subconn];
 		}
+		if (event != ZMQ_EVENT_ACCEPTED && fd >= 0)
+			server_grants_forget(s, fd);
 		if (event == ZMQ_EVENT_ACCEPTED && fd >= 0 &&
 		    s->n_subconn < SERVER_SUBCONN_MAX)
 			s->subconn[s->n_subconn++] = fd;
@@ -602,9 +627,10 @@ server_on_pubmon(ctl_loop *loop, void *arg)
 	server_pubmon_drain(arg);
 }
 
-/* Closes every connection of the XPUB, which drops their subscriptions:
- * libzmq cannot drop one connection's, and does not say which
- * connection a subscription came from. Subscribers reconnect on their
+/* Closes every connection of the XPUB, which drops their subscriptions
+ * (libzmq cannot drop one connection's subscriptions, only close it):
+ * the fallback of server_grants_recheck when it cannot tell which
+ * connections hold a withdrawn grant. Subscribers reconnect on their
  * own and subscribe again, decided by the rules in force; a client no
  * longer trusted fails the handshake. Returns the connections closed. */
 static uint32_t
@@ -622,12 +648,13 @@ server_subscribers_reset(ctl_server *s)
 	return n;
 }
 
-/* Remembers that `client`, connected with `key` (Z85, NULL: unknown), was
- * granted subscription `topic` (len bytes), once per distinct triple, as
- * "CLIENT\0KEY\0TOPIC", so that a reload can tell whether a grant was
- * withdrawn. */
+/* Remembers that `client`, connected with `key` (Z85, NULL: unknown) on
+ * descriptor fd (-1: unknown), was granted subscription `topic` (len
+ * bytes), once per distinct quadruple, as "CLIENT\0KEY\0TOPIC", so that
+ * a reload can tell whether a grant was withdrawn, and from which
+ * connection. */
 static void
-server_grant_keep(ctl_server *s, const char *client, const char *key,
+server_grant_keep(ctl_server *s, int fd, const char *client, const char *key,
     const uint8_t *topic, size_t len)
 {
 	const char *k = key != NULL ? key : "";
@@ -636,7 +663,7 @@ server_grant_keep(ctl_server *s, const char *client, const char *key,
 	char *g;
 
 	for (uint32_t i = 0; i < s->n_grants; i++) {
-		if (s->grant_len[i] == total &&
+		if (s->grant_fd[i] == fd && s->grant_len[i] == total &&
 		    memcmp(s->grants[i], client, cl + 1) == 0 &&
 		    memcmp(s->grants[i] + cl + 1, k, kl + 1) == 0 &&
 		    memcmp(s->grants[i] + cl + kl + 2, topic, len) == 0)
@@ -650,53 +677,158 @@ server_grant_keep(ctl_server *s, const char *client, const char *key,
 	memcpy(g + cl + 1, k, kl + 1);
 	memcpy(g + cl + kl + 2, topic, len);
 	s->grants[s->n_grants] = g;
+	s->grant_fd[s->n_grants] = fd;
 	s->grant_len[s->n_grants++] = (uint32_t)total;
 }
 
-/* After a reload: when a subscription granted before is no longer
- * allowed (its client's key removed or replaced, or the client taken off
- * the job), every subscriber connection is reset
- * (server_subscribers_reset). */
+/* True when grant i is no longer allowed: its client's key removed or
+ * replaced, or the client taken off the job. */
+static bool
+server_grant_withdrawn(const ctl_server *s, uint32_t i)
+{
+	const char *client = s->grants[i];
+	const char *key = client + strlen(client) + 1;
+	size_t head = strlen(client) + strlen(key) + 2;
+
+	return !server_name_trusted(s, client, key[0] != '\0' ? key : NULL) ||
+	    !server_topic_allowed(s, (uint8_t *)s->grants[i] + head,
+		s->grant_len[i] - head, client);
+}
+
+static int
+server_fd_cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Sorts the n descriptors in fds and drops repeats; returns how many
+ * are left. */
+static uint32_t
+server_fds_unique(int *fds, uint32_t n)
+{
+	uint32_t u = 0;
+
+	qsort(fds, n, sizeof(*fds), server_fd_cmp);
+	for (uint32_t i = 0; i < n; i++) {
+		if (u == 0 || fds[i] != fds[u - 1])
+			fds[u++] = fds[i];
+	}
+	return u;
+}
+
+/* True when every one of the n sorted, distinct descriptors in fds is a
+ * live connection of the XPUB. */
+static bool
+server_fds_open(const ctl_server *s, const int *fds, uint32_t n)
+{
+	uint32_t found = 0;
+
+	for (uint32_t i = 0; i < s->n_subconn; i++)
+		found += bsearch(&s->subconn[i], fds, n, sizeof(*fds),
+			     server_fd_cmp) != NULL;
+	return found == n;
+}
+
+/* Shuts down the connections of the n sorted, distinct descriptors in
+ * fds and drops every grant of theirs. Returns the connections shut
+ * down. */
+static uint32_t
+server_grants_cut(ctl_server *s, const int *fds, uint32_t n)
+{
+	uint32_t cut = 0, kept = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		cut += shutdown(fds[i], SHUT_RDWR) == 0;
+	for (uint32_t i = 0; i < s->n_grants; i++) {
+		if (bsearch(&s->grant_fd[i], fds, n, sizeof(*fds),
+			server_fd_cmp) != NULL) {
+			free(s->grants[i]);
+			continue;
+		}
+		s->grants[kept] = s->grants[i];
+		s->grant_len[kept] = s->grant_len[i];
+		s->grant_fd[kept++] = s->grant_fd[i];
+	}
+	s->n_grants = kept;
+	return cut;
+}
+
+/* After a reload: closes the connections that hold a subscription
+ * granted before and no longer allowed, and only those. Each grant
+ * knows its connection's descriptor (ZMQ_SRCFD, which libzmq 4.3 keeps
+ * in the metadata of an XPUB's subscription message), the monitor says
+ * which descriptors are the XPUB's live connections; the subscriber of a
+ * closed one reconnects and subscribes again under the new rules. When
+ * a withdrawn grant's connection is not known (a grant not kept, no
+ * descriptor, one the monitor does not list) or memory runs out, every
+ * subscriber connection is reset instead (server_subscribers_reset):
+ * failing closed. */
 static void
 server_grants_recheck(ctl_server *s)
 {
-	bool withdrawn = s->grants_lost;
-	uint32_t n;
+	bool all = s->grants_lost;
+	uint32_t n = 0;
+	int *fds;
 
-	for (uint32_t i = 0; i < s->n_grants && !withdrawn; i++) {
-		const char *client = s->grants[i];
-		const char *key = client + strlen(client) + 1;
-		size_t head = strlen(client) + strlen(key) + 2;
-
-		withdrawn = !server_name_trusted(s, client,
-				key[0] != '\0' ? key : NULL) ||
-		    !server_topic_allowed(s, (uint8_t *)s->grants[i] + head,
-			s->grant_len[i] - head, client);
+	server_pubmon_drain(s);
+	if ((fds = malloc((s->n_grants + 1) * sizeof(*fds))) == NULL)
+		all = true;
+	for (uint32_t i = 0; i < s->n_grants && !all; i++) {
+		if (!server_grant_withdrawn(s, i))
+			continue;
+		all = s->grant_fd[i] < 0;
+		fds[n++] = s->grant_fd[i];
 	}
-	if (!withdrawn)
+	if (!all && n > 0) {
+		n = server_fds_unique(fds, n);
+		all = !server_fds_open(s, fds, n);
+	}
+	if (all) {
+		free(fds);
+		n = server_subscribers_reset(s);
+		ctl_log(CTL_LOG_WARN, "server",
+		    "a subscriber's key or job was withdrawn: closed all %u "
+		    "subscriber connections; they subscribe again under the "
+		    "new rules",
+		    n);
 		return;
-	n = server_subscribers_reset(s);
-	ctl_log(CTL_LOG_WARN, "server",
-	    "a subscriber's key or job was withdrawn: closed %u subscriber "
-	    "connections; they subscribe again under the new rules",
-	    n);
+	}
+	if (n > 0) {
+		n = server_grants_cut(s, fds, n);
+		ctl_log(CTL_LOG_WARN, "server",
+		    "a subscriber's key or job was withdrawn: closed %u of %u "
+		    "subscriber connections, those holding it; they subscribe "
+		    "again under the new rules",
+		    n, s->n_subconn);
+	}
+	free(fds);
 }
 
 /* Reads the subscriptions the XPUB received and applies those allowed:
  * in manual mode libzmq applies a ZMQ_SUBSCRIBE to the connection whose
  * subscription message was read last, so each is decided as it is
- * read. Unsubscriptions are applied as they come. */
+ * read. Unsubscriptions are applied as they come. The connection events
+ * are read first: a descriptor closed and taken again by a new
+ * connection has its old grants forgotten before the new one's are kept
+ * (libzmq queues the close's event before the descriptor can be
+ * reused, and the new connection's subscription comes after its
+ * handshake). */
 static void
 server_on_subscription(ctl_loop *loop, void *arg)
 {
 	ctl_server *s = arg;
 
 	(void)loop;
+	if (s->pubmon != NULL)
+		server_pubmon_drain(s);
 	for (int i = 0; i < SERVER_BATCH; i++) {
 		zmq_msg_t m;
 		const uint8_t *d;
 		const char *uid, *key;
 		size_t n;
+		int fd;
 
 		zmq_msg_init(&m);
 		if (zmq_msg_recv(&m, s->pub, ZMQ_DONTWAIT) < 0) {
@@ -707,6 +839,7 @@ server_on_subscription(ctl_loop *loop, void *arg)
 		n = zmq_msg_size(&m);
 		uid = zmq_msg_gets(&m, "User-Id");
 		key = zmq_msg_gets(&m, SERVER_KEY_PROP);
+		fd = zmq_msg_get(&m, ZMQ_SRCFD);
 		if (n >= 1 && d[0] == 0) {
 			zmq_setsockopt(s->pub, ZMQ_UNSUBSCRIBE, d + 1, n - 1);
 		} else if (n >= 1 && d[0] == 1) {
@@ -714,7 +847,8 @@ server_on_subscription(ctl_loop *loop, void *arg)
 			    server_topic_allowed(s, d + 1, n - 1, uid)) {
 				zmq_setsockopt(s->pub, ZMQ_SUBSCRIBE, d + 1,
 				    n - 1);
-				server_grant_keep(s, uid, key, d + 1, n - 1);
+				server_grant_keep(s, fd, uid, key, d + 1,
+				    n - 1);
 			} else
 				server_sub_refused(s, uid, d + 1, n - 1);
 		}

@@ -43,7 +43,9 @@ const char *conform_check(const uint8_t *data, size_t size);
  *     protobuf-c does not write back byte for byte (the reader's
  *     stricter rules, docs/protocol.md);
  *   - protobuf-c's writing of what it accepts, the reader reads to the
- *     same statistics, or refuses when the checks do.
+ *     statistics protobuf-c reads from that writing (which differ from
+ *     the input's where it said -0.0: protobuf-c writes a double of -0.0
+ *     as 0.0, not at all), or refuses when the checks do.
  * Never fails otherwise; aborts only when memory runs out. */
 const char *conform_layer_check(const uint8_t *data, size_t size,
     const com_limits *lim);

@@ -191,6 +191,45 @@ test_conform_an_over_long_key_is_refused(void **state)
 	assert_null(conform_check(key2, sizeof(key2)));
 }
 
+/* A layer whose comm_comp_ms (field 18, a double) is -0.0, what
+ * libFuzzer found in 264 k runs (corpus file regress-minus-zero-double):
+ * the layer reader reads -0.0, bit for bit, as protobuf-c's unpack does,
+ * and the checks pass it (-0.0 >= 0); protobuf-c writes it back as it
+ * writes 0.0, not at all, so its writing reads back +0.0, which the
+ * reader reads as protobuf-c does. The conformance check holds. */
+static void
+test_conform_a_statistic_of_minus_zero_reads_as_protobuf_c_reads_it(
+    void **state)
+{
+	static const uint8_t layer[] = { 0x91, 0x01, 0x00, 0x00, 0x00, 0x00,
+		0x00, 0x00, 0x00, 0x80 };
+	const uint64_t minus_zero = 0x8000000000000000ull;
+	Bellows__LayerStats *ref;
+	com_limits lim;
+	com_layer_stats s;
+	uint64_t bits;
+
+	(void)state;
+	assert_non_null(
+	    ref = bellows__layer_stats__unpack(NULL, sizeof(layer), layer));
+	memcpy(&bits, &ref->comm_comp_ms, sizeof(bits));
+	assert_int_equal(bits, minus_zero);
+	assert_int_equal(protobuf_c_message_get_packed_size(&ref->base), 0);
+	bellows__layer_stats__free_unpacked(ref, NULL);
+
+	com_limits_default(&lim);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(wire_fast_layer_stats(layer, sizeof(layer), &lim, &s),
+	    0);
+	memcpy(&bits, &s.comm_comp_ms, sizeof(bits));
+	assert_int_equal(bits, minus_zero);
+	for (size_t a = 0; a < COM_N_LARRAYS; a++)
+		free((void *)com_stat_array_get(&com_layer_array_table[a], &s));
+
+	assert_null(conform_layer_check(layer, sizeof(layer), &lim));
+	assert_null(conform_check(layer, sizeof(layer)));
+}
+
 /*
  * Generated layers: the layer reader against protobuf-c (conform.h).
  */
@@ -247,7 +286,9 @@ rand_value(uint64_t *seed)
 }
 
 /* A random double: in range for every check, out of some, or not a
- * number. */
+ * number. The pick is drawn apart from the choice of random bits: with
+ * one draw for both (r % 5, then r % 10) 0.0 and -0.0 were never
+ * picked. */
 static double
 rand_double(uint64_t *seed)
 {
@@ -255,7 +296,7 @@ rand_double(uint64_t *seed)
 		INFINITY, -INFINITY, NAN };
 	uint64_t r = xorshift(seed);
 
-	if (r % 5 == 0) {
+	if (xorshift(seed) % 5 == 0) {
 		double d;
 		uint64_t bits = xorshift(seed);
 
@@ -421,6 +462,8 @@ main(int argc, char **argv)
 		cmocka_unit_test(
 		    test_conform_a_length_longer_than_its_shortest_form_is_refused),
 		cmocka_unit_test(test_conform_an_over_long_key_is_refused),
+		cmocka_unit_test(
+		    test_conform_a_statistic_of_minus_zero_reads_as_protobuf_c_reads_it),
 		cmocka_unit_test(
 		    test_conform_the_layer_reader_decodes_generated_layers_as_protobuf_c_does),
 	};

@@ -16,7 +16,8 @@
  *       3/4).
  *   curve_client listen PUBLISH JOB MS [SERVER_PUB CLIENT_KEY]
  *       subscribes to JOB's decisions for MS milliseconds and prints
- *       "decisions N".
+ *       "decisions N", then "disconnects N": how often its connection
+ *       was closed (the SUB's monitor, ZMQ_EVENT_DISCONNECTED).
  *   (CC_LAYERS=N: Hello with N layers; CC_LINGER_MS=MS: go on reporting
  *   MS after the first decision; CC_TOPIC=PREFIX: SUBs subscribe to that
  *   prefix, not "d:JOB" and its NUL; CC_AFTER=FILE: `listen` counts
@@ -36,6 +37,7 @@
 #include "common/clock.h"
 #include "common/wire.h"
 #include "common/msg.h"
+#include "common/zmonitor.h"
 
 #include <bellows/error.h>
 
@@ -372,10 +374,21 @@ cc_listen(void *ctx, int argc, char **argv)
 {
 	void *sub = cc_socket(ctx, ZMQ_SUB, argv[2], argc, argv, 5);
 	uint64_t until = com_clock_ms() + (uint64_t)atol(argv[4]);
-	uint32_t n = 0, before = 0;
+	uint32_t n = 0, before = 0, disconnects = 0;
+	void *mon = NULL;
+	uint16_t event;
+	uint32_t value;
 	com_msg m;
 
+	if (com_monitor_open(ctx, sub, ZMQ_EVENT_DISCONNECTED, "listen",
+		&mon) != 0) {
+		fprintf(stderr, "curve_client: cannot monitor the SUB\n");
+		zmq_close(sub);
+		return 1;
+	}
 	while (com_clock_ms() < until) {
+		while (com_monitor_recv(mon, &event, &value) == 0)
+			disconnects += event == ZMQ_EVENT_DISCONNECTED;
 		if (cc_recv(sub, 50, &m) != 0)
 			continue;
 		if (m.type == COM_MSG_DECISION && m.u.decision.job != NULL &&
@@ -389,7 +402,11 @@ cc_listen(void *ctx, int argc, char **argv)
 	}
 	if (getenv("CC_AFTER") != NULL)
 		printf("before %u\n", before);
+	while (com_monitor_recv(mon, &event, &value) == 0)
+		disconnects += event == ZMQ_EVENT_DISCONNECTED;
 	printf("decisions %u\n", n);
+	printf("disconnects %u\n", disconnects);
+	com_monitor_close(sub, &mon);
 	zmq_close(sub);
 	return 0;
 }

@@ -104,6 +104,13 @@ cases = [
     (b"GET /metrics HTTP/1.1\x00\r\nHost: x\r\n\r\n", "HTTP/1.1 400 Bad Request", 2, b""),
     (b"GET /metrics\r\n\r\n", "HTTP/1.1 400 Bad Request", 2, b""),
     (b"GET /me\x00trics HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 404 Not Found", 2, b""),
+    # libmicrohttpd 0.9.75 ends the path at a NUL (docs/metrics.md); with
+    # MHD_OPTION_STRICT_FOR_CLIENT at 0, as bellowsd leaves it, a request
+    # without Host is served and a space in the path answered 404 (at 1
+    # the first gets 400, the second no answer).
+    (b"GET /metrics\x00x HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 200 OK", 2, b""),
+    (b"GET /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 200 OK", 2, b""),
+    (b"GET /met rics HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 404 Not Found", 2, b""),
     (b"GARBAGE\r\n\r\n", "(closed)", 2, b""),
     (b"\x00\r\n\x00\r\n\r\n", "(closed)", 3, b""),
     (b"\x00" * 64, "(closed)", 3, b""),

@@ -4,9 +4,11 @@
 # skipped with an error naming it, and the rest applies: the removed key
 # is no longer trusted. That client's connections made before the
 # removal are refused at their next message (EPERM), and its
-# subscription stops delivering decisions, while a client still trusted
-# keeps getting them. A key replaced under the same name refuses the
-# connections made with the old one.
+# subscription stops delivering decisions: bellowsd closes that client's
+# subscriber connection and no other, so a client still trusted keeps
+# its connection and its decisions. A key replaced under the same name
+# refuses the connections made with the old one. A client taken off the
+# job's clients loses its subscriber connection, and no other client.
 . "$(dirname "$0")/lib.sh"
 
 CC="$BUILD/tests/integration/curve_client"
@@ -37,6 +39,25 @@ jobs:
 YAML
 as() {
 	echo "$K/server.pub $K/$1.key"
+}
+# After a withdrawal named $3: the `listen` output $1 heard decisions
+# before it and none after, its connection closed; the one of $2 kept
+# its connection and decisions; bellowsd's latest such line says it
+# closed one subscriber connection of several.
+check_cut() {
+	grep -q "^before [1-9]" "$1" ||
+	    { cat "$1"; fail "$3: the cut subscriber heard nothing before"; }
+	grep -q "^decisions 0$" "$1" ||
+	    { cat "$1"; fail "$3: the cut subscriber still gets decisions"; }
+	grep -q "^disconnects [1-9]" "$1" ||
+	    { cat "$1"; fail "$3: the cut subscriber's connection was not closed"; }
+	grep -q "^decisions [1-9]" "$2" ||
+	    { cat "$2"; fail "$3: a subscriber still allowed lost its decisions"; }
+	grep -q "^disconnects 0$" "$2" ||
+	    { cat "$2"; fail "$3: a subscriber still allowed was disconnected"; }
+	grep "withdrawn" "$TMP/bellowsd.log" | tail -n 1 |
+	    grep -q "closed 1 of [2-9] subscriber connections, those holding it" ||
+	    { grep "withdrawn" "$TMP/bellowsd.log"; fail "$3: not just one subscriber connection was closed"; }
 }
 "$BELLOWSD" --control "$CTL" --publish "$PUB" --policy "$TMP/policy.yaml" \
     --log-level info --db "$H" >>"$TMP/bellowsd.log" 2>&1 &
@@ -98,15 +119,8 @@ grep -q "client 'trainer' is no longer trusted" "$TMP/bellowsd.log" ||
 ok "a removed key's existing connection is refused at its next message"
 
 wait "$LT" "$LK" "$RUN"
-grep -q "^before [1-9]" "$TMP/l-trainer.out" ||
-    { cat "$TMP/l-trainer.out"; fail "trainer's subscriber heard nothing before the removal"; }
-grep -q "^decisions 0$" "$TMP/l-trainer.out" ||
-    { cat "$TMP/l-trainer.out"; fail "a removed key's subscription still delivers decisions"; }
-grep -q "^decisions [1-9]" "$TMP/l-keeper.out" ||
-    { cat "$TMP/l-keeper.out"; fail "a trusted subscriber lost its decisions"; }
-grep -q "closed [1-9][0-9]* subscriber connections" "$TMP/bellowsd.log" ||
-    fail "the subscribers' reset is not logged"
-ok "the removed key's subscription stops; a trusted one goes on"
+check_cut "$TMP/l-trainer.out" "$TMP/l-keeper.out" "trainer's key removed"
+ok "the removed key's subscription stops, its connection alone closed; a trusted one goes on"
 
 # A replaced key: the name stays, the old key's connection is refused.
 "$CC" keygen "$K" keeper2 || fail "keygen keeper2"
@@ -148,3 +162,46 @@ grep -q "error -19: client 'keeper' is no longer trusted" "$TMP/rk.out" ||
 "$CC" status "$CTL" "$K/server.pub" "$K/keeper2.key" >/dev/null ||
     fail "the new key of keeper is refused"
 ok "a replaced key's connection and subscription are cut; the new key is let in"
+
+# A client taken off the job's clients (its key still trusted): its
+# subscriber connection is closed, and no other; it subscribes again and
+# is refused; keeper's subscriber keeps its connection and decisions.
+"$CC" keygen "$K" watcher || fail "keygen watcher"
+cp "$K/watcher.pub" "$C/"
+sed -i 's/clients: \[trainer, keeper\]/clients: [trainer, keeper, watcher]/' \
+    "$TMP/policy.yaml"
+reload() {
+	before=$(grep -c "trusted client keys from" "$TMP/bellowsd.log")
+	kill -HUP "$DAEMON_PID"
+	for _ in $(seq 1 200); do
+		[ "$(grep -c "trusted client keys from" "$TMP/bellowsd.log")" -gt "$before" ] && return
+		sleep 0.05
+	done
+	fail "bellowsd did not reload"
+}
+reload
+OFF="$TMP/off"
+CC_AFTER="$OFF" "$CC" listen "$PUB" train-n 7000 $(as watcher) \
+    >"$TMP/ln-watcher.out" 2>&1 &
+LW=$!
+CC_AFTER="$OFF" "$CC" listen "$PUB" train-n 7000 "$K/server.pub" \
+    "$K/keeper2.key" >"$TMP/ln-keeper.out" 2>&1 &
+LK2=$!
+sleep 0.3
+CC_LINGER_MS=6000 "$CC" run "$CTL" "$PUB" train-n 1 0 "$K/server.pub" \
+    "$K/keeper2.key" >"$TMP/n.out" 2>&1 &
+RN=$!
+for _ in $(seq 1 100); do
+	grep -q "^decision" "$TMP/n.out" && break
+	sleep 0.05
+done
+grep -q "^decision" "$TMP/n.out" || { cat "$TMP/n.out"; fail "train-n got no decision"; }
+sleep 0.5
+sed -i 's/clients: \[trainer, keeper, watcher\]/clients: [trainer, keeper]/' \
+    "$TMP/policy.yaml"
+reload
+sleep 0.3
+touch "$OFF"
+wait "$LW" "$LK2" "$RN"
+check_cut "$TMP/ln-watcher.out" "$TMP/ln-keeper.out" "watcher taken off the job"
+ok "a client taken off the job loses its subscriber connection alone; keeper's goes on"
