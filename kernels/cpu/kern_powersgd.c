@@ -244,15 +244,8 @@ pqt_block_scalar(const float *p, const float *qt, float *out, float *m,
 		const float *pi = p + i * rank;
 		float *oi = out + i * ld + k0, *mi = m + i * ld + k0;
 
-		for (uint32_t k = 0; k < kb; k++) {
-			float v = pi[0] * qt[k];
-
-			for (uint32_t c = 1; c < rank; c++)
-				v = v +
-				    pi[c] * qt[c * KERN_PSGD_COLS_BLOCK + k];
-			oi[k] = v;
-			mi[k] = mi[k] - v;
-		}
+		for (uint32_t k = 0; k < kb; k++)
+			kern_psgd_pqt_elem(pi, qt, oi, mi, k, rank);
 	}
 }
 

@@ -115,6 +115,21 @@ void kern_psgd_mtp1(int isa, const float *m, const float *p, float *q,
 void kern_psgd_pqt_sub(int isa, const float *p, const float *q, float *out,
     float *m, uint64_t rows, uint64_t cols, uint32_t rank);
 
+/* One element of pqt_sub's row i over a block: out[k] = sum over c of
+ * pi[c] qt[c][k] in the order of c, then m[k] -= out[k]. The scalar row
+ * loop and the AVX2 one's last columns share it, so both round alike. */
+static inline void
+kern_psgd_pqt_elem(const float *pi, const float *qt, float *oi, float *mi,
+    uint32_t k, uint32_t rank)
+{
+	float v = pi[0] * qt[k];
+
+	for (uint32_t c = 1; c < rank; c++)
+		v = v + pi[c] * qt[c * KERN_PSGD_COLS_BLOCK + k];
+	oi[k] = v;
+	mi[k] = mi[k] - v;
+}
+
 #ifdef KERN_HAVE_X86
 /* The row loops of the one-pass stages with AVX2 (kern_powersgd_avx2.c),
  * bit for bit the scalar ones of kern_powersgd.c, over one block of

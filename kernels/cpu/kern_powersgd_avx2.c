@@ -194,14 +194,7 @@ kern_psgd_pqt_block_avx2(const float *p, const float *qt, float *out, float *m,
 			_mm256_storeu_ps(mi + k,
 			    _mm256_sub_ps(_mm256_loadu_ps(mi + k), v));
 		}
-		for (uint32_t k = k8; k < kb; k++) {
-			float v = pi[0] * qt[k];
-
-			for (uint32_t c = 1; c < rank; c++)
-				v = v +
-				    pi[c] * qt[c * KERN_PSGD_COLS_BLOCK + k];
-			oi[k] = v;
-			mi[k] = mi[k] - v;
-		}
+		for (uint32_t k = k8; k < kb; k++)
+			kern_psgd_pqt_elem(pi, qt, oi, mi, k, rank);
 	}
 }
