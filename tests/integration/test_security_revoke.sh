@@ -40,21 +40,26 @@ YAML
 as() {
 	echo "$K/server.pub $K/$1.key"
 }
+# Fails with MESSAGE, showing FILE, unless FILE has a line matching PATTERN.
+expect() {
+	grep -q "$2" "$1" || { cat "$1"; fail "$3"; }
+}
+
 # After a withdrawal named $3: the `listen` output $1 heard decisions
 # before it and none after, its connection closed; the one of $2 kept
 # its connection and decisions; bellowsd's latest such line says it
 # closed one subscriber connection of several.
 check_cut() {
-	grep -q "^before [1-9]" "$1" ||
-	    { cat "$1"; fail "$3: the cut subscriber heard nothing before"; }
-	grep -q "^decisions 0$" "$1" ||
-	    { cat "$1"; fail "$3: the cut subscriber still gets decisions"; }
-	grep -q "^disconnects [1-9]" "$1" ||
-	    { cat "$1"; fail "$3: the cut subscriber's connection was not closed"; }
-	grep -q "^decisions [1-9]" "$2" ||
-	    { cat "$2"; fail "$3: a subscriber still allowed lost its decisions"; }
-	grep -q "^disconnects 0$" "$2" ||
-	    { cat "$2"; fail "$3: a subscriber still allowed was disconnected"; }
+	expect "$1" "^before [1-9]" \
+	    "$3: the cut subscriber heard nothing before"
+	expect "$1" "^decisions 0$" \
+	    "$3: the cut subscriber still gets decisions"
+	expect "$1" "^disconnects [1-9]" \
+	    "$3: the cut subscriber's connection was not closed"
+	expect "$2" "^decisions [1-9]" \
+	    "$3: a subscriber still allowed lost its decisions"
+	expect "$2" "^disconnects 0$" \
+	    "$3: a subscriber still allowed was disconnected"
 	grep "withdrawn" "$TMP/bellowsd.log" | tail -n 1 |
 	    grep -q "closed 1 of [2-9] subscriber connections, those holding it" ||
 	    { grep "withdrawn" "$TMP/bellowsd.log"; fail "$3: not just one subscriber connection was closed"; }
@@ -105,15 +110,15 @@ grep -q "error main: $C/broken.pub.*skipped, that client is not trusted" \
     "$TMP/bellowsd.log" || fail "the broken .pub is not named in an error"
 "$BELLOWS" policy check "$TMP/policy.yaml" >/dev/null 2>"$TMP/check.err" ||
     { cat "$TMP/check.err"; fail "policy check refuses a file whose clients hold a broken .pub"; }
-grep -q "warning: $C/broken.pub.*skipped" "$TMP/check.err" ||
-    { cat "$TMP/check.err"; fail "policy check does not name the broken .pub"; }
+expect "$TMP/check.err" "warning: $C/broken.pub.*skipped" \
+    "policy check does not name the broken .pub"
 ok "a broken .pub is skipped with an error naming it; the removal applies"
 
 sleep 0.3 # what was already on its way before the reload
 touch "$AFTER"
 wait "$ST"
-grep -q "error -19: client 'trainer' is no longer trusted" "$TMP/st.out" ||
-    { cat "$TMP/st.out"; fail "a removed key's connection is still answered"; }
+expect "$TMP/st.out" "error -19: client 'trainer' is no longer trusted" \
+    "a removed key's connection is still answered"
 grep -q "client 'trainer' is no longer trusted" "$TMP/bellowsd.log" ||
     fail "the refusal is not logged"
 ok "a removed key's existing connection is refused at its next message"
@@ -151,14 +156,14 @@ CC_LINGER_MS=2000 "$CC" run "$CTL" "$PUB" train-m 1 0 "$K/server.pub" \
     "$K/keeper2.key" >"$TMP/m2.out" 2>&1 ||
     { cat "$TMP/m2.out"; fail "train-m did not run with keeper's new key"; }
 wait "$LO" "$LN"
-grep -q "^before [1-9]" "$TMP/lm-old.out" ||
-    { cat "$TMP/lm-old.out"; fail "the old key's subscriber heard nothing before"; }
-grep -q "^decisions 0$" "$TMP/lm-old.out" ||
-    { cat "$TMP/lm-old.out"; fail "a replaced key's subscription still delivers"; }
-grep -q "^decisions [1-9]" "$TMP/lm-new.out" ||
-    { cat "$TMP/lm-new.out"; fail "the new key's subscriber heard nothing"; }
-grep -q "error -19: client 'keeper' is no longer trusted" "$TMP/rk.out" ||
-    { cat "$TMP/rk.out"; fail "a connection made with a replaced key is still answered"; }
+expect "$TMP/lm-old.out" "^before [1-9]" \
+    "the old key's subscriber heard nothing before"
+expect "$TMP/lm-old.out" "^decisions 0$" \
+    "a replaced key's subscription still delivers"
+expect "$TMP/lm-new.out" "^decisions [1-9]" \
+    "the new key's subscriber heard nothing"
+expect "$TMP/rk.out" "error -19: client 'keeper' is no longer trusted" \
+    "a connection made with a replaced key is still answered"
 "$CC" status "$CTL" "$K/server.pub" "$K/keeper2.key" >/dev/null ||
     fail "the new key of keeper is refused"
 ok "a replaced key's connection and subscription are cut; the new key is let in"
