@@ -1047,15 +1047,13 @@ class TopK(_Gathered):
         average = getattr(lib, "codec_topk_average", None)
         if average is None or len(gathered) != world:
             return False
-        for g in gathered:
-            if g.device.type != "cpu" or not g.is_contiguous() or \
-                    g.dtype != torch.float32:
-                return False
-        for it, _ in sparse:
-            g = it.grad
-            if g.device.type != "cpu" or not g.is_contiguous() or \
-                    g.dtype != torch.float32:
-                return False
+        def flat_f32(t: torch.Tensor) -> bool:
+            return (t.device.type == "cpu" and t.is_contiguous()
+                    and t.dtype == torch.float32)
+
+        if not (all(flat_f32(g) for g in gathered)
+                and all(flat_f32(it.grad) for it, _ in sparse)):
+            return False
         bases = [g.data_ptr() for g in gathered]
         ptrs = ctypes.c_void_p * world
         at = 0
